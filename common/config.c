@@ -1,0 +1,176 @@
+/* common/config.c - table-driven flag and environment parsing. */
+#include "common/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/error.h"
+
+static void s_env_name(const char *flag, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "SHARDPS_");
+    for (const char *p = flag; *p && n + 1 < cap; p++) {
+        out[n++] = (*p == '-') ? '_' : (char)toupper((unsigned char)*p);
+    }
+    out[n] = '\0';
+}
+
+/* Stores text into the flag's destination. Returns 0 or PS_EINVAL. */
+static int s_set(const ps_flag_t *f, const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case PS_FLAG_INT: {
+        long v = strtol(text, &end, 10);
+        if (errno || end == text || *end || v < -2147483647L || v > 2147483647L) {
+            return PS_EINVAL;
+        }
+        *(int *)f->dst = (int)v;
+        return 0;
+    }
+    case PS_FLAG_DOUBLE: {
+        double v = strtod(text, &end);
+        if (errno || end == text || *end || !isfinite(v)) {
+            return PS_EINVAL;
+        }
+        *(double *)f->dst = v;
+        return 0;
+    }
+    case PS_FLAG_STR:
+        *(const char **)f->dst = text;
+        return 0;
+    case PS_FLAG_BOOL:
+        if (!strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes")) {
+            *(int *)f->dst = 1;
+        } else if (!strcmp(text, "0") || !strcasecmp(text, "false") ||
+                   !strcasecmp(text, "no")) {
+            *(int *)f->dst = 0;
+        } else {
+            return PS_EINVAL;
+        }
+        return 0;
+    }
+    return PS_EINVAL;
+}
+
+static const char *s_type_word(ps_flag_type_t t)
+{
+    switch (t) {
+    case PS_FLAG_INT: return "an integer";
+    case PS_FLAG_DOUBLE: return "a number";
+    case PS_FLAG_BOOL: return "0 or 1";
+    default: return "a value";
+    }
+}
+
+void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags,
+                     size_t nflags)
+{
+    printf("usage: %s [flags]\n%s\n\nflags (each also read from SHARDPS_<NAME>):\n",
+           prog, about);
+    for (size_t i = 0; i < nflags; i++) {
+        const ps_flag_t *f = &flags[i];
+        char left[64], env[64], def[64] = "";
+        snprintf(left, sizeof left, "--%s%s%s", f->name, f->metavar ? " " : "",
+                 f->metavar ? f->metavar : "");
+        s_env_name(f->name, env, sizeof env);
+        switch (f->type) {
+        case PS_FLAG_INT:
+            snprintf(def, sizeof def, "%d", *(int *)f->dst);
+            break;
+        case PS_FLAG_DOUBLE:
+            snprintf(def, sizeof def, "%g", *(double *)f->dst);
+            break;
+        case PS_FLAG_STR:
+            snprintf(def, sizeof def, "%s",
+                     *(const char **)f->dst ? *(const char **)f->dst : "");
+            break;
+        case PS_FLAG_BOOL:
+            snprintf(def, sizeof def, "%d", *(int *)f->dst);
+            break;
+        }
+        printf("  %-24s %s", left, f->help);
+        if (def[0]) {
+            printf(" [default: %s]", def);
+        }
+        printf(" (%s)\n", env);
+    }
+    printf("  %-24s show this help\n", "--help");
+}
+
+int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
+                    size_t nflags, int argc, char **argv, int *rest)
+{
+    for (size_t i = 0; i < nflags; i++) {
+        char env[64];
+        s_env_name(flags[i].name, env, sizeof env);
+        const char *v = getenv(env);
+        if (v && s_set(&flags[i], v) != 0) {
+            fprintf(stderr, "%s: error: environment %s=%s is not %s\n", prog, env, v,
+                    s_type_word(flags[i].type));
+            return PS_EINVAL;
+        }
+    }
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            ps_config_usage(prog, about, flags, nflags);
+            return 1;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            if (rest) {
+                break;
+            }
+            fprintf(stderr, "%s: error: unexpected argument '%s' (see --help)\n", prog, a);
+            return PS_EINVAL;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const ps_flag_t *f = NULL;
+        for (size_t k = 0; k < nflags; k++) {
+            if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) {
+                f = &flags[k];
+                break;
+            }
+        }
+        if (!f) {
+            fprintf(stderr, "%s: error: unknown flag --%.*s (see --help)\n", prog, (int)len,
+                    name);
+            return PS_EINVAL;
+        }
+        const char *val = eq ? eq + 1 : NULL;
+        if (!val && f->type == PS_FLAG_BOOL) {
+            val = "1";
+        } else if (!val) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "%s: error: flag --%s needs a value\n", prog, f->name);
+                return PS_EINVAL;
+            }
+            val = argv[++i];
+        }
+        if (s_set(f, val) != 0) {
+            fprintf(stderr, "%s: error: --%s %s: not %s\n", prog, f->name, val,
+                    s_type_word(f->type));
+            return PS_EINVAL;
+        }
+    }
+    if (rest) {
+        *rest = i;
+    } else if (i < argc) {
+        fprintf(stderr, "%s: error: unexpected argument '%s' (see --help)\n", prog, argv[i]);
+        return PS_EINVAL;
+    }
+    return 0;
+}

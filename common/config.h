@@ -1,0 +1,52 @@
+/*
+ * common/config.h - command-line flags and SHARDPS_* environment variables.
+ *
+ * Each program describes its flags in one table. Every flag "--some-name" is
+ * also read from the environment variable SHARDPS_SOME_NAME; the command line
+ * wins over the environment, which wins over the default already stored in
+ * the destination. This module does not know what any flag means.
+ */
+#ifndef PS_COMMON_CONFIG_H
+#define PS_COMMON_CONFIG_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PS_FLAG_INT,    /* dst: int *            */
+    PS_FLAG_DOUBLE, /* dst: double *         */
+    PS_FLAG_STR,    /* dst: const char ** (borrowed from argv/environ) */
+    PS_FLAG_BOOL,   /* dst: int *; "--x" sets 1, "--x=0|false|no" sets 0 */
+} ps_flag_type_t;
+
+typedef struct {
+    const char *name;    /* long name without "--", e.g. "servers" */
+    ps_flag_type_t type; /* how to parse the value */
+    void *dst;           /* where the value goes; holds the default on entry */
+    const char *metavar; /* value placeholder in --help, e.g. "N" */
+    const char *help;    /* one line */
+} ps_flag_t;
+
+/*
+ * Parses the environment, then argv[1..argc), into the table's destinations.
+ * Accepts "--name value" and "--name=value". A bare "--" ends the flags; the
+ * index of the first argument not consumed is stored in *rest (may be NULL, in
+ * which case stray arguments are an error).
+ * Returns 0 on success, 1 when --help was printed to stdout (caller exits 0),
+ * PS_EINVAL after printing one line "PROG: error: ..." to stderr.
+ * Not thread-safe (reads environ); call from main().
+ */
+int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
+                    size_t nflags, int argc, char **argv, int *rest);
+
+/* Prints the --help text of a table to stdout. */
+void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags,
+                     size_t nflags);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

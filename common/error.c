@@ -1,0 +1,21 @@
+/* common/error.c - names for the PS_E* codes. */
+#include "common/error.h"
+
+const char *ps_strerror(int err)
+{
+    switch (err) {
+    case PS_OK: return "success";
+    case PS_EINVAL: return "invalid argument";
+    case PS_ENOMEM: return "out of memory";
+    case PS_ETIMEDOUT: return "timed out";
+    case PS_ECLOSED: return "closed";
+    case PS_EPROTO: return "protocol error";
+    case PS_ESTATE: return "invalid state";
+    case PS_EIO: return "I/O error";
+    case PS_ENOTSUP: return "not supported";
+    case PS_ENODEV: return "no such device";
+    case PS_ERANGE: return "out of range";
+    case PS_ENOENT: return "not found";
+    default: return "unknown error";
+    }
+}

@@ -1,0 +1,36 @@
+/*
+ * common/error.h - the one error enum of shardps.
+ *
+ * Fallible functions return 0 (or a count) on success and a negative PS_E*
+ * on failure. Foreign errors (errno, zmq_errno(), cudaError_t, protobuf-c
+ * NULLs) are translated into these once, at the layer that meets them.
+ */
+#ifndef PS_COMMON_ERROR_H
+#define PS_COMMON_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    PS_OK = 0,
+    PS_EINVAL = -1,    /* bad argument or bad input from the outside */
+    PS_ENOMEM = -2,    /* allocation failed */
+    PS_ETIMEDOUT = -3, /* a peer did not answer in time */
+    PS_ECLOSED = -4,   /* the job or a peer has gone away */
+    PS_EPROTO = -5,    /* malformed or unexpected message */
+    PS_ESTATE = -6,    /* call not valid in the current state */
+    PS_EIO = -7,       /* file or socket I/O failed */
+    PS_ENOTSUP = -8,   /* not supported (by this build or mode) */
+    PS_ENODEV = -9,    /* no such device (no GPU) */
+    PS_ERANGE = -10,   /* key range outside the shard, or size mismatch */
+    PS_ENOENT = -11,   /* no such file, key or node */
+};
+
+/* Returns a static, human-readable string for a PS_E* code. Thread-safe. */
+const char *ps_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,65 @@
+/* common/job.c - job configuration defaults and validation. */
+#include "common/job.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+void ps_job_defaults(ps_job_t *job)
+{
+    memset(job, 0, sizeof *job);
+    snprintf(job->model, sizeof job->model, "mlp");
+    job->mode = PS_MODE_SYNC;
+    snprintf(job->optimizer, sizeof job->optimizer, "sgd");
+    job->lr = 0.05;
+    job->momentum = 0.9;
+    job->weight_decay = 0.0;
+    job->batch = 64;
+    job->epochs = 1;
+    job->max_steps = 0;
+    job->seed = 1;
+}
+
+int ps_job_parse_mode(const char *text, ps_mode_t *mode)
+{
+    if (!strcmp(text, "sync")) {
+        *mode = PS_MODE_SYNC;
+    } else if (!strcmp(text, "async")) {
+        *mode = PS_MODE_ASYNC;
+    } else {
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+const char *ps_job_mode_name(ps_mode_t mode)
+{
+    return mode == PS_MODE_ASYNC ? "async" : "sync";
+}
+
+int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
+{
+    if (strcmp(job->model, "mlp") && strcmp(job->model, "cnn")) {
+        snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", job->model);
+    } else if (job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) {
+        snprintf(err, errlen, "unknown mode %d", (int)job->mode);
+    } else if (strcmp(job->optimizer, "sgd")) {
+        snprintf(err, errlen, "unknown optimizer '%s' (expected sgd)", job->optimizer);
+    } else if (!(job->lr > 0.0)) {
+        snprintf(err, errlen, "learning rate must be > 0, got %g", job->lr);
+    } else if (job->momentum < 0.0 || job->momentum >= 1.0) {
+        snprintf(err, errlen, "momentum must be in [0, 1), got %g", job->momentum);
+    } else if (job->weight_decay < 0.0) {
+        snprintf(err, errlen, "weight decay must be >= 0, got %g", job->weight_decay);
+    } else if (job->batch < 1 || job->batch > 65536) {
+        snprintf(err, errlen, "batch must be in [1, 65536], got %d", job->batch);
+    } else if (job->epochs < 1) {
+        snprintf(err, errlen, "epochs must be >= 1, got %d", job->epochs);
+    } else if (job->max_steps < 0) {
+        snprintf(err, errlen, "max steps must be >= 0, got %lld", (long long)job->max_steps);
+    } else {
+        return 0;
+    }
+    return PS_EINVAL;
+}

@@ -1,0 +1,51 @@
+/*
+ * common/job.h - the job configuration: what every node of a job agrees on.
+ *
+ * The scheduler fills it from its flags, validates it, and sends it inside
+ * the cluster view; servers and workers act only on the copy they receive.
+ * Plain data; the codec in proto/ maps it to and from the wire.
+ */
+#ifndef PS_COMMON_JOB_H
+#define PS_COMMON_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PS_MODE_SYNC = 0,  /* bulk synchronous: a step applies once every worker pushed */
+    PS_MODE_ASYNC = 1, /* every push applies on arrival; pulls return current values */
+} ps_mode_t;
+
+typedef struct {
+    char model[16];      /* "mlp" or "cnn" */
+    ps_mode_t mode;      /* consistency mode, see ps_mode_t */
+    char optimizer[16];  /* server-side optimizer: "sgd" (with momentum) */
+    double lr;           /* learning rate */
+    double momentum;     /* SGD momentum (0 = plain SGD) */
+    double weight_decay; /* L2 penalty added to the gradient */
+    int batch;           /* samples per worker per step */
+    int epochs;          /* passes over the training set */
+    int64_t max_steps;   /* stop after this many steps per worker; 0 = no limit */
+    uint64_t seed;       /* drives initialisation and the global sample order */
+} ps_job_t;
+
+/* Fills *job with the project defaults. */
+void ps_job_defaults(ps_job_t *job);
+
+/* Parses "sync" or "async". Returns 0 or PS_EINVAL. */
+int ps_job_parse_mode(const char *text, ps_mode_t *mode);
+
+/* Name of a mode, for logs and summaries. */
+const char *ps_job_mode_name(ps_mode_t mode);
+
+/* Checks every field. Returns 0, or PS_EINVAL with a one-line reason in err. */
+int ps_job_validate(const ps_job_t *job, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

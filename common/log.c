@@ -1,0 +1,52 @@
+/* common/log.c - stderr logger with role/rank prefix and a wall-clock stamp. */
+#include "common/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "common/error.h"
+
+int ps_log_level = PS_LOG_INFO;
+static char s_prefix[16] = "-";
+
+void ps_log_set_role(const char *role, int rank)
+{
+    if (rank >= 0) {
+        snprintf(s_prefix, sizeof s_prefix, "%s%d", role, rank);
+    } else {
+        snprintf(s_prefix, sizeof s_prefix, "%s", role);
+    }
+}
+
+int ps_log_set_level(const char *name)
+{
+    static const char *names[] = {"err", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            ps_log_level = i;
+            return 0;
+        }
+    }
+    return PS_EINVAL;
+}
+
+void ps_log_write(int level, const char *fmt, ...)
+{
+    static const char tag[] = "EWID";
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    /* One fprintf per line: stdio locks the stream, so threads never interleave. */
+    fprintf(stderr, "%02d:%02d:%02d.%03d %s %c %s\n", tm.tm_hour, tm.tm_min,
+            tm.tm_sec, (int)(tv.tv_usec / 1000), s_prefix, tag[level & 3], msg);
+}

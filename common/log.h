@@ -1,0 +1,45 @@
+/*
+ * common/log.h - the one logger.
+ *
+ * Every line goes to stderr as "HH:MM:SS.mmm <role><rank> <level> message",
+ * e.g. "12:00:01.250 W0 I epoch=1 step=10 loss=0.51". The level is checked
+ * before the arguments are evaluated. Training metrics are key=value lines.
+ * Thread-safe: each line is written with one fprintf under the stdio lock.
+ */
+#ifndef PS_COMMON_LOG_H
+#define PS_COMMON_LOG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { PS_LOG_ERR = 0, PS_LOG_WARN = 1, PS_LOG_INFO = 2, PS_LOG_DEBUG = 3 };
+
+/* The current level; lines above it are skipped. */
+extern int ps_log_level;
+
+/* Sets the prefix: role letter ("C", "S", "W", "L" or any short tag) and
+ * rank (-1 for none). Call once from main() before threads start. */
+void ps_log_set_role(const char *role, int rank);
+
+/* Parses "err|warn|info|debug" into ps_log_level. Returns 0 or PS_EINVAL. */
+int ps_log_set_level(const char *name);
+
+void ps_log_write(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define PS_LOG_AT(lvl, ...) \
+    do { \
+        if ((lvl) <= ps_log_level) { \
+            ps_log_write((lvl), __VA_ARGS__); \
+        } \
+    } while (0)
+#define ps_log_err(...) PS_LOG_AT(PS_LOG_ERR, __VA_ARGS__)
+#define ps_log_warn(...) PS_LOG_AT(PS_LOG_WARN, __VA_ARGS__)
+#define ps_log_info(...) PS_LOG_AT(PS_LOG_INFO, __VA_ARGS__)
+#define ps_log_debug(...) PS_LOG_AT(PS_LOG_DEBUG, __VA_ARGS__)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

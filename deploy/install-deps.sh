@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, everything shardps needs to build, test and run on
+# Debian 12: compilers and Meson, libzmq, protobuf-c (+ protoc-c), OpenBLAS,
+# zlib, Check, and the Fashion-MNIST dataset. Idempotent: a package that is
+# already installed is not touched, and apt-get is not called at all when
+# nothing is missing. The CUDA toolkit is optional and not installed here.
+set -euo pipefail
+
+pkgs=(
+  build-essential pkg-config meson ninja-build
+  libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
+  libopenblas-dev zlib1g-dev check
+  iproute2 python3
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all dependencies present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
