@@ -1,0 +1,81 @@
+/*
+ * worker/models/model.h - the models a worker trains (MLP, CNN), on any backend.
+ *
+ * A model owns its activations and scratch buffers, sized once for max_batch,
+ * and two host buffers of P floats: the parameters the worker pulls into, and
+ * the gradients the worker pushes from. Tensors ("fc1.weight", ...) are laid
+ * out back to back in that flat vector, in PyTorch's layouts. On a GPU backend
+ * the host buffers are pinned and the model copies them to and from the device
+ * itself. The model knows nothing of servers, sockets or data files.
+ */
+#ifndef PS_WORKER_MODEL_H
+#define PS_WORKER_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ps_model ps_model_t;
+
+/* One named tensor of the flat parameter vector. */
+typedef struct {
+    const char *name; /* e.g. "fc1.weight" */
+    size_t offset;    /* first element in the flat vector */
+    size_t count;     /* number of float32 elements */
+} ps_tensor_info_t;
+
+/* Input geometry every model expects: one 28x28 grey image per sample. */
+enum { PS_MODEL_IN_H = 28, PS_MODEL_IN_W = 28, PS_MODEL_CLASSES = 10 };
+
+/*
+ * Creates model `name` ("mlp" or "cnn") for batches of up to max_batch samples
+ * on backend k. Returns 0 and stores the model in *out (caller owns the result;
+ * destroy with ps_model_destroy()), PS_EINVAL for an unknown name, PS_ENOMEM.
+ */
+int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch,
+                 ps_model_t **out);
+
+/* Frees everything; NULL-safe; sets *m to NULL. */
+void ps_model_destroy(ps_model_t **m);
+
+/* P: length of the flat parameter vector. */
+size_t ps_model_num_params(const ps_model_t *m);
+
+/* Number of named tensors, and the i-th (borrowed; valid until destroy). */
+size_t ps_model_num_tensors(const ps_model_t *m);
+const ps_tensor_info_t *ps_model_tensor(const ps_model_t *m, size_t i);
+
+/* Host parameter and gradient buffers of P floats each. Borrowed; valid until
+ * ps_model_destroy(). The caller writes params (pull) and reads grads (push). */
+float *ps_model_params(ps_model_t *m);
+float *ps_model_grads(ps_model_t *m);
+
+/* Writes PyTorch's default initialisation (kaiming-uniform weights, uniform
+ * biases in +-1/sqrt(fan_in)) into ps_model_params(), deterministically from seed. */
+void ps_model_init_params(ps_model_t *m, uint64_t seed);
+
+/*
+ * One training step on n <= max_batch samples using the current host params:
+ * x is n*28*28 normalised floats (host), y n labels in [0,10). Writes the
+ * gradient of the mean softmax cross-entropy into ps_model_grads() and the
+ * mean loss into *loss. Returns 0, PS_EINVAL (bad n or label), or a backend error.
+ */
+int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
+                        float *loss);
+
+/*
+ * Evaluates the current host params on n samples (any n; processed in chunks
+ * of max_batch). Stores the number of correct predictions and the mean loss.
+ */
+int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n,
+                      int *correct, float *loss);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
