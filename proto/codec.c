@@ -1,0 +1,376 @@
+/*
+ * proto/codec.c - protobuf-c <-> plain structs. The only file that includes
+ * the generated shardps.pb-c.h; a NULL from an unpack becomes PS_EPROTO here.
+ */
+#include "proto/codec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "proto/shardps.pb-c.h"
+
+/* Copies a protobuf string into a fixed buffer; fails if it does not fit. */
+static int s_copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap) {
+        return PS_EPROTO;
+    }
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+    return 0;
+}
+
+int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
+{
+    Shardps__Header m = SHARDPS__HEADER__INIT;
+    m.protocol = h->protocol;
+    m.type = (Shardps__MsgType)h->type;
+    m.role = (Shardps__Role)h->role;
+    m.sender = h->sender;
+    m.request_id = h->request_id;
+    m.key_begin = h->begin;
+    m.key_end = h->end;
+    m.step = h->step;
+    m.version = h->version;
+    m.dtype = (Shardps__DType)h->dtype;
+    m.payload_len = h->payload_len;
+    m.status = h->status;
+    m.error = (char *)h->error;
+    size_t n = shardps__header__get_packed_size(&m);
+    if (n > cap) {
+        return PS_EINVAL;
+    }
+    return (int)shardps__header__pack(&m, buf);
+}
+
+int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
+{
+    memset(h, 0, sizeof *h);
+    Shardps__Header *m = shardps__header__unpack(NULL, len, data);
+    if (!m) {
+        snprintf(h->error, sizeof h->error, "header does not decode (%zu bytes)", len);
+        return PS_EPROTO;
+    }
+    int rc = 0;
+    h->protocol = m->protocol;
+    h->type = (ps_msg_type_t)m->type;
+    h->role = (ps_role_t)m->role;
+    h->sender = m->sender;
+    h->request_id = m->request_id;
+    h->begin = m->key_begin;
+    h->end = m->key_end;
+    h->step = m->step;
+    h->version = m->version;
+    h->dtype = (uint32_t)m->dtype;
+    h->payload_len = m->payload_len;
+    h->status = m->status;
+    if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
+        h->error[0] = '\0';
+    }
+    char why[160] = "";
+    if (m->protocol != PS_PROTOCOL_VERSION) {
+        snprintf(why, sizeof why, "protocol version %u, expected %u", m->protocol,
+                 PS_PROTOCOL_VERSION);
+    } else if ((int)m->type <= PS_MSG_NONE || (int)m->type > PS_MSG_TYPE_MAX) {
+        snprintf(why, sizeof why, "unknown message type %d", (int)m->type);
+    } else if ((int)m->role < PS_ROLE_SCHEDULER || (int)m->role > PS_ROLE_WORKER) {
+        snprintf(why, sizeof why, "unknown sender role %d", (int)m->role);
+    } else if (m->key_end < m->key_begin) {
+        snprintf(why, sizeof why, "key range [%llu, %llu) is reversed",
+                 (unsigned long long)m->key_begin, (unsigned long long)m->key_end);
+    } else if (m->payload_len && m->dtype != SHARDPS__DTYPE__DTYPE_F32) {
+        snprintf(why, sizeof why, "unknown dtype %d", (int)m->dtype);
+    } else if (m->n_keys) {
+        snprintf(why, sizeof why, "sparse key lists are not supported yet");
+    }
+    if (why[0]) {
+        snprintf(h->error, sizeof h->error, "%s", why);
+        rc = PS_EPROTO;
+    }
+    shardps__header__free_unpacked(m, NULL);
+    return rc;
+}
+
+/* Packs any generated message into a fresh buffer. */
+static int s_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        return PS_ENOMEM;
+    }
+    *len = protobuf_c_message_pack(m, buf);
+    *out = buf;
+    return 0;
+}
+
+static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m)
+{
+    m->model = (char *)j->model;
+    m->mode = (char *)ps_job_mode_name(j->mode);
+    m->optimizer = (char *)j->optimizer;
+    m->lr = j->lr;
+    m->momentum = j->momentum;
+    m->weight_decay = j->weight_decay;
+    m->batch = j->batch;
+    m->epochs = j->epochs;
+    m->max_steps = j->max_steps;
+    m->seed = j->seed;
+}
+
+static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
+{
+    if (!m) {
+        return PS_EPROTO;
+    }
+    memset(j, 0, sizeof *j);
+    if (s_copy_str(j->model, sizeof j->model, m->model) ||
+        s_copy_str(j->optimizer, sizeof j->optimizer, m->optimizer) ||
+        ps_job_parse_mode(m->mode, &j->mode)) {
+        return PS_EPROTO;
+    }
+    j->lr = m->lr;
+    j->momentum = m->momentum;
+    j->weight_decay = m->weight_decay;
+    j->batch = m->batch;
+    j->epochs = m->epochs;
+    j->max_steps = m->max_steps;
+    j->seed = m->seed;
+    char err[160];
+    return ps_job_validate(j, err, sizeof err) == 0 ? 0 : PS_EPROTO;
+}
+
+int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len)
+{
+    Shardps__Register m = SHARDPS__REGISTER__INIT;
+    m.role = (Shardps__Role)r->role;
+    m.rank = r->rank;
+    m.endpoint = (char *)r->endpoint;
+    m.pid = r->pid;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
+{
+    Shardps__Register *m = shardps__register__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    memset(r, 0, sizeof *r);
+    r->role = (ps_role_t)m->role;
+    r->rank = m->rank;
+    r->pid = m->pid;
+    int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint);
+    if (r->role != PS_ROLE_SERVER && r->role != PS_ROLE_WORKER) {
+        rc = PS_EPROTO;
+    }
+    shardps__register__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len)
+{
+    Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
+    s_job_to_pb(job, &jm);
+    Shardps__RegisterAck m = SHARDPS__REGISTER_ACK__INIT;
+    m.rank = rank;
+    m.job = &jm;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job)
+{
+    Shardps__RegisterAck *m = shardps__register_ack__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    *rank = m->rank;
+    int rc = s_job_from_pb(m->job, job);
+    shardps__register_ack__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_model_info(uint64_t num_params, uint8_t **out, size_t *len)
+{
+    Shardps__ModelInfo m = SHARDPS__MODEL_INFO__INIT;
+    m.num_params = num_params;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params)
+{
+    Shardps__ModelInfo *m = shardps__model_info__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    *num_params = m->num_params;
+    shardps__model_info__free_unpacked(m, NULL);
+    return 0;
+}
+
+int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
+{
+    if (v->num_servers < 1 || v->num_servers > PS_MAX_SERVERS) {
+        return PS_EINVAL;
+    }
+    Shardps__ServerInfo infos[PS_MAX_SERVERS];
+    Shardps__ServerInfo *ptrs[PS_MAX_SERVERS];
+    for (int i = 0; i < v->num_servers; i++) {
+        shardps__server_info__init(&infos[i]);
+        infos[i].rank = v->servers[i].rank;
+        infos[i].endpoint = (char *)v->servers[i].endpoint;
+        infos[i].key_begin = v->servers[i].begin;
+        infos[i].key_end = v->servers[i].end;
+        ptrs[i] = &infos[i];
+    }
+    Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
+    s_job_to_pb(&v->job, &jm);
+    Shardps__ClusterView m = SHARDPS__CLUSTER_VIEW__INIT;
+    m.num_params = v->num_params;
+    m.num_workers = v->num_workers;
+    m.n_servers = (size_t)v->num_servers;
+    m.servers = ptrs;
+    m.job = &jm;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
+{
+    Shardps__ClusterView *m = shardps__cluster_view__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = PS_EPROTO;
+    memset(v, 0, sizeof *v);
+    if (m->n_servers < 1 || m->n_servers > PS_MAX_SERVERS || m->num_workers < 1 ||
+        m->num_workers > PS_MAX_WORKERS || s_job_from_pb(m->job, &v->job) != 0) {
+        goto done;
+    }
+    v->num_params = m->num_params;
+    v->num_workers = m->num_workers;
+    v->num_servers = (int)m->n_servers;
+    uint64_t next = 0;
+    for (size_t i = 0; i < m->n_servers; i++) {
+        const Shardps__ServerInfo *s = m->servers[i];
+        ps_server_info_t *d = &v->servers[i];
+        /* Ranges must tile [0, P) in rank order: the client relies on it. */
+        if (s->rank != (int)i || s->key_begin != next || s->key_end < s->key_begin ||
+            s_copy_str(d->endpoint, sizeof d->endpoint, s->endpoint) != 0) {
+            goto done;
+        }
+        d->rank = s->rank;
+        d->begin = s->key_begin;
+        d->end = s->key_end;
+        next = s->key_end;
+    }
+    rc = next == v->num_params ? 0 : PS_EPROTO;
+done:
+    shardps__cluster_view__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_barrier(const char *name, uint8_t **out, size_t *len)
+{
+    Shardps__Barrier m = SHARDPS__BARRIER__INIT;
+    m.name = (char *)name;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_barrier(const void *data, size_t len, char *name, size_t cap)
+{
+    Shardps__Barrier *m = shardps__barrier__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = s_copy_str(name, cap, m->name);
+    shardps__barrier__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_shutdown(int status, const char *reason, uint8_t **out, size_t *len)
+{
+    Shardps__Shutdown m = SHARDPS__SHUTDOWN__INIT;
+    m.status = status;
+    m.reason = (char *)reason;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_shutdown(const void *data, size_t len, int *status, char *reason,
+                             size_t cap)
+{
+    Shardps__Shutdown *m = shardps__shutdown__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    *status = m->status;
+    snprintf(reason, cap, "%s", m->reason ? m->reason : "");
+    shardps__shutdown__free_unpacked(m, NULL);
+    return 0;
+}
+
+int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len)
+{
+    Shardps__Done m = SHARDPS__DONE__INIT;
+    m.steps = d->steps;
+    m.samples = d->samples;
+    m.bytes_pushed = d->bytes_pushed;
+    m.bytes_pulled = d->bytes_pulled;
+    m.train_seconds = d->train_seconds;
+    m.compute_seconds = d->compute_seconds;
+    m.wait_seconds = d->wait_seconds;
+    m.n_test_accuracy = (size_t)d->num_epochs_evaluated;
+    m.test_accuracy = (double *)d->test_accuracy;
+    m.final_loss = d->final_loss;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d)
+{
+    Shardps__Done *m = shardps__done__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = 0;
+    memset(d, 0, sizeof *d);
+    if (m->n_test_accuracy > PS_MAX_EPOCHS) {
+        rc = PS_EPROTO;
+    } else {
+        d->steps = m->steps;
+        d->samples = m->samples;
+        d->bytes_pushed = m->bytes_pushed;
+        d->bytes_pulled = m->bytes_pulled;
+        d->train_seconds = m->train_seconds;
+        d->compute_seconds = m->compute_seconds;
+        d->wait_seconds = m->wait_seconds;
+        d->num_epochs_evaluated = (int)m->n_test_accuracy;
+        memcpy(d->test_accuracy, m->test_accuracy, m->n_test_accuracy * sizeof(double));
+        d->final_loss = m->final_loss;
+    }
+    shardps__done__free_unpacked(m, NULL);
+    return rc;
+}
+
+const char *ps_codec_type_name(int type)
+{
+    static const char *names[] = {
+        "none",    "register", "register-ack", "model-info", "view",      "barrier",
+        "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
+        "pull",    "pull-reply", "init",       "init-ack", "error"};
+    if (type < 0 || type > PS_MSG_TYPE_MAX) {
+        return "unknown";
+    }
+    return names[type];
+}
+
+const char *ps_codec_role_tag(ps_role_t role)
+{
+    switch (role) {
+    case PS_ROLE_SCHEDULER: return "C";
+    case PS_ROLE_SERVER: return "S";
+    case PS_ROLE_WORKER: return "W";
+    default: return "?";
+    }
+}

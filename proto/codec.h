@@ -1,0 +1,146 @@
+/*
+ * proto/codec.h - plain C views of the wire messages, and their encoding.
+ *
+ * The only module that touches protobuf-c: everything else sees the structs
+ * below. Decoding validates what can be checked without context (protocol
+ * version, known type, known role, dtype, range order, string sizes); callers
+ * check what needs context (sender known, range inside the shard).
+ */
+#ifndef PS_PROTO_CODEC_H
+#define PS_PROTO_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PS_PROTOCOL_VERSION 1u
+
+/* Mirrors MsgType in shardps.proto. */
+typedef enum {
+    PS_MSG_NONE = 0,
+    PS_MSG_REGISTER = 1,
+    PS_MSG_REGISTER_ACK = 2,
+    PS_MSG_MODEL_INFO = 3,
+    PS_MSG_VIEW = 4,
+    PS_MSG_BARRIER = 5,
+    PS_MSG_BARRIER_DONE = 6,
+    PS_MSG_HEARTBEAT = 7,
+    PS_MSG_SHUTDOWN = 8,
+    PS_MSG_DONE = 9,
+    PS_MSG_PUSH = 10,
+    PS_MSG_PUSH_ACK = 11,
+    PS_MSG_PULL = 12,
+    PS_MSG_PULL_REPLY = 13,
+    PS_MSG_INIT = 14,
+    PS_MSG_INIT_ACK = 15,
+    PS_MSG_ERROR = 16,
+    PS_MSG_TYPE_MAX = 16,
+} ps_msg_type_t;
+
+/* Mirrors Role in shardps.proto. */
+typedef enum {
+    PS_ROLE_NONE = 0,
+    PS_ROLE_SCHEDULER = 1,
+    PS_ROLE_SERVER = 2,
+    PS_ROLE_WORKER = 3,
+} ps_role_t;
+
+enum { PS_DTYPE_NONE = 0, PS_DTYPE_F32 = 1 };
+
+typedef struct {
+    uint32_t protocol;    /* PS_PROTOCOL_VERSION */
+    ps_msg_type_t type;   /* what this message is */
+    ps_role_t role;       /* sender's role */
+    int32_t sender;       /* sender's rank within its role */
+    uint64_t request_id;  /* echoed in replies */
+    uint64_t begin, end;  /* key range [begin, end) in elements */
+    int64_t step;         /* push: step; pull: minimum version wanted */
+    int64_t version;      /* push: version computed on; reply: version served */
+    uint32_t dtype;       /* PS_DTYPE_* of the payload */
+    uint64_t payload_len; /* bytes in the payload frames */
+    int32_t status;       /* 0 or PS_E* */
+    char error[160];      /* reason when status != 0 */
+} ps_header_t;
+
+/* Largest packed header; headers carry no tensors, so this is small. */
+enum { PS_HEADER_MAX = 512 };
+
+/* A server's place in the cluster view. */
+typedef struct {
+    int rank;           /* server rank */
+    char endpoint[128]; /* where workers connect, e.g. tcp://10.0.0.2:41001 */
+    uint64_t begin;     /* first key of the server's range */
+    uint64_t end;       /* one past its last key */
+} ps_server_info_t;
+
+enum { PS_MAX_SERVERS = 256, PS_MAX_WORKERS = 256, PS_MAX_EPOCHS = 1000 };
+
+/* The one source of truth every node acts on. */
+typedef struct {
+    uint64_t num_params;                        /* P */
+    int num_workers;                            /* M */
+    int num_servers;                            /* S */
+    ps_server_info_t servers[PS_MAX_SERVERS];   /* S entries, ranges in key order */
+    ps_job_t job;                               /* the job configuration */
+} ps_view_t;
+
+typedef struct {
+    ps_role_t role;     /* server or worker */
+    int rank;           /* wanted rank, -1 for any */
+    char endpoint[128]; /* servers: advertised endpoint */
+    uint32_t pid;       /* for operators' log lines */
+} ps_register_t;
+
+/* What a worker reports at the end of its job. */
+typedef struct {
+    int64_t steps;          /* steps taken */
+    int64_t samples;        /* training samples processed */
+    uint64_t bytes_pushed;  /* payload bytes sent in pushes */
+    uint64_t bytes_pulled;  /* payload bytes received in pulls */
+    double train_seconds;   /* wall time of the training loop */
+    double compute_seconds; /* forward + backward */
+    double wait_seconds;    /* blocked on pulls/pushes/barriers */
+    int num_epochs_evaluated;
+    double test_accuracy[PS_MAX_EPOCHS]; /* worker 0: after each epoch */
+    double final_loss;      /* mean training loss of the last epoch */
+} ps_done_t;
+
+/* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */
+int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap);
+
+/* Header: unpack and validate. Returns 0, or PS_EPROTO with the reason in h->error
+ * (h is zeroed first, so a caller can still reply to what it could read). */
+int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h);
+
+/* Control bodies. Each pack_* returns a malloc'd buffer in *out and its length
+ * (caller owns the result; free with free()) or PS_ENOMEM/PS_EINVAL. Each
+ * unpack_* returns 0 or PS_EPROTO. */
+int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
+int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
+int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len);
+int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job);
+int ps_codec_pack_model_info(uint64_t num_params, uint8_t **out, size_t *len);
+int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params);
+int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len);
+int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v);
+int ps_codec_pack_barrier(const char *name, uint8_t **out, size_t *len);
+int ps_codec_unpack_barrier(const void *data, size_t len, char *name, size_t cap);
+int ps_codec_pack_shutdown(int status, const char *reason, uint8_t **out, size_t *len);
+int ps_codec_unpack_shutdown(const void *data, size_t len, int *status, char *reason,
+                             size_t cap);
+int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len);
+int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d);
+
+/* Names for logs. */
+const char *ps_codec_type_name(int type);
+const char *ps_codec_role_tag(ps_role_t role); /* "C", "S", "W" */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

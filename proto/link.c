@@ -1,0 +1,217 @@
+/* proto/link.c - registration, cluster view and heartbeats, node side. */
+#include "proto/link.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+
+/* Waits up to timeout seconds for one message on l->sock. Returns 1 when one
+ * was received into *m, 0 on timeout, or a negative PS_E*. */
+static int s_recv(ps_link_t *l, ps_msg_t *m, double timeout)
+{
+    zmq_pollitem_t it = {l->sock, 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(&it, 1, (long)(timeout * 1000));
+    if (n <= 0) {
+        return 0;
+    }
+    int rc = ps_msg_recv(l->sock, 0, m);
+    if (rc == 0) {
+        l->last_seen = ps_now();
+        return 1;
+    }
+    return rc == PS_EPROTO ? 0 : rc;
+}
+
+/* Sends a control body packed by the caller, then frees it. */
+static int s_send_body(ps_link_t *l, ps_msg_type_t type, uint8_t *body, size_t len)
+{
+    int rc = ps_msg_send_ctrl(l->sock, NULL, type, l->role, l->rank, body, len);
+    free(body);
+    return rc;
+}
+
+int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
+                 int want_rank, const char *endpoint, double connect_timeout,
+                 double peer_timeout, ps_job_t *job, char *err, size_t errlen)
+{
+    memset(l, 0, sizeof *l);
+    l->role = role;
+    l->rank = want_rank;
+    l->peer_timeout = peer_timeout;
+    snprintf(l->scheduler, sizeof l->scheduler, "%s", scheduler);
+    l->sock = ps_transport_open(ctx, ZMQ_DEALER);
+    if (!l->sock || ps_transport_connect(l->sock, scheduler) != 0) {
+        snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",
+                 scheduler);
+        ps_link_close(l);
+        return PS_EINVAL;
+    }
+    ps_register_t reg = {.role = role, .rank = want_rank, .pid = (uint32_t)getpid()};
+    snprintf(reg.endpoint, sizeof reg.endpoint, "%s", endpoint ? endpoint : "");
+    uint8_t *body;
+    size_t len;
+    int rc = ps_codec_pack_register(&reg, &body, &len);
+    if (rc == 0) {
+        /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
+        rc = s_send_body(l, PS_MSG_REGISTER, body, len);
+    }
+    double deadline = ps_now() + connect_timeout;
+    while (rc == 0) {
+        double left = deadline - ps_now();
+        if (left <= 0) {
+            snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s",
+                     scheduler, connect_timeout);
+            rc = PS_ETIMEDOUT;
+            break;
+        }
+        ps_msg_t m = {0};
+        int got = s_recv(l, &m, left);
+        if (got < 0) {
+            rc = got;
+            break;
+        }
+        if (got == 0) {
+            continue;
+        }
+        if (m.hdr.type == PS_MSG_ERROR) {
+            snprintf(err, errlen, "the scheduler refused us: %s", m.hdr.error);
+            rc = PS_ESTATE;
+        } else if (m.hdr.type == PS_MSG_REGISTER_ACK && m.nframes == 1) {
+            size_t n;
+            const void *p = ps_msg_frame(&m, 0, &n);
+            if (ps_codec_unpack_register_ack(p, n, &l->rank, job) != 0) {
+                snprintf(err, errlen, "the scheduler sent a bad registration answer");
+                rc = PS_EPROTO;
+            }
+            ps_msg_close(&m);
+            if (rc == 0) {
+                l->last_sent = ps_now();
+                return 0;
+            }
+        }
+        ps_msg_close(&m);
+    }
+    if (rc != PS_ETIMEDOUT && rc != PS_ESTATE && rc != PS_EPROTO) {
+        snprintf(err, errlen, "registering with the scheduler at %s failed: %s", scheduler,
+                 ps_strerror(rc));
+    }
+    ps_link_close(l);
+    return rc;
+}
+
+int ps_link_wait_view(ps_link_t *l, uint64_t num_params, ps_view_t *view, char *err,
+                      size_t errlen)
+{
+    if (num_params > 0) {
+        uint8_t *body;
+        size_t len;
+        int rc = ps_codec_pack_model_info(num_params, &body, &len);
+        if (rc == 0) {
+            rc = s_send_body(l, PS_MSG_MODEL_INFO, body, len);
+        }
+        if (rc != 0) {
+            snprintf(err, errlen, "cannot send the model size: %s", ps_strerror(rc));
+            return rc;
+        }
+    }
+    for (;;) {
+        int rc = ps_link_tick(l, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+        ps_msg_t m = {0};
+        int got = s_recv(l, &m, 0.1);
+        if (got < 0) {
+            snprintf(err, errlen, "waiting for the cluster view: %s", ps_strerror(got));
+            return got;
+        }
+        if (got == 0) {
+            continue;
+        }
+        rc = ps_link_handle(l, &m, err, errlen);
+        if (rc == PS_MSG_VIEW) {
+            size_t n = 0;
+            const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &n) : NULL;
+            rc = p ? ps_codec_unpack_view(p, n, view) : PS_EPROTO;
+            ps_msg_close(&m);
+            if (rc != 0) {
+                snprintf(err, errlen, "the scheduler sent a cluster view that does not decode");
+            }
+            return rc;
+        }
+        ps_msg_close(&m);
+        if (rc < 0) {
+            return rc;
+        }
+        if (rc == 1) {
+            snprintf(err, errlen, "the scheduler ended the job before it started");
+            return PS_ECLOSED;
+        }
+    }
+}
+
+int ps_link_tick(ps_link_t *l, char *err, size_t errlen)
+{
+    double now = ps_now();
+    if (now - l->last_seen > l->peer_timeout) {
+        snprintf(err, errlen, "lost the scheduler at %s: silent for %.1f s", l->scheduler,
+                 now - l->last_seen);
+        return PS_ECLOSED;
+    }
+    if (now - l->last_sent >= PS_HEARTBEAT_SECONDS) {
+        ps_header_t h;
+        ps_msg_header(&h, PS_MSG_HEARTBEAT, l->role, l->rank);
+        ps_msg_send(l->sock, NULL, h, NULL, 0, 0);
+        l->last_sent = now;
+    }
+    return 0;
+}
+
+int ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)
+{
+    (void)l;
+    if (m->hdr.type == PS_MSG_HEARTBEAT) {
+        return 0;
+    }
+    if (m->hdr.type == PS_MSG_SHUTDOWN) {
+        int status = PS_ECLOSED;
+        char reason[160] = "no reason given";
+        size_t n;
+        if (m->nframes == 1) {
+            const void *p = ps_msg_frame(m, 0, &n);
+            ps_codec_unpack_shutdown(p, n, &status, reason, sizeof reason);
+        }
+        if (status == 0) {
+            return 1;
+        }
+        snprintf(err, errlen, "job aborted by the scheduler: %s", reason);
+        return PS_ECLOSED;
+    }
+    if (m->hdr.type == PS_MSG_ERROR) {
+        snprintf(err, errlen, "the scheduler says: %s", m->hdr.error);
+        return PS_EPROTO;
+    }
+    return (int)m->hdr.type;
+}
+
+void ps_link_abort(ps_link_t *l, const char *reason)
+{
+    if (!l->sock) {
+        return;
+    }
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_shutdown(PS_ECLOSED, reason, &body, &len) == 0) {
+        s_send_body(l, PS_MSG_SHUTDOWN, body, len);
+    }
+}
+
+void ps_link_close(ps_link_t *l)
+{
+    ps_transport_close(&l->sock);
+}

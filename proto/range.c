@@ -1,0 +1,48 @@
+/* proto/range.c - key-range arithmetic and the byte-balanced shard map. */
+#include "proto/range.h"
+
+#include "common/error.h"
+
+uint64_t ps_range_intersect(ps_range_t a, ps_range_t b, ps_range_t *out)
+{
+    uint64_t lo = a.begin > b.begin ? a.begin : b.begin;
+    uint64_t hi = a.end < b.end ? a.end : b.end;
+    if (hi <= lo) {
+        out->begin = out->end = lo;
+        return 0;
+    }
+    out->begin = lo;
+    out->end = hi;
+    return hi - lo;
+}
+
+int ps_range_split(uint64_t p, int s, ps_range_t *out)
+{
+    if (s < 1) {
+        return PS_EINVAL;
+    }
+    uint64_t base = p / (uint64_t)s, extra = p % (uint64_t)s, at = 0;
+    for (int i = 0; i < s; i++) {
+        uint64_t n = base + ((uint64_t)i < extra ? 1 : 0);
+        out[i].begin = at;
+        out[i].end = at + n;
+        at += n;
+    }
+    return 0;
+}
+
+int ps_range_find(const ps_range_t *shards, int s, uint64_t key)
+{
+    int lo = 0, hi = s - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (key < shards[mid].begin) {
+            hi = mid - 1;
+        } else if (key >= shards[mid].end) {
+            lo = mid + 1;
+        } else {
+            return mid;
+        }
+    }
+    return -1;
+}

@@ -1,0 +1,75 @@
+/* scheduler/main.c - shardps-scheduler: flags in, one job run, exit status out. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "scheduler/scheduler.h"
+
+int main(int argc, char **argv)
+{
+    ps_scheduler_config_t cfg = {
+        .bind = "tcp://0.0.0.0:9000",
+        .servers = 1,
+        .workers = 1,
+        .peer_timeout = 5.0,
+        .wait = 120.0,
+    };
+    ps_job_defaults(&cfg.job);
+    const char *model = cfg.job.model, *mode = "sync", *optimizer = cfg.job.optimizer;
+    const char *log_level = "info";
+    int seed = (int)cfg.job.seed, max_steps = 0;
+    ps_flag_t flags[] = {
+        {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "where nodes reach the scheduler (port * = any free port)"},
+        {"endpoint-file", PS_FLAG_STR, &cfg.endpoint_file, "FILE", "write the bound endpoint here"},
+        {"servers", PS_FLAG_INT, &cfg.servers, "S", "number of servers to wait for"},
+        {"workers", PS_FLAG_INT, &cfg.workers, "M", "number of workers to wait for"},
+        {"model", PS_FLAG_STR, &model, "NAME", "model to train: mlp or cnn"},
+        {"mode", PS_FLAG_STR, &mode, "MODE", "consistency: sync or async"},
+        {"optimizer", PS_FLAG_STR, &optimizer, "NAME", "server-side optimizer: sgd (with momentum)"},
+        {"lr", PS_FLAG_DOUBLE, &cfg.job.lr, "X", "learning rate"},
+        {"momentum", PS_FLAG_DOUBLE, &cfg.job.momentum, "X", "SGD momentum"},
+        {"weight-decay", PS_FLAG_DOUBLE, &cfg.job.weight_decay, "X", "L2 weight decay"},
+        {"batch", PS_FLAG_INT, &cfg.job.batch, "N", "samples per worker per step"},
+        {"epochs", PS_FLAG_INT, &cfg.job.epochs, "N", "passes over the training set"},
+        {"max-steps", PS_FLAG_INT, &max_steps, "N", "stop after N steps (0 = run all epochs)"},
+        {"seed", PS_FLAG_INT, &seed, "N", "seed for initialisation and sample order"},
+        {"summary", PS_FLAG_STR, &cfg.summary, "FILE", "write the job summary here as JSON"},
+        {"peer-timeout", PS_FLAG_DOUBLE, &cfg.peer_timeout, "SECONDS", "a node silent this long is lost"},
+        {"wait", PS_FLAG_DOUBLE, &cfg.wait, "SECONDS", "how long to wait for every node to register"},
+        {"log-level", PS_FLAG_STR, &log_level, "LEVEL", "err, warn, info or debug"},
+    };
+    const char *prog = "shardps-scheduler";
+    int rc = ps_config_parse(prog,
+                             "The shardps scheduler: waits for the servers and workers, assigns "
+                             "key ranges,\nruns the job and ends it.",
+                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    char err[200] = "";
+    snprintf(cfg.job.model, sizeof cfg.job.model, "%s", model);
+    snprintf(cfg.job.optimizer, sizeof cfg.job.optimizer, "%s", optimizer);
+    cfg.job.seed = (uint64_t)(unsigned)seed;
+    cfg.job.max_steps = max_steps;
+    if (ps_log_set_level(log_level) != 0) {
+        snprintf(err, sizeof err, "--log-level %s: expected err, warn, info or debug", log_level);
+    } else if (ps_job_parse_mode(mode, &cfg.job.mode) != 0) {
+        snprintf(err, sizeof err, "--mode %s: expected sync or async", mode);
+    } else if (cfg.servers < 1 || cfg.servers > 256) {
+        snprintf(err, sizeof err, "--servers %d: expected 1 to 256", cfg.servers);
+    } else if (cfg.workers < 1 || cfg.workers > 256) {
+        snprintf(err, sizeof err, "--workers %d: expected 1 to 256", cfg.workers);
+    } else if (!(cfg.peer_timeout > 0) || !(cfg.wait > 0)) {
+        snprintf(err, sizeof err, "--peer-timeout and --wait must be > 0");
+    } else if (ps_job_validate(&cfg.job, err, sizeof err) == 0) {
+        err[0] = '\0';
+    }
+    if (err[0]) {
+        fprintf(stderr, "%s: error: %s\n", prog, err);
+        return 2;
+    }
+    ps_log_set_role("C", -1);
+    return ps_scheduler_run(&cfg);
+}

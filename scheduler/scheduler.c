@@ -1,0 +1,521 @@
+/*
+ * scheduler/scheduler.c - the scheduler's one event loop.
+ *
+ * Every node is a row in s->nodes, keyed by its ROUTER routing id. Any message
+ * from a node proves it alive; a node silent for peer_timeout is lost and the
+ * job is aborted with a SHUTDOWN naming it, so no process waits forever on a
+ * dead peer.
+ */
+#include "scheduler/scheduler.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "proto/codec.h"
+#include "proto/link.h"
+#include "proto/msg.h"
+#include "proto/range.h"
+
+typedef struct {
+    int used;             /* row holds a registered node */
+    ps_role_t role;       /* server or worker */
+    int rank;             /* rank within the role */
+    ps_route_t route;     /* ROUTER routing id */
+    char endpoint[128];   /* servers: advertised endpoint */
+    uint32_t pid;         /* for log lines */
+    double last_seen;     /* ps_now() of its last message */
+    uint64_t num_params;  /* workers: P of their model (0 until reported) */
+    int in_barrier;       /* workers: arrived at the current barrier */
+    int done;             /* workers: sent DONE */
+    ps_done_t stats;      /* workers: their DONE report */
+} ps_node_t;
+
+typedef enum { S_WAITING, S_RUNNING, S_FINISHED, S_FAILED } ps_phase_t;
+
+typedef struct {
+    const ps_scheduler_config_t *cfg;
+    void *ctx;
+    void *router;
+    char endpoint[128];
+    ps_phase_t phase;
+    ps_node_t *nodes; /* S + M rows: servers first */
+    int nnodes;
+    ps_view_t *view;
+    char barrier[64]; /* name of the barrier being collected, "" if none */
+    double t_start, t_view, t_end, last_beat;
+    char failure[256];
+} ps_scheduler_t;
+
+static const char *s_tag(const ps_node_t *n, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%d", ps_codec_role_tag(n->role), n->rank);
+    return buf;
+}
+
+static ps_node_t *s_node_of(ps_scheduler_t *s, const ps_route_t *r)
+{
+    for (int i = 0; i < s->nnodes; i++) {
+        ps_node_t *n = &s->nodes[i];
+        if (n->used && n->route.len == r->len && !memcmp(n->route.id, r->id, r->len)) {
+            return n;
+        }
+    }
+    return NULL;
+}
+
+static void s_send_all(ps_scheduler_t *s, ps_msg_type_t type, const void *body, size_t len)
+{
+    for (int i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i].used) {
+            ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body,
+                             len);
+        }
+    }
+}
+
+/* Aborts the job: every node is told why, then the loop ends with status 1. */
+static void s_fail(ps_scheduler_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    va_end(ap);
+    ps_log_err("job aborted: %s", s->failure);
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_shutdown(PS_ECLOSED, s->failure, &body, &len) == 0) {
+        s_send_all(s, PS_MSG_SHUTDOWN, body, len);
+        free(body);
+    }
+    s->phase = S_FAILED;
+}
+
+/* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
+ * "tcp://10.0.0.2:5000": a server bound to every interface advertises the
+ * address the scheduler sees it at. */
+static void s_fix_endpoint(char *ep, size_t cap, const char *peer)
+{
+    const char *wild[] = {"tcp://0.0.0.0:", "tcp://*:"};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(wild[i]);
+        if (peer[0] && !strncmp(ep, wild[i], n)) {
+            char port[32];
+            snprintf(port, sizeof port, "%s", ep + n);
+            snprintf(ep, cap, "tcp://%s:%s", peer, port);
+            return;
+        }
+    }
+}
+
+static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
+{
+    ps_register_t reg;
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (!p || ps_codec_unpack_register(p, len, &reg) != 0) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO,
+                           "registration does not decode");
+        return;
+    }
+    if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
+                           "the job has already started or this node is registered");
+        return;
+    }
+    int is_server = reg.role == PS_ROLE_SERVER;
+    int count = is_server ? s->cfg->servers : s->cfg->workers;
+    ps_node_t *base = is_server ? s->nodes : s->nodes + s->cfg->servers;
+    int rank = reg.rank;
+    if (rank >= count) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
+                           "rank %d is out of range: the job has %d %ss", rank, count,
+                           is_server ? "server" : "worker");
+        return;
+    }
+    if (rank >= 0 && base[rank].used) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
+                           "%s%d is already registered", ps_codec_role_tag(reg.role), rank);
+        return;
+    }
+    for (int i = 0; rank < 0 && i < count; i++) {
+        if (!base[i].used) {
+            rank = i;
+        }
+    }
+    if (rank < 0) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
+                           "the job already has all %d %ss", count,
+                           is_server ? "server" : "worker");
+        return;
+    }
+    if (is_server && !reg.endpoint[0]) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
+                           "a server must advertise an endpoint");
+        return;
+    }
+    ps_node_t *n = &base[rank];
+    memset(n, 0, sizeof *n);
+    n->used = 1;
+    n->role = reg.role;
+    n->rank = rank;
+    n->route = m->route;
+    n->pid = reg.pid;
+    n->last_seen = ps_now();
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", reg.endpoint);
+    s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+
+    uint8_t *body;
+    if (ps_codec_pack_register_ack(rank, &s->cfg->job, &body, &len) == 0) {
+        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
+                         len);
+        free(body);
+    }
+    char tag[16];
+    ps_log_info("registered %s (pid %u%s%s)", s_tag(n, tag, sizeof tag), n->pid,
+                n->endpoint[0] ? ", " : "", n->endpoint);
+}
+
+/* Everyone is here and every worker told us P: cut the key space and send the view. */
+static void s_maybe_start(ps_scheduler_t *s)
+{
+    uint64_t p = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        ps_node_t *n = &s->nodes[i];
+        if (!n->used || (n->role == PS_ROLE_WORKER && !n->num_params)) {
+            return;
+        }
+        if (n->role == PS_ROLE_WORKER) {
+            if (p && p != n->num_params) {
+                s_fail(s, "workers disagree on the model size: %llu vs %llu parameters",
+                       (unsigned long long)p, (unsigned long long)n->num_params);
+                return;
+            }
+            p = n->num_params;
+        }
+    }
+    ps_view_t *v = s->view;
+    v->num_params = p;
+    v->num_workers = s->cfg->workers;
+    v->num_servers = s->cfg->servers;
+    v->job = s->cfg->job;
+    ps_range_t ranges[PS_MAX_SERVERS];
+    ps_range_split(p, s->cfg->servers, ranges);
+    ps_log_info("shard map: %llu parameters (%.2f MB) over %d servers",
+                (unsigned long long)p, (double)p * 4 / 1e6, s->cfg->servers);
+    for (int i = 0; i < s->cfg->servers; i++) {
+        ps_server_info_t *si = &v->servers[i];
+        si->rank = i;
+        si->begin = ranges[i].begin;
+        si->end = ranges[i].end;
+        snprintf(si->endpoint, sizeof si->endpoint, "%s", s->nodes[i].endpoint);
+        ps_log_info("  S%d %-28s keys [%llu, %llu) = %llu parameters", i, si->endpoint,
+                    (unsigned long long)si->begin, (unsigned long long)si->end,
+                    (unsigned long long)(si->end - si->begin));
+    }
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_view(v, &body, &len) != 0) {
+        s_fail(s, "cannot encode the cluster view");
+        return;
+    }
+    s_send_all(s, PS_MSG_VIEW, body, len);
+    free(body);
+    s->phase = S_RUNNING;
+    s->t_view = ps_now();
+    ps_log_info("job started: model=%s mode=%s servers=%d workers=%d batch=%d epochs=%d "
+                "lr=%g momentum=%g seed=%llu",
+                v->job.model, ps_job_mode_name(v->job.mode), v->num_servers, v->num_workers,
+                v->job.batch, v->job.epochs, v->job.lr, v->job.momentum,
+                (unsigned long long)v->job.seed);
+}
+
+static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    char name[64];
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (!p || ps_codec_unpack_barrier(p, len, name, sizeof name) != 0 ||
+        n->role != PS_ROLE_WORKER || s->phase != S_RUNNING) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "bad barrier");
+        return;
+    }
+    if (s->barrier[0] && strcmp(s->barrier, name)) {
+        s_fail(s, "W%d entered barrier '%s' while others are in '%s'", n->rank, name,
+               s->barrier);
+        return;
+    }
+    snprintf(s->barrier, sizeof s->barrier, "%s", name);
+    n->in_barrier = 1;
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        if (!s->nodes[i].in_barrier) {
+            return;
+        }
+    }
+    ps_log_debug("barrier '%s' passed", name);
+    s->barrier[0] = '\0';
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        s->nodes[i].in_barrier = 0;
+        ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
+                         PS_ROLE_SCHEDULER, 0, NULL, 0);
+    }
+}
+
+static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
+{
+    if (m->hdr.type == PS_MSG_REGISTER) {
+        s_on_register(s, m);
+        return;
+    }
+    ps_node_t *n = s_node_of(s, &m->route);
+    if (!n) {
+        ps_log_warn("dropped %s from an unregistered peer", ps_codec_type_name(m->hdr.type));
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
+                           "register first");
+        return;
+    }
+    n->last_seen = ps_now();
+    char tag[16];
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    switch (m->hdr.type) {
+    case PS_MSG_HEARTBEAT:
+        break;
+    case PS_MSG_MODEL_INFO:
+        if (!p || ps_codec_unpack_model_info(p, len, &n->num_params) != 0 || !n->num_params) {
+            s_fail(s, "%s sent a bad model size", s_tag(n, tag, sizeof tag));
+        }
+        break;
+    case PS_MSG_BARRIER:
+        s_on_barrier(s, n, m);
+        break;
+    case PS_MSG_DONE:
+        if (!p || ps_codec_unpack_done(p, len, &n->stats) != 0) {
+            s_fail(s, "%s sent a bad final report", s_tag(n, tag, sizeof tag));
+            break;
+        }
+        n->done = 1;
+        ps_log_info("%s done: %lld steps, %lld samples", s_tag(n, tag, sizeof tag),
+                    (long long)n->stats.steps, (long long)n->stats.samples);
+        break;
+    case PS_MSG_SHUTDOWN: {
+        int status;
+        char reason[160] = "";
+        if (p) {
+            ps_codec_unpack_shutdown(p, len, &status, reason, sizeof reason);
+        }
+        s_fail(s, "%s failed: %s", s_tag(n, tag, sizeof tag), reason);
+        break;
+    }
+    default:
+        ps_log_warn("dropped unexpected %s from %s", ps_codec_type_name(m->hdr.type),
+                    s_tag(n, tag, sizeof tag));
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO,
+                           "unexpected %s", ps_codec_type_name(m->hdr.type));
+    }
+}
+
+static void s_tick(ps_scheduler_t *s)
+{
+    double now = ps_now();
+    if (now - s->last_beat >= PS_HEARTBEAT_SECONDS) {
+        s_send_all(s, PS_MSG_HEARTBEAT, NULL, 0);
+        s->last_beat = now;
+    }
+    char tag[16];
+    for (int i = 0; i < s->nnodes; i++) {
+        ps_node_t *n = &s->nodes[i];
+        if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
+            n->used = 0; /* it cannot be told anything any more */
+            s_fail(s, "lost peer %s (pid %u%s%s): silent for %.1f s", s_tag(n, tag, sizeof tag),
+                   n->pid, n->endpoint[0] ? ", " : "", n->endpoint, now - n->last_seen);
+            return;
+        }
+    }
+    if (s->phase == S_WAITING && now - s->t_start > s->cfg->wait) {
+        char missing[160] = "";
+        size_t at = 0;
+        for (int i = 0; i < s->nnodes && at < sizeof missing - 8; i++) {
+            if (!s->nodes[i].used) {
+                int is_server = i < s->cfg->servers;
+                at += (size_t)snprintf(missing + at, sizeof missing - at, " %s%d",
+                                       is_server ? "S" : "W",
+                                       is_server ? i : i - s->cfg->servers);
+            }
+        }
+        s_fail(s, "not every node registered within %.0f s; missing:%s%s", s->cfg->wait,
+               missing[0] ? missing : " model sizes from workers", "");
+        return;
+    }
+    if (s->phase == S_RUNNING) {
+        for (int i = s->cfg->servers; i < s->nnodes; i++) {
+            if (!s->nodes[i].done) {
+                return;
+            }
+        }
+        s->phase = S_FINISHED;
+        s->t_end = now;
+    }
+}
+
+/* Writes the job summary: one log line and, if asked, a JSON file. */
+static int s_summary(ps_scheduler_t *s)
+{
+    const ps_job_t *j = &s->cfg->job;
+    const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
+    double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
+    uint64_t pushed = 0, pulled = 0;
+    int64_t samples = 0;
+    double train = 0;
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        const ps_done_t *d = &s->nodes[i].stats;
+        pushed += d->bytes_pushed;
+        pulled += d->bytes_pulled;
+        samples += d->samples;
+        train = d->train_seconds > train ? d->train_seconds : train;
+    }
+    double sps = train > 0 ? (double)samples / train : 0;
+    double wall = s->t_end - s->t_view;
+    ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
+                "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
+                "bytes_pulled=%llu",
+                j->model, ps_job_mode_name(j->mode), s->cfg->servers, s->cfg->workers,
+                j->epochs, j->batch, acc, sps, wall, (unsigned long long)pushed,
+                (unsigned long long)pulled);
+    if (!s->cfg->summary) {
+        return 0;
+    }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", s->cfg->summary);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        ps_log_err("cannot write the summary to %s", s->cfg->summary);
+        return PS_EIO;
+    }
+    fprintf(f,
+            "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
+            "\"epochs\": %d, \"batch\": %d, \"lr\": %g, \"momentum\": %g, \"seed\": %llu, "
+            "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
+            "\"test_accuracy_per_epoch\": [",
+            j->model, ps_job_mode_name(j->mode), s->cfg->servers, s->cfg->workers, j->epochs,
+            j->batch, j->lr, j->momentum, (unsigned long long)j->seed,
+            (unsigned long long)s->view->num_params, (long long)w0->steps, acc);
+    for (int e = 0; e < w0->num_epochs_evaluated; e++) {
+        fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
+    }
+    fprintf(f,
+            "], \"final_loss\": %.6f, \"samples\": %lld, \"samples_per_sec\": %.2f, "
+            "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
+            "\"bytes_pulled\": %llu, \"worker_wait_seconds\": [",
+            w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
+            (unsigned long long)pulled);
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "", s->nodes[i].stats.wait_seconds);
+    }
+    fprintf(f, "], \"worker_compute_seconds\": [");
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "",
+                s->nodes[i].stats.compute_seconds);
+    }
+    fprintf(f, "]}\n");
+    int bad = fclose(f) != 0 || rename(tmp, s->cfg->summary) != 0;
+    if (bad) {
+        ps_log_err("cannot write the summary to %s", s->cfg->summary);
+        return PS_EIO;
+    }
+    return 0;
+}
+
+static int s_write_endpoint(const char *path, const char *endpoint)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        return PS_EIO;
+    }
+    fprintf(f, "%s\n", endpoint);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        return PS_EIO;
+    }
+    return 0;
+}
+
+int ps_scheduler_run(const ps_scheduler_config_t *cfg)
+{
+    ps_scheduler_t s = {.cfg = cfg, .phase = S_WAITING};
+    int status = 1;
+    s.nnodes = cfg->servers + cfg->workers;
+    s.nodes = calloc((size_t)s.nnodes, sizeof *s.nodes);
+    s.view = calloc(1, sizeof *s.view);
+    s.ctx = zmq_ctx_new();
+    if (!s.nodes || !s.view || !s.ctx) {
+        ps_log_err("out of memory");
+        goto fail;
+    }
+    s.router = ps_transport_open(s.ctx, ZMQ_ROUTER);
+    int rc = s.router ? ps_transport_bind(s.router, cfg->bind, s.endpoint, sizeof s.endpoint)
+                      : PS_EIO;
+    if (rc != 0) {
+        ps_log_err("cannot bind %s: %s", cfg->bind,
+                   rc == PS_EINVAL ? "bad endpoint (expected tcp://HOST:PORT)"
+                                   : zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s.endpoint) != 0) {
+        ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
+        goto fail;
+    }
+    ps_log_info("listening on %s for %d servers and %d workers", s.endpoint, cfg->servers,
+                cfg->workers);
+    s.t_start = ps_now();
+    while (s.phase == S_WAITING || s.phase == S_RUNNING) {
+        zmq_pollitem_t it = {s.router, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) < 0) {
+            s_fail(&s, "poll failed: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        /* Drain what is queued, but keep ticking so liveness stays checked. */
+        for (int k = 0; k < 256 && (it.revents & ZMQ_POLLIN); k++) {
+            ps_msg_t m = {0};
+            rc = ps_msg_recv(s.router, PS_RECV_ROUTER | PS_RECV_PEER, &m);
+            if (rc == 0) {
+                s_on_message(&s, &m);
+            } else if (rc == PS_EPROTO) {
+                ps_log_warn("dropped a malformed message: %s", m.hdr.error);
+            }
+            ps_msg_close(&m);
+            if (s.phase == S_WAITING) {
+                s_maybe_start(&s);
+            }
+            int ev = 0;
+            size_t evlen = sizeof ev;
+            zmq_getsockopt(s.router, ZMQ_EVENTS, &ev, &evlen);
+            it.revents = (short)ev;
+        }
+        s_tick(&s);
+    }
+    if (s.phase == S_FINISHED) {
+        status = s_summary(&s) == 0 ? 0 : 1;
+        uint8_t *body;
+        size_t len;
+        if (ps_codec_pack_shutdown(0, "job finished", &body, &len) == 0) {
+            s_send_all(&s, PS_MSG_SHUTDOWN, body, len);
+            free(body);
+        }
+    }
+fail:
+    ps_transport_close(&s.router); /* lingers so the SHUTDOWNs go out */
+    if (s.ctx) {
+        zmq_ctx_term(s.ctx);
+    }
+    free(s.view);
+    free(s.nodes);
+    return status;
+}

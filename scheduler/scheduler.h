@@ -1,0 +1,37 @@
+/*
+ * scheduler/scheduler.h - membership, shard map, cluster view, barriers, liveness.
+ *
+ * The scheduler binds a ROUTER socket, waits for S servers and M workers to
+ * register, cuts [0, P) into S byte-balanced ranges, broadcasts one cluster
+ * view carrying the job configuration, runs the workers' barriers, watches
+ * every node's heartbeats, and ends the job: SHUTDOWN to all when every worker
+ * is done, or an abort naming the lost or failed peer. It holds no parameters.
+ */
+#ifndef PS_SCHEDULER_H
+#define PS_SCHEDULER_H
+
+#include "common/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *bind;          /* endpoint to bind, e.g. tcp://0.0.0.0:9000 (port * = any) */
+    const char *endpoint_file; /* if set, the bound endpoint is written here (atomically) */
+    int servers;               /* S */
+    int workers;               /* M */
+    ps_job_t job;              /* the job every node will run */
+    const char *summary;       /* if set, the job summary is written here as JSON */
+    double peer_timeout;       /* seconds of silence after which a node is lost */
+    double wait;               /* seconds to wait for every node to register */
+} ps_scheduler_config_t;
+
+/* Runs a whole job. Returns the process exit status: 0 when the job finished,
+ * 1 when it was aborted (the reason is logged). Blocks until then. */
+int ps_scheduler_run(const ps_scheduler_config_t *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

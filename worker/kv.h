@@ -1,0 +1,78 @@
+/*
+ * worker/kv.h - the worker's key-value client: push and pull by key range.
+ *
+ * A request over [begin, end) is split by the shard map into one message per
+ * server that holds part of it; all parts are sent at once and the request
+ * completes when every part is answered. push/pull/init return a handle at
+ * once; ps_kv_wait(handle) blocks. A background I/O thread owns every socket
+ * (one DEALER per server and the link to the scheduler): it sends, receives
+ * the replies into the caller's buffers, sends heartbeats and notices a lost
+ * scheduler or an aborted job, which fails every waiter with PS_ECLOSED.
+ *
+ * Thread safety: all calls from one trainer thread. Buffers passed to push and
+ * init are sent zero-copy: keep them unchanged until ps_kv_wait() on that
+ * handle returns; pull writes into dst until then.
+ */
+#ifndef PS_WORKER_KV_H
+#define PS_WORKER_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/codec.h"
+#include "proto/link.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ps_kv ps_kv_t;
+
+/*
+ * Connects to every server of the view and starts the I/O thread. Takes
+ * ownership of link->sock (the link is copied and its socket set to NULL).
+ * The view is copied. Returns 0 and the client in *out (caller owns the
+ * result; destroy with ps_kv_destroy()), or PS_ENOMEM / PS_EINVAL with err set.
+ */
+int ps_kv_new(void *ctx, ps_link_t *link, const ps_view_t *view, ps_kv_t **out, char *err,
+              size_t errlen);
+
+/* Stops the I/O thread and closes the sockets; NULL-safe; sets *kv to NULL. */
+void ps_kv_destroy(ps_kv_t **kv);
+
+/* Pushes the gradient of keys [begin, end) computed at `step`. Returns a
+ * handle >= 0, or PS_EINVAL (bad range), PS_ENOMEM (too many in flight),
+ * PS_ECLOSED (the job is gone). */
+int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step);
+
+/* Pulls keys [begin, end) into dst once every server holding them is at
+ * version >= min_version. Returns a handle or an error as ps_kv_push(). */
+int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t min_version);
+
+/* Sends the initial values of [begin, end) (worker 0, before step 0). */
+int ps_kv_init(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *values);
+
+/* Waits for a handle. Returns 0, or the failure (a server's PS_E* reply, or
+ * PS_ECLOSED when the job was aborted); ps_kv_error() says why. */
+int ps_kv_wait(ps_kv_t *kv, int handle);
+
+/* Blocks until every worker entered the barrier `name`. Returns 0 or PS_ECLOSED. */
+int ps_kv_barrier(ps_kv_t *kv, const char *name);
+
+/* Sends the final report and blocks until the scheduler ends the job.
+ * Returns 0 on a clean end, PS_ECLOSED otherwise. */
+int ps_kv_finish(ps_kv_t *kv, const ps_done_t *done);
+
+/* Tells the scheduler this worker is failing (it aborts the job at once). */
+void ps_kv_abort(ps_kv_t *kv, const char *reason);
+
+/* The reason of the last failure; borrowed, valid until the next call. */
+const char *ps_kv_error(ps_kv_t *kv);
+
+/* Payload bytes pushed and pulled so far. */
+void ps_kv_bytes(ps_kv_t *kv, uint64_t *pushed, uint64_t *pulled);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

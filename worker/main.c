@@ -1,0 +1,55 @@
+/* worker/main.c - shardps-worker: flags in, train one job, exit status out. */
+#include <stdio.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "worker/data.h"
+#include "worker/worker.h"
+
+int main(int argc, char **argv)
+{
+    ps_worker_config_t cfg = {
+        .scheduler = "tcp://127.0.0.1:9000",
+        .rank = -1,
+        .data_dir = PS_DATA_DEFAULT_DIR,
+        .device = "auto",
+        .threads = 0,
+        .connect_timeout = 10.0,
+        .peer_timeout = 5.0,
+        .progress_seconds = 2.0,
+    };
+    const char *log_level = "info";
+    ps_flag_t flags[] = {
+        {"scheduler", PS_FLAG_STR, &cfg.scheduler, "ENDPOINT", "the scheduler's endpoint"},
+        {"rank", PS_FLAG_INT, &cfg.rank, "R", "wanted worker rank (-1 = any)"},
+        {"data", PS_FLAG_STR, &cfg.data_dir, "DIR", "directory of the Fashion-MNIST .gz files"},
+        {"device", PS_FLAG_STR, &cfg.device, "DEV", "compute backend: auto, cpu or cuda"},
+        {"threads", PS_FLAG_INT, &cfg.threads, "N", "BLAS threads on the CPU (0 = library default)"},
+        {"dump-params", PS_FLAG_STR, &cfg.dump_params, "FILE", "write the final parameters here (raw float32)"},
+        {"progress", PS_FLAG_DOUBLE, &cfg.progress_seconds, "SECONDS", "worker 0 logs progress this often"},
+        {"connect-timeout", PS_FLAG_DOUBLE, &cfg.connect_timeout, "SECONDS", "give up if the scheduler does not answer"},
+        {"peer-timeout", PS_FLAG_DOUBLE, &cfg.peer_timeout, "SECONDS", "the scheduler silent this long is lost"},
+        {"log-level", PS_FLAG_STR, &log_level, "LEVEL", "err, warn, info or debug"},
+    };
+    const char *prog = "shardps-worker";
+    int rc = ps_config_parse(prog,
+                             "A shardps worker: pulls weights, computes gradients on its data "
+                             "shard, pushes them.",
+                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    if (ps_log_set_level(log_level) != 0) {
+        fprintf(stderr, "%s: error: --log-level %s: expected err, warn, info or debug\n", prog,
+                log_level);
+        return 2;
+    }
+    if (!(cfg.connect_timeout > 0) || !(cfg.peer_timeout > 0) || cfg.threads < 0 ||
+        !(cfg.progress_seconds > 0)) {
+        fprintf(stderr, "%s: error: timeouts and --progress must be > 0, --threads >= 0\n",
+                prog);
+        return 2;
+    }
+    ps_log_set_role("W", cfg.rank);
+    return ps_worker_run(&cfg);
+}

@@ -1,0 +1,260 @@
+/*
+ * worker/worker.c - the training loop of one worker.
+ *
+ * Global sample order: all workers draw the same permutation per epoch from
+ * the seed; at step k worker r of M takes samples [(k*M + r)*b, +b), so sync
+ * training with M workers of batch b sees exactly the batches of one worker
+ * with batch M*b (DESIGN.md, "Consistency modes").
+ */
+#include "worker/worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "proto/link.h"
+#include "worker/data.h"
+#include "worker/kv.h"
+#include "worker/models/model.h"
+
+typedef struct {
+    const ps_worker_config_t *cfg;
+    void *ctx;
+    ps_link_t link;
+    ps_job_t job;
+    ps_view_t *view;
+    const ps_kernels_t *kernels;
+    ps_model_t *model;
+    ps_kv_t *kv;
+    ps_dataset_t train, test;
+    uint32_t *order; /* this epoch's global sample order */
+    float *x;        /* batch images */
+    uint8_t *y;      /* batch labels */
+    ps_done_t done;  /* what we report at the end */
+    char err[256];
+} ps_worker_t;
+
+/* Writes the parameters as raw little-endian float32. */
+static int s_dump(const char *path, const float *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        return PS_EIO;
+    }
+    size_t w = fwrite(p, sizeof(float), n, f);
+    return (fclose(f) == 0 && w == n) ? 0 : PS_EIO;
+}
+
+/* Waits for a request; on failure leaves the reason in w->err. */
+static int s_wait(ps_worker_t *w, int handle, const char *what)
+{
+    int rc = handle < 0 ? handle : ps_kv_wait(w->kv, handle);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "%s failed: %s", what,
+                 handle < 0 ? ps_strerror(rc) : ps_kv_error(w->kv));
+    }
+    return rc;
+}
+
+static int s_evaluate(ps_worker_t *w, int epoch, double t_train)
+{
+    int correct = 0;
+    float loss = 0;
+    int rc = ps_model_evaluate(w->model, w->test.images, w->test.labels, w->test.n, &correct,
+                               &loss);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "evaluation failed: %s", ps_strerror(rc));
+        return rc;
+    }
+    double acc = (double)correct / w->test.n;
+    if (w->done.num_epochs_evaluated < PS_MAX_EPOCHS) {
+        w->done.test_accuracy[w->done.num_epochs_evaluated++] = acc;
+    }
+    ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.1fs", epoch, acc, loss,
+                t_train);
+    return 0;
+}
+
+static int s_train(ps_worker_t *w)
+{
+    const ps_job_t *j = &w->job;
+    const int M = w->view->num_workers, b = j->batch, rank = w->link.rank;
+    const uint64_t P = w->view->num_params;
+    const int sync = j->mode == PS_MODE_SYNC;
+    float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
+    int steps_per_epoch = w->train.n / (M * b);
+    if (steps_per_epoch < 1) {
+        snprintf(w->err, sizeof w->err, "a global batch of %d x %d is larger than the %d "
+                 "training samples", M, b, w->train.n);
+        return PS_EINVAL;
+    }
+    int rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
+    int64_t t = 0;
+    double t0 = ps_now(), last_log = t0;
+    int64_t last_log_step = 0;
+    for (int e = 0; rc == 0 && e < j->epochs; e++) {
+        ps_data_order(j->seed, e, w->order, w->train.n);
+        double loss_sum = 0;
+        int nsteps = 0;
+        for (int k = 0; k < steps_per_epoch; k++) {
+            if (j->max_steps && t >= j->max_steps) {
+                break;
+            }
+            ps_data_gather(&w->train, w->order, (k * M + rank) * b, b, w->x, w->y);
+            double tc = ps_now();
+            float loss;
+            rc = ps_model_train_step(w->model, w->x, w->y, b, &loss);
+            if (rc != 0) {
+                snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
+                return rc;
+            }
+            double tw = ps_now();
+            w->done.compute_seconds += tw - tc;
+            /* Pull right behind the push: same sockets, so the servers see the
+             * push first; sync pulls wait for the step's update. */
+            int hp = ps_kv_push(w->kv, 0, P, grads, t);
+            int hl = ps_kv_pull(w->kv, 0, P, params, sync ? t + 1 : 0);
+            if ((rc = s_wait(w, hp, "push")) != 0 || (rc = s_wait(w, hl, "pull")) != 0) {
+                return rc;
+            }
+            w->done.wait_seconds += ps_now() - tw;
+            loss_sum += loss;
+            nsteps++;
+            t++;
+            double now = ps_now();
+            if (rank == 0 && (now - last_log >= w->cfg->progress_seconds ||
+                              k + 1 == steps_per_epoch)) {
+                ps_log_info("epoch=%d/%d step=%d/%d loss=%.4f samples_per_sec=%.0f", e + 1,
+                            j->epochs, k + 1, steps_per_epoch, loss_sum / nsteps,
+                            (double)(t - last_log_step) * M * b / (now - last_log));
+                last_log = now;
+                last_log_step = t;
+            }
+        }
+        w->done.final_loss = nsteps ? loss_sum / nsteps : 0;
+        if (rank == 0 && (rc = s_evaluate(w, e + 1, ps_now() - t0)) != 0) {
+            return rc;
+        }
+        if (j->max_steps && t >= j->max_steps) {
+            break;
+        }
+    }
+    w->done.train_seconds = ps_now() - t0;
+    w->done.steps = t;
+    w->done.samples = t * b;
+    ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
+    if (rc == 0 && w->cfg->dump_params && s_dump(w->cfg->dump_params, params, P) != 0) {
+        snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",
+                 w->cfg->dump_params);
+        rc = PS_EIO;
+    }
+    return rc;
+}
+
+/* Everything up to the first step. Returns 0 or an error with w->err set. */
+static int s_start(ps_worker_t *w)
+{
+    const ps_worker_config_t *cfg = w->cfg;
+    int rc = ps_dataset_load(cfg->data_dir, 1, &w->train, w->err, sizeof w->err);
+    if (rc != 0) {
+        return rc;
+    }
+    if ((rc = ps_kernels_select(cfg->device, &w->kernels, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
+                      cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
+                      sizeof w->err);
+    if (rc != 0) {
+        return rc;
+    }
+    ps_log_set_role("W", w->link.rank);
+    const ps_job_t *j = &w->job;
+    int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
+    if ((rc = ps_model_new(j->model, w->kernels, max_batch, &w->model)) != 0) {
+        snprintf(w->err, sizeof w->err, "cannot build model %s: %s", j->model, ps_strerror(rc));
+        return rc;
+    }
+    if (w->link.rank == 0 &&
+        (rc = ps_dataset_load(cfg->data_dir, 0, &w->test, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    w->order = malloc((size_t)w->train.n * sizeof *w->order);
+    w->x = malloc((size_t)j->batch * w->train.rows * w->train.cols * sizeof *w->x);
+    w->y = malloc((size_t)j->batch);
+    if (!w->order || !w->x || !w->y) {
+        snprintf(w->err, sizeof w->err, "out of memory");
+        return PS_ENOMEM;
+    }
+    uint64_t P = ps_model_num_params(w->model);
+    if ((rc = ps_link_wait_view(&w->link, P, w->view, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    if (w->view->num_params != P) {
+        snprintf(w->err, sizeof w->err, "the view has %llu parameters, our model %llu",
+                 (unsigned long long)w->view->num_params, (unsigned long long)P);
+        return PS_EPROTO;
+    }
+    if ((rc = ps_kv_new(w->ctx, &w->link, w->view, &w->kv, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    if (w->link.rank == 0) {
+        ps_model_init_params(w->model, j->seed);
+        rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
+                    "initialising the servers");
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    double tb = ps_now();
+    rc = ps_kv_barrier(w->kv, "init");
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "start barrier failed: %s", ps_kv_error(w->kv));
+    }
+    w->done.wait_seconds += ps_now() - tb;
+    return rc;
+}
+
+int ps_worker_run(const ps_worker_config_t *cfg)
+{
+    ps_worker_t w = {.cfg = cfg};
+    w.view = calloc(1, sizeof *w.view);
+    w.ctx = zmq_ctx_new();
+    int rc = (w.view && w.ctx) ? 0 : PS_ENOMEM;
+    if (rc == 0) {
+        rc = s_start(&w);
+    }
+    if (rc == 0) {
+        rc = s_train(&w);
+    }
+    if (rc == 0) {
+        rc = ps_kv_finish(w.kv, &w.done);
+        if (rc != 0) {
+            snprintf(w.err, sizeof w.err, "%s", ps_kv_error(w.kv));
+        }
+    }
+    if (rc != 0) {
+        ps_log_err("%s", w.err[0] ? w.err : ps_strerror(rc));
+        if (w.kv) {
+            ps_kv_abort(w.kv, w.err);
+        } else {
+            ps_link_abort(&w.link, w.err);
+        }
+    }
+    ps_kv_destroy(&w.kv);
+    ps_link_close(&w.link);
+    if (w.ctx) {
+        zmq_ctx_term(w.ctx);
+    }
+    ps_model_destroy(&w.model);
+    ps_dataset_fini(&w.train);
+    ps_dataset_fini(&w.test);
+    free(w.order);
+    free(w.x);
+    free(w.y);
+    free(w.view);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,36 @@
+/*
+ * worker/worker.h - a training worker: data shard, model, and the step loop.
+ *
+ * Joins the job, builds the model the job names on the chosen backend, (as
+ * worker 0) initialises the parameters on the servers, then loops: pull
+ * weights, forward and backward on its shard of the global batch, push the
+ * gradient. Worker 0 evaluates test accuracy after every epoch and logs
+ * progress as key=value lines.
+ */
+#ifndef PS_WORKER_H
+#define PS_WORKER_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *scheduler;   /* scheduler endpoint */
+    int rank;                /* wanted rank, -1 = assigned by the scheduler */
+    const char *data_dir;    /* directory of the Fashion-MNIST IDX files */
+    const char *device;      /* "auto", "cpu" or "cuda" */
+    int threads;             /* BLAS threads for the CPU backend (0 = library default) */
+    const char *dump_params; /* if set, the final parameters are written here (raw f32) */
+    double connect_timeout;  /* seconds to wait for the scheduler's answer */
+    double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
+    double progress_seconds; /* worker 0 logs progress this often */
+} ps_worker_config_t;
+
+/* Runs one job. Returns the process exit status: 0 when the job finished,
+ * 1 on any failure (logged as one line naming it). */
+int ps_worker_run(const ps_worker_config_t *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
