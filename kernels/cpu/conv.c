@@ -1,0 +1,236 @@
+/*
+ * kernels/cpu/conv.c - CPU convolution (im2col + sgemm) and 2x2 max pooling.
+ *
+ * Convolution is stride 1, square kernel K, zero padding pad, NCHW. Per image:
+ *   col[C*K*K, HO*WO] = im2col(x_n)                 (one row per (c,kh,kw))
+ *   y_n[O, HO*WO]     = w[O, C*K*K] @ col + b       (then optional ReLU)
+ * Backward per image (reference: any im2col derivation, e.g. Caffe's):
+ *   dw[O, C*K*K]     += dy_n @ col^T,   db[O] += sum over HO*WO of dy_n
+ *   dcol              = w^T @ dy_n,      dx_n = col2im(dcol)
+ * The one workspace holds col, then dcol, so it is C*K*K*HO*WO floats.
+ * Dimension letters: N batch, C in-channels, O out-channels, H,W input size,
+ * HO,WO output size, K kernel. No allocation; thread-safe on disjoint outputs.
+ */
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+static int s_out_h(const ps_conv_shape_t *s)
+{
+    return s->H + 2 * s->pad - s->K + 1;
+}
+
+static int s_out_w(const ps_conv_shape_t *s)
+{
+    return s->W + 2 * s->pad - s->K + 1;
+}
+
+size_t ps_cpu_conv2d_workspace(const ps_conv_shape_t *s)
+{
+    return (size_t)s->C * s->K * s->K * s_out_h(s) * s_out_w(s) * sizeof(float);
+}
+
+/* Valid output columns [lo, hi) for kernel column kw: 0 <= ow + kw - pad < W. */
+static void s_valid_cols(int kw, int pad, int W, int WO, int *lo, int *hi)
+{
+    int a = pad - kw;
+    int b = W + pad - kw;
+    *lo = a > 0 ? a : 0;
+    *hi = b < WO ? b : WO;
+    if (*hi < *lo) {
+        *hi = *lo;
+    }
+}
+
+/* col[C*K*K, HO*WO] from one image x[C,H,W]. */
+static void s_im2col(const ps_conv_shape_t *s, const float *restrict x, float *restrict col)
+{
+    const int C = s->C, H = s->H, W = s->W, K = s->K, pad = s->pad;
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    for (int c = 0; c < C; c++) {
+        const float *xc = x + (size_t)c * H * W;
+        for (int kh = 0; kh < K; kh++) {
+            for (int kw = 0; kw < K; kw++) {
+                float *row = col + ((size_t)(c * K + kh) * K + kw) * HO * WO;
+                int lo, hi;
+                s_valid_cols(kw, pad, W, WO, &lo, &hi);
+                for (int oh = 0; oh < HO; oh++) {
+                    float *dst = row + (size_t)oh * WO;
+                    const int ih = oh + kh - pad;
+                    if (ih < 0 || ih >= H) {
+                        memset(dst, 0, (size_t)WO * sizeof(float));
+                        continue;
+                    }
+                    /* input column of ow is ow + shift, valid on [lo, hi) */
+                    const float *src = xc + (size_t)ih * W;
+                    const int shift = kw - pad;
+                    for (int ow = 0; ow < lo; ow++) {
+                        dst[ow] = 0.0f;
+                    }
+                    for (int ow = lo; ow < hi; ow++) {
+                        dst[ow] = src[ow + shift];
+                    }
+                    for (int ow = hi; ow < WO; ow++) {
+                        dst[ow] = 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* dx[C,H,W] = col2im(dcol[C*K*K, HO*WO]): the adjoint of s_im2col. */
+static void s_col2im(const ps_conv_shape_t *s, const float *restrict dcol,
+                     float *restrict dx)
+{
+    const int C = s->C, H = s->H, W = s->W, K = s->K, pad = s->pad;
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    memset(dx, 0, (size_t)C * H * W * sizeof(float));
+    for (int c = 0; c < C; c++) {
+        float *dxc = dx + (size_t)c * H * W;
+        for (int kh = 0; kh < K; kh++) {
+            for (int kw = 0; kw < K; kw++) {
+                const float *row = dcol + ((size_t)(c * K + kh) * K + kw) * HO * WO;
+                int lo, hi;
+                s_valid_cols(kw, pad, W, WO, &lo, &hi);
+                for (int oh = 0; oh < HO; oh++) {
+                    const int ih = oh + kh - pad;
+                    if (ih < 0 || ih >= H) {
+                        continue;
+                    }
+                    const float *src = row + (size_t)oh * WO;
+                    float *dst = dxc + (size_t)ih * W;
+                    const int shift = kw - pad;
+                    for (int ow = lo; ow < hi; ow++) {
+                        dst[ow + shift] += src[ow];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void ps_cpu_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                       const float *w, const float *b, float *y, int relu, void *ws)
+{
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    const int CKK = s->C * s->K * s->K, P = HO * WO;
+    float *col = ws;
+    for (int n = 0; n < s->N; n++) {
+        const float *xn = x + (size_t)n * s->C * s->H * s->W;
+        float *yn = y + (size_t)n * s->O * P;
+        s_im2col(s, xn, col);
+        ps_cpu_sgemm(ctx, 0, 0, s->O, P, CKK, 1.0f, w, CKK, col, P, 0.0f, yn, P);
+        for (int o = 0; o < s->O; o++) {
+            float *restrict yo = yn + (size_t)o * P;
+            const float bo = b[o];
+            if (relu) {
+                for (int p = 0; p < P; p++) {
+                    float v = yo[p] + bo;
+                    yo[p] = v > 0.0f ? v : 0.0f;
+                }
+            } else {
+                for (int p = 0; p < P; p++) {
+                    yo[p] += bo;
+                }
+            }
+        }
+    }
+}
+
+void ps_cpu_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                       const float *w, const float *dy, float *dx, float *dw, float *db,
+                       void *ws)
+{
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    const int CKK = s->C * s->K * s->K, P = HO * WO;
+    float *col = ws;
+    for (int o = 0; o < s->O; o++) {
+        db[o] = 0.0f;
+    }
+    if (s->N == 0) {
+        memset(dw, 0, (size_t)s->O * CKK * sizeof(float));
+    }
+    for (int n = 0; n < s->N; n++) {
+        const float *xn = x + (size_t)n * s->C * s->H * s->W;
+        const float *dyn = dy + (size_t)n * s->O * P;
+        s_im2col(s, xn, col);
+        /* dw[O,CKK] (+)= dy_n[O,P] @ col[CKK,P]^T */
+        ps_cpu_sgemm(ctx, 0, 1, s->O, CKK, P, 1.0f, dyn, P, col, P, n == 0 ? 0.0f : 1.0f,
+                     dw, CKK);
+        for (int o = 0; o < s->O; o++) {
+            const float *restrict d = dyn + (size_t)o * P;
+            float acc = 0.0f;
+            for (int p = 0; p < P; p++) {
+                acc += d[p];
+            }
+            db[o] += acc;
+        }
+        if (dx) {
+            /* dcol[CKK,P] = w[O,CKK]^T @ dy_n[O,P], into the same workspace */
+            ps_cpu_sgemm(ctx, 1, 0, CKK, P, s->O, 1.0f, w, CKK, dyn, P, 0.0f, col, P);
+            s_col2im(s, col, dx + (size_t)n * s->C * s->H * s->W);
+        }
+    }
+}
+
+/* y[NC, H/2, W/2] = max over each 2x2 window of x[NC, H, W]; arg = winner 0..3
+ * (0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right; first max wins). */
+void ps_cpu_maxpool2_fwd(ps_kctx_t *ctx, const float *restrict x, float *restrict y,
+                         uint8_t *restrict arg, int NC, int H, int W)
+{
+    (void)ctx;
+    const int HO = H / 2, WO = W / 2;
+    for (int i = 0; i < NC; i++) {
+        const float *xi = x + (size_t)i * H * W;
+        float *yi = y + (size_t)i * HO * WO;
+        uint8_t *ai = arg + (size_t)i * HO * WO;
+        for (int oh = 0; oh < HO; oh++) {
+            const float *r0 = xi + (size_t)(2 * oh) * W;
+            const float *r1 = r0 + W;
+            for (int ow = 0; ow < WO; ow++) {
+                float m = r0[2 * ow];
+                uint8_t a = 0;
+                if (r0[2 * ow + 1] > m) {
+                    m = r0[2 * ow + 1];
+                    a = 1;
+                }
+                if (r1[2 * ow] > m) {
+                    m = r1[2 * ow];
+                    a = 2;
+                }
+                if (r1[2 * ow + 1] > m) {
+                    m = r1[2 * ow + 1];
+                    a = 3;
+                }
+                yi[oh * WO + ow] = m;
+                ai[oh * WO + ow] = a;
+            }
+        }
+    }
+}
+
+void ps_cpu_maxpool2_bwd(ps_kctx_t *ctx, const float *restrict dy,
+                         const uint8_t *restrict arg, float *restrict dx, int NC, int H,
+                         int W)
+{
+    (void)ctx;
+    const int HO = H / 2, WO = W / 2;
+    for (int i = 0; i < NC; i++) {
+        const float *dyi = dy + (size_t)i * HO * WO;
+        const uint8_t *ai = arg + (size_t)i * HO * WO;
+        float *dxi = dx + (size_t)i * H * W;
+        for (int oh = 0; oh < HO; oh++) {
+            float *r0 = dxi + (size_t)(2 * oh) * W;
+            float *r1 = r0 + W;
+            for (int ow = 0; ow < WO; ow++) {
+                const float g = dyi[oh * WO + ow];
+                const int a = ai[oh * WO + ow];
+                r0[2 * ow] = a == 0 ? g : 0.0f;
+                r0[2 * ow + 1] = a == 1 ? g : 0.0f;
+                r1[2 * ow] = a == 2 ? g : 0.0f;
+                r1[2 * ow + 1] = a == 3 ? g : 0.0f;
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+/*
+ * kernels/cpu/table.c - the CPU backend table: memory, copies, and the ops.
+ *
+ * On the CPU backend memory is host memory (host_is_backend = 1): alloc is a
+ * 64-byte aligned malloc, copies are memcpy, sync does nothing. The context
+ * is an empty token so call sites look the same on every backend.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/cpu/cpu.h"
+
+struct ps_kctx {
+    int unused; /* the CPU backend keeps no per-context state */
+};
+
+static int s_probe(char *why, size_t whylen)
+{
+    if (why && whylen) {
+        why[0] = '\0';
+    }
+    return 0;
+}
+
+static int s_ctx_new(ps_kctx_t **out)
+{
+    *out = calloc(1, sizeof(**out));
+    return *out ? 0 : PS_ENOMEM;
+}
+
+static void s_ctx_destroy(ps_kctx_t **ctx)
+{
+    if (ctx && *ctx) {
+        free(*ctx);
+        *ctx = NULL;
+    }
+}
+
+static void *s_alloc(size_t bytes)
+{
+    /* aligned_alloc wants a multiple of the alignment, and a non-zero size */
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+static void s_free(void *p)
+{
+    free(p);
+}
+
+static int s_copy_h2d(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    if (bytes && d_dst != src) {
+        memmove(d_dst, src, bytes);
+    }
+    return 0;
+}
+
+static int s_copy_d2h(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes)
+{
+    return s_copy_h2d(ctx, dst, d_src, bytes);
+}
+
+static void s_zero(ps_kctx_t *ctx, void *d_p, size_t bytes)
+{
+    (void)ctx;
+    if (bytes) {
+        memset(d_p, 0, bytes);
+    }
+}
+
+static int s_sync(ps_kctx_t *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+const ps_kernels_t ps_kernels_cpu = {
+    .name = "cpu",
+    .host_is_backend = 1,
+    .probe = s_probe,
+    .ctx_new = s_ctx_new,
+    .ctx_destroy = s_ctx_destroy,
+    .alloc = s_alloc,
+    .free = s_free,
+    .host_alloc = s_alloc,
+    .host_free = s_free,
+    .copy_h2d = s_copy_h2d,
+    .copy_d2h = s_copy_d2h,
+    .copy_d2d = s_copy_h2d,
+    .zero = s_zero,
+    .sync = s_sync,
+    .sgemm = ps_cpu_sgemm,
+    .bias_add = ps_cpu_bias_add,
+    .bias_relu = ps_cpu_bias_relu,
+    .bias_grad = ps_cpu_bias_grad,
+    .relu_fwd = ps_cpu_relu_fwd,
+    .relu_bwd = ps_cpu_relu_bwd,
+    .softmax_xent = ps_cpu_softmax_xent,
+    .conv2d_workspace = ps_cpu_conv2d_workspace,
+    .conv2d_fwd = ps_cpu_conv2d_fwd,
+    .conv2d_bwd = ps_cpu_conv2d_bwd,
+    .maxpool2_fwd = ps_cpu_maxpool2_fwd,
+    .maxpool2_bwd = ps_cpu_maxpool2_bwd,
+    .sgd_step = ps_cpu_sgd_step,
+};

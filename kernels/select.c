@@ -1,0 +1,79 @@
+/*
+ * kernels/select.c - choosing a backend by name ("auto", "cpu", "cuda").
+ *
+ * The only place that knows whether CUDA was built (PS_HAVE_CUDA, set by
+ * kernels/meson.build); everything else goes through the chosen table.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/kernels.h"
+
+#ifdef PS_HAVE_CUDA
+extern const ps_kernels_t ps_kernels_cuda;
+#endif
+
+const ps_kernels_t *ps_kernels_cuda_table(void)
+{
+#ifdef PS_HAVE_CUDA
+    return &ps_kernels_cuda;
+#else
+    return NULL;
+#endif
+}
+
+/* Probes CUDA; returns 0 or a PS_E* code with the reason in why. */
+static int s_try_cuda(const ps_kernels_t **out, char *why, size_t whylen)
+{
+    const ps_kernels_t *cuda = ps_kernels_cuda_table();
+    if (!cuda) {
+        snprintf(why, whylen, "this build has no CUDA backend (nvcc was not found)");
+        return PS_ENOTSUP;
+    }
+    int rc = cuda->probe(why, whylen);
+    if (rc == 0) {
+        *out = cuda;
+    }
+    return rc;
+}
+
+int ps_kernels_select(const char *device, const ps_kernels_t **out, char *why,
+                      size_t whylen)
+{
+    char local[256];
+    if (!why || whylen == 0) {
+        why = local;
+        whylen = sizeof(local);
+    }
+    why[0] = '\0';
+    if (!device || !out) {
+        snprintf(why, whylen, "no device name given");
+        return PS_EINVAL;
+    }
+    if (strcmp(device, "cpu") == 0) {
+        *out = &ps_kernels_cpu;
+        ps_log_info("device=cpu (requested)");
+        return 0;
+    }
+    if (strcmp(device, "cuda") == 0) {
+        int rc = s_try_cuda(out, why, whylen);
+        if (rc == 0) {
+            ps_log_info("device=cuda (requested)");
+        }
+        return rc;
+    }
+    if (strcmp(device, "auto") == 0) {
+        if (s_try_cuda(out, why, whylen) == 0) {
+            ps_log_info("device=cuda (auto: a GPU answered)");
+            return 0;
+        }
+        ps_log_info("device=cpu (auto: %s)", why);
+        why[0] = '\0';
+        *out = &ps_kernels_cpu;
+        return 0;
+    }
+    snprintf(why, whylen, "unknown device '%s' (expected auto, cpu or cuda)", device);
+    return PS_EINVAL;
+}

@@ -1,0 +1,300 @@
+/*
+ * tests/unit/test_mlp.c - the model plumbing and the MLP on the CPU backend:
+ * tensor table and layout, initialisation, the loss and gradients against a
+ * float64 reference MLP (gradients by central differences of that reference),
+ * SGD steps reducing the loss, chunked evaluation, and argument errors.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/optim.h"
+#include "worker/models/model.h"
+#include "tests/unit/testutil.h"
+
+enum { S_IN = 784, S_H1 = 256, S_H2 = 128, S_OUT = 10 };
+
+/* Mean softmax cross-entropy of the MLP in float64 over float parameters p
+ * (flat, PyTorch order), with parameter `bump` (-1: none) shifted by delta. */
+static double s_ref_loss(const float *p, long bump, double delta, const float *x,
+                         const uint8_t *y, int n)
+{
+    const size_t o_w1 = 0, o_b1 = o_w1 + S_H1 * S_IN, o_w2 = o_b1 + S_H1;
+    const size_t o_b2 = o_w2 + S_H2 * S_H1, o_w3 = o_b2 + S_H2, o_b3 = o_w3 + S_OUT * S_H2;
+#define P(i) ((double)p[(i)] + ((long)(i) == bump ? delta : 0.0))
+    double total = 0.0;
+    double h1[S_H1], h2[S_H2], z[S_OUT];
+    for (int s = 0; s < n; s++) {
+        const float *xs = x + (size_t)s * S_IN;
+        for (int o = 0; o < S_H1; o++) {
+            double a = P(o_b1 + o);
+            for (int i = 0; i < S_IN; i++) {
+                a += P(o_w1 + (size_t)o * S_IN + i) * xs[i];
+            }
+            h1[o] = a > 0 ? a : 0;
+        }
+        for (int o = 0; o < S_H2; o++) {
+            double a = P(o_b2 + o);
+            for (int i = 0; i < S_H1; i++) {
+                a += P(o_w2 + (size_t)o * S_H1 + i) * h1[i];
+            }
+            h2[o] = a > 0 ? a : 0;
+        }
+        double m = -1e300;
+        for (int o = 0; o < S_OUT; o++) {
+            double a = P(o_b3 + o);
+            for (int i = 0; i < S_H2; i++) {
+                a += P(o_w3 + (size_t)o * S_H2 + i) * h2[i];
+            }
+            z[o] = a;
+            m = a > m ? a : m;
+        }
+        double se = 0;
+        for (int o = 0; o < S_OUT; o++) {
+            se += exp(z[o] - m);
+        }
+        total += m + log(se) - z[y[s]];
+    }
+#undef P
+    return total / n;
+}
+
+static void s_batch(float *x, uint8_t *y, int n, uint64_t seed)
+{
+    ps_test_fill(x, (size_t)n * S_IN, -0.8f, 2.0f, seed);
+    for (int i = 0; i < n; i++) {
+        y[i] = (uint8_t)((i * 3 + seed) % 10);
+    }
+}
+
+static ps_model_t *s_new(int max_batch)
+{
+    ps_model_t *m = NULL;
+    ck_assert_int_eq(ps_model_new("mlp", &ps_kernels_cpu, max_batch, &m), 0);
+    ck_assert_ptr_nonnull(m);
+    return m;
+}
+
+START_TEST(mlp_tensor_table_matches_pytorch_layout)
+{
+    ps_model_t *m = s_new(4);
+    static const char *names[] = {"fc1.weight", "fc1.bias", "fc2.weight",
+                                  "fc2.bias",   "fc3.weight", "fc3.bias"};
+    static const size_t counts[] = {256 * 784, 256, 128 * 256, 128, 10 * 128, 10};
+    ck_assert_uint_eq(ps_model_num_params(m), 235146);
+    ck_assert_uint_eq(ps_model_num_tensors(m), 6);
+    size_t off = 0;
+    for (size_t i = 0; i < 6; i++) {
+        const ps_tensor_info_t *t = ps_model_tensor(m, i);
+        ck_assert_str_eq(t->name, names[i]);
+        ck_assert_uint_eq(t->count, counts[i]);
+        ck_assert_uint_eq(t->offset, off);
+        off += t->count;
+    }
+    ck_assert_ptr_null(ps_model_tensor(m, 6));
+    ps_model_destroy(&m);
+    ck_assert_ptr_null(m);
+    ps_model_destroy(&m); /* NULL-safe */
+}
+END_TEST
+
+START_TEST(mlp_init_is_deterministic_and_within_pytorch_bounds)
+{
+    ps_model_t *a = s_new(4), *b = s_new(4);
+    ps_model_init_params(a, 7);
+    ps_model_init_params(b, 7);
+    const size_t P = ps_model_num_params(a);
+    ck_assert_mem_eq(ps_model_params(a), ps_model_params(b), P * sizeof(float));
+    ps_model_init_params(b, 8);
+    ck_assert(memcmp(ps_model_params(a), ps_model_params(b), P * sizeof(float)) != 0);
+    static const int fan_in[] = {784, 784, 256, 256, 128, 128};
+    for (size_t i = 0; i < 6; i++) {
+        const ps_tensor_info_t *t = ps_model_tensor(a, i);
+        const float bound = 1.0f / sqrtf((float)fan_in[i]);
+        const float *p = ps_model_params(a) + t->offset;
+        double s = 0, s2 = 0;
+        for (size_t j = 0; j < t->count; j++) {
+            ck_assert(p[j] >= -bound && p[j] <= bound);
+            s += p[j];
+            s2 += (double)p[j] * p[j];
+        }
+        if (t->count > 1000) {
+            /* U(-b,b): mean 0, variance b^2/3 */
+            const double var = s2 / t->count, want = (double)bound * bound / 3.0;
+            ck_assert(fabs(s / t->count) < 0.05 * bound);
+            ck_assert(ps_test_close(var, want, 0, 0.05));
+        }
+    }
+    ps_model_destroy(&a);
+    ps_model_destroy(&b);
+}
+END_TEST
+
+/* The model's loss equals the float64 reference, and its gradient (of the
+ * mean loss) equals central differences of that reference on a few
+ * parameters of every tensor, including the largest-gradient one. */
+START_TEST(mlp_gradients_match_finite_differences)
+{
+    enum { N = 6 };
+    ps_model_t *m = s_new(8);
+    ps_model_init_params(m, 3);
+    float *x = malloc(N * S_IN * sizeof(float));
+    uint8_t y[N];
+    s_batch(x, y, N, 5);
+    float loss = 0;
+    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &loss), 0);
+    const float *p = ps_model_params(m), *g = ps_model_grads(m);
+    const double ref = s_ref_loss(p, -1, 0, x, y, N);
+    ck_assert_msg(ps_test_close(loss, ref, 1e-5, 1e-5), "loss %g ref %g", loss, ref);
+    const double h = 1e-4;
+    ps_rng_t r;
+    ps_rng_init(&r, 11, 0);
+    for (size_t t = 0; t < 6; t++) {
+        const ps_tensor_info_t *ti = ps_model_tensor(m, t);
+        size_t big = 0;
+        for (size_t j = 1; j < ti->count; j++) {
+            if (fabsf(g[ti->offset + j]) > fabsf(g[ti->offset + big])) {
+                big = j;
+            }
+        }
+        ck_assert_msg(g[ti->offset + big] != 0.0f, "%s has no gradient", ti->name);
+        for (int k = 0; k < 5; k++) {
+            const size_t j = k == 0 ? big : (size_t)ps_rng_below(&r, ti->count);
+            const long idx = (long)(ti->offset + j);
+            const double fd = (s_ref_loss(p, idx, h, x, y, N) -
+                               s_ref_loss(p, idx, -h, x, y, N)) /
+                              (2 * h);
+            ck_assert_msg(ps_test_close(g[idx], fd, 2e-6, 2e-3), "%s[%zu]: grad %g fd %g",
+                          ti->name, j, g[idx], fd);
+        }
+    }
+    free(x);
+    ps_model_destroy(&m);
+}
+END_TEST
+
+START_TEST(mlp_sgd_steps_reduce_the_loss)
+{
+    enum { N = 32 };
+    ps_model_t *m = s_new(N);
+    ps_model_init_params(m, 1);
+    float *x = malloc(N * S_IN * sizeof(float));
+    uint8_t y[N];
+    s_batch(x, y, N, 9);
+    const size_t P = ps_model_num_params(m);
+    float *v = calloc(P, sizeof(float));
+    const ps_optim_sgd_t o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f};
+    float first = 0, loss = 0;
+    for (int step = 0; step < 15; step++) {
+        ck_assert_int_eq(ps_model_train_step(m, x, y, N, &loss), 0);
+        ck_assert(isfinite(loss));
+        if (step == 0) {
+            first = loss;
+        }
+        ps_optim_sgd_step(&o, ps_model_params(m), v, ps_model_grads(m), 1.0f, P);
+    }
+    ck_assert_msg(loss < 0.5f * first, "loss %g -> %g", first, loss);
+    int correct = 0;
+    float eval_loss = 0;
+    ck_assert_int_eq(ps_model_evaluate(m, x, y, N, &correct, &eval_loss), 0);
+    ck_assert_int_gt(correct, N / 2);
+    free(v);
+    free(x);
+    ps_model_destroy(&m);
+}
+END_TEST
+
+/* evaluate() over n samples in chunks of max_batch equals the train_step loss
+ * over the same samples with one big batch, and counts argmax hits. */
+START_TEST(mlp_evaluate_in_chunks_matches_one_batch)
+{
+    enum { N = 45 };
+    ps_model_t *small = s_new(8), *big = s_new(N);
+    ps_model_init_params(small, 4);
+    ps_model_init_params(big, 4);
+    float *x = malloc(N * S_IN * sizeof(float));
+    uint8_t y[N];
+    s_batch(x, y, N, 6);
+    float l_train = 0, l_eval = 0, l_eval_big = 0;
+    int c_small = -1, c_big = -2;
+    ck_assert_int_eq(ps_model_train_step(big, x, y, N, &l_train), 0);
+    ck_assert_int_eq(ps_model_evaluate(small, x, y, N, &c_small, &l_eval), 0);
+    ck_assert_int_eq(ps_model_evaluate(big, x, y, N, &c_big, &l_eval_big), 0);
+    ck_assert(ps_test_close(l_eval, l_train, 1e-5, 1e-5));
+    ck_assert(ps_test_close(l_eval_big, l_train, 1e-6, 1e-6));
+    ck_assert_int_eq(c_small, c_big);
+    ck_assert_int_ge(c_small, 0);
+    ck_assert_int_le(c_small, N);
+    int c0 = -1;
+    float l0 = -1;
+    ck_assert_int_eq(ps_model_evaluate(small, x, y, 0, &c0, &l0), 0);
+    ck_assert_int_eq(c0, 0);
+    free(x);
+    ps_model_destroy(&small);
+    ps_model_destroy(&big);
+}
+END_TEST
+
+START_TEST(mlp_train_step_is_deterministic)
+{
+    enum { N = 16 };
+    ps_model_t *m = s_new(N);
+    ps_model_init_params(m, 2);
+    float *x = malloc(N * S_IN * sizeof(float));
+    uint8_t y[N];
+    s_batch(x, y, N, 3);
+    const size_t P = ps_model_num_params(m);
+    float *g1 = malloc(P * sizeof(float));
+    float l1, l2;
+    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l1), 0);
+    memcpy(g1, ps_model_grads(m), P * sizeof(float));
+    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l2), 0);
+    ck_assert_float_eq(l1, l2);
+    ck_assert_mem_eq(g1, ps_model_grads(m), P * sizeof(float));
+    free(g1);
+    free(x);
+    ps_model_destroy(&m);
+}
+END_TEST
+
+START_TEST(model_rejects_bad_arguments)
+{
+    ps_model_t *m = (ps_model_t *)1;
+    ck_assert_int_eq(ps_model_new("resnet", &ps_kernels_cpu, 4, &m), PS_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(ps_model_new("mlp", &ps_kernels_cpu, 0, &m), PS_EINVAL);
+    ck_assert_int_eq(ps_model_new(NULL, &ps_kernels_cpu, 4, &m), PS_EINVAL);
+    m = s_new(4);
+    float x[5 * S_IN] = {0};
+    uint8_t y[5] = {0, 1, 2, 3, 4};
+    float loss;
+    ck_assert_int_eq(ps_model_train_step(m, x, y, 5, &loss), PS_EINVAL);
+    ck_assert_int_eq(ps_model_train_step(m, x, y, 0, &loss), PS_EINVAL);
+    y[1] = 10;
+    ck_assert_int_eq(ps_model_train_step(m, x, y, 2, &loss), PS_EINVAL);
+    int c;
+    ck_assert_int_eq(ps_model_evaluate(m, x, y, 5, &c, &loss), PS_EINVAL);
+    ps_model_destroy(&m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mlp");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, mlp_tensor_table_matches_pytorch_layout);
+    tcase_add_test(tc, mlp_init_is_deterministic_and_within_pytorch_bounds);
+    tcase_add_test(tc, mlp_gradients_match_finite_differences);
+    tcase_add_test(tc, mlp_sgd_steps_reduce_the_loss);
+    tcase_add_test(tc, mlp_evaluate_in_chunks_matches_one_batch);
+    tcase_add_test(tc, mlp_train_step_is_deterministic);
+    tcase_add_test(tc, model_rejects_bad_arguments);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

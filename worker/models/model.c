@@ -1,0 +1,281 @@
+/*
+ * worker/models/model.c - plumbing shared by every model: tensor table, flat
+ * parameter and gradient buffers, input staging, loss, chunked evaluation,
+ * and dispatch by name to an architecture (mlp.c, cnn.c).
+ *
+ * On a backend whose memory is host memory (CPU) the ops run directly on the
+ * host parameter, gradient and input buffers: no copies. On a device backend
+ * each step copies params and inputs in and gradients out. Nothing here
+ * allocates after ps_model_new().
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "worker/models/model_impl.h"
+#include "worker/rng.h"
+
+/* Input features per sample. */
+#define PS_MODEL_IN (PS_MODEL_IN_H * PS_MODEL_IN_W)
+
+static const ps_model_arch_t *const s_archs[] = {
+    &ps_model_arch_mlp,
+};
+
+static const ps_model_arch_t *s_find_arch(const char *name)
+{
+    if (!name) {
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(s_archs) / sizeof(s_archs[0]); i++) {
+        if (strcmp(s_archs[i]->name, name) == 0) {
+            return s_archs[i];
+        }
+    }
+    return NULL;
+}
+
+int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch,
+                 ps_model_t **out)
+{
+    int rc = PS_ENOMEM;
+    const ps_model_arch_t *arch = s_find_arch(name);
+    *out = NULL;
+    if (!arch || !k || max_batch < 1) {
+        return PS_EINVAL;
+    }
+    ps_model_t *m = calloc(1, sizeof(*m));
+    if (!m) {
+        return PS_ENOMEM;
+    }
+    m->arch = arch;
+    m->k = k;
+    m->max_batch = max_batch;
+    rc = k->ctx_new(&m->ctx);
+    if (rc) {
+        goto fail;
+    }
+    rc = PS_ENOMEM;
+    m->tensors = calloc(arch->ntensors, sizeof(*m->tensors));
+    if (!m->tensors) {
+        goto fail;
+    }
+    for (size_t i = 0; i < arch->ntensors; i++) {
+        m->tensors[i].name = arch->tensors[i].name;
+        m->tensors[i].offset = m->P;
+        m->tensors[i].count = arch->tensors[i].count;
+        m->P += arch->tensors[i].count;
+    }
+    const size_t pbytes = m->P * sizeof(float);
+    m->params = k->host_alloc(pbytes);
+    m->grads = k->host_alloc(pbytes);
+    if (!m->params || !m->grads) {
+        goto fail;
+    }
+    memset(m->params, 0, pbytes);
+    memset(m->grads, 0, pbytes);
+    if (k->host_is_backend) {
+        m->d_params = m->params;
+        m->d_grads = m->grads;
+    } else {
+        m->d_params = k->alloc(pbytes);
+        m->d_grads = k->alloc(pbytes);
+        m->d_x = k->alloc((size_t)max_batch * PS_MODEL_IN * sizeof(float));
+        m->d_y = k->alloc((size_t)max_batch);
+        if (!m->d_params || !m->d_grads || !m->d_x || !m->d_y) {
+            goto fail;
+        }
+        k->zero(m->ctx, m->d_grads, pbytes);
+    }
+    rc = arch->setup(m);
+    if (rc) {
+        goto fail;
+    }
+    *out = m;
+    return 0;
+fail:
+    ps_model_destroy(&m);
+    return rc;
+}
+
+void ps_model_destroy(ps_model_t **mp)
+{
+    if (!mp || !*mp) {
+        return;
+    }
+    ps_model_t *m = *mp;
+    const ps_kernels_t *k = m->k;
+    if (m->arch) {
+        m->arch->teardown(m);
+    }
+    if (!k->host_is_backend) {
+        k->free(m->d_params);
+        k->free(m->d_grads);
+        k->free(m->d_x);
+        k->free(m->d_y);
+    }
+    k->host_free(m->params);
+    k->host_free(m->grads);
+    free(m->tensors);
+    k->ctx_destroy(&m->ctx);
+    free(m);
+    *mp = NULL;
+}
+
+size_t ps_model_num_params(const ps_model_t *m)
+{
+    return m->P;
+}
+
+size_t ps_model_num_tensors(const ps_model_t *m)
+{
+    return m->arch->ntensors;
+}
+
+const ps_tensor_info_t *ps_model_tensor(const ps_model_t *m, size_t i)
+{
+    return i < m->arch->ntensors ? &m->tensors[i] : NULL;
+}
+
+float *ps_model_params(ps_model_t *m)
+{
+    return m->params;
+}
+
+float *ps_model_grads(ps_model_t *m)
+{
+    return m->grads;
+}
+
+/* torch.nn.Linear/Conv2d reset_parameters(): kaiming_uniform_(a=sqrt(5)) gives
+ * weights U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and biases use the same bound.
+ * Each tensor draws from its own stream (seed, tensor index). */
+void ps_model_init_params(ps_model_t *m, uint64_t seed)
+{
+    for (size_t i = 0; i < m->arch->ntensors; i++) {
+        const ps_tensor_def_t *t = &m->arch->tensors[i];
+        const double bound = 1.0 / sqrt((double)t->fan_in);
+        float *p = m->params + m->tensors[i].offset;
+        ps_rng_t r;
+        ps_rng_init(&r, seed, 0x1A17000ULL + i);
+        for (size_t j = 0; j < t->count; j++) {
+            p[j] = (float)((2.0 * ps_rng_double(&r) - 1.0) * bound);
+        }
+    }
+}
+
+/* Validates a batch and makes x, y backend buffers (copies on device backends). */
+static int s_stage(ps_model_t *m, const float *x, const uint8_t *y, int n,
+                   const float **d_x, const uint8_t **d_y)
+{
+    if (n < 1 || n > m->max_batch || !x || !y) {
+        return PS_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (y[i] >= PS_MODEL_CLASSES) {
+            return PS_EINVAL;
+        }
+    }
+    if (m->k->host_is_backend) {
+        *d_x = x;
+        *d_y = y;
+        return 0;
+    }
+    int rc = m->k->copy_h2d(m->ctx, m->d_x, x, (size_t)n * PS_MODEL_IN * sizeof(float));
+    if (rc == 0) {
+        rc = m->k->copy_h2d(m->ctx, m->d_y, y, (size_t)n);
+    }
+    *d_x = m->d_x;
+    *d_y = m->d_y;
+    return rc;
+}
+
+/* Device backends: the caller wrote the host params; send them. */
+static int s_push_params(ps_model_t *m)
+{
+    if (m->k->host_is_backend) {
+        return 0;
+    }
+    return m->k->copy_h2d(m->ctx, m->d_params, m->params, m->P * sizeof(float));
+}
+
+int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
+                        float *loss)
+{
+    const float *d_x;
+    const uint8_t *d_y;
+    int rc = s_stage(m, x, y, n, &d_x, &d_y);
+    if (rc == 0) {
+        rc = s_push_params(m);
+    }
+    if (rc) {
+        return rc;
+    }
+    float *logits = m->arch->forward(m, d_x, n);
+    /* the loss overwrites the logits with their gradient, in place */
+    float l = m->k->softmax_xent(m->ctx, logits, d_y, n, PS_MODEL_CLASSES, logits, NULL);
+    m->arch->backward(m, d_x, logits, n);
+    if (!m->k->host_is_backend) {
+        rc = m->k->copy_d2h(m->ctx, m->grads, m->d_grads, m->P * sizeof(float));
+    }
+    if (loss) {
+        *loss = l;
+    }
+    return rc;
+}
+
+int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n,
+                      int *correct, float *loss)
+{
+    double total = 0.0;
+    int hits = 0;
+    if (n < 0) {
+        return PS_EINVAL;
+    }
+    int rc = s_push_params(m);
+    for (int first = 0; rc == 0 && first < n; first += m->max_batch) {
+        const int c = n - first < m->max_batch ? n - first : m->max_batch;
+        const float *d_x;
+        const uint8_t *d_y;
+        rc = s_stage(m, x + (size_t)first * PS_MODEL_IN, y + first, c, &d_x, &d_y);
+        if (rc) {
+            break;
+        }
+        float *logits = m->arch->forward(m, d_x, c);
+        int ok = 0;
+        float l = m->k->softmax_xent(m->ctx, logits, d_y, c, PS_MODEL_CLASSES, NULL, &ok);
+        total += (double)l * c;
+        hits += ok;
+    }
+    if (correct) {
+        *correct = hits;
+    }
+    if (loss) {
+        *loss = n > 0 ? (float)(total / n) : 0.0f;
+    }
+    return rc;
+}
+
+void ps_model_linear_fwd(ps_model_t *m, const float *x, const float *w, const float *b,
+                         float *y, int n, int I, int O, int relu)
+{
+    const ps_kernels_t *k = m->k;
+    k->sgemm(m->ctx, 0, 1, n, O, I, 1.0f, x, I, w, I, 0.0f, y, O);
+    if (relu) {
+        k->bias_relu(m->ctx, y, b, n, O);
+    } else {
+        k->bias_add(m->ctx, y, b, n, O);
+    }
+}
+
+void ps_model_linear_bwd(ps_model_t *m, const float *x, const float *w, const float *dy,
+                         float *dx, float *dw, float *db, int n, int I, int O)
+{
+    const ps_kernels_t *k = m->k;
+    k->sgemm(m->ctx, 1, 0, O, I, n, 1.0f, dy, O, x, I, 0.0f, dw, I);
+    k->bias_grad(m->ctx, dy, db, n, O);
+    if (dx) {
+        k->sgemm(m->ctx, 0, 0, n, I, O, 1.0f, dy, O, w, I, 0.0f, dx, I);
+    }
+}

@@ -1,0 +1,90 @@
+/*
+ * worker/models/model_impl.h - private: what model.c shares with mlp.c, cnn.c.
+ *
+ * model.c owns the plumbing every model needs (backend context, the flat
+ * parameter and gradient buffers, tensor table, input staging, loss, chunked
+ * evaluation); an architecture (ps_model_arch_t) declares its tensors and
+ * supplies forward and backward over backend buffers. Only worker/models/
+ * includes this header.
+ */
+#ifndef PS_WORKER_MODEL_IMPL_H
+#define PS_WORKER_MODEL_IMPL_H
+
+#include "worker/models/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One tensor an architecture declares, in flat-vector order. */
+typedef struct {
+    const char *name; /* PyTorch name, e.g. "fc1.weight" */
+    size_t count;     /* float32 elements */
+    int fan_in;       /* PyTorch default init bound is 1/sqrt(fan_in) */
+} ps_tensor_def_t;
+
+typedef struct ps_model_arch {
+    const char *name;              /* "mlp", "cnn" */
+    size_t ntensors;               /* entries in tensors */
+    const ps_tensor_def_t *tensors; /* layout of the flat vector */
+    /* Allocates the activations for m->max_batch into m->impl. 0 or PS_ENOMEM. */
+    int (*setup)(ps_model_t *m);
+    /* Frees m->impl; safe on a half-built model (m->impl NULL or partial). */
+    void (*teardown)(ps_model_t *m);
+    /* Forward pass of n <= max_batch samples d_x[n,784] with m->d_params;
+     * returns the logits [n,10], a backend buffer owned by the architecture. */
+    float *(*forward)(ps_model_t *m, const float *d_x, int n);
+    /* Backward pass after forward on the same d_x: d_dlogits [n,10] (may be
+     * the logits buffer, overwritten by the loss) -> gradients into m->d_grads. */
+    void (*backward)(ps_model_t *m, const float *d_x, float *d_dlogits, int n);
+} ps_model_arch_t;
+
+struct ps_model {
+    const ps_model_arch_t *arch; /* which network */
+    const ps_kernels_t *k;       /* backend; borrowed, static */
+    ps_kctx_t *ctx;              /* backend context; owned */
+    int max_batch;               /* activations are sized for this many samples */
+    size_t P;                    /* flat parameter count */
+    ps_tensor_info_t *tensors;   /* arch->ntensors entries; owned */
+    float *params;               /* host [P]; pinned on device backends; owned */
+    float *grads;                /* host [P]; owned */
+    float *d_params;             /* backend [P]; == params when host_is_backend */
+    float *d_grads;              /* backend [P]; == grads when host_is_backend */
+    float *d_x;                  /* backend [max_batch*784]; NULL when host_is_backend */
+    uint8_t *d_y;                /* backend [max_batch]; NULL when host_is_backend */
+    void *impl;                  /* the architecture's activations; owned by arch */
+};
+
+extern const ps_model_arch_t ps_model_arch_mlp;
+extern const ps_model_arch_t ps_model_arch_cnn;
+
+/* Backend pointer to tensor i of the parameters / gradients. */
+static inline float *ps_model_dparam(const ps_model_t *m, size_t i)
+{
+    return m->d_params + m->tensors[i].offset;
+}
+
+static inline float *ps_model_dgrad(const ps_model_t *m, size_t i)
+{
+    return m->d_grads + m->tensors[i].offset;
+}
+
+/*
+ * Fully connected layer, PyTorch layout: y[n,O] = x[n,I] @ w[O,I]^T + b[O],
+ * then ReLU when relu != 0 (fused with the bias).
+ */
+void ps_model_linear_fwd(ps_model_t *m, const float *x, const float *w, const float *b,
+                         float *y, int n, int I, int O, int relu);
+
+/*
+ * Its gradients: dw[O,I] = dy^T @ x, db[O] = column sums of dy, and when dx is
+ * not NULL dx[n,I] = dy @ w. dy is the gradient at the layer's output before
+ * any ReLU (apply relu_bwd first).
+ */
+void ps_model_linear_bwd(ps_model_t *m, const float *x, const float *w, const float *dy,
+                         float *dx, float *dw, float *db, int n, int I, int O);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
