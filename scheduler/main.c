@@ -17,7 +17,7 @@ int main(int argc, char **argv)
         .wait = 120.0,
     };
     ps_job_defaults(&cfg.job);
-    const char *model = cfg.job.model, *mode = "sync", *optimizer = cfg.job.optimizer;
+    const char *model = "mlp", *mode = "sync", *optimizer = "sgd";
     const char *log_level = "info";
     int seed = (int)cfg.job.seed, max_steps = 0;
     ps_flag_t flags[] = {
