@@ -1,0 +1,1113 @@
+/*
+ * deploy/launch.c - shardps-launch: a whole shardps cluster on this machine.
+ *
+ * Starts one scheduler, S servers and M workers, each its own process, and
+ * turns their exit statuses into one exit status for the job. The scheduler
+ * starts first on an ephemeral port and writes its endpoint into a file in a
+ * fresh temporary directory; servers and workers are then started with that
+ * endpoint. Every line a child prints on stdout or stderr is re-emitted on the
+ * launcher's stderr: verbatim when it is already a logger line, otherwise with
+ * a logger-format prefix carrying the child's tag (C, S0, W1, ...).
+ *
+ * A child that fails, a signal to the launcher, or --timeout stops the job:
+ * SIGTERM to every child's process group, SIGKILL after 5 s, output drained.
+ *
+ * It does not parse or check job flags: they are forwarded verbatim to the
+ * roles through one table (s_fwd), and the roles validate them.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "common/log.h"
+
+#define S_PROG "shardps-launch"
+#define S_LINE_MAX (64 * 1024) /* longer child lines are split at this size */
+#define S_LINE_INIT 4096       /* first size of a stream's line buffer */
+#define S_MAX_NODES 256        /* per role: a local cluster, not a data centre */
+#define S_ENDPOINT_WAIT_S 15.0 /* how long the scheduler has to write its endpoint */
+#define S_STOP_GRACE_S 5.0     /* SIGTERM -> SIGKILL */
+#define S_AFTER_SCHED_S 15.0   /* others must exit this long after the scheduler did */
+#define S_DRAIN_S 1.0          /* pipes still open after every child exited */
+#define S_ENDPOINT_TICK_MS 20  /* how often the endpoint file is looked at */
+
+/* Which roles a forwarded flag goes to. */
+enum {
+    S_TO_C = 1u << 0,  /* the scheduler */
+    S_TO_S = 1u << 1,  /* every server */
+    S_TO_W = 1u << 2,  /* every worker */
+    S_TO_W0 = 1u << 3, /* worker 0 only */
+    S_TO_ALL = S_TO_C | S_TO_S | S_TO_W,
+};
+
+typedef struct {
+    const char *name;    /* flag name without "--", same in the launcher and the role */
+    unsigned to;         /* S_TO_* mask */
+    const char *metavar; /* for --help */
+    const char *help;    /* for --help */
+} s_fwd_t;
+
+/* The one forwarding table: each flag is passed as "--name value" when given. */
+static const s_fwd_t s_fwd[] = {
+    {"model", S_TO_C, "NAME", "model: mlp or cnn (scheduler)"},
+    {"mode", S_TO_C, "MODE", "consistency mode: sync or async (scheduler)"},
+    {"epochs", S_TO_C, "N", "passes over the training set (scheduler)"},
+    {"batch", S_TO_C, "N", "samples per worker per step (scheduler)"},
+    {"lr", S_TO_C, "X", "learning rate (scheduler)"},
+    {"momentum", S_TO_C, "X", "SGD momentum (scheduler)"},
+    {"weight-decay", S_TO_C, "X", "L2 penalty (scheduler)"},
+    {"optimizer", S_TO_C, "NAME", "server-side optimizer (scheduler)"},
+    {"seed", S_TO_C, "N", "seed for init and sample order (scheduler)"},
+    {"max-steps", S_TO_C, "N", "stop after N steps per worker (scheduler)"},
+    {"summary", S_TO_C, "FILE", "job summary file (scheduler); must exist at the end"},
+    {"data", S_TO_W, "DIR", "dataset directory (workers)"},
+    {"device", S_TO_W, "D", "auto|cpu|cuda (workers)"},
+    {"threads", S_TO_W, "N", "compute threads per worker (workers)"},
+    {"dump-params", S_TO_W0, "FILE", "final parameters file (worker 0 only)"},
+    {"log-level", S_TO_ALL, "L", "err|warn|info|debug (every role and the launcher)"},
+};
+#define S_NFWD (sizeof s_fwd / sizeof s_fwd[0])
+
+/* Launcher-only flags whose SHARDPS_* variables must not reach the children:
+ * a role may read a flag of the same name with another meaning, and
+ * dump-params goes to worker 0 only. */
+static const char *const s_unset_env[] = {
+    "SHARDPS_HOST",
+    "SHARDPS_BIN_DIR",
+    "SHARDPS_TIMEOUT",
+    "SHARDPS_DUMP_PARAMS",
+};
+
+enum { S_ROLE_C = 0, S_ROLE_S = 1, S_ROLE_W = 2 };
+static const char *const s_role_name[] = {"scheduler", "server", "worker"};
+
+enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };
+
+/* One captured output stream of a child. */
+typedef struct {
+    int fd;     /* read end of the pipe; -1 once closed */
+    char *buf;  /* bytes of the current, unfinished line */
+    size_t len; /* bytes used in buf */
+    size_t cap; /* bytes allocated in buf (<= S_LINE_MAX) */
+} s_stream_t;
+
+typedef struct {
+    char tag[16];      /* log tag: "C", "S0", "W3" */
+    int role;          /* S_ROLE_* */
+    int rank;          /* rank within the role; 0 for the scheduler */
+    pid_t pid;         /* 0 until started; also its process group id */
+    int running;       /* started and not yet reaped */
+    s_stream_t out[2]; /* [0] stdout, [1] stderr */
+} s_child_t;
+
+typedef struct {
+    /* Flags. Strings are borrowed from argv or environ. */
+    int servers;             /* S */
+    int workers;             /* M */
+    const char *host;        /* what the roles bind to */
+    const char *bin_dir;     /* where the role binaries are; NULL = search */
+    double timeout;          /* whole-job limit in seconds; 0 = none */
+    const char *fwd[S_NFWD]; /* values of the forwarded flags; NULL = not given */
+    char **extra;            /* arguments after "--", appended to the scheduler's */
+    int nextra;
+
+    /* Run state. */
+    char bin[3][PATH_MAX]; /* resolved binary of each role */
+    char tmpdir[PATH_MAX]; /* fresh directory for the endpoint file; "" if none */
+    char epfile[PATH_MAX]; /* the endpoint file */
+    char endpoint[256];    /* what the scheduler wrote */
+    s_child_t *kids;       /* [0] scheduler, [1..S] servers, [S+1..S+M] workers */
+    int nkids;             /* 1 + S + M */
+    int nrunning;          /* children started and not reaped */
+    int sig_pipe[2];       /* self-pipe: signal handlers write the signal number */
+    int phase;             /* S_PHASE_* */
+    double t_start;        /* ps_now() when the scheduler was started */
+    double stop_at;        /* when SIGKILL follows SIGTERM (S_PHASE_STOP) */
+    int killed;            /* SIGKILL was sent */
+    double sched_done_at;  /* when the scheduler exited 0; 0 = not yet */
+    double drain_until;    /* after the last child was reaped; 0 = not yet */
+    int exit_code;         /* what main returns */
+    char why[512];         /* first cause of a failure */
+    char *scratch;         /* one output line being assembled */
+} s_launch_t;
+
+/* Write end of the self-pipe. The one mutable global: a signal handler can
+ * reach nothing else. */
+static int s_sig_wfd = -1;
+
+static void s_on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t rc = write(s_sig_wfd, &b, 1);
+    (void)rc; /* a full pipe already wakes poll() */
+    errno = saved;
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+static void s_write_all(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (errno == EAGAIN) {
+                struct pollfd pfd = {.fd = STDERR_FILENO, .events = POLLOUT};
+                if (poll(&pfd, 1, 1000) > 0) {
+                    continue;
+                }
+            }
+            return; /* stderr is gone: nothing better to do */
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Does the line start like "HH:MM:SS.mmm "? */
+static int s_is_logger_line(const char *p, size_t n)
+{
+    static const char shape[] = "00:00:00.000 ";
+    if (n < sizeof shape - 1) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof shape - 1; i++) {
+        if (shape[i] == '0') {
+            if (p[i] < '0' || p[i] > '9') {
+                return 0;
+            }
+        } else if (p[i] != shape[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Emits one child line (without its newline) on stderr with one write(). */
+static void s_emit(s_launch_t *L, const s_child_t *c, int k, const char *p, size_t n)
+{
+    size_t used = 0;
+    if (!s_is_logger_line(p, n)) {
+        struct timeval tv;
+        struct tm tm;
+        gettimeofday(&tv, NULL);
+        localtime_r(&tv.tv_sec, &tm);
+        /* '>' marks the child's stdout, '!' its stderr: not from the logger. */
+        int w =
+            snprintf(L->scratch, 64, "%02d:%02d:%02d.%03d %s %c ", tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, (int)(tv.tv_usec / 1000), c->tag, k == 0 ? '>' : '!');
+        used = (w > 0 && w < 64) ? (size_t)w : 0;
+    }
+    memcpy(L->scratch + used, p, n);
+    used += n;
+    L->scratch[used++] = '\n';
+    s_write_all(L->scratch, used);
+}
+
+static void s_stream_close(s_launch_t *L, s_child_t *c, int k)
+{
+    s_stream_t *st = &c->out[k];
+    if (st->fd < 0) {
+        return;
+    }
+    if (st->len > 0) {
+        s_emit(L, c, k, st->buf, st->len);
+        st->len = 0;
+    }
+    close(st->fd);
+    st->fd = -1;
+}
+
+/* Reads what is there on one stream and emits every complete line.
+ * Returns 1 when bytes were read, 0 when none are ready, -1 once closed. */
+static int s_stream_read(s_launch_t *L, s_child_t *c, int k)
+{
+    s_stream_t *st = &c->out[k];
+    if (st->fd < 0) {
+        return -1;
+    }
+    if (st->len == st->cap) {
+        if (st->cap < S_LINE_MAX) {
+            size_t cap = st->cap ? st->cap * 2 : S_LINE_INIT;
+            char *nb = realloc(st->buf, cap);
+            if (!nb) {
+                ps_log_err("out of memory reading %s's output", c->tag);
+                s_stream_close(L, c, k);
+                return -1;
+            }
+            st->buf = nb;
+            st->cap = cap;
+        } else {
+            s_emit(L, c, k, st->buf, st->len); /* a line too long: split it */
+            st->len = 0;
+        }
+    }
+    ssize_t n = read(st->fd, st->buf + st->len, st->cap - st->len);
+    if (n < 0 && errno == EINTR) {
+        return 1;
+    }
+    if (n < 0 && errno == EAGAIN) {
+        return 0;
+    }
+    if (n <= 0) {
+        s_stream_close(L, c, k);
+        return -1;
+    }
+    size_t from = st->len, start = 0;
+    st->len += (size_t)n;
+    const char *nl;
+    while ((nl = memchr(st->buf + from, '\n', st->len - from)) != NULL) {
+        size_t end = (size_t)(nl - st->buf);
+        s_emit(L, c, k, st->buf + start, end - start);
+        start = end + 1;
+        from = start;
+    }
+    if (start > 0) {
+        memmove(st->buf, st->buf + start, st->len - start);
+        st->len -= start;
+    }
+    return 1;
+}
+
+/* ---- children ----------------------------------------------------------- */
+
+/* Growable NULL-terminated argv; strings are owned copies. */
+typedef struct {
+    char **v;
+    int n;
+    int cap;
+    int oom;
+} s_argv_t;
+
+static void s_argv_add(s_argv_t *a, const char *s)
+{
+    if (a->oom) {
+        return;
+    }
+    if (a->n + 2 > a->cap) {
+        int cap = a->cap ? a->cap * 2 : 32;
+        char **nv = realloc(a->v, (size_t)cap * sizeof *nv);
+        if (!nv) {
+            a->oom = 1;
+            return;
+        }
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n] = strdup(s);
+    if (!a->v[a->n]) {
+        a->oom = 1;
+        return;
+    }
+    a->n++;
+    a->v[a->n] = NULL;
+}
+
+static void s_argv_addf(s_argv_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void s_argv_addf(s_argv_t *a, const char *fmt, ...)
+{
+    char buf[PATH_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    s_argv_add(a, buf);
+}
+
+static void s_argv_fini(s_argv_t *a)
+{
+    for (int i = 0; i < a->n; i++) {
+        free(a->v[i]);
+    }
+    free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+/* Appends every forwarded flag that goes to this role and rank. */
+static void s_argv_add_fwd(s_argv_t *a, const s_launch_t *L, int role, int rank)
+{
+    unsigned want = role == S_ROLE_C ? S_TO_C : role == S_ROLE_S ? S_TO_S : S_TO_W;
+    for (size_t i = 0; i < S_NFWD; i++) {
+        unsigned to = s_fwd[i].to;
+        int yes = (to & want) || (role == S_ROLE_W && rank == 0 && (to & S_TO_W0));
+        if (yes && L->fwd[i]) {
+            s_argv_addf(a, "--%s", s_fwd[i].name);
+            s_argv_add(a, L->fwd[i]);
+        }
+    }
+}
+
+static const char *s_fwd_value(const s_launch_t *L, const char *name)
+{
+    for (size_t i = 0; i < S_NFWD; i++) {
+        if (!strcmp(s_fwd[i].name, name)) {
+            return L->fwd[i];
+        }
+    }
+    return NULL;
+}
+
+static void s_child_exec(const char *path, char *const *argv, int out_fd, int err_fd,
+                         const sigset_t *mask, pid_t parent)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        sigaction(sigs[i], &sa, NULL);
+    }
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    /* Own process group, so a stop reaches its own children too and the
+     * terminal's Ctrl-C reaches only the launcher; die with the launcher. */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) {
+        _exit(127);
+    }
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0) {
+        dup2(nul, STDIN_FILENO);
+        if (nul != STDIN_FILENO) {
+            close(nul);
+        }
+    }
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    execv(path, argv);
+    const char *msg = strerror(errno);
+    dprintf(STDERR_FILENO, S_PROG ": cannot execute %s: %s\n", path, msg);
+    _exit(127);
+}
+
+/* Starts one child. Returns 0, or PS_EIO after logging why. */
+static int s_spawn(s_launch_t *L, s_child_t *c, s_argv_t *a)
+{
+    int po[2] = {-1, -1}, pe[2] = {-1, -1};
+    if (a->oom) {
+        ps_log_err("cannot start %s: out of memory", c->tag);
+        return PS_EIO;
+    }
+    if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
+        ps_log_err("cannot start %s: pipe: %s", c->tag, strerror(errno));
+        goto fail;
+    }
+    if (ps_log_level >= PS_LOG_DEBUG) {
+        size_t cap = 4096, used = 0;
+        char line[4096];
+        line[0] = '\0';
+        for (int i = 0; i < a->n && used + 1 < cap; i++) {
+            int w = snprintf(line + used, cap - used, "%s%s", i ? " " : "", a->v[i]);
+            used += w > 0 ? (size_t)w : 0;
+        }
+        ps_log_debug("starting %s: %s", c->tag, line);
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old); /* no handler runs in the child before exec */
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        s_child_exec(L->bin[c->role], a->v, po[1], pe[1], &old, parent);
+    }
+    int fork_errno = errno;
+    if (pid > 0) {
+        setpgid(pid, pid); /* also here, so the group exists before any kill(-pid) */
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+        ps_log_err("cannot start %s: fork: %s", c->tag, strerror(fork_errno));
+        goto fail;
+    }
+    close(po[1]);
+    close(pe[1]);
+    c->out[0].fd = po[0];
+    c->out[1].fd = pe[0];
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    c->pid = pid;
+    c->running = 1;
+    L->nrunning++;
+    return 0;
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (po[i] >= 0) {
+            close(po[i]);
+        }
+        if (pe[i] >= 0) {
+            close(pe[i]);
+        }
+    }
+    return PS_EIO;
+}
+
+/* Sends sig to the process group of every running child. */
+static void s_signal_all(s_launch_t *L, int sig)
+{
+    for (int i = 0; i < L->nkids; i++) {
+        s_child_t *c = &L->kids[i];
+        if (c->running && kill(-c->pid, sig) != 0) {
+            kill(c->pid, sig);
+        }
+    }
+}
+
+/* Starts stopping the job; the first cause wins. */
+static void s_stop(s_launch_t *L, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void s_stop(s_launch_t *L, int code, const char *fmt, ...)
+{
+    if (L->phase == S_PHASE_STOP) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L->why, sizeof L->why, fmt, ap);
+    va_end(ap);
+    L->exit_code = code;
+    L->phase = S_PHASE_STOP;
+    L->stop_at = ps_now() + S_STOP_GRACE_S;
+    ps_log_err("%s", L->why);
+    if (L->nrunning > 0) {
+        ps_log_info("stopping %d process%s (SIGTERM, SIGKILL after %.0f s)", L->nrunning,
+                    L->nrunning == 1 ? "" : "es", S_STOP_GRACE_S);
+        s_signal_all(L, SIGTERM);
+    }
+}
+
+static void s_kill_now(s_launch_t *L)
+{
+    if (L->killed || L->nrunning == 0) {
+        return;
+    }
+    L->killed = 1;
+    for (int i = 0; i < L->nkids; i++) {
+        if (L->kids[i].running) {
+            ps_log_warn("%s (pid %d) still running; sending SIGKILL", L->kids[i].tag,
+                        (int)L->kids[i].pid);
+        }
+    }
+    s_signal_all(L, SIGKILL);
+}
+
+static void s_describe(int status, char *out, size_t cap)
+{
+    if (WIFEXITED(status)) {
+        snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status)) {
+        const char *abbr = sigabbrev_np(WTERMSIG(status));
+        snprintf(out, cap, "killed by signal %d%s%s%s", WTERMSIG(status),
+                 abbr ? " (SIG" : "", abbr ? abbr : "", abbr ? ")" : "");
+    } else {
+        snprintf(out, cap, "ended with wait status 0x%x", (unsigned)status);
+    }
+}
+
+/* Reaps every child that has exited; a failure starts the stop. */
+static void s_reap(s_launch_t *L)
+{
+    for (;;) {
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) {
+            return;
+        }
+        s_child_t *c = NULL;
+        for (int i = 0; i < L->nkids; i++) {
+            if (L->kids[i].running && L->kids[i].pid == pid) {
+                c = &L->kids[i];
+            }
+        }
+        if (!c) {
+            continue;
+        }
+        c->running = 0;
+        L->nrunning--;
+        /* Its last words are already in the pipes: print them before its end. */
+        for (int k = 0; k < 2; k++) {
+            for (int n = 0; n < 256 && s_stream_read(L, c, k) == 1; n++) {
+            }
+        }
+        char how[96];
+        s_describe(status, how, sizeof how);
+        int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (L->phase == S_PHASE_STOP) {
+            ps_log_debug("%s (pid %d) %s", c->tag, (int)pid, how);
+        } else if (c->role == S_ROLE_C && L->phase == S_PHASE_ENDPOINT) {
+            s_stop(L, 1, "scheduler (pid %d) %s %s", (int)pid, how,
+                   access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
+                                                : "before writing its endpoint");
+        } else if (!ok) {
+            s_stop(L, 1, "%s (pid %d) %s", c->tag, (int)pid, how);
+        } else {
+            ps_log_debug("%s (pid %d) %s", c->tag, (int)pid, how);
+            if (c->role == S_ROLE_C) {
+                L->sched_done_at = ps_now();
+            }
+        }
+    }
+}
+
+/* Looks for the endpoint file. Returns 1 when read, 0 when not there yet,
+ * PS_EPROTO when it is there but unusable (after logging why). */
+static int s_read_endpoint(s_launch_t *L)
+{
+    int fd = open(L->epfile, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    char buf[sizeof L->endpoint + 1];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    char *nl = strchr(buf, '\n');
+    if (!nl) {
+        if ((size_t)n == sizeof buf - 1) {
+            s_stop(L, 1, "scheduler endpoint file %s: line too long", L->epfile);
+            return PS_EPROTO;
+        }
+        return 0; /* not written atomically after all: wait for the newline */
+    }
+    while (nl > buf && (nl[-1] == '\r' || nl[-1] == ' ' || nl[-1] == '\t')) {
+        nl--;
+    }
+    *nl = '\0';
+    if (buf[0] == '\0' || strpbrk(buf, " \t") || !strstr(buf, "://")) {
+        s_stop(L, 1, "scheduler endpoint file %s: bad endpoint '%s'", L->epfile, buf);
+        return PS_EPROTO;
+    }
+    if (snprintf(L->endpoint, sizeof L->endpoint, "%s", buf) >= (int)sizeof L->endpoint) {
+        s_stop(L, 1, "scheduler endpoint file %s: endpoint too long", L->epfile);
+        return PS_EPROTO;
+    }
+    return 1;
+}
+
+static int s_start_scheduler(s_launch_t *L)
+{
+    s_argv_t a = {0};
+    s_argv_add(&a, L->bin[S_ROLE_C]);
+    s_argv_add(&a, "--bind");
+    s_argv_addf(&a, "tcp://%s:*", L->host);
+    s_argv_add(&a, "--endpoint-file");
+    s_argv_add(&a, L->epfile);
+    s_argv_add(&a, "--servers");
+    s_argv_addf(&a, "%d", L->servers);
+    s_argv_add(&a, "--workers");
+    s_argv_addf(&a, "%d", L->workers);
+    s_argv_add_fwd(&a, L, S_ROLE_C, 0);
+    for (int i = 0; i < L->nextra; i++) {
+        s_argv_add(&a, L->extra[i]);
+    }
+    int rc = s_spawn(L, &L->kids[0], &a);
+    s_argv_fini(&a);
+    return rc;
+}
+
+static int s_start_nodes(s_launch_t *L)
+{
+    for (int i = 1; i < L->nkids; i++) {
+        s_child_t *c = &L->kids[i];
+        s_argv_t a = {0};
+        s_argv_add(&a, L->bin[c->role]);
+        s_argv_add(&a, "--scheduler");
+        s_argv_add(&a, L->endpoint);
+        if (c->role == S_ROLE_S) {
+            s_argv_add(&a, "--bind");
+            s_argv_addf(&a, "tcp://%s:*", L->host);
+        }
+        s_argv_add(&a, "--rank");
+        s_argv_addf(&a, "%d", c->rank);
+        s_argv_add_fwd(&a, L, c->role, c->rank);
+        int rc = s_spawn(L, c, &a);
+        s_argv_fini(&a);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---- set-up ------------------------------------------------------------- */
+
+static int s_is_exe(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Finds shardps-<role>: --bin-dir, else next to this executable, else in
+ * ../<role>/ (the Meson build tree), else $PATH. Returns 0 or PS_ENOENT. */
+static int s_find_bin(const char *bin_dir, const char *role, char *out, size_t cap)
+{
+    char name[64], cand[PATH_MAX + 128];
+    snprintf(name, sizeof name, "shardps-%s", role);
+    if (bin_dir) {
+        snprintf(cand, sizeof cand, "%s/%s", bin_dir, name);
+        if (!s_is_exe(cand)) {
+            fprintf(stderr, S_PROG ": error: no executable %s in --bin-dir %s\n", name,
+                    bin_dir);
+            return PS_ENOENT;
+        }
+    } else {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        int found = 0;
+        if (n > 0) {
+            self[n] = '\0';
+            char *slash = strrchr(self, '/');
+            if (slash) {
+                *slash = '\0';
+                snprintf(cand, sizeof cand, "%s/%s", self, name);
+                found = s_is_exe(cand);
+                if (!found) {
+                    snprintf(cand, sizeof cand, "%s/../%s/%s", self, role, name);
+                    found = s_is_exe(cand);
+                }
+            }
+        }
+        const char *path = getenv("PATH");
+        while (!found && path && *path) {
+            size_t len = strcspn(path, ":");
+            snprintf(cand, sizeof cand, "%.*s/%s", (int)(len ? len : 1), len ? path : ".",
+                     name);
+            found = s_is_exe(cand);
+            path += len + (path[len] == ':');
+        }
+        if (!found) {
+            fprintf(stderr,
+                    S_PROG ": error: cannot find %s (looked next to " S_PROG
+                           ", in ../%s/ and in $PATH; use --bin-dir)\n",
+                    name, role);
+            return PS_ENOENT;
+        }
+    }
+    if (!realpath(cand, out) && snprintf(out, cap, "%s", cand) >= (int)cap) {
+        fprintf(stderr, S_PROG ": error: path too long: %s\n", cand);
+        return PS_ENOENT;
+    }
+    return 0;
+}
+
+static int s_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int s_bad(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, S_PROG ": error: %s\n", msg);
+    return PS_EINVAL;
+}
+
+/* Parses and checks the launcher's flags. Returns 0, 1 after --help, or
+ * PS_EINVAL after one line on stderr. */
+static int s_parse(s_launch_t *L, int argc, char **argv)
+{
+    static const char about[] =
+        "Starts a local shardps cluster: one scheduler, S servers and M workers, each\n"
+        "its own process, with their output relayed on stderr. Job flags are passed\n"
+        "to the roles that take them; arguments after \"--\" go to the scheduler.\n"
+        "Exit status: 0 job ok, 1 job failed, 2 bad usage, 130/143 interrupted.";
+    ps_flag_t flags[5 + S_NFWD] = {
+        {"servers", PS_FLAG_INT, &L->servers, "N", "number of servers"},
+        {"workers", PS_FLAG_INT, &L->workers, "N", "number of workers"},
+        {"host", PS_FLAG_STR, &L->host, "HOST", "address the roles bind to"},
+        {"bin-dir", PS_FLAG_STR, &L->bin_dir, "DIR",
+         "role binaries (default: next to this one, ../<role>/, $PATH)"},
+        {"timeout", PS_FLAG_DOUBLE, &L->timeout, "SECONDS",
+         "stop and fail the job after this long (0 = never)"},
+    };
+    for (size_t i = 0; i < S_NFWD; i++) {
+        flags[5 + i] = (ps_flag_t){s_fwd[i].name, PS_FLAG_STR, &L->fwd[i], s_fwd[i].metavar,
+                                   s_fwd[i].help};
+    }
+    int rest = argc;
+    int rc = ps_config_parse(S_PROG, about, flags, sizeof flags / sizeof flags[0], argc,
+                             argv, &rest);
+    if (rc != 0) {
+        return rc;
+    }
+    if (rest < argc) {
+        if (rest < 2 || strcmp(argv[rest - 1], "--") != 0) {
+            return s_bad("unexpected argument '%s' (see --help)", argv[rest]);
+        }
+        L->extra = argv + rest;
+        L->nextra = argc - rest;
+    }
+    if (L->servers < 1 || L->servers > S_MAX_NODES) {
+        return s_bad("--servers %d: must be between 1 and %d", L->servers, S_MAX_NODES);
+    }
+    if (L->workers < 1 || L->workers > S_MAX_NODES) {
+        return s_bad("--workers %d: must be between 1 and %d", L->workers, S_MAX_NODES);
+    }
+    if (!L->host || !L->host[0] || strpbrk(L->host, " \t\n/")) {
+        return s_bad("--host '%s': must be a host name or address", L->host ? L->host : "");
+    }
+    if (L->timeout < 0) {
+        return s_bad("--timeout %g: must be >= 0", L->timeout);
+    }
+    if (L->bin_dir && !L->bin_dir[0]) {
+        return s_bad("--bin-dir: empty");
+    }
+    const char *level = s_fwd_value(L, "log-level");
+    if (level && ps_log_set_level(level) != 0) {
+        return s_bad("--log-level %s: must be err, warn, info or debug", level);
+    }
+    for (int r = 0; r < 3; r++) {
+        if (s_find_bin(L->bin_dir, s_role_name[r], L->bin[r], sizeof L->bin[r]) != 0) {
+            return PS_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Makes room for two pipes per child under RLIMIT_NOFILE. */
+static void s_raise_fd_limit(int nkids)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)nkids * 2 + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int s_install_signals(s_launch_t *L)
+{
+    if (pipe2(L->sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        ps_log_err("pipe: %s", strerror(errno));
+        return PS_EIO;
+    }
+    s_sig_wfd = L->sig_pipe[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sa.sa_flags = 0;
+    sigaction(SIGPIPE, &sa, NULL);
+    return 0;
+}
+
+static void s_remove_tmpdir(s_launch_t *L)
+{
+    if (!L->tmpdir[0]) {
+        return;
+    }
+    DIR *d = opendir(L->tmpdir);
+    if (d) {
+        struct dirent *e;
+        char path[PATH_MAX + 256];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(path, sizeof path, "%s/%s", L->tmpdir, e->d_name);
+                unlink(path);
+            }
+        }
+        closedir(d);
+    }
+    rmdir(L->tmpdir);
+    L->tmpdir[0] = '\0';
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static void s_on_signals(s_launch_t *L)
+{
+    unsigned char b[64];
+    ssize_t n;
+    while ((n = read(L->sig_pipe[0], b, sizeof b)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            int sig = b[i];
+            if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) {
+                continue; /* SIGCHLD: s_reap() runs every turn */
+            }
+            if (L->phase == S_PHASE_STOP) {
+                s_kill_now(L); /* asked twice: stop waiting */
+            } else {
+                s_stop(L, 128 + sig, "interrupted by SIG%s", sigabbrev_np(sig));
+            }
+        }
+    }
+}
+
+/* Milliseconds until the nearest deadline, for poll(). */
+static int s_poll_ms(const s_launch_t *L, double now)
+{
+    double next = now + 1.0; /* a safety tick */
+    if (L->phase == S_PHASE_ENDPOINT) {
+        next = now + S_ENDPOINT_TICK_MS / 1000.0;
+    }
+    if (L->phase != S_PHASE_STOP && L->timeout > 0 && L->t_start + L->timeout < next) {
+        next = L->t_start + L->timeout;
+    }
+    if (L->phase == S_PHASE_STOP && !L->killed && L->stop_at < next) {
+        next = L->stop_at;
+    }
+    if (L->phase == S_PHASE_RUN && L->sched_done_at > 0 &&
+        L->sched_done_at + S_AFTER_SCHED_S < next) {
+        next = L->sched_done_at + S_AFTER_SCHED_S;
+    }
+    if (L->drain_until > 0 && L->drain_until < next) {
+        next = L->drain_until;
+    }
+    double ms = (next - now) * 1000.0;
+    return ms <= 0 ? 0 : (int)ms + 1;
+}
+
+/* Checks the clocks and the endpoint file after each wake-up. */
+static void s_on_tick(s_launch_t *L, double now)
+{
+    if (L->phase == S_PHASE_ENDPOINT) {
+        int rc = s_read_endpoint(L);
+        if (rc == 1) {
+            ps_log_info("scheduler at %s; starting %d server%s and %d worker%s",
+                        L->endpoint, L->servers, L->servers == 1 ? "" : "s", L->workers,
+                        L->workers == 1 ? "" : "s");
+            L->phase = S_PHASE_RUN;
+            if (s_start_nodes(L) != 0) {
+                s_stop(L, 1, "could not start every server and worker");
+            }
+        } else if (rc == 0 && now - L->t_start > S_ENDPOINT_WAIT_S) {
+            s_stop(L, 1, "scheduler wrote no endpoint to %s within %.0f s", L->epfile,
+                   S_ENDPOINT_WAIT_S);
+        }
+    }
+    if (L->phase != S_PHASE_STOP && L->timeout > 0 && now - L->t_start >= L->timeout) {
+        s_stop(L, 1, "timed out after %g s (--timeout)", L->timeout);
+    }
+    if (L->phase == S_PHASE_RUN && L->sched_done_at > 0 && L->nrunning > 0 &&
+        now - L->sched_done_at >= S_AFTER_SCHED_S) {
+        const s_child_t *c = NULL;
+        for (int i = 0; i < L->nkids && !c; i++) {
+            c = L->kids[i].running ? &L->kids[i] : NULL;
+        }
+        s_stop(L, 1, "%s (pid %d)%s still running %.0f s after the scheduler finished",
+               c ? c->tag : "?", c ? (int)c->pid : 0, L->nrunning > 1 ? " and others" : "",
+               S_AFTER_SCHED_S);
+    }
+    if (L->phase == S_PHASE_STOP && !L->killed && now >= L->stop_at) {
+        s_kill_now(L);
+    }
+}
+
+static int s_open_streams(const s_launch_t *L)
+{
+    int n = 0;
+    for (int i = 0; i < L->nkids; i++) {
+        n += (L->kids[i].out[0].fd >= 0) + (L->kids[i].out[1].fd >= 0);
+    }
+    return n;
+}
+
+/* Runs the job to its end. Returns PS_OK or PS_ENOMEM. */
+static int s_run(s_launch_t *L)
+{
+    size_t cap = 1 + 2 * (size_t)L->nkids;
+    struct pollfd *pfd = calloc(cap, sizeof *pfd);
+    s_child_t **who = calloc(cap, sizeof *who);
+    int *which = calloc(cap, sizeof *which);
+    if (!pfd || !who || !which) {
+        free(pfd);
+        free(who);
+        free(which);
+        return PS_ENOMEM;
+    }
+    for (;;) {
+        double now = ps_now();
+        if (L->nrunning == 0 && L->phase != S_PHASE_ENDPOINT) {
+            int all_started = 1;
+            for (int i = 0; i < L->nkids; i++) {
+                all_started &= L->kids[i].pid > 0;
+            }
+            if (L->phase == S_PHASE_STOP || all_started) {
+                if (L->drain_until == 0) {
+                    L->drain_until = now + S_DRAIN_S;
+                }
+                if (s_open_streams(L) == 0 || now >= L->drain_until) {
+                    break;
+                }
+            }
+        }
+        size_t n = 0;
+        pfd[n++] = (struct pollfd){.fd = L->sig_pipe[0], .events = POLLIN};
+        for (int i = 0; i < L->nkids; i++) {
+            for (int k = 0; k < 2; k++) {
+                if (L->kids[i].out[k].fd >= 0) {
+                    who[n] = &L->kids[i];
+                    which[n] = k;
+                    pfd[n++] =
+                        (struct pollfd){.fd = L->kids[i].out[k].fd, .events = POLLIN};
+                }
+            }
+        }
+        int rc = poll(pfd, (nfds_t)n, s_poll_ms(L, now));
+        if (rc < 0 && errno != EINTR) {
+            s_stop(L, 1, "poll: %s", strerror(errno));
+            s_kill_now(L);
+        }
+        if (rc > 0) {
+            for (size_t i = 1; i < n; i++) {
+                if (pfd[i].revents) {
+                    s_stream_read(L, who[i], which[i]);
+                }
+            }
+            if (pfd[0].revents) {
+                s_on_signals(L);
+            }
+        }
+        s_reap(L);
+        s_on_tick(L, ps_now());
+    }
+    for (int i = 0; i < L->nkids; i++) {
+        s_stream_close(L, &L->kids[i], 0);
+        s_stream_close(L, &L->kids[i], 1);
+    }
+    free(pfd);
+    free(who);
+    free(which);
+    return PS_OK;
+}
+
+int main(int argc, char **argv)
+{
+    s_launch_t launch = {
+        .servers = 1,
+        .workers = 1,
+        .host = "127.0.0.1",
+        .sig_pipe = {-1, -1},
+    };
+    s_launch_t *L = &launch;
+    ps_log_set_role("L", -1);
+    int rc = s_parse(L, argc, argv);
+    if (rc == 1) {
+        return 0;
+    }
+    if (rc != 0) {
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof s_unset_env / sizeof s_unset_env[0]; i++) {
+        unsetenv(s_unset_env[i]);
+    }
+
+    L->exit_code = 1;
+    L->nkids = 1 + L->servers + L->workers;
+    s_raise_fd_limit(L->nkids);
+    L->kids = calloc((size_t)L->nkids, sizeof *L->kids);
+    L->scratch = malloc(S_LINE_MAX + 64);
+    if (!L->kids || !L->scratch) {
+        ps_log_err("out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < L->nkids; i++) {
+        s_child_t *c = &L->kids[i];
+        c->role = i == 0 ? S_ROLE_C : i <= L->servers ? S_ROLE_S : S_ROLE_W;
+        c->rank = i == 0 ? 0 : i <= L->servers ? i - 1 : i - 1 - L->servers;
+        snprintf(c->tag, sizeof c->tag, "%s", "C");
+        if (i > 0) {
+            snprintf(c->tag, sizeof c->tag, "%c%d", c->role == S_ROLE_S ? 'S' : 'W',
+                     c->rank);
+        }
+        c->out[0].fd = c->out[1].fd = -1;
+    }
+    if (s_install_signals(L) != 0) {
+        goto fail;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(L->tmpdir, sizeof L->tmpdir, "%s/shardps-launch.XXXXXX",
+             tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(L->tmpdir)) {
+        ps_log_err("cannot create a temporary directory %s: %s", L->tmpdir,
+                   strerror(errno));
+        L->tmpdir[0] = '\0';
+        goto fail;
+    }
+    if (snprintf(L->epfile, sizeof L->epfile, "%s/scheduler.endpoint", L->tmpdir) >=
+        (int)sizeof L->epfile) {
+        snprintf(L->why, sizeof L->why, "temporary directory path too long");
+        goto fail;
+    }
+
+    L->t_start = ps_now();
+    L->phase = S_PHASE_ENDPOINT;
+    if (s_start_scheduler(L) != 0) {
+        snprintf(L->why, sizeof L->why, "could not start the scheduler");
+        goto fail;
+    }
+    if (s_run(L) != PS_OK) {
+        ps_log_err("out of memory");
+        s_signal_all(L, SIGKILL);
+        goto fail;
+    }
+    if (L->phase != S_PHASE_STOP) {
+        L->exit_code = 0;
+        const char *summary = s_fwd_value(L, "summary");
+        if (summary && access(summary, F_OK) != 0) {
+            snprintf(L->why, sizeof L->why, "summary file %s was not written", summary);
+            L->exit_code = 1;
+        }
+    }
+    double took = ps_now() - L->t_start;
+    if (L->exit_code == 0) {
+        ps_log_write(PS_LOG_INFO, "job ok in %.1f s", took);
+    } else {
+        ps_log_write(PS_LOG_ERR, "job failed: %s", L->why);
+    }
+    goto done;
+fail:
+    L->exit_code = 1;
+    ps_log_write(PS_LOG_ERR, "job failed: %s", L->why[0] ? L->why : "could not start");
+done:
+    s_remove_tmpdir(L);
+    if (L->kids) {
+        for (int i = 0; i < L->nkids; i++) {
+            free(L->kids[i].out[0].buf);
+            free(L->kids[i].out[1].buf);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (L->sig_pipe[i] >= 0) {
+            close(L->sig_pipe[i]);
+        }
+    }
+    free(L->kids);
+    free(L->scratch);
+    return L->exit_code;
+}
