@@ -1,0 +1,87 @@
+# tests/integration/lib.sh - shared helpers for the integration scripts.
+# Sourced, not run. Expects SPS_BUILD (the Meson build root) in the environment;
+# every process a test starts is killed when the test exits, pass or fail.
+set -u
+
+SPS_BUILD=${SPS_BUILD:?SPS_BUILD must point at the build directory}
+SCHED=$SPS_BUILD/scheduler/shardps-scheduler
+SERVER=$SPS_BUILD/server/shardps-server
+WORKER=$SPS_BUILD/worker/shardps-worker
+LAUNCH=$SPS_BUILD/deploy/shardps-launch
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sps-test.XXXXXX")
+PIDS=()
+
+cleanup() {
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill -9 "$p" 2>/dev/null
+    done
+    wait 2>/dev/null
+    if [ -n "${SPS_KEEP:-}" ]; then
+        echo "kept $TMP"
+    else
+        rm -rf "$TMP"
+    fi
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+skip() {
+    echo "skipped: $*"
+    exit 77
+}
+
+# Starts a command in the background, its output in $TMP/NAME.log; the pid
+# goes into PIDS and into the variable named by NAME_pid... kept simple:
+# prints nothing, sets LAST_PID.
+start() {
+    local name=$1
+    shift
+    "$@" >"$TMP/$name.log" 2>&1 &
+    LAST_PID=$!
+    PIDS+=("$LAST_PID")
+}
+
+# Waits up to $2 seconds for file $1 to exist.
+wait_file() {
+    local f=$1 t=${2:-15} i=0
+    while [ ! -s "$f" ]; do
+        i=$((i + 1))
+        [ $i -gt $((t * 10)) ] && return 1
+        sleep 0.1
+    done
+}
+
+# Waits for pid $1 up to $2 seconds; sets WAIT_RC to its exit status or 124.
+wait_pid() {
+    local pid=$1 t=${2:-60} i=0
+    while kill -0 "$pid" 2>/dev/null; do
+        i=$((i + 1))
+        if [ $i -gt $((t * 10)) ]; then
+            WAIT_RC=124
+            return 1
+        fi
+        sleep 0.1
+    done
+    wait "$pid"
+    WAIT_RC=$?
+}
+
+# Starts a scheduler on a free loopback port; sets SCHED_EP and SCHED_PID.
+start_scheduler() {
+    local name=$1
+    shift
+    rm -f "$TMP/$name.ep"
+    start "$name" "$SCHED" --bind 'tcp://127.0.0.1:*' --endpoint-file "$TMP/$name.ep" "$@"
+    SCHED_PID=$LAST_PID
+    wait_file "$TMP/$name.ep" 15 || fail "scheduler did not write its endpoint: $(cat "$TMP/$name.log")"
+    SCHED_EP=$(cat "$TMP/$name.ep")
+}
+
+# Compares two raw float32 files: largest relative difference <= $3.
+params_close() {
+    "$SPS_BUILD/tests/integration/sps-params-diff" "$1" "$2" "$3"
+}
