@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "kernels/threads.h"
 #include "proto/link.h"
 #include "worker/data.h"
 #include "worker/kv.h"
@@ -165,6 +166,7 @@ static int s_start(ps_worker_t *w)
     if ((rc = ps_kernels_select(cfg->device, &w->kernels, w->err, sizeof w->err)) != 0) {
         return rc;
     }
+    ps_kernels_set_threads(cfg->threads);
     rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
                       cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
                       sizeof w->err);

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds shardps (if needed) and runs every test: unit (Check), integration
+# (real processes on loopback and in network namespaces), gpu (skipped
+# without a GPU). Extra arguments go to `meson test`. With --sanitize the
+# build is made in build-asan with AddressSanitizer + UBSan instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./deploy/install-deps.sh
+dir=build
+opts=()
+if [ "${1:-}" = "--sanitize" ]; then
+    shift
+    dir=build-asan
+    opts=(-Db_sanitize=address,undefined -Db_lundef=false)
+fi
+[ -f "$dir/build.ninja" ] || meson setup "$dir" "${opts[@]}"
+meson compile -C "$dir"
+exec meson test -C "$dir" --print-errorlogs "$@"
