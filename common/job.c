@@ -15,6 +15,7 @@ void ps_job_defaults(ps_job_t *job)
     job->lr = 0.05;
     job->momentum = 0.9;
     job->weight_decay = 0.0;
+    job->schedule.kind = PS_LR_COSINE;
     job->batch = 64;
     job->epochs = 1;
     job->max_steps = 0;
@@ -31,6 +32,42 @@ int ps_job_parse_mode(const char *text, ps_mode_t *mode)
         return PS_EINVAL;
     }
     return 0;
+}
+
+int ps_job_parse_schedule(const char *text, ps_lr_schedule_t *s)
+{
+    if (!strcmp(text, "constant")) {
+        s->kind = PS_LR_CONSTANT;
+        return 0;
+    }
+    if (!strcmp(text, "cosine")) {
+        s->kind = PS_LR_COSINE;
+        return 0;
+    }
+    int every = 0, used = 0;
+    double gamma = 0;
+    if (sscanf(text, "step:%d:%lf%n", &every, &gamma, &used) == 2 && !text[used] &&
+        every >= 1 && gamma > 0 && gamma <= 1) {
+        s->kind = PS_LR_STEP;
+        s->every = every;
+        s->gamma = gamma;
+        return 0;
+    }
+    return PS_EINVAL;
+}
+
+void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap)
+{
+    switch (s->kind) {
+    case PS_LR_COSINE:
+        snprintf(buf, cap, "cosine");
+        break;
+    case PS_LR_STEP:
+        snprintf(buf, cap, "step:%d:%g", s->every, s->gamma);
+        break;
+    default:
+        snprintf(buf, cap, "constant");
+    }
 }
 
 const char *ps_job_mode_name(ps_mode_t mode)
@@ -56,6 +93,9 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
         snprintf(err, errlen, "batch must be in [1, 65536], got %d", job->batch);
     } else if (job->epochs < 1) {
         snprintf(err, errlen, "epochs must be >= 1, got %d", job->epochs);
+    } else if (job->schedule.warmup_steps < 0) {
+        snprintf(err, errlen, "warm-up steps must be >= 0, got %lld",
+                 (long long)job->schedule.warmup_steps);
     } else if (job->max_steps < 0) {
         snprintf(err, errlen, "max steps must be >= 0, got %lld", (long long)job->max_steps);
     } else {

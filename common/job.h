@@ -20,6 +20,20 @@ typedef enum {
     PS_MODE_ASYNC = 1, /* every push applies on arrival; pulls return current values */
 } ps_mode_t;
 
+/* How the learning rate changes with the step (evaluated by kernels/optim.h). */
+typedef enum {
+    PS_LR_CONSTANT = 0, /* lr */
+    PS_LR_COSINE = 1,   /* lr * (1 + cos(pi * t / T)) / 2 over the T steps of the job */
+    PS_LR_STEP = 2,     /* lr * gamma^floor(epoch / every) */
+} ps_lr_kind_t;
+
+typedef struct {
+    ps_lr_kind_t kind;    /* the curve */
+    int every;            /* PS_LR_STEP: epochs between decays */
+    double gamma;         /* PS_LR_STEP: factor per decay */
+    int64_t warmup_steps; /* linear warm-up from lr/warmup to lr over these steps */
+} ps_lr_schedule_t;
+
 typedef struct {
     char model[16];      /* "mlp" or "cnn" */
     ps_mode_t mode;      /* consistency mode, see ps_mode_t */
@@ -27,6 +41,7 @@ typedef struct {
     double lr;           /* learning rate */
     double momentum;     /* SGD momentum (0 = plain SGD) */
     double weight_decay; /* L2 penalty added to the gradient */
+    ps_lr_schedule_t schedule; /* learning-rate schedule */
     int batch;           /* samples per worker per step */
     int epochs;          /* passes over the training set */
     int64_t max_steps;   /* stop after this many steps per worker; 0 = no limit */
@@ -38,6 +53,13 @@ void ps_job_defaults(ps_job_t *job);
 
 /* Parses "sync" or "async". Returns 0 or PS_EINVAL. */
 int ps_job_parse_mode(const char *text, ps_mode_t *mode);
+
+/* Parses "constant", "cosine" or "step:EVERY:GAMMA" into s (warmup untouched).
+ * Returns 0 or PS_EINVAL. */
+int ps_job_parse_schedule(const char *text, ps_lr_schedule_t *s);
+
+/* Writes the schedule's text form (as parsed above) into buf. */
+void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap);
 
 /* Name of a mode, for logs and summaries. */
 const char *ps_job_mode_name(ps_mode_t mode);

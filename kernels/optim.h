@@ -9,6 +9,9 @@
 #define PS_KERNELS_OPTIM_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "common/job.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +31,16 @@ typedef struct {
  */
 void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *w, float *v, const float *grad,
                        float scale, size_t n);
+
+/*
+ * The learning rate at global step t (0-based) of a job with steps_per_epoch
+ * and total_steps, per job->schedule:
+ *   warm-up (t < W):  lr * (t + 1) / W, then
+ *   constant:         lr
+ *   cosine:           lr * (1 + cos(pi * t / T)) / 2   (SGDR, Loshchilov & Hutter 2017, no restarts)
+ *   step:             lr * gamma^floor(t / (every * steps_per_epoch))
+ */
+float ps_optim_lr(const ps_job_t *job, int64_t t, int64_t steps_per_epoch, int64_t total_steps);
 
 #ifdef __cplusplus
 }

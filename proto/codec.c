@@ -107,8 +107,12 @@ static int s_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len)
     return 0;
 }
 
-static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m)
+/* buf: room for the schedule's text form, owned by the caller. */
+static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m, char *buf, size_t cap)
 {
+    ps_job_schedule_name(&j->schedule, buf, cap);
+    m->lr_schedule = buf;
+    m->warmup_steps = j->schedule.warmup_steps;
     m->model = (char *)j->model;
     m->mode = (char *)ps_job_mode_name(j->mode);
     m->optimizer = (char *)j->optimizer;
@@ -129,9 +133,11 @@ static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
     memset(j, 0, sizeof *j);
     if (s_copy_str(j->model, sizeof j->model, m->model) ||
         s_copy_str(j->optimizer, sizeof j->optimizer, m->optimizer) ||
-        ps_job_parse_mode(m->mode, &j->mode)) {
+        ps_job_parse_mode(m->mode, &j->mode) ||
+        ps_job_parse_schedule(m->lr_schedule, &j->schedule)) {
         return PS_EPROTO;
     }
+    j->schedule.warmup_steps = m->warmup_steps;
     j->lr = m->lr;
     j->momentum = m->momentum;
     j->weight_decay = m->weight_decay;
@@ -174,7 +180,8 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
 int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len)
 {
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
-    s_job_to_pb(job, &jm);
+    char sched[64];
+    s_job_to_pb(job, &jm, sched, sizeof sched);
     Shardps__RegisterAck m = SHARDPS__REGISTER_ACK__INIT;
     m.rank = rank;
     m.job = &jm;
@@ -193,20 +200,24 @@ int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job
     return rc;
 }
 
-int ps_codec_pack_model_info(uint64_t num_params, uint8_t **out, size_t *len)
+int ps_codec_pack_model_info(uint64_t num_params, uint64_t train_samples, uint8_t **out,
+                             size_t *len)
 {
     Shardps__ModelInfo m = SHARDPS__MODEL_INFO__INIT;
     m.num_params = num_params;
+    m.train_samples = train_samples;
     return s_pack(&m.base, out, len);
 }
 
-int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params)
+int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params,
+                               uint64_t *train_samples)
 {
     Shardps__ModelInfo *m = shardps__model_info__unpack(NULL, len, data);
     if (!m) {
         return PS_EPROTO;
     }
     *num_params = m->num_params;
+    *train_samples = m->train_samples;
     shardps__model_info__free_unpacked(m, NULL);
     return 0;
 }
@@ -227,10 +238,13 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
         ptrs[i] = &infos[i];
     }
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
-    s_job_to_pb(&v->job, &jm);
+    char sched[64];
+    s_job_to_pb(&v->job, &jm, sched, sizeof sched);
     Shardps__ClusterView m = SHARDPS__CLUSTER_VIEW__INIT;
     m.num_params = v->num_params;
     m.num_workers = v->num_workers;
+    m.steps_per_epoch = v->steps_per_epoch;
+    m.total_steps = v->total_steps;
     m.n_servers = (size_t)v->num_servers;
     m.servers = ptrs;
     m.job = &jm;
@@ -249,8 +263,13 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
         m->num_workers > PS_MAX_WORKERS || s_job_from_pb(m->job, &v->job) != 0) {
         goto done;
     }
+    if (m->steps_per_epoch < 1 || m->total_steps < 0) {
+        goto done;
+    }
     v->num_params = m->num_params;
     v->num_workers = m->num_workers;
+    v->steps_per_epoch = m->steps_per_epoch;
+    v->total_steps = m->total_steps;
     v->num_servers = (int)m->n_servers;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {

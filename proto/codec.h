@@ -85,6 +85,8 @@ typedef struct {
     uint64_t num_params;                        /* P */
     int num_workers;                            /* M */
     int num_servers;                            /* S */
+    int64_t steps_per_epoch;                    /* global steps per pass over the data */
+    int64_t total_steps;                        /* steps of the whole job */
     ps_server_info_t servers[PS_MAX_SERVERS];   /* S entries, ranges in key order */
     ps_job_t job;                               /* the job configuration */
 } ps_view_t;
@@ -124,8 +126,10 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
 int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len);
 int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job);
-int ps_codec_pack_model_info(uint64_t num_params, uint8_t **out, size_t *len);
-int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params);
+int ps_codec_pack_model_info(uint64_t num_params, uint64_t train_samples, uint8_t **out,
+                             size_t *len);
+int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params,
+                               uint64_t *train_samples);
 int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len);
 int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v);
 int ps_codec_pack_barrier(const char *name, uint8_t **out, size_t *len);

@@ -19,7 +19,8 @@ int main(int argc, char **argv)
     ps_job_defaults(&cfg.job);
     const char *model = "mlp", *mode = "sync", *optimizer = "sgd";
     const char *log_level = "info";
-    int seed = (int)cfg.job.seed, max_steps = 0;
+    int seed = (int)cfg.job.seed, max_steps = 0, warmup = 0;
+    const char *schedule = "cosine";
     ps_flag_t flags[] = {
         {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "where nodes reach the scheduler (port * = any free port)"},
         {"endpoint-file", PS_FLAG_STR, &cfg.endpoint_file, "FILE", "write the bound endpoint here"},
@@ -31,6 +32,8 @@ int main(int argc, char **argv)
         {"lr", PS_FLAG_DOUBLE, &cfg.job.lr, "X", "learning rate"},
         {"momentum", PS_FLAG_DOUBLE, &cfg.job.momentum, "X", "SGD momentum"},
         {"weight-decay", PS_FLAG_DOUBLE, &cfg.job.weight_decay, "X", "L2 weight decay"},
+        {"lr-schedule", PS_FLAG_STR, &schedule, "S", "constant, cosine or step:EVERY_EPOCHS:GAMMA"},
+        {"warmup-steps", PS_FLAG_INT, &warmup, "N", "linear learning-rate warm-up over N steps"},
         {"batch", PS_FLAG_INT, &cfg.job.batch, "N", "samples per worker per step"},
         {"epochs", PS_FLAG_INT, &cfg.job.epochs, "N", "passes over the training set"},
         {"max-steps", PS_FLAG_INT, &max_steps, "N", "stop after N steps (0 = run all epochs)"},
@@ -53,8 +56,12 @@ int main(int argc, char **argv)
     snprintf(cfg.job.optimizer, sizeof cfg.job.optimizer, "%s", optimizer);
     cfg.job.seed = (uint64_t)(unsigned)seed;
     cfg.job.max_steps = max_steps;
+    cfg.job.schedule.warmup_steps = warmup;
     if (ps_log_set_level(log_level) != 0) {
         snprintf(err, sizeof err, "--log-level %s: expected err, warn, info or debug", log_level);
+    } else if (ps_job_parse_schedule(schedule, &cfg.job.schedule) != 0) {
+        snprintf(err, sizeof err, "--lr-schedule %s: expected constant, cosine or "
+                 "step:EVERY:GAMMA (EVERY >= 1 epochs, 0 < GAMMA <= 1)", schedule);
     } else if (ps_job_parse_mode(mode, &cfg.job.mode) != 0) {
         snprintf(err, sizeof err, "--mode %s: expected sync or async", mode);
     } else if (cfg.servers < 1 || cfg.servers > 256) {

@@ -31,6 +31,7 @@ typedef struct {
     uint32_t pid;         /* for log lines */
     double last_seen;     /* ps_now() of its last message */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */
+    uint64_t train_samples; /* workers: size of their training set */
     int in_barrier;       /* workers: arrived at the current barrier */
     int done;             /* workers: sent DONE */
     ps_done_t stats;      /* workers: their DONE report */
@@ -185,7 +186,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
 /* Everyone is here and every worker told us P: cut the key space and send the view. */
 static void s_maybe_start(ps_scheduler_t *s)
 {
-    uint64_t p = 0;
+    uint64_t p = 0, samples = 0;
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (!n->used || (n->role == PS_ROLE_WORKER && !n->num_params)) {
@@ -198,13 +199,24 @@ static void s_maybe_start(ps_scheduler_t *s)
                 return;
             }
             p = n->num_params;
+            samples = samples && samples < n->train_samples ? samples : n->train_samples;
         }
     }
+    const ps_job_t *j = &s->cfg->job;
+    int64_t spe = (int64_t)(samples / ((uint64_t)s->cfg->workers * (uint64_t)j->batch));
+    if (spe < 1) {
+        s_fail(s, "a global batch of %d x %d is larger than the %llu training samples",
+               s->cfg->workers, j->batch, (unsigned long long)samples);
+        return;
+    }
+    int64_t total = spe * j->epochs;
     ps_view_t *v = s->view;
     v->num_params = p;
     v->num_workers = s->cfg->workers;
     v->num_servers = s->cfg->servers;
     v->job = s->cfg->job;
+    v->steps_per_epoch = spe;
+    v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
     ps_range_t ranges[PS_MAX_SERVERS];
     ps_range_split(p, s->cfg->servers, ranges);
     ps_log_info("shard map: %llu parameters (%.2f MB) over %d servers",
@@ -229,11 +241,13 @@ static void s_maybe_start(ps_scheduler_t *s)
     free(body);
     s->phase = S_RUNNING;
     s->t_view = ps_now();
+    char sched[64];
+    ps_job_schedule_name(&j->schedule, sched, sizeof sched);
     ps_log_info("job started: model=%s mode=%s servers=%d workers=%d batch=%d epochs=%d "
-                "lr=%g momentum=%g seed=%llu",
-                v->job.model, ps_job_mode_name(v->job.mode), v->num_servers, v->num_workers,
-                v->job.batch, v->job.epochs, v->job.lr, v->job.momentum,
-                (unsigned long long)v->job.seed);
+                "steps=%lld lr=%g schedule=%s momentum=%g seed=%llu",
+                j->model, ps_job_mode_name(j->mode), v->num_servers, v->num_workers, j->batch,
+                j->epochs, (long long)v->total_steps, j->lr, sched, j->momentum,
+                (unsigned long long)j->seed);
 }
 
 static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
@@ -288,7 +302,8 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     case PS_MSG_HEARTBEAT:
         break;
     case PS_MSG_MODEL_INFO:
-        if (!p || ps_codec_unpack_model_info(p, len, &n->num_params) != 0 || !n->num_params) {
+        if (!p || ps_codec_unpack_model_info(p, len, &n->num_params, &n->train_samples) != 0 ||
+            !n->num_params) {
             s_fail(s, "%s sent a bad model size", s_tag(n, tag, sizeof tag));
         }
         break;

@@ -176,6 +176,11 @@ static void s_on_init(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     s_flush_pulls(s);
 }
 
+static float s_lr(const ps_server_t *s, int64_t step)
+{
+    return ps_optim_lr(&s->view->job, step, s->view->steps_per_epoch, s->view->total_steps);
+}
+
 /* sync: every worker has pushed the whole shard for this step: apply the mean. */
 static void s_apply_sync(ps_server_t *s)
 {
@@ -186,6 +191,7 @@ static void s_apply_sync(ps_server_t *s)
             sum[i] += g[i];
         }
     }
+    s->opt.lr = s_lr(s, s->version);
     ps_optim_sgd_step(&s->opt, s->w, s->mom, sum, 1.0f / (float)s->workers, s->n);
     memset(s->covered, 0, (size_t)s->workers * sizeof *s->covered);
     s->version++;
@@ -227,6 +233,8 @@ static void s_on_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     /* async: apply on arrival, record how stale the gradient was. */
     const float *g = s_payload(s, m, NULL);
     uint64_t off = r.begin - s->shard.begin;
+    /* async: M pushes make one step of the sync schedule. */
+    s->opt.lr = s_lr(s, s->version / s->workers);
     ps_optim_sgd_step(&s->opt, s->w + off, s->mom + off, g, 1.0f, len);
     int64_t stale = s->version - h->version;
     s->staleness_sum += (double)(stale > 0 ? stale : 0);
@@ -391,7 +399,7 @@ int ps_server_run(const ps_server_config_t *cfg)
     }
     ps_log_set_role("S", s.link.rank);
     ps_log_info("registered as S%d, listening on %s", s.link.rank, bound);
-    if (ps_link_wait_view(&s.link, 0, s.view, err, sizeof err) != 0 ||
+    if (ps_link_wait_view(&s.link, 0, 0, s.view, err, sizeof err) != 0 ||
         s_setup(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
         ps_link_abort(&s.link, err);

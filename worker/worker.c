@@ -86,12 +86,7 @@ static int s_train(ps_worker_t *w)
     const uint64_t P = w->view->num_params;
     const int sync = j->mode == PS_MODE_SYNC;
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
-    int steps_per_epoch = w->train.n / (M * b);
-    if (steps_per_epoch < 1) {
-        snprintf(w->err, sizeof w->err, "a global batch of %d x %d is larger than the %d "
-                 "training samples", M, b, w->train.n);
-        return PS_EINVAL;
-    }
+    const int steps_per_epoch = (int)w->view->steps_per_epoch;
     int rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
     int64_t t = 0;
     double t0 = ps_now(), last_log = t0;
@@ -101,7 +96,7 @@ static int s_train(ps_worker_t *w)
         double loss_sum = 0;
         int nsteps = 0;
         for (int k = 0; k < steps_per_epoch; k++) {
-            if (j->max_steps && t >= j->max_steps) {
+            if (t >= w->view->total_steps) {
                 break;
             }
             ps_data_gather(&w->train, w->order, (k * M + rank) * b, b, w->x, w->y);
@@ -139,7 +134,7 @@ static int s_train(ps_worker_t *w)
         if (rank == 0 && (rc = s_evaluate(w, e + 1, ps_now() - t0)) != 0) {
             return rc;
         }
-        if (j->max_steps && t >= j->max_steps) {
+        if (t >= w->view->total_steps) {
             break;
         }
     }
@@ -192,7 +187,8 @@ static int s_start(ps_worker_t *w)
         return PS_ENOMEM;
     }
     uint64_t P = ps_model_num_params(w->model);
-    if ((rc = ps_link_wait_view(&w->link, P, w->view, w->err, sizeof w->err)) != 0) {
+    rc = ps_link_wait_view(&w->link, P, (uint64_t)w->train.n, w->view, w->err, sizeof w->err);
+    if (rc != 0) {
         return rc;
     }
     if (w->view->num_params != P) {
