@@ -81,8 +81,10 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
         snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", job->model);
     } else if (job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) {
         snprintf(err, errlen, "unknown mode %d", (int)job->mode);
-    } else if (strcmp(job->optimizer, "sgd")) {
-        snprintf(err, errlen, "unknown optimizer '%s' (expected sgd)", job->optimizer);
+    } else if (strcmp(job->optimizer, "sgd") && strcmp(job->optimizer, "nesterov") &&
+               strcmp(job->optimizer, "adam") && strcmp(job->optimizer, "adagrad")) {
+        snprintf(err, errlen, "unknown optimizer '%s' (expected sgd, nesterov, adam or adagrad)",
+                 job->optimizer);
     } else if (!(job->lr > 0.0)) {
         snprintf(err, errlen, "learning rate must be > 0, got %g", job->lr);
     } else if (job->momentum < 0.0 || job->momentum >= 1.0) {

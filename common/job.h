@@ -37,7 +37,7 @@ typedef struct {
 typedef struct {
     char model[16];      /* "mlp" or "cnn" */
     ps_mode_t mode;      /* consistency mode, see ps_mode_t */
-    char optimizer[16];  /* server-side optimizer: "sgd" (with momentum) */
+    char optimizer[16];  /* server-side optimizer: sgd, nesterov, adam or adagrad */
     double lr;           /* learning rate */
     double momentum;     /* SGD momentum (0 = plain SGD) */
     double weight_decay; /* L2 penalty added to the gradient */

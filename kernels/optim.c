@@ -2,6 +2,9 @@
 #include "kernels/optim.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "common/error.h"
 
 void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *restrict w, float *restrict v,
                        const float *restrict grad, float scale, size_t n)
@@ -46,4 +49,77 @@ float ps_optim_lr(const ps_job_t *job, int64_t t, int64_t steps_per_epoch, int64
         break;
     }
     return (float)lr;
+}
+
+int ps_optim_from_job(const ps_job_t *job, ps_optim_t *o)
+{
+    static const char *names[] = {"sgd", "nesterov", "adam", "adagrad"};
+    memset(o, 0, sizeof *o);
+    o->kind = (ps_optim_kind_t)-1;
+    for (int i = 0; i < 4; i++) {
+        if (!strcmp(job->optimizer, names[i])) {
+            o->kind = (ps_optim_kind_t)i;
+        }
+    }
+    if ((int)o->kind < 0) {
+        return PS_EINVAL;
+    }
+    o->momentum = (float)job->momentum;
+    o->weight_decay = (float)job->weight_decay;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = o->kind == PS_OPT_ADAGRAD ? 1e-10f : 1e-8f;
+    return 0;
+}
+
+int ps_optim_state_floats(const ps_optim_t *o)
+{
+    switch (o->kind) {
+    case PS_OPT_SGD: return o->momentum > 0 ? 1 : 0;
+    case PS_OPT_NESTEROV: return 1;
+    case PS_OPT_ADAM: return 2;
+    case PS_OPT_ADAGRAD: return 1;
+    }
+    return 0;
+}
+
+void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *restrict w,
+                   float *restrict state, size_t stride, const float *restrict grad,
+                   float scale, size_t n)
+{
+    const float wd = o->weight_decay, mu = o->momentum;
+    switch (o->kind) {
+    case PS_OPT_SGD: {
+        const ps_optim_sgd_t sgd = {.lr = lr, .momentum = mu, .weight_decay = wd};
+        ps_optim_sgd_step(&sgd, w, state, grad, scale, n);
+        return;
+    }
+    case PS_OPT_NESTEROV:
+        for (size_t i = 0; i < n; i++) {
+            float g = grad[i] * scale + wd * w[i];
+            state[i] = mu * state[i] + g;
+            w[i] -= lr * (g + mu * state[i]);
+        }
+        return;
+    case PS_OPT_ADAM: {
+        float *restrict m = state, *restrict v = state + stride;
+        const float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
+        const float c1 = 1.0f / (float)(1.0 - pow(b1, (double)t));
+        const float c2 = 1.0f / (float)(1.0 - pow(b2, (double)t));
+        for (size_t i = 0; i < n; i++) {
+            float g = grad[i] * scale + wd * w[i];
+            m[i] = b1 * m[i] + (1.0f - b1) * g;
+            v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+            w[i] -= lr * (m[i] * c1) / (sqrtf(v[i] * c2) + eps);
+        }
+        return;
+    }
+    case PS_OPT_ADAGRAD:
+        for (size_t i = 0; i < n; i++) {
+            float g = grad[i] * scale + wd * w[i];
+            state[i] += g * g;
+            w[i] -= lr * g / (sqrtf(state[i]) + o->eps);
+        }
+        return;
+    }
 }

@@ -32,6 +32,47 @@ typedef struct {
 void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *w, float *v, const float *grad,
                        float scale, size_t n);
 
+/* The server-side optimizers (job->optimizer). */
+typedef enum {
+    PS_OPT_SGD = 0,      /* SGD, with momentum when momentum > 0 */
+    PS_OPT_NESTEROV = 1, /* SGD with Nesterov momentum */
+    PS_OPT_ADAM = 2,     /* Adam */
+    PS_OPT_ADAGRAD = 3,  /* AdaGrad */
+} ps_optim_kind_t;
+
+typedef struct {
+    ps_optim_kind_t kind; /* which update */
+    float momentum;       /* SGD / Nesterov */
+    float weight_decay;   /* L2: g += weight_decay * w (PyTorch's weight_decay) */
+    float beta1, beta2;   /* Adam's moment decays (0.9, 0.999) */
+    float eps;            /* Adam 1e-8, AdaGrad 1e-10 (PyTorch's defaults) */
+} ps_optim_t;
+
+/* Fills o from the job (job->optimizer names the kind). Returns 0 or PS_EINVAL. */
+int ps_optim_from_job(const ps_job_t *job, ps_optim_t *o);
+
+/* Floats of optimizer state per parameter: 0 (plain SGD), 1 (momentum,
+ * AdaGrad's sum of squares) or 2 (Adam's first and second moments). */
+int ps_optim_state_floats(const ps_optim_t *o);
+
+/*
+ * One update of n parameters w with gradient grad*scale at learning rate lr.
+ * t is the 1-based count of updates applied so far including this one (Adam's
+ * bias correction). state: the optimizer state of these parameters; when there
+ * are two state arrays the second starts stride floats after the first (so a
+ * sub-range of a larger buffer can be updated). Zeroed state = fresh optimizer.
+ * Formulas as torch.optim documents them (dampening 0, no amsgrad, no lr decay):
+ *   all:       g = grad*scale + wd*w
+ *   sgd:       v = mu*v + g;  w -= lr*v            (w -= lr*g when mu = 0)
+ *   nesterov:  v = mu*v + g;  w -= lr*(g + mu*v)
+ *   adam:      m = b1*m + (1-b1)*g;  s = b2*s + (1-b2)*g^2;
+ *              w -= lr * (m / (1-b1^t)) / (sqrt(s / (1-b2^t)) + eps)   (Kingma & Ba 2015)
+ *   adagrad:   s += g^2;  w -= lr * g / (sqrt(s) + eps)                (Duchi et al. 2011)
+ * Thread-safe on disjoint ranges.
+ */
+void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *w, float *state,
+                   size_t stride, const float *grad, float scale, size_t n);
+
 /*
  * The learning rate at global step t (0-based) of a job with steps_per_epoch
  * and total_steps, per job->schedule:

@@ -28,7 +28,7 @@ int main(int argc, char **argv)
         {"workers", PS_FLAG_INT, &cfg.workers, "M", "number of workers to wait for"},
         {"model", PS_FLAG_STR, &model, "NAME", "model to train: mlp or cnn"},
         {"mode", PS_FLAG_STR, &mode, "MODE", "consistency: sync or async"},
-        {"optimizer", PS_FLAG_STR, &optimizer, "NAME", "server-side optimizer: sgd (with momentum)"},
+        {"optimizer", PS_FLAG_STR, &optimizer, "NAME", "server-side optimizer: sgd, nesterov, adam or adagrad"},
         {"lr", PS_FLAG_DOUBLE, &cfg.job.lr, "X", "learning rate"},
         {"momentum", PS_FLAG_DOUBLE, &cfg.job.momentum, "X", "SGD momentum"},
         {"weight-decay", PS_FLAG_DOUBLE, &cfg.job.weight_decay, "X", "L2 weight decay"},

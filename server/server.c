@@ -40,7 +40,7 @@ typedef struct {
     ps_range_t shard;    /* our keys */
     uint64_t n;          /* keys in the shard */
     float *w;            /* parameters, n */
-    float *mom;          /* momentum, n */
+    float *state;        /* optimizer state: state_floats arrays of n */
     float *slots;        /* sync: workers * n gradients of the step being collected */
     float *scratch;      /* n: aligned copy of an incoming gradient */
     uint64_t *covered;   /* sync: keys of the current step pushed, per worker */
@@ -49,7 +49,8 @@ typedef struct {
     int64_t version;     /* updates applied so far */
     ps_pending_pull_t *pending;
     int npending, cap_pending;
-    ps_optim_sgd_t opt;
+    ps_optim_t opt;
+    int64_t applied;     /* updates applied (Adam's t) */
     /* counters for the final log line */
     uint64_t pushes, pulls, errors;
     double staleness_sum;
@@ -168,7 +169,7 @@ static void s_on_init(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     s->init_covered += ps_range_len(r);
     if (s->init_covered == s->n) {
         s->initialized = 1;
-        memset(s->mom, 0, s->n * sizeof(float));
+        memset(s->state, 0, s->n * (size_t)ps_optim_state_floats(&s->opt) * sizeof(float));
         ps_log_info("parameters initialised: keys [%llu, %llu)",
                     (unsigned long long)s->shard.begin, (unsigned long long)s->shard.end);
     }
@@ -191,8 +192,8 @@ static void s_apply_sync(ps_server_t *s)
             sum[i] += g[i];
         }
     }
-    s->opt.lr = s_lr(s, s->version);
-    ps_optim_sgd_step(&s->opt, s->w, s->mom, sum, 1.0f / (float)s->workers, s->n);
+    ps_optim_step(&s->opt, s_lr(s, s->version), ++s->applied, s->w, s->state, s->n, sum,
+                  1.0f / (float)s->workers, s->n);
     memset(s->covered, 0, (size_t)s->workers * sizeof *s->covered);
     s->version++;
     s_flush_pulls(s);
@@ -234,8 +235,8 @@ static void s_on_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     const float *g = s_payload(s, m, NULL);
     uint64_t off = r.begin - s->shard.begin;
     /* async: M pushes make one step of the sync schedule. */
-    s->opt.lr = s_lr(s, s->version / s->workers);
-    ps_optim_sgd_step(&s->opt, s->w + off, s->mom + off, g, 1.0f, len);
+    ps_optim_step(&s->opt, s_lr(s, s->version / s->workers), ++s->applied, s->w + off,
+                  s->state + off, s->n, g, 1.0f, len);
     int64_t stale = s->version - h->version;
     s->staleness_sum += (double)(stale > 0 ? stale : 0);
     if (stale > s->staleness_max) {
@@ -345,19 +346,20 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
     s->n = ps_range_len(s->shard);
-    s->opt.lr = (float)v->job.lr;
-    s->opt.momentum = (float)v->job.momentum;
-    s->opt.weight_decay = (float)v->job.weight_decay;
+    if (ps_optim_from_job(&v->job, &s->opt) != 0) {
+        snprintf(err, errlen, "unknown optimizer '%s'", v->job.optimizer);
+        return PS_EINVAL;
+    }
     size_t n = s->n ? s->n : 1;
     s->cap_pending = 8 * s->workers;
     s->w = calloc(n, sizeof(float));
-    s->mom = calloc(n, sizeof(float));
+    s->state = calloc(n * (size_t)(ps_optim_state_floats(&s->opt) + 1), sizeof(float));
     s->scratch = calloc(n, sizeof(float));
     s->slots = v->job.mode == PS_MODE_SYNC ? calloc(n * (size_t)s->workers, sizeof(float))
                                            : calloc(1, sizeof(float));
     s->covered = calloc((size_t)s->workers, sizeof *s->covered);
     s->pending = calloc((size_t)s->cap_pending, sizeof *s->pending);
-    if (!s->w || !s->mom || !s->scratch || !s->slots || !s->covered || !s->pending) {
+    if (!s->w || !s->state || !s->scratch || !s->slots || !s->covered || !s->pending) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)s->n);
         return PS_ENOMEM;
@@ -420,7 +422,7 @@ fail:
         zmq_ctx_term(s.ctx);
     }
     free(s.w);
-    free(s.mom);
+    free(s.state);
     free(s.slots);
     free(s.scratch);
     free(s.covered);
