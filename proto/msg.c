@@ -199,8 +199,12 @@ int ps_msg_reply_error(void *sock, const ps_msg_t *req, ps_role_t role, int send
     ps_header_t h;
     ps_msg_header(&h, PS_MSG_ERROR, role, sender);
     h.request_id = req->hdr.request_id;
-    h.begin = req->hdr.begin;
-    h.end = req->hdr.end;
+    /* Echo the range only when it is well-formed: a reversed one (the reason
+     * the request may have been refused) would make the reply undecodable. */
+    if (req->hdr.begin <= req->hdr.end) {
+        h.begin = req->hdr.begin;
+        h.end = req->hdr.end;
+    }
     h.step = req->hdr.step;
     h.status = status;
     va_list ap;

@@ -1,0 +1,432 @@
+/*
+ * tests/integration/malformed.c - a hostile client against a live server.
+ * usage: sps-malformed SCHEDULER_ENDPOINT NUM_PARAMS
+ *
+ * Joins the job as worker rank 1 (worker 0 has initialised the parameters and
+ * waits at the start barrier for us), records the server's whole shard, then
+ * sends one malformed message per case and checks the server answers each
+ * with MSG_ERROR and the expected PS_E* status (for an envelope that does not
+ * decode, an error reply or nothing within 1 s), and nothing else. At the end
+ * the shard must be bitwise unchanged at the same version. Prints "cases=N"
+ * (the script expects N "rejected" lines in the server's log) and exits 0 on
+ * pass, 1 with a reason on stderr otherwise. Heartbeats the scheduler in
+ * every wait so the job is not aborted under it.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "proto/codec.h"
+#include "proto/link.h"
+#include "proto/msg.h"
+#include "proto/range.h"
+
+/* The hostile client's state. */
+typedef struct {
+    void *ctx;
+    ps_link_t link;   /* to the scheduler, heartbeated while we wait */
+    ps_view_t *view;  /* the cluster view */
+    void *srv;        /* DEALER to server 0 */
+    ps_range_t shard; /* server 0's keys */
+    int cases;        /* malformed messages sent */
+    uint64_t next_id; /* request ids, unique per message */
+} s_client_t;
+
+static void s_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void s_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+/* Answers the scheduler and sends our heartbeat when due. */
+static void s_keepalive(s_client_t *c)
+{
+    char err[256];
+    for (;;) {
+        zmq_pollitem_t it = {c->link.sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 0) <= 0) {
+            break;
+        }
+        ps_msg_t m = {0};
+        if (ps_msg_recv(c->link.sock, 0, &m) != 0) {
+            continue;
+        }
+        c->link.last_seen = ps_now();
+        int rc = ps_link_handle(&c->link, &m, err, sizeof err);
+        ps_msg_close(&m);
+        if (rc == 1 || rc == PS_ECLOSED) {
+            s_die("the scheduler ended the job during the test: %s", rc == 1 ? "shutdown" : err);
+        }
+    }
+    if (ps_link_tick(&c->link, err, sizeof err) != 0) {
+        s_die("%s", err);
+    }
+}
+
+/* Waits up to timeout s for one message from the server. Returns 1 with *m
+ * filled, 0 on timeout. A message that fails ps_msg_recv is a failure: every
+ * reply the server sends must itself be well-formed. */
+static int s_wait_reply(s_client_t *c, ps_msg_t *m, double timeout, const char *what)
+{
+    double deadline = ps_now() + timeout;
+    while (ps_now() < deadline) {
+        s_keepalive(c);
+        zmq_pollitem_t it = {c->srv, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) <= 0) {
+            continue;
+        }
+        int rc = ps_msg_recv(c->srv, 0, m);
+        if (rc != 0) {
+            s_die("%s: the server's answer does not decode: %s (%s)", what, ps_strerror(rc),
+                  m->hdr.error);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Sends a raw multipart message: header bytes, then frames. */
+static void s_send_raw(s_client_t *c, const void *hdr, size_t hlen, const void *const *data,
+                       const size_t *sizes, int n)
+{
+    if (zmq_send(c->srv, hdr, hlen, n ? ZMQ_SNDMORE : 0) < 0) {
+        s_die("send: %s", zmq_strerror(zmq_errno()));
+    }
+    for (int i = 0; i < n; i++) {
+        if (zmq_send(c->srv, data[i], sizes[i], i + 1 < n ? ZMQ_SNDMORE : 0) < 0) {
+            s_die("send: %s", zmq_strerror(zmq_errno()));
+        }
+    }
+}
+
+/* Packs h (as is: payload_len and dtype are not fixed up) and sends it with
+ * n frames. */
+static void s_send_header(s_client_t *c, const ps_header_t *h, const void *const *data,
+                          const size_t *sizes, int n)
+{
+    uint8_t buf[PS_HEADER_MAX];
+    int hlen = ps_codec_pack_header(h, buf, sizeof buf);
+    if (hlen < 0) {
+        s_die("cannot pack a header: %s", ps_strerror(hlen));
+    }
+    s_send_raw(c, buf, (size_t)hlen, data, sizes, n);
+}
+
+/* A header from worker 1 of type t for [begin, end) with a fresh request id. */
+static ps_header_t s_header(s_client_t *c, ps_msg_type_t t, uint64_t begin, uint64_t end)
+{
+    ps_header_t h;
+    ps_msg_header(&h, t, PS_ROLE_WORKER, c->link.rank);
+    h.request_id = ++c->next_id;
+    h.begin = begin;
+    h.end = end;
+    h.step = 0; /* the step the server is collecting: only the defect is wrong */
+    return h;
+}
+
+/* Checks the answer to case `name`: MSG_ERROR with `status`, for request id
+ * (when the header was readable), and nothing else. silent_ok: the envelope
+ * could not be decoded, so silence is an acceptable answer too. */
+static void s_expect(s_client_t *c, const char *name, int status, const ps_header_t *sent,
+                     int silent_ok)
+{
+    c->cases++;
+    ps_msg_t m = {0};
+    if (!s_wait_reply(c, &m, silent_ok ? 1.0 : 5.0, name)) {
+        if (silent_ok) {
+            printf("case %-34s dropped without a reply\n", name);
+            return;
+        }
+        s_die("%s: no reply within 5 s", name);
+    }
+    if (m.hdr.type != PS_MSG_ERROR) {
+        s_die("%s: got %s, want error", name, ps_codec_type_name(m.hdr.type));
+    }
+    if (m.hdr.status != status) {
+        s_die("%s: status %d (%s), want %d (%s); reason: %s", name, m.hdr.status,
+              ps_strerror(m.hdr.status), status, ps_strerror(status), m.hdr.error);
+    }
+    if (m.hdr.role != PS_ROLE_SERVER || m.hdr.sender != c->view->servers[0].rank) {
+        s_die("%s: the error comes from %s%d", name, ps_codec_role_tag(m.hdr.role),
+              m.hdr.sender);
+    }
+    if (sent && m.hdr.request_id != sent->request_id) {
+        s_die("%s: reply to request %llu, want %llu", name,
+              (unsigned long long)m.hdr.request_id, (unsigned long long)sent->request_id);
+    }
+    if (m.nframes != 0 || !m.hdr.error[0]) {
+        s_die("%s: an error reply must carry a reason and no payload", name);
+    }
+    printf("case %-34s %s: %s\n", name, ps_strerror(status), m.hdr.error);
+    ps_msg_close(&m);
+}
+
+/* Pulls the whole shard at version >= 0 into out. Returns the served version. */
+static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
+{
+    ps_header_t h = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.end);
+    if (ps_msg_send(c->srv, NULL, h, NULL, 0, 0) != 0) {
+        s_die("%s: cannot send the pull", what);
+    }
+    ps_msg_t m = {0};
+    if (!s_wait_reply(c, &m, 120.0, what)) {
+        s_die("%s: no pull reply within 120 s (was the shard ever initialised?)", what);
+    }
+    size_t len = 0;
+    const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
+    if (m.hdr.type != PS_MSG_PULL_REPLY || m.hdr.request_id != h.request_id ||
+        m.hdr.begin != c->shard.begin || m.hdr.end != c->shard.end || !p ||
+        len != ps_range_len(c->shard) * sizeof(float)) {
+        s_die("%s: bad pull reply: %s for request %llu, [%llu, %llu), %zu bytes (%s)", what,
+              ps_codec_type_name(m.hdr.type), (unsigned long long)m.hdr.request_id,
+              (unsigned long long)m.hdr.begin, (unsigned long long)m.hdr.end, len,
+              m.hdr.error);
+    }
+    memcpy(out, p, len);
+    int64_t version = m.hdr.version;
+    ps_msg_close(&m);
+    return version;
+}
+
+/* Every malformed message, one case each. */
+static void s_run_cases(s_client_t *c)
+{
+    const uint64_t b = c->shard.begin, e = c->shard.end;
+    static const float poison[32] = {1e30f, -1e30f, 1e30f, -1e30f, 1e30f, -1e30f,
+                                     1e30f, -1e30f, 1e30f, -1e30f, 1e30f, -1e30f};
+    const void *pp[8] = {poison, poison, poison, poison, poison, poison, poison, poison};
+    size_t sz[8];
+    ps_header_t h;
+
+    /* Envelopes that do not decode. */
+    {
+        h = s_header(c, PS_MSG_PUSH, b, b + 4);
+        h.request_id = UINT64_MAX - 1; /* a 10-byte varint in the middle */
+        h.dtype = PS_DTYPE_F32;
+        h.payload_len = 16;
+        uint8_t buf[PS_HEADER_MAX];
+        int n = ps_codec_pack_header(&h, buf, sizeof buf);
+        sz[0] = 16;
+        s_send_raw(c, buf, (size_t)n / 2, pp, sz, 1);
+        s_expect(c, "truncated header", PS_EPROTO, NULL, 1);
+    }
+    {
+        static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                          0xff, 0xff, 0xff, 0xff, 0x13, 0x37};
+        s_send_raw(c, garbage, sizeof garbage, NULL, NULL, 0);
+        s_expect(c, "garbage bytes", PS_EPROTO, NULL, 1);
+        const char text[] = "GET / HTTP/1.1\r\nHost: shardps\r\n\r\n";
+        sz[0] = 16;
+        s_send_raw(c, text, sizeof text - 1, pp, sz, 1);
+        s_expect(c, "garbage text with a frame", PS_EPROTO, NULL, 1);
+        s_send_raw(c, "", 0, NULL, NULL, 0);
+        s_expect(c, "empty header frame", PS_EPROTO, NULL, 1);
+    }
+
+    /* Headers that decode but are refused by the codec. */
+    h = s_header(c, PS_MSG_PULL, b, b + 4);
+    h.type = (ps_msg_type_t)99;
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "unknown type 99", PS_EPROTO, &h, 0);
+
+    h = s_header(c, PS_MSG_PULL, b, b + 4);
+    h.protocol = PS_PROTOCOL_VERSION + 1;
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "wrong protocol version", PS_EPROTO, &h, 0);
+
+    h = s_header(c, PS_MSG_PULL, b, b + 4);
+    h.role = (ps_role_t)7;
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "unknown role 7", PS_EPROTO, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, b + 8, b + 4);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    sz[0] = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push with begin > end", PS_EPROTO, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h.dtype = PS_DTYPE_NONE;
+    h.payload_len = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push of dtype none", PS_EPROTO, &h, 0);
+
+    /* Envelopes that ps_msg_recv refuses. */
+    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    sz[0] = 12;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "payload shorter than header", PS_EPROTO, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, b, b + 20);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 5 * 16;
+    for (int i = 0; i < 5; i++) {
+        sz[i] = 16;
+    }
+    s_send_header(c, &h, pp, sz, 5); /* PS_MSG_MAX_FRAMES + 1 */
+    s_expect(c, "too many frames", PS_EPROTO, &h, 0);
+
+    /* Well-formed envelopes the server refuses in context. */
+    h = s_header(c, PS_MSG_HEARTBEAT, 0, 0);
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "heartbeat to a server", PS_EPROTO, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 12;
+    sz[0] = 12;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "payload is not (end-begin)*4", PS_ERANGE, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, e - 2, e + 2);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    sz[0] = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push past the shard end", PS_ERANGE, &h, 0);
+
+    h = s_header(c, PS_MSG_PULL, e, e + 4);
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "pull past the shard end", PS_ERANGE, &h, 0);
+
+    h = s_header(c, PS_MSG_PULL, b + 4, b + 4);
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "pull of an empty range", PS_ERANGE, &h, 0);
+
+    h = s_header(c, PS_MSG_PULL, b, b + 4);
+    h.sender = 7;
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "unknown sender W7 of 2", PS_ENOENT, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h.sender = -1;
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push from W-1", PS_ENOENT, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h.role = PS_ROLE_SERVER;
+    h.sender = 0;
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push from a server", PS_ENOENT, &h, 0);
+
+    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h.step = 5;
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push for a wrong step", PS_ESTATE, &h, 0);
+
+    h = s_header(c, PS_MSG_INIT, b, b + 4);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "init from W1", PS_ESTATE, &h, 0);
+
+    h = s_header(c, PS_MSG_INIT, b, b + 4);
+    h.sender = 0; /* posing as worker 0 after initialisation */
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "second init posing as W0", PS_ESTATE, &h, 0);
+
+    h = s_header(c, PS_MSG_PULL, b, b + 4);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "pull with a payload", PS_ERANGE, &h, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s SCHEDULER_ENDPOINT NUM_PARAMS\n", argv[0]);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    ps_log_set_role("T", 1);
+    s_client_t c = {0};
+    uint64_t P = strtoull(argv[2], NULL, 10);
+    char err[256];
+    ps_job_t job;
+    c.ctx = zmq_ctx_new();
+    c.view = calloc(1, sizeof *c.view);
+    if (!c.ctx || !c.view) {
+        s_die("out of memory");
+    }
+    int rc = ps_link_join(&c.link, c.ctx, argv[1], PS_ROLE_WORKER, 1, NULL, 30.0, 30.0, &job,
+                          err, sizeof err);
+    if (rc != 0) {
+        s_die("join: %s", err);
+    }
+    if ((rc = ps_link_wait_view(&c.link, P, c.view, err, sizeof err)) != 0) {
+        s_die("view: %s", err);
+    }
+    if (c.link.rank != 1 || c.view->num_workers != 2 || c.view->num_servers < 1 ||
+        c.view->num_params != P || c.view->job.mode != PS_MODE_SYNC) {
+        s_die("unexpected job: rank %d, %d workers, %d servers, P=%llu, mode %s", c.link.rank,
+              c.view->num_workers, c.view->num_servers,
+              (unsigned long long)c.view->num_params, ps_job_mode_name(c.view->job.mode));
+    }
+    c.shard.begin = c.view->servers[0].begin;
+    c.shard.end = c.view->servers[0].end;
+    if (ps_range_len(c.shard) < 64) {
+        s_die("server 0's shard is too small for the cases");
+    }
+    c.srv = ps_transport_open(c.ctx, ZMQ_DEALER);
+    if (!c.srv || ps_transport_connect(c.srv, c.view->servers[0].endpoint) != 0) {
+        s_die("cannot connect to %s", c.view->servers[0].endpoint);
+    }
+    size_t n = ps_range_len(c.shard);
+    float *before = malloc(n * sizeof(float)), *after = malloc(n * sizeof(float));
+    if (!before || !after) {
+        s_die("out of memory");
+    }
+    int64_t v0 = s_pull_shard(&c, before, "initial pull");
+    printf("shard [%llu, %llu) at version %lld\n", (unsigned long long)c.shard.begin,
+           (unsigned long long)c.shard.end, (long long)v0);
+
+    s_run_cases(&c);
+
+    int64_t v1 = s_pull_shard(&c, after, "final pull");
+    if (v1 != v0) {
+        s_die("the version moved from %lld to %lld", (long long)v0, (long long)v1);
+    }
+    if (memcmp(before, after, n * sizeof(float)) != 0) {
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++) {
+            diff += memcmp(&before[i], &after[i], sizeof(float)) != 0;
+        }
+        s_die("%zu parameters changed", diff);
+    }
+    /* nothing left over: every case got exactly one answer */
+    ps_msg_t m = {0};
+    if (s_wait_reply(&c, &m, 0.3, "stray check")) {
+        s_die("an extra %s arrived for request %llu", ps_codec_type_name(m.hdr.type),
+              (unsigned long long)m.hdr.request_id);
+    }
+    printf("parameters unchanged after %d malformed messages\ncases=%d\n", c.cases, c.cases);
+    free(before);
+    free(after);
+    ps_transport_close(&c.srv);
+    ps_link_close(&c.link);
+    zmq_ctx_term(c.ctx);
+    free(c.view);
+    return 0;
+}
