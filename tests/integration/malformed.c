@@ -375,7 +375,7 @@ int main(int argc, char **argv)
     if (rc != 0) {
         s_die("join: %s", err);
     }
-    if ((rc = ps_link_wait_view(&c.link, P, c.view, err, sizeof err)) != 0) {
+    if ((rc = ps_link_wait_view(&c.link, P, 60000, c.view, err, sizeof err)) != 0) {
         s_die("view: %s", err);
     }
     if (c.link.rank != 1 || c.view->num_workers != 2 || c.view->num_servers < 1 ||

@@ -87,6 +87,11 @@ static ps_job_t s_job(void)
     j.epochs = 3;
     j.max_steps = 1234567890123ll;
     j.seed = 0xfeedfacecafebeefull;
+    snprintf(j.optimizer, sizeof j.optimizer, "adam");
+    j.schedule.kind = PS_LR_STEP;
+    j.schedule.every = 2;
+    j.schedule.gamma = 0.5;
+    j.schedule.warmup_steps = 100;
     return j;
 }
 
@@ -102,6 +107,10 @@ static void s_assert_job_eq(const ps_job_t *a, const ps_job_t *b)
     ck_assert_int_eq(a->epochs, b->epochs);
     ck_assert_int_eq(a->max_steps, b->max_steps);
     ck_assert_uint_eq(a->seed, b->seed);
+    ck_assert_int_eq(a->schedule.kind, b->schedule.kind);
+    ck_assert_int_eq(a->schedule.every, b->schedule.every);
+    ck_assert(a->schedule.gamma == b->schedule.gamma);
+    ck_assert_int_eq(a->schedule.warmup_steps, b->schedule.warmup_steps);
 }
 
 /* A view of P = 235146 (the MLP) over s servers, tiled by ps_range_split. */
@@ -112,6 +121,8 @@ static ps_view_t *s_view(int s)
     v->num_params = 235146;
     v->num_workers = 4;
     v->num_servers = s;
+    v->steps_per_epoch = 234;
+    v->total_steps = 2340;
     v->job = s_job();
     ps_range_t r[PS_MAX_SERVERS];
     ck_assert_int_eq(ps_range_split(v->num_params, s, r), 0);
@@ -394,14 +405,16 @@ START_TEST(model_info_round_trips)
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
         uint8_t *body;
         size_t len;
-        uint64_t got = 0;
-        ck_assert_int_eq(ps_codec_pack_model_info(ps[i], &body, &len), 0);
-        ck_assert_int_eq(ps_codec_unpack_model_info(body, len, &got), 0);
+        uint64_t got = 0, samples = 0;
+        ck_assert_int_eq(ps_codec_pack_model_info(ps[i], 60000 + i, &body, &len), 0);
+        ck_assert_int_eq(ps_codec_unpack_model_info(body, len, &got, &samples), 0);
         free(body);
         ck_assert_uint_eq(got, ps[i]);
+        ck_assert_uint_eq(samples, 60000 + i);
     }
-    uint64_t got;
-    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &got), PS_EPROTO);
+    uint64_t got, samples;
+    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &got, &samples),
+                     PS_EPROTO);
 }
 END_TEST
 
@@ -416,6 +429,8 @@ START_TEST(view_round_trips_with_several_servers)
         ck_assert_uint_eq(out->num_params, v->num_params);
         ck_assert_int_eq(out->num_workers, v->num_workers);
         ck_assert_int_eq(out->num_servers, v->num_servers);
+        ck_assert_int_eq(out->steps_per_epoch, v->steps_per_epoch);
+        ck_assert_int_eq(out->total_steps, v->total_steps);
         for (int i = 0; i < v->num_servers; i++) {
             ck_assert_int_eq(out->servers[i].rank, i);
             ck_assert_str_eq(out->servers[i].endpoint, v->servers[i].endpoint);
