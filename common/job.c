@@ -11,6 +11,8 @@ void ps_job_defaults(ps_job_t *job)
     memset(job, 0, sizeof *job);
     snprintf(job->model, sizeof job->model, "mlp");
     job->mode = PS_MODE_SYNC;
+    job->straggler_rank = -1;
+    job->straggler_factor = 1.0;
     snprintf(job->optimizer, sizeof job->optimizer, "sgd");
     job->lr = 0.05;
     job->momentum = 0.9;
@@ -22,15 +24,56 @@ void ps_job_defaults(ps_job_t *job)
     job->seed = 1;
 }
 
-int ps_job_parse_mode(const char *text, ps_mode_t *mode)
+int ps_job_parse_mode(const char *text, ps_job_t *job)
 {
+    int a = 0, b = 0, used = 0;
+    job->staleness = job->backup_k = job->backup_n = 0;
     if (!strcmp(text, "sync")) {
-        *mode = PS_MODE_SYNC;
+        job->mode = PS_MODE_SYNC;
     } else if (!strcmp(text, "async")) {
-        *mode = PS_MODE_ASYNC;
+        job->mode = PS_MODE_ASYNC;
+    } else if (sscanf(text, "ssp:%d%n", &a, &used) == 1 && !text[used] && a >= 0 &&
+               a <= PS_MAX_STALENESS) {
+        job->mode = PS_MODE_SSP;
+        job->staleness = a;
+    } else if (sscanf(text, "sync:%d/%d%n", &a, &b, &used) == 2 && !text[used] && a >= 1 &&
+               a <= b) {
+        job->mode = PS_MODE_BACKUP;
+        job->backup_k = a;
+        job->backup_n = b;
     } else {
         return PS_EINVAL;
     }
+    return 0;
+}
+
+void ps_job_mode_str(const ps_job_t *job, char *buf, size_t cap)
+{
+    switch (job->mode) {
+    case PS_MODE_ASYNC:
+        snprintf(buf, cap, "async");
+        break;
+    case PS_MODE_SSP:
+        snprintf(buf, cap, "ssp:%d", job->staleness);
+        break;
+    case PS_MODE_BACKUP:
+        snprintf(buf, cap, "sync:%d/%d", job->backup_k, job->backup_n);
+        break;
+    default:
+        snprintf(buf, cap, "sync");
+    }
+}
+
+int ps_job_parse_straggler(const char *text, ps_job_t *job)
+{
+    int rank = 0, used = 0;
+    double factor = 0;
+    if (sscanf(text, "%d:%lf%n", &rank, &factor, &used) != 2 || text[used] || rank < 0 ||
+        !(factor >= 1.0) || factor > 1000.0) {
+        return PS_EINVAL;
+    }
+    job->straggler_rank = rank;
+    job->straggler_factor = factor;
     return 0;
 }
 
@@ -70,17 +113,21 @@ void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap)
     }
 }
 
-const char *ps_job_mode_name(ps_mode_t mode)
-{
-    return mode == PS_MODE_ASYNC ? "async" : "sync";
-}
 
 int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
 {
     if (strcmp(job->model, "mlp") && strcmp(job->model, "cnn")) {
         snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", job->model);
-    } else if (job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) {
-        snprintf(err, errlen, "unknown mode %d", (int)job->mode);
+    } else if (job->mode < PS_MODE_SYNC || job->mode > PS_MODE_BACKUP ||
+               (job->mode == PS_MODE_SSP &&
+                (job->staleness < 0 || job->staleness > PS_MAX_STALENESS)) ||
+               (job->mode == PS_MODE_BACKUP &&
+                (job->backup_k < 1 || job->backup_k > job->backup_n))) {
+        snprintf(err, errlen, "bad consistency mode");
+    } else if (job->straggler_rank >= 0 &&
+               !(job->straggler_factor >= 1.0 && job->straggler_factor <= 1000.0)) {
+        snprintf(err, errlen, "straggler factor must be in [1, 1000], got %g",
+                 job->straggler_factor);
     } else if (strcmp(job->optimizer, "sgd") && strcmp(job->optimizer, "nesterov") &&
                strcmp(job->optimizer, "adam") && strcmp(job->optimizer, "adagrad")) {
         snprintf(err, errlen, "unknown optimizer '%s' (expected sgd, nesterov, adam or adagrad)",

@@ -16,9 +16,15 @@ extern "C" {
 #endif
 
 typedef enum {
-    PS_MODE_SYNC = 0,  /* bulk synchronous: a step applies once every worker pushed */
-    PS_MODE_ASYNC = 1, /* every push applies on arrival; pulls return current values */
+    PS_MODE_SYNC = 0,   /* bulk synchronous: a step applies once every worker pushed */
+    PS_MODE_ASYNC = 1,  /* every push applies on arrival; pulls return current values */
+    PS_MODE_SSP = 2,    /* sync steps, but a worker may run `staleness` steps ahead */
+    PS_MODE_BACKUP = 3, /* a step applies once backup_k of the workers pushed */
 } ps_mode_t;
+
+/* Most steps a worker may run ahead under ssp: each costs one gradient copy
+ * per worker on every server. */
+#define PS_MAX_STALENESS 32
 
 /* How the learning rate changes with the step (evaluated by kernels/optim.h). */
 typedef enum {
@@ -37,6 +43,11 @@ typedef struct {
 typedef struct {
     char model[16];      /* "mlp" or "cnn" */
     ps_mode_t mode;      /* consistency mode, see ps_mode_t */
+    int staleness;       /* PS_MODE_SSP: s in ssp:s */
+    int backup_k;        /* PS_MODE_BACKUP: k in sync:k/n (n = the number of workers) */
+    int backup_n;        /* PS_MODE_BACKUP: n in sync:k/n */
+    int straggler_rank;  /* worker slowed down for experiments, -1 = none */
+    double straggler_factor; /* its compute takes this many times as long (>= 1) */
     char optimizer[16];  /* server-side optimizer: sgd, nesterov, adam or adagrad */
     double lr;           /* learning rate */
     double momentum;     /* SGD momentum (0 = plain SGD) */
@@ -51,8 +62,21 @@ typedef struct {
 /* Fills *job with the project defaults. */
 void ps_job_defaults(ps_job_t *job);
 
-/* Parses "sync" or "async". Returns 0 or PS_EINVAL. */
-int ps_job_parse_mode(const char *text, ps_mode_t *mode);
+/* Parses "sync", "async", "ssp:S" or "sync:K/N" into job's mode fields.
+ * Returns 0 or PS_EINVAL. */
+int ps_job_parse_mode(const char *text, ps_job_t *job);
+
+/* Writes the mode's text form (as parsed above) into buf. */
+void ps_job_mode_str(const ps_job_t *job, char *buf, size_t cap);
+
+/* Parses "RANK:FACTOR" (FACTOR >= 1) into the straggler fields. Returns 0 or PS_EINVAL. */
+int ps_job_parse_straggler(const char *text, ps_job_t *job);
+
+/* Non-zero for the modes that apply whole steps (sync, ssp, backup). */
+static inline int ps_job_is_stepped(const ps_job_t *job)
+{
+    return job->mode != PS_MODE_ASYNC;
+}
 
 /* Parses "constant", "cosine" or "step:EVERY:GAMMA" into s (warmup untouched).
  * Returns 0 or PS_EINVAL. */
@@ -61,8 +85,6 @@ int ps_job_parse_schedule(const char *text, ps_lr_schedule_t *s);
 /* Writes the schedule's text form (as parsed above) into buf. */
 void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap);
 
-/* Name of a mode, for logs and summaries. */
-const char *ps_job_mode_name(ps_mode_t mode);
 
 /* Checks every field. Returns 0, or PS_EINVAL with a one-line reason in err. */
 int ps_job_validate(const ps_job_t *job, char *err, size_t errlen);

@@ -68,13 +68,16 @@ typedef struct {
 /* The one forwarding table: each flag is passed as "--name value" when given. */
 static const s_fwd_t s_fwd[] = {
     {"model", S_TO_C, "NAME", "model: mlp or cnn (scheduler)"},
-    {"mode", S_TO_C, "MODE", "consistency mode: sync or async (scheduler)"},
+    {"mode", S_TO_C, "MODE", "consistency: sync, async, ssp:S or sync:K/N (scheduler)"},
     {"epochs", S_TO_C, "N", "passes over the training set (scheduler)"},
     {"batch", S_TO_C, "N", "samples per worker per step (scheduler)"},
     {"lr", S_TO_C, "X", "learning rate (scheduler)"},
     {"momentum", S_TO_C, "X", "SGD momentum (scheduler)"},
     {"weight-decay", S_TO_C, "X", "L2 penalty (scheduler)"},
-    {"optimizer", S_TO_C, "NAME", "server-side optimizer (scheduler)"},
+    {"optimizer", S_TO_C, "NAME", "server-side optimizer: sgd, nesterov, adam, adagrad (scheduler)"},
+    {"lr-schedule", S_TO_C, "S", "constant, cosine or step:EVERY:GAMMA (scheduler)"},
+    {"warmup-steps", S_TO_C, "N", "linear learning-rate warm-up steps (scheduler)"},
+    {"straggler", S_TO_C, "RANK:FACTOR", "slow one worker down FACTOR times (scheduler)"},
     {"seed", S_TO_C, "N", "seed for init and sample order (scheduler)"},
     {"max-steps", S_TO_C, "N", "stop after N steps per worker (scheduler)"},
     {"summary", S_TO_C, "FILE", "job summary file (scheduler); must exist at the end"},

@@ -107,14 +107,22 @@ static int s_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len)
     return 0;
 }
 
-/* buf: room for the schedule's text form, owned by the caller. */
-static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m, char *buf, size_t cap)
+/* Room for the text forms of a job's mode and schedule, owned by the caller. */
+typedef struct {
+    char mode[32];
+    char schedule[64];
+} ps_job_text_t;
+
+static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m, ps_job_text_t *text)
 {
-    ps_job_schedule_name(&j->schedule, buf, cap);
-    m->lr_schedule = buf;
+    ps_job_schedule_name(&j->schedule, text->schedule, sizeof text->schedule);
+    ps_job_mode_str(j, text->mode, sizeof text->mode);
+    m->lr_schedule = text->schedule;
+    m->straggler_rank = j->straggler_rank;
+    m->straggler_factor = j->straggler_factor;
     m->warmup_steps = j->schedule.warmup_steps;
     m->model = (char *)j->model;
-    m->mode = (char *)ps_job_mode_name(j->mode);
+    m->mode = text->mode;
     m->optimizer = (char *)j->optimizer;
     m->lr = j->lr;
     m->momentum = j->momentum;
@@ -133,11 +141,13 @@ static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
     memset(j, 0, sizeof *j);
     if (s_copy_str(j->model, sizeof j->model, m->model) ||
         s_copy_str(j->optimizer, sizeof j->optimizer, m->optimizer) ||
-        ps_job_parse_mode(m->mode, &j->mode) ||
+        ps_job_parse_mode(m->mode, j) ||
         ps_job_parse_schedule(m->lr_schedule, &j->schedule)) {
         return PS_EPROTO;
     }
     j->schedule.warmup_steps = m->warmup_steps;
+    j->straggler_rank = m->straggler_rank;
+    j->straggler_factor = m->straggler_factor;
     j->lr = m->lr;
     j->momentum = m->momentum;
     j->weight_decay = m->weight_decay;
@@ -180,8 +190,8 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
 int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len)
 {
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
-    char sched[64];
-    s_job_to_pb(job, &jm, sched, sizeof sched);
+    ps_job_text_t text;
+    s_job_to_pb(job, &jm, &text);
     Shardps__RegisterAck m = SHARDPS__REGISTER_ACK__INIT;
     m.rank = rank;
     m.job = &jm;
@@ -238,8 +248,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
         ptrs[i] = &infos[i];
     }
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
-    char sched[64];
-    s_job_to_pb(&v->job, &jm, sched, sizeof sched);
+    ps_job_text_t text;
+    s_job_to_pb(&v->job, &jm, &text);
     Shardps__ClusterView m = SHARDPS__CLUSTER_VIEW__INIT;
     m.num_params = v->num_params;
     m.num_workers = v->num_workers;
@@ -372,12 +382,52 @@ int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d)
     return rc;
 }
 
+int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len)
+{
+    Shardps__ServerReport m = SHARDPS__SERVER_REPORT__INIT;
+    m.pushes = r->pushes;
+    m.pulls = r->pulls;
+    m.rejected = r->rejected;
+    m.dropped = r->dropped;
+    m.version = r->version;
+    m.n_staleness = PS_HIST_BUCKETS;
+    m.staleness = (uint64_t *)r->staleness.counts;
+    m.staleness_sum = r->staleness.sum;
+    m.staleness_max = r->staleness.max;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
+{
+    Shardps__ServerReport *m = shardps__server_report__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = m->n_staleness == PS_HIST_BUCKETS ? 0 : PS_EPROTO;
+    memset(r, 0, sizeof *r);
+    if (rc == 0) {
+        r->pushes = m->pushes;
+        r->pulls = m->pulls;
+        r->rejected = m->rejected;
+        r->dropped = m->dropped;
+        r->version = m->version;
+        memcpy(r->staleness.counts, m->staleness, sizeof r->staleness.counts);
+        for (int i = 0; i < PS_HIST_BUCKETS; i++) {
+            r->staleness.n += m->staleness[i];
+        }
+        r->staleness.sum = m->staleness_sum;
+        r->staleness.max = m->staleness_max;
+    }
+    shardps__server_report__free_unpacked(m, NULL);
+    return rc;
+}
+
 const char *ps_codec_type_name(int type)
 {
     static const char *names[] = {
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
-        "pull",    "pull-reply", "init",       "init-ack", "error"};
+        "pull",    "pull-reply", "init",       "init-ack", "error",     "report"};
     if (type < 0 || type > PS_MSG_TYPE_MAX) {
         return "unknown";
     }

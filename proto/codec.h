@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/hist.h"
 #include "common/job.h"
 
 #ifdef __cplusplus
@@ -39,7 +40,8 @@ typedef enum {
     PS_MSG_INIT = 14,
     PS_MSG_INIT_ACK = 15,
     PS_MSG_ERROR = 16,
-    PS_MSG_TYPE_MAX = 16,
+    PS_MSG_REPORT = 17,
+    PS_MSG_TYPE_MAX = 17,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -112,6 +114,16 @@ typedef struct {
     double final_loss;      /* mean training loss of the last epoch */
 } ps_done_t;
 
+/* What a server reports at the end of a job. */
+typedef struct {
+    uint64_t pushes;   /* pushes accepted */
+    uint64_t pulls;    /* pulls answered */
+    uint64_t rejected; /* invalid messages */
+    uint64_t dropped;  /* late pushes dropped (sync:k/n) */
+    int64_t version;   /* updates applied */
+    ps_hist_t staleness; /* of every applied gradient */
+} ps_server_report_t;
+
 /* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */
 int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap);
 
@@ -139,6 +151,9 @@ int ps_codec_unpack_shutdown(const void *data, size_t len, int *status, char *re
                              size_t cap);
 int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len);
 int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d);
+
+int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len);
+int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

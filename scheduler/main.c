@@ -20,14 +20,15 @@ int main(int argc, char **argv)
     const char *model = "mlp", *mode = "sync", *optimizer = "sgd";
     const char *log_level = "info";
     int seed = (int)cfg.job.seed, max_steps = 0, warmup = 0;
-    const char *schedule = "cosine";
+    const char *schedule = "cosine", *straggler = NULL;
     ps_flag_t flags[] = {
         {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "where nodes reach the scheduler (port * = any free port)"},
         {"endpoint-file", PS_FLAG_STR, &cfg.endpoint_file, "FILE", "write the bound endpoint here"},
         {"servers", PS_FLAG_INT, &cfg.servers, "S", "number of servers to wait for"},
         {"workers", PS_FLAG_INT, &cfg.workers, "M", "number of workers to wait for"},
         {"model", PS_FLAG_STR, &model, "NAME", "model to train: mlp or cnn"},
-        {"mode", PS_FLAG_STR, &mode, "MODE", "consistency: sync or async"},
+        {"mode", PS_FLAG_STR, &mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S) or sync:K/N (K of N workers per step)"},
+        {"straggler", PS_FLAG_STR, &straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"optimizer", PS_FLAG_STR, &optimizer, "NAME", "server-side optimizer: sgd, nesterov, adam or adagrad"},
         {"lr", PS_FLAG_DOUBLE, &cfg.job.lr, "X", "learning rate"},
         {"momentum", PS_FLAG_DOUBLE, &cfg.job.momentum, "X", "SGD momentum"},
@@ -62,8 +63,18 @@ int main(int argc, char **argv)
     } else if (ps_job_parse_schedule(schedule, &cfg.job.schedule) != 0) {
         snprintf(err, sizeof err, "--lr-schedule %s: expected constant, cosine or "
                  "step:EVERY:GAMMA (EVERY >= 1 epochs, 0 < GAMMA <= 1)", schedule);
-    } else if (ps_job_parse_mode(mode, &cfg.job.mode) != 0) {
-        snprintf(err, sizeof err, "--mode %s: expected sync or async", mode);
+    } else if (ps_job_parse_mode(mode, &cfg.job) != 0) {
+        snprintf(err, sizeof err, "--mode %s: expected sync, async, ssp:S (0 <= S <= %d) or "
+                 "sync:K/N (1 <= K <= N)", mode, PS_MAX_STALENESS);
+    } else if (cfg.job.mode == PS_MODE_BACKUP && cfg.job.backup_n != cfg.workers) {
+        snprintf(err, sizeof err, "--mode %s: N must be the number of workers (%d)", mode,
+                 cfg.workers);
+    } else if (straggler && ps_job_parse_straggler(straggler, &cfg.job) != 0) {
+        snprintf(err, sizeof err, "--straggler %s: expected RANK:FACTOR with FACTOR in [1, 1000]",
+                 straggler);
+    } else if (cfg.job.straggler_rank >= cfg.workers) {
+        snprintf(err, sizeof err, "--straggler: rank %d is not a worker (%d workers)",
+                 cfg.job.straggler_rank, cfg.workers);
     } else if (cfg.servers < 1 || cfg.servers > 256) {
         snprintf(err, sizeof err, "--servers %d: expected 1 to 256", cfg.servers);
     } else if (cfg.workers < 1 || cfg.workers > 256) {

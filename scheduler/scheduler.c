@@ -9,6 +9,7 @@
 #include "scheduler/scheduler.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +36,13 @@ typedef struct {
     int in_barrier;       /* workers: arrived at the current barrier */
     int done;             /* workers: sent DONE */
     ps_done_t stats;      /* workers: their DONE report */
+    int reported;         /* servers: sent their end-of-job report */
+    ps_server_report_t report; /* servers: that report */
 } ps_node_t;
 
-typedef enum { S_WAITING, S_RUNNING, S_FINISHED, S_FAILED } ps_phase_t;
+/* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
+ * asked for telemetry) -> FINISHED; any -> FAILED. */
+typedef enum { S_WAITING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
 
 typedef struct {
     const ps_scheduler_config_t *cfg;
@@ -241,11 +246,12 @@ static void s_maybe_start(ps_scheduler_t *s)
     free(body);
     s->phase = S_RUNNING;
     s->t_view = ps_now();
-    char sched[64];
+    char sched[64], mode[32];
     ps_job_schedule_name(&j->schedule, sched, sizeof sched);
+    ps_job_mode_str(j, mode, sizeof mode);
     ps_log_info("job started: model=%s mode=%s servers=%d workers=%d batch=%d epochs=%d "
                 "steps=%lld lr=%g schedule=%s momentum=%g seed=%llu",
-                j->model, ps_job_mode_name(j->mode), v->num_servers, v->num_workers, j->batch,
+                j->model, mode, v->num_servers, v->num_workers, j->batch,
                 j->epochs, (long long)v->total_steps, j->lr, sched, j->momentum,
                 (unsigned long long)j->seed);
 }
@@ -319,6 +325,14 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         ps_log_info("%s done: %lld steps, %lld samples", s_tag(n, tag, sizeof tag),
                     (long long)n->stats.steps, (long long)n->stats.samples);
         break;
+    case PS_MSG_REPORT:
+        if (n->role != PS_ROLE_SERVER || !p ||
+            ps_codec_unpack_report(p, len, &n->report) != 0) {
+            s_fail(s, "%s sent a bad report", s_tag(n, tag, sizeof tag));
+            break;
+        }
+        n->reported = 1;
+        break;
     case PS_MSG_SHUTDOWN: {
         int status;
         char reason[160] = "";
@@ -374,9 +388,32 @@ static void s_tick(ps_scheduler_t *s)
                 return;
             }
         }
-        s->phase = S_FINISHED;
+        s->phase = S_REPORTING;
         s->t_end = now;
+        for (int i = 0; i < s->cfg->servers; i++) {
+            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_REPORT, PS_ROLE_SCHEDULER,
+                             0, NULL, 0);
+        }
     }
+    if (s->phase == S_REPORTING) {
+        for (int i = 0; i < s->cfg->servers; i++) {
+            if (!s->nodes[i].reported) {
+                return;
+            }
+        }
+        s->phase = S_FINISHED;
+    }
+}
+
+/* Prints "[a, b, ...]" of one double per worker. */
+static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
+{
+    fputc('[', f);
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        const double *v = (const double *)((const char *)&s->nodes[i].stats + field_offset);
+        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "", *v);
+    }
+    fputc(']', f);
 }
 
 /* Writes the job summary: one log line and, if asked, a JSON file. */
@@ -385,7 +422,7 @@ static int s_summary(ps_scheduler_t *s)
     const ps_job_t *j = &s->cfg->job;
     const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
     double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
-    uint64_t pushed = 0, pulled = 0;
+    uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0;
     int64_t samples = 0;
     double train = 0;
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
@@ -395,14 +432,25 @@ static int s_summary(ps_scheduler_t *s)
         samples += d->samples;
         train = d->train_seconds > train ? d->train_seconds : train;
     }
+    ps_hist_t stale;
+    ps_hist_init(&stale);
+    for (int i = 0; i < s->cfg->servers; i++) {
+        ps_hist_merge(&stale, &s->nodes[i].report.staleness);
+        dropped += s->nodes[i].report.dropped;
+        rejected += s->nodes[i].report.rejected;
+    }
     double sps = train > 0 ? (double)samples / train : 0;
     double wall = s->t_end - s->t_view;
+    char mode[32], sched[64];
+    ps_job_mode_str(j, mode, sizeof mode);
+    ps_job_schedule_name(&j->schedule, sched, sizeof sched);
+    long long smax = stale.max > 0 ? stale.max : 0;
     ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
                 "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
-                "bytes_pulled=%llu",
-                j->model, ps_job_mode_name(j->mode), s->cfg->servers, s->cfg->workers,
-                j->epochs, j->batch, acc, sps, wall, (unsigned long long)pushed,
-                (unsigned long long)pulled);
+                "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
+                j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, acc, sps,
+                wall, (unsigned long long)pushed, (unsigned long long)pulled,
+                ps_hist_mean(&stale), smax, (unsigned long long)dropped);
     if (!s->cfg->summary) {
         return 0;
     }
@@ -415,28 +463,42 @@ static int s_summary(ps_scheduler_t *s)
     }
     fprintf(f,
             "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
-            "\"epochs\": %d, \"batch\": %d, \"lr\": %g, \"momentum\": %g, \"seed\": %llu, "
-            "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
+            "\"epochs\": %d, \"batch\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
+            "\"lr_schedule\": \"%s\", \"momentum\": %g, \"weight_decay\": %g, "
+            "\"seed\": %llu, \"straggler\": ",
+            j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, j->optimizer,
+            j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed);
+    if (j->straggler_rank >= 0) {
+        fprintf(f, "{\"rank\": %d, \"factor\": %g}", j->straggler_rank, j->straggler_factor);
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f,
+            ", \"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
             "\"test_accuracy_per_epoch\": [",
-            j->model, ps_job_mode_name(j->mode), s->cfg->servers, s->cfg->workers, j->epochs,
-            j->batch, j->lr, j->momentum, (unsigned long long)j->seed,
-            (unsigned long long)s->view->num_params, (long long)w0->steps, acc);
+            (unsigned long long)s->view->num_params, (long long)s->view->total_steps, acc);
     for (int e = 0; e < w0->num_epochs_evaluated; e++) {
         fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
     }
     fprintf(f,
             "], \"final_loss\": %.6f, \"samples\": %lld, \"samples_per_sec\": %.2f, "
             "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
-            "\"bytes_pulled\": %llu, \"worker_wait_seconds\": [",
+            "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
+            "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
+            "\"messages_rejected\": %llu, \"worker_wait_seconds\": ",
             w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
-            (unsigned long long)pulled);
+            (unsigned long long)pulled, ps_hist_mean(&stale),
+            (long long)ps_hist_quantile(&stale, 0.5), (long long)ps_hist_quantile(&stale, 0.99),
+            smax, (unsigned long long)stale.n, (unsigned long long)dropped,
+            (unsigned long long)rejected);
+    s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
+    fprintf(f, ", \"worker_compute_seconds\": ");
+    s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));
+    fprintf(f, ", \"worker_train_seconds\": ");
+    s_json_workers(f, s, offsetof(ps_done_t, train_seconds));
+    fprintf(f, ", \"worker_steps\": [");
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "", s->nodes[i].stats.wait_seconds);
-    }
-    fprintf(f, "], \"worker_compute_seconds\": [");
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "",
-                s->nodes[i].stats.compute_seconds);
+        fprintf(f, "%s%lld", i > s->cfg->servers ? ", " : "", (long long)s->nodes[i].stats.steps);
     }
     fprintf(f, "]}\n");
     int bad = fclose(f) != 0 || rename(tmp, s->cfg->summary) != 0;
@@ -490,7 +552,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     ps_log_info("listening on %s for %d servers and %d workers", s.endpoint, cfg->servers,
                 cfg->workers);
     s.t_start = ps_now();
-    while (s.phase == S_WAITING || s.phase == S_RUNNING) {
+    while (s.phase != S_FINISHED && s.phase != S_FAILED) {
         zmq_pollitem_t it = {s.router, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) < 0) {
             s_fail(&s, "poll failed: %s", zmq_strerror(zmq_errno()));

@@ -13,6 +13,7 @@ int main(int argc, char **argv)
         .rank = -1,
         .connect_timeout = 10.0,
         .peer_timeout = 5.0,
+        .report_missing = 5.0,
     };
     const char *log_level = "info";
     ps_flag_t flags[] = {
@@ -22,6 +23,7 @@ int main(int argc, char **argv)
         {"rank", PS_FLAG_INT, &cfg.rank, "R", "wanted server rank (-1 = any)"},
         {"connect-timeout", PS_FLAG_DOUBLE, &cfg.connect_timeout, "SECONDS", "give up if the scheduler does not answer"},
         {"peer-timeout", PS_FLAG_DOUBLE, &cfg.peer_timeout, "SECONDS", "the scheduler silent this long is lost"},
+        {"report-missing", PS_FLAG_DOUBLE, &cfg.report_missing, "SECONDS", "log which workers a step has waited on for this long"},
         {"log-level", PS_FLAG_STR, &log_level, "LEVEL", "err, warn, info or debug"},
     };
     const char *prog = "shardps-server";
@@ -37,7 +39,7 @@ int main(int argc, char **argv)
                 log_level);
         return 2;
     }
-    if (!(cfg.connect_timeout > 0) || !(cfg.peer_timeout > 0)) {
+    if (!(cfg.connect_timeout > 0) || !(cfg.peer_timeout > 0) || !(cfg.report_missing > 0)) {
         fprintf(stderr, "%s: error: timeouts must be > 0\n", prog);
         return 2;
     }

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/hist.h"
 #include "common/log.h"
 #include "kernels/optim.h"
 #include "proto/link.h"
@@ -29,6 +30,14 @@ typedef struct {
     int sender;          /* worker rank */
 } ps_pending_pull_t;
 
+/* Most separate pushes that may make up one worker's share of a step (one per
+ * tensor when gradients are pushed layer by layer). */
+enum { PS_MAX_PARTS = 64 };
+
+typedef struct {
+    uint64_t begin, end; /* keys relative to the shard */
+} ps_part_t;
+
 typedef struct {
     const ps_server_config_t *cfg;
     void *ctx;
@@ -41,9 +50,18 @@ typedef struct {
     uint64_t n;          /* keys in the shard */
     float *w;            /* parameters, n */
     float *state;        /* optimizer state: state_floats arrays of n */
-    float *slots;        /* sync: workers * n gradients of the step being collected */
+    /* Stepped modes collect each step's pushes per worker before applying.
+     * Step t lives in window slot t % window; slot (t, w) below means index
+     * (t % window) * workers + w. */
+    int window;          /* steps collected at once: s+1 under ssp:s, else 1 */
+    float *slots;        /* window*workers gradients of n keys */
+    ps_part_t *parts;    /* window*workers*PS_MAX_PARTS: key ranges pushed so far */
+    int *nparts;         /* window*workers */
+    uint64_t *covered;   /* window*workers: keys pushed so far */
+    int64_t *computed_on; /* window*workers: version the gradient was computed on */
+    double step_since;   /* when the step being collected started waiting */
+    double missing_logged; /* when we last logged who it waits for */
     float *scratch;      /* n: aligned copy of an incoming gradient */
-    uint64_t *covered;   /* sync: keys of the current step pushed, per worker */
     uint64_t init_covered;
     int initialized;     /* all initial values received */
     int64_t version;     /* updates applied so far */
@@ -51,10 +69,9 @@ typedef struct {
     int npending, cap_pending;
     ps_optim_t opt;
     int64_t applied;     /* updates applied (Adam's t) */
-    /* counters for the final log line */
-    uint64_t pushes, pulls, errors;
-    double staleness_sum;
-    int64_t staleness_max;
+    /* telemetry, reported to the scheduler at the end */
+    uint64_t pushes, pulls, errors, dropped;
+    ps_hist_t staleness;
 } ps_server_t;
 
 static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const char *fmt, ...)
@@ -84,8 +101,9 @@ static void s_reply(ps_server_t *s, const ps_route_t *route, ps_msg_type_t type,
     h.version = s->version;
     ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
     /* sync: values cannot change before the asker pushes again, which it does
-     * only after receiving them, so they go zero-copy. async: an update may
-     * land while the reply is queued, so copy. */
+     * only after receiving them, so they go zero-copy. Every other mode can
+     * apply a step while the reply is queued (async, ssp: the asker already
+     * pushed it; sync:k/n: without the asker), so copy. */
     int flags = s->view->job.mode == PS_MODE_SYNC ? 0 : PS_SEND_COPY;
     int rc = ps_msg_send(s->router, route, h, &f, values ? 1 : 0, flags);
     if (rc != 0) {
@@ -169,6 +187,7 @@ static void s_on_init(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     s->init_covered += ps_range_len(r);
     if (s->init_covered == s->n) {
         s->initialized = 1;
+        s->step_since = ps_now();
         memset(s->state, 0, s->n * (size_t)ps_optim_state_floats(&s->opt) * sizeof(float));
         ps_log_info("parameters initialised: keys [%llu, %llu)",
                     (unsigned long long)s->shard.begin, (unsigned long long)s->shard.end);
@@ -182,21 +201,143 @@ static float s_lr(const ps_server_t *s, int64_t step)
     return ps_optim_lr(&s->view->job, step, s->view->steps_per_epoch, s->view->total_steps);
 }
 
-/* sync: every worker has pushed the whole shard for this step: apply the mean. */
-static void s_apply_sync(ps_server_t *s)
+/* Index of slot (step t, worker w). */
+static size_t s_slot(const ps_server_t *s, int64_t t, int w)
 {
-    float *sum = s->slots; /* worker 0's slot accumulates, in rank order */
-    for (int k = 1; k < s->workers; k++) {
-        const float *g = s->slots + (size_t)k * s->n;
-        for (uint64_t i = 0; i < s->n; i++) {
-            sum[i] += g[i];
+    return (size_t)(t % s->window) * (size_t)s->workers + (size_t)w;
+}
+
+/*
+ * Stepped modes: applies every step that has collected enough pushes, in
+ * order. sync and ssp need all workers; sync:k/n needs k. The gradients are
+ * summed in worker-rank order, so the result does not depend on arrival order.
+ */
+static void s_try_apply(ps_server_t *s)
+{
+    const ps_job_t *j = &s->view->job;
+    const int need = j->mode == PS_MODE_BACKUP ? j->backup_k : s->workers;
+    for (;;) {
+        int complete = 0, first = -1;
+        for (int w = 0; w < s->workers; w++) {
+            if (s->covered[s_slot(s, s->version, w)] == s->n) {
+                complete++;
+                first = first < 0 ? w : first;
+            }
+        }
+        if (complete < need) {
+            return;
+        }
+        float *sum = s->slots + s_slot(s, s->version, first) * s->n;
+        for (int w = first + 1; w < s->workers; w++) {
+            size_t k = s_slot(s, s->version, w);
+            if (s->covered[k] != s->n) {
+                continue;
+            }
+            const float *g = s->slots + k * s->n;
+            for (uint64_t i = 0; i < s->n; i++) {
+                sum[i] += g[i];
+            }
+        }
+        for (int w = 0; w < s->workers; w++) {
+            size_t k = s_slot(s, s->version, w);
+            if (s->covered[k] == s->n) {
+                ps_hist_add(&s->staleness, s->version - s->computed_on[k]);
+            } else if (s->covered[k]) {
+                s->dropped++; /* a late worker's partial push: its step is over */
+            }
+            s->covered[k] = 0;
+            s->nparts[k] = 0;
+        }
+        ps_optim_step(&s->opt, s_lr(s, s->version), ++s->applied, s->w, s->state, s->n, sum,
+                      1.0f / (float)complete, s->n);
+        s->version++;
+        s->step_since = ps_now();
+        s_flush_pulls(s);
+    }
+}
+
+/* Records keys [r) (shard-relative) as pushed into slot k; refuses overlaps,
+ * so a worker's share of a step is complete exactly when every key came once. */
+static int s_add_part(ps_server_t *s, size_t k, ps_range_t r)
+{
+    ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
+    if (s->nparts[k] == PS_MAX_PARTS) {
+        return PS_ENOMEM;
+    }
+    for (int i = 0; i < s->nparts[k]; i++) {
+        if (r.begin < parts[i].end && parts[i].begin < r.end) {
+            return PS_ESTATE;
         }
     }
-    ps_optim_step(&s->opt, s_lr(s, s->version), ++s->applied, s->w, s->state, s->n, sum,
-                  1.0f / (float)s->workers, s->n);
-    memset(s->covered, 0, (size_t)s->workers * sizeof *s->covered);
-    s->version++;
-    s_flush_pulls(s);
+    parts[s->nparts[k]].begin = r.begin;
+    parts[s->nparts[k]].end = r.end;
+    s->nparts[k]++;
+    s->covered[k] += ps_range_len(r);
+    return 0;
+}
+
+static void s_on_stepped_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
+{
+    const ps_header_t *h = &m->hdr;
+    const ps_job_t *j = &s->view->job;
+    if (h->step < s->version && j->mode == PS_MODE_BACKUP) {
+        /* Late for a step already applied with k pushes: drop, but ack so the
+         * worker moves on to the current step. */
+        s->dropped++;
+        s_reply(s, &m->route, PS_MSG_PUSH_ACK, h->request_id, r, NULL);
+        return;
+    }
+    if (h->step < s->version || h->step >= s->version + s->window) {
+        s_reply_error(s, m, PS_ESTATE,
+                      "push for step %lld, but steps %lld to %lld are being collected",
+                      (long long)h->step, (long long)s->version,
+                      (long long)(s->version + s->window - 1));
+        return;
+    }
+    size_t k = s_slot(s, h->step, h->sender);
+    ps_range_t rel = {r.begin - s->shard.begin, r.end - s->shard.begin};
+    int rc = s_add_part(s, k, rel);
+    if (rc != 0) {
+        s_reply_error(s, m, rc,
+                      rc == PS_ESTATE ? "W%d pushed keys of step %lld twice"
+                                      : "W%d split step %lld into too many pushes",
+                      h->sender, (long long)h->step);
+        return;
+    }
+    if (s->covered[k] == ps_range_len(r) || h->version < s->computed_on[k]) {
+        s->computed_on[k] = h->version; /* the stalest part counts */
+    }
+    s_payload(s, m, s->slots + k * s->n + rel.begin);
+    s->pushes++;
+    s_reply(s, &m->route, PS_MSG_PUSH_ACK, h->request_id, r, NULL);
+    s_try_apply(s);
+}
+
+/* Stepped modes: logs which workers a step has waited on for too long. */
+static void s_log_missing(ps_server_t *s)
+{
+    double now = ps_now(), waited = now - s->step_since;
+    if (!ps_job_is_stepped(&s->view->job) || !s->initialized || s->n == 0 ||
+        waited < s->cfg->report_missing || now - s->missing_logged < s->cfg->report_missing) {
+        return;
+    }
+    char who[256] = "";
+    size_t at = 0;
+    int any = 0;
+    for (int w = 0; w < s->workers && at < sizeof who - 32; w++) {
+        uint64_t c = s->covered[s_slot(s, s->version, w)];
+        any |= c != 0;
+        if (c != s->n) {
+            at += (size_t)snprintf(who + at, sizeof who - at, " W%d (%llu of %llu keys)", w,
+                                   (unsigned long long)c, (unsigned long long)s->n);
+        }
+    }
+    if (any) { /* someone pushed and waits on the others */
+        ps_log_warn("step %lld of keys [%llu, %llu) has waited %.1f s for:%s",
+                    (long long)s->version, (unsigned long long)s->shard.begin,
+                    (unsigned long long)s->shard.end, waited, who);
+        s->missing_logged = now;
+    }
 }
 
 static void s_on_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
@@ -206,42 +347,18 @@ static void s_on_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
         s_reply_error(s, m, PS_ESTATE, "push before the parameters were initialised");
         return;
     }
-    uint64_t len = ps_range_len(r);
-    if (s->view->job.mode == PS_MODE_SYNC) {
-        if (h->step != s->version) {
-            s_reply_error(s, m, PS_ESTATE, "push for step %lld, but step %lld is being collected",
-                          (long long)h->step, (long long)s->version);
-            return;
-        }
-        if (s->covered[h->sender] + len > s->n) {
-            s_reply_error(s, m, PS_ESTATE, "W%d pushed more than its share of step %lld",
-                          h->sender, (long long)h->step);
-            return;
-        }
-        float *slot = s->slots + (size_t)h->sender * s->n + (r.begin - s->shard.begin);
-        s_payload(s, m, slot);
-        s->covered[h->sender] += len;
-        s->pushes++;
-        s_reply(s, &m->route, PS_MSG_PUSH_ACK, h->request_id, r, NULL);
-        for (int k = 0; k < s->workers; k++) {
-            if (s->covered[k] != s->n) {
-                return;
-            }
-        }
-        s_apply_sync(s);
+    if (ps_job_is_stepped(&s->view->job)) {
+        s_on_stepped_push(s, m, r);
         return;
     }
+    uint64_t len = ps_range_len(r);
     /* async: apply on arrival, record how stale the gradient was. */
     const float *g = s_payload(s, m, NULL);
     uint64_t off = r.begin - s->shard.begin;
     /* async: M pushes make one step of the sync schedule. */
     ps_optim_step(&s->opt, s_lr(s, s->version / s->workers), ++s->applied, s->w + off,
                   s->state + off, s->n, g, 1.0f, len);
-    int64_t stale = s->version - h->version;
-    s->staleness_sum += (double)(stale > 0 ? stale : 0);
-    if (stale > s->staleness_max) {
-        s->staleness_max = stale;
-    }
+    ps_hist_add(&s->staleness, s->version - h->version);
     s->version++;
     s->pushes++;
     s_reply(s, &m->route, PS_MSG_PUSH_ACK, h->request_id, r, NULL);
@@ -286,6 +403,23 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     }
 }
 
+/* Sends the telemetry the scheduler asked for at the end of the job. */
+static void s_send_report(ps_server_t *s)
+{
+    ps_server_report_t r = {.pushes = s->pushes,
+                            .pulls = s->pulls,
+                            .rejected = s->errors,
+                            .dropped = s->dropped,
+                            .version = s->version,
+                            .staleness = s->staleness};
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_report(&r, &body, &len) == 0) {
+        ps_msg_send_ctrl(s->link.sock, NULL, PS_MSG_REPORT, PS_ROLE_SERVER, s->rank, body, len);
+        free(body);
+    }
+}
+
 /* Serves until the job ends. Returns 0 (clean shutdown) or 1. */
 static int s_loop(ps_server_t *s)
 {
@@ -325,6 +459,9 @@ static int s_loop(ps_server_t *s)
                     ps_log_err("%s", err);
                     return 1;
                 }
+                if (rc == PS_MSG_REPORT) {
+                    s_send_report(s);
+                }
             }
             int ev = 0;
             size_t evlen = sizeof ev;
@@ -335,6 +472,7 @@ static int s_loop(ps_server_t *s)
             ps_log_err("%s", err);
             return 1;
         }
+        s_log_missing(s);
     }
 }
 
@@ -355,19 +493,29 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->w = calloc(n, sizeof(float));
     s->state = calloc(n * (size_t)(ps_optim_state_floats(&s->opt) + 1), sizeof(float));
     s->scratch = calloc(n, sizeof(float));
-    s->slots = v->job.mode == PS_MODE_SYNC ? calloc(n * (size_t)s->workers, sizeof(float))
-                                           : calloc(1, sizeof(float));
-    s->covered = calloc((size_t)s->workers, sizeof *s->covered);
+    s->window = v->job.mode == PS_MODE_SSP ? v->job.staleness + 1 : 1;
+    size_t nslots = ps_job_is_stepped(&v->job) ? (size_t)s->window * (size_t)s->workers : 1;
+    s->slots = calloc(nslots * n, sizeof(float));
+    s->parts = calloc(nslots * PS_MAX_PARTS, sizeof *s->parts);
+    s->nparts = calloc(nslots, sizeof *s->nparts);
+    s->covered = calloc(nslots, sizeof *s->covered);
+    s->computed_on = calloc(nslots, sizeof *s->computed_on);
     s->pending = calloc((size_t)s->cap_pending, sizeof *s->pending);
-    if (!s->w || !s->state || !s->scratch || !s->slots || !s->covered || !s->pending) {
+    ps_hist_init(&s->staleness);
+    if (!s->w || !s->state || !s->scratch || !s->slots || !s->parts || !s->nparts ||
+        !s->covered || !s->computed_on || !s->pending) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)s->n);
         return PS_ENOMEM;
     }
     s->initialized = s->n == 0; /* an empty shard has nothing to wait for */
-    ps_log_info("serving keys [%llu, %llu) (%llu parameters) for %d workers, mode %s",
+    s->step_since = ps_now();
+    char mode[32];
+    ps_job_mode_str(&v->job, mode, sizeof mode);
+    ps_log_info("serving keys [%llu, %llu) (%llu parameters) for %d workers, mode %s, "
+                "optimizer %s",
                 (unsigned long long)s->shard.begin, (unsigned long long)s->shard.end,
-                (unsigned long long)s->n, s->workers, ps_job_mode_name(v->job.mode));
+                (unsigned long long)s->n, s->workers, mode, v->job.optimizer);
     return 0;
 }
 
@@ -408,13 +556,12 @@ int ps_server_run(const ps_server_config_t *cfg)
         goto fail;
     }
     status = s_loop(&s);
-    ps_log_info("served %llu pushes and %llu pulls, rejected %llu messages, version %lld%s",
+    ps_log_info("served %llu pushes and %llu pulls, rejected %llu messages, dropped %llu "
+                "late pushes, version %lld, staleness mean %.2f max %lld",
                 (unsigned long long)s.pushes, (unsigned long long)s.pulls,
-                (unsigned long long)s.errors, (long long)s.version, "");
-    if (s.view->job.mode == PS_MODE_ASYNC && s.pushes) {
-        ps_log_info("staleness: mean %.2f max %lld", s.staleness_sum / (double)s.pushes,
-                    (long long)s.staleness_max);
-    }
+                (unsigned long long)s.errors, (unsigned long long)s.dropped,
+                (long long)s.version, ps_hist_mean(&s.staleness),
+                (long long)(s.staleness.max > 0 ? s.staleness.max : 0));
 fail:
     ps_link_close(&s.link);
     ps_transport_close(&s.router);
@@ -426,6 +573,9 @@ fail:
     free(s.slots);
     free(s.scratch);
     free(s.covered);
+    free(s.parts);
+    free(s.nparts);
+    free(s.computed_on);
     free(s.pending);
     free(s.view);
     return status;

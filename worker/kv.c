@@ -48,7 +48,7 @@ struct ps_kv {
     ps_link_t link;      /* owned by the I/O thread once it runs */
     ps_view_t view;
     void **servers;      /* one DEALER per server, I/O thread's */
-    int64_t *versions;   /* last version served by each server, I/O thread's */
+    int64_t *versions;   /* last version served by each server; written by the I/O thread under mu */
     int efd;             /* wakes the I/O thread */
     pthread_t thread;
     int thread_started;
@@ -452,6 +452,19 @@ void ps_kv_abort(ps_kv_t *kv, const char *reason)
 const char *ps_kv_error(ps_kv_t *kv)
 {
     return kv->error;
+}
+
+int64_t ps_kv_version(ps_kv_t *kv)
+{
+    int64_t v = INT64_MAX;
+    pthread_mutex_lock(&kv->mu);
+    for (int i = 0; i < kv->view.num_servers; i++) {
+        if (kv->view.servers[i].end > kv->view.servers[i].begin && kv->versions[i] < v) {
+            v = kv->versions[i];
+        }
+    }
+    pthread_mutex_unlock(&kv->mu);
+    return v == INT64_MAX ? 0 : v;
 }
 
 void ps_kv_bytes(ps_kv_t *kv, uint64_t *pushed, uint64_t *pulled)

@@ -69,6 +69,9 @@ void ps_kv_abort(ps_kv_t *kv, const char *reason);
 /* The reason of the last failure; borrowed, valid until the next call. */
 const char *ps_kv_error(ps_kv_t *kv);
 
+/* The lowest version any server holding keys answered a pull with so far. */
+int64_t ps_kv_version(ps_kv_t *kv);
+
 /* Payload bytes pushed and pulled so far. */
 void ps_kv_bytes(ps_kv_t *kv, uint64_t *pushed, uint64_t *pulled);
 

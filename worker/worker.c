@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -79,68 +80,107 @@ static int s_evaluate(ps_worker_t *w, int epoch, double t_train)
     return 0;
 }
 
+/* The version a pull after pushing step t must wait for. */
+static int64_t s_pull_version(const ps_job_t *j, int64_t t)
+{
+    switch (j->mode) {
+    case PS_MODE_SYNC:
+    case PS_MODE_BACKUP:
+        return t + 1;
+    case PS_MODE_SSP:
+        return t + 1 - j->staleness > 0 ? t + 1 - j->staleness : 0;
+    default:
+        return 0;
+    }
+}
+
+/* Experiments: the straggler's compute takes `factor` times as long. */
+static void s_straggle(const ps_job_t *j, int rank, double compute_seconds)
+{
+    if (rank != j->straggler_rank || j->straggler_factor <= 1.0) {
+        return;
+    }
+    double extra = compute_seconds * (j->straggler_factor - 1.0);
+    struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* End of an epoch: remember its loss; worker 0 evaluates. */
+static int s_end_epoch(ps_worker_t *w, int epoch, double loss_sum, int nsteps, double t0)
+{
+    w->done.final_loss = nsteps ? loss_sum / nsteps : 0;
+    return w->link.rank == 0 ? s_evaluate(w, epoch + 1, ps_now() - t0) : 0;
+}
+
+/*
+ * The step loop. t is the global step: in stepped modes the version this
+ * worker's gradient is for (under sync:k/n a late worker jumps to the
+ * version it pulled, skipping the batches the others already covered); in
+ * async a local count. Epoch and batch follow from t.
+ */
 static int s_train(ps_worker_t *w)
 {
     const ps_job_t *j = &w->job;
     const int M = w->view->num_workers, b = j->batch, rank = w->link.rank;
     const uint64_t P = w->view->num_params;
-    const int sync = j->mode == PS_MODE_SYNC;
+    const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
-    const int steps_per_epoch = (int)w->view->steps_per_epoch;
     int rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
-    int64_t t = 0;
-    double t0 = ps_now(), last_log = t0;
-    int64_t last_log_step = 0;
-    for (int e = 0; rc == 0 && e < j->epochs; e++) {
-        ps_data_order(j->seed, e, w->order, w->train.n);
-        double loss_sum = 0;
-        int nsteps = 0;
-        for (int k = 0; k < steps_per_epoch; k++) {
-            if (t >= w->view->total_steps) {
-                break;
-            }
-            ps_data_gather(&w->train, w->order, (k * M + rank) * b, b, w->x, w->y);
-            double tc = ps_now();
-            float loss;
-            rc = ps_model_train_step(w->model, w->x, w->y, b, &loss);
-            if (rc != 0) {
-                snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
+    int64_t t = 0, steps = 0, last_log_step = 0;
+    int epoch = -1, nsteps = 0;
+    double loss_sum = 0, t0 = ps_now(), last_log = t0;
+    while (rc == 0 && t < total) {
+        const int e = (int)(t / spe), k = (int)(t % spe);
+        if (e != epoch) {
+            if (epoch >= 0 && (rc = s_end_epoch(w, epoch, loss_sum, nsteps, t0)) != 0) {
                 return rc;
             }
-            double tw = ps_now();
-            w->done.compute_seconds += tw - tc;
-            /* Pull right behind the push: same sockets, so the servers see the
-             * push first; sync pulls wait for the step's update. */
-            int hp = ps_kv_push(w->kv, 0, P, grads, t);
-            int hl = ps_kv_pull(w->kv, 0, P, params, sync ? t + 1 : 0);
-            if ((rc = s_wait(w, hp, "push")) != 0 || (rc = s_wait(w, hl, "pull")) != 0) {
-                return rc;
-            }
-            w->done.wait_seconds += ps_now() - tw;
-            loss_sum += loss;
-            nsteps++;
-            t++;
-            double now = ps_now();
-            if (rank == 0 && (now - last_log >= w->cfg->progress_seconds ||
-                              k + 1 == steps_per_epoch)) {
-                ps_log_info("epoch=%d/%d step=%d/%d loss=%.4f samples_per_sec=%.0f", e + 1,
-                            j->epochs, k + 1, steps_per_epoch, loss_sum / nsteps,
-                            (double)(t - last_log_step) * M * b / (now - last_log));
-                last_log = now;
-                last_log_step = t;
-            }
+            epoch = e;
+            ps_data_order(j->seed, e, w->order, w->train.n);
+            loss_sum = 0;
+            nsteps = 0;
         }
-        w->done.final_loss = nsteps ? loss_sum / nsteps : 0;
-        if (rank == 0 && (rc = s_evaluate(w, e + 1, ps_now() - t0)) != 0) {
+        ps_data_gather(&w->train, w->order, (k * M + rank) * b, b, w->x, w->y);
+        double tc = ps_now();
+        float loss;
+        if ((rc = ps_model_train_step(w->model, w->x, w->y, b, &loss)) != 0) {
+            snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;
         }
-        if (t >= w->view->total_steps) {
-            break;
+        s_straggle(j, rank, ps_now() - tc);
+        double tw = ps_now();
+        w->done.compute_seconds += tw - tc;
+        /* Pull right behind the push: same sockets, so each server sees the
+         * push first; stepped modes' pulls wait for the step's update. */
+        int hp = ps_kv_push(w->kv, 0, P, grads, t);
+        int hl = ps_kv_pull(w->kv, 0, P, params, s_pull_version(j, t));
+        if ((rc = s_wait(w, hp, "push")) != 0 || (rc = s_wait(w, hl, "pull")) != 0) {
+            return rc;
+        }
+        w->done.wait_seconds += ps_now() - tw;
+        loss_sum += loss;
+        nsteps++;
+        steps++;
+        int64_t next = t + 1;
+        if (j->mode == PS_MODE_BACKUP && ps_kv_version(w->kv) > next) {
+            next = ps_kv_version(w->kv);
+        }
+        t = next;
+        double now = ps_now();
+        if (rank == 0 && (now - last_log >= w->cfg->progress_seconds || t % spe == 0)) {
+            ps_log_info("epoch=%d/%d step=%lld/%lld loss=%.4f samples_per_sec=%.0f", e + 1,
+                        j->epochs, (long long)(t - (int64_t)e * spe), (long long)spe,
+                        loss_sum / nsteps, (double)(steps - last_log_step) * M * b / (now - last_log));
+            last_log = now;
+            last_log_step = steps;
         }
     }
+    if (rc == 0 && epoch >= 0) {
+        rc = s_end_epoch(w, epoch, loss_sum, nsteps, t0);
+    }
     w->done.train_seconds = ps_now() - t0;
-    w->done.steps = t;
-    w->done.samples = t * b;
+    w->done.steps = steps;
+    w->done.samples = steps * b;
     ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
     if (rc == 0 && w->cfg->dump_params && s_dump(w->cfg->dump_params, params, P) != 0) {
         snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",

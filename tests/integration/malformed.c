@@ -382,7 +382,7 @@ int main(int argc, char **argv)
         c.view->num_params != P || c.view->job.mode != PS_MODE_SYNC) {
         s_die("unexpected job: rank %d, %d workers, %d servers, P=%llu, mode %s", c.link.rank,
               c.view->num_workers, c.view->num_servers,
-              (unsigned long long)c.view->num_params, ps_job_mode_name(c.view->job.mode));
+              (unsigned long long)c.view->num_params, c.view->job.mode == PS_MODE_SYNC ? "sync" : "other");
     }
     c.shard.begin = c.view->servers[0].begin;
     c.shard.end = c.view->servers[0].end;
