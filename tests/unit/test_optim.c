@@ -1,11 +1,15 @@
 /*
- * tests/unit/test_optim.c - ps_optim_sgd_step against the PyTorch SGD formula
- * (dampening 0, no Nesterov) evaluated in float64 over several steps.
+ * tests/unit/test_optim.c - the optimizers against their reference formulas
+ * (torch.optim's documented updates) evaluated in float64 over several
+ * steps, and the learning-rate schedules against theirs.
  */
 #include <check.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "kernels/optim.h"
 #include "tests/unit/testutil.h"
 
@@ -75,6 +79,146 @@ START_TEST(plain_sgd_leaves_velocity_untouched)
 }
 END_TEST
 
+/* Float64 reference of one update of every optimizer kind (see optim.h). */
+typedef struct {
+    double w[S_N], a[S_N], b[S_N]; /* parameters and up to two state arrays */
+} s_ref_t;
+
+static void s_ref_step(const ps_optim_t *o, double lr, int64_t t, s_ref_t *r,
+                       const float *g, double scale)
+{
+    for (int i = 0; i < S_N; i++) {
+        double gg = (double)g[i] * scale + (double)o->weight_decay * r->w[i];
+        switch (o->kind) {
+        case PS_OPT_SGD:
+            if (o->momentum > 0) {
+                r->a[i] = o->momentum * r->a[i] + gg;
+                gg = r->a[i];
+            }
+            r->w[i] -= lr * gg;
+            break;
+        case PS_OPT_NESTEROV:
+            r->a[i] = o->momentum * r->a[i] + gg;
+            r->w[i] -= lr * (gg + o->momentum * r->a[i]);
+            break;
+        case PS_OPT_ADAM: {
+            double b1 = o->beta1, b2 = o->beta2;
+            r->a[i] = b1 * r->a[i] + (1 - b1) * gg;
+            r->b[i] = b2 * r->b[i] + (1 - b2) * gg * gg;
+            double mh = r->a[i] / (1 - pow(b1, (double)t));
+            double vh = r->b[i] / (1 - pow(b2, (double)t));
+            r->w[i] -= lr * mh / (sqrt(vh) + o->eps);
+            break;
+        }
+        case PS_OPT_ADAGRAD:
+            r->a[i] += gg * gg;
+            r->w[i] -= lr * gg / (sqrt(r->a[i]) + o->eps);
+            break;
+        }
+    }
+}
+
+/* Runs S_STEPS of ps_optim_step on the whole vector, split into two
+ * sub-range updates (stride semantics), and of the reference, side by side. */
+static void s_check_kind(const char *name, double lr, double mu, double wd)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    snprintf(job.optimizer, sizeof job.optimizer, "%s", name);
+    job.momentum = mu;
+    job.weight_decay = wd;
+    ps_optim_t o;
+    ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
+    const int nstate = ps_optim_state_floats(&o);
+    float w[S_N], state[2 * S_N], g[S_N];
+    static s_ref_t r;
+    ps_test_fill(w, S_N, -1, 1, 3);
+    memset(state, 0, sizeof state);
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < S_N; i++) {
+        r.w[i] = w[i];
+    }
+    const int cut = 100; /* update [0,cut) and [cut,S_N) separately */
+    for (int t = 1; t <= S_STEPS; t++) {
+        ps_test_fill(g, S_N, -1, 1, 200 + t);
+        ps_optim_step(&o, (float)lr, t, w, state, S_N, g, 0.5f, cut);
+        ps_optim_step(&o, (float)lr, t, w + cut, state + cut, S_N, g + cut, 0.5f, S_N - cut);
+        s_ref_step(&o, (float)lr, t, &r, g, 0.5);
+    }
+    for (int i = 0; i < S_N; i++) {
+        ck_assert_msg(ps_test_close(w[i], r.w[i], 1e-6, 1e-5), "%s: w[%d]=%.9g want %.9g",
+                      name, i, w[i], r.w[i]);
+        if (nstate >= 1) {
+            ck_assert_msg(ps_test_close(state[i], r.a[i], 1e-6, 1e-5), "%s: state", name);
+        }
+        if (nstate == 2) {
+            ck_assert_msg(ps_test_close(state[S_N + i], r.b[i], 1e-6, 1e-5), "%s: 2nd", name);
+        }
+    }
+}
+
+START_TEST(every_optimizer_matches_its_formula)
+{
+    s_check_kind("sgd", 0.1, 0.0, 0.0);
+    s_check_kind("sgd", 0.05, 0.9, 1e-4);
+    s_check_kind("nesterov", 0.05, 0.9, 1e-4);
+    s_check_kind("adam", 0.01, 0.0, 0.0);
+    s_check_kind("adam", 0.001, 0.0, 1e-2);
+    s_check_kind("adagrad", 0.1, 0.0, 0.0);
+    s_check_kind("adagrad", 0.05, 0.0, 1e-3);
+}
+END_TEST
+
+START_TEST(optimizer_names_and_state_sizes)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ps_optim_t o;
+    const char *names[] = {"sgd", "nesterov", "adam", "adagrad"};
+    const int floats[] = {1, 1, 2, 1}; /* default momentum 0.9: sgd keeps velocity */
+    for (int i = 0; i < 4; i++) {
+        snprintf(job.optimizer, sizeof job.optimizer, "%s", names[i]);
+        ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
+        ck_assert_int_eq(ps_optim_state_floats(&o), floats[i]);
+    }
+    job.momentum = 0;
+    snprintf(job.optimizer, sizeof job.optimizer, "sgd");
+    ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
+    ck_assert_int_eq(ps_optim_state_floats(&o), 0);
+    snprintf(job.optimizer, sizeof job.optimizer, "rmsprop");
+    ck_assert_int_eq(ps_optim_from_job(&job, &o), PS_EINVAL);
+}
+END_TEST
+
+START_TEST(schedules_match_their_formulas)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    job.lr = 0.1;
+    ck_assert_int_eq(ps_job_parse_schedule("constant", &job.schedule), 0);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 500, 100, 1000), 0.1f, 1e-7f);
+    ck_assert_int_eq(ps_job_parse_schedule("cosine", &job.schedule), 0);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 0, 100, 1000), 0.1f, 1e-7f);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 500, 100, 1000), 0.05f, 1e-7f);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 250, 100, 1000),
+                           (float)(0.05 * (1 + cos(M_PI / 4))), 1e-7f);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 1000, 100, 1000), 0.0f, 1e-7f);
+    ck_assert_int_eq(ps_job_parse_schedule("step:2:0.5", &job.schedule), 0);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 199, 100, 1000), 0.1f, 1e-7f);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 200, 100, 1000), 0.05f, 1e-7f);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 450, 100, 1000), 0.025f, 1e-7f);
+    job.schedule.warmup_steps = 10;
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 0, 100, 1000), 0.01f, 1e-7f);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 4, 100, 1000), 0.05f, 1e-7f);
+    ck_assert_float_eq_tol(ps_optim_lr(&job, 10, 100, 1000), 0.1f, 1e-7f);
+    const char *bad[] = {"", "linear", "step", "step:0:0.5", "step:2:0", "step:2:1.5",
+                         "step:2:0.5x", "cosine "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(ps_job_parse_schedule(bad[i], &job.schedule), PS_EINVAL);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optim");
@@ -83,6 +227,9 @@ int main(void)
     tcase_add_test(tc, momentum_matches_formula);
     tcase_add_test(tc, momentum_with_weight_decay_and_scale_matches_formula);
     tcase_add_test(tc, plain_sgd_leaves_velocity_untouched);
+    tcase_add_test(tc, every_optimizer_matches_its_formula);
+    tcase_add_test(tc, optimizer_names_and_state_sizes);
+    tcase_add_test(tc, schedules_match_their_formulas);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
