@@ -48,13 +48,15 @@ static int s_dump(const char *path, const float *p, size_t n)
     return (fclose(f) == 0 && w == n) ? 0 : PS_EIO;
 }
 
-/* Waits for a request; on failure leaves the reason in w->err. */
+/* Waits for a request; on failure leaves the reason in w->err. A request
+ * refused with PS_ECLOSED found the job already gone (scheduler lost, job
+ * aborted): ps_kv_error() holds why, as for a failed wait. */
 static int s_wait(ps_worker_t *w, int handle, const char *what)
 {
     int rc = handle < 0 ? handle : ps_kv_wait(w->kv, handle);
     if (rc != 0) {
         snprintf(w->err, sizeof w->err, "%s failed: %s", what,
-                 handle < 0 ? ps_strerror(rc) : ps_kv_error(w->kv));
+                 handle < 0 && handle != PS_ECLOSED ? ps_strerror(rc) : ps_kv_error(w->kv));
     }
     return rc;
 }
