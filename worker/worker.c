@@ -164,7 +164,12 @@ static int s_start(ps_worker_t *w)
     if (rc != 0) {
         return rc;
     }
-    if ((rc = ps_kernels_select(cfg->device, &w->kernels, w->err, sizeof w->err)) != 0) {
+    /* The device is chosen before joining, so a bad --device fails without
+     * touching the job, but announced after: a worker that cannot start
+     * prints its one error line and nothing else. */
+    char device[256];
+    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0) {
+        snprintf(w->err, sizeof w->err, "%s", device);
         return rc;
     }
     rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
@@ -174,6 +179,7 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     ps_log_set_role("W", w->link.rank);
+    ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;
     int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
     if ((rc = ps_model_new(j->model, w->kernels, max_batch, &w->model)) != 0) {
