@@ -61,4 +61,5 @@ for key in test_accuracy steps num_params; do
     [ "$a" = "$b" ] || fail "$key differs: by hand $a, launcher $b"
 done
 [ "$(field "$TMP/hand.json" steps)" = 100 ] || fail "expected 100 steps: $(cat "$TMP/hand.json")"
+check_logs
 echo "ok: test_accuracy $(field "$TMP/hand.json" test_accuracy), parameters bitwise equal"

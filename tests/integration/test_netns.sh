@@ -107,6 +107,8 @@ done
 params_close "$TMP/netns.f32" "$TMP/loopback.f32" 0 ||
     fail "the namespace run's parameters differ from the loopback run's"
 
+check_logs
+
 # Tear down now and check nothing of ours is left.
 cleanup_ns_left() {
     ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PFX(hub|c|s0|s1|w0|w1)$"
