@@ -562,7 +562,10 @@ static void s_reap(s_launch_t *L)
         if (L->phase == S_PHASE_STOP) {
             ps_log_debug("%s (pid %d) %s", c->tag, (int)pid, how);
         } else if (c->role == S_ROLE_C && L->phase == S_PHASE_ENDPOINT) {
-            s_stop(L, 1, "scheduler (pid %d) %s %s", (int)pid, how,
+            /* Status 2 is the scheduler's "bad usage": it rejected a job flag
+             * we forwarded (its own error line says which), so ours is too. */
+            int usage = WIFEXITED(status) && WEXITSTATUS(status) == 2;
+            s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", (int)pid, how,
                    access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
                                                 : "before writing its endpoint");
         } else if (!ok) {

@@ -144,10 +144,12 @@ extern const ps_kernels_t ps_kernels_cpu;
 
 /*
  * Chooses a backend by name: "cpu", "cuda", or "auto" (CUDA when it is built
- * and a GPU answers, else CPU). Logs the choice and the reason at info level.
- * Returns 0 and stores a borrowed table (valid for the life of the program) in
- * *out; PS_EINVAL for an unknown name; PS_ENOTSUP ("cuda" in a build without
- * CUDA) or PS_ENODEV ("cuda" and no GPU), with a one-line reason in why.
+ * and a GPU answers, else CPU). Returns 0, stores a borrowed table (valid for
+ * the life of the program) in *out and a one-line description of the choice
+ * and its reason in why, for the caller to log (e.g. "cpu (auto: this build
+ * has no CUDA backend ...)"); PS_EINVAL for an unknown name; PS_ENOTSUP
+ * ("cuda" in a build without CUDA) or PS_ENODEV ("cuda" and no GPU), with a
+ * one-line reason in why. Logs nothing.
  * Thread-safe.
  */
 int ps_kernels_select(const char *device, const ps_kernels_t **out, char *why,

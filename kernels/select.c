@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "common/log.h"
 #include "kernels/kernels.h"
 
 #ifdef PS_HAVE_CUDA
@@ -42,7 +41,7 @@ static int s_try_cuda(const ps_kernels_t **out, char *why, size_t whylen)
 int ps_kernels_select(const char *device, const ps_kernels_t **out, char *why,
                       size_t whylen)
 {
-    char local[256];
+    char local[256], reason[200];
     if (!why || whylen == 0) {
         why = local;
         whylen = sizeof(local);
@@ -54,23 +53,22 @@ int ps_kernels_select(const char *device, const ps_kernels_t **out, char *why,
     }
     if (strcmp(device, "cpu") == 0) {
         *out = &ps_kernels_cpu;
-        ps_log_info("device=cpu (requested)");
+        snprintf(why, whylen, "cpu (requested)");
         return 0;
     }
     if (strcmp(device, "cuda") == 0) {
         int rc = s_try_cuda(out, why, whylen);
         if (rc == 0) {
-            ps_log_info("device=cuda (requested)");
+            snprintf(why, whylen, "cuda (requested)");
         }
         return rc;
     }
     if (strcmp(device, "auto") == 0) {
-        if (s_try_cuda(out, why, whylen) == 0) {
-            ps_log_info("device=cuda (auto: a GPU answered)");
+        if (s_try_cuda(out, reason, sizeof reason) == 0) {
+            snprintf(why, whylen, "cuda (auto: a GPU answered)");
             return 0;
         }
-        ps_log_info("device=cpu (auto: %s)", why);
-        why[0] = '\0';
+        snprintf(why, whylen, "cpu (auto: %s)", reason);
         *out = &ps_kernels_cpu;
         return 0;
     }

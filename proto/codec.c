@@ -375,7 +375,9 @@ int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d)
         d->compute_seconds = m->compute_seconds;
         d->wait_seconds = m->wait_seconds;
         d->num_epochs_evaluated = (int)m->n_test_accuracy;
-        memcpy(d->test_accuracy, m->test_accuracy, m->n_test_accuracy * sizeof(double));
+        if (m->n_test_accuracy) { /* none: the array is NULL, which memcpy may not get */
+            memcpy(d->test_accuracy, m->test_accuracy, m->n_test_accuracy * sizeof(double));
+        }
         d->final_loss = m->final_loss;
     }
     shardps__done__free_unpacked(m, NULL);

@@ -42,7 +42,7 @@ void ps_kv_destroy(ps_kv_t **kv);
 
 /* Pushes the gradient of keys [begin, end) computed at `step`. Returns a
  * handle >= 0, or PS_EINVAL (bad range), PS_ENOMEM (too many in flight),
- * PS_ECLOSED (the job is gone). */
+ * PS_ECLOSED (the job is gone; ps_kv_error() says why). */
 int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step);
 
 /* Pulls keys [begin, end) into dst once every server holding them is at

@@ -50,13 +50,15 @@ static int s_dump(const char *path, const float *p, size_t n)
     return (fclose(f) == 0 && w == n) ? 0 : PS_EIO;
 }
 
-/* Waits for a request; on failure leaves the reason in w->err. */
+/* Waits for a request; on failure leaves the reason in w->err. A request
+ * refused with PS_ECLOSED found the job already gone (scheduler lost, job
+ * aborted): ps_kv_error() holds why, as for a failed wait. */
 static int s_wait(ps_worker_t *w, int handle, const char *what)
 {
     int rc = handle < 0 ? handle : ps_kv_wait(w->kv, handle);
     if (rc != 0) {
         snprintf(w->err, sizeof w->err, "%s failed: %s", what,
-                 handle < 0 ? ps_strerror(rc) : ps_kv_error(w->kv));
+                 handle < 0 && handle != PS_ECLOSED ? ps_strerror(rc) : ps_kv_error(w->kv));
     }
     return rc;
 }
@@ -198,7 +200,12 @@ static int s_start(ps_worker_t *w)
     if (rc != 0) {
         return rc;
     }
-    if ((rc = ps_kernels_select(cfg->device, &w->kernels, w->err, sizeof w->err)) != 0) {
+    /* The device is chosen before joining, so a bad --device fails without
+     * touching the job, but announced after: a worker that cannot start
+     * prints its one error line and nothing else. */
+    char device[256];
+    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0) {
+        snprintf(w->err, sizeof w->err, "%s", device);
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
@@ -209,6 +216,7 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     ps_log_set_role("W", w->link.rank);
+    ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;
     int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
     if ((rc = ps_model_new(j->model, w->kernels, max_batch, &w->model)) != 0) {

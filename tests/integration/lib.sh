@@ -85,3 +85,13 @@ start_scheduler() {
 params_close() {
     "$SPS_BUILD/tests/integration/sps-params-diff" "$1" "$2" "$3"
 }
+
+# Fails when a log under $TMP holds a sanitizer report (UBSan, for one, reports
+# and carries on, so the exit status alone does not show it).
+check_logs() {
+    local hits
+    hits=$(grep -El "AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:" \
+        "$TMP"/*.log 2>/dev/null)
+    [ -z "$hits" ] ||
+        fail "sanitizer report in $hits: $(grep -Eh -m3 "Sanitizer|runtime error:" $hits)"
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# tests/integration/test_bad_input.sh - bad flags, bad environment, missing
+# data, an unreachable scheduler and bad endpoints each end a program at once
+# with one line on stderr that names the problem.
+#
+# Every command runs under `timeout 30` (status 124 = it hung). A failing case
+# must exit 1..127 (not a crash, not a sanitizer abort), print exactly one line
+# on stderr matching the expected text, and nothing else. --help on every
+# program exits 0 with usage on stdout and nothing on stderr.
+. "$(dirname "$0")/lib.sh"
+
+# Only what each case sets: no SHARDPS_* from the caller's environment.
+for v in $(compgen -e | grep '^SHARDPS_'); do
+    unset "$v"
+done
+
+N=0
+# bad NAME REGEX CMD...: CMD must fail with one stderr line matching REGEX.
+bad() {
+    local name=$1 re=$2 rc
+    shift 2
+    N=$((N + 1))
+    timeout 30 "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    [ $rc -ne 124 ] || fail "$name: still running after 30 s: $*"
+    [ $rc -ge 1 ] && [ $rc -le 127 ] ||
+        fail "$name: exit status $rc, expected a clean failure: $* : $(head -3 "$TMP/err")"
+    local lines
+    lines=$(wc -l <"$TMP/err")
+    [ "$lines" -eq 1 ] ||
+        fail "$name: $lines lines on stderr, expected 1: $*
+$(head -5 "$TMP/err")"
+    grep -Eq -- "$re" "$TMP/err" ||
+        fail "$name: stderr does not match '$re': $(cat "$TMP/err")"
+    [ ! -s "$TMP/out" ] || fail "$name: unexpected stdout: $(head -3 "$TMP/out")"
+    echo "ok $N - $name (exit $rc): $(cat "$TMP/err")"
+}
+
+# --- --help and unknown flags on every program --------------------------------
+for prog in "$SCHED" "$SERVER" "$WORKER" "$LAUNCH"; do
+    p=$(basename "$prog")
+    N=$((N + 1))
+    timeout 30 "$prog" --help >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "$p --help: exit status $rc"
+    grep -q "^usage: $p " "$TMP/out" || fail "$p --help: no usage line: $(head -2 "$TMP/out")"
+    grep -q -- "--help" "$TMP/out" || fail "$p --help: --help is not listed"
+    [ ! -s "$TMP/err" ] || fail "$p --help: wrote to stderr: $(cat "$TMP/err")"
+    echo "ok $N - $p --help"
+    bad "$p unknown flag" "^$p: error: unknown flag --no-such-flag" "$prog" --no-such-flag 1
+done
+
+# --- values that do not parse or are out of range ------------------------------
+bad "scheduler --servers abc" "--servers abc.*integer" "$SCHED" --servers abc
+bad "launch --servers abc" "--servers abc.*integer" "$LAUNCH" --servers abc
+bad "scheduler --lr x" "--lr x.*number" "$SCHED" --lr x
+bad "server --connect-timeout soon" "--connect-timeout soon.*number" "$SERVER" --connect-timeout soon
+bad "worker --rank one" "--rank one.*integer" "$WORKER" --rank one
+bad "scheduler --servers 0" "--servers 0" "$SCHED" --servers 0
+bad "launch --servers 0" "--servers 0" "$LAUNCH" --servers 0
+bad "launch --workers 0" "--workers 0" "$LAUNCH" --workers 0
+bad "scheduler --workers 300" "--workers 300" "$SCHED" --workers 300
+bad "scheduler --batch 0" "batch.*0" "$SCHED" --batch 0
+bad "scheduler --lr -1" "learning rate.*-1" "$SCHED" --lr -1
+bad "scheduler --mode bogus" "--mode bogus" "$SCHED" --mode bogus
+bad "scheduler --model bogus" "model 'bogus'" "$SCHED" --model bogus
+bad "scheduler --epochs 0" "epochs.*0" "$SCHED" --epochs 0
+bad "worker --device tpu" "device 'tpu'" "$WORKER" --device tpu
+bad "worker --threads -1" "--threads" "$WORKER" --threads -1
+bad "server --log-level loud" "--log-level loud" "$SERVER" --log-level loud
+bad "flag without a value" "--servers needs a value" "$SCHED" --servers
+bad "stray argument" "unexpected argument 'extra'" "$SERVER" extra
+
+# The launcher forwards job flags to the scheduler, whose one error line it
+# relays; its own exit status is 2 (bad usage) and nothing is left running.
+N=$((N + 1))
+timeout 30 "$LAUNCH" --batch 0 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -eq 2 ] || fail "launch --batch 0: exit status $rc, expected 2: $(cat "$TMP/err")"
+grep -Eq "C . shardps-scheduler: error: batch .*0" "$TMP/err" ||
+    fail "launch --batch 0: the scheduler's error is not relayed: $(cat "$TMP/err")"
+echo "ok $N - launch --batch 0 (exit 2)"
+
+# --- the environment -----------------------------------------------------------
+bad "SHARDPS_SERVERS=abc scheduler" "SHARDPS_SERVERS=abc" env SHARDPS_SERVERS=abc "$SCHED"
+bad "SHARDPS_SERVERS=abc launch" "SHARDPS_SERVERS=abc" env SHARDPS_SERVERS=abc "$LAUNCH"
+bad "SHARDPS_CONNECT_TIMEOUT=x worker" "SHARDPS_CONNECT_TIMEOUT=x" \
+    env SHARDPS_CONNECT_TIMEOUT=x "$WORKER"
+bad "SHARDPS_MODE=bogus scheduler" "bogus" env SHARDPS_MODE=bogus "$SCHED"
+
+# --- missing or broken data ----------------------------------------------------
+# The worker reads its data before it contacts the scheduler (port 1: never asked).
+bad "worker --data missing dir" "/nonexistent-$$/train-images-idx3-ubyte.gz" \
+    "$WORKER" --data "/nonexistent-$$" --scheduler tcp://127.0.0.1:1
+mkdir -p "$TMP/empty" "$TMP/junk"
+bad "worker --data empty dir" "$TMP/empty/train-images-idx3-ubyte.gz" \
+    "$WORKER" --data "$TMP/empty" --scheduler tcp://127.0.0.1:1
+head -c 4096 /dev/urandom >"$TMP/junk/train-images-idx3-ubyte.gz"
+bad "worker --data corrupt file" "$TMP/junk/train-images-idx3-ubyte.gz" \
+    "$WORKER" --data "$TMP/junk" --scheduler tcp://127.0.0.1:1
+
+# --- an unreachable scheduler ----------------------------------------------------
+# A port that was just closed: a scheduler bound it and was killed.
+start_scheduler gone --servers 1 --workers 1
+kill -9 "$SCHED_PID"
+wait "$SCHED_PID" 2>/dev/null
+GONE=$SCHED_EP
+bad "worker, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.}" \
+    "$WORKER" --scheduler "$GONE" --connect-timeout 2
+bad "server, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.}" \
+    "$SERVER" --scheduler "$GONE" --connect-timeout 2 --bind 'tcp://127.0.0.1:*'
+
+# --- malformed endpoints -------------------------------------------------------
+bad "scheduler --bind nonsense" "nonsense" "$SCHED" --bind nonsense
+bad "server --bind nonsense" "nonsense" "$SERVER" --bind nonsense --connect-timeout 2
+bad "server --scheduler nonsense" "nonsense" "$SERVER" --scheduler nonsense --bind 'tcp://127.0.0.1:*'
+bad "worker --scheduler nonsense" "nonsense" "$WORKER" --scheduler nonsense
+bad "scheduler --bind on a foreign address" "cannot bind tcp://192\.0\.2\.1:" \
+    "$SCHED" --bind 'tcp://192.0.2.1:*'
+echo "ok: $N cases"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tests/integration/test_by_hand.sh - the roles started one by one, as an
+# operator (or Slurm, or a pod spec) would, train to exactly what the launcher
+# trains to.
+#
+# A scheduler, 2 servers and 2 workers are started as separate processes on
+# 127.0.0.1 (servers and workers without --rank: the scheduler assigns them),
+# then the same job runs through shardps-launch. Asserts: every hand-started
+# process exits 0; both workers dump the same final parameters (sync mode);
+# those are bitwise equal to the launcher's dump; the two summaries report the
+# same step count, parameter count and test accuracy.
+. "$(dirname "$0")/lib.sh"
+
+JOB=(--max-steps 100 --epochs 1 --seed 7 --batch 32)
+
+# The launcher run first: it is the reference.
+"$LAUNCH" --servers 2 --workers 2 "${JOB[@]}" --summary "$TMP/launch.json" \
+    --dump-params "$TMP/launch.f32" --log-level warn >"$TMP/launch.log" 2>&1 ||
+    fail "launcher run failed: $(tail -5 "$TMP/launch.log")"
+
+# By hand: scheduler, then servers and workers, each its own process.
+start_scheduler sched --servers 2 --workers 2 "${JOB[@]}" --summary "$TMP/hand.json"
+declare -A pid
+pid[C]=$SCHED_PID
+for i in 0 1; do
+    start "s$i" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
+    pid[s$i]=$LAST_PID
+done
+for i in 0 1; do
+    start "w$i" "$WORKER" --scheduler "$SCHED_EP" --dump-params "$TMP/hand_w$i.f32"
+    pid[w$i]=$LAST_PID
+done
+
+for name in w0 w1 s0 s1 C; do
+    log=$TMP/$name.log
+    [ "$name" = C ] && log=$TMP/sched.log
+    wait_pid "${pid[$name]}" 120 || fail "$name still running after 120 s: $(tail -5 "$log")"
+    [ "$WAIT_RC" -eq 0 ] || fail "$name exited with status $WAIT_RC: $(tail -5 "$log")"
+done
+
+# Both servers and both workers registered, with distinct ranks.
+for tag in S0 S1 W0 W1; do
+    grep -q "registered $tag " "$TMP/sched.log" || fail "scheduler never registered $tag"
+done
+
+[ -s "$TMP/launch.f32" ] || fail "the launcher run dumped no parameters"
+for i in 0 1; do
+    [ -s "$TMP/hand_w$i.f32" ] || fail "worker $i dumped no parameters"
+    params_close "$TMP/hand_w$i.f32" "$TMP/launch.f32" 0 ||
+        fail "worker $i's parameters differ from the launcher run's"
+done
+
+# "key": value of a flat JSON summary.
+field() {
+    sed -n "s/.*\"$2\": \([^,]*\),.*/\1/p" "$1"
+}
+for key in test_accuracy steps num_params; do
+    a=$(field "$TMP/hand.json" "$key")
+    b=$(field "$TMP/launch.json" "$key")
+    [ -n "$a" ] || fail "no $key in the hand-run summary: $(cat "$TMP/hand.json")"
+    [ "$a" = "$b" ] || fail "$key differs: by hand $a, launcher $b"
+done
+[ "$(field "$TMP/hand.json" steps)" = 100 ] || fail "expected 100 steps: $(cat "$TMP/hand.json")"
+check_logs
+echo "ok: test_accuracy $(field "$TMP/hand.json" test_accuracy), parameters bitwise equal"
