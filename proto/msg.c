@@ -248,6 +248,13 @@ int ps_transport_connect(void *sock, const char *endpoint)
     return zmq_connect(sock, endpoint) == 0 ? 0 : PS_EINVAL;
 }
 
+void ps_transport_set_linger(void *sock, int ms)
+{
+    if (sock) {
+        zmq_setsockopt(sock, ZMQ_LINGER, &ms, sizeof ms);
+    }
+}
+
 void ps_transport_close(void **sock)
 {
     if (*sock) {

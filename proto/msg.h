@@ -113,6 +113,13 @@ int ps_transport_bind(void *sock, const char *endpoint, char *actual, size_t cap
 /* Connects. Returns 0 or PS_EINVAL (bad endpoint). */
 int ps_transport_connect(void *sock, const char *endpoint);
 
+/* After a failure: messages still queued (to a dead peer, most likely) are
+ * given only this long once the socket is closed, so exiting stays prompt. */
+#define PS_ABORT_LINGER_MS 200
+
+/* Sets how long queued messages may delay closing the socket. NULL-safe. */
+void ps_transport_set_linger(void *sock, int ms);
+
 /* Closes a socket; NULL-safe; sets *sock to NULL. */
 void ps_transport_close(void **sock);
 

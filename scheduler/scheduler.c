@@ -588,6 +588,9 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         }
     }
 fail:
+    if (status != 0) {
+        ps_transport_set_linger(s.router, PS_ABORT_LINGER_MS);
+    }
     ps_transport_close(&s.router); /* lingers so the SHUTDOWNs go out */
     if (s.ctx) {
         zmq_ctx_term(s.ctx);

@@ -563,6 +563,10 @@ int ps_server_run(const ps_server_config_t *cfg)
                 (long long)s.version, ps_hist_mean(&s.staleness),
                 (long long)(s.staleness.max > 0 ? s.staleness.max : 0));
 fail:
+    if (status != 0) {
+        ps_transport_set_linger(s.router, PS_ABORT_LINGER_MS);
+        ps_transport_set_linger(s.link.sock, PS_ABORT_LINGER_MS);
+    }
     ps_link_close(&s.link);
     ps_transport_close(&s.router);
     if (s.ctx) {

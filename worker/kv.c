@@ -531,8 +531,15 @@ void ps_kv_destroy(ps_kv_t **kvp)
         (void)w;
         pthread_join(kv->thread, NULL);
     }
+    int aborted = kv->fatal && !kv->finished;
     for (int i = 0; kv->servers && i < kv->view.num_servers; i++) {
+        if (aborted) {
+            ps_transport_set_linger(kv->servers[i], PS_ABORT_LINGER_MS);
+        }
         ps_transport_close(&kv->servers[i]);
+    }
+    if (aborted) {
+        ps_transport_set_linger(kv->link.sock, PS_ABORT_LINGER_MS);
     }
     ps_link_close(&kv->link);
     for (int i = 0; i < KV_SLOTS; i++) {
