@@ -81,6 +81,8 @@ static const s_fwd_t s_fwd[] = {
     {"seed", S_TO_C, "N", "seed for init and sample order (scheduler)"},
     {"max-steps", S_TO_C, "N", "stop after N steps per worker (scheduler)"},
     {"summary", S_TO_C, "FILE", "job summary file (scheduler); must exist at the end"},
+    {"peer-timeout", S_TO_ALL, "SECONDS", "a peer silent this long is lost (every role)"},
+    {"report-missing", S_TO_S, "SECONDS", "log who a step waits for after this long (servers)"},
     {"data", S_TO_W, "DIR", "dataset directory (workers)"},
     {"device", S_TO_W, "D", "auto|cpu|cuda (workers)"},
     {"threads", S_TO_W, "N", "compute threads per worker (workers)"},

@@ -7,7 +7,8 @@
 # - under ssp:2 with a 3x straggler no applied gradient is more than 2 steps
 #   stale (from the servers' telemetry), and some are stale (the bound is used);
 # - sync:1/2 keeps stepping while worker 1 is 30x slower: worker 0 takes every
-#   step, worker 1 far fewer, and its late pushes are counted as dropped.
+#   step, worker 1 far fewer, and its late pushes are counted as dropped;
+# - a step that waits too long logs which worker it waits for.
 . "$(dirname "$0")/lib.sh"
 
 run() { # name, launcher flags...
@@ -48,4 +49,9 @@ echo "sync:1/2 with a 30x straggler: worker steps $steps, pushes dropped $droppe
 field "$TMP/backup.json" "d['worker_steps'][0] == 150 and d['worker_steps'][1] < 75" |
     grep -qx True || fail "sync:1/2 did not keep stepping without the straggler: $steps"
 [ "$dropped" -ge 1 ] || fail "sync:1/2 dropped no late push"
+# A step held up by a slow worker is reported, naming the worker.
+run missing --servers 1 --workers 2 --max-steps 3 --straggler 1:1000 --report-missing 0.3
+grep -E 'S0 W step [0-9]+ of keys \[0, [0-9]+\) has waited [0-9.]+ s for: W1 ' "$TMP/missing.log" \
+    >/dev/null || fail "no line names the worker a step waits for: $(grep -c waited "$TMP/missing.log")"
+grep -q 'for: W0' "$TMP/missing.log" && fail "the fast worker was reported missing"
 echo ok
