@@ -172,7 +172,8 @@ static void s_im2col(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
 }
 
 void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
-                        const float *d_w, const float *d_b, float *d_y, int relu, void *d_ws)
+                        const float *d_w, const float *d_b, float *d_y, int relu,
+                        void *d_ws)
 {
     const int HO = s_out_h(s), WO = s_out_w(s);
     const int CKK = s->C * s->K * s->K, P = HO * WO;
@@ -208,8 +209,8 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         return;
     }
     const int N = s->N > 0 ? s->N : 0;
-    k_conv_bias_grad<<<(unsigned)s->O, DB_THREADS, 0, ctx->stream>>>(d_dy, d_db, N, s->O,
-                                                                      (size_t)(P > 0 ? P : 0));
+    k_conv_bias_grad<<<(unsigned)s->O, DB_THREADS, 0, ctx->stream>>>(
+        d_dy, d_db, N, s->O, (size_t)(P > 0 ? P : 0));
     PS_CUDA_CHECK_LAUNCH();
     if (N == 0 || P <= 0) {
         /* no images (or no outputs): the gradients are zero */
@@ -305,8 +306,8 @@ static __global__ void k_maxpool_bwd(const float *dy, const uint8_t *arg, float 
 void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t *d_arg,
                           int NC, int H, int W)
 {
-    const size_t total = (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) *
-                         (W / 2 > 0 ? W / 2 : 0);
+    const size_t total =
+        (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) * (W / 2 > 0 ? W / 2 : 0);
     if (total == 0) {
         return;
     }
@@ -318,8 +319,8 @@ void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t 
 void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_arg,
                           float *d_dx, int NC, int H, int W)
 {
-    const size_t total = (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) *
-                         (W / 2 > 0 ? W / 2 : 0);
+    const size_t total =
+        (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) * (W / 2 > 0 ? W / 2 : 0);
     if (total == 0) {
         return;
     }

@@ -39,9 +39,8 @@ void ps_cuda_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int N, in
 void ps_cuda_relu_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, size_t n);
 void ps_cuda_relu_bwd(ps_kctx_t *ctx, const float *d_y, const float *d_dy, float *d_dx,
                       size_t n);
-float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits,
-                           const uint8_t *d_labels, int N, int C, float *d_dlogits,
-                           int *correct);
+float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                           int N, int C, float *d_dlogits, int *correct);
 void ps_cuda_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
                       float *d_w, float *d_v, const float *d_grad, float scale, size_t n);
 

@@ -41,13 +41,13 @@ typedef struct {
 /* One per user thread (kernels.h): everything is queued on `stream`, so ops and
  * copies of one context run in call order and need no events between them. */
 struct ps_kctx {
-    int device;                  /* CUDA device current when the context was made */
-    cudaStream_t stream;         /* every op and copy of this context; owned */
-    cublasHandle_t blas;         /* bound to stream; owned */
-    double *d_part;              /* [PS_CUDA_XENT_BLOCKS] per-block loss sums; owned */
-    int *d_hits;                 /* [PS_CUDA_XENT_BLOCKS] per-block hit counts; owned */
-    ps_cuda_xent_out_t *d_out;   /* softmax_xent's final sums (device); owned */
-    ps_cuda_xent_out_t *h_out;   /* pinned host copy of *d_out; owned */
+    int device;                /* CUDA device current when the context was made */
+    cudaStream_t stream;       /* every op and copy of this context; owned */
+    cublasHandle_t blas;       /* bound to stream; owned */
+    double *d_part;            /* [PS_CUDA_XENT_BLOCKS] per-block loss sums; owned */
+    int *d_hits;               /* [PS_CUDA_XENT_BLOCKS] per-block hit counts; owned */
+    ps_cuda_xent_out_t *d_out; /* softmax_xent's final sums (device); owned */
+    ps_cuda_xent_out_t *h_out; /* pinned host copy of *d_out; owned */
 };
 
 /* Logs "file:line: expr: name (description); hint: ..." at error level. */
@@ -58,24 +58,24 @@ const char *ps_cuda_hint(cudaError_t err);
 /* Operator hint for a cuBLAS status (static string). */
 const char *ps_cublas_hint(cublasStatus_t st);
 
-#define PS_CUDA_CHECK(call) \
-    do { \
-        cudaError_t ps_e_ = (call); \
-        if (ps_e_ != cudaSuccess) { \
-            ps_cuda_report(__FILE__, __LINE__, #call, cudaGetErrorName(ps_e_), \
-                           cudaGetErrorString(ps_e_), ps_cuda_hint(ps_e_)); \
-            exit(EXIT_FAILURE); \
-        } \
+#define PS_CUDA_CHECK(call)                                                                \
+    do {                                                                                   \
+        cudaError_t ps_e_ = (call);                                                        \
+        if (ps_e_ != cudaSuccess) {                                                        \
+            ps_cuda_report(__FILE__, __LINE__, #call, cudaGetErrorName(ps_e_),             \
+                           cudaGetErrorString(ps_e_), ps_cuda_hint(ps_e_));                \
+            exit(EXIT_FAILURE);                                                            \
+        }                                                                                  \
     } while (0)
 
-#define PS_CUBLAS_CHECK(call) \
-    do { \
-        cublasStatus_t ps_s_ = (call); \
-        if (ps_s_ != CUBLAS_STATUS_SUCCESS) { \
-            ps_cuda_report(__FILE__, __LINE__, #call, cublasGetStatusName(ps_s_), \
-                           cublasGetStatusString(ps_s_), ps_cublas_hint(ps_s_)); \
-            exit(EXIT_FAILURE); \
-        } \
+#define PS_CUBLAS_CHECK(call)                                                              \
+    do {                                                                                   \
+        cublasStatus_t ps_s_ = (call);                                                     \
+        if (ps_s_ != CUBLAS_STATUS_SUCCESS) {                                              \
+            ps_cuda_report(__FILE__, __LINE__, #call, cublasGetStatusName(ps_s_),          \
+                           cublasGetStatusString(ps_s_), ps_cublas_hint(ps_s_));           \
+            exit(EXIT_FAILURE);                                                            \
+        }                                                                                  \
     } while (0)
 
 /* Kernel launches: queued-launch errors (bad configuration, no image for this
@@ -85,8 +85,7 @@ const char *ps_cublas_hint(cublasStatus_t st);
 /* Evaluates to 0 on success; on failure logs like PS_CUDA_CHECK and gives 1. */
 #define PS_CUDA_SOFT(call) ps_cuda_soft_((call), __FILE__, __LINE__, #call)
 
-static inline int ps_cuda_soft_(cudaError_t e, const char *file, int line,
-                                const char *expr)
+static inline int ps_cuda_soft_(cudaError_t e, const char *file, int line, const char *expr)
 {
     if (e == cudaSuccess) {
         return 0;

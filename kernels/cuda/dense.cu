@@ -159,8 +159,8 @@ void ps_cuda_relu_bwd(ps_kctx_t *ctx, const float *d_y, const float *d_dy, float
  * losses (double) and hits in shared memory and leaves one partial each.
  */
 static __global__ void __launch_bounds__(XENT_THREADS)
-    k_xent_rows(const float *z, const uint8_t *labels, int N, int C, float *dz,
-                float inv_n, double *part, int *part_hits)
+    k_xent_rows(const float *z, const uint8_t *labels, int N, int C, float *dz, float inv_n,
+                double *part, int *part_hits)
 {
     __shared__ double s_loss[XENT_THREADS];
     __shared__ int s_hits[XENT_THREADS];

@@ -159,7 +159,8 @@ int ps_cuda_ctx_new(ps_kctx_t **out)
     /* plain FP32 (no TF32 tensor-op rounding): results track the CPU backend */
     PS_CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
     rc = PS_ENOMEM;
-    if (PS_CUDA_SOFT(cudaMalloc((void **)&c->d_part, PS_CUDA_XENT_BLOCKS * sizeof(double))) ||
+    if (PS_CUDA_SOFT(
+            cudaMalloc((void **)&c->d_part, PS_CUDA_XENT_BLOCKS * sizeof(double))) ||
         PS_CUDA_SOFT(cudaMalloc((void **)&c->d_hits, PS_CUDA_XENT_BLOCKS * sizeof(int))) ||
         PS_CUDA_SOFT(cudaMalloc((void **)&c->d_out, sizeof(ps_cuda_xent_out_t))) ||
         PS_CUDA_SOFT(cudaMallocHost((void **)&c->h_out, sizeof(ps_cuda_xent_out_t)))) {
@@ -261,8 +262,8 @@ int ps_cuda_copy_h2d(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes)
     if (bytes == 0) {
         return 0;
     }
-    if (PS_CUDA_SOFT(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice,
-                                     ctx->stream))) {
+    if (PS_CUDA_SOFT(
+            cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream))) {
         return PS_EIO;
     }
     return 0;
@@ -273,8 +274,8 @@ int ps_cuda_copy_d2h(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes)
     if (bytes == 0) {
         return ps_cuda_sync(ctx);
     }
-    if (PS_CUDA_SOFT(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost,
-                                     ctx->stream)) ||
+    if (PS_CUDA_SOFT(
+            cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, ctx->stream)) ||
         PS_CUDA_SOFT(cudaStreamSynchronize(ctx->stream))) {
         return PS_EIO;
     }
@@ -286,8 +287,8 @@ int ps_cuda_copy_d2d(ps_kctx_t *ctx, void *d_dst, const void *d_src, size_t byte
     if (bytes == 0 || d_dst == d_src) {
         return 0;
     }
-    if (PS_CUDA_SOFT(cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice,
-                                     ctx->stream))) {
+    if (PS_CUDA_SOFT(
+            cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, ctx->stream))) {
         return PS_EIO;
     }
     return 0;

@@ -11,6 +11,7 @@
  * per test (each test makes its own context in the fixture).
  */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,10 @@
 #include "tests/unit/testutil.h"
 #include "worker/models/model.h"
 
-static const ps_kernels_t *s_cu;            /* the CUDA table (set in main) */
+static const ps_kernels_t *s_cu; /* the CUDA table (set in main) */
 static const ps_kernels_t *s_cpu = &ps_kernels_cpu;
-static ps_kctx_t *s_ctx;                    /* CUDA context of the running test */
-static ps_kctx_t *s_cctx;                   /* CPU context of the running test */
+static ps_kctx_t *s_ctx;  /* CUDA context of the running test */
+static ps_kctx_t *s_cctx; /* CPU context of the running test */
 
 static void s_setup(void)
 {
@@ -92,8 +93,8 @@ static double s_maxabs(const float *p, size_t n)
 }
 
 /* Every |got - want| <= atol + rtol*|want|; reports the first miss. */
-static void s_check(const float *got, const float *want, size_t n, double atol,
-                    double rtol, const char *what)
+static void s_check(const float *got, const float *want, size_t n, double atol, double rtol,
+                    const char *what)
 {
     for (size_t i = 0; i < n; i++) {
         if (!ps_test_close(got[i], want[i], atol, rtol)) {
@@ -122,6 +123,15 @@ START_TEST(every_table_entry_is_set_and_probe_succeeds)
     ck_assert(k->bias_relu && k->bias_grad && k->relu_fwd && k->relu_bwd);
     ck_assert(k->softmax_xent && k->conv2d_workspace && k->conv2d_fwd);
     ck_assert(k->conv2d_bwd && k->maxpool2_fwd && k->maxpool2_bwd && k->sgd_step);
+    /* every member after host_is_backend is a function pointer: none may be
+     * NULL, including ops added to kernels.h after this test was written */
+    const char *base = (const char *)k;
+    for (size_t off = offsetof(ps_kernels_t, probe);
+         off + sizeof(void (*)(void)) <= sizeof(*k); off += sizeof(void (*)(void))) {
+        void (*fp)(void);
+        memcpy(&fp, base + off, sizeof(fp));
+        ck_assert_msg(fp != NULL, "ps_kernels_cuda has no op at byte offset %zu", off);
+    }
     ck_assert_str_eq(k->name, "cuda");
     ck_assert_int_eq(k->host_is_backend, 0);
     char why[256] = "x";
@@ -333,7 +343,8 @@ START_TEST(bias_grad_matches_cpu_and_finite_differences)
         for (int s = 0; s < 2; s++) {
             b[c] = keep + (s ? -eps : eps);
             float *d_b = s_up(b, C);
-            ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_t, y, (size_t)N * C * sizeof(float)), 0);
+            ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_t, y, (size_t)N * C * sizeof(float)),
+                             0);
             s_cu->bias_add(s_ctx, d_t, d_b, N, C);
             s_down(t, d_t, (size_t)N * C);
             s_cu->free(d_b);
@@ -496,13 +507,14 @@ END_TEST
 
 /* ---- convolution ------------------------------------------------------------------ */
 
+/* {N, C, H, W, O, K, pad} */
 static const ps_conv_shape_t s_conv_shapes[] = {
-    {2, 3, 6, 5, 4, 3, 1},
+    {2, 3, 6, 5, 4, 3, 1},     /* small, odd sizes */
     {3, 1, 28, 28, 32, 5, 2},  /* the CNN's first layer */
     {3, 32, 14, 14, 64, 5, 2}, /* the CNN's second layer */
     {1, 2, 5, 5, 3, 3, 0},     /* no padding */
     {1, 1, 3, 3, 2, 5, 2},     /* kernel larger than the image */
-    {200, 8, 32, 32, 2, 5, 2}, /* workspace cap: done in two chunks */
+    {200, 8, 32, 32, 2, 5, 2}, /* over the workspace cap: two chunks */
 };
 enum { S_NSHAPES = sizeof(s_conv_shapes) / sizeof(s_conv_shapes[0]) };
 
@@ -526,7 +538,8 @@ START_TEST(conv2d_forward_matches_cpu)
         void *ws = malloc(s_cpu->conv2d_workspace(s) + 4);
         void *d_ws = s_cu->alloc(s_cu->conv2d_workspace(s) + 4);
         ck_assert_ptr_nonnull(d_ws);
-        float *d_x = s_up(x, nx), *d_w = s_up(w, nw), *d_b = s_up(b, s->O), *d_y = s_dev(ny);
+        float *d_x = s_up(x, nx), *d_w = s_up(w, nw), *d_b = s_up(b, s->O),
+              *d_y = s_dev(ny);
         for (int relu = 0; relu < 2; relu++) {
             s_cpu->conv2d_fwd(s_cctx, s, x, w, b, want, relu, ws);
             s_cu->conv2d_fwd(s_ctx, s, d_x, d_w, d_b, d_y, relu, d_ws);
@@ -639,9 +652,9 @@ START_TEST(conv2d_gradients_match_finite_differences)
             const float keep = P[i];
             for (int sgn = 0; sgn < 2; sgn++) {
                 P[i] = keep + (sgn ? -eps : eps);
-                ck_assert_int_eq(
-                    s_cu->copy_h2d(s_ctx, d_params[which], P, counts[which] * sizeof(float)),
-                    0);
+                ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_params[which], P,
+                                                counts[which] * sizeof(float)),
+                                 0);
                 s_cu->conv2d_fwd(s_ctx, s, d_x, d_w, d_b, d_y, 0, d_ws);
                 s_down(y, d_y, ny);
                 double acc = 0.0;
@@ -652,7 +665,8 @@ START_TEST(conv2d_gradients_match_finite_differences)
             }
             P[i] = keep;
             ck_assert_int_eq(
-                s_cu->copy_h2d(s_ctx, d_params[which], P, counts[which] * sizeof(float)), 0);
+                s_cu->copy_h2d(s_ctx, d_params[which], P, counts[which] * sizeof(float)),
+                0);
             const double fd = (l[0] - l[1]) / (2.0 * eps);
             ck_assert_msg(ps_test_close(grads[which][i], fd, 1e-4, 1e-4),
                           "grad %d [%zu] = %g, fd %g", which, i, grads[which][i], fd);
@@ -695,7 +709,8 @@ static void s_pool_case(int NC, int H, int W, int ties, uint64_t seed)
     s_cpu->maxpool2_fwd(s_cctx, x, y, arg, NC, H, W);
     s_cpu->maxpool2_bwd(s_cctx, dy, arg, dx, NC, H, W);
     float *junk = s_rand(nx, 5, 6, 7);
-    float *d_x = s_up(x, nx), *d_dy = s_up(dy, ny), *d_y = s_dev(ny), *d_dx = s_up(junk, nx);
+    float *d_x = s_up(x, nx), *d_dy = s_up(dy, ny), *d_y = s_dev(ny),
+          *d_dx = s_up(junk, nx);
     uint8_t *d_arg = s_cu->alloc(ny);
     s_cu->maxpool2_fwd(s_ctx, d_x, d_y, d_arg, NC, H, W);
     s_cu->maxpool2_bwd(s_ctx, d_dy, d_arg, d_dx, NC, H, W);
