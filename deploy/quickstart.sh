@@ -5,6 +5,10 @@
 #   ./deploy/quickstart.sh --mode async --epochs 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Meson looks for nvcc (and nvlink) on PATH only: add the toolkit's usual home.
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="$PATH:/usr/local/cuda/bin"
+fi
 ./deploy/install-deps.sh
 [ -f build/build.ninja ] || meson setup build
 meson compile -C build

@@ -68,7 +68,9 @@ typedef struct ps_kernels {
      * NULL on failure. Caller owns the result; release with host_free(). */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
-    /* Copies; each returns 0 or PS_EIO. copy_d2h waits for prior ops of ctx. */
+    /* Copies; each returns 0 or PS_EIO. copy_d2h waits for prior ops of ctx.
+     * copy_h2d from a host_alloc buffer may return before the data has moved
+     * (CUDA): leave src unchanged until the next copy_d2h/sync of ctx. */
     int (*copy_h2d)(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes);
     int (*copy_d2h)(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes);
     int (*copy_d2d)(ps_kctx_t *ctx, void *d_dst, const void *d_src, size_t bytes);

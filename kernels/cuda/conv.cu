@@ -1,0 +1,330 @@
+/*
+ * kernels/cuda/conv.cu - CUDA convolution (im2col + cuBLAS) and 2x2 max pooling.
+ *
+ * Same maths as kernels/cpu/conv.c (stride 1, square kernel K, zero padding,
+ * NCHW), batched over a chunk of nb images so one launch does many images:
+ *   col[nb][C*K*K, P]   = im2col(x)                        (P = HO*WO)
+ *   y_n[O, P]           = w[O, C*K*K] @ col_n    one strided-batched gemm
+ *   y                  += b (then optional ReLU)           one kernel
+ * Backward:
+ *   db[o]               = sum over n, p of dy               one block per o
+ *   dw[O, C*K*K]       += dy_n @ col_n^T                    one gemm per image
+ *   dcol_n              = w^T @ dy_n                        strided-batched gemm
+ *   dx                  = col2im(dcol)  as a gather: each input pixel sums the
+ *                         columns it fed, so no atomics and dx is overwritten.
+ * The workspace holds col (then dcol) for one chunk; a chunk is as many images
+ * as fit in PS_CUDA_CONV_WS_BYTES (at least one), so the workspace stays
+ * bounded for any batch. All sums run in a fixed order: deterministic.
+ * Dimension letters: N batch, C in-channels, O out-channels, H,W input size,
+ * HO,WO output size, K kernel, P = HO*WO, CKK = C*K*K.
+ */
+#include "kernels/cuda/cuda_impl.h"
+
+/* Upper bound of the conv workspace; larger batches are done in chunks. */
+#define PS_CUDA_CONV_WS_BYTES ((size_t)128 << 20)
+
+static int s_out_h(const ps_conv_shape_t *s)
+{
+    return s->H + 2 * s->pad - s->K + 1;
+}
+
+static int s_out_w(const ps_conv_shape_t *s)
+{
+    return s->W + 2 * s->pad - s->K + 1;
+}
+
+/* Bytes of col for one image. */
+static size_t s_image_bytes(const ps_conv_shape_t *s)
+{
+    return (size_t)s->C * s->K * s->K * s_out_h(s) * s_out_w(s) * sizeof(float);
+}
+
+/* Images per chunk: as many as fit the cap, at least 1, at most N. */
+static int s_chunk(const ps_conv_shape_t *s)
+{
+    const size_t per = s_image_bytes(s);
+    size_t nb = per ? PS_CUDA_CONV_WS_BYTES / per : (size_t)s->N;
+    if (nb < 1) {
+        nb = 1;
+    }
+    return nb < (size_t)s->N ? (int)nb : s->N;
+}
+
+size_t ps_cuda_conv2d_workspace(const ps_conv_shape_t *s)
+{
+    return s->N > 0 ? (size_t)s_chunk(s) * s_image_bytes(s) : 0;
+}
+
+/* Geometry passed by value to the kernels. */
+typedef struct {
+    int C, H, W, K, pad, HO, WO;
+} s_geom_t;
+
+static s_geom_t s_geom(const ps_conv_shape_t *s)
+{
+    s_geom_t g = {s->C, s->H, s->W, s->K, s->pad, s_out_h(s), s_out_w(s)};
+    return g;
+}
+
+/* col[nb][CKK][P] from x[nb][C][H][W]; one thread per col element (coalesced
+ * writes along p). Row r = (c*K + kh)*K + kw holds x[c][oh+kh-pad][ow+kw-pad]. */
+static __global__ void k_im2col(const float *x, float *col, s_geom_t g, size_t total)
+{
+    const size_t P = (size_t)g.HO * g.WO, CKK = (size_t)g.C * g.K * g.K;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t p = i % P;
+        const size_t r = (i / P) % CKK;
+        const size_t n = i / (P * CKK);
+        const int kw = (int)(r % g.K);
+        const int kh = (int)((r / g.K) % g.K);
+        const int c = (int)(r / ((size_t)g.K * g.K));
+        const int oh = (int)(p / g.WO), ow = (int)(p % g.WO);
+        const int ih = oh + kh - g.pad, iw = ow + kw - g.pad;
+        float v = 0.0f;
+        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
+            v = x[((n * g.C + c) * g.H + ih) * g.W + iw];
+        }
+        col[i] = v;
+    }
+}
+
+/* dx[nb][C][H][W] = adjoint of k_im2col over dcol[nb][CKK][P]; one thread per
+ * input pixel gathers the (kh, kw) columns that read it: oh = ih + pad - kh. */
+static __global__ void k_col2im(const float *dcol, float *dx, s_geom_t g, size_t total)
+{
+    const size_t P = (size_t)g.HO * g.WO, CKK = (size_t)g.C * g.K * g.K;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int iw = (int)(i % g.W);
+        const int ih = (int)((i / g.W) % g.H);
+        const int c = (int)((i / ((size_t)g.W * g.H)) % g.C);
+        const size_t n = i / ((size_t)g.W * g.H * g.C);
+        const float *dn = dcol + n * CKK * P;
+        float acc = 0.0f;
+        for (int kh = 0; kh < g.K; kh++) {
+            const int oh = ih + g.pad - kh;
+            if (oh < 0 || oh >= g.HO) {
+                continue;
+            }
+            for (int kw = 0; kw < g.K; kw++) {
+                const int ow = iw + g.pad - kw;
+                if (ow < 0 || ow >= g.WO) {
+                    continue;
+                }
+                const size_t r = ((size_t)c * g.K + kh) * g.K + kw;
+                acc += dn[r * P + (size_t)oh * g.WO + ow];
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+/* y[N][O][P] += b[o] (relu: max(., 0)) */
+static __global__ void k_conv_bias(float *y, const float *b, size_t total, int O, size_t P,
+                                   int relu)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float v = y[i] + b[(i / P) % (size_t)O];
+        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+    }
+}
+
+/* Threads per block of the db reduction; a power of two. */
+#define DB_THREADS 256
+
+/* db[o] = sum over n < N, p < P of dy[n][o][p]; block o, fixed-order tree. */
+static __global__ void __launch_bounds__(DB_THREADS)
+    k_conv_bias_grad(const float *dy, float *db, int N, int O, size_t P)
+{
+    __shared__ float s[DB_THREADS];
+    const int o = blockIdx.x, t = threadIdx.x;
+    const size_t total = (size_t)N * P;
+    float acc = 0.0f;
+    for (size_t j = t; j < total; j += DB_THREADS) {
+        const size_t n = j / P, p = j % P;
+        acc += dy[(n * O + o) * P + p];
+    }
+    s[t] = acc;
+    __syncthreads();
+    for (int h = DB_THREADS / 2; h > 0; h >>= 1) {
+        if (t < h) {
+            s[t] += s[t + h];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        db[o] = s[0];
+    }
+}
+
+static void s_im2col(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                     float *d_col, int nb)
+{
+    const size_t total = (size_t)nb * s_image_bytes(s) / sizeof(float);
+    if (total == 0) {
+        return;
+    }
+    k_im2col<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
+        d_x, d_col, s_geom(s), total);
+    PS_CUDA_CHECK_LAUNCH();
+}
+
+void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                        const float *d_w, const float *d_b, float *d_y, int relu,
+                        void *d_ws)
+{
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    const int CKK = s->C * s->K * s->K, P = HO * WO;
+    if (s->N <= 0 || s->O <= 0 || P <= 0) {
+        return;
+    }
+    const int chunk = s_chunk(s);
+    const float one = 1.0f, zero = 0.0f;
+    float *d_col = (float *)d_ws;
+    for (int n0 = 0; n0 < s->N; n0 += chunk) {
+        const int nb = s->N - n0 < chunk ? s->N - n0 : chunk;
+        s_im2col(ctx, s, d_x + (size_t)n0 * s->C * s->H * s->W, d_col, nb);
+        /* row-major y_n[O,P] = w[O,CKK] @ col_n[CKK,P], i.e. column-major
+         * y_n^T[P,O] = col_n^T[P,CKK] @ w^T[CKK,O]; w shared (stride 0) */
+        PS_CUBLAS_CHECK(cublasSgemmStridedBatched(
+            ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, P, s->O, CKK, &one, d_col, P,
+            (long long)CKK * P, d_w, CKK, 0, &zero, d_y + (size_t)n0 * s->O * P, P,
+            (long long)s->O * P, nb));
+    }
+    const size_t total = (size_t)s->N * s->O * P;
+    k_conv_bias<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
+                  ctx->stream>>>(d_y, d_b, total, s->O, (size_t)P, relu);
+    PS_CUDA_CHECK_LAUNCH();
+}
+
+void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                        const float *d_w, const float *d_dy, float *d_dx, float *d_dw,
+                        float *d_db, void *d_ws)
+{
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    const int CKK = s->C * s->K * s->K, P = HO * WO;
+    if (s->O <= 0) {
+        return;
+    }
+    const int N = s->N > 0 ? s->N : 0;
+    k_conv_bias_grad<<<(unsigned)s->O, DB_THREADS, 0, ctx->stream>>>(
+        d_dy, d_db, N, s->O, (size_t)(P > 0 ? P : 0));
+    PS_CUDA_CHECK_LAUNCH();
+    if (N == 0 || P <= 0) {
+        /* no images (or no outputs): the gradients are zero */
+        ps_cuda_zero(ctx, d_dw, (size_t)s->O * CKK * sizeof(float));
+        if (d_dx) {
+            ps_cuda_zero(ctx, d_dx, (size_t)N * s->C * s->H * s->W * sizeof(float));
+        }
+        return;
+    }
+    const int chunk = s_chunk(s);
+    const float one = 1.0f, zero = 0.0f;
+    float *d_col = (float *)d_ws;
+    const size_t x_img = (size_t)s->C * s->H * s->W, y_img = (size_t)s->O * P;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        const int nb = N - n0 < chunk ? N - n0 : chunk;
+        s_im2col(ctx, s, d_x + (size_t)n0 * x_img, d_col, nb);
+        for (int i = 0; i < nb; i++) {
+            /* dw[O,CKK] (+)= dy_n[O,P] @ col_n[CKK,P]^T */
+            ps_cuda_sgemm(ctx, 0, 1, s->O, CKK, P, 1.0f, d_dy + (size_t)(n0 + i) * y_img, P,
+                          d_col + (size_t)i * CKK * P, P, n0 + i == 0 ? 0.0f : 1.0f, d_dw,
+                          CKK);
+        }
+        if (!d_dx) {
+            continue;
+        }
+        /* row-major dcol_n[CKK,P] = w[O,CKK]^T @ dy_n[O,P], i.e. column-major
+         * dcol_n^T[P,CKK] = dy_n^T[P,O] @ w[O,CKK] (w^T[CKK,O] transposed back);
+         * overwrites col, whose last reader (the dw gemms) is earlier on the stream */
+        PS_CUBLAS_CHECK(cublasSgemmStridedBatched(
+            ctx->blas, CUBLAS_OP_N, CUBLAS_OP_T, P, CKK, s->O, &one,
+            d_dy + (size_t)n0 * y_img, P, (long long)y_img, d_w, CKK, 0, &zero, d_col, P,
+            (long long)CKK * P, nb));
+        const size_t total = (size_t)nb * x_img;
+        k_col2im<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
+                   ctx->stream>>>(d_col, d_dx + (size_t)n0 * x_img, s_geom(s), total);
+        PS_CUDA_CHECK_LAUNCH();
+    }
+}
+
+/* ---- 2x2 max pooling ------------------------------------------------------------ */
+
+/* y[NC,HO,WO] = max of each 2x2 window of x[NC,H,W]; arg = winner 0..3 in the
+ * CPU order (top-left, top-right, bottom-left, bottom-right; first max wins). */
+static __global__ void k_maxpool_fwd(const float *x, float *y, uint8_t *arg, int H, int W,
+                                     size_t total)
+{
+    const int HO = H / 2, WO = W / 2;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int ow = (int)(i % WO), oh = (int)((i / WO) % HO);
+        const size_t nc = i / ((size_t)HO * WO);
+        const float *r0 = x + (nc * H + 2 * oh) * W + 2 * ow;
+        const float *r1 = r0 + W;
+        float m = r0[0];
+        uint8_t a = 0;
+        if (r0[1] > m) {
+            m = r0[1];
+            a = 1;
+        }
+        if (r1[0] > m) {
+            m = r1[0];
+            a = 2;
+        }
+        if (r1[1] > m) {
+            m = r1[1];
+            a = 3;
+        }
+        y[i] = m;
+        arg[i] = a;
+    }
+}
+
+/* dx[NC,H,W]: each window's four inputs get dy or 0 by arg (fully written). */
+static __global__ void k_maxpool_bwd(const float *dy, const uint8_t *arg, float *dx, int H,
+                                     int W, size_t total)
+{
+    const int HO = H / 2, WO = W / 2;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int ow = (int)(i % WO), oh = (int)((i / WO) % HO);
+        const size_t nc = i / ((size_t)HO * WO);
+        float *r0 = dx + (nc * H + 2 * oh) * W + 2 * ow;
+        float *r1 = r0 + W;
+        const float g = dy[i];
+        const int a = arg[i];
+        r0[0] = a == 0 ? g : 0.0f;
+        r0[1] = a == 1 ? g : 0.0f;
+        r1[0] = a == 2 ? g : 0.0f;
+        r1[1] = a == 3 ? g : 0.0f;
+    }
+}
+
+void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t *d_arg,
+                          int NC, int H, int W)
+{
+    const size_t total =
+        (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) * (W / 2 > 0 ? W / 2 : 0);
+    if (total == 0) {
+        return;
+    }
+    k_maxpool_fwd<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
+                    ctx->stream>>>(d_x, d_y, d_arg, H, W, total);
+    PS_CUDA_CHECK_LAUNCH();
+}
+
+void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_arg,
+                          float *d_dx, int NC, int H, int W)
+{
+    const size_t total =
+        (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) * (W / 2 > 0 ? W / 2 : 0);
+    if (total == 0) {
+        return;
+    }
+    k_maxpool_bwd<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
+                    ctx->stream>>>(d_dy, d_arg, d_dx, H, W, total);
+    PS_CUDA_CHECK_LAUNCH();
+}

@@ -1,0 +1,63 @@
+/*
+ * kernels/cuda/cuda.h - private: the CUDA backend's ops, as plain C prototypes.
+ *
+ * table.c (plain C) builds the ps_kernels_cuda table from these; the .cu files
+ * of kernels/cuda/ define them. No CUDA types appear here, so the table needs
+ * no CUDA headers. Everyone else reaches these through ps_kernels_cuda_table()
+ * or ps_kernels_select() (kernels/kernels.h).
+ */
+#ifndef PS_KERNELS_CUDA_CUDA_H
+#define PS_KERNELS_CUDA_CUDA_H
+
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* mem.cu: probe, contexts, memory, copies */
+int ps_cuda_probe(char *why, size_t whylen);
+int ps_cuda_ctx_new(ps_kctx_t **out);
+void ps_cuda_ctx_destroy(ps_kctx_t **ctx);
+void *ps_cuda_alloc(size_t bytes);
+void ps_cuda_free(void *d_p);
+void *ps_cuda_host_alloc(size_t bytes);
+void ps_cuda_host_free(void *p);
+int ps_cuda_copy_h2d(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes);
+int ps_cuda_copy_d2h(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes);
+int ps_cuda_copy_d2d(ps_kctx_t *ctx, void *d_dst, const void *d_src, size_t bytes);
+void ps_cuda_zero(ps_kctx_t *ctx, void *d_p, size_t bytes);
+int ps_cuda_sync(ps_kctx_t *ctx);
+
+/* dense.cu: cuBLAS sgemm, bias, ReLU, softmax cross-entropy, SGD */
+void ps_cuda_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
+                   float alpha, const float *d_A, int lda, const float *d_B, int ldb,
+                   float beta, float *d_C, int ldc);
+void ps_cuda_bias_add(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C);
+void ps_cuda_bias_relu(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C);
+void ps_cuda_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int N, int C);
+void ps_cuda_relu_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, size_t n);
+void ps_cuda_relu_bwd(ps_kctx_t *ctx, const float *d_y, const float *d_dy, float *d_dx,
+                      size_t n);
+float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                           int N, int C, float *d_dlogits, int *correct);
+void ps_cuda_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
+                      float *d_w, float *d_v, const float *d_grad, float scale, size_t n);
+
+/* conv.cu: im2col + cuBLAS convolution, 2x2 max pooling */
+size_t ps_cuda_conv2d_workspace(const ps_conv_shape_t *s);
+void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                        const float *d_w, const float *d_b, float *d_y, int relu,
+                        void *d_ws);
+void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                        const float *d_w, const float *d_dy, float *d_dx, float *d_dw,
+                        float *d_db, void *d_ws);
+void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t *d_arg,
+                          int NC, int H, int W);
+void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_arg,
+                          float *d_dx, int NC, int H, int W);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/*
+ * kernels/cuda/cuda_impl.h - private to the .cu files of kernels/cuda/: the
+ * context struct, the check macros and the launch-geometry helpers.
+ *
+ * Check macros (after llm.c's cudaCheck): PS_CUDA_CHECK / PS_CUBLAS_CHECK print
+ * "file:line: call: ErrorName (description); hint: ..." through the logger and
+ * exit(EXIT_FAILURE). They guard every CUDA and cuBLAS call inside the ops,
+ * where a failure is our bug or a dead GPU. PS_CUDA_SOFT prints the same line
+ * and yields non-zero instead of exiting; it is used only where kernels.h
+ * promises the caller an error code (ctx_new, alloc, copies, sync), i.e.
+ * where the outside world (no GPU, out of memory) can cause the failure.
+ * probe() logs nothing: failing is its normal answer on a machine without GPU.
+ *
+ * Plain C (the CUDA runtime and cuBLAS headers are C); only .cu files include it.
+ */
+#ifndef PS_KERNELS_CUDA_IMPL_H
+#define PS_KERNELS_CUDA_IMPL_H
+
+#include <stddef.h>
+#include <stdlib.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Blocks of the first softmax_xent pass at most; each leaves one partial sum. */
+#define PS_CUDA_XENT_BLOCKS 1024
+
+/* softmax_xent's reduced result, written by the device, read back pinned. */
+typedef struct {
+    double loss_sum; /* sum over rows of the per-row loss */
+    int hits;        /* rows whose first argmax equals the label */
+    int pad;         /* keeps the struct 16 bytes */
+} ps_cuda_xent_out_t;
+
+/* One per user thread (kernels.h): everything is queued on `stream`, so ops and
+ * copies of one context run in call order and need no events between them. */
+struct ps_kctx {
+    int device;                /* CUDA device current when the context was made */
+    cudaStream_t stream;       /* every op and copy of this context; owned */
+    cublasHandle_t blas;       /* bound to stream; owned */
+    double *d_part;            /* [PS_CUDA_XENT_BLOCKS] per-block loss sums; owned */
+    int *d_hits;               /* [PS_CUDA_XENT_BLOCKS] per-block hit counts; owned */
+    ps_cuda_xent_out_t *d_out; /* softmax_xent's final sums (device); owned */
+    ps_cuda_xent_out_t *h_out; /* pinned host copy of *d_out; owned */
+};
+
+/* Logs "file:line: expr: name (description); hint: ..." at error level. */
+void ps_cuda_report(const char *file, int line, const char *expr, const char *name,
+                    const char *desc, const char *hint);
+/* Operator hint for a CUDA runtime error (static string). */
+const char *ps_cuda_hint(cudaError_t err);
+/* Operator hint for a cuBLAS status (static string). */
+const char *ps_cublas_hint(cublasStatus_t st);
+
+#define PS_CUDA_CHECK(call)                                                                \
+    do {                                                                                   \
+        cudaError_t ps_e_ = (call);                                                        \
+        if (ps_e_ != cudaSuccess) {                                                        \
+            ps_cuda_report(__FILE__, __LINE__, #call, cudaGetErrorName(ps_e_),             \
+                           cudaGetErrorString(ps_e_), ps_cuda_hint(ps_e_));                \
+            exit(EXIT_FAILURE);                                                            \
+        }                                                                                  \
+    } while (0)
+
+#define PS_CUBLAS_CHECK(call)                                                              \
+    do {                                                                                   \
+        cublasStatus_t ps_s_ = (call);                                                     \
+        if (ps_s_ != CUBLAS_STATUS_SUCCESS) {                                              \
+            ps_cuda_report(__FILE__, __LINE__, #call, cublasGetStatusName(ps_s_),          \
+                           cublasGetStatusString(ps_s_), ps_cublas_hint(ps_s_));           \
+            exit(EXIT_FAILURE);                                                            \
+        }                                                                                  \
+    } while (0)
+
+/* Kernel launches: queued-launch errors (bad configuration, no image for this
+ * GPU) show up at once; faults inside the kernel surface at the next sync. */
+#define PS_CUDA_CHECK_LAUNCH() PS_CUDA_CHECK(cudaGetLastError())
+
+/* Evaluates to 0 on success; on failure logs like PS_CUDA_CHECK and gives 1. */
+#define PS_CUDA_SOFT(call) ps_cuda_soft_((call), __FILE__, __LINE__, #call)
+
+static inline int ps_cuda_soft_(cudaError_t e, const char *file, int line, const char *expr)
+{
+    if (e == cudaSuccess) {
+        return 0;
+    }
+    ps_cuda_report(file, line, expr, cudaGetErrorName(e), cudaGetErrorString(e),
+                   ps_cuda_hint(e));
+    return 1;
+}
+
+/* Threads per block of the elementwise kernels. */
+#define PS_CUDA_THREADS 256
+/* Grid cap of the grid-stride kernels (H100: 132 SMs x 2048 threads = 1056
+ * blocks of 256 resident; 8192 leaves room and keeps launches cheap). */
+#define PS_CUDA_MAX_BLOCKS 8192
+
+/* Blocks for n items at `threads` per block, capped; n > 0. */
+static inline unsigned ps_cuda_blocks(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    return b > PS_CUDA_MAX_BLOCKS ? PS_CUDA_MAX_BLOCKS : (unsigned)b;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,290 @@
+/*
+ * kernels/cuda/dense.cu - CUDA dense-layer ops: cuBLAS sgemm, bias, ReLU,
+ * fused softmax cross-entropy, SGD; each a C function over device buffers.
+ *
+ * Every op is queued on ctx->stream and returns at once, except
+ * softmax_xent, which returns the loss and so waits for its one 16-byte copy.
+ * Elementwise kernels are grid-stride loops over size_t indices, so any n
+ * works with a capped grid. Reductions (bias_grad, the loss) run in a fixed
+ * order with shared memory, never with atomics: the same inputs give the same
+ * bits every run. Arithmetic follows kernels/cpu/dense.c; where the CPU
+ * backend matches a formula exactly (sgd_step) the kernel forbids FMA
+ * contraction with __f*_rn so both backends give identical bits.
+ * Shapes: N rows (batch), C columns (features or classes).
+ */
+#include "kernels/cuda/cuda_impl.h"
+
+/* ---- sgemm ---------------------------------------------------------------- */
+
+/*
+ * Row-major C[M,N] = alpha op(A) op(B) + beta C through column-major cuBLAS:
+ * a row-major matrix with row stride ld is its transpose in column-major with
+ * leading dimension ld, so C^T = op(B)^T op(A)^T is one cublasSgemm with the
+ * operands swapped, m = N, n = M, and the same transpose flags.
+ */
+void ps_cuda_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
+                   float alpha, const float *d_A, int lda, const float *d_B, int ldb,
+                   float beta, float *d_C, int ldc)
+{
+    if (M <= 0 || N <= 0) {
+        return;
+    }
+    PS_CUBLAS_CHECK(cublasSgemm(ctx->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, d_B,
+                                ldb, d_A, lda, &beta, d_C, ldc));
+}
+
+/* ---- bias and ReLU ----------------------------------------------------------- */
+
+/* y[N,C] = y + b[c] (relu: max(., 0)); total = N*C */
+static __global__ void k_bias(float *y, const float *b, size_t total, int C, int relu)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = y[i] + b[i % (size_t)C];
+        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+    }
+}
+
+static void s_bias(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C, int relu)
+{
+    const size_t total = (size_t)N * C;
+    if (N <= 0 || C <= 0) {
+        return;
+    }
+    k_bias<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
+        d_y, d_b, total, C, relu);
+    PS_CUDA_CHECK_LAUNCH();
+}
+
+void ps_cuda_bias_add(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C)
+{
+    s_bias(ctx, d_y, d_b, N, C, 0);
+}
+
+void ps_cuda_bias_relu(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C)
+{
+    s_bias(ctx, d_y, d_b, N, C, 1);
+}
+
+/* Column tile of bias_grad: 32 columns (one warp, coalesced reads of a row)
+ * by BG_ROWS row lanes that stride down the rows. */
+#define BG_COLS 32
+#define BG_ROWS 16
+
+/* db[C] = sum_n dy[n,C]; block (BG_COLS, BG_ROWS) per 32 columns. Each row lane
+ * sums its rows in order, then lane 0 adds the BG_ROWS partials in order. */
+static __global__ void k_bias_grad(const float *dy, float *db, int N, int C)
+{
+    __shared__ float part[BG_ROWS][BG_COLS + 1];
+    const int c = blockIdx.x * BG_COLS + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C) {
+        for (int n = threadIdx.y; n < N; n += BG_ROWS) {
+            acc += dy[(size_t)n * C + c];
+        }
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.0f;
+        for (int r = 0; r < BG_ROWS; r++) {
+            s += part[r][threadIdx.x];
+        }
+        db[c] = s;
+    }
+}
+
+void ps_cuda_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int N, int C)
+{
+    if (C <= 0) {
+        return;
+    }
+    const dim3 block(BG_COLS, BG_ROWS);
+    const unsigned grid = (unsigned)((C + BG_COLS - 1) / BG_COLS);
+    k_bias_grad<<<grid, block, 0, ctx->stream>>>(d_dy, d_db, N < 0 ? 0 : N, C);
+    PS_CUDA_CHECK_LAUNCH();
+}
+
+/* y = max(x, 0); may run in place */
+static __global__ void k_relu_fwd(const float *x, float *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float v = x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+/* dx = dy * (y > 0); may run in place (dx == dy) */
+static __global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    }
+}
+
+void ps_cuda_relu_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, size_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    k_relu_fwd<<<ps_cuda_blocks(n, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
+        d_x, d_y, n);
+    PS_CUDA_CHECK_LAUNCH();
+}
+
+void ps_cuda_relu_bwd(ps_kctx_t *ctx, const float *d_y, const float *d_dy, float *d_dx,
+                      size_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    k_relu_bwd<<<ps_cuda_blocks(n, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
+        d_y, d_dy, d_dx, n);
+    PS_CUDA_CHECK_LAUNCH();
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------------ */
+
+/* Threads per block of the row pass; a power of two for the tree reduction. */
+#define XENT_THREADS 256
+
+/*
+ * One thread per row (grid-stride), the CPU formulas in the CPU order:
+ * m = max z (first argmax), lse = m + log(sum exp(z - m)), loss = lse - z[y],
+ * dz = exp(z - lse)/N - onehot/N. A row is read fully (max, sum, z[y]) before
+ * any of it is written, so dz may alias z. The block then sums its rows'
+ * losses (double) and hits in shared memory and leaves one partial each.
+ */
+static __global__ void __launch_bounds__(XENT_THREADS)
+    k_xent_rows(const float *z, const uint8_t *labels, int N, int C, float *dz, float inv_n,
+                double *part, int *part_hits)
+{
+    __shared__ double s_loss[XENT_THREADS];
+    __shared__ int s_hits[XENT_THREADS];
+    const int t = threadIdx.x;
+    double loss = 0.0;
+    int hits = 0;
+    for (long long n = (long long)blockIdx.x * XENT_THREADS + t; n < N;
+         n += (long long)gridDim.x * XENT_THREADS) {
+        const float *r = z + (size_t)n * C;
+        int best = 0;
+        float m = r[0];
+        for (int c = 1; c < C; c++) {
+            if (r[c] > m) {
+                m = r[c];
+                best = c;
+            }
+        }
+        float sum = 0.0f;
+        for (int c = 0; c < C; c++) {
+            sum += expf(r[c] - m);
+        }
+        const float lse = m + logf(sum);
+        const int y = labels[n];
+        loss += (double)(lse - r[y]);
+        hits += best == y;
+        if (dz) {
+            float *d = dz + (size_t)n * C;
+            for (int c = 0; c < C; c++) {
+                d[c] = expf(r[c] - lse) * inv_n;
+            }
+            d[y] -= inv_n;
+        }
+    }
+    s_loss[t] = loss;
+    s_hits[t] = hits;
+    __syncthreads();
+    for (int s = XENT_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            s_loss[t] += s_loss[t + s];
+            s_hits[t] += s_hits[t + s];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        part[blockIdx.x] = s_loss[0];
+        part_hits[blockIdx.x] = s_hits[0];
+    }
+}
+
+/* Sums the nb block partials in block order (nb <= PS_CUDA_XENT_BLOCKS: a
+ * thousand additions, one thread is plenty and keeps the order fixed). */
+static __global__ void k_xent_final(const double *part, const int *part_hits, int nb,
+                                    ps_cuda_xent_out_t *out)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        double s = 0.0;
+        int h = 0;
+        for (int i = 0; i < nb; i++) {
+            s += part[i];
+            h += part_hits[i];
+        }
+        out->loss_sum = s;
+        out->hits = h;
+        out->pad = 0;
+    }
+}
+
+float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                           int N, int C, float *d_dlogits, int *correct)
+{
+    if (N <= 0 || C <= 0) {
+        if (correct) {
+            *correct = 0;
+        }
+        return 0.0f;
+    }
+    const float inv_n = 1.0f / (float)N;
+    size_t nb = ((size_t)N + XENT_THREADS - 1) / XENT_THREADS;
+    if (nb > PS_CUDA_XENT_BLOCKS) {
+        nb = PS_CUDA_XENT_BLOCKS;
+    }
+    k_xent_rows<<<(unsigned)nb, XENT_THREADS, 0, ctx->stream>>>(
+        d_logits, d_labels, N, C, d_dlogits, inv_n, ctx->d_part, ctx->d_hits);
+    PS_CUDA_CHECK_LAUNCH();
+    k_xent_final<<<1, 1, 0, ctx->stream>>>(ctx->d_part, ctx->d_hits, (int)nb, ctx->d_out);
+    PS_CUDA_CHECK_LAUNCH();
+    PS_CUDA_CHECK(cudaMemcpyAsync(ctx->h_out, ctx->d_out, sizeof(*ctx->h_out),
+                                  cudaMemcpyDeviceToHost, ctx->stream));
+    PS_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    if (correct) {
+        *correct = ctx->h_out->hits;
+    }
+    return (float)(ctx->h_out->loss_sum / N);
+}
+
+/* ---- SGD ------------------------------------------------------------------------ */
+
+/* ps_optim_sgd_step() (kernels/optim.c) step by step, unfused:
+ *   mu == 0: w -= lr * (grad*scale + wd*w)
+ *   else:    g = grad*scale + wd*w; v = mu*v + g; w -= lr*v */
+static __global__ void k_sgd(float lr, float mu, float wd, float *w, float *v,
+                             const float *grad, float scale, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float wi = w[i];
+        const float g = __fadd_rn(__fmul_rn(grad[i], scale), __fmul_rn(wd, wi));
+        if (mu == 0.0f) {
+            w[i] = __fsub_rn(wi, __fmul_rn(lr, g));
+        } else {
+            const float vi = __fadd_rn(__fmul_rn(mu, v[i]), g);
+            v[i] = vi;
+            w[i] = __fsub_rn(wi, __fmul_rn(lr, vi));
+        }
+    }
+}
+
+void ps_cuda_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
+                      float *d_w, float *d_v, const float *d_grad, float scale, size_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    k_sgd<<<ps_cuda_blocks(n, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
+        lr, momentum, weight_decay, d_w, d_v, d_grad, scale, n);
+    PS_CUDA_CHECK_LAUNCH();
+}

@@ -1,0 +1,307 @@
+/*
+ * kernels/cuda/mem.cu - the CUDA backend's plumbing: probe, contexts, device
+ * and pinned memory, copies, and the error reporting of the check macros.
+ *
+ * A context is one non-blocking stream, a cuBLAS handle bound to it, and the
+ * small scratch softmax_xent reduces into. Everything a context does is queued
+ * on its stream in call order, so no events are needed; only copy_d2h, sync
+ * and softmax_xent (which returns a number) wait for the stream. Device
+ * buffers come from cudaMalloc (256-byte aligned), host buffers from
+ * cudaMallocHost (pinned, so copies from them are real DMA and asynchronous).
+ * This file does no math.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/cuda/cuda_impl.h"
+
+/* ---- error reporting ------------------------------------------------------- */
+
+void ps_cuda_report(const char *file, int line, const char *expr, const char *name,
+                    const char *desc, const char *hint)
+{
+    ps_log_err("%s:%d: %s: %s (%s); hint: %s", file, line, expr, name ? name : "?",
+               desc ? desc : "?", hint);
+}
+
+const char *ps_cuda_hint(cudaError_t err)
+{
+    switch (err) {
+    case cudaErrorMemoryAllocation:
+        return "out of GPU memory: lower the batch size or free the GPU (nvidia-smi)";
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInitializationError:
+        return "no usable GPU or driver: check nvidia-smi, or run with --device cpu";
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorUnsupportedPtxVersion:
+        return "this GPU cannot run the build's code (sm_90 + compute_90 PTX): rebuild "
+               "with a -gencode for it in kernels/meson.build";
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+        return "a kernel faulted (a shardps bug or bad buffer sizes): rerun under "
+               "compute-sanitizer; the context is lost, restart the process";
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorInvalidValue:
+        return "bad arguments to a CUDA call (a shardps bug): check the shapes passed";
+    case cudaErrorDevicesUnavailable:
+        return "the GPU is busy or in exclusive mode: check nvidia-smi for other jobs";
+    case cudaErrorECCUncorrectable:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+        return "the GPU reported a hardware fault: check nvidia-smi -q and dmesg (Xid)";
+    default:
+        return "see the CUDA runtime error list; check nvidia-smi and the driver";
+    }
+}
+
+const char *ps_cublas_hint(cublasStatus_t st)
+{
+    switch (st) {
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        return "cuBLAS could not start: check the GPU and libcublas (LD_LIBRARY_PATH)";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        return "out of GPU memory inside cuBLAS: lower the batch size";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "bad gemm arguments (a shardps bug): check M, N, K and the strides";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        return "this GPU lacks a feature cuBLAS needs";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+        return "a cuBLAS kernel failed: rerun under compute-sanitizer, check nvidia-smi";
+    default:
+        return "see the cuBLAS status list; check the GPU and libcublas version";
+    }
+}
+
+/* ---- probe and contexts ---------------------------------------------------- */
+
+int ps_cuda_probe(char *why, size_t whylen)
+{
+    char local[256];
+    if (!why || whylen == 0) {
+        why = local;
+        whylen = sizeof(local);
+    }
+    why[0] = '\0';
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "no usable GPU: cudaGetDeviceCount: %s (%s)",
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+        (void)cudaGetLastError(); /* clear it, so no later check trips on it */
+        return PS_ENODEV;
+    }
+    if (count == 0) {
+        snprintf(why, whylen, "no GPU: the CUDA runtime sees 0 devices");
+        return PS_ENODEV;
+    }
+    int dev = 0, major = 0, minor = 0;
+    e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) {
+        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    }
+    if (e == cudaSuccess) {
+        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    }
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "GPU %d does not answer: %s (%s)", dev, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return PS_ENODEV;
+    }
+    if (major < 9) {
+        /* the build carries sm_90 code and compute_90 PTX: nothing older runs it */
+        snprintf(why, whylen,
+                 "GPU %d is sm_%d%d but this build has code for sm_90 and newer only "
+                 "(add its -gencode in kernels/meson.build)",
+                 dev, major, minor);
+        return PS_ENOTSUP;
+    }
+    /* create the primary context now: a GPU that is busy (exclusive mode) or
+     * broken fails here rather than in the middle of training */
+    e = cudaFree(NULL);
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "GPU %d cannot start a context: %s (%s)", dev,
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return PS_ENODEV;
+    }
+    return 0;
+}
+
+int ps_cuda_ctx_new(ps_kctx_t **out)
+{
+    *out = NULL;
+    ps_kctx_t *c = (ps_kctx_t *)calloc(1, sizeof(*c));
+    if (!c) {
+        return PS_ENOMEM;
+    }
+    int rc = PS_ENODEV;
+    if (PS_CUDA_SOFT(cudaGetDevice(&c->device)) ||
+        PS_CUDA_SOFT(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking))) {
+        goto fail;
+    }
+    {
+        cublasStatus_t st = cublasCreate(&c->blas);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            ps_cuda_report(__FILE__, __LINE__, "cublasCreate(&c->blas)",
+                           cublasGetStatusName(st), cublasGetStatusString(st),
+                           ps_cublas_hint(st));
+            c->blas = NULL;
+            rc = st == CUBLAS_STATUS_ALLOC_FAILED ? PS_ENOMEM : PS_ENODEV;
+            goto fail;
+        }
+    }
+    PS_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+    /* plain FP32 (no TF32 tensor-op rounding): results track the CPU backend */
+    PS_CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    rc = PS_ENOMEM;
+    if (PS_CUDA_SOFT(
+            cudaMalloc((void **)&c->d_part, PS_CUDA_XENT_BLOCKS * sizeof(double))) ||
+        PS_CUDA_SOFT(cudaMalloc((void **)&c->d_hits, PS_CUDA_XENT_BLOCKS * sizeof(int))) ||
+        PS_CUDA_SOFT(cudaMalloc((void **)&c->d_out, sizeof(ps_cuda_xent_out_t))) ||
+        PS_CUDA_SOFT(cudaMallocHost((void **)&c->h_out, sizeof(ps_cuda_xent_out_t)))) {
+        (void)cudaGetLastError();
+        goto fail;
+    }
+    *out = c;
+    return 0;
+fail:
+    (void)cudaGetLastError();
+    ps_cuda_ctx_destroy(&c);
+    return rc;
+}
+
+/* Safe on a half-built context. Waits for the stream first, so buffers still
+ * used by queued work are not freed under it. Failures are logged and the
+ * rest is still released. */
+void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
+{
+    if (!ctx || !*ctx) {
+        return;
+    }
+    ps_kctx_t *c = *ctx;
+    if (c->stream) {
+        (void)PS_CUDA_SOFT(cudaStreamSynchronize(c->stream));
+    }
+    if (c->blas) {
+        cublasStatus_t st = cublasDestroy(c->blas);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            ps_cuda_report(__FILE__, __LINE__, "cublasDestroy(c->blas)",
+                           cublasGetStatusName(st), cublasGetStatusString(st),
+                           ps_cublas_hint(st));
+        }
+    }
+    if (c->h_out) {
+        (void)PS_CUDA_SOFT(cudaFreeHost(c->h_out));
+    }
+    if (c->d_out) {
+        (void)PS_CUDA_SOFT(cudaFree(c->d_out));
+    }
+    if (c->d_hits) {
+        (void)PS_CUDA_SOFT(cudaFree(c->d_hits));
+    }
+    if (c->d_part) {
+        (void)PS_CUDA_SOFT(cudaFree(c->d_part));
+    }
+    if (c->stream) {
+        (void)PS_CUDA_SOFT(cudaStreamDestroy(c->stream));
+    }
+    free(c);
+    *ctx = NULL;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+void *ps_cuda_alloc(size_t bytes)
+{
+    void *d_p = NULL;
+    /* cudaMalloc aligns to 256 bytes; a zero size would give NULL */
+    if (PS_CUDA_SOFT(cudaMalloc(&d_p, bytes ? bytes : 256))) {
+        (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+        return NULL;
+    }
+    return d_p;
+}
+
+void ps_cuda_free(void *d_p)
+{
+    if (d_p) {
+        PS_CUDA_CHECK(cudaFree(d_p));
+    }
+}
+
+void *ps_cuda_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (PS_CUDA_SOFT(cudaMallocHost(&p, bytes ? bytes : 64))) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void ps_cuda_host_free(void *p)
+{
+    if (p) {
+        PS_CUDA_CHECK(cudaFreeHost(p));
+    }
+}
+
+/* ---- copies -------------------------------------------------------------------- */
+
+/* Queued on the context's stream after every earlier op. From pageable memory
+ * it returns once src has been staged; from pinned memory (host_alloc) it may
+ * return before the copy is done, so src must stay unchanged until the next
+ * copy_d2h, sync or softmax_xent of this context. */
+int ps_cuda_copy_h2d(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) {
+        return 0;
+    }
+    if (PS_CUDA_SOFT(
+            cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream))) {
+        return PS_EIO;
+    }
+    return 0;
+}
+
+int ps_cuda_copy_d2h(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes)
+{
+    if (bytes == 0) {
+        return ps_cuda_sync(ctx);
+    }
+    if (PS_CUDA_SOFT(
+            cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, ctx->stream)) ||
+        PS_CUDA_SOFT(cudaStreamSynchronize(ctx->stream))) {
+        return PS_EIO;
+    }
+    return 0;
+}
+
+int ps_cuda_copy_d2d(ps_kctx_t *ctx, void *d_dst, const void *d_src, size_t bytes)
+{
+    if (bytes == 0 || d_dst == d_src) {
+        return 0;
+    }
+    if (PS_CUDA_SOFT(
+            cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, ctx->stream))) {
+        return PS_EIO;
+    }
+    return 0;
+}
+
+void ps_cuda_zero(ps_kctx_t *ctx, void *d_p, size_t bytes)
+{
+    if (bytes) {
+        PS_CUDA_CHECK(cudaMemsetAsync(d_p, 0, bytes, ctx->stream));
+    }
+}
+
+int ps_cuda_sync(ps_kctx_t *ctx)
+{
+    return PS_CUDA_SOFT(cudaStreamSynchronize(ctx->stream)) ? PS_EIO : 0;
+}

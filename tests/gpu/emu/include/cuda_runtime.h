@@ -1,0 +1,58 @@
+/* tests/gpu/emu/include/cuda_runtime.h - the fake CUDA runtime of the host
+ * emulator (see ../emu.cc); only the names kernels/cuda/ uses. */
+#ifndef EMU_CUDA_RUNTIME_H
+#define EMU_CUDA_RUNTIME_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __cplusplus
+#include <functional>
+extern "C" {
+#endif
+typedef enum {
+    cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInitializationError = 3,
+    cudaErrorInvalidValue = 1, cudaErrorInvalidConfiguration = 9, cudaErrorNoDevice = 100,
+    cudaErrorInsufficientDriver = 35, cudaErrorNoKernelImageForDevice = 209,
+    cudaErrorUnsupportedPtxVersion = 222, cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchFailure = 719, cudaErrorMisalignedAddress = 716,
+    cudaErrorDevicesUnavailable = 46, cudaErrorECCUncorrectable = 214,
+    cudaErrorHardwareStackError = 714, cudaErrorIllegalInstruction = 715
+} cudaError_t;
+typedef struct emu_stream *cudaStream_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+#define cudaStreamNonBlocking 1
+const char *cudaGetErrorName(cudaError_t e);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaMallocHost(void **p, size_t n);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st);
+#ifdef __cplusplus
+}
+struct uint3e { unsigned x, y, z; };
+struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+extern uint3e blockIdx, threadIdx;
+extern dim3 gridDim, blockDim;
+#define __global__
+#define __shared__ static
+#define __launch_bounds__(x)
+void __syncthreads(void);
+static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+void emu_launch(const char *name, dim3 g, dim3 b, cudaStream_t s, std::function<void()> body);
+#define EMU_LAUNCH(k, g, b, shm, s, ...) emu_launch(#k, dim3(g), dim3(b), s, [=]() { k(__VA_ARGS__); })
+#endif
+#endif

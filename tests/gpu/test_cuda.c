@@ -1,0 +1,968 @@
+/*
+ * tests/gpu/test_cuda.c - the CUDA backend against the CPU backend: every op of
+ * the table on random inputs (absolute + relative tolerance), gradients by
+ * finite differences where cheap, determinism, and a training step of each
+ * bundled model (MLP; CNN once it is registered) on both backends. Suite 'gpu'.
+ *
+ * Without a usable GPU it prints "skipped: no GPU (reason)" and exits 77
+ * (Meson's skip). CUDA does not survive fork(): a process that has initialised
+ * the driver cannot use it in a forked child. So main() asks probe() in a
+ * throwaway child, and the parent stays CUDA-free while Check forks one child
+ * per test (each test makes its own context in the fixture).
+ */
+#include <check.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "kernels/kernels.h"
+#include "kernels/optim.h"
+#include "tests/unit/testutil.h"
+#include "worker/models/model.h"
+
+static const ps_kernels_t *s_cu; /* the CUDA table (set in main) */
+static const ps_kernels_t *s_cpu = &ps_kernels_cpu;
+static ps_kctx_t *s_ctx;  /* CUDA context of the running test */
+static ps_kctx_t *s_cctx; /* CPU context of the running test */
+
+static void s_setup(void)
+{
+    ck_assert_int_eq(s_cu->ctx_new(&s_ctx), 0);
+    ck_assert_int_eq(s_cpu->ctx_new(&s_cctx), 0);
+}
+
+static void s_teardown(void)
+{
+    s_cu->ctx_destroy(&s_ctx);
+    ck_assert_ptr_null(s_ctx);
+    s_cpu->ctx_destroy(&s_cctx);
+}
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* Host buffer of n random floats in [lo, hi). Caller frees with free(). */
+static float *s_rand(size_t n, float lo, float hi, uint64_t seed)
+{
+    float *p = malloc(n * sizeof(float) + 4);
+    ck_assert_ptr_nonnull(p);
+    ps_test_fill(p, n, lo, hi, seed);
+    return p;
+}
+
+/* Host buffer of n floats (uninitialised). */
+static float *s_host(size_t n)
+{
+    float *p = malloc(n * sizeof(float) + 4);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Device copy of host floats. Caller frees with s_cu->free(). */
+static float *s_up(const float *h, size_t n)
+{
+    float *d = s_cu->alloc(n * sizeof(float) + 4);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d, h, n * sizeof(float)), 0);
+    return d;
+}
+
+/* Device buffer of n floats (uninitialised). */
+static float *s_dev(size_t n)
+{
+    float *d = s_cu->alloc(n * sizeof(float) + 4);
+    ck_assert_ptr_nonnull(d);
+    return d;
+}
+
+static void s_down(float *h, const float *d, size_t n)
+{
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, h, d, n * sizeof(float)), 0);
+}
+
+static double s_maxabs(const float *p, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        m = fabs(p[i]) > m ? fabs(p[i]) : m;
+    }
+    return m;
+}
+
+/* Every |got - want| <= atol + rtol*|want|; reports the first miss. */
+static void s_check(const float *got, const float *want, size_t n, double atol, double rtol,
+                    const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!ps_test_close(got[i], want[i], atol, rtol)) {
+            ck_abort_msg("%s[%zu] = %.9g, cpu %.9g (atol %g rtol %g)", what, i, got[i],
+                         want[i], atol, rtol);
+        }
+    }
+}
+
+/* The same, with atol scaled by the largest |want|: sums of many terms in a
+ * different order differ by a fraction of the largest value, not of each. */
+static void s_check_scaled(const float *got, const float *want, size_t n, double rel,
+                           const char *what)
+{
+    s_check(got, want, n, rel * (s_maxabs(want, n) + 1e-30), rel, what);
+}
+
+/* ---- table, memory, selection --------------------------------------------------- */
+
+START_TEST(every_table_entry_is_set_and_probe_succeeds)
+{
+    const ps_kernels_t *k = s_cu;
+    ck_assert(k->probe && k->ctx_new && k->ctx_destroy && k->alloc && k->free);
+    ck_assert(k->host_alloc && k->host_free && k->copy_h2d && k->copy_d2h);
+    ck_assert(k->copy_d2d && k->zero && k->sync && k->sgemm && k->bias_add);
+    ck_assert(k->bias_relu && k->bias_grad && k->relu_fwd && k->relu_bwd);
+    ck_assert(k->softmax_xent && k->conv2d_workspace && k->conv2d_fwd);
+    ck_assert(k->conv2d_bwd && k->maxpool2_fwd && k->maxpool2_bwd && k->sgd_step);
+    /* every member after host_is_backend is a function pointer: none may be
+     * NULL, including ops added to kernels.h after this test was written */
+    const char *base = (const char *)k;
+    for (size_t off = offsetof(ps_kernels_t, probe);
+         off + sizeof(void (*)(void)) <= sizeof(*k); off += sizeof(void (*)(void))) {
+        void (*fp)(void);
+        memcpy(&fp, base + off, sizeof(fp));
+        ck_assert_msg(fp != NULL, "ps_kernels_cuda has no op at byte offset %zu", off);
+    }
+    ck_assert_str_eq(k->name, "cuda");
+    ck_assert_int_eq(k->host_is_backend, 0);
+    char why[256] = "x";
+    ck_assert_int_eq(k->probe(why, sizeof(why)), 0);
+    ck_assert_str_eq(why, "");
+    ck_assert_int_eq(k->probe(NULL, 0), 0);
+}
+END_TEST
+
+START_TEST(select_picks_cuda_when_asked_and_for_auto)
+{
+    const ps_kernels_t *k = NULL;
+    char why[256];
+    ck_assert_int_eq(ps_kernels_select("cuda", &k, why, sizeof(why)), 0);
+    ck_assert_ptr_eq(k, s_cu);
+    k = NULL;
+    ck_assert_int_eq(ps_kernels_select("auto", &k, why, sizeof(why)), 0);
+    ck_assert_ptr_eq(k, s_cu);
+    ck_assert_int_eq(ps_kernels_select("cpu", &k, why, sizeof(why)), 0);
+    ck_assert_ptr_eq(k, &ps_kernels_cpu);
+}
+END_TEST
+
+START_TEST(memory_copies_zero_and_alignment)
+{
+    enum { n = 1000 };
+    float *h = s_rand(n, -1, 1, 1), *back = s_host(n);
+    float *d = s_cu->alloc(n * sizeof(float)), *d2 = s_cu->alloc(n * sizeof(float));
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(d2);
+    ck_assert_uint_eq((uintptr_t)d % 64, 0);
+    ck_assert_uint_eq((uintptr_t)d2 % 64, 0);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d, h, n * sizeof(float)), 0);
+    ck_assert_int_eq(s_cu->copy_d2d(s_ctx, d2, d, n * sizeof(float)), 0);
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, back, d2, n * sizeof(float)), 0);
+    ck_assert_mem_eq(back, h, n * sizeof(float));
+    /* partial zero: only the first half */
+    s_cu->zero(s_ctx, d2, n / 2 * sizeof(float));
+    ck_assert_int_eq(s_cu->sync(s_ctx), 0);
+    s_down(back, d2, n);
+    for (int i = 0; i < n; i++) {
+        ck_assert_float_eq(back[i], i < n / 2 ? 0.0f : h[i]);
+    }
+    /* zero-byte copies are no-ops */
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d, h, 0), 0);
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, back, d, 0), 0);
+    /* pinned host buffers: copies in and out of them */
+    float *pin = s_cu->host_alloc(n * sizeof(float));
+    ck_assert_ptr_nonnull(pin);
+    memcpy(pin, h, n * sizeof(float));
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d2, pin, n * sizeof(float)), 0);
+    ck_assert_int_eq(s_cu->sync(s_ctx), 0); /* pinned h2d may still be in flight */
+    memset(pin, 0, n * sizeof(float));
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, pin, d2, n * sizeof(float)), 0);
+    ck_assert_mem_eq(pin, h, n * sizeof(float));
+    s_cu->host_free(pin);
+    s_cu->host_free(NULL);
+    /* an impossible allocation fails cleanly and leaves the context usable */
+    ck_assert_ptr_null(s_cu->alloc((size_t)1 << 52));
+    void *z = s_cu->alloc(0);
+    ck_assert_ptr_nonnull(z);
+    s_cu->free(z);
+    s_cu->relu_fwd(s_ctx, d, d2, n);
+    ck_assert_int_eq(s_cu->sync(s_ctx), 0);
+    s_cu->free(d);
+    s_cu->free(d2);
+    s_cu->free(NULL);
+    free(h);
+    free(back);
+}
+END_TEST
+
+START_TEST(two_contexts_work_side_by_side)
+{
+    ps_kctx_t *other = NULL;
+    ck_assert_int_eq(s_cu->ctx_new(&other), 0);
+    enum { n = 4096 };
+    float *x = s_rand(n, -1, 1, 2), *a = s_host(n), *b = s_host(n);
+    float *d_x = s_up(x, n), *d_a = s_dev(n), *d_b = s_dev(n);
+    ck_assert_int_eq(s_cu->sync(s_ctx), 0); /* d_x is ready for the other stream */
+    s_cu->relu_fwd(s_ctx, d_x, d_a, n);
+    s_cu->relu_fwd(other, d_x, d_b, n);
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, a, d_a, n * sizeof(float)), 0);
+    ck_assert_int_eq(s_cu->copy_d2h(other, b, d_b, n * sizeof(float)), 0);
+    ck_assert_mem_eq(a, b, n * sizeof(float));
+    s_cu->ctx_destroy(&other);
+    ck_assert_ptr_null(other);
+    s_cu->ctx_destroy(&other); /* NULL-safe */
+    s_cu->free(d_x);
+    s_cu->free(d_a);
+    s_cu->free(d_b);
+    free(x);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* ---- sgemm ---------------------------------------------------------------------- */
+
+static void s_gemm_case(int M, int N, int K, int pad, uint64_t seed)
+{
+    for (int ta = 0; ta < 2; ta++) {
+        for (int tb = 0; tb < 2; tb++) {
+            const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad + 1;
+            const int ldc = N + pad + 2;
+            const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
+            const size_t nc = (size_t)M * ldc;
+            float *A = s_rand(na, -1, 1, seed), *B = s_rand(nb, -1, 1, seed + 1);
+            float *C = s_rand(nc, -1, 1, seed + 2), *want = s_host(nc), *got = s_host(nc);
+            memcpy(want, C, nc * sizeof(float));
+            s_cpu->sgemm(s_cctx, ta, tb, M, N, K, 0.7f, A, lda, B, ldb, 0.3f, want, ldc);
+            float *d_A = s_up(A, na), *d_B = s_up(B, nb), *d_C = s_up(C, nc);
+            s_cu->sgemm(s_ctx, ta, tb, M, N, K, 0.7f, d_A, lda, d_B, ldb, 0.3f, d_C, ldc);
+            s_down(got, d_C, nc);
+            char what[64];
+            snprintf(what, sizeof(what), "C(ta=%d tb=%d %dx%dx%d)", ta, tb, M, N, K);
+            s_check(got, want, nc, 1e-5 * sqrt((double)K), 1e-4, what);
+            for (int i = 0; i < M; i++) { /* padding past N untouched */
+                for (int j = N; j < ldc; j++) {
+                    ck_assert_float_eq(got[(size_t)i * ldc + j], C[(size_t)i * ldc + j]);
+                }
+            }
+            s_cu->free(d_A);
+            s_cu->free(d_B);
+            s_cu->free(d_C);
+            free(A);
+            free(B);
+            free(C);
+            free(want);
+            free(got);
+        }
+    }
+}
+
+START_TEST(sgemm_matches_cpu_for_all_transposes_and_strides)
+{
+    s_gemm_case(37, 29, 53, 3, 10);
+    s_gemm_case(1, 1, 1, 0, 20);
+    s_gemm_case(300, 257, 513, 0, 30);
+    s_gemm_case(64, 10, 128, 5, 40); /* the MLP's last layer shape */
+}
+END_TEST
+
+/* ---- bias and ReLU -------------------------------------------------------------- */
+
+START_TEST(bias_add_and_bias_relu_match_cpu)
+{
+    static const int shapes[][2] = {{333, 257}, {64, 10}, {1, 1}, {5, 4099}};
+    for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+        const int N = shapes[t][0], C = shapes[t][1];
+        const size_t n = (size_t)N * C;
+        float *y = s_rand(n, -2, 2, 50 + t), *b = s_rand(C, -1, 1, 60 + t);
+        float *want = s_host(n), *got = s_host(n);
+        for (int relu = 0; relu < 2; relu++) {
+            memcpy(want, y, n * sizeof(float));
+            float *d_y = s_up(y, n), *d_b = s_up(b, C);
+            if (relu) {
+                s_cpu->bias_relu(s_cctx, want, b, N, C);
+                s_cu->bias_relu(s_ctx, d_y, d_b, N, C);
+            } else {
+                s_cpu->bias_add(s_cctx, want, b, N, C);
+                s_cu->bias_add(s_ctx, d_y, d_b, N, C);
+            }
+            s_down(got, d_y, n);
+            ck_assert_mem_eq(got, want, n * sizeof(float)); /* one add: exact */
+            s_cu->free(d_y);
+            s_cu->free(d_b);
+        }
+        free(y);
+        free(b);
+        free(want);
+        free(got);
+    }
+}
+END_TEST
+
+START_TEST(bias_grad_matches_cpu_and_finite_differences)
+{
+    static const int shapes[][2] = {{1000, 10}, {64, 256}, {7, 1000}, {1, 33}, {0, 5}};
+    for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+        const int N = shapes[t][0], C = shapes[t][1];
+        const size_t n = (size_t)N * C;
+        float *dy = s_rand(n + 1, -1, 1, 70 + t), *want = s_host(C), *got = s_host(C);
+        s_cpu->bias_grad(s_cctx, dy, want, N, C);
+        float *garbage = s_rand(C, 1e6f, 2e6f, 3);
+        float *d_dy = s_up(dy, n + 1), *d_db = s_up(garbage, C); /* must overwrite */
+        s_cu->bias_grad(s_ctx, d_dy, d_db, N, C);
+        s_down(got, d_db, C);
+        s_check(got, want, C, 1e-5 * sqrt((double)N + 1), 1e-5, "db");
+        s_cu->free(d_dy);
+        s_cu->free(d_db);
+        free(dy);
+        free(want);
+        free(got);
+        free(garbage);
+    }
+    /* L(b) = sum(R .* (y + b)) is linear in b: central differences of L with
+     * the GPU bias_add give dL/db = column sums of R exactly up to rounding */
+    const int N = 9, C = 13;
+    float *R = s_rand((size_t)N * C, -1, 1, 80), *y = s_rand((size_t)N * C, -1, 1, 81);
+    float *b = s_rand(C, -1, 1, 82), *t = s_host((size_t)N * C), *db = s_host(C);
+    float *d_R = s_up(R, (size_t)N * C), *d_db = s_dev(C), *d_t = s_dev((size_t)N * C);
+    s_cu->bias_grad(s_ctx, d_R, d_db, N, C);
+    s_down(db, d_db, C);
+    const float eps = 0.25f;
+    for (int c = 0; c < C; c++) {
+        double l[2];
+        const float keep = b[c];
+        for (int s = 0; s < 2; s++) {
+            b[c] = keep + (s ? -eps : eps);
+            float *d_b = s_up(b, C);
+            ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_t, y, (size_t)N * C * sizeof(float)),
+                             0);
+            s_cu->bias_add(s_ctx, d_t, d_b, N, C);
+            s_down(t, d_t, (size_t)N * C);
+            s_cu->free(d_b);
+            double acc = 0.0;
+            for (int i = 0; i < N * C; i++) {
+                acc += (double)R[i] * t[i];
+            }
+            l[s] = acc;
+        }
+        b[c] = keep;
+        ck_assert_msg(ps_test_close(db[c], (l[0] - l[1]) / (2 * eps), 1e-4, 1e-4),
+                      "db[%d] = %g, fd %g", c, db[c], (l[0] - l[1]) / (2 * eps));
+    }
+    s_cu->free(d_R);
+    s_cu->free(d_db);
+    s_cu->free(d_t);
+    free(R);
+    free(y);
+    free(b);
+    free(t);
+    free(db);
+}
+END_TEST
+
+START_TEST(relu_forward_backward_match_cpu_in_place_and_past_the_grid)
+{
+    /* more elements than the capped grid has threads: the grid-stride loop */
+    const size_t n = (size_t)8192 * 256 * 5 / 4 + 7;
+    float *x = s_rand(n, -1, 1, 90), *dy = s_rand(n, -1, 1, 91);
+    float *y_cpu = s_host(n), *dx_cpu = s_host(n), *got = s_host(n);
+    s_cpu->relu_fwd(s_cctx, x, y_cpu, n);
+    s_cpu->relu_bwd(s_cctx, y_cpu, dy, dx_cpu, n);
+    float *d_x = s_up(x, n), *d_dy = s_up(dy, n), *d_y = s_dev(n);
+    s_cu->relu_fwd(s_ctx, d_x, d_y, n);
+    s_down(got, d_y, n);
+    ck_assert_mem_eq(got, y_cpu, n * sizeof(float));
+    s_cu->relu_fwd(s_ctx, d_x, d_x, n); /* in place */
+    s_down(got, d_x, n);
+    ck_assert_mem_eq(got, y_cpu, n * sizeof(float));
+    s_cu->relu_bwd(s_ctx, d_x, d_dy, d_dy, n); /* in place */
+    s_down(got, d_dy, n);
+    ck_assert_mem_eq(got, dx_cpu, n * sizeof(float));
+    s_cu->free(d_x);
+    s_cu->free(d_dy);
+    s_cu->free(d_y);
+    free(x);
+    free(dy);
+    free(y_cpu);
+    free(dx_cpu);
+    free(got);
+}
+END_TEST
+
+/* ---- softmax cross-entropy -------------------------------------------------------- */
+
+static void s_xent_case(int N, int C, uint64_t seed)
+{
+    const size_t n = (size_t)N * C;
+    float *z = s_rand(n, -4, 4, seed), *dz_cpu = s_host(n), *got = s_host(n);
+    if (n > 3) {
+        z[3] = 80.0f; /* large logits must not overflow */
+    }
+    uint8_t *lab = malloc((size_t)N + 1);
+    for (int i = 0; i < N; i++) {
+        lab[i] = (uint8_t)((i * 7 + seed) % (uint64_t)C);
+    }
+    int ok_cpu = -1, ok = -2, ok2 = -3;
+    const float l_cpu = s_cpu->softmax_xent(s_cctx, z, lab, N, C, dz_cpu, &ok_cpu);
+    float *d_z = s_up(z, n), *d_dz = s_dev(n);
+    uint8_t *d_lab = s_cu->alloc((size_t)N + 1);
+    ck_assert_ptr_nonnull(d_lab);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_lab, lab, (size_t)N), 0);
+    const float l = s_cu->softmax_xent(s_ctx, d_z, d_lab, N, C, d_dz, &ok);
+    ck_assert_msg(ps_test_close(l, l_cpu, 1e-6, 1e-5), "N=%d C=%d loss %.9g cpu %.9g", N, C,
+                  l, l_cpu);
+    ck_assert_int_eq(ok, ok_cpu);
+    s_down(got, d_dz, n);
+    s_check(got, dz_cpu, n, 1e-6 / N, 1e-4, "dz");
+    /* forward only, and in place, give the same bits (fixed reduction order) */
+    ck_assert_float_eq(s_cu->softmax_xent(s_ctx, d_z, d_lab, N, C, NULL, &ok2), l);
+    ck_assert_int_eq(ok2, ok);
+    ck_assert_float_eq(s_cu->softmax_xent(s_ctx, d_z, d_lab, N, C, d_z, NULL), l);
+    float *got2 = s_host(n);
+    s_down(got2, d_z, n);
+    ck_assert_mem_eq(got2, got, n * sizeof(float));
+    s_cu->free(d_z);
+    s_cu->free(d_dz);
+    s_cu->free(d_lab);
+    free(z);
+    free(dz_cpu);
+    free(got);
+    free(got2);
+    free(lab);
+}
+
+START_TEST(softmax_xent_matches_cpu_for_one_to_many_blocks)
+{
+    s_xent_case(1, 10, 100);
+    s_xent_case(17, 10, 101);
+    s_xent_case(100, 37, 102);
+    s_xent_case(10000, 10, 103);  /* 40 blocks */
+    s_xent_case(300001, 10, 104); /* more rows than 1024 blocks of threads */
+    s_xent_case(64, 256, 105);
+}
+END_TEST
+
+START_TEST(softmax_xent_counts_correct_with_first_maximum)
+{
+    float z[3 * 4] = {1, 5, 5, 0, /* tie: the first maximum (1) wins */
+                      9, 0, 0, 0, 0, 0, 0, 2};
+    uint8_t lab[3] = {1, 0, 2};
+    float *d_z = s_up(z, 12);
+    uint8_t *d_lab = s_cu->alloc(3);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_lab, lab, 3), 0);
+    int ok = 0;
+    const float l = s_cu->softmax_xent(s_ctx, d_z, d_lab, 3, 4, NULL, &ok);
+    ck_assert_int_eq(ok, 2);
+    ck_assert(ps_test_close(l, s_cpu->softmax_xent(s_cctx, z, lab, 3, 4, NULL, NULL), 1e-6,
+                            1e-6));
+    ok = 7;
+    ck_assert_float_eq(s_cu->softmax_xent(s_ctx, d_z, d_lab, 0, 4, NULL, &ok), 0.0f);
+    ck_assert_int_eq(ok, 0);
+    s_cu->free(d_z);
+    s_cu->free(d_lab);
+}
+END_TEST
+
+START_TEST(softmax_xent_gradient_matches_finite_differences)
+{
+    const int N = 6, C = 10;
+    const size_t n = (size_t)N * C;
+    float *z = s_rand(n, -3, 3, 110), *dz = s_host(n);
+    uint8_t lab[6] = {0, 3, 9, 4, 4, 1};
+    float *d_z = s_up(z, n), *d_dz = s_dev(n);
+    uint8_t *d_lab = s_cu->alloc(N);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_lab, lab, N), 0);
+    s_cu->softmax_xent(s_ctx, d_z, d_lab, N, C, d_dz, NULL);
+    s_down(dz, d_dz, n);
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < n; i++) {
+        const float keep = z[i];
+        double l[2];
+        for (int s = 0; s < 2; s++) {
+            z[i] = keep + (s ? -eps : eps);
+            ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_z, z, n * sizeof(float)), 0);
+            l[s] = s_cu->softmax_xent(s_ctx, d_z, d_lab, N, C, NULL, NULL);
+        }
+        z[i] = keep;
+        const double fd = (l[0] - l[1]) / (2 * eps);
+        ck_assert_msg(ps_test_close(dz[i], fd, 2e-4, 1e-2), "dz[%zu] = %g, fd %g", i, dz[i],
+                      fd);
+    }
+    s_cu->free(d_z);
+    s_cu->free(d_dz);
+    s_cu->free(d_lab);
+    free(z);
+    free(dz);
+}
+END_TEST
+
+/* ---- convolution ------------------------------------------------------------------ */
+
+/* {N, C, H, W, O, K, pad} */
+static const ps_conv_shape_t s_conv_shapes[] = {
+    {2, 3, 6, 5, 4, 3, 1},     /* small, odd sizes */
+    {3, 1, 28, 28, 32, 5, 2},  /* the CNN's first layer */
+    {3, 32, 14, 14, 64, 5, 2}, /* the CNN's second layer */
+    {1, 2, 5, 5, 3, 3, 0},     /* no padding */
+    {1, 1, 3, 3, 2, 5, 2},     /* kernel larger than the image */
+    {200, 8, 32, 32, 2, 5, 2}, /* over the workspace cap: two chunks */
+};
+enum { S_NSHAPES = sizeof(s_conv_shapes) / sizeof(s_conv_shapes[0]) };
+
+static void s_conv_sizes(const ps_conv_shape_t *s, size_t *nx, size_t *nw, size_t *ny)
+{
+    const int HO = s->H + 2 * s->pad - s->K + 1, WO = s->W + 2 * s->pad - s->K + 1;
+    *nx = (size_t)s->N * s->C * s->H * s->W;
+    *nw = (size_t)s->O * s->C * s->K * s->K;
+    *ny = (size_t)s->N * s->O * HO * WO;
+}
+
+START_TEST(conv2d_forward_matches_cpu)
+{
+    for (size_t t = 0; t < S_NSHAPES; t++) {
+        const ps_conv_shape_t *s = &s_conv_shapes[t];
+        size_t nx, nw, ny;
+        s_conv_sizes(s, &nx, &nw, &ny);
+        float *x = s_rand(nx, -1, 1, 200 + t), *w = s_rand(nw, -0.3f, 0.3f, 210 + t);
+        float *b = s_rand(s->O, -0.5f, 0.5f, 220 + t);
+        float *want = s_host(ny), *got = s_host(ny);
+        void *ws = malloc(s_cpu->conv2d_workspace(s) + 4);
+        void *d_ws = s_cu->alloc(s_cu->conv2d_workspace(s) + 4);
+        ck_assert_ptr_nonnull(d_ws);
+        float *d_x = s_up(x, nx), *d_w = s_up(w, nw), *d_b = s_up(b, s->O),
+              *d_y = s_dev(ny);
+        for (int relu = 0; relu < 2; relu++) {
+            s_cpu->conv2d_fwd(s_cctx, s, x, w, b, want, relu, ws);
+            s_cu->conv2d_fwd(s_ctx, s, d_x, d_w, d_b, d_y, relu, d_ws);
+            s_down(got, d_y, ny);
+            char what[64];
+            snprintf(what, sizeof(what), "y(shape %zu relu %d)", t, relu);
+            s_check_scaled(got, want, ny, 2e-5, what);
+        }
+        s_cu->free(d_ws);
+        s_cu->free(d_x);
+        s_cu->free(d_w);
+        s_cu->free(d_b);
+        s_cu->free(d_y);
+        free(ws);
+        free(x);
+        free(w);
+        free(b);
+        free(want);
+        free(got);
+    }
+}
+END_TEST
+
+START_TEST(conv2d_backward_matches_cpu)
+{
+    for (size_t t = 0; t < S_NSHAPES; t++) {
+        const ps_conv_shape_t *s = &s_conv_shapes[t];
+        size_t nx, nw, ny;
+        s_conv_sizes(s, &nx, &nw, &ny);
+        float *x = s_rand(nx, -1, 1, 300 + t), *w = s_rand(nw, -0.3f, 0.3f, 310 + t);
+        float *dy = s_rand(ny, -1, 1, 320 + t);
+        float *dx = s_host(nx), *dw = s_host(nw), *db = s_host(s->O);
+        float *gx = s_host(nx), *gw = s_host(nw), *gb = s_host(s->O);
+        void *ws = malloc(s_cpu->conv2d_workspace(s) + 4);
+        void *d_ws = s_cu->alloc(s_cu->conv2d_workspace(s) + 4);
+        ck_assert_ptr_nonnull(d_ws);
+        s_cpu->conv2d_bwd(s_cctx, s, x, w, dy, dx, dw, db, ws);
+        /* outputs start as garbage: the op must overwrite them */
+        float *junk = s_rand(nx > nw ? nx : nw, 1e3f, 2e3f, 5);
+        float *d_x = s_up(x, nx), *d_w = s_up(w, nw), *d_dy = s_up(dy, ny);
+        float *d_dx = s_up(junk, nx), *d_dw = s_up(junk, nw), *d_db = s_up(junk, s->O);
+        s_cu->conv2d_bwd(s_ctx, s, d_x, d_w, d_dy, d_dx, d_dw, d_db, d_ws);
+        s_down(gx, d_dx, nx);
+        s_down(gw, d_dw, nw);
+        s_down(gb, d_db, s->O);
+        char what[64];
+        snprintf(what, sizeof(what), "dx(shape %zu)", t);
+        s_check_scaled(gx, dx, nx, 2e-5, what);
+        snprintf(what, sizeof(what), "dw(shape %zu)", t);
+        s_check_scaled(gw, dw, nw, 5e-5, what);
+        snprintf(what, sizeof(what), "db(shape %zu)", t);
+        s_check_scaled(gb, db, s->O, 5e-5, what);
+        /* dx == NULL (first layer): the same dw and db, bit for bit */
+        float *gw2 = s_host(nw), *gb2 = s_host(s->O);
+        s_cu->conv2d_bwd(s_ctx, s, d_x, d_w, d_dy, NULL, d_dw, d_db, d_ws);
+        s_down(gw2, d_dw, nw);
+        s_down(gb2, d_db, s->O);
+        ck_assert_mem_eq(gw2, gw, nw * sizeof(float));
+        ck_assert_mem_eq(gb2, gb, s->O * sizeof(float));
+        s_cu->free(d_ws);
+        s_cu->free(d_x);
+        s_cu->free(d_w);
+        s_cu->free(d_dy);
+        s_cu->free(d_dx);
+        s_cu->free(d_dw);
+        s_cu->free(d_db);
+        free(ws);
+        free(junk);
+        free(x);
+        free(w);
+        free(dy);
+        free(dx);
+        free(dw);
+        free(db);
+        free(gx);
+        free(gw);
+        free(gb);
+        free(gw2);
+        free(gb2);
+    }
+}
+END_TEST
+
+/* dx, dw, db of L = sum(R .* conv(x, w, b)) on the GPU against central
+ * differences of L from the GPU forward. L is linear in each input, so a
+ * large step is exact up to rounding and keeps the quotient's noise low. */
+START_TEST(conv2d_gradients_match_finite_differences)
+{
+    const ps_conv_shape_t sh = {2, 3, 6, 5, 4, 3, 1}, *s = &sh;
+    size_t nx, nw, ny;
+    s_conv_sizes(s, &nx, &nw, &ny);
+    float *x = s_rand(nx, -1, 1, 400), *w = s_rand(nw, -0.5f, 0.5f, 401);
+    float *b = s_rand(s->O, -0.5f, 0.5f, 402), *R = s_rand(ny, -1, 1, 403);
+    float *gx = s_host(nx), *gw = s_host(nw), *gb = s_host(s->O), *y = s_host(ny);
+    void *d_ws = s_cu->alloc(s_cu->conv2d_workspace(s) + 4);
+    float *d_x = s_up(x, nx), *d_w = s_up(w, nw), *d_b = s_up(b, s->O), *d_R = s_up(R, ny);
+    float *d_dx = s_dev(nx), *d_dw = s_dev(nw), *d_db = s_dev(s->O), *d_y = s_dev(ny);
+    s_cu->conv2d_bwd(s_ctx, s, d_x, d_w, d_R, d_dx, d_dw, d_db, d_ws);
+    s_down(gx, d_dx, nx);
+    s_down(gw, d_dw, nw);
+    s_down(gb, d_db, s->O);
+    float *params[3] = {x, w, b}, *grads[3] = {gx, gw, gb};
+    float *d_params[3] = {d_x, d_w, d_b};
+    const size_t counts[3] = {nx, nw, (size_t)s->O};
+    const float eps = 0.25f;
+    for (int which = 0; which < 3; which++) {
+        float *P = params[which];
+        for (size_t i = 0; i < counts[which]; i++) {
+            double l[2];
+            const float keep = P[i];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                P[i] = keep + (sgn ? -eps : eps);
+                ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_params[which], P,
+                                                counts[which] * sizeof(float)),
+                                 0);
+                s_cu->conv2d_fwd(s_ctx, s, d_x, d_w, d_b, d_y, 0, d_ws);
+                s_down(y, d_y, ny);
+                double acc = 0.0;
+                for (size_t j = 0; j < ny; j++) {
+                    acc += (double)R[j] * y[j];
+                }
+                l[sgn] = acc;
+            }
+            P[i] = keep;
+            ck_assert_int_eq(
+                s_cu->copy_h2d(s_ctx, d_params[which], P, counts[which] * sizeof(float)),
+                0);
+            const double fd = (l[0] - l[1]) / (2.0 * eps);
+            ck_assert_msg(ps_test_close(grads[which][i], fd, 1e-4, 1e-4),
+                          "grad %d [%zu] = %g, fd %g", which, i, grads[which][i], fd);
+        }
+    }
+    s_cu->free(d_ws);
+    s_cu->free(d_x);
+    s_cu->free(d_w);
+    s_cu->free(d_b);
+    s_cu->free(d_R);
+    s_cu->free(d_dx);
+    s_cu->free(d_dw);
+    s_cu->free(d_db);
+    s_cu->free(d_y);
+    free(x);
+    free(w);
+    free(b);
+    free(R);
+    free(gx);
+    free(gw);
+    free(gb);
+    free(y);
+}
+END_TEST
+
+/* ---- max pooling ------------------------------------------------------------------ */
+
+static void s_pool_case(int NC, int H, int W, int ties, uint64_t seed)
+{
+    const int HO = H / 2, WO = W / 2;
+    const size_t nx = (size_t)NC * H * W, ny = (size_t)NC * HO * WO;
+    float *x = s_rand(nx, -1, 1, seed), *dy = s_rand(ny, -1, 1, seed + 1);
+    if (ties) { /* coarse values: many windows hold equal maxima */
+        for (size_t i = 0; i < nx; i++) {
+            x[i] = (float)(int)(x[i] * 2.0f);
+        }
+    }
+    float *y = s_host(ny), *dx = s_host(nx), *gy = s_host(ny), *gx = s_host(nx);
+    uint8_t *arg = malloc(ny), *garg = malloc(ny);
+    s_cpu->maxpool2_fwd(s_cctx, x, y, arg, NC, H, W);
+    s_cpu->maxpool2_bwd(s_cctx, dy, arg, dx, NC, H, W);
+    float *junk = s_rand(nx, 5, 6, 7);
+    float *d_x = s_up(x, nx), *d_dy = s_up(dy, ny), *d_y = s_dev(ny),
+          *d_dx = s_up(junk, nx);
+    uint8_t *d_arg = s_cu->alloc(ny);
+    s_cu->maxpool2_fwd(s_ctx, d_x, d_y, d_arg, NC, H, W);
+    s_cu->maxpool2_bwd(s_ctx, d_dy, d_arg, d_dx, NC, H, W);
+    s_down(gy, d_y, ny);
+    s_down(gx, d_dx, nx);
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, garg, d_arg, ny), 0);
+    ck_assert_mem_eq(gy, y, ny * sizeof(float));
+    ck_assert_mem_eq(garg, arg, ny);
+    ck_assert_mem_eq(gx, dx, nx * sizeof(float));
+    s_cu->free(d_x);
+    s_cu->free(d_dy);
+    s_cu->free(d_y);
+    s_cu->free(d_dx);
+    s_cu->free(d_arg);
+    free(x);
+    free(dy);
+    free(y);
+    free(dx);
+    free(gy);
+    free(gx);
+    free(arg);
+    free(garg);
+    free(junk);
+}
+
+START_TEST(maxpool2_matches_cpu_including_ties)
+{
+    s_pool_case(5, 6, 8, 0, 500);
+    s_pool_case(64 * 32, 28, 28, 0, 510); /* the CNN's first pool at batch 64 */
+    s_pool_case(64 * 64, 14, 14, 1, 520);
+    s_pool_case(1, 2, 2, 1, 530);
+}
+END_TEST
+
+/* ---- SGD ------------------------------------------------------------------------- */
+
+START_TEST(sgd_step_matches_cpu)
+{
+    const size_t n = 100003;
+    for (int mom = 0; mom < 2; mom++) {
+        const float mu = mom ? 0.9f : 0.0f;
+        float *w = s_rand(n, -1, 1, 600), *v = s_rand(n, -1, 1, 601);
+        float *g = s_rand(n, -1, 1, 602), *gw = s_host(n), *gv = s_host(n);
+        float *d_w = s_up(w, n), *d_v = s_up(v, n), *d_g = s_up(g, n);
+        for (int step = 0; step < 3; step++) {
+            s_cpu->sgd_step(s_cctx, 0.1f, mu, 0.01f, w, v, g, 0.5f, n);
+            s_cu->sgd_step(s_ctx, 0.1f, mu, 0.01f, d_w, d_v, d_g, 0.5f, n);
+        }
+        s_down(gw, d_w, n);
+        s_down(gv, d_v, n);
+        /* the kernel does the CPU's unfused float operations in the same order:
+         * equal unless the CPU build contracts into FMAs (-march with FMA) */
+        s_check(gw, w, n, 1e-7, 1e-6, "w");
+        s_check(gv, v, n, 1e-7, 1e-6, "v");
+        s_cu->free(d_w);
+        s_cu->free(d_v);
+        s_cu->free(d_g);
+        free(w);
+        free(v);
+        free(g);
+        free(gw);
+        free(gv);
+    }
+}
+END_TEST
+
+/* ---- models end to end ------------------------------------------------------------ */
+
+enum { S_IN = PS_MODEL_IN_H * PS_MODEL_IN_W };
+
+static void s_batch(float *x, uint8_t *y, int n, uint64_t seed)
+{
+    ps_test_fill(x, (size_t)n * S_IN, -0.8f, 2.0f, seed);
+    for (int i = 0; i < n; i++) {
+        y[i] = (uint8_t)((i * 3 + seed) % PS_MODEL_CLASSES);
+    }
+}
+
+/* One model on both backends: the same params give the same loss and grads;
+ * evaluation in chunks agrees; five SGD steps follow the same loss curve. */
+static void s_model_case(const char *name)
+{
+    const int B = 64, n = 50, ne = 150;
+    ps_model_t *mc = NULL, *mg = NULL;
+    const int rc = ps_model_new(name, s_cpu, B, &mc);
+    if (rc == PS_EINVAL) {
+        fprintf(stderr, "note: model %s is not built here; not compared\n", name);
+        return;
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(ps_model_new(name, s_cu, B, &mg), 0);
+    const size_t P = ps_model_num_params(mc);
+    ck_assert_uint_eq(ps_model_num_params(mg), P);
+    ps_model_init_params(mc, 3);
+    ps_model_init_params(mg, 3);
+    ck_assert_mem_eq(ps_model_params(mc), ps_model_params(mg), P * sizeof(float));
+    float *x = s_host((size_t)ne * S_IN);
+    uint8_t *y = malloc(ne);
+    s_batch(x, y, ne, 9);
+
+    float lc = 0, lg = 0;
+    ck_assert_int_eq(ps_model_train_step(mc, x, y, n, &lc), 0);
+    ck_assert_int_eq(ps_model_train_step(mg, x, y, n, &lg), 0);
+    ck_assert_msg(ps_test_close(lg, lc, 1e-6, 1e-5), "%s loss %.9g cpu %.9g", name, lg, lc);
+    for (size_t t = 0; t < ps_model_num_tensors(mc); t++) {
+        const ps_tensor_info_t *ti = ps_model_tensor(mc, t);
+        char what[96];
+        snprintf(what, sizeof(what), "%s grad %s", name, ti->name);
+        s_check_scaled(ps_model_grads(mg) + ti->offset, ps_model_grads(mc) + ti->offset,
+                       ti->count, 1e-4, what);
+    }
+    /* the same step again gives the same bits (deterministic reductions) */
+    float *g1 = s_host(P), lg2 = 0;
+    memcpy(g1, ps_model_grads(mg), P * sizeof(float));
+    ck_assert_int_eq(ps_model_train_step(mg, x, y, n, &lg2), 0);
+    ck_assert_float_eq(lg2, lg);
+    ck_assert_mem_eq(g1, ps_model_grads(mg), P * sizeof(float));
+
+    int cc = -1, cg = -2;
+    float ec = 0, eg = 0;
+    ck_assert_int_eq(ps_model_evaluate(mc, x, y, ne, &cc, &ec), 0);
+    ck_assert_int_eq(ps_model_evaluate(mg, x, y, ne, &cg, &eg), 0);
+    ck_assert(ps_test_close(eg, ec, 1e-6, 1e-5));
+    ck_assert_msg(abs(cg - cc) <= 1, "%s correct %d cpu %d", name, cg, cc); /* near-ties */
+
+    /* five SGD steps with momentum on each model's host buffers */
+    const ps_optim_sgd_t o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f};
+    float *vc = calloc(P, sizeof(float)), *vg = calloc(P, sizeof(float));
+    for (int step = 0; step < 5; step++) {
+        ck_assert_int_eq(ps_model_train_step(mc, x, y, n, &lc), 0);
+        ck_assert_int_eq(ps_model_train_step(mg, x, y, n, &lg), 0);
+        ck_assert_msg(ps_test_close(lg, lc, 1e-5, 1e-3), "%s step %d loss %.9g cpu %.9g",
+                      name, step, lg, lc);
+        ps_optim_sgd_step(&o, ps_model_params(mc), vc, ps_model_grads(mc), 1.0f, P);
+        ps_optim_sgd_step(&o, ps_model_params(mg), vg, ps_model_grads(mg), 1.0f, P);
+    }
+    /* argument errors are caught before the device is touched */
+    uint8_t bad[2] = {1, PS_MODEL_CLASSES};
+    ck_assert_int_eq(ps_model_train_step(mg, x, bad, 2, &lg), PS_EINVAL);
+    ck_assert_int_eq(ps_model_train_step(mg, x, y, B + 1, &lg), PS_EINVAL);
+    ck_assert_int_eq(ps_model_train_step(mg, x, y, 0, &lg), PS_EINVAL);
+    ps_model_destroy(&mc);
+    ps_model_destroy(&mg);
+    ck_assert_ptr_null(mg);
+    free(x);
+    free(y);
+    free(g1);
+    free(vc);
+    free(vg);
+}
+
+START_TEST(mlp_training_step_matches_cpu)
+{
+    s_model_case("mlp");
+}
+END_TEST
+
+START_TEST(cnn_training_step_matches_cpu)
+{
+    s_model_case("cnn");
+}
+END_TEST
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static Suite *s_suite(void)
+{
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("cuda_vs_cpu");
+    tcase_add_checked_fixture(tc, s_setup, s_teardown);
+    tcase_set_timeout(tc, 120); /* each test starts CUDA in its own child */
+    tcase_add_test(tc, every_table_entry_is_set_and_probe_succeeds);
+    tcase_add_test(tc, select_picks_cuda_when_asked_and_for_auto);
+    tcase_add_test(tc, memory_copies_zero_and_alignment);
+    tcase_add_test(tc, two_contexts_work_side_by_side);
+    tcase_add_test(tc, sgemm_matches_cpu_for_all_transposes_and_strides);
+    tcase_add_test(tc, bias_add_and_bias_relu_match_cpu);
+    tcase_add_test(tc, bias_grad_matches_cpu_and_finite_differences);
+    tcase_add_test(tc, relu_forward_backward_match_cpu_in_place_and_past_the_grid);
+    tcase_add_test(tc, softmax_xent_matches_cpu_for_one_to_many_blocks);
+    tcase_add_test(tc, softmax_xent_counts_correct_with_first_maximum);
+    tcase_add_test(tc, softmax_xent_gradient_matches_finite_differences);
+    tcase_add_test(tc, conv2d_forward_matches_cpu);
+    tcase_add_test(tc, conv2d_backward_matches_cpu);
+    tcase_add_test(tc, conv2d_gradients_match_finite_differences);
+    tcase_add_test(tc, maxpool2_matches_cpu_including_ties);
+    tcase_add_test(tc, sgd_step_matches_cpu);
+    tcase_add_test(tc, mlp_training_step_matches_cpu);
+    tcase_add_test(tc, cnn_training_step_matches_cpu);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* Runs probe() in a child process so this one never initialises CUDA (which
+ * would break CUDA in the children Check forks). Returns probe's code and its
+ * reason in why; a child that dies counts as no GPU. */
+static int s_probe_in_child(char *why, size_t whylen)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(why, whylen, "pipe failed");
+        return PS_EIO;
+    }
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        snprintf(why, whylen, "fork failed");
+        return PS_EIO;
+    }
+    if (pid == 0) {
+        char msg[256];
+        close(fds[0]);
+        const int rc = s_cu->probe(msg, sizeof(msg));
+        const ssize_t len = (ssize_t)strlen(msg);
+        if (write(fds[1], msg, (size_t)len) != len) {
+            _exit(2);
+        }
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < whylen && (r = read(fds[0], why + got, whylen - 1 - got)) > 0) {
+        got += (size_t)r;
+    }
+    why[got] = '\0';
+    close(fds[0]);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        snprintf(why, whylen, "the probe process died");
+        return PS_ENODEV;
+    }
+    return WEXITSTATUS(status) == 0 ? 0 : PS_ENODEV;
+}
+
+int main(void)
+{
+    s_cu = ps_kernels_cuda_table();
+    if (!s_cu) {
+        printf("skipped: no GPU (this build has no CUDA backend)\n");
+        return 77;
+    }
+    char why[256];
+    if (s_probe_in_child(why, sizeof(why)) != 0) {
+        printf("skipped: no GPU (%s)\n", why);
+        return 77;
+    }
+    SRunner *sr = srunner_create(s_suite());
+    srunner_run_all(sr, CK_ENV);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
