@@ -152,7 +152,10 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
         }
         const char *val = eq ? eq + 1 : NULL;
         if (!val && f->type == PS_FLAG_BOOL) {
-            val = "1";
+            /* "--x" alone, or "--x 0|1|true|..." as a forwarding launcher writes it */
+            int dummy;
+            ps_flag_t probe = {f->name, PS_FLAG_BOOL, &dummy, NULL, NULL};
+            val = (i + 1 < argc && s_set(&probe, argv[i + 1]) == 0) ? argv[++i] : "1";
         } else if (!val) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "%s: error: flag --%s needs a value\n", prog, f->name);

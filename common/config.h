@@ -19,7 +19,7 @@ typedef enum {
     PS_FLAG_INT,    /* dst: int *            */
     PS_FLAG_DOUBLE, /* dst: double *         */
     PS_FLAG_STR,    /* dst: const char ** (borrowed from argv/environ) */
-    PS_FLAG_BOOL,   /* dst: int *; "--x" sets 1, "--x=0|false|no" sets 0 */
+    PS_FLAG_BOOL,   /* dst: int *; "--x" sets 1; "--x=0", "--x 0|false|no" set 0 */
 } ps_flag_type_t;
 
 typedef struct {

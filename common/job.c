@@ -11,6 +11,7 @@ void ps_job_defaults(ps_job_t *job)
     memset(job, 0, sizeof *job);
     snprintf(job->model, sizeof job->model, "mlp");
     job->mode = PS_MODE_SYNC;
+    job->staleness_lr = 1;
     job->straggler_rank = -1;
     job->straggler_factor = 1.0;
     snprintf(job->optimizer, sizeof job->optimizer, "sgd");

@@ -46,6 +46,7 @@ typedef struct {
     int staleness;       /* PS_MODE_SSP: s in ssp:s */
     int backup_k;        /* PS_MODE_BACKUP: k in sync:k/n (n = the number of workers) */
     int backup_n;        /* PS_MODE_BACKUP: n in sync:k/n */
+    int staleness_lr;    /* async, ssp: weight a gradient tau > 1 versions stale by 1/tau */
     int straggler_rank;  /* worker slowed down for experiments, -1 = none */
     double straggler_factor; /* its compute takes this many times as long (>= 1) */
     char optimizer[16];  /* server-side optimizer: sgd, nesterov, adam or adagrad */

@@ -78,6 +78,7 @@ static const s_fwd_t s_fwd[] = {
     {"lr-schedule", S_TO_C, "S", "constant, cosine or step:EVERY:GAMMA (scheduler)"},
     {"warmup-steps", S_TO_C, "N", "linear learning-rate warm-up steps (scheduler)"},
     {"straggler", S_TO_C, "RANK:FACTOR", "slow one worker down FACTOR times (scheduler)"},
+    {"staleness-lr", S_TO_C, "0|1", "async, ssp: weight stale gradients by 1/staleness (scheduler)"},
     {"seed", S_TO_C, "N", "seed for init and sample order (scheduler)"},
     {"max-steps", S_TO_C, "N", "stop after N steps per worker (scheduler)"},
     {"summary", S_TO_C, "FILE", "job summary file (scheduler); must exist at the end"},

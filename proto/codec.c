@@ -120,6 +120,7 @@ static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m, ps_job_text_t 
     m->lr_schedule = text->schedule;
     m->straggler_rank = j->straggler_rank;
     m->straggler_factor = j->straggler_factor;
+    m->staleness_lr = j->staleness_lr;
     m->warmup_steps = j->schedule.warmup_steps;
     m->model = (char *)j->model;
     m->mode = text->mode;
@@ -148,6 +149,7 @@ static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
     j->schedule.warmup_steps = m->warmup_steps;
     j->straggler_rank = m->straggler_rank;
     j->straggler_factor = m->straggler_factor;
+    j->staleness_lr = m->staleness_lr;
     j->lr = m->lr;
     j->momentum = m->momentum;
     j->weight_decay = m->weight_decay;

@@ -28,6 +28,7 @@ int main(int argc, char **argv)
         {"workers", PS_FLAG_INT, &cfg.workers, "M", "number of workers to wait for"},
         {"model", PS_FLAG_STR, &model, "NAME", "model to train: mlp or cnn"},
         {"mode", PS_FLAG_STR, &mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S) or sync:K/N (K of N workers per step)"},
+        {"staleness-lr", PS_FLAG_BOOL, &cfg.job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
         {"straggler", PS_FLAG_STR, &straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"optimizer", PS_FLAG_STR, &optimizer, "NAME", "server-side optimizer: sgd, nesterov, adam or adagrad"},
         {"lr", PS_FLAG_DOUBLE, &cfg.job.lr, "X", "learning rate"},

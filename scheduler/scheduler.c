@@ -465,9 +465,10 @@ static int s_summary(ps_scheduler_t *s)
             "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
             "\"epochs\": %d, \"batch\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
             "\"lr_schedule\": \"%s\", \"momentum\": %g, \"weight_decay\": %g, "
-            "\"seed\": %llu, \"straggler\": ",
+            "\"seed\": %llu, \"staleness_lr\": %s, \"straggler\": ",
             j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, j->optimizer,
-            j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed);
+            j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed,
+            j->staleness_lr ? "true" : "false");
     if (j->straggler_rank >= 0) {
         fprintf(f, "{\"rank\": %d, \"factor\": %g}", j->straggler_rank, j->straggler_factor);
     } else {

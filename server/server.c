@@ -201,6 +201,17 @@ static float s_lr(const ps_server_t *s, int64_t step)
     return ps_optim_lr(&s->view->job, step, s->view->steps_per_epoch, s->view->total_steps);
 }
 
+/*
+ * Staleness-aware learning rate (Zhang, Gupta, Lian, Liu, "Staleness-aware
+ * Async-SGD for Distributed Deep Learning", IJCAI 2016): a gradient applied
+ * tau > 1 versions after the one it was computed on is weighted 1/tau, when the
+ * job asks for it. Fresh gradients (tau <= 1, everything under sync) keep 1.
+ */
+static float s_stale_weight(const ps_server_t *s, int64_t tau)
+{
+    return (s->view->job.staleness_lr && tau > 1) ? 1.0f / (float)tau : 1.0f;
+}
+
 /* Index of slot (step t, worker w). */
 static size_t s_slot(const ps_server_t *s, int64_t t, int w)
 {
@@ -227,15 +238,29 @@ static void s_try_apply(ps_server_t *s)
         if (complete < need) {
             return;
         }
-        float *sum = s->slots + s_slot(s, s->version, first) * s->n;
+        size_t k0 = s_slot(s, s->version, first);
+        float *sum = s->slots + k0 * s->n;
+        float c0 = s_stale_weight(s, s->version - s->computed_on[k0]);
+        if (c0 != 1.0f) {
+            for (uint64_t i = 0; i < s->n; i++) {
+                sum[i] *= c0;
+            }
+        }
         for (int w = first + 1; w < s->workers; w++) {
             size_t k = s_slot(s, s->version, w);
             if (s->covered[k] != s->n) {
                 continue;
             }
             const float *g = s->slots + k * s->n;
-            for (uint64_t i = 0; i < s->n; i++) {
-                sum[i] += g[i];
+            const float c = s_stale_weight(s, s->version - s->computed_on[k]);
+            if (c == 1.0f) { /* the common case, and the only one under sync: plain sum */
+                for (uint64_t i = 0; i < s->n; i++) {
+                    sum[i] += g[i];
+                }
+            } else {
+                for (uint64_t i = 0; i < s->n; i++) {
+                    sum[i] += c * g[i];
+                }
             }
         }
         for (int w = 0; w < s->workers; w++) {
@@ -356,9 +381,10 @@ static void s_on_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     const float *g = s_payload(s, m, NULL);
     uint64_t off = r.begin - s->shard.begin;
     /* async: M pushes make one step of the sync schedule. */
+    const int64_t tau = s->version - h->version;
     ps_optim_step(&s->opt, s_lr(s, s->version / s->workers), ++s->applied, s->w + off,
-                  s->state + off, s->n, g, 1.0f, len);
-    ps_hist_add(&s->staleness, s->version - h->version);
+                  s->state + off, s->n, g, s_stale_weight(s, tau), len);
+    ps_hist_add(&s->staleness, tau);
     s->version++;
     s->pushes++;
     s_reply(s, &m->route, PS_MSG_PUSH_ACK, h->request_id, r, NULL);
