@@ -81,7 +81,8 @@ void ps_cpu_relu_bwd(ps_kctx_t *ctx, const float *y, const float *dy, float *dx,
 {
     (void)ctx;
     for (size_t i = 0; i < n; i++) {
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        const float g = dy[i]; /* load unconditionally so the select vectorises */
+        dx[i] = y[i] > 0.0f ? g : 0.0f;
     }
 }
 
