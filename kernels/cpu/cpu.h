@@ -8,10 +8,21 @@
 #define PS_KERNELS_CPU_H
 
 #include "kernels/kernels.h"
+#ifdef PS_HAVE_AVX512_GEMM
+#include "kernels/cpu/gemm_avx512.h"
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A CPU context: which sgemm to use, and its packing buffers. */
+struct ps_kctx {
+    int own_gemm; /* 1: ps_cpu_gemm_avx512, 0: cblas_sgemm */
+#ifdef PS_HAVE_AVX512_GEMM
+    ps_gemm_pack_t pack; /* own_gemm's buffers; owned */
+#endif
+};
 
 /* dense.c */
 void ps_cpu_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
@@ -69,44 +70,93 @@ static void s_ref_gemm(int ta, int tb, int M, int N, int K, double alpha, const 
     }
 }
 
-START_TEST(sgemm_matches_reference_for_all_transposes)
+/* One sgemm case on context ctx against the float64 reference; padded leading
+ * dimensions exercise lda/ldb/ldc, and the padding of C must stay untouched.
+ * beta == 0 with a NaN-filled C checks that C is then never read. */
+static void s_gemm_case(ps_kctx_t *ctx, int ta, int tb, int M, int N, int K, float alpha,
+                        float beta)
 {
-    const int M = 37, N = 29, K = 53;
-    for (int ta = 0; ta < 2; ta++) {
-        for (int tb = 0; tb < 2; tb++) {
-            /* padded leading dimensions exercise lda/ldb/ldc */
-            const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
-            const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
-            const size_t nc = (size_t)M * ldc;
-            float *A = s_rand(na, -1, 1, 1), *B = s_rand(nb, -1, 1, 2);
-            float *C = s_rand(nc, -1, 1, 3), *got = malloc(nc * sizeof(float));
-            double *want = malloc((size_t)M * N * sizeof(double));
-            s_ref_gemm(ta, tb, M, N, K, 0.7, A, lda, B, ldb, 0.3, C, ldc, want);
-            float *dA = s_up(A, na), *dB = s_up(B, nb), *dC = s_up(C, nc);
-            s_k->sgemm(s_ctx, ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.3f, dC, ldc);
-            s_down(got, dC, nc);
-            for (int i = 0; i < M; i++) {
-                for (int j = 0; j < N; j++) {
-                    ck_assert_msg(ps_test_close(got[(size_t)i * ldc + j],
-                                                want[(size_t)i * N + j], 1e-5, 1e-4),
-                                  "ta=%d tb=%d C[%d,%d]=%g want %g", ta, tb, i, j,
-                                  got[(size_t)i * ldc + j], want[(size_t)i * N + j]);
-                }
-                /* the padding past N is untouched */
-                for (int j = N; j < ldc; j++) {
-                    ck_assert_float_eq(got[(size_t)i * ldc + j], C[(size_t)i * ldc + j]);
-                }
+    const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+    const size_t na = (size_t)(ta ? K : M) * lda + 1, nb = (size_t)(tb ? N : K) * ldb + 1;
+    const size_t nc = (size_t)M * ldc;
+    float *A = s_rand(na, -1, 1, 1), *B = s_rand(nb, -1, 1, 2);
+    float *C = s_rand(nc, -1, 1, 3), *got = malloc(nc * sizeof(float) + 1);
+    double *want = malloc((size_t)M * N * sizeof(double) + 1);
+    if (beta == 0.0f) {
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++) {
+                C[(size_t)i * ldc + j] = NAN;
             }
-            s_k->free(dA);
-            s_k->free(dB);
-            s_k->free(dC);
-            free(A);
-            free(B);
-            free(C);
-            free(got);
-            free(want);
         }
     }
+    s_ref_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta == 0.0f ? 0.0 : beta, C, ldc,
+               want);
+    if (beta == 0.0f) {
+        /* the reference multiplied NaN by 0; the op must not read C at all */
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++) {
+                double acc = 0.0;
+                for (int p = 0; p < K; p++) {
+                    double a = ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
+                    double b = tb ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
+                    acc += a * b;
+                }
+                want[(size_t)i * N + j] = alpha * acc;
+            }
+        }
+    }
+    float *dA = s_up(A, na), *dB = s_up(B, nb), *dC = s_up(C, nc);
+    s_k->sgemm(ctx, ta, tb, M, N, K, alpha, dA, lda, dB, ldb, beta, dC, ldc);
+    s_down(got, dC, nc);
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            const double w = want[(size_t)i * N + j];
+            ck_assert_msg(ps_test_close(got[(size_t)i * ldc + j], w, 1e-5, 1e-4),
+                          "ta=%d tb=%d M=%d N=%d K=%d C[%d,%d]=%g want %g", ta, tb, M, N, K,
+                          i, j, got[(size_t)i * ldc + j], w);
+        }
+        for (int j = N; j < ldc; j++) {
+            ck_assert_float_eq(got[(size_t)i * ldc + j], C[(size_t)i * ldc + j]);
+        }
+    }
+    s_k->free(dA);
+    s_k->free(dB);
+    s_k->free(dC);
+    free(A);
+    free(B);
+    free(C);
+    free(got);
+    free(want);
+}
+
+/* Every sgemm implementation the CPU backend may pick (SHARDPS_CPU_GEMM=blas:
+ * OpenBLAS; =avx512: our own, where the CPU has it), on shapes that cross
+ * its register tile (8x32) and cache blocks (MC 128, KC 256, NC 1024). */
+START_TEST(sgemm_matches_reference_for_all_transposes)
+{
+    static const int shapes[][3] = {{37, 29, 53}, {1, 1, 1},   {8, 32, 16},
+                                    {64, 10, 128}, {9, 33, 7}, {130, 1061, 300}};
+    static const char *impls[] = {"blas", "avx512"};
+    for (int im = 0; im < 2; im++) {
+        setenv("SHARDPS_CPU_GEMM", impls[im], 1);
+        ps_kctx_t *ctx = NULL;
+        ck_assert_int_eq(s_k->ctx_new(&ctx), 0);
+        for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+            for (int ta = 0; ta < 2; ta++) {
+                for (int tb = 0; tb < 2; tb++) {
+                    const int *sh = shapes[t];
+                    s_gemm_case(ctx, ta, tb, sh[0], sh[1], sh[2], 0.7f, 0.3f);
+                    s_gemm_case(ctx, ta, tb, sh[0], sh[1], sh[2], 1.0f, 0.0f);
+                }
+            }
+        }
+        /* K == 0 scales C by beta */
+        float c[4] = {1, 2, 3, 4}, a[1] = {0}, b[1] = {0};
+        s_k->sgemm(ctx, 0, 0, 2, 2, 0, 1.0f, a, 1, b, 2, 0.5f, c, 2);
+        ck_assert_float_eq(c[3], 2.0f);
+        s_k->ctx_destroy(&ctx);
+    }
+    unsetenv("SHARDPS_CPU_GEMM");
 }
 END_TEST
 
