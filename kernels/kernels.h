@@ -126,9 +126,11 @@ typedef struct ps_kernels {
      * arg[N*C*(H/2)*(W/2)] records which of the 4 inputs won (0..3). */
     void (*maxpool2_fwd)(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg,
                          int NC, int H, int W);
-    /* dx[N*C,H,W] = scatter of dy through arg (dx fully overwritten). */
-    void (*maxpool2_bwd)(ps_kctx_t *ctx, const float *dy, const uint8_t *arg, float *dx,
-                         int NC, int H, int W);
+    /* dx[N*C,H,W] = scatter of dy through arg (dx fully overwritten). When y
+     * (the pooling's output) is not NULL, the pooled input was a ReLU output
+     * and its gradient is folded in: nothing flows where y <= 0. */
+    void (*maxpool2_bwd)(ps_kctx_t *ctx, const float *dy, const uint8_t *arg,
+                         const float *y, float *dx, int NC, int H, int W);
 
     /* ---- elementwise update ---------------------------------------------- */
 

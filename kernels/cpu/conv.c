@@ -5,11 +5,16 @@
  *   col[C*K*K, HO*WO] = im2col(x_n)                 (one row per (c,kh,kw))
  *   y_n[O, HO*WO]     = w[O, C*K*K] @ col + b       (then optional ReLU)
  * Backward per image (reference: any im2col derivation, e.g. Caffe's):
- *   dw[O, C*K*K]     += dy_n @ col^T,   db[O] += sum over HO*WO of dy_n
+ *   dw^T[C*K*K, O]   += col @ dy_n^T,   db[O] += sum over HO*WO of dy_n
  *   dcol              = w^T @ dy_n,      dx_n = col2im(dcol)
- * The one workspace holds col, then dcol, so it is C*K*K*HO*WO floats.
- * Dimension letters: N batch, C in-channels, O out-channels, H,W input size,
- * HO,WO output size, K kernel. No allocation; thread-safe on disjoint outputs.
+ * dw is accumulated transposed so that col is the sgemm's A operand, which
+ * the AVX-512 sgemm reads in place (no transposing copy of col per image),
+ * and transposed into dw once at the end. The workspace holds col (then dcol)
+ * and dw^T. With an AVX-512 context, im2col, col2im and pooling use the
+ * masked-vector versions of conv_avx512.c; the loops here are the portable
+ * reference. Dimension letters: N batch, C in-channels, O out-channels, H,W
+ * input size, HO,WO output size, K kernel. No allocation; thread-safe on
+ * disjoint outputs.
  */
 #include <string.h>
 
@@ -25,9 +30,26 @@ static int s_out_w(const ps_conv_shape_t *s)
     return s->W + 2 * s->pad - s->K + 1;
 }
 
+/* Floats of col in the workspace, rounded up to keep dw^T 64-byte aligned. */
+static size_t s_col_floats(const ps_conv_shape_t *s)
+{
+    size_t n = (size_t)s->C * s->K * s->K * s_out_h(s) * s_out_w(s);
+    return (n + 15) & ~(size_t)15;
+}
+
 size_t ps_cpu_conv2d_workspace(const ps_conv_shape_t *s)
 {
-    return (size_t)s->C * s->K * s->K * s_out_h(s) * s_out_w(s) * sizeof(float);
+    return (s_col_floats(s) + (size_t)s->C * s->K * s->K * s->O) * sizeof(float);
+}
+
+static int s_avx512(const ps_kctx_t *ctx)
+{
+#ifdef PS_HAVE_AVX512
+    return ctx && ctx->avx512;
+#else
+    (void)ctx;
+    return 0;
+#endif
 }
 
 /* Valid output columns [lo, hi) for kernel column kw: 0 <= ow + kw - pad < W. */
@@ -110,6 +132,32 @@ static void s_col2im(const ps_conv_shape_t *s, const float *restrict dcol,
     }
 }
 
+static void s_im2col_any(const ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                         float *col)
+{
+#ifdef PS_HAVE_AVX512
+    if (s_avx512(ctx)) {
+        ps_cpu_im2col_avx512(s, x, col);
+        return;
+    }
+#endif
+    (void)ctx;
+    s_im2col(s, x, col);
+}
+
+static void s_col2im_any(const ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *dcol,
+                         float *dx)
+{
+#ifdef PS_HAVE_AVX512
+    if (s_avx512(ctx)) {
+        ps_cpu_col2im_avx512(s, dcol, dx);
+        return;
+    }
+#endif
+    (void)ctx;
+    s_col2im(s, dcol, dx);
+}
+
 void ps_cpu_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
                        const float *w, const float *b, float *y, int relu, void *ws)
 {
@@ -119,7 +167,7 @@ void ps_cpu_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
     for (int n = 0; n < s->N; n++) {
         const float *xn = x + (size_t)n * s->C * s->H * s->W;
         float *yn = y + (size_t)n * s->O * P;
-        s_im2col(s, xn, col);
+        s_im2col_any(ctx, s, xn, col);
         ps_cpu_sgemm(ctx, 0, 0, s->O, P, CKK, 1.0f, w, CKK, col, P, 0.0f, yn, P);
         for (int o = 0; o < s->O; o++) {
             float *restrict yo = yn + (size_t)o * P;
@@ -145,19 +193,20 @@ void ps_cpu_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
     const int HO = s_out_h(s), WO = s_out_w(s);
     const int CKK = s->C * s->K * s->K, P = HO * WO;
     float *col = ws;
+    float *dwt = col + s_col_floats(s); /* [CKK, O] */
     for (int o = 0; o < s->O; o++) {
         db[o] = 0.0f;
     }
     if (s->N == 0) {
-        memset(dw, 0, (size_t)s->O * CKK * sizeof(float));
+        memset(dwt, 0, (size_t)s->O * CKK * sizeof(float));
     }
     for (int n = 0; n < s->N; n++) {
         const float *xn = x + (size_t)n * s->C * s->H * s->W;
         const float *dyn = dy + (size_t)n * s->O * P;
-        s_im2col(s, xn, col);
-        /* dw[O,CKK] (+)= dy_n[O,P] @ col[CKK,P]^T */
-        ps_cpu_sgemm(ctx, 0, 1, s->O, CKK, P, 1.0f, dyn, P, col, P, n == 0 ? 0.0f : 1.0f,
-                     dw, CKK);
+        s_im2col_any(ctx, s, xn, col);
+        /* dw^T[CKK,O] (+)= col[CKK,P] @ dy_n[O,P]^T */
+        ps_cpu_sgemm(ctx, 0, 1, CKK, s->O, P, 1.0f, col, P, dyn, P, n == 0 ? 0.0f : 1.0f,
+                     dwt, s->O);
         for (int o = 0; o < s->O; o++) {
             const float *restrict d = dyn + (size_t)o * P;
             float acc = 0.0f;
@@ -169,7 +218,12 @@ void ps_cpu_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
         if (dx) {
             /* dcol[CKK,P] = w[O,CKK]^T @ dy_n[O,P], into the same workspace */
             ps_cpu_sgemm(ctx, 1, 0, CKK, P, s->O, 1.0f, w, CKK, dyn, P, 0.0f, col, P);
-            s_col2im(s, col, dx + (size_t)n * s->C * s->H * s->W);
+            s_col2im_any(ctx, s, col, dx + (size_t)n * s->C * s->H * s->W);
+        }
+    }
+    for (int o = 0; o < s->O; o++) {
+        for (int r = 0; r < CKK; r++) {
+            dw[(size_t)o * CKK + r] = dwt[(size_t)r * s->O + o];
         }
     }
 }
@@ -179,7 +233,12 @@ void ps_cpu_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
 void ps_cpu_maxpool2_fwd(ps_kctx_t *ctx, const float *restrict x, float *restrict y,
                          uint8_t *restrict arg, int NC, int H, int W)
 {
-    (void)ctx;
+#ifdef PS_HAVE_AVX512
+    if (s_avx512(ctx)) {
+        ps_cpu_maxpool2_fwd_avx512(x, y, arg, NC, H, W);
+        return;
+    }
+#endif
     const int HO = H / 2, WO = W / 2;
     for (int i = 0; i < NC; i++) {
         const float *xi = x + (size_t)i * H * W;
@@ -211,10 +270,15 @@ void ps_cpu_maxpool2_fwd(ps_kctx_t *ctx, const float *restrict x, float *restric
 }
 
 void ps_cpu_maxpool2_bwd(ps_kctx_t *ctx, const float *restrict dy,
-                         const uint8_t *restrict arg, float *restrict dx, int NC, int H,
-                         int W)
+                         const uint8_t *restrict arg, const float *restrict y,
+                         float *restrict dx, int NC, int H, int W)
 {
-    (void)ctx;
+#ifdef PS_HAVE_AVX512
+    if (s_avx512(ctx)) {
+        ps_cpu_maxpool2_bwd_avx512(dy, arg, y, dx, NC, H, W);
+        return;
+    }
+#endif
     const int HO = H / 2, WO = W / 2;
     for (int i = 0; i < NC; i++) {
         const float *dyi = dy + (size_t)i * HO * WO;
@@ -224,7 +288,10 @@ void ps_cpu_maxpool2_bwd(ps_kctx_t *ctx, const float *restrict dy,
             float *r0 = dxi + (size_t)(2 * oh) * W;
             float *r1 = r0 + W;
             for (int ow = 0; ow < WO; ow++) {
-                const float g = dyi[oh * WO + ow];
+                float g = dyi[oh * WO + ow];
+                if (y && !(y[(size_t)i * HO * WO + oh * WO + ow] > 0.0f)) {
+                    g = 0.0f; /* the max of the window was a clipped ReLU output */
+                }
                 const int a = ai[oh * WO + ow];
                 r0[2 * ow] = a == 0 ? g : 0.0f;
                 r0[2 * ow + 1] = a == 1 ? g : 0.0f;

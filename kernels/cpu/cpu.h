@@ -8,19 +8,19 @@
 #define PS_KERNELS_CPU_H
 
 #include "kernels/kernels.h"
-#ifdef PS_HAVE_AVX512_GEMM
-#include "kernels/cpu/gemm_avx512.h"
+#ifdef PS_HAVE_AVX512
+#include "kernels/cpu/avx512.h"
 #endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* A CPU context: which sgemm to use, and its packing buffers. */
+/* A CPU context: which code paths to use, and the sgemm's packing buffers. */
 struct ps_kctx {
-    int own_gemm; /* 1: ps_cpu_gemm_avx512, 0: cblas_sgemm */
-#ifdef PS_HAVE_AVX512_GEMM
-    ps_gemm_pack_t pack; /* own_gemm's buffers; owned */
+    int avx512; /* 1: the AVX-512 paths of avx512.h, 0: cblas_sgemm + portable loops */
+#ifdef PS_HAVE_AVX512
+    ps_gemm_pack_t pack; /* the AVX-512 sgemm's buffers; owned */
 #endif
 };
 
@@ -48,8 +48,8 @@ void ps_cpu_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
                        void *ws);
 void ps_cpu_maxpool2_fwd(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg, int NC,
                          int H, int W);
-void ps_cpu_maxpool2_bwd(ps_kctx_t *ctx, const float *dy, const uint8_t *arg, float *dx,
-                         int NC, int H, int W);
+void ps_cpu_maxpool2_bwd(ps_kctx_t *ctx, const float *dy, const uint8_t *arg,
+                         const float *y, float *dx, int NC, int H, int W);
 
 #ifdef __cplusplus
 }

@@ -17,8 +17,8 @@ void ps_cpu_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
                   float alpha, const float *A, int lda, const float *B, int ldb,
                   float beta, float *C, int ldc)
 {
-#ifdef PS_HAVE_AVX512_GEMM
-    if (ctx && ctx->own_gemm) {
+#ifdef PS_HAVE_AVX512
+    if (ctx && ctx->avx512) {
         ps_cpu_gemm_avx512(&ctx->pack, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
                            beta, C, ldc);
         return;

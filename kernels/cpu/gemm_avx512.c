@@ -5,10 +5,13 @@
  * (Haswell) kernels there, at about half of what the FMA units can do. This is
  * a plain BLIS-style GEMM (Goto & van de Geijn, "Anatomy of high-performance
  * matrix multiplication", TOMS 2008): pack a KC x NC block of op(B) into
- * 32-column panels and an MC x KC block of op(A) into 8-row panels, then an
- * 8x32 register-blocked micro-kernel (16 zmm accumulators, A broadcast from
- * memory) sweeps the panels. Transposed operands are packed with 8x8 in-register
- * transposes. Row-major, BLAS semantics: C = alpha op(A) op(B) + beta C.
+ * 32-column panels (16 for a narrow last one; transposed B with 8x8 in-register
+ * transposes), then an 8x32 register-blocked micro-kernel (16 zmm accumulators)
+ * sweeps them, broadcasting op(A) straight from A: 8 row pointers when A is
+ * row-major along k, one pointer stepping lda when it is transposed. A is not
+ * packed (its 8 x KC panel stays in L1 across the sweep), which saves a copy
+ * of every im2col matrix the convolutions feed through here.
+ * Row-major, BLAS semantics: C = alpha op(A) op(B) + beta C.
  *
  * Compiled with -mavx512f: only call it after checking the CPU (dense.c does).
  * Uses the caller's packing buffers (no allocation); not parallel.
@@ -16,7 +19,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/cpu/gemm_avx512.h"
+#include "kernels/cpu/avx512.h"
 
 enum { S_MR = 8, S_NR = 32 };
 
@@ -71,37 +74,10 @@ static void s_pack_lines8(const float *const src[8], int kc, float *dst, int w)
 }
 
 /*
- * Packs op(A)[i0 .. i0+mc, p0 .. p0+kc) into 8-row panels: panel q holds
- * Ap[q*kc*8 + k*8 + r] = op(A)(i0 + 8q + r, p0 + k), rows past mc zero.
- */
-static void s_pack_a(int ta, const float *A, int lda, int i0, int mc, int p0, int kc,
-                     float *Ap, const float *zero)
-{
-    for (int q = 0; q * S_MR < mc; q++) {
-        float *dst = Ap + (size_t)q * kc * S_MR;
-        const int rows = mc - q * S_MR < S_MR ? mc - q * S_MR : S_MR;
-        const int i = i0 + q * S_MR;
-        if (ta) {
-            /* op(A)(i, p) = A[p*lda + i]: each k gives 8 contiguous rows */
-            const __mmask8 mask = (__mmask8)((1u << rows) - 1);
-            for (int k = 0; k < kc; k++) {
-                const float *s = A + (size_t)(p0 + k) * lda + i;
-                __m256 v = _mm256_maskz_loadu_ps(mask, s);
-                _mm256_storeu_ps(dst + (size_t)k * S_MR, v);
-            }
-        } else {
-            const float *src[8];
-            for (int r = 0; r < S_MR; r++) {
-                src[r] = r < rows ? A + (size_t)(i + r) * lda + p0 : zero;
-            }
-            s_pack_lines8(src, kc, dst, S_MR);
-        }
-    }
-}
-
-/*
- * Packs op(B)[p0 .. p0+kc, j0 .. j0+nc) into 32-column panels: panel q holds
- * Bp[q*kc*32 + k*32 + c] = op(B)(p0 + k, j0 + 32q + c), columns past nc zero.
+ * Packs op(B)[p0 .. p0+kc, j0 .. j0+nc) into panels of S_NR columns; panel q
+ * starts at Bp + q*kc*S_NR and holds op(B)(p0 + k, j0 + S_NR*q + c) at
+ * [k*w + c], w = S_NR, or 16 for a last panel of at most 16 columns. Columns
+ * past nc are zero.
  */
 static void s_pack_b(int tb, const float *B, int ldb, int p0, int kc, int j0, int nc,
                      float *Bp, const float *zero)
@@ -109,6 +85,7 @@ static void s_pack_b(int tb, const float *B, int ldb, int p0, int kc, int j0, in
     for (int q = 0; q * S_NR < nc; q++) {
         float *dst = Bp + (size_t)q * kc * S_NR;
         const int cols = nc - q * S_NR < S_NR ? nc - q * S_NR : S_NR;
+        const int w = cols <= 16 ? 16 : S_NR;
         const int j = j0 + q * S_NR;
         if (!tb) {
             /* op(B)(p, j) = B[p*ldb + j]: each k gives up to 32 contiguous columns */
@@ -117,83 +94,98 @@ static void s_pack_b(int tb, const float *B, int ldb, int p0, int kc, int j0, in
                 (__mmask16)(cols >= 32 ? 0xffff : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
             for (int k = 0; k < kc; k++) {
                 const float *s = B + (size_t)(p0 + k) * ldb + j;
-                _mm512_storeu_ps(dst + (size_t)k * S_NR, _mm512_maskz_loadu_ps(m0, s));
-                _mm512_storeu_ps(dst + (size_t)k * S_NR + 16,
-                                 _mm512_maskz_loadu_ps(m1, s + 16));
+                _mm512_storeu_ps(dst + (size_t)k * w, _mm512_maskz_loadu_ps(m0, s));
+                if (w == S_NR) {
+                    _mm512_storeu_ps(dst + (size_t)k * w + 16,
+                                     _mm512_maskz_loadu_ps(m1, s + 16));
+                }
             }
         } else {
             /* op(B)(p, j) = B[j*ldb + p]: column j is a contiguous line along k */
-            for (int g = 0; g < S_NR; g += 8) {
+            for (int g = 0; g < w; g += 8) {
                 const float *src[8];
                 for (int c = 0; c < 8; c++) {
                     src[c] = g + c < cols ? B + (size_t)(j + g + c) * ldb + p0 : zero;
                 }
-                s_pack_lines8(src, kc, dst + g, S_NR);
+                s_pack_lines8(src, kc, dst + g, w);
             }
         }
     }
 }
 
 /*
- * C[0..m, 0..n) = alpha * (Ap panel @ Bp panel) + beta * C, m <= 8, n <= 32.
- * Ap: [kc][8], Bp: [kc][32]. beta == 0 never reads C.
+ * The micro-kernel: C[0..m, 0..n) = alpha * op(A)[8 x kc] @ Bp[kc x nrw] + beta C,
+ * m <= 8, n <= nrw (16 or 32). op(A)(r, k) is ar[r][k] when rows != 0, else
+ * a[k*acs + r]. beta == 0 never reads C. Always inlined into the four
+ * specialisations below so that nrw and rows are constants.
  */
-static void s_kernel_8x32(int kc, const float *restrict Ap, const float *restrict Bp,
-                          float *C, int ldc, float alpha, float beta, int m, int n)
+static inline __attribute__((always_inline)) void
+s_kernel(int kc, int rows, const float *const *ar, const float *a, size_t acs,
+         const float *restrict Bp, int nrw, float *C, int ldc, float alpha, float beta,
+         int m, int n)
 {
-    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
-    __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
-    __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
-    __m512 c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
-    __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps();
-    __m512 c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
-    __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps();
-    __m512 c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
-    for (int k = 0; k < kc; k++) {
-        const __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);
-        __m512 a;
-        a = _mm512_set1_ps(Ap[0]);
-        c00 = _mm512_fmadd_ps(a, b0, c00);
-        c01 = _mm512_fmadd_ps(a, b1, c01);
-        a = _mm512_set1_ps(Ap[1]);
-        c10 = _mm512_fmadd_ps(a, b0, c10);
-        c11 = _mm512_fmadd_ps(a, b1, c11);
-        a = _mm512_set1_ps(Ap[2]);
-        c20 = _mm512_fmadd_ps(a, b0, c20);
-        c21 = _mm512_fmadd_ps(a, b1, c21);
-        a = _mm512_set1_ps(Ap[3]);
-        c30 = _mm512_fmadd_ps(a, b0, c30);
-        c31 = _mm512_fmadd_ps(a, b1, c31);
-        a = _mm512_set1_ps(Ap[4]);
-        c40 = _mm512_fmadd_ps(a, b0, c40);
-        c41 = _mm512_fmadd_ps(a, b1, c41);
-        a = _mm512_set1_ps(Ap[5]);
-        c50 = _mm512_fmadd_ps(a, b0, c50);
-        c51 = _mm512_fmadd_ps(a, b1, c51);
-        a = _mm512_set1_ps(Ap[6]);
-        c60 = _mm512_fmadd_ps(a, b0, c60);
-        c61 = _mm512_fmadd_ps(a, b1, c61);
-        a = _mm512_set1_ps(Ap[7]);
-        c70 = _mm512_fmadd_ps(a, b0, c70);
-        c71 = _mm512_fmadd_ps(a, b1, c71);
-        Ap += S_MR;
-        Bp += S_NR;
+    __m512 c0[S_MR], c1[S_MR];
+    const float *rp[S_MR];
+    for (int r = 0; r < S_MR; r++) {
+        c0[r] = _mm512_setzero_ps();
+        c1[r] = _mm512_setzero_ps();
+        rp[r] = rows ? ar[r] : NULL;
     }
-    const __m512 acc[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
-                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+    for (int k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_loadu_ps(Bp);
+        const __m512 b1 = nrw == 32 ? _mm512_loadu_ps(Bp + 16) : b0;
+        for (int r = 0; r < S_MR; r++) {
+            const __m512 av = _mm512_set1_ps(rows ? rp[r][k] : a[r]);
+            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+            if (nrw == 32) {
+                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+            }
+        }
+        a += acs;
+        Bp += nrw;
+    }
     const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
     const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     for (int r = 0; r < m; r++) {
         float *row = C + (size_t)r * ldc;
-        __m512 v0 = _mm512_mul_ps(va, acc[r][0]), v1 = _mm512_mul_ps(va, acc[r][1]);
+        __m512 v0 = _mm512_mul_ps(va, c0[r]);
         if (beta != 0.0f) {
             v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, row), v0);
-            v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16), v1);
         }
         _mm512_mask_storeu_ps(row, m0, v0);
-        _mm512_mask_storeu_ps(row + 16, m1, v1);
+        if (nrw == 32) {
+            __m512 v1 = _mm512_mul_ps(va, c1[r]);
+            if (beta != 0.0f) {
+                v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16), v1);
+            }
+            _mm512_mask_storeu_ps(row + 16, m1, v1);
+        }
     }
+}
+
+static void s_kernel_rows32(int kc, const float *const *ar, const float *Bp, float *C,
+                            int ldc, float alpha, float beta, int m, int n)
+{
+    s_kernel(kc, 1, ar, NULL, 0, Bp, 32, C, ldc, alpha, beta, m, n);
+}
+
+static void s_kernel_rows16(int kc, const float *const *ar, const float *Bp, float *C,
+                            int ldc, float alpha, float beta, int m, int n)
+{
+    s_kernel(kc, 1, ar, NULL, 0, Bp, 16, C, ldc, alpha, beta, m, n);
+}
+
+static void s_kernel_cols32(int kc, const float *a, size_t acs, const float *Bp, float *C,
+                            int ldc, float alpha, float beta, int m, int n)
+{
+    s_kernel(kc, 0, NULL, a, acs, Bp, 32, C, ldc, alpha, beta, m, n);
+}
+
+static void s_kernel_cols16(int kc, const float *a, size_t acs, const float *Bp, float *C,
+                            int ldc, float alpha, float beta, int m, int n)
+{
+    s_kernel(kc, 0, NULL, a, acs, Bp, 16, C, ldc, alpha, beta, m, n);
 }
 
 /* C = beta * C for the degenerate cases (K == 0 or alpha == 0). */
@@ -224,17 +216,44 @@ void ps_cpu_gemm_avx512(const ps_gemm_pack_t *pk, int ta, int tb, int M, int N, 
             const int kc = K - pc < PS_GEMM_KC ? K - pc : PS_GEMM_KC;
             const float beta_k = pc == 0 ? beta : 1.0f;
             s_pack_b(tb, B, ldb, pc, kc, jc, nc, pk->b, pk->zero);
-            for (int ic = 0; ic < M; ic += PS_GEMM_MC) {
-                const int mc = M - ic < PS_GEMM_MC ? M - ic : PS_GEMM_MC;
-                s_pack_a(ta, A, lda, ic, mc, pc, kc, pk->a, pk->zero);
+            for (int ir = 0; ir < M; ir += S_MR) {
+                const int m = M - ir < S_MR ? M - ir : S_MR;
+                /* where op(A)[ir .. ir+8, pc .. pc+kc) comes from */
+                const float *ar[S_MR];
+                const float *a = NULL;
+                size_t acs = 0;
+                if (!ta) {
+                    for (int r = 0; r < S_MR; r++) {
+                        ar[r] = r < m ? A + (size_t)(ir + r) * lda + pc : pk->zero;
+                    }
+                } else if (m == S_MR) {
+                    a = A + (size_t)pc * lda + ir;
+                    acs = (size_t)lda;
+                } else {
+                    /* a short last panel of A^T: copy it so no read runs past A */
+                    const __mmask8 mask = (__mmask8)((1u << m) - 1);
+                    for (int k = 0; k < kc; k++) {
+                        const float *s = A + (size_t)(pc + k) * lda + ir;
+                        _mm256_storeu_ps(pk->a + (size_t)k * S_MR,
+                                         _mm256_maskz_loadu_ps(mask, s));
+                    }
+                    a = pk->a;
+                    acs = S_MR;
+                }
+                float *c = C + (size_t)ir * ldc + jc;
                 for (int jr = 0; jr < nc; jr += S_NR) {
                     const int n = nc - jr < S_NR ? nc - jr : S_NR;
                     const float *bp = pk->b + (size_t)(jr / S_NR) * kc * S_NR;
-                    for (int ir = 0; ir < mc; ir += S_MR) {
-                        const int m = mc - ir < S_MR ? mc - ir : S_MR;
-                        const float *ap = pk->a + (size_t)(ir / S_MR) * kc * S_MR;
-                        float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
-                        s_kernel_8x32(kc, ap, bp, c, ldc, alpha, beta_k, m, n);
+                    if (!ta) {
+                        if (n <= 16) {
+                            s_kernel_rows16(kc, ar, bp, c + jr, ldc, alpha, beta_k, m, n);
+                        } else {
+                            s_kernel_rows32(kc, ar, bp, c + jr, ldc, alpha, beta_k, m, n);
+                        }
+                    } else if (n <= 16) {
+                        s_kernel_cols16(kc, a, acs, bp, c + jr, ldc, alpha, beta_k, m, n);
+                    } else {
+                        s_kernel_cols32(kc, a, acs, bp, c + jr, ldc, alpha, beta_k, m, n);
                     }
                 }
             }

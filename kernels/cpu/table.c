@@ -27,7 +27,7 @@ static void s_ctx_destroy(ps_kctx_t **ctx)
     if (!ctx || !*ctx) {
         return;
     }
-#ifdef PS_HAVE_AVX512_GEMM
+#ifdef PS_HAVE_AVX512
     free((*ctx)->pack.a);
     free((*ctx)->pack.b);
     free((void *)(*ctx)->pack.zero);
@@ -37,22 +37,25 @@ static void s_ctx_destroy(ps_kctx_t **ctx)
 }
 
 /*
- * Our AVX-512 sgemm is used when it was built, the CPU has AVX-512F/VL,
- * OpenBLAS is limited to one thread (ours is single-threaded, OpenBLAS's
- * threads win beyond that), and SHARDPS_CPU_GEMM is not "blas".
+ * The AVX-512 paths (our sgemm, im2col, pooling) are used when they were
+ * built, the CPU has AVX-512F/VL/BW, OpenBLAS is limited to one thread (our
+ * sgemm is single-threaded; OpenBLAS's threads win beyond that), and
+ * SHARDPS_CPU_GEMM is not "blas". SHARDPS_CPU_GEMM=avx512 forces them on
+ * (where the CPU has them) whatever the thread count.
  */
-static int s_want_own_gemm(void)
+static int s_want_avx512(void)
 {
-#ifdef PS_HAVE_AVX512_GEMM
+#ifdef PS_HAVE_AVX512
     const char *env = getenv("SHARDPS_CPU_GEMM");
+    const int cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                    __builtin_cpu_supports("avx512bw");
     if (env && strcmp(env, "blas") == 0) {
         return 0;
     }
     if (env && strcmp(env, "avx512") == 0) {
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+        return cpu;
     }
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           openblas_get_num_threads() == 1;
+    return cpu && openblas_get_num_threads() == 1;
 #else
     return 0;
 #endif
@@ -65,10 +68,10 @@ static int s_ctx_new(ps_kctx_t **out)
     if (!ctx) {
         return PS_ENOMEM;
     }
-    ctx->own_gemm = s_want_own_gemm();
-#ifdef PS_HAVE_AVX512_GEMM
-    if (ctx->own_gemm) {
-        ctx->pack.a = aligned_alloc(64, sizeof(float) * PS_GEMM_MC * PS_GEMM_KC);
+    ctx->avx512 = s_want_avx512();
+#ifdef PS_HAVE_AVX512
+    if (ctx->avx512) {
+        ctx->pack.a = aligned_alloc(64, sizeof(float) * 8 * PS_GEMM_KC);
         ctx->pack.b = aligned_alloc(64, sizeof(float) * PS_GEMM_KC * PS_GEMM_NC);
         float *zero = calloc(PS_GEMM_KC, sizeof(float));
         ctx->pack.zero = zero;

@@ -16,9 +16,20 @@
 static const ps_kernels_t *s_k = &ps_kernels_cpu;
 static ps_kctx_t *s_ctx;
 
-static void s_setup(void)
+/* Two fixtures: the CPU backend's portable paths (OpenBLAS + plain loops), and
+ * its AVX-512 paths (own sgemm, im2col, pooling) where the CPU has them. */
+static void s_setup_portable(void)
 {
+    setenv("SHARDPS_CPU_GEMM", "blas", 1);
     ck_assert_int_eq(s_k->ctx_new(&s_ctx), 0);
+    unsetenv("SHARDPS_CPU_GEMM");
+}
+
+static void s_setup_avx512(void)
+{
+    setenv("SHARDPS_CPU_GEMM", "avx512", 1);
+    ck_assert_int_eq(s_k->ctx_new(&s_ctx), 0);
+    unsetenv("SHARDPS_CPU_GEMM");
 }
 
 static void s_teardown(void)
@@ -581,7 +592,7 @@ START_TEST(maxpool2_forward_backward_match_reference)
         }
     }
     memset(dx, 0x7f, nx * sizeof(float)); /* must be fully overwritten */
-    s_k->maxpool2_bwd(s_ctx, R, arg, dx, NC, H, W);
+    s_k->maxpool2_bwd(s_ctx, R, arg, NULL, dx, NC, H, W);
     const float eps = 1e-3f; /* values are >= 0.01 apart */
     float *yp = malloc(ny * sizeof(float));
     for (size_t i = 0; i < nx; i++) {
@@ -610,6 +621,36 @@ START_TEST(maxpool2_forward_backward_match_reference)
 END_TEST
 
 /* ---- update, memory, selection -------------------------------------------- */
+
+/* pool(relu(x)): the fused backward (y given) equals relu_bwd after the plain
+ * pooling backward, including windows that are entirely clipped to zero. */
+START_TEST(maxpool2_backward_with_fused_relu_matches_unfused)
+{
+    const int NC = 7, H = 10, W = 6;
+    const size_t nx = (size_t)NC * H * W, ny = nx / 4;
+    float *x = s_rand(nx, -1, 0.5f, 130), *R = s_rand(ny, -1, 1, 131);
+    float *y = malloc(ny * sizeof(float)), *a = malloc(nx * sizeof(float));
+    float *b = malloc(nx * sizeof(float));
+    uint8_t *arg = malloc(ny);
+    s_k->relu_fwd(s_ctx, x, x, nx);
+    s_k->maxpool2_fwd(s_ctx, x, y, arg, NC, H, W);
+    s_k->maxpool2_bwd(s_ctx, R, arg, y, a, NC, H, W);
+    s_k->maxpool2_bwd(s_ctx, R, arg, NULL, b, NC, H, W);
+    s_k->relu_bwd(s_ctx, x, b, b, nx);
+    int clipped = 0;
+    for (size_t i = 0; i < ny; i++) {
+        clipped += y[i] == 0.0f;
+    }
+    ck_assert_int_gt(clipped, 0);
+    ck_assert_mem_eq(a, b, nx * sizeof(float));
+    free(x);
+    free(R);
+    free(y);
+    free(a);
+    free(b);
+    free(arg);
+}
+END_TEST
 
 START_TEST(sgd_step_op_matches_formula)
 {
@@ -698,12 +739,8 @@ START_TEST(every_table_entry_is_set)
 }
 END_TEST
 
-static Suite *s_suite(void)
+static void s_add_tests(TCase *tc)
 {
-    Suite *s = suite_create("kernels");
-    TCase *tc = tcase_create("cpu");
-    tcase_add_checked_fixture(tc, s_setup, s_teardown);
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sgemm_matches_reference_for_all_transposes);
     tcase_add_test(tc, sgemm_gradients_match_finite_differences);
     tcase_add_test(tc, bias_add_and_bias_relu_match_reference);
@@ -714,11 +751,26 @@ static Suite *s_suite(void)
     tcase_add_test(tc, conv2d_forward_matches_reference);
     tcase_add_test(tc, conv2d_gradients_match_finite_differences);
     tcase_add_test(tc, maxpool2_forward_backward_match_reference);
+    tcase_add_test(tc, maxpool2_backward_with_fused_relu_matches_unfused);
     tcase_add_test(tc, sgd_step_op_matches_formula);
     tcase_add_test(tc, memory_ops_copy_and_zero);
     tcase_add_test(tc, select_picks_cpu_and_rejects_bad_names);
     tcase_add_test(tc, every_table_entry_is_set);
-    suite_add_tcase(s, tc);
+}
+
+static Suite *s_suite(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *portable = tcase_create("cpu-portable");
+    tcase_add_checked_fixture(portable, s_setup_portable, s_teardown);
+    tcase_set_timeout(portable, 60);
+    s_add_tests(portable);
+    suite_add_tcase(s, portable);
+    TCase *avx = tcase_create("cpu-avx512");
+    tcase_add_checked_fixture(avx, s_setup_avx512, s_teardown);
+    tcase_set_timeout(avx, 60);
+    s_add_tests(avx);
+    suite_add_tcase(s, avx);
     return s;
 }
 

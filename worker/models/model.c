@@ -21,6 +21,7 @@
 
 static const ps_model_arch_t *const s_archs[] = {
     &ps_model_arch_mlp,
+    &ps_model_arch_cnn,
 };
 
 static const ps_model_arch_t *s_find_arch(const char *name)
