@@ -34,10 +34,13 @@ void ps_cpu_gemm_avx512(const ps_gemm_pack_t *pk, int ta, int tb, int M, int N, 
                         float alpha, const float *A, int lda, const float *B, int ldb,
                         float beta, float *C, int ldc);
 
-/* col[C*K*K, HO*WO] = im2col(x[C,H,W]) for one image (see conv.c). */
-void ps_cpu_im2col_avx512(const ps_conv_shape_t *s, const float *x, float *col);
-/* dx[C,H,W] = col2im(dcol) for one image; overwrites dx. */
-void ps_cpu_col2im_avx512(const ps_conv_shape_t *s, const float *dcol, float *dx);
+/* col[C*K*K, HO*WO] = im2col(x[C,H,W]) for one image (see conv.c). Returns 0,
+ * or -1 without touching col for shapes it does not handle (W, WO > 64 or
+ * K > 16): the caller then uses the portable loop. */
+int ps_cpu_im2col_avx512(const ps_conv_shape_t *s, const float *x, float *col);
+/* dx[C,H,W] = col2im(dcol) for one image, overwriting dx. Returns 0, or -1
+ * as ps_cpu_im2col_avx512. */
+int ps_cpu_col2im_avx512(const ps_conv_shape_t *s, const float *dcol, float *dx);
 /* The maxpool2 ops of kernels.h, without the context argument. */
 void ps_cpu_maxpool2_fwd_avx512(const float *x, float *y, uint8_t *arg, int NC, int H,
                                 int W);

@@ -136,8 +136,7 @@ static void s_im2col_any(const ps_kctx_t *ctx, const ps_conv_shape_t *s, const f
                          float *col)
 {
 #ifdef PS_HAVE_AVX512
-    if (s_avx512(ctx)) {
-        ps_cpu_im2col_avx512(s, x, col);
+    if (s_avx512(ctx) && ps_cpu_im2col_avx512(s, x, col) == 0) {
         return;
     }
 #endif
@@ -149,8 +148,7 @@ static void s_col2im_any(const ps_kctx_t *ctx, const ps_conv_shape_t *s, const f
                          float *dx)
 {
 #ifdef PS_HAVE_AVX512
-    if (s_avx512(ctx)) {
-        ps_cpu_col2im_avx512(s, dcol, dx);
+    if (s_avx512(ctx) && ps_cpu_col2im_avx512(s, dcol, dx) == 0) {
         return;
     }
 #endif

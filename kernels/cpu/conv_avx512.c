@@ -25,66 +25,111 @@ static inline __mmask16 s_lanes(int lo, int hi)
     return (__mmask16)(((1u << (hi - lo)) - 1) << lo);
 }
 
-void ps_cpu_im2col_avx512(const ps_conv_shape_t *s, const float *x, float *col)
+/* Up to this many 16-lane chunks per row (W, WO <= 64) and K <= S_MAXK: the
+ * masks are precomputed on the stack; other shapes use the portable loops. */
+enum { S_MAXCH = 4, S_MAXK = 16 };
+
+int ps_cpu_im2col_avx512(const ps_conv_shape_t *s, const float *x, float *col)
 {
     const int C = s->C, H = s->H, W = s->W, K = s->K, pad = s->pad;
     const int HO = H + 2 * pad - K + 1, WO = W + 2 * pad - K + 1;
+    const int nch = (WO + 15) / 16;
+    if (nch > S_MAXCH || K > S_MAXK) {
+        return -1;
+    }
+    /* out[ch]: lanes of chunk ch inside the row; in[kw][ch]: lanes whose input
+     * column ow + kw - pad lies inside the image */
+    __mmask16 out[S_MAXCH], in[S_MAXK][S_MAXCH];
+    for (int ch = 0; ch < nch; ch++) {
+        out[ch] = s_lanes(0, WO - 16 * ch);
+        for (int kw = 0; kw < K; kw++) {
+            const int shift = kw - pad;
+            in[kw][ch] = out[ch] & s_lanes(-shift - 16 * ch, W - shift - 16 * ch);
+        }
+    }
+    const __m512 zero = _mm512_setzero_ps();
     for (int c = 0; c < C; c++) {
         const float *xc = x + (size_t)c * H * W;
         for (int kh = 0; kh < K; kh++) {
+            /* output rows whose input row oh + kh - pad lies inside the image */
+            int lo = pad - kh, hi = H + pad - kh;
+            lo = lo < 0 ? 0 : lo;
+            hi = hi > HO ? HO : hi;
+            hi = hi < lo ? lo : hi;
             for (int kw = 0; kw < K; kw++) {
                 float *row = col + ((size_t)(c * K + kh) * K + kw) * HO * WO;
-                const int shift = kw - pad; /* input column of ow is ow + shift */
-                for (int oh = 0; oh < HO; oh++) {
+                const int shift = kw - pad;
+                for (int oh = 0; oh < lo; oh++) {
+                    for (int ch = 0; ch < nch; ch++) {
+                        _mm512_mask_storeu_ps(row + (size_t)oh * WO + 16 * ch, out[ch], zero);
+                    }
+                }
+                for (int oh = lo; oh < hi; oh++) {
                     float *dst = row + (size_t)oh * WO;
-                    const int ih = oh + kh - pad;
-                    for (int ow = 0; ow < WO; ow += 16) {
-                        const __mmask16 out = s_lanes(0, WO - ow);
-                        __m512 v = _mm512_setzero_ps();
-                        if (ih >= 0 && ih < H) {
-                            /* valid ow' in [ow, ow+16): 0 <= ow' + shift < W */
-                            const __mmask16 in =
-                                out & s_lanes(-shift - ow, W - shift - ow);
-                            const float *src = xc + (ptrdiff_t)ih * W + ow + shift;
-                            v = _mm512_maskz_loadu_ps(in, src);
-                        }
-                        _mm512_mask_storeu_ps(dst + ow, out, v);
+                    const float *src = xc + (ptrdiff_t)(oh + kh - pad) * W + shift;
+                    for (int ch = 0; ch < nch; ch++) {
+                        const __m512 v = _mm512_maskz_loadu_ps(in[kw][ch], src + 16 * ch);
+                        _mm512_mask_storeu_ps(dst + 16 * ch, out[ch], v);
+                    }
+                }
+                for (int oh = hi; oh < HO; oh++) {
+                    for (int ch = 0; ch < nch; ch++) {
+                        _mm512_mask_storeu_ps(row + (size_t)oh * WO + 16 * ch, out[ch], zero);
                     }
                 }
             }
         }
     }
+    return 0;
 }
 
-void ps_cpu_col2im_avx512(const ps_conv_shape_t *s, const float *dcol, float *dx)
+/*
+ * Gathers rather than scatters: each input row chunk dx[c, ih, iw0..iw0+16)
+ * is loaded once, receives the K kernel columns of every (kh, oh) that reads
+ * it from dcol (dx[iw] += dcol[c,kh,kw][oh, iw - kw + pad]), and is stored once.
+ */
+int ps_cpu_col2im_avx512(const ps_conv_shape_t *s, const float *dcol, float *dx)
 {
     const int C = s->C, H = s->H, W = s->W, K = s->K, pad = s->pad;
     const int HO = H + 2 * pad - K + 1, WO = W + 2 * pad - K + 1;
-    memset(dx, 0, (size_t)C * H * W * sizeof(float));
+    const int nch = (W + 15) / 16;
+    if (nch > S_MAXCH || K > S_MAXK) {
+        return -1;
+    }
+    /* m[kw][ch]: lanes iw of chunk ch (iw < W) whose output column
+     * ow = iw - kw + pad lies in [0, WO) */
+    __mmask16 m[S_MAXK][S_MAXCH], row_mask[S_MAXCH];
+    for (int ch = 0; ch < nch; ch++) {
+        row_mask[ch] = s_lanes(0, W - 16 * ch);
+        for (int kw = 0; kw < K; kw++) {
+            const int shift = pad - kw; /* ow = iw + shift */
+            m[kw][ch] = row_mask[ch] & s_lanes(-shift - 16 * ch, WO - shift - 16 * ch);
+        }
+    }
+    const size_t plane = (size_t)HO * WO;
     for (int c = 0; c < C; c++) {
         float *dxc = dx + (size_t)c * H * W;
-        for (int kh = 0; kh < K; kh++) {
-            for (int kw = 0; kw < K; kw++) {
-                const float *row = dcol + ((size_t)(c * K + kh) * K + kw) * HO * WO;
-                const int shift = kw - pad;
-                for (int oh = 0; oh < HO; oh++) {
-                    const int ih = oh + kh - pad;
-                    if (ih < 0 || ih >= H) {
+        for (int ih = 0; ih < H; ih++) {
+            for (int ch = 0; ch < nch; ch++) {
+                __m512 acc = _mm512_setzero_ps();
+                const int iw0 = 16 * ch;
+                for (int kh = 0; kh < K; kh++) {
+                    const int oh = ih - kh + pad;
+                    if (oh < 0 || oh >= HO) {
                         continue;
                     }
-                    const float *src = row + (size_t)oh * WO;
-                    for (int ow = 0; ow < WO; ow += 16) {
-                        const __mmask16 in =
-                            s_lanes(0, WO - ow) & s_lanes(-shift - ow, W - shift - ow);
-                        float *d = dxc + (ptrdiff_t)ih * W + ow + shift;
-                        __m512 acc = _mm512_maskz_loadu_ps(in, d);
-                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(in, src + ow));
-                        _mm512_mask_storeu_ps(d, in, acc);
+                    const float *rows = dcol + (size_t)(c * K + kh) * K * plane +
+                                        (size_t)oh * WO;
+                    for (int kw = 0; kw < K; kw++) {
+                        const float *src = rows + kw * plane + (iw0 + pad - kw);
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m[kw][ch], src));
                     }
                 }
+                _mm512_mask_storeu_ps(dxc + (size_t)ih * W + iw0, row_mask[ch], acc);
             }
         }
     }
+    return 0;
 }
 
 /* Index vectors that split 32 interleaved floats (two vectors) into the 16
