@@ -110,7 +110,7 @@ typedef struct ps_kernels {
 
     /* ---- convolution and pooling (NCHW) ---------------------------------- */
 
-    /* Bytes of scratch the conv ops need for shape s (0 if none). */
+    /* Bytes of scratch any conv op below needs for shape s (0 if none). */
     size_t (*conv2d_workspace)(const ps_conv_shape_t *s);
     /* y[N,O,HO,WO] = conv(x[N,C,H,W], w[O,C,K,K]) + b[O]; when relu != 0 the
      * output is max(., 0) (fused). ws: conv2d_workspace(s) bytes of scratch. */
@@ -122,6 +122,19 @@ typedef struct ps_kernels {
     void (*conv2d_bwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
                        const float *w, const float *dy, float *dx, float *dw,
                        float *db, void *ws);
+    /* Fused conv2d_fwd (with ReLU) + maxpool2_fwd, for a shape with even HO, WO:
+     * p[N,O,HO/2,WO/2] = maxpool2(relu(conv(x, w) + b)) and its winners arg.
+     * The full-size convolution output is not stored: the backward needs only
+     * p and arg (see conv2d_pool_bwd). ws: conv2d_workspace(s) bytes. */
+    void (*conv2d_pool_fwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *b, float *p, uint8_t *arg,
+                            void *ws);
+    /* Its gradients from dp (gradient at p): the pooling and ReLU backward
+     * (maxpool2_bwd with y = p) then conv2d_bwd; dw, db overwritten, dx too
+     * unless NULL. */
+    void (*conv2d_pool_bwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *dp, const uint8_t *arg,
+                            const float *p, float *dx, float *dw, float *db, void *ws);
     /* 2x2 max pooling, stride 2: y[N*C, H/2, W/2] from x[N*C, H, W] (H, W even).
      * arg[N*C*(H/2)*(W/2)] records which of the 4 inputs won (0..3). */
     void (*maxpool2_fwd)(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg,

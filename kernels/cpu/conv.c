@@ -7,6 +7,9 @@
  * Backward per image (reference: any im2col derivation, e.g. Caffe's):
  *   dw^T[C*K*K, O]   += col @ dy_n^T,   db[O] += sum over HO*WO of dy_n
  *   dcol              = w^T @ dy_n,      dx_n = col2im(dcol)
+ * The fused ops (conv2d_pool_fwd/bwd) run pooling image by image inside the
+ * convolution so its full-size output never leaves the cache, and is never
+ * stored: the backward needs only the pooled output and the winners.
  * dw is accumulated transposed so that col is the sgemm's A operand, which
  * the AVX-512 sgemm reads in place (no transposing copy of col per image),
  * and transposed into dw once at the end. The workspace holds col (then dcol)
@@ -30,16 +33,43 @@ static int s_out_w(const ps_conv_shape_t *s)
     return s->W + 2 * s->pad - s->K + 1;
 }
 
-/* Floats of col in the workspace, rounded up to keep dw^T 64-byte aligned. */
+/* Floats of col in the workspace, rounded up to keep what follows aligned. */
 static size_t s_col_floats(const ps_conv_shape_t *s)
 {
     size_t n = (size_t)s->C * s->K * s->K * s_out_h(s) * s_out_w(s);
     return (n + 15) & ~(size_t)15;
 }
 
+/* The workspace: col (then dcol) [CKK, P], dw^T [CKK, O], and one image's
+ * convolution output or its gradient [O, P] for the fused pooling ops; each
+ * part rounded up to 16 floats so all stay 64-byte aligned. */
+static size_t s_round16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+static float *s_ws_col(const ps_conv_shape_t *s, void *ws)
+{
+    (void)s;
+    return ws;
+}
+
+static float *s_ws_dwt(const ps_conv_shape_t *s, void *ws)
+{
+    return (float *)ws + s_col_floats(s);
+}
+
+static float *s_ws_y(const ps_conv_shape_t *s, void *ws)
+{
+    return s_ws_dwt(s, ws) + s_round16((size_t)s->C * s->K * s->K * s->O);
+}
+
 size_t ps_cpu_conv2d_workspace(const ps_conv_shape_t *s)
 {
-    return (s_col_floats(s) + (size_t)s->C * s->K * s->K * s->O) * sizeof(float);
+    const size_t P = (size_t)s_out_h(s) * s_out_w(s);
+    return (s_col_floats(s) + s_round16((size_t)s->C * s->K * s->K * s->O) +
+            s_round16((size_t)s->O * P)) *
+           sizeof(float);
 }
 
 static int s_avx512(const ps_kctx_t *ctx)
@@ -156,31 +186,77 @@ static void s_col2im_any(const ps_kctx_t *ctx, const ps_conv_shape_t *s, const f
     s_col2im(s, dcol, dx);
 }
 
+/* y_n[O,P] = act(w @ im2col(x_n) + b) for one image; col: workspace. */
+static void s_fwd_image(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *xn,
+                        const float *w, const float *b, float *yn, int relu, float *col)
+{
+    const int CKK = s->C * s->K * s->K, P = s_out_h(s) * s_out_w(s);
+    s_im2col_any(ctx, s, xn, col);
+    ps_cpu_sgemm(ctx, 0, 0, s->O, P, CKK, 1.0f, w, CKK, col, P, 0.0f, yn, P);
+    for (int o = 0; o < s->O; o++) {
+        float *restrict yo = yn + (size_t)o * P;
+        const float bo = b[o];
+        if (relu) {
+            for (int p = 0; p < P; p++) {
+                float v = yo[p] + bo;
+                yo[p] = v > 0.0f ? v : 0.0f;
+            }
+        } else {
+            for (int p = 0; p < P; p++) {
+                yo[p] += bo;
+            }
+        }
+    }
+}
+
+/* Backward of one image: dwt[CKK,O] (first ? = : +=) col @ dy_n^T, db (first ?
+ * = : +=) row sums of dy_n, dx_n = col2im(w^T @ dy_n) unless dx_n is NULL. */
+static void s_bwd_image(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *xn,
+                        const float *w, const float *dyn, float *dxn, float *dwt, float *db,
+                        int first, float *col)
+{
+    const int CKK = s->C * s->K * s->K, P = s_out_h(s) * s_out_w(s);
+    s_im2col_any(ctx, s, xn, col);
+    ps_cpu_sgemm(ctx, 0, 1, CKK, s->O, P, 1.0f, col, P, dyn, P, first ? 0.0f : 1.0f, dwt,
+                 s->O);
+    for (int o = 0; o < s->O; o++) {
+        const float *restrict d = dyn + (size_t)o * P;
+        float acc = 0.0f;
+        for (int p = 0; p < P; p++) {
+            acc += d[p];
+        }
+        db[o] = first ? acc : db[o] + acc;
+    }
+    if (dxn) {
+        /* dcol[CKK,P] = w[O,CKK]^T @ dy_n[O,P], into the same workspace */
+        ps_cpu_sgemm(ctx, 1, 0, CKK, P, s->O, 1.0f, w, CKK, dyn, P, 0.0f, col, P);
+        s_col2im_any(ctx, s, col, dxn);
+    }
+}
+
+/* dw[O,CKK] = dwt^T; or zeros (and db zeros) when there was no image. */
+static void s_bwd_finish(const ps_conv_shape_t *s, const float *dwt, float *dw, float *db)
+{
+    const int CKK = s->C * s->K * s->K;
+    if (s->N == 0) {
+        memset(dw, 0, (size_t)s->O * CKK * sizeof(float));
+        memset(db, 0, (size_t)s->O * sizeof(float));
+        return;
+    }
+    for (int o = 0; o < s->O; o++) {
+        for (int r = 0; r < CKK; r++) {
+            dw[(size_t)o * CKK + r] = dwt[(size_t)r * s->O + o];
+        }
+    }
+}
+
 void ps_cpu_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
                        const float *w, const float *b, float *y, int relu, void *ws)
 {
-    const int HO = s_out_h(s), WO = s_out_w(s);
-    const int CKK = s->C * s->K * s->K, P = HO * WO;
-    float *col = ws;
+    const size_t P = (size_t)s_out_h(s) * s_out_w(s);
     for (int n = 0; n < s->N; n++) {
-        const float *xn = x + (size_t)n * s->C * s->H * s->W;
-        float *yn = y + (size_t)n * s->O * P;
-        s_im2col_any(ctx, s, xn, col);
-        ps_cpu_sgemm(ctx, 0, 0, s->O, P, CKK, 1.0f, w, CKK, col, P, 0.0f, yn, P);
-        for (int o = 0; o < s->O; o++) {
-            float *restrict yo = yn + (size_t)o * P;
-            const float bo = b[o];
-            if (relu) {
-                for (int p = 0; p < P; p++) {
-                    float v = yo[p] + bo;
-                    yo[p] = v > 0.0f ? v : 0.0f;
-                }
-            } else {
-                for (int p = 0; p < P; p++) {
-                    yo[p] += bo;
-                }
-            }
-        }
+        s_fwd_image(ctx, s, x + (size_t)n * s->C * s->H * s->W, w, b, y + n * s->O * P,
+                    relu, s_ws_col(s, ws));
     }
 }
 
@@ -188,42 +264,45 @@ void ps_cpu_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
                        const float *w, const float *dy, float *dx, float *dw, float *db,
                        void *ws)
 {
-    const int HO = s_out_h(s), WO = s_out_w(s);
-    const int CKK = s->C * s->K * s->K, P = HO * WO;
-    float *col = ws;
-    float *dwt = col + s_col_floats(s); /* [CKK, O] */
-    for (int o = 0; o < s->O; o++) {
-        db[o] = 0.0f;
-    }
-    if (s->N == 0) {
-        memset(dwt, 0, (size_t)s->O * CKK * sizeof(float));
-    }
+    const size_t P = (size_t)s_out_h(s) * s_out_w(s), in = (size_t)s->C * s->H * s->W;
+    float *dwt = s_ws_dwt(s, ws);
     for (int n = 0; n < s->N; n++) {
-        const float *xn = x + (size_t)n * s->C * s->H * s->W;
-        const float *dyn = dy + (size_t)n * s->O * P;
-        s_im2col_any(ctx, s, xn, col);
-        /* dw^T[CKK,O] (+)= col[CKK,P] @ dy_n[O,P]^T */
-        ps_cpu_sgemm(ctx, 0, 1, CKK, s->O, P, 1.0f, col, P, dyn, P, n == 0 ? 0.0f : 1.0f,
-                     dwt, s->O);
-        for (int o = 0; o < s->O; o++) {
-            const float *restrict d = dyn + (size_t)o * P;
-            float acc = 0.0f;
-            for (int p = 0; p < P; p++) {
-                acc += d[p];
-            }
-            db[o] += acc;
-        }
-        if (dx) {
-            /* dcol[CKK,P] = w[O,CKK]^T @ dy_n[O,P], into the same workspace */
-            ps_cpu_sgemm(ctx, 1, 0, CKK, P, s->O, 1.0f, w, CKK, dyn, P, 0.0f, col, P);
-            s_col2im_any(ctx, s, col, dx + (size_t)n * s->C * s->H * s->W);
-        }
+        s_bwd_image(ctx, s, x + n * in, w, dy + n * s->O * P, dx ? dx + n * in : NULL, dwt,
+                    db, n == 0, s_ws_col(s, ws));
     }
-    for (int o = 0; o < s->O; o++) {
-        for (int r = 0; r < CKK; r++) {
-            dw[(size_t)o * CKK + r] = dwt[(size_t)r * s->O + o];
-        }
+    s_bwd_finish(s, dwt, dw, db);
+}
+
+/* Image by image, so the convolution output never leaves the cache. */
+void ps_cpu_conv2d_pool_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *b, float *p, uint8_t *arg,
+                            void *ws)
+{
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    const size_t pooled = (size_t)s->O * (HO / 2) * (WO / 2);
+    float *y = s_ws_y(s, ws);
+    for (int n = 0; n < s->N; n++) {
+        s_fwd_image(ctx, s, x + (size_t)n * s->C * s->H * s->W, w, b, y, 1,
+                    s_ws_col(s, ws));
+        ps_cpu_maxpool2_fwd(ctx, y, p + n * pooled, arg + n * pooled, s->O, HO, WO);
     }
+}
+
+void ps_cpu_conv2d_pool_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *dp, const uint8_t *arg,
+                            const float *p, float *dx, float *dw, float *db, void *ws)
+{
+    const int HO = s_out_h(s), WO = s_out_w(s);
+    const size_t pooled = (size_t)s->O * (HO / 2) * (WO / 2);
+    const size_t in = (size_t)s->C * s->H * s->W;
+    float *dy = s_ws_y(s, ws), *dwt = s_ws_dwt(s, ws);
+    for (int n = 0; n < s->N; n++) {
+        ps_cpu_maxpool2_bwd(ctx, dp + n * pooled, arg + n * pooled, p + n * pooled, dy, s->O,
+                            HO, WO);
+        s_bwd_image(ctx, s, x + n * in, w, dy, dx ? dx + n * in : NULL, dwt, db, n == 0,
+                    s_ws_col(s, ws));
+    }
+    s_bwd_finish(s, dwt, dw, db);
 }
 
 /* y[NC, H/2, W/2] = max over each 2x2 window of x[NC, H, W]; arg = winner 0..3

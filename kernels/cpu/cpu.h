@@ -46,6 +46,12 @@ void ps_cpu_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
 void ps_cpu_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
                        const float *w, const float *dy, float *dx, float *dw, float *db,
                        void *ws);
+void ps_cpu_conv2d_pool_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *b, float *p, uint8_t *arg,
+                            void *ws);
+void ps_cpu_conv2d_pool_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *dp, const uint8_t *arg,
+                            const float *p, float *dx, float *dw, float *db, void *ws);
 void ps_cpu_maxpool2_fwd(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg, int NC,
                          int H, int W);
 void ps_cpu_maxpool2_bwd(ps_kctx_t *ctx, const float *dy, const uint8_t *arg,

@@ -622,6 +622,62 @@ END_TEST
 
 /* ---- update, memory, selection -------------------------------------------- */
 
+/* The fused conv-relu-pool ops equal conv2d_fwd + maxpool2_fwd and
+ * maxpool2_bwd(y = p) + conv2d_bwd, on the two CNN shapes at a small batch. */
+START_TEST(conv2d_pool_fused_ops_match_unfused)
+{
+    const ps_conv_shape_t shapes[] = {{3, 1, 28, 28, 32, 5, 2}, {3, 32, 14, 14, 64, 5, 2},
+                                      {2, 2, 6, 4, 3, 3, 1}};
+    for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+        const ps_conv_shape_t *s = &shapes[t];
+        const int HO = s->H + 2 * s->pad - s->K + 1, WO = s->W + 2 * s->pad - s->K + 1;
+        const size_t nx = (size_t)s->N * s->C * s->H * s->W;
+        const size_t nw = (size_t)s->O * s->C * s->K * s->K;
+        const size_t ny = (size_t)s->N * s->O * HO * WO, np = ny / 4;
+        float *x = s_rand(nx, -1, 1, 140 + t), *w = s_rand(nw, -0.3f, 0.3f, 150 + t);
+        float *b = s_rand(s->O, -0.3f, 0.3f, 160 + t), *dp = s_rand(np, -1, 1, 170 + t);
+        float *y = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
+        float *p1 = malloc(np * sizeof(float)), *p2 = malloc(np * sizeof(float));
+        uint8_t *a1 = malloc(np), *a2 = malloc(np);
+        float *dx1 = malloc(nx * sizeof(float)), *dx2 = malloc(nx * sizeof(float));
+        float *dw1 = malloc(nw * sizeof(float)), *dw2 = malloc(nw * sizeof(float));
+        float db1[64], db2[64];
+        void *ws = s_k->alloc(s_k->conv2d_workspace(s));
+        /* unfused */
+        s_k->conv2d_fwd(s_ctx, s, x, w, b, y, 1, ws);
+        s_k->maxpool2_fwd(s_ctx, y, p1, a1, s->N * s->O, HO, WO);
+        s_k->maxpool2_bwd(s_ctx, dp, a1, p1, dy, s->N * s->O, HO, WO);
+        s_k->conv2d_bwd(s_ctx, s, x, w, dy, dx1, dw1, db1, ws);
+        /* fused */
+        s_k->conv2d_pool_fwd(s_ctx, s, x, w, b, p2, a2, ws);
+        s_k->conv2d_pool_bwd(s_ctx, s, x, w, dp, a2, p2, dx2, dw2, db2, ws);
+        ck_assert_mem_eq(p1, p2, np * sizeof(float));
+        ck_assert_mem_eq(a1, a2, np);
+        ck_assert_mem_eq(dx1, dx2, nx * sizeof(float));
+        ck_assert_mem_eq(dw1, dw2, nw * sizeof(float));
+        ck_assert_mem_eq(db1, db2, s->O * sizeof(float));
+        /* dx == NULL gives the same dw */
+        s_k->conv2d_pool_bwd(s_ctx, s, x, w, dp, a2, p2, NULL, dw2, db2, ws);
+        ck_assert_mem_eq(dw1, dw2, nw * sizeof(float));
+        s_k->free(ws);
+        free(x);
+        free(w);
+        free(b);
+        free(dp);
+        free(y);
+        free(dy);
+        free(p1);
+        free(p2);
+        free(a1);
+        free(a2);
+        free(dx1);
+        free(dx2);
+        free(dw1);
+        free(dw2);
+    }
+}
+END_TEST
+
 /* pool(relu(x)): the fused backward (y given) equals relu_bwd after the plain
  * pooling backward, including windows that are entirely clipped to zero. */
 START_TEST(maxpool2_backward_with_fused_relu_matches_unfused)
@@ -733,6 +789,7 @@ START_TEST(every_table_entry_is_set)
     ck_assert(k->bias_relu && k->bias_grad && k->relu_fwd && k->relu_bwd);
     ck_assert(k->softmax_xent && k->conv2d_workspace && k->conv2d_fwd);
     ck_assert(k->conv2d_bwd && k->maxpool2_fwd && k->maxpool2_bwd && k->sgd_step);
+    ck_assert(k->conv2d_pool_fwd && k->conv2d_pool_bwd);
     char why[64];
     ck_assert_int_eq(k->probe(why, sizeof(why)), 0);
     ck_assert_int_eq(k->host_is_backend, 1);
@@ -752,6 +809,7 @@ static void s_add_tests(TCase *tc)
     tcase_add_test(tc, conv2d_gradients_match_finite_differences);
     tcase_add_test(tc, maxpool2_forward_backward_match_reference);
     tcase_add_test(tc, maxpool2_backward_with_fused_relu_matches_unfused);
+    tcase_add_test(tc, conv2d_pool_fused_ops_match_unfused);
     tcase_add_test(tc, sgd_step_op_matches_formula);
     tcase_add_test(tc, memory_ops_copy_and_zero);
     tcase_add_test(tc, select_picks_cpu_and_rejects_bad_names);

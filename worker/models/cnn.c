@@ -7,8 +7,9 @@
  *   p2 = maxpool2(c2)      [N,64,7,7] = [N,3136] (NCHW flatten, as x.reshape)
  *   h  = relu(p2 @ fc1.weight^T + fc1.bias)   fc1.weight [128,3136]
  *   z  = h @ fc2.weight^T + fc2.bias          fc2.weight [10,128]
- * Bias and ReLU are fused into the convolutions and linear layers; the ReLU
- * gradient of c1, c2 is folded into the pooling backward. No dx for the input.
+ * Each conv-relu-pool is one fused op (conv2d_pool_fwd/bwd): c1 and c2 are
+ * never stored, since the backward needs only p1, p2 and the pooling winners.
+ * Bias and ReLU are fused into the linear layers. No dx for the input.
  * Activations live in one backend allocation sized for max_batch.
  */
 #include <stdlib.h>
@@ -24,9 +25,7 @@ enum {
     S_FLAT = S_C2 * 7 * 7,       /* 3136 */
     S_HID = 128,                 /* fc1 outputs */
     S_OUT = 10,                  /* classes */
-    S_A1 = S_C1 * 28 * 28,       /* c1 per sample */
     S_P1 = S_C1 * 14 * 14,       /* p1 per sample */
-    S_A2 = S_C2 * 14 * 14,       /* c2 per sample */
 };
 
 static const ps_tensor_def_t s_tensors[] = {
@@ -44,10 +43,8 @@ typedef struct {
     float *block;     /* the one float allocation; owned */
     uint8_t *args;    /* pooling winners: arg1 then arg2; owned */
     void *ws;         /* convolution workspace; owned */
-    float *c1, *dc1;  /* [N,32,28,28] */
     float *p1, *dp1;  /* [N,32,14,14] */
-    float *c2, *dc2;  /* [N,64,14,14] */
-    float *p2, *dp2;  /* [N,3136] */
+    float *p2, *dp2;  /* [N,64,7,7] = [N,3136] */
     float *h, *dh;    /* [N,128] */
     float *z;         /* [N,10] logits, then their gradient */
     uint8_t *arg1;    /* [N,32,14,14] */
@@ -77,7 +74,7 @@ static int s_setup(ps_model_t *m)
     a->conv2 = (ps_conv_shape_t){.N = m->max_batch, .C = S_C1, .H = 14, .W = 14,
                                  .O = S_C2, .K = S_K, .pad = S_PAD};
     /* every per-sample width is a multiple of 16 floats, so views stay aligned */
-    const size_t per = 2 * (S_A1 + S_P1 + S_A2 + S_FLAT + S_HID) + 16;
+    const size_t per = 2 * (S_P1 + S_FLAT + S_HID) + 16;
     a->block = k->alloc(B * per * sizeof(float));
     a->args = k->alloc(B * (S_P1 + S_FLAT));
     size_t w1 = k->conv2d_workspace(&a->conv1), w2 = k->conv2d_workspace(&a->conv2);
@@ -86,12 +83,8 @@ static int s_setup(ps_model_t *m)
         return PS_ENOMEM;
     }
     float *p = a->block;
-    a->c1 = s_take(&p, B * S_A1);
-    a->dc1 = s_take(&p, B * S_A1);
     a->p1 = s_take(&p, B * S_P1);
     a->dp1 = s_take(&p, B * S_P1);
-    a->c2 = s_take(&p, B * S_A2);
-    a->dc2 = s_take(&p, B * S_A2);
     a->p2 = s_take(&p, B * S_FLAT);
     a->dp2 = s_take(&p, B * S_FLAT);
     a->h = s_take(&p, B * S_HID);
@@ -121,12 +114,10 @@ static float *s_forward(ps_model_t *m, const float *d_x, int n)
     const ps_kernels_t *k = m->k;
     a->conv1.N = n;
     a->conv2.N = n;
-    k->conv2d_fwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), ps_model_dparam(m, 1),
-                  a->c1, 1, a->ws);
-    k->maxpool2_fwd(m->ctx, a->c1, a->p1, a->arg1, n * S_C1, 28, 28);
-    k->conv2d_fwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2), ps_model_dparam(m, 3),
-                  a->c2, 1, a->ws);
-    k->maxpool2_fwd(m->ctx, a->c2, a->p2, a->arg2, n * S_C2, 14, 14);
+    k->conv2d_pool_fwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0),
+                       ps_model_dparam(m, 1), a->p1, a->arg1, a->ws);
+    k->conv2d_pool_fwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2),
+                       ps_model_dparam(m, 3), a->p2, a->arg2, a->ws);
     ps_model_linear_fwd(m, a->p2, ps_model_dparam(m, 4), ps_model_dparam(m, 5), a->h, n,
                         S_FLAT, S_HID, 1);
     ps_model_linear_fwd(m, a->h, ps_model_dparam(m, 6), ps_model_dparam(m, 7), a->z, n,
@@ -143,13 +134,10 @@ static void s_backward(ps_model_t *m, const float *d_x, float *d_dz, int n)
     k->relu_bwd(m->ctx, a->h, a->dh, a->dh, (size_t)n * S_HID);
     ps_model_linear_bwd(m, a->p2, ps_model_dparam(m, 4), a->dh, a->dp2,
                         ps_model_dgrad(m, 4), ps_model_dgrad(m, 5), n, S_FLAT, S_HID);
-    /* p2 = pool(relu(.)): the ReLU gradient of c2 is folded in (y = p2) */
-    k->maxpool2_bwd(m->ctx, a->dp2, a->arg2, a->p2, a->dc2, n * S_C2, 14, 14);
-    k->conv2d_bwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2), a->dc2, a->dp1,
-                  ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), a->ws);
-    k->maxpool2_bwd(m->ctx, a->dp1, a->arg1, a->p1, a->dc1, n * S_C1, 28, 28);
-    k->conv2d_bwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), a->dc1, NULL,
-                  ps_model_dgrad(m, 0), ps_model_dgrad(m, 1), a->ws);
+    k->conv2d_pool_bwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2), a->dp2, a->arg2,
+                       a->p2, a->dp1, ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), a->ws);
+    k->conv2d_pool_bwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), a->dp1, a->arg1,
+                       a->p1, NULL, ps_model_dgrad(m, 0), ps_model_dgrad(m, 1), a->ws);
 }
 
 const ps_model_arch_t ps_model_arch_cnn = {
