@@ -126,6 +126,7 @@ s_kernel(int kc, int rows, const float *const *ar, const float *a, size_t acs,
 {
     __m512 c0[S_MR], c1[S_MR];
     const float *rp[S_MR];
+#pragma GCC unroll 8
     for (int r = 0; r < S_MR; r++) {
         c0[r] = _mm512_setzero_ps();
         c1[r] = _mm512_setzero_ps();
@@ -134,6 +135,7 @@ s_kernel(int kc, int rows, const float *const *ar, const float *a, size_t acs,
     for (int k = 0; k < kc; k++) {
         const __m512 b0 = _mm512_loadu_ps(Bp);
         const __m512 b1 = nrw == 32 ? _mm512_loadu_ps(Bp + 16) : b0;
+#pragma GCC unroll 8
         for (int r = 0; r < S_MR; r++) {
             const __m512 av = _mm512_set1_ps(rows ? rp[r][k] : a[r]);
             c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
