@@ -186,6 +186,27 @@ static void s_col2im_any(const ps_kctx_t *ctx, const ps_conv_shape_t *s, const f
     s_col2im(s, dcol, dx);
 }
 
+/* Sum of d[0..n) in 16 interleaved partial sums, so that it vectorises
+ * (a single accumulator is a serial chain of dependent adds). */
+static float s_sum(const float *restrict d, int n)
+{
+    float part[16] = {0};
+    int p = 0;
+    for (; p + 16 <= n; p += 16) {
+        for (int l = 0; l < 16; l++) {
+            part[l] += d[p + l];
+        }
+    }
+    float acc = 0.0f;
+    for (; p < n; p++) {
+        acc += d[p];
+    }
+    for (int l = 0; l < 16; l++) {
+        acc += part[l];
+    }
+    return acc;
+}
+
 /* y_n[O,P] = act(w @ im2col(x_n) + b) for one image; col: workspace. */
 static void s_fwd_image(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *xn,
                         const float *w, const float *b, float *yn, int relu, float *col)
@@ -220,11 +241,7 @@ static void s_bwd_image(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x
     ps_cpu_sgemm(ctx, 0, 1, CKK, s->O, P, 1.0f, col, P, dyn, P, first ? 0.0f : 1.0f, dwt,
                  s->O);
     for (int o = 0; o < s->O; o++) {
-        const float *restrict d = dyn + (size_t)o * P;
-        float acc = 0.0f;
-        for (int p = 0; p < P; p++) {
-            acc += d[p];
-        }
+        const float acc = s_sum(dyn + (size_t)o * P, P);
         db[o] = first ? acc : db[o] + acc;
     }
     if (dxn) {
