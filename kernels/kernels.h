@@ -83,8 +83,8 @@ typedef struct ps_kernels {
      * op(A) is [M,K], op(B) is [K,N]; lda/ldb/ldc are row strides of the
      * matrices as stored. (BLAS sgemm semantics in row-major order.) */
     void (*sgemm)(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
-                  float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc);
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc);
     /* y[N,C] += b[C] on every row. */
     void (*bias_add)(ps_kctx_t *ctx, float *y, const float *b, int N, int C);
     /* y[N,C] = max(y + b, 0): fused bias + ReLU for hidden layers. */
@@ -94,8 +94,7 @@ typedef struct ps_kernels {
     /* y[n] = max(x[n], 0); y may equal x. */
     void (*relu_fwd)(ps_kctx_t *ctx, const float *x, float *y, size_t n);
     /* dx[n] = dy * (y > 0), y the ReLU output; dx may equal dy. */
-    void (*relu_bwd)(ps_kctx_t *ctx, const float *y, const float *dy, float *dx,
-                     size_t n);
+    void (*relu_bwd)(ps_kctx_t *ctx, const float *y, const float *dy, float *dx, size_t n);
 
     /* ---- loss ------------------------------------------------------------ */
 
@@ -105,8 +104,8 @@ typedef struct ps_kernels {
      * dlogits = (softmax(logits) - onehot(label)) / N; dlogits may equal
      * logits. When correct is not NULL stores the number of rows whose argmax
      * (first maximum) equals the label. Labels must be valid (the caller checks). */
-    float (*softmax_xent)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
-                          int N, int C, float *dlogits, int *correct);
+    float (*softmax_xent)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                          int C, float *dlogits, int *correct);
 
     /* ---- convolution and pooling (NCHW) ---------------------------------- */
 
@@ -120,8 +119,8 @@ typedef struct ps_kernels {
      * dw[O,C,K,K] and db[O] are overwritten; dx[N,C,H,W] too unless dx is NULL
      * (first layer). */
     void (*conv2d_bwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
-                       const float *w, const float *dy, float *dx, float *dw,
-                       float *db, void *ws);
+                       const float *w, const float *dy, float *dx, float *dw, float *db,
+                       void *ws);
     /* Fused conv2d_fwd (with ReLU) + maxpool2_fwd, for a shape with even HO, WO:
      * p[N,O,HO/2,WO/2] = maxpool2(relu(conv(x, w) + b)) and its winners arg.
      * The full-size convolution output is not stored: the backward needs only
@@ -137,8 +136,8 @@ typedef struct ps_kernels {
                             const float *p, float *dx, float *dw, float *db, void *ws);
     /* 2x2 max pooling, stride 2: y[N*C, H/2, W/2] from x[N*C, H, W] (H, W even).
      * arg[N*C*(H/2)*(W/2)] records which of the 4 inputs won (0..3). */
-    void (*maxpool2_fwd)(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg,
-                         int NC, int H, int W);
+    void (*maxpool2_fwd)(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg, int NC,
+                         int H, int W);
     /* dx[N*C,H,W] = scatter of dy through arg (dx fully overwritten). When y
      * (the pooling's output) is not NULL, the pooled input was a ReLU output
      * and its gradient is folded in: nothing flows where y <= 0. */
@@ -150,8 +149,8 @@ typedef struct ps_kernels {
     /* SGD with momentum on backend buffers, same arithmetic as
      * ps_optim_sgd_step() (kernels/optim.h): g = grad*scale + wd*w;
      * v = mu*v + g; w -= lr*v. v unused when momentum is 0. */
-    void (*sgd_step)(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
-                     float *w, float *v, const float *grad, float scale, size_t n);
+    void (*sgd_step)(ps_kctx_t *ctx, float lr, float momentum, float weight_decay, float *w,
+                     float *v, const float *grad, float scale, size_t n);
 } ps_kernels_t;
 
 /* The CPU backend (OpenBLAS + vectorised loops). Always present. */

@@ -314,8 +314,8 @@ void ps_cpu_conv2d_pool_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const floa
     const size_t in = (size_t)s->C * s->H * s->W;
     float *dy = s_ws_y(s, ws), *dwt = s_ws_dwt(s, ws);
     for (int n = 0; n < s->N; n++) {
-        ps_cpu_maxpool2_bwd(ctx, dp + n * pooled, arg + n * pooled, p + n * pooled, dy, s->O,
-                            HO, WO);
+        ps_cpu_maxpool2_bwd(ctx, dp + n * pooled, arg + n * pooled, p + n * pooled, dy,
+                            s->O, HO, WO);
         s_bwd_image(ctx, s, x + n * in, w, dy, dx ? dx + n * in : NULL, dwt, db, n == 0,
                     s_ws_col(s, ws));
     }

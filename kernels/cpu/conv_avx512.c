@@ -61,7 +61,8 @@ int ps_cpu_im2col_avx512(const ps_conv_shape_t *s, const float *x, float *col)
                 const int shift = kw - pad;
                 for (int oh = 0; oh < lo; oh++) {
                     for (int ch = 0; ch < nch; ch++) {
-                        _mm512_mask_storeu_ps(row + (size_t)oh * WO + 16 * ch, out[ch], zero);
+                        _mm512_mask_storeu_ps(row + (size_t)oh * WO + 16 * ch, out[ch],
+                                              zero);
                     }
                 }
                 for (int oh = lo; oh < hi; oh++) {
@@ -74,7 +75,8 @@ int ps_cpu_im2col_avx512(const ps_conv_shape_t *s, const float *x, float *col)
                 }
                 for (int oh = hi; oh < HO; oh++) {
                     for (int ch = 0; ch < nch; ch++) {
-                        _mm512_mask_storeu_ps(row + (size_t)oh * WO + 16 * ch, out[ch], zero);
+                        _mm512_mask_storeu_ps(row + (size_t)oh * WO + 16 * ch, out[ch],
+                                              zero);
                     }
                 }
             }
@@ -118,8 +120,8 @@ int ps_cpu_col2im_avx512(const ps_conv_shape_t *s, const float *dcol, float *dx)
                     if (oh < 0 || oh >= HO) {
                         continue;
                     }
-                    const float *rows = dcol + (size_t)(c * K + kh) * K * plane +
-                                        (size_t)oh * WO;
+                    const float *rows =
+                        dcol + (size_t)(c * K + kh) * K * plane + (size_t)oh * WO;
                     for (int kw = 0; kw < K; kw++) {
                         const float *src = rows + kw * plane + (iw0 + pad - kw);
                         acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m[kw][ch], src));
@@ -229,9 +231,11 @@ void ps_cpu_maxpool2_bwd_avx512(const float *dy, const uint8_t *arg, const float
                 const __mmask16 lo = s_lanes(0, 2 * n), hi = s_lanes(0, 2 * n - 16);
                 float *d0 = r0 + 2 * ow, *d1 = r0 + W + 2 * ow;
                 _mm512_mask_storeu_ps(d0, lo, _mm512_permutex2var_ps(v0, s_zip_lo(), v1));
-                _mm512_mask_storeu_ps(d0 + 16, hi, _mm512_permutex2var_ps(v0, s_zip_hi(), v1));
+                _mm512_mask_storeu_ps(d0 + 16, hi,
+                                      _mm512_permutex2var_ps(v0, s_zip_hi(), v1));
                 _mm512_mask_storeu_ps(d1, lo, _mm512_permutex2var_ps(v2, s_zip_lo(), v3));
-                _mm512_mask_storeu_ps(d1 + 16, hi, _mm512_permutex2var_ps(v2, s_zip_hi(), v3));
+                _mm512_mask_storeu_ps(d1 + 16, hi,
+                                      _mm512_permutex2var_ps(v2, s_zip_hi(), v3));
             }
         }
     }

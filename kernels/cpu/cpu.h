@@ -26,18 +26,17 @@ struct ps_kctx {
 
 /* dense.c */
 void ps_cpu_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
-                  float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc);
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc);
 void ps_cpu_bias_add(ps_kctx_t *ctx, float *y, const float *b, int N, int C);
 void ps_cpu_bias_relu(ps_kctx_t *ctx, float *y, const float *b, int N, int C);
 void ps_cpu_bias_grad(ps_kctx_t *ctx, const float *dy, float *db, int N, int C);
 void ps_cpu_relu_fwd(ps_kctx_t *ctx, const float *x, float *y, size_t n);
-void ps_cpu_relu_bwd(ps_kctx_t *ctx, const float *y, const float *dy, float *dx,
-                     size_t n);
-float ps_cpu_softmax_xent(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
-                          int N, int C, float *dlogits, int *correct);
-void ps_cpu_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
-                     float *w, float *v, const float *grad, float scale, size_t n);
+void ps_cpu_relu_bwd(ps_kctx_t *ctx, const float *y, const float *dy, float *dx, size_t n);
+float ps_cpu_softmax_xent(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                          int C, float *dlogits, int *correct);
+void ps_cpu_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay, float *w,
+                     float *v, const float *grad, float scale, size_t n);
 
 /* conv.c */
 size_t ps_cpu_conv2d_workspace(const ps_conv_shape_t *s);

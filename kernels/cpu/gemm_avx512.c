@@ -90,8 +90,9 @@ static void s_pack_b(int tb, const float *B, int ldb, int p0, int kc, int j0, in
         if (!tb) {
             /* op(B)(p, j) = B[p*ldb + j]: each k gives up to 32 contiguous columns */
             const __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
-            const __mmask16 m1 =
-                (__mmask16)(cols >= 32 ? 0xffff : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
+            const __mmask16 m1 = (__mmask16)(cols >= 32  ? 0xffff
+                                             : cols > 16 ? (1u << (cols - 16)) - 1
+                                                         : 0);
             for (int k = 0; k < kc; k++) {
                 const float *s = B + (size_t)(p0 + k) * ldb + j;
                 _mm512_storeu_ps(dst + (size_t)k * w, _mm512_maskz_loadu_ps(m0, s));

@@ -47,7 +47,8 @@ static int s_want_avx512(void)
 {
 #ifdef PS_HAVE_AVX512
     const char *env = getenv("SHARDPS_CPU_GEMM");
-    const int cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+    const int cpu = __builtin_cpu_supports("avx512f") &&
+                    __builtin_cpu_supports("avx512vl") &&
                     __builtin_cpu_supports("avx512bw");
     if (env && strcmp(env, "blas") == 0) {
         return 0;

@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 #include "kernels/optim.h"
-#include "worker/models/model.h"
 #include "tests/unit/testutil.h"
+#include "worker/models/model.h"
 
 /* offsets of the tensors in the flat vector (PyTorch order) */
 enum {
@@ -129,8 +129,8 @@ START_TEST(cnn_tensor_table_matches_pytorch_layout)
     static const char *names[] = {"conv1.weight", "conv1.bias", "conv2.weight",
                                   "conv2.bias",   "fc1.weight", "fc1.bias",
                                   "fc2.weight",   "fc2.bias"};
-    static const size_t counts[] = {32 * 25, 32, 64 * 32 * 25, 64, 128 * 3136, 128,
-                                    10 * 128, 10};
+    static const size_t counts[] = {32 * 25,    32,  64 * 32 * 25, 64,
+                                    128 * 3136, 128, 10 * 128,     10};
     ck_assert_uint_eq(ps_model_num_params(m), 454922);
     ck_assert_uint_eq(ps_model_num_params(m), S_P);
     ck_assert_uint_eq(ps_model_num_tensors(m), 8);
@@ -185,9 +185,9 @@ START_TEST(cnn_gradients_match_finite_differences)
         for (int k = 0; k < 3; k++) {
             const size_t j = k == 0 ? big : (size_t)ps_rng_below(&r, ti->count);
             const long idx = (long)(ti->offset + j);
-            const double fd = (s_ref_loss(p, idx, h, x, y, N) -
-                               s_ref_loss(p, idx, -h, x, y, N)) /
-                              (2 * h);
+            const double fd =
+                (s_ref_loss(p, idx, h, x, y, N) - s_ref_loss(p, idx, -h, x, y, N)) /
+                (2 * h);
             ck_assert_msg(ps_test_close(g[idx], fd, 1e-6, 2e-3), "%s[%zu]: grad %g fd %g",
                           ti->name, j, g[idx], fd);
         }

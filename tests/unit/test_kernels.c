@@ -5,9 +5,9 @@
  * alloc/copy functions so a device backend can reuse them (suite gpu).
  */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
@@ -145,7 +145,7 @@ static void s_gemm_case(ps_kctx_t *ctx, int ta, int tb, int M, int N, int K, flo
  * its register tile (8x32) and cache blocks (MC 128, KC 256, NC 1024). */
 START_TEST(sgemm_matches_reference_for_all_transposes)
 {
-    static const int shapes[][3] = {{37, 29, 53}, {1, 1, 1},   {8, 32, 16},
+    static const int shapes[][3] = {{37, 29, 53},  {1, 1, 1},  {8, 32, 16},
                                     {64, 10, 128}, {9, 33, 7}, {130, 1061, 300}};
     static const char *impls[] = {"blas", "avx512"};
     for (int im = 0; im < 2; im++) {
@@ -235,8 +235,7 @@ START_TEST(bias_add_and_bias_relu_match_reference)
             if (relu && want < 0) {
                 want = 0;
             }
-            ck_assert_msg(ps_test_close(got[i], want, 1e-6, 1e-6), "relu=%d i=%d", relu,
-                          i);
+            ck_assert_msg(ps_test_close(got[i], want, 1e-6, 1e-6), "relu=%d i=%d", relu, i);
         }
         s_k->free(dy);
         s_k->free(db);
@@ -434,10 +433,10 @@ static void s_ref_conv(const ps_conv_shape_t *s, const float *x, const float *w,
                                 if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) {
                                     continue;
                                 }
-                                acc += (double)x[((size_t)(n * s->C + c) * s->H + ih) *
-                                                     s->W +
-                                                 iw] *
-                                       w[((size_t)(o * s->C + c) * s->K + kh) * s->K + kw];
+                                acc +=
+                                    (double)x[((size_t)(n * s->C + c) * s->H + ih) * s->W +
+                                              iw] *
+                                    w[((size_t)(o * s->C + c) * s->K + kh) * s->K + kw];
                             }
                         }
                     }
@@ -474,8 +473,8 @@ START_TEST(conv2d_forward_matches_reference)
             s_down(y, d_y, ny);
             for (size_t i = 0; i < ny; i++) {
                 double v = relu && want[i] < 0 ? 0.0 : want[i];
-                ck_assert_msg(ps_test_close(y[i], v, 1e-5, 1e-4), "shape %zu relu %d y[%zu]",
-                              t, relu, i);
+                ck_assert_msg(ps_test_close(y[i], v, 1e-5, 1e-4),
+                              "shape %zu relu %d y[%zu]", t, relu, i);
             }
         }
         s_k->free(ws);
@@ -584,9 +583,9 @@ START_TEST(maxpool2_forward_backward_match_reference)
         for (int oh = 0; oh < HO; oh++) {
             for (int ow = 0; ow < WO; ow++) {
                 const float *p = x + (size_t)i * H * W;
-                float m = fmaxf(fmaxf(p[(2 * oh) * W + 2 * ow], p[(2 * oh) * W + 2 * ow + 1]),
-                                fmaxf(p[(2 * oh + 1) * W + 2 * ow],
-                                      p[(2 * oh + 1) * W + 2 * ow + 1]));
+                float m = fmaxf(
+                    fmaxf(p[(2 * oh) * W + 2 * ow], p[(2 * oh) * W + 2 * ow + 1]),
+                    fmaxf(p[(2 * oh + 1) * W + 2 * ow], p[(2 * oh + 1) * W + 2 * ow + 1]));
                 ck_assert_float_eq(y[((size_t)i * HO + oh) * WO + ow], m);
             }
         }
@@ -626,8 +625,8 @@ END_TEST
  * maxpool2_bwd(y = p) + conv2d_bwd, on the two CNN shapes at a small batch. */
 START_TEST(conv2d_pool_fused_ops_match_unfused)
 {
-    const ps_conv_shape_t shapes[] = {{3, 1, 28, 28, 32, 5, 2}, {3, 32, 14, 14, 64, 5, 2},
-                                      {2, 2, 6, 4, 3, 3, 1}};
+    const ps_conv_shape_t shapes[] = {
+        {3, 1, 28, 28, 32, 5, 2}, {3, 32, 14, 14, 64, 5, 2}, {2, 2, 6, 4, 3, 3, 1}};
     for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
         const ps_conv_shape_t *s = &shapes[t];
         const int HO = s->H + 2 * s->pad - s->K + 1, WO = s->W + 2 * s->pad - s->K + 1;

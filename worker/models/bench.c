@@ -37,7 +37,8 @@ int main(int argc, char **argv)
     const ps_flag_t flags[] = {
         {"model", PS_FLAG_STR, &model, "NAME", "mlp or cnn"},
         {"device", PS_FLAG_STR, &device, "DEV", "auto, cpu or cuda"},
-        {"data", PS_FLAG_STR, &data, "DIR", "Fashion-MNIST directory (\"\": random inputs)"},
+        {"data", PS_FLAG_STR, &data, "DIR",
+         "Fashion-MNIST directory (\"\": random inputs)"},
         {"batch", PS_FLAG_INT, &batch, "N", "samples per step"},
         {"steps", PS_FLAG_INT, &steps, "N", "timed steps"},
         {"warmup", PS_FLAG_INT, &warmup, "N", "untimed steps first"},

@@ -18,37 +18,37 @@
 #include "worker/models/model_impl.h"
 
 enum {
-    S_C1 = 32,                   /* conv1 output channels */
-    S_C2 = 64,                   /* conv2 output channels */
-    S_K = 5,                     /* kernel size */
-    S_PAD = 2,                   /* padding (keeps H, W) */
-    S_FLAT = S_C2 * 7 * 7,       /* 3136 */
-    S_HID = 128,                 /* fc1 outputs */
-    S_OUT = 10,                  /* classes */
-    S_P1 = S_C1 * 14 * 14,       /* p1 per sample */
+    S_C1 = 32,             /* conv1 output channels */
+    S_C2 = 64,             /* conv2 output channels */
+    S_K = 5,               /* kernel size */
+    S_PAD = 2,             /* padding (keeps H, W) */
+    S_FLAT = S_C2 * 7 * 7, /* 3136 */
+    S_HID = 128,           /* fc1 outputs */
+    S_OUT = 10,            /* classes */
+    S_P1 = S_C1 * 14 * 14, /* p1 per sample */
 };
 
 static const ps_tensor_def_t s_tensors[] = {
-    {"conv1.weight", (size_t)S_C1 * 1 * S_K * S_K, 1 * S_K * S_K},
-    {"conv1.bias", S_C1, 1 * S_K * S_K},
-    {"conv2.weight", (size_t)S_C2 * S_C1 * S_K * S_K, S_C1 * S_K * S_K},
-    {"conv2.bias", S_C2, S_C1 * S_K * S_K},
-    {"fc1.weight", (size_t)S_HID * S_FLAT, S_FLAT},
+    {"conv1.weight", (size_t)S_C1 * 1 * S_K *S_K, 1 * S_K *S_K},
+    {"conv1.bias", S_C1, 1 * S_K *S_K},
+    {"conv2.weight", (size_t)S_C2 *S_C1 *S_K *S_K, S_C1 *S_K *S_K},
+    {"conv2.bias", S_C2, S_C1 *S_K *S_K},
+    {"fc1.weight", (size_t)S_HID *S_FLAT, S_FLAT},
     {"fc1.bias", S_HID, S_FLAT},
-    {"fc2.weight", (size_t)S_OUT * S_HID, S_HID},
+    {"fc2.weight", (size_t)S_OUT *S_HID, S_HID},
     {"fc2.bias", S_OUT, S_HID},
 };
 
 typedef struct {
-    float *block;     /* the one float allocation; owned */
-    uint8_t *args;    /* pooling winners: arg1 then arg2; owned */
-    void *ws;         /* convolution workspace; owned */
-    float *p1, *dp1;  /* [N,32,14,14] */
-    float *p2, *dp2;  /* [N,64,7,7] = [N,3136] */
-    float *h, *dh;    /* [N,128] */
-    float *z;         /* [N,10] logits, then their gradient */
-    uint8_t *arg1;    /* [N,32,14,14] */
-    uint8_t *arg2;    /* [N,64,7,7] */
+    float *block;                 /* the one float allocation; owned */
+    uint8_t *args;                /* pooling winners: arg1 then arg2; owned */
+    void *ws;                     /* convolution workspace; owned */
+    float *p1, *dp1;              /* [N,32,14,14] */
+    float *p2, *dp2;              /* [N,64,7,7] = [N,3136] */
+    float *h, *dh;                /* [N,128] */
+    float *z;                     /* [N,10] logits, then their gradient */
+    uint8_t *arg1;                /* [N,32,14,14] */
+    uint8_t *arg2;                /* [N,64,7,7] */
     ps_conv_shape_t conv1, conv2; /* geometry; N set per call */
 } s_cnn_t;
 
@@ -69,10 +69,10 @@ static int s_setup(ps_model_t *m)
     }
     m->impl = a;
     const size_t B = (size_t)m->max_batch;
-    a->conv1 = (ps_conv_shape_t){.N = m->max_batch, .C = 1, .H = 28, .W = 28,
-                                 .O = S_C1, .K = S_K, .pad = S_PAD};
-    a->conv2 = (ps_conv_shape_t){.N = m->max_batch, .C = S_C1, .H = 14, .W = 14,
-                                 .O = S_C2, .K = S_K, .pad = S_PAD};
+    a->conv1 = (ps_conv_shape_t){
+        .N = m->max_batch, .C = 1, .H = 28, .W = 28, .O = S_C1, .K = S_K, .pad = S_PAD};
+    a->conv2 = (ps_conv_shape_t){
+        .N = m->max_batch, .C = S_C1, .H = 14, .W = 14, .O = S_C2, .K = S_K, .pad = S_PAD};
     /* every per-sample width is a multiple of 16 floats, so views stay aligned */
     const size_t per = 2 * (S_P1 + S_FLAT + S_HID) + 16;
     a->block = k->alloc(B * per * sizeof(float));
@@ -114,8 +114,8 @@ static float *s_forward(ps_model_t *m, const float *d_x, int n)
     const ps_kernels_t *k = m->k;
     a->conv1.N = n;
     a->conv2.N = n;
-    k->conv2d_pool_fwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0),
-                       ps_model_dparam(m, 1), a->p1, a->arg1, a->ws);
+    k->conv2d_pool_fwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), ps_model_dparam(m, 1),
+                       a->p1, a->arg1, a->ws);
     k->conv2d_pool_fwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2),
                        ps_model_dparam(m, 3), a->p2, a->arg2, a->ws);
     ps_model_linear_fwd(m, a->p2, ps_model_dparam(m, 4), ps_model_dparam(m, 5), a->h, n,
