@@ -85,8 +85,8 @@ typedef struct ps_kernels {
      * op(A) is [M,K], op(B) is [K,N]; lda/ldb/ldc are row strides of the
      * matrices as stored. (BLAS sgemm semantics in row-major order.) */
     void (*sgemm)(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
-                  float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc);
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc);
     /* y[N,C] += b[C] on every row. */
     void (*bias_add)(ps_kctx_t *ctx, float *y, const float *b, int N, int C);
     /* y[N,C] = max(y + b, 0): fused bias + ReLU for hidden layers. */
@@ -96,8 +96,7 @@ typedef struct ps_kernels {
     /* y[n] = max(x[n], 0); y may equal x. */
     void (*relu_fwd)(ps_kctx_t *ctx, const float *x, float *y, size_t n);
     /* dx[n] = dy * (y > 0), y the ReLU output; dx may equal dy. */
-    void (*relu_bwd)(ps_kctx_t *ctx, const float *y, const float *dy, float *dx,
-                     size_t n);
+    void (*relu_bwd)(ps_kctx_t *ctx, const float *y, const float *dy, float *dx, size_t n);
 
     /* ---- loss ------------------------------------------------------------ */
 
@@ -107,12 +106,12 @@ typedef struct ps_kernels {
      * dlogits = (softmax(logits) - onehot(label)) / N; dlogits may equal
      * logits. When correct is not NULL stores the number of rows whose argmax
      * (first maximum) equals the label. Labels must be valid (the caller checks). */
-    float (*softmax_xent)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
-                          int N, int C, float *dlogits, int *correct);
+    float (*softmax_xent)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                          int C, float *dlogits, int *correct);
 
     /* ---- convolution and pooling (NCHW) ---------------------------------- */
 
-    /* Bytes of scratch the conv ops need for shape s (0 if none). */
+    /* Bytes of scratch any conv op below needs for shape s (0 if none). */
     size_t (*conv2d_workspace)(const ps_conv_shape_t *s);
     /* y[N,O,HO,WO] = conv(x[N,C,H,W], w[O,C,K,K]) + b[O]; when relu != 0 the
      * output is max(., 0) (fused). ws: conv2d_workspace(s) bytes of scratch. */
@@ -122,23 +121,38 @@ typedef struct ps_kernels {
      * dw[O,C,K,K] and db[O] are overwritten; dx[N,C,H,W] too unless dx is NULL
      * (first layer). */
     void (*conv2d_bwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
-                       const float *w, const float *dy, float *dx, float *dw,
-                       float *db, void *ws);
+                       const float *w, const float *dy, float *dx, float *dw, float *db,
+                       void *ws);
+    /* Fused conv2d_fwd (with ReLU) + maxpool2_fwd, for a shape with even HO, WO:
+     * p[N,O,HO/2,WO/2] = maxpool2(relu(conv(x, w) + b)) and its winners arg.
+     * The full-size convolution output is not stored: the backward needs only
+     * p and arg (see conv2d_pool_bwd). ws: conv2d_workspace(s) bytes. */
+    void (*conv2d_pool_fwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *b, float *p, uint8_t *arg,
+                            void *ws);
+    /* Its gradients from dp (gradient at p): the pooling and ReLU backward
+     * (maxpool2_bwd with y = p) then conv2d_bwd; dw, db overwritten, dx too
+     * unless NULL. */
+    void (*conv2d_pool_bwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
+                            const float *w, const float *dp, const uint8_t *arg,
+                            const float *p, float *dx, float *dw, float *db, void *ws);
     /* 2x2 max pooling, stride 2: y[N*C, H/2, W/2] from x[N*C, H, W] (H, W even).
      * arg[N*C*(H/2)*(W/2)] records which of the 4 inputs won (0..3). */
-    void (*maxpool2_fwd)(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg,
-                         int NC, int H, int W);
-    /* dx[N*C,H,W] = scatter of dy through arg (dx fully overwritten). */
-    void (*maxpool2_bwd)(ps_kctx_t *ctx, const float *dy, const uint8_t *arg, float *dx,
-                         int NC, int H, int W);
+    void (*maxpool2_fwd)(ps_kctx_t *ctx, const float *x, float *y, uint8_t *arg, int NC,
+                         int H, int W);
+    /* dx[N*C,H,W] = scatter of dy through arg (dx fully overwritten). When y
+     * (the pooling's output) is not NULL, the pooled input was a ReLU output
+     * and its gradient is folded in: nothing flows where y <= 0. */
+    void (*maxpool2_bwd)(ps_kctx_t *ctx, const float *dy, const uint8_t *arg,
+                         const float *y, float *dx, int NC, int H, int W);
 
     /* ---- elementwise update ---------------------------------------------- */
 
     /* SGD with momentum on backend buffers, same arithmetic as
      * ps_optim_sgd_step() (kernels/optim.h): g = grad*scale + wd*w;
      * v = mu*v + g; w -= lr*v. v unused when momentum is 0. */
-    void (*sgd_step)(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
-                     float *w, float *v, const float *grad, float scale, size_t n);
+    void (*sgd_step)(ps_kctx_t *ctx, float lr, float momentum, float weight_decay, float *w,
+                     float *v, const float *grad, float scale, size_t n);
 } ps_kernels_t;
 
 /* The CPU backend (OpenBLAS + vectorised loops). Always present. */

@@ -28,7 +28,7 @@ static int s_try_cuda(const ps_kernels_t **out, char *why, size_t whylen)
 {
     const ps_kernels_t *cuda = ps_kernels_cuda_table();
     if (!cuda) {
-        snprintf(why, whylen, "this build has no CUDA backend (nvcc was not found)");
+        snprintf(why, whylen, "this build has no CUDA backend");
         return PS_ENOTSUP;
     }
     int rc = cuda->probe(why, whylen);

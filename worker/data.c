@@ -106,8 +106,9 @@ int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dim
     uint32_t magic = s_be32(hdr);
     int ndim = (int)(magic & 0xff);
     if (magic != expect_magic || (magic >> 8) != 0x08 || ndim < 1 || ndim > 3) {
-        s_seterr(err, errlen, "%s: not the expected IDX file (magic 0x%08x, expected 0x%08x)",
-                 path, (unsigned)magic, (unsigned)expect_magic);
+        s_seterr(err, errlen,
+                 "%s: not the expected IDX file (magic 0x%08x, expected 0x%08x)", path,
+                 (unsigned)magic, (unsigned)expect_magic);
         rc = PS_EPROTO;
         goto fail;
     }
@@ -179,8 +180,7 @@ static int s_read_named(const char *dir, const char *name, uint32_t magic, uint8
     return rc;
 }
 
-int ps_dataset_load(const char *dir, int train, ps_dataset_t *ds, char *err,
-                    size_t errlen)
+int ps_dataset_load(const char *dir, int train, ps_dataset_t *ds, char *err, size_t errlen)
 {
     const char *split = train ? "train" : "t10k";
     char name[64];

@@ -31,8 +31,9 @@ typedef struct {
  * Reads one IDX file (gzip or plain) into a fresh buffer of u8 values.
  * expect_magic is 0x00000803 (images) or 0x00000801 (labels). On success
  * stores the buffer (caller frees with free()) and the dimensions (dims[0] = count,
- * dims[1], dims[2] = rows, cols for images). Returns 0, PS_ENOENT (no file),
- * PS_EPROTO (bad magic, truncated, sizes inconsistent), PS_ENOMEM; on failure
+ * dims[1], dims[2] = rows, cols for images; 1, 1 for labels). Returns 0,
+ * PS_ENOENT (no file), PS_EPROTO (bad magic, truncated, sizes inconsistent),
+ * PS_EIO (unreadable), PS_ENOMEM; on failure
  * writes a one-line reason naming the file into err.
  */
 int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dims[3],

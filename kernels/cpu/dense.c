@@ -14,13 +14,21 @@
 #include "kernels/optim.h"
 
 void ps_cpu_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
-                  float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc)
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc)
 {
+#ifdef PS_HAVE_AVX512
+    if (ctx && ctx->avx512) {
+        ps_cpu_gemm_avx512(&ctx->pack, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                           beta, C, ldc);
+        return;
+    }
+#else
     (void)ctx;
+#endif
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
-                beta, C, ldc);
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta,
+                C, ldc);
 }
 
 /* y[N,C] += b[C] */
@@ -76,12 +84,12 @@ void ps_cpu_relu_fwd(ps_kctx_t *ctx, const float *x, float *y, size_t n)
 }
 
 /* dx = dy * (y > 0); in place (dx == dy) allowed. */
-void ps_cpu_relu_bwd(ps_kctx_t *ctx, const float *y, const float *dy, float *dx,
-                     size_t n)
+void ps_cpu_relu_bwd(ps_kctx_t *ctx, const float *y, const float *dy, float *dx, size_t n)
 {
     (void)ctx;
     for (size_t i = 0; i < n; i++) {
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        const float g = dy[i]; /* load unconditionally so the select vectorises */
+        dx[i] = y[i] > 0.0f ? g : 0.0f;
     }
 }
 
@@ -90,8 +98,8 @@ void ps_cpu_relu_bwd(ps_kctx_t *ctx, const float *y, const float *dy, float *dx,
  * dz = (exp(z - lse) - onehot) / N. Rows are processed independently, so
  * dlogits may alias logits: each row is fully read before it is written.
  */
-float ps_cpu_softmax_xent(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
-                          int N, int C, float *dlogits, int *correct)
+float ps_cpu_softmax_xent(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                          int C, float *dlogits, int *correct)
 {
     (void)ctx;
     double total = 0.0;
@@ -129,8 +137,8 @@ float ps_cpu_softmax_xent(ps_kctx_t *ctx, const float *logits, const uint8_t *la
     return N > 0 ? (float)(total / N) : 0.0f;
 }
 
-void ps_cpu_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
-                     float *w, float *v, const float *grad, float scale, size_t n)
+void ps_cpu_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay, float *w,
+                     float *v, const float *grad, float scale, size_t n)
 {
     (void)ctx;
     const ps_optim_sgd_t o = {.lr = lr, .momentum = momentum, .weight_decay = weight_decay};

@@ -3,17 +3,16 @@
  *
  * On the CPU backend memory is host memory (host_is_backend = 1): alloc is a
  * 64-byte aligned malloc, copies are memcpy, sync does nothing. The context
- * is an empty token so call sites look the same on every backend.
+ * holds the choice of sgemm (our AVX-512 one, or OpenBLAS) and its packing
+ * buffers, made once here so the ops never allocate or probe.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "common/error.h"
 #include "kernels/cpu/cpu.h"
-
-struct ps_kctx {
-    int unused; /* the CPU backend keeps no per-context state */
-};
 
 static int s_probe(char *why, size_t whylen)
 {
@@ -23,18 +22,68 @@ static int s_probe(char *why, size_t whylen)
     return 0;
 }
 
-static int s_ctx_new(ps_kctx_t **out)
-{
-    *out = calloc(1, sizeof(**out));
-    return *out ? 0 : PS_ENOMEM;
-}
-
 static void s_ctx_destroy(ps_kctx_t **ctx)
 {
-    if (ctx && *ctx) {
-        free(*ctx);
-        *ctx = NULL;
+    if (!ctx || !*ctx) {
+        return;
     }
+#ifdef PS_HAVE_AVX512
+    free((*ctx)->pack.a);
+    free((*ctx)->pack.b);
+    free((void *)(*ctx)->pack.zero);
+#endif
+    free(*ctx);
+    *ctx = NULL;
+}
+
+/*
+ * The AVX-512 paths (our sgemm, im2col, pooling) are used when they were
+ * built, the CPU has AVX-512F/VL/BW, OpenBLAS is limited to one thread (our
+ * sgemm is single-threaded; OpenBLAS's threads win beyond that), and
+ * SHARDPS_CPU_GEMM is not "blas". SHARDPS_CPU_GEMM=avx512 forces them on
+ * (where the CPU has them) whatever the thread count.
+ */
+static int s_want_avx512(void)
+{
+#ifdef PS_HAVE_AVX512
+    const char *env = getenv("SHARDPS_CPU_GEMM");
+    const int cpu = __builtin_cpu_supports("avx512f") &&
+                    __builtin_cpu_supports("avx512vl") &&
+                    __builtin_cpu_supports("avx512bw");
+    if (env && strcmp(env, "blas") == 0) {
+        return 0;
+    }
+    if (env && strcmp(env, "avx512") == 0) {
+        return cpu;
+    }
+    return cpu && openblas_get_num_threads() == 1;
+#else
+    return 0;
+#endif
+}
+
+static int s_ctx_new(ps_kctx_t **out)
+{
+    ps_kctx_t *ctx = calloc(1, sizeof(*ctx));
+    *out = NULL;
+    if (!ctx) {
+        return PS_ENOMEM;
+    }
+    ctx->avx512 = s_want_avx512();
+#ifdef PS_HAVE_AVX512
+    if (ctx->avx512) {
+        ctx->pack.a = aligned_alloc(64, sizeof(float) * 8 * PS_GEMM_KC);
+        ctx->pack.b = aligned_alloc(64, sizeof(float) * PS_GEMM_KC * PS_GEMM_NC);
+        float *zero = calloc(PS_GEMM_KC, sizeof(float));
+        ctx->pack.zero = zero;
+        if (!ctx->pack.a || !ctx->pack.b || !zero) {
+            s_ctx_destroy(&ctx);
+            return PS_ENOMEM;
+        }
+    }
+#endif
+    *out = ctx;
+    return 0;
 }
 
 static void *s_alloc(size_t bytes)
@@ -102,6 +151,8 @@ const ps_kernels_t ps_kernels_cpu = {
     .conv2d_workspace = ps_cpu_conv2d_workspace,
     .conv2d_fwd = ps_cpu_conv2d_fwd,
     .conv2d_bwd = ps_cpu_conv2d_bwd,
+    .conv2d_pool_fwd = ps_cpu_conv2d_pool_fwd,
+    .conv2d_pool_bwd = ps_cpu_conv2d_pool_bwd,
     .maxpool2_fwd = ps_cpu_maxpool2_fwd,
     .maxpool2_bwd = ps_cpu_maxpool2_bwd,
     .sgd_step = ps_cpu_sgd_step,

@@ -50,9 +50,30 @@ static int s_chunk(const ps_conv_shape_t *s)
     return nb < (size_t)s->N ? (int)nb : s->N;
 }
 
-size_t ps_cuda_conv2d_workspace(const ps_conv_shape_t *s)
+/* The im2col columns of one chunk of images. */
+static size_t s_cols_bytes(const ps_conv_shape_t *s)
 {
     return s->N > 0 ? (size_t)s_chunk(s) * s_image_bytes(s) : 0;
+}
+
+/* Bytes of the full-size convolution output, 256-aligned: the fused
+ * conv + pool ops keep it in the workspace, after the columns. */
+static size_t s_out_bytes(const ps_conv_shape_t *s)
+{
+    size_t n = (size_t)(s->N > 0 ? s->N : 0) * s->O * s_out_h(s) * s_out_w(s) * sizeof(float);
+    return (n + 255) & ~(size_t)255;
+}
+
+size_t ps_cuda_conv2d_workspace(const ps_conv_shape_t *s)
+{
+    size_t cols = (s_cols_bytes(s) + 255) & ~(size_t)255;
+    return cols + s_out_bytes(s);
+}
+
+/* The conv output area of a workspace (see ps_cuda_conv2d_workspace). */
+static float *s_ws_out(const ps_conv_shape_t *s, void *ws)
+{
+    return (float *)((char *)ws + ((s_cols_bytes(s) + 255) & ~(size_t)255));
 }
 
 /* Geometry passed by value to the kernels. */
@@ -283,9 +304,10 @@ static __global__ void k_maxpool_fwd(const float *x, float *y, uint8_t *arg, int
     }
 }
 
-/* dx[NC,H,W]: each window's four inputs get dy or 0 by arg (fully written). */
-static __global__ void k_maxpool_bwd(const float *dy, const uint8_t *arg, float *dx, int H,
-                                     int W, size_t total)
+/* dx[NC,H,W]: each window's four inputs get dy or 0 by arg (fully written);
+ * with y (the pooled ReLU output), nothing flows where y <= 0. */
+static __global__ void k_maxpool_bwd(const float *dy, const uint8_t *arg, const float *y,
+                                     float *dx, int H, int W, size_t total)
 {
     const int HO = H / 2, WO = W / 2;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -294,7 +316,7 @@ static __global__ void k_maxpool_bwd(const float *dy, const uint8_t *arg, float 
         const size_t nc = i / ((size_t)HO * WO);
         float *r0 = dx + (nc * H + 2 * oh) * W + 2 * ow;
         float *r1 = r0 + W;
-        const float g = dy[i];
+        const float g = (y && y[i] <= 0.0f) ? 0.0f : dy[i];
         const int a = arg[i];
         r0[0] = a == 0 ? g : 0.0f;
         r0[1] = a == 1 ? g : 0.0f;
@@ -317,7 +339,7 @@ void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t 
 }
 
 void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_arg,
-                          float *d_dx, int NC, int H, int W)
+                          const float *d_y, float *d_dx, int NC, int H, int W)
 {
     const size_t total =
         (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) * (W / 2 > 0 ? W / 2 : 0);
@@ -325,6 +347,25 @@ void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_ar
         return;
     }
     k_maxpool_bwd<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
-                    ctx->stream>>>(d_dy, d_arg, d_dx, H, W, total);
+                    ctx->stream>>>(d_dy, d_arg, d_y, d_dx, H, W, total);
     PS_CUDA_CHECK_LAUNCH();
+}
+
+/* Fused ops by composition: the convolution output lives in the workspace. */
+void ps_cuda_conv2d_pool_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                             const float *d_w, const float *d_b, float *d_p, uint8_t *d_arg,
+                             void *ws)
+{
+    float *d_y = s_ws_out(s, ws);
+    ps_cuda_conv2d_fwd(ctx, s, d_x, d_w, d_b, d_y, 1, ws);
+    ps_cuda_maxpool2_fwd(ctx, d_y, d_p, d_arg, s->N * s->O, s_out_h(s), s_out_w(s));
+}
+
+void ps_cuda_conv2d_pool_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                             const float *d_w, const float *d_dp, const uint8_t *d_arg,
+                             const float *d_p, float *d_dx, float *d_dw, float *d_db, void *ws)
+{
+    float *d_dy = s_ws_out(s, ws);
+    ps_cuda_maxpool2_bwd(ctx, d_dp, d_arg, d_p, d_dy, s->N * s->O, s_out_h(s), s_out_w(s));
+    ps_cuda_conv2d_bwd(ctx, s, d_x, d_w, d_dy, d_dx, d_dw, d_db, ws);
 }

@@ -55,7 +55,13 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
 void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t *d_arg,
                           int NC, int H, int W);
 void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_arg,
-                          float *d_dx, int NC, int H, int W);
+                          const float *d_y, float *d_dx, int NC, int H, int W);
+void ps_cuda_conv2d_pool_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                             const float *d_w, const float *d_b, float *d_p, uint8_t *d_arg,
+                             void *ws);
+void ps_cuda_conv2d_pool_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                             const float *d_w, const float *d_dp, const uint8_t *d_arg,
+                             const float *d_p, float *d_dx, float *d_dw, float *d_db, void *ws);
 
 #ifdef __cplusplus
 }

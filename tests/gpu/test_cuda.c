@@ -707,13 +707,13 @@ static void s_pool_case(int NC, int H, int W, int ties, uint64_t seed)
     float *y = s_host(ny), *dx = s_host(nx), *gy = s_host(ny), *gx = s_host(nx);
     uint8_t *arg = malloc(ny), *garg = malloc(ny);
     s_cpu->maxpool2_fwd(s_cctx, x, y, arg, NC, H, W);
-    s_cpu->maxpool2_bwd(s_cctx, dy, arg, dx, NC, H, W);
+    s_cpu->maxpool2_bwd(s_cctx, dy, arg, ties ? y : NULL, dx, NC, H, W); /* ties: with the ReLU fold */
     float *junk = s_rand(nx, 5, 6, 7);
     float *d_x = s_up(x, nx), *d_dy = s_up(dy, ny), *d_y = s_dev(ny),
           *d_dx = s_up(junk, nx);
     uint8_t *d_arg = s_cu->alloc(ny);
     s_cu->maxpool2_fwd(s_ctx, d_x, d_y, d_arg, NC, H, W);
-    s_cu->maxpool2_bwd(s_ctx, d_dy, d_arg, d_dx, NC, H, W);
+    s_cu->maxpool2_bwd(s_ctx, d_dy, d_arg, ties ? d_y : NULL, d_dx, NC, H, W);
     s_down(gy, d_y, ny);
     s_down(gx, d_dx, nx);
     ck_assert_int_eq(s_cu->copy_d2h(s_ctx, garg, d_arg, ny), 0);

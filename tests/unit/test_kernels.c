@@ -5,6 +5,7 @@
  * alloc/copy functions so a device backend can reuse them (suite gpu).
  */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,9 +16,20 @@
 static const ps_kernels_t *s_k = &ps_kernels_cpu;
 static ps_kctx_t *s_ctx;
 
-static void s_setup(void)
+/* Two fixtures: the CPU backend's portable paths (OpenBLAS + plain loops), and
+ * its AVX-512 paths (own sgemm, im2col, pooling) where the CPU has them. */
+static void s_setup_portable(void)
 {
+    setenv("SHARDPS_CPU_GEMM", "blas", 1);
     ck_assert_int_eq(s_k->ctx_new(&s_ctx), 0);
+    unsetenv("SHARDPS_CPU_GEMM");
+}
+
+static void s_setup_avx512(void)
+{
+    setenv("SHARDPS_CPU_GEMM", "avx512", 1);
+    ck_assert_int_eq(s_k->ctx_new(&s_ctx), 0);
+    unsetenv("SHARDPS_CPU_GEMM");
 }
 
 static void s_teardown(void)
@@ -69,44 +81,93 @@ static void s_ref_gemm(int ta, int tb, int M, int N, int K, double alpha, const 
     }
 }
 
-START_TEST(sgemm_matches_reference_for_all_transposes)
+/* One sgemm case on context ctx against the float64 reference; padded leading
+ * dimensions exercise lda/ldb/ldc, and the padding of C must stay untouched.
+ * beta == 0 with a NaN-filled C checks that C is then never read. */
+static void s_gemm_case(ps_kctx_t *ctx, int ta, int tb, int M, int N, int K, float alpha,
+                        float beta)
 {
-    const int M = 37, N = 29, K = 53;
-    for (int ta = 0; ta < 2; ta++) {
-        for (int tb = 0; tb < 2; tb++) {
-            /* padded leading dimensions exercise lda/ldb/ldc */
-            const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
-            const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
-            const size_t nc = (size_t)M * ldc;
-            float *A = s_rand(na, -1, 1, 1), *B = s_rand(nb, -1, 1, 2);
-            float *C = s_rand(nc, -1, 1, 3), *got = malloc(nc * sizeof(float));
-            double *want = malloc((size_t)M * N * sizeof(double));
-            s_ref_gemm(ta, tb, M, N, K, 0.7, A, lda, B, ldb, 0.3, C, ldc, want);
-            float *dA = s_up(A, na), *dB = s_up(B, nb), *dC = s_up(C, nc);
-            s_k->sgemm(s_ctx, ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.3f, dC, ldc);
-            s_down(got, dC, nc);
-            for (int i = 0; i < M; i++) {
-                for (int j = 0; j < N; j++) {
-                    ck_assert_msg(ps_test_close(got[(size_t)i * ldc + j],
-                                                want[(size_t)i * N + j], 1e-5, 1e-4),
-                                  "ta=%d tb=%d C[%d,%d]=%g want %g", ta, tb, i, j,
-                                  got[(size_t)i * ldc + j], want[(size_t)i * N + j]);
-                }
-                /* the padding past N is untouched */
-                for (int j = N; j < ldc; j++) {
-                    ck_assert_float_eq(got[(size_t)i * ldc + j], C[(size_t)i * ldc + j]);
-                }
+    const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+    const size_t na = (size_t)(ta ? K : M) * lda + 1, nb = (size_t)(tb ? N : K) * ldb + 1;
+    const size_t nc = (size_t)M * ldc;
+    float *A = s_rand(na, -1, 1, 1), *B = s_rand(nb, -1, 1, 2);
+    float *C = s_rand(nc, -1, 1, 3), *got = malloc(nc * sizeof(float) + 1);
+    double *want = malloc((size_t)M * N * sizeof(double) + 1);
+    if (beta == 0.0f) {
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++) {
+                C[(size_t)i * ldc + j] = NAN;
             }
-            s_k->free(dA);
-            s_k->free(dB);
-            s_k->free(dC);
-            free(A);
-            free(B);
-            free(C);
-            free(got);
-            free(want);
         }
     }
+    s_ref_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta == 0.0f ? 0.0 : beta, C, ldc,
+               want);
+    if (beta == 0.0f) {
+        /* the reference multiplied NaN by 0; the op must not read C at all */
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++) {
+                double acc = 0.0;
+                for (int p = 0; p < K; p++) {
+                    double a = ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
+                    double b = tb ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
+                    acc += a * b;
+                }
+                want[(size_t)i * N + j] = alpha * acc;
+            }
+        }
+    }
+    float *dA = s_up(A, na), *dB = s_up(B, nb), *dC = s_up(C, nc);
+    s_k->sgemm(ctx, ta, tb, M, N, K, alpha, dA, lda, dB, ldb, beta, dC, ldc);
+    s_down(got, dC, nc);
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            const double w = want[(size_t)i * N + j];
+            ck_assert_msg(ps_test_close(got[(size_t)i * ldc + j], w, 1e-5, 1e-4),
+                          "ta=%d tb=%d M=%d N=%d K=%d C[%d,%d]=%g want %g", ta, tb, M, N, K,
+                          i, j, got[(size_t)i * ldc + j], w);
+        }
+        for (int j = N; j < ldc; j++) {
+            ck_assert_float_eq(got[(size_t)i * ldc + j], C[(size_t)i * ldc + j]);
+        }
+    }
+    s_k->free(dA);
+    s_k->free(dB);
+    s_k->free(dC);
+    free(A);
+    free(B);
+    free(C);
+    free(got);
+    free(want);
+}
+
+/* Every sgemm implementation the CPU backend may pick (SHARDPS_CPU_GEMM=blas:
+ * OpenBLAS; =avx512: our own, where the CPU has it), on shapes that cross
+ * its register tile (8x32) and cache blocks (MC 128, KC 256, NC 1024). */
+START_TEST(sgemm_matches_reference_for_all_transposes)
+{
+    static const int shapes[][3] = {{37, 29, 53},  {1, 1, 1},  {8, 32, 16},
+                                    {64, 10, 128}, {9, 33, 7}, {130, 1061, 300}};
+    static const char *impls[] = {"blas", "avx512"};
+    for (int im = 0; im < 2; im++) {
+        setenv("SHARDPS_CPU_GEMM", impls[im], 1);
+        ps_kctx_t *ctx = NULL;
+        ck_assert_int_eq(s_k->ctx_new(&ctx), 0);
+        for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+            for (int ta = 0; ta < 2; ta++) {
+                for (int tb = 0; tb < 2; tb++) {
+                    const int *sh = shapes[t];
+                    s_gemm_case(ctx, ta, tb, sh[0], sh[1], sh[2], 0.7f, 0.3f);
+                    s_gemm_case(ctx, ta, tb, sh[0], sh[1], sh[2], 1.0f, 0.0f);
+                }
+            }
+        }
+        /* K == 0 scales C by beta */
+        float c[4] = {1, 2, 3, 4}, a[1] = {0}, b[1] = {0};
+        s_k->sgemm(ctx, 0, 0, 2, 2, 0, 1.0f, a, 1, b, 2, 0.5f, c, 2);
+        ck_assert_float_eq(c[3], 2.0f);
+        s_k->ctx_destroy(&ctx);
+    }
+    unsetenv("SHARDPS_CPU_GEMM");
 }
 END_TEST
 
@@ -174,8 +235,7 @@ START_TEST(bias_add_and_bias_relu_match_reference)
             if (relu && want < 0) {
                 want = 0;
             }
-            ck_assert_msg(ps_test_close(got[i], want, 1e-6, 1e-6), "relu=%d i=%d", relu,
-                          i);
+            ck_assert_msg(ps_test_close(got[i], want, 1e-6, 1e-6), "relu=%d i=%d", relu, i);
         }
         s_k->free(dy);
         s_k->free(db);
@@ -373,10 +433,10 @@ static void s_ref_conv(const ps_conv_shape_t *s, const float *x, const float *w,
                                 if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) {
                                     continue;
                                 }
-                                acc += (double)x[((size_t)(n * s->C + c) * s->H + ih) *
-                                                     s->W +
-                                                 iw] *
-                                       w[((size_t)(o * s->C + c) * s->K + kh) * s->K + kw];
+                                acc +=
+                                    (double)x[((size_t)(n * s->C + c) * s->H + ih) * s->W +
+                                              iw] *
+                                    w[((size_t)(o * s->C + c) * s->K + kh) * s->K + kw];
                             }
                         }
                     }
@@ -413,8 +473,8 @@ START_TEST(conv2d_forward_matches_reference)
             s_down(y, d_y, ny);
             for (size_t i = 0; i < ny; i++) {
                 double v = relu && want[i] < 0 ? 0.0 : want[i];
-                ck_assert_msg(ps_test_close(y[i], v, 1e-5, 1e-4), "shape %zu relu %d y[%zu]",
-                              t, relu, i);
+                ck_assert_msg(ps_test_close(y[i], v, 1e-5, 1e-4),
+                              "shape %zu relu %d y[%zu]", t, relu, i);
             }
         }
         s_k->free(ws);
@@ -523,15 +583,15 @@ START_TEST(maxpool2_forward_backward_match_reference)
         for (int oh = 0; oh < HO; oh++) {
             for (int ow = 0; ow < WO; ow++) {
                 const float *p = x + (size_t)i * H * W;
-                float m = fmaxf(fmaxf(p[(2 * oh) * W + 2 * ow], p[(2 * oh) * W + 2 * ow + 1]),
-                                fmaxf(p[(2 * oh + 1) * W + 2 * ow],
-                                      p[(2 * oh + 1) * W + 2 * ow + 1]));
+                float m = fmaxf(
+                    fmaxf(p[(2 * oh) * W + 2 * ow], p[(2 * oh) * W + 2 * ow + 1]),
+                    fmaxf(p[(2 * oh + 1) * W + 2 * ow], p[(2 * oh + 1) * W + 2 * ow + 1]));
                 ck_assert_float_eq(y[((size_t)i * HO + oh) * WO + ow], m);
             }
         }
     }
     memset(dx, 0x7f, nx * sizeof(float)); /* must be fully overwritten */
-    s_k->maxpool2_bwd(s_ctx, R, arg, dx, NC, H, W);
+    s_k->maxpool2_bwd(s_ctx, R, arg, NULL, dx, NC, H, W);
     const float eps = 1e-3f; /* values are >= 0.01 apart */
     float *yp = malloc(ny * sizeof(float));
     for (size_t i = 0; i < nx; i++) {
@@ -560,6 +620,92 @@ START_TEST(maxpool2_forward_backward_match_reference)
 END_TEST
 
 /* ---- update, memory, selection -------------------------------------------- */
+
+/* The fused conv-relu-pool ops equal conv2d_fwd + maxpool2_fwd and
+ * maxpool2_bwd(y = p) + conv2d_bwd, on the two CNN shapes at a small batch. */
+START_TEST(conv2d_pool_fused_ops_match_unfused)
+{
+    const ps_conv_shape_t shapes[] = {
+        {3, 1, 28, 28, 32, 5, 2}, {3, 32, 14, 14, 64, 5, 2}, {2, 2, 6, 4, 3, 3, 1}};
+    for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+        const ps_conv_shape_t *s = &shapes[t];
+        const int HO = s->H + 2 * s->pad - s->K + 1, WO = s->W + 2 * s->pad - s->K + 1;
+        const size_t nx = (size_t)s->N * s->C * s->H * s->W;
+        const size_t nw = (size_t)s->O * s->C * s->K * s->K;
+        const size_t ny = (size_t)s->N * s->O * HO * WO, np = ny / 4;
+        float *x = s_rand(nx, -1, 1, 140 + t), *w = s_rand(nw, -0.3f, 0.3f, 150 + t);
+        float *b = s_rand(s->O, -0.3f, 0.3f, 160 + t), *dp = s_rand(np, -1, 1, 170 + t);
+        float *y = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
+        float *p1 = malloc(np * sizeof(float)), *p2 = malloc(np * sizeof(float));
+        uint8_t *a1 = malloc(np), *a2 = malloc(np);
+        float *dx1 = malloc(nx * sizeof(float)), *dx2 = malloc(nx * sizeof(float));
+        float *dw1 = malloc(nw * sizeof(float)), *dw2 = malloc(nw * sizeof(float));
+        float db1[64], db2[64];
+        void *ws = s_k->alloc(s_k->conv2d_workspace(s));
+        /* unfused */
+        s_k->conv2d_fwd(s_ctx, s, x, w, b, y, 1, ws);
+        s_k->maxpool2_fwd(s_ctx, y, p1, a1, s->N * s->O, HO, WO);
+        s_k->maxpool2_bwd(s_ctx, dp, a1, p1, dy, s->N * s->O, HO, WO);
+        s_k->conv2d_bwd(s_ctx, s, x, w, dy, dx1, dw1, db1, ws);
+        /* fused */
+        s_k->conv2d_pool_fwd(s_ctx, s, x, w, b, p2, a2, ws);
+        s_k->conv2d_pool_bwd(s_ctx, s, x, w, dp, a2, p2, dx2, dw2, db2, ws);
+        ck_assert_mem_eq(p1, p2, np * sizeof(float));
+        ck_assert_mem_eq(a1, a2, np);
+        ck_assert_mem_eq(dx1, dx2, nx * sizeof(float));
+        ck_assert_mem_eq(dw1, dw2, nw * sizeof(float));
+        ck_assert_mem_eq(db1, db2, s->O * sizeof(float));
+        /* dx == NULL gives the same dw */
+        s_k->conv2d_pool_bwd(s_ctx, s, x, w, dp, a2, p2, NULL, dw2, db2, ws);
+        ck_assert_mem_eq(dw1, dw2, nw * sizeof(float));
+        s_k->free(ws);
+        free(x);
+        free(w);
+        free(b);
+        free(dp);
+        free(y);
+        free(dy);
+        free(p1);
+        free(p2);
+        free(a1);
+        free(a2);
+        free(dx1);
+        free(dx2);
+        free(dw1);
+        free(dw2);
+    }
+}
+END_TEST
+
+/* pool(relu(x)): the fused backward (y given) equals relu_bwd after the plain
+ * pooling backward, including windows that are entirely clipped to zero. */
+START_TEST(maxpool2_backward_with_fused_relu_matches_unfused)
+{
+    const int NC = 7, H = 10, W = 6;
+    const size_t nx = (size_t)NC * H * W, ny = nx / 4;
+    float *x = s_rand(nx, -1, 0.5f, 130), *R = s_rand(ny, -1, 1, 131);
+    float *y = malloc(ny * sizeof(float)), *a = malloc(nx * sizeof(float));
+    float *b = malloc(nx * sizeof(float));
+    uint8_t *arg = malloc(ny);
+    s_k->relu_fwd(s_ctx, x, x, nx);
+    s_k->maxpool2_fwd(s_ctx, x, y, arg, NC, H, W);
+    s_k->maxpool2_bwd(s_ctx, R, arg, y, a, NC, H, W);
+    s_k->maxpool2_bwd(s_ctx, R, arg, NULL, b, NC, H, W);
+    s_k->relu_bwd(s_ctx, x, b, b, nx);
+    int clipped = 0;
+    for (size_t i = 0; i < ny; i++) {
+        clipped += y[i] == 0.0f;
+    }
+    ck_assert_int_gt(clipped, 0);
+    ck_assert_mem_eq(a, b, nx * sizeof(float));
+    free(x);
+    free(R);
+    free(y);
+    free(a);
+    free(b);
+    free(arg);
+}
+END_TEST
 
 START_TEST(sgd_step_op_matches_formula)
 {
@@ -642,18 +788,15 @@ START_TEST(every_table_entry_is_set)
     ck_assert(k->bias_relu && k->bias_grad && k->relu_fwd && k->relu_bwd);
     ck_assert(k->softmax_xent && k->conv2d_workspace && k->conv2d_fwd);
     ck_assert(k->conv2d_bwd && k->maxpool2_fwd && k->maxpool2_bwd && k->sgd_step);
+    ck_assert(k->conv2d_pool_fwd && k->conv2d_pool_bwd);
     char why[64];
     ck_assert_int_eq(k->probe(why, sizeof(why)), 0);
     ck_assert_int_eq(k->host_is_backend, 1);
 }
 END_TEST
 
-static Suite *s_suite(void)
+static void s_add_tests(TCase *tc)
 {
-    Suite *s = suite_create("kernels");
-    TCase *tc = tcase_create("cpu");
-    tcase_add_checked_fixture(tc, s_setup, s_teardown);
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sgemm_matches_reference_for_all_transposes);
     tcase_add_test(tc, sgemm_gradients_match_finite_differences);
     tcase_add_test(tc, bias_add_and_bias_relu_match_reference);
@@ -664,11 +807,27 @@ static Suite *s_suite(void)
     tcase_add_test(tc, conv2d_forward_matches_reference);
     tcase_add_test(tc, conv2d_gradients_match_finite_differences);
     tcase_add_test(tc, maxpool2_forward_backward_match_reference);
+    tcase_add_test(tc, maxpool2_backward_with_fused_relu_matches_unfused);
+    tcase_add_test(tc, conv2d_pool_fused_ops_match_unfused);
     tcase_add_test(tc, sgd_step_op_matches_formula);
     tcase_add_test(tc, memory_ops_copy_and_zero);
     tcase_add_test(tc, select_picks_cpu_and_rejects_bad_names);
     tcase_add_test(tc, every_table_entry_is_set);
-    suite_add_tcase(s, tc);
+}
+
+static Suite *s_suite(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *portable = tcase_create("cpu-portable");
+    tcase_add_checked_fixture(portable, s_setup_portable, s_teardown);
+    tcase_set_timeout(portable, 60);
+    s_add_tests(portable);
+    suite_add_tcase(s, portable);
+    TCase *avx = tcase_create("cpu-avx512");
+    tcase_add_checked_fixture(avx, s_setup_avx512, s_teardown);
+    tcase_set_timeout(avx, 60);
+    s_add_tests(avx);
+    suite_add_tcase(s, avx);
     return s;
 }
 

@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 #include "kernels/optim.h"
-#include "worker/models/model.h"
 #include "tests/unit/testutil.h"
+#include "worker/models/model.h"
 
 enum { S_IN = 784, S_H1 = 256, S_H2 = 128, S_OUT = 10 };
 
@@ -79,7 +79,7 @@ static ps_model_t *s_new(int max_batch)
 START_TEST(mlp_tensor_table_matches_pytorch_layout)
 {
     ps_model_t *m = s_new(4);
-    static const char *names[] = {"fc1.weight", "fc1.bias", "fc2.weight",
+    static const char *names[] = {"fc1.weight", "fc1.bias",   "fc2.weight",
                                   "fc2.bias",   "fc3.weight", "fc3.bias"};
     static const size_t counts[] = {256 * 784, 256, 128 * 256, 128, 10 * 128, 10};
     ck_assert_uint_eq(ps_model_num_params(m), 235146);
@@ -162,9 +162,9 @@ START_TEST(mlp_gradients_match_finite_differences)
         for (int k = 0; k < 5; k++) {
             const size_t j = k == 0 ? big : (size_t)ps_rng_below(&r, ti->count);
             const long idx = (long)(ti->offset + j);
-            const double fd = (s_ref_loss(p, idx, h, x, y, N) -
-                               s_ref_loss(p, idx, -h, x, y, N)) /
-                              (2 * h);
+            const double fd =
+                (s_ref_loss(p, idx, h, x, y, N) - s_ref_loss(p, idx, -h, x, y, N)) /
+                (2 * h);
             ck_assert_msg(ps_test_close(g[idx], fd, 2e-6, 2e-3), "%s[%zu]: grad %g fd %g",
                           ti->name, j, g[idx], fd);
         }

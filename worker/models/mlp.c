@@ -16,12 +16,9 @@
 enum { S_IN = 784, S_H1 = 256, S_H2 = 128, S_OUT = 10 };
 
 static const ps_tensor_def_t s_tensors[] = {
-    {"fc1.weight", (size_t)S_H1 * S_IN, S_IN},
-    {"fc1.bias", S_H1, S_IN},
-    {"fc2.weight", (size_t)S_H2 * S_H1, S_H1},
-    {"fc2.bias", S_H2, S_H1},
-    {"fc3.weight", (size_t)S_OUT * S_H2, S_H2},
-    {"fc3.bias", S_OUT, S_H2},
+    {"fc1.weight", (size_t)S_H1 *S_IN, S_IN},  {"fc1.bias", S_H1, S_IN},
+    {"fc2.weight", (size_t)S_H2 *S_H1, S_H1},  {"fc2.bias", S_H2, S_H1},
+    {"fc3.weight", (size_t)S_OUT *S_H2, S_H2}, {"fc3.bias", S_OUT, S_H2},
 };
 
 /* Views into one backend block of activations, each [max_batch, width]. */
@@ -83,8 +80,8 @@ static void s_backward(ps_model_t *m, const float *d_x, float *d_dz, int n)
 {
     s_mlp_t *a = m->impl;
     const ps_kernels_t *k = m->k;
-    ps_model_linear_bwd(m, a->h2, ps_model_dparam(m, 4), d_dz, a->dh2,
-                        ps_model_dgrad(m, 4), ps_model_dgrad(m, 5), n, S_H2, S_OUT);
+    ps_model_linear_bwd(m, a->h2, ps_model_dparam(m, 4), d_dz, a->dh2, ps_model_dgrad(m, 4),
+                        ps_model_dgrad(m, 5), n, S_H2, S_OUT);
     k->relu_bwd(m->ctx, a->h2, a->dh2, a->dh2, (size_t)n * S_H2);
     ps_model_linear_bwd(m, a->h1, ps_model_dparam(m, 2), a->dh2, a->dh1,
                         ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), n, S_H1, S_H2);

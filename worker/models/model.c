@@ -21,6 +21,7 @@
 
 static const ps_model_arch_t *const s_archs[] = {
     &ps_model_arch_mlp,
+    &ps_model_arch_cnn,
 };
 
 static const ps_model_arch_t *s_find_arch(const char *name)
@@ -36,8 +37,7 @@ static const ps_model_arch_t *s_find_arch(const char *name)
     return NULL;
 }
 
-int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch,
-                 ps_model_t **out)
+int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_model_t **out)
 {
     int rc = PS_ENOMEM;
     const ps_model_arch_t *arch = s_find_arch(name);
@@ -200,8 +200,7 @@ static int s_push_params(ps_model_t *m)
     return m->k->copy_h2d(m->ctx, m->d_params, m->params, m->P * sizeof(float));
 }
 
-int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
-                        float *loss)
+int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, float *loss)
 {
     const float *d_x;
     const uint8_t *d_y;
@@ -225,8 +224,8 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
     return rc;
 }
 
-int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n,
-                      int *correct, float *loss)
+int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, int *correct,
+                      float *loss)
 {
     double total = 0.0;
     int hits = 0;

@@ -37,8 +37,7 @@ enum { PS_MODEL_IN_H = 28, PS_MODEL_IN_W = 28, PS_MODEL_CLASSES = 10 };
  * on backend k. Returns 0 and stores the model in *out (caller owns the result;
  * destroy with ps_model_destroy()), PS_EINVAL for an unknown name, PS_ENOMEM.
  */
-int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch,
-                 ps_model_t **out);
+int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_model_t **out);
 
 /* Frees everything; NULL-safe; sets *m to NULL. */
 void ps_model_destroy(ps_model_t **m);
@@ -72,8 +71,8 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
  * Evaluates the current host params on n samples (any n; processed in chunks
  * of max_batch). Stores the number of correct predictions and the mean loss.
  */
-int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n,
-                      int *correct, float *loss);
+int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, int *correct,
+                      float *loss);
 
 #ifdef __cplusplus
 }

@@ -24,8 +24,8 @@ typedef struct {
 } ps_tensor_def_t;
 
 typedef struct ps_model_arch {
-    const char *name;              /* "mlp", "cnn" */
-    size_t ntensors;               /* entries in tensors */
+    const char *name;               /* "mlp", "cnn" */
+    size_t ntensors;                /* entries in tensors */
     const ps_tensor_def_t *tensors; /* layout of the flat vector */
     /* Allocates the activations for m->max_batch into m->impl. 0 or PS_ENOMEM. */
     int (*setup)(ps_model_t *m);
