@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "worker/models/model_impl.h"
 #include "worker/rng.h"
@@ -200,8 +201,26 @@ static int s_push_params(ps_model_t *m)
     return m->k->copy_h2d(m->ctx, m->d_params, m->params, m->P * sizeof(float));
 }
 
+void ps_model_set_profile(ps_model_t *m, ps_model_profile_t *p)
+{
+    m->profile = p;
+}
+
+/* Profiling: waits for the device and adds the time since *t to *acc. */
+static void s_lap(ps_model_t *m, double *t, double *acc)
+{
+    if (m->profile) {
+        m->k->sync(m->ctx);
+        double now = ps_now();
+        *acc += now - *t;
+        *t = now;
+    }
+}
+
 int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, float *loss)
 {
+    ps_model_profile_t none, *p = m->profile ? m->profile : &none;
+    double t = ps_now();
     const float *d_x;
     const uint8_t *d_y;
     int rc = s_stage(m, x, y, n, &d_x, &d_y);
@@ -211,13 +230,18 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, 
     if (rc) {
         return rc;
     }
+    s_lap(m, &t, &p->copy_in);
     float *logits = m->arch->forward(m, d_x, n);
     /* the loss overwrites the logits with their gradient, in place */
     float l = m->k->softmax_xent(m->ctx, logits, d_y, n, PS_MODEL_CLASSES, logits, NULL);
+    s_lap(m, &t, &p->forward);
     m->arch->backward(m, d_x, logits, n);
+    s_lap(m, &t, &p->backward);
     if (!m->k->host_is_backend) {
         rc = m->k->copy_d2h(m->ctx, m->grads, m->d_grads, m->P * sizeof(float));
     }
+    s_lap(m, &t, &p->copy_out);
+    p->steps++;
     if (loss) {
         *loss = l;
     }

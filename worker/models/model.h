@@ -67,6 +67,20 @@ void ps_model_init_params(ps_model_t *m, uint64_t seed);
 int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
                         float *loss);
 
+/* Where a training step's time goes, accumulated over steps (seconds). */
+typedef struct {
+    double copy_in;  /* inputs and params host -> device (0 on the CPU) */
+    double forward;  /* forward pass and loss */
+    double backward; /* backward pass into the gradients */
+    double copy_out; /* gradients device -> host (0 on the CPU) */
+    long steps;      /* steps measured */
+} ps_model_profile_t;
+
+/* Starts (p != NULL) or stops (NULL) accumulating step times into *p, which is
+ * borrowed until stopped. While profiling, each phase waits for the device,
+ * which costs the overlap a GPU would otherwise get: for measuring only. */
+void ps_model_set_profile(ps_model_t *m, ps_model_profile_t *p);
+
 /*
  * Evaluates the current host params on n samples (any n; processed in chunks
  * of max_batch). Stores the number of correct predictions and the mean loss.

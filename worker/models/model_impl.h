@@ -53,6 +53,7 @@ struct ps_model {
     float *d_x;                  /* backend [max_batch*784]; NULL when host_is_backend */
     uint8_t *d_y;                /* backend [max_batch]; NULL when host_is_backend */
     void *impl;                  /* the architecture's activations; owned by arch */
+    ps_model_profile_t *profile; /* when set, train_step times its phases; borrowed */
 };
 
 extern const ps_model_arch_t ps_model_arch_mlp;
