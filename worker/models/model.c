@@ -219,7 +219,7 @@ static void s_lap(ps_model_t *m, double *t, double *acc)
 
 int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, float *loss)
 {
-    ps_model_profile_t none, *p = m->profile ? m->profile : &none;
+    ps_model_profile_t none = {0}, *p = m->profile ? m->profile : &none;
     double t = ps_now();
     const float *d_x;
     const uint8_t *d_y;
