@@ -402,19 +402,21 @@ END_TEST
 START_TEST(model_info_round_trips)
 {
     const uint64_t ps[] = {1, 235146, 1ull << 40};
+    const char *eps[] = {"", "tcp://10.0.0.3:41002", "tcp://[::1]:5"};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
         uint8_t *body;
         size_t len;
-        uint64_t got = 0, samples = 0;
-        ck_assert_int_eq(ps_codec_pack_model_info(ps[i], 60000 + i, &body, &len), 0);
-        ck_assert_int_eq(ps_codec_unpack_model_info(body, len, &got, &samples), 0);
+        ps_model_info_t in = {.num_params = ps[i], .train_samples = 60000 + i}, out;
+        snprintf(in.endpoint, sizeof in.endpoint, "%s", eps[i]);
+        ck_assert_int_eq(ps_codec_pack_model_info(&in, &body, &len), 0);
+        ck_assert_int_eq(ps_codec_unpack_model_info(body, len, &out), 0);
         free(body);
-        ck_assert_uint_eq(got, ps[i]);
-        ck_assert_uint_eq(samples, 60000 + i);
+        ck_assert_uint_eq(out.num_params, ps[i]);
+        ck_assert_uint_eq(out.train_samples, 60000 + i);
+        ck_assert_str_eq(out.endpoint, eps[i]);
     }
-    uint64_t got, samples;
-    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &got, &samples),
-                     PS_EPROTO);
+    ps_model_info_t out;
+    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &out), PS_EPROTO);
 }
 END_TEST
 
