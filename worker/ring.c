@@ -305,9 +305,9 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
         const ps_header_t *h = &m->hdr;
         if (h->type != PS_MSG_RING_DATA || h->role != PS_ROLE_WORKER || h->sender != left) {
             r->dropped++;
-            ps_log_warn("ring: dropped a %s from %s%d: only W%d sends to W%d",
-                        ps_codec_type_name(h->type), ps_codec_role_tag(h->role), h->sender, left,
-                        r->cfg.rank);
+            ps_log_warn("ring: dropped a %s from %s%d: W%d takes ring data from W%d only",
+                        ps_codec_type_name(h->type), ps_codec_role_tag(h->role), h->sender,
+                        r->cfg.rank, left);
             ps_msg_close(m);
             continue;
         }

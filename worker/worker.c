@@ -181,6 +181,10 @@ static int s_train(ps_worker_t *w)
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
     const int ring = j->mode == PS_MODE_ALLREDUCE;
     int rc = ring ? 0 : s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
+    uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's bytes, not training's */
+    if (ring) {
+        ps_ring_bytes(w->ring, &ring_sent0, &ring_received0);
+    }
     int64_t t = 0, steps = 0, last_log_step = 0;
     int epoch = -1, nsteps = 0;
     double loss_sum = 0, t0 = ps_now(), last_log = t0;
@@ -244,6 +248,8 @@ static int s_train(ps_worker_t *w)
     w->done.samples = steps * b;
     if (ring) {
         ps_ring_bytes(w->ring, &w->done.bytes_pushed, &w->done.bytes_pulled);
+        w->done.bytes_pushed -= ring_sent0;
+        w->done.bytes_pulled -= ring_received0;
     } else {
         ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
     }

@@ -40,6 +40,7 @@ static ps_header_t s_full_header(void)
     h.payload_len = 4000;
     h.status = PS_ERANGE;
     snprintf(h.error, sizeof h.error, "key range [a, b) is not inside this server's shard");
+    h.ring_step = 5;
     return h;
 }
 
@@ -173,6 +174,7 @@ START_TEST(header_round_trips_every_field)
     ck_assert_uint_eq(out.payload_len, h.payload_len);
     ck_assert_int_eq(out.status, h.status);
     ck_assert_str_eq(out.error, h.error);
+    ck_assert_int_eq(out.ring_step, h.ring_step);
 }
 END_TEST
 
@@ -312,6 +314,18 @@ START_TEST(header_rejects_sparse_keys)
 }
 END_TEST
 
+START_TEST(header_rejects_a_negative_ring_step)
+{
+    ps_header_t h = s_full_header(), out;
+    h.type = PS_MSG_RING_DATA;
+    h.ring_step = -1;
+    uint8_t buf[PS_HEADER_MAX];
+    int n = s_pack(&h, buf, sizeof buf);
+    ck_assert_int_eq(ps_codec_unpack_header(buf, (size_t)n, &out), PS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(out.error, "ring step"));
+}
+END_TEST
+
 /* ---- control bodies ----------------------------------------------------- */
 
 START_TEST(register_round_trips)
@@ -442,6 +456,119 @@ START_TEST(view_round_trips_with_several_servers)
         s_assert_job_eq(&out->job, &v->job);
         free(v);
     }
+    free(out);
+}
+END_TEST
+
+/* An allreduce view: no servers, m workers with endpoints. */
+static ps_view_t *s_ring_view(int m)
+{
+    ps_view_t *v = s_view(1);
+    v->num_servers = 0;
+    v->num_workers = m;
+    v->job.mode = PS_MODE_ALLREDUCE;
+    for (int i = 0; i < m; i++) {
+        v->workers[i].rank = i;
+        snprintf(v->workers[i].endpoint, sizeof v->workers[i].endpoint, "tcp://10.0.1.%d:%d",
+                 i + 2, 42000 + i);
+    }
+    return v;
+}
+
+START_TEST(view_round_trips_in_allreduce_mode)
+{
+    ps_view_t *out = calloc(1, sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    for (int m = 1; m <= 5; m += 2) {
+        ps_view_t *v = s_ring_view(m);
+        ck_assert_int_eq(s_view_trip(v, out), 0);
+        ck_assert_int_eq(out->num_servers, 0);
+        ck_assert_int_eq(out->num_workers, m);
+        ck_assert_int_eq(out->job.mode, PS_MODE_ALLREDUCE);
+        ck_assert_uint_eq(out->num_params, v->num_params);
+        for (int i = 0; i < m; i++) {
+            ck_assert_int_eq(out->workers[i].rank, i);
+            ck_assert_str_eq(out->workers[i].endpoint, v->workers[i].endpoint);
+        }
+        free(v);
+    }
+    /* other modes carry no worker list, whatever the struct holds */
+    ps_view_t *v = s_view(2);
+    snprintf(v->workers[0].endpoint, sizeof v->workers[0].endpoint, "tcp://10.0.1.2:1");
+    ck_assert_int_eq(s_view_trip(v, out), 0);
+    ck_assert_str_eq(out->workers[0].endpoint, "");
+    free(v);
+    free(out);
+}
+END_TEST
+
+/* Packs v (which must pack), appends extra bytes (protobuf merges appended
+ * fields), unpacks. Returns the unpack status. */
+static int s_view_trip_plus(const ps_view_t *v, const uint8_t *extra, size_t n, ps_view_t *out)
+{
+    uint8_t *body;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), 0);
+    uint8_t *all = malloc(len + n);
+    ck_assert_ptr_nonnull(all);
+    memcpy(all, body, len);
+    memcpy(all + len, extra, n);
+    int rc = ps_codec_unpack_view(all, len + n, out);
+    free(all);
+    free(body);
+    return rc;
+}
+
+START_TEST(view_rejects_servers_in_allreduce_and_workers_elsewhere)
+{
+    ps_view_t *out = calloc(1, sizeof *out), *v = s_ring_view(3);
+    ck_assert_ptr_nonnull(out);
+    uint8_t *body;
+    size_t len;
+    /* our packer refuses what the decoder would */
+    v->num_servers = 1;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), PS_EINVAL);
+    v->num_servers = 0;
+    v->workers[1].endpoint[0] = '\0';
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), PS_EINVAL);
+    snprintf(v->workers[1].endpoint, sizeof v->workers[1].endpoint, "tcp://10.0.1.3:42001");
+    v->workers[2].rank = 1;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), PS_EINVAL);
+    v->workers[2].rank = 2;
+    /* a server appended: field 3, ServerInfo {endpoint "e", key_end P} */
+    uint8_t server[32];
+    size_t n = 0;
+    server[n++] = (3 << 3) | 2;
+    size_t at = n++;
+    server[n++] = (2 << 3) | 2;
+    server[n++] = 1;
+    server[n++] = 'e';
+    server[n++] = (4 << 3) | 0;
+    n += s_varint(server + n, v->num_params);
+    server[at] = (uint8_t)(n - at - 1);
+    ck_assert_int_eq(s_view_trip_plus(v, server, n, out), PS_EPROTO);
+    /* a fourth worker appended, or one missing (num_workers edited) */
+    const uint8_t w3[] = {(7 << 3) | 2, 5, (1 << 3) | 0, 3, (2 << 3) | 2, 1, 'e'};
+    ck_assert_int_eq(s_view_trip_plus(v, w3, sizeof w3, out), PS_EPROTO);
+    v->num_workers = 2;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), 0);
+    v->num_workers = 3;
+    ck_assert_int_eq(ps_codec_unpack_view(body, len, out), 0);
+    /* field 2 (num_workers) appended again: the last value wins */
+    const uint8_t more[] = {(2 << 3) | 0, 3};
+    uint8_t *all = malloc(len + sizeof more);
+    ck_assert_ptr_nonnull(all);
+    memcpy(all, body, len);
+    memcpy(all + len, more, sizeof more);
+    ck_assert_int_eq(ps_codec_unpack_view(all, len + sizeof more, out), PS_EPROTO);
+    free(all);
+    free(body);
+    free(v);
+    /* a worker list in a mode with servers */
+    v = s_view(2);
+    const uint8_t w0[] = {(7 << 3) | 2, 3, (2 << 3) | 2, 1, 'e'};
+    ck_assert_int_eq(s_view_trip_plus(v, w0, sizeof w0, out), PS_EPROTO);
+    free(v);
     free(out);
 }
 END_TEST
@@ -941,6 +1068,7 @@ int main(void)
     tcase_add_test(th, header_rejects_reversed_range);
     tcase_add_test(th, header_rejects_non_f32_payload);
     tcase_add_test(th, header_rejects_sparse_keys);
+    tcase_add_test(th, header_rejects_a_negative_ring_step);
     suite_add_tcase(s, th);
     TCase *tb = tcase_create("bodies");
     tcase_add_test(tb, register_round_trips);
@@ -949,6 +1077,8 @@ int main(void)
     tcase_add_test(tb, register_ack_rejects_a_bad_or_missing_job);
     tcase_add_test(tb, model_info_round_trips);
     tcase_add_test(tb, view_round_trips_with_several_servers);
+    tcase_add_test(tb, view_round_trips_in_allreduce_mode);
+    tcase_add_test(tb, view_rejects_servers_in_allreduce_and_workers_elsewhere);
     tcase_add_test(tb, view_rejects_ranges_that_do_not_tile);
     tcase_add_test(tb, view_rejects_servers_out_of_rank_order);
     tcase_add_test(tb, view_rejects_bad_counts_and_a_bad_job);
