@@ -240,7 +240,7 @@ int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi
 /* Servers: allreduce has none, every other mode at least one. */
 static int s_servers_ok(const ps_job_t *job, size_t n)
 {
-    return job->mode == PS_MODE_ALLREDUCE ? n == 0 : (n >= 1 && n <= PS_MAX_SERVERS);
+    return ps_job_has_servers(job) ? (n >= 1 && n <= PS_MAX_SERVERS) : n == 0;
 }
 
 /* Workers of the view: every one, in rank order, each with an endpoint, in

@@ -75,10 +75,10 @@ int main(int argc, char **argv)
     } else if (cfg.job.straggler_rank >= cfg.workers) {
         snprintf(err, sizeof err, "--straggler: rank %d is not a worker (%d workers)",
                  cfg.job.straggler_rank, cfg.workers);
-    } else if (cfg.job.mode == PS_MODE_ALLREDUCE && cfg.servers != 0) {
+    } else if (!ps_job_has_servers(&cfg.job) && cfg.servers != 0) {
         snprintf(err, sizeof err, "--servers %d: --mode allreduce runs without servers (use 0)",
                  cfg.servers);
-    } else if (cfg.job.mode != PS_MODE_ALLREDUCE && (cfg.servers < 1 || cfg.servers > 256)) {
+    } else if (ps_job_has_servers(&cfg.job) && (cfg.servers < 1 || cfg.servers > 256)) {
         snprintf(err, sizeof err, "--servers %d: expected 1 to 256 (0 only with --mode allreduce)",
                  cfg.servers);
     } else if (cfg.workers < 1 || cfg.workers > 256) {
