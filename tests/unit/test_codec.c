@@ -816,6 +816,55 @@ static void s_send_raw(void *sock, const void *hdr, size_t hlen, const size_t *s
     }
 }
 
+/* Counts releases of zero-copy frames (called from ZeroMQ's threads). */
+static void s_count_release(void *data, void *hint)
+{
+    (void)data;
+    __atomic_add_fetch((int *)hint, 1, __ATOMIC_SEQ_CST);
+}
+
+static int s_released(int *count)
+{
+    return __atomic_load_n(count, __ATOMIC_SEQ_CST);
+}
+
+START_TEST(msg_send_zc_releases_every_frame_once)
+{
+    s_pair_t p;
+    s_pair_open(&p);
+    static float a[300], b[5];
+    a[7] = 7.5f;
+    int count = 0;
+    ps_header_t h;
+    ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, 2);
+    h.end = 305;
+    h.ring_step = 3;
+    ps_frame_t f[2] = {{a, sizeof a}, {b, sizeof b}};
+    ck_assert_int_eq(ps_msg_send_zc(p.dealer, NULL, h, f, 2, s_count_release, &count), 0);
+    ps_msg_t m = {0};
+    ck_assert_int_eq(ps_msg_recv(p.router, PS_RECV_ROUTER, &m), 0);
+    ck_assert_int_eq(m.hdr.ring_step, 3);
+    size_t len;
+    const float *r = ps_msg_frame(&m, 0, &len);
+    ck_assert_uint_eq(len, sizeof a);
+    ck_assert(r[7] == 7.5f);
+    ps_msg_close(&m);
+    /* inproc hands the frames over as they are: free once the reader closed them */
+    for (int i = 0; i < 1000 && s_released(&count) < 2; i++) {
+        zmq_poll(NULL, 0, 1);
+    }
+    ck_assert_int_eq(s_released(&count), 2);
+    /* a send that fails (a PULL socket cannot send) releases them before returning */
+    void *pull = ps_transport_open(p.ctx, ZMQ_PULL);
+    ck_assert_ptr_nonnull(pull);
+    count = 0;
+    ck_assert_int_ne(ps_msg_send_zc(pull, NULL, h, f, 2, s_count_release, &count), 0);
+    ck_assert_int_eq(s_released(&count), 2);
+    ps_transport_close(&pull);
+    s_pair_close(&p);
+}
+END_TEST
+
 START_TEST(msg_round_trips_payload_frames)
 {
     s_pair_t p;
@@ -1089,6 +1138,7 @@ int main(void)
     suite_add_tcase(s, tb);
     TCase *tm = tcase_create("msg");
     tcase_add_test(tm, msg_round_trips_payload_frames);
+    tcase_add_test(tm, msg_send_zc_releases_every_frame_once);
     tcase_add_test(tm, msg_rejects_payload_length_mismatch);
     tcase_add_test(tm, msg_rejects_too_many_frames);
     tcase_add_test(tm, msg_rejects_a_bad_header_and_drains_its_frames);
