@@ -69,7 +69,8 @@ typedef struct {
 /* The one forwarding table: each flag is passed as "--name value" when given. */
 static const s_fwd_t s_fwd[] = {
     {"model", S_TO_C, "NAME", "model: mlp or cnn (scheduler)"},
-    {"mode", S_TO_C, "MODE", "consistency: sync, async, ssp:S, sync:K/N or allreduce (scheduler)"},
+    {"mode", S_TO_C, "MODE",
+     "consistency: sync, async, ssp:S, sync:K/N or allreduce (scheduler)"},
     {"epochs", S_TO_C, "N", "passes over the training set (scheduler)"},
     {"batch", S_TO_C, "N", "samples per worker per step (scheduler)"},
     {"lr", S_TO_C, "X", "learning rate (scheduler)"},
@@ -788,11 +789,12 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
         L->servers = s_allreduce(L) ? 0 : 1;
     }
     if (s_allreduce(L) && L->servers != 0) {
-        return s_bad("--servers %d: --mode allreduce runs without servers (use 0)", L->servers);
+        return s_bad("--servers %d: --mode allreduce runs without servers (use 0)",
+                     L->servers);
     }
     if (!s_allreduce(L) && (L->servers < 1 || L->servers > S_MAX_NODES)) {
-        return s_bad("--servers %d: must be between 1 and %d (0 only with --mode allreduce)",
-                     L->servers, S_MAX_NODES);
+        return s_bad("--servers %d: must be between 1 and %d (0 only with --mode "
+                     "allreduce)", L->servers, S_MAX_NODES);
     }
     if (L->workers < 1 || L->workers > S_MAX_NODES) {
         return s_bad("--workers %d: must be between 1 and %d", L->workers, S_MAX_NODES);

@@ -335,8 +335,8 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     for (size_t i = 0; i < m->n_workers; i++) {
         const Shardps__WorkerInfo *w = m->workers[i];
         ps_worker_info_t *d = &v->workers[i];
-        if (w->rank != (int)i || s_copy_str(d->endpoint, sizeof d->endpoint, w->endpoint) != 0 ||
-            !d->endpoint[0]) {
+        if (w->rank != (int)i || !w->endpoint || !w->endpoint[0] ||
+            s_copy_str(d->endpoint, sizeof d->endpoint, w->endpoint) != 0) {
             goto done;
         }
         d->rank = w->rank;

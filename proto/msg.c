@@ -39,8 +39,9 @@ void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sende
 /* The one sender: route, header, then the frames copied (PS_SEND_COPY),
  * zero-copy with no release (the caller knows by a reply), or zero-copy with
  * release called once per frame (see ps_msg_send_zc). */
-static int s_send(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
-                  int nframes, int flags, ps_msg_release_fn *release, void *hint)
+static int s_send(void *sock, const ps_route_t *route, ps_header_t h,
+                  const ps_frame_t *frames, int nframes, int flags,
+                  ps_msg_release_fn *release, void *hint)
 {
     uint8_t buf[PS_HEADER_MAX];
     int i = 0, rc = 0;
@@ -111,8 +112,9 @@ int ps_msg_send(void *sock, const ps_route_t *route, ps_header_t h, const ps_fra
     return s_send(sock, route, h, frames, nframes, flags, NULL, NULL);
 }
 
-int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
-                   int nframes, ps_msg_release_fn *release, void *hint)
+int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h,
+                   const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
+                   void *hint)
 {
     return s_send(sock, route, h, frames, nframes, 0, release, hint);
 }

@@ -81,8 +81,9 @@ typedef void ps_msg_release_fn(void *data, void *hint);
  * process, without waiting for an application-level ack. Returns as
  * ps_msg_send(). Not thread-safe: the socket's owning thread only.
  */
-int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
-                   int nframes, ps_msg_release_fn *release, void *hint);
+int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h,
+                   const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
+                   void *hint);
 
 /*
  * Receives one whole multipart message (blocking unless the socket has data;

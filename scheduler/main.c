@@ -76,11 +76,11 @@ int main(int argc, char **argv)
         snprintf(err, sizeof err, "--straggler: rank %d is not a worker (%d workers)",
                  cfg.job.straggler_rank, cfg.workers);
     } else if (!ps_job_has_servers(&cfg.job) && cfg.servers != 0) {
-        snprintf(err, sizeof err, "--servers %d: --mode allreduce runs without servers (use 0)",
-                 cfg.servers);
+        snprintf(err, sizeof err, "--servers %d: --mode allreduce runs without servers "
+                 "(use 0)", cfg.servers);
     } else if (ps_job_has_servers(&cfg.job) && (cfg.servers < 1 || cfg.servers > 256)) {
-        snprintf(err, sizeof err, "--servers %d: expected 1 to 256 (0 only with --mode allreduce)",
-                 cfg.servers);
+        snprintf(err, sizeof err, "--servers %d: expected 1 to 256 (0 only with --mode "
+                 "allreduce)", cfg.servers);
     } else if (cfg.workers < 1 || cfg.workers > 256) {
         snprintf(err, sizeof err, "--workers %d: expected 1 to 256", cfg.workers);
     } else if (!(cfg.peer_timeout > 0) || !(cfg.wait > 0)) {

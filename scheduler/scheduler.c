@@ -28,7 +28,7 @@ typedef struct {
     ps_role_t role;       /* server or worker */
     int rank;             /* rank within the role */
     ps_route_t route;     /* ROUTER routing id */
-    char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring endpoint */
+    char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
     uint32_t pid;         /* for log lines */
     double last_seen;     /* ps_now() of its last message */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */
@@ -233,8 +233,10 @@ static void s_maybe_start(ps_scheduler_t *s)
         for (int i = 0; i < s->cfg->workers; i++) {
             ps_worker_info_t *wi = &v->workers[i];
             wi->rank = i;
-            snprintf(wi->endpoint, sizeof wi->endpoint, "%s", s->nodes[s->cfg->servers + i].endpoint);
-            ps_log_info("  W%d %-28s sends to W%d", i, wi->endpoint, (i + 1) % s->cfg->workers);
+            snprintf(wi->endpoint, sizeof wi->endpoint, "%s",
+                     s->nodes[s->cfg->servers + i].endpoint);
+            ps_log_info("  W%d %-28s sends to W%d", i, wi->endpoint,
+                        (i + 1) % s->cfg->workers);
         }
     }
     for (int i = 0; i < s->cfg->servers; i++) {

@@ -39,8 +39,8 @@ int main(int argc, char **argv)
     const char *prog = "shardps-worker";
     int rc = ps_config_parse(prog,
                              "A shardps worker: pulls weights, computes gradients on its data "
-                             "shard, pushes them\n(or, in allreduce mode, sums them over a ring "
-                             "of workers and updates locally).",
+                             "shard, pushes them\n(or, in allreduce mode, sums them over a "
+                             "ring of workers and updates locally).",
                              flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -57,7 +57,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cfg.ring_kib < 1 || cfg.ring_kib > 65536) {
-        fprintf(stderr, "%s: error: --ring-kib %d: expected 1 to 65536\n", prog, cfg.ring_kib);
+        fprintf(stderr, "%s: error: --ring-kib %d: expected 1 to 65536\n", prog,
+                cfg.ring_kib);
         return 2;
     }
     ps_log_set_role("W", cfg.rank);

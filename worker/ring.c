@@ -37,18 +37,18 @@
 #define S_RELEASE_WAIT_SECONDS 2.0
 
 struct ps_ring {
-    void *rx;                 /* PULL, bound: messages from the left neighbour */
-    void *tx;                 /* PUSH, connected to the right neighbour */
-    ps_ring_config_t cfg;     /* copied at connect; cfg.right points into right[] */
-    char right[128];          /* the right neighbour's endpoint */
-    int connected;            /* ps_ring_connect() succeeded */
-    int broken;               /* a call failed: the sequence is lost */
-    atomic_int inflight;      /* zero-copy frames ZeroMQ still holds */
-    int efd;                  /* written by s_release when inflight drops to 0 */
-    uint64_t sent, received;  /* payload bytes */
-    uint64_t dropped;         /* messages not from the left neighbour */
-    double last_check;        /* ps_now() of the last check() call */
-    char error[256];          /* why the last call failed */
+    void *rx;                /* PULL, bound: messages from the left neighbour */
+    void *tx;                /* PUSH, connected to the right neighbour */
+    ps_ring_config_t cfg;    /* copied at connect; cfg.right points into right[] */
+    char right[128];         /* the right neighbour's endpoint */
+    int connected;           /* ps_ring_connect() succeeded */
+    int broken;              /* a call failed: the sequence is lost */
+    atomic_int inflight;     /* zero-copy frames ZeroMQ still holds */
+    int efd;                 /* written by s_release when inflight drops to 0 */
+    uint64_t sent, received; /* payload bytes */
+    uint64_t dropped;        /* messages not from the left neighbour */
+    double last_check;       /* ps_now() of the last check() call */
+    char error[256];         /* why the last call failed */
 };
 
 /* ---- the schedule ----------------------------------------------------------- */
@@ -119,7 +119,8 @@ int ps_ring_new(void *ctx, const char *bind, ps_ring_t **out, char *endpoint, si
     r->rx = ps_transport_open(ctx, ZMQ_PULL);
     r->tx = ps_transport_open(ctx, ZMQ_PUSH);
     if (r->efd < 0 || !r->rx || !r->tx) {
-        snprintf(err, errlen, "cannot create the ring sockets: %s", zmq_strerror(zmq_errno()));
+        snprintf(err, errlen, "cannot create the ring sockets: %s",
+                 zmq_strerror(zmq_errno()));
         ps_ring_destroy(&r);
         return PS_ENOMEM;
     }
@@ -139,14 +140,16 @@ int ps_ring_connect(ps_ring_t *r, const ps_ring_config_t *cfg, char *err, size_t
 {
     if (cfg->size < 1 || cfg->size > PS_MAX_WORKERS || cfg->rank < 0 ||
         cfg->rank >= cfg->size || cfg->timeout < 0 || r->connected) {
-        snprintf(err, errlen, "bad ring configuration: member %d of %d", cfg->rank, cfg->size);
+        snprintf(err, errlen, "bad ring configuration: member %d of %d", cfg->rank,
+                 cfg->size);
         return PS_EINVAL;
     }
     r->cfg = *cfg;
     if (!r->cfg.sub_floats) {
         r->cfg.sub_floats = PS_RING_SUB_FLOATS;
     }
-    snprintf(r->right, sizeof r->right, "%s", cfg->size > 1 && cfg->right ? cfg->right : "");
+    snprintf(r->right, sizeof r->right, "%s",
+             cfg->size > 1 && cfg->right ? cfg->right : "");
     r->cfg.right = r->right;
     if (cfg->size > 1 && (!r->right[0] || ps_transport_connect(r->tx, r->right) != 0)) {
         snprintf(err, errlen, "cannot connect to the right neighbour W%d at '%s'",
@@ -207,7 +210,8 @@ const char *ps_ring_error(const ps_ring_t *r)
 /* ---- one allreduce ---------------------------------------------------------- */
 
 /* Records why the ring failed; returns rc. */
-static int s_fail(ps_ring_t *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int s_fail(ps_ring_t *r, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int s_fail(ps_ring_t *r, int rc, const char *fmt, ...)
 {
     va_list ap;
@@ -227,7 +231,8 @@ static int s_check(ps_ring_t *r, int force)
     }
     r->last_check = now;
     int rc = r->cfg.check(r->cfg.check_arg);
-    return rc ? s_fail(r, rc < 0 ? rc : PS_ECLOSED, "the job ended while the ring was waiting")
+    return rc ? s_fail(r, rc < 0 ? rc : PS_ECLOSED,
+                       "the job ended while the ring was waiting")
               : 0;
 }
 
@@ -283,9 +288,11 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
         }
         if (n <= 0) {
             if (r->cfg.timeout > 0 && ps_now() - since > r->cfg.timeout) {
-                return s_fail(r, PS_ETIMEDOUT,
-                              "no ring data from the left neighbour W%d for %.0f s (step %lld, "
-                              "ring step %d)", left, r->cfg.timeout, (long long)step, g);
+                return s_fail(
+                    r, PS_ETIMEDOUT,
+                    "no ring data from the left neighbour W%d for %.0f s (step %lld, "
+                    "ring step %d)",
+                    left, r->cfg.timeout, (long long)step, g);
             }
             if ((rc = s_check(r, 1)) != 0) {
                 return rc;
@@ -316,13 +323,15 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
             ps_msg_frame(m, 0, &len);
         }
         if (h->step != step || h->ring_step != g || h->begin != want.begin ||
-            h->end != want.end || m->nframes != 1 || len != ps_range_len(want) * sizeof(float)) {
-            rc = s_fail(r, PS_EPROTO,
-                        "W%d broke the ring: sent step %lld ring step %d keys [%llu, %llu) "
-                        "(%zu bytes), expected step %lld ring step %d keys [%llu, %llu)",
-                        left, (long long)h->step, h->ring_step, (unsigned long long)h->begin,
-                        (unsigned long long)h->end, len, (long long)step, g,
-                        (unsigned long long)want.begin, (unsigned long long)want.end);
+            h->end != want.end || m->nframes != 1 ||
+            len != ps_range_len(want) * sizeof(float)) {
+            rc =
+                s_fail(r, PS_EPROTO,
+                       "W%d broke the ring: sent step %lld ring step %d keys [%llu, %llu) "
+                       "(%zu bytes), expected step %lld ring step %d keys [%llu, %llu)",
+                       left, (long long)h->step, h->ring_step, (unsigned long long)h->begin,
+                       (unsigned long long)h->end, len, (long long)step, g,
+                       (unsigned long long)want.begin, (unsigned long long)want.end);
             ps_msg_close(m);
             return rc;
         }
@@ -346,7 +355,8 @@ static int s_drain_sends(ps_ring_t *r)
             return rc;
         }
         if (r->cfg.timeout > 0 && ps_now() - since > r->cfg.timeout) {
-            return s_fail(r, PS_ETIMEDOUT, "the right neighbour W%d took nothing for %.0f s",
+            return s_fail(r, PS_ETIMEDOUT,
+                          "the right neighbour W%d took nothing for %.0f s",
                           (r->cfg.rank + 1) % r->cfg.size, r->cfg.timeout);
         }
     }

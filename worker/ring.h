@@ -51,13 +51,13 @@ typedef int ps_ring_check_fn(void *arg);
 enum { PS_RING_SUB_FLOATS = 32768 };
 
 typedef struct {
-    int rank;               /* this member's place in the ring, 0..size-1 */
-    int size;               /* M, members in the ring (1..PS_MAX_WORKERS) */
-    const char *right;      /* endpoint of member (rank + 1) % size; unused when size == 1 */
-    size_t sub_floats;      /* floats per message (>= 1); 0 = PS_RING_SUB_FLOATS */
+    int rank;          /* this member's place in the ring, 0..size-1 */
+    int size;          /* M, members in the ring (1..PS_MAX_WORKERS) */
+    const char *right; /* endpoint of member (rank + 1) % size; unused when size == 1 */
+    size_t sub_floats; /* floats per message (>= 1); 0 = PS_RING_SUB_FLOATS */
     ps_ring_check_fn *check; /* polled while waiting; NULL = never */
-    void *check_arg;        /* passed to check */
-    double timeout;         /* seconds without an expected message before PS_ETIMEDOUT; 0 = none */
+    void *check_arg;         /* passed to check */
+    double timeout; /* seconds without an expected message before PS_ETIMEDOUT; 0 = none */
 } ps_ring_config_t;
 
 /*

@@ -180,8 +180,11 @@ static int s_train(ps_worker_t *w)
     const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
     const int ring = j->mode == PS_MODE_ALLREDUCE;
-    int rc = ring ? 0 : s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
-    uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's bytes, not training's */
+    int rc = 0;
+    if (!ring) { /* allreduce: every worker initialised its own copy */
+        rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
+    }
+    uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's, not training's */
     if (ring) {
         ps_ring_bytes(w->ring, &ring_sent0, &ring_received0);
     }
@@ -253,7 +256,8 @@ static int s_train(ps_worker_t *w)
     } else {
         ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
     }
-    if (rc == 0 && w->cfg->dump_params && s_dump(w->cfg->dump_params, rank, params, P) != 0) {
+    if (rc == 0 && w->cfg->dump_params &&
+        s_dump(w->cfg->dump_params, rank, params, P) != 0) {
         snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",
                  w->cfg->dump_params);
         rc = PS_EIO;
@@ -325,7 +329,8 @@ static int s_ring_start(ps_worker_t *w)
     }
     if (rc == 0 && rank == 0) {
         ps_log_info("ring of %d workers ready: initial parameters agree (checksum %08x), "
-                    "%zu KiB per message", M, mine, rc_cfg.sub_floats * sizeof(float) / 1024);
+                    "%zu KiB per message", M, mine,
+                    rc_cfg.sub_floats * sizeof(float) / 1024);
     }
     return rc;
 }

@@ -25,7 +25,7 @@ typedef struct {
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
     const char *dump_params; /* if set, the final parameters are written here (raw f32);
                                 a "%d" in it is replaced by the worker's rank */
-    const char *bind;        /* allreduce: where the left neighbour connects (port * = any) */
+    const char *bind;        /* allreduce: where the left neighbour connects */
     const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */

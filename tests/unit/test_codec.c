@@ -430,7 +430,8 @@ START_TEST(model_info_round_trips)
         ck_assert_str_eq(out.endpoint, eps[i]);
     }
     ps_model_info_t out;
-    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &out), PS_EPROTO);
+    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &out),
+                     PS_EPROTO);
 }
 END_TEST
 
@@ -469,8 +470,8 @@ static ps_view_t *s_ring_view(int m)
     v->job.mode = PS_MODE_ALLREDUCE;
     for (int i = 0; i < m; i++) {
         v->workers[i].rank = i;
-        snprintf(v->workers[i].endpoint, sizeof v->workers[i].endpoint, "tcp://10.0.1.%d:%d",
-                 i + 2, 42000 + i);
+        snprintf(v->workers[i].endpoint, sizeof v->workers[i].endpoint,
+                 "tcp://10.0.1.%d:%d", i + 2, 42000 + i);
     }
     return v;
 }
@@ -504,7 +505,8 @@ END_TEST
 
 /* Packs v (which must pack), appends extra bytes (protobuf merges appended
  * fields), unpacks. Returns the unpack status. */
-static int s_view_trip_plus(const ps_view_t *v, const uint8_t *extra, size_t n, ps_view_t *out)
+static int s_view_trip_plus(const ps_view_t *v, const uint8_t *extra, size_t n,
+                            ps_view_t *out)
 {
     uint8_t *body;
     size_t len;

@@ -67,9 +67,11 @@ START_TEST(schedule_passes_each_chunk_round_the_ring)
             int seen[7] = {0};
             for (int g = 0; g < G; g++) {
                 /* what we receive is what the left neighbour sends */
-                ck_assert_int_eq(ps_ring_recv_chunk(r, m, g), ps_ring_send_chunk(left, m, g));
+                ck_assert_int_eq(ps_ring_recv_chunk(r, m, g),
+                                 ps_ring_send_chunk(left, m, g));
                 /* and what we forward at the next step */
-                ck_assert_int_eq(ps_ring_recv_chunk(r, m, g), ps_ring_send_chunk(r, m, g + 1));
+                ck_assert_int_eq(ps_ring_recv_chunk(r, m, g),
+                                 ps_ring_send_chunk(r, m, g + 1));
                 if (g < m - 1) {
                     seen[ps_ring_recv_chunk(r, m, g)]++;
                 }
@@ -172,8 +174,8 @@ START_TEST(schedule_in_memory_sums_every_size)
             s_simulate(m, n, bufs);
             for (int r = 0; r < m; r++) {
                 for (uint64_t i = 0; i < n; i++) {
-                    ck_assert_msg(bufs[r][i] == s_int_sum(m, i), "m=%d n=%llu r=%d i=%llu", m,
-                                  (unsigned long long)n, r, (unsigned long long)i);
+                    ck_assert_msg(bufs[r][i] == s_int_sum(m, i), "m=%d n=%llu r=%d i=%llu",
+                                  m, (unsigned long long)n, r, (unsigned long long)i);
                 }
                 free(bufs[r]);
             }
@@ -189,19 +191,19 @@ typedef struct s_ring_test s_ring_test_t;
 typedef struct {
     s_ring_test_t *t;
     int rank;
-    float *buf;         /* n floats */
-    int rc;             /* of the last allreduce */
+    float *buf; /* n floats */
+    int rc;     /* of the last allreduce */
     char err[256];
     uint64_t sent, received, dropped;
 } s_member_t;
 
 struct s_ring_test {
-    int m;                       /* members */
-    uint64_t n;                  /* floats */
-    size_t sub;                  /* floats per message */
-    int steps;                   /* allreduces in a row */
-    int random;                  /* random values instead of integers */
-    pthread_barrier_t bound;     /* every member has bound its endpoint */
+    int m;                   /* members */
+    uint64_t n;              /* floats */
+    size_t sub;              /* floats per message */
+    int steps;               /* allreduces in a row */
+    int random;              /* random values instead of integers */
+    pthread_barrier_t bound; /* every member has bound its endpoint */
     char endpoints[S_MAX_M][128];
     s_member_t members[S_MAX_M];
 };
@@ -282,11 +284,12 @@ static void s_free_ring(s_ring_test_t *t)
 static void s_check_agree(const s_ring_test_t *t)
 {
     for (int r = 0; r < t->m; r++) {
-        ck_assert_msg(t->members[r].rc == 0, "m=%d n=%llu sub=%zu: W%d failed: %s (%s)", t->m,
-                      (unsigned long long)t->n, t->sub, r, ps_strerror(t->members[r].rc),
-                      t->members[r].err);
+        ck_assert_msg(t->members[r].rc == 0, "m=%d n=%llu sub=%zu: W%d failed: %s (%s)",
+                      t->m, (unsigned long long)t->n, t->sub, r,
+                      ps_strerror(t->members[r].rc), t->members[r].err);
         ck_assert_msg(!memcmp(t->members[r].buf, t->members[0].buf, t->n * sizeof(float)),
-                      "m=%d n=%llu: W%d differs from W0", t->m, (unsigned long long)t->n, r);
+                      "m=%d n=%llu: W%d differs from W0", t->m, (unsigned long long)t->n,
+                      r);
     }
 }
 
@@ -313,7 +316,8 @@ START_TEST(ring_sums_integers_exactly_for_1_to_5_members)
                 /* each member sends and receives 2(M-1) chunks per step */
                 uint64_t want_bytes = 0;
                 for (int g = 0; g < ps_ring_num_steps(m); g++) {
-                    want_bytes += ps_range_len(ps_ring_chunk(t.n, m, ps_ring_send_chunk(0, m, g)));
+                    want_bytes +=
+                        ps_range_len(ps_ring_chunk(t.n, m, ps_ring_send_chunk(0, m, g)));
                 }
                 ck_assert_uint_eq(t.members[0].sent, 2 * want_bytes * sizeof(float));
                 ck_assert_uint_eq(t.members[(m > 1) ? 1 : 0].received, t.members[0].sent);
@@ -363,7 +367,8 @@ static ps_ring_t *s_lonely(void *ctx, ps_ring_config_t *cfg, char *ep, size_t ca
 {
     char err[256];
     ps_ring_t *ring = NULL;
-    ck_assert_int_eq(ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, ep, cap, err, sizeof err), 0);
+    ck_assert_int_eq(ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, ep, cap, err, sizeof err),
+                     0);
     cfg->rank = 0;
     cfg->size = 2;
     cfg->right = ep; /* ourselves: what we send arrives as if from W0, not W1 */
@@ -376,7 +381,8 @@ START_TEST(ring_gives_up_when_the_job_is_gone)
     void *ctx = zmq_ctx_new();
     char ep[128];
     double deadline = ps_now() + 0.3;
-    ps_ring_config_t cfg = {.sub_floats = 16, .check = s_gone_after, .check_arg = &deadline};
+    ps_ring_config_t cfg = {
+        .sub_floats = 16, .check = s_gone_after, .check_arg = &deadline};
     ps_ring_t *ring = s_lonely(ctx, &cfg, ep, sizeof ep);
     float buf[64] = {0};
     double t0 = ps_now();
@@ -416,8 +422,8 @@ START_TEST(ring_refuses_bad_configurations)
     ck_assert_int_eq(ps_ring_new(ctx, "nonsense", &ring, ep, sizeof ep, err, sizeof err),
                      PS_EINVAL);
     ck_assert_ptr_null(ring);
-    ck_assert_int_eq(ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, ep, sizeof ep, err, sizeof err),
-                     0);
+    ck_assert_int_eq(
+        ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, ep, sizeof ep, err, sizeof err), 0);
     float buf[4] = {0};
     ck_assert_int_eq(ps_ring_allreduce(ring, buf, 4, 0), PS_ESTATE); /* not connected */
     ps_ring_config_t bad[] = {
@@ -470,11 +476,13 @@ static void s_duo_open(s_duo_t *d)
 {
     char err[256];
     d->ctx = zmq_ctx_new();
-    ck_assert_int_eq(ps_ring_new(d->ctx, "tcp://127.0.0.1:*", &d->ring, d->ep1, sizeof d->ep1,
-                                 err, sizeof err), 0);
+    ck_assert_int_eq(ps_ring_new(d->ctx, "tcp://127.0.0.1:*", &d->ring, d->ep1,
+                                 sizeof d->ep1, err, sizeof err),
+                     0);
     d->w0_rx = ps_transport_open(d->ctx, ZMQ_PULL);
     d->w0_tx = ps_transport_open(d->ctx, ZMQ_PUSH);
-    ck_assert_int_eq(ps_transport_bind(d->w0_rx, "tcp://127.0.0.1:*", d->ep0, sizeof d->ep0), 0);
+    ck_assert_int_eq(
+        ps_transport_bind(d->w0_rx, "tcp://127.0.0.1:*", d->ep0, sizeof d->ep0), 0);
     ck_assert_int_eq(ps_transport_connect(d->w0_tx, d->ep1), 0);
     ps_ring_config_t cfg = {.rank = 1, .size = 2, .right = d->ep0, .timeout = 5};
     ck_assert_int_eq(ps_ring_connect(d->ring, &cfg, err, sizeof err), 0);
@@ -497,13 +505,13 @@ START_TEST(ring_drops_strangers_and_still_completes)
     /* n = 4, M = 2: W1 receives chunk 0 = [0, 2) at ring step 0, chunk 1 = [2, 4) at 1 */
     void *stranger = ps_transport_open(d.ctx, ZMQ_PUSH);
     ck_assert_int_eq(ps_transport_connect(stranger, d.ep1), 0);
-    s_send_raw(stranger, 3, 7, 0, 0, 2, 8);        /* W3: not our left neighbour */
+    s_send_raw(stranger, 3, 7, 0, 0, 2, 8); /* W3: not our left neighbour */
     ps_header_t h;
     ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 0); /* a push, not ring data */
     ck_assert_int_eq(ps_msg_send(stranger, NULL, h, NULL, 0, 0), 0);
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_SERVER, 0); /* a server */
     ck_assert_int_eq(ps_msg_send(stranger, NULL, h, NULL, 0, 0), 0);
-    zmq_send(stranger, "junk", 4, 0);              /* not even a header */
+    zmq_send(stranger, "junk", 4, 0); /* not even a header */
     /* W0's real part, once the strangers' messages wait in W1's queue: W1 then
      * reads the two connections in turn, so it meets a stranger before W0's
      * second message (the ones it meets are dropped, the rest never read). */
