@@ -33,6 +33,8 @@ int ps_job_parse_mode(const char *text, ps_job_t *job)
         job->mode = PS_MODE_SYNC;
     } else if (!strcmp(text, "async")) {
         job->mode = PS_MODE_ASYNC;
+    } else if (!strcmp(text, "allreduce")) {
+        job->mode = PS_MODE_ALLREDUCE;
     } else if (sscanf(text, "ssp:%d%n", &a, &used) == 1 && !text[used] && a >= 0 &&
                a <= PS_MAX_STALENESS) {
         job->mode = PS_MODE_SSP;
@@ -59,6 +61,9 @@ void ps_job_mode_str(const ps_job_t *job, char *buf, size_t cap)
         break;
     case PS_MODE_BACKUP:
         snprintf(buf, cap, "sync:%d/%d", job->backup_k, job->backup_n);
+        break;
+    case PS_MODE_ALLREDUCE:
+        snprintf(buf, cap, "allreduce");
         break;
     default:
         snprintf(buf, cap, "sync");
@@ -119,7 +124,7 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
 {
     if (strcmp(job->model, "mlp") && strcmp(job->model, "cnn")) {
         snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", job->model);
-    } else if (job->mode < PS_MODE_SYNC || job->mode > PS_MODE_BACKUP ||
+    } else if (job->mode < PS_MODE_SYNC || job->mode > PS_MODE_ALLREDUCE ||
                (job->mode == PS_MODE_SSP &&
                 (job->staleness < 0 || job->staleness > PS_MAX_STALENESS)) ||
                (job->mode == PS_MODE_BACKUP &&

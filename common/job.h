@@ -20,6 +20,8 @@ typedef enum {
     PS_MODE_ASYNC = 1,  /* every push applies on arrival; pulls return current values */
     PS_MODE_SSP = 2,    /* sync steps, but a worker may run `staleness` steps ahead */
     PS_MODE_BACKUP = 3, /* a step applies once backup_k of the workers pushed */
+    PS_MODE_ALLREDUCE = 4, /* no servers: workers sum gradients over a ring and
+                              each applies the same optimizer step locally */
 } ps_mode_t;
 
 /* Most steps a worker may run ahead under ssp: each costs one gradient copy
@@ -49,7 +51,8 @@ typedef struct {
     int staleness_lr;    /* async, ssp: weight a gradient tau > 1 versions stale by 1/tau */
     int straggler_rank;  /* worker slowed down for experiments, -1 = none */
     double straggler_factor; /* its compute takes this many times as long (>= 1) */
-    char optimizer[16];  /* server-side optimizer: sgd, nesterov, adam or adagrad */
+    char optimizer[16];  /* sgd, nesterov, adam or adagrad (run by the servers, or
+                            by every worker in allreduce mode) */
     double lr;           /* learning rate */
     double momentum;     /* SGD momentum (0 = plain SGD) */
     double weight_decay; /* L2 penalty added to the gradient */
@@ -63,7 +66,7 @@ typedef struct {
 /* Fills *job with the project defaults. */
 void ps_job_defaults(ps_job_t *job);
 
-/* Parses "sync", "async", "ssp:S" or "sync:K/N" into job's mode fields.
+/* Parses "sync", "async", "ssp:S", "sync:K/N" or "allreduce" into job's mode fields.
  * Returns 0 or PS_EINVAL. */
 int ps_job_parse_mode(const char *text, ps_job_t *job);
 
@@ -73,10 +76,16 @@ void ps_job_mode_str(const ps_job_t *job, char *buf, size_t cap);
 /* Parses "RANK:FACTOR" (FACTOR >= 1) into the straggler fields. Returns 0 or PS_EINVAL. */
 int ps_job_parse_straggler(const char *text, ps_job_t *job);
 
-/* Non-zero for the modes that apply whole steps (sync, ssp, backup). */
+/* Non-zero for the modes that apply whole steps (sync, ssp, backup, allreduce). */
 static inline int ps_job_is_stepped(const ps_job_t *job)
 {
     return job->mode != PS_MODE_ASYNC;
+}
+
+/* Non-zero for the modes that keep parameters on servers (all but allreduce). */
+static inline int ps_job_has_servers(const ps_job_t *job)
+{
+    return job->mode != PS_MODE_ALLREDUCE;
 }
 
 /* Parses "constant", "cosine" or "step:EVERY:GAMMA" into s (warmup untouched).

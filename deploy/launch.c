@@ -55,6 +55,7 @@ enum {
     S_TO_S = 1u << 1,  /* every server */
     S_TO_W = 1u << 2,  /* every worker */
     S_TO_W0 = 1u << 3, /* worker 0 only */
+    S_TO_WPAT = 1u << 4, /* every worker when the value holds "%d" (the worker's rank) */
     S_TO_ALL = S_TO_C | S_TO_S | S_TO_W,
 };
 
@@ -68,13 +69,14 @@ typedef struct {
 /* The one forwarding table: each flag is passed as "--name value" when given. */
 static const s_fwd_t s_fwd[] = {
     {"model", S_TO_C, "NAME", "model: mlp or cnn (scheduler)"},
-    {"mode", S_TO_C, "MODE", "consistency: sync, async, ssp:S or sync:K/N (scheduler)"},
+    {"mode", S_TO_C, "MODE",
+     "consistency: sync, async, ssp:S, sync:K/N or allreduce (scheduler)"},
     {"epochs", S_TO_C, "N", "passes over the training set (scheduler)"},
     {"batch", S_TO_C, "N", "samples per worker per step (scheduler)"},
     {"lr", S_TO_C, "X", "learning rate (scheduler)"},
     {"momentum", S_TO_C, "X", "SGD momentum (scheduler)"},
     {"weight-decay", S_TO_C, "X", "L2 penalty (scheduler)"},
-    {"optimizer", S_TO_C, "NAME", "server-side optimizer: sgd, nesterov, adam, adagrad (scheduler)"},
+    {"optimizer", S_TO_C, "NAME", "optimizer: sgd, nesterov, adam, adagrad (scheduler)"},
     {"lr-schedule", S_TO_C, "S", "constant, cosine or step:EVERY:GAMMA (scheduler)"},
     {"warmup-steps", S_TO_C, "N", "linear learning-rate warm-up steps (scheduler)"},
     {"straggler", S_TO_C, "RANK:FACTOR", "slow one worker down FACTOR times (scheduler)"},
@@ -87,7 +89,9 @@ static const s_fwd_t s_fwd[] = {
     {"data", S_TO_W, "DIR", "dataset directory (workers)"},
     {"device", S_TO_W, "D", "auto|cpu|cuda (workers)"},
     {"threads", S_TO_W, "N", "compute threads per worker (workers)"},
-    {"dump-params", S_TO_W0, "FILE", "final parameters file (worker 0 only)"},
+    {"dump-params", S_TO_W0 | S_TO_WPAT, "FILE",
+     "final parameters file (worker 0; every worker when FILE holds %d, the rank)"},
+    {"ring-kib", S_TO_W, "KIB", "allreduce: KiB per ring message (workers)"},
     {"log-level", S_TO_ALL, "L", "err|warn|info|debug (every role and the launcher)"},
 };
 #define S_NFWD (sizeof s_fwd / sizeof s_fwd[0])
@@ -126,7 +130,7 @@ typedef struct {
 
 typedef struct {
     /* Flags. Strings are borrowed from argv or environ. */
-    int servers;             /* S */
+    int servers;             /* S (0 in allreduce mode) */
     int workers;             /* M */
     const char *host;        /* what the roles bind to */
     const char *bin_dir;     /* where the role binaries are; NULL = search */
@@ -359,7 +363,9 @@ static void s_argv_add_fwd(s_argv_t *a, const s_launch_t *L, int role, int rank)
     unsigned want = role == S_ROLE_C ? S_TO_C : role == S_ROLE_S ? S_TO_S : S_TO_W;
     for (size_t i = 0; i < S_NFWD; i++) {
         unsigned to = s_fwd[i].to;
-        int yes = (to & want) || (role == S_ROLE_W && rank == 0 && (to & S_TO_W0));
+        int pattern = (to & S_TO_WPAT) && L->fwd[i] && strstr(L->fwd[i], "%d");
+        int yes = (to & want) || (role == S_ROLE_W && rank == 0 && (to & S_TO_W0)) ||
+                  (role == S_ROLE_W && pattern);
         if (yes && L->fwd[i]) {
             s_argv_addf(a, "--%s", s_fwd[i].name);
             s_argv_add(a, L->fwd[i]);
@@ -375,6 +381,13 @@ static const char *s_fwd_value(const s_launch_t *L, const char *name)
         }
     }
     return NULL;
+}
+
+/* Allreduce jobs have no servers, and their workers bind ring endpoints. */
+static int s_allreduce(const s_launch_t *L)
+{
+    const char *mode = s_fwd_value(L, "mode");
+    return mode && !strcmp(mode, "allreduce");
 }
 
 static void s_child_exec(const char *path, char *const *argv, int out_fd, int err_fd,
@@ -649,7 +662,7 @@ static int s_start_nodes(s_launch_t *L)
         s_argv_add(&a, L->bin[c->role]);
         s_argv_add(&a, "--scheduler");
         s_argv_add(&a, L->endpoint);
-        if (c->role == S_ROLE_S) {
+        if (c->role == S_ROLE_S || (c->role == S_ROLE_W && s_allreduce(L))) {
             s_argv_add(&a, "--bind");
             s_argv_addf(&a, "tcp://%s:*", L->host);
         }
@@ -749,7 +762,8 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
         "to the roles that take them; arguments after \"--\" go to the scheduler.\n"
         "Exit status: 0 job ok, 1 job failed, 2 bad usage, 130/143 interrupted.";
     ps_flag_t flags[5 + S_NFWD] = {
-        {"servers", PS_FLAG_INT, &L->servers, "N", "number of servers"},
+        {"servers", PS_FLAG_INT, &L->servers, "N",
+         "number of servers (-1 = 1, or 0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &L->workers, "N", "number of workers"},
         {"host", PS_FLAG_STR, &L->host, "HOST", "address the roles bind to"},
         {"bin-dir", PS_FLAG_STR, &L->bin_dir, "DIR",
@@ -774,8 +788,16 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
         L->extra = argv + rest;
         L->nextra = argc - rest;
     }
-    if (L->servers < 1 || L->servers > S_MAX_NODES) {
-        return s_bad("--servers %d: must be between 1 and %d", L->servers, S_MAX_NODES);
+    if (L->servers == -1) {
+        L->servers = s_allreduce(L) ? 0 : 1;
+    }
+    if (s_allreduce(L) && L->servers != 0) {
+        return s_bad("--servers %d: --mode allreduce runs without servers (use 0)",
+                     L->servers);
+    }
+    if (!s_allreduce(L) && (L->servers < 1 || L->servers > S_MAX_NODES)) {
+        return s_bad("--servers %d: must be between 1 and %d (0 only with --mode "
+                     "allreduce)", L->servers, S_MAX_NODES);
     }
     if (L->workers < 1 || L->workers > S_MAX_NODES) {
         return s_bad("--workers %d: must be between 1 and %d", L->workers, S_MAX_NODES);
@@ -1018,7 +1040,7 @@ static int s_run(s_launch_t *L)
 int main(int argc, char **argv)
 {
     s_launch_t launch = {
-        .servers = 1,
+        .servers = -1, /* resolved by the mode: 1, or 0 for allreduce */
         .workers = 1,
         .host = "127.0.0.1",
         .sig_pipe = {-1, -1},

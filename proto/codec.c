@@ -39,6 +39,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.payload_len = h->payload_len;
     m.status = h->status;
     m.error = (char *)h->error;
+    m.ring_step = h->ring_step;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -67,6 +68,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->dtype = (uint32_t)m->dtype;
     h->payload_len = m->payload_len;
     h->status = m->status;
+    h->ring_step = m->ring_step;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -85,6 +87,8 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
         snprintf(why, sizeof why, "unknown dtype %d", (int)m->dtype);
     } else if (m->n_keys) {
         snprintf(why, sizeof why, "sparse key lists are not supported yet");
+    } else if (m->ring_step < 0) {
+        snprintf(why, sizeof why, "negative ring step %d", (int)m->ring_step);
     }
     if (why[0]) {
         snprintf(h->error, sizeof h->error, "%s", why);
@@ -212,35 +216,65 @@ int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job
     return rc;
 }
 
-int ps_codec_pack_model_info(uint64_t num_params, uint64_t train_samples, uint8_t **out,
-                             size_t *len)
+int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len)
 {
     Shardps__ModelInfo m = SHARDPS__MODEL_INFO__INIT;
-    m.num_params = num_params;
-    m.train_samples = train_samples;
+    m.num_params = mi->num_params;
+    m.train_samples = mi->train_samples;
+    m.endpoint = (char *)mi->endpoint;
     return s_pack(&m.base, out, len);
 }
 
-int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params,
-                               uint64_t *train_samples)
+int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi)
 {
     Shardps__ModelInfo *m = shardps__model_info__unpack(NULL, len, data);
     if (!m) {
         return PS_EPROTO;
     }
-    *num_params = m->num_params;
-    *train_samples = m->train_samples;
+    memset(mi, 0, sizeof *mi);
+    mi->num_params = m->num_params;
+    mi->train_samples = m->train_samples;
+    int rc = s_copy_str(mi->endpoint, sizeof mi->endpoint, m->endpoint);
     shardps__model_info__free_unpacked(m, NULL);
-    return 0;
+    return rc;
+}
+
+/* Servers: allreduce has none, every other mode at least one. */
+static int s_servers_ok(const ps_job_t *job, size_t n)
+{
+    return ps_job_has_servers(job) ? (n >= 1 && n <= PS_MAX_SERVERS) : n == 0;
+}
+
+/* Workers of the view: every one, in rank order, each with an endpoint, in
+ * allreduce mode; none otherwise. */
+static int s_workers_ok(const ps_job_t *job, size_t n, int num_workers)
+{
+    return job->mode == PS_MODE_ALLREDUCE ? n == (size_t)num_workers : n == 0;
 }
 
 int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
 {
-    if (v->num_servers < 1 || v->num_servers > PS_MAX_SERVERS) {
+    int ring = v->job.mode == PS_MODE_ALLREDUCE;
+    int nworkers = ring ? v->num_workers : 0;
+    if (v->num_servers < 0 || !s_servers_ok(&v->job, (size_t)v->num_servers) ||
+        (ring && (v->num_workers < 1 || v->num_workers > PS_MAX_WORKERS))) {
         return PS_EINVAL;
+    }
+    for (int i = 0; i < nworkers; i++) {
+        if (v->workers[i].rank != i || !v->workers[i].endpoint[0]) {
+            return PS_EINVAL;
+        }
     }
     Shardps__ServerInfo infos[PS_MAX_SERVERS];
     Shardps__ServerInfo *ptrs[PS_MAX_SERVERS];
+    Shardps__WorkerInfo winfos[PS_MAX_WORKERS];
+    Shardps__WorkerInfo *wptrs[PS_MAX_WORKERS];
+    for (int i = 0; i < nworkers; i++) {
+        shardps__worker_info__init(&winfos[i]);
+        winfos[i].rank = v->workers[i].rank;
+        winfos[i].endpoint = (char *)v->workers[i].endpoint;
+        wptrs[i] = &winfos[i];
+    }
     for (int i = 0; i < v->num_servers; i++) {
         shardps__server_info__init(&infos[i]);
         infos[i].rank = v->servers[i].rank;
@@ -259,6 +293,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.total_steps = v->total_steps;
     m.n_servers = (size_t)v->num_servers;
     m.servers = ptrs;
+    m.n_workers = (size_t)nworkers;
+    m.workers = wptrs;
     m.job = &jm;
     return s_pack(&m.base, out, len);
 }
@@ -271,8 +307,9 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     }
     int rc = PS_EPROTO;
     memset(v, 0, sizeof *v);
-    if (m->n_servers < 1 || m->n_servers > PS_MAX_SERVERS || m->num_workers < 1 ||
-        m->num_workers > PS_MAX_WORKERS || s_job_from_pb(m->job, &v->job) != 0) {
+    if (m->num_workers < 1 || m->num_workers > PS_MAX_WORKERS ||
+        s_job_from_pb(m->job, &v->job) != 0 || !s_servers_ok(&v->job, m->n_servers) ||
+        !s_workers_ok(&v->job, m->n_workers, m->num_workers)) {
         goto done;
     }
     if (m->steps_per_epoch < 1 || m->total_steps < 0) {
@@ -297,7 +334,16 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
         d->end = s->key_end;
         next = s->key_end;
     }
-    rc = next == v->num_params ? 0 : PS_EPROTO;
+    for (size_t i = 0; i < m->n_workers; i++) {
+        const Shardps__WorkerInfo *w = m->workers[i];
+        ps_worker_info_t *d = &v->workers[i];
+        if (w->rank != (int)i || !w->endpoint || !w->endpoint[0] ||
+            s_copy_str(d->endpoint, sizeof d->endpoint, w->endpoint) != 0) {
+            goto done;
+        }
+        d->rank = w->rank;
+    }
+    rc = (m->n_servers == 0 || next == v->num_params) ? 0 : PS_EPROTO;
 done:
     shardps__cluster_view__free_unpacked(m, NULL);
     return rc;
@@ -431,7 +477,8 @@ const char *ps_codec_type_name(int type)
     static const char *names[] = {
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
-        "pull",    "pull-reply", "init",       "init-ack", "error",     "report"};
+        "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
+        "ring-data"};
     if (type < 0 || type > PS_MSG_TYPE_MAX) {
         return "unknown";
     }

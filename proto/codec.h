@@ -41,7 +41,8 @@ typedef enum {
     PS_MSG_INIT_ACK = 15,
     PS_MSG_ERROR = 16,
     PS_MSG_REPORT = 17,
-    PS_MSG_TYPE_MAX = 17,
+    PS_MSG_RING_DATA = 18,
+    PS_MSG_TYPE_MAX = 18,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -67,6 +68,7 @@ typedef struct {
     uint64_t payload_len; /* bytes in the payload frames */
     int32_t status;       /* 0 or PS_E* */
     char error[160];      /* reason when status != 0 */
+    int32_t ring_step;    /* ring data: 0..M-2 reduce-scatter, M-1..2M-3 all-gather */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */
@@ -80,16 +82,23 @@ typedef struct {
     uint64_t end;       /* one past its last key */
 } ps_server_info_t;
 
+/* A worker's place in the cluster view (allreduce mode: the ring). */
+typedef struct {
+    int rank;           /* worker rank */
+    char endpoint[128]; /* where its left neighbour connects, e.g. tcp://10.0.0.3:41002 */
+} ps_worker_info_t;
+
 enum { PS_MAX_SERVERS = 256, PS_MAX_WORKERS = 256, PS_MAX_EPOCHS = 1000 };
 
 /* The one source of truth every node acts on. */
 typedef struct {
     uint64_t num_params;                        /* P */
     int num_workers;                            /* M */
-    int num_servers;                            /* S */
+    int num_servers;                            /* S; 0 exactly in allreduce mode */
     int64_t steps_per_epoch;                    /* global steps per pass over the data */
     int64_t total_steps;                        /* steps of the whole job */
     ps_server_info_t servers[PS_MAX_SERVERS];   /* S entries, ranges in key order */
+    ps_worker_info_t workers[PS_MAX_WORKERS];   /* allreduce: M entries in rank order */
     ps_job_t job;                               /* the job configuration */
 } ps_view_t;
 
@@ -100,12 +109,19 @@ typedef struct {
     uint32_t pid;       /* for operators' log lines */
 } ps_register_t;
 
+/* What a worker tells the scheduler once it knows the job (before the view). */
+typedef struct {
+    uint64_t num_params;    /* P of its model */
+    uint64_t train_samples; /* size of its training set */
+    char endpoint[128];     /* allreduce: where its left neighbour connects; else "" */
+} ps_model_info_t;
+
 /* What a worker reports at the end of its job. */
 typedef struct {
     int64_t steps;          /* steps taken */
     int64_t samples;        /* training samples processed */
-    uint64_t bytes_pushed;  /* payload bytes sent in pushes */
-    uint64_t bytes_pulled;  /* payload bytes received in pulls */
+    uint64_t bytes_pushed;  /* payload bytes sent in pushes (allreduce: sent on the ring) */
+    uint64_t bytes_pulled;  /* payload bytes received in pulls (allreduce: from the ring) */
     double train_seconds;   /* wall time of the training loop */
     double compute_seconds; /* forward + backward */
     double wait_seconds;    /* blocked on pulls/pushes/barriers */
@@ -138,10 +154,11 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
 int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len);
 int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job);
-int ps_codec_pack_model_info(uint64_t num_params, uint64_t train_samples, uint8_t **out,
-                             size_t *len);
-int ps_codec_unpack_model_info(const void *data, size_t len, uint64_t *num_params,
-                               uint64_t *train_samples);
+int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len);
+int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi);
+/* A view is valid with S >= 1 servers whose ranges tile [0, P) in rank order,
+ * or, in allreduce mode only, with no servers and M workers in rank order,
+ * each with an endpoint. pack_view refuses (PS_EINVAL) what unpack_view would. */
 int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len);
 int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v);
 int ps_codec_pack_barrier(const char *name, uint8_t **out, size_t *len);

@@ -104,13 +104,13 @@ int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
     return rc;
 }
 
-int ps_link_wait_view(ps_link_t *l, uint64_t num_params, uint64_t train_samples,
-                      ps_view_t *view, char *err, size_t errlen)
+int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view, char *err,
+                      size_t errlen)
 {
-    if (num_params > 0) {
+    if (info) {
         uint8_t *body;
         size_t len;
-        int rc = ps_codec_pack_model_info(num_params, train_samples, &body, &len);
+        int rc = ps_codec_pack_model_info(info, &body, &len);
         if (rc == 0) {
             rc = s_send_body(l, PS_MSG_MODEL_INFO, body, len);
         }

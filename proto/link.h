@@ -47,13 +47,14 @@ int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
                  double peer_timeout, ps_job_t *job, char *err, size_t errlen);
 
 /*
- * Workers pass num_params > 0 (and the size of their training set) to report
- * their model first. Waits for the
- * cluster view as long as the scheduler is alive. Returns 0, or PS_ECLOSED
- * (scheduler lost or job aborted) / PS_EPROTO with a reason in err.
+ * Workers pass info (their model size, the size of their training set and,
+ * in allreduce mode, their ring endpoint) to report it first; servers pass
+ * NULL. Waits for the cluster view as long as the scheduler is alive.
+ * Returns 0, or PS_ECLOSED (scheduler lost or job aborted) / PS_EPROTO with a
+ * reason in err.
  */
-int ps_link_wait_view(ps_link_t *l, uint64_t num_params, uint64_t train_samples,
-                      ps_view_t *view, char *err, size_t errlen);
+int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view, char *err,
+                      size_t errlen);
 
 /* Sends a heartbeat when one is due. Returns 0, or PS_ECLOSED with a reason in
  * err when the scheduler has been silent for longer than peer_timeout. */

@@ -36,51 +36,87 @@ void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sende
     h->sender = sender;
 }
 
-int ps_msg_send(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
-                int nframes, int flags)
+/* The one sender: route, header, then the frames copied (PS_SEND_COPY),
+ * zero-copy with no release (the caller knows by a reply), or zero-copy with
+ * release called once per frame (see ps_msg_send_zc). */
+static int s_send(void *sock, const ps_route_t *route, ps_header_t h,
+                  const ps_frame_t *frames, int nframes, int flags,
+                  ps_msg_release_fn *release, void *hint)
 {
     uint8_t buf[PS_HEADER_MAX];
+    int i = 0, rc = 0;
     h.payload_len = 0;
-    for (int i = 0; i < nframes; i++) {
-        h.payload_len += frames[i].len;
+    for (int k = 0; k < nframes; k++) {
+        h.payload_len += frames[k].len;
     }
     if (h.payload_len && !h.dtype) {
         h.dtype = PS_DTYPE_F32;
     }
     int hlen = ps_codec_pack_header(&h, buf, sizeof buf);
     if (hlen < 0) {
-        return hlen;
+        rc = hlen;
+        goto unsent;
     }
     if (route && route->len) {
         if (zmq_send(sock, route->id, route->len, ZMQ_SNDMORE) < 0) {
-            return s_zmq_err();
+            rc = s_zmq_err();
+            goto unsent;
         }
     }
     /* After the first frame is accepted ZeroMQ accepts the rest atomically. */
     if (zmq_send(sock, buf, (size_t)hlen, nframes ? ZMQ_SNDMORE : 0) < 0) {
-        return s_zmq_err();
+        rc = s_zmq_err();
+        goto unsent;
     }
-    for (int i = 0; i < nframes; i++) {
+    for (; i < nframes; i++) {
         zmq_msg_t msg;
         int more = i + 1 < nframes ? ZMQ_SNDMORE : 0;
         if (flags & PS_SEND_COPY) {
             if (zmq_msg_init_size(&msg, frames[i].len) != 0) {
-                return PS_ENOMEM;
+                rc = PS_ENOMEM;
+                goto unsent;
             }
             if (frames[i].len) {
                 memcpy(zmq_msg_data(&msg), frames[i].data, frames[i].len);
+            }
+        } else if (release) {
+            /* ZeroMQ calls release when it is done with the data; if it cannot
+             * even take the frame, it is ours to release. */
+            if (zmq_msg_init_data(&msg, (void *)frames[i].data, frames[i].len, release,
+                                  hint) != 0) {
+                rc = PS_ENOMEM;
+                goto unsent;
             }
         } else {
             /* No free function: the buffer is the caller's (see header). */
             zmq_msg_init_data(&msg, (void *)frames[i].data, frames[i].len, NULL, NULL);
         }
         if (zmq_msg_send(&msg, sock, more) < 0) {
-            int rc = s_zmq_err();
+            rc = s_zmq_err();
             zmq_msg_close(&msg); /* a failed send leaves the message ours to close */
-            return rc;
+            i++;                 /* ... and closing it released this frame */
+            goto unsent;
         }
     }
     return 0;
+unsent:
+    for (; release && !(flags & PS_SEND_COPY) && i < nframes; i++) {
+        release((void *)frames[i].data, hint);
+    }
+    return rc;
+}
+
+int ps_msg_send(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
+                int nframes, int flags)
+{
+    return s_send(sock, route, h, frames, nframes, flags, NULL, NULL);
+}
+
+int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h,
+                   const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
+                   void *hint)
+{
+    return s_send(sock, route, h, frames, nframes, 0, release, hint);
 }
 
 void ps_msg_close(ps_msg_t *m)

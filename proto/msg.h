@@ -68,6 +68,23 @@ enum {
 int ps_msg_send(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
                 int nframes, int flags);
 
+/* Called once per zero-copy frame when ZeroMQ no longer needs its data, from
+ * ZeroMQ's I/O thread (or from the sending thread when the send failed): it
+ * must be thread-safe and must not call ZeroMQ. data is the frame's data. */
+typedef void ps_msg_release_fn(void *data, void *hint);
+
+/*
+ * As ps_msg_send() without PS_SEND_COPY, but tells the caller when each frame's
+ * buffer is free again: release(frame.data, hint) is called exactly once per
+ * frame, whatever the outcome (for frames never handed to ZeroMQ, before this
+ * returns). Lets a sender reuse a buffer as soon as the bytes left this
+ * process, without waiting for an application-level ack. Returns as
+ * ps_msg_send(). Not thread-safe: the socket's owning thread only.
+ */
+int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h,
+                   const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
+                   void *hint);
+
 /*
  * Receives one whole multipart message (blocking unless the socket has data;
  * call after zmq_poll). flags: PS_RECV_*.

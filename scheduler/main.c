@@ -24,13 +24,13 @@ int main(int argc, char **argv)
     ps_flag_t flags[] = {
         {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "where nodes reach the scheduler (port * = any free port)"},
         {"endpoint-file", PS_FLAG_STR, &cfg.endpoint_file, "FILE", "write the bound endpoint here"},
-        {"servers", PS_FLAG_INT, &cfg.servers, "S", "number of servers to wait for"},
+        {"servers", PS_FLAG_INT, &cfg.servers, "S", "number of servers to wait for (0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &cfg.workers, "M", "number of workers to wait for"},
         {"model", PS_FLAG_STR, &model, "NAME", "model to train: mlp or cnn"},
-        {"mode", PS_FLAG_STR, &mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S) or sync:K/N (K of N workers per step)"},
+        {"mode", PS_FLAG_STR, &mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
         {"staleness-lr", PS_FLAG_BOOL, &cfg.job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
         {"straggler", PS_FLAG_STR, &straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
-        {"optimizer", PS_FLAG_STR, &optimizer, "NAME", "server-side optimizer: sgd, nesterov, adam or adagrad"},
+        {"optimizer", PS_FLAG_STR, &optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam or adagrad"},
         {"lr", PS_FLAG_DOUBLE, &cfg.job.lr, "X", "learning rate"},
         {"momentum", PS_FLAG_DOUBLE, &cfg.job.momentum, "X", "SGD momentum"},
         {"weight-decay", PS_FLAG_DOUBLE, &cfg.job.weight_decay, "X", "L2 weight decay"},
@@ -65,8 +65,8 @@ int main(int argc, char **argv)
         snprintf(err, sizeof err, "--lr-schedule %s: expected constant, cosine or "
                  "step:EVERY:GAMMA (EVERY >= 1 epochs, 0 < GAMMA <= 1)", schedule);
     } else if (ps_job_parse_mode(mode, &cfg.job) != 0) {
-        snprintf(err, sizeof err, "--mode %s: expected sync, async, ssp:S (0 <= S <= %d) or "
-                 "sync:K/N (1 <= K <= N)", mode, PS_MAX_STALENESS);
+        snprintf(err, sizeof err, "--mode %s: expected sync, async, ssp:S (0 <= S <= %d), "
+                 "sync:K/N (1 <= K <= N) or allreduce", mode, PS_MAX_STALENESS);
     } else if (cfg.job.mode == PS_MODE_BACKUP && cfg.job.backup_n != cfg.workers) {
         snprintf(err, sizeof err, "--mode %s: N must be the number of workers (%d)", mode,
                  cfg.workers);
@@ -76,8 +76,12 @@ int main(int argc, char **argv)
     } else if (cfg.job.straggler_rank >= cfg.workers) {
         snprintf(err, sizeof err, "--straggler: rank %d is not a worker (%d workers)",
                  cfg.job.straggler_rank, cfg.workers);
-    } else if (cfg.servers < 1 || cfg.servers > 256) {
-        snprintf(err, sizeof err, "--servers %d: expected 1 to 256", cfg.servers);
+    } else if (!ps_job_has_servers(&cfg.job) && cfg.servers != 0) {
+        snprintf(err, sizeof err, "--servers %d: --mode allreduce runs without servers "
+                 "(use 0)", cfg.servers);
+    } else if (ps_job_has_servers(&cfg.job) && (cfg.servers < 1 || cfg.servers > 256)) {
+        snprintf(err, sizeof err, "--servers %d: expected 1 to 256 (0 only with --mode "
+                 "allreduce)", cfg.servers);
     } else if (cfg.workers < 1 || cfg.workers > 256) {
         snprintf(err, sizeof err, "--workers %d: expected 1 to 256", cfg.workers);
     } else if (!(cfg.peer_timeout > 0) || !(cfg.wait > 0)) {

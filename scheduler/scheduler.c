@@ -28,7 +28,7 @@ typedef struct {
     ps_role_t role;       /* server or worker */
     int rank;             /* rank within the role */
     ps_route_t route;     /* ROUTER routing id */
-    char endpoint[128];   /* servers: advertised endpoint */
+    char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
     uint32_t pid;         /* for log lines */
     double last_seen;     /* ps_now() of its last message */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */
@@ -104,8 +104,8 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
 }
 
 /* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
- * "tcp://10.0.0.2:5000": a server bound to every interface advertises the
- * address the scheduler sees it at. */
+ * "tcp://10.0.0.2:5000": a server (or an allreduce worker) bound to every
+ * interface advertises the address the scheduler sees it at. */
 static void s_fix_endpoint(char *ep, size_t cap, const char *peer)
 {
     const char *wild[] = {"tcp://0.0.0.0:", "tcp://*:"};
@@ -223,9 +223,22 @@ static void s_maybe_start(ps_scheduler_t *s)
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
     ps_range_t ranges[PS_MAX_SERVERS];
-    ps_range_split(p, s->cfg->servers, ranges);
-    ps_log_info("shard map: %llu parameters (%.2f MB) over %d servers",
-                (unsigned long long)p, (double)p * 4 / 1e6, s->cfg->servers);
+    if (s->cfg->servers > 0) {
+        ps_range_split(p, s->cfg->servers, ranges);
+        ps_log_info("shard map: %llu parameters (%.2f MB) over %d servers",
+                    (unsigned long long)p, (double)p * 4 / 1e6, s->cfg->servers);
+    } else {
+        ps_log_info("ring of %d workers over %llu parameters (%.2f MB)", s->cfg->workers,
+                    (unsigned long long)p, (double)p * 4 / 1e6);
+        for (int i = 0; i < s->cfg->workers; i++) {
+            ps_worker_info_t *wi = &v->workers[i];
+            wi->rank = i;
+            snprintf(wi->endpoint, sizeof wi->endpoint, "%s",
+                     s->nodes[s->cfg->servers + i].endpoint);
+            ps_log_info("  W%d %-28s sends to W%d", i, wi->endpoint,
+                        (i + 1) % s->cfg->workers);
+        }
+    }
     for (int i = 0; i < s->cfg->servers; i++) {
         ps_server_info_t *si = &v->servers[i];
         si->rank = i;
@@ -287,6 +300,33 @@ static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     }
 }
 
+/* A worker's model size and, in allreduce mode, the endpoint its left
+ * neighbour will connect to. */
+static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    char tag[16];
+    ps_model_info_t mi;
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (n->role != PS_ROLE_WORKER || !p ||
+        ps_codec_unpack_model_info(p, len, &mi) != 0 || !mi.num_params) {
+        s_fail(s, "%s sent a bad model size", s_tag(n, tag, sizeof tag));
+        return;
+    }
+    if (s->cfg->job.mode == PS_MODE_ALLREDUCE) {
+        if (!mi.endpoint[0]) {
+            s_fail(s, "%s has no ring endpoint (allreduce needs one per worker)",
+                   s_tag(n, tag, sizeof tag));
+            return;
+        }
+        snprintf(n->endpoint, sizeof n->endpoint, "%s", mi.endpoint);
+        s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+        ps_log_info("%s ring endpoint %s", s_tag(n, tag, sizeof tag), n->endpoint);
+    }
+    n->num_params = mi.num_params;
+    n->train_samples = mi.train_samples;
+}
+
 static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
 {
     if (m->hdr.type == PS_MSG_REGISTER) {
@@ -308,10 +348,7 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     case PS_MSG_HEARTBEAT:
         break;
     case PS_MSG_MODEL_INFO:
-        if (!p || ps_codec_unpack_model_info(p, len, &n->num_params, &n->train_samples) != 0 ||
-            !n->num_params) {
-            s_fail(s, "%s sent a bad model size", s_tag(n, tag, sizeof tag));
-        }
+        s_on_model_info(s, n, m);
         break;
     case PS_MSG_BARRIER:
         s_on_barrier(s, n, m);

@@ -575,7 +575,7 @@ int ps_server_run(const ps_server_config_t *cfg)
     }
     ps_log_set_role("S", s.link.rank);
     ps_log_info("registered as S%d, listening on %s", s.link.rank, bound);
-    if (ps_link_wait_view(&s.link, 0, 0, s.view, err, sizeof err) != 0 ||
+    if (ps_link_wait_view(&s.link, NULL, s.view, err, sizeof err) != 0 ||
         s_setup(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
         ps_link_abort(&s.link, err);

@@ -449,6 +449,14 @@ void ps_kv_abort(ps_kv_t *kv, const char *reason)
     }
 }
 
+int ps_kv_status(ps_kv_t *kv)
+{
+    pthread_mutex_lock(&kv->mu);
+    int rc = kv->fatal;
+    pthread_mutex_unlock(&kv->mu);
+    return rc;
+}
+
 const char *ps_kv_error(ps_kv_t *kv)
 {
     return kv->error;
@@ -491,8 +499,10 @@ int ps_kv_new(void *ctx, ps_link_t *link, const ps_view_t *view, ps_kv_t **out, 
     pthread_mutex_init(&kv->mu, NULL);
     pthread_cond_init(&kv->cv, NULL);
     int n = view->num_servers;
-    kv->servers = calloc((size_t)n, sizeof *kv->servers);
-    kv->versions = calloc((size_t)n, sizeof *kv->versions);
+    /* n = 0 in allreduce mode: the client then only keeps the scheduler link
+     * (heartbeats, barriers, the final report, aborts). */
+    kv->servers = calloc(n > 0 ? (size_t)n : 1, sizeof *kv->servers);
+    kv->versions = calloc(n > 0 ? (size_t)n : 1, sizeof *kv->versions);
     if (kv->efd < 0 || !kv->servers || !kv->versions) {
         snprintf(err, errlen, "out of memory");
         ps_kv_destroy(&kv);

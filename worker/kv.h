@@ -29,8 +29,9 @@ extern "C" {
 typedef struct ps_kv ps_kv_t;
 
 /*
- * Connects to every server of the view and starts the I/O thread. Takes
- * ownership of link->sock (the link is copied and its socket set to NULL).
+ * Connects to every server of the view (none in allreduce mode) and starts
+ * the I/O thread. Takes ownership of link->sock (the link is copied and its
+ * socket set to NULL).
  * The view is copied. Returns 0 and the client in *out (caller owns the
  * result; destroy with ps_kv_destroy()), or PS_ENOMEM / PS_EINVAL with err set.
  */
@@ -65,6 +66,11 @@ int ps_kv_finish(ps_kv_t *kv, const ps_done_t *done);
 
 /* Tells the scheduler this worker is failing (it aborts the job at once). */
 void ps_kv_abort(ps_kv_t *kv, const char *reason);
+
+/* 0 while the job runs; PS_ECLOSED (or another PS_E*) once it is gone: the
+ * scheduler was lost, aborted the job or ended it. Cheap; thread-safe; lets a
+ * trainer blocked elsewhere (the allreduce ring) notice the end promptly. */
+int ps_kv_status(ps_kv_t *kv);
 
 /* The reason of the last failure; borrowed, valid until the next call. */
 const char *ps_kv_error(ps_kv_t *kv);

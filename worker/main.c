@@ -17,6 +17,8 @@ int main(int argc, char **argv)
         .connect_timeout = 10.0,
         .peer_timeout = 5.0,
         .progress_seconds = 2.0,
+        .bind = "tcp://0.0.0.0:*",
+        .ring_kib = 128,
     };
     const char *log_level = "info";
     ps_flag_t flags[] = {
@@ -25,7 +27,10 @@ int main(int argc, char **argv)
         {"data", PS_FLAG_STR, &cfg.data_dir, "DIR", "directory of the Fashion-MNIST .gz files"},
         {"device", PS_FLAG_STR, &cfg.device, "DEV", "compute backend: auto, cpu or cuda"},
         {"threads", PS_FLAG_INT, &cfg.threads, "N", "compute threads on the CPU (0 = OpenBLAS default; 1 uses our AVX-512 kernels where the CPU has them)"},
-        {"dump-params", PS_FLAG_STR, &cfg.dump_params, "FILE", "write the final parameters here (raw float32)"},
+        {"dump-params", PS_FLAG_STR, &cfg.dump_params, "FILE", "write the final parameters here (raw float32; %d = the worker's rank)"},
+        {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
+        {"advertise", PS_FLAG_STR, &cfg.advertise, "ENDPOINT", "allreduce: endpoint announced to the ring (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
+        {"ring-kib", PS_FLAG_INT, &cfg.ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
         {"progress", PS_FLAG_DOUBLE, &cfg.progress_seconds, "SECONDS", "worker 0 logs progress this often"},
         {"connect-timeout", PS_FLAG_DOUBLE, &cfg.connect_timeout, "SECONDS", "give up if the scheduler does not answer"},
         {"peer-timeout", PS_FLAG_DOUBLE, &cfg.peer_timeout, "SECONDS", "the scheduler silent this long is lost"},
@@ -34,7 +39,8 @@ int main(int argc, char **argv)
     const char *prog = "shardps-worker";
     int rc = ps_config_parse(prog,
                              "A shardps worker: pulls weights, computes gradients on its data "
-                             "shard, pushes them.",
+                             "shard, pushes them\n(or, in allreduce mode, sums them over a "
+                             "ring of workers and updates locally).",
                              flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -48,6 +54,11 @@ int main(int argc, char **argv)
         !(cfg.progress_seconds > 0)) {
         fprintf(stderr, "%s: error: timeouts and --progress must be > 0, --threads >= 0\n",
                 prog);
+        return 2;
+    }
+    if (cfg.ring_kib < 1 || cfg.ring_kib > 65536) {
+        fprintf(stderr, "%s: error: --ring-kib %d: expected 1 to 65536\n", prog,
+                cfg.ring_kib);
         return 2;
     }
     ps_log_set_role("W", cfg.rank);

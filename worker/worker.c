@@ -5,6 +5,12 @@
  * the seed; at step k worker r of M takes samples [(k*M + r)*b, +b), so sync
  * training with M workers of batch b sees exactly the batches of one worker
  * with batch M*b (DESIGN.md, "Consistency modes").
+ *
+ * allreduce: the same batches and the same optimizer code as the servers
+ * (ps_optim_step with the schedule's lr of step t and scale 1/M, update count
+ * t + 1), applied by every worker to the ring's sum, so the parameters stay
+ * bitwise identical on every worker and match sync training up to the order
+ * in which the ring adds the M gradients.
  */
 #include "worker/worker.h"
 
@@ -16,11 +22,13 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "kernels/optim.h"
 #include "kernels/threads.h"
 #include "proto/link.h"
 #include "worker/data.h"
 #include "worker/kv.h"
 #include "worker/models/model.h"
+#include "worker/ring.h"
 
 typedef struct {
     const ps_worker_config_t *cfg;
@@ -31,6 +39,11 @@ typedef struct {
     const ps_kernels_t *kernels;
     ps_model_t *model;
     ps_kv_t *kv;
+    ps_ring_t *ring; /* allreduce: this worker's place in the ring */
+    ps_optim_t opt;  /* allreduce: the job's optimizer, applied locally */
+    float *state;    /* allreduce: its state, ps_optim_state_floats() arrays of P */
+    float *sums;     /* allreduce: 2M floats for the start-up check (lives as long
+                        as the ring: a failed ring may still hold its frames) */
     ps_dataset_t train, test;
     uint32_t *order; /* this epoch's global sample order */
     float *x;        /* batch images */
@@ -39,9 +52,17 @@ typedef struct {
     char err[256];
 } ps_worker_t;
 
-/* Writes the parameters as raw little-endian float32. */
-static int s_dump(const char *path, const float *p, size_t n)
+/* Writes the parameters as raw little-endian float32 to pattern, its first
+ * "%d" replaced by rank. */
+static int s_dump(const char *pattern, int rank, const float *p, size_t n)
 {
+    char path[4096];
+    const char *at = strstr(pattern, "%d");
+    if (at) {
+        snprintf(path, sizeof path, "%.*s%d%s", (int)(at - pattern), pattern, rank, at + 2);
+    } else {
+        snprintf(path, sizeof path, "%s", pattern);
+    }
     FILE *f = fopen(path, "wb");
     if (!f) {
         return PS_EIO;
@@ -114,6 +135,37 @@ static int s_end_epoch(ps_worker_t *w, int epoch, double loss_sum, int nsteps, d
     return w->link.rank == 0 ? s_evaluate(w, epoch + 1, ps_now() - t0) : 0;
 }
 
+/* The ring's question while it waits: is the job still there? */
+static int s_ring_check(void *arg)
+{
+    return ps_kv_status(arg);
+}
+
+/* A ring failure's reason: the job's end when that was the cause. */
+static int s_ring_failed(ps_worker_t *w, int rc, const char *what)
+{
+    snprintf(w->err, sizeof w->err, "%s failed: %s", what,
+             rc == PS_ECLOSED && ps_kv_status(w->kv) ? ps_kv_error(w->kv)
+                                                     : ps_ring_error(w->ring));
+    return rc;
+}
+
+/* allreduce, one step: sum the gradients over the ring, then apply the
+ * optimizer exactly as a sync server would to the mean (scale 1/M). */
+static int s_ring_step(ps_worker_t *w, int64_t t)
+{
+    const uint64_t P = w->view->num_params;
+    float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
+    int rc = ps_ring_allreduce(w->ring, grads, P, t);
+    if (rc != 0) {
+        return s_ring_failed(w, rc, "ring allreduce");
+    }
+    float lr = ps_optim_lr(&w->job, t, w->view->steps_per_epoch, w->view->total_steps);
+    ps_optim_step(&w->opt, lr, t + 1, params, w->state, P, grads,
+                  1.0f / (float)w->view->num_workers, P);
+    return 0;
+}
+
 /*
  * The step loop. t is the global step: in stepped modes the version this
  * worker's gradient is for (under sync:k/n a late worker jumps to the
@@ -127,7 +179,15 @@ static int s_train(ps_worker_t *w)
     const uint64_t P = w->view->num_params;
     const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
-    int rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
+    const int ring = j->mode == PS_MODE_ALLREDUCE;
+    int rc = 0;
+    if (!ring) { /* allreduce: every worker initialised its own copy */
+        rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
+    }
+    uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's, not training's */
+    if (ring) {
+        ps_ring_bytes(w->ring, &ring_sent0, &ring_received0);
+    }
     int64_t t = 0, steps = 0, last_log_step = 0;
     int epoch = -1, nsteps = 0;
     double loss_sum = 0, t0 = ps_now(), last_log = t0;
@@ -152,12 +212,18 @@ static int s_train(ps_worker_t *w)
         s_straggle(j, rank, ps_now() - tc);
         double tw = ps_now();
         w->done.compute_seconds += tw - tc;
-        /* Pull right behind the push: same sockets, so each server sees the
-         * push first; stepped modes' pulls wait for the step's update. */
-        int hp = ps_kv_push(w->kv, 0, P, grads, t);
-        int hl = ps_kv_pull(w->kv, 0, P, params, s_pull_version(j, t));
-        if ((rc = s_wait(w, hp, "push")) != 0 || (rc = s_wait(w, hl, "pull")) != 0) {
-            return rc;
+        if (ring) {
+            if ((rc = s_ring_step(w, t)) != 0) {
+                return rc;
+            }
+        } else {
+            /* Pull right behind the push: same sockets, so each server sees the
+             * push first; stepped modes' pulls wait for the step's update. */
+            int hp = ps_kv_push(w->kv, 0, P, grads, t);
+            int hl = ps_kv_pull(w->kv, 0, P, params, s_pull_version(j, t));
+            if ((rc = s_wait(w, hp, "push")) != 0 || (rc = s_wait(w, hl, "pull")) != 0) {
+                return rc;
+            }
         }
         w->done.wait_seconds += ps_now() - tw;
         loss_sum += loss;
@@ -183,11 +249,88 @@ static int s_train(ps_worker_t *w)
     w->done.train_seconds = ps_now() - t0;
     w->done.steps = steps;
     w->done.samples = steps * b;
-    ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
-    if (rc == 0 && w->cfg->dump_params && s_dump(w->cfg->dump_params, params, P) != 0) {
+    if (ring) {
+        ps_ring_bytes(w->ring, &w->done.bytes_pushed, &w->done.bytes_pulled);
+        w->done.bytes_pushed -= ring_sent0;
+        w->done.bytes_pulled -= ring_received0;
+    } else {
+        ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
+    }
+    if (rc == 0 && w->cfg->dump_params &&
+        s_dump(w->cfg->dump_params, rank, params, P) != 0) {
         snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",
                  w->cfg->dump_params);
         rc = PS_EIO;
+    }
+    return rc;
+}
+
+/* FNV-1a over the bytes of n floats. */
+static uint32_t s_checksum(const float *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n * sizeof *p; i++) {
+        h = (h ^ b[i]) * 16777619u;
+    }
+    return h;
+}
+
+/*
+ * allreduce: joins the ring, initialises the parameters from the seed (the
+ * same on every worker: ps_model_init_params is deterministic) and checks
+ * that every worker got the same ones. The check is itself an allreduce, of
+ * 2M floats where worker r writes the two 16-bit halves of its checksum at
+ * [2r, 2r+2) (exact in float32), so it also proves the ring works end to end
+ * before the first step.
+ */
+static int s_ring_start(ps_worker_t *w)
+{
+    const int M = w->view->num_workers, rank = w->link.rank;
+    const uint64_t P = w->view->num_params;
+    ps_ring_config_t rc_cfg = {
+        .rank = rank,
+        .size = M,
+        .right = w->view->workers[(rank + 1) % M].endpoint,
+        .sub_floats = (size_t)w->cfg->ring_kib * 1024 / sizeof(float),
+        .check = s_ring_check,
+        .check_arg = w->kv,
+    };
+    int rc = ps_ring_connect(w->ring, &rc_cfg, w->err, sizeof w->err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (ps_optim_from_job(&w->job, &w->opt) != 0) {
+        snprintf(w->err, sizeof w->err, "unknown optimizer '%s'", w->job.optimizer);
+        return PS_EINVAL;
+    }
+    w->state = calloc(P * (size_t)(ps_optim_state_floats(&w->opt) + 1), sizeof(float));
+    float *sums = w->sums = calloc(2 * (size_t)M, sizeof(float));
+    if (!w->state || !sums) {
+        snprintf(w->err, sizeof w->err, "out of memory");
+        return PS_ENOMEM;
+    }
+    ps_model_init_params(w->model, w->job.seed);
+    uint32_t mine = s_checksum(ps_model_params(w->model), P);
+    sums[2 * rank] = (float)(mine >> 16);
+    sums[2 * rank + 1] = (float)(mine & 0xffff);
+    rc = ps_ring_allreduce(w->ring, sums, 2 * (uint64_t)M, -1);
+    if (rc != 0) {
+        return s_ring_failed(w, rc, "checking the initial parameters over the ring");
+    }
+    for (int i = 0; i < M && rc == 0; i++) {
+        uint32_t theirs = ((uint32_t)sums[2 * i] << 16) | (uint32_t)sums[2 * i + 1];
+        if (theirs != mine) {
+            snprintf(w->err, sizeof w->err,
+                     "W%d initialised different parameters (checksum %08x, ours %08x): "
+                     "different builds or models?", i, theirs, mine);
+            rc = PS_ESTATE;
+        }
+    }
+    if (rc == 0 && rank == 0) {
+        ps_log_info("ring of %d workers ready: initial parameters agree (checksum %08x), "
+                    "%zu KiB per message", M, mine,
+                    rc_cfg.sub_floats * sizeof(float) / 1024);
     }
     return rc;
 }
@@ -234,8 +377,20 @@ static int s_start(ps_worker_t *w)
         snprintf(w->err, sizeof w->err, "out of memory");
         return PS_ENOMEM;
     }
-    uint64_t P = ps_model_num_params(w->model);
-    rc = ps_link_wait_view(&w->link, P, (uint64_t)w->train.n, w->view, w->err, sizeof w->err);
+    ps_model_info_t info = {.num_params = ps_model_num_params(w->model),
+                            .train_samples = (uint64_t)w->train.n};
+    if (j->mode == PS_MODE_ALLREDUCE) {
+        char bound[128];
+        rc = ps_ring_new(w->ctx, cfg->bind, &w->ring, bound, sizeof bound, w->err,
+                         sizeof w->err);
+        if (rc != 0) {
+            return rc;
+        }
+        snprintf(info.endpoint, sizeof info.endpoint, "%s",
+                 cfg->advertise ? cfg->advertise : bound);
+    }
+    uint64_t P = info.num_params;
+    rc = ps_link_wait_view(&w->link, &info, w->view, w->err, sizeof w->err);
     if (rc != 0) {
         return rc;
     }
@@ -247,7 +402,11 @@ static int s_start(ps_worker_t *w)
     if ((rc = ps_kv_new(w->ctx, &w->link, w->view, &w->kv, w->err, sizeof w->err)) != 0) {
         return rc;
     }
-    if (w->link.rank == 0) {
+    if (j->mode == PS_MODE_ALLREDUCE) {
+        if ((rc = s_ring_start(w)) != 0) {
+            return rc;
+        }
+    } else if (w->link.rank == 0) {
         ps_model_init_params(w->model, j->seed);
         rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
                     "initialising the servers");
@@ -290,6 +449,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
             ps_link_abort(&w.link, w.err);
         }
     }
+    ps_ring_destroy(&w.ring);
     ps_kv_destroy(&w.kv);
     ps_link_close(&w.link);
     if (w.ctx) {
@@ -301,6 +461,8 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     free(w.order);
     free(w.x);
     free(w.y);
+    free(w.state);
+    free(w.sums);
     free(w.view);
     return rc == 0 ? 0 : 1;
 }

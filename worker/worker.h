@@ -4,8 +4,11 @@
  * Joins the job, builds the model the job names on the chosen backend, (as
  * worker 0) initialises the parameters on the servers, then loops: pull
  * weights, forward and backward on its shard of the global batch, push the
- * gradient. Worker 0 evaluates test accuracy after every epoch and logs
- * progress as key=value lines.
+ * gradient. In allreduce mode there are no servers: every worker initialises
+ * the parameters from the seed (and the ring checks they agree), then loops:
+ * forward and backward, sum the gradients over the ring, apply the job's
+ * optimizer locally. Worker 0 evaluates test accuracy after every epoch and
+ * logs progress as key=value lines.
  */
 #ifndef PS_WORKER_H
 #define PS_WORKER_H
@@ -20,7 +23,11 @@ typedef struct {
     const char *data_dir;    /* directory of the Fashion-MNIST IDX files */
     const char *device;      /* "auto", "cpu" or "cuda" */
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
-    const char *dump_params; /* if set, the final parameters are written here (raw f32) */
+    const char *dump_params; /* if set, the final parameters are written here (raw f32);
+                                a "%d" in it is replaced by the worker's rank */
+    const char *bind;        /* allreduce: where the left neighbour connects */
+    const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
+    int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     double progress_seconds; /* worker 0 logs progress this often */

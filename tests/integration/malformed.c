@@ -375,7 +375,8 @@ int main(int argc, char **argv)
     if (rc != 0) {
         s_die("join: %s", err);
     }
-    if ((rc = ps_link_wait_view(&c.link, P, 60000, c.view, err, sizeof err)) != 0) {
+    ps_model_info_t info = {.num_params = P, .train_samples = 60000};
+    if ((rc = ps_link_wait_view(&c.link, &info, c.view, err, sizeof err)) != 0) {
         s_die("view: %s", err);
     }
     if (c.link.rank != 1 || c.view->num_workers != 2 || c.view->num_servers < 1 ||

@@ -44,10 +44,11 @@ int main(int argc, char **argv)
     ps_link_t link;
     ps_job_t job;
     static ps_view_t view;
+    ps_model_info_t info = {.num_params = S_P, .train_samples = S_SAMPLES};
     ps_kv_t *kv = NULL;
     if (ps_link_join(&link, ctx, argv[1], PS_ROLE_WORKER, 0, NULL, 10, 5, &job, err,
                      sizeof err) != 0 ||
-        ps_link_wait_view(&link, S_P, S_SAMPLES, &view, err, sizeof err) != 0 ||
+        ps_link_wait_view(&link, &info, &view, err, sizeof err) != 0 ||
         ps_kv_new(ctx, &link, &view, &kv, err, sizeof err) != 0) {
         fprintf(stderr, "optim-check: %s\n", err);
         return 1;

@@ -40,6 +40,7 @@ static ps_header_t s_full_header(void)
     h.payload_len = 4000;
     h.status = PS_ERANGE;
     snprintf(h.error, sizeof h.error, "key range [a, b) is not inside this server's shard");
+    h.ring_step = 5;
     return h;
 }
 
@@ -173,6 +174,7 @@ START_TEST(header_round_trips_every_field)
     ck_assert_uint_eq(out.payload_len, h.payload_len);
     ck_assert_int_eq(out.status, h.status);
     ck_assert_str_eq(out.error, h.error);
+    ck_assert_int_eq(out.ring_step, h.ring_step);
 }
 END_TEST
 
@@ -312,6 +314,18 @@ START_TEST(header_rejects_sparse_keys)
 }
 END_TEST
 
+START_TEST(header_rejects_a_negative_ring_step)
+{
+    ps_header_t h = s_full_header(), out;
+    h.type = PS_MSG_RING_DATA;
+    h.ring_step = -1;
+    uint8_t buf[PS_HEADER_MAX];
+    int n = s_pack(&h, buf, sizeof buf);
+    ck_assert_int_eq(ps_codec_unpack_header(buf, (size_t)n, &out), PS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(out.error, "ring step"));
+}
+END_TEST
+
 /* ---- control bodies ----------------------------------------------------- */
 
 START_TEST(register_round_trips)
@@ -402,18 +416,21 @@ END_TEST
 START_TEST(model_info_round_trips)
 {
     const uint64_t ps[] = {1, 235146, 1ull << 40};
+    const char *eps[] = {"", "tcp://10.0.0.3:41002", "tcp://[::1]:5"};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
         uint8_t *body;
         size_t len;
-        uint64_t got = 0, samples = 0;
-        ck_assert_int_eq(ps_codec_pack_model_info(ps[i], 60000 + i, &body, &len), 0);
-        ck_assert_int_eq(ps_codec_unpack_model_info(body, len, &got, &samples), 0);
+        ps_model_info_t in = {.num_params = ps[i], .train_samples = 60000 + i}, out;
+        snprintf(in.endpoint, sizeof in.endpoint, "%s", eps[i]);
+        ck_assert_int_eq(ps_codec_pack_model_info(&in, &body, &len), 0);
+        ck_assert_int_eq(ps_codec_unpack_model_info(body, len, &out), 0);
         free(body);
-        ck_assert_uint_eq(got, ps[i]);
-        ck_assert_uint_eq(samples, 60000 + i);
+        ck_assert_uint_eq(out.num_params, ps[i]);
+        ck_assert_uint_eq(out.train_samples, 60000 + i);
+        ck_assert_str_eq(out.endpoint, eps[i]);
     }
-    uint64_t got, samples;
-    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &got, &samples),
+    ps_model_info_t out;
+    ck_assert_int_eq(ps_codec_unpack_model_info(s_garbage, sizeof s_garbage, &out),
                      PS_EPROTO);
 }
 END_TEST
@@ -440,6 +457,120 @@ START_TEST(view_round_trips_with_several_servers)
         s_assert_job_eq(&out->job, &v->job);
         free(v);
     }
+    free(out);
+}
+END_TEST
+
+/* An allreduce view: no servers, m workers with endpoints. */
+static ps_view_t *s_ring_view(int m)
+{
+    ps_view_t *v = s_view(1);
+    v->num_servers = 0;
+    v->num_workers = m;
+    v->job.mode = PS_MODE_ALLREDUCE;
+    for (int i = 0; i < m; i++) {
+        v->workers[i].rank = i;
+        snprintf(v->workers[i].endpoint, sizeof v->workers[i].endpoint,
+                 "tcp://10.0.1.%d:%d", i + 2, 42000 + i);
+    }
+    return v;
+}
+
+START_TEST(view_round_trips_in_allreduce_mode)
+{
+    ps_view_t *out = calloc(1, sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    for (int m = 1; m <= 5; m += 2) {
+        ps_view_t *v = s_ring_view(m);
+        ck_assert_int_eq(s_view_trip(v, out), 0);
+        ck_assert_int_eq(out->num_servers, 0);
+        ck_assert_int_eq(out->num_workers, m);
+        ck_assert_int_eq(out->job.mode, PS_MODE_ALLREDUCE);
+        ck_assert_uint_eq(out->num_params, v->num_params);
+        for (int i = 0; i < m; i++) {
+            ck_assert_int_eq(out->workers[i].rank, i);
+            ck_assert_str_eq(out->workers[i].endpoint, v->workers[i].endpoint);
+        }
+        free(v);
+    }
+    /* other modes carry no worker list, whatever the struct holds */
+    ps_view_t *v = s_view(2);
+    snprintf(v->workers[0].endpoint, sizeof v->workers[0].endpoint, "tcp://10.0.1.2:1");
+    ck_assert_int_eq(s_view_trip(v, out), 0);
+    ck_assert_str_eq(out->workers[0].endpoint, "");
+    free(v);
+    free(out);
+}
+END_TEST
+
+/* Packs v (which must pack), appends extra bytes (protobuf merges appended
+ * fields), unpacks. Returns the unpack status. */
+static int s_view_trip_plus(const ps_view_t *v, const uint8_t *extra, size_t n,
+                            ps_view_t *out)
+{
+    uint8_t *body;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), 0);
+    uint8_t *all = malloc(len + n);
+    ck_assert_ptr_nonnull(all);
+    memcpy(all, body, len);
+    memcpy(all + len, extra, n);
+    int rc = ps_codec_unpack_view(all, len + n, out);
+    free(all);
+    free(body);
+    return rc;
+}
+
+START_TEST(view_rejects_servers_in_allreduce_and_workers_elsewhere)
+{
+    ps_view_t *out = calloc(1, sizeof *out), *v = s_ring_view(3);
+    ck_assert_ptr_nonnull(out);
+    uint8_t *body;
+    size_t len;
+    /* our packer refuses what the decoder would */
+    v->num_servers = 1;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), PS_EINVAL);
+    v->num_servers = 0;
+    v->workers[1].endpoint[0] = '\0';
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), PS_EINVAL);
+    snprintf(v->workers[1].endpoint, sizeof v->workers[1].endpoint, "tcp://10.0.1.3:42001");
+    v->workers[2].rank = 1;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), PS_EINVAL);
+    v->workers[2].rank = 2;
+    /* a server appended: field 3, ServerInfo {endpoint "e", key_end P} */
+    uint8_t server[32];
+    size_t n = 0;
+    server[n++] = (3 << 3) | 2;
+    size_t at = n++;
+    server[n++] = (2 << 3) | 2;
+    server[n++] = 1;
+    server[n++] = 'e';
+    server[n++] = (4 << 3) | 0;
+    n += s_varint(server + n, v->num_params);
+    server[at] = (uint8_t)(n - at - 1);
+    ck_assert_int_eq(s_view_trip_plus(v, server, n, out), PS_EPROTO);
+    /* a fourth worker appended, or one missing (num_workers edited) */
+    const uint8_t w3[] = {(7 << 3) | 2, 5, (1 << 3) | 0, 3, (2 << 3) | 2, 1, 'e'};
+    ck_assert_int_eq(s_view_trip_plus(v, w3, sizeof w3, out), PS_EPROTO);
+    v->num_workers = 2;
+    ck_assert_int_eq(ps_codec_pack_view(v, &body, &len), 0);
+    v->num_workers = 3;
+    ck_assert_int_eq(ps_codec_unpack_view(body, len, out), 0);
+    /* field 2 (num_workers) appended again: the last value wins */
+    const uint8_t more[] = {(2 << 3) | 0, 3};
+    uint8_t *all = malloc(len + sizeof more);
+    ck_assert_ptr_nonnull(all);
+    memcpy(all, body, len);
+    memcpy(all + len, more, sizeof more);
+    ck_assert_int_eq(ps_codec_unpack_view(all, len + sizeof more, out), PS_EPROTO);
+    free(all);
+    free(body);
+    free(v);
+    /* a worker list in a mode with servers */
+    v = s_view(2);
+    const uint8_t w0[] = {(7 << 3) | 2, 3, (2 << 3) | 2, 1, 'e'};
+    ck_assert_int_eq(s_view_trip_plus(v, w0, sizeof w0, out), PS_EPROTO);
+    free(v);
     free(out);
 }
 END_TEST
@@ -686,6 +817,55 @@ static void s_send_raw(void *sock, const void *hdr, size_t hlen, const size_t *s
         ck_assert_int_ge(zmq_send(sock, zeros, sizes[i], i + 1 < n ? ZMQ_SNDMORE : 0), 0);
     }
 }
+
+/* Counts releases of zero-copy frames (called from ZeroMQ's threads). */
+static void s_count_release(void *data, void *hint)
+{
+    (void)data;
+    __atomic_add_fetch((int *)hint, 1, __ATOMIC_SEQ_CST);
+}
+
+static int s_released(int *count)
+{
+    return __atomic_load_n(count, __ATOMIC_SEQ_CST);
+}
+
+START_TEST(msg_send_zc_releases_every_frame_once)
+{
+    s_pair_t p;
+    s_pair_open(&p);
+    static float a[300], b[5];
+    a[7] = 7.5f;
+    int count = 0;
+    ps_header_t h;
+    ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, 2);
+    h.end = 305;
+    h.ring_step = 3;
+    ps_frame_t f[2] = {{a, sizeof a}, {b, sizeof b}};
+    ck_assert_int_eq(ps_msg_send_zc(p.dealer, NULL, h, f, 2, s_count_release, &count), 0);
+    ps_msg_t m = {0};
+    ck_assert_int_eq(ps_msg_recv(p.router, PS_RECV_ROUTER, &m), 0);
+    ck_assert_int_eq(m.hdr.ring_step, 3);
+    size_t len;
+    const float *r = ps_msg_frame(&m, 0, &len);
+    ck_assert_uint_eq(len, sizeof a);
+    ck_assert(r[7] == 7.5f);
+    ps_msg_close(&m);
+    /* inproc hands the frames over as they are: free once the reader closed them */
+    for (int i = 0; i < 1000 && s_released(&count) < 2; i++) {
+        zmq_poll(NULL, 0, 1);
+    }
+    ck_assert_int_eq(s_released(&count), 2);
+    /* a send that fails (a PULL socket cannot send) releases them before returning */
+    void *pull = ps_transport_open(p.ctx, ZMQ_PULL);
+    ck_assert_ptr_nonnull(pull);
+    count = 0;
+    ck_assert_int_ne(ps_msg_send_zc(pull, NULL, h, f, 2, s_count_release, &count), 0);
+    ck_assert_int_eq(s_released(&count), 2);
+    ps_transport_close(&pull);
+    s_pair_close(&p);
+}
+END_TEST
 
 START_TEST(msg_round_trips_payload_frames)
 {
@@ -939,6 +1119,7 @@ int main(void)
     tcase_add_test(th, header_rejects_reversed_range);
     tcase_add_test(th, header_rejects_non_f32_payload);
     tcase_add_test(th, header_rejects_sparse_keys);
+    tcase_add_test(th, header_rejects_a_negative_ring_step);
     suite_add_tcase(s, th);
     TCase *tb = tcase_create("bodies");
     tcase_add_test(tb, register_round_trips);
@@ -947,6 +1128,8 @@ int main(void)
     tcase_add_test(tb, register_ack_rejects_a_bad_or_missing_job);
     tcase_add_test(tb, model_info_round_trips);
     tcase_add_test(tb, view_round_trips_with_several_servers);
+    tcase_add_test(tb, view_round_trips_in_allreduce_mode);
+    tcase_add_test(tb, view_rejects_servers_in_allreduce_and_workers_elsewhere);
     tcase_add_test(tb, view_rejects_ranges_that_do_not_tile);
     tcase_add_test(tb, view_rejects_servers_out_of_rank_order);
     tcase_add_test(tb, view_rejects_bad_counts_and_a_bad_job);
@@ -957,6 +1140,7 @@ int main(void)
     suite_add_tcase(s, tb);
     TCase *tm = tcase_create("msg");
     tcase_add_test(tm, msg_round_trips_payload_frames);
+    tcase_add_test(tm, msg_send_zc_releases_every_frame_once);
     tcase_add_test(tm, msg_rejects_payload_length_mismatch);
     tcase_add_test(tm, msg_rejects_too_many_frames);
     tcase_add_test(tm, msg_rejects_a_bad_header_and_drains_its_frames);
