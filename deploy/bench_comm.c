@@ -1018,8 +1018,8 @@ int ps_bench_comm_main(int argc, char **argv)
         {"servers", PS_FLAG_STR, &servers, "LIST", "server counts"},
         {"inflight", PS_FLAG_STR, &inflight, "LIST", "rounds in flight (1 = sync, more = async)"},
         {"allreduce-workers", PS_FLAG_STR, &arw, "LIST", "allreduce ranks (0 = no allreduce)"},
-        {"seconds", PS_FLAG_DOUBLE, &cfg.seconds, "S", "least timed seconds per repetition (default 0.5; quick 0.2)"},
-        {"reps", PS_FLAG_INT, &cfg.reps, "N", "repetitions, median reported (default 5; quick 3)"},
+        {"seconds", PS_FLAG_DOUBLE, &cfg.seconds, "S", "least timed seconds per repetition (0 = 0.5; quick: 0.2)"},
+        {"reps", PS_FLAG_INT, &cfg.reps, "N", "repetitions, median reported (0 = 5; quick: 3)"},
         {"mpi", PS_FLAG_BOOL, &cfg.mpi, NULL, "compare allreduce with MPI_Allreduce where installed"},
         {"log-level", PS_FLAG_STR, &log_level, "LEVEL", "of the shardps roles: err, warn, info, debug"},
     };

@@ -385,9 +385,12 @@ static int s_sweep(const train_cfg_t *cfg)
         if (!strcmp(r->mode, "sync") && r->workers == 1) {
             base = r->sps;
         }
-        fprintf(stderr, S_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s s (%.1f s)\n",
-                r->sps, r->acc, cfg->target, isnan(r->tta) ? "not reached" : s_cell(c[0], 32, 1, r->tta),
-                ps_now() - t0);
+        char tta[48] = "not reached";
+        if (!isnan(r->tta)) {
+            snprintf(tta, sizeof tta, "%.1f s", r->tta);
+        }
+        fprintf(stderr, S_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s (job %.1f s)\n",
+                r->sps, r->acc, cfg->target, tta, ps_now() - t0);
         ps_bench_table_rowf(t, "%s,%d,%s,%.0f,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f", r->mode,
                             r->workers, status, r->sps,
                             s_cell(c[0], 32, 2, isnan(base) ? NAN : r->sps / base),
@@ -465,7 +468,7 @@ int ps_bench_train_main(int argc, char **argv)
         {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F", "slow worker R down F times (runs with more than R workers)"},
         {"workers", PS_FLAG_STR, &workers, "LIST", "worker counts"},
         {"modes", PS_FLAG_STR, &modes, "LIST", "modes; sync:k/n means sync:(n-1)/n"},
-        {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (default 10; quick 3)"},
+        {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (0 = 10; quick: 3)"},
         {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N", "stop each job after N steps (0 = none)"},
         {"servers", PS_FLAG_INT, &cfg.servers, "N", "servers of the parameter-server modes"},
         {"threads", PS_FLAG_INT, &cfg.threads, "N", "BLAS threads per worker (0 = library default)"},
