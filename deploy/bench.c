@@ -16,20 +16,23 @@
 
 static void s_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: shardps-bench comm  [--quick] [--out DIR] [--servers LIST] [--inflight LIST] ...\n"
-            "       shardps-bench train [--quick] [--out DIR] [--model mlp] [--straggler R:F] ...\n"
-            "\n"
-            "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
-            "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
-            "       same bytes between the same endpoints; allreduce bus bandwidth beside\n"
-            "       MPI_Allreduce where OpenMPI is installed.\n"
-            "train  every consistency mode x worker count trains the same model with the\n"
-            "       same seed through shardps-launch: samples/s, time to a target accuracy,\n"
-            "       final accuracy, bytes per step, staleness.\n"
-            "\n"
-            "Both write CSV and markdown tables and gnuplot PNGs into --out (bench-out).\n"
-            "`shardps-bench SUBCOMMAND --help` lists every flag.\n");
+    fprintf(
+        f,
+        "usage: shardps-bench comm  [--quick] [--out DIR] [--servers LIST] [--inflight "
+        "LIST] ...\n"
+        "       shardps-bench train [--quick] [--out DIR] [--model mlp] [--straggler R:F] "
+        "...\n"
+        "\n"
+        "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
+        "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
+        "       same bytes between the same endpoints; allreduce bus bandwidth beside\n"
+        "       MPI_Allreduce where OpenMPI is installed.\n"
+        "train  every consistency mode x worker count trains the same model with the\n"
+        "       same seed through shardps-launch: samples/s, time to a target accuracy,\n"
+        "       final accuracy, bytes per step, staleness.\n"
+        "\n"
+        "Both write CSV and markdown tables and gnuplot PNGs into --out (bench-out).\n"
+        "`shardps-bench SUBCOMMAND --help` lists every flag.\n");
 }
 
 int main(int argc, char **argv)
@@ -48,7 +51,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "train")) {
         return ps_bench_train_main(argc - 1, argv + 1);
     }
-    fprintf(stderr, "shardps-bench: error: unknown subcommand '%s' (expected comm or train)\n",
+    fprintf(stderr,
+            "shardps-bench: error: unknown subcommand '%s' (expected comm or train)\n",
             argv[1]);
     return 2;
 }

@@ -87,7 +87,8 @@ void ps_bench_table_destroy(ps_bench_table_t **t, int echo);
 int ps_bench_plot(const char *dir, const char *name, const char *script);
 
 /* The terminal line every plot starts with: small PNGs of w x h pixels. */
-void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w, int h);
+void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
+                          int h);
 
 /* ---- flags and files ------------------------------------------------------ */
 

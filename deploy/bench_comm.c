@@ -58,8 +58,9 @@
 
 enum {
     COMM_MAX_SERVERS = 16, /* processes on one machine */
-    COMM_MAX_INFLIGHT = 16, /* the client has 64 request slots: 2 per round, room to spare */
-    COMM_MIN_ROUNDS = 3,   /* per repetition, however long rounds take */
+    COMM_MAX_INFLIGHT =
+        16,              /* the client has 64 request slots: 2 per round, room to spare */
+    COMM_MIN_ROUNDS = 3, /* per repetition, however long rounds take */
     COMM_MAX_REPS = 15,
 };
 
@@ -67,41 +68,41 @@ enum {
 #define COMM_TARGET_RATIO 0.8  /* the design note's target for 1-16 MB */
 
 typedef struct {
-    const char *out;                    /* output directory */
-    long sizes[PS_BENCH_LIST_MAX];      /* payload bytes */
+    const char *out;               /* output directory */
+    long sizes[PS_BENCH_LIST_MAX]; /* payload bytes */
     int nsizes;
-    long servers[PS_BENCH_LIST_MAX];    /* server counts */
+    long servers[PS_BENCH_LIST_MAX]; /* server counts */
     int nservers;
-    long inflight[PS_BENCH_LIST_MAX];   /* rounds in flight */
+    long inflight[PS_BENCH_LIST_MAX]; /* rounds in flight */
     int ninflight;
     long ar_workers[PS_BENCH_LIST_MAX]; /* allreduce ranks; none = skip allreduce */
     int nar;
-    double seconds;                     /* least timed seconds per repetition */
-    int reps;                           /* repetitions of each measurement */
-    int mpi;                            /* compare allreduce with MPI where installed */
+    double seconds; /* least timed seconds per repetition */
+    int reps;       /* repetitions of each measurement */
+    int mpi;        /* compare allreduce with MPI where installed */
 } comm_cfg_t;
 
 /* One configuration: its processes and this process's client side. */
 typedef struct {
     const comm_cfg_t *cfg;
-    int S;                    /* servers */
-    int W;                    /* rounds in flight */
-    long bytes;               /* payload */
-    uint64_t P;               /* payload floats */
+    int S;                               /* servers */
+    int W;                               /* rounds in flight */
+    long bytes;                          /* payload */
+    uint64_t P;                          /* payload floats */
     ps_range_t ranges[COMM_MAX_SERVERS]; /* the shard map, for the echo side */
-    char tmpdir[PATH_MAX];    /* holds the scheduler's endpoint file */
-    pid_t sched;              /* scheduler process; 0 = none */
-    pid_t servers[COMM_MAX_SERVERS]; /* server processes */
-    pid_t echo[COMM_MAX_SERVERS];    /* echo processes */
+    char tmpdir[PATH_MAX];               /* holds the scheduler's endpoint file */
+    pid_t sched;                         /* scheduler process; 0 = none */
+    pid_t servers[COMM_MAX_SERVERS];     /* server processes */
+    pid_t echo[COMM_MAX_SERVERS];        /* echo processes */
     char echo_ep[COMM_MAX_SERVERS][128];
-    void *ctx;                /* this process's ZeroMQ context */
+    void *ctx; /* this process's ZeroMQ context */
     ps_link_t link;
     ps_view_t *view;
     ps_kv_t *kv;
     void *dealers[COMM_MAX_SERVERS]; /* to the echo processes */
-    float *grad;              /* P: what is pushed (and echoed) */
-    float *dst[COMM_MAX_INFLIGHT]; /* P each: where round k's pull lands */
-    int64_t step;             /* next push's step */
+    float *grad;                     /* P: what is pushed (and echoed) */
+    float *dst[COMM_MAX_INFLIGHT];   /* P each: where round k's pull lands */
+    int64_t step;                    /* next push's step */
     char err[256];
 } comm_run_t;
 
@@ -226,7 +227,8 @@ static int s_start_echo(comm_run_t *r)
         comm_echo_arg_t a = {fds[1]};
         r->echo[i] = s_fork_role(s_echo_main, &a);
         close(fds[1]);
-        ssize_t n = r->echo[i] > 0 ? read(fds[0], r->echo_ep[i], sizeof r->echo_ep[i] - 1) : -1;
+        ssize_t n =
+            r->echo[i] > 0 ? read(fds[0], r->echo_ep[i], sizeof r->echo_ep[i] - 1) : -1;
         close(fds[0]);
         if (n <= 0) {
             snprintf(r->err, sizeof r->err, "echo process %d did not start", i);
@@ -311,8 +313,8 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
         snprintf(r->err, sizeof r->err, "out of memory");
         return PS_ENOMEM;
     }
-    int rc = ps_link_join(&r->link, r->ctx, sched_ep, PS_ROLE_WORKER, -1, NULL, 10.0, 10.0, &job,
-                          r->err, sizeof r->err);
+    int rc = ps_link_join(&r->link, r->ctx, sched_ep, PS_ROLE_WORKER, -1, NULL, 10.0, 10.0,
+                          &job, r->err, sizeof r->err);
     /* One sample per step and (practically) no end: the job lasts until we finish. */
     if (rc == 0) {
         rc = ps_link_wait_view(&r->link, r->P, UINT64_C(1) << 40, r->view, r->err,
@@ -338,7 +340,8 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
         }
     }
     if (!r->grad) {
-        snprintf(r->err, sizeof r->err, "out of memory for %d x %ld bytes", r->W + 1, r->bytes);
+        snprintf(r->err, sizeof r->err, "out of memory for %d x %ld bytes", r->W + 1,
+                 r->bytes);
         return PS_ENOMEM;
     }
     memset(r->grad, 0, n);
@@ -350,7 +353,8 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
     for (int i = 0; i < r->S; i++) {
         r->dealers[i] = ps_transport_open(r->ctx, ZMQ_DEALER);
         if (!r->dealers[i] || ps_transport_connect(r->dealers[i], r->echo_ep[i]) != 0) {
-            snprintf(r->err, sizeof r->err, "cannot connect to echo %d at %s", i, r->echo_ep[i]);
+            snprintf(r->err, sizeof r->err, "cannot connect to echo %d at %s", i,
+                     r->echo_ep[i]);
             return PS_EIO;
         }
     }
@@ -368,7 +372,8 @@ static int s_teardown(comm_run_t *r, int ok)
             done.steps = r->step;
             rc = ps_kv_finish(r->kv, &done);
             if (rc != 0) {
-                snprintf(r->err, sizeof r->err, "finishing the job: %s", ps_kv_error(r->kv));
+                snprintf(r->err, sizeof r->err, "finishing the job: %s",
+                         ps_kv_error(r->kv));
             }
         } else {
             ps_kv_abort(r->kv, r->err[0] ? r->err : "shardps-bench failed");
@@ -496,7 +501,8 @@ static int s_zmq_submit(comm_run_t *r, long round)
     }
     return 0;
 fail:
-    snprintf(r->err, sizeof r->err, "send to an echo process: %s", zmq_strerror(zmq_errno()));
+    snprintf(r->err, sizeof r->err, "send to an echo process: %s",
+             zmq_strerror(zmq_errno()));
     return PS_EIO;
 }
 
@@ -636,8 +642,9 @@ static int s_run_config(const comm_cfg_t *cfg, int S, long bytes, int W, double 
 /* The x axis of a plot against payload size: log2, tics named 4K, 1M, ... */
 static void s_plot_sizes(ps_bench_str_t *gp, const comm_cfg_t *cfg, const char *ylabel)
 {
-    ps_bench_str_addf(gp, "set logscale x 2\nset xlabel 'payload'\nset ylabel '%s'\n"
-                          "set yrange [0:*]\nset xtics (",
+    ps_bench_str_addf(gp,
+                      "set logscale x 2\nset xlabel 'payload'\nset ylabel '%s'\n"
+                      "set yrange [0:*]\nset xtics (",
                       ylabel);
     for (int i = 0; i < cfg->nsizes; i++) {
         char name[32];
@@ -678,16 +685,17 @@ static int s_mpi_find(char *mpirun, char *helper, size_t cap, char *why, size_t 
         return PS_ENOENT;
     }
     if (ps_bench_find_exe("shardps-bench-mpi", "deploy", helper, cap) != 0) {
-        snprintf(why, whylen, "shardps-bench-mpi was not built (install libopenmpi-dev, then "
-                              "meson setup --reconfigure)");
+        snprintf(why, whylen,
+                 "shardps-bench-mpi was not built (install libopenmpi-dev, then "
+                 "meson setup --reconfigure)");
         return PS_ENOENT;
     }
     return 0;
 }
 
 /* MPI_Allreduce over TCP loopback with n ranks: busbw at each size. */
-static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char *helper, int n,
-                           const long *sizes, int nsizes, double *busbw)
+static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char *helper,
+                           int n, const long *sizes, int nsizes, double *busbw)
 {
     char np[16], secs[32], res[PATH_MAX], log[PATH_MAX];
     snprintf(np, sizeof np, "%d", n);
@@ -702,6 +710,8 @@ static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char
     argv[a++] = (char *)mpirun;
     argv[a++] = "--allow-run-as-root";
     argv[a++] = "--oversubscribe";
+    argv[a++] = "--timeout"; /* seconds: a wedged reference must not hang the bench */
+    argv[a++] = "600";
     argv[a++] = "--mca";
     argv[a++] = "btl";
     argv[a++] = "self,tcp"; /* TCP even between local ranks, as our roles use */
@@ -757,9 +767,11 @@ static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char
 static int s_allreduce(const comm_cfg_t *cfg)
 {
     char mpirun[PATH_MAX], helper[PATH_MAX], why[256] = "--mpi=0";
-    int have_mpi = cfg->mpi && s_mpi_find(mpirun, helper, sizeof mpirun, why, sizeof why) == 0;
-    double ours[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX], mpi[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX];
-    int have_ours = 0, failed = 0;
+    int have_mpi =
+        cfg->mpi && s_mpi_find(mpirun, helper, sizeof mpirun, why, sizeof why) == 0;
+    double ours[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX],
+        mpi[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX];
+    int have_ours = 0, failed = 0, mpi_failed[PS_BENCH_LIST_MAX], nfailed = 0;
     for (int w = 0; w < cfg->nar; w++) {
         int n = (int)cfg->ar_workers[w];
         have_ours |= s_allreduce_shardps(cfg, n, cfg->sizes, cfg->nsizes, ours[w]) == 0;
@@ -768,17 +780,21 @@ static int s_allreduce(const comm_cfg_t *cfg)
         }
         if (have_mpi) {
             fprintf(stderr, S_PROG ": MPI_Allreduce, %d ranks over TCP loopback\n", n);
-            failed |= s_allreduce_mpi(cfg, mpirun, helper, n, cfg->sizes, cfg->nsizes,
-                                      mpi[w]) != 0;
+            /* The reference failing is worth a note, not a failed bench. */
+            if (s_allreduce_mpi(cfg, mpirun, helper, n, cfg->sizes, cfg->nsizes, mpi[w]) !=
+                0) {
+                mpi_failed[nfailed++] = n;
+            }
         }
     }
     ps_bench_table_t *t;
-    if (ps_bench_table_new(cfg->out, "allreduce",
-                           "### Allreduce bus bandwidth (busbw = bytes/time x 2(n-1)/n, GB/s)",
-                           "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio",
-                           "bytes,payload,workers,shardps busbw,MPI_Allreduce busbw,"
-                           "shardps/MPI",
-                           &t) != 0) {
+    if (ps_bench_table_new(
+            cfg->out, "allreduce",
+            "### Allreduce bus bandwidth (busbw = bytes/time x 2(n-1)/n, GB/s)",
+            "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio",
+            "bytes,payload,workers,shardps busbw,MPI_Allreduce busbw,"
+            "shardps/MPI",
+            &t) != 0) {
         return 1;
     }
     ps_bench_str_t gp = {0};
@@ -799,8 +815,8 @@ static int s_allreduce(const comm_cfg_t *cfg)
             if (o[0] && m[0] && mpi[w][i] > 0) {
                 snprintf(ratio, sizeof ratio, "%.2f", ours[w][i] / mpi[w][i]);
             }
-            ps_bench_table_rowf(t, "%ld,%s,%ld,%s,%s,%s", cfg->sizes[i], name, cfg->ar_workers[w],
-                                o, m, ratio);
+            ps_bench_table_rowf(t, "%ld,%s,%ld,%s,%s,%s", cfg->sizes[i], name,
+                                cfg->ar_workers[w], o, m, ratio);
             ps_bench_str_addf(&gp, "%ld %s %s\n", cfg->sizes[i], o[0] ? o : "NaN",
                               m[0] ? m : "NaN");
         }
@@ -815,17 +831,25 @@ static int s_allreduce(const comm_cfg_t *cfg)
         }
     }
     if (!have_ours) {
-        ps_bench_table_note(t, "shardps has no ring allreduce in this build yet (`--mode "
-                               "allreduce`): its column is n/a. Hook: `s_allreduce_shardps()` "
-                               "in deploy/bench_comm.c.");
+        ps_bench_table_note(t,
+                            "shardps has no ring allreduce in this build yet (`--mode "
+                            "allreduce`): its column is n/a. Hook: `s_allreduce_shardps()` "
+                            "in deploy/bench_comm.c.");
     }
     if (have_mpi) {
-        ps_bench_table_note(t, "MPI: OpenMPI `mpirun --mca btl self,tcp --mca btl_tcp_if_include "
-                               "lo --mca pml ob1` (TCP loopback, no shared memory); each figure "
-                               "is the slowest rank's mean over >= %.2f s after a warm-up.",
-                            cfg->seconds);
+        ps_bench_table_note(
+            t,
+            "MPI: OpenMPI `mpirun --mca btl self,tcp --mca btl_tcp_if_include "
+            "lo --mca pml ob1` (TCP loopback, no shared memory); each figure "
+            "is the median of 3 chunks of calls (>= %.2f s in all, after a warm-up), each "
+            "timed by the slowest rank.",
+            cfg->seconds);
     } else {
         ps_bench_table_note(t, "MPI_Allreduce comparison skipped: %s.", why);
+    }
+    for (int i = 0; i < nfailed; i++) {
+        ps_bench_table_note(t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
+                            mpi_failed[i], mpi_failed[i]);
     }
     if (cfg->nar == 0) {
         ps_bench_table_note(t, "No allreduce measured: --allreduce-workers 0.");
@@ -833,7 +857,8 @@ static int s_allreduce(const comm_cfg_t *cfg)
     ps_bench_table_destroy(&t, 1);
     if (plot.len) {
         ps_bench_str_addf(&gp, "plot %s\n", ps_bench_str_get(&plot));
-        failed |= ps_bench_plot(cfg->out, "allreduce_busbw", ps_bench_str_get(&gp)) == PS_EIO;
+        failed |=
+            ps_bench_plot(cfg->out, "allreduce_busbw", ps_bench_str_get(&gp)) == PS_EIO;
     }
     ps_bench_str_fini(&plot);
     ps_bench_str_fini(&gp);
@@ -900,11 +925,13 @@ static int s_sweep(const comm_cfg_t *cfg)
                 ps_bench_size_name(bytes, name, sizeof name);
                 done++;
                 double t0 = ps_now();
-                int rc = s_run_config(cfg, S, bytes, W, &ps[idx], &zq[idx], err, sizeof err);
+                int rc =
+                    s_run_config(cfg, S, bytes, W, &ps[idx], &zq[idx], err, sizeof err);
                 if (rc != 0) {
                     failed = 1;
                     ps[idx] = zq[idx] = NAN;
-                    fprintf(stderr, S_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
+                    fprintf(stderr,
+                            S_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
                             done, n, name, S, W, err[0] ? err : ps_strerror(rc));
                     ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,", bytes, name, S, W,
                                         W == 1 ? "sync" : "async");
@@ -914,18 +941,19 @@ static int s_sweep(const comm_cfg_t *cfg)
                 fprintf(stderr,
                         S_PROG ": [%d/%d] %s servers=%d inflight=%d: shardps %.3f GB/s, "
                                "ZeroMQ %.3f GB/s, ratio %.2f (%.1f s)\n",
-                        done, n, name, S, W, s_gbs(ps[idx], bytes), s_gbs(zq[idx], bytes), ratio,
-                        ps_now() - t0);
-                ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f", bytes, name, S,
-                                    W, W == 1 ? "sync" : "async", ps[idx], s_gbs(ps[idx], bytes),
-                                    zq[idx], s_gbs(zq[idx], bytes), ratio);
+                        done, n, name, S, W, s_gbs(ps[idx], bytes), s_gbs(zq[idx], bytes),
+                        ratio, ps_now() - t0);
+                ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f", bytes,
+                                    name, S, W, W == 1 ? "sync" : "async", ps[idx],
+                                    s_gbs(ps[idx], bytes), zq[idx], s_gbs(zq[idx], bytes),
+                                    ratio);
                 if (bytes >= (1L << 20) && bytes <= (16L << 20)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
                     if (ratio < worst) {
                         worst = ratio;
-                        snprintf(worst_at, sizeof worst_at, "%s, %d servers, %d in flight", name,
-                                 S, W);
+                        snprintf(worst_at, sizeof worst_at, "%s, %d servers, %d in flight",
+                                 name, S, W);
                     }
                 }
             }
@@ -933,19 +961,21 @@ static int s_sweep(const comm_cfg_t *cfg)
     }
     char machine[256];
     s_machine(machine, sizeof machine);
-    ps_bench_table_note(t,
-                        "Round: push of the whole payload + pull of it (shardps; split over the "
-                        "servers by the shard map; servers apply plain SGD) or one echo of the "
-                        "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
-                        "split, one echo process per server). Goodput = 2 x payload x rounds/s, "
-                        "GB = 1e9 B. In flight 1: sync mode; more: async. Median of %d "
-                        "alternating repetitions of >= %.2f s each. Machine: %s.",
-                        cfg->reps, cfg->seconds, machine);
+    ps_bench_table_note(
+        t,
+        "Round: push of the whole payload + pull of it (shardps; split over the "
+        "servers by the shard map; servers apply plain SGD) or one echo of the "
+        "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
+        "split, one echo process per server). Goodput = 2 x payload x rounds/s, "
+        "GB = 1e9 B. In flight 1: sync mode; more: async. Median of %d "
+        "alternating repetitions of >= %.2f s each. Machine: %s.",
+        cfg->reps, cfg->seconds, machine);
     if (in_target) {
-        ps_bench_table_note(t,
-                            "Target (1-16 MB: shardps >= %.1fx ZeroMQ): met in %d of %d rows; "
-                            "lowest ratio %.2f (%s).",
-                            COMM_TARGET_RATIO, met, in_target, worst, worst_at);
+        ps_bench_table_note(
+            t,
+            "Target (1-16 MB: shardps >= %.1fx ZeroMQ): met in %d of %d rows; "
+            "lowest ratio %.2f (%s).",
+            COMM_TARGET_RATIO, met, in_target, worst, worst_at);
     }
     ps_bench_table_destroy(&t, 1);
 
@@ -959,7 +989,8 @@ static int s_sweep(const comm_cfg_t *cfg)
             for (int z = 0; z < cfg->nsizes; z++) {
                 int idx = (w * cfg->nservers + s) * cfg->nsizes + z;
                 ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
-                                  s_gbs(ps[idx], cfg->sizes[z]), s_gbs(zq[idx], cfg->sizes[z]));
+                                  s_gbs(ps[idx], cfg->sizes[z]),
+                                  s_gbs(zq[idx], cfg->sizes[z]));
             }
             ps_bench_str_addf(&gp, "EOD\n");
         }
@@ -997,7 +1028,8 @@ static int s_list(const char *name, const char *text, long *vals, int *n, long l
         }
     }
     if (got < 0) {
-        fprintf(stderr, S_PROG ": error: --%s %s: expected a comma-separated list of %ld to %ld\n",
+        fprintf(stderr,
+                S_PROG ": error: --%s %s: expected a comma-separated list of %ld to %ld\n",
                 name, text, lo, hi);
         return PS_EINVAL;
     }
@@ -1007,29 +1039,37 @@ static int s_list(const char *name, const char *text, long *vals, int *n, long l
 
 int ps_bench_comm_main(int argc, char **argv)
 {
-    comm_cfg_t cfg = {.out = "bench-out", .reps = 0, .seconds = 0, .mpi = 1};
+    comm_cfg_t cfg = {.out = "bench-out", .reps = 5, .seconds = 0, .mpi = 1};
     int quick = 0;
     const char *sizes = NULL, *servers = "1,2,4", *inflight = "1,4", *arw = "2,4";
     const char *log_level = "warn";
     ps_flag_t flags[] = {
-        {"quick", PS_FLAG_BOOL, &quick, NULL, "a few sizes (4K,1M,4M,16M), 3 short repetitions"},
+        {"quick", PS_FLAG_BOOL, &quick, NULL,
+         "a few sizes (4K,1M,4M,16M), shorter repetitions"},
         {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the CSV, markdown and PNG files go"},
-        {"sizes", PS_FLAG_STR, &sizes, "LIST", "payload bytes, K/M suffixes (default 4K,16K,...,64M)"},
+        {"sizes", PS_FLAG_STR, &sizes, "LIST",
+         "payload bytes, K/M suffixes (default 4K,16K,...,64M)"},
         {"servers", PS_FLAG_STR, &servers, "LIST", "server counts"},
-        {"inflight", PS_FLAG_STR, &inflight, "LIST", "rounds in flight (1 = sync, more = async)"},
-        {"allreduce-workers", PS_FLAG_STR, &arw, "LIST", "allreduce ranks (0 = no allreduce)"},
-        {"seconds", PS_FLAG_DOUBLE, &cfg.seconds, "S", "least timed seconds per repetition (0 = 0.5; quick: 0.2)"},
-        {"reps", PS_FLAG_INT, &cfg.reps, "N", "repetitions, median reported (0 = 5; quick: 3)"},
-        {"mpi", PS_FLAG_BOOL, &cfg.mpi, NULL, "compare allreduce with MPI_Allreduce where installed"},
-        {"log-level", PS_FLAG_STR, &log_level, "LEVEL", "of the shardps roles: err, warn, info, debug"},
+        {"inflight", PS_FLAG_STR, &inflight, "LIST",
+         "rounds in flight (1 = sync, more = async)"},
+        {"allreduce-workers", PS_FLAG_STR, &arw, "LIST",
+         "allreduce ranks (0 = no allreduce)"},
+        {"seconds", PS_FLAG_DOUBLE, &cfg.seconds, "S",
+         "least timed seconds per repetition (0 = 0.5; quick: 0.2)"},
+        {"reps", PS_FLAG_INT, &cfg.reps, "N", "repetitions, median reported"},
+        {"mpi", PS_FLAG_BOOL, &cfg.mpi, NULL,
+         "compare allreduce with MPI_Allreduce where installed"},
+        {"log-level", PS_FLAG_STR, &log_level, "LEVEL",
+         "of the shardps roles: err, warn, info, debug"},
     };
-    int rc = ps_config_parse(S_PROG,
-                             "Push+pull goodput of the parameter server against payload size, "
-                             "servers and requests\nin flight, each beside raw ZeroMQ between "
-                             "the same endpoints in the same run;\nallreduce bus bandwidth "
-                             "beside MPI_Allreduce. Writes comm.csv/.md, allreduce.csv/.md\n"
-                             "and comm_goodput.png into --out.",
-                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    int rc =
+        ps_config_parse(S_PROG,
+                        "Push+pull goodput of the parameter server against payload size, "
+                        "servers and requests\nin flight, each beside raw ZeroMQ between "
+                        "the same endpoints in the same run;\nallreduce bus bandwidth "
+                        "beside MPI_Allreduce. Writes comm.csv/.md, allreduce.csv/.md\n"
+                        "and comm_goodput.png into --out.",
+                        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
@@ -1037,16 +1077,18 @@ int ps_bench_comm_main(int argc, char **argv)
         sizes = quick ? "4K,1M,4M,16M" : "4K,16K,64K,256K,1M,4M,16M,64M";
     }
     cfg.seconds = cfg.seconds > 0 ? cfg.seconds : quick ? 0.2 : 0.5;
-    cfg.reps = cfg.reps > 0 ? cfg.reps : quick ? 3 : 5;
+    cfg.reps = cfg.reps > 0 ? cfg.reps : 5;
     if (s_list("sizes", sizes, cfg.sizes, &cfg.nsizes, 4, 1L << 30) != 0 ||
         s_list("servers", servers, cfg.servers, &cfg.nservers, 1, COMM_MAX_SERVERS) != 0 ||
-        s_list("inflight", inflight, cfg.inflight, &cfg.ninflight, 1, COMM_MAX_INFLIGHT) != 0 ||
+        s_list("inflight", inflight, cfg.inflight, &cfg.ninflight, 1, COMM_MAX_INFLIGHT) !=
+            0 ||
         s_list("allreduce-workers", arw, cfg.ar_workers, &cfg.nar, 0, 64) != 0) {
         return 2;
     }
     for (int i = 0; i < cfg.nsizes; i++) {
         if (cfg.sizes[i] % 4) {
-            fprintf(stderr, S_PROG ": error: --sizes: %ld is not a whole number of floats\n",
+            fprintf(stderr,
+                    S_PROG ": error: --sizes: %ld is not a whole number of floats\n",
                     cfg.sizes[i]);
             return 2;
         }
@@ -1056,8 +1098,9 @@ int ps_bench_comm_main(int argc, char **argv)
     }
     for (int i = 0; i < cfg.nar; i++) {
         if (cfg.ar_workers[i] < 2) {
-            fprintf(stderr, S_PROG ": error: --allreduce-workers: allreduce needs 2 or more "
-                            "(or 0 for none)\n");
+            fprintf(stderr,
+                    S_PROG ": error: --allreduce-workers: allreduce needs 2 or more "
+                           "(or 0 for none)\n");
             return 2;
         }
     }
@@ -1066,7 +1109,8 @@ int ps_bench_comm_main(int argc, char **argv)
         return 2;
     }
     if (ps_log_set_level(log_level) != 0) {
-        fprintf(stderr, S_PROG ": error: --log-level %s: expected err, warn, info or debug\n",
+        fprintf(stderr,
+                S_PROG ": error: --log-level %s: expected err, warn, info or debug\n",
                 log_level);
         return 2;
     }

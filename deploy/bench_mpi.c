@@ -3,11 +3,11 @@
  * that `shardps-bench comm` puts beside shardps's ring allreduce.
  *
  * Run under mpirun by shardps-bench: shardps-bench-mpi OUT SECONDS BYTES...
- * For each size: a float32 sum of BYTES/4 elements in place, two warm-up
- * calls, then as many calls as fill SECONDS (rank 0 decides, everyone
- * follows), between barriers. Rank 0 writes "BYTES SECONDS_PER_CALL" lines to
- * OUT, the time being the slowest rank's. Built only where Meson finds MPI;
- * it uses nothing of shardps.
+ * For each size: a float32 sum of BYTES/4 elements in place; a warm-up, then
+ * three chunks of calls that together fill SECONDS (rank 0 decides the count,
+ * everyone follows), each between barriers and timed by the slowest rank.
+ * Rank 0 writes "BYTES SECONDS_PER_CALL" lines to OUT: the median chunk. Built only where
+ * Meson finds MPI; it uses nothing of shardps.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -25,6 +25,19 @@ static double s_time(float *buf, int count, long iters)
     double mine = (MPI_Wtime() - t0) / (double)iters, slowest = 0;
     MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
+}
+
+static void s_sort3(double *t)
+{
+    for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < 2 - i; j++) {
+            if (t[j] > t[j + 1]) {
+                double x = t[j];
+                t[j] = t[j + 1];
+                t[j + 1] = x;
+            }
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -55,13 +68,24 @@ int main(int argc, char **argv)
         if (!buf || count <= 0) {
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        double once = s_time(buf, count, 2); /* warm-up: connections, pages */
-        long iters = once > 0 ? (long)(seconds / once) : 1000;
+        /* Warm-up (connections, pages) of >= 5 calls and a tenth of the
+         * time, which also sizes the timed chunks. */
+        long iters = 5;
+        double once = s_time(buf, count, iters);
+        while (once * (double)iters < seconds / 10 && iters < 100000) {
+            iters *= 2;
+            once = s_time(buf, count, iters);
+        }
+        iters = once > 0 ? (long)(seconds / 3 / once) : 1000;
         iters = iters < 3 ? 3 : iters > 100000 ? 100000 : iters;
         MPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-        double t = s_time(buf, count, iters);
+        double t[3];
+        for (int k = 0; k < 3; k++) {
+            t[k] = s_time(buf, count, iters);
+        }
+        s_sort3(t); /* the median of three chunks, like the bench's medians */
         if (out) {
-            fprintf(out, "%ld %.9f\n", bytes, t);
+            fprintf(out, "%ld %.9f\n", bytes, t[1]);
         }
         free(buf);
     }

@@ -50,31 +50,31 @@ typedef struct {
     int nworkers;
     char modes[TRAIN_MAX_MODES][32]; /* mode tokens, TRAIN_BACKUP_AUTO included */
     int nmodes;
-    int epochs;                      /* --epochs */
-    int max_steps;                   /* --max-steps, 0 = none */
-    int servers;                     /* --servers (parameter-server modes) */
-    int threads;                     /* --threads, 0 = not passed */
-    int batch;                       /* --batch, 0 = not passed */
-    int seed;                        /* --seed */
-    double target;                   /* test accuracy the time is measured to */
-    double timeout;                  /* per job, seconds */
+    int epochs;     /* --epochs */
+    int max_steps;  /* --max-steps, 0 = none */
+    int servers;    /* --servers (parameter-server modes) */
+    int threads;    /* --threads, 0 = not passed */
+    int batch;      /* --batch, 0 = not passed */
+    int seed;       /* --seed */
+    double target;  /* test accuracy the time is measured to */
+    double timeout; /* per job, seconds */
 } train_cfg_t;
 
 typedef struct {
-    const char *label;                 /* mode token: groups runs in tables and plots */
-    char mode[32];                     /* what --mode was given */
+    const char *label; /* mode token: groups runs in tables and plots */
+    char mode[32];     /* what --mode was given */
     int workers;
-    int status;                        /* launcher exit status, TRAIN_SKIPPED, <0 no start */
-    double sps;                        /* samples per second */
-    double tta;                        /* seconds to the target accuracy; NAN = not reached */
-    double acc;                        /* final test accuracy */
-    double wall;                       /* job wall time from the cluster view, s */
-    double bytes_per_step;             /* payload bytes pushed + pulled per worker step */
-    double st_mean, st_p99, st_max;    /* staleness of applied gradients */
-    double dropped;                    /* late pushes dropped */
-    int nep;                           /* epochs evaluated */
-    double ep_t[TRAIN_MAX_EPOCHS];     /* elapsed seconds at each evaluation */
-    double ep_acc[TRAIN_MAX_EPOCHS];   /* test accuracy at each evaluation */
+    int status;                      /* launcher exit status, TRAIN_SKIPPED, <0 no start */
+    double sps;                      /* samples per second */
+    double tta;                      /* seconds to the target accuracy; NAN = not reached */
+    double acc;                      /* final test accuracy */
+    double wall;                     /* job wall time from the cluster view, s */
+    double bytes_per_step;           /* payload bytes pushed + pulled per worker step */
+    double st_mean, st_p99, st_max;  /* staleness of applied gradients */
+    double dropped;                  /* late pushes dropped */
+    int nep;                         /* epochs evaluated */
+    double ep_t[TRAIN_MAX_EPOCHS];   /* elapsed seconds at each evaluation */
+    double ep_acc[TRAIN_MAX_EPOCHS]; /* test accuracy at each evaluation */
 } train_run_t;
 
 /* Does this build know --mode allreduce? Asked of the code, not assumed. */
@@ -132,7 +132,8 @@ static void s_parse_epochs(const char *log, train_run_t *r)
          p = strstr(p + 1, key)) {
         int e;
         double acc, loss, t;
-        if (sscanf(p + strlen(" W0 I "), "epoch=%d test_accuracy=%lf test_loss=%lf elapsed=%lfs", &e, &acc, &loss,
+        if (sscanf(p + strlen(" W0 I "),
+                   "epoch=%d test_accuracy=%lf test_loss=%lf elapsed=%lfs", &e, &acc, &loss,
                    &t) == 4) {
             r->ep_t[r->nep] = t;
             r->ep_acc[r->nep] = acc;
@@ -160,7 +161,8 @@ static int s_read_results(const char *json_path, const char *log_path, double ta
     rc |= ps_bench_json_num(json, "staleness.p99", &r->st_p99);
     rc |= ps_bench_json_num(json, "staleness.max", &r->st_max);
     rc |= ps_bench_json_num(json, "pushes_dropped", &r->dropped);
-    int n = ps_bench_json_array(json, "worker_steps", steps, (int)(sizeof steps / sizeof steps[0]));
+    int n = ps_bench_json_array(json, "worker_steps", steps,
+                                (int)(sizeof steps / sizeof steps[0]));
     double total = 0;
     for (int i = 0; i < n; i++) {
         total += steps[i];
@@ -253,25 +255,33 @@ static const char *s_cell(char *buf, size_t cap, int prec, double v)
 
 static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
 {
-    /* Test accuracy against training time: one panel per worker count. */
+    /* Test accuracy against training time: one panel per worker count, one
+     * y range for all, from just under the lowest accuracy above chance
+     * (a diverged run stays below it, off the plot). */
     ps_bench_str_t gp = {0}, data = {0};
     int panels = cfg->nworkers;
-    ps_bench_plot_header(&gp, cfg->out, "train_accuracy", 360 * panels, 360);
+    double lo = cfg->target;
+    ps_bench_plot_header(&gp, cfg->out, "train_accuracy", 340 * panels, 340);
     for (int i = 0; i < nruns; i++) {
         if (runs[i].status == 0 && runs[i].nep > 0) {
-            ps_bench_str_addf(&data, "$r%d << EOD\n0 NaN\n", i);
+            ps_bench_str_addf(&data, "$r%d << EOD\n", i);
             for (int e = 0; e < runs[i].nep; e++) {
                 ps_bench_str_addf(&data, "%.2f %.4f\n", runs[i].ep_t[e], runs[i].ep_acc[e]);
+                lo = runs[i].ep_acc[e] >= 0.5 && runs[i].ep_acc[e] < lo ? runs[i].ep_acc[e]
+                                                                        : lo;
             }
             ps_bench_str_addf(&data, "EOD\n");
         }
     }
-    ps_bench_str_addf(&gp, "%sset xlabel 'training time (s)'\nset ylabel 'test accuracy'\n"
-                           "set key bottom right\nset multiplot layout 1,%d\n",
-                      ps_bench_str_get(&data), panels);
+    ps_bench_str_addf(&gp,
+                      "%sset xlabel 'training time (s)'\nset ylabel 'test accuracy'\n"
+                      "set yrange [%.2f:*]\nset xrange [0:*]\nset key bottom right\n"
+                      "set multiplot layout 1,%d\n",
+                      ps_bench_str_get(&data), floor(lo * 50) / 50 - 0.01, panels);
     for (int w = 0; w < cfg->nworkers; w++) {
-        ps_bench_str_addf(&gp, "set title '%ld worker%s'\nplot %.4f w l lc rgb 'gray' dt 3 "
-                               "t 'target %.2f'",
+        ps_bench_str_addf(&gp,
+                          "set title '%ld worker%s'\nplot %.4f w l lc rgb 'gray50' dt 2 "
+                          "t 'target %.2f'",
                           cfg->workers[w], cfg->workers[w] == 1 ? "" : "s", cfg->target,
                           cfg->target);
         for (int m = 0; m < cfg->nmodes; m++) {
@@ -293,8 +303,9 @@ static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
     /* Samples per second against workers: one line per mode. */
     ps_bench_str_t plot = {0};
     ps_bench_plot_header(&gp, cfg->out, "train_throughput", 520, 360);
-    ps_bench_str_addf(&gp, "set xlabel 'workers'\nset ylabel 'samples/s'\nset yrange [0:*]\n"
-                           "set xtics (");
+    ps_bench_str_addf(&gp,
+                      "set xlabel 'workers'\nset ylabel 'samples/s'\nset yrange [0:*]\n"
+                      "set xtics (");
     for (int w = 0; w < cfg->nworkers; w++) {
         ps_bench_str_addf(&gp, "%s%ld", w ? ", " : "", cfg->workers[w]);
     }
@@ -310,8 +321,8 @@ static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
         }
         ps_bench_str_addf(&gp, "EOD\n");
         if (points) {
-            ps_bench_str_addf(&plot, "%s$m%d u 1:2 w lp lc %d pt 7 t '%s'", plot.len ? ", " : "",
-                              m, m + 1, cfg->modes[m]);
+            ps_bench_str_addf(&plot, "%s$m%d u 1:2 w lp lc %d pt 7 t '%s'",
+                              plot.len ? ", " : "", m, m + 1, cfg->modes[m]);
         }
     }
     if (plot.len) {
@@ -342,8 +353,9 @@ static int s_sweep(const train_cfg_t *cfg)
     }
     ps_bench_table_t *t = NULL, *te = NULL;
     char title[128], headers[512];
-    snprintf(title, sizeof title, "### Training: %s, every mode x workers (same seed, data order "
-                                  "and flags)",
+    snprintf(title, sizeof title,
+             "### Training: %s, every mode x workers (same seed, data order "
+             "and flags)",
              cfg->model);
     snprintf(headers, sizeof headers,
              "mode,workers,status,samples/s,speed-up vs sync 1 worker,s to %.2f,final acc,"
@@ -364,8 +376,8 @@ static int s_sweep(const train_cfg_t *cfg)
     double base = NAN; /* sync, 1 worker */
     for (int i = 0; i < nruns; i++) {
         train_run_t *r = &runs[i];
-        fprintf(stderr, S_PROG ": [%d/%d] --mode %s --workers %d ...\n", i + 1, nruns, r->mode,
-                r->workers);
+        fprintf(stderr, S_PROG ": [%d/%d] --mode %s --workers %d ...\n", i + 1, nruns,
+                r->mode, r->workers);
         double t0 = ps_now();
         s_run(cfg, r);
         char c[12][32], status[32];
@@ -389,16 +401,17 @@ static int s_sweep(const train_cfg_t *cfg)
         if (!isnan(r->tta)) {
             snprintf(tta, sizeof tta, "%.1f s", r->tta);
         }
-        fprintf(stderr, S_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s (job %.1f s)\n",
+        fprintf(stderr,
+                S_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s (job %.1f s)\n",
                 r->sps, r->acc, cfg->target, tta, ps_now() - t0);
-        ps_bench_table_rowf(t, "%s,%d,%s,%.0f,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f", r->mode,
-                            r->workers, status, r->sps,
+        ps_bench_table_rowf(t, "%s,%d,%s,%.0f,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f",
+                            r->mode, r->workers, status, r->sps,
                             s_cell(c[0], 32, 2, isnan(base) ? NAN : r->sps / base),
                             s_cell(c[1], 32, 1, r->tta), r->acc, r->wall, r->bytes_per_step,
                             r->st_mean, r->st_p99, r->st_max, r->dropped);
         for (int e = 0; e < r->nep; e++) {
-            ps_bench_table_rowf(te, "%s,%d,%d,%.1f,%.4f", r->mode, r->workers, e + 1, r->ep_t[e],
-                                r->ep_acc[e]);
+            ps_bench_table_rowf(te, "%s,%d,%d,%.1f,%.4f", r->mode, r->workers, e + 1,
+                                r->ep_t[e], r->ep_acc[e]);
         }
     }
     char strag[96] = "none";
@@ -406,20 +419,21 @@ static int s_sweep(const train_cfg_t *cfg)
         snprintf(strag, sizeof strag, "%s (runs with more workers than its rank)",
                  cfg->straggler);
     }
-    ps_bench_table_note(t,
-                        "Each row: `shardps-launch --servers %d --workers N --model %s --mode M "
-                        "--epochs %d --seed %d%s` (allreduce: no servers); max-steps %d; "
-                        "straggler %s. Samples/s and bytes from the scheduler's summary; "
-                        "payload bytes/step = bytes pushed + pulled per worker step; time to "
-                        "%.2f = worker 0's training time at the first evaluation reaching it "
-                        "(n/a: not reached); speed-up against the sync 1-worker row of this "
-                        "run. Logs and summaries: runs/ beside this file.",
-                        cfg->servers, cfg->model, cfg->epochs, cfg->seed,
-                        cfg->threads > 0 ? " --threads T" : "", cfg->max_steps, strag,
-                        cfg->target);
+    ps_bench_table_note(
+        t,
+        "Each row: `shardps-launch --servers %d --workers N --model %s --mode M "
+        "--epochs %d --seed %d%s` (allreduce: no servers); max-steps %d; "
+        "straggler %s. Samples/s and bytes from the scheduler's summary; "
+        "payload bytes/step = bytes pushed + pulled per worker step; time to "
+        "%.2f = worker 0's training time at the first evaluation reaching it "
+        "(n/a: not reached); speed-up against the sync 1-worker row of this "
+        "run. Logs and summaries: runs/ beside this file.",
+        cfg->servers, cfg->model, cfg->epochs, cfg->seed,
+        cfg->threads > 0 ? " --threads T" : "", cfg->max_steps, strag, cfg->target);
     if (!s_have_allreduce()) {
-        ps_bench_table_note(t, "allreduce: not in this build (`--mode allreduce` is rejected); "
-                               "rows appear once it is.");
+        ps_bench_table_note(
+            t, "allreduce: not in this build (`--mode allreduce` is rejected); "
+               "rows appear once it is.");
     }
     ps_bench_table_destroy(&te, 0);
     ps_bench_table_destroy(&t, 1);
@@ -443,7 +457,8 @@ static int s_parse_modes(const char *text, train_cfg_t *cfg)
         ps_job_t job;
         ps_job_defaults(&job);
         if (!strcmp(tok, "allreduce") && !s_have_allreduce()) {
-            fprintf(stderr, S_PROG ": --mode allreduce is not in this build; skipping it\n");
+            fprintf(stderr,
+                    S_PROG ": --mode allreduce is not in this build; skipping it\n");
         } else if (strcmp(tok, TRAIN_BACKUP_AUTO) && ps_job_parse_mode(tok, &job) != 0) {
             return PS_EINVAL;
         } else {
@@ -456,34 +471,49 @@ static int s_parse_modes(const char *text, train_cfg_t *cfg)
 
 int ps_bench_train_main(int argc, char **argv)
 {
-    train_cfg_t cfg = {.out = "bench-out", .model = "mlp", .servers = 2, .seed = 1,
-                       .target = 0.85, .timeout = 1800, .straggler_rank = -1};
+    train_cfg_t cfg = {.out = "bench-out",
+                       .model = "mlp",
+                       .servers = 2,
+                       .seed = 1,
+                       .target = 0.85,
+                       .timeout = 1800,
+                       .straggler_rank = -1};
     int quick = 0;
-    const char *workers = "1,2,4", *modes = "sync,async,ssp:2," TRAIN_BACKUP_AUTO ",allreduce";
+    const char *workers = "1,2,4",
+               *modes = "sync,async,ssp:2," TRAIN_BACKUP_AUTO ",allreduce";
     const char *launch = NULL;
     ps_flag_t flags[] = {
-        {"quick", PS_FLAG_BOOL, &quick, NULL, "3 epochs per job (about 3 minutes on 2 cores)"},
+        {"quick", PS_FLAG_BOOL, &quick, NULL,
+         "3 epochs per job (about 3 minutes on 2 cores)"},
         {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the CSV, markdown and PNG files go"},
         {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
-        {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F", "slow worker R down F times (runs with more than R workers)"},
+        {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F",
+         "slow worker R down F times (runs with more than R workers)"},
         {"workers", PS_FLAG_STR, &workers, "LIST", "worker counts"},
         {"modes", PS_FLAG_STR, &modes, "LIST", "modes; sync:k/n means sync:(n-1)/n"},
         {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (0 = 10; quick: 3)"},
-        {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N", "stop each job after N steps (0 = none)"},
-        {"servers", PS_FLAG_INT, &cfg.servers, "N", "servers of the parameter-server modes"},
-        {"threads", PS_FLAG_INT, &cfg.threads, "N", "BLAS threads per worker (0 = library default)"},
-        {"batch", PS_FLAG_INT, &cfg.batch, "N", "samples per worker per step (0 = job default)"},
+        {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
+         "stop each job after N steps (0 = none)"},
+        {"servers", PS_FLAG_INT, &cfg.servers, "N",
+         "servers of the parameter-server modes"},
+        {"threads", PS_FLAG_INT, &cfg.threads, "N",
+         "BLAS threads per worker (0 = library default)"},
+        {"batch", PS_FLAG_INT, &cfg.batch, "N",
+         "samples per worker per step (0 = job default)"},
         {"seed", PS_FLAG_INT, &cfg.seed, "N", "seed of every job"},
-        {"target", PS_FLAG_DOUBLE, &cfg.target, "ACC", "test accuracy the time is measured to"},
+        {"target", PS_FLAG_DOUBLE, &cfg.target, "ACC",
+         "test accuracy the time is measured to"},
         {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
-        {"launch", PS_FLAG_STR, &launch, "PATH", "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
+        {"launch", PS_FLAG_STR, &launch, "PATH",
+         "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse(S_PROG,
-                             "Trains the same model with the same seed in every consistency mode "
-                             "and worker\ncount through shardps-launch. Writes train.csv/.md, "
-                             "train_epochs.csv/.md,\ntrain_accuracy.png and train_throughput.png "
-                             "into --out.",
-                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    int rc = ps_config_parse(
+        S_PROG,
+        "Trains the same model with the same seed in every consistency mode "
+        "and worker\ncount through shardps-launch. Writes train.csv/.md, "
+        "train_epochs.csv/.md,\ntrain_accuracy.png and train_throughput.png "
+        "into --out.",
+        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
@@ -495,13 +525,18 @@ int ps_bench_train_main(int argc, char **argv)
         n = cfg.workers[i] >= 1 && cfg.workers[i] <= 64 ? n : PS_EINVAL;
     }
     if (n < 0) {
-        fprintf(stderr, S_PROG ": error: --workers %s: expected a list of 1 to 64\n", workers);
+        fprintf(stderr, S_PROG ": error: --workers %s: expected a list of 1 to 64\n",
+                workers);
         return 2;
     }
     cfg.nworkers = n;
     if (s_parse_modes(modes, &cfg) != 0) {
-        fprintf(stderr, S_PROG ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, "
-                        TRAIN_BACKUP_AUTO " or allreduce, comma-separated\n", modes);
+        fprintf(
+            stderr,
+            S_PROG
+            ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, " TRAIN_BACKUP_AUTO
+            " or allreduce, comma-separated\n",
+            modes);
         return 2;
     }
     ps_job_t job;
@@ -517,16 +552,19 @@ int ps_bench_train_main(int argc, char **argv)
     if (cfg.epochs > TRAIN_MAX_EPOCHS || cfg.max_steps < 0 || cfg.servers < 1 ||
         cfg.threads < 0 || cfg.batch < 0 || !(cfg.target > 0 && cfg.target <= 1) ||
         !(cfg.timeout > 0) || (strcmp(cfg.model, "mlp") && strcmp(cfg.model, "cnn"))) {
-        fprintf(stderr, S_PROG ": error: expected --epochs 1..%d, --max-steps >= 0, --servers "
-                        ">= 1, --threads/--batch >= 0, 0 < --target <= 1, --timeout > 0, "
-                        "--model mlp|cnn\n", TRAIN_MAX_EPOCHS);
+        fprintf(stderr,
+                S_PROG ": error: expected --epochs 1..%d, --max-steps >= 0, --servers "
+                       ">= 1, --threads/--batch >= 0, 0 < --target <= 1, --timeout > 0, "
+                       "--model mlp|cnn\n",
+                TRAIN_MAX_EPOCHS);
         return 2;
     }
     char path[PATH_MAX];
     if (!launch) {
         if (ps_bench_find_exe("shardps-launch", "deploy", path, sizeof path) != 0) {
-            fprintf(stderr, S_PROG ": error: cannot find shardps-launch (looked next to this "
-                            "program, in ../deploy/ and on $PATH; use --launch)\n");
+            fprintf(stderr,
+                    S_PROG ": error: cannot find shardps-launch (looked next to this "
+                           "program, in ../deploy/ and on $PATH; use --launch)\n");
             return 2;
         }
         launch = path;

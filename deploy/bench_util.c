@@ -123,8 +123,8 @@ int ps_bench_table_new(const char *dir, const char *name, const char *title,
     snprintf(t->md_path, sizeof t->md_path, "%s/%s.md", dir, name);
     t->md = fopen(t->md_path, "w");
     if (!t->csv || !t->md) {
-        fprintf(stderr, "shardps-bench: error: cannot write %s: %s\n", t->csv ? t->md_path : path,
-                strerror(errno));
+        fprintf(stderr, "shardps-bench: error: cannot write %s: %s\n",
+                t->csv ? t->md_path : path, strerror(errno));
         ps_bench_table_destroy(&t, 0);
         return PS_EIO;
     }
@@ -193,7 +193,8 @@ void ps_bench_table_destroy(ps_bench_table_t **tp, int echo)
 
 /* ---- plots --------------------------------------------------------------- */
 
-void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w, int h)
+void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
+                          int h)
 {
     ps_bench_str_addf(s,
                       "# Written by shardps-bench; run with: gnuplot %s.gp\n"
@@ -201,13 +202,6 @@ void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, 
                       "set output '%s/%s.png'\n"
                       "set grid\nset key top left\n",
                       name, w, h, dir, name);
-}
-
-/* Is `prog` an executable on $PATH? */
-static int s_on_path(const char *prog)
-{
-    char path[PATH_MAX];
-    return ps_bench_find_exe(prog, NULL, path, sizeof path) == 0;
 }
 
 int ps_bench_plot(const char *dir, const char *name, const char *script)
@@ -223,11 +217,12 @@ int ps_bench_plot(const char *dir, const char *name, const char *script)
     if (fclose(f) != 0) {
         return PS_EIO;
     }
-    if (!s_on_path("gnuplot") || ps_bench_find_exe("gnuplot", NULL, exe, sizeof exe) != 0) {
+    if (ps_bench_find_exe("gnuplot", NULL, exe, sizeof exe) != 0) {
         if (!warned) {
-            fprintf(stderr, "shardps-bench: gnuplot is not installed (Debian: gnuplot-nox); "
-                            "no PNG plots, the CSV/markdown files and the .gp scripts are "
-                            "written\n");
+            fprintf(stderr,
+                    "shardps-bench: gnuplot is not installed (Debian: gnuplot-nox); "
+                    "no PNG plots, the CSV/markdown files and the .gp scripts are "
+                    "written\n");
             warned = 1;
         }
         return PS_ENOENT;
@@ -257,10 +252,20 @@ int ps_bench_parse_list(const char *text, long *vals, int cap)
         }
         long mul = 1;
         switch (toupper((unsigned char)*end)) {
-        case 'K': mul = 1L << 10; end++; break;
-        case 'M': mul = 1L << 20; end++; break;
-        case 'G': mul = 1L << 30; end++; break;
-        default: break;
+        case 'K':
+            mul = 1L << 10;
+            end++;
+            break;
+        case 'M':
+            mul = 1L << 20;
+            end++;
+            break;
+        case 'G':
+            mul = 1L << 30;
+            end++;
+            break;
+        default:
+            break;
         }
         if ((*end != ',' && *end != '\0') || n == cap || v > LONG_MAX / mul) {
             return PS_EINVAL;
@@ -328,7 +333,8 @@ int ps_bench_find_exe(const char *name, const char *subdir, char *out, size_t ca
             }
             if (subdir) {
                 snprintf(cand, sizeof cand, "%s/../%s/%s", self, subdir, name);
-                if (s_is_exe(cand) && realpath(cand, self) && snprintf(out, cap, "%s", self) < (int)cap) {
+                if (s_is_exe(cand) && realpath(cand, self) &&
+                    snprintf(out, cap, "%s", self) < (int)cap) {
                     return 0;
                 }
             }
@@ -337,7 +343,8 @@ int ps_bench_find_exe(const char *name, const char *subdir, char *out, size_t ca
     const char *path = getenv("PATH");
     while (path && *path) {
         size_t len = strcspn(path, ":");
-        snprintf(cand, sizeof cand, "%.*s/%s", (int)(len ? len : 1), len ? path : ".", name);
+        snprintf(cand, sizeof cand, "%.*s/%s", (int)(len ? len : 1), len ? path : ".",
+                 name);
         if (s_is_exe(cand) && snprintf(out, cap, "%s", cand) < (int)cap) {
             return 0;
         }
