@@ -18,8 +18,9 @@
  * place, as the servers do; the worker's client also copies pulled values
  * into the caller's buffer, which is part of what is measured.
  *
- * Both are timed alternately, reps times each, after a warm-up, and the
- * medians reported, so a change in the machine's load hits both. Goodput is
+ * Both are timed alternately, reps times each, after a warm-up: rates are
+ * medians, the ratio is the median of the back-to-back pairs' ratios, so a
+ * change in the machine's load hits both sides of each ratio. Goodput is
  * payload bytes moved (2 x payload per round) per second; GB = 1e9 bytes.
  *
  * Allreduce: bus bandwidth (nccl-tests: busbw = bytes / time x 2(n-1)/n) of
@@ -105,6 +106,16 @@ typedef struct {
     int64_t step;                    /* next push's step */
     char err[256];
 } comm_run_t;
+
+/* What one configuration measured. */
+typedef struct {
+    double ps;       /* shardps rounds/s: median over the repetitions */
+    double zmq;      /* ZeroMQ rounds/s: median over the repetitions */
+    double ratio;    /* median of the per-repetition ratios shardps/ZeroMQ (each pair
+                        measured back to back, so it shares the machine's mood) */
+    double ratio_lo; /* lowest per-repetition ratio */
+    double ratio_hi; /* highest per-repetition ratio */
+} comm_result_t;
 
 /* ---- child processes ------------------------------------------------------- */
 
@@ -588,10 +599,10 @@ static double s_median(double *v, int n)
 }
 
 /* Measures one configuration: rounds per second of both, medians. */
-static int s_measure_config(comm_run_t *r, double *ps_rate, double *zmq_rate)
+static int s_measure_config(comm_run_t *r, comm_result_t *res)
 {
     const comm_cfg_t *cfg = r->cfg;
-    double ps[COMM_MAX_REPS], zq[COMM_MAX_REPS], el;
+    double ps[COMM_MAX_REPS], zq[COMM_MAX_REPS], ratio[COMM_MAX_REPS], el;
     long rounds;
     /* Warm-up: connections, page faults, the servers' first touch. */
     int rc = s_zmq_measure(r, 0, r->W + 1, &rounds, &el);
@@ -604,18 +615,22 @@ static int s_measure_config(comm_run_t *r, double *ps_rate, double *zmq_rate)
         if (rc == 0) {
             rc = s_ps_measure(r, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
             ps[i] = rounds / el;
+            ratio[i] = ps[i] / zq[i];
         }
     }
     if (rc == 0) {
-        *ps_rate = s_median(ps, cfg->reps);
-        *zmq_rate = s_median(zq, cfg->reps);
+        res->ps = s_median(ps, cfg->reps);
+        res->zmq = s_median(zq, cfg->reps);
+        res->ratio = s_median(ratio, cfg->reps); /* sorts ratio */
+        res->ratio_lo = ratio[0];
+        res->ratio_hi = ratio[cfg->reps - 1];
     }
     return rc;
 }
 
 /* Runs one (servers, payload, in flight) configuration from scratch. */
-static int s_run_config(const comm_cfg_t *cfg, int S, long bytes, int W, double *ps_rate,
-                        double *zmq_rate, char *err, size_t errlen)
+static int s_run_config(const comm_cfg_t *cfg, int S, long bytes, int W, comm_result_t *res,
+                        char *err, size_t errlen)
 {
     comm_run_t r = {.cfg = cfg, .S = S, .W = W, .bytes = bytes};
     r.P = (uint64_t)bytes / sizeof(float);
@@ -631,7 +646,7 @@ static int s_run_config(const comm_cfg_t *cfg, int S, long bytes, int W, double 
         rc = s_start_client(&r, sched_ep);
     }
     if (rc == 0) {
-        rc = s_measure_config(&r, ps_rate, zmq_rate);
+        rc = s_measure_config(&r, res);
     }
     int trc = s_teardown(&r, rc == 0);
     rc = rc ? rc : trc;
@@ -848,8 +863,9 @@ static int s_allreduce(const comm_cfg_t *cfg)
         ps_bench_table_note(t, "MPI_Allreduce comparison skipped: %s.", why);
     }
     for (int i = 0; i < nfailed; i++) {
-        ps_bench_table_note(t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
-                            mpi_failed[i], mpi_failed[i]);
+        ps_bench_table_note(
+            t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
+            mpi_failed[i], mpi_failed[i]);
     }
     if (cfg->nar == 0) {
         ps_bench_table_note(t, "No allreduce measured: --allreduce-workers 0.");
@@ -898,17 +914,15 @@ static int s_sweep(const comm_cfg_t *cfg)
             cfg->out, "comm",
             "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
             "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
-            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio",
+            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max",
             "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,"
-            "ZeroMQ rounds/s,ZeroMQ GB/s,shardps/ZeroMQ",
+            "ZeroMQ rounds/s,ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max",
             &t) != 0) {
         return 1;
     }
     int n = cfg->nservers * cfg->nsizes * cfg->ninflight, done = 0, failed = 0;
-    double *ps = calloc((size_t)n, sizeof *ps), *zq = calloc((size_t)n, sizeof *zq);
-    if (!ps || !zq) {
-        free(ps);
-        free(zq);
+    comm_result_t *res = calloc((size_t)n, sizeof *res);
+    if (!res) {
         ps_bench_table_destroy(&t, 0);
         return 1;
     }
@@ -925,28 +939,28 @@ static int s_sweep(const comm_cfg_t *cfg)
                 ps_bench_size_name(bytes, name, sizeof name);
                 done++;
                 double t0 = ps_now();
-                int rc =
-                    s_run_config(cfg, S, bytes, W, &ps[idx], &zq[idx], err, sizeof err);
+                comm_result_t *q = &res[idx];
+                int rc = s_run_config(cfg, S, bytes, W, q, err, sizeof err);
                 if (rc != 0) {
                     failed = 1;
-                    ps[idx] = zq[idx] = NAN;
+                    q->ps = q->zmq = NAN;
                     fprintf(stderr,
                             S_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
                             done, n, name, S, W, err[0] ? err : ps_strerror(rc));
-                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,", bytes, name, S, W,
+                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,,,", bytes, name, S, W,
                                         W == 1 ? "sync" : "async");
                     continue;
                 }
-                double ratio = ps[idx] / zq[idx];
+                double ratio = q->ratio;
                 fprintf(stderr,
                         S_PROG ": [%d/%d] %s servers=%d inflight=%d: shardps %.3f GB/s, "
-                               "ZeroMQ %.3f GB/s, ratio %.2f (%.1f s)\n",
-                        done, n, name, S, W, s_gbs(ps[idx], bytes), s_gbs(zq[idx], bytes),
-                        ratio, ps_now() - t0);
-                ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f", bytes,
-                                    name, S, W, W == 1 ? "sync" : "async", ps[idx],
-                                    s_gbs(ps[idx], bytes), zq[idx], s_gbs(zq[idx], bytes),
-                                    ratio);
+                               "ZeroMQ %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
+                        done, n, name, S, W, s_gbs(q->ps, bytes), s_gbs(q->zmq, bytes),
+                        ratio, q->ratio_lo, q->ratio_hi, ps_now() - t0);
+                ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f",
+                                    bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
+                                    s_gbs(q->ps, bytes), q->zmq, s_gbs(q->zmq, bytes),
+                                    ratio, q->ratio_lo, q->ratio_hi);
                 if (bytes >= (1L << 20) && bytes <= (16L << 20)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
@@ -967,9 +981,10 @@ static int s_sweep(const comm_cfg_t *cfg)
         "servers by the shard map; servers apply plain SGD) or one echo of the "
         "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
         "split, one echo process per server). Goodput = 2 x payload x rounds/s, "
-        "GB = 1e9 B. In flight 1: sync mode; more: async. Median of %d "
-        "alternating repetitions of >= %.2f s each. Machine: %s.",
-        cfg->reps, cfg->seconds, machine);
+        "GB = 1e9 B. In flight 1: sync mode; more: async. %d repetitions of "
+        ">= %.2f s, ZeroMQ then shardps back to back; rates are medians, the ratio is "
+        "the median of the %d back-to-back ratios (min and max beside it). Machine: %s.",
+        cfg->reps, cfg->seconds, cfg->reps, machine);
     if (in_target) {
         ps_bench_table_note(
             t,
@@ -989,8 +1004,8 @@ static int s_sweep(const comm_cfg_t *cfg)
             for (int z = 0; z < cfg->nsizes; z++) {
                 int idx = (w * cfg->nservers + s) * cfg->nsizes + z;
                 ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
-                                  s_gbs(ps[idx], cfg->sizes[z]),
-                                  s_gbs(zq[idx], cfg->sizes[z]));
+                                  s_gbs(res[idx].ps, cfg->sizes[z]),
+                                  s_gbs(res[idx].zmq, cfg->sizes[z]));
             }
             ps_bench_str_addf(&gp, "EOD\n");
         }
@@ -1011,8 +1026,7 @@ static int s_sweep(const comm_cfg_t *cfg)
     ps_bench_str_addf(&gp, "unset multiplot\n");
     failed |= ps_bench_plot(cfg->out, "comm_goodput", ps_bench_str_get(&gp)) == PS_EIO;
     ps_bench_str_fini(&gp);
-    free(ps);
-    free(zq);
+    free(res);
     return failed | s_allreduce(cfg);
 }
 
@@ -1039,7 +1053,7 @@ static int s_list(const char *name, const char *text, long *vals, int *n, long l
 
 int ps_bench_comm_main(int argc, char **argv)
 {
-    comm_cfg_t cfg = {.out = "bench-out", .reps = 5, .seconds = 0, .mpi = 1};
+    comm_cfg_t cfg = {.out = "bench-out", .reps = 7, .seconds = 0, .mpi = 1};
     int quick = 0;
     const char *sizes = NULL, *servers = "1,2,4", *inflight = "1,4", *arw = "2,4";
     const char *log_level = "warn";
@@ -1077,7 +1091,7 @@ int ps_bench_comm_main(int argc, char **argv)
         sizes = quick ? "4K,1M,4M,16M" : "4K,16K,64K,256K,1M,4M,16M,64M";
     }
     cfg.seconds = cfg.seconds > 0 ? cfg.seconds : quick ? 0.2 : 0.5;
-    cfg.reps = cfg.reps > 0 ? cfg.reps : 5;
+    cfg.reps = cfg.reps > 0 ? cfg.reps : 7;
     if (s_list("sizes", sizes, cfg.sizes, &cfg.nsizes, 4, 1L << 30) != 0 ||
         s_list("servers", servers, cfg.servers, &cfg.nservers, 1, COMM_MAX_SERVERS) != 0 ||
         s_list("inflight", inflight, cfg.inflight, &cfg.ninflight, 1, COMM_MAX_INFLIGHT) !=
