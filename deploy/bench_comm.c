@@ -666,7 +666,13 @@ static void s_plot_sizes(ps_bench_str_t *gp, const comm_cfg_t *cfg, const char *
         ps_bench_size_name(cfg->sizes[i], name, sizeof name);
         ps_bench_str_addf(gp, "%s'%s' %ld", i ? ", " : "", name, cfg->sizes[i]);
     }
-    ps_bench_str_addf(gp, ")\n");
+    long lo = cfg->sizes[0], hi = cfg->sizes[0];
+    for (int i = 1; i < cfg->nsizes; i++) {
+        lo = cfg->sizes[i] < lo ? cfg->sizes[i] : lo;
+        hi = cfg->sizes[i] > hi ? cfg->sizes[i] : hi;
+    }
+    /* A margin, so the end points and their tic labels stay inside. */
+    ps_bench_str_addf(gp, ")\nset xrange [%g:%g]\n", lo / 1.5, hi * 1.5);
 }
 
 /* ---- allreduce ------------------------------------------------------------------- */

@@ -275,7 +275,7 @@ static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
     }
     ps_bench_str_addf(&gp,
                       "%sset xlabel 'training time (s)'\nset ylabel 'test accuracy'\n"
-                      "set yrange [%.2f:*]\nset xrange [0:*]\nset key bottom right\n"
+                      "set yrange [%.2f:*]\nset xrange [0:*]\nset key bottom right opaque\n"
                       "set multiplot layout 1,%d\n",
                       ps_bench_str_get(&data), floor(lo * 50) / 50 - 0.01, panels);
     for (int w = 0; w < cfg->nworkers; w++) {
