@@ -122,6 +122,14 @@ int ps_bench_read_file(const char *path, char **text);
  */
 int ps_bench_run(char *const argv[], const char *log_path);
 
+/* ---- the machine ------------------------------------------------------------ */
+
+/* The 1-minute load average (other work sharing the cores), or -1. */
+double ps_bench_loadavg(void);
+
+/* "N cores, CPU model; 1-minute load average L before the run", for notes. */
+void ps_bench_machine(char *buf, size_t cap, double load_before);
+
 /* ---- the scheduler's summary JSON ------------------------------------------ */
 
 /*

@@ -78,9 +78,10 @@ typedef struct {
     int ninflight;
     long ar_workers[PS_BENCH_LIST_MAX]; /* allreduce ranks; none = skip allreduce */
     int nar;
-    double seconds; /* least timed seconds per repetition */
-    int reps;       /* repetitions of each measurement */
-    int mpi;        /* compare allreduce with MPI where installed */
+    double seconds;     /* least timed seconds per repetition */
+    int reps;           /* repetitions of each measurement */
+    int mpi;            /* compare allreduce with MPI where installed */
+    double load_before; /* 1-minute load average at the start */
 } comm_cfg_t;
 
 /* One configuration: its processes and this process's client side. */
@@ -889,24 +890,6 @@ static int s_allreduce(const comm_cfg_t *cfg)
 
 /* ---- the sweep ------------------------------------------------------------------- */
 
-/* A short description of the machine for the notes. */
-static void s_machine(char *buf, size_t cap)
-{
-    char *text = NULL, model[128] = "unknown CPU";
-    if (ps_bench_read_file("/proc/cpuinfo", &text) == 0) {
-        const char *p = strstr(text, "model name");
-        if (p && (p = strchr(p, ':'))) {
-            p++;
-            while (*p == ' ') {
-                p++;
-            }
-            snprintf(model, sizeof model, "%.*s", (int)strcspn(p, "\n"), p);
-        }
-    }
-    free(text);
-    snprintf(buf, cap, "%ld cores, %s", sysconf(_SC_NPROCESSORS_ONLN), model);
-}
-
 /* Goodput in GB/s from rounds per second: every round moves the payload twice. */
 static double s_gbs(double rounds_per_s, long bytes)
 {
@@ -980,7 +963,7 @@ static int s_sweep(const comm_cfg_t *cfg)
         }
     }
     char machine[256];
-    s_machine(machine, sizeof machine);
+    ps_bench_machine(machine, sizeof machine, cfg->load_before);
     ps_bench_table_note(
         t,
         "Round: push of the whole payload + pull of it (shardps; split over the "
@@ -1139,5 +1122,6 @@ int ps_bench_comm_main(int argc, char **argv)
         return 1;
     }
     ps_log_set_role("B", -1);
+    cfg.load_before = ps_bench_loadavg();
     return s_sweep(&cfg) ? 1 : 0;
 }

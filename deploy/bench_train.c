@@ -50,14 +50,15 @@ typedef struct {
     int nworkers;
     char modes[TRAIN_MAX_MODES][32]; /* mode tokens, TRAIN_BACKUP_AUTO included */
     int nmodes;
-    int epochs;     /* --epochs */
-    int max_steps;  /* --max-steps, 0 = none */
-    int servers;    /* --servers (parameter-server modes) */
-    int threads;    /* --threads, 0 = not passed */
-    int batch;      /* --batch, 0 = not passed */
-    int seed;       /* --seed */
-    double target;  /* test accuracy the time is measured to */
-    double timeout; /* per job, seconds */
+    int epochs;         /* --epochs */
+    int max_steps;      /* --max-steps, 0 = none */
+    int servers;        /* --servers (parameter-server modes) */
+    int threads;        /* --threads, 0 = not passed */
+    int batch;          /* --batch, 0 = not passed */
+    int seed;           /* --seed */
+    double target;      /* test accuracy the time is measured to */
+    double timeout;     /* per job, seconds */
+    double load_before; /* 1-minute load average at the start */
 } train_cfg_t;
 
 typedef struct {
@@ -430,6 +431,9 @@ static int s_sweep(const train_cfg_t *cfg)
         "run. Logs and summaries: runs/ beside this file.",
         cfg->servers, cfg->model, cfg->epochs, cfg->seed,
         cfg->threads > 0 ? " --threads T" : "", cfg->max_steps, strag, cfg->target);
+    char machine[256];
+    ps_bench_machine(machine, sizeof machine, cfg->load_before);
+    ps_bench_table_note(t, "Machine: %s.", machine);
     if (!s_have_allreduce()) {
         ps_bench_table_note(
             t, "allreduce: not in this build (`--mode allreduce` is rejected); "
@@ -576,5 +580,6 @@ int ps_bench_train_main(int argc, char **argv)
         fprintf(stderr, S_PROG ": error: cannot create %s: %s\n", runs, strerror(errno));
         return 1;
     }
+    cfg.load_before = ps_bench_loadavg();
     return s_sweep(&cfg) ? 1 : 0;
 }

@@ -413,6 +413,32 @@ int ps_bench_run(char *const argv[], const char *log_path)
     return WEXITSTATUS(status);
 }
 
+/* ---- the machine ------------------------------------------------------------ */
+
+double ps_bench_loadavg(void)
+{
+    double load[1];
+    return getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+void ps_bench_machine(char *buf, size_t cap, double load_before)
+{
+    char *text = NULL, model[128] = "unknown CPU";
+    if (ps_bench_read_file("/proc/cpuinfo", &text) == 0) {
+        const char *p = strstr(text, "model name");
+        if (p && (p = strchr(p, ':'))) {
+            p++;
+            while (*p == ' ') {
+                p++;
+            }
+            snprintf(model, sizeof model, "%.*s", (int)strcspn(p, "\n"), p);
+        }
+    }
+    free(text);
+    snprintf(buf, cap, "%ld cores, %s; 1-minute load average %.2f before the run",
+             sysconf(_SC_NPROCESSORS_ONLN), model, load_before);
+}
+
 /* ---- the summary JSON ------------------------------------------------------ */
 
 /* Finds `"key":` inside [p, end) at nesting depth 0 relative to p. Returns a
