@@ -420,6 +420,13 @@ static int s_sweep(const train_cfg_t *cfg)
         snprintf(strag, sizeof strag, "%s (runs with more workers than its rank)",
                  cfg->straggler);
     }
+    char extra[64] = "";
+    if (cfg->threads > 0) {
+        snprintf(extra, sizeof extra, " --threads %d", cfg->threads);
+    }
+    if (cfg->batch > 0) {
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --batch %d", cfg->batch);
+    }
     ps_bench_table_note(
         t,
         "Each row: `shardps-launch --servers %d --workers N --model %s --mode M "
@@ -430,7 +437,7 @@ static int s_sweep(const train_cfg_t *cfg)
         "(n/a: not reached); speed-up against the sync 1-worker row of this "
         "run. Logs and summaries: runs/ beside this file.",
         cfg->servers, cfg->model, cfg->epochs, cfg->seed,
-        cfg->threads > 0 ? " --threads T" : "", cfg->max_steps, strag, cfg->target);
+        extra, cfg->max_steps, strag, cfg->target);
     char machine[256];
     ps_bench_machine(machine, sizeof machine, cfg->load_before);
     ps_bench_table_note(t, "Machine: %s.", machine);
