@@ -784,6 +784,17 @@ static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char
     return 0;
 }
 
+/* Does v hold a measured (not NAN) value? */
+static int s_any(const double *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!isnan(v[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The allreduce table (always written, with a note on what was skipped) and
  * its plot. Returns 0 or 1 (something failed). */
 static int s_allreduce(const comm_cfg_t *cfg)
@@ -843,11 +854,11 @@ static int s_allreduce(const comm_cfg_t *cfg)
                               m[0] ? m : "NaN");
         }
         ps_bench_str_addf(&gp, "EOD\n");
-        if (have_ours) {
+        if (s_any(ours[w], cfg->nsizes)) {
             ps_bench_str_addf(&plot, "%s$n%d u 1:2 w lp lc %d pt 7 t 'shardps n=%ld'",
                               plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
         }
-        if (have_mpi) {
+        if (s_any(mpi[w], cfg->nsizes)) {
             ps_bench_str_addf(&plot, "%s$n%d u 1:3 w lp lc %d dt 2 pt 6 t 'MPI n=%ld'",
                               plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
         }
@@ -858,7 +869,9 @@ static int s_allreduce(const comm_cfg_t *cfg)
                             "allreduce`): its column is n/a. Hook: `s_allreduce_shardps()` "
                             "in deploy/bench_comm.c.");
     }
-    if (have_mpi) {
+    if (cfg->nar == 0) {
+        ps_bench_table_note(t, "No allreduce measured: --allreduce-workers 0.");
+    } else if (have_mpi) {
         ps_bench_table_note(
             t,
             "MPI: OpenMPI `mpirun --mca btl self,tcp --mca btl_tcp_if_include "
@@ -873,9 +886,6 @@ static int s_allreduce(const comm_cfg_t *cfg)
         ps_bench_table_note(
             t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
             mpi_failed[i], mpi_failed[i]);
-    }
-    if (cfg->nar == 0) {
-        ps_bench_table_note(t, "No allreduce measured: --allreduce-workers 0.");
     }
     ps_bench_table_destroy(&t, 1);
     if (plot.len) {
@@ -983,37 +993,53 @@ static int s_sweep(const comm_cfg_t *cfg)
     }
     ps_bench_table_destroy(&t, 1);
 
-    /* Goodput against payload: one panel per in-flight count. */
-    ps_bench_str_t gp = {0};
-    ps_bench_plot_header(&gp, cfg->out, "comm_goodput", 420 * cfg->ninflight, 380);
-    s_plot_sizes(&gp, cfg, "goodput (GB/s)");
+    /* Goodput against payload: one panel per in-flight count with data, one
+     * line pair per server count with data (gnuplot fails on a series that
+     * has no point). */
+    ps_bench_str_t gp = {0}, panels = {0};
+    int npanels = 0;
     for (int w = 0; w < cfg->ninflight; w++) {
+        ps_bench_str_t plot = {0};
         for (int s = 0; s < cfg->nservers; s++) {
+            int points = 0;
             ps_bench_str_addf(&gp, "$w%ds%d << EOD\n", w, s);
             for (int z = 0; z < cfg->nsizes; z++) {
-                int idx = (w * cfg->nservers + s) * cfg->nsizes + z;
-                ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
-                                  s_gbs(res[idx].ps, cfg->sizes[z]),
-                                  s_gbs(res[idx].zmq, cfg->sizes[z]));
+                const comm_result_t *q = &res[(w * cfg->nservers + s) * cfg->nsizes + z];
+                if (!isnan(q->ps)) {
+                    ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
+                                      s_gbs(q->ps, cfg->sizes[z]),
+                                      s_gbs(q->zmq, cfg->sizes[z]));
+                    points++;
+                }
             }
             ps_bench_str_addf(&gp, "EOD\n");
+            if (points) {
+                ps_bench_str_addf(&plot,
+                                  "%s$w%ds%d u 1:2 w lp lc %d pt 7 t 'shardps S=%ld', "
+                                  "$w%ds%d u 1:3 w l lc %d dt 2 t 'ZeroMQ S=%ld'",
+                                  plot.len ? ", " : "", w, s, s + 1, cfg->servers[s], w, s,
+                                  s + 1, cfg->servers[s]);
+            }
         }
-    }
-    ps_bench_str_addf(&gp, "set multiplot layout 1,%d\n", cfg->ninflight);
-    for (int w = 0; w < cfg->ninflight; w++) {
-        ps_bench_str_addf(&gp, "set title '%ld in flight (%s)'\nplot ", cfg->inflight[w],
-                          cfg->inflight[w] == 1 ? "sync" : "async");
-        for (int s = 0; s < cfg->nservers; s++) {
-            ps_bench_str_addf(&gp,
-                              "%s$w%ds%d u 1:2 w lp lc %d pt 7 t 'shardps S=%ld', "
-                              "$w%ds%d u 1:3 w l lc %d dt 2 t 'ZeroMQ S=%ld'",
-                              s ? ", " : "", w, s, s + 1, cfg->servers[s], w, s, s + 1,
-                              cfg->servers[s]);
+        if (plot.len) {
+            ps_bench_str_addf(&panels, "set title '%ld in flight (%s)'\nplot %s\n",
+                              cfg->inflight[w], cfg->inflight[w] == 1 ? "sync" : "async",
+                              ps_bench_str_get(&plot));
+            npanels++;
         }
-        ps_bench_str_addf(&gp, "\n");
+        ps_bench_str_fini(&plot);
     }
-    ps_bench_str_addf(&gp, "unset multiplot\n");
-    failed |= ps_bench_plot(cfg->out, "comm_goodput", ps_bench_str_get(&gp)) == PS_EIO;
+    if (npanels) {
+        ps_bench_str_t head = {0};
+        ps_bench_plot_header(&head, cfg->out, "comm_goodput", 420 * npanels, 380);
+        s_plot_sizes(&head, cfg, "goodput (GB/s)");
+        ps_bench_str_addf(&head, "%sset multiplot layout 1,%d\n%sunset multiplot\n",
+                          ps_bench_str_get(&gp), npanels, ps_bench_str_get(&panels));
+        failed |=
+            ps_bench_plot(cfg->out, "comm_goodput", ps_bench_str_get(&head)) == PS_EIO;
+        ps_bench_str_fini(&head);
+    }
+    ps_bench_str_fini(&panels);
     ps_bench_str_fini(&gp);
     free(res);
     return failed | s_allreduce(cfg);

@@ -425,7 +425,8 @@ static int s_sweep(const train_cfg_t *cfg)
         snprintf(extra, sizeof extra, " --threads %d", cfg->threads);
     }
     if (cfg->batch > 0) {
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --batch %d", cfg->batch);
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --batch %d",
+                 cfg->batch);
     }
     ps_bench_table_note(
         t,
@@ -436,8 +437,8 @@ static int s_sweep(const train_cfg_t *cfg)
         "%.2f = worker 0's training time at the first evaluation reaching it "
         "(n/a: not reached); speed-up against the sync 1-worker row of this "
         "run. Logs and summaries: runs/ beside this file.",
-        cfg->servers, cfg->model, cfg->epochs, cfg->seed,
-        extra, cfg->max_steps, strag, cfg->target);
+        cfg->servers, cfg->model, cfg->epochs, cfg->seed, extra, cfg->max_steps, strag,
+        cfg->target);
     char machine[256];
     ps_bench_machine(machine, sizeof machine, cfg->load_before);
     ps_bench_table_note(t, "Machine: %s.", machine);
