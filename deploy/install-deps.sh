@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, everything shardps needs to build, test and run on
 # Debian 12: compilers and Meson, libzmq, protobuf-c (+ protoc-c), OpenBLAS,
-# zlib, Check, and the Fashion-MNIST dataset. Idempotent: a package that is
-# already installed is not touched, and apt-get is not called at all when
-# nothing is missing. The CUDA toolkit is optional and not installed here.
+# zlib, Check, the Fashion-MNIST dataset, and for shardps-bench gnuplot (its
+# PNG plots) and OpenMPI (its MPI_Allreduce reference). Idempotent: a package
+# that is already installed is not touched, and apt-get is not called at all
+# when nothing is missing. The CUDA toolkit is optional and not installed here.
 set -euo pipefail
 
 pkgs=(
@@ -12,6 +13,7 @@ pkgs=(
   libopenblas-dev zlib1g-dev check
   iproute2 python3
   dataset-fashion-mnist
+  gnuplot-nox openmpi-bin libopenmpi-dev
 )
 
 missing=()

@@ -1,0 +1,58 @@
+/*
+ * deploy/bench.c - shardps-bench: measurements of shardps, as tables and plots.
+ *
+ *   shardps-bench comm  [--quick] [--out DIR] ...  push+pull goodput vs raw ZeroMQ
+ *   shardps-bench train [--quick] [--out DIR] ...  modes x workers: speed, accuracy
+ *
+ * "Performance is measured, not asserted": every figure comes with its
+ * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
+ * nothing here fails on a timing. This file only dispatches; bench_comm.c and
+ * bench_train.c measure, bench_util.c writes.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "deploy/bench.h"
+
+static void s_usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: shardps-bench comm  [--quick] [--out DIR] [--servers LIST] [--inflight "
+        "LIST] ...\n"
+        "       shardps-bench train [--quick] [--out DIR] [--model mlp] [--straggler R:F] "
+        "...\n"
+        "\n"
+        "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
+        "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
+        "       same bytes between the same endpoints; allreduce bus bandwidth beside\n"
+        "       MPI_Allreduce where OpenMPI is installed.\n"
+        "train  every consistency mode x worker count trains the same model with the\n"
+        "       same seed through shardps-launch: samples/s, time to a target accuracy,\n"
+        "       final accuracy, bytes per step, staleness.\n"
+        "\n"
+        "Both write CSV and markdown tables and gnuplot PNGs into --out (bench-out).\n"
+        "`shardps-bench SUBCOMMAND --help` lists every flag.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        s_usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        s_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "comm")) {
+        return ps_bench_comm_main(argc - 1, argv + 1);
+    }
+    if (!strcmp(argv[1], "train")) {
+        return ps_bench_train_main(argc - 1, argv + 1);
+    }
+    fprintf(stderr,
+            "shardps-bench: error: unknown subcommand '%s' (expected comm or train)\n",
+            argv[1]);
+    return 2;
+}

@@ -1,0 +1,148 @@
+/*
+ * deploy/bench.h - what the pieces of shardps-bench share.
+ *
+ * shardps-bench measures; it never decides pass or fail on a timing. Each
+ * subcommand (bench_comm.c, bench_train.c) runs real shardps components,
+ * writes a CSV and a markdown table into an output directory and draws PNG
+ * plots with gnuplot when it is installed. This header holds the helpers they
+ * share (bench_util.c): output tables, a string builder, list parsing,
+ * finding sibling executables, child processes and a small reader for the
+ * scheduler's summary JSON. Not a library for anyone else.
+ */
+#ifndef PS_DEPLOY_BENCH_H
+#define PS_DEPLOY_BENCH_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most entries a list flag (--sizes, --workers, ...) may hold. */
+enum { PS_BENCH_LIST_MAX = 32 };
+
+/* ---- subcommands --------------------------------------------------------- */
+
+/* Each returns the process exit status: 0 when every measurement ran (runs
+ * that failed are recorded as such and make the status 1), 2 on bad usage. */
+int ps_bench_comm_main(int argc, char **argv);
+int ps_bench_train_main(int argc, char **argv);
+
+/* ---- growable string ---------------------------------------------------- */
+
+typedef struct {
+    char *p;    /* NUL-terminated text (NULL while empty); owned */
+    size_t len; /* bytes used, without the NUL */
+    size_t cap; /* bytes allocated */
+    int oom;    /* an append failed; the text is truncated */
+} ps_bench_str_t;
+
+/* Appends printf-style text. Never fails; sets s->oom when memory ran out. */
+void ps_bench_str_addf(ps_bench_str_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The text, "" while empty. Borrowed; valid until the next append or fini. */
+const char *ps_bench_str_get(const ps_bench_str_t *s);
+
+/* Releases the text; the string is empty and reusable afterwards. */
+void ps_bench_str_fini(ps_bench_str_t *s);
+
+/* ---- output tables: one CSV and one markdown file ------------------------ */
+
+typedef struct ps_bench_table ps_bench_table_t;
+
+/*
+ * Creates DIR/NAME.csv and DIR/NAME.md. columns: comma-separated CSV column
+ * names; headers: the same count of markdown headers (comma-separated), or
+ * NULL to reuse the column names. title: a markdown heading line.
+ * Returns 0 and the table in *out (caller owns the result; destroy with
+ * ps_bench_table_destroy()), or PS_EIO with a line on stderr.
+ */
+int ps_bench_table_new(const char *dir, const char *name, const char *title,
+                       const char *columns, const char *headers, ps_bench_table_t **out);
+
+/* Writes one row given as printf-style comma-separated cells (cells never hold
+ * commas; an empty cell means "not measured" and shows as n/a in markdown).
+ * Both files are flushed, so a sweep cut short keeps its rows. */
+void ps_bench_table_rowf(ps_bench_table_t *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Adds a paragraph written under the markdown table when it is destroyed. */
+void ps_bench_table_note(ps_bench_table_t *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Writes the notes, closes both files and, if echo, prints the markdown file
+ * to stdout. NULL-safe; sets *t to NULL. */
+void ps_bench_table_destroy(ps_bench_table_t **t, int echo);
+
+/* ---- plots --------------------------------------------------------------- */
+
+/*
+ * Writes DIR/NAME.gp (a self-contained gnuplot script: data inline, output
+ * DIR/NAME.png) and runs gnuplot on it. Returns 0, PS_ENOENT when gnuplot is
+ * not installed (said once on stderr; the script is still written), or PS_EIO.
+ */
+int ps_bench_plot(const char *dir, const char *name, const char *script);
+
+/* The terminal line every plot starts with: small PNGs of w x h pixels. */
+void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
+                          int h);
+
+/* ---- flags and files ------------------------------------------------------ */
+
+/*
+ * Parses a comma-separated list of integers, each with an optional K, M or G
+ * suffix (powers of 1024), into vals. Returns the count (>= 1) or PS_EINVAL.
+ */
+int ps_bench_parse_list(const char *text, long *vals, int cap);
+
+/* Formats a byte count as "4K", "1M", "16M" (exact powers) or a plain number. */
+void ps_bench_size_name(long bytes, char *buf, size_t cap);
+
+/* Creates a directory and its parents (mkdir -p). Returns 0 or PS_EIO. */
+int ps_bench_mkdirs(const char *path);
+
+/*
+ * Finds the executable `name`: next to this program, then in ../SUBDIR/ (the
+ * Meson build tree; subdir may be NULL), then on $PATH. Returns 0 with the
+ * path in out, or PS_ENOENT.
+ */
+int ps_bench_find_exe(const char *name, const char *subdir, char *out, size_t cap);
+
+/* Reads a whole file into *text (NUL-terminated; caller owns the result;
+ * free with free()). Returns 0, PS_ENOENT or PS_ENOMEM. */
+int ps_bench_read_file(const char *path, char **text);
+
+/*
+ * Runs argv[0] (a path) with stdout and stderr appended to log_path (or
+ * inherited when NULL) and waits for it. Returns its exit status (0..255),
+ * 128 + signal when it was killed, or a negative PS_E* when it could not start.
+ */
+int ps_bench_run(char *const argv[], const char *log_path);
+
+/* ---- the machine ------------------------------------------------------------ */
+
+/* The 1-minute load average (other work sharing the cores), or -1. */
+double ps_bench_loadavg(void);
+
+/* "N cores, CPU model; 1-minute load average L before the run", for notes. */
+void ps_bench_machine(char *buf, size_t cap, double load_before);
+
+/* ---- the scheduler's summary JSON ------------------------------------------ */
+
+/*
+ * Finds the number at a dotted key path ("samples_per_sec", "staleness.p99")
+ * in the flat JSON the scheduler writes. Returns 0 with *v set, or PS_ENOENT.
+ * Good for that file only: no escapes, keys unique at each level.
+ */
+int ps_bench_json_num(const char *json, const char *path, double *v);
+
+/* Reads the array of numbers at key into vals. Returns the count or PS_ENOENT. */
+int ps_bench_json_array(const char *json, const char *key, double *vals, int cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

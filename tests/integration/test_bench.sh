@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# shardps-bench produces its tables: `comm` with one tiny payload and `train`
+# with a tiny --max-steps sweep write CSV and markdown files with the expected
+# columns and one row per configuration. No timing is judged here: the bench
+# measures, it does not assert (see README, Benchmarks).
+. "$(dirname "$0")/lib.sh"
+
+BENCH=$SPS_BUILD/deploy/shardps-bench
+[ -x "$BENCH" ] || fail "no $BENCH"
+
+# header FILE EXPECTED: the CSV's first line is exactly EXPECTED.
+header() {
+    local got
+    got=$(head -1 "$1")
+    [ "$got" = "$2" ] || fail "$1: header '$got', expected '$2'"
+}
+# rows FILE N: the CSV has N data rows.
+rows() {
+    local got
+    got=$(($(wc -l <"$1") - 1))
+    [ "$got" -eq "$2" ] || fail "$1: $got rows, expected $2: $(cat "$1")"
+}
+
+"$BENCH" comm --sizes 4K --servers 1,2 --inflight 1,2 --reps 1 --seconds 0.05 \
+    --allreduce-workers 2 --out "$TMP/comm" >"$TMP/comm.log" 2>&1 ||
+    fail "bench comm failed: $(tail -5 "$TMP/comm.log")"
+header "$TMP/comm/comm.csv" \
+    "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max"
+rows "$TMP/comm/comm.csv" 4
+# Every row measured both sides: no empty cell.
+grep -q ',,' "$TMP/comm/comm.csv" && fail "comm.csv has unmeasured cells: $(cat "$TMP/comm/comm.csv")"
+grep -q '^| 4096 | 4K | 2 | 2 | async |' "$TMP/comm/comm.md" || fail "comm.md lacks a row: $(cat "$TMP/comm/comm.md")"
+header "$TMP/comm/allreduce.csv" \
+    "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio"
+[ -s "$TMP/comm/allreduce.md" ] || fail "no allreduce.md"
+
+"$BENCH" train --workers 1,2 --modes sync,async,sync:k/n --max-steps 8 --epochs 1 \
+    --out "$TMP/train" >"$TMP/train.log" 2>&1 ||
+    fail "bench train failed: $(tail -5 "$TMP/train.log")"
+header "$TMP/train/train.csv" \
+    "mode,workers,status,samples_per_sec,speedup,time_to_target_s,final_accuracy,wall_seconds,bytes_per_step,staleness_mean,staleness_p99,staleness_max,pushes_dropped"
+rows "$TMP/train/train.csv" 5 # sync:k/n has no 1-worker run
+[ "$(grep -c ',ok,' "$TMP/train/train.csv")" -eq 5 ] || fail "a training run failed: $(cat "$TMP/train/train.csv")"
+grep -q '^sync:1/2,2,ok,' "$TMP/train/train.csv" || fail "sync:k/n did not become sync:1/2"
+header "$TMP/train/train_epochs.csv" "mode,workers,epoch,elapsed_s,test_accuracy"
+rows "$TMP/train/train_epochs.csv" 5 # one evaluation per run, at its last step
+grep -q '^| sync | 1 | ok |' "$TMP/train/train.md" || fail "train.md lacks a row: $(cat "$TMP/train/train.md")"
+
+# The logs of every job the bench started, for sanitizer reports.
+cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP/" 2>/dev/null
+check_logs
+echo ok
