@@ -24,9 +24,10 @@
  * payload bytes moved (2 x payload per round) per second; GB = 1e9 bytes.
  *
  * Allreduce: bus bandwidth (nccl-tests: busbw = bytes / time x 2(n-1)/n) of
- * MPI_Allreduce over TCP loopback (shardps-bench-mpi under mpirun) beside
- * shardps's ring allreduce, whose one function (s_allreduce_shardps) is a
- * hook until worker/ has a ring allreduce.
+ * shardps's ring (worker/ring.h; n member processes forked from this one, as
+ * MPI's ranks are processes) beside MPI_Allreduce over TCP loopback
+ * (shardps-bench-mpi under mpirun), both on the same schedule: warm-up, reps
+ * chunks between barriers timed by the slowest rank, the median chunk.
  *
  * Processes are forked only while this one holds no ZeroMQ context and no
  * thread of ours (everything is torn down between configurations).
@@ -34,6 +35,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,7 @@
 #include "scheduler/scheduler.h"
 #include "server/server.h"
 #include "worker/kv.h"
+#include "worker/ring.h"
 
 #define S_PROG "shardps-bench comm"
 
@@ -78,6 +81,9 @@ typedef struct {
     int ninflight;
     long ar_workers[PS_BENCH_LIST_MAX]; /* allreduce ranks; none = skip allreduce */
     int nar;
+    long ar_sizes[PS_BENCH_LIST_MAX]; /* allreduce payload bytes */
+    int nar_sizes;
+    int ring_kib;       /* shardps ring: KiB per message (the worker's --ring-kib) */
     double seconds;     /* least timed seconds per repetition */
     int reps;           /* repetitions of each measurement */
     int mpi;            /* compare allreduce with MPI where installed */
@@ -656,21 +662,22 @@ static int s_run_config(const comm_cfg_t *cfg, int S, long bytes, int W, comm_re
 }
 
 /* The x axis of a plot against payload size: log2, tics named 4K, 1M, ... */
-static void s_plot_sizes(ps_bench_str_t *gp, const comm_cfg_t *cfg, const char *ylabel)
+static void s_plot_sizes(ps_bench_str_t *gp, const long *sizes, int nsizes,
+                         const char *ylabel)
 {
     ps_bench_str_addf(gp,
                       "set logscale x 2\nset xlabel 'payload'\nset ylabel '%s'\n"
                       "set yrange [0:*]\nset xtics (",
                       ylabel);
-    for (int i = 0; i < cfg->nsizes; i++) {
+    for (int i = 0; i < nsizes; i++) {
         char name[32];
-        ps_bench_size_name(cfg->sizes[i], name, sizeof name);
-        ps_bench_str_addf(gp, "%s'%s' %ld", i ? ", " : "", name, cfg->sizes[i]);
+        ps_bench_size_name(sizes[i], name, sizeof name);
+        ps_bench_str_addf(gp, "%s'%s' %ld", i ? ", " : "", name, sizes[i]);
     }
-    long lo = cfg->sizes[0], hi = cfg->sizes[0];
-    for (int i = 1; i < cfg->nsizes; i++) {
-        lo = cfg->sizes[i] < lo ? cfg->sizes[i] : lo;
-        hi = cfg->sizes[i] > hi ? cfg->sizes[i] : hi;
+    long lo = sizes[0], hi = sizes[0];
+    for (int i = 1; i < nsizes; i++) {
+        lo = sizes[i] < lo ? sizes[i] : lo;
+        hi = sizes[i] > hi ? sizes[i] : hi;
     }
     /* A margin, so the end points and their tic labels stay inside. */
     ps_bench_str_addf(gp, ")\nset xrange [%g:%g]\n", lo / 1.5, hi * 1.5);
@@ -679,24 +686,322 @@ static void s_plot_sizes(ps_bench_str_t *gp, const comm_cfg_t *cfg, const char *
 /* ---- allreduce ------------------------------------------------------------------- */
 
 /*
- * shardps's ring allreduce: bus bandwidth at each size for n workers into
- * busbw[] (NAN where not measured). The hook for `--mode allreduce`: when
- * worker/ has a ring allreduce, start n ring members as forked processes
- * (as s_start_job does for servers) on one job with that mode, have each
- * allreduce a buffer of sizes[i] bytes repeatedly, and time it as
- * shardps-bench-mpi times MPI_Allreduce (barrier, iterations, slowest rank).
- * Returns 0, or PS_ENOTSUP while there is no ring in this tree.
+ * shardps's ring allreduce, timed as shardps-bench-mpi times MPI_Allreduce.
+ *
+ * n ring members, each a process forked from this one (as MPI's ranks are
+ * processes) with its own ZeroMQ context, worker/ring.h over TCP loopback on
+ * 127.0.0.1 with the worker's defaults (--ring-kib). This process only drives
+ * them, over two pipes per member: it hands out the endpoints, then sends
+ * "allreduce F floats I times" commands; each member does a small allreduce
+ * as a barrier, times I calls in place on a zeroed buffer (as the MPI helper's)
+ * and writes back its seconds. A chunk's time is the slowest member's.
  */
-static int s_allreduce_shardps(const comm_cfg_t *cfg, int n, const long *sizes, int nsizes,
-                               double *busbw)
+
+/* A command to a ring member. */
+typedef struct {
+    int64_t floats; /* allreduce length; 0 = leave */
+    int64_t iters;  /* calls to time */
+} ar_cmd_t;
+
+/* What a member tells the bench: its endpoint first, then one per command. */
+typedef struct {
+    int rc;         /* 0 or a negative PS_E* */
+    double seconds; /* the timed calls together */
+    char text[200]; /* the endpoint, or why it failed */
+} ar_reply_t;
+
+enum {
+    AR_MAX_MEMBERS = 64,   /* --allreduce-workers bound */
+    AR_WARMUP_CALLS = 5,   /* first warm-up chunk */
+    AR_MIN_CALLS = 3,      /* per timed chunk, however long calls take */
+    AR_MAX_CALLS = 100000, /* per chunk, however short */
+};
+#define AR_RING_TIMEOUT_S 30.0
+#define AR_TARGET_RATIO                                                                    \
+    1.2 /* the issue's target at 16-64 MB, 2 and 4 workers */ /* a member waiting this     \
+                                                                 long for its neighbour    \
+                                                                 fails */
+
+/* What a member process is given (copied by fork). */
+typedef struct {
+    int rank, size;
+    int cmd_fd;          /* read end: commands */
+    int reply_fd;        /* write end: replies */
+    uint64_t max_floats; /* the largest allreduce it will be asked for */
+    size_t sub_floats;   /* ring pipelining granularity */
+} ar_member_arg_t;
+
+/* The bench's side of the n members. */
+typedef struct {
+    int n;
+    pid_t pid[AR_MAX_MEMBERS];
+    int cmd[AR_MAX_MEMBERS];   /* write ends */
+    int reply[AR_MAX_MEMBERS]; /* read ends */
+} ar_ring_t;
+
+/* Writes all of buf, or fails. */
+static int s_write_all(int fd, const void *buf, size_t len)
 {
-    (void)cfg;
-    (void)n;
-    (void)sizes;
-    for (int i = 0; i < nsizes; i++) {
-        busbw[i] = NAN;
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return PS_EIO;
+        }
+        p += w;
+        len -= (size_t)w;
     }
-    return PS_ENOTSUP;
+    return 0;
+}
+
+/* Reads all of buf within `seconds` (< 0: no limit). PS_ETIMEDOUT, PS_ECLOSED
+ * (the writer is gone) or PS_EIO on failure. */
+static int s_read_all(int fd, void *buf, size_t len, double seconds)
+{
+    char *p = buf;
+    double until = ps_now() + seconds;
+    while (len > 0) {
+        if (seconds >= 0) {
+            double left = until - ps_now();
+            struct pollfd pf = {fd, POLLIN, 0};
+            int n = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n == 0) {
+                return PS_ETIMEDOUT;
+            }
+        }
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            return r == 0 ? PS_ECLOSED : PS_EIO;
+        }
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+/* A ring member process: binds, reports its endpoint, joins the ring, then
+ * runs the bench's commands until told to leave. */
+static int s_ar_member_main(const void *arg)
+{
+    const ar_member_arg_t *a = arg;
+    ps_log_set_role("W", a->rank);
+    ar_reply_t rep = {0};
+    ps_ring_t *ring = NULL;
+    void *ctx = zmq_ctx_new();
+    /* Zeroed, as the MPI helper's: sums of zeros stay zeros (no overflow to
+     * inf however many calls run in place). */
+    float *buf = calloc(a->max_floats ? a->max_floats : 1, sizeof(float));
+    float *bar = calloc((size_t)a->size, sizeof(float));
+    int rc = ctx && buf && bar ? 0 : PS_ENOMEM;
+    if (rc == 0) {
+        rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, rep.text, sizeof rep.text,
+                         rep.text, sizeof rep.text);
+    } else {
+        snprintf(rep.text, sizeof rep.text, "out of memory");
+    }
+    rep.rc = rc;
+    char right[sizeof rep.text];
+    if (s_write_all(a->reply_fd, &rep, sizeof rep) != 0 || rc != 0 ||
+        s_read_all(a->cmd_fd, right, sizeof right, -1) != 0) {
+        goto done;
+    }
+    right[sizeof right - 1] = '\0';
+    ps_ring_config_t cfg = {.rank = a->rank,
+                            .size = a->size,
+                            .right = right,
+                            .sub_floats = a->sub_floats,
+                            .timeout = AR_RING_TIMEOUT_S};
+    rc = ps_ring_connect(ring, &cfg, rep.text, sizeof rep.text);
+    int64_t step = 0;
+    for (;;) {
+        ar_cmd_t cmd;
+        if (s_read_all(a->cmd_fd, &cmd, sizeof cmd, -1) != 0 || cmd.floats <= 0) {
+            break;
+        }
+        rep = (ar_reply_t){.rc = rc};
+        if ((uint64_t)cmd.floats > a->max_floats) {
+            rc = PS_EINVAL;
+        }
+        /* A barrier: every member's one float must go round the ring. */
+        if (rc == 0) {
+            rc = ps_ring_allreduce(ring, bar, (uint64_t)a->size, step++);
+        }
+        double t0 = ps_now();
+        for (int64_t i = 0; i < cmd.iters && rc == 0; i++) {
+            rc = ps_ring_allreduce(ring, buf, (uint64_t)cmd.floats, step++);
+        }
+        rep.seconds = ps_now() - t0;
+        rep.rc = rc;
+        if (rc != 0) {
+            snprintf(rep.text, sizeof rep.text, "%s",
+                     rc == PS_EINVAL ? "size out of range" : ps_ring_error(ring));
+        }
+        if (s_write_all(a->reply_fd, &rep, sizeof rep) != 0) {
+            break;
+        }
+    }
+done:
+    ps_ring_destroy(&ring);
+    if (ctx) {
+        zmq_ctx_term(ctx);
+    }
+    free(buf);
+    free(bar);
+    return rc ? 1 : 0;
+}
+
+/* Stops the members (politely, then by force) and closes the pipes. */
+static void s_ar_stop(ar_ring_t *g)
+{
+    ar_cmd_t stop = {0, 0};
+    for (int i = 0; i < g->n; i++) {
+        if (g->cmd[i] >= 0) {
+            (void)s_write_all(g->cmd[i], &stop, sizeof stop);
+            close(g->cmd[i]);
+            g->cmd[i] = -1;
+        }
+    }
+    for (int i = 0; i < g->n; i++) {
+        s_reap(g->pid[i], 10.0);
+        g->pid[i] = 0;
+        if (g->reply[i] >= 0) {
+            close(g->reply[i]);
+            g->reply[i] = -1;
+        }
+    }
+}
+
+/* Forks n members and wires them into a ring. */
+static int s_ar_start(ar_ring_t *g, const comm_cfg_t *cfg, int n, uint64_t max_floats,
+                      char *err, size_t errlen)
+{
+    g->n = n;
+    for (int i = 0; i < n; i++) {
+        g->pid[i] = 0;
+        g->cmd[i] = g->reply[i] = -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int c[2], r[2];
+        if (pipe(c) != 0) {
+            snprintf(err, errlen, "pipe: %s", strerror(errno));
+            return PS_EIO;
+        }
+        if (pipe(r) != 0) {
+            snprintf(err, errlen, "pipe: %s", strerror(errno));
+            close(c[0]);
+            close(c[1]);
+            return PS_EIO;
+        }
+        ar_member_arg_t a = {.rank = i,
+                             .size = n,
+                             .cmd_fd = c[0],
+                             .reply_fd = r[1],
+                             .max_floats = max_floats,
+                             .sub_floats = (size_t)cfg->ring_kib * 1024 / sizeof(float)};
+        g->pid[i] = s_fork_role(s_ar_member_main, &a);
+        close(c[0]);
+        close(r[1]);
+        g->cmd[i] = c[1];
+        g->reply[i] = r[0];
+        if (g->pid[i] <= 0) {
+            snprintf(err, errlen, "fork: %s", strerror(errno));
+            return PS_EIO;
+        }
+    }
+    char eps[AR_MAX_MEMBERS][sizeof((ar_reply_t *)0)->text];
+    for (int i = 0; i < n; i++) {
+        ar_reply_t rep = {0};
+        int rc = s_read_all(g->reply[i], &rep, sizeof rep, COMM_POLL_LIMIT_S);
+        if (rc != 0 || rep.rc != 0) {
+            rep.text[sizeof rep.text - 1] = '\0';
+            snprintf(err, errlen, "ring member %d did not start: %s", i,
+                     rc ? ps_strerror(rc) : rep.text);
+            return rc ? rc : rep.rc;
+        }
+        memcpy(eps[i], rep.text, sizeof eps[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        if (s_write_all(g->cmd[i], eps[(i + 1) % n], sizeof eps[i]) != 0) {
+            snprintf(err, errlen, "ring member %d is gone", i);
+            return PS_EIO;
+        }
+    }
+    return 0;
+}
+
+/* One chunk: every member times `iters` allreduces of `floats`; *seconds is
+ * the slowest member's time. */
+static int s_ar_chunk(ar_ring_t *g, uint64_t floats, long iters, char *err, size_t errlen,
+                      double *seconds)
+{
+    ar_cmd_t cmd = {(int64_t)floats, iters};
+    for (int i = 0; i < g->n; i++) {
+        if (s_write_all(g->cmd[i], &cmd, sizeof cmd) != 0) {
+            snprintf(err, errlen, "ring member %d is gone", i);
+            return PS_EIO;
+        }
+    }
+    *seconds = 0;
+    int failed = 0;
+    for (int i = 0; i < g->n; i++) {
+        ar_reply_t rep = {0};
+        /* Members give up on a silent neighbour after AR_RING_TIMEOUT_S. */
+        int rc = s_read_all(g->reply[i], &rep, sizeof rep, COMM_POLL_LIMIT_S * 5);
+        if (rc != 0 || rep.rc != 0) {
+            rep.text[sizeof rep.text - 1] = '\0';
+            if (!failed) {
+                snprintf(err, errlen, "ring member %d: %s", i,
+                         rc ? ps_strerror(rc) : rep.text);
+            }
+            failed = rc ? rc : rep.rc;
+            continue;
+        }
+        *seconds = rep.seconds > *seconds ? rep.seconds : *seconds;
+    }
+    return failed;
+}
+
+/* Seconds per allreduce of `floats`: a warm-up of >= AR_WARMUP_CALLS calls that
+ * grows to half a chunk (it also sizes the chunks), then reps chunks of
+ * >= seconds each; the median chunk. Same schedule as shardps-bench-mpi. */
+static int s_ar_time(ar_ring_t *g, const comm_cfg_t *cfg, uint64_t floats, char *err,
+                     size_t errlen, double *per_call)
+{
+    long iters = AR_WARMUP_CALLS;
+    double t, per[COMM_MAX_REPS];
+    int rc = s_ar_chunk(g, floats, iters, err, errlen, &t);
+    while (rc == 0 && t < cfg->seconds / 2 && iters < AR_MAX_CALLS) {
+        iters *= 2;
+        rc = s_ar_chunk(g, floats, iters, err, errlen, &t);
+    }
+    double once = t / (double)iters;
+    iters = once > 0 ? (long)(cfg->seconds / once) + 1 : AR_MAX_CALLS;
+    iters = iters < AR_MIN_CALLS   ? AR_MIN_CALLS
+            : iters > AR_MAX_CALLS ? AR_MAX_CALLS
+                                   : iters;
+    for (int k = 0; k < cfg->reps && rc == 0; k++) {
+        rc = s_ar_chunk(g, floats, iters, err, errlen, &t);
+        per[k] = t / (double)iters;
+    }
+    if (rc == 0) {
+        *per_call = s_median(per, cfg->reps);
+    }
+    return rc;
+}
+
+/* Bus bandwidth in GB/s (nccl-tests): algorithm bandwidth x 2(n-1)/n. */
+static double s_busbw(long bytes, double seconds, int n)
+{
+    return (double)bytes / seconds * 2.0 * (n - 1) / n / 1e9;
 }
 
 /* Are MPI and our helper here? Fills the paths, or says why not in why. */
@@ -715,19 +1020,23 @@ static int s_mpi_find(char *mpirun, char *helper, size_t cap, char *why, size_t 
     return 0;
 }
 
-/* MPI_Allreduce over TCP loopback with n ranks: busbw at each size. */
+/* MPI_Allreduce over TCP loopback with n ranks: busbw of `bytes` (one mpirun
+ * per size, so that it runs right after our ring's figure of the same size).
+ * Returns 0, or PS_EIO with *busbw NAN and a line on stderr. */
 static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char *helper,
-                           int n, const long *sizes, int nsizes, double *busbw)
+                           int n, long bytes, double *busbw)
 {
-    char np[16], secs[32], res[PATH_MAX], log[PATH_MAX];
+    char np[16], secs[32], chunks[16], size[32], name[32], res[PATH_MAX], log[PATH_MAX];
     snprintf(np, sizeof np, "%d", n);
     snprintf(secs, sizeof secs, "%g", cfg->seconds);
-    snprintf(res, sizeof res, "%s/mpi-allreduce-n%d.txt", cfg->out, n);
-    snprintf(log, sizeof log, "%s/mpi-allreduce-n%d.log", cfg->out, n);
+    snprintf(chunks, sizeof chunks, "%d", cfg->reps);
+    snprintf(size, sizeof size, "%ld", bytes);
+    ps_bench_size_name(bytes, name, sizeof name);
+    snprintf(res, sizeof res, "%s/mpi-allreduce-n%d-%s.txt", cfg->out, n, name);
+    snprintf(log, sizeof log, "%s/mpi-allreduce-n%d-%s.log", cfg->out, n, name);
     unlink(res);
     unlink(log);
-    char sizebuf[PS_BENCH_LIST_MAX][32];
-    char *argv[32 + PS_BENCH_LIST_MAX];
+    char *argv[32];
     int a = 0;
     argv[a++] = (char *)mpirun;
     argv[a++] = "--allow-run-as-root";
@@ -752,36 +1061,79 @@ static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char
     argv[a++] = (char *)helper;
     argv[a++] = res;
     argv[a++] = secs;
-    for (int i = 0; i < nsizes; i++) {
-        snprintf(sizebuf[i], sizeof sizebuf[i], "%ld", sizes[i]);
-        argv[a++] = sizebuf[i];
-    }
+    argv[a++] = chunks;
+    argv[a++] = size;
     argv[a] = NULL;
-    for (int i = 0; i < nsizes; i++) {
-        busbw[i] = NAN;
-    }
+    *busbw = NAN;
     int rc = ps_bench_run(argv, log);
     char *text = NULL;
     if (rc != 0 || ps_bench_read_file(res, &text) != 0) {
-        fprintf(stderr, S_PROG ": mpirun -np %d failed (exit %d); see %s\n", n, rc, log);
+        fprintf(stderr, S_PROG ": mpirun -np %d (%s) failed (exit %d); see %s\n", n, name,
+                rc, log);
         return PS_EIO;
     }
-    /* Lines: "BYTES SECONDS_PER_ALLREDUCE". */
-    for (char *line = text; line && *line;) {
-        long bytes;
-        double t;
-        if (sscanf(line, "%ld %lf", &bytes, &t) == 2 && t > 0) {
-            for (int i = 0; i < nsizes; i++) {
-                if (sizes[i] == bytes) {
-                    busbw[i] = (double)bytes / t * 2.0 * (n - 1) / n / 1e9;
-                }
-            }
-        }
-        line = strchr(line, '\n');
-        line = line ? line + 1 : NULL;
+    /* One line: "BYTES SECONDS_PER_ALLREDUCE". */
+    long got;
+    double t;
+    if (sscanf(text, "%ld %lf", &got, &t) == 2 && got == bytes && t > 0) {
+        *busbw = s_busbw(bytes, t, n);
     }
     free(text);
+    unlink(res);
+    if (isnan(*busbw)) {
+        fprintf(stderr, S_PROG ": mpirun -np %d (%s): no result in %s\n", n, name, res);
+        return PS_EIO;
+    }
+    unlink(log); /* kept only when it failed */
     return 0;
+}
+
+/*
+ * n members: shardps's ring allreduce at each of the allreduce sizes into
+ * ours[], each followed by MPI_Allreduce of the same size into mpi[] when
+ * mpirun is not NULL (the ring's members wait on their pipes meanwhile, using
+ * no CPU). NAN where a figure failed. Returns 0 or 1 (our ring failed, said on
+ * stderr); *mpi_failed is set when a reference run failed.
+ */
+static int s_allreduce_pair(const comm_cfg_t *cfg, int n, const char *mpirun,
+                            const char *helper, double *ours, double *mpi, int *mpi_failed)
+{
+    uint64_t max_floats = 0;
+    for (int i = 0; i < cfg->nar_sizes; i++) {
+        ours[i] = mpi[i] = NAN;
+        uint64_t f = (uint64_t)cfg->ar_sizes[i] / sizeof(float);
+        max_floats = f > max_floats ? f : max_floats;
+    }
+    /* A member that dies must fail a write, not kill the bench. */
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    sigaction(SIGPIPE, &ign, &old);
+    ar_ring_t g;
+    char err[256] = "";
+    int rc = s_ar_start(&g, cfg, n, max_floats, err, sizeof err);
+    for (int i = 0; i < cfg->nar_sizes; i++) {
+        char name[32];
+        long bytes = cfg->ar_sizes[i];
+        ps_bench_size_name(bytes, name, sizeof name);
+        double t0 = ps_now(), t;
+        if (rc == 0) {
+            rc = s_ar_time(&g, cfg, (uint64_t)bytes / sizeof(float), err, sizeof err, &t);
+            ours[i] = rc == 0 ? s_busbw(bytes, t, n) : NAN;
+        }
+        if (mpirun) {
+            *mpi_failed |= s_allreduce_mpi(cfg, mpirun, helper, n, bytes, &mpi[i]) != 0;
+        }
+        fprintf(stderr,
+                S_PROG ": allreduce %s, %d workers: shardps %.3f GB/s, MPI %.3f GB/s busbw "
+                       "(%.1f s)\n",
+                name, n, ours[i], mpi[i], ps_now() - t0);
+    }
+    s_ar_stop(&g);
+    sigaction(SIGPIPE, &old, NULL);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": ring allreduce with %d members failed: %s\n", n,
+                err[0] ? err : ps_strerror(rc));
+    }
+    return rc != 0;
 }
 
 /* Does v hold a measured (not NAN) value? */
@@ -802,22 +1154,22 @@ static int s_allreduce(const comm_cfg_t *cfg)
     char mpirun[PATH_MAX], helper[PATH_MAX], why[256] = "--mpi=0";
     int have_mpi =
         cfg->mpi && s_mpi_find(mpirun, helper, sizeof mpirun, why, sizeof why) == 0;
+    const int nz = cfg->nar_sizes;
     double ours[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX],
         mpi[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX];
-    int have_ours = 0, failed = 0, mpi_failed[PS_BENCH_LIST_MAX], nfailed = 0;
+    int failed = 0, mpi_failed[PS_BENCH_LIST_MAX], nmpi_failed = 0;
+    int ours_failed[PS_BENCH_LIST_MAX], nours_failed = 0;
+    double load_before = ps_bench_loadavg();
     for (int w = 0; w < cfg->nar; w++) {
-        int n = (int)cfg->ar_workers[w];
-        have_ours |= s_allreduce_shardps(cfg, n, cfg->sizes, cfg->nsizes, ours[w]) == 0;
-        for (int i = 0; i < cfg->nsizes; i++) {
-            mpi[w][i] = NAN;
+        int n = (int)cfg->ar_workers[w], mf = 0;
+        /* The reference failing is worth a note, not a failed bench. */
+        if (s_allreduce_pair(cfg, n, have_mpi ? mpirun : NULL, helper, ours[w], mpi[w],
+                             &mf) != 0) {
+            ours_failed[nours_failed++] = n;
+            failed = 1;
         }
-        if (have_mpi) {
-            fprintf(stderr, S_PROG ": MPI_Allreduce, %d ranks over TCP loopback\n", n);
-            /* The reference failing is worth a note, not a failed bench. */
-            if (s_allreduce_mpi(cfg, mpirun, helper, n, cfg->sizes, cfg->nsizes, mpi[w]) !=
-                0) {
-                mpi_failed[nfailed++] = n;
-            }
+        if (mf) {
+            mpi_failed[nmpi_failed++] = n;
         }
     }
     ps_bench_table_t *t;
@@ -832,13 +1184,17 @@ static int s_allreduce(const comm_cfg_t *cfg)
     }
     ps_bench_str_t gp = {0};
     ps_bench_plot_header(&gp, cfg->out, "allreduce_busbw", 640, 400);
-    s_plot_sizes(&gp, cfg, "busbw (GB/s)");
+    s_plot_sizes(&gp, cfg->ar_sizes, nz, "busbw (GB/s)");
     ps_bench_str_t plot = {0};
-    for (int w = 0; w < cfg->nar && (have_ours || have_mpi); w++) {
+    double worst = INFINITY;
+    char worst_at[64] = "";
+    int in_target = 0, met = 0;
+    for (int w = 0; w < cfg->nar; w++) {
         ps_bench_str_addf(&gp, "$n%d << EOD\n", w);
-        for (int i = 0; i < cfg->nsizes; i++) {
+        for (int i = 0; i < nz; i++) {
             char name[32], o[32] = "", m[32] = "", ratio[32] = "";
-            ps_bench_size_name(cfg->sizes[i], name, sizeof name);
+            long bytes = cfg->ar_sizes[i];
+            ps_bench_size_name(bytes, name, sizeof name);
             if (!isnan(ours[w][i])) {
                 snprintf(o, sizeof o, "%.3f", ours[w][i]);
             }
@@ -846,45 +1202,75 @@ static int s_allreduce(const comm_cfg_t *cfg)
                 snprintf(m, sizeof m, "%.3f", mpi[w][i]);
             }
             if (o[0] && m[0] && mpi[w][i] > 0) {
-                snprintf(ratio, sizeof ratio, "%.2f", ours[w][i] / mpi[w][i]);
+                double r = ours[w][i] / mpi[w][i];
+                snprintf(ratio, sizeof ratio, "%.2f", r);
+                if (bytes >= (16L << 20) && bytes <= (64L << 20) &&
+                    (cfg->ar_workers[w] == 2 || cfg->ar_workers[w] == 4)) {
+                    in_target++;
+                    met += r >= AR_TARGET_RATIO;
+                    if (r < worst) {
+                        worst = r;
+                        snprintf(worst_at, sizeof worst_at, "%s, %ld workers", name,
+                                 cfg->ar_workers[w]);
+                    }
+                }
             }
-            ps_bench_table_rowf(t, "%ld,%s,%ld,%s,%s,%s", cfg->sizes[i], name,
-                                cfg->ar_workers[w], o, m, ratio);
-            ps_bench_str_addf(&gp, "%ld %s %s\n", cfg->sizes[i], o[0] ? o : "NaN",
+            ps_bench_table_rowf(t, "%ld,%s,%ld,%s,%s,%s", bytes, name, cfg->ar_workers[w],
+                                o, m, ratio);
+            ps_bench_str_addf(&gp, "%ld %s %s\n", bytes, o[0] ? o : "NaN",
                               m[0] ? m : "NaN");
         }
         ps_bench_str_addf(&gp, "EOD\n");
-        if (s_any(ours[w], cfg->nsizes)) {
+        if (s_any(ours[w], nz)) {
             ps_bench_str_addf(&plot, "%s$n%d u 1:2 w lp lc %d pt 7 t 'shardps n=%ld'",
                               plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
         }
-        if (s_any(mpi[w], cfg->nsizes)) {
+        if (s_any(mpi[w], nz)) {
             ps_bench_str_addf(&plot, "%s$n%d u 1:3 w lp lc %d dt 2 pt 6 t 'MPI n=%ld'",
                               plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
         }
     }
-    if (!have_ours) {
-        ps_bench_table_note(t,
-                            "shardps has no ring allreduce in this build yet (`--mode "
-                            "allreduce`): its column is n/a. Hook: `s_allreduce_shardps()` "
-                            "in deploy/bench_comm.c.");
-    }
     if (cfg->nar == 0) {
         ps_bench_table_note(t, "No allreduce measured: --allreduce-workers 0.");
-    } else if (have_mpi) {
+    } else {
+        char machine[256];
+        ps_bench_machine(machine, sizeof machine, load_before);
         ps_bench_table_note(
             t,
-            "MPI: OpenMPI `mpirun --mca btl self,tcp --mca btl_tcp_if_include "
-            "lo --mca pml ob1` (TCP loopback, no shared memory); each figure "
-            "is the median of 3 chunks of calls (>= %.2f s in all, after a warm-up), each "
-            "timed by the slowest rank.",
-            cfg->seconds);
-    } else {
+            "shardps: `worker/ring.h` (the `--mode allreduce` ring: reduce-scatter + "
+            "all-gather, %d KiB messages, pipelined), n ring members, each a process "
+            "forked from the bench with its own ZeroMQ context, over TCP on 127.0.0.1; "
+            "a float32 sum in place on a zeroed buffer. Both sides: a warm-up of >= %d "
+            "calls grown to half a chunk, then %d chunks of >= %.2f s, each between "
+            "barriers and timed by the slowest rank; the median chunk. For each n and "
+            "size, "
+            "shardps then MPI (one mpirun per size) back to back. busbw from bytes = the "
+            "payload; GB = 1e9 B. Machine: %s.",
+            cfg->ring_kib, AR_WARMUP_CALLS, cfg->reps, cfg->seconds, machine);
+    }
+    if (cfg->nar && have_mpi) {
+        ps_bench_table_note(t,
+                            "MPI: OpenMPI `mpirun --mca btl self,tcp --mca "
+                            "btl_tcp_if_include lo --mca pml ob1` (TCP loopback, no shared "
+                            "memory), its default (tuned) allreduce algorithm choice.");
+    } else if (cfg->nar) {
         ps_bench_table_note(t, "MPI_Allreduce comparison skipped: %s.", why);
     }
-    for (int i = 0; i < nfailed; i++) {
+    if (in_target) {
         ps_bench_table_note(
-            t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
+            t,
+            "Target (16-64 MB, 2 and 4 workers: shardps busbw >= %.1fx "
+            "MPI_Allreduce's): met in %d of %d rows; lowest ratio %.2f (%s).",
+            AR_TARGET_RATIO, met, in_target, worst, worst_at);
+    }
+    for (int i = 0; i < nours_failed; i++) {
+        ps_bench_table_note(t, "shardps's ring with %d members failed (n/a cells).",
+                            ours_failed[i]);
+    }
+    for (int i = 0; i < nmpi_failed; i++) {
+        ps_bench_table_note(
+            t,
+            "MPI_Allreduce with %d ranks failed at some size: see mpi-allreduce-n%d-*.log.",
             mpi_failed[i], mpi_failed[i]);
     }
     ps_bench_table_destroy(&t, 1);
@@ -1032,7 +1418,7 @@ static int s_sweep(const comm_cfg_t *cfg)
     if (npanels) {
         ps_bench_str_t head = {0};
         ps_bench_plot_header(&head, cfg->out, "comm_goodput", 420 * npanels, 380);
-        s_plot_sizes(&head, cfg, "goodput (GB/s)");
+        s_plot_sizes(&head, cfg->sizes, cfg->nsizes, "goodput (GB/s)");
         ps_bench_str_addf(&head, "%sset multiplot layout 1,%d\n%sunset multiplot\n",
                           ps_bench_str_get(&gp), npanels, ps_bench_str_get(&panels));
         failed |=
@@ -1068,13 +1454,15 @@ static int s_list(const char *name, const char *text, long *vals, int *n, long l
 
 int ps_bench_comm_main(int argc, char **argv)
 {
-    comm_cfg_t cfg = {.out = "bench-out", .reps = 7, .seconds = 0, .mpi = 1};
+    comm_cfg_t cfg = {
+        .out = "bench-out", .reps = 7, .seconds = 0, .mpi = 1, .ring_kib = 128};
     int quick = 0;
     const char *sizes = NULL, *servers = "1,2,4", *inflight = "1,4", *arw = "2,4";
+    const char *ar_sizes = NULL;
     const char *log_level = "warn";
     ps_flag_t flags[] = {
         {"quick", PS_FLAG_BOOL, &quick, NULL,
-         "a few sizes (4K,1M,4M,16M), shorter repetitions"},
+         "a few sizes (4K,1M,4M,16M; allreduce 4K,1M,16M,64M), shorter repetitions"},
         {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the CSV, markdown and PNG files go"},
         {"sizes", PS_FLAG_STR, &sizes, "LIST",
          "payload bytes, K/M suffixes (default 4K,16K,...,64M)"},
@@ -1083,6 +1471,10 @@ int ps_bench_comm_main(int argc, char **argv)
          "rounds in flight (1 = sync, more = async)"},
         {"allreduce-workers", PS_FLAG_STR, &arw, "LIST",
          "allreduce ranks (0 = no allreduce)"},
+        {"allreduce-sizes", PS_FLAG_STR, &ar_sizes, "LIST",
+         "allreduce payload bytes (default: --sizes when given, else as --sizes')"},
+        {"ring-kib", PS_FLAG_INT, &cfg.ring_kib, "KIB",
+         "shardps ring: KiB per message (the worker's --ring-kib default)"},
         {"seconds", PS_FLAG_DOUBLE, &cfg.seconds, "S",
          "least timed seconds per repetition (0 = 0.5; quick: 0.2)"},
         {"reps", PS_FLAG_INT, &cfg.reps, "N", "repetitions, median reported"},
@@ -1102,6 +1494,11 @@ int ps_bench_comm_main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
+    if (!ar_sizes) {
+        ar_sizes = sizes   ? sizes
+                   : quick ? "4K,1M,16M,64M"
+                           : "4K,16K,64K,256K,1M,4M,16M,64M";
+    }
     if (!sizes) {
         sizes = quick ? "4K,1M,4M,16M" : "4K,16K,64K,256K,1M,4M,16M,64M";
     }
@@ -1111,14 +1508,22 @@ int ps_bench_comm_main(int argc, char **argv)
         s_list("servers", servers, cfg.servers, &cfg.nservers, 1, COMM_MAX_SERVERS) != 0 ||
         s_list("inflight", inflight, cfg.inflight, &cfg.ninflight, 1, COMM_MAX_INFLIGHT) !=
             0 ||
-        s_list("allreduce-workers", arw, cfg.ar_workers, &cfg.nar, 0, 64) != 0) {
+        s_list("allreduce-workers", arw, cfg.ar_workers, &cfg.nar, 0, AR_MAX_MEMBERS) !=
+            0 ||
+        s_list("allreduce-sizes", ar_sizes, cfg.ar_sizes, &cfg.nar_sizes, 4, 1L << 30) !=
+            0) {
         return 2;
     }
-    for (int i = 0; i < cfg.nsizes; i++) {
-        if (cfg.sizes[i] % 4) {
-            fprintf(stderr,
-                    S_PROG ": error: --sizes: %ld is not a whole number of floats\n",
-                    cfg.sizes[i]);
+    if (cfg.ring_kib < 1 || cfg.ring_kib > 65536) {
+        fprintf(stderr, S_PROG ": error: --ring-kib %d: expected 1 to 65536\n",
+                cfg.ring_kib);
+        return 2;
+    }
+    for (int i = 0; i < cfg.nsizes + cfg.nar_sizes; i++) {
+        long b = i < cfg.nsizes ? cfg.sizes[i] : cfg.ar_sizes[i - cfg.nsizes];
+        if (b % 4) {
+            fprintf(stderr, S_PROG ": error: --%s: %ld is not a whole number of floats\n",
+                    i < cfg.nsizes ? "sizes" : "allreduce-sizes", b);
             return 2;
         }
     }
