@@ -3,11 +3,12 @@
  *
  *   shardps-bench comm  [--quick] [--out DIR] ...  push+pull goodput vs raw ZeroMQ
  *   shardps-bench train [--quick] [--out DIR] ...  modes x workers: speed, accuracy
+ *   shardps-bench compute --model M [--torch] ...   one worker's arithmetic vs PyTorch
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
- * nothing here fails on a timing. This file only dispatches; bench_comm.c and
- * bench_train.c measure, bench_util.c writes.
+ * nothing here fails on a timing. This file only dispatches; bench_comm.c,
+ * bench_train.c and bench_compute.c measure, bench_util.c writes.
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,8 @@ static void s_usage(FILE *f)
         "LIST] ...\n"
         "       shardps-bench train [--quick] [--out DIR] [--model mlp] [--straggler R:F] "
         "...\n"
+        "       shardps-bench compute --model mlp|cnn [--device cpu|cuda] [--threads N] "
+        "[--torch] --json FILE\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -30,8 +33,11 @@ static void s_usage(FILE *f)
         "train  every consistency mode x worker count trains the same model with the\n"
         "       same seed through shardps-launch: samples/s, time to a target accuracy,\n"
         "       final accuracy, bytes per step, staleness.\n"
+        "compute one worker trains alone (no servers, no network): samples/s, where a\n"
+        "       step's time goes, and the PyTorch baseline's samples/s beside it.\n"
         "\n"
-        "Both write CSV and markdown tables and gnuplot PNGs into --out (bench-out).\n"
+        "comm and train write CSV and markdown tables and gnuplot PNGs into --out\n"
+        "(bench-out); compute writes one JSON object and prints a markdown row.\n"
         "`shardps-bench SUBCOMMAND --help` lists every flag.\n");
 }
 
@@ -51,8 +57,12 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "train")) {
         return ps_bench_train_main(argc - 1, argv + 1);
     }
-    fprintf(stderr,
-            "shardps-bench: error: unknown subcommand '%s' (expected comm or train)\n",
-            argv[1]);
+    if (!strcmp(argv[1], "compute")) {
+        return ps_bench_compute_main(argc - 1, argv + 1);
+    }
+    fprintf(
+        stderr,
+        "shardps-bench: error: unknown subcommand '%s' (expected comm, train or compute)\n",
+        argv[1]);
     return 2;
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # shardps-bench produces its tables: `comm` with one tiny payload and `train`
 # with a tiny --max-steps sweep write CSV and markdown files with the expected
-# columns and one row per configuration. No timing is judged here: the bench
-# measures, it does not assert (see README, Benchmarks).
+# columns and one row per configuration (allreduce included: ring members in
+# `comm`, `--mode allreduce` jobs without servers in `train`); `compute` on a
+# few steps writes its JSON with every field. No timing is judged here: the
+# bench measures, it does not assert (see README, Benchmarks).
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/deploy/shardps-bench
@@ -32,19 +34,47 @@ grep -q ',,' "$TMP/comm/comm.csv" && fail "comm.csv has unmeasured cells: $(cat 
 grep -q '^| 4096 | 4K | 2 | 2 | async |' "$TMP/comm/comm.md" || fail "comm.md lacks a row: $(cat "$TMP/comm/comm.md")"
 header "$TMP/comm/allreduce.csv" \
     "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio"
-[ -s "$TMP/comm/allreduce.md" ] || fail "no allreduce.md"
+rows "$TMP/comm/allreduce.csv" 1
+# shardps's ring measured (the MPI column depends on OpenMPI being installed).
+grep -Eq '^4096,4K,2,[0-9.]+,' "$TMP/comm/allreduce.csv" ||
+    fail "allreduce.csv lacks the ring's figure: $(cat "$TMP/comm/allreduce.csv")"
 
-"$BENCH" train --workers 1,2 --modes sync,async,sync:k/n --max-steps 8 --epochs 1 \
+"$BENCH" train --workers 1,2 --modes sync,async,sync:k/n,allreduce --max-steps 8 --epochs 1 \
     --out "$TMP/train" >"$TMP/train.log" 2>&1 ||
     fail "bench train failed: $(tail -5 "$TMP/train.log")"
 header "$TMP/train/train.csv" \
     "mode,workers,status,samples_per_sec,speedup,time_to_target_s,final_accuracy,wall_seconds,bytes_per_step,staleness_mean,staleness_p99,staleness_max,pushes_dropped"
-rows "$TMP/train/train.csv" 5 # sync:k/n has no 1-worker run
-[ "$(grep -c ',ok,' "$TMP/train/train.csv")" -eq 5 ] || fail "a training run failed: $(cat "$TMP/train/train.csv")"
+rows "$TMP/train/train.csv" 6 # sync:k/n and allreduce have no 1-worker run
+[ "$(grep -c ',ok,' "$TMP/train/train.csv")" -eq 6 ] || fail "a training run failed: $(cat "$TMP/train/train.csv")"
 grep -q '^sync:1/2,2,ok,' "$TMP/train/train.csv" || fail "sync:k/n did not become sync:1/2"
+grep -q '^allreduce,2,ok,' "$TMP/train/train.csv" || fail "allreduce did not run"
+grep -q 'servers=0\|0 servers' "$TMP/train/runs/allreduce_w2.log" ||
+    fail "the allreduce job had servers: $(head -5 "$TMP/train/runs/allreduce_w2.log")"
 header "$TMP/train/train_epochs.csv" "mode,workers,epoch,elapsed_s,test_accuracy"
-rows "$TMP/train/train_epochs.csv" 5 # one evaluation per run, at its last step
+rows "$TMP/train/train_epochs.csv" 6 # one evaluation per run, at its last step
 grep -q '^| sync | 1 | ok |' "$TMP/train/train.md" || fail "train.md lacks a row: $(cat "$TMP/train/train.md")"
+
+# compute: one worker alone, a few steps; every JSON field there (no PyTorch).
+"$BENCH" compute --model mlp --steps 5 --warmup 1 --profile-steps 2 \
+    --json "$TMP/compute.json" >"$TMP/compute.log" 2>&1 ||
+    fail "bench compute failed: $(tail -5 "$TMP/compute.log")"
+for key in model device threads batch steps samples_per_sec cpu_samples_per_sec \
+    time_split gather copy_in forward backward copy_out update torch_samples_per_sec \
+    ratio_vs_torch; do
+    grep -q "\"$key\": " "$TMP/compute.json" || fail "compute.json lacks $key: $(cat "$TMP/compute.json")"
+done
+grep -q '"model": "mlp", "device": "cpu", "threads": 1,' "$TMP/compute.json" ||
+    fail "compute.json: $(cat "$TMP/compute.json")"
+grep -Eq '"samples_per_sec": [0-9.e+]+,' "$TMP/compute.json" || fail "no samples/s: $(cat "$TMP/compute.json")"
+grep -Eq '"forward": [0-9.e+-]+,' "$TMP/compute.json" || fail "no time split: $(cat "$TMP/compute.json")"
+grep -q '^| mlp | cpu | 1 | 64 | 5 |' "$TMP/compute.log" || fail "no markdown row: $(cat "$TMP/compute.log")"
+# --device cuda where no GPU answers: one line, non-zero exit.
+if "$BENCH" compute --device cuda --steps 1 --profile-steps 0 >"$TMP/cuda.out" 2>"$TMP/cuda.err"; then
+    echo "a GPU answered: --device cuda ran"
+else
+    [ "$(wc -l <"$TMP/cuda.err")" -eq 1 ] || fail "--device cuda without a GPU: $(cat "$TMP/cuda.err")"
+fi
+"$BENCH" compute --model resnet >/dev/null 2>&1 && fail "compute took --model resnet"
 
 # The logs of every job the bench started, for sanitizer reports.
 cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP/" 2>/dev/null

@@ -1,0 +1,527 @@
+/*
+ * deploy/bench_compute.c - shardps-bench compute: one worker's arithmetic
+ * alone, beside PyTorch on the same machine in the same sitting.
+ *
+ * Trains one model in this process with no servers and no network: batches
+ * gathered from Fashion-MNIST (or synthetic inputs with --data ""), one
+ * ps_model_train_step each, plain SGD applied on the host with
+ * ps_optim_sgd_step - the loop of tools/torch-baseline/train_single.py
+ * (gather + forward/backward + SGD update). Two passes after a warm-up:
+ *
+ *   timed     --steps steps, nothing else running in the loop: samples/s
+ *             (wall clock) and samples per CPU second of this process (all
+ *             its threads; steadier than the wall clock on a shared machine);
+ *   profiled  --profile-steps more steps with ps_model_set_profile() on, plus
+ *             the gather and update timed around it: seconds per step of each
+ *             phase. A separate pass because profiling waits for the device
+ *             after each phase, which the timed pass must not pay.
+ *
+ * With --torch it then runs the PyTorch baseline (--torch-script, under
+ * --python) for the same model, batch and step count with
+ * OPENBLAS_NUM_THREADS = --threads, and reports shardps/PyTorch samples/s.
+ * Writes one JSON object (--json) and prints a markdown table row. It never
+ * judges a figure.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "deploy/bench.h"
+#include "kernels/kernels.h"
+#include "kernels/optim.h"
+#include "kernels/threads.h"
+#include "worker/data.h"
+#include "worker/models/model.h"
+
+#define S_PROG "shardps-bench compute"
+
+/* Where the PyTorch baseline lives, relative to the source tree (the shared
+ * tools sit beside the repository). PS_SOURCE_ROOT comes from meson.build. */
+#ifndef PS_SOURCE_ROOT
+#define PS_SOURCE_ROOT "."
+#endif
+#define S_TORCH_SCRIPT PS_SOURCE_ROOT "/../shared/tools/torch-baseline/train_single.py"
+
+enum { S_SYNTH_BATCHES = 16 }; /* synthetic data: this many distinct batches */
+
+typedef struct {
+    const char *model;        /* mlp or cnn */
+    const char *device;       /* cpu, cuda or auto */
+    const char *data;         /* Fashion-MNIST directory; "" = synthetic inputs */
+    const char *json;         /* output file, or NULL */
+    const char *torch_script; /* train_single.py */
+    const char *python;       /* interpreter for it */
+    int threads;              /* BLAS threads (0 = library default) */
+    int batch;                /* samples per step */
+    int steps;                /* timed steps */
+    int warmup;               /* untimed steps before them */
+    int profile_steps;        /* profiled steps after them (0 = none) */
+    int torch;                /* run the PyTorch baseline too */
+    double lr;                /* SGD learning rate */
+} compute_cfg_t;
+
+/* What the two passes measured. */
+typedef struct {
+    const char *backend; /* the kernels table's name */
+    int blas_threads;    /* in effect */
+    double seconds;      /* timed pass, wall */
+    double cpu_seconds;  /* timed pass, CPU time of the process */
+    double step_median;  /* timed pass: median step, seconds */
+    double loss;         /* mean training loss over the timed pass */
+    /* Profiled pass, seconds per step. */
+    double gather, copy_in, forward, backward, copy_out, update, step;
+    double torch_sps;     /* PyTorch samples/s; NAN = not run or failed */
+    char torch_ver[64];   /* PyTorch's version, "" if unknown */
+    char torch_note[256]; /* why there is no PyTorch figure */
+} compute_result_t;
+
+/* CPU seconds of this process, all threads (BLAS threads included). */
+static double s_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Synthetic inputs: batch x S_SYNTH_BATCHES deterministic samples. */
+static int s_synthetic(ps_dataset_t *ds, int batch)
+{
+    ds->n = batch * S_SYNTH_BATCHES;
+    ds->rows = PS_MODEL_IN_H;
+    ds->cols = PS_MODEL_IN_W;
+    size_t px = (size_t)ds->n * PS_MODEL_IN_H * PS_MODEL_IN_W;
+    ds->images = malloc(px * sizeof(float));
+    ds->labels = malloc((size_t)ds->n);
+    if (!ds->images || !ds->labels) {
+        return PS_ENOMEM;
+    }
+    for (size_t i = 0; i < px; i++) {
+        ds->images[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 0.5f;
+    }
+    for (int i = 0; i < ds->n; i++) {
+        ds->labels[i] = (uint8_t)(i % PS_MODEL_CLASSES);
+    }
+    return 0;
+}
+
+/* The training loop's buffers and state. */
+typedef struct {
+    const compute_cfg_t *cfg;
+    const ps_dataset_t *ds;
+    ps_model_t *m;
+    uint32_t *order; /* ds->n: the sample order */
+    float *x;        /* batch x 28 x 28 */
+    uint8_t *y;      /* batch */
+    int per_epoch;   /* whole batches in the data */
+    long next;       /* next step's index */
+    ps_optim_sgd_t sgd;
+} compute_loop_t;
+
+/* One step as the PyTorch loop does it; the phases' ends into t[0..3] when t
+ * is not NULL (after gather, after the model's step, after the update). */
+static int s_step(compute_loop_t *L, float *loss, double *t)
+{
+    const int b = L->cfg->batch;
+    long k = L->next++ % L->per_epoch;
+    ps_data_gather(L->ds, L->order, (int)k * b, b, L->x, L->y);
+    if (t) {
+        t[0] = ps_now();
+    }
+    int rc = ps_model_train_step(L->m, L->x, L->y, b, loss);
+    if (t) {
+        t[1] = ps_now();
+    }
+    ps_optim_sgd_step(&L->sgd, ps_model_params(L->m), NULL, ps_model_grads(L->m), 1.0f,
+                      ps_model_num_params(L->m));
+    if (t) {
+        t[2] = ps_now();
+    }
+    return rc;
+}
+
+/* Warm-up, the timed pass and the profiled pass. */
+static int s_measure(compute_loop_t *L, compute_result_t *res)
+{
+    const compute_cfg_t *cfg = L->cfg;
+    double *dt = malloc((size_t)cfg->steps * sizeof *dt);
+    if (!dt) {
+        return PS_ENOMEM;
+    }
+    float loss = 0;
+    int rc = 0;
+    for (int s = 0; s < cfg->warmup && rc == 0; s++) {
+        rc = s_step(L, &loss, NULL);
+    }
+    double loss_sum = 0, t0 = ps_now(), c0 = s_cpu_now();
+    for (int s = 0; s < cfg->steps && rc == 0; s++) {
+        double a = ps_now();
+        rc = s_step(L, &loss, NULL);
+        dt[s] = ps_now() - a;
+        loss_sum += loss;
+    }
+    res->seconds = ps_now() - t0;
+    res->cpu_seconds = s_cpu_now() - c0;
+    res->loss = loss_sum / cfg->steps;
+    if (rc == 0) {
+        qsort(dt, (size_t)cfg->steps, sizeof *dt, s_cmp_double);
+        res->step_median = cfg->steps % 2
+                               ? dt[cfg->steps / 2]
+                               : 0.5 * (dt[cfg->steps / 2 - 1] + dt[cfg->steps / 2]);
+    }
+    free(dt);
+    ps_model_profile_t prof = {0};
+    double gather = 0, update = 0, total = 0;
+    ps_model_set_profile(L->m, &prof);
+    for (int s = 0; s < cfg->profile_steps && rc == 0; s++) {
+        double t[3], a = ps_now();
+        rc = s_step(L, &loss, t);
+        gather += t[0] - a;
+        update += t[2] - t[1];
+        total += t[2] - a;
+    }
+    ps_model_set_profile(L->m, NULL);
+    double n = cfg->profile_steps > 0 ? cfg->profile_steps : NAN;
+    res->gather = gather / n;
+    res->copy_in = prof.copy_in / n;
+    res->forward = prof.forward / n;
+    res->backward = prof.backward / n;
+    res->copy_out = prof.copy_out / n;
+    res->update = update / n;
+    res->step = total / n;
+    return rc;
+}
+
+/* Finds `"key": NUMBER` (the last one) in text. Returns 0 or PS_ENOENT. */
+static int s_find_num(const char *text, const char *key, double *v)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *last = NULL;
+    for (const char *p = strstr(text, pat); p; p = strstr(p + 1, pat)) {
+        last = p;
+    }
+    return last && sscanf(last + strlen(pat), " %lf", v) == 1 ? 0 : PS_ENOENT;
+}
+
+/* Runs train_single.py for the same model, batch and steps at the same
+ * thread count. Fills res->torch_sps, or res->torch_note with why not. */
+static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
+{
+    res->torch_sps = NAN;
+    if (access(cfg->torch_script, R_OK) != 0) {
+        snprintf(res->torch_note, sizeof res->torch_note, "%s not found (--torch-script)",
+                 cfg->torch_script);
+        return;
+    }
+    char dir[] = "/tmp/sps-compute.XXXXXX";
+    if (!mkdtemp(dir)) {
+        snprintf(res->torch_note, sizeof res->torch_note, "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    char log[PATH_MAX], out[PATH_MAX], thr[16], batch[16], steps[16], lr[32];
+    snprintf(log, sizeof log, "%s/torch.log", dir);
+    snprintf(out, sizeof out, "%s/torch.jsonl", dir);
+    /* Library default (0): as many as the machine has cores. */
+    int threads = cfg->threads > 0 ? cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(thr, sizeof thr, "%d", threads);
+    snprintf(batch, sizeof batch, "%d", cfg->batch);
+    snprintf(steps, sizeof steps, "%d", cfg->steps);
+    snprintf(lr, sizeof lr, "%g", cfg->lr);
+    /* The script sets it too (from --threads) before importing torch; set here
+     * as well so nothing it starts sees another value. */
+    setenv("OPENBLAS_NUM_THREADS", thr, 1);
+    char *argv[] = {(char *)cfg->python,
+                    (char *)cfg->torch_script,
+                    "--model",
+                    (char *)cfg->model,
+                    "--threads",
+                    thr,
+                    "--batch",
+                    batch,
+                    "--lr",
+                    lr,
+                    "--epochs",
+                    "1",
+                    "--eval-at",
+                    "",
+                    "--max-steps",
+                    steps,
+                    "--out",
+                    out,
+                    NULL};
+    fprintf(stderr, S_PROG ": PyTorch baseline: %s %s --model %s --threads %s ...\n",
+            cfg->python, cfg->torch_script, cfg->model, thr);
+    int rc = ps_bench_run(argv, log);
+    char *text = NULL;
+    if (rc != 0 || ps_bench_read_file(out, &text) != 0 ||
+        s_find_num(text, "samples_per_s", &res->torch_sps) != 0) {
+        char *lt = NULL;
+        const char *last = "";
+        if (ps_bench_read_file(log, &lt) == 0) {
+            size_t n = strlen(lt);
+            while (n > 0 && lt[n - 1] == '\n') {
+                lt[--n] = '\0';
+            }
+            last = strrchr(lt, '\n') ? strrchr(lt, '\n') + 1 : lt;
+        }
+        snprintf(res->torch_note, sizeof res->torch_note,
+                 "PyTorch run failed (exit %d): %s", rc, last);
+        free(lt);
+        res->torch_sps = NAN;
+    } else {
+        const char *v = strstr(text, "\"torch\": \"");
+        if (v) {
+            v += strlen("\"torch\": \"");
+            snprintf(res->torch_ver, sizeof res->torch_ver, "%.*s", (int)strcspn(v, "\""),
+                     v);
+        }
+    }
+    free(text);
+    unlink(out);
+    unlink(log);
+    rmdir(dir);
+}
+
+/* A JSON number, or null for NAN. */
+static void s_num(ps_bench_str_t *s, const char *key, double v, const char *sep)
+{
+    if (isnan(v) || isinf(v)) {
+        ps_bench_str_addf(s, "\"%s\": null%s", key, sep);
+    } else {
+        ps_bench_str_addf(s, "\"%s\": %.9g%s", key, v, sep);
+    }
+}
+
+/* Writes the JSON object; returns 0 or PS_EIO. */
+static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
+                        const char *machine)
+{
+    const double samples = (double)cfg->steps * cfg->batch;
+    const double sps = samples / r->seconds;
+    ps_bench_str_t s = {0};
+    ps_bench_str_addf(&s, "{\"model\": \"%s\", \"device\": \"%s\", ", cfg->model,
+                      r->backend);
+    ps_bench_str_addf(&s, "\"threads\": %d, \"blas_threads\": %d, ", cfg->threads,
+                      r->blas_threads);
+    ps_bench_str_addf(&s, "\"batch\": %d, \"steps\": %d, \"warmup\": %d, ", cfg->batch,
+                      cfg->steps, cfg->warmup);
+    ps_bench_str_addf(&s, "\"data\": \"%s\", ",
+                      cfg->data[0] ? "fashion-mnist" : "synthetic");
+    s_num(&s, "samples_per_sec", sps, ", ");
+    s_num(&s, "cpu_samples_per_sec", samples / r->cpu_seconds, ", ");
+    s_num(&s, "step_ms", 1e3 * r->seconds / cfg->steps, ", ");
+    s_num(&s, "step_ms_median", 1e3 * r->step_median, ", ");
+    s_num(&s, "train_loss", r->loss, ", ");
+    ps_bench_str_addf(&s, "\"profile_steps\": %d, \"time_split\": {", cfg->profile_steps);
+    s_num(&s, "gather", r->gather, ", ");
+    s_num(&s, "copy_in", r->copy_in, ", ");
+    s_num(&s, "forward", r->forward, ", ");
+    s_num(&s, "backward", r->backward, ", ");
+    s_num(&s, "copy_out", r->copy_out, ", ");
+    s_num(&s, "update", r->update, ", ");
+    s_num(&s, "step", r->step, "}, ");
+    s_num(&s, "torch_samples_per_sec", r->torch_sps, ", ");
+    s_num(&s, "ratio_vs_torch", sps / r->torch_sps, ", ");
+    ps_bench_str_addf(&s, "\"torch_version\": \"%s\", \"machine\": \"%s\"}\n", r->torch_ver,
+                      machine);
+    int rc = PS_EIO;
+    FILE *f = s.oom ? NULL : fopen(cfg->json, "w");
+    if (f) {
+        rc = fputs(ps_bench_str_get(&s), f) >= 0 ? 0 : PS_EIO;
+        rc = fclose(f) == 0 ? rc : PS_EIO;
+    }
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: cannot write %s: %s\n", cfg->json,
+                strerror(errno));
+    }
+    ps_bench_str_fini(&s);
+    return rc;
+}
+
+/* The markdown header and row (stdout). */
+static void s_print_markdown(const compute_cfg_t *cfg, const compute_result_t *r)
+{
+    const double samples = (double)cfg->steps * cfg->batch;
+    const double sps = samples / r->seconds;
+    char torch[32] = "n/a", ratio[32] = "n/a";
+    if (!isnan(r->torch_sps)) {
+        snprintf(torch, sizeof torch, "%.0f", r->torch_sps);
+        snprintf(ratio, sizeof ratio, "%.2f", sps / r->torch_sps);
+    }
+    printf(
+        "| model | device | threads | batch | steps | shardps samples/s | "
+        "shardps samples/CPU-s | PyTorch samples/s | shardps/PyTorch | ms/step: gather | "
+        "copy in | forward | backward | copy out | update |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| %s | %s | %d | %d | %d | %.0f | %.0f | %s | %s | %.3f | %.3f | %.3f | %.3f | "
+           "%.3f | %.3f |\n",
+           cfg->model, r->backend, cfg->threads, cfg->batch, cfg->steps, sps,
+           samples / r->cpu_seconds, torch, ratio, 1e3 * r->gather, 1e3 * r->copy_in,
+           1e3 * r->forward, 1e3 * r->backward, 1e3 * r->copy_out, 1e3 * r->update);
+    if (r->torch_note[0]) {
+        printf("\nPyTorch: %s\n", r->torch_note);
+    }
+}
+
+/* Loads the data, builds the model, measures. */
+static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result_t *res)
+{
+    char err[512];
+    ps_dataset_t ds = {0};
+    ps_model_t *m = NULL;
+    compute_loop_t L = {.cfg = cfg, .ds = &ds};
+    int rc = cfg->data[0] ? ps_dataset_load(cfg->data, 1, &ds, err, sizeof err)
+                          : s_synthetic(&ds, cfg->batch);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: %s\n",
+                cfg->data[0] ? err : "out of memory for synthetic data");
+        goto fail;
+    }
+    if (ds.n < cfg->batch) {
+        fprintf(stderr, S_PROG ": error: --batch %d: the data has %d samples\n", cfg->batch,
+                ds.n);
+        rc = PS_EINVAL;
+        goto fail;
+    }
+    rc = ps_model_new(cfg->model, k, cfg->batch, &m);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: model %s on %s: %s\n", cfg->model, k->name,
+                ps_strerror(rc));
+        goto fail;
+    }
+    ps_model_init_params(m, 1);
+    L.m = m;
+    L.order = malloc((size_t)ds.n * sizeof *L.order);
+    L.x = malloc((size_t)cfg->batch * PS_MODEL_IN_H * PS_MODEL_IN_W * sizeof(float));
+    L.y = malloc((size_t)cfg->batch);
+    if (!L.order || !L.x || !L.y) {
+        fprintf(stderr, S_PROG ": error: out of memory\n");
+        rc = PS_ENOMEM;
+        goto fail;
+    }
+    ps_data_order(1, 0, L.order, ds.n);
+    L.per_epoch = ds.n / cfg->batch;
+    L.sgd = (ps_optim_sgd_t){.lr = (float)cfg->lr, .momentum = 0.0f, .weight_decay = 0.0f};
+    res->backend = k->name;
+    res->blas_threads = ps_kernels_threads();
+    fprintf(stderr,
+            S_PROG ": %s on %s, %d threads, batch %d: %d + %d steps + %d profiled\n",
+            cfg->model, k->name, res->blas_threads, cfg->batch, cfg->warmup, cfg->steps,
+            cfg->profile_steps);
+    rc = s_measure(&L, res);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: training step: %s\n", ps_strerror(rc));
+    }
+fail:
+    free(L.order);
+    free(L.x);
+    free(L.y);
+    ps_model_destroy(&m);
+    ps_dataset_fini(&ds);
+    return rc;
+}
+
+int ps_bench_compute_main(int argc, char **argv)
+{
+    compute_cfg_t cfg = {.model = "mlp",
+                         .device = "cpu",
+                         .data = PS_DATA_DEFAULT_DIR,
+                         .torch_script = S_TORCH_SCRIPT,
+                         .python = "/usr/bin/python3",
+                         .threads = 1,
+                         .batch = 64,
+                         .steps = 500,
+                         .warmup = 20,
+                         .profile_steps = 100,
+                         .lr = 0.1};
+    ps_flag_t flags[] = {
+        {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
+        {"device", PS_FLAG_STR, &cfg.device, "DEV", "cpu, cuda or auto"},
+        {"threads", PS_FLAG_INT, &cfg.threads, "N",
+         "BLAS threads (as the worker's --threads; 0 = library default)"},
+        {"steps", PS_FLAG_INT, &cfg.steps, "N", "timed steps"},
+        {"warmup", PS_FLAG_INT, &cfg.warmup, "N", "untimed steps before them"},
+        {"profile-steps", PS_FLAG_INT, &cfg.profile_steps, "N",
+         "profiled steps after them, for the time split (0 = none)"},
+        {"batch", PS_FLAG_INT, &cfg.batch, "N", "samples per step"},
+        {"lr", PS_FLAG_DOUBLE, &cfg.lr, "X", "SGD learning rate"},
+        {"data", PS_FLAG_STR, &cfg.data, "DIR",
+         "Fashion-MNIST directory (\"\": synthetic inputs)"},
+        {"json", PS_FLAG_STR, &cfg.json, "FILE", "write the figures as one JSON object"},
+        {"torch", PS_FLAG_BOOL, &cfg.torch, NULL,
+         "also run the PyTorch baseline at the same thread count"},
+        {"torch-script", PS_FLAG_STR, &cfg.torch_script, "PATH",
+         "train_single.py (default: ../shared/tools/torch-baseline/ beside the source "
+         "tree)"},
+        {"python", PS_FLAG_STR, &cfg.python, "PATH", "Python with torch, for --torch"},
+    };
+    int rc = ps_config_parse(
+        S_PROG,
+        "Trains one model in one process, no servers, no network: samples/s of gather +\n"
+        "training step + SGD update, where a step's time goes, and with --torch the\n"
+        "PyTorch baseline's samples/s at the same thread count in the same sitting.",
+        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    if ((strcmp(cfg.model, "mlp") && strcmp(cfg.model, "cnn")) || cfg.threads < 0 ||
+        cfg.batch < 1 || cfg.steps < 1 || cfg.warmup < 0 || cfg.profile_steps < 0 ||
+        !(cfg.lr > 0)) {
+        fprintf(stderr,
+                S_PROG ": error: expected --model mlp|cnn, --threads >= 0, --batch "
+                       ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0\n");
+        return 2;
+    }
+    ps_log_set_role("B", -1);
+    ps_kernels_set_threads(cfg.threads);
+    const ps_kernels_t *k = NULL;
+    char why[256];
+    rc = ps_kernels_select(cfg.device, &k, why, sizeof why);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: --device %s: %s\n", cfg.device, why);
+        return rc == PS_EINVAL ? 2 : 1;
+    }
+    double load_before = ps_bench_loadavg();
+    compute_result_t res = {.torch_sps = NAN};
+    if (s_run(&cfg, k, &res) != 0) {
+        return 1;
+    }
+    if (cfg.torch) {
+        s_torch(&cfg, &res);
+        if (res.torch_note[0]) {
+            fprintf(stderr, S_PROG ": %s\n", res.torch_note);
+        }
+    }
+    char machine[256];
+    ps_bench_machine(machine, sizeof machine, load_before);
+    s_print_markdown(&cfg, &res);
+    printf(
+        "\nMachine: %s. Timed steps: gather + step + SGD update, after %d warm-up steps; "
+        "the split is per step over %d separate profiled steps.\n",
+        machine, cfg.warmup, cfg.profile_steps);
+    if (cfg.torch) {
+        printf("PyTorch: train_single.py, same model, batch, lr and step count, "
+               "OPENBLAS_NUM_THREADS = %d; its time includes its first steps (it has no "
+               "warm-up).\n",
+               cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    }
+    if (cfg.json && s_write_json(&cfg, &res, machine) != 0) {
+        return 1;
+    }
+    return cfg.torch && isnan(res.torch_sps) ? 1 : 0;
+}
