@@ -859,13 +859,19 @@ done:
     return rc ? 1 : 0;
 }
 
-/* Stops the members (politely, then by force) and closes the pipes. */
-static void s_ar_stop(ar_ring_t *g)
+/* Stops the members - politely, or at once when the ring failed (the others
+ * may be waiting for a dead neighbour) - and closes the pipes. */
+static void s_ar_stop(ar_ring_t *g, int failed)
 {
     ar_cmd_t stop = {0, 0};
     for (int i = 0; i < g->n; i++) {
+        if (failed && g->pid[i] > 0) {
+            kill(g->pid[i], SIGKILL);
+        }
         if (g->cmd[i] >= 0) {
-            (void)s_write_all(g->cmd[i], &stop, sizeof stop);
+            if (!failed) {
+                (void)s_write_all(g->cmd[i], &stop, sizeof stop);
+            }
             close(g->cmd[i]);
             g->cmd[i] = -1;
         }
@@ -939,7 +945,8 @@ static int s_ar_start(ar_ring_t *g, const comm_cfg_t *cfg, int n, uint64_t max_f
 }
 
 /* One chunk: every member times `iters` allreduces of `floats`; *seconds is
- * the slowest member's time. */
+ * the slowest member's time. The first member to fail (or die: its pipe
+ * closes) ends the chunk at once. */
 static int s_ar_chunk(ar_ring_t *g, uint64_t floats, long iters, char *err, size_t errlen,
                       double *seconds)
 {
@@ -951,23 +958,49 @@ static int s_ar_chunk(ar_ring_t *g, uint64_t floats, long iters, char *err, size
         }
     }
     *seconds = 0;
-    int failed = 0;
-    for (int i = 0; i < g->n; i++) {
-        ar_reply_t rep = {0};
-        /* Members give up on a silent neighbour after AR_RING_TIMEOUT_S. */
-        int rc = s_read_all(g->reply[i], &rep, sizeof rep, COMM_POLL_LIMIT_S * 5);
-        if (rc != 0 || rep.rc != 0) {
-            rep.text[sizeof rep.text - 1] = '\0';
-            if (!failed) {
-                snprintf(err, errlen, "ring member %d: %s", i,
-                         rc ? ps_strerror(rc) : rep.text);
+    int done[AR_MAX_MEMBERS] = {0}, left = g->n;
+    /* Members give up on a silent neighbour after AR_RING_TIMEOUT_S. */
+    double until = ps_now() + COMM_POLL_LIMIT_S * 5;
+    while (left > 0) {
+        struct pollfd pf[AR_MAX_MEMBERS];
+        int who[AR_MAX_MEMBERS], np = 0;
+        for (int i = 0; i < g->n; i++) {
+            if (!done[i]) {
+                pf[np] = (struct pollfd){g->reply[i], POLLIN, 0};
+                who[np++] = i;
             }
-            failed = rc ? rc : rep.rc;
+        }
+        double wait = until - ps_now();
+        int n = wait > 0 ? poll(pf, (nfds_t)np, (int)(wait * 1000) + 1) : 0;
+        if (n < 0 && errno == EINTR) {
             continue;
         }
-        *seconds = rep.seconds > *seconds ? rep.seconds : *seconds;
+        if (n <= 0) {
+            snprintf(err, errlen, "no ring member answered for %.0f s",
+                     COMM_POLL_LIMIT_S * 5);
+            return PS_ETIMEDOUT;
+        }
+        for (int k = 0; k < np; k++) {
+            if (!pf[k].revents) {
+                continue;
+            }
+            int i = who[k];
+            ar_reply_t rep = {0};
+            int rc = s_read_all(g->reply[i], &rep, sizeof rep, COMM_POLL_LIMIT_S);
+            if (rc != 0 || rep.rc != 0) {
+                rep.text[sizeof rep.text - 1] = '\0';
+                snprintf(err, errlen, "ring member %d: %s", i,
+                         rc == PS_ECLOSED ? "exited"
+                         : rc             ? ps_strerror(rc)
+                                          : rep.text);
+                return rc ? rc : rep.rc;
+            }
+            *seconds = rep.seconds > *seconds ? rep.seconds : *seconds;
+            done[i] = 1;
+            left--;
+        }
     }
-    return failed;
+    return 0;
 }
 
 /* Seconds per allreduce of `floats`: a warm-up of >= AR_WARMUP_CALLS calls that
@@ -1127,7 +1160,7 @@ static int s_allreduce_pair(const comm_cfg_t *cfg, int n, const char *mpirun,
                        "(%.1f s)\n",
                 name, n, ours[i], mpi[i], ps_now() - t0);
     }
-    s_ar_stop(&g);
+    s_ar_stop(&g, rc != 0);
     sigaction(SIGPIPE, &old, NULL);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": ring allreduce with %d members failed: %s\n", n,
