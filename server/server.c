@@ -1,9 +1,11 @@
 /*
  * server/server.c - the server's single event loop: receive, validate, apply.
  *
- * All buffers are sized once from the cluster view: parameters, momentum, one
- * gradient slot per worker (sync), a scratch range (async) and the table of
- * pulls waiting for a newer version. Nothing is allocated per step.
+ * All buffers are sized once from the cluster view: parameters, optimizer
+ * state, the table of pushes held per step and worker (stepped modes keep the
+ * received frames and read them in place when the step is applied), one
+ * scratch range (the step's sum; an aligned copy in async) and the table of
+ * pulls waiting for a newer version. Nothing of ours is allocated per step.
  */
 #include "server/server.h"
 
@@ -34,8 +36,11 @@ typedef struct {
  * tensor when gradients are pushed layer by layer). */
 enum { PS_MAX_PARTS = 64 };
 
+/* One push held for a step: its keys and the received frame, read in place
+ * when the step is applied (no copy into a buffer of ours). */
 typedef struct {
     uint64_t begin, end; /* keys relative to the shard */
+    zmq_msg_t msg;       /* the gradient frame; owned until the step is applied */
 } ps_part_t;
 
 typedef struct {
@@ -54,14 +59,14 @@ typedef struct {
      * Step t lives in window slot t % window; slot (t, w) below means index
      * (t % window) * workers + w. */
     int window;          /* steps collected at once: s+1 under ssp:s, else 1 */
-    float *slots;        /* window*workers gradients of n keys */
-    ps_part_t *parts;    /* window*workers*PS_MAX_PARTS: key ranges pushed so far */
+    size_t nslots;       /* window*workers (1 when not stepped) */
+    ps_part_t *parts;    /* nslots*PS_MAX_PARTS: the pushes held so far */
     int *nparts;         /* window*workers */
     uint64_t *covered;   /* window*workers: keys pushed so far */
     int64_t *computed_on; /* window*workers: version the gradient was computed on */
     double step_since;   /* when the step being collected started waiting */
     double missing_logged; /* when we last logged who it waits for */
-    float *scratch;      /* n: aligned copy of an incoming gradient */
+    float *scratch;      /* n: a step's gradient sum, or an aligned copy of a push */
     uint64_t init_covered;
     int initialized;     /* all initial values received */
     int64_t version;     /* updates applied so far */
@@ -218,6 +223,63 @@ static size_t s_slot(const ps_server_t *s, int64_t t, int w)
     return (size_t)(t % s->window) * (size_t)s->workers + (size_t)w;
 }
 
+/* Closes the frames held in slot k and empties it. */
+static void s_release_parts(ps_server_t *s, size_t k)
+{
+    ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
+    for (int i = 0; i < s->nparts[k]; i++) {
+        zmq_msg_close(&parts[i].msg);
+    }
+    s->nparts[k] = 0;
+    s->covered[k] = 0;
+}
+
+/* acc[0..n) = c * g  (first) or acc += c * g, g read from a frame that may
+ * not be float-aligned (memcpy loads; the compiler makes them vector loads). */
+static void s_accumulate(float *restrict acc, const unsigned char *restrict g, float c,
+                         uint64_t n, int first)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, g + i * sizeof(float), sizeof v);
+        acc[i] = first ? c * v : acc[i] + c * v;
+    }
+}
+
+/*
+ * The gradient sum of the step being applied: every complete worker's pushes,
+ * in worker-rank order, each weighted by s_stale_weight(). Read in place from
+ * the held frames; a lone aligned, unweighted push is used as it is, with no
+ * pass at all. Returns a pointer valid until the slot is released.
+ */
+static const float *s_sum_step(ps_server_t *s, int first)
+{
+    size_t k0 = s_slot(s, s->version, first);
+    const ps_part_t *p0 = s->parts + k0 * PS_MAX_PARTS;
+    int lone = 1;
+    for (int w = first + 1; w < s->workers; w++) {
+        lone &= s->covered[s_slot(s, s->version, w)] != s->n;
+    }
+    const void *d0 = s->nparts[k0] == 1 ? zmq_msg_data((zmq_msg_t *)&p0->msg) : NULL;
+    if (lone && d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
+        s_stale_weight(s, s->version - s->computed_on[k0]) == 1.0f) {
+        return d0;
+    }
+    for (int w = first; w < s->workers; w++) {
+        size_t k = s_slot(s, s->version, w);
+        if (s->covered[k] != s->n) {
+            continue;
+        }
+        const float c = s_stale_weight(s, s->version - s->computed_on[k]);
+        const ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
+        for (int i = 0; i < s->nparts[k]; i++) {
+            s_accumulate(s->scratch + parts[i].begin, zmq_msg_data((zmq_msg_t *)&parts[i].msg),
+                         c, parts[i].end - parts[i].begin, w == first);
+        }
+    }
+    return s->scratch;
+}
+
 /*
  * Stepped modes: applies every step that has collected enough pushes, in
  * order. sync and ssp need all workers; sync:k/n needs k. The gradients are
@@ -238,31 +300,9 @@ static void s_try_apply(ps_server_t *s)
         if (complete < need) {
             return;
         }
-        size_t k0 = s_slot(s, s->version, first);
-        float *sum = s->slots + k0 * s->n;
-        float c0 = s_stale_weight(s, s->version - s->computed_on[k0]);
-        if (c0 != 1.0f) {
-            for (uint64_t i = 0; i < s->n; i++) {
-                sum[i] *= c0;
-            }
-        }
-        for (int w = first + 1; w < s->workers; w++) {
-            size_t k = s_slot(s, s->version, w);
-            if (s->covered[k] != s->n) {
-                continue;
-            }
-            const float *g = s->slots + k * s->n;
-            const float c = s_stale_weight(s, s->version - s->computed_on[k]);
-            if (c == 1.0f) { /* the common case, and the only one under sync: plain sum */
-                for (uint64_t i = 0; i < s->n; i++) {
-                    sum[i] += g[i];
-                }
-            } else {
-                for (uint64_t i = 0; i < s->n; i++) {
-                    sum[i] += c * g[i];
-                }
-            }
-        }
+        const float *sum = s_sum_step(s, first);
+        ps_optim_step(&s->opt, s_lr(s, s->version), ++s->applied, s->w, s->state, s->n, sum,
+                      1.0f / (float)complete, s->n);
         for (int w = 0; w < s->workers; w++) {
             size_t k = s_slot(s, s->version, w);
             if (s->covered[k] == s->n) {
@@ -270,20 +310,18 @@ static void s_try_apply(ps_server_t *s)
             } else if (s->covered[k]) {
                 s->dropped++; /* a late worker's partial push: its step is over */
             }
-            s->covered[k] = 0;
-            s->nparts[k] = 0;
+            s_release_parts(s, k);
         }
-        ps_optim_step(&s->opt, s_lr(s, s->version), ++s->applied, s->w, s->state, s->n, sum,
-                      1.0f / (float)complete, s->n);
         s->version++;
         s->step_since = ps_now();
         s_flush_pulls(s);
     }
 }
 
-/* Records keys [r) (shard-relative) as pushed into slot k; refuses overlaps,
- * so a worker's share of a step is complete exactly when every key came once. */
-static int s_add_part(ps_server_t *s, size_t k, ps_range_t r)
+/* Holds the push of keys [r) (shard-relative) in slot k, taking its frame;
+ * refuses overlaps, so a worker's share of a step is complete exactly when
+ * every key came once. */
+static int s_add_part(ps_server_t *s, size_t k, ps_range_t r, zmq_msg_t *frame)
 {
     ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
     if (s->nparts[k] == PS_MAX_PARTS) {
@@ -294,14 +332,16 @@ static int s_add_part(ps_server_t *s, size_t k, ps_range_t r)
             return PS_ESTATE;
         }
     }
-    parts[s->nparts[k]].begin = r.begin;
-    parts[s->nparts[k]].end = r.end;
-    s->nparts[k]++;
+    ps_part_t *p = &parts[s->nparts[k]++];
+    p->begin = r.begin;
+    p->end = r.end;
+    zmq_msg_init(&p->msg);
+    zmq_msg_move(&p->msg, frame);
     s->covered[k] += ps_range_len(r);
     return 0;
 }
 
-static void s_on_stepped_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
+static void s_on_stepped_push(ps_server_t *s, ps_msg_t *m, ps_range_t r)
 {
     const ps_header_t *h = &m->hdr;
     const ps_job_t *j = &s->view->job;
@@ -321,7 +361,7 @@ static void s_on_stepped_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     }
     size_t k = s_slot(s, h->step, h->sender);
     ps_range_t rel = {r.begin - s->shard.begin, r.end - s->shard.begin};
-    int rc = s_add_part(s, k, rel);
+    int rc = s_add_part(s, k, rel, &m->frames[0]);
     if (rc != 0) {
         s_reply_error(s, m, rc,
                       rc == PS_ESTATE ? "W%d pushed keys of step %lld twice"
@@ -332,7 +372,6 @@ static void s_on_stepped_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     if (s->covered[k] == ps_range_len(r) || h->version < s->computed_on[k]) {
         s->computed_on[k] = h->version; /* the stalest part counts */
     }
-    s_payload(s, m, s->slots + k * s->n + rel.begin);
     s->pushes++;
     s_reply(s, &m->route, PS_MSG_PUSH_ACK, h->request_id, r, NULL);
     s_try_apply(s);
@@ -365,7 +404,7 @@ static void s_log_missing(ps_server_t *s)
     }
 }
 
-static void s_on_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
+static void s_on_push(ps_server_t *s, ps_msg_t *m, ps_range_t r)
 {
     const ps_header_t *h = &m->hdr;
     if (!s->initialized) {
@@ -521,14 +560,14 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->scratch = calloc(n, sizeof(float));
     s->window = v->job.mode == PS_MODE_SSP ? v->job.staleness + 1 : 1;
     size_t nslots = ps_job_is_stepped(&v->job) ? (size_t)s->window * (size_t)s->workers : 1;
-    s->slots = calloc(nslots * n, sizeof(float));
+    s->nslots = nslots;
     s->parts = calloc(nslots * PS_MAX_PARTS, sizeof *s->parts);
     s->nparts = calloc(nslots, sizeof *s->nparts);
     s->covered = calloc(nslots, sizeof *s->covered);
     s->computed_on = calloc(nslots, sizeof *s->computed_on);
     s->pending = calloc((size_t)s->cap_pending, sizeof *s->pending);
     ps_hist_init(&s->staleness);
-    if (!s->w || !s->state || !s->scratch || !s->slots || !s->parts || !s->nparts ||
+    if (!s->w || !s->state || !s->scratch || !s->parts || !s->nparts ||
         !s->covered || !s->computed_on || !s->pending) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)s->n);
@@ -600,7 +639,9 @@ fail:
     }
     free(s.w);
     free(s.state);
-    free(s.slots);
+    for (size_t k = 0; s.nparts && k < s.nslots; k++) {
+        s_release_parts(&s, k);
+    }
     free(s.scratch);
     free(s.covered);
     free(s.parts);
