@@ -36,6 +36,10 @@ typedef struct {
  * tensor when gradients are pushed layer by layer). */
 enum { PS_MAX_PARTS = 64 };
 
+/* Keys per pull-reply message, and per chunk of a step's update: the update
+ * of chunk i overlaps with ZeroMQ sending chunk i-1 to the waiting workers. */
+enum { PS_REPLY_KEYS = 1 << 16 };
+
 /* One push held for a step: its keys and the received frame, read in place
  * when the step is applied (no copy into a buffer of ours). */
 typedef struct {
@@ -116,11 +120,23 @@ static void s_reply(ps_server_t *s, const ps_route_t *route, ps_msg_type_t type,
     }
 }
 
+/* Sends the values of keys part (inside p's range) to p's asker. */
+static void s_send_pull_part(ps_server_t *s, const ps_pending_pull_t *p, ps_range_t part)
+{
+    s_reply(s, &p->route, PS_MSG_PULL_REPLY, p->request_id, part,
+            s->w + (part.begin - s->shard.begin));
+}
+
+/* Answers a pull whole, in messages of at most PS_REPLY_KEYS keys (the
+ * client completes a pull when every key arrived, in any number of parts). */
 static void s_answer_pull(ps_server_t *s, const ps_pending_pull_t *p)
 {
     s->pulls++;
-    s_reply(s, &p->route, PS_MSG_PULL_REPLY, p->request_id, p->range,
-            s->w + (p->range.begin - s->shard.begin));
+    for (uint64_t b = p->range.begin; b < p->range.end; b += PS_REPLY_KEYS) {
+        ps_range_t part = {b, b + PS_REPLY_KEYS < p->range.end ? b + PS_REPLY_KEYS
+                                                                : p->range.end};
+        s_send_pull_part(s, p, part);
+    }
 }
 
 /* Answers every waiting pull that the current version satisfies. */
@@ -130,6 +146,33 @@ static void s_flush_pulls(ps_server_t *s)
     for (int i = 0; i < s->npending; i++) {
         if (s->initialized && s->version >= s->pending[i].min_version) {
             s_answer_pull(s, &s->pending[i]);
+        } else {
+            s->pending[kept++] = s->pending[i];
+        }
+    }
+    s->npending = kept;
+}
+
+/* During an update: sends every pull the new version satisfies its part
+ * within the just-updated shard-relative keys [off, off+len). */
+static void s_send_ready_chunk(ps_server_t *s, uint64_t off, uint64_t len)
+{
+    ps_range_t chunk = {s->shard.begin + off, s->shard.begin + off + len}, part;
+    for (int i = 0; i < s->npending; i++) {
+        if (s->version >= s->pending[i].min_version &&
+            ps_range_intersect(s->pending[i].range, chunk, &part)) {
+            s_send_pull_part(s, &s->pending[i], part);
+        }
+    }
+}
+
+/* After an update: forgets the pulls it answered chunk by chunk. */
+static void s_drop_answered(ps_server_t *s)
+{
+    int kept = 0;
+    for (int i = 0; i < s->npending; i++) {
+        if (s->version >= s->pending[i].min_version) {
+            s->pulls++;
         } else {
             s->pending[kept++] = s->pending[i];
         }
@@ -300,21 +343,28 @@ static void s_try_apply(ps_server_t *s)
         if (complete < need) {
             return;
         }
+        const int64_t t = s->version;
         const float *sum = s_sum_step(s, first);
-        ps_optim_step(&s->opt, s_lr(s, s->version), ++s->applied, s->w, s->state, s->n, sum,
-                      1.0f / (float)complete, s->n);
+        const float lr = s_lr(s, t), scale = 1.0f / (float)complete;
+        const int64_t applied = ++s->applied;
+        s->version = t + 1; /* what the values sent below carry */
+        for (uint64_t off = 0; off < s->n; off += PS_REPLY_KEYS) {
+            uint64_t len = s->n - off < PS_REPLY_KEYS ? s->n - off : PS_REPLY_KEYS;
+            ps_optim_step(&s->opt, lr, applied, s->w + off, s->state + off, s->n, sum + off,
+                          scale, len);
+            s_send_ready_chunk(s, off, len);
+        }
         for (int w = 0; w < s->workers; w++) {
-            size_t k = s_slot(s, s->version, w);
+            size_t k = s_slot(s, t, w);
             if (s->covered[k] == s->n) {
-                ps_hist_add(&s->staleness, s->version - s->computed_on[k]);
+                ps_hist_add(&s->staleness, t - s->computed_on[k]);
             } else if (s->covered[k]) {
                 s->dropped++; /* a late worker's partial push: its step is over */
             }
             s_release_parts(s, k);
         }
-        s->version++;
         s->step_since = ps_now();
-        s_flush_pulls(s);
+        s_drop_answered(s);
     }
 }
 
