@@ -1,9 +1,11 @@
 /*
  * server/server.c - the server's single event loop: receive, validate, apply.
  *
- * All buffers are sized once from the cluster view: parameters, momentum, one
- * gradient slot per worker (sync), a scratch range (async) and the table of
- * pulls waiting for a newer version. Nothing is allocated per step.
+ * All buffers are sized once from the cluster view: parameters, optimizer
+ * state, the table of pushes held per step and worker (stepped modes keep the
+ * received frames and read them in place when the step is applied), one
+ * scratch range (the step's sum; an aligned copy in async) and the table of
+ * pulls waiting for a newer version. Nothing of ours is allocated per step.
  */
 #include "server/server.h"
 
@@ -34,8 +36,15 @@ typedef struct {
  * tensor when gradients are pushed layer by layer). */
 enum { PS_MAX_PARTS = 64 };
 
+/* Keys per pull-reply message, and per chunk of a step's update: the update
+ * of chunk i overlaps with ZeroMQ sending chunk i-1 to the waiting workers. */
+enum { PS_REPLY_KEYS = 1 << 16 };
+
+/* One push held for a step: its keys and the received frame, read in place
+ * when the step is applied (no copy into a buffer of ours). */
 typedef struct {
     uint64_t begin, end; /* keys relative to the shard */
+    zmq_msg_t msg;       /* the gradient frame; owned until the step is applied */
 } ps_part_t;
 
 typedef struct {
@@ -54,14 +63,14 @@ typedef struct {
      * Step t lives in window slot t % window; slot (t, w) below means index
      * (t % window) * workers + w. */
     int window;          /* steps collected at once: s+1 under ssp:s, else 1 */
-    float *slots;        /* window*workers gradients of n keys */
-    ps_part_t *parts;    /* window*workers*PS_MAX_PARTS: key ranges pushed so far */
+    size_t nslots;       /* window*workers (1 when not stepped) */
+    ps_part_t *parts;    /* nslots*PS_MAX_PARTS: the pushes held so far */
     int *nparts;         /* window*workers */
     uint64_t *covered;   /* window*workers: keys pushed so far */
     int64_t *computed_on; /* window*workers: version the gradient was computed on */
     double step_since;   /* when the step being collected started waiting */
     double missing_logged; /* when we last logged who it waits for */
-    float *scratch;      /* n: aligned copy of an incoming gradient */
+    float *scratch;      /* n: a step's gradient sum, or an aligned copy of a push */
     uint64_t init_covered;
     int initialized;     /* all initial values received */
     int64_t version;     /* updates applied so far */
@@ -111,11 +120,23 @@ static void s_reply(ps_server_t *s, const ps_route_t *route, ps_msg_type_t type,
     }
 }
 
+/* Sends the values of keys part (inside p's range) to p's asker. */
+static void s_send_pull_part(ps_server_t *s, const ps_pending_pull_t *p, ps_range_t part)
+{
+    s_reply(s, &p->route, PS_MSG_PULL_REPLY, p->request_id, part,
+            s->w + (part.begin - s->shard.begin));
+}
+
+/* Answers a pull whole, in messages of at most PS_REPLY_KEYS keys (the
+ * client completes a pull when every key arrived, in any number of parts). */
 static void s_answer_pull(ps_server_t *s, const ps_pending_pull_t *p)
 {
     s->pulls++;
-    s_reply(s, &p->route, PS_MSG_PULL_REPLY, p->request_id, p->range,
-            s->w + (p->range.begin - s->shard.begin));
+    for (uint64_t b = p->range.begin; b < p->range.end; b += PS_REPLY_KEYS) {
+        ps_range_t part = {b, b + PS_REPLY_KEYS < p->range.end ? b + PS_REPLY_KEYS
+                                                                : p->range.end};
+        s_send_pull_part(s, p, part);
+    }
 }
 
 /* Answers every waiting pull that the current version satisfies. */
@@ -125,6 +146,33 @@ static void s_flush_pulls(ps_server_t *s)
     for (int i = 0; i < s->npending; i++) {
         if (s->initialized && s->version >= s->pending[i].min_version) {
             s_answer_pull(s, &s->pending[i]);
+        } else {
+            s->pending[kept++] = s->pending[i];
+        }
+    }
+    s->npending = kept;
+}
+
+/* During an update: sends every pull the new version satisfies its part
+ * within the just-updated shard-relative keys [off, off+len). */
+static void s_send_ready_chunk(ps_server_t *s, uint64_t off, uint64_t len)
+{
+    ps_range_t chunk = {s->shard.begin + off, s->shard.begin + off + len}, part;
+    for (int i = 0; i < s->npending; i++) {
+        if (s->version >= s->pending[i].min_version &&
+            ps_range_intersect(s->pending[i].range, chunk, &part)) {
+            s_send_pull_part(s, &s->pending[i], part);
+        }
+    }
+}
+
+/* After an update: forgets the pulls it answered chunk by chunk. */
+static void s_drop_answered(ps_server_t *s)
+{
+    int kept = 0;
+    for (int i = 0; i < s->npending; i++) {
+        if (s->version >= s->pending[i].min_version) {
+            s->pulls++;
         } else {
             s->pending[kept++] = s->pending[i];
         }
@@ -218,6 +266,63 @@ static size_t s_slot(const ps_server_t *s, int64_t t, int w)
     return (size_t)(t % s->window) * (size_t)s->workers + (size_t)w;
 }
 
+/* Closes the frames held in slot k and empties it. */
+static void s_release_parts(ps_server_t *s, size_t k)
+{
+    ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
+    for (int i = 0; i < s->nparts[k]; i++) {
+        zmq_msg_close(&parts[i].msg);
+    }
+    s->nparts[k] = 0;
+    s->covered[k] = 0;
+}
+
+/* acc[0..n) = c * g  (first) or acc += c * g, g read from a frame that may
+ * not be float-aligned (memcpy loads; the compiler makes them vector loads). */
+static void s_accumulate(float *restrict acc, const unsigned char *restrict g, float c,
+                         uint64_t n, int first)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, g + i * sizeof(float), sizeof v);
+        acc[i] = first ? c * v : acc[i] + c * v;
+    }
+}
+
+/*
+ * The gradient sum of the step being applied: every complete worker's pushes,
+ * in worker-rank order, each weighted by s_stale_weight(). Read in place from
+ * the held frames; a lone aligned, unweighted push is used as it is, with no
+ * pass at all. Returns a pointer valid until the slot is released.
+ */
+static const float *s_sum_step(ps_server_t *s, int first)
+{
+    size_t k0 = s_slot(s, s->version, first);
+    const ps_part_t *p0 = s->parts + k0 * PS_MAX_PARTS;
+    int lone = 1;
+    for (int w = first + 1; w < s->workers; w++) {
+        lone &= s->covered[s_slot(s, s->version, w)] != s->n;
+    }
+    const void *d0 = s->nparts[k0] == 1 ? zmq_msg_data((zmq_msg_t *)&p0->msg) : NULL;
+    if (lone && d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
+        s_stale_weight(s, s->version - s->computed_on[k0]) == 1.0f) {
+        return d0;
+    }
+    for (int w = first; w < s->workers; w++) {
+        size_t k = s_slot(s, s->version, w);
+        if (s->covered[k] != s->n) {
+            continue;
+        }
+        const float c = s_stale_weight(s, s->version - s->computed_on[k]);
+        const ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
+        for (int i = 0; i < s->nparts[k]; i++) {
+            s_accumulate(s->scratch + parts[i].begin, zmq_msg_data((zmq_msg_t *)&parts[i].msg),
+                         c, parts[i].end - parts[i].begin, w == first);
+        }
+    }
+    return s->scratch;
+}
+
 /*
  * Stepped modes: applies every step that has collected enough pushes, in
  * order. sync and ssp need all workers; sync:k/n needs k. The gradients are
@@ -238,52 +343,35 @@ static void s_try_apply(ps_server_t *s)
         if (complete < need) {
             return;
         }
-        size_t k0 = s_slot(s, s->version, first);
-        float *sum = s->slots + k0 * s->n;
-        float c0 = s_stale_weight(s, s->version - s->computed_on[k0]);
-        if (c0 != 1.0f) {
-            for (uint64_t i = 0; i < s->n; i++) {
-                sum[i] *= c0;
-            }
-        }
-        for (int w = first + 1; w < s->workers; w++) {
-            size_t k = s_slot(s, s->version, w);
-            if (s->covered[k] != s->n) {
-                continue;
-            }
-            const float *g = s->slots + k * s->n;
-            const float c = s_stale_weight(s, s->version - s->computed_on[k]);
-            if (c == 1.0f) { /* the common case, and the only one under sync: plain sum */
-                for (uint64_t i = 0; i < s->n; i++) {
-                    sum[i] += g[i];
-                }
-            } else {
-                for (uint64_t i = 0; i < s->n; i++) {
-                    sum[i] += c * g[i];
-                }
-            }
+        const int64_t t = s->version;
+        const float *sum = s_sum_step(s, first);
+        const float lr = s_lr(s, t), scale = 1.0f / (float)complete;
+        const int64_t applied = ++s->applied;
+        s->version = t + 1; /* what the values sent below carry */
+        for (uint64_t off = 0; off < s->n; off += PS_REPLY_KEYS) {
+            uint64_t len = s->n - off < PS_REPLY_KEYS ? s->n - off : PS_REPLY_KEYS;
+            ps_optim_step(&s->opt, lr, applied, s->w + off, s->state + off, s->n, sum + off,
+                          scale, len);
+            s_send_ready_chunk(s, off, len);
         }
         for (int w = 0; w < s->workers; w++) {
-            size_t k = s_slot(s, s->version, w);
+            size_t k = s_slot(s, t, w);
             if (s->covered[k] == s->n) {
-                ps_hist_add(&s->staleness, s->version - s->computed_on[k]);
+                ps_hist_add(&s->staleness, t - s->computed_on[k]);
             } else if (s->covered[k]) {
                 s->dropped++; /* a late worker's partial push: its step is over */
             }
-            s->covered[k] = 0;
-            s->nparts[k] = 0;
+            s_release_parts(s, k);
         }
-        ps_optim_step(&s->opt, s_lr(s, s->version), ++s->applied, s->w, s->state, s->n, sum,
-                      1.0f / (float)complete, s->n);
-        s->version++;
         s->step_since = ps_now();
-        s_flush_pulls(s);
+        s_drop_answered(s);
     }
 }
 
-/* Records keys [r) (shard-relative) as pushed into slot k; refuses overlaps,
- * so a worker's share of a step is complete exactly when every key came once. */
-static int s_add_part(ps_server_t *s, size_t k, ps_range_t r)
+/* Holds the push of keys [r) (shard-relative) in slot k, taking its frame;
+ * refuses overlaps, so a worker's share of a step is complete exactly when
+ * every key came once. */
+static int s_add_part(ps_server_t *s, size_t k, ps_range_t r, zmq_msg_t *frame)
 {
     ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
     if (s->nparts[k] == PS_MAX_PARTS) {
@@ -294,14 +382,16 @@ static int s_add_part(ps_server_t *s, size_t k, ps_range_t r)
             return PS_ESTATE;
         }
     }
-    parts[s->nparts[k]].begin = r.begin;
-    parts[s->nparts[k]].end = r.end;
-    s->nparts[k]++;
+    ps_part_t *p = &parts[s->nparts[k]++];
+    p->begin = r.begin;
+    p->end = r.end;
+    zmq_msg_init(&p->msg);
+    zmq_msg_move(&p->msg, frame);
     s->covered[k] += ps_range_len(r);
     return 0;
 }
 
-static void s_on_stepped_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
+static void s_on_stepped_push(ps_server_t *s, ps_msg_t *m, ps_range_t r)
 {
     const ps_header_t *h = &m->hdr;
     const ps_job_t *j = &s->view->job;
@@ -321,7 +411,7 @@ static void s_on_stepped_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     }
     size_t k = s_slot(s, h->step, h->sender);
     ps_range_t rel = {r.begin - s->shard.begin, r.end - s->shard.begin};
-    int rc = s_add_part(s, k, rel);
+    int rc = s_add_part(s, k, rel, &m->frames[0]);
     if (rc != 0) {
         s_reply_error(s, m, rc,
                       rc == PS_ESTATE ? "W%d pushed keys of step %lld twice"
@@ -332,7 +422,6 @@ static void s_on_stepped_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
     if (s->covered[k] == ps_range_len(r) || h->version < s->computed_on[k]) {
         s->computed_on[k] = h->version; /* the stalest part counts */
     }
-    s_payload(s, m, s->slots + k * s->n + rel.begin);
     s->pushes++;
     s_reply(s, &m->route, PS_MSG_PUSH_ACK, h->request_id, r, NULL);
     s_try_apply(s);
@@ -365,7 +454,7 @@ static void s_log_missing(ps_server_t *s)
     }
 }
 
-static void s_on_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
+static void s_on_push(ps_server_t *s, ps_msg_t *m, ps_range_t r)
 {
     const ps_header_t *h = &m->hdr;
     if (!s->initialized) {
@@ -521,14 +610,14 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->scratch = calloc(n, sizeof(float));
     s->window = v->job.mode == PS_MODE_SSP ? v->job.staleness + 1 : 1;
     size_t nslots = ps_job_is_stepped(&v->job) ? (size_t)s->window * (size_t)s->workers : 1;
-    s->slots = calloc(nslots * n, sizeof(float));
+    s->nslots = nslots;
     s->parts = calloc(nslots * PS_MAX_PARTS, sizeof *s->parts);
     s->nparts = calloc(nslots, sizeof *s->nparts);
     s->covered = calloc(nslots, sizeof *s->covered);
     s->computed_on = calloc(nslots, sizeof *s->computed_on);
     s->pending = calloc((size_t)s->cap_pending, sizeof *s->pending);
     ps_hist_init(&s->staleness);
-    if (!s->w || !s->state || !s->scratch || !s->slots || !s->parts || !s->nparts ||
+    if (!s->w || !s->state || !s->scratch || !s->parts || !s->nparts ||
         !s->covered || !s->computed_on || !s->pending) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)s->n);
@@ -600,7 +689,9 @@ fail:
     }
     free(s.w);
     free(s.state);
-    free(s.slots);
+    for (size_t k = 0; s.nparts && k < s.nslots; k++) {
+        s_release_parts(&s, k);
+    }
     free(s.scratch);
     free(s.covered);
     free(s.parts);

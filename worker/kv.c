@@ -36,7 +36,7 @@ typedef struct {
     ps_range_t range;   /* keys asked for */
     float *buf;         /* push/init: source; pull: destination */
     int64_t step;       /* push: step; pull: min version */
-    int parts_left;     /* server replies still missing */
+    uint64_t left;      /* push/init: acks still missing; pull: keys still missing */
     int status;         /* 0 or the first failure */
     char name[64];      /* barrier name */
     uint8_t *body;      /* finish/abort: packed control body (owned) */
@@ -48,6 +48,7 @@ struct ps_kv {
     ps_link_t link;      /* owned by the I/O thread once it runs */
     ps_view_t view;
     void **servers;      /* one DEALER per server, I/O thread's */
+    uint64_t *next_key;  /* KV_SLOTS*servers: next key each server's pull reply must start at */
     int64_t *versions;   /* last version served by each server; written by the I/O thread under mu */
     int efd;             /* wakes the I/O thread */
     pthread_t thread;
@@ -75,14 +76,17 @@ static void s_set_fatal(ps_kv_t *kv, int rc, const char *why)
     pthread_cond_broadcast(&kv->cv);
 }
 
-/* Marks part of a slot answered; completes it on the last. Caller holds mu. */
-static void s_part_done(ps_kv_t *kv, kv_slot_t *sl, int status, const char *why)
+/* Marks `amount` of a slot answered (acks, or keys of a pull); completes it
+ * when nothing is left, or at once on a failure. Caller holds mu. */
+static void s_part_done(ps_kv_t *kv, kv_slot_t *sl, int status, const char *why,
+                        uint64_t amount)
 {
     if (status && !sl->status) {
         sl->status = status;
         snprintf(kv->error, sizeof kv->error, "%s", why);
     }
-    if (--sl->parts_left <= 0) {
+    sl->left = (status || amount >= sl->left) ? 0 : sl->left - amount;
+    if (sl->left == 0) {
         sl->state = SLOT_DONE;
         pthread_cond_broadcast(&kv->cv);
     }
@@ -118,26 +122,28 @@ static void s_send_request(ps_kv_t *kv, int idx)
         }
         pthread_mutex_lock(&kv->mu);
         sl->state = SLOT_SENT;
-        sl->parts_left = 1;
+        sl->left = 1;
         if (rc != 0) {
-            s_part_done(kv, sl, rc, "cannot reach the scheduler");
+            s_part_done(kv, sl, rc, "cannot reach the scheduler", 1);
         } else if (sl->type == REQ_ABORT) {
-            s_part_done(kv, sl, 0, "");
+            s_part_done(kv, sl, 0, "", 1);
         }
         pthread_mutex_unlock(&kv->mu);
         return;
     }
-    int parts = 0;
+    uint64_t parts = 0;
     for (int i = 0; i < kv->view.num_servers; i++) {
         ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part;
         if (ps_range_intersect(sl->range, srv, &part)) {
             parts++;
+            kv->next_key[(size_t)idx * (size_t)kv->view.num_servers + (size_t)i] = part.begin;
         }
     }
     pthread_mutex_lock(&kv->mu);
     sl->state = SLOT_SENT;
-    sl->parts_left = parts;
-    if (parts == 0) {
+    /* Servers answer a pull in as many messages as they like, in key order. */
+    sl->left = type == PS_MSG_PULL ? ps_range_len(sl->range) : parts;
+    if (sl->left == 0) {
         sl->state = SLOT_DONE;
         pthread_cond_broadcast(&kv->cv);
     }
@@ -162,7 +168,7 @@ static void s_send_request(ps_kv_t *kv, int idx)
         if (rc != 0) {
             char why[160];
             snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
-            s_part_done(kv, sl, rc, why);
+            s_part_done(kv, sl, rc, why, 0);
         } else if (type == PS_MSG_PUSH) {
             kv->bytes_pushed += f.len;
         }
@@ -187,27 +193,36 @@ static void s_on_server_reply(ps_kv_t *kv, int i, const ps_msg_t *m)
     char why[256];
     if (h->type == PS_MSG_ERROR) {
         snprintf(why, sizeof why, "S%d refused: %s", i, h->error);
-        s_part_done(kv, sl, h->status < 0 ? h->status : PS_EPROTO, why);
+        s_part_done(kv, sl, h->status < 0 ? h->status : PS_EPROTO, why, 0);
     } else if (h->type == PS_MSG_PULL_REPLY && sl->type == REQ_PULL) {
-        ps_range_t r = {h->begin, h->end};
+        ps_range_t r = {h->begin, h->end}, srv = {kv->view.servers[i].begin,
+                                                   kv->view.servers[i].end};
+        uint64_t *next = &kv->next_key[(size_t)idx * (size_t)kv->view.num_servers + (size_t)i];
         size_t len = 0;
         const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
-        if (!p || !ps_range_contains(sl->range, r) || len != ps_range_len(r) * sizeof(float)) {
+        /* Each server's parts must come in key order, each key once. */
+        if (!p || r.begin != *next || r.end <= r.begin || !ps_range_contains(sl->range, r) ||
+            !ps_range_contains(srv, r) || len != ps_range_len(r) * sizeof(float)) {
             snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request", i);
-            s_part_done(kv, sl, PS_EPROTO, why);
+            s_part_done(kv, sl, PS_EPROTO, why, 0);
         } else {
-            memcpy(sl->buf + (r.begin - sl->range.begin), p, len);
+            *next = r.end;
             kv->versions[i] = h->version;
             kv->bytes_pulled += len;
-            s_part_done(kv, sl, 0, "");
+            /* The copy runs unlocked: the buffer is the waiter's only once the
+             * slot is done, which happens below. */
+            pthread_mutex_unlock(&kv->mu);
+            memcpy(sl->buf + (r.begin - sl->range.begin), p, len);
+            pthread_mutex_lock(&kv->mu);
+            s_part_done(kv, sl, 0, "", ps_range_len(r));
         }
     } else if ((h->type == PS_MSG_PUSH_ACK && sl->type == REQ_PUSH) ||
                (h->type == PS_MSG_INIT_ACK && sl->type == REQ_INIT)) {
-        s_part_done(kv, sl, 0, "");
+        s_part_done(kv, sl, 0, "", 1);
     } else {
         snprintf(why, sizeof why, "S%d answered with an unexpected %s", i,
                  ps_codec_type_name(h->type));
-        s_part_done(kv, sl, PS_EPROTO, why);
+        s_part_done(kv, sl, PS_EPROTO, why, 0);
     }
     pthread_mutex_unlock(&kv->mu);
 }
@@ -218,7 +233,7 @@ static void s_complete_sched(ps_kv_t *kv, req_type_t type)
     for (int i = 0; i < KV_SLOTS; i++) {
         kv_slot_t *sl = &kv->slots[i];
         if (sl->state == SLOT_SENT && sl->type == type) {
-            s_part_done(kv, sl, 0, "");
+            s_part_done(kv, sl, 0, "", 1);
         }
     }
 }
@@ -503,7 +518,8 @@ int ps_kv_new(void *ctx, ps_link_t *link, const ps_view_t *view, ps_kv_t **out, 
      * (heartbeats, barriers, the final report, aborts). */
     kv->servers = calloc(n > 0 ? (size_t)n : 1, sizeof *kv->servers);
     kv->versions = calloc(n > 0 ? (size_t)n : 1, sizeof *kv->versions);
-    if (kv->efd < 0 || !kv->servers || !kv->versions) {
+    kv->next_key = calloc((size_t)KV_SLOTS * (n > 0 ? (size_t)n : 1), sizeof *kv->next_key);
+    if (kv->efd < 0 || !kv->servers || !kv->versions || !kv->next_key) {
         snprintf(err, errlen, "out of memory");
         ps_kv_destroy(&kv);
         return PS_ENOMEM;
@@ -562,6 +578,7 @@ void ps_kv_destroy(ps_kv_t **kvp)
     pthread_cond_destroy(&kv->cv);
     free(kv->servers);
     free(kv->versions);
+    free(kv->next_key);
     free(kv);
     *kvp = NULL;
 }

@@ -171,30 +171,36 @@ static void s_expect(s_client_t *c, const char *name, int status, const ps_heade
     ps_msg_close(&m);
 }
 
-/* Pulls the whole shard at version >= 0 into out. Returns the served version. */
+/* Pulls the whole shard at version >= 0 into out. The server answers in parts,
+ * in key order; they must tile the shard. Returns the served version. */
 static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
 {
     ps_header_t h = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.end);
     if (ps_msg_send(c->srv, NULL, h, NULL, 0, 0) != 0) {
         s_die("%s: cannot send the pull", what);
     }
-    ps_msg_t m = {0};
-    if (!s_wait_reply(c, &m, 120.0, what)) {
-        s_die("%s: no pull reply within 120 s (was the shard ever initialised?)", what);
+    int64_t version = -1;
+    for (uint64_t next = c->shard.begin; next < c->shard.end;) {
+        ps_msg_t m = {0};
+        if (!s_wait_reply(c, &m, 120.0, what)) {
+            s_die("%s: no pull reply within 120 s (was the shard ever initialised?)", what);
+        }
+        size_t len = 0;
+        const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
+        if (m.hdr.type != PS_MSG_PULL_REPLY || m.hdr.request_id != h.request_id ||
+            m.hdr.begin != next || m.hdr.end <= next || m.hdr.end > c->shard.end || !p ||
+            len != (m.hdr.end - m.hdr.begin) * sizeof(float) ||
+            (version >= 0 && m.hdr.version != version)) {
+            s_die("%s: bad pull reply: %s for request %llu, [%llu, %llu), %zu bytes (%s)", what,
+                  ps_codec_type_name(m.hdr.type), (unsigned long long)m.hdr.request_id,
+                  (unsigned long long)m.hdr.begin, (unsigned long long)m.hdr.end, len,
+                  m.hdr.error);
+        }
+        memcpy(out + (next - c->shard.begin), p, len);
+        version = m.hdr.version;
+        next = m.hdr.end;
+        ps_msg_close(&m);
     }
-    size_t len = 0;
-    const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
-    if (m.hdr.type != PS_MSG_PULL_REPLY || m.hdr.request_id != h.request_id ||
-        m.hdr.begin != c->shard.begin || m.hdr.end != c->shard.end || !p ||
-        len != ps_range_len(c->shard) * sizeof(float)) {
-        s_die("%s: bad pull reply: %s for request %llu, [%llu, %llu), %zu bytes (%s)", what,
-              ps_codec_type_name(m.hdr.type), (unsigned long long)m.hdr.request_id,
-              (unsigned long long)m.hdr.begin, (unsigned long long)m.hdr.end, len,
-              m.hdr.error);
-    }
-    memcpy(out, p, len);
-    int64_t version = m.hdr.version;
-    ps_msg_close(&m);
     return version;
 }
 
