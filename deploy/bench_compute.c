@@ -18,7 +18,8 @@
  *
  * With --torch it then runs the PyTorch baseline (--torch-script, under
  * --python) for the same model, batch and step count with
- * OPENBLAS_NUM_THREADS = --threads, and reports shardps/PyTorch samples/s.
+ * OPENBLAS_NUM_THREADS = --threads, and reports shardps/PyTorch samples/s, by
+ * the wall clock and by CPU time (the script reports its own CPU share).
  * Writes one JSON object (--json) and prints a markdown table row. It never
  * judges a figure.
  */
@@ -80,6 +81,7 @@ typedef struct {
     /* Profiled pass, seconds per step. */
     double gather, copy_in, forward, backward, copy_out, update, step;
     double torch_sps;     /* PyTorch samples/s; NAN = not run or failed */
+    double torch_cpu_sps; /* PyTorch samples per CPU second of its process; NAN = unknown */
     char torch_ver[64];   /* PyTorch's version, "" if unknown */
     char torch_note[256]; /* why there is no PyTorch figure */
 } compute_result_t;
@@ -222,7 +224,7 @@ static int s_find_num(const char *text, const char *key, double *v)
  * thread count. Fills res->torch_sps, or res->torch_note with why not. */
 static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
 {
-    res->torch_sps = NAN;
+    res->torch_sps = res->torch_cpu_sps = NAN;
     if (access(cfg->torch_script, R_OK) != 0) {
         snprintf(res->torch_note, sizeof res->torch_note, "%s not found (--torch-script)",
                  cfg->torch_script);
@@ -284,6 +286,11 @@ static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
         free(lt);
         res->torch_sps = NAN;
     } else {
+        /* own_cpu_frac: the script's CPU seconds (all threads) per wall second. */
+        double frac;
+        if (s_find_num(text, "own_cpu_frac", &frac) == 0 && frac > 0) {
+            res->torch_cpu_sps = res->torch_sps / frac;
+        }
         const char *v = strstr(text, "\"torch\": \"");
         if (v) {
             v += strlen("\"torch\": \"");
@@ -337,6 +344,8 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     s_num(&s, "step", r->step, "}, ");
     s_num(&s, "torch_samples_per_sec", r->torch_sps, ", ");
     s_num(&s, "ratio_vs_torch", sps / r->torch_sps, ", ");
+    s_num(&s, "torch_cpu_samples_per_sec", r->torch_cpu_sps, ", ");
+    s_num(&s, "cpu_ratio_vs_torch", samples / r->cpu_seconds / r->torch_cpu_sps, ", ");
     ps_bench_str_addf(&s, "\"torch_version\": \"%s\", \"machine\": \"%s\"}\n", r->torch_ver,
                       machine);
     int rc = PS_EIO;
@@ -358,21 +367,28 @@ static void s_print_markdown(const compute_cfg_t *cfg, const compute_result_t *r
 {
     const double samples = (double)cfg->steps * cfg->batch;
     const double sps = samples / r->seconds;
-    char torch[32] = "n/a", ratio[32] = "n/a";
+    const double cps = samples / r->cpu_seconds;
+    char torch[32] = "n/a", ratio[32] = "n/a", tcpu[32] = "n/a", cratio[32] = "n/a";
     if (!isnan(r->torch_sps)) {
         snprintf(torch, sizeof torch, "%.0f", r->torch_sps);
         snprintf(ratio, sizeof ratio, "%.2f", sps / r->torch_sps);
     }
+    if (!isnan(r->torch_cpu_sps)) {
+        snprintf(tcpu, sizeof tcpu, "%.0f", r->torch_cpu_sps);
+        snprintf(cratio, sizeof cratio, "%.2f", cps / r->torch_cpu_sps);
+    }
+    printf("| model | device | threads | batch | steps | shardps samples/s | PyTorch "
+           "samples/s "
+           "| shardps/PyTorch | shardps samples/CPU-s | PyTorch samples/CPU-s | "
+           "shardps/PyTorch (CPU time) | ms/step: gather | copy in | forward | backward | "
+           "copy out | update |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     printf(
-        "| model | device | threads | batch | steps | shardps samples/s | "
-        "shardps samples/CPU-s | PyTorch samples/s | shardps/PyTorch | ms/step: gather | "
-        "copy in | forward | backward | copy out | update |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    printf("| %s | %s | %d | %d | %d | %.0f | %.0f | %s | %s | %.3f | %.3f | %.3f | %.3f | "
-           "%.3f | %.3f |\n",
-           cfg->model, r->backend, cfg->threads, cfg->batch, cfg->steps, sps,
-           samples / r->cpu_seconds, torch, ratio, 1e3 * r->gather, 1e3 * r->copy_in,
-           1e3 * r->forward, 1e3 * r->backward, 1e3 * r->copy_out, 1e3 * r->update);
+        "| %s | %s | %d | %d | %d | %.0f | %s | %s | %.0f | %s | %s | %.3f | %.3f | %.3f | "
+        "%.3f | %.3f | %.3f |\n",
+        cfg->model, r->backend, cfg->threads, cfg->batch, cfg->steps, sps, torch, ratio,
+        cps, tcpu, cratio, 1e3 * r->gather, 1e3 * r->copy_in, 1e3 * r->forward,
+        1e3 * r->backward, 1e3 * r->copy_out, 1e3 * r->update);
     if (r->torch_note[0]) {
         printf("\nPyTorch: %s\n", r->torch_note);
     }
@@ -497,7 +513,7 @@ int ps_bench_compute_main(int argc, char **argv)
         return rc == PS_EINVAL ? 2 : 1;
     }
     double load_before = ps_bench_loadavg();
-    compute_result_t res = {.torch_sps = NAN};
+    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN};
     if (s_run(&cfg, k, &res) != 0) {
         return 1;
     }

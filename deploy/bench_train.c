@@ -431,7 +431,7 @@ static int s_sweep(const train_cfg_t *cfg)
     ps_bench_table_note(
         t,
         "Each row: `shardps-launch --servers %d --workers N --model %s --mode M "
-        "--epochs %d --seed %d%s` (allreduce: no servers); max-steps %d; "
+        "--epochs %d --seed %d%s` (allreduce: `--servers 0`); max-steps %d; "
         "straggler %s. Samples/s and bytes from the scheduler's summary; "
         "payload bytes/step = bytes pushed + pulled per worker step; time to "
         "%.2f = worker 0's training time at the first evaluation reaching it "

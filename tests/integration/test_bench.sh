@@ -60,6 +60,7 @@ grep -q '^| sync | 1 | ok |' "$TMP/train/train.md" || fail "train.md lacks a row
     fail "bench compute failed: $(tail -5 "$TMP/compute.log")"
 for key in model device threads batch steps samples_per_sec cpu_samples_per_sec \
     time_split gather copy_in forward backward copy_out update torch_samples_per_sec \
+    torch_cpu_samples_per_sec cpu_ratio_vs_torch \
     ratio_vs_torch; do
     grep -q "\"$key\": " "$TMP/compute.json" || fail "compute.json lacks $key: $(cat "$TMP/compute.json")"
 done
