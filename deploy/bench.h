@@ -123,6 +123,10 @@ int ps_bench_read_file(const char *path, char **text);
  */
 int ps_bench_run(char *const argv[], const char *log_path);
 
+/* As ps_bench_run, without waiting: the child's pid goes into *pid (the
+ * caller reaps it). Returns 0, or PS_EIO with a line on stderr. */
+int ps_bench_spawn(char *const argv[], const char *log_path, pid_t *pid);
+
 /* ---- the machine ------------------------------------------------------------ */
 
 /* The 1-minute load average (other work sharing the cores), or -1. */

@@ -26,13 +26,15 @@
  * Allreduce: bus bandwidth (nccl-tests: busbw = bytes / time x 2(n-1)/n) of
  * shardps's ring (worker/ring.h; n member processes forked from this one, as
  * MPI's ranks are processes) beside MPI_Allreduce over TCP loopback
- * (shardps-bench-mpi under mpirun), both on the same schedule: warm-up, reps
- * chunks between barriers timed by the slowest rank, the median chunk.
+ * (shardps-bench-mpi under one mpirun, driven through FIFOs), both on the same
+ * schedule and alternated chunk by chunk: warm-up, reps pairs of chunks between
+ * barriers timed by the slowest rank; medians, and the median pair ratio.
  *
  * Processes are forked only while this one holds no ZeroMQ context and no
  * thread of ours (everything is torn down between configurations).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -41,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -947,9 +950,10 @@ static int s_ar_start(ar_ring_t *g, const comm_cfg_t *cfg, int n, uint64_t max_f
 /* One chunk: every member times `iters` allreduces of `floats`; *seconds is
  * the slowest member's time. The first member to fail (or die: its pipe
  * closes) ends the chunk at once. */
-static int s_ar_chunk(ar_ring_t *g, uint64_t floats, long iters, char *err, size_t errlen,
+static int s_ar_chunk(void *side, uint64_t floats, long iters, char *err, size_t errlen,
                       double *seconds)
 {
+    ar_ring_t *g = side;
     ar_cmd_t cmd = {(int64_t)floats, iters};
     for (int i = 0; i < g->n; i++) {
         if (s_write_all(g->cmd[i], &cmd, sizeof cmd) != 0) {
@@ -1003,38 +1007,35 @@ static int s_ar_chunk(ar_ring_t *g, uint64_t floats, long iters, char *err, size
     return 0;
 }
 
-/* Seconds per allreduce of `floats`: a warm-up of >= AR_WARMUP_CALLS calls that
- * grows to half a chunk (it also sizes the chunks), then reps chunks of
- * >= seconds each; the median chunk. Same schedule as shardps-bench-mpi. */
-static int s_ar_time(ar_ring_t *g, const comm_cfg_t *cfg, uint64_t floats, char *err,
-                     size_t errlen, double *per_call)
-{
-    long iters = AR_WARMUP_CALLS;
-    double t, per[COMM_MAX_REPS];
-    int rc = s_ar_chunk(g, floats, iters, err, errlen, &t);
-    while (rc == 0 && t < cfg->seconds / 2 && iters < AR_MAX_CALLS) {
-        iters *= 2;
-        rc = s_ar_chunk(g, floats, iters, err, errlen, &t);
-    }
-    double once = t / (double)iters;
-    iters = once > 0 ? (long)(cfg->seconds / once) + 1 : AR_MAX_CALLS;
-    iters = iters < AR_MIN_CALLS   ? AR_MIN_CALLS
-            : iters > AR_MAX_CALLS ? AR_MAX_CALLS
-                                   : iters;
-    for (int k = 0; k < cfg->reps && rc == 0; k++) {
-        rc = s_ar_chunk(g, floats, iters, err, errlen, &t);
-        per[k] = t / (double)iters;
-    }
-    if (rc == 0) {
-        *per_call = s_median(per, cfg->reps);
-    }
-    return rc;
-}
-
 /* Bus bandwidth in GB/s (nccl-tests): algorithm bandwidth x 2(n-1)/n. */
 static double s_busbw(long bytes, double seconds, int n)
 {
     return (double)bytes / seconds * 2.0 * (n - 1) / n / 1e9;
+}
+
+/* Either side's chunk: `iters` allreduces of `floats` between barriers; the
+ * slowest rank's seconds. */
+typedef int ar_chunk_fn(void *side, uint64_t floats, long iters, char *err, size_t errlen,
+                        double *seconds);
+
+/* Warm-up: >= AR_WARMUP_CALLS calls, doubled until a chunk lasts half of
+ * `seconds`; then the calls per timed chunk (>= seconds, >= AR_MIN_CALLS). */
+static int s_ar_calibrate(ar_chunk_fn *fn, void *side, double seconds, uint64_t floats,
+                          char *err, size_t errlen, long *iters_out)
+{
+    long iters = AR_WARMUP_CALLS;
+    double t;
+    int rc = fn(side, floats, iters, err, errlen, &t);
+    while (rc == 0 && t < seconds / 2 && iters < AR_MAX_CALLS) {
+        iters *= 2;
+        rc = fn(side, floats, iters, err, errlen, &t);
+    }
+    double once = t / (double)iters;
+    iters = once > 0 ? (long)(seconds / once) + 1 : AR_MAX_CALLS;
+    *iters_out = iters < AR_MIN_CALLS   ? AR_MIN_CALLS
+                 : iters > AR_MAX_CALLS ? AR_MAX_CALLS
+                                        : iters;
+    return rc;
 }
 
 /* Are MPI and our helper here? Fills the paths, or says why not in why. */
@@ -1053,32 +1054,139 @@ static int s_mpi_find(char *mpirun, char *helper, size_t cap, char *why, size_t 
     return 0;
 }
 
-/* MPI_Allreduce over TCP loopback with n ranks: busbw of `bytes` (one mpirun
- * per size, so that it runs right after our ring's figure of the same size).
- * Returns 0, or PS_EIO with *busbw NAN and a line on stderr. */
-static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char *helper,
-                           int n, long bytes, double *busbw)
+/* The MPI reference: n ranks of shardps-bench-mpi under one mpirun, driven
+ * through FIFOs (see bench_mpi.c). */
+typedef struct {
+    int n;
+    pid_t pid;               /* mpirun; 0 = none */
+    char dir[PATH_MAX];      /* holds the FIFOs; "" = none */
+    int cmd[AR_MAX_MEMBERS]; /* cmd-R, opened read-write (never blocks) */
+    int reply;               /* reply, opened read-write */
+} ar_mpi_t;
+
+/* Is mpirun still there? Says why not in err. */
+static int s_mpi_alive(ar_mpi_t *m, char *err, size_t errlen)
 {
-    char np[16], secs[32], chunks[16], size[32], name[32], res[PATH_MAX], log[PATH_MAX];
+    int status;
+    if (m->pid > 0 && waitpid(m->pid, &status, WNOHANG) == m->pid) {
+        m->pid = 0;
+        snprintf(err, errlen, "mpirun exited (%s %d)",
+                 WIFSIGNALED(status) ? "signal" : "status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        return PS_ECLOSED;
+    }
+    return m->pid > 0 ? 0 : PS_ECLOSED;
+}
+
+/* Waits for rank 0's next reply (a double) within `seconds`, watching mpirun. */
+static int s_mpi_reply(ar_mpi_t *m, double seconds, char *err, size_t errlen, double *v)
+{
+    double until = ps_now() + seconds;
+    for (;;) {
+        struct pollfd pf = {m->reply, POLLIN, 0};
+        int n = poll(&pf, 1, 100);
+        if (n > 0) {
+            return s_read_all(m->reply, v, sizeof *v, COMM_POLL_LIMIT_S);
+        }
+        if (n < 0 && errno != EINTR) {
+            snprintf(err, errlen, "poll: %s", strerror(errno));
+            return PS_EIO;
+        }
+        int rc = s_mpi_alive(m, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+        if (ps_now() > until) {
+            snprintf(err, errlen, "no answer from the MPI ranks for %.0f s", seconds);
+            return PS_ETIMEDOUT;
+        }
+    }
+}
+
+/* Ends the reference: end of file on every command FIFO, then mpirun is given
+ * a while to finish before it is killed. */
+static void s_mpi_stop(ar_mpi_t *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        if (m->cmd[i] >= 0) {
+            close(m->cmd[i]);
+            m->cmd[i] = -1;
+        }
+    }
+    if (m->pid > 0) {
+        double until = ps_now() + 10.0;
+        int status;
+        while (waitpid(m->pid, &status, WNOHANG) == 0 && ps_now() < until) {
+            usleep(10000);
+        }
+        if (ps_now() >= until) {
+            kill(m->pid, SIGTERM); /* mpirun takes its ranks down with it */
+            s_reap(m->pid, 5.0);
+        }
+        m->pid = 0;
+    }
+    if (m->reply >= 0) {
+        close(m->reply);
+        m->reply = -1;
+    }
+    if (m->dir[0]) {
+        char path[PATH_MAX + 32];
+        for (int i = 0; i < m->n; i++) {
+            snprintf(path, sizeof path, "%s/cmd-%d", m->dir, i);
+            unlink(path);
+        }
+        snprintf(path, sizeof path, "%s/reply", m->dir);
+        unlink(path);
+        rmdir(m->dir);
+        m->dir[0] = '\0';
+    }
+}
+
+/* Starts mpirun -np n shardps-bench-mpi DIR (output in log) and waits until
+ * MPI is up. */
+static int s_mpi_start(ar_mpi_t *m, const comm_cfg_t *cfg, const char *mpirun,
+                       const char *helper, int n, const char *log, char *err, size_t errlen)
+{
+    *m = (ar_mpi_t){.n = n, .reply = -1};
+    for (int i = 0; i < n; i++) {
+        m->cmd[i] = -1;
+    }
+    snprintf(m->dir, sizeof m->dir, "%s/sps-mpi.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(m->dir)) {
+        snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+        m->dir[0] = '\0';
+        return PS_EIO;
+    }
+    char path[PATH_MAX + 32];
+    /* Read-write opens never block and never see end of file: the ranks open
+     * their ends whenever they get there. */
+    for (int i = 0; i <= n; i++) {
+        if (i < n) {
+            snprintf(path, sizeof path, "%s/cmd-%d", m->dir, i);
+        } else {
+            snprintf(path, sizeof path, "%s/reply", m->dir);
+        }
+        int fd = mkfifo(path, 0600) == 0 ? open(path, O_RDWR | O_CLOEXEC) : -1;
+        if (fd < 0) {
+            snprintf(err, errlen, "FIFO %.200s: %s", path, strerror(errno));
+            return PS_EIO;
+        }
+        *(i < n ? &m->cmd[i] : &m->reply) = fd;
+    }
+    (void)cfg;
+    char np[16];
     snprintf(np, sizeof np, "%d", n);
-    snprintf(secs, sizeof secs, "%g", cfg->seconds);
-    snprintf(chunks, sizeof chunks, "%d", cfg->reps);
-    snprintf(size, sizeof size, "%ld", bytes);
-    ps_bench_size_name(bytes, name, sizeof name);
-    snprintf(res, sizeof res, "%s/mpi-allreduce-n%d-%s.txt", cfg->out, n, name);
-    snprintf(log, sizeof log, "%s/mpi-allreduce-n%d-%s.log", cfg->out, n, name);
-    unlink(res);
-    unlink(log);
     char *argv[32];
     int a = 0;
     argv[a++] = (char *)mpirun;
     argv[a++] = "--allow-run-as-root";
     argv[a++] = "--oversubscribe";
     argv[a++] = "--timeout"; /* seconds: a wedged reference must not hang the bench */
-    argv[a++] = "600";
+    argv[a++] = "1800";
     argv[a++] = "--mca";
     argv[a++] = "btl";
-    argv[a++] = "self,tcp"; /* TCP even between local ranks, as our roles use */
+    argv[a++] = "self,tcp"; /* TCP even between local ranks, as our ring uses */
     argv[a++] = "--mca";
     argv[a++] = "btl_tcp_if_include";
     argv[a++] = "lo";
@@ -1092,48 +1200,51 @@ static int s_allreduce_mpi(const comm_cfg_t *cfg, const char *mpirun, const char
     argv[a++] = "-np";
     argv[a++] = np;
     argv[a++] = (char *)helper;
-    argv[a++] = res;
-    argv[a++] = secs;
-    argv[a++] = chunks;
-    argv[a++] = size;
+    argv[a++] = m->dir;
     argv[a] = NULL;
-    *busbw = NAN;
-    int rc = ps_bench_run(argv, log);
-    char *text = NULL;
-    if (rc != 0 || ps_bench_read_file(res, &text) != 0) {
-        fprintf(stderr, S_PROG ": mpirun -np %d (%s) failed (exit %d); see %s\n", n, name,
-                rc, log);
+    unlink(log);
+    if (ps_bench_spawn(argv, log, &m->pid) != 0) {
+        m->pid = 0;
+        snprintf(err, errlen, "cannot run %.200s", mpirun);
         return PS_EIO;
     }
-    /* One line: "BYTES SECONDS_PER_ALLREDUCE". */
-    long got;
-    double t;
-    if (sscanf(text, "%ld %lf", &got, &t) == 2 && got == bytes && t > 0) {
-        *busbw = s_busbw(bytes, t, n);
-    }
-    free(text);
-    unlink(res);
-    if (isnan(*busbw)) {
-        fprintf(stderr, S_PROG ": mpirun -np %d (%s): no result in %s\n", n, name, res);
-        return PS_EIO;
-    }
-    unlink(log); /* kept only when it failed */
-    return 0;
+    double up;
+    return s_mpi_reply(m, COMM_POLL_LIMIT_S, err, errlen, &up);
 }
 
+/* The reference's chunk (an ar_chunk_fn). */
+static int s_mpi_chunk(void *side, uint64_t floats, long iters, char *err, size_t errlen,
+                       double *seconds)
+{
+    ar_mpi_t *m = side;
+    int64_t cmd[2] = {(int64_t)(floats * sizeof(float)), iters};
+    int rc = s_mpi_alive(m, err, errlen);
+    for (int i = 0; i < m->n && rc == 0; i++) {
+        rc = s_write_all(m->cmd[i], cmd, sizeof cmd);
+    }
+    return rc ? rc : s_mpi_reply(m, COMM_POLL_LIMIT_S * 5, err, errlen, seconds);
+}
+
+/* One allreduce figure: both sides' busbw (medians), and the median, lowest
+ * and highest of the back-to-back pairs' ratios (NAN where not measured). */
+typedef struct {
+    double ours, mpi, ratio, lo, hi;
+} ar_result_t;
+
 /*
- * n members: shardps's ring allreduce at each of the allreduce sizes into
- * ours[], each followed by MPI_Allreduce of the same size into mpi[] when
- * mpirun is not NULL (the ring's members wait on their pipes meanwhile, using
- * no CPU). NAN where a figure failed. Returns 0 or 1 (our ring failed, said on
- * stderr); *mpi_failed is set when a reference run failed.
+ * n members: for each allreduce size, our ring and MPI_Allreduce (when mpirun
+ * is not NULL) each warmed up and calibrated, then reps pairs of chunks, ours
+ * then MPI's, back to back; each side waits on its FIFOs or pipes, using no
+ * CPU, while the other runs. Results into res[] (one per size). Returns 0 or 1
+ * (our ring failed, said on stderr); *mpi_failed is set when the reference
+ * failed (its log is kept).
  */
 static int s_allreduce_pair(const comm_cfg_t *cfg, int n, const char *mpirun,
-                            const char *helper, double *ours, double *mpi, int *mpi_failed)
+                            const char *helper, ar_result_t *res, int *mpi_failed)
 {
     uint64_t max_floats = 0;
     for (int i = 0; i < cfg->nar_sizes; i++) {
-        ours[i] = mpi[i] = NAN;
+        res[i] = (ar_result_t){NAN, NAN, NAN, NAN, NAN};
         uint64_t f = (uint64_t)cfg->ar_sizes[i] / sizeof(float);
         max_floats = f > max_floats ? f : max_floats;
     }
@@ -1141,30 +1252,72 @@ static int s_allreduce_pair(const comm_cfg_t *cfg, int n, const char *mpirun,
     struct sigaction ign = {.sa_handler = SIG_IGN}, old;
     sigaction(SIGPIPE, &ign, &old);
     ar_ring_t g;
-    char err[256] = "";
+    ar_mpi_t m = {.n = 0, .reply = -1};
+    char err[256] = "", merr[512] = "", log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/mpi-allreduce-n%d.log", cfg->out, n);
     int rc = s_ar_start(&g, cfg, n, max_floats, err, sizeof err);
-    for (int i = 0; i < cfg->nar_sizes; i++) {
+    int mrc = mpirun ? s_mpi_start(&m, cfg, mpirun, helper, n, log, merr, sizeof merr)
+                     : PS_ENOENT;
+    *mpi_failed = mpirun && mrc != 0;
+    for (int i = 0; i < cfg->nar_sizes && (rc == 0 || mrc == 0); i++) {
         char name[32];
         long bytes = cfg->ar_sizes[i];
+        uint64_t floats = (uint64_t)bytes / sizeof(float);
         ps_bench_size_name(bytes, name, sizeof name);
-        double t0 = ps_now(), t;
+        double t0 = ps_now(), ts[COMM_MAX_REPS], tm[COMM_MAX_REPS], ratio[COMM_MAX_REPS];
+        long is = 0, im = 0;
         if (rc == 0) {
-            rc = s_ar_time(&g, cfg, (uint64_t)bytes / sizeof(float), err, sizeof err, &t);
-            ours[i] = rc == 0 ? s_busbw(bytes, t, n) : NAN;
+            rc = s_ar_calibrate(s_ar_chunk, &g, cfg->seconds, floats, err, sizeof err, &is);
         }
-        if (mpirun) {
-            *mpi_failed |= s_allreduce_mpi(cfg, mpirun, helper, n, bytes, &mpi[i]) != 0;
+        if (mrc == 0) {
+            mrc = s_ar_calibrate(s_mpi_chunk, &m, cfg->seconds, floats, merr, sizeof merr,
+                                 &im);
+        }
+        int k = 0, nr = 0;
+        for (; k < cfg->reps && (rc == 0 || mrc == 0); k++) {
+            if (rc == 0) {
+                rc = s_ar_chunk(&g, floats, is, err, sizeof err, &ts[k]);
+                ts[k] /= (double)is;
+            }
+            if (mrc == 0) {
+                mrc = s_mpi_chunk(&m, floats, im, merr, sizeof merr, &tm[k]);
+                tm[k] /= (double)im;
+            }
+            if (rc == 0 && mrc == 0) {
+                ratio[nr++] = tm[k] / ts[k]; /* busbw ratio ours/MPI */
+            }
+        }
+        if (rc == 0) {
+            res[i].ours = s_busbw(bytes, s_median(ts, cfg->reps), n);
+        }
+        if (mrc == 0) {
+            res[i].mpi = s_busbw(bytes, s_median(tm, cfg->reps), n);
+        }
+        if (nr == cfg->reps) {
+            res[i].ratio = s_median(ratio, nr); /* sorts ratio */
+            res[i].lo = ratio[0];
+            res[i].hi = ratio[nr - 1];
         }
         fprintf(stderr,
-                S_PROG ": allreduce %s, %d workers: shardps %.3f GB/s, MPI %.3f GB/s busbw "
-                       "(%.1f s)\n",
-                name, n, ours[i], mpi[i], ps_now() - t0);
+                S_PROG
+                ": allreduce %s, %d workers: shardps %.3f GB/s, MPI %.3f GB/s busbw, "
+                "ratio %.2f [%.2f, %.2f] (%.1f s)\n",
+                name, n, res[i].ours, res[i].mpi, res[i].ratio, res[i].lo, res[i].hi,
+                ps_now() - t0);
     }
     s_ar_stop(&g, rc != 0);
+    s_mpi_stop(&m);
     sigaction(SIGPIPE, &old, NULL);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": ring allreduce with %d members failed: %s\n", n,
                 err[0] ? err : ps_strerror(rc));
+    }
+    if (mpirun && mrc != 0) {
+        *mpi_failed = 1;
+        fprintf(stderr, S_PROG ": MPI_Allreduce with %d ranks failed: %s (log: %s)\n", n,
+                merr[0] ? merr : ps_strerror(mrc), log);
+    } else {
+        unlink(log); /* kept only when it failed */
     }
     return rc != 0;
 }
@@ -1188,6 +1341,7 @@ static int s_allreduce(const comm_cfg_t *cfg)
     int have_mpi =
         cfg->mpi && s_mpi_find(mpirun, helper, sizeof mpirun, why, sizeof why) == 0;
     const int nz = cfg->nar_sizes;
+    ar_result_t res[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX];
     double ours[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX],
         mpi[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX];
     int failed = 0, mpi_failed[PS_BENCH_LIST_MAX], nmpi_failed = 0;
@@ -1196,10 +1350,13 @@ static int s_allreduce(const comm_cfg_t *cfg)
     for (int w = 0; w < cfg->nar; w++) {
         int n = (int)cfg->ar_workers[w], mf = 0;
         /* The reference failing is worth a note, not a failed bench. */
-        if (s_allreduce_pair(cfg, n, have_mpi ? mpirun : NULL, helper, ours[w], mpi[w],
-                             &mf) != 0) {
+        if (s_allreduce_pair(cfg, n, have_mpi ? mpirun : NULL, helper, res[w], &mf) != 0) {
             ours_failed[nours_failed++] = n;
             failed = 1;
+        }
+        for (int i = 0; i < nz; i++) {
+            ours[w][i] = res[w][i].ours;
+            mpi[w][i] = res[w][i].mpi;
         }
         if (mf) {
             mpi_failed[nmpi_failed++] = n;
@@ -1209,9 +1366,10 @@ static int s_allreduce(const comm_cfg_t *cfg)
     if (ps_bench_table_new(
             cfg->out, "allreduce",
             "### Allreduce bus bandwidth (busbw = bytes/time x 2(n-1)/n, GB/s)",
-            "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio",
+            "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio,ratio_min,"
+            "ratio_max",
             "bytes,payload,workers,shardps busbw,MPI_Allreduce busbw,"
-            "shardps/MPI",
+            "shardps/MPI,ratio min,ratio max",
             &t) != 0) {
         return 1;
     }
@@ -1226,6 +1384,7 @@ static int s_allreduce(const comm_cfg_t *cfg)
         ps_bench_str_addf(&gp, "$n%d << EOD\n", w);
         for (int i = 0; i < nz; i++) {
             char name[32], o[32] = "", m[32] = "", ratio[32] = "";
+            const ar_result_t *q = &res[w][i];
             long bytes = cfg->ar_sizes[i];
             ps_bench_size_name(bytes, name, sizeof name);
             if (!isnan(ours[w][i])) {
@@ -1234,9 +1393,9 @@ static int s_allreduce(const comm_cfg_t *cfg)
             if (!isnan(mpi[w][i])) {
                 snprintf(m, sizeof m, "%.3f", mpi[w][i]);
             }
-            if (o[0] && m[0] && mpi[w][i] > 0) {
-                double r = ours[w][i] / mpi[w][i];
-                snprintf(ratio, sizeof ratio, "%.2f", r);
+            if (!isnan(q->ratio)) {
+                double r = q->ratio;
+                snprintf(ratio, sizeof ratio, "%.2f,%.2f,%.2f", r, q->lo, q->hi);
                 if (bytes >= (16L << 20) && bytes <= (64L << 20) &&
                     (cfg->ar_workers[w] == 2 || cfg->ar_workers[w] == 4)) {
                     in_target++;
@@ -1249,7 +1408,7 @@ static int s_allreduce(const comm_cfg_t *cfg)
                 }
             }
             ps_bench_table_rowf(t, "%ld,%s,%ld,%s,%s,%s", bytes, name, cfg->ar_workers[w],
-                                o, m, ratio);
+                                o, m, ratio[0] ? ratio : ",,");
             ps_bench_str_addf(&gp, "%ld %s %s\n", bytes, o[0] ? o : "NaN",
                               m[0] ? m : "NaN");
         }
@@ -1273,13 +1432,14 @@ static int s_allreduce(const comm_cfg_t *cfg)
             "shardps: `worker/ring.h` (the `--mode allreduce` ring: reduce-scatter + "
             "all-gather, %d KiB messages, pipelined), n ring members, each a process "
             "forked from the bench with its own ZeroMQ context, over TCP on 127.0.0.1; "
-            "a float32 sum in place on a zeroed buffer. Both sides: a warm-up of >= %d "
-            "calls grown to half a chunk, then %d chunks of >= %.2f s, each between "
-            "barriers and timed by the slowest rank; the median chunk. For each n and "
-            "size, "
-            "shardps then MPI (one mpirun per size) back to back. busbw from bytes = the "
-            "payload; GB = 1e9 B. Machine: %s.",
-            cfg->ring_kib, AR_WARMUP_CALLS, cfg->reps, cfg->seconds, machine);
+            "a float32 sum in place on a zeroed buffer. Both sides (MPI's ranks stay up "
+            "under one mpirun per n): for each size a warm-up of >= %d calls grown to "
+            "half a chunk, then %d pairs of chunks of >= %.2f s, shardps's then MPI's "
+            "back to back (each side waits on a pipe or FIFO, using no CPU, while the "
+            "other runs), each chunk between barriers and timed by the slowest rank. "
+            "busbw: the median chunk; the ratio: the median of the %d pairs' ratios (min "
+            "and max beside it). bytes = the payload; GB = 1e9 B. Machine: %s.",
+            cfg->ring_kib, AR_WARMUP_CALLS, cfg->reps, cfg->seconds, cfg->reps, machine);
     }
     if (cfg->nar && have_mpi) {
         ps_bench_table_note(t,
@@ -1302,8 +1462,7 @@ static int s_allreduce(const comm_cfg_t *cfg)
     }
     for (int i = 0; i < nmpi_failed; i++) {
         ps_bench_table_note(
-            t,
-            "MPI_Allreduce with %d ranks failed at some size: see mpi-allreduce-n%d-*.log.",
+            t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
             mpi_failed[i], mpi_failed[i]);
     }
     ps_bench_table_destroy(&t, 1);

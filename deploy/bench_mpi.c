@@ -2,21 +2,25 @@
  * deploy/bench_mpi.c - shardps-bench-mpi: MPI_Allreduce timings, the reference
  * that `shardps-bench comm` puts beside shardps's ring allreduce.
  *
- * Run under mpirun by shardps-bench: shardps-bench-mpi OUT SECONDS CHUNKS BYTES...
- * For each size: a float32 sum of BYTES/4 elements in place on a zeroed
- * buffer; a warm-up of >= 5 calls grown to half a chunk (it also sizes the
- * chunks; rank 0 decides the count, everyone follows), then CHUNKS chunks of
- * calls of >= SECONDS each, each between barriers and timed by the slowest
- * rank. Rank 0 writes "BYTES SECONDS_PER_CALL" lines to OUT: the median chunk.
- * The bench times its own ring on the same schedule (bench_comm.c). Built only
- * where Meson finds MPI; it uses nothing of shardps.
+ * Run under mpirun by shardps-bench: shardps-bench-mpi DIR. The bench drives
+ * it through FIFOs it made in DIR, so that it can alternate chunks of MPI
+ * calls with chunks of its own ring's calls while the other side waits
+ * without using a CPU (OpenMPI's blocking calls spin; a read() on a FIFO does
+ * not): every rank R reads commands from DIR/cmd-R, rank 0 writes replies to
+ * DIR/reply. A command is {bytes, iters} (two int64; bytes <= 0 or end of
+ * file: leave); for it every rank runs, between barriers, `iters` in-place
+ * float32 MPI_Allreduce sums of bytes/4 elements of a zeroed buffer, and rank 0
+ * replies with the slowest rank's seconds (a double). The first reply (0.0)
+ * says MPI is up. Built only where Meson finds MPI; it uses nothing of shardps.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { S_MAX_CHUNKS = 64, S_WARMUP_CALLS = 5, S_MIN_CALLS = 3, S_MAX_CALLS = 100000 };
+#include <unistd.h>
 
 /* Calls MPI_Allreduce iters times; returns the slowest rank's seconds in all. */
 static double s_time(float *buf, int count, long iters)
@@ -31,18 +35,39 @@ static double s_time(float *buf, int count, long iters)
     return slowest;
 }
 
-/* The median of t[0..n) (sorts t). */
-static double s_median(double *t, int n)
+/* Reads exactly len bytes; 0, or -1 at end of file or on an error. */
+static int s_read_all(int fd, void *buf, size_t len)
 {
-    for (int i = 1; i < n; i++) {
-        double x = t[i];
-        int j = i;
-        for (; j > 0 && t[j - 1] > x; j--) {
-            t[j] = t[j - 1];
+    char *p = buf;
+    while (len > 0) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR) {
+            continue;
         }
-        t[j] = x;
+        if (r <= 0) {
+            return -1;
+        }
+        p += r;
+        len -= (size_t)r;
     }
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return 0;
+}
+
+static int s_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -50,59 +75,58 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    int chunks = argc >= 5 ? atoi(argv[3]) : 0;
-    if (argc < 5 || chunks < 1 || chunks > S_MAX_CHUNKS) {
+    if (argc != 2) {
         if (rank == 0) {
-            fprintf(stderr, "usage: shardps-bench-mpi OUT SECONDS CHUNKS(1..%d) BYTES...\n",
-                    S_MAX_CHUNKS);
+            fprintf(stderr, "usage: shardps-bench-mpi DIR (run by shardps-bench comm)\n");
         }
         MPI_Finalize();
         return 2;
     }
-    double seconds = atof(argv[2]);
-    FILE *out = rank == 0 ? fopen(argv[1], "w") : NULL;
-    int bad = rank == 0 && !out;
-    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (bad) {
-        fprintf(stderr, "shardps-bench-mpi: cannot write %s\n", argv[1]);
-        MPI_Finalize();
-        return 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cmd-%d", argv[1], rank);
+    int cmd = open(path, O_RDONLY | O_CLOEXEC);
+    int reply = -1;
+    if (rank == 0) {
+        snprintf(path, sizeof path, "%s/reply", argv[1]);
+        reply = open(path, O_WRONLY | O_CLOEXEC);
     }
-    for (int a = 4; a < argc; a++) {
-        long bytes = atol(argv[a]);
-        int count = (int)(bytes / (long)sizeof(float));
-        float *buf = calloc((size_t)(count > 0 ? count : 1), sizeof(float));
-        if (!buf || count <= 0) {
+    if (cmd < 0 || (rank == 0 && reply < 0)) {
+        fprintf(stderr, "shardps-bench-mpi: rank %d: cannot open %s: %s\n", rank, path,
+                strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double up = 0;
+    if (rank == 0 && s_write_all(reply, &up, sizeof up) != 0) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    float *buf = NULL;
+    int64_t have = 0;
+    for (;;) {
+        int64_t c[2];
+        if (s_read_all(cmd, c, sizeof c) != 0 || c[0] <= 0) {
+            break;
+        }
+        int64_t count = c[0] / (int64_t)sizeof(float);
+        if (count > have) {
+            free(buf);
+            buf = calloc((size_t)count, sizeof(float));
+            have = buf ? count : 0;
+        }
+        if (!buf || count <= 0 || count > INT32_MAX || c[1] < 1) {
+            fprintf(stderr, "shardps-bench-mpi: rank %d: bad command %lld x %lld\n", rank,
+                    (long long)c[0], (long long)c[1]);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        /* Warm-up (connections, pages): >= 5 calls, doubled up to half a chunk. */
-        long iters = S_WARMUP_CALLS;
-        double t = s_time(buf, count, iters);
-        int more = t < seconds / 2 && iters < S_MAX_CALLS;
-        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        while (more) {
-            iters *= 2;
-            t = s_time(buf, count, iters);
-            more = t < seconds / 2 && iters < S_MAX_CALLS;
-            MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        double t = s_time(buf, (int)count, (long)c[1]);
+        if (rank == 0 && s_write_all(reply, &t, sizeof t) != 0) {
+            MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        double once = t / (double)iters;
-        iters = once > 0 ? (long)(seconds / once) + 1 : S_MAX_CALLS;
-        iters = iters < S_MIN_CALLS   ? S_MIN_CALLS
-                : iters > S_MAX_CALLS ? S_MAX_CALLS
-                                      : iters;
-        MPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-        double per[S_MAX_CHUNKS];
-        for (int k = 0; k < chunks; k++) {
-            per[k] = s_time(buf, count, iters) / (double)iters;
-        }
-        if (out) {
-            fprintf(out, "%ld %.9f\n", bytes, s_median(per, chunks));
-        }
-        free(buf);
     }
-    if (out) {
-        fclose(out);
+    free(buf);
+    close(cmd);
+    if (reply >= 0) {
+        close(reply);
     }
     MPI_Finalize();
     return 0;

@@ -385,7 +385,7 @@ int ps_bench_read_file(const char *path, char **text)
     return 0;
 }
 
-int ps_bench_run(char *const argv[], const char *log_path)
+int ps_bench_spawn(char *const argv[], const char *log_path, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -394,11 +394,19 @@ int ps_bench_run(char *const argv[], const char *log_path)
                                          O_WRONLY | O_CREAT | O_APPEND, 0644);
         posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
     }
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    int rc = posix_spawn(pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
         fprintf(stderr, "shardps-bench: cannot run %s: %s\n", argv[0], strerror(rc));
+        return PS_EIO;
+    }
+    return 0;
+}
+
+int ps_bench_run(char *const argv[], const char *log_path)
+{
+    pid_t pid;
+    if (ps_bench_spawn(argv, log_path, &pid) != 0) {
         return PS_EIO;
     }
     int status;

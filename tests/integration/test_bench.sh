@@ -33,7 +33,7 @@ rows "$TMP/comm/comm.csv" 4
 grep -q ',,' "$TMP/comm/comm.csv" && fail "comm.csv has unmeasured cells: $(cat "$TMP/comm/comm.csv")"
 grep -q '^| 4096 | 4K | 2 | 2 | async |' "$TMP/comm/comm.md" || fail "comm.md lacks a row: $(cat "$TMP/comm/comm.md")"
 header "$TMP/comm/allreduce.csv" \
-    "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio"
+    "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio,ratio_min,ratio_max"
 rows "$TMP/comm/allreduce.csv" 1
 # shardps's ring measured (the MPI column depends on OpenMPI being installed).
 grep -Eq '^4096,4K,2,[0-9.]+,' "$TMP/comm/allreduce.csv" ||
