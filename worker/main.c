@@ -19,6 +19,7 @@ int main(int argc, char **argv)
         .progress_seconds = 2.0,
         .bind = "tcp://0.0.0.0:*",
         .ring_kib = 128,
+        .overlap = 1,
     };
     const char *log_level = "info";
     ps_flag_t flags[] = {
@@ -31,6 +32,7 @@ int main(int argc, char **argv)
         {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
         {"advertise", PS_FLAG_STR, &cfg.advertise, "ENDPOINT", "allreduce: endpoint announced to the ring (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
         {"ring-kib", PS_FLAG_INT, &cfg.ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
+        {"overlap", PS_FLAG_INT, &cfg.overlap, "0|1", "allreduce: sum the last layers' gradients while backward still runs"},
         {"progress", PS_FLAG_DOUBLE, &cfg.progress_seconds, "SECONDS", "worker 0 logs progress this often"},
         {"connect-timeout", PS_FLAG_DOUBLE, &cfg.connect_timeout, "SECONDS", "give up if the scheduler does not answer"},
         {"peer-timeout", PS_FLAG_DOUBLE, &cfg.peer_timeout, "SECONDS", "the scheduler silent this long is lost"},
@@ -54,6 +56,10 @@ int main(int argc, char **argv)
         !(cfg.progress_seconds > 0)) {
         fprintf(stderr, "%s: error: timeouts and --progress must be > 0, --threads >= 0\n",
                 prog);
+        return 2;
+    }
+    if (cfg.overlap != 0 && cfg.overlap != 1) {
+        fprintf(stderr, "%s: error: --overlap %d: expected 0 or 1\n", prog, cfg.overlap);
         return 2;
     }
     if (cfg.ring_kib < 1 || cfg.ring_kib > 65536) {

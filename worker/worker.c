@@ -11,9 +11,17 @@
  * t + 1), applied by every worker to the ring's sum, so the parameters stay
  * bitwise identical on every worker and match sync training up to the order
  * in which the ring adds the M gradients.
+ *
+ * Overlap (--overlap 1): the gradient vector is cut into buckets at tensor
+ * boundaries and a communication thread (worker/overlap.c) owns the ring
+ * during each step, summing the last buckets while backward still produces
+ * the earlier layers; the trainer waits for every bucket, then applies the
+ * optimizer as before. The ring's check also fails once this worker is
+ * shutting down, so the thread never outlives a failed step.
  */
 #include "worker/worker.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +36,7 @@
 #include "worker/data.h"
 #include "worker/kv.h"
 #include "worker/models/model.h"
+#include "worker/overlap.h"
 #include "worker/ring.h"
 
 typedef struct {
@@ -40,6 +49,8 @@ typedef struct {
     ps_model_t *model;
     ps_kv_t *kv;
     ps_ring_t *ring; /* allreduce: this worker's place in the ring */
+    ps_overlap_t *overlap; /* allreduce with --overlap 1: the ring's thread */
+    atomic_int stopping;   /* set before tearing down: the ring gives up waiting */
     ps_optim_t opt;  /* allreduce: the job's optimizer, applied locally */
     float *state;    /* allreduce: its state, ps_optim_state_floats() arrays of P */
     float *sums;     /* allreduce: 2M floats for the start-up check (lives as long
@@ -135,10 +146,52 @@ static int s_end_epoch(ps_worker_t *w, int epoch, double loss_sum, int nsteps, d
     return w->link.rank == 0 ? s_evaluate(w, epoch + 1, ps_now() - t0) : 0;
 }
 
-/* The ring's question while it waits: is the job still there? */
+/* The ring's question while it waits: is the job still there (and are we)? */
 static int s_ring_check(void *arg)
 {
-    return ps_kv_status(arg);
+    ps_worker_t *w = arg;
+    if (atomic_load(&w->stopping)) {
+        return PS_ECLOSED;
+    }
+    return ps_kv_status(w->kv);
+}
+
+/* The model's gradient-ready hook: hands the final buckets to the ring's thread. */
+static void s_grads_ready(void *arg, size_t from)
+{
+    ps_overlap_ready(arg, from);
+}
+
+/* allreduce with overlap: plans the buckets from the model's tensors and
+ * starts the thread that owns the ring from now on. */
+static int s_overlap_start(ps_worker_t *w)
+{
+    const size_t nt = ps_model_num_tensors(w->model);
+    size_t offsets[64];
+    ps_range_t buckets[PS_OVERLAP_MAX_BUCKETS];
+    if (nt > sizeof offsets / sizeof offsets[0]) {
+        snprintf(w->err, sizeof w->err, "overlap: model has too many tensors (%zu)", nt);
+        return PS_EINVAL;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        offsets[i] = ps_model_tensor(w->model, i)->offset;
+    }
+    const uint64_t P = w->view->num_params;
+    int nb = ps_overlap_plan(offsets, nt, P, 0, buckets, PS_OVERLAP_MAX_BUCKETS);
+    int rc = nb < 0 ? nb
+                    : ps_overlap_new(w->ring, ps_model_grads(w->model), P, buckets, nb,
+                                     &w->overlap);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "overlap: cannot start: %s", ps_strerror(rc));
+        return rc;
+    }
+    ps_model_set_grad_ready(w->model, s_grads_ready, w->overlap);
+    if (w->link.rank == 0) {
+        ps_log_info("overlap: %d gradient buckets, the last [%llu, %llu) first", nb,
+                    (unsigned long long)buckets[0].begin,
+                    (unsigned long long)buckets[0].end);
+    }
+    return 0;
 }
 
 /* A ring failure's reason: the job's end when that was the cause. */
@@ -156,7 +209,8 @@ static int s_ring_step(ps_worker_t *w, int64_t t)
 {
     const uint64_t P = w->view->num_params;
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
-    int rc = ps_ring_allreduce(w->ring, grads, P, t);
+    int rc = w->overlap ? ps_overlap_wait(w->overlap)
+                        : ps_ring_allreduce(w->ring, grads, P, t);
     if (rc != 0) {
         return s_ring_failed(w, rc, "ring allreduce");
     }
@@ -205,6 +259,9 @@ static int s_train(ps_worker_t *w)
         ps_data_gather(&w->train, w->order, (k * M + rank) * b, b, w->x, w->y);
         double tc = ps_now();
         float loss;
+        if (w->overlap) {
+            ps_overlap_begin(w->overlap, t);
+        }
         if ((rc = ps_model_train_step(w->model, w->x, w->y, b, &loss)) != 0) {
             snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;
@@ -294,7 +351,7 @@ static int s_ring_start(ps_worker_t *w)
         .right = w->view->workers[(rank + 1) % M].endpoint,
         .sub_floats = (size_t)w->cfg->ring_kib * 1024 / sizeof(float),
         .check = s_ring_check,
-        .check_arg = w->kv,
+        .check_arg = w,
     };
     int rc = ps_ring_connect(w->ring, &rc_cfg, w->err, sizeof w->err);
     if (rc != 0) {
@@ -406,6 +463,9 @@ static int s_start(ps_worker_t *w)
         if ((rc = s_ring_start(w)) != 0) {
             return rc;
         }
+        if (cfg->overlap && (rc = s_overlap_start(w)) != 0) {
+            return rc;
+        }
     } else if (w->link.rank == 0) {
         ps_model_init_params(w->model, j->seed);
         rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
@@ -426,6 +486,7 @@ static int s_start(ps_worker_t *w)
 int ps_worker_run(const ps_worker_config_t *cfg)
 {
     ps_worker_t w = {.cfg = cfg};
+    atomic_init(&w.stopping, 0);
     w.view = calloc(1, sizeof *w.view);
     w.ctx = zmq_ctx_new();
     int rc = (w.view && w.ctx) ? 0 : PS_ENOMEM;
@@ -449,6 +510,8 @@ int ps_worker_run(const ps_worker_config_t *cfg)
             ps_link_abort(&w.link, w.err);
         }
     }
+    atomic_store(&w.stopping, 1);
+    ps_overlap_destroy(&w.overlap); /* before the ring it borrows */
     ps_ring_destroy(&w.ring);
     ps_kv_destroy(&w.kv);
     ps_link_close(&w.link);

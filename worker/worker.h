@@ -7,8 +7,9 @@
  * gradient. In allreduce mode there are no servers: every worker initialises
  * the parameters from the seed (and the ring checks they agree), then loops:
  * forward and backward, sum the gradients over the ring, apply the job's
- * optimizer locally. Worker 0 evaluates test accuracy after every epoch and
- * logs progress as key=value lines.
+ * optimizer locally (with overlap on, a communication thread sums the last
+ * layers' gradient buckets while backward still runs). Worker 0 evaluates
+ * test accuracy after every epoch and logs progress as key=value lines.
  */
 #ifndef PS_WORKER_H
 #define PS_WORKER_H
@@ -28,6 +29,7 @@ typedef struct {
     const char *bind;        /* allreduce: where the left neighbour connects */
     const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
+    int overlap;             /* allreduce: 1 = reduce gradient buckets during backward */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     double progress_seconds; /* worker 0 logs progress this often */

@@ -11,7 +11,11 @@
 #   epoch with 2 workers reaches a sane test accuracy (>= 0.80);
 # - roles started by hand with the default --bind tcp://0.0.0.0:* train
 #   bitwise like the launcher (the scheduler fills in the workers' address);
-# - a killed worker stops the others within 10 s, naming it;
+# - --overlap 1 (the default; buckets summed during backward) and --overlap 0
+#   (one allreduce after backward): bitwise the same for 2 workers, within
+#   1e-4 of each other and of sync PS for 3; the CNN runs a few steps with
+#   overlap, every worker bitwise the same, and equal to --overlap 0;
+# - a killed worker stops the others within 10 s, naming it (overlap on);
 # - --servers must be 0 with allreduce, and 0 only with allreduce.
 . "$(dirname "$0")/lib.sh"
 
@@ -34,7 +38,8 @@ same_on_every_worker() { # name, workers
 
 # --- every worker holds the same parameters; allreduce = sync PS -------------
 for m in 1 2; do
-    run "ar$m" --mode allreduce --workers $m --max-steps 40 --dump-params "$TMP/ar$m.%d.f32"
+    run "ar$m" --mode allreduce --workers $m --max-steps 40 --overlap 1 \
+        --dump-params "$TMP/ar$m.%d.f32"
     run "sync$m" --servers 2 --workers $m --max-steps 40 --dump-params "$TMP/sync$m.f32"
     same_on_every_worker "ar$m" $m
     params_close "$TMP/ar$m.0.f32" "$TMP/sync$m.f32" 0 ||
@@ -42,7 +47,7 @@ for m in 1 2; do
 done
 
 run ar3 --mode allreduce --workers 3 --max-steps 40 --optimizer adam --lr 0.002 \
-    --weight-decay 1e-4 --dump-params "$TMP/ar3.%d.f32"
+    --weight-decay 1e-4 --overlap 1 --dump-params "$TMP/ar3.%d.f32"
 run sync3 --servers 2 --workers 3 --max-steps 40 --optimizer adam --lr 0.002 \
     --weight-decay 1e-4 --dump-params "$TMP/sync3.f32"
 same_on_every_worker ar3 3
@@ -53,6 +58,23 @@ run ar5 --mode allreduce --workers 5 --max-steps 15 --batch 16 --ring-kib 16 \
 run sync5 --servers 1 --workers 5 --max-steps 15 --batch 16 --dump-params "$TMP/sync5.f32"
 same_on_every_worker ar5 5
 params_close "$TMP/ar5.0.f32" "$TMP/sync5.f32" 1e-4 || fail "allreduce x5 differs from sync"
+
+# --- overlap on and off -------------------------------------------------------------
+run ar2_nov --mode allreduce --workers 2 --max-steps 40 --overlap 0 \
+    --dump-params "$TMP/ar2_nov.%d.f32"
+same_on_every_worker ar2_nov 2
+params_close "$TMP/ar2.0.f32" "$TMP/ar2_nov.0.f32" 0 || fail "overlap 1 differs from overlap 0 (x2)"
+run ar3_nov --mode allreduce --workers 3 --max-steps 40 --optimizer adam --lr 0.002 \
+    --weight-decay 1e-4 --overlap 0 --dump-params "$TMP/ar3_nov.%d.f32"
+same_on_every_worker ar3_nov 3
+params_close "$TMP/ar3.0.f32" "$TMP/ar3_nov.0.f32" 1e-4 || fail "overlap 1 differs from overlap 0 (x3)"
+params_close "$TMP/ar3_nov.0.f32" "$TMP/sync3.f32" 1e-4 || fail "allreduce x3 without overlap differs from sync"
+for o in 1 0; do
+    run "cnn$o" --mode allreduce --model cnn --workers 2 --max-steps 5 --batch 16 --overlap $o \
+        --dump-params "$TMP/cnn$o.%d.f32"
+    same_on_every_worker "cnn$o" 2
+done
+params_close "$TMP/cnn1.0.f32" "$TMP/cnn0.0.f32" 0 || fail "cnn: overlap 1 differs from overlap 0"
 
 # --- the summary without servers ---------------------------------------------
 P=235146

@@ -258,6 +258,62 @@ START_TEST(mlp_train_step_is_deterministic)
 }
 END_TEST
 
+/* Records the gradient-ready reports and checks each reported range is final:
+ * equal to the previous step's gradients (same batch, same params). */
+typedef struct {
+    const ps_model_t *m;
+    const float *want; /* [P] the gradients of an identical step */
+    size_t from[8];
+    int calls;
+    int stale; /* a reported key did not hold its final value yet */
+} s_ready_t;
+
+static void s_on_ready(void *arg, size_t from)
+{
+    s_ready_t *r = arg;
+    const size_t P = ps_model_num_params(r->m);
+    const float *g = ps_model_grads((ps_model_t *)r->m);
+    r->stale |= memcmp(g + from, r->want + from, (P - from) * sizeof(float)) != 0;
+    if (r->calls < 8) {
+        r->from[r->calls] = from;
+    }
+    r->calls++;
+}
+
+START_TEST(mlp_reports_gradients_final_layer_by_layer_from_the_last)
+{
+    enum { N = 16 };
+    ps_model_t *m = s_new(N);
+    ps_model_init_params(m, 2);
+    float *x = malloc(N * S_IN * sizeof(float));
+    uint8_t y[N];
+    s_batch(x, y, N, 3);
+    const size_t P = ps_model_num_params(m);
+    float *g1 = malloc(P * sizeof(float));
+    float l1, l2;
+    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l1), 0);
+    memcpy(g1, ps_model_grads(m), P * sizeof(float));
+    memset(ps_model_grads(m), 0, P * sizeof(float));
+    s_ready_t r = {.m = m, .want = g1};
+    ps_model_set_grad_ready(m, s_on_ready, &r);
+    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l2), 0);
+    ck_assert_int_eq(r.calls, 3);
+    ck_assert_uint_eq(r.from[0], ps_model_tensor(m, 4)->offset); /* fc3 */
+    ck_assert_uint_eq(r.from[1], ps_model_tensor(m, 2)->offset); /* fc2 */
+    ck_assert_uint_eq(r.from[2], 0);
+    ck_assert_int_eq(r.stale, 0);
+    ck_assert_float_eq(l1, l2);
+    ck_assert_mem_eq(g1, ps_model_grads(m), P * sizeof(float));
+    ps_model_set_grad_ready(m, NULL, NULL);
+    r.calls = 0;
+    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l2), 0);
+    ck_assert_int_eq(r.calls, 0);
+    free(g1);
+    free(x);
+    ps_model_destroy(&m);
+}
+END_TEST
+
 START_TEST(model_rejects_bad_arguments)
 {
     ps_model_t *m = (ps_model_t *)1;
@@ -290,6 +346,7 @@ int main(void)
     tcase_add_test(tc, mlp_sgd_steps_reduce_the_loss);
     tcase_add_test(tc, mlp_evaluate_in_chunks_matches_one_batch);
     tcase_add_test(tc, mlp_train_step_is_deterministic);
+    tcase_add_test(tc, mlp_reports_gradients_final_layer_by_layer_from_the_last);
     tcase_add_test(tc, model_rejects_bad_arguments);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -131,11 +131,14 @@ static void s_backward(ps_model_t *m, const float *d_x, float *d_dz, int n)
     const ps_kernels_t *k = m->k;
     ps_model_linear_bwd(m, a->h, ps_model_dparam(m, 6), d_dz, a->dh, ps_model_dgrad(m, 6),
                         ps_model_dgrad(m, 7), n, S_HID, S_OUT);
+    ps_model_grads_final(m, 6);
     k->relu_bwd(m->ctx, a->h, a->dh, a->dh, (size_t)n * S_HID);
     ps_model_linear_bwd(m, a->p2, ps_model_dparam(m, 4), a->dh, a->dp2,
                         ps_model_dgrad(m, 4), ps_model_dgrad(m, 5), n, S_FLAT, S_HID);
+    ps_model_grads_final(m, 4);
     k->conv2d_pool_bwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2), a->dp2, a->arg2,
                        a->p2, a->dp1, ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), a->ws);
+    ps_model_grads_final(m, 2);
     k->conv2d_pool_bwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), a->dp1, a->arg1,
                        a->p1, NULL, ps_model_dgrad(m, 0), ps_model_dgrad(m, 1), a->ws);
 }

@@ -82,9 +82,11 @@ static void s_backward(ps_model_t *m, const float *d_x, float *d_dz, int n)
     const ps_kernels_t *k = m->k;
     ps_model_linear_bwd(m, a->h2, ps_model_dparam(m, 4), d_dz, a->dh2, ps_model_dgrad(m, 4),
                         ps_model_dgrad(m, 5), n, S_H2, S_OUT);
+    ps_model_grads_final(m, 4);
     k->relu_bwd(m->ctx, a->h2, a->dh2, a->dh2, (size_t)n * S_H2);
     ps_model_linear_bwd(m, a->h1, ps_model_dparam(m, 2), a->dh2, a->dh1,
                         ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), n, S_H1, S_H2);
+    ps_model_grads_final(m, 2);
     k->relu_bwd(m->ctx, a->h1, a->dh1, a->dh1, (size_t)n * S_H1);
     ps_model_linear_bwd(m, d_x, ps_model_dparam(m, 0), a->dh1, NULL, ps_model_dgrad(m, 0),
                         ps_model_dgrad(m, 1), n, S_IN, S_H1);

@@ -206,6 +206,19 @@ void ps_model_set_profile(ps_model_t *m, ps_model_profile_t *p)
     m->profile = p;
 }
 
+void ps_model_set_grad_ready(ps_model_t *m, ps_model_grad_ready_fn *fn, void *arg)
+{
+    m->grad_ready = fn;
+    m->grad_ready_arg = fn ? arg : NULL;
+}
+
+void ps_model_grads_final(ps_model_t *m, size_t i)
+{
+    if (m->grad_ready && m->k->host_is_backend && i < m->arch->ntensors) {
+        m->grad_ready(m->grad_ready_arg, m->tensors[i].offset);
+    }
+}
+
 /* Profiling: waits for the device and adds the time since *t to *acc. */
 static void s_lap(ps_model_t *m, double *t, double *acc)
 {
@@ -241,6 +254,9 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, 
         rc = m->k->copy_d2h(m->ctx, m->grads, m->d_grads, m->P * sizeof(float));
     }
     s_lap(m, &t, &p->copy_out);
+    if (rc == 0 && m->grad_ready) { /* everything is on the host now */
+        m->grad_ready(m->grad_ready_arg, 0);
+    }
     p->steps++;
     if (loss) {
         *loss = l;

@@ -81,6 +81,17 @@ typedef struct {
  * which costs the overlap a GPU would otherwise get: for measuring only. */
 void ps_model_set_profile(ps_model_t *m, ps_model_profile_t *p);
 
+/* Called during ps_model_train_step() when the host gradients of keys
+ * [from, P) are final for this step (from only decreases within a step; the
+ * last call of a successful step has from = 0). On the CPU backend backward
+ * reports after each layer; on a device backend once, after the copy to the
+ * host. Runs on the training thread; must not touch the model. */
+typedef void ps_model_grad_ready_fn(void *arg, size_t from);
+
+/* Sets (fn != NULL) or clears (NULL) the gradient-ready hook; arg is passed
+ * to fn and borrowed until cleared. No hook: train_step is unchanged. */
+void ps_model_set_grad_ready(ps_model_t *m, ps_model_grad_ready_fn *fn, void *arg);
+
 /*
  * Evaluates the current host params on n samples (any n; processed in chunks
  * of max_batch). Stores the number of correct predictions and the mean loss.

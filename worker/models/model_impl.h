@@ -54,6 +54,8 @@ struct ps_model {
     uint8_t *d_y;                /* backend [max_batch]; NULL when host_is_backend */
     void *impl;                  /* the architecture's activations; owned by arch */
     ps_model_profile_t *profile; /* when set, train_step times its phases; borrowed */
+    ps_model_grad_ready_fn *grad_ready; /* gradient-ready hook; NULL = none */
+    void *grad_ready_arg;               /* its argument; borrowed */
 };
 
 extern const ps_model_arch_t ps_model_arch_mlp;
@@ -69,6 +71,11 @@ static inline float *ps_model_dgrad(const ps_model_t *m, size_t i)
 {
     return m->d_grads + m->tensors[i].offset;
 }
+
+/* Backward calls this once the gradients of tensors [i, ntensors) are final:
+ * reports keys [offset of tensor i, P) to the gradient-ready hook, on a
+ * backend whose buffers are the host's (device backends report at the end). */
+void ps_model_grads_final(ps_model_t *m, size_t i);
 
 /*
  * Fully connected layer, PyTorch layout: y[n,O] = x[n,I] @ w[O,I]^T + b[O],
