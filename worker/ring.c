@@ -363,6 +363,19 @@ static int s_drain_sends(ps_ring_t *r)
     return 0;
 }
 
+/* Messages of a big vector grow so a chunk travels in about PS_RING_DEPTH of
+ * them: enough to pipeline, few enough that per-message costs (ZeroMQ hand-offs
+ * between threads) do not dominate. Small vectors keep cfg.sub_floats. Every
+ * member computes the same size from the same n and configuration. */
+enum { PS_RING_DEPTH = 4 };
+
+static size_t s_sub_floats(const ps_ring_t *r, uint64_t n)
+{
+    uint64_t chunk = (n + (uint64_t)r->cfg.size - 1) / (uint64_t)r->cfg.size;
+    uint64_t deep = (chunk + PS_RING_DEPTH - 1) / PS_RING_DEPTH;
+    return deep > r->cfg.sub_floats ? (size_t)deep : r->cfg.sub_floats;
+}
+
 int ps_ring_allreduce(ps_ring_t *r, float *buf, uint64_t n, int64_t step)
 {
     if (!r->connected || r->broken) {
@@ -371,7 +384,7 @@ int ps_ring_allreduce(ps_ring_t *r, float *buf, uint64_t n, int64_t step)
         return PS_ESTATE;
     }
     const int M = r->cfg.size, rank = r->cfg.rank, G = ps_ring_num_steps(M);
-    const size_t sub = r->cfg.sub_floats;
+    const size_t sub = s_sub_floats(r, n);
     if (M == 1) {
         return 0;
     }

@@ -11,7 +11,8 @@
  * worker sends chunk (rank - g) mod M and receives chunk (rank - g - 1) mod M,
  * which it adds in (reduce-scatter) or stores (all-gather); the chunk it
  * receives at step g is the one it sends at step g + 1. Each chunk travels in
- * sub-chunks of at most sub_floats floats, and the ring is pipelined at that
+ * sub-chunks of at most max(sub_floats, ceil(n/M)/4) floats (big vectors travel
+ * in bigger messages, still about four per chunk), and the ring is pipelined at that
  * granularity: sub-chunk j is forwarded for step g + 1 as soon as it arrived
  * and was added for step g. After the call every worker holds bitwise the same
  * sums (each chunk is summed once, by one chain of additions, then copied).
