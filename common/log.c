@@ -33,6 +33,16 @@ int ps_log_set_level(const char *name)
     return PS_EINVAL;
 }
 
+int ps_log_set_level_flag(const char *prog, const char *name)
+{
+    if (ps_log_set_level(name) != 0) {
+        fprintf(stderr, "%s: error: --log-level %s: expected err, warn, info or debug\n", prog,
+                name);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
 void ps_log_write(int level, const char *fmt, ...)
 {
     static const char tag[] = "EWID";

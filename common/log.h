@@ -25,6 +25,10 @@ void ps_log_set_role(const char *role, int rank);
 /* Parses "err|warn|info|debug" into ps_log_level. Returns 0 or PS_EINVAL. */
 int ps_log_set_level(const char *name);
 
+/* The same for a program's --log-level flag: on a bad name prints the one-line
+ * error "PROG: error: --log-level NAME: ..." to stderr and returns PS_EINVAL. */
+int ps_log_set_level_flag(const char *prog, const char *name);
+
 void ps_log_write(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

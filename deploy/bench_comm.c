@@ -1732,10 +1732,7 @@ int ps_bench_comm_main(int argc, char **argv)
         fprintf(stderr, S_PROG ": error: --reps: at most %d\n", COMM_MAX_REPS);
         return 2;
     }
-    if (ps_log_set_level(log_level) != 0) {
-        fprintf(stderr,
-                S_PROG ": error: --log-level %s: expected err, warn, info or debug\n",
-                log_level);
+    if (ps_log_set_level_flag(S_PROG, log_level) != 0) {
         return 2;
     }
     if (ps_bench_mkdirs(cfg.out) != 0) {

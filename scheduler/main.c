@@ -59,9 +59,10 @@ int main(int argc, char **argv)
     cfg.job.seed = (uint64_t)(unsigned)seed;
     cfg.job.max_steps = max_steps;
     cfg.job.schedule.warmup_steps = warmup;
-    if (ps_log_set_level(log_level) != 0) {
-        snprintf(err, sizeof err, "--log-level %s: expected err, warn, info or debug", log_level);
-    } else if (ps_job_parse_schedule(schedule, &cfg.job.schedule) != 0) {
+    if (ps_log_set_level_flag(prog, log_level) != 0) {
+        return 2;
+    }
+    if (ps_job_parse_schedule(schedule, &cfg.job.schedule) != 0) {
         snprintf(err, sizeof err, "--lr-schedule %s: expected constant, cosine or "
                  "step:EVERY:GAMMA (EVERY >= 1 epochs, 0 < GAMMA <= 1)", schedule);
     } else if (ps_job_parse_mode(mode, &cfg.job) != 0) {

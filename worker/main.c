@@ -47,9 +47,7 @@ int main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
-    if (ps_log_set_level(log_level) != 0) {
-        fprintf(stderr, "%s: error: --log-level %s: expected err, warn, info or debug\n", prog,
-                log_level);
+    if (ps_log_set_level_flag(prog, log_level) != 0) {
         return 2;
     }
     if (!(cfg.connect_timeout > 0) || !(cfg.peer_timeout > 0) || cfg.threads < 0 ||
