@@ -199,9 +199,5 @@ int main(void)
     tcase_add_test(tc, cnn_gradients_match_finite_differences);
     tcase_add_test(tc, cnn_sgd_steps_reduce_the_loss_and_evaluate_in_chunks);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }

@@ -19,6 +19,7 @@
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "proto/range.h"
+#include "tests/unit/testutil.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -1147,9 +1148,5 @@ int main(void)
     tcase_add_test(tm, msg_recv_times_out_without_a_message);
     tcase_set_timeout(tm, 30);
     suite_add_tcase(s, tm);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }

@@ -316,9 +316,5 @@ int main(void)
     tcase_add_test(tc, mlp_reports_gradients_final_layer_by_layer_from_the_last);
     tcase_add_test(tc, model_rejects_bad_arguments);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }
