@@ -43,6 +43,11 @@ int ps_log_set_level_flag(const char *prog, const char *name)
     return 0;
 }
 
+ps_flag_t ps_log_level_flag(const char **dst)
+{
+    return (ps_flag_t){"log-level", PS_FLAG_STR, dst, "LEVEL", "err, warn, info or debug"};
+}
+
 void ps_log_write(int level, const char *fmt, ...)
 {
     static const char tag[] = "EWID";

@@ -9,6 +9,8 @@
 #ifndef PS_COMMON_LOG_H
 #define PS_COMMON_LOG_H
 
+#include "common/config.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,6 +30,11 @@ int ps_log_set_level(const char *name);
 /* The same for a program's --log-level flag: on a bad name prints the one-line
  * error "PROG: error: --log-level NAME: ..." to stderr and returns PS_EINVAL. */
 int ps_log_set_level_flag(const char *prog, const char *name);
+
+/* The --log-level LEVEL entry of a role's flag table (the scheduler's, the
+ * server's, the worker's), checked afterwards by ps_log_set_level_flag().
+ * dst holds the default on entry; borrowed, it must outlive the table. */
+ps_flag_t ps_log_level_flag(const char **dst);
 
 void ps_log_write(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

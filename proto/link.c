@@ -10,6 +10,36 @@
 #include "common/error.h"
 #include "common/log.h"
 
+ps_flag_t ps_link_scheduler_flag(const char **dst)
+{
+    return (ps_flag_t){"scheduler", PS_FLAG_STR, dst, "ENDPOINT",
+                       "the scheduler's endpoint"};
+}
+
+ps_flag_t ps_link_rank_flag(int *dst, ps_role_t role)
+{
+    return (ps_flag_t){"rank", PS_FLAG_INT, dst, "R",
+                       role == PS_ROLE_SERVER ? "wanted server rank (-1 = any)"
+                                              : "wanted worker rank (-1 = any)"};
+}
+
+ps_flag_t ps_link_connect_timeout_flag(double *dst)
+{
+    return (ps_flag_t){"connect-timeout", PS_FLAG_DOUBLE, dst, "SECONDS",
+                       "give up if the scheduler does not answer"};
+}
+
+ps_flag_t ps_link_peer_timeout_flag(double *dst)
+{
+    return (ps_flag_t){"peer-timeout", PS_FLAG_DOUBLE, dst, "SECONDS",
+                       "the scheduler silent this long is lost"};
+}
+
+int ps_link_check_timeouts(double connect_timeout, double peer_timeout)
+{
+    return connect_timeout > 0 && peer_timeout > 0 ? 0 : PS_EINVAL;
+}
+
 /* Waits up to timeout seconds for one message on l->sock. Returns 1 when one
  * was received into *m, 0 on timeout, or a negative PS_E*. */
 static int s_recv(ps_link_t *l, ps_msg_t *m, double timeout)

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/config.h"
 #include "common/job.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
@@ -24,6 +25,29 @@ extern "C" {
 
 /* How often nodes and the scheduler send heartbeats. */
 #define PS_HEARTBEAT_SECONDS 0.5
+
+/* Defaults of the link flags below. */
+#define PS_LINK_DEFAULT_SCHEDULER "tcp://127.0.0.1:9000"
+#define PS_LINK_DEFAULT_CONNECT_TIMEOUT 10.0
+#define PS_LINK_DEFAULT_PEER_TIMEOUT 5.0
+
+/*
+ * The flags through which a node reaches the scheduler, one definition for
+ * the flag tables of shardps-server and shardps-worker (name, metavar and
+ * --help line): --scheduler ENDPOINT, --rank R (the line names the role),
+ * --connect-timeout SECONDS and --peer-timeout SECONDS. dst is where
+ * ps_config_parse() stores the value and holds the default on entry;
+ * borrowed, it must outlive the table. Thread-safe.
+ */
+ps_flag_t ps_link_scheduler_flag(const char **dst);
+ps_flag_t ps_link_rank_flag(int *dst, ps_role_t role);
+ps_flag_t ps_link_connect_timeout_flag(double *dst);
+ps_flag_t ps_link_peer_timeout_flag(double *dst);
+
+/* The check of the two timeout flags' values after parsing: both > 0 (NaN is
+ * not). Returns 0 or PS_EINVAL; prints nothing, the caller's one error line
+ * names the flags it checked. */
+int ps_link_check_timeouts(double connect_timeout, double peer_timeout);
 
 typedef struct {
     void *sock;          /* DEALER connected to the scheduler; owned */

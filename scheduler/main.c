@@ -43,7 +43,7 @@ int main(int argc, char **argv)
         {"summary", PS_FLAG_STR, &cfg.summary, "FILE", "write the job summary here as JSON"},
         {"peer-timeout", PS_FLAG_DOUBLE, &cfg.peer_timeout, "SECONDS", "a node silent this long is lost"},
         {"wait", PS_FLAG_DOUBLE, &cfg.wait, "SECONDS", "how long to wait for every node to register"},
-        {"log-level", PS_FLAG_STR, &log_level, "LEVEL", "err, warn, info or debug"},
+        ps_log_level_flag(&log_level),
     };
     const char *prog = "shardps-scheduler";
     int rc = ps_config_parse(prog,

@@ -3,19 +3,20 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "proto/link.h"
 #include "worker/data.h"
 #include "worker/worker.h"
 
 int main(int argc, char **argv)
 {
     ps_worker_config_t cfg = {
-        .scheduler = "tcp://127.0.0.1:9000",
+        .scheduler = PS_LINK_DEFAULT_SCHEDULER,
         .rank = -1,
         .data_dir = PS_DATA_DEFAULT_DIR,
         .device = "auto",
         .threads = 1,
-        .connect_timeout = 10.0,
-        .peer_timeout = 5.0,
+        .connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT,
+        .peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT,
         .progress_seconds = 2.0,
         .bind = "tcp://0.0.0.0:*",
         .ring_kib = 128,
@@ -23,8 +24,8 @@ int main(int argc, char **argv)
     };
     const char *log_level = "info";
     ps_flag_t flags[] = {
-        {"scheduler", PS_FLAG_STR, &cfg.scheduler, "ENDPOINT", "the scheduler's endpoint"},
-        {"rank", PS_FLAG_INT, &cfg.rank, "R", "wanted worker rank (-1 = any)"},
+        ps_link_scheduler_flag(&cfg.scheduler),
+        ps_link_rank_flag(&cfg.rank, PS_ROLE_WORKER),
         {"data", PS_FLAG_STR, &cfg.data_dir, "DIR", "directory of the Fashion-MNIST .gz files"},
         {"device", PS_FLAG_STR, &cfg.device, "DEV", "compute backend: auto, cpu or cuda"},
         {"threads", PS_FLAG_INT, &cfg.threads, "N", "compute threads on the CPU (0 = OpenBLAS default; 1 uses our AVX-512 kernels where the CPU has them)"},
@@ -34,9 +35,9 @@ int main(int argc, char **argv)
         {"ring-kib", PS_FLAG_INT, &cfg.ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
         {"overlap", PS_FLAG_INT, &cfg.overlap, "0|1", "allreduce: sum the last layers' gradients while backward still runs"},
         {"progress", PS_FLAG_DOUBLE, &cfg.progress_seconds, "SECONDS", "worker 0 logs progress this often"},
-        {"connect-timeout", PS_FLAG_DOUBLE, &cfg.connect_timeout, "SECONDS", "give up if the scheduler does not answer"},
-        {"peer-timeout", PS_FLAG_DOUBLE, &cfg.peer_timeout, "SECONDS", "the scheduler silent this long is lost"},
-        {"log-level", PS_FLAG_STR, &log_level, "LEVEL", "err, warn, info or debug"},
+        ps_link_connect_timeout_flag(&cfg.connect_timeout),
+        ps_link_peer_timeout_flag(&cfg.peer_timeout),
+        ps_log_level_flag(&log_level),
     };
     const char *prog = "shardps-worker";
     int rc = ps_config_parse(prog,
@@ -50,8 +51,8 @@ int main(int argc, char **argv)
     if (ps_log_set_level_flag(prog, log_level) != 0) {
         return 2;
     }
-    if (!(cfg.connect_timeout > 0) || !(cfg.peer_timeout > 0) || cfg.threads < 0 ||
-        !(cfg.progress_seconds > 0)) {
+    if (ps_link_check_timeouts(cfg.connect_timeout, cfg.peer_timeout) != 0 ||
+        cfg.threads < 0 || !(cfg.progress_seconds > 0)) {
         fprintf(stderr, "%s: error: timeouts and --progress must be > 0, --threads >= 0\n",
                 prog);
         return 2;

@@ -134,6 +134,16 @@ static ps_header_t s_header(s_client_t *c, ps_msg_type_t t, uint64_t begin, uint
     return h;
 }
 
+/* The same with a float32 payload of payload_len bytes announced. */
+static ps_header_t s_f32_header(s_client_t *c, ps_msg_type_t t, uint64_t begin,
+                                uint64_t end, uint64_t payload_len)
+{
+    ps_header_t h = s_header(c, t, begin, end);
+    h.dtype = PS_DTYPE_F32;
+    h.payload_len = payload_len;
+    return h;
+}
+
 /* Checks the answer to case `name`: MSG_ERROR with `status`, for request id
  * (when the header was readable), and nothing else. silent_ok: the envelope
  * could not be decoded, so silence is an acceptable answer too. */
@@ -169,6 +179,20 @@ static void s_expect(s_client_t *c, const char *name, int status, const ps_heade
     }
     printf("case %-34s %s: %s\n", name, ps_strerror(status), m.hdr.error);
     ps_msg_close(&m);
+}
+
+/* Huge values: applied by mistake, they would show in the final pull. */
+static const float s_poison[32] = {1e30f, -1e30f, 1e30f, -1e30f, 1e30f, -1e30f,
+                                   1e30f, -1e30f, 1e30f, -1e30f, 1e30f, -1e30f};
+
+/* Case `name`: sends h with one frame of frame_bytes poison bytes (0: no
+ * frame) and checks the answer is MSG_ERROR with `status` (s_expect). */
+static void s_case(s_client_t *c, const char *name, int status, const ps_header_t *h,
+                   size_t frame_bytes)
+{
+    const void *data[1] = {s_poison};
+    s_send_header(c, h, data, &frame_bytes, frame_bytes ? 1 : 0);
+    s_expect(c, name, status, h, 0);
 }
 
 /* Pulls the whole shard at version >= 0 into out. The server answers in parts,
@@ -208,18 +232,15 @@ static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
 static void s_run_cases(s_client_t *c)
 {
     const uint64_t b = c->shard.begin, e = c->shard.end;
-    static const float poison[32] = {1e30f, -1e30f, 1e30f, -1e30f, 1e30f, -1e30f,
-                                     1e30f, -1e30f, 1e30f, -1e30f, 1e30f, -1e30f};
-    const void *pp[8] = {poison, poison, poison, poison, poison, poison, poison, poison};
+    const void *pp[8] = {s_poison, s_poison, s_poison, s_poison,
+                         s_poison, s_poison, s_poison, s_poison};
     size_t sz[8];
     ps_header_t h;
 
     /* Envelopes that do not decode. */
     {
-        h = s_header(c, PS_MSG_PUSH, b, b + 4);
+        h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
         h.request_id = UINT64_MAX - 1; /* a 10-byte varint in the middle */
-        h.dtype = PS_DTYPE_F32;
-        h.payload_len = 16;
         uint8_t buf[PS_HEADER_MAX];
         int n = ps_codec_pack_header(&h, buf, sizeof buf);
         sz[0] = 16;
@@ -242,43 +263,28 @@ static void s_run_cases(s_client_t *c)
     /* Headers that decode but are refused by the codec. */
     h = s_header(c, PS_MSG_PULL, b, b + 4);
     h.type = (ps_msg_type_t)99;
-    s_send_header(c, &h, NULL, NULL, 0);
-    s_expect(c, "unknown type 99", PS_EPROTO, &h, 0);
+    s_case(c, "unknown type 99", PS_EPROTO, &h, 0);
 
     h = s_header(c, PS_MSG_PULL, b, b + 4);
     h.protocol = PS_PROTOCOL_VERSION + 1;
-    s_send_header(c, &h, NULL, NULL, 0);
-    s_expect(c, "wrong protocol version", PS_EPROTO, &h, 0);
+    s_case(c, "wrong protocol version", PS_EPROTO, &h, 0);
 
     h = s_header(c, PS_MSG_PULL, b, b + 4);
     h.role = (ps_role_t)7;
-    s_send_header(c, &h, NULL, NULL, 0);
-    s_expect(c, "unknown role 7", PS_EPROTO, &h, 0);
+    s_case(c, "unknown role 7", PS_EPROTO, &h, 0);
 
-    h = s_header(c, PS_MSG_PUSH, b + 8, b + 4);
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    sz[0] = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "push with begin > end", PS_EPROTO, &h, 0);
+    h = s_f32_header(c, PS_MSG_PUSH, b + 8, b + 4, 16);
+    s_case(c, "push with begin > end", PS_EPROTO, &h, 16);
 
-    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
     h.dtype = PS_DTYPE_NONE;
-    h.payload_len = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "push of dtype none", PS_EPROTO, &h, 0);
+    s_case(c, "push of dtype none", PS_EPROTO, &h, 16);
 
     /* Envelopes that ps_msg_recv refuses. */
-    h = s_header(c, PS_MSG_PUSH, b, b + 4);
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    sz[0] = 12;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "payload shorter than header", PS_EPROTO, &h, 0);
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
+    s_case(c, "payload shorter than header", PS_EPROTO, &h, 12);
 
-    h = s_header(c, PS_MSG_PUSH, b, b + 20);
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 5 * 16;
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 20, 5 * 16);
     for (int i = 0; i < 5; i++) {
         sz[i] = 16;
     }
@@ -287,76 +293,46 @@ static void s_run_cases(s_client_t *c)
 
     /* Well-formed envelopes the server refuses in context. */
     h = s_header(c, PS_MSG_HEARTBEAT, 0, 0);
-    s_send_header(c, &h, NULL, NULL, 0);
-    s_expect(c, "heartbeat to a server", PS_EPROTO, &h, 0);
+    s_case(c, "heartbeat to a server", PS_EPROTO, &h, 0);
 
-    h = s_header(c, PS_MSG_PUSH, b, b + 4);
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 12;
-    sz[0] = 12;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "payload is not (end-begin)*4", PS_ERANGE, &h, 0);
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 12);
+    s_case(c, "payload is not (end-begin)*4", PS_ERANGE, &h, 12);
 
-    h = s_header(c, PS_MSG_PUSH, e - 2, e + 2);
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    sz[0] = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "push past the shard end", PS_ERANGE, &h, 0);
+    h = s_f32_header(c, PS_MSG_PUSH, e - 2, e + 2, 16);
+    s_case(c, "push past the shard end", PS_ERANGE, &h, 16);
 
     h = s_header(c, PS_MSG_PULL, e, e + 4);
-    s_send_header(c, &h, NULL, NULL, 0);
-    s_expect(c, "pull past the shard end", PS_ERANGE, &h, 0);
+    s_case(c, "pull past the shard end", PS_ERANGE, &h, 0);
 
     h = s_header(c, PS_MSG_PULL, b + 4, b + 4);
-    s_send_header(c, &h, NULL, NULL, 0);
-    s_expect(c, "pull of an empty range", PS_ERANGE, &h, 0);
+    s_case(c, "pull of an empty range", PS_ERANGE, &h, 0);
 
     h = s_header(c, PS_MSG_PULL, b, b + 4);
     h.sender = 7;
-    s_send_header(c, &h, NULL, NULL, 0);
-    s_expect(c, "unknown sender W7 of 2", PS_ENOENT, &h, 0);
+    s_case(c, "unknown sender W7 of 2", PS_ENOENT, &h, 0);
 
-    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
     h.sender = -1;
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "push from W-1", PS_ENOENT, &h, 0);
+    s_case(c, "push from W-1", PS_ENOENT, &h, 16);
 
-    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
     h.role = PS_ROLE_SERVER;
     h.sender = 0;
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "push from a server", PS_ENOENT, &h, 0);
+    s_case(c, "push from a server", PS_ENOENT, &h, 16);
 
-    h = s_header(c, PS_MSG_PUSH, b, b + 4);
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
     h.step = 5;
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "push for a wrong step", PS_ESTATE, &h, 0);
+    s_case(c, "push for a wrong step", PS_ESTATE, &h, 16);
 
-    h = s_header(c, PS_MSG_INIT, b, b + 4);
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "init from W1", PS_ESTATE, &h, 0);
+    h = s_f32_header(c, PS_MSG_INIT, b, b + 4, 16);
+    s_case(c, "init from W1", PS_ESTATE, &h, 16);
 
-    h = s_header(c, PS_MSG_INIT, b, b + 4);
+    h = s_f32_header(c, PS_MSG_INIT, b, b + 4, 16);
     h.sender = 0; /* posing as worker 0 after initialisation */
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "second init posing as W0", PS_ESTATE, &h, 0);
+    s_case(c, "second init posing as W0", PS_ESTATE, &h, 16);
 
-    h = s_header(c, PS_MSG_PULL, b, b + 4);
-    h.dtype = PS_DTYPE_F32;
-    h.payload_len = 16;
-    s_send_header(c, &h, pp, sz, 1);
-    s_expect(c, "pull with a payload", PS_ERANGE, &h, 0);
+    h = s_f32_header(c, PS_MSG_PULL, b, b + 4, 16);
+    s_case(c, "pull with a payload", PS_ERANGE, &h, 16);
 }
 
 int main(int argc, char **argv)

@@ -89,27 +89,25 @@ check_failed() {
         fail "$run: $role's log has no line matching '$re': $(tail -3 "$TMP/$run.$role.log")"
 }
 
-# --- a worker dies ----------------------------------------------------------
-start_job worker
-kill -9 "${PID[worker.W1]}"
-T0=$(now_ms)
-wait_all worker C S0 S1 W0
-check_failed worker C "lost peer W1"
-for r in S0 S1 W0; do
-    check_failed worker $r "job aborted.*lost peer W1"
-done
-echo "worker: scheduler, servers and W0 stopped in $(($(now_ms) - T0)) ms, naming W1"
+# Run $1: role $2 dies; the scheduler and every other role ($4...) must stop
+# cleanly, naming it. $3 says who stopped, for the log line.
+peer_dies() {
+    local run=$1 victim=$2 who=$3 r
+    shift 3
+    start_job "$run"
+    kill -9 "${PID[$run.$victim]}"
+    T0=$(now_ms)
+    wait_all "$run" C "$@"
+    check_failed "$run" C "lost peer $victim"
+    for r in "$@"; do
+        check_failed "$run" "$r" "job aborted.*lost peer $victim"
+    done
+    echo "$run: $who stopped in $(($(now_ms) - T0)) ms, naming $victim"
+}
 
-# --- a server dies ----------------------------------------------------------
-start_job server
-kill -9 "${PID[server.S0]}"
-T0=$(now_ms)
-wait_all server C S1 W0 W1
-check_failed server C "lost peer S0"
-for r in S1 W0 W1; do
-    check_failed server $r "job aborted.*lost peer S0"
-done
-echo "server: scheduler, S1 and workers stopped in $(($(now_ms) - T0)) ms, naming S0"
+# --- a worker dies, a server dies ---------------------------------------------
+peer_dies worker W1 "scheduler, servers and W0" S0 S1 W0
+peer_dies server S0 "scheduler, S1 and workers" S1 W0 W1
 
 # --- the scheduler dies -----------------------------------------------------
 start_job sched

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "kernels/optim.h"
+#include "tests/unit/modelcheck.h"
 #include "tests/unit/testutil.h"
 #include "worker/models/model.h"
 
@@ -108,14 +108,6 @@ static double s_ref_loss(const float *p, long bump, double delta, const float *x
     return total / n;
 }
 
-static void s_batch(float *x, uint8_t *y, int n, uint64_t seed)
-{
-    ps_test_fill(x, (size_t)n * 784, -0.8f, 2.0f, seed);
-    for (int i = 0; i < n; i++) {
-        y[i] = (uint8_t)((i * 3 + seed) % 10);
-    }
-}
-
 static ps_model_t *s_new(int max_batch)
 {
     ps_model_t *m = NULL;
@@ -158,41 +150,17 @@ END_TEST
 
 START_TEST(cnn_gradients_match_finite_differences)
 {
-    enum { N = 2 };
     ps_model_t *m = s_new(4);
     ps_model_init_params(m, 3);
-    float *x = malloc(N * 784 * sizeof(float));
-    uint8_t y[N];
-    s_batch(x, y, N, 5);
-    float loss = 0;
-    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &loss), 0);
-    const float *p = ps_model_params(m), *g = ps_model_grads(m);
-    const double ref = s_ref_loss(p, -1, 0, x, y, N);
-    ck_assert_msg(ps_test_close(loss, ref, 1e-5, 1e-5), "loss %g ref %g", loss, ref);
     /* a tiny step in float64 keeps ReLU and max-pool decisions unchanged */
-    const double h = 1e-6;
-    ps_rng_t r;
-    ps_rng_init(&r, 12, 0);
-    for (size_t t = 0; t < 8; t++) {
-        const ps_tensor_info_t *ti = ps_model_tensor(m, t);
-        size_t big = 0;
-        for (size_t j = 1; j < ti->count; j++) {
-            if (fabsf(g[ti->offset + j]) > fabsf(g[ti->offset + big])) {
-                big = j;
-            }
-        }
-        ck_assert_msg(g[ti->offset + big] != 0.0f, "%s has no gradient", ti->name);
-        for (int k = 0; k < 3; k++) {
-            const size_t j = k == 0 ? big : (size_t)ps_rng_below(&r, ti->count);
-            const long idx = (long)(ti->offset + j);
-            const double fd =
-                (s_ref_loss(p, idx, h, x, y, N) - s_ref_loss(p, idx, -h, x, y, N)) /
-                (2 * h);
-            ck_assert_msg(ps_test_close(g[idx], fd, 1e-6, 2e-3), "%s[%zu]: grad %g fd %g",
-                          ti->name, j, g[idx], fd);
-        }
-    }
-    free(x);
+    const ps_modelcheck_grad_t how = {.n = 2,
+                                      .batch_seed = 5,
+                                      .h = 1e-6,
+                                      .per_tensor = 3,
+                                      .seed = 12,
+                                      .atol = 1e-6,
+                                      .rtol = 2e-3};
+    ps_modelcheck_gradients(m, s_ref_loss, &how);
     ps_model_destroy(&m);
 }
 END_TEST
@@ -204,22 +172,11 @@ START_TEST(cnn_sgd_steps_reduce_the_loss_and_evaluate_in_chunks)
     ps_model_init_params(m, 1);
     float *x = malloc(N * 784 * sizeof(float));
     uint8_t y[N];
-    s_batch(x, y, N, 9);
-    const size_t P = ps_model_num_params(m);
-    float *v = calloc(P, sizeof(float));
-    const ps_optim_sgd_t o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f};
-    float first = 0, loss = 0;
-    for (int step = 0; step < 20; step++) {
-        ck_assert_int_eq(ps_model_train_step(m, x, y, N, &loss), 0);
-        ck_assert(isfinite(loss));
-        if (step == 0) {
-            first = loss;
-        }
-        ps_optim_sgd_step(&o, ps_model_params(m), v, ps_model_grads(m), 1.0f, P);
-    }
-    ck_assert_msg(loss < 0.5f * first, "loss %g -> %g", first, loss);
+    ps_modelcheck_batch(x, y, N, 9);
+    ps_modelcheck_sgd_halves_loss(m, x, y, N, 20);
     /* evaluation in chunks of 5 equals one batch of 16 */
-    memcpy(ps_model_params(small), ps_model_params(m), P * sizeof(float));
+    memcpy(ps_model_params(small), ps_model_params(m),
+           ps_model_num_params(m) * sizeof(float));
     int c_big = -1, c_small = -2;
     float l_big = 0, l_small = 0;
     ck_assert_int_eq(ps_model_evaluate(m, x, y, N, &c_big, &l_big), 0);
@@ -227,7 +184,6 @@ START_TEST(cnn_sgd_steps_reduce_the_loss_and_evaluate_in_chunks)
     ck_assert_int_eq(c_big, c_small);
     ck_assert_int_gt(c_big, N / 2);
     ck_assert(ps_test_close(l_small, l_big, 1e-5, 1e-4));
-    free(v);
     free(x);
     ps_model_destroy(&m);
     ps_model_destroy(&small);
@@ -243,9 +199,5 @@ int main(void)
     tcase_add_test(tc, cnn_gradients_match_finite_differences);
     tcase_add_test(tc, cnn_sgd_steps_reduce_the_loss_and_evaluate_in_chunks);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }

@@ -380,9 +380,5 @@ int main(void)
     tcase_add_test(tc, order_is_a_deterministic_permutation_per_seed_and_epoch);
     tcase_add_test(tc, gather_copies_samples_in_order);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }

@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "kernels/optim.h"
+#include "tests/unit/modelcheck.h"
 #include "tests/unit/testutil.h"
 #include "worker/models/model.h"
 
-enum { S_IN = 784, S_H1 = 256, S_H2 = 128, S_OUT = 10 };
+enum { S_IN = PS_MODELCHECK_PIXELS, S_H1 = 256, S_H2 = 128, S_OUT = 10 };
 
 /* Mean softmax cross-entropy of the MLP in float64 over float parameters p
  * (flat, PyTorch order), with parameter `bump` (-1: none) shifted by delta. */
@@ -58,14 +58,6 @@ static double s_ref_loss(const float *p, long bump, double delta, const float *x
     }
 #undef P
     return total / n;
-}
-
-static void s_batch(float *x, uint8_t *y, int n, uint64_t seed)
-{
-    ps_test_fill(x, (size_t)n * S_IN, -0.8f, 2.0f, seed);
-    for (int i = 0; i < n; i++) {
-        y[i] = (uint8_t)((i * 3 + seed) % 10);
-    }
 }
 
 static ps_model_t *s_new(int max_batch)
@@ -136,40 +128,16 @@ END_TEST
  * parameters of every tensor, including the largest-gradient one. */
 START_TEST(mlp_gradients_match_finite_differences)
 {
-    enum { N = 6 };
     ps_model_t *m = s_new(8);
     ps_model_init_params(m, 3);
-    float *x = malloc(N * S_IN * sizeof(float));
-    uint8_t y[N];
-    s_batch(x, y, N, 5);
-    float loss = 0;
-    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &loss), 0);
-    const float *p = ps_model_params(m), *g = ps_model_grads(m);
-    const double ref = s_ref_loss(p, -1, 0, x, y, N);
-    ck_assert_msg(ps_test_close(loss, ref, 1e-5, 1e-5), "loss %g ref %g", loss, ref);
-    const double h = 1e-4;
-    ps_rng_t r;
-    ps_rng_init(&r, 11, 0);
-    for (size_t t = 0; t < 6; t++) {
-        const ps_tensor_info_t *ti = ps_model_tensor(m, t);
-        size_t big = 0;
-        for (size_t j = 1; j < ti->count; j++) {
-            if (fabsf(g[ti->offset + j]) > fabsf(g[ti->offset + big])) {
-                big = j;
-            }
-        }
-        ck_assert_msg(g[ti->offset + big] != 0.0f, "%s has no gradient", ti->name);
-        for (int k = 0; k < 5; k++) {
-            const size_t j = k == 0 ? big : (size_t)ps_rng_below(&r, ti->count);
-            const long idx = (long)(ti->offset + j);
-            const double fd =
-                (s_ref_loss(p, idx, h, x, y, N) - s_ref_loss(p, idx, -h, x, y, N)) /
-                (2 * h);
-            ck_assert_msg(ps_test_close(g[idx], fd, 2e-6, 2e-3), "%s[%zu]: grad %g fd %g",
-                          ti->name, j, g[idx], fd);
-        }
-    }
-    free(x);
+    const ps_modelcheck_grad_t how = {.n = 6,
+                                      .batch_seed = 5,
+                                      .h = 1e-4,
+                                      .per_tensor = 5,
+                                      .seed = 11,
+                                      .atol = 2e-6,
+                                      .rtol = 2e-3};
+    ps_modelcheck_gradients(m, s_ref_loss, &how);
     ps_model_destroy(&m);
 }
 END_TEST
@@ -181,25 +149,12 @@ START_TEST(mlp_sgd_steps_reduce_the_loss)
     ps_model_init_params(m, 1);
     float *x = malloc(N * S_IN * sizeof(float));
     uint8_t y[N];
-    s_batch(x, y, N, 9);
-    const size_t P = ps_model_num_params(m);
-    float *v = calloc(P, sizeof(float));
-    const ps_optim_sgd_t o = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.0f};
-    float first = 0, loss = 0;
-    for (int step = 0; step < 15; step++) {
-        ck_assert_int_eq(ps_model_train_step(m, x, y, N, &loss), 0);
-        ck_assert(isfinite(loss));
-        if (step == 0) {
-            first = loss;
-        }
-        ps_optim_sgd_step(&o, ps_model_params(m), v, ps_model_grads(m), 1.0f, P);
-    }
-    ck_assert_msg(loss < 0.5f * first, "loss %g -> %g", first, loss);
+    ps_modelcheck_batch(x, y, N, 9);
+    ps_modelcheck_sgd_halves_loss(m, x, y, N, 15);
     int correct = 0;
     float eval_loss = 0;
     ck_assert_int_eq(ps_model_evaluate(m, x, y, N, &correct, &eval_loss), 0);
     ck_assert_int_gt(correct, N / 2);
-    free(v);
     free(x);
     ps_model_destroy(&m);
 }
@@ -215,7 +170,7 @@ START_TEST(mlp_evaluate_in_chunks_matches_one_batch)
     ps_model_init_params(big, 4);
     float *x = malloc(N * S_IN * sizeof(float));
     uint8_t y[N];
-    s_batch(x, y, N, 6);
+    ps_modelcheck_batch(x, y, N, 6);
     float l_train = 0, l_eval = 0, l_eval_big = 0;
     int c_small = -1, c_big = -2;
     ck_assert_int_eq(ps_model_train_step(big, x, y, N, &l_train), 0);
@@ -236,25 +191,46 @@ START_TEST(mlp_evaluate_in_chunks_matches_one_batch)
 }
 END_TEST
 
+/* A model after one training step on a fixed batch, with that step's loss and
+ * a copy of its gradients, for comparing a second identical step with. */
+enum { S_STEP_N = 16 };
+typedef struct {
+    ps_model_t *m;
+    float *x; /* [S_STEP_N, S_IN] */
+    uint8_t y[S_STEP_N];
+    size_t P;  /* parameters */
+    float *g1; /* [P] the first step's gradients */
+    float l1;  /* the first step's loss */
+} s_stepped_t;
+
+static void s_stepped_init(s_stepped_t *s)
+{
+    s->m = s_new(S_STEP_N);
+    ps_model_init_params(s->m, 2);
+    s->x = malloc(S_STEP_N * S_IN * sizeof(float));
+    ps_modelcheck_batch(s->x, s->y, S_STEP_N, 3);
+    s->P = ps_model_num_params(s->m);
+    s->g1 = malloc(s->P * sizeof(float));
+    ck_assert_int_eq(ps_model_train_step(s->m, s->x, s->y, S_STEP_N, &s->l1), 0);
+    memcpy(s->g1, ps_model_grads(s->m), s->P * sizeof(float));
+}
+
+static void s_stepped_fini(s_stepped_t *s)
+{
+    free(s->g1);
+    free(s->x);
+    ps_model_destroy(&s->m);
+}
+
 START_TEST(mlp_train_step_is_deterministic)
 {
-    enum { N = 16 };
-    ps_model_t *m = s_new(N);
-    ps_model_init_params(m, 2);
-    float *x = malloc(N * S_IN * sizeof(float));
-    uint8_t y[N];
-    s_batch(x, y, N, 3);
-    const size_t P = ps_model_num_params(m);
-    float *g1 = malloc(P * sizeof(float));
-    float l1, l2;
-    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l1), 0);
-    memcpy(g1, ps_model_grads(m), P * sizeof(float));
-    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l2), 0);
-    ck_assert_float_eq(l1, l2);
-    ck_assert_mem_eq(g1, ps_model_grads(m), P * sizeof(float));
-    free(g1);
-    free(x);
-    ps_model_destroy(&m);
+    s_stepped_t s;
+    s_stepped_init(&s);
+    float l2;
+    ck_assert_int_eq(ps_model_train_step(s.m, s.x, s.y, S_STEP_N, &l2), 0);
+    ck_assert_float_eq(s.l1, l2);
+    ck_assert_mem_eq(s.g1, ps_model_grads(s.m), s.P * sizeof(float));
+    s_stepped_fini(&s);
 }
 END_TEST
 
@@ -282,35 +258,26 @@ static void s_on_ready(void *arg, size_t from)
 
 START_TEST(mlp_reports_gradients_final_layer_by_layer_from_the_last)
 {
-    enum { N = 16 };
-    ps_model_t *m = s_new(N);
-    ps_model_init_params(m, 2);
-    float *x = malloc(N * S_IN * sizeof(float));
-    uint8_t y[N];
-    s_batch(x, y, N, 3);
-    const size_t P = ps_model_num_params(m);
-    float *g1 = malloc(P * sizeof(float));
-    float l1, l2;
-    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l1), 0);
-    memcpy(g1, ps_model_grads(m), P * sizeof(float));
-    memset(ps_model_grads(m), 0, P * sizeof(float));
-    s_ready_t r = {.m = m, .want = g1};
+    s_stepped_t s;
+    s_stepped_init(&s);
+    ps_model_t *m = s.m;
+    float l2;
+    memset(ps_model_grads(m), 0, s.P * sizeof(float));
+    s_ready_t r = {.m = m, .want = s.g1};
     ps_model_set_grad_ready(m, s_on_ready, &r);
-    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l2), 0);
+    ck_assert_int_eq(ps_model_train_step(m, s.x, s.y, S_STEP_N, &l2), 0);
     ck_assert_int_eq(r.calls, 3);
     ck_assert_uint_eq(r.from[0], ps_model_tensor(m, 4)->offset); /* fc3 */
     ck_assert_uint_eq(r.from[1], ps_model_tensor(m, 2)->offset); /* fc2 */
     ck_assert_uint_eq(r.from[2], 0);
     ck_assert_int_eq(r.stale, 0);
-    ck_assert_float_eq(l1, l2);
-    ck_assert_mem_eq(g1, ps_model_grads(m), P * sizeof(float));
+    ck_assert_float_eq(s.l1, l2);
+    ck_assert_mem_eq(s.g1, ps_model_grads(m), s.P * sizeof(float));
     ps_model_set_grad_ready(m, NULL, NULL);
     r.calls = 0;
-    ck_assert_int_eq(ps_model_train_step(m, x, y, N, &l2), 0);
+    ck_assert_int_eq(ps_model_train_step(m, s.x, s.y, S_STEP_N, &l2), 0);
     ck_assert_int_eq(r.calls, 0);
-    free(g1);
-    free(x);
-    ps_model_destroy(&m);
+    s_stepped_fini(&s);
 }
 END_TEST
 
@@ -349,9 +316,5 @@ int main(void)
     tcase_add_test(tc, mlp_reports_gradients_final_layer_by_layer_from_the_last);
     tcase_add_test(tc, model_rejects_bad_arguments);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }

@@ -231,9 +231,5 @@ int main(void)
     tcase_add_test(tc, optimizer_names_and_state_sizes);
     tcase_add_test(tc, schedules_match_their_formulas);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }

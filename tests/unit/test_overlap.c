@@ -23,6 +23,7 @@
 
 #include "common/error.h"
 #include "proto/range.h"
+#include "tests/unit/testutil.h"
 #include "worker/overlap.h"
 #include "worker/ring.h"
 
@@ -215,66 +216,68 @@ static int s_check(void *arg)
     return atomic_load(&s_gone) ? PS_ECLOSED : 0;
 }
 
-/* W0 of a 2-ring whose W1 is bound but never takes part. */
-static void s_lonely(void **ctx, ps_ring_t **r0, ps_ring_t **r1)
+/* W0 of a 2-ring whose W1 is bound but never takes part, with an overlap over
+ * the MLP's buckets on W0's ring. */
+typedef struct {
+    void *ctx;
+    ps_ring_t *r0, *r1;
+    float *buf; /* [s_mlp_n] W0's vector */
+    ps_range_t b[PS_OVERLAP_MAX_BUCKETS];
+    ps_overlap_t *o;
+} s_lonely_t;
+
+/* gone: what s_check answers from the start (1: the job is gone). */
+static void s_lonely_init(s_lonely_t *l, int gone)
 {
     char ep0[128], ep1[128], err[256];
-    *ctx = zmq_ctx_new();
-    ck_assert_int_eq(ps_ring_new(*ctx, "tcp://127.0.0.1:*", r0, ep0, sizeof ep0, err,
+    l->ctx = zmq_ctx_new();
+    ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", &l->r0, ep0, sizeof ep0, err,
                                  sizeof err), 0);
-    ck_assert_int_eq(ps_ring_new(*ctx, "tcp://127.0.0.1:*", r1, ep1, sizeof ep1, err,
+    ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", &l->r1, ep1, sizeof ep1, err,
                                  sizeof err), 0);
     ps_ring_config_t cfg = {.rank = 0, .size = 2, .right = ep1, .check = s_check};
-    ck_assert_int_eq(ps_ring_connect(*r0, &cfg, err, sizeof err), 0);
+    ck_assert_int_eq(ps_ring_connect(l->r0, &cfg, err, sizeof err), 0);
+    atomic_store(&s_gone, gone);
+    l->buf = calloc(s_mlp_n, sizeof(float));
+    int nb = ps_overlap_plan(s_mlp, 6, s_mlp_n, 0, l->b, PS_OVERLAP_MAX_BUCKETS);
+    l->o = NULL;
+    ck_assert_int_eq(ps_overlap_new(l->r0, l->buf, s_mlp_n, l->b, nb, &l->o), 0);
+}
+
+/* Destroys the overlap (it must be NULLed), then the rings. */
+static void s_lonely_fini(s_lonely_t *l)
+{
+    ps_overlap_destroy(&l->o);
+    ck_assert_ptr_null(l->o);
+    ps_ring_destroy(&l->r0);
+    ps_ring_destroy(&l->r1);
+    zmq_ctx_term(l->ctx);
+    free(l->buf);
 }
 
 START_TEST(a_failing_bucket_is_the_steps_error_and_stays)
 {
-    void *ctx;
-    ps_ring_t *r0, *r1;
-    s_lonely(&ctx, &r0, &r1);
-    atomic_store(&s_gone, 1);
-    float *buf = calloc(s_mlp_n, sizeof(float));
-    ps_range_t b[PS_OVERLAP_MAX_BUCKETS];
-    int nb = ps_overlap_plan(s_mlp, 6, s_mlp_n, 0, b, PS_OVERLAP_MAX_BUCKETS);
-    ps_overlap_t *o = NULL;
-    ck_assert_int_eq(ps_overlap_new(r0, buf, s_mlp_n, b, nb, &o), 0);
-    ps_overlap_begin(o, 0);
-    ps_overlap_ready(o, b[0].begin);
-    ck_assert_int_eq(ps_overlap_wait(o), PS_ECLOSED);
-    ps_overlap_begin(o, 1);
-    ck_assert_int_eq(ps_overlap_wait(o), PS_ECLOSED);
-    ps_overlap_destroy(&o);
-    ck_assert_ptr_null(o);
-    ps_ring_destroy(&r0);
-    ps_ring_destroy(&r1);
-    zmq_ctx_term(ctx);
-    free(buf);
+    s_lonely_t l;
+    s_lonely_init(&l, 1);
+    ps_overlap_begin(l.o, 0);
+    ps_overlap_ready(l.o, l.b[0].begin);
+    ck_assert_int_eq(ps_overlap_wait(l.o), PS_ECLOSED);
+    ps_overlap_begin(l.o, 1);
+    ck_assert_int_eq(ps_overlap_wait(l.o), PS_ECLOSED);
+    s_lonely_fini(&l);
 }
 END_TEST
 
 START_TEST(destroy_returns_while_a_bucket_is_in_flight)
 {
-    void *ctx;
-    ps_ring_t *r0, *r1;
-    s_lonely(&ctx, &r0, &r1);
-    atomic_store(&s_gone, 0);
-    float *buf = calloc(s_mlp_n, sizeof(float));
-    ps_range_t b[PS_OVERLAP_MAX_BUCKETS];
-    int nb = ps_overlap_plan(s_mlp, 6, s_mlp_n, 0, b, PS_OVERLAP_MAX_BUCKETS);
-    ps_overlap_t *o = NULL;
-    ck_assert_int_eq(ps_overlap_new(r0, buf, s_mlp_n, b, nb, &o), 0);
-    ps_overlap_begin(o, 0);
-    ps_overlap_ready(o, 0); /* the thread starts the first bucket and waits for W1 */
+    s_lonely_t l;
+    s_lonely_init(&l, 0);
+    ps_overlap_begin(l.o, 0);
+    ps_overlap_ready(l.o, 0); /* the thread starts the first bucket and waits for W1 */
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
     atomic_store(&s_gone, 1); /* what the worker does before destroying */
-    ps_overlap_destroy(&o);
-    ck_assert_ptr_null(o);
-    ps_ring_destroy(&r0);
-    ps_ring_destroy(&r1);
-    zmq_ctx_term(ctx);
-    free(buf);
+    s_lonely_fini(&l);
 }
 END_TEST
 
@@ -291,9 +294,5 @@ int main(void)
     tcase_add_test(tr, a_failing_bucket_is_the_steps_error_and_stays);
     tcase_add_test(tr, destroy_returns_while_a_bucket_is_in_flight);
     suite_add_tcase(s, tr);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return ps_test_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "proto/range.h"
+#include "tests/unit/testutil.h"
 
 /* The bundled MLP 784-256-128-10: tensor sizes in layout order. */
 static const uint64_t s_mlp_sizes[] = {784 * 256, 256, 256 * 128, 128, 128 * 10, 10};
@@ -225,9 +226,5 @@ int main(void)
     tcase_add_test(tc, contains_cases);
     tcase_add_test(tc, mlp_tensor_straddles_servers);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ps_test_run(s);
 }

@@ -27,6 +27,7 @@
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "proto/range.h"
+#include "tests/unit/testutil.h"
 #include "testutil.h"
 #include "worker/ring.h"
 
@@ -582,9 +583,5 @@ int main(void)
     tcase_add_test(tr, ring_drops_strangers_and_still_completes);
     tcase_add_test(tr, ring_fails_when_the_neighbour_breaks_the_sequence);
     suite_add_tcase(s, tr);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ps_test_run(s);
 }

@@ -1,13 +1,16 @@
 /*
  * tests/unit/testutil.h - small helpers shared by the unit tests: a seeded
- * random fill and an absolute + relative closeness check. Header-only.
+ * random fill, an absolute + relative closeness check, and main()'s run of a
+ * Check suite. Header-only.
  */
 #ifndef PS_TESTS_TESTUTIL_H
 #define PS_TESTS_TESTUTIL_H
 
+#include <check.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "worker/rng.h"
 
@@ -25,6 +28,17 @@ static inline void ps_test_fill(float *p, size_t n, float lo, float hi, uint64_t
 static inline int ps_test_close(double got, double want, double atol, double rtol)
 {
     return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* Runs every test of s (forked; CK_VERBOSITY sets the output) and frees it.
+ * Returns main()'s exit status: EXIT_SUCCESS when every test passed. */
+static inline int ps_test_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
 #endif
