@@ -132,6 +132,10 @@ int ps_bench_spawn(char *const argv[], const char *log_path, pid_t *pid);
 /* The 1-minute load average (other work sharing the cores), or -1. */
 double ps_bench_loadavg(void);
 
+/* CPU seconds (user + system, all threads) process pid (0: this one) has used
+ * so far, from /proc/PID/stat; -1 when it cannot be read. */
+double ps_bench_cpu_seconds(pid_t pid);
+
 /* "N cores, CPU model; 1-minute load average L before the run", for notes. */
 void ps_bench_machine(char *buf, size_t cap, double load_before);
 

@@ -125,6 +125,8 @@ typedef struct {
                         measured back to back, so it shares the machine's mood) */
     double ratio_lo; /* lowest per-repetition ratio */
     double ratio_hi; /* highest per-repetition ratio */
+    double ps_cpu;   /* shardps CPU seconds per round (all its processes): median */
+    double zmq_cpu;  /* ZeroMQ CPU seconds per round (this process + echoes): median */
 } comm_result_t;
 
 /* ---- child processes ------------------------------------------------------- */
@@ -608,11 +610,28 @@ static double s_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Measures one configuration: rounds per second of both, medians. */
+/* CPU seconds used so far by this process and one side's processes: the
+ * scheduler and servers (ps) or the echo processes. Only one side works at a
+ * time, so this process's share belongs to the side being measured. */
+static double s_side_cpu(const comm_run_t *r, int ps)
+{
+    double sum = ps_bench_cpu_seconds(0);
+    if (ps) {
+        sum += ps_bench_cpu_seconds(r->sched);
+    }
+    for (int i = 0; i < r->S; i++) {
+        sum += ps_bench_cpu_seconds(ps ? r->servers[i] : r->echo[i]);
+    }
+    return sum;
+}
+
+/* Measures one configuration: rounds per second and CPU per round of both,
+ * medians. */
 static int s_measure_config(comm_run_t *r, comm_result_t *res)
 {
     const comm_cfg_t *cfg = r->cfg;
     double ps[COMM_MAX_REPS], zq[COMM_MAX_REPS], ratio[COMM_MAX_REPS], el;
+    double ps_cpu[COMM_MAX_REPS], zq_cpu[COMM_MAX_REPS], c0;
     long rounds;
     /* Warm-up: connections, page faults, the servers' first touch. */
     int rc = s_zmq_measure(r, 0, r->W + 1, &rounds, &el);
@@ -620,17 +639,23 @@ static int s_measure_config(comm_run_t *r, comm_result_t *res)
         rc = s_ps_measure(r, 0, r->W + 1, &rounds, &el);
     }
     for (int i = 0; i < cfg->reps && rc == 0; i++) {
+        c0 = s_side_cpu(r, 0);
         rc = s_zmq_measure(r, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
         zq[i] = rounds / el;
+        zq_cpu[i] = (s_side_cpu(r, 0) - c0) / (double)rounds;
         if (rc == 0) {
+            c0 = s_side_cpu(r, 1);
             rc = s_ps_measure(r, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
             ps[i] = rounds / el;
+            ps_cpu[i] = (s_side_cpu(r, 1) - c0) / (double)rounds;
             ratio[i] = ps[i] / zq[i];
         }
     }
     if (rc == 0) {
         res->ps = s_median(ps, cfg->reps);
         res->zmq = s_median(zq, cfg->reps);
+        res->ps_cpu = s_median(ps_cpu, cfg->reps);
+        res->zmq_cpu = s_median(zq_cpu, cfg->reps);
         res->ratio = s_median(ratio, cfg->reps); /* sorts ratio */
         res->ratio_lo = ratio[0];
         res->ratio_hi = ratio[cfg->reps - 1];
@@ -1489,9 +1514,11 @@ static int s_sweep(const comm_cfg_t *cfg)
             cfg->out, "comm",
             "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
             "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
-            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max",
+            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_round,"
+            "zmq_cpu_ms_per_round",
             "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,"
-            "ZeroMQ rounds/s,ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max",
+            "ZeroMQ rounds/s,ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,"
+            "shardps CPU ms/round,ZeroMQ CPU ms/round",
             &t) != 0) {
         return 1;
     }
@@ -1522,7 +1549,7 @@ static int s_sweep(const comm_cfg_t *cfg)
                     fprintf(stderr,
                             S_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
                             done, n, name, S, W, err[0] ? err : ps_strerror(rc));
-                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,,,", bytes, name, S, W,
+                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,,,,,", bytes, name, S, W,
                                         W == 1 ? "sync" : "async");
                     continue;
                 }
@@ -1532,10 +1559,13 @@ static int s_sweep(const comm_cfg_t *cfg)
                                "ZeroMQ %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
                         done, n, name, S, W, s_gbs(q->ps, bytes), s_gbs(q->zmq, bytes),
                         ratio, q->ratio_lo, q->ratio_hi, ps_now() - t0);
-                ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f",
+                ps_bench_table_rowf(t,
+                                    "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
+                                    "%.3f",
                                     bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
                                     s_gbs(q->ps, bytes), q->zmq, s_gbs(q->zmq, bytes),
-                                    ratio, q->ratio_lo, q->ratio_hi);
+                                    ratio, q->ratio_lo, q->ratio_hi, q->ps_cpu * 1e3,
+                                    q->zmq_cpu * 1e3);
                 if (bytes >= (1L << 20) && bytes <= (16L << 20)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
@@ -1558,7 +1588,9 @@ static int s_sweep(const comm_cfg_t *cfg)
         "split, one echo process per server). Goodput = 2 x payload x rounds/s, "
         "GB = 1e9 B. In flight 1: sync mode; more: async. %d repetitions of "
         ">= %.2f s, ZeroMQ then shardps back to back; rates are medians, the ratio is "
-        "the median of the %d back-to-back ratios (min and max beside it). Machine: %s.",
+        "the median of the %d back-to-back ratios (min and max beside it). CPU per round: "
+        "user + system seconds of every process of that side (this one included), "
+        "median; on a machine whose cores are all busy it bounds the rate. Machine: %s.",
         cfg->reps, cfg->seconds, cfg->reps, machine);
     if (in_target) {
         ps_bench_table_note(

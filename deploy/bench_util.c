@@ -429,6 +429,23 @@ double ps_bench_loadavg(void)
     return getloadavg(load, 1) == 1 ? load[0] : -1;
 }
 
+double ps_bench_cpu_seconds(pid_t pid)
+{
+    char path[64], *text = NULL;
+    snprintf(path, sizeof path, pid ? "/proc/%d/stat" : "/proc/self/stat", (int)pid);
+    if (ps_bench_read_file(path, &text) != 0) {
+        return -1;
+    }
+    /* Fields after the command name (which may hold spaces): state is field
+     * 3; utime and stime are fields 14 and 15, in clock ticks. */
+    unsigned long long ut, st;
+    const char *p = strrchr(text, ')');
+    int ok = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                         &st) == 2;
+    free(text);
+    return ok ? (double)(ut + st) / (double)sysconf(_SC_CLK_TCK) : -1;
+}
+
 void ps_bench_machine(char *buf, size_t cap, double load_before)
 {
     char *text = NULL, model[128] = "unknown CPU";
