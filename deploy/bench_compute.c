@@ -14,7 +14,11 @@
  *   profiled  --profile-steps more steps with ps_model_set_profile() on, plus
  *             the gather and update timed around it: seconds per step of each
  *             phase. A separate pass because profiling waits for the device
- *             after each phase, which the timed pass must not pay.
+ *             after each phase, which the timed pass must not pay. On a GPU
+ *             profiling also serialises the copies (all params in before
+ *             forward, all gradients out after backward), so copy in / copy
+ *             out are the copies' own times, which the timed pass overlaps
+ *             with forward and backward: the split can sum to more than a step.
  *
  * With --torch it then runs the PyTorch baseline (--torch-script, under
  * --python) for the same model, batch and step count with
@@ -528,8 +532,11 @@ int ps_bench_compute_main(int argc, char **argv)
     s_print_markdown(&cfg, &res);
     printf(
         "\nMachine: %s. Timed steps: gather + step + SGD update, after %d warm-up steps; "
-        "the split is per step over %d separate profiled steps.\n",
-        machine, cfg.warmup, cfg.profile_steps);
+        "the split is per step over %d separate profiled steps%s.\n",
+        machine, cfg.warmup, cfg.profile_steps,
+        k->host_is_backend ? ""
+                           : " (copies serialised there; the timed steps overlap them "
+                             "with compute)");
     if (cfg.torch) {
         printf("PyTorch: train_single.py, same model, batch, lr and step count, "
                "OPENBLAS_NUM_THREADS = %d; its time includes its first steps (it has no "

@@ -6,15 +6,18 @@
  * explicitly; call sites never #ifdef on the backend. All tensors are float32,
  * row-major (C order); images are NCHW. Every tensor pointer given to an op is a
  * *backend buffer*: on CPU plain host memory, on CUDA device memory (named d_*
- * at the call site) from alloc(). Host data crosses with copy_h2d / copy_d2h.
+ * at the call site) from alloc(). Host data crosses with copy_h2d / copy_d2h,
+ * or overlapped with the ops by copy_h2d_async / copy_d2h_async.
  * When host_is_backend is 1 (CPU) host pointers may be passed to ops directly,
  * which is how models avoid copies on the CPU.
  *
- * Ops take a per-user context (ps_kctx_t: cuBLAS handle and stream on CUDA,
- * nothing on CPU) created by ctx_new; one context per thread. Ops never
- * allocate. Ops on a device backend may be asynchronous: sync() or a copy_d2h
- * waits for them. A failing device call inside an op is a bug or a dead GPU:
- * the backend prints file:line and the decoded error, then exits (STYLE.md).
+ * Ops take a per-user context (ps_kctx_t: on CUDA a cuBLAS handle, a compute
+ * stream the ops run on and a copy stream for the *_async copies; on CPU the
+ * sgemm's choice and buffers) created by ctx_new; one context per thread. Ops
+ * never allocate. Ops on a device backend may be asynchronous: sync() or a
+ * copy_d2h waits for them. A failing device call inside an op is a bug or a
+ * dead GPU: the backend prints file:line and the decoded error, then exits
+ * (STYLE.md).
  *
  * Dimension letters: N batch rows, C features/channels, O outputs, H,W spatial,
  * K kernel size.
@@ -74,9 +77,26 @@ typedef struct ps_kernels {
     int (*copy_h2d)(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes);
     int (*copy_d2h)(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes);
     int (*copy_d2d)(ps_kctx_t *ctx, void *d_dst, const void *d_src, size_t bytes);
+    /* Overlapped copies between host_alloc memory and backend buffers, queued
+     * on ctx's copy stream, which runs beside the ops: they run one after
+     * another in call order, and copy_wait() tells the host when they are
+     * done. On the CPU they are plain copies, done on return. Each returns 0
+     * or PS_EIO.
+     * copy_h2d_async: ops queued on ctx after the call wait for the data; ops
+     * queued before it do not, and the copy does not wait for them (they must
+     * not use d_dst). Leave src unchanged until copy_wait() covers the copy.
+     * copy_d2h_async: starts once the ops queued on ctx before the call are
+     * done, while later ops run on. Do not read dst, nor let later ops write
+     * d_src, until copy_wait() covers the copy. */
+    int (*copy_h2d_async)(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes);
+    int (*copy_d2h_async)(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes);
+    /* Blocks until at most `pending` (>= 0) of the async copies queued on ctx
+     * are unfinished; they finish in call order, so 0 waits for all of them
+     * and k for all but the last k. Returns 0 or PS_EIO. */
+    int (*copy_wait)(ps_kctx_t *ctx, int pending);
     /* d_p[0..bytes) = 0. */
     void (*zero)(ps_kctx_t *ctx, void *d_p, size_t bytes);
-    /* Waits for every op queued on ctx. Returns 0 or PS_EIO. */
+    /* Waits for every op and copy queued on ctx. Returns 0 or PS_EIO. */
     int (*sync)(ps_kctx_t *ctx);
 
     /* ---- dense layers ---------------------------------------------------- */

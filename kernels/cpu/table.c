@@ -2,7 +2,8 @@
  * kernels/cpu/table.c - the CPU backend table: memory, copies, and the ops.
  *
  * On the CPU backend memory is host memory (host_is_backend = 1): alloc is a
- * 64-byte aligned malloc, copies are memcpy, sync does nothing. The context
+ * 64-byte aligned malloc, copies (the async ones too) are memcpy done on
+ * return, so copy_wait and sync do nothing. The context
  * holds the choice of sgemm (our AVX-512 one, or OpenBLAS) and its packing
  * buffers, made once here so the ops never allocate or probe.
  */
@@ -126,6 +127,12 @@ static int s_sync(ps_kctx_t *ctx)
     return 0;
 }
 
+static int s_copy_wait(ps_kctx_t *ctx, int pending)
+{
+    (void)pending;
+    return s_sync(ctx);
+}
+
 const ps_kernels_t ps_kernels_cpu = {
     .name = "cpu",
     .host_is_backend = 1,
@@ -139,6 +146,9 @@ const ps_kernels_t ps_kernels_cpu = {
     .copy_h2d = s_copy_h2d,
     .copy_d2h = s_copy_d2h,
     .copy_d2d = s_copy_h2d,
+    .copy_h2d_async = s_copy_h2d,
+    .copy_d2h_async = s_copy_d2h,
+    .copy_wait = s_copy_wait,
     .zero = s_zero,
     .sync = s_sync,
     .sgemm = ps_cpu_sgemm,

@@ -26,6 +26,9 @@ void ps_cuda_host_free(void *p);
 int ps_cuda_copy_h2d(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes);
 int ps_cuda_copy_d2h(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes);
 int ps_cuda_copy_d2d(ps_kctx_t *ctx, void *d_dst, const void *d_src, size_t bytes);
+int ps_cuda_copy_h2d_async(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes);
+int ps_cuda_copy_d2h_async(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes);
+int ps_cuda_copy_wait(ps_kctx_t *ctx, int pending);
 void ps_cuda_zero(ps_kctx_t *ctx, void *d_p, size_t bytes);
 int ps_cuda_sync(ps_kctx_t *ctx);
 

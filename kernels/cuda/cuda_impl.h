@@ -38,16 +38,29 @@ typedef struct {
     int pad;         /* keeps the struct 16 bytes */
 } ps_cuda_xent_out_t;
 
-/* One per user thread (kernels.h): everything is queued on `stream`, so ops and
- * copies of one context run in call order and need no events between them. */
+/* Events of the async copies' ring (see struct ps_kctx). More copies in
+ * flight than this only make copy_wait wait longer. */
+#define PS_CUDA_COPY_EVENTS 32
+
+/* One per user thread (kernels.h). Ops and the plain copies are queued on
+ * `stream`, so they run in call order with no events between them. The
+ * *_async copies go on `copy`; events order the two streams: after each async
+ * copy, done[n % PS_CUDA_COPY_EVENTS] is recorded on `copy` (n counts the
+ * copies), and `stream` waits for it after an h2d, copy_wait syncs on it; a
+ * d2h first makes `copy` wait for `computed`, recorded on `stream`. */
 struct ps_kctx {
     int device;                /* CUDA device current when the context was made */
-    cudaStream_t stream;       /* every op and copy of this context; owned */
+    cudaStream_t stream;       /* the compute stream: every op and plain copy; owned */
     cublasHandle_t blas;       /* bound to stream; owned */
     double *d_part;            /* [PS_CUDA_XENT_BLOCKS] per-block loss sums; owned */
     int *d_hits;               /* [PS_CUDA_XENT_BLOCKS] per-block hit counts; owned */
     ps_cuda_xent_out_t *d_out; /* softmax_xent's final sums (device); owned */
     ps_cuda_xent_out_t *h_out; /* pinned host copy of *d_out; owned */
+
+    cudaStream_t copy;                     /* the copy stream: the *_async copies; owned */
+    cudaEvent_t computed;                  /* on stream, before each d2h; owned */
+    cudaEvent_t done[PS_CUDA_COPY_EVENTS]; /* on copy, after each async copy; owned */
+    unsigned long long ncopies;            /* async copies queued so far */
 };
 
 /* Logs "file:line: expr: name (description); hint: ..." at error level. */

@@ -2,12 +2,14 @@
  * kernels/cuda/mem.cu - the CUDA backend's plumbing: probe, contexts, device
  * and pinned memory, copies, and the error reporting of the check macros.
  *
- * A context is one non-blocking stream, a cuBLAS handle bound to it, and the
- * small scratch softmax_xent reduces into. Everything a context does is queued
- * on its stream in call order, so no events are needed; only copy_d2h, sync
- * and softmax_xent (which returns a number) wait for the stream. Device
- * buffers come from cudaMalloc (256-byte aligned), host buffers from
- * cudaMallocHost (pinned, so copies from them are real DMA and asynchronous).
+ * A context is a non-blocking compute stream, a cuBLAS handle bound to it,
+ * the small scratch softmax_xent reduces into, and a second non-blocking
+ * stream for the *_async copies with the events that order the two (see
+ * struct ps_kctx). Ops and plain copies run on the compute stream in call
+ * order, so they need no events; only copy_d2h, sync and softmax_xent (which
+ * returns a number) wait for it. Device buffers come from cudaMalloc
+ * (256-byte aligned), host buffers from cudaMallocHost (pinned, so copies
+ * from them are real DMA and asynchronous, and overlap kernels).
  * This file does no math.
  */
 #include <stdio.h>
@@ -141,8 +143,15 @@ int ps_cuda_ctx_new(ps_kctx_t **out)
     }
     int rc = PS_ENODEV;
     if (PS_CUDA_SOFT(cudaGetDevice(&c->device)) ||
-        PS_CUDA_SOFT(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking))) {
+        PS_CUDA_SOFT(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) ||
+        PS_CUDA_SOFT(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking)) ||
+        PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->computed, cudaEventDisableTiming))) {
         goto fail;
+    }
+    for (int i = 0; i < PS_CUDA_COPY_EVENTS; i++) {
+        if (PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->done[i], cudaEventDisableTiming))) {
+            goto fail;
+        }
     }
     {
         cublasStatus_t st = cublasCreate(&c->blas);
@@ -175,9 +184,9 @@ fail:
     return rc;
 }
 
-/* Safe on a half-built context. Waits for the stream first, so buffers still
- * used by queued work are not freed under it. Failures are logged and the
- * rest is still released. */
+/* Safe on a half-built context. Waits for both streams first, so buffers
+ * still used by queued work are not freed under it. Failures are logged and
+ * the rest is still released. */
 void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
 {
     if (!ctx || !*ctx) {
@@ -186,6 +195,9 @@ void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
     ps_kctx_t *c = *ctx;
     if (c->stream) {
         (void)PS_CUDA_SOFT(cudaStreamSynchronize(c->stream));
+    }
+    if (c->copy) {
+        (void)PS_CUDA_SOFT(cudaStreamSynchronize(c->copy));
     }
     if (c->blas) {
         cublasStatus_t st = cublasDestroy(c->blas);
@@ -206,6 +218,17 @@ void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
     }
     if (c->d_part) {
         (void)PS_CUDA_SOFT(cudaFree(c->d_part));
+    }
+    for (int i = 0; i < PS_CUDA_COPY_EVENTS; i++) {
+        if (c->done[i]) {
+            (void)PS_CUDA_SOFT(cudaEventDestroy(c->done[i]));
+        }
+    }
+    if (c->computed) {
+        (void)PS_CUDA_SOFT(cudaEventDestroy(c->computed));
+    }
+    if (c->copy) {
+        (void)PS_CUDA_SOFT(cudaStreamDestroy(c->copy));
     }
     if (c->stream) {
         (void)PS_CUDA_SOFT(cudaStreamDestroy(c->stream));
@@ -303,5 +326,59 @@ void ps_cuda_zero(ps_kctx_t *ctx, void *d_p, size_t bytes)
 
 int ps_cuda_sync(ps_kctx_t *ctx)
 {
-    return PS_CUDA_SOFT(cudaStreamSynchronize(ctx->stream)) ? PS_EIO : 0;
+    if (PS_CUDA_SOFT(cudaStreamSynchronize(ctx->stream)) ||
+        PS_CUDA_SOFT(cudaStreamSynchronize(ctx->copy))) {
+        return PS_EIO;
+    }
+    return 0;
+}
+
+/* ---- overlapped copies ------------------------------------------------------ */
+
+/* Queues one async copy on the copy stream and records its event. A d2h
+ * first waits for the compute stream as it is now; after an h2d the compute
+ * stream waits for the copy, so only ops queued later see the data. Empty
+ * copies are still counted, so copy_wait's count stays the caller's. */
+static int s_copy_async(ps_kctx_t *ctx, void *dst, const void *src, size_t bytes,
+                        enum cudaMemcpyKind kind)
+{
+    cudaEvent_t done = ctx->done[ctx->ncopies % PS_CUDA_COPY_EVENTS];
+    if (kind == cudaMemcpyDeviceToHost &&
+        (PS_CUDA_SOFT(cudaEventRecord(ctx->computed, ctx->stream)) ||
+         PS_CUDA_SOFT(cudaStreamWaitEvent(ctx->copy, ctx->computed, 0)))) {
+        return PS_EIO;
+    }
+    if ((bytes && PS_CUDA_SOFT(cudaMemcpyAsync(dst, src, bytes, kind, ctx->copy))) ||
+        PS_CUDA_SOFT(cudaEventRecord(done, ctx->copy))) {
+        return PS_EIO;
+    }
+    ctx->ncopies++;
+    if (kind == cudaMemcpyHostToDevice &&
+        PS_CUDA_SOFT(cudaStreamWaitEvent(ctx->stream, done, 0))) {
+        return PS_EIO;
+    }
+    return 0;
+}
+
+int ps_cuda_copy_h2d_async(ps_kctx_t *ctx, void *d_dst, const void *src, size_t bytes)
+{
+    return s_copy_async(ctx, d_dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+int ps_cuda_copy_d2h_async(ps_kctx_t *ctx, void *dst, const void *d_src, size_t bytes)
+{
+    return s_copy_async(ctx, dst, d_src, bytes, cudaMemcpyDeviceToHost);
+}
+
+/* Syncs on the event of copy number ncopies-1-pending. Its ring slot may hold
+ * a later copy's event by now; copies finish in order, so that only waits
+ * longer. */
+int ps_cuda_copy_wait(ps_kctx_t *ctx, int pending)
+{
+    const unsigned long long keep = pending > 0 ? (unsigned long long)pending : 0;
+    if (keep >= ctx->ncopies) {
+        return 0;
+    }
+    cudaEvent_t e = ctx->done[(ctx->ncopies - 1 - keep) % PS_CUDA_COPY_EVENTS];
+    return PS_CUDA_SOFT(cudaEventSynchronize(e)) ? PS_EIO : 0;
 }

@@ -1,8 +1,9 @@
 /*
  * tests/gpu/test_cuda.c - the CUDA backend against the CPU backend: every op of
  * the table on random inputs (absolute + relative tolerance), gradients by
- * finite differences where cheap, determinism, and a training step of each
- * bundled model (MLP; CNN once it is registered) on both backends. Suite 'gpu'.
+ * finite differences where cheap, determinism, the copy stream's ordering
+ * against the compute stream, and a training step of each bundled model on
+ * both backends, with its copies overlapped and serialised. Suite 'gpu'.
  *
  * Without a usable GPU it prints "skipped: no GPU (reason)" and exits 77
  * (Meson's skip). CUDA does not survive fork(): a process that has initialised
@@ -123,6 +124,7 @@ START_TEST(every_table_entry_is_set_and_probe_succeeds)
     ck_assert(k->bias_relu && k->bias_grad && k->relu_fwd && k->relu_bwd);
     ck_assert(k->softmax_xent && k->conv2d_workspace && k->conv2d_fwd);
     ck_assert(k->conv2d_bwd && k->maxpool2_fwd && k->maxpool2_bwd && k->sgd_step);
+    ck_assert(k->copy_h2d_async && k->copy_d2h_async && k->copy_wait);
     /* every member after host_is_backend is a function pointer: none may be
      * NULL, including ops added to kernels.h after this test was written */
     const char *base = (const char *)k;
@@ -200,6 +202,77 @@ START_TEST(memory_copies_zero_and_alignment)
     s_cu->free(d2);
     s_cu->free(NULL);
     free(h);
+    free(back);
+}
+END_TEST
+
+/* The copy stream: async copies move the same bytes as the plain ones; ops
+ * queued after an h2d see its data; a d2h sees the ops queued before it;
+ * copy_wait(k) leaves at most the last k copies unfinished, also past the
+ * ring of events; sync waits for copies too. */
+START_TEST(async_copies_order_with_the_compute_stream)
+{
+    enum { n = 5000, half = n / 2, many = 40 };
+    const size_t bytes = n * sizeof(float);
+    float *x = s_rand(n, -1, 1, 700), *want = s_host(n), *back = s_host(n);
+    s_cpu->relu_fwd(s_cctx, x, want, n);
+    float *pin = s_cu->host_alloc(bytes), *out = s_cu->host_alloc(bytes);
+    ck_assert_ptr_nonnull(pin);
+    ck_assert_ptr_nonnull(out);
+    memcpy(pin, x, bytes);
+    float *d_x = s_dev(n), *d_y = s_dev(n);
+    /* bytes: async in then plain out, and async out */
+    ck_assert_int_eq(s_cu->copy_h2d_async(s_ctx, d_x, pin, bytes), 0);
+    s_down(back, d_x, n);
+    ck_assert_mem_eq(back, x, bytes);
+    ck_assert_int_eq(s_cu->copy_d2h_async(s_ctx, out, d_x, bytes), 0);
+    ck_assert_int_eq(s_cu->copy_wait(s_ctx, 0), 0);
+    ck_assert_mem_eq(out, x, bytes);
+
+    /* half by half, as a model's layers: in, compute, out */
+    s_cu->zero(s_ctx, d_x, bytes);
+    ck_assert_int_eq(s_cu->sync(s_ctx), 0); /* copies in do not wait for earlier ops */
+    memset(out, 0, bytes);
+    for (int h = 0; h < 2; h++) {
+        const size_t at = h ? half : 0, len = h ? n - half : half;
+        ck_assert_int_eq(
+            s_cu->copy_h2d_async(s_ctx, d_x + at, pin + at, len * sizeof(float)), 0);
+        s_cu->relu_fwd(s_ctx, d_x + at, d_y + at, len);
+        ck_assert_int_eq(
+            s_cu->copy_d2h_async(s_ctx, out + at, d_y + at, len * sizeof(float)), 0);
+    }
+    ck_assert_int_eq(s_cu->copy_wait(s_ctx, 2), 0); /* the first half's in and out */
+    ck_assert_mem_eq(out, want, half * sizeof(float));
+    ck_assert_int_eq(s_cu->copy_wait(s_ctx, 0), 0);
+    ck_assert_mem_eq(out, want, bytes);
+    memset(pin, 0, bytes); /* covered by copy_wait: the device keeps its copy */
+    s_down(back, d_x, n);
+    ck_assert_mem_eq(back, x, bytes);
+
+    /* more copies in flight than the context has events; empty ones count */
+    memset(out, 0, bytes);
+    for (int i = 0; i < many; i++) {
+        ck_assert_int_eq(s_cu->copy_d2h_async(s_ctx, out + i, d_y + i, sizeof(float)), 0);
+    }
+    ck_assert_int_eq(s_cu->copy_h2d_async(s_ctx, d_x, pin, 0), 0);
+    ck_assert_int_eq(s_cu->copy_d2h_async(s_ctx, out, d_y, 0), 0);
+    ck_assert_int_eq(s_cu->copy_wait(s_ctx, many + 100), 0); /* nothing to wait for */
+    ck_assert_int_eq(s_cu->copy_wait(s_ctx, many + 2 - 5), 0);
+    ck_assert_mem_eq(out, want, 5 * sizeof(float));
+    ck_assert_int_eq(s_cu->copy_wait(s_ctx, 0), 0);
+    ck_assert_mem_eq(out, want, many * sizeof(float));
+
+    /* sync waits for the copy stream as well */
+    memset(out, 0, bytes);
+    ck_assert_int_eq(s_cu->copy_d2h_async(s_ctx, out, d_y, bytes), 0);
+    ck_assert_int_eq(s_cu->sync(s_ctx), 0);
+    ck_assert_mem_eq(out, want, bytes);
+    s_cu->host_free(pin);
+    s_cu->host_free(out);
+    s_cu->free(d_x);
+    s_cu->free(d_y);
+    free(x);
+    free(want);
     free(back);
 }
 END_TEST
@@ -789,8 +862,69 @@ static void s_batch(float *x, uint8_t *y, int n, uint64_t seed)
     }
 }
 
+/* Records the gradient-ready reports and checks each reported range holds
+ * its final value: that of the same step run before. */
+typedef struct {
+    ps_model_t *m;
+    const float *want; /* [P] the gradients of an identical step */
+    size_t from[8];
+    int calls;
+    int stale; /* a reported key did not hold its final value yet */
+} s_ready_t;
+
+static void s_on_ready(void *arg, size_t from)
+{
+    s_ready_t *r = arg;
+    const size_t P = ps_model_num_params(r->m);
+    r->stale |= memcmp(ps_model_grads(r->m) + from, r->want + from,
+                       (P - from) * sizeof(float)) != 0;
+    if (r->calls < 8) {
+        r->from[r->calls] = from;
+    }
+    r->calls++;
+}
+
+/* The copies overlapped with compute (the default) against serialised
+ * (profiling: all params in, then all gradients out): the same loss and
+ * gradients, bit for bit. Overlapped, the hook reports each layer's
+ * gradients, last layer first, once their copy has landed; serialised, once. */
+static void s_overlap_case(ps_model_t *m, const float *x, const uint8_t *y, int n)
+{
+    const size_t P = ps_model_num_params(m), nt = ps_model_num_tensors(m);
+    float *serial = s_host(P), ls = 0, lo = 0;
+    ps_model_profile_t prof = {0};
+    ps_model_set_profile(m, &prof);
+    ck_assert_int_eq(ps_model_train_step(m, x, y, n, &ls), 0);
+    ps_model_set_profile(m, NULL);
+    ck_assert_int_eq(prof.steps, 1);
+    memcpy(serial, ps_model_grads(m), P * sizeof(float));
+    memset(ps_model_grads(m), 0, P * sizeof(float)); /* an early report would see zeros */
+    s_ready_t r = {.m = m, .want = serial};
+    ps_model_set_grad_ready(m, s_on_ready, &r);
+    ck_assert_int_eq(ps_model_train_step(m, x, y, n, &lo), 0);
+    ck_assert_float_eq(lo, ls);
+    ck_assert_mem_eq(ps_model_grads(m), serial, P * sizeof(float));
+    ck_assert_int_eq(r.stale, 0);
+    ck_assert_int_eq(r.calls, (int)nt / 2); /* one per layer: weight and bias */
+    for (int c = 0; c < r.calls && c < 8; c++) {
+        ck_assert_uint_eq(r.from[c], ps_model_tensor(m, nt - 2 - 2 * (size_t)c)->offset);
+    }
+    r.calls = 0;
+    memset(ps_model_grads(m), 0, P * sizeof(float));
+    ps_model_set_profile(m, &prof);
+    ck_assert_int_eq(ps_model_train_step(m, x, y, n, &ls), 0);
+    ps_model_set_profile(m, NULL);
+    ck_assert_float_eq(ls, lo);
+    ck_assert_int_eq(r.calls, 1);
+    ck_assert_uint_eq(r.from[0], 0);
+    ck_assert_int_eq(r.stale, 0);
+    ps_model_set_grad_ready(m, NULL, NULL);
+    free(serial);
+}
+
 /* One model on both backends: the same params give the same loss and grads;
- * evaluation in chunks agrees; five SGD steps follow the same loss curve. */
+ * the overlapped copies give the serial ones' bits; evaluation in chunks
+ * agrees; five SGD steps follow the same loss curve. */
 static void s_model_case(const char *name)
 {
     const int B = 64, n = 50, ne = 150;
@@ -827,6 +961,8 @@ static void s_model_case(const char *name)
     memcpy(g1, ps_model_grads(mg), P * sizeof(float));
     ck_assert_int_eq(ps_model_train_step(mg, x, y, n, &lg2), 0);
     ck_assert_float_eq(lg2, lg);
+    ck_assert_mem_eq(g1, ps_model_grads(mg), P * sizeof(float));
+    s_overlap_case(mg, x, y, n);
     ck_assert_mem_eq(g1, ps_model_grads(mg), P * sizeof(float));
 
     int cc = -1, cg = -2;
@@ -885,6 +1021,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, every_table_entry_is_set_and_probe_succeeds);
     tcase_add_test(tc, select_picks_cuda_when_asked_and_for_auto);
     tcase_add_test(tc, memory_copies_zero_and_alignment);
+    tcase_add_test(tc, async_copies_order_with_the_compute_stream);
     tcase_add_test(tc, two_contexts_work_side_by_side);
     tcase_add_test(tc, sgemm_matches_cpu_for_all_transposes_and_strides);
     tcase_add_test(tc, bias_add_and_bias_relu_match_cpu);

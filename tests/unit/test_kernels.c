@@ -751,6 +751,11 @@ START_TEST(memory_ops_copy_and_zero)
     s_k->free(d);
     s_k->free(d2);
     s_k->free(NULL);
+    /* the async copies: the same bytes, done once copy_wait returns */
+    ck_assert_int_eq(s_k->copy_h2d_async(s_ctx, d, h, sizeof(h)), 0);
+    ck_assert_int_eq(s_k->copy_d2h_async(s_ctx, back, d, sizeof(h)), 0);
+    ck_assert_int_eq(s_k->copy_wait(s_ctx, 0), 0);
+    ck_assert_mem_eq(back, h, sizeof(h));
     float *p = s_k->host_alloc(10);
     ck_assert_ptr_nonnull(p);
     s_k->host_free(p);
@@ -785,6 +790,7 @@ START_TEST(every_table_entry_is_set)
     ck_assert(k->probe && k->ctx_new && k->ctx_destroy && k->alloc && k->free);
     ck_assert(k->host_alloc && k->host_free && k->copy_h2d && k->copy_d2h);
     ck_assert(k->copy_d2d && k->zero && k->sync && k->sgemm && k->bias_add);
+    ck_assert(k->copy_h2d_async && k->copy_d2h_async && k->copy_wait);
     ck_assert(k->bias_relu && k->bias_grad && k->relu_fwd && k->relu_bwd);
     ck_assert(k->softmax_xent && k->conv2d_workspace && k->conv2d_fwd);
     ck_assert(k->conv2d_bwd && k->maxpool2_fwd && k->maxpool2_bwd && k->sgd_step);

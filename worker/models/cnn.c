@@ -114,12 +114,16 @@ static float *s_forward(ps_model_t *m, const float *d_x, int n)
     const ps_kernels_t *k = m->k;
     a->conv1.N = n;
     a->conv2.N = n;
+    ps_model_params_needed(m, 2);
     k->conv2d_pool_fwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), ps_model_dparam(m, 1),
                        a->p1, a->arg1, a->ws);
+    ps_model_params_needed(m, 4);
     k->conv2d_pool_fwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2),
                        ps_model_dparam(m, 3), a->p2, a->arg2, a->ws);
+    ps_model_params_needed(m, 6);
     ps_model_linear_fwd(m, a->p2, ps_model_dparam(m, 4), ps_model_dparam(m, 5), a->h, n,
                         S_FLAT, S_HID, 1);
+    ps_model_params_needed(m, 8);
     ps_model_linear_fwd(m, a->h, ps_model_dparam(m, 6), ps_model_dparam(m, 7), a->z, n,
                         S_HID, S_OUT, 0);
     return a->z;

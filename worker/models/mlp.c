@@ -67,10 +67,13 @@ static void s_teardown(ps_model_t *m)
 static float *s_forward(ps_model_t *m, const float *d_x, int n)
 {
     s_mlp_t *a = m->impl;
+    ps_model_params_needed(m, 2);
     ps_model_linear_fwd(m, d_x, ps_model_dparam(m, 0), ps_model_dparam(m, 1), a->h1, n,
                         S_IN, S_H1, 1);
+    ps_model_params_needed(m, 4);
     ps_model_linear_fwd(m, a->h1, ps_model_dparam(m, 2), ps_model_dparam(m, 3), a->h2, n,
                         S_H1, S_H2, 1);
+    ps_model_params_needed(m, 6);
     ps_model_linear_fwd(m, a->h2, ps_model_dparam(m, 4), ps_model_dparam(m, 5), a->z, n,
                         S_H2, S_OUT, 0);
     return a->z;

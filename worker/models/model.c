@@ -5,8 +5,14 @@
  *
  * On a backend whose memory is host memory (CPU) the ops run directly on the
  * host parameter, gradient and input buffers: no copies. On a device backend
- * each step copies params and inputs in and gradients out. Nothing here
- * allocates after ps_model_new().
+ * each step copies inputs in on the compute stream, and params in and
+ * gradients out layer by layer on the copy stream (kernels.h *_async): forward
+ * waits for each layer's params only, while later ones still copy in, and
+ * each layer's gradients copy out while backward goes on. The ops are the
+ * same, in the same order, as with serial copies, so the results are the same
+ * bits. A step starts with both streams idle (the previous one synced), so
+ * params never land under a running kernel. Nothing here allocates after
+ * ps_model_new().
  */
 #include <math.h>
 #include <stdlib.h>
@@ -59,7 +65,8 @@ int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_mode
     }
     rc = PS_ENOMEM;
     m->tensors = calloc(arch->ntensors, sizeof(*m->tensors));
-    if (!m->tensors) {
+    m->out_from = calloc(arch->ntensors, sizeof(*m->out_from));
+    if (!m->tensors || !m->out_from) {
         goto fail;
     }
     for (size_t i = 0; i < arch->ntensors; i++) {
@@ -119,6 +126,7 @@ void ps_model_destroy(ps_model_t **mp)
     k->host_free(m->params);
     k->host_free(m->grads);
     free(m->tensors);
+    free(m->out_from);
     k->ctx_destroy(&m->ctx);
     free(m);
     *mp = NULL;
@@ -192,13 +200,59 @@ static int s_stage(ps_model_t *m, const float *x, const uint8_t *y, int n,
     return rc;
 }
 
-/* Device backends: the caller wrote the host params; send them. */
-static int s_push_params(ps_model_t *m)
+/* First key of tensor i; P for i = ntensors. */
+static size_t s_key(const ps_model_t *m, size_t i)
 {
-    if (m->k->host_is_backend) {
-        return 0;
+    return i < m->arch->ntensors ? m->tensors[i].offset : m->P;
+}
+
+/* A train_step or evaluate begins: the caller wrote new host params, no
+ * gradient is final and no copy has failed yet. */
+static void s_begin(ps_model_t *m)
+{
+    m->sent = 0;
+    m->final = m->arch->ntensors;
+    m->nout = 0;
+    m->io_rc = 0;
+}
+
+/* Keeps the step's first copy failure: the hooks that queue copies return
+ * nothing, so train_step / evaluate report it at the end. */
+static void s_io(ps_model_t *m, int rc)
+{
+    if (rc && !m->io_rc) {
+        m->io_rc = rc;
     }
-    return m->k->copy_h2d(m->ctx, m->d_params, m->params, m->P * sizeof(float));
+}
+
+void ps_model_params_needed(ps_model_t *m, size_t end)
+{
+    end = end < m->arch->ntensors ? end : m->arch->ntensors;
+    if (m->k->host_is_backend || end <= m->sent) {
+        return;
+    }
+    const size_t from = s_key(m, m->sent), to = s_key(m, end);
+    s_io(m, m->k->copy_h2d_async(m->ctx, m->d_params + from, m->params + from,
+                                 (to - from) * sizeof(float)));
+    m->sent = end;
+}
+
+/* End of a train_step or evaluate: waits for the gradients' copies in the
+ * order they were queued, reporting each to the hook as it lands, then for
+ * both streams (cheap: the last copy out waited for every op, as evaluate's
+ * last loss did), so the caller may change the host params and the next
+ * step's copies in find nothing running. Returns the first failure. */
+static int s_finish(ps_model_t *m)
+{
+    int rc = m->io_rc;
+    for (size_t j = 0; rc == 0 && j < m->nout; j++) {
+        rc = m->k->copy_wait(m->ctx, (int)(m->nout - 1 - j));
+        if (rc == 0 && m->grad_ready) {
+            m->grad_ready(m->grad_ready_arg, m->out_from[j]);
+        }
+    }
+    const int rc2 = m->k->sync(m->ctx);
+    return rc ? rc : rc2;
 }
 
 void ps_model_set_profile(ps_model_t *m, ps_model_profile_t *p)
@@ -214,9 +268,24 @@ void ps_model_set_grad_ready(ps_model_t *m, ps_model_grad_ready_fn *fn, void *ar
 
 void ps_model_grads_final(ps_model_t *m, size_t i)
 {
-    if (m->grad_ready && m->k->host_is_backend && i < m->arch->ntensors) {
-        m->grad_ready(m->grad_ready_arg, m->tensors[i].offset);
+    if (i >= m->final) {
+        return;
     }
+    if (m->k->host_is_backend) {
+        m->final = i;
+        if (m->grad_ready) {
+            m->grad_ready(m->grad_ready_arg, s_key(m, i));
+        }
+        return;
+    }
+    if (m->profile && i > 0) {
+        return; /* profiling: all gradients go out in one copy, timed alone */
+    }
+    const size_t from = s_key(m, i), to = s_key(m, m->final);
+    s_io(m, m->k->copy_d2h_async(m->ctx, m->grads + from, m->d_grads + from,
+                                 (to - from) * sizeof(float)));
+    m->out_from[m->nout++] = from;
+    m->final = i;
 }
 
 /* Profiling: waits for the device and adds the time since *t to *acc. */
@@ -237,11 +306,12 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, 
     const float *d_x;
     const uint8_t *d_y;
     int rc = s_stage(m, x, y, n, &d_x, &d_y);
-    if (rc == 0) {
-        rc = s_push_params(m);
-    }
     if (rc) {
         return rc;
+    }
+    s_begin(m);
+    if (m->profile) { /* serialised, so copy_in times the params' copy alone */
+        ps_model_params_needed(m, m->arch->ntensors);
     }
     s_lap(m, &t, &p->copy_in);
     float *logits = m->arch->forward(m, d_x, n);
@@ -250,13 +320,9 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, 
     s_lap(m, &t, &p->forward);
     m->arch->backward(m, d_x, logits, n);
     s_lap(m, &t, &p->backward);
-    if (!m->k->host_is_backend) {
-        rc = m->k->copy_d2h(m->ctx, m->grads, m->d_grads, m->P * sizeof(float));
-    }
+    ps_model_grads_final(m, 0);
+    rc = s_finish(m);
     s_lap(m, &t, &p->copy_out);
-    if (rc == 0 && m->grad_ready) { /* everything is on the host now */
-        m->grad_ready(m->grad_ready_arg, 0);
-    }
     p->steps++;
     if (loss) {
         *loss = l;
@@ -272,7 +338,8 @@ int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, in
     if (n < 0) {
         return PS_EINVAL;
     }
-    int rc = s_push_params(m);
+    int rc = 0;
+    s_begin(m); /* the first chunk's forward copies the params in */
     for (int first = 0; rc == 0 && first < n; first += m->max_batch) {
         const int c = n - first < m->max_batch ? n - first : m->max_batch;
         const float *d_x;
@@ -287,6 +354,8 @@ int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, in
         total += (double)l * c;
         hits += ok;
     }
+    const int rc2 = s_finish(m);
+    rc = rc ? rc : rc2;
     if (correct) {
         *correct = hits;
     }

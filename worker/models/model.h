@@ -6,7 +6,10 @@
  * the gradients the worker pushes from. Tensors ("fc1.weight", ...) are laid
  * out back to back in that flat vector, in PyTorch's layouts. On a GPU backend
  * the host buffers are pinned and the model copies them to and from the device
- * itself. The model knows nothing of servers, sockets or data files.
+ * itself, layer by layer, overlapped with compute: later layers' params copy
+ * in while earlier layers run forward, and each layer's gradients copy out
+ * while backward goes on. The model knows nothing of servers, sockets or
+ * data files.
  */
 #ifndef PS_WORKER_MODEL_H
 #define PS_WORKER_MODEL_H
@@ -77,15 +80,19 @@ typedef struct {
 } ps_model_profile_t;
 
 /* Starts (p != NULL) or stops (NULL) accumulating step times into *p, which is
- * borrowed until stopped. While profiling, each phase waits for the device,
- * which costs the overlap a GPU would otherwise get: for measuring only. */
+ * borrowed until stopped. While profiling, each phase waits for the device
+ * and a device backend copies all params in before forward and all gradients
+ * out after backward, one copy each (serialised, as before the overlap), so
+ * each phase is timed alone; this costs the overlap a GPU otherwise gets:
+ * for measuring only. The results are the same bits either way. */
 void ps_model_set_profile(ps_model_t *m, ps_model_profile_t *p);
 
 /* Called during ps_model_train_step() when the host gradients of keys
  * [from, P) are final for this step (from only decreases within a step; the
  * last call of a successful step has from = 0). On the CPU backend backward
- * reports after each layer; on a device backend once, after the copy to the
- * host. Runs on the training thread; must not touch the model. */
+ * reports after each layer; on a device backend after each layer's copy to
+ * the host has landed (once, from = 0, while profiling). Runs on the
+ * training thread; must not touch the model. */
 typedef void ps_model_grad_ready_fn(void *arg, size_t from);
 
 /* Sets (fn != NULL) or clears (NULL) the gradient-ready hook; arg is passed

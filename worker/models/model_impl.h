@@ -31,11 +31,13 @@ typedef struct ps_model_arch {
     int (*setup)(ps_model_t *m);
     /* Frees m->impl; safe on a half-built model (m->impl NULL or partial). */
     void (*teardown)(ps_model_t *m);
-    /* Forward pass of n <= max_batch samples d_x[n,784] with m->d_params;
-     * returns the logits [n,10], a backend buffer owned by the architecture. */
+    /* Forward pass of n <= max_batch samples d_x[n,784] with m->d_params,
+     * calling ps_model_params_needed() before each layer; returns the logits
+     * [n,10], a backend buffer owned by the architecture. */
     float *(*forward)(ps_model_t *m, const float *d_x, int n);
     /* Backward pass after forward on the same d_x: d_dlogits [n,10] (may be
-     * the logits buffer, overwritten by the loss) -> gradients into m->d_grads. */
+     * the logits buffer, overwritten by the loss) -> gradients into m->d_grads,
+     * calling ps_model_grads_final() as layers finish (not for tensor 0). */
     void (*backward)(ps_model_t *m, const float *d_x, float *d_dlogits, int n);
 } ps_model_arch_t;
 
@@ -56,6 +58,12 @@ struct ps_model {
     ps_model_profile_t *profile; /* when set, train_step times its phases; borrowed */
     ps_model_grad_ready_fn *grad_ready; /* gradient-ready hook; NULL = none */
     void *grad_ready_arg;               /* its argument; borrowed */
+    /* Per train_step / evaluate, for the copies of a device backend: */
+    size_t sent;      /* params of tensors [0, sent) are queued in */
+    size_t final;     /* grads of tensors [final, ntensors) are final (queued out) */
+    size_t *out_from; /* [ntensors] first key of each grads copy out, in order; owned */
+    size_t nout;      /* entries of out_from in use */
+    int io_rc;        /* first failed copy (0 = none) */
 };
 
 extern const ps_model_arch_t ps_model_arch_mlp;
@@ -72,9 +80,17 @@ static inline float *ps_model_dgrad(const ps_model_t *m, size_t i)
     return m->d_grads + m->tensors[i].offset;
 }
 
-/* Backward calls this once the gradients of tensors [i, ntensors) are final:
- * reports keys [offset of tensor i, P) to the gradient-ready hook, on a
- * backend whose buffers are the host's (device backends report at the end). */
+/* Forward calls this before it uses the params of tensors [0, end). On a
+ * device backend it queues the copy in of those not yet sent (on the copy
+ * stream), which the ops queued after it wait for; later layers' params keep
+ * copying in while these layers run. Nothing on a host backend. */
+void ps_model_params_needed(ps_model_t *m, size_t end);
+
+/* Backward calls this once the gradients of tensors [i, ntensors) are final.
+ * On a backend whose buffers are the host's it reports keys [offset of
+ * tensor i, P) to the gradient-ready hook; on a device backend it queues the
+ * newly final ones' copy out, which runs while backward goes on (train_step
+ * reports each copy to the hook once it has landed). */
 void ps_model_grads_final(ps_model_t *m, size_t i);
 
 /*

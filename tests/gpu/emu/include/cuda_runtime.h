@@ -9,6 +9,7 @@
 #include <string.h>
 #ifdef __cplusplus
 #include <functional>
+#include <tuple>
 extern "C" {
 #endif
 typedef enum {
@@ -21,9 +22,11 @@ typedef enum {
     cudaErrorHardwareStackError = 714, cudaErrorIllegalInstruction = 715
 } cudaError_t;
 typedef struct emu_stream *cudaStream_t;
+typedef struct emu_event *cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
 #define cudaStreamNonBlocking 1
+#define cudaEventDisableTiming 2
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetLastError(void);
@@ -39,6 +42,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f);
 #ifdef __cplusplus
 }
 struct uint3e { unsigned x, y, z; };
@@ -53,6 +61,10 @@ static inline float __fadd_rn(float a, float b) { volatile float r = a + b; retu
 static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 void emu_launch(const char *name, dim3 g, dim3 b, cudaStream_t s, std::function<void()> body);
-#define EMU_LAUNCH(k, g, b, shm, s, ...) emu_launch(#k, dim3(g), dim3(b), s, [=]() { k(__VA_ARGS__); })
+/* the arguments are evaluated at the launch, as CUDA does; the kernel runs
+ * when its stream gets there */
+#define EMU_LAUNCH(k, g, b, shm, s, ...) \
+    emu_launch(#k, dim3(g), dim3(b), s, \
+               [emu_args = std::make_tuple(__VA_ARGS__)]() { std::apply(k, emu_args); })
 #endif
 #endif
