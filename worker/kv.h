@@ -4,10 +4,11 @@
  * A request over [begin, end) is split by the shard map into one message per
  * server that holds part of it; all parts are sent at once and the request
  * completes when every part is answered. push/pull/init return a handle at
- * once; ps_kv_wait(handle) blocks. A background I/O thread owns every socket
- * (one DEALER per server and the link to the scheduler): it sends, receives
- * the replies into the caller's buffers, sends heartbeats and notices a lost
- * scheduler or an aborted job, which fails every waiter with PS_ECLOSED.
+ * once; ps_kv_wait(handle) blocks. The calling thread sends the request itself,
+ * and while it waits it receives the replies into the caller's buffers; a
+ * ticker thread does the same every few tens of milliseconds while nobody
+ * waits (heartbeats, scheduler messages), and notices a lost scheduler or an
+ * aborted job, which fails every waiter with PS_ECLOSED.
  *
  * Thread safety: all calls from one trainer thread. Buffers passed to push and
  * init are sent zero-copy: keep them unchanged until ps_kv_wait() on that
@@ -30,7 +31,7 @@ typedef struct ps_kv ps_kv_t;
 
 /*
  * Connects to every server of the view (none in allreduce mode) and starts
- * the I/O thread. Takes ownership of link->sock (the link is copied and its
+ * the ticker thread. Takes ownership of link->sock (the link is copied and its
  * socket set to NULL).
  * The view is copied. Returns 0 and the client in *out (caller owns the
  * result; destroy with ps_kv_destroy()), or PS_ENOMEM / PS_EINVAL with err set.
@@ -38,7 +39,7 @@ typedef struct ps_kv ps_kv_t;
 int ps_kv_new(void *ctx, ps_link_t *link, const ps_view_t *view, ps_kv_t **out, char *err,
               size_t errlen);
 
-/* Stops the I/O thread and closes the sockets; NULL-safe; sets *kv to NULL. */
+/* Stops the ticker thread and closes the sockets; NULL-safe; sets *kv to NULL. */
 void ps_kv_destroy(ps_kv_t **kv);
 
 /* Pushes the gradient of keys [begin, end) computed at `step`. Returns a
