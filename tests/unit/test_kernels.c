@@ -748,14 +748,14 @@ START_TEST(memory_ops_copy_and_zero)
     for (int i = 0; i < 100; i++) {
         ck_assert_float_eq(back[i], 0.0f);
     }
-    s_k->free(d);
-    s_k->free(d2);
-    s_k->free(NULL);
     /* the async copies: the same bytes, done once copy_wait returns */
     ck_assert_int_eq(s_k->copy_h2d_async(s_ctx, d, h, sizeof(h)), 0);
     ck_assert_int_eq(s_k->copy_d2h_async(s_ctx, back, d, sizeof(h)), 0);
     ck_assert_int_eq(s_k->copy_wait(s_ctx, 0), 0);
     ck_assert_mem_eq(back, h, sizeof(h));
+    s_k->free(d);
+    s_k->free(d2);
+    s_k->free(NULL);
     float *p = s_k->host_alloc(10);
     ck_assert_ptr_nonnull(p);
     s_k->host_free(p);
