@@ -3,10 +3,11 @@
  * alone, beside PyTorch on the same machine in the same sitting.
  *
  * Trains one model in this process with no servers and no network: batches
- * gathered from Fashion-MNIST (or synthetic inputs with --data ""), one
- * ps_model_train_step each, plain SGD applied on the host with
- * ps_optim_sgd_step - the loop of tools/torch-baseline/train_single.py
- * (gather + forward/backward + SGD update). Two passes after a warm-up:
+ * gathered from Fashion-MNIST (or synthetic inputs with --data "") into the
+ * model's pinned batch buffers as the worker does, one ps_model_train_step
+ * each, plain SGD applied on the host with ps_optim_sgd_step - the loop of
+ * tools/torch-baseline/train_single.py (gather + forward/backward + SGD
+ * update). Two passes after a warm-up:
  *
  *   timed     --steps steps, nothing else running in the loop: samples/s
  *             (wall clock) and samples per CPU second of this process (all
@@ -131,8 +132,8 @@ typedef struct {
     const ps_dataset_t *ds;
     ps_model_t *m;
     uint32_t *order; /* ds->n: the sample order */
-    float *x;        /* batch x 28 x 28 */
-    uint8_t *y;      /* batch */
+    float *x;        /* batch x 28 x 28: the model's pinned buffer; borrowed */
+    uint8_t *y;      /* batch: likewise */
     int per_epoch;   /* whole batches in the data */
     long next;       /* next step's index */
     ps_optim_sgd_t sgd;
@@ -427,9 +428,9 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
     ps_model_init_params(m, 1);
     L.m = m;
     L.order = malloc((size_t)ds.n * sizeof *L.order);
-    L.x = malloc((size_t)cfg->batch * PS_MODEL_IN_H * PS_MODEL_IN_W * sizeof(float));
-    L.y = malloc((size_t)cfg->batch);
-    if (!L.order || !L.x || !L.y) {
+    L.x = ps_model_batch_x(m); /* as the worker: the step copies it in overlapped */
+    L.y = ps_model_batch_y(m);
+    if (!L.order) {
         fprintf(stderr, S_PROG ": error: out of memory\n");
         rc = PS_ENOMEM;
         goto fail;
@@ -449,8 +450,6 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
     }
 fail:
     free(L.order);
-    free(L.x);
-    free(L.y);
     ps_model_destroy(&m);
     ps_dataset_fini(&ds);
     return rc;

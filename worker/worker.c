@@ -57,8 +57,8 @@ typedef struct {
                         as the ring: a failed ring may still hold its frames) */
     ps_dataset_t train, test;
     uint32_t *order; /* this epoch's global sample order */
-    float *x;        /* batch images */
-    uint8_t *y;      /* batch labels */
+    float *x;        /* batch images: the model's pinned buffer; borrowed */
+    uint8_t *y;      /* batch labels: likewise */
     ps_done_t done;  /* what we report at the end */
     char err[256];
 } ps_worker_t;
@@ -428,9 +428,10 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     w->order = malloc((size_t)w->train.n * sizeof *w->order);
-    w->x = malloc((size_t)j->batch * w->train.rows * w->train.cols * sizeof *w->x);
-    w->y = malloc((size_t)j->batch);
-    if (!w->order || !w->x || !w->y) {
+    /* the step copies these in overlapped, and is done with them on return */
+    w->x = ps_model_batch_x(w->model);
+    w->y = ps_model_batch_y(w->model);
+    if (!w->order) {
         snprintf(w->err, sizeof w->err, "out of memory");
         return PS_ENOMEM;
     }
@@ -522,8 +523,6 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_dataset_fini(&w.train);
     ps_dataset_fini(&w.test);
     free(w.order);
-    free(w.x);
-    free(w.y);
     free(w.state);
     free(w.sums);
     free(w.view);

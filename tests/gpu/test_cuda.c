@@ -3,7 +3,8 @@
  * the table on random inputs (absolute + relative tolerance), gradients by
  * finite differences where cheap, determinism, the copy stream's ordering
  * against the compute stream, and a training step of each bundled model on
- * both backends, with its copies overlapped and serialised. Suite 'gpu'.
+ * both backends, with its copies overlapped and serialised, and its batch
+ * from the model's pinned buffers or other memory. Suite 'gpu'.
  *
  * Without a usable GPU it prints "skipped: no GPU (reason)" and exits 77
  * (Meson's skip). CUDA does not survive fork(): a process that has initialised
@@ -922,9 +923,48 @@ static void s_overlap_case(ps_model_t *m, const float *x, const uint8_t *y, int 
     free(serial);
 }
 
+/* Steps from the model's batch buffers (pinned: the batch copies in on the
+ * copy stream, ahead of the params) give the bits of steps from other memory
+ * (copied on the compute stream), overlapped and profiled, with each batch
+ * gathered into the buffers right after the step before returned: a stale or
+ * missing copy would leave the other batch, or garbage, on the device. So
+ * does evaluation from them, and x from them with y from elsewhere. */
+static void s_batch_buffers_case(ps_model_t *m, const float *x, const uint8_t *y, int n)
+{
+    const size_t P = ps_model_num_params(m), nx = (size_t)n * S_IN;
+    float *bx = ps_model_batch_x(m), *want = s_host(2 * P), wl[2], l = 0;
+    uint8_t *by = ps_model_batch_y(m);
+    ck_assert_ptr_nonnull(bx);
+    ck_assert_ptr_nonnull(by);
+    for (int b = 0; b < 2; b++) { /* batches 0 and 1 from pageable memory */
+        ck_assert_int_eq(ps_model_train_step(m, x + b * nx, y + b * n, n, &wl[b]), 0);
+        memcpy(want + b * P, ps_model_grads(m), P * sizeof(float));
+    }
+    ps_model_profile_t prof = {0};
+    for (int round = 0; round < 5; round++) {
+        const int b = round % 2; /* alternate, so a stale batch shows */
+        memcpy(bx, x + b * nx, nx * sizeof(float));
+        memcpy(by, y + b * n, (size_t)n);
+        ps_model_set_profile(m, round == 2 ? &prof : NULL);
+        const uint8_t *labels = round == 3 ? y + b * n : by;
+        ck_assert_int_eq(ps_model_train_step(m, bx, labels, n, &l), 0);
+        ck_assert_msg(l == wl[b], "round %d loss %.9g want %.9g", round, l, wl[b]);
+        ck_assert_mem_eq(ps_model_grads(m), want + b * P, P * sizeof(float));
+    }
+    ps_model_set_profile(m, NULL);
+    ck_assert_int_eq(prof.steps, 1);
+    int cw = -1, cb = -2;
+    float ew = 0, eb = 0;
+    ck_assert_int_eq(ps_model_evaluate(m, x, y, n, &cw, &ew), 0);
+    ck_assert_int_eq(ps_model_evaluate(m, bx, by, n, &cb, &eb), 0); /* round 4's batch 0 */
+    ck_assert_int_eq(cb, cw);
+    ck_assert_float_eq(eb, ew);
+    free(want);
+}
+
 /* One model on both backends: the same params give the same loss and grads;
- * the overlapped copies give the serial ones' bits; evaluation in chunks
- * agrees; five SGD steps follow the same loss curve. */
+ * the overlapped copies give the serial ones' bits, from any host memory;
+ * evaluation in chunks agrees; five SGD steps follow the same loss curve. */
 static void s_model_case(const char *name)
 {
     const int B = 64, n = 50, ne = 150;
@@ -964,6 +1004,7 @@ static void s_model_case(const char *name)
     ck_assert_mem_eq(g1, ps_model_grads(mg), P * sizeof(float));
     s_overlap_case(mg, x, y, n);
     ck_assert_mem_eq(g1, ps_model_grads(mg), P * sizeof(float));
+    s_batch_buffers_case(mg, x, y, n);
 
     int cc = -1, cg = -2;
     float ec = 0, eg = 0;

@@ -234,6 +234,24 @@ START_TEST(mlp_train_step_is_deterministic)
 }
 END_TEST
 
+START_TEST(model_lends_aligned_batch_buffers_that_train_like_any_memory)
+{
+    s_stepped_t s;
+    s_stepped_init(&s);
+    float *bx = ps_model_batch_x(s.m), l2;
+    uint8_t *by = ps_model_batch_y(s.m);
+    ck_assert_ptr_nonnull(bx);
+    ck_assert_ptr_nonnull(by);
+    ck_assert_uint_eq((uintptr_t)bx % 64, 0);
+    memcpy(bx, s.x, S_STEP_N * S_IN * sizeof(float));
+    memcpy(by, s.y, S_STEP_N);
+    ck_assert_int_eq(ps_model_train_step(s.m, bx, by, S_STEP_N, &l2), 0);
+    ck_assert_float_eq(s.l1, l2);
+    ck_assert_mem_eq(s.g1, ps_model_grads(s.m), s.P * sizeof(float));
+    s_stepped_fini(&s);
+}
+END_TEST
+
 /* Records the gradient-ready reports and checks each reported range is final:
  * equal to the previous step's gradients (same batch, same params). */
 typedef struct {
@@ -313,6 +331,7 @@ int main(void)
     tcase_add_test(tc, mlp_sgd_steps_reduce_the_loss);
     tcase_add_test(tc, mlp_evaluate_in_chunks_matches_one_batch);
     tcase_add_test(tc, mlp_train_step_is_deterministic);
+    tcase_add_test(tc, model_lends_aligned_batch_buffers_that_train_like_any_memory);
     tcase_add_test(tc, mlp_reports_gradients_final_layer_by_layer_from_the_last);
     tcase_add_test(tc, model_rejects_bad_arguments);
     suite_add_tcase(s, tc);

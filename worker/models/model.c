@@ -5,13 +5,15 @@
  *
  * On a backend whose memory is host memory (CPU) the ops run directly on the
  * host parameter, gradient and input buffers: no copies. On a device backend
- * each step copies inputs in on the compute stream, and params in and
- * gradients out layer by layer on the copy stream (kernels.h *_async): forward
- * waits for each layer's params only, while later ones still copy in, and
- * each layer's gradients copy out while backward goes on. The ops are the
- * same, in the same order, as with serial copies, so the results are the same
- * bits. A step starts with both streams idle (the previous one synced), so
- * params never land under a running kernel. Nothing here allocates after
+ * each step copies params in and gradients out layer by layer on the copy
+ * stream (kernels.h *_async): forward waits for each layer's params only,
+ * while later ones still copy in, and each layer's gradients copy out while
+ * backward goes on. A batch in the model's pinned batch buffers copies in on
+ * the copy stream too, just ahead of the params; one from other memory
+ * copies on the compute stream, as before. The ops are the same, in the same
+ * order, as with serial copies, so the results are the same bits. A step
+ * starts with both streams idle (the previous one synced), so params and
+ * batch never land under a running kernel. Nothing here allocates after
  * ps_model_new().
  */
 #include <math.h>
@@ -78,7 +80,9 @@ int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_mode
     const size_t pbytes = m->P * sizeof(float);
     m->params = k->host_alloc(pbytes);
     m->grads = k->host_alloc(pbytes);
-    if (!m->params || !m->grads) {
+    m->x = k->host_alloc((size_t)max_batch * PS_MODEL_IN * sizeof(float));
+    m->y = k->host_alloc((size_t)max_batch);
+    if (!m->params || !m->grads || !m->x || !m->y) {
         goto fail;
     }
     memset(m->params, 0, pbytes);
@@ -125,6 +129,8 @@ void ps_model_destroy(ps_model_t **mp)
     }
     k->host_free(m->params);
     k->host_free(m->grads);
+    k->host_free(m->x);
+    k->host_free(m->y);
     free(m->tensors);
     free(m->out_from);
     k->ctx_destroy(&m->ctx);
@@ -157,6 +163,16 @@ float *ps_model_grads(ps_model_t *m)
     return m->grads;
 }
 
+float *ps_model_batch_x(ps_model_t *m)
+{
+    return m->x;
+}
+
+uint8_t *ps_model_batch_y(ps_model_t *m)
+{
+    return m->y;
+}
+
 /* torch.nn.Linear/Conv2d reset_parameters(): kaiming_uniform_(a=sqrt(5)) gives
  * weights U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and biases use the same bound.
  * Each tensor draws from its own stream (seed, tensor index). */
@@ -174,9 +190,8 @@ void ps_model_init_params(ps_model_t *m, uint64_t seed)
     }
 }
 
-/* Validates a batch and makes x, y backend buffers (copies on device backends). */
-static int s_stage(ps_model_t *m, const float *x, const uint8_t *y, int n,
-                   const float **d_x, const uint8_t **d_y)
+/* Validates a batch: 1 <= n <= max_batch, labels in [0, 10). */
+static int s_check(const ps_model_t *m, const float *x, const uint8_t *y, int n)
 {
     if (n < 1 || n > m->max_batch || !x || !y) {
         return PS_EINVAL;
@@ -186,18 +201,7 @@ static int s_stage(ps_model_t *m, const float *x, const uint8_t *y, int n,
             return PS_EINVAL;
         }
     }
-    if (m->k->host_is_backend) {
-        *d_x = x;
-        *d_y = y;
-        return 0;
-    }
-    int rc = m->k->copy_h2d(m->ctx, m->d_x, x, (size_t)n * PS_MODEL_IN * sizeof(float));
-    if (rc == 0) {
-        rc = m->k->copy_h2d(m->ctx, m->d_y, y, (size_t)n);
-    }
-    *d_x = m->d_x;
-    *d_y = m->d_y;
-    return rc;
+    return 0;
 }
 
 /* First key of tensor i; P for i = ntensors. */
@@ -223,6 +227,36 @@ static void s_io(ps_model_t *m, int rc)
     if (rc && !m->io_rc) {
         m->io_rc = rc;
     }
+}
+
+/* One input copy. From the model's own (pinned) buffer `own` it goes on the
+ * copy stream, and the ops queued after it wait for it; the step's loss waits
+ * for those ops, so the copy has landed (and the caller may refill the
+ * buffer) when train_step or evaluate returns. From other memory, which may
+ * be pageable, a plain copy on the compute stream. */
+static void s_copy_in(ps_model_t *m, void *d_dst, const void *src, const void *own,
+                      size_t bytes)
+{
+    s_io(m, src == own ? m->k->copy_h2d_async(m->ctx, d_dst, src, bytes)
+                       : m->k->copy_h2d(m->ctx, d_dst, src, bytes));
+}
+
+/* Makes a checked batch's x, y backend buffers: themselves on a host
+ * backend, else d_x, d_y copied in. An async copy does not wait for earlier
+ * ops, so none may still read d_x, d_y: a step starts with the device idle,
+ * and each evaluate chunk's loss waited for it. */
+static void s_stage(ps_model_t *m, const float *x, const uint8_t *y, int n,
+                    const float **d_x, const uint8_t **d_y)
+{
+    if (m->k->host_is_backend) {
+        *d_x = x;
+        *d_y = y;
+        return;
+    }
+    s_copy_in(m, m->d_x, x, m->x, (size_t)n * PS_MODEL_IN * sizeof(float));
+    s_copy_in(m, m->d_y, y, m->y, (size_t)n);
+    *d_x = m->d_x;
+    *d_y = m->d_y;
 }
 
 void ps_model_params_needed(ps_model_t *m, size_t end)
@@ -303,13 +337,14 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, 
 {
     ps_model_profile_t none = {0}, *p = m->profile ? m->profile : &none;
     double t = ps_now();
-    const float *d_x;
-    const uint8_t *d_y;
-    int rc = s_stage(m, x, y, n, &d_x, &d_y);
+    int rc = s_check(m, x, y, n);
     if (rc) {
         return rc;
     }
+    const float *d_x;
+    const uint8_t *d_y;
     s_begin(m);
+    s_stage(m, x, y, n, &d_x, &d_y); /* the batch's copy first: forward needs it */
     if (m->profile) { /* serialised, so copy_in times the params' copy alone */
         ps_model_params_needed(m, m->arch->ntensors);
     }
@@ -342,12 +377,13 @@ int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, in
     s_begin(m); /* the first chunk's forward copies the params in */
     for (int first = 0; rc == 0 && first < n; first += m->max_batch) {
         const int c = n - first < m->max_batch ? n - first : m->max_batch;
-        const float *d_x;
+        const float *xc = x + (size_t)first * PS_MODEL_IN, *d_x;
         const uint8_t *d_y;
-        rc = s_stage(m, x + (size_t)first * PS_MODEL_IN, y + first, c, &d_x, &d_y);
+        rc = s_check(m, xc, y + first, c);
         if (rc) {
             break;
         }
+        s_stage(m, xc, y + first, c, &d_x, &d_y);
         float *logits = m->arch->forward(m, d_x, c);
         int ok = 0;
         float l = m->k->softmax_xent(m->ctx, logits, d_y, c, PS_MODEL_CLASSES, NULL, &ok);

@@ -8,7 +8,8 @@
  * the host buffers are pinned and the model copies them to and from the device
  * itself, layer by layer, overlapped with compute: later layers' params copy
  * in while earlier layers run forward, and each layer's gradients copy out
- * while backward goes on. The model knows nothing of servers, sockets or
+ * while backward goes on. It also lends pinned batch buffers, whose copy in
+ * is queued with the params'. The model knows nothing of servers, sockets or
  * data files.
  */
 #ifndef PS_WORKER_MODEL_H
@@ -57,13 +58,25 @@ const ps_tensor_info_t *ps_model_tensor(const ps_model_t *m, size_t i);
 float *ps_model_params(ps_model_t *m);
 float *ps_model_grads(ps_model_t *m);
 
+/* Host batch buffers for up to max_batch samples: x [max_batch*784] floats
+ * and y [max_batch] labels, pinned on device backends. Borrowed; valid until
+ * ps_model_destroy(). The caller gathers a batch into them and passes them to
+ * ps_model_train_step(), which then copies the batch in on the copy stream,
+ * overlapped with the params' copies, and returns once that copy is done: the
+ * next batch may be gathered into them right away (one pair, no double
+ * buffering needed). */
+float *ps_model_batch_x(ps_model_t *m);
+uint8_t *ps_model_batch_y(ps_model_t *m);
+
 /* Writes PyTorch's default initialisation (kaiming-uniform weights, uniform
  * biases in +-1/sqrt(fan_in)) into ps_model_params(), deterministically from seed. */
 void ps_model_init_params(ps_model_t *m, uint64_t seed);
 
 /*
  * One training step on n <= max_batch samples using the current host params:
- * x is n*28*28 normalised floats (host), y n labels in [0,10). Writes the
+ * x is n*28*28 normalised floats (host), y n labels in [0,10), either in the
+ * model's batch buffers (copied in overlapped on a device backend) or in any
+ * other host memory (copied in before the ops, not overlapped). Writes the
  * gradient of the mean softmax cross-entropy into ps_model_grads() and the
  * mean loss into *loss. Returns 0, PS_EINVAL (bad n or label), or a backend error.
  */

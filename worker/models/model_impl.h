@@ -52,6 +52,8 @@ struct ps_model {
     float *grads;                /* host [P]; owned */
     float *d_params;             /* backend [P]; == params when host_is_backend */
     float *d_grads;              /* backend [P]; == grads when host_is_backend */
+    float *x;                    /* host [max_batch*784] batch; pinned on devices; owned */
+    uint8_t *y;                  /* host [max_batch] its labels; as x */
     float *d_x;                  /* backend [max_batch*784]; NULL when host_is_backend */
     uint8_t *d_y;                /* backend [max_batch]; NULL when host_is_backend */
     void *impl;                  /* the architecture's activations; owned by arch */
