@@ -332,6 +332,8 @@ void ps_cpu_maxpool2_fwd(ps_kctx_t *ctx, const float *restrict x, float *restric
         ps_cpu_maxpool2_fwd_avx512(x, y, arg, NC, H, W);
         return;
     }
+#else
+    (void)ctx; /* a build without the AVX-512 files has the loops below only */
 #endif
     const int HO = H / 2, WO = W / 2;
     for (int i = 0; i < NC; i++) {
@@ -372,6 +374,8 @@ void ps_cpu_maxpool2_bwd(ps_kctx_t *ctx, const float *restrict dy,
         ps_cpu_maxpool2_bwd_avx512(dy, arg, y, dx, NC, H, W);
         return;
     }
+#else
+    (void)ctx; /* a build without the AVX-512 files has the loops below only */
 #endif
     const int HO = H / 2, WO = W / 2;
     for (int i = 0; i < NC; i++) {

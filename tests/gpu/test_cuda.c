@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "kernels/kernels.h"
 #include "kernels/optim.h"
+#include "tests/unit/modelcheck.h"
 #include "tests/unit/testutil.h"
 #include "worker/models/model.h"
 
@@ -863,28 +864,6 @@ static void s_batch(float *x, uint8_t *y, int n, uint64_t seed)
     }
 }
 
-/* Records the gradient-ready reports and checks each reported range holds
- * its final value: that of the same step run before. */
-typedef struct {
-    ps_model_t *m;
-    const float *want; /* [P] the gradients of an identical step */
-    size_t from[8];
-    int calls;
-    int stale; /* a reported key did not hold its final value yet */
-} s_ready_t;
-
-static void s_on_ready(void *arg, size_t from)
-{
-    s_ready_t *r = arg;
-    const size_t P = ps_model_num_params(r->m);
-    r->stale |= memcmp(ps_model_grads(r->m) + from, r->want + from,
-                       (P - from) * sizeof(float)) != 0;
-    if (r->calls < 8) {
-        r->from[r->calls] = from;
-    }
-    r->calls++;
-}
-
 /* The copies overlapped with compute (the default) against serialised
  * (profiling: all params in, then all gradients out): the same loss and
  * gradients, bit for bit. Overlapped, the hook reports each layer's
@@ -900,8 +879,8 @@ static void s_overlap_case(ps_model_t *m, const float *x, const uint8_t *y, int 
     ck_assert_int_eq(prof.steps, 1);
     memcpy(serial, ps_model_grads(m), P * sizeof(float));
     memset(ps_model_grads(m), 0, P * sizeof(float)); /* an early report would see zeros */
-    s_ready_t r = {.m = m, .want = serial};
-    ps_model_set_grad_ready(m, s_on_ready, &r);
+    ps_modelcheck_ready_t r = {.m = m, .want = serial};
+    ps_model_set_grad_ready(m, ps_modelcheck_on_ready, &r);
     ck_assert_int_eq(ps_model_train_step(m, x, y, n, &lo), 0);
     ck_assert_float_eq(lo, ls);
     ck_assert_mem_eq(ps_model_grads(m), serial, P * sizeof(float));

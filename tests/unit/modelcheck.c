@@ -4,6 +4,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/optim.h"
 #include "tests/unit/testutil.h"
@@ -72,4 +73,16 @@ void ps_modelcheck_sgd_halves_loss(ps_model_t *m, const float *x, const uint8_t 
     }
     ck_assert_msg(loss < 0.5f * first, "loss %g -> %g", first, loss);
     free(v);
+}
+
+void ps_modelcheck_on_ready(void *arg, size_t from)
+{
+    ps_modelcheck_ready_t *r = arg;
+    const size_t P = ps_model_num_params(r->m);
+    r->stale |= memcmp(ps_model_grads(r->m) + from, r->want + from,
+                       (P - from) * sizeof(float)) != 0;
+    if (r->calls < 8) {
+        r->from[r->calls] = from;
+    }
+    r->calls++;
 }

@@ -2,7 +2,9 @@
  * tests/unit/modelcheck.h - the checks test_mlp and test_cnn share: a seeded
  * Fashion-MNIST-shaped batch, a model's loss and gradient against the test's
  * float64 reference model (gradients by central differences), and SGD steps
- * that must halve the loss. The reference model itself stays in each test.
+ * that must halve the loss; and a recorder of the gradient-ready hook's reports
+ * (test_mlp, tests/gpu/test_cuda). The reference model itself stays in each
+ * test.
  * Failures are Check assertions: call these from a test function only.
  */
 #ifndef PS_TESTS_MODELCHECK_H
@@ -55,5 +57,21 @@ void ps_modelcheck_gradients(ps_model_t *m, ps_modelcheck_loss_fn ref,
  */
 void ps_modelcheck_sgd_halves_loss(ps_model_t *m, const float *x, const uint8_t *y, int n,
                                    int steps);
+
+/*
+ * Records the reports of the gradient-ready hook (ps_model_set_grad_ready with
+ * ps_modelcheck_on_ready and a pointer to this) and checks each reported range
+ * [from, P) already holds its final value: want, the gradients of an identical
+ * step run before.
+ */
+typedef struct {
+    ps_model_t *m;
+    const float *want; /* [P] the gradients of an identical step */
+    size_t from[8];    /* the first 8 reports */
+    int calls;
+    int stale; /* a reported key did not hold its final value yet */
+} ps_modelcheck_ready_t;
+
+void ps_modelcheck_on_ready(void *arg, size_t from);
 
 #endif

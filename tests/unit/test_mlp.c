@@ -252,28 +252,6 @@ START_TEST(model_lends_aligned_batch_buffers_that_train_like_any_memory)
 }
 END_TEST
 
-/* Records the gradient-ready reports and checks each reported range is final:
- * equal to the previous step's gradients (same batch, same params). */
-typedef struct {
-    const ps_model_t *m;
-    const float *want; /* [P] the gradients of an identical step */
-    size_t from[8];
-    int calls;
-    int stale; /* a reported key did not hold its final value yet */
-} s_ready_t;
-
-static void s_on_ready(void *arg, size_t from)
-{
-    s_ready_t *r = arg;
-    const size_t P = ps_model_num_params(r->m);
-    const float *g = ps_model_grads((ps_model_t *)r->m);
-    r->stale |= memcmp(g + from, r->want + from, (P - from) * sizeof(float)) != 0;
-    if (r->calls < 8) {
-        r->from[r->calls] = from;
-    }
-    r->calls++;
-}
-
 START_TEST(mlp_reports_gradients_final_layer_by_layer_from_the_last)
 {
     s_stepped_t s;
@@ -281,8 +259,8 @@ START_TEST(mlp_reports_gradients_final_layer_by_layer_from_the_last)
     ps_model_t *m = s.m;
     float l2;
     memset(ps_model_grads(m), 0, s.P * sizeof(float));
-    s_ready_t r = {.m = m, .want = s.g1};
-    ps_model_set_grad_ready(m, s_on_ready, &r);
+    ps_modelcheck_ready_t r = {.m = m, .want = s.g1};
+    ps_model_set_grad_ready(m, ps_modelcheck_on_ready, &r);
     ck_assert_int_eq(ps_model_train_step(m, s.x, s.y, S_STEP_N, &l2), 0);
     ck_assert_int_eq(r.calls, 3);
     ck_assert_uint_eq(r.from[0], ps_model_tensor(m, 4)->offset); /* fc3 */

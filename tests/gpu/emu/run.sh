@@ -46,7 +46,7 @@ cd "$root"
 # The CPU reference is built without its AVX-512 files (no PS_HAVE_AVX512):
 # the plain OpenBLAS path is enough to compare against.
 for f in kernels/*.c $(ls kernels/cpu/*.c | grep -v _avx512) kernels/cuda/*.c common/*.c \
-         worker/data.c $(ls worker/models/*.c | grep -v bench) tests/gpu/test_cuda.c; do
+         worker/data.c $(ls worker/models/*.c | grep -v bench) tests/gpu/test_cuda.c tests/unit/modelcheck.c; do
     gcc -std=c11 -D_GNU_SOURCE -DPS_HAVE_CUDA -Wall -Wextra $flags -c "$f" \
         -o "$out/obj/$(echo "$f" | tr / _).o"
 done
