@@ -92,7 +92,7 @@ static const s_fwd_t s_fwd[] = {
     {"dump-params", S_TO_W0 | S_TO_WPAT, "FILE",
      "final parameters file (worker 0; every worker when FILE holds %d, the rank)"},
     {"ring-kib", S_TO_W, "KIB", "allreduce: KiB per ring message (workers)"},
-    {"overlap", S_TO_W, "0|1", "allreduce: sum gradient buckets during backward (workers)"},
+    {"overlap", S_TO_W, "0|1", "push (sync, ssp) or allreduce gradients layer by layer during backward (workers)"},
     {"log-level", S_TO_ALL, "L", "err|warn|info|debug (every role and the launcher)"},
 };
 #define S_NFWD (sizeof s_fwd / sizeof s_fwd[0])

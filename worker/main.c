@@ -33,7 +33,7 @@ int main(int argc, char **argv)
         {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
         {"advertise", PS_FLAG_STR, &cfg.advertise, "ENDPOINT", "allreduce: endpoint announced to the ring (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
         {"ring-kib", PS_FLAG_INT, &cfg.ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
-        {"overlap", PS_FLAG_INT, &cfg.overlap, "0|1", "allreduce: sum the last layers' gradients while backward still runs"},
+        {"overlap", PS_FLAG_INT, &cfg.overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"progress", PS_FLAG_DOUBLE, &cfg.progress_seconds, "SECONDS", "worker 0 logs progress this often"},
         ps_link_connect_timeout_flag(&cfg.connect_timeout),
         ps_link_peer_timeout_flag(&cfg.peer_timeout),

@@ -18,6 +18,13 @@
  * the earlier layers; the trainer waits for every bucket, then applies the
  * optimizer as before. The ring's check also fails once this worker is
  * shutting down, so the thread never outlives a failed step.
+ *
+ * In sync and ssp the same flag pushes each layer's gradients to the servers
+ * as soon as backward has finished them (last layer first): the transfer
+ * overlaps the rest of backward, and a server sums a worker's parts as one
+ * push (the sums, so the parameters, are bitwise those of one whole push).
+ * async applies every push as an update, and sync:k/n counts pushes, so both
+ * keep one push per step.
  */
 #include "worker/worker.h"
 
@@ -39,6 +46,9 @@
 #include "worker/overlap.h"
 #include "worker/ring.h"
 
+/* Most pushes of one step (layer by layer, then the rest). */
+enum { PS_WORKER_MAX_PUSHES = 16 };
+
 typedef struct {
     const ps_worker_config_t *cfg;
     void *ctx;
@@ -50,6 +60,12 @@ typedef struct {
     ps_kv_t *kv;
     ps_ring_t *ring; /* allreduce: this worker's place in the ring */
     ps_overlap_t *overlap; /* allreduce with --overlap 1: the ring's thread */
+    int layer_push;        /* sync, ssp with --overlap 1: push layers during backward */
+    int64_t push_step;     /* the step being pushed layer by layer */
+    uint64_t push_end;     /* keys [push_end, P) are pushed already */
+    int push_h[PS_WORKER_MAX_PUSHES]; /* their handles */
+    int npush;
+    int push_rc;           /* the first refused push, or 0 */
     atomic_int stopping;   /* set before tearing down: the ring gives up waiting */
     ps_optim_t opt;  /* allreduce: the job's optimizer, applied locally */
     float *state;    /* allreduce: its state, ps_optim_state_floats() arrays of P */
@@ -162,6 +178,45 @@ static void s_grads_ready(void *arg, size_t from)
     ps_overlap_ready(arg, from);
 }
 
+/* The model's gradient-ready hook in sync and ssp: pushes the newly final
+ * keys [from, push_end). With every handle in use the keys wait for the push
+ * after backward. */
+static void s_push_ready(void *arg, size_t from)
+{
+    ps_worker_t *w = arg;
+    if (from >= w->push_end || w->npush == PS_WORKER_MAX_PUSHES - 1 || w->push_rc) {
+        return;
+    }
+    int h = ps_kv_push(w->kv, from, w->push_end, ps_model_grads(w->model) + from,
+                       w->push_step);
+    if (h < 0) {
+        w->push_rc = h;
+        return;
+    }
+    w->push_h[w->npush++] = h;
+    w->push_end = from;
+}
+
+/* Pushes step t's gradients and pulls the weights for the next step: what
+ * the hook has not pushed yet goes now, then every handle is waited for. */
+static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
+{
+    if (w->push_rc) { /* the job is gone or a request was refused */
+        return s_wait(w, w->push_rc, "push");
+    }
+    if (w->push_end > 0) {
+        w->push_h[w->npush++] = ps_kv_push(w->kv, 0, w->push_end, ps_model_grads(w->model), t);
+    }
+    /* Pull right behind the pushes: same sockets, so each server sees them
+     * first; stepped modes' pulls wait for the step's update. */
+    int hl = ps_kv_pull(w->kv, 0, w->view->num_params, params, s_pull_version(&w->job, t));
+    int rc = 0;
+    for (int i = 0; i < w->npush && rc == 0; i++) {
+        rc = s_wait(w, w->push_h[i], "push");
+    }
+    return rc ? rc : s_wait(w, hl, "pull");
+}
+
 /* allreduce with overlap: plans the buckets from the model's tensors and
  * starts the thread that owns the ring from now on. */
 static int s_overlap_start(ps_worker_t *w)
@@ -232,7 +287,7 @@ static int s_train(ps_worker_t *w)
     const int M = w->view->num_workers, b = j->batch, rank = w->link.rank;
     const uint64_t P = w->view->num_params;
     const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
-    float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
+    float *params = ps_model_params(w->model);
     const int ring = j->mode == PS_MODE_ALLREDUCE;
     int rc = 0;
     if (!ring) { /* allreduce: every worker initialised its own copy */
@@ -262,6 +317,10 @@ static int s_train(ps_worker_t *w)
         if (w->overlap) {
             ps_overlap_begin(w->overlap, t);
         }
+        w->push_step = t;
+        w->push_end = P;
+        w->npush = 0;
+        w->push_rc = 0;
         if ((rc = ps_model_train_step(w->model, w->x, w->y, b, &loss)) != 0) {
             snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;
@@ -273,14 +332,8 @@ static int s_train(ps_worker_t *w)
             if ((rc = s_ring_step(w, t)) != 0) {
                 return rc;
             }
-        } else {
-            /* Pull right behind the push: same sockets, so each server sees the
-             * push first; stepped modes' pulls wait for the step's update. */
-            int hp = ps_kv_push(w->kv, 0, P, grads, t);
-            int hl = ps_kv_pull(w->kv, 0, P, params, s_pull_version(j, t));
-            if ((rc = s_wait(w, hp, "push")) != 0 || (rc = s_wait(w, hl, "pull")) != 0) {
-                return rc;
-            }
+        } else if ((rc = s_push_pull(w, t, params)) != 0) {
+            return rc;
         }
         w->done.wait_seconds += ps_now() - tw;
         loss_sum += loss;
@@ -467,7 +520,10 @@ static int s_start(ps_worker_t *w)
         if (cfg->overlap && (rc = s_overlap_start(w)) != 0) {
             return rc;
         }
-    } else if (w->link.rank == 0) {
+    } else if (cfg->overlap && (j->mode == PS_MODE_SYNC || j->mode == PS_MODE_SSP)) {
+        ps_model_set_grad_ready(w->model, s_push_ready, w);
+    }
+    if (j->mode != PS_MODE_ALLREDUCE && w->link.rank == 0) {
         ps_model_init_params(w->model, j->seed);
         rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
                     "initialising the servers");

@@ -29,7 +29,7 @@ typedef struct {
     const char *bind;        /* allreduce: where the left neighbour connects */
     const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
-    int overlap;             /* allreduce: 1 = reduce gradient buckets during backward */
+    int overlap;             /* 1 = push (sync, ssp) or reduce (allreduce) layers during backward */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     double progress_seconds; /* worker 0 logs progress this often */

@@ -2,17 +2,29 @@
 # Sync training with 2 workers x batch 32 gives the same parameters after 50
 # steps as 1 worker x batch 64 over the same global sample order (DESIGN.md),
 # largest relative difference <= 1e-4. Also: two identical sync runs are
-# bitwise identical, so the first comparison is not luck.
+# bitwise identical, so the first comparison is not luck; and pushing each
+# layer during backward (--overlap 1, the default) gives the bits of one push
+# after backward (--overlap 0), with the layers' parts of a step landing on
+# both servers (the servers' logs count the pushes).
 . "$(dirname "$0")/lib.sh"
 
-run() { # name workers batch
-    "$LAUNCH" --servers 2 --workers "$2" --batch "$3" --max-steps 50 --epochs 1 \
-        --dump-params "$TMP/$1.f32" --log-level warn >"$TMP/$1.log" 2>&1 ||
-        fail "$1 run failed: $(tail -5 "$TMP/$1.log")"
+run() { # name workers batch [flags...]
+    local name=$1 workers=$2 batch=$3
+    shift 3
+    "$LAUNCH" --servers 2 --workers "$workers" --batch "$batch" --max-steps 50 --epochs 1 \
+        --dump-params "$TMP/$name.f32" --log-level info "$@" >"$TMP/$name.log" 2>&1 ||
+        fail "$name run failed: $(tail -5 "$TMP/$name.log")"
 }
 run two 2 32
 run one 1 64
 run two_again 2 32
+run two_whole 2 32 --overlap 0
 params_close "$TMP/two.f32" "$TMP/one.f32" 1e-4 || fail "2x32 and 1x64 differ"
 params_close "$TMP/two.f32" "$TMP/two_again.f32" 0 || fail "two identical sync runs differ"
+params_close "$TMP/two.f32" "$TMP/two_whole.f32" 0 || fail "layer pushes and whole pushes differ"
+# 2 workers x 50 steps: one push per server per step when whole; S1, which
+# holds the last layers, gets more by layers.
+pushes() { sed -n 's/.*S1 I served \([0-9]*\) pushes.*/\1/p' "$TMP/$1.log"; }
+[ "$(pushes two_whole)" = 100 ] || fail "S1 served $(pushes two_whole) whole pushes, expected 100"
+[ "$(pushes two)" -gt 100 ] || fail "S1 served $(pushes two) pushes by layers, expected more than 100"
 echo "ok"
