@@ -184,16 +184,16 @@ static void s_reply(ps_server_t *s, const ps_route_t *route, ps_msg_type_t type,
      * only after receiving them, so they go zero-copy. Every other mode can
      * apply a step while the reply is queued (async, ssp: the asker already
      * pushed it; sync:k/n: without the asker), so copy. */
+    const int must_copy = values && s->view->job.mode != PS_MODE_SYNC;
+    float *copy = must_copy && f.len <= PS_REPLY_KEYS * sizeof(float) ? s_pool_take(&s->pool)
+                                                                        : NULL;
     int rc;
-    float *copy = NULL;
-    if (values && s->view->job.mode != PS_MODE_SYNC && f.len <= PS_REPLY_KEYS * sizeof(float) &&
-        (copy = s_pool_take(&s->pool)) != NULL) {
+    if (copy) {
         memcpy(copy, values, f.len);
         f.data = copy;
         rc = ps_msg_send_zc(s->router, route, h, &f, 1, s_pool_give, &s->pool);
-    } else {
-        rc = ps_msg_send(s->router, route, h, &f, values ? 1 : 0,
-                         s->view->job.mode == PS_MODE_SYNC ? 0 : PS_SEND_COPY);
+    } else { /* sync: zero-copy; the pool ran dry: ZeroMQ copies */
+        rc = ps_msg_send(s->router, route, h, &f, values ? 1 : 0, must_copy ? PS_SEND_COPY : 0);
     }
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));

@@ -12,10 +12,8 @@
  */
 #include "worker/kv.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +47,6 @@ typedef struct {
 } kv_slot_t;
 
 struct ps_kv {
-    void *ctx;
     int efd;             /* wakes the ticker (to stop) */
     pthread_t ticker;
     int ticker_started;
@@ -458,7 +455,6 @@ int ps_kv_new(void *ctx, ps_link_t *link, const ps_view_t *view, ps_kv_t **out, 
         snprintf(err, errlen, "out of memory");
         return PS_ENOMEM;
     }
-    kv->ctx = ctx;
     kv->view = *view;
     kv->link = *link;
     link->sock = NULL;
