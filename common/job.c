@@ -165,7 +165,7 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
     ps_job_mode_str(job, mode, sizeof mode);
     if (job->mode == PS_MODE_BACKUP && job->backup_n != workers) {
         snprintf(err, errlen, "--mode %s: N must be the number of workers (%d)", mode, workers);
-    } else if (job->straggler_rank >= workers) {
+    } else if (job->straggler_rank >= 0 && job->straggler_rank >= workers) {
         snprintf(err, errlen, "--straggler: rank %d is not a worker (%d workers)",
                  job->straggler_rank, workers);
     } else if (!ps_job_has_servers(job) && servers != 0) {
