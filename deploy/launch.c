@@ -399,10 +399,10 @@ static void s_fwd_build(s_launch_t *L)
     for (int r = 0; r < 3; r++) {
         for (size_t i = 0; i < L->nrole_flags[r]; i++) {
             const ps_flag_t *f = &L->role_flags[r][i];
-            int k = s_fwd_index(L, f->name);
             if (s_owned(r, f->name)) {
                 continue;
             }
+            int k = s_fwd_index(L, f->name);
             if (k < 0) {
                 assert(L->nfwd < S_MAX_FWD);
                 k = (int)L->nfwd++;
