@@ -295,7 +295,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
         .ops = {s, s_on_ack, s_on_reply, s_on_release},
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
-    rc = rc ? rc : ps_reply_pool_new(&s->pool, n ? n : 1, PS_CONSISTENCY_REPLY_KEYS);
+    rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS);
     int nheld = s->cons ? ps_consistency_max_held(s->cons) + 1 : 0;
     s->held = calloc((size_t)nheld, sizeof *s->held);
     s->held_free = calloc((size_t)nheld, sizeof *s->held_free);

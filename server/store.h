@@ -4,7 +4,8 @@
  *
  * Plain memory and arithmetic: no sockets, no consistency rules (which step
  * applies when is server/consistency.h's), no clock. Keys are global; the
- * shard is [begin, end) of the flat parameter vector.
+ * shard is [begin, end) of the flat parameter vector. Not thread-safe: one
+ * thread makes every call.
  */
 #ifndef PS_SERVER_STORE_H
 #define PS_SERVER_STORE_H
