@@ -35,7 +35,6 @@ typedef struct {
 
 struct ps_consistency {
     ps_consistency_config_t cfg;
-    ps_consistency_ops_t ops;
     ps_store_t *store;     /* borrowed */
     ps_range_t shard;      /* the store's keys */
     uint64_t n;            /* keys in the shard */
@@ -103,8 +102,8 @@ static int s_complete(const ps_consistency_t *c, int64_t t, int w)
 
 static void s_release(ps_consistency_t *c, void *frame)
 {
-    if (frame && c->ops.release) {
-        c->ops.release(c->ops.ctx, frame);
+    if (frame && c->cfg.ops.release) {
+        c->cfg.ops.release(c->cfg.ops.ctx, frame);
     }
 }
 
@@ -117,6 +116,19 @@ static void s_release_parts(ps_consistency_t *c, size_t k)
     }
     c->nparts[k] = 0;
     c->covered[k] = 0;
+}
+
+/* Acks r at the current version. */
+static void s_ack(ps_consistency_t *c, const ps_request_t *r)
+{
+    c->cfg.ops.ack(c->cfg.ops.ctx, r->asker, r->range, c->version);
+}
+
+/* Sends keys part, at the current version, to asker. */
+static void s_send(ps_consistency_t *c, const void *asker, ps_range_t part)
+{
+    c->cfg.ops.reply(c->cfg.ops.ctx, asker, part, ps_store_values(c->store, part.begin),
+                     c->version);
 }
 
 static const void *s_asker(const ps_consistency_t *c, int i)
@@ -133,8 +145,7 @@ static void s_answer(ps_consistency_t *c, const void *asker, ps_range_t range)
         ps_range_t part = {b, b + PS_CONSISTENCY_REPLY_KEYS < range.end
                                   ? b + PS_CONSISTENCY_REPLY_KEYS
                                   : range.end};
-        c->ops.reply(c->ops.ctx, asker, part, ps_store_values(c->store, part.begin),
-                     c->version);
+        s_send(c, asker, part);
     }
 }
 
@@ -171,8 +182,7 @@ static void s_send_ready_chunk(ps_consistency_t *c, ps_range_t chunk)
     for (int i = 0; i < c->npending; i++) {
         if (c->version >= c->pending[i].min_version &&
             ps_range_intersect(c->pending[i].range, chunk, &part)) {
-            c->ops.reply(c->ops.ctx, s_asker(c, i), part, ps_store_values(c->store, part.begin),
-                         c->version);
+            s_send(c, s_asker(c, i), part);
         }
     }
 }
@@ -284,7 +294,6 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
         return PS_ENOMEM;
     }
     c->cfg = *cfg;
-    c->ops = cfg->ops;
     c->store = store;
     c->shard = ps_store_shard(store);
     c->n = ps_range_len(c->shard);
@@ -371,7 +380,7 @@ int ps_consistency_init(ps_consistency_t *c, const ps_request_t *r, char *why, s
     if (rc == 1) {
         c->step_since = ps_now();
     }
-    c->ops.ack(c->ops.ctx, r->asker, r->range, c->version);
+    s_ack(c, r);
     s_forget_pulls(c, 1);
     return 0;
 }
@@ -403,7 +412,7 @@ static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why,
         /* Late for a step already applied with k pushes: drop, but ack so the
          * worker moves on to the current step. */
         c->stats.dropped++;
-        c->ops.ack(c->ops.ctx, r->asker, r->range, c->version);
+        s_ack(c, r);
         return 0;
     }
     if (r->step < c->version || r->step >= c->version + c->window) {
@@ -424,7 +433,7 @@ static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why,
         c->computed_on[k] = r->version; /* the stalest part counts */
     }
     c->stats.pushes++;
-    c->ops.ack(c->ops.ctx, r->asker, r->range, c->version);
+    s_ack(c, r);
     s_try_apply(c);
     return 1;
 }
@@ -444,7 +453,7 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     ps_hist_add(&c->stats.staleness, tau);
     c->version++;
     c->stats.pushes++;
-    c->ops.ack(c->ops.ctx, r->asker, r->range, c->version);
+    s_ack(c, r);
     return 0;
 }
 
