@@ -2,15 +2,12 @@
  * server/server.h - a parameter server: one key range, its optimizer state, and
  * the consistency rule that decides when pushes are applied and pulls answered.
  *
- * sync:  pushes for step t are kept per worker; when every worker has pushed
- *        all of the range for t, they are summed in worker-rank order (so runs
- *        are bitwise reproducible), the mean is applied once, the version
- *        becomes t+1, and pulls waiting for version >= t+1 are answered.
- * async: each push is applied on arrival (version += 1); pulls get the current
- *        values. The staleness (version applied at - version computed on) is
- *        recorded.
- * Every message is validated before use; a bad one gets an error reply and a
- * log line and changes nothing.
+ * The pieces, each testable alone: server/store.h (parameters, optimizer
+ * state, initialisation), server/consistency.h (sync, ssp, sync:k/n, async:
+ * when to apply and answer), server/reply_pool.h (copies of replies); the
+ * event loop in server.c receives, validates and sends. Every message is
+ * validated before use; a bad one gets an error reply and a log line and
+ * changes nothing.
  */
 #ifndef PS_SERVER_H
 #define PS_SERVER_H

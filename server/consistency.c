@@ -1,0 +1,535 @@
+/*
+ * server/consistency.c - the consistency modes over a store.
+ *
+ * Everything is sized once at creation: the table of pushes held per step and
+ * worker (their frames are read in place when the step applies, no copy into
+ * a buffer of ours), one scratch range (the step's sum; an aligned copy of an
+ * async push) and the table of pulls waiting for a newer version. Nothing is
+ * allocated per step.
+ */
+#include "server/consistency.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/optim.h"
+
+/* One push held for a step: its keys and its gradient, read in place. */
+typedef struct {
+    uint64_t begin, end; /* keys relative to the shard */
+    const void *data;    /* the gradient, any alignment; valid until frame is released */
+    void *frame;         /* the caller's handle on data */
+} ps_part_t;
+
+/* A pull waiting for a newer version; its asker is kept beside, in askers. */
+typedef struct {
+    ps_range_t range;    /* what */
+    int64_t min_version; /* answered once version >= this */
+} ps_pending_t;
+
+struct ps_consistency {
+    ps_consistency_config_t cfg;
+    ps_store_t *store;     /* borrowed */
+    ps_range_t shard;      /* the store's keys */
+    uint64_t n;            /* keys in the shard */
+    int workers;           /* N */
+    unsigned char *live;   /* N: non-zero for the workers steps wait for */
+    int nlive;
+    /* Stepped modes collect each step's pushes per worker before applying.
+     * Step t lives in window slot t % window; slot (t, w) below means index
+     * (t % window) * workers + w. */
+    int window;            /* steps collected at once: s+1 under ssp:s, else 1 */
+    size_t nslots;         /* window*workers (1 when not stepped) */
+    ps_part_t *parts;      /* nslots*PS_CONSISTENCY_MAX_PARTS: the pushes held so far */
+    int *nparts;           /* nslots */
+    uint64_t *covered;     /* nslots: keys pushed so far */
+    int64_t *computed_on;  /* nslots: version the gradient was computed on */
+    float *scratch;        /* n: a step's gradient sum, or an aligned copy of a push */
+    int64_t version;       /* updates applied so far (also Adam's t) */
+    ps_pending_t *pending; /* cap_pending */
+    unsigned char *askers; /* cap_pending blobs of asker_stride bytes, pending's askers */
+    size_t asker_stride;   /* asker_size rounded up to keep each blob aligned */
+    int npending, cap_pending;
+    double step_since;     /* when the step being collected started waiting */
+    double missing_logged; /* when we last logged who it waits for */
+    ps_consistency_stats_t stats;
+};
+
+static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static float s_lr(const ps_consistency_t *c, int64_t step)
+{
+    return ps_optim_lr(&c->cfg.job, step, c->cfg.steps_per_epoch, c->cfg.total_steps);
+}
+
+/*
+ * Staleness-aware learning rate (Zhang, Gupta, Lian, Liu, "Staleness-aware
+ * Async-SGD for Distributed Deep Learning", IJCAI 2016): a gradient applied
+ * tau > 1 versions after the one it was computed on is weighted 1/tau, when the
+ * job asks for it. Fresh gradients (tau <= 1, everything under sync) keep 1.
+ */
+static float s_stale_weight(const ps_consistency_t *c, int64_t tau)
+{
+    return (c->cfg.job.staleness_lr && tau > 1) ? 1.0f / (float)tau : 1.0f;
+}
+
+/* Index of slot (step t, worker w). */
+static size_t s_slot(const ps_consistency_t *c, int64_t t, int w)
+{
+    return (size_t)(t % c->window) * (size_t)c->workers + (size_t)w;
+}
+
+/* Non-zero when live worker w has pushed every key of step t. */
+static int s_complete(const ps_consistency_t *c, int64_t t, int w)
+{
+    return c->live[w] && c->covered[s_slot(c, t, w)] == c->n;
+}
+
+static void s_release(ps_consistency_t *c, void *frame)
+{
+    if (frame && c->cfg.ops.release) {
+        c->cfg.ops.release(c->cfg.ops.ctx, frame);
+    }
+}
+
+/* Releases the frames held in slot k and empties it. */
+static void s_release_parts(ps_consistency_t *c, size_t k)
+{
+    ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
+    for (int i = 0; i < c->nparts[k]; i++) {
+        s_release(c, parts[i].frame);
+    }
+    c->nparts[k] = 0;
+    c->covered[k] = 0;
+}
+
+/* Acks r at the current version. */
+static void s_ack(ps_consistency_t *c, const ps_request_t *r)
+{
+    c->cfg.ops.ack(c->cfg.ops.ctx, r->asker, r->range, c->version);
+}
+
+/* Sends keys part, at the current version, to asker. */
+static void s_send(ps_consistency_t *c, const void *asker, ps_range_t part)
+{
+    c->cfg.ops.reply(c->cfg.ops.ctx, asker, part, ps_store_values(c->store, part.begin),
+                     c->version);
+}
+
+static const void *s_asker(const ps_consistency_t *c, int i)
+{
+    return c->askers + (size_t)i * c->asker_stride;
+}
+
+/* Sends every key of range to asker, in parts of at most
+ * PS_CONSISTENCY_REPLY_KEYS keys. */
+static void s_answer(ps_consistency_t *c, const void *asker, ps_range_t range)
+{
+    c->stats.pulls++;
+    for (uint64_t b = range.begin; b < range.end; b += PS_CONSISTENCY_REPLY_KEYS) {
+        ps_range_t part = {b, b + PS_CONSISTENCY_REPLY_KEYS < range.end
+                                  ? b + PS_CONSISTENCY_REPLY_KEYS
+                                  : range.end};
+        s_send(c, asker, part);
+    }
+}
+
+/* Forgets the waiting pulls the current version satisfies, keeping the
+ * others in order: answers them (answer != 0), or counts them when an update
+ * sent them chunk by chunk. */
+static void s_forget_pulls(ps_consistency_t *c, int answer)
+{
+    const int ready = ps_store_initialized(c->store);
+    int kept = 0;
+    for (int i = 0; i < c->npending; i++) {
+        if (ready && c->version >= c->pending[i].min_version) {
+            if (answer) {
+                s_answer(c, s_asker(c, i), c->pending[i].range);
+            } else {
+                c->stats.pulls++;
+            }
+            continue;
+        }
+        if (kept != i) {
+            c->pending[kept] = c->pending[i];
+            memcpy(c->askers + (size_t)kept * c->asker_stride, s_asker(c, i), c->asker_stride);
+        }
+        kept++;
+    }
+    c->npending = kept;
+}
+
+/* During an update: sends every pull the new version satisfies its part
+ * within the just-updated keys chunk. */
+static void s_send_ready_chunk(ps_consistency_t *c, ps_range_t chunk)
+{
+    ps_range_t part;
+    for (int i = 0; i < c->npending; i++) {
+        if (c->version >= c->pending[i].min_version &&
+            ps_range_intersect(c->pending[i].range, chunk, &part)) {
+            s_send(c, s_asker(c, i), part);
+        }
+    }
+}
+
+/* acc[0..n) = c * g  (first) or acc += c * g, g read from a frame that may
+ * not be float-aligned (memcpy loads; the compiler makes them vector loads). */
+static void s_accumulate(float *restrict acc, const unsigned char *restrict g, float c,
+                         uint64_t n, int first)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, g + i * sizeof(float), sizeof v);
+        acc[i] = first ? c * v : acc[i] + c * v;
+    }
+}
+
+/*
+ * The gradient sum of the step being applied: every complete worker's pushes,
+ * in worker-rank order from the first complete one, each weighted by
+ * s_stale_weight(). Read in place from the held parts; a lone aligned,
+ * unweighted push is used as it is, with no pass at all. Returns a pointer
+ * valid until the step's slots are released.
+ */
+static const float *s_sum_step(ps_consistency_t *c, int first)
+{
+    size_t k0 = s_slot(c, c->version, first);
+    const ps_part_t *p0 = c->parts + k0 * PS_CONSISTENCY_MAX_PARTS;
+    int lone = 1;
+    for (int w = first + 1; w < c->workers; w++) {
+        lone &= !s_complete(c, c->version, w);
+    }
+    const void *d0 = c->nparts[k0] == 1 ? p0->data : NULL;
+    if (lone && d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
+        s_stale_weight(c, c->version - c->computed_on[k0]) == 1.0f) {
+        return d0;
+    }
+    for (int w = first; w < c->workers; w++) {
+        if (!s_complete(c, c->version, w)) {
+            continue;
+        }
+        size_t k = s_slot(c, c->version, w);
+        const float weight = s_stale_weight(c, c->version - c->computed_on[k]);
+        const ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
+        for (int i = 0; i < c->nparts[k]; i++) {
+            s_accumulate(c->scratch + parts[i].begin, parts[i].data, weight,
+                         parts[i].end - parts[i].begin, w == first);
+        }
+    }
+    return c->scratch;
+}
+
+/*
+ * Stepped modes: applies every step that has collected enough pushes, in
+ * order. sync and ssp need every live worker; sync:k/n needs k of them. The
+ * gradients are summed in worker-rank order, so the result does not depend
+ * on arrival order. The update goes chunk by chunk, each chunk's part of the
+ * satisfied pulls sent as soon as it is updated.
+ */
+static void s_try_apply(ps_consistency_t *c)
+{
+    const ps_job_t *j = &c->cfg.job;
+    int need = j->mode == PS_MODE_BACKUP && j->backup_k < c->nlive ? j->backup_k : c->nlive;
+    need = need < 1 ? 1 : need;
+    for (;;) {
+        int complete = 0, first = -1;
+        for (int w = 0; w < c->workers; w++) {
+            if (s_complete(c, c->version, w)) {
+                complete++;
+                first = first < 0 ? w : first;
+            }
+        }
+        if (complete < need) {
+            return;
+        }
+        const int64_t t = c->version;
+        const float *sum = s_sum_step(c, first);
+        const float lr = s_lr(c, t), scale = 1.0f / (float)complete;
+        c->version = t + 1; /* what the values sent below carry; Adam's t */
+        for (uint64_t off = 0; off < c->n; off += PS_CONSISTENCY_REPLY_KEYS) {
+            uint64_t len = c->n - off < PS_CONSISTENCY_REPLY_KEYS ? c->n - off
+                                                                 : PS_CONSISTENCY_REPLY_KEYS;
+            ps_range_t chunk = {c->shard.begin + off, c->shard.begin + off + len};
+            ps_store_step(c->store, chunk, sum + off, lr, scale, c->version);
+            s_send_ready_chunk(c, chunk);
+        }
+        for (int w = 0; w < c->workers; w++) {
+            size_t k = s_slot(c, t, w);
+            if (s_complete(c, t, w)) {
+                ps_hist_add(&c->stats.staleness, t - c->computed_on[k]);
+            } else if (c->covered[k]) {
+                c->stats.dropped++; /* a late worker's partial push: its step is over */
+            }
+            s_release_parts(c, k);
+        }
+        c->step_since = ps_now();
+        s_forget_pulls(c, 0);
+    }
+}
+
+int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cfg,
+                       ps_store_t *store)
+{
+    *out = NULL;
+    if (cfg->workers < 1) {
+        return PS_EINVAL;
+    }
+    ps_consistency_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        return PS_ENOMEM;
+    }
+    c->cfg = *cfg;
+    c->store = store;
+    c->shard = ps_store_shard(store);
+    c->n = ps_range_len(c->shard);
+    c->workers = c->nlive = cfg->workers;
+    c->window = cfg->job.mode == PS_MODE_SSP ? cfg->job.staleness + 1 : 1;
+    c->nslots = ps_job_is_stepped(&cfg->job) ? (size_t)c->window * (size_t)c->workers : 1;
+    c->cap_pending = 8 * c->workers;
+    c->asker_stride = (cfg->asker_size + 15) / 16 * 16;
+    c->live = malloc((size_t)c->workers);
+    c->parts = calloc(c->nslots * PS_CONSISTENCY_MAX_PARTS, sizeof *c->parts);
+    c->nparts = calloc(c->nslots, sizeof *c->nparts);
+    c->covered = calloc(c->nslots, sizeof *c->covered);
+    c->computed_on = calloc(c->nslots, sizeof *c->computed_on);
+    c->scratch = calloc(c->n ? c->n : 1, sizeof(float));
+    c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
+    c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
+    if (!c->live || !c->parts || !c->nparts || !c->covered || !c->computed_on || !c->scratch ||
+        !c->pending || !c->askers) {
+        ps_consistency_destroy(&c);
+        return PS_ENOMEM;
+    }
+    memset(c->live, 1, (size_t)c->workers);
+    ps_hist_init(&c->stats.staleness);
+    c->step_since = ps_now();
+    *out = c;
+    return 0;
+}
+
+void ps_consistency_destroy(ps_consistency_t **cp)
+{
+    ps_consistency_t *c = *cp;
+    if (!c) {
+        return;
+    }
+    for (size_t k = 0; c->nparts && k < c->nslots; k++) {
+        s_release_parts(c, k);
+    }
+    free(c->live);
+    free(c->parts);
+    free(c->nparts);
+    free(c->covered);
+    free(c->computed_on);
+    free(c->scratch);
+    free(c->pending);
+    free(c->askers);
+    free(c);
+    *cp = NULL;
+}
+
+int ps_consistency_set_workers(ps_consistency_t *c, const unsigned char *live)
+{
+    int nlive = 0;
+    for (int w = 0; w < c->workers; w++) {
+        nlive += live[w] != 0;
+    }
+    if (nlive == 0) {
+        return PS_EINVAL;
+    }
+    for (int w = 0; w < c->workers; w++) {
+        c->live[w] = live[w] != 0;
+    }
+    c->nlive = nlive;
+    if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
+        s_try_apply(c);
+    }
+    return 0;
+}
+
+int ps_consistency_init(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    assert(r->range.begin < r->range.end && ps_range_contains(c->shard, r->range));
+    if (r->worker != 0) {
+        return s_refuse(why, cap, PS_ESTATE, "only worker 0 initialises parameters");
+    }
+    const int was = ps_store_initialized(c->store);
+    int rc = ps_store_init(c->store, r->range, r->data);
+    if (rc < 0 && was) {
+        return s_refuse(why, cap, rc, "parameters are already initialised");
+    }
+    if (rc < 0) {
+        return s_refuse(why, cap, rc, "keys [%llu, %llu) overlap keys already initialised",
+                        (unsigned long long)r->range.begin, (unsigned long long)r->range.end);
+    }
+    if (rc == 1) {
+        c->step_since = ps_now();
+    }
+    s_ack(c, r);
+    s_forget_pulls(c, 1);
+    return 0;
+}
+
+/* Holds the push of shard-relative keys [begin, end) in slot k; refuses
+ * overlaps, so a worker's share of a step is complete exactly when every key
+ * came once. */
+static int s_add_part(ps_consistency_t *c, size_t k, uint64_t begin, uint64_t end,
+                      const ps_request_t *r)
+{
+    ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
+    if (c->nparts[k] == PS_CONSISTENCY_MAX_PARTS) {
+        return PS_ENOMEM;
+    }
+    for (int i = 0; i < c->nparts[k]; i++) {
+        if (begin < parts[i].end && parts[i].begin < end) {
+            return PS_ESTATE;
+        }
+    }
+    parts[c->nparts[k]++] = (ps_part_t){begin, end, r->data, r->frame};
+    c->covered[k] += end - begin;
+    return 0;
+}
+
+/* Stepped modes. Returns 1 when r's frame is held, 0, or a refusal. */
+static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    if (r->step < c->version && c->cfg.job.mode == PS_MODE_BACKUP) {
+        /* Late for a step already applied with k pushes: drop, but ack so the
+         * worker moves on to the current step. */
+        c->stats.dropped++;
+        s_ack(c, r);
+        return 0;
+    }
+    if (r->step < c->version || r->step >= c->version + c->window) {
+        return s_refuse(why, cap, PS_ESTATE,
+                        "push for step %lld, but steps %lld to %lld are being collected",
+                        (long long)r->step, (long long)c->version,
+                        (long long)(c->version + c->window - 1));
+    }
+    size_t k = s_slot(c, r->step, r->worker);
+    int rc = s_add_part(c, k, r->range.begin - c->shard.begin, r->range.end - c->shard.begin, r);
+    if (rc != 0) {
+        return s_refuse(why, cap, rc,
+                        rc == PS_ESTATE ? "W%d pushed keys of step %lld twice"
+                                        : "W%d split step %lld into too many pushes",
+                        r->worker, (long long)r->step);
+    }
+    if (c->covered[k] == ps_range_len(r->range) || r->version < c->computed_on[k]) {
+        c->computed_on[k] = r->version; /* the stalest part counts */
+    }
+    c->stats.pushes++;
+    s_ack(c, r);
+    s_try_apply(c);
+    return 1;
+}
+
+/* async: apply on arrival, record how stale the gradient was. */
+static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
+{
+    const float *g = r->data;
+    if ((uintptr_t)g % sizeof(float) != 0) {
+        memcpy(c->scratch, r->data, ps_range_len(r->range) * sizeof(float));
+        g = c->scratch;
+    }
+    const int64_t tau = c->version - r->version;
+    /* N pushes make one step of the sync schedule. */
+    ps_store_step(c->store, r->range, g, s_lr(c, c->version / c->workers),
+                  s_stale_weight(c, tau), c->version + 1);
+    ps_hist_add(&c->stats.staleness, tau);
+    c->version++;
+    c->stats.pushes++;
+    s_ack(c, r);
+    return 0;
+}
+
+int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    assert(r->worker >= 0 && r->worker < c->workers);
+    assert(r->range.begin < r->range.end && ps_range_contains(c->shard, r->range));
+    int rc;
+    if (!ps_store_initialized(c->store)) {
+        rc = s_refuse(why, cap, PS_ESTATE, "push before the parameters were initialised");
+    } else if (!c->live[r->worker]) {
+        rc = s_refuse(why, cap, PS_ENOENT, "W%d is not a live worker", r->worker);
+    } else if (ps_job_is_stepped(&c->cfg.job)) {
+        rc = s_push_stepped(c, r, why, cap);
+    } else {
+        rc = s_push_async(c, r);
+    }
+    if (rc == 1) { /* held: released when its step applies */
+        return 0;
+    }
+    s_release(c, r->frame);
+    return rc;
+}
+
+int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    if (ps_store_initialized(c->store) && c->version >= r->step) {
+        s_answer(c, r->asker, r->range);
+        return 0;
+    }
+    if (c->npending == c->cap_pending) {
+        return s_refuse(why, cap, PS_ENOMEM, "too many pulls waiting (%d)", c->cap_pending);
+    }
+    c->pending[c->npending] = (ps_pending_t){r->range, r->step};
+    memcpy(c->askers + (size_t)c->npending * c->asker_stride, r->asker, c->cfg.asker_size);
+    c->npending++;
+    return 0;
+}
+
+void ps_consistency_tick(ps_consistency_t *c)
+{
+    double now = ps_now(), waited = now - c->step_since, every = c->cfg.report_missing;
+    if (!ps_job_is_stepped(&c->cfg.job) || !ps_store_initialized(c->store) || c->n == 0 ||
+        waited < every || now - c->missing_logged < every) {
+        return;
+    }
+    char who[256] = "";
+    size_t at = 0;
+    int any = 0;
+    for (int w = 0; w < c->workers && at < sizeof who - 32; w++) {
+        uint64_t got = c->covered[s_slot(c, c->version, w)];
+        any |= got != 0;
+        if (c->live[w] && got != c->n) {
+            at += (size_t)snprintf(who + at, sizeof who - at, " W%d (%llu of %llu keys)", w,
+                                   (unsigned long long)got, (unsigned long long)c->n);
+        }
+    }
+    if (any) { /* someone pushed and waits on the others */
+        ps_log_warn("step %lld of keys [%llu, %llu) has waited %.1f s for:%s",
+                    (long long)c->version, (unsigned long long)c->shard.begin,
+                    (unsigned long long)c->shard.end, waited, who);
+        c->missing_logged = now;
+    }
+}
+
+int ps_consistency_max_held(const ps_consistency_t *c)
+{
+    return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS;
+}
+
+int64_t ps_consistency_version(const ps_consistency_t *c)
+{
+    return c->version;
+}
+
+const ps_consistency_stats_t *ps_consistency_stats(const ps_consistency_t *c)
+{
+    return &c->stats;
+}

@@ -1,0 +1,182 @@
+/*
+ * tests/unit/test_store.c - a server's shard: initialisation completes only
+ * when every key was set, once (overlaps and repeats refused, out-of-shard
+ * ranges too), from any alignment; an optimizer step on a range of the
+ * shard is bitwise ps_optim_step on the same data, state included.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/optim.h"
+#include "server/store.h"
+#include "tests/unit/testutil.h"
+
+enum { S_BASE = 1000, S_N = 40 };
+
+static ps_job_t s_job(const char *optimizer)
+{
+    ps_job_t j;
+    ps_job_defaults(&j);
+    snprintf(j.optimizer, sizeof j.optimizer, "%s", optimizer);
+    return j;
+}
+
+static ps_range_t s_keys(uint64_t a, uint64_t b)
+{
+    return (ps_range_t){S_BASE + a, S_BASE + b};
+}
+
+static ps_store_t *s_new(const char *optimizer)
+{
+    ps_job_t j = s_job(optimizer);
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, s_keys(0, S_N), &j), 0);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+START_TEST(new_refuses_an_unknown_optimizer)
+{
+    ps_job_t j = s_job("rmsprop");
+    ps_store_t *s = (ps_store_t *)&j;
+    ck_assert_int_eq(ps_store_new(&s, s_keys(0, S_N), &j), PS_EINVAL);
+    ck_assert_ptr_null(s);
+    ps_store_destroy(&s); /* NULL-safe */
+}
+END_TEST
+
+START_TEST(init_completes_only_when_every_key_is_set)
+{
+    ps_store_t *s = s_new("sgd");
+    ck_assert_uint_eq(ps_store_shard(s).begin, S_BASE);
+    ck_assert_uint_eq(ps_store_shard(s).end, S_BASE + S_N);
+    float v[S_N];
+    ps_test_fill(v, S_N, -1, 1, 1);
+    ck_assert_int_eq(ps_store_init(s, s_keys(10, 20), v + 10), 0);
+    ck_assert_int_eq(ps_store_init(s, s_keys(0, 10), v), 0);
+    ck_assert(!ps_store_initialized(s));
+    ck_assert_int_eq(ps_store_init(s, s_keys(20, S_N), v + 20), 1);
+    ck_assert(ps_store_initialized(s));
+    ck_assert_int_eq(memcmp(ps_store_values(s, S_BASE), v, sizeof v), 0);
+    ck_assert(ps_store_values(s, S_BASE + 7)[0] == v[7]);
+    ck_assert_int_eq(ps_store_init(s, s_keys(0, S_N), v), PS_ESTATE);
+    ck_assert_int_eq(ps_store_init(s, s_keys(3, 4), v), PS_ESTATE);
+    ps_store_destroy(&s);
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+START_TEST(init_refuses_overlaps_and_changes_nothing)
+{
+    ps_store_t *s = s_new("sgd");
+    float v[S_N], w[S_N];
+    ps_test_fill(v, S_N, -1, 1, 2);
+    ps_test_fill(w, S_N, 5, 6, 3);
+    ck_assert_int_eq(ps_store_init(s, s_keys(0, 10), v), 0);
+    /* overlaps the end of [0, 10): refused, keys 10..14 still unset */
+    ck_assert_int_eq(ps_store_init(s, s_keys(9, 15), w), PS_ESTATE);
+    ck_assert(ps_store_values(s, S_BASE + 9)[0] == v[9]);
+    ck_assert(ps_store_values(s, S_BASE + 10)[0] == 0.0f);
+    ck_assert_int_eq(ps_store_init(s, s_keys(5, 6), w), PS_ESTATE);
+    ck_assert_int_eq(ps_store_init(s, s_keys(10, S_N), v + 10), 1);
+    ck_assert_int_eq(memcmp(ps_store_values(s, S_BASE), v, sizeof v), 0);
+    ps_store_destroy(&s);
+}
+END_TEST
+
+START_TEST(init_refuses_ranges_outside_the_shard)
+{
+    ps_store_t *s = s_new("sgd");
+    float v[S_N + 2] = {0};
+    ps_range_t below = {S_BASE - 1, S_BASE + 3}, above = {S_BASE + S_N - 1, S_BASE + S_N + 1};
+    ck_assert_int_eq(ps_store_init(s, below, v), PS_ERANGE);
+    ck_assert_int_eq(ps_store_init(s, above, v), PS_ERANGE);
+    ck_assert_int_eq(ps_store_init(s, s_keys(4, 4), v), PS_ERANGE);
+    ck_assert_int_eq(ps_store_init(s, s_keys(5, 4), v), PS_ERANGE);
+    ck_assert_int_eq(ps_store_init(s, s_keys(0, S_N), v), 1);
+    ps_store_destroy(&s);
+}
+END_TEST
+
+START_TEST(init_reads_unaligned_values)
+{
+    ps_store_t *s = s_new("sgd");
+    float v[S_N];
+    unsigned char raw[sizeof v + 1];
+    ps_test_fill(v, S_N, -1, 1, 4);
+    memcpy(raw + 1, v, sizeof v);
+    ck_assert_int_eq(ps_store_init(s, s_keys(0, S_N), raw + 1), 1);
+    ck_assert_int_eq(memcmp(ps_store_values(s, S_BASE), v, sizeof v), 0);
+    ps_store_destroy(&s);
+}
+END_TEST
+
+START_TEST(an_empty_shard_is_initialised_at_once)
+{
+    ps_job_t j = s_job("adam");
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, (ps_range_t){7, 7}, &j), 0);
+    ck_assert(ps_store_initialized(s));
+    float v = 1;
+    ck_assert_int_eq(ps_store_init(s, (ps_range_t){7, 8}, &v), PS_ERANGE);
+    ps_store_destroy(&s);
+}
+END_TEST
+
+/* Steps keys [a, b) of a fresh store three times and the same data with
+ * ps_optim_step: both must give the same bits. */
+static void s_check_steps(const char *optimizer, uint64_t a, uint64_t b)
+{
+    ps_job_t j = s_job(optimizer);
+    j.weight_decay = 0.01;
+    ps_optim_t o;
+    ck_assert_int_eq(ps_optim_from_job(&j, &o), 0);
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, s_keys(0, S_N), &j), 0);
+    float w[S_N], state[2 * S_N] = {0}, g[S_N];
+    ps_test_fill(w, S_N, -1, 1, 5);
+    ck_assert_int_eq(ps_store_init(s, s_keys(0, S_N), w), 1);
+    for (int64_t t = 1; t <= 3; t++) {
+        ps_test_fill(g, S_N, -2, 2, 10 + (uint64_t)t);
+        const float lr = 0.1f * (float)t, scale = 0.25f;
+        ps_store_step(s, s_keys(a, b), g + a, lr, scale, t);
+        /* the state's second array is S_N floats after the first */
+        ps_optim_step(&o, lr, t, w + a, state + a, S_N, g + a, scale, b - a);
+    }
+    ck_assert_msg(memcmp(ps_store_values(s, S_BASE), w, sizeof w) == 0,
+                  "%s on keys [%llu, %llu) differs from ps_optim_step", optimizer,
+                  (unsigned long long)a, (unsigned long long)b);
+    ps_store_destroy(&s);
+}
+
+START_TEST(step_on_a_range_is_ps_optim_step)
+{
+    const char *opts[] = {"sgd", "nesterov", "adam", "adagrad"};
+    for (int i = 0; i < 4; i++) {
+        s_check_steps(opts[i], 0, S_N);
+        s_check_steps(opts[i], 7, 23);
+        s_check_steps(opts[i], S_N - 1, S_N);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    ps_log_set_level("err");
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("store");
+    tcase_add_test(tc, new_refuses_an_unknown_optimizer);
+    tcase_add_test(tc, init_completes_only_when_every_key_is_set);
+    tcase_add_test(tc, init_refuses_overlaps_and_changes_nothing);
+    tcase_add_test(tc, init_refuses_ranges_outside_the_shard);
+    tcase_add_test(tc, init_reads_unaligned_values);
+    tcase_add_test(tc, an_empty_shard_is_initialised_at_once);
+    tcase_add_test(tc, step_on_a_range_is_ps_optim_step);
+    suite_add_tcase(s, tc);
+    return ps_test_run(s);
+}
