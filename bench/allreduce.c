@@ -168,8 +168,8 @@ static void s_ar_stop(ar_ring_t *g, int failed)
 }
 
 /* Forks n members and wires them into a ring. */
-static int s_ar_start(ar_ring_t *g, const ps_bench_comm_cfg_t *cfg, int n, uint64_t max_floats,
-                      char *err, size_t errlen)
+static int s_ar_start(ar_ring_t *g, const ps_bench_comm_cfg_t *cfg, int n,
+                      uint64_t max_floats, char *err, size_t errlen)
 {
     g->n = n;
     for (int i = 0; i < n; i++) {
@@ -347,8 +347,8 @@ static int s_allreduce_pair(const ps_bench_comm_cfg_t *cfg, int n, const char *m
     char err[256] = "", merr[512] = "", log[PATH_MAX];
     snprintf(log, sizeof log, "%s/mpi-allreduce-n%d.log", cfg->out, n);
     int rc = s_ar_start(&g, cfg, n, max_floats, err, sizeof err);
-    int mrc =
-        mpirun ? ps_bench_mpi_start(&m, mpirun, helper, n, log, merr, sizeof merr) : PS_ENOENT;
+    int mrc = mpirun ? ps_bench_mpi_start(&m, mpirun, helper, n, log, merr, sizeof merr)
+                     : PS_ENOENT;
     *mpi_failed = mpirun && mrc != 0;
     for (int i = 0; i < cfg->nar_sizes && (rc == 0 || mrc == 0); i++) {
         char name[32];
@@ -361,8 +361,8 @@ static int s_allreduce_pair(const ps_bench_comm_cfg_t *cfg, int n, const char *m
             rc = s_ar_calibrate(s_ar_chunk, &g, cfg->seconds, floats, err, sizeof err, &is);
         }
         if (mrc == 0) {
-            mrc = s_ar_calibrate(ps_bench_mpi_chunk, &m, cfg->seconds, floats, merr, sizeof merr,
-                                 &im);
+            mrc = s_ar_calibrate(ps_bench_mpi_chunk, &m, cfg->seconds, floats, merr,
+                                 sizeof merr, &im);
         }
         int k = 0, nr = 0;
         for (; k < cfg->reps && (rc == 0 || mrc == 0); k++) {

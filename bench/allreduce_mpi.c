@@ -50,7 +50,8 @@ static int s_mpi_alive(ps_bench_mpi_t *m, char *err, size_t errlen)
 }
 
 /* Waits for rank 0's next reply (a double) within `seconds`, watching mpirun. */
-static int s_mpi_reply(ps_bench_mpi_t *m, double seconds, char *err, size_t errlen, double *v)
+static int s_mpi_reply(ps_bench_mpi_t *m, double seconds, char *err, size_t errlen,
+                       double *v)
 {
     double until = ps_now() + seconds;
     for (;;) {

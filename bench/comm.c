@@ -37,7 +37,8 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
             cfg->out, "comm",
             "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
             "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
-            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_round,"
+            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_"
+            "round,"
             "zmq_cpu_ms_per_round",
             "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,"
             "ZeroMQ rounds/s,ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,"
@@ -79,16 +80,16 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                 double ratio = q->ratio;
                 fprintf(stderr,
                         COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: shardps %.3f GB/s, "
-                               "ZeroMQ %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
+                                  "ZeroMQ %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
                         done, n, name, S, W, s_gbs(q->ps, bytes), s_gbs(q->zmq, bytes),
                         ratio, q->ratio_lo, q->ratio_hi, ps_now() - t0);
-                ps_bench_table_rowf(t,
-                                    "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
-                                    "%.3f",
-                                    bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
-                                    s_gbs(q->ps, bytes), q->zmq, s_gbs(q->zmq, bytes),
-                                    ratio, q->ratio_lo, q->ratio_hi, q->ps_cpu * 1e3,
-                                    q->zmq_cpu * 1e3);
+                ps_bench_table_rowf(
+                    t,
+                    "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
+                    "%.3f",
+                    bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
+                    s_gbs(q->ps, bytes), q->zmq, s_gbs(q->zmq, bytes), ratio, q->ratio_lo,
+                    q->ratio_hi, q->ps_cpu * 1e3, q->zmq_cpu * 1e3);
                 if (bytes >= (1L << 20) && bytes <= (16L << 20)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
@@ -135,7 +136,8 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
             int points = 0;
             ps_bench_str_addf(&gp, "$w%ds%d << EOD\n", w, s);
             for (int z = 0; z < cfg->nsizes; z++) {
-                const ps_bench_comm_result_t *q = &res[(w * cfg->nservers + s) * cfg->nsizes + z];
+                const ps_bench_comm_result_t *q =
+                    &res[(w * cfg->nservers + s) * cfg->nsizes + z];
                 if (!isnan(q->ps)) {
                     ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
                                       s_gbs(q->ps, cfg->sizes[z]),
@@ -189,7 +191,8 @@ static int s_list(const char *name, const char *text, long *vals, int *n, long l
     }
     if (got < 0) {
         fprintf(stderr,
-                COMM_PROG ": error: --%s %s: expected a comma-separated list of %ld to %ld\n",
+                COMM_PROG
+                ": error: --%s %s: expected a comma-separated list of %ld to %ld\n",
                 name, text, lo, hi);
         return PS_EINVAL;
     }
@@ -267,7 +270,8 @@ int ps_bench_comm_main(int argc, char **argv)
     for (int i = 0; i < cfg.nsizes + cfg.nar_sizes; i++) {
         long b = i < cfg.nsizes ? cfg.sizes[i] : cfg.ar_sizes[i - cfg.nsizes];
         if (b % 4) {
-            fprintf(stderr, COMM_PROG ": error: --%s: %ld is not a whole number of floats\n",
+            fprintf(stderr,
+                    COMM_PROG ": error: --%s: %ld is not a whole number of floats\n",
                     i < cfg.nsizes ? "sizes" : "allreduce-sizes", b);
             return 2;
         }
@@ -279,7 +283,7 @@ int ps_bench_comm_main(int argc, char **argv)
         if (cfg.ar_workers[i] < 2) {
             fprintf(stderr,
                     COMM_PROG ": error: --allreduce-workers: allreduce needs 2 or more "
-                           "(or 0 for none)\n");
+                              "(or 0 for none)\n");
             return 2;
         }
     }
@@ -291,7 +295,8 @@ int ps_bench_comm_main(int argc, char **argv)
         return 2;
     }
     if (ps_bench_mkdirs(cfg.out) != 0) {
-        fprintf(stderr, COMM_PROG ": error: cannot create %s: %s\n", cfg.out, strerror(errno));
+        fprintf(stderr, COMM_PROG ": error: cannot create %s: %s\n", cfg.out,
+                strerror(errno));
         return 1;
     }
     ps_log_set_role("B", -1);

@@ -37,11 +37,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "bench/bench.h"
 #include "kernels/kernels.h"
 #include "kernels/optim.h"
 #include "kernels/threads.h"

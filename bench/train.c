@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/job.h"
-#include "bench/bench.h"
 #include "deploy/proc.h"
 
 #define S_PROG "shardps-bench train"

@@ -168,8 +168,8 @@ double ps_bench_cpu_seconds(pid_t pid)
      * 3; utime and stime are fields 14 and 15, in clock ticks. */
     unsigned long long ut, st;
     const char *p = strrchr(text, ')');
-    int ok = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                         &st) == 2;
+    int ok = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                         &ut, &st) == 2;
     free(text);
     return ok ? (double)(ut + st) / (double)sysconf(_SC_CLK_TCK) : -1;
 }

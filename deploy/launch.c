@@ -111,11 +111,11 @@ static const char *const s_role_name[] = {"scheduler", "server", "worker"};
 enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };
 
 typedef struct {
-    char tag[16];      /* log tag: "C", "S0", "W3" */
-    int role;          /* S_ROLE_* */
-    int rank;          /* rank within the role; 0 for the scheduler */
-    pid_t pid;         /* 0 until started; also its process group id */
-    int running;       /* started and not yet reaped */
+    char tag[16];           /* log tag: "C", "S0", "W3" */
+    int role;               /* S_ROLE_* */
+    int rank;               /* rank within the role; 0 for the scheduler */
+    pid_t pid;              /* 0 until started; also its process group id */
+    int running;            /* started and not yet reaped */
     ps_proc_lines_t out[2]; /* [0] stdout, [1] stderr (lines <= S_LINE_MAX) */
 } s_child_t;
 
@@ -202,7 +202,8 @@ static void s_emit(s_launch_t *L, const s_child_t *c, int k, const char *p, size
     memcpy(L->scratch + used, p, n);
     used += n;
     L->scratch[used++] = '\n';
-    (void)ps_proc_write_all(STDERR_FILENO, L->scratch, used); /* stderr gone: nothing to do */
+    /* When stderr is gone there is nothing better to do. */
+    (void)ps_proc_write_all(STDERR_FILENO, L->scratch, used);
 }
 
 /* Where a child's stream sends its lines. */

@@ -291,8 +291,7 @@ void ps_proc_lines_close(ps_proc_lines_t *l, ps_proc_line_fn *fn, void *ctx)
     s_close(&l->fd);
 }
 
-int ps_proc_lines_read(ps_proc_lines_t *l, size_t max_line, ps_proc_line_fn *fn,
-                       void *ctx)
+int ps_proc_lines_read(ps_proc_lines_t *l, size_t max_line, ps_proc_line_fn *fn, void *ctx)
 {
     if (l->fd < 0) {
         return -1;

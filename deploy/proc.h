@@ -21,10 +21,10 @@ extern "C" {
 
 /* ps_proc_spec_t.flags */
 enum {
-    PS_PROC_GROUP = 1u << 0,   /* own process group (pgid = pid): a signal to the group
-                                  reaches the child's children; Ctrl-C reaches only us */
-    PS_PROC_PDEATH = 1u << 1,  /* SIGKILLed when this process dies */
-    PS_PROC_CAPTURE = 1u << 2, /* stdout and stderr into two pipes (ps_proc_t.out) */
+    PS_PROC_GROUP = 1u << 0,    /* own process group (pgid = pid): a signal to the group
+                                   reaches the child's children; Ctrl-C reaches only us */
+    PS_PROC_PDEATH = 1u << 1,   /* SIGKILLed when this process dies */
+    PS_PROC_CAPTURE = 1u << 2,  /* stdout and stderr into two pipes (ps_proc_t.out) */
     PS_PROC_NO_STDIN = 1u << 3, /* stdin from /dev/null */
 };
 
@@ -122,8 +122,7 @@ typedef void ps_proc_line_fn(void *ctx, const char *line, size_t n);
  * or an error: the unfinished line is passed on first), or PS_ENOMEM when the
  * line buffer cannot grow (nothing read; the caller says so and closes).
  */
-int ps_proc_lines_read(ps_proc_lines_t *l, size_t max_line, ps_proc_line_fn *fn,
-                       void *ctx);
+int ps_proc_lines_read(ps_proc_lines_t *l, size_t max_line, ps_proc_line_fn *fn, void *ctx);
 
 /* Passes on the unfinished line, if any, and closes fd. Safe when closed. */
 void ps_proc_lines_close(ps_proc_lines_t *l, ps_proc_line_fn *fn, void *ctx);
