@@ -18,17 +18,18 @@
 
 /* ---- growable string ---------------------------------------------------- */
 
-void ps_bench_str_addf(ps_bench_str_t *s, const char *fmt, ...)
+/* ps_bench_str_addf with a va_list (left unused for the caller's va_end). */
+static void s_str_vaddf(ps_bench_str_t *s, const char *fmt, va_list ap)
 {
     if (s->oom) {
         return;
     }
     for (;;) {
         size_t room = s->cap - s->len;
-        va_list ap;
-        va_start(ap, fmt);
-        int n = room ? vsnprintf(s->p + s->len, room, fmt, ap) : -2;
-        va_end(ap);
+        va_list aq;
+        va_copy(aq, ap);
+        int n = room ? vsnprintf(s->p + s->len, room, fmt, aq) : -2;
+        va_end(aq);
         if (n == -1) {
             s->oom = 1; /* encoding error: keep what we have */
             return;
@@ -50,6 +51,14 @@ void ps_bench_str_addf(ps_bench_str_t *s, const char *fmt, ...)
         s->cap = cap;
         s->p[s->len] = '\0';
     }
+}
+
+void ps_bench_str_addf(ps_bench_str_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s_str_vaddf(s, fmt, ap);
+    va_end(ap);
 }
 
 const char *ps_bench_str_get(const ps_bench_str_t *s)
@@ -151,12 +160,12 @@ void ps_bench_table_rowf(ps_bench_table_t *t, const char *fmt, ...)
 
 void ps_bench_table_note(ps_bench_table_t *t, const char *fmt, ...)
 {
-    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    ps_bench_str_addf(&t->notes, "\n");
+    s_str_vaddf(&t->notes, fmt, ap);
+    ps_bench_str_addf(&t->notes, "\n");
     va_end(ap);
-    ps_bench_str_addf(&t->notes, "\n%s\n", line);
 }
 
 void ps_bench_table_destroy(ps_bench_table_t **tp, int echo)
