@@ -50,7 +50,7 @@ step cnn "${launch[@]}" --servers 1 --workers 1 --model cnn --epochs 3 --summary
 for m in mlp cnn; do
     steps=$([ "$m" = mlp ] && echo 2000 || echo 300)
     for d in $(printf '%s\n' cpu "$dev" | uniq); do
-        step "compute_${m}_$d" "$bin/deploy/shardps-bench" compute --model "$m" --device "$d" \
+        step "compute_${m}_$d" "$bin/bench/shardps-bench" compute --model "$m" --device "$d" \
             --steps "$steps" --data "$data" --json "$out/compute_${m}_$d.json"
     done
     step "torch_${m}_$dev" "$python" "$here/torch_gpu.py" --baseline "$base" --model "$m" \

@@ -29,9 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -43,13 +41,13 @@
 #include "common/error.h"
 #include "common/job.h"
 #include "common/log.h"
+#include "deploy/proc.h"
 #include "scheduler/flags.h"
 #include "server/flags.h"
 #include "worker/flags.h"
 
 #define S_PROG "shardps-launch"
 #define S_LINE_MAX (64 * 1024) /* longer child lines are split at this size */
-#define S_LINE_INIT 4096       /* first size of a stream's line buffer */
 #define S_ENDPOINT_WAIT_S 15.0 /* how long the scheduler has to write its endpoint */
 #define S_STOP_GRACE_S 5.0     /* SIGTERM -> SIGKILL */
 #define S_AFTER_SCHED_S 15.0   /* others must exit this long after the scheduler did */
@@ -108,21 +106,13 @@ static const char *const s_unset_env[] = {
 
 enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };
 
-/* One captured output stream of a child. */
 typedef struct {
-    int fd;     /* read end of the pipe; -1 once closed */
-    char *buf;  /* bytes of the current, unfinished line */
-    size_t len; /* bytes used in buf */
-    size_t cap; /* bytes allocated in buf (<= S_LINE_MAX) */
-} s_stream_t;
-
-typedef struct {
-    char tag[16];      /* log tag: "C", "S0", "W3" */
-    int role;          /* S_ROLE_* */
-    int rank;          /* rank within the role; 0 for the scheduler */
-    pid_t pid;         /* 0 until started; also its process group id */
-    int running;       /* started and not yet reaped */
-    s_stream_t out[2]; /* [0] stdout, [1] stderr */
+    char tag[16];           /* log tag: "C", "S0", "W3" */
+    int role;               /* S_ROLE_* */
+    int rank;               /* rank within the role; 0 for the scheduler */
+    pid_t pid;              /* 0 until started; also its process group id */
+    int running;            /* started and not yet reaped */
+    ps_proc_lines_t out[2]; /* [0] stdout, [1] stderr (lines <= S_LINE_MAX) */
 } s_child_t;
 
 typedef struct {
@@ -182,27 +172,6 @@ static void s_on_signal(int sig)
 
 /* ---- output ------------------------------------------------------------- */
 
-static void s_write_all(const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(STDERR_FILENO, p, n);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            if (errno == EAGAIN) {
-                struct pollfd pfd = {.fd = STDERR_FILENO, .events = POLLOUT};
-                if (poll(&pfd, 1, 1000) > 0) {
-                    continue;
-                }
-            }
-            return; /* stderr is gone: nothing better to do */
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 /* Does the line start like "HH:MM:SS.mmm "? */
 static int s_is_logger_line(const char *p, size_t n)
 {
@@ -240,72 +209,41 @@ static void s_emit(s_launch_t *L, const s_child_t *c, int k, const char *p, size
     memcpy(L->scratch + used, p, n);
     used += n;
     L->scratch[used++] = '\n';
-    s_write_all(L->scratch, used);
+    /* When stderr is gone there is nothing better to do. */
+    (void)ps_proc_write_all(STDERR_FILENO, L->scratch, used);
+}
+
+/* Where a child's stream sends its lines. */
+typedef struct {
+    s_launch_t *L;
+    const s_child_t *c;
+    int k; /* 0 stdout, 1 stderr */
+} s_sink_t;
+
+static void s_on_line(void *ctx, const char *p, size_t n)
+{
+    const s_sink_t *sink = ctx;
+    s_emit(sink->L, sink->c, sink->k, p, n);
 }
 
 static void s_stream_close(s_launch_t *L, s_child_t *c, int k)
 {
-    s_stream_t *st = &c->out[k];
-    if (st->fd < 0) {
-        return;
-    }
-    if (st->len > 0) {
-        s_emit(L, c, k, st->buf, st->len);
-        st->len = 0;
-    }
-    close(st->fd);
-    st->fd = -1;
+    s_sink_t sink = {L, c, k};
+    ps_proc_lines_close(&c->out[k], s_on_line, &sink);
 }
 
 /* Reads what is there on one stream and emits every complete line.
  * Returns 1 when bytes were read, 0 when none are ready, -1 once closed. */
 static int s_stream_read(s_launch_t *L, s_child_t *c, int k)
 {
-    s_stream_t *st = &c->out[k];
-    if (st->fd < 0) {
-        return -1;
-    }
-    if (st->len == st->cap) {
-        if (st->cap < S_LINE_MAX) {
-            size_t cap = st->cap ? st->cap * 2 : S_LINE_INIT;
-            char *nb = realloc(st->buf, cap);
-            if (!nb) {
-                ps_log_err("out of memory reading %s's output", c->tag);
-                s_stream_close(L, c, k);
-                return -1;
-            }
-            st->buf = nb;
-            st->cap = cap;
-        } else {
-            s_emit(L, c, k, st->buf, st->len); /* a line too long: split it */
-            st->len = 0;
-        }
-    }
-    ssize_t n = read(st->fd, st->buf + st->len, st->cap - st->len);
-    if (n < 0 && errno == EINTR) {
-        return 1;
-    }
-    if (n < 0 && errno == EAGAIN) {
-        return 0;
-    }
-    if (n <= 0) {
+    s_sink_t sink = {L, c, k};
+    int rc = ps_proc_lines_read(&c->out[k], S_LINE_MAX, s_on_line, &sink);
+    if (rc == PS_ENOMEM) {
+        ps_log_err("out of memory reading %s's output", c->tag);
         s_stream_close(L, c, k);
         return -1;
     }
-    size_t from = st->len, start = 0;
-    st->len += (size_t)n;
-    const char *nl;
-    while ((nl = memchr(st->buf + from, '\n', st->len - from)) != NULL) {
-        size_t end = (size_t)(nl - st->buf);
-        s_emit(L, c, k, st->buf + start, end - start);
-        start = end + 1;
-        from = start;
-    }
-    if (start > 0) {
-        memmove(st->buf, st->buf + start, st->len - start);
-        st->len -= start;
-    }
-    return 1;
+    return rc;
 }
 
 /* ---- children ----------------------------------------------------------- */
@@ -453,50 +391,12 @@ static int s_allreduce(const s_launch_t *L)
     return !ps_job_has_servers(&L->job);
 }
 
-static void s_child_exec(const char *path, char *const *argv, int out_fd, int err_fd,
-                         const sigset_t *mask, pid_t parent)
-{
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        sigaction(sigs[i], &sa, NULL);
-    }
-    sigprocmask(SIG_SETMASK, mask, NULL);
-    /* Own process group, so a stop reaches its own children too and the
-     * terminal's Ctrl-C reaches only the launcher; die with the launcher. */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) {
-        _exit(127);
-    }
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) {
-        dup2(nul, STDIN_FILENO);
-        if (nul != STDIN_FILENO) {
-            close(nul);
-        }
-    }
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(err_fd, STDERR_FILENO);
-    execv(path, argv);
-    const char *msg = strerror(errno);
-    dprintf(STDERR_FILENO, S_PROG ": cannot execute %s: %s\n", path, msg);
-    _exit(127);
-}
-
 /* Starts one child. Returns 0, or PS_EIO after logging why. */
 static int s_spawn(s_launch_t *L, s_child_t *c, s_argv_t *a)
 {
-    int po[2] = {-1, -1}, pe[2] = {-1, -1};
     if (a->oom) {
         ps_log_err("cannot start %s: out of memory", c->tag);
         return PS_EIO;
-    }
-    if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
-        ps_log_err("cannot start %s: pipe: %s", c->tag, strerror(errno));
-        goto fail;
     }
     if (ps_log_level >= PS_LOG_DEBUG) {
         size_t cap = 4096, used = 0;
@@ -508,43 +408,26 @@ static int s_spawn(s_launch_t *L, s_child_t *c, s_argv_t *a)
         }
         ps_log_debug("starting %s: %s", c->tag, line);
     }
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old); /* no handler runs in the child before exec */
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        s_child_exec(L->bin[c->role], a->v, po[1], pe[1], &old, parent);
+    /* Own process group, so a stop reaches its own children too and the
+     * terminal's Ctrl-C reaches only the launcher; die with the launcher. */
+    ps_proc_spec_t spec = {
+        .path = L->bin[c->role],
+        .argv = a->v,
+        .flags = PS_PROC_GROUP | PS_PROC_PDEATH | PS_PROC_CAPTURE | PS_PROC_NO_STDIN,
+        .prog = S_PROG,
+    };
+    ps_proc_t p;
+    char err[256];
+    if (ps_proc_spawn(&spec, &p, err, sizeof err) != 0) {
+        ps_log_err("cannot start %s: %s", c->tag, err);
+        return PS_EIO;
     }
-    int fork_errno = errno;
-    if (pid > 0) {
-        setpgid(pid, pid); /* also here, so the group exists before any kill(-pid) */
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid < 0) {
-        ps_log_err("cannot start %s: fork: %s", c->tag, strerror(fork_errno));
-        goto fail;
-    }
-    close(po[1]);
-    close(pe[1]);
-    c->out[0].fd = po[0];
-    c->out[1].fd = pe[0];
-    fcntl(po[0], F_SETFL, O_NONBLOCK);
-    fcntl(pe[0], F_SETFL, O_NONBLOCK);
-    c->pid = pid;
+    c->out[0].fd = p.out[0];
+    c->out[1].fd = p.out[1];
+    c->pid = p.pid;
     c->running = 1;
     L->nrunning++;
     return 0;
-fail:
-    for (int i = 0; i < 2; i++) {
-        if (po[i] >= 0) {
-            close(po[i]);
-        }
-        if (pe[i] >= 0) {
-            close(pe[i]);
-        }
-    }
-    return PS_EIO;
 }
 
 /* Sends sig to the process group of every running child. */
@@ -552,8 +435,8 @@ static void s_signal_all(s_launch_t *L, int sig)
 {
     for (int i = 0; i < L->nkids; i++) {
         s_child_t *c = &L->kids[i];
-        if (c->running && kill(-c->pid, sig) != 0) {
-            kill(c->pid, sig);
+        if (c->running) {
+            ps_proc_signal_group(c->pid, sig);
         }
     }
 }
@@ -597,25 +480,12 @@ static void s_kill_now(s_launch_t *L)
     s_signal_all(L, SIGKILL);
 }
 
-static void s_describe(int status, char *out, size_t cap)
-{
-    if (WIFEXITED(status)) {
-        snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
-    } else if (WIFSIGNALED(status)) {
-        const char *abbr = sigabbrev_np(WTERMSIG(status));
-        snprintf(out, cap, "killed by signal %d%s%s%s", WTERMSIG(status),
-                 abbr ? " (SIG" : "", abbr ? abbr : "", abbr ? ")" : "");
-    } else {
-        snprintf(out, cap, "ended with wait status 0x%x", (unsigned)status);
-    }
-}
-
 /* Reaps every child that has exited; a failure starts the stop. */
 static void s_reap(s_launch_t *L)
 {
     for (;;) {
         int status = 0;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
+        pid_t pid = ps_proc_wait(-1, 0, &status);
         if (pid <= 0) {
             return;
         }
@@ -636,7 +506,7 @@ static void s_reap(s_launch_t *L)
             }
         }
         char how[96];
-        s_describe(status, how, sizeof how);
+        ps_proc_describe(status, how, sizeof how);
         int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (L->phase == S_PHASE_STOP) {
             ps_log_debug("%s (pid %d) %s", c->tag, (int)pid, how);
@@ -743,12 +613,6 @@ static int s_start_nodes(s_launch_t *L)
 
 /* ---- set-up ------------------------------------------------------------- */
 
-static int s_is_exe(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
-}
-
 /* Finds shardps-<role>: --bin-dir, else next to this executable, else in
  * ../<role>/ (the Meson build tree), else $PATH. Returns 0 or PS_ENOENT. */
 static int s_find_bin(const char *bin_dir, const char *role, char *out, size_t cap)
@@ -757,43 +621,17 @@ static int s_find_bin(const char *bin_dir, const char *role, char *out, size_t c
     snprintf(name, sizeof name, "shardps-%s", role);
     if (bin_dir) {
         snprintf(cand, sizeof cand, "%s/%s", bin_dir, name);
-        if (!s_is_exe(cand)) {
+        if (!ps_proc_is_exe(cand)) {
             fprintf(stderr, S_PROG ": error: no executable %s in --bin-dir %s\n", name,
                     bin_dir);
             return PS_ENOENT;
         }
-    } else {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        int found = 0;
-        if (n > 0) {
-            self[n] = '\0';
-            char *slash = strrchr(self, '/');
-            if (slash) {
-                *slash = '\0';
-                snprintf(cand, sizeof cand, "%s/%s", self, name);
-                found = s_is_exe(cand);
-                if (!found) {
-                    snprintf(cand, sizeof cand, "%s/../%s/%s", self, role, name);
-                    found = s_is_exe(cand);
-                }
-            }
-        }
-        const char *path = getenv("PATH");
-        while (!found && path && *path) {
-            size_t len = strcspn(path, ":");
-            snprintf(cand, sizeof cand, "%.*s/%s", (int)(len ? len : 1), len ? path : ".",
-                     name);
-            found = s_is_exe(cand);
-            path += len + (path[len] == ':');
-        }
-        if (!found) {
-            fprintf(stderr,
-                    S_PROG ": error: cannot find %s (looked next to " S_PROG
-                           ", in ../%s/ and in $PATH; use --bin-dir)\n",
-                    name, role);
-            return PS_ENOENT;
-        }
+    } else if (ps_proc_find_exe(name, role, cand, sizeof cand) != 0) {
+        fprintf(stderr,
+                S_PROG ": error: cannot find %s (looked next to " S_PROG
+                       ", in ../%s/ and in $PATH; use --bin-dir)\n",
+                name, role);
+        return PS_ENOENT;
     }
     if (!realpath(cand, out) && snprintf(out, cap, "%s", cand) >= (int)cap) {
         fprintf(stderr, S_PROG ": error: path too long: %s\n", cand);
@@ -1191,8 +1029,8 @@ done:
     s_remove_tmpdir(L);
     if (L->kids) {
         for (int i = 0; i < L->nkids; i++) {
-            free(L->kids[i].out[0].buf);
-            free(L->kids[i].out[1].buf);
+            ps_proc_lines_fini(&L->kids[i].out[0]);
+            ps_proc_lines_fini(&L->kids[i].out[1]);
         }
     }
     for (int i = 0; i < 2; i++) {

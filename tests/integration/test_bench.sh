@@ -7,7 +7,7 @@
 # bench measures, it does not assert (see README, Benchmarks).
 . "$(dirname "$0")/lib.sh"
 
-BENCH=$SPS_BUILD/deploy/shardps-bench
+BENCH=$SPS_BUILD/bench/shardps-bench
 [ -x "$BENCH" ] || fail "no $BENCH"
 
 # header FILE EXPECTED: the CSV's first line is exactly EXPECTED.

@@ -1,16 +1,17 @@
 /*
- * deploy/bench.h - what the pieces of shardps-bench share.
+ * bench/bench.h - what the pieces of shardps-bench share.
  *
  * shardps-bench measures; it never decides pass or fail on a timing. Each
- * subcommand (bench_comm.c, bench_train.c) runs real shardps components,
+ * subcommand (comm.c, train.c, compute.c) runs real shardps components,
  * writes a CSV and a markdown table into an output directory and draws PNG
  * plots with gnuplot when it is installed. This header holds the helpers they
- * share (bench_util.c): output tables, a string builder, list parsing,
- * finding sibling executables, child processes and a small reader for the
- * scheduler's summary JSON. Not a library for anyone else.
+ * share: a string builder, output tables and plots (plots.c); list parsing,
+ * files, running a program, the machine, medians and a small reader for the
+ * scheduler's summary JSON (util.c). Child processes themselves are
+ * deploy/proc.h's, as the launcher's. Not a library for anyone else.
  */
-#ifndef PS_DEPLOY_BENCH_H
-#define PS_DEPLOY_BENCH_H
+#ifndef PS_BENCH_BENCH_H
+#define PS_BENCH_BENCH_H
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,6 +92,11 @@ int ps_bench_plot(const char *dir, const char *name, const char *script);
 void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
                           int h);
 
+/* The x axis of a plot against payload size: log2, tics named 4K, 1M, ...
+ * sizes: nsizes >= 1 byte counts. */
+void ps_bench_plot_sizes(ps_bench_str_t *gp, const long *sizes, int nsizes,
+                         const char *ylabel);
+
 /* ---- flags and files ------------------------------------------------------ */
 
 /*
@@ -105,27 +111,21 @@ void ps_bench_size_name(long bytes, char *buf, size_t cap);
 /* Creates a directory and its parents (mkdir -p). Returns 0 or PS_EIO. */
 int ps_bench_mkdirs(const char *path);
 
-/*
- * Finds the executable `name`: next to this program, then in ../SUBDIR/ (the
- * Meson build tree; subdir may be NULL), then on $PATH. Returns 0 with the
- * path in out, or PS_ENOENT.
- */
-int ps_bench_find_exe(const char *name, const char *subdir, char *out, size_t cap);
-
 /* Reads a whole file into *text (NUL-terminated; caller owns the result;
  * free with free()). Returns 0, PS_ENOENT or PS_ENOMEM. */
 int ps_bench_read_file(const char *path, char **text);
 
 /*
- * Runs argv[0] (a path) with stdout and stderr appended to log_path (or
- * inherited when NULL) and waits for it. Returns its exit status (0..255),
- * 128 + signal when it was killed, or a negative PS_E* when it could not start.
+ * Runs argv[0] (a path; ps_proc_find_exe finds one) with stdout and stderr
+ * appended to log_path (or inherited when NULL) and waits for it. Returns its
+ * exit status (0..255), 128 + signal when it was killed, or PS_EIO with a line
+ * on stderr when it could not start.
  */
 int ps_bench_run(char *const argv[], const char *log_path);
 
-/* As ps_bench_run, without waiting: the child's pid goes into *pid (the
- * caller reaps it). Returns 0, or PS_EIO with a line on stderr. */
-int ps_bench_spawn(char *const argv[], const char *log_path, pid_t *pid);
+/* The median of v[0..n-1], n >= 1; sorts v (so v[0] and v[n-1] are then the
+ * least and the greatest). */
+double ps_bench_median(double *v, int n);
 
 /* ---- the machine ------------------------------------------------------------ */
 

@@ -1,5 +1,5 @@
 /*
- * deploy/bench_train.c - shardps-bench train: the consistency modes against
+ * bench/train.c - shardps-bench train: the consistency modes against
  * each other on real training runs.
  *
  * For each mode (sync, async, ssp:2, sync:k/n with k = n-1, allreduce where
@@ -23,11 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/job.h"
-#include "deploy/bench.h"
+#include "deploy/proc.h"
 
 #define S_PROG "shardps-bench train"
 
@@ -573,7 +574,7 @@ int ps_bench_train_main(int argc, char **argv)
     }
     char path[PATH_MAX];
     if (!launch) {
-        if (ps_bench_find_exe("shardps-launch", "deploy", path, sizeof path) != 0) {
+        if (ps_proc_find_exe("shardps-launch", "deploy", path, sizeof path) != 0) {
             fprintf(stderr,
                     S_PROG ": error: cannot find shardps-launch (looked next to this "
                            "program, in ../deploy/ and on $PATH; use --launch)\n");

@@ -1,5 +1,5 @@
 /*
- * deploy/bench_mpi.c - shardps-bench-mpi: MPI_Allreduce timings, the reference
+ * bench/mpi_helper.c - shardps-bench-mpi: MPI_Allreduce timings, the reference
  * that `shardps-bench comm` puts beside shardps's ring allreduce.
  *
  * Run under mpirun by shardps-bench: shardps-bench-mpi DIR. The bench drives
@@ -11,7 +11,8 @@
  * file: leave); for it every rank runs, between barriers, `iters` in-place
  * float32 MPI_Allreduce sums of bytes/4 elements of a zeroed buffer, and rank 0
  * replies with the slowest rank's seconds (a double). The first reply (0.0)
- * says MPI is up. Built only where Meson finds MPI; it uses nothing of shardps.
+ * says MPI is up. Built only where Meson finds MPI; of shardps it uses only the
+ * pipe helpers of deploy/proc.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "deploy/proc.h"
 
 /* Calls MPI_Allreduce iters times; returns the slowest rank's seconds in all. */
 static double s_time(float *buf, int count, long iters)
@@ -33,41 +36,6 @@ static double s_time(float *buf, int count, long iters)
     double mine = MPI_Wtime() - t0, slowest = 0;
     MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
-}
-
-/* Reads exactly len bytes; 0, or -1 at end of file or on an error. */
-static int s_read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            return -1;
-        }
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
-static int s_write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -97,14 +65,14 @@ int main(int argc, char **argv)
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double up = 0;
-    if (rank == 0 && s_write_all(reply, &up, sizeof up) != 0) {
+    if (rank == 0 && ps_proc_write_all(reply, &up, sizeof up) != 0) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     float *buf = NULL;
     int64_t have = 0;
     for (;;) {
         int64_t c[2];
-        if (s_read_all(cmd, c, sizeof c) != 0 || c[0] <= 0) {
+        if (ps_proc_read_all(cmd, c, sizeof c, -1) != 0 || c[0] <= 0) {
             break;
         }
         int64_t count = c[0] / (int64_t)sizeof(float);
@@ -119,7 +87,7 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         double t = s_time(buf, (int)count, (long)c[1]);
-        if (rank == 0 && s_write_all(reply, &t, sizeof t) != 0) {
+        if (rank == 0 && ps_proc_write_all(reply, &t, sizeof t) != 0) {
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }

@@ -1,5 +1,5 @@
 /*
- * deploy/bench.c - shardps-bench: measurements of shardps, as tables and plots.
+ * bench/main.c - shardps-bench: measurements of shardps, as tables and plots.
  *
  *   shardps-bench comm  [--quick] [--out DIR] ...  push+pull goodput vs raw ZeroMQ
  *   shardps-bench train [--quick] [--out DIR] ...  modes x workers: speed, accuracy
@@ -7,13 +7,14 @@
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
- * nothing here fails on a timing. This file only dispatches; bench_comm.c,
- * bench_train.c and bench_compute.c measure, bench_util.c writes.
+ * nothing here fails on a timing. This file only dispatches; comm.c (with
+ * comm_run.c, allreduce.c and allreduce_mpi.c), train.c and compute.c
+ * measure, plots.c writes.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "deploy/bench.h"
+#include "bench/bench.h"
 
 static void s_usage(FILE *f)
 {

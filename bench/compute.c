@@ -1,5 +1,5 @@
 /*
- * deploy/bench_compute.c - shardps-bench compute: one worker's arithmetic
+ * bench/compute.c - shardps-bench compute: one worker's arithmetic
  * alone, beside PyTorch on the same machine in the same sitting.
  *
  * Trains one model in this process with no servers and no network: batches
@@ -37,11 +37,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "deploy/bench.h"
 #include "kernels/kernels.h"
 #include "kernels/optim.h"
 #include "kernels/threads.h"

@@ -1,0 +1,305 @@
+/*
+ * bench/comm.c - shardps-bench comm: push+pull goodput of the parameter
+ * server against raw ZeroMQ (comm_run.c measures one configuration), then
+ * allreduce bus bandwidth against MPI (allreduce.c). This file parses the
+ * flags, runs the sweep and writes the comm table and plot.
+ *
+ * Goodput is payload bytes moved (2 x payload per round) per second;
+ * GB = 1e9 bytes. Allreduce: bus bandwidth as nccl-tests define it (busbw =
+ * bytes / time x 2(n-1)/n).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/comm.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "common/log.h"
+
+#define COMM_TARGET_RATIO 0.8 /* the design note's target for 1-16 MB */
+
+/* ---- the sweep ------------------------------------------------------------------- */
+
+/* Goodput in GB/s from rounds per second: every round moves the payload twice. */
+static double s_gbs(double rounds_per_s, long bytes)
+{
+    return rounds_per_s * 2.0 * (double)bytes / 1e9;
+}
+
+static int s_sweep(const ps_bench_comm_cfg_t *cfg)
+{
+    ps_bench_table_t *t;
+    if (ps_bench_table_new(
+            cfg->out, "comm",
+            "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
+            "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
+            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_"
+            "round,"
+            "zmq_cpu_ms_per_round",
+            "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,"
+            "ZeroMQ rounds/s,ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,"
+            "shardps CPU ms/round,ZeroMQ CPU ms/round",
+            &t) != 0) {
+        return 1;
+    }
+    int n = cfg->nservers * cfg->nsizes * cfg->ninflight, done = 0, failed = 0;
+    ps_bench_comm_result_t *res = calloc((size_t)n, sizeof *res);
+    if (!res) {
+        ps_bench_table_destroy(&t, 0);
+        return 1;
+    }
+    double worst = INFINITY;
+    char worst_at[96] = "";
+    int in_target = 0, met = 0;
+    for (int w = 0; w < cfg->ninflight; w++) {
+        for (int s = 0; s < cfg->nservers; s++) {
+            for (int z = 0; z < cfg->nsizes; z++) {
+                int W = (int)cfg->inflight[w], S = (int)cfg->servers[s];
+                long bytes = cfg->sizes[z];
+                int idx = (w * cfg->nservers + s) * cfg->nsizes + z;
+                char name[32], err[256] = "";
+                ps_bench_size_name(bytes, name, sizeof name);
+                done++;
+                double t0 = ps_now();
+                ps_bench_comm_result_t *q = &res[idx];
+                int rc = ps_bench_comm_run(cfg, S, bytes, W, q, err, sizeof err);
+                if (rc != 0) {
+                    failed = 1;
+                    q->ps = q->zmq = NAN;
+                    fprintf(stderr,
+                            COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
+                            done, n, name, S, W, err[0] ? err : ps_strerror(rc));
+                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,,,,,", bytes, name, S, W,
+                                        W == 1 ? "sync" : "async");
+                    continue;
+                }
+                double ratio = q->ratio;
+                fprintf(stderr,
+                        COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: shardps %.3f GB/s, "
+                                  "ZeroMQ %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
+                        done, n, name, S, W, s_gbs(q->ps, bytes), s_gbs(q->zmq, bytes),
+                        ratio, q->ratio_lo, q->ratio_hi, ps_now() - t0);
+                ps_bench_table_rowf(
+                    t,
+                    "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
+                    "%.3f",
+                    bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
+                    s_gbs(q->ps, bytes), q->zmq, s_gbs(q->zmq, bytes), ratio, q->ratio_lo,
+                    q->ratio_hi, q->ps_cpu * 1e3, q->zmq_cpu * 1e3);
+                if (bytes >= (1L << 20) && bytes <= (16L << 20)) {
+                    in_target++;
+                    met += ratio >= COMM_TARGET_RATIO;
+                    if (ratio < worst) {
+                        worst = ratio;
+                        snprintf(worst_at, sizeof worst_at, "%s, %d servers, %d in flight",
+                                 name, S, W);
+                    }
+                }
+            }
+        }
+    }
+    char machine[256];
+    ps_bench_machine(machine, sizeof machine, cfg->load_before);
+    ps_bench_table_note(
+        t,
+        "Round: push of the whole payload + pull of it (shardps; split over the "
+        "servers by the shard map; servers apply plain SGD) or one echo of the "
+        "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
+        "split, one echo process per server). Goodput = 2 x payload x rounds/s, "
+        "GB = 1e9 B. In flight 1: sync mode; more: async. %d repetitions of "
+        ">= %.2f s, ZeroMQ then shardps back to back; rates are medians, the ratio is "
+        "the median of the %d back-to-back ratios (min and max beside it). CPU per round: "
+        "user + system seconds of every process of that side (this one included), "
+        "median; on a machine whose cores are all busy it bounds the rate. Machine: %s.",
+        cfg->reps, cfg->seconds, cfg->reps, machine);
+    if (in_target) {
+        ps_bench_table_note(
+            t,
+            "Target (1-16 MB: shardps >= %.1fx ZeroMQ): met in %d of %d rows; "
+            "lowest ratio %.2f (%s).",
+            COMM_TARGET_RATIO, met, in_target, worst, worst_at);
+    }
+    ps_bench_table_destroy(&t, 1);
+
+    /* Goodput against payload: one panel per in-flight count with data, one
+     * line pair per server count with data (gnuplot fails on a series that
+     * has no point). */
+    ps_bench_str_t gp = {0}, panels = {0};
+    int npanels = 0;
+    for (int w = 0; w < cfg->ninflight; w++) {
+        ps_bench_str_t plot = {0};
+        for (int s = 0; s < cfg->nservers; s++) {
+            int points = 0;
+            ps_bench_str_addf(&gp, "$w%ds%d << EOD\n", w, s);
+            for (int z = 0; z < cfg->nsizes; z++) {
+                const ps_bench_comm_result_t *q =
+                    &res[(w * cfg->nservers + s) * cfg->nsizes + z];
+                if (!isnan(q->ps)) {
+                    ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
+                                      s_gbs(q->ps, cfg->sizes[z]),
+                                      s_gbs(q->zmq, cfg->sizes[z]));
+                    points++;
+                }
+            }
+            ps_bench_str_addf(&gp, "EOD\n");
+            if (points) {
+                ps_bench_str_addf(&plot,
+                                  "%s$w%ds%d u 1:2 w lp lc %d pt 7 t 'shardps S=%ld', "
+                                  "$w%ds%d u 1:3 w l lc %d dt 2 t 'ZeroMQ S=%ld'",
+                                  plot.len ? ", " : "", w, s, s + 1, cfg->servers[s], w, s,
+                                  s + 1, cfg->servers[s]);
+            }
+        }
+        if (plot.len) {
+            ps_bench_str_addf(&panels, "set title '%ld in flight (%s)'\nplot %s\n",
+                              cfg->inflight[w], cfg->inflight[w] == 1 ? "sync" : "async",
+                              ps_bench_str_get(&plot));
+            npanels++;
+        }
+        ps_bench_str_fini(&plot);
+    }
+    if (npanels) {
+        ps_bench_str_t head = {0};
+        ps_bench_plot_header(&head, cfg->out, "comm_goodput", 420 * npanels, 380);
+        ps_bench_plot_sizes(&head, cfg->sizes, cfg->nsizes, "goodput (GB/s)");
+        ps_bench_str_addf(&head, "%sset multiplot layout 1,%d\n%sunset multiplot\n",
+                          ps_bench_str_get(&gp), npanels, ps_bench_str_get(&panels));
+        failed |=
+            ps_bench_plot(cfg->out, "comm_goodput", ps_bench_str_get(&head)) == PS_EIO;
+        ps_bench_str_fini(&head);
+    }
+    ps_bench_str_fini(&panels);
+    ps_bench_str_fini(&gp);
+    free(res);
+    return failed | ps_bench_allreduce(cfg);
+}
+
+/* ---- flags ------------------------------------------------------------------------ */
+
+/* Parses list flag `name` into vals with bounds; prints the error itself. */
+static int s_list(const char *name, const char *text, long *vals, int *n, long lo, long hi)
+{
+    int got = ps_bench_parse_list(text, vals, PS_BENCH_LIST_MAX);
+    for (int i = 0; got > 0 && i < got; i++) {
+        if (vals[i] < lo || vals[i] > hi) {
+            got = PS_EINVAL;
+        }
+    }
+    if (got < 0) {
+        fprintf(stderr,
+                COMM_PROG
+                ": error: --%s %s: expected a comma-separated list of %ld to %ld\n",
+                name, text, lo, hi);
+        return PS_EINVAL;
+    }
+    *n = got;
+    return 0;
+}
+
+int ps_bench_comm_main(int argc, char **argv)
+{
+    ps_bench_comm_cfg_t cfg = {
+        .out = "bench-out", .reps = 7, .seconds = 0, .mpi = 1, .ring_kib = 128};
+    int quick = 0;
+    const char *sizes = NULL, *servers = "1,2,4", *inflight = "1,4", *arw = "2,4";
+    const char *ar_sizes = NULL;
+    const char *log_level = "warn";
+    ps_flag_t flags[] = {
+        {"quick", PS_FLAG_BOOL, &quick, NULL,
+         "a few sizes (4K,1M,4M,16M; allreduce 4K,1M,16M,64M), shorter repetitions"},
+        {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the CSV, markdown and PNG files go"},
+        {"sizes", PS_FLAG_STR, &sizes, "LIST",
+         "payload bytes, K/M suffixes (default 4K,16K,...,64M)"},
+        {"servers", PS_FLAG_STR, &servers, "LIST", "server counts"},
+        {"inflight", PS_FLAG_STR, &inflight, "LIST",
+         "rounds in flight (1 = sync, more = async)"},
+        {"allreduce-workers", PS_FLAG_STR, &arw, "LIST",
+         "allreduce ranks (0 = no allreduce)"},
+        {"allreduce-sizes", PS_FLAG_STR, &ar_sizes, "LIST",
+         "allreduce payload bytes (default: --sizes when given, else as --sizes')"},
+        {"ring-kib", PS_FLAG_INT, &cfg.ring_kib, "KIB",
+         "shardps ring: KiB per message (the worker's --ring-kib default)"},
+        {"seconds", PS_FLAG_DOUBLE, &cfg.seconds, "S",
+         "least timed seconds per repetition (0 = 0.5; quick: 0.2)"},
+        {"reps", PS_FLAG_INT, &cfg.reps, "N", "repetitions, median reported"},
+        {"mpi", PS_FLAG_BOOL, &cfg.mpi, NULL,
+         "compare allreduce with MPI_Allreduce where installed"},
+        {"log-level", PS_FLAG_STR, &log_level, "LEVEL",
+         "of the shardps roles: err, warn, info, debug"},
+    };
+    int rc =
+        ps_config_parse(COMM_PROG,
+                        "Push+pull goodput of the parameter server against payload size, "
+                        "servers and requests\nin flight, each beside raw ZeroMQ between "
+                        "the same endpoints in the same run;\nallreduce bus bandwidth "
+                        "beside MPI_Allreduce. Writes comm.csv/.md, allreduce.csv/.md\n"
+                        "and comm_goodput.png into --out.",
+                        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    if (!ar_sizes) {
+        ar_sizes = sizes   ? sizes
+                   : quick ? "4K,1M,16M,64M"
+                           : "4K,16K,64K,256K,1M,4M,16M,64M";
+    }
+    if (!sizes) {
+        sizes = quick ? "4K,1M,4M,16M" : "4K,16K,64K,256K,1M,4M,16M,64M";
+    }
+    cfg.seconds = cfg.seconds > 0 ? cfg.seconds : quick ? 0.2 : 0.5;
+    cfg.reps = cfg.reps > 0 ? cfg.reps : 7;
+    if (s_list("sizes", sizes, cfg.sizes, &cfg.nsizes, 4, 1L << 30) != 0 ||
+        s_list("servers", servers, cfg.servers, &cfg.nservers, 1, COMM_MAX_SERVERS) != 0 ||
+        s_list("inflight", inflight, cfg.inflight, &cfg.ninflight, 1, COMM_MAX_INFLIGHT) !=
+            0 ||
+        s_list("allreduce-workers", arw, cfg.ar_workers, &cfg.nar, 0, AR_MAX_MEMBERS) !=
+            0 ||
+        s_list("allreduce-sizes", ar_sizes, cfg.ar_sizes, &cfg.nar_sizes, 4, 1L << 30) !=
+            0) {
+        return 2;
+    }
+    if (cfg.ring_kib < 1 || cfg.ring_kib > 65536) {
+        fprintf(stderr, COMM_PROG ": error: --ring-kib %d: expected 1 to 65536\n",
+                cfg.ring_kib);
+        return 2;
+    }
+    for (int i = 0; i < cfg.nsizes + cfg.nar_sizes; i++) {
+        long b = i < cfg.nsizes ? cfg.sizes[i] : cfg.ar_sizes[i - cfg.nsizes];
+        if (b % 4) {
+            fprintf(stderr,
+                    COMM_PROG ": error: --%s: %ld is not a whole number of floats\n",
+                    i < cfg.nsizes ? "sizes" : "allreduce-sizes", b);
+            return 2;
+        }
+    }
+    if (cfg.nar == 1 && cfg.ar_workers[0] == 0) {
+        cfg.nar = 0;
+    }
+    for (int i = 0; i < cfg.nar; i++) {
+        if (cfg.ar_workers[i] < 2) {
+            fprintf(stderr,
+                    COMM_PROG ": error: --allreduce-workers: allreduce needs 2 or more "
+                              "(or 0 for none)\n");
+            return 2;
+        }
+    }
+    if (cfg.reps > COMM_MAX_REPS) {
+        fprintf(stderr, COMM_PROG ": error: --reps: at most %d\n", COMM_MAX_REPS);
+        return 2;
+    }
+    if (ps_log_set_level_flag(COMM_PROG, log_level) != 0) {
+        return 2;
+    }
+    if (ps_bench_mkdirs(cfg.out) != 0) {
+        fprintf(stderr, COMM_PROG ": error: cannot create %s: %s\n", cfg.out,
+                strerror(errno));
+        return 1;
+    }
+    ps_log_set_role("B", -1);
+    cfg.load_before = ps_bench_loadavg();
+    return s_sweep(&cfg) ? 1 : 0;
+}

@@ -1,0 +1,573 @@
+/*
+ * bench/comm_run.c - one configuration of `shardps-bench comm`: what the
+ * parameter server moves, next to what ZeroMQ alone moves between the same
+ * endpoints.
+ *
+ * Parameter server: for each (servers S, payload, in flight W) a fresh job: a
+ * real scheduler and S real servers, each a process forked from this one
+ * running ps_scheduler_run() / ps_server_run() with its own ZeroMQ context,
+ * and this process as the job's only worker through worker/kv.h, with the
+ * payload as its model (P = payload / 4 floats, cut by the scheduler's shard
+ * map). One round = push the whole payload + pull it back. W = 1 runs in sync
+ * mode: push(step t), pull(version >= t+1), the servers applying one SGD step
+ * in between. W > 1 runs async with W rounds outstanding.
+ *
+ * ZeroMQ baseline: S echo processes (a ROUTER sending every message back), one
+ * DEALER each in this process, the same payload cut by the same shard map and
+ * sent zero-copy with a small first frame, W rounds in flight; same loopback
+ * TCP, same socket options (ps_transport_open). Received frames are read in
+ * place, as the servers do; the worker's client also copies pulled values
+ * into the caller's buffer, which is part of what is measured.
+ *
+ * Both are timed alternately, reps times each, after a warm-up: rates are
+ * medians, the ratio is the median of the back-to-back pairs' ratios, so a
+ * change in the machine's load hits both sides of each ratio.
+ *
+ * Processes are forked only while this one holds no ZeroMQ context and no
+ * thread of ours (everything is torn down between configurations).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/comm.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/job.h"
+#include "common/log.h"
+#include "deploy/proc.h"
+#include "proto/link.h"
+#include "proto/msg.h"
+#include "proto/range.h"
+#include "scheduler/scheduler.h"
+#include "server/server.h"
+#include "worker/kv.h"
+
+/* One configuration: its processes and this process's client side. */
+typedef struct {
+    const ps_bench_comm_cfg_t *cfg;
+    int S;                               /* servers */
+    int W;                               /* rounds in flight */
+    long bytes;                          /* payload */
+    uint64_t P;                          /* payload floats */
+    ps_range_t ranges[COMM_MAX_SERVERS]; /* the shard map, for the echo side */
+    char tmpdir[PATH_MAX];               /* holds the scheduler's endpoint file */
+    pid_t sched;                         /* scheduler process; 0 = none */
+    pid_t servers[COMM_MAX_SERVERS];     /* server processes */
+    pid_t echo[COMM_MAX_SERVERS];        /* echo processes */
+    char echo_ep[COMM_MAX_SERVERS][128];
+    void *ctx; /* this process's ZeroMQ context */
+    ps_link_t link;
+    ps_view_t *view;
+    ps_kv_t *kv;
+    void *dealers[COMM_MAX_SERVERS]; /* to the echo processes */
+    float *grad;                     /* P: what is pushed (and echoed) */
+    float *dst[COMM_MAX_INFLIGHT];   /* P each: where round k's pull lands */
+    int64_t step;                    /* next push's step */
+    char err[256];
+} comm_run_t;
+
+/* ---- the processes of one configuration ------------------------------------ */
+
+static int s_sched_main(const void *arg)
+{
+    ps_log_set_role("C", -1);
+    return ps_scheduler_run(arg);
+}
+
+static int s_server_main(const void *arg)
+{
+    ps_log_set_role("S", -1);
+    return ps_server_run(arg);
+}
+
+/* What an echo process is told: where to report its endpoint. */
+typedef struct {
+    int fd; /* write end of a pipe */
+} comm_echo_arg_t;
+
+/* An echo process: sends every multipart message back as it came, zero-copy
+ * (the received frames are handed back to ZeroMQ). Runs until killed. */
+static int s_echo_main(const void *arg)
+{
+    const comm_echo_arg_t *a = arg;
+    ps_log_set_role("E", -1);
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? ps_transport_open(ctx, ZMQ_ROUTER) : NULL;
+    char ep[128] = "";
+    if (!sock || ps_transport_bind(sock, "tcp://127.0.0.1:*", ep, sizeof ep) != 0) {
+        ps_log_err("echo: cannot bind: %s", zmq_strerror(zmq_errno()));
+        return 1;
+    }
+    ssize_t w = write(a->fd, ep, strlen(ep) + 1);
+    close(a->fd);
+    if (w <= 0) {
+        return 1;
+    }
+    for (;;) {
+        zmq_msg_t parts[PS_MSG_MAX_FRAMES], extra;
+        int n = 0, more = 1;
+        while (more) { /* [route][id][payload]; anything longer loses its tail */
+            zmq_msg_t *m = n < PS_MSG_MAX_FRAMES ? &parts[n] : &extra;
+            zmq_msg_init(m);
+            if (zmq_msg_recv(m, sock, 0) < 0) {
+                return 1;
+            }
+            more = zmq_msg_more(m);
+            if (m == &extra) {
+                zmq_msg_close(m);
+            } else {
+                n++;
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            if (zmq_msg_send(&parts[i], sock, i + 1 < n ? ZMQ_SNDMORE : 0) < 0) {
+                zmq_msg_close(&parts[i]);
+            }
+        }
+    }
+}
+
+/* ---- one configuration: set up and tear down -------------------------------- */
+
+/* Starts S echo processes and reads their endpoints. */
+static int s_start_echo(comm_run_t *r)
+{
+    for (int i = 0; i < r->S; i++) {
+        int fds[2];
+        if (pipe(fds) != 0) {
+            snprintf(r->err, sizeof r->err, "pipe: %s", strerror(errno));
+            return PS_EIO;
+        }
+        comm_echo_arg_t a = {fds[1]};
+        r->echo[i] = ps_proc_fork(s_echo_main, &a);
+        close(fds[1]);
+        ssize_t n =
+            r->echo[i] > 0 ? read(fds[0], r->echo_ep[i], sizeof r->echo_ep[i] - 1) : -1;
+        close(fds[0]);
+        if (n <= 0) {
+            snprintf(r->err, sizeof r->err, "echo process %d did not start", i);
+            return PS_EIO;
+        }
+        r->echo_ep[i][n] = '\0';
+    }
+    return 0;
+}
+
+/* Starts the scheduler and S servers of a job with P parameters; fills the
+ * configs, which must outlive the fork (they are copied into the children). */
+static int s_start_job(comm_run_t *r, ps_scheduler_config_t *sc, ps_server_config_t *vc,
+                       char *epfile, size_t epcap, char *sched_ep, size_t sched_cap)
+{
+    snprintf(r->tmpdir, sizeof r->tmpdir, "%s/sps-bench.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(r->tmpdir)) {
+        snprintf(r->err, sizeof r->err, "mkdtemp: %s", strerror(errno));
+        r->tmpdir[0] = '\0';
+        return PS_EIO;
+    }
+    snprintf(epfile, epcap, "%s/scheduler.ep", r->tmpdir);
+    memset(sc, 0, sizeof *sc);
+    sc->bind = "tcp://127.0.0.1:*";
+    sc->endpoint_file = epfile;
+    sc->servers = r->S;
+    sc->workers = 1;
+    sc->peer_timeout = 10.0;
+    sc->wait = 30.0;
+    ps_job_defaults(&sc->job);
+    /* Plain SGD: the servers' share of a round is one pass over the shard. */
+    snprintf(sc->job.optimizer, sizeof sc->job.optimizer, "sgd");
+    sc->job.momentum = 0;
+    sc->job.lr = 1e-3;
+    sc->job.batch = 1;
+    sc->job.epochs = 1;
+    ps_job_parse_mode(r->W == 1 ? "sync" : "async", &sc->job);
+    r->sched = ps_proc_fork(s_sched_main, sc);
+    if (r->sched <= 0) {
+        snprintf(r->err, sizeof r->err, "fork: %s", strerror(errno));
+        return PS_EIO;
+    }
+    char *text = NULL;
+    for (double until = ps_now() + 15.0; ps_now() < until; usleep(5000)) {
+        if (ps_bench_read_file(epfile, &text) == 0) {
+            break;
+        }
+    }
+    if (!text) {
+        snprintf(r->err, sizeof r->err, "the scheduler did not write its endpoint");
+        return PS_ETIMEDOUT;
+    }
+    text[strcspn(text, "\n")] = '\0';
+    snprintf(sched_ep, sched_cap, "%s", text);
+    free(text);
+    memset(vc, 0, sizeof *vc);
+    vc->scheduler = sched_ep;
+    vc->bind = "tcp://127.0.0.1:*";
+    vc->rank = -1;
+    vc->connect_timeout = 10.0;
+    vc->peer_timeout = 10.0;
+    vc->report_missing = 30.0;
+    for (int i = 0; i < r->S; i++) {
+        r->servers[i] = ps_proc_fork(s_server_main, vc);
+        if (r->servers[i] <= 0) {
+            snprintf(r->err, sizeof r->err, "fork: %s", strerror(errno));
+            return PS_EIO;
+        }
+    }
+    return 0;
+}
+
+/* This process's side: joins the job as its only worker, initialises the
+ * parameters, connects to the echo processes, allocates the buffers. */
+static int s_start_client(comm_run_t *r, const char *sched_ep)
+{
+    ps_job_t job;
+    r->ctx = zmq_ctx_new();
+    r->view = calloc(1, sizeof *r->view);
+    if (!r->ctx || !r->view) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        return PS_ENOMEM;
+    }
+    int rc = ps_link_join(&r->link, r->ctx, sched_ep, PS_ROLE_WORKER, -1, NULL, 10.0, 10.0,
+                          &job, r->err, sizeof r->err);
+    /* One sample per step and (practically) no end: the job lasts until we finish. */
+    if (rc == 0) {
+        ps_model_info_t info = {.num_params = r->P, .train_samples = UINT64_C(1) << 40};
+        rc = ps_link_wait_view(&r->link, &info, r->view, r->err, sizeof r->err);
+    }
+    if (rc == 0) {
+        rc = ps_kv_new(r->ctx, &r->link, r->view, &r->kv, r->err, sizeof r->err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    size_t n = (size_t)r->P * sizeof(float);
+    r->grad = malloc(n);
+    for (int k = 0; k < r->W; k++) {
+        r->dst[k] = malloc(n);
+        if (r->dst[k]) {
+            memset(r->dst[k], 0, n); /* fault the pages in before timing */
+        }
+    }
+    for (int k = 0; k < r->W; k++) {
+        if (!r->dst[k]) {
+            r->grad = (free(r->grad), NULL);
+        }
+    }
+    if (!r->grad) {
+        snprintf(r->err, sizeof r->err, "out of memory for %d x %ld bytes", r->W + 1,
+                 r->bytes);
+        return PS_ENOMEM;
+    }
+    memset(r->grad, 0, n);
+    rc = ps_kv_wait(r->kv, ps_kv_init(r->kv, 0, r->P, r->grad));
+    if (rc != 0) {
+        snprintf(r->err, sizeof r->err, "init: %s", ps_kv_error(r->kv));
+        return rc;
+    }
+    for (int i = 0; i < r->S; i++) {
+        r->dealers[i] = ps_transport_open(r->ctx, ZMQ_DEALER);
+        if (!r->dealers[i] || ps_transport_connect(r->dealers[i], r->echo_ep[i]) != 0) {
+            snprintf(r->err, sizeof r->err, "cannot connect to echo %d at %s", i,
+                     r->echo_ep[i]);
+            return PS_EIO;
+        }
+    }
+    return 0;
+}
+
+/* Ends the job (cleanly when ok), stops every process, frees everything.
+ * Returns 0 when every role exited 0 after a clean end. */
+static int s_teardown(comm_run_t *r, int ok)
+{
+    int rc = 0;
+    if (r->kv) {
+        if (ok) {
+            ps_done_t done = {0};
+            done.steps = r->step;
+            rc = ps_kv_finish(r->kv, &done);
+            if (rc != 0) {
+                snprintf(r->err, sizeof r->err, "finishing the job: %s",
+                         ps_kv_error(r->kv));
+            }
+        } else {
+            ps_kv_abort(r->kv, r->err[0] ? r->err : "shardps-bench failed");
+        }
+        ps_kv_destroy(&r->kv);
+    } else if (r->link.sock) {
+        ps_link_abort(&r->link, r->err[0] ? r->err : "shardps-bench failed");
+    }
+    ps_link_close(&r->link);
+    for (int i = 0; i < r->S; i++) {
+        ps_transport_close(&r->dealers[i]);
+    }
+    if (r->ctx) {
+        zmq_ctx_term(r->ctx);
+        r->ctx = NULL;
+    }
+    /* The job's roles end by themselves (the scheduler saw us finish or
+     * abort); anything left after a while is killed. */
+    double grace = ok ? 15.0 : 12.0;
+    for (int i = 0; i < r->S; i++) {
+        int st = ps_proc_reap(r->servers[i], grace);
+        rc = rc ? rc : (ok && st ? PS_EIO : 0);
+        r->servers[i] = 0;
+    }
+    int st = ps_proc_reap(r->sched, grace);
+    rc = rc ? rc : (ok && st ? PS_EIO : 0);
+    r->sched = 0;
+    for (int i = 0; i < r->S; i++) {
+        if (r->echo[i] > 0) {
+            kill(r->echo[i], SIGKILL);
+            ps_proc_reap(r->echo[i], 5.0);
+            r->echo[i] = 0;
+        }
+    }
+    if (rc != 0 && !r->err[0]) {
+        snprintf(r->err, sizeof r->err, "a scheduler or server process failed");
+    }
+    if (r->tmpdir[0]) {
+        char ep[PATH_MAX + 32];
+        snprintf(ep, sizeof ep, "%s/scheduler.ep", r->tmpdir);
+        unlink(ep);
+        rmdir(r->tmpdir);
+        r->tmpdir[0] = '\0';
+    }
+    free(r->grad);
+    r->grad = NULL;
+    for (int k = 0; k < COMM_MAX_INFLIGHT; k++) {
+        free(r->dst[k]);
+        r->dst[k] = NULL;
+    }
+    free(r->view);
+    r->view = NULL;
+    return rc;
+}
+
+/* ---- the two measurements ---------------------------------------------------- */
+
+/* Queues round k: push the payload, pull it back into dst[k]. */
+static int s_ps_submit(comm_run_t *r, int k, int *hp, int *hl)
+{
+    int64_t t = r->step++;
+    *hp = ps_kv_push(r->kv, 0, r->P, r->grad, t);
+    *hl = ps_kv_pull(r->kv, 0, r->P, r->dst[k], r->W == 1 ? t + 1 : 0);
+    if (*hp < 0 || *hl < 0) {
+        snprintf(r->err, sizeof r->err, "push/pull refused: %s", ps_kv_error(r->kv));
+        return *hp < 0 ? *hp : *hl;
+    }
+    return 0;
+}
+
+/*
+ * Parameter server: keeps W rounds outstanding for at least `seconds` and
+ * min_rounds rounds, then drains. *rounds completed in *elapsed seconds.
+ */
+static int s_ps_measure(comm_run_t *r, double seconds, int min_rounds, long *rounds,
+                        double *elapsed)
+{
+    int hp[COMM_MAX_INFLIGHT], hl[COMM_MAX_INFLIGHT], active[COMM_MAX_INFLIGHT] = {0};
+    long started = 0, done = 0;
+    double t0 = ps_now(), stop_at = t0 + seconds;
+    int rc = 0;
+    for (int k = 0; k < r->W && rc == 0; k++) {
+        rc = s_ps_submit(r, k, &hp[k], &hl[k]);
+        active[k] = rc == 0;
+        started += rc == 0;
+    }
+    for (int k = 0; done < started; k = (k + 1) % r->W) {
+        if (!active[k]) {
+            continue;
+        }
+        int a = ps_kv_wait(r->kv, hp[k]), b = ps_kv_wait(r->kv, hl[k]);
+        active[k] = 0;
+        done++;
+        if ((a || b) && rc == 0) {
+            snprintf(r->err, sizeof r->err, "push/pull failed: %s", ps_kv_error(r->kv));
+            rc = a ? a : b;
+        }
+        if (rc == 0 && (ps_now() < stop_at || started < min_rounds)) {
+            rc = s_ps_submit(r, k, &hp[k], &hl[k]);
+            active[k] = rc == 0;
+            started += rc == 0;
+        }
+    }
+    *elapsed = ps_now() - t0;
+    *rounds = done;
+    return rc;
+}
+
+/* ZeroMQ: sends one round, the payload's shard i to echo process i. */
+static int s_zmq_submit(comm_run_t *r, long round)
+{
+    for (int i = 0; i < r->S; i++) {
+        uint64_t id = (uint64_t)round;
+        zmq_msg_t m;
+        uint64_t n = ps_range_len(r->ranges[i]);
+        if (zmq_send(r->dealers[i], &id, sizeof id, ZMQ_SNDMORE) < 0) {
+            goto fail;
+        }
+        /* Zero-copy, no free function: grad outlives every send. */
+        zmq_msg_init_data(&m, r->grad + r->ranges[i].begin, n * sizeof(float), NULL, NULL);
+        if (zmq_msg_send(&m, r->dealers[i], 0) < 0) {
+            zmq_msg_close(&m);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    snprintf(r->err, sizeof r->err, "send to an echo process: %s",
+             zmq_strerror(zmq_errno()));
+    return PS_EIO;
+}
+
+/* ZeroMQ: reads every whole reply waiting on dealer i; counts them. */
+static int s_zmq_drain(comm_run_t *r, int i, long *replies)
+{
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, r->dealers[i], ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return zmq_errno() == EAGAIN ? 0 : PS_EIO;
+        }
+        int more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        while (more) { /* a multipart message arrives whole */
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, r->dealers[i], 0) < 0) {
+                zmq_msg_close(&m);
+                return PS_EIO;
+            }
+            more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        replies[i]++;
+    }
+}
+
+/* ZeroMQ: as s_ps_measure, with echo rounds. */
+static int s_zmq_measure(comm_run_t *r, double seconds, int min_rounds, long *rounds,
+                         double *elapsed)
+{
+    long replies[COMM_MAX_SERVERS] = {0}, started = 0, done = 0;
+    zmq_pollitem_t items[COMM_MAX_SERVERS];
+    for (int i = 0; i < r->S; i++) {
+        items[i] = (zmq_pollitem_t){r->dealers[i], 0, ZMQ_POLLIN, 0};
+    }
+    double t0 = ps_now(), stop_at = t0 + seconds;
+    int rc = 0;
+    for (int k = 0; k < r->W && rc == 0; k++) {
+        rc = s_zmq_submit(r, started);
+        started += rc == 0;
+    }
+    while (done < started) {
+        int n = zmq_poll(items, r->S, (long)(COMM_POLL_LIMIT_S * 1000));
+        if (n <= 0) {
+            snprintf(r->err, sizeof r->err, "no echo for %.0f s", COMM_POLL_LIMIT_S);
+            return PS_ETIMEDOUT;
+        }
+        long least = LONG_MAX;
+        for (int i = 0; i < r->S; i++) {
+            if ((items[i].revents & ZMQ_POLLIN) && s_zmq_drain(r, i, replies) != 0) {
+                snprintf(r->err, sizeof r->err, "receive: %s", zmq_strerror(zmq_errno()));
+                return PS_EIO;
+            }
+            least = replies[i] < least ? replies[i] : least;
+        }
+        /* Replies come back in order on each socket: a round is complete when
+         * every echo process has answered it. */
+        while (done < least) {
+            done++;
+            if (rc == 0 && (ps_now() < stop_at || started < min_rounds)) {
+                rc = s_zmq_submit(r, started);
+                started += rc == 0;
+            }
+        }
+    }
+    *elapsed = ps_now() - t0;
+    *rounds = done;
+    return rc;
+}
+
+/* CPU seconds used so far by this process and one side's processes: the
+ * scheduler and servers (ps) or the echo processes. Only one side works at a
+ * time, so this process's share belongs to the side being measured. */
+static double s_side_cpu(const comm_run_t *r, int ps)
+{
+    double sum = ps_bench_cpu_seconds(0);
+    if (ps) {
+        sum += ps_bench_cpu_seconds(r->sched);
+    }
+    for (int i = 0; i < r->S; i++) {
+        sum += ps_bench_cpu_seconds(ps ? r->servers[i] : r->echo[i]);
+    }
+    return sum;
+}
+
+/* Measures one configuration: rounds per second and CPU per round of both,
+ * medians. */
+static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
+{
+    const ps_bench_comm_cfg_t *cfg = r->cfg;
+    double ps[COMM_MAX_REPS], zq[COMM_MAX_REPS], ratio[COMM_MAX_REPS], el;
+    double ps_cpu[COMM_MAX_REPS], zq_cpu[COMM_MAX_REPS], c0;
+    long rounds;
+    /* Warm-up: connections, page faults, the servers' first touch. */
+    int rc = s_zmq_measure(r, 0, r->W + 1, &rounds, &el);
+    if (rc == 0) {
+        rc = s_ps_measure(r, 0, r->W + 1, &rounds, &el);
+    }
+    for (int i = 0; i < cfg->reps && rc == 0; i++) {
+        c0 = s_side_cpu(r, 0);
+        rc = s_zmq_measure(r, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
+        zq[i] = rounds / el;
+        zq_cpu[i] = (s_side_cpu(r, 0) - c0) / (double)rounds;
+        if (rc == 0) {
+            c0 = s_side_cpu(r, 1);
+            rc = s_ps_measure(r, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
+            ps[i] = rounds / el;
+            ps_cpu[i] = (s_side_cpu(r, 1) - c0) / (double)rounds;
+            ratio[i] = ps[i] / zq[i];
+        }
+    }
+    if (rc == 0) {
+        res->ps = ps_bench_median(ps, cfg->reps);
+        res->zmq = ps_bench_median(zq, cfg->reps);
+        res->ps_cpu = ps_bench_median(ps_cpu, cfg->reps);
+        res->zmq_cpu = ps_bench_median(zq_cpu, cfg->reps);
+        res->ratio = ps_bench_median(ratio, cfg->reps); /* sorts ratio */
+        res->ratio_lo = ratio[0];
+        res->ratio_hi = ratio[cfg->reps - 1];
+    }
+    return rc;
+}
+
+int ps_bench_comm_run(const ps_bench_comm_cfg_t *cfg, int S, long bytes, int W,
+                      ps_bench_comm_result_t *res, char *err, size_t errlen)
+{
+    comm_run_t r = {.cfg = cfg, .S = S, .W = W, .bytes = bytes};
+    r.P = (uint64_t)bytes / sizeof(float);
+    ps_range_split(r.P, S, r.ranges);
+    ps_scheduler_config_t sc;
+    ps_server_config_t vc;
+    char epfile[PATH_MAX + 32], sched_ep[256];
+    int rc = s_start_echo(&r);
+    if (rc == 0) {
+        rc = s_start_job(&r, &sc, &vc, epfile, sizeof epfile, sched_ep, sizeof sched_ep);
+    }
+    if (rc == 0) {
+        rc = s_start_client(&r, sched_ep);
+    }
+    if (rc == 0) {
+        rc = s_measure_config(&r, res);
+    }
+    int trc = s_teardown(&r, rc == 0);
+    rc = rc ? rc : trc;
+    snprintf(err, errlen, "%s", r.err);
+    return rc;
+}

@@ -1,0 +1,291 @@
+/*
+ * bench/util.c - shardps-bench's shared helpers: list flags, files, running a
+ * program, the machine, medians, the summary JSON.
+ *
+ * Nothing here measures anything; comm.c, train.c and compute.c do. Output
+ * tables and plots are plots.c's.
+ */
+#include "bench/bench.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "deploy/proc.h"
+
+/* ---- flags and files ------------------------------------------------------ */
+
+int ps_bench_parse_list(const char *text, long *vals, int cap)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0) {
+            return PS_EINVAL;
+        }
+        long mul = 1;
+        switch (toupper((unsigned char)*end)) {
+        case 'K':
+            mul = 1L << 10;
+            end++;
+            break;
+        case 'M':
+            mul = 1L << 20;
+            end++;
+            break;
+        case 'G':
+            mul = 1L << 30;
+            end++;
+            break;
+        default:
+            break;
+        }
+        if ((*end != ',' && *end != '\0') || n == cap || v > LONG_MAX / mul) {
+            return PS_EINVAL;
+        }
+        vals[n++] = v * mul;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return n > 0 ? n : PS_EINVAL;
+}
+
+void ps_bench_size_name(long bytes, char *buf, size_t cap)
+{
+    static const char units[] = "GMK";
+    for (int i = 0; i < 3; i++) {
+        long u = 1L << (10 * (3 - i));
+        if (bytes >= u && bytes % u == 0) {
+            snprintf(buf, cap, "%ld%c", bytes / u, units[i]);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%ld", bytes);
+}
+
+int ps_bench_mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        return PS_EINVAL;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                return PS_EIO;
+            }
+            *p = c;
+            if (c == '\0') {
+                break;
+            }
+        }
+    }
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : PS_EIO;
+}
+
+int ps_bench_read_file(const char *path, char **text)
+{
+    *text = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return PS_ENOENT;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (len < cap - 1) {
+            break;
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf) {
+        return PS_ENOMEM;
+    }
+    buf[len] = '\0';
+    *text = buf;
+    return 0;
+}
+
+int ps_bench_run(char *const argv[], const char *log_path)
+{
+    ps_proc_spec_t spec = {.argv = argv, .log_path = log_path, .prog = "shardps-bench"};
+    char err[PATH_MAX + 64];
+    int rc = ps_proc_run(&spec, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "shardps-bench: cannot run %s: %s\n", argv[0], err);
+    }
+    return rc;
+}
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double ps_bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the machine ------------------------------------------------------------ */
+
+double ps_bench_loadavg(void)
+{
+    double load[1];
+    return getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+double ps_bench_cpu_seconds(pid_t pid)
+{
+    char path[64], *text = NULL;
+    snprintf(path, sizeof path, pid ? "/proc/%d/stat" : "/proc/self/stat", (int)pid);
+    if (ps_bench_read_file(path, &text) != 0) {
+        return -1;
+    }
+    /* Fields after the command name (which may hold spaces): state is field
+     * 3; utime and stime are fields 14 and 15, in clock ticks. */
+    unsigned long long ut, st;
+    const char *p = strrchr(text, ')');
+    int ok = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                         &ut, &st) == 2;
+    free(text);
+    return ok ? (double)(ut + st) / (double)sysconf(_SC_CLK_TCK) : -1;
+}
+
+void ps_bench_machine(char *buf, size_t cap, double load_before)
+{
+    char *text = NULL, model[128] = "unknown CPU";
+    if (ps_bench_read_file("/proc/cpuinfo", &text) == 0) {
+        const char *p = strstr(text, "model name");
+        if (p && (p = strchr(p, ':'))) {
+            p++;
+            while (*p == ' ') {
+                p++;
+            }
+            snprintf(model, sizeof model, "%.*s", (int)strcspn(p, "\n"), p);
+        }
+    }
+    free(text);
+    snprintf(buf, cap, "%ld cores, %s; 1-minute load average %.2f before the run",
+             sysconf(_SC_NPROCESSORS_ONLN), model, load_before);
+}
+
+/* ---- the summary JSON ------------------------------------------------------ */
+
+/* Finds `"key":` inside [p, end) at nesting depth 0 relative to p. Returns a
+ * pointer just after the colon, or NULL. */
+static const char *s_json_key(const char *p, const char *end, const char *key, size_t klen)
+{
+    int depth = 0;
+    for (; p < end && *p; p++) {
+        if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            if (--depth < 0) {
+                return NULL;
+            }
+        } else if (*p == '"') {
+            const char *q = strchr(p + 1, '"');
+            if (!q) {
+                return NULL;
+            }
+            if (depth == 0 && (size_t)(q - p - 1) == klen && !strncmp(p + 1, key, klen)) {
+                q++;
+                while (isspace((unsigned char)*q)) {
+                    q++;
+                }
+                if (*q == ':') {
+                    return q + 1;
+                }
+            }
+            p = q;
+        }
+    }
+    return NULL;
+}
+
+int ps_bench_json_num(const char *json, const char *path, double *v)
+{
+    const char *p = strchr(json, '{');
+    if (!p) {
+        return PS_ENOENT;
+    }
+    p++;
+    for (;;) {
+        size_t klen = strcspn(path, ".");
+        p = s_json_key(p, p + strlen(p), path, klen);
+        if (!p) {
+            return PS_ENOENT;
+        }
+        while (isspace((unsigned char)*p)) {
+            p++;
+        }
+        if (path[klen] == '\0') {
+            char *end;
+            *v = strtod(p, &end);
+            return end == p ? PS_ENOENT : 0;
+        }
+        if (*p != '{') {
+            return PS_ENOENT;
+        }
+        p++;
+        path += klen + 1;
+    }
+}
+
+int ps_bench_json_array(const char *json, const char *key, double *vals, int cap)
+{
+    const char *p = strchr(json, '{');
+    if (!p || !(p = s_json_key(p + 1, p + strlen(p), key, strlen(key)))) {
+        return PS_ENOENT;
+    }
+    while (isspace((unsigned char)*p)) {
+        p++;
+    }
+    if (*p != '[') {
+        return PS_ENOENT;
+    }
+    p++;
+    int n = 0;
+    for (;;) {
+        while (isspace((unsigned char)*p) || *p == ',') {
+            p++;
+        }
+        if (*p == ']' || *p == '\0') {
+            break;
+        }
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p) {
+            return PS_ENOENT;
+        }
+        if (n < cap) {
+            vals[n] = v;
+        }
+        n++;
+        p = end;
+    }
+    return n < cap ? n : cap;
+}
