@@ -69,14 +69,14 @@ typedef struct {
  * when the step is applied (no copy into a buffer of ours). */
 typedef struct {
     uint64_t begin, end; /* keys relative to the shard */
-    zmq_msg_t msg;       /* the gradient frame; owned until the step is applied */
+    ps_payload_t msg;    /* the gradient frame; owned until the step is applied */
 } ps_part_t;
 
 typedef struct {
     const ps_server_config_t *cfg;
-    void *ctx;
-    void *router;
-    ps_link_t link;
+    ps_ctx_t *ctx;
+    ps_sock_t *router;
+    ps_link_t *link;
     ps_view_t *view;
     int rank;
     int workers;
@@ -351,7 +351,7 @@ static void s_release_parts(ps_server_t *s, size_t k)
 {
     ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
     for (int i = 0; i < s->nparts[k]; i++) {
-        zmq_msg_close(&parts[i].msg);
+        ps_payload_close(&parts[i].msg);
     }
     s->nparts[k] = 0;
     s->covered[k] = 0;
@@ -383,7 +383,8 @@ static const float *s_sum_step(ps_server_t *s, int first)
     for (int w = first + 1; w < s->workers; w++) {
         lone &= s->covered[s_slot(s, s->version, w)] != s->n;
     }
-    const void *d0 = s->nparts[k0] == 1 ? zmq_msg_data((zmq_msg_t *)&p0->msg) : NULL;
+    size_t len;
+    const void *d0 = s->nparts[k0] == 1 ? ps_payload_data(&p0->msg, &len) : NULL;
     if (lone && d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
         s_stale_weight(s, s->version - s->computed_on[k0]) == 1.0f) {
         return d0;
@@ -396,8 +397,8 @@ static const float *s_sum_step(ps_server_t *s, int first)
         const float c = s_stale_weight(s, s->version - s->computed_on[k]);
         const ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
         for (int i = 0; i < s->nparts[k]; i++) {
-            s_accumulate(s->scratch + parts[i].begin, zmq_msg_data((zmq_msg_t *)&parts[i].msg),
-                         c, parts[i].end - parts[i].begin, w == first);
+            s_accumulate(s->scratch + parts[i].begin, ps_payload_data(&parts[i].msg, &len), c,
+                         parts[i].end - parts[i].begin, w == first);
         }
     }
     return s->scratch;
@@ -448,10 +449,10 @@ static void s_try_apply(ps_server_t *s)
     }
 }
 
-/* Holds the push of keys [r) (shard-relative) in slot k, taking its frame;
+/* Holds the push of keys [r) (shard-relative) in slot k, taking m's frame;
  * refuses overlaps, so a worker's share of a step is complete exactly when
  * every key came once. */
-static int s_add_part(ps_server_t *s, size_t k, ps_range_t r, zmq_msg_t *frame)
+static int s_add_part(ps_server_t *s, size_t k, ps_range_t r, ps_msg_t *m)
 {
     ps_part_t *parts = s->parts + k * PS_MAX_PARTS;
     if (s->nparts[k] == PS_MAX_PARTS) {
@@ -465,8 +466,7 @@ static int s_add_part(ps_server_t *s, size_t k, ps_range_t r, zmq_msg_t *frame)
     ps_part_t *p = &parts[s->nparts[k]++];
     p->begin = r.begin;
     p->end = r.end;
-    zmq_msg_init(&p->msg);
-    zmq_msg_move(&p->msg, frame);
+    ps_msg_take_payload(m, 0, &p->msg);
     s->covered[k] += ps_range_len(r);
     return 0;
 }
@@ -491,7 +491,7 @@ static void s_on_stepped_push(ps_server_t *s, ps_msg_t *m, ps_range_t r)
     }
     size_t k = s_slot(s, h->step, h->sender);
     ps_range_t rel = {r.begin - s->shard.begin, r.end - s->shard.begin};
-    int rc = s_add_part(s, k, rel, &m->frames[0]);
+    int rc = s_add_part(s, k, rel, m);
     if (rc != 0) {
         s_reply_error(s, m, rc,
                       rc == PS_ESTATE ? "W%d pushed keys of step %lld twice"
@@ -610,8 +610,52 @@ static void s_send_report(ps_server_t *s)
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
-        ps_msg_send_ctrl(s->link.sock, NULL, PS_MSG_REPORT, PS_ROLE_SERVER, s->rank, body, len);
+        ps_link_send(s->link, PS_MSG_REPORT, body, len);
         free(body);
+    }
+}
+
+/* What the loop's drain handlers share: the server, and how the job ended. */
+typedef struct {
+    ps_server_t *s;
+    int status; /* -1 while serving; then 0 (clean shutdown) or 1 */
+} ps_loop_t;
+
+/* ps_msg_drain's handler for the workers' socket. */
+static int s_on_receive(void *arg, ps_msg_t *m, int rc)
+{
+    ps_server_t *s = ((ps_loop_t *)arg)->s;
+    if (rc == 0) {
+        s_on_worker_message(s, m);
+    } else {
+        s_reply_error(s, m, PS_EPROTO, "malformed message: %s", m->hdr.error);
+    }
+    return 0;
+}
+
+/* ps_msg_drain's handler for the scheduler's messages; stops at the end. */
+static int s_on_link(void *arg, ps_msg_t *m, int rc)
+{
+    ps_loop_t *l = arg;
+    char err[256];
+    if (rc != 0) {
+        return 0;
+    }
+    switch (ps_link_handle(l->s->link, m, err, sizeof err)) {
+    case PS_LINK_SHUTDOWN:
+        l->status = 0;
+        return 1;
+    case PS_LINK_ABORTED:
+        ps_log_err("%s", err);
+        l->status = 1;
+        return 1;
+    case PS_LINK_MESSAGE:
+        if (m->hdr.type == PS_MSG_REPORT) {
+            s_send_report(l->s);
+        }
+        return 0;
+    default:
+        return 0;
     }
 }
 
@@ -619,51 +663,24 @@ static void s_send_report(ps_server_t *s)
 static int s_loop(ps_server_t *s)
 {
     char err[256];
+    ps_loop_t l = {s, -1};
     for (;;) {
-        zmq_pollitem_t items[2] = {{s->router, 0, ZMQ_POLLIN, 0},
-                                   {s->link.sock, 0, ZMQ_POLLIN, 0}};
-        if (zmq_poll(items, 2, 100) < 0) {
-            ps_log_err("poll failed: %s", zmq_strerror(zmq_errno()));
+        ps_pollitem_t items[2] = {{.sock = s->router}, {.sock = ps_link_sock(s->link)}};
+        int rc = ps_poll(items, 2, 100);
+        if (rc < 0) {
+            ps_log_err("poll failed: %s", ps_strerror(rc));
             return 1;
         }
-        for (int k = 0; k < 64 && (items[0].revents & ZMQ_POLLIN); k++) {
-            ps_msg_t m = {0};
-            int rc = ps_msg_recv(s->router, PS_RECV_ROUTER, &m);
-            if (rc == 0) {
-                s_on_worker_message(s, &m);
-            } else if (rc == PS_EPROTO) {
-                s_reply_error(s, &m, PS_EPROTO, "malformed message: %s", m.hdr.error);
-            }
-            ps_msg_close(&m);
-            int ev = 0;
-            size_t evlen = sizeof ev;
-            zmq_getsockopt(s->router, ZMQ_EVENTS, &ev, &evlen);
-            items[0].revents = (short)ev;
+        if (items[0].ready) {
+            ps_msg_drain(s->router, PS_RECV_ROUTER, 64, s_on_receive, &l);
         }
-        while (items[1].revents & ZMQ_POLLIN) {
-            ps_msg_t m = {0};
-            int rc = ps_msg_recv(s->link.sock, 0, &m);
-            if (rc == 0) {
-                s->link.last_seen = ps_now();
-                rc = ps_link_handle(&s->link, &m, err, sizeof err);
-                ps_msg_close(&m);
-                if (rc == 1) {
-                    return 0;
-                }
-                if (rc == PS_ECLOSED) {
-                    ps_log_err("%s", err);
-                    return 1;
-                }
-                if (rc == PS_MSG_REPORT) {
-                    s_send_report(s);
-                }
+        if (items[1].ready) {
+            ps_msg_drain(items[1].sock, 0, 64, s_on_link, &l);
+            if (l.status >= 0) {
+                return l.status;
             }
-            int ev = 0;
-            size_t evlen = sizeof ev;
-            zmq_getsockopt(s->link.sock, ZMQ_EVENTS, &ev, &evlen);
-            items[1].revents = (short)ev;
         }
-        if (ps_link_tick(&s->link, err, sizeof err) != 0) {
+        if (ps_link_tick(s->link, err, sizeof err) == PS_LINK_LOST) {
             ps_log_err("%s", err);
             return 1;
         }
@@ -674,7 +691,7 @@ static int s_loop(ps_server_t *s)
 static int s_setup(ps_server_t *s, char *err, size_t errlen)
 {
     const ps_view_t *v = s->view;
-    s->rank = s->link.rank;
+    s->rank = ps_link_rank(s->link);
     s->workers = v->num_workers;
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
@@ -723,17 +740,16 @@ int ps_server_run(const ps_server_config_t *cfg)
     char bound[128], advertise[128];
     ps_job_t job;
     s.view = calloc(1, sizeof *s.view);
-    s.ctx = zmq_ctx_new();
-    if (!s.view || !s.ctx) {
+    if (!s.view || ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
     }
-    s.router = ps_transport_open(s.ctx, ZMQ_ROUTER);
-    int rc = s.router ? ps_transport_bind(s.router, cfg->bind, bound, sizeof bound) : PS_EIO;
+    int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, err, sizeof err);
+    if (rc == 0) {
+        rc = ps_sock_bind(s.router, cfg->bind, bound, sizeof bound, err, sizeof err);
+    }
     if (rc != 0) {
-        ps_log_err("cannot bind %s: %s", cfg->bind,
-                   rc == PS_EINVAL ? "bad endpoint (expected tcp://HOST:PORT)"
-                                   : zmq_strerror(zmq_errno()));
+        ps_log_err("cannot bind %s: %s", cfg->bind, err);
         goto fail;
     }
     snprintf(advertise, sizeof advertise, "%s", cfg->advertise ? cfg->advertise : bound);
@@ -743,12 +759,12 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("%s", err);
         goto fail;
     }
-    ps_log_set_role("S", s.link.rank);
-    ps_log_info("registered as S%d, listening on %s", s.link.rank, bound);
-    if (ps_link_wait_view(&s.link, NULL, s.view, err, sizeof err) != 0 ||
+    ps_log_set_role("S", ps_link_rank(s.link));
+    ps_log_info("registered as S%d, listening on %s", ps_link_rank(s.link), bound);
+    if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||
         s_setup(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
-        ps_link_abort(&s.link, err);
+        ps_link_abort(s.link, err);
         goto fail;
     }
     status = s_loop(&s);
@@ -760,15 +776,13 @@ int ps_server_run(const ps_server_config_t *cfg)
                 (long long)(s.staleness.max > 0 ? s.staleness.max : 0));
 fail:
     if (status != 0) {
-        ps_transport_set_linger(s.router, PS_ABORT_LINGER_MS);
-        ps_transport_set_linger(s.link.sock, PS_ABORT_LINGER_MS);
+        ps_sock_set_linger(s.router, PS_ABORT_LINGER_MS);
+        ps_sock_set_linger(s.link ? ps_link_sock(s.link) : NULL, PS_ABORT_LINGER_MS);
     }
-    ps_link_close(&s.link);
-    ps_transport_close(&s.router);
-    if (s.ctx) {
-        zmq_ctx_term(s.ctx);
-    }
-    s_pool_fini(&s.pool); /* after zmq_ctx_term: ZeroMQ gave every buffer back */
+    ps_link_destroy(&s.link);
+    ps_sock_destroy(&s.router);
+    ps_ctx_destroy(&s.ctx);
+    s_pool_fini(&s.pool); /* after ps_ctx_destroy: ZeroMQ gave every buffer back */
     free(s.w);
     free(s.state);
     for (size_t k = 0; s.nparts && k < s.nslots; k++) {
