@@ -69,7 +69,8 @@ void ps_sock_set_linger(ps_sock_t *s, int ms);
  * tests that must not hang; the roles poll instead. */
 void ps_sock_set_recv_timeout(ps_sock_t *s, int ms);
 
-/* 1 when a message is waiting to be received, else 0. */
+/* 1 when a message is waiting to be received, else 0. The socket's owning
+ * thread only. */
 int ps_sock_has_input(ps_sock_t *s);
 
 /* Sends n frames exactly as given, copied, as one multipart message: for tools
@@ -85,7 +86,9 @@ typedef struct {
     int ready;       /* out: input is waiting */
 } ps_pollitem_t;
 
-enum { PS_POLL_MAX = 260 }; /* most items one ps_poll() takes */
+/* Most items one ps_poll() takes: a worker's link and PS_MAX_SERVERS servers
+ * fit, with room to spare. */
+enum { PS_POLL_MAX = 260 };
 
 /* Waits up to timeout_ms (-1: forever) until one item has input; fills each
  * item's ready. Returns how many are ready (0 on timeout or an interrupting
