@@ -57,6 +57,7 @@ typedef struct {
     char barrier[64]; /* name of the barrier being collected, "" if none */
     double t_start, t_view, t_end, last_beat;
     char failure[256];
+    char lost[16]; /* tag of the node lost to silence, "" if none */
 } ps_scheduler_t;
 
 static const char *s_tag(const ps_node_t *n, char *buf, size_t cap)
@@ -395,13 +396,13 @@ static void s_tick(ps_scheduler_t *s)
         s_send_all(s, PS_MSG_HEARTBEAT, NULL, 0);
         s->last_beat = now;
     }
-    char tag[16];
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
             n->used = 0; /* it cannot be told anything any more */
-            s_fail(s, "lost peer %s (pid %u%s%s): silent for %.1f s", s_tag(n, tag, sizeof tag),
-                   n->pid, n->endpoint[0] ? ", " : "", n->endpoint, now - n->last_seen);
+            s_fail(s, "lost peer %s (pid %u%s%s): silent for %.1f s",
+                   s_tag(n, s->lost, sizeof s->lost), n->pid, n->endpoint[0] ? ", " : "",
+                   n->endpoint, now - n->last_seen);
             return;
         }
     }
@@ -454,7 +455,70 @@ static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset
     fputc(']', f);
 }
 
-/* Writes the job summary: one log line and, if asked, a JSON file. */
+/* Prints str as a JSON string: failure reasons and endpoints come from peers. */
+static void s_json_str(FILE *f, const char *str)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            fprintf(f, "\\%c", *c);
+        } else if (*c < 0x20) {
+            fprintf(f, "\\u%04x", *c);
+        } else {
+            fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+/* The fields of a finished or a failed job: how it ended, who took part (at
+ * the endpoints the view carried) and, once finished, each server's report. */
+static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
+{
+    int finished = s->phase == S_FINISHED;
+    char tag[16];
+    fprintf(f, "\"status\": \"%s\", \"failure\": ", finished ? "finished" : "failed");
+    if (finished) {
+        fputs("null", f);
+    } else {
+        s_json_str(f, s->failure);
+    }
+    fputs(", \"lost\": ", f);
+    if (s->lost[0]) {
+        s_json_str(f, s->lost);
+    } else {
+        fputs("null", f);
+    }
+    fputs(", \"nodes\": [", f);
+    for (int i = 0, k = 0; i < s->nnodes; i++) {
+        const ps_node_t *n = &s->nodes[i];
+        if (n->route.len) { /* registered, lost or not */
+            fprintf(f, "%s{\"node\": \"%s\", \"pid\": %u, \"endpoint\": ", k++ ? ", " : "",
+                    s_tag(n, tag, sizeof tag), n->pid);
+            s_json_str(f, n->endpoint);
+            fputc('}', f);
+        }
+    }
+    fputs("], \"server_reports\": [", f);
+    for (int i = 0; finished && i < s->cfg->servers; i++) {
+        const ps_server_report_t *r = &s->nodes[i].report;
+        fprintf(f,
+                "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
+                "\"rejected\": %llu, \"dropped\": %llu, \"version\": %lld, \"staleness\": "
+                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}}",
+                i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
+                (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
+                (unsigned long long)r->pulls, (unsigned long long)r->rejected,
+                (unsigned long long)r->dropped, (long long)r->version,
+                ps_hist_mean(&r->staleness),
+                (long long)(r->staleness.max > 0 ? r->staleness.max : 0),
+                (unsigned long long)r->staleness.n);
+    }
+    fputs("]}\n", f);
+}
+
+/* Writes the job summary: one log line when it finished and, if asked, a JSON
+ * file, finished or failed (then without the results). */
 static int s_summary(ps_scheduler_t *s)
 {
     const ps_job_t *j = &s->cfg->job;
@@ -483,12 +547,14 @@ static int s_summary(ps_scheduler_t *s)
     ps_job_mode_str(j, mode, sizeof mode);
     ps_job_schedule_name(&j->schedule, sched, sizeof sched);
     long long smax = stale.max > 0 ? stale.max : 0;
-    ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
-                "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
-                "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
-                j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, acc, sps,
-                wall, (unsigned long long)pushed, (unsigned long long)pulled,
-                ps_hist_mean(&stale), smax, (unsigned long long)dropped);
+    if (s->phase == S_FINISHED) {
+        ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
+                    "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
+                    "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
+                    j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, acc,
+                    sps, wall, (unsigned long long)pushed, (unsigned long long)pulled,
+                    ps_hist_mean(&stale), smax, (unsigned long long)dropped);
+    }
     if (!s->cfg->summary) {
         return 0;
     }
@@ -508,38 +574,42 @@ static int s_summary(ps_scheduler_t *s)
             j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed,
             j->staleness_lr ? "true" : "false");
     if (j->straggler_rank >= 0) {
-        fprintf(f, "{\"rank\": %d, \"factor\": %g}", j->straggler_rank, j->straggler_factor);
+        fprintf(f, "{\"rank\": %d, \"factor\": %g}, ", j->straggler_rank, j->straggler_factor);
     } else {
-        fprintf(f, "null");
+        fprintf(f, "null, ");
     }
-    fprintf(f,
-            ", \"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
-            "\"test_accuracy_per_epoch\": [",
-            (unsigned long long)s->view->num_params, (long long)s->view->total_steps, acc);
-    for (int e = 0; e < w0->num_epochs_evaluated; e++) {
-        fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
+    if (s->phase == S_FINISHED) {
+        fprintf(f,
+                "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
+                "\"test_accuracy_per_epoch\": [",
+                (unsigned long long)s->view->num_params, (long long)s->view->total_steps, acc);
+        for (int e = 0; e < w0->num_epochs_evaluated; e++) {
+            fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
+        }
+        fprintf(f,
+                "], \"final_loss\": %.6f, \"samples\": %lld, \"samples_per_sec\": %.2f, "
+                "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
+                "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
+                "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
+                "\"messages_rejected\": %llu, \"worker_wait_seconds\": ",
+                w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
+                (unsigned long long)pulled, ps_hist_mean(&stale),
+                (long long)ps_hist_quantile(&stale, 0.5),
+                (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
+                (unsigned long long)dropped, (unsigned long long)rejected);
+        s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
+        fprintf(f, ", \"worker_compute_seconds\": ");
+        s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));
+        fprintf(f, ", \"worker_train_seconds\": ");
+        s_json_workers(f, s, offsetof(ps_done_t, train_seconds));
+        fprintf(f, ", \"worker_steps\": [");
+        for (int i = s->cfg->servers; i < s->nnodes; i++) {
+            fprintf(f, "%s%lld", i > s->cfg->servers ? ", " : "",
+                    (long long)s->nodes[i].stats.steps);
+        }
+        fprintf(f, "], ");
     }
-    fprintf(f,
-            "], \"final_loss\": %.6f, \"samples\": %lld, \"samples_per_sec\": %.2f, "
-            "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
-            "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
-            "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
-            "\"messages_rejected\": %llu, \"worker_wait_seconds\": ",
-            w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
-            (unsigned long long)pulled, ps_hist_mean(&stale),
-            (long long)ps_hist_quantile(&stale, 0.5), (long long)ps_hist_quantile(&stale, 0.99),
-            smax, (unsigned long long)stale.n, (unsigned long long)dropped,
-            (unsigned long long)rejected);
-    s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
-    fprintf(f, ", \"worker_compute_seconds\": ");
-    s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));
-    fprintf(f, ", \"worker_train_seconds\": ");
-    s_json_workers(f, s, offsetof(ps_done_t, train_seconds));
-    fprintf(f, ", \"worker_steps\": [");
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        fprintf(f, "%s%lld", i > s->cfg->servers ? ", " : "", (long long)s->nodes[i].stats.steps);
-    }
-    fprintf(f, "]}\n");
+    s_json_outcome(f, s);
     int bad = fclose(f) != 0 || rename(tmp, s->cfg->summary) != 0;
     if (bad) {
         ps_log_err("cannot write the summary to %s", s->cfg->summary);
@@ -617,8 +687,9 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         }
         s_tick(&s);
     }
+    int written = s_summary(&s); /* a failed job's too: why it ended */
     if (s.phase == S_FINISHED) {
-        status = s_summary(&s) == 0 ? 0 : 1;
+        status = written == 0 ? 0 : 1;
         uint8_t *body;
         size_t len;
         if (ps_codec_pack_shutdown(0, "job finished", &body, &len) == 0) {

@@ -81,6 +81,19 @@ start_scheduler() {
     SCHED_EP=$(cat "$TMP/$name.ep")
 }
 
+# The job's results come from the scheduler's summary JSON (--summary FILE;
+# fields in README.md), never from log prose, which is for people.
+# field FILE EXPR: prints the Python expression EXPR on the JSON in FILE as d,
+# e.g. field "$TMP/x.json" "d['server_reports'][1]['pushes']".
+field() {
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+# expect FILE EXPR WHAT: fails with WHAT and the summary unless EXPR holds on d.
+expect() {
+    [ "$(field "$1" "bool($2)")" = True ] || fail "$3: $(cat "$1" 2>/dev/null || echo "no $1")"
+}
+
 # Compares two raw float32 files: largest relative difference <= $3.
 params_close() {
     "$SPS_BUILD/tests/integration/sps-params-diff" "$1" "$2" "$3"

@@ -25,9 +25,6 @@ run() { # name, launcher flags...
     "$LAUNCH" --log-level warn --threads 1 --summary "$TMP/$name.json" "$@" \
         >"$TMP/$name.log" 2>&1 || fail "$name: job failed: $(tail -5 "$TMP/$name.log")"
 }
-field() { # file, python expression on the summary d
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
-}
 same_on_every_worker() { # name, workers
     local r
     for ((r = 1; r < $2; r++)); do
@@ -92,7 +89,8 @@ field "$TMP/epoch.json" "d['test_accuracy'] >= 0.80" | grep -qx True ||
     fail "1 epoch of allreduce reached only $acc"
 
 # --- by hand, default --bind (0.0.0.0, wildcard port) --------------------------
-start_scheduler hand --mode allreduce --servers 0 --workers 2 --max-steps 40
+start_scheduler hand --mode allreduce --servers 0 --workers 2 --max-steps 40 \
+    --summary "$TMP/hand.json"
 for r in 0 1; do
     start "hand.W$r" "$WORKER" --scheduler "$SCHED_EP" --rank $r --threads 1 \
         --dump-params "$TMP/hand.%d.f32"
@@ -104,13 +102,15 @@ for r in 0 1; do
     wait_pid "${W[$r]}" 30 && [ "$WAIT_RC" = 0 ] ||
         fail "by hand: W$r exit $WAIT_RC: $(tail -3 "$TMP/hand.W$r.log")"
 done
-grep -q "W0 ring endpoint tcp://127\.0\.0\.1:" "$TMP/hand.log" ||
-    fail "by hand: W0's wildcard endpoint was not filled in: $(grep 'ring endpoint' "$TMP/hand.log")"
+expect "$TMP/hand.json" "[n['node'] for n in d['nodes']] == ['W0', 'W1'] and \
+    all(n['endpoint'].startswith('tcp://127.0.0.1:') for n in d['nodes'])" \
+    "by hand: the workers' wildcard ring endpoints were not filled in"
 params_close "$TMP/hand.0.f32" "$TMP/ar2.0.f32" 0 || fail "by hand differs from the launcher"
 params_close "$TMP/hand.1.f32" "$TMP/ar2.0.f32" 0 || fail "by hand: W1 differs"
 
 # --- a killed worker stops the ring ----------------------------------------------
-start_scheduler kill --mode allreduce --servers 0 --workers 3 --epochs 50 --batch 32
+start_scheduler kill --mode allreduce --servers 0 --workers 3 --epochs 50 --batch 32 \
+    --summary "$TMP/kill.json"
 for r in 0 1 2; do
     start "kill.W$r" env SHARDPS_PROGRESS=0.2 "$WORKER" --scheduler "$SCHED_EP" --rank $r \
         --threads 1 --bind 'tcp://127.0.0.1:*'
@@ -129,7 +129,8 @@ for p in "$SCHED_PID" "${K[0]}" "${K[2]}"; do
     [ "$WAIT_RC" -ge 1 ] && [ "$WAIT_RC" -le 127 ] || fail "kill: pid $p exit status $WAIT_RC"
 done
 echo "killed W1: the others exited in $(($(date +%s) - t0)) s"
-grep -q "lost peer W1" "$TMP/kill.log" || fail "kill: the scheduler did not name W1"
+expect "$TMP/kill.json" "d['status'] == 'failed' and d['lost'] == 'W1'" \
+    "kill: the scheduler's summary does not name W1 as lost"
 for r in 0 2; do
     grep -q "W1" "$TMP/kill.W$r.log" || fail "kill: W$r did not name W1: $(tail -2 "$TMP/kill.W$r.log")"
 done

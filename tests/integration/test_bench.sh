@@ -48,8 +48,8 @@ rows "$TMP/train/train.csv" 6 # sync:k/n and allreduce have no 1-worker run
 [ "$(grep -c ',ok,' "$TMP/train/train.csv")" -eq 6 ] || fail "a training run failed: $(cat "$TMP/train/train.csv")"
 grep -q '^sync:1/2,2,ok,' "$TMP/train/train.csv" || fail "sync:k/n did not become sync:1/2"
 grep -q '^allreduce,2,ok,' "$TMP/train/train.csv" || fail "allreduce did not run"
-grep -q 'servers=0\|0 servers' "$TMP/train/runs/allreduce_w2.log" ||
-    fail "the allreduce job had servers: $(head -5 "$TMP/train/runs/allreduce_w2.log")"
+expect "$TMP/train/runs/allreduce_w2.json" "d['mode'] == 'allreduce' and d['servers'] == 0" \
+    "the allreduce job had servers"
 header "$TMP/train/train_epochs.csv" "mode,workers,epoch,elapsed_s,test_accuracy"
 rows "$TMP/train/train_epochs.csv" 6 # one evaluation per run, at its last step
 grep -q '^| sync | 1 | ok |' "$TMP/train/train.md" || fail "train.md lacks a row: $(cat "$TMP/train/train.md")"

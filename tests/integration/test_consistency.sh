@@ -17,9 +17,6 @@ run() { # name, launcher flags...
     "$LAUNCH" --log-level warn --summary "$TMP/$name.json" "$@" >"$TMP/$name.log" 2>&1 ||
         fail "$name: job failed: $(tail -5 "$TMP/$name.log")"
 }
-field() { # file, python expression on the summary d
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
-}
 
 run sync --servers 2 --workers 2 --max-steps 40 --dump-params "$TMP/sync.f32"
 run ssp0 --servers 2 --workers 2 --max-steps 40 --mode ssp:0 --dump-params "$TMP/ssp0.f32"

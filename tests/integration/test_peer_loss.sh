@@ -4,8 +4,8 @@
 # Four runs of a long job (2 servers, 2 workers, many epochs), each killed with
 # SIGKILL once worker 0 logs training progress:
 #   worker   - W1 dies: the scheduler, both servers and W0 exit non-zero within
-#              10 s; the scheduler logs "lost peer W1", the others
-#              "job aborted ... lost peer W1".
+#              10 s; the scheduler's summary says failed, lost W1, and it logs
+#              "lost peer W1", the others "job aborted ... lost peer W1".
 #   server   - S0 dies: likewise, naming S0.
 #   sched    - the scheduler dies: servers and workers exit non-zero within
 #              10 s, each naming the lost scheduler and its endpoint.
@@ -37,7 +37,7 @@ wait_line() {
 declare -A PID
 start_job() {
     local run=$1 i
-    start_scheduler "$run.C" --servers 2 --workers 2 "${JOB[@]}"
+    start_scheduler "$run.C" --servers 2 --workers 2 "${JOB[@]}" --summary "$TMP/$run.json"
     PID[$run.C]=$SCHED_PID
     EP[$run]=$SCHED_EP
     for i in 0 1; do
@@ -99,6 +99,8 @@ peer_dies() {
     T0=$(now_ms)
     wait_all "$run" C "$@"
     check_failed "$run" C "lost peer $victim"
+    expect "$TMP/$run.json" "d['status'] == 'failed' and d['lost'] == '$victim'" \
+        "$run: the scheduler's summary does not name $victim as lost"
     for r in "$@"; do
         check_failed "$run" "$r" "job aborted.*lost peer $victim"
     done

@@ -5,14 +5,15 @@
 # bitwise identical, so the first comparison is not luck; and pushing each
 # layer during backward (--overlap 1, the default) gives the bits of one push
 # after backward (--overlap 0), with the layers' parts of a step landing on
-# both servers (the servers' logs count the pushes).
+# both servers (the servers' reports in the summary count the pushes).
 . "$(dirname "$0")/lib.sh"
 
 run() { # name workers batch [flags...]
     local name=$1 workers=$2 batch=$3
     shift 3
     "$LAUNCH" --servers 2 --workers "$workers" --batch "$batch" --max-steps 50 --epochs 1 \
-        --dump-params "$TMP/$name.f32" --log-level info "$@" >"$TMP/$name.log" 2>&1 ||
+        --dump-params "$TMP/$name.f32" --summary "$TMP/$name.json" --log-level info "$@" \
+        >"$TMP/$name.log" 2>&1 ||
         fail "$name run failed: $(tail -5 "$TMP/$name.log")"
 }
 run two 2 32
@@ -24,7 +25,8 @@ params_close "$TMP/two.f32" "$TMP/two_again.f32" 0 || fail "two identical sync r
 params_close "$TMP/two.f32" "$TMP/two_whole.f32" 0 || fail "layer pushes and whole pushes differ"
 # 2 workers x 50 steps: one push per server per step when whole; S1, which
 # holds the last layers, gets more by layers.
-pushes() { sed -n 's/.*S1 I served \([0-9]*\) pushes.*/\1/p' "$TMP/$1.log"; }
-[ "$(pushes two_whole)" = 100 ] || fail "S1 served $(pushes two_whole) whole pushes, expected 100"
+pushes() { field "$TMP/$1.json" "d['server_reports'][1]['pushes']"; }
+expect "$TMP/two_whole.json" "[r['pushes'] for r in d['server_reports']] == [100, 100]" \
+    "whole pushes: expected 100 on each server"
 [ "$(pushes two)" -gt 100 ] || fail "S1 served $(pushes two) pushes by layers, expected more than 100"
 echo "ok"
