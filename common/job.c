@@ -119,7 +119,6 @@ void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap)
     }
 }
 
-
 int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
 {
     if (strcmp(job->model, "mlp") && strcmp(job->model, "cnn")) {
@@ -153,6 +152,30 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
                  (long long)job->schedule.warmup_steps);
     } else if (job->max_steps < 0) {
         snprintf(err, errlen, "max steps must be >= 0, got %lld", (long long)job->max_steps);
+    } else {
+        return 0;
+    }
+    return PS_EINVAL;
+}
+
+int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *err,
+                          size_t errlen)
+{
+    char mode[32];
+    ps_job_mode_str(job, mode, sizeof mode);
+    if (job->mode == PS_MODE_BACKUP && job->backup_n != workers) {
+        snprintf(err, errlen, "--mode %s: N must be the number of workers (%d)", mode, workers);
+    } else if (job->straggler_rank >= 0 && job->straggler_rank >= workers) {
+        snprintf(err, errlen, "--straggler: rank %d is not a worker (%d workers)",
+                 job->straggler_rank, workers);
+    } else if (!ps_job_has_servers(job) && servers != 0) {
+        snprintf(err, errlen, "--servers %d: --mode allreduce runs without servers (use 0)",
+                 servers);
+    } else if (ps_job_has_servers(job) && (servers < 1 || servers > PS_JOB_MAX_NODES)) {
+        snprintf(err, errlen, "--servers %d: expected 1 to %d (0 only with --mode allreduce)",
+                 servers, PS_JOB_MAX_NODES);
+    } else if (workers < 1 || workers > PS_JOB_MAX_NODES) {
+        snprintf(err, errlen, "--workers %d: expected 1 to %d", workers, PS_JOB_MAX_NODES);
     } else {
         return 0;
     }

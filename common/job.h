@@ -3,7 +3,9 @@
  *
  * The scheduler fills it from its flags, validates it, and sends it inside
  * the cluster view; servers and workers act only on the copy they receive.
- * Plain data; the codec in proto/ maps it to and from the wire.
+ * Plain data; the codec in proto/ maps it to and from the wire. Every check
+ * of a job's values lives here (parsers of the text forms, ps_job_validate,
+ * ps_job_validate_nodes), so the scheduler, the launcher and the codec agree.
  */
 #ifndef PS_COMMON_JOB_H
 #define PS_COMMON_JOB_H
@@ -96,8 +98,21 @@ int ps_job_parse_schedule(const char *text, ps_lr_schedule_t *s);
 void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap);
 
 
-/* Checks every field. Returns 0, or PS_EINVAL with a one-line reason in err. */
+/* Most servers, and most workers, in one job. */
+#define PS_JOB_MAX_NODES 256
+
+/* Checks every field. Returns 0, or PS_EINVAL with a one-line reason in err.
+ * What a node checks on the job it receives (proto/codec.c). */
 int ps_job_validate(const ps_job_t *job, char *err, size_t errlen);
+
+/* Checks the job against the cluster that runs it: 1..PS_JOB_MAX_NODES
+ * servers (exactly 0 under allreduce), 1..PS_JOB_MAX_NODES workers, N of
+ * sync:K/N equal to the workers, the straggler one of them. Only those: call
+ * ps_job_validate() for the fields. Returns 0, or PS_EINVAL with a one-line
+ * reason in err that names the flag (--servers, --workers, --mode, --straggler).
+ * Used by the scheduler and, before it starts anything, by shardps-launch. */
+int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *err,
+                          size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -468,11 +468,15 @@ int ps_bench_compute_main(int argc, char **argv)
                          .warmup = 20,
                          .profile_steps = 100,
                          .lr = 0.1};
+    const char *cpu_gemm = "auto";
+    ps_cpu_gemm_t gemm = PS_CPU_GEMM_AUTO;
     ps_flag_t flags[] = {
         {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
         {"device", PS_FLAG_STR, &cfg.device, "DEV", "cpu, cuda or auto"},
         {"threads", PS_FLAG_INT, &cfg.threads, "N",
          "BLAS threads (as the worker's --threads; 0 = library default)"},
+        {"cpu-gemm", PS_FLAG_STR, &cpu_gemm, "NAME",
+         "CPU sgemm: " PS_CPU_GEMM_NAMES " (as the worker's --cpu-gemm)"},
         {"steps", PS_FLAG_INT, &cfg.steps, "N", "timed steps"},
         {"warmup", PS_FLAG_INT, &cfg.warmup, "N", "untimed steps before them"},
         {"profile-steps", PS_FLAG_INT, &cfg.profile_steps, "N",
@@ -506,8 +510,14 @@ int ps_bench_compute_main(int argc, char **argv)
                        ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0\n");
         return 2;
     }
+    if (ps_kernels_parse_cpu_gemm(cpu_gemm, &gemm) != 0) {
+        fprintf(stderr, S_PROG ": error: --cpu-gemm %s: expected " PS_CPU_GEMM_NAMES "\n",
+                cpu_gemm);
+        return 2;
+    }
     ps_log_set_role("B", -1);
     ps_kernels_set_threads(cfg.threads);
+    ps_kernels_set_cpu_gemm(gemm);
     const ps_kernels_t *k = NULL;
     char why[256];
     rc = ps_kernels_select(cfg.device, &k, why, sizeof why);

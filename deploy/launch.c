@@ -12,9 +12,13 @@
  * A child that fails, a signal to the launcher, or --timeout stops the job:
  * SIGTERM to every child's process group, SIGKILL after 5 s, output drained.
  *
- * It does not parse or check job flags: they are forwarded verbatim to the
- * roles through one table (s_fwd), and the roles validate them.
+ * It does not define or check job flags: it forwards them verbatim to the
+ * roles that take them, by the roles' own flag tables (scheduler/flags.h,
+ * server/flags.h, worker/flags.h), and the roles validate them. It checks
+ * only what it needs itself: the server and worker counts against --mode
+ * (common/job.h), and --log-level.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -37,65 +41,60 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "common/job.h"
 #include "common/log.h"
+#include "scheduler/flags.h"
+#include "server/flags.h"
+#include "worker/flags.h"
 
 #define S_PROG "shardps-launch"
 #define S_LINE_MAX (64 * 1024) /* longer child lines are split at this size */
 #define S_LINE_INIT 4096       /* first size of a stream's line buffer */
-#define S_MAX_NODES 256        /* per role: a local cluster, not a data centre */
 #define S_ENDPOINT_WAIT_S 15.0 /* how long the scheduler has to write its endpoint */
 #define S_STOP_GRACE_S 5.0     /* SIGTERM -> SIGKILL */
 #define S_AFTER_SCHED_S 15.0   /* others must exit this long after the scheduler did */
 #define S_DRAIN_S 1.0          /* pipes still open after every child exited */
 #define S_ENDPOINT_TICK_MS 20  /* how often the endpoint file is looked at */
 
-/* Which roles a forwarded flag goes to. */
-enum {
-    S_TO_C = 1u << 0,  /* the scheduler */
-    S_TO_S = 1u << 1,  /* every server */
-    S_TO_W = 1u << 2,  /* every worker */
-    S_TO_W0 = 1u << 3, /* worker 0 only */
-    S_TO_WPAT = 1u << 4, /* every worker when the value holds "%d" (the worker's rank) */
-    S_TO_ALL = S_TO_C | S_TO_S | S_TO_W,
+enum { S_ROLE_C = 0, S_ROLE_S = 1, S_ROLE_W = 2 };
+static const char *const s_role_name[] = {"scheduler", "server", "worker"};
+
+/* Flags the launcher writes itself on each role's command line (see
+ * s_start_scheduler, s_start_nodes), so it never forwards them. */
+static const char *const s_own[3][4] = {
+    {"bind", "endpoint-file", "servers", "workers"},
+    {"scheduler", "bind", "advertise", "rank"},
+    {"scheduler", "bind", "advertise", "rank"},
 };
 
+/* Where a forwarded flag goes, for --help, by the mask of roles (1 << S_ROLE_*)
+ * whose tables have it; s_note overrides it where the launcher does more. */
+static const char *const s_to_words[8] = {
+    "", "scheduler", "servers", "scheduler and servers", "workers", "scheduler and workers",
+    "servers and workers", "every role",
+};
+static const struct {
+    const char *name;
+    const char *to;
+} s_note[] = {
+    {"summary", "scheduler; must exist at the end"},
+    {"dump-params", "worker 0, or every worker when FILE holds %d"},
+    {"log-level", "every role and the launcher"},
+};
+
+#define S_MAX_FWD 64        /* forwarded flags, all roles together */
+#define S_MAX_ROLE_FLAGS 32 /* entries in one role's table */
+_Static_assert(PS_SCHEDULER_NFLAGS <= S_MAX_ROLE_FLAGS && PS_SERVER_NFLAGS <= S_MAX_ROLE_FLAGS &&
+                   PS_WORKER_NFLAGS <= S_MAX_ROLE_FLAGS,
+               "S_MAX_ROLE_FLAGS");
+
+/* One forwarded flag: passed as "--name value", when given, to every role
+ * whose table has it. */
 typedef struct {
-    const char *name;    /* flag name without "--", same in the launcher and the role */
-    unsigned to;         /* S_TO_* mask */
-    const char *metavar; /* for --help */
-    const char *help;    /* for --help */
+    const ps_flag_t *flag; /* the first role table's entry: name, metavar, help */
+    unsigned to;           /* mask of 1 << S_ROLE_* */
+    char help[320];        /* the launcher's --help line: the role's and where it goes */
 } s_fwd_t;
-
-/* The one forwarding table: each flag is passed as "--name value" when given. */
-static const s_fwd_t s_fwd[] = {
-    {"model", S_TO_C, "NAME", "model: mlp or cnn (scheduler)"},
-    {"mode", S_TO_C, "MODE",
-     "consistency: sync, async, ssp:S, sync:K/N or allreduce (scheduler)"},
-    {"epochs", S_TO_C, "N", "passes over the training set (scheduler)"},
-    {"batch", S_TO_C, "N", "samples per worker per step (scheduler)"},
-    {"lr", S_TO_C, "X", "learning rate (scheduler)"},
-    {"momentum", S_TO_C, "X", "SGD momentum (scheduler)"},
-    {"weight-decay", S_TO_C, "X", "L2 penalty (scheduler)"},
-    {"optimizer", S_TO_C, "NAME", "optimizer: sgd, nesterov, adam, adagrad (scheduler)"},
-    {"lr-schedule", S_TO_C, "S", "constant, cosine or step:EVERY:GAMMA (scheduler)"},
-    {"warmup-steps", S_TO_C, "N", "linear learning-rate warm-up steps (scheduler)"},
-    {"straggler", S_TO_C, "RANK:FACTOR", "slow one worker down FACTOR times (scheduler)"},
-    {"staleness-lr", S_TO_C, "0|1", "async, ssp: weight stale gradients by 1/staleness (scheduler)"},
-    {"seed", S_TO_C, "N", "seed for init and sample order (scheduler)"},
-    {"max-steps", S_TO_C, "N", "stop after N steps per worker (scheduler)"},
-    {"summary", S_TO_C, "FILE", "job summary file (scheduler); must exist at the end"},
-    {"peer-timeout", S_TO_ALL, "SECONDS", "a peer silent this long is lost (every role)"},
-    {"report-missing", S_TO_S, "SECONDS", "log who a step waits for after this long (servers)"},
-    {"data", S_TO_W, "DIR", "dataset directory (workers)"},
-    {"device", S_TO_W, "D", "auto|cpu|cuda (workers)"},
-    {"threads", S_TO_W, "N", "compute threads per worker (workers)"},
-    {"dump-params", S_TO_W0 | S_TO_WPAT, "FILE",
-     "final parameters file (worker 0; every worker when FILE holds %d, the rank)"},
-    {"ring-kib", S_TO_W, "KIB", "allreduce: KiB per ring message (workers)"},
-    {"overlap", S_TO_W, "0|1", "push (sync, ssp) or allreduce gradients layer by layer during backward (workers)"},
-    {"log-level", S_TO_ALL, "L", "err|warn|info|debug (every role and the launcher)"},
-};
-#define S_NFWD (sizeof s_fwd / sizeof s_fwd[0])
 
 /* Launcher-only flags whose SHARDPS_* variables must not reach the children:
  * a role may read a flag of the same name with another meaning, and
@@ -106,9 +105,6 @@ static const char *const s_unset_env[] = {
     "SHARDPS_TIMEOUT",
     "SHARDPS_DUMP_PARAMS",
 };
-
-enum { S_ROLE_C = 0, S_ROLE_S = 1, S_ROLE_W = 2 };
-static const char *const s_role_name[] = {"scheduler", "server", "worker"};
 
 enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };
 
@@ -136,9 +132,20 @@ typedef struct {
     const char *host;        /* what the roles bind to */
     const char *bin_dir;     /* where the role binaries are; NULL = search */
     double timeout;          /* whole-job limit in seconds; 0 = none */
-    const char *fwd[S_NFWD]; /* values of the forwarded flags; NULL = not given */
+    const char *fwd_val[S_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
     char **extra;            /* arguments after "--", appended to the scheduler's */
     int nextra;
+
+    /* The roles' flag tables (their destinations hold the roles' defaults
+     * and are never read) and what the launcher forwards by them. */
+    ps_scheduler_flags_t role_c;
+    ps_server_flags_t role_s;
+    ps_worker_flags_t role_w;
+    ps_flag_t role_flags[3][S_MAX_ROLE_FLAGS]; /* [S_ROLE_*] */
+    size_t nrole_flags[3];
+    s_fwd_t fwd[S_MAX_FWD];
+    size_t nfwd;
+    ps_job_t job; /* defaults and --mode: whether the job has servers */
 
     /* Run state. */
     char bin[3][PATH_MAX]; /* resolved binary of each role */
@@ -358,37 +365,92 @@ static void s_argv_fini(s_argv_t *a)
     a->n = a->cap = 0;
 }
 
-/* Appends every forwarded flag that goes to this role and rank. */
+static int s_owned(int role, const char *name)
+{
+    for (size_t i = 0; i < sizeof s_own[role] / sizeof s_own[role][0]; i++) {
+        if (!strcmp(s_own[role][i], name)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Index of a forwarded flag in L->fwd, or -1. */
+static int s_fwd_index(const s_launch_t *L, const char *name)
+{
+    for (size_t i = 0; i < L->nfwd; i++) {
+        if (!strcmp(L->fwd[i].flag->name, name)) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Builds L->fwd from the roles' tables: every flag a role takes and the
+ * launcher does not set itself, in the roles' order. */
+static void s_fwd_build(s_launch_t *L)
+{
+    ps_scheduler_flags_init(&L->role_c);
+    ps_server_flags_init(&L->role_s);
+    ps_worker_flags_init(&L->role_w);
+    L->nrole_flags[S_ROLE_C] = ps_scheduler_flags_table(&L->role_c, L->role_flags[S_ROLE_C]);
+    L->nrole_flags[S_ROLE_S] = ps_server_flags_table(&L->role_s, L->role_flags[S_ROLE_S]);
+    L->nrole_flags[S_ROLE_W] = ps_worker_flags_table(&L->role_w, L->role_flags[S_ROLE_W]);
+    for (int r = 0; r < 3; r++) {
+        for (size_t i = 0; i < L->nrole_flags[r]; i++) {
+            const ps_flag_t *f = &L->role_flags[r][i];
+            if (s_owned(r, f->name)) {
+                continue;
+            }
+            int k = s_fwd_index(L, f->name);
+            if (k < 0) {
+                assert(L->nfwd < S_MAX_FWD);
+                k = (int)L->nfwd++;
+                L->fwd[k].flag = f;
+            }
+            L->fwd[k].to |= 1u << r;
+        }
+    }
+    for (size_t k = 0; k < L->nfwd; k++) {
+        s_fwd_t *fw = &L->fwd[k];
+        const char *to = s_to_words[fw->to];
+        for (size_t i = 0; i < sizeof s_note / sizeof s_note[0]; i++) {
+            to = strcmp(s_note[i].name, fw->flag->name) ? to : s_note[i].to;
+        }
+        snprintf(fw->help, sizeof fw->help, "%s (%s)", fw->flag->help, to);
+    }
+}
+
+/* Appends every forwarded flag that goes to this role and rank, in the
+ * order of the role's table. */
 static void s_argv_add_fwd(s_argv_t *a, const s_launch_t *L, int role, int rank)
 {
-    unsigned want = role == S_ROLE_C ? S_TO_C : role == S_ROLE_S ? S_TO_S : S_TO_W;
-    for (size_t i = 0; i < S_NFWD; i++) {
-        unsigned to = s_fwd[i].to;
-        int pattern = (to & S_TO_WPAT) && L->fwd[i] && strstr(L->fwd[i], "%d");
-        int yes = (to & want) || (role == S_ROLE_W && rank == 0 && (to & S_TO_W0)) ||
-                  (role == S_ROLE_W && pattern);
-        if (yes && L->fwd[i]) {
-            s_argv_addf(a, "--%s", s_fwd[i].name);
-            s_argv_add(a, L->fwd[i]);
+    for (size_t i = 0; i < L->nrole_flags[role]; i++) {
+        const char *name = L->role_flags[role][i].name;
+        int k = s_fwd_index(L, name);
+        const char *val = k >= 0 ? L->fwd_val[k] : NULL;
+        if (!val || s_owned(role, name)) {
+            continue;
         }
+        /* One parameters file: worker 0 writes it, unless each worker's name differs. */
+        if (!strcmp(name, "dump-params") && rank != 0 && !strstr(val, "%d")) {
+            continue;
+        }
+        s_argv_addf(a, "--%s", name);
+        s_argv_add(a, val);
     }
 }
 
 static const char *s_fwd_value(const s_launch_t *L, const char *name)
 {
-    for (size_t i = 0; i < S_NFWD; i++) {
-        if (!strcmp(s_fwd[i].name, name)) {
-            return L->fwd[i];
-        }
-    }
-    return NULL;
+    int k = s_fwd_index(L, name);
+    return k >= 0 ? L->fwd_val[k] : NULL;
 }
 
 /* Allreduce jobs have no servers, and their workers bind ring endpoints. */
 static int s_allreduce(const s_launch_t *L)
 {
-    const char *mode = s_fwd_value(L, "mode");
-    return mode && !strcmp(mode, "allreduce");
+    return !ps_job_has_servers(&L->job);
 }
 
 static void s_child_exec(const char *path, char *const *argv, int out_fd, int err_fd,
@@ -762,7 +824,7 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
         "its own process, with their output relayed on stderr. Job flags are passed\n"
         "to the roles that take them; arguments after \"--\" go to the scheduler.\n"
         "Exit status: 0 job ok, 1 job failed, 2 bad usage, 130/143 interrupted.";
-    ps_flag_t flags[5 + S_NFWD] = {
+    ps_flag_t flags[5 + S_MAX_FWD] = {
         {"servers", PS_FLAG_INT, &L->servers, "N",
          "number of servers (-1 = 1, or 0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &L->workers, "N", "number of workers"},
@@ -772,13 +834,14 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
         {"timeout", PS_FLAG_DOUBLE, &L->timeout, "SECONDS",
          "stop and fail the job after this long (0 = never)"},
     };
-    for (size_t i = 0; i < S_NFWD; i++) {
-        flags[5 + i] = (ps_flag_t){s_fwd[i].name, PS_FLAG_STR, &L->fwd[i], s_fwd[i].metavar,
-                                   s_fwd[i].help};
+    s_fwd_build(L);
+    for (size_t i = 0; i < L->nfwd; i++) {
+        const ps_flag_t *f = L->fwd[i].flag;
+        flags[5 + i] =
+            (ps_flag_t){f->name, PS_FLAG_STR, &L->fwd_val[i], f->metavar, L->fwd[i].help};
     }
     int rest = argc;
-    int rc = ps_config_parse(S_PROG, about, flags, sizeof flags / sizeof flags[0], argc,
-                             argv, &rest);
+    int rc = ps_config_parse(S_PROG, about, flags, 5 + L->nfwd, argc, argv, &rest);
     if (rc != 0) {
         return rc;
     }
@@ -789,19 +852,17 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
         L->extra = argv + rest;
         L->nextra = argc - rest;
     }
+    ps_job_defaults(&L->job);
+    const char *mode = s_fwd_value(L, "mode");
+    if (mode) {
+        (void)ps_job_parse_mode(mode, &L->job); /* a bad one is the scheduler's to report */
+    }
     if (L->servers == -1) {
         L->servers = s_allreduce(L) ? 0 : 1;
     }
-    if (s_allreduce(L) && L->servers != 0) {
-        return s_bad("--servers %d: --mode allreduce runs without servers (use 0)",
-                     L->servers);
-    }
-    if (!s_allreduce(L) && (L->servers < 1 || L->servers > S_MAX_NODES)) {
-        return s_bad("--servers %d: must be between 1 and %d (0 only with --mode "
-                     "allreduce)", L->servers, S_MAX_NODES);
-    }
-    if (L->workers < 1 || L->workers > S_MAX_NODES) {
-        return s_bad("--workers %d: must be between 1 and %d", L->workers, S_MAX_NODES);
+    char err[256];
+    if (ps_job_validate_nodes(&L->job, L->servers, L->workers, err, sizeof err) != 0) {
+        return s_bad("%s", err);
     }
     if (!L->host || !L->host[0] || strpbrk(L->host, " \t\n/")) {
         return s_bad("--host '%s': must be a host name or address", L->host ? L->host : "");
@@ -813,8 +874,8 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
         return s_bad("--bin-dir: empty");
     }
     const char *level = s_fwd_value(L, "log-level");
-    if (level && ps_log_set_level(level) != 0) {
-        return s_bad("--log-level %s: must be err, warn, info or debug", level);
+    if (level && ps_log_set_level_flag(S_PROG, level) != 0) {
+        return PS_EINVAL;
     }
     for (int r = 0; r < 3; r++) {
         if (s_find_bin(L->bin_dir, s_role_name[r], L->bin[r], sizeof L->bin[r]) != 0) {

@@ -3,46 +3,28 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "proto/link.h"
+#include "server/flags.h"
 #include "server/server.h"
 
 int main(int argc, char **argv)
 {
-    ps_server_config_t cfg = {
-        .scheduler = PS_LINK_DEFAULT_SCHEDULER,
-        .bind = "tcp://0.0.0.0:*",
-        .rank = -1,
-        .connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT,
-        .peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT,
-        .report_missing = 5.0,
-    };
-    const char *log_level = "info";
-    ps_flag_t flags[] = {
-        ps_link_scheduler_flag(&cfg.scheduler),
-        {"bind", PS_FLAG_STR, &cfg.bind, "ENDPOINT", "where workers connect (port * = any free port)"},
-        {"advertise", PS_FLAG_STR, &cfg.advertise, "ENDPOINT", "endpoint announced to workers (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
-        ps_link_rank_flag(&cfg.rank, PS_ROLE_SERVER),
-        ps_link_connect_timeout_flag(&cfg.connect_timeout),
-        ps_link_peer_timeout_flag(&cfg.peer_timeout),
-        {"report-missing", PS_FLAG_DOUBLE, &cfg.report_missing, "SECONDS", "log which workers a step has waited on for this long"},
-        ps_log_level_flag(&log_level),
-    };
-    const char *prog = "shardps-server";
-    int rc = ps_config_parse(prog,
-                             "A shardps parameter server: holds a key range of the model and "
-                             "applies updates.",
-                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    const char *prog = PS_SERVER_PROG;
+    ps_server_flags_t f;
+    ps_flag_t flags[PS_SERVER_NFLAGS];
+    ps_server_flags_init(&f);
+    size_t n = ps_server_flags_table(&f, flags);
+    int rc = ps_config_parse(prog, PS_SERVER_ABOUT, flags, n, argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
-    if (ps_log_set_level_flag(prog, log_level) != 0) {
+    if (ps_log_set_level_flag(prog, f.log_level) != 0) {
         return 2;
     }
-    if (ps_link_check_timeouts(cfg.connect_timeout, cfg.peer_timeout) != 0 ||
-        !(cfg.report_missing > 0)) {
-        fprintf(stderr, "%s: error: timeouts must be > 0\n", prog);
+    char err[200];
+    if (ps_server_flags_check(&f, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }
-    ps_log_set_role("S", cfg.rank);
-    return ps_server_run(&cfg);
+    ps_log_set_role("S", f.cfg.rank);
+    return ps_server_run(&f.cfg);
 }

@@ -3,8 +3,8 @@
  *
  * An sgemm (gemm_avx512.c) used instead of cblas_sgemm, and im2col, col2im and
  * pooling (conv_avx512.c) used instead of the portable loops of conv.c, when
- * the CPU has AVX-512F/VL/BW, OpenBLAS runs one thread, and SHARDPS_CPU_GEMM
- * is not "blas" (decided once per context; see table.c). Same results as the
+ * the CPU has AVX-512F/VL/BW, OpenBLAS runs one thread, and the sgemm choice
+ * (kernels/threads.h) is not blas (decided once per context; see table.c). Same results as the
  * portable paths up to float summation order.
  */
 #ifndef PS_KERNELS_AVX512_H

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/threads.h"
 
 static int s_probe(char *why, size_t whylen)
 {
@@ -40,21 +41,21 @@ static void s_ctx_destroy(ps_kctx_t **ctx)
 /*
  * The AVX-512 paths (our sgemm, im2col, pooling) are used when they were
  * built, the CPU has AVX-512F/VL/BW, OpenBLAS is limited to one thread (our
- * sgemm is single-threaded; OpenBLAS's threads win beyond that), and
- * SHARDPS_CPU_GEMM is not "blas". SHARDPS_CPU_GEMM=avx512 forces them on
- * (where the CPU has them) whatever the thread count.
+ * sgemm is single-threaded; OpenBLAS's threads win beyond that), and the
+ * choice (kernels/threads.h, a worker's --cpu-gemm) is not blas. avx512
+ * forces them on (where the CPU has them) whatever the thread count.
  */
 static int s_want_avx512(void)
 {
 #ifdef PS_HAVE_AVX512
-    const char *env = getenv("SHARDPS_CPU_GEMM");
+    const ps_cpu_gemm_t gemm = ps_kernels_cpu_gemm();
     const int cpu = __builtin_cpu_supports("avx512f") &&
                     __builtin_cpu_supports("avx512vl") &&
                     __builtin_cpu_supports("avx512bw");
-    if (env && strcmp(env, "blas") == 0) {
+    if (gemm == PS_CPU_GEMM_BLAS) {
         return 0;
     }
-    if (env && strcmp(env, "avx512") == 0) {
+    if (gemm == PS_CPU_GEMM_AVX512) {
         return cpu;
     }
     return cpu && openblas_get_num_threads() == 1;

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "kernels/threads.h"
 #include "tests/unit/testutil.h"
 
 static const ps_kernels_t *s_k = &ps_kernels_cpu;
@@ -20,16 +21,16 @@ static ps_kctx_t *s_ctx;
  * its AVX-512 paths (own sgemm, im2col, pooling) where the CPU has them. */
 static void s_setup_portable(void)
 {
-    setenv("SHARDPS_CPU_GEMM", "blas", 1);
+    ps_kernels_set_cpu_gemm(PS_CPU_GEMM_BLAS);
     ck_assert_int_eq(s_k->ctx_new(&s_ctx), 0);
-    unsetenv("SHARDPS_CPU_GEMM");
+    ps_kernels_set_cpu_gemm(PS_CPU_GEMM_AUTO);
 }
 
 static void s_setup_avx512(void)
 {
-    setenv("SHARDPS_CPU_GEMM", "avx512", 1);
+    ps_kernels_set_cpu_gemm(PS_CPU_GEMM_AVX512);
     ck_assert_int_eq(s_k->ctx_new(&s_ctx), 0);
-    unsetenv("SHARDPS_CPU_GEMM");
+    ps_kernels_set_cpu_gemm(PS_CPU_GEMM_AUTO);
 }
 
 static void s_teardown(void)
@@ -140,16 +141,16 @@ static void s_gemm_case(ps_kctx_t *ctx, int ta, int tb, int M, int N, int K, flo
     free(want);
 }
 
-/* Every sgemm implementation the CPU backend may pick (SHARDPS_CPU_GEMM=blas:
- * OpenBLAS; =avx512: our own, where the CPU has it), on shapes that cross
+/* Every sgemm implementation the CPU backend may pick (blas: OpenBLAS;
+ * avx512: our own, where the CPU has it), on shapes that cross
  * its register tile (8x32) and cache blocks (MC 128, KC 256, NC 1024). */
 START_TEST(sgemm_matches_reference_for_all_transposes)
 {
     static const int shapes[][3] = {{37, 29, 53},  {1, 1, 1},  {8, 32, 16},
                                     {64, 10, 128}, {9, 33, 7}, {130, 1061, 300}};
-    static const char *impls[] = {"blas", "avx512"};
+    static const ps_cpu_gemm_t impls[] = {PS_CPU_GEMM_BLAS, PS_CPU_GEMM_AVX512};
     for (int im = 0; im < 2; im++) {
-        setenv("SHARDPS_CPU_GEMM", impls[im], 1);
+        ps_kernels_set_cpu_gemm(impls[im]);
         ps_kctx_t *ctx = NULL;
         ck_assert_int_eq(s_k->ctx_new(&ctx), 0);
         for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
@@ -167,7 +168,7 @@ START_TEST(sgemm_matches_reference_for_all_transposes)
         ck_assert_float_eq(c[3], 2.0f);
         s_k->ctx_destroy(&ctx);
     }
-    unsetenv("SHARDPS_CPU_GEMM");
+    ps_kernels_set_cpu_gemm(PS_CPU_GEMM_AUTO);
 }
 END_TEST
 
@@ -784,6 +785,26 @@ START_TEST(select_picks_cpu_and_rejects_bad_names)
 }
 END_TEST
 
+START_TEST(cpu_gemm_choice_parses_its_three_names_only)
+{
+    ps_cpu_gemm_t g = PS_CPU_GEMM_BLAS;
+    ck_assert_int_eq(ps_kernels_parse_cpu_gemm("auto", &g), 0);
+    ck_assert_int_eq(g, PS_CPU_GEMM_AUTO);
+    ck_assert_int_eq(ps_kernels_parse_cpu_gemm("blas", &g), 0);
+    ck_assert_int_eq(g, PS_CPU_GEMM_BLAS);
+    ck_assert_int_eq(ps_kernels_parse_cpu_gemm("avx512", &g), 0);
+    ck_assert_int_eq(g, PS_CPU_GEMM_AVX512);
+    ck_assert_int_eq(ps_kernels_parse_cpu_gemm("AVX512", &g), PS_EINVAL);
+    ck_assert_int_eq(ps_kernels_parse_cpu_gemm("", &g), PS_EINVAL);
+    ck_assert_int_eq(ps_kernels_parse_cpu_gemm(NULL, &g), PS_EINVAL);
+    ck_assert_int_eq(g, PS_CPU_GEMM_AVX512); /* untouched on failure */
+    /* the backend reads the choice, not the environment */
+    setenv("SHARDPS_CPU_GEMM", "avx512", 1);
+    ck_assert_int_eq(ps_kernels_cpu_gemm(), PS_CPU_GEMM_AUTO);
+    unsetenv("SHARDPS_CPU_GEMM");
+}
+END_TEST
+
 START_TEST(every_table_entry_is_set)
 {
     const ps_kernels_t *k = &ps_kernels_cpu;
@@ -818,6 +839,7 @@ static void s_add_tests(TCase *tc)
     tcase_add_test(tc, sgd_step_op_matches_formula);
     tcase_add_test(tc, memory_ops_copy_and_zero);
     tcase_add_test(tc, select_picks_cpu_and_rejects_bad_names);
+    tcase_add_test(tc, cpu_gemm_choice_parses_its_three_names_only);
     tcase_add_test(tc, every_table_entry_is_set);
 }
 

@@ -1,0 +1,92 @@
+/* scheduler/flags.c - shardps-scheduler's flag table and the checks after parsing. */
+#include "scheduler/flags.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/job.h"
+#include "common/log.h"
+
+void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->cfg.bind = "tcp://0.0.0.0:9000";
+    f->cfg.servers = 1;
+    f->cfg.workers = 1;
+    f->cfg.peer_timeout = 5.0;
+    f->cfg.wait = 120.0;
+    ps_job_defaults(&f->cfg.job);
+    f->model = "mlp";
+    f->mode = "sync";
+    f->optimizer = "sgd";
+    f->schedule = "cosine";
+    f->seed = (int)f->cfg.job.seed;
+    f->log_level = "info";
+}
+
+size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
+{
+    ps_scheduler_config_t *c = &f->cfg;
+    const ps_flag_t t[] = {
+        {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "where nodes reach the scheduler (port * = any free port)"},
+        {"endpoint-file", PS_FLAG_STR, &c->endpoint_file, "FILE", "write the bound endpoint here"},
+        {"servers", PS_FLAG_INT, &c->servers, "S", "number of servers to wait for (0 with --mode allreduce)"},
+        {"workers", PS_FLAG_INT, &c->workers, "M", "number of workers to wait for"},
+        {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn"},
+        {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
+        {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
+        {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
+        {"optimizer", PS_FLAG_STR, &f->optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam or adagrad"},
+        {"lr", PS_FLAG_DOUBLE, &c->job.lr, "X", "learning rate"},
+        {"momentum", PS_FLAG_DOUBLE, &c->job.momentum, "X", "SGD momentum"},
+        {"weight-decay", PS_FLAG_DOUBLE, &c->job.weight_decay, "X", "L2 weight decay"},
+        {"lr-schedule", PS_FLAG_STR, &f->schedule, "S", "constant, cosine or step:EVERY_EPOCHS:GAMMA"},
+        {"warmup-steps", PS_FLAG_INT, &f->warmup, "N", "linear learning-rate warm-up over N steps"},
+        {"batch", PS_FLAG_INT, &c->job.batch, "N", "samples per worker per step"},
+        {"epochs", PS_FLAG_INT, &c->job.epochs, "N", "passes over the training set"},
+        {"max-steps", PS_FLAG_INT, &f->max_steps, "N", "stop after N steps (0 = run all epochs)"},
+        {"seed", PS_FLAG_INT, &f->seed, "N", "seed for initialisation and sample order"},
+        {"summary", PS_FLAG_STR, &c->summary, "FILE", "write the job summary here as JSON"},
+        {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost"},
+        {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register"},
+        ps_log_level_flag(&f->log_level),
+    };
+    _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
+    memcpy(out, t, sizeof t);
+    return PS_SCHEDULER_NFLAGS;
+}
+
+int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
+{
+    ps_job_t *job = &f->cfg.job;
+    snprintf(job->model, sizeof job->model, "%s", f->model);
+    snprintf(job->optimizer, sizeof job->optimizer, "%s", f->optimizer);
+    job->seed = (uint64_t)(unsigned)f->seed;
+    job->max_steps = f->max_steps;
+    job->schedule.warmup_steps = f->warmup;
+    if (ps_job_parse_schedule(f->schedule, &job->schedule) != 0) {
+        snprintf(err, errlen, "--lr-schedule %s: expected constant, cosine or "
+                 "step:EVERY:GAMMA (EVERY >= 1 epochs, 0 < GAMMA <= 1)", f->schedule);
+        return PS_EINVAL;
+    }
+    if (ps_job_parse_mode(f->mode, job) != 0) {
+        snprintf(err, errlen, "--mode %s: expected sync, async, ssp:S (0 <= S <= %d), "
+                 "sync:K/N (1 <= K <= N) or allreduce", f->mode, PS_MAX_STALENESS);
+        return PS_EINVAL;
+    }
+    if (f->straggler && ps_job_parse_straggler(f->straggler, job) != 0) {
+        snprintf(err, errlen, "--straggler %s: expected RANK:FACTOR with FACTOR in [1, 1000]",
+                 f->straggler);
+        return PS_EINVAL;
+    }
+    int rc = ps_job_validate_nodes(job, f->cfg.servers, f->cfg.workers, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!(f->cfg.peer_timeout > 0) || !(f->cfg.wait > 0)) {
+        snprintf(err, errlen, "--peer-timeout and --wait must be > 0");
+        return PS_EINVAL;
+    }
+    return ps_job_validate(job, err, errlen);
+}

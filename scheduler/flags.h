@@ -1,0 +1,59 @@
+/*
+ * scheduler/flags.h - shardps-scheduler's flags: the one table.
+ *
+ * The table shardps-scheduler parses (and prints --help from), and the one
+ * shardps-launch reads to know which job flags it forwards to the scheduler.
+ * The README's table of the scheduler's flags is checked against --help by
+ * tests/integration/test_flags_doc.sh. This module parses nothing itself
+ * (common/config.h does) and runs nothing.
+ */
+#ifndef PS_SCHEDULER_FLAGS_H
+#define PS_SCHEDULER_FLAGS_H
+
+#include <stddef.h>
+
+#include "common/config.h"
+#include "scheduler/scheduler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PS_SCHEDULER_PROG "shardps-scheduler"
+#define PS_SCHEDULER_ABOUT                                                               \
+    "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
+    "runs the job and ends it."
+/* Entries in the table. */
+#define PS_SCHEDULER_NFLAGS 22
+
+/* What the flags set. Strings are borrowed from argv or environ. */
+typedef struct {
+    ps_scheduler_config_t cfg; /* cfg.job complete after ps_scheduler_flags_check() */
+    const char *model;         /* --model, copied into cfg.job */
+    const char *mode;          /* --mode, parsed into cfg.job */
+    const char *optimizer;     /* --optimizer, copied into cfg.job */
+    const char *schedule;      /* --lr-schedule, parsed into cfg.job.schedule */
+    const char *straggler;     /* --straggler RANK:FACTOR; NULL = none */
+    int seed;                  /* --seed */
+    int max_steps;             /* --max-steps */
+    int warmup;                /* --warmup-steps */
+    const char *log_level;     /* --log-level, for ps_log_set_level_flag() */
+} ps_scheduler_flags_t;
+
+/* Fills *f with the defaults (what --help shows). */
+void ps_scheduler_flags_init(ps_scheduler_flags_t *f);
+
+/* Writes the table into out[0..PS_SCHEDULER_NFLAGS) and returns its length.
+ * Each entry's destination is a field of *f (borrowed: f must outlive the
+ * table). Thread-safe for distinct f. */
+size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out);
+
+/* After parsing: turns the text forms into f->cfg.job and checks the job and
+ * the cluster (common/job.h) and the timeouts. Returns 0, or PS_EINVAL with a
+ * one-line reason in err (the caller prints "PROG: error: REASON"). */
+int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

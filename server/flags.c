@@ -1,0 +1,49 @@
+/* server/flags.c - shardps-server's flag table and the checks after parsing. */
+#include "server/flags.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "proto/link.h"
+
+void ps_server_flags_init(ps_server_flags_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->cfg.scheduler = PS_LINK_DEFAULT_SCHEDULER;
+    f->cfg.bind = "tcp://0.0.0.0:*";
+    f->cfg.rank = -1;
+    f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
+    f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
+    f->cfg.report_missing = 5.0;
+    f->log_level = "info";
+}
+
+size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
+{
+    ps_server_config_t *c = &f->cfg;
+    const ps_flag_t t[] = {
+        ps_link_scheduler_flag(&c->scheduler),
+        {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "where workers connect (port * = any free port)"},
+        {"advertise", PS_FLAG_STR, &c->advertise, "ENDPOINT", "endpoint announced to workers (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
+        ps_link_rank_flag(&c->rank, PS_ROLE_SERVER),
+        ps_link_connect_timeout_flag(&c->connect_timeout),
+        ps_link_peer_timeout_flag(&c->peer_timeout),
+        {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long"},
+        ps_log_level_flag(&f->log_level),
+    };
+    _Static_assert(sizeof t / sizeof t[0] == PS_SERVER_NFLAGS, "PS_SERVER_NFLAGS");
+    memcpy(out, t, sizeof t);
+    return PS_SERVER_NFLAGS;
+}
+
+int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
+{
+    if (ps_link_check_timeouts(f->cfg.connect_timeout, f->cfg.peer_timeout) != 0 ||
+        !(f->cfg.report_missing > 0)) {
+        snprintf(err, errlen, "timeouts must be > 0");
+        return PS_EINVAL;
+    }
+    return 0;
+}

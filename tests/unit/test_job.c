@@ -1,0 +1,297 @@
+/*
+ * tests/unit/test_job.c - the job configuration (common/job.h): defaults that
+ * validate, the text forms (mode: sync, async, ssp:S, sync:K/N, allreduce;
+ * straggler RANK:FACTOR; lr schedule) with their edge cases and round trips,
+ * ps_job_validate on each field, and ps_job_validate_nodes on the cluster
+ * shape; every failure is PS_EINVAL with a one-line reason.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/job.h"
+#include "tests/unit/testutil.h"
+
+/* Asserts that ps_job_validate fails with a reason containing want. */
+static void s_invalid(const ps_job_t *job, const char *want)
+{
+    char err[256] = "";
+    ck_assert_int_eq(ps_job_validate(job, err, sizeof err), PS_EINVAL);
+    ck_assert_msg(strstr(err, want), "reason '%s' lacks '%s'", err, want);
+    ck_assert_ptr_null(strchr(err, '\n'));
+}
+
+/* Asserts that ps_job_validate_nodes fails with exactly the reason want. */
+static void s_bad_nodes(const ps_job_t *job, int servers, int workers, const char *want)
+{
+    char err[256] = "";
+    ck_assert_int_eq(ps_job_validate_nodes(job, servers, workers, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err, want);
+}
+
+START_TEST(defaults_are_valid)
+{
+    ps_job_t job;
+    char err[256] = "";
+    ps_job_defaults(&job);
+    ck_assert_int_eq(ps_job_validate(&job, err, sizeof err), 0);
+    ck_assert_int_eq(ps_job_validate_nodes(&job, 1, 1, err, sizeof err), 0);
+    ck_assert_str_eq(job.model, "mlp");
+    ck_assert_str_eq(job.optimizer, "sgd");
+    ck_assert_int_eq(job.mode, PS_MODE_SYNC);
+    ck_assert_int_eq(job.straggler_rank, -1);
+    ck_assert_int_eq(job.batch, 64);
+    ck_assert_int_eq(job.schedule.kind, PS_LR_COSINE);
+}
+END_TEST
+
+START_TEST(mode_parses_each_form_and_round_trips)
+{
+    static const struct {
+        const char *text;
+        ps_mode_t mode;
+        int staleness, k, n;
+    } ok[] = {
+        {"sync", PS_MODE_SYNC, 0, 0, 0},        {"async", PS_MODE_ASYNC, 0, 0, 0},
+        {"allreduce", PS_MODE_ALLREDUCE, 0, 0, 0}, {"ssp:0", PS_MODE_SSP, 0, 0, 0},
+        {"ssp:3", PS_MODE_SSP, 3, 0, 0},        {"ssp:32", PS_MODE_SSP, PS_MAX_STALENESS, 0, 0},
+        {"sync:1/1", PS_MODE_BACKUP, 0, 1, 1},  {"sync:3/4", PS_MODE_BACKUP, 0, 3, 4},
+        {"sync:4/4", PS_MODE_BACKUP, 0, 4, 4},  {"sync:1/256", PS_MODE_BACKUP, 0, 1, 256},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        ps_job_t job;
+        char back[32];
+        ps_job_defaults(&job);
+        ck_assert_msg(ps_job_parse_mode(ok[i].text, &job) == 0, "'%s' rejected", ok[i].text);
+        ck_assert_int_eq(job.mode, ok[i].mode);
+        ck_assert_int_eq(job.staleness, ok[i].staleness);
+        ck_assert_int_eq(job.backup_k, ok[i].k);
+        ck_assert_int_eq(job.backup_n, ok[i].n);
+        ps_job_mode_str(&job, back, sizeof back);
+        ck_assert_str_eq(back, ok[i].text);
+        ck_assert_int_eq(ps_job_is_stepped(&job), ok[i].mode != PS_MODE_ASYNC);
+        ck_assert_int_eq(ps_job_has_servers(&job), ok[i].mode != PS_MODE_ALLREDUCE);
+    }
+}
+END_TEST
+
+START_TEST(mode_rejects_bad_forms_and_keeps_the_mode)
+{
+    static const char *const bad[] = {
+        "",          "SYNC",     "sync ",     " sync",   "ssp",       "ssp:",
+        "ssp:-1",    "ssp:33",   "ssp:1x",    "ssp:1.5", "sync:",     "sync:1",
+        "sync:0/2",  "sync:3/2", "sync:1/2x", "sync:/2", "sync:1/-1", "sync:-1/2",
+        "async:1",   "allreduce:2", "bogus",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ps_job_t job;
+        ps_job_defaults(&job);
+        job.mode = PS_MODE_ASYNC;
+        ck_assert_msg(ps_job_parse_mode(bad[i], &job) == PS_EINVAL, "'%s' accepted", bad[i]);
+        ck_assert_int_eq(job.mode, PS_MODE_ASYNC);
+    }
+}
+END_TEST
+
+START_TEST(straggler_parses_rank_and_factor_in_range)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ck_assert_int_eq(ps_job_parse_straggler("0:1", &job), 0);
+    ck_assert_int_eq(job.straggler_rank, 0);
+    ck_assert_double_eq(job.straggler_factor, 1.0);
+    ck_assert_int_eq(ps_job_parse_straggler("3:2.5", &job), 0);
+    ck_assert_int_eq(job.straggler_rank, 3);
+    ck_assert_double_eq(job.straggler_factor, 2.5);
+    ck_assert_int_eq(ps_job_parse_straggler("1:1000", &job), 0);
+    static const char *const bad[] = {"", "1", "1:", ":2", "-1:2", "1:0.99", "1:1001",
+                                      "1:2x", "1:nan", "a:2", "1:2:3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ps_job_defaults(&job);
+        ck_assert_msg(ps_job_parse_straggler(bad[i], &job) == PS_EINVAL, "'%s' accepted",
+                      bad[i]);
+        ck_assert_int_eq(job.straggler_rank, -1);
+    }
+}
+END_TEST
+
+START_TEST(schedule_parses_each_form_and_round_trips)
+{
+    ps_lr_schedule_t s = {0};
+    char back[32];
+    ck_assert_int_eq(ps_job_parse_schedule("constant", &s), 0);
+    ck_assert_int_eq(s.kind, PS_LR_CONSTANT);
+    ck_assert_int_eq(ps_job_parse_schedule("cosine", &s), 0);
+    ck_assert_int_eq(s.kind, PS_LR_COSINE);
+    ps_job_schedule_name(&s, back, sizeof back);
+    ck_assert_str_eq(back, "cosine");
+    ck_assert_int_eq(ps_job_parse_schedule("step:2:0.5", &s), 0);
+    ck_assert_int_eq(s.kind, PS_LR_STEP);
+    ck_assert_int_eq(s.every, 2);
+    ck_assert_double_eq(s.gamma, 0.5);
+    ps_job_schedule_name(&s, back, sizeof back);
+    ck_assert_str_eq(back, "step:2:0.5");
+    ck_assert_int_eq(ps_job_parse_schedule("step:1:1", &s), 0);
+    static const char *const bad[] = {"", "linear", "step", "step:0:0.5", "step:2:0",
+                                      "step:2:1.5", "step:2:0.5x", "step:2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(ps_job_parse_schedule(bad[i], &s) == PS_EINVAL, "'%s' accepted", bad[i]);
+    }
+}
+END_TEST
+
+START_TEST(validate_checks_each_field)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    snprintf(job.model, sizeof job.model, "resnet");
+    s_invalid(&job, "unknown model 'resnet'");
+    ps_job_defaults(&job);
+    snprintf(job.model, sizeof job.model, "cnn");
+    ck_assert_int_eq(ps_job_validate(&job, NULL, 0), 0);
+
+    ps_job_defaults(&job);
+    job.mode = (ps_mode_t)7;
+    s_invalid(&job, "bad consistency mode");
+    ps_job_defaults(&job);
+    job.mode = PS_MODE_SSP;
+    job.staleness = PS_MAX_STALENESS + 1;
+    s_invalid(&job, "bad consistency mode");
+    ps_job_defaults(&job);
+    job.mode = PS_MODE_BACKUP;
+    job.backup_k = 3;
+    job.backup_n = 2;
+    s_invalid(&job, "bad consistency mode");
+
+    ps_job_defaults(&job);
+    job.straggler_rank = 0;
+    job.straggler_factor = 0.5;
+    s_invalid(&job, "straggler factor must be in [1, 1000], got 0.5");
+
+    static const char *const opts[] = {"sgd", "nesterov", "adam", "adagrad"};
+    for (int i = 0; i < 4; i++) {
+        ps_job_defaults(&job);
+        snprintf(job.optimizer, sizeof job.optimizer, "%s", opts[i]);
+        ck_assert_int_eq(ps_job_validate(&job, NULL, 0), 0);
+    }
+    snprintf(job.optimizer, sizeof job.optimizer, "lbfgs");
+    s_invalid(&job, "unknown optimizer 'lbfgs'");
+
+    ps_job_defaults(&job);
+    job.lr = 0;
+    s_invalid(&job, "learning rate must be > 0, got 0");
+    job.lr = -1;
+    s_invalid(&job, "learning rate must be > 0, got -1");
+
+    ps_job_defaults(&job);
+    job.momentum = 1.0;
+    s_invalid(&job, "momentum must be in [0, 1), got 1");
+    job.momentum = -0.1;
+    s_invalid(&job, "momentum must be in [0, 1)");
+    job.momentum = 0.0;
+    ck_assert_int_eq(ps_job_validate(&job, NULL, 0), 0);
+
+    ps_job_defaults(&job);
+    job.weight_decay = -1e-4;
+    s_invalid(&job, "weight decay must be >= 0");
+
+    ps_job_defaults(&job);
+    job.batch = 0;
+    s_invalid(&job, "batch must be in [1, 65536], got 0");
+    job.batch = 65537;
+    s_invalid(&job, "batch must be in [1, 65536], got 65537");
+    job.batch = 65536;
+    ck_assert_int_eq(ps_job_validate(&job, NULL, 0), 0);
+
+    ps_job_defaults(&job);
+    job.epochs = 0;
+    s_invalid(&job, "epochs must be >= 1, got 0");
+
+    ps_job_defaults(&job);
+    job.schedule.warmup_steps = -1;
+    s_invalid(&job, "warm-up steps must be >= 0, got -1");
+
+    ps_job_defaults(&job);
+    job.max_steps = -5;
+    s_invalid(&job, "max steps must be >= 0, got -5");
+}
+END_TEST
+
+START_TEST(validate_rejects_nan)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    job.lr = NAN;
+    s_invalid(&job, "learning rate");
+    ps_job_defaults(&job);
+    job.straggler_rank = 1;
+    job.straggler_factor = NAN;
+    s_invalid(&job, "straggler factor");
+}
+END_TEST
+
+START_TEST(nodes_servers_and_workers_in_range)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ck_assert_int_eq(ps_job_validate_nodes(&job, PS_JOB_MAX_NODES, PS_JOB_MAX_NODES, NULL, 0),
+                     0);
+    s_bad_nodes(&job, 0, 1, "--servers 0: expected 1 to 256 (0 only with --mode allreduce)");
+    s_bad_nodes(&job, 257, 1, "--servers 257: expected 1 to 256 (0 only with --mode allreduce)");
+    s_bad_nodes(&job, 1, 0, "--workers 0: expected 1 to 256");
+    s_bad_nodes(&job, 1, 300, "--workers 300: expected 1 to 256");
+    s_bad_nodes(&job, 1, -1, "--workers -1: expected 1 to 256");
+}
+END_TEST
+
+START_TEST(nodes_allreduce_runs_without_servers)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ck_assert_int_eq(ps_job_parse_mode("allreduce", &job), 0);
+    ck_assert_int_eq(ps_job_validate_nodes(&job, 0, 4, NULL, 0), 0);
+    s_bad_nodes(&job, 1, 4, "--servers 1: --mode allreduce runs without servers (use 0)");
+    s_bad_nodes(&job, 0, 0, "--workers 0: expected 1 to 256");
+}
+END_TEST
+
+START_TEST(nodes_sync_k_of_n_needs_n_workers)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ck_assert_int_eq(ps_job_parse_mode("sync:2/3", &job), 0);
+    ck_assert_int_eq(ps_job_validate_nodes(&job, 1, 3, NULL, 0), 0);
+    s_bad_nodes(&job, 1, 4, "--mode sync:2/3: N must be the number of workers (4)");
+    s_bad_nodes(&job, 1, 2, "--mode sync:2/3: N must be the number of workers (2)");
+}
+END_TEST
+
+START_TEST(nodes_straggler_must_be_a_worker)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ck_assert_int_eq(ps_job_parse_straggler("1:2", &job), 0);
+    ck_assert_int_eq(ps_job_validate_nodes(&job, 1, 2, NULL, 0), 0);
+    s_bad_nodes(&job, 1, 1, "--straggler: rank 1 is not a worker (1 workers)");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("job");
+    TCase *tc = tcase_create("job");
+    tcase_add_test(tc, defaults_are_valid);
+    tcase_add_test(tc, mode_parses_each_form_and_round_trips);
+    tcase_add_test(tc, mode_rejects_bad_forms_and_keeps_the_mode);
+    tcase_add_test(tc, straggler_parses_rank_and_factor_in_range);
+    tcase_add_test(tc, schedule_parses_each_form_and_round_trips);
+    tcase_add_test(tc, validate_checks_each_field);
+    tcase_add_test(tc, validate_rejects_nan);
+    tcase_add_test(tc, nodes_servers_and_workers_in_range);
+    tcase_add_test(tc, nodes_allreduce_runs_without_servers);
+    tcase_add_test(tc, nodes_sync_k_of_n_needs_n_workers);
+    tcase_add_test(tc, nodes_straggler_must_be_a_worker);
+    suite_add_tcase(s, tc);
+    return ps_test_run(s);
+}

@@ -1,0 +1,72 @@
+/* worker/flags.c - shardps-worker's flag table and the checks after parsing. */
+#include "worker/flags.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "proto/link.h"
+#include "worker/data.h"
+
+void ps_worker_flags_init(ps_worker_flags_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->cfg.scheduler = PS_LINK_DEFAULT_SCHEDULER;
+    f->cfg.rank = -1;
+    f->cfg.data_dir = PS_DATA_DEFAULT_DIR;
+    f->cfg.device = "auto";
+    f->cfg.threads = 1;
+    f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
+    f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
+    f->cfg.progress_seconds = 2.0;
+    f->cfg.bind = "tcp://0.0.0.0:*";
+    f->cfg.ring_kib = 128;
+    f->cfg.overlap = 1;
+    f->cpu_gemm = "auto";
+    f->gemm = PS_CPU_GEMM_AUTO;
+    f->log_level = "info";
+}
+
+size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
+{
+    ps_worker_config_t *c = &f->cfg;
+    const ps_flag_t t[] = {
+        ps_link_scheduler_flag(&c->scheduler),
+        ps_link_rank_flag(&c->rank, PS_ROLE_WORKER),
+        {"data", PS_FLAG_STR, &c->data_dir, "DIR", "directory of the Fashion-MNIST .gz files"},
+        {"device", PS_FLAG_STR, &c->device, "DEV", "compute backend: auto, cpu or cuda"},
+        {"threads", PS_FLAG_INT, &c->threads, "N", "compute threads on the CPU (0 = OpenBLAS default; 1 uses our AVX-512 kernels where the CPU has them)"},
+        {"cpu-gemm", PS_FLAG_STR, &f->cpu_gemm, "NAME", "CPU sgemm: " PS_CPU_GEMM_NAMES " (auto: our AVX-512 one where the CPU has it and --threads is 1)"},
+        {"dump-params", PS_FLAG_STR, &c->dump_params, "FILE", "write the final parameters here (raw float32; %d = the worker's rank)"},
+        {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
+        {"advertise", PS_FLAG_STR, &c->advertise, "ENDPOINT", "allreduce: endpoint announced to the ring (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
+        {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
+        {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
+        {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often"},
+        ps_link_connect_timeout_flag(&c->connect_timeout),
+        ps_link_peer_timeout_flag(&c->peer_timeout),
+        ps_log_level_flag(&f->log_level),
+    };
+    _Static_assert(sizeof t / sizeof t[0] == PS_WORKER_NFLAGS, "PS_WORKER_NFLAGS");
+    memcpy(out, t, sizeof t);
+    return PS_WORKER_NFLAGS;
+}
+
+int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
+{
+    const ps_worker_config_t *c = &f->cfg;
+    if (ps_link_check_timeouts(c->connect_timeout, c->peer_timeout) != 0 || c->threads < 0 ||
+        !(c->progress_seconds > 0)) {
+        snprintf(err, errlen, "timeouts and --progress must be > 0, --threads >= 0");
+    } else if (c->overlap != 0 && c->overlap != 1) {
+        snprintf(err, errlen, "--overlap %d: expected 0 or 1", c->overlap);
+    } else if (c->ring_kib < 1 || c->ring_kib > 65536) {
+        snprintf(err, errlen, "--ring-kib %d: expected 1 to 65536", c->ring_kib);
+    } else if (ps_kernels_parse_cpu_gemm(f->cpu_gemm, &f->gemm) != 0) {
+        snprintf(err, errlen, "--cpu-gemm %s: expected " PS_CPU_GEMM_NAMES, f->cpu_gemm);
+    } else {
+        return 0;
+    }
+    return PS_EINVAL;
+}
