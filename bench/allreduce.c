@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "bench/comm.h"
 #include "common/clock.h"
@@ -77,7 +76,8 @@ static int s_ar_member_main(const void *arg)
     ps_log_set_role("W", a->rank);
     ar_reply_t rep = {0};
     ps_ring_t *ring = NULL;
-    void *ctx = zmq_ctx_new();
+    ps_ctx_t *ctx = NULL;
+    ps_ctx_new(&ctx);
     /* Zeroed, as the MPI helper's: sums of zeros stay zeros (no overflow to
      * inf however many calls run in place). */
     float *buf = calloc(a->max_floats ? a->max_floats : 1, sizeof(float));
@@ -132,9 +132,7 @@ static int s_ar_member_main(const void *arg)
     }
 done:
     ps_ring_destroy(&ring);
-    if (ctx) {
-        zmq_ctx_term(ctx);
-    }
+    ps_ctx_destroy(&ctx);
     free(buf);
     free(bar);
     return rc ? 1 : 0;

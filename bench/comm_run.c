@@ -15,7 +15,7 @@
  * ZeroMQ baseline: S echo processes (a ROUTER sending every message back), one
  * DEALER each in this process, the same payload cut by the same shard map and
  * sent zero-copy with a small first frame, W rounds in flight; same loopback
- * TCP, same socket options (ps_transport_open). Received frames are read in
+ * TCP, same socket options (ps_sock_new). Received frames are read in
  * place, as the servers do; the worker's client also copies pulled values
  * into the caller's buffer, which is part of what is measured.
  *
@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zmq.h> /* the raw-ZeroMQ baseline */
 
 #include "bench/comm.h"
 #include "common/clock.h"
@@ -60,11 +61,11 @@ typedef struct {
     pid_t servers[COMM_MAX_SERVERS];     /* server processes */
     pid_t echo[COMM_MAX_SERVERS];        /* echo processes */
     char echo_ep[COMM_MAX_SERVERS][128];
-    void *ctx; /* this process's ZeroMQ context */
-    ps_link_t link;
+    ps_ctx_t *ctx; /* this process's ZeroMQ context */
+    ps_link_t *link;
     ps_view_t *view;
     ps_kv_t *kv;
-    void *dealers[COMM_MAX_SERVERS]; /* to the echo processes */
+    ps_sock_t *dealers[COMM_MAX_SERVERS]; /* to the echo processes */
     float *grad;                     /* P: what is pushed (and echoed) */
     float *dst[COMM_MAX_INFLIGHT];   /* P each: where round k's pull lands */
     int64_t step;                    /* next push's step */
@@ -96,13 +97,15 @@ static int s_echo_main(const void *arg)
 {
     const comm_echo_arg_t *a = arg;
     ps_log_set_role("E", -1);
-    void *ctx = zmq_ctx_new();
-    void *sock = ctx ? ps_transport_open(ctx, ZMQ_ROUTER) : NULL;
-    char ep[128] = "";
-    if (!sock || ps_transport_bind(sock, "tcp://127.0.0.1:*", ep, sizeof ep) != 0) {
-        ps_log_err("echo: cannot bind: %s", zmq_strerror(zmq_errno()));
+    ps_ctx_t *ctx = NULL;
+    ps_sock_t *router = NULL;
+    char ep[128] = "", why[128] = "out of memory";
+    if (ps_ctx_new(&ctx) != 0 || ps_sock_new(ctx, PS_SOCK_ROUTER, &router, why, sizeof why) ||
+        ps_sock_bind(router, "tcp://127.0.0.1:*", ep, sizeof ep, why, sizeof why) != 0) {
+        ps_log_err("echo: cannot bind: %s", why);
         return 1;
     }
+    void *sock = ps_sock_handle(router); /* raw ZeroMQ, the project's options */
     ssize_t w = write(a->fd, ep, strlen(ep) + 1);
     close(a->fd);
     if (w <= 0) {
@@ -226,9 +229,8 @@ static int s_start_job(comm_run_t *r, ps_scheduler_config_t *sc, ps_server_confi
 static int s_start_client(comm_run_t *r, const char *sched_ep)
 {
     ps_job_t job;
-    r->ctx = zmq_ctx_new();
     r->view = calloc(1, sizeof *r->view);
-    if (!r->ctx || !r->view) {
+    if (ps_ctx_new(&r->ctx) != 0 || !r->view) {
         snprintf(r->err, sizeof r->err, "out of memory");
         return PS_ENOMEM;
     }
@@ -237,7 +239,7 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
     /* One sample per step and (practically) no end: the job lasts until we finish. */
     if (rc == 0) {
         ps_model_info_t info = {.num_params = r->P, .train_samples = UINT64_C(1) << 40};
-        rc = ps_link_wait_view(&r->link, &info, r->view, r->err, sizeof r->err);
+        rc = ps_link_wait_view(r->link, &info, r->view, r->err, sizeof r->err);
     }
     if (rc == 0) {
         rc = ps_kv_new(r->ctx, &r->link, r->view, &r->kv, r->err, sizeof r->err);
@@ -270,8 +272,8 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
         return rc;
     }
     for (int i = 0; i < r->S; i++) {
-        r->dealers[i] = ps_transport_open(r->ctx, ZMQ_DEALER);
-        if (!r->dealers[i] || ps_transport_connect(r->dealers[i], r->echo_ep[i]) != 0) {
+        if (ps_sock_new(r->ctx, PS_SOCK_DEALER, &r->dealers[i], r->err, sizeof r->err) != 0 ||
+            ps_sock_connect(r->dealers[i], r->echo_ep[i]) != 0) {
             snprintf(r->err, sizeof r->err, "cannot connect to echo %d at %s", i,
                      r->echo_ep[i]);
             return PS_EIO;
@@ -298,17 +300,14 @@ static int s_teardown(comm_run_t *r, int ok)
             ps_kv_abort(r->kv, r->err[0] ? r->err : "shardps-bench failed");
         }
         ps_kv_destroy(&r->kv);
-    } else if (r->link.sock) {
-        ps_link_abort(&r->link, r->err[0] ? r->err : "shardps-bench failed");
+    } else if (r->link) {
+        ps_link_abort(r->link, r->err[0] ? r->err : "shardps-bench failed");
     }
-    ps_link_close(&r->link);
+    ps_link_destroy(&r->link);
     for (int i = 0; i < r->S; i++) {
-        ps_transport_close(&r->dealers[i]);
+        ps_sock_destroy(&r->dealers[i]);
     }
-    if (r->ctx) {
-        zmq_ctx_term(r->ctx);
-        r->ctx = NULL;
-    }
+    ps_ctx_destroy(&r->ctx);
     /* The job's roles end by themselves (the scheduler saw us finish or
      * abort); anything left after a while is killed. */
     double grace = ok ? 15.0 : 12.0;
@@ -408,12 +407,13 @@ static int s_zmq_submit(comm_run_t *r, long round)
         uint64_t id = (uint64_t)round;
         zmq_msg_t m;
         uint64_t n = ps_range_len(r->ranges[i]);
-        if (zmq_send(r->dealers[i], &id, sizeof id, ZMQ_SNDMORE) < 0) {
+        void *d = ps_sock_handle(r->dealers[i]);
+        if (zmq_send(d, &id, sizeof id, ZMQ_SNDMORE) < 0) {
             goto fail;
         }
         /* Zero-copy, no free function: grad outlives every send. */
         zmq_msg_init_data(&m, r->grad + r->ranges[i].begin, n * sizeof(float), NULL, NULL);
-        if (zmq_msg_send(&m, r->dealers[i], 0) < 0) {
+        if (zmq_msg_send(&m, d, 0) < 0) {
             zmq_msg_close(&m);
             goto fail;
         }
@@ -428,10 +428,11 @@ fail:
 /* ZeroMQ: reads every whole reply waiting on dealer i; counts them. */
 static int s_zmq_drain(comm_run_t *r, int i, long *replies)
 {
+    void *d = ps_sock_handle(r->dealers[i]);
     for (;;) {
         zmq_msg_t m;
         zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, r->dealers[i], ZMQ_DONTWAIT) < 0) {
+        if (zmq_msg_recv(&m, d, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&m);
             return zmq_errno() == EAGAIN ? 0 : PS_EIO;
         }
@@ -439,7 +440,7 @@ static int s_zmq_drain(comm_run_t *r, int i, long *replies)
         zmq_msg_close(&m);
         while (more) { /* a multipart message arrives whole */
             zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, r->dealers[i], 0) < 0) {
+            if (zmq_msg_recv(&m, d, 0) < 0) {
                 zmq_msg_close(&m);
                 return PS_EIO;
             }
@@ -457,7 +458,7 @@ static int s_zmq_measure(comm_run_t *r, double seconds, int min_rounds, long *ro
     long replies[COMM_MAX_SERVERS] = {0}, started = 0, done = 0;
     zmq_pollitem_t items[COMM_MAX_SERVERS];
     for (int i = 0; i < r->S; i++) {
-        items[i] = (zmq_pollitem_t){r->dealers[i], 0, ZMQ_POLLIN, 0};
+        items[i] = (zmq_pollitem_t){ps_sock_handle(r->dealers[i]), 0, ZMQ_POLLIN, 0};
     }
     double t0 = ps_now(), stop_at = t0 + seconds;
     int rc = 0;

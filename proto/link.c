@@ -40,13 +40,22 @@ int ps_link_check_timeouts(double connect_timeout, double peer_timeout)
     return connect_timeout > 0 && peer_timeout > 0 ? 0 : PS_EINVAL;
 }
 
+struct ps_link {
+    ps_sock_t *sock;     /* DEALER connected to the scheduler */
+    ps_role_t role;      /* this node's role */
+    int rank;            /* this node's rank, from REGISTER_ACK */
+    char scheduler[128]; /* the scheduler's endpoint, for messages */
+    double peer_timeout; /* seconds of scheduler silence that mean it is lost */
+    double last_seen;    /* ps_now() of the last message from the scheduler */
+    double last_sent;    /* ps_now() of our last heartbeat */
+};
+
 /* Waits up to timeout seconds for one message on l->sock. Returns 1 when one
  * was received into *m, 0 on timeout, or a negative PS_E*. */
 static int s_recv(ps_link_t *l, ps_msg_t *m, double timeout)
 {
-    zmq_pollitem_t it = {l->sock, 0, ZMQ_POLLIN, 0};
-    int n = zmq_poll(&it, 1, (long)(timeout * 1000));
-    if (n <= 0) {
+    ps_pollitem_t it = {.sock = l->sock};
+    if (ps_poll(&it, 1, (long)(timeout * 1000)) <= 0) {
         return 0;
     }
     int rc = ps_msg_recv(l->sock, 0, m);
@@ -60,25 +69,30 @@ static int s_recv(ps_link_t *l, ps_msg_t *m, double timeout)
 /* Sends a control body packed by the caller, then frees it. */
 static int s_send_body(ps_link_t *l, ps_msg_type_t type, uint8_t *body, size_t len)
 {
-    int rc = ps_msg_send_ctrl(l->sock, NULL, type, l->role, l->rank, body, len);
+    int rc = ps_link_send(l, type, body, len);
     free(body);
     return rc;
 }
 
-int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
+int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
                  int want_rank, const char *endpoint, double connect_timeout,
                  double peer_timeout, ps_job_t *job, char *err, size_t errlen)
 {
-    memset(l, 0, sizeof *l);
+    *out = NULL;
+    ps_link_t *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return PS_ENOMEM;
+    }
     l->role = role;
     l->rank = want_rank;
     l->peer_timeout = peer_timeout;
     snprintf(l->scheduler, sizeof l->scheduler, "%s", scheduler);
-    l->sock = ps_transport_open(ctx, ZMQ_DEALER);
-    if (!l->sock || ps_transport_connect(l->sock, scheduler) != 0) {
+    if (ps_sock_new(ctx, PS_SOCK_DEALER, &l->sock, err, errlen) != 0 ||
+        ps_sock_connect(l->sock, scheduler) != 0) {
         snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",
                  scheduler);
-        ps_link_close(l);
+        ps_link_destroy(&l);
         return PS_EINVAL;
     }
     ps_register_t reg = {.role = role, .rank = want_rank, .pid = (uint32_t)getpid()};
@@ -121,6 +135,7 @@ int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
             ps_msg_close(&m);
             if (rc == 0) {
                 l->last_sent = ps_now();
+                *out = l;
                 return 0;
             }
         }
@@ -130,8 +145,18 @@ int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
         snprintf(err, errlen, "registering with the scheduler at %s failed: %s", scheduler,
                  ps_strerror(rc));
     }
-    ps_link_close(l);
+    ps_link_destroy(&l);
     return rc;
+}
+
+int ps_link_rank(const ps_link_t *l)
+{
+    return l->rank;
+}
+
+ps_sock_t *ps_link_sock(ps_link_t *l)
+{
+    return l->sock;
 }
 
 int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view, char *err,
@@ -150,9 +175,8 @@ int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view
         }
     }
     for (;;) {
-        int rc = ps_link_tick(l, err, errlen);
-        if (rc != 0) {
-            return rc;
+        if (ps_link_tick(l, err, errlen) == PS_LINK_LOST) {
+            return PS_ECLOSED;
         }
         ps_msg_t m = {0};
         int got = s_recv(l, &m, 0.1);
@@ -163,11 +187,11 @@ int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view
         if (got == 0) {
             continue;
         }
-        rc = ps_link_handle(l, &m, err, errlen);
-        if (rc == PS_MSG_VIEW) {
+        ps_link_event_t ev = ps_link_handle(l, &m, err, errlen);
+        if (ev == PS_LINK_MESSAGE && m.hdr.type == PS_MSG_VIEW) {
             size_t n = 0;
             const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &n) : NULL;
-            rc = p ? ps_codec_unpack_view(p, n, view) : PS_EPROTO;
+            int rc = p ? ps_codec_unpack_view(p, n, view) : PS_EPROTO;
             ps_msg_close(&m);
             if (rc != 0) {
                 snprintf(err, errlen, "the scheduler sent a cluster view that does not decode");
@@ -175,38 +199,39 @@ int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view
             return rc;
         }
         ps_msg_close(&m);
-        if (rc < 0) {
-            return rc;
+        if (ev == PS_LINK_ABORTED) {
+            return PS_ECLOSED;
         }
-        if (rc == 1) {
+        if (ev == PS_LINK_ERROR) {
+            return PS_EPROTO;
+        }
+        if (ev == PS_LINK_SHUTDOWN) {
             snprintf(err, errlen, "the scheduler ended the job before it started");
             return PS_ECLOSED;
         }
     }
 }
 
-int ps_link_tick(ps_link_t *l, char *err, size_t errlen)
+ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen)
 {
     double now = ps_now();
     if (now - l->last_seen > l->peer_timeout) {
         snprintf(err, errlen, "lost the scheduler at %s: silent for %.1f s", l->scheduler,
                  now - l->last_seen);
-        return PS_ECLOSED;
+        return PS_LINK_LOST;
     }
     if (now - l->last_sent >= PS_HEARTBEAT_SECONDS) {
-        ps_header_t h;
-        ps_msg_header(&h, PS_MSG_HEARTBEAT, l->role, l->rank);
-        ps_msg_send(l->sock, NULL, h, NULL, 0, 0);
+        ps_link_send(l, PS_MSG_HEARTBEAT, NULL, 0);
         l->last_sent = now;
     }
-    return 0;
+    return PS_LINK_ALIVE;
 }
 
-int ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)
+ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)
 {
-    (void)l;
+    l->last_seen = ps_now();
     if (m->hdr.type == PS_MSG_HEARTBEAT) {
-        return 0;
+        return PS_LINK_ALIVE;
     }
     if (m->hdr.type == PS_MSG_SHUTDOWN) {
         int status = PS_ECLOSED;
@@ -217,21 +242,26 @@ int ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)
             ps_codec_unpack_shutdown(p, n, &status, reason, sizeof reason);
         }
         if (status == 0) {
-            return 1;
+            return PS_LINK_SHUTDOWN;
         }
         snprintf(err, errlen, "job aborted by the scheduler: %s", reason);
-        return PS_ECLOSED;
+        return PS_LINK_ABORTED;
     }
     if (m->hdr.type == PS_MSG_ERROR) {
         snprintf(err, errlen, "the scheduler says: %s", m->hdr.error);
-        return PS_EPROTO;
+        return PS_LINK_ERROR;
     }
-    return (int)m->hdr.type;
+    return PS_LINK_MESSAGE;
+}
+
+int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
+{
+    return ps_msg_send_ctrl(l->sock, NULL, type, l->role, l->rank, body, len);
 }
 
 void ps_link_abort(ps_link_t *l, const char *reason)
 {
-    if (!l->sock) {
+    if (!l) {
         return;
     }
     uint8_t *body;
@@ -241,7 +271,12 @@ void ps_link_abort(ps_link_t *l, const char *reason)
     }
 }
 
-void ps_link_close(ps_link_t *l)
+void ps_link_destroy(ps_link_t **lp)
 {
-    ps_transport_close(&l->sock);
+    ps_link_t *l = *lp;
+    if (l) {
+        ps_sock_destroy(&l->sock);
+        free(l);
+        *lp = NULL;
+    }
 }

@@ -3,10 +3,17 @@
  *
  * Servers and workers join the same way: REGISTER, wait for REGISTER_ACK (the
  * job configuration and the node's rank), optionally report the model size,
- * wait for the cluster view. Afterwards the owner's event loop calls
- * ps_link_tick() to send heartbeats and notice a silent scheduler, and
- * ps_link_handle() for messages from the scheduler. The link is owned by one
- * thread at a time (it may be handed over before another thread starts).
+ * wait for the cluster view. Afterwards the owner's event loop polls and
+ * drains ps_link_sock() and hands every message to ps_link_handle(), which
+ * records that the scheduler is alive and says what the message means (a
+ * typed event); it calls ps_link_tick() at least every few hundred ms to send
+ * heartbeats and to learn when the scheduler has been silent too long.
+ * Liveness lives here: callers never keep their own last-seen times.
+ *
+ * Thread safety: none inside. A link is used by one thread at a time; the
+ * server's loop owns its link, and the worker's KV client keeps its link
+ * behind the client's mutex (the trainer that waits and the 50 ms ticker take
+ * turns; see worker/kv.h).
  */
 #ifndef PS_PROTO_LINK_H
 #define PS_PROTO_LINK_H
@@ -18,6 +25,7 @@
 #include "common/job.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
+#include "proto/sock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,26 +57,27 @@ ps_flag_t ps_link_peer_timeout_flag(double *dst);
  * names the flags it checked. */
 int ps_link_check_timeouts(double connect_timeout, double peer_timeout);
 
-typedef struct {
-    void *sock;          /* DEALER connected to the scheduler; owned */
-    ps_role_t role;      /* this node's role */
-    int rank;            /* this node's rank, from REGISTER_ACK */
-    char scheduler[128]; /* the scheduler's endpoint, for messages */
-    double peer_timeout; /* seconds of scheduler silence that mean it is lost */
-    double last_seen;    /* ps_now() of the last message from the scheduler */
-    double last_sent;    /* ps_now() of our last heartbeat */
-} ps_link_t;
+typedef struct ps_link ps_link_t;
 
 /*
  * Connects to the scheduler and registers. endpoint: what a server advertises
  * (NULL for workers). Waits up to connect_timeout seconds for the answer.
- * On success fills l, l->rank and *job. Returns 0, or PS_ETIMEDOUT (no answer:
- * unreachable scheduler), PS_EINVAL (bad endpoint), PS_EPROTO / PS_ESTATE
- * (refused); err gets a one-line reason. On failure l holds no socket.
+ * On success returns 0 with the link in *out (caller owns the result; destroy
+ * with ps_link_destroy()) and the job in *job. Returns PS_ETIMEDOUT (no
+ * answer: unreachable scheduler), PS_EINVAL (bad endpoint), PS_EPROTO /
+ * PS_ESTATE (refused), with a one-line reason in err and *out NULL.
  */
-int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
+int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
                  int want_rank, const char *endpoint, double connect_timeout,
                  double peer_timeout, ps_job_t *job, char *err, size_t errlen);
+
+/* This node's rank, from REGISTER_ACK. */
+int ps_link_rank(const ps_link_t *l);
+
+/* The socket to the scheduler; borrowed, valid until ps_link_destroy(). Only
+ * for ps_poll() and ps_msg_drain(); every message from it goes to
+ * ps_link_handle(), and ps_sock_set_linger() may shorten its closing. */
+ps_sock_t *ps_link_sock(ps_link_t *l);
 
 /*
  * Workers pass info (their model size, the size of their training set and,
@@ -80,23 +89,39 @@ int ps_link_join(ps_link_t *l, void *ctx, const char *scheduler, ps_role_t role,
 int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view, char *err,
                       size_t errlen);
 
-/* Sends a heartbeat when one is due. Returns 0, or PS_ECLOSED with a reason in
- * err when the scheduler has been silent for longer than peer_timeout. */
-int ps_link_tick(ps_link_t *l, char *err, size_t errlen);
+/* What a message from the scheduler, or a tick, means for the node. */
+typedef enum {
+    PS_LINK_ALIVE,    /* a heartbeat, or nothing new: the scheduler is there */
+    PS_LINK_MESSAGE,  /* a message for the caller (BARRIER_DONE, REPORT, VIEW...):
+                         read m->hdr.type */
+    PS_LINK_SHUTDOWN, /* a clean SHUTDOWN: the job is over */
+    PS_LINK_ABORTED,  /* the scheduler aborted the job; reason in err */
+    PS_LINK_ERROR,    /* the scheduler answered PS_MSG_ERROR; reason in err */
+    PS_LINK_LOST,     /* (tick only) the scheduler has been silent for longer
+                         than peer_timeout; reason in err */
+} ps_link_event_t;
+
+/* Sends a heartbeat when one is due. Returns PS_LINK_ALIVE, or PS_LINK_LOST
+ * with a reason in err when the scheduler has been silent too long. */
+ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen);
 
 /*
- * Handles a message that arrived on l->sock. Returns 0 when it was a heartbeat
- * (or anything else merely proving the scheduler alive), 1 for a clean
- * SHUTDOWN (the job is over), PS_ECLOSED for an abort (reason in err), or the
- * message type (> 1) for the caller to handle (BARRIER_DONE, ...).
+ * Handles a message received from ps_link_sock(): records that the scheduler
+ * is alive and returns what the message means (never PS_LINK_LOST). m stays
+ * the caller's.
  */
-int ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen);
+ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen);
 
-/* Tells the scheduler this node is failing, so it stops the job at once. */
+/* Sends a control message (header of type from this node, body copied; NULL
+ * for none) to the scheduler. Returns 0 or a PS_E* as ps_msg_send(). */
+int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len);
+
+/* Tells the scheduler this node is failing, so it stops the job at once.
+ * NULL-safe. */
 void ps_link_abort(ps_link_t *l, const char *reason);
 
-/* Closes the socket; safe on a zeroed or closed link. */
-void ps_link_close(ps_link_t *l);
+/* Closes the socket and frees the link; NULL-safe; sets *l to NULL. */
+void ps_link_destroy(ps_link_t **l);
 
 #ifdef __cplusplus
 }

@@ -1,30 +1,24 @@
 /*
- * proto/msg.c - multipart messages and socket options over libzmq.
- * zmq_errno() is translated into PS_E* here and nowhere else.
+ * proto/msg.c - multipart messages over libzmq (sockets are sock.c).
+ * zmq_errno() is translated into PS_E* by ps_zmq_error(), nowhere else.
  */
 #include "proto/msg.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "proto/sock_zmq.h"
 
-/* Blocking sends give up after this long: a peer that stops reading must not
- * hang us; liveness is decided by heartbeats, not here. */
-#define PS_SEND_TIMEOUT_MS 10000
-#define PS_LINGER_MS 2000
+_Static_assert(sizeof(zmq_msg_t) <= sizeof(((ps_payload_t *)0)->opaque) &&
+                   _Alignof(zmq_msg_t) <= 8,
+               "ps_payload_t must hold a zmq_msg_t");
 
-static int s_zmq_err(void)
+/* The ZeroMQ message inside a payload. */
+static zmq_msg_t *s_zmsg(const ps_payload_t *p)
 {
-    switch (zmq_errno()) {
-    case EAGAIN: return PS_ETIMEDOUT;
-    case ETERM: return PS_ECLOSED;
-    case EINTR: return PS_ETIMEDOUT;
-    case EINVAL: return PS_EINVAL;
-    default: return PS_EIO;
-    }
+    return (zmq_msg_t *)p->opaque;
 }
 
 void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sender)
@@ -39,7 +33,7 @@ void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sende
 /* The one sender: route, header, then the frames copied (PS_SEND_COPY),
  * zero-copy with no release (the caller knows by a reply), or zero-copy with
  * release called once per frame (see ps_msg_send_zc). */
-static int s_send(void *sock, const ps_route_t *route, ps_header_t h,
+static int s_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
                   const ps_frame_t *frames, int nframes, int flags,
                   ps_msg_release_fn *release, void *hint)
 {
@@ -58,14 +52,14 @@ static int s_send(void *sock, const ps_route_t *route, ps_header_t h,
         goto unsent;
     }
     if (route && route->len) {
-        if (zmq_send(sock, route->id, route->len, ZMQ_SNDMORE) < 0) {
-            rc = s_zmq_err();
+        if (zmq_send(ps_zs(sock), route->id, route->len, ZMQ_SNDMORE) < 0) {
+            rc = ps_zmq_error();
             goto unsent;
         }
     }
     /* After the first frame is accepted ZeroMQ accepts the rest atomically. */
-    if (zmq_send(sock, buf, (size_t)hlen, nframes ? ZMQ_SNDMORE : 0) < 0) {
-        rc = s_zmq_err();
+    if (zmq_send(ps_zs(sock), buf, (size_t)hlen, nframes ? ZMQ_SNDMORE : 0) < 0) {
+        rc = ps_zmq_error();
         goto unsent;
     }
     for (; i < nframes; i++) {
@@ -91,8 +85,8 @@ static int s_send(void *sock, const ps_route_t *route, ps_header_t h,
             /* No free function: the buffer is the caller's (see header). */
             zmq_msg_init_data(&msg, (void *)frames[i].data, frames[i].len, NULL, NULL);
         }
-        if (zmq_msg_send(&msg, sock, more) < 0) {
-            rc = s_zmq_err();
+        if (zmq_msg_send(&msg, ps_zs(sock), more) < 0) {
+            rc = ps_zmq_error();
             zmq_msg_close(&msg); /* a failed send leaves the message ours to close */
             i++;                 /* ... and closing it released this frame */
             goto unsent;
@@ -106,40 +100,60 @@ unsent:
     return rc;
 }
 
-int ps_msg_send(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
+int ps_msg_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
                 int nframes, int flags)
 {
     return s_send(sock, route, h, frames, nframes, flags, NULL, NULL);
 }
 
-int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h,
+int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
                    const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
                    void *hint)
 {
     return s_send(sock, route, h, frames, nframes, 0, release, hint);
 }
 
+void ps_payload_close(ps_payload_t *p)
+{
+    if (p->held) {
+        zmq_msg_close(s_zmsg(p));
+        p->held = 0;
+    }
+}
+
+const void *ps_payload_data(const ps_payload_t *p, size_t *len)
+{
+    *len = zmq_msg_size(s_zmsg(p));
+    return zmq_msg_data(s_zmsg(p));
+}
+
+void ps_msg_take_payload(ps_msg_t *m, int i, ps_payload_t *out)
+{
+    zmq_msg_init(s_zmsg(out));
+    zmq_msg_move(s_zmsg(out), s_zmsg(&m->frames[i]));
+    out->held = 1;
+}
+
 void ps_msg_close(ps_msg_t *m)
 {
     for (int i = 0; i < m->nframes; i++) {
-        zmq_msg_close(&m->frames[i]);
+        ps_payload_close(&m->frames[i]);
     }
     m->nframes = 0;
 }
 
 const void *ps_msg_frame(const ps_msg_t *m, int i, size_t *len)
 {
-    *len = zmq_msg_size((zmq_msg_t *)&m->frames[i]);
-    return zmq_msg_data((zmq_msg_t *)&m->frames[i]);
+    return ps_payload_data(&m->frames[i], len);
 }
 
 /* Reads and discards the remaining parts of a multipart message. */
-static void s_drain(void *sock, int more)
+static void s_discard(ps_sock_t *sock, int more)
 {
     while (more) {
         zmq_msg_t part;
         zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, sock, 0) < 0) {
+        if (zmq_msg_recv(&part, ps_zs(sock), 0) < 0) {
             zmq_msg_close(&part);
             return;
         }
@@ -148,7 +162,7 @@ static void s_drain(void *sock, int more)
     }
 }
 
-int ps_msg_recv(void *sock, int flags, ps_msg_t *m)
+int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
 {
     memset(&m->route, 0, sizeof m->route);
     m->peer_addr[0] = '\0';
@@ -156,9 +170,9 @@ int ps_msg_recv(void *sock, int flags, ps_msg_t *m)
     m->nframes = 0;
     zmq_msg_t part;
     zmq_msg_init(&part);
-    if (zmq_msg_recv(&part, sock, 0) < 0) {
+    if (zmq_msg_recv(&part, ps_zs(sock), 0) < 0) {
         zmq_msg_close(&part);
-        return s_zmq_err();
+        return ps_zmq_error();
     }
     int more = zmq_msg_more(&part);
     if (flags & PS_RECV_ROUTER) {
@@ -174,9 +188,9 @@ int ps_msg_recv(void *sock, int flags, ps_msg_t *m)
             return PS_EPROTO;
         }
         zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, sock, 0) < 0) {
+        if (zmq_msg_recv(&part, ps_zs(sock), 0) < 0) {
             zmq_msg_close(&part);
-            return s_zmq_err();
+            return ps_zmq_error();
         }
         more = zmq_msg_more(&part);
     }
@@ -187,26 +201,26 @@ int ps_msg_recv(void *sock, int flags, ps_msg_t *m)
     int rc = ps_codec_unpack_header(zmq_msg_data(&part), zmq_msg_size(&part), &m->hdr);
     zmq_msg_close(&part);
     if (rc != 0) {
-        s_drain(sock, more);
+        s_discard(sock, more);
         return rc;
     }
     uint64_t total = 0;
     while (more) {
         if (m->nframes == PS_MSG_MAX_FRAMES) {
-            s_drain(sock, more);
+            s_discard(sock, more);
             ps_msg_close(m);
             snprintf(m->hdr.error, sizeof m->hdr.error, "more than %d payload frames",
                      PS_MSG_MAX_FRAMES);
             return PS_EPROTO;
         }
-        zmq_msg_t *f = &m->frames[m->nframes];
+        zmq_msg_t *f = s_zmsg(&m->frames[m->nframes]);
         zmq_msg_init(f);
-        if (zmq_msg_recv(f, sock, 0) < 0) {
+        if (zmq_msg_recv(f, ps_zs(sock), 0) < 0) {
             zmq_msg_close(f);
             ps_msg_close(m);
-            return s_zmq_err();
+            return ps_zmq_error();
         }
-        m->nframes++;
+        m->frames[m->nframes++].held = 1;
         total += zmq_msg_size(f);
         more = zmq_msg_more(f);
     }
@@ -220,7 +234,7 @@ int ps_msg_recv(void *sock, int flags, ps_msg_t *m)
     return 0;
 }
 
-int ps_msg_send_ctrl(void *sock, const ps_route_t *route, ps_msg_type_t type, ps_role_t role,
+int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type, ps_role_t role,
                      int sender, const void *body, size_t len)
 {
     ps_header_t h;
@@ -229,7 +243,7 @@ int ps_msg_send_ctrl(void *sock, const ps_route_t *route, ps_msg_type_t type, ps
     return ps_msg_send(sock, route, h, &f, body ? 1 : 0, PS_SEND_COPY);
 }
 
-int ps_msg_reply_error(void *sock, const ps_msg_t *req, ps_role_t role, int sender,
+int ps_msg_reply_error(ps_sock_t *sock, const ps_msg_t *req, ps_role_t role, int sender,
                        int status, const char *fmt, ...)
 {
     ps_header_t h;
@@ -250,51 +264,21 @@ int ps_msg_reply_error(void *sock, const ps_msg_t *req, ps_role_t role, int send
     return ps_msg_send(sock, &req->route, h, NULL, 0, 0);
 }
 
-void *ps_transport_open(void *ctx, int type)
+int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, void *arg)
 {
-    void *s = zmq_socket(ctx, type);
-    if (!s) {
-        return NULL;
+    int k = 0;
+    while (k < max && ps_sock_has_input(sock)) {
+        ps_msg_t m = {0};
+        int rc = ps_msg_recv(sock, flags, &m);
+        if (rc != 0 && rc != PS_EPROTO) {
+            return rc;
+        }
+        k++;
+        int stop = fn(arg, &m, rc);
+        ps_msg_close(&m);
+        if (stop) {
+            break;
+        }
     }
-    int linger = PS_LINGER_MS, sndtimeo = PS_SEND_TIMEOUT_MS, hwm = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
-    /* Queues are bounded by the protocol (a worker has few requests in flight),
-     * not by ZeroMQ's message count, which would drop or block silently. */
-    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    return s;
-}
-
-int ps_transport_bind(void *sock, const char *endpoint, char *actual, size_t cap)
-{
-    if (zmq_bind(sock, endpoint) != 0) {
-        int e = zmq_errno();
-        return (e == EINVAL || e == EPROTONOSUPPORT || e == ENODEV) ? PS_EINVAL : PS_EIO;
-    }
-    size_t len = cap;
-    if (actual && zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, actual, &len) != 0) {
-        snprintf(actual, cap, "%s", endpoint);
-    }
-    return 0;
-}
-
-int ps_transport_connect(void *sock, const char *endpoint)
-{
-    return zmq_connect(sock, endpoint) == 0 ? 0 : PS_EINVAL;
-}
-
-void ps_transport_set_linger(void *sock, int ms)
-{
-    if (sock) {
-        zmq_setsockopt(sock, ZMQ_LINGER, &ms, sizeof ms);
-    }
-}
-
-void ps_transport_close(void **sock)
-{
-    if (*sock) {
-        zmq_close(*sock);
-        *sock = NULL;
-    }
+    return k;
 }

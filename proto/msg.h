@@ -4,19 +4,21 @@
  * Sending: the header is packed on the stack; payload frames are handed to
  * ZeroMQ without a copy (zmq_msg_init_data) unless the caller asks for one.
  * Receiving: every frame of the multipart message is read; payload frames are
- * kept as zmq_msg_t and read in place. ps_msg_recv() checks the envelope
- * (frame count, header decode, protocol, payload length = header's); the
- * caller checks what needs context. Also the socket helpers (open, bind,
- * connect) so no other module sets ZeroMQ options.
+ * kept as ZeroMQ messages (ps_payload_t, opaque here) and read in place; a
+ * receiver may take one out of the message to keep it past ps_msg_close()
+ * (the server holds a push's gradient frame until its step is applied).
+ * ps_msg_recv() checks the envelope (frame count, header decode, protocol,
+ * payload length = header's); the caller checks what needs context.
+ * ps_msg_drain() is the one receive loop every event loop uses.
  */
 #ifndef PS_PROTO_MSG_H
 #define PS_PROTO_MSG_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <zmq.h>
 
 #include "proto/codec.h"
+#include "proto/sock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,13 +39,21 @@ typedef struct {
     size_t len;               /* 0 on DEALER sockets */
 } ps_route_t;
 
+/* A received payload frame, read in place; no socket needed to read or
+ * release it. Opaque (ZeroMQ's message underneath). Zero-initialise before
+ * use; release with ps_payload_close(). */
+typedef struct {
+    _Alignas(8) unsigned char opaque[64]; /* ZeroMQ's message */
+    int held;                             /* 1 while it holds a frame */
+} ps_payload_t;
+
 /* A received message. Initialise with {0}; release with ps_msg_close(). */
 typedef struct {
-    ps_route_t route;                  /* sender's routing id (ROUTER only) */
-    char peer_addr[64];                /* sender's IP address (PS_RECV_PEER only) */
-    ps_header_t hdr;                   /* decoded header */
-    int nframes;                       /* payload frames held */
-    zmq_msg_t frames[PS_MSG_MAX_FRAMES]; /* payloads, read in place */
+    ps_route_t route;                     /* sender's routing id (ROUTER only) */
+    char peer_addr[64];                   /* sender's IP address (PS_RECV_PEER only) */
+    ps_header_t hdr;                      /* decoded header */
+    int nframes;                          /* payload frames held */
+    ps_payload_t frames[PS_MSG_MAX_FRAMES]; /* payloads, read in place */
 } ps_msg_t;
 
 /* Receive flags. */
@@ -65,7 +75,7 @@ enum {
  * timeout: peer not accepting), PS_ECLOSED (context terminated), PS_EIO.
  * Not thread-safe: the socket's owning thread only.
  */
-int ps_msg_send(void *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
+int ps_msg_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
                 int nframes, int flags);
 
 /* Called once per zero-copy frame when ZeroMQ no longer needs its data, from
@@ -81,19 +91,19 @@ typedef void ps_msg_release_fn(void *data, void *hint);
  * process, without waiting for an application-level ack. Returns as
  * ps_msg_send(). Not thread-safe: the socket's owning thread only.
  */
-int ps_msg_send_zc(void *sock, const ps_route_t *route, ps_header_t h,
+int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
                    const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
                    void *hint);
 
 /*
  * Receives one whole multipart message (blocking unless the socket has data;
- * call after zmq_poll). flags: PS_RECV_*.
+ * call after ps_poll, or use ps_msg_drain). flags: PS_RECV_*.
  * Returns 0 with *m filled; PS_EPROTO when the envelope is bad (all frames are
  * consumed; m->route and whatever decoded of m->hdr are kept, reason in
  * m->hdr.error) so the caller can reply or drop; PS_EAGAIN-like conditions as
  * PS_ETIMEDOUT; PS_ECLOSED when the context is terminated.
  */
-int ps_msg_recv(void *sock, int flags, ps_msg_t *m);
+int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m);
 
 /* Releases the payload frames; safe on a zeroed or closed message. */
 void ps_msg_close(ps_msg_t *m);
@@ -105,11 +115,11 @@ const void *ps_msg_frame(const ps_msg_t *m, int i, size_t *len);
  * Sends a control message: header of `type` with one payload frame body (copied).
  * body may be NULL for a header-only message.
  */
-int ps_msg_send_ctrl(void *sock, const ps_route_t *route, ps_msg_type_t type, ps_role_t role,
+int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type, ps_role_t role,
                      int sender, const void *body, size_t len);
 
 /* Replies PS_MSG_ERROR to req's sender with status and a printf-style reason. */
-int ps_msg_reply_error(void *sock, const ps_msg_t *req, ps_role_t role, int sender,
+int ps_msg_reply_error(ps_sock_t *sock, const ps_msg_t *req, ps_role_t role, int sender,
                        int status, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
@@ -117,28 +127,37 @@ int ps_msg_reply_error(void *sock, const ps_msg_t *req, ps_role_t role, int send
 void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sender);
 
 /*
- * Opens a socket of ZeroMQ type (ZMQ_ROUTER, ZMQ_DEALER, ...) with the
- * project's options: bounded linger, send timeout, no message-count limit on
- * queues. Returns the socket or NULL (zmq errno kept).
+ * Moves payload frame i (< m->nframes) out of m into *out, so it outlives
+ * ps_msg_close(m); frame i of m is left empty. *out must not hold a frame.
+ * Caller owns *out; release with ps_payload_close(). Thread-safe on distinct
+ * messages.
  */
-void *ps_transport_open(void *ctx, int type);
+void ps_msg_take_payload(ps_msg_t *m, int i, ps_payload_t *out);
 
-/* Binds; stores the resolved endpoint (wildcard port filled in) into actual.
- * Returns 0 or PS_EINVAL (bad endpoint) / PS_EIO (address in use, ...). */
-int ps_transport_bind(void *sock, const char *endpoint, char *actual, size_t cap);
+/* Borrowed pointer to a held payload's bytes (not necessarily float-aligned)
+ * and their count; valid until ps_payload_close(). */
+const void *ps_payload_data(const ps_payload_t *p, size_t *len);
 
-/* Connects. Returns 0 or PS_EINVAL (bad endpoint). */
-int ps_transport_connect(void *sock, const char *endpoint);
+/* Releases the frame; safe on a zeroed or closed payload. Any thread. */
+void ps_payload_close(ps_payload_t *p);
 
-/* After a failure: messages still queued (to a dead peer, most likely) are
- * given only this long once the socket is closed, so exiting stays prompt. */
-#define PS_ABORT_LINGER_MS 200
+/*
+ * Called by ps_msg_drain() once per received message: rc is 0 for a good
+ * message, PS_EPROTO for one whose envelope ps_msg_recv() refused (m->route
+ * and the reason in m->hdr.error are kept, so the handler can reply or log).
+ * m is closed after the handler returns; take a payload to keep it. Returns
+ * 0 to go on, non-zero to stop draining after this message.
+ */
+typedef int ps_msg_handler_fn(void *arg, ps_msg_t *m, int rc);
 
-/* Sets how long queued messages may delay closing the socket. NULL-safe. */
-void ps_transport_set_linger(void *sock, int ms);
-
-/* Closes a socket; NULL-safe; sets *sock to NULL. */
-void ps_transport_close(void **sock);
+/*
+ * The one drain loop: while sock has input, receives a whole message (flags:
+ * PS_RECV_*) and hands it to fn, at most max messages, so the caller's other
+ * duties (liveness, other sockets) keep their turn. Returns how many were
+ * handled, or a negative PS_E* when receiving failed (PS_ECLOSED: the context
+ * is closing). Not thread-safe: the socket's owning thread only.
+ */
+int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,7 @@
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
+#include "proto/sock.h"
 
 typedef struct {
     int used;             /* row holds a registered node */
@@ -46,8 +47,8 @@ typedef enum { S_WAITING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phas
 
 typedef struct {
     const ps_scheduler_config_t *cfg;
-    void *ctx;
-    void *router;
+    ps_ctx_t *ctx;
+    ps_sock_t *router;
     char endpoint[128];
     ps_phase_t phase;
     ps_node_t *nodes; /* S + M rows: servers first */
@@ -632,6 +633,21 @@ static int s_write_endpoint(const char *path, const char *endpoint)
     return 0;
 }
 
+/* ps_msg_drain's handler: one message from a node (or a malformed one). */
+static int s_on_receive(void *arg, ps_msg_t *m, int rc)
+{
+    ps_scheduler_t *s = arg;
+    if (rc == 0) {
+        s_on_message(s, m);
+    } else {
+        ps_log_warn("dropped a malformed message: %s", m->hdr.error);
+    }
+    if (s->phase == S_WAITING) {
+        s_maybe_start(s);
+    }
+    return 0;
+}
+
 int ps_scheduler_run(const ps_scheduler_config_t *cfg)
 {
     ps_scheduler_t s = {.cfg = cfg, .phase = S_WAITING};
@@ -639,18 +655,17 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     s.nnodes = cfg->servers + cfg->workers;
     s.nodes = calloc((size_t)s.nnodes, sizeof *s.nodes);
     s.view = calloc(1, sizeof *s.view);
-    s.ctx = zmq_ctx_new();
-    if (!s.nodes || !s.view || !s.ctx) {
+    char why[128];
+    if (!s.nodes || !s.view || ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
     }
-    s.router = ps_transport_open(s.ctx, ZMQ_ROUTER);
-    int rc = s.router ? ps_transport_bind(s.router, cfg->bind, s.endpoint, sizeof s.endpoint)
-                      : PS_EIO;
+    int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, why, sizeof why);
+    if (rc == 0) {
+        rc = ps_sock_bind(s.router, cfg->bind, s.endpoint, sizeof s.endpoint, why, sizeof why);
+    }
     if (rc != 0) {
-        ps_log_err("cannot bind %s: %s", cfg->bind,
-                   rc == PS_EINVAL ? "bad endpoint (expected tcp://HOST:PORT)"
-                                   : zmq_strerror(zmq_errno()));
+        ps_log_err("cannot bind %s: %s", cfg->bind, why);
         goto fail;
     }
     if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s.endpoint) != 0) {
@@ -661,28 +676,14 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
                 cfg->workers);
     s.t_start = ps_now();
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
-        zmq_pollitem_t it = {s.router, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 100) < 0) {
-            s_fail(&s, "poll failed: %s", zmq_strerror(zmq_errno()));
+        ps_pollitem_t it = {.sock = s.router};
+        if ((rc = ps_poll(&it, 1, 100)) < 0) {
+            s_fail(&s, "poll failed: %s", ps_strerror(rc));
             break;
         }
         /* Drain what is queued, but keep ticking so liveness stays checked. */
-        for (int k = 0; k < 256 && (it.revents & ZMQ_POLLIN); k++) {
-            ps_msg_t m = {0};
-            rc = ps_msg_recv(s.router, PS_RECV_ROUTER | PS_RECV_PEER, &m);
-            if (rc == 0) {
-                s_on_message(&s, &m);
-            } else if (rc == PS_EPROTO) {
-                ps_log_warn("dropped a malformed message: %s", m.hdr.error);
-            }
-            ps_msg_close(&m);
-            if (s.phase == S_WAITING) {
-                s_maybe_start(&s);
-            }
-            int ev = 0;
-            size_t evlen = sizeof ev;
-            zmq_getsockopt(s.router, ZMQ_EVENTS, &ev, &evlen);
-            it.revents = (short)ev;
+        if (it.ready) {
+            ps_msg_drain(s.router, PS_RECV_ROUTER | PS_RECV_PEER, 256, s_on_receive, &s);
         }
         s_tick(&s);
     }
@@ -698,12 +699,10 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     }
 fail:
     if (status != 0) {
-        ps_transport_set_linger(s.router, PS_ABORT_LINGER_MS);
+        ps_sock_set_linger(s.router, PS_ABORT_LINGER_MS);
     }
-    ps_transport_close(&s.router); /* lingers so the SHUTDOWNs go out */
-    if (s.ctx) {
-        zmq_ctx_term(s.ctx);
-    }
+    ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
+    ps_ctx_destroy(&s.ctx);
     free(s.view);
     free(s.nodes);
     return status;

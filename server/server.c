@@ -36,9 +36,9 @@ typedef struct {
 
 typedef struct {
     const ps_server_config_t *cfg;
-    void *ctx;
-    void *router;
-    ps_link_t link;
+    ps_ctx_t *ctx;
+    ps_sock_t *router;
+    ps_link_t *link;
     ps_view_t *view;
     int rank;
     int workers;
@@ -48,7 +48,7 @@ typedef struct {
     ps_reply_pool_t *pool; /* copies of replies (not sync) */
     /* The frames of the pushes the consistency holds, moved out of their
      * messages: as many as it can hold, and the one being pushed. */
-    zmq_msg_t *held;
+    ps_payload_t *held;
     int *held_free;       /* indices of the free ones */
     int nheld_free;
     uint64_t errors;      /* messages rejected, reported at the end */
@@ -119,16 +119,15 @@ static void s_on_reply(void *ctx, const void *asker, ps_range_t part, const floa
 static void s_on_release(void *ctx, void *frame)
 {
     ps_server_t *s = ctx;
-    zmq_msg_close(frame);
-    s->held_free[s->nheld_free++] = (int)((zmq_msg_t *)frame - s->held);
+    ps_payload_close(frame);
+    s->held_free[s->nheld_free++] = (int)((ps_payload_t *)frame - s->held);
 }
 
 /* Moves m's gradient frame into a free holder and returns it. */
-static zmq_msg_t *s_hold(ps_server_t *s, ps_msg_t *m)
+static ps_payload_t *s_hold(ps_server_t *s, ps_msg_t *m)
 {
-    zmq_msg_t *f = &s->held[s->held_free[--s->nheld_free]];
-    zmq_msg_init(f);
-    zmq_msg_move(f, &m->frames[0]);
+    ps_payload_t *f = &s->held[s->held_free[--s->nheld_free]];
+    ps_msg_take_payload(m, 0, f);
     return f;
 }
 
@@ -182,8 +181,9 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     char why[160];
     int rc;
     if (h->type == PS_MSG_PUSH) {
-        zmq_msg_t *f = s_hold(s, m);
-        req.data = zmq_msg_data(f);
+        ps_payload_t *f = s_hold(s, m);
+        size_t len;
+        req.data = ps_payload_data(f, &len);
         req.frame = f;
         rc = ps_consistency_push(s->cons, &req, why, sizeof why);
     } else if (h->type == PS_MSG_PULL) {
@@ -211,8 +211,52 @@ static void s_send_report(ps_server_t *s)
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
-        ps_msg_send_ctrl(s->link.sock, NULL, PS_MSG_REPORT, PS_ROLE_SERVER, s->rank, body, len);
+        ps_link_send(s->link, PS_MSG_REPORT, body, len);
         free(body);
+    }
+}
+
+/* What the loop's drain handlers share: the server, and how the job ended. */
+typedef struct {
+    ps_server_t *s;
+    int status; /* -1 while serving; then 0 (clean shutdown) or 1 */
+} ps_loop_t;
+
+/* ps_msg_drain's handler for the workers' socket. */
+static int s_on_receive(void *arg, ps_msg_t *m, int rc)
+{
+    ps_server_t *s = ((ps_loop_t *)arg)->s;
+    if (rc == 0) {
+        s_on_worker_message(s, m);
+    } else {
+        s_reply_error(s, m, PS_EPROTO, "malformed message: %s", m->hdr.error);
+    }
+    return 0;
+}
+
+/* ps_msg_drain's handler for the scheduler's messages; stops at the end. */
+static int s_on_link(void *arg, ps_msg_t *m, int rc)
+{
+    ps_loop_t *l = arg;
+    char err[256];
+    if (rc != 0) {
+        return 0;
+    }
+    switch (ps_link_handle(l->s->link, m, err, sizeof err)) {
+    case PS_LINK_SHUTDOWN:
+        l->status = 0;
+        return 1;
+    case PS_LINK_ABORTED:
+        ps_log_err("%s", err);
+        l->status = 1;
+        return 1;
+    case PS_LINK_MESSAGE:
+        if (m->hdr.type == PS_MSG_REPORT) {
+            s_send_report(l->s);
+        }
+        return 0;
+    default:
+        return 0;
     }
 }
 
@@ -220,51 +264,24 @@ static void s_send_report(ps_server_t *s)
 static int s_loop(ps_server_t *s)
 {
     char err[256];
+    ps_loop_t l = {s, -1};
     for (;;) {
-        zmq_pollitem_t items[2] = {{s->router, 0, ZMQ_POLLIN, 0},
-                                   {s->link.sock, 0, ZMQ_POLLIN, 0}};
-        if (zmq_poll(items, 2, 100) < 0) {
-            ps_log_err("poll failed: %s", zmq_strerror(zmq_errno()));
+        ps_pollitem_t items[2] = {{.sock = s->router}, {.sock = ps_link_sock(s->link)}};
+        int rc = ps_poll(items, 2, 100);
+        if (rc < 0) {
+            ps_log_err("poll failed: %s", ps_strerror(rc));
             return 1;
         }
-        for (int k = 0; k < 64 && (items[0].revents & ZMQ_POLLIN); k++) {
-            ps_msg_t m = {0};
-            int rc = ps_msg_recv(s->router, PS_RECV_ROUTER, &m);
-            if (rc == 0) {
-                s_on_worker_message(s, &m);
-            } else if (rc == PS_EPROTO) {
-                s_reply_error(s, &m, PS_EPROTO, "malformed message: %s", m.hdr.error);
-            }
-            ps_msg_close(&m);
-            int ev = 0;
-            size_t evlen = sizeof ev;
-            zmq_getsockopt(s->router, ZMQ_EVENTS, &ev, &evlen);
-            items[0].revents = (short)ev;
+        if (items[0].ready) {
+            ps_msg_drain(s->router, PS_RECV_ROUTER, 64, s_on_receive, &l);
         }
-        while (items[1].revents & ZMQ_POLLIN) {
-            ps_msg_t m = {0};
-            int rc = ps_msg_recv(s->link.sock, 0, &m);
-            if (rc == 0) {
-                s->link.last_seen = ps_now();
-                rc = ps_link_handle(&s->link, &m, err, sizeof err);
-                ps_msg_close(&m);
-                if (rc == 1) {
-                    return 0;
-                }
-                if (rc == PS_ECLOSED) {
-                    ps_log_err("%s", err);
-                    return 1;
-                }
-                if (rc == PS_MSG_REPORT) {
-                    s_send_report(s);
-                }
+        if (items[1].ready) {
+            ps_msg_drain(items[1].sock, 0, 64, s_on_link, &l);
+            if (l.status >= 0) {
+                return l.status;
             }
-            int ev = 0;
-            size_t evlen = sizeof ev;
-            zmq_getsockopt(s->link.sock, ZMQ_EVENTS, &ev, &evlen);
-            items[1].revents = (short)ev;
         }
-        if (ps_link_tick(&s->link, err, sizeof err) != 0) {
+        if (ps_link_tick(s->link, err, sizeof err) == PS_LINK_LOST) {
             ps_log_err("%s", err);
             return 1;
         }
@@ -275,7 +292,7 @@ static int s_loop(ps_server_t *s)
 static int s_setup(ps_server_t *s, char *err, size_t errlen)
 {
     const ps_view_t *v = s->view;
-    s->rank = s->link.rank;
+    s->rank = ps_link_rank(s->link);
     s->workers = v->num_workers;
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
@@ -324,17 +341,16 @@ int ps_server_run(const ps_server_config_t *cfg)
     char bound[128], advertise[128];
     ps_job_t job;
     s.view = calloc(1, sizeof *s.view);
-    s.ctx = zmq_ctx_new();
-    if (!s.view || !s.ctx) {
+    if (!s.view || ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
     }
-    s.router = ps_transport_open(s.ctx, ZMQ_ROUTER);
-    int rc = s.router ? ps_transport_bind(s.router, cfg->bind, bound, sizeof bound) : PS_EIO;
+    int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, err, sizeof err);
+    if (rc == 0) {
+        rc = ps_sock_bind(s.router, cfg->bind, bound, sizeof bound, err, sizeof err);
+    }
     if (rc != 0) {
-        ps_log_err("cannot bind %s: %s", cfg->bind,
-                   rc == PS_EINVAL ? "bad endpoint (expected tcp://HOST:PORT)"
-                                   : zmq_strerror(zmq_errno()));
+        ps_log_err("cannot bind %s: %s", cfg->bind, err);
         goto fail;
     }
     snprintf(advertise, sizeof advertise, "%s", cfg->advertise ? cfg->advertise : bound);
@@ -344,12 +360,12 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("%s", err);
         goto fail;
     }
-    ps_log_set_role("S", s.link.rank);
-    ps_log_info("registered as S%d, listening on %s", s.link.rank, bound);
-    if (ps_link_wait_view(&s.link, NULL, s.view, err, sizeof err) != 0 ||
+    ps_log_set_role("S", ps_link_rank(s.link));
+    ps_log_info("registered as S%d, listening on %s", ps_link_rank(s.link), bound);
+    if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||
         s_setup(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
-        ps_link_abort(&s.link, err);
+        ps_link_abort(s.link, err);
         goto fail;
     }
     status = s_loop(&s);
@@ -362,15 +378,13 @@ int ps_server_run(const ps_server_config_t *cfg)
                 (long long)(st->staleness.max > 0 ? st->staleness.max : 0));
 fail:
     if (status != 0) {
-        ps_transport_set_linger(s.router, PS_ABORT_LINGER_MS);
-        ps_transport_set_linger(s.link.sock, PS_ABORT_LINGER_MS);
+        ps_sock_set_linger(s.router, PS_ABORT_LINGER_MS);
+        ps_sock_set_linger(s.link ? ps_link_sock(s.link) : NULL, PS_ABORT_LINGER_MS);
     }
-    ps_link_close(&s.link);
-    ps_transport_close(&s.router);
-    if (s.ctx) {
-        zmq_ctx_term(s.ctx);
-    }
-    ps_reply_pool_destroy(&s.pool); /* after zmq_ctx_term: ZeroMQ gave every buffer back */
+    ps_link_destroy(&s.link);
+    ps_sock_destroy(&s.router);
+    ps_ctx_destroy(&s.ctx);
+    ps_reply_pool_destroy(&s.pool); /* after ps_ctx_destroy: ZeroMQ gave every buffer back */
     ps_consistency_destroy(&s.cons); /* closes the held frames: before freeing their holders */
     ps_store_destroy(&s.store);
     free(s.held);

@@ -4,15 +4,23 @@
  * A request over [begin, end) is split by the shard map into one message per
  * server that holds part of it; all parts are sent at once and the request
  * completes when every part is answered. push/pull/init return a handle at
- * once; ps_kv_wait(handle) blocks. The calling thread sends the request itself,
- * and while it waits it receives the replies into the caller's buffers; a
- * ticker thread does the same every few tens of milliseconds while nobody
- * waits (heartbeats, scheduler messages), and notices a lost scheduler or an
- * aborted job, which fails every waiter with PS_ECLOSED.
+ * once; ps_kv_wait(handle) blocks.
  *
- * Thread safety: all calls from one trainer thread. Buffers passed to push and
- * init are sent zero-copy: keep them unchanged until ps_kv_wait() on that
- * handle returns; pull writes into dst until then.
+ * Thread model (there is no background I/O thread): the client's sockets (one
+ * DEALER per server and the link to the scheduler) and its state sit behind
+ * one mutex, and whichever thread holds it does the I/O. The trainer sends a
+ * request itself when it submits it, and while it waits in ps_kv_wait() it
+ * polls the sockets and receives the replies straight into the caller's
+ * buffers, so a reply wakes exactly the thread that needs it. While nobody
+ * waits (the trainer computes), a ticker thread takes the mutex every 50 ms
+ * to handle what arrived (replies, scheduler messages) and to send
+ * heartbeats; it notices a lost scheduler or an aborted job, which fails
+ * every waiter with PS_ECLOSED.
+ *
+ * Thread safety: all calls from one trainer thread, except ps_kv_status()
+ * (any thread). Buffers passed to push and init are sent zero-copy: keep them
+ * unchanged until ps_kv_wait() on that handle returns; pull writes into dst
+ * until then.
  */
 #ifndef PS_WORKER_KV_H
 #define PS_WORKER_KV_H
@@ -31,13 +39,13 @@ typedef struct ps_kv ps_kv_t;
 
 /*
  * Connects to every server of the view (none in allreduce mode) and starts
- * the ticker thread. Takes ownership of link->sock (the link is copied and its
- * socket set to NULL).
- * The view is copied. Returns 0 and the client in *out (caller owns the
- * result; destroy with ps_kv_destroy()), or PS_ENOMEM / PS_EINVAL with err set.
+ * the ticker thread. Takes ownership of *link and sets it to NULL (also on
+ * failure). The view is copied. Returns 0 and the client in *out (caller owns
+ * the result; destroy with ps_kv_destroy()), or PS_ENOMEM / PS_EINVAL with
+ * err set.
  */
-int ps_kv_new(void *ctx, ps_link_t *link, const ps_view_t *view, ps_kv_t **out, char *err,
-              size_t errlen);
+int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **out,
+              char *err, size_t errlen);
 
 /* Stops the ticker thread and closes the sockets; NULL-safe; sets *kv to NULL. */
 void ps_kv_destroy(ps_kv_t **kv);
@@ -54,8 +62,9 @@ int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t mi
 /* Sends the initial values of [begin, end) (worker 0, before step 0). */
 int ps_kv_init(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *values);
 
-/* Waits for a handle. Returns 0, or the failure (a server's PS_E* reply, or
- * PS_ECLOSED when the job was aborted); ps_kv_error() says why. */
+/* Waits for a handle, doing the client's I/O meanwhile. Returns 0, or the
+ * failure (a server's PS_E* reply, or PS_ECLOSED when the job was aborted);
+ * ps_kv_error() says why (each request keeps its own reason). */
 int ps_kv_wait(ps_kv_t *kv, int handle);
 
 /* Blocks until every worker entered the barrier `name`. Returns 0 or PS_ECLOSED. */
@@ -73,7 +82,9 @@ void ps_kv_abort(ps_kv_t *kv, const char *reason);
  * trainer blocked elsewhere (the allreduce ring) notice the end promptly. */
 int ps_kv_status(ps_kv_t *kv);
 
-/* The reason of the last failure; borrowed, valid until the next call. */
+/* The reason of the last failure a call on kv returned (or, if none did yet,
+ * why the job is gone; "" while it runs). The ticker never changes it.
+ * Borrowed, valid until the next call from the trainer thread. */
 const char *ps_kv_error(ps_kv_t *kv);
 
 /* The lowest version any server holding keys answered a pull with so far. */

@@ -16,7 +16,6 @@
  */
 #include "worker/ring.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,8 +36,8 @@
 #define S_RELEASE_WAIT_SECONDS 2.0
 
 struct ps_ring {
-    void *rx;                /* PULL, bound: messages from the left neighbour */
-    void *tx;                /* PUSH, connected to the right neighbour */
+    ps_sock_t *rx;           /* PULL, bound: messages from the left neighbour */
+    ps_sock_t *tx;           /* PUSH, connected to the right neighbour */
     ps_ring_config_t cfg;    /* copied at connect; cfg.right points into right[] */
     char right[128];         /* the right neighbour's endpoint */
     int connected;           /* ps_ring_connect() succeeded */
@@ -106,7 +105,7 @@ static void s_release(void *data, void *hint)
     }
 }
 
-int ps_ring_new(void *ctx, const char *bind, ps_ring_t **out, char *endpoint, size_t cap,
+int ps_ring_new(ps_ctx_t *ctx, const char *bind, ps_ring_t **out, char *endpoint, size_t cap,
                 char *err, size_t errlen)
 {
     ps_ring_t *r = calloc(1, sizeof *r);
@@ -116,19 +115,16 @@ int ps_ring_new(void *ctx, const char *bind, ps_ring_t **out, char *endpoint, si
     }
     atomic_init(&r->inflight, 0);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    r->rx = ps_transport_open(ctx, ZMQ_PULL);
-    r->tx = ps_transport_open(ctx, ZMQ_PUSH);
-    if (r->efd < 0 || !r->rx || !r->tx) {
-        snprintf(err, errlen, "cannot create the ring sockets: %s",
-                 zmq_strerror(zmq_errno()));
+    char why[128] = "no eventfd";
+    if (r->efd < 0 || ps_sock_new(ctx, PS_SOCK_PULL, &r->rx, why, sizeof why) != 0 ||
+        ps_sock_new(ctx, PS_SOCK_PUSH, &r->tx, why, sizeof why) != 0) {
+        snprintf(err, errlen, "cannot create the ring sockets: %s", why);
         ps_ring_destroy(&r);
         return PS_ENOMEM;
     }
-    int rc = ps_transport_bind(r->rx, bind, endpoint, cap);
+    int rc = ps_sock_bind(r->rx, bind, endpoint, cap, why, sizeof why);
     if (rc != 0) {
-        snprintf(err, errlen, "cannot bind the ring endpoint %s: %s", bind,
-                 rc == PS_EINVAL ? "bad endpoint (expected tcp://HOST:PORT)"
-                                 : zmq_strerror(zmq_errno()));
+        snprintf(err, errlen, "cannot bind the ring endpoint %s: %s", bind, why);
         ps_ring_destroy(&r);
         return rc;
     }
@@ -151,7 +147,7 @@ int ps_ring_connect(ps_ring_t *r, const ps_ring_config_t *cfg, char *err, size_t
     snprintf(r->right, sizeof r->right, "%s",
              cfg->size > 1 && cfg->right ? cfg->right : "");
     r->cfg.right = r->right;
-    if (cfg->size > 1 && (!r->right[0] || ps_transport_connect(r->tx, r->right) != 0)) {
+    if (cfg->size > 1 && (!r->right[0] || ps_sock_connect(r->tx, r->right) != 0)) {
         snprintf(err, errlen, "cannot connect to the right neighbour W%d at '%s'",
                  (cfg->rank + 1) % cfg->size, r->right);
         return PS_EINVAL;
@@ -167,16 +163,16 @@ void ps_ring_destroy(ps_ring_t **rp)
         return;
     }
     /* Queued frames (only after a failure) are dropped, not delivered. */
-    ps_transport_set_linger(r->tx, 0);
-    ps_transport_set_linger(r->rx, 0);
-    ps_transport_close(&r->tx);
-    ps_transport_close(&r->rx);
+    ps_sock_set_linger(r->tx, 0);
+    ps_sock_set_linger(r->rx, 0);
+    ps_sock_destroy(&r->tx);
+    ps_sock_destroy(&r->rx);
     /* ZeroMQ releases dropped frames from its own threads: s_release must still
      * find r. If it does not finish in time, r is left allocated on purpose. */
     double until = ps_now() + S_RELEASE_WAIT_SECONDS;
     while (atomic_load(&r->inflight) > 0 && ps_now() < until) {
-        zmq_pollitem_t it = {NULL, r->efd, ZMQ_POLLIN, 0};
-        zmq_poll(&it, 1, 10);
+        ps_pollitem_t it = {.fd = r->efd};
+        ps_poll(&it, 1, 10);
     }
     if (atomic_load(&r->inflight) > 0) {
         ps_log_warn("ring: %d frames still held by ZeroMQ; leaving them their memory",
@@ -279,12 +275,11 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
         if (rc != 0) {
             return rc;
         }
-        zmq_pollitem_t it = {r->rx, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, (long)(S_CHECK_SECONDS * 1000));
-        if (n < 0 && zmq_errno() != EINTR) {
-            return s_fail(r, zmq_errno() == ETERM ? PS_ECLOSED : PS_EIO,
-                          "waiting for the left neighbour W%d: %s", left,
-                          zmq_strerror(zmq_errno()));
+        ps_pollitem_t it = {.sock = r->rx};
+        int n = ps_poll(&it, 1, (long)(S_CHECK_SECONDS * 1000));
+        if (n < 0) {
+            return s_fail(r, n, "waiting for the left neighbour W%d: %s", left,
+                          ps_strerror(n));
         }
         if (n <= 0) {
             if (r->cfg.timeout > 0 && ps_now() - since > r->cfg.timeout) {
@@ -345,8 +340,8 @@ static int s_drain_sends(ps_ring_t *r)
 {
     double since = ps_now();
     while (atomic_load(&r->inflight) > 0) {
-        zmq_pollitem_t it = {NULL, r->efd, ZMQ_POLLIN, 0};
-        zmq_poll(&it, 1, (long)(S_CHECK_SECONDS * 1000));
+        ps_pollitem_t it = {.fd = r->efd};
+        ps_poll(&it, 1, (long)(S_CHECK_SECONDS * 1000));
         uint64_t v;
         ssize_t got = read(r->efd, &v, sizeof v);
         (void)got;

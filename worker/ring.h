@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "proto/range.h"
+#include "proto/sock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,7 +69,7 @@ typedef struct {
  * with ps_ring_destroy()), or PS_EINVAL (bad endpoint) / PS_EIO (cannot bind) /
  * PS_ENOMEM, with a one-line reason in err.
  */
-int ps_ring_new(void *ctx, const char *bind, ps_ring_t **out, char *endpoint, size_t cap,
+int ps_ring_new(ps_ctx_t *ctx, const char *bind, ps_ring_t **out, char *endpoint, size_t cap,
                 char *err, size_t errlen);
 
 /* Joins the ring: connects to the right neighbour. cfg is copied (cfg->right
@@ -98,7 +99,7 @@ uint64_t ps_ring_dropped(const ps_ring_t *r);
 const char *ps_ring_error(const ps_ring_t *r);
 
 /* Closes the sockets and frees the member; NULL-safe; sets *r to NULL. Call it
- * before zmq_ctx_term() on the context the ring was created with. */
+ * before ps_ctx_destroy() on the context the ring was created with. */
 void ps_ring_destroy(ps_ring_t **r);
 
 /* ---- the schedule (pure functions; the unit tests check them) ------------ */

@@ -51,8 +51,9 @@ enum { PS_WORKER_MAX_PUSHES = 16 };
 
 typedef struct {
     const ps_worker_config_t *cfg;
-    void *ctx;
-    ps_link_t link;
+    ps_ctx_t *ctx;
+    ps_link_t *link;       /* until the KV client takes it */
+    int rank;              /* this worker's rank */
     ps_job_t job;
     ps_view_t *view;
     const ps_kernels_t *kernels;
@@ -159,7 +160,7 @@ static void s_straggle(const ps_job_t *j, int rank, double compute_seconds)
 static int s_end_epoch(ps_worker_t *w, int epoch, double loss_sum, int nsteps, double t0)
 {
     w->done.final_loss = nsteps ? loss_sum / nsteps : 0;
-    return w->link.rank == 0 ? s_evaluate(w, epoch + 1, ps_now() - t0) : 0;
+    return w->rank == 0 ? s_evaluate(w, epoch + 1, ps_now() - t0) : 0;
 }
 
 /* The ring's question while it waits: is the job still there (and are we)? */
@@ -241,7 +242,7 @@ static int s_overlap_start(ps_worker_t *w)
         return rc;
     }
     ps_model_set_grad_ready(w->model, s_grads_ready, w->overlap);
-    if (w->link.rank == 0) {
+    if (w->rank == 0) {
         ps_log_info("overlap: %d gradient buckets, the last [%llu, %llu) first", nb,
                     (unsigned long long)buckets[0].begin,
                     (unsigned long long)buckets[0].end);
@@ -284,7 +285,7 @@ static int s_ring_step(ps_worker_t *w, int64_t t)
 static int s_train(ps_worker_t *w)
 {
     const ps_job_t *j = &w->job;
-    const int M = w->view->num_workers, b = j->batch, rank = w->link.rank;
+    const int M = w->view->num_workers, b = j->batch, rank = w->rank;
     const uint64_t P = w->view->num_params;
     const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
     float *params = ps_model_params(w->model);
@@ -396,7 +397,7 @@ static uint32_t s_checksum(const float *p, size_t n)
  */
 static int s_ring_start(ps_worker_t *w)
 {
-    const int M = w->view->num_workers, rank = w->link.rank;
+    const int M = w->view->num_workers, rank = w->rank;
     const uint64_t P = w->view->num_params;
     ps_ring_config_t rc_cfg = {
         .rank = rank,
@@ -468,7 +469,8 @@ static int s_start(ps_worker_t *w)
     if (rc != 0) {
         return rc;
     }
-    ps_log_set_role("W", w->link.rank);
+    w->rank = ps_link_rank(w->link);
+    ps_log_set_role("W", w->rank);
     ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;
     int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
@@ -476,7 +478,7 @@ static int s_start(ps_worker_t *w)
         snprintf(w->err, sizeof w->err, "cannot build model %s: %s", j->model, ps_strerror(rc));
         return rc;
     }
-    if (w->link.rank == 0 &&
+    if (w->rank == 0 &&
         (rc = ps_dataset_load(cfg->data_dir, 0, &w->test, w->err, sizeof w->err)) != 0) {
         return rc;
     }
@@ -501,7 +503,7 @@ static int s_start(ps_worker_t *w)
                  cfg->advertise ? cfg->advertise : bound);
     }
     uint64_t P = info.num_params;
-    rc = ps_link_wait_view(&w->link, &info, w->view, w->err, sizeof w->err);
+    rc = ps_link_wait_view(w->link, &info, w->view, w->err, sizeof w->err);
     if (rc != 0) {
         return rc;
     }
@@ -523,7 +525,7 @@ static int s_start(ps_worker_t *w)
     } else if (cfg->overlap && (j->mode == PS_MODE_SYNC || j->mode == PS_MODE_SSP)) {
         ps_model_set_grad_ready(w->model, s_push_ready, w);
     }
-    if (j->mode != PS_MODE_ALLREDUCE && w->link.rank == 0) {
+    if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0) {
         ps_model_init_params(w->model, j->seed);
         rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
                     "initialising the servers");
@@ -545,8 +547,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_worker_t w = {.cfg = cfg};
     atomic_init(&w.stopping, 0);
     w.view = calloc(1, sizeof *w.view);
-    w.ctx = zmq_ctx_new();
-    int rc = (w.view && w.ctx) ? 0 : PS_ENOMEM;
+    int rc = w.view ? ps_ctx_new(&w.ctx) : PS_ENOMEM;
     if (rc == 0) {
         rc = s_start(&w);
     }
@@ -564,17 +565,15 @@ int ps_worker_run(const ps_worker_config_t *cfg)
         if (w.kv) {
             ps_kv_abort(w.kv, w.err);
         } else {
-            ps_link_abort(&w.link, w.err);
+            ps_link_abort(w.link, w.err);
         }
     }
     atomic_store(&w.stopping, 1);
     ps_overlap_destroy(&w.overlap); /* before the ring it borrows */
     ps_ring_destroy(&w.ring);
     ps_kv_destroy(&w.kv);
-    ps_link_close(&w.link);
-    if (w.ctx) {
-        zmq_ctx_term(w.ctx);
-    }
+    ps_link_destroy(&w.link);
+    ps_ctx_destroy(&w.ctx);
     ps_model_destroy(&w.model);
     ps_dataset_fini(&w.train);
     ps_dataset_fini(&w.test);

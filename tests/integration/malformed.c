@@ -27,10 +27,10 @@
 
 /* The hostile client's state. */
 typedef struct {
-    void *ctx;
-    ps_link_t link;   /* to the scheduler, heartbeated while we wait */
+    ps_ctx_t *ctx;
+    ps_link_t *link;  /* to the scheduler, heartbeated while we wait */
     ps_view_t *view;  /* the cluster view */
-    void *srv;        /* DEALER to server 0 */
+    ps_sock_t *srv;   /* DEALER to server 0 */
     ps_range_t shard; /* server 0's keys */
     int cases;        /* malformed messages sent */
     uint64_t next_id; /* request ids, unique per message */
@@ -48,27 +48,27 @@ static void s_die(const char *fmt, ...)
     exit(1);
 }
 
+/* ps_msg_drain's handler for the scheduler's messages. */
+static int s_on_sched(void *arg, ps_msg_t *m, int rc)
+{
+    char err[256];
+    if (rc != 0) {
+        return 0;
+    }
+    ps_link_event_t ev = ps_link_handle(arg, m, err, sizeof err);
+    if (ev == PS_LINK_SHUTDOWN || ev == PS_LINK_ABORTED) {
+        s_die("the scheduler ended the job during the test: %s",
+              ev == PS_LINK_SHUTDOWN ? "shutdown" : err);
+    }
+    return 0;
+}
+
 /* Answers the scheduler and sends our heartbeat when due. */
 static void s_keepalive(s_client_t *c)
 {
     char err[256];
-    for (;;) {
-        zmq_pollitem_t it = {c->link.sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 0) <= 0) {
-            break;
-        }
-        ps_msg_t m = {0};
-        if (ps_msg_recv(c->link.sock, 0, &m) != 0) {
-            continue;
-        }
-        c->link.last_seen = ps_now();
-        int rc = ps_link_handle(&c->link, &m, err, sizeof err);
-        ps_msg_close(&m);
-        if (rc == 1 || rc == PS_ECLOSED) {
-            s_die("the scheduler ended the job during the test: %s", rc == 1 ? "shutdown" : err);
-        }
-    }
-    if (ps_link_tick(&c->link, err, sizeof err) != 0) {
+    ps_msg_drain(ps_link_sock(c->link), 0, 64, s_on_sched, c->link);
+    if (ps_link_tick(c->link, err, sizeof err) == PS_LINK_LOST) {
         s_die("%s", err);
     }
 }
@@ -81,8 +81,8 @@ static int s_wait_reply(s_client_t *c, ps_msg_t *m, double timeout, const char *
     double deadline = ps_now() + timeout;
     while (ps_now() < deadline) {
         s_keepalive(c);
-        zmq_pollitem_t it = {c->srv, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 100) <= 0) {
+        ps_pollitem_t it = {.sock = c->srv};
+        if (ps_poll(&it, 1, 100) <= 0) {
             continue;
         }
         int rc = ps_msg_recv(c->srv, 0, m);
@@ -99,13 +99,18 @@ static int s_wait_reply(s_client_t *c, ps_msg_t *m, double timeout, const char *
 static void s_send_raw(s_client_t *c, const void *hdr, size_t hlen, const void *const *data,
                        const size_t *sizes, int n)
 {
-    if (zmq_send(c->srv, hdr, hlen, n ? ZMQ_SNDMORE : 0) < 0) {
-        s_die("send: %s", zmq_strerror(zmq_errno()));
+    const void *parts[PS_MSG_MAX_FRAMES + 2] = {hdr};
+    size_t lens[PS_MSG_MAX_FRAMES + 2] = {hlen};
+    if (n > PS_MSG_MAX_FRAMES + 1) {
+        s_die("too many frames for a case");
     }
     for (int i = 0; i < n; i++) {
-        if (zmq_send(c->srv, data[i], sizes[i], i + 1 < n ? ZMQ_SNDMORE : 0) < 0) {
-            s_die("send: %s", zmq_strerror(zmq_errno()));
-        }
+        parts[1 + i] = data[i];
+        lens[1 + i] = sizes[i];
+    }
+    int rc = ps_sock_send_raw(c->srv, parts, lens, 1 + n);
+    if (rc != 0) {
+        s_die("send: %s", ps_strerror(rc));
     }
 }
 
@@ -126,7 +131,7 @@ static void s_send_header(s_client_t *c, const ps_header_t *h, const void *const
 static ps_header_t s_header(s_client_t *c, ps_msg_type_t t, uint64_t begin, uint64_t end)
 {
     ps_header_t h;
-    ps_msg_header(&h, t, PS_ROLE_WORKER, c->link.rank);
+    ps_msg_header(&h, t, PS_ROLE_WORKER, ps_link_rank(c->link));
     h.request_id = ++c->next_id;
     h.begin = begin;
     h.end = end;
@@ -347,9 +352,8 @@ int main(int argc, char **argv)
     uint64_t P = strtoull(argv[2], NULL, 10);
     char err[256];
     ps_job_t job;
-    c.ctx = zmq_ctx_new();
     c.view = calloc(1, sizeof *c.view);
-    if (!c.ctx || !c.view) {
+    if (ps_ctx_new(&c.ctx) != 0 || !c.view) {
         s_die("out of memory");
     }
     int rc = ps_link_join(&c.link, c.ctx, argv[1], PS_ROLE_WORKER, 1, NULL, 30.0, 30.0, &job,
@@ -358,12 +362,12 @@ int main(int argc, char **argv)
         s_die("join: %s", err);
     }
     ps_model_info_t info = {.num_params = P, .train_samples = 60000};
-    if ((rc = ps_link_wait_view(&c.link, &info, c.view, err, sizeof err)) != 0) {
+    if ((rc = ps_link_wait_view(c.link, &info, c.view, err, sizeof err)) != 0) {
         s_die("view: %s", err);
     }
-    if (c.link.rank != 1 || c.view->num_workers != 2 || c.view->num_servers < 1 ||
+    if (ps_link_rank(c.link) != 1 || c.view->num_workers != 2 || c.view->num_servers < 1 ||
         c.view->num_params != P || c.view->job.mode != PS_MODE_SYNC) {
-        s_die("unexpected job: rank %d, %d workers, %d servers, P=%llu, mode %s", c.link.rank,
+        s_die("unexpected job: rank %d, %d workers, %d servers, P=%llu, mode %s", ps_link_rank(c.link),
               c.view->num_workers, c.view->num_servers,
               (unsigned long long)c.view->num_params, c.view->job.mode == PS_MODE_SYNC ? "sync" : "other");
     }
@@ -372,8 +376,8 @@ int main(int argc, char **argv)
     if (ps_range_len(c.shard) < 64) {
         s_die("server 0's shard is too small for the cases");
     }
-    c.srv = ps_transport_open(c.ctx, ZMQ_DEALER);
-    if (!c.srv || ps_transport_connect(c.srv, c.view->servers[0].endpoint) != 0) {
+    if (ps_sock_new(c.ctx, PS_SOCK_DEALER, &c.srv, err, sizeof err) != 0 ||
+        ps_sock_connect(c.srv, c.view->servers[0].endpoint) != 0) {
         s_die("cannot connect to %s", c.view->servers[0].endpoint);
     }
     size_t n = ps_range_len(c.shard);
@@ -407,9 +411,9 @@ int main(int argc, char **argv)
     printf("parameters unchanged after %d malformed messages\ncases=%d\n", c.cases, c.cases);
     free(before);
     free(after);
-    ps_transport_close(&c.srv);
-    ps_link_close(&c.link);
-    zmq_ctx_term(c.ctx);
+    ps_sock_destroy(&c.srv);
+    ps_link_destroy(&c.link);
+    ps_ctx_destroy(&c.ctx);
     free(c.view);
     return 0;
 }

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #include "common/error.h"
 #include "kernels/optim.h"
@@ -40,15 +39,16 @@ int main(int argc, char **argv)
     }
     int steps = atoi(argv[2]);
     char err[256];
-    void *ctx = zmq_ctx_new();
-    ps_link_t link;
+    ps_ctx_t *ctx = NULL;
+    ps_link_t *link = NULL;
     ps_job_t job;
     static ps_view_t view;
     ps_model_info_t info = {.num_params = S_P, .train_samples = S_SAMPLES};
     ps_kv_t *kv = NULL;
-    if (ps_link_join(&link, ctx, argv[1], PS_ROLE_WORKER, 0, NULL, 10, 5, &job, err,
+    if (ps_ctx_new(&ctx) != 0 ||
+        ps_link_join(&link, ctx, argv[1], PS_ROLE_WORKER, 0, NULL, 10, 5, &job, err,
                      sizeof err) != 0 ||
-        ps_link_wait_view(&link, &info, &view, err, sizeof err) != 0 ||
+        ps_link_wait_view(link, &info, &view, err, sizeof err) != 0 ||
         ps_kv_new(ctx, &link, &view, &kv, err, sizeof err) != 0) {
         fprintf(stderr, "optim-check: %s\n", err);
         return 1;
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
         rc = ps_kv_finish(kv, &done);
     }
     ps_kv_destroy(&kv);
-    zmq_ctx_term(ctx);
+    ps_ctx_destroy(&ctx);
     free(local);
     free(remote);
     free(state);

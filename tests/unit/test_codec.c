@@ -9,10 +9,11 @@
  * test function, after Check has forked.
  */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #include "common/error.h"
 #include "common/job.h"
@@ -758,30 +759,30 @@ END_TEST
 /* ---- msg over a real ZeroMQ pair ---------------------------------------- */
 
 typedef struct {
-    void *ctx;
-    void *router; /* the "server" side */
-    void *dealer; /* the "client" side */
+    ps_ctx_t *ctx;
+    ps_sock_t *router; /* the "server" side */
+    ps_sock_t *dealer; /* the "client" side */
 } s_pair_t;
 
 static void s_pair_open(s_pair_t *p)
 {
-    p->ctx = zmq_ctx_new();
-    ck_assert_ptr_nonnull(p->ctx);
-    p->router = ps_transport_open(p->ctx, ZMQ_ROUTER);
-    p->dealer = ps_transport_open(p->ctx, ZMQ_DEALER);
-    ck_assert(p->router && p->dealer);
-    int timeo = 5000; /* a broken test fails instead of hanging */
-    zmq_setsockopt(p->router, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
-    zmq_setsockopt(p->dealer, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
-    ck_assert_int_eq(ps_transport_bind(p->router, "inproc://test-codec", NULL, 0), 0);
-    ck_assert_int_eq(ps_transport_connect(p->dealer, "inproc://test-codec"), 0);
+    char err[128];
+    ck_assert_int_eq(ps_ctx_new(&p->ctx), 0);
+    ck_assert_int_eq(ps_sock_new(p->ctx, PS_SOCK_ROUTER, &p->router, err, sizeof err), 0);
+    ck_assert_int_eq(ps_sock_new(p->ctx, PS_SOCK_DEALER, &p->dealer, err, sizeof err), 0);
+    /* a broken test fails instead of hanging */
+    ps_sock_set_recv_timeout(p->router, 5000);
+    ps_sock_set_recv_timeout(p->dealer, 5000);
+    ck_assert_int_eq(
+        ps_sock_bind(p->router, "inproc://test-codec", NULL, 0, err, sizeof err), 0);
+    ck_assert_int_eq(ps_sock_connect(p->dealer, "inproc://test-codec"), 0);
 }
 
 static void s_pair_close(s_pair_t *p)
 {
-    ps_transport_close(&p->dealer);
-    ps_transport_close(&p->router);
-    zmq_ctx_term(p->ctx);
+    ps_sock_destroy(&p->dealer);
+    ps_sock_destroy(&p->router);
+    ps_ctx_destroy(&p->ctx);
 }
 
 /* Sends a well-formed pull from the dealer and checks the router gets it
@@ -801,26 +802,31 @@ static void s_expect_stream_ok(s_pair_t *p, uint64_t id)
 }
 
 /* Sends a raw multipart message: header bytes then frames of the given sizes. */
-static void s_send_raw(void *sock, const void *hdr, size_t hlen, const size_t *sizes, int n)
+static void s_send_raw(ps_sock_t *sock, const void *hdr, size_t hlen, const size_t *sizes,
+                       int n)
 {
     static const uint8_t zeros[64];
-    ck_assert_int_ge(zmq_send(sock, hdr, hlen, n ? ZMQ_SNDMORE : 0), 0);
+    const void *parts[16] = {hdr};
+    size_t lens[16] = {hlen};
+    ck_assert_int_lt(n, 16);
     for (int i = 0; i < n; i++) {
         ck_assert_uint_le(sizes[i], sizeof zeros);
-        ck_assert_int_ge(zmq_send(sock, zeros, sizes[i], i + 1 < n ? ZMQ_SNDMORE : 0), 0);
+        parts[1 + i] = zeros;
+        lens[1 + i] = sizes[i];
     }
+    ck_assert_int_eq(ps_sock_send_raw(sock, parts, lens, 1 + n), 0);
 }
 
 /* Counts releases of zero-copy frames (called from ZeroMQ's threads). */
 static void s_count_release(void *data, void *hint)
 {
     (void)data;
-    __atomic_add_fetch((int *)hint, 1, __ATOMIC_SEQ_CST);
+    atomic_fetch_add((atomic_int *)hint, 1);
 }
 
-static int s_released(int *count)
+static int s_released(atomic_int *count)
 {
-    return __atomic_load_n(count, __ATOMIC_SEQ_CST);
+    return atomic_load(count);
 }
 
 START_TEST(msg_send_zc_releases_every_frame_once)
@@ -829,7 +835,7 @@ START_TEST(msg_send_zc_releases_every_frame_once)
     s_pair_open(&p);
     static float a[300], b[5];
     a[7] = 7.5f;
-    int count = 0;
+    atomic_int count = 0;
     ps_header_t h;
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, 2);
     h.end = 305;
@@ -846,16 +852,17 @@ START_TEST(msg_send_zc_releases_every_frame_once)
     ps_msg_close(&m);
     /* inproc hands the frames over as they are: free once the reader closed them */
     for (int i = 0; i < 1000 && s_released(&count) < 2; i++) {
-        zmq_poll(NULL, 0, 1);
+        ps_poll(NULL, 0, 1);
     }
     ck_assert_int_eq(s_released(&count), 2);
     /* a send that fails (a PULL socket cannot send) releases them before returning */
-    void *pull = ps_transport_open(p.ctx, ZMQ_PULL);
-    ck_assert_ptr_nonnull(pull);
+    ps_sock_t *pull;
+    char err[128];
+    ck_assert_int_eq(ps_sock_new(p.ctx, PS_SOCK_PULL, &pull, err, sizeof err), 0);
     count = 0;
     ck_assert_int_ne(ps_msg_send_zc(pull, NULL, h, f, 2, s_count_release, &count), 0);
     ck_assert_int_eq(s_released(&count), 2);
-    ps_transport_close(&pull);
+    ps_sock_destroy(&pull);
     s_pair_close(&p);
 }
 END_TEST
@@ -1089,8 +1096,7 @@ START_TEST(msg_recv_times_out_without_a_message)
 {
     s_pair_t p;
     s_pair_open(&p);
-    int timeo = 10;
-    zmq_setsockopt(p.router, ZMQ_RCVTIMEO, &timeo, sizeof timeo);
+    ps_sock_set_recv_timeout(p.router, 10);
     ps_msg_t m = {0};
     ck_assert_int_eq(ps_msg_recv(p.router, PS_RECV_ROUTER, &m), PS_ETIMEDOUT);
     s_pair_close(&p);

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <zmq.h>
 
 #include "common/error.h"
 #include "proto/range.h"
@@ -131,7 +130,8 @@ static void *s_member_main(void *arg)
     s_member_t *me = arg;
     s_test_t *t = me->t;
     const uint64_t n = s_cnn_n;
-    void *ctx = zmq_ctx_new();
+    ps_ctx_t *ctx = NULL;
+    ps_ctx_new(&ctx);
     ps_ring_t *ring = NULL;
     ps_overlap_t *o = NULL;
     me->rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, t->endpoints[me->rank],
@@ -175,7 +175,7 @@ static void *s_member_main(void *arg)
     }
     ps_overlap_destroy(&o);
     ps_ring_destroy(&ring);
-    zmq_ctx_term(ctx);
+    ps_ctx_destroy(&ctx);
     return NULL;
 }
 
@@ -219,7 +219,7 @@ static int s_check(void *arg)
 /* W0 of a 2-ring whose W1 is bound but never takes part, with an overlap over
  * the MLP's buckets on W0's ring. */
 typedef struct {
-    void *ctx;
+    ps_ctx_t *ctx;
     ps_ring_t *r0, *r1;
     float *buf; /* [s_mlp_n] W0's vector */
     ps_range_t b[PS_OVERLAP_MAX_BUCKETS];
@@ -230,7 +230,7 @@ typedef struct {
 static void s_lonely_init(s_lonely_t *l, int gone)
 {
     char ep0[128], ep1[128], err[256];
-    l->ctx = zmq_ctx_new();
+    ck_assert_int_eq(ps_ctx_new(&l->ctx), 0);
     ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", &l->r0, ep0, sizeof ep0, err,
                                  sizeof err), 0);
     ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", &l->r1, ep1, sizeof ep1, err,
@@ -251,7 +251,7 @@ static void s_lonely_fini(s_lonely_t *l)
     ck_assert_ptr_null(l->o);
     ps_ring_destroy(&l->r0);
     ps_ring_destroy(&l->r1);
-    zmq_ctx_term(l->ctx);
+    ps_ctx_destroy(&l->ctx);
     free(l->buf);
 }
 

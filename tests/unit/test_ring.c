@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <zmq.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -225,7 +224,8 @@ static void *s_member_main(void *arg)
 {
     s_member_t *me = arg;
     s_ring_test_t *t = me->t;
-    void *ctx = zmq_ctx_new();
+    ps_ctx_t *ctx = NULL;
+    ps_ctx_new(&ctx);
     ps_ring_t *ring = NULL;
     me->rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, t->endpoints[me->rank],
                          sizeof t->endpoints[me->rank], me->err, sizeof me->err);
@@ -251,7 +251,7 @@ static void *s_member_main(void *arg)
         me->dropped = ps_ring_dropped(ring);
     }
     ps_ring_destroy(&ring);
-    zmq_ctx_term(ctx);
+    ps_ctx_destroy(&ctx);
     return NULL;
 }
 
@@ -364,7 +364,7 @@ static int s_gone_after(void *arg)
 }
 
 /* Member 0 of 2 whose neighbour never comes: one endpoint that nobody serves. */
-static ps_ring_t *s_lonely(void *ctx, ps_ring_config_t *cfg, char *ep, size_t cap)
+static ps_ring_t *s_lonely(ps_ctx_t *ctx, ps_ring_config_t *cfg, char *ep, size_t cap)
 {
     char err[256];
     ps_ring_t *ring = NULL;
@@ -379,7 +379,8 @@ static ps_ring_t *s_lonely(void *ctx, ps_ring_config_t *cfg, char *ep, size_t ca
 
 START_TEST(ring_gives_up_when_the_job_is_gone)
 {
-    void *ctx = zmq_ctx_new();
+    ps_ctx_t *ctx = NULL;
+    ck_assert_int_eq(ps_ctx_new(&ctx), 0);
     char ep[128];
     double deadline = ps_now() + 0.3;
     ps_ring_config_t cfg = {
@@ -396,13 +397,14 @@ START_TEST(ring_gives_up_when_the_job_is_gone)
     ck_assert_int_eq(ps_ring_allreduce(ring, buf, 64, 1), PS_ESTATE);
     ps_ring_destroy(&ring);
     ck_assert_ptr_null(ring);
-    zmq_ctx_term(ctx);
+    ps_ctx_destroy(&ctx);
 }
 END_TEST
 
 START_TEST(ring_times_out_without_a_check)
 {
-    void *ctx = zmq_ctx_new();
+    ps_ctx_t *ctx = NULL;
+    ck_assert_int_eq(ps_ctx_new(&ctx), 0);
     char ep[128];
     ps_ring_config_t cfg = {.timeout = 0.3};
     ps_ring_t *ring = s_lonely(ctx, &cfg, ep, sizeof ep);
@@ -411,13 +413,14 @@ START_TEST(ring_times_out_without_a_check)
     ck_assert_int_eq(ps_ring_allreduce(ring, buf, 8, 0), PS_ETIMEDOUT);
     ck_assert_double_lt(ps_now() - t0, 2.0);
     ps_ring_destroy(&ring);
-    zmq_ctx_term(ctx);
+    ps_ctx_destroy(&ctx);
 }
 END_TEST
 
 START_TEST(ring_refuses_bad_configurations)
 {
-    void *ctx = zmq_ctx_new();
+    ps_ctx_t *ctx = NULL;
+    ck_assert_int_eq(ps_ctx_new(&ctx), 0);
     char ep[128], err[256];
     ps_ring_t *ring = NULL;
     ck_assert_int_eq(ps_ring_new(ctx, "nonsense", &ring, ep, sizeof ep, err, sizeof err),
@@ -445,12 +448,12 @@ START_TEST(ring_refuses_bad_configurations)
     ck_assert(buf[2] == 5);
     ps_ring_destroy(&ring);
     ps_ring_destroy(&ring); /* NULL-safe */
-    zmq_ctx_term(ctx);
+    ps_ctx_destroy(&ctx);
 }
 END_TEST
 
 /* A hand-made ring-data message to ep. */
-static void s_send_raw(void *sock, int sender, int64_t step, int g, uint64_t b, uint64_t e,
+static void s_send_raw(ps_sock_t *sock, int sender, int64_t step, int g, uint64_t b, uint64_t e,
                        size_t bytes)
 {
     static float payload[64];
@@ -466,25 +469,25 @@ static void s_send_raw(void *sock, int sender, int64_t step, int g, uint64_t b, 
 
 /* Member 1 of 2 facing a hand-driven W0: ours is a PUSH to its endpoint. */
 typedef struct {
-    void *ctx;
+    ps_ctx_t *ctx;
     ps_ring_t *ring;
-    void *w0_rx; /* plays W0's receiving end: W1's messages land here */
-    void *w0_tx; /* plays W0's sending end */
+    ps_sock_t *w0_rx; /* plays W0's receiving end: W1's messages land here */
+    ps_sock_t *w0_tx; /* plays W0's sending end */
     char ep1[128], ep0[128];
 } s_duo_t;
 
 static void s_duo_open(s_duo_t *d)
 {
     char err[256];
-    d->ctx = zmq_ctx_new();
+    ck_assert_int_eq(ps_ctx_new(&d->ctx), 0);
     ck_assert_int_eq(ps_ring_new(d->ctx, "tcp://127.0.0.1:*", &d->ring, d->ep1,
                                  sizeof d->ep1, err, sizeof err),
                      0);
-    d->w0_rx = ps_transport_open(d->ctx, ZMQ_PULL);
-    d->w0_tx = ps_transport_open(d->ctx, ZMQ_PUSH);
+    ck_assert_int_eq(ps_sock_new(d->ctx, PS_SOCK_PULL, &d->w0_rx, err, sizeof err), 0);
+    ck_assert_int_eq(ps_sock_new(d->ctx, PS_SOCK_PUSH, &d->w0_tx, err, sizeof err), 0);
     ck_assert_int_eq(
-        ps_transport_bind(d->w0_rx, "tcp://127.0.0.1:*", d->ep0, sizeof d->ep0), 0);
-    ck_assert_int_eq(ps_transport_connect(d->w0_tx, d->ep1), 0);
+        ps_sock_bind(d->w0_rx, "tcp://127.0.0.1:*", d->ep0, sizeof d->ep0, err, sizeof err), 0);
+    ck_assert_int_eq(ps_sock_connect(d->w0_tx, d->ep1), 0);
     ps_ring_config_t cfg = {.rank = 1, .size = 2, .right = d->ep0, .timeout = 5};
     ck_assert_int_eq(ps_ring_connect(d->ring, &cfg, err, sizeof err), 0);
 }
@@ -492,11 +495,11 @@ static void s_duo_open(s_duo_t *d)
 static void s_duo_close(s_duo_t *d)
 {
     ps_ring_destroy(&d->ring);
-    ps_transport_set_linger(d->w0_rx, 0);
-    ps_transport_set_linger(d->w0_tx, 0);
-    ps_transport_close(&d->w0_rx);
-    ps_transport_close(&d->w0_tx);
-    zmq_ctx_term(d->ctx);
+    ps_sock_set_linger(d->w0_rx, 0);
+    ps_sock_set_linger(d->w0_tx, 0);
+    ps_sock_destroy(&d->w0_rx);
+    ps_sock_destroy(&d->w0_tx);
+    ps_ctx_destroy(&d->ctx);
 }
 
 START_TEST(ring_drops_strangers_and_still_completes)
@@ -504,15 +507,19 @@ START_TEST(ring_drops_strangers_and_still_completes)
     s_duo_t d;
     s_duo_open(&d);
     /* n = 4, M = 2: W1 receives chunk 0 = [0, 2) at ring step 0, chunk 1 = [2, 4) at 1 */
-    void *stranger = ps_transport_open(d.ctx, ZMQ_PUSH);
-    ck_assert_int_eq(ps_transport_connect(stranger, d.ep1), 0);
+    ps_sock_t *stranger;
+    char err[128];
+    ck_assert_int_eq(ps_sock_new(d.ctx, PS_SOCK_PUSH, &stranger, err, sizeof err), 0);
+    ck_assert_int_eq(ps_sock_connect(stranger, d.ep1), 0);
     s_send_raw(stranger, 3, 7, 0, 0, 2, 8); /* W3: not our left neighbour */
     ps_header_t h;
     ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 0); /* a push, not ring data */
     ck_assert_int_eq(ps_msg_send(stranger, NULL, h, NULL, 0, 0), 0);
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_SERVER, 0); /* a server */
     ck_assert_int_eq(ps_msg_send(stranger, NULL, h, NULL, 0, 0), 0);
-    zmq_send(stranger, "junk", 4, 0); /* not even a header */
+    const void *junk = "junk";
+    size_t junk_len = 4;
+    ps_sock_send_raw(stranger, &junk, &junk_len, 1); /* not even a header */
     /* W0's real part, once the strangers' messages wait in W1's queue: W1 then
      * reads the two connections in turn, so it meets a stranger before W0's
      * second message (the ones it meets are dropped, the rest never read). */
@@ -536,8 +543,8 @@ START_TEST(ring_drops_strangers_and_still_completes)
     ck_assert_int_eq(ps_ring_allreduce(d.ring, buf, 4, 7), 0);
     ck_assert(buf[0] == 1 && buf[1] == 2 && buf[2] == 10 && buf[3] == 20);
     ck_assert_uint_ge(ps_ring_dropped(d.ring), 1);
-    ps_transport_set_linger(stranger, 0);
-    ps_transport_close(&stranger);
+    ps_sock_set_linger(stranger, 0);
+    ps_sock_destroy(&stranger);
     s_duo_close(&d);
 }
 END_TEST

@@ -1,0 +1,157 @@
+/*
+ * proto/sock.c - contexts, sockets and polling over libzmq. Together with
+ * msg.c the only file that calls ZeroMQ; its errors become PS_E* here.
+ */
+#include "proto/sock_zmq.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+
+/* Blocking sends give up after this long: a peer that stops reading must not
+ * hang us; liveness is decided by heartbeats, not here. */
+#define PS_SEND_TIMEOUT_MS 10000
+#define PS_LINGER_MS 2000
+
+int ps_zmq_error(void)
+{
+    switch (zmq_errno()) {
+    case EAGAIN: return PS_ETIMEDOUT;
+    case ETERM: return PS_ECLOSED;
+    case EINTR: return PS_ETIMEDOUT;
+    case EINVAL: return PS_EINVAL;
+    default: return PS_EIO;
+    }
+}
+
+/* Fills err with ZeroMQ's reason for the last failure and returns its PS_E*. */
+static int s_fail(char *err, size_t errlen)
+{
+    int rc = ps_zmq_error();
+    if (err && errlen) {
+        snprintf(err, errlen, "%s", zmq_strerror(zmq_errno()));
+    }
+    return rc;
+}
+
+int ps_ctx_new(ps_ctx_t **out)
+{
+    *out = zmq_ctx_new();
+    return *out ? 0 : PS_ENOMEM;
+}
+
+void ps_ctx_destroy(ps_ctx_t **ctx)
+{
+    if (*ctx) {
+        zmq_ctx_term(*ctx);
+        *ctx = NULL;
+    }
+}
+
+int ps_sock_new(ps_ctx_t *ctx, ps_sock_type_t type, ps_sock_t **out, char *err,
+                size_t errlen)
+{
+    static const int zmq_type[] = {
+        [PS_SOCK_ROUTER] = ZMQ_ROUTER, [PS_SOCK_DEALER] = ZMQ_DEALER,
+        [PS_SOCK_PUSH] = ZMQ_PUSH, [PS_SOCK_PULL] = ZMQ_PULL};
+    void *s = zmq_socket(ctx, zmq_type[type]);
+    *out = s;
+    if (!s) {
+        return s_fail(err, errlen);
+    }
+    int linger = PS_LINGER_MS, sndtimeo = PS_SEND_TIMEOUT_MS, hwm = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
+    /* Queues are bounded by the protocol (a worker has few requests in flight),
+     * not by ZeroMQ's message count, which would drop or block silently. */
+    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    return 0;
+}
+
+void ps_sock_destroy(ps_sock_t **s)
+{
+    if (*s) {
+        zmq_close(ps_zs(*s));
+        *s = NULL;
+    }
+}
+
+int ps_sock_bind(ps_sock_t *s, const char *endpoint, char *actual, size_t cap, char *err,
+                 size_t errlen)
+{
+    if (zmq_bind(ps_zs(s), endpoint) != 0) {
+        int e = zmq_errno();
+        if (e == EINVAL || e == EPROTONOSUPPORT || e == ENODEV) {
+            snprintf(err, errlen, "bad endpoint (expected tcp://HOST:PORT)");
+            return PS_EINVAL;
+        }
+        s_fail(err, errlen);
+        return PS_EIO;
+    }
+    size_t len = cap;
+    if (actual && zmq_getsockopt(ps_zs(s), ZMQ_LAST_ENDPOINT, actual, &len) != 0) {
+        snprintf(actual, cap, "%s", endpoint);
+    }
+    return 0;
+}
+
+int ps_sock_connect(ps_sock_t *s, const char *endpoint)
+{
+    return zmq_connect(ps_zs(s), endpoint) == 0 ? 0 : PS_EINVAL;
+}
+
+void ps_sock_set_linger(ps_sock_t *s, int ms)
+{
+    if (s) {
+        zmq_setsockopt(ps_zs(s), ZMQ_LINGER, &ms, sizeof ms);
+    }
+}
+
+void ps_sock_set_recv_timeout(ps_sock_t *s, int ms)
+{
+    zmq_setsockopt(ps_zs(s), ZMQ_RCVTIMEO, &ms, sizeof ms);
+}
+
+int ps_sock_has_input(ps_sock_t *s)
+{
+    int ev = 0;
+    size_t len = sizeof ev;
+    return zmq_getsockopt(ps_zs(s), ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN);
+}
+
+int ps_sock_send_raw(ps_sock_t *s, const void *const *data, const size_t *sizes, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (zmq_send(ps_zs(s), data[i], sizes[i], i + 1 < n ? ZMQ_SNDMORE : 0) < 0) {
+            return ps_zmq_error();
+        }
+    }
+    return 0;
+}
+
+void *ps_sock_handle(ps_sock_t *s)
+{
+    return ps_zs(s);
+}
+
+int ps_poll(ps_pollitem_t *items, int n, long timeout_ms)
+{
+    if (n < 0 || n > PS_POLL_MAX) {
+        return PS_EINVAL;
+    }
+    zmq_pollitem_t it[PS_POLL_MAX];
+    for (int i = 0; i < n; i++) {
+        it[i] = (zmq_pollitem_t){items[i].sock, items[i].fd, ZMQ_POLLIN, 0};
+    }
+    int got = zmq_poll(it, n, timeout_ms);
+    if (got < 0 && zmq_errno() != EINTR) {
+        return ps_zmq_error();
+    }
+    for (int i = 0; i < n; i++) {
+        items[i].ready = got > 0 && (it[i].revents & ZMQ_POLLIN);
+    }
+    return got < 0 ? 0 : got;
+}

@@ -1,0 +1,106 @@
+/*
+ * proto/sock.h - the transport: a context, sockets, a poll and one drain loop.
+ *
+ * The only door to ZeroMQ for the rest of the tree: the roles open, bind,
+ * connect, poll and drain sockets through these calls and never name a zmq_
+ * function or type. ZeroMQ's errors are translated here (and in msg.c) into
+ * PS_E* with a one-line reason. Messages themselves (header + payload frames)
+ * are proto/msg.h. This layer does not know message types, peers or liveness
+ * (that is proto/link.h).
+ *
+ * Thread safety: a context may be shared by every thread; a socket belongs to
+ * one thread at a time (it may be handed over under a lock).
+ */
+#ifndef PS_PROTO_SOCK_H
+#define PS_PROTO_SOCK_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ps_ctx ps_ctx_t;
+typedef struct ps_sock ps_sock_t;
+
+/* Socket kinds: ROUTER (servers and the scheduler bind one), DEALER (a node's
+ * connection to one of them), PUSH and PULL (the allreduce ring). */
+typedef enum { PS_SOCK_ROUTER, PS_SOCK_DEALER, PS_SOCK_PUSH, PS_SOCK_PULL } ps_sock_type_t;
+
+/* Creates a context (ZeroMQ's I/O threads). Returns 0 and *out (caller owns
+ * the result; destroy with ps_ctx_destroy()), or PS_ENOMEM. Never before
+ * Check forks in a test: create it inside the test. */
+int ps_ctx_new(ps_ctx_t **out);
+
+/* Closes the context: waits until every socket of it is closed and their
+ * queued messages sent or their linger spent. NULL-safe; sets *ctx to NULL. */
+void ps_ctx_destroy(ps_ctx_t **ctx);
+
+/*
+ * Opens a socket with the project's options: bounded linger, a send timeout
+ * (a peer that stops reading must not hang us), no message-count limit on
+ * queues. Returns 0 and *out (caller owns the result; destroy with
+ * ps_sock_destroy()), or PS_ENOMEM / PS_ECLOSED / PS_EIO with a reason in err.
+ */
+int ps_sock_new(ps_ctx_t *ctx, ps_sock_type_t type, ps_sock_t **out, char *err,
+                size_t errlen);
+
+/* Closes a socket (queued messages get the linger); NULL-safe; sets *s to NULL. */
+void ps_sock_destroy(ps_sock_t **s);
+
+/* Binds; stores the resolved endpoint (wildcard port filled in) into actual
+ * when not NULL. Returns 0, or PS_EINVAL (bad endpoint) / PS_EIO (address in
+ * use, ...) with a reason in err. */
+int ps_sock_bind(ps_sock_t *s, const char *endpoint, char *actual, size_t cap, char *err,
+                 size_t errlen);
+
+/* Connects (the connection itself is made in the background). Returns 0 or
+ * PS_EINVAL (bad endpoint). */
+int ps_sock_connect(ps_sock_t *s, const char *endpoint);
+
+/* After a failure: messages still queued (to a dead peer, most likely) are
+ * given only this long once the socket is closed, so exiting stays prompt. */
+#define PS_ABORT_LINGER_MS 200
+
+/* Sets how long queued messages may delay closing the socket. NULL-safe. */
+void ps_sock_set_linger(ps_sock_t *s, int ms);
+
+/* Receive timeout in ms for a blocking receive (-1: none, the default). For
+ * tests that must not hang; the roles poll instead. */
+void ps_sock_set_recv_timeout(ps_sock_t *s, int ms);
+
+/* 1 when a message is waiting to be received, else 0. The socket's owning
+ * thread only. */
+int ps_sock_has_input(ps_sock_t *s);
+
+/* Sends n frames exactly as given, copied, as one multipart message: for tools
+ * and tests that craft what ps_msg_send() would refuse to. Returns 0 or a
+ * PS_E* as ps_msg_send(). */
+int ps_sock_send_raw(ps_sock_t *s, const void *const *data, const size_t *sizes, int n);
+
+/* One thing to wait on: a socket, or (sock NULL) a file descriptor such as
+ * an eventfd. */
+typedef struct {
+    ps_sock_t *sock; /* polled for input; NULL to poll fd */
+    int fd;          /* polled for input when sock is NULL */
+    int ready;       /* out: input is waiting */
+} ps_pollitem_t;
+
+/* Most items one ps_poll() takes: a worker's link and PS_MAX_SERVERS servers
+ * fit, with room to spare. */
+enum { PS_POLL_MAX = 260 };
+
+/* Waits up to timeout_ms (-1: forever) until one item has input; fills each
+ * item's ready. Returns how many are ready (0 on timeout or an interrupting
+ * signal), or PS_EINVAL (n out of range) / PS_ECLOSED (context closed) /
+ * PS_EIO. */
+int ps_poll(ps_pollitem_t *items, int n, long timeout_ms);
+
+/* The ZeroMQ socket underneath, for a benchmark that measures raw ZeroMQ
+ * with the project's socket options beside shardps; the roles never use it. */
+void *ps_sock_handle(ps_sock_t *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,277 @@
+/*
+ * tests/unit/test_kv_slots.c - the KV client's request table, without
+ * sockets: request ids and their recycling, late replies dropped, pull
+ * reassembly in key order, failures completing a request with its own status
+ * and reason.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "proto/codec.h"
+#include "proto/msg.h"
+#include "tests/unit/testutil.h"
+#include "worker/kv_slots.h"
+
+/* Two servers: S0 holds keys [0, 10), S1 [10, 16). */
+static ps_kv_slots_t *s_table(void)
+{
+    ps_range_t servers[2] = {{0, 10}, {10, 16}};
+    ps_kv_slots_t *t = NULL;
+    ck_assert_int_eq(ps_kv_slots_new(servers, 2, &t), 0);
+    return t;
+}
+
+/* A reply header from server i to request id. */
+static ps_header_t s_reply(ps_msg_type_t type, int i, uint64_t id, uint64_t b, uint64_t e)
+{
+    ps_header_t h;
+    ps_msg_header(&h, type, PS_ROLE_SERVER, i);
+    h.request_id = id;
+    h.begin = b;
+    h.end = e;
+    return h;
+}
+
+/* Feeds a pull reply of keys [b, e) from server i whose values are key + 0.5. */
+static int s_pull_part(ps_kv_slots_t *t, int i, uint64_t id, uint64_t b, uint64_t e,
+                       uint64_t *pulled)
+{
+    float v[16];
+    for (uint64_t k = b; k < e; k++) {
+        v[k - b] = (float)k + 0.5f;
+    }
+    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, i, id, b, e);
+    return ps_kv_slots_on_reply(t, i, &h, v, (e - b) * sizeof(float), pulled);
+}
+
+START_TEST(ids_carry_index_and_generation)
+{
+    ps_kv_slots_t *t = s_table();
+    float buf[16];
+    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 16}, buf, 0);
+    int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 16}, buf, 0);
+    ck_assert_int_eq(a, 0);
+    ck_assert_int_eq(b, 1);
+    uint64_t id_a = ps_kv_slots_id(t, a);
+    ck_assert_uint_eq(id_a & 0xff, 0);
+    ck_assert_uint_eq(ps_kv_slots_id(t, b) & 0xff, 1);
+    /* recycled: same index, a new id */
+    ps_kv_slots_release(t, a);
+    ck_assert_int_eq(ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, buf, 0), a);
+    ck_assert_uint_ne(ps_kv_slots_id(t, a), id_a);
+    ck_assert_uint_eq(ps_kv_slots_id(t, a) & 0xff, 0);
+    /* every slot in use */
+    for (int i = 2; i < PS_KV_SLOTS; i++) {
+        ck_assert_int_eq(ps_kv_slots_open(t, PS_KV_BARRIER, (ps_range_t){0, 0}, NULL, 0), i);
+    }
+    ck_assert_int_eq(ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 1}, buf, 0), PS_ENOMEM);
+    ps_kv_slots_destroy(&t);
+    ck_assert_ptr_null(t);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(push_completes_with_one_ack_per_server)
+{
+    ps_kv_slots_t *t = s_table();
+    float g[16] = {0};
+    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){8, 12}, g, 5); /* both servers */
+    int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 4}, g, 5);  /* S0 only */
+    const ps_kv_slot_t *sa = ps_kv_slots_get(t, a), *sb = ps_kv_slots_get(t, b);
+    ck_assert_uint_eq(sa->left, 2);
+    ck_assert_uint_eq(sb->left, 1);
+    ck_assert_int_eq(sa->step, 5);
+    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 1, ps_kv_slots_id(t, a), 10, 12);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sa->state, PS_KV_SENT);
+    h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 8, 10);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sa->state, PS_KV_DONE);
+    ck_assert_int_eq(sa->status, 0);
+    ck_assert_int_eq(sb->state, PS_KV_SENT);
+    /* a request that touches no server is done at once */
+    int c = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){3, 3}, g, 5);
+    ck_assert_int_eq(ps_kv_slots_get(t, c)->state, PS_KV_DONE);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(late_reply_to_a_recycled_slot_is_dropped)
+{
+    ps_kv_slots_t *t = s_table();
+    float g[16] = {0}, dst[16] = {0};
+    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 4}, g, 0);
+    uint64_t old = ps_kv_slots_id(t, a);
+    ps_kv_slots_complete(t, a, PS_ECLOSED, "given up");
+    ps_kv_slots_release(t, a);
+    ck_assert_int_eq(ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0), a);
+    /* the old push's ack, and a pull reply under the old id */
+    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, old, 0, 4);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), PS_ENOENT);
+    uint64_t pulled = 99;
+    ck_assert_int_eq(s_pull_part(t, 0, old, 0, 4, &pulled), PS_ENOENT);
+    ck_assert_uint_eq(pulled, 0);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_int_eq(sl->state, PS_KV_SENT);
+    ck_assert_uint_eq(sl->left, 4);
+    ck_assert(dst[0] == 0.0f);
+    /* wrong sender, unknown index, not a server: dropped too */
+    uint64_t id = ps_kv_slots_id(t, a);
+    h = s_reply(PS_MSG_PULL_REPLY, 1, id, 0, 4); /* says S1, came from S0's socket */
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 16, NULL), PS_ENOENT);
+    ck_assert_int_eq(s_pull_part(t, 0, id | 0xff, 0, 4, NULL), PS_ENOENT);
+    h = s_reply(PS_MSG_PULL_REPLY, 0, id, 0, 4);
+    h.role = PS_ROLE_WORKER;
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 16, NULL), PS_ENOENT);
+    ck_assert_int_eq(sl->state, PS_KV_SENT);
+    /* the current id completes it */
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 4, &pulled), 0);
+    ck_assert_uint_eq(pulled, 4 * sizeof(float));
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    /* and a second copy of that reply finds the slot done: dropped */
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 4, NULL), PS_ENOENT);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(pull_completes_when_every_key_arrived_in_order)
+{
+    ps_kv_slots_t *t = s_table();
+    float dst[16] = {0};
+    int a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){2, 14}, dst + 2, 7);
+    uint64_t id = ps_kv_slots_id(t, a);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_uint_eq(sl->left, 12);
+    /* S0's keys [2, 10) in two messages, S1's [10, 14) in one; servers interleave */
+    ck_assert_int_eq(s_pull_part(t, 0, id, 2, 6, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 14, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_SENT);
+    ck_assert_uint_eq(sl->left, 4);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 6, 10, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    for (int k = 2; k < 14; k++) {
+        ck_assert(dst[k] == (float)k + 0.5f);
+    }
+    ck_assert(dst[0] == 0.0f && dst[14] == 0.0f);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(pull_out_of_order_or_mismatched_fails)
+{
+    ps_kv_slots_t *t = s_table();
+    float dst[16] = {0};
+    /* a later part before the first */
+    int a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 10}, dst, 0);
+    ck_assert_int_eq(s_pull_part(t, 0, ps_kv_slots_id(t, a), 5, 10, NULL), 0);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(sl->error, "S0 sent a pull reply that does not match"));
+    ps_kv_slots_release(t, a);
+    /* the same part twice */
+    a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 10}, dst, 0);
+    uint64_t id = ps_kv_slots_id(t, a);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 5, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 5, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    /* keys outside the server's shard, and a payload of the wrong size */
+    a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){8, 12}, dst, 0);
+    id = ps_kv_slots_id(t, a);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 8, 12, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
+    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 3 * sizeof(float), NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    /* an ack where a pull reply was due */
+    a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
+    h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 4);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(sl->error, "unexpected"));
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(failure_completes_with_its_own_status_and_reason)
+{
+    ps_kv_slots_t *t = s_table();
+    float g[16] = {0};
+    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 16}, g, 0);
+    int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 16}, g, 0);
+    int c = ps_kv_slots_open(t, PS_KV_BARRIER, (ps_range_t){0, 0}, NULL, 0);
+    ps_header_t h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
+    h.status = PS_ESTATE;
+    snprintf(h.error, sizeof h.error, "push for step 0, but steps 3 to 3 are being collected");
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ps_kv_slots_complete(t, b, PS_ETIMEDOUT, "sending to S0 failed");
+    const ps_kv_slot_t *sa = ps_kv_slots_get(t, a), *sb = ps_kv_slots_get(t, b);
+    /* done at once, though S0 never answered */
+    ck_assert_int_eq(sa->state, PS_KV_DONE);
+    ck_assert_int_eq(sa->status, PS_ESTATE);
+    ck_assert_str_eq(sa->error,
+                     "S1 refused: push for step 0, but steps 3 to 3 are being collected");
+    ck_assert_int_eq(sb->status, PS_ETIMEDOUT);
+    ck_assert_str_eq(sb->error, "sending to S0 failed");
+    /* a later failure does not overwrite the first one */
+    h.request_id = ps_kv_slots_id(t, b);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), PS_ENOENT);
+    ps_kv_slots_complete(t, b, PS_EIO, "again");
+    ck_assert_str_eq(sb->error, "sending to S0 failed");
+    /* an error without a PS_E* status still fails */
+    int d = ps_kv_slots_open(t, PS_KV_INIT, (ps_range_t){0, 4}, g, 0);
+    h = s_reply(PS_MSG_ERROR, 0, ps_kv_slots_id(t, d), 0, 4);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_get(t, d)->status, PS_EPROTO);
+    /* scheduler requests complete by type, with status 0 */
+    ck_assert_int_eq(ps_kv_slots_get(t, c)->state, PS_KV_SENT);
+    ps_kv_slots_complete_type(t, PS_KV_FINISH);
+    ck_assert_int_eq(ps_kv_slots_get(t, c)->state, PS_KV_SENT);
+    ps_kv_slots_complete_type(t, PS_KV_BARRIER);
+    ck_assert_int_eq(ps_kv_slots_get(t, c)->state, PS_KV_DONE);
+    ck_assert_int_eq(ps_kv_slots_get(t, c)->status, 0);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(no_servers_keeps_scheduler_requests)
+{
+    ps_kv_slots_t *t = NULL;
+    ck_assert_int_eq(ps_kv_slots_new(NULL, 0, &t), 0);
+    int a = ps_kv_slots_open(t, PS_KV_FINISH, (ps_range_t){0, 0}, NULL, 0);
+    ck_assert_int_eq(ps_kv_slots_get(t, a)->left, 1);
+    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), PS_ENOENT);
+    ps_kv_slots_destroy(&t);
+    ck_assert_int_eq(ps_kv_slots_new(NULL, -1, &t), PS_EINVAL);
+    ck_assert_ptr_null(t);
+}
+END_TEST
+
+static Suite *s_suite(void)
+{
+    Suite *s = suite_create("kv_slots");
+    TCase *tc = tcase_create("kv_slots");
+    tcase_add_test(tc, ids_carry_index_and_generation);
+    tcase_add_test(tc, push_completes_with_one_ack_per_server);
+    tcase_add_test(tc, late_reply_to_a_recycled_slot_is_dropped);
+    tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
+    tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
+    tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
+    tcase_add_test(tc, no_servers_keeps_scheduler_requests);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ps_test_run(s_suite());
+}

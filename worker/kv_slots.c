@@ -1,0 +1,178 @@
+/* worker/kv_slots.c - request ids, expected answers and pull reassembly. */
+#include "worker/kv_slots.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+_Static_assert(PS_KV_SLOTS <= 256, "the slot index is 8 bits of the request id");
+
+struct ps_kv_slots {
+    ps_kv_slot_t slots[PS_KV_SLOTS];
+    int n;               /* servers */
+    ps_range_t *servers; /* n: each server's keys */
+    uint64_t *next_key;  /* PS_KV_SLOTS*n: next key server i's pull reply must start at */
+};
+
+int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
+{
+    *out = NULL;
+    if (n < 0) {
+        return PS_EINVAL;
+    }
+    ps_kv_slots_t *t = calloc(1, sizeof *t);
+    size_t ns = n > 0 ? (size_t)n : 1;
+    if (t) {
+        t->n = n;
+        t->servers = calloc(ns, sizeof *t->servers);
+        t->next_key = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->next_key);
+    }
+    if (!t || !t->servers || !t->next_key) {
+        ps_kv_slots_destroy(&t);
+        return PS_ENOMEM;
+    }
+    if (n > 0) {
+        memcpy(t->servers, servers, (size_t)n * sizeof *servers);
+    }
+    *out = t;
+    return 0;
+}
+
+void ps_kv_slots_destroy(ps_kv_slots_t **tp)
+{
+    ps_kv_slots_t *t = *tp;
+    if (t) {
+        free(t->servers);
+        free(t->next_key);
+        free(t);
+        *tp = NULL;
+    }
+}
+
+/* Marks `amount` of a slot answered (acks, or keys of a pull); completes it
+ * when nothing is left, or at once on a failure (the first one is kept). */
+static void s_part_done(ps_kv_slot_t *sl, int status, const char *why, uint64_t amount)
+{
+    if (status && !sl->status) {
+        sl->status = status;
+        snprintf(sl->error, sizeof sl->error, "%s", why);
+    }
+    sl->left = (status || amount >= sl->left) ? 0 : sl->left - amount;
+    if (sl->left == 0) {
+        sl->state = PS_KV_DONE;
+    }
+}
+
+int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float *buf,
+                     int64_t step)
+{
+    int idx = -1;
+    for (int i = 0; i < PS_KV_SLOTS; i++) {
+        if (t->slots[i].state == PS_KV_FREE) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx < 0) {
+        return PS_ENOMEM;
+    }
+    ps_kv_slot_t *sl = &t->slots[idx];
+    *sl = (ps_kv_slot_t){.state = PS_KV_SENT, .type = type, .gen = (sl->gen + 1) & 0xffffff,
+                         .range = range, .buf = buf, .step = step, .left = 1};
+    if (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_INIT) {
+        uint64_t parts = 0;
+        for (int i = 0; i < t->n; i++) {
+            ps_range_t part;
+            if (ps_range_intersect(range, t->servers[i], &part)) {
+                parts++;
+                t->next_key[(size_t)idx * (size_t)t->n + (size_t)i] = part.begin;
+            }
+        }
+        /* Servers answer a pull in as many messages as they like, in key order. */
+        sl->left = type == PS_KV_PULL ? ps_range_len(range) : parts;
+        if (sl->left == 0) {
+            sl->state = PS_KV_DONE;
+        }
+    }
+    return idx;
+}
+
+const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx)
+{
+    return &t->slots[idx];
+}
+
+uint64_t ps_kv_slots_id(const ps_kv_slots_t *t, int idx)
+{
+    return ((uint64_t)t->slots[idx].gen << 8) | (uint64_t)idx;
+}
+
+void ps_kv_slots_complete(ps_kv_slots_t *t, int idx, int status, const char *why)
+{
+    ps_kv_slot_t *sl = &t->slots[idx];
+    if (sl->state == PS_KV_SENT) {
+        s_part_done(sl, status, why, sl->left);
+    }
+}
+
+void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type)
+{
+    for (int i = 0; i < PS_KV_SLOTS; i++) {
+        if (t->slots[i].state == PS_KV_SENT && t->slots[i].type == type) {
+            s_part_done(&t->slots[i], 0, "", 1);
+        }
+    }
+}
+
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const void *payload,
+                         size_t len, uint64_t *pulled)
+{
+    if (pulled) {
+        *pulled = 0;
+    }
+    int idx = (int)(h->request_id & 0xff);
+    uint32_t gen = (uint32_t)(h->request_id >> 8);
+    ps_kv_slot_t *sl = idx < PS_KV_SLOTS ? &t->slots[idx] : NULL;
+    if (!sl || sl->gen != gen || sl->state != PS_KV_SENT || h->role != PS_ROLE_SERVER ||
+        h->sender != i || i < 0 || i >= t->n) {
+        return PS_ENOENT;
+    }
+    char why[256];
+    if (h->type == PS_MSG_ERROR) {
+        snprintf(why, sizeof why, "S%d refused: %s", i, h->error);
+        s_part_done(sl, h->status < 0 ? h->status : PS_EPROTO, why, 0);
+    } else if (h->type == PS_MSG_PULL_REPLY && sl->type == PS_KV_PULL) {
+        ps_range_t r = {h->begin, h->end};
+        uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
+        /* Each server's parts must come in key order, each key once. */
+        if (!payload || r.begin != *next || r.end <= r.begin ||
+            !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
+            len != ps_range_len(r) * sizeof(float)) {
+            snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",
+                     i);
+            s_part_done(sl, PS_EPROTO, why, 0);
+        } else {
+            *next = r.end;
+            memcpy(sl->buf + (r.begin - sl->range.begin), payload, len);
+            if (pulled) {
+                *pulled = len;
+            }
+            s_part_done(sl, 0, "", ps_range_len(r));
+        }
+    } else if ((h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH) ||
+               (h->type == PS_MSG_INIT_ACK && sl->type == PS_KV_INIT)) {
+        s_part_done(sl, 0, "", 1);
+    } else {
+        snprintf(why, sizeof why, "S%d answered with an unexpected %s", i,
+                 ps_codec_type_name(h->type));
+        s_part_done(sl, PS_EPROTO, why, 0);
+    }
+    return 0;
+}
+
+void ps_kv_slots_release(ps_kv_slots_t *t, int idx)
+{
+    t->slots[idx].state = PS_KV_FREE;
+}

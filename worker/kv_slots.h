@@ -1,0 +1,111 @@
+/*
+ * worker/kv_slots.h - the KV client's requests in flight, without sockets.
+ *
+ * A table of PS_KV_SLOTS requests. Each request id carries its slot index
+ * (low 8 bits) and the slot's generation, bumped at every reuse, so a late
+ * reply to a recycled slot is recognised and dropped. A data request over
+ * [begin, end) expects one answer per server holding part of it (push, init)
+ * or every key of the range (pull); a pull's replies from one server must
+ * come in key order, each key once (servers cut a reply into several
+ * messages), and are copied into the caller's buffer as they arrive. The
+ * first failure completes the request at once, with its status and a
+ * one-line reason kept in the slot itself.
+ *
+ * It does not send or receive: worker/kv.c reads a slot to build the
+ * messages and feeds the headers and payloads it receives to
+ * ps_kv_slots_on_reply(). Thread safety: none; kv.c calls it under its mutex.
+ */
+#ifndef PS_WORKER_KV_SLOTS_H
+#define PS_WORKER_KV_SLOTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/codec.h"
+#include "proto/range.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Requests in flight at once (at most 256: the index is 8 bits of the id). */
+enum { PS_KV_SLOTS = 64 };
+
+typedef enum { PS_KV_FREE, PS_KV_SENT, PS_KV_DONE } ps_kv_state_t;
+
+/* Data requests go to the servers; the others to the scheduler. */
+typedef enum {
+    PS_KV_PUSH,
+    PS_KV_PULL,
+    PS_KV_INIT,
+    PS_KV_BARRIER,
+    PS_KV_FINISH,
+    PS_KV_ABORT,
+} ps_kv_req_t;
+
+/* One request. Read-only outside kv_slots.c. */
+typedef struct {
+    ps_kv_state_t state;
+    ps_kv_req_t type;
+    uint32_t gen;      /* bumped at every reuse (24 bits); part of the request id */
+    ps_range_t range;  /* keys asked for */
+    float *buf;        /* push/init: source; pull: destination (borrowed) */
+    int64_t step;      /* push: step; pull: min version */
+    uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
+                          scheduler requests: 1 until answered */
+    int status;        /* 0 or the first failure (PS_E*) */
+    char error[256];   /* why it failed; "" while status is 0 */
+} ps_kv_slot_t;
+
+typedef struct ps_kv_slots ps_kv_slots_t;
+
+/* A table for the servers' key ranges servers[0..n) (n = 0: scheduler
+ * requests only); the ranges are copied. Returns 0 and *out (caller owns the
+ * result; destroy with ps_kv_slots_destroy()) or PS_ENOMEM / PS_EINVAL. */
+int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out);
+
+/* Frees the table; NULL-safe; sets *t to NULL. */
+void ps_kv_slots_destroy(ps_kv_slots_t **t);
+
+/*
+ * Takes a free slot for a request and marks it sent, expecting its answers:
+ * data requests one per server holding part of range (a pull: every key),
+ * scheduler requests one. A data request that touches no server is done at
+ * once. buf is borrowed until the slot is released. Returns the slot index
+ * (the handle), or PS_ENOMEM when every slot is in use.
+ */
+int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float *buf,
+                     int64_t step);
+
+/* The slot at idx (0 <= idx < PS_KV_SLOTS); borrowed, valid as the table. */
+const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx);
+
+/* The request id that the messages of slot idx carry. */
+uint64_t ps_kv_slots_id(const ps_kv_slots_t *t, int idx);
+
+/* Completes a sent slot at once with status (0, or a PS_E* and a reason in
+ * why) unless it failed already. No effect on a slot that is not sent. */
+void ps_kv_slots_complete(ps_kv_slots_t *t, int idx, int status, const char *why);
+
+/* Completes every sent scheduler request of type (its answer arrived). */
+void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
+
+/*
+ * Handles a reply from server i: h its header, payload its one payload frame
+ * (NULL when it had not exactly one) of len bytes. An ERROR completes the
+ * request with the server's status; a pull reply in key order is copied into
+ * the request's buffer and *pulled (when not NULL) gets its bytes; an ack
+ * counts. Anything that does not match the request fails it with PS_EPROTO.
+ * Returns 0, or PS_ENOENT when the reply belongs to no request in flight (a
+ * late reply to a recycled slot, another sender): drop it, nothing changed.
+ */
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const void *payload,
+                         size_t len, uint64_t *pulled);
+
+/* Frees a slot (done, or given up) for reuse. */
+void ps_kv_slots_release(ps_kv_slots_t *t, int idx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
