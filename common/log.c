@@ -57,11 +57,36 @@ void ps_log_write(int level, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
 
+    char stamp[16];
+    ps_log_stamp(stamp, sizeof stamp);
+    /* One fprintf per line: stdio locks the stream, so threads never interleave. */
+    fprintf(stderr, "%s %s %c %s\n", stamp, s_prefix, tag[level & 3], msg);
+}
+
+void ps_log_stamp(char *buf, size_t cap)
+{
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;
     localtime_r(&tv.tv_sec, &tm);
-    /* One fprintf per line: stdio locks the stream, so threads never interleave. */
-    fprintf(stderr, "%02d:%02d:%02d.%03d %s %c %s\n", tm.tm_hour, tm.tm_min,
-            tm.tm_sec, (int)(tv.tv_usec / 1000), s_prefix, tag[level & 3], msg);
+    snprintf(buf, cap, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)(tv.tv_usec / 1000));
+}
+
+int ps_log_is_line(const char *p, size_t n)
+{
+    static const char shape[] = "00:00:00.000 ";
+    if (n < sizeof shape - 1) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof shape - 1; i++) {
+        if (shape[i] == '0') {
+            if (p[i] < '0' || p[i] > '9') {
+                return 0;
+            }
+        } else if (p[i] != shape[i]) {
+            return 0;
+        }
+    }
+    return 1;
 }

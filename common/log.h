@@ -9,6 +9,8 @@
 #ifndef PS_COMMON_LOG_H
 #define PS_COMMON_LOG_H
 
+#include <stddef.h>
+
 #include "common/config.h"
 
 #ifdef __cplusplus
@@ -38,6 +40,14 @@ ps_flag_t ps_log_level_flag(const char **dst);
 
 void ps_log_write(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The stamp that opens every line: the local time now as "HH:MM:SS.mmm"
+ * (12 characters) in buf. Thread-safe. */
+void ps_log_stamp(char *buf, size_t cap);
+
+/* Does p (n bytes, not NUL-terminated) open like a logger line, with
+ * "HH:MM:SS.mmm "? For a program that relays other programs' output. */
+int ps_log_is_line(const char *p, size_t n);
 
 #define PS_LOG_AT(lvl, ...) \
     do { \

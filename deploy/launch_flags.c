@@ -1,0 +1,367 @@
+/*
+ * deploy/launch_flags.c - shardps-launch's flags, its --help, and each
+ * role's command line, all made from the roles' flag tables.
+ *
+ * A flag is forwarded to every role whose table has it, except the few the
+ * launcher writes itself on that role's command line (s_own). No flag is
+ * defined here twice: a new flag in a role's table is forwarded and listed in
+ * --help without a change here.
+ */
+#include "deploy/launch_flags.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "deploy/proc.h"
+
+static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server", "worker"};
+
+/* Flags the launcher writes itself on each role's command line (see
+ * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), so it never
+ * forwards them. */
+static const char *const s_own[PS_LAUNCH_NROLES][4] = {
+    {"bind", "endpoint-file", "servers", "workers"},
+    {"scheduler", "bind", "advertise", "rank"},
+    {"scheduler", "bind", "advertise", "rank"},
+};
+
+/* Where a forwarded flag goes, for --help, by the mask of roles
+ * (1 << PS_LAUNCH_<role>) whose tables have it; s_note overrides it where the
+ * launcher does more. */
+static const char *const s_to_words[8] = {
+    "", "scheduler", "servers", "scheduler and servers", "workers", "scheduler and workers",
+    "servers and workers", "every role",
+};
+static const struct {
+    const char *name;
+    const char *to;
+} s_note[] = {
+    {"summary", "scheduler; must exist at the end"},
+    {"dump-params", "worker 0, or every worker when FILE holds %d"},
+    {"log-level", "every role and the launcher"},
+};
+
+_Static_assert(PS_SCHEDULER_NFLAGS <= PS_LAUNCH_MAX_ROLE_FLAGS &&
+                   PS_SERVER_NFLAGS <= PS_LAUNCH_MAX_ROLE_FLAGS &&
+                   PS_WORKER_NFLAGS <= PS_LAUNCH_MAX_ROLE_FLAGS,
+               "PS_LAUNCH_MAX_ROLE_FLAGS");
+
+/* ---- the forwarding table ------------------------------------------------ */
+
+static int s_owned(int role, const char *name)
+{
+    for (size_t i = 0; i < sizeof s_own[role] / sizeof s_own[role][0]; i++) {
+        if (!strcmp(s_own[role][i], name)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Index of a forwarded flag in F->fwd, or -1. */
+static int s_fwd_index(const ps_launch_flags_t *F, const char *name)
+{
+    for (size_t i = 0; i < F->nfwd; i++) {
+        if (!strcmp(F->fwd[i].flag->name, name)) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Builds F->fwd from the roles' tables: every flag a role takes and the
+ * launcher does not set itself, in the roles' order. */
+static void s_fwd_build(ps_launch_flags_t *F)
+{
+    ps_scheduler_flags_init(&F->role_c);
+    ps_server_flags_init(&F->role_s);
+    ps_worker_flags_init(&F->role_w);
+    F->nrole_flags[PS_LAUNCH_SCHEDULER] =
+        ps_scheduler_flags_table(&F->role_c, F->role_flags[PS_LAUNCH_SCHEDULER]);
+    F->nrole_flags[PS_LAUNCH_SERVER] =
+        ps_server_flags_table(&F->role_s, F->role_flags[PS_LAUNCH_SERVER]);
+    F->nrole_flags[PS_LAUNCH_WORKER] =
+        ps_worker_flags_table(&F->role_w, F->role_flags[PS_LAUNCH_WORKER]);
+    for (int r = 0; r < PS_LAUNCH_NROLES; r++) {
+        for (size_t i = 0; i < F->nrole_flags[r]; i++) {
+            const ps_flag_t *f = &F->role_flags[r][i];
+            if (s_owned(r, f->name)) {
+                continue;
+            }
+            int k = s_fwd_index(F, f->name);
+            if (k < 0) {
+                assert(F->nfwd < PS_LAUNCH_MAX_FWD);
+                k = (int)F->nfwd++;
+                F->fwd[k].flag = f;
+            }
+            F->fwd[k].to |= 1u << r;
+        }
+    }
+    for (size_t k = 0; k < F->nfwd; k++) {
+        ps_launch_fwd_t *fw = &F->fwd[k];
+        const char *to = s_to_words[fw->to];
+        for (size_t i = 0; i < sizeof s_note / sizeof s_note[0]; i++) {
+            to = strcmp(s_note[i].name, fw->flag->name) ? to : s_note[i].to;
+        }
+        snprintf(fw->help, sizeof fw->help, "%s (%s)", fw->flag->help, to);
+    }
+}
+
+const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name)
+{
+    int k = s_fwd_index(F, name);
+    return k >= 0 ? F->fwd_val[k] : NULL;
+}
+
+/* Allreduce jobs have no servers, and their workers bind ring endpoints. */
+static int s_allreduce(const ps_launch_flags_t *F)
+{
+    return !ps_job_has_servers(&F->job);
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+/* Finds shardps-<role>: --bin-dir, else next to this executable, else in
+ * ../<role>/ (the Meson build tree), else $PATH. Returns 0 or PS_ENOENT. */
+static int s_find_bin(const char *bin_dir, const char *role, char *out, size_t cap)
+{
+    char name[64], cand[PATH_MAX + 128];
+    snprintf(name, sizeof name, "shardps-%s", role);
+    if (bin_dir) {
+        snprintf(cand, sizeof cand, "%s/%s", bin_dir, name);
+        if (!ps_proc_is_exe(cand)) {
+            fprintf(stderr, PS_LAUNCH_PROG ": error: no executable %s in --bin-dir %s\n",
+                    name, bin_dir);
+            return PS_ENOENT;
+        }
+    } else if (ps_proc_find_exe(name, role, cand, sizeof cand) != 0) {
+        fprintf(stderr,
+                PS_LAUNCH_PROG ": error: cannot find %s (looked next to " PS_LAUNCH_PROG
+                               ", in ../%s/ and in $PATH; use --bin-dir)\n",
+                name, role);
+        return PS_ENOENT;
+    }
+    if (!realpath(cand, out) && snprintf(out, cap, "%s", cand) >= (int)cap) {
+        fprintf(stderr, PS_LAUNCH_PROG ": error: path too long: %s\n", cand);
+        return PS_ENOENT;
+    }
+    return 0;
+}
+
+static int s_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int s_bad(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, PS_LAUNCH_PROG ": error: %s\n", msg);
+    return PS_EINVAL;
+}
+
+int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
+{
+    static const char about[] =
+        "Starts a local shardps cluster: one scheduler, S servers and M workers, each\n"
+        "its own process, with their output relayed on stderr. Job flags are passed\n"
+        "to the roles that take them; arguments after \"--\" go to the scheduler.\n"
+        "Exit status: 0 job ok, 1 job failed, 2 bad usage, 130/143 interrupted.";
+    *F = (ps_launch_flags_t){
+        .servers = -1, /* resolved by the mode: 1, or 0 for allreduce */
+        .workers = 1,
+        .host = "127.0.0.1",
+    };
+    ps_flag_t flags[5 + PS_LAUNCH_MAX_FWD] = {
+        {"servers", PS_FLAG_INT, &F->servers, "N",
+         "number of servers (-1 = 1, or 0 with --mode allreduce)"},
+        {"workers", PS_FLAG_INT, &F->workers, "N", "number of workers"},
+        {"host", PS_FLAG_STR, &F->host, "HOST", "address the roles bind to"},
+        {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
+         "role binaries (default: next to this one, ../<role>/, $PATH)"},
+        {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
+         "stop and fail the job after this long (0 = never)"},
+    };
+    s_fwd_build(F);
+    for (size_t i = 0; i < F->nfwd; i++) {
+        const ps_flag_t *f = F->fwd[i].flag;
+        flags[5 + i] =
+            (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar, F->fwd[i].help};
+    }
+    int rest = argc;
+    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, 5 + F->nfwd, argc, argv, &rest);
+    if (rc != 0) {
+        return rc;
+    }
+    if (rest < argc) {
+        if (rest < 2 || strcmp(argv[rest - 1], "--") != 0) {
+            return s_bad("unexpected argument '%s' (see --help)", argv[rest]);
+        }
+        F->extra = argv + rest;
+        F->nextra = argc - rest;
+    }
+    ps_job_defaults(&F->job);
+    const char *mode = ps_launch_flags_value(F, "mode");
+    if (mode) {
+        (void)ps_job_parse_mode(mode, &F->job); /* a bad one is the scheduler's to report */
+    }
+    if (F->servers == -1) {
+        F->servers = s_allreduce(F) ? 0 : 1;
+    }
+    char err[256];
+    if (ps_job_validate_nodes(&F->job, F->servers, F->workers, err, sizeof err) != 0) {
+        return s_bad("%s", err);
+    }
+    if (!F->host || !F->host[0] || strpbrk(F->host, " \t\n/")) {
+        return s_bad("--host '%s': must be a host name or address", F->host ? F->host : "");
+    }
+    if (F->timeout < 0) {
+        return s_bad("--timeout %g: must be >= 0", F->timeout);
+    }
+    if (F->bin_dir && !F->bin_dir[0]) {
+        return s_bad("--bin-dir: empty");
+    }
+    const char *level = ps_launch_flags_value(F, "log-level");
+    if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
+        return PS_EINVAL;
+    }
+    for (int r = 0; r < PS_LAUNCH_NROLES; r++) {
+        if (s_find_bin(F->bin_dir, s_role_name[r], F->bin[r], sizeof F->bin[r]) != 0) {
+            return PS_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* ---- command lines ------------------------------------------------------- */
+
+/* Growable NULL-terminated argv; strings are owned copies. */
+typedef struct {
+    char **v;
+    int n;
+    int cap;
+    int oom;
+} s_argv_t;
+
+static void s_argv_add(s_argv_t *a, const char *s)
+{
+    if (a->oom) {
+        return;
+    }
+    if (a->n + 2 > a->cap) {
+        int cap = a->cap ? a->cap * 2 : 32;
+        char **nv = realloc(a->v, (size_t)cap * sizeof *nv);
+        if (!nv) {
+            a->oom = 1;
+            return;
+        }
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n] = strdup(s);
+    if (!a->v[a->n]) {
+        a->oom = 1;
+        return;
+    }
+    a->n++;
+    a->v[a->n] = NULL;
+}
+
+static void s_argv_addf(s_argv_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void s_argv_addf(s_argv_t *a, const char *fmt, ...)
+{
+    char buf[PATH_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    s_argv_add(a, buf);
+}
+
+/* The argv, or NULL (everything freed) when an add ran out of memory. */
+static char **s_argv_take(s_argv_t *a)
+{
+    if (a->oom) {
+        for (int i = 0; i < a->n; i++) {
+            free(a->v[i]);
+        }
+        free(a->v);
+        return NULL;
+    }
+    return a->v;
+}
+
+void ps_launch_argv_destroy(char ***argv_p)
+{
+    if (!argv_p || !*argv_p) {
+        return;
+    }
+    for (char **p = *argv_p; *p; p++) {
+        free(*p);
+    }
+    free(*argv_p);
+    *argv_p = NULL;
+}
+
+/* Appends every forwarded flag that goes to this role and rank, in the
+ * order of the role's table. */
+static void s_argv_add_fwd(s_argv_t *a, const ps_launch_flags_t *F, int role, int rank)
+{
+    for (size_t i = 0; i < F->nrole_flags[role]; i++) {
+        const char *name = F->role_flags[role][i].name;
+        const char *val = ps_launch_flags_value(F, name);
+        if (!val || s_owned(role, name)) {
+            continue;
+        }
+        /* One parameters file: worker 0 writes it, unless each worker's name differs. */
+        if (!strcmp(name, "dump-params") && rank != 0 && !strstr(val, "%d")) {
+            continue;
+        }
+        s_argv_addf(a, "--%s", name);
+        s_argv_add(a, val);
+    }
+}
+
+char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *epfile)
+{
+    s_argv_t a = {0};
+    s_argv_add(&a, F->bin[PS_LAUNCH_SCHEDULER]);
+    s_argv_add(&a, "--bind");
+    s_argv_addf(&a, "tcp://%s:*", F->host);
+    s_argv_add(&a, "--endpoint-file");
+    s_argv_add(&a, epfile);
+    s_argv_add(&a, "--servers");
+    s_argv_addf(&a, "%d", F->servers);
+    s_argv_add(&a, "--workers");
+    s_argv_addf(&a, "%d", F->workers);
+    s_argv_add_fwd(&a, F, PS_LAUNCH_SCHEDULER, 0);
+    for (int i = 0; i < F->nextra; i++) {
+        s_argv_add(&a, F->extra[i]);
+    }
+    return s_argv_take(&a);
+}
+
+char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
+                                 const char *endpoint)
+{
+    s_argv_t a = {0};
+    s_argv_add(&a, F->bin[role]);
+    s_argv_add(&a, "--scheduler");
+    s_argv_add(&a, endpoint);
+    if (role == PS_LAUNCH_SERVER || (role == PS_LAUNCH_WORKER && s_allreduce(F))) {
+        s_argv_add(&a, "--bind");
+        s_argv_addf(&a, "tcp://%s:*", F->host);
+    }
+    s_argv_add(&a, "--rank");
+    s_argv_addf(&a, "%d", rank);
+    s_argv_add_fwd(&a, F, role, rank);
+    return s_argv_take(&a);
+}
