@@ -6,7 +6,7 @@
  * gathered from Fashion-MNIST (or synthetic inputs with --data "") into the
  * model's pinned batch buffers as the worker does, one ps_model_train_step
  * each, plain SGD applied on the host with ps_optim_sgd_step - the loop of
- * tools/torch-baseline/train_single.py (gather + forward/backward + SGD
+ * bench/torch/train.py (gather + forward/backward + SGD
  * update). Two passes after a warm-up:
  *
  *   timed     --steps steps, nothing else running in the loop: samples/s
@@ -21,8 +21,10 @@
  *             out are the copies' own times, which the timed pass overlaps
  *             with forward and backward: the split can sum to more than a step.
  *
- * With --torch it then runs the PyTorch baseline (--torch-script, under
- * --python) for the same model, batch and step count with
+ * With --torch it checks first that PyTorch loads (it is optional: one line
+ * saying how to install it, before any training), then runs the PyTorch
+ * reference (--torch-script, under --python) for the same model, data, batch,
+ * warm-up and step count with
  * OPENBLAS_NUM_THREADS = --threads, and reports shardps/PyTorch samples/s, by
  * the wall clock and by CPU time (the script reports its own CPU share).
  * Writes one JSON object (--json) and prints a markdown table row. It never
@@ -50,12 +52,11 @@
 
 #define S_PROG "shardps-bench compute"
 
-/* Where the PyTorch baseline lives, relative to the source tree (the shared
- * tools sit beside the repository). PS_SOURCE_ROOT comes from meson.build. */
+/* Our PyTorch reference, in the source tree (PS_SOURCE_ROOT from meson.build). */
 #ifndef PS_SOURCE_ROOT
 #define PS_SOURCE_ROOT "."
 #endif
-#define S_TORCH_SCRIPT PS_SOURCE_ROOT "/../shared/tools/torch-baseline/train_single.py"
+#define S_TORCH_SCRIPT PS_SOURCE_ROOT "/bench/torch/train.py"
 
 enum { S_SYNTH_BATCHES = 16 }; /* synthetic data: this many distinct batches */
 
@@ -64,7 +65,7 @@ typedef struct {
     const char *device;       /* cpu, cuda or auto */
     const char *data;         /* Fashion-MNIST directory; "" = synthetic inputs */
     const char *json;         /* output file, or NULL */
-    const char *torch_script; /* train_single.py */
+    const char *torch_script; /* bench/torch/train.py */
     const char *python;       /* interpreter for it */
     int threads;              /* BLAS threads (0 = library default) */
     int batch;                /* samples per step */
@@ -225,72 +226,105 @@ static int s_find_num(const char *text, const char *key, double *v)
     return last && sscanf(last + strlen(pat), " %lf", v) == 1 ? 0 : PS_ENOENT;
 }
 
-/* Runs train_single.py for the same model, batch and steps at the same
- * thread count. Fills res->torch_sps, or res->torch_note with why not. */
+/* The last line of the file at path into buf ("" when unreadable). */
+static void s_last_line(const char *path, char *buf, size_t len)
+{
+    char *text = NULL;
+    buf[0] = '\0';
+    if (ps_bench_read_file(path, &text) == 0) {
+        size_t n = strlen(text);
+        while (n > 0 && text[n - 1] == '\n') {
+            text[--n] = '\0';
+        }
+        const char *last = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+        snprintf(buf, len, "%s", last);
+    }
+    free(text);
+}
+
+/* Runs the script with args (NULL-ended) in a temporary directory; its output
+ * goes to DIR/torch.log and --out to DIR/torch.json, whose text comes back in
+ * *json (caller frees; NULL when absent). On failure, why goes to note. */
+static int s_torch_run(const compute_cfg_t *cfg, char *const args[], char **json, char *note,
+                       size_t len)
+{
+    char dir[] = "/tmp/sps-compute.XXXXXX";
+    *json = NULL;
+    if (access(cfg->torch_script, R_OK) != 0) {
+        snprintf(note, len, "%s: %s (--torch-script)", cfg->torch_script, strerror(errno));
+        return -1;
+    }
+    if (!mkdtemp(dir)) {
+        snprintf(note, len, "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    char log[PATH_MAX], out[PATH_MAX];
+    snprintf(log, sizeof log, "%s/torch.log", dir);
+    snprintf(out, sizeof out, "%s/torch.json", dir);
+    char *argv[32] = {(char *)cfg->python, (char *)cfg->torch_script, "--out", out};
+    int n = 4;
+    for (int i = 0; args[i] && n < 31; i++) {
+        argv[n++] = args[i];
+    }
+    int rc = ps_bench_run(argv, log);
+    if (rc == 0 && ps_bench_read_file(out, json) != 0) {
+        *json = NULL;
+    }
+    if (rc != 0) {
+        char last[200];
+        s_last_line(log, last, sizeof last);
+        snprintf(note, len, "PyTorch run failed (exit %d): %s", rc, last);
+    }
+    unlink(out);
+    unlink(log);
+    rmdir(dir);
+    return rc;
+}
+
+/* Before any training: PyTorch loads (it is optional). Returns 0, or prints
+ * one line saying why not (the script's own, e.g. how to install it). */
+static int s_torch_check(const compute_cfg_t *cfg)
+{
+    char note[256], *json = NULL;
+    char *args[] = {"--check", NULL};
+    int rc = s_torch_run(cfg, args, &json, note, sizeof note);
+    free(json);
+    if (rc != 0) {
+        const char *why = strstr(note, "): ");
+        fprintf(stderr, S_PROG ": error: --torch: %s\n", why && why[3] ? why + 3 : note);
+    }
+    return rc;
+}
+
+/* Runs bench/torch/train.py for the same model, data, batch, warm-up and
+ * steps at the same thread count. Fills res->torch_sps, or res->torch_note
+ * with why not. */
 static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
 {
     res->torch_sps = res->torch_cpu_sps = NAN;
-    if (access(cfg->torch_script, R_OK) != 0) {
-        snprintf(res->torch_note, sizeof res->torch_note, "%s not found (--torch-script)",
-                 cfg->torch_script);
-        return;
-    }
-    char dir[] = "/tmp/sps-compute.XXXXXX";
-    if (!mkdtemp(dir)) {
-        snprintf(res->torch_note, sizeof res->torch_note, "mkdtemp: %s", strerror(errno));
-        return;
-    }
-    char log[PATH_MAX], out[PATH_MAX], thr[16], batch[16], steps[16], lr[32];
-    snprintf(log, sizeof log, "%s/torch.log", dir);
-    snprintf(out, sizeof out, "%s/torch.jsonl", dir);
+    char thr[16], batch[16], steps[16], warmup[16], lr[32];
     /* Library default (0): as many as the machine has cores. */
     int threads = cfg->threads > 0 ? cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(thr, sizeof thr, "%d", threads);
     snprintf(batch, sizeof batch, "%d", cfg->batch);
     snprintf(steps, sizeof steps, "%d", cfg->steps);
+    snprintf(warmup, sizeof warmup, "%d", cfg->warmup);
     snprintf(lr, sizeof lr, "%g", cfg->lr);
     /* The script sets it too (from --threads) before importing torch; set here
      * as well so nothing it starts sees another value. */
     setenv("OPENBLAS_NUM_THREADS", thr, 1);
-    char *argv[] = {(char *)cfg->python,
-                    (char *)cfg->torch_script,
-                    "--model",
-                    (char *)cfg->model,
-                    "--threads",
-                    thr,
-                    "--batch",
-                    batch,
-                    "--lr",
-                    lr,
-                    "--epochs",
-                    "1",
-                    "--eval-at",
-                    "",
-                    "--max-steps",
-                    steps,
-                    "--out",
-                    out,
-                    NULL};
-    fprintf(stderr, S_PROG ": PyTorch baseline: %s %s --model %s --threads %s ...\n",
+    char *args[] = {"--model", (char *)cfg->model, "--threads", thr,   "--batch",
+                    batch,     "--lr",             lr,          "--steps", steps,
+                    "--warmup", warmup,            "--data",    (char *)cfg->data, NULL};
+    fprintf(stderr, S_PROG ": PyTorch reference: %s %s --model %s --threads %s ...\n",
             cfg->python, cfg->torch_script, cfg->model, thr);
-    int rc = ps_bench_run(argv, log);
     char *text = NULL;
-    if (rc != 0 || ps_bench_read_file(out, &text) != 0 ||
-        s_find_num(text, "samples_per_s", &res->torch_sps) != 0) {
-        char *lt = NULL;
-        const char *last = "";
-        if (ps_bench_read_file(log, &lt) == 0) {
-            size_t n = strlen(lt);
-            while (n > 0 && lt[n - 1] == '\n') {
-                lt[--n] = '\0';
-            }
-            last = strrchr(lt, '\n') ? strrchr(lt, '\n') + 1 : lt;
-        }
-        snprintf(res->torch_note, sizeof res->torch_note,
-                 "PyTorch run failed (exit %d): %s", rc, last);
-        free(lt);
+    int rc = s_torch_run(cfg, args, &text, res->torch_note, sizeof res->torch_note);
+    if (rc == 0 && (!text || s_find_num(text, "samples_per_sec", &res->torch_sps) != 0)) {
+        snprintf(res->torch_note, sizeof res->torch_note, "%s wrote no samples_per_sec",
+                 cfg->torch_script);
         res->torch_sps = NAN;
-    } else {
+    } else if (rc == 0) {
         /* own_cpu_frac: the script's CPU seconds (all threads) per wall second. */
         double frac;
         if (s_find_num(text, "own_cpu_frac", &frac) == 0 && frac > 0) {
@@ -304,9 +338,6 @@ static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
         }
     }
     free(text);
-    unlink(out);
-    unlink(log);
-    rmdir(dir);
 }
 
 /* A JSON number, or null for NAN. */
@@ -487,10 +518,10 @@ int ps_bench_compute_main(int argc, char **argv)
          "Fashion-MNIST directory (\"\": synthetic inputs)"},
         {"json", PS_FLAG_STR, &cfg.json, "FILE", "write the figures as one JSON object"},
         {"torch", PS_FLAG_BOOL, &cfg.torch, NULL,
-         "also run the PyTorch baseline at the same thread count"},
+         "also run the PyTorch reference at the same thread count (needs PyTorch: "
+         "apt-get install python3-torch)"},
         {"torch-script", PS_FLAG_STR, &cfg.torch_script, "PATH",
-         "train_single.py (default: ../shared/tools/torch-baseline/ beside the source "
-         "tree)"},
+         "the PyTorch reference: bench/torch/train.py in the source tree"},
         {"python", PS_FLAG_STR, &cfg.python, "PATH", "Python with torch, for --torch"},
     };
     int rc = ps_config_parse(
@@ -525,6 +556,9 @@ int ps_bench_compute_main(int argc, char **argv)
         fprintf(stderr, S_PROG ": error: --device %s: %s\n", cfg.device, why);
         return rc == PS_EINVAL ? 2 : 1;
     }
+    if (cfg.torch && s_torch_check(&cfg) != 0) {
+        return 1;
+    }
     double load_before = ps_bench_loadavg();
     compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN};
     if (s_run(&cfg, k, &res) != 0) {
@@ -547,9 +581,8 @@ int ps_bench_compute_main(int argc, char **argv)
                            : " (copies serialised there; the timed steps overlap them "
                              "with compute)");
     if (cfg.torch) {
-        printf("PyTorch: train_single.py, same model, batch, lr and step count, "
-               "OPENBLAS_NUM_THREADS = %d; its time includes its first steps (it has no "
-               "warm-up).\n",
+        printf("PyTorch: bench/torch/train.py, same model, data, batch, lr, warm-up and "
+               "step count, OPENBLAS_NUM_THREADS = %d.\n",
                cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
     }
     if (cfg.json && s_write_json(&cfg, &res, machine) != 0) {

@@ -1,31 +1,29 @@
 #!/usr/bin/env bash
 # deploy/gpu-acceptance.sh - the GPU checks of the CUDA issue in one command,
-# for a machine with a GPU. The lent one has CUDA and Python with torch but
-# none of our Debian libraries: pack a CUDA build with
-#   ../shared/tools/gpu-bundle.sh build-cu --with-data --extra ../shared/tools/torch-baseline
-# and run there, from the repository copy:
-#   mkdir -p /tmp/sps && tar -xJf .gpu/bundle.tar.xz -C /tmp/sps && . /tmp/sps/env.sh &&
-#   deploy/gpu-acceptance.sh /tmp/sps/bin $OUT /tmp/sps/extra/torch-baseline
+# for a machine with a GPU. One with CUDA and Python with torch but none of
+# our Debian libraries: pack a CUDA build with
+#   deploy/gpu-bundle.sh build --with-data
+# and run there, from the repository copy, after the prefix it prints:
+#   . .gpu/env.sh && deploy/gpu-acceptance.sh .gpu/bin OUT
 # Runs, each logged under OUT:
 #   1. the gpu test suite (tests/gpu/test_cuda);
 #   2. the MLP through a local cluster (2 servers, 2 workers, sync, 10 epochs)
 #      and the CNN (1 server, 1 worker, 3 epochs), project defaults;
 #   3. shardps-bench compute for both models on the CPU and on DEVICE, and
-#      PyTorch eager on DEVICE for both (deploy/torch_gpu.py), same batch;
+#      PyTorch eager on DEVICE for both (bench/torch/train.py), same batch;
 # then prints one table: accuracies against the targets, samples/s, ratios.
 #
-#   usage: deploy/gpu-acceptance.sh BIN_DIR OUT_DIR TORCH_BASELINE_DIR [DEVICE]
+#   usage: deploy/gpu-acceptance.sh BIN_DIR OUT_DIR [DEVICE]
 # BIN_DIR is a build directory or the bundle's bin/; DEVICE defaults to cuda
 # (cpu makes a dry run on a machine without a GPU). $SHARDPS_DATA, when set,
 # names the dataset directory (the bundle's env.sh sets it); $PYTHON the Python
 # with torch (default python3). Exit status: 0 when
 # every step ran and every accuracy target holds, 1 otherwise.
 set -uo pipefail
-[ $# -ge 3 ] || { echo "usage: $0 BIN_DIR OUT_DIR TORCH_BASELINE_DIR [DEVICE]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 BIN_DIR OUT_DIR [DEVICE]" >&2; exit 2; }
 bin=$(cd "$1" && pwd) || exit 2
 out=$2
-base=$3
-dev=${4:-cuda}
+dev=${3:-cuda}
 here=$(cd "$(dirname "$0")" && pwd)
 data=${SHARDPS_DATA:-/usr/share/datasets/fashion-mnist}
 python=${PYTHON:-python3}
@@ -53,8 +51,9 @@ for m in mlp cnn; do
         step "compute_${m}_$d" "$bin/bench/shardps-bench" compute --model "$m" --device "$d" \
             --steps "$steps" --data "$data" --json "$out/compute_${m}_$d.json"
     done
-    step "torch_${m}_$dev" "$python" "$here/torch_gpu.py" --baseline "$base" --model "$m" \
-        --data "$data" --steps "$steps" --device "$dev"
+    step "torch_${m}_$dev" "$python" "$here/../bench/torch/train.py" --model "$m" \
+        --data "$data" --steps "$steps" --warmup 20 --device "$dev" \
+        --out "$out/torch_${m}_$dev.json"
 done
 
 python3 - "$out" "$dev" <<'PY' || failed=1
@@ -76,7 +75,7 @@ for model, epoch, target in (("mlp", 1, 0.82), ("mlp", 10, 0.88), ("cnn", 3, 0.8
     print(f"| {model} {dev} test accuracy, epoch {epoch} | {acc if acc is not None else 'n/a'} | >= {target} | {'yes' if met else 'NO'} |")
 for model in ("mlp", "cnn"):
     cpu, gpu = load(f"compute_{model}_cpu.json"), load(f"compute_{model}_{dev}.json")
-    torch = load(f"torch_{model}_{dev}.log")
+    torch = load(f"torch_{model}_{dev}.json")
     c = cpu["samples_per_sec"] if cpu else None
     g = gpu["samples_per_sec"] if gpu else None
     t = torch["samples_per_sec"] if torch else None

@@ -5,7 +5,19 @@
 # PNG plots) and OpenMPI (its MPI_Allreduce reference). Idempotent: a package
 # that is already installed is not touched, and apt-get is not called at all
 # when nothing is missing. The CUDA toolkit is optional and not installed here.
+#
+#   usage: deploy/install-deps.sh [--with-torch]
+# --with-torch also installs Debian's PyTorch (python3-torch, about 600 MB with
+# its dependencies), optional: only `shardps-bench compute --torch` uses it.
 set -euo pipefail
+
+with_torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) with_torch=1 ;;
+    *) echo "usage: $0 [--with-torch]" >&2; exit 2 ;;
+  esac
+done
 
 pkgs=(
   build-essential pkg-config meson ninja-build
@@ -15,6 +27,9 @@ pkgs=(
   dataset-fashion-mnist
   gnuplot-nox openmpi-bin libopenmpi-dev
 )
+if [ "$with_torch" = 1 ]; then
+  pkgs+=(python3-torch)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

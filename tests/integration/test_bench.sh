@@ -3,8 +3,10 @@
 # with a tiny --max-steps sweep write CSV and markdown files with the expected
 # columns and one row per configuration (allreduce included: ring members in
 # `comm`, `--mode allreduce` jobs without servers in `train`); `compute` on a
-# few steps writes its JSON with every field. No timing is judged here: the
-# bench measures, it does not assert (see README, Benchmarks).
+# few steps writes its JSON with every field, and with --torch the PyTorch
+# reference's figure (or one line saying how to install PyTorch, when it is
+# absent). No timing is judged here: the bench measures, it does not assert
+# (see README, Benchmarks).
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/bench/shardps-bench
@@ -76,6 +78,25 @@ else
     [ "$(wc -l <"$TMP/cuda.err")" -eq 1 ] || fail "--device cuda without a GPU: $(cat "$TMP/cuda.err")"
 fi
 "$BENCH" compute --model resnet >/dev/null 2>&1 && fail "compute took --model resnet"
+# --torch without PyTorch (a Python that skips its site packages): one line
+# saying how to install it, before any training.
+printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >"$TMP/python-no-torch"
+chmod +x "$TMP/python-no-torch"
+"$BENCH" compute --torch --python "$TMP/python-no-torch" >"$TMP/notorch.out" 2>"$TMP/notorch.err" &&
+    fail "--torch ran without PyTorch"
+{ [ "$(wc -l <"$TMP/notorch.err")" -eq 1 ] && grep -q 'install python3-torch' "$TMP/notorch.err"; } ||
+    fail "--torch without PyTorch: $(cat "$TMP/notorch.err")"
+# --torch with PyTorch (optional: Debian's python3-torch): our reference's figures.
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    "$BENCH" compute --model mlp --steps 5 --warmup 1 --profile-steps 0 --torch \
+        --json "$TMP/torch.json" >"$TMP/torch.log" 2>&1 ||
+        fail "bench compute --torch failed: $(tail -5 "$TMP/torch.log")"
+    { grep -Eq '"torch_samples_per_sec": [0-9.e+]+,' "$TMP/torch.json" &&
+        grep -Eq '"torch_version": "[0-9]' "$TMP/torch.json"; } ||
+        fail "compute --torch: $(cat "$TMP/torch.json")"
+else
+    echo "skipped compute --torch: PyTorch not installed (apt-get install python3-torch)"
+fi
 
 # The logs of every job the bench started, for sanitizer reports.
 cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP/" 2>/dev/null

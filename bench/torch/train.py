@@ -1,0 +1,121 @@
+"""bench/torch/train.py - the PyTorch loop a user would write for our models.
+
+Trains the MLP or CNN of reference.py in one process on Fashion-MNIST with
+plain SGD: each step gathers a batch on the host, moves it to --device, runs
+forward, backward and the update, and reads the loss (as a shardps step does).
+`shardps-bench compute --torch` runs it on the CPU for the same model, batch,
+lr and steps; deploy/gpu-acceptance.sh with --device cuda.
+
+After --warmup untimed steps, each epoch of --steps steps (0: the whole
+epoch) prints one JSON line: samples, seconds, samples_per_sec,
+own_cpu_frac (CPU seconds of this process, all threads, per wall second),
+train_loss, and with --eval test_accuracy/test_loss. The last line (also
+written to --out) adds the run's settings and torch's version.
+
+usage: python3 bench/torch/train.py --model mlp|cnn [--threads 1] [--batch 64]
+           [--lr 0.1] [--steps 0] [--warmup 0] [--epochs 1] [--eval] [--seed 1]
+           [--data DIR|""] [--device cpu] [--out FILE] [--check]
+--data "" trains on synthetic inputs. --check only says whether torch loads
+(exit 3 and one line when it does not).
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference as ref  # noqa: E402
+
+ap = argparse.ArgumentParser(description="PyTorch reference training of shardps's models")
+ap.add_argument("--model", choices=sorted(ref.TENSORS), default="mlp")
+ap.add_argument("--threads", type=int, default=1, help="CPU threads (BLAS and OpenMP)")
+ap.add_argument("--batch", type=int, default=64)
+ap.add_argument("--lr", type=float, default=0.1)
+ap.add_argument("--steps", type=int, default=0, help="timed steps per epoch (0: whole epoch)")
+ap.add_argument("--warmup", type=int, default=0, help="untimed steps before the first epoch")
+ap.add_argument("--epochs", type=int, default=1)
+ap.add_argument("--eval", action="store_true", help="test accuracy after each epoch")
+ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--data", default=ref.DATA, help='Fashion-MNIST directory ("": synthetic)')
+ap.add_argument("--device", default="cpu", help="cpu or cuda")
+ap.add_argument("--out", help="also write the last JSON line to this file")
+ap.add_argument("--check", action="store_true", help="only check that torch loads")
+a = ap.parse_args()
+
+ref.set_threads(a.threads)
+torch = ref.import_torch()
+if a.check:
+    print(f"torch {torch.__version__}")
+    sys.exit(0)
+import torch.nn.functional as F  # noqa: E402
+
+torch.set_num_threads(a.threads)
+dev = torch.device(a.device)
+if a.data:
+    x, y = ref.load_split(a.data, "train")
+else:  # as shardps-bench compute --data "": 16 batches of fixed inputs
+    g = torch.Generator().manual_seed(a.seed)
+    x = torch.rand(16 * a.batch, 1, 28, 28, generator=g) - 0.5
+    y = torch.arange(16 * a.batch) % 10
+torch.manual_seed(a.seed)
+model = ref.make_model(a.model).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(a.seed))
+per_epoch = x.shape[0] // a.batch
+steps = a.steps or per_epoch
+done = 0
+
+
+def sync():
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def step():
+    global done
+    k = done % per_epoch
+    idx = order[k * a.batch:(k + 1) * a.batch]
+    xb, yb = x[idx].to(dev), y[idx].to(dev)
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    opt.step()
+    done += 1
+    return loss.item()
+
+
+def cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+for _ in range(a.warmup):
+    step()
+if a.eval:
+    xt, yt = ref.load_split(a.data or ref.DATA, "t10k")
+    xt, yt = xt.to(dev), yt.to(dev)
+rec = {}
+for ep in range(1, a.epochs + 1):
+    sync()
+    t0, c0 = time.perf_counter(), cpu_s()
+    loss_sum = sum(step() for _ in range(steps))
+    sync()
+    dt, cpu = time.perf_counter() - t0, cpu_s() - c0
+    rec = dict(epoch=ep, samples=steps * a.batch, seconds=round(dt, 6),
+               samples_per_sec=steps * a.batch / dt, own_cpu_frac=round(cpu / dt, 3),
+               train_loss=loss_sum / steps)
+    if a.eval:
+        rec["test_accuracy"], rec["test_loss"] = ref.evaluate(model, xt, yt)
+    if ep < a.epochs:
+        print(json.dumps(rec), flush=True)
+rec.update(model=a.model, device=a.device, threads=a.threads, batch=a.batch, lr=a.lr,
+           steps=steps, warmup=a.warmup, data=a.data and "fashion-mnist" or "synthetic",
+           torch=torch.__version__,
+           gpu=torch.cuda.get_device_name() if dev.type == "cuda" else "")
+line = json.dumps(rec)
+print(line, flush=True)
+if a.out:
+    with open(a.out, "w") as f:
+        f.write(line + "\n")
