@@ -17,7 +17,7 @@
  * never allocate. Ops on a device backend may be asynchronous: sync() or a
  * copy_d2h waits for them. A failing device call inside an op is a bug or a
  * dead GPU: the backend prints file:line and the decoded error, then exits
- * (STYLE.md).
+ * (the llm.c cudaCheck habit).
  *
  * Dimension letters: N batch rows, C features/channels, O outputs, H,W spatial,
  * K kernel size.

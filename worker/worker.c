@@ -4,7 +4,7 @@
  * Global sample order: all workers draw the same permutation per epoch from
  * the seed; at step k worker r of M takes samples [(k*M + r)*b, +b), so sync
  * training with M workers of batch b sees exactly the batches of one worker
- * with batch M*b (DESIGN.md, "Consistency modes").
+ * with batch M*b (docs/design.md, "Models, data and the global sample order").
  *
  * allreduce: the same batches and the same optimizer code as the servers
  * (ps_optim_step with the schedule's lr of step t and scale 1/M, update count
