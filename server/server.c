@@ -181,7 +181,10 @@ static void s_maybe_checkpoint(ps_server_t *s)
     char why[256];
     uint8_t *body;
     size_t len;
+    const double t0 = ps_now();
     int rc = ps_checkpoint_write(&info, s->store, &part, why, sizeof why);
+    ps_log_debug("checkpoint step-%lld: %s written in %.1f ms", (long long)version, part.file,
+                 (ps_now() - t0) * 1e3);
     if (rc != 0) {
         ps_log_warn("checkpoint of step %lld not written: %s", (long long)version, why);
     } else if (ps_codec_pack_checkpoint(&part, &body, &len) == 0) {
