@@ -296,6 +296,11 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.n_workers = (size_t)nworkers;
     m.workers = wptrs;
     m.job = &jm;
+    m.checkpoint_dir = (char *)v->checkpoint_dir;
+    m.checkpoint_every = v->checkpoint_every;
+    m.start_step = v->start_step;
+    m.resume_dir = (char *)v->resume_dir;
+    m.resume_parts = v->resume_parts;
     return s_pack(&m.base, out, len);
 }
 
@@ -320,6 +325,15 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     v->steps_per_epoch = m->steps_per_epoch;
     v->total_steps = m->total_steps;
     v->num_servers = (int)m->n_servers;
+    if (m->checkpoint_every < 0 || m->start_step < 0 || m->resume_parts < 0 ||
+        m->resume_parts > PS_MAX_SERVERS ||
+        s_copy_str(v->checkpoint_dir, sizeof v->checkpoint_dir, m->checkpoint_dir) != 0 ||
+        s_copy_str(v->resume_dir, sizeof v->resume_dir, m->resume_dir) != 0) {
+        goto done;
+    }
+    v->checkpoint_every = m->checkpoint_every;
+    v->start_step = m->start_step;
+    v->resume_parts = m->resume_parts;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
@@ -432,6 +446,39 @@ int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d)
     return rc;
 }
 
+int ps_codec_pack_checkpoint(const ps_checkpoint_part_t *c, uint8_t **out, size_t *len)
+{
+    Shardps__Checkpoint m = SHARDPS__CHECKPOINT__INIT;
+    m.step = c->step;
+    m.file = (char *)c->file;
+    m.size = c->size;
+    m.crc32 = c->crc32;
+    m.key_begin = c->begin;
+    m.key_end = c->end;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_checkpoint(const void *data, size_t len, ps_checkpoint_part_t *c)
+{
+    Shardps__Checkpoint *m = shardps__checkpoint__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    memset(c, 0, sizeof *c);
+    int rc = m->step > 0 && m->key_end >= m->key_begin && m->file && m->file[0] &&
+                     !strchr(m->file, '/') &&
+                     s_copy_str(c->file, sizeof c->file, m->file) == 0
+                 ? 0
+                 : PS_EPROTO;
+    c->step = m->step;
+    c->size = m->size;
+    c->crc32 = m->crc32;
+    c->begin = m->key_begin;
+    c->end = m->key_end;
+    shardps__checkpoint__free_unpacked(m, NULL);
+    return rc;
+}
+
 int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len)
 {
     Shardps__ServerReport m = SHARDPS__SERVER_REPORT__INIT;
@@ -478,7 +525,7 @@ const char *ps_codec_type_name(int type)
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
-        "ring-data"};
+        "ring-data", "checkpoint"};
     if (type < 0 || type > PS_MSG_TYPE_MAX) {
         return "unknown";
     }

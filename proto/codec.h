@@ -19,7 +19,8 @@
 extern "C" {
 #endif
 
-#define PS_PROTOCOL_VERSION 1u
+/* 2: checkpoints (MSG_CHECKPOINT, the view's checkpoint and resume fields). */
+#define PS_PROTOCOL_VERSION 2u
 
 /* Mirrors MsgType in shardps.proto. */
 typedef enum {
@@ -42,7 +43,8 @@ typedef enum {
     PS_MSG_ERROR = 16,
     PS_MSG_REPORT = 17,
     PS_MSG_RING_DATA = 18,
-    PS_MSG_TYPE_MAX = 18,
+    PS_MSG_CHECKPOINT = 19,
+    PS_MSG_TYPE_MAX = 19,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -100,7 +102,21 @@ typedef struct {
     ps_server_info_t servers[PS_MAX_SERVERS];   /* S entries, ranges in key order */
     ps_worker_info_t workers[PS_MAX_WORKERS];   /* allreduce: M entries in rank order */
     ps_job_t job;                               /* the job configuration */
+    char checkpoint_dir[512];  /* where servers write checkpoints; "" = none */
+    int64_t checkpoint_every;  /* steps between checkpoints; 0 = none */
+    int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
+    char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
+    int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
 } ps_view_t;
+
+/* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
+typedef struct {
+    int64_t step;          /* the checkpoint: the version after step N's update is N */
+    char file[64];         /* its name inside DIR/step-N/ */
+    uint64_t size;         /* bytes */
+    uint32_t crc32;        /* zlib's CRC-32 of the file */
+    uint64_t begin, end;   /* its keys */
+} ps_checkpoint_part_t;
 
 typedef struct {
     ps_role_t role;     /* server or worker */
@@ -168,6 +184,9 @@ int ps_codec_unpack_shutdown(const void *data, size_t len, int *status, char *re
                              size_t cap);
 int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len);
 int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d);
+
+int ps_codec_pack_checkpoint(const ps_checkpoint_part_t *c, uint8_t **out, size_t *len);
+int ps_codec_unpack_checkpoint(const void *data, size_t len, ps_checkpoint_part_t *c);
 
 int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r);

@@ -49,6 +49,9 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"seed", PS_FLAG_INT, &f->seed, "N", "seed for initialisation and sample order"},
         {"summary", PS_FLAG_STR, &c->summary, "FILE", "write the job summary here as JSON"},
         {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost"},
+        {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every steps (sync modes)"},
+        {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
+        {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register"},
         ps_log_level_flag(&f->log_level),
     };
@@ -83,6 +86,20 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     int rc = ps_job_validate_nodes(job, f->cfg.servers, f->cfg.workers, err, errlen);
     if (rc != 0) {
         return rc;
+    }
+    if (f->cfg.checkpoint_every < 0 || (f->cfg.checkpoint_every > 0 &&
+                                         !f->cfg.checkpoint_dir && !f->cfg.resume)) {
+        snprintf(err, errlen, "--checkpoint-every N needs N >= 0 and --checkpoint-dir");
+        return PS_EINVAL;
+    }
+    if ((f->cfg.checkpoint_every > 0 || f->cfg.resume) && job->mode != PS_MODE_SYNC &&
+        job->mode != PS_MODE_BACKUP) {
+        snprintf(err, errlen, "--checkpoint-every and --resume need --mode sync or sync:K/N "
+                 "(a checkpoint is a cut at a step boundary)");
+        return PS_EINVAL;
+    }
+    if (!f->cfg.checkpoint_dir) {
+        f->cfg.checkpoint_dir = f->cfg.resume; /* a resumed job checkpoints where it was */
     }
     if (!(f->cfg.peer_timeout > 0) || !(f->cfg.wait > 0)) {
         snprintf(err, errlen, "--peer-timeout and --wait must be > 0");

@@ -23,6 +23,7 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/sock.h"
+#include "scheduler/manifest.h"
 
 typedef struct {
     int used;             /* row holds a registered node */
@@ -58,6 +59,7 @@ typedef struct {
     double t_start, t_view, t_end, last_beat;
     char failure[256];
     char lost[16]; /* tag of the node lost to silence, "" if none */
+    ps_manifest_t *manifest; /* checkpointing: which parts are durable */
 } ps_scheduler_t;
 
 static const char *s_tag(const ps_node_t *n, char *buf, size_t cap)
@@ -190,6 +192,49 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
                 n->endpoint[0] ? ", " : "", n->endpoint);
 }
 
+/* Checkpoints and resume, into the view: where servers write them, and on
+ * --resume the newest complete one (or a fresh start when there is none). */
+static int s_checkpoint_setup(ps_scheduler_t *s)
+{
+    const ps_scheduler_config_t *c = s->cfg;
+    ps_view_t *v = s->view;
+    if (c->resume) {
+        if (ps_manifest_find(c->resume, v->num_params, &v->start_step, &v->resume_parts,
+                             v->resume_dir, sizeof v->resume_dir) == 0) {
+            ps_log_info("resuming from %s at step %lld (%d parts)", v->resume_dir,
+                        (long long)v->start_step, v->resume_parts);
+        } else {
+            ps_log_warn("resume: no complete checkpoint in %s; starting from step 0",
+                        c->resume);
+        }
+    }
+    if (c->checkpoint_every > 0) {
+        snprintf(v->checkpoint_dir, sizeof v->checkpoint_dir, "%s", c->checkpoint_dir);
+        v->checkpoint_every = c->checkpoint_every;
+        if (ps_manifest_new(&s->manifest, v) != 0) {
+            s_fail(s, "out of memory");
+            return PS_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* A server's part of a checkpoint is durable. */
+static void s_on_checkpoint(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    ps_checkpoint_part_t part;
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    char tag[16];
+    if (n->role != PS_ROLE_SERVER || !s->manifest || !p ||
+        ps_codec_unpack_checkpoint(p, len, &part) != 0 ||
+        part.step % s->view->checkpoint_every != 0) {
+        ps_log_warn("dropped a bad checkpoint report from %s", s_tag(n, tag, sizeof tag));
+        return;
+    }
+    ps_manifest_add(s->manifest, n->rank, &part);
+}
+
 /* Everyone is here and every worker told us P: cut the key space and send the view. */
 static void s_maybe_start(ps_scheduler_t *s)
 {
@@ -224,6 +269,9 @@ static void s_maybe_start(ps_scheduler_t *s)
     v->job = s->cfg->job;
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
+    if (s_checkpoint_setup(s) != 0) {
+        return;
+    }
     ps_range_t ranges[PS_MAX_SERVERS];
     if (s->cfg->servers > 0) {
         ps_range_split(p, s->cfg->servers, ranges);
@@ -363,6 +411,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         n->done = 1;
         ps_log_info("%s done: %lld steps, %lld samples", s_tag(n, tag, sizeof tag),
                     (long long)n->stats.steps, (long long)n->stats.samples);
+        break;
+    case PS_MSG_CHECKPOINT:
+        s_on_checkpoint(s, n, m);
         break;
     case PS_MSG_REPORT:
         if (n->role != PS_ROLE_SERVER || !p ||
@@ -703,6 +754,7 @@ fail:
     }
     ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s.ctx);
+    ps_manifest_destroy(&s.manifest);
     free(s.view);
     free(s.nodes);
     return status;

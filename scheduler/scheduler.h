@@ -25,6 +25,10 @@ typedef struct {
     const char *summary;       /* if set, the job summary is written here as JSON */
     double peer_timeout;       /* seconds of silence after which a node is lost */
     double wait;               /* seconds to wait for every node to register */
+    const char *checkpoint_dir; /* servers checkpoint here (DIR/step-N/); NULL = never */
+    int checkpoint_every;      /* steps between checkpoints (needs checkpoint_dir) */
+    const char *resume;        /* continue from the newest complete checkpoint in this
+                                  directory; NULL = start afresh */
 } ps_scheduler_config_t;
 
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,

@@ -524,6 +524,15 @@ int ps_consistency_max_held(const ps_consistency_t *c)
     return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS;
 }
 
+int ps_consistency_resume(ps_consistency_t *c, int64_t version)
+{
+    if (!ps_store_initialized(c->store) || c->version != 0 || version < 0) {
+        return PS_ESTATE;
+    }
+    c->version = version;
+    return 0;
+}
+
 int64_t ps_consistency_version(const ps_consistency_t *c)
 {
     return c->version;

@@ -152,6 +152,12 @@ void ps_consistency_tick(ps_consistency_t *c);
  * keeps frames in a table of its own sizes it to this, plus the push in hand. */
 int ps_consistency_max_held(const ps_consistency_t *c);
 
+/* Resuming from a checkpoint of version `version` (the store was loaded and
+ * is initialised): the version, the update count and the lr schedule's step
+ * continue from there. Call before any push. Returns 0 or PS_ESTATE (store
+ * not initialised, or a step was already applied). */
+int ps_consistency_resume(ps_consistency_t *c, int64_t version);
+
 /* Updates applied so far. */
 int64_t ps_consistency_version(const ps_consistency_t *c);
 

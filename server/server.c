@@ -23,6 +23,7 @@
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
+#include "server/checkpoint.h"
 #include "server/consistency.h"
 #include "server/reply_pool.h"
 #include "server/store.h"
@@ -52,6 +53,7 @@ typedef struct {
     int *held_free;       /* indices of the free ones */
     int nheld_free;
     uint64_t errors;      /* messages rejected, reported at the end */
+    int64_t checkpointed; /* the version of the last checkpoint written (or loaded) */
 } ps_server_t;
 
 static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const char *fmt, ...)
@@ -159,6 +161,56 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     return 0;
 }
 
+/* After a push: when it completed a step N that is a checkpoint, writes the
+ * shard and tells the scheduler. In sync modes a push completes at most one
+ * step, and nothing changes the store before this runs, so the part is the
+ * cut after step N's update. A part that cannot be written is logged and
+ * skipped: that checkpoint never becomes complete, training goes on. */
+static void s_maybe_checkpoint(ps_server_t *s)
+{
+    const ps_view_t *v = s->view;
+    const int64_t version = ps_consistency_version(s->cons);
+    if (v->checkpoint_every <= 0 || version == s->checkpointed ||
+        version % v->checkpoint_every != 0) {
+        return;
+    }
+    s->checkpointed = version;
+    ps_checkpoint_info_t info = {v->checkpoint_dir, version, s->rank, v->num_servers,
+                                 v->num_workers, v->num_params, &v->job};
+    ps_checkpoint_part_t part;
+    char why[256];
+    uint8_t *body;
+    size_t len;
+    const double t0 = ps_now();
+    int rc = ps_checkpoint_write(&info, s->store, &part, why, sizeof why);
+    ps_log_debug("checkpoint step-%lld: %s written in %.1f ms", (long long)version, part.file,
+                 (ps_now() - t0) * 1e3);
+    if (rc != 0) {
+        ps_log_warn("checkpoint of step %lld not written: %s", (long long)version, why);
+    } else if (ps_codec_pack_checkpoint(&part, &body, &len) == 0) {
+        ps_link_send(s->link, PS_MSG_CHECKPOINT, body, len);
+        free(body);
+    }
+}
+
+/* Resumed job: the shard comes from the checkpoint's parts, not from an INIT. */
+static int s_resume(ps_server_t *s, char *err, size_t errlen)
+{
+    const ps_view_t *v = s->view;
+    char why[224];
+    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, v->start_step, s->store,
+                                &v->job, why, sizeof why);
+    rc = rc ? rc : ps_consistency_resume(s->cons, v->start_step);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resume: %s", why);
+        return rc;
+    }
+    s->checkpointed = v->start_step;
+    ps_log_info("resumed at step %lld from %d parts in %s", (long long)v->start_step,
+                v->resume_parts, v->resume_dir);
+    return 0;
+}
+
 static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 {
     const ps_header_t *h = &m->hdr;
@@ -186,6 +238,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
         req.data = ps_payload_data(f, &len);
         req.frame = f;
         rc = ps_consistency_push(s->cons, &req, why, sizeof why);
+        s_maybe_checkpoint(s);
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
     } else {
@@ -323,6 +376,9 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     }
     for (int i = 0; i < nheld; i++) {
         s->held_free[s->nheld_free++] = i;
+    }
+    if (v->resume_parts > 0 && (rc = s_resume(s, err, errlen)) != 0) {
+        return rc;
     }
     char mode[32];
     ps_job_mode_str(&v->job, mode, sizeof mode);

@@ -110,6 +110,16 @@ const float *ps_store_values(const ps_store_t *s, uint64_t key)
     return s->w + (key - s->shard.begin);
 }
 
+int ps_store_state_arrays(const ps_store_t *s)
+{
+    return ps_optim_state_floats(&s->opt);
+}
+
+float *ps_store_state(ps_store_t *s, int i)
+{
+    return s->state + (size_t)i * s->n;
+}
+
 void ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, float scale,
                    int64_t t)
 {

@@ -51,6 +51,13 @@ int ps_store_initialized(const ps_store_t *s);
  * shard's end. Borrowed; valid until the next update or ps_store_destroy(). */
 const float *ps_store_values(const ps_store_t *s, uint64_t key);
 
+/* Arrays of optimizer state (0, 1 or 2), and array i of them: n floats, key
+ * shard.begin first. Borrowed; valid until ps_store_destroy(). Writable for
+ * loading a checkpoint, after the parameters completed the initialisation
+ * (which zeroes the state). */
+int ps_store_state_arrays(const ps_store_t *s);
+float *ps_store_state(ps_store_t *s, int i);
+
 /*
  * One optimizer update (kernels/optim.h, ps_optim_step) of keys r (inside the
  * shard) with gradient grad*scale at learning rate lr; grad holds

@@ -292,13 +292,16 @@ static int s_train(ps_worker_t *w)
     const int ring = j->mode == PS_MODE_ALLREDUCE;
     int rc = 0;
     if (!ring) { /* allreduce: every worker initialised its own copy */
-        rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, 0), "pulling the initial weights");
+        rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, w->view->start_step),
+                    "pulling the initial weights");
     }
     uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's, not training's */
     if (ring) {
         ps_ring_bytes(w->ring, &ring_sent0, &ring_received0);
     }
-    int64_t t = 0, steps = 0, last_log_step = 0;
+    /* Resumed: the data position, the lr schedule and the pull versions all
+     * follow from the step. */
+    int64_t t = w->view->start_step, steps = 0, last_log_step = 0;
     int epoch = -1, nsteps = 0;
     double loss_sum = 0, t0 = ps_now(), last_log = t0;
     while (rc == 0 && t < total) {
@@ -525,7 +528,8 @@ static int s_start(ps_worker_t *w)
     } else if (cfg->overlap && (j->mode == PS_MODE_SYNC || j->mode == PS_MODE_SSP)) {
         ps_model_set_grad_ready(w->model, s_push_ready, w);
     }
-    if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0) {
+    /* A resumed job's servers load their shards from the checkpoint. */
+    if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0 && !w->view->resume_parts) {
         ps_model_init_params(w->model, j->seed);
         rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
                     "initialising the servers");

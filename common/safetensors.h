@@ -1,0 +1,88 @@
+/*
+ * common/safetensors.h - float32 tensor files in the safetensors format.
+ *
+ * The format (huggingface/safetensors): an 8-byte little-endian header
+ * length N, N bytes of a JSON object {"name": {"dtype": "F32", "shape": [..],
+ * "data_offsets": [begin, end]}, ..., "__metadata__": {"key": "value"}},
+ * then the raw little-endian tensor bytes, offsets relative to their start.
+ * Used for the trained model (PyTorch state_dict names: fc1.weight ...) and
+ * for checkpoints. Writes are atomic (temp file, fsync, rename, fsync of the
+ * directory). Reads check everything and never trust the file: any
+ * corruption or truncation is PS_EPROTO with a one-line reason naming it.
+ * Only F32 is written or accepted; files are read whole into memory (models
+ * and shards here are small). Uses libc and zlib (the checksum) only.
+ */
+#ifndef PS_COMMON_SAFETENSORS_H
+#define PS_COMMON_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    PS_SAFETENSORS_MAX_DIMS = 8,             /* the most dimensions a tensor may have */
+    PS_SAFETENSORS_MAX_HEADER = 100 << 20,   /* header length limit, as the reference */
+};
+
+/* One tensor: plain data. */
+typedef struct {
+    const char *name;                        /* e.g. "fc1.weight"; borrowed */
+    int ndim;                                /* 0 .. PS_SAFETENSORS_MAX_DIMS */
+    int64_t shape[PS_SAFETENSORS_MAX_DIMS];  /* row-major (PyTorch's) sizes */
+    size_t numel;                            /* product of shape (1 for ndim 0); set by
+                                                the reader, ignored by the writer */
+    const float *data;                       /* numel floats; borrowed */
+} ps_safetensors_tensor_t;
+
+/* A file read into memory; opaque. */
+typedef struct ps_safetensors ps_safetensors_t;
+
+/*
+ * Writes n tensors (in this order) and n_meta metadata pairs (meta[2i] the key,
+ * meta[2i+1] the value; meta may be NULL when n_meta is 0) to path,
+ * atomically: a temp file in the same directory, fsync, rename over path,
+ * fsync of the directory. Names must be unique and not "__metadata__".
+ * Returns 0, PS_EINVAL (bad tensor list), PS_ENOMEM, or PS_EIO (the file
+ * could not be written; nothing is left at path or its temp name); on failure
+ * a one-line reason naming path goes to why (may be NULL). Thread-safe.
+ */
+int ps_safetensors_write(const char *path, const ps_safetensors_tensor_t *tensors, int n,
+                         const char *const *meta, int n_meta, char *why, size_t why_cap);
+
+/*
+ * Reads and validates path: header length within the file and the limit,
+ * strict JSON, dtype F32 only, shapes matching byte sizes, data_offsets
+ * contiguous from 0 to the end of the file (so none overlap or leave gaps),
+ * unique names. Caller owns *st_p; destroy with ps_safetensors_destroy().
+ * Returns 0, PS_ENOENT (no such file), PS_EIO (unreadable), PS_EPROTO
+ * (corrupt or truncated) or PS_ENOMEM, with a one-line reason naming path in
+ * why (may be NULL).
+ */
+int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, size_t why_cap);
+
+/* NULL-safe; sets *st_p to NULL. */
+void ps_safetensors_destroy(ps_safetensors_t **st_p);
+
+/* The number of tensors. */
+int ps_safetensors_count(const ps_safetensors_t *st);
+
+/* Tensor i (0 .. count-1) in file-data order. Borrowed; valid until destroy. */
+const ps_safetensors_tensor_t *ps_safetensors_at(const ps_safetensors_t *st, int i);
+
+/* The tensor called name, or NULL. Borrowed; valid until destroy. */
+const ps_safetensors_tensor_t *ps_safetensors_find(const ps_safetensors_t *st, const char *name);
+
+/* The metadata value of key, or NULL. Borrowed; valid until destroy. */
+const char *ps_safetensors_meta(const ps_safetensors_t *st, const char *key);
+
+/* The CRC-32 (zlib's) of the whole file at path into *crc, for a manifest.
+ * Returns 0, PS_ENOENT or PS_EIO. */
+int ps_safetensors_crc32(const char *path, uint32_t *crc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,200 @@
+/*
+ * server/checkpoint.c - a shard to and from its safetensors part.
+ */
+#include "server/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/safetensors.h"
+
+enum { S_MAX_STATE = 2 };
+
+/* The names of the optimizer's state arrays, PyTorch's (torch.optim's state
+ * keys), in the store's order. */
+static void s_state_names(const ps_job_t *job, const char *names[S_MAX_STATE])
+{
+    if (!strcmp(job->optimizer, "adam")) {
+        names[0] = "opt.exp_avg";
+        names[1] = "opt.exp_avg_sq";
+    } else {
+        names[0] = !strcmp(job->optimizer, "adagrad") ? "opt.sum" : "opt.momentum_buffer";
+        names[1] = NULL;
+    }
+}
+
+/* mkdir that accepts an existing directory, and makes the new entry durable
+ * (fsync of the parent): another server may create it at the same time. */
+static int s_mkdir(const char *path, const char *parent)
+{
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        return PS_EIO;
+    }
+    int fd = open(parent, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        return PS_EIO;
+    }
+    int rc = fsync(fd);
+    close(fd);
+    return rc == 0 ? 0 : PS_EIO;
+}
+
+int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *store,
+                        ps_checkpoint_part_t *part, char *why, size_t cap)
+{
+    char sub[4096], path[4200];
+    snprintf(sub, sizeof sub, "%s/step-%" PRId64, info->dir, info->step);
+    snprintf(path, sizeof path, "%s/server-%d.safetensors", sub, info->rank);
+    if (s_mkdir(info->dir, ".") != 0 || s_mkdir(sub, info->dir) != 0) {
+        snprintf(why, cap, "cannot create %s: %s", sub, strerror(errno));
+        return PS_EIO;
+    }
+    const ps_range_t r = ps_store_shard(store);
+    const int64_t n = (int64_t)ps_range_len(r);
+    const char *names[S_MAX_STATE];
+    s_state_names(info->job, names);
+    ps_safetensors_tensor_t t[1 + S_MAX_STATE] = {
+        {.name = "params", .ndim = 1, .shape = {n}, .data = ps_store_values(store, r.begin)}};
+    int nt = 1;
+    for (int i = 0; i < ps_store_state_arrays(store) && i < S_MAX_STATE; i++, nt++) {
+        t[nt] = (ps_safetensors_tensor_t){.name = names[i], .ndim = 1, .shape = {n},
+                                          .data = ps_store_state((ps_store_t *)store, i)};
+    }
+    char kb[24], ke[24], step[24], np[24], rank[16], servers[16], seed[24], mode[32];
+    char *steps = malloc((size_t)info->workers * 24 + 1);
+    if (!steps) {
+        snprintf(why, cap, "out of memory");
+        return PS_ENOMEM;
+    }
+    snprintf(kb, sizeof kb, "%" PRIu64, r.begin);
+    snprintf(ke, sizeof ke, "%" PRIu64, r.end);
+    snprintf(step, sizeof step, "%" PRId64, info->step);
+    snprintf(np, sizeof np, "%" PRIu64, info->num_params);
+    snprintf(rank, sizeof rank, "%d", info->rank);
+    snprintf(servers, sizeof servers, "%d", info->servers);
+    snprintf(seed, sizeof seed, "%" PRIu64, info->job->seed);
+    ps_job_mode_str(info->job, mode, sizeof mode);
+    size_t at = 0;
+    for (int w = 0; w < info->workers; w++) { /* sync: every worker's next step is N */
+        at += (size_t)sprintf(steps + at, "%s%s", w ? "," : "", step);
+    }
+    steps[at] = '\0';
+    /* step = version = updates applied (Adam's t) = the lr schedule's position. */
+    const char *meta[] = {"format", "shardps-checkpoint-1", "step", step, "version", step,
+                          "updates", step, "lr_step", step, "worker_steps", steps,
+                          "key_begin", kb, "key_end", ke, "num_params", np, "rank", rank,
+                          "servers", servers, "model", info->job->model,
+                          "optimizer", info->job->optimizer, "mode", mode, "seed", seed};
+    int rc = ps_safetensors_write(path, t, nt, meta, (int)(sizeof meta / sizeof meta[0] / 2),
+                                  why, cap);
+    free(steps);
+    if (rc != 0) {
+        return rc;
+    }
+    struct stat sb;
+    memset(part, 0, sizeof *part);
+    if (stat(path, &sb) != 0 || ps_safetensors_crc32(path, &part->crc32) != 0) {
+        snprintf(why, cap, "cannot read back %s", path);
+        return PS_EIO;
+    }
+    part->step = info->step;
+    snprintf(part->file, sizeof part->file, "server-%d.safetensors", info->rank);
+    part->size = (uint64_t)sb.st_size;
+    part->begin = r.begin;
+    part->end = r.end;
+    return 0;
+}
+
+/* The part's keys from its metadata, checked against its step, optimizer and
+ * tensor sizes. */
+static int s_part_keys(const ps_safetensors_t *st, const char *path, int64_t step,
+                       const ps_job_t *job, ps_range_t *keys, char *why, size_t cap)
+{
+    const char *kb = ps_safetensors_meta(st, "key_begin"), *ke = ps_safetensors_meta(st, "key_end");
+    const char *sp = ps_safetensors_meta(st, "step"), *op = ps_safetensors_meta(st, "optimizer");
+    const ps_safetensors_tensor_t *p = ps_safetensors_find(st, "params");
+    if (!kb || !ke || !sp || !op || !p) {
+        snprintf(why, cap, "%s: not a shardps checkpoint part", path);
+        return PS_EPROTO;
+    }
+    keys->begin = strtoull(kb, NULL, 10);
+    keys->end = strtoull(ke, NULL, 10);
+    if (strtoll(sp, NULL, 10) != step || strcmp(op, job->optimizer) ||
+        keys->end < keys->begin || p->numel != ps_range_len(*keys)) {
+        snprintf(why, cap, "%s: step %s, optimizer %s, %zu values for keys [%s, %s): "
+                 "not a part of step %" PRId64 " with optimizer %s", path, sp, op, p->numel,
+                 kb, ke, step, job->optimizer);
+        return PS_EPROTO;
+    }
+    return 0;
+}
+
+int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *store,
+                       const ps_job_t *job, char *why, size_t cap)
+{
+    ps_safetensors_t **sts = calloc((size_t)(nparts > 0 ? nparts : 1), sizeof *sts);
+    if (!sts) {
+        snprintf(why, cap, "out of memory");
+        return PS_ENOMEM;
+    }
+    const ps_range_t shard = ps_store_shard(store);
+    const char *names[S_MAX_STATE];
+    s_state_names(job, names);
+    char path[4096];
+    int rc = 0;
+    /* Two passes: the parameters complete the initialisation, which zeroes the
+     * optimizer state; the state is copied after. */
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        for (int i = 0; i < nparts && rc == 0; i++) {
+            snprintf(path, sizeof path, "%s/server-%d.safetensors", dir, i);
+            ps_range_t keys = {0, 0};
+            if (!sts[i]) {
+                rc = ps_safetensors_read(path, &sts[i], why, cap);
+            }
+            rc = rc ? rc : s_part_keys(sts[i], path, step, job, &keys, why, cap);
+            ps_range_t ov = {keys.begin > shard.begin ? keys.begin : shard.begin,
+                             keys.end < shard.end ? keys.end : shard.end};
+            if (rc != 0 || ov.end <= ov.begin) {
+                continue;
+            }
+            const uint64_t off = ov.begin - keys.begin, len = ps_range_len(ov);
+            if (pass == 0) {
+                const float *p = ps_safetensors_find(sts[i], "params")->data;
+                rc = ps_store_init(store, ov, p + off) < 0 ? PS_EPROTO : 0;
+                if (rc != 0) {
+                    snprintf(why, cap, "%s: keys [%" PRIu64 ", %" PRIu64 ") overlap another part",
+                             path, ov.begin, ov.end);
+                }
+                continue;
+            }
+            for (int a = 0; a < ps_store_state_arrays(store) && rc == 0; a++) {
+                const ps_safetensors_tensor_t *t = ps_safetensors_find(sts[i], names[a]);
+                if (!t || t->numel != ps_range_len(keys)) {
+                    snprintf(why, cap, "%s: no %s of %" PRIu64 " values", path, names[a],
+                             ps_range_len(keys));
+                    rc = PS_EPROTO;
+                    break;
+                }
+                memcpy(ps_store_state(store, a) + (ov.begin - shard.begin), t->data + off,
+                       len * sizeof(float));
+            }
+        }
+        if (rc == 0 && pass == 0 && !ps_store_initialized(store)) {
+            snprintf(why, cap, "the %d parts in %s do not cover keys [%" PRIu64 ", %" PRIu64 ")",
+                     nparts, dir, shard.begin, shard.end);
+            rc = PS_EPROTO;
+        }
+    }
+    for (int i = 0; i < nparts; i++) {
+        ps_safetensors_destroy(&sts[i]);
+    }
+    free(sts);
+    return rc;
+}

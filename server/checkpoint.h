@@ -1,0 +1,63 @@
+/*
+ * server/checkpoint.h - a server's part of a checkpoint: its shard of the
+ * flat parameter vector and the optimizer state beside it, as one
+ * safetensors file (common/safetensors.h), and loading a shard back from the
+ * parts of an earlier job, whatever its number of servers.
+ *
+ * A part holds the tensors "params" (the shard's keys, in key order) and
+ * "opt.<state>" (PyTorch's names: momentum_buffer for sgd and nesterov,
+ * exp_avg and exp_avg_sq for adam, sum for adagrad), and in __metadata__ the
+ * key range, the step N (the version after step N's update, so also the
+ * update count, Adam's t, and the learning-rate schedule's position), each
+ * worker's next step and the job's settings. The file is
+ * DIR/step-N/server-R.safetensors, written atomically. No sockets; one thread.
+ */
+#ifndef PS_SERVER_CHECKPOINT_H
+#define PS_SERVER_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/job.h"
+#include "proto/codec.h"
+#include "server/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a part records besides the store. */
+typedef struct {
+    const char *dir;     /* the job's checkpoint directory */
+    int64_t step;        /* N: the version the store is at */
+    int rank;            /* this server */
+    int servers;         /* S of the job */
+    int workers;         /* M of the job (each one's next step is N) */
+    uint64_t num_params; /* P */
+    const ps_job_t *job; /* model, optimizer, seed, mode */
+} ps_checkpoint_info_t;
+
+/*
+ * Writes the store as dir/step-N/server-R.safetensors (creating the
+ * directories) and fills *part (name, size, CRC-32, keys) for the manifest.
+ * Returns 0, or PS_EIO / PS_ENOMEM with a one-line reason in why.
+ */
+int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *store,
+                        ps_checkpoint_part_t *part, char *why, size_t cap);
+
+/*
+ * Loads every key of the store's shard from dir/server-0 ..
+ * server-(nparts-1).safetensors, the parts of checkpoint `step` of a job
+ * with the same model and optimizer and any number of servers: parameters
+ * first (which completes the store's initialisation), then the optimizer
+ * state. Returns 0, or PS_EPROTO (a part is corrupt, of another step or
+ * optimizer, or the parts miss keys) / PS_ENOENT / PS_EIO / PS_ENOMEM with a
+ * one-line reason naming the file in why.
+ */
+int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *store,
+                       const ps_job_t *job, char *why, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,450 @@
+/*
+ * tests/unit/test_safetensors.c - safetensors files (common/safetensors.h):
+ * round trip of tensors and metadata, files other writers produce (key
+ * order, escapes, padding), atomic writes, the checksum, and every kind of
+ * corruption (flipped header bytes, truncation at every length, bad,
+ * overlapping or gapped offsets, wrong dtype, huge header length) refused
+ * with PS_EPROTO and a one-line reason naming the file, never a crash.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/safetensors.h"
+#include "tests/unit/testutil.h"
+
+static char s_dir[64];
+static char s_path[128];
+
+static void s_setup(void)
+{
+    snprintf(s_dir, sizeof s_dir, "/tmp/ps_st_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(s_dir));
+    snprintf(s_path, sizeof s_path, "%s/m.safetensors", s_dir);
+}
+
+static void s_teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static float s_w[6] = {1, 2, 3, 4, 5, 6};
+static float s_b[3] = {-1, 0.5f, 1e-30f};
+
+/* Writes the two-tensor file fc1.weight [3,2], fc1.bias [3] with metadata. */
+static void s_write_model(void)
+{
+    ps_safetensors_tensor_t t[2] = {
+        {.name = "fc1.weight", .ndim = 2, .shape = {3, 2}, .data = s_w},
+        {.name = "fc1.bias", .ndim = 1, .shape = {3}, .data = s_b},
+    };
+    const char *meta[] = {"step", "120", "note", "quote\" back\\ nl\n tab\t"};
+    char why[256] = "";
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 2, meta, 2, why, sizeof why), 0);
+}
+
+static void s_put_file(const void *p, size_t n)
+{
+    FILE *f = fopen(s_path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+/* Writes header json (length prefix added) then n data bytes of zeros. */
+static void s_put_raw(const char *json, size_t data_bytes)
+{
+    size_t h = strlen(json), n = 8 + h + data_bytes;
+    unsigned char *buf = calloc(1, n);
+    for (int i = 0; i < 8; i++) {
+        buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    }
+    memcpy(buf + 8, json, h);
+    s_put_file(buf, n);
+    free(buf);
+}
+
+static unsigned char *s_slurp(size_t *n)
+{
+    FILE *f = fopen(s_path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc(*n);
+    ck_assert_uint_eq(fread(p, 1, *n, f), *n);
+    fclose(f);
+    return p;
+}
+
+/* Asserts that reading the file fails with PS_EPROTO and a one-line reason
+ * naming the file and containing want (NULL: any). */
+static void s_refused(const char *want)
+{
+    ps_safetensors_t *st = (ps_safetensors_t *)1;
+    char why[512] = "";
+    ck_assert_int_eq(ps_safetensors_read(s_path, &st, why, sizeof why), PS_EPROTO);
+    ck_assert_ptr_null(st);
+    ck_assert_msg(strstr(why, s_path) == why, "reason '%s' does not name the file", why);
+    ck_assert_ptr_null(strchr(why, '\n'));
+    if (want) {
+        ck_assert_msg(strstr(why, want), "reason '%s' lacks '%s'", why, want);
+    }
+}
+
+START_TEST(round_trip_keeps_names_shapes_data_and_metadata)
+{
+    s_write_model();
+    ps_safetensors_t *st = NULL;
+    char why[256] = "";
+    ck_assert_int_eq(ps_safetensors_read(s_path, &st, why, sizeof why), 0);
+    ck_assert_int_eq(ps_safetensors_count(st), 2);
+    const ps_safetensors_tensor_t *w = ps_safetensors_find(st, "fc1.weight");
+    const ps_safetensors_tensor_t *b = ps_safetensors_find(st, "fc1.bias");
+    ck_assert_ptr_nonnull(w);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_eq(ps_safetensors_at(st, 0), w); /* file-data order */
+    ck_assert_int_eq(w->ndim, 2);
+    ck_assert_int_eq(w->shape[0], 3);
+    ck_assert_int_eq(w->shape[1], 2);
+    ck_assert_uint_eq(w->numel, 6);
+    ck_assert_int_eq(b->ndim, 1);
+    ck_assert_uint_eq(b->numel, 3);
+    ck_assert_int_eq(memcmp(w->data, s_w, sizeof s_w), 0);
+    ck_assert_int_eq(memcmp(b->data, s_b, sizeof s_b), 0);
+    ck_assert_ptr_null(ps_safetensors_find(st, "fc2.weight"));
+    ck_assert_ptr_null(ps_safetensors_at(st, 2));
+    ck_assert_str_eq(ps_safetensors_meta(st, "step"), "120");
+    ck_assert_str_eq(ps_safetensors_meta(st, "note"), "quote\" back\\ nl\n tab\t");
+    ck_assert_ptr_null(ps_safetensors_meta(st, "missing"));
+    ps_safetensors_destroy(&st);
+    ck_assert_ptr_null(st);
+    ps_safetensors_destroy(&st);
+}
+END_TEST
+
+START_TEST(header_is_padded_to_eight_bytes_and_data_follows)
+{
+    s_write_model();
+    size_t n;
+    unsigned char *p = s_slurp(&n);
+    uint64_t h = 0;
+    for (int i = 7; i >= 0; i--) {
+        h = h << 8 | p[i];
+    }
+    ck_assert_uint_eq(h % 8, 0);
+    ck_assert_uint_eq(n, 8 + h + sizeof s_w + sizeof s_b);
+    ck_assert_int_eq(p[8], '{');
+    ck_assert_int_eq(memcmp(p + 8 + h, s_w, sizeof s_w), 0);
+    free(p);
+}
+END_TEST
+
+START_TEST(empty_file_scalar_and_zero_size_tensors_round_trip)
+{
+    float one = 7;
+    ps_safetensors_tensor_t t[3] = {
+        {.name = "empty", .ndim = 2, .shape = {0, 4}, .data = NULL},
+        {.name = "scalar", .ndim = 0, .data = &one},
+        {.name = "z", .ndim = 1, .shape = {0}, .data = NULL},
+    };
+    ps_safetensors_t *st = NULL;
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 0, NULL, 0, NULL, 0), 0);
+    ck_assert_int_eq(ps_safetensors_read(s_path, &st, NULL, 0), 0);
+    ck_assert_int_eq(ps_safetensors_count(st), 0);
+    ps_safetensors_destroy(&st);
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 3, NULL, 0, NULL, 0), 0);
+    ck_assert_int_eq(ps_safetensors_read(s_path, &st, NULL, 0), 0);
+    ck_assert_int_eq(ps_safetensors_count(st), 3);
+    ck_assert_uint_eq(ps_safetensors_find(st, "empty")->numel, 0);
+    ck_assert_uint_eq(ps_safetensors_find(st, "scalar")->numel, 1);
+    ck_assert_int_eq(ps_safetensors_find(st, "scalar")->ndim, 0);
+    ck_assert_float_eq(ps_safetensors_find(st, "scalar")->data[0], 7);
+    ps_safetensors_destroy(&st);
+}
+END_TEST
+
+START_TEST(reads_what_other_writers_produce)
+{
+    /* key order, whitespace, \u escapes, padding as huggingface writes it */
+    s_put_raw(" {\n \"b\" : {\"shape\": [2], \"data_offsets\": [8, 16], \"dtype\": \"F32\"},"
+              "\"__metadata__\":{\"format\":\"pt\",\"k\\u00e9\":\"\\ud83d\\ude00\"},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]}}   ",
+              16);
+    ps_safetensors_t *st = NULL;
+    char why[256] = "";
+    ck_assert_msg(ps_safetensors_read(s_path, &st, why, sizeof why) == 0, "%s", why);
+    ck_assert_str_eq(ps_safetensors_at(st, 0)->name, "a");
+    ck_assert_str_eq(ps_safetensors_at(st, 1)->name, "b");
+    ck_assert_str_eq(ps_safetensors_meta(st, "format"), "pt");
+    ck_assert_str_eq(ps_safetensors_meta(st, "k\xc3\xa9"), "\xf0\x9f\x98\x80");
+    ps_safetensors_destroy(&st);
+}
+END_TEST
+
+START_TEST(write_is_atomic_and_leaves_no_temp_file)
+{
+    s_write_model();
+    /* an unwritable target: the old file stays whole and no temp is left */
+    ps_safetensors_tensor_t t = {.name = "x", .ndim = 1, .shape = {1}, .data = s_b};
+    char why[512] = "", bad[160];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/m.safetensors", s_dir);
+    ck_assert_int_eq(ps_safetensors_write(bad, &t, 1, NULL, 0, why, sizeof why), PS_EIO);
+    ck_assert_msg(strstr(why, bad) == why, "%s", why);
+    ck_assert_ptr_null(strchr(why, '\n'));
+    /* over a directory: the rename fails, the temp is removed */
+    ck_assert_int_eq(ps_safetensors_write(s_dir, &t, 1, NULL, 0, why, sizeof why), PS_EIO);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "test $(ls -A %s | wc -l) = 1", s_dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(ps_safetensors_write(s_path, &t, 1, NULL, 0, why, sizeof why), 0);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(write_refuses_bad_tensor_lists)
+{
+    ps_safetensors_tensor_t t[2] = {
+        {.name = "x", .ndim = 1, .shape = {1}, .data = s_b},
+        {.name = "x", .ndim = 1, .shape = {1}, .data = s_b},
+    };
+    char why[256] = "";
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 2, NULL, 0, why, sizeof why), PS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "twice"));
+    t[1].name = "__metadata__";
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 2, NULL, 0, why, sizeof why), PS_EINVAL);
+    t[1].name = "y";
+    t[1].ndim = PS_SAFETENSORS_MAX_DIMS + 1;
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 2, NULL, 0, why, sizeof why), PS_EINVAL);
+    t[1].ndim = 1;
+    t[1].shape[0] = -1;
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 2, NULL, 0, why, sizeof why), PS_EINVAL);
+    t[1].shape[0] = 2;
+    t[1].data = NULL;
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 2, NULL, 0, why, sizeof why), PS_EINVAL);
+    ck_assert_int_eq(access(s_path, F_OK), -1);
+}
+END_TEST
+
+START_TEST(missing_file_is_enoent)
+{
+    ps_safetensors_t *st = NULL;
+    char why[256] = "";
+    uint32_t crc;
+    ck_assert_int_eq(ps_safetensors_read(s_path, &st, why, sizeof why), PS_ENOENT);
+    ck_assert_ptr_nonnull(strstr(why, s_path));
+    ck_assert_int_eq(ps_safetensors_crc32(s_path, &crc), PS_ENOENT);
+}
+END_TEST
+
+START_TEST(checksum_is_zlib_crc32_and_sees_one_flipped_bit)
+{
+    s_put_file("123456789", 9);
+    uint32_t crc = 0;
+    ck_assert_int_eq(ps_safetensors_crc32(s_path, &crc), 0);
+    ck_assert_uint_eq(crc, 0xCBF43926u); /* the CRC-32 check value */
+    s_write_model();
+    uint32_t a, b;
+    ck_assert_int_eq(ps_safetensors_crc32(s_path, &a), 0);
+    size_t n;
+    unsigned char *p = s_slurp(&n);
+    p[n - 1] ^= 1;
+    s_put_file(p, n);
+    free(p);
+    ck_assert_int_eq(ps_safetensors_crc32(s_path, &b), 0);
+    ck_assert_uint_ne(a, b);
+}
+END_TEST
+
+START_TEST(every_truncation_is_refused)
+{
+    s_write_model();
+    size_t n;
+    unsigned char *p = s_slurp(&n);
+    for (size_t len = 0; len < n; len++) {
+        s_put_file(p, len);
+        s_refused(NULL);
+    }
+    free(p);
+}
+END_TEST
+
+START_TEST(flipped_header_bytes_are_refused_or_harmless)
+{
+    /* Every byte of the length and of the JSON (outside padding) flipped in
+     * turn: the file is refused, or (a flip inside a name or metadata value)
+     * read with the same tensors' data intact - never a crash. */
+    s_write_model();
+    size_t n;
+    unsigned char *p = s_slurp(&n);
+    size_t h = p[0] | (size_t)p[1] << 8;
+    int refused = 0;
+    for (size_t i = 0; i < 8 + h; i++) {
+        for (int bit = 0; bit < 8; bit += 7) {
+            p[i] ^= (unsigned char)(1 << bit);
+            s_put_file(p, n);
+            p[i] ^= (unsigned char)(1 << bit);
+            ps_safetensors_t *st = NULL;
+            char why[512] = "";
+            int rc = ps_safetensors_read(s_path, &st, why, sizeof why);
+            if (rc < 0) {
+                ck_assert_int_eq(rc, PS_EPROTO);
+                ck_assert_ptr_null(strchr(why, '\n'));
+                refused++;
+                continue;
+            }
+            ck_assert_int_eq(ps_safetensors_count(st), 2);
+            ck_assert_int_eq(memcmp(ps_safetensors_at(st, 0)->data, s_w, sizeof s_w), 0);
+            ps_safetensors_destroy(&st);
+        }
+    }
+    ck_assert_int_gt(refused, (int)h); /* most flips break the header */
+    free(p);
+}
+END_TEST
+
+START_TEST(huge_or_tiny_header_length_is_refused)
+{
+    unsigned char p[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, '{', '}'};
+    s_put_file(p, sizeof p);
+    s_refused("header length");
+    memset(p, 0, 8);
+    p[0] = 9; /* one byte beyond the file */
+    s_put_file(p, 16);
+    s_refused("header length");
+    p[0] = 0;
+    s_put_file(p, 16);
+    s_refused("header length");
+    p[0] = 0;
+    p[3] = 0x10; /* 256 MiB: over the limit, whatever the file */
+    s_put_file(p, 16);
+    s_refused("header length");
+}
+END_TEST
+
+START_TEST(bad_offsets_are_refused)
+{
+    /* past the end */
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,12]}}", 8);
+    s_refused("'a'");
+    /* not starting at 0 (a gap) */
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
+    s_refused("contiguous");
+    /* end before begin */
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", 8);
+    s_refused(NULL);
+    /* data left over after the last tensor */
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8);
+    s_refused("cover");
+    /* shape not matching the byte size */
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+    s_refused("shape");
+    /* a shape whose product overflows */
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387903,4611686018427387903,"
+              "16],\"data_offsets\":[0,8]}}",
+              8);
+    s_refused("shape");
+    /* numbers that are not plain non-negative integers */
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8);
+    s_refused(NULL);
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8);
+    s_refused(NULL);
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}",
+              8);
+    s_refused("too large");
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,16]}}", 8);
+    s_refused(NULL);
+}
+END_TEST
+
+START_TEST(overlapping_tensors_are_refused)
+{
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+              12);
+    s_refused("contiguous");
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+              8);
+    s_refused("contiguous");
+}
+END_TEST
+
+START_TEST(wrong_dtype_and_bad_entries_are_refused)
+{
+    s_put_raw("{\"a\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]}}", 8);
+    s_refused("F32");
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8);
+    s_refused("lacks");
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+              8);
+    s_refused("repeated");
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8);
+    s_refused("unknown");
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+              8);
+    s_refused("repeated");
+    s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4);
+    s_refused("dimensions");
+    s_put_raw("{\"__metadata__\":{\"k\":1}}", 0);
+    s_refused("string");
+    s_put_raw("{\"__metadata__\":{\"k\":\"v\"},\"__metadata__\":{}}", 0);
+    s_refused("metadata");
+    s_put_raw("{\"a\":[1]}", 0);
+    s_refused("object");
+    s_put_raw("[]", 0);
+    s_refused("object");
+    s_put_raw("{} x", 0);
+    s_refused("after");
+    s_put_raw("{\"a\\x\":{}}", 0);
+    s_refused("escape");
+    s_put_raw("{\"a\\u0000\":{}}", 0);
+    s_refused("escape");
+    s_put_raw("{\"a\\ud800\":{}}", 0);
+    s_refused("surrogate");
+    s_put_raw("{\"a\\u12", 0);
+    s_refused(NULL);
+    s_put_raw("{\"a\\", 0);
+    s_refused("unterminated");
+    char ctl[] = "{\"a\tb\":{}}";
+    s_put_raw(ctl, 0);
+    s_refused("control");
+    unsigned char nul[] = {2, 0, 0, 0, 0, 0, 0, 0, '{', 0};
+    s_put_file(nul, sizeof nul);
+    s_refused(NULL);
+}
+END_TEST
+
+static Suite *s_suite(void)
+{
+    Suite *s = suite_create("safetensors");
+    TCase *tc = tcase_create("safetensors");
+    tcase_add_checked_fixture(tc, s_setup, s_teardown);
+    tcase_add_test(tc, round_trip_keeps_names_shapes_data_and_metadata);
+    tcase_add_test(tc, header_is_padded_to_eight_bytes_and_data_follows);
+    tcase_add_test(tc, empty_file_scalar_and_zero_size_tensors_round_trip);
+    tcase_add_test(tc, reads_what_other_writers_produce);
+    tcase_add_test(tc, write_is_atomic_and_leaves_no_temp_file);
+    tcase_add_test(tc, write_refuses_bad_tensor_lists);
+    tcase_add_test(tc, missing_file_is_enoent);
+    tcase_add_test(tc, checksum_is_zlib_crc32_and_sees_one_flipped_bit);
+    tcase_add_test(tc, every_truncation_is_refused);
+    tcase_add_test(tc, flipped_header_bytes_are_refused_or_harmless);
+    tcase_add_test(tc, huge_or_tiny_header_length_is_refused);
+    tcase_add_test(tc, bad_offsets_are_refused);
+    tcase_add_test(tc, overlapping_tensors_are_refused);
+    tcase_add_test(tc, wrong_dtype_and_bad_entries_are_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ps_test_run(s_suite());
+}
