@@ -41,6 +41,7 @@
 #include "common/error.h"
 #include "common/job.h"
 #include "common/log.h"
+#include "common/safetensors.h"
 #include "deploy/proc.h"
 #include "scheduler/flags.h"
 #include "server/flags.h"
@@ -58,11 +59,12 @@ enum { S_ROLE_C = 0, S_ROLE_S = 1, S_ROLE_W = 2 };
 static const char *const s_role_name[] = {"scheduler", "server", "worker"};
 
 /* Flags the launcher writes itself on each role's command line (see
- * s_start_scheduler, s_start_nodes), so it never forwards them. */
-static const char *const s_own[3][4] = {
-    {"bind", "endpoint-file", "servers", "workers"},
-    {"scheduler", "bind", "advertise", "rank"},
-    {"scheduler", "bind", "advertise", "rank"},
+ * s_start_scheduler, s_start_nodes), or that are not for a job (a worker's
+ * --evaluate and its --summary), so it never forwards them. */
+static const char *const s_own[3][7] = {
+    {"bind", "endpoint-file", "servers", "workers", NULL},
+    {"scheduler", "bind", "advertise", "rank", NULL},
+    {"scheduler", "bind", "advertise", "rank", "evaluate", "summary", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles (1 << S_ROLE_*)
@@ -77,6 +79,7 @@ static const struct {
 } s_note[] = {
     {"summary", "scheduler; must exist at the end"},
     {"dump-params", "worker 0, or every worker when FILE holds %d"},
+    {"save-model", "worker 0; default: model.safetensors beside --summary"},
     {"log-level", "every role and the launcher"},
 };
 
@@ -123,6 +126,7 @@ typedef struct {
     const char *bin_dir;     /* where the role binaries are; NULL = search */
     double timeout;          /* whole-job limit in seconds; 0 = none */
     const char *fwd_val[S_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
+    char model_path[4096];   /* the default --save-model, beside --summary */
     char **extra;            /* arguments after "--", appended to the scheduler's */
     int nextra;
 
@@ -305,7 +309,7 @@ static void s_argv_fini(s_argv_t *a)
 
 static int s_owned(int role, const char *name)
 {
-    for (size_t i = 0; i < sizeof s_own[role] / sizeof s_own[role][0]; i++) {
+    for (size_t i = 0; s_own[role][i]; i++) {
         if (!strcmp(s_own[role][i], name)) {
             return 1;
         }
@@ -653,6 +657,32 @@ static int s_bad(const char *fmt, ...)
     return PS_EINVAL;
 }
 
+/* --save-model (by default beside --summary) and --init-from: a path that
+ * cannot be written or a bad model file fails now, not after the job.
+ * Returns 0, or PS_EINVAL after one line on stderr. */
+static int s_model_files(s_launch_t *L)
+{
+    char why[512];
+    int k = s_fwd_index(L, "save-model");
+    const char *summary = s_fwd_value(L, "summary");
+    if (k >= 0 && !L->fwd_val[k] && summary) {
+        const char *slash = strrchr(summary, '/');
+        snprintf(L->model_path, sizeof L->model_path, "%.*smodel.safetensors",
+                 slash ? (int)(slash - summary) + 1 : 0, summary);
+        L->fwd_val[k] = L->model_path;
+    }
+    if (k >= 0 && L->fwd_val[k] && ps_safetensors_check_path(L->fwd_val[k], why, sizeof why)) {
+        return s_bad("--save-model %s", why);
+    }
+    const char *init = s_fwd_value(L, "init-from");
+    ps_safetensors_t *st = NULL;
+    if (init && ps_safetensors_read(init, &st, why, sizeof why) != 0) {
+        return s_bad("--init-from %s", why);
+    }
+    ps_safetensors_destroy(&st);
+    return 0;
+}
+
 /* Parses and checks the launcher's flags. Returns 0, 1 after --help, or
  * PS_EINVAL after one line on stderr. */
 static int s_parse(s_launch_t *L, int argc, char **argv)
@@ -710,6 +740,9 @@ static int s_parse(s_launch_t *L, int argc, char **argv)
     }
     if (L->bin_dir && !L->bin_dir[0]) {
         return s_bad("--bin-dir: empty");
+    }
+    if (s_model_files(L) != 0) {
+        return PS_EINVAL;
     }
     const char *level = s_fwd_value(L, "log-level");
     if (level && ps_log_set_level_flag(S_PROG, level) != 0) {
