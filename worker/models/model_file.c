@@ -43,11 +43,6 @@ int ps_model_save(const ps_model_t *m, const float *params, const char *path,
 static int s_matches(const ps_model_arch_t *arch, const ps_safetensors_t *st, int strict,
                      char *why, size_t why_cap)
 {
-    if ((size_t)ps_safetensors_count(st) != arch->ntensors) {
-        snprintf(why, why_cap, "has %d tensors, model %s has %zu", ps_safetensors_count(st),
-                 arch->name, arch->ntensors);
-        return 0;
-    }
     for (size_t i = 0; i < arch->ntensors; i++) {
         const ps_tensor_def_t *d = &arch->tensors[i];
         const ps_safetensors_tensor_t *t = ps_safetensors_find(st, d->name);
@@ -64,6 +59,11 @@ static int s_matches(const ps_model_arch_t *arch, const ps_safetensors_t *st, in
                      arch->name);
             return 0;
         }
+    }
+    if ((size_t)ps_safetensors_count(st) != arch->ntensors) {
+        snprintf(why, why_cap, "has %d tensors, model %s has %zu", ps_safetensors_count(st),
+                 arch->name, arch->ntensors);
+        return 0;
     }
     return 1;
 }
