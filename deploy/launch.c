@@ -105,6 +105,7 @@ static const char *const s_unset_env[] = {
     "SHARDPS_BIN_DIR",
     "SHARDPS_TIMEOUT",
     "SHARDPS_DUMP_PARAMS",
+    "SHARDPS_SAVE_MODEL",
     "SHARDPS_SUMMARY",
     "SHARDPS_EVALUATE",
 };
@@ -376,8 +377,10 @@ static void s_argv_add_fwd(s_argv_t *a, const s_launch_t *L, int role, int rank)
         if (!val || s_owned(role, name)) {
             continue;
         }
-        /* One parameters file: worker 0 writes it, unless each worker's name differs. */
-        if (!strcmp(name, "dump-params") && rank != 0 && !strstr(val, "%d")) {
+        /* One parameters file: worker 0 writes it, unless each worker's name differs;
+         * the model file is worker 0's alone. */
+        if (rank != 0 && ((!strcmp(name, "dump-params") && !strstr(val, "%d")) ||
+                          !strcmp(name, "save-model"))) {
             continue;
         }
         s_argv_addf(a, "--%s", name);
