@@ -834,3 +834,21 @@ int ps_safetensors_crc32(const char *path, uint32_t *crc)
     *crc = (uint32_t)c;
     return 0;
 }
+
+int ps_safetensors_check_path(const char *path, char *why, size_t why_cap)
+{
+    char dir[4096];
+    struct stat sb;
+    const char *slash = strrchr(path, '/');
+    if (!path[0] || (slash && !slash[1]) || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        s_why(why, why_cap, "%s: not a file name", path);
+        return PS_EIO;
+    }
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    if (access(dir, W_OK | X_OK) != 0) {
+        s_why(why, why_cap, "%s: cannot write in %s: %s", path, dir, strerror(errno));
+        return PS_EIO;
+    }
+    return 0;
+}

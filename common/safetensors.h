@@ -78,6 +78,11 @@ const ps_safetensors_tensor_t *ps_safetensors_find(const ps_safetensors_t *st, c
 /* The metadata value of key, or NULL. Borrowed; valid until destroy. */
 const char *ps_safetensors_meta(const ps_safetensors_t *st, const char *key);
 
+/* Checks that a file can be created at path (its directory exists and is
+ * writable), without creating it: for flags checked before a long job.
+ * Returns 0, or PS_EIO with a one-line reason naming path in why. */
+int ps_safetensors_check_path(const char *path, char *why, size_t why_cap);
+
 /* The CRC-32 (zlib's) of the whole file at path into *crc, for a manifest.
  * Returns 0, PS_ENOENT or PS_EIO. */
 int ps_safetensors_crc32(const char *path, uint32_t *crc);

@@ -39,13 +39,16 @@
 #define S_ENDPOINT_TICK_MS 20  /* how often the endpoint file is looked at */
 
 /* Launcher-only flags whose SHARDPS_* variables must not reach the children:
- * a role may read a flag of the same name with another meaning, and
- * dump-params goes to worker 0 only. */
+ * a role may read a flag of the same name with another meaning (a worker's
+ * --summary, --evaluate), and dump-params goes to worker 0 only. */
 static const char *const s_unset_env[] = {
     "SHARDPS_HOST",
     "SHARDPS_BIN_DIR",
     "SHARDPS_TIMEOUT",
     "SHARDPS_DUMP_PARAMS",
+    "SHARDPS_SAVE_MODEL",
+    "SHARDPS_SUMMARY",
+    "SHARDPS_EVALUATE",
 };
 
 enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };

@@ -17,17 +17,19 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/safetensors.h"
 #include "deploy/proc.h"
 
 static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server", "worker"};
 
 /* Flags the launcher writes itself on each role's command line (see
- * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), so it never
- * forwards them. */
-static const char *const s_own[PS_LAUNCH_NROLES][4] = {
-    {"bind", "endpoint-file", "servers", "workers"},
-    {"scheduler", "bind", "advertise", "rank"},
-    {"scheduler", "bind", "advertise", "rank"},
+ * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
+ * for a job (a worker's --evaluate and its --summary), so it never forwards
+ * them. */
+static const char *const s_own[PS_LAUNCH_NROLES][7] = {
+    {"bind", "endpoint-file", "servers", "workers", NULL},
+    {"scheduler", "bind", "advertise", "rank", NULL},
+    {"scheduler", "bind", "advertise", "rank", "evaluate", "summary", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles
@@ -43,6 +45,7 @@ static const struct {
 } s_note[] = {
     {"summary", "scheduler; must exist at the end"},
     {"dump-params", "worker 0, or every worker when FILE holds %d"},
+    {"save-model", "worker 0; default: model.safetensors beside --summary"},
     {"log-level", "every role and the launcher"},
 };
 
@@ -55,7 +58,7 @@ _Static_assert(PS_SCHEDULER_NFLAGS <= PS_LAUNCH_MAX_ROLE_FLAGS &&
 
 static int s_owned(int role, const char *name)
 {
-    for (size_t i = 0; i < sizeof s_own[role] / sizeof s_own[role][0]; i++) {
+    for (size_t i = 0; s_own[role][i]; i++) {
         if (!strcmp(s_own[role][i], name)) {
             return 1;
         }
@@ -166,6 +169,32 @@ static int s_bad(const char *fmt, ...)
     return PS_EINVAL;
 }
 
+/* --save-model (by default beside --summary) and --init-from: a path that
+ * cannot be written or a bad model file fails now, not after the job.
+ * Returns 0, or PS_EINVAL after one line on stderr. */
+static int s_model_files(ps_launch_flags_t *F)
+{
+    char why[512];
+    int k = s_fwd_index(F, "save-model");
+    const char *summary = ps_launch_flags_value(F, "summary");
+    if (k >= 0 && !F->fwd_val[k] && summary) {
+        const char *slash = strrchr(summary, '/');
+        snprintf(F->model_path, sizeof F->model_path, "%.*smodel.safetensors",
+                 slash ? (int)(slash - summary) + 1 : 0, summary);
+        F->fwd_val[k] = F->model_path;
+    }
+    if (k >= 0 && F->fwd_val[k] && ps_safetensors_check_path(F->fwd_val[k], why, sizeof why)) {
+        return s_bad("--save-model %s", why);
+    }
+    const char *init = ps_launch_flags_value(F, "init-from");
+    ps_safetensors_t *st = NULL;
+    if (init && ps_safetensors_read(init, &st, why, sizeof why) != 0) {
+        return s_bad("--init-from %s", why);
+    }
+    ps_safetensors_destroy(&st);
+    return 0;
+}
+
 int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
 {
     static const char about[] =
@@ -226,6 +255,9 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     }
     if (F->bin_dir && !F->bin_dir[0]) {
         return s_bad("--bin-dir: empty");
+    }
+    if (s_model_files(F) != 0) {
+        return PS_EINVAL;
     }
     const char *level = ps_launch_flags_value(F, "log-level");
     if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
@@ -321,8 +353,10 @@ static void s_argv_add_fwd(s_argv_t *a, const ps_launch_flags_t *F, int role, in
         if (!val || s_owned(role, name)) {
             continue;
         }
-        /* One parameters file: worker 0 writes it, unless each worker's name differs. */
-        if (!strcmp(name, "dump-params") && rank != 0 && !strstr(val, "%d")) {
+        /* One parameters file: worker 0 writes it, unless each worker's name differs;
+         * the model file is worker 0's alone. */
+        if (rank != 0 && ((!strcmp(name, "dump-params") && !strstr(val, "%d")) ||
+                          !strcmp(name, "save-model"))) {
             continue;
         }
         s_argv_addf(a, "--%s", name);

@@ -50,6 +50,7 @@ typedef struct {
     const char *bin_dir; /* where the role binaries are; NULL = search */
     double timeout;      /* whole-job limit in seconds; 0 = none */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
+    char model_path[4096]; /* the default --save-model, beside --summary */
     char **extra;        /* arguments after "--", appended to the scheduler's */
     int nextra;
     char bin[PS_LAUNCH_NROLES][PATH_MAX]; /* resolved binary of each role */

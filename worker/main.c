@@ -28,5 +28,5 @@ int main(int argc, char **argv)
     }
     ps_kernels_set_cpu_gemm(f.gemm); /* before worker.c makes the first context */
     ps_log_set_role("W", f.cfg.rank);
-    return ps_worker_run(&f.cfg);
+    return f.cfg.evaluate ? ps_worker_evaluate(&f.cfg) : ps_worker_run(&f.cfg);
 }

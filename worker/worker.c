@@ -76,6 +76,7 @@ typedef struct {
     uint32_t *order; /* this epoch's global sample order */
     float *x;        /* batch images: the model's pinned buffer; borrowed */
     uint8_t *y;      /* batch labels: likewise */
+    ps_safetensors_t *init; /* --init-from: the model file, read before joining */
     ps_done_t done;  /* what we report at the end */
     char err[256];
 } ps_worker_t;
@@ -282,6 +283,27 @@ static int s_ring_step(ps_worker_t *w, int64_t t)
  * version it pulled, skipping the batches the others already covered); in
  * async a local count. Epoch and batch follow from t.
  */
+/* Worker 0 at the end: the trained model, with the job in its metadata. */
+static int s_save_model(ps_worker_t *w, const float *params)
+{
+    const ps_job_t *j = &w->job;
+    char mode[32], steps[32], epochs[16], seed[32], acc[32];
+    ps_job_mode_str(j, mode, sizeof mode);
+    snprintf(steps, sizeof steps, "%lld", (long long)w->done.steps);
+    snprintf(epochs, sizeof epochs, "%d", j->epochs);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)j->seed);
+    int ne = w->done.num_epochs_evaluated;
+    snprintf(acc, sizeof acc, "%.6f", ne ? w->done.test_accuracy[ne - 1] : -1.0);
+    const char *meta[] = {"format", "pt", "mode", mode, "steps", steps, "epochs", epochs,
+                          "seed", seed, "test_accuracy", acc};
+    int rc = ps_model_save(w->model, params, w->cfg->save_model, meta,
+                           (int)(sizeof meta / sizeof meta[0] / 2), w->err, sizeof w->err);
+    if (rc == 0) {
+        ps_log_info("model saved to %s", w->cfg->save_model);
+    }
+    return rc;
+}
+
 static int s_train(ps_worker_t *w)
 {
     const ps_job_t *j = &w->job;
@@ -370,6 +392,9 @@ static int s_train(ps_worker_t *w)
     } else {
         ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
     }
+    if (rc == 0 && rank == 0 && w->cfg->save_model) {
+        rc = s_save_model(w, params);
+    }
     if (rc == 0 && w->cfg->dump_params &&
         s_dump(w->cfg->dump_params, rank, params, P) != 0) {
         snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",
@@ -377,6 +402,16 @@ static int s_train(ps_worker_t *w)
         rc = PS_EIO;
     }
     return rc;
+}
+
+/* Seeds a new model: the --init-from file's values, else the seed's. */
+static void s_init_params(ps_worker_t *w)
+{
+    if (w->init) {
+        ps_model_load(w->model, w->init, w->err, sizeof w->err); /* checked in s_start */
+    } else {
+        ps_model_init_params(w->model, w->job.seed);
+    }
 }
 
 /* FNV-1a over the bytes of n floats. */
@@ -424,7 +459,7 @@ static int s_ring_start(ps_worker_t *w)
         snprintf(w->err, sizeof w->err, "out of memory");
         return PS_ENOMEM;
     }
-    ps_model_init_params(w->model, w->job.seed);
+    s_init_params(w);
     uint32_t mine = s_checksum(ps_model_params(w->model), P);
     sums[2 * rank] = (float)(mine >> 16);
     sums[2 * rank + 1] = (float)(mine & 0xffff);
@@ -453,8 +488,16 @@ static int s_ring_start(ps_worker_t *w)
 static int s_start(ps_worker_t *w)
 {
     const ps_worker_config_t *cfg = w->cfg;
-    int rc = ps_dataset_load(cfg->data_dir, 1, &w->train, w->err, sizeof w->err);
-    if (rc != 0) {
+    int rc;
+    /* model files first: a bad path or file fails at once, not after a job */
+    if (cfg->save_model && (rc = ps_safetensors_check_path(cfg->save_model, w->err, sizeof w->err))) {
+        return rc;
+    }
+    if (cfg->init_from &&
+        (rc = ps_safetensors_read(cfg->init_from, &w->init, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    if ((rc = ps_dataset_load(cfg->data_dir, 1, &w->train, w->err, sizeof w->err)) != 0) {
         return rc;
     }
     /* The device is chosen before joining, so a bad --device fails without
@@ -480,6 +523,13 @@ static int s_start(ps_worker_t *w)
     if ((rc = ps_model_new(j->model, w->kernels, max_batch, &w->model)) != 0) {
         snprintf(w->err, sizeof w->err, "cannot build model %s: %s", j->model, ps_strerror(rc));
         return rc;
+    }
+    if (w->init) {
+        char why[200];
+        if ((rc = ps_model_load(w->model, w->init, why, sizeof why)) != 0) {
+            snprintf(w->err, sizeof w->err, "--init-from %s: %s", cfg->init_from, why);
+            return rc;
+        }
     }
     if (w->rank == 0 &&
         (rc = ps_dataset_load(cfg->data_dir, 0, &w->test, w->err, sizeof w->err)) != 0) {
@@ -530,7 +580,7 @@ static int s_start(ps_worker_t *w)
     }
     /* A resumed job's servers load their shards from the checkpoint. */
     if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0 && !w->view->resume_parts) {
-        ps_model_init_params(w->model, j->seed);
+        s_init_params(w);
         rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
                     "initialising the servers");
         if (rc != 0) {
@@ -581,9 +631,75 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_model_destroy(&w.model);
     ps_dataset_fini(&w.train);
     ps_dataset_fini(&w.test);
+    ps_safetensors_destroy(&w.init);
     free(w.order);
     free(w.state);
     free(w.sums);
     free(w.view);
+    return rc == 0 ? 0 : 1;
+}
+
+int ps_worker_evaluate(const ps_worker_config_t *cfg)
+{
+    ps_safetensors_t *st = NULL;
+    ps_model_t *model = NULL;
+    ps_dataset_t test = {0};
+    const ps_kernels_t *k = NULL;
+    char err[512] = "", device[256];
+    const char *name = NULL;
+    int correct = 0, rc;
+    float loss = 0;
+    if ((rc = ps_safetensors_read(cfg->evaluate, &st, err, sizeof err)) != 0) {
+        goto done;
+    }
+    if (!(name = ps_model_name_of(st))) {
+        snprintf(err, sizeof err, "%s: its tensors are not those of any model we know",
+                 cfg->evaluate);
+        rc = PS_EINVAL;
+        goto done;
+    }
+    if ((rc = ps_kernels_select(cfg->device, &k, device, sizeof device)) != 0) {
+        snprintf(err, sizeof err, "%s", device);
+        goto done;
+    }
+    ps_kernels_set_threads(cfg->threads);
+    if ((rc = ps_model_new(name, k, 256, &model)) != 0) {
+        snprintf(err, sizeof err, "cannot build model %s: %s", name, ps_strerror(rc));
+        goto done;
+    }
+    char why[200];
+    if ((rc = ps_model_load(model, st, why, sizeof why)) != 0) {
+        snprintf(err, sizeof err, "%s: %s", cfg->evaluate, why);
+        goto done;
+    }
+    if ((rc = ps_dataset_load(cfg->data_dir, 0, &test, err, sizeof err)) != 0) {
+        goto done;
+    }
+    if ((rc = ps_model_evaluate(model, test.images, test.labels, test.n, &correct, &loss))) {
+        snprintf(err, sizeof err, "evaluation failed: %s", ps_strerror(rc));
+        goto done;
+    }
+    double acc = (double)correct / test.n;
+    printf("model=%s test_accuracy=%.6f test_loss=%.6f samples=%d file=%s\n", name, acc, loss,
+           test.n, cfg->evaluate);
+    fflush(stdout);
+    if (cfg->summary) {
+        FILE *f = fopen(cfg->summary, "w");
+        int bad = !f || fprintf(f,
+                                "{\"model\": \"%s\", \"test_accuracy\": %.6f, "
+                                "\"test_loss\": %.6f, \"samples\": %d}\n",
+                                name, acc, loss, test.n) < 0;
+        if ((f && fclose(f) != 0) || bad) {
+            snprintf(err, sizeof err, "cannot write the summary to %s", cfg->summary);
+            rc = PS_EIO;
+        }
+    }
+done:
+    if (rc != 0) {
+        ps_log_err("%s", err[0] ? err : ps_strerror(rc));
+    }
+    ps_dataset_fini(&test);
+    ps_model_destroy(&model);
+    ps_safetensors_destroy(&st);
     return rc == 0 ? 0 : 1;
 }

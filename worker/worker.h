@@ -26,6 +26,10 @@ typedef struct {
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
     const char *dump_params; /* if set, the final parameters are written here (raw f32);
                                 a "%d" in it is replaced by the worker's rank */
+    const char *save_model;  /* if set, worker 0 writes the trained model here (safetensors) */
+    const char *init_from;   /* if set, training starts from this model file, not the seed */
+    const char *evaluate;    /* if set, no job: evaluate this model file on the test set */
+    const char *summary;     /* with evaluate: write its result here as JSON */
     const char *bind;        /* allreduce: where the left neighbour connects */
     const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
@@ -38,6 +42,12 @@ typedef struct {
 /* Runs one job. Returns the process exit status: 0 when the job finished,
  * 1 on any failure (logged as one line naming it). */
 int ps_worker_run(const ps_worker_config_t *cfg);
+
+/* --evaluate: the test accuracy and loss of the model file cfg->evaluate
+ * (its model told by its tensor names), printed as one key=value line on
+ * stdout and, with cfg->summary, written there as JSON. No cluster. Returns
+ * the process exit status: 0, or 1 after one error line. */
+int ps_worker_evaluate(const ps_worker_config_t *cfg);
 
 #ifdef __cplusplus
 }

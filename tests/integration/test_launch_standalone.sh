@@ -217,9 +217,9 @@ else
 fi
 a0=$(cat "$FAKE_DIR/args.W0")
 a2=$(cat "$FAKE_DIR/args.W2")
-if [ "$a0" = "--scheduler tcp://127.0.0.1:5555 --rank 0 --data /d --dump-params $FAKE_DIR/p.bin --log-level info" ] &&
+if [ "$a0" = "--scheduler tcp://127.0.0.1:5555 --rank 0 --data /d --dump-params $FAKE_DIR/p.bin --save-model $FAKE_DIR/model.safetensors --log-level info" ] &&
     [ "$a2" = "--scheduler tcp://127.0.0.1:5555 --rank 2 --data /d --log-level info" ]; then
-    pass "worker command lines (--dump-params to worker 0 only)"
+    pass "worker command lines (--dump-params, --save-model beside --summary to worker 0 only)"
 else
     fail "worker command lines: '$a0' / '$a2'"
 fi

@@ -5,8 +5,10 @@
  * SGD steps reducing the loss, chunked evaluation, and argument errors.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "tests/unit/modelcheck.h"
@@ -82,12 +84,48 @@ START_TEST(mlp_tensor_table_matches_pytorch_layout)
         ck_assert_str_eq(t->name, names[i]);
         ck_assert_uint_eq(t->count, counts[i]);
         ck_assert_uint_eq(t->offset, off);
+        size_t numel = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            numel *= (size_t)t->shape[d];
+        }
+        ck_assert_uint_eq(numel, t->count); /* the PyTorch shape */
+        ck_assert_int_eq(t->ndim, i % 2 ? 1 : 2);
         off += t->count;
     }
     ck_assert_ptr_null(ps_model_tensor(m, 6));
     ps_model_destroy(&m);
     ck_assert_ptr_null(m);
     ps_model_destroy(&m); /* NULL-safe */
+}
+END_TEST
+
+START_TEST(mlp_file_round_trips_and_refuses_another_model)
+{
+    char dir[] = "/tmp/ps_mlp_XXXXXX", path[64], why[256] = "";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    ps_model_t *a = s_new(4), *b = s_new(4), *c = NULL;
+    ps_model_init_params(a, 5);
+    const char *meta[] = {"steps", "7"};
+    ck_assert_int_eq(ps_model_save(a, ps_model_params(a), path, meta, 1, why, sizeof why), 0);
+    ps_safetensors_t *st = NULL;
+    ck_assert_int_eq(ps_safetensors_read(path, &st, why, sizeof why), 0);
+    ck_assert_str_eq(ps_model_name_of(st), "mlp");
+    ck_assert_str_eq(ps_safetensors_meta(st, "model"), "mlp");
+    ck_assert_str_eq(ps_safetensors_meta(st, "steps"), "7");
+    ck_assert_int_eq(ps_safetensors_find(st, "fc2.weight")->shape[1], 256);
+    ck_assert_int_eq(ps_model_load(b, st, why, sizeof why), 0);
+    ck_assert_int_eq(memcmp(ps_model_params(a), ps_model_params(b),
+                            ps_model_num_params(a) * sizeof(float)), 0);
+    ck_assert_int_eq(ps_model_new("cnn", &ps_kernels_cpu, 4, &c), 0);
+    ck_assert_int_eq(ps_model_load(c, st, why, sizeof why), PS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "conv1.weight"));
+    ps_safetensors_destroy(&st);
+    ps_model_destroy(&a);
+    ps_model_destroy(&b);
+    ps_model_destroy(&c);
+    unlink(path);
+    rmdir(dir);
 }
 END_TEST
 
@@ -304,6 +342,7 @@ int main(void)
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, mlp_tensor_table_matches_pytorch_layout);
+    tcase_add_test(tc, mlp_file_round_trips_and_refuses_another_model);
     tcase_add_test(tc, mlp_init_is_deterministic_and_within_pytorch_bounds);
     tcase_add_test(tc, mlp_gradients_match_finite_differences);
     tcase_add_test(tc, mlp_sgd_steps_reduce_the_loss);

@@ -29,14 +29,14 @@ enum {
 };
 
 static const ps_tensor_def_t s_tensors[] = {
-    {"conv1.weight", (size_t)S_C1 * 1 * S_K *S_K, 1 * S_K *S_K},
-    {"conv1.bias", S_C1, 1 * S_K *S_K},
-    {"conv2.weight", (size_t)S_C2 *S_C1 *S_K *S_K, S_C1 *S_K *S_K},
-    {"conv2.bias", S_C2, S_C1 *S_K *S_K},
-    {"fc1.weight", (size_t)S_HID *S_FLAT, S_FLAT},
-    {"fc1.bias", S_HID, S_FLAT},
-    {"fc2.weight", (size_t)S_OUT *S_HID, S_HID},
-    {"fc2.bias", S_OUT, S_HID},
+    {"conv1.weight", (size_t)S_C1 * 1 * S_K * S_K, 1 * S_K * S_K, 4, {S_C1, 1, S_K, S_K}},
+    {"conv1.bias", S_C1, 1 * S_K * S_K, 1, {S_C1}},
+    {"conv2.weight", (size_t)S_C2 * S_C1 * S_K * S_K, S_C1 * S_K * S_K, 4, {S_C2, S_C1, S_K, S_K}},
+    {"conv2.bias", S_C2, S_C1 * S_K * S_K, 1, {S_C2}},
+    {"fc1.weight", (size_t)S_HID * S_FLAT, S_FLAT, 2, {S_HID, S_FLAT}},
+    {"fc1.bias", S_HID, S_FLAT, 1, {S_HID}},
+    {"fc2.weight", (size_t)S_OUT * S_HID, S_HID, 2, {S_OUT, S_HID}},
+    {"fc2.bias", S_OUT, S_HID, 1, {S_OUT}},
 };
 
 typedef struct {

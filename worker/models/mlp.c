@@ -16,9 +16,12 @@
 enum { S_IN = 784, S_H1 = 256, S_H2 = 128, S_OUT = 10 };
 
 static const ps_tensor_def_t s_tensors[] = {
-    {"fc1.weight", (size_t)S_H1 *S_IN, S_IN},  {"fc1.bias", S_H1, S_IN},
-    {"fc2.weight", (size_t)S_H2 *S_H1, S_H1},  {"fc2.bias", S_H2, S_H1},
-    {"fc3.weight", (size_t)S_OUT *S_H2, S_H2}, {"fc3.bias", S_OUT, S_H2},
+    {"fc1.weight", (size_t)S_H1 * S_IN, S_IN, 2, {S_H1, S_IN}},
+    {"fc1.bias", S_H1, S_IN, 1, {S_H1}},
+    {"fc2.weight", (size_t)S_H2 * S_H1, S_H1, 2, {S_H2, S_H1}},
+    {"fc2.bias", S_H2, S_H1, 1, {S_H2}},
+    {"fc3.weight", (size_t)S_OUT * S_H2, S_H2, 2, {S_OUT, S_H2}},
+    {"fc3.bias", S_OUT, S_H2, 1, {S_OUT}},
 };
 
 /* Views into one backend block of activations, each [max_batch, width]. */

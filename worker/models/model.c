@@ -33,6 +33,11 @@ static const ps_model_arch_t *const s_archs[] = {
     &ps_model_arch_cnn,
 };
 
+const ps_model_arch_t *ps_model_arch_at(size_t i)
+{
+    return i < sizeof(s_archs) / sizeof(s_archs[0]) ? s_archs[i] : NULL;
+}
+
 static const ps_model_arch_t *s_find_arch(const char *name)
 {
     if (!name) {
@@ -75,6 +80,8 @@ int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_mode
         m->tensors[i].name = arch->tensors[i].name;
         m->tensors[i].offset = m->P;
         m->tensors[i].count = arch->tensors[i].count;
+        m->tensors[i].ndim = arch->tensors[i].ndim;
+        m->tensors[i].shape = arch->tensors[i].shape;
         m->P += arch->tensors[i].count;
     }
     const size_t pbytes = m->P * sizeof(float);

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/safetensors.h"
 #include "kernels/kernels.h"
 
 #ifdef __cplusplus
@@ -26,11 +27,15 @@ extern "C" {
 
 typedef struct ps_model ps_model_t;
 
+enum { PS_MODEL_MAX_DIMS = 4 }; /* a tensor has at most this many dimensions */
+
 /* One named tensor of the flat parameter vector. */
 typedef struct {
     const char *name; /* e.g. "fc1.weight" */
     size_t offset;    /* first element in the flat vector */
     size_t count;     /* number of float32 elements */
+    int ndim;         /* dimensions of its PyTorch shape */
+    const int *shape; /* [ndim] that shape, row-major; borrowed, static */
 } ps_tensor_info_t;
 
 /* Input geometry every model expects: one 28x28 grey image per sample. */
@@ -118,6 +123,29 @@ void ps_model_set_grad_ready(ps_model_t *m, ps_model_grad_ready_fn *fn, void *ar
  */
 int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, int *correct,
                       float *loss);
+
+/* ---- model files (model_file.c): safetensors with PyTorch state_dict names ---- */
+
+/*
+ * Writes params (P floats laid out as this model's, e.g. ps_model_params())
+ * to path as a safetensors file whose tensors are the model's, by name and
+ * PyTorch shape, so torch's load_state_dict takes it. Its __metadata__ holds
+ * "model" (the model's name) and then the caller's n_meta pairs (meta[2i]
+ * key, meta[2i+1] value). Atomic. Returns 0 or ps_safetensors_write()'s
+ * error with a one-line reason in why.
+ */
+int ps_model_save(const ps_model_t *m, const float *params, const char *path,
+                  const char *const *meta, int n_meta, char *why, size_t why_cap);
+
+/*
+ * Copies the tensors of st into ps_model_params() after checking that st
+ * holds exactly this model's tensors, with the same shapes. Returns 0, or
+ * PS_EINVAL with a one-line reason in why (the params are then unchanged).
+ */
+int ps_model_load(ps_model_t *m, const ps_safetensors_t *st, char *why, size_t why_cap);
+
+/* The name of the model ("mlp", "cnn") whose tensor names st holds, or NULL. */
+const char *ps_model_name_of(const ps_safetensors_t *st);
 
 #ifdef __cplusplus
 }

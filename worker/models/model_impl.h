@@ -21,6 +21,8 @@ typedef struct {
     const char *name; /* PyTorch name, e.g. "fc1.weight" */
     size_t count;     /* float32 elements */
     int fan_in;       /* PyTorch default init bound is 1/sqrt(fan_in) */
+    int ndim;         /* dimensions of its PyTorch shape */
+    int shape[PS_MODEL_MAX_DIMS]; /* that shape; the product is count */
 } ps_tensor_def_t;
 
 typedef struct ps_model_arch {
@@ -70,6 +72,9 @@ struct ps_model {
 
 extern const ps_model_arch_t ps_model_arch_mlp;
 extern const ps_model_arch_t ps_model_arch_cnn;
+
+/* The i-th architecture, NULL past the last. */
+const ps_model_arch_t *ps_model_arch_at(size_t i);
 
 /* Backend pointer to tensor i of the parameters / gradients. */
 static inline float *ps_model_dparam(const ps_model_t *m, size_t i)

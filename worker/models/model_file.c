@@ -1,0 +1,96 @@
+/*
+ * worker/models/model_file.c - a model's parameters as a safetensors file.
+ *
+ * The tensors are written under their PyTorch state_dict names and shapes
+ * (our flat layout is PyTorch's, tensor by tensor), so torch loads the file
+ * into the reference nn.Module as is. Reading accepts only a file with
+ * exactly the model's tensors: a partial or foreign file is an error, never
+ * a silently half-initialised model.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "worker/models/model_impl.h"
+
+int ps_model_save(const ps_model_t *m, const float *params, const char *path,
+                  const char *const *meta, int n_meta, char *why, size_t why_cap)
+{
+    const size_t n = m->arch->ntensors;
+    ps_safetensors_tensor_t t[16];
+    const char *kv[2 * 16];
+    if (n > sizeof t / sizeof t[0] || n_meta < 0 || n_meta > 15) {
+        snprintf(why, why_cap, "%s: too many tensors or metadata pairs", path);
+        return PS_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const ps_tensor_info_t *ti = &m->tensors[i];
+        t[i] = (ps_safetensors_tensor_t){.name = ti->name, .ndim = ti->ndim,
+                                         .data = params + ti->offset};
+        for (int d = 0; d < ti->ndim; d++) {
+            t[i].shape[d] = ti->shape[d];
+        }
+    }
+    kv[0] = "model";
+    kv[1] = m->arch->name;
+    for (int i = 0; i < 2 * n_meta; i++) {
+        kv[2 + i] = meta[i];
+    }
+    return ps_safetensors_write(path, t, (int)n, kv, n_meta + 1, why, why_cap);
+}
+
+/* Whether st holds exactly arch's tensor names; with shapes too when strict. */
+static int s_matches(const ps_model_arch_t *arch, const ps_safetensors_t *st, int strict,
+                     char *why, size_t why_cap)
+{
+    for (size_t i = 0; i < arch->ntensors; i++) {
+        const ps_tensor_def_t *d = &arch->tensors[i];
+        const ps_safetensors_tensor_t *t = ps_safetensors_find(st, d->name);
+        if (!t) {
+            snprintf(why, why_cap, "has no tensor %s (model %s)", d->name, arch->name);
+            return 0;
+        }
+        int same = t->ndim == d->ndim;
+        for (int k = 0; same && k < d->ndim; k++) {
+            same = t->shape[k] == d->shape[k];
+        }
+        if (strict && !same) {
+            snprintf(why, why_cap, "tensor %s has another shape than model %s's", d->name,
+                     arch->name);
+            return 0;
+        }
+    }
+    if ((size_t)ps_safetensors_count(st) != arch->ntensors) {
+        snprintf(why, why_cap, "has %d tensors, model %s has %zu", ps_safetensors_count(st),
+                 arch->name, arch->ntensors);
+        return 0;
+    }
+    return 1;
+}
+
+int ps_model_load(ps_model_t *m, const ps_safetensors_t *st, char *why, size_t why_cap)
+{
+    char reason[200];
+    if (!s_matches(m->arch, st, 1, reason, sizeof reason)) {
+        snprintf(why, why_cap, "the file %s", reason);
+        return PS_EINVAL;
+    }
+    for (size_t i = 0; i < m->arch->ntensors; i++) {
+        const ps_tensor_info_t *ti = &m->tensors[i];
+        memcpy(m->params + ti->offset, ps_safetensors_find(st, ti->name)->data,
+               ti->count * sizeof(float));
+    }
+    return 0;
+}
+
+const char *ps_model_name_of(const ps_safetensors_t *st)
+{
+    char reason[200];
+    const ps_model_arch_t *a;
+    for (size_t i = 0; (a = ps_model_arch_at(i)) != NULL; i++) {
+        if (s_matches(a, st, 0, reason, sizeof reason)) {
+            return a->name;
+        }
+    }
+    return NULL;
+}
