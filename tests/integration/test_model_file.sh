@@ -97,9 +97,13 @@ close "$ceacc" "$cacc" || fail "CNN: --evaluate says $ceacc, the job said $cacc"
 echo "cnn: job test_accuracy=$cacc, --evaluate $ceacc"
 
 # 6. read without shardps: the format by hand, then PyTorch when present
-python3 "$HERE/torch_load.py" "$TMP/model.safetensors" mlp "$DATA" "$acc" ||
+# (Debian's python3-torch lives in /usr/bin/python3, whatever python3 is first
+# on PATH; the bench's --torch uses the same interpreter)
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+"$PY" "$HERE/torch_load.py" "$TMP/model.safetensors" mlp "$DATA" "$acc" ||
     fail "the MLP file does not load outside shardps"
-python3 "$HERE/torch_load.py" "$TMP/cnn/model.safetensors" cnn "$DATA" "$cacc" ||
+"$PY" "$HERE/torch_load.py" "$TMP/cnn/model.safetensors" cnn "$DATA" "$cacc" ||
     fail "the CNN file does not load outside shardps"
 check_logs
 echo "ok"
