@@ -65,3 +65,24 @@ void ps_log_write(int level, const char *fmt, ...)
     fprintf(stderr, "%02d:%02d:%02d.%03d %s %c %s\n", tm.tm_hour, tm.tm_min,
             tm.tm_sec, (int)(tv.tv_usec / 1000), s_prefix, tag[level & 3], msg);
 }
+
+/* Room kept for " (+2147483647 more)". */
+enum { S_MORE_ROOM = 24 };
+
+size_t ps_log_list_add(char *buf, size_t cap, size_t at, const char *item, int *more)
+{
+    size_t len = strlen(item);
+    if (*more || at + len + S_MORE_ROOM >= cap) {
+        (*more)++;
+        return 0;
+    }
+    memcpy(buf + at, item, len + 1);
+    return len;
+}
+
+void ps_log_list_end(char *buf, size_t cap, size_t at, int more)
+{
+    if (more && at < cap) {
+        snprintf(buf + at, cap - at, " (+%d more)", more);
+    }
+}
