@@ -10,6 +10,7 @@
 #include "common/log.h"
 
 typedef struct {
+    char what[32];
     char peer[64];
     char reason[160];
     uint64_t count; /* since the last summary */
@@ -55,8 +56,8 @@ static void s_flush(ps_ratelog_t *r, double now)
         if (k->count) {
             char n[40];
             s_thousands(k->count, n, sizeof n);
-            ps_log_warn("dropped %s message%s from %s in %.0f s: %s", n, k->count == 1 ? "" : "s",
-                        k->peer, now - r->since, k->reason);
+            ps_log_warn("dropped %s %s message%s from %s in %.0f s: %s", n, k->what,
+                        k->count == 1 ? "" : "s", k->peer, now - r->since, k->reason);
             k->count = 0;
         }
     }
@@ -79,7 +80,8 @@ uint64_t ps_ratelog_reject(ps_ratelog_t *r, const char *what, const char *peer,
     for (int i = 0; i < r->nkeys; i++) {
         ps_ratelog_key_t *k = &r->keys[i];
         if (i == PS_RATELOG_KEYS - 1 ||
-            (!strncmp(k->peer, peer, sizeof k->peer - 1) &&
+            (!strncmp(k->what, what, sizeof k->what - 1) &&
+             !strncmp(k->peer, peer, sizeof k->peer - 1) &&
              !strncmp(k->reason, reason, sizeof k->reason - 1))) {
             k->count++;
             return r->total;
@@ -87,10 +89,12 @@ uint64_t ps_ratelog_reject(ps_ratelog_t *r, const char *what, const char *peer,
     }
     ps_ratelog_key_t *k = &r->keys[r->nkeys++];
     if (r->nkeys == PS_RATELOG_KEYS) { /* full: the last entry takes the rest */
+        snprintf(k->what, sizeof k->what, "more");
         snprintf(k->peer, sizeof k->peer, "any peer");
         snprintf(k->reason, sizeof k->reason, "other reasons (more than %d kinds)",
                  PS_RATELOG_KEYS - 1);
     } else {
+        snprintf(k->what, sizeof k->what, "%s", what);
         snprintf(k->peer, sizeof k->peer, "%s", peer);
         snprintf(k->reason, sizeof k->reason, "%s", reason);
     }

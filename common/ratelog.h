@@ -3,9 +3,9 @@
  *
  * A node under attack (or a broken peer) may send thousands of bad messages
  * a second; one log line each buries everything else. Here the first
- * rejection of each (peer, reason) is logged in full; the later ones are
- * counted and summarised once per period: "dropped 12,345 messages from
- * tcp://127.0.0.1 in 10 s: unknown sender". At most PS_RATELOG_KEYS pairs are
+ * rejection of each (what, peer, reason) is logged in full; the later ones are
+ * counted and summarised once per period: "dropped 12,345 pull messages from
+ * tcp://127.0.0.1 in 10 s: unknown sender". At most PS_RATELOG_KEYS keys are
  * told apart; the rest share one "other reasons" entry, so the number of
  * lines per period is bounded whatever arrives. Not thread-safe: one thread
  * (a role's event loop) makes every call.
@@ -32,9 +32,10 @@ int ps_ratelog_new(ps_ratelog_t **out, double period);
 void ps_ratelog_destroy(ps_ratelog_t **r);
 
 /*
- * One rejection from peer (any text naming the sender) for reason (short and
- * stable: the key). The first of a (peer, reason) logs a warning "what from
- * peer: reason"; later ones are counted for the next summary. Returns the
+ * One rejection of a message of kind what (its type) from peer (any text
+ * naming the sender) for reason. The first of a (what, peer, reason) logs a
+ * warning "rejected what from peer: reason"; later ones are counted for the
+ * next summary. Returns the
  * number of rejections counted so far in total.
  */
 uint64_t ps_ratelog_reject(ps_ratelog_t *r, const char *what, const char *peer,
