@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,8 @@ static int s_set(const ps_flag_t *f, const char *text)
     }
     case PS_FLAG_DOUBLE: {
         double v = strtod(text, &end);
-        if (errno || end == text || *end || !isfinite(v)) {
+        /* ERANGE on a tiny value (1e-320) is a number: the range check refuses it */
+        if ((errno && fabs(v) >= 1.0) || end == text || *end || !isfinite(v)) {
             return PS_EINVAL;
         }
         *(double *)f->dst = v;
@@ -57,6 +59,19 @@ static int s_set(const ps_flag_t *f, const char *text)
         return 0;
     }
     return PS_EINVAL;
+}
+
+int ps_config_check_range(const char *name, double v, double min, double max, int open,
+                          char *err, size_t errlen)
+{
+    const int lo = open & PS_RANGE_OPEN_MIN, hi = open & PS_RANGE_OPEN_MAX;
+    const int tiny = v != 0.0 && fabs(v) < FLT_MIN;
+    if (!(v >= min && v <= max) || (lo && v == min) || (hi && v == max) || tiny) {
+        snprintf(err, errlen, "--%s %.15g: out of range %c%g, %g%c%s", name, v, lo ? '(' : '[', min,
+                 max, hi ? ')' : ']', tiny ? " (too small for a float32)" : "");
+        return PS_EINVAL;
+    }
+    return 0;
 }
 
 static const char *s_type_word(ps_flag_type_t t)

@@ -31,6 +31,22 @@ typedef struct {
 } ps_flag_t;
 
 /*
+ * Checks a number flag's value after parsing: v in [min, max] (an end left
+ * out per open), and no non-zero value too small for a float32 (below
+ * FLT_MIN, it would silently become 0 or lose precision). Returns 0 or
+ * PS_EINVAL with "--NAME V: out of range (min, max]" in err. Every double
+ * flag is checked so; the range is documented in its help.
+ */
+int ps_config_check_range(const char *name, double v, double min, double max, int open,
+                          char *err, size_t errlen);
+
+/* ps_config_check_range()'s open: which ends are excluded. */
+enum { PS_RANGE_CLOSED = 0, PS_RANGE_OPEN_MIN = 1, PS_RANGE_OPEN_MAX = 2 };
+
+/* Seconds every timeout-like flag accepts: (0, PS_CONFIG_MAX_SECONDS]. */
+#define PS_CONFIG_MAX_SECONDS 86400.0
+
+/*
  * Parses the environment, then argv[1..argc), into the table's destinations.
  * Accepts "--name value" and "--name=value". A bare "--" ends the flags; the
  * index of the first argument not consumed is stored in *rest (may be NULL, in

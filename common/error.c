@@ -16,6 +16,7 @@ const char *ps_strerror(int err)
     case PS_ENODEV: return "no such device";
     case PS_ERANGE: return "out of range";
     case PS_ENOENT: return "not found";
+    case PS_ENONFINITE: return "not finite (NaN or infinity)";
     default: return "unknown error";
     }
 }

@@ -25,6 +25,7 @@ enum {
     PS_ENODEV = -9,    /* no such device (no GPU) */
     PS_ERANGE = -10,   /* key range outside the shard, or size mismatch */
     PS_ENOENT = -11,   /* no such file, key or node */
+    PS_ENONFINITE = -12, /* a NaN or an infinity where numbers must be finite */
 };
 
 /* Returns a static, human-readable string for a PS_E* code. Thread-safe. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "common/error.h"
 
 void ps_job_defaults(ps_job_t *job)
@@ -137,12 +138,13 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
                strcmp(job->optimizer, "adam") && strcmp(job->optimizer, "adagrad")) {
         snprintf(err, errlen, "unknown optimizer '%s' (expected sgd, nesterov, adam or adagrad)",
                  job->optimizer);
-    } else if (!(job->lr > 0.0)) {
-        snprintf(err, errlen, "learning rate must be > 0, got %g", job->lr);
-    } else if (job->momentum < 0.0 || job->momentum >= 1.0) {
-        snprintf(err, errlen, "momentum must be in [0, 1), got %g", job->momentum);
-    } else if (job->weight_decay < 0.0) {
-        snprintf(err, errlen, "weight decay must be >= 0, got %g", job->weight_decay);
+    } else if (ps_config_check_range("lr", job->lr, 0, PS_JOB_MAX_LR, PS_RANGE_OPEN_MIN, err,
+                                     errlen) ||
+               ps_config_check_range("momentum", job->momentum, 0, 1, PS_RANGE_OPEN_MAX, err,
+                                     errlen) ||
+               ps_config_check_range("weight-decay", job->weight_decay, 0, 1, PS_RANGE_OPEN_MAX,
+                                     err, errlen)) {
+        /* err says which */
     } else if (job->batch < 1 || job->batch > 65536) {
         snprintf(err, errlen, "batch must be in [1, 65536], got %d", job->batch);
     } else if (job->epochs < 1) {

@@ -30,6 +30,10 @@ typedef enum {
  * per worker on every server. */
 #define PS_MAX_STALENESS 32
 
+/* Largest learning rate a job accepts: lr is in (0, 10]; momentum and
+ * weight decay in [0, 1). */
+#define PS_JOB_MAX_LR 10.0
+
 /* How the learning rate changes with the step (evaluated by kernels/optim.h). */
 typedef enum {
     PS_LR_CONSTANT = 0, /* lr */

@@ -90,3 +90,24 @@ int ps_log_is_line(const char *p, size_t n)
     }
     return 1;
 }
+
+/* Room kept for " (+2147483647 more)". */
+enum { S_MORE_ROOM = 24 };
+
+size_t ps_log_list_add(char *buf, size_t cap, size_t at, const char *item, int *more)
+{
+    size_t len = strlen(item);
+    if (*more || at + len + S_MORE_ROOM >= cap) {
+        (*more)++;
+        return 0;
+    }
+    memcpy(buf + at, item, len + 1);
+    return len;
+}
+
+void ps_log_list_end(char *buf, size_t cap, size_t at, int more)
+{
+    if (more && at < cap) {
+        snprintf(buf + at, cap - at, " (+%d more)", more);
+    }
+}

@@ -38,6 +38,15 @@ int ps_log_set_level_flag(const char *prog, const char *name);
  * dst holds the default on entry; borrowed, it must outlive the table. */
 ps_flag_t ps_log_level_flag(const char **dst);
 
+/*
+ * Lists in log lines and error texts are never cut silently. Appends item
+ to buf at offset at when it fits with
+ * room left for the marker; else counts it in *more. Returns the bytes
+ * added. ps_log_list_end() then appends " (+N more)" when *more > 0.
+ */
+size_t ps_log_list_add(char *buf, size_t cap, size_t at, const char *item, int *more);
+void ps_log_list_end(char *buf, size_t cap, size_t at, int more);
+
 void ps_log_write(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -23,6 +23,18 @@ void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *restrict w, float *restri
     }
 }
 
+int ps_optim_finite(const void *g, size_t n)
+{
+    const unsigned char *p = g;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, p + i * sizeof u, sizeof u);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u); /* exponent all ones */
+    }
+    return !bad;
+}
+
 float ps_optim_lr(const ps_job_t *job, int64_t t, int64_t steps_per_epoch, int64_t total_steps)
 {
     const ps_lr_schedule_t *s = &job->schedule;

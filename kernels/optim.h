@@ -32,6 +32,11 @@ typedef struct {
 void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *w, float *v, const float *grad,
                        float scale, size_t n);
 
+/* Non-zero when all n floats at g (any alignment) are finite: no NaN, no
+ * infinity. One branch-free read of the bytes that the compiler vectorises;
+ * run it on a gradient while it is still in cache. */
+int ps_optim_finite(const void *g, size_t n);
+
 /* The server-side optimizers (job->optimizer). */
 typedef enum {
     PS_OPT_SGD = 0,      /* SGD, with momentum when momentum > 0 */

@@ -486,6 +486,7 @@ int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len
     m.pulls = r->pulls;
     m.rejected = r->rejected;
     m.dropped = r->dropped;
+    m.nonfinite = r->nonfinite;
     m.version = r->version;
     m.n_staleness = PS_HIST_BUCKETS;
     m.staleness = (uint64_t *)r->staleness.counts;
@@ -507,6 +508,7 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
         r->pulls = m->pulls;
         r->rejected = m->rejected;
         r->dropped = m->dropped;
+        r->nonfinite = m->nonfinite;
         r->version = m->version;
         memcpy(r->staleness.counts, m->staleness, sizeof r->staleness.counts);
         for (int i = 0; i < PS_HIST_BUCKETS; i++) {

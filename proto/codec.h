@@ -152,6 +152,7 @@ typedef struct {
     uint64_t pulls;    /* pulls answered */
     uint64_t rejected; /* invalid messages */
     uint64_t dropped;  /* late pushes dropped (sync:k/n) */
+    uint64_t nonfinite; /* pushes refused for a NaN or an infinity (within rejected) */
     int64_t version;   /* updates applied */
     ps_hist_t staleness; /* of every applied gradient */
 } ps_server_report_t;

@@ -19,25 +19,37 @@ ps_flag_t ps_link_scheduler_flag(const char **dst)
 ps_flag_t ps_link_rank_flag(int *dst, ps_role_t role)
 {
     return (ps_flag_t){"rank", PS_FLAG_INT, dst, "R",
-                       role == PS_ROLE_SERVER ? "wanted server rank (-1 = any)"
-                                              : "wanted worker rank (-1 = any)"};
+                       role == PS_ROLE_SERVER ? "wanted server rank, 0 to 65535 (-1 = any)"
+                                              : "wanted worker rank, 0 to 65535 (-1 = any)"};
 }
 
 ps_flag_t ps_link_connect_timeout_flag(double *dst)
 {
     return (ps_flag_t){"connect-timeout", PS_FLAG_DOUBLE, dst, "SECONDS",
-                       "give up if the scheduler does not answer"};
+                       "give up if the scheduler does not answer; in (0, 86400]"};
 }
 
 ps_flag_t ps_link_peer_timeout_flag(double *dst)
 {
     return (ps_flag_t){"peer-timeout", PS_FLAG_DOUBLE, dst, "SECONDS",
-                       "the scheduler silent this long is lost"};
+                       "the scheduler silent this long is lost; in (0, 86400]"};
 }
 
 int ps_link_check_timeouts(double connect_timeout, double peer_timeout)
 {
-    return connect_timeout > 0 && peer_timeout > 0 ? 0 : PS_EINVAL;
+    return ps_link_check_flags(-1, connect_timeout, peer_timeout, NULL, 0);
+}
+
+int ps_link_check_flags(int rank, double connect_timeout, double peer_timeout, char *err,
+                        size_t errlen)
+{
+    return ps_config_check_range("rank", rank, -1, 65535, PS_RANGE_CLOSED, err, errlen) ||
+                   ps_config_check_range("connect-timeout", connect_timeout, 0,
+                                         PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN, err, errlen) ||
+                   ps_config_check_range("peer-timeout", peer_timeout, 0, PS_CONFIG_MAX_SECONDS,
+                                         PS_RANGE_OPEN_MIN, err, errlen)
+               ? PS_EINVAL
+               : 0;
 }
 
 struct ps_link {
@@ -261,12 +273,17 @@ int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
 
 void ps_link_abort(ps_link_t *l, const char *reason)
 {
+    ps_link_abort_with(l, PS_ECLOSED, reason);
+}
+
+void ps_link_abort_with(ps_link_t *l, int status, const char *reason)
+{
     if (!l) {
         return;
     }
     uint8_t *body;
     size_t len;
-    if (ps_codec_pack_shutdown(PS_ECLOSED, reason, &body, &len) == 0) {
+    if (ps_codec_pack_shutdown(status, reason, &body, &len) == 0) {
         s_send_body(l, PS_MSG_SHUTDOWN, body, len);
     }
 }

@@ -52,10 +52,16 @@ ps_flag_t ps_link_rank_flag(int *dst, ps_role_t role);
 ps_flag_t ps_link_connect_timeout_flag(double *dst);
 ps_flag_t ps_link_peer_timeout_flag(double *dst);
 
-/* The check of the two timeout flags' values after parsing: both > 0 (NaN is
- * not). Returns 0 or PS_EINVAL; prints nothing, the caller's one error line
- * names the flags it checked. */
+/* The check of the two timeout flags' values after parsing: both in
+ * (0, PS_CONFIG_MAX_SECONDS] (NaN is not). Returns 0 or PS_EINVAL; prints
+ * nothing, the caller's one error line names the flags it checked. */
 int ps_link_check_timeouts(double connect_timeout, double peer_timeout);
+
+/* The checks of the flags above after parsing: rank in [-1, 65535], the
+ * timeouts in (0, PS_CONFIG_MAX_SECONDS]. Returns 0 or PS_EINVAL with
+ * "--NAME V: out of range [MIN, MAX]" in err. */
+int ps_link_check_flags(int rank, double connect_timeout, double peer_timeout, char *err,
+                        size_t errlen);
 
 typedef struct ps_link ps_link_t;
 
@@ -119,6 +125,10 @@ int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
 /* Tells the scheduler this node is failing, so it stops the job at once.
  * NULL-safe. */
 void ps_link_abort(ps_link_t *l, const char *reason);
+
+/* The same with the PS_E* status the scheduler records (PS_ENONFINITE: the
+ * job diverged); ps_link_abort() sends PS_ECLOSED. */
+void ps_link_abort_with(ps_link_t *l, int status, const char *reason);
 
 /* Closes the socket and frees the link; NULL-safe; sets *l to NULL. */
 void ps_link_destroy(ps_link_t **l);

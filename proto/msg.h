@@ -26,6 +26,10 @@ extern "C" {
 
 enum { PS_MSG_MAX_FRAMES = 4, PS_ROUTE_MAX = 256 };
 
+/* Largest step or version a message may carry (2^53): checked on receipt,
+ * before any arithmetic, so no value from the network can overflow. */
+#define PS_MSG_MAX_STEP ((int64_t)1 << 53)
+
 /* A payload frame to send. */
 typedef struct {
     const void *data; /* borrowed; with zero-copy it must stay valid and unchanged

@@ -38,9 +38,9 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"optimizer", PS_FLAG_STR, &f->optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam or adagrad"},
-        {"lr", PS_FLAG_DOUBLE, &c->job.lr, "X", "learning rate"},
-        {"momentum", PS_FLAG_DOUBLE, &c->job.momentum, "X", "SGD momentum"},
-        {"weight-decay", PS_FLAG_DOUBLE, &c->job.weight_decay, "X", "L2 weight decay"},
+        {"lr", PS_FLAG_DOUBLE, &c->job.lr, "X", "learning rate, in (0, 10]"},
+        {"momentum", PS_FLAG_DOUBLE, &c->job.momentum, "X", "SGD momentum, in [0, 1)"},
+        {"weight-decay", PS_FLAG_DOUBLE, &c->job.weight_decay, "X", "L2 weight decay, in [0, 1)"},
         {"lr-schedule", PS_FLAG_STR, &f->schedule, "S", "constant, cosine or step:EVERY_EPOCHS:GAMMA"},
         {"warmup-steps", PS_FLAG_INT, &f->warmup, "N", "linear learning-rate warm-up over N steps"},
         {"batch", PS_FLAG_INT, &c->job.batch, "N", "samples per worker per step"},
@@ -48,11 +48,11 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"max-steps", PS_FLAG_INT, &f->max_steps, "N", "stop after N steps (0 = run all epochs)"},
         {"seed", PS_FLAG_INT, &f->seed, "N", "seed for initialisation and sample order"},
         {"summary", PS_FLAG_STR, &c->summary, "FILE", "write the job summary here as JSON"},
-        {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost"},
+        {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost; in (0, 86400]"},
         {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every steps (sync modes)"},
         {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
-        {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register"},
+        {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
@@ -101,8 +101,10 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (!f->cfg.checkpoint_dir) {
         f->cfg.checkpoint_dir = f->cfg.resume; /* a resumed job checkpoints where it was */
     }
-    if (!(f->cfg.peer_timeout > 0) || !(f->cfg.wait > 0)) {
-        snprintf(err, errlen, "--peer-timeout and --wait must be > 0");
+    if (ps_config_check_range("peer-timeout", f->cfg.peer_timeout, 0, PS_CONFIG_MAX_SECONDS,
+                              PS_RANGE_OPEN_MIN, err, errlen) ||
+        ps_config_check_range("wait", f->cfg.wait, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
+                              err, errlen)) {
         return PS_EINVAL;
     }
     return ps_job_validate(job, err, errlen);

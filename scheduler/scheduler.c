@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/ratelog.h"
 #include "proto/codec.h"
 #include "proto/link.h"
 #include "proto/msg.h"
@@ -60,12 +61,20 @@ typedef struct {
     char failure[256];
     char lost[16]; /* tag of the node lost to silence, "" if none */
     ps_manifest_t *manifest; /* checkpointing: which parts are durable */
+    int diverged;  /* a node ended the job for a NaN or an infinity */
+    ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
 } ps_scheduler_t;
 
 static const char *s_tag(const ps_node_t *n, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s%d", ps_codec_role_tag(n->role), n->rank);
     return buf;
+}
+
+/* A message's sender for the log, by the address its connection comes from. */
+static const char *s_peer(const ps_msg_t *m)
+{
+    return m->peer_addr[0] ? m->peer_addr : "an unknown address";
 }
 
 static ps_node_t *s_node_of(ps_scheduler_t *s, const ps_route_t *r)
@@ -143,10 +152,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     int count = is_server ? s->cfg->servers : s->cfg->workers;
     ps_node_t *base = is_server ? s->nodes : s->nodes + s->cfg->servers;
     int rank = reg.rank;
-    if (rank >= count) {
+    if (rank < -1 || rank >= count) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
-                           "rank %d is out of range: the job has %d %ss", rank, count,
-                           is_server ? "server" : "worker");
+                           "rank %d is out of range: -1 (any) or 0 to %d (the job has %d %ss)",
+                           rank, count - 1, count, is_server ? "server" : "worker");
         return;
     }
     if (rank >= 0 && base[rank].used) {
@@ -385,7 +394,8 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     }
     ps_node_t *n = s_node_of(s, &m->route);
     if (!n) {
-        ps_log_warn("dropped %s from an unregistered peer", ps_codec_type_name(m->hdr.type));
+        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type), s_peer(m),
+                          "unregistered peer");
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "register first");
         return;
@@ -429,12 +439,13 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         if (p) {
             ps_codec_unpack_shutdown(p, len, &status, reason, sizeof reason);
         }
+        s->diverged |= p && status == PS_ENONFINITE;
         s_fail(s, "%s failed: %s", s_tag(n, tag, sizeof tag), reason);
         break;
     }
     default:
-        ps_log_warn("dropped unexpected %s from %s", ps_codec_type_name(m->hdr.type),
-                    s_tag(n, tag, sizeof tag));
+        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type), s_tag(n, tag, sizeof tag),
+                          "unexpected message type");
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO,
                            "unexpected %s", ps_codec_type_name(m->hdr.type));
     }
@@ -458,16 +469,18 @@ static void s_tick(ps_scheduler_t *s)
         }
     }
     if (s->phase == S_WAITING && now - s->t_start > s->cfg->wait) {
-        char missing[160] = "";
+        char missing[160] = "", one[16];
         size_t at = 0;
-        for (int i = 0; i < s->nnodes && at < sizeof missing - 8; i++) {
+        int more = 0;
+        for (int i = 0; i < s->nnodes; i++) {
             if (!s->nodes[i].used) {
                 int is_server = i < s->cfg->servers;
-                at += (size_t)snprintf(missing + at, sizeof missing - at, " %s%d",
-                                       is_server ? "S" : "W",
-                                       is_server ? i : i - s->cfg->servers);
+                snprintf(one, sizeof one, " %s%d", is_server ? "S" : "W",
+                         is_server ? i : i - s->cfg->servers);
+                at += ps_log_list_add(missing, sizeof missing, at, one, &more);
             }
         }
+        ps_log_list_end(missing, sizeof missing, at, more);
         s_fail(s, "not every node registered within %.0f s; missing:%s%s", s->cfg->wait,
                missing[0] ? missing : " model sizes from workers", "");
         return;
@@ -528,7 +541,8 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
 {
     int finished = s->phase == S_FINISHED;
     char tag[16];
-    fprintf(f, "\"status\": \"%s\", \"failure\": ", finished ? "finished" : "failed");
+    fprintf(f, "\"status\": \"%s\", \"failure\": ",
+            finished ? "finished" : s->diverged ? "diverged" : "failed");
     if (finished) {
         fputs("null", f);
     } else {
@@ -555,12 +569,13 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
         const ps_server_report_t *r = &s->nodes[i].report;
         fprintf(f,
                 "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
-                "\"rejected\": %llu, \"dropped\": %llu, \"version\": %lld, \"staleness\": "
+                "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
+                "\"version\": %lld, \"staleness\": "
                 "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}}",
                 i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
                 (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
                 (unsigned long long)r->pulls, (unsigned long long)r->rejected,
-                (unsigned long long)r->dropped, (long long)r->version,
+                (unsigned long long)r->nonfinite, (unsigned long long)r->dropped, (long long)r->version,
                 ps_hist_mean(&r->staleness),
                 (long long)(r->staleness.max > 0 ? r->staleness.max : 0),
                 (unsigned long long)r->staleness.n);
@@ -575,7 +590,7 @@ static int s_summary(ps_scheduler_t *s)
     const ps_job_t *j = &s->cfg->job;
     const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
     double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
-    uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0;
+    uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0, nonfinite = 0;
     int64_t samples = 0;
     double train = 0;
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
@@ -591,6 +606,7 @@ static int s_summary(ps_scheduler_t *s)
         ps_hist_merge(&stale, &s->nodes[i].report.staleness);
         dropped += s->nodes[i].report.dropped;
         rejected += s->nodes[i].report.rejected;
+        nonfinite += s->nodes[i].report.nonfinite;
     }
     double sps = train > 0 ? (double)samples / train : 0;
     double wall = s->t_end - s->t_view;
@@ -642,12 +658,14 @@ static int s_summary(ps_scheduler_t *s)
                 "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
                 "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
                 "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
-                "\"messages_rejected\": %llu, \"worker_wait_seconds\": ",
+                "\"messages_rejected\": %llu, \"pushes_nonfinite\": %llu, "
+                "\"worker_wait_seconds\": ",
                 w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
                 (unsigned long long)pulled, ps_hist_mean(&stale),
                 (long long)ps_hist_quantile(&stale, 0.5),
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
-                (unsigned long long)dropped, (unsigned long long)rejected);
+                (unsigned long long)dropped, (unsigned long long)rejected,
+                (unsigned long long)nonfinite);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
         s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));
@@ -691,7 +709,7 @@ static int s_on_receive(void *arg, ps_msg_t *m, int rc)
     if (rc == 0) {
         s_on_message(s, m);
     } else {
-        ps_log_warn("dropped a malformed message: %s", m->hdr.error);
+        ps_ratelog_reject(s->drops, "a malformed message", s_peer(m), m->hdr.error);
     }
     if (s->phase == S_WAITING) {
         s_maybe_start(s);
@@ -707,7 +725,8 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     s.nodes = calloc((size_t)s.nnodes, sizeof *s.nodes);
     s.view = calloc(1, sizeof *s.view);
     char why[128];
-    if (!s.nodes || !s.view || ps_ctx_new(&s.ctx) != 0) {
+    if (!s.nodes || !s.view || ps_ratelog_new(&s.drops, PS_RATELOG_PERIOD) != 0 ||
+        ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
     }
@@ -737,6 +756,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
             ps_msg_drain(s.router, PS_RECV_ROUTER | PS_RECV_PEER, 256, s_on_receive, &s);
         }
         s_tick(&s);
+        ps_ratelog_tick(s.drops);
     }
     int written = s_summary(&s); /* a failed job's too: why it ended */
     if (s.phase == S_FINISHED) {
@@ -755,6 +775,7 @@ fail:
     ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s.ctx);
     ps_manifest_destroy(&s.manifest);
+    ps_ratelog_destroy(&s.drops);
     free(s.view);
     free(s.nodes);
     return status;

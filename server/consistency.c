@@ -466,6 +466,11 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
         rc = s_refuse(why, cap, PS_ESTATE, "push before the parameters were initialised");
     } else if (!c->live[r->worker]) {
         rc = s_refuse(why, cap, PS_ENOENT, "W%d is not a live worker", r->worker);
+    } else if (!ps_optim_finite(r->data, ps_range_len(r->range))) {
+        /* Checked on arrival, while the frame is still in cache: a refused
+         * push never counts toward its step, so the worker may push again. */
+        c->stats.nonfinite++;
+        rc = s_refuse(why, cap, PS_ENONFINITE, "gradient holds NaN or infinity");
     } else if (ps_job_is_stepped(&c->cfg.job)) {
         rc = s_push_stepped(c, r, why, cap);
     } else {
@@ -502,15 +507,18 @@ void ps_consistency_tick(ps_consistency_t *c)
     }
     char who[256] = "";
     size_t at = 0;
-    int any = 0;
-    for (int w = 0; w < c->workers && at < sizeof who - 32; w++) {
+    int any = 0, more = 0;
+    for (int w = 0; w < c->workers; w++) {
         uint64_t got = c->covered[s_slot(c, c->version, w)];
         any |= got != 0;
         if (c->live[w] && got != c->n) {
-            at += (size_t)snprintf(who + at, sizeof who - at, " W%d (%llu of %llu keys)", w,
-                                   (unsigned long long)got, (unsigned long long)c->n);
+            char one[64];
+            snprintf(one, sizeof one, " W%d (%llu of %llu keys)", w, (unsigned long long)got,
+                     (unsigned long long)c->n);
+            at += ps_log_list_add(who, sizeof who, at, one, &more);
         }
     }
+    ps_log_list_end(who, sizeof who, at, more);
     if (any) { /* someone pushed and waits on the others */
         ps_log_warn("step %lld of keys [%llu, %llu) has waited %.1f s for:%s",
                     (long long)c->version, (unsigned long long)c->shard.begin,

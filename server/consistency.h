@@ -98,6 +98,7 @@ typedef struct {
     uint64_t pushes;     /* pushes accepted */
     uint64_t pulls;      /* pulls answered */
     uint64_t dropped;    /* sync:k/n: late pushes dropped */
+    uint64_t nonfinite;  /* pushes refused for a NaN or an infinity */
     ps_hist_t staleness; /* versions between computing and applying each gradient */
 } ps_consistency_stats_t;
 
@@ -135,7 +136,8 @@ int ps_consistency_init(ps_consistency_t *c, const ps_request_t *r, char *why, s
  * (acked, or a late sync:k/n push acked and dropped) or, with a reason in
  * why: PS_ESTATE (before initialisation, a step outside the ones being
  * collected, keys pushed twice for a step), PS_ENOMEM (too many parts),
- * PS_ENOENT (the worker is not live).
+ * PS_ENOENT (the worker is not live), PS_ENONFINITE (a NaN or an infinity in
+ * the gradient: never counts toward a step, stats.nonfinite counts it).
  */
 int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap);
 

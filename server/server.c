@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "common/hist.h"
 #include "common/log.h"
+#include "common/ratelog.h"
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
@@ -54,6 +55,7 @@ typedef struct {
     int nheld_free;
     uint64_t errors;      /* messages rejected, reported at the end */
     int64_t checkpointed; /* the version of the last checkpoint written (or loaded) */
+    ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
 } ps_server_t;
 
 static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const char *fmt, ...)
@@ -65,9 +67,10 @@ static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const ch
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
+    char peer[32];
+    snprintf(peer, sizeof peer, "%s%d", ps_codec_role_tag(m->hdr.role), m->hdr.sender);
     s->errors++;
-    ps_log_warn("rejected %s from %s%d: %s", ps_codec_type_name(m->hdr.type),
-                ps_codec_role_tag(m->hdr.role), m->hdr.sender, why);
+    ps_ratelog_reject(s->rejections, ps_codec_type_name(m->hdr.type), peer, why);
     ps_msg_reply_error(s->router, m, PS_ROLE_SERVER, s->rank, status, "%s", why);
     return status;
 }
@@ -150,6 +153,13 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
                              (unsigned long long)r->begin, (unsigned long long)r->end,
                              (unsigned long long)s->shard.begin,
                              (unsigned long long)s->shard.end);
+    }
+    /* Before any arithmetic on them: steps and versions are counts of
+     * updates, far below 2^53 in any real job. */
+    if (h->step < 0 || h->step > PS_MSG_MAX_STEP || h->version < 0 ||
+        h->version > PS_MSG_MAX_STEP) {
+        return s_reply_error(s, m, PS_ERANGE, "step %lld or version %lld outside [0, 2^53]",
+                             (long long)h->step, (long long)h->version);
     }
     uint64_t want = h->type == PS_MSG_PULL ? 0 : ps_range_len(*r) * sizeof(float);
     if (h->payload_len != want || m->nframes != (want ? 1 : 0)) {
@@ -259,6 +269,7 @@ static void s_send_report(ps_server_t *s)
                             .pulls = st->pulls,
                             .rejected = s->errors,
                             .dropped = st->dropped,
+                            .nonfinite = st->nonfinite,
                             .version = ps_consistency_version(s->cons),
                             .staleness = st->staleness};
     uint8_t *body;
@@ -339,6 +350,7 @@ static int s_loop(ps_server_t *s)
             return 1;
         }
         ps_consistency_tick(s->cons);
+        ps_ratelog_tick(s->rejections);
     }
 }
 
@@ -366,6 +378,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS);
+    rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
     int nheld = s->cons ? ps_consistency_max_held(s->cons) + 1 : 0;
     s->held = calloc((size_t)nheld, sizeof *s->held);
     s->held_free = calloc((size_t)nheld, sizeof *s->held_free);
@@ -426,10 +439,12 @@ int ps_server_run(const ps_server_config_t *cfg)
     }
     status = s_loop(&s);
     const ps_consistency_stats_t *st = ps_consistency_stats(s.cons);
-    ps_log_info("served %llu pushes and %llu pulls, rejected %llu messages, dropped %llu "
-                "late pushes, version %lld, staleness mean %.2f max %lld",
+    ps_ratelog_destroy(&s.rejections); /* its last counts before the totals */
+    ps_log_info("served %llu pushes and %llu pulls, rejected %llu messages (%llu non-finite), "
+                "dropped %llu late pushes, version %lld, staleness mean %.2f max %lld",
                 (unsigned long long)st->pushes, (unsigned long long)st->pulls,
-                (unsigned long long)s.errors, (unsigned long long)st->dropped,
+                (unsigned long long)s.errors, (unsigned long long)st->nonfinite,
+                (unsigned long long)st->dropped,
                 (long long)ps_consistency_version(s.cons), ps_hist_mean(&st->staleness),
                 (long long)(st->staleness.max > 0 ? st->staleness.max : 0));
 fail:
@@ -443,6 +458,7 @@ fail:
     ps_reply_pool_destroy(&s.pool); /* after ps_ctx_destroy: ZeroMQ gave every buffer back */
     ps_consistency_destroy(&s.cons); /* closes the held frames: before freeing their holders */
     ps_store_destroy(&s.store);
+    ps_ratelog_destroy(&s.rejections);
     free(s.held);
     free(s.held_free);
     free(s.view);

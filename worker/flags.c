@@ -26,6 +26,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cpu_gemm = "auto";
     f->gemm = PS_CPU_GEMM_AUTO;
     f->log_level = "info";
+    f->on_nonfinite = "fail";
 }
 
 size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
@@ -47,7 +48,8 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"advertise", PS_FLAG_STR, &c->advertise, "ENDPOINT", "allreduce: endpoint announced to the ring (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
         {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
-        {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often"},
+        {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
+        {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
         ps_log_level_flag(&f->log_level),
@@ -60,13 +62,18 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
 int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
 {
     const ps_worker_config_t *c = &f->cfg;
-    if (ps_link_check_timeouts(c->connect_timeout, c->peer_timeout) != 0 || c->threads < 0 ||
-        !(c->progress_seconds > 0)) {
-        snprintf(err, errlen, "timeouts and --progress must be > 0, --threads >= 0");
+    f->cfg.skip_nonfinite = !strcmp(f->on_nonfinite, "skip");
+    if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
+        ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,
+                              PS_RANGE_OPEN_MIN, err, errlen) ||
+        ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen)) {
+        /* err says which */
     } else if (c->overlap != 0 && c->overlap != 1) {
         snprintf(err, errlen, "--overlap %d: expected 0 or 1", c->overlap);
     } else if (c->ring_kib < 1 || c->ring_kib > 65536) {
         snprintf(err, errlen, "--ring-kib %d: expected 1 to 65536", c->ring_kib);
+    } else if (strcmp(f->on_nonfinite, "skip") && strcmp(f->on_nonfinite, "fail")) {
+        snprintf(err, errlen, "--on-nonfinite %s: expected skip or fail", f->on_nonfinite);
     } else if (ps_kernels_parse_cpu_gemm(f->cpu_gemm, &f->gemm) != 0) {
         snprintf(err, errlen, "--cpu-gemm %s: expected " PS_CPU_GEMM_NAMES, f->cpu_gemm);
     } else {

@@ -310,9 +310,14 @@ int ps_kv_finish(ps_kv_t *kv, const ps_done_t *done)
 
 void ps_kv_abort(ps_kv_t *kv, const char *reason)
 {
+    ps_kv_abort_with(kv, PS_ECLOSED, reason);
+}
+
+void ps_kv_abort_with(ps_kv_t *kv, int status, const char *reason)
+{
     uint8_t *body;
     size_t len;
-    if (!ps_kv_status(kv) && ps_codec_pack_shutdown(PS_ECLOSED, reason, &body, &len) == 0) {
+    if (!ps_kv_status(kv) && ps_codec_pack_shutdown(status, reason, &body, &len) == 0) {
         s_submit_ctrl(kv, PS_KV_ABORT, NULL, body, len);
         free(body);
     }

@@ -77,6 +77,10 @@ int ps_kv_finish(ps_kv_t *kv, const ps_done_t *done);
 /* Tells the scheduler this worker is failing (it aborts the job at once). */
 void ps_kv_abort(ps_kv_t *kv, const char *reason);
 
+/* The same with the PS_E* status the scheduler records (PS_ENONFINITE: the
+ * job diverged); ps_kv_abort() sends PS_ECLOSED. */
+void ps_kv_abort_with(ps_kv_t *kv, int status, const char *reason);
+
 /* 0 while the job runs; PS_ECLOSED (or another PS_E*) once it is gone: the
  * scheduler was lost, aborted the job or ended it. Cheap; thread-safe; lets a
  * trainer blocked elsewhere (the allreduce ring) notice the end promptly. */

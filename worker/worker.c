@@ -28,6 +28,7 @@
  */
 #include "worker/worker.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/ratelog.h"
 #include "kernels/optim.h"
 #include "kernels/threads.h"
 #include "proto/link.h"
@@ -48,6 +50,10 @@
 
 /* Most pushes of one step (layer by layer, then the rest). */
 enum { PS_WORKER_MAX_PUSHES = 16 };
+
+/* Test accuracy below this (twice chance on 10 classes) after steps with
+ * non-finite values means they broke the model: the job has diverged. */
+#define PS_WORKER_SANE_ACCURACY 0.2
 
 typedef struct {
     const ps_worker_config_t *cfg;
@@ -78,6 +84,8 @@ typedef struct {
     uint8_t *y;      /* batch labels: likewise */
     ps_safetensors_t *init; /* --init-from: the model file, read before joining */
     ps_done_t done;  /* what we report at the end */
+    uint64_t nonfinite;      /* steps whose loss or gradient was not finite */
+    ps_ratelog_t *nonfinite_log; /* their log lines, summarised */
     char err[256];
 } ps_worker_t;
 
@@ -124,6 +132,14 @@ static int s_evaluate(ps_worker_t *w, int epoch, double t_train)
         return rc;
     }
     double acc = (double)correct / w->test.n;
+    /* Ending below any sane accuracy after skipped steps means they broke it. */
+    if (!isfinite(loss) || !ps_optim_finite(ps_model_params(w->model), w->view->num_params) ||
+        (w->nonfinite && acc < PS_WORKER_SANE_ACCURACY)) {
+        snprintf(w->err, sizeof w->err,
+                 "training diverged: epoch %d ends with test_loss=%g test_accuracy=%.4f%s", epoch,
+                 loss, acc, w->nonfinite ? " after steps with non-finite values" : "");
+        return PS_ENONFINITE;
+    }
     if (w->done.num_epochs_evaluated < PS_MAX_EPOCHS) {
         w->done.test_accuracy[w->done.num_epochs_evaluated++] = acc;
     }
@@ -180,13 +196,39 @@ static void s_grads_ready(void *arg, size_t from)
     ps_overlap_ready(arg, from);
 }
 
+/* A NaN or an infinity in the step's loss or gradient [from, to), checked
+ * while the gradient is still in cache, before it is pushed: ends the job
+ * (PS_ENONFINITE, w->err says why) or, with --on-nonfinite skip, replaces
+ * the gradient with zeros (the step goes on without this worker's part). */
+static int s_nonfinite(ps_worker_t *w, const char *what, uint64_t from, uint64_t to)
+{
+    if (!w->cfg->skip_nonfinite) {
+        snprintf(w->err, sizeof w->err,
+                 "training diverged: %s is not finite at step %lld (--on-nonfinite fail)", what,
+                 (long long)w->push_step);
+        return w->push_rc = PS_ENONFINITE;
+    }
+    w->nonfinite++;
+    memset(ps_model_grads(w->model) + from, 0, (to - from) * sizeof(float));
+    ps_ratelog_reject(w->nonfinite_log, "a step", "this worker",
+                      "non-finite values, its gradient replaced by zeros (--on-nonfinite skip)");
+    return 0;
+}
+
+static int s_check_grads(ps_worker_t *w, uint64_t from, uint64_t to)
+{
+    const float *g = ps_model_grads(w->model);
+    return ps_optim_finite(g + from, to - from) ? 0 : s_nonfinite(w, "the gradient", from, to);
+}
+
 /* The model's gradient-ready hook in sync and ssp: pushes the newly final
  * keys [from, push_end). With every handle in use the keys wait for the push
  * after backward. */
 static void s_push_ready(void *arg, size_t from)
 {
     ps_worker_t *w = arg;
-    if (from >= w->push_end || w->npush == PS_WORKER_MAX_PUSHES - 1 || w->push_rc) {
+    if (from >= w->push_end || w->npush == PS_WORKER_MAX_PUSHES - 1 || w->push_rc ||
+        s_check_grads(w, from, w->push_end) != 0) {
         return;
     }
     int h = ps_kv_push(w->kv, from, w->push_end, ps_model_grads(w->model) + from,
@@ -205,6 +247,9 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
 {
     if (w->push_rc) { /* the job is gone or a request was refused */
         return s_wait(w, w->push_rc, "push");
+    }
+    if (w->push_end > 0 && s_check_grads(w, 0, w->push_end) != 0) {
+        return w->push_rc;
     }
     if (w->push_end > 0) {
         w->push_h[w->npush++] = ps_kv_push(w->kv, 0, w->push_end, ps_model_grads(w->model), t);
@@ -350,6 +395,12 @@ static int s_train(ps_worker_t *w)
         if ((rc = ps_model_train_step(w->model, w->x, w->y, b, &loss)) != 0) {
             snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;
+        }
+        if (!isfinite(loss)) {
+            if ((rc = s_nonfinite(w, "the loss", 0, w->push_end)) != 0) {
+                return rc;
+            }
+            loss = 0; /* not in the epoch's mean */
         }
         s_straggle(j, rank, ps_now() - tc);
         double tw = ps_now();
@@ -601,7 +652,8 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_worker_t w = {.cfg = cfg};
     atomic_init(&w.stopping, 0);
     w.view = calloc(1, sizeof *w.view);
-    int rc = w.view ? ps_ctx_new(&w.ctx) : PS_ENOMEM;
+    int rc = w.view ? ps_ratelog_new(&w.nonfinite_log, PS_RATELOG_PERIOD) : PS_ENOMEM;
+    rc = rc ? rc : ps_ctx_new(&w.ctx);
     if (rc == 0) {
         rc = s_start(&w);
     }
@@ -617,9 +669,9 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     if (rc != 0) {
         ps_log_err("%s", w.err[0] ? w.err : ps_strerror(rc));
         if (w.kv) {
-            ps_kv_abort(w.kv, w.err);
+            ps_kv_abort_with(w.kv, rc, w.err);
         } else {
-            ps_link_abort(w.link, w.err);
+            ps_link_abort_with(w.link, rc, w.err);
         }
     }
     atomic_store(&w.stopping, 1);
@@ -632,6 +684,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_dataset_fini(&w.train);
     ps_dataset_fini(&w.test);
     ps_safetensors_destroy(&w.init);
+    ps_ratelog_destroy(&w.nonfinite_log);
     free(w.order);
     free(w.state);
     free(w.sums);

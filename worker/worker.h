@@ -37,6 +37,8 @@ typedef struct {
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     double progress_seconds; /* worker 0 logs progress this often */
+    int skip_nonfinite;      /* a NaN or infinite gradient: 1 = push zeros instead, count
+                                it and go on; 0 = end the job as diverged */
 } ps_worker_config_t;
 
 /* Runs one job. Returns the process exit status: 0 when the job finished,

@@ -1,6 +1,12 @@
 /*
  * tests/integration/malformed.c - a hostile client against a live server.
  * usage: sps-malformed SCHEDULER_ENDPOINT NUM_PARAMS
+ *        sps-malformed --inject SERVER_ENDPOINT
+ *
+ * --inject: pushes NaN gradients posing as worker 1 for step 0 of a live
+ * sync job until the server refuses them as non-finite (PS_ENONFINITE; it
+ * answers PS_ESTATE until worker 0 has initialised the parameters), then
+ * exits 0. The job must go on as if nothing was sent.
  *
  * Joins the job as worker rank 1 (worker 0 has initialised the parameters and
  * waits at the start barrier for us), records the server's whole shard, then
@@ -8,14 +14,19 @@
  * with MSG_ERROR and the expected PS_E* status (for an envelope that does not
  * decode, an error reply or nothing within 1 s), and nothing else. At the end
  * the shard must be bitwise unchanged at the same version. Prints "cases=N"
- * (the script expects N "rejected" lines in the server's log) and exits 0 on
+ * and "repeats=K" (the script expects N - K "rejected" lines in the server's
+ * log: K cases repeat an earlier case's reason, which is counted, not logged
+ * again), then floods the scheduler and the server with 100,000 messages
+ * each from a stranger (the script checks the logs stay short), and exits 0 on
  * pass, 1 with a reason on stderr otherwise. Heartbeats the scheduler in
  * every wait so the job is not aborted under it.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -33,6 +44,7 @@ typedef struct {
     ps_sock_t *srv;   /* DEALER to server 0 */
     ps_range_t shard; /* server 0's keys */
     int cases;        /* malformed messages sent */
+    int repeats;      /* of them, cases whose reason an earlier case had */
     uint64_t next_id; /* request ids, unique per message */
 } s_client_t;
 
@@ -338,15 +350,139 @@ static void s_run_cases(s_client_t *c)
 
     h = s_f32_header(c, PS_MSG_PULL, b, b + 4, 16);
     s_case(c, "pull with a payload", PS_ERANGE, &h, 16);
+
+    /* Integers from the network at their extremes: refused before any
+     * arithmetic (the UBSan build reports any signed overflow). */
+    const int64_t extremes[] = {INT64_MIN, INT64_MAX};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
+        h.version = extremes[i];
+        snprintf(name, sizeof name, "push computed on version %s", i ? "MAX" : "MIN");
+        s_case(c, name, PS_ERANGE, &h, 16);
+        h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
+        h.step = extremes[i];
+        snprintf(name, sizeof name, "push for step INT64_%s", i ? "MAX" : "MIN");
+        s_case(c, name, PS_ERANGE, &h, 16);
+        h = s_header(c, PS_MSG_PULL, b, b + 4);
+        h.step = extremes[i];
+        snprintf(name, sizeof name, "pull for version INT64_%s", i ? "MAX" : "MIN");
+        s_case(c, name, PS_ERANGE, &h, 0);
+    }
+
+    /* Non-finite gradients for the step being collected: refused, never
+     * held (a NaN would otherwise poison every parameter it touches). */
+    float bad[4] = {1.0f, NAN, 2.0f, 3.0f};
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
+    pp[0] = bad;
+    sz[0] = 16;
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push of a NaN", PS_ENONFINITE, &h, 0);
+    bad[1] = INFINITY;
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push of an infinity", PS_ENONFINITE, &h, 0);
+    c->repeats++; /* same reason as the NaN */
+}
+
+/* Sends n heartbeats to the scheduler and n pulls from an unknown worker to
+ * the server from a stranger's sockets, as fast as they go; the answers are
+ * read and dropped. */
+static void s_flood(s_client_t *c, const char *sched, int n)
+{
+    char err[256];
+    ps_sock_t *to[2];
+    const char *eps[2] = {sched, c->view->servers[0].endpoint};
+    for (int k = 0; k < 2; k++) {
+        if (ps_sock_new(c->ctx, PS_SOCK_DEALER, &to[k], err, sizeof err) != 0 ||
+            ps_sock_connect(to[k], eps[k]) != 0) {
+            s_die("flood: cannot connect to %s", eps[k]);
+        }
+    }
+    ps_header_t hb, pull = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.begin + 4);
+    ps_msg_header(&hb, PS_MSG_HEARTBEAT, PS_ROLE_WORKER, 5);
+    pull.sender = 9;
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            if (ps_msg_send(to[k], NULL, k ? pull : hb, NULL, 0, 0) != 0) {
+                s_die("flood: send failed");
+            }
+            ps_pollitem_t it = {.sock = to[k]};
+            while (ps_poll(&it, 1, 0) > 0 && it.ready) {
+                ps_msg_t m = {0};
+                if (ps_msg_recv(to[k], 0, &m) == 0) {
+                    ps_msg_close(&m);
+                }
+            }
+        }
+        if (i % 1000 == 0) {
+            s_keepalive(c);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        ps_sock_set_linger(to[k], 1000);
+        ps_sock_destroy(&to[k]);
+    }
+    printf("flooded the scheduler and the server with %d messages each\n", n);
+}
+
+/* --inject: see the header. */
+static int s_inject(const char *server)
+{
+    ps_ctx_t *ctx;
+    ps_sock_t *s;
+    char err[256];
+    if (ps_ctx_new(&ctx) != 0 || ps_sock_new(ctx, PS_SOCK_DEALER, &s, err, sizeof err) != 0 ||
+        ps_sock_connect(s, server) != 0) {
+        s_die("cannot connect to %s", server);
+    }
+    const float nan4[4] = {NAN, NAN, NAN, NAN};
+    for (int tries = 0; tries < 3000; tries++) {
+        ps_header_t h;
+        ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 1);
+        h.request_id = (uint64_t)tries + 1;
+        h.begin = 0;
+        h.end = 4;
+        h.dtype = PS_DTYPE_F32;
+        h.payload_len = sizeof nan4;
+        ps_frame_t f = {nan4, sizeof nan4};
+        if (ps_msg_send(s, NULL, h, &f, 1, PS_SEND_COPY) != 0) {
+            s_die("inject: send failed");
+        }
+        ps_pollitem_t it = {.sock = s};
+        ps_msg_t m = {0};
+        if (ps_poll(&it, 1, 5000) <= 0 || ps_msg_recv(s, 0, &m) != 0) {
+            s_die("inject: no answer from the server");
+        }
+        int status = m.hdr.type == PS_MSG_ERROR ? m.hdr.status : 0;
+        ps_msg_close(&m);
+        if (status == PS_ENONFINITE) {
+            printf("NaN push for W1 step 0 refused: %s (after %d tries)\n", ps_strerror(status),
+                   tries + 1);
+            ps_sock_destroy(&s);
+            ps_ctx_destroy(&ctx);
+            return 0;
+        }
+        if (status != PS_ESTATE) {
+            s_die("inject: the NaN push got %s, want a refusal as not finite",
+                  status ? ps_strerror(status) : "accepted");
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    s_die("inject: the parameters were never initialised");
 }
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 3 && !strcmp(argv[1], "--inject")) {
+        return s_inject(argv[2]);
+    }
     if (argc != 3) {
-        fprintf(stderr, "usage: %s SCHEDULER_ENDPOINT NUM_PARAMS\n", argv[0]);
+        fprintf(stderr, "usage: %s SCHEDULER_ENDPOINT NUM_PARAMS | --inject SERVER\n", argv[0]);
         return 2;
     }
-    setvbuf(stdout, NULL, _IOLBF, 0);
     ps_log_set_role("T", 1);
     s_client_t c = {0};
     uint64_t P = strtoull(argv[2], NULL, 10);
@@ -408,7 +544,9 @@ int main(int argc, char **argv)
         s_die("an extra %s arrived for request %llu", ps_codec_type_name(m.hdr.type),
               (unsigned long long)m.hdr.request_id);
     }
-    printf("parameters unchanged after %d malformed messages\ncases=%d\n", c.cases, c.cases);
+    printf("parameters unchanged after %d malformed messages\ncases=%d\nrepeats=%d\n", c.cases,
+           c.cases, c.repeats);
+    s_flood(&c, argv[1], 100000);
     free(before);
     free(after);
     ps_sock_destroy(&c.srv);

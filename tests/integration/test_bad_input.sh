@@ -61,7 +61,12 @@ bad "launch --servers 0" "--servers 0" "$LAUNCH" --servers 0
 bad "launch --workers 0" "--workers 0" "$LAUNCH" --workers 0
 bad "scheduler --workers 300" "--workers 300" "$SCHED" --workers 300
 bad "scheduler --batch 0" "batch.*0" "$SCHED" --batch 0
-bad "scheduler --lr -1" "learning rate.*-1" "$SCHED" --lr -1
+bad "scheduler --lr -1" "--lr -1: out of range \\(0, 10\\]" "$SCHED" --lr -1
+bad "scheduler --lr 1e308" "--lr 1e\\+308: out of range \\(0, 10\\]" "$SCHED" --lr 1e308
+bad "scheduler --weight-decay 1e308" "--weight-decay 1e\\+308: out of range \\[0, 1\\)" "$SCHED" --weight-decay 1e308
+bad "scheduler SHARDPS_LR=4.9e-324" "out of range \\(0, 10\\] \\(too small for a float32\\)" env SHARDPS_LR=4.9e-324 "$SCHED"
+bad "worker --rank -2" "--rank -2: out of range \\[-1, 65535\\]" "$WORKER" --rank -2
+bad "server --rank 70000" "--rank 70000: out of range \\[-1, 65535\\]" "$SERVER" --rank 70000
 bad "scheduler --mode bogus" "--mode bogus" "$SCHED" --mode bogus
 bad "scheduler --model bogus" "model 'bogus'" "$SCHED" --model bogus
 bad "scheduler --epochs 0" "epochs.*0" "$SCHED" --epochs 0

@@ -9,6 +9,7 @@
  * live-worker set; every frame given back. Each test takes milliseconds.
  */
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,29 @@ static void s_fill_grads(float g[][16], int k)
         }
     }
 }
+
+START_TEST(nonfinite_pushes_are_refused_and_never_count)
+{
+    const ps_mode_t modes[] = {PS_MODE_SYNC, PS_MODE_ASYNC};
+    for (int m = 0; m < 2; m++) {
+        s_fix_t *f = s_new(s_job(modes[m]), 8, 2);
+        s_init_all(f);
+        float g[8] = {1, 2, 3, 4, 5, 6, 7, 8}, bad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        bad[3] = NAN;
+        ck_assert_int_eq(s_push(f, 1, 0, 0, 0, 8, bad), PS_ENONFINITE);
+        bad[3] = -INFINITY;
+        ck_assert_int_eq(s_push(f, 1, 0, 0, 4, 8, bad), PS_ENONFINITE);
+        ck_assert_int_eq(ps_consistency_version(f->c), 0);
+        /* not held: the honest pushes of the step complete it */
+        ck_assert_int_eq(s_push(f, 0, 0, 0, 0, 8, g), 0);
+        ck_assert_int_eq(s_push(f, 1, 0, 0, 0, 8, g), 0);
+        ck_assert_int_eq(ps_consistency_version(f->c), m == 0 ? 1 : 2);
+        ck_assert_uint_eq(ps_consistency_stats(f->c)->nonfinite, 2);
+        ck_assert_uint_eq(ps_consistency_stats(f->c)->pushes, 2);
+        s_free(f);
+    }
+}
+END_TEST
 
 START_TEST(sync_step_completes_only_when_every_worker_pushed_every_key)
 {
@@ -706,6 +730,7 @@ int main(void)
     Suite *s = suite_create("consistency");
     TCase *tc = tcase_create("consistency");
     tcase_add_test(tc, sync_step_completes_only_when_every_worker_pushed_every_key);
+    tcase_add_test(tc, nonfinite_pushes_are_refused_and_never_count);
     tcase_add_test(tc, sync_sums_in_worker_rank_order_whatever_the_arrival_order);
     tcase_add_test(tc, sync_one_worker_uses_its_push_as_it_is);
     tcase_add_test(tc, sync_refuses_steps_outside_the_one_being_collected);

@@ -120,7 +120,7 @@ START_TEST(scheduler_check_names_the_flag)
     s_sched_bad(s_bad_straggler, "--straggler 1:0.5: expected RANK:FACTOR with FACTOR in "
                                  "[1, 1000]");
     s_sched_bad(s_no_servers, "--servers 0: expected 1 to 256 (0 only with --mode allreduce)");
-    s_sched_bad(s_bad_wait, "--peer-timeout and --wait must be > 0");
+    s_sched_bad(s_bad_wait, "--wait 0: out of range (0, 86400]");
     s_sched_bad(s_bad_batch, "batch must be in [1, 65536], got 0");
     s_sched_bad(s_bad_model, "unknown model 'bogus' (expected mlp or cnn)");
 }
@@ -134,10 +134,14 @@ START_TEST(server_check)
     ck_assert_int_eq(ps_server_flags_check(&f, err, sizeof err), 0);
     f.cfg.report_missing = 0;
     ck_assert_int_eq(ps_server_flags_check(&f, err, sizeof err), PS_EINVAL);
-    ck_assert_str_eq(err, "timeouts must be > 0");
+    ck_assert_str_eq(err, "--report-missing 0: out of range (0, 86400]");
     ps_server_flags_init(&f);
     f.cfg.connect_timeout = -1;
     ck_assert_int_eq(ps_server_flags_check(&f, err, sizeof err), PS_EINVAL);
+    ps_server_flags_init(&f);
+    f.cfg.rank = -2147483647; /* was taken as "any rank" */
+    ck_assert_int_eq(ps_server_flags_check(&f, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err, "--rank -2147483647: out of range [-1, 65535]");
 }
 END_TEST
 
@@ -165,7 +169,7 @@ START_TEST(worker_check_and_cpu_gemm)
     ps_worker_flags_init(&f);
     f.cfg.threads = -1;
     ck_assert_int_eq(ps_worker_flags_check(&f, err, sizeof err), PS_EINVAL);
-    ck_assert_str_eq(err, "timeouts and --progress must be > 0, --threads >= 0");
+    ck_assert_str_eq(err, "--threads -1: out of range [0, 1024]");
 }
 END_TEST
 

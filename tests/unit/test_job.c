@@ -180,21 +180,29 @@ START_TEST(validate_checks_each_field)
 
     ps_job_defaults(&job);
     job.lr = 0;
-    s_invalid(&job, "learning rate must be > 0, got 0");
+    s_invalid(&job, "--lr 0: out of range (0, 10]");
     job.lr = -1;
-    s_invalid(&job, "learning rate must be > 0, got -1");
+    s_invalid(&job, "--lr -1: out of range (0, 10]");
+    job.lr = 1e39; /* would overflow a float32 */
+    s_invalid(&job, "--lr 1e+39: out of range (0, 10]");
+    job.lr = 1e-300; /* would become 0 in a float32 */
+    s_invalid(&job, "--lr 1e-300: out of range (0, 10] (too small for a float32)");
+    job.lr = 10;
+    ck_assert_int_eq(ps_job_validate(&job, NULL, 0), 0);
 
     ps_job_defaults(&job);
     job.momentum = 1.0;
-    s_invalid(&job, "momentum must be in [0, 1), got 1");
+    s_invalid(&job, "--momentum 1: out of range [0, 1)");
     job.momentum = -0.1;
-    s_invalid(&job, "momentum must be in [0, 1)");
+    s_invalid(&job, "--momentum -0.1: out of range [0, 1)");
     job.momentum = 0.0;
     ck_assert_int_eq(ps_job_validate(&job, NULL, 0), 0);
 
     ps_job_defaults(&job);
     job.weight_decay = -1e-4;
-    s_invalid(&job, "weight decay must be >= 0");
+    s_invalid(&job, "--weight-decay -0.0001: out of range [0, 1)");
+    job.weight_decay = 1e308;
+    s_invalid(&job, "--weight-decay 1e+308: out of range [0, 1)");
 
     ps_job_defaults(&job);
     job.batch = 0;
@@ -223,7 +231,7 @@ START_TEST(validate_rejects_nan)
     ps_job_t job;
     ps_job_defaults(&job);
     job.lr = NAN;
-    s_invalid(&job, "learning rate");
+    s_invalid(&job, "--lr nan: out of range");
     ps_job_defaults(&job);
     job.straggler_rank = 1;
     job.straggler_factor = NAN;

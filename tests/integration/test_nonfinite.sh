@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A job never reports success with a broken model (issue 18):
+# 1. --lr 1e39 (would overflow a float32) is refused at start, naming the range;
+# 2. a job made to diverge (SGD at lr 5, valid but far too large) exits
+#    non-zero with "status": "diverged" in its summary, under --on-nonfinite
+#    fail (the default) and skip alike;
+# 3. a NaN push posing as worker 1 for step 0 of a live sync job is refused
+#    (sps-malformed --inject) and the job ends bitwise equal to an
+#    undisturbed run: a refused push never counts toward its step.
+. "$(dirname "$0")/lib.sh"
+
+MALFORMED=$SPS_BUILD/tests/integration/sps-malformed
+
+# 1
+"$SCHED" --lr 1e39 >"$TMP/lr.log" 2>&1 && fail "--lr 1e39 was accepted"
+grep -q -- '--lr 1e+39: out of range (0, 10]' "$TMP/lr.log" ||
+    fail "--lr 1e39: expected the range in the message: $(cat "$TMP/lr.log")"
+SHARDPS_LR=1e-300 "$SCHED" >"$TMP/lr.log" 2>&1 && fail "SHARDPS_LR=1e-300 was accepted"
+grep -q 'out of range (0, 10\] (too small for a float32)' "$TMP/lr.log" ||
+    fail "SHARDPS_LR=1e-300: $(cat "$TMP/lr.log")"
+
+# 2
+for how in fail skip; do
+    "$LAUNCH" --servers 1 --workers 2 --optimizer sgd --lr 5 --max-steps 100 \
+        --on-nonfinite "$how" --summary "$TMP/div_$how.json" >"$TMP/div_$how.log" 2>&1 &&
+        fail "a job at lr 5 (--on-nonfinite $how) exited 0: $(tail -5 "$TMP/div_$how.log")"
+    expect "$TMP/div_$how.json" "d['status'] == 'diverged'" "lr 5, --on-nonfinite $how"
+    grep -q 'training diverged' "$TMP/div_$how.log" ||
+        fail "no 'training diverged' line: $(tail -5 "$TMP/div_$how.log")"
+done
+
+# 3: worker 1 is slowed down (the same in both runs: timing only) so that the
+# NaN push lands before its real push for step 0.
+run() {
+    local name=$1
+    start_scheduler "sched_$name" --servers 1 --workers 2 --mode sync --max-steps 5 \
+        --straggler 1:200 --summary "$TMP/$name.json"
+    local sched=$SCHED_PID
+    start "server_$name" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
+    for r in 0 1; do
+        start "w${r}_$name" "$WORKER" --scheduler "$SCHED_EP" --rank $r --device cpu \
+            --threads 1 --dump-params "$TMP/$name.f32"
+    done
+    if [ "$name" = attacked ]; then
+        wait_file "$TMP/server_$name.log" 15
+        local ep="" i=0
+        while [ -z "$ep" ] && [ $i -lt 150 ]; do
+            ep=$(sed -n 's/.*listening on \(tcp:[^ ]*\).*/\1/p' "$TMP/server_$name.log")
+            i=$((i + 1))
+            sleep 0.1
+        done
+        [ -n "$ep" ] || fail "the server never said where it listens"
+        "$MALFORMED" --inject "$ep" || fail "the NaN push was not refused as not finite"
+    fi
+    wait_pid "$sched" 120 || fail "$name: the job did not end"
+    [ "$WAIT_RC" -eq 0 ] || fail "$name: the scheduler exited $WAIT_RC: $(tail -5 "$TMP/sched_$name.log")"
+    expect "$TMP/$name.json" "d['status'] == 'finished'" "$name"
+}
+run quiet
+run attacked
+expect "$TMP/attacked.json" "d['pushes_nonfinite'] == 1 and d['messages_rejected'] >= 1" \
+    "the NaN push counted once"
+params_close "$TMP/quiet.f32" "$TMP/attacked.f32" 0 ||
+    fail "the job with a refused NaN push differs from the undisturbed one"
+check_logs
+echo "ok: --lr 1e39 refused; lr 5 diverged (fail, skip); a NaN push refused, job bitwise unchanged"
