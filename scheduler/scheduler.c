@@ -542,7 +542,7 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
     int finished = s->phase == S_FINISHED;
     char tag[16];
     fprintf(f, "\"status\": \"%s\", \"failure\": ",
-            finished ? "finished" : s->diverged ? "diverged" : "failed");
+            finished ? "ok" : s->diverged ? "diverged" : "failed");
     if (finished) {
         fputs("null", f);
     } else {

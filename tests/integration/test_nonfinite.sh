@@ -54,7 +54,7 @@ run() {
     fi
     wait_pid "$sched" 120 || fail "$name: the job did not end"
     [ "$WAIT_RC" -eq 0 ] || fail "$name: the scheduler exited $WAIT_RC: $(tail -5 "$TMP/sched_$name.log")"
-    expect "$TMP/$name.json" "d['status'] == 'finished'" "$name"
+    expect "$TMP/$name.json" "d['status'] == 'ok'" "$name"
 }
 run quiet
 run attacked
