@@ -9,6 +9,12 @@
 # Without --min-workers the same kill fails the job (test_peer_loss.sh).
 . "$(dirname "$0")/lib.sh"
 
+# K outside [0, workers], or below the workers of a ring, is bad usage.
+"$SCHED" --workers 2 --min-workers 3 2>/dev/null
+[ $? = 2 ] || fail "--min-workers 3 of 2 workers accepted"
+"$SCHED" --servers 0 --mode allreduce --workers 2 --min-workers 1 2>/dev/null
+[ $? = 2 ] || fail "--min-workers 1 accepted with allreduce"
+
 export SHARDPS_PROGRESS=0.2 # worker 0 reports progress early (via the launcher)
 start job "$LAUNCH" --servers 2 --workers 2 --min-workers 1 --peer-timeout 1.5 \
     --epochs 3 --seed 3 --summary "$TMP/m.json"
