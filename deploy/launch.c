@@ -124,6 +124,27 @@ static void s_kill_now(s_launch_t *L)
     ps_launch_children_signal(&L->C, SIGKILL);
 }
 
+/* Under --min-workers K, a worker's failure leaves the job to the scheduler
+ * (which leaves the worker out) while K workers still run. */
+static int s_worker_may_fail(const s_launch_t *L, const ps_launch_child_t *c, const char *how)
+{
+    const char *k = ps_launch_flags_value(L->F, "min-workers");
+    int min = k ? atoi(k) : 0;
+    if (c->role != PS_LAUNCH_WORKER || min <= 0) {
+        return 0;
+    }
+    int running = 0;
+    for (int i = 0; i < L->C.nkids; i++) {
+        running += L->C.kids[i].role == PS_LAUNCH_WORKER && L->C.kids[i].running;
+    }
+    if (running < min) {
+        return 0;
+    }
+    ps_log_warn("%s (pid %d) %s; %d workers run (--min-workers %d): the job goes on", c->tag,
+                (int)c->pid, how, running, min);
+    return 1;
+}
+
 /* Reaps every child that has exited; a failure starts the stop. */
 static void s_reap(s_launch_t *L)
 {
@@ -143,7 +164,7 @@ static void s_reap(s_launch_t *L)
             s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", pid, how,
                    access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
                                                 : "before writing its endpoint");
-        } else if (!ok) {
+        } else if (!ok && !s_worker_may_fail(L, c, how)) {
             s_stop(L, 1, "%s (pid %d) %s", c->tag, pid, how);
         } else {
             ps_log_debug("%s (pid %d) %s", c->tag, pid, how);

@@ -492,6 +492,7 @@ int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len
     m.staleness = (uint64_t *)r->staleness.counts;
     m.staleness_sum = r->staleness.sum;
     m.staleness_max = r->staleness.max;
+    m.steps_fewer_workers = r->steps_fewer_workers;
     return s_pack(&m.base, out, len);
 }
 
@@ -516,8 +517,49 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
         }
         r->staleness.sum = m->staleness_sum;
         r->staleness.max = m->staleness_max;
+        r->steps_fewer_workers = m->steps_fewer_workers;
     }
     shardps__server_report__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_members(const unsigned char *live, int n, uint8_t **out, size_t *len)
+{
+    if (n < 1 || n > PS_MAX_WORKERS) {
+        return PS_EINVAL;
+    }
+    int32_t ranks[PS_MAX_WORKERS];
+    size_t k = 0;
+    for (int w = 0; w < n; w++) {
+        if (live[w]) {
+            ranks[k++] = w;
+        }
+    }
+    Shardps__Members m = SHARDPS__MEMBERS__INIT;
+    m.num_workers = n;
+    m.n_live = k;
+    m.live = ranks;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, int *n)
+{
+    Shardps__Members *m = shardps__members__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = m->num_workers >= 1 && m->num_workers <= PS_MAX_WORKERS && m->n_live > 0
+                 ? 0
+                 : PS_EPROTO;
+    if (rc == 0) {
+        *n = m->num_workers;
+        memset(live, 0, (size_t)*n);
+        for (size_t i = 0; i < m->n_live && rc == 0; i++) {
+            rc = m->live[i] >= 0 && m->live[i] < *n ? 0 : PS_EPROTO;
+            live[rc == 0 ? m->live[i] : 0] = 1;
+        }
+    }
+    shardps__members__free_unpacked(m, NULL);
     return rc;
 }
 
@@ -527,7 +569,7 @@ const char *ps_codec_type_name(int type)
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
-        "ring-data", "checkpoint"};
+        "ring-data", "checkpoint", "members"};
     if (type < 0 || type > PS_MSG_TYPE_MAX) {
         return "unknown";
     }

@@ -20,7 +20,8 @@ extern "C" {
 #endif
 
 /* 2: checkpoints (MSG_CHECKPOINT, the view's checkpoint and resume fields). */
-#define PS_PROTOCOL_VERSION 2u
+/* 3: membership (MSG_MEMBERS, the report's steps_fewer_workers). */
+#define PS_PROTOCOL_VERSION 3u
 
 /* Mirrors MsgType in shardps.proto. */
 typedef enum {
@@ -44,7 +45,8 @@ typedef enum {
     PS_MSG_REPORT = 17,
     PS_MSG_RING_DATA = 18,
     PS_MSG_CHECKPOINT = 19,
-    PS_MSG_TYPE_MAX = 19,
+    PS_MSG_MEMBERS = 20,
+    PS_MSG_TYPE_MAX = 20,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -155,6 +157,7 @@ typedef struct {
     uint64_t nonfinite; /* pushes refused for a NaN or an infinity (within rejected) */
     int64_t version;   /* updates applied */
     ps_hist_t staleness; /* of every applied gradient */
+    int64_t steps_fewer_workers; /* steps applied with fewer live workers than the view's */
 } ps_server_report_t;
 
 /* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */
@@ -191,6 +194,12 @@ int ps_codec_unpack_checkpoint(const void *data, size_t len, ps_checkpoint_part_
 
 int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r);
+
+/* The live workers (MSG_MEMBERS): live[w] non-zero for each live rank of n
+ * (<= PS_MAX_WORKERS). unpack_members fills live[0..*n) and refuses a rank
+ * outside [0, *n), n outside [1, PS_MAX_WORKERS] or no live worker. */
+int ps_codec_pack_members(const unsigned char *live, int n, uint8_t **out, size_t *len);
+int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, int *n);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

@@ -52,6 +52,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every steps (sync modes)"},
         {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
+        {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_log_level_flag(&f->log_level),
     };
@@ -100,6 +101,13 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (!f->cfg.checkpoint_dir) {
         f->cfg.checkpoint_dir = f->cfg.resume; /* a resumed job checkpoints where it was */
+    }
+    if (f->cfg.min_workers < 0 || f->cfg.min_workers > f->cfg.workers ||
+        (job->mode == PS_MODE_ALLREDUCE && f->cfg.min_workers > 0 &&
+         f->cfg.min_workers < f->cfg.workers)) {
+        snprintf(err, errlen, "--min-workers K needs 0 <= K <= --workers, and K = 0 or "
+                 "--workers with --mode allreduce (a ring needs every worker)");
+        return PS_EINVAL;
     }
     if (ps_config_check_range("peer-timeout", f->cfg.peer_timeout, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||

@@ -38,6 +38,7 @@ typedef struct {
     uint64_t train_samples; /* workers: size of their training set */
     int in_barrier;       /* workers: arrived at the current barrier */
     int done;             /* workers: sent DONE */
+    int lost;             /* workers: lost and left out of the job (--min-workers) */
     ps_done_t stats;      /* workers: their DONE report */
     int reported;         /* servers: sent their end-of-job report */
     ps_server_report_t report; /* servers: that report */
@@ -63,6 +64,7 @@ typedef struct {
     ps_manifest_t *manifest; /* checkpointing: which parts are durable */
     int diverged;  /* a node ended the job for a NaN or an infinity */
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
+    int membership_changes; /* workers lost (or joined) while the job ran */
 } ps_scheduler_t;
 
 static const char *s_tag(const ps_node_t *n, char *buf, size_t cap)
@@ -328,6 +330,25 @@ static void s_maybe_start(ps_scheduler_t *s)
                 (unsigned long long)j->seed);
 }
 
+/* Passes the current barrier once every live worker is in it. */
+static void s_barrier_check(ps_scheduler_t *s)
+{
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        if (!s->nodes[i].lost && !s->nodes[i].in_barrier) {
+            return;
+        }
+    }
+    ps_log_debug("barrier '%s' passed", s->barrier);
+    s->barrier[0] = '\0';
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        s->nodes[i].in_barrier = 0;
+        if (!s->nodes[i].lost) {
+            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
+                             PS_ROLE_SCHEDULER, 0, NULL, 0);
+        }
+    }
+}
+
 static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
 {
     char name[64];
@@ -345,18 +366,7 @@ static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     }
     snprintf(s->barrier, sizeof s->barrier, "%s", name);
     n->in_barrier = 1;
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        if (!s->nodes[i].in_barrier) {
-            return;
-        }
-    }
-    ps_log_debug("barrier '%s' passed", name);
-    s->barrier[0] = '\0';
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        s->nodes[i].in_barrier = 0;
-        ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
-                         PS_ROLE_SCHEDULER, 0, NULL, 0);
-    }
+    s_barrier_check(s);
 }
 
 /* A worker's model size and, in allreduce mode, the endpoint its left
@@ -451,6 +461,48 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     }
 }
 
+static int s_live_workers(const ps_scheduler_t *s)
+{
+    int live = 0;
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        live += !s->nodes[i].lost;
+    }
+    return live;
+}
+
+/* A silent worker under --min-workers: whether the job can go on without it.
+ * If so it is left out, and every node gets the new set of live workers (the
+ * servers complete steps with them from the next change on). */
+static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
+{
+    if (n->role != PS_ROLE_WORKER || s->phase == S_WAITING || n->done ||
+        s_live_workers(s) - 1 < (s->cfg->min_workers ? s->cfg->min_workers : s->cfg->workers)) {
+        return 0;
+    }
+    n->used = 0;
+    n->lost = 1;
+    s->membership_changes++;
+    unsigned char live[PS_MAX_WORKERS];
+    for (int w = 0; w < s->cfg->workers; w++) {
+        live[w] = !s->nodes[s->cfg->servers + w].lost;
+    }
+    ps_log_warn("membership: lost W%d (pid %u): silent for %.1f s; going on with %d of %d "
+                "workers (--min-workers %d)", n->rank, n->pid, silent, s_live_workers(s),
+                s->cfg->workers, s->cfg->min_workers);
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_members(live, s->cfg->workers, &body, &len) != 0) {
+        s_fail(s, "cannot encode the membership");
+        return 1;
+    }
+    s_send_all(s, PS_MSG_MEMBERS, body, len);
+    free(body);
+    if (s->barrier[0]) {
+        s_barrier_check(s);
+    }
+    return 1;
+}
+
 static void s_tick(ps_scheduler_t *s)
 {
     double now = ps_now();
@@ -461,6 +513,9 @@ static void s_tick(ps_scheduler_t *s)
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
+            if (s_leave(s, n, now - n->last_seen)) {
+                continue;
+            }
             n->used = 0; /* it cannot be told anything any more */
             s_fail(s, "lost peer %s (pid %u%s%s): silent for %.1f s",
                    s_tag(n, s->lost, sizeof s->lost), n->pid, n->endpoint[0] ? ", " : "",
@@ -487,7 +542,7 @@ static void s_tick(ps_scheduler_t *s)
     }
     if (s->phase == S_RUNNING) {
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
-            if (!s->nodes[i].done) {
+            if (!s->nodes[i].done && !s->nodes[i].lost) {
                 return;
             }
         }
@@ -602,7 +657,10 @@ static int s_summary(ps_scheduler_t *s)
     }
     ps_hist_t stale;
     ps_hist_init(&stale);
+    int64_t fewer = 0; /* every server applies the same steps */
     for (int i = 0; i < s->cfg->servers; i++) {
+        const int64_t f = s->nodes[i].report.steps_fewer_workers;
+        fewer = f > fewer ? f : fewer;
         ps_hist_merge(&stale, &s->nodes[i].report.staleness);
         dropped += s->nodes[i].report.dropped;
         rejected += s->nodes[i].report.rejected;
@@ -659,13 +717,14 @@ static int s_summary(ps_scheduler_t *s)
                 "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
                 "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
                 "\"messages_rejected\": %llu, \"pushes_nonfinite\": %llu, "
+                "\"membership_changes\": %d, \"steps_with_fewer_workers\": %lld, "
                 "\"worker_wait_seconds\": ",
                 w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
                 (unsigned long long)pulled, ps_hist_mean(&stale),
                 (long long)ps_hist_quantile(&stale, 0.5),
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
                 (unsigned long long)dropped, (unsigned long long)rejected,
-                (unsigned long long)nonfinite);
+                (unsigned long long)nonfinite, s->membership_changes, (long long)fewer);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
         s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));

@@ -29,6 +29,8 @@ typedef struct {
     int checkpoint_every;      /* steps between checkpoints (needs checkpoint_dir) */
     const char *resume;        /* continue from the newest complete checkpoint in this
                                   directory; NULL = start afresh */
+    int min_workers;           /* K: the job goes on while K workers live (0 = all:
+                                  any loss aborts it) */
 } ps_scheduler_config_t;
 
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,

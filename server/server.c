@@ -56,6 +56,8 @@ typedef struct {
     uint64_t errors;      /* messages rejected, reported at the end */
     int64_t checkpointed; /* the version of the last checkpoint written (or loaded) */
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
+    int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
+    int64_t steps_fewer;  /* steps applied with fewer workers, before fewer_since */
 } ps_server_t;
 
 static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const char *fmt, ...)
@@ -261,6 +263,52 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     }
 }
 
+/* Steps applied with fewer live workers than the view's, up to now. */
+static int64_t s_steps_fewer(const ps_server_t *s)
+{
+    int64_t now = s->fewer_since >= 0 ? ps_consistency_version(s->cons) - s->fewer_since : 0;
+    return s->steps_fewer + now;
+}
+
+/* The scheduler's new set of live workers (a worker was lost): steps complete
+ * with those from now on; a step the change completes applies (and is
+ * checkpointed) at once. Server 0 logs the change with the step. */
+static void s_on_members(ps_server_t *s, const ps_msg_t *m)
+{
+    unsigned char live[PS_MAX_WORKERS];
+    int n = 0;
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (!p || ps_codec_unpack_members(p, len, live, &n) != 0 || n != s->workers) {
+        ps_log_warn("dropped a bad membership message from the scheduler");
+        return;
+    }
+    int nlive = 0;
+    char ranks[256] = "";
+    for (int w = 0, at = 0; w < n; w++) {
+        nlive += live[w] != 0;
+        if (live[w] && at < (int)sizeof ranks - 8) {
+            at += snprintf(ranks + at, sizeof ranks - (size_t)at, " W%d", w);
+        }
+    }
+    const int64_t version = ps_consistency_version(s->cons);
+    if (nlive < s->workers && s->fewer_since < 0) {
+        s->fewer_since = version;
+    } else if (nlive == s->workers && s->fewer_since >= 0) {
+        s->steps_fewer += version - s->fewer_since;
+        s->fewer_since = -1;
+    }
+    if (ps_consistency_set_workers(s->cons, live) != 0) {
+        ps_log_warn("membership message with no live worker dropped");
+        return;
+    }
+    if (s->rank == 0) {
+        ps_log_info("membership: %d of %d workers live from step %lld:%s", nlive, n,
+                    (long long)version, ranks);
+    }
+    s_maybe_checkpoint(s);
+}
+
 /* Sends the telemetry the scheduler asked for at the end of the job. */
 static void s_send_report(ps_server_t *s)
 {
@@ -271,7 +319,8 @@ static void s_send_report(ps_server_t *s)
                             .dropped = st->dropped,
                             .nonfinite = st->nonfinite,
                             .version = ps_consistency_version(s->cons),
-                            .staleness = st->staleness};
+                            .staleness = st->staleness,
+                            .steps_fewer_workers = s_steps_fewer(s)};
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
@@ -317,6 +366,8 @@ static int s_on_link(void *arg, ps_msg_t *m, int rc)
     case PS_LINK_MESSAGE:
         if (m->hdr.type == PS_MSG_REPORT) {
             s_send_report(l->s);
+        } else if (m->hdr.type == PS_MSG_MEMBERS) {
+            s_on_members(l->s, m);
         }
         return 0;
     default:
@@ -359,6 +410,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     const ps_view_t *v = s->view;
     s->rank = ps_link_rank(s->link);
     s->workers = v->num_workers;
+    s->fewer_since = -1;
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
     const uint64_t n = ps_range_len(s->shard);

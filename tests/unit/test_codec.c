@@ -756,6 +756,58 @@ START_TEST(done_rejects_too_many_epochs)
 }
 END_TEST
 
+START_TEST(members_round_trip)
+{
+    unsigned char live[PS_MAX_WORKERS] = {1, 0, 1, 1}, out[PS_MAX_WORKERS];
+    uint8_t *buf;
+    size_t len;
+    int n = 0;
+    ck_assert_int_eq(ps_codec_pack_members(live, 4, &buf, &len), 0);
+    memset(out, 7, sizeof out);
+    ck_assert_int_eq(ps_codec_unpack_members(buf, len, out, &n), 0);
+    ck_assert_int_eq(n, 4);
+    ck_assert_mem_eq(out, live, 4);
+    free(buf);
+    ck_assert_int_eq(ps_codec_pack_members(live, 0, &buf, &len), PS_EINVAL);
+    ck_assert_int_eq(ps_codec_pack_members(live, PS_MAX_WORKERS + 1, &buf, &len), PS_EINVAL);
+}
+END_TEST
+
+START_TEST(members_rejects_bad_ranks_and_no_live_worker)
+{
+    unsigned char live[PS_MAX_WORKERS] = {0};
+    int n;
+    /* Members{num_workers: 2, live: [5]}, packed */
+    const uint8_t out_of_range[] = {0x08, 0x02, 0x12, 0x01, 0x05};
+    ck_assert_int_eq(ps_codec_unpack_members(out_of_range, sizeof out_of_range, live, &n),
+                     PS_EPROTO);
+    /* Members{num_workers: 2}: nobody live */
+    const uint8_t none[] = {0x08, 0x02};
+    ck_assert_int_eq(ps_codec_unpack_members(none, sizeof none, live, &n), PS_EPROTO);
+    /* Members{num_workers: 0, live: [0]} */
+    const uint8_t zero[] = {0x12, 0x01, 0x00};
+    ck_assert_int_eq(ps_codec_unpack_members(zero, sizeof zero, live, &n), PS_EPROTO);
+    ck_assert_int_eq(ps_codec_unpack_members(s_garbage, sizeof s_garbage, live, &n), PS_EPROTO);
+}
+END_TEST
+
+START_TEST(report_round_trips_steps_with_fewer_workers)
+{
+    ps_server_report_t r, out;
+    memset(&r, 0, sizeof r);
+    ps_hist_init(&r.staleness);
+    r.version = 1404;
+    r.steps_fewer_workers = 1193;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_report(&r, &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_report(buf, len, &out), 0);
+    ck_assert_int_eq(out.version, 1404);
+    ck_assert_int_eq(out.steps_fewer_workers, 1193);
+    free(buf);
+}
+END_TEST
+
 /* ---- msg over a real ZeroMQ pair ---------------------------------------- */
 
 typedef struct {
@@ -1136,6 +1188,9 @@ int main(void)
     tcase_add_test(tb, shutdown_round_trips);
     tcase_add_test(tb, done_round_trips);
     tcase_add_test(tb, done_rejects_too_many_epochs);
+    tcase_add_test(tb, members_round_trip);
+    tcase_add_test(tb, members_rejects_bad_ranks_and_no_live_worker);
+    tcase_add_test(tb, report_round_trips_steps_with_fewer_workers);
     suite_add_tcase(s, tb);
     TCase *tm = tcase_create("msg");
     tcase_add_test(tm, msg_round_trips_payload_frames);
