@@ -1,5 +1,8 @@
-/* common/error.c - names for the PS_E* codes. */
+/* common/error.c - names for the PS_E* codes, and one-line reasons. */
 #include "common/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
 
 const char *ps_strerror(int err)
 {
@@ -19,4 +22,15 @@ const char *ps_strerror(int err)
     case PS_ENONFINITE: return "not finite (NaN or infinity)";
     default: return "unknown error";
     }
+}
+
+void ps_error_format(char *why, size_t cap, const char *fmt, ...)
+{
+    if (!why || !cap) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
 }

@@ -8,6 +8,8 @@
 #ifndef PS_COMMON_ERROR_H
 #define PS_COMMON_ERROR_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,6 +32,12 @@ enum {
 
 /* Returns a static, human-readable string for a PS_E* code. Thread-safe. */
 const char *ps_strerror(int err);
+
+/* Formats a one-line reason (printf's fmt) into why[cap], for the many
+ * functions that return a PS_E* with a reason; does nothing when why is NULL
+ * or cap is 0. Thread-safe. */
+void ps_error_format(char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #ifdef __cplusplus
 }

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "common/error.h"
+#include "common/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this host is not"
@@ -31,19 +31,6 @@ struct ps_safetensors {
     int n_meta;
     float *data;                      /* the data section; tensors point into it */
 };
-
-static void s_why(char *why, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void s_why(char *why, size_t cap, const char *fmt, ...)
-{
-    if (!why || !cap) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- writing ---- */
 
@@ -125,7 +112,7 @@ static int s_header(s_buf_t *b, const ps_safetensors_tensor_t *tensors, int n,
         s_put(b, "\"__metadata__\":{", 16);
         for (int i = 0; i < n_meta; i++) {
             if (!meta[2 * i] || !meta[2 * i + 1]) {
-                s_why(why, why_cap, "%s: metadata pair %d is NULL", path, i);
+                ps_error_format(why, why_cap, "%s: metadata pair %d is NULL", path, i);
                 return PS_EINVAL;
             }
             s_put(b, i ? "," : "", i ? 1 : 0);
@@ -139,24 +126,26 @@ static int s_header(s_buf_t *b, const ps_safetensors_tensor_t *tensors, int n,
         const ps_safetensors_tensor_t *t = &tensors[i];
         if (!t->name || !t->name[0] || !strcmp(t->name, "__metadata__") || t->ndim < 0 ||
             t->ndim > PS_SAFETENSORS_MAX_DIMS) {
-            s_why(why, why_cap, "%s: tensor %d has a bad name or rank", path, i);
+            ps_error_format(why, why_cap, "%s: tensor %d has a bad name or rank", path, i);
             return PS_EINVAL;
         }
         for (int j = 0; j < i; j++) {
             if (!strcmp(tensors[j].name, t->name)) {
-                s_why(why, why_cap, "%s: tensor name '%s' appears twice", path, t->name);
+                ps_error_format(why, why_cap, "%s: tensor name '%s' appears twice", path,
+                                t->name);
                 return PS_EINVAL;
             }
         }
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] < 0) {
-                s_why(why, why_cap, "%s: tensor '%s' has a negative size", path, t->name);
+                ps_error_format(why, why_cap, "%s: tensor '%s' has a negative size", path,
+                                t->name);
                 return PS_EINVAL;
             }
         }
         uint64_t bytes = (uint64_t)s_numel(t) * sizeof(float);
         if (bytes && !t->data) {
-            s_why(why, why_cap, "%s: tensor '%s' has no data", path, t->name);
+            ps_error_format(why, why_cap, "%s: tensor '%s' has no data", path, t->name);
             return PS_EINVAL;
         }
         s_put(b, (i || n_meta > 0) ? "," : "", (i || n_meta > 0) ? 1 : 0);
@@ -174,116 +163,45 @@ static int s_header(s_buf_t *b, const ps_safetensors_tensor_t *tensors, int n,
         s_put(b, " ", 1);
     }
     if (b->oom) {
-        s_why(why, why_cap, "%s: out of memory for the header", path);
+        ps_error_format(why, why_cap, "%s: out of memory for the header", path);
         return PS_ENOMEM;
     }
     return 0;
-}
-
-static int s_write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* fsync of path's directory, so that the rename itself is durable. */
-static int s_sync_dir(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, sizeof dir, ".");
-    } else if (slash == path) {
-        snprintf(dir, sizeof dir, "/");
-    } else {
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) {
-        return -1;
-    }
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
 }
 
 int ps_safetensors_write(const char *path, const ps_safetensors_tensor_t *tensors, int n,
                          const char *const *meta, int n_meta, char *why, size_t why_cap)
 {
     s_buf_t b = {0};
-    char tmp[4096] = "";
-    int fd = -1, rc;
     if (!path || n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta)) {
-        s_why(why, why_cap, "%s: bad arguments", path ? path : "(null)");
+        ps_error_format(why, why_cap, "%s: bad arguments", path ? path : "(null)");
         return PS_EINVAL;
     }
-    rc = s_header(&b, tensors, n, meta, n_meta, path, why, why_cap);
-    if (rc < 0) {
-        goto fail;
+    int rc = s_header(&b, tensors, n, meta, n_meta, path, why, why_cap);
+    /* the file: 8-byte header length, the header, each tensor's data */
+    const void **parts = rc == 0 ? malloc((size_t)(n + 2) * sizeof *parts) : NULL;
+    size_t *lens = parts ? malloc((size_t)(n + 2) * sizeof *lens) : NULL;
+    if (rc == 0 && !lens) {
+        ps_error_format(why, why_cap, "%s: out of memory for the file's parts", path);
+        rc = PS_ENOMEM;
     }
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
-        s_why(why, why_cap, "%s: path too long", path);
-        tmp[0] = '\0';
-        rc = PS_EINVAL;
-        goto fail;
+    if (rc == 0) {
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++) {
+            len8[i] = (unsigned char)((uint64_t)b.len >> (8 * i));
+        }
+        parts[0] = len8;
+        lens[0] = sizeof len8;
+        parts[1] = b.p;
+        lens[1] = b.len;
+        for (int i = 0; i < n; i++) {
+            parts[2 + i] = tensors[i].data;
+            lens[2 + i] = s_numel(&tensors[i]) * sizeof(float);
+        }
+        rc = ps_file_write_atomic(path, parts, lens, n + 2, why, why_cap);
     }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        s_why(why, why_cap, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        rc = PS_EIO;
-        goto fail;
-    }
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) {
-        len8[i] = (unsigned char)((uint64_t)b.len >> (8 * i));
-    }
-    int bad = s_write_all(fd, len8, 8) || s_write_all(fd, b.p, b.len);
-    for (int i = 0; i < n && !bad; i++) {
-        bad = s_write_all(fd, tensors[i].data, s_numel(&tensors[i]) * sizeof(float));
-    }
-    if (bad || fsync(fd) != 0) {
-        s_why(why, why_cap, "%s: writing %s failed: %s", path, tmp, strerror(errno));
-        rc = PS_EIO;
-        goto fail;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        s_why(why, why_cap, "%s: closing %s failed: %s", path, tmp, strerror(errno));
-        rc = PS_EIO;
-        goto fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        s_why(why, why_cap, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
-        rc = PS_EIO;
-        goto fail;
-    }
-    if (s_sync_dir(path) != 0) {
-        /* the file is complete; only the rename may not have reached disk yet */
-        s_why(why, why_cap, "%s: fsync of its directory failed: %s", path, strerror(errno));
-        free(b.p);
-        return PS_EIO;
-    }
-    free(b.p);
-    return 0;
-fail:
-    if (fd >= 0) {
-        close(fd);
-    }
-    if (tmp[0]) {
-        unlink(tmp);
-    }
+    free(lens);
+    free(parts);
     free(b.p);
     return rc;
 }
@@ -638,23 +556,6 @@ static void s_sort(ps_safetensors_tensor_t *t, s_span_t *s, int n)
     }
 }
 
-static int s_read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n > 0) {
-        ssize_t r = read(fd, c, n);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            return -1;
-        }
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, size_t why_cap)
 {
     ps_safetensors_t *st = NULL;
@@ -665,27 +566,28 @@ int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, si
     *st_p = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        s_why(why, why_cap, "%s: cannot open: %s", path, strerror(errno));
+        ps_error_format(why, why_cap, "%s: cannot open: %s", path, strerror(errno));
         return errno == ENOENT ? PS_ENOENT : PS_EIO;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        s_why(why, why_cap, "%s: not a regular file", path);
+        ps_error_format(why, why_cap, "%s: not a regular file", path);
         rc = PS_EIO;
         goto fail;
     }
     uint64_t size = (uint64_t)sb.st_size, hlen = 0;
     unsigned char len8[8];
-    if (size < 8 || s_read_all(fd, len8, 8) < 0) {
-        s_why(why, why_cap, "%s: truncated: %llu bytes, no header length", path,
-              (unsigned long long)size);
+    if (size < 8 || ps_file_read_all(fd, len8, 8) < 0) {
+        ps_error_format(why, why_cap, "%s: truncated: %llu bytes, no header length", path,
+                        (unsigned long long)size);
         goto fail;
     }
     for (int i = 7; i >= 0; i--) {
         hlen = hlen << 8 | len8[i];
     }
     if (hlen < 2 || hlen > PS_SAFETENSORS_MAX_HEADER || hlen > size - 8) {
-        s_why(why, why_cap, "%s: header length %llu is impossible for a file of %llu bytes", path,
-              (unsigned long long)hlen, (unsigned long long)size);
+        ps_error_format(why, why_cap,
+                        "%s: header length %llu is impossible for a file of %llu bytes",
+                        path, (unsigned long long)hlen, (unsigned long long)size);
         goto fail;
     }
     uint64_t dlen = size - 8 - hlen;
@@ -695,19 +597,20 @@ int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, si
         st->data = malloc(dlen ? dlen : 1);
     }
     if (!st || !hdr || !st->data) {
-        s_why(why, why_cap, "%s: out of memory for %llu bytes", path, (unsigned long long)size);
+        ps_error_format(why, why_cap, "%s: out of memory for %llu bytes", path,
+                        (unsigned long long)size);
         rc = PS_ENOMEM;
         goto fail;
     }
-    if (s_read_all(fd, hdr, hlen) < 0 || s_read_all(fd, st->data, dlen) < 0) {
-        s_why(why, why_cap, "%s: read failed (file shrank?)", path);
+    if (ps_file_read_all(fd, hdr, hlen) < 0 || ps_file_read_all(fd, st->data, dlen) < 0) {
+        ps_error_format(why, why_cap, "%s: read failed (file shrank?)", path);
         rc = PS_EIO;
         goto fail;
     }
     s_json_t j = {hdr, hdr + hlen, NULL};
     if (s_parse(&j, st, &spans) < 0) {
-        s_why(why, why_cap, "%s: bad header at byte %ld: %s", path, (long)(j.p - hdr) + 8,
-              j.err ? j.err : "parse error");
+        ps_error_format(why, why_cap, "%s: bad header at byte %ld: %s", path,
+                        (long)(j.p - hdr) + 8, j.err ? j.err : "parse error");
         goto fail;
     }
     s_sort(st->tensors, spans, st->n);
@@ -724,17 +627,19 @@ int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, si
             numel *= (uint64_t)t->shape[d];
         }
         if (spans[i].begin != at || spans[i].end < spans[i].begin || spans[i].end > dlen) {
-            s_why(why, why_cap,
-                  "%s: tensor '%s' data_offsets [%llu,%llu] are not contiguous after %llu "
-                  "within %llu data bytes",
-                  path, t->name, (unsigned long long)spans[i].begin,
-                  (unsigned long long)spans[i].end, (unsigned long long)at,
-                  (unsigned long long)dlen);
+            ps_error_format(
+                why, why_cap,
+                "%s: tensor '%s' data_offsets [%llu,%llu] are not contiguous after %llu "
+                "within %llu data bytes",
+                path, t->name, (unsigned long long)spans[i].begin,
+                (unsigned long long)spans[i].end, (unsigned long long)at,
+                (unsigned long long)dlen);
             goto fail;
         }
         if (numel > dlen || numel * sizeof(float) != spans[i].end - spans[i].begin) {
-            s_why(why, why_cap, "%s: tensor '%s' shape does not match its %llu bytes", path,
-                  t->name, (unsigned long long)(spans[i].end - spans[i].begin));
+            ps_error_format(why, why_cap,
+                            "%s: tensor '%s' shape does not match its %llu bytes", path,
+                            t->name, (unsigned long long)(spans[i].end - spans[i].begin));
             goto fail;
         }
         t->numel = (size_t)numel;
@@ -742,8 +647,8 @@ int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, si
         at = spans[i].end;
     }
     if (at != dlen) {
-        s_why(why, why_cap, "%s: %llu data bytes but the tensors cover %llu", path,
-              (unsigned long long)dlen, (unsigned long long)at);
+        ps_error_format(why, why_cap, "%s: %llu data bytes but the tensors cover %llu",
+                        path, (unsigned long long)dlen, (unsigned long long)at);
         goto fail;
     }
     free(spans);
@@ -806,49 +711,4 @@ const char *ps_safetensors_meta(const ps_safetensors_t *st, const char *key)
         }
     }
     return NULL;
-}
-
-int ps_safetensors_crc32(const char *path, uint32_t *crc)
-{
-    unsigned char buf[1 << 16];
-    uLong c = crc32(0L, Z_NULL, 0);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return errno == ENOENT ? PS_ENOENT : PS_EIO;
-    }
-    for (;;) {
-        ssize_t r = read(fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r < 0) {
-            close(fd);
-            return PS_EIO;
-        }
-        if (r == 0) {
-            break;
-        }
-        c = crc32(c, buf, (uInt)r);
-    }
-    close(fd);
-    *crc = (uint32_t)c;
-    return 0;
-}
-
-int ps_safetensors_check_path(const char *path, char *why, size_t why_cap)
-{
-    char dir[4096];
-    struct stat sb;
-    const char *slash = strrchr(path, '/');
-    if (!path[0] || (slash && !slash[1]) || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
-        s_why(why, why_cap, "%s: not a file name", path);
-        return PS_EIO;
-    }
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-             slash ? path : ".");
-    if (access(dir, W_OK | X_OK) != 0) {
-        s_why(why, why_cap, "%s: cannot write in %s: %s", path, dir, strerror(errno));
-        return PS_EIO;
-    }
-    return 0;
 }

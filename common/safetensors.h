@@ -6,11 +6,13 @@
  * "data_offsets": [begin, end]}, ..., "__metadata__": {"key": "value"}},
  * then the raw little-endian tensor bytes, offsets relative to their start.
  * Used for the trained model (PyTorch state_dict names: fc1.weight ...) and
- * for checkpoints. Writes are atomic (temp file, fsync, rename, fsync of the
- * directory). Reads check everything and never trust the file: any
- * corruption or truncation is PS_EPROTO with a one-line reason naming it.
+ * for checkpoints. Writes are atomic (ps_file_write_atomic: temp file, fsync,
+ * rename, fsync of the directory). Reads check everything and never trust
+ * the file: any corruption or truncation is PS_EPROTO with a one-line reason
+ * naming it.
  * Only F32 is written or accepted; files are read whole into memory (models
- * and shards here are small). Uses libc and zlib (the checksum) only.
+ * and shards here are small). Uses libc and common/file.h (the atomic
+ * write) only.
  */
 #ifndef PS_COMMON_SAFETENSORS_H
 #define PS_COMMON_SAFETENSORS_H
@@ -77,15 +79,6 @@ const ps_safetensors_tensor_t *ps_safetensors_find(const ps_safetensors_t *st, c
 
 /* The metadata value of key, or NULL. Borrowed; valid until destroy. */
 const char *ps_safetensors_meta(const ps_safetensors_t *st, const char *key);
-
-/* Checks that a file can be created at path (its directory exists and is
- * writable), without creating it: for flags checked before a long job.
- * Returns 0, or PS_EIO with a one-line reason naming path in why. */
-int ps_safetensors_check_path(const char *path, char *why, size_t why_cap);
-
-/* The CRC-32 (zlib's) of the whole file at path into *crc, for a manifest.
- * Returns 0, PS_ENOENT or PS_EIO. */
-int ps_safetensors_crc32(const char *path, uint32_t *crc);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/safetensors.h"
 #include "deploy/proc.h"
@@ -183,7 +184,7 @@ static int s_model_files(ps_launch_flags_t *F)
                  slash ? (int)(slash - summary) + 1 : 0, summary);
         F->fwd_val[k] = F->model_path;
     }
-    if (k >= 0 && F->fwd_val[k] && ps_safetensors_check_path(F->fwd_val[k], why, sizeof why)) {
+    if (k >= 0 && F->fwd_val[k] && ps_file_check_writable(F->fwd_val[k], why, sizeof why)) {
         return s_bad("--save-model %s", why);
     }
     const char *init = ps_launch_flags_value(F, "init-from");

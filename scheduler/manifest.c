@@ -5,17 +5,15 @@
 #include "scheduler/manifest.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
-#include "common/safetensors.h"
 
 /* Checkpoints whose parts are tracked at once: a server may report step
  * N + every before a slower one's report of N arrives. */
@@ -48,27 +46,11 @@ void ps_manifest_destroy(ps_manifest_t **mp)
     }
 }
 
-/* Writes text to path atomically: temp file, fsync, rename, fsync of dir. */
-static int s_write_atomic(const char *path, const char *dir, const char *text)
+/* Writes text as the file path, atomically (ps_file_write_atomic). */
+static int s_write_text(const char *path, const char *text)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        return PS_EIO;
-    }
-    int bad = fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return PS_EIO;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    bad = fd < 0 || fsync(fd) != 0;
-    if (fd >= 0) {
-        close(fd);
-    }
-    return bad ? PS_EIO : 0;
+    return ps_file_write_atomic(path, (const void *[]){text}, (size_t[]){strlen(text)}, 1,
+                                NULL, 0);
 }
 
 static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
@@ -99,8 +81,8 @@ static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
     snprintf(path, sizeof path, "%s/manifest.json", sub);
     snprintf(latest, sizeof latest, "%s/latest", v->checkpoint_dir);
     snprintf(name, sizeof name, "step-%" PRId64 "\n", step);
-    int rc = s_write_atomic(path, sub, text);
-    rc = rc ? rc : s_write_atomic(latest, v->checkpoint_dir, name);
+    int rc = s_write_text(path, text);
+    rc = rc ? rc : s_write_text(latest, name);
     free(text);
     return rc;
 }
@@ -197,7 +179,7 @@ static int s_check(const char *stepdir, int64_t step, uint64_t num_params, char 
                      fpath, (long long)sb.st_size, size);
             break;
         }
-        if (ps_safetensors_crc32(fpath, &got) != 0 || got != crc) {
+        if (ps_file_crc32(fpath, &got) != 0 || got != crc) {
             snprintf(why, cap, "%s has CRC-32 %08" PRIx32 ", the manifest says %08" PRIx32
                      " (corrupt)", fpath, got, crc);
             break;

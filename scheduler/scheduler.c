@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "proto/codec.h"
@@ -683,9 +684,9 @@ static int s_summary(ps_scheduler_t *s)
     if (!s->cfg->summary) {
         return 0;
     }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", s->cfg->summary);
-    FILE *f = fopen(tmp, "w");
+    char *text = NULL; /* the JSON is built in memory, then written atomically */
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f) {
         ps_log_err("cannot write the summary to %s", s->cfg->summary);
         return PS_EIO;
@@ -738,7 +739,10 @@ static int s_summary(ps_scheduler_t *s)
         fprintf(f, "], ");
     }
     s_json_outcome(f, s);
-    int bad = fclose(f) != 0 || rename(tmp, s->cfg->summary) != 0;
+    int bad = fclose(f) != 0;
+    bad = bad || ps_file_write_atomic(s->cfg->summary, (const void *[]){text},
+                                      (size_t[]){len}, 1, NULL, 0) != 0;
+    free(text);
     if (bad) {
         ps_log_err("cannot write the summary to %s", s->cfg->summary);
         return PS_EIO;
@@ -748,17 +752,10 @@ static int s_summary(ps_scheduler_t *s)
 
 static int s_write_endpoint(const char *path, const char *endpoint)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        return PS_EIO;
-    }
-    fprintf(f, "%s\n", endpoint);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        return PS_EIO;
-    }
-    return 0;
+    char line[160];
+    int n = snprintf(line, sizeof line, "%s\n", endpoint);
+    return ps_file_write_atomic(path, (const void *[]){line}, (size_t[]){(size_t)n}, 1,
+                                NULL, 0);
 }
 
 /* ps_msg_drain's handler: one message from a node (or a malformed one). */

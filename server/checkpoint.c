@@ -4,15 +4,14 @@
 #include "server/checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/safetensors.h"
 
 enum { S_MAX_STATE = 2 };
@@ -31,19 +30,13 @@ static void s_state_names(const ps_job_t *job, const char *names[S_MAX_STATE])
 }
 
 /* mkdir that accepts an existing directory, and makes the new entry durable
- * (fsync of the parent): another server may create it at the same time. */
-static int s_mkdir(const char *path, const char *parent)
+ * (fsync of its parent): another server may create it at the same time. */
+static int s_mkdir(const char *path)
 {
     if (mkdir(path, 0777) != 0 && errno != EEXIST) {
         return PS_EIO;
     }
-    int fd = open(parent, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) {
-        return PS_EIO;
-    }
-    int rc = fsync(fd);
-    close(fd);
-    return rc == 0 ? 0 : PS_EIO;
+    return ps_file_sync_dir(path);
 }
 
 int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *store,
@@ -52,7 +45,7 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
     char sub[4096], path[4200];
     snprintf(sub, sizeof sub, "%s/step-%" PRId64, info->dir, info->step);
     snprintf(path, sizeof path, "%s/server-%d.safetensors", sub, info->rank);
-    if (s_mkdir(info->dir, ".") != 0 || s_mkdir(sub, info->dir) != 0) {
+    if (s_mkdir(info->dir) != 0 || s_mkdir(sub) != 0) {
         snprintf(why, cap, "cannot create %s: %s", sub, strerror(errno));
         return PS_EIO;
     }
@@ -100,7 +93,7 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
     }
     struct stat sb;
     memset(part, 0, sizeof *part);
-    if (stat(path, &sb) != 0 || ps_safetensors_crc32(path, &part->crc32) != 0) {
+    if (stat(path, &sb) != 0 || ps_file_crc32(path, &part->crc32) != 0) {
         snprintf(why, cap, "cannot read back %s", path);
         return PS_EIO;
     }

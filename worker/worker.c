@@ -37,6 +37,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "kernels/optim.h"
@@ -541,7 +542,8 @@ static int s_start(ps_worker_t *w)
     const ps_worker_config_t *cfg = w->cfg;
     int rc;
     /* model files first: a bad path or file fails at once, not after a job */
-    if (cfg->save_model && (rc = ps_safetensors_check_path(cfg->save_model, w->err, sizeof w->err))) {
+    if (cfg->save_model &&
+        (rc = ps_file_check_writable(cfg->save_model, w->err, sizeof w->err))) {
         return rc;
     }
     if (cfg->init_from &&

@@ -1,0 +1,185 @@
+/*
+ * common/file.c - durable whole-file writes and small file helpers.
+ *
+ * The temp file lies in the target's own directory so that the rename stays
+ * within one file system (and so is atomic); its name carries the pid so
+ * that two processes writing one path never share a temp file.
+ */
+#include "common/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/error.h"
+
+/* The directory holding path into dir[cap]: "." for a bare name, "/" for an
+ * entry of the root; trailing slashes of path are ignored. -1 if too long. */
+static int s_dirname(const char *path, char *dir, size_t cap)
+{
+    size_t end = strlen(path);
+    while (end > 1 && path[end - 1] == '/') {
+        end--;
+    }
+    while (end > 0 && path[end - 1] != '/') {
+        end--;
+    }
+    while (end > 1 && path[end - 1] == '/') {
+        end--;
+    }
+    int n = end ? snprintf(dir, cap, "%.*s", (int)end, path) : snprintf(dir, cap, ".");
+    return n >= 0 && (size_t)n < cap ? 0 : -1;
+}
+
+static int s_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int ps_file_write_atomic(const char *path, const void *const *parts, const size_t *lens,
+                         int n, char *why, size_t why_cap)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
+        ps_error_format(why, why_cap, "%s: path too long", path);
+        return PS_EINVAL;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ps_error_format(why, why_cap, "%s: cannot create %s: %s", path, tmp,
+                        strerror(errno));
+        return PS_EIO;
+    }
+    int bad = 0;
+    for (int i = 0; i < n && !bad; i++) {
+        bad = s_write_all(fd, parts[i], lens[i]);
+    }
+    if (bad || fsync(fd) != 0) {
+        ps_error_format(why, why_cap, "%s: writing %s failed: %s", path, tmp,
+                        strerror(errno));
+        goto fail;
+    }
+    int closed = close(fd);
+    fd = -1;
+    if (closed != 0) {
+        ps_error_format(why, why_cap, "%s: closing %s failed: %s", path, tmp,
+                        strerror(errno));
+        goto fail;
+    }
+    if (rename(tmp, path) != 0) {
+        ps_error_format(why, why_cap, "%s: rename from %s failed: %s", path, tmp,
+                        strerror(errno));
+        goto fail;
+    }
+    if (ps_file_sync_dir(path) != 0) {
+        /* the file is complete; only the rename may not have reached disk yet */
+        ps_error_format(why, why_cap, "%s: fsync of its directory failed: %s", path,
+                        strerror(errno));
+        return PS_EIO;
+    }
+    return 0;
+fail:
+    if (fd >= 0) {
+        close(fd);
+    }
+    unlink(tmp);
+    return PS_EIO;
+}
+
+int ps_file_sync_dir(const char *path)
+{
+    char dir[4096];
+    if (s_dirname(path, dir, sizeof dir) != 0) {
+        errno = ENAMETOOLONG;
+        return PS_EIO;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        return PS_EIO;
+    }
+    int rc = fsync(fd), err = errno;
+    close(fd);
+    errno = err;
+    return rc == 0 ? 0 : PS_EIO;
+}
+
+int ps_file_read_all(int fd, void *buf, size_t n)
+{
+    char *c = buf;
+    while (n > 0) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            return PS_EIO;
+        }
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+int ps_file_crc32(const char *path, uint32_t *crc)
+{
+    unsigned char buf[1 << 16];
+    uLong c = crc32(0L, Z_NULL, 0);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return errno == ENOENT ? PS_ENOENT : PS_EIO;
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r < 0) {
+            close(fd);
+            return PS_EIO;
+        }
+        if (r == 0) {
+            break;
+        }
+        c = crc32(c, buf, (uInt)r);
+    }
+    close(fd);
+    *crc = (uint32_t)c;
+    return 0;
+}
+
+int ps_file_check_writable(const char *path, char *why, size_t why_cap)
+{
+    char dir[4096];
+    struct stat sb;
+    size_t len = strlen(path);
+    if (!len || path[len - 1] == '/' || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        ps_error_format(why, why_cap, "%s: not a file name", path);
+        return PS_EIO;
+    }
+    if (s_dirname(path, dir, sizeof dir) != 0) {
+        ps_error_format(why, why_cap, "%s: path too long", path);
+        return PS_EIO;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        ps_error_format(why, why_cap, "%s: cannot write in %s: %s", path, dir,
+                        strerror(errno));
+        return PS_EIO;
+    }
+    return 0;
+}
