@@ -9,7 +9,6 @@
 #include "scheduler/scheduler.h"
 
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,53 +25,8 @@
 #include "proto/range.h"
 #include "proto/sock.h"
 #include "scheduler/manifest.h"
-
-typedef struct {
-    int used;             /* row holds a registered node */
-    ps_role_t role;       /* server or worker */
-    int rank;             /* rank within the role */
-    ps_route_t route;     /* ROUTER routing id */
-    char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
-    uint32_t pid;         /* for log lines */
-    double last_seen;     /* ps_now() of its last message */
-    uint64_t num_params;  /* workers: P of their model (0 until reported) */
-    uint64_t train_samples; /* workers: size of their training set */
-    int in_barrier;       /* workers: arrived at the current barrier */
-    int done;             /* workers: sent DONE */
-    int lost;             /* workers: lost and left out of the job (--min-workers) */
-    ps_done_t stats;      /* workers: their DONE report */
-    int reported;         /* servers: sent their end-of-job report */
-    ps_server_report_t report; /* servers: that report */
-} ps_node_t;
-
-/* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
- * asked for telemetry) -> FINISHED; any -> FAILED. */
-typedef enum { S_WAITING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
-
-typedef struct {
-    const ps_scheduler_config_t *cfg;
-    ps_ctx_t *ctx;
-    ps_sock_t *router;
-    char endpoint[128];
-    ps_phase_t phase;
-    ps_node_t *nodes; /* S + M rows: servers first */
-    int nnodes;
-    ps_view_t *view;
-    char barrier[64]; /* name of the barrier being collected, "" if none */
-    double t_start, t_view, t_end, last_beat;
-    char failure[256];
-    char lost[16]; /* tag of the node lost to silence, "" if none */
-    ps_manifest_t *manifest; /* checkpointing: which parts are durable */
-    int diverged;  /* a node ended the job for a NaN or an infinity */
-    ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
-    int membership_changes; /* workers lost (or joined) while the job ran */
-} ps_scheduler_t;
-
-static const char *s_tag(const ps_node_t *n, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s%d", ps_codec_role_tag(n->role), n->rank);
-    return buf;
-}
+#include "scheduler/scheduler_impl.h"
+#include "scheduler/summary.h"
 
 /* A message's sender for the log, by the address its connection comes from. */
 static const char *s_peer(const ps_msg_t *m)
@@ -200,7 +154,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
         free(body);
     }
     char tag[16];
-    ps_log_info("registered %s (pid %u%s%s)", s_tag(n, tag, sizeof tag), n->pid,
+    ps_log_info("registered %s (pid %u%s%s)", ps_node_tag(n, tag, sizeof tag), n->pid,
                 n->endpoint[0] ? ", " : "", n->endpoint);
 }
 
@@ -241,7 +195,8 @@ static void s_on_checkpoint(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     if (n->role != PS_ROLE_SERVER || !s->manifest || !p ||
         ps_codec_unpack_checkpoint(p, len, &part) != 0 ||
         part.step % s->view->checkpoint_every != 0) {
-        ps_log_warn("dropped a bad checkpoint report from %s", s_tag(n, tag, sizeof tag));
+        ps_log_warn("dropped a bad checkpoint report from %s",
+                    ps_node_tag(n, tag, sizeof tag));
         return;
     }
     ps_manifest_add(s->manifest, n->rank, &part);
@@ -380,18 +335,18 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     if (n->role != PS_ROLE_WORKER || !p ||
         ps_codec_unpack_model_info(p, len, &mi) != 0 || !mi.num_params) {
-        s_fail(s, "%s sent a bad model size", s_tag(n, tag, sizeof tag));
+        s_fail(s, "%s sent a bad model size", ps_node_tag(n, tag, sizeof tag));
         return;
     }
     if (s->cfg->job.mode == PS_MODE_ALLREDUCE) {
         if (!mi.endpoint[0]) {
             s_fail(s, "%s has no ring endpoint (allreduce needs one per worker)",
-                   s_tag(n, tag, sizeof tag));
+                   ps_node_tag(n, tag, sizeof tag));
             return;
         }
         snprintf(n->endpoint, sizeof n->endpoint, "%s", mi.endpoint);
         s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
-        ps_log_info("%s ring endpoint %s", s_tag(n, tag, sizeof tag), n->endpoint);
+        ps_log_info("%s ring endpoint %s", ps_node_tag(n, tag, sizeof tag), n->endpoint);
     }
     n->num_params = mi.num_params;
     n->train_samples = mi.train_samples;
@@ -426,11 +381,11 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         break;
     case PS_MSG_DONE:
         if (!p || ps_codec_unpack_done(p, len, &n->stats) != 0) {
-            s_fail(s, "%s sent a bad final report", s_tag(n, tag, sizeof tag));
+            s_fail(s, "%s sent a bad final report", ps_node_tag(n, tag, sizeof tag));
             break;
         }
         n->done = 1;
-        ps_log_info("%s done: %lld steps, %lld samples", s_tag(n, tag, sizeof tag),
+        ps_log_info("%s done: %lld steps, %lld samples", ps_node_tag(n, tag, sizeof tag),
                     (long long)n->stats.steps, (long long)n->stats.samples);
         break;
     case PS_MSG_CHECKPOINT:
@@ -439,7 +394,7 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     case PS_MSG_REPORT:
         if (n->role != PS_ROLE_SERVER || !p ||
             ps_codec_unpack_report(p, len, &n->report) != 0) {
-            s_fail(s, "%s sent a bad report", s_tag(n, tag, sizeof tag));
+            s_fail(s, "%s sent a bad report", ps_node_tag(n, tag, sizeof tag));
             break;
         }
         n->reported = 1;
@@ -451,12 +406,12 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
             ps_codec_unpack_shutdown(p, len, &status, reason, sizeof reason);
         }
         s->diverged |= p && status == PS_ENONFINITE;
-        s_fail(s, "%s failed: %s", s_tag(n, tag, sizeof tag), reason);
+        s_fail(s, "%s failed: %s", ps_node_tag(n, tag, sizeof tag), reason);
         break;
     }
     default:
-        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type), s_tag(n, tag, sizeof tag),
-                          "unexpected message type");
+        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type),
+                          ps_node_tag(n, tag, sizeof tag), "unexpected message type");
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO,
                            "unexpected %s", ps_codec_type_name(m->hdr.type));
     }
@@ -519,8 +474,8 @@ static void s_tick(ps_scheduler_t *s)
             }
             n->used = 0; /* it cannot be told anything any more */
             s_fail(s, "lost peer %s (pid %u%s%s): silent for %.1f s",
-                   s_tag(n, s->lost, sizeof s->lost), n->pid, n->endpoint[0] ? ", " : "",
-                   n->endpoint, now - n->last_seen);
+                   ps_node_tag(n, s->lost, sizeof s->lost), n->pid,
+                   n->endpoint[0] ? ", " : "", n->endpoint, now - n->last_seen);
             return;
         }
     }
@@ -562,192 +517,6 @@ static void s_tick(ps_scheduler_t *s)
         }
         s->phase = S_FINISHED;
     }
-}
-
-/* Prints "[a, b, ...]" of one double per worker. */
-static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
-{
-    fputc('[', f);
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const double *v = (const double *)((const char *)&s->nodes[i].stats + field_offset);
-        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "", *v);
-    }
-    fputc(']', f);
-}
-
-/* Prints str as a JSON string: failure reasons and endpoints come from peers. */
-static void s_json_str(FILE *f, const char *str)
-{
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            fprintf(f, "\\%c", *c);
-        } else if (*c < 0x20) {
-            fprintf(f, "\\u%04x", *c);
-        } else {
-            fputc(*c, f);
-        }
-    }
-    fputc('"', f);
-}
-
-/* The fields of a finished or a failed job: how it ended, who took part (at
- * the endpoints the view carried) and, once finished, each server's report. */
-static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
-{
-    int finished = s->phase == S_FINISHED;
-    char tag[16];
-    fprintf(f, "\"status\": \"%s\", \"failure\": ",
-            finished ? "ok" : s->diverged ? "diverged" : "failed");
-    if (finished) {
-        fputs("null", f);
-    } else {
-        s_json_str(f, s->failure);
-    }
-    fputs(", \"lost\": ", f);
-    if (s->lost[0]) {
-        s_json_str(f, s->lost);
-    } else {
-        fputs("null", f);
-    }
-    fputs(", \"nodes\": [", f);
-    for (int i = 0, k = 0; i < s->nnodes; i++) {
-        const ps_node_t *n = &s->nodes[i];
-        if (n->route.len) { /* registered, lost or not */
-            fprintf(f, "%s{\"node\": \"%s\", \"pid\": %u, \"endpoint\": ", k++ ? ", " : "",
-                    s_tag(n, tag, sizeof tag), n->pid);
-            s_json_str(f, n->endpoint);
-            fputc('}', f);
-        }
-    }
-    fputs("], \"server_reports\": [", f);
-    for (int i = 0; finished && i < s->cfg->servers; i++) {
-        const ps_server_report_t *r = &s->nodes[i].report;
-        fprintf(f,
-                "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
-                "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
-                "\"version\": %lld, \"staleness\": "
-                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}}",
-                i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
-                (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
-                (unsigned long long)r->pulls, (unsigned long long)r->rejected,
-                (unsigned long long)r->nonfinite, (unsigned long long)r->dropped, (long long)r->version,
-                ps_hist_mean(&r->staleness),
-                (long long)(r->staleness.max > 0 ? r->staleness.max : 0),
-                (unsigned long long)r->staleness.n);
-    }
-    fputs("]}\n", f);
-}
-
-/* Writes the job summary: one log line when it finished and, if asked, a JSON
- * file, finished or failed (then without the results). */
-static int s_summary(ps_scheduler_t *s)
-{
-    const ps_job_t *j = &s->cfg->job;
-    const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
-    double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
-    uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0, nonfinite = 0;
-    int64_t samples = 0;
-    double train = 0;
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const ps_done_t *d = &s->nodes[i].stats;
-        pushed += d->bytes_pushed;
-        pulled += d->bytes_pulled;
-        samples += d->samples;
-        train = d->train_seconds > train ? d->train_seconds : train;
-    }
-    ps_hist_t stale;
-    ps_hist_init(&stale);
-    int64_t fewer = 0; /* every server applies the same steps */
-    for (int i = 0; i < s->cfg->servers; i++) {
-        const int64_t f = s->nodes[i].report.steps_fewer_workers;
-        fewer = f > fewer ? f : fewer;
-        ps_hist_merge(&stale, &s->nodes[i].report.staleness);
-        dropped += s->nodes[i].report.dropped;
-        rejected += s->nodes[i].report.rejected;
-        nonfinite += s->nodes[i].report.nonfinite;
-    }
-    double sps = train > 0 ? (double)samples / train : 0;
-    double wall = s->t_end - s->t_view;
-    char mode[32], sched[64];
-    ps_job_mode_str(j, mode, sizeof mode);
-    ps_job_schedule_name(&j->schedule, sched, sizeof sched);
-    long long smax = stale.max > 0 ? stale.max : 0;
-    if (s->phase == S_FINISHED) {
-        ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
-                    "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
-                    "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
-                    j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, acc,
-                    sps, wall, (unsigned long long)pushed, (unsigned long long)pulled,
-                    ps_hist_mean(&stale), smax, (unsigned long long)dropped);
-    }
-    if (!s->cfg->summary) {
-        return 0;
-    }
-    char *text = NULL; /* the JSON is built in memory, then written atomically */
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
-        ps_log_err("cannot write the summary to %s", s->cfg->summary);
-        return PS_EIO;
-    }
-    fprintf(f,
-            "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
-            "\"epochs\": %d, \"batch\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
-            "\"lr_schedule\": \"%s\", \"momentum\": %g, \"weight_decay\": %g, "
-            "\"seed\": %llu, \"staleness_lr\": %s, \"straggler\": ",
-            j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, j->optimizer,
-            j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed,
-            j->staleness_lr ? "true" : "false");
-    if (j->straggler_rank >= 0) {
-        fprintf(f, "{\"rank\": %d, \"factor\": %g}, ", j->straggler_rank, j->straggler_factor);
-    } else {
-        fprintf(f, "null, ");
-    }
-    if (s->phase == S_FINISHED) {
-        fprintf(f,
-                "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
-                "\"test_accuracy_per_epoch\": [",
-                (unsigned long long)s->view->num_params, (long long)s->view->total_steps, acc);
-        for (int e = 0; e < w0->num_epochs_evaluated; e++) {
-            fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
-        }
-        fprintf(f,
-                "], \"final_loss\": %.6f, \"samples\": %lld, \"samples_per_sec\": %.2f, "
-                "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
-                "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
-                "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
-                "\"messages_rejected\": %llu, \"pushes_nonfinite\": %llu, "
-                "\"membership_changes\": %d, \"steps_with_fewer_workers\": %lld, "
-                "\"worker_wait_seconds\": ",
-                w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
-                (unsigned long long)pulled, ps_hist_mean(&stale),
-                (long long)ps_hist_quantile(&stale, 0.5),
-                (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
-                (unsigned long long)dropped, (unsigned long long)rejected,
-                (unsigned long long)nonfinite, s->membership_changes, (long long)fewer);
-        s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
-        fprintf(f, ", \"worker_compute_seconds\": ");
-        s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));
-        fprintf(f, ", \"worker_train_seconds\": ");
-        s_json_workers(f, s, offsetof(ps_done_t, train_seconds));
-        fprintf(f, ", \"worker_steps\": [");
-        for (int i = s->cfg->servers; i < s->nnodes; i++) {
-            fprintf(f, "%s%lld", i > s->cfg->servers ? ", " : "",
-                    (long long)s->nodes[i].stats.steps);
-        }
-        fprintf(f, "], ");
-    }
-    s_json_outcome(f, s);
-    int bad = fclose(f) != 0;
-    bad = bad || ps_file_write_atomic(s->cfg->summary, (const void *[]){text},
-                                      (size_t[]){len}, 1, NULL, 0) != 0;
-    free(text);
-    if (bad) {
-        ps_log_err("cannot write the summary to %s", s->cfg->summary);
-        return PS_EIO;
-    }
-    return 0;
 }
 
 static int s_write_endpoint(const char *path, const char *endpoint)
@@ -814,7 +583,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         s_tick(&s);
         ps_ratelog_tick(s.drops);
     }
-    int written = s_summary(&s); /* a failed job's too: why it ended */
+    int written = ps_summary_write(&s); /* a failed job's too: why it ended */
     if (s.phase == S_FINISHED) {
         status = written == 0 ? 0 : 1;
         uint8_t *body;

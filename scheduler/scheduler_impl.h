@@ -1,0 +1,77 @@
+/*
+ * scheduler/scheduler_impl.h - private: the scheduler's state, shared by
+ * scheduler.c (the event loop that changes it) and summary.c (which reads it
+ * once at the end to write the job summary). Only scheduler/ includes this
+ * header.
+ */
+#ifndef PS_SCHEDULER_IMPL_H
+#define PS_SCHEDULER_IMPL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/ratelog.h"
+#include "proto/codec.h"
+#include "proto/msg.h"
+#include "proto/sock.h"
+#include "scheduler/manifest.h"
+#include "scheduler/scheduler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One node: a row of ps_scheduler_t.nodes, keyed by its ROUTER routing id. */
+typedef struct {
+    int used;             /* row holds a registered node */
+    ps_role_t role;       /* server or worker */
+    int rank;             /* rank within the role */
+    ps_route_t route;     /* ROUTER routing id */
+    char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
+    uint32_t pid;         /* for log lines */
+    double last_seen;     /* ps_now() of its last message */
+    uint64_t num_params;  /* workers: P of their model (0 until reported) */
+    uint64_t train_samples; /* workers: size of their training set */
+    int in_barrier;       /* workers: arrived at the current barrier */
+    int done;             /* workers: sent DONE */
+    int lost;             /* workers: lost and left out of the job (--min-workers) */
+    ps_done_t stats;      /* workers: their DONE report */
+    int reported;         /* servers: sent their end-of-job report */
+    ps_server_report_t report; /* servers: that report */
+} ps_node_t;
+
+/* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
+ * asked for telemetry) -> FINISHED; any -> FAILED. */
+typedef enum { S_WAITING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
+
+/* The scheduler's whole state, one per ps_scheduler_run. */
+typedef struct {
+    const ps_scheduler_config_t *cfg;
+    ps_ctx_t *ctx;
+    ps_sock_t *router;
+    char endpoint[128];
+    ps_phase_t phase;
+    ps_node_t *nodes; /* S + M rows: servers first */
+    int nnodes;
+    ps_view_t *view;
+    char barrier[64]; /* name of the barrier being collected, "" if none */
+    double t_start, t_view, t_end, last_beat;
+    char failure[256];
+    char lost[16]; /* tag of the node lost to silence, "" if none */
+    ps_manifest_t *manifest; /* checkpointing: which parts are durable */
+    int diverged;  /* a node ended the job for a NaN or an infinity */
+    ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
+    int membership_changes; /* workers lost (or joined) while the job ran */
+} ps_scheduler_t;
+
+/* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
+static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%d", ps_codec_role_tag(n->role), n->rank);
+    return buf;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,200 @@
+/*
+ * scheduler/summary.c - the end-of-job summary: the "summary:" log line and
+ * the JSON file of README.md, "The summary JSON". Reads the scheduler's state
+ * once, after its event loop ended.
+ */
+#include "scheduler/summary.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "common/log.h"
+
+/* Prints "[a, b, ...]" of one double per worker. */
+static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
+{
+    fputc('[', f);
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        const double *v = (const double *)((const char *)&s->nodes[i].stats + field_offset);
+        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "", *v);
+    }
+    fputc(']', f);
+}
+
+/* Prints str as a JSON string: failure reasons and endpoints come from peers. */
+static void s_json_str(FILE *f, const char *str)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            fprintf(f, "\\%c", *c);
+        } else if (*c < 0x20) {
+            fprintf(f, "\\u%04x", *c);
+        } else {
+            fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+/* The fields of a finished or a failed job: how it ended, who took part (at
+ * the endpoints the view carried) and, once finished, each server's report. */
+static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
+{
+    int finished = s->phase == S_FINISHED;
+    char tag[16];
+    fprintf(f, "\"status\": \"%s\", \"failure\": ",
+            finished ? "ok" : s->diverged ? "diverged" : "failed");
+    if (finished) {
+        fputs("null", f);
+    } else {
+        s_json_str(f, s->failure);
+    }
+    fputs(", \"lost\": ", f);
+    if (s->lost[0]) {
+        s_json_str(f, s->lost);
+    } else {
+        fputs("null", f);
+    }
+    fputs(", \"nodes\": [", f);
+    for (int i = 0, k = 0; i < s->nnodes; i++) {
+        const ps_node_t *n = &s->nodes[i];
+        if (n->route.len) { /* registered, lost or not */
+            fprintf(f, "%s{\"node\": \"%s\", \"pid\": %u, \"endpoint\": ", k++ ? ", " : "",
+                    ps_node_tag(n, tag, sizeof tag), n->pid);
+            s_json_str(f, n->endpoint);
+            fputc('}', f);
+        }
+    }
+    fputs("], \"server_reports\": [", f);
+    for (int i = 0; finished && i < s->cfg->servers; i++) {
+        const ps_server_report_t *r = &s->nodes[i].report;
+        fprintf(f,
+                "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
+                "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
+                "\"version\": %lld, \"staleness\": "
+                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}}",
+                i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
+                (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
+                (unsigned long long)r->pulls, (unsigned long long)r->rejected,
+                (unsigned long long)r->nonfinite, (unsigned long long)r->dropped, (long long)r->version,
+                ps_hist_mean(&r->staleness),
+                (long long)(r->staleness.max > 0 ? r->staleness.max : 0),
+                (unsigned long long)r->staleness.n);
+    }
+    fputs("]}\n", f);
+}
+
+/* A finished or a failed job's JSON has the settings; only a finished one's
+ * has the results. */
+int ps_summary_write(const ps_scheduler_t *s)
+{
+    const ps_job_t *j = &s->cfg->job;
+    const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
+    double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
+    uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0, nonfinite = 0;
+    int64_t samples = 0;
+    double train = 0;
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        const ps_done_t *d = &s->nodes[i].stats;
+        pushed += d->bytes_pushed;
+        pulled += d->bytes_pulled;
+        samples += d->samples;
+        train = d->train_seconds > train ? d->train_seconds : train;
+    }
+    ps_hist_t stale;
+    ps_hist_init(&stale);
+    int64_t fewer = 0; /* every server applies the same steps */
+    for (int i = 0; i < s->cfg->servers; i++) {
+        const int64_t f = s->nodes[i].report.steps_fewer_workers;
+        fewer = f > fewer ? f : fewer;
+        ps_hist_merge(&stale, &s->nodes[i].report.staleness);
+        dropped += s->nodes[i].report.dropped;
+        rejected += s->nodes[i].report.rejected;
+        nonfinite += s->nodes[i].report.nonfinite;
+    }
+    double sps = train > 0 ? (double)samples / train : 0;
+    double wall = s->t_end - s->t_view;
+    char mode[32], sched[64];
+    ps_job_mode_str(j, mode, sizeof mode);
+    ps_job_schedule_name(&j->schedule, sched, sizeof sched);
+    long long smax = stale.max > 0 ? stale.max : 0;
+    if (s->phase == S_FINISHED) {
+        ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
+                    "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
+                    "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
+                    j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, acc,
+                    sps, wall, (unsigned long long)pushed, (unsigned long long)pulled,
+                    ps_hist_mean(&stale), smax, (unsigned long long)dropped);
+    }
+    if (!s->cfg->summary) {
+        return 0;
+    }
+    char *text = NULL; /* the JSON is built in memory, then written atomically */
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        ps_log_err("cannot write the summary to %s", s->cfg->summary);
+        return PS_EIO;
+    }
+    fprintf(f,
+            "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
+            "\"epochs\": %d, \"batch\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
+            "\"lr_schedule\": \"%s\", \"momentum\": %g, \"weight_decay\": %g, "
+            "\"seed\": %llu, \"staleness_lr\": %s, \"straggler\": ",
+            j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, j->optimizer,
+            j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed,
+            j->staleness_lr ? "true" : "false");
+    if (j->straggler_rank >= 0) {
+        fprintf(f, "{\"rank\": %d, \"factor\": %g}, ", j->straggler_rank, j->straggler_factor);
+    } else {
+        fprintf(f, "null, ");
+    }
+    if (s->phase == S_FINISHED) {
+        fprintf(f,
+                "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
+                "\"test_accuracy_per_epoch\": [",
+                (unsigned long long)s->view->num_params, (long long)s->view->total_steps, acc);
+        for (int e = 0; e < w0->num_epochs_evaluated; e++) {
+            fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
+        }
+        fprintf(f,
+                "], \"final_loss\": %.6f, \"samples\": %lld, \"samples_per_sec\": %.2f, "
+                "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
+                "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
+                "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
+                "\"messages_rejected\": %llu, \"pushes_nonfinite\": %llu, "
+                "\"membership_changes\": %d, \"steps_with_fewer_workers\": %lld, "
+                "\"worker_wait_seconds\": ",
+                w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
+                (unsigned long long)pulled, ps_hist_mean(&stale),
+                (long long)ps_hist_quantile(&stale, 0.5),
+                (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
+                (unsigned long long)dropped, (unsigned long long)rejected,
+                (unsigned long long)nonfinite, s->membership_changes, (long long)fewer);
+        s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
+        fprintf(f, ", \"worker_compute_seconds\": ");
+        s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));
+        fprintf(f, ", \"worker_train_seconds\": ");
+        s_json_workers(f, s, offsetof(ps_done_t, train_seconds));
+        fprintf(f, ", \"worker_steps\": [");
+        for (int i = s->cfg->servers; i < s->nnodes; i++) {
+            fprintf(f, "%s%lld", i > s->cfg->servers ? ", " : "",
+                    (long long)s->nodes[i].stats.steps);
+        }
+        fprintf(f, "], ");
+    }
+    s_json_outcome(f, s);
+    int bad = fclose(f) != 0;
+    bad = bad || ps_file_write_atomic(s->cfg->summary, (const void *[]){text},
+                                      (size_t[]){len}, 1, NULL, 0) != 0;
+    free(text);
+    if (bad) {
+        ps_log_err("cannot write the summary to %s", s->cfg->summary);
+        return PS_EIO;
+    }
+    return 0;
+}
