@@ -95,6 +95,16 @@ static int s_join(s_sched_t *s, ps_link_t **l, double connect_timeout, double pe
     return rc;
 }
 
+/* A scheduler that acks, and a link joined to it with peer_timeout. */
+static ps_link_t *s_joined(s_sched_t *s, double peer_timeout, ps_job_t *job)
+{
+    char err[256] = "";
+    ps_link_t *l = NULL;
+    s_sched_open(s, S_ACK);
+    ck_assert_int_eq(s_join(s, &l, 5.0, peer_timeout, job, err, sizeof err), 0);
+    return l;
+}
+
 /* Sends a control message of type from the scheduler to the node. */
 static void s_send(s_sched_t *s, ps_msg_type_t type, const void *body, size_t len)
 {
@@ -134,11 +144,8 @@ static ps_link_event_t s_next_event(ps_link_t *l, ps_msg_type_t *type, char *err
 START_TEST(link_join_gets_rank_and_job)
 {
     s_sched_t s;
-    s_sched_open(&s, S_ACK);
-    ps_link_t *l = NULL;
     ps_job_t job;
-    char err[256] = "";
-    ck_assert_int_eq(s_join(&s, &l, 5.0, 5.0, &job, err, sizeof err), 0);
+    ps_link_t *l = s_joined(&s, 5.0, &job);
     ck_assert_ptr_nonnull(l);
     ck_assert_int_eq(ps_link_rank(l), 3);
     ck_assert_int_eq(job.batch, 17);
@@ -176,11 +183,9 @@ END_TEST
 START_TEST(link_handle_types_every_event)
 {
     s_sched_t s;
-    s_sched_open(&s, S_ACK);
-    ps_link_t *l = NULL;
     ps_job_t job;
     char err[256] = "";
-    ck_assert_int_eq(s_join(&s, &l, 5.0, 5.0, &job, err, sizeof err), 0);
+    ps_link_t *l = s_joined(&s, 5.0, &job);
     ps_msg_type_t type;
 
     s_send(&s, PS_MSG_HEARTBEAT, NULL, 0);
@@ -266,11 +271,9 @@ END_TEST
 START_TEST(link_silence_past_peer_timeout_is_lost)
 {
     s_sched_t s;
-    s_sched_open(&s, S_ACK);
-    ps_link_t *l = NULL;
     ps_job_t job;
     char err[256] = "";
-    ck_assert_int_eq(s_join(&s, &l, 5.0, 0.5, &job, err, sizeof err), 0);
+    ps_link_t *l = s_joined(&s, 0.5, &job);
     ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
     s_sleep(0.35);
     /* any message counts as a sign of life, not only heartbeats */
@@ -301,11 +304,8 @@ static int s_count(void *arg, ps_msg_t *m, int rc)
 START_TEST(drain_stops_at_its_bound_and_when_asked)
 {
     s_sched_t s;
-    s_sched_open(&s, S_ACK);
-    ps_link_t *l = NULL;
     ps_job_t job;
-    char err[256] = "";
-    ck_assert_int_eq(s_join(&s, &l, 5.0, 5.0, &job, err, sizeof err), 0);
+    ps_link_t *l = s_joined(&s, 5.0, &job);
     for (uint64_t i = 0; i < 10; i++) {
         ps_header_t h;
         ps_msg_header(&h, PS_MSG_HEARTBEAT, PS_ROLE_SCHEDULER, 0);
