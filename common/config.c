@@ -77,7 +77,7 @@ int ps_config_check_range(const char *name, double v, double min, double max, in
 static const char *s_type_word(ps_flag_type_t t)
 {
     switch (t) {
-    case PS_FLAG_INT: return "an integer";
+    case PS_FLAG_INT: return "an integer in [-2147483647, 2147483647]";
     case PS_FLAG_DOUBLE: return "a number";
     case PS_FLAG_BOOL: return "0 or 1";
     default: return "a value";

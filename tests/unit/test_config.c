@@ -194,7 +194,7 @@ START_TEST(bad_environment_value_is_einval_with_its_name)
     setenv("SHARDPS_COUNT", "abc", 1);
     /* even when the flag would override it: the environment is read first */
     ck_assert_int_eq(s_parse(&v, a, NULL, err, sizeof err), PS_EINVAL);
-    ck_assert_str_eq(err, "prog: error: environment SHARDPS_COUNT=abc is not an integer\n");
+    ck_assert_str_eq(err, "prog: error: environment SHARDPS_COUNT=abc is not an integer in [-2147483647, 2147483647]\n");
     unsetenv("SHARDPS_COUNT");
     setenv("SHARDPS_RATE", "fast", 1);
     ck_assert_int_eq(s_parse(&v, a, NULL, err, sizeof err), PS_EINVAL);
@@ -212,12 +212,12 @@ START_TEST(bad_values_are_einval_with_one_line)
     static const struct {
         const char *flag, *value, *line;
     } cases[] = {
-        {"--count", "abc", "prog: error: --count abc: not an integer\n"},
-        {"--count", "12x", "prog: error: --count 12x: not an integer\n"},
-        {"--count", "", "prog: error: --count : not an integer\n"},
-        {"--count", "2147483648", "prog: error: --count 2147483648: not an integer\n"},
-        {"--count", "-2147483648", "prog: error: --count -2147483648: not an integer\n"},
-        {"--count", "1.5", "prog: error: --count 1.5: not an integer\n"},
+        {"--count", "abc", "prog: error: --count abc: not an integer in [-2147483647, 2147483647]\n"},
+        {"--count", "12x", "prog: error: --count 12x: not an integer in [-2147483647, 2147483647]\n"},
+        {"--count", "", "prog: error: --count : not an integer in [-2147483647, 2147483647]\n"},
+        {"--count", "2147483648", "prog: error: --count 2147483648: not an integer in [-2147483647, 2147483647]\n"},
+        {"--count", "-2147483648", "prog: error: --count -2147483648: not an integer in [-2147483647, 2147483647]\n"},
+        {"--count", "1.5", "prog: error: --count 1.5: not an integer in [-2147483647, 2147483647]\n"},
         {"--rate", "x", "prog: error: --rate x: not a number\n"},
         {"--rate", "inf", "prog: error: --rate inf: not a number\n"},
         {"--rate", "nan", "prog: error: --rate nan: not a number\n"},
