@@ -358,16 +358,22 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         s_on_register(s, m);
         return;
     }
+    /* A node is the connection it registered on: a message from any other
+     * connection, or naming another node, changes nothing and gets no data. */
     ps_node_t *n = s_node_of(s, &m->route);
-    if (!n) {
-        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type), s_peer(m),
-                          "unregistered peer");
+    char tag[16];
+    if (!n || m->hdr.role != n->role || m->hdr.sender != n->rank) {
+        char claim[64];
+        snprintf(claim, sizeof claim, "claims %s%d %s", ps_codec_role_tag(m->hdr.role),
+                 m->hdr.sender, n ? "on another node's connection" : "unregistered");
+        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type),
+                          n ? ps_node_tag(n, tag, sizeof tag) : s_peer(m), claim);
+        s->refused++;
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
-                           "register first");
+                           n ? "not the node this connection registered as" : "register first");
         return;
     }
     n->last_seen = ps_now();
-    char tag[16];
     size_t len;
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     switch (m->hdr.type) {
