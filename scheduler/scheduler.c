@@ -28,6 +28,9 @@
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/summary.h"
 
+/* Largest frame the scheduler takes: its messages are all small. */
+#define PS_SCHEDULER_MAX_MESSAGE (1 << 20)
+
 /* A message's sender for the log, by the address its connection comes from. */
 static const char *s_peer(const ps_msg_t *m)
 {
@@ -563,6 +566,8 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     }
     int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, why, sizeof why);
     if (rc == 0) {
+        /* Registration and control only: a bigger frame is dropped unread. */
+        ps_sock_set_max_message(s.router, PS_SCHEDULER_MAX_MESSAGE);
         rc = ps_sock_bind(s.router, cfg->bind, s.endpoint, sizeof s.endpoint, why, sizeof why);
     }
     if (rc != 0) {
