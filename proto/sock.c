@@ -117,11 +117,6 @@ void ps_sock_set_max_message(ps_sock_t *s, long long bytes)
     zmq_setsockopt(ps_zs(s), ZMQ_MAXMSGSIZE, &v, sizeof v);
 }
 
-int ps_sock_unbind(ps_sock_t *s, const char *endpoint)
-{
-    return zmq_unbind(ps_zs(s), endpoint) == 0 ? 0 : PS_EINVAL;
-}
-
 void ps_sock_set_recv_timeout(ps_sock_t *s, int ms)
 {
     zmq_setsockopt(ps_zs(s), ZMQ_RCVTIMEO, &ms, sizeof ms);

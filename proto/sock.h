@@ -67,14 +67,9 @@ void ps_sock_set_linger(ps_sock_t *s, int ms);
 
 /* Largest message frame a peer may send (ZeroMQ drops the connection on a
  * bigger one before allocating it); -1: no limit. Like every option it holds
- * for connections accepted by later binds (see ps_sock_unbind) and made by
- * later connects, not for those already open. */
+ * for connections accepted by later binds and made by later connects, not
+ * for those already open: set it before ps_sock_bind(). */
 void ps_sock_set_max_message(ps_sock_t *s, long long bytes);
-
-/* Stops listening on endpoint (as ps_sock_bind's actual gave it); connections
- * already accepted stay open. Bind it again to apply new options to the
- * connections accepted from then on. Returns 0 or PS_EINVAL. */
-int ps_sock_unbind(ps_sock_t *s, const char *endpoint);
 
 /* Receive timeout in ms for a blocking receive (-1: none, the default). For
  * tests that must not hang; the roles poll instead. */

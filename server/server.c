@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -29,9 +28,6 @@
 #include "server/consistency.h"
 #include "server/reply_pool.h"
 #include "server/store.h"
-
-/* Bytes a frame may have beyond the shard's values. */
-#define PS_SERVER_HEADROOM (64 << 10)
 
 /* Who asked, kept by the consistency while a pull waits. */
 typedef struct {
@@ -458,29 +454,6 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     return 0;
 }
 
-/* Once the shard is known, the largest legitimate frame is the shard's
- * values: listening again with that limit (plus headroom for control bodies)
- * makes every connection accepted from now on drop a bigger frame before it
- * is allocated. Connections already open (a worker that came fast) keep no
- * limit, so no legitimate push is ever cut off. */
-static int s_limit(ps_server_t *s, const char *bound, char *err, size_t errlen)
-{
-    ps_sock_set_max_message(s->router, (long long)(ps_range_len(s->shard) * sizeof(float)) +
-                                           PS_SERVER_HEADROOM);
-    if (ps_sock_unbind(s->router, bound) != 0) {
-        snprintf(err, errlen, "cannot listen again on %s with a message limit", bound);
-        return PS_EIO;
-    }
-    /* The old listener closes in ZeroMQ's I/O thread: the port frees soon. */
-    int rc = PS_EIO;
-    for (int i = 0; i < 200 && rc != 0; i++) {
-        if ((rc = ps_sock_bind(s->router, bound, NULL, 0, err, errlen)) != 0) {
-            nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
-        }
-    }
-    return rc;
-}
-
 int ps_server_run(const ps_server_config_t *cfg)
 {
     ps_server_t s = {.cfg = cfg};
@@ -511,7 +484,7 @@ int ps_server_run(const ps_server_config_t *cfg)
     ps_log_set_role("S", ps_link_rank(s.link));
     ps_log_info("registered as S%d, listening on %s", ps_link_rank(s.link), bound);
     if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||
-        s_setup(&s, err, sizeof err) != 0 || s_limit(&s, bound, err, sizeof err) != 0) {
+        s_setup(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
         ps_link_abort(s.link, err);
         goto fail;
