@@ -5,6 +5,7 @@
 #include "proto/sock_zmq.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -108,6 +109,12 @@ void ps_sock_set_linger(ps_sock_t *s, int ms)
     if (s) {
         zmq_setsockopt(ps_zs(s), ZMQ_LINGER, &ms, sizeof ms);
     }
+}
+
+void ps_sock_set_max_message(ps_sock_t *s, long long bytes)
+{
+    int64_t v = bytes;
+    zmq_setsockopt(ps_zs(s), ZMQ_MAXMSGSIZE, &v, sizeof v);
 }
 
 void ps_sock_set_recv_timeout(ps_sock_t *s, int ms)

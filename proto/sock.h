@@ -65,6 +65,12 @@ int ps_sock_connect(ps_sock_t *s, const char *endpoint);
 /* Sets how long queued messages may delay closing the socket. NULL-safe. */
 void ps_sock_set_linger(ps_sock_t *s, int ms);
 
+/* Largest message frame a peer may send (ZeroMQ drops the connection on a
+ * bigger one before allocating it); -1: no limit. Like every option it holds
+ * for connections accepted by later binds and made by later connects, not
+ * for those already open: set it before ps_sock_bind(). */
+void ps_sock_set_max_message(ps_sock_t *s, long long bytes);
+
 /* Receive timeout in ms for a blocking receive (-1: none, the default). For
  * tests that must not hang; the roles poll instead. */
 void ps_sock_set_recv_timeout(ps_sock_t *s, int ms);

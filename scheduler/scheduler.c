@@ -28,6 +28,9 @@
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/summary.h"
 
+/* Largest frame the scheduler takes: its messages are all small. */
+#define PS_SCHEDULER_MAX_MESSAGE (1 << 20)
+
 /* A message's sender for the log, by the address its connection comes from. */
 static const char *s_peer(const ps_msg_t *m)
 {
@@ -358,16 +361,22 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         s_on_register(s, m);
         return;
     }
+    /* A node is the connection it registered on: a message from any other
+     * connection, or naming another node, changes nothing and gets no data. */
     ps_node_t *n = s_node_of(s, &m->route);
-    if (!n) {
-        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type), s_peer(m),
-                          "unregistered peer");
+    char tag[16];
+    if (!n || m->hdr.role != n->role || m->hdr.sender != n->rank) {
+        char claim[64];
+        snprintf(claim, sizeof claim, "claims %s%d %s", ps_codec_role_tag(m->hdr.role),
+                 m->hdr.sender, n ? "on another node's connection" : "unregistered");
+        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type),
+                          n ? ps_node_tag(n, tag, sizeof tag) : s_peer(m), claim);
+        s->refused++;
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
-                           "register first");
+                           n ? "not the node this connection registered as" : "register first");
         return;
     }
     n->last_seen = ps_now();
-    char tag[16];
     size_t len;
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     switch (m->hdr.type) {
@@ -557,6 +566,8 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     }
     int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, why, sizeof why);
     if (rc == 0) {
+        /* Registration and control only: a bigger frame is dropped unread. */
+        ps_sock_set_max_message(s.router, PS_SCHEDULER_MAX_MESSAGE);
         rc = ps_sock_bind(s.router, cfg->bind, s.endpoint, sizeof s.endpoint, why, sizeof why);
     }
     if (rc != 0) {

@@ -62,6 +62,7 @@ typedef struct {
     int diverged;  /* a node ended the job for a NaN or an infinity */
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     int membership_changes; /* workers lost (or joined) while the job ran */
+    uint64_t refused; /* messages from a connection that is not the node it claims */
 } ps_scheduler_t;
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */

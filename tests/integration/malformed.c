@@ -2,6 +2,13 @@
  * tests/integration/malformed.c - a hostile client against a live server.
  * usage: sps-malformed SCHEDULER_ENDPOINT NUM_PARAMS
  *        sps-malformed --inject SERVER_ENDPOINT
+ *        sps-malformed --forge SCHEDULER_ENDPOINT SERVERS WORKERS SECONDS
+ *
+ * --forge: for SECONDS, from a stranger's connection, sends the scheduler
+ * failure (SHUTDOWN), REPORT, DONE, BARRIER, MODEL_INFO, CHECKPOINT and
+ * HEARTBEAT messages naming each server and worker in turn, with bodies a
+ * real node's would abort the job for; prints how many it sent. The job must
+ * go on as if nothing was sent.
  *
  * --inject: pushes NaN gradients posing as worker 1 for step 0 of a live
  * sync job until the server refuses them as non-finite (PS_ENONFINITE; it
@@ -473,9 +480,65 @@ static int s_inject(const char *server)
     s_die("inject: the parameters were never initialised");
 }
 
+/* --forge: see the header. */
+static int s_forge(const char *sched, int servers, int workers, double seconds)
+{
+    ps_ctx_t *ctx;
+    ps_sock_t *s;
+    char err[256];
+    if (ps_ctx_new(&ctx) != 0 || ps_sock_new(ctx, PS_SOCK_DEALER, &s, err, sizeof err) != 0 ||
+        ps_sock_connect(s, sched) != 0) {
+        s_die("cannot connect to %s", sched);
+    }
+    uint8_t *fail;
+    size_t fail_len;
+    if (ps_codec_pack_shutdown(PS_EIO, "forged failure", &fail, &fail_len) != 0) {
+        s_die("out of memory");
+    }
+    static const ps_msg_type_t types[] = {PS_MSG_SHUTDOWN, PS_MSG_REPORT, PS_MSG_DONE,
+                                          PS_MSG_BARRIER, PS_MSG_MODEL_INFO,
+                                          PS_MSG_CHECKPOINT, PS_MSG_HEARTBEAT};
+    long sent = 0;
+    double end = ps_now() + seconds;
+    while (ps_now() < end) {
+        for (int node = 0; node < servers + workers; node++) {
+            int is_server = node < servers;
+            for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+                int shut = types[k] == PS_MSG_SHUTDOWN;
+                if (ps_msg_send_ctrl(s, NULL, types[k],
+                                     is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER,
+                                     is_server ? node : node - servers, shut ? (const void *)fail : "x",
+                                     shut ? fail_len : 1) != 0) {
+                    s_die("forge: send failed");
+                }
+                sent++;
+            }
+        }
+        ps_pollitem_t it = {.sock = s};
+        while (ps_poll(&it, 1, 0) > 0 && it.ready) {
+            ps_msg_t m = {0};
+            if (ps_msg_recv(s, 0, &m) == 0 && m.hdr.type != PS_MSG_ERROR) {
+                s_die("forge: answered with %s", ps_codec_type_name(m.hdr.type));
+            }
+            ps_msg_close(&m);
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    printf("forged %ld messages naming %d servers and %d workers\n", sent, servers, workers);
+    free(fail);
+    ps_sock_set_linger(s, 0);
+    ps_sock_destroy(&s);
+    ps_ctx_destroy(&ctx);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 6 && !strcmp(argv[1], "--forge")) {
+        return s_forge(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
+    }
     if (argc == 3 && !strcmp(argv[1], "--inject")) {
         return s_inject(argv[2]);
     }
