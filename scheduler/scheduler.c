@@ -67,13 +67,16 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
     vsnprintf(s->failure, sizeof s->failure, fmt, ap);
     va_end(ap);
     ps_log_err("job aborted: %s", s->failure);
+    s->phase = S_FAILED;
+    /* The summary first: once the nodes hear of the abort they exit, and a
+     * launcher that sees them go may stop this process before it writes. */
+    ps_summary_write(s);
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_shutdown(PS_ECLOSED, s->failure, &body, &len) == 0) {
         s_send_all(s, PS_MSG_SHUTDOWN, body, len);
         free(body);
     }
-    s->phase = S_FAILED;
 }
 
 /* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
@@ -594,8 +597,8 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         s_tick(&s);
         ps_ratelog_tick(s.drops);
     }
-    int written = ps_summary_write(&s); /* a failed job's too: why it ended */
     if (s.phase == S_FINISHED) {
+        int written = ps_summary_write(&s); /* s_fail wrote a failed job's */
         status = written == 0 ? 0 : 1;
         uint8_t *body;
         size_t len;
