@@ -21,6 +21,7 @@
 #include "common/hist.h"
 #include "common/log.h"
 #include "common/ratelog.h"
+#include "proto/curve.h"
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
@@ -320,7 +321,8 @@ static void s_send_report(ps_server_t *s)
                             .nonfinite = st->nonfinite,
                             .version = ps_consistency_version(s->cons),
                             .staleness = st->staleness,
-                            .steps_fewer_workers = s_steps_fewer(s)};
+                            .steps_fewer_workers = s_steps_fewer(s),
+                            .secure_refused = ps_ctx_refused(s->ctx)};
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
@@ -464,6 +466,10 @@ int ps_server_run(const ps_server_config_t *cfg)
     s.view = calloc(1, sizeof *s.view);
     if (!s.view || ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
+        goto fail;
+    }
+    if (ps_curve_secure_ctx(s.ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err, sizeof err)) {
+        ps_log_err("%s", err);
         goto fail;
     }
     int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, err, sizeof err);
