@@ -342,7 +342,7 @@ int ps_curve_zap_start(ps_curve_t *c, void *zctx, char *err, size_t errlen)
 
 ps_flag_t ps_curve_secure_flag(int *dst)
 {
-    return (ps_flag_t){"secure", PS_FLAG_BOOL, dst, NULL,
+    return (ps_flag_t){"secure", PS_FLAG_BOOL, dst, "0|1",
                        "CurveZMQ on every socket: encrypted, and only the job's keys (--keys) "
                        "may connect"};
 }
