@@ -2,7 +2,10 @@
  * proto/curve.c - a job's CurveZMQ keys: made (keygen), read from owner-only
  * files, and checked for every connection by a ZAP handler thread (ZeroMQ's
  * RFC 27: libzmq asks inproc://zeromq.zap.01 of the socket's context whether
- * to admit a client key; without a handler it would admit any).
+ * to admit a client key; without a handler it would admit any). A peer that
+ * fails before the key check (no CurveZMQ, or not knowing our public key) is
+ * told by the bound socket's monitor events, read by the same thread, so
+ * every refused connection is counted and logged alike.
  */
 #include "proto/sock_zmq.h"
 
@@ -20,7 +23,7 @@
 #include "common/log.h"
 #include "common/ratelog.h"
 
-enum { S_KEY_BIN = 32, S_MAX_ALLOWED = 2 };
+enum { S_KEY_BIN = 32, S_MAX_ALLOWED = 2, S_MAX_WATCHED = 4 };
 
 /* The three identities of a job: the scheduler's (file "job"), the servers'
  * and the workers'. */
@@ -36,9 +39,15 @@ struct ps_curve {
     int nallowed;
     /* The ZAP handler; zap is its socket (the thread's alone once started). */
     void *zap;
+    void *zctx; /* the context it serves */
     pthread_t thread;
     int running;
     atomic_int stop;
+    /* Monitor sockets of the bound sockets (handshake failures), handed to
+     * the thread under lock. */
+    pthread_mutex_t lock;
+    void *mon[S_MAX_WATCHED];
+    int nmon;
     atomic_uint_fast64_t refused;
     ps_ratelog_t *log; /* the thread's */
 };
@@ -165,6 +174,7 @@ int ps_curve_load(const char *dir, ps_role_t role, ps_curve_t **out, char *err, 
         snprintf(err, errlen, "out of memory");
         return PS_ENOMEM;
     }
+    pthread_mutex_init(&c->lock, NULL);
     /* Who may connect to this role's bound sockets: workers reach servers and
      * each other (the ring), and every node reaches the scheduler. */
     const int own = role == PS_ROLE_SCHEDULER ? S_JOB : role == PS_ROLE_SERVER ? S_SERVER : S_WORKER;
@@ -210,6 +220,10 @@ void ps_curve_destroy(ps_curve_t **cp)
     if (c->zap) {
         zmq_close(c->zap);
     }
+    for (int i = 0; i < c->nmon; i++) {
+        zmq_close(c->mon[i]);
+    }
+    pthread_mutex_destroy(&c->lock);
     ps_ratelog_destroy(&c->log);
     explicit_bzero(c->sec, sizeof c->sec);
     free(c);
@@ -278,11 +292,10 @@ static void s_zap_answer(ps_curve_t *c)
                                                                              : c->allowed_name[i];
     }
     if (!user) {
-        char addr[64];
-        size_t len = zmq_msg_size(&f[S_ZAP_ADDRESS]);
-        len = len < sizeof addr - 1 ? len : sizeof addr - 1;
-        memcpy(addr, zmq_msg_data(&f[S_ZAP_ADDRESS]), len);
-        addr[len] = '\0';
+        char addr[80]; /* "tcp://" and the peer's address, as the monitor names it */
+        int len = (int)zmq_msg_size(&f[S_ZAP_ADDRESS]);
+        snprintf(addr, sizeof addr, "tcp://%.*s", len < 64 ? len : 64,
+                 (const char *)zmq_msg_data(&f[S_ZAP_ADDRESS]));
         atomic_fetch_add(&c->refused, 1);
         ps_ratelog_reject(c->log, "connection", addr,
                           curve ? "its key is not one of this job's" : "not CurveZMQ");
@@ -301,21 +314,92 @@ static void s_zap_answer(ps_curve_t *c)
     }
 }
 
+/* Reads one monitor event: a handshake that failed before the key check
+ * (the peer speaks no CurveZMQ, or does not know our public key) is a
+ * refused connection too. */
+static void s_on_event(ps_curve_t *c, void *mon)
+{
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    zmq_msg_init(&addr);
+    if (zmq_msg_recv(&ev, mon, 0) >= 0 && zmq_msg_more(&ev) &&
+        zmq_msg_recv(&addr, mon, 0) >= 0 && zmq_msg_size(&ev) >= 2) {
+        uint16_t id;
+        memcpy(&id, zmq_msg_data(&ev), sizeof id);
+        if (id & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)) {
+            /* "tcp://127.0.0.1:53114": the peer, less its port (one log line per host) */
+            char peer[80];
+            size_t len = zmq_msg_size(&addr);
+            len = len < sizeof peer - 1 ? len : sizeof peer - 1;
+            memcpy(peer, zmq_msg_data(&addr), len);
+            peer[len] = '\0';
+            char *colon = strrchr(peer, ':');
+            if (colon && colon > strstr(peer, "//")) {
+                *colon = '\0';
+            }
+            atomic_fetch_add(&c->refused, 1);
+            ps_ratelog_reject(c->log, "connection", peer,
+                              "its handshake failed (no CurveZMQ, or not this job's keys)");
+        }
+    }
+    zmq_msg_close(&ev);
+    zmq_msg_close(&addr);
+}
+
 static void *s_zap_main(void *arg)
 {
     ps_curve_t *c = arg;
     while (!atomic_load(&c->stop)) {
-        zmq_pollitem_t it = {c->zap, 0, ZMQ_POLLIN, 0};
-        int got = zmq_poll(&it, 1, 100);
+        zmq_pollitem_t it[1 + S_MAX_WATCHED] = {{c->zap, 0, ZMQ_POLLIN, 0}};
+        pthread_mutex_lock(&c->lock);
+        int n = c->nmon;
+        for (int i = 0; i < n; i++) {
+            it[1 + i] = (zmq_pollitem_t){c->mon[i], 0, ZMQ_POLLIN, 0};
+        }
+        pthread_mutex_unlock(&c->lock);
+        int got = zmq_poll(it, 1 + n, 100);
         if (got < 0 && zmq_errno() == ETERM) {
             break;
         }
-        if (got > 0) {
+        if (got > 0 && (it[0].revents & ZMQ_POLLIN)) {
             s_zap_answer(c);
+        }
+        for (int i = 0; got > 0 && i < n; i++) {
+            if (it[1 + i].revents & ZMQ_POLLIN) {
+                s_on_event(c, c->mon[i]);
+            }
         }
         ps_ratelog_tick(c->log);
     }
     return NULL;
+}
+
+int ps_curve_watch(ps_curve_t *c, void *zsock)
+{
+    char ep[64];
+    pthread_mutex_lock(&c->lock);
+    int k = c->nmon;
+    pthread_mutex_unlock(&c->lock);
+    if (k == S_MAX_WATCHED) {
+        return PS_ENOMEM;
+    }
+    snprintf(ep, sizeof ep, "inproc://ps-curve-watch-%p", zsock);
+    void *mon = NULL;
+    if (zmq_socket_monitor(zsock, ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0 ||
+        !(mon = zmq_socket(c->zctx, ZMQ_PAIR)) || zmq_connect(mon, ep) != 0) {
+        if (mon) {
+            zmq_close(mon);
+        }
+        return PS_EIO;
+    }
+    int linger = 0;
+    zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
+    pthread_mutex_lock(&c->lock); /* the thread owns it from here */
+    c->mon[c->nmon++] = mon;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
 }
 
 int ps_curve_zap_start(ps_curve_t *c, void *zctx, char *err, size_t errlen)
@@ -325,6 +409,7 @@ int ps_curve_zap_start(ps_curve_t *c, void *zctx, char *err, size_t errlen)
         return PS_ENOMEM;
     }
     int linger = 0;
+    c->zctx = zctx;
     zmq_setsockopt(c->zap, ZMQ_LINGER, &linger, sizeof linger);
     if (zmq_bind(c->zap, "inproc://zeromq.zap.01") != 0) {
         snprintf(err, errlen, "cannot start the key check: %s", zmq_strerror(zmq_errno()));

@@ -139,7 +139,8 @@ int ps_sock_bind(ps_sock_t *s, const char *endpoint, char *actual, size_t cap, c
     if (s_secure(s, endpoint) &&
         (zmq_setsockopt(ps_zs(s), ZMQ_CURVE_SERVER, &on, sizeof on) != 0 ||
          zmq_setsockopt(ps_zs(s), ZMQ_CURVE_SECRETKEY, ps_curve_secret(s->keys),
-                        PS_CURVE_KEY_LEN) != 0)) {
+                        PS_CURVE_KEY_LEN) != 0 ||
+         ps_curve_watch(s->keys, ps_zs(s)) != 0)) {
         return s_fail(err, errlen);
     }
     if (zmq_bind(ps_zs(s), endpoint) != 0) {

@@ -20,7 +20,7 @@ struct ps_ctx {
 
 struct ps_sock {
     void *z;                         /* the ZeroMQ socket */
-    const ps_curve_t *keys;          /* its context's keys (--secure), or NULL */
+    ps_curve_t *keys;                /* its context's keys (--secure), or NULL; borrowed */
     char peer_key[PS_CURVE_KEY_LEN]; /* the key the next connect expects; "" = the job's */
 };
 
@@ -33,6 +33,11 @@ static inline void *ps_zs(ps_sock_t *s)
 /* curve.c: binds the ZAP handler on zctx and starts its thread (before any
  * secure bind of zctx). Returns 0 or PS_EIO with a reason in err. */
 int ps_curve_zap_start(ps_curve_t *c, void *zctx, char *err, size_t errlen);
+
+/* curve.c: counts and logs handshakes of the bound socket zsock (of the
+ * context c serves) that fail before the key check, from the ZAP thread.
+ * Returns 0, or PS_ENOMEM (too many bound sockets) / PS_EIO. */
+int ps_curve_watch(ps_curve_t *c, void *zsock);
 
 /* curve.c: the Z85 secret key of this process's keypair, and the job's
  * public key (the scheduler's, which connects expect by default). */
