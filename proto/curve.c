@@ -60,7 +60,8 @@ int ps_curve_available(void)
 /* ---- key files -------------------------------------------------------------- */
 
 /* Writes one owner-only file (refusing to replace one). */
-static int s_write(const char *dir, const char *name, const char *text, char *err, size_t errlen)
+static int s_write(const char *dir, const char *name, const char *text, char *err,
+                   size_t errlen)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -96,7 +97,8 @@ int ps_curve_keygen(const char *dir, char *err, size_t errlen)
             return PS_EIO;
         }
         snprintf(text, sizeof text,
-                 "# shardps %s keypair (CurveZMQ, Z85): keep it private\npublic %s\nsecret %s\n",
+                 "# shardps %s keypair (CurveZMQ, Z85): keep it private\n"
+                 "public %s\nsecret %s\n",
                  s_id_file[i], pub, sec);
         snprintf(name, sizeof name, "%s.key", s_id_file[i]);
         int rc = s_write(dir, name, text, err, errlen);
@@ -144,9 +146,12 @@ static int s_read(const char *dir, const char *name, char *pub, char *sec, char 
     int got_pub = 0, got_sec = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
-        char *dst = !strncmp(line, "public ", 7) ? pub : !strncmp(line, "secret ", 7) ? sec : NULL;
+        char *dst = !strncmp(line, "public ", 7)   ? pub
+                    : !strncmp(line, "secret ", 7) ? sec
+                                                   : NULL;
         uint8_t bin[S_KEY_BIN];
-        if (!dst || strlen(line + 7) != PS_CURVE_KEY_LEN - 1 || !zmq_z85_decode(bin, line + 7)) {
+        if (!dst || strlen(line + 7) != PS_CURVE_KEY_LEN - 1 ||
+            !zmq_z85_decode(bin, line + 7)) {
             continue;
         }
         memcpy(dst, line + 7, PS_CURVE_KEY_LEN);
@@ -162,7 +167,8 @@ static int s_read(const char *dir, const char *name, char *pub, char *sec, char 
     return 0;
 }
 
-int ps_curve_load(const char *dir, ps_role_t role, ps_curve_t **out, char *err, size_t errlen)
+int ps_curve_load(const char *dir, ps_role_t role, ps_curve_t **out, char *err,
+                  size_t errlen)
 {
     *out = NULL;
     if (!ps_curve_available()) {
@@ -177,7 +183,9 @@ int ps_curve_load(const char *dir, ps_role_t role, ps_curve_t **out, char *err, 
     pthread_mutex_init(&c->lock, NULL);
     /* Who may connect to this role's bound sockets: workers reach servers and
      * each other (the ring), and every node reaches the scheduler. */
-    const int own = role == PS_ROLE_SCHEDULER ? S_JOB : role == PS_ROLE_SERVER ? S_SERVER : S_WORKER;
+    const int own = role == PS_ROLE_SCHEDULER ? S_JOB
+                    : role == PS_ROLE_SERVER  ? S_SERVER
+                                              : S_WORKER;
     const int admits_server = role == PS_ROLE_SCHEDULER;
     char pub[S_NIDS][PS_CURVE_KEY_LEN], name[32];
     int rc = 0;
@@ -188,8 +196,8 @@ int ps_curve_load(const char *dir, ps_role_t role, ps_curve_t **out, char *err, 
     snprintf(name, sizeof name, "%s.key", s_id_file[own]);
     rc = rc ? rc : s_read(dir, name, c->pub, c->sec, err, errlen);
     if (rc == 0 && strcmp(c->pub, pub[own]) != 0) {
-        snprintf(err, errlen, "key files %s/%s and %s/%s.pub are of different jobs", dir, name,
-                 dir, s_id_file[own]);
+        snprintf(err, errlen, "key files %s/%s and %s/%s.pub are of different jobs", dir,
+                 name, dir, s_id_file[own]);
         rc = PS_EINVAL;
     }
     if (rc != 0) {
@@ -247,7 +255,7 @@ const char *ps_curve_job_key(const ps_curve_t *c)
 
 uint64_t ps_curve_refused(const ps_curve_t *c)
 {
-    return atomic_load(&((ps_curve_t *)c)->refused);
+    return atomic_load(&c->refused);
 }
 
 /* ---- the ZAP handler ---------------------------------------------------------- */
@@ -288,8 +296,9 @@ static void s_zap_answer(ps_curve_t *c)
                 !memcmp(zmq_msg_data(&f[S_ZAP_MECH]), "CURVE", 5) &&
                 zmq_msg_size(&f[S_ZAP_KEY]) == S_KEY_BIN;
     for (int i = 0; curve && i < c->nallowed && !user; i++) {
-        user = memcmp(zmq_msg_data(&f[S_ZAP_KEY]), c->allowed[i], S_KEY_BIN) ? NULL
-                                                                             : c->allowed_name[i];
+        if (!memcmp(zmq_msg_data(&f[S_ZAP_KEY]), c->allowed[i], S_KEY_BIN)) {
+            user = c->allowed_name[i];
+        }
     }
     if (!user) {
         char addr[80]; /* "tcp://" and the peer's address, as the monitor names it */
@@ -326,7 +335,8 @@ static void s_on_event(ps_curve_t *c, void *mon)
         zmq_msg_recv(&addr, mon, 0) >= 0 && zmq_msg_size(&ev) >= 2) {
         uint16_t id;
         memcpy(&id, zmq_msg_data(&ev), sizeof id);
-        if (id & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)) {
+        if (id &
+            (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)) {
             /* "tcp://127.0.0.1:53114": the peer, less its port (one log line per host) */
             char peer[80];
             size_t len = zmq_msg_size(&addr);
@@ -404,7 +414,8 @@ int ps_curve_watch(ps_curve_t *c, void *zsock)
 
 int ps_curve_zap_start(ps_curve_t *c, void *zctx, char *err, size_t errlen)
 {
-    if (ps_ratelog_new(&c->log, PS_RATELOG_PERIOD) != 0 || !(c->zap = zmq_socket(zctx, ZMQ_REP))) {
+    if (ps_ratelog_new(&c->log, PS_RATELOG_PERIOD) != 0 ||
+        !(c->zap = zmq_socket(zctx, ZMQ_REP))) {
         snprintf(err, errlen, "cannot start the key check: out of memory");
         return PS_ENOMEM;
     }
@@ -443,13 +454,15 @@ int ps_curve_check_flags(int secure, const char *keys, ps_role_t role, char *err
 {
     if (!secure) {
         if (keys && keys[0]) {
-            snprintf(err, errlen, "--keys %s: without --secure the job would not use them", keys);
+            snprintf(err, errlen, "--keys %s: without --secure the job would not use them",
+                     keys);
             return PS_EINVAL;
         }
         return 0;
     }
     if (!keys || !keys[0]) {
-        snprintf(err, errlen, "--secure needs --keys DIR (make one with shardps-keygen DIR)");
+        snprintf(err, errlen,
+                 "--secure needs --keys DIR (make one with shardps-keygen DIR)");
         return PS_EINVAL;
     }
     ps_curve_t *c = NULL;
@@ -458,8 +471,8 @@ int ps_curve_check_flags(int secure, const char *keys, ps_role_t role, char *err
     return rc;
 }
 
-int ps_curve_secure_ctx(ps_ctx_t *ctx, int secure, const char *dir, ps_role_t role, char *err,
-                        size_t errlen)
+int ps_curve_secure_ctx(ps_ctx_t *ctx, int secure, const char *dir, ps_role_t role,
+                        char *err, size_t errlen)
 {
     ps_curve_t *c = NULL;
     if (!secure) {

@@ -57,15 +57,16 @@ int ps_curve_keygen(const char *dir, char *err, size_t errlen);
  * owner-only: "key file DIR/worker.key may be read by others (mode 0644);
  * chmod 600 it") / PS_ENOTSUP (no CURVE in libzmq) with the reason in err.
  */
-int ps_curve_load(const char *dir, ps_role_t role, ps_curve_t **out, char *err, size_t errlen);
+int ps_curve_load(const char *dir, ps_role_t role, ps_curve_t **out, char *err,
+                  size_t errlen);
 
 /*
  * A role's start: with secure, loads the keys of role from dir and makes ctx
  * secure (ps_ctx_secure()) before any socket of it is made; without, does
  * nothing. Returns 0, or a PS_E* with a one-line reason in err.
  */
-int ps_curve_secure_ctx(ps_ctx_t *ctx, int secure, const char *dir, ps_role_t role, char *err,
-                        size_t errlen);
+int ps_curve_secure_ctx(ps_ctx_t *ctx, int secure, const char *dir, ps_role_t role,
+                        char *err, size_t errlen);
 
 /* Stops its ZAP thread, if any, and frees; NULL-safe; sets *c to NULL. */
 void ps_curve_destroy(ps_curve_t **c);

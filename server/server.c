@@ -472,7 +472,8 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("out of memory");
         goto fail;
     }
-    if (ps_curve_secure_ctx(s.ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err, sizeof err)) {
+    if (ps_curve_secure_ctx(s.ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err,
+                            sizeof err) != 0) {
         ps_log_err("%s", err);
         goto fail;
     }
