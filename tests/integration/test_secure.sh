@@ -2,7 +2,8 @@
 # --secure (issue 12): CurveZMQ on every socket, only the job's keys admitted.
 # - shardps-keygen writes owner-only files; a key file others may read is
 #   refused at start by every role and the launcher: exit 2, one line naming it.
-# - A secure 2x2 sync MLP job gives bitwise the parameters of a plain one.
+# - A secure 2x2 sync MLP job gives bitwise the parameters of a plain one;
+#   so does a secure 2-worker allreduce ring.
 # - Strangers (no keys; another job's keys; another job's worker keypair with
 #   this job's public keys, which reaches the key check) cannot register,
 #   push or pull while the job waits for its nodes; a plain job answers the
@@ -142,6 +143,17 @@ job plain none
 expect "$TMP/launched.json" "d['secure'] is True and d['secure_refused'] == 0" "secure launch"
 params_close "$TMP/plain.f32" "$TMP/launched.f32" 0 || fail "a secure job differs from a plain one"
 
+# The allreduce ring under --secure: bitwise the plain ring's.
+for s in plain secure; do
+    "$LAUNCH" --mode allreduce --servers 0 --workers 2 --max-steps 60 \
+        $([ $s = secure ] && echo --secure) --dump-params "$TMP/ring_$s.f32" \
+        --summary "$TMP/ring_$s.json" >"$TMP/ring_$s.log" 2>&1 ||
+        fail "$s allreduce failed: $(tail -5 "$TMP/ring_$s.log")"
+done
+expect "$TMP/ring_secure.json" "d['secure'] is True" "secure allreduce"
+params_close "$TMP/ring_plain.f32" "$TMP/ring_secure.f32" 0 ||
+    fail "a secure allreduce job differs from a plain one"
+
 # ---- strangers ---------------------------------------------------------------
 job strangers strangers --secure --keys "$TMP/keys"
 params_close "$TMP/plain.f32" "$TMP/strangers.f32" 0 ||
@@ -168,7 +180,7 @@ flood_refused=$(field "$TMP/flood.json" "d['secure_refused']")
 lines=$(wc -l <"$TMP/sched_flood.log")
 [ "$lines" -lt 150 ] || fail "the flood wrote $lines lines to the scheduler log"
 check_logs
-echo "ok: key files checked; secure = plain bitwise ($STEPS steps); strangers refused" \
+echo "ok: key files checked; secure = plain bitwise ($STEPS steps; ring too); strangers refused" \
     "($refused connections counted, $(grep -c none "$TMP/strangers.log") strangers);" \
     "flood of 400 sockets + 1 GiB frames: $flood_refused refused, RSS$RSS_REPORT" \
     "scheduler log $lines lines"
