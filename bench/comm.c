@@ -30,20 +30,37 @@ static double s_gbs(double rounds_per_s, long bytes)
     return rounds_per_s * 2.0 * (double)bytes / 1e9;
 }
 
+/* What the sweep compares: shardps against raw ZeroMQ, or with --secure a
+ * secure job against a plain one. */
+typedef struct {
+    const char *file, *title, *csv, *md; /* the table */
+    const char *ps, *base;               /* the two sides' names in lines and plots */
+} s_sides_t;
+
+static const s_sides_t s_vs_zmq = {
+    "comm", "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
+    "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
+    "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_round,"
+    "zmq_cpu_ms_per_round",
+    "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,ZeroMQ rounds/s,"
+    "ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,shardps CPU ms/round,ZeroMQ CPU ms/round",
+    "shardps", "ZeroMQ"};
+
+static const s_sides_t s_vs_plain = {
+    "comm_secure",
+    "### --secure (CurveZMQ) push+pull goodput vs plain (same run, loopback TCP)",
+    "payload_bytes,payload,servers,inflight,mode,secure_rounds_per_sec,secure_goodput_gbs,"
+    "plain_rounds_per_sec,plain_goodput_gbs,ratio,ratio_min,ratio_max,secure_cpu_ms_per_"
+    "round,plain_cpu_ms_per_round",
+    "bytes,payload,servers,in flight,mode,secure rounds/s,secure GB/s,plain rounds/s,"
+    "plain GB/s,secure/plain,ratio min,ratio max,secure CPU ms/round,plain CPU ms/round",
+    "secure", "plain"};
+
 static int s_sweep(const ps_bench_comm_cfg_t *cfg)
 {
+    const s_sides_t *sd = cfg->secure ? &s_vs_plain : &s_vs_zmq;
     ps_bench_table_t *t;
-    if (ps_bench_table_new(
-            cfg->out, "comm",
-            "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
-            "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
-            "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_"
-            "round,"
-            "zmq_cpu_ms_per_round",
-            "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,"
-            "ZeroMQ rounds/s,ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,"
-            "shardps CPU ms/round,ZeroMQ CPU ms/round",
-            &t) != 0) {
+    if (ps_bench_table_new(cfg->out, sd->file, sd->title, sd->csv, sd->md, &t) != 0) {
         return 1;
     }
     int n = cfg->nservers * cfg->nsizes * cfg->ninflight, done = 0, failed = 0;
@@ -69,7 +86,7 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                 int rc = ps_bench_comm_run(cfg, S, bytes, W, q, err, sizeof err);
                 if (rc != 0) {
                     failed = 1;
-                    q->ps = q->zmq = NAN;
+                    q->ps = q->base = NAN;
                     fprintf(stderr,
                             COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
                             done, n, name, S, W, err[0] ? err : ps_strerror(rc));
@@ -79,18 +96,19 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                 }
                 double ratio = q->ratio;
                 fprintf(stderr,
-                        COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: shardps %.3f GB/s, "
-                                  "ZeroMQ %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
-                        done, n, name, S, W, s_gbs(q->ps, bytes), s_gbs(q->zmq, bytes),
-                        ratio, q->ratio_lo, q->ratio_hi, ps_now() - t0);
+                        COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: %s %.3f GB/s, "
+                                  "%s %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
+                        done, n, name, S, W, sd->ps, s_gbs(q->ps, bytes), sd->base,
+                        s_gbs(q->base, bytes), ratio, q->ratio_lo, q->ratio_hi,
+                        ps_now() - t0);
                 ps_bench_table_rowf(
                     t,
                     "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
                     "%.3f",
                     bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
-                    s_gbs(q->ps, bytes), q->zmq, s_gbs(q->zmq, bytes), ratio, q->ratio_lo,
-                    q->ratio_hi, q->ps_cpu * 1e3, q->zmq_cpu * 1e3);
-                if (bytes >= (1L << 20) && bytes <= (16L << 20)) {
+                    s_gbs(q->ps, bytes), q->base, s_gbs(q->base, bytes), ratio, q->ratio_lo,
+                    q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3);
+                if (!cfg->secure && bytes >= (1L << 20) && bytes <= (16L << 20)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
                     if (ratio < worst) {
@@ -106,15 +124,26 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
     ps_bench_machine(machine, sizeof machine, cfg->load_before);
     ps_bench_table_note(
         t,
-        "Round: push of the whole payload + pull of it (shardps; split over the "
-        "servers by the shard map; servers apply plain SGD) or one echo of the "
-        "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
-        "split, one echo process per server). Goodput = 2 x payload x rounds/s, "
-        "GB = 1e9 B. In flight 1: sync mode; more: async. %d repetitions of "
-        ">= %.2f s, ZeroMQ then shardps back to back; rates are medians, the ratio is "
-        "the median of the %d back-to-back ratios (min and max beside it). CPU per round: "
-        "user + system seconds of every process of that side (this one included), "
-        "median; on a machine whose cores are all busy it bounds the rate. Machine: %s.",
+        cfg->secure
+            ? "Round: push of the whole payload + pull of it, split over the servers "
+              "by the shard map; servers apply plain SGD. Two jobs side by side, the same "
+              "but for --secure (CurveZMQ: every frame encrypted and authenticated, "
+              "only the job's keys admitted). Goodput = 2 x payload x rounds/s, GB = 1e9 "
+              "B. In flight 1: sync mode; more: async. %d repetitions of >= %.2f s, plain "
+              "then secure back to back; rates are medians, the ratio is the median of "
+              "the %d back-to-back ratios (min and max beside it). CPU per round: user + "
+              "system seconds of every process of that side (this one included), median. "
+              "Machine: %s."
+            : "Round: push of the whole payload + pull of it (shardps; split over the "
+              "servers by the shard map; servers apply plain SGD) or one echo of the "
+              "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
+              "split, one echo process per server). Goodput = 2 x payload x rounds/s, "
+              "GB = 1e9 B. In flight 1: sync mode; more: async. %d repetitions of "
+              ">= %.2f s, ZeroMQ then shardps back to back; rates are medians, the ratio "
+              "is the median of the %d back-to-back ratios (min and max beside it). CPU "
+              "per round: user + system seconds of every process of that side (this one "
+              "included), median; on a machine whose cores are all busy it bounds the "
+              "rate. Machine: %s.",
         cfg->reps, cfg->seconds, cfg->reps, machine);
     if (in_target) {
         ps_bench_table_note(
@@ -141,17 +170,17 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                 if (!isnan(q->ps)) {
                     ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
                                       s_gbs(q->ps, cfg->sizes[z]),
-                                      s_gbs(q->zmq, cfg->sizes[z]));
+                                      s_gbs(q->base, cfg->sizes[z]));
                     points++;
                 }
             }
             ps_bench_str_addf(&gp, "EOD\n");
             if (points) {
                 ps_bench_str_addf(&plot,
-                                  "%s$w%ds%d u 1:2 w lp lc %d pt 7 t 'shardps S=%ld', "
-                                  "$w%ds%d u 1:3 w l lc %d dt 2 t 'ZeroMQ S=%ld'",
-                                  plot.len ? ", " : "", w, s, s + 1, cfg->servers[s], w, s,
-                                  s + 1, cfg->servers[s]);
+                                  "%s$w%ds%d u 1:2 w lp lc %d pt 7 t '%s S=%ld', "
+                                  "$w%ds%d u 1:3 w l lc %d dt 2 t '%s S=%ld'",
+                                  plot.len ? ", " : "", w, s, s + 1, sd->ps, cfg->servers[s],
+                                  w, s, s + 1, sd->base, cfg->servers[s]);
             }
         }
         if (plot.len) {
@@ -164,12 +193,13 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
     }
     if (npanels) {
         ps_bench_str_t head = {0};
-        ps_bench_plot_header(&head, cfg->out, "comm_goodput", 420 * npanels, 380);
+        const char *png = cfg->secure ? "comm_secure_goodput" : "comm_goodput";
+        ps_bench_plot_header(&head, cfg->out, png, 420 * npanels, 380);
         ps_bench_plot_sizes(&head, cfg->sizes, cfg->nsizes, "goodput (GB/s)");
         ps_bench_str_addf(&head, "%sset multiplot layout 1,%d\n%sunset multiplot\n",
                           ps_bench_str_get(&gp), npanels, ps_bench_str_get(&panels));
         failed |=
-            ps_bench_plot(cfg->out, "comm_goodput", ps_bench_str_get(&head)) == PS_EIO;
+            ps_bench_plot(cfg->out, png, ps_bench_str_get(&head)) == PS_EIO;
         ps_bench_str_fini(&head);
     }
     ps_bench_str_fini(&panels);
@@ -205,7 +235,7 @@ int ps_bench_comm_main(int argc, char **argv)
     ps_bench_comm_cfg_t cfg = {
         .out = "bench-out", .reps = 7, .seconds = 0, .mpi = 1, .ring_kib = 128};
     int quick = 0;
-    const char *sizes = NULL, *servers = "1,2,4", *inflight = "1,4", *arw = "2,4";
+    const char *sizes = NULL, *servers = "1,2,4", *inflight = "1,4", *arw = NULL;
     const char *ar_sizes = NULL;
     const char *log_level = "warn";
     ps_flag_t flags[] = {
@@ -218,7 +248,7 @@ int ps_bench_comm_main(int argc, char **argv)
         {"inflight", PS_FLAG_STR, &inflight, "LIST",
          "rounds in flight (1 = sync, more = async)"},
         {"allreduce-workers", PS_FLAG_STR, &arw, "LIST",
-         "allreduce ranks (0 = no allreduce)"},
+         "allreduce ranks (0 = no allreduce; default 2,4, with --secure 0)"},
         {"allreduce-sizes", PS_FLAG_STR, &ar_sizes, "LIST",
          "allreduce payload bytes (default: --sizes when given, else as --sizes')"},
         {"ring-kib", PS_FLAG_INT, &cfg.ring_kib, "KIB",
@@ -228,6 +258,9 @@ int ps_bench_comm_main(int argc, char **argv)
         {"reps", PS_FLAG_INT, &cfg.reps, "N", "repetitions, median reported"},
         {"mpi", PS_FLAG_BOOL, &cfg.mpi, NULL,
          "compare allreduce with MPI_Allreduce where installed"},
+        {"secure", PS_FLAG_BOOL, &cfg.secure, NULL,
+         "a --secure job beside a plain one instead of raw ZeroMQ (sizes 4K to 16M, no "
+         "allreduce unless asked): comm_secure.csv/.md"},
         {"log-level", PS_FLAG_STR, &log_level, "LEVEL",
          "of the shardps roles: err, warn, info, debug"},
     };
@@ -248,7 +281,12 @@ int ps_bench_comm_main(int argc, char **argv)
                            : "4K,16K,64K,256K,1M,4M,16M,64M";
     }
     if (!sizes) {
-        sizes = quick ? "4K,1M,4M,16M" : "4K,16K,64K,256K,1M,4M,16M,64M";
+        sizes = quick          ? "4K,1M,4M,16M"
+                : cfg.secure   ? "4K,16K,64K,256K,1M,4M,16M"
+                               : "4K,16K,64K,256K,1M,4M,16M,64M";
+    }
+    if (!arw) { /* the ring under --secure is not what that table is about */
+        arw = cfg.secure ? "0" : "2,4";
     }
     cfg.seconds = cfg.seconds > 0 ? cfg.seconds : quick ? 0.2 : 0.5;
     cfg.reps = cfg.reps > 0 ? cfg.reps : 7;

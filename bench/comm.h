@@ -49,24 +49,29 @@ typedef struct {
     double seconds;     /* least timed seconds per repetition */
     int reps;           /* repetitions of each measurement */
     int mpi;            /* compare allreduce with MPI where installed */
+    int secure;         /* baseline: a plain job beside a --secure one, not raw ZeroMQ */
     double load_before; /* 1-minute load average at the start */
 } ps_bench_comm_cfg_t;
 
 /* What one parameter-server configuration measured. */
 typedef struct {
-    double ps;       /* shardps rounds/s: median over the repetitions */
-    double zmq;      /* ZeroMQ rounds/s: median over the repetitions */
-    double ratio;    /* median of the per-repetition ratios shardps/ZeroMQ (each pair
+    double ps;       /* shardps rounds/s (with --secure: the secure job's): median over
+                        the repetitions */
+    double base;     /* the baseline's rounds/s: raw ZeroMQ, or with --secure the plain
+                        shardps job; median over the repetitions */
+    double ratio;    /* median of the per-repetition ratios shardps/baseline (each pair
                         measured back to back, so it shares the machine's mood) */
     double ratio_lo; /* lowest per-repetition ratio */
     double ratio_hi; /* highest per-repetition ratio */
     double ps_cpu;   /* shardps CPU seconds per round (all its processes): median */
-    double zmq_cpu;  /* ZeroMQ CPU seconds per round (this process + echoes): median */
+    double base_cpu; /* the baseline's CPU seconds per round (this process + its
+                        processes): median */
 } ps_bench_comm_result_t;
 
 /*
  * Runs one (servers S, payload bytes, in flight W) configuration from
- * scratch: its processes, both measurements, the tear-down (comm_run.c).
+ * scratch: its processes, both measurements, the tear-down (comm_run.c);
+ * with cfg->secure a --secure job against a plain one.
  * Returns 0 with *res filled, or a negative PS_E* with why in err.
  */
 int ps_bench_comm_run(const ps_bench_comm_cfg_t *cfg, int S, long bytes, int W,

@@ -19,6 +19,10 @@
  * place, as the servers do; the worker's client also copies pulled values
  * into the caller's buffer, which is part of what is measured.
  *
+ * With --secure the baseline is a second, plain parameter-server job beside
+ * a --secure one (CurveZMQ, keys made in the job's temporary directory): the
+ * ratio is then what encryption costs. The echo processes are not started.
+ *
  * Both are timed alternately, reps times each, after a warm-up: rates are
  * medians, the ratio is the median of the back-to-back pairs' ratios, so a
  * change in the machine's load hits both sides of each ratio.
@@ -41,12 +45,30 @@
 #include "common/job.h"
 #include "common/log.h"
 #include "deploy/proc.h"
+#include "proto/curve.h"
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "scheduler/scheduler.h"
 #include "server/server.h"
 #include "worker/kv.h"
+
+/* One parameter-server job: its processes and this process's client of it. */
+typedef struct {
+    int secure;                      /* --secure, keys in tmpdir */
+    char tmpdir[PATH_MAX];           /* holds the scheduler's endpoint file (and keys) */
+    pid_t sched;                     /* scheduler process; 0 = none */
+    pid_t servers[COMM_MAX_SERVERS]; /* server processes */
+    ps_scheduler_config_t sc;        /* their configurations, copied into the children */
+    ps_server_config_t vc;
+    char epfile[PATH_MAX + 32];
+    char sched_ep[256];
+    ps_ctx_t *ctx; /* this process's ZeroMQ context for the job */
+    ps_link_t *link;
+    ps_view_t *view;
+    ps_kv_t *kv;
+    int64_t step; /* next push's step */
+} comm_job_t;
 
 /* One configuration: its processes and this process's client side. */
 typedef struct {
@@ -56,19 +78,14 @@ typedef struct {
     long bytes;                          /* payload */
     uint64_t P;                          /* payload floats */
     ps_range_t ranges[COMM_MAX_SERVERS]; /* the shard map, for the echo side */
-    char tmpdir[PATH_MAX];               /* holds the scheduler's endpoint file */
-    pid_t sched;                         /* scheduler process; 0 = none */
-    pid_t servers[COMM_MAX_SERVERS];     /* server processes */
-    pid_t echo[COMM_MAX_SERVERS];        /* echo processes */
+    comm_job_t job[2];                   /* the measured job; with --secure [0] is plain */
+    int njobs;                           /* 1, or 2 with --secure */
+    pid_t echo[COMM_MAX_SERVERS];        /* echo processes (not with --secure) */
     char echo_ep[COMM_MAX_SERVERS][128];
-    ps_ctx_t *ctx; /* this process's ZeroMQ context */
-    ps_link_t *link;
-    ps_view_t *view;
-    ps_kv_t *kv;
+    ps_ctx_t *ctx; /* this process's ZeroMQ context for the echo side */
     ps_sock_t *dealers[COMM_MAX_SERVERS]; /* to the echo processes */
     float *grad;                     /* P: what is pushed (and echoed) */
     float *dst[COMM_MAX_INFLIGHT];   /* P each: where round k's pull lands */
-    int64_t step;                    /* next push's step */
     char err[256];
 } comm_run_t;
 
@@ -161,22 +178,28 @@ static int s_start_echo(comm_run_t *r)
     return 0;
 }
 
-/* Starts the scheduler and S servers of a job with P parameters; fills the
- * configs, which must outlive the fork (they are copied into the children). */
-static int s_start_job(comm_run_t *r, ps_scheduler_config_t *sc, ps_server_config_t *vc,
-                       char *epfile, size_t epcap, char *sched_ep, size_t sched_cap)
+/* Starts the scheduler and S servers of job j with P parameters (with its
+ * keys when secure). */
+static int s_start_job(comm_run_t *r, comm_job_t *j)
 {
-    snprintf(r->tmpdir, sizeof r->tmpdir, "%s/sps-bench.XXXXXX",
+    ps_scheduler_config_t *sc = &j->sc;
+    ps_server_config_t *vc = &j->vc;
+    snprintf(j->tmpdir, sizeof j->tmpdir, "%s/sps-bench.XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(r->tmpdir)) {
+    if (!mkdtemp(j->tmpdir)) {
         snprintf(r->err, sizeof r->err, "mkdtemp: %s", strerror(errno));
-        r->tmpdir[0] = '\0';
+        j->tmpdir[0] = '\0';
         return PS_EIO;
     }
-    snprintf(epfile, epcap, "%s/scheduler.ep", r->tmpdir);
+    if (j->secure && ps_curve_keygen(j->tmpdir, r->err, sizeof r->err) != 0) {
+        return PS_EIO;
+    }
+    snprintf(j->epfile, sizeof j->epfile, "%s/scheduler.ep", j->tmpdir);
     memset(sc, 0, sizeof *sc);
+    sc->secure = j->secure;
+    sc->keys = j->secure ? j->tmpdir : NULL;
     sc->bind = "tcp://127.0.0.1:*";
-    sc->endpoint_file = epfile;
+    sc->endpoint_file = j->epfile;
     sc->servers = r->S;
     sc->workers = 1;
     sc->peer_timeout = 10.0;
@@ -189,14 +212,14 @@ static int s_start_job(comm_run_t *r, ps_scheduler_config_t *sc, ps_server_confi
     sc->job.batch = 1;
     sc->job.epochs = 1;
     ps_job_parse_mode(r->W == 1 ? "sync" : "async", &sc->job);
-    r->sched = ps_proc_fork(s_sched_main, sc);
-    if (r->sched <= 0) {
+    j->sched = ps_proc_fork(s_sched_main, sc);
+    if (j->sched <= 0) {
         snprintf(r->err, sizeof r->err, "fork: %s", strerror(errno));
         return PS_EIO;
     }
     char *text = NULL;
     for (double until = ps_now() + 15.0; ps_now() < until; usleep(5000)) {
-        if (ps_bench_read_file(epfile, &text) == 0) {
+        if (ps_bench_read_file(j->epfile, &text) == 0) {
             break;
         }
     }
@@ -205,18 +228,20 @@ static int s_start_job(comm_run_t *r, ps_scheduler_config_t *sc, ps_server_confi
         return PS_ETIMEDOUT;
     }
     text[strcspn(text, "\n")] = '\0';
-    snprintf(sched_ep, sched_cap, "%s", text);
+    snprintf(j->sched_ep, sizeof j->sched_ep, "%s", text);
     free(text);
     memset(vc, 0, sizeof *vc);
-    vc->scheduler = sched_ep;
+    vc->secure = j->secure;
+    vc->keys = sc->keys;
+    vc->scheduler = j->sched_ep;
     vc->bind = "tcp://127.0.0.1:*";
     vc->rank = -1;
     vc->connect_timeout = 10.0;
     vc->peer_timeout = 10.0;
     vc->report_missing = 30.0;
     for (int i = 0; i < r->S; i++) {
-        r->servers[i] = ps_proc_fork(s_server_main, vc);
-        if (r->servers[i] <= 0) {
+        j->servers[i] = ps_proc_fork(s_server_main, vc);
+        if (j->servers[i] <= 0) {
             snprintf(r->err, sizeof r->err, "fork: %s", strerror(errno));
             return PS_EIO;
         }
@@ -224,29 +249,39 @@ static int s_start_job(comm_run_t *r, ps_scheduler_config_t *sc, ps_server_confi
     return 0;
 }
 
-/* This process's side: joins the job as its only worker, initialises the
- * parameters, connects to the echo processes, allocates the buffers. */
-static int s_start_client(comm_run_t *r, const char *sched_ep)
+/* This process joins job j as its only worker and initialises the
+ * parameters (r->grad: zeros). */
+static int s_join(comm_run_t *r, comm_job_t *j)
 {
     ps_job_t job;
-    r->view = calloc(1, sizeof *r->view);
-    if (ps_ctx_new(&r->ctx) != 0 || !r->view) {
+    j->view = calloc(1, sizeof *j->view);
+    if (ps_ctx_new(&j->ctx) != 0 || !j->view) {
         snprintf(r->err, sizeof r->err, "out of memory");
         return PS_ENOMEM;
     }
-    int rc = ps_link_join(&r->link, r->ctx, sched_ep, PS_ROLE_WORKER, -1, NULL, 10.0, 10.0,
-                          &job, r->err, sizeof r->err);
+    int rc = ps_curve_secure_ctx(j->ctx, j->secure, j->tmpdir, PS_ROLE_WORKER, r->err,
+                                 sizeof r->err);
+    rc = rc ? rc
+            : ps_link_join(&j->link, j->ctx, j->sched_ep, PS_ROLE_WORKER, -1, NULL, 10.0,
+                           10.0, &job, r->err, sizeof r->err);
     /* One sample per step and (practically) no end: the job lasts until we finish. */
     if (rc == 0) {
         ps_model_info_t info = {.num_params = r->P, .train_samples = UINT64_C(1) << 40};
-        rc = ps_link_wait_view(r->link, &info, r->view, r->err, sizeof r->err);
+        rc = ps_link_wait_view(j->link, &info, j->view, r->err, sizeof r->err);
     }
     if (rc == 0) {
-        rc = ps_kv_new(r->ctx, &r->link, r->view, &r->kv, r->err, sizeof r->err);
+        rc = ps_kv_new(j->ctx, &j->link, j->view, &j->kv, r->err, sizeof r->err);
     }
-    if (rc != 0) {
-        return rc;
+    if (rc == 0 && (rc = ps_kv_wait(j->kv, ps_kv_init(j->kv, 0, r->P, r->grad))) != 0) {
+        snprintf(r->err, sizeof r->err, "init: %s", ps_kv_error(j->kv));
     }
+    return rc;
+}
+
+/* This process's side: allocates the buffers, joins the jobs, connects to
+ * the echo processes. */
+static int s_start_client(comm_run_t *r)
+{
     size_t n = (size_t)r->P * sizeof(float);
     r->grad = malloc(n);
     for (int k = 0; k < r->W; k++) {
@@ -266,10 +301,16 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
         return PS_ENOMEM;
     }
     memset(r->grad, 0, n);
-    rc = ps_kv_wait(r->kv, ps_kv_init(r->kv, 0, r->P, r->grad));
-    if (rc != 0) {
-        snprintf(r->err, sizeof r->err, "init: %s", ps_kv_error(r->kv));
+    int rc = 0;
+    for (int k = 0; k < r->njobs && rc == 0; k++) {
+        rc = s_join(r, &r->job[k]);
+    }
+    if (rc != 0 || r->njobs == 2) {
         return rc;
+    }
+    if (ps_ctx_new(&r->ctx) != 0) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        return PS_ENOMEM;
     }
     for (int i = 0; i < r->S; i++) {
         if (ps_sock_new(r->ctx, PS_SOCK_DEALER, &r->dealers[i], r->err, sizeof r->err) != 0 ||
@@ -282,43 +323,69 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
     return 0;
 }
 
-/* Ends the job (cleanly when ok), stops every process, frees everything.
+/* Ends job j (cleanly when ok), stops its processes, removes its files.
  * Returns 0 when every role exited 0 after a clean end. */
-static int s_teardown(comm_run_t *r, int ok)
+static int s_end_job(comm_run_t *r, comm_job_t *j, int ok)
 {
     int rc = 0;
-    if (r->kv) {
+    if (j->kv) {
         if (ok) {
             ps_done_t done = {0};
-            done.steps = r->step;
-            rc = ps_kv_finish(r->kv, &done);
+            done.steps = j->step;
+            rc = ps_kv_finish(j->kv, &done);
             if (rc != 0) {
                 snprintf(r->err, sizeof r->err, "finishing the job: %s",
-                         ps_kv_error(r->kv));
+                         ps_kv_error(j->kv));
             }
         } else {
-            ps_kv_abort(r->kv, r->err[0] ? r->err : "shardps-bench failed");
+            ps_kv_abort(j->kv, r->err[0] ? r->err : "shardps-bench failed");
         }
-        ps_kv_destroy(&r->kv);
-    } else if (r->link) {
-        ps_link_abort(r->link, r->err[0] ? r->err : "shardps-bench failed");
+        ps_kv_destroy(&j->kv);
+    } else if (j->link) {
+        ps_link_abort(j->link, r->err[0] ? r->err : "shardps-bench failed");
     }
-    ps_link_destroy(&r->link);
-    for (int i = 0; i < r->S; i++) {
-        ps_sock_destroy(&r->dealers[i]);
-    }
-    ps_ctx_destroy(&r->ctx);
+    ps_link_destroy(&j->link);
+    ps_ctx_destroy(&j->ctx);
     /* The job's roles end by themselves (the scheduler saw us finish or
      * abort); anything left after a while is killed. */
     double grace = ok ? 15.0 : 12.0;
     for (int i = 0; i < r->S; i++) {
-        int st = ps_proc_reap(r->servers[i], grace);
+        int st = ps_proc_reap(j->servers[i], grace);
         rc = rc ? rc : (ok && st ? PS_EIO : 0);
-        r->servers[i] = 0;
+        j->servers[i] = 0;
     }
-    int st = ps_proc_reap(r->sched, grace);
+    int st = ps_proc_reap(j->sched, grace);
     rc = rc ? rc : (ok && st ? PS_EIO : 0);
-    r->sched = 0;
+    j->sched = 0;
+    if (j->tmpdir[0]) {
+        static const char *const files[] = {"scheduler.ep", "job.key", "job.pub", "server.key",
+                                            "server.pub", "worker.key", "worker.pub"};
+        for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof path, "%s/%s", j->tmpdir, files[f]);
+            unlink(path);
+        }
+        rmdir(j->tmpdir);
+        j->tmpdir[0] = '\0';
+    }
+    free(j->view);
+    j->view = NULL;
+    return rc;
+}
+
+/* Ends the jobs, stops every process, frees everything. Returns 0 when every
+ * role exited 0 after a clean end. */
+static int s_teardown(comm_run_t *r, int ok)
+{
+    int rc = 0;
+    for (int k = 0; k < r->njobs; k++) {
+        int jrc = s_end_job(r, &r->job[k], ok);
+        rc = rc ? rc : jrc;
+    }
+    for (int i = 0; i < r->S; i++) {
+        ps_sock_destroy(&r->dealers[i]);
+    }
+    ps_ctx_destroy(&r->ctx);
     for (int i = 0; i < r->S; i++) {
         if (r->echo[i] > 0) {
             kill(r->echo[i], SIGKILL);
@@ -329,34 +396,25 @@ static int s_teardown(comm_run_t *r, int ok)
     if (rc != 0 && !r->err[0]) {
         snprintf(r->err, sizeof r->err, "a scheduler or server process failed");
     }
-    if (r->tmpdir[0]) {
-        char ep[PATH_MAX + 32];
-        snprintf(ep, sizeof ep, "%s/scheduler.ep", r->tmpdir);
-        unlink(ep);
-        rmdir(r->tmpdir);
-        r->tmpdir[0] = '\0';
-    }
     free(r->grad);
     r->grad = NULL;
     for (int k = 0; k < COMM_MAX_INFLIGHT; k++) {
         free(r->dst[k]);
         r->dst[k] = NULL;
     }
-    free(r->view);
-    r->view = NULL;
     return rc;
 }
 
 /* ---- the two measurements ---------------------------------------------------- */
 
-/* Queues round k: push the payload, pull it back into dst[k]. */
-static int s_ps_submit(comm_run_t *r, int k, int *hp, int *hl)
+/* Queues round k on job j: push the payload, pull it back into dst[k]. */
+static int s_ps_submit(comm_run_t *r, comm_job_t *j, int k, int *hp, int *hl)
 {
-    int64_t t = r->step++;
-    *hp = ps_kv_push(r->kv, 0, r->P, r->grad, t);
-    *hl = ps_kv_pull(r->kv, 0, r->P, r->dst[k], r->W == 1 ? t + 1 : 0);
+    int64_t t = j->step++;
+    *hp = ps_kv_push(j->kv, 0, r->P, r->grad, t);
+    *hl = ps_kv_pull(j->kv, 0, r->P, r->dst[k], r->W == 1 ? t + 1 : 0);
     if (*hp < 0 || *hl < 0) {
-        snprintf(r->err, sizeof r->err, "push/pull refused: %s", ps_kv_error(r->kv));
+        snprintf(r->err, sizeof r->err, "push/pull refused: %s", ps_kv_error(j->kv));
         return *hp < 0 ? *hp : *hl;
     }
     return 0;
@@ -366,15 +424,15 @@ static int s_ps_submit(comm_run_t *r, int k, int *hp, int *hl)
  * Parameter server: keeps W rounds outstanding for at least `seconds` and
  * min_rounds rounds, then drains. *rounds completed in *elapsed seconds.
  */
-static int s_ps_measure(comm_run_t *r, double seconds, int min_rounds, long *rounds,
-                        double *elapsed)
+static int s_ps_measure(comm_run_t *r, comm_job_t *j, double seconds, int min_rounds,
+                        long *rounds, double *elapsed)
 {
     int hp[COMM_MAX_INFLIGHT], hl[COMM_MAX_INFLIGHT], active[COMM_MAX_INFLIGHT] = {0};
     long started = 0, done = 0;
     double t0 = ps_now(), stop_at = t0 + seconds;
     int rc = 0;
     for (int k = 0; k < r->W && rc == 0; k++) {
-        rc = s_ps_submit(r, k, &hp[k], &hl[k]);
+        rc = s_ps_submit(r, j, k, &hp[k], &hl[k]);
         active[k] = rc == 0;
         started += rc == 0;
     }
@@ -382,15 +440,15 @@ static int s_ps_measure(comm_run_t *r, double seconds, int min_rounds, long *rou
         if (!active[k]) {
             continue;
         }
-        int a = ps_kv_wait(r->kv, hp[k]), b = ps_kv_wait(r->kv, hl[k]);
+        int a = ps_kv_wait(j->kv, hp[k]), b = ps_kv_wait(j->kv, hl[k]);
         active[k] = 0;
         done++;
         if ((a || b) && rc == 0) {
-            snprintf(r->err, sizeof r->err, "push/pull failed: %s", ps_kv_error(r->kv));
+            snprintf(r->err, sizeof r->err, "push/pull failed: %s", ps_kv_error(j->kv));
             rc = a ? a : b;
         }
         if (rc == 0 && (ps_now() < stop_at || started < min_rounds)) {
-            rc = s_ps_submit(r, k, &hp[k], &hl[k]);
+            rc = s_ps_submit(r, j, k, &hp[k], &hl[k]);
             active[k] = rc == 0;
             started += rc == 0;
         }
@@ -495,52 +553,71 @@ static int s_zmq_measure(comm_run_t *r, double seconds, int min_rounds, long *ro
     return rc;
 }
 
-/* CPU seconds used so far by this process and one side's processes: the
- * scheduler and servers (ps) or the echo processes. Only one side works at a
+/* The measured job: the only one, or the secure one beside the plain. */
+static comm_job_t *s_measured(comm_run_t *r)
+{
+    return &r->job[r->njobs - 1];
+}
+
+/* CPU seconds used so far by this process and one side's processes: side 1
+ * the measured job's scheduler and servers, side 0 the baseline's (the echo
+ * processes, or with --secure the plain job's). Only one side works at a
  * time, so this process's share belongs to the side being measured. */
-static double s_side_cpu(const comm_run_t *r, int ps)
+static double s_side_cpu(comm_run_t *r, int side)
 {
     double sum = ps_bench_cpu_seconds(0);
-    if (ps) {
-        sum += ps_bench_cpu_seconds(r->sched);
+    const comm_job_t *j = side ? s_measured(r) : r->njobs == 2 ? &r->job[0] : NULL;
+    if (j) {
+        sum += ps_bench_cpu_seconds(j->sched);
     }
     for (int i = 0; i < r->S; i++) {
-        sum += ps_bench_cpu_seconds(ps ? r->servers[i] : r->echo[i]);
+        sum += ps_bench_cpu_seconds(j ? j->servers[i] : r->echo[i]);
     }
     return sum;
 }
 
-/* Measures one configuration: rounds per second and CPU per round of both,
- * medians. */
+/* One side's rounds (side as s_side_cpu's). */
+static int s_side_measure(comm_run_t *r, int side, double seconds, int min_rounds,
+                          long *rounds, double *elapsed)
+{
+    if (side == 0 && r->njobs == 1) {
+        return s_zmq_measure(r, seconds, min_rounds, rounds, elapsed);
+    }
+    return s_ps_measure(r, side ? s_measured(r) : &r->job[0], seconds, min_rounds, rounds,
+                        elapsed);
+}
+
+/* Measures one configuration: rounds per second and CPU per round of both
+ * sides, medians. */
 static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
 {
     const ps_bench_comm_cfg_t *cfg = r->cfg;
-    double ps[COMM_MAX_REPS], zq[COMM_MAX_REPS], ratio[COMM_MAX_REPS], el;
-    double ps_cpu[COMM_MAX_REPS], zq_cpu[COMM_MAX_REPS], c0;
+    double ps[COMM_MAX_REPS], base[COMM_MAX_REPS], ratio[COMM_MAX_REPS], el;
+    double ps_cpu[COMM_MAX_REPS], base_cpu[COMM_MAX_REPS], c0;
     long rounds;
     /* Warm-up: connections, page faults, the servers' first touch. */
-    int rc = s_zmq_measure(r, 0, r->W + 1, &rounds, &el);
+    int rc = s_side_measure(r, 0, 0, r->W + 1, &rounds, &el);
     if (rc == 0) {
-        rc = s_ps_measure(r, 0, r->W + 1, &rounds, &el);
+        rc = s_side_measure(r, 1, 0, r->W + 1, &rounds, &el);
     }
     for (int i = 0; i < cfg->reps && rc == 0; i++) {
         c0 = s_side_cpu(r, 0);
-        rc = s_zmq_measure(r, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
-        zq[i] = rounds / el;
-        zq_cpu[i] = (s_side_cpu(r, 0) - c0) / (double)rounds;
+        rc = s_side_measure(r, 0, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
+        base[i] = rounds / el;
+        base_cpu[i] = (s_side_cpu(r, 0) - c0) / (double)rounds;
         if (rc == 0) {
             c0 = s_side_cpu(r, 1);
-            rc = s_ps_measure(r, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
+            rc = s_side_measure(r, 1, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
             ps[i] = rounds / el;
             ps_cpu[i] = (s_side_cpu(r, 1) - c0) / (double)rounds;
-            ratio[i] = ps[i] / zq[i];
+            ratio[i] = ps[i] / base[i];
         }
     }
     if (rc == 0) {
         res->ps = ps_bench_median(ps, cfg->reps);
-        res->zmq = ps_bench_median(zq, cfg->reps);
+        res->base = ps_bench_median(base, cfg->reps);
         res->ps_cpu = ps_bench_median(ps_cpu, cfg->reps);
-        res->zmq_cpu = ps_bench_median(zq_cpu, cfg->reps);
+        res->base_cpu = ps_bench_median(base_cpu, cfg->reps);
         res->ratio = ps_bench_median(ratio, cfg->reps); /* sorts ratio */
         res->ratio_lo = ratio[0];
         res->ratio_hi = ratio[cfg->reps - 1];
@@ -554,15 +631,14 @@ int ps_bench_comm_run(const ps_bench_comm_cfg_t *cfg, int S, long bytes, int W,
     comm_run_t r = {.cfg = cfg, .S = S, .W = W, .bytes = bytes};
     r.P = (uint64_t)bytes / sizeof(float);
     ps_range_split(r.P, S, r.ranges);
-    ps_scheduler_config_t sc;
-    ps_server_config_t vc;
-    char epfile[PATH_MAX + 32], sched_ep[256];
-    int rc = s_start_echo(&r);
-    if (rc == 0) {
-        rc = s_start_job(&r, &sc, &vc, epfile, sizeof epfile, sched_ep, sizeof sched_ep);
+    r.njobs = cfg->secure ? 2 : 1;
+    r.job[1].secure = 1; /* the measured one when there are two */
+    int rc = cfg->secure ? 0 : s_start_echo(&r);
+    for (int k = 0; k < r.njobs && rc == 0; k++) {
+        rc = s_start_job(&r, &r.job[k]);
     }
     if (rc == 0) {
-        rc = s_start_client(&r, sched_ep);
+        rc = s_start_client(&r);
     }
     if (rc == 0) {
         rc = s_measure_config(&r, res);

@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "deploy/launch_children.h"
 #include "deploy/launch_flags.h"
+#include "proto/curve.h"
 
 #define S_ENDPOINT_WAIT_S 15.0 /* how long the scheduler has to write its endpoint */
 #define S_STOP_GRACE_S 5.0     /* SIGTERM -> SIGKILL */
@@ -284,6 +285,20 @@ static int s_make_tmpdir(s_launch_t *L)
     return 0;
 }
 
+/* --secure without --keys: the job's own keys, made in the private (0700)
+ * temporary directory and removed with it, so no other job shares them. */
+static int s_make_keys(s_launch_t *L, ps_launch_flags_t *F)
+{
+    if (!ps_launch_flags_secure(F) || ps_launch_flags_value(F, "keys")) {
+        return 0;
+    }
+    if (ps_curve_keygen(L->tmpdir, L->why, sizeof L->why) != 0) {
+        return PS_EIO;
+    }
+    ps_launch_flags_set_keys(F, L->tmpdir);
+    return 0;
+}
+
 static void s_remove_tmpdir(s_launch_t *L)
 {
     if (!L->tmpdir[0]) {
@@ -437,7 +452,7 @@ int main(int argc, char **argv)
         ps_log_err("out of memory");
         goto fail;
     }
-    if (s_install_signals(L) != 0 || s_make_tmpdir(L) != 0) {
+    if (s_install_signals(L) != 0 || s_make_tmpdir(L) != 0 || s_make_keys(L, &flags) != 0) {
         goto fail;
     }
     L->t_start = ps_now();

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/safetensors.h"
 #include "deploy/proc.h"
+#include "proto/curve.h"
 
 static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server", "worker"};
 
@@ -48,6 +49,8 @@ static const struct {
     {"dump-params", "worker 0, or every worker when FILE holds %d"},
     {"save-model", "worker 0; default: model.safetensors beside --summary"},
     {"log-level", "every role and the launcher"},
+    {"keys", "every role; with --secure and no --keys the launcher makes the job's keys in "
+             "its private temporary directory"},
 };
 
 _Static_assert(PS_SCHEDULER_NFLAGS <= PS_LAUNCH_MAX_ROLE_FLAGS &&
@@ -114,6 +117,13 @@ static void s_fwd_build(ps_launch_flags_t *F)
         }
         snprintf(fw->help, sizeof fw->help, "%s (%s)", fw->flag->help, to);
     }
+}
+
+void ps_launch_flags_set_keys(ps_launch_flags_t *F, const char *dir)
+{
+    int k = s_fwd_index(F, "keys");
+    assert(k >= 0);
+    F->fwd_val[k] = dir;
 }
 
 const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name)
@@ -196,6 +206,27 @@ static int s_model_files(ps_launch_flags_t *F)
     return 0;
 }
 
+int ps_launch_flags_secure(const ps_launch_flags_t *F)
+{
+    const char *v = ps_launch_flags_value(F, "secure");
+    return v && !strcmp(v, "1");
+}
+
+/* --secure --keys DIR: a key file the roles would refuse fails now, with the
+ * roles' reason (without --keys the launcher makes the job's keys). */
+static int s_keys(const ps_launch_flags_t *F)
+{
+    const char *keys = ps_launch_flags_value(F, "keys");
+    static const ps_role_t roles[] = {PS_ROLE_SCHEDULER, PS_ROLE_SERVER, PS_ROLE_WORKER};
+    char why[512];
+    for (int r = 0; r < PS_LAUNCH_NROLES && (keys || !ps_launch_flags_secure(F)); r++) {
+        if (ps_curve_check_flags(ps_launch_flags_secure(F), keys, roles[r], why, sizeof why)) {
+            return s_bad("%s", why);
+        }
+    }
+    return 0;
+}
+
 int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
 {
     static const char about[] =
@@ -221,13 +252,22 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     s_fwd_build(F);
     for (size_t i = 0; i < F->nfwd; i++) {
         const ps_flag_t *f = F->fwd[i].flag;
-        flags[5 + i] =
-            (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar, F->fwd[i].help};
+        F->fwd_bool[i] = -1;
+        flags[5 + i] = f->type == PS_FLAG_BOOL
+                           ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i], f->metavar,
+                                         F->fwd[i].help}
+                           : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
+                                         F->fwd[i].help};
     }
     int rest = argc;
     int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, 5 + F->nfwd, argc, argv, &rest);
     if (rc != 0) {
         return rc;
+    }
+    for (size_t i = 0; i < F->nfwd; i++) {
+        if (F->fwd_bool[i] >= 0) {
+            F->fwd_val[i] = F->fwd_bool[i] ? "1" : "0";
+        }
     }
     if (rest < argc) {
         if (rest < 2 || strcmp(argv[rest - 1], "--") != 0) {
@@ -257,7 +297,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     if (F->bin_dir && !F->bin_dir[0]) {
         return s_bad("--bin-dir: empty");
     }
-    if (s_model_files(F) != 0) {
+    if (s_model_files(F) != 0 || s_keys(F) != 0) {
         return PS_EINVAL;
     }
     const char *level = ps_launch_flags_value(F, "log-level");

@@ -50,6 +50,8 @@ typedef struct {
     const char *bin_dir; /* where the role binaries are; NULL = search */
     double timeout;      /* whole-job limit in seconds; 0 = none */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
+    int fwd_bool[PS_LAUNCH_MAX_FWD]; /* a forwarded 0|1 flag as parsed (-1 = not given),
+                                        so that "--secure" alone works as on the roles */
     char model_path[4096]; /* the default --save-model, beside --summary */
     char **extra;        /* arguments after "--", appended to the scheduler's */
     int nextra;
@@ -73,6 +75,12 @@ typedef struct {
  * "shardps-launch: error: ..." line on stderr. Sets the log level.
  */
 int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv);
+
+/* 1 when --secure was given (and not as 0). */
+int ps_launch_flags_secure(const ps_launch_flags_t *F);
+
+/* Forwards --keys dir (borrowed: it must outlive F's command lines). */
+void ps_launch_flags_set_keys(ps_launch_flags_t *F, const char *dir);
 
 /* The value given for a forwarded flag, or NULL. Borrowed, like argv. */
 const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name);

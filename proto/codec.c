@@ -172,6 +172,7 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len)
     m.rank = r->rank;
     m.endpoint = (char *)r->endpoint;
     m.pid = r->pid;
+    m.curve_key = (char *)r->curve_key;
     return s_pack(&m.base, out, len);
 }
 
@@ -186,6 +187,7 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     r->rank = m->rank;
     r->pid = m->pid;
     int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint);
+    rc = rc ? rc : s_copy_str(r->curve_key, sizeof r->curve_key, m->curve_key);
     if (r->role != PS_ROLE_SERVER && r->role != PS_ROLE_WORKER) {
         rc = PS_EPROTO;
     }
@@ -273,6 +275,7 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
         shardps__worker_info__init(&winfos[i]);
         winfos[i].rank = v->workers[i].rank;
         winfos[i].endpoint = (char *)v->workers[i].endpoint;
+        winfos[i].curve_key = (char *)v->workers[i].curve_key;
         wptrs[i] = &winfos[i];
     }
     for (int i = 0; i < v->num_servers; i++) {
@@ -281,6 +284,7 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
         infos[i].endpoint = (char *)v->servers[i].endpoint;
         infos[i].key_begin = v->servers[i].begin;
         infos[i].key_end = v->servers[i].end;
+        infos[i].curve_key = (char *)v->servers[i].curve_key;
         ptrs[i] = &infos[i];
     }
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
@@ -340,7 +344,8 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
         ps_server_info_t *d = &v->servers[i];
         /* Ranges must tile [0, P) in rank order: the client relies on it. */
         if (s->rank != (int)i || s->key_begin != next || s->key_end < s->key_begin ||
-            s_copy_str(d->endpoint, sizeof d->endpoint, s->endpoint) != 0) {
+            s_copy_str(d->endpoint, sizeof d->endpoint, s->endpoint) != 0 ||
+            s_copy_str(d->curve_key, sizeof d->curve_key, s->curve_key) != 0) {
             goto done;
         }
         d->rank = s->rank;
@@ -352,7 +357,8 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
         const Shardps__WorkerInfo *w = m->workers[i];
         ps_worker_info_t *d = &v->workers[i];
         if (w->rank != (int)i || !w->endpoint || !w->endpoint[0] ||
-            s_copy_str(d->endpoint, sizeof d->endpoint, w->endpoint) != 0) {
+            s_copy_str(d->endpoint, sizeof d->endpoint, w->endpoint) != 0 ||
+            s_copy_str(d->curve_key, sizeof d->curve_key, w->curve_key) != 0) {
             goto done;
         }
         d->rank = w->rank;
@@ -493,6 +499,7 @@ int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len
     m.staleness_sum = r->staleness.sum;
     m.staleness_max = r->staleness.max;
     m.steps_fewer_workers = r->steps_fewer_workers;
+    m.secure_refused = r->secure_refused;
     return s_pack(&m.base, out, len);
 }
 
@@ -518,6 +525,7 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
         r->staleness.sum = m->staleness_sum;
         r->staleness.max = m->staleness_max;
         r->steps_fewer_workers = m->steps_fewer_workers;
+        r->secure_refused = m->secure_refused;
     }
     shardps__server_report__free_unpacked(m, NULL);
     return rc;

@@ -21,7 +21,12 @@ extern "C" {
 
 /* 2: checkpoints (MSG_CHECKPOINT, the view's checkpoint and resume fields). */
 /* 3: membership (MSG_MEMBERS, the report's steps_fewer_workers). */
-#define PS_PROTOCOL_VERSION 3u
+/* 4: --secure (the nodes' CurveZMQ public keys in Register and the view,
+ *    the report's secure_refused). */
+#define PS_PROTOCOL_VERSION 4u
+
+/* A Z85 CurveZMQ public key: 40 characters and the NUL. */
+enum { PS_CURVE_KEY_LEN = 41 };
 
 /* Mirrors MsgType in shardps.proto. */
 typedef enum {
@@ -84,12 +89,14 @@ typedef struct {
     char endpoint[128]; /* where workers connect, e.g. tcp://10.0.0.2:41001 */
     uint64_t begin;     /* first key of the server's range */
     uint64_t end;       /* one past its last key */
+    char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its Z85 public key; else "" */
 } ps_server_info_t;
 
 /* A worker's place in the cluster view (allreduce mode: the ring). */
 typedef struct {
     int rank;           /* worker rank */
     char endpoint[128]; /* where its left neighbour connects, e.g. tcp://10.0.0.3:41002 */
+    char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its ring socket's Z85 public key; else "" */
 } ps_worker_info_t;
 
 enum { PS_MAX_SERVERS = 256, PS_MAX_WORKERS = 256, PS_MAX_EPOCHS = 1000 };
@@ -125,6 +132,7 @@ typedef struct {
     int rank;           /* wanted rank, -1 for any */
     char endpoint[128]; /* servers: advertised endpoint */
     uint32_t pid;       /* for operators' log lines */
+    char curve_key[PS_CURVE_KEY_LEN]; /* --secure: the Z85 public key it serves with; else "" */
 } ps_register_t;
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
@@ -158,6 +166,7 @@ typedef struct {
     int64_t version;   /* updates applied */
     ps_hist_t staleness; /* of every applied gradient */
     int64_t steps_fewer_workers; /* steps applied with fewer live workers than the view's */
+    uint64_t secure_refused; /* --secure: connections refused by the key check (ZAP) */
 } ps_server_report_t;
 
 /* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */

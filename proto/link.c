@@ -109,6 +109,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     }
     ps_register_t reg = {.role = role, .rank = want_rank, .pid = (uint32_t)getpid()};
     snprintf(reg.endpoint, sizeof reg.endpoint, "%s", endpoint ? endpoint : "");
+    snprintf(reg.curve_key, sizeof reg.curve_key, "%s", ps_ctx_public_key(ctx));
     uint8_t *body;
     size_t len;
     int rc = ps_codec_pack_register(&reg, &body, &len);
@@ -120,8 +121,11 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     while (rc == 0) {
         double left = deadline - ps_now();
         if (left <= 0) {
-            snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s",
-                     scheduler, connect_timeout);
+            snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s%s",
+                     scheduler, connect_timeout,
+                     ps_ctx_public_key(ctx)[0] ? " (with --secure: is it secure, with the same "
+                                                 "job's keys?)"
+                                               : "");
             rc = PS_ETIMEDOUT;
             break;
         }

@@ -1,12 +1,14 @@
 /*
  * proto/sock.c - contexts, sockets and polling over libzmq. Together with
- * msg.c the only file that calls ZeroMQ; its errors become PS_E* here.
+ * msg.c and curve.c the only file that calls ZeroMQ; its errors become PS_E*
+ * here. Under --secure it sets CurveZMQ's options on each bind and connect.
  */
 #include "proto/sock_zmq.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -39,16 +41,50 @@ static int s_fail(char *err, size_t errlen)
 
 int ps_ctx_new(ps_ctx_t **out)
 {
-    *out = zmq_ctx_new();
-    return *out ? 0 : PS_ENOMEM;
+    ps_ctx_t *c = calloc(1, sizeof *c);
+    if (c && !(c->z = zmq_ctx_new())) {
+        free(c);
+        c = NULL;
+    }
+    *out = c;
+    return c ? 0 : PS_ENOMEM;
 }
 
 void ps_ctx_destroy(ps_ctx_t **ctx)
 {
     if (*ctx) {
-        zmq_ctx_term(*ctx);
+        ps_curve_destroy(&(*ctx)->keys); /* stops the ZAP thread, which closes its socket */
+        zmq_ctx_term((*ctx)->z);
+        free(*ctx);
         *ctx = NULL;
     }
+}
+
+int ps_ctx_secure(ps_ctx_t *ctx, ps_curve_t **keys, char *err, size_t errlen)
+{
+    if (ctx->keys) {
+        ps_curve_destroy(keys);
+        snprintf(err, errlen, "the context is already secure");
+        return PS_ESTATE;
+    }
+    int rc = ps_curve_zap_start(*keys, ctx->z, err, errlen);
+    if (rc != 0) {
+        ps_curve_destroy(keys);
+        return rc;
+    }
+    ctx->keys = *keys;
+    *keys = NULL;
+    return 0;
+}
+
+const char *ps_ctx_public_key(const ps_ctx_t *ctx)
+{
+    return ctx->keys ? ps_curve_public(ctx->keys) : "";
+}
+
+uint64_t ps_ctx_refused(const ps_ctx_t *ctx)
+{
+    return ctx && ctx->keys ? ps_curve_refused(ctx->keys) : 0;
 }
 
 int ps_sock_new(ps_ctx_t *ctx, ps_sock_type_t type, ps_sock_t **out, char *err,
@@ -57,11 +93,20 @@ int ps_sock_new(ps_ctx_t *ctx, ps_sock_type_t type, ps_sock_t **out, char *err,
     static const int zmq_type[] = {
         [PS_SOCK_ROUTER] = ZMQ_ROUTER, [PS_SOCK_DEALER] = ZMQ_DEALER,
         [PS_SOCK_PUSH] = ZMQ_PUSH, [PS_SOCK_PULL] = ZMQ_PULL};
-    void *s = zmq_socket(ctx, zmq_type[type]);
-    *out = s;
+    *out = NULL;
+    ps_sock_t *ps = calloc(1, sizeof *ps);
+    if (!ps) {
+        snprintf(err, errlen, "out of memory");
+        return PS_ENOMEM;
+    }
+    void *s = zmq_socket(ctx->z, zmq_type[type]);
     if (!s) {
+        free(ps);
         return s_fail(err, errlen);
     }
+    ps->z = s;
+    ps->keys = ctx->keys;
+    *out = ps;
     int linger = PS_LINGER_MS, sndtimeo = PS_SEND_TIMEOUT_MS, hwm = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
@@ -76,13 +121,28 @@ void ps_sock_destroy(ps_sock_t **s)
 {
     if (*s) {
         zmq_close(ps_zs(*s));
+        free(*s);
         *s = NULL;
     }
+}
+
+/* CurveZMQ is for the network: inproc pipes stay inside the process. */
+static int s_secure(const ps_sock_t *s, const char *endpoint)
+{
+    return s->keys && strncmp(endpoint, "inproc://", 9) != 0;
 }
 
 int ps_sock_bind(ps_sock_t *s, const char *endpoint, char *actual, size_t cap, char *err,
                  size_t errlen)
 {
+    int on = 1;
+    if (s_secure(s, endpoint) &&
+        (zmq_setsockopt(ps_zs(s), ZMQ_CURVE_SERVER, &on, sizeof on) != 0 ||
+         zmq_setsockopt(ps_zs(s), ZMQ_CURVE_SECRETKEY, ps_curve_secret(s->keys),
+                        PS_CURVE_KEY_LEN) != 0 ||
+         ps_curve_watch(s->keys, ps_zs(s)) != 0)) {
+        return s_fail(err, errlen);
+    }
     if (zmq_bind(ps_zs(s), endpoint) != 0) {
         int e = zmq_errno();
         if (e == EINVAL || e == EPROTONOSUPPORT || e == ENODEV) {
@@ -101,7 +161,30 @@ int ps_sock_bind(ps_sock_t *s, const char *endpoint, char *actual, size_t cap, c
 
 int ps_sock_connect(ps_sock_t *s, const char *endpoint)
 {
+    if (s_secure(s, endpoint)) {
+        const char *peer = s->peer_key[0] ? s->peer_key : ps_curve_job_key(s->keys);
+        if (zmq_setsockopt(ps_zs(s), ZMQ_CURVE_SERVERKEY, peer, PS_CURVE_KEY_LEN) != 0 ||
+            zmq_setsockopt(ps_zs(s), ZMQ_CURVE_PUBLICKEY, ps_curve_public(s->keys),
+                           PS_CURVE_KEY_LEN) != 0 ||
+            zmq_setsockopt(ps_zs(s), ZMQ_CURVE_SECRETKEY, ps_curve_secret(s->keys),
+                           PS_CURVE_KEY_LEN) != 0) {
+            return PS_EINVAL;
+        }
+    }
     return zmq_connect(ps_zs(s), endpoint) == 0 ? 0 : PS_EINVAL;
+}
+
+int ps_sock_set_peer_key(ps_sock_t *s, const char *key)
+{
+    if (!s->keys) {
+        return 0;
+    }
+    uint8_t bin[32];
+    if (!key || strlen(key) != PS_CURVE_KEY_LEN - 1 || !zmq_z85_decode(bin, key)) {
+        return PS_EINVAL;
+    }
+    memcpy(s->peer_key, key, PS_CURVE_KEY_LEN);
+    return 0;
 }
 
 void ps_sock_set_linger(ps_sock_t *s, int ms)
@@ -151,7 +234,8 @@ int ps_poll(ps_pollitem_t *items, int n, long timeout_ms)
     }
     zmq_pollitem_t it[PS_POLL_MAX];
     for (int i = 0; i < n; i++) {
-        it[i] = (zmq_pollitem_t){items[i].sock, items[i].fd, ZMQ_POLLIN, 0};
+        it[i] = (zmq_pollitem_t){items[i].sock ? ps_zs(items[i].sock) : NULL, items[i].fd,
+                                 ZMQ_POLLIN, 0};
     }
     int got = zmq_poll(it, n, timeout_ms);
     if (got < 0 && zmq_errno() != EINTR) {

@@ -15,6 +15,7 @@
 #define PS_PROTO_SOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +23,7 @@ extern "C" {
 
 typedef struct ps_ctx ps_ctx_t;
 typedef struct ps_sock ps_sock_t;
+typedef struct ps_curve ps_curve_t; /* a job's keys: proto/curve.h */
 
 /* Socket kinds: ROUTER (servers and the scheduler bind one), DEALER (a node's
  * connection to one of them), PUSH and PULL (the allreduce ring). */
@@ -35,6 +37,26 @@ int ps_ctx_new(ps_ctx_t **out);
 /* Closes the context: waits until every socket of it is closed and their
  * queued messages sent or their linger spent. NULL-safe; sets *ctx to NULL. */
 void ps_ctx_destroy(ps_ctx_t **ctx);
+
+/*
+ * --secure: every TCP socket of ctx made from now on speaks CurveZMQ with the
+ * keys' keypair. A bind serves with it and admits only the peers the keys
+ * allow (a ZAP handler thread of the context, bound at
+ * inproc://zeromq.zap.01); a connect expects the job's key (the scheduler),
+ * or the key given by ps_sock_set_peer_key(). Call before making the
+ * context's sockets. Takes ownership of *keys and sets it to NULL (also on
+ * failure). Returns 0, or PS_EIO / PS_ESTATE (already secure) with a reason
+ * in err.
+ */
+int ps_ctx_secure(ps_ctx_t *ctx, ps_curve_t **keys, char *err, size_t errlen);
+
+/* The Z85 public key ctx's bound sockets serve with; "" when not secure.
+ * Borrowed; valid until ps_ctx_destroy(). */
+const char *ps_ctx_public_key(const ps_ctx_t *ctx);
+
+/* Connections ctx's ZAP handler refused so far (0 when not secure).
+ * Thread-safe. */
+uint64_t ps_ctx_refused(const ps_ctx_t *ctx);
 
 /*
  * Opens a socket with the project's options: bounded linger, a send timeout
@@ -57,6 +79,13 @@ int ps_sock_bind(ps_sock_t *s, const char *endpoint, char *actual, size_t cap, c
 /* Connects (the connection itself is made in the background). Returns 0 or
  * PS_EINVAL (bad endpoint). */
 int ps_sock_connect(ps_sock_t *s, const char *endpoint);
+
+/* On a secure context: the Z85 public key the peer of the next
+ * ps_sock_connect() must prove it holds (a server's or a ring neighbour's,
+ * from the cluster view); without one a connect expects the job's key.
+ * Returns 0, or PS_EINVAL (not a Z85 key; "" or NULL is one only on a plain
+ * context, where this does nothing). */
+int ps_sock_set_peer_key(ps_sock_t *s, const char *key);
 
 /* After a failure: messages still queued (to a dead peer, most likely) are
  * given only this long once the socket is closed, so exiting stays prompt. */

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/job.h"
 #include "common/log.h"
+#include "proto/curve.h"
 
 void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
 {
@@ -54,6 +55,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
+        ps_curve_secure_flag(&c->secure),
+        ps_curve_keys_flag(&c->keys),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
@@ -113,6 +116,9 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("wait", f->cfg.wait, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
                               err, errlen)) {
+        return PS_EINVAL;
+    }
+    if (ps_curve_check_flags(f->cfg.secure, f->cfg.keys, PS_ROLE_SCHEDULER, err, errlen) != 0) {
         return PS_EINVAL;
     }
     return ps_job_validate(job, err, errlen);

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "proto/codec.h"
+#include "proto/curve.h"
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
@@ -137,6 +138,12 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
                            is_server ? "server" : "worker");
         return;
     }
+    if (s->cfg->secure && !reg.curve_key[0]) {
+        /* ZAP admitted its connection; the key it serves with must come too. */
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
+                           "a node of a secure job must send its public key");
+        return;
+    }
     if (is_server && !reg.endpoint[0]) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
                            "a server must advertise an endpoint");
@@ -151,6 +158,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     n->pid = reg.pid;
     n->last_seen = ps_now();
     snprintf(n->endpoint, sizeof n->endpoint, "%s", reg.endpoint);
+    snprintf(n->curve_key, sizeof n->curve_key, "%s", reg.curve_key);
     s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
     uint8_t *body;
@@ -258,6 +266,8 @@ static void s_maybe_start(ps_scheduler_t *s)
             wi->rank = i;
             snprintf(wi->endpoint, sizeof wi->endpoint, "%s",
                      s->nodes[s->cfg->servers + i].endpoint);
+            snprintf(wi->curve_key, sizeof wi->curve_key, "%s",
+                     s->nodes[s->cfg->servers + i].curve_key);
             ps_log_info("  W%d %-28s sends to W%d", i, wi->endpoint,
                         (i + 1) % s->cfg->workers);
         }
@@ -268,6 +278,7 @@ static void s_maybe_start(ps_scheduler_t *s)
         si->begin = ranges[i].begin;
         si->end = ranges[i].end;
         snprintf(si->endpoint, sizeof si->endpoint, "%s", s->nodes[i].endpoint);
+        snprintf(si->curve_key, sizeof si->curve_key, "%s", s->nodes[i].curve_key);
         ps_log_info("  S%d %-28s keys [%llu, %llu) = %llu parameters", i, si->endpoint,
                     (unsigned long long)si->begin, (unsigned long long)si->end,
                     (unsigned long long)(si->end - si->begin));
@@ -567,6 +578,12 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("out of memory");
         goto fail;
     }
+    char err[512];
+    if (ps_curve_secure_ctx(s.ctx, cfg->secure, cfg->keys, PS_ROLE_SCHEDULER, err,
+                            sizeof err) != 0) {
+        ps_log_err("%s", err);
+        goto fail;
+    }
     int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, why, sizeof why);
     if (rc == 0) {
         /* Registration and control only: a bigger frame is dropped unread. */
@@ -581,8 +598,8 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
         goto fail;
     }
-    ps_log_info("listening on %s for %d servers and %d workers", s.endpoint, cfg->servers,
-                cfg->workers);
+    ps_log_info("listening on %s for %d servers and %d workers%s", s.endpoint, cfg->servers,
+                cfg->workers, cfg->secure ? " (secure: CurveZMQ, this job's keys only)" : "");
     s.t_start = ps_now();
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
         ps_pollitem_t it = {.sock = s.router};

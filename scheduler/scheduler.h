@@ -31,6 +31,8 @@ typedef struct {
                                   directory; NULL = start afresh */
     int min_workers;           /* K: the job goes on while K workers live (0 = all:
                                   any loss aborts it) */
+    int secure;                /* CurveZMQ on every socket, only the job's keys admitted */
+    const char *keys;          /* --secure: the job's key directory (shardps-keygen) */
 } ps_scheduler_config_t;
 
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,

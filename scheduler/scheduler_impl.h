@@ -29,6 +29,7 @@ typedef struct {
     ps_route_t route;     /* ROUTER routing id */
     char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
     uint32_t pid;         /* for log lines */
+    char curve_key[PS_CURVE_KEY_LEN]; /* --secure: the public key it serves with */
     double last_seen;     /* ps_now() of its last message */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */
     uint64_t train_samples; /* workers: size of their training set */

@@ -75,12 +75,13 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
         fprintf(f,
                 "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
                 "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
-                "\"version\": %lld, \"staleness\": "
+                "\"secure_refused\": %llu, \"version\": %lld, \"staleness\": "
                 "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}}",
                 i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
                 (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
                 (unsigned long long)r->pulls, (unsigned long long)r->rejected,
-                (unsigned long long)r->nonfinite, (unsigned long long)r->dropped, (long long)r->version,
+                (unsigned long long)r->nonfinite, (unsigned long long)r->dropped,
+                (unsigned long long)r->secure_refused, (long long)r->version,
                 ps_hist_mean(&r->staleness),
                 (long long)(r->staleness.max > 0 ? r->staleness.max : 0),
                 (unsigned long long)r->staleness.n);
@@ -96,6 +97,7 @@ int ps_summary_write(const ps_scheduler_t *s)
     const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
     double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
     uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0, nonfinite = 0;
+    uint64_t secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
     int64_t samples = 0;
     double train = 0;
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
@@ -115,6 +117,7 @@ int ps_summary_write(const ps_scheduler_t *s)
         dropped += s->nodes[i].report.dropped;
         rejected += s->nodes[i].report.rejected;
         nonfinite += s->nodes[i].report.nonfinite;
+        secure_refused += s->nodes[i].report.secure_refused;
     }
     double sps = train > 0 ? (double)samples / train : 0;
     double wall = s->t_end - s->t_view;
@@ -144,10 +147,10 @@ int ps_summary_write(const ps_scheduler_t *s)
             "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
             "\"epochs\": %d, \"batch\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
             "\"lr_schedule\": \"%s\", \"momentum\": %g, \"weight_decay\": %g, "
-            "\"seed\": %llu, \"staleness_lr\": %s, \"straggler\": ",
+            "\"seed\": %llu, \"staleness_lr\": %s, \"secure\": %s, \"straggler\": ",
             j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, j->optimizer,
             j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed,
-            j->staleness_lr ? "true" : "false");
+            j->staleness_lr ? "true" : "false", s->cfg->secure ? "true" : "false");
     if (j->straggler_rank >= 0) {
         fprintf(f, "{\"rank\": %d, \"factor\": %g}, ", j->straggler_rank, j->straggler_factor);
     } else {
@@ -168,13 +171,14 @@ int ps_summary_write(const ps_scheduler_t *s)
                 "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
                 "\"messages_rejected\": %llu, \"scheduler_refused\": %llu, \"pushes_nonfinite\": %llu, "
                 "\"membership_changes\": %d, \"steps_with_fewer_workers\": %lld, "
-                "\"worker_wait_seconds\": ",
+                "\"secure_refused\": %llu, \"worker_wait_seconds\": ",
                 w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
                 (unsigned long long)pulled, ps_hist_mean(&stale),
                 (long long)ps_hist_quantile(&stale, 0.5),
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
                 (unsigned long long)dropped, (unsigned long long)rejected,
-                (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes, (long long)fewer);
+                (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes,
+                (long long)fewer, (unsigned long long)secure_refused);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
         s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "proto/curve.h"
 #include "proto/link.h"
 
 void ps_server_flags_init(ps_server_flags_t *f)
@@ -31,6 +32,8 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
         {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long; in (0, 86400]"},
+        ps_curve_secure_flag(&c->secure),
+        ps_curve_keys_flag(&c->keys),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SERVER_NFLAGS, "PS_SERVER_NFLAGS");
@@ -43,7 +46,8 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
     const ps_server_config_t *c = &f->cfg;
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
-                              PS_RANGE_OPEN_MIN, err, errlen)) {
+                              PS_RANGE_OPEN_MIN, err, errlen) ||
+        ps_curve_check_flags(c->secure, c->keys, PS_ROLE_SERVER, err, errlen)) {
         return PS_EINVAL;
     }
     return 0;

@@ -24,6 +24,8 @@ typedef struct {
     double connect_timeout; /* seconds to wait for the scheduler's answer */
     double peer_timeout;    /* seconds of scheduler silence that mean it is lost */
     double report_missing;  /* a step waiting this long logs which workers it waits for */
+    int secure;             /* CurveZMQ on every socket, only the job's keys admitted */
+    const char *keys;       /* --secure: the job's key directory (shardps-keygen) */
 } ps_server_config_t;
 
 /* Joins the job and serves until it ends. Returns the process exit status:

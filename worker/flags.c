@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "proto/curve.h"
 #include "proto/link.h"
 #include "worker/data.h"
 
@@ -52,6 +53,8 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
+        ps_curve_secure_flag(&c->secure),
+        ps_curve_keys_flag(&c->keys),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_WORKER_NFLAGS, "PS_WORKER_NFLAGS");
@@ -66,7 +69,8 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
-        ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen)) {
+        ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||
+        ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen)) {
         /* err says which */
     } else if (c->overlap != 0 && c->overlap != 1) {
         snprintf(err, errlen, "--overlap %d: expected 0 or 1", c->overlap);

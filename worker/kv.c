@@ -395,6 +395,7 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     kv->items[0].sock = ps_link_sock(kv->link);
     for (int i = 0; i < n; i++) {
         if (ps_sock_new(ctx, PS_SOCK_DEALER, &kv->servers[i], err, errlen) != 0 ||
+            ps_sock_set_peer_key(kv->servers[i], view->servers[i].curve_key) != 0 ||
             ps_sock_connect(kv->servers[i], view->servers[i].endpoint) != 0) {
             snprintf(err, errlen, "cannot connect to S%d at '%s'", i, view->servers[i].endpoint);
             ps_kv_destroy(&kv);

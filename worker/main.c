@@ -21,7 +21,7 @@ int main(int argc, char **argv)
     if (ps_log_set_level_flag(prog, f.log_level) != 0) {
         return 2;
     }
-    char err[200];
+    char err[512];
     if (ps_worker_flags_check(&f, err, sizeof err) != 0) {
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;

@@ -147,7 +147,8 @@ int ps_ring_connect(ps_ring_t *r, const ps_ring_config_t *cfg, char *err, size_t
     snprintf(r->right, sizeof r->right, "%s",
              cfg->size > 1 && cfg->right ? cfg->right : "");
     r->cfg.right = r->right;
-    if (cfg->size > 1 && (!r->right[0] || ps_sock_connect(r->tx, r->right) != 0)) {
+    if (cfg->size > 1 && (!r->right[0] || ps_sock_set_peer_key(r->tx, cfg->right_key) != 0 ||
+                          ps_sock_connect(r->tx, r->right) != 0)) {
         snprintf(err, errlen, "cannot connect to the right neighbour W%d at '%s'",
                  (cfg->rank + 1) % cfg->size, r->right);
         return PS_EINVAL;

@@ -56,6 +56,7 @@ typedef struct {
     int rank;          /* this member's place in the ring, 0..size-1 */
     int size;          /* M, members in the ring (1..PS_MAX_WORKERS) */
     const char *right; /* endpoint of member (rank + 1) % size; unused when size == 1 */
+    const char *right_key; /* --secure: its Z85 public key (from the view); NULL on a plain context */
     size_t sub_floats; /* floats per message (>= 1); 0 = PS_RING_SUB_FLOATS */
     ps_ring_check_fn *check; /* polled while waiting; NULL = never */
     void *check_arg;         /* passed to check */

@@ -42,6 +42,7 @@
 #include "common/ratelog.h"
 #include "kernels/optim.h"
 #include "kernels/threads.h"
+#include "proto/curve.h"
 #include "proto/link.h"
 #include "worker/data.h"
 #include "worker/kv.h"
@@ -493,6 +494,7 @@ static int s_ring_start(ps_worker_t *w)
         .rank = rank,
         .size = M,
         .right = w->view->workers[(rank + 1) % M].endpoint,
+        .right_key = w->view->workers[(rank + 1) % M].curve_key,
         .sub_floats = (size_t)w->cfg->ring_kib * 1024 / sizeof(float),
         .check = s_ring_check,
         .check_arg = w,
@@ -656,6 +658,9 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     w.view = calloc(1, sizeof *w.view);
     int rc = w.view ? ps_ratelog_new(&w.nonfinite_log, PS_RATELOG_PERIOD) : PS_ENOMEM;
     rc = rc ? rc : ps_ctx_new(&w.ctx);
+    rc = rc ? rc
+            : ps_curve_secure_ctx(w.ctx, cfg->secure, cfg->keys, PS_ROLE_WORKER, w.err,
+                                  sizeof w.err);
     if (rc == 0) {
         rc = s_start(&w);
     }
@@ -681,6 +686,10 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_ring_destroy(&w.ring);
     ps_kv_destroy(&w.kv);
     ps_link_destroy(&w.link);
+    if (ps_ctx_refused(w.ctx)) { /* the ring's socket: a worker has no report */
+        ps_log_warn("refused %llu connections without this job's keys",
+                    (unsigned long long)ps_ctx_refused(w.ctx));
+    }
     ps_ctx_destroy(&w.ctx);
     ps_model_destroy(&w.model);
     ps_dataset_fini(&w.train);

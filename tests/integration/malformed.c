@@ -3,6 +3,24 @@
  * usage: sps-malformed SCHEDULER_ENDPOINT NUM_PARAMS
  *        sps-malformed --inject SERVER_ENDPOINT
  *        sps-malformed --forge SCHEDULER_ENDPOINT SERVERS WORKERS SECONDS
+ *        sps-malformed --stranger KEYS SCHEDULER_ENDPOINT SERVER_ENDPOINT SERVER_KEY ROUNDS
+ *        sps-malformed --connflood KEYS SOCKETS SECONDS ENDPOINT...
+ *
+ * --stranger (a --secure job): ROUNDS times, tries to register with the
+ * scheduler as a worker, then from a new connection pushes a huge gradient to
+ * the server posing as worker 0 and pulls its first keys. KEYS is a key
+ * directory (another job's, or one that holds this job's public keys beside
+ * another job's worker keypair), or - for none (plain ZeroMQ); SERVER_KEY the
+ * server's Z85 public key the connection expects, or -. Every attempt must go
+ * unanswered (no registration answer in 1 s, no reply from the server in
+ * 1 s): exits 0 after printing what was refused, 3 when anything was
+ * answered (the control: a plain job answers a stranger), 1 on other
+ * failures.
+ *
+ * --connflood: opens SOCKETS DEALER sockets (KEYS as above), each connected
+ * to every ENDPOINT with a message queued, holds them for SECONDS (ZeroMQ
+ * reconnects each refused one every 100 ms, so the peers see a handshake
+ * storm), then closes them; prints how many. A secure job must not notice.
  *
  * --forge: for SECONDS, from a stranger's connection, sends the scheduler
  * failure (SHUTDOWN), REPORT, DONE, BARRIER, MODEL_INFO, CHECKPOINT and
@@ -39,6 +57,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "proto/codec.h"
+#include "proto/curve.h"
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
@@ -533,9 +552,125 @@ static int s_forge(const char *sched, int servers, int workers, double seconds)
     return 0;
 }
 
+/* A context with the keys of dir ("-": none, plain ZeroMQ). */
+static ps_ctx_t *s_stranger_ctx(const char *dir)
+{
+    ps_ctx_t *ctx;
+    char err[512];
+    if (ps_ctx_new(&ctx) != 0) {
+        s_die("out of memory");
+    }
+    if (strcmp(dir, "-") != 0 &&
+        ps_curve_secure_ctx(ctx, 1, dir, PS_ROLE_WORKER, err, sizeof err) != 0) {
+        s_die("keys: %s", err);
+    }
+    return ctx;
+}
+
+/* --stranger: see the header. */
+static int s_stranger(const char *dir, const char *sched, const char *server, const char *key,
+                      int rounds)
+{
+    ps_ctx_t *ctx = s_stranger_ctx(dir);
+    char err[512];
+    int answered = 0;
+    for (int r = 0; r < rounds && !answered; r++) {
+        ps_link_t *link = NULL;
+        ps_job_t job;
+        int rc = ps_link_join(&link, ctx, sched, PS_ROLE_WORKER, -1, NULL, 1.0, 5.0, &job, err,
+                              sizeof err);
+        if (rc != PS_ETIMEDOUT) {
+            fprintf(stderr, "the scheduler answered a stranger's registration: %s\n",
+                    rc == 0 ? "registered" : err);
+            answered = 1;
+        }
+        ps_link_destroy(&link);
+        ps_sock_t *s;
+        if (ps_sock_new(ctx, PS_SOCK_DEALER, &s, err, sizeof err) != 0 ||
+            (strcmp(key, "-") && ps_sock_set_peer_key(s, key) != 0) ||
+            ps_sock_connect(s, server) != 0) {
+            s_die("cannot connect to %s", server);
+        }
+        static const float huge[4] = {1e30f, 1e30f, 1e30f, 1e30f};
+        ps_header_t h;
+        ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 0);
+        h.request_id = 1;
+        h.begin = 0;
+        h.end = 4;
+        h.dtype = PS_DTYPE_F32;
+        h.payload_len = sizeof huge;
+        ps_frame_t f = {huge, sizeof huge};
+        ps_msg_send(s, NULL, h, &f, 1, PS_SEND_COPY);
+        h.type = PS_MSG_PULL;
+        h.request_id = 2;
+        h.payload_len = 0;
+        ps_msg_send(s, NULL, h, NULL, 0, 0);
+        ps_pollitem_t it = {.sock = s};
+        if (ps_poll(&it, 1, 1000) > 0) {
+            ps_msg_t m = {0};
+            if (ps_msg_recv(s, 0, &m) == 0) {
+                fprintf(stderr, "the server answered a stranger's push or pull with %s\n",
+                        ps_codec_type_name(m.hdr.type));
+                ps_msg_close(&m);
+            }
+            answered = 1;
+        }
+        ps_sock_set_linger(s, 0);
+        ps_sock_destroy(&s);
+    }
+    ps_ctx_destroy(&ctx);
+    if (answered) {
+        return 3;
+    }
+    printf("stranger (%s): %d registrations, %d pushes and %d pulls, none answered\n",
+           strcmp(dir, "-") ? dir : "no keys", rounds, rounds, rounds);
+    return 0;
+}
+
+/* --connflood: see the header. */
+static int s_connflood(const char *dir, int n, double seconds, char **eps, int neps)
+{
+    ps_ctx_t *ctx = s_stranger_ctx(dir);
+    ps_sock_t **socks = calloc((size_t)n, sizeof *socks);
+    char err[512];
+    if (!socks) {
+        s_die("out of memory");
+    }
+    ps_header_t hb;
+    ps_msg_header(&hb, PS_MSG_HEARTBEAT, PS_ROLE_WORKER, 0);
+    for (int i = 0; i < n; i++) {
+        if (ps_sock_new(ctx, PS_SOCK_DEALER, &socks[i], err, sizeof err) != 0) {
+            s_die("socket %d: %s", i, err);
+        }
+        for (int k = 0; k < neps; k++) {
+            if (ps_sock_connect(socks[i], eps[k]) != 0) {
+                s_die("cannot connect to %s", eps[k]);
+            }
+        }
+        ps_sock_set_linger(socks[i], 0);
+        ps_msg_send(socks[i], NULL, hb, NULL, 0, 0);
+    }
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < n; i++) {
+        ps_sock_destroy(&socks[i]);
+    }
+    free(socks);
+    ps_ctx_destroy(&ctx);
+    printf("held %d sockets (%s) to %d endpoints for %.1f s\n", n,
+           strcmp(dir, "-") ? dir : "no keys", neps, seconds);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 7 && !strcmp(argv[1], "--stranger")) {
+        return s_stranger(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
+    }
+    if (argc >= 6 && !strcmp(argv[1], "--connflood")) {
+        return s_connflood(argv[2], atoi(argv[3]), atof(argv[4]), argv + 5, argc - 5);
+    }
     if (argc == 6 && !strcmp(argv[1], "--forge")) {
         return s_forge(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
     }
