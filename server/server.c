@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -34,7 +35,18 @@ typedef struct {
     ps_route_t route;     /* who asked */
     uint64_t request_id;  /* echoed */
     ps_msg_type_t type;   /* init, push or pull */
+    int worker;           /* its rank (its token checked) */
 } ps_asker_t;
+
+/* Room above the shard's bytes in the largest frame a worker may send (the
+ * header frame is under PS_HEADER_MAX). */
+#define PS_SERVER_FRAME_HEADROOM (64 << 10)
+/* Messages queued to one peer at least: a worker has at most PS_KV_SLOTS
+ * (64) requests in flight, a pull answered in parts of 1 MiB; beyond what
+ * the view allows (s_listen), messages to that peer are dropped, which only
+ * a peer that stopped reading can meet. */
+#define PS_SERVER_QUEUE_MIN 1000
+#define PS_SERVER_REQUESTS_IN_FLIGHT 64
 
 typedef struct {
     const ps_server_config_t *cfg;
@@ -54,6 +66,8 @@ typedef struct {
     int *held_free;       /* indices of the free ones */
     int nheld_free;
     uint64_t errors;      /* messages rejected, reported at the end */
+    uint64_t forged;      /* of them: a token that is not the claimed worker's */
+    uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
     int64_t checkpointed; /* the version of the last checkpoint written (or loaded) */
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
     int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
@@ -77,6 +91,23 @@ static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const ch
     return status;
 }
 
+/* A worker that does not read holds its share of reply buffers
+ * (server/reply_pool.h): this part of its pull gets an error, not a copy. */
+static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+{
+    char peer[16], why[160];
+    snprintf(peer, sizeof peer, "W%d", a->worker);
+    snprintf(why, sizeof why, "%d replies to %s not read yet; pull refused",
+             ps_reply_pool_held(s->pool, a->worker), peer);
+    s->unread_refused++;
+    ps_ratelog_reject(s->rejections, "pull reply", peer, "replies not read; pull refused");
+    h.type = PS_MSG_ERROR;
+    h.status = PS_ESTATE;
+    h.version = 0;
+    snprintf(h.error, sizeof h.error, "%s", why);
+    ps_msg_send(s->router, &a->route, h, NULL, 0, 0);
+}
+
 static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_range_t r,
                     const float *values, int64_t version)
 {
@@ -90,19 +121,22 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     /* sync: values cannot change before the asker pushes again, which it does
      * only after receiving them, so they go zero-copy. Every other mode can
      * apply a step while the reply is queued (async, ssp: the asker already
-     * pushed it; sync:k/n: without the asker), so copy. */
-    const int must_copy = values && s->view->job.mode != PS_MODE_SYNC;
-    float *copy = must_copy && f.len <= PS_CONSISTENCY_REPLY_KEYS * sizeof(float)
-                      ? ps_reply_pool_take(s->pool)
-                      : NULL;
+     * pushed it; sync:k/n: without the asker), so copy, into a buffer that
+     * counts against the asker until its bytes left. */
     int rc;
-    if (copy) {
+    if (values && s->view->job.mode != PS_MODE_SYNC) {
+        float *copy = f.len <= PS_CONSISTENCY_REPLY_KEYS * sizeof(float)
+                          ? ps_reply_pool_take(s->pool, a->worker)
+                          : NULL;
+        if (!copy) {
+            s_refuse_unread(s, a, h);
+            return;
+        }
         memcpy(copy, values, f.len);
         f.data = copy;
         rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
-    } else { /* sync: zero-copy; the pool ran dry: ZeroMQ copies */
-        rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0,
-                         must_copy ? PS_SEND_COPY : 0);
+    } else {
+        rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0, 0);
     }
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
@@ -147,6 +181,13 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     if (h->role != PS_ROLE_WORKER || h->sender < 0 || h->sender >= s->workers) {
         return s_reply_error(s, m, PS_ENOENT, "unknown sender %s%d",
                              ps_codec_role_tag(h->role), h->sender);
+    }
+    /* A worker is whoever holds its token (from the scheduler, in the view):
+     * anyone else claiming its rank changes nothing and gets no data. */
+    if (h->token != s->view->worker_tokens[h->sender]) {
+        s->forged++;
+        return s_reply_error(s, m, PS_ENOENT, "not W%d: its token does not match",
+                             h->sender);
     }
     if (r->end <= r->begin || !ps_range_contains(s->shard, *r)) {
         return s_reply_error(s, m, PS_ERANGE,
@@ -240,7 +281,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     if (s_validate(s, m, &r) != 0) {
         return;
     }
-    ps_asker_t asker = {m->route, h->request_id, h->type};
+    ps_asker_t asker = {m->route, h->request_id, h->type, h->sender};
     ps_request_t req = {h->sender, h->step, h->version, r, NULL, NULL, &asker};
     char why[160];
     int rc;
@@ -320,7 +361,9 @@ static void s_send_report(ps_server_t *s)
                             .nonfinite = st->nonfinite,
                             .version = ps_consistency_version(s->cons),
                             .staleness = st->staleness,
-                            .steps_fewer_workers = s_steps_fewer(s)};
+                            .steps_fewer_workers = s_steps_fewer(s),
+                            .forged = s->forged,
+                            .unread_refused = s->unread_refused};
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
@@ -429,7 +472,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
         .ops = {s, s_on_ack, s_on_reply, s_on_release},
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
-    rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS);
+    rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS, s->workers);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
     int nheld = s->cons ? ps_consistency_max_held(s->cons) + 1 : 0;
     s->held = calloc((size_t)nheld, sizeof *s->held);
@@ -454,37 +497,93 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     return 0;
 }
 
+/* Checks at start that cfg->bind can be bound (a bad endpoint, a port in
+ * use, an address not ours), so the error comes before joining: binds it on
+ * a scratch socket and closes it. The real bind waits for the view
+ * (s_listen). */
+static int s_check_bind(ps_server_t *s, char *err, size_t errlen)
+{
+    ps_sock_t *probe = NULL;
+    int rc = ps_sock_new(s->ctx, PS_SOCK_ROUTER, &probe, err, errlen);
+    if (rc == 0) {
+        ps_sock_set_max_message(probe, 0); /* takes nothing while it is open */
+        rc = ps_sock_bind(probe, s->cfg->bind, NULL, 0, err, errlen);
+        ps_sock_set_linger(probe, 0);
+    }
+    ps_sock_destroy(&probe);
+    return rc;
+}
+
+/* Binds the workers' socket once the shard is known, so that ZeroMQ drops a
+ * frame bigger than the largest legitimate one (a push of the whole shard)
+ * at its header, before allocating it; then tells the scheduler where, which
+ * sends the workers the view once every server has. The limit must be set
+ * before the bind: ZeroMQ copies a socket's options into its listener then.
+ * The probe's port may take a moment to be free again: retried for 2 s. */
+static int s_listen(ps_server_t *s, char *err, size_t errlen)
+{
+    char bound[128], advertise[128], why[128] = "";
+    const long long max_frame =
+        (long long)(ps_range_len(s->shard) * sizeof(float)) + PS_SERVER_FRAME_HEADROOM;
+    const uint64_t parts = ps_range_len(s->shard) / PS_CONSISTENCY_REPLY_KEYS + 1;
+    const uint64_t queue = PS_SERVER_REQUESTS_IN_FLIGHT * (parts + 1) * 2;
+    int rc = ps_sock_new(s->ctx, PS_SOCK_ROUTER, &s->router, why, sizeof why);
+    if (rc == 0) {
+        ps_sock_set_max_message(s->router, max_frame);
+        ps_sock_set_queue_limit(s->router,
+                                queue > PS_SERVER_QUEUE_MIN ? (int)queue : PS_SERVER_QUEUE_MIN);
+        const double deadline = ps_now() + 2.0;
+        while ((rc = ps_sock_bind(s->router, s->cfg->bind, bound, sizeof bound, why,
+                                  sizeof why)) == PS_EIO &&
+               ps_now() < deadline) {
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        }
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot bind %s: %s", s->cfg->bind, why);
+        return rc;
+    }
+    snprintf(advertise, sizeof advertise, "%s", s->cfg->advertise ? s->cfg->advertise : bound);
+    uint8_t *body;
+    size_t len;
+    rc = ps_codec_pack_peer_ready(advertise, &body, &len);
+    if (rc == 0) {
+        rc = ps_link_send(s->link, PS_MSG_PEER_READY, body, len);
+        free(body);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot tell the scheduler we are ready: %s", ps_strerror(rc));
+        return rc;
+    }
+    ps_log_info("listening on %s (frames up to %lld bytes)", bound, max_frame);
+    return 0;
+}
+
 int ps_server_run(const ps_server_config_t *cfg)
 {
     ps_server_t s = {.cfg = cfg};
     int status = 1;
     char err[256] = "";
-    char bound[128], advertise[128];
     ps_job_t job;
     s.view = calloc(1, sizeof *s.view);
     if (!s.view || ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
     }
-    int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, err, sizeof err);
-    if (rc == 0) {
-        rc = ps_sock_bind(s.router, cfg->bind, bound, sizeof bound, err, sizeof err);
-    }
-    if (rc != 0) {
+    if (s_check_bind(&s, err, sizeof err) != 0) {
         ps_log_err("cannot bind %s: %s", cfg->bind, err);
         goto fail;
     }
-    snprintf(advertise, sizeof advertise, "%s", cfg->advertise ? cfg->advertise : bound);
-    rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER, cfg->rank, advertise,
-                      cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
+    int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER, cfg->rank, NULL,
+                          cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
     if (rc != 0) {
         ps_log_err("%s", err);
         goto fail;
     }
     ps_log_set_role("S", ps_link_rank(s.link));
-    ps_log_info("registered as S%d, listening on %s", ps_link_rank(s.link), bound);
+    ps_log_info("registered as S%d", ps_link_rank(s.link));
     if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||
-        s_setup(&s, err, sizeof err) != 0) {
+        s_setup(&s, err, sizeof err) != 0 || s_listen(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
         ps_link_abort(s.link, err);
         goto fail;

@@ -39,6 +39,8 @@ typedef struct {
     double progress_seconds; /* worker 0 logs progress this often */
     int skip_nonfinite;      /* a NaN or infinite gradient: 1 = push zeros instead, count
                                 it and go on; 0 = end the job as diverged */
+    int fault_nan_push;      /* testing: at this step a NaN push the servers must refuse
+                                goes before the real ones; -1 = never */
 } ps_worker_config_t;
 
 /* Runs one job. Returns the process exit status: 0 when the job finished,
