@@ -19,11 +19,11 @@
 #define PS_REPLY_POOL_BYTES (64u << 20)
 enum { PS_REPLY_POOL_SHARDS = 4 };
 
-/* A peer may hold this many copies of the shard unsent, and at least
- * PS_REPLY_POOL_PEER_MIN buffers: a worker has one or two pulls in flight
- * and its transport reads while it computes, so only a peer that stopped
- * reading comes near. */
-enum { PS_REPLY_POOL_PEER_SHARDS = 8, PS_REPLY_POOL_PEER_MIN = 16 };
+/* A peer may hold as many buffers unsent as the shared ones (at least
+ * PS_REPLY_POOL_PEER_MIN): its transport reads while it computes, so a peer
+ * that reads gives them back as fast as the connection goes, and one that
+ * does not cannot hold more. */
+enum { PS_REPLY_POOL_PEER_MIN = 4 };
 
 /* A buffer beyond the shared ones is malloc'd with its owner in this header
  * in front (64 bytes keep the floats aligned for vector loads). */
@@ -54,8 +54,7 @@ int ps_reply_pool_new(ps_reply_pool_t **out, uint64_t n, uint64_t buf_keys, int 
     p->nbufs = (int)(chunks * PS_REPLY_POOL_SHARDS < most ? chunks * PS_REPLY_POOL_SHARDS : most);
     p->buf_keys = buf_keys;
     p->npeers = peers > 0 ? peers : 1;
-    uint64_t per_peer = chunks * PS_REPLY_POOL_PEER_SHARDS;
-    p->per_peer = per_peer > PS_REPLY_POOL_PEER_MIN ? (int)per_peer : PS_REPLY_POOL_PEER_MIN;
+    p->per_peer = p->nbufs > PS_REPLY_POOL_PEER_MIN ? p->nbufs : PS_REPLY_POOL_PEER_MIN;
     pthread_mutex_init(&p->mu, NULL);
     p->mem = malloc((size_t)p->nbufs * buf_keys * sizeof(float));
     p->free_list = malloc((size_t)p->nbufs * sizeof *p->free_list);

@@ -10,9 +10,10 @@
  *
  * Each buffer counts against the peer it is sent to until the transport gives
  * it back: a peer that stops reading holds its buffers, and once it holds its
- * share (8 copies of the shard, at least 16 buffers) it gets no more, so its
- * excess pulls are refused instead of copied without end. Knows nothing of
- * sockets or consistency.
+ * share (as many as the shared ones: 4 copies of the shard up to 64 MiB, at
+ * least 4 buffers) it gets no more until some come back; the caller makes
+ * its replies wait (server.c), so a peer that does not read cannot make us
+ * copy without end. Knows nothing of sockets or consistency.
  */
 #ifndef PS_SERVER_REPLY_POOL_H
 #define PS_SERVER_REPLY_POOL_H

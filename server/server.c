@@ -38,6 +38,19 @@ typedef struct {
     int worker;           /* its rank (its token checked) */
 } ps_asker_t;
 
+/* A pull reply part waiting for a reply buffer of its worker's share. */
+typedef struct {
+    ps_asker_t asker;
+    ps_range_t range;
+} ps_deferred_t;
+
+/* Per worker, its deferred parts in the order they were due (a pull's parts
+ * must arrive in key order): a ring, allocated on first use. */
+typedef struct {
+    ps_deferred_t *q;
+    int head, n;
+} ps_defer_ring_t;
+
 /* Room above the shard's bytes in the largest frame a worker may send (the
  * header frame is under PS_HEADER_MAX). */
 #define PS_SERVER_FRAME_HEADROOM (64 << 10)
@@ -60,6 +73,9 @@ typedef struct {
     ps_store_t *store;    /* parameters, optimizer state */
     ps_consistency_t *cons; /* when to apply and answer */
     ps_reply_pool_t *pool; /* copies of replies (not sync) */
+    ps_defer_ring_t *deferred; /* per worker: reply parts waiting for its buffers */
+    int defer_cap;        /* parts one worker may have waiting: its requests in flight */
+    int ndeferred;        /* parts waiting, all workers */
     /* The frames of the pushes the consistency holds, moved out of their
      * messages: as many as it can hold, and the one being pushed. */
     ps_payload_t *held;
@@ -73,6 +89,12 @@ typedef struct {
     int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
     int64_t steps_fewer;  /* steps applied with fewer workers, before fewer_since */
 } ps_server_t;
+
+/* How many messages a pull of the whole shard is answered in. */
+static uint64_t s_reply_parts(const ps_server_t *s)
+{
+    return (ps_range_len(s->shard) + PS_CONSISTENCY_REPLY_KEYS - 1) / PS_CONSISTENCY_REPLY_KEYS;
+}
 
 static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -92,13 +114,14 @@ static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const ch
 }
 
 /* A worker that does not read holds its share of reply buffers
- * (server/reply_pool.h): this part of its pull gets an error, not a copy. */
+ * (server/reply_pool.h) and has as many parts waiting as a worker can have
+ * requests in flight: this part of its pull gets an error, not a copy. */
 static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 {
     char peer[16], why[160];
     snprintf(peer, sizeof peer, "W%d", a->worker);
-    snprintf(why, sizeof why, "%d replies to %s not read yet; pull refused",
-             ps_reply_pool_held(s->pool, a->worker), peer);
+    snprintf(why, sizeof why, "%d replies to %s not read yet and %d waiting; pull refused",
+             ps_reply_pool_held(s->pool, a->worker), peer, s->deferred[a->worker].n);
     s->unread_refused++;
     ps_ratelog_reject(s->rejections, "pull reply", peer, "replies not read; pull refused");
     h.type = PS_MSG_ERROR;
@@ -106,6 +129,66 @@ static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
     h.version = 0;
     snprintf(h.error, sizeof h.error, "%s", why);
     ps_msg_send(s->router, &a->route, h, NULL, 0, 0);
+}
+
+/* Sends a copy of values (a pull reply part) in a buffer of the asker's
+ * share. Returns 0, or PS_ENOMEM when its share is out (nothing sent). */
+static int s_send_copy(ps_server_t *s, const ps_asker_t *a, ps_header_t h, const float *values)
+{
+    ps_frame_t f = {NULL, (h.end - h.begin) * sizeof(float)};
+    float *copy = f.len <= PS_CONSISTENCY_REPLY_KEYS * sizeof(float)
+                      ? ps_reply_pool_take(s->pool, a->worker)
+                      : NULL;
+    if (!copy) {
+        return PS_ENOMEM;
+    }
+    memcpy(copy, values, f.len);
+    f.data = copy;
+    int rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
+    if (rc != 0) {
+        ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
+    }
+    return 0;
+}
+
+/* A reply part whose worker has its share of buffers out waits, behind its
+ * other waiting parts; once as many wait as it can have requests in flight,
+ * the part is refused. */
+static void s_defer(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+{
+    ps_defer_ring_t *d = &s->deferred[a->worker];
+    if ((!d->q && !(d->q = malloc((size_t)s->defer_cap * sizeof *d->q))) ||
+        d->n == s->defer_cap) {
+        s_refuse_unread(s, a, h);
+        return;
+    }
+    d->q[(d->head + d->n++) % s->defer_cap] = (ps_deferred_t){*a, {h.begin, h.end}};
+    s->ndeferred++;
+}
+
+/* Sends the waiting parts whose workers have buffers back: the store's
+ * current values at the current version (newer than was due, which every
+ * mode that copies accepts). */
+static void s_send_deferred(ps_server_t *s)
+{
+    for (int w = 0; w < s->workers && s->ndeferred > 0; w++) {
+        ps_defer_ring_t *d = &s->deferred[w];
+        while (d->n > 0) {
+            const ps_deferred_t *p = &d->q[d->head];
+            ps_header_t h;
+            ps_msg_header(&h, PS_MSG_PULL_REPLY, PS_ROLE_SERVER, s->rank);
+            h.request_id = p->asker.request_id;
+            h.begin = p->range.begin;
+            h.end = p->range.end;
+            h.version = ps_consistency_version(s->cons);
+            if (s_send_copy(s, &p->asker, h, ps_store_values(s->store, h.begin)) != 0) {
+                break;
+            }
+            d->head = (d->head + 1) % s->defer_cap;
+            d->n--;
+            s->ndeferred--;
+        }
+    }
 }
 
 static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_range_t r,
@@ -117,27 +200,19 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     h.begin = r.begin;
     h.end = r.end;
     h.version = version;
-    ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
     /* sync: values cannot change before the asker pushes again, which it does
      * only after receiving them, so they go zero-copy. Every other mode can
      * apply a step while the reply is queued (async, ssp: the asker already
-     * pushed it; sync:k/n: without the asker), so copy, into a buffer that
-     * counts against the asker until its bytes left. */
-    int rc;
+     * pushed it; sync:k/n: without the asker), so copy, into a buffer of the
+     * asker's share, or wait for one. */
     if (values && s->view->job.mode != PS_MODE_SYNC) {
-        float *copy = f.len <= PS_CONSISTENCY_REPLY_KEYS * sizeof(float)
-                          ? ps_reply_pool_take(s->pool, a->worker)
-                          : NULL;
-        if (!copy) {
-            s_refuse_unread(s, a, h);
-            return;
+        if (s->deferred[a->worker].n > 0 || s_send_copy(s, a, h, values) != 0) {
+            s_defer(s, a, h);
         }
-        memcpy(copy, values, f.len);
-        f.data = copy;
-        rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
-    } else {
-        rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0, 0);
+        return;
     }
+    ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
+    int rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0, 0);
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
     }
@@ -425,7 +500,8 @@ static int s_loop(ps_server_t *s)
     ps_loop_t l = {s, -1};
     for (;;) {
         ps_pollitem_t items[2] = {{.sock = s->router}, {.sock = ps_link_sock(s->link)}};
-        int rc = ps_poll(items, 2, 100);
+        /* Replies waiting for buffers go as soon as ZeroMQ gives some back. */
+        int rc = ps_poll(items, 2, s->ndeferred ? 1 : 100);
         if (rc < 0) {
             ps_log_err("poll failed: %s", ps_strerror(rc));
             return 1;
@@ -444,6 +520,7 @@ static int s_loop(ps_server_t *s)
             return 1;
         }
         ps_consistency_tick(s->cons);
+        s_send_deferred(s);
         ps_ratelog_tick(s->rejections);
     }
 }
@@ -473,11 +550,13 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS, s->workers);
+    s->defer_cap = (int)(PS_SERVER_REQUESTS_IN_FLIGHT * s_reply_parts(s));
+    s->deferred = calloc((size_t)s->workers, sizeof *s->deferred);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
     int nheld = s->cons ? ps_consistency_max_held(s->cons) + 1 : 0;
     s->held = calloc((size_t)nheld, sizeof *s->held);
     s->held_free = calloc((size_t)nheld, sizeof *s->held_free);
-    if (rc || !s->held || !s->held_free) {
+    if (rc || !s->held || !s->held_free || !s->deferred) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)n);
         return PS_ENOMEM;
@@ -525,8 +604,7 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     char bound[128], advertise[128], why[128] = "";
     const long long max_frame =
         (long long)(ps_range_len(s->shard) * sizeof(float)) + PS_SERVER_FRAME_HEADROOM;
-    const uint64_t parts = ps_range_len(s->shard) / PS_CONSISTENCY_REPLY_KEYS + 1;
-    const uint64_t queue = PS_SERVER_REQUESTS_IN_FLIGHT * (parts + 1) * 2;
+    const uint64_t queue = PS_SERVER_REQUESTS_IN_FLIGHT * (s_reply_parts(s) + 1) * 2;
     int rc = ps_sock_new(s->ctx, PS_SOCK_ROUTER, &s->router, why, sizeof why);
     if (rc == 0) {
         ps_sock_set_max_message(s->router, max_frame);
@@ -612,6 +690,10 @@ fail:
     ps_ratelog_destroy(&s.rejections);
     free(s.held);
     free(s.held_free);
+    for (int w = 0; s.deferred && w < s.workers; w++) {
+        free(s.deferred[w].q);
+    }
+    free(s.deferred);
     free(s.view);
     return status;
 }

@@ -2,7 +2,7 @@
  * tests/integration/malformed.c - a hostile client against a live server.
  * usage: sps-malformed SCHEDULER_ENDPOINT NUM_PARAMS
  *        sps-malformed --forge SCHEDULER_ENDPOINT SERVERS WORKERS SECONDS
- *        sps-malformed --claim SERVER_ENDPOINT WORKERS SECONDS
+ *        sps-malformed --claim SERVER_ENDPOINT WORKERS ROUNDS
  *        sps-malformed --no-read SCHEDULER_ENDPOINT NUM_PARAMS PULLS DIR
  *
  * --forge: for SECONDS, from a stranger's connection, sends the scheduler
@@ -11,11 +11,11 @@
  * real node's would abort the job for; prints how many it sent. The job must
  * go on as if nothing was sent.
  *
- * --claim: for SECONDS, from a stranger's connection, sends server 0 pulls,
- * pushes and inits of keys [0, 4) (the pushes and inits carry huge values)
- * claiming each worker in turn, with no token and with a made-up one; each
- * must be answered PS_ENOENT with no data. Prints how many were refused. The
- * job must go on as if nothing was sent.
+ * --claim: ROUNDS times, 20 ms apart, from a stranger's connection, sends a
+ * server pulls, pushes and inits of keys [0, 4) (the pushes and inits carry
+ * huge values) claiming each worker in turn, with no token and with a
+ * made-up one; each must be answered PS_ENOENT with no data. Prints how many
+ * were refused. The job must go on as if nothing was sent.
  *
  * --no-read: joins the job as a worker (any rank) in async mode, passes the
  * start barrier, waits for DIR/go, then sends server 0 PULLS pulls of its
@@ -451,7 +451,7 @@ static uint64_t s_guess(void)
 }
 
 /* --claim: see the header. */
-static int s_claim(const char *server, int workers, double seconds)
+static int s_claim(const char *server, int workers, int rounds)
 {
     ps_ctx_t *ctx;
     ps_sock_t *s;
@@ -464,8 +464,7 @@ static int s_claim(const char *server, int workers, double seconds)
     static const ps_msg_type_t types[] = {PS_MSG_PULL, PS_MSG_PUSH, PS_MSG_INIT};
     long refused = 0;
     uint64_t id = 0;
-    double end = ps_now() + seconds;
-    while (ps_now() < end) {
+    for (int round = 0; round < rounds; round++) {
         for (int w = 0; w < workers; w++) {
             for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
                 for (int guess = 0; guess < 2; guess++) {
@@ -683,14 +682,14 @@ int main(int argc, char **argv)
         return s_forge(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
     }
     if (argc == 5 && !strcmp(argv[1], "--claim")) {
-        return s_claim(argv[2], atoi(argv[3]), atof(argv[4]));
+        return s_claim(argv[2], atoi(argv[3]), atoi(argv[4]));
     }
     if (argc == 6 && !strcmp(argv[1], "--no-read")) {
         return s_no_read(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]), argv[5]);
     }
     if (argc != 3) {
         fprintf(stderr, "usage: %s SCHEDULER_ENDPOINT NUM_PARAMS | --forge SCHEDULER SERVERS "
-                "WORKERS SECONDS | --claim SERVER WORKERS SECONDS | --no-read SCHEDULER "
+                "WORKERS SECONDS | --claim SERVER WORKERS ROUNDS | --no-read SCHEDULER "
                 "NUM_PARAMS PULLS DIR\n", argv[0]);
         return 2;
     }
