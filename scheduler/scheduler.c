@@ -31,10 +31,12 @@
 
 /* Largest frame the scheduler takes: its messages are all small. */
 #define PS_SCHEDULER_MAX_MESSAGE (1 << 20)
-/* Messages queued per connection each way: a node has a few in flight (a
- * heartbeat every 0.5 s, a barrier, a report), so this only bounds what a
- * stranger that floods us, or never reads our answers, costs us. */
-#define PS_SCHEDULER_QUEUE 1000
+/* Messages queued per connection: a node has a few in flight (a heartbeat
+ * every 0.5 s, a barrier, a report), so these only bound what a stranger
+ * that never reads our answers (send) or floods us (receive: its connection
+ * is then read as fast as we handle it) costs us. */
+#define PS_SCHEDULER_SEND_QUEUE 1000
+#define PS_SCHEDULER_RECV_QUEUE 16
 
 /* A node's token: 64 random bits from the kernel, never 0 (0 = no token). */
 static int s_new_token(uint64_t *token)
@@ -652,7 +654,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     if (rc == 0) {
         /* Registration and control only: a bigger frame is dropped unread. */
         ps_sock_set_max_message(s.router, PS_SCHEDULER_MAX_MESSAGE);
-        ps_sock_set_queue_limit(s.router, PS_SCHEDULER_QUEUE);
+        ps_sock_set_queue_limit(s.router, PS_SCHEDULER_SEND_QUEUE, PS_SCHEDULER_RECV_QUEUE);
         rc = ps_sock_bind(s.router, cfg->bind, s.endpoint, sizeof s.endpoint, why, sizeof why);
     }
     if (rc != 0) {

@@ -608,8 +608,8 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     int rc = ps_sock_new(s->ctx, PS_SOCK_ROUTER, &s->router, why, sizeof why);
     if (rc == 0) {
         ps_sock_set_max_message(s->router, max_frame);
-        ps_sock_set_queue_limit(s->router,
-                                queue > PS_SERVER_QUEUE_MIN ? (int)queue : PS_SERVER_QUEUE_MIN);
+        const int q = queue > PS_SERVER_QUEUE_MIN ? (int)queue : PS_SERVER_QUEUE_MIN;
+        ps_sock_set_queue_limit(s->router, q, q);
         const double deadline = ps_now() + 2.0;
         while ((rc = ps_sock_bind(s->router, s->cfg->bind, bound, sizeof bound, why,
                                   sizeof why)) == PS_EIO &&

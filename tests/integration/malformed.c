@@ -589,7 +589,7 @@ static int s_no_read(const char *sched, uint64_t P, int pulls, const char *dir)
     if (ps_sock_new(ctx, PS_SOCK_DEALER, &s, err, sizeof err) != 0) {
         s_die("%s", err);
     }
-    ps_sock_set_queue_limit(s, 1); /* takes one answer, then leaves the rest unread */
+    ps_sock_set_queue_limit(s, 0, 1); /* takes one answer, then leaves the rest unread */
     if (ps_sock_connect(s, view->servers[0].endpoint) != 0) {
         s_die("cannot connect to %s", view->servers[0].endpoint);
     }

@@ -148,6 +148,7 @@ START_TEST(link_join_gets_rank_and_job)
     ps_link_t *l = s_joined(&s, 5.0, &job);
     ck_assert_ptr_nonnull(l);
     ck_assert_int_eq(ps_link_rank(l), 3);
+    ck_assert_uint_eq(ps_link_token(l), 42);
     ck_assert_int_eq(job.batch, 17);
     ps_link_destroy(&l);
     ck_assert_ptr_null(l);
