@@ -619,8 +619,9 @@ static int s_start(ps_worker_t *w)
                             .train_samples = (uint64_t)w->train.n};
     if (j->mode == PS_MODE_ALLREDUCE) {
         char bound[128];
-        rc = ps_ring_new(w->ctx, cfg->bind, &w->ring, bound, sizeof bound, w->err,
-                         sizeof w->err);
+        /* no ring message is longer than the model: a longer frame is dropped unread */
+        rc = ps_ring_new(w->ctx, cfg->bind, ps_model_num_params(w->model), &w->ring, bound,
+                         sizeof bound, w->err, sizeof w->err);
         if (rc != 0) {
             return rc;
         }

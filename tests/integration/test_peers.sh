@@ -7,8 +7,9 @@
 #    (--claim), while a sync job runs; every one is refused, the job ends
 #    normally, bitwise equal to an undisturbed run, and the refusals are
 #    counted;
-# 2. a 1 GiB frame to the scheduler and to a server of a running job leaves
-#    their resident memory within 50 MB of before, and the job finishes;
+# 2. a 1 GiB frame to the scheduler and to a server of a running job, and to
+#    an allreduce worker's ring socket, leaves their resident memory within
+#    50 MB of before, and the job finishes;
 # 3. a worker that sends 3,000 pulls in async mode and never reads the
 #    replies leaves the server's resident memory within 2x of before, gets
 #    its excess pulls refused, and the job finishes;
@@ -30,6 +31,21 @@ server_ep() {
     echo "$ep"
 }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# bigframe NAME HOST:PORT [TYPE]: announces a 1 GiB frame, sends 64 MiB of it
+# and holds the connection 3 s; returns once it sent, leaving BIG_PID to wait
+# for (what the peer holds for a frame in progress is freed when the
+# connection closes: measure before).
+bigframe() {
+    local ep=$2
+    start "$1" python3 "$(dirname "$0")/bigframe.py" "${ep%:*}" "${ep##*:}" $((1 << 30)) \
+        $((64 << 20)) "${3:-DEALER}" 3
+    BIG_PID=$LAST_PID
+    wait_line "$TMP/$1.log" 'announced'
+    sleep 0.5
+}
+big_done() {
+    wait_pid "$BIG_PID" 30 && [ "$WAIT_RC" -eq 0 ] || fail "bigframe.py failed: $(cat "$TMP/$1.log")"
+}
 wait_line() { # FILE PATTERN: waits up to 30 s for a line
     local i=0
     until grep -q "$2" "$1" 2>/dev/null; do
@@ -101,10 +117,9 @@ for who in sched server; do
     if [ $who = sched ]; then pid=$sched ep=${SCHED_EP#tcp://}
     else pid=$server ep=$(server_ep "$TMP/s_big.log") ep=${ep#tcp://}; fi
     before=$(rss "$pid")
-    python3 "$(dirname "$0")/bigframe.py" "${ep%:*}" "${ep##*:}" $((1 << 30)) $((64 << 20)) ||
-        fail "bigframe.py failed"
-    sleep 0.5
+    bigframe "big_$who" "$ep"
     after=$(rss "$pid")
+    big_done "big_$who"
     report="$report $who RSS ${before} kB -> ${after} kB;"
     [ $((after - before)) -lt 51200 ] || fail "a 1 GiB frame grew the $who from $before kB to $after kB"
 done
@@ -112,6 +127,29 @@ wait_pid "$sched" 120 || fail "big: the job did not end"
 [ "$WAIT_RC" -eq 0 ] || fail "big: the scheduler exited $WAIT_RC: $(tail -5 "$TMP/sched_big.log")"
 check_logs
 echo "ok: a 1 GiB frame dropped at its header:$report job finished"
+
+# 2, allreduce: the frame to worker 1's ring socket (a PULL: the sender is a PUSH).
+start_scheduler sched_ring --mode allreduce --servers 0 --workers 2 --epochs 3 \
+    --summary "$TMP/ring.json"
+sched=$SCHED_PID
+for r in 0 1; do
+    start "w${r}_ring" "$WORKER" --scheduler "$SCHED_EP" --rank $r --device cpu --threads 1 \
+        --bind 'tcp://127.0.0.1:*'
+    [ $r = 1 ] && w1=$LAST_PID
+done
+wait_line "$TMP/sched_ring.log" 'job started'
+sleep 0.5
+ep=$(sed -n 's/.*W1 ring endpoint tcp:\/\/\([^ ]*\).*/\1/p' "$TMP/sched_ring.log")
+[ -n "$ep" ] || fail "no ring endpoint for W1 in the scheduler log"
+before=$(rss "$w1")
+bigframe big_ring "$ep" PUSH
+after=$(rss "$w1")
+big_done big_ring
+[ $((after - before)) -lt 51200 ] || fail "a 1 GiB frame grew worker 1 from $before kB to $after kB"
+wait_pid "$sched" 120 || fail "ring: the job did not end"
+[ "$WAIT_RC" -eq 0 ] || fail "ring: the scheduler exited $WAIT_RC: $(tail -5 "$TMP/sched_ring.log")"
+check_logs
+echo "ok: a 1 GiB frame to a ring socket dropped: worker RSS $before kB -> $after kB; job finished"
 
 # 3: worker 1 is sps-malformed --no-read: it pulls and never reads.
 mkdir -p "$TMP/nr"
