@@ -168,9 +168,10 @@ static void s_defer(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 
 /* Sends the waiting parts whose workers have buffers back: the store's
  * current values at the current version (newer than was due, which every
- * mode that copies accepts). */
-static void s_send_deferred(ps_server_t *s)
+ * mode that copies accepts). Returns how many went. */
+static int s_send_deferred(ps_server_t *s)
 {
+    int sent = 0;
     for (int w = 0; w < s->workers && s->ndeferred > 0; w++) {
         ps_defer_ring_t *d = &s->deferred[w];
         while (d->n > 0) {
@@ -187,8 +188,10 @@ static void s_send_deferred(ps_server_t *s)
             d->head = (d->head + 1) % s->defer_cap;
             d->n--;
             s->ndeferred--;
+            sent++;
         }
     }
+    return sent;
 }
 
 static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_range_t r,
@@ -498,10 +501,12 @@ static int s_loop(ps_server_t *s)
 {
     char err[256];
     ps_loop_t l = {s, -1};
+    int moving = 0; /* waiting replies went out last time: buffers are coming back */
     for (;;) {
         ps_pollitem_t items[2] = {{.sock = s->router}, {.sock = ps_link_sock(s->link)}};
-        /* Replies waiting for buffers go as soon as ZeroMQ gives some back. */
-        int rc = ps_poll(items, 2, s->ndeferred ? 1 : 100);
+        /* Replies waiting for buffers go soon after ZeroMQ gives some back;
+         * a worker that does not read at all costs a wake-up every 10 ms. */
+        int rc = ps_poll(items, 2, !s->ndeferred ? 100 : moving ? 1 : 10);
         if (rc < 0) {
             ps_log_err("poll failed: %s", ps_strerror(rc));
             return 1;
@@ -520,7 +525,7 @@ static int s_loop(ps_server_t *s)
             return 1;
         }
         ps_consistency_tick(s->cons);
-        s_send_deferred(s);
+        moving = s_send_deferred(s) > 0;
         ps_ratelog_tick(s->rejections);
     }
 }
