@@ -21,7 +21,14 @@
  * start barrier, waits for DIR/go, then sends server 0 PULLS pulls of its
  * whole shard with its own token and never reads an answer (its socket
  * takes one message and then stops reading the connection); prints "sent
- * N pulls", waits for DIR/end, sends its DONE and heartbeats until the job
+ * N pulls", waits for DIR/end, then reads what the server sent until it is
+ * quiet for 1 s: every answer must decode, be a whole-shard reply or a
+ * PS_ESTATE refusal, and no request may be answered twice (what went past
+ * the server's queue for us was dropped); prints "read R replies and E
+ * refusals". Then, as a worker that is slow to read: sends 60 more pulls,
+ * reads nothing for 1 s (the replies past our share of buffers wait at the
+ * server), and reads again: all 60 must be replies; prints "later: R
+ * replies, E refusals". Then sends its DONE and heartbeats until the job
  * ends. The server must stay bounded and the job finish.
  *
  * Joins the job as worker rank 1 (worker 0 has initialised the parameters and
@@ -538,6 +545,68 @@ static void s_idle_until(ps_link_t *link, const char *file)
     }
 }
 
+/* Sends pulls of server 0's whole shard, ids first .. first + n - 1. */
+static void s_send_pulls(ps_link_t *link, ps_sock_t *s, const ps_view_t *view, int first, int n)
+{
+    for (int i = first; i < first + n; i++) {
+        ps_header_t h;
+        ps_msg_header(&h, PS_MSG_PULL, PS_ROLE_WORKER, ps_link_rank(link));
+        h.token = ps_link_token(link);
+        h.request_id = (uint64_t)i;
+        h.begin = view->servers[0].begin;
+        h.end = view->servers[0].end;
+        if (ps_msg_send(s, NULL, h, NULL, 0, 0) != 0) {
+            s_die("no-read: send %d failed", i);
+        }
+    }
+}
+
+/* --no-read: reads the answers to the pulls of ids first .. first + n - 1
+ * until the server is quiet for 1 s; counts replies and refusals. */
+static void s_read_answers(ps_link_t *link, ps_sock_t *s, const ps_view_t *view, int first,
+                           int n, int *replies, int *refusals)
+{
+    unsigned char *seen = calloc((size_t)n, 1);
+    *replies = *refusals = 0;
+    char err[256];
+    if (!seen) {
+        s_die("out of memory");
+    }
+    for (double quiet_since = ps_now(); ps_now() - quiet_since < 1.0;) {
+        if (ps_link_tick(link, err, sizeof err) == PS_LINK_LOST) {
+            s_die("%s", err);
+        }
+        ps_msg_drain(ps_link_sock(link), 0, 64, s_on_sched, link);
+        ps_pollitem_t it = {.sock = s};
+        if (ps_poll(&it, 1, 50) <= 0) {
+            continue;
+        }
+        ps_msg_t m = {0};
+        if (ps_msg_recv(s, 0, &m) != 0) {
+            s_die("no-read: an answer does not decode: %s", m.hdr.error);
+        }
+        quiet_since = ps_now();
+        uint64_t id = m.hdr.request_id;
+        size_t len = 0;
+        const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
+        int reply = m.hdr.type == PS_MSG_PULL_REPLY && p && m.hdr.begin == view->servers[0].begin &&
+                    m.hdr.end == view->servers[0].end &&
+                    len == (m.hdr.end - m.hdr.begin) * sizeof(float);
+        int refusal = m.hdr.type == PS_MSG_ERROR && m.hdr.status == PS_ESTATE && !p;
+        int known = id >= (uint64_t)first && id < (uint64_t)first + (uint64_t)n;
+        if (!known || seen[id - (uint64_t)first] || !(reply || refusal)) {
+            s_die("no-read: a bad answer: %s for request %llu%s (%s)",
+                  ps_codec_type_name(m.hdr.type), (unsigned long long)id,
+                  known ? ", answered before" : "", m.hdr.error);
+        }
+        seen[id - (uint64_t)first] = 1;
+        *replies += reply;
+        *refusals += refusal;
+        ps_msg_close(&m);
+    }
+    free(seen);
+}
+
 /* --no-read: see the header. */
 static int s_no_read(const char *sched, uint64_t P, int pulls, const char *dir)
 {
@@ -593,19 +662,23 @@ static int s_no_read(const char *sched, uint64_t P, int pulls, const char *dir)
     if (ps_sock_connect(s, view->servers[0].endpoint) != 0) {
         s_die("cannot connect to %s", view->servers[0].endpoint);
     }
-    for (int i = 0; i < pulls; i++) {
-        ps_header_t h;
-        ps_msg_header(&h, PS_MSG_PULL, PS_ROLE_WORKER, ps_link_rank(link));
-        h.token = ps_link_token(link);
-        h.request_id = (uint64_t)i + 1;
-        h.begin = view->servers[0].begin;
-        h.end = view->servers[0].end;
-        if (ps_msg_send(s, NULL, h, NULL, 0, 0) != 0) {
-            s_die("no-read: send %d failed", i);
-        }
-    }
+    s_send_pulls(link, s, view, 1, pulls);
     printf("sent %d pulls\n", pulls);
     s_idle_until(link, end);
+    int replies, refusals;
+    s_read_answers(link, s, view, 1, pulls, &replies, &refusals);
+    printf("read %d replies and %d refusals\n", replies, refusals);
+    enum { LATER = 60 };
+    s_send_pulls(link, s, view, pulls + 1, LATER);
+    for (double t0 = ps_now(); ps_now() - t0 < 1.0;) {
+        ps_msg_drain(ps_link_sock(link), 0, 64, s_on_sched, link);
+        if (ps_link_tick(link, err, sizeof err) == PS_LINK_LOST) {
+            s_die("%s", err);
+        }
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    s_read_answers(link, s, view, pulls + 1, LATER, &replies, &refusals);
+    printf("later: %d replies, %d refusals\n", replies, refusals);
     ps_done_t done = {0};
     if (ps_codec_pack_done(&done, &body, &len) != 0 ||
         ps_link_send(link, PS_MSG_DONE, body, len) != 0) {

@@ -12,7 +12,8 @@
 #    50 MB of before, and the job finishes;
 # 3. a worker that sends 3,000 pulls in async mode and never reads the
 #    replies leaves the server's resident memory within 2x of before, gets
-#    its excess pulls refused, and the job finishes;
+#    its excess pulls refused, and the job finishes; 60 pulls it then leaves
+#    unread for 1 s are all answered once it reads;
 # 4. a slow worker (--straggler) in async mode gets every reply.
 . "$(dirname "$0")/lib.sh"
 
@@ -175,9 +176,15 @@ wait_pid "$sched" 120 || fail "no-read: the job did not end"
     fail "3,000 unread pulls grew the server from $before kB to $after kB"
 expect "$TMP/nr.json" "d['status'] == 'ok'" "no-read"
 expect "$TMP/nr.json" "d['pulls_refused_unread'] > 0" "the unread pulls refused"
+# then slow to read: 60 pulls left unread for 1 s, more than its share of
+# buffers, all answered with data once it reads (sps-malformed checks each
+# request is answered once, whole)
+grep -q '^later: 60 replies, 0 refusals' "$TMP/noread.log" ||
+    fail "a worker slow to read lost replies: $(tail -3 "$TMP/noread.log")"
 check_logs
 echo "ok: 3,000 unread async pulls: server RSS $before kB -> $after kB," \
-    "$(field "$TMP/nr.json" "d['pulls_refused_unread']") pulls refused, job finished"
+    "$(field "$TMP/nr.json" "d['pulls_refused_unread']") pulls refused, job finished;" \
+    "then $(sed -n 's/^read //p' "$TMP/noread.log") read; 60 pulls read late all answered"
 
 # 4: a legitimate slow worker is not refused.
 "$LAUNCH" --servers 1 --workers 2 --mode async --straggler 1:4 --max-steps 60 \
