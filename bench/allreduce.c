@@ -84,7 +84,7 @@ static int s_ar_member_main(const void *arg)
     float *bar = calloc((size_t)a->size, sizeof(float));
     int rc = ctx && buf && bar ? 0 : PS_ENOMEM;
     if (rc == 0) {
-        rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, rep.text, sizeof rep.text,
+        rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", a->max_floats, &ring, rep.text, sizeof rep.text,
                          rep.text, sizeof rep.text);
     } else {
         snprintf(rep.text, sizeof rep.text, "out of memory");

@@ -26,12 +26,12 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
 
 /* Flags the launcher writes itself on each role's command line (see
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
- * for a job (a worker's --evaluate and its --summary), so it never forwards
- * them. */
-static const char *const s_own[PS_LAUNCH_NROLES][7] = {
+ * for a job (a worker's --evaluate and its --summary) or not for every
+ * worker (--fault-nan-push, a test's), so it never forwards them. */
+static const char *const s_own[PS_LAUNCH_NROLES][8] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
     {"scheduler", "bind", "advertise", "rank", NULL},
-    {"scheduler", "bind", "advertise", "rank", "evaluate", "summary", NULL},
+    {"scheduler", "bind", "advertise", "rank", "evaluate", "summary", "fault-nan-push", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles

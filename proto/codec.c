@@ -40,6 +40,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.status = h->status;
     m.error = (char *)h->error;
     m.ring_step = h->ring_step;
+    m.token = h->token;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -69,6 +70,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->payload_len = m->payload_len;
     h->status = m->status;
     h->ring_step = m->ring_step;
+    h->token = m->token;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -195,24 +197,28 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     return rc;
 }
 
-int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len)
+int ps_codec_pack_register_ack(int rank, uint64_t token, const ps_job_t *job, uint8_t **out,
+                               size_t *len)
 {
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
     ps_job_text_t text;
     s_job_to_pb(job, &jm, &text);
     Shardps__RegisterAck m = SHARDPS__REGISTER_ACK__INIT;
     m.rank = rank;
+    m.token = token;
     m.job = &jm;
     return s_pack(&m.base, out, len);
 }
 
-int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job)
+int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, uint64_t *token,
+                                 ps_job_t *job)
 {
     Shardps__RegisterAck *m = shardps__register_ack__unpack(NULL, len, data);
     if (!m) {
         return PS_EPROTO;
     }
     *rank = m->rank;
+    *token = m->token;
     int rc = s_job_from_pb(m->job, job);
     shardps__register_ack__free_unpacked(m, NULL);
     return rc;
@@ -305,6 +311,13 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.start_step = v->start_step;
     m.resume_dir = (char *)v->resume_dir;
     m.resume_parts = v->resume_parts;
+    /* Tokens only in the servers' copy: the scheduler zeroes them for workers. */
+    int has_tokens = 0;
+    for (int i = 0; i < v->num_workers && i < PS_MAX_WORKERS; i++) {
+        has_tokens |= v->worker_tokens[i] != 0;
+    }
+    m.n_worker_tokens = has_tokens ? (size_t)v->num_workers : 0;
+    m.worker_tokens = (uint64_t *)v->worker_tokens;
     return s_pack(&m.base, out, len);
 }
 
@@ -338,6 +351,12 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     v->checkpoint_every = m->checkpoint_every;
     v->start_step = m->start_step;
     v->resume_parts = m->resume_parts;
+    if (m->n_worker_tokens != 0 && m->n_worker_tokens != (size_t)m->num_workers) {
+        goto done;
+    }
+    for (size_t i = 0; i < m->n_worker_tokens; i++) {
+        v->worker_tokens[i] = m->worker_tokens[i];
+    }
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
@@ -500,6 +519,8 @@ int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len
     m.staleness_max = r->staleness.max;
     m.steps_fewer_workers = r->steps_fewer_workers;
     m.secure_refused = r->secure_refused;
+    m.forged = r->forged;
+    m.unread_refused = r->unread_refused;
     return s_pack(&m.base, out, len);
 }
 
@@ -526,8 +547,29 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
         r->staleness.max = m->staleness_max;
         r->steps_fewer_workers = m->steps_fewer_workers;
         r->secure_refused = m->secure_refused;
+        r->forged = m->forged;
+        r->unread_refused = m->unread_refused;
     }
     shardps__server_report__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_peer_ready(const char *endpoint, uint8_t **out, size_t *len)
+{
+    Shardps__PeerReady m = SHARDPS__PEER_READY__INIT;
+    m.endpoint = (char *)endpoint;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_peer_ready(const void *data, size_t len, char *endpoint, size_t cap)
+{
+    Shardps__PeerReady *m = shardps__peer_ready__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = s_copy_str(endpoint, cap, m->endpoint);
+    rc = rc ? rc : (endpoint[0] ? 0 : PS_EPROTO);
+    shardps__peer_ready__free_unpacked(m, NULL);
     return rc;
 }
 
@@ -577,7 +619,7 @@ const char *ps_codec_type_name(int type)
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
-        "ring-data", "checkpoint", "members"};
+        "ring-data", "checkpoint", "members", "peer-ready"};
     if (type < 0 || type > PS_MSG_TYPE_MAX) {
         return "unknown";
     }

@@ -22,7 +22,8 @@ extern "C" {
 /* 2: checkpoints (MSG_CHECKPOINT, the view's checkpoint and resume fields). */
 /* 3: membership (MSG_MEMBERS, the report's steps_fewer_workers). */
 /* 4: --secure (the nodes' CurveZMQ public keys in Register and the view,
- *    the report's secure_refused). */
+ *    the report's secure_refused); per-node tokens (RegisterAck, Header, the
+ *    servers' view), MSG_PEER_READY. */
 #define PS_PROTOCOL_VERSION 4u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
@@ -51,7 +52,8 @@ typedef enum {
     PS_MSG_RING_DATA = 18,
     PS_MSG_CHECKPOINT = 19,
     PS_MSG_MEMBERS = 20,
-    PS_MSG_TYPE_MAX = 20,
+    PS_MSG_PEER_READY = 21,
+    PS_MSG_TYPE_MAX = 21,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -78,6 +80,7 @@ typedef struct {
     int32_t status;       /* 0 or PS_E* */
     char error[160];      /* reason when status != 0 */
     int32_t ring_step;    /* ring data: 0..M-2 reduce-scatter, M-1..2M-3 all-gather */
+    uint64_t token;       /* worker -> server data: the worker's token; else 0 */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */
@@ -116,6 +119,7 @@ typedef struct {
     int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
     char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
+    uint64_t worker_tokens[PS_MAX_WORKERS]; /* servers' copy: worker r's token; else all 0 */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
@@ -167,6 +171,8 @@ typedef struct {
     ps_hist_t staleness; /* of every applied gradient */
     int64_t steps_fewer_workers; /* steps applied with fewer live workers than the view's */
     uint64_t secure_refused; /* --secure: connections refused by the key check (ZAP) */
+    uint64_t forged;   /* requests whose token is not the claimed worker's (within rejected) */
+    uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
 } ps_server_report_t;
 
 /* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */
@@ -181,8 +187,11 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h);
  * unpack_* returns 0 or PS_EPROTO. */
 int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
-int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len);
-int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job);
+/* token: the node's secret, echoed in its data headers (workers). */
+int ps_codec_pack_register_ack(int rank, uint64_t token, const ps_job_t *job, uint8_t **out,
+                               size_t *len);
+int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, uint64_t *token,
+                                 ps_job_t *job);
 int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len);
 int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi);
 /* A view is valid with S >= 1 servers whose ranges tile [0, P) in rank order,
@@ -203,6 +212,10 @@ int ps_codec_unpack_checkpoint(const void *data, size_t len, ps_checkpoint_part_
 
 int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r);
+
+/* A server's endpoint once bound for its shard (MSG_PEER_READY). */
+int ps_codec_pack_peer_ready(const char *endpoint, uint8_t **out, size_t *len);
+int ps_codec_unpack_peer_ready(const void *data, size_t len, char *endpoint, size_t cap);
 
 /* The live workers (MSG_MEMBERS): live[w] non-zero for each live rank of n
  * (<= PS_MAX_WORKERS). unpack_members fills live[0..*n) and refuses a rank

@@ -80,6 +80,11 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
 /* This node's rank, from REGISTER_ACK. */
 int ps_link_rank(const ps_link_t *l);
 
+/* This node's token, from REGISTER_ACK: a worker puts it in the header of
+ * every push, pull and init (ps_header_t.token); servers refuse a request
+ * whose token is not the claimed worker's. */
+uint64_t ps_link_token(const ps_link_t *l);
+
 /* The socket to the scheduler; borrowed, valid until ps_link_destroy(). Only
  * for ps_poll() and ps_msg_drain(); every message from it goes to
  * ps_link_handle(), and ps_sock_set_linger() may shorten its closing. */

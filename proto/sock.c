@@ -200,6 +200,12 @@ void ps_sock_set_max_message(ps_sock_t *s, long long bytes)
     zmq_setsockopt(ps_zs(s), ZMQ_MAXMSGSIZE, &v, sizeof v);
 }
 
+void ps_sock_set_queue_limit(ps_sock_t *s, int send, int recv)
+{
+    zmq_setsockopt(ps_zs(s), ZMQ_SNDHWM, &send, sizeof send);
+    zmq_setsockopt(ps_zs(s), ZMQ_RCVHWM, &recv, sizeof recv);
+}
+
 void ps_sock_set_recv_timeout(ps_sock_t *s, int ms)
 {
     zmq_setsockopt(ps_zs(s), ZMQ_RCVTIMEO, &ms, sizeof ms);

@@ -100,6 +100,13 @@ void ps_sock_set_linger(ps_sock_t *s, int ms);
  * for those already open: set it before ps_sock_bind(). */
 void ps_sock_set_max_message(ps_sock_t *s, long long bytes);
 
+/* Most messages queued per connection to send and received (0: no limit,
+ * the default). A full send queue on a ROUTER drops what more is sent to
+ * that peer; a full receive queue stops reading its connection until we
+ * catch up (nothing is lost). For bound sockets whose peers have a known
+ * number of messages in flight; set it before ps_sock_bind(). */
+void ps_sock_set_queue_limit(ps_sock_t *s, int send, int recv);
+
 /* Receive timeout in ms for a blocking receive (-1: none, the default). For
  * tests that must not hang; the roles poll instead. */
 void ps_sock_set_recv_timeout(ps_sock_t *s, int ms);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -31,6 +32,23 @@
 
 /* Largest frame the scheduler takes: its messages are all small. */
 #define PS_SCHEDULER_MAX_MESSAGE (1 << 20)
+/* Messages queued per connection: a node has a few in flight (a heartbeat
+ * every 0.5 s, a barrier, a report), so these only bound what a stranger
+ * that never reads our answers (send) or floods us (receive: its connection
+ * is then read as fast as we handle it) costs us. */
+#define PS_SCHEDULER_SEND_QUEUE 1000
+#define PS_SCHEDULER_RECV_QUEUE 16
+
+/* A node's token: 64 random bits from the kernel, never 0 (0 = no token). */
+static int s_new_token(uint64_t *token)
+{
+    do {
+        if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token) {
+            return PS_EIO;
+        }
+    } while (*token == 0);
+    return 0;
+}
 
 /* A message's sender for the log, by the address its connection comes from. */
 static const char *s_peer(const ps_msg_t *m)
@@ -144,9 +162,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
                            "a node of a secure job must send its public key");
         return;
     }
-    if (is_server && !reg.endpoint[0]) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
-                           "a server must advertise an endpoint");
+    uint64_t token;
+    if (s_new_token(&token) != 0) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EIO,
+                           "the scheduler cannot draw a token");
         return;
     }
     ps_node_t *n = &base[rank];
@@ -156,13 +175,14 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     n->rank = rank;
     n->route = m->route;
     n->pid = reg.pid;
+    n->token = token;
     n->last_seen = ps_now();
     snprintf(n->endpoint, sizeof n->endpoint, "%s", reg.endpoint);
     snprintf(n->curve_key, sizeof n->curve_key, "%s", reg.curve_key);
     s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
     uint8_t *body;
-    if (ps_codec_pack_register_ack(rank, &s->cfg->job, &body, &len) == 0) {
+    if (ps_codec_pack_register_ack(rank, n->token, &s->cfg->job, &body, &len) == 0) {
         ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
                          len);
         free(body);
@@ -216,7 +236,10 @@ static void s_on_checkpoint(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     ps_manifest_add(s->manifest, n->rank, &part);
 }
 
-/* Everyone is here and every worker told us P: cut the key space and send the view. */
+static void s_start_workers(ps_scheduler_t *s);
+
+/* Everyone is here and every worker told us P: cut the key space and send
+ * the servers their copy of the view (allreduce: the workers theirs). */
 static void s_maybe_start(ps_scheduler_t *s)
 {
     uint64_t p = 0, samples = 0;
@@ -253,30 +276,62 @@ static void s_maybe_start(ps_scheduler_t *s)
     if (s_checkpoint_setup(s) != 0) {
         return;
     }
-    ps_range_t ranges[PS_MAX_SERVERS];
     if (s->cfg->servers > 0) {
+        ps_range_t ranges[PS_MAX_SERVERS];
         ps_range_split(p, s->cfg->servers, ranges);
-        ps_log_info("shard map: %llu parameters (%.2f MB) over %d servers",
-                    (unsigned long long)p, (double)p * 4 / 1e6, s->cfg->servers);
-    } else {
-        ps_log_info("ring of %d workers over %llu parameters (%.2f MB)", s->cfg->workers,
-                    (unsigned long long)p, (double)p * 4 / 1e6);
-        for (int i = 0; i < s->cfg->workers; i++) {
-            ps_worker_info_t *wi = &v->workers[i];
-            wi->rank = i;
-            snprintf(wi->endpoint, sizeof wi->endpoint, "%s",
-                     s->nodes[s->cfg->servers + i].endpoint);
-            snprintf(wi->curve_key, sizeof wi->curve_key, "%s",
-                     s->nodes[s->cfg->servers + i].curve_key);
-            ps_log_info("  W%d %-28s sends to W%d", i, wi->endpoint,
-                        (i + 1) % s->cfg->workers);
+        for (int i = 0; i < s->cfg->servers; i++) {
+            v->servers[i].rank = i;
+            v->servers[i].begin = ranges[i].begin;
+            v->servers[i].end = ranges[i].end;
         }
+        /* The servers' copy, with the workers' tokens and no endpoints yet:
+         * each binds for its shard and says where (s_on_peer_ready). */
+        for (int w = 0; w < s->cfg->workers; w++) {
+            v->worker_tokens[w] = s->nodes[s->cfg->servers + w].token;
+        }
+        uint8_t *body;
+        size_t len;
+        int rc = ps_codec_pack_view(v, &body, &len);
+        memset(v->worker_tokens, 0, sizeof v->worker_tokens);
+        if (rc != 0) {
+            s_fail(s, "cannot encode the cluster view");
+            return;
+        }
+        for (int i = 0; i < s->cfg->servers; i++) {
+            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0,
+                             body, len);
+        }
+        free(body);
+        s->phase = S_STARTING;
+        return;
+    }
+    ps_log_info("ring of %d workers over %llu parameters (%.2f MB)", s->cfg->workers,
+                (unsigned long long)p, (double)p * 4 / 1e6);
+    for (int i = 0; i < s->cfg->workers; i++) {
+        ps_worker_info_t *wi = &v->workers[i];
+        wi->rank = i;
+        snprintf(wi->endpoint, sizeof wi->endpoint, "%s", s->nodes[s->cfg->servers + i].endpoint);
+        snprintf(wi->curve_key, sizeof wi->curve_key, "%s",
+                 s->nodes[s->cfg->servers + i].curve_key);
+        ps_log_info("  W%d %-28s sends to W%d", i, wi->endpoint, (i + 1) % s->cfg->workers);
+    }
+    s_start_workers(s);
+}
+
+/* Every server is bound for its shard (or there are none): the workers get
+ * the view with the servers' endpoints, and the job runs. A worker connects
+ * only now, so it never meets a server that is not listening yet. */
+static void s_start_workers(ps_scheduler_t *s)
+{
+    ps_view_t *v = s->view;
+    const ps_job_t *j = &s->cfg->job;
+    if (s->cfg->servers > 0) {
+        ps_log_info("shard map: %llu parameters (%.2f MB) over %d servers",
+                    (unsigned long long)v->num_params, (double)v->num_params * 4 / 1e6,
+                    s->cfg->servers);
     }
     for (int i = 0; i < s->cfg->servers; i++) {
         ps_server_info_t *si = &v->servers[i];
-        si->rank = i;
-        si->begin = ranges[i].begin;
-        si->end = ranges[i].end;
         snprintf(si->endpoint, sizeof si->endpoint, "%s", s->nodes[i].endpoint);
         snprintf(si->curve_key, sizeof si->curve_key, "%s", s->nodes[i].curve_key);
         ps_log_info("  S%d %-28s keys [%llu, %llu) = %llu parameters", i, si->endpoint,
@@ -289,7 +344,10 @@ static void s_maybe_start(ps_scheduler_t *s)
         s_fail(s, "cannot encode the cluster view");
         return;
     }
-    s_send_all(s, PS_MSG_VIEW, body, len);
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0, body,
+                         len);
+    }
     free(body);
     s->phase = S_RUNNING;
     s->t_view = ps_now();
@@ -301,6 +359,28 @@ static void s_maybe_start(ps_scheduler_t *s)
                 j->model, mode, v->num_servers, v->num_workers, j->batch,
                 j->epochs, (long long)v->total_steps, j->lr, sched, j->momentum,
                 (unsigned long long)j->seed);
+}
+
+/* A server is bound for its shard, at endpoint: once every server is, the
+ * workers get the view. */
+static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    char tag[16];
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (n->role != PS_ROLE_SERVER || s->phase != S_STARTING || n->ready || !p ||
+        ps_codec_unpack_peer_ready(p, len, n->endpoint, sizeof n->endpoint) != 0) {
+        s_fail(s, "%s sent a bad ready message", ps_node_tag(n, tag, sizeof tag));
+        return;
+    }
+    s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    n->ready = 1;
+    for (int i = 0; i < s->cfg->servers; i++) {
+        if (!s->nodes[i].ready) {
+            return;
+        }
+    }
+    s_start_workers(s);
 }
 
 /* Passes the current barrier once every live worker is in it. */
@@ -414,6 +494,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     case PS_MSG_CHECKPOINT:
         s_on_checkpoint(s, n, m);
         break;
+    case PS_MSG_PEER_READY:
+        s_on_peer_ready(s, n, m);
+        break;
     case PS_MSG_REPORT:
         if (n->role != PS_ROLE_SERVER || !p ||
             ps_codec_unpack_report(p, len, &n->report) != 0) {
@@ -454,7 +537,7 @@ static int s_live_workers(const ps_scheduler_t *s)
  * servers complete steps with them from the next change on). */
 static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
 {
-    if (n->role != PS_ROLE_WORKER || s->phase == S_WAITING || n->done ||
+    if (n->role != PS_ROLE_WORKER || s->phase <= S_STARTING || n->done ||
         s_live_workers(s) - 1 < (s->cfg->min_workers ? s->cfg->min_workers : s->cfg->workers)) {
         return 0;
     }
@@ -588,6 +671,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     if (rc == 0) {
         /* Registration and control only: a bigger frame is dropped unread. */
         ps_sock_set_max_message(s.router, PS_SCHEDULER_MAX_MESSAGE);
+        ps_sock_set_queue_limit(s.router, PS_SCHEDULER_SEND_QUEUE, PS_SCHEDULER_RECV_QUEUE);
         rc = ps_sock_bind(s.router, cfg->bind, s.endpoint, sizeof s.endpoint, why, sizeof why);
     }
     if (rc != 0) {

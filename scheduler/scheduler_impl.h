@@ -30,6 +30,8 @@ typedef struct {
     char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
     uint32_t pid;         /* for log lines */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: the public key it serves with */
+    uint64_t token;       /* its secret (REGISTER_ACK); servers check workers' */
+    int ready;            /* servers: bound for their shard (MSG_PEER_READY) */
     double last_seen;     /* ps_now() of its last message */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */
     uint64_t train_samples; /* workers: size of their training set */
@@ -41,9 +43,10 @@ typedef struct {
     ps_server_report_t report; /* servers: that report */
 } ps_node_t;
 
-/* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
- * asked for telemetry) -> FINISHED; any -> FAILED. */
-typedef enum { S_WAITING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
+/* WAITING for nodes -> STARTING (servers have the view, binding for their
+ * shard) -> RUNNING the job (workers have the view) -> REPORTING (workers
+ * done, servers asked for telemetry) -> FINISHED; any -> FAILED. */
+typedef enum { S_WAITING, S_STARTING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
 
 /* The scheduler's whole state, one per ps_scheduler_run. */
 typedef struct {

@@ -98,6 +98,7 @@ int ps_summary_write(const ps_scheduler_t *s)
     double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
     uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0, nonfinite = 0;
     uint64_t secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
+    uint64_t forged = 0, unread = 0;
     int64_t samples = 0;
     double train = 0;
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
@@ -118,6 +119,8 @@ int ps_summary_write(const ps_scheduler_t *s)
         rejected += s->nodes[i].report.rejected;
         nonfinite += s->nodes[i].report.nonfinite;
         secure_refused += s->nodes[i].report.secure_refused;
+        forged += s->nodes[i].report.forged;
+        unread += s->nodes[i].report.unread_refused;
     }
     double sps = train > 0 ? (double)samples / train : 0;
     double wall = s->t_end - s->t_view;
@@ -171,14 +174,16 @@ int ps_summary_write(const ps_scheduler_t *s)
                 "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
                 "\"messages_rejected\": %llu, \"scheduler_refused\": %llu, \"pushes_nonfinite\": %llu, "
                 "\"membership_changes\": %d, \"steps_with_fewer_workers\": %lld, "
-                "\"secure_refused\": %llu, \"worker_wait_seconds\": ",
+                "\"secure_refused\": %llu, \"servers_refused_forged\": %llu, "
+                "\"pulls_refused_unread\": %llu, \"worker_wait_seconds\": ",
                 w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
                 (unsigned long long)pulled, ps_hist_mean(&stale),
                 (long long)ps_hist_quantile(&stale, 0.5),
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
                 (unsigned long long)dropped, (unsigned long long)rejected,
                 (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes,
-                (long long)fewer, (unsigned long long)secure_refused);
+                (long long)fewer, (unsigned long long)secure_refused, (unsigned long long)forged,
+                (unsigned long long)unread);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
         s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));

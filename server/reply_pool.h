@@ -5,8 +5,15 @@
  * but sync) go out as copies. The copies land in buffers of a fixed number of
  * keys allocated once: the transport's I/O thread hands each back (the send's
  * release callback) once its bytes left, so a reply costs one copy into warm
- * memory, not an allocation and fresh pages. When every buffer is out, the
- * caller lets the transport copy. Knows nothing of sockets or consistency.
+ * memory, not an allocation and fresh pages. When every shared buffer is out,
+ * one more is allocated (and freed on its return).
+ *
+ * Each buffer counts against the peer it is sent to until the transport gives
+ * it back: a peer that stops reading holds its buffers, and once it holds its
+ * share (as many as the shared ones: 4 copies of the shard up to 64 MiB, at
+ * least 4 buffers) it gets no more until some come back; the caller makes
+ * its replies wait (server.c), so a peer that does not read cannot make us
+ * copy without end. Knows nothing of sockets or consistency.
  */
 #ifndef PS_SERVER_REPLY_POOL_H
 #define PS_SERVER_REPLY_POOL_H
@@ -20,20 +27,25 @@ extern "C" {
 typedef struct ps_reply_pool ps_reply_pool_t;
 
 /*
- * A pool for the replies of a shard of n keys, in buffers of buf_keys floats:
- * a few copies of the shard, at most 64 MiB. Pages are touched on first use
- * only, so an idle pool costs no memory. Returns 0 or PS_ENOMEM. Caller owns
- * *out; destroy with ps_reply_pool_destroy().
+ * A pool for the replies of a shard of n keys to peers 0 .. peers-1, in
+ * buffers of buf_keys floats: a few shared copies of the shard, at most 64
+ * MiB. Pages are touched on first use only, so an idle pool costs no memory.
+ * Returns 0 or PS_ENOMEM. Caller owns *out; destroy with
+ * ps_reply_pool_destroy().
  */
-int ps_reply_pool_new(ps_reply_pool_t **out, uint64_t n, uint64_t buf_keys);
+int ps_reply_pool_new(ps_reply_pool_t **out, uint64_t n, uint64_t buf_keys, int peers);
 
 /* Frees the pool; NULL-safe; sets *p to NULL. Only once every buffer is back
  * (after the transport that held them is shut down). */
 void ps_reply_pool_destroy(ps_reply_pool_t **p);
 
-/* A free buffer of buf_keys floats, or NULL when all are out. Caller owns it
- * until ps_reply_pool_give(). Thread-safe. */
-float *ps_reply_pool_take(ps_reply_pool_t *p);
+/* A buffer of buf_keys floats for a reply to peer, or NULL when that peer
+ * already holds its share (it is not reading), peer is out of range, or
+ * memory is out. Caller owns it until ps_reply_pool_give(). Thread-safe. */
+float *ps_reply_pool_take(ps_reply_pool_t *p, int peer);
+
+/* Buffers peer holds now (sent, not yet given back). Thread-safe. */
+int ps_reply_pool_held(ps_reply_pool_t *p, int peer);
 
 /* Gives buffer data (from ps_reply_pool_take(hint)) back. The shape of a
  * send's release callback (ps_msg_release_fn); thread-safe. */

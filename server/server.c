@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -35,7 +36,31 @@ typedef struct {
     ps_route_t route;     /* who asked */
     uint64_t request_id;  /* echoed */
     ps_msg_type_t type;   /* init, push or pull */
+    int worker;           /* its rank (its token checked) */
 } ps_asker_t;
+
+/* A pull reply part waiting for a reply buffer of its worker's share. */
+typedef struct {
+    ps_asker_t asker;
+    ps_range_t range;
+} ps_deferred_t;
+
+/* Per worker, its deferred parts in the order they were due (a pull's parts
+ * must arrive in key order): a ring, allocated on first use. */
+typedef struct {
+    ps_deferred_t *q;
+    int head, n;
+} ps_defer_ring_t;
+
+/* Room above the shard's bytes in the largest frame a worker may send (the
+ * header frame is under PS_HEADER_MAX). */
+#define PS_SERVER_FRAME_HEADROOM (64 << 10)
+/* Messages queued to one peer at least: a worker has at most PS_KV_SLOTS
+ * (64) requests in flight, a pull answered in parts of 1 MiB; beyond what
+ * the view allows (s_listen), messages to that peer are dropped, which only
+ * a peer that stopped reading can meet. */
+#define PS_SERVER_QUEUE_MIN 1000
+#define PS_SERVER_REQUESTS_IN_FLIGHT 64
 
 typedef struct {
     const ps_server_config_t *cfg;
@@ -49,17 +74,28 @@ typedef struct {
     ps_store_t *store;    /* parameters, optimizer state */
     ps_consistency_t *cons; /* when to apply and answer */
     ps_reply_pool_t *pool; /* copies of replies (not sync) */
+    ps_defer_ring_t *deferred; /* per worker: reply parts waiting for its buffers */
+    int defer_cap;        /* parts one worker may have waiting: its requests in flight */
+    int ndeferred;        /* parts waiting, all workers */
     /* The frames of the pushes the consistency holds, moved out of their
      * messages: as many as it can hold, and the one being pushed. */
     ps_payload_t *held;
     int *held_free;       /* indices of the free ones */
     int nheld_free;
     uint64_t errors;      /* messages rejected, reported at the end */
+    uint64_t forged;      /* of them: a token that is not the claimed worker's */
+    uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
     int64_t checkpointed; /* the version of the last checkpoint written (or loaded) */
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
     int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
     int64_t steps_fewer;  /* steps applied with fewer workers, before fewer_since */
 } ps_server_t;
+
+/* How many messages a pull of the whole shard is answered in. */
+static uint64_t s_reply_parts(const ps_server_t *s)
+{
+    return (ps_range_len(s->shard) + PS_CONSISTENCY_REPLY_KEYS - 1) / PS_CONSISTENCY_REPLY_KEYS;
+}
 
 static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -78,6 +114,87 @@ static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const ch
     return status;
 }
 
+/* A worker that does not read holds its share of reply buffers
+ * (server/reply_pool.h) and has as many parts waiting as a worker can have
+ * requests in flight: this part of its pull gets an error, not a copy. */
+static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+{
+    char peer[16], why[160];
+    snprintf(peer, sizeof peer, "W%d", a->worker);
+    snprintf(why, sizeof why, "%d replies to %s not read yet and %d waiting; pull refused",
+             ps_reply_pool_held(s->pool, a->worker), peer, s->deferred[a->worker].n);
+    s->unread_refused++;
+    ps_ratelog_reject(s->rejections, "pull reply", peer, "replies not read; pull refused");
+    h.type = PS_MSG_ERROR;
+    h.status = PS_ESTATE;
+    h.version = 0;
+    snprintf(h.error, sizeof h.error, "%s", why);
+    ps_msg_send(s->router, &a->route, h, NULL, 0, 0);
+}
+
+/* Sends a copy of values (a pull reply part) in a buffer of the asker's
+ * share. Returns 0, or PS_ENOMEM when its share is out (nothing sent). */
+static int s_send_copy(ps_server_t *s, const ps_asker_t *a, ps_header_t h, const float *values)
+{
+    ps_frame_t f = {NULL, (h.end - h.begin) * sizeof(float)};
+    float *copy = f.len <= PS_CONSISTENCY_REPLY_KEYS * sizeof(float)
+                      ? ps_reply_pool_take(s->pool, a->worker)
+                      : NULL;
+    if (!copy) {
+        return PS_ENOMEM;
+    }
+    memcpy(copy, values, f.len);
+    f.data = copy;
+    int rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
+    if (rc != 0) {
+        ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
+    }
+    return 0;
+}
+
+/* A reply part whose worker has its share of buffers out waits, behind its
+ * other waiting parts; once as many wait as it can have requests in flight,
+ * the part is refused. */
+static void s_defer(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+{
+    ps_defer_ring_t *d = &s->deferred[a->worker];
+    if ((!d->q && !(d->q = malloc((size_t)s->defer_cap * sizeof *d->q))) ||
+        d->n == s->defer_cap) {
+        s_refuse_unread(s, a, h);
+        return;
+    }
+    d->q[(d->head + d->n++) % s->defer_cap] = (ps_deferred_t){*a, {h.begin, h.end}};
+    s->ndeferred++;
+}
+
+/* Sends the waiting parts whose workers have buffers back: the store's
+ * current values at the current version (newer than was due, which every
+ * mode that copies accepts). Returns how many went. */
+static int s_send_deferred(ps_server_t *s)
+{
+    int sent = 0;
+    for (int w = 0; w < s->workers && s->ndeferred > 0; w++) {
+        ps_defer_ring_t *d = &s->deferred[w];
+        while (d->n > 0) {
+            const ps_deferred_t *p = &d->q[d->head];
+            ps_header_t h;
+            ps_msg_header(&h, PS_MSG_PULL_REPLY, PS_ROLE_SERVER, s->rank);
+            h.request_id = p->asker.request_id;
+            h.begin = p->range.begin;
+            h.end = p->range.end;
+            h.version = ps_consistency_version(s->cons);
+            if (s_send_copy(s, &p->asker, h, ps_store_values(s->store, h.begin)) != 0) {
+                break;
+            }
+            d->head = (d->head + 1) % s->defer_cap;
+            d->n--;
+            s->ndeferred--;
+            sent++;
+        }
+    }
+    return sent;
+}
+
 static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_range_t r,
                     const float *values, int64_t version)
 {
@@ -87,24 +204,19 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     h.begin = r.begin;
     h.end = r.end;
     h.version = version;
-    ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
     /* sync: values cannot change before the asker pushes again, which it does
      * only after receiving them, so they go zero-copy. Every other mode can
      * apply a step while the reply is queued (async, ssp: the asker already
-     * pushed it; sync:k/n: without the asker), so copy. */
-    const int must_copy = values && s->view->job.mode != PS_MODE_SYNC;
-    float *copy = must_copy && f.len <= PS_CONSISTENCY_REPLY_KEYS * sizeof(float)
-                      ? ps_reply_pool_take(s->pool)
-                      : NULL;
-    int rc;
-    if (copy) {
-        memcpy(copy, values, f.len);
-        f.data = copy;
-        rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
-    } else { /* sync: zero-copy; the pool ran dry: ZeroMQ copies */
-        rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0,
-                         must_copy ? PS_SEND_COPY : 0);
+     * pushed it; sync:k/n: without the asker), so copy, into a buffer of the
+     * asker's share, or wait for one. */
+    if (values && s->view->job.mode != PS_MODE_SYNC) {
+        if (s->deferred[a->worker].n > 0 || s_send_copy(s, a, h, values) != 0) {
+            s_defer(s, a, h);
+        }
+        return;
     }
+    ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
+    int rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0, 0);
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
     }
@@ -152,6 +264,13 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     if (h->role != PS_ROLE_WORKER || h->sender < 0 || h->sender >= s->workers) {
         return s_reply_error(s, m, PS_ENOENT, "unknown sender %s%d",
                              ps_codec_role_tag(h->role), h->sender);
+    }
+    /* A worker is whoever holds its token (from the scheduler, in the view):
+     * anyone else claiming its rank changes nothing and gets no data. */
+    if (h->token != s->view->worker_tokens[h->sender]) {
+        s->forged++;
+        return s_reply_error(s, m, PS_ENOENT, "not W%d: its token does not match",
+                             h->sender);
     }
     if (r->end <= r->begin || !ps_range_contains(s->shard, *r)) {
         return s_reply_error(s, m, PS_ERANGE,
@@ -245,7 +364,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     if (s_validate(s, m, &r) != 0) {
         return;
     }
-    ps_asker_t asker = {m->route, h->request_id, h->type};
+    ps_asker_t asker = {m->route, h->request_id, h->type, h->sender};
     ps_request_t req = {h->sender, h->step, h->version, r, NULL, NULL, &asker};
     char why[160];
     int rc;
@@ -326,7 +445,9 @@ static void s_send_report(ps_server_t *s)
                             .version = ps_consistency_version(s->cons),
                             .staleness = st->staleness,
                             .steps_fewer_workers = s_steps_fewer(s),
-                            .secure_refused = ps_ctx_refused(s->ctx)};
+                            .secure_refused = ps_ctx_refused(s->ctx),
+                            .forged = s->forged,
+                            .unread_refused = s->unread_refused};
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
@@ -386,9 +507,12 @@ static int s_loop(ps_server_t *s)
 {
     char err[256];
     ps_loop_t l = {s, -1};
+    int moving = 0; /* waiting replies went out last time: buffers are coming back */
     for (;;) {
         ps_pollitem_t items[2] = {{.sock = s->router}, {.sock = ps_link_sock(s->link)}};
-        int rc = ps_poll(items, 2, 100);
+        /* Replies waiting for buffers go soon after ZeroMQ gives some back;
+         * a worker that does not read at all costs a wake-up every 10 ms. */
+        int rc = ps_poll(items, 2, !s->ndeferred ? 100 : moving ? 1 : 10);
         if (rc < 0) {
             ps_log_err("poll failed: %s", ps_strerror(rc));
             return 1;
@@ -407,6 +531,7 @@ static int s_loop(ps_server_t *s)
             return 1;
         }
         ps_consistency_tick(s->cons);
+        moving = s_send_deferred(s) > 0;
         ps_ratelog_tick(s->rejections);
     }
 }
@@ -435,12 +560,14 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
         .ops = {s, s_on_ack, s_on_reply, s_on_release},
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
-    rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS);
+    rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS, s->workers);
+    s->defer_cap = (int)(PS_SERVER_REQUESTS_IN_FLIGHT * s_reply_parts(s));
+    s->deferred = calloc((size_t)s->workers, sizeof *s->deferred);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
     int nheld = s->cons ? ps_consistency_max_held(s->cons) + 1 : 0;
     s->held = calloc((size_t)nheld, sizeof *s->held);
     s->held_free = calloc((size_t)nheld, sizeof *s->held_free);
-    if (rc || !s->held || !s->held_free) {
+    if (rc || !s->held || !s->held_free || !s->deferred) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)n);
         return PS_ENOMEM;
@@ -460,12 +587,72 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     return 0;
 }
 
+/* Checks at start that cfg->bind can be bound (a bad endpoint, a port in
+ * use, an address not ours), so the error comes before joining: binds it on
+ * a scratch socket and closes it. The real bind waits for the view
+ * (s_listen). */
+static int s_check_bind(ps_server_t *s, char *err, size_t errlen)
+{
+    ps_sock_t *probe = NULL;
+    int rc = ps_sock_new(s->ctx, PS_SOCK_ROUTER, &probe, err, errlen);
+    if (rc == 0) {
+        ps_sock_set_max_message(probe, 0); /* takes nothing while it is open */
+        rc = ps_sock_bind(probe, s->cfg->bind, NULL, 0, err, errlen);
+        ps_sock_set_linger(probe, 0);
+    }
+    ps_sock_destroy(&probe);
+    return rc;
+}
+
+/* Binds the workers' socket once the shard is known, so that ZeroMQ drops a
+ * frame bigger than the largest legitimate one (a push of the whole shard)
+ * at its header, before allocating it; then tells the scheduler where, which
+ * sends the workers the view once every server has. The limit must be set
+ * before the bind: ZeroMQ copies a socket's options into its listener then.
+ * The probe's port may take a moment to be free again: retried for 2 s. */
+static int s_listen(ps_server_t *s, char *err, size_t errlen)
+{
+    char bound[128], advertise[128], why[128] = "";
+    const long long max_frame =
+        (long long)(ps_range_len(s->shard) * sizeof(float)) + PS_SERVER_FRAME_HEADROOM;
+    const uint64_t queue = PS_SERVER_REQUESTS_IN_FLIGHT * (s_reply_parts(s) + 1) * 2;
+    int rc = ps_sock_new(s->ctx, PS_SOCK_ROUTER, &s->router, why, sizeof why);
+    if (rc == 0) {
+        ps_sock_set_max_message(s->router, max_frame);
+        const int q = queue > PS_SERVER_QUEUE_MIN ? (int)queue : PS_SERVER_QUEUE_MIN;
+        ps_sock_set_queue_limit(s->router, q, q);
+        const double deadline = ps_now() + 2.0;
+        while ((rc = ps_sock_bind(s->router, s->cfg->bind, bound, sizeof bound, why,
+                                  sizeof why)) == PS_EIO &&
+               ps_now() < deadline) {
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        }
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot bind %s: %s", s->cfg->bind, why);
+        return rc;
+    }
+    snprintf(advertise, sizeof advertise, "%s", s->cfg->advertise ? s->cfg->advertise : bound);
+    uint8_t *body;
+    size_t len;
+    rc = ps_codec_pack_peer_ready(advertise, &body, &len);
+    if (rc == 0) {
+        rc = ps_link_send(s->link, PS_MSG_PEER_READY, body, len);
+        free(body);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot tell the scheduler we are ready: %s", ps_strerror(rc));
+        return rc;
+    }
+    ps_log_info("listening on %s (frames up to %lld bytes)", bound, max_frame);
+    return 0;
+}
+
 int ps_server_run(const ps_server_config_t *cfg)
 {
     ps_server_t s = {.cfg = cfg};
     int status = 1;
     char err[256] = "";
-    char bound[128], advertise[128];
     ps_job_t job;
     s.view = calloc(1, sizeof *s.view);
     if (!s.view || ps_ctx_new(&s.ctx) != 0) {
@@ -477,25 +664,20 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("%s", err);
         goto fail;
     }
-    int rc = ps_sock_new(s.ctx, PS_SOCK_ROUTER, &s.router, err, sizeof err);
-    if (rc == 0) {
-        rc = ps_sock_bind(s.router, cfg->bind, bound, sizeof bound, err, sizeof err);
-    }
-    if (rc != 0) {
+    if (s_check_bind(&s, err, sizeof err) != 0) {
         ps_log_err("cannot bind %s: %s", cfg->bind, err);
         goto fail;
     }
-    snprintf(advertise, sizeof advertise, "%s", cfg->advertise ? cfg->advertise : bound);
-    rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER, cfg->rank, advertise,
-                      cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
+    int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER, cfg->rank, NULL,
+                          cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
     if (rc != 0) {
         ps_log_err("%s", err);
         goto fail;
     }
     ps_log_set_role("S", ps_link_rank(s.link));
-    ps_log_info("registered as S%d, listening on %s", ps_link_rank(s.link), bound);
+    ps_log_info("registered as S%d", ps_link_rank(s.link));
     if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||
-        s_setup(&s, err, sizeof err) != 0) {
+        s_setup(&s, err, sizeof err) != 0 || s_listen(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
         ps_link_abort(s.link, err);
         goto fail;
@@ -524,6 +706,10 @@ fail:
     ps_ratelog_destroy(&s.rejections);
     free(s.held);
     free(s.held_free);
+    for (int w = 0; s.deferred && w < s.workers; w++) {
+        free(s.deferred[w].q);
+    }
+    free(s.deferred);
     free(s.view);
     return status;
 }

@@ -1,6 +1,7 @@
 /* worker/flags.c - shardps-worker's flag table and the checks after parsing. */
 #include "worker/flags.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
     f->cfg.progress_seconds = 2.0;
+    f->cfg.fault_nan_push = -1;
     f->cfg.bind = "tcp://0.0.0.0:*";
     f->cfg.ring_kib = 128;
     f->cfg.overlap = 1;
@@ -50,6 +52,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
+        {"fault-nan-push", PS_FLAG_INT, &c->fault_nan_push, "STEP", "testing: at step STEP first push a NaN gradient, which the servers must refuse, then the real one (-1 = never)"},
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
@@ -70,7 +73,9 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||
-        ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen)) {
+        ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen) ||
+        ps_config_check_range("fault-nan-push", c->fault_nan_push, -1, INT_MAX, PS_RANGE_CLOSED,
+                              err, errlen)) {
         /* err says which */
     } else if (c->overlap != 0 && c->overlap != 1) {
         snprintf(err, errlen, "--overlap %d: expected 0 or 1", c->overlap);

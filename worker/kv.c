@@ -86,6 +86,7 @@ static void s_send_request(ps_kv_t *kv, int idx)
         }
         ps_header_t h;
         ps_msg_header(&h, type, PS_ROLE_WORKER, ps_link_rank(kv->link));
+        h.token = ps_link_token(kv->link);
         h.request_id = ps_kv_slots_id(kv->slots, idx);
         h.begin = part.begin;
         h.end = part.end;

@@ -105,8 +105,8 @@ static void s_release(void *data, void *hint)
     }
 }
 
-int ps_ring_new(ps_ctx_t *ctx, const char *bind, ps_ring_t **out, char *endpoint, size_t cap,
-                char *err, size_t errlen)
+int ps_ring_new(ps_ctx_t *ctx, const char *bind, uint64_t max_floats, ps_ring_t **out,
+                char *endpoint, size_t cap, char *err, size_t errlen)
 {
     ps_ring_t *r = calloc(1, sizeof *r);
     if (!r) {
@@ -121,6 +121,9 @@ int ps_ring_new(ps_ctx_t *ctx, const char *bind, ps_ring_t **out, char *endpoint
         snprintf(err, errlen, "cannot create the ring sockets: %s", why);
         ps_ring_destroy(&r);
         return PS_ENOMEM;
+    }
+    if (max_floats) { /* before the bind: ZeroMQ copies it into the listener */
+        ps_sock_set_max_message(r->rx, (long long)(max_floats * sizeof(float)) + (64 << 10));
     }
     int rc = ps_sock_bind(r->rx, bind, endpoint, cap, why, sizeof why);
     if (rc != 0) {

@@ -66,12 +66,14 @@ typedef struct {
 /*
  * Creates a ring member and binds its receiving socket to bind (e.g.
  * tcp://0.0.0.0:*); the bound endpoint (wildcard port resolved) goes into
- * endpoint. Returns 0 and the member in *out (caller owns the result; destroy
- * with ps_ring_destroy()), or PS_EINVAL (bad endpoint) / PS_EIO (cannot bind) /
+ * endpoint. max_floats: the longest vector the ring will sum (0 = no limit);
+ * a frame longer than that plus 64 KiB is dropped at its header, unread.
+ * Returns 0 and the member in *out (caller owns the result; destroy with
+ * ps_ring_destroy()), or PS_EINVAL (bad endpoint) / PS_EIO (cannot bind) /
  * PS_ENOMEM, with a one-line reason in err.
  */
-int ps_ring_new(ps_ctx_t *ctx, const char *bind, ps_ring_t **out, char *endpoint, size_t cap,
-                char *err, size_t errlen);
+int ps_ring_new(ps_ctx_t *ctx, const char *bind, uint64_t max_floats, ps_ring_t **out,
+                char *endpoint, size_t cap, char *err, size_t errlen);
 
 /* Joins the ring: connects to the right neighbour. cfg is copied (cfg->right
  * too). Returns 0, or PS_EINVAL (bad config or endpoint) with err set. */

@@ -243,6 +243,22 @@ static void s_push_ready(void *arg, size_t from)
     w->push_end = from;
 }
 
+/* --fault-nan-push: a NaN gradient for step t under our own token, before
+ * the real ones; a server must refuse it without counting it. */
+static int s_fault_nan_push(ps_worker_t *w, int64_t t)
+{
+    static const float nan4[4] = {NAN, NAN, NAN, NAN};
+    int rc = ps_kv_wait(w->kv, ps_kv_push(w->kv, 0, 4, nan4, t));
+    if (rc != PS_ENONFINITE) {
+        snprintf(w->err, sizeof w->err, "--fault-nan-push: the NaN push for step %lld got %s, "
+                 "want a refusal as not finite", (long long)t, rc ? ps_strerror(rc) : "accepted");
+        return PS_ESTATE;
+    }
+    ps_log_info("--fault-nan-push: the NaN push for step %lld was refused: %s", (long long)t,
+                ps_kv_error(w->kv));
+    return 0;
+}
+
 /* Pushes step t's gradients and pulls the weights for the next step: what
  * the hook has not pushed yet goes now, then every handle is waited for. */
 static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
@@ -394,6 +410,9 @@ static int s_train(ps_worker_t *w)
         w->push_end = P;
         w->npush = 0;
         w->push_rc = 0;
+        if (!ring && t == w->cfg->fault_nan_push && (rc = s_fault_nan_push(w, t)) != 0) {
+            return rc;
+        }
         if ((rc = ps_model_train_step(w->model, w->x, w->y, b, &loss)) != 0) {
             snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;
@@ -602,8 +621,9 @@ static int s_start(ps_worker_t *w)
                             .train_samples = (uint64_t)w->train.n};
     if (j->mode == PS_MODE_ALLREDUCE) {
         char bound[128];
-        rc = ps_ring_new(w->ctx, cfg->bind, &w->ring, bound, sizeof bound, w->err,
-                         sizeof w->err);
+        /* no ring message is longer than the model: a longer frame is dropped unread */
+        rc = ps_ring_new(w->ctx, cfg->bind, ps_model_num_params(w->model), &w->ring, bound,
+                         sizeof bound, w->err, sizeof w->err);
         if (rc != 0) {
             return rc;
         }

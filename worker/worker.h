@@ -41,6 +41,8 @@ typedef struct {
                                 it and go on; 0 = end the job as diverged */
     int secure;              /* CurveZMQ on every socket, only the job's keys admitted */
     const char *keys;        /* --secure: the job's key directory (shardps-keygen) */
+    int fault_nan_push;      /* testing: at this step a NaN push the servers must refuse
+                                goes before the real ones; -1 = never */
 } ps_worker_config_t;
 
 /* Runs one job. Returns the process exit status: 0 when the job finished,

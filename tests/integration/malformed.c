@@ -1,7 +1,6 @@
 /*
  * tests/integration/malformed.c - a hostile client against a live server.
  * usage: sps-malformed SCHEDULER_ENDPOINT NUM_PARAMS
- *        sps-malformed --inject SERVER_ENDPOINT
  *        sps-malformed --forge SCHEDULER_ENDPOINT SERVERS WORKERS SECONDS
  *        sps-malformed --stranger KEYS SCHEDULER_ENDPOINT SERVER_ENDPOINT SERVER_KEY ROUNDS
  *        sps-malformed --connflood KEYS SOCKETS SECONDS ENDPOINT...
@@ -21,6 +20,8 @@
  * to every ENDPOINT with a message queued, holds them for SECONDS (ZeroMQ
  * reconnects each refused one every 100 ms, so the peers see a handshake
  * storm), then closes them; prints how many. A secure job must not notice.
+ *        sps-malformed --claim SERVER_ENDPOINT WORKERS ROUNDS
+ *        sps-malformed --no-read SCHEDULER_ENDPOINT NUM_PARAMS PULLS DIR
  *
  * --forge: for SECONDS, from a stranger's connection, sends the scheduler
  * failure (SHUTDOWN), REPORT, DONE, BARRIER, MODEL_INFO, CHECKPOINT and
@@ -28,10 +29,25 @@
  * real node's would abort the job for; prints how many it sent. The job must
  * go on as if nothing was sent.
  *
- * --inject: pushes NaN gradients posing as worker 1 for step 0 of a live
- * sync job until the server refuses them as non-finite (PS_ENONFINITE; it
- * answers PS_ESTATE until worker 0 has initialised the parameters), then
- * exits 0. The job must go on as if nothing was sent.
+ * --claim: ROUNDS times, 20 ms apart, from a stranger's connection, sends a
+ * server pulls, pushes and inits of keys [0, 4) (the pushes and inits carry
+ * huge values) claiming each worker in turn, with no token and with a
+ * made-up one; each must be answered PS_ENOENT with no data. Prints how many
+ * were refused. The job must go on as if nothing was sent.
+ *
+ * --no-read: joins the job as a worker (any rank) in async mode, passes the
+ * start barrier, waits for DIR/go, then sends server 0 PULLS pulls of its
+ * whole shard with its own token and never reads an answer (its socket
+ * takes one message and then stops reading the connection); prints "sent
+ * N pulls", waits for DIR/end, then reads what the server sent until it is
+ * quiet for 1 s: every answer must decode, be a whole-shard reply or a
+ * PS_ESTATE refusal, and no request may be answered twice (what went past
+ * the server's queue for us was dropped); prints "read R replies and E
+ * refusals". Then, as a worker that is slow to read: sends 60 more pulls,
+ * reads nothing for 1 s (the replies past our share of buffers wait at the
+ * server), and reads again: all 60 must be replies; prints "later: R
+ * replies, E refusals". Then sends its DONE and heartbeats until the job
+ * ends. The server must stay bounded and the job finish.
  *
  * Joins the job as worker rank 1 (worker 0 has initialised the parameters and
  * waits at the start barrier for us), records the server's whole shard, then
@@ -52,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -170,6 +187,7 @@ static ps_header_t s_header(s_client_t *c, ps_msg_type_t t, uint64_t begin, uint
 {
     ps_header_t h;
     ps_msg_header(&h, t, PS_ROLE_WORKER, ps_link_rank(c->link));
+    h.token = ps_link_token(c->link);
     h.request_id = ++c->next_id;
     h.begin = begin;
     h.end = end;
@@ -371,8 +389,8 @@ static void s_run_cases(s_client_t *c)
     s_case(c, "init from W1", PS_ESTATE, &h, 16);
 
     h = s_f32_header(c, PS_MSG_INIT, b, b + 4, 16);
-    h.sender = 0; /* posing as worker 0 after initialisation */
-    s_case(c, "second init posing as W0", PS_ESTATE, &h, 16);
+    h.sender = 0; /* posing as worker 0, with our own token */
+    s_case(c, "init posing as W0", PS_ENOENT, &h, 16);
 
     h = s_f32_header(c, PS_MSG_PULL, b, b + 4, 16);
     s_case(c, "pull with a payload", PS_ERANGE, &h, 16);
@@ -452,8 +470,14 @@ static void s_flood(s_client_t *c, const char *sched, int n)
     printf("flooded the scheduler and the server with %d messages each\n", n);
 }
 
-/* --inject: see the header. */
-static int s_inject(const char *server)
+/* A random token: what a stranger might guess. */
+static uint64_t s_guess(void)
+{
+    return ((uint64_t)rand() << 40) ^ ((uint64_t)rand() << 20) ^ (uint64_t)rand() ^ 1;
+}
+
+/* --claim: see the header. */
+static int s_claim(const char *server, int workers, int rounds)
 {
     ps_ctx_t *ctx;
     ps_sock_t *s;
@@ -462,41 +486,232 @@ static int s_inject(const char *server)
         ps_sock_connect(s, server) != 0) {
         s_die("cannot connect to %s", server);
     }
-    const float nan4[4] = {NAN, NAN, NAN, NAN};
-    for (int tries = 0; tries < 3000; tries++) {
-        ps_header_t h;
-        ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 1);
-        h.request_id = (uint64_t)tries + 1;
-        h.begin = 0;
-        h.end = 4;
-        h.dtype = PS_DTYPE_F32;
-        h.payload_len = sizeof nan4;
-        ps_frame_t f = {nan4, sizeof nan4};
-        if (ps_msg_send(s, NULL, h, &f, 1, PS_SEND_COPY) != 0) {
-            s_die("inject: send failed");
+    srand((unsigned)time(NULL));
+    static const ps_msg_type_t types[] = {PS_MSG_PULL, PS_MSG_PUSH, PS_MSG_INIT};
+    long refused = 0;
+    uint64_t id = 0;
+    for (int round = 0; round < rounds; round++) {
+        for (int w = 0; w < workers; w++) {
+            for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+                for (int guess = 0; guess < 2; guess++) {
+                    ps_header_t h;
+                    ps_msg_header(&h, types[k], PS_ROLE_WORKER, w);
+                    h.token = guess ? s_guess() : 0;
+                    h.request_id = ++id;
+                    h.begin = 0;
+                    h.end = 4;
+                    int data = types[k] != PS_MSG_PULL;
+                    h.dtype = data ? PS_DTYPE_F32 : PS_DTYPE_NONE;
+                    h.payload_len = data ? 16 : 0;
+                    ps_frame_t f = {s_poison, 16};
+                    if (ps_msg_send(s, NULL, h, &f, data, PS_SEND_COPY) != 0) {
+                        s_die("claim: send failed");
+                    }
+                    ps_pollitem_t it = {.sock = s};
+                    ps_msg_t m = {0};
+                    if (ps_poll(&it, 1, 5000) <= 0 || ps_msg_recv(s, 0, &m) != 0) {
+                        s_die("claim: no answer from the server");
+                    }
+                    if (m.hdr.type != PS_MSG_ERROR || m.hdr.status != PS_ENOENT ||
+                        m.nframes != 0 || m.hdr.request_id != id) {
+                        s_die("claim: a %s claiming W%d (%s) got %s %s (%s)",
+                              ps_codec_type_name(types[k]), w, guess ? "a guessed token" : "no token",
+                              ps_codec_type_name(m.hdr.type), ps_strerror(m.hdr.status),
+                              m.hdr.error);
+                    }
+                    ps_msg_close(&m);
+                    refused++;
+                }
+            }
         }
-        ps_pollitem_t it = {.sock = s};
-        ps_msg_t m = {0};
-        if (ps_poll(&it, 1, 5000) <= 0 || ps_msg_recv(s, 0, &m) != 0) {
-            s_die("inject: no answer from the server");
-        }
-        int status = m.hdr.type == PS_MSG_ERROR ? m.hdr.status : 0;
-        ps_msg_close(&m);
-        if (status == PS_ENONFINITE) {
-            printf("NaN push for W1 step 0 refused: %s (after %d tries)\n", ps_strerror(status),
-                   tries + 1);
-            ps_sock_destroy(&s);
-            ps_ctx_destroy(&ctx);
-            return 0;
-        }
-        if (status != PS_ESTATE) {
-            s_die("inject: the NaN push got %s, want a refusal as not finite",
-                  status ? ps_strerror(status) : "accepted");
-        }
-        struct timespec ts = {0, 10 * 1000 * 1000};
+        struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    s_die("inject: the parameters were never initialised");
+    printf("refused %ld requests claiming W0..W%d\n", refused, workers - 1);
+    ps_sock_set_linger(s, 0);
+    ps_sock_destroy(&s);
+    ps_ctx_destroy(&ctx);
+    return 0;
+}
+
+/* Heartbeats the scheduler until file exists (or, with file NULL, until the
+ * job ends: returns then). */
+static void s_idle_until(ps_link_t *link, const char *file)
+{
+    char err[256];
+    for (;;) {
+        if (file && access(file, F_OK) == 0) {
+            return;
+        }
+        ps_pollitem_t it = {.sock = ps_link_sock(link)};
+        if (ps_poll(&it, 1, 50) > 0) {
+            ps_msg_t m = {0};
+            if (ps_msg_recv(ps_link_sock(link), 0, &m) == 0) {
+                ps_link_event_t ev = ps_link_handle(link, &m, err, sizeof err);
+                if (ev == PS_LINK_SHUTDOWN && !file) {
+                    ps_msg_close(&m);
+                    return;
+                }
+                if (ev == PS_LINK_SHUTDOWN || ev == PS_LINK_ABORTED) {
+                    s_die("the job ended early: %s", ev == PS_LINK_ABORTED ? err : "shutdown");
+                }
+            }
+            ps_msg_close(&m);
+        }
+        if (ps_link_tick(link, err, sizeof err) == PS_LINK_LOST) {
+            s_die("%s", err);
+        }
+    }
+}
+
+/* Sends pulls of server 0's whole shard, ids first .. first + n - 1. */
+static void s_send_pulls(ps_link_t *link, ps_sock_t *s, const ps_view_t *view, int first, int n)
+{
+    for (int i = first; i < first + n; i++) {
+        ps_header_t h;
+        ps_msg_header(&h, PS_MSG_PULL, PS_ROLE_WORKER, ps_link_rank(link));
+        h.token = ps_link_token(link);
+        h.request_id = (uint64_t)i;
+        h.begin = view->servers[0].begin;
+        h.end = view->servers[0].end;
+        if (ps_msg_send(s, NULL, h, NULL, 0, 0) != 0) {
+            s_die("no-read: send %d failed", i);
+        }
+    }
+}
+
+/* --no-read: reads the answers to the pulls of ids first .. first + n - 1
+ * until the server is quiet for 1 s; counts replies and refusals. */
+static void s_read_answers(ps_link_t *link, ps_sock_t *s, const ps_view_t *view, int first,
+                           int n, int *replies, int *refusals)
+{
+    unsigned char *seen = calloc((size_t)n, 1);
+    *replies = *refusals = 0;
+    char err[256];
+    if (!seen) {
+        s_die("out of memory");
+    }
+    for (double quiet_since = ps_now(); ps_now() - quiet_since < 1.0;) {
+        if (ps_link_tick(link, err, sizeof err) == PS_LINK_LOST) {
+            s_die("%s", err);
+        }
+        ps_msg_drain(ps_link_sock(link), 0, 64, s_on_sched, link);
+        ps_pollitem_t it = {.sock = s};
+        if (ps_poll(&it, 1, 50) <= 0) {
+            continue;
+        }
+        ps_msg_t m = {0};
+        if (ps_msg_recv(s, 0, &m) != 0) {
+            s_die("no-read: an answer does not decode: %s", m.hdr.error);
+        }
+        quiet_since = ps_now();
+        uint64_t id = m.hdr.request_id;
+        size_t len = 0;
+        const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
+        int reply = m.hdr.type == PS_MSG_PULL_REPLY && p && m.hdr.begin == view->servers[0].begin &&
+                    m.hdr.end == view->servers[0].end &&
+                    len == (m.hdr.end - m.hdr.begin) * sizeof(float);
+        int refusal = m.hdr.type == PS_MSG_ERROR && m.hdr.status == PS_ESTATE && !p;
+        int known = id >= (uint64_t)first && id < (uint64_t)first + (uint64_t)n;
+        if (!known || seen[id - (uint64_t)first] || !(reply || refusal)) {
+            s_die("no-read: a bad answer: %s for request %llu%s (%s)",
+                  ps_codec_type_name(m.hdr.type), (unsigned long long)id,
+                  known ? ", answered before" : "", m.hdr.error);
+        }
+        seen[id - (uint64_t)first] = 1;
+        *replies += reply;
+        *refusals += refusal;
+        ps_msg_close(&m);
+    }
+    free(seen);
+}
+
+/* --no-read: see the header. */
+static int s_no_read(const char *sched, uint64_t P, int pulls, const char *dir)
+{
+    ps_ctx_t *ctx;
+    ps_link_t *link;
+    ps_sock_t *s;
+    char err[256], go[512], end[512];
+    ps_job_t job;
+    ps_view_t *view = calloc(1, sizeof *view);
+    snprintf(go, sizeof go, "%s/go", dir);
+    snprintf(end, sizeof end, "%s/end", dir);
+    if (!view || ps_ctx_new(&ctx) != 0) {
+        s_die("out of memory");
+    }
+    if (ps_link_join(&link, ctx, sched, PS_ROLE_WORKER, -1, NULL, 30.0, 30.0, &job, err,
+                     sizeof err) != 0) {
+        s_die("join: %s", err);
+    }
+    ps_model_info_t info = {.num_params = P, .train_samples = 60000};
+    if (ps_link_wait_view(link, &info, view, err, sizeof err) != 0) {
+        s_die("view: %s", err);
+    }
+    if (view->job.mode != PS_MODE_ASYNC || view->num_servers < 1) {
+        s_die("expected an async job with servers");
+    }
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_barrier("init", &body, &len) != 0 ||
+        ps_link_send(link, PS_MSG_BARRIER, body, len) != 0) {
+        s_die("cannot enter the start barrier");
+    }
+    free(body);
+    for (int passed = 0; !passed;) {
+        ps_pollitem_t it = {.sock = ps_link_sock(link)};
+        if (ps_poll(&it, 1, 100) > 0) {
+            ps_msg_t m = {0};
+            if (ps_msg_recv(ps_link_sock(link), 0, &m) == 0 &&
+                ps_link_handle(link, &m, err, sizeof err) == PS_LINK_MESSAGE) {
+                passed = m.hdr.type == PS_MSG_BARRIER_DONE;
+            }
+            ps_msg_close(&m);
+        }
+        if (ps_link_tick(link, err, sizeof err) == PS_LINK_LOST) {
+            s_die("%s", err);
+        }
+    }
+    printf("W%d ready\n", ps_link_rank(link));
+    s_idle_until(link, go);
+    if (ps_sock_new(ctx, PS_SOCK_DEALER, &s, err, sizeof err) != 0) {
+        s_die("%s", err);
+    }
+    ps_sock_set_queue_limit(s, 0, 1); /* takes one answer, then leaves the rest unread */
+    if (ps_sock_connect(s, view->servers[0].endpoint) != 0) {
+        s_die("cannot connect to %s", view->servers[0].endpoint);
+    }
+    s_send_pulls(link, s, view, 1, pulls);
+    printf("sent %d pulls\n", pulls);
+    s_idle_until(link, end);
+    int replies, refusals;
+    s_read_answers(link, s, view, 1, pulls, &replies, &refusals);
+    printf("read %d replies and %d refusals\n", replies, refusals);
+    enum { LATER = 60 };
+    s_send_pulls(link, s, view, pulls + 1, LATER);
+    for (double t0 = ps_now(); ps_now() - t0 < 1.0;) {
+        ps_msg_drain(ps_link_sock(link), 0, 64, s_on_sched, link);
+        if (ps_link_tick(link, err, sizeof err) == PS_LINK_LOST) {
+            s_die("%s", err);
+        }
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    s_read_answers(link, s, view, pulls + 1, LATER, &replies, &refusals);
+    printf("later: %d replies, %d refusals\n", replies, refusals);
+    ps_done_t done = {0};
+    if (ps_codec_pack_done(&done, &body, &len) != 0 ||
+        ps_link_send(link, PS_MSG_DONE, body, len) != 0) {
+        s_die("cannot send DONE");
+    }
+    free(body);
+    s_idle_until(link, NULL);
+    printf("the job ended\n");
+    ps_sock_set_linger(s, 0);
+    ps_sock_destroy(&s);
+    ps_link_destroy(&link);
+    ps_ctx_destroy(&ctx);
+    free(view);
+    return 0;
 }
 
 /* --forge: see the header. */
@@ -674,11 +889,16 @@ int main(int argc, char **argv)
     if (argc == 6 && !strcmp(argv[1], "--forge")) {
         return s_forge(argv[2], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
     }
-    if (argc == 3 && !strcmp(argv[1], "--inject")) {
-        return s_inject(argv[2]);
+    if (argc == 5 && !strcmp(argv[1], "--claim")) {
+        return s_claim(argv[2], atoi(argv[3]), atoi(argv[4]));
+    }
+    if (argc == 6 && !strcmp(argv[1], "--no-read")) {
+        return s_no_read(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]), argv[5]);
     }
     if (argc != 3) {
-        fprintf(stderr, "usage: %s SCHEDULER_ENDPOINT NUM_PARAMS | --inject SERVER\n", argv[0]);
+        fprintf(stderr, "usage: %s SCHEDULER_ENDPOINT NUM_PARAMS | --forge SCHEDULER SERVERS "
+                "WORKERS SECONDS | --claim SERVER WORKERS ROUNDS | --no-read SCHEDULER "
+                "NUM_PARAMS PULLS DIR\n", argv[0]);
         return 2;
     }
     ps_log_set_role("T", 1);

@@ -4,9 +4,10 @@
 # 2. a job made to diverge (SGD at lr 5, valid but far too large) exits
 #    non-zero with "status": "diverged" in its summary, under --on-nonfinite
 #    fail (the default) and skip alike;
-# 3. a NaN push posing as worker 1 for step 0 of a live sync job is refused
-#    (sps-malformed --inject) and the job ends bitwise equal to an
-#    undisturbed run: a refused push never counts toward its step.
+# 3. a NaN push by worker 1 (its own token) for step 0 of a live sync job,
+#    sent before its real push (--fault-nan-push 0), is refused and the job
+#    ends bitwise equal to an undisturbed run: a refused push never counts
+#    toward its step.
 . "$(dirname "$0")/lib.sh"
 
 MALFORMED=$SPS_BUILD/tests/integration/sps-malformed
@@ -29,29 +30,18 @@ for how in fail skip; do
         fail "no 'training diverged' line: $(tail -5 "$TMP/div_$how.log")"
 done
 
-# 3: worker 1 is slowed down (the same in both runs: timing only) so that the
-# NaN push lands before its real push for step 0.
+# 3
 run() {
-    local name=$1
+    local name=$1 fault=()
     start_scheduler "sched_$name" --servers 1 --workers 2 --mode sync --max-steps 5 \
-        --straggler 1:200 --summary "$TMP/$name.json"
+        --summary "$TMP/$name.json"
     local sched=$SCHED_PID
     start "server_$name" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
     for r in 0 1; do
+        [ "$name" = attacked ] && [ $r = 1 ] && fault=(--fault-nan-push 0)
         start "w${r}_$name" "$WORKER" --scheduler "$SCHED_EP" --rank $r --device cpu \
-            --threads 1 --dump-params "$TMP/$name.f32"
+            --threads 1 --dump-params "$TMP/$name.f32" "${fault[@]}"
     done
-    if [ "$name" = attacked ]; then
-        wait_file "$TMP/server_$name.log" 15
-        local ep="" i=0
-        while [ -z "$ep" ] && [ $i -lt 150 ]; do
-            ep=$(sed -n 's/.*listening on \(tcp:[^ ]*\).*/\1/p' "$TMP/server_$name.log")
-            i=$((i + 1))
-            sleep 0.1
-        done
-        [ -n "$ep" ] || fail "the server never said where it listens"
-        "$MALFORMED" --inject "$ep" || fail "the NaN push was not refused as not finite"
-    fi
     wait_pid "$sched" 120 || fail "$name: the job did not end"
     [ "$WAIT_RC" -eq 0 ] || fail "$name: the scheduler exited $WAIT_RC: $(tail -5 "$TMP/sched_$name.log")"
     expect "$TMP/$name.json" "d['status'] == 'ok'" "$name"
@@ -60,6 +50,8 @@ run quiet
 run attacked
 expect "$TMP/attacked.json" "d['pushes_nonfinite'] == 1 and d['messages_rejected'] >= 1" \
     "the NaN push counted once"
+grep -q 'the NaN push for step 0 was refused' "$TMP/w1_attacked.log" ||
+    fail "worker 1 did not log its NaN push refused: $(tail -3 "$TMP/w1_attacked.log")"
 params_close "$TMP/quiet.f32" "$TMP/attacked.f32" 0 ||
     fail "the job with a refused NaN push differs from the undisturbed one"
 check_logs

@@ -43,6 +43,7 @@ static ps_header_t s_full_header(void)
     h.status = PS_ERANGE;
     snprintf(h.error, sizeof h.error, "key range [a, b) is not inside this server's shard");
     h.ring_step = 5;
+    h.token = 0xfedcba9876543210ull;
     return h;
 }
 
@@ -177,6 +178,7 @@ START_TEST(header_round_trips_every_field)
     ck_assert_int_eq(out.status, h.status);
     ck_assert_str_eq(out.error, h.error);
     ck_assert_int_eq(out.ring_step, h.ring_step);
+    ck_assert_uint_eq(out.token, h.token);
 }
 END_TEST
 
@@ -374,19 +376,22 @@ START_TEST(register_ack_round_trips_the_job)
 {
     ps_job_t job = s_job(), got;
     int rank = -1;
+    uint64_t token = 0;
     uint8_t *body;
     size_t len;
-    ck_assert_int_eq(ps_codec_pack_register_ack(7, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), 0);
+    ck_assert_int_eq(ps_codec_pack_register_ack(7, UINT64_MAX - 5, &job, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), 0);
     free(body);
     ck_assert_int_eq(rank, 7);
+    ck_assert_uint_eq(token, UINT64_MAX - 5);
     s_assert_job_eq(&got, &job);
     /* the defaults too (sync, mlp) */
     ps_job_defaults(&job);
-    ck_assert_int_eq(ps_codec_pack_register_ack(0, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), 0);
+    ck_assert_int_eq(ps_codec_pack_register_ack(0, 1, &job, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), 0);
     free(body);
     ck_assert_int_eq(rank, 0);
+    ck_assert_uint_eq(token, 1);
     s_assert_job_eq(&got, &job);
 }
 END_TEST
@@ -395,22 +400,23 @@ START_TEST(register_ack_rejects_a_bad_or_missing_job)
 {
     ps_job_t job = s_job(), got;
     int rank;
+    uint64_t token;
     uint8_t *body;
     size_t len;
     snprintf(job.model, sizeof job.model, "resnet");
-    ck_assert_int_eq(ps_codec_pack_register_ack(1, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), PS_EPROTO);
+    ck_assert_int_eq(ps_codec_pack_register_ack(1, 9, &job, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), PS_EPROTO);
     free(body);
     job = s_job();
     job.lr = -1.0;
-    ck_assert_int_eq(ps_codec_pack_register_ack(1, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), PS_EPROTO);
+    ck_assert_int_eq(ps_codec_pack_register_ack(1, 9, &job, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), PS_EPROTO);
     free(body);
     /* RegisterAck{rank: 3} with no job at all */
     const uint8_t no_job[] = {(1 << 3) | 0, 3};
-    ck_assert_int_eq(ps_codec_unpack_register_ack(no_job, sizeof no_job, &rank, &got),
+    ck_assert_int_eq(ps_codec_unpack_register_ack(no_job, sizeof no_job, &rank, &token, &got),
                      PS_EPROTO);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &rank, &got),
+    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &rank, &token, &got),
                      PS_EPROTO);
 }
 END_TEST
@@ -788,6 +794,50 @@ START_TEST(members_rejects_bad_ranks_and_no_live_worker)
     const uint8_t zero[] = {0x12, 0x01, 0x00};
     ck_assert_int_eq(ps_codec_unpack_members(zero, sizeof zero, live, &n), PS_EPROTO);
     ck_assert_int_eq(ps_codec_unpack_members(s_garbage, sizeof s_garbage, live, &n), PS_EPROTO);
+}
+END_TEST
+
+/* The servers' copy of the view carries each worker's token; the workers'
+ * copy (all zero) none; a count other than the worker count is refused. */
+START_TEST(view_round_trips_worker_tokens_only_when_set)
+{
+    ps_view_t *out = calloc(1, sizeof *out), *v = s_view(2);
+    ck_assert_ptr_nonnull(out);
+    for (int w = 0; w < v->num_workers; w++) {
+        v->worker_tokens[w] = 0x1000u + (uint64_t)w;
+    }
+    ck_assert_int_eq(s_view_trip(v, out), 0);
+    for (int w = 0; w < v->num_workers; w++) {
+        ck_assert_uint_eq(out->worker_tokens[w], 0x1000u + (uint64_t)w);
+    }
+    memset(v->worker_tokens, 0, sizeof v->worker_tokens);
+    ck_assert_int_eq(s_view_trip(v, out), 0);
+    for (int w = 0; w < PS_MAX_WORKERS; w++) {
+        ck_assert_uint_eq(out->worker_tokens[w], 0);
+    }
+    /* one token too many: ClusterView field 13 (fixed64) appended */
+    const uint8_t extra[] = {(13 << 3) | 1, 1, 0, 0, 0, 0, 0, 0, 0};
+    ck_assert_int_eq(s_view_trip_plus(v, extra, sizeof extra, out), PS_EPROTO);
+    free(v);
+    free(out);
+}
+END_TEST
+
+START_TEST(peer_ready_round_trips_and_needs_an_endpoint)
+{
+    uint8_t *buf;
+    size_t len;
+    char ep[128];
+    ck_assert_int_eq(ps_codec_pack_peer_ready("tcp://10.0.0.2:41001", &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_peer_ready(buf, len, ep, sizeof ep), 0);
+    ck_assert_str_eq(ep, "tcp://10.0.0.2:41001");
+    ck_assert_int_eq(ps_codec_unpack_peer_ready(buf, len, ep, 8), PS_EPROTO);
+    free(buf);
+    ck_assert_int_eq(ps_codec_pack_peer_ready("", &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_peer_ready(buf, len, ep, sizeof ep), PS_EPROTO);
+    free(buf);
+    ck_assert_int_eq(ps_codec_unpack_peer_ready(s_garbage, sizeof s_garbage, ep, sizeof ep),
+                     PS_EPROTO);
 }
 END_TEST
 
@@ -1188,6 +1238,8 @@ int main(void)
     tcase_add_test(tb, shutdown_round_trips);
     tcase_add_test(tb, done_round_trips);
     tcase_add_test(tb, done_rejects_too_many_epochs);
+    tcase_add_test(tb, view_round_trips_worker_tokens_only_when_set);
+    tcase_add_test(tb, peer_ready_round_trips_and_needs_an_endpoint);
     tcase_add_test(tb, members_round_trip);
     tcase_add_test(tb, members_rejects_bad_ranks_and_no_live_worker);
     tcase_add_test(tb, report_round_trips_steps_with_fewer_workers);

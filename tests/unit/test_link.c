@@ -71,7 +71,7 @@ static void *s_answer_register(void *arg)
         job.batch = 17;
         uint8_t *body;
         size_t len;
-        if (ps_codec_pack_register_ack(3, &job, &body, &len) == 0) {
+        if (ps_codec_pack_register_ack(3, 42, &job, &body, &len) == 0) {
             ps_msg_send_ctrl(s->router, &m.route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0,
                              body, len);
             free(body);
@@ -148,6 +148,7 @@ START_TEST(link_join_gets_rank_and_job)
     ps_link_t *l = s_joined(&s, 5.0, &job);
     ck_assert_ptr_nonnull(l);
     ck_assert_int_eq(ps_link_rank(l), 3);
+    ck_assert_uint_eq(ps_link_token(l), 42);
     ck_assert_int_eq(job.batch, 17);
     ps_link_destroy(&l);
     ck_assert_ptr_null(l);

@@ -134,7 +134,7 @@ static void *s_member_main(void *arg)
     ps_ctx_new(&ctx);
     ps_ring_t *ring = NULL;
     ps_overlap_t *o = NULL;
-    me->rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, t->endpoints[me->rank],
+    me->rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", 0, &ring, t->endpoints[me->rank],
                          sizeof t->endpoints[me->rank], me->err, sizeof me->err);
     pthread_barrier_wait(&t->bound);
     if (me->rc == 0) {
@@ -231,9 +231,9 @@ static void s_lonely_init(s_lonely_t *l, int gone)
 {
     char ep0[128], ep1[128], err[256];
     ck_assert_int_eq(ps_ctx_new(&l->ctx), 0);
-    ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", &l->r0, ep0, sizeof ep0, err,
+    ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", 0, &l->r0, ep0, sizeof ep0, err,
                                  sizeof err), 0);
-    ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", &l->r1, ep1, sizeof ep1, err,
+    ck_assert_int_eq(ps_ring_new(l->ctx, "tcp://127.0.0.1:*", 0, &l->r1, ep1, sizeof ep1, err,
                                  sizeof err), 0);
     ps_ring_config_t cfg = {.rank = 0, .size = 2, .right = ep1, .check = s_check};
     ck_assert_int_eq(ps_ring_connect(l->r0, &cfg, err, sizeof err), 0);

@@ -227,7 +227,7 @@ static void *s_member_main(void *arg)
     ps_ctx_t *ctx = NULL;
     ps_ctx_new(&ctx);
     ps_ring_t *ring = NULL;
-    me->rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, t->endpoints[me->rank],
+    me->rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", 0, &ring, t->endpoints[me->rank],
                          sizeof t->endpoints[me->rank], me->err, sizeof me->err);
     pthread_barrier_wait(&t->bound);
     if (me->rc == 0) {
@@ -368,7 +368,7 @@ static ps_ring_t *s_lonely(ps_ctx_t *ctx, ps_ring_config_t *cfg, char *ep, size_
 {
     char err[256];
     ps_ring_t *ring = NULL;
-    ck_assert_int_eq(ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, ep, cap, err, sizeof err),
+    ck_assert_int_eq(ps_ring_new(ctx, "tcp://127.0.0.1:*", 0, &ring, ep, cap, err, sizeof err),
                      0);
     cfg->rank = 0;
     cfg->size = 2;
@@ -423,11 +423,11 @@ START_TEST(ring_refuses_bad_configurations)
     ck_assert_int_eq(ps_ctx_new(&ctx), 0);
     char ep[128], err[256];
     ps_ring_t *ring = NULL;
-    ck_assert_int_eq(ps_ring_new(ctx, "nonsense", &ring, ep, sizeof ep, err, sizeof err),
+    ck_assert_int_eq(ps_ring_new(ctx, "nonsense", 0, &ring, ep, sizeof ep, err, sizeof err),
                      PS_EINVAL);
     ck_assert_ptr_null(ring);
     ck_assert_int_eq(
-        ps_ring_new(ctx, "tcp://127.0.0.1:*", &ring, ep, sizeof ep, err, sizeof err), 0);
+        ps_ring_new(ctx, "tcp://127.0.0.1:*", 0, &ring, ep, sizeof ep, err, sizeof err), 0);
     float buf[4] = {0};
     ck_assert_int_eq(ps_ring_allreduce(ring, buf, 4, 0), PS_ESTATE); /* not connected */
     ps_ring_config_t bad[] = {
@@ -480,7 +480,7 @@ static void s_duo_open(s_duo_t *d)
 {
     char err[256];
     ck_assert_int_eq(ps_ctx_new(&d->ctx), 0);
-    ck_assert_int_eq(ps_ring_new(d->ctx, "tcp://127.0.0.1:*", &d->ring, d->ep1,
+    ck_assert_int_eq(ps_ring_new(d->ctx, "tcp://127.0.0.1:*", 0, &d->ring, d->ep1,
                                  sizeof d->ep1, err, sizeof err),
                      0);
     ck_assert_int_eq(ps_sock_new(d->ctx, PS_SOCK_PULL, &d->w0_rx, err, sizeof err), 0);
