@@ -6,7 +6,7 @@
 #   so does a secure 2-worker allreduce ring.
 # - Strangers (no keys; another job's keys; another job's worker keypair with
 #   this job's public keys, which reaches the key check) cannot register,
-#   push or pull while the job waits for its nodes; a plain job answers the
+#   push or pull while the job trains; a plain job answers the
 #   same stranger (the control). The job then runs bitwise as the plain one,
 #   and the refusals are counted (secure_refused).
 # - A flood of 400 sockets (with and without keys) to the scheduler and both
@@ -74,7 +74,7 @@ free_port() {
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 # job NAME ATTACK [role flags...]: a 2x2 sync MLP job, roles started by hand;
-# ATTACK: none, strangers (before the workers start) or flood (while they train).
+# ATTACK: none, strangers or flood (while the workers train).
 job() {
     local name=$1 attack=$2
     shift 2
@@ -88,27 +88,32 @@ job() {
         pids[r]=$LAST_PID
     done
     local s0=tcp://127.0.0.1:${ports[0]}
-    if [ "$attack" = strangers ]; then
-        local i=0
-        until [ "$(grep -c 'registered S' "$TMP/sched_$name.log")" -eq 2 ]; do
-            i=$((i + 1)); [ $i -lt 300 ] || fail "$name: the servers did not register"; sleep 0.1
-        done
-        for keys in - "$TMP/other" "$TMP/mixed"; do
-            "$MALFORMED" --stranger "$keys" "$SCHED_EP" "$s0" "$server_key" 2 \
-                >>"$TMP/strangers.log" 2>&1 ||
-                fail "$name: stranger with keys $keys: $(tail -3 "$TMP/strangers.log")"
-        done
-    fi
     for r in 0 1; do
         start "w${r}_$name" "$WORKER" --scheduler "$SCHED_EP" --rank $r --device cpu \
             --threads 1 --dump-params "$TMP/$name.f32" "$@"
         pids[2 + r]=$LAST_PID
     done
-    if [ "$attack" = flood ]; then
+    if [ "$attack" != none ]; then
+        # Servers listen only once the view is out (issue 16): attack then.
         local i=0
         until grep -q 'job started' "$TMP/sched_$name.log"; do
             i=$((i + 1)); [ $i -lt 300 ] || fail "$name: the job did not start"; sleep 0.1
         done
+    fi
+    if [ "$attack" = strangers ]; then
+        local spids=() k=0
+        for keys in - "$TMP/other" "$TMP/mixed"; do
+            start "stranger$k" "$MALFORMED" --stranger "$keys" "$SCHED_EP" "$s0" "$server_key" 2
+            spids[k]=$LAST_PID
+            k=$((k + 1))
+        done
+        for k in 0 1 2; do
+            wait_pid "${spids[k]}" 60 && [ "$WAIT_RC" -eq 0 ] ||
+                fail "$name: stranger $k: $(tail -3 "$TMP/stranger$k.log")"
+        done
+        cat "$TMP"/stranger?.log >>"$TMP/strangers.log"
+    fi
+    if [ "$attack" = flood ]; then
         local who=(sched s0 s1 w0) all=("$sched" "${pids[@]}") before=()
         for k in 0 1 2 3; do before[k]=$(rss "${all[k]}"); done
         start flood_plain "$MALFORMED" --connflood - 200 3 "$SCHED_EP" "$s0" \
