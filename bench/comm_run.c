@@ -234,7 +234,7 @@ static int s_start_client(comm_run_t *r, const char *sched_ep)
         snprintf(r->err, sizeof r->err, "out of memory");
         return PS_ENOMEM;
     }
-    int rc = ps_link_join(&r->link, r->ctx, sched_ep, PS_ROLE_WORKER, -1, NULL, 10.0, 10.0,
+    int rc = ps_link_join(&r->link, r->ctx, sched_ep, PS_ROLE_WORKER, -1, NULL, NULL, 10.0, 10.0,
                           &job, r->err, sizeof r->err);
     /* One sample per step and (practically) no end: the job lasts until we finish. */
     if (rc == 0) {

@@ -27,10 +27,10 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
  * for a job (a worker's --evaluate and its --summary), so it never forwards
  * them. */
-static const char *const s_own[PS_LAUNCH_NROLES][7] = {
+static const char *const s_own[PS_LAUNCH_NROLES][8] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", NULL},
-    {"scheduler", "bind", "advertise", "rank", "evaluate", "summary", NULL},
+    {"scheduler", "bind", "advertise", "rank", "job-hash", NULL},
+    {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles
@@ -170,12 +170,25 @@ static int s_bad(const char *fmt, ...)
     return PS_EINVAL;
 }
 
-/* --save-model (by default beside --summary) and --init-from: a path that
- * cannot be written or a bad model file fails now, not after the job.
+/* The output paths (--summary, --dump-params, --checkpoint-dir, --save-model,
+ * by default beside --summary) and --init-from: a path that cannot be
+ * written or a bad model file fails now, not after the job.
  * Returns 0, or PS_EINVAL after one line on stderr. */
 static int s_model_files(ps_launch_flags_t *F)
 {
     char why[512];
+    /* Every output path before anything starts (the roles check them again). */
+    const char *const outputs[] = {"summary", "dump-params"};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        const char *path = ps_launch_flags_value(F, outputs[i]);
+        if (path && ps_file_check_writable(path, why, sizeof why)) {
+            return s_bad("--%s %s", outputs[i], why);
+        }
+    }
+    const char *ck = ps_launch_flags_value(F, "checkpoint-dir");
+    if (ck && ps_file_check_dir_writable(ck, why, sizeof why)) {
+        return s_bad("--checkpoint-dir %s", why);
+    }
     int k = s_fwd_index(F, "save-model");
     const char *summary = ps_launch_flags_value(F, "summary");
     if (k >= 0 && !F->fwd_val[k] && summary) {
@@ -195,6 +208,8 @@ static int s_model_files(ps_launch_flags_t *F)
     ps_safetensors_destroy(&st);
     return 0;
 }
+
+static void s_job_identity(ps_launch_flags_t *F);
 
 int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
 {
@@ -260,6 +275,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     if (s_model_files(F) != 0) {
         return PS_EINVAL;
     }
+    s_job_identity(F);
     const char *level = ps_launch_flags_value(F, "log-level");
     if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
         return PS_EINVAL;
@@ -397,6 +413,46 @@ char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
     }
     s_argv_add(&a, "--rank");
     s_argv_addf(&a, "%d", rank);
+    if (F->job_hash[0]) {
+        s_argv_add(&a, "--job-hash");
+        s_argv_add(&a, F->job_hash);
+    }
     s_argv_add_fwd(&a, F, role, rank);
     return s_argv_take(&a);
+}
+
+/* The job's identity for every node: --job-id (a fresh one unless given) and
+ * the hash of the job configuration, from the scheduler's own flag table and
+ * checks run on the flags it will get (quietly: when they do not parse, the
+ * scheduler reports them and there is no hash). */
+static void s_job_identity(ps_launch_flags_t *F)
+{
+    int k = s_fwd_index(F, "job-id");
+    if (k >= 0 && !F->fwd_val[k]) {
+        ps_job_new_id(F->job_id, sizeof F->job_id);
+        F->fwd_val[k] = F->job_id;
+    }
+    s_argv_t a = {0};
+    s_argv_add(&a, PS_SCHEDULER_PROG);
+    s_argv_addf(&a, "--servers=%d", F->servers);
+    s_argv_addf(&a, "--workers=%d", F->workers);
+    s_argv_add_fwd(&a, F, PS_LAUNCH_SCHEDULER, 0);
+    for (int i = 0; i < F->nextra; i++) {
+        s_argv_add(&a, F->extra[i]);
+    }
+    ps_scheduler_flags_t sf;
+    ps_flag_t t[PS_SCHEDULER_NFLAGS];
+    ps_scheduler_flags_init(&sf);
+    size_t n = ps_scheduler_flags_table(&sf, t);
+    char err[256];
+    F->job_hash[0] = '\0';
+    if (!a.oom && ps_config_parse(NULL, "", t, n, a.n, a.v, NULL) == 0 &&
+        ps_scheduler_flags_check(&sf, err, sizeof err) == 0) {
+        ps_job_hash(&sf.cfg.job, sf.cfg.servers, sf.cfg.workers, F->job_hash,
+                    sizeof F->job_hash);
+    }
+    for (int i = 0; i < a.n; i++) {
+        free(a.v[i]);
+    }
+    free(a.v);
 }

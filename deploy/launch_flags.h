@@ -51,6 +51,10 @@ typedef struct {
     double timeout;      /* whole-job limit in seconds; 0 = none */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
     char model_path[4096]; /* the default --save-model, beside --summary */
+    char job_id[64];     /* the default --job-id: a fresh one (ps_job_new_id) */
+    char job_hash[PS_JOB_HASH_LEN + 1]; /* the job flags' ps_job_hash, passed to every
+                                           node as --job-hash; "" when they do not
+                                           parse (the scheduler says why) */
     char **extra;        /* arguments after "--", appended to the scheduler's */
     int nextra;
     char bin[PS_LAUNCH_NROLES][PATH_MAX]; /* resolved binary of each role */

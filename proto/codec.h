@@ -21,7 +21,8 @@ extern "C" {
 
 /* 2: checkpoints (MSG_CHECKPOINT, the view's checkpoint and resume fields). */
 /* 3: membership (MSG_MEMBERS, the report's steps_fewer_workers). */
-#define PS_PROTOCOL_VERSION 3u
+/* 4: job identity at registration, preflight (MSG_PREFLIGHT_*). */
+#define PS_PROTOCOL_VERSION 4u
 
 /* Mirrors MsgType in shardps.proto. */
 typedef enum {
@@ -46,7 +47,9 @@ typedef enum {
     PS_MSG_RING_DATA = 18,
     PS_MSG_CHECKPOINT = 19,
     PS_MSG_MEMBERS = 20,
-    PS_MSG_TYPE_MAX = 20,
+    PS_MSG_PREFLIGHT_PROBE = 29,
+    PS_MSG_PREFLIGHT_RESULT = 30,
+    PS_MSG_TYPE_MAX = 30,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -125,7 +128,26 @@ typedef struct {
     int rank;           /* wanted rank, -1 for any */
     char endpoint[128]; /* servers: advertised endpoint */
     uint32_t pid;       /* for operators' log lines */
+    char job_id[64];    /* the job the node belongs to; "" = any */
+    char job_hash[PS_JOB_HASH_LEN + 1]; /* its job configuration's hash; "" = unchecked */
+    char build[96];     /* ps_codec_build_id() of the node */
 } ps_register_t;
+
+/* The scheduler's answer to a registration. */
+typedef struct {
+    int rank;           /* the node's rank */
+    ps_job_t job;       /* the job configuration */
+    char job_id[64];    /* the job's id */
+    char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash */
+} ps_register_ack_t;
+
+/* One worker-server pair of a preflight. */
+typedef struct {
+    int server;          /* server rank */
+    int reached;         /* non-zero: every probe was answered in time */
+    double rtt_ms;       /* median round trip of a small probe, ms */
+    double mbytes_per_s; /* bulk probe, 1e6 bytes per second */
+} ps_preflight_pair_t;
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
 typedef struct {
@@ -172,8 +194,16 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h);
  * unpack_* returns 0 or PS_EPROTO. */
 int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
-int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len);
-int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job);
+int ps_codec_pack_register_ack(const ps_register_ack_t *a, uint8_t **out, size_t *len);
+int ps_codec_unpack_register_ack(const void *data, size_t len, ps_register_ack_t *a);
+/* A worker's preflight: n pairs (n <= PS_MAX_SERVERS). Unpack returns the count. */
+int ps_codec_pack_preflight(const ps_preflight_pair_t *pairs, int n, uint8_t **out,
+                            size_t *len);
+int ps_codec_unpack_preflight(const void *data, size_t len, ps_preflight_pair_t *pairs);
+
+/* This build's identity for registration, "`git describe` protocol N" (the
+ * project version outside a git checkout), into buf. Thread-safe. */
+void ps_codec_build_id(char *buf, size_t cap);
 int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len);
 int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi);
 /* A view is valid with S >= 1 servers whose ranges tile [0, P) in rank order,

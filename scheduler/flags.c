@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/job.h"
 #include "common/log.h"
 
@@ -53,12 +54,33 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
+        {"job-id", PS_FLAG_STR, &c->job_id, "ID", "this job's id: a node started for another job is refused at registration (default: job-<start time>-<random>)"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
     memcpy(out, t, sizeof t);
     return PS_SCHEDULER_NFLAGS;
+}
+
+/* Where the job writes, checked now (a typo must not cost the run), and the
+ * endpoint's syntax (bad usage, not a failed job). */
+static int s_check_outputs(const ps_scheduler_config_t *c, char *err, size_t errlen)
+{
+    char why[512];
+    const char *bad = NULL;
+    if (c->summary && ps_file_check_writable(c->summary, why, sizeof why)) {
+        bad = "summary";
+    } else if (c->endpoint_file && ps_file_check_writable(c->endpoint_file, why, sizeof why)) {
+        bad = "endpoint-file";
+    } else if (c->checkpoint_every > 0 && c->checkpoint_dir &&
+               ps_file_check_dir_writable(c->checkpoint_dir, why, sizeof why)) {
+        bad = c->checkpoint_dir == c->resume ? "resume" : "checkpoint-dir";
+    } else {
+        return ps_config_check_endpoint("bind", c->bind, 1, err, errlen);
+    }
+    snprintf(err, errlen, "--%s %s", bad, why);
+    return PS_EINVAL;
 }
 
 int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
@@ -101,6 +123,9 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (!f->cfg.checkpoint_dir) {
         f->cfg.checkpoint_dir = f->cfg.resume; /* a resumed job checkpoints where it was */
+    }
+    if (s_check_outputs(&f->cfg, err, errlen) != 0) {
+        return PS_EINVAL;
     }
     if (f->cfg.min_workers < 0 || f->cfg.min_workers > f->cfg.workers ||
         (job->mode == PS_MODE_ALLREDUCE && f->cfg.min_workers > 0 &&

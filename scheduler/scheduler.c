@@ -106,6 +106,13 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
                            "registration does not decode");
         return;
     }
+    char why[400];
+    if (ps_identity_check(&s->id, &reg, why, sizeof why) != 0) {
+        s->registrations_refused++;
+        ps_ratelog_reject(s->drops, "a registration", s_peer(m), why);
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL, "%s", why);
+        return;
+    }
     if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "the job has already started or this node is registered");
@@ -154,7 +161,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
     uint8_t *body;
-    if (ps_codec_pack_register_ack(rank, &s->cfg->job, &body, &len) == 0) {
+    ps_register_ack_t ack = {.rank = rank, .job = s->cfg->job};
+    snprintf(ack.job_id, sizeof ack.job_id, "%s", s->id.job_id);
+    snprintf(ack.job_hash, sizeof ack.job_hash, "%s", s->id.job_hash);
+    if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
         ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
                          len);
         free(body);
@@ -471,6 +481,28 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     return 1;
 }
 
+/* " S1 W3 ..." (the nodes not registered yet, marked "(+N more)" past the
+ * line's room) into buf. Returns how many are registered. */
+static int s_missing(const ps_scheduler_t *s, char *buf, size_t cap)
+{
+    char one[16];
+    size_t at = 0;
+    int more = 0, in = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i].used) {
+            in++;
+            continue;
+        }
+        int is_server = i < s->cfg->servers;
+        snprintf(one, sizeof one, " %s%d", is_server ? "S" : "W",
+                 is_server ? i : i - s->cfg->servers);
+        at += ps_log_list_add(buf, cap, at, one, &more);
+    }
+    ps_log_list_end(buf, cap, at, more);
+    return in;
+}
+
 static void s_tick(ps_scheduler_t *s)
 {
     double now = ps_now();
@@ -492,21 +524,19 @@ static void s_tick(ps_scheduler_t *s)
         }
     }
     if (s->phase == S_WAITING && now - s->t_start > s->cfg->wait) {
-        char missing[160] = "", one[16];
-        size_t at = 0;
-        int more = 0;
-        for (int i = 0; i < s->nnodes; i++) {
-            if (!s->nodes[i].used) {
-                int is_server = i < s->cfg->servers;
-                snprintf(one, sizeof one, " %s%d", is_server ? "S" : "W",
-                         is_server ? i : i - s->cfg->servers);
-                at += ps_log_list_add(missing, sizeof missing, at, one, &more);
-            }
-        }
-        ps_log_list_end(missing, sizeof missing, at, more);
-        s_fail(s, "not every node registered within %.0f s; missing:%s%s", s->cfg->wait,
-               missing[0] ? missing : " model sizes from workers", "");
+        char missing[160];
+        s_missing(s, missing, sizeof missing);
+        s_fail(s, "not every node registered within %.0f s; missing:%s", s->cfg->wait,
+               missing[0] ? missing : " model sizes from workers");
         return;
+    }
+    if (s->phase == S_WAITING && now >= s->next_wait_log) {
+        char missing[160];
+        int in = s_missing(s, missing, sizeof missing);
+        ps_log_info("still waiting for%s (%d/%d registered, %.0f s of --wait %.0f)",
+                    missing[0] ? missing : " model sizes from workers", in, s->nnodes,
+                    now - s->t_start, s->cfg->wait);
+        s->next_wait_log = now + PS_LINK_WAIT_LOG_SECONDS;
     }
     if (s->phase == S_RUNNING) {
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
@@ -581,9 +611,12 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
         goto fail;
     }
-    ps_log_info("listening on %s for %d servers and %d workers", s.endpoint, cfg->servers,
-                cfg->workers);
+    ps_identity_init(&s.id, cfg->job_id, &cfg->job, cfg->servers, cfg->workers);
+    ps_log_info("listening on %s for %d servers and %d workers (job %s, configuration %s, "
+                "build %s)", s.endpoint, cfg->servers, cfg->workers, s.id.job_id,
+                s.id.job_hash, s.id.build);
     s.t_start = ps_now();
+    s.next_wait_log = s.t_start + PS_LINK_WAIT_LOG_SECONDS;
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
         ps_pollitem_t it = {.sock = s.router};
         if ((rc = ps_poll(&it, 1, 100)) < 0) {

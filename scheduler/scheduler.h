@@ -31,6 +31,8 @@ typedef struct {
                                   directory; NULL = start afresh */
     int min_workers;           /* K: the job goes on while K workers live (0 = all:
                                   any loss aborts it) */
+    const char *job_id;        /* this job's id, checked at registration; NULL = derive
+                                  one from the start time (scheduler/identity.h) */
 } ps_scheduler_config_t;
 
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,

@@ -14,6 +14,7 @@
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "proto/sock.h"
+#include "scheduler/identity.h"
 #include "scheduler/manifest.h"
 #include "scheduler/scheduler.h"
 
@@ -63,6 +64,9 @@ typedef struct {
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     int membership_changes; /* workers lost (or joined) while the job ran */
     uint64_t refused; /* messages from a connection that is not the node it claims */
+    ps_identity_t id; /* the job's id, configuration hash and build */
+    uint64_t registrations_refused; /* nodes of another job or build */
+    double next_wait_log; /* ps_now() of the next "still waiting for" line */
 } ps_scheduler_t;
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */

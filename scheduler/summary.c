@@ -46,6 +46,12 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
 {
     int finished = s->phase == S_FINISHED;
     char tag[16];
+    fputs("\"job_id\": ", f);
+    s_json_str(f, s->id.job_id);
+    fprintf(f, ", \"job_hash\": \"%s\", \"build\": ", s->id.job_hash);
+    s_json_str(f, s->id.build);
+    fprintf(f, ", \"registrations_refused\": %llu, ",
+            (unsigned long long)s->registrations_refused);
     fprintf(f, "\"status\": \"%s\", \"failure\": ",
             finished ? "ok" : s->diverged ? "diverged" : "failed");
     if (finished) {

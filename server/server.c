@@ -475,8 +475,9 @@ int ps_server_run(const ps_server_config_t *cfg)
         goto fail;
     }
     snprintf(advertise, sizeof advertise, "%s", cfg->advertise ? cfg->advertise : bound);
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
     rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER, cfg->rank, advertise,
-                      cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
+                      &ident, cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
     if (rc != 0) {
         ps_log_err("%s", err);
         goto fail;

@@ -562,8 +562,9 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
     rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
-                      cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
+                      &ident, cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
                       sizeof w->err);
     if (rc != 0) {
         return rc;

@@ -555,7 +555,7 @@ int main(int argc, char **argv)
     if (ps_ctx_new(&c.ctx) != 0 || !c.view) {
         s_die("out of memory");
     }
-    int rc = ps_link_join(&c.link, c.ctx, argv[1], PS_ROLE_WORKER, 1, NULL, 30.0, 30.0, &job,
+    int rc = ps_link_join(&c.link, c.ctx, argv[1], PS_ROLE_WORKER, 1, NULL, NULL, 30.0, 30.0, &job,
                           err, sizeof err);
     if (rc != 0) {
         s_die("join: %s", err);
