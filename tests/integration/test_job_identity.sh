@@ -41,6 +41,16 @@ refused "server of job A with another configuration" "0000000000000000.*job-a.*[
     "$SERVER" --scheduler "$EP_A" --job-id job-a --job-hash 0000000000000000 \
     --bind 'tcp://127.0.0.1:*'
 
+# Waiting is not silent: the scheduler names the missing nodes every 3 s, and a
+# node waiting for an absent scheduler says so as often.
+sleep 3.5
+grep -q "still waiting for S0 W0 (0/2 registered" "$TMP/a.log" ||
+    fail "no 'still waiting' line from scheduler A: $(cat "$TMP/a.log")"
+timeout 30 "$WORKER" --scheduler tcp://127.0.0.1:1 --connect-timeout 3.5 >"$TMP/absent.out" 2>&1
+grep -q "still waiting for the scheduler at tcp://127.0.0.1:1 (3 s" "$TMP/absent.out" ||
+    fail "a worker waiting for an absent scheduler is silent: $(cat "$TMP/absent.out")"
+echo "ok - waiting is logged: $(grep -m1 'still waiting' "$TMP/a.log")"
+
 start sa "$SERVER" --scheduler "$EP_A" --job-id job-a --bind 'tcp://127.0.0.1:*'
 SA=$LAST_PID
 start wa "$WORKER" --scheduler "$EP_A" --job-id job-a
