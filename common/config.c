@@ -107,8 +107,10 @@ void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags
             snprintf(def, sizeof def, "%s",
                      *(const char **)f->dst ? *(const char **)f->dst : "");
             break;
-        case PS_FLAG_BOOL:
-            snprintf(def, sizeof def, "%d", *(int *)f->dst);
+        case PS_FLAG_BOOL: /* -1: a caller's "not given" */
+            if (*(int *)f->dst >= 0) {
+                snprintf(def, sizeof def, "%d", *(int *)f->dst);
+            }
             break;
         }
         printf("  %-24s %s", left, f->help);

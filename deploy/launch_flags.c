@@ -236,13 +236,23 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     s_fwd_build(F);
     for (size_t i = 0; i < F->nfwd; i++) {
         const ps_flag_t *f = F->fwd[i].flag;
-        flags[5 + i] =
-            (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar, F->fwd[i].help};
+        /* A 0|1 flag stays one, so "--preflight" alone works here too. */
+        F->fwd_bool[i] = -1;
+        flags[5 + i] = f->type == PS_FLAG_BOOL
+                           ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i], f->metavar,
+                                         F->fwd[i].help}
+                           : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
+                                         F->fwd[i].help};
     }
     int rest = argc;
     int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, 5 + F->nfwd, argc, argv, &rest);
     if (rc != 0) {
         return rc;
+    }
+    for (size_t i = 0; i < F->nfwd; i++) {
+        if (F->fwd_bool[i] >= 0) {
+            F->fwd_val[i] = F->fwd_bool[i] ? "1" : "0";
+        }
     }
     if (rest < argc) {
         if (rest < 2 || strcmp(argv[rest - 1], "--") != 0) {

@@ -50,6 +50,8 @@ typedef struct {
     const char *bin_dir; /* where the role binaries are; NULL = search */
     double timeout;      /* whole-job limit in seconds; 0 = none */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
+    int fwd_bool[PS_LAUNCH_MAX_FWD]; /* a 0|1 flag as parsed (bare "--flag" = 1), -1 = not
+                                        given; becomes fwd_val "0" or "1" */
     char model_path[4096]; /* the default --save-model, beside --summary */
     char job_id[64];     /* the default --job-id: a fresh one (ps_job_new_id) */
     char job_hash[PS_JOB_HASH_LEN + 1]; /* the job flags' ps_job_hash, passed to every

@@ -317,6 +317,7 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.start_step = v->start_step;
     m.resume_dir = (char *)v->resume_dir;
     m.resume_parts = v->resume_parts;
+    m.preflight = v->preflight != 0;
     return s_pack(&m.base, out, len);
 }
 
@@ -350,6 +351,7 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     v->checkpoint_every = m->checkpoint_every;
     v->start_step = m->start_step;
     v->resume_parts = m->resume_parts;
+    v->preflight = m->preflight;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];

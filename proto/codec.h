@@ -112,6 +112,8 @@ typedef struct {
     int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
     char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
+    int preflight;             /* non-zero: every worker probes every server before
+                                  step 0 (worker/preflight.h) */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
@@ -140,6 +142,10 @@ typedef struct {
     char job_id[64];    /* the job's id */
     char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash */
 } ps_register_ack_t;
+
+/* Seconds a server has to answer each preflight probe before the pair is
+ * unreachable. */
+#define PS_PREFLIGHT_TIMEOUT 3.0
 
 /* One worker-server pair of a preflight. */
 typedef struct {

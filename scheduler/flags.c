@@ -54,6 +54,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
+        {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
         {"job-id", PS_FLAG_STR, &c->job_id, "ID", "this job's id: a node started for another job is refused at registration (default: job-<start time>-<random>)"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_log_level_flag(&f->log_level),

@@ -25,6 +25,7 @@
 #include "proto/range.h"
 #include "proto/sock.h"
 #include "scheduler/manifest.h"
+#include "scheduler/preflight.h"
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/summary.h"
 
@@ -252,6 +253,7 @@ static void s_maybe_start(ps_scheduler_t *s)
     v->job = s->cfg->job;
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
+    v->preflight = s->cfg->preflight && s->cfg->servers > 0;
     if (s_checkpoint_setup(s) != 0) {
         return;
     }
@@ -305,6 +307,9 @@ static void s_maybe_start(ps_scheduler_t *s)
 /* Passes the current barrier once every live worker is in it. */
 static void s_barrier_check(ps_scheduler_t *s)
 {
+    if (s->view->preflight && s->preflight_state != 1) {
+        return; /* no step before the preflight passed */
+    }
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
         if (!s->nodes[i].lost && !s->nodes[i].in_barrier) {
             return;
@@ -368,6 +373,23 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     n->train_samples = mi.train_samples;
 }
 
+/* A preflight result came (or a worker left): once every one is in, the
+ * verdict; a pass lets a waiting barrier go. */
+static void s_preflight_progress(ps_scheduler_t *s)
+{
+    char why[512];
+    int rc = s->preflight_state == 0 ? ps_preflight_check(s, why, sizeof why) : 0;
+    if (rc < 0) {
+        s->preflight_state = -1;
+        s_fail(s, "%s", why);
+    } else if (rc == 1) {
+        s->preflight_state = 1;
+        if (s->barrier[0]) {
+            s_barrier_check(s);
+        }
+    }
+}
+
 static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
 {
     if (m->hdr.type == PS_MSG_REGISTER) {
@@ -412,6 +434,13 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         break;
     case PS_MSG_CHECKPOINT:
         s_on_checkpoint(s, n, m);
+        break;
+    case PS_MSG_PREFLIGHT_RESULT:
+        if (ps_preflight_on_result(s, n, m) != 0) {
+            s_fail(s, "%s sent a bad preflight result", ps_node_tag(n, tag, sizeof tag));
+            break;
+        }
+        s_preflight_progress(s);
         break;
     case PS_MSG_REPORT:
         if (n->role != PS_ROLE_SERVER || !p ||
@@ -475,6 +504,7 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     }
     s_send_all(s, PS_MSG_MEMBERS, body, len);
     free(body);
+    s_preflight_progress(s);
     if (s->barrier[0]) {
         s_barrier_check(s);
     }
@@ -646,6 +676,9 @@ fail:
     }
     ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s.ctx);
+    for (int i = 0; s.nodes && i < s.nnodes; i++) {
+        free(s.nodes[i].preflight);
+    }
     ps_manifest_destroy(&s.manifest);
     ps_ratelog_destroy(&s.drops);
     free(s.view);

@@ -39,6 +39,8 @@ typedef struct {
     ps_done_t stats;      /* workers: their DONE report */
     int reported;         /* servers: sent their end-of-job report */
     ps_server_report_t report; /* servers: that report */
+    ps_preflight_pair_t *preflight; /* workers, --preflight: one per server, or NULL
+                                       until the result came; owned */
 } ps_node_t;
 
 /* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
@@ -67,6 +69,7 @@ typedef struct {
     ps_identity_t id; /* the job's id, configuration hash and build */
     uint64_t registrations_refused; /* nodes of another job or build */
     double next_wait_log; /* ps_now() of the next "still waiting for" line */
+    int preflight_state; /* --preflight: 0 waiting for results, 1 passed, -1 failed */
 } ps_scheduler_t;
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */

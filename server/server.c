@@ -232,6 +232,11 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     case PS_MSG_PULL:
     case PS_MSG_INIT:
         break;
+    case PS_MSG_PREFLIGHT_PROBE:
+        /* A worker's preflight: answered at once, payload dropped unread. */
+        ps_msg_send_ctrl(s->router, &m->route, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_SERVER,
+                         s->rank, NULL, 0);
+        return;
     default:
         s_reply_error(s, m, PS_EPROTO, "unexpected message type %s",
                       ps_codec_type_name(h->type));

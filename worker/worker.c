@@ -45,6 +45,7 @@
 #include "proto/link.h"
 #include "worker/data.h"
 #include "worker/kv.h"
+#include "worker/preflight.h"
 #include "worker/models/model.h"
 #include "worker/overlap.h"
 #include "worker/ring.h"
@@ -618,6 +619,10 @@ static int s_start(ps_worker_t *w)
         snprintf(w->err, sizeof w->err, "the view has %llu parameters, our model %llu",
                  (unsigned long long)w->view->num_params, (unsigned long long)P);
         return PS_EPROTO;
+    }
+    if (w->view->preflight && w->view->num_servers > 0 &&
+        (rc = ps_preflight_run(w->ctx, w->link, w->view, w->rank, w->err, sizeof w->err))) {
+        return rc;
     }
     if ((rc = ps_kv_new(w->ctx, &w->link, w->view, &w->kv, w->err, sizeof w->err)) != 0) {
         return rc;
