@@ -25,7 +25,7 @@ pkgs=(
   build-essential pkg-config meson ninja-build
   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
   libopenblas-dev zlib1g-dev check
-  iproute2 python3
+  iproute2 python3 python3-yaml
   dataset-fashion-mnist
   gnuplot-nox openmpi-bin libopenmpi-dev
   slurmd slurmctld slurm-client munge
