@@ -64,10 +64,9 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
     return PS_SCHEDULER_NFLAGS;
 }
 
-/* Where the job writes, checked now (a typo must not cost the run), and the
- * endpoint's syntax (bad usage, not a failed job). */
-static int s_check_outputs(const ps_scheduler_config_t *c, char *err, size_t errlen)
+int ps_scheduler_flags_check_outputs(const ps_scheduler_flags_t *f, char *err, size_t errlen)
 {
+    const ps_scheduler_config_t *c = &f->cfg;
     char why[512];
     const char *bad = NULL;
     if (c->summary && ps_file_check_writable(c->summary, why, sizeof why)) {
@@ -124,9 +123,6 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (!f->cfg.checkpoint_dir) {
         f->cfg.checkpoint_dir = f->cfg.resume; /* a resumed job checkpoints where it was */
-    }
-    if (s_check_outputs(&f->cfg, err, errlen) != 0) {
-        return PS_EINVAL;
     }
     if (f->cfg.min_workers < 0 || f->cfg.min_workers > f->cfg.workers ||
         (job->mode == PS_MODE_ALLREDUCE && f->cfg.min_workers > 0 &&
