@@ -148,6 +148,8 @@ bad "worker --dump-params in a missing directory" "--dump-params $TMP/no-dir/p%d
     "$WORKER" --dump-params "$TMP/no-dir/p%d.f32"
 bad "worker --save-model in a missing directory" "--save-model $TMP/no-dir/m.safetensors" \
     "$WORKER" --save-model "$TMP/no-dir/m.safetensors"
+bad "bench compute --json in a missing directory" "--json $TMP/no-dir/c.json" \
+    "$SPS_BUILD/bench/shardps-bench" compute --json "$TMP/no-dir/c.json"
 # Through the launcher: bad usage (2), no node started, no step trained. The
 # time is printed, not judged (timings are the bench's).
 for flag in --summary --dump-params --checkpoint-dir; do
