@@ -262,7 +262,7 @@ static int s_join(comm_run_t *r, comm_job_t *j)
     int rc = ps_curve_secure_ctx(j->ctx, j->secure, j->tmpdir, PS_ROLE_WORKER, r->err,
                                  sizeof r->err);
     rc = rc ? rc
-            : ps_link_join(&j->link, j->ctx, j->sched_ep, PS_ROLE_WORKER, -1, NULL, 10.0,
+            : ps_link_join(&j->link, j->ctx, j->sched_ep, PS_ROLE_WORKER, -1, NULL, NULL, 10.0,
                            10.0, &job, r->err, sizeof r->err);
     /* One sample per step and (practically) no end: the job lasts until we finish. */
     if (rc == 0) {

@@ -43,6 +43,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "kernels/kernels.h"
 #include "kernels/optim.h"
@@ -541,16 +542,20 @@ int ps_bench_compute_main(int argc, char **argv)
                        ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0\n");
         return 2;
     }
+    char why[512];
     if (ps_kernels_parse_cpu_gemm(cpu_gemm, &gemm) != 0) {
         fprintf(stderr, S_PROG ": error: --cpu-gemm %s: expected " PS_CPU_GEMM_NAMES "\n",
                 cpu_gemm);
+        return 2;
+    }
+    if (cfg.json && ps_file_check_writable(cfg.json, why, sizeof why) != 0) {
+        fprintf(stderr, S_PROG ": error: --json %s\n", why); /* now, not after the run */
         return 2;
     }
     ps_log_set_role("B", -1);
     ps_kernels_set_threads(cfg.threads);
     ps_kernels_set_cpu_gemm(gemm);
     const ps_kernels_t *k = NULL;
-    char why[256];
     rc = ps_kernels_select(cfg.device, &k, why, sizeof why);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": error: --device %s: %s\n", cfg.device, why);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +107,7 @@ void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags
             snprintf(def, sizeof def, "%s",
                      *(const char **)f->dst ? *(const char **)f->dst : "");
             break;
-        case PS_FLAG_BOOL: /* below 0: "not given" (a launcher's forwarded flag) */
+        case PS_FLAG_BOOL: /* -1: a caller's "not given" */
             if (*(int *)f->dst >= 0) {
                 snprintf(def, sizeof def, "%d", *(int *)f->dst);
             }
@@ -121,6 +122,21 @@ void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags
     printf("  %-24s show this help\n", "--help");
 }
 
+/* One "PROG: error: ..." line on stderr; nothing when prog is NULL. */
+static void s_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_error(const char *prog, const char *fmt, ...)
+{
+    if (!prog) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: error: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
 int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
                     size_t nflags, int argc, char **argv, int *rest)
 {
@@ -129,7 +145,7 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
         s_env_name(flags[i].name, env, sizeof env);
         const char *v = getenv(env);
         if (v && s_set(&flags[i], v) != 0) {
-            fprintf(stderr, "%s: error: environment %s=%s is not %s\n", prog, env, v,
+            s_error(prog, "environment %s=%s is not %s", env, v,
                     s_type_word(flags[i].type));
             return PS_EINVAL;
         }
@@ -149,7 +165,7 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
             if (rest) {
                 break;
             }
-            fprintf(stderr, "%s: error: unexpected argument '%s' (see --help)\n", prog, a);
+            s_error(prog, "unexpected argument '%s' (see --help)", a);
             return PS_EINVAL;
         }
         const char *name = a + 2;
@@ -163,7 +179,7 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
             }
         }
         if (!f) {
-            fprintf(stderr, "%s: error: unknown flag --%.*s (see --help)\n", prog, (int)len,
+            s_error(prog, "unknown flag --%.*s (see --help)", (int)len,
                     name);
             return PS_EINVAL;
         }
@@ -175,13 +191,13 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
             val = (i + 1 < argc && s_set(&probe, argv[i + 1]) == 0) ? argv[++i] : "1";
         } else if (!val) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "%s: error: flag --%s needs a value\n", prog, f->name);
+                s_error(prog, "flag --%s needs a value", f->name);
                 return PS_EINVAL;
             }
             val = argv[++i];
         }
         if (s_set(f, val) != 0) {
-            fprintf(stderr, "%s: error: --%s %s: not %s\n", prog, f->name, val,
+            s_error(prog, "--%s %s: not %s", f->name, val,
                     s_type_word(f->type));
             return PS_EINVAL;
         }
@@ -189,8 +205,36 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
     if (rest) {
         *rest = i;
     } else if (i < argc) {
-        fprintf(stderr, "%s: error: unexpected argument '%s' (see --help)\n", prog, argv[i]);
+        s_error(prog, "unexpected argument '%s' (see --help)", argv[i]);
         return PS_EINVAL;
     }
     return 0;
+}
+
+int ps_config_check_endpoint(const char *name, const char *v, int any_port, char *err,
+                             size_t errlen)
+{
+    if (!v) {
+        return 0;
+    }
+    int ok = 0;
+    if (!strncmp(v, "ipc://", 6) || !strncmp(v, "inproc://", 9)) {
+        ok = strchr(v, '/')[2] != '\0';
+    } else if (!strncmp(v, "tcp://", 6)) {
+        const char *host = v + 6, *colon = strrchr(host, ':');
+        if (colon && colon > host) {
+            const char *port = colon + 1;
+            char *end;
+            long n = strtol(port, &end, 10);
+            ok = (any_port && !strcmp(port, "*")) ||
+                 (port[0] >= '0' && port[0] <= '9' && !*end && n >= 1 && n <= 65535);
+            ok = ok && !memchr(host, ' ', (size_t)(colon - host));
+        }
+    }
+    if (ok) {
+        return 0;
+    }
+    snprintf(err, errlen, "--%s %s: not an endpoint (expected tcp://HOST:PORT%s)", name, v,
+             any_port ? ", PORT * = any free port" : "");
+    return PS_EINVAL;
 }

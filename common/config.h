@@ -40,6 +40,16 @@ typedef struct {
 int ps_config_check_range(const char *name, double v, double min, double max, int open,
                           char *err, size_t errlen);
 
+/*
+ * Checks an endpoint flag's syntax after parsing (before anything binds or
+ * connects, so a typo is bad usage): tcp://HOST:PORT with PORT in 1..65535,
+ * or "*" when any_port (bind flags); ipc:// and inproc:// with a name. NULL
+ * (not given) passes. Returns 0 or PS_EINVAL with "--NAME V: not an endpoint
+ * (expected tcp://HOST:PORT)" in err.
+ */
+int ps_config_check_endpoint(const char *name, const char *v, int any_port, char *err,
+                             size_t errlen);
+
 /* ps_config_check_range()'s open: which ends are excluded. */
 enum { PS_RANGE_CLOSED = 0, PS_RANGE_OPEN_MIN = 1, PS_RANGE_OPEN_MAX = 2 };
 
@@ -52,7 +62,8 @@ enum { PS_RANGE_CLOSED = 0, PS_RANGE_OPEN_MIN = 1, PS_RANGE_OPEN_MAX = 2 };
  * index of the first argument not consumed is stored in *rest (may be NULL, in
  * which case stray arguments are an error).
  * Returns 0 on success, 1 when --help was printed to stdout (caller exits 0),
- * PS_EINVAL after printing one line "PROG: error: ..." to stderr.
+ * PS_EINVAL after printing one line "PROG: error: ..." to stderr (nothing with
+ * prog NULL: a caller checking another program's flags, which reports them).
  * Not thread-safe (reads environ); call from main().
  */
 int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,

@@ -183,3 +183,20 @@ int ps_file_check_writable(const char *path, char *why, size_t why_cap)
     }
     return 0;
 }
+
+int ps_file_check_dir_writable(const char *path, char *why, size_t why_cap)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        return ps_file_check_writable(path, why, why_cap); /* to be created */
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        ps_error_format(why, why_cap, "%s: not a directory", path);
+        return PS_EIO;
+    }
+    if (access(path, W_OK | X_OK) != 0) {
+        ps_error_format(why, why_cap, "%s: cannot write in it: %s", path, strerror(errno));
+        return PS_EIO;
+    }
+    return 0;
+}

@@ -50,6 +50,11 @@ int ps_file_crc32(const char *path, uint32_t *crc);
  * in why (may be NULL). */
 int ps_file_check_writable(const char *path, char *why, size_t why_cap);
 
+/* The same for a directory the job fills (checkpoints): an existing
+ * directory we can write in, or one that can be created (its parent
+ * writable). Returns 0, or PS_EIO with a one-line reason in why. */
+int ps_file_check_dir_writable(const char *path, char *why, size_t why_cap);
+
 #ifdef __cplusplus
 }
 #endif

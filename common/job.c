@@ -3,6 +3,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/error.h"
@@ -182,4 +185,39 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
         return 0;
     }
     return PS_EINVAL;
+}
+
+void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_t cap)
+{
+    char mode[32], sched[64], text[512];
+    ps_job_mode_str(job, mode, sizeof mode);
+    ps_job_schedule_name(&job->schedule, sched, sizeof sched);
+    /* %a: the doubles' exact bits, not a rounding of them. */
+    int n = snprintf(text, sizeof text,
+                     "model=%s mode=%s staleness_lr=%d straggler=%d:%a optimizer=%s lr=%a "
+                     "momentum=%a weight_decay=%a schedule=%s warmup=%lld batch=%d epochs=%d "
+                     "max_steps=%lld seed=%llu servers=%d workers=%d",
+                     job->model, mode, job->staleness_lr, job->straggler_rank,
+                     job->straggler_factor, job->optimizer, job->lr, job->momentum,
+                     job->weight_decay, sched, (long long)job->schedule.warmup_steps,
+                     job->batch, job->epochs, (long long)job->max_steps,
+                     (unsigned long long)job->seed, servers, workers);
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
+    for (int i = 0; i < n && i < (int)sizeof text; i++) {
+        h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    }
+    snprintf(buf, cap, "%016llx", (unsigned long long)h);
+}
+
+void ps_job_new_id(char *buf, size_t cap)
+{
+    unsigned short rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) {
+        rnd = (unsigned short)(getpid() ^ time(NULL));
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char when[32];
+    strftime(when, sizeof when, "%Y%m%dT%H%M%S", gmtime_r(&now, &tm));
+    snprintf(buf, cap, "job-%s-%04x", when, rnd);
 }

@@ -118,6 +118,19 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen);
 int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *err,
                           size_t errlen);
 
+/*
+ * The job configuration's identity: 16 lowercase hex digits (FNV-1a 64) of
+ * every field of *job and the node counts, in one canonical text form, so two
+ * processes that parsed the same job flags agree and any other value differs.
+ * Written into buf (at least PS_JOB_HASH_LEN + 1 bytes). Thread-safe.
+ */
+#define PS_JOB_HASH_LEN 16
+void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_t cap);
+
+/* A fresh job id, "job-YYYYmmddTHHMMSS-RAND" (UTC start time, 16 random bits:
+ * two jobs started in the same second on one machine still differ), into buf. */
+void ps_job_new_id(char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

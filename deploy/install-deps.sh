@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, everything shardps needs to build, test and run on
 # Debian 12: compilers and Meson, libzmq, protobuf-c (+ protoc-c), OpenBLAS,
-# zlib, Check, the Fashion-MNIST dataset, and for shardps-bench gnuplot (its
-# PNG plots) and OpenMPI (its MPI_Allreduce reference). Idempotent: a package
+# zlib, Check, the Fashion-MNIST dataset, for shardps-bench gnuplot (its PNG
+# plots) and OpenMPI (its MPI_Allreduce reference, and shardps-mpi), and Slurm
+# with munge (about 3 MB: tests/integration/test_slurm.sh runs
+# deploy/slurm/shardps.sbatch on a private single-node Slurm). Idempotent: a package
 # that is already installed is not touched, and apt-get is not called at all
 # when nothing is missing. The CUDA toolkit is optional and not installed here.
 #
@@ -23,9 +25,10 @@ pkgs=(
   build-essential pkg-config meson ninja-build
   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
   libopenblas-dev zlib1g-dev check
-  iproute2 python3
+  iproute2 python3 python3-yaml
   dataset-fashion-mnist
   gnuplot-nox openmpi-bin libopenmpi-dev
+  slurmd slurmctld slurm-client munge
 )
 if [ "$with_torch" = 1 ]; then
   pkgs+=(python3-torch)

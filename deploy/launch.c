@@ -32,6 +32,7 @@
 #include "deploy/launch_children.h"
 #include "deploy/launch_flags.h"
 #include "proto/curve.h"
+#include "deploy/launch_node.h"
 
 #define S_ENDPOINT_WAIT_S 15.0 /* how long the scheduler has to write its endpoint */
 #define S_STOP_GRACE_S 5.0     /* SIGTERM -> SIGKILL */
@@ -219,7 +220,9 @@ static int s_read_endpoint(s_launch_t *L)
 
 static int s_start_scheduler(s_launch_t *L)
 {
-    char **argv = ps_launch_flags_scheduler_argv(L->F, L->epfile);
+    char bind[300];
+    snprintf(bind, sizeof bind, "tcp://%s:*", L->F->host);
+    char **argv = ps_launch_flags_scheduler_argv(L->F, bind, L->epfile);
     int rc = ps_launch_children_spawn(&L->C, &L->C.kids[0], argv);
     ps_launch_argv_destroy(&argv);
     return rc;
@@ -445,6 +448,9 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof s_unset_env / sizeof s_unset_env[0]; i++) {
         unsetenv(s_unset_env[i]);
+    }
+    if (flags.node) {
+        return ps_launch_node_exec(&flags); /* returns only when it could not */
     }
 
     L->exit_code = 1;

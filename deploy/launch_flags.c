@@ -19,6 +19,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/safetensors.h"
+#include "deploy/launch_node.h"
 #include "deploy/proc.h"
 #include "proto/curve.h"
 
@@ -28,10 +29,11 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
  * for a job (a worker's --evaluate and its --summary) or not for every
  * worker (--fault-nan-push, a test's), so it never forwards them. */
-static const char *const s_own[PS_LAUNCH_NROLES][8] = {
+static const char *const s_own[PS_LAUNCH_NROLES][10] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", NULL},
-    {"scheduler", "bind", "advertise", "rank", "evaluate", "summary", "fault-nan-push", NULL},
+    {"scheduler", "bind", "advertise", "rank", "job-hash", NULL},
+    {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
+     "fault-nan-push", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles
@@ -180,12 +182,25 @@ static int s_bad(const char *fmt, ...)
     return PS_EINVAL;
 }
 
-/* --save-model (by default beside --summary) and --init-from: a path that
- * cannot be written or a bad model file fails now, not after the job.
+/* The output paths (--summary, --dump-params, --checkpoint-dir, --save-model,
+ * by default beside --summary) and --init-from: a path that cannot be
+ * written or a bad model file fails now, not after the job.
  * Returns 0, or PS_EINVAL after one line on stderr. */
 static int s_model_files(ps_launch_flags_t *F)
 {
     char why[512];
+    /* Every output path before anything starts (the roles check them again). */
+    const char *const outputs[] = {"summary", "dump-params"};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        const char *path = ps_launch_flags_value(F, outputs[i]);
+        if (path && ps_file_check_writable(path, why, sizeof why)) {
+            return s_bad("--%s %s", outputs[i], why);
+        }
+    }
+    const char *ck = ps_launch_flags_value(F, "checkpoint-dir");
+    if (ck && ps_file_check_dir_writable(ck, why, sizeof why)) {
+        return s_bad("--checkpoint-dir %s", why);
+    }
     int k = s_fwd_index(F, "save-model");
     const char *summary = ps_launch_flags_value(F, "summary");
     if (k >= 0 && !F->fwd_val[k] && summary) {
@@ -226,6 +241,7 @@ static int s_keys(const ps_launch_flags_t *F)
     }
     return 0;
 }
+static void s_job_identity(ps_launch_flags_t *F);
 
 int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
 {
@@ -236,31 +252,41 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         "Exit status: 0 job ok, 1 job failed, 2 bad usage, 130/143 interrupted.";
     *F = (ps_launch_flags_t){
         .servers = -1, /* resolved by the mode: 1, or 0 for allreduce */
-        .workers = 1,
-        .host = "127.0.0.1",
+        .workers = -1, /* 1, or with --node the tasks left */
+        .host = NULL,  /* 127.0.0.1, or with --node 0.0.0.0 */
+        .port = 9000,
     };
-    ps_flag_t flags[5 + PS_LAUNCH_MAX_FWD] = {
+    enum { NOWN = 7 }; /* the launcher's own flags, first in the table */
+    ps_flag_t flags[NOWN + PS_LAUNCH_MAX_FWD] = {
         {"servers", PS_FLAG_INT, &F->servers, "N",
          "number of servers (-1 = 1, or 0 with --mode allreduce)"},
-        {"workers", PS_FLAG_INT, &F->workers, "N", "number of workers"},
-        {"host", PS_FLAG_STR, &F->host, "HOST", "address the roles bind to"},
+        {"workers", PS_FLAG_INT, &F->workers, "N",
+         "number of workers (-1 = 1; with --node, the tasks after the scheduler and servers)"},
+        {"host", PS_FLAG_STR, &F->host, "HOST",
+         "address the roles bind to (with --node: 0.0.0.0)"},
         {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
          "role binaries (default: next to this one, ../<role>/, $PATH)"},
         {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
          "stop and fail the job after this long (0 = never)"},
+        {"node", PS_FLAG_BOOL, &F->node, "0|1",
+         "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
+         "Kubernetes): role, rank and scheduler from its environment"},
+        {"port", PS_FLAG_INT, &F->port, "PORT",
+         "with --node: the scheduler's port (its host: see README, Running on a cluster)"},
     };
     s_fwd_build(F);
     for (size_t i = 0; i < F->nfwd; i++) {
         const ps_flag_t *f = F->fwd[i].flag;
+        /* A 0|1 flag stays one, so "--preflight" alone works here too. */
         F->fwd_bool[i] = -1;
-        flags[5 + i] = f->type == PS_FLAG_BOOL
+        flags[NOWN + i] = f->type == PS_FLAG_BOOL
                            ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i], f->metavar,
                                          F->fwd[i].help}
                            : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
                                          F->fwd[i].help};
     }
     int rest = argc;
-    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, 5 + F->nfwd, argc, argv, &rest);
+    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, NOWN + F->nfwd, argc, argv, &rest);
     if (rc != 0) {
         return rc;
     }
@@ -284,6 +310,15 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     if (F->servers == -1) {
         F->servers = s_allreduce(F) ? 0 : 1;
     }
+    if (!F->host) {
+        F->host = F->node ? "0.0.0.0" : "127.0.0.1";
+    }
+    if (F->node && ps_launch_node_resolve(F) != 0) {
+        return PS_EINVAL;
+    }
+    if (F->workers == -1) {
+        F->workers = 1;
+    }
     char err[256];
     if (ps_job_validate_nodes(&F->job, F->servers, F->workers, err, sizeof err) != 0) {
         return s_bad("%s", err);
@@ -297,9 +332,11 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     if (F->bin_dir && !F->bin_dir[0]) {
         return s_bad("--bin-dir: empty");
     }
-    if (s_model_files(F) != 0 || s_keys(F) != 0) {
+    /* A task checks only its own role's files, on its own host: the roles do. */
+    if (!F->node && (s_model_files(F) != 0 || s_keys(F) != 0)) {
         return PS_EINVAL;
     }
+    s_job_identity(F);
     const char *level = ps_launch_flags_value(F, "log-level");
     if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
         return PS_EINVAL;
@@ -405,14 +442,17 @@ static void s_argv_add_fwd(s_argv_t *a, const ps_launch_flags_t *F, int role, in
     }
 }
 
-char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *epfile)
+char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *bind,
+                                      const char *epfile)
 {
     s_argv_t a = {0};
     s_argv_add(&a, F->bin[PS_LAUNCH_SCHEDULER]);
     s_argv_add(&a, "--bind");
-    s_argv_addf(&a, "tcp://%s:*", F->host);
-    s_argv_add(&a, "--endpoint-file");
-    s_argv_add(&a, epfile);
+    s_argv_add(&a, bind);
+    if (epfile) {
+        s_argv_add(&a, "--endpoint-file");
+        s_argv_add(&a, epfile);
+    }
     s_argv_add(&a, "--servers");
     s_argv_addf(&a, "%d", F->servers);
     s_argv_add(&a, "--workers");
@@ -437,6 +477,46 @@ char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
     }
     s_argv_add(&a, "--rank");
     s_argv_addf(&a, "%d", rank);
+    if (F->job_hash[0]) {
+        s_argv_add(&a, "--job-hash");
+        s_argv_add(&a, F->job_hash);
+    }
     s_argv_add_fwd(&a, F, role, rank);
     return s_argv_take(&a);
+}
+
+/* The job's identity for every node: --job-id (a fresh one unless given) and
+ * the hash of the job configuration, from the scheduler's own flag table and
+ * checks run on the flags it will get (quietly: when they do not parse, the
+ * scheduler reports them and there is no hash). */
+static void s_job_identity(ps_launch_flags_t *F)
+{
+    int k = s_fwd_index(F, "job-id");
+    if (k >= 0 && !F->fwd_val[k] && !F->node) { /* a task takes the manager's */
+        ps_job_new_id(F->job_id, sizeof F->job_id);
+        F->fwd_val[k] = F->job_id;
+    }
+    s_argv_t a = {0};
+    s_argv_add(&a, PS_SCHEDULER_PROG);
+    s_argv_addf(&a, "--servers=%d", F->servers);
+    s_argv_addf(&a, "--workers=%d", F->workers);
+    s_argv_add_fwd(&a, F, PS_LAUNCH_SCHEDULER, 0);
+    for (int i = 0; i < F->nextra; i++) {
+        s_argv_add(&a, F->extra[i]);
+    }
+    ps_scheduler_flags_t sf;
+    ps_flag_t t[PS_SCHEDULER_NFLAGS];
+    ps_scheduler_flags_init(&sf);
+    size_t n = ps_scheduler_flags_table(&sf, t);
+    char err[256];
+    F->job_hash[0] = '\0';
+    if (!a.oom && ps_config_parse(NULL, "", t, n, a.n, a.v, NULL) == 0 &&
+        ps_scheduler_flags_check(&sf, err, sizeof err) == 0) {
+        ps_job_hash(&sf.cfg.job, sf.cfg.servers, sf.cfg.workers, F->job_hash,
+                    sizeof F->job_hash);
+    }
+    for (int i = 0; i < a.n; i++) {
+        free(a.v[i]);
+    }
+    free(a.v);
 }

@@ -49,10 +49,19 @@ typedef struct {
     const char *host;    /* what the roles bind to */
     const char *bin_dir; /* where the role binaries are; NULL = search */
     double timeout;      /* whole-job limit in seconds; 0 = none */
+    int node;            /* --node: be this task's role only (deploy/launch_node.h) */
+    int port;            /* --node: the scheduler's port */
+    int node_role;       /* --node: PS_LAUNCH_<role> of this task */
+    int node_rank;       /* --node: its rank within the role */
+    char node_scheduler[300]; /* --node: the scheduler's endpoint, tcp://HOST:PORT */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
-    int fwd_bool[PS_LAUNCH_MAX_FWD]; /* a forwarded 0|1 flag as parsed (-1 = not given),
-                                        so that "--secure" alone works as on the roles */
+    int fwd_bool[PS_LAUNCH_MAX_FWD]; /* a 0|1 flag as parsed (bare "--flag" = 1), -1 = not
+                                        given; becomes fwd_val "0" or "1" */
     char model_path[4096]; /* the default --save-model, beside --summary */
+    char job_id[64];     /* the default --job-id: a fresh one (ps_job_new_id) */
+    char job_hash[PS_JOB_HASH_LEN + 1]; /* the job flags' ps_job_hash, passed to every
+                                           node as --job-hash; "" when they do not
+                                           parse (the scheduler says why) */
     char **extra;        /* arguments after "--", appended to the scheduler's */
     int nextra;
     char bin[PS_LAUNCH_NROLES][PATH_MAX]; /* resolved binary of each role */
@@ -87,12 +96,13 @@ const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name);
 
 /*
  * The scheduler's command line: its binary, the flags the launcher sets
- * (--bind on an ephemeral port of --host, --endpoint-file epfile, --servers,
- * --workers), the forwarded flags it takes, then the arguments after "--".
+ * (--bind bind, --endpoint-file epfile unless NULL, --servers, --workers),
+ * the forwarded flags it takes, then the arguments after "--".
  * Caller owns the result; free with ps_launch_argv_destroy(). NULL when out
  * of memory.
  */
-char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *epfile);
+char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *bind,
+                                      const char *epfile);
 
 /* A server's or worker's command line, for the scheduler at endpoint; as
  * ps_launch_flags_scheduler_argv(). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "proto/build_id.h"
 #include "proto/shardps.pb-c.h"
 
 /* Copies a protobuf string into a fixed buffer; fails if it does not fit. */
@@ -175,6 +176,9 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len)
     m.endpoint = (char *)r->endpoint;
     m.pid = r->pid;
     m.curve_key = (char *)r->curve_key;
+    m.job_id = (char *)r->job_id;
+    m.job_hash = (char *)r->job_hash;
+    m.build = (char *)r->build;
     return s_pack(&m.base, out, len);
 }
 
@@ -188,8 +192,13 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     r->role = (ps_role_t)m->role;
     r->rank = m->rank;
     r->pid = m->pid;
-    int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint);
-    rc = rc ? rc : s_copy_str(r->curve_key, sizeof r->curve_key, m->curve_key);
+    int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint) ||
+                     s_copy_str(r->curve_key, sizeof r->curve_key, m->curve_key) ||
+                     s_copy_str(r->job_id, sizeof r->job_id, m->job_id) ||
+                     s_copy_str(r->job_hash, sizeof r->job_hash, m->job_hash) ||
+                     s_copy_str(r->build, sizeof r->build, m->build)
+                 ? PS_EPROTO
+                 : 0;
     if (r->role != PS_ROLE_SERVER && r->role != PS_ROLE_WORKER) {
         rc = PS_EPROTO;
     }
@@ -197,29 +206,34 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     return rc;
 }
 
-int ps_codec_pack_register_ack(int rank, uint64_t token, const ps_job_t *job, uint8_t **out,
-                               size_t *len)
+int ps_codec_pack_register_ack(const ps_register_ack_t *a, uint8_t **out, size_t *len)
 {
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
     ps_job_text_t text;
-    s_job_to_pb(job, &jm, &text);
+    s_job_to_pb(&a->job, &jm, &text);
     Shardps__RegisterAck m = SHARDPS__REGISTER_ACK__INIT;
-    m.rank = rank;
-    m.token = token;
+    m.rank = a->rank;
+    m.token = a->token;
     m.job = &jm;
+    m.job_id = (char *)a->job_id;
+    m.job_hash = (char *)a->job_hash;
     return s_pack(&m.base, out, len);
 }
 
-int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, uint64_t *token,
-                                 ps_job_t *job)
+int ps_codec_unpack_register_ack(const void *data, size_t len, ps_register_ack_t *a)
 {
     Shardps__RegisterAck *m = shardps__register_ack__unpack(NULL, len, data);
     if (!m) {
         return PS_EPROTO;
     }
-    *rank = m->rank;
-    *token = m->token;
-    int rc = s_job_from_pb(m->job, job);
+    memset(a, 0, sizeof *a);
+    a->rank = m->rank;
+    a->token = m->token;
+    int rc = s_job_from_pb(m->job, &a->job);
+    if (rc == 0 && (s_copy_str(a->job_id, sizeof a->job_id, m->job_id) ||
+                    s_copy_str(a->job_hash, sizeof a->job_hash, m->job_hash))) {
+        rc = PS_EPROTO;
+    }
     shardps__register_ack__free_unpacked(m, NULL);
     return rc;
 }
@@ -318,6 +332,7 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     }
     m.n_worker_tokens = has_tokens ? (size_t)v->num_workers : 0;
     m.worker_tokens = (uint64_t *)v->worker_tokens;
+    m.preflight = v->preflight != 0;
     return s_pack(&m.base, out, len);
 }
 
@@ -357,6 +372,7 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     for (size_t i = 0; i < m->n_worker_tokens; i++) {
         v->worker_tokens[i] = m->worker_tokens[i];
     }
+    v->preflight = m->preflight;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
@@ -613,14 +629,59 @@ int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, i
     return rc;
 }
 
+int ps_codec_pack_preflight(const ps_preflight_pair_t *pairs, int n, uint8_t **out,
+                            size_t *len)
+{
+    Shardps__PreflightPair pm[PS_MAX_SERVERS], *pp[PS_MAX_SERVERS];
+    if (n < 0 || n > PS_MAX_SERVERS) {
+        return PS_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        shardps__preflight_pair__init(&pm[i]);
+        pm[i].server = pairs[i].server;
+        pm[i].reached = pairs[i].reached != 0;
+        pm[i].rtt_ms = pairs[i].rtt_ms;
+        pm[i].mbytes_per_s = pairs[i].mbytes_per_s;
+        pp[i] = &pm[i];
+    }
+    Shardps__PreflightResult m = SHARDPS__PREFLIGHT_RESULT__INIT;
+    m.n_pairs = (size_t)n;
+    m.pairs = pp;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_preflight(const void *data, size_t len, ps_preflight_pair_t *pairs)
+{
+    Shardps__PreflightResult *m = shardps__preflight_result__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int n = m->n_pairs <= PS_MAX_SERVERS ? (int)m->n_pairs : PS_EPROTO;
+    for (int i = 0; i < n; i++) {
+        pairs[i] = (ps_preflight_pair_t){.server = m->pairs[i]->server,
+                                         .reached = m->pairs[i]->reached,
+                                         .rtt_ms = m->pairs[i]->rtt_ms,
+                                         .mbytes_per_s = m->pairs[i]->mbytes_per_s};
+    }
+    shardps__preflight_result__free_unpacked(m, NULL);
+    return n;
+}
+
+void ps_codec_build_id(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s protocol %u", PS_BUILD_VCS, PS_PROTOCOL_VERSION);
+}
+
 const char *ps_codec_type_name(int type)
 {
-    static const char *names[] = {
+    static const char *names[PS_MSG_TYPE_MAX + 1] = {
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
-        "ring-data", "checkpoint", "members", "peer-ready"};
-    if (type < 0 || type > PS_MSG_TYPE_MAX) {
+        "ring-data", "checkpoint", "members", "peer-ready",
+        [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",
+        [PS_MSG_PREFLIGHT_RESULT] = "preflight-result"};
+    if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {
         return "unknown";
     }
     return names[type];

@@ -23,7 +23,8 @@ extern "C" {
 /* 3: membership (MSG_MEMBERS, the report's steps_fewer_workers). */
 /* 4: --secure (the nodes' CurveZMQ public keys in Register and the view,
  *    the report's secure_refused); per-node tokens (RegisterAck, Header, the
- *    servers' view), MSG_PEER_READY. */
+ *    servers' view), MSG_PEER_READY; job identity at registration, preflight
+ *    (MSG_PREFLIGHT_*). */
 #define PS_PROTOCOL_VERSION 4u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
@@ -53,7 +54,9 @@ typedef enum {
     PS_MSG_CHECKPOINT = 19,
     PS_MSG_MEMBERS = 20,
     PS_MSG_PEER_READY = 21,
-    PS_MSG_TYPE_MAX = 21,
+    PS_MSG_PREFLIGHT_PROBE = 29,
+    PS_MSG_PREFLIGHT_RESULT = 30,
+    PS_MSG_TYPE_MAX = 30,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -120,6 +123,8 @@ typedef struct {
     char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
     uint64_t worker_tokens[PS_MAX_WORKERS]; /* servers' copy: worker r's token; else all 0 */
+    int preflight;             /* non-zero: every worker probes every server before
+                                  step 0 (worker/preflight.h) */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
@@ -137,7 +142,31 @@ typedef struct {
     char endpoint[128]; /* servers: advertised endpoint */
     uint32_t pid;       /* for operators' log lines */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: the Z85 public key it serves with; else "" */
+    char job_id[64];    /* the job the node belongs to; "" = any */
+    char job_hash[PS_JOB_HASH_LEN + 1]; /* its job configuration's hash; "" = unchecked */
+    char build[96];     /* ps_codec_build_id() of the node */
 } ps_register_t;
+
+/* The scheduler's answer to a registration. */
+typedef struct {
+    int rank;           /* the node's rank */
+    uint64_t token;     /* the node's secret, echoed in its data headers (workers) */
+    ps_job_t job;       /* the job configuration */
+    char job_id[64];    /* the job's id */
+    char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash */
+} ps_register_ack_t;
+
+/* Seconds a server has to answer each preflight probe before the pair is
+ * unreachable. */
+#define PS_PREFLIGHT_TIMEOUT 3.0
+
+/* One worker-server pair of a preflight. */
+typedef struct {
+    int server;          /* server rank */
+    int reached;         /* non-zero: every probe was answered in time */
+    double rtt_ms;       /* median round trip of a small probe, ms */
+    double mbytes_per_s; /* bulk probe, 1e6 bytes per second */
+} ps_preflight_pair_t;
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
 typedef struct {
@@ -187,11 +216,16 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h);
  * unpack_* returns 0 or PS_EPROTO. */
 int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
-/* token: the node's secret, echoed in its data headers (workers). */
-int ps_codec_pack_register_ack(int rank, uint64_t token, const ps_job_t *job, uint8_t **out,
-                               size_t *len);
-int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, uint64_t *token,
-                                 ps_job_t *job);
+int ps_codec_pack_register_ack(const ps_register_ack_t *a, uint8_t **out, size_t *len);
+int ps_codec_unpack_register_ack(const void *data, size_t len, ps_register_ack_t *a);
+/* A worker's preflight: n pairs (n <= PS_MAX_SERVERS). Unpack returns the count. */
+int ps_codec_pack_preflight(const ps_preflight_pair_t *pairs, int n, uint8_t **out,
+                            size_t *len);
+int ps_codec_unpack_preflight(const void *data, size_t len, ps_preflight_pair_t *pairs);
+
+/* This build's identity for registration, "`git describe` protocol N" (the
+ * project version outside a git checkout), into buf. Thread-safe. */
+void ps_codec_build_id(char *buf, size_t cap);
 int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len);
 int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi);
 /* A view is valid with S >= 1 servers whose ranges tile [0, P) in rank order,

@@ -35,6 +35,20 @@ ps_flag_t ps_link_peer_timeout_flag(double *dst)
                        "the scheduler silent this long is lost; in (0, 86400]"};
 }
 
+ps_flag_t ps_link_job_id_flag(const char **dst)
+{
+    return (ps_flag_t){"job-id", PS_FLAG_STR, dst, "ID",
+                       "the job this node belongs to: a scheduler of another job refuses it "
+                       "(default: any)"};
+}
+
+ps_flag_t ps_link_job_hash_flag(const char **dst)
+{
+    return (ps_flag_t){"job-hash", PS_FLAG_STR, dst, "HEX",
+                       "the job configuration's hash the scheduler must have (set by "
+                       "shardps-launch; default: unchecked)"};
+}
+
 int ps_link_check_timeouts(double connect_timeout, double peer_timeout)
 {
     return ps_link_check_flags(-1, connect_timeout, peer_timeout, NULL, 0);
@@ -88,8 +102,9 @@ static int s_send_body(ps_link_t *l, ps_msg_type_t type, uint8_t *body, size_t l
 }
 
 int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
-                 int want_rank, const char *endpoint, double connect_timeout,
-                 double peer_timeout, ps_job_t *job, char *err, size_t errlen)
+                 int want_rank, const char *endpoint, const ps_link_ident_t *ident,
+                 double connect_timeout, double peer_timeout, ps_job_t *job, char *err,
+                 size_t errlen)
 {
     *out = NULL;
     ps_link_t *l = calloc(1, sizeof *l);
@@ -111,6 +126,12 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     ps_register_t reg = {.role = role, .rank = want_rank, .pid = (uint32_t)getpid()};
     snprintf(reg.endpoint, sizeof reg.endpoint, "%s", endpoint ? endpoint : "");
     snprintf(reg.curve_key, sizeof reg.curve_key, "%s", ps_ctx_public_key(ctx));
+    if (ident) {
+        snprintf(reg.job_id, sizeof reg.job_id, "%s", ident->job_id ? ident->job_id : "");
+        snprintf(reg.job_hash, sizeof reg.job_hash, "%s",
+                 ident->job_hash ? ident->job_hash : "");
+    }
+    ps_codec_build_id(reg.build, sizeof reg.build);
     uint8_t *body;
     size_t len;
     int rc = ps_codec_pack_register(&reg, &body, &len);
@@ -118,9 +139,10 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
         rc = s_send_body(l, PS_MSG_REGISTER, body, len);
     }
-    double deadline = ps_now() + connect_timeout;
+    double start = ps_now(), deadline = start + connect_timeout;
+    double next_log = start + PS_LINK_WAIT_LOG_SECONDS;
     while (rc == 0) {
-        double left = deadline - ps_now();
+        double now = ps_now(), left = deadline - now;
         if (left <= 0) {
             snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s%s",
                      scheduler, connect_timeout,
@@ -130,8 +152,13 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
             rc = PS_ETIMEDOUT;
             break;
         }
+        if (now >= next_log) {
+            ps_log_info("still waiting for the scheduler at %s (%.0f s of --connect-timeout "
+                        "%.0f)", scheduler, now - start, connect_timeout);
+            next_log += PS_LINK_WAIT_LOG_SECONDS;
+        }
         ps_msg_t m = {0};
-        int got = s_recv(l, &m, left);
+        int got = s_recv(l, &m, left < next_log - now ? left : next_log - now);
         if (got < 0) {
             rc = got;
             break;
@@ -145,9 +172,16 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         } else if (m.hdr.type == PS_MSG_REGISTER_ACK && m.nframes == 1) {
             size_t n;
             const void *p = ps_msg_frame(&m, 0, &n);
-            if (ps_codec_unpack_register_ack(p, n, &l->rank, &l->token, job) != 0) {
+            ps_register_ack_t ack;
+            if (ps_codec_unpack_register_ack(p, n, &ack) != 0) {
                 snprintf(err, errlen, "the scheduler sent a bad registration answer");
                 rc = PS_EPROTO;
+            } else {
+                l->rank = ack.rank;
+                l->token = ack.token;
+                *job = ack.job;
+                ps_log_debug("joined job %s (configuration %s) at %s", ack.job_id,
+                            ack.job_hash, scheduler);
             }
             ps_msg_close(&m);
             if (rc == 0) {

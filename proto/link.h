@@ -51,6 +51,21 @@ ps_flag_t ps_link_scheduler_flag(const char **dst);
 ps_flag_t ps_link_rank_flag(int *dst, ps_role_t role);
 ps_flag_t ps_link_connect_timeout_flag(double *dst);
 ps_flag_t ps_link_peer_timeout_flag(double *dst);
+/* --job-id ID and --job-hash HEX (see ps_link_ident_t), as above. */
+ps_flag_t ps_link_job_id_flag(const char **dst);
+ps_flag_t ps_link_job_hash_flag(const char **dst);
+
+/* Seconds between a waiting node's "still waiting for the scheduler" lines
+ * (and the scheduler's "still waiting for S1 W3" lines). */
+#define PS_LINK_WAIT_LOG_SECONDS 3.0
+
+/* Which job a node belongs to, checked by the scheduler at registration (a
+ * node of another job or another build is refused, naming both). */
+typedef struct {
+    const char *job_id;   /* the job's id; NULL or "" = any (a node started by hand) */
+    const char *job_hash; /* the job configuration's hash (ps_job_hash), as
+                             shardps-launch computes it; NULL or "" = unchecked */
+} ps_link_ident_t;
 
 /* The check of the two timeout flags' values after parsing: both in
  * (0, PS_CONFIG_MAX_SECONDS] (NaN is not). Returns 0 or PS_EINVAL; prints
@@ -67,15 +82,18 @@ typedef struct ps_link ps_link_t;
 
 /*
  * Connects to the scheduler and registers. endpoint: what a server advertises
- * (NULL for workers). Waits up to connect_timeout seconds for the answer.
+ * (NULL for workers); ident: the job it belongs to (NULL = any; this build's
+ * ps_codec_build_id() always goes along). Waits up to connect_timeout seconds
+ * for the answer, logging every PS_LINK_WAIT_LOG_SECONDS that it still waits.
  * On success returns 0 with the link in *out (caller owns the result; destroy
  * with ps_link_destroy()) and the job in *job. Returns PS_ETIMEDOUT (no
  * answer: unreachable scheduler), PS_EINVAL (bad endpoint), PS_EPROTO /
  * PS_ESTATE (refused), with a one-line reason in err and *out NULL.
  */
 int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
-                 int want_rank, const char *endpoint, double connect_timeout,
-                 double peer_timeout, ps_job_t *job, char *err, size_t errlen);
+                 int want_rank, const char *endpoint, const ps_link_ident_t *ident,
+                 double connect_timeout, double peer_timeout, ps_job_t *job, char *err,
+                 size_t errlen);
 
 /* This node's rank, from REGISTER_ACK. */
 int ps_link_rank(const ps_link_t *l);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/job.h"
 #include "common/log.h"
 #include "proto/curve.h"
@@ -54,6 +55,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
+        {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
+        {"job-id", PS_FLAG_STR, &c->job_id, "ID", "this job's id: a node started for another job is refused at registration (default: job-<start time>-<random>)"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
@@ -62,6 +65,25 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
     _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
     memcpy(out, t, sizeof t);
     return PS_SCHEDULER_NFLAGS;
+}
+
+int ps_scheduler_flags_check_outputs(const ps_scheduler_flags_t *f, char *err, size_t errlen)
+{
+    const ps_scheduler_config_t *c = &f->cfg;
+    char why[512];
+    const char *bad = NULL;
+    if (c->summary && ps_file_check_writable(c->summary, why, sizeof why)) {
+        bad = "summary";
+    } else if (c->endpoint_file && ps_file_check_writable(c->endpoint_file, why, sizeof why)) {
+        bad = "endpoint-file";
+    } else if (c->checkpoint_every > 0 && c->checkpoint_dir &&
+               ps_file_check_dir_writable(c->checkpoint_dir, why, sizeof why)) {
+        bad = c->checkpoint_dir == c->resume ? "resume" : "checkpoint-dir";
+    } else {
+        return ps_config_check_endpoint("bind", c->bind, 1, err, errlen);
+    }
+    snprintf(err, errlen, "--%s %s", bad, why);
+    return PS_EINVAL;
 }
 
 int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)

@@ -24,7 +24,7 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 28
+#define PS_SCHEDULER_NFLAGS 30
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -52,6 +52,13 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out);
  * the cluster (common/job.h) and the timeouts. Returns 0, or PS_EINVAL with a
  * one-line reason in err (the caller prints "PROG: error: REASON"). */
 int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen);
+
+/* After ps_scheduler_flags_check(): where the job writes on this host
+ * (--summary, --endpoint-file, --checkpoint-dir), checked now so a typo
+ * cannot cost the run, and --bind's syntax. Returns 0, or PS_EINVAL with
+ * "--NAME PATH: why" in err. (Not part of the job's configuration: a
+ * launcher hashing the job flags on another host skips it.) */
+int ps_scheduler_flags_check_outputs(const ps_scheduler_flags_t *f, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

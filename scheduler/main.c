@@ -21,7 +21,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char err[512];
-    if (ps_scheduler_flags_check(&f, err, sizeof err) != 0) {
+    if (ps_scheduler_flags_check(&f, err, sizeof err) != 0 ||
+        ps_scheduler_flags_check_outputs(&f, err, sizeof err) != 0) {
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }

@@ -27,6 +27,7 @@
 #include "proto/range.h"
 #include "proto/sock.h"
 #include "scheduler/manifest.h"
+#include "scheduler/preflight.h"
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/summary.h"
 
@@ -125,6 +126,13 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
                            "registration does not decode");
         return;
     }
+    char why[400];
+    if (ps_identity_check(&s->id, &reg, why, sizeof why) != 0) {
+        s->registrations_refused++;
+        ps_ratelog_reject(s->drops, "a registration", s_peer(m), why);
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL, "%s", why);
+        return;
+    }
     if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "the job has already started or this node is registered");
@@ -182,7 +190,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
     uint8_t *body;
-    if (ps_codec_pack_register_ack(rank, n->token, &s->cfg->job, &body, &len) == 0) {
+    ps_register_ack_t ack = {.rank = rank, .token = n->token, .job = s->cfg->job};
+    snprintf(ack.job_id, sizeof ack.job_id, "%s", s->id.job_id);
+    snprintf(ack.job_hash, sizeof ack.job_hash, "%s", s->id.job_hash);
+    if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
         ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
                          len);
         free(body);
@@ -273,6 +284,7 @@ static void s_maybe_start(ps_scheduler_t *s)
     v->job = s->cfg->job;
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
+    v->preflight = s->cfg->preflight && s->cfg->servers > 0;
     if (s_checkpoint_setup(s) != 0) {
         return;
     }
@@ -386,6 +398,9 @@ static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
 /* Passes the current barrier once every live worker is in it. */
 static void s_barrier_check(ps_scheduler_t *s)
 {
+    if (s->view->preflight && s->preflight_state != 1) {
+        return; /* no step before the preflight passed */
+    }
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
         if (!s->nodes[i].lost && !s->nodes[i].in_barrier) {
             return;
@@ -449,6 +464,23 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     n->train_samples = mi.train_samples;
 }
 
+/* A preflight result came (or a worker left): once every one is in, the
+ * verdict; a pass lets a waiting barrier go. */
+static void s_preflight_progress(ps_scheduler_t *s)
+{
+    char why[512];
+    int rc = s->preflight_state == 0 ? ps_preflight_check(s, why, sizeof why) : 0;
+    if (rc < 0) {
+        s->preflight_state = -1;
+        s_fail(s, "%s", why);
+    } else if (rc == 1) {
+        s->preflight_state = 1;
+        if (s->barrier[0]) {
+            s_barrier_check(s);
+        }
+    }
+}
+
 static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
 {
     if (m->hdr.type == PS_MSG_REGISTER) {
@@ -496,6 +528,13 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         break;
     case PS_MSG_PEER_READY:
         s_on_peer_ready(s, n, m);
+        break;
+    case PS_MSG_PREFLIGHT_RESULT:
+        if (ps_preflight_on_result(s, n, m) != 0) {
+            s_fail(s, "%s sent a bad preflight result", ps_node_tag(n, tag, sizeof tag));
+            break;
+        }
+        s_preflight_progress(s);
         break;
     case PS_MSG_REPORT:
         if (n->role != PS_ROLE_SERVER || !p ||
@@ -559,10 +598,33 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     }
     s_send_all(s, PS_MSG_MEMBERS, body, len);
     free(body);
+    s_preflight_progress(s);
     if (s->barrier[0]) {
         s_barrier_check(s);
     }
     return 1;
+}
+
+/* " S1 W3 ..." (the nodes not registered yet, marked "(+N more)" past the
+ * line's room) into buf. Returns how many are registered. */
+static int s_missing(const ps_scheduler_t *s, char *buf, size_t cap)
+{
+    char one[16];
+    size_t at = 0;
+    int more = 0, in = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i].used) {
+            in++;
+            continue;
+        }
+        int is_server = i < s->cfg->servers;
+        snprintf(one, sizeof one, " %s%d", is_server ? "S" : "W",
+                 is_server ? i : i - s->cfg->servers);
+        at += ps_log_list_add(buf, cap, at, one, &more);
+    }
+    ps_log_list_end(buf, cap, at, more);
+    return in;
 }
 
 static void s_tick(ps_scheduler_t *s)
@@ -586,21 +648,19 @@ static void s_tick(ps_scheduler_t *s)
         }
     }
     if (s->phase == S_WAITING && now - s->t_start > s->cfg->wait) {
-        char missing[160] = "", one[16];
-        size_t at = 0;
-        int more = 0;
-        for (int i = 0; i < s->nnodes; i++) {
-            if (!s->nodes[i].used) {
-                int is_server = i < s->cfg->servers;
-                snprintf(one, sizeof one, " %s%d", is_server ? "S" : "W",
-                         is_server ? i : i - s->cfg->servers);
-                at += ps_log_list_add(missing, sizeof missing, at, one, &more);
-            }
-        }
-        ps_log_list_end(missing, sizeof missing, at, more);
-        s_fail(s, "not every node registered within %.0f s; missing:%s%s", s->cfg->wait,
-               missing[0] ? missing : " model sizes from workers", "");
+        char missing[160];
+        s_missing(s, missing, sizeof missing);
+        s_fail(s, "not every node registered within %.0f s; missing:%s", s->cfg->wait,
+               missing[0] ? missing : " model sizes from workers");
         return;
+    }
+    if (s->phase == S_WAITING && now >= s->next_wait_log) {
+        char missing[160];
+        int in = s_missing(s, missing, sizeof missing);
+        ps_log_info("still waiting for%s (%d/%d registered, %.0f s of --wait %.0f)",
+                    missing[0] ? missing : " model sizes from workers", in, s->nnodes,
+                    now - s->t_start, s->cfg->wait);
+        s->next_wait_log = now + PS_LINK_WAIT_LOG_SECONDS;
     }
     if (s->phase == S_RUNNING) {
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
@@ -682,9 +742,13 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
         goto fail;
     }
-    ps_log_info("listening on %s for %d servers and %d workers%s", s.endpoint, cfg->servers,
-                cfg->workers, cfg->secure ? " (secure: CurveZMQ, this job's keys only)" : "");
+    ps_identity_init(&s.id, cfg->job_id, &cfg->job, cfg->servers, cfg->workers);
+    ps_log_info("listening on %s for %d servers and %d workers (job %s, configuration %s, "
+                "build %s)%s", s.endpoint, cfg->servers, cfg->workers, s.id.job_id,
+                s.id.job_hash, s.id.build,
+                cfg->secure ? " (secure: CurveZMQ, this job's keys only)" : "");
     s.t_start = ps_now();
+    s.next_wait_log = s.t_start + PS_LINK_WAIT_LOG_SECONDS;
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
         ps_pollitem_t it = {.sock = s.router};
         if ((rc = ps_poll(&it, 1, 100)) < 0) {
@@ -714,6 +778,9 @@ fail:
     }
     ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s.ctx);
+    for (int i = 0; s.nodes && i < s.nnodes; i++) {
+        free(s.nodes[i].preflight);
+    }
     ps_manifest_destroy(&s.manifest);
     ps_ratelog_destroy(&s.drops);
     free(s.view);

@@ -33,6 +33,10 @@ typedef struct {
                                   any loss aborts it) */
     int secure;                /* CurveZMQ on every socket, only the job's keys admitted */
     const char *keys;          /* --secure: the job's key directory (shardps-keygen) */
+    const char *job_id;        /* this job's id, checked at registration; NULL = derive
+                                  one from the start time (scheduler/identity.h) */
+    int preflight;             /* every worker probes every server before step 0; an
+                                  unreachable pair fails the job (scheduler/preflight.h) */
 } ps_scheduler_config_t;
 
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,

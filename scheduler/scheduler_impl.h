@@ -14,6 +14,7 @@
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "proto/sock.h"
+#include "scheduler/identity.h"
 #include "scheduler/manifest.h"
 #include "scheduler/scheduler.h"
 
@@ -41,6 +42,8 @@ typedef struct {
     ps_done_t stats;      /* workers: their DONE report */
     int reported;         /* servers: sent their end-of-job report */
     ps_server_report_t report; /* servers: that report */
+    ps_preflight_pair_t *preflight; /* workers, --preflight: one per server, or NULL
+                                       until the result came; owned */
 } ps_node_t;
 
 /* WAITING for nodes -> STARTING (servers have the view, binding for their
@@ -67,6 +70,10 @@ typedef struct {
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     int membership_changes; /* workers lost (or joined) while the job ran */
     uint64_t refused; /* messages from a connection that is not the node it claims */
+    ps_identity_t id; /* the job's id, configuration hash and build */
+    uint64_t registrations_refused; /* nodes of another job or build */
+    double next_wait_log; /* ps_now() of the next "still waiting for" line */
+    int preflight_state; /* --preflight: 0 waiting for results, 1 passed, -1 failed */
 } ps_scheduler_t;
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "scheduler/preflight.h"
 
 /* Prints "[a, b, ...]" of one double per worker. */
 static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
@@ -46,6 +47,12 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
 {
     int finished = s->phase == S_FINISHED;
     char tag[16];
+    fputs("\"job_id\": ", f);
+    s_json_str(f, s->id.job_id);
+    fprintf(f, ", \"job_hash\": \"%s\", \"build\": ", s->id.job_hash);
+    s_json_str(f, s->id.build);
+    fprintf(f, ", \"registrations_refused\": %llu, ",
+            (unsigned long long)s->registrations_refused);
     fprintf(f, "\"status\": \"%s\", \"failure\": ",
             finished ? "ok" : s->diverged ? "diverged" : "failed");
     if (finished) {
@@ -69,7 +76,9 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
             fputc('}', f);
         }
     }
-    fputs("], \"server_reports\": [", f);
+    fputs("], \"preflight\": ", f);
+    ps_preflight_json(s, f);
+    fputs(", \"server_reports\": [", f);
     for (int i = 0; finished && i < s->cfg->servers; i++) {
         const ps_server_report_t *r = &s->nodes[i].report;
         fprintf(f,

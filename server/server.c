@@ -356,6 +356,11 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     case PS_MSG_PULL:
     case PS_MSG_INIT:
         break;
+    case PS_MSG_PREFLIGHT_PROBE:
+        /* A worker's preflight: answered at once, payload dropped unread. */
+        ps_msg_send_ctrl(s->router, &m->route, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_SERVER,
+                         s->rank, NULL, 0);
+        return;
     default:
         s_reply_error(s, m, PS_EPROTO, "unexpected message type %s",
                       ps_codec_type_name(h->type));
@@ -668,8 +673,10 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("cannot bind %s: %s", cfg->bind, err);
         goto fail;
     }
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
     int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER, cfg->rank, NULL,
-                          cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
+                          &ident, cfg->connect_timeout, cfg->peer_timeout, &job, err,
+                          sizeof err);
     if (rc != 0) {
         ps_log_err("%s", err);
         goto fail;

@@ -23,6 +23,8 @@ typedef struct {
     int rank;               /* wanted rank, -1 = assigned by the scheduler */
     double connect_timeout; /* seconds to wait for the scheduler's answer */
     double peer_timeout;    /* seconds of scheduler silence that mean it is lost */
+    const char *job_id;      /* the job it belongs to (--job-id); NULL = any */
+    const char *job_hash;    /* that job's configuration hash (--job-hash); NULL = unchecked */
     double report_missing;  /* a step waiting this long logs which workers it waits for */
     int secure;             /* CurveZMQ on every socket, only the job's keys admitted */
     const char *keys;       /* --secure: the job's key directory (shardps-keygen) */

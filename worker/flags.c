@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "proto/curve.h"
 #include "proto/link.h"
@@ -58,6 +59,8 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_link_peer_timeout_flag(&c->peer_timeout),
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
+        ps_link_job_id_flag(&c->job_id),
+        ps_link_job_hash_flag(&c->job_hash),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_WORKER_NFLAGS, "PS_WORKER_NFLAGS");
@@ -65,11 +68,36 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
     return PS_WORKER_NFLAGS;
 }
 
+/* The files written at the end, checked now: a typo must not cost the run.
+ * (--dump-params's %d, the rank, is in the file name: its directory is the
+ * pattern's.) */
+static int s_check_outputs(const ps_worker_config_t *c, char *err, size_t errlen)
+{
+    char why[512];
+    if (c->dump_params && ps_file_check_writable(c->dump_params, why, sizeof why)) {
+        snprintf(err, errlen, "--dump-params %s", why);
+        return PS_EINVAL;
+    }
+    if (c->save_model && !c->evaluate && ps_file_check_writable(c->save_model, why, sizeof why)) {
+        snprintf(err, errlen, "--save-model %s", why);
+        return PS_EINVAL;
+    }
+    if (c->summary && c->evaluate && ps_file_check_writable(c->summary, why, sizeof why)) {
+        snprintf(err, errlen, "--summary %s", why);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
 int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
 {
     const ps_worker_config_t *c = &f->cfg;
     f->cfg.skip_nonfinite = !strcmp(f->on_nonfinite, "skip");
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
+        ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
+        ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
+        ps_config_check_endpoint("advertise", c->advertise, 0, err, errlen) ||
+        s_check_outputs(c, err, errlen) ||
         ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||

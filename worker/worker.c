@@ -46,6 +46,7 @@
 #include "proto/link.h"
 #include "worker/data.h"
 #include "worker/kv.h"
+#include "worker/preflight.h"
 #include "worker/models/model.h"
 #include "worker/overlap.h"
 #include "worker/ring.h"
@@ -583,8 +584,9 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
     rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
-                      cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
+                      &ident, cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
                       sizeof w->err);
     if (rc != 0) {
         return rc;
@@ -639,6 +641,10 @@ static int s_start(ps_worker_t *w)
         snprintf(w->err, sizeof w->err, "the view has %llu parameters, our model %llu",
                  (unsigned long long)w->view->num_params, (unsigned long long)P);
         return PS_EPROTO;
+    }
+    if (w->view->preflight && w->view->num_servers > 0 &&
+        (rc = ps_preflight_run(w->ctx, w->link, w->view, w->rank, w->err, sizeof w->err))) {
+        return rc;
     }
     if ((rc = ps_kv_new(w->ctx, &w->link, w->view, &w->kv, w->err, sizeof w->err)) != 0) {
         return rc;

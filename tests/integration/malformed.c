@@ -640,7 +640,7 @@ static int s_no_read(const char *sched, uint64_t P, int pulls, const char *dir)
     if (!view || ps_ctx_new(&ctx) != 0) {
         s_die("out of memory");
     }
-    if (ps_link_join(&link, ctx, sched, PS_ROLE_WORKER, -1, NULL, 30.0, 30.0, &job, err,
+    if (ps_link_join(&link, ctx, sched, PS_ROLE_WORKER, -1, NULL, NULL, 30.0, 30.0, &job, err,
                      sizeof err) != 0) {
         s_die("join: %s", err);
     }
@@ -792,7 +792,7 @@ static int s_stranger(const char *dir, const char *sched, const char *server, co
     for (int r = 0; r < rounds && !answered; r++) {
         ps_link_t *link = NULL;
         ps_job_t job;
-        int rc = ps_link_join(&link, ctx, sched, PS_ROLE_WORKER, -1, NULL, 1.0, 5.0, &job, err,
+        int rc = ps_link_join(&link, ctx, sched, PS_ROLE_WORKER, -1, NULL, NULL, 1.0, 5.0, &job, err,
                               sizeof err);
         if (rc != PS_ETIMEDOUT) {
             fprintf(stderr, "the scheduler answered a stranger's registration: %s\n",
@@ -910,7 +910,7 @@ int main(int argc, char **argv)
     if (ps_ctx_new(&c.ctx) != 0 || !c.view) {
         s_die("out of memory");
     }
-    int rc = ps_link_join(&c.link, c.ctx, argv[1], PS_ROLE_WORKER, 1, NULL, 30.0, 30.0, &job,
+    int rc = ps_link_join(&c.link, c.ctx, argv[1], PS_ROLE_WORKER, 1, NULL, NULL, 30.0, 30.0, &job,
                           err, sizeof err);
     if (rc != 0) {
         s_die("join: %s", err);

@@ -46,7 +46,7 @@ int main(int argc, char **argv)
     ps_model_info_t info = {.num_params = S_P, .train_samples = S_SAMPLES};
     ps_kv_t *kv = NULL;
     if (ps_ctx_new(&ctx) != 0 ||
-        ps_link_join(&link, ctx, argv[1], PS_ROLE_WORKER, 0, NULL, 10, 5, &job, err,
+        ps_link_join(&link, ctx, argv[1], PS_ROLE_WORKER, 0, NULL, NULL, 10, 5, &job, err,
                      sizeof err) != 0 ||
         ps_link_wait_view(link, &info, &view, err, sizeof err) != 0 ||
         ps_kv_new(ctx, &link, &view, &kv, err, sizeof err) != 0) {

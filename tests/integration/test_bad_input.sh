@@ -122,4 +122,49 @@ bad "server --scheduler nonsense" "nonsense" "$SERVER" --scheduler nonsense --bi
 bad "worker --scheduler nonsense" "nonsense" "$WORKER" --scheduler nonsense
 bad "scheduler --bind on a foreign address" "cannot bind tcp://192\.0\.2\.1:" \
     "$SCHED" --bind 'tcp://192.0.2.1:*'
+# A malformed endpoint is bad usage: exit 2, the documented code, before anything
+# connects or binds.
+for args in "$WORKER --scheduler nonsense" "$SERVER --scheduler tcp://127.0.0.1:99999" \
+    "$WORKER --scheduler tcp://127.0.0.1 --connect-timeout 1" "$SERVER --bind tcp://127.0.0.1"; do
+    N=$((N + 1))
+    # shellcheck disable=SC2086
+    timeout 30 $args >/dev/null 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || fail "$args: exit status $rc, expected 2"
+    echo "ok $N - $args: exit 2"
+done
+
+# --- output paths: every one checked at start, before any training ----------------
+touch "$TMP/a-file"
+bad "scheduler --summary in a missing directory" "--summary $TMP/no-dir/s.json" \
+    "$SCHED" --summary "$TMP/no-dir/s.json"
+bad "scheduler --summary is a directory" "--summary $TMP: not a file name" \
+    "$SCHED" --summary "$TMP"
+bad "scheduler --checkpoint-dir under a file" "--checkpoint-dir $TMP/a-file/ck" \
+    "$SCHED" --checkpoint-dir "$TMP/a-file/ck" --checkpoint-every 5
+bad "scheduler --endpoint-file in a missing directory" "--endpoint-file" \
+    "$SCHED" --endpoint-file "$TMP/no-dir/ep"
+bad "worker --dump-params in a missing directory" "--dump-params $TMP/no-dir/p%d.f32" \
+    "$WORKER" --dump-params "$TMP/no-dir/p%d.f32"
+bad "worker --save-model in a missing directory" "--save-model $TMP/no-dir/m.safetensors" \
+    "$WORKER" --save-model "$TMP/no-dir/m.safetensors"
+bad "bench compute --json in a missing directory" "--json $TMP/no-dir/c.json" \
+    "$SPS_BUILD/bench/shardps-bench" compute --json "$TMP/no-dir/c.json"
+# Through the launcher: bad usage (2), no node started, no step trained. The
+# time is printed, not judged (timings are the bench's).
+for flag in --summary --dump-params --checkpoint-dir; do
+    N=$((N + 1))
+    extra=()
+    [ "$flag" = --checkpoint-dir ] && extra=(--checkpoint-every 5)
+    t0=$(date +%s.%N)
+    timeout 30 "$LAUNCH" --servers 2 --workers 2 "$flag" "$TMP/no-dir/out" "${extra[@]}" \
+        >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    t1=$(date +%s.%N)
+    [ $rc -eq 2 ] || fail "launch $flag in a missing directory: exit $rc, expected 2: $(cat "$TMP/err")"
+    grep -q -- "$flag $TMP/no-dir/out" "$TMP/err" || fail "launch $flag: no line naming the path: $(cat "$TMP/err")"
+    ! grep -Eq " (S[0-9]|W[0-9]) |job started" "$TMP/err" ||
+        fail "launch $flag: a node or the job started: $(cat "$TMP/err")"
+    echo "ok $N - launch $flag in a missing directory: exit 2 in $(echo "$t1 - $t0" | bc) s, before any node"
+done
 echo "ok: $N cases"

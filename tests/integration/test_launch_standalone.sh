@@ -204,21 +204,23 @@ else
     fail "launcher writes nothing on stdout"
 fi
 a=$(cat "$FAKE_DIR/args.C")
-if [[ "$a" == "--bind tcp://127.0.0.1:* --endpoint-file "*"/scheduler.endpoint --servers 2 --workers 3 --model mlp --lr 0.1 --summary $FAKE_DIR/summary.txt --log-level info --extra-flag 7" ]]; then
+if [[ "$a" == "--bind tcp://127.0.0.1:* --endpoint-file "*"/scheduler.endpoint --servers 2 --workers 3 --model mlp --lr 0.1 --summary $FAKE_DIR/summary.txt --job-id job-"*" --log-level info --extra-flag 7" ]]; then
     pass "scheduler command line"
 else
     fail "scheduler command line: $a"
 fi
 a=$(cat "$FAKE_DIR/args.S1")
-if [ "$a" = "--scheduler tcp://127.0.0.1:5555 --bind tcp://127.0.0.1:* --rank 1 --log-level info" ]; then
+# Every role gets the job's fresh id (no --job-hash: "--extra-flag 7" does not parse as
+# a scheduler flag, so the launcher has no configuration to hash).
+if [[ "$a" == "--scheduler tcp://127.0.0.1:5555 --bind tcp://127.0.0.1:* --rank 1 --job-id job-"*" --log-level info" ]]; then
     pass "server command line"
 else
     fail "server command line: $a"
 fi
 a0=$(cat "$FAKE_DIR/args.W0")
 a2=$(cat "$FAKE_DIR/args.W2")
-if [ "$a0" = "--scheduler tcp://127.0.0.1:5555 --rank 0 --data /d --dump-params $FAKE_DIR/p.bin --save-model $FAKE_DIR/model.safetensors --log-level info" ] &&
-    [ "$a2" = "--scheduler tcp://127.0.0.1:5555 --rank 2 --data /d --log-level info" ]; then
+if [[ "$a0" == "--scheduler tcp://127.0.0.1:5555 --rank 0 --data /d --dump-params $FAKE_DIR/p.bin --save-model $FAKE_DIR/model.safetensors --job-id job-"*" --log-level info" ]] &&
+    [[ "$a2" == "--scheduler tcp://127.0.0.1:5555 --rank 2 --data /d --job-id job-"*" --log-level info" ]]; then
     pass "worker command lines (--dump-params, --save-model beside --summary to worker 0 only)"
 else
     fail "worker command lines: '$a0' / '$a2'"

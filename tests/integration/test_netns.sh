@@ -2,15 +2,16 @@
 # tests/integration/test_netns.sh - one job across five "hosts": each role in
 # its own network namespace with its own address, like a small cluster.
 #
-# Layout (names carry $$, the subnet 10.200.X.0/24 a random X, so runs can go
-# in parallel; the root namespace is never touched):
+# Layout (tests/integration/netns_lib.sh; names carry $$, the subnet
+# 10.200.X.0/24 a random X, so runs can go in parallel; the root namespace is
+# never touched):
 #
 #   sps<pid>hub:  bridge br0 <- veth vc, vs0, vs1, vw0, vw1
-#   sps<pid>c:    eth0 10.200.X.1   scheduler --bind tcp://10.200.X.1:*
-#   sps<pid>s0:   eth0 10.200.X.10  server --bind tcp://0.0.0.0:* (advertised
+#   sps<pid>c:    eth0 10.200.X.10  scheduler --bind tcp://10.200.X.10:*
+#   sps<pid>s0:   eth0 10.200.X.11  server --bind tcp://0.0.0.0:* (advertised
 #                                   as the address the scheduler sees)
-#   sps<pid>s1:   eth0 10.200.X.11  server --bind tcp://10.200.X.11:*
-#   sps<pid>w0/1: eth0 10.200.X.20/21 workers
+#   sps<pid>s1:   eth0 10.200.X.12  server --bind tcp://10.200.X.12:*
+#   sps<pid>w0/1: eth0 10.200.X.13/14 workers
 #
 # Asserts: every process exits 0; the scheduler registered both servers at
 # their namespace addresses (not 127.x, not 0.0.0.0) and put those in the shard
@@ -19,62 +20,16 @@
 # veth pairs or bridges cannot be created (not root, no kernel support).
 . "$(dirname "$0")/lib.sh"
 
+. "$(dirname "$0")/netns_lib.sh"
+
 JOB=(--max-steps 30 --epochs 1 --seed 11 --batch 32)
-PFX=sps$$
-HUB=${PFX}hub
-NETS=() # namespaces created so far, hub first
-
-netns_cleanup() {
-    local ns
-    for ns in "${NETS[@]:-}"; do
-        [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
-    done
-    NETS=()
-}
-trap 'cleanup; netns_cleanup' EXIT
-
-[ "$(id -u)" -eq 0 ] || skip "cannot create network namespaces: not root"
-command -v ip >/dev/null || skip "cannot create network namespaces: no ip (iproute2)"
-
-# Runs a set-up command; on failure skips with its error message.
-setup() {
-    local out
-    out=$("$@" 2>&1) || skip "cannot create network namespaces: $* : $(echo "$out" | head -1)"
-}
-
-setup ip netns add "$HUB"
-NETS+=("$HUB")
-setup ip -n "$HUB" link set lo up
-setup ip -n "$HUB" link add br0 type bridge
-setup ip -n "$HUB" link set br0 up
-
-X=$((RANDOM % 250 + 1))
-NET=10.200.$X
-declare -A ADDR=([c]=$NET.1 [s0]=$NET.10 [s1]=$NET.11 [w0]=$NET.20 [w1]=$NET.21)
-for role in c s0 s1 w0 w1; do
-    ns=$PFX$role
-    setup ip netns add "$ns"
-    NETS+=("$ns")
-    setup ip -n "$HUB" link add "v$role" type veth peer name eth0 netns "$ns"
-    setup ip -n "$HUB" link set "v$role" master br0 up
-    setup ip -n "$ns" addr add "${ADDR[$role]}/24" dev eth0
-    setup ip -n "$ns" link set eth0 up
-    setup ip -n "$ns" link set lo up
-done
+netns_hosts c s0 s1 w0 w1
 
 # The reference: the same job on loopback through the launcher.
 "$LAUNCH" --servers 2 --workers 2 "${JOB[@]}" --dump-params "$TMP/loopback.f32" \
     --log-level warn >"$TMP/loopback.log" 2>&1 ||
     fail "loopback run failed: $(tail -5 "$TMP/loopback.log")"
 
-# Runs a role in its namespace: in NAME ROLE-BINARY ARGS...
-in_ns() {
-    local role=$1
-    shift
-    start "$role" ip netns exec "$PFX$role" "$@"
-    PID[$role]=$LAST_PID
-}
-declare -A PID
 in_ns c "$SCHED" --bind "tcp://${ADDR[c]}:*" --endpoint-file "$TMP/c.ep" \
     --servers 2 --workers 2 "${JOB[@]}" --summary "$TMP/c.json"
 wait_file "$TMP/c.ep" 15 || fail "scheduler did not write its endpoint: $(cat "$TMP/c.log")"
@@ -105,10 +60,7 @@ params_close "$TMP/netns.f32" "$TMP/loopback.f32" 0 ||
 check_logs
 
 # Tear down now and check nothing of ours is left.
-cleanup_ns_left() {
-    ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PFX(hub|c|s0|s1|w0|w1)$"
-}
 netns_cleanup
-left=$(cleanup_ns_left)
+left=$(netns_left)
 [ -z "$left" ] || fail "namespaces left behind: $left"
 echo "ok: 5 namespaces on $NET.0/24, parameters bitwise equal to loopback"

@@ -374,50 +374,88 @@ END_TEST
 
 START_TEST(register_ack_round_trips_the_job)
 {
-    ps_job_t job = s_job(), got;
-    int rank = -1;
-    uint64_t token = 0;
+    ps_register_ack_t a = {.rank = 7, .token = UINT64_MAX - 5, .job = s_job(),
+                           .job_id = "slurm-42.0", .job_hash = "0123456789abcdef"},
+                      got;
     uint8_t *body;
     size_t len;
-    ck_assert_int_eq(ps_codec_pack_register_ack(7, UINT64_MAX - 5, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), 0);
+    ck_assert_int_eq(ps_codec_pack_register_ack(&a, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &got), 0);
     free(body);
-    ck_assert_int_eq(rank, 7);
-    ck_assert_uint_eq(token, UINT64_MAX - 5);
-    s_assert_job_eq(&got, &job);
+    ck_assert_int_eq(got.rank, 7);
+    ck_assert_uint_eq(got.token, UINT64_MAX - 5);
+    s_assert_job_eq(&got.job, &a.job);
+    ck_assert_str_eq(got.job_id, "slurm-42.0");
+    ck_assert_str_eq(got.job_hash, "0123456789abcdef");
     /* the defaults too (sync, mlp) */
-    ps_job_defaults(&job);
-    ck_assert_int_eq(ps_codec_pack_register_ack(0, 1, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), 0);
+    a = (ps_register_ack_t){.rank = 0, .token = 1};
+    ps_job_defaults(&a.job);
+    ck_assert_int_eq(ps_codec_pack_register_ack(&a, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &got), 0);
     free(body);
-    ck_assert_int_eq(rank, 0);
-    ck_assert_uint_eq(token, 1);
-    s_assert_job_eq(&got, &job);
+    ck_assert_int_eq(got.rank, 0);
+    ck_assert_uint_eq(got.token, 1);
+    s_assert_job_eq(&got.job, &a.job);
 }
 END_TEST
 
 START_TEST(register_ack_rejects_a_bad_or_missing_job)
 {
-    ps_job_t job = s_job(), got;
-    int rank;
-    uint64_t token;
+    ps_register_ack_t a = {.rank = 1, .job = s_job()}, got;
     uint8_t *body;
     size_t len;
-    snprintf(job.model, sizeof job.model, "resnet");
-    ck_assert_int_eq(ps_codec_pack_register_ack(1, 9, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), PS_EPROTO);
+    snprintf(a.job.model, sizeof a.job.model, "resnet");
+    ck_assert_int_eq(ps_codec_pack_register_ack(&a, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &got), PS_EPROTO);
     free(body);
-    job = s_job();
-    job.lr = -1.0;
-    ck_assert_int_eq(ps_codec_pack_register_ack(1, 9, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &token, &got), PS_EPROTO);
+    a.job = s_job();
+    a.job.lr = -1.0;
+    ck_assert_int_eq(ps_codec_pack_register_ack(&a, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &got), PS_EPROTO);
     free(body);
     /* RegisterAck{rank: 3} with no job at all */
     const uint8_t no_job[] = {(1 << 3) | 0, 3};
-    ck_assert_int_eq(ps_codec_unpack_register_ack(no_job, sizeof no_job, &rank, &token, &got),
+    ck_assert_int_eq(ps_codec_unpack_register_ack(no_job, sizeof no_job, &got), PS_EPROTO);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &got),
                      PS_EPROTO);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &rank, &token, &got),
-                     PS_EPROTO);
+}
+END_TEST
+
+START_TEST(register_carries_the_job_identity_and_build)
+{
+    ps_register_t r = {.role = PS_ROLE_WORKER, .rank = 1, .job_id = "job-a",
+                       .job_hash = "fedcba9876543210"},
+                  out;
+    ps_codec_build_id(r.build, sizeof r.build);
+    ck_assert_ptr_nonnull(strstr(r.build, " protocol 4"));
+    uint8_t *body;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_register(&r, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register(body, len, &out), 0);
+    free(body);
+    ck_assert_str_eq(out.job_id, "job-a");
+    ck_assert_str_eq(out.job_hash, "fedcba9876543210");
+    ck_assert_str_eq(out.build, r.build);
+}
+END_TEST
+
+START_TEST(preflight_round_trips_and_bounds_the_pairs)
+{
+    ps_preflight_pair_t in[3] = {{0, 1, 0.25, 812.5}, {1, 0, 0, 0}, {2, 1, 1.5, 3.0}},
+                        out[PS_MAX_SERVERS];
+    uint8_t *body;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_preflight(in, 3, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_preflight(body, len, out), 3);
+    free(body);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(out[i].server, in[i].server);
+        ck_assert_int_eq(out[i].reached, in[i].reached);
+        ck_assert_double_eq(out[i].rtt_ms, in[i].rtt_ms);
+        ck_assert_double_eq(out[i].mbytes_per_s, in[i].mbytes_per_s);
+    }
+    ck_assert_int_eq(ps_codec_pack_preflight(in, PS_MAX_SERVERS + 1, &body, &len), PS_EINVAL);
+    ck_assert_int_eq(ps_codec_unpack_preflight(s_garbage, sizeof s_garbage, out), PS_EPROTO);
 }
 END_TEST
 
@@ -1227,6 +1265,8 @@ int main(void)
     tcase_add_test(tb, register_rejects_other_roles_and_garbage);
     tcase_add_test(tb, register_ack_round_trips_the_job);
     tcase_add_test(tb, register_ack_rejects_a_bad_or_missing_job);
+    tcase_add_test(tb, register_carries_the_job_identity_and_build);
+    tcase_add_test(tb, preflight_round_trips_and_bounds_the_pairs);
     tcase_add_test(tb, model_info_round_trips);
     tcase_add_test(tb, view_round_trips_with_several_servers);
     tcase_add_test(tb, view_round_trips_in_allreduce_mode);

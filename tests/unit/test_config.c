@@ -324,6 +324,27 @@ START_TEST(help_omits_an_empty_string_default)
 }
 END_TEST
 
+START_TEST(endpoint_syntax_is_checked_before_use)
+{
+    char err[200];
+    const char *good[] = {"tcp://127.0.0.1:9000", "tcp://host-a:1", "tcp://[::1]:65535",
+                          "ipc:///tmp/x", "inproc://t"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        ck_assert_int_eq(ps_config_check_endpoint("scheduler", good[i], 0, err, sizeof err), 0);
+    }
+    ck_assert_int_eq(ps_config_check_endpoint("bind", "tcp://0.0.0.0:*", 1, err, sizeof err), 0);
+    ck_assert_int_eq(ps_config_check_endpoint("bind", NULL, 1, err, sizeof err), 0);
+    const char *bad[] = {"nonsense", "tcp://host", "tcp://:9000", "tcp://h:0", "tcp://h:65536",
+                         "tcp://h:9x", "tcp://h:*", "udp://h:1", "ipc://", "tcp://a b:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(ps_config_check_endpoint("scheduler", bad[i], 0, err, sizeof err),
+                         PS_EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, bad[i]));
+        ck_assert_ptr_nonnull(strstr(err, "--scheduler"));
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -338,6 +359,7 @@ int main(void)
     tcase_add_test(tc, rest_gets_the_first_argument_not_consumed);
     tcase_add_test(tc, help_returns_1_and_lists_every_flag);
     tcase_add_test(tc, help_omits_an_empty_string_default);
+    tcase_add_test(tc, endpoint_syntax_is_checked_before_use);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

@@ -6,6 +6,7 @@
  * shape; every failure is PS_EINVAL with a one-line reason.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -285,6 +286,42 @@ START_TEST(nodes_straggler_must_be_a_worker)
 }
 END_TEST
 
+START_TEST(hash_tells_configurations_apart_and_is_stable)
+{
+    ps_job_t a, b;
+    ps_job_defaults(&a);
+    ps_job_defaults(&b);
+    char ha[PS_JOB_HASH_LEN + 1], hb[PS_JOB_HASH_LEN + 1];
+    ps_job_hash(&a, 2, 2, ha, sizeof ha);
+    ps_job_hash(&b, 2, 2, hb, sizeof hb);
+    ck_assert_uint_eq(strlen(ha), PS_JOB_HASH_LEN);
+    ck_assert_str_eq(ha, hb);
+    ps_job_hash(&a, 2, 3, hb, sizeof hb); /* the node counts are the job's too */
+    ck_assert_str_ne(ha, hb);
+    b.lr = nextafter(a.lr, 1.0); /* one bit of a double */
+    ps_job_hash(&b, 2, 2, hb, sizeof hb);
+    ck_assert_str_ne(ha, hb);
+    b = a;
+    b.seed = 2;
+    ps_job_hash(&b, 2, 2, hb, sizeof hb);
+    ck_assert_str_ne(ha, hb);
+}
+END_TEST
+
+START_TEST(new_ids_differ)
+{
+    char a[64], b[64];
+    ps_job_new_id(a, sizeof a);
+    ck_assert_int_eq(strncmp(a, "job-", 4), 0);
+    int same = 0;
+    for (int i = 0; i < 4; i++) { /* 16 random bits: 4 equal draws in a row are 2^-64 */
+        ps_job_new_id(b, sizeof b);
+        same += !strcmp(a, b);
+    }
+    ck_assert_int_lt(same, 4);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("job");
@@ -300,6 +337,8 @@ int main(void)
     tcase_add_test(tc, nodes_allreduce_runs_without_servers);
     tcase_add_test(tc, nodes_sync_k_of_n_needs_n_workers);
     tcase_add_test(tc, nodes_straggler_must_be_a_worker);
+    tcase_add_test(tc, hash_tells_configurations_apart_and_is_stable);
+    tcase_add_test(tc, new_ids_differ);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

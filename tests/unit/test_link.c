@@ -66,12 +66,12 @@ static void *s_answer_register(void *arg)
     s->got_register = 1;
     s->node = m.route;
     if (s->answer == S_ACK) {
-        ps_job_t job;
-        ps_job_defaults(&job);
-        job.batch = 17;
+        ps_register_ack_t ack = {.rank = 3, .token = 42};
+        ps_job_defaults(&ack.job);
+        ack.job.batch = 17;
         uint8_t *body;
         size_t len;
-        if (ps_codec_pack_register_ack(3, 42, &job, &body, &len) == 0) {
+        if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
             ps_msg_send_ctrl(s->router, &m.route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0,
                              body, len);
             free(body);
@@ -89,7 +89,7 @@ static int s_join(s_sched_t *s, ps_link_t **l, double connect_timeout, double pe
 {
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, s_answer_register, s), 0);
-    int rc = ps_link_join(l, s->ctx, S_EP, PS_ROLE_WORKER, -1, NULL, connect_timeout,
+    int rc = ps_link_join(l, s->ctx, S_EP, PS_ROLE_WORKER, -1, NULL, NULL, connect_timeout,
                           peer_timeout, job, err, errlen);
     pthread_join(t, NULL);
     return rc;
@@ -174,7 +174,7 @@ START_TEST(link_join_refused_or_unanswered)
     ck_assert(s.got_register);
     ck_assert_ptr_null(l);
     ck_assert_ptr_nonnull(strstr(err, "no answer"));
-    ck_assert_int_eq(ps_link_join(&l, s.ctx, "nonsense", PS_ROLE_WORKER, -1, NULL, 1.0, 1.0,
+    ck_assert_int_eq(ps_link_join(&l, s.ctx, "nonsense", PS_ROLE_WORKER, -1, NULL, NULL, 1.0, 1.0,
                                   &job, err, sizeof err),
                      PS_EINVAL);
     s_sched_close(&s);

@@ -1,0 +1,98 @@
+/*
+ * tests/unit/test_identity.c - the job identity check at registration
+ * (scheduler/identity.h): a node of another build, job or job configuration
+ * is refused with one line naming both sides; a node that gives no job id or
+ * hash is not checked on them; the build always is.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "scheduler/identity.h"
+
+static ps_identity_t s_id(void)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ps_identity_t id;
+    ps_identity_init(&id, "job-a", &job, 2, 2);
+    return id;
+}
+
+static ps_register_t s_reg(const ps_identity_t *id)
+{
+    ps_register_t r = {.role = PS_ROLE_WORKER, .rank = -1};
+    snprintf(r.job_id, sizeof r.job_id, "%s", id->job_id);
+    snprintf(r.job_hash, sizeof r.job_hash, "%s", id->job_hash);
+    snprintf(r.build, sizeof r.build, "%s", id->build);
+    return r;
+}
+
+/* Asserts the check refuses r with a one-line reason holding a and b. */
+static void s_refused(const ps_identity_t *id, const ps_register_t *r, const char *a,
+                      const char *b)
+{
+    char why[400] = "";
+    ck_assert_int_eq(ps_identity_check(id, r, why, sizeof why), PS_EINVAL);
+    ck_assert_msg(strstr(why, a) && strstr(why, b), "'%s' lacks '%s' or '%s'", why, a, b);
+    ck_assert_ptr_null(strchr(why, '\n'));
+}
+
+START_TEST(the_same_job_and_build_pass)
+{
+    ps_identity_t id = s_id();
+    ps_register_t r = s_reg(&id);
+    char why[400];
+    ck_assert_int_eq(ps_identity_check(&id, &r, why, sizeof why), 0);
+    r.job_id[0] = r.job_hash[0] = '\0'; /* by hand: not checked on them */
+    ck_assert_int_eq(ps_identity_check(&id, &r, why, sizeof why), 0);
+}
+END_TEST
+
+START_TEST(another_job_configuration_or_build_is_refused_naming_both)
+{
+    ps_identity_t id = s_id();
+    ps_register_t r = s_reg(&id);
+    snprintf(r.job_id, sizeof r.job_id, "job-b");
+    s_refused(&id, &r, "job-b", "job-a");
+    r = s_reg(&id);
+    snprintf(r.job_hash, sizeof r.job_hash, "0123456789abcdef");
+    s_refused(&id, &r, "0123456789abcdef", id.job_hash);
+    r = s_reg(&id);
+    snprintf(r.build, sizeof r.build, "v0.0-other protocol 4");
+    s_refused(&id, &r, "v0.0-other protocol 4", id.build);
+    r.build[0] = '\0'; /* a build must always be given */
+    s_refused(&id, &r, "build ''", id.build);
+}
+END_TEST
+
+START_TEST(a_scheduler_without_an_id_draws_one)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ps_identity_t a, b;
+    ps_identity_init(&a, NULL, &job, 1, 1);
+    ps_identity_init(&b, "", &job, 1, 1);
+    ck_assert_int_eq(strncmp(a.job_id, "job-", 4), 0);
+    ck_assert_int_eq(strncmp(b.job_id, "job-", 4), 0);
+    ck_assert_str_eq(a.job_hash, b.job_hash);
+    ps_identity_init(&b, NULL, &job, 1, 2);
+    ck_assert_str_ne(a.job_hash, b.job_hash);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("identity");
+    TCase *tc = tcase_create("identity");
+    tcase_add_test(tc, the_same_job_and_build_pass);
+    tcase_add_test(tc, another_job_configuration_or_build_is_refused_naming_both);
+    tcase_add_test(tc, a_scheduler_without_an_id_draws_one);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
