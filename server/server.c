@@ -257,16 +257,14 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     const ps_header_t *h = &m->hdr;
     r->begin = h->begin;
     r->end = h->end;
-    /* HOOK (issue 12 item 3, waiting for issue 11's job id in the header):
-     * refuse here, first, a data message whose job id is not the view's
-     * (PS_ESTATE, "a message of job X; this is job Y"): a stale node of an
-     * old job. Under --secure each job's own keys already keep it out. */
     if (h->role != PS_ROLE_WORKER || h->sender < 0 || h->sender >= s->workers) {
         return s_reply_error(s, m, PS_ENOENT, "unknown sender %s%d",
                              ps_codec_role_tag(h->role), h->sender);
     }
-    /* A worker is whoever holds its token (from the scheduler, in the view):
-     * anyone else claiming its rank changes nothing and gets no data. */
+    /* A worker is whoever holds its token (from this job's scheduler, in the
+     * view): anyone else claiming its rank, a stale node of an old job
+     * included (its token is another scheduler's), changes nothing and gets
+     * no data. This is the job check on every data message. */
     if (h->token != s->view->worker_tokens[h->sender]) {
         s->forged++;
         return s_reply_error(s, m, PS_ENOENT, "not W%d: its token does not match",
