@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "deploy/plot.h"
 #include "deploy/proc.h"
 
 /* ---- growable string ---------------------------------------------------- */
@@ -199,45 +200,19 @@ void ps_bench_table_destroy(ps_bench_table_t **tp, int echo)
 void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
                           int h)
 {
-    ps_bench_str_addf(s,
-                      "# Written by shardps-bench; run with: gnuplot %s.gp\n"
-                      "set terminal pngcairo size %d,%d font ',9' noenhanced\n"
-                      "set output '%s/%s.png'\n"
-                      "set grid\nset key top left\n",
-                      name, w, h, dir, name);
+    ps_text_t t = {0};
+    ps_plot_header(&t, "shardps-bench", dir, name, w, h);
+    if (t.oom) {
+        s->oom = 1;
+    } else {
+        ps_bench_str_addf(s, "%s", t.p);
+    }
+    free(t.p);
 }
 
 int ps_bench_plot(const char *dir, const char *name, const char *script)
 {
-    static int warned;
-    char gp[PATH_MAX], log[PATH_MAX], exe[PATH_MAX];
-    snprintf(gp, sizeof gp, "%s/%s.gp", dir, name);
-    FILE *f = fopen(gp, "w");
-    if (!f) {
-        return PS_EIO;
-    }
-    fputs(script, f);
-    if (fclose(f) != 0) {
-        return PS_EIO;
-    }
-    if (ps_proc_find_exe("gnuplot", NULL, exe, sizeof exe) != 0) {
-        if (!warned) {
-            fprintf(stderr,
-                    "shardps-bench: gnuplot is not installed (Debian: gnuplot-nox); "
-                    "no PNG plots, the CSV/markdown files and the .gp scripts are "
-                    "written\n");
-            warned = 1;
-        }
-        return PS_ENOENT;
-    }
-    snprintf(log, sizeof log, "%s/gnuplot.log", dir);
-    char *argv[] = {exe, gp, NULL};
-    int rc = ps_bench_run(argv, log);
-    if (rc != 0) {
-        fprintf(stderr, "shardps-bench: gnuplot failed on %s (see %s)\n", gp, log);
-        return PS_EIO;
-    }
-    return 0;
+    return ps_plot_run("shardps-bench", dir, name, script);
 }
 
 /* The x axis of a plot against payload size: log2, tics named 4K, 1M, ... */

@@ -54,6 +54,12 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char 
     return rc;
 }
 
+ps_flag_t ps_http_bind_flag(const char **dst)
+{
+    return (ps_flag_t){"metrics-bind", PS_FLAG_STR, dst, "HOST:PORT",
+                       "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free one)"};
+}
+
 /* "HOST:PORT" into an IPv4 address. */
 static int s_parse(const char *bind, struct sockaddr_in *sa)
 {

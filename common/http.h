@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "common/config.h"
 #include "common/metrics.h"
 
 #ifdef __cplusplus
@@ -19,6 +20,9 @@ extern "C" {
 #endif
 
 typedef struct ps_http ps_http_t;
+
+/* The --metrics-bind HOST:PORT entry of a role's flag table; borrowed dst. */
+ps_flag_t ps_http_bind_flag(const char **dst);
 
 /* Appends the exposition of one scrape to out. Runs in the server's thread. */
 typedef void (*ps_http_render_fn)(void *arg, ps_text_t *out);

@@ -27,7 +27,7 @@ struct ps_metric {
 
 struct ps_metrics {
     ps_metric_t *series[PS_METRICS_MAX_SERIES];
-    int n;
+    atomic_int n; /* published after the series is built: render reads it acquiring */
 };
 
 void ps_text_printf(ps_text_t *b, const char *fmt, ...)
@@ -92,7 +92,7 @@ void ps_metrics_destroy(ps_metrics_t **mp)
     if (!m) {
         return;
     }
-    for (int i = 0; i < m->n; i++) {
+    for (int i = 0; i < atomic_load(&m->n); i++) {
         free(m->series[i]);
     }
     free(m);
@@ -102,7 +102,7 @@ void ps_metrics_destroy(ps_metrics_t **mp)
 static ps_metric_t *s_register(ps_metrics_t *m, s_kind_t kind, const char *name,
                                const char *labels, const char *help)
 {
-    if (!m || m->n == PS_METRICS_MAX_SERIES) {
+    if (!m || atomic_load(&m->n) == PS_METRICS_MAX_SERIES) {
         return NULL;
     }
     ps_metric_t *x = calloc(1, sizeof *x);
@@ -114,7 +114,9 @@ static ps_metric_t *s_register(ps_metrics_t *m, s_kind_t kind, const char *name,
     x->help = help;
     x->kind = kind;
     atomic_init(&x->value, s_double_bits(0.0));
-    m->series[m->n++] = x;
+    int n = atomic_load(&m->n);
+    m->series[n] = x;
+    atomic_store_explicit(&m->n, n + 1, memory_order_release);
     return x;
 }
 
@@ -170,6 +172,27 @@ void ps_metric_observe(ps_metric_t *x, double v)
     atomic_fetch_add_explicit(&x->buckets[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&x->count, 1, memory_order_relaxed);
     s_add_double(&x->value, v);
+}
+
+void ps_metric_load_values(ps_metric_t *x, const uint64_t *counts, int n, double sum)
+{
+    if (!x) {
+        return;
+    }
+    uint64_t per[PS_METRICS_MAX_BUCKETS + 1] = {0}, total = 0;
+    for (int v = 0; v < n; v++) {
+        int b = 0;
+        while (b < x->nbounds && (double)v > x->bounds[b]) {
+            b++;
+        }
+        per[b] += counts[v];
+        total += counts[v];
+    }
+    for (int b = 0; b <= x->nbounds; b++) {
+        atomic_store_explicit(&x->buckets[b], per[b], memory_order_relaxed);
+    }
+    atomic_store_explicit(&x->count, total, memory_order_relaxed);
+    atomic_store_explicit(&x->value, s_double_bits(sum), memory_order_relaxed);
 }
 
 double ps_metric_value(const ps_metric_t *x)
@@ -252,7 +275,8 @@ void ps_metrics_render(ps_metrics_t *m, ps_text_t *out)
         return;
     }
     char lab[200];
-    for (int i = 0; i < m->n; i++) {
+    const int n = atomic_load_explicit(&m->n, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
         const ps_metric_t *x = m->series[i];
         int first = 1; /* a family is rendered at its first series */
         for (int j = 0; j < i && first; j++) {
@@ -263,7 +287,7 @@ void ps_metrics_render(ps_metrics_t *m, ps_text_t *out)
         }
         ps_text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", x->name, x->help, x->name,
                        s_type(x->kind));
-        for (int j = i; j < m->n; j++) {
+        for (int j = i; j < n; j++) {
             const ps_metric_t *y = m->series[j];
             if (strcmp(y->name, x->name)) {
                 continue;
@@ -281,7 +305,7 @@ void ps_metrics_render(ps_metrics_t *m, ps_text_t *out)
             ps_text_printf(out, "# HELP %s_%s %s (%s, estimated from the buckets)\n"
                                 "# TYPE %s_%s gauge\n",
                            x->name, suffix, x->help, suffix, x->name, suffix);
-            for (int j = i; j < m->n; j++) {
+            for (int j = i; j < n; j++) {
                 const ps_metric_t *y = m->series[j];
                 if (strcmp(y->name, x->name)) {
                     continue;

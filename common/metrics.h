@@ -16,6 +16,7 @@
 #define PS_COMMON_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,8 +49,9 @@ void ps_metrics_destroy(ps_metrics_t **m);
  * Registers a series. name: a Prometheus metric name ("shardps_worker_steps_total");
  * labels: NULL or a label list without braces (`peer="S0"`); help: one line,
  * borrowed (a string literal). Returns the series (borrowed; valid until
- * ps_metrics_destroy()), or NULL when m is NULL or full. Registration is not
- * thread-safe: register everything before the server starts.
+ * ps_metrics_destroy()), or NULL when m is NULL or full. Register from one
+ * thread; a series registered while the HTTP server renders shows from the
+ * next scrape on.
  */
 ps_metric_t *ps_metrics_counter(ps_metrics_t *m, const char *name, const char *labels,
                                 const char *help);
@@ -66,6 +68,10 @@ void ps_metric_add(ps_metric_t *x, double v);
 void ps_metric_set(ps_metric_t *x, double v);
 /* Histogram: records one observation. */
 void ps_metric_observe(ps_metric_t *x, double v);
+/* Histogram: replaces its contents with counts[v] observations of each
+ * integer value v in [0, n) (a histogram of small integers kept elsewhere,
+ * common/hist.h) and their sum. Not atomic as a whole: one writer. */
+void ps_metric_load_values(ps_metric_t *x, const uint64_t *counts, int n, double sum);
 /* The current value of a counter or gauge (a histogram: its count); 0 for NULL. */
 double ps_metric_value(const ps_metric_t *x);
 

@@ -49,6 +49,10 @@ typedef struct {
     const char *host;    /* what the roles bind to */
     const char *bin_dir; /* where the role binaries are; NULL = search */
     double timeout;      /* whole-job limit in seconds; 0 = none */
+    const char *plot;    /* --plot DIR: the run's plots; default: beside --summary; "none" */
+    const char *log_file; /* --log-file FILE: every child's lines also here */
+    const char *log_dir; /* --log-dir DIR: each child's lines also in DIR/<tag>.log */
+    char plot_dir[PATH_MAX]; /* where the plots go (after parsing); "" = none */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
     char model_path[4096]; /* the default --save-model, beside --summary */
     char **extra;        /* arguments after "--", appended to the scheduler's */
@@ -85,6 +89,12 @@ const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name);
  * of memory.
  */
 char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *epfile);
+
+/* With --trace FILE: the file the node tagged tag ("S0", "W1") writes, FILE
+ * with ".S0" before its extension ("t.json" -> "t.S0.json"); the launcher
+ * merges them into FILE at the end. */
+void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, char *out,
+                                size_t cap);
 
 /* A server's or worker's command line, for the scheduler at endpoint; as
  * ps_launch_flags_scheduler_argv(). */

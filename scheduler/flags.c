@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/job.h"
+#include "common/http.h"
 #include "common/log.h"
 
 void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
@@ -53,6 +54,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
+        ps_http_bind_flag(&c->metrics_bind),
+        {"metrics-hold", PS_FLAG_DOUBLE, &c->metrics_hold, "SECONDS", "after the job, keep serving the metrics until one scrape took the final values, at most this long; in [0, 86400]"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_log_level_flag(&f->log_level),
     };
@@ -111,6 +114,8 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (ps_config_check_range("peer-timeout", f->cfg.peer_timeout, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
+        ps_config_check_range("metrics-hold", f->cfg.metrics_hold, 0, PS_CONFIG_MAX_SECONDS,
+                              PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("wait", f->cfg.wait, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
                               err, errlen)) {
         return PS_EINVAL;

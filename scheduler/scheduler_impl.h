@@ -15,6 +15,7 @@
 #include "proto/msg.h"
 #include "proto/sock.h"
 #include "scheduler/manifest.h"
+#include "scheduler/observe.h"
 #include "scheduler/scheduler.h"
 
 #ifdef __cplusplus
@@ -63,7 +64,14 @@ typedef struct {
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     int membership_changes; /* workers lost (or joined) while the job ran */
     uint64_t refused; /* messages from a connection that is not the node it claims */
+    ps_sched_obs_t *obs; /* the nodes' reports, the metrics endpoint (observe.c) */
 } ps_scheduler_t;
+
+/* scheduler/observe.c, from the loop: answers MSG_STATUS (from any
+ * connection: shardps-status registers nothing) with the cluster view, and
+ * refreshes the scheduler's own gauges from its state. */
+void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m);
+void ps_scheduler_observe_tick(ps_scheduler_t *s);
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
 static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/http.h"
 #include "common/log.h"
+#include "common/trace.h"
 #include "proto/link.h"
 
 void ps_server_flags_init(ps_server_flags_t *f)
@@ -18,6 +20,7 @@ void ps_server_flags_init(ps_server_flags_t *f)
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
     f->cfg.report_missing = 5.0;
     f->log_level = "info";
+    f->cfg.trace_kib = 16384;
 }
 
 size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
@@ -31,6 +34,10 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
         {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long; in (0, 86400]"},
+        ps_http_bind_flag(&c->metrics_bind),
+        ps_trace_file_flag(&c->trace),
+        ps_trace_steps_flag(&c->trace_steps),
+        ps_trace_kib_flag(&c->trace_kib),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SERVER_NFLAGS, "PS_SERVER_NFLAGS");

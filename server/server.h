@@ -24,6 +24,10 @@ typedef struct {
     double connect_timeout; /* seconds to wait for the scheduler's answer */
     double peer_timeout;    /* seconds of scheduler silence that mean it is lost */
     double report_missing;  /* a step waiting this long logs which workers it waits for */
+    const char *metrics_bind; /* serve Prometheus metrics on HOST:PORT; NULL = not served */
+    const char *trace;       /* write a Chrome trace here at the end; NULL = no trace */
+    const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
+    int trace_kib;           /* the trace's budget in KiB (memory and file) */
 } ps_server_config_t;
 
 /* Joins the job and serves until it ends. Returns the process exit status:

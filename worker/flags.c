@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/http.h"
 #include "common/log.h"
+#include "common/trace.h"
 #include "proto/link.h"
 #include "worker/data.h"
 
@@ -27,6 +29,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->gemm = PS_CPU_GEMM_AUTO;
     f->log_level = "info";
     f->on_nonfinite = "fail";
+    f->cfg.trace_kib = 16384;
 }
 
 size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
@@ -52,6 +55,10 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
+        ps_http_bind_flag(&c->metrics_bind),
+        ps_trace_file_flag(&c->trace),
+        ps_trace_steps_flag(&c->trace_steps),
+        ps_trace_kib_flag(&c->trace_kib),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_WORKER_NFLAGS, "PS_WORKER_NFLAGS");

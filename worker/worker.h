@@ -39,6 +39,10 @@ typedef struct {
     double progress_seconds; /* worker 0 logs progress this often */
     int skip_nonfinite;      /* a NaN or infinite gradient: 1 = push zeros instead, count
                                 it and go on; 0 = end the job as diverged */
+    const char *metrics_bind; /* serve Prometheus metrics on HOST:PORT; NULL = not served */
+    const char *trace;       /* write a Chrome trace here at the end; NULL = no trace */
+    const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
+    int trace_kib;           /* the trace's budget in KiB (memory and file) */
 } ps_worker_config_t;
 
 /* Runs one job. Returns the process exit status: 0 when the job finished,
