@@ -35,6 +35,7 @@ struct ps_sched_obs {
     ps_http_t *http;
     ps_metric_t *messages[PS_MSG_TYPE_MAX + 1];
     ps_metric_t *refused, *membership, *live, *lost, *done, *phase_running;
+    unsigned long scrapes_at_end; /* scrapes before the job ended */
 };
 
 /* The rates' shortest window: most of a heartbeat period. */
@@ -169,12 +170,17 @@ void ps_sched_obs_message(ps_sched_obs_t *o, int type)
     ps_metric_add(o->messages[known ? type : 0], 1);
 }
 
+void ps_sched_obs_mark_end(ps_sched_obs_t *o)
+{
+    o->scrapes_at_end = ps_http_scrapes(o->http);
+}
+
 void ps_sched_obs_hold(ps_sched_obs_t *o, double seconds)
 {
     if (!o->http || seconds <= 0) {
         return;
     }
-    unsigned long before = ps_http_scrapes(o->http);
+    unsigned long before = o->scrapes_at_end;
     double until = ps_now() + seconds;
     ps_log_info("serving the final metrics until they are scraped (at most %.0f s)", seconds);
     while (ps_http_scrapes(o->http) == before && ps_now() < until) {

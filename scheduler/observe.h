@@ -37,8 +37,12 @@ void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag, const voi
 /* A message of type arrived (counted by type). */
 void ps_sched_obs_message(ps_sched_obs_t *o, int type);
 
-/* After the job: serves until one scrape took the final values, at most
- * seconds (0: returns at once). */
+/* The job ended (before its summary is written): a scrape from now on has
+ * the final values. */
+void ps_sched_obs_mark_end(ps_sched_obs_t *o);
+
+/* After the job: serves until one scrape since ps_sched_obs_mark_end took the
+ * final values, at most seconds (0: returns at once). */
 void ps_sched_obs_hold(ps_sched_obs_t *o, double seconds);
 
 #ifdef __cplusplus

@@ -612,6 +612,8 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_scheduler_observe_tick(&s);
     }
     if (s.phase == S_FINISHED) {
+        ps_scheduler_observe_tick(&s);
+        ps_sched_obs_mark_end(s.obs);
         int written = ps_summary_write(&s); /* s_fail wrote a failed job's */
         status = written == 0 ? 0 : 1;
         uint8_t *body;
@@ -620,7 +622,6 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
             s_send_all(&s, PS_MSG_SHUTDOWN, body, len);
             free(body);
         }
-        ps_scheduler_observe_tick(&s);
         ps_sched_obs_hold(s.obs, cfg->metrics_hold);
     }
 fail:
