@@ -1,0 +1,243 @@
+/*
+ * bench/observe.c - shardps-bench observe: what watching a job costs it.
+ *
+ * The same MLP sync job through shardps-launch in three variants, run in
+ * turn (off, metrics, trace, off, metrics, trace, ...) so that the machine's
+ * other load falls on all three alike:
+ *   off      no metrics endpoint, no trace (the nodes' heartbeat reports,
+ *            always on, are in every variant);
+ *   metrics  the scheduler serves the job's metrics (--metrics-bind) and this
+ *            program scrapes them every 100 ms, ten times a usual
+ *            Prometheus interval;
+ *   trace    every process traces every step (--trace).
+ * The figure is samples/s from the summary; a variant's cost is 1 - (its
+ * median / off's median). Nothing here fails on a timing.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "deploy/proc.h"
+
+#define S_PROG "shardps-bench observe"
+
+enum { S_OFF, S_METRICS, S_TRACE, S_NVARIANTS, S_MAX_ROUNDS = 50 };
+static const char *const s_variant[S_NVARIANTS] = {"off", "metrics", "trace"};
+
+/* The scraper thread's state. */
+typedef struct {
+    int port;
+    atomic_int stop;
+    long scrapes;    /* answered scrapes */
+    long long bytes; /* their bytes */
+} s_scraper_t;
+
+/* A free loopback port: bound once, released, handed to the scheduler. */
+static int s_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        port = ntohs(sa.sin_port);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return port;
+}
+
+/* One GET /metrics; returns the bytes of the answer, or -1. */
+static long s_scrape(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    long total = -1;
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        static const char req[] = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+        if (ps_proc_write_all(fd, req, sizeof req - 1) == 0) {
+            char buf[65536];
+            ssize_t n;
+            total = 0;
+            while ((n = read(fd, buf, sizeof buf)) > 0) {
+                total += n;
+            }
+        }
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return total;
+}
+
+static void *s_scraper(void *arg)
+{
+    s_scraper_t *s = arg;
+    while (!atomic_load(&s->stop)) {
+        long n = s_scrape(s->port);
+        if (n > 0) {
+            s->scrapes++;
+            s->bytes += n;
+        }
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    return NULL;
+}
+
+typedef struct {
+    const char *out, *launch;
+    int servers, workers, steps, batch;
+} s_cfg_t;
+
+/* One job; returns its samples/s, or -1 (a failed job is said on stderr). */
+static double s_job(const s_cfg_t *c, int variant, int round, long *scrapes)
+{
+    char json[PATH_MAX], log[PATH_MAX], trace[PATH_MAX], bind[64], num[4][16];
+    snprintf(json, sizeof json, "%s/runs/observe-%s-%d.json", c->out, s_variant[variant], round);
+    snprintf(log, sizeof log, "%s/runs/observe-%s-%d.log", c->out, s_variant[variant], round);
+    snprintf(trace, sizeof trace, "%s/runs/observe-trace-%d.json", c->out, round);
+    snprintf(num[0], sizeof num[0], "%d", c->servers);
+    snprintf(num[1], sizeof num[1], "%d", c->workers);
+    snprintf(num[2], sizeof num[2], "%d", c->steps);
+    snprintf(num[3], sizeof num[3], "%d", c->batch);
+    remove(json);
+    char *argv[32] = {(char *)c->launch, "--servers", num[0], "--workers", num[1],
+                      "--max-steps", num[2], "--batch", num[3], "--model", "mlp",
+                      "--mode", "sync", "--summary", json, "--plot", "none",
+                      "--timeout", "600"};
+    int a = 19;
+    s_scraper_t sc = {0};
+    pthread_t th;
+    int scraping = 0;
+    if (variant == S_METRICS) {
+        sc.port = s_free_port();
+        snprintf(bind, sizeof bind, "127.0.0.1:%d", sc.port);
+        argv[a++] = "--metrics-bind";
+        argv[a++] = bind;
+        atomic_init(&sc.stop, 0);
+        scraping = sc.port > 0 && pthread_create(&th, NULL, s_scraper, &sc) == 0;
+    } else if (variant == S_TRACE) {
+        argv[a++] = "--trace";
+        argv[a++] = trace;
+    }
+    argv[a] = NULL;
+    int rc = ps_bench_run(argv, log);
+    if (scraping) {
+        atomic_store(&sc.stop, 1);
+        pthread_join(th, NULL);
+        *scrapes += sc.scrapes;
+    }
+    char *text = NULL;
+    double sps = -1;
+    if (rc != 0 || ps_bench_read_file(json, &text) != 0 ||
+        ps_bench_json_num(text, "samples_per_sec", &sps) != 0) {
+        fprintf(stderr, S_PROG ": %s run %d failed (exit %d; see %s)\n", s_variant[variant],
+                round, rc, log);
+        sps = -1;
+    }
+    free(text);
+    return sps;
+}
+
+int ps_bench_observe_main(int argc, char **argv)
+{
+    s_cfg_t c = {.out = "bench-out", .servers = 2, .workers = 2, .steps = 600, .batch = 64};
+    int rounds = 5;
+    const char *launch = NULL;
+    ps_flag_t flags[] = {
+        {"out", PS_FLAG_STR, &c.out, "DIR", "where observe.csv and observe.md go"},
+        {"rounds", PS_FLAG_INT, &rounds, "N", "jobs per variant, alternated (1 to 50)"},
+        {"servers", PS_FLAG_INT, &c.servers, "N", "servers of every job"},
+        {"workers", PS_FLAG_INT, &c.workers, "N", "workers of every job"},
+        {"max-steps", PS_FLAG_INT, &c.steps, "N", "steps of every job"},
+        {"batch", PS_FLAG_INT, &c.batch, "N", "samples per worker per step"},
+        {"launch", PS_FLAG_STR, &launch, "PATH",
+         "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
+    };
+    int rc = ps_config_parse(S_PROG,
+                             "Runs one MLP sync job with metrics off, with its metrics served and\n"
+                             "scraped every 100 ms, and with every step traced, alternated, and\n"
+                             "writes samples/s and each variant's cost into observe.csv/.md.",
+                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    if (rounds < 1 || rounds > S_MAX_ROUNDS || c.servers < 1 || c.workers < 1 || c.steps < 1 ||
+        c.batch < 1) {
+        fprintf(stderr, S_PROG ": error: expected --rounds 1..%d and positive --servers, "
+                        "--workers, --max-steps, --batch\n", S_MAX_ROUNDS);
+        return 2;
+    }
+    char path[PATH_MAX], runs[PATH_MAX];
+    if (!launch) {
+        if (ps_proc_find_exe("shardps-launch", "deploy", path, sizeof path) != 0) {
+            fprintf(stderr, S_PROG ": error: cannot find shardps-launch (use --launch)\n");
+            return 2;
+        }
+        launch = path;
+    }
+    c.launch = launch;
+    snprintf(runs, sizeof runs, "%s/runs", c.out);
+    if (ps_bench_mkdirs(runs) != 0) {
+        fprintf(stderr, S_PROG ": error: cannot create %s: %s\n", runs, strerror(errno));
+        return 1;
+    }
+    double load = ps_bench_loadavg();
+    double sps[S_NVARIANTS][S_MAX_ROUNDS];
+    int n[S_NVARIANTS] = {0};
+    long scrapes = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int v = 0; v < S_NVARIANTS; v++) {
+            double x = s_job(&c, v, r, &scrapes);
+            if (x > 0) {
+                sps[v][n[v]++] = x;
+            }
+            fprintf(stderr, S_PROG ": round %d/%d %-7s %.0f samples/s\n", r + 1, rounds,
+                    s_variant[v], x);
+        }
+    }
+    ps_bench_table_t *t = NULL;
+    char title[256];
+    snprintf(title, sizeof title,
+             "### Cost of watching a job: MLP sync, %d servers x %d workers, %d steps of "
+             "batch %d, %d rounds alternated",
+             c.servers, c.workers, c.steps, c.batch, rounds);
+    if (ps_bench_table_new(c.out, "observe", title,
+                           "variant,runs,samples_per_sec_median,min,max,vs_off,cost_percent",
+                           "variant,runs,samples/s (median),min,max,vs off,cost %", &t) != 0) {
+        return 1;
+    }
+    double base = n[S_OFF] ? ps_bench_median(sps[S_OFF], n[S_OFF]) : 0;
+    for (int v = 0; v < S_NVARIANTS; v++) {
+        if (!n[v] || base <= 0) {
+            ps_bench_table_rowf(t, "%s,%d,,,,,", s_variant[v], n[v]);
+            continue;
+        }
+        double med = ps_bench_median(sps[v], n[v]);
+        ps_bench_table_rowf(t, "%s,%d,%.0f,%.0f,%.0f,%.3f,%.1f", s_variant[v], n[v], med,
+                            sps[v][0], sps[v][n[v] - 1], med / base, 100 * (1 - med / base));
+    }
+    char machine[256];
+    ps_bench_machine(machine, sizeof machine, load);
+    ps_bench_table_note(t, "metrics: the scheduler served %ld scrapes of the whole job's "
+                           "metrics during the metrics runs. trace: every step of every "
+                           "process, 16 MiB ring each. Machine: %s.",
+                        scrapes, machine);
+    ps_bench_table_destroy(&t, 1);
+    return 0;
+}
