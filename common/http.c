@@ -82,13 +82,22 @@ static int s_parse(const char *bind, struct sockaddr_in *sa)
     return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : PS_EINVAL;
 }
 
+int ps_http_check_bind(const char *bind, char *err, size_t errlen)
+{
+    struct sockaddr_in sa;
+    if (bind && s_parse(bind, &sa) != 0) {
+        snprintf(err, errlen, "--metrics-bind %s: expected HOST:PORT with an IPv4 HOST", bind);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
 int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t **out,
                 char *bound, size_t boundlen, char *err, size_t errlen)
 {
     *out = NULL;
     struct sockaddr_in sa;
-    if (s_parse(bind, &sa) != 0) {
-        snprintf(err, errlen, "--metrics-bind %s: expected HOST:PORT with an IPv4 HOST", bind);
+    if (ps_http_check_bind(bind, err, errlen) != 0 || s_parse(bind, &sa) != 0) {
         return PS_EINVAL;
     }
     ps_http_t *h = calloc(1, sizeof *h);

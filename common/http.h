@@ -36,6 +36,10 @@ typedef void (*ps_http_render_fn)(void *arg, ps_text_t *out);
 int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t **out,
                 char *bound, size_t boundlen, char *err, size_t errlen);
 
+/* Checks a --metrics-bind value (NULL: none) without binding. Returns 0 or
+ * PS_EINVAL with a one-line reason in err. */
+int ps_http_check_bind(const char *bind, char *err, size_t errlen);
+
 /* Scrapes of /metrics answered so far. Thread-safe. */
 unsigned long ps_http_scrapes(const ps_http_t *h);
 

@@ -79,19 +79,39 @@ static void s_on_usr1(int sig)
     g.dump = 1;
 }
 
-int ps_trace_open(const char *path, const char *steps, int kib, char *err, size_t errlen)
+/* --trace-steps into [*a, *b). */
+static int s_parse_steps(const char *steps, long long *a, long long *b)
 {
-    if (!path) {
-        return 0;
-    }
-    long long a = 0, b = INT64_MAX;
     char tail;
-    if (steps && (sscanf(steps, "%lld:%lld%c", &a, &b, &tail) != 2 || a < 0 || b <= a)) {
+    *a = 0;
+    *b = INT64_MAX;
+    return steps && (sscanf(steps, "%lld:%lld%c", a, b, &tail) != 2 || *a < 0 || *b <= *a)
+               ? PS_EINVAL
+               : 0;
+}
+
+int ps_trace_check_flags(const char *steps, int kib, char *err, size_t errlen)
+{
+    long long a, b;
+    if (s_parse_steps(steps, &a, &b) != 0) {
         snprintf(err, errlen, "--trace-steps %s: expected A:B with 0 <= A < B", steps);
         return PS_EINVAL;
     }
     if (kib < 16 || kib > (1 << 20)) {
         snprintf(err, errlen, "--trace-kib %d: out of range [16, 1048576]", kib);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+int ps_trace_open(const char *path, const char *steps, int kib, char *err, size_t errlen)
+{
+    long long a, b;
+    if (!path) {
+        return 0;
+    }
+    if (ps_trace_check_flags(steps, kib, err, errlen) != 0 ||
+        s_parse_steps(steps, &a, &b) != 0) {
         return PS_EINVAL;
     }
     if (ps_file_check_writable(path, err, errlen) != 0) {

@@ -57,6 +57,10 @@ ps_flag_t ps_trace_file_flag(const char **dst);
 ps_flag_t ps_trace_steps_flag(const char **dst);
 ps_flag_t ps_trace_kib_flag(int *dst);
 
+/* Checks --trace-steps (NULL: every step) and --trace-kib. Returns 0 or
+ * PS_EINVAL with a one-line reason in err. */
+int ps_trace_check_flags(const char *steps, int kib, char *err, size_t errlen);
+
 /*
  * Starts tracing into path (NULL: tracing stays off, returns 0): steps
  * "A:B" (spans of steps A <= s < B; NULL = every step), a budget of kib KiB.

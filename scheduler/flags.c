@@ -114,6 +114,7 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (ps_config_check_range("peer-timeout", f->cfg.peer_timeout, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
+        ps_http_check_bind(f->cfg.metrics_bind, err, errlen) ||
         ps_config_check_range("metrics-hold", f->cfg.metrics_hold, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("wait", f->cfg.wait, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,

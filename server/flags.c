@@ -50,7 +50,9 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
     const ps_server_config_t *c = &f->cfg;
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
-                              PS_RANGE_OPEN_MIN, err, errlen)) {
+                              PS_RANGE_OPEN_MIN, err, errlen) ||
+        ps_http_check_bind(c->metrics_bind, err, errlen) ||
+        ps_trace_check_flags(c->trace_steps, c->trace_kib, err, errlen)) {
         return PS_EINVAL;
     }
     return 0;

@@ -81,6 +81,9 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         snprintf(err, errlen, "--ring-kib %d: expected 1 to 65536", c->ring_kib);
     } else if (strcmp(f->on_nonfinite, "skip") && strcmp(f->on_nonfinite, "fail")) {
         snprintf(err, errlen, "--on-nonfinite %s: expected skip or fail", f->on_nonfinite);
+    } else if (ps_http_check_bind(c->metrics_bind, err, errlen) ||
+               ps_trace_check_flags(c->trace_steps, c->trace_kib, err, errlen)) {
+        /* err says which */
     } else if (ps_kernels_parse_cpu_gemm(f->cpu_gemm, &f->gemm) != 0) {
         snprintf(err, errlen, "--cpu-gemm %s: expected " PS_CPU_GEMM_NAMES, f->cpu_gemm);
     } else {

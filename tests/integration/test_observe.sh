@@ -35,9 +35,18 @@ value() {
 command -v curl >/dev/null || skip "no curl"
 command -v promtool >/dev/null || echo "promtool not installed (Debian: prometheus): metrics not linted"
 
+# ---- bad flags: one line, exit 2, nothing started ----
+for bad in "$SCHED --metrics-bind nohost" "$WORKER --metrics-bind 127.0.0.1:70000" \
+    "$SERVER --trace-steps 5:2" "$WORKER --trace-kib 8" "$LAUNCH --plot $TMP/none/here" \
+    "$LAUNCH --trace $TMP/none/t.json"; do
+    $bad >"$TMP/bad.out" 2>&1
+    rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/bad.out")" = 1 ] || fail "$bad: exit $rc: $(cat "$TMP/bad.out")"
+done
+
 # ---- 1. metrics ----
 mkdir -p "$TMP/plot" "$TMP/logs"
-start job "$LAUNCH" --servers 2 --workers 2 --batch 16 --epochs 2 --max-steps 3000 \
+start job "$LAUNCH" --servers 2 --workers 2 --batch 16 --epochs 2 --max-steps 2000 \
     --summary "$TMP/m.json" --metrics-bind 127.0.0.1:0 --metrics-hold 120 \
     --plot "$TMP/plot" --log-dir "$TMP/logs"
 LPID=$LAST_PID
