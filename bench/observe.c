@@ -15,7 +15,13 @@
  * the CPU seconds of every process of the job per 1,000 samples (from
  * getrusage(RUSAGE_CHILDREN): the launcher reaps the roles, we reap the
  * launcher), which contention disturbs much less. A variant's cost is its
- * median against off's median. Nothing here fails on a timing.
+ * median against off's median.
+ *
+ * On a shared machine both figures move by more than the cost being
+ * measured, so a third, direct one is beside them: the nanoseconds one span
+ * and one metric update take here (timed in a loop), times how many a step
+ * makes (counted in the last traced job's merged trace), against the CPU
+ * time of an unwatched step. Nothing here fails on a timing.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,7 +39,10 @@
 
 #include "bench/bench.h"
 #include "common/config.h"
+#include "common/clock.h"
 #include "common/error.h"
+#include "common/metrics.h"
+#include "common/trace.h"
 #include "deploy/proc.h"
 
 #define S_PROG "shardps-bench observe"
@@ -172,6 +181,62 @@ static double s_job(const s_cfg_t *c, int variant, int round, long *scrapes, dou
     return sps;
 }
 
+/* Nanoseconds per ps_trace_span (tracing on) and per metric update. */
+static void s_unit_costs(const char *out, double *ns_span, double *ns_update)
+{
+    enum { N = 2000000 };
+    char path[PATH_MAX], err[256];
+    snprintf(path, sizeof path, "%s/runs/observe-unit.trace.json", out);
+    *ns_span = *ns_update = -1;
+    if (ps_trace_open(path, NULL, 1024, err, sizeof err) == 0) {
+        double t0 = ps_now();
+        for (int i = 0; i < N; i++) {
+            ps_trace_span(PS_TRACE_PUSH, i, t0, t0, i);
+        }
+        *ns_span = (ps_now() - t0) / N * 1e9;
+        ps_trace_close();
+        remove(path);
+    }
+    ps_metrics_t *m;
+    if (ps_metrics_new(&m) == 0) {
+        const double bounds[] = {0.001, 0.01, 0.1};
+        ps_metric_t *c = ps_metrics_counter(m, "c_total", NULL, "c");
+        ps_metric_t *h = ps_metrics_histogram(m, "h_seconds", NULL, "h", bounds, 3);
+        double t0 = ps_now();
+        for (int i = 0; i < N; i++) {
+            ps_metric_add(c, 1);
+            ps_metric_observe(h, 0.005);
+        }
+        *ns_update = (ps_now() - t0) / (2.0 * N) * 1e9;
+        ps_metrics_destroy(&m);
+    }
+}
+
+/* In a merged trace: spans per step, and the metric updates the same code
+ * paths make per step (a worker's step: 9; a server's message: 2, its reply
+ * and its apply: 1 each). */
+static void s_per_step(const char *trace, int steps, int workers, double *spans,
+                       double *updates)
+{
+    char *text = NULL;
+    *spans = *updates = -1;
+    if (ps_bench_read_file(trace, &text) != 0) {
+        return;
+    }
+    long n = 0, recv = 0, reply = 0, apply = 0;
+    for (const char *p = text; (p = strstr(p, "\"ph\":\"X\"")) != NULL; p++) {
+        n++;
+    }
+    for (const char *p = text; (p = strstr(p, "{\"name\":\"")) != NULL; p++) {
+        recv += !strncmp(p + 9, "receive\"", 8);
+        reply += !strncmp(p + 9, "reply\"", 6);
+        apply += !strncmp(p + 9, "apply\"", 6);
+    }
+    free(text);
+    *spans = (double)n / steps;
+    *updates = 9.0 * workers + (2.0 * (double)recv + (double)reply + (double)apply) / steps;
+}
+
 int ps_bench_observe_main(int argc, char **argv)
 {
     s_cfg_t c = {.out = "bench-out", .servers = 2, .workers = 2, .steps = 600, .batch = 64};
@@ -257,6 +322,23 @@ int ps_bench_observe_main(int argc, char **argv)
                             n[v], med, sps[v][0], sps[v][n[v] - 1], med / base,
                             100 * (1 - med / base), cmed, cmed / cbase,
                             100 * (cmed / cbase - 1));
+    }
+    double ns_span, ns_update, spans, updates;
+    char last[PATH_MAX];
+    snprintf(last, sizeof last, "%s/runs/observe-%d.trace.json", c.out, rounds - 1);
+    s_unit_costs(c.out, &ns_span, &ns_update);
+    s_per_step(last, c.steps, c.workers, &spans, &updates);
+    if (cbase > 0 && spans > 0 && ns_span > 0) {
+        /* the off runs' CPU per step, all processes */
+        double step_us = cbase / 1000 * c.batch * c.workers * 1e6;
+        double trace_us = spans * ns_span / 1e3, metrics_us = updates * ns_update / 1e3;
+        ps_bench_table_note(t, "Direct estimate: a step of the whole job makes %.0f spans "
+                               "(%.0f ns each here) and about %.0f metric updates (%.0f ns "
+                               "each), %.2f us and %.2f us of CPU against %.0f us of CPU per "
+                               "unwatched step: metrics %.3f %%, tracing %.3f %% (plus writing "
+                               "the files at the end).",
+                            spans, ns_span, updates, ns_update, metrics_us, trace_us, step_us,
+                            100 * metrics_us / step_us, 100 * trace_us / step_us);
     }
     char machine[256];
     ps_bench_machine(machine, sizeof machine, load);
