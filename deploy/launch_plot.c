@@ -179,10 +179,14 @@ int ps_launch_plot_write(ps_launch_plot_t *p, const char *summary)
                         "set yrange [0:*]\nset xtics autofreq\n"
                         "plot '-' using 1:2 with lines lw 2\n",
                    nacc ? "" : "0 0\n");
+    int rated = 0;
     for (int i = 0; i < p->n; i++) {
-        ps_text_printf(&gp, "%.3f %.1f\n", p->rows[i].seconds, p->rows[i].samples_per_s);
+        if (p->rows[i].samples_per_s > 0) { /* 0: no rate yet (the first report) */
+            ps_text_printf(&gp, "%.3f %.1f\n", p->rows[i].seconds, p->rows[i].samples_per_s);
+            rated++;
+        }
     }
-    ps_text_printf(&gp, "%se\nunset multiplot\n", p->n ? "" : "0 0\n");
+    ps_text_printf(&gp, "%se\nunset multiplot\n", rated ? "" : "0 0\n");
     rc = gp.oom ? PS_ENOMEM : ps_plot_run(S_PROG, p->dir, "progress", gp.p);
     if (rc == 0) {
         ps_log_info("plots of the run: %s/progress.png (data: progress.csv%s)", p->dir,

@@ -116,7 +116,7 @@ void ps_status_print(FILE *f, const ps_status_t *st)
     fprintf(f, "job: %s %s, %s, step %lld of %lld, %llu parameters, %.1f s since the scheduler started\n",
             st->model, st->mode, st->phase, (long long)(step > 0 ? step : 0),
             (long long)st->total_steps, (unsigned long long)st->num_params, st->elapsed_seconds);
-    fprintf(f, "%-5s %-10s %-26s %-8s %-22s %-22s %s\n", "NODE", "STATE", "ENDPOINT", "PID",
+    fprintf(f, "%-5s %-8s %-22s %-7s %-18s %-30s %s\n", "NODE", "STATE", "ENDPOINT", "PID",
             "KEYS / STEP", "RATE", "NOTE");
     char waited[PS_MAX_WORKERS] = {0};
     char on[PS_MAX_WORKERS][64];
@@ -163,7 +163,7 @@ void ps_status_print(FILE *f, const ps_status_t *st)
             snprintf(note + l, sizeof note - l, "%ssilent %.1f s", l ? "; " : "",
                      n->silent_seconds);
         }
-        fprintf(f, "%-5s %-10s %-26s %-8u %-22s %-22s %s\n", tag, n->state,
+        fprintf(f, "%-5s %-8s %-22s %-7u %-18s %-30s %s\n", tag, n->state,
                 n->endpoint[0] ? n->endpoint : "-", n->pid, what, rate, note);
     }
     if (waiting_step >= 0) {

@@ -15,7 +15,8 @@
 #    launcher, is JSON whose every event has its fields, only steps 10..19,
 #    every role's spans, and every push inside its step's span; shardps-trace
 #    merge gives the same events.
-# 3. A 10,000-step run traced with a 64 KiB budget writes at most 64 KiB.
+# 3. A 10,000-step run traced with a 64 KiB budget writes at most 64 KiB; a
+#    worker given SIGUSR1 writes its file at once; --log-file has every role.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 TRACE=$SPS_BUILD/deploy/shardps-trace
@@ -124,9 +125,25 @@ print("trace: %d events, %d pushes inside their steps" % (len(ev), len(pushes)))
 PYEOF
 
 # ---- 3. a long run stays within the trace's budget ----
-"$LAUNCH" --servers 1 --workers 1 --batch 8 --epochs 2 --max-steps 10000 --plot none \
-    --trace "$TMP/long.json" --trace-kib 64 >"$TMP/long.log" 2>&1 ||
-    fail "10,000 traced steps failed: $(tail -5 "$TMP/long.log")"
+#    SIGUSR1 writes a worker's file while it runs.
+SHARDPS_PROGRESS=0.2 start long "$LAUNCH" --servers 1 --workers 1 --batch 8 --epochs 2 \
+    --max-steps 10000 --plot none --trace "$TMP/long.json" --trace-kib 64 \
+    --log-file "$TMP/long.all"
+LPID=$LAST_PID
+for i in $(seq 1 300); do
+    grep -Eq "step=[0-9]+/" "$TMP/long.log" && break
+    sleep 0.1
+done
+w0=$(pgrep -P "$LPID" -f "shardps-worker")
+[ -n "$w0" ] || fail "no worker under the launcher: $(tail -3 "$TMP/long.log")"
+kill -USR1 "$w0"
+wait_pid "$LPID" 240 || fail "the 10,000-step job did not end"
+[ "$WAIT_RC" = 0 ] || fail "10,000 traced steps failed: $(tail -5 "$TMP/long.log")"
+# written twice: on SIGUSR1 and at the end
+[ "$(grep -c "W0 I trace: .* written to $TMP/long.W0.json" "$TMP/long.log")" = 2 ] ||
+    fail "SIGUSR1 did not write W0's trace: $(grep "trace:" "$TMP/long.log")"
+grep -q " W0 I " "$TMP/long.all" && grep -q " S0 I " "$TMP/long.all" ||
+    fail "--log-file lacks the roles' lines"
 for f in "$TMP/long.S0.json" "$TMP/long.W0.json"; do
     size=$(stat -c %s "$f")
     [ "$size" -le 65536 ] || fail "$f is $size bytes, over its 64 KiB budget"
