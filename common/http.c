@@ -40,8 +40,8 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char 
         free(t.p);
         return MHD_NO; /* the connection is closed: the scraper sees a failure */
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(t.len, t.p ? t.p : "",
-                                                             MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        t.len, t.p ? t.p : "", t.p ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!r) {
         free(t.p);
         return MHD_NO;

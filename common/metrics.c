@@ -1,7 +1,6 @@
 /* common/metrics.c - counters, gauges and histograms in atomics; Prometheus text. */
 #include "common/metrics.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,33 +28,6 @@ struct ps_metrics {
     ps_metric_t *series[PS_METRICS_MAX_SERIES];
     atomic_int n; /* published after the series is built: render reads it acquiring */
 };
-
-void ps_text_printf(ps_text_t *b, const char *fmt, ...)
-{
-    for (;;) {
-        size_t room = b->cap - b->len;
-        va_list ap;
-        va_start(ap, fmt);
-        int n = b->p ? vsnprintf(b->p + b->len, room, fmt, ap) : -2;
-        va_end(ap);
-        if (n >= 0 && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t want = b->cap ? b->cap * 2 : 4096;
-        while (n >= 0 && want < b->len + (size_t)n + 1) {
-            want *= 2;
-        }
-        char *p = realloc(b->p, want);
-        if (!p || n == -1) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = want;
-        b->p[b->len] = '\0';
-    }
-}
 
 static double s_bits_double(uint64_t b)
 {

@@ -18,23 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/text.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct ps_metrics ps_metrics_t;
 typedef struct ps_metric ps_metric_t;
-
-/* A growing text buffer (plain data). Zero-initialise; free(b.p) when done. */
-typedef struct {
-    char *p;    /* NUL-terminated text, or NULL while empty */
-    size_t len; /* bytes of text, without the NUL */
-    size_t cap; /* bytes allocated */
-    int oom;    /* an append ran out of memory: the text is incomplete */
-} ps_text_t;
-
-/* Appends printf-style text to b (b->oom set when out of memory). */
-void ps_text_printf(ps_text_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Most series in one registry; a registration beyond returns NULL. */
 enum { PS_METRICS_MAX_SERIES = 512, PS_METRICS_MAX_BUCKETS = 16 };

@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
-#include "common/metrics.h"
+#include "common/text.h"
 
 typedef struct {
     double t0, t1;

@@ -215,8 +215,8 @@ static int s_observe_files(ps_launch_flags_t *F)
         snprintf(F->plot_dir, sizeof F->plot_dir, "%s", F->plot);
     } else if (summary) {
         const char *slash = strrchr(summary, '/');
-        snprintf(F->plot_dir, sizeof F->plot_dir, "%.*s", slash ? (int)(slash - summary) : 1,
-                 slash ? summary : ".");
+        snprintf(F->plot_dir, sizeof F->plot_dir, "%.*s",
+                 slash ? (int)(slash - summary) + (slash == summary) : 1, slash ? summary : ".");
     }
     const char *dirs[][2] = {{"--plot", F->plot_dir[0] ? F->plot_dir : NULL},
                              {"--log-dir", F->log_dir}};

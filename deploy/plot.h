@@ -6,7 +6,7 @@
 #ifndef PS_DEPLOY_PLOT_H
 #define PS_DEPLOY_PLOT_H
 
-#include "common/metrics.h"
+#include "common/text.h"
 
 #ifdef __cplusplus
 extern "C" {
