@@ -51,6 +51,8 @@ static const char *const s_unset_env[] = {
     "SHARDPS_SAVE_MODEL",
     "SHARDPS_SUMMARY",
     "SHARDPS_EVALUATE",
+    "SHARDPS_METRICS_BIND", /* the scheduler's alone: servers and workers would all bind it */
+    "SHARDPS_TRACE",        /* each process gets its own file on its command line */
 };
 
 enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };
