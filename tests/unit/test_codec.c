@@ -43,6 +43,7 @@ static ps_header_t s_full_header(void)
     h.status = PS_ERANGE;
     snprintf(h.error, sizeof h.error, "key range [a, b) is not inside this server's shard");
     h.ring_step = 5;
+    h.clock = 12345.678901234;
     return h;
 }
 
@@ -177,6 +178,7 @@ START_TEST(header_round_trips_every_field)
     ck_assert_int_eq(out.status, h.status);
     ck_assert_str_eq(out.error, h.error);
     ck_assert_int_eq(out.ring_step, h.ring_step);
+    ck_assert(out.clock == h.clock);
 }
 END_TEST
 
