@@ -586,12 +586,13 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("cannot bind %s: %s", cfg->bind, why);
         goto fail;
     }
-    if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s.endpoint) != 0) {
-        ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
-        goto fail;
-    }
+    /* before the endpoint is announced: a metrics port in use fails the start */
     if (ps_sched_obs_new(cfg->metrics_bind, s.nnodes, &s.obs, why, sizeof why) != 0) {
         ps_log_err("%s", why);
+        goto fail;
+    }
+    if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s.endpoint) != 0) {
+        ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
         goto fail;
     }
     ps_log_info("listening on %s for %d servers and %d workers", s.endpoint, cfg->servers,
