@@ -335,6 +335,20 @@ static int s_ring_step(ps_worker_t *w, int64_t t)
     return 0;
 }
 
+/* Payload bytes pushed and pulled so far (allreduce: sent and received on
+ * the ring since its start-up check, which sent sent0 and received received0). */
+static void s_bytes(ps_worker_t *w, uint64_t sent0, uint64_t received0, uint64_t *pushed,
+                    uint64_t *pulled)
+{
+    if (w->ring) {
+        ps_ring_bytes(w->ring, pushed, pulled);
+        *pushed -= sent0;
+        *pulled -= received0;
+    } else {
+        ps_kv_bytes(w->kv, pushed, pulled);
+    }
+}
+
 /*
  * The step loop. t is the global step: in stepped modes the version this
  * worker's gradient is for (under sync:k/n a late worker jumps to the
@@ -431,14 +445,8 @@ static int s_train(ps_worker_t *w)
         w->done.wait_seconds += te - tw;
         ps_trace_span(PS_TRACE_WAIT, t, tw, te, 0);
         ps_trace_span(PS_TRACE_STEP, t, ts, te, 0);
-        uint64_t pushed = 0, pulled = 0;
-        if (ring) {
-            ps_ring_bytes(w->ring, &pushed, &pulled);
-            pushed -= ring_sent0;
-            pulled -= ring_received0;
-        } else {
-            ps_kv_bytes(w->kv, &pushed, &pulled);
-        }
+        uint64_t pushed, pulled;
+        s_bytes(w, ring_sent0, ring_received0, &pushed, &pulled);
         ps_worker_obs_step(w->obs, steps + 1, b, tw - tc, te - tw, loss, pushed, pulled);
         ps_trace_poll();
         loss_sum += loss;
@@ -464,13 +472,7 @@ static int s_train(ps_worker_t *w)
     w->done.train_seconds = ps_now() - t0;
     w->done.steps = steps;
     w->done.samples = steps * b;
-    if (ring) {
-        ps_ring_bytes(w->ring, &w->done.bytes_pushed, &w->done.bytes_pulled);
-        w->done.bytes_pushed -= ring_sent0;
-        w->done.bytes_pulled -= ring_received0;
-    } else {
-        ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
-    }
+    s_bytes(w, ring_sent0, ring_received0, &w->done.bytes_pushed, &w->done.bytes_pulled);
     if (rc == 0 && rank == 0 && w->cfg->save_model) {
         rc = s_save_model(w, params);
     }
