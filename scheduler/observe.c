@@ -38,8 +38,9 @@ struct ps_sched_obs {
     unsigned long scrapes_at_end; /* scrapes before the job ended */
 };
 
-/* The rates' shortest window: most of a heartbeat period. */
-#define S_RATE_SECONDS 0.4
+/* The rates' shortest window: two heartbeat periods, so that workers in
+ * lockstep show about the same rate whatever their heartbeats' phase. */
+#define S_RATE_SECONDS 0.9
 
 static void s_render(void *arg, ps_text_t *out)
 {
