@@ -19,46 +19,11 @@
 
 /* ---- growable string ---------------------------------------------------- */
 
-/* ps_bench_str_addf with a va_list (left unused for the caller's va_end). */
-static void s_str_vaddf(ps_bench_str_t *s, const char *fmt, va_list ap)
-{
-    if (s->oom) {
-        return;
-    }
-    for (;;) {
-        size_t room = s->cap - s->len;
-        va_list aq;
-        va_copy(aq, ap);
-        int n = room ? vsnprintf(s->p + s->len, room, fmt, aq) : -2;
-        va_end(aq);
-        if (n == -1) {
-            s->oom = 1; /* encoding error: keep what we have */
-            return;
-        }
-        if (n >= 0 && (size_t)n < room) {
-            s->len += (size_t)n;
-            return;
-        }
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        while (n >= 0 && cap - s->len <= (size_t)n) {
-            cap *= 2;
-        }
-        char *np = realloc(s->p, cap);
-        if (!np) {
-            s->oom = 1;
-            return;
-        }
-        s->p = np;
-        s->cap = cap;
-        s->p[s->len] = '\0';
-    }
-}
-
 void ps_bench_str_addf(ps_bench_str_t *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    s_str_vaddf(s, fmt, ap);
+    ps_text_vprintf(s, fmt, ap);
     va_end(ap);
 }
 
@@ -164,7 +129,7 @@ void ps_bench_table_note(ps_bench_table_t *t, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     ps_bench_str_addf(&t->notes, "\n");
-    s_str_vaddf(&t->notes, fmt, ap);
+    ps_text_vprintf(&t->notes, fmt, ap);
     ps_bench_str_addf(&t->notes, "\n");
     va_end(ap);
 }
@@ -200,14 +165,7 @@ void ps_bench_table_destroy(ps_bench_table_t **tp, int echo)
 void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
                           int h)
 {
-    ps_text_t t = {0};
-    ps_plot_header(&t, "shardps-bench", dir, name, w, h);
-    if (t.oom) {
-        s->oom = 1;
-    } else {
-        ps_bench_str_addf(s, "%s", t.p);
-    }
-    free(t.p);
+    ps_plot_header(s, "shardps-bench", dir, name, w, h);
 }
 
 int ps_bench_plot(const char *dir, const char *name, const char *script)

@@ -7,12 +7,23 @@
 
 void ps_text_printf(ps_text_t *b, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    ps_text_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+void ps_text_vprintf(ps_text_t *b, const char *fmt, va_list ap)
+{
+    if (b->oom) {
+        return; /* keep what we have */
+    }
     for (;;) {
         size_t room = b->cap - b->len;
-        va_list ap;
-        va_start(ap, fmt);
-        int n = b->p ? vsnprintf(b->p + b->len, room, fmt, ap) : -2;
-        va_end(ap);
+        va_list aq;
+        va_copy(aq, ap);
+        int n = b->p ? vsnprintf(b->p + b->len, room, fmt, aq) : -2;
+        va_end(aq);
         if (n >= 0 && (size_t)n < room) {
             b->len += (size_t)n;
             return;

@@ -5,6 +5,7 @@
 #ifndef PS_COMMON_TEXT_H
 #define PS_COMMON_TEXT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -21,6 +22,9 @@ typedef struct {
 
 /* Appends printf-style text to b (b->oom set when out of memory). */
 void ps_text_printf(ps_text_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The same with a va_list (left for the caller's va_end). */
+void ps_text_vprintf(ps_text_t *b, const char *fmt, va_list ap);
 
 #ifdef __cplusplus
 }
