@@ -15,8 +15,24 @@ struct ps_http {
     struct MHD_Daemon *daemon;
     ps_http_render_fn render;
     void *arg;
-    atomic_ulong scrapes;
+    atomic_ulong scrapes; /* counted once the answer is sent, not when it is made */
 };
+
+/* A request's context: set for a scrape, so its completion is counted. */
+static char s_scrape_marker;
+
+/* libmicrohttpd's end of a request: a scrape whose answer went out counts
+ * (a caller waiting for one may then stop the server without cutting it). */
+static void s_completed(void *cls, struct MHD_Connection *c, void **state,
+                        enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    ps_http_t *h = cls;
+    if (*state == &s_scrape_marker && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        atomic_fetch_add(&h->scrapes, 1);
+    }
+    *state = NULL;
+}
 
 static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char *url,
                                 const char *method, const char *version,
@@ -25,14 +41,13 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char 
     (void)version;
     (void)upload_data;
     (void)upload_size;
-    (void)state;
     ps_http_t *h = cls;
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     int found = get && !strcmp(url, "/metrics");
     ps_text_t t = {0};
     if (found) {
         h->render(h->arg, &t);
-        atomic_fetch_add(&h->scrapes, 1);
+        *state = &s_scrape_marker;
     } else {
         ps_text_printf(&t, "%s\n", get ? "not found: try /metrics" : "only GET is served");
     }
@@ -111,7 +126,8 @@ int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t
     h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, s_answer, h,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                                  MHD_OPTION_CONNECTION_LIMIT, 16u,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                 MHD_OPTION_NOTIFY_COMPLETED, s_completed, h, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "--metrics-bind %s: cannot listen there (in use?)", bind);
         free(h);

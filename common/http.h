@@ -40,7 +40,7 @@ int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t
  * PS_EINVAL with a one-line reason in err. */
 int ps_http_check_bind(const char *bind, char *err, size_t errlen);
 
-/* Scrapes of /metrics answered so far. Thread-safe. */
+/* Scrapes of /metrics whose answer was sent in full so far. Thread-safe. */
 unsigned long ps_http_scrapes(const ps_http_t *h);
 
 /* Stops the server (waits for a request being answered) and frees it. NULL-safe. */

@@ -28,7 +28,7 @@ typedef struct ps_metrics ps_metrics_t;
 typedef struct ps_metric ps_metric_t;
 
 /* Most series in one registry; a registration beyond returns NULL. */
-enum { PS_METRICS_MAX_SERIES = 512, PS_METRICS_MAX_BUCKETS = 16 };
+enum { PS_METRICS_MAX_SERIES = 1024, PS_METRICS_MAX_BUCKETS = 16 }; /* series: a server has two per worker */
 
 /* A new, empty registry. Caller owns the result; destroy with ps_metrics_destroy(). */
 int ps_metrics_new(ps_metrics_t **out);

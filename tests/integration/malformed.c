@@ -458,7 +458,9 @@ static int s_inject(const char *server)
         }
         ps_pollitem_t it = {.sock = s};
         ps_msg_t m = {0};
-        if (ps_poll(&it, 1, 5000) <= 0 || ps_msg_recv(s, 0, &m) != 0) {
+        /* the server answers once it has its view: after every worker loaded
+         * its data, which a loaded machine may take a while to do */
+        if (ps_poll(&it, 1, 30000) <= 0 || ps_msg_recv(s, 0, &m) != 0) {
             s_die("inject: no answer from the server");
         }
         int status = m.hdr.type == PS_MSG_ERROR ? m.hdr.status : 0;
