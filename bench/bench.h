@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "common/text.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,15 +33,12 @@ enum { PS_BENCH_LIST_MAX = 32 };
 int ps_bench_comm_main(int argc, char **argv);
 int ps_bench_train_main(int argc, char **argv);
 int ps_bench_compute_main(int argc, char **argv);
+int ps_bench_observe_main(int argc, char **argv);
 
 /* ---- growable string ---------------------------------------------------- */
 
-typedef struct {
-    char *p;    /* NUL-terminated text (NULL while empty); owned */
-    size_t len; /* bytes used, without the NUL */
-    size_t cap; /* bytes allocated */
-    int oom;    /* an append failed; the text is truncated */
-} ps_bench_str_t;
+/* common/text.h's buffer, with the bench's names. */
+typedef ps_text_t ps_bench_str_t;
 
 /* Appends printf-style text. Never fails; sets s->oom when memory ran out. */
 void ps_bench_str_addf(ps_bench_str_t *s, const char *fmt, ...)

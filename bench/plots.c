@@ -14,50 +14,16 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "deploy/plot.h"
 #include "deploy/proc.h"
 
 /* ---- growable string ---------------------------------------------------- */
-
-/* ps_bench_str_addf with a va_list (left unused for the caller's va_end). */
-static void s_str_vaddf(ps_bench_str_t *s, const char *fmt, va_list ap)
-{
-    if (s->oom) {
-        return;
-    }
-    for (;;) {
-        size_t room = s->cap - s->len;
-        va_list aq;
-        va_copy(aq, ap);
-        int n = room ? vsnprintf(s->p + s->len, room, fmt, aq) : -2;
-        va_end(aq);
-        if (n == -1) {
-            s->oom = 1; /* encoding error: keep what we have */
-            return;
-        }
-        if (n >= 0 && (size_t)n < room) {
-            s->len += (size_t)n;
-            return;
-        }
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        while (n >= 0 && cap - s->len <= (size_t)n) {
-            cap *= 2;
-        }
-        char *np = realloc(s->p, cap);
-        if (!np) {
-            s->oom = 1;
-            return;
-        }
-        s->p = np;
-        s->cap = cap;
-        s->p[s->len] = '\0';
-    }
-}
 
 void ps_bench_str_addf(ps_bench_str_t *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    s_str_vaddf(s, fmt, ap);
+    ps_text_vprintf(s, fmt, ap);
     va_end(ap);
 }
 
@@ -163,7 +129,7 @@ void ps_bench_table_note(ps_bench_table_t *t, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     ps_bench_str_addf(&t->notes, "\n");
-    s_str_vaddf(&t->notes, fmt, ap);
+    ps_text_vprintf(&t->notes, fmt, ap);
     ps_bench_str_addf(&t->notes, "\n");
     va_end(ap);
 }
@@ -199,45 +165,12 @@ void ps_bench_table_destroy(ps_bench_table_t **tp, int echo)
 void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
                           int h)
 {
-    ps_bench_str_addf(s,
-                      "# Written by shardps-bench; run with: gnuplot %s.gp\n"
-                      "set terminal pngcairo size %d,%d font ',9' noenhanced\n"
-                      "set output '%s/%s.png'\n"
-                      "set grid\nset key top left\n",
-                      name, w, h, dir, name);
+    ps_plot_header(s, "shardps-bench", dir, name, w, h);
 }
 
 int ps_bench_plot(const char *dir, const char *name, const char *script)
 {
-    static int warned;
-    char gp[PATH_MAX], log[PATH_MAX], exe[PATH_MAX];
-    snprintf(gp, sizeof gp, "%s/%s.gp", dir, name);
-    FILE *f = fopen(gp, "w");
-    if (!f) {
-        return PS_EIO;
-    }
-    fputs(script, f);
-    if (fclose(f) != 0) {
-        return PS_EIO;
-    }
-    if (ps_proc_find_exe("gnuplot", NULL, exe, sizeof exe) != 0) {
-        if (!warned) {
-            fprintf(stderr,
-                    "shardps-bench: gnuplot is not installed (Debian: gnuplot-nox); "
-                    "no PNG plots, the CSV/markdown files and the .gp scripts are "
-                    "written\n");
-            warned = 1;
-        }
-        return PS_ENOENT;
-    }
-    snprintf(log, sizeof log, "%s/gnuplot.log", dir);
-    char *argv[] = {exe, gp, NULL};
-    int rc = ps_bench_run(argv, log);
-    if (rc != 0) {
-        fprintf(stderr, "shardps-bench: gnuplot failed on %s (see %s)\n", gp, log);
-        return PS_EIO;
-    }
-    return 0;
+    return ps_plot_run("shardps-bench", dir, name, script);
 }
 
 /* The x axis of a plot against payload size: log2, tics named 4K, 1M, ... */

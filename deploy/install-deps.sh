@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, everything shardps needs to build, test and run on
 # Debian 12: compilers and Meson, libzmq, protobuf-c (+ protoc-c), OpenBLAS,
-# zlib, Check, the Fashion-MNIST dataset, for shardps-bench gnuplot (its PNG
-# plots) and OpenMPI (its MPI_Allreduce reference, and shardps-mpi), and Slurm
-# with munge (about 3 MB: tests/integration/test_slurm.sh runs
-# deploy/slurm/shardps.sbatch on a private single-node Slurm). Idempotent: a package
+# zlib, libmicrohttpd (the metrics endpoint), Check, the Fashion-MNIST
+# dataset, gnuplot (shardps-bench's and the launcher's PNG plots), OpenMPI
+# (shardps-bench's MPI_Allreduce reference, and shardps-mpi), prometheus (its
+# promtool checks the metrics in the tests), and Slurm with munge (about 3 MB:
+# tests/integration/test_slurm.sh runs deploy/slurm/shardps.sbatch on a private
+# single-node Slurm). Idempotent: a package
 # that is already installed is not touched, and apt-get is not called at all
 # when nothing is missing. The CUDA toolkit is optional and not installed here.
 #
@@ -24,10 +26,10 @@ done
 pkgs=(
   build-essential pkg-config meson ninja-build
   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
-  libopenblas-dev zlib1g-dev check
+  libopenblas-dev zlib1g-dev libmicrohttpd-dev check
   iproute2 python3 python3-yaml
   dataset-fashion-mnist
-  gnuplot-nox openmpi-bin libopenmpi-dev
+  gnuplot-nox openmpi-bin libopenmpi-dev prometheus
   slurmd slurmctld slurm-client munge
 )
 if [ "$with_torch" = 1 ]; then

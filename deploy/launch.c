@@ -29,10 +29,12 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/trace.h"
 #include "deploy/launch_children.h"
 #include "deploy/launch_flags.h"
 #include "proto/curve.h"
 #include "deploy/launch_node.h"
+#include "deploy/launch_plot.h"
 
 #define S_ENDPOINT_WAIT_S 15.0 /* how long the scheduler has to write its endpoint */
 #define S_STOP_GRACE_S 5.0     /* SIGTERM -> SIGKILL */
@@ -51,6 +53,8 @@ static const char *const s_unset_env[] = {
     "SHARDPS_SAVE_MODEL",
     "SHARDPS_SUMMARY",
     "SHARDPS_EVALUATE",
+    "SHARDPS_METRICS_BIND", /* the scheduler's alone: servers and workers would all bind it */
+    "SHARDPS_TRACE",        /* each process gets its own file on its command line */
 };
 
 enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };
@@ -68,6 +72,7 @@ typedef struct {
     int killed;                 /* SIGKILL was sent */
     double sched_done_at;       /* when the scheduler exited 0; 0 = not yet */
     double drain_until;         /* after the last child was reaped; 0 = not yet */
+    ps_launch_plot_t *plot;     /* the run's plots (--plot); NULL = none */
     int exit_code;              /* what main returns */
     char why[512];              /* first cause of a failure */
 } s_launch_t;
@@ -348,7 +353,7 @@ static void s_on_signals(s_launch_t *L)
 static int s_poll_ms(const s_launch_t *L, double now)
 {
     double timeout = L->F->timeout;
-    double next = now + 1.0; /* a safety tick */
+    double next = now + (L->plot ? 0.5 : 1.0); /* a safety tick; the plots' questions */
     if (L->phase == S_PHASE_ENDPOINT) {
         next = now + S_ENDPOINT_TICK_MS / 1000.0;
     }
@@ -401,6 +406,37 @@ static void s_on_tick(s_launch_t *L, double now)
     if (L->phase == S_PHASE_STOP && !L->killed && now >= L->stop_at) {
         s_kill_now(L);
     }
+    if (L->plot && L->phase == S_PHASE_RUN && L->sched_done_at == 0) {
+        ps_launch_plot_poll(L->plot, L->endpoint, now);
+    }
+}
+
+/* --trace: the servers' and workers' files merged into one, on the
+ * scheduler's clock; the parts that exist (a failed node may have written none). */
+static void s_merge_traces(const s_launch_t *L)
+{
+    const char *trace = ps_launch_flags_value(L->F, "trace");
+    if (!trace) {
+        return;
+    }
+    char (*parts)[PATH_MAX + 32] = calloc((size_t)L->C.nkids, sizeof *parts);
+    const char **in = calloc((size_t)L->C.nkids, sizeof *in);
+    int n = 0;
+    for (int i = 1; parts && in && i < L->C.nkids; i++) {
+        ps_launch_flags_trace_part(L->F, L->C.kids[i].tag, parts[n], sizeof parts[n]);
+        if (access(parts[n], F_OK) == 0) {
+            in[n] = parts[n];
+            n++;
+        }
+    }
+    char err[512];
+    if (n > 0 && ps_trace_merge(in, n, trace, err, sizeof err) != 0) {
+        ps_log_err("trace not merged: %s", err);
+    } else if (n > 0) {
+        ps_log_info("trace of %d processes merged into %s", n, trace);
+    }
+    free(parts);
+    free(in);
 }
 
 /* Runs the job to its end: every child reaped and its output relayed. */
@@ -458,7 +494,12 @@ int main(int argc, char **argv)
         ps_log_err("out of memory");
         goto fail;
     }
-    if (s_install_signals(L) != 0 || s_make_tmpdir(L) != 0 || s_make_keys(L, &flags) != 0) {
+    if (s_install_signals(L) != 0 || s_make_tmpdir(L) != 0 || s_make_keys(L, &flags) != 0 ||
+        ps_launch_children_log(&L->C, flags.log_file, flags.log_dir) != 0) {
+        goto fail;
+    }
+    if (flags.plot_dir[0] && ps_launch_plot_new(flags.plot_dir, &L->plot) != 0) {
+        ps_log_err("out of memory");
         goto fail;
     }
     L->t_start = ps_now();
@@ -468,6 +509,10 @@ int main(int argc, char **argv)
         goto fail;
     }
     s_run(L);
+    s_merge_traces(L);
+    if (L->plot) {
+        ps_launch_plot_write(L->plot, ps_launch_flags_value(&flags, "summary"));
+    }
     if (L->phase != S_PHASE_STOP) {
         L->exit_code = 0;
         const char *summary = ps_launch_flags_value(&flags, "summary");
@@ -488,6 +533,7 @@ fail:
     ps_log_write(PS_LOG_ERR, "job failed: %s", L->why[0] ? L->why : "could not start");
 done:
     s_remove_tmpdir(L);
+    ps_launch_plot_destroy(&L->plot);
     ps_launch_children_fini(&L->C);
     for (int i = 0; i < 2; i++) {
         if (L->sig_pipe[i] >= 0) {

@@ -7,6 +7,9 @@
  */
 #include "deploy/launch_children.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,12 @@ static void s_emit(ps_launch_children_t *C, const ps_launch_child_t *c, int k, c
     C->scratch[used++] = '\n';
     /* When stderr is gone there is nothing better to do. */
     (void)ps_proc_write_all(STDERR_FILENO, C->scratch, used);
+    if (C->log_fd >= 0) {
+        (void)ps_proc_write_all(C->log_fd, C->scratch, used);
+    }
+    if (c->log_fd >= 0) {
+        (void)ps_proc_write_all(c->log_fd, C->scratch, used);
+    }
 }
 
 /* Where a child's stream sends its lines. */
@@ -132,7 +141,7 @@ static void s_raise_fd_limit(int nkids)
 
 int ps_launch_children_init(ps_launch_children_t *C, int servers, int workers)
 {
-    *C = (ps_launch_children_t){.nkids = 1 + servers + workers};
+    *C = (ps_launch_children_t){.nkids = 1 + servers + workers, .log_fd = -1};
     s_raise_fd_limit(C->nkids);
     size_t npoll = 1 + 2 * (size_t)C->nkids;
     C->kids = calloc((size_t)C->nkids, sizeof *C->kids);
@@ -154,6 +163,31 @@ int ps_launch_children_init(ps_launch_children_t *C, int servers, int workers)
                      c->rank);
         }
         c->out[0].fd = c->out[1].fd = -1;
+        c->log_fd = -1;
+    }
+    return 0;
+}
+
+static int s_open_log(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ps_log_err("cannot write the log file %s: %s", path, strerror(errno));
+    }
+    return fd;
+}
+
+int ps_launch_children_log(ps_launch_children_t *C, const char *file, const char *dir)
+{
+    if (file && (C->log_fd = s_open_log(file)) < 0) {
+        return PS_EIO;
+    }
+    for (int i = 0; dir && i < C->nkids; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s.log", dir, i == 0 ? "scheduler" : C->kids[i].tag);
+        if ((C->kids[i].log_fd = s_open_log(path)) < 0) {
+            return PS_EIO;
+        }
     }
     return 0;
 }
@@ -164,7 +198,13 @@ void ps_launch_children_fini(ps_launch_children_t *C)
         for (int i = 0; i < C->nkids; i++) {
             ps_proc_lines_fini(&C->kids[i].out[0]);
             ps_proc_lines_fini(&C->kids[i].out[1]);
+            if (C->kids[i].log_fd >= 0) {
+                close(C->kids[i].log_fd);
+            }
         }
+    }
+    if (C->log_fd >= 0) {
+        close(C->log_fd);
     }
     free(C->kids);
     free(C->scratch);

@@ -30,6 +30,7 @@ typedef struct {
     pid_t pid;              /* 0 until started; also its process group id */
     int running;            /* started and not yet reaped */
     ps_proc_lines_t out[2]; /* [0] stdout, [1] stderr */
+    int log_fd;             /* --log-dir: its lines also go here; -1 = none */
 } ps_launch_child_t;
 
 /* All of them. Embedded; ps_launch_children_init / _fini. */
@@ -41,6 +42,7 @@ typedef struct {
     struct pollfd *pfd;      /* poll set: [0] the caller's fd, then open streams */
     ps_launch_child_t **who; /* the child of each pfd entry */
     int *which;              /* its stream: 0 stdout, 1 stderr */
+    int log_fd;              /* --log-file: every child's lines also go here; -1 = none */
 } ps_launch_children_t;
 
 /* Makes the table for 1 + servers + workers children, none started, and room
@@ -50,6 +52,11 @@ int ps_launch_children_init(ps_launch_children_t *C, int servers, int workers);
 
 /* Frees the table (after ps_launch_children_close). */
 void ps_launch_children_fini(ps_launch_children_t *C);
+
+/* Copies of the relayed lines: all of them into file, and each child's into
+ * DIR/scheduler.log, DIR/S0.log, DIR/W0.log ... (either may be NULL). The
+ * files are created afresh. Returns 0, or PS_EIO after logging which file. */
+int ps_launch_children_log(ps_launch_children_t *C, const char *file, const char *dir);
 
 /* Starts c with argv (argv[0] is the binary; NULL = out of memory). Returns
  * 0, or PS_EIO after logging why. argv is borrowed for the call. */

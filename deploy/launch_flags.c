@@ -25,15 +25,18 @@
 
 static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server", "worker"};
 
+/* The launcher's own flags, before the forwarded ones. */
+#define S_NOWN 10
+
 /* Flags the launcher writes itself on each role's command line (see
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
  * for a job (a worker's --evaluate and its --summary) or not for every
  * worker (--fault-nan-push, a test's), so it never forwards them. */
 static const char *const s_own[PS_LAUNCH_NROLES][10] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", "job-hash", NULL},
+    {"scheduler", "bind", "advertise", "rank", "job-hash", "metrics-bind", NULL},
     {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
-     "fault-nan-push", NULL},
+     "fault-nan-push", "metrics-bind", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles
@@ -53,6 +56,9 @@ static const struct {
     {"log-level", "every role and the launcher"},
     {"keys", "every role; with --secure and no --keys the launcher makes the job's keys in "
              "its private temporary directory"},
+    {"metrics-bind", "scheduler: the job's metrics, every node's with a node label"},
+    {"trace", "every server and worker writes FILE with .S0, .W1 ... before its extension; "
+              "the launcher merges them into FILE at the end"},
 };
 
 _Static_assert(PS_SCHEDULER_NFLAGS <= PS_LAUNCH_MAX_ROLE_FLAGS &&
@@ -242,6 +248,50 @@ static int s_keys(const ps_launch_flags_t *F)
     return 0;
 }
 static void s_job_identity(ps_launch_flags_t *F);
+/* --plot (by default beside --summary), --log-file, --log-dir and --trace:
+ * a place that cannot be written fails now, not after the job. Returns 0,
+ * or PS_EINVAL after one line on stderr. */
+static int s_observe_files(ps_launch_flags_t *F)
+{
+    char why[512], probe[PATH_MAX + 32];
+    const char *summary = ps_launch_flags_value(F, "summary");
+    if (F->plot && !strcmp(F->plot, "none")) {
+        F->plot_dir[0] = '\0';
+    } else if (F->plot) {
+        snprintf(F->plot_dir, sizeof F->plot_dir, "%s", F->plot);
+    } else if (summary) {
+        const char *slash = strrchr(summary, '/');
+        snprintf(F->plot_dir, sizeof F->plot_dir, "%.*s",
+                 slash ? (int)(slash - summary) + (slash == summary) : 1, slash ? summary : ".");
+    }
+    const char *dirs[][2] = {{"--plot", F->plot_dir[0] ? F->plot_dir : NULL},
+                             {"--log-dir", F->log_dir}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(probe, sizeof probe, "%s/progress.csv", dirs[i][1] ? dirs[i][1] : "");
+        if (dirs[i][1] && ps_file_check_writable(probe, why, sizeof why) != 0) {
+            return s_bad("%s %s: not a writable directory", dirs[i][0], dirs[i][1]);
+        }
+    }
+    const char *trace = ps_launch_flags_value(F, "trace");
+    if (F->log_file && ps_file_check_writable(F->log_file, why, sizeof why) != 0) {
+        return s_bad("--log-file %s", why);
+    }
+    if (trace && ps_file_check_writable(trace, why, sizeof why) != 0) {
+        return s_bad("--trace %s", why);
+    }
+    return 0;
+}
+
+void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, char *out,
+                                size_t cap)
+{
+    const char *trace = ps_launch_flags_value(F, "trace");
+    const char *slash = strrchr(trace, '/'), *dot = strrchr(trace, '.');
+    if (!dot || (slash && dot < slash)) {
+        dot = trace + strlen(trace);
+    }
+    snprintf(out, cap, "%.*s.%s%s", (int)(dot - trace), trace, tag, dot);
+}
 
 int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
 {
@@ -256,8 +306,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         .host = NULL,  /* 127.0.0.1, or with --node 0.0.0.0 */
         .port = 9000,
     };
-    enum { NOWN = 7 }; /* the launcher's own flags, first in the table */
-    ps_flag_t flags[NOWN + PS_LAUNCH_MAX_FWD] = {
+    ps_flag_t flags[S_NOWN + PS_LAUNCH_MAX_FWD] = {
         {"servers", PS_FLAG_INT, &F->servers, "N",
          "number of servers (-1 = 1, or 0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &F->workers, "N",
@@ -273,20 +322,27 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
          "Kubernetes): role, rank and scheduler from its environment"},
         {"port", PS_FLAG_INT, &F->port, "PORT",
          "with --node: the scheduler's port (its host: see README, Running on a cluster)"},
+        {"plot", PS_FLAG_STR, &F->plot, "DIR",
+         "write the run's plots here (progress.png, progress.csv, accuracy.csv); default: "
+         "beside --summary; none = no plots"},
+        {"log-file", PS_FLAG_STR, &F->log_file, "FILE", "also write every role's output here"},
+        {"log-dir", PS_FLAG_STR, &F->log_dir, "DIR",
+         "also write each role's output to DIR/scheduler.log, DIR/S0.log, DIR/W0.log ..."},
     };
+    _Static_assert(sizeof flags / sizeof flags[0] == S_NOWN + PS_LAUNCH_MAX_FWD, "S_NOWN");
     s_fwd_build(F);
     for (size_t i = 0; i < F->nfwd; i++) {
         const ps_flag_t *f = F->fwd[i].flag;
         /* A 0|1 flag stays one, so "--preflight" alone works here too. */
         F->fwd_bool[i] = -1;
-        flags[NOWN + i] = f->type == PS_FLAG_BOOL
-                           ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i], f->metavar,
-                                         F->fwd[i].help}
-                           : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
-                                         F->fwd[i].help};
+        flags[S_NOWN + i] = f->type == PS_FLAG_BOOL
+                                ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i],
+                                              f->metavar, F->fwd[i].help}
+                                : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
+                                              F->fwd[i].help};
     }
     int rest = argc;
-    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, NOWN + F->nfwd, argc, argv, &rest);
+    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, S_NOWN + F->nfwd, argc, argv, &rest);
     if (rc != 0) {
         return rc;
     }
@@ -333,7 +389,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         return s_bad("--bin-dir: empty");
     }
     /* A task checks only its own role's files, on its own host: the roles do. */
-    if (!F->node && (s_model_files(F) != 0 || s_keys(F) != 0)) {
+    if ((!F->node && (s_model_files(F) != 0 || s_keys(F) != 0)) || s_observe_files(F) != 0) {
         return PS_EINVAL;
     }
     s_job_identity(F);
@@ -438,6 +494,13 @@ static void s_argv_add_fwd(s_argv_t *a, const ps_launch_flags_t *F, int role, in
             continue;
         }
         s_argv_addf(a, "--%s", name);
+        if (!strcmp(name, "trace")) { /* one file per process, merged at the end */
+            char tag[16], part[PATH_MAX + 32];
+            snprintf(tag, sizeof tag, "%c%d", role == PS_LAUNCH_SERVER ? 'S' : 'W', rank);
+            ps_launch_flags_trace_part(F, tag, part, sizeof part);
+            s_argv_add(a, part);
+            continue;
+        }
         s_argv_add(a, val);
     }
 }

@@ -54,6 +54,10 @@ typedef struct {
     int node_role;       /* --node: PS_LAUNCH_<role> of this task */
     int node_rank;       /* --node: its rank within the role */
     char node_scheduler[300]; /* --node: the scheduler's endpoint, tcp://HOST:PORT */
+    const char *plot;    /* --plot DIR: the run's plots; default: beside --summary; "none" */
+    const char *log_file; /* --log-file FILE: every child's lines also here */
+    const char *log_dir; /* --log-dir DIR: each child's lines also in DIR/<tag>.log */
+    char plot_dir[PATH_MAX]; /* where the plots go (after parsing); "" = none */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
     int fwd_bool[PS_LAUNCH_MAX_FWD]; /* a 0|1 flag as parsed (bare "--flag" = 1), -1 = not
                                         given; becomes fwd_val "0" or "1" */
@@ -103,6 +107,12 @@ const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name);
  */
 char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *bind,
                                       const char *epfile);
+
+/* With --trace FILE: the file the node tagged tag ("S0", "W1") writes, FILE
+ * with ".S0" before its extension ("t.json" -> "t.S0.json"); the launcher
+ * merges them into FILE at the end. */
+void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, char *out,
+                                size_t cap);
 
 /* A server's or worker's command line, for the scheduler at endpoint; as
  * ps_launch_flags_scheduler_argv(). */

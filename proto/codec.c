@@ -42,6 +42,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.error = (char *)h->error;
     m.ring_step = h->ring_step;
     m.token = h->token;
+    m.clock = h->clock;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -72,6 +73,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->status = m->status;
     h->ring_step = m->ring_step;
     h->token = m->token;
+    h->clock = m->clock;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -672,6 +674,174 @@ void ps_codec_build_id(char *buf, size_t cap)
     snprintf(buf, cap, "%s protocol %u", PS_BUILD_VCS, PS_PROTOCOL_VERSION);
 }
 
+/* The report's fields without the text, both ways. */
+static void s_report_to_pb(const ps_metrics_report_t *r, Shardps__MetricsReport *m,
+                           int32_t *waiting)
+{
+    m->step = r->step;
+    m->samples = r->samples;
+    m->loss = r->loss;
+    m->test_accuracy = r->test_accuracy;
+    m->epoch = r->epoch;
+    m->waited_seconds = r->waited_seconds;
+    m->bytes_pushed = r->bytes_pushed;
+    m->bytes_pulled = r->bytes_pulled;
+    int n = r->nwaiting < PS_REPORT_MAX_WAITING ? r->nwaiting : PS_REPORT_MAX_WAITING;
+    for (int i = 0; i < n; i++) {
+        waiting[i] = r->waiting_for[i];
+    }
+    m->n_waiting_for = (size_t)(n > 0 ? n : 0);
+    m->waiting_for = waiting;
+}
+
+static int s_report_from_pb(const Shardps__MetricsReport *m, ps_metrics_report_t *r)
+{
+    memset(r, 0, sizeof *r);
+    if (m->n_waiting_for > PS_REPORT_MAX_WAITING) {
+        return PS_EPROTO;
+    }
+    r->step = m->step;
+    r->samples = m->samples;
+    r->loss = m->loss;
+    r->test_accuracy = m->test_accuracy;
+    r->epoch = m->epoch;
+    r->waited_seconds = m->waited_seconds;
+    r->bytes_pushed = m->bytes_pushed;
+    r->bytes_pulled = m->bytes_pulled;
+    r->nwaiting = (int)m->n_waiting_for;
+    for (size_t i = 0; i < m->n_waiting_for; i++) {
+        r->waiting_for[i] = m->waiting_for[i];
+    }
+    return 0;
+}
+
+int ps_codec_pack_metrics(const ps_metrics_report_t *r, uint8_t **out, size_t *len)
+{
+    Shardps__MetricsReport m = SHARDPS__METRICS_REPORT__INIT;
+    int32_t waiting[PS_REPORT_MAX_WAITING];
+    s_report_to_pb(r, &m, waiting);
+    m.text = r->text ? r->text : (char *)"";
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_metrics(const void *data, size_t len, ps_metrics_report_t *r)
+{
+    Shardps__MetricsReport *m = shardps__metrics_report__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = s_report_from_pb(m, r);
+    size_t n = m->text ? strlen(m->text) : 0;
+    if (rc == 0 && n > (1u << 20)) {
+        rc = PS_EPROTO;
+    }
+    if (rc == 0 && n > 0 && !(r->text = strdup(m->text))) {
+        rc = PS_ENOMEM;
+    }
+    shardps__metrics_report__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_status(const ps_status_t *st, uint8_t **out, size_t *len)
+{
+    Shardps__StatusReply m = SHARDPS__STATUS_REPLY__INIT;
+    m.phase = (char *)st->phase;
+    m.model = (char *)st->model;
+    m.mode = (char *)st->mode;
+    m.total_steps = st->total_steps;
+    m.elapsed_seconds = st->elapsed_seconds;
+    m.num_params = st->num_params;
+    int n = st->nnodes > 0 ? st->nnodes : 0;
+    Shardps__StatusNode *nodes = calloc((size_t)n + 1, sizeof *nodes);
+    Shardps__StatusNode **ptrs = calloc((size_t)n + 1, sizeof *ptrs);
+    Shardps__MetricsReport *reps = calloc((size_t)n + 1, sizeof *reps);
+    int32_t *waiting = calloc((size_t)(n + 1) * PS_REPORT_MAX_WAITING, sizeof *waiting);
+    int rc = nodes && ptrs && reps && waiting ? 0 : PS_ENOMEM;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const ps_status_node_t *sn = &st->nodes[i];
+        Shardps__StatusNode *pn = &nodes[i];
+        shardps__status_node__init(pn);
+        shardps__metrics_report__init(&reps[i]);
+        s_report_to_pb(&sn->report, &reps[i], waiting + (size_t)i * PS_REPORT_MAX_WAITING);
+        reps[i].text = (char *)"";
+        pn->role = (Shardps__Role)sn->role;
+        pn->rank = sn->rank;
+        pn->endpoint = (char *)sn->endpoint;
+        pn->pid = sn->pid;
+        pn->key_begin = sn->begin;
+        pn->key_end = sn->end;
+        pn->state = (char *)sn->state;
+        pn->silent_seconds = sn->silent_seconds;
+        pn->report = &reps[i];
+        pn->steps_per_second = sn->steps_per_second;
+        pn->samples_per_second = sn->samples_per_second;
+        ptrs[i] = pn;
+    }
+    m.n_nodes = (size_t)n;
+    m.nodes = ptrs;
+    if (rc == 0) {
+        rc = s_pack(&m.base, out, len);
+    }
+    free(nodes);
+    free(ptrs);
+    free(reps);
+    free(waiting);
+    return rc;
+}
+
+int ps_codec_unpack_status(const void *data, size_t len, ps_status_t *st)
+{
+    memset(st, 0, sizeof *st);
+    Shardps__StatusReply *m = shardps__status_reply__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = m->n_nodes <= PS_MAX_SERVERS + PS_MAX_WORKERS ? 0 : PS_EPROTO;
+    if (rc == 0 && m->n_nodes && !(st->nodes = calloc(m->n_nodes, sizeof *st->nodes))) {
+        rc = PS_ENOMEM;
+    }
+    if (rc == 0) {
+        rc = s_copy_str(st->phase, sizeof st->phase, m->phase) ||
+                     s_copy_str(st->model, sizeof st->model, m->model) ||
+                     s_copy_str(st->mode, sizeof st->mode, m->mode)
+                 ? PS_EPROTO
+                 : 0;
+        st->total_steps = m->total_steps;
+        st->elapsed_seconds = m->elapsed_seconds;
+        st->num_params = m->num_params;
+    }
+    for (size_t i = 0; rc == 0 && i < m->n_nodes; i++) {
+        const Shardps__StatusNode *pn = m->nodes[i];
+        ps_status_node_t *sn = &st->nodes[i];
+        sn->role = (ps_role_t)pn->role;
+        sn->rank = pn->rank;
+        sn->pid = pn->pid;
+        sn->begin = pn->key_begin;
+        sn->end = pn->key_end;
+        sn->silent_seconds = pn->silent_seconds;
+        sn->steps_per_second = pn->steps_per_second;
+        sn->samples_per_second = pn->samples_per_second;
+        if (s_copy_str(sn->endpoint, sizeof sn->endpoint, pn->endpoint) ||
+            s_copy_str(sn->state, sizeof sn->state, pn->state) ||
+            (pn->report && s_report_from_pb(pn->report, &sn->report) != 0)) {
+            rc = PS_EPROTO;
+        }
+        st->nnodes = (int)i + 1;
+    }
+    shardps__status_reply__free_unpacked(m, NULL);
+    if (rc != 0) {
+        ps_codec_status_fini(st);
+    }
+    return rc;
+}
+
+void ps_codec_status_fini(ps_status_t *st)
+{
+    free(st->nodes);
+    st->nodes = NULL;
+    st->nnodes = 0;
+}
+
 const char *ps_codec_type_name(int type)
 {
     static const char *names[PS_MSG_TYPE_MAX + 1] = {
@@ -679,6 +849,8 @@ const char *ps_codec_type_name(int type)
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
         "ring-data", "checkpoint", "members", "peer-ready",
+        [PS_MSG_STATUS] = "status",
+        [PS_MSG_STATUS_REPLY] = "status-reply",
         [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",
         [PS_MSG_PREFLIGHT_RESULT] = "preflight-result"};
     if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {

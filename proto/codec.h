@@ -24,7 +24,8 @@ extern "C" {
 /* 4: --secure (the nodes' CurveZMQ public keys in Register and the view,
  *    the report's secure_refused); per-node tokens (RegisterAck, Header, the
  *    servers' view), MSG_PEER_READY; job identity at registration, preflight
- *    (MSG_PREFLIGHT_*). */
+ *    (MSG_PREFLIGHT_*); observability (MSG_STATUS, metrics reports on
+ *    heartbeats, the header's clock). */
 #define PS_PROTOCOL_VERSION 4u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
@@ -54,6 +55,8 @@ typedef enum {
     PS_MSG_CHECKPOINT = 19,
     PS_MSG_MEMBERS = 20,
     PS_MSG_PEER_READY = 21,
+    PS_MSG_STATUS = 27,
+    PS_MSG_STATUS_REPLY = 28,
     PS_MSG_PREFLIGHT_PROBE = 29,
     PS_MSG_PREFLIGHT_RESULT = 30,
     PS_MSG_TYPE_MAX = 30,
@@ -84,6 +87,7 @@ typedef struct {
     char error[160];      /* reason when status != 0 */
     int32_t ring_step;    /* ring data: 0..M-2 reduce-scatter, M-1..2M-3 all-gather */
     uint64_t token;       /* worker -> server data: the worker's token; else 0 */
+    double clock;         /* REGISTER, REGISTER_ACK: the sender's ps_now(); else 0 */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */
@@ -204,6 +208,50 @@ typedef struct {
     uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
 } ps_server_report_t;
 
+enum { PS_REPORT_MAX_WAITING = 32 };
+
+/* What a node sends with each heartbeat (MSG_HEARTBEAT's optional body). */
+typedef struct {
+    int64_t step;          /* workers: steps done; servers: the step being collected */
+    uint64_t samples;      /* workers: samples processed */
+    double loss;           /* workers: mean training loss since the last report */
+    double test_accuracy;  /* worker 0: the last evaluation; -1 before the first */
+    int epoch;             /* workers: epochs evaluated */
+    int nwaiting;          /* servers: live workers the step waits for (at most
+                              PS_REPORT_MAX_WAITING listed) */
+    int waiting_for[PS_REPORT_MAX_WAITING]; /* their ranks, ascending */
+    double waited_seconds; /* servers: how long the step has waited */
+    uint64_t bytes_pushed; /* workers: payload bytes pushed (ring: sent) */
+    uint64_t bytes_pulled; /* workers: payload bytes pulled (ring: received) */
+    char *text;            /* Prometheus text or NULL; pack: borrowed; unpack: caller
+                              owns the result (free()) */
+} ps_metrics_report_t;
+
+/* One node of the cluster view a scheduler answers MSG_STATUS with. */
+typedef struct {
+    ps_role_t role;
+    int rank;
+    char endpoint[128];
+    uint32_t pid;
+    uint64_t begin, end;        /* servers: their keys */
+    char state[16];             /* registered, running, done, lost */
+    double silent_seconds;      /* since its last message */
+    ps_metrics_report_t report; /* its last report; text always NULL */
+    double steps_per_second;    /* workers, over the last seconds */
+    double samples_per_second;
+} ps_status_node_t;
+
+typedef struct {
+    char phase[16];          /* waiting, running, reporting, finished, failed */
+    char model[16];
+    char mode[32];
+    int64_t total_steps;
+    double elapsed_seconds;  /* since the scheduler started */
+    uint64_t num_params;
+    int nnodes;
+    ps_status_node_t *nodes; /* unpack: caller owns the result; free with ps_codec_status_fini() */
+} ps_status_t;
+
 /* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */
 int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap);
 
@@ -256,6 +304,18 @@ int ps_codec_unpack_peer_ready(const void *data, size_t len, char *endpoint, siz
  * outside [0, *n), n outside [1, PS_MAX_WORKERS] or no live worker. */
 int ps_codec_pack_members(const unsigned char *live, int n, uint8_t **out, size_t *len);
 int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, int *n);
+
+/* The report a node sends with a heartbeat; unpack leaves r->text NULL
+ * when the report has none, and refuses more than PS_REPORT_MAX_WAITING
+ * waited-for workers or a text longer than 1 MiB. */
+int ps_codec_pack_metrics(const ps_metrics_report_t *r, uint8_t **out, size_t *len);
+int ps_codec_unpack_metrics(const void *data, size_t len, ps_metrics_report_t *r);
+
+/* The cluster view for shardps-status (MSG_STATUS_REPLY). */
+int ps_codec_pack_status(const ps_status_t *st, uint8_t **out, size_t *len);
+int ps_codec_unpack_status(const void *data, size_t len, ps_status_t *st);
+/* Frees what ps_codec_unpack_status allocated; st stays valid (no nodes). */
+void ps_codec_status_fini(ps_status_t *st);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

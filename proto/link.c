@@ -75,6 +75,9 @@ struct ps_link {
     double peer_timeout; /* seconds of scheduler silence that mean it is lost */
     double last_seen;    /* ps_now() of the last message from the scheduler */
     double last_sent;    /* ps_now() of our last heartbeat */
+    double clock_offset; /* the scheduler's clock minus ours, from registration */
+    ps_link_report_fn report; /* fills each heartbeat's metrics report; NULL: none */
+    void *report_arg;
 };
 
 /* Waits up to timeout seconds for one message on l->sock. Returns 1 when one
@@ -139,7 +142,8 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
         rc = s_send_body(l, PS_MSG_REGISTER, body, len);
     }
-    double start = ps_now(), deadline = start + connect_timeout;
+    const double t_sent = ps_now();
+    double start = t_sent, deadline = start + connect_timeout;
     double next_log = start + PS_LINK_WAIT_LOG_SECONDS;
     while (rc == 0) {
         double now = ps_now(), left = deadline - now;
@@ -186,6 +190,8 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
             ps_msg_close(&m);
             if (rc == 0) {
                 l->last_sent = ps_now();
+                /* half the round trip each way, as NTP assumes */
+                l->clock_offset = m.hdr.clock ? m.hdr.clock - (t_sent + l->last_sent) / 2 : 0;
                 *out = l;
                 return 0;
             }
@@ -277,10 +283,39 @@ ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen)
         return PS_LINK_LOST;
     }
     if (now - l->last_sent >= PS_HEARTBEAT_SECONDS) {
-        ps_link_send(l, PS_MSG_HEARTBEAT, NULL, 0);
-        l->last_sent = now;
+        ps_link_report_now(l);
     }
     return PS_LINK_ALIVE;
+}
+
+void ps_link_set_report(ps_link_t *l, ps_link_report_fn fn, void *arg)
+{
+    l->report = fn;
+    l->report_arg = arg;
+}
+
+void ps_link_report_now(ps_link_t *l)
+{
+    ps_metrics_report_t r = {.test_accuracy = -1};
+    ps_text_t text = {0};
+    uint8_t *body = NULL;
+    size_t len = 0;
+    if (l->report) {
+        l->report(l->report_arg, &r, &text);
+        r.text = text.oom ? NULL : text.p;
+        if (ps_codec_pack_metrics(&r, &body, &len) != 0) {
+            body = NULL; /* out of memory: a bare heartbeat still says we live */
+        }
+    }
+    ps_link_send(l, PS_MSG_HEARTBEAT, body, len);
+    l->last_sent = ps_now();
+    free(body);
+    free(text.p);
+}
+
+double ps_link_clock_offset(const ps_link_t *l)
+{
+    return l->clock_offset;
 }
 
 ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)

@@ -23,6 +23,7 @@
 
 #include "common/config.h"
 #include "common/job.h"
+#include "common/metrics.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "proto/sock.h"
@@ -140,6 +141,22 @@ ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen);
  * the caller's.
  */
 ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen);
+
+/*
+ * Metrics on heartbeats: fn fills the report each heartbeat carries (and
+ * appends the node's Prometheus text to text); it runs in the thread that
+ * ticks the link. NULL: bare heartbeats (the default).
+ */
+typedef void (*ps_link_report_fn)(void *arg, ps_metrics_report_t *r, ps_text_t *text);
+void ps_link_set_report(ps_link_t *l, ps_link_report_fn fn, void *arg);
+
+/* Sends a heartbeat (with its report) now: the scheduler gets final counts
+ * before a DONE or a server's end-of-job REPORT. */
+void ps_link_report_now(ps_link_t *l);
+
+/* Seconds to add to this node's ps_now() for the scheduler's clock, measured
+ * at registration from the round trip (traces are merged on it). */
+double ps_link_clock_offset(const ps_link_t *l);
 
 /* Sends a control message (header of type from this node, body copied; NULL
  * for none) to the scheduler. Returns 0 or a PS_E* as ps_msg_send(). */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "proto/sock_zmq.h"
 
@@ -239,6 +240,9 @@ int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t typ
 {
     ps_header_t h;
     ps_msg_header(&h, type, role, sender);
+    if (type == PS_MSG_REGISTER || type == PS_MSG_REGISTER_ACK) {
+        h.clock = ps_now(); /* the node's clock offset to the scheduler's (link.c) */
+    }
     ps_frame_t f = {body, len};
     return ps_msg_send(sock, route, h, &f, body ? 1 : 0, PS_SEND_COPY);
 }

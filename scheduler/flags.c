@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/job.h"
+#include "common/http.h"
 #include "common/log.h"
 #include "proto/curve.h"
 
@@ -57,6 +58,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
         {"job-id", PS_FLAG_STR, &c->job_id, "ID", "this job's id: a node started for another job is refused at registration (default: job-<start time>-<random>)"},
+        ps_http_bind_flag(&c->metrics_bind),
+        {"metrics-hold", PS_FLAG_DOUBLE, &c->metrics_hold, "SECONDS", "after the job, keep serving the metrics until one scrape took the final values, at most this long; in [0, 86400]"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
@@ -136,6 +139,9 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (ps_config_check_range("peer-timeout", f->cfg.peer_timeout, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
+        ps_http_check_bind(f->cfg.metrics_bind, err, errlen) ||
+        ps_config_check_range("metrics-hold", f->cfg.metrics_hold, 0, PS_CONFIG_MAX_SECONDS,
+                              PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("wait", f->cfg.wait, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
                               err, errlen)) {
         return PS_EINVAL;

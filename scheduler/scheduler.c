@@ -483,8 +483,13 @@ static void s_preflight_progress(ps_scheduler_t *s)
 
 static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
 {
+    ps_sched_obs_message(s->obs, m->hdr.type);
     if (m->hdr.type == PS_MSG_REGISTER) {
         s_on_register(s, m);
+        return;
+    }
+    if (m->hdr.type == PS_MSG_STATUS) { /* read-only: anyone may ask */
+        ps_scheduler_status_reply(s, m);
         return;
     }
     /* A node is the connection it registered on: a message from any other
@@ -507,6 +512,10 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     switch (m->hdr.type) {
     case PS_MSG_HEARTBEAT:
+        if (p) {
+            ps_sched_obs_heartbeat(s->obs, (int)(n - s->nodes), ps_node_tag(n, tag, sizeof tag),
+                                   p, len);
+        }
         break;
     case PS_MSG_MODEL_INFO:
         s_on_model_info(s, n, m);
@@ -738,6 +747,11 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("cannot bind %s: %s", cfg->bind, why);
         goto fail;
     }
+    /* before the endpoint is announced: a metrics port in use fails the start */
+    if (ps_sched_obs_new(cfg->metrics_bind, s.nnodes, &s.obs, why, sizeof why) != 0) {
+        ps_log_err("%s", why);
+        goto fail;
+    }
     if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s.endpoint) != 0) {
         ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
         goto fail;
@@ -761,8 +775,11 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         }
         s_tick(&s);
         ps_ratelog_tick(s.drops);
+        ps_scheduler_observe_tick(&s);
     }
     if (s.phase == S_FINISHED) {
+        ps_scheduler_observe_tick(&s);
+        ps_sched_obs_mark_end(s.obs);
         int written = ps_summary_write(&s); /* s_fail wrote a failed job's */
         status = written == 0 ? 0 : 1;
         uint8_t *body;
@@ -771,6 +788,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
             s_send_all(&s, PS_MSG_SHUTDOWN, body, len);
             free(body);
         }
+        ps_sched_obs_hold(s.obs, cfg->metrics_hold);
     }
 fail:
     if (status != 0) {
@@ -782,6 +800,7 @@ fail:
         free(s.nodes[i].preflight);
     }
     ps_manifest_destroy(&s.manifest);
+    ps_sched_obs_destroy(&s.obs);
     ps_ratelog_destroy(&s.drops);
     free(s.view);
     free(s.nodes);

@@ -29,6 +29,10 @@ typedef struct {
     int checkpoint_every;      /* steps between checkpoints (needs checkpoint_dir) */
     const char *resume;        /* continue from the newest complete checkpoint in this
                                   directory; NULL = start afresh */
+    const char *metrics_bind;  /* serve the job's metrics (ours and every node's) on
+                                  HOST:PORT; NULL = not served */
+    double metrics_hold;       /* after the job, serve them up to this long, until one
+                                  scrape took the final values */
     int min_workers;           /* K: the job goes on while K workers live (0 = all:
                                   any loss aborts it) */
     int secure;                /* CurveZMQ on every socket, only the job's keys admitted */

@@ -16,6 +16,7 @@
 #include "proto/sock.h"
 #include "scheduler/identity.h"
 #include "scheduler/manifest.h"
+#include "scheduler/observe.h"
 #include "scheduler/scheduler.h"
 
 #ifdef __cplusplus
@@ -74,7 +75,14 @@ typedef struct {
     uint64_t registrations_refused; /* nodes of another job or build */
     double next_wait_log; /* ps_now() of the next "still waiting for" line */
     int preflight_state; /* --preflight: 0 waiting for results, 1 passed, -1 failed */
+    ps_sched_obs_t *obs; /* the nodes' reports, the metrics endpoint (observe.c) */
 } ps_scheduler_t;
+
+/* scheduler/observe.c, from the loop: answers MSG_STATUS (from any
+ * connection: shardps-status registers nothing) with the cluster view, and
+ * refreshes the scheduler's own gauges from its state. */
+void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m);
+void ps_scheduler_observe_tick(ps_scheduler_t *s);
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
 static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)

@@ -527,6 +527,33 @@ void ps_consistency_tick(ps_consistency_t *c)
     }
 }
 
+int ps_consistency_missing(const ps_consistency_t *c, int *ranks, int cap, double *waited)
+{
+    *waited = 0;
+    if (!ps_job_is_stepped(&c->cfg.job) || !ps_store_initialized(c->store) || c->n == 0) {
+        return 0;
+    }
+    int any = 0, n = 0;
+    for (int w = 0; w < c->workers; w++) {
+        any |= c->covered[s_slot(c, c->version, w)] != 0;
+    }
+    for (int w = 0; any && w < c->workers; w++) {
+        if (c->live[w] && c->covered[s_slot(c, c->version, w)] != c->n) {
+            if (n < cap) {
+                ranks[n] = w;
+            }
+            n++;
+        }
+    }
+    *waited = n ? ps_now() - c->step_since : 0;
+    return n;
+}
+
+int ps_consistency_pending_pulls(const ps_consistency_t *c)
+{
+    return c->npending;
+}
+
 int ps_consistency_max_held(const ps_consistency_t *c)
 {
     return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS;

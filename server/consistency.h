@@ -150,6 +150,15 @@ int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, s
  * cfg->report_missing seconds (at most once per that period). */
 void ps_consistency_tick(ps_consistency_t *c);
 
+/* Who the step being collected waits for (stepped modes, once some worker
+ * pushed to it): the live workers whose push of it is incomplete, the first
+ * cap of them in ranks, in rank order; *waited: seconds since the step
+ * began collecting. Returns their number (0: nobody is waited for). */
+int ps_consistency_missing(const ps_consistency_t *c, int *ranks, int cap, double *waited);
+
+/* Pulls waiting for a newer version (the server's queue). */
+int ps_consistency_pending_pulls(const ps_consistency_t *c);
+
 /* Most push frames held at once (ops.release not yet called): a caller that
  * keeps frames in a table of its own sizes it to this, plus the push in hand. */
 int ps_consistency_max_held(const ps_consistency_t *c);

@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/http.h"
 #include "common/log.h"
 #include "proto/curve.h"
+#include "common/trace.h"
 #include "proto/link.h"
 
 void ps_server_flags_init(ps_server_flags_t *f)
@@ -19,6 +21,7 @@ void ps_server_flags_init(ps_server_flags_t *f)
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
     f->cfg.report_missing = 5.0;
     f->log_level = "info";
+    f->cfg.trace_kib = 16384;
 }
 
 size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
@@ -36,6 +39,10 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long; in (0, 86400]"},
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
+        ps_http_bind_flag(&c->metrics_bind),
+        ps_trace_file_flag(&c->trace),
+        ps_trace_steps_flag(&c->trace_steps),
+        ps_trace_kib_flag(&c->trace_kib),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SERVER_NFLAGS, "PS_SERVER_NFLAGS");
@@ -52,7 +59,9 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
         ps_config_check_endpoint("advertise", c->advertise, 0, err, errlen) ||
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
-        ps_curve_check_flags(c->secure, c->keys, PS_ROLE_SERVER, err, errlen)) {
+        ps_curve_check_flags(c->secure, c->keys, PS_ROLE_SERVER, err, errlen) ||
+        ps_http_check_bind(c->metrics_bind, err, errlen) ||
+        ps_trace_check_flags(c->trace_steps, c->trace_kib, err, errlen)) {
         return PS_EINVAL;
     }
     return 0;

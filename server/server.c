@@ -23,11 +23,13 @@
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "proto/curve.h"
+#include "common/trace.h"
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "server/checkpoint.h"
 #include "server/consistency.h"
+#include "server/observe.h"
 #include "server/reply_pool.h"
 #include "server/store.h"
 
@@ -37,6 +39,7 @@ typedef struct {
     uint64_t request_id;  /* echoed */
     ps_msg_type_t type;   /* init, push or pull */
     int worker;           /* its rank (its token checked) */
+    int64_t step;         /* of the request, for the trace */
 } ps_asker_t;
 
 /* A pull reply part waiting for a reply buffer of its worker's share. */
@@ -89,6 +92,7 @@ typedef struct {
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
     int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
     int64_t steps_fewer;  /* steps applied with fewer workers, before fewer_since */
+    ps_server_obs_t *obs; /* metrics and the heartbeat's report */
 } ps_server_t;
 
 /* How many messages a pull of the whole shard is answered in. */
@@ -204,6 +208,9 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     h.begin = r.begin;
     h.end = r.end;
     h.version = version;
+    ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
+    const double t0 = ps_trace_enabled() ? ps_now() : 0;
+    ps_server_obs_reply(s->obs, a->worker, f.len);
     /* sync: values cannot change before the asker pushes again, which it does
      * only after receiving them, so they go zero-copy. Every other mode can
      * apply a step while the reply is queued (async, ssp: the asker already
@@ -213,13 +220,14 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
         if (s->deferred[a->worker].n > 0 || s_send_copy(s, a, h, values) != 0) {
             s_defer(s, a, h);
         }
+        ps_trace_span(PS_TRACE_REPLY, a->step, t0, t0 ? ps_now() : 0, a->worker);
         return;
     }
-    ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
     int rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0, 0);
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
     }
+    ps_trace_span(PS_TRACE_REPLY, a->step, t0, t0 ? ps_now() : 0, a->worker);
 }
 
 /* The consistency's callbacks (ps_consistency_ops_t). */
@@ -349,6 +357,8 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 {
     const ps_header_t *h = &m->hdr;
     ps_range_t r;
+    ps_server_obs_message(s->obs, h->role == PS_ROLE_WORKER ? h->sender : -1, h->type,
+                          h->payload_len);
     switch (h->type) {
     case PS_MSG_PUSH:
     case PS_MSG_PULL:
@@ -364,10 +374,13 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
                       ps_codec_type_name(h->type));
         return;
     }
+    const int traced = ps_trace_enabled();
+    const double t0 = traced ? ps_now() : 0;
     if (s_validate(s, m, &r) != 0) {
         return;
     }
-    ps_asker_t asker = {m->route, h->request_id, h->type, h->sender};
+    ps_trace_span(PS_TRACE_VALIDATE, h->step, t0, traced ? ps_now() : 0, 0);
+    ps_asker_t asker = {m->route, h->request_id, h->type, h->sender, h->step};
     ps_request_t req = {h->sender, h->step, h->version, r, NULL, NULL, &asker};
     char why[160];
     int rc;
@@ -376,7 +389,14 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
         size_t len;
         req.data = ps_payload_data(f, &len);
         req.frame = f;
+        const int64_t before = ps_consistency_version(s->cons);
+        const double ta = ps_now();
         rc = ps_consistency_push(s->cons, &req, why, sizeof why);
+        if (ps_consistency_version(s->cons) != before) { /* it completed a step */
+            const double te = ps_now();
+            ps_server_obs_apply(s->obs, te - ta);
+            ps_trace_span(PS_TRACE_APPLY, h->step, ta, te, 0);
+        }
         s_maybe_checkpoint(s);
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
@@ -388,6 +408,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     if (rc != 0) {
         s_reply_error(s, m, rc, "%s", why);
     }
+    ps_trace_span(PS_TRACE_RECEIVE, h->step, t0, traced ? ps_now() : 0, h->type);
 }
 
 /* Steps applied with fewer live workers than the view's, up to now. */
@@ -436,9 +457,27 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
     s_maybe_checkpoint(s);
 }
 
+/* The heartbeat's report (ps_link_report_fn): who the step waits for, and
+ * the metrics. Runs in the loop's thread, like everything that changes them. */
+static void s_heartbeat_report(void *arg, ps_metrics_report_t *r, ps_text_t *text)
+{
+    ps_server_t *s = arg;
+    if (!s->cons) { /* before the view */
+        return;
+    }
+    ps_server_snapshot_t snap = {ps_consistency_stats(s->cons), ps_consistency_version(s->cons),
+                                 s->errors, ps_consistency_max_held(s->cons) + 1 - s->nheld_free,
+                                 ps_consistency_pending_pulls(s->cons)};
+    r->step = snap.version;
+    r->nwaiting = ps_consistency_missing(s->cons, r->waiting_for, PS_REPORT_MAX_WAITING,
+                                         &r->waited_seconds);
+    ps_server_obs_render(s->obs, &snap, text);
+}
+
 /* Sends the telemetry the scheduler asked for at the end of the job. */
 static void s_send_report(ps_server_t *s)
 {
+    ps_link_report_now(s->link); /* the scheduler's metrics end with our final counts */
     const ps_consistency_stats_t *st = ps_consistency_stats(s->cons);
     ps_server_report_t r = {.pushes = st->pushes,
                             .pulls = st->pulls,
@@ -536,6 +575,7 @@ static int s_loop(ps_server_t *s)
         ps_consistency_tick(s->cons);
         moving = s_send_deferred(s) > 0;
         ps_ratelog_tick(s->rejections);
+        ps_trace_poll();
     }
 }
 
@@ -578,6 +618,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     for (int i = 0; i < nheld; i++) {
         s->held_free[s->nheld_free++] = i;
     }
+    ps_server_obs_setup(s->obs, s->workers);
     if (v->resume_parts > 0 && (rc = s_resume(s, err, errlen)) != 0) {
         return rc;
     }
@@ -663,7 +704,9 @@ int ps_server_run(const ps_server_config_t *cfg)
         goto fail;
     }
     if (ps_curve_secure_ctx(s.ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err,
-                            sizeof err) != 0) {
+                            sizeof err) != 0 ||
+        ps_trace_open(cfg->trace, cfg->trace_steps, cfg->trace_kib, err, sizeof err) != 0 ||
+        ps_server_obs_new(cfg->metrics_bind, &s.obs, err, sizeof err) != 0) {
         ps_log_err("%s", err);
         goto fail;
     }
@@ -680,6 +723,10 @@ int ps_server_run(const ps_server_config_t *cfg)
         goto fail;
     }
     ps_log_set_role("S", ps_link_rank(s.link));
+    char tag[16];
+    snprintf(tag, sizeof tag, "S%d", ps_link_rank(s.link));
+    ps_trace_set_process(tag, ps_link_clock_offset(s.link));
+    ps_link_set_report(s.link, s_heartbeat_report, &s);
     ps_log_info("registered as S%d", ps_link_rank(s.link));
     if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||
         s_setup(&s, err, sizeof err) != 0 || s_listen(&s, err, sizeof err) != 0) {
@@ -709,6 +756,8 @@ fail:
     ps_consistency_destroy(&s.cons); /* closes the held frames: before freeing their holders */
     ps_store_destroy(&s.store);
     ps_ratelog_destroy(&s.rejections);
+    ps_trace_close();
+    ps_server_obs_destroy(&s.obs);
     free(s.held);
     free(s.held_free);
     for (int w = 0; s.deferred && w < s.workers; w++) {

@@ -28,6 +28,10 @@ typedef struct {
     double report_missing;  /* a step waiting this long logs which workers it waits for */
     int secure;             /* CurveZMQ on every socket, only the job's keys admitted */
     const char *keys;       /* --secure: the job's key directory (shardps-keygen) */
+    const char *metrics_bind; /* serve Prometheus metrics on HOST:PORT; NULL = not served */
+    const char *trace;       /* write a Chrome trace here at the end; NULL = no trace */
+    const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
+    int trace_kib;           /* the trace's budget in KiB (memory and file) */
 } ps_server_config_t;
 
 /* Joins the job and serves until it ends. Returns the process exit status:

@@ -7,7 +7,9 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/http.h"
 #include "common/log.h"
+#include "common/trace.h"
 #include "proto/curve.h"
 #include "proto/link.h"
 #include "worker/data.h"
@@ -31,6 +33,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->gemm = PS_CPU_GEMM_AUTO;
     f->log_level = "info";
     f->on_nonfinite = "fail";
+    f->cfg.trace_kib = 16384;
 }
 
 size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
@@ -61,6 +64,10 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_curve_keys_flag(&c->keys),
         ps_link_job_id_flag(&c->job_id),
         ps_link_job_hash_flag(&c->job_hash),
+        ps_http_bind_flag(&c->metrics_bind),
+        ps_trace_file_flag(&c->trace),
+        ps_trace_steps_flag(&c->trace_steps),
+        ps_trace_kib_flag(&c->trace_kib),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_WORKER_NFLAGS, "PS_WORKER_NFLAGS");
@@ -111,6 +118,9 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         snprintf(err, errlen, "--ring-kib %d: expected 1 to 65536", c->ring_kib);
     } else if (strcmp(f->on_nonfinite, "skip") && strcmp(f->on_nonfinite, "fail")) {
         snprintf(err, errlen, "--on-nonfinite %s: expected skip or fail", f->on_nonfinite);
+    } else if (ps_http_check_bind(c->metrics_bind, err, errlen) ||
+               ps_trace_check_flags(c->trace_steps, c->trace_kib, err, errlen)) {
+        /* err says which */
     } else if (ps_kernels_parse_cpu_gemm(f->cpu_gemm, &f->gemm) != 0) {
         snprintf(err, errlen, "--cpu-gemm %s: expected " PS_CPU_GEMM_NAMES, f->cpu_gemm);
     } else {

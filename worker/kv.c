@@ -302,6 +302,9 @@ int ps_kv_finish(ps_kv_t *kv, const ps_done_t *done)
     uint8_t *body;
     size_t len;
     int rc = ps_codec_pack_done(done, &body, &len);
+    pthread_mutex_lock(&kv->mu);
+    ps_link_report_now(kv->link); /* the scheduler's metrics end with our final counts */
+    pthread_mutex_unlock(&kv->mu);
     if (rc == 0) {
         rc = s_submit_ctrl(kv, PS_KV_FINISH, NULL, body, len);
         free(body);

@@ -40,6 +40,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/ratelog.h"
+#include "common/trace.h"
 #include "kernels/optim.h"
 #include "kernels/threads.h"
 #include "proto/curve.h"
@@ -48,6 +49,7 @@
 #include "worker/kv.h"
 #include "worker/preflight.h"
 #include "worker/models/model.h"
+#include "worker/observe.h"
 #include "worker/overlap.h"
 #include "worker/ring.h"
 
@@ -89,6 +91,7 @@ typedef struct {
     ps_done_t done;  /* what we report at the end */
     uint64_t nonfinite;      /* steps whose loss or gradient was not finite */
     ps_ratelog_t *nonfinite_log; /* their log lines, summarised */
+    ps_worker_obs_t *obs;    /* metrics and the heartbeat's report */
     char err[256];
 } ps_worker_t;
 
@@ -146,6 +149,7 @@ static int s_evaluate(ps_worker_t *w, int epoch, double t_train)
     if (w->done.num_epochs_evaluated < PS_MAX_EPOCHS) {
         w->done.test_accuracy[w->done.num_epochs_evaluated++] = acc;
     }
+    ps_worker_obs_epoch(w->obs, epoch, acc);
     ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.1fs", epoch, acc, loss,
                 t_train);
     return 0;
@@ -234,8 +238,10 @@ static void s_push_ready(void *arg, size_t from)
         s_check_grads(w, from, w->push_end) != 0) {
         return;
     }
+    const double t0 = ps_trace_enabled() ? ps_now() : 0;
     int h = ps_kv_push(w->kv, from, w->push_end, ps_model_grads(w->model) + from,
                        w->push_step);
+    ps_trace_span(PS_TRACE_PUSH, w->push_step, t0, t0 ? ps_now() : 0, (int64_t)from);
     if (h < 0) {
         w->push_rc = h;
         return;
@@ -270,17 +276,23 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
     if (w->push_end > 0 && s_check_grads(w, 0, w->push_end) != 0) {
         return w->push_rc;
     }
+    const int traced = ps_trace_enabled();
+    double t0 = traced ? ps_now() : 0;
     if (w->push_end > 0) {
         w->push_h[w->npush++] = ps_kv_push(w->kv, 0, w->push_end, ps_model_grads(w->model), t);
+        ps_trace_span(PS_TRACE_PUSH, t, t0, traced ? ps_now() : 0, 0);
     }
     /* Pull right behind the pushes: same sockets, so each server sees them
      * first; stepped modes' pulls wait for the step's update. */
+    t0 = traced ? ps_now() : 0;
     int hl = ps_kv_pull(w->kv, 0, w->view->num_params, params, s_pull_version(&w->job, t));
     int rc = 0;
     for (int i = 0; i < w->npush && rc == 0; i++) {
         rc = s_wait(w, w->push_h[i], "push");
     }
-    return rc ? rc : s_wait(w, hl, "pull");
+    rc = rc ? rc : s_wait(w, hl, "pull");
+    ps_trace_span(PS_TRACE_PULL, t, t0, traced ? ps_now() : 0, 0);
+    return rc;
 }
 
 /* allreduce with overlap: plans the buckets from the model's tensors and
@@ -339,6 +351,20 @@ static int s_ring_step(ps_worker_t *w, int64_t t)
     ps_optim_step(&w->opt, lr, t + 1, params, w->state, P, grads,
                   1.0f / (float)w->view->num_workers, P);
     return 0;
+}
+
+/* Payload bytes pushed and pulled so far (allreduce: sent and received on
+ * the ring since its start-up check, which sent sent0 and received received0). */
+static void s_bytes(ps_worker_t *w, uint64_t sent0, uint64_t received0, uint64_t *pushed,
+                    uint64_t *pulled)
+{
+    if (w->ring) {
+        ps_ring_bytes(w->ring, pushed, pulled);
+        *pushed -= sent0;
+        *pulled -= received0;
+    } else {
+        ps_kv_bytes(w->kv, pushed, pulled);
+    }
 }
 
 /*
@@ -401,6 +427,8 @@ static int s_train(ps_worker_t *w)
             loss_sum = 0;
             nsteps = 0;
         }
+        const double ts = ps_now();
+        ps_trace_step(t);
         ps_data_gather(&w->train, w->order, (k * M + rank) * b, b, w->x, w->y);
         double tc = ps_now();
         float loss;
@@ -434,7 +462,14 @@ static int s_train(ps_worker_t *w)
         } else if ((rc = s_push_pull(w, t, params)) != 0) {
             return rc;
         }
-        w->done.wait_seconds += ps_now() - tw;
+        double te = ps_now();
+        w->done.wait_seconds += te - tw;
+        ps_trace_span(PS_TRACE_WAIT, t, tw, te, 0);
+        ps_trace_span(PS_TRACE_STEP, t, ts, te, 0);
+        uint64_t pushed, pulled;
+        s_bytes(w, ring_sent0, ring_received0, &pushed, &pulled);
+        ps_worker_obs_step(w->obs, steps + 1, b, tw - tc, te - tw, loss, pushed, pulled);
+        ps_trace_poll();
         loss_sum += loss;
         nsteps++;
         steps++;
@@ -458,13 +493,7 @@ static int s_train(ps_worker_t *w)
     w->done.train_seconds = ps_now() - t0;
     w->done.steps = steps;
     w->done.samples = steps * b;
-    if (ring) {
-        ps_ring_bytes(w->ring, &w->done.bytes_pushed, &w->done.bytes_pulled);
-        w->done.bytes_pushed -= ring_sent0;
-        w->done.bytes_pulled -= ring_received0;
-    } else {
-        ps_kv_bytes(w->kv, &w->done.bytes_pushed, &w->done.bytes_pulled);
-    }
+    s_bytes(w, ring_sent0, ring_received0, &w->done.bytes_pushed, &w->done.bytes_pulled);
     if (rc == 0 && rank == 0 && w->cfg->save_model) {
         rc = s_save_model(w, params);
     }
@@ -593,6 +622,7 @@ static int s_start(ps_worker_t *w)
     }
     w->rank = ps_link_rank(w->link);
     ps_log_set_role("W", w->rank);
+    ps_worker_obs_attach(w->obs, w->link, w->rank);
     ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;
     int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
@@ -687,6 +717,9 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     rc = rc ? rc
             : ps_curve_secure_ctx(w.ctx, cfg->secure, cfg->keys, PS_ROLE_WORKER, w.err,
                                   sizeof w.err);
+    rc = rc ? rc : ps_trace_open(cfg->trace, cfg->trace_steps, cfg->trace_kib, w.err,
+                                 sizeof w.err);
+    rc = rc ? rc : ps_worker_obs_new(cfg->metrics_bind, &w.obs, w.err, sizeof w.err);
     if (rc == 0) {
         rc = s_start(&w);
     }
@@ -722,6 +755,8 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_dataset_fini(&w.test);
     ps_safetensors_destroy(&w.init);
     ps_ratelog_destroy(&w.nonfinite_log);
+    ps_trace_close();
+    ps_worker_obs_destroy(&w.obs);
     free(w.order);
     free(w.state);
     free(w.sums);

@@ -45,6 +45,10 @@ typedef struct {
     const char *keys;        /* --secure: the job's key directory (shardps-keygen) */
     int fault_nan_push;      /* testing: at this step a NaN push the servers must refuse
                                 goes before the real ones; -1 = never */
+    const char *metrics_bind; /* serve Prometheus metrics on HOST:PORT; NULL = not served */
+    const char *trace;       /* write a Chrome trace here at the end; NULL = no trace */
+    const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
+    int trace_kib;           /* the trace's budget in KiB (memory and file) */
 } ps_worker_config_t;
 
 /* Runs one job. Returns the process exit status: 0 when the job finished,

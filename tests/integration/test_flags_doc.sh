@@ -2,7 +2,7 @@
 # tests/integration/test_flags_doc.sh - the README's flag tables say what
 # --help says.
 #
-# For shardps-launch, -scheduler, -server and -worker: every flag in the
+# For shardps-launch, -scheduler, -server, -worker and -status: every flag in the
 # README's table ("### shardps-NAME") is in the program's --help and the other
 # way round; where the README gives a METAVAR ("`--lr X`") it is the one
 # --help prints; where it gives a default that is one word ("0.05", "auto";
@@ -116,6 +116,7 @@ check shardps-launch "$LAUNCH"
 check shardps-scheduler "$SCHED"
 check shardps-server "$SERVER"
 check shardps-worker "$WORKER"
+check shardps-status "$SPS_BUILD/deploy/shardps-status"
 
 # shardps-bench: the flags the README's command lines use.
 grep -o 'shardps-bench [a-z]\+[^`#]*' "$README" | while read -r _ sub args; do

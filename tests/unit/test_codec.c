@@ -44,6 +44,7 @@ static ps_header_t s_full_header(void)
     snprintf(h.error, sizeof h.error, "key range [a, b) is not inside this server's shard");
     h.ring_step = 5;
     h.token = 0xfedcba9876543210ull;
+    h.clock = 12345.678901234;
     return h;
 }
 
@@ -179,6 +180,7 @@ START_TEST(header_round_trips_every_field)
     ck_assert_str_eq(out.error, h.error);
     ck_assert_int_eq(out.ring_step, h.ring_step);
     ck_assert_uint_eq(out.token, h.token);
+    ck_assert(out.clock == h.clock);
 }
 END_TEST
 
@@ -817,6 +819,53 @@ START_TEST(members_round_trip)
 }
 END_TEST
 
+START_TEST(metrics_report_and_status_round_trip)
+{
+    ps_metrics_report_t r = {.step = 42, .samples = 4096, .loss = 0.5, .test_accuracy = -1,
+                             .epoch = 2, .nwaiting = 2, .waiting_for = {1, 3},
+                             .waited_seconds = 1.25, .bytes_pushed = 7, .bytes_pulled = 9,
+                             .text = "a_total 1\n"};
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_metrics(&r, &buf, &len), 0);
+    ps_metrics_report_t out;
+    ck_assert_int_eq(ps_codec_unpack_metrics(buf, len, &out), 0);
+    free(buf);
+    ck_assert_int_eq(out.step, 42);
+    ck_assert_int_eq(out.nwaiting, 2);
+    ck_assert_int_eq(out.waiting_for[1], 3);
+    ck_assert(out.waited_seconds == 1.25 && out.test_accuracy == -1);
+    ck_assert_str_eq(out.text, "a_total 1\n");
+    free(out.text);
+    ps_status_node_t nodes[2] = {{.role = PS_ROLE_SERVER, .rank = 0, .begin = 0, .end = 10,
+                                  .state = "running", .report = r},
+                                 {.role = PS_ROLE_WORKER, .rank = 1, .state = "done",
+                                  .steps_per_second = 3.5}};
+    nodes[0].report.text = NULL;
+    ps_status_t st = {.phase = "running", .model = "mlp", .mode = "sync", .total_steps = 100,
+                      .num_params = 10, .nnodes = 2, .nodes = nodes};
+    ck_assert_int_eq(ps_codec_pack_status(&st, &buf, &len), 0);
+    ps_status_t got;
+    ck_assert_int_eq(ps_codec_unpack_status(buf, len, &got), 0);
+    free(buf);
+    ck_assert_int_eq(got.nnodes, 2);
+    ck_assert_str_eq(got.phase, "running");
+    ck_assert_int_eq(got.nodes[0].end, 10);
+    ck_assert_int_eq(got.nodes[0].report.waiting_for[0], 1);
+    ck_assert_ptr_null(got.nodes[0].report.text);
+    ck_assert_str_eq(got.nodes[1].state, "done");
+    ck_assert(got.nodes[1].steps_per_second == 3.5);
+    ps_codec_status_fini(&got);
+    ck_assert_ptr_null(got.nodes);
+    /* MetricsReport{waiting_for: 33 ranks}: more than a report may list */
+    uint8_t many[2 + 33];
+    many[0] = 0x32; /* field 6, length-delimited (packed) */
+    many[1] = 33;
+    memset(many + 2, 1, 33);
+    ck_assert_int_eq(ps_codec_unpack_metrics(many, sizeof many, &out), PS_EPROTO);
+}
+END_TEST
+
 START_TEST(members_rejects_bad_ranks_and_no_live_worker)
 {
     unsigned char live[PS_MAX_WORKERS] = {0};
@@ -1281,6 +1330,7 @@ int main(void)
     tcase_add_test(tb, view_round_trips_worker_tokens_only_when_set);
     tcase_add_test(tb, peer_ready_round_trips_and_needs_an_endpoint);
     tcase_add_test(tb, members_round_trip);
+    tcase_add_test(tb, metrics_report_and_status_round_trip);
     tcase_add_test(tb, members_rejects_bad_ranks_and_no_live_worker);
     tcase_add_test(tb, report_round_trips_steps_with_fewer_workers);
     suite_add_tcase(s, tb);

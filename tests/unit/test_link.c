@@ -7,6 +7,7 @@
  * after Check has forked.
  */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +151,9 @@ START_TEST(link_join_gets_rank_and_job)
     ck_assert_int_eq(ps_link_rank(l), 3);
     ck_assert_uint_eq(ps_link_token(l), 42);
     ck_assert_int_eq(job.batch, 17);
+    /* one clock on both sides: the offset is within the round trip, and set
+     * (0 exactly would mean the answer carried no clock) */
+    ck_assert(ps_link_clock_offset(l) != 0 && fabs(ps_link_clock_offset(l)) < 1.0);
     ps_link_destroy(&l);
     ck_assert_ptr_null(l);
     ps_link_destroy(&l); /* NULL-safe */
@@ -269,6 +273,37 @@ START_TEST(link_heartbeats_keep_it_alive)
 }
 END_TEST
 
+static void s_report(void *arg, ps_metrics_report_t *r, ps_text_t *text)
+{
+    r->step = *(int *)arg;
+    ps_text_printf(text, "x_total %d\n", *(int *)arg);
+}
+
+START_TEST(link_heartbeats_carry_the_report)
+{
+    s_sched_t s;
+    ps_job_t job;
+    ps_link_t *l = s_joined(&s, 5.0, &job);
+    int step = 42;
+    ps_link_set_report(l, s_report, &step);
+    ps_link_report_now(l);
+    ps_msg_t m = {0};
+    ck_assert_int_eq(ps_msg_recv(s.router, PS_RECV_ROUTER, &m), 0);
+    ck_assert_int_eq(m.hdr.type, PS_MSG_HEARTBEAT);
+    ck_assert_int_eq(m.nframes, 1);
+    size_t len;
+    const void *p = ps_msg_frame(&m, 0, &len);
+    ps_metrics_report_t r;
+    ck_assert_int_eq(ps_codec_unpack_metrics(p, len, &r), 0);
+    ck_assert_int_eq(r.step, 42);
+    ck_assert_str_eq(r.text, "x_total 42\n");
+    free(r.text);
+    ps_msg_close(&m);
+    ps_link_destroy(&l);
+    s_sched_close(&s);
+}
+END_TEST
+
 START_TEST(link_silence_past_peer_timeout_is_lost)
 {
     s_sched_t s;
@@ -356,6 +391,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, link_join_refused_or_unanswered);
     tcase_add_test(tc, link_handle_types_every_event);
     tcase_add_test(tc, link_heartbeats_keep_it_alive);
+    tcase_add_test(tc, link_heartbeats_carry_the_report);
     tcase_add_test(tc, link_silence_past_peer_timeout_is_lost);
     tcase_add_test(tc, drain_stops_at_its_bound_and_when_asked);
     tcase_add_test(tc, poll_sees_an_fd_and_times_out);

@@ -1,0 +1,32 @@
+/*
+ * common/text.h - a growing text buffer for what is built piece by piece:
+ * metrics expositions, trace files, gnuplot scripts.
+ */
+#ifndef PS_COMMON_TEXT_H
+#define PS_COMMON_TEXT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Plain data. Zero-initialise; free(b.p) when done. */
+typedef struct {
+    char *p;    /* NUL-terminated text, or NULL while empty */
+    size_t len; /* bytes of text, without the NUL */
+    size_t cap; /* bytes allocated */
+    int oom;    /* an append ran out of memory: the text is incomplete */
+} ps_text_t;
+
+/* Appends printf-style text to b (b->oom set when out of memory). */
+void ps_text_printf(ps_text_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The same with a va_list (left for the caller's va_end). */
+void ps_text_vprintf(ps_text_t *b, const char *fmt, va_list ap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,178 @@
+/* deploy/status.c - the MSG_STATUS client and the text view of its answer. */
+#include "deploy/status.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "proto/msg.h"
+#include "proto/sock.h"
+
+struct ps_status_client {
+    ps_ctx_t *ctx;
+    ps_sock_t *sock;
+    char endpoint[256];
+    uint64_t next_id; /* request ids: a late answer to an earlier question is skipped */
+};
+
+int ps_status_client_new(const char *endpoint, ps_status_client_t **out, char *err,
+                         size_t errlen)
+{
+    *out = NULL;
+    ps_status_client_t *c = calloc(1, sizeof *c);
+    if (!c || ps_ctx_new(&c->ctx) != 0) {
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return PS_ENOMEM;
+    }
+    snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    if (ps_sock_new(c->ctx, PS_SOCK_DEALER, &c->sock, err, errlen) != 0 ||
+        ps_sock_connect(c->sock, endpoint) != 0) {
+        snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",
+                 endpoint);
+        ps_status_client_destroy(&c);
+        return PS_EINVAL;
+    }
+    ps_sock_set_linger(c->sock, 0);
+    *out = c;
+    return 0;
+}
+
+void ps_status_client_destroy(ps_status_client_t **cp)
+{
+    ps_status_client_t *c = *cp;
+    if (c) {
+        ps_sock_destroy(&c->sock);
+        ps_ctx_destroy(&c->ctx);
+        free(c);
+        *cp = NULL;
+    }
+}
+
+int ps_status_client_query(ps_status_client_t *c, double timeout, ps_status_t *st, char *err,
+                           size_t errlen)
+{
+    ps_header_t h;
+    /* a worker's role with no rank: the scheduler answers status to anyone */
+    ps_msg_header(&h, PS_MSG_STATUS, PS_ROLE_WORKER, -1);
+    h.request_id = ++c->next_id;
+    int rc = ps_msg_send(c->sock, NULL, h, NULL, 0, 0);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot ask the scheduler at %s: %s", c->endpoint,
+                 ps_strerror(rc));
+        return rc;
+    }
+    const double deadline = ps_now() + timeout;
+    for (;;) {
+        double left = deadline - ps_now();
+        ps_pollitem_t it = {.sock = c->sock};
+        if (left <= 0 || ps_poll(&it, 1, (long)(left * 1000) + 1) <= 0 || !it.ready) {
+            if (ps_now() < deadline) {
+                continue;
+            }
+            snprintf(err, errlen, "no answer from the scheduler at %s in %.0f s", c->endpoint,
+                     timeout);
+            return PS_ETIMEDOUT;
+        }
+        ps_msg_t m = {0};
+        if (ps_msg_recv(c->sock, 0, &m) != 0) {
+            continue;
+        }
+        size_t n = 0;
+        const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &n) : NULL;
+        if (m.hdr.request_id != h.request_id) {
+            ps_msg_close(&m);
+            continue;
+        }
+        if (m.hdr.type == PS_MSG_ERROR) {
+            snprintf(err, errlen, "the scheduler says: %s", m.hdr.error);
+            rc = PS_EPROTO;
+        } else if (m.hdr.type != PS_MSG_STATUS_REPLY || !p ||
+                   ps_codec_unpack_status(p, n, st) != 0) {
+            snprintf(err, errlen, "the scheduler's answer does not decode");
+            rc = PS_EPROTO;
+        } else {
+            rc = 0;
+        }
+        ps_msg_close(&m);
+        return rc;
+    }
+}
+
+static void s_tag(const ps_status_node_t *n, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%d", ps_codec_role_tag(n->role), n->rank);
+}
+
+void ps_status_print(FILE *f, const ps_status_t *st)
+{
+    int64_t step = -1;
+    for (int i = 0; i < st->nnodes; i++) {
+        if (st->nodes[i].role == PS_ROLE_WORKER && st->nodes[i].rank == 0) {
+            step = st->nodes[i].report.step;
+        }
+    }
+    fprintf(f, "job: %s %s, %s, step %lld of %lld, %llu parameters, %.1f s since the scheduler started\n",
+            st->model, st->mode, st->phase, (long long)(step > 0 ? step : 0),
+            (long long)st->total_steps, (unsigned long long)st->num_params, st->elapsed_seconds);
+    fprintf(f, "%-5s %-8s %-22s %-7s %-18s %-30s %s\n", "NODE", "STATE", "ENDPOINT", "PID",
+            "KEYS / STEP", "RATE", "NOTE");
+    char waited[PS_MAX_WORKERS] = {0};
+    char on[PS_MAX_WORKERS][64];
+    memset(on, 0, sizeof on);
+    int64_t waiting_step = -1;
+    for (int i = 0; i < st->nnodes; i++) {
+        const ps_status_node_t *n = &st->nodes[i];
+        const ps_metrics_report_t *r = &n->report;
+        char tag[16], what[48] = "", rate[48] = "", note[160] = "";
+        s_tag(n, tag, sizeof tag);
+        if (n->role == PS_ROLE_SERVER) {
+            snprintf(what, sizeof what, "[%llu, %llu)", (unsigned long long)n->begin,
+                     (unsigned long long)n->end);
+            snprintf(rate, sizeof rate, "version %lld", (long long)r->step);
+            if (r->nwaiting > 0) {
+                size_t at = (size_t)snprintf(note, sizeof note, "step %lld waits %.1f s for",
+                                             (long long)r->step, r->waited_seconds);
+                for (int k = 0; k < r->nwaiting && k < PS_REPORT_MAX_WAITING; k++) {
+                    int w = r->waiting_for[k];
+                    if (at < sizeof note) {
+                        at += (size_t)snprintf(note + at, sizeof note - at, " W%d", w);
+                    }
+                    if (w >= 0 && w < PS_MAX_WORKERS) {
+                        waited[w] = 1;
+                        size_t l = strlen(on[w]);
+                        snprintf(on[w] + l, sizeof on[w] - l, " %s", tag);
+                    }
+                }
+                waiting_step = r->step;
+            }
+        } else {
+            snprintf(what, sizeof what, "step %lld", (long long)r->step);
+            snprintf(rate, sizeof rate, "%.1f steps/s %.0f samples/s", n->steps_per_second,
+                     n->samples_per_second);
+            if (n->rank == 0 && r->test_accuracy >= 0) {
+                snprintf(note, sizeof note, "loss %.4f test_accuracy %.4f", r->loss,
+                         r->test_accuracy);
+            } else if (r->step > 0) {
+                snprintf(note, sizeof note, "loss %.4f", r->loss);
+            }
+        }
+        if (n->silent_seconds > 2.0) {
+            size_t l = strlen(note);
+            snprintf(note + l, sizeof note - l, "%ssilent %.1f s", l ? "; " : "",
+                     n->silent_seconds);
+        }
+        fprintf(f, "%-5s %-8s %-22s %-7u %-18s %-30s %s\n", tag, n->state,
+                n->endpoint[0] ? n->endpoint : "-", n->pid, what, rate, note);
+    }
+    if (waiting_step >= 0) {
+        fprintf(f, "step %lld waits for:", (long long)waiting_step);
+        for (int w = 0; w < PS_MAX_WORKERS; w++) {
+            if (waited[w]) {
+                fprintf(f, " W%d (on%s)", w, on[w]);
+            }
+        }
+        fprintf(f, "\n");
+    }
+}

@@ -1,0 +1,39 @@
+/*
+ * deploy/status.h - asking a running job's scheduler for its cluster view
+ * (MSG_STATUS), and printing it: shardps-status uses both, the launcher the
+ * first (its per-run plots are made from the answers).
+ */
+#ifndef PS_DEPLOY_STATUS_H
+#define PS_DEPLOY_STATUS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "proto/codec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ps_status_client ps_status_client_t;
+
+/* A client of the scheduler at endpoint. Caller owns the result; destroy with
+ * ps_status_client_destroy(). Returns 0 or PS_EINVAL / PS_ENOMEM with a reason. */
+int ps_status_client_new(const char *endpoint, ps_status_client_t **out, char *err,
+                         size_t errlen);
+void ps_status_client_destroy(ps_status_client_t **c);
+
+/* Asks once and waits up to timeout seconds. Returns 0 with the view in *st
+ * (free with ps_codec_status_fini()), PS_ETIMEDOUT, or PS_EPROTO with a reason. */
+int ps_status_client_query(ps_status_client_t *c, double timeout, ps_status_t *st, char *err,
+                           size_t errlen);
+
+/* Prints the view: the job line, one line per node (state, keys or step,
+ * rate, what it waits for) and, when a step waits, which workers it waits
+ * for ("step 12 waits for: W1 (on S0 S1)"). */
+void ps_status_print(FILE *f, const ps_status_t *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

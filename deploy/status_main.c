@@ -1,0 +1,78 @@
+/*
+ * deploy/status_main.c - shardps-status: a running job's cluster view, once
+ * or every --interval seconds (--watch), from its scheduler.
+ */
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/error.h"
+#include "deploy/status.h"
+
+#define S_PROG "shardps-status"
+
+int main(int argc, char **argv)
+{
+    const char *scheduler = NULL;
+    int watch = 0;
+    double interval = 1.0, timeout = 5.0;
+    const ps_flag_t flags[] = {
+        {"scheduler", PS_FLAG_STR, &scheduler, "ENDPOINT", "the job's scheduler (required)"},
+        {"watch", PS_FLAG_BOOL, &watch, "0|1", "print the view again every --interval seconds until the job ends"},
+        {"interval", PS_FLAG_DOUBLE, &interval, "SECONDS", "with --watch: seconds between views; in [0.1, 3600]"},
+        {"timeout", PS_FLAG_DOUBLE, &timeout, "SECONDS", "give up when the scheduler does not answer this long; in (0, 86400]"},
+    };
+    static const char about[] =
+        "Prints a running shardps job's cluster view: its nodes, their key ranges,\n"
+        "steps and rates, and which workers a step waits for.\n"
+        "Exit status: 0 answered, 1 no answer, 2 bad usage.";
+    int rc = ps_config_parse(S_PROG, about, flags, sizeof flags / sizeof flags[0], argc, argv,
+                             NULL);
+    if (rc != 0) {
+        return rc == 1 ? 0 : 2;
+    }
+    char err[256];
+    if (!scheduler) {
+        fprintf(stderr, S_PROG ": error: --scheduler ENDPOINT is required\n");
+        return 2;
+    }
+    if (ps_config_check_range("interval", interval, 0.1, 3600, PS_RANGE_CLOSED, err,
+                              sizeof err) ||
+        ps_config_check_range("timeout", timeout, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
+                              err, sizeof err)) {
+        fprintf(stderr, S_PROG ": error: %s\n", err);
+        return 2;
+    }
+    ps_status_client_t *c = NULL;
+    if (ps_status_client_new(scheduler, &c, err, sizeof err) != 0) {
+        fprintf(stderr, S_PROG ": error: %s\n", err);
+        return 2;
+    }
+    const int tty = isatty(STDOUT_FILENO);
+    int status = 0;
+    for (;;) {
+        ps_status_t st;
+        if (ps_status_client_query(c, timeout, &st, err, sizeof err) != 0) {
+            fprintf(stderr, S_PROG ": error: %s\n", err);
+            status = 1;
+            break;
+        }
+        if (watch && tty) {
+            fputs("\033[H\033[2J", stdout); /* a screen that updates in place */
+        }
+        ps_status_print(stdout, &st);
+        int over = st.phase[0] == 'f'; /* finished or failed */
+        ps_codec_status_fini(&st);
+        if (!watch || over) {
+            break;
+        }
+        putchar('\n');
+        fflush(stdout);
+        struct timespec ts = {(time_t)interval, (long)((interval - (double)(time_t)interval) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    fflush(stdout);
+    ps_status_client_destroy(&c);
+    return status;
+}

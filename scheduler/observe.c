@@ -1,0 +1,264 @@
+/* scheduler/observe.c - the job's metrics (ours and the nodes') and its status view. */
+#include "scheduler/observe.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/http.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "proto/codec.h"
+#include "scheduler/scheduler_impl.h"
+
+/* What we keep of one node's reports. */
+typedef struct {
+    char tag[16];               /* its metrics' node label value */
+    char *text;                 /* its last Prometheus text; NULL before the first */
+    ps_metrics_report_t report; /* its last report (text NULL) */
+    int reported;               /* a report arrived */
+    double rate_t;              /* the rates' window: its start, and the counts then */
+    int64_t rate_step;
+    uint64_t rate_samples;
+    double steps_per_second, samples_per_second;
+} s_node_t;
+
+struct ps_sched_obs {
+    pthread_mutex_t mu; /* the nodes' texts, between the loop and the HTTP thread */
+    s_node_t *nodes;
+    int nnodes;
+    ps_metrics_t *reg;
+    ps_http_t *http;
+    ps_metric_t *messages[PS_MSG_TYPE_MAX + 1];
+    ps_metric_t *refused, *membership, *live, *lost, *done, *phase_running;
+    unsigned long scrapes_at_end; /* scrapes before the job ended */
+};
+
+/* The rates' shortest window: two heartbeat periods, so that workers in
+ * lockstep show about the same rate whatever their heartbeats' phase. */
+#define S_RATE_SECONDS 0.9
+
+static void s_render(void *arg, ps_text_t *out)
+{
+    ps_sched_obs_t *o = arg;
+    ps_metrics_render(o->reg, out);
+    const char *texts[PS_MAX_SERVERS + PS_MAX_WORKERS];
+    const char *labels[PS_MAX_SERVERS + PS_MAX_WORKERS];
+    char lab[PS_MAX_SERVERS + PS_MAX_WORKERS][32];
+    pthread_mutex_lock(&o->mu);
+    int n = 0;
+    for (int i = 0; i < o->nnodes; i++) {
+        if (o->nodes[i].text) {
+            snprintf(lab[n], sizeof lab[n], "node=\"%s\"", o->nodes[i].tag);
+            texts[n] = o->nodes[i].text;
+            labels[n] = lab[n];
+            n++;
+        }
+    }
+    ps_metrics_merge(out, texts, labels, n);
+    pthread_mutex_unlock(&o->mu);
+}
+
+int ps_sched_obs_new(const char *bind, int nnodes, ps_sched_obs_t **out, char *err,
+                     size_t errlen)
+{
+    *out = NULL;
+    ps_sched_obs_t *o = calloc(1, sizeof *o);
+    if (!o || !(o->nodes = calloc((size_t)nnodes, sizeof *o->nodes)) ||
+        ps_metrics_new(&o->reg) != 0) {
+        if (o) {
+            free(o->nodes);
+        }
+        free(o);
+        snprintf(err, errlen, "out of memory");
+        return PS_ENOMEM;
+    }
+    pthread_mutex_init(&o->mu, NULL);
+    o->nnodes = nnodes;
+    ps_metrics_t *m = o->reg;
+    /* the types nodes send us; anything else counts as "other" (index 0) */
+    static const int types[] = {PS_MSG_NONE,     PS_MSG_REGISTER, PS_MSG_MODEL_INFO,
+                                PS_MSG_BARRIER,  PS_MSG_HEARTBEAT, PS_MSG_SHUTDOWN,
+                                PS_MSG_DONE,     PS_MSG_REPORT,   PS_MSG_CHECKPOINT,
+                                PS_MSG_STATUS};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const int t = types[k];
+        const char *name = t ? ps_codec_type_name(t) : "other";
+        char lab[48];
+        snprintf(lab, sizeof lab, "type=\"%s\"", name);
+        o->messages[t] = ps_metrics_counter(m, "shardps_scheduler_messages_total", lab,
+                                            "messages received, by type");
+    }
+    o->refused = ps_metrics_counter(m, "shardps_scheduler_refused_total", NULL,
+                                    "messages refused: from a connection that is not the node it claims");
+    o->membership = ps_metrics_counter(m, "shardps_scheduler_membership_changes_total", NULL,
+                                       "workers left out (or joined) while the job ran");
+    o->live = ps_metrics_gauge(m, "shardps_scheduler_nodes", "state=\"live\"",
+                               "nodes by state");
+    o->lost = ps_metrics_gauge(m, "shardps_scheduler_nodes", "state=\"lost\"", "nodes by state");
+    o->done = ps_metrics_gauge(m, "shardps_scheduler_nodes", "state=\"done\"", "nodes by state");
+    o->phase_running = ps_metrics_gauge(m, "shardps_scheduler_running", NULL,
+                                        "1 while the job runs (view sent, not finished)");
+    char bound[96];
+    int rc = bind ? ps_http_new(bind, s_render, o, &o->http, bound, sizeof bound, err, errlen)
+                  : 0;
+    if (rc != 0) {
+        ps_sched_obs_destroy(&o);
+        return rc;
+    }
+    if (bind) {
+        ps_log_info("metrics on http://%s/metrics", bound);
+    }
+    *out = o;
+    return 0;
+}
+
+void ps_sched_obs_destroy(ps_sched_obs_t **op)
+{
+    ps_sched_obs_t *o = *op;
+    if (!o) {
+        return;
+    }
+    ps_http_destroy(&o->http);
+    for (int i = 0; i < o->nnodes; i++) {
+        free(o->nodes[i].text);
+    }
+    pthread_mutex_destroy(&o->mu);
+    ps_metrics_destroy(&o->reg);
+    free(o->nodes);
+    free(o);
+    *op = NULL;
+}
+
+void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag, const void *body,
+                            size_t len)
+{
+    ps_metrics_report_t r;
+    if (i < 0 || i >= o->nnodes || ps_codec_unpack_metrics(body, len, &r) != 0) {
+        return;
+    }
+    s_node_t *n = &o->nodes[i];
+    double now = ps_now();
+    if (!n->reported || r.step < n->rate_step) {
+        n->rate_t = now;
+        n->rate_step = r.step;
+        n->rate_samples = r.samples;
+    } else if (now - n->rate_t >= S_RATE_SECONDS) {
+        n->steps_per_second = (double)(r.step - n->rate_step) / (now - n->rate_t);
+        n->samples_per_second = (double)(r.samples - n->rate_samples) / (now - n->rate_t);
+        n->rate_t = now;
+        n->rate_step = r.step;
+        n->rate_samples = r.samples;
+    }
+    char *text = r.text;
+    r.text = NULL;
+    pthread_mutex_lock(&o->mu);
+    snprintf(n->tag, sizeof n->tag, "%s", tag);
+    free(n->text);
+    n->text = text;
+    n->report = r;
+    n->reported = 1;
+    pthread_mutex_unlock(&o->mu);
+}
+
+void ps_sched_obs_message(ps_sched_obs_t *o, int type)
+{
+    int known = type > 0 && type <= PS_MSG_TYPE_MAX && o->messages[type];
+    ps_metric_add(o->messages[known ? type : 0], 1);
+}
+
+void ps_sched_obs_mark_end(ps_sched_obs_t *o)
+{
+    o->scrapes_at_end = ps_http_scrapes(o->http);
+}
+
+void ps_sched_obs_hold(ps_sched_obs_t *o, double seconds)
+{
+    if (!o->http || seconds <= 0) {
+        return;
+    }
+    unsigned long before = o->scrapes_at_end;
+    double until = ps_now() + seconds;
+    ps_log_info("serving the final metrics until they are scraped (at most %.0f s)", seconds);
+    while (ps_http_scrapes(o->http) == before && ps_now() < until) {
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+}
+
+static const char *s_phase_name(ps_phase_t p)
+{
+    static const char *const names[] = {"waiting", "running", "reporting", "finished", "failed"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
+void ps_scheduler_observe_tick(ps_scheduler_t *s)
+{
+    ps_sched_obs_t *o = s->obs;
+    int live = 0, lost = 0, done = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        live += s->nodes[i].used && !s->nodes[i].done;
+        lost += s->nodes[i].lost;
+        done += s->nodes[i].done;
+    }
+    ps_metric_set(o->live, live);
+    ps_metric_set(o->lost, lost);
+    ps_metric_set(o->done, done);
+    ps_metric_set(o->refused, (double)s->refused);
+    ps_metric_set(o->membership, s->membership_changes);
+    ps_metric_set(o->phase_running, s->phase == S_RUNNING);
+}
+
+void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
+{
+    ps_status_t st = {0};
+    const ps_job_t *j = &s->cfg->job;
+    snprintf(st.phase, sizeof st.phase, "%s", s_phase_name(s->phase));
+    snprintf(st.model, sizeof st.model, "%s", j->model);
+    ps_job_mode_str(j, st.mode, sizeof st.mode);
+    st.total_steps = s->view->total_steps;
+    st.num_params = s->view->num_params;
+    double now = ps_now();
+    st.elapsed_seconds = now - s->t_start;
+    st.nnodes = s->nnodes;
+    st.nodes = calloc((size_t)s->nnodes, sizeof *st.nodes);
+    uint8_t *body = NULL;
+    size_t len = 0;
+    for (int i = 0; st.nodes && i < s->nnodes; i++) {
+        const ps_node_t *n = &s->nodes[i];
+        const s_node_t *on = &s->obs->nodes[i];
+        ps_status_node_t *sn = &st.nodes[i];
+        const int is_server = i < s->cfg->servers;
+        sn->role = is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER;
+        sn->rank = is_server ? i : i - s->cfg->servers;
+        snprintf(sn->endpoint, sizeof sn->endpoint, "%s", n->endpoint);
+        sn->pid = n->pid;
+        if (is_server && s->phase != S_WAITING && i < s->view->num_servers) {
+            sn->begin = s->view->servers[i].begin;
+            sn->end = s->view->servers[i].end;
+        }
+        const char *state = n->lost ? "lost" : n->done ? "done" : !n->used ? "missing"
+                          : s->phase == S_WAITING ? "registered" : "running";
+        snprintf(sn->state, sizeof sn->state, "%s", state);
+        sn->silent_seconds = n->used ? now - n->last_seen : 0;
+        if (on->reported) {
+            sn->report = on->report;
+            sn->steps_per_second = on->steps_per_second;
+            sn->samples_per_second = on->samples_per_second;
+        }
+    }
+    ps_header_t h;
+    ps_msg_header(&h, PS_MSG_STATUS_REPLY, PS_ROLE_SCHEDULER, 0);
+    h.request_id = m->hdr.request_id;
+    if (st.nodes && ps_codec_pack_status(&st, &body, &len) == 0) {
+        ps_frame_t f = {body, len};
+        ps_msg_send(s->router, &m->route, h, &f, 1, PS_SEND_COPY);
+    } else {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ENOMEM, "out of memory");
+    }
+    free(body);
+    free(st.nodes);
+}

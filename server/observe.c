@@ -1,0 +1,144 @@
+/* server/observe.c - the server's metrics. */
+#include "server/observe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "common/http.h"
+#include "common/log.h"
+#include "proto/codec.h"
+
+/* Series per message type counted: push, pull, init, other. */
+enum { S_PUSH, S_PULL, S_INIT, S_OTHER, S_NTYPES };
+
+struct ps_server_obs {
+    ps_metrics_t *reg;
+    ps_http_t *http;
+    int workers;
+    ps_metric_t *messages[S_NTYPES];
+    ps_metric_t *unknown_in; /* bytes from senders that are no worker of the view */
+    ps_metric_t *in[PS_MAX_WORKERS], *out[PS_MAX_WORKERS];
+    ps_metric_t *apply, *staleness, *version, *rejected, *dropped, *nonfinite, *pushes, *pulls,
+        *held, *pending;
+};
+
+static void s_render(void *arg, ps_text_t *out)
+{
+    ps_metrics_render(((ps_server_obs_t *)arg)->reg, out);
+}
+
+int ps_server_obs_new(const char *bind, ps_server_obs_t **out, char *err, size_t errlen)
+{
+    ps_server_obs_t *o = calloc(1, sizeof *o);
+    *out = NULL;
+    if (!o || ps_metrics_new(&o->reg) != 0) {
+        free(o);
+        snprintf(err, errlen, "out of memory");
+        return PS_ENOMEM;
+    }
+    ps_metrics_t *m = o->reg;
+    static const char *const types[S_NTYPES] = {"type=\"push\"", "type=\"pull\"",
+                                                "type=\"init\"", "type=\"other\""};
+    for (int i = 0; i < S_NTYPES; i++) {
+        o->messages[i] = ps_metrics_counter(m, "shardps_server_messages_total", types[i],
+                                            "messages received from workers, by type");
+    }
+    static const double apply_bounds[] = {1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3,
+                                          0.01, 0.03, 0.1,  0.3,  1};
+    static const double stale_bounds[] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+    o->apply = ps_metrics_histogram(m, "shardps_server_apply_seconds", NULL,
+                                    "seconds to sum a step's gradients and update the shard",
+                                    apply_bounds, (int)(sizeof apply_bounds / sizeof apply_bounds[0]));
+    o->staleness = ps_metrics_histogram(m, "shardps_server_staleness", NULL,
+                                        "versions between a gradient's and the one it was applied to",
+                                        stale_bounds, (int)(sizeof stale_bounds / sizeof stale_bounds[0]));
+    o->version = ps_metrics_gauge(m, "shardps_server_version", NULL,
+                                  "updates applied (the version of the shard)");
+    o->pushes = ps_metrics_counter(m, "shardps_server_pushes_total", NULL, "pushes accepted");
+    o->pulls = ps_metrics_counter(m, "shardps_server_pulls_total", NULL, "pulls answered");
+    o->rejected = ps_metrics_counter(m, "shardps_server_rejected_total", NULL,
+                                     "messages refused (malformed, invalid or non-finite)");
+    o->nonfinite = ps_metrics_counter(m, "shardps_server_nonfinite_total", NULL,
+                                      "pushes refused for a NaN or an infinity");
+    o->dropped = ps_metrics_counter(m, "shardps_server_pushes_dropped_total", NULL,
+                                    "pushes dropped: late for their step (sync:K/N) or from a lost worker");
+    o->held = ps_metrics_gauge(m, "shardps_server_queue_depth", "queue=\"held_pushes\"",
+                               "requests queued: pushes held for an incomplete step, pulls waiting for a version");
+    o->pending = ps_metrics_gauge(m, "shardps_server_queue_depth", "queue=\"waiting_pulls\"",
+                                  "requests queued: pushes held for an incomplete step, pulls waiting for a version");
+    o->unknown_in = ps_metrics_counter(m, "shardps_server_received_bytes_total",
+                                       "peer=\"unknown\"", "payload bytes received, by worker");
+    char bound[96];
+    int rc = bind ? ps_http_new(bind, s_render, o, &o->http, bound, sizeof bound, err, errlen)
+                  : 0;
+    if (rc != 0) {
+        ps_server_obs_destroy(&o);
+        return rc;
+    }
+    if (bind) {
+        ps_log_info("metrics on http://%s/metrics", bound);
+    }
+    *out = o;
+    return 0;
+}
+
+void ps_server_obs_destroy(ps_server_obs_t **op)
+{
+    ps_server_obs_t *o = *op;
+    if (o) {
+        ps_http_destroy(&o->http);
+        ps_metrics_destroy(&o->reg);
+        free(o);
+        *op = NULL;
+    }
+}
+
+void ps_server_obs_setup(ps_server_obs_t *o, int workers)
+{
+    o->workers = workers < PS_MAX_WORKERS ? workers : PS_MAX_WORKERS;
+    for (int w = 0; w < o->workers; w++) {
+        char peer[32];
+        snprintf(peer, sizeof peer, "peer=\"W%d\"", w);
+        o->in[w] = ps_metrics_counter(o->reg, "shardps_server_received_bytes_total", peer,
+                                      "payload bytes received, by worker");
+        o->out[w] = ps_metrics_counter(o->reg, "shardps_server_sent_bytes_total", peer,
+                                       "payload bytes sent, by worker");
+    }
+}
+
+void ps_server_obs_message(ps_server_obs_t *o, int w, int type, uint64_t bytes)
+{
+    int t = type == PS_MSG_PUSH ? S_PUSH : type == PS_MSG_PULL ? S_PULL
+          : type == PS_MSG_INIT ? S_INIT : S_OTHER;
+    ps_metric_add(o->messages[t], 1);
+    ps_metric_add(w >= 0 && w < o->workers ? o->in[w] : o->unknown_in, (double)bytes);
+}
+
+void ps_server_obs_reply(ps_server_obs_t *o, int w, uint64_t bytes)
+{
+    if (w >= 0 && w < o->workers) {
+        ps_metric_add(o->out[w], (double)bytes);
+    }
+}
+
+void ps_server_obs_apply(ps_server_obs_t *o, double seconds)
+{
+    ps_metric_observe(o->apply, seconds);
+}
+
+void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap, ps_text_t *text)
+{
+    const ps_consistency_stats_t *st = snap->stats;
+    ps_metric_set(o->version, (double)snap->version);
+    ps_metric_set(o->pushes, (double)st->pushes);
+    ps_metric_set(o->pulls, (double)st->pulls);
+    ps_metric_set(o->rejected, (double)snap->rejected);
+    ps_metric_set(o->nonfinite, (double)st->nonfinite);
+    ps_metric_set(o->dropped, (double)st->dropped);
+    ps_metric_set(o->held, snap->held);
+    ps_metric_set(o->pending, snap->pending_pulls);
+    ps_metric_load_values(o->staleness, st->staleness.counts, PS_HIST_BUCKETS,
+                          st->staleness.sum);
+    ps_metrics_render(o->reg, text);
+}

@@ -1,0 +1,54 @@
+/*
+ * server/observe.h - what a server shows of itself: its metrics (served on
+ * --metrics-bind and sent to the scheduler with each heartbeat). server.c
+ * counts each message and reply here; the rest is read from the consistency
+ * at each heartbeat, in the server's own thread.
+ */
+#ifndef PS_SERVER_OBSERVE_H
+#define PS_SERVER_OBSERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/metrics.h"
+#include "server/consistency.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ps_server_obs ps_server_obs_t;
+
+/* Metrics, served on bind ("HOST:PORT") unless NULL. Caller owns the result;
+ * destroy with ps_server_obs_destroy(). Returns 0 or a PS_E* with a reason. */
+int ps_server_obs_new(const char *bind, ps_server_obs_t **out, char *err, size_t errlen);
+void ps_server_obs_destroy(ps_server_obs_t **o);
+
+/* The view is known: series per worker (0 .. workers-1) from now on. */
+void ps_server_obs_setup(ps_server_obs_t *o, int workers);
+
+/* A message from worker w (-1: unknown sender) of type (PS_MSG_*) with bytes
+ * of payload; a reply of bytes to worker w. NULL-safe. */
+void ps_server_obs_message(ps_server_obs_t *o, int w, int type, uint64_t bytes);
+void ps_server_obs_reply(ps_server_obs_t *o, int w, uint64_t bytes);
+
+/* A push completed a step: the seconds its sum and update took. */
+void ps_server_obs_apply(ps_server_obs_t *o, double seconds);
+
+/* What the heartbeat reads from the server besides its counters. */
+typedef struct {
+    const ps_consistency_stats_t *stats;
+    int64_t version;
+    uint64_t rejected;     /* messages refused */
+    int held;              /* pushes held for an incomplete step */
+    int pending_pulls;     /* pulls waiting for a newer version */
+} ps_server_snapshot_t;
+
+/* Updates the gauges from snap and appends the exposition to text. */
+void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap,
+                          ps_text_t *text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
