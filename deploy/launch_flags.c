@@ -29,7 +29,7 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
  * them. */
 static const char *const s_own[PS_LAUNCH_NROLES][7] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", NULL},
+    {"scheduler", "bind", "advertise", "rank", "spare", NULL},
     {"scheduler", "bind", "advertise", "rank", "evaluate", "summary", NULL},
 };
 
@@ -208,7 +208,8 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         .workers = 1,
         .host = "127.0.0.1",
     };
-    ps_flag_t flags[5 + PS_LAUNCH_MAX_FWD] = {
+    enum { NOWN = 7 }; /* the launcher's own flags, first in the table */
+    ps_flag_t flags[NOWN + PS_LAUNCH_MAX_FWD] = {
         {"servers", PS_FLAG_INT, &F->servers, "N",
          "number of servers (-1 = 1, or 0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &F->workers, "N", "number of workers"},
@@ -217,15 +218,19 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
          "role binaries (default: next to this one, ../<role>/, $PATH)"},
         {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
          "stop and fail the job after this long (0 = never)"},
+        {"spares", PS_FLAG_INT, &F->spares, "N",
+         "spare servers, 0 to 64: one replaces a lost server from its newest checkpoint"},
+        {"respawn", PS_FLAG_INT, &F->respawn, "N",
+         "restart up to N servers that die as new spares (0 = never)"},
     };
     s_fwd_build(F);
     for (size_t i = 0; i < F->nfwd; i++) {
         const ps_flag_t *f = F->fwd[i].flag;
-        flags[5 + i] =
+        flags[NOWN + i] =
             (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar, F->fwd[i].help};
     }
     int rest = argc;
-    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, 5 + F->nfwd, argc, argv, &rest);
+    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, NOWN + F->nfwd, argc, argv, &rest);
     if (rc != 0) {
         return rc;
     }
@@ -253,6 +258,13 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     }
     if (F->timeout < 0) {
         return s_bad("--timeout %g: must be >= 0", F->timeout);
+    }
+    if (F->spares < 0 || F->spares > 64 || F->respawn < 0) {
+        return s_bad("--spares %d --respawn %d: spares in [0, 64], respawn >= 0", F->spares,
+                     F->respawn);
+    }
+    if ((F->spares || F->respawn) && F->servers == 0) {
+        return s_bad("--spares and --respawn need servers (an allreduce job has none)");
     }
     if (F->bin_dir && !F->bin_dir[0]) {
         return s_bad("--bin-dir: empty");
@@ -395,8 +407,12 @@ char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
         s_argv_add(&a, "--bind");
         s_argv_addf(&a, "tcp://%s:*", F->host);
     }
-    s_argv_add(&a, "--rank");
-    s_argv_addf(&a, "%d", rank);
+    if (role == PS_LAUNCH_SERVER && rank < 0) {
+        s_argv_add(&a, "--spare");
+    } else {
+        s_argv_add(&a, "--rank");
+        s_argv_addf(&a, "%d", rank);
+    }
     s_argv_add_fwd(&a, F, role, rank);
     return s_argv_take(&a);
 }

@@ -49,6 +49,8 @@ typedef struct {
     const char *host;    /* what the roles bind to */
     const char *bin_dir; /* where the role binaries are; NULL = search */
     double timeout;      /* whole-job limit in seconds; 0 = none */
+    int spares;          /* spare servers started with the job (--spares) */
+    int respawn;         /* killed servers restarted as spares, at most (--respawn) */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
     char model_path[4096]; /* the default --save-model, beside --summary */
     char **extra;        /* arguments after "--", appended to the scheduler's */
@@ -87,7 +89,8 @@ const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name);
 char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *epfile);
 
 /* A server's or worker's command line, for the scheduler at endpoint; as
- * ps_launch_flags_scheduler_argv(). */
+ * ps_launch_flags_scheduler_argv(). A server of rank -1 is a spare
+ * (--spare). */
 char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
                                  const char *endpoint);
 

@@ -40,6 +40,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.status = h->status;
     m.error = (char *)h->error;
     m.ring_step = h->ring_step;
+    m.generation = h->generation;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -69,6 +70,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->payload_len = m->payload_len;
     h->status = m->status;
     h->ring_step = m->ring_step;
+    h->generation = m->generation;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -89,6 +91,8 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
         snprintf(why, sizeof why, "sparse key lists are not supported yet");
     } else if (m->ring_step < 0) {
         snprintf(why, sizeof why, "negative ring step %d", (int)m->ring_step);
+    } else if (m->generation < 0) {
+        snprintf(why, sizeof why, "negative generation %lld", (long long)m->generation);
     }
     if (why[0]) {
         snprintf(h->error, sizeof h->error, "%s", why);
@@ -172,6 +176,7 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len)
     m.rank = r->rank;
     m.endpoint = (char *)r->endpoint;
     m.pid = r->pid;
+    m.spare = r->spare;
     return s_pack(&m.base, out, len);
 }
 
@@ -185,6 +190,7 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     r->role = (ps_role_t)m->role;
     r->rank = m->rank;
     r->pid = m->pid;
+    r->spare = m->spare;
     int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint);
     if (r->role != PS_ROLE_SERVER && r->role != PS_ROLE_WORKER) {
         rc = PS_EPROTO;
@@ -301,6 +307,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.start_step = v->start_step;
     m.resume_dir = (char *)v->resume_dir;
     m.resume_parts = v->resume_parts;
+    m.generation = v->generation;
+    m.replaced_rank = v->replaced;
     return s_pack(&m.base, out, len);
 }
 
@@ -334,6 +342,11 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     v->checkpoint_every = m->checkpoint_every;
     v->start_step = m->start_step;
     v->resume_parts = m->resume_parts;
+    if (m->generation < 0 || m->replaced_rank < 0 || (size_t)m->replaced_rank > m->n_servers) {
+        goto done;
+    }
+    v->generation = m->generation;
+    v->replaced = m->replaced_rank;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
@@ -563,13 +576,39 @@ int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, i
     return rc;
 }
 
+int ps_codec_pack_failover_ready(const ps_failover_ready_t *r, uint8_t **out, size_t *len)
+{
+    Shardps__FailoverReady m = SHARDPS__FAILOVER_READY__INIT;
+    m.generation = r->generation;
+    m.step = r->step;
+    m.from_version = r->from_version;
+    m.stepped = r->stepped != 0;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_failover_ready(const void *data, size_t len, ps_failover_ready_t *r)
+{
+    Shardps__FailoverReady *m = shardps__failover_ready__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = m->generation >= 0 && m->step >= 0 && m->from_version >= 0 ? 0 : PS_EPROTO;
+    r->generation = m->generation;
+    r->step = m->step;
+    r->from_version = m->from_version;
+    r->stepped = m->stepped;
+    shardps__failover_ready__free_unpacked(m, NULL);
+    return rc;
+}
+
 const char *ps_codec_type_name(int type)
 {
     static const char *names[] = {
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
-        "ring-data", "checkpoint", "members"};
+        "ring-data", "checkpoint", "members", "unused-21", "unused-22", "failover",
+        "failover-ready"};
     if (type < 0 || type > PS_MSG_TYPE_MAX) {
         return "unknown";
     }

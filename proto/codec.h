@@ -21,7 +21,9 @@ extern "C" {
 
 /* 2: checkpoints (MSG_CHECKPOINT, the view's checkpoint and resume fields). */
 /* 3: membership (MSG_MEMBERS, the report's steps_fewer_workers). */
-#define PS_PROTOCOL_VERSION 3u
+/* 4: failover (MSG_FAILOVER, MSG_FAILOVER_READY, the header's generation,
+ *    Register.spare, the view's generation and replaced_rank). */
+#define PS_PROTOCOL_VERSION 4u
 
 /* Mirrors MsgType in shardps.proto. */
 typedef enum {
@@ -46,7 +48,9 @@ typedef enum {
     PS_MSG_RING_DATA = 18,
     PS_MSG_CHECKPOINT = 19,
     PS_MSG_MEMBERS = 20,
-    PS_MSG_TYPE_MAX = 20,
+    PS_MSG_FAILOVER = 23,
+    PS_MSG_FAILOVER_READY = 24,
+    PS_MSG_TYPE_MAX = 24,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -73,6 +77,7 @@ typedef struct {
     int32_t status;       /* 0 or PS_E* */
     char error[160];      /* reason when status != 0 */
     int32_t ring_step;    /* ring data: 0..M-2 reduce-scatter, M-1..2M-3 all-gather */
+    int64_t generation;   /* failovers the sender has seen; servers drop older data */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */
@@ -109,6 +114,10 @@ typedef struct {
     int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
     char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
+    int64_t generation;        /* lost servers replaced so far (scheduler/failover.c) */
+    int replaced;              /* 1 + the rank of the server replaced (0 = none): on
+                                  a spare's VIEW its new rank, on MSG_FAILOVER the
+                                  rank whose endpoint changed */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
@@ -125,7 +134,16 @@ typedef struct {
     int rank;           /* wanted rank, -1 for any */
     char endpoint[128]; /* servers: advertised endpoint */
     uint32_t pid;       /* for operators' log lines */
+    int spare;          /* servers: wait as a spare for a lost server's place */
 } ps_register_t;
+
+/* A server's answer to MSG_FAILOVER (MSG_FAILOVER_READY). */
+typedef struct {
+    int64_t generation;   /* the failover it answers */
+    int64_t step;         /* the step it rolled back to, or (stepped) its new version */
+    int64_t from_version; /* its version before the rollback */
+    int stepped;          /* 0: rolled back; 1: applied the first step after it */
+} ps_failover_ready_t;
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
 typedef struct {
@@ -200,6 +218,9 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r);
  * outside [0, *n), n outside [1, PS_MAX_WORKERS] or no live worker. */
 int ps_codec_pack_members(const unsigned char *live, int n, uint8_t **out, size_t *len);
 int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, int *n);
+
+int ps_codec_pack_failover_ready(const ps_failover_ready_t *r, uint8_t **out, size_t *len);
+int ps_codec_unpack_failover_ready(const void *data, size_t len, ps_failover_ready_t *r);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

@@ -24,6 +24,7 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/sock.h"
+#include "scheduler/failover.h"
 #include "scheduler/manifest.h"
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/summary.h"
@@ -56,6 +57,7 @@ static void s_send_all(ps_scheduler_t *s, ps_msg_type_t type, const void *body, 
                              len);
         }
     }
+    ps_failover_send_spares(s, type, body, len);
 }
 
 /* Aborts the job: every node is told why, then the loop ends with status 1. */
@@ -79,23 +81,6 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
     }
 }
 
-/* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
- * "tcp://10.0.0.2:5000": a server (or an allreduce worker) bound to every
- * interface advertises the address the scheduler sees it at. */
-static void s_fix_endpoint(char *ep, size_t cap, const char *peer)
-{
-    const char *wild[] = {"tcp://0.0.0.0:", "tcp://*:"};
-    for (int i = 0; i < 2; i++) {
-        size_t n = strlen(wild[i]);
-        if (peer[0] && !strncmp(ep, wild[i], n)) {
-            char port[32];
-            snprintf(port, sizeof port, "%s", ep + n);
-            snprintf(ep, cap, "tcp://%s:%s", peer, port);
-            return;
-        }
-    }
-}
-
 static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
 {
     ps_register_t reg;
@@ -104,6 +89,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     if (!p || ps_codec_unpack_register(p, len, &reg) != 0) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO,
                            "registration does not decode");
+        return;
+    }
+    if (ps_failover_is_spare(s, &reg) && !s_node_of(s, &m->route)) {
+        ps_failover_add_spare(s, m, &reg);
         return;
     }
     if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
@@ -151,7 +140,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     n->pid = reg.pid;
     n->last_seen = ps_now();
     snprintf(n->endpoint, sizeof n->endpoint, "%s", reg.endpoint);
-    s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
     uint8_t *body;
     if (ps_codec_pack_register_ack(rank, &s->cfg->job, &body, &len) == 0) {
@@ -351,7 +340,7 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
             return;
         }
         snprintf(n->endpoint, sizeof n->endpoint, "%s", mi.endpoint);
-        s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+        ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
         ps_log_info("%s ring endpoint %s", ps_node_tag(n, tag, sizeof tag), n->endpoint);
     }
     n->num_params = mi.num_params;
@@ -368,6 +357,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
      * connection, or naming another node, changes nothing and gets no data. */
     ps_node_t *n = s_node_of(s, &m->route);
     char tag[16];
+    if (ps_failover_on_spare_message(s, m)) {
+        return;
+    }
     if (!n || m->hdr.role != n->role || m->hdr.sender != n->rank) {
         char claim[64];
         snprintf(claim, sizeof claim, "claims %s%d %s", ps_codec_role_tag(m->hdr.role),
@@ -392,6 +384,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         s_on_barrier(s, n, m);
         break;
     case PS_MSG_DONE:
+        if (m->hdr.generation != s->view->generation) {
+            break; /* sent before a failover's rollback: it trains again */
+        }
         if (!p || ps_codec_unpack_done(p, len, &n->stats) != 0) {
             s_fail(s, "%s sent a bad final report", ps_node_tag(n, tag, sizeof tag));
             break;
@@ -402,6 +397,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         break;
     case PS_MSG_CHECKPOINT:
         s_on_checkpoint(s, n, m);
+        break;
+    case PS_MSG_FAILOVER_READY:
+        ps_failover_on_ready(s, n, m);
         break;
     case PS_MSG_REPORT:
         if (n->role != PS_ROLE_SERVER || !p ||
@@ -481,7 +479,8 @@ static void s_tick(ps_scheduler_t *s)
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
-            if (s_leave(s, n, now - n->last_seen)) {
+            if (s_leave(s, n, now - n->last_seen) ||
+                ps_failover_replace(s, n, now - n->last_seen)) {
                 continue;
             }
             n->used = 0; /* it cannot be told anything any more */
@@ -491,6 +490,7 @@ static void s_tick(ps_scheduler_t *s)
             return;
         }
     }
+    ps_failover_tick(s);
     if (s->phase == S_WAITING && now - s->t_start > s->cfg->wait) {
         char missing[160] = "", one[16];
         size_t at = 0;
@@ -563,6 +563,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     s.view = calloc(1, sizeof *s.view);
     char why[128];
     if (!s.nodes || !s.view || ps_ratelog_new(&s.drops, PS_RATELOG_PERIOD) != 0 ||
+        ps_failover_new(&s.failover, cfg->servers) != 0 ||
         ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
@@ -614,6 +615,7 @@ fail:
     ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s.ctx);
     ps_manifest_destroy(&s.manifest);
+    ps_failover_destroy(&s.failover);
     ps_ratelog_destroy(&s.drops);
     free(s.view);
     free(s.nodes);

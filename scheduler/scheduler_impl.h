@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/ratelog.h"
 #include "proto/codec.h"
@@ -40,6 +41,9 @@ typedef struct {
     ps_server_report_t report; /* servers: that report */
 } ps_node_t;
 
+/* Spares and replacements of lost servers: scheduler/failover.c. */
+typedef struct ps_failover ps_failover_t;
+
 /* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
  * asked for telemetry) -> FINISHED; any -> FAILED. */
 typedef enum { S_WAITING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
@@ -63,7 +67,25 @@ typedef struct {
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     int membership_changes; /* workers lost (or joined) while the job ran */
     uint64_t refused; /* messages from a connection that is not the node it claims */
+    ps_failover_t *failover; /* spare servers, replacements (scheduler/failover.c) */
 } ps_scheduler_t;
+
+/* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
+ * "tcp://10.0.0.2:5000": a server (or an allreduce worker) bound to every
+ * interface advertises the address the scheduler sees it at. */
+static inline void ps_fix_endpoint(char *ep, size_t cap, const char *peer)
+{
+    const char *wild[] = {"tcp://0.0.0.0:", "tcp://*:"};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(wild[i]);
+        if (peer[0] && !strncmp(ep, wild[i], n)) {
+            char port[32];
+            snprintf(port, sizeof port, "%s", ep + n);
+            snprintf(ep, cap, "tcp://%s:%s", peer, port);
+            return;
+        }
+    }
+}
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
 static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)

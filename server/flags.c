@@ -31,6 +31,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
         {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long; in (0, 86400]"},
+        {"spare", PS_FLAG_BOOL, &c->spare, "0|1", "wait as a spare to take over a lost server's keys from its newest checkpoint"},
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SERVER_NFLAGS, "PS_SERVER_NFLAGS");
@@ -41,6 +42,10 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
 int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
 {
     const ps_server_config_t *c = &f->cfg;
+    if (c->spare && c->rank != -1) {
+        snprintf(err, errlen, "--spare takes no --rank: a spare gets the rank of the server it replaces");
+        return PS_EINVAL;
+    }
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen)) {

@@ -24,6 +24,7 @@ typedef struct {
     double connect_timeout; /* seconds to wait for the scheduler's answer */
     double peer_timeout;    /* seconds of scheduler silence that mean it is lost */
     double report_missing;  /* a step waiting this long logs which workers it waits for */
+    int spare;              /* register as a spare: wait to replace a lost server */
 } ps_server_config_t;
 
 /* Joins the job and serves until it ends. Returns the process exit status:
