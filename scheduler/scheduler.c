@@ -476,6 +476,7 @@ static void s_tick(ps_scheduler_t *s)
         s_send_all(s, PS_MSG_HEARTBEAT, NULL, 0);
         s->last_beat = now;
     }
+    ps_failover_tick(s); /* dead spares first: a lost server must not get one */
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
@@ -490,7 +491,6 @@ static void s_tick(ps_scheduler_t *s)
             return;
         }
     }
-    ps_failover_tick(s);
     if (s->phase == S_WAITING && now - s->t_start > s->cfg->wait) {
         char missing[160] = "", one[16];
         size_t at = 0;
