@@ -318,7 +318,13 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
         return;
     }
     if (h->generation != s->generation) {
-        s->stale++; /* sent before its worker rolled back: the worker asks again */
+        /* Sent before its worker rolled back: the worker asks again. */
+        char peer[32], why[64];
+        snprintf(peer, sizeof peer, "W%d", h->sender);
+        snprintf(why, sizeof why, "of failover %lld, not %lld", (long long)h->generation,
+                 (long long)s->generation);
+        ps_ratelog_reject(s->rejections, ps_codec_type_name(h->type), peer, why);
+        s->stale++;
         return;
     }
     if (s_validate(s, m, &r) != 0) {

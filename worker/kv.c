@@ -130,17 +130,38 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
     return 0;
 }
 
-/* MSG_FAILOVER: a lost server was replaced and every server rolled back to
- * the view's start_step. Connects to the new server, fails every request in
- * flight with PS_EAGAIN and refuses new ones until the trainer takes the
- * rollback (ps_kv_rollback). Caller holds mu. */
+/* Connects a new socket to server i at endpoint ep in place of the old one
+ * (what the old one still queued for the lost server is dropped). Caller
+ * holds mu. Returns 0 or PS_EINVAL. */
+static int s_reconnect(ps_kv_t *kv, int i, const char *ep)
+{
+    char err[256];
+    ps_sock_t *sock = NULL;
+    if (ps_sock_new(kv->ctx, PS_SOCK_DEALER, &sock, err, sizeof err) != 0 ||
+        ps_sock_connect(sock, ep) != 0) {
+        ps_sock_destroy(&sock);
+        return PS_EINVAL;
+    }
+    ps_sock_set_linger(kv->servers[i], 0);
+    ps_sock_destroy(&kv->servers[i]);
+    kv->servers[i] = sock;
+    kv->items[1 + i].sock = sock;
+    snprintf(kv->view.servers[i].endpoint, sizeof kv->view.servers[i].endpoint, "%s", ep);
+    return 0;
+}
+
+/* MSG_FAILOVER: lost servers were replaced and every server rolled back to
+ * the view's start_step. Connects to each server whose endpoint changed
+ * (more than one when a failover came while another was still on), fails
+ * every request in flight with PS_EAGAIN and refuses new ones until the
+ * trainer takes the rollback (ps_kv_rollback). Caller holds mu. */
 static void s_on_failover(ps_kv_t *kv, const ps_msg_t *m)
 {
     ps_view_t *v = calloc(1, sizeof *v);
     size_t len;
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     if (!v || !p || ps_codec_unpack_view(p, len, v) != 0 ||
-        v->num_servers != kv->view.num_servers || v->replaced < 1) {
+        v->num_servers != kv->view.num_servers) {
         ps_log_warn("dropped a bad failover message from the scheduler");
         free(v);
         return;
@@ -149,24 +170,15 @@ static void s_on_failover(ps_kv_t *kv, const ps_msg_t *m)
         free(v);
         return;
     }
-    const int r = v->replaced - 1;
-    char err[256];
-    ps_sock_t *sock = NULL;
-    if (ps_sock_new(kv->ctx, PS_SOCK_DEALER, &sock, err, sizeof err) != 0 ||
-        ps_sock_connect(sock, v->servers[r].endpoint) != 0) {
-        snprintf(err, sizeof err, "failover: cannot connect to S%d at '%s'", r,
-                 v->servers[r].endpoint);
-        ps_sock_destroy(&sock);
-        s_set_fatal(kv, PS_ECLOSED, err);
-        free(v);
-        return;
-    }
-    ps_sock_set_linger(kv->servers[r], 0); /* what it still queues for the lost one */
-    ps_sock_destroy(&kv->servers[r]);
-    kv->servers[r] = sock;
-    kv->items[1 + r].sock = sock;
-    memcpy(kv->view.servers, v->servers, sizeof v->servers);
-    for (int i = 0; i < kv->view.num_servers; i++) {
+    for (int i = 0; i < v->num_servers; i++) {
+        const char *ep = v->servers[i].endpoint;
+        if (strcmp(ep, kv->view.servers[i].endpoint) != 0 && s_reconnect(kv, i, ep) != 0) {
+            char err[256];
+            snprintf(err, sizeof err, "failover: cannot connect to S%d at '%s'", i, ep);
+            s_set_fatal(kv, PS_ECLOSED, err);
+            free(v);
+            return;
+        }
         kv->versions[i] = v->start_step;
     }
     for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
