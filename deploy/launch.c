@@ -159,7 +159,7 @@ static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
     }
     ps_log_warn("%s (pid %d) %s; the scheduler replaces it from a spare", c->tag, (int)c->pid,
                 how);
-    if (L->respawned < F->respawn) {
+    if (L->respawned < F->respawn && L->sched_done_at == 0) {
         char **argv = ps_launch_flags_node_argv(F, PS_LAUNCH_SERVER, -1, L->endpoint);
         int rc = ps_launch_children_respawn(&L->C, c, F->spares + L->respawned, argv);
         ps_launch_argv_destroy(&argv);

@@ -37,6 +37,8 @@ struct ps_failover {
     int64_t rolled_from;   /* highest version any server rolled back from */
     s_replacement_t *reps; /* every replacement, in order */
     int nreps, cap_reps;
+    ps_route_t retired[PS_FAILOVER_MAX_SPARES]; /* connections of replaced servers (a ring) */
+    int nretired;
 };
 
 int ps_failover_new(ps_failover_t **out, int servers)
@@ -138,6 +140,22 @@ int ps_failover_on_spare_message(ps_scheduler_t *s, const ps_msg_t *m)
         n->last_seen = ps_now();
         return 1; /* a heartbeat: a spare says nothing else */
     }
+    /* A server declared lost but alive after all (a pause longer than the
+     * peer timeout): its place is taken, so it is told to go. */
+    for (int i = 0; i < f->nretired && i < PS_FAILOVER_MAX_SPARES; i++) {
+        const ps_route_t *r = &f->retired[i];
+        if (r->len == m->route.len && !memcmp(r->id, m->route.id, r->len)) {
+            uint8_t *body;
+            size_t len;
+            if (ps_codec_pack_shutdown(PS_ECLOSED, "this server was declared lost and replaced",
+                                       &body, &len) == 0) {
+                ps_msg_send_ctrl(s->router, &m->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0,
+                                 body, len);
+                free(body);
+            }
+            return 1;
+        }
+    }
     /* A promoted spare's heartbeats sent before it learnt its new rank. */
     for (int r = 0; r < s->cfg->servers; r++) {
         ps_node_t *p = &s->nodes[r];
@@ -187,6 +205,25 @@ static int s_send_view(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type
     return rc;
 }
 
+/* The promoted spare starts with every worker live: when some were left out
+ * (--min-workers) it gets the live set right after its view. A superset of
+ * the live workers never completes a step early, so the order is safe. */
+static void s_send_members(ps_scheduler_t *s, const ps_node_t *n)
+{
+    unsigned char live[PS_MAX_WORKERS];
+    int all = 1;
+    for (int w = 0; w < s->cfg->workers; w++) {
+        live[w] = !s->nodes[s->cfg->servers + w].lost;
+        all &= live[w];
+    }
+    uint8_t *body;
+    size_t len;
+    if (!all && ps_codec_pack_members(live, s->cfg->workers, &body, &len) == 0) {
+        s_send(s, n, PS_MSG_MEMBERS, body, len);
+        free(body);
+    }
+}
+
 int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
 {
     ps_failover_t *f = s->failover;
@@ -232,6 +269,7 @@ int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
     const ps_node_t spare = f->spares[0];
     f->spares[0] = f->spares[--f->nspares];
     const uint32_t lost_pid = n->pid;
+    f->retired[f->nretired++ % PS_FAILOVER_MAX_SPARES] = n->route;
     /* The spare becomes row r: its connection is S<r> from now on. */
     n->route = spare.route;
     n->pid = spare.pid;
@@ -257,6 +295,7 @@ int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
             return 0;
         }
     }
+    s_send_members(s, n);
     /* Workers finish again after the rollback; DONEs sent before it are
      * of an older generation and ignored. */
     for (int i = s->cfg->servers; i < s->nnodes; i++) {

@@ -5,7 +5,7 @@ shardps-launch job with spares, and what the job made of them.
 Starts one sync job (spare servers, --respawn so every killed server's place
 gets a new spare, checkpoints, --min-workers 1), waits for its first complete
 checkpoint, then kills a random live server or worker (never W0, which
-evaluates: without it there is no test accuracy) every random 0.4-1.6 s
+evaluates: without it there is no test accuracy) every random --gap seconds
 until --kills are done. Which pid is which node is read from the scheduler's
 log lines (registrations and failovers). At the end it checks that the job
 ended ok, that every server kill was a replacement in the summary, that the
@@ -87,8 +87,13 @@ def main():
     ap.add_argument("--checkpoint-every", type=int, default=50)
     ap.add_argument("--servers-only", action="store_true", help="kill servers only")
     ap.add_argument("--min-accuracy", type=float, default=0.87)
+    ap.add_argument("--gap", type=float, nargs=2, default=(1.0, 2.5), metavar=("MIN", "MAX"),
+                    help="seconds between kills, drawn uniformly")
     ap.add_argument("--seed", type=int, default=None, help="of the kills (default: random)")
     ap.add_argument("--timeout", type=float, default=540)
+    ap.add_argument("--peer-timeout", default="2",
+                    help="seconds of silence that make a node lost (a loaded machine "
+                         "may pause a process for a second)")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
     rng = random.Random(seed)
@@ -98,7 +103,7 @@ def main():
     cmd = [a.launch, "--servers", str(a.servers), "--workers", str(a.workers),
            "--spares", str(a.spares), "--respawn", str(a.kills), "--min-workers", "1",
            "--epochs", str(a.epochs), "--checkpoint-every", str(a.checkpoint_every),
-           "--checkpoint-dir", ckdir, "--peer-timeout", "1", "--summary", summary,
+           "--checkpoint-dir", ckdir, "--peer-timeout", a.peer_timeout, "--summary", summary,
            "--timeout", str(a.timeout), "--log-level", "info"]
     print(f"chaos: seed {seed}: {' '.join(cmd)}", flush=True)
     with open(log, "w") as out:
@@ -114,7 +119,7 @@ def main():
         time.sleep(0.05)
     t0 = time.monotonic()
     while len(kills) < a.kills and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(rng.uniform(0.4, 1.6))
+        time.sleep(rng.uniform(*a.gap))
         nodes.update()
         cands = [("S", r, p) for r, p in sorted(nodes.servers.items())
                  if r not in nodes.replacing and alive(p)]
