@@ -4,9 +4,11 @@ shardps-launch job with spares, and what the job made of them.
 
 Starts one sync job (spare servers, --respawn so every killed server's place
 gets a new spare, checkpoints, --min-workers 1), waits for its first complete
-checkpoint, then kills a random live server or worker (never W0, which
-evaluates: without it there is no test accuracy) every random --gap seconds
-until --kills are done. Which pid is which node is read from the scheduler's
+checkpoint, then kills a random live server or worker every random --gap
+seconds until --kills are done. Workers cannot rejoin (yet), so M-1 of the
+kills, at random places in the sequence, take a random worker but W0 (which
+evaluates: without it there is no test accuracy); the others a random live
+server. Which pid is which node is read from the scheduler's
 log lines (registrations and failovers). At the end it checks that the job
 ended ok, that every server kill was a replacement in the summary, that the
 accuracy reaches --min-accuracy and that no process of the job is left, and
@@ -117,15 +119,20 @@ def main():
         if time.monotonic() > deadline:
             break
         time.sleep(0.05)
+    # Which kills take a worker: as many as leave W0, at random places in the
+    # sequence (a uniform pick among live nodes would take them all first).
+    nworker = 0 if a.servers_only else min(a.workers - 1, a.kills)
+    worker_kill = set(rng.sample(range(a.kills), nworker))
     t0 = time.monotonic()
     while len(kills) < a.kills and job.poll() is None and time.monotonic() < deadline:
         time.sleep(rng.uniform(*a.gap))
         nodes.update()
-        cands = [("S", r, p) for r, p in sorted(nodes.servers.items())
-                 if r not in nodes.replacing and alive(p)]
-        if not a.servers_only:
-            cands += [("W", r, p) for r, p in sorted(nodes.workers.items())
-                      if r != 0 and alive(p)]
+        if len(kills) in worker_kill:
+            cands = [("W", r, p) for r, p in sorted(nodes.workers.items())
+                     if r != 0 and alive(p)]
+        else:
+            cands = [("S", r, p) for r, p in sorted(nodes.servers.items())
+                     if r not in nodes.replacing and alive(p)]
         if not cands or job.poll() is not None:
             continue
         role, rank, pid = rng.choice(cands)
