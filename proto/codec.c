@@ -263,7 +263,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     int ring = v->job.mode == PS_MODE_ALLREDUCE;
     int nworkers = ring ? v->num_workers : 0;
     if (v->num_servers < 0 || !s_servers_ok(&v->job, (size_t)v->num_servers) ||
-        (ring && (v->num_workers < 1 || v->num_workers > PS_MAX_WORKERS))) {
+        (ring && (v->num_workers < 1 || v->num_workers > PS_MAX_WORKERS)) ||
+        v->generation < 0 || v->replaced < 0 || v->replaced > v->num_servers) {
         return PS_EINVAL;
     }
     for (int i = 0; i < nworkers; i++) {
