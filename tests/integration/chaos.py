@@ -86,6 +86,7 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--spares", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64, help="per worker")
     ap.add_argument("--checkpoint-every", type=int, default=50)
     ap.add_argument("--servers-only", action="store_true", help="kill servers only")
     ap.add_argument("--min-accuracy", type=float, default=0.87)
@@ -104,7 +105,7 @@ def main():
     ckdir = os.path.join(a.dir, "ck")
     cmd = [a.launch, "--servers", str(a.servers), "--workers", str(a.workers),
            "--spares", str(a.spares), "--respawn", str(a.kills), "--min-workers", "1",
-           "--epochs", str(a.epochs), "--checkpoint-every", str(a.checkpoint_every),
+           "--epochs", str(a.epochs), "--batch", str(a.batch), "--checkpoint-every", str(a.checkpoint_every),
            "--checkpoint-dir", ckdir, "--peer-timeout", a.peer_timeout, "--summary", summary,
            "--timeout", str(a.timeout), "--log-level", "info"]
     print(f"chaos: seed {seed}: {' '.join(cmd)}", flush=True)
