@@ -582,7 +582,7 @@ int ps_server_run(const ps_server_config_t *cfg)
     ps_log_info("registered as S%d%s, listening on %s", ps_link_rank(s.link),
                 cfg->spare ? " (a spare)" : "", bound);
     rc = ps_link_wait_view(s.link, NULL, s.view, err, sizeof err);
-    if (rc == PS_ENOENT && cfg->spare) {
+    if (rc == PS_ENOENT) { /* only a spare waits for a view past the job's end */
         ps_log_info("the job ended without needing this spare");
         status = 0;
         goto fail;

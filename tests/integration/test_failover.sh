@@ -18,7 +18,7 @@ job() { # name [flags...]
     local name=$1
     shift
     "$LAUNCH" --servers 2 --workers 2 --batch 32 --max-steps $STEPS --epochs 1 \
-        --optimizer sgd --momentum 0.9 --peer-timeout 1 --dump-params "$TMP/$name.f32" \
+        --optimizer sgd --momentum 0.9 --peer-timeout 2 --dump-params "$TMP/$name.f32" \
         --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
 }
 # pid_of LOG NODE: the pid the scheduler registered NODE (S1, spare S2) with.
@@ -63,7 +63,7 @@ expect "$TMP/fo.json" "len(d['server_replacements']) == 1" "one replacement"
 expect "$TMP/fo.json" "d['server_replacements'][0]['rank'] == 1" "S1 replaced"
 expect "$TMP/fo.json" "d['server_replacements'][0]['step'] >= 100" "rolled back to a checkpoint"
 expect "$TMP/fo.json" "d['server_replacements'][0]['recover_s'] >= 0" "a recovery time"
-expect "$TMP/fo.json" "d['server_replacements'][0]['detect_s'] >= 1" "detected by silence"
+expect "$TMP/fo.json" "d['server_replacements'][0]['detect_s'] >= 2" "detected by silence (--peer-timeout)"
 expect "$TMP/fo.json" "d['server_replacements'][0]['steps_lost'] >= 0" "steps lost counted"
 expect "$TMP/fo.json" "d['spares_left'] == 0" "the spare was used"
 expect "$TMP/fo.json" "d['status'] == 'ok'" "status ok"
@@ -105,28 +105,37 @@ grep -q "S1 cannot be replaced: no spare server waits" "$TMP/nospare.log" ||
 expect "$TMP/nospare.json" "d['status'] == 'failed' and d['lost'] == 'S1'" "failed, S1 lost"
 no_leftovers "$TMP/nospare.log"
 
-# Without the launcher: a server started by hand after the job started is a
-# spare, and takes S0's place.
+# Without the launcher: servers started by hand after the job started are
+# spares; one takes S0's place, the other ends with the job.
 start_scheduler sched --servers 2 --workers 1 --model mlp --batch 32 --max-steps $STEPS \
     --epochs 1 --optimizer sgd --checkpoint-every 50 --checkpoint-dir "$TMP/ck_hand" \
-    --peer-timeout 1 --summary "$TMP/hand.json" --straggler 0:10
+    --peer-timeout 2 --summary "$TMP/hand.json" --straggler 0:10
 for r in 0 1; do
-    start "s$r" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*' --rank $r --peer-timeout 1
+    start "s$r" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*' --rank $r --peer-timeout 2
     eval "S${r}_PID=$LAST_PID"
 done
-start w0 "$WORKER" --scheduler "$SCHED_EP" --rank 0 --peer-timeout 1
+start w0 "$WORKER" --scheduler "$SCHED_EP" --rank 0 --peer-timeout 2
 W0_PID=$LAST_PID
 wait_file "$TMP/ck_hand/step-50/manifest.json" 60 || fail "no checkpoint step-50 (by hand)"
-start spare "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*' --peer-timeout 1
-for i in $(seq 50); do
-    grep -q "registered spare" "$TMP/sched.log" && break
-    sleep 0.1
+for k in 0 1; do
+    start "spare$k" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*' --peer-timeout 2
+    eval "SPARE${k}_PID=$LAST_PID"
+    for i in $(seq 50); do
+        [ "$(grep -c "registered spare" "$TMP/sched.log")" -gt $k ] && break
+        sleep 0.1
+    done
 done
 kill -9 "$S0_PID"
 wait_pid "$SCHED_PID" 120 || fail "the job by hand hangs: $(tail -5 "$TMP/sched.log")"
 [ "$WAIT_RC" = 0 ] || fail "the job by hand failed: $(grep -E ' [EW] ' "$TMP/sched.log" | tail -5)"
 wait_pid "$W0_PID" 20 && [ "$WAIT_RC" = 0 ] || fail "W0 did not end cleanly"
 expect "$TMP/hand.json" "[r['rank'] for r in d['server_replacements']] == [0]" "S0 replaced"
+expect "$TMP/hand.json" "d['spares_left'] == 1" "one spare left"
+for k in 0 1; do # one took S0's place, the other was not needed: both end cleanly
+    eval "pid=\$SPARE${k}_PID"
+    wait_pid "$pid" 20 && [ "$WAIT_RC" = 0 ] || fail "spare$k did not end cleanly: $(tail -2 "$TMP/spare$k.log")"
+done
+grep -q "the job ended without needing this spare" "$TMP"/spare?.log || fail "no spare ended unneeded"
 no_leftovers "$TMP/sched.log"
 check_logs
 echo "ok: failover ($(field "$TMP/fo.json" "d['server_replacements'][0]"))"
