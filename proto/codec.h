@@ -116,8 +116,9 @@ typedef struct {
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
     int64_t generation;        /* lost servers replaced so far (scheduler/failover.c) */
     int replaced;              /* 1 + the rank of the server replaced (0 = none): on
-                                  a spare's VIEW its new rank, on MSG_FAILOVER the
-                                  rank whose endpoint changed */
+                                  a spare's VIEW its new rank; on MSG_FAILOVER the
+                                  rank just replaced (for logs: workers compare
+                                  every endpoint) */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
