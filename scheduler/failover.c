@@ -120,6 +120,7 @@ void ps_failover_add_spare(ps_scheduler_t *s, const ps_msg_t *m, const ps_regist
     n->route = m->route;
     n->pid = reg->pid;
     n->last_seen = ps_now();
+    n->fd = m->peer_fd;
     snprintf(n->endpoint, sizeof n->endpoint, "%s", reg->endpoint);
     ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
     uint8_t *body;
@@ -224,11 +225,14 @@ static void s_send_members(ps_scheduler_t *s, const ps_node_t *n)
     }
 }
 
-int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
+/* ps_failover_replace(); closed: its connection closed (a lost server that
+ * cannot be replaced is then left to its silence, which logs why). */
+static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
 {
     ps_failover_t *f = s->failover;
     const int r = n->rank;
-    if (n->role != PS_ROLE_SERVER || s->phase == S_WAITING || !f) {
+    if (n->role != PS_ROLE_SERVER || s->phase == S_WAITING || !f ||
+        (closed && (s->phase != S_RUNNING || !s->manifest || f->nspares == 0))) {
         return 0;
     }
     if (!s->manifest) {
@@ -251,6 +255,9 @@ int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
     int parts;
     if (ps_manifest_find(v->checkpoint_dir, v->num_params, &step, &parts, v->resume_dir,
                          sizeof v->resume_dir) != 0) {
+        if (closed) {
+            return 0;
+        }
         ps_log_warn("failover: S%d cannot be replaced: no complete checkpoint in %s yet", r,
                     v->checkpoint_dir);
         return 0;
@@ -273,6 +280,7 @@ int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
     /* The spare becomes row r: its connection is S<r> from now on. */
     n->route = spare.route;
     n->pid = spare.pid;
+    n->fd = spare.fd;
     n->last_seen = now;
     n->reported = 0;
     snprintf(n->endpoint, sizeof n->endpoint, "%s", spare.endpoint);
@@ -285,10 +293,11 @@ int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
     f->reps[f->nreps++] = (s_replacement_t){r, v->generation, step, 0, now, silent, -1};
     memset(f->ready, 0, (size_t)s->cfg->servers);
     f->rolled_from = step;
-    ps_log_warn("failover %lld: lost S%d (pid %u): silent for %.1f s; spare S%d (pid %u, %s) "
+    ps_log_warn("failover %lld: lost S%d (pid %u): %s %.1f s; spare S%d (pid %u, %s) "
                 "takes its keys from %s; every node rolls back to step %lld",
-                (long long)v->generation, r, lost_pid, silent, spare.rank, spare.pid,
-                spare.endpoint, v->resume_dir, (long long)step);
+                (long long)v->generation, r, lost_pid,
+                closed ? "its connection closed, silent for" : "silent for", silent, spare.rank,
+                spare.pid, spare.endpoint, v->resume_dir, (long long)step);
     for (int i = 0; i < s->cfg->servers; i++) {
         if (s_send_view(s, &s->nodes[i], i == r ? PS_MSG_VIEW : PS_MSG_FAILOVER) != 0) {
             ps_log_err("failover: cannot encode the view");
@@ -302,6 +311,32 @@ int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
         s->nodes[i].done = 0;
     }
     return 1;
+}
+
+int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent)
+{
+    return s_replace(s, n, silent, 0);
+}
+
+void ps_failover_on_disconnect(ps_scheduler_t *s, int fd)
+{
+    ps_failover_t *f = s->failover;
+    const double now = ps_now();
+    for (int i = 0; fd >= 0 && i < f->nspares; i++) {
+        if (f->spares[i].fd == fd) {
+            ps_log_warn("lost spare S%d (pid %u): its connection closed", f->spares[i].rank,
+                        f->spares[i].pid);
+            f->spares[i] = f->spares[--f->nspares];
+            return;
+        }
+    }
+    for (int r = 0; fd >= 0 && r < s->cfg->servers; r++) {
+        ps_node_t *n = &s->nodes[r];
+        if (n->used && n->fd == fd) {
+            s_replace(s, n, now - n->last_seen, 1);
+            return;
+        }
+    }
 }
 
 /* Phase 2: every server stands at the checkpoint; the workers roll back. */

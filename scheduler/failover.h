@@ -60,6 +60,12 @@ int ps_failover_on_spare_message(ps_scheduler_t *s, const ps_msg_t *m);
  * caller fails the job as without failover. */
 int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent);
 
+/* A connection of the scheduler's socket closed (fd: its descriptor): a
+ * server on it is lost at once, without waiting for its silence, when it can
+ * be replaced (else its silence decides, as before); a spare on it is
+ * forgotten. */
+void ps_failover_on_disconnect(ps_scheduler_t *s, int fd);
+
 /* MSG_FAILOVER_READY from server n. */
 void ps_failover_on_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m);
 

@@ -139,6 +139,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     n->route = m->route;
     n->pid = reg.pid;
     n->last_seen = ps_now();
+    n->fd = m->peer_fd;
     snprintf(n->endpoint, sizeof n->endpoint, "%s", reg.endpoint);
     ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
@@ -578,6 +579,9 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("cannot bind %s: %s", cfg->bind, why);
         goto fail;
     }
+    if (ps_sock_monitor_disconnects(s.ctx, s.router, &s.monitor, why, sizeof why) != 0) {
+        ps_log_warn("closed connections go unseen (%s): lost nodes are found by silence", why);
+    }
     if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s.endpoint) != 0) {
         ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
         goto fail;
@@ -586,11 +590,17 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
                 cfg->workers);
     s.t_start = ps_now();
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
-        ps_pollitem_t it = {.sock = s.router};
-        if ((rc = ps_poll(&it, 1, 100)) < 0) {
+        ps_pollitem_t its[2] = {{.sock = s.router}, {.sock = s.monitor}};
+        if ((rc = ps_poll(its, s.monitor ? 2 : 1, 100)) < 0) {
             s_fail(&s, "poll failed: %s", ps_strerror(rc));
             break;
         }
+        /* Closed connections first: the fd of one may be reused by a new one
+         * whose messages come next. */
+        for (int fd; its[1].ready && ps_sock_disconnected(s.monitor, &fd);) {
+            ps_failover_on_disconnect(&s, fd);
+        }
+        const ps_pollitem_t it = its[0];
         /* Drain what is queued, but keep ticking so liveness stays checked. */
         if (it.ready) {
             ps_msg_drain(s.router, PS_RECV_ROUTER | PS_RECV_PEER, 256, s_on_receive, &s);
@@ -612,6 +622,7 @@ fail:
     if (status != 0) {
         ps_sock_set_linger(s.router, PS_ABORT_LINGER_MS);
     }
+    ps_sock_destroy(&s.monitor);
     ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s.ctx);
     ps_manifest_destroy(&s.manifest);

@@ -31,6 +31,7 @@ typedef struct {
     char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
     uint32_t pid;         /* for log lines */
     double last_seen;     /* ps_now() of its last message */
+    int fd;               /* its connection's file descriptor (-1: unknown) */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */
     uint64_t train_samples; /* workers: size of their training set */
     int in_barrier;       /* workers: arrived at the current barrier */
@@ -68,6 +69,7 @@ typedef struct {
     int membership_changes; /* workers lost (or joined) while the job ran */
     uint64_t refused; /* messages from a connection that is not the node it claims */
     ps_failover_t *failover; /* spare servers, replacements (scheduler/failover.c) */
+    ps_sock_t *monitor;   /* the router's closed connections; NULL if unavailable */
 } ps_scheduler_t;
 
 /* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
