@@ -90,7 +90,7 @@ def main():
     ap.add_argument("--checkpoint-every", type=int, default=50)
     ap.add_argument("--servers-only", action="store_true", help="kill servers only")
     ap.add_argument("--min-accuracy", type=float, default=0.87)
-    ap.add_argument("--gap", type=float, nargs=2, default=(1.0, 2.5), metavar=("MIN", "MAX"),
+    ap.add_argument("--gap", type=float, nargs=2, default=(0.2, 0.7), metavar=("MIN", "MAX"),
                     help="seconds between kills, drawn uniformly")
     ap.add_argument("--seed", type=int, default=None, help="of the kills (default: random)")
     ap.add_argument("--timeout", type=float, default=540)
