@@ -20,6 +20,7 @@ const char *ps_strerror(int err)
     case PS_ERANGE: return "out of range";
     case PS_ENOENT: return "not found";
     case PS_ENONFINITE: return "not finite (NaN or infinity)";
+    case PS_EAGAIN: return "rolled back (a server was replaced)";
     default: return "unknown error";
     }
 }

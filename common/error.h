@@ -28,6 +28,7 @@ enum {
     PS_ERANGE = -10,   /* key range outside the shard, or size mismatch */
     PS_ENOENT = -11,   /* no such file, key or node */
     PS_ENONFINITE = -12, /* a NaN or an infinity where numbers must be finite */
+    PS_EAGAIN = -13,   /* abandoned: a lost server was replaced, redo from the rollback step */
 };
 
 /* Returns a static, human-readable string for a PS_E* code. Thread-safe. */

@@ -74,6 +74,7 @@ typedef struct {
     double drain_until;         /* after the last child was reaped; 0 = not yet */
     ps_launch_plot_t *plot;     /* the run's plots (--plot); NULL = none */
     int exit_code;              /* what main returns */
+    int respawned;              /* servers restarted as spares so far (--respawn) */
     char why[512];              /* first cause of a failure */
 } s_launch_t;
 
@@ -152,6 +153,33 @@ static int s_worker_may_fail(const s_launch_t *L, const ps_launch_child_t *c, co
     return 1;
 }
 
+/* With spares (--spares, --respawn) a server's death is the scheduler's to
+ * judge: it replaces the server from a spare, or fails the job when it
+ * cannot. Under --respawn the dead server's slot starts again as a new
+ * spare, so the next loss has one too. */
+static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *how)
+{
+    const ps_launch_flags_t *F = L->F;
+    if (c->role != PS_LAUNCH_SERVER || (F->spares == 0 && F->respawn == 0) ||
+        L->phase != S_PHASE_RUN) {
+        return 0;
+    }
+    ps_log_warn("%s (pid %d) %s; the scheduler replaces it from a spare", c->tag, (int)c->pid,
+                how);
+    if (L->respawned < F->respawn && L->sched_done_at == 0) {
+        char **argv = ps_launch_flags_node_argv(F, PS_LAUNCH_SERVER, -1, L->endpoint);
+        int rc = ps_launch_children_respawn(&L->C, c, F->spares + L->respawned, argv);
+        ps_launch_argv_destroy(&argv);
+        if (rc != 0) {
+            return 0;
+        }
+        L->respawned++;
+        ps_log_info("started %s (pid %d), respawn %d of %d", c->tag, (int)c->pid, L->respawned,
+                    F->respawn);
+    }
+    return 1;
+}
+
 /* Reaps every child that has exited; a failure starts the stop. */
 static void s_reap(s_launch_t *L)
 {
@@ -171,7 +199,7 @@ static void s_reap(s_launch_t *L)
             s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", pid, how,
                    access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
                                                 : "before writing its endpoint");
-        } else if (!ok && !s_worker_may_fail(L, c, how)) {
+        } else if (!ok && !s_worker_may_fail(L, c, how) && !s_server_may_fail(L, c, how)) {
             s_stop(L, 1, "%s (pid %d) %s", c->tag, pid, how);
         } else {
             ps_log_debug("%s (pid %d) %s", c->tag, pid, how);
@@ -381,9 +409,9 @@ static void s_on_tick(s_launch_t *L, double now)
     if (L->phase == S_PHASE_ENDPOINT) {
         int rc = s_read_endpoint(L);
         if (rc == 1) {
-            ps_log_info("scheduler at %s; starting %d server%s and %d worker%s",
-                        L->endpoint, F->servers, F->servers == 1 ? "" : "s", F->workers,
-                        F->workers == 1 ? "" : "s");
+            ps_log_info("scheduler at %s; starting %d server%s, %d spare%s and %d worker%s",
+                        L->endpoint, F->servers, F->servers == 1 ? "" : "s", F->spares,
+                        F->spares == 1 ? "" : "s", F->workers, F->workers == 1 ? "" : "s");
             L->phase = S_PHASE_RUN;
             if (s_start_nodes(L) != 0) {
                 s_stop(L, 1, "could not start every server and worker");
@@ -490,7 +518,7 @@ int main(int argc, char **argv)
     }
 
     L->exit_code = 1;
-    if (ps_launch_children_init(&L->C, flags.servers, flags.workers) != 0) {
+    if (ps_launch_children_init(&L->C, flags.servers, flags.spares, flags.workers) != 0) {
         ps_log_err("out of memory");
         goto fail;
     }

@@ -139,9 +139,9 @@ static void s_raise_fd_limit(int nkids)
     }
 }
 
-int ps_launch_children_init(ps_launch_children_t *C, int servers, int workers)
+int ps_launch_children_init(ps_launch_children_t *C, int servers, int spares, int workers)
 {
-    *C = (ps_launch_children_t){.nkids = 1 + servers + workers, .log_fd = -1};
+    *C = (ps_launch_children_t){.nkids = 1 + servers + spares + workers, .log_fd = -1};
     s_raise_fd_limit(C->nkids);
     size_t npoll = 1 + 2 * (size_t)C->nkids;
     C->kids = calloc((size_t)C->nkids, sizeof *C->kids);
@@ -154,11 +154,14 @@ int ps_launch_children_init(ps_launch_children_t *C, int servers, int workers)
     }
     for (int i = 0; i < C->nkids; i++) {
         ps_launch_child_t *c = &C->kids[i];
-        c->role = i == 0 ? PS_LAUNCH_SCHEDULER : i <= servers ? PS_LAUNCH_SERVER
-                                                                : PS_LAUNCH_WORKER;
-        c->rank = i == 0 ? 0 : i <= servers ? i - 1 : i - 1 - servers;
+        const int nservers = servers + spares;
+        c->role = i == 0 ? PS_LAUNCH_SCHEDULER : i <= nservers ? PS_LAUNCH_SERVER
+                                                                 : PS_LAUNCH_WORKER;
+        c->rank = i == 0 ? 0 : i <= servers ? i - 1 : i <= nservers ? -1 : i - 1 - nservers;
         snprintf(c->tag, sizeof c->tag, "%s", "C");
-        if (i > 0) {
+        if (i > servers && i <= nservers) {
+            snprintf(c->tag, sizeof c->tag, "spare%d", i - 1 - servers);
+        } else if (i > 0) {
             snprintf(c->tag, sizeof c->tag, "%c%d", c->role == PS_LAUNCH_SERVER ? 'S' : 'W',
                      c->rank);
         }
@@ -271,6 +274,17 @@ int ps_launch_children_spawn(ps_launch_children_t *C, ps_launch_child_t *c, char
     c->running = 1;
     C->nrunning++;
     return 0;
+}
+
+int ps_launch_children_respawn(ps_launch_children_t *C, ps_launch_child_t *c, int n,
+                               char **argv)
+{
+    s_stream_close(C, c, 0);
+    s_stream_close(C, c, 1);
+    c->role = PS_LAUNCH_SERVER;
+    c->rank = -1;
+    snprintf(c->tag, sizeof c->tag, "spare%d", n);
+    return ps_launch_children_spawn(C, c, argv);
 }
 
 void ps_launch_children_signal(ps_launch_children_t *C, int sig)

@@ -24,9 +24,9 @@ extern "C" {
 
 /* One process of the job. */
 typedef struct {
-    char tag[16];           /* log tag: "C", "S0", "W3" */
+    char tag[24];           /* log tag: "C", "S0", "W3", "spare0" */
     int role;               /* PS_LAUNCH_<role> (deploy/launch_flags.h) */
-    int rank;               /* rank within the role; 0 for the scheduler */
+    int rank;               /* rank within the role; 0 for the scheduler; -1 for a spare */
     pid_t pid;              /* 0 until started; also its process group id */
     int running;            /* started and not yet reaped */
     ps_proc_lines_t out[2]; /* [0] stdout, [1] stderr */
@@ -35,8 +35,9 @@ typedef struct {
 
 /* All of them. Embedded; ps_launch_children_init / _fini. */
 typedef struct {
-    ps_launch_child_t *kids; /* [0] scheduler, [1..S] servers, [S+1..S+M] workers */
-    int nkids;               /* 1 + S + M */
+    ps_launch_child_t *kids; /* [0] scheduler, [1..S] servers, then the spare
+                                servers, then the M workers */
+    int nkids;               /* 1 + S + spares + M */
     int nrunning;            /* children started and not reaped */
     char *scratch;           /* one output line being assembled */
     struct pollfd *pfd;      /* poll set: [0] the caller's fd, then open streams */
@@ -45,10 +46,10 @@ typedef struct {
     int log_fd;              /* --log-file: every child's lines also go here; -1 = none */
 } ps_launch_children_t;
 
-/* Makes the table for 1 + servers + workers children, none started, and room
- * for two pipes per child under RLIMIT_NOFILE. Returns 0 or PS_ENOMEM (fini
- * is still safe). */
-int ps_launch_children_init(ps_launch_children_t *C, int servers, int workers);
+/* Makes the table for 1 + servers + spares + workers children, none started,
+ * and room for two pipes per child under RLIMIT_NOFILE. Returns 0 or
+ * PS_ENOMEM (fini is still safe). */
+int ps_launch_children_init(ps_launch_children_t *C, int servers, int spares, int workers);
 
 /* Frees the table (after ps_launch_children_close). */
 void ps_launch_children_fini(ps_launch_children_t *C);
@@ -61,6 +62,12 @@ int ps_launch_children_log(ps_launch_children_t *C, const char *file, const char
 /* Starts c with argv (argv[0] is the binary; NULL = out of memory). Returns
  * 0, or PS_EIO after logging why. argv is borrowed for the call. */
 int ps_launch_children_spawn(ps_launch_children_t *C, ps_launch_child_t *c, char **argv);
+
+/* Starts a reaped child's slot again as spare server number `n` (a killed
+ * server's place, --respawn): what its old streams still hold is relayed
+ * and they are closed first. As ps_launch_children_spawn(). */
+int ps_launch_children_respawn(ps_launch_children_t *C, ps_launch_child_t *c, int n,
+                               char **argv);
 
 /* Sends sig to the process group of every running child. */
 void ps_launch_children_signal(ps_launch_children_t *C, int sig);

@@ -26,7 +26,7 @@
 static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server", "worker"};
 
 /* The launcher's own flags, before the forwarded ones. */
-#define S_NOWN 10
+#define S_NOWN 12
 
 /* Flags the launcher writes itself on each role's command line (see
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
@@ -34,7 +34,7 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
  * worker (--fault-nan-push, a test's), so it never forwards them. */
 static const char *const s_own[PS_LAUNCH_NROLES][10] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", "job-hash", "metrics-bind", NULL},
+    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind", NULL},
     {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
      "fault-nan-push", "metrics-bind", NULL},
 };
@@ -328,6 +328,10 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         {"log-file", PS_FLAG_STR, &F->log_file, "FILE", "also write every role's output here"},
         {"log-dir", PS_FLAG_STR, &F->log_dir, "DIR",
          "also write each role's output to DIR/scheduler.log, DIR/S0.log, DIR/W0.log ..."},
+        {"spares", PS_FLAG_INT, &F->spares, "N",
+         "spare servers, 0 to 64: one replaces a lost server from its newest checkpoint"},
+        {"respawn", PS_FLAG_INT, &F->respawn, "N",
+         "restart up to N servers that die as new spares (0 = never)"},
     };
     _Static_assert(sizeof flags / sizeof flags[0] == S_NOWN + PS_LAUNCH_MAX_FWD, "S_NOWN");
     s_fwd_build(F);
@@ -384,6 +388,13 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     }
     if (F->timeout < 0) {
         return s_bad("--timeout %g: must be >= 0", F->timeout);
+    }
+    if (F->spares < 0 || F->spares > 64 || F->respawn < 0) {
+        return s_bad("--spares %d --respawn %d: spares in [0, 64], respawn >= 0", F->spares,
+                     F->respawn);
+    }
+    if ((F->spares || F->respawn) && F->servers == 0) {
+        return s_bad("--spares and --respawn need servers (an allreduce job has none)");
     }
     if (F->bin_dir && !F->bin_dir[0]) {
         return s_bad("--bin-dir: empty");
@@ -538,8 +549,12 @@ char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
         s_argv_add(&a, "--bind");
         s_argv_addf(&a, "tcp://%s:*", F->host);
     }
-    s_argv_add(&a, "--rank");
-    s_argv_addf(&a, "%d", rank);
+    if (role == PS_LAUNCH_SERVER && rank < 0) {
+        s_argv_add(&a, "--spare");
+    } else {
+        s_argv_add(&a, "--rank");
+        s_argv_addf(&a, "%d", rank);
+    }
     if (F->job_hash[0]) {
         s_argv_add(&a, "--job-hash");
         s_argv_add(&a, F->job_hash);

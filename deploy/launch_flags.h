@@ -58,6 +58,8 @@ typedef struct {
     const char *log_file; /* --log-file FILE: every child's lines also here */
     const char *log_dir; /* --log-dir DIR: each child's lines also in DIR/<tag>.log */
     char plot_dir[PATH_MAX]; /* where the plots go (after parsing); "" = none */
+    int spares;          /* spare servers started with the job (--spares) */
+    int respawn;         /* killed servers restarted as spares, at most (--respawn) */
     const char *fwd_val[PS_LAUNCH_MAX_FWD]; /* values of the forwarded flags; NULL = not given */
     int fwd_bool[PS_LAUNCH_MAX_FWD]; /* a 0|1 flag as parsed (bare "--flag" = 1), -1 = not
                                         given; becomes fwd_val "0" or "1" */
@@ -115,7 +117,8 @@ void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, cha
                                 size_t cap);
 
 /* A server's or worker's command line, for the scheduler at endpoint; as
- * ps_launch_flags_scheduler_argv(). */
+ * ps_launch_flags_scheduler_argv(). A server of rank -1 is a spare
+ * (--spare). */
 char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
                                  const char *endpoint);
 

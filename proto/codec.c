@@ -43,6 +43,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.ring_step = h->ring_step;
     m.token = h->token;
     m.clock = h->clock;
+    m.generation = h->generation;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -74,6 +75,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->ring_step = m->ring_step;
     h->token = m->token;
     h->clock = m->clock;
+    h->generation = m->generation;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -94,6 +96,8 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
         snprintf(why, sizeof why, "sparse key lists are not supported yet");
     } else if (m->ring_step < 0) {
         snprintf(why, sizeof why, "negative ring step %d", (int)m->ring_step);
+    } else if (m->generation < 0) {
+        snprintf(why, sizeof why, "negative generation %lld", (long long)m->generation);
     }
     if (why[0]) {
         snprintf(h->error, sizeof h->error, "%s", why);
@@ -181,6 +185,7 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len)
     m.job_id = (char *)r->job_id;
     m.job_hash = (char *)r->job_hash;
     m.build = (char *)r->build;
+    m.spare = r->spare;
     return s_pack(&m.base, out, len);
 }
 
@@ -194,6 +199,7 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     r->role = (ps_role_t)m->role;
     r->rank = m->rank;
     r->pid = m->pid;
+    r->spare = m->spare;
     int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint) ||
                      s_copy_str(r->curve_key, sizeof r->curve_key, m->curve_key) ||
                      s_copy_str(r->job_id, sizeof r->job_id, m->job_id) ||
@@ -281,7 +287,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     int ring = v->job.mode == PS_MODE_ALLREDUCE;
     int nworkers = ring ? v->num_workers : 0;
     if (v->num_servers < 0 || !s_servers_ok(&v->job, (size_t)v->num_servers) ||
-        (ring && (v->num_workers < 1 || v->num_workers > PS_MAX_WORKERS))) {
+        (ring && (v->num_workers < 1 || v->num_workers > PS_MAX_WORKERS)) ||
+        v->generation < 0 || v->replaced < 0 || v->replaced > v->num_servers) {
         return PS_EINVAL;
     }
     for (int i = 0; i < nworkers; i++) {
@@ -335,6 +342,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.n_worker_tokens = has_tokens ? (size_t)v->num_workers : 0;
     m.worker_tokens = (uint64_t *)v->worker_tokens;
     m.preflight = v->preflight != 0;
+    m.generation = v->generation;
+    m.replaced_rank = v->replaced;
     return s_pack(&m.base, out, len);
 }
 
@@ -375,6 +384,11 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
         v->worker_tokens[i] = m->worker_tokens[i];
     }
     v->preflight = m->preflight;
+    if (m->generation < 0 || m->replaced_rank < 0 || (size_t)m->replaced_rank > m->n_servers) {
+        goto done;
+    }
+    v->generation = m->generation;
+    v->replaced = m->replaced_rank;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
@@ -842,6 +856,31 @@ void ps_codec_status_fini(ps_status_t *st)
     st->nnodes = 0;
 }
 
+int ps_codec_pack_failover_ready(const ps_failover_ready_t *r, uint8_t **out, size_t *len)
+{
+    Shardps__FailoverReady m = SHARDPS__FAILOVER_READY__INIT;
+    m.generation = r->generation;
+    m.step = r->step;
+    m.from_version = r->from_version;
+    m.stepped = r->stepped != 0;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_failover_ready(const void *data, size_t len, ps_failover_ready_t *r)
+{
+    Shardps__FailoverReady *m = shardps__failover_ready__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = m->generation >= 0 && m->step >= 0 && m->from_version >= 0 ? 0 : PS_EPROTO;
+    r->generation = m->generation;
+    r->step = m->step;
+    r->from_version = m->from_version;
+    r->stepped = m->stepped;
+    shardps__failover_ready__free_unpacked(m, NULL);
+    return rc;
+}
+
 const char *ps_codec_type_name(int type)
 {
     static const char *names[PS_MSG_TYPE_MAX + 1] = {
@@ -849,6 +888,8 @@ const char *ps_codec_type_name(int type)
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
         "ring-data", "checkpoint", "members", "peer-ready",
+        [PS_MSG_FAILOVER] = "failover",
+        [PS_MSG_FAILOVER_READY] = "failover-ready",
         [PS_MSG_STATUS] = "status",
         [PS_MSG_STATUS_REPLY] = "status-reply",
         [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",

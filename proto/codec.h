@@ -25,7 +25,9 @@ extern "C" {
  *    the report's secure_refused); per-node tokens (RegisterAck, Header, the
  *    servers' view), MSG_PEER_READY; job identity at registration, preflight
  *    (MSG_PREFLIGHT_*); observability (MSG_STATUS, metrics reports on
- *    heartbeats, the header's clock). */
+ *    heartbeats, the header's clock); failover (MSG_FAILOVER,
+ *    MSG_FAILOVER_READY, the header's generation, Register.spare, the view's
+ *    generation and replaced_rank). */
 #define PS_PROTOCOL_VERSION 4u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
@@ -55,6 +57,8 @@ typedef enum {
     PS_MSG_CHECKPOINT = 19,
     PS_MSG_MEMBERS = 20,
     PS_MSG_PEER_READY = 21,
+    PS_MSG_FAILOVER = 23,
+    PS_MSG_FAILOVER_READY = 24,
     PS_MSG_STATUS = 27,
     PS_MSG_STATUS_REPLY = 28,
     PS_MSG_PREFLIGHT_PROBE = 29,
@@ -88,6 +92,7 @@ typedef struct {
     int32_t ring_step;    /* ring data: 0..M-2 reduce-scatter, M-1..2M-3 all-gather */
     uint64_t token;       /* worker -> server data: the worker's token; else 0 */
     double clock;         /* REGISTER, REGISTER_ACK: the sender's ps_now(); else 0 */
+    int64_t generation;   /* failovers the sender has seen; servers drop older data */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */
@@ -129,6 +134,11 @@ typedef struct {
     uint64_t worker_tokens[PS_MAX_WORKERS]; /* servers' copy: worker r's token; else all 0 */
     int preflight;             /* non-zero: every worker probes every server before
                                   step 0 (worker/preflight.h) */
+    int64_t generation;        /* lost servers replaced so far (scheduler/failover.c) */
+    int replaced;              /* 1 + the rank of the server replaced (0 = none): on
+                                  a spare's VIEW its new rank; on MSG_FAILOVER the
+                                  rank just replaced (for logs: workers compare
+                                  every endpoint) */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
@@ -149,6 +159,7 @@ typedef struct {
     char job_id[64];    /* the job the node belongs to; "" = any */
     char job_hash[PS_JOB_HASH_LEN + 1]; /* its job configuration's hash; "" = unchecked */
     char build[96];     /* ps_codec_build_id() of the node */
+    int spare;          /* servers: wait as a spare for a lost server's place */
 } ps_register_t;
 
 /* The scheduler's answer to a registration. */
@@ -171,6 +182,14 @@ typedef struct {
     double rtt_ms;       /* median round trip of a small probe, ms */
     double mbytes_per_s; /* bulk probe, 1e6 bytes per second */
 } ps_preflight_pair_t;
+
+/* A server's answer to MSG_FAILOVER (MSG_FAILOVER_READY). */
+typedef struct {
+    int64_t generation;   /* the failover it answers */
+    int64_t step;         /* the step it rolled back to, or (stepped) its new version */
+    int64_t from_version; /* its version before the rollback */
+    int stepped;          /* 0: rolled back; 1: applied the first step after it */
+} ps_failover_ready_t;
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
 typedef struct {
@@ -316,6 +335,8 @@ int ps_codec_pack_status(const ps_status_t *st, uint8_t **out, size_t *len);
 int ps_codec_unpack_status(const void *data, size_t len, ps_status_t *st);
 /* Frees what ps_codec_unpack_status allocated; st stays valid (no nodes). */
 void ps_codec_status_fini(ps_status_t *st);
+int ps_codec_pack_failover_ready(const ps_failover_ready_t *r, uint8_t **out, size_t *len);
+int ps_codec_unpack_failover_ready(const void *data, size_t len, ps_failover_ready_t *r);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

@@ -78,6 +78,7 @@ struct ps_link {
     double clock_offset; /* the scheduler's clock minus ours, from registration */
     ps_link_report_fn report; /* fills each heartbeat's metrics report; NULL: none */
     void *report_arg;
+    int64_t generation;  /* failovers seen, stamped on every message we send */
 };
 
 /* Waits up to timeout seconds for one message on l->sock. Returns 1 when one
@@ -126,7 +127,10 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         ps_link_destroy(&l);
         return PS_EINVAL;
     }
-    ps_register_t reg = {.role = role, .rank = want_rank, .pid = (uint32_t)getpid()};
+    ps_register_t reg = {.role = role,
+                         .rank = want_rank == PS_LINK_RANK_SPARE ? -1 : want_rank,
+                         .pid = (uint32_t)getpid(),
+                         .spare = want_rank == PS_LINK_RANK_SPARE};
     snprintf(reg.endpoint, sizeof reg.endpoint, "%s", endpoint ? endpoint : "");
     snprintf(reg.curve_key, sizeof reg.curve_key, "%s", ps_ctx_public_key(ctx));
     if (ident) {
@@ -269,7 +273,7 @@ int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view
         }
         if (ev == PS_LINK_SHUTDOWN) {
             snprintf(err, errlen, "the scheduler ended the job before it started");
-            return PS_ECLOSED;
+            return PS_ENOENT;
         }
     }
 }
@@ -347,7 +351,21 @@ ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_
 
 int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
 {
-    return ps_msg_send_ctrl(l->sock, NULL, type, l->role, l->rank, body, len);
+    ps_header_t h;
+    ps_msg_header(&h, type, l->role, l->rank);
+    h.generation = l->generation;
+    ps_frame_t f = {body, len};
+    return ps_msg_send(l->sock, NULL, h, &f, body ? 1 : 0, PS_SEND_COPY);
+}
+
+void ps_link_set_rank(ps_link_t *l, int rank)
+{
+    l->rank = rank;
+}
+
+void ps_link_set_generation(ps_link_t *l, int64_t generation)
+{
+    l->generation = generation;
 }
 
 void ps_link_abort(ps_link_t *l, const char *reason)

@@ -81,6 +81,9 @@ int ps_link_check_flags(int rank, double connect_timeout, double peer_timeout, c
 
 typedef struct ps_link ps_link_t;
 
+/* want_rank of a server that registers as a spare (Register.spare). */
+#define PS_LINK_RANK_SPARE (-2)
+
 /*
  * Connects to the scheduler and registers. endpoint: what a server advertises
  * (NULL for workers); ident: the job it belongs to (NULL = any; this build's
@@ -113,8 +116,9 @@ ps_sock_t *ps_link_sock(ps_link_t *l);
  * Workers pass info (their model size, the size of their training set and,
  * in allreduce mode, their ring endpoint) to report it first; servers pass
  * NULL. Waits for the cluster view as long as the scheduler is alive.
- * Returns 0, or PS_ECLOSED (scheduler lost or job aborted) / PS_EPROTO with a
- * reason in err.
+ * Returns 0, or PS_ECLOSED (scheduler lost or job aborted), PS_ENOENT (the
+ * job ended cleanly before this node was needed: a spare server's normal
+ * end) or PS_EPROTO, with a reason in err.
  */
 int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view, char *err,
                       size_t errlen);
@@ -161,6 +165,14 @@ double ps_link_clock_offset(const ps_link_t *l);
 /* Sends a control message (header of type from this node, body copied; NULL
  * for none) to the scheduler. Returns 0 or a PS_E* as ps_msg_send(). */
 int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len);
+
+/* A spare server promoted to a lost server's rank (scheduler/failover.c)
+ * sends as that rank from now on. */
+void ps_link_set_rank(ps_link_t *l, int rank);
+
+/* The failovers this node has seen: stamped on every message it sends, so
+ * the scheduler ignores what was sent before the node rolled back. */
+void ps_link_set_generation(ps_link_t *l, int64_t generation);
 
 /* Tells the scheduler this node is failing, so it stops the job at once.
  * NULL-safe. */

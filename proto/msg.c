@@ -167,6 +167,7 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
 {
     memset(&m->route, 0, sizeof m->route);
     m->peer_addr[0] = '\0';
+    m->peer_fd = -1;
     memset(&m->hdr, 0, sizeof m->hdr);
     m->nframes = 0;
     zmq_msg_t part;
@@ -198,6 +199,7 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
     if (flags & PS_RECV_PEER) {
         const char *addr = zmq_msg_gets(&part, "Peer-Address");
         snprintf(m->peer_addr, sizeof m->peer_addr, "%s", addr ? addr : "");
+        m->peer_fd = zmq_msg_get(&part, ZMQ_SRCFD);
     }
     int rc = ps_codec_unpack_header(zmq_msg_data(&part), zmq_msg_size(&part), &m->hdr);
     zmq_msg_close(&part);

@@ -55,6 +55,8 @@ typedef struct {
 typedef struct {
     ps_route_t route;                     /* sender's routing id (ROUTER only) */
     char peer_addr[64];                   /* sender's IP address (PS_RECV_PEER only) */
+    int peer_fd;                          /* its connection's file descriptor, -1 if
+                                             unknown (PS_RECV_PEER only) */
     ps_header_t hdr;                      /* decoded header */
     int nframes;                          /* payload frames held */
     ps_payload_t frames[PS_MSG_MAX_FRAMES]; /* payloads, read in place */

@@ -233,6 +233,60 @@ void *ps_sock_handle(ps_sock_t *s)
     return ps_zs(s);
 }
 
+int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, char *err,
+                                size_t errlen)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://ps-monitor-%p", (void *)s);
+    *out = NULL;
+    if (zmq_socket_monitor(ps_zs(s), ep, ZMQ_EVENT_DISCONNECTED) != 0) {
+        return s_fail(err, errlen);
+    }
+    void *mon = zmq_socket(ctx, ZMQ_PAIR);
+    if (!mon || zmq_connect(mon, ep) != 0) {
+        int rc = s_fail(err, errlen);
+        if (mon) {
+            zmq_close(mon);
+        }
+        return rc;
+    }
+    int linger = 0;
+    zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
+    *out = mon;
+    return 0;
+}
+
+int ps_sock_disconnected(ps_sock_t *mon, int *fd)
+{
+    /* An event is two frames: 16-bit event and 32-bit value (the fd), then
+     * the endpoint. */
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, ps_zs(mon), ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return 0;
+        }
+        int more = zmq_msg_more(&ev);
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
+        }
+        zmq_msg_close(&ev);
+        while (more) {
+            zmq_msg_init(&addr);
+            more = zmq_msg_recv(&addr, ps_zs(mon), 0) >= 0 && zmq_msg_more(&addr);
+            zmq_msg_close(&addr);
+        }
+        if (event == ZMQ_EVENT_DISCONNECTED) {
+            *fd = (int)value;
+            return 1;
+        }
+    }
+}
+
 int ps_poll(ps_pollitem_t *items, int n, long timeout_ms)
 {
     if (n < 0 || n > PS_POLL_MAX) {

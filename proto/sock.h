@@ -138,6 +138,20 @@ enum { PS_POLL_MAX = 260 };
  * PS_EIO. */
 int ps_poll(ps_pollitem_t *items, int n, long timeout_ms);
 
+/*
+ * Watches s for closed connections: returns 0 and *out, a socket to poll
+ * (caller owns the result; destroy it with ps_sock_destroy() before s), or
+ * PS_EIO with a reason in err. Each closed connection of s then makes one
+ * event there; ps_sock_disconnected() reads it.
+ */
+int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, char *err,
+                                size_t errlen);
+
+/* Reads one event of a ps_sock_monitor_disconnects() socket without
+ * blocking. Returns 1 with the closed connection's file descriptor in *fd
+ * (the one ps_msg_t.peer_fd named while it was open), 0 when none waits. */
+int ps_sock_disconnected(ps_sock_t *mon, int *fd);
+
 /* The ZeroMQ socket underneath, for a benchmark that measures raw ZeroMQ
  * with the project's socket options beside shardps; the roles never use it. */
 void *ps_sock_handle(ps_sock_t *s);

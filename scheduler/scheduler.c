@@ -26,6 +26,7 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/sock.h"
+#include "scheduler/failover.h"
 #include "scheduler/manifest.h"
 #include "scheduler/preflight.h"
 #include "scheduler/scheduler_impl.h"
@@ -76,6 +77,7 @@ static void s_send_all(ps_scheduler_t *s, ps_msg_type_t type, const void *body, 
                              len);
         }
     }
+    ps_failover_send_spares(s, type, body, len);
 }
 
 /* Aborts the job: every node is told why, then the loop ends with status 1. */
@@ -99,23 +101,6 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
     }
 }
 
-/* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
- * "tcp://10.0.0.2:5000": a server (or an allreduce worker) bound to every
- * interface advertises the address the scheduler sees it at. */
-static void s_fix_endpoint(char *ep, size_t cap, const char *peer)
-{
-    const char *wild[] = {"tcp://0.0.0.0:", "tcp://*:"};
-    for (int i = 0; i < 2; i++) {
-        size_t n = strlen(wild[i]);
-        if (peer[0] && !strncmp(ep, wild[i], n)) {
-            char port[32];
-            snprintf(port, sizeof port, "%s", ep + n);
-            snprintf(ep, cap, "tcp://%s:%s", peer, port);
-            return;
-        }
-    }
-}
-
 static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
 {
     ps_register_t reg;
@@ -131,6 +116,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
         s->registrations_refused++;
         ps_ratelog_reject(s->drops, "a registration", s_peer(m), why);
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL, "%s", why);
+        return;
+    }
+    if (ps_failover_is_spare(s, &reg) && !s_node_of(s, &m->route)) {
+        ps_failover_add_spare(s, m, &reg);
         return;
     }
     if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
@@ -185,9 +174,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     n->pid = reg.pid;
     n->token = token;
     n->last_seen = ps_now();
+    n->fd = m->peer_fd;
     snprintf(n->endpoint, sizeof n->endpoint, "%s", reg.endpoint);
     snprintf(n->curve_key, sizeof n->curve_key, "%s", reg.curve_key);
-    s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
     uint8_t *body;
     ps_register_ack_t ack = {.rank = rank, .token = n->token, .job = s->cfg->job};
@@ -380,13 +370,23 @@ static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     char tag[16];
     size_t len;
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
-    if (n->role != PS_ROLE_SERVER || s->phase != S_STARTING || n->ready || !p ||
+    /* While the job runs only a promoted spare binds (scheduler/failover.c):
+     * its endpoint goes into the view the workers get once every server
+     * rolled back (its PEER_READY comes before its FAILOVER_READY). */
+    const int spare = s->phase == S_RUNNING;
+    if (n->role != PS_ROLE_SERVER || (s->phase != S_STARTING && !spare) || n->ready || !p ||
         ps_codec_unpack_peer_ready(p, len, n->endpoint, sizeof n->endpoint) != 0) {
         s_fail(s, "%s sent a bad ready message", ps_node_tag(n, tag, sizeof tag));
         return;
     }
-    s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
     n->ready = 1;
+    if (spare) {
+        ps_server_info_t *si = &s->view->servers[n->rank];
+        snprintf(si->endpoint, sizeof si->endpoint, "%s", n->endpoint);
+        ps_log_info("S%d listens on %s", n->rank, n->endpoint);
+        return;
+    }
     for (int i = 0; i < s->cfg->servers; i++) {
         if (!s->nodes[i].ready) {
             return;
@@ -457,7 +457,7 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
             return;
         }
         snprintf(n->endpoint, sizeof n->endpoint, "%s", mi.endpoint);
-        s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+        ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
         ps_log_info("%s ring endpoint %s", ps_node_tag(n, tag, sizeof tag), n->endpoint);
     }
     n->num_params = mi.num_params;
@@ -496,6 +496,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
      * connection, or naming another node, changes nothing and gets no data. */
     ps_node_t *n = s_node_of(s, &m->route);
     char tag[16];
+    if (ps_failover_on_spare_message(s, m)) {
+        return;
+    }
     if (!n || m->hdr.role != n->role || m->hdr.sender != n->rank) {
         char claim[64];
         snprintf(claim, sizeof claim, "claims %s%d %s", ps_codec_role_tag(m->hdr.role),
@@ -524,6 +527,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         s_on_barrier(s, n, m);
         break;
     case PS_MSG_DONE:
+        if (m->hdr.generation != s->view->generation) {
+            break; /* sent before a failover's rollback: it trains again */
+        }
         if (!p || ps_codec_unpack_done(p, len, &n->stats) != 0) {
             s_fail(s, "%s sent a bad final report", ps_node_tag(n, tag, sizeof tag));
             break;
@@ -544,6 +550,9 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
             break;
         }
         s_preflight_progress(s);
+        break;
+    case PS_MSG_FAILOVER_READY:
+        ps_failover_on_ready(s, n, m);
         break;
     case PS_MSG_REPORT:
         if (n->role != PS_ROLE_SERVER || !p ||
@@ -643,10 +652,12 @@ static void s_tick(ps_scheduler_t *s)
         s_send_all(s, PS_MSG_HEARTBEAT, NULL, 0);
         s->last_beat = now;
     }
+    ps_failover_tick(s); /* dead spares first: a lost server must not get one */
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
-            if (s_leave(s, n, now - n->last_seen)) {
+            if (s_leave(s, n, now - n->last_seen) ||
+                ps_failover_replace(s, n, now - n->last_seen)) {
                 continue;
             }
             n->used = 0; /* it cannot be told anything any more */
@@ -726,6 +737,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     s.view = calloc(1, sizeof *s.view);
     char why[128];
     if (!s.nodes || !s.view || ps_ratelog_new(&s.drops, PS_RATELOG_PERIOD) != 0 ||
+        ps_failover_new(&s.failover, cfg->servers) != 0 ||
         ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
@@ -752,6 +764,9 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_log_err("%s", why);
         goto fail;
     }
+    if (ps_sock_monitor_disconnects(s.ctx, s.router, &s.monitor, why, sizeof why) != 0) {
+        ps_log_warn("closed connections go unseen (%s): lost nodes are found by silence", why);
+    }
     if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s.endpoint) != 0) {
         ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
         goto fail;
@@ -764,11 +779,17 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     s.t_start = ps_now();
     s.next_wait_log = s.t_start + PS_LINK_WAIT_LOG_SECONDS;
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
-        ps_pollitem_t it = {.sock = s.router};
-        if ((rc = ps_poll(&it, 1, 100)) < 0) {
+        ps_pollitem_t its[2] = {{.sock = s.router}, {.sock = s.monitor}};
+        if ((rc = ps_poll(its, s.monitor ? 2 : 1, 100)) < 0) {
             s_fail(&s, "poll failed: %s", ps_strerror(rc));
             break;
         }
+        /* Closed connections first: the fd of one may be reused by a new one
+         * whose messages come next. */
+        for (int fd; its[1].ready && ps_sock_disconnected(s.monitor, &fd);) {
+            ps_failover_on_disconnect(&s, fd);
+        }
+        const ps_pollitem_t it = its[0];
         /* Drain what is queued, but keep ticking so liveness stays checked. */
         if (it.ready) {
             ps_msg_drain(s.router, PS_RECV_ROUTER | PS_RECV_PEER, 256, s_on_receive, &s);
@@ -794,6 +815,7 @@ fail:
     if (status != 0) {
         ps_sock_set_linger(s.router, PS_ABORT_LINGER_MS);
     }
+    ps_sock_destroy(&s.monitor);
     ps_sock_destroy(&s.router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s.ctx);
     for (int i = 0; s.nodes && i < s.nnodes; i++) {
@@ -801,6 +823,7 @@ fail:
     }
     ps_manifest_destroy(&s.manifest);
     ps_sched_obs_destroy(&s.obs);
+    ps_failover_destroy(&s.failover);
     ps_ratelog_destroy(&s.drops);
     free(s.view);
     free(s.nodes);

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/ratelog.h"
 #include "proto/codec.h"
@@ -35,6 +36,7 @@ typedef struct {
     uint64_t token;       /* its secret (REGISTER_ACK); servers check workers' */
     int ready;            /* servers: bound for their shard (MSG_PEER_READY) */
     double last_seen;     /* ps_now() of its last message */
+    int fd;               /* its connection's file descriptor (-1: unknown) */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */
     uint64_t train_samples; /* workers: size of their training set */
     int in_barrier;       /* workers: arrived at the current barrier */
@@ -46,6 +48,9 @@ typedef struct {
     ps_preflight_pair_t *preflight; /* workers, --preflight: one per server, or NULL
                                        until the result came; owned */
 } ps_node_t;
+
+/* Spares and replacements of lost servers: scheduler/failover.c. */
+typedef struct ps_failover ps_failover_t;
 
 /* WAITING for nodes -> STARTING (servers have the view, binding for their
  * shard) -> RUNNING the job (workers have the view) -> REPORTING (workers
@@ -76,6 +81,8 @@ typedef struct {
     double next_wait_log; /* ps_now() of the next "still waiting for" line */
     int preflight_state; /* --preflight: 0 waiting for results, 1 passed, -1 failed */
     ps_sched_obs_t *obs; /* the nodes' reports, the metrics endpoint (observe.c) */
+    ps_failover_t *failover; /* spare servers, replacements (scheduler/failover.c) */
+    ps_sock_t *monitor;   /* the router's closed connections; NULL if unavailable */
 } ps_scheduler_t;
 
 /* scheduler/observe.c, from the loop: answers MSG_STATUS (from any
@@ -83,6 +90,23 @@ typedef struct {
  * refreshes the scheduler's own gauges from its state. */
 void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m);
 void ps_scheduler_observe_tick(ps_scheduler_t *s);
+
+/* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
+ * "tcp://10.0.0.2:5000": a server (or an allreduce worker) bound to every
+ * interface advertises the address the scheduler sees it at. */
+static inline void ps_fix_endpoint(char *ep, size_t cap, const char *peer)
+{
+    const char *wild[] = {"tcp://0.0.0.0:", "tcp://*:"};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(wild[i]);
+        if (peer[0] && !strncmp(ep, wild[i], n)) {
+            char port[32];
+            snprintf(port, sizeof port, "%s", ep + n);
+            snprintf(ep, cap, "tcp://%s:%s", peer, port);
+            return;
+        }
+    }
+}
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
 static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)

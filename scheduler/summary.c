@@ -13,6 +13,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "scheduler/preflight.h"
+#include "scheduler/failover.h"
 
 /* Prints "[a, b, ...]" of one double per worker. */
 static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
@@ -205,6 +206,7 @@ int ps_summary_write(const ps_scheduler_t *s)
         }
         fprintf(f, "], ");
     }
+    ps_failover_json(f, s);
     s_json_outcome(f, s);
     int bad = fclose(f) != 0;
     bad = bad || ps_file_write_atomic(s->cfg->summary, (const void *[]){text},

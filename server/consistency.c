@@ -568,6 +568,20 @@ int ps_consistency_resume(ps_consistency_t *c, int64_t version)
     return 0;
 }
 
+int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
+{
+    if (!ps_store_initialized(c->store) || version < 0) {
+        return PS_ESTATE;
+    }
+    for (size_t k = 0; k < c->nslots; k++) {
+        s_release_parts(c, k);
+    }
+    c->npending = 0; /* their askers roll back too and ask again */
+    c->version = version;
+    c->step_since = ps_now();
+    return 0;
+}
+
 int64_t ps_consistency_version(const ps_consistency_t *c)
 {
     return c->version;

@@ -43,6 +43,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_trace_file_flag(&c->trace),
         ps_trace_steps_flag(&c->trace_steps),
         ps_trace_kib_flag(&c->trace_kib),
+        {"spare", PS_FLAG_BOOL, &c->spare, "0|1", "wait as a spare to take over a lost server's keys from its newest checkpoint"},
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SERVER_NFLAGS, "PS_SERVER_NFLAGS");
@@ -53,6 +54,10 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
 int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
 {
     const ps_server_config_t *c = &f->cfg;
+    if (c->spare && c->rank != -1) {
+        snprintf(err, errlen, "--spare takes no --rank: a spare gets the rank of the server it replaces");
+        return PS_EINVAL;
+    }
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||

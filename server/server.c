@@ -93,6 +93,10 @@ typedef struct {
     int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
     int64_t steps_fewer;  /* steps applied with fewer workers, before fewer_since */
     ps_server_obs_t *obs; /* metrics and the heartbeat's report */
+    int64_t generation;   /* failovers seen: data messages of another one are dropped */
+    int64_t rolled_to;    /* the step of the last failover's rollback; -1 when its first
+                             step after was reported (or there was none) */
+    uint64_t stale;       /* data messages dropped for an old generation */
 } ps_server_t;
 
 /* How many messages a pull of the whole shard is answered in. */
@@ -353,6 +357,82 @@ static int s_resume(ps_server_t *s, char *err, size_t errlen)
     return 0;
 }
 
+/* Tells the scheduler where this server stands in failover generation. */
+static void s_failover_ready(ps_server_t *s, int64_t step, int64_t from, int stepped)
+{
+    ps_failover_ready_t r = {s->generation, step, from, stepped};
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_failover_ready(&r, &body, &len) == 0) {
+        ps_link_send(s->link, PS_MSG_FAILOVER_READY, body, len);
+        free(body);
+    }
+}
+
+/* The first step applied after a failover's rollback: the scheduler's
+ * recovery time ends here. */
+static void s_failover_stepped(ps_server_t *s)
+{
+    const int64_t version = ps_consistency_version(s->cons);
+    if (s->rolled_to >= 0 && version > s->rolled_to) {
+        s->rolled_to = -1;
+        s_failover_ready(s, version, version, 1);
+    }
+}
+
+/* MSG_FAILOVER: a lost server was replaced by a spare loading checkpoint N.
+ * Every server must be at the same step for a consistent cut, so this one
+ * reloads its own keys of checkpoint N too (any number of parts), drops what
+ * it held or owed for later steps, and answers FAILOVER_READY; the scheduler
+ * sends the workers the rollback once every server has. Returns 0, or 1 when
+ * the shard cannot be reloaded (the job cannot go on). */
+static int s_on_failover(ps_server_t *s, const ps_msg_t *m)
+{
+    ps_view_t *v = calloc(1, sizeof *v);
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (!v || !p || ps_codec_unpack_view(p, len, v) != 0 || v->num_servers != s->view->num_servers ||
+        v->resume_parts < 1) {
+        ps_log_warn("dropped a bad failover message from the scheduler");
+        free(v);
+        return 0;
+    }
+    if (v->generation <= s->generation) {
+        free(v);
+        return 0;
+    }
+    const int64_t from = ps_consistency_version(s->cons);
+    char why[224];
+    int rc = ps_store_reset(s->store);
+    if (rc == 0) {
+        rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, v->start_step, s->store,
+                                &s->view->job, why, sizeof why);
+    } else {
+        snprintf(why, sizeof why, "out of memory");
+    }
+    rc = rc ? rc : ps_consistency_rollback(s->cons, v->start_step);
+    if (rc != 0) {
+        ps_log_err("failover: cannot roll back to step %lld: %s", (long long)v->start_step, why);
+        ps_link_abort(s->link, why);
+        free(v);
+        return 1;
+    }
+    s->generation = v->generation;
+    s->checkpointed = v->start_step;
+    s->rolled_to = v->start_step;
+    if (s->fewer_since > v->start_step) {
+        s->fewer_since = v->start_step;
+    }
+    memcpy(s->view->servers, v->servers, sizeof v->servers);
+    ps_link_set_generation(s->link, s->generation);
+    ps_log_info("failover %lld: rolled back from step %lld to %lld (%s)",
+                (long long)s->generation, (long long)from, (long long)v->start_step,
+                v->resume_dir);
+    s_failover_ready(s, v->start_step, from, 0);
+    free(v);
+    return 0;
+}
+
 static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 {
     const ps_header_t *h = &m->hdr;
@@ -379,6 +459,17 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     if (s_validate(s, m, &r) != 0) {
         return;
     }
+    /* After the token check: a stranger's message is refused, not dropped. */
+    if (h->generation != s->generation) {
+        /* Sent before its worker rolled back: the worker asks again. */
+        char peer[32], why[64];
+        snprintf(peer, sizeof peer, "W%d", h->sender);
+        snprintf(why, sizeof why, "of failover %lld, not %lld", (long long)h->generation,
+                 (long long)s->generation);
+        ps_ratelog_reject(s->rejections, ps_codec_type_name(h->type), peer, why);
+        s->stale++;
+        return;
+    }
     ps_trace_span(PS_TRACE_VALIDATE, h->step, t0, traced ? ps_now() : 0, 0);
     ps_asker_t asker = {m->route, h->request_id, h->type, h->sender, h->step};
     ps_request_t req = {h->sender, h->step, h->version, r, NULL, NULL, &asker};
@@ -398,6 +489,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
             ps_trace_span(PS_TRACE_APPLY, h->step, ta, te, 0);
         }
         s_maybe_checkpoint(s);
+        s_failover_stepped(s);
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
     } else {
@@ -537,6 +629,9 @@ static int s_on_link(void *arg, ps_msg_t *m, int rc)
             s_send_report(l->s);
         } else if (m->hdr.type == PS_MSG_MEMBERS) {
             s_on_members(l->s, m);
+        } else if (m->hdr.type == PS_MSG_FAILOVER && s_on_failover(l->s, m) != 0) {
+            l->status = 1;
+            return 1;
         }
         return 0;
     default:
@@ -585,6 +680,8 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->rank = ps_link_rank(s->link);
     s->workers = v->num_workers;
     s->fewer_since = -1;
+    s->generation = v->generation;
+    s->rolled_to = -1;
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
     const uint64_t n = ps_range_len(s->shard);
@@ -715,9 +812,9 @@ int ps_server_run(const ps_server_config_t *cfg)
         goto fail;
     }
     const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
-    int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER, cfg->rank, NULL,
-                          &ident, cfg->connect_timeout, cfg->peer_timeout, &job, err,
-                          sizeof err);
+    int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER,
+                          cfg->spare ? PS_LINK_RANK_SPARE : cfg->rank, NULL, &ident,
+                          cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
     if (rc != 0) {
         ps_log_err("%s", err);
         goto fail;
@@ -727,21 +824,41 @@ int ps_server_run(const ps_server_config_t *cfg)
     snprintf(tag, sizeof tag, "S%d", ps_link_rank(s.link));
     ps_trace_set_process(tag, ps_link_clock_offset(s.link));
     ps_link_set_report(s.link, s_heartbeat_report, &s);
-    ps_log_info("registered as S%d", ps_link_rank(s.link));
-    if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||
-        s_setup(&s, err, sizeof err) != 0 || s_listen(&s, err, sizeof err) != 0) {
+    ps_log_info("registered as S%d%s", ps_link_rank(s.link), cfg->spare ? " (a spare)" : "");
+    rc = ps_link_wait_view(s.link, NULL, s.view, err, sizeof err);
+    if (rc == PS_ENOENT) { /* only a spare waits for a view past the job's end */
+        ps_log_info("the job ended without needing this spare");
+        status = 0;
+        goto fail;
+    }
+    if (rc == 0 && s.view->replaced) { /* a spare, now the lost server's rank */
+        ps_link_set_rank(s.link, s.view->replaced - 1);
+        ps_link_set_generation(s.link, s.view->generation);
+        ps_log_set_role("S", s.view->replaced - 1);
+        ps_log_info("taking over S%d's keys from %s (failover %lld)", s.view->replaced - 1,
+                    s.view->resume_dir, (long long)s.view->generation);
+    }
+    /* s_listen binds for the shard and says where (PEER_READY) before a
+     * promoted spare's FAILOVER_READY: the scheduler needs its endpoint
+     * for the workers' view. */
+    if (rc != 0 || s_setup(&s, err, sizeof err) != 0 || s_listen(&s, err, sizeof err) != 0) {
         ps_log_err("%s", err);
         ps_link_abort(s.link, err);
         goto fail;
+    }
+    if (s.view->replaced) {
+        s.rolled_to = s.view->start_step;
+        s_failover_ready(&s, s.view->start_step, s.view->start_step, 0);
     }
     status = s_loop(&s);
     const ps_consistency_stats_t *st = ps_consistency_stats(s.cons);
     ps_ratelog_destroy(&s.rejections); /* its last counts before the totals */
     ps_log_info("served %llu pushes and %llu pulls, rejected %llu messages (%llu non-finite), "
-                "dropped %llu late pushes, version %lld, staleness mean %.2f max %lld",
+                "dropped %llu late pushes and %llu of before a failover, version %lld, "
+                "staleness mean %.2f max %lld",
                 (unsigned long long)st->pushes, (unsigned long long)st->pulls,
                 (unsigned long long)s.errors, (unsigned long long)st->nonfinite,
-                (unsigned long long)st->dropped,
+                (unsigned long long)st->dropped, (unsigned long long)s.stale,
                 (long long)ps_consistency_version(s.cons), ps_hist_mean(&st->staleness),
                 (long long)(st->staleness.max > 0 ? st->staleness.max : 0));
 fail:

@@ -32,6 +32,7 @@ typedef struct {
     const char *trace;       /* write a Chrome trace here at the end; NULL = no trace */
     const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
     int trace_kib;           /* the trace's budget in KiB (memory and file) */
+    int spare;              /* register as a spare: wait to replace a lost server */
 } ps_server_config_t;
 
 /* Joins the job and serves until it ends. Returns the process exit status:

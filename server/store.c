@@ -100,6 +100,21 @@ int ps_store_init(ps_store_t *s, ps_range_t r, const void *values)
     return 1;
 }
 
+int ps_store_reset(ps_store_t *s)
+{
+    if (!s->n) {
+        return 0;
+    }
+    uint64_t *bits = calloc((s->n + 63) / 64, sizeof *bits);
+    if (!bits) {
+        return PS_ENOMEM;
+    }
+    free(s->init_bits);
+    s->init_bits = bits;
+    s->init_left = s->n;
+    return 0;
+}
+
 int ps_store_initialized(const ps_store_t *s)
 {
     return s->init_bits == NULL;

@@ -44,6 +44,12 @@ ps_range_t ps_store_shard(const ps_store_t *s);
  */
 int ps_store_init(ps_store_t *s, ps_range_t r, const void *values);
 
+/* Makes every key uninitialised again, to be set anew by ps_store_init()
+ * (failover: the shard is reloaded from a checkpoint). The buffers stay
+ * where they are (replies in flight may still read them). Returns 0 or
+ * PS_ENOMEM (nothing changes). */
+int ps_store_reset(ps_store_t *s);
+
 /* Non-zero once every key is initialised (at once for an empty shard). */
 int ps_store_initialized(const ps_store_t *s);
 

@@ -45,6 +45,7 @@ struct ps_kv {
     int ticker_started;
 
     pthread_mutex_t mu;  /* guards the sockets and everything below but fatal */
+    ps_ctx_t *ctx;       /* borrowed: for a replaced server's new socket */
     ps_link_t *link;
     ps_view_t view;
     ps_sock_t **servers; /* one DEALER per server */
@@ -59,6 +60,9 @@ struct ps_kv {
     char error[256];     /* the last failure a call returned; only the trainer's
                             calls write it (never the ticker) */
     uint64_t bytes_pushed, bytes_pulled;
+    int64_t generation;  /* failovers seen; stamped on every request */
+    int rollback;        /* a failover's rollback waits for ps_kv_rollback() */
+    int64_t rollback_step; /* the step it rolls back to */
 };
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
@@ -92,6 +96,7 @@ static void s_send_request(ps_kv_t *kv, int idx)
         h.end = part.end;
         h.step = sl->step;
         h.version = kv->versions[i];
+        h.generation = kv->generation;
         ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), n * sizeof(float)};
         int has_payload = type != PS_MSG_PULL;
         int rc = ps_msg_send(kv->servers[i], NULL, h, &f, has_payload, 0);
@@ -126,6 +131,69 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
     return 0;
 }
 
+/* Connects a new socket to server i at endpoint ep (under --secure proving
+ * key, its CurveZMQ public key) in place of the old one (what the old one
+ * still queued for the lost server is dropped). Caller holds mu. Returns 0
+ * or PS_EINVAL. */
+static int s_reconnect(ps_kv_t *kv, int i, const char *ep, const char *key)
+{
+    char err[256];
+    ps_sock_t *sock = NULL;
+    if (ps_sock_new(kv->ctx, PS_SOCK_DEALER, &sock, err, sizeof err) != 0 ||
+        ps_sock_set_peer_key(sock, key) != 0 || ps_sock_connect(sock, ep) != 0) {
+        ps_sock_destroy(&sock);
+        return PS_EINVAL;
+    }
+    ps_sock_set_linger(kv->servers[i], 0);
+    ps_sock_destroy(&kv->servers[i]);
+    kv->servers[i] = sock;
+    kv->items[1 + i].sock = sock;
+    snprintf(kv->view.servers[i].endpoint, sizeof kv->view.servers[i].endpoint, "%s", ep);
+    return 0;
+}
+
+/* MSG_FAILOVER: lost servers were replaced and every server rolled back to
+ * the view's start_step. Connects to each server whose endpoint changed
+ * (more than one when a failover came while another was still on), fails
+ * every request in flight with PS_EAGAIN and refuses new ones until the
+ * trainer takes the rollback (ps_kv_rollback). Caller holds mu. */
+static void s_on_failover(ps_kv_t *kv, const ps_msg_t *m)
+{
+    ps_view_t *v = calloc(1, sizeof *v);
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (!v || !p || ps_codec_unpack_view(p, len, v) != 0 ||
+        v->num_servers != kv->view.num_servers) {
+        ps_log_warn("dropped a bad failover message from the scheduler");
+        free(v);
+        return;
+    }
+    if (v->generation <= kv->generation) {
+        free(v);
+        return;
+    }
+    for (int i = 0; i < v->num_servers; i++) {
+        const char *ep = v->servers[i].endpoint;
+        if (strcmp(ep, kv->view.servers[i].endpoint) != 0 &&
+            s_reconnect(kv, i, ep, v->servers[i].curve_key) != 0) {
+            char err[256];
+            snprintf(err, sizeof err, "failover: cannot connect to S%d at '%s'", i, ep);
+            s_set_fatal(kv, PS_ECLOSED, err);
+            free(v);
+            return;
+        }
+        kv->versions[i] = v->start_step;
+    }
+    for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
+        ps_kv_slots_complete(kv->slots, idx, PS_EAGAIN, "rolled back: a lost server was replaced");
+    }
+    kv->generation = v->generation;
+    ps_link_set_generation(kv->link, v->generation);
+    kv->rollback = 1;
+    kv->rollback_step = v->start_step;
+    free(v);
+}
+
 /* ps_msg_drain's handler for the scheduler's socket. Caller holds mu. */
 static int s_on_sched(void *arg, ps_msg_t *m, int rc)
 {
@@ -148,6 +216,8 @@ static int s_on_sched(void *arg, ps_msg_t *m, int rc)
     case PS_LINK_MESSAGE:
         if (m->hdr.type == PS_MSG_BARRIER_DONE) {
             ps_kv_slots_complete_type(kv->slots, PS_KV_BARRIER);
+        } else if (m->hdr.type == PS_MSG_FAILOVER) {
+            s_on_failover(kv, m);
         }
         break;
     default:
@@ -230,6 +300,11 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
         snprintf(kv->error, sizeof kv->error, "%s", kv->fatal_why);
         pthread_mutex_unlock(&kv->mu);
         return fatal;
+    }
+    if (kv->rollback && type != PS_KV_ABORT) {
+        snprintf(kv->error, sizeof kv->error, "rolled back: a lost server was replaced");
+        pthread_mutex_unlock(&kv->mu);
+        return PS_EAGAIN;
     }
     int idx = ps_kv_slots_open(kv->slots, type, (ps_range_t){begin, end}, buf, step);
     if (idx >= 0 && (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_INIT)) {
@@ -342,6 +417,23 @@ const char *ps_kv_error(ps_kv_t *kv)
     return atomic_load(&kv->fatal) ? kv->fatal_why : "";
 }
 
+int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
+{
+    pthread_mutex_lock(&kv->mu);
+    int pending = kv->rollback;
+    if (pending) {
+        for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
+            if (ps_kv_slots_get(kv->slots, idx)->state == PS_KV_DONE) {
+                ps_kv_slots_release(kv->slots, idx); /* handles the trainer gave up */
+            }
+        }
+        kv->rollback = 0;
+        *step = kv->rollback_step;
+    }
+    pthread_mutex_unlock(&kv->mu);
+    return pending;
+}
+
 int64_t ps_kv_version(ps_kv_t *kv)
 {
     int64_t v = INT64_MAX;
@@ -373,6 +465,8 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
         return PS_ENOMEM;
     }
     kv->view = *view;
+    kv->ctx = ctx;
+    kv->generation = view->generation;
     kv->link = *link;
     *link = NULL;
     atomic_init(&kv->fatal, 0);

@@ -39,7 +39,8 @@ typedef struct ps_kv ps_kv_t;
 
 /*
  * Connects to every server of the view (none in allreduce mode) and starts
- * the ticker thread. Takes ownership of *link and sets it to NULL (also on
+ * the ticker thread. ctx is borrowed (a replaced server's socket comes from
+ * it) and must outlive the client. Takes ownership of *link and sets it to NULL (also on
  * failure). The view is copied. Returns 0 and the client in *out (caller owns
  * the result; destroy with ps_kv_destroy()), or PS_ENOMEM / PS_EINVAL with
  * err set.
@@ -90,6 +91,16 @@ int ps_kv_status(ps_kv_t *kv);
  * why the job is gone; "" while it runs). The ticker never changes it.
  * Borrowed, valid until the next call from the trainer thread. */
 const char *ps_kv_error(ps_kv_t *kv);
+
+/*
+ * Failover: once the scheduler said a lost server was replaced (every server
+ * rolled back to a checkpoint), every request in flight fails with PS_EAGAIN
+ * and new ones are refused with it until the trainer calls this. Returns 1
+ * with the step to start again from in *step (every handle the trainer held
+ * is released: forget them; pull the parameters of version *step), or 0 when
+ * no rollback is pending.
+ */
+int ps_kv_rollback(ps_kv_t *kv, int64_t *step);
 
 /* The lowest version any server holding keys answered a pull with so far. */
 int64_t ps_kv_version(ps_kv_t *kv);

@@ -394,7 +394,41 @@ static int s_save_model(ps_worker_t *w, const float *params)
     return rc;
 }
 
-static int s_train(ps_worker_t *w)
+/* Failover: a lost server was replaced and every server rolled back to a
+ * checkpoint; this worker starts again at its step, with the data order of
+ * that step (as a resumed job does), from the parameters pulled at it.
+ * Evaluations of epochs after the step are forgotten; the one of the epoch
+ * ending exactly there is made if it was not. Returns 0, PS_EAGAIN (another
+ * failover came meanwhile) or a failure with w->err set. */
+static int s_rollback(ps_worker_t *w, int64_t *t)
+{
+    const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
+    int64_t step;
+    if (!ps_kv_rollback(w->kv, &step)) {
+        snprintf(w->err, sizeof w->err, "a request was abandoned with no rollback pending");
+        return PS_ESTATE;
+    }
+    const int64_t done_epochs = step / spe + (step == total && step % spe ? 1 : 0);
+    if (w->done.num_epochs_evaluated > done_epochs) {
+        w->done.num_epochs_evaluated = (int)done_epochs;
+    }
+    if (w->rank == 0) {
+        ps_log_info("rolled back to step %lld (a lost server was replaced)", (long long)step);
+    }
+    *t = step;
+    w->err[0] = '\0'; /* the abandoned request's */
+    int rc = s_wait(w, ps_kv_pull(w->kv, 0, w->view->num_params, ps_model_params(w->model),
+                                  step),
+                    "pulling after a rollback");
+    if (rc == 0 && w->rank == 0 && w->done.num_epochs_evaluated < done_epochs) {
+        rc = s_evaluate(w, (int)done_epochs, 0);
+    }
+    return rc;
+}
+
+/* The step loop. rolled_back: start with a pending failover's rollback (the
+ * job ended for this worker, then a server was replaced). */
+static int s_train(ps_worker_t *w, int rolled_back)
 {
     const ps_job_t *j = &w->job;
     const int M = w->view->num_workers, b = j->batch, rank = w->rank;
@@ -402,8 +436,8 @@ static int s_train(ps_worker_t *w)
     const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
     float *params = ps_model_params(w->model);
     const int ring = j->mode == PS_MODE_ALLREDUCE;
-    int rc = 0;
-    if (!ring) { /* allreduce: every worker initialised its own copy */
+    int rc = rolled_back ? PS_EAGAIN : 0;
+    if (!ring && !rolled_back) { /* allreduce: every worker initialised its own copy */
         rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, w->view->start_step),
                     "pulling the initial weights");
     }
@@ -416,7 +450,12 @@ static int s_train(ps_worker_t *w)
     int64_t t = w->view->start_step, steps = 0, last_log_step = 0;
     int epoch = -1, nsteps = 0;
     double loss_sum = 0, t0 = ps_now(), last_log = t0;
-    while (rc == 0 && t < total) {
+    while ((rc == 0 && t < total) || rc == PS_EAGAIN) {
+        if (rc == PS_EAGAIN) {
+            rc = s_rollback(w, &t);
+            epoch = -1; /* the order of t's epoch is drawn again */
+            continue;
+        }
         const int e = (int)(t / spe), k = (int)(t % spe);
         if (e != epoch) {
             if (epoch >= 0 && (rc = s_end_epoch(w, epoch, loss_sum, nsteps, t0)) != 0) {
@@ -460,6 +499,9 @@ static int s_train(ps_worker_t *w)
                 return rc;
             }
         } else if ((rc = s_push_pull(w, t, params)) != 0) {
+            if (rc == PS_EAGAIN) {
+                continue; /* rolled back: the step's work is void */
+            }
             return rc;
         }
         double te = ps_now();
@@ -490,9 +532,9 @@ static int s_train(ps_worker_t *w)
     if (rc == 0 && epoch >= 0) {
         rc = s_end_epoch(w, epoch, loss_sum, nsteps, t0);
     }
-    w->done.train_seconds = ps_now() - t0;
-    w->done.steps = steps;
-    w->done.samples = steps * b;
+    w->done.train_seconds += ps_now() - t0;
+    w->done.steps += steps;
+    w->done.samples += steps * b;
     s_bytes(w, ring_sent0, ring_received0, &w->done.bytes_pushed, &w->done.bytes_pulled);
     if (rc == 0 && rank == 0 && w->cfg->save_model) {
         rc = s_save_model(w, params);
@@ -724,13 +766,14 @@ int ps_worker_run(const ps_worker_config_t *cfg)
         rc = s_start(&w);
     }
     if (rc == 0) {
-        rc = s_train(&w);
+        rc = s_train(&w, 0);
     }
-    if (rc == 0) {
-        rc = ps_kv_finish(w.kv, &w.done);
-        if (rc != 0) {
-            snprintf(w.err, sizeof w.err, "%s", ps_kv_error(w.kv));
-        }
+    /* A server replaced after our last step rolls us back to train again. */
+    while (rc == 0 && (rc = ps_kv_finish(w.kv, &w.done)) == PS_EAGAIN) {
+        rc = s_train(&w, 1);
+    }
+    if (rc != 0 && !w.err[0]) {
+        snprintf(w.err, sizeof w.err, "%s", ps_kv_error(w.kv));
     }
     if (rc != 0) {
         ps_log_err("%s", w.err[0] ? w.err : ps_strerror(rc));

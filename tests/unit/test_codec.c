@@ -802,6 +802,46 @@ START_TEST(done_rejects_too_many_epochs)
 }
 END_TEST
 
+START_TEST(failover_fields_round_trip)
+{
+    ps_header_t h, out;
+    ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 1);
+    h.generation = 7;
+    uint8_t hb[PS_HEADER_MAX];
+    int n = ps_codec_pack_header(&h, hb, sizeof hb);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(ps_codec_unpack_header(hb, (size_t)n, &out), 0);
+    ck_assert_int_eq(out.generation, 7);
+    ps_register_t reg = {.role = PS_ROLE_SERVER, .rank = -1, .spare = 1}, rout;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_register(&reg, &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register(buf, len, &rout), 0);
+    ck_assert_int_eq(rout.spare, 1);
+    free(buf);
+    ps_failover_ready_t rd = {3, 100, 134, 1}, rdo;
+    ck_assert_int_eq(ps_codec_pack_failover_ready(&rd, &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_failover_ready(buf, len, &rdo), 0);
+    ck_assert_int_eq(rdo.generation, 3);
+    ck_assert_int_eq(rdo.step, 100);
+    ck_assert_int_eq(rdo.from_version, 134);
+    ck_assert_int_eq(rdo.stepped, 1);
+    free(buf);
+    ck_assert_str_eq(ps_codec_type_name(PS_MSG_FAILOVER_READY), "failover-ready");
+    ps_view_t *v = s_view(3), *vo = calloc(1, sizeof *vo);
+    v->generation = 5;
+    v->replaced = 3; /* S2 */
+    ck_assert_int_eq(s_view_trip(v, vo), 0);
+    ck_assert_int_eq(vo->generation, 5);
+    ck_assert_int_eq(vo->replaced, 3);
+    v->replaced = 4; /* no S3 in a view of 3 servers */
+    uint8_t *vb;
+    ck_assert_int_eq(ps_codec_pack_view(v, &vb, &len), PS_EINVAL);
+    free(v);
+    free(vo);
+}
+END_TEST
+
 START_TEST(members_round_trip)
 {
     unsigned char live[PS_MAX_WORKERS] = {1, 0, 1, 1}, out[PS_MAX_WORKERS];
@@ -1331,6 +1371,7 @@ int main(void)
     tcase_add_test(tb, peer_ready_round_trips_and_needs_an_endpoint);
     tcase_add_test(tb, members_round_trip);
     tcase_add_test(tb, metrics_report_and_status_round_trip);
+    tcase_add_test(tb, failover_fields_round_trip);
     tcase_add_test(tb, members_rejects_bad_ranks_and_no_live_worker);
     tcase_add_test(tb, report_round_trips_steps_with_fewer_workers);
     suite_add_tcase(s, tb);

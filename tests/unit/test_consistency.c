@@ -724,6 +724,42 @@ START_TEST(destroy_gives_back_the_held_frames)
 }
 END_TEST
 
+START_TEST(rollback_drops_held_pushes_and_waiting_pulls_and_sets_the_version)
+{
+    s_fix_t *f = s_new(s_job(PS_MODE_SYNC), 4, 2);
+    float g[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(ps_consistency_rollback(f->c, 3), PS_ESTATE); /* not initialised */
+    s_init_all(f);
+    ck_assert_int_eq(s_push(f, 0, 0, 0, 0, 4, g), 0);
+    ck_assert_int_eq(s_push(f, 1, 0, 0, 0, 4, g), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    ck_assert_int_eq(s_push(f, 0, 1, 1, 0, 4, g), 0); /* held for step 1 */
+    ck_assert_int_eq(s_pull(f, 7, 2, 0, 4), 0);       /* waits for version 2 */
+    const unsigned char w0[2] = {1, 0};
+    ck_assert_int_eq(ps_consistency_set_workers(f->c, w0), 0); /* completes step 1 */
+    ck_assert_int_eq(s_push(f, 0, 2, 2, 0, 2, g), 0);         /* half of step 2 held */
+    ck_assert_int_eq(ps_consistency_version(f->c), 2);
+    /* The store is reloaded (here: initialised again), then the rollback. */
+    ck_assert_int_eq(ps_store_reset(f->store), 0);
+    ck_assert(!ps_store_initialized(f->store));
+    float v[4] = {5, 6, 7, 8};
+    ck_assert_int_eq(ps_store_init(f->store, s_keys(0, 4), v), 1);
+    ck_assert_int_eq(ps_consistency_rollback(f->c, 1), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    ck_assert_int_eq(f->released[3], 1); /* the held half came back */
+    f->nev = 0;
+    ck_assert_int_eq(s_pull(f, 8, 2, 0, 4), 0); /* waits: nothing of the old ones answered */
+    ck_assert_int_eq(s_count(f, S_REPLY), 0);
+    /* The live workers stay: W0 alone applies step 1 again, the new pull gets it. */
+    ck_assert_int_eq(s_push(f, 1, 1, 1, 0, 4, g), PS_ENOENT);
+    ck_assert_int_eq(s_push(f, 0, 1, 1, 0, 4, g), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 2);
+    ck_assert_int_eq(s_count(f, S_REPLY), 1);
+    ck_assert_int_eq(f->ev[f->nev - 1].asker, 8);
+    s_free(f);
+}
+END_TEST
+
 int main(void)
 {
     ps_log_set_level("err");
@@ -747,6 +783,7 @@ int main(void)
     tcase_add_test(tc, backup_needs_k_or_every_live_worker_when_fewer);
     tcase_add_test(tc, async_refuses_workers_that_are_not_live);
     tcase_add_test(tc, destroy_gives_back_the_held_frames);
+    tcase_add_test(tc, rollback_drops_held_pushes_and_waiting_pulls_and_sets_the_version);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
