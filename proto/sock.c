@@ -236,22 +236,33 @@ void *ps_sock_handle(ps_sock_t *s)
 int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, char *err,
                                 size_t errlen)
 {
+    *out = NULL;
+    if (s->keys) {
+        /* A socket has one monitor, and under --secure it counts the
+         * handshakes refused before the key check (curve.c). */
+        snprintf(err, errlen, "the socket's monitor counts refused handshakes under --secure");
+        return PS_EINVAL;
+    }
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://ps-monitor-%p", (void *)s);
-    *out = NULL;
     if (zmq_socket_monitor(ps_zs(s), ep, ZMQ_EVENT_DISCONNECTED) != 0) {
         return s_fail(err, errlen);
     }
-    void *mon = zmq_socket(ctx, ZMQ_PAIR);
-    if (!mon || zmq_connect(mon, ep) != 0) {
+    ps_sock_t *mon = calloc(1, sizeof *mon);
+    if (!mon) {
+        snprintf(err, errlen, "out of memory");
+        return PS_ENOMEM;
+    }
+    if (!(mon->z = zmq_socket(ctx->z, ZMQ_PAIR)) || zmq_connect(mon->z, ep) != 0) {
         int rc = s_fail(err, errlen);
-        if (mon) {
-            zmq_close(mon);
+        if (mon->z) {
+            zmq_close(mon->z);
         }
+        free(mon);
         return rc;
     }
     int linger = 0;
-    zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(mon->z, ZMQ_LINGER, &linger, sizeof linger);
     *out = mon;
     return 0;
 }

@@ -141,7 +141,8 @@ int ps_poll(ps_pollitem_t *items, int n, long timeout_ms);
 /*
  * Watches s for closed connections: returns 0 and *out, a socket to poll
  * (caller owns the result; destroy it with ps_sock_destroy() before s), or
- * PS_EIO with a reason in err. Each closed connection of s then makes one
+ * PS_EIO with a reason in err; PS_EINVAL under --secure, where the socket's
+ * one monitor counts refused handshakes (curve.c). Each closed connection of s then makes one
  * event there; ps_sock_disconnected() reads it.
  */
 int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, char *err,
