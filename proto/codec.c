@@ -172,6 +172,7 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len)
     m.rank = r->rank;
     m.endpoint = (char *)r->endpoint;
     m.pid = r->pid;
+    m.job_id = r->job_id;
     return s_pack(&m.base, out, len);
 }
 
@@ -185,6 +186,7 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     r->role = (ps_role_t)m->role;
     r->rank = m->rank;
     r->pid = m->pid;
+    r->job_id = m->job_id;
     int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint);
     if (r->role != PS_ROLE_SERVER && r->role != PS_ROLE_WORKER) {
         rc = PS_EPROTO;
@@ -193,7 +195,8 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     return rc;
 }
 
-int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len)
+int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint64_t job_id, uint8_t **out,
+                               size_t *len)
 {
     Shardps__JobConfig jm = SHARDPS__JOB_CONFIG__INIT;
     ps_job_text_t text;
@@ -201,16 +204,19 @@ int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, siz
     Shardps__RegisterAck m = SHARDPS__REGISTER_ACK__INIT;
     m.rank = rank;
     m.job = &jm;
+    m.job_id = job_id;
     return s_pack(&m.base, out, len);
 }
 
-int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job)
+int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job,
+                                 uint64_t *job_id)
 {
     Shardps__RegisterAck *m = shardps__register_ack__unpack(NULL, len, data);
     if (!m) {
         return PS_EPROTO;
     }
     *rank = m->rank;
+    *job_id = m->job_id;
     int rc = s_job_from_pb(m->job, job);
     shardps__register_ack__free_unpacked(m, NULL);
     return rc;
@@ -301,6 +307,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.start_step = v->start_step;
     m.resume_dir = (char *)v->resume_dir;
     m.resume_parts = v->resume_parts;
+    m.joining = v->joining != 0;
+    m.resume_step = v->resume_step;
     return s_pack(&m.base, out, len);
 }
 
@@ -325,7 +333,8 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     v->steps_per_epoch = m->steps_per_epoch;
     v->total_steps = m->total_steps;
     v->num_servers = (int)m->n_servers;
-    if (m->checkpoint_every < 0 || m->start_step < 0 || m->resume_parts < 0 ||
+    if (m->checkpoint_every < 0 || m->start_step < 0 || m->resume_step < 0 ||
+        m->resume_parts < 0 ||
         m->resume_parts > PS_MAX_SERVERS ||
         s_copy_str(v->checkpoint_dir, sizeof v->checkpoint_dir, m->checkpoint_dir) != 0 ||
         s_copy_str(v->resume_dir, sizeof v->resume_dir, m->resume_dir) != 0) {
@@ -334,6 +343,8 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     v->checkpoint_every = m->checkpoint_every;
     v->start_step = m->start_step;
     v->resume_parts = m->resume_parts;
+    v->joining = m->joining;
+    v->resume_step = m->resume_step;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
@@ -563,14 +574,41 @@ int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, i
     return rc;
 }
 
+int ps_codec_pack_join_step(const ps_join_step_t *j, uint8_t **out, size_t *len)
+{
+    Shardps__JoinStep m = SHARDPS__JOIN_STEP__INIT;
+    m.step = j->step;
+    m.worker = j->worker;
+    m.checkpoint = j->checkpoint != 0;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j)
+{
+    Shardps__JoinStep *m = shardps__join_step__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = m->step >= 0 && m->step <= PS_JOIN_MAX_STEP && m->worker >= -1 &&
+                     m->worker < PS_MAX_WORKERS
+                 ? 0
+                 : PS_EPROTO;
+    j->step = m->step;
+    j->worker = m->worker;
+    j->checkpoint = m->checkpoint;
+    shardps__join_step__free_unpacked(m, NULL);
+    return rc;
+}
+
 const char *ps_codec_type_name(int type)
 {
-    static const char *names[] = {
+    static const char *names[PS_MSG_TYPE_MAX + 1] = {
         "none",    "register", "register-ack", "model-info", "view",      "barrier",
         "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
         "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
-        "ring-data", "checkpoint", "members"};
-    if (type < 0 || type > PS_MSG_TYPE_MAX) {
+        "ring-data", "checkpoint", "members",
+        [PS_MSG_JOIN_PREPARE] = "join-prepare", [PS_MSG_JOIN_STEP] = "join-step"};
+    if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {
         return "unknown";
     }
     return names[type];

@@ -21,7 +21,9 @@ extern "C" {
 
 /* 2: checkpoints (MSG_CHECKPOINT, the view's checkpoint and resume fields). */
 /* 3: membership (MSG_MEMBERS, the report's steps_fewer_workers). */
-#define PS_PROTOCOL_VERSION 3u
+/* 4: joins and agreed steps (MSG_JOIN_*, the view's joining and resume_step),
+ *    job ids at registration (a restarted scheduler). */
+#define PS_PROTOCOL_VERSION 4u
 
 /* Mirrors MsgType in shardps.proto. */
 typedef enum {
@@ -46,7 +48,9 @@ typedef enum {
     PS_MSG_RING_DATA = 18,
     PS_MSG_CHECKPOINT = 19,
     PS_MSG_MEMBERS = 20,
-    PS_MSG_TYPE_MAX = 20,
+    PS_MSG_JOIN_PREPARE = 25,
+    PS_MSG_JOIN_STEP = 26,
+    PS_MSG_TYPE_MAX = 26,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -109,6 +113,8 @@ typedef struct {
     int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
     char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
+    int64_t resume_step;       /* resumed with other workers: the checkpoint's step; else 0 */
+    int joining;               /* this worker joins a running job at start_step */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
@@ -125,7 +131,18 @@ typedef struct {
     int rank;           /* wanted rank, -1 for any */
     char endpoint[128]; /* servers: advertised endpoint */
     uint32_t pid;       /* for operators' log lines */
+    uint64_t job_id;    /* 0, or registering again: the job id of its RegisterAck */
 } ps_register_t;
+
+/* MSG_JOIN_STEP: a server's version (held there), or the step agreed. */
+typedef struct {
+    int64_t step;   /* server: its version; scheduler: the agreed step J */
+    int worker;     /* scheduler: the worker live from J, or -1 */
+    int checkpoint; /* scheduler: write checkpoint step-J */
+} ps_join_step_t;
+
+/* Largest step a JoinStep carries (as the header's steps: 2^53). */
+#define PS_JOIN_MAX_STEP (INT64_C(1) << 53)
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
 typedef struct {
@@ -172,8 +189,10 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h);
  * unpack_* returns 0 or PS_EPROTO. */
 int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
-int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint8_t **out, size_t *len);
-int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job);
+int ps_codec_pack_register_ack(int rank, const ps_job_t *job, uint64_t job_id, uint8_t **out,
+                               size_t *len);
+int ps_codec_unpack_register_ack(const void *data, size_t len, int *rank, ps_job_t *job,
+                                 uint64_t *job_id);
 int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len);
 int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi);
 /* A view is valid with S >= 1 servers whose ranges tile [0, P) in rank order,
@@ -200,6 +219,11 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r);
  * outside [0, *n), n outside [1, PS_MAX_WORKERS] or no live worker. */
 int ps_codec_pack_members(const unsigned char *live, int n, uint8_t **out, size_t *len);
 int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, int *n);
+
+/* MSG_JOIN_STEP; unpack refuses a step outside [0, 2^53] or a worker outside
+ * [-1, PS_MAX_WORKERS). */
+int ps_codec_pack_join_step(const ps_join_step_t *j, uint8_t **out, size_t *len);
+int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

@@ -56,6 +56,7 @@ struct ps_link {
     ps_sock_t *sock;     /* DEALER connected to the scheduler */
     ps_role_t role;      /* this node's role */
     int rank;            /* this node's rank, from REGISTER_ACK */
+    uint64_t job_id;     /* the job's id, from REGISTER_ACK */
     char scheduler[128]; /* the scheduler's endpoint, for messages */
     double peer_timeout; /* seconds of scheduler silence that mean it is lost */
     double last_seen;    /* ps_now() of the last message from the scheduler */
@@ -140,7 +141,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         } else if (m.hdr.type == PS_MSG_REGISTER_ACK && m.nframes == 1) {
             size_t n;
             const void *p = ps_msg_frame(&m, 0, &n);
-            if (ps_codec_unpack_register_ack(p, n, &l->rank, job) != 0) {
+            if (ps_codec_unpack_register_ack(p, n, &l->rank, job, &l->job_id) != 0) {
                 snprintf(err, errlen, "the scheduler sent a bad registration answer");
                 rc = PS_EPROTO;
             }

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -24,6 +26,7 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/sock.h"
+#include "scheduler/join.h"
 #include "scheduler/manifest.h"
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/summary.h"
@@ -106,6 +109,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
                            "registration does not decode");
         return;
     }
+    if (s->phase == S_RUNNING && reg.role == PS_ROLE_WORKER && !s_node_of(s, &m->route)) {
+        ps_join_register(s, m, &reg);
+        return;
+    }
     if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "the job has already started or this node is registered");
@@ -154,7 +161,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     s_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
     uint8_t *body;
-    if (ps_codec_pack_register_ack(rank, &s->cfg->job, &body, &len) == 0) {
+    if (ps_codec_pack_register_ack(rank, &s->cfg->job, s->job_id, &body, &len) == 0) {
         ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
                          len);
         free(body);
@@ -180,7 +187,7 @@ static int s_checkpoint_setup(ps_scheduler_t *s)
                         c->resume);
         }
     }
-    if (c->checkpoint_every > 0) {
+    if (c->checkpoint_every > 0 || c->checkpoint_seconds > 0) {
         snprintf(v->checkpoint_dir, sizeof v->checkpoint_dir, "%s", c->checkpoint_dir);
         v->checkpoint_every = c->checkpoint_every;
         if (ps_manifest_new(&s->manifest, v) != 0) {
@@ -199,8 +206,7 @@ static void s_on_checkpoint(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     char tag[16];
     if (n->role != PS_ROLE_SERVER || !s->manifest || !p ||
-        ps_codec_unpack_checkpoint(p, len, &part) != 0 ||
-        part.step % s->view->checkpoint_every != 0) {
+        ps_codec_unpack_checkpoint(p, len, &part) != 0) {
         ps_log_warn("dropped a bad checkpoint report from %s",
                     ps_node_tag(n, tag, sizeof tag));
         return;
@@ -281,7 +287,7 @@ static void s_maybe_start(ps_scheduler_t *s)
     s_send_all(s, PS_MSG_VIEW, body, len);
     free(body);
     s->phase = S_RUNNING;
-    s->t_view = ps_now();
+    s->t_view = s->last_checkpoint = ps_now();
     char sched[64], mode[32];
     ps_job_schedule_name(&j->schedule, sched, sizeof sched);
     ps_job_mode_str(j, mode, sizeof mode);
@@ -386,7 +392,14 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     case PS_MSG_HEARTBEAT:
         break;
     case PS_MSG_MODEL_INFO:
-        s_on_model_info(s, n, m);
+        if (n->joining) {
+            ps_join_model_info(s, n, m);
+        } else {
+            s_on_model_info(s, n, m);
+        }
+        break;
+    case PS_MSG_JOIN_STEP:
+        ps_join_answer(s, n, m);
         break;
     case PS_MSG_BARRIER:
         s_on_barrier(s, n, m);
@@ -481,6 +494,10 @@ static void s_tick(ps_scheduler_t *s)
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
+            if (n->joining) {
+                ps_join_drop(s, n);
+                continue;
+            }
             if (s_leave(s, n, now - n->last_seen)) {
                 continue;
             }
@@ -509,6 +526,7 @@ static void s_tick(ps_scheduler_t *s)
         return;
     }
     if (s->phase == S_RUNNING) {
+        ps_join_tick(s);
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
             if (!s->nodes[i].done && !s->nodes[i].lost) {
                 return;
@@ -558,6 +576,11 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
 {
     ps_scheduler_t s = {.cfg = cfg, .phase = S_WAITING};
     int status = 1;
+    /* Tells this run's nodes from another's when they register again. */
+    if (getrandom(&s.job_id, sizeof s.job_id, 0) != sizeof s.job_id) {
+        s.job_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+    }
+    s.job_id |= 1; /* never 0: "no job id" */
     s.nnodes = cfg->servers + cfg->workers;
     s.nodes = calloc((size_t)s.nnodes, sizeof *s.nodes);
     s.view = calloc(1, sizeof *s.view);

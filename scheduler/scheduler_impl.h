@@ -35,10 +35,22 @@ typedef struct {
     int in_barrier;       /* workers: arrived at the current barrier */
     int done;             /* workers: sent DONE */
     int lost;             /* workers: lost and left out of the job (--min-workers) */
+    int joining;          /* workers joining a running job: 1 registered, 2 model
+                             reported (scheduler/join.c); lost until they join */
     ps_done_t stats;      /* workers: their DONE report */
     int reported;         /* servers: sent their end-of-job report */
     ps_server_report_t report; /* servers: that report */
 } ps_node_t;
+
+/* An agreement of a future step with every server (scheduler/join.h). */
+typedef struct {
+    int active;          /* MSG_JOIN_PREPARE sent, answers being collected */
+    int worker;          /* the worker joining at the agreed step, or -1 */
+    int checkpoint;      /* a timed checkpoint at the agreed step */
+    int answers;         /* servers that answered */
+    unsigned char answered[PS_MAX_SERVERS];
+    int64_t max_version; /* the highest version answered */
+} ps_agree_t;
 
 /* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
  * asked for telemetry) -> FINISHED; any -> FAILED. */
@@ -63,6 +75,10 @@ typedef struct {
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     int membership_changes; /* workers lost (or joined) while the job ran */
     uint64_t refused; /* messages from a connection that is not the node it claims */
+    uint64_t job_id;  /* this run of the job, in every REGISTER_ACK */
+    ps_agree_t agree; /* the step being agreed with the servers (scheduler/join.c) */
+    double last_checkpoint; /* ps_now() of the last timed checkpoint's agreement */
+    int joins;        /* workers that joined while the job ran */
 } ps_scheduler_t;
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */

@@ -56,8 +56,7 @@ typedef struct {
     uint64_t errors;      /* messages rejected, reported at the end */
     int64_t checkpointed; /* the version of the last checkpoint written (or loaded) */
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
-    int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
-    int64_t steps_fewer;  /* steps applied with fewer workers, before fewer_since */
+    int64_t checkpoint_at; /* a checkpoint step agreed with the scheduler (timed), or -1 */
 } ps_server_t;
 
 static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const char *fmt, ...)
@@ -182,8 +181,9 @@ static void s_maybe_checkpoint(ps_server_t *s)
 {
     const ps_view_t *v = s->view;
     const int64_t version = ps_consistency_version(s->cons);
-    if (v->checkpoint_every <= 0 || version == s->checkpointed ||
-        version % v->checkpoint_every != 0) {
+    const int due = (v->checkpoint_every > 0 && version % v->checkpoint_every == 0) ||
+                    version == s->checkpoint_at;
+    if (!due || version == s->checkpointed) {
         return;
     }
     s->checkpointed = version;
@@ -263,13 +263,6 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     }
 }
 
-/* Steps applied with fewer live workers than the view's, up to now. */
-static int64_t s_steps_fewer(const ps_server_t *s)
-{
-    int64_t now = s->fewer_since >= 0 ? ps_consistency_version(s->cons) - s->fewer_since : 0;
-    return s->steps_fewer + now;
-}
-
 /* The scheduler's new set of live workers (a worker was lost): steps complete
  * with those from now on; a step the change completes applies (and is
  * checkpointed) at once. Server 0 logs the change with the step. */
@@ -292,12 +285,6 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
         }
     }
     const int64_t version = ps_consistency_version(s->cons);
-    if (nlive < s->workers && s->fewer_since < 0) {
-        s->fewer_since = version;
-    } else if (nlive == s->workers && s->fewer_since >= 0) {
-        s->steps_fewer += version - s->fewer_since;
-        s->fewer_since = -1;
-    }
     if (ps_consistency_set_workers(s->cons, live) != 0) {
         ps_log_warn("membership message with no live worker dropped");
         return;
@@ -305,6 +292,43 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
     if (s->rank == 0) {
         ps_log_info("membership: %d of %d workers live from step %lld:%s", nlive, n,
                     (long long)version, ranks);
+    }
+    s_maybe_checkpoint(s);
+}
+
+/* The scheduler agrees a future step with every server (server/consistency.h,
+ * ps_consistency_hold): we stop at the step in progress and say our version. */
+static void s_on_join_prepare(ps_server_t *s)
+{
+    ps_join_step_t js = {.step = ps_consistency_hold(s->cons), .worker = -1};
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
+        ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
+        free(body);
+    }
+}
+
+/* The agreed step J: a checkpoint there, a worker live from there; go on. */
+static void s_on_join_step(ps_server_t *s, const ps_msg_t *m)
+{
+    ps_join_step_t js;
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (!p || ps_codec_unpack_join_step(p, len, &js) != 0 || js.worker >= s->workers) {
+        ps_log_warn("dropped a bad join-step message from the scheduler");
+        ps_consistency_join(s->cons, -1, 0); /* never stay held */
+        return;
+    }
+    if (js.checkpoint) {
+        s->checkpoint_at = js.step;
+        s_maybe_checkpoint(s); /* held at J already: the cut before any step goes on */
+    }
+    if (ps_consistency_join(s->cons, js.worker, js.step) != 0) {
+        ps_log_warn("W%d cannot join at step %lld (version %lld)", js.worker,
+                    (long long)js.step, (long long)ps_consistency_version(s->cons));
+    } else if (js.worker >= 0) { /* the scheduler's membership line says it */
+        ps_log_debug("W%d live from step %lld", js.worker, (long long)js.step);
     }
     s_maybe_checkpoint(s);
 }
@@ -320,7 +344,7 @@ static void s_send_report(ps_server_t *s)
                             .nonfinite = st->nonfinite,
                             .version = ps_consistency_version(s->cons),
                             .staleness = st->staleness,
-                            .steps_fewer_workers = s_steps_fewer(s)};
+                            .steps_fewer_workers = st->steps_fewer};
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
@@ -368,6 +392,10 @@ static int s_on_link(void *arg, ps_msg_t *m, int rc)
             s_send_report(l->s);
         } else if (m->hdr.type == PS_MSG_MEMBERS) {
             s_on_members(l->s, m);
+        } else if (m->hdr.type == PS_MSG_JOIN_PREPARE) {
+            s_on_join_prepare(l->s);
+        } else if (m->hdr.type == PS_MSG_JOIN_STEP) {
+            s_on_join_step(l->s, m);
         }
         return 0;
     default:
@@ -410,7 +438,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     const ps_view_t *v = s->view;
     s->rank = ps_link_rank(s->link);
     s->workers = v->num_workers;
-    s->fewer_since = -1;
+    s->checkpoint_at = -1;
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
     const uint64_t n = ps_range_len(s->shard);

@@ -374,17 +374,19 @@ START_TEST(register_ack_round_trips_the_job)
 {
     ps_job_t job = s_job(), got;
     int rank = -1;
+    uint64_t job_id = 0;
     uint8_t *body;
     size_t len;
-    ck_assert_int_eq(ps_codec_pack_register_ack(7, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), 0);
+    ck_assert_int_eq(ps_codec_pack_register_ack(7, &job, 0x1234567890abcdefull, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got, &job_id), 0);
+    ck_assert_uint_eq(job_id, 0x1234567890abcdefull);
     free(body);
     ck_assert_int_eq(rank, 7);
     s_assert_job_eq(&got, &job);
     /* the defaults too (sync, mlp) */
     ps_job_defaults(&job);
-    ck_assert_int_eq(ps_codec_pack_register_ack(0, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), 0);
+    ck_assert_int_eq(ps_codec_pack_register_ack(0, &job, 0, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got, &job_id), 0);
     free(body);
     ck_assert_int_eq(rank, 0);
     s_assert_job_eq(&got, &job);
@@ -395,22 +397,23 @@ START_TEST(register_ack_rejects_a_bad_or_missing_job)
 {
     ps_job_t job = s_job(), got;
     int rank;
+    uint64_t job_id;
     uint8_t *body;
     size_t len;
     snprintf(job.model, sizeof job.model, "resnet");
-    ck_assert_int_eq(ps_codec_pack_register_ack(1, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), PS_EPROTO);
+    ck_assert_int_eq(ps_codec_pack_register_ack(1, &job, 0, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got, &job_id), PS_EPROTO);
     free(body);
     job = s_job();
     job.lr = -1.0;
-    ck_assert_int_eq(ps_codec_pack_register_ack(1, &job, &body, &len), 0);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got), PS_EPROTO);
+    ck_assert_int_eq(ps_codec_pack_register_ack(1, &job, 0, &body, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &rank, &got, &job_id), PS_EPROTO);
     free(body);
     /* RegisterAck{rank: 3} with no job at all */
     const uint8_t no_job[] = {(1 << 3) | 0, 3};
-    ck_assert_int_eq(ps_codec_unpack_register_ack(no_job, sizeof no_job, &rank, &got),
+    ck_assert_int_eq(ps_codec_unpack_register_ack(no_job, sizeof no_job, &rank, &got, &job_id),
                      PS_EPROTO);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &rank, &got),
+    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &rank, &got, &job_id),
                      PS_EPROTO);
 }
 END_TEST
@@ -444,7 +447,11 @@ START_TEST(view_round_trips_with_several_servers)
     ck_assert_ptr_nonnull(out);
     for (size_t k = 0; k < sizeof ss / sizeof ss[0]; k++) {
         ps_view_t *v = s_view(ss[k]);
+        v->joining = (int)k % 2;
+        v->resume_step = 100 + (int64_t)k;
         ck_assert_int_eq(s_view_trip(v, out), 0);
+        ck_assert_int_eq(out->joining, v->joining);
+        ck_assert_int_eq(out->resume_step, v->resume_step);
         ck_assert_uint_eq(out->num_params, v->num_params);
         ck_assert_int_eq(out->num_workers, v->num_workers);
         ck_assert_int_eq(out->num_servers, v->num_servers);
@@ -788,6 +795,29 @@ START_TEST(members_rejects_bad_ranks_and_no_live_worker)
     const uint8_t zero[] = {0x12, 0x01, 0x00};
     ck_assert_int_eq(ps_codec_unpack_members(zero, sizeof zero, live, &n), PS_EPROTO);
     ck_assert_int_eq(ps_codec_unpack_members(s_garbage, sizeof s_garbage, live, &n), PS_EPROTO);
+}
+END_TEST
+
+START_TEST(join_step_round_trips_and_refuses_bad_values)
+{
+    ps_join_step_t j = {.step = 12345, .worker = 3, .checkpoint = 1}, out;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_join_step(&j, &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_join_step(buf, len, &out), 0);
+    ck_assert_int_eq(out.step, 12345);
+    ck_assert_int_eq(out.worker, 3);
+    ck_assert_int_eq(out.checkpoint, 1);
+    free(buf);
+    const ps_join_step_t bad[] = {{-1, -1, 0}, {PS_JOIN_MAX_STEP + 1, -1, 0}, {1, -2, 0},
+                                  {1, PS_MAX_WORKERS, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(ps_codec_pack_join_step(&bad[i], &buf, &len), 0);
+        ck_assert_int_eq(ps_codec_unpack_join_step(buf, len, &out), PS_EPROTO);
+        free(buf);
+    }
+    ck_assert_int_eq(ps_codec_unpack_join_step(s_garbage, sizeof s_garbage, &out), PS_EPROTO);
+    ck_assert_str_eq(ps_codec_type_name(PS_MSG_JOIN_STEP), "join-step");
 }
 END_TEST
 
@@ -1191,6 +1221,7 @@ int main(void)
     tcase_add_test(tb, members_round_trip);
     tcase_add_test(tb, members_rejects_bad_ranks_and_no_live_worker);
     tcase_add_test(tb, report_round_trips_steps_with_fewer_workers);
+    tcase_add_test(tb, join_step_round_trips_and_refuses_bad_values);
     suite_add_tcase(s, tb);
     TCase *tm = tcase_create("msg");
     tcase_add_test(tm, msg_round_trips_payload_frames);

@@ -71,7 +71,7 @@ static void *s_answer_register(void *arg)
         job.batch = 17;
         uint8_t *body;
         size_t len;
-        if (ps_codec_pack_register_ack(3, &job, &body, &len) == 0) {
+        if (ps_codec_pack_register_ack(3, &job, 0, &body, &len) == 0) {
             ps_msg_send_ctrl(s->router, &m.route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0,
                              body, len);
             free(body);
