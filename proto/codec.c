@@ -600,6 +600,63 @@ int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j)
     return rc;
 }
 
+int ps_codec_pack_sched_state(const ps_sched_state_t *st, const ps_view_t *v, uint8_t **out,
+                              size_t *len)
+{
+    uint8_t *view;
+    size_t vlen;
+    int rc = ps_codec_pack_view(v, &view, &vlen);
+    if (rc != 0) {
+        return rc;
+    }
+    int32_t lost[PS_MAX_WORKERS];
+    size_t k = 0;
+    for (int w = 0; w < v->num_workers; w++) {
+        if (st->lost[w]) {
+            lost[k++] = w;
+        }
+    }
+    Shardps__JoinSchedulerState m = SHARDPS__JOIN_SCHEDULER_STATE__INIT;
+    m.job_id = st->job_id;
+    m.view.data = view;
+    m.view.len = vlen;
+    m.n_lost = k;
+    m.lost = lost;
+    m.membership_changes = st->membership_changes;
+    m.workers_joined = st->workers_joined;
+    m.restarts = st->restarts;
+    m.checkpoint = st->checkpoint;
+    m.seconds = st->seconds;
+    m.finished = st->finished != 0;
+    rc = s_pack(&m.base, out, len);
+    free(view);
+    return rc;
+}
+
+int ps_codec_unpack_sched_state(const void *data, size_t len, ps_sched_state_t *st,
+                                ps_view_t *v)
+{
+    Shardps__JoinSchedulerState *m = shardps__join_scheduler_state__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    memset(st, 0, sizeof *st);
+    int rc = ps_codec_unpack_view(m->view.data, m->view.len, v);
+    for (size_t i = 0; i < m->n_lost && rc == 0; i++) {
+        rc = m->lost[i] >= 0 && m->lost[i] < v->num_workers ? 0 : PS_EPROTO;
+        st->lost[rc == 0 ? m->lost[i] : 0] = 1;
+    }
+    st->job_id = m->job_id;
+    st->membership_changes = m->membership_changes;
+    st->workers_joined = m->workers_joined;
+    st->restarts = m->restarts;
+    st->checkpoint = m->checkpoint;
+    st->seconds = m->seconds;
+    st->finished = m->finished;
+    shardps__join_scheduler_state__free_unpacked(m, NULL);
+    return rc;
+}
+
 const char *ps_codec_type_name(int type)
 {
     static const char *names[PS_MSG_TYPE_MAX + 1] = {

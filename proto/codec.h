@@ -225,6 +225,25 @@ int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, i
 int ps_codec_pack_join_step(const ps_join_step_t *j, uint8_t **out, size_t *len);
 int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j);
 
+/* A scheduler's own state (JoinSchedulerState), for a restarted scheduler. */
+typedef struct {
+    uint64_t job_id;
+    unsigned char lost[PS_MAX_WORKERS]; /* [w] non-zero: worker w left out */
+    int membership_changes;
+    int workers_joined;
+    int restarts;         /* scheduler restarts so far */
+    int64_t checkpoint;   /* newest complete checkpoint's step, -1 none */
+    double seconds;       /* the job's time so far */
+    int finished;         /* the job ended */
+} ps_sched_state_t;
+
+/* The state with the view v; unpack refuses a view that does not decode and
+ * a lost rank outside the view's workers. */
+int ps_codec_pack_sched_state(const ps_sched_state_t *st, const ps_view_t *v, uint8_t **out,
+                              size_t *len);
+int ps_codec_unpack_sched_state(const void *data, size_t len, ps_sched_state_t *st,
+                                ps_view_t *v);
+
 /* Names for logs. */
 const char *ps_codec_type_name(int type);
 const char *ps_codec_role_tag(ps_role_t role); /* "C", "S", "W" */

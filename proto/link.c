@@ -35,6 +35,21 @@ ps_flag_t ps_link_peer_timeout_flag(double *dst)
                        "the scheduler silent this long is lost; in (0, 86400]"};
 }
 
+ps_flag_t ps_link_scheduler_grace_flag(double *dst)
+{
+    return (ps_flag_t){"scheduler-grace", PS_FLAG_DOUBLE, dst, "SECONDS",
+                       "go on without a lost scheduler and register again with it (a "
+                       "restarted one) for this long; 0 = give up at once; in [0, 86400]"};
+}
+
+int ps_link_check_grace(double grace, char *err, size_t errlen)
+{
+    return ps_config_check_range("scheduler-grace", grace, 0, PS_CONFIG_MAX_SECONDS,
+                                 PS_RANGE_CLOSED, err, errlen)
+               ? PS_EINVAL
+               : 0;
+}
+
 int ps_link_check_timeouts(double connect_timeout, double peer_timeout)
 {
     return ps_link_check_flags(-1, connect_timeout, peer_timeout, NULL, 0);
@@ -57,6 +72,12 @@ struct ps_link {
     ps_role_t role;      /* this node's role */
     int rank;            /* this node's rank, from REGISTER_ACK */
     uint64_t job_id;     /* the job's id, from REGISTER_ACK */
+    char endpoint[128];  /* what a server advertises, for registering again */
+    double grace;        /* seconds to wait for a lost scheduler to come back */
+    double lost_since;   /* ps_now() when the scheduler fell silent; 0 while alive */
+    double last_register; /* ps_now() of our last registration while it is lost */
+    uint8_t *done;       /* our DONE, sent again to a restarted scheduler */
+    size_t done_len;
     char scheduler[128]; /* the scheduler's endpoint, for messages */
     double peer_timeout; /* seconds of scheduler silence that mean it is lost */
     double last_seen;    /* ps_now() of the last message from the scheduler */
@@ -101,6 +122,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     l->rank = want_rank;
     l->peer_timeout = peer_timeout;
     snprintf(l->scheduler, sizeof l->scheduler, "%s", scheduler);
+    snprintf(l->endpoint, sizeof l->endpoint, "%s", endpoint ? endpoint : "");
     if (ps_sock_new(ctx, PS_SOCK_DEALER, &l->sock, err, errlen) != 0 ||
         ps_sock_connect(l->sock, scheduler) != 0) {
         snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",
@@ -225,13 +247,55 @@ int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view
     }
 }
 
-ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen)
+void ps_link_set_grace(ps_link_t *l, double grace)
 {
-    double now = ps_now();
-    if (now - l->last_seen > l->peer_timeout) {
+    l->grace = grace;
+}
+
+/* Registers again with a lost scheduler: the same node of the same job. */
+static void s_register_again(ps_link_t *l, double now)
+{
+    ps_register_t reg = {.role = l->role, .rank = l->rank, .pid = (uint32_t)getpid(),
+                         .job_id = l->job_id};
+    snprintf(reg.endpoint, sizeof reg.endpoint, "%s", l->endpoint);
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_register(&reg, &body, &len) == 0) {
+        s_send_body(l, PS_MSG_REGISTER, body, len);
+    }
+    l->last_register = now;
+}
+
+/* The scheduler is silent: lost, or (with a grace) gone for a while. */
+static ps_link_event_t s_silent(ps_link_t *l, double now, char *err, size_t errlen)
+{
+    if (!l->lost_since && l->grace > 0) {
+        l->lost_since = now;
+        ps_log_warn("lost the scheduler at %s: silent for %.1f s; going on and registering "
+                    "again for up to %.0f s (--scheduler-grace)", l->scheduler,
+                    now - l->last_seen, l->grace);
+    }
+    if (!l->lost_since) {
         snprintf(err, errlen, "lost the scheduler at %s: silent for %.1f s", l->scheduler,
                  now - l->last_seen);
         return PS_LINK_LOST;
+    }
+    if (now - l->lost_since > l->grace) {
+        snprintf(err, errlen, "lost the scheduler at %s: it did not come back within %.0f s "
+                 "(--scheduler-grace)", l->scheduler, l->grace);
+        return PS_LINK_LOST;
+    }
+    if (now - l->last_register >= PS_LINK_REJOIN_SECONDS) {
+        s_register_again(l, now);
+    }
+    return PS_LINK_ALIVE;
+}
+
+ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen)
+{
+    double now = ps_now();
+    if (l->lost_since || now - l->last_seen > l->peer_timeout) {
+        return s_silent(l, now, err, errlen);
     }
     if (now - l->last_sent >= PS_HEARTBEAT_SECONDS) {
         ps_link_send(l, PS_MSG_HEARTBEAT, NULL, 0);
@@ -240,11 +304,40 @@ ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen)
     return PS_LINK_ALIVE;
 }
 
+/* While the scheduler is lost: its answer to registering again. */
+static ps_link_event_t s_on_rejoin(ps_link_t *l, const ps_msg_t *m)
+{
+    size_t n = 0;
+    int rank;
+    uint64_t job_id;
+    ps_job_t job;
+    if (m->hdr.type == PS_MSG_ERROR) {
+        ps_log_debug("registering again: the scheduler says: %s", m->hdr.error);
+    }
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &n) : NULL;
+    if (m->hdr.type != PS_MSG_REGISTER_ACK || !p ||
+        ps_codec_unpack_register_ack(p, n, &rank, &job, &job_id) != 0 || rank != l->rank ||
+        job_id != l->job_id) {
+        return PS_LINK_ALIVE; /* anything else waits for the answer */
+    }
+    ps_log_info("registered again with the scheduler at %s after %.1f s", l->scheduler,
+                ps_now() - l->lost_since);
+    l->lost_since = 0;
+    l->last_seen = l->last_sent = ps_now();
+    if (l->done) {
+        ps_link_send(l, PS_MSG_DONE, l->done, l->done_len);
+    }
+    return PS_LINK_ALIVE;
+}
+
 ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)
 {
+    if (l->lost_since) {
+        return s_on_rejoin(l, m);
+    }
     l->last_seen = ps_now();
-    if (m->hdr.type == PS_MSG_HEARTBEAT) {
-        return PS_LINK_ALIVE;
+    if (m->hdr.type == PS_MSG_HEARTBEAT || m->hdr.type == PS_MSG_REGISTER_ACK) {
+        return PS_LINK_ALIVE; /* an ACK: to a registration sent again */
     }
     if (m->hdr.type == PS_MSG_SHUTDOWN) {
         int status = PS_ECLOSED;
@@ -269,6 +362,15 @@ ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_
 
 int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
 {
+    if (type == PS_MSG_DONE && body != l->done) { /* kept for a restarted scheduler */
+        uint8_t *copy = malloc(len ? len : 1);
+        if (copy) {
+            memcpy(copy, body, len);
+            free(l->done);
+            l->done = copy;
+            l->done_len = len;
+        }
+    }
     return ps_msg_send_ctrl(l->sock, NULL, type, l->role, l->rank, body, len);
 }
 
@@ -294,6 +396,7 @@ void ps_link_destroy(ps_link_t **lp)
     ps_link_t *l = *lp;
     if (l) {
         ps_sock_destroy(&l->sock);
+        free(l->done);
         free(l);
         *lp = NULL;
     }

@@ -4,11 +4,15 @@
  */
 #include "scheduler/join.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 
 static ps_node_t *s_worker(ps_scheduler_t *s, int rank)
@@ -226,4 +230,251 @@ void ps_join_tick(ps_scheduler_t *s)
         s->last_checkpoint = now;
         s_start(s, -1, 1);
     }
+}
+
+/* ---- the scheduler's own state, and bringing a job back ------------------ */
+
+static const char s_magic[] = "shardps-scheduler-state-1\n";
+
+static void s_state_path(const char *dir, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/scheduler.state", dir);
+}
+
+void ps_join_state_write(ps_scheduler_t *s)
+{
+    const char *dir = s->cfg->checkpoint_dir;
+    if (!dir || !s->view->num_params) {
+        return;
+    }
+    ps_sched_state_t st = {.job_id = s->job_id,
+                           .membership_changes = s->membership_changes,
+                           .workers_joined = s->joins,
+                           .restarts = s->restarts,
+                           .checkpoint = s->checkpoint,
+                           .seconds = ps_now() - s->t_view,
+                           .finished = s->phase == S_FINISHED || s->phase == S_FAILED};
+    for (int w = 0; w < s->cfg->workers; w++) {
+        st.lost[w] = (unsigned char)s_worker(s, w)->lost;
+    }
+    uint8_t *body;
+    size_t len;
+    char path[4096], why[256] = "out of memory";
+    if (ps_codec_pack_sched_state(&st, s->view, &body, &len) != 0) {
+        ps_log_warn("cannot encode the scheduler's state");
+        return;
+    }
+    const uint32_t crc = (uint32_t)crc32(0L, body, (uInt)len);
+    const uint8_t le[4] = {crc & 0xff, (crc >> 8) & 0xff, (crc >> 16) & 0xff, crc >> 24};
+    mkdir(dir, 0777); /* servers make it too, maybe later */
+    s_state_path(dir, path, sizeof path);
+    if (ps_file_write_atomic(path, (const void *[]){s_magic, le, body},
+                             (size_t[]){sizeof s_magic - 1, 4, len}, 3, why, sizeof why) != 0) {
+        ps_log_warn("the scheduler's state is not saved: %s", why);
+    }
+    free(body);
+}
+
+/* Reads path into a malloc'd buffer (caller frees) of *len bytes, or NULL. */
+static uint8_t *s_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    uint8_t *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && n < (1L << 24) && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    *len = (size_t)n;
+    fclose(f);
+    return buf;
+}
+
+/* The saved job is the one these flags describe. */
+static int s_same_job(const ps_scheduler_t *s, const ps_view_t *v, char *why, size_t cap)
+{
+    const ps_scheduler_config_t *c = s->cfg;
+    const ps_job_t *a = &c->job, *b = &v->job;
+    if (v->num_servers != c->servers || v->num_workers != c->workers) {
+        snprintf(why, cap, "its job has %d servers and %d workers, the flags %d and %d",
+                 v->num_servers, v->num_workers, c->servers, c->workers);
+    } else if (strcmp(a->model, b->model) || a->mode != b->mode || a->batch != b->batch ||
+               a->epochs != b->epochs || a->seed != b->seed ||
+               strcmp(a->optimizer, b->optimizer)) {
+        snprintf(why, cap, "its job's model, mode, batch, epochs, seed or optimizer differ "
+                 "from the flags'");
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+void ps_join_state_load(ps_scheduler_t *s)
+{
+    char path[4096], why[200] = "";
+    size_t len = 0;
+    s_state_path(s->cfg->resume, path, sizeof path);
+    uint8_t *buf = s_read(path, &len);
+    ps_view_t *v = calloc(1, sizeof *v);
+    ps_sched_state_t st;
+    const size_t head = sizeof s_magic - 1 + 4;
+    if (!buf) {
+        ps_log_debug("no scheduler state in %s", s->cfg->resume);
+    } else if (!v) {
+        snprintf(why, sizeof why, "out of memory");
+    } else if (len < head || memcmp(buf, s_magic, sizeof s_magic - 1) ||
+               (uint32_t)crc32(0L, buf + head, (uInt)(len - head)) !=
+                   ((uint32_t)buf[head - 4] | (uint32_t)buf[head - 3] << 8 |
+                    (uint32_t)buf[head - 2] << 16 | (uint32_t)buf[head - 1] << 24) ||
+               ps_codec_unpack_sched_state(buf + head, len - head, &st, v) != 0) {
+        snprintf(why, sizeof why, "it is corrupt");
+    } else if (st.finished) {
+        ps_log_info("%s: its job ended; nodes that register start from its newest "
+                    "checkpoint", path);
+    } else if (s_same_job(s, v, why, sizeof why)) {
+        s->saved = v;
+        s->saved_state = st;
+        s->job_id = st.job_id; /* the job keeps its id */
+        v = NULL;
+        ps_log_info("%s: job %016llx ran with checkpoint step %lld complete; its nodes may "
+                    "register again (else new ones start from that checkpoint)", path,
+                    (unsigned long long)st.job_id, (long long)st.checkpoint);
+    }
+    if (why[0]) {
+        ps_log_warn("%s: %s; its nodes cannot register again", path, why);
+    }
+    free(v);
+    free(buf);
+}
+
+/* The first node of the saved job registered again: the job is the saved one. */
+static void s_recover_begin(ps_scheduler_t *s)
+{
+    const ps_sched_state_t *st = &s->saved_state;
+    *s->view = *s->saved;
+    s->phase = S_RECOVERING;
+    s->t_recover = ps_now();
+    s->t_view = s->t_recover - st->seconds;
+    s->membership_changes = st->membership_changes;
+    s->joins = st->workers_joined;
+    s->restarts = st->restarts + 1;
+    s->checkpoint = st->checkpoint;
+    int live = 0;
+    for (int w = 0; w < s->cfg->workers; w++) {
+        s_worker(s, w)->lost = st->lost[w];
+        live += !st->lost[w];
+    }
+    if (s->view->checkpoint_dir[0] && !s->manifest &&
+        ps_manifest_new(&s->manifest, s->view) != 0) {
+        ps_scheduler_fail(s, "out of memory");
+        return;
+    }
+    ps_log_warn("bringing job %016llx back (scheduler restart %d): waiting up to %.0f s for "
+                "%d servers and %d workers to register again", (unsigned long long)s->job_id,
+                s->restarts, s->cfg->wait, s->cfg->servers, live);
+}
+
+static void s_ack(ps_scheduler_t *s, const ps_node_t *n)
+{
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_register_ack(n->rank, &s->view->job, s->job_id, &body, &len) == 0) {
+        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
+                         len);
+        free(body);
+    }
+}
+
+void ps_join_rejoin(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *reg)
+{
+    const int is_server = reg->role == PS_ROLE_SERVER;
+    const int count = is_server ? s->cfg->servers : s->cfg->workers;
+    const char *tag = ps_codec_role_tag(reg->role);
+    if (reg->job_id != s->job_id) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
+                           "this scheduler runs another job");
+        return;
+    }
+    if (reg->rank < 0 || reg->rank >= count) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
+                           "%s%d is not a node of this job", tag, reg->rank);
+        return;
+    }
+    ps_node_t *n = &s->nodes[(is_server ? 0 : s->cfg->servers) + reg->rank];
+    if (n->used && n->route.len == m->route.len &&
+        !memcmp(n->route.id, m->route.id, m->route.len)) {
+        n->last_seen = ps_now();
+        s_ack(s, n); /* its first answer was lost, or it lost us for a while */
+        return;
+    }
+    int fresh = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        fresh |= s->nodes[i].used;
+    }
+    if (s->phase == S_WAITING && s->saved && !fresh) {
+        s_recover_begin(s);
+    }
+    const char *no = s->phase != S_RECOVERING ? "the scheduler is not bringing its job back"
+                     : !is_server && n->lost   ? "it was left out of the job"
+                     : n->used && n->pid != reg->pid ? "that node is registered"
+                                                     : NULL;
+    if (no) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
+                           "%s%d cannot register again: %s", tag, reg->rank, no);
+        return;
+    }
+    n->used = 1;
+    n->role = reg->role;
+    n->rank = reg->rank;
+    n->route = m->route; /* a new connection of the same process replaces the old */
+    n->pid = reg->pid;
+    n->last_seen = ps_now();
+    if (is_server) {
+        snprintf(n->endpoint, sizeof n->endpoint, "%s", s->view->servers[reg->rank].endpoint);
+    }
+    s_ack(s, n);
+    ps_log_info("%s%d (pid %u) registered again", tag, reg->rank, n->pid);
+}
+
+void ps_join_recover_tick(ps_scheduler_t *s)
+{
+    const double now = ps_now();
+    const int timed_out = now - s->t_recover > s->cfg->wait;
+    for (int i = 0; i < s->nnodes; i++) {
+        ps_node_t *n = &s->nodes[i];
+        if (n->used || n->lost) {
+            continue;
+        }
+        if (!timed_out) {
+            return;
+        }
+        if (i < s->cfg->servers || !ps_scheduler_leave(s, n, now - s->t_recover)) {
+            char why[160];
+            snprintf(why, sizeof why, "%s%d did not register again within %.0f s (--wait)",
+                     i < s->cfg->servers ? "S" : "W",
+                     i < s->cfg->servers ? i : i - s->cfg->servers, s->cfg->wait);
+            ps_scheduler_fail(s, why);
+            return;
+        }
+    }
+    /* Every node is back: a step agreement the old scheduler left open ends. */
+    ps_join_step_t js = {.step = 0, .worker = -1};
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
+        for (int i = 0; i < s->cfg->servers; i++) {
+            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_STEP,
+                             PS_ROLE_SCHEDULER, 0, body, len);
+        }
+        free(body);
+    }
+    s->phase = S_RUNNING;
+    s->last_checkpoint = now;
+    ps_log_warn("job %016llx is back: every node registered again within %.1f s",
+                (unsigned long long)s->job_id, now - s->t_recover);
+    ps_join_state_write(s);
 }

@@ -42,6 +42,31 @@ void ps_join_answer(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m);
  * goes on. */
 void ps_join_drop(ps_scheduler_t *s, ps_node_t *n);
 
+/*
+ * The scheduler's own state, DIR/scheduler.state (DIR: the checkpoint
+ * directory): "shardps-scheduler-state-1\n", the CRC-32 of the rest (4 bytes,
+ * little-endian), a packed JoinSchedulerState (job id, cluster view, lost
+ * workers, counters, newest complete checkpoint). Written atomically after
+ * the view, each membership change, each complete checkpoint and the end.
+ */
+void ps_join_state_write(ps_scheduler_t *s);
+
+/* --resume DIR: reads DIR/scheduler.state of a job that did not finish, so
+ * that its nodes, still running, may register again (ps_join_rejoin). A
+ * missing, corrupt or other job's state is logged and ignored: fresh nodes
+ * then resume from the newest checkpoint as ever. */
+void ps_join_state_load(ps_scheduler_t *s);
+
+/* A REGISTER carrying a job id: a node that lost its scheduler. The first
+ * one of the saved job starts bringing it back (S_RECOVERING); the same
+ * node again (a lost answer) is answered again; anything else is refused. */
+void ps_join_rejoin(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *reg);
+
+/* S_RECOVERING: once every server and live worker registered again the job
+ * runs on (servers' holds released); after --wait the missing workers are
+ * left out (--min-workers) or the job fails. */
+void ps_join_recover_tick(ps_scheduler_t *s);
+
 /* Called every loop while the job runs: starts an agreement (a worker to
  * join, or a timed checkpoint due) and commits it once every server answered. */
 void ps_join_tick(ps_scheduler_t *s);

@@ -74,12 +74,18 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
     /* The summary first: once the nodes hear of the abort they exit, and a
      * launcher that sees them go may stop this process before it writes. */
     ps_summary_write(s);
+    ps_join_state_write(s); /* its nodes are told to go: nothing to bring back */
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_shutdown(PS_ECLOSED, s->failure, &body, &len) == 0) {
         s_send_all(s, PS_MSG_SHUTDOWN, body, len);
         free(body);
     }
+}
+
+void ps_scheduler_fail(ps_scheduler_t *s, const char *reason)
+{
+    s_fail(s, "%s", reason);
 }
 
 /* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
@@ -107,6 +113,10 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     if (!p || ps_codec_unpack_register(p, len, &reg) != 0) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO,
                            "registration does not decode");
+        return;
+    }
+    if (reg.job_id) { /* it lost its scheduler: is this one its restart? */
+        ps_join_rejoin(s, m, &reg);
         return;
     }
     if (s->phase == S_RUNNING && reg.role == PS_ROLE_WORKER && !s_node_of(s, &m->route)) {
@@ -180,6 +190,7 @@ static int s_checkpoint_setup(ps_scheduler_t *s)
     if (c->resume) {
         if (ps_manifest_find(c->resume, v->num_params, &v->start_step, &v->resume_parts,
                              v->resume_dir, sizeof v->resume_dir) == 0) {
+            s->checkpoint = v->start_step;
             ps_log_info("resuming from %s at step %lld (%d parts)", v->resume_dir,
                         (long long)v->start_step, v->resume_parts);
         } else {
@@ -211,7 +222,10 @@ static void s_on_checkpoint(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
                     ps_node_tag(n, tag, sizeof tag));
         return;
     }
-    ps_manifest_add(s->manifest, n->rank, &part);
+    if (ps_manifest_add(s->manifest, n->rank, &part) == 1) {
+        s->checkpoint = part.step;
+        ps_join_state_write(s);
+    }
 }
 
 /* Everyone is here and every worker told us P: cut the key space and send the view. */
@@ -288,6 +302,7 @@ static void s_maybe_start(ps_scheduler_t *s)
     free(body);
     s->phase = S_RUNNING;
     s->t_view = s->last_checkpoint = ps_now();
+    ps_join_state_write(s);
     char sched[64], mode[32];
     ps_job_schedule_name(&j->schedule, sched, sizeof sched);
     ps_job_mode_str(j, mode, sizeof mode);
@@ -481,7 +496,13 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     if (s->barrier[0]) {
         s_barrier_check(s);
     }
+    ps_join_state_write(s);
     return 1;
+}
+
+int ps_scheduler_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
+{
+    return s_leave(s, n, silent);
 }
 
 static void s_tick(ps_scheduler_t *s)
@@ -524,6 +545,9 @@ static void s_tick(ps_scheduler_t *s)
         s_fail(s, "not every node registered within %.0f s; missing:%s%s", s->cfg->wait,
                missing[0] ? missing : " model sizes from workers", "");
         return;
+    }
+    if (s->phase == S_RECOVERING) {
+        ps_join_recover_tick(s);
     }
     if (s->phase == S_RUNNING) {
         ps_join_tick(s);
@@ -581,6 +605,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         s.job_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
     }
     s.job_id |= 1; /* never 0: "no job id" */
+    s.checkpoint = -1;
     s.nnodes = cfg->servers + cfg->workers;
     s.nodes = calloc((size_t)s.nnodes, sizeof *s.nodes);
     s.view = calloc(1, sizeof *s.view);
@@ -606,6 +631,9 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     }
     ps_log_info("listening on %s for %d servers and %d workers", s.endpoint, cfg->servers,
                 cfg->workers);
+    if (cfg->resume) {
+        ps_join_state_load(&s);
+    }
     s.t_start = ps_now();
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
         ps_pollitem_t it = {.sock = s.router};
@@ -623,6 +651,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     if (s.phase == S_FINISHED) {
         int written = ps_summary_write(&s); /* s_fail wrote a failed job's */
         status = written == 0 ? 0 : 1;
+        ps_join_state_write(&s);
         uint8_t *body;
         size_t len;
         if (ps_codec_pack_shutdown(0, "job finished", &body, &len) == 0) {
@@ -638,6 +667,7 @@ fail:
     ps_ctx_destroy(&s.ctx);
     ps_manifest_destroy(&s.manifest);
     ps_ratelog_destroy(&s.drops);
+    free(s.saved);
     free(s.view);
     free(s.nodes);
     return status;

@@ -53,8 +53,9 @@ typedef struct {
 } ps_agree_t;
 
 /* WAITING for nodes -> RUNNING the job -> REPORTING (workers done, servers
- * asked for telemetry) -> FINISHED; any -> FAILED. */
-typedef enum { S_WAITING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
+ * asked for telemetry) -> FINISHED; any -> FAILED. A restarted scheduler
+ * whose nodes register again goes WAITING -> RECOVERING -> RUNNING. */
+typedef enum { S_WAITING, S_RECOVERING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
 
 /* The scheduler's whole state, one per ps_scheduler_run. */
 typedef struct {
@@ -79,7 +80,21 @@ typedef struct {
     ps_agree_t agree; /* the step being agreed with the servers (scheduler/join.c) */
     double last_checkpoint; /* ps_now() of the last timed checkpoint's agreement */
     int joins;        /* workers that joined while the job ran */
+    ps_view_t *saved; /* --resume DIR: the view of DIR/scheduler.state, whose
+                         nodes may register again (scheduler/join.c); or NULL */
+    ps_sched_state_t saved_state; /* the rest of that state */
+    int restarts;     /* scheduler restarts of this job */
+    double t_recover; /* ps_now() when the first node registered again */
+    int64_t checkpoint; /* the newest complete checkpoint's step, -1 none */
 } ps_scheduler_t;
+
+/* Leaves silent worker n out when --min-workers allows (scheduler.c).
+ * Returns 1 when it was left out (or the job failed), 0 when it cannot be. */
+int ps_scheduler_leave(ps_scheduler_t *s, ps_node_t *n, double silent);
+
+/* Aborts the job for reason (scheduler.c): every node is told, the summary
+ * is written. */
+void ps_scheduler_fail(ps_scheduler_t *s, const char *reason);
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
 static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)

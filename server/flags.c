@@ -30,6 +30,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_link_rank_flag(&c->rank, PS_ROLE_SERVER),
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
+        ps_link_scheduler_grace_flag(&c->scheduler_grace),
         {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long; in (0, 86400]"},
         ps_log_level_flag(&f->log_level),
     };
@@ -42,6 +43,7 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
 {
     const ps_server_config_t *c = &f->cfg;
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
+        ps_link_check_grace(c->scheduler_grace, err, errlen) ||
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen)) {
         return PS_EINVAL;

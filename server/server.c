@@ -509,6 +509,7 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("%s", err);
         goto fail;
     }
+    ps_link_set_grace(s.link, cfg->scheduler_grace);
     ps_log_set_role("S", ps_link_rank(s.link));
     ps_log_info("registered as S%d, listening on %s", ps_link_rank(s.link), bound);
     if (ps_link_wait_view(s.link, NULL, s.view, err, sizeof err) != 0 ||

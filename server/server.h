@@ -23,6 +23,7 @@ typedef struct {
     int rank;               /* wanted rank, -1 = assigned by the scheduler */
     double connect_timeout; /* seconds to wait for the scheduler's answer */
     double peer_timeout;    /* seconds of scheduler silence that mean it is lost */
+    double scheduler_grace; /* then go on this long for it to come back (0: give up) */
     double report_missing;  /* a step waiting this long logs which workers it waits for */
 } ps_server_config_t;
 

@@ -569,6 +569,7 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     w->rank = ps_link_rank(w->link);
+    ps_link_set_grace(w->link, cfg->scheduler_grace);
     ps_log_set_role("W", w->rank);
     ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;

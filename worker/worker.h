@@ -36,6 +36,7 @@ typedef struct {
     int overlap;             /* 1 = push (sync, ssp) or reduce (allreduce) layers during backward */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
+    double scheduler_grace;  /* then go on this long for it to come back (0: give up) */
     double progress_seconds; /* worker 0 logs progress this often */
     int skip_nonfinite;      /* a NaN or infinite gradient: 1 = push zeros instead, count
                                 it and go on; 0 = end the job as diverged */

@@ -821,6 +821,35 @@ START_TEST(join_step_round_trips_and_refuses_bad_values)
 }
 END_TEST
 
+START_TEST(scheduler_state_round_trips_with_its_view)
+{
+    ps_view_t *v = s_view(3), *out = calloc(1, sizeof *out);
+    ps_sched_state_t st = {.job_id = 0xfeedull, .membership_changes = 3, .workers_joined = 1,
+                           .restarts = 2, .checkpoint = 450, .seconds = 12.5, .finished = 0},
+                     got;
+    st.lost[1] = 1;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_sched_state(&st, v, &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_sched_state(buf, len, &got, out), 0);
+    ck_assert_uint_eq(got.job_id, 0xfeedull);
+    ck_assert_int_eq(got.membership_changes, 3);
+    ck_assert_int_eq(got.workers_joined, 1);
+    ck_assert_int_eq(got.restarts, 2);
+    ck_assert_int_eq(got.checkpoint, 450);
+    ck_assert_double_eq(got.seconds, 12.5);
+    ck_assert_int_eq(got.lost[0], 0);
+    ck_assert_int_eq(got.lost[1], 1);
+    ck_assert_int_eq(out->num_servers, 3);
+    ck_assert_uint_eq(out->num_params, v->num_params);
+    free(buf);
+    ck_assert_int_eq(ps_codec_unpack_sched_state(s_garbage, sizeof s_garbage, &got, out),
+                     PS_EPROTO);
+    free(out);
+    free(v);
+}
+END_TEST
+
 START_TEST(report_round_trips_steps_with_fewer_workers)
 {
     ps_server_report_t r, out;
@@ -1222,6 +1251,7 @@ int main(void)
     tcase_add_test(tb, members_rejects_bad_ranks_and_no_live_worker);
     tcase_add_test(tb, report_round_trips_steps_with_fewer_workers);
     tcase_add_test(tb, join_step_round_trips_and_refuses_bad_values);
+    tcase_add_test(tb, scheduler_state_round_trips_with_its_view);
     suite_add_tcase(s, tb);
     TCase *tm = tcase_create("msg");
     tcase_add_test(tm, msg_round_trips_payload_frames);
