@@ -478,3 +478,16 @@ void ps_join_recover_tick(ps_scheduler_t *s)
                 (unsigned long long)s->job_id, now - s->t_recover);
     ps_join_state_write(s);
 }
+
+int64_t ps_join_map_step(int64_t step, int old_workers, int new_workers, int batch,
+                         uint64_t samples)
+{
+    const int64_t spe_old = (int64_t)(samples / ((uint64_t)old_workers * (uint64_t)batch));
+    const int64_t spe_new = (int64_t)(samples / ((uint64_t)new_workers * (uint64_t)batch));
+    if (spe_old < 1 || spe_new < 1) {
+        return step;
+    }
+    const int64_t epoch = step / spe_old, k = step % spe_old;
+    const int64_t k_new = (k * old_workers + new_workers - 1) / new_workers;
+    return k_new >= spe_new ? (epoch + 1) * spe_new : epoch * spe_new + k_new;
+}

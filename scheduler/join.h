@@ -67,6 +67,18 @@ void ps_join_rejoin(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *r
  * left out (--min-workers) or the job fails. */
 void ps_join_recover_tick(ps_scheduler_t *s);
 
+/*
+ * Resuming a checkpoint of step `step` written by a job of old_workers with
+ * new_workers (same batch b, same data of `samples`): the step of the new
+ * job at the same data position. Step k of M workers has taken samples
+ * [0, (k+1)*M*b) of its epoch's order, so the new job starts its epoch at
+ * the first batch of M'*b not wholly seen: ceil(k*M/M') (the next epoch when
+ * that is past its end). The learning-rate schedule and Adam's t go on from
+ * that step.
+ */
+int64_t ps_join_map_step(int64_t step, int old_workers, int new_workers, int batch,
+                         uint64_t samples);
+
 /* Called every loop while the job runs: starts an agreement (a worker to
  * join, or a timed checkpoint due) and commits it once every server answered. */
 void ps_join_tick(ps_scheduler_t *s);

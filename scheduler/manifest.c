@@ -219,6 +219,20 @@ static int s_check(const char *stepdir, int64_t step, uint64_t num_params, char 
     return nparts;
 }
 
+int ps_manifest_workers(const char *stepdir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/manifest.json", stepdir);
+    char *text = s_slurp(path);
+    const char *at = text ? strstr(text, "\"workers\": ") : NULL;
+    int workers = 0;
+    if (!at || sscanf(at, "\"workers\": %d", &workers) != 1 || workers < 1) {
+        workers = 0;
+    }
+    free(text);
+    return workers;
+}
+
 static int s_desc(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

@@ -183,7 +183,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
 
 /* Checkpoints and resume, into the view: where servers write them, and on
  * --resume the newest complete one (or a fresh start when there is none). */
-static int s_checkpoint_setup(ps_scheduler_t *s)
+static int s_checkpoint_setup(ps_scheduler_t *s, uint64_t samples)
 {
     const ps_scheduler_config_t *c = s->cfg;
     ps_view_t *v = s->view;
@@ -193,6 +193,16 @@ static int s_checkpoint_setup(ps_scheduler_t *s)
             s->checkpoint = v->start_step;
             ps_log_info("resuming from %s at step %lld (%d parts)", v->resume_dir,
                         (long long)v->start_step, v->resume_parts);
+            const int old = ps_manifest_workers(v->resume_dir);
+            if (old > 0 && old != c->workers) {
+                v->resume_step = v->start_step;
+                v->start_step = ps_join_map_step(v->start_step, old, c->workers, c->job.batch,
+                                                 samples);
+                ps_log_warn("resume: the checkpoint's job had %d workers, this one %d: its "
+                            "step %lld maps to step %lld at the same data position",
+                            old, c->workers, (long long)v->resume_step,
+                            (long long)v->start_step);
+            }
         } else {
             ps_log_warn("resume: no complete checkpoint in %s; starting from step 0",
                         c->resume);
@@ -262,7 +272,7 @@ static void s_maybe_start(ps_scheduler_t *s)
     v->job = s->cfg->job;
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
-    if (s_checkpoint_setup(s) != 0) {
+    if (s_checkpoint_setup(s, samples) != 0) {
         return;
     }
     ps_range_t ranges[PS_MAX_SERVERS];

@@ -298,6 +298,9 @@ static void s_try_apply(ps_consistency_t *c)
         c->step_since = ps_now();
         s_forget_pulls(c, 0);
         s_live_joins(c);
+        if (c->cfg.ops.stepped) {
+            c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
+        }
     }
 }
 

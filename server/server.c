@@ -172,11 +172,13 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     return 0;
 }
 
-/* After a push: when it completed a step N that is a checkpoint, writes the
- * shard and tells the scheduler. In sync modes a push completes at most one
- * step, and nothing changes the store before this runs, so the part is the
- * cut after step N's update. A part that cannot be written is logged and
- * skipped: that checkpoint never becomes complete, training goes on. */
+/* After each step (the consistency's stepped callback, so also each of the
+ * several steps one ssp push may complete): when the version N is a
+ * checkpoint (a multiple of --checkpoint-every, or the step agreed for a
+ * timed one), writes the shard and tells the scheduler. Nothing changes the
+ * store before this runs, so the part is the cut after step N-1's update. A
+ * part that cannot be written is logged and skipped: that checkpoint never
+ * becomes complete, training goes on. */
 static void s_maybe_checkpoint(ps_server_t *s)
 {
     const ps_view_t *v = s->view;
@@ -205,13 +207,22 @@ static void s_maybe_checkpoint(ps_server_t *s)
     }
 }
 
+/* The consistency applied a step: the store is the cut after it. */
+static void s_on_stepped(void *ctx, int64_t version)
+{
+    (void)version;
+    s_maybe_checkpoint(ctx);
+}
+
 /* Resumed job: the shard comes from the checkpoint's parts, not from an INIT. */
 static int s_resume(ps_server_t *s, char *err, size_t errlen)
 {
     const ps_view_t *v = s->view;
     char why[224];
-    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, v->start_step, s->store,
-                                &v->job, why, sizeof why);
+    /* resumed with another number of workers: the parts are of resume_step */
+    const int64_t step = v->resume_step ? v->resume_step : v->start_step;
+    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, step, s->store, &v->job, why,
+                                sizeof why);
     rc = rc ? rc : ps_consistency_resume(s->cons, v->start_step);
     if (rc != 0) {
         snprintf(err, errlen, "cannot resume: %s", why);
@@ -250,7 +261,6 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
         req.data = ps_payload_data(f, &len);
         req.frame = f;
         rc = ps_consistency_push(s->cons, &req, why, sizeof why);
-        s_maybe_checkpoint(s);
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
     } else {
@@ -265,7 +275,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 
 /* The scheduler's new set of live workers (a worker was lost): steps complete
  * with those from now on; a step the change completes applies (and is
- * checkpointed) at once. Server 0 logs the change with the step. */
+ * checkpointed: s_on_stepped) at once. Server 0 logs the change with the step. */
 static void s_on_members(ps_server_t *s, const ps_msg_t *m)
 {
     unsigned char live[PS_MAX_WORKERS];
@@ -293,7 +303,6 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
         ps_log_info("membership: %d of %d workers live from step %lld:%s", nlive, n,
                     (long long)version, ranks);
     }
-    s_maybe_checkpoint(s);
 }
 
 /* The scheduler agrees a future step with every server (server/consistency.h,
@@ -330,7 +339,6 @@ static void s_on_join_step(ps_server_t *s, const ps_msg_t *m)
     } else if (js.worker >= 0) { /* the scheduler's membership line says it */
         ps_log_debug("W%d live from step %lld", js.worker, (long long)js.step);
     }
-    s_maybe_checkpoint(s);
 }
 
 /* Sends the telemetry the scheduler asked for at the end of the job. */
@@ -454,7 +462,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
         .total_steps = v->total_steps,
         .report_missing = s->cfg->report_missing,
         .asker_size = sizeof(ps_asker_t),
-        .ops = {s, s_on_ack, s_on_reply, s_on_release},
+        .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped},
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS);
