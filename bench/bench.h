@@ -31,6 +31,7 @@ enum { PS_BENCH_LIST_MAX = 32 };
 int ps_bench_comm_main(int argc, char **argv);
 int ps_bench_train_main(int argc, char **argv);
 int ps_bench_compute_main(int argc, char **argv);
+int ps_bench_checkpoint_main(int argc, char **argv);
 
 /* ---- growable string ---------------------------------------------------- */
 

@@ -4,6 +4,7 @@
  *   shardps-bench comm  [--quick] [--out DIR] ...  push+pull goodput vs raw ZeroMQ
  *   shardps-bench train [--quick] [--out DIR] ...  modes x workers: speed, accuracy
  *   shardps-bench compute --model M [--torch] ...   one worker's arithmetic vs PyTorch
+ *   shardps-bench checkpoint [--reps N] ...          training with vs without checkpoints
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
@@ -26,6 +27,7 @@ static void s_usage(FILE *f)
         "...\n"
         "       shardps-bench compute --model mlp|cnn [--device cpu|cuda] [--threads N] "
         "[--torch] --json FILE\n"
+        "       shardps-bench checkpoint [--out DIR] [--every N] [--reps N] ...\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -36,6 +38,8 @@ static void s_usage(FILE *f)
         "       final accuracy, bytes per step, staleness.\n"
         "compute one worker trains alone (no servers, no network): samples/s, where a\n"
         "       step's time goes, and the PyTorch baseline's samples/s beside it.\n"
+        "checkpoint the same sync job without and with --checkpoint-every N, alternated:\n"
+        "       the samples/s ratio (what checkpointing costs).\n"
         "\n"
         "comm and train write CSV and markdown tables and gnuplot PNGs into --out\n"
         "(bench-out); compute writes one JSON object and prints a markdown row.\n"
@@ -61,9 +65,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "compute")) {
         return ps_bench_compute_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "checkpoint")) {
+        return ps_bench_checkpoint_main(argc - 1, argv + 1);
+    }
     fprintf(
         stderr,
-        "shardps-bench: error: unknown subcommand '%s' (expected comm, train or compute)\n",
+        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute or "
+        "checkpoint)\n",
         argv[1]);
     return 2;
 }

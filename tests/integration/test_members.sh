@@ -10,7 +10,8 @@
 # Then W1 is started again by hand (its own command line, --rank 1): it joins
 # at a step agreed with the servers, trains to the end beside W0, and the
 # steps with fewer workers stop: two membership changes, and the steps of the
-# new W1 plus those with one worker are fewer than the job's.
+# new W1 plus those with one worker are fewer than the job's. Before the
+# kill, a worker asking for the live rank 0 is refused with the reason.
 . "$(dirname "$0")/lib.sh"
 
 # K outside [0, workers], or below the workers of a ring, is bad usage.
