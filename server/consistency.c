@@ -248,6 +248,31 @@ static void s_live_joins(ps_consistency_t *c)
     }
 }
 
+/* No worker is live, only joiners from a later step J: steps before J have
+ * no one to push them, so they are skipped (no update; their held pushes
+ * are dropped) and the version jumps to J, where the joiners are live. */
+static void s_skip_to_joins(ps_consistency_t *c)
+{
+    int64_t J = INT64_MAX;
+    for (int w = 0; w < c->workers; w++) {
+        J = c->join_at[w] >= 0 && c->join_at[w] < J ? c->join_at[w] : J;
+    }
+    if (J == INT64_MAX || !ps_store_initialized(c->store)) {
+        return;
+    }
+    for (int64_t t = c->version; t < J && t < c->version + c->window; t++) {
+        for (int w = 0; w < c->workers; w++) {
+            s_release_parts(c, s_slot(c, t, w));
+        }
+    }
+    ps_log_warn("no worker live before step %lld: steps %lld to %lld skipped", (long long)J,
+                (long long)c->version, (long long)J - 1);
+    c->stats.steps_fewer += J - c->version;
+    c->version = J;
+    s_live_joins(c);
+    s_forget_pulls(c, 1);
+}
+
 /*
  * Stepped modes: applies every step that has collected enough pushes, in
  * order. sync and ssp need every live worker; sync:k/n needs k of them. The
@@ -388,6 +413,9 @@ int ps_consistency_set_workers(ps_consistency_t *c, const unsigned char *live)
         nlive += c->live[w];
     }
     c->nlive = nlive;
+    if (nlive == 0) {
+        s_skip_to_joins(c);
+    }
     if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
         s_try_apply(c);
     }

@@ -122,7 +122,9 @@ void ps_consistency_destroy(ps_consistency_t **c);
 /*
  * Sets which workers are live: live[w] non-zero for each of the N ranks (a
  * worker joining at a later step stays out until it; one not in live no
- * longer joins). Steps need the live workers only (sync:k/n: k of them, or all when fewer
+ * longer joins; when only such joiners remain, the steps before the first
+ * one's are skipped: no update, the version jumps there). Steps need the
+ * live workers only (sync:k/n: k of them, or all when fewer
  * are live); the held pushes of the others are dropped when their step
  * applies, and their new pushes refused. A step the change completes applies
  * now. Returns 0 or PS_EINVAL (no worker live).
