@@ -335,6 +335,14 @@ ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_
     if (l->lost_since) {
         return s_on_rejoin(l, m);
     }
+    if (m->hdr.type == PS_MSG_ERROR && m->hdr.status == PS_ESTATE && l->grace > 0) {
+        /* "register first": a restarted scheduler answered before we missed it */
+        l->lost_since = ps_now();
+        ps_log_warn("the scheduler at %s does not know us (%s): registering again for up to "
+                    "%.0f s (--scheduler-grace)", l->scheduler, m->hdr.error, l->grace);
+        s_register_again(l, l->lost_since);
+        return PS_LINK_ALIVE;
+    }
     l->last_seen = ps_now();
     if (m->hdr.type == PS_MSG_HEARTBEAT || m->hdr.type == PS_MSG_REGISTER_ACK) {
         return PS_LINK_ALIVE; /* an ACK: to a registration sent again */

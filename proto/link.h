@@ -87,7 +87,9 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
  * DIR`): for up to grace seconds after it fell silent the node goes on and
  * registers again (same role, rank and job id) every PS_LINK_REJOIN_SECONDS
  * at the same endpoint; its answer ends the wait (a DONE sent meanwhile or
- * before is sent again). 0 (the default): a lost scheduler is lost at once.
+ * before is sent again). A scheduler that refuses us as unknown (PS_ESTATE:
+ * it restarted before we missed it) starts the same. 0 (the default): a
+ * lost scheduler is lost at once.
  */
 void ps_link_set_grace(ps_link_t *l, double grace);
 

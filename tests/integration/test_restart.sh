@@ -4,17 +4,18 @@
 #
 # A sync MLP job by hand, 2 servers x 2 workers, checkpoints every 50 steps,
 # nodes with --scheduler-grace 60: the scheduler is killed with SIGKILL
-# mid-run. The nodes go on without it; `shardps-scheduler --resume DIR` at the
-# same endpoint reads DIR/scheduler.state, every node registers again and the
-# job ends normally. Asserts: every process exits 0; the final parameters are
+# mid-run and `shardps-scheduler --resume DIR` started at once at the same
+# endpoint: it reads DIR/scheduler.state, refuses the nodes' heartbeats as
+# unknown, every node registers again and the job ends normally. Asserts: every process exits 0; the final parameters are
 # bitwise those of the same job run without a kill; the summary says ok, one
 # scheduler restart and the job's steps; a checkpoint taken after the restart
-# is complete. A corrupt state file is named and not used.
+# is complete. The same when the scheduler comes back only after the nodes
+# missed it. A corrupt state file is named and not used.
 . "$(dirname "$0")/lib.sh"
 
 JOB=(--servers 2 --workers 2 --epochs 1 --max-steps 600 --seed 11 --batch 32
-    --peer-timeout 1)
-NODE=(--peer-timeout 1 --scheduler-grace 60)
+    --peer-timeout 3)
+NODE=(--peer-timeout 3 --scheduler-grace 60)
 
 # run NAME [scheduler flags...]: the job by hand; sets pid[] of its nodes.
 declare -A pid
@@ -60,13 +61,9 @@ done
 kill -9 "${pid[C]}"
 wait "${pid[C]}" 2>/dev/null
 killed_at=$(cat "$CK/latest")
-# The nodes notice (--peer-timeout 1) and go on; then the scheduler is back.
-for i in $(seq 1 100); do
-    grep -q "lost the scheduler" "$TMP/cut_s0.log" && break
-    sleep 0.05
-done
-grep -q "going on and registering again" "$TMP/cut_s0.log" ||
-    fail "S0 did not wait for the scheduler: $(tail -3 "$TMP/cut_s0.log")"
+# At once a new one at the same endpoint: the nodes' heartbeats reach it
+# before they miss the old one (--peer-timeout 3); it refuses them as
+# unknown, and they register again.
 start cut_sched2 "$SCHED" --bind "$ep" "${JOB[@]}" --resume "$CK" --summary "$TMP/cut.json"
 pid[C]=$LAST_PID
 wait_nodes cut
@@ -74,6 +71,10 @@ wait_pid "${pid[C]}" 30 || fail "restarted scheduler still running"
 [ "$WAIT_RC" = 0 ] || fail "restarted scheduler exited $WAIT_RC: $(tail -5 "$TMP/cut_sched2.log")"
 grep -q "is back: every node registered again" "$TMP/cut_sched2.log" ||
     fail "no recovery line: $(tail -5 "$TMP/cut_sched2.log")"
+for n in s0 s1 w0 w1; do
+    grep -q "registered again with the scheduler" "$TMP/cut_$n.log" ||
+        fail "$n did not register again: $(tail -3 "$TMP/cut_$n.log")"
+done
 
 for i in 0 1; do
     cmp -s "$TMP/ref.w$i.f32" "$TMP/cut.w$i.f32" ||
@@ -86,6 +87,30 @@ last=$(cat "$CK/latest")
 [ "${last#step-}" -gt "${killed_at#step-}" ] ||
     fail "no checkpoint completed after the restart ($killed_at, then $last)"
 [ -s "$CK/$last/manifest.json" ] || fail "$last has no manifest"
+
+# Later: the scheduler comes back only after the nodes missed it (they go
+# on; the workers may even finish and wait with their DONE, sent again).
+CK2=$TMP/ck2
+run late --checkpoint-dir "$CK2" --checkpoint-every 50
+ep=$SCHED_EP
+wait_file "$CK2/step-100/manifest.json" 60 || fail "late: no checkpoint step-100"
+kill -9 "${pid[C]}"
+wait "${pid[C]}" 2>/dev/null
+for i in $(seq 1 300); do
+    grep -q "going on and registering again" "$TMP/late_s0.log" && break
+    sleep 0.05
+done
+grep -q "going on and registering again" "$TMP/late_s0.log" ||
+    fail "late: S0 did not go on without the scheduler: $(tail -3 "$TMP/late_s0.log")"
+start late_sched2 "$SCHED" --bind "$ep" "${JOB[@]}" --resume "$CK2" --summary "$TMP/late.json"
+pid[C]=$LAST_PID
+wait_nodes late
+wait_pid "${pid[C]}" 30 && [ "$WAIT_RC" = 0 ] ||
+    fail "late: restarted scheduler: $(tail -5 "$TMP/late_sched2.log")"
+for i in 0 1; do
+    cmp -s "$TMP/ref.w$i.f32" "$TMP/late.w$i.f32" || fail "late: W$i's parameters differ"
+done
+expect "$TMP/late.json" "d['status'] == 'ok' and d['scheduler_restarts'] == 1" "late restart"
 
 # A corrupt state is named and not used.
 printf 'X' | dd of="$CK/scheduler.state" bs=1 seek=40 conv=notrunc 2>/dev/null
