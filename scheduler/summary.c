@@ -175,7 +175,8 @@ int ps_summary_write(const ps_scheduler_t *s)
                 (long long)ps_hist_quantile(&stale, 0.5),
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
                 (unsigned long long)dropped, (unsigned long long)rejected,
-                (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes, s->joins, s->restarts, (long long)fewer);
+                (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes, s->joins,
+                s->restarts, (long long)fewer);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
         s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));

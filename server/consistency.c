@@ -359,8 +359,8 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->scratch = calloc(c->n ? c->n : 1, sizeof(float));
     c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
     c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
-    if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered || !c->computed_on || !c->scratch ||
-        !c->pending || !c->askers) {
+    if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered ||
+        !c->computed_on || !c->scratch || !c->pending || !c->askers) {
         ps_consistency_destroy(&c);
         return PS_ENOMEM;
     }

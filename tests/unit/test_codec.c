@@ -413,7 +413,8 @@ START_TEST(register_ack_rejects_a_bad_or_missing_job)
     const uint8_t no_job[] = {(1 << 3) | 0, 3};
     ck_assert_int_eq(ps_codec_unpack_register_ack(no_job, sizeof no_job, &rank, &got, &job_id),
                      PS_EPROTO);
-    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &rank, &got, &job_id),
+    ck_assert_int_eq(ps_codec_unpack_register_ack(s_garbage, sizeof s_garbage, &rank, &got,
+                                                  &job_id),
                      PS_EPROTO);
 }
 END_TEST
