@@ -580,6 +580,7 @@ int ps_codec_pack_join_step(const ps_join_step_t *j, uint8_t **out, size_t *len)
     m.step = j->step;
     m.worker = j->worker;
     m.checkpoint = j->checkpoint != 0;
+    m.members = j->members != 0;
     return s_pack(&m.base, out, len);
 }
 
@@ -596,6 +597,7 @@ int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j)
     j->step = m->step;
     j->worker = m->worker;
     j->checkpoint = m->checkpoint;
+    j->members = m->members;
     shardps__join_step__free_unpacked(m, NULL);
     return rc;
 }

@@ -139,6 +139,7 @@ typedef struct {
     int64_t step;   /* server: its version; scheduler: the agreed step J */
     int worker;     /* scheduler: the worker live from J, or -1 */
     int checkpoint; /* scheduler: write checkpoint step-J */
+    int members;    /* server 0: the step a MSG_MEMBERS took effect at (for the log) */
 } ps_join_step_t;
 
 /* Largest step a JoinStep carries (as the header's steps: 2^53). */

@@ -111,13 +111,51 @@ void ps_join_drop(ps_scheduler_t *s, ps_node_t *n)
     n->joining = 0;
 }
 
+/* A membership line of ps_join_leave_line, with its step (step < 0: none). */
+static void s_leave_log(const char *head, const char *tail, int64_t step)
+{
+    char at[48] = "";
+    if (step >= 0) {
+        snprintf(at, sizeof at, " at step %lld", (long long)step);
+    }
+    ps_log_warn("%s%s%s", head, at, tail);
+}
+
+void ps_join_leave_line(ps_scheduler_t *s, const char *head, const char *tail)
+{
+    const int cap = (int)(sizeof s->leaves / sizeof s->leaves[0]);
+    if (s->nleaves == cap) {
+        s_leave_log(head, tail, -1);
+        return;
+    }
+    snprintf(s->leaves[s->nleaves].head, sizeof s->leaves[0].head, "%s", head);
+    snprintf(s->leaves[s->nleaves].tail, sizeof s->leaves[0].tail, "%s", tail);
+    s->nleaves++;
+}
+
+void ps_join_leave_flush(ps_scheduler_t *s)
+{
+    for (int i = 0; i < s->nleaves; i++) {
+        s_leave_log(s->leaves[i].head, s->leaves[i].tail, -1);
+    }
+    s->nleaves = 0;
+}
+
 void ps_join_answer(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
 {
     ps_join_step_t js;
     size_t len;
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (p && n->role == PS_ROLE_SERVER && n->rank == 0 && s->nleaves > 0 &&
+        ps_codec_unpack_join_step(p, len, &js) == 0 && js.members) {
+        /* server 0 answers each MSG_MEMBERS, in order */
+        s_leave_log(s->leaves[0].head, s->leaves[0].tail, js.step);
+        s->nleaves--;
+        memmove(&s->leaves[0], &s->leaves[1], (size_t)s->nleaves * sizeof s->leaves[0]);
+        return;
+    }
     if (n->role != PS_ROLE_SERVER || !s->agree.active || s->agree.answered[n->rank] || !p ||
-        ps_codec_unpack_join_step(p, len, &js) != 0) {
+        ps_codec_unpack_join_step(p, len, &js) != 0 || js.members) {
         ps_log_warn("dropped an unexpected join-step message from S%d", n->rank);
         return;
     }

@@ -492,9 +492,12 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     for (int w = 0; w < s->cfg->workers; w++) {
         live[w] = !s->nodes[s->cfg->servers + w].lost;
     }
-    ps_log_warn("membership: lost W%d (pid %u): silent for %.1f s; going on with %d of %d "
-                "workers (--min-workers %d)", n->rank, n->pid, silent, s_live_workers(s),
-                s->cfg->workers, s->cfg->min_workers);
+    char head[48], tail[128];
+    snprintf(head, sizeof head, "membership: lost W%d (pid %u)", n->rank, n->pid);
+    snprintf(tail, sizeof tail, ": silent for %.1f s; going on with %d of %d workers "
+             "(--min-workers %d)", silent, s_live_workers(s), s->cfg->workers,
+             s->cfg->min_workers);
+    ps_join_leave_line(s, head, tail);
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_members(live, s->cfg->workers, &body, &len) != 0) {
@@ -658,6 +661,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         s_tick(&s);
         ps_ratelog_tick(s.drops);
     }
+    ps_join_leave_flush(&s);
     if (s.phase == S_FINISHED) {
         int written = ps_summary_write(&s); /* s_fail wrote a failed job's */
         status = written == 0 ? 0 : 1;

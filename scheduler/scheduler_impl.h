@@ -80,6 +80,11 @@ typedef struct {
     ps_agree_t agree; /* the step being agreed with the servers (scheduler/join.c) */
     double last_checkpoint; /* ps_now() of the last timed checkpoint's agreement */
     int joins;        /* workers that joined while the job ran */
+    struct {
+        char head[48], tail[128];
+    } leaves[8];      /* membership lines of workers left out, waiting for the
+                         step from server 0 (ps_join_answer); FIFO */
+    int nleaves;
     ps_view_t *saved; /* --resume DIR: the view of DIR/scheduler.state, whose
                          nodes may register again (scheduler/join.c); or NULL */
     ps_sched_state_t saved_state; /* the rest of that state */
@@ -87,6 +92,14 @@ typedef struct {
     double t_recover; /* ps_now() when the first node registered again */
     int64_t checkpoint; /* the newest complete checkpoint's step, -1 none */
 } ps_scheduler_t;
+
+/* Logs the membership line of a worker left out, head + " at step N" +
+ * tail, once server 0 says the step (or at once without it when too many
+ * wait) (scheduler/join.c). */
+void ps_join_leave_line(ps_scheduler_t *s, const char *head, const char *tail);
+
+/* Logs the lines still waiting, without their step (the job ended). */
+void ps_join_leave_flush(ps_scheduler_t *s);
 
 /* Leaves silent worker n out when --min-workers allows (scheduler.c).
  * Returns 1 when it was left out (or the job failed), 0 when it cannot be. */

@@ -275,7 +275,8 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 
 /* The scheduler's new set of live workers (a worker was lost): steps complete
  * with those from now on; a step the change completes applies (and is
- * checkpointed: s_on_stepped) at once. Server 0 logs the change with the step. */
+ * checkpointed: s_on_stepped) at once. Server 0 tells the scheduler the step
+ * it took effect at, for its membership line. */
 static void s_on_members(ps_server_t *s, const ps_msg_t *m)
 {
     unsigned char live[PS_MAX_WORKERS];
@@ -299,9 +300,15 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
         ps_log_warn("membership message with no live worker dropped");
         return;
     }
-    if (s->rank == 0) {
-        ps_log_info("membership: %d of %d workers live from step %lld:%s", nlive, n,
-                    (long long)version, ranks);
+    ps_log_debug("%d of %d workers live from step %lld:%s", nlive, n, (long long)version,
+                 ranks);
+    if (s->rank == 0) { /* the step, for the scheduler's membership line */
+        ps_join_step_t js = {.step = version, .worker = -1, .members = 1};
+        uint8_t *body;
+        if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
+            ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
+            free(body);
+        }
     }
 }
 

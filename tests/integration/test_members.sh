@@ -64,9 +64,10 @@ wait_pid "$LPID" 280 || fail "the job did not end: $(tail -5 "$TMP/job.log")"
 [ "$WAIT_RC" = 0 ] || fail "launcher exited $WAIT_RC: $(tail -8 "$TMP/job.log")"
 wait_pid "$JPID" 30 || fail "the joined W1 did not end"
 [ "$WAIT_RC" = 0 ] || fail "the joined W1 exited $WAIT_RC: $(tail -5 "$TMP/join.log")"
-grep -q "membership: lost W1" "$TMP/job.log" || fail "no membership line for W1"
-grep -Eq "membership: 1 of 2 workers live from step [0-9]+: W0" "$TMP/job.log" ||
-    fail "no membership line with the step for the loss of W1"
+grep -Eq "membership: lost W1 \(pid [0-9]+\) at step [0-9]+: silent" "$TMP/job.log" ||
+    fail "no membership line with the step for the loss of W1: $(grep membership "$TMP/job.log")"
+[ "$(grep -c "membership:" "$TMP/job.log")" = 2 ] ||
+    fail "not one line per membership change: $(grep membership "$TMP/job.log")"
 grep -Eq "membership: W1 \(pid [0-9]+\) joins at step [0-9]+" "$TMP/job.log" ||
     fail "no membership line for W1 joining: $(grep membership "$TMP/job.log")"
 expect "$TMP/m.json" "d['status'] == 'ok'" "job not finished"

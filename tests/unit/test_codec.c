@@ -801,7 +801,7 @@ END_TEST
 
 START_TEST(join_step_round_trips_and_refuses_bad_values)
 {
-    ps_join_step_t j = {.step = 12345, .worker = 3, .checkpoint = 1}, out;
+    ps_join_step_t j = {.step = 12345, .worker = 3, .checkpoint = 1, .members = 1}, out;
     uint8_t *buf;
     size_t len;
     ck_assert_int_eq(ps_codec_pack_join_step(&j, &buf, &len), 0);
@@ -809,9 +809,10 @@ START_TEST(join_step_round_trips_and_refuses_bad_values)
     ck_assert_int_eq(out.step, 12345);
     ck_assert_int_eq(out.worker, 3);
     ck_assert_int_eq(out.checkpoint, 1);
+    ck_assert_int_eq(out.members, 1);
     free(buf);
-    const ps_join_step_t bad[] = {{-1, -1, 0}, {PS_JOIN_MAX_STEP + 1, -1, 0}, {1, -2, 0},
-                                  {1, PS_MAX_WORKERS, 0}};
+    const ps_join_step_t bad[] = {{-1, -1, 0, 0}, {PS_JOIN_MAX_STEP + 1, -1, 0, 0},
+                                  {1, -2, 0, 0}, {1, PS_MAX_WORKERS, 0, 0}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_int_eq(ps_codec_pack_join_step(&bad[i], &buf, &len), 0);
         ck_assert_int_eq(ps_codec_unpack_join_step(buf, len, &out), PS_EPROTO);
