@@ -5,6 +5,7 @@
  *   shardps-bench train [--quick] [--out DIR] ...  modes x workers: speed, accuracy
  *   shardps-bench compute --model M [--torch] ...   one worker's arithmetic vs PyTorch
  *   shardps-bench observe [--rounds N] ...          the cost of metrics and traces
+ *   shardps-bench checkpoint [--reps N] ...          training with vs without checkpoints
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
@@ -28,6 +29,7 @@ static void s_usage(FILE *f)
         "       shardps-bench compute --model mlp|cnn [--device cpu|cuda] [--threads N] "
         "[--torch] --json FILE\n"
         "       shardps-bench observe [--rounds N] [--out DIR] ...\n"
+        "       shardps-bench checkpoint [--out DIR] [--every N] [--reps N] ...\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -40,6 +42,8 @@ static void s_usage(FILE *f)
         "       step's time goes, and the PyTorch baseline's samples/s beside it.\n"
         "observe the cost of watching a job: one MLP job with metrics off, served and\n"
         "       scraped, and traced, alternated: samples/s and each one's cost.\n"
+        "checkpoint the same sync job without and with --checkpoint-every N, alternated:\n"
+        "       the samples/s ratio (what checkpointing costs).\n"
         "\n"
         "comm and train write CSV and markdown tables and gnuplot PNGs into --out\n"
         "(bench-out); compute writes one JSON object and prints a markdown row.\n"
@@ -68,9 +72,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "observe")) {
         return ps_bench_observe_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "checkpoint")) {
+        return ps_bench_checkpoint_main(argc - 1, argv + 1);
+    }
     fprintf(
         stderr,
-        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute or observe)\n",
+        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe or "
+        "checkpoint)\n",
         argv[1]);
     return 2;
 }

@@ -186,6 +186,7 @@ int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len)
     m.job_hash = (char *)r->job_hash;
     m.build = (char *)r->build;
     m.spare = r->spare;
+    m.run_id = r->run_id;
     return s_pack(&m.base, out, len);
 }
 
@@ -199,6 +200,7 @@ int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r)
     r->role = (ps_role_t)m->role;
     r->rank = m->rank;
     r->pid = m->pid;
+    r->run_id = m->run_id;
     r->spare = m->spare;
     int rc = s_copy_str(r->endpoint, sizeof r->endpoint, m->endpoint) ||
                      s_copy_str(r->curve_key, sizeof r->curve_key, m->curve_key) ||
@@ -225,6 +227,7 @@ int ps_codec_pack_register_ack(const ps_register_ack_t *a, uint8_t **out, size_t
     m.job = &jm;
     m.job_id = (char *)a->job_id;
     m.job_hash = (char *)a->job_hash;
+    m.run_id = a->run_id;
     return s_pack(&m.base, out, len);
 }
 
@@ -237,6 +240,7 @@ int ps_codec_unpack_register_ack(const void *data, size_t len, ps_register_ack_t
     memset(a, 0, sizeof *a);
     a->rank = m->rank;
     a->token = m->token;
+    a->run_id = m->run_id;
     int rc = s_job_from_pb(m->job, &a->job);
     if (rc == 0 && (s_copy_str(a->job_id, sizeof a->job_id, m->job_id) ||
                     s_copy_str(a->job_hash, sizeof a->job_hash, m->job_hash))) {
@@ -344,6 +348,8 @@ int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len)
     m.preflight = v->preflight != 0;
     m.generation = v->generation;
     m.replaced_rank = v->replaced;
+    m.joining = v->joining != 0;
+    m.resume_step = v->resume_step;
     return s_pack(&m.base, out, len);
 }
 
@@ -368,7 +374,8 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     v->steps_per_epoch = m->steps_per_epoch;
     v->total_steps = m->total_steps;
     v->num_servers = (int)m->n_servers;
-    if (m->checkpoint_every < 0 || m->start_step < 0 || m->resume_parts < 0 ||
+    if (m->checkpoint_every < 0 || m->start_step < 0 || m->resume_step < 0 ||
+        m->resume_parts < 0 ||
         m->resume_parts > PS_MAX_SERVERS ||
         s_copy_str(v->checkpoint_dir, sizeof v->checkpoint_dir, m->checkpoint_dir) != 0 ||
         s_copy_str(v->resume_dir, sizeof v->resume_dir, m->resume_dir) != 0) {
@@ -389,6 +396,8 @@ int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v)
     }
     v->generation = m->generation;
     v->replaced = m->replaced_rank;
+    v->joining = m->joining;
+    v->resume_step = m->resume_step;
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
@@ -881,6 +890,93 @@ int ps_codec_unpack_failover_ready(const void *data, size_t len, ps_failover_rea
     return rc;
 }
 
+int ps_codec_pack_join_step(const ps_join_step_t *j, uint8_t **out, size_t *len)
+{
+    Shardps__JoinStep m = SHARDPS__JOIN_STEP__INIT;
+    m.step = j->step;
+    m.worker = j->worker;
+    m.checkpoint = j->checkpoint != 0;
+    m.members = j->members != 0;
+    m.token = j->token;
+    return s_pack(&m.base, out, len);
+}
+
+int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j)
+{
+    Shardps__JoinStep *m = shardps__join_step__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    int rc = m->step >= 0 && m->step <= PS_JOIN_MAX_STEP && m->worker >= -1 &&
+                     m->worker < PS_MAX_WORKERS
+                 ? 0
+                 : PS_EPROTO;
+    j->step = m->step;
+    j->worker = m->worker;
+    j->checkpoint = m->checkpoint;
+    j->members = m->members;
+    j->token = m->token;
+    shardps__join_step__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ps_codec_pack_sched_state(const ps_sched_state_t *st, const ps_view_t *v, uint8_t **out,
+                              size_t *len)
+{
+    uint8_t *view;
+    size_t vlen;
+    int rc = ps_codec_pack_view(v, &view, &vlen);
+    if (rc != 0) {
+        return rc;
+    }
+    int32_t lost[PS_MAX_WORKERS];
+    size_t k = 0;
+    for (int w = 0; w < v->num_workers; w++) {
+        if (st->lost[w]) {
+            lost[k++] = w;
+        }
+    }
+    Shardps__JoinSchedulerState m = SHARDPS__JOIN_SCHEDULER_STATE__INIT;
+    m.run_id = st->run_id;
+    m.view.data = view;
+    m.view.len = vlen;
+    m.n_lost = k;
+    m.lost = lost;
+    m.membership_changes = st->membership_changes;
+    m.workers_joined = st->workers_joined;
+    m.restarts = st->restarts;
+    m.checkpoint = st->checkpoint;
+    m.seconds = st->seconds;
+    m.finished = st->finished != 0;
+    rc = s_pack(&m.base, out, len);
+    free(view);
+    return rc;
+}
+
+int ps_codec_unpack_sched_state(const void *data, size_t len, ps_sched_state_t *st,
+                                ps_view_t *v)
+{
+    Shardps__JoinSchedulerState *m = shardps__join_scheduler_state__unpack(NULL, len, data);
+    if (!m) {
+        return PS_EPROTO;
+    }
+    memset(st, 0, sizeof *st);
+    int rc = ps_codec_unpack_view(m->view.data, m->view.len, v);
+    for (size_t i = 0; i < m->n_lost && rc == 0; i++) {
+        rc = m->lost[i] >= 0 && m->lost[i] < v->num_workers ? 0 : PS_EPROTO;
+        st->lost[rc == 0 ? m->lost[i] : 0] = 1;
+    }
+    st->run_id = m->run_id;
+    st->membership_changes = m->membership_changes;
+    st->workers_joined = m->workers_joined;
+    st->restarts = m->restarts;
+    st->checkpoint = m->checkpoint;
+    st->seconds = m->seconds;
+    st->finished = m->finished;
+    shardps__join_scheduler_state__free_unpacked(m, NULL);
+    return rc;
+}
+
 const char *ps_codec_type_name(int type)
 {
     static const char *names[PS_MSG_TYPE_MAX + 1] = {
@@ -890,6 +986,8 @@ const char *ps_codec_type_name(int type)
         "ring-data", "checkpoint", "members", "peer-ready",
         [PS_MSG_FAILOVER] = "failover",
         [PS_MSG_FAILOVER_READY] = "failover-ready",
+        [PS_MSG_JOIN_PREPARE] = "join-prepare",
+        [PS_MSG_JOIN_STEP] = "join-step",
         [PS_MSG_STATUS] = "status",
         [PS_MSG_STATUS_REPLY] = "status-reply",
         [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",

@@ -27,7 +27,9 @@ extern "C" {
  *    (MSG_PREFLIGHT_*); observability (MSG_STATUS, metrics reports on
  *    heartbeats, the header's clock); failover (MSG_FAILOVER,
  *    MSG_FAILOVER_READY, the header's generation, Register.spare, the view's
- *    generation and replaced_rank). */
+ *    generation and replaced_rank); joins and agreed steps (MSG_JOIN_*, the
+ *    view's joining and resume_step), run ids at registration (a restarted
+ *    scheduler). */
 #define PS_PROTOCOL_VERSION 4u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
@@ -59,6 +61,8 @@ typedef enum {
     PS_MSG_PEER_READY = 21,
     PS_MSG_FAILOVER = 23,
     PS_MSG_FAILOVER_READY = 24,
+    PS_MSG_JOIN_PREPARE = 25,
+    PS_MSG_JOIN_STEP = 26,
     PS_MSG_STATUS = 27,
     PS_MSG_STATUS_REPLY = 28,
     PS_MSG_PREFLIGHT_PROBE = 29,
@@ -139,6 +143,8 @@ typedef struct {
                                   a spare's VIEW its new rank; on MSG_FAILOVER the
                                   rank just replaced (for logs: workers compare
                                   every endpoint) */
+    int64_t resume_step;       /* resumed with other workers: the checkpoint's step; else 0 */
+    int joining;               /* this worker joins a running job at start_step */
 } ps_view_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
@@ -160,6 +166,7 @@ typedef struct {
     char job_hash[PS_JOB_HASH_LEN + 1]; /* its job configuration's hash; "" = unchecked */
     char build[96];     /* ps_codec_build_id() of the node */
     int spare;          /* servers: wait as a spare for a lost server's place */
+    uint64_t run_id;    /* 0, or registering again: the run id of its RegisterAck */
 } ps_register_t;
 
 /* The scheduler's answer to a registration. */
@@ -169,6 +176,7 @@ typedef struct {
     ps_job_t job;       /* the job configuration */
     char job_id[64];    /* the job's id */
     char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash */
+    uint64_t run_id;    /* this run of the job (kept by a restarted scheduler) */
 } ps_register_ack_t;
 
 /* Seconds a server has to answer each preflight probe before the pair is
@@ -190,6 +198,18 @@ typedef struct {
     int64_t from_version; /* its version before the rollback */
     int stepped;          /* 0: rolled back; 1: applied the first step after it */
 } ps_failover_ready_t;
+
+/* MSG_JOIN_STEP: a server's version (held there), or the step agreed. */
+typedef struct {
+    int64_t step;   /* server: its version; scheduler: the agreed step J */
+    int worker;     /* scheduler: the worker live from J, or -1 */
+    int checkpoint; /* scheduler: write checkpoint step-J */
+    int members;    /* server 0: the step a MSG_MEMBERS took effect at (for the log) */
+    uint64_t token; /* scheduler, with worker: the joining worker's token */
+} ps_join_step_t;
+
+/* Largest step a JoinStep carries (as the header's steps: 2^53). */
+#define PS_JOIN_MAX_STEP (INT64_C(1) << 53)
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
 typedef struct {
@@ -337,6 +357,29 @@ int ps_codec_unpack_status(const void *data, size_t len, ps_status_t *st);
 void ps_codec_status_fini(ps_status_t *st);
 int ps_codec_pack_failover_ready(const ps_failover_ready_t *r, uint8_t **out, size_t *len);
 int ps_codec_unpack_failover_ready(const void *data, size_t len, ps_failover_ready_t *r);
+/* MSG_JOIN_STEP; unpack refuses a step outside [0, 2^53] or a worker outside
+ * [-1, PS_MAX_WORKERS). */
+int ps_codec_pack_join_step(const ps_join_step_t *j, uint8_t **out, size_t *len);
+int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j);
+
+/* A scheduler's own state (JoinSchedulerState), for a restarted scheduler. */
+typedef struct {
+    uint64_t run_id;
+    unsigned char lost[PS_MAX_WORKERS]; /* [w] non-zero: worker w left out */
+    int membership_changes;
+    int workers_joined;
+    int restarts;         /* scheduler restarts so far */
+    int64_t checkpoint;   /* newest complete checkpoint's step, -1 none */
+    double seconds;       /* the job's time so far */
+    int finished;         /* the job ended */
+} ps_sched_state_t;
+
+/* The state with the view v; unpack refuses a view that does not decode and
+ * a lost rank outside the view's workers. */
+int ps_codec_pack_sched_state(const ps_sched_state_t *st, const ps_view_t *v, uint8_t **out,
+                              size_t *len);
+int ps_codec_unpack_sched_state(const void *data, size_t len, ps_sched_state_t *st,
+                                ps_view_t *v);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

@@ -49,6 +49,21 @@ ps_flag_t ps_link_job_hash_flag(const char **dst)
                        "shardps-launch; default: unchecked)"};
 }
 
+ps_flag_t ps_link_scheduler_grace_flag(double *dst)
+{
+    return (ps_flag_t){"scheduler-grace", PS_FLAG_DOUBLE, dst, "SECONDS",
+                       "go on without a lost scheduler and register again with it (a "
+                       "restarted one) for this long; 0 = give up at once; in [0, 86400]"};
+}
+
+int ps_link_check_grace(double grace, char *err, size_t errlen)
+{
+    return ps_config_check_range("scheduler-grace", grace, 0, PS_CONFIG_MAX_SECONDS,
+                                 PS_RANGE_CLOSED, err, errlen)
+               ? PS_EINVAL
+               : 0;
+}
+
 int ps_link_check_timeouts(double connect_timeout, double peer_timeout)
 {
     return ps_link_check_flags(-1, connect_timeout, peer_timeout, NULL, 0);
@@ -71,6 +86,14 @@ struct ps_link {
     ps_role_t role;      /* this node's role */
     int rank;            /* this node's rank, from REGISTER_ACK */
     uint64_t token;      /* this node's secret, from REGISTER_ACK */
+    uint64_t run_id;     /* this run of the job, from REGISTER_ACK */
+    ps_register_t reg;   /* our registration (identity, keys), sent again to a restarted
+                            scheduler */
+    double grace;        /* seconds to wait for a lost scheduler to come back */
+    double lost_since;   /* ps_now() when the scheduler fell silent; 0 while alive */
+    double last_register; /* ps_now() of our last registration while it is lost */
+    uint8_t *done;       /* our DONE, sent again to a restarted scheduler */
+    size_t done_len;
     char scheduler[128]; /* the scheduler's endpoint, for messages */
     double peer_timeout; /* seconds of scheduler silence that mean it is lost */
     double last_seen;    /* ps_now() of the last message from the scheduler */
@@ -139,6 +162,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
                  ident->job_hash ? ident->job_hash : "");
     }
     ps_codec_build_id(reg.build, sizeof reg.build);
+    l->reg = reg;
     uint8_t *body;
     size_t len;
     int rc = ps_codec_pack_register(&reg, &body, &len);
@@ -187,6 +211,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
             } else {
                 l->rank = ack.rank;
                 l->token = ack.token;
+                l->run_id = ack.run_id;
                 *job = ack.job;
                 ps_log_debug("joined job %s (configuration %s) at %s", ack.job_id,
                             ack.job_hash, scheduler);
@@ -278,13 +303,56 @@ int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view
     }
 }
 
-ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen)
+void ps_link_set_grace(ps_link_t *l, double grace)
 {
-    double now = ps_now();
-    if (now - l->last_seen > l->peer_timeout) {
+    l->grace = grace;
+}
+
+/* Registers again with a lost scheduler: the same node of the same job. */
+static void s_register_again(ps_link_t *l, double now)
+{
+    ps_register_t reg = l->reg;
+    reg.rank = l->rank;
+    reg.spare = 0;
+    reg.run_id = l->run_id;
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_register(&reg, &body, &len) == 0) {
+        s_send_body(l, PS_MSG_REGISTER, body, len);
+    }
+    l->last_register = now;
+}
+
+/* The scheduler is silent: lost, or (with a grace) gone for a while. */
+static ps_link_event_t s_silent(ps_link_t *l, double now, char *err, size_t errlen)
+{
+    if (!l->lost_since && l->grace > 0) {
+        l->lost_since = now;
+        ps_log_warn("lost the scheduler at %s: silent for %.1f s; going on and registering "
+                    "again for up to %.0f s (--scheduler-grace)", l->scheduler,
+                    now - l->last_seen, l->grace);
+    }
+    if (!l->lost_since) {
         snprintf(err, errlen, "lost the scheduler at %s: silent for %.1f s", l->scheduler,
                  now - l->last_seen);
         return PS_LINK_LOST;
+    }
+    if (now - l->lost_since > l->grace) {
+        snprintf(err, errlen, "lost the scheduler at %s: it did not come back within %.0f s "
+                 "(--scheduler-grace)", l->scheduler, l->grace);
+        return PS_LINK_LOST;
+    }
+    if (now - l->last_register >= PS_LINK_REJOIN_SECONDS) {
+        s_register_again(l, now);
+    }
+    return PS_LINK_ALIVE;
+}
+
+ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen)
+{
+    double now = ps_now();
+    if (l->lost_since || now - l->last_seen > l->peer_timeout) {
+        return s_silent(l, now, err, errlen);
     }
     if (now - l->last_sent >= PS_HEARTBEAT_SECONDS) {
         ps_link_report_now(l);
@@ -322,11 +390,46 @@ double ps_link_clock_offset(const ps_link_t *l)
     return l->clock_offset;
 }
 
+/* While the scheduler is lost: its answer to registering again. */
+static ps_link_event_t s_on_rejoin(ps_link_t *l, const ps_msg_t *m)
+{
+    size_t n = 0;
+    ps_register_ack_t ack;
+    if (m->hdr.type == PS_MSG_ERROR) {
+        ps_log_debug("registering again: the scheduler says: %s", m->hdr.error);
+    }
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &n) : NULL;
+    if (m->hdr.type != PS_MSG_REGISTER_ACK || !p ||
+        ps_codec_unpack_register_ack(p, n, &ack) != 0 || ack.rank != l->rank ||
+        ack.run_id != l->run_id) {
+        return PS_LINK_ALIVE; /* anything else waits for the answer */
+    }
+    ps_log_info("registered again with the scheduler at %s after %.1f s", l->scheduler,
+                ps_now() - l->lost_since);
+    l->lost_since = 0;
+    l->last_seen = l->last_sent = ps_now();
+    if (l->done) {
+        ps_link_send(l, PS_MSG_DONE, l->done, l->done_len);
+    }
+    return PS_LINK_ALIVE;
+}
+
 ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)
 {
-    l->last_seen = ps_now();
-    if (m->hdr.type == PS_MSG_HEARTBEAT) {
+    if (l->lost_since) {
+        return s_on_rejoin(l, m);
+    }
+    if (m->hdr.type == PS_MSG_ERROR && m->hdr.status == PS_ESTATE && l->grace > 0) {
+        /* "register first": a restarted scheduler answered before we missed it */
+        l->lost_since = ps_now();
+        ps_log_warn("the scheduler at %s does not know us (%s): registering again for up to "
+                    "%.0f s (--scheduler-grace)", l->scheduler, m->hdr.error, l->grace);
+        s_register_again(l, l->lost_since);
         return PS_LINK_ALIVE;
+    }
+    l->last_seen = ps_now();
+    if (m->hdr.type == PS_MSG_HEARTBEAT || m->hdr.type == PS_MSG_REGISTER_ACK) {
+        return PS_LINK_ALIVE; /* an ACK: to a registration sent again */
     }
     if (m->hdr.type == PS_MSG_SHUTDOWN) {
         int status = PS_ECLOSED;
@@ -351,11 +454,21 @@ ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_
 
 int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
 {
+    if (type == PS_MSG_DONE && body != l->done) { /* kept for a restarted scheduler */
+        uint8_t *copy = malloc(len ? len : 1);
+        if (copy) {
+            memcpy(copy, body, len);
+            free(l->done);
+            l->done = copy;
+            l->done_len = len;
+        }
+    }
     ps_header_t h;
     ps_msg_header(&h, type, l->role, l->rank);
     h.generation = l->generation;
     ps_frame_t f = {body, len};
     return ps_msg_send(l->sock, NULL, h, &f, body ? 1 : 0, PS_SEND_COPY);
+
 }
 
 void ps_link_set_rank(ps_link_t *l, int rank)
@@ -390,6 +503,7 @@ void ps_link_destroy(ps_link_t **lp)
     ps_link_t *l = *lp;
     if (l) {
         ps_sock_destroy(&l->sock);
+        free(l->done);
         free(l);
         *lp = NULL;
     }

@@ -67,6 +67,7 @@ typedef struct {
     const char *job_hash; /* the job configuration's hash (ps_job_hash), as
                              shardps-launch computes it; NULL or "" = unchecked */
 } ps_link_ident_t;
+ps_flag_t ps_link_scheduler_grace_flag(double *dst);
 
 /* The check of the two timeout flags' values after parsing: both in
  * (0, PS_CONFIG_MAX_SECONDS] (NaN is not). Returns 0 or PS_EINVAL; prints
@@ -78,6 +79,10 @@ int ps_link_check_timeouts(double connect_timeout, double peer_timeout);
  * "--NAME V: out of range [MIN, MAX]" in err. */
 int ps_link_check_flags(int rank, double connect_timeout, double peer_timeout, char *err,
                         size_t errlen);
+
+/* The check of --scheduler-grace after parsing: in [0, PS_CONFIG_MAX_SECONDS].
+ * Returns 0 or PS_EINVAL with "--scheduler-grace V: out of range" in err. */
+int ps_link_check_grace(double grace, char *err, size_t errlen);
 
 typedef struct ps_link ps_link_t;
 
@@ -98,6 +103,20 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
                  int want_rank, const char *endpoint, const ps_link_ident_t *ident,
                  double connect_timeout, double peer_timeout, ps_job_t *job, char *err,
                  size_t errlen);
+
+/*
+ * A lost scheduler may come back (a restarted `shardps-scheduler --resume
+ * DIR`): for up to grace seconds after it fell silent the node goes on and
+ * registers again (same role, rank and job id) every PS_LINK_REJOIN_SECONDS
+ * at the same endpoint; its answer ends the wait (a DONE sent meanwhile or
+ * before is sent again). A scheduler that refuses us as unknown (PS_ESTATE:
+ * it restarted before we missed it) starts the same. 0 (the default): a
+ * lost scheduler is lost at once.
+ */
+void ps_link_set_grace(ps_link_t *l, double grace);
+
+/* Seconds between registrations while the scheduler is lost (ps_link_set_grace). */
+#define PS_LINK_REJOIN_SECONDS 1.0
 
 /* This node's rank, from REGISTER_ACK. */
 int ps_link_rank(const ps_link_t *l);
@@ -141,8 +160,9 @@ ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen);
 
 /*
  * Handles a message received from ps_link_sock(): records that the scheduler
- * is alive and returns what the message means (never PS_LINK_LOST). m stays
- * the caller's.
+ * is alive and returns what the message means (never PS_LINK_LOST). While
+ * the scheduler is lost (ps_link_set_grace) its answers to registering again
+ * are handled here (PS_LINK_ALIVE). m stays the caller's.
  */
 ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen);
 

@@ -122,15 +122,7 @@ void ps_failover_add_spare(ps_scheduler_t *s, const ps_msg_t *m, const ps_regist
     snprintf(n->curve_key, sizeof n->curve_key, "%s", reg->curve_key);
     /* No endpoint yet: a promoted spare binds for its shard and says where
      * (PEER_READY), as every server does. */
-    ps_register_ack_t ack = {.rank = n->rank, .job = s->cfg->job};
-    snprintf(ack.job_id, sizeof ack.job_id, "%s", s->id.job_id);
-    snprintf(ack.job_hash, sizeof ack.job_hash, "%s", s->id.job_hash);
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
-        s_send(s, n, PS_MSG_REGISTER_ACK, body, len);
-        free(body);
-    }
+    ps_scheduler_send_ack(s, n);
     ps_log_info("registered spare S%d (pid %u); %d spare%s waiting", n->rank, n->pid,
                 f->nspares, f->nspares == 1 ? "" : "s");
 }

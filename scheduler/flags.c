@@ -1,7 +1,10 @@
 /* scheduler/flags.c - shardps-scheduler's flag table and the checks after parsing. */
 #include "scheduler/flags.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -26,6 +29,7 @@ void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
     f->schedule = "cosine";
     f->seed = (int)f->cfg.job.seed;
     f->log_level = "info";
+    f->checkpoint_every = "0";
 }
 
 size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
@@ -52,8 +56,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"seed", PS_FLAG_INT, &f->seed, "N", "seed for initialisation and sample order"},
         {"summary", PS_FLAG_STR, &c->summary, "FILE", "write the job summary here as JSON"},
         {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost; in (0, 86400]"},
-        {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every steps (sync modes)"},
-        {"checkpoint-every", PS_FLAG_INT, &c->checkpoint_every, "N", "steps between checkpoints (0 = none)"},
+        {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every (sync, ssp, sync:K/N)"},
+        {"checkpoint-every", PS_FLAG_STR, &f->checkpoint_every, "N", "steps between checkpoints, or Ns: seconds (e.g. 30s; at a step agreed with the servers); 0 = none"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
@@ -79,7 +83,7 @@ int ps_scheduler_flags_check_outputs(const ps_scheduler_flags_t *f, char *err, s
         bad = "summary";
     } else if (c->endpoint_file && ps_file_check_writable(c->endpoint_file, why, sizeof why)) {
         bad = "endpoint-file";
-    } else if (c->checkpoint_every > 0 && c->checkpoint_dir &&
+    } else if ((c->checkpoint_every > 0 || c->checkpoint_seconds > 0) && c->checkpoint_dir &&
                ps_file_check_dir_writable(c->checkpoint_dir, why, sizeof why)) {
         bad = c->checkpoint_dir == c->resume ? "resume" : "checkpoint-dir";
     } else {
@@ -87,6 +91,27 @@ int ps_scheduler_flags_check_outputs(const ps_scheduler_flags_t *f, char *err, s
     }
     snprintf(err, errlen, "--%s %s", bad, why);
     return PS_EINVAL;
+}
+
+/* --checkpoint-every: "N" steps or "Ns" seconds. Returns 0 or PS_EINVAL. */
+static int s_parse_every(const char *text, ps_scheduler_config_t *c)
+{
+    char *end;
+    errno = 0;
+    if (!text) {
+        return 0;
+    }
+    if (text[0] && text[strlen(text) - 1] == 's') {
+        double sec = strtod(text, &end);
+        return *end == 's' && end[1] == '\0' && end != text && sec > 0 &&
+                       sec <= PS_CONFIG_MAX_SECONDS
+                   ? (c->checkpoint_seconds = sec, 0)
+                   : PS_EINVAL;
+    }
+    long n = strtol(text, &end, 10);
+    return *end == '\0' && end != text && !errno && n >= 0 && n <= INT_MAX
+               ? (c->checkpoint_every = (int)n, 0)
+               : PS_EINVAL;
 }
 
 int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
@@ -116,15 +141,21 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (rc != 0) {
         return rc;
     }
-    if (f->cfg.checkpoint_every < 0 || (f->cfg.checkpoint_every > 0 &&
-                                         !f->cfg.checkpoint_dir && !f->cfg.resume)) {
-        snprintf(err, errlen, "--checkpoint-every N needs N >= 0 and --checkpoint-dir");
+    if (s_parse_every(f->checkpoint_every, &f->cfg) != 0) {
+        snprintf(err, errlen, "--checkpoint-every %s: expected steps N (0 to %d) or seconds "
+                 "Ns (0 < N <= %.0f)", f->checkpoint_every, INT_MAX, PS_CONFIG_MAX_SECONDS);
         return PS_EINVAL;
     }
-    if ((f->cfg.checkpoint_every > 0 || f->cfg.resume) && job->mode != PS_MODE_SYNC &&
-        job->mode != PS_MODE_BACKUP) {
-        snprintf(err, errlen, "--checkpoint-every and --resume need --mode sync or sync:K/N "
-                 "(a checkpoint is a cut at a step boundary)");
+    const int every = f->cfg.checkpoint_every > 0 || f->cfg.checkpoint_seconds > 0;
+    if (every && !f->cfg.checkpoint_dir && !f->cfg.resume) {
+        snprintf(err, errlen, "--checkpoint-every needs --checkpoint-dir (or --resume)");
+        return PS_EINVAL;
+    }
+    if ((every || f->cfg.resume) && !ps_job_is_stepped(job)) {
+        /* async servers apply pushes as they come, each at its own pace: no
+         * step is a cut of all of them; allreduce has no servers */
+        snprintf(err, errlen, "--checkpoint-every and --resume need --mode sync, ssp:S or "
+                 "sync:K/N: a checkpoint is a cut at a step boundary, and async has none");
         return PS_EINVAL;
     }
     if (!f->cfg.checkpoint_dir) {

@@ -38,6 +38,7 @@ typedef struct {
     int max_steps;             /* --max-steps */
     int warmup;                /* --warmup-steps */
     const char *log_level;     /* --log-level, for ps_log_set_level_flag() */
+    const char *checkpoint_every; /* --checkpoint-every N (steps) or Ns (seconds) */
 } ps_scheduler_flags_t;
 
 /* Fills *f with the defaults (what --help shows). */

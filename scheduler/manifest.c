@@ -15,14 +15,37 @@
 #include "common/file.h"
 #include "common/log.h"
 
-/* Checkpoints whose parts are tracked at once: a server may report step
- * N + every before a slower one's report of N arrives. */
+/* Checkpoints whose parts are tracked at once: a server may report the
+ * next checkpoint before a slower one's report of this one arrives. */
 enum { S_KEEP = 4 };
 
 struct ps_manifest {
     const ps_view_t *view;
-    ps_checkpoint_part_t *parts; /* servers x S_KEEP: slot step/every % S_KEEP */
+    ps_checkpoint_part_t *parts; /* servers x S_KEEP: a slot per step (s_slot) */
 };
+
+/* The slot of step: the one whose parts are of it, else the one of the
+ * oldest step (steps are every N steps, or agreed for timed ones). */
+static size_t s_slot(const ps_manifest_t *m, int64_t step)
+{
+    size_t oldest = 0;
+    int64_t oldest_step = INT64_MAX;
+    for (size_t k = 0; k < S_KEEP; k++) {
+        int64_t newest = -1;
+        for (int r = 0; r < m->view->num_servers; r++) {
+            const ps_checkpoint_part_t *p = &m->parts[(size_t)r * S_KEEP + k];
+            if (p->size && p->step == step) {
+                return k;
+            }
+            newest = p->size && p->step > newest ? p->step : newest;
+        }
+        if (newest < oldest_step) {
+            oldest_step = newest;
+            oldest = k;
+        }
+    }
+    return oldest;
+}
 
 int ps_manifest_new(ps_manifest_t **out, const ps_view_t *view)
 {
@@ -90,7 +113,7 @@ static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
 int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part)
 {
     const ps_view_t *v = m->view;
-    const size_t slot = (size_t)(part->step / v->checkpoint_every) % S_KEEP;
+    const size_t slot = s_slot(m, part->step);
     m->parts[(size_t)rank * S_KEEP + slot] = *part;
     for (int r = 0; r < v->num_servers; r++) {
         if (m->parts[(size_t)r * S_KEEP + slot].step != part->step) {
@@ -194,6 +217,20 @@ static int s_check(const char *stepdir, int64_t step, uint64_t num_params, char 
         return 0;
     }
     return nparts;
+}
+
+int ps_manifest_workers(const char *stepdir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/manifest.json", stepdir);
+    char *text = s_slurp(path);
+    const char *at = text ? strstr(text, "\"workers\": ") : NULL;
+    int workers = 0;
+    if (!at || sscanf(at, "\"workers\": %d", &workers) != 1 || workers < 1) {
+        workers = 0;
+    }
+    free(text);
+    return workers;
 }
 
 static int s_desc(const void *a, const void *b)

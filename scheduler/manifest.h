@@ -53,6 +53,10 @@ int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part
 int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step, int *nparts,
                      char *stepdir, size_t cap);
 
+/* The number of workers of the job that wrote checkpoint stepdir (its
+ * manifest's "workers"), or 0 when it does not say. */
+int ps_manifest_workers(const char *stepdir);
+
 #ifdef __cplusplus
 }
 #endif

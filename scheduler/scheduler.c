@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -27,6 +28,7 @@
 #include "proto/range.h"
 #include "proto/sock.h"
 #include "scheduler/failover.h"
+#include "scheduler/join.h"
 #include "scheduler/manifest.h"
 #include "scheduler/preflight.h"
 #include "scheduler/scheduler_impl.h"
@@ -42,7 +44,7 @@
 #define PS_SCHEDULER_RECV_QUEUE 16
 
 /* A node's token: 64 random bits from the kernel, never 0 (0 = no token). */
-static int s_new_token(uint64_t *token)
+int ps_scheduler_new_token(uint64_t *token)
 {
     do {
         if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token) {
@@ -93,10 +95,31 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
     /* The summary first: once the nodes hear of the abort they exit, and a
      * launcher that sees them go may stop this process before it writes. */
     ps_summary_write(s);
+    ps_join_state_write(s); /* its nodes are told to go: nothing to bring back */
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_shutdown(PS_ECLOSED, s->failure, &body, &len) == 0) {
         s_send_all(s, PS_MSG_SHUTDOWN, body, len);
+        free(body);
+    }
+}
+
+void ps_scheduler_fail(ps_scheduler_t *s, const char *reason)
+{
+    s_fail(s, "%s", reason);
+}
+
+void ps_scheduler_send_ack(ps_scheduler_t *s, const ps_node_t *n)
+{
+    ps_register_ack_t ack = {.rank = n->rank, .token = n->token, .job = s->cfg->job,
+                             .run_id = s->run_id};
+    snprintf(ack.job_id, sizeof ack.job_id, "%s", s->id.job_id);
+    snprintf(ack.job_hash, sizeof ack.job_hash, "%s", s->id.job_hash);
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
+        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
+                         len);
         free(body);
     }
 }
@@ -118,8 +141,16 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL, "%s", why);
         return;
     }
+    if (reg.run_id) { /* it lost its scheduler: is this one its restart? */
+        ps_join_rejoin(s, m, &reg);
+        return;
+    }
     if (ps_failover_is_spare(s, &reg) && !s_node_of(s, &m->route)) {
         ps_failover_add_spare(s, m, &reg);
+        return;
+    }
+    if (s->phase == S_RUNNING && reg.role == PS_ROLE_WORKER && !s_node_of(s, &m->route)) {
+        ps_join_register(s, m, &reg);
         return;
     }
     if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
@@ -160,7 +191,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
         return;
     }
     uint64_t token;
-    if (s_new_token(&token) != 0) {
+    if (ps_scheduler_new_token(&token) != 0) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EIO,
                            "the scheduler cannot draw a token");
         return;
@@ -179,15 +210,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     snprintf(n->curve_key, sizeof n->curve_key, "%s", reg.curve_key);
     ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
 
-    uint8_t *body;
-    ps_register_ack_t ack = {.rank = rank, .token = n->token, .job = s->cfg->job};
-    snprintf(ack.job_id, sizeof ack.job_id, "%s", s->id.job_id);
-    snprintf(ack.job_hash, sizeof ack.job_hash, "%s", s->id.job_hash);
-    if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
-                         len);
-        free(body);
-    }
+    ps_scheduler_send_ack(s, n);
     char tag[16];
     ps_log_info("registered %s (pid %u%s%s)", ps_node_tag(n, tag, sizeof tag), n->pid,
                 n->endpoint[0] ? ", " : "", n->endpoint);
@@ -195,21 +218,32 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
 
 /* Checkpoints and resume, into the view: where servers write them, and on
  * --resume the newest complete one (or a fresh start when there is none). */
-static int s_checkpoint_setup(ps_scheduler_t *s)
+static int s_checkpoint_setup(ps_scheduler_t *s, uint64_t samples)
 {
     const ps_scheduler_config_t *c = s->cfg;
     ps_view_t *v = s->view;
     if (c->resume) {
         if (ps_manifest_find(c->resume, v->num_params, &v->start_step, &v->resume_parts,
                              v->resume_dir, sizeof v->resume_dir) == 0) {
+            s->checkpoint = v->start_step;
             ps_log_info("resuming from %s at step %lld (%d parts)", v->resume_dir,
                         (long long)v->start_step, v->resume_parts);
+            const int old = ps_manifest_workers(v->resume_dir);
+            if (old > 0 && old != c->workers) {
+                v->resume_step = v->start_step;
+                v->start_step = ps_join_map_step(v->start_step, old, c->workers, c->job.batch,
+                                                 samples);
+                ps_log_warn("resume: the checkpoint's job had %d workers, this one %d: its "
+                            "step %lld maps to step %lld at the same data position",
+                            old, c->workers, (long long)v->resume_step,
+                            (long long)v->start_step);
+            }
         } else {
             ps_log_warn("resume: no complete checkpoint in %s; starting from step 0",
                         c->resume);
         }
     }
-    if (c->checkpoint_every > 0) {
+    if (c->checkpoint_every > 0 || c->checkpoint_seconds > 0) {
         snprintf(v->checkpoint_dir, sizeof v->checkpoint_dir, "%s", c->checkpoint_dir);
         v->checkpoint_every = c->checkpoint_every;
         if (ps_manifest_new(&s->manifest, v) != 0) {
@@ -228,13 +262,15 @@ static void s_on_checkpoint(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     char tag[16];
     if (n->role != PS_ROLE_SERVER || !s->manifest || !p ||
-        ps_codec_unpack_checkpoint(p, len, &part) != 0 ||
-        part.step % s->view->checkpoint_every != 0) {
+        ps_codec_unpack_checkpoint(p, len, &part) != 0) {
         ps_log_warn("dropped a bad checkpoint report from %s",
                     ps_node_tag(n, tag, sizeof tag));
         return;
     }
-    ps_manifest_add(s->manifest, n->rank, &part);
+    if (ps_manifest_add(s->manifest, n->rank, &part) == 1) {
+        s->checkpoint = part.step;
+        ps_join_state_write(s);
+    }
 }
 
 static void s_start_workers(ps_scheduler_t *s);
@@ -275,7 +311,7 @@ static void s_maybe_start(ps_scheduler_t *s)
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
     v->preflight = s->cfg->preflight && s->cfg->servers > 0;
-    if (s_checkpoint_setup(s) != 0) {
+    if (s_checkpoint_setup(s, samples) != 0) {
         return;
     }
     if (s->cfg->servers > 0) {
@@ -352,7 +388,8 @@ static void s_start_workers(ps_scheduler_t *s)
     }
     free(body);
     s->phase = S_RUNNING;
-    s->t_view = ps_now();
+    s->t_view = s->last_checkpoint = ps_now();
+    ps_join_state_write(s);
     char sched[64], mode[32];
     ps_job_schedule_name(&j->schedule, sched, sizeof sched);
     ps_job_mode_str(j, mode, sizeof mode);
@@ -521,7 +558,14 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
         }
         break;
     case PS_MSG_MODEL_INFO:
-        s_on_model_info(s, n, m);
+        if (n->joining) {
+            ps_join_model_info(s, n, m);
+        } else {
+            s_on_model_info(s, n, m);
+        }
+        break;
+    case PS_MSG_JOIN_STEP:
+        ps_join_answer(s, n, m);
         break;
     case PS_MSG_BARRIER:
         s_on_barrier(s, n, m);
@@ -605,9 +649,12 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     for (int w = 0; w < s->cfg->workers; w++) {
         live[w] = !s->nodes[s->cfg->servers + w].lost;
     }
-    ps_log_warn("membership: lost W%d (pid %u): silent for %.1f s; going on with %d of %d "
-                "workers (--min-workers %d)", n->rank, n->pid, silent, s_live_workers(s),
-                s->cfg->workers, s->cfg->min_workers);
+    char head[48], tail[128];
+    snprintf(head, sizeof head, "membership: lost W%d (pid %u)", n->rank, n->pid);
+    snprintf(tail, sizeof tail, ": silent for %.1f s; going on with %d of %d workers "
+             "(--min-workers %d)", silent, s_live_workers(s), s->cfg->workers,
+             s->cfg->min_workers);
+    ps_join_leave_line(s, head, tail);
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_members(live, s->cfg->workers, &body, &len) != 0) {
@@ -620,6 +667,7 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     if (s->barrier[0]) {
         s_barrier_check(s);
     }
+    ps_join_state_write(s);
     return 1;
 }
 
@@ -645,6 +693,11 @@ static int s_missing(const ps_scheduler_t *s, char *buf, size_t cap)
     return in;
 }
 
+int ps_scheduler_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
+{
+    return s_leave(s, n, silent);
+}
+
 static void s_tick(ps_scheduler_t *s)
 {
     double now = ps_now();
@@ -656,6 +709,10 @@ static void s_tick(ps_scheduler_t *s)
     for (int i = 0; i < s->nnodes; i++) {
         ps_node_t *n = &s->nodes[i];
         if (n->used && now - n->last_seen > s->cfg->peer_timeout) {
+            if (n->joining) {
+                ps_join_drop(s, n);
+                continue;
+            }
             if (s_leave(s, n, now - n->last_seen) ||
                 ps_failover_replace(s, n, now - n->last_seen)) {
                 continue;
@@ -682,7 +739,11 @@ static void s_tick(ps_scheduler_t *s)
                     now - s->t_start, s->cfg->wait);
         s->next_wait_log = now + PS_LINK_WAIT_LOG_SECONDS;
     }
+    if (s->phase == S_RECOVERING) {
+        ps_join_recover_tick(s);
+    }
     if (s->phase == S_RUNNING) {
+        ps_join_tick(s);
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
             if (!s->nodes[i].done && !s->nodes[i].lost) {
                 return;
@@ -732,6 +793,12 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
 {
     ps_scheduler_t s = {.cfg = cfg, .phase = S_WAITING};
     int status = 1;
+    /* Tells this run's nodes from another's when they register again. */
+    if (getrandom(&s.run_id, sizeof s.run_id, 0) != sizeof s.run_id) {
+        s.run_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+    }
+    s.run_id |= 1; /* never 0: "no job id" */
+    s.checkpoint = -1;
     s.nnodes = cfg->servers + cfg->workers;
     s.nodes = calloc((size_t)s.nnodes, sizeof *s.nodes);
     s.view = calloc(1, sizeof *s.view);
@@ -776,6 +843,9 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
                 "build %s)%s", s.endpoint, cfg->servers, cfg->workers, s.id.job_id,
                 s.id.job_hash, s.id.build,
                 cfg->secure ? " (secure: CurveZMQ, this job's keys only)" : "");
+    if (cfg->resume) {
+        ps_join_state_load(&s);
+    }
     s.t_start = ps_now();
     s.next_wait_log = s.t_start + PS_LINK_WAIT_LOG_SECONDS;
     while (s.phase != S_FINISHED && s.phase != S_FAILED) {
@@ -798,11 +868,13 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_ratelog_tick(s.drops);
         ps_scheduler_observe_tick(&s);
     }
+    ps_join_leave_flush(&s);
     if (s.phase == S_FINISHED) {
         ps_scheduler_observe_tick(&s);
         ps_sched_obs_mark_end(s.obs);
         int written = ps_summary_write(&s); /* s_fail wrote a failed job's */
         status = written == 0 ? 0 : 1;
+        ps_join_state_write(&s);
         uint8_t *body;
         size_t len;
         if (ps_codec_pack_shutdown(0, "job finished", &body, &len) == 0) {
@@ -825,6 +897,7 @@ fail:
     ps_sched_obs_destroy(&s.obs);
     ps_failover_destroy(&s.failover);
     ps_ratelog_destroy(&s.drops);
+    free(s.saved);
     free(s.view);
     free(s.nodes);
     return status;

@@ -27,6 +27,8 @@ typedef struct {
     double wait;               /* seconds to wait for every node to register */
     const char *checkpoint_dir; /* servers checkpoint here (DIR/step-N/); NULL = never */
     int checkpoint_every;      /* steps between checkpoints (needs checkpoint_dir) */
+    double checkpoint_seconds; /* or seconds between checkpoints (at a step agreed
+                                  with the servers: scheduler/join.h) */
     const char *resume;        /* continue from the newest complete checkpoint in this
                                   directory; NULL = start afresh */
     const char *metrics_bind;  /* serve the job's metrics (ours and every node's) on

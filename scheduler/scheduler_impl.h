@@ -42,6 +42,8 @@ typedef struct {
     int in_barrier;       /* workers: arrived at the current barrier */
     int done;             /* workers: sent DONE */
     int lost;             /* workers: lost and left out of the job (--min-workers) */
+    int joining;          /* workers joining a running job: 1 registered, 2 model
+                             reported (scheduler/join.c); lost until they join */
     ps_done_t stats;      /* workers: their DONE report */
     int reported;         /* servers: sent their end-of-job report */
     ps_server_report_t report; /* servers: that report */
@@ -52,10 +54,29 @@ typedef struct {
 /* Spares and replacements of lost servers: scheduler/failover.c. */
 typedef struct ps_failover ps_failover_t;
 
+/* An agreement of a future step with every server (scheduler/join.h). */
+typedef struct {
+    int active;          /* MSG_JOIN_PREPARE sent, answers being collected */
+    int worker;          /* the worker joining at the agreed step, or -1 */
+    int checkpoint;      /* a timed checkpoint at the agreed step */
+    int answers;         /* servers that answered */
+    unsigned char answered[PS_MAX_SERVERS];
+    int64_t max_version; /* the highest version answered */
+} ps_agree_t;
+
 /* WAITING for nodes -> STARTING (servers have the view, binding for their
  * shard) -> RUNNING the job (workers have the view) -> REPORTING (workers
- * done, servers asked for telemetry) -> FINISHED; any -> FAILED. */
-typedef enum { S_WAITING, S_STARTING, S_RUNNING, S_REPORTING, S_FINISHED, S_FAILED } ps_phase_t;
+ * done, servers asked for telemetry) -> FINISHED; any -> FAILED. A restarted
+ * scheduler whose nodes register again goes WAITING -> RECOVERING -> RUNNING. */
+typedef enum {
+    S_WAITING,
+    S_RECOVERING,
+    S_STARTING,
+    S_RUNNING,
+    S_REPORTING,
+    S_FINISHED,
+    S_FAILED
+} ps_phase_t;
 
 /* The scheduler's whole state, one per ps_scheduler_run. */
 typedef struct {
@@ -83,6 +104,21 @@ typedef struct {
     ps_sched_obs_t *obs; /* the nodes' reports, the metrics endpoint (observe.c) */
     ps_failover_t *failover; /* spare servers, replacements (scheduler/failover.c) */
     ps_sock_t *monitor;   /* the router's closed connections; NULL if unavailable */
+    uint64_t run_id;  /* this run of the job, in every REGISTER_ACK */
+    ps_agree_t agree; /* the step being agreed with the servers (scheduler/join.c) */
+    double last_checkpoint; /* ps_now() of the last timed checkpoint's agreement */
+    int joins;        /* workers that joined while the job ran */
+    struct {
+        char head[48], tail[128];
+    } leaves[8];      /* membership lines of workers left out, waiting for the
+                         step from server 0 (ps_join_answer); FIFO */
+    int nleaves;
+    ps_view_t *saved; /* --resume DIR: the view of DIR/scheduler.state, whose
+                         nodes may register again (scheduler/join.c); or NULL */
+    ps_sched_state_t saved_state; /* the rest of that state */
+    int restarts;     /* scheduler restarts of this job */
+    double t_recover; /* ps_now() when the first node registered again */
+    int64_t checkpoint; /* the newest complete checkpoint's step, -1 none */
 } ps_scheduler_t;
 
 /* scheduler/observe.c, from the loop: answers MSG_STATUS (from any
@@ -107,6 +143,30 @@ static inline void ps_fix_endpoint(char *ep, size_t cap, const char *peer)
         }
     }
 }
+
+/* Logs the membership line of a worker left out, head + " at step N" +
+ * tail, once server 0 says the step (or at once without it when too many
+ * wait) (scheduler/join.c). */
+void ps_join_leave_line(ps_scheduler_t *s, const char *head, const char *tail);
+
+/* Logs the lines still waiting, without their step (the job ended). */
+void ps_join_leave_flush(ps_scheduler_t *s);
+
+/* Leaves silent worker n out when --min-workers allows (scheduler.c).
+ * Returns 1 when it was left out (or the job failed), 0 when it cannot be. */
+int ps_scheduler_leave(ps_scheduler_t *s, ps_node_t *n, double silent);
+
+/* Aborts the job for reason (scheduler.c): every node is told, the summary
+ * is written. */
+void ps_scheduler_fail(ps_scheduler_t *s, const char *reason);
+
+/* A node's token: 64 random bits from the kernel, never 0 (0 = no token).
+ * Returns 0 or PS_EIO (scheduler.c). */
+int ps_scheduler_new_token(uint64_t *token);
+
+/* Answers node n's registration: its rank, token, the job, the job's id and
+ * configuration hash, this run's id (scheduler.c). */
+void ps_scheduler_send_ack(ps_scheduler_t *s, const ps_node_t *n);
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
 static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)

@@ -183,7 +183,8 @@ int ps_summary_write(const ps_scheduler_t *s)
                 "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
                 "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
                 "\"messages_rejected\": %llu, \"scheduler_refused\": %llu, \"pushes_nonfinite\": %llu, "
-                "\"membership_changes\": %d, \"steps_with_fewer_workers\": %lld, "
+                "\"membership_changes\": %d, \"workers_joined\": %d, \"scheduler_restarts\": %d, "
+                "\"steps_with_fewer_workers\": %lld, "
                 "\"secure_refused\": %llu, \"servers_refused_forged\": %llu, "
                 "\"pulls_refused_unread\": %llu, \"worker_wait_seconds\": ",
                 w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
@@ -192,8 +193,8 @@ int ps_summary_write(const ps_scheduler_t *s)
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
                 (unsigned long long)dropped, (unsigned long long)rejected,
                 (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes,
-                (long long)fewer, (unsigned long long)secure_refused, (unsigned long long)forged,
-                (unsigned long long)unread);
+                s->joins, s->restarts, (long long)fewer, (unsigned long long)secure_refused,
+                (unsigned long long)forged, (unsigned long long)unread);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
         s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));

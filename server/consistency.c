@@ -41,6 +41,8 @@ struct ps_consistency {
     int workers;           /* N */
     unsigned char *live;   /* N: non-zero for the workers steps wait for */
     int nlive;
+    int64_t *join_at;      /* N: the version from which a joining worker is live; -1 none */
+    int64_t hold;          /* stepped modes: no step >= hold is applied (ps_consistency_hold) */
     /* Stepped modes collect each step's pushes per worker before applying.
      * Step t lives in window slot t % window; slot (t, w) below means index
      * (t % window) * workers + w. */
@@ -234,6 +236,43 @@ static const float *s_sum_step(ps_consistency_t *c, int first)
     return c->scratch;
 }
 
+/* Joining workers whose step has come are live from now on. */
+static void s_live_joins(ps_consistency_t *c)
+{
+    for (int w = 0; w < c->workers; w++) {
+        if (c->join_at[w] >= 0 && c->join_at[w] <= c->version) {
+            c->join_at[w] = -1;
+            c->live[w] = 1;
+            c->nlive++;
+        }
+    }
+}
+
+/* No worker is live, only joiners from a later step J: steps before J have
+ * no one to push them, so they are skipped (no update; their held pushes
+ * are dropped) and the version jumps to J, where the joiners are live. */
+static void s_skip_to_joins(ps_consistency_t *c)
+{
+    int64_t J = INT64_MAX;
+    for (int w = 0; w < c->workers; w++) {
+        J = c->join_at[w] >= 0 && c->join_at[w] < J ? c->join_at[w] : J;
+    }
+    if (J == INT64_MAX || !ps_store_initialized(c->store)) {
+        return;
+    }
+    for (int64_t t = c->version; t < J && t < c->version + c->window; t++) {
+        for (int w = 0; w < c->workers; w++) {
+            s_release_parts(c, s_slot(c, t, w));
+        }
+    }
+    ps_log_warn("no worker live before step %lld: steps %lld to %lld skipped", (long long)J,
+                (long long)c->version, (long long)J - 1);
+    c->stats.steps_fewer += J - c->version;
+    c->version = J;
+    s_live_joins(c);
+    s_forget_pulls(c, 1);
+}
+
 /*
  * Stepped modes: applies every step that has collected enough pushes, in
  * order. sync and ssp need every live worker; sync:k/n needs k of them. The
@@ -244,9 +283,12 @@ static const float *s_sum_step(ps_consistency_t *c, int first)
 static void s_try_apply(ps_consistency_t *c)
 {
     const ps_job_t *j = &c->cfg.job;
-    int need = j->mode == PS_MODE_BACKUP && j->backup_k < c->nlive ? j->backup_k : c->nlive;
-    need = need < 1 ? 1 : need;
     for (;;) {
+        int need = j->mode == PS_MODE_BACKUP && j->backup_k < c->nlive ? j->backup_k : c->nlive;
+        need = need < 1 ? 1 : need;
+        if (c->version >= c->hold) {
+            return;
+        }
         int complete = 0, first = -1;
         for (int w = 0; w < c->workers; w++) {
             if (s_complete(c, c->version, w)) {
@@ -258,6 +300,7 @@ static void s_try_apply(ps_consistency_t *c)
             return;
         }
         const int64_t t = c->version;
+        c->stats.steps_fewer += c->nlive < c->workers;
         const float *sum = s_sum_step(c, first);
         const float lr = s_lr(c, t), scale = 1.0f / (float)complete;
         c->version = t + 1; /* what the values sent below carry; Adam's t */
@@ -279,6 +322,10 @@ static void s_try_apply(ps_consistency_t *c)
         }
         c->step_since = ps_now();
         s_forget_pulls(c, 0);
+        s_live_joins(c);
+        if (c->cfg.ops.stepped) {
+            c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
+        }
     }
 }
 
@@ -303,6 +350,8 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->cap_pending = 8 * c->workers;
     c->asker_stride = (cfg->asker_size + 15) / 16 * 16;
     c->live = malloc((size_t)c->workers);
+    c->join_at = malloc((size_t)c->workers * sizeof *c->join_at);
+    c->hold = INT64_MAX;
     c->parts = calloc(c->nslots * PS_CONSISTENCY_MAX_PARTS, sizeof *c->parts);
     c->nparts = calloc(c->nslots, sizeof *c->nparts);
     c->covered = calloc(c->nslots, sizeof *c->covered);
@@ -310,12 +359,15 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->scratch = calloc(c->n ? c->n : 1, sizeof(float));
     c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
     c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
-    if (!c->live || !c->parts || !c->nparts || !c->covered || !c->computed_on || !c->scratch ||
-        !c->pending || !c->askers) {
+    if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered ||
+        !c->computed_on || !c->scratch || !c->pending || !c->askers) {
         ps_consistency_destroy(&c);
         return PS_ENOMEM;
     }
     memset(c->live, 1, (size_t)c->workers);
+    for (int w = 0; w < c->workers; w++) {
+        c->join_at[w] = -1;
+    }
     ps_hist_init(&c->stats.staleness);
     c->step_since = ps_now();
     *out = c;
@@ -332,6 +384,7 @@ void ps_consistency_destroy(ps_consistency_t **cp)
         s_release_parts(c, k);
     }
     free(c->live);
+    free(c->join_at);
     free(c->parts);
     free(c->nparts);
     free(c->covered);
@@ -352,10 +405,17 @@ int ps_consistency_set_workers(ps_consistency_t *c, const unsigned char *live)
     if (nlive == 0) {
         return PS_EINVAL;
     }
+    nlive = 0;
     for (int w = 0; w < c->workers; w++) {
-        c->live[w] = live[w] != 0;
+        /* a worker joining at a later step is not live before it */
+        c->join_at[w] = live[w] ? c->join_at[w] : -1;
+        c->live[w] = live[w] != 0 && c->join_at[w] < 0;
+        nlive += c->live[w];
     }
     c->nlive = nlive;
+    if (nlive == 0) {
+        s_skip_to_joins(c);
+    }
     if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
         s_try_apply(c);
     }
@@ -451,6 +511,7 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     ps_store_step(c->store, r->range, g, s_lr(c, c->version / c->workers),
                   s_stale_weight(c, tau), c->version + 1);
     ps_hist_add(&c->stats.staleness, tau);
+    c->stats.steps_fewer += c->nlive < c->workers;
     c->version++;
     c->stats.pushes++;
     s_ack(c, r);
@@ -557,6 +618,30 @@ int ps_consistency_pending_pulls(const ps_consistency_t *c)
 int ps_consistency_max_held(const ps_consistency_t *c)
 {
     return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS;
+}
+
+int64_t ps_consistency_hold(ps_consistency_t *c)
+{
+    c->hold = c->version + 1;
+    return c->version;
+}
+
+int ps_consistency_join(ps_consistency_t *c, int worker, int64_t step)
+{
+    int rc = 0;
+    if (worker >= 0) {
+        if (worker >= c->workers || c->live[worker] || step < c->version) {
+            rc = PS_ESTATE;
+        } else {
+            c->join_at[worker] = ps_job_is_stepped(&c->cfg.job) ? step : 0;
+            s_live_joins(c);
+        }
+    }
+    c->hold = INT64_MAX;
+    if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
+        s_try_apply(c);
+    }
+    return rc;
 }
 
 int ps_consistency_resume(ps_consistency_t *c, int64_t version)

@@ -67,6 +67,9 @@ typedef struct {
                   int64_t version);
     /* A push's frame (ps_request_t.frame) is no longer read. NULL: nothing to do. */
     void (*release)(void *ctx, void *frame);
+    /* Stepped modes: a step was applied, the store is at version (the cut
+     * after step version-1: a checkpoint may read it now). NULL: nothing. */
+    void (*stepped)(void *ctx, int64_t version);
 } ps_consistency_ops_t;
 
 typedef struct {
@@ -100,6 +103,7 @@ typedef struct {
     uint64_t dropped;    /* sync:k/n: late pushes dropped */
     uint64_t nonfinite;  /* pushes refused for a NaN or an infinity */
     ps_hist_t staleness; /* versions between computing and applying each gradient */
+    int64_t steps_fewer; /* steps (async: pushes) applied with fewer live workers than N */
 } ps_consistency_stats_t;
 
 typedef struct ps_consistency ps_consistency_t;
@@ -116,13 +120,34 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
 void ps_consistency_destroy(ps_consistency_t **c);
 
 /*
- * Sets which workers are live: live[w] non-zero for each of the N ranks.
- * Steps need the live workers only (sync:k/n: k of them, or all when fewer
+ * Sets which workers are live: live[w] non-zero for each of the N ranks (a
+ * worker joining at a later step stays out until it; one not in live no
+ * longer joins; when only such joiners remain, the steps before the first
+ * one's are skipped: no update, the version jumps there). Steps need the
+ * live workers only (sync:k/n: k of them, or all when fewer
  * are live); the held pushes of the others are dropped when their step
  * applies, and their new pushes refused. A step the change completes applies
  * now. Returns 0 or PS_EINVAL (no worker live).
  */
 int ps_consistency_set_workers(ps_consistency_t *c, const unsigned char *live);
+
+/*
+ * Agreeing a future step with the other servers (a worker joins, a timed
+ * checkpoint): from now on no step past the one being collected is applied
+ * (version stops at most one above what this returns) until
+ * ps_consistency_join(). Returns the version now. Each server answers its
+ * version V; the scheduler picks J = max(V) + 1, a step none has applied.
+ */
+int64_t ps_consistency_hold(ps_consistency_t *c);
+
+/*
+ * Ends the hold; worker (-1: none), not live now, is live from version step
+ * on (stepped modes; async: at once): steps before it complete without it,
+ * step and later ones wait for its pushes. Steps the hold stopped apply now.
+ * Returns 0, or PS_ESTATE (worker live already, or step already passed: the
+ * hold is ended all the same).
+ */
+int ps_consistency_join(ps_consistency_t *c, int worker, int64_t step);
 
 /* Initial values from worker 0, copied into the store; when the shard is
  * complete, waiting pulls are answered. Returns 0 (acked) or PS_ESTATE with

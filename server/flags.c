@@ -36,6 +36,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_link_peer_timeout_flag(&c->peer_timeout),
         ps_link_job_id_flag(&c->job_id),
         ps_link_job_hash_flag(&c->job_hash),
+        ps_link_scheduler_grace_flag(&c->scheduler_grace),
         {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long; in (0, 86400]"},
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
@@ -62,6 +63,7 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
         ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
         ps_config_check_endpoint("advertise", c->advertise, 0, err, errlen) ||
+        ps_link_check_grace(c->scheduler_grace, err, errlen) ||
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_curve_check_flags(c->secure, c->keys, PS_ROLE_SERVER, err, errlen) ||

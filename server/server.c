@@ -90,13 +90,12 @@ typedef struct {
     uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
     int64_t checkpointed; /* the version of the last checkpoint written (or loaded) */
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
-    int64_t fewer_since;  /* the version when a worker was lost; -1 while all are live */
-    int64_t steps_fewer;  /* steps applied with fewer workers, before fewer_since */
     ps_server_obs_t *obs; /* metrics and the heartbeat's report */
     int64_t generation;   /* failovers seen: data messages of another one are dropped */
     int64_t rolled_to;    /* the step of the last failover's rollback; -1 when its first
                              step after was reported (or there was none) */
     uint64_t stale;       /* data messages dropped for an old generation */
+    int64_t checkpoint_at; /* a checkpoint step agreed with the scheduler (timed), or -1 */
 } ps_server_t;
 
 /* How many messages a pull of the whole shard is answered in. */
@@ -307,17 +306,20 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     return 0;
 }
 
-/* After a push: when it completed a step N that is a checkpoint, writes the
- * shard and tells the scheduler. In sync modes a push completes at most one
- * step, and nothing changes the store before this runs, so the part is the
- * cut after step N's update. A part that cannot be written is logged and
- * skipped: that checkpoint never becomes complete, training goes on. */
+/* After each step (the consistency's stepped callback, so also each of the
+ * several steps one ssp push may complete): when the version N is a
+ * checkpoint (a multiple of --checkpoint-every, or the step agreed for a
+ * timed one), writes the shard and tells the scheduler. Nothing changes the
+ * store before this runs, so the part is the cut after step N-1's update. A
+ * part that cannot be written is logged and skipped: that checkpoint never
+ * becomes complete, training goes on. */
 static void s_maybe_checkpoint(ps_server_t *s)
 {
     const ps_view_t *v = s->view;
     const int64_t version = ps_consistency_version(s->cons);
-    if (v->checkpoint_every <= 0 || version == s->checkpointed ||
-        version % v->checkpoint_every != 0) {
+    const int due = (v->checkpoint_every > 0 && version % v->checkpoint_every == 0) ||
+                    version == s->checkpoint_at;
+    if (!due || version == s->checkpointed) {
         return;
     }
     s->checkpointed = version;
@@ -339,13 +341,22 @@ static void s_maybe_checkpoint(ps_server_t *s)
     }
 }
 
+/* The consistency applied a step: the store is the cut after it. */
+static void s_on_stepped(void *ctx, int64_t version)
+{
+    (void)version;
+    s_maybe_checkpoint(ctx);
+}
+
 /* Resumed job: the shard comes from the checkpoint's parts, not from an INIT. */
 static int s_resume(ps_server_t *s, char *err, size_t errlen)
 {
     const ps_view_t *v = s->view;
     char why[224];
-    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, v->start_step, s->store,
-                                &v->job, why, sizeof why);
+    /* resumed with another number of workers: the parts are of resume_step */
+    const int64_t step = v->resume_step ? v->resume_step : v->start_step;
+    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, step, s->store, &v->job, why,
+                                sizeof why);
     rc = rc ? rc : ps_consistency_resume(s->cons, v->start_step);
     if (rc != 0) {
         snprintf(err, errlen, "cannot resume: %s", why);
@@ -420,9 +431,6 @@ static int s_on_failover(ps_server_t *s, const ps_msg_t *m)
     s->generation = v->generation;
     s->checkpointed = v->start_step;
     s->rolled_to = v->start_step;
-    if (s->fewer_since > v->start_step) {
-        s->fewer_since = v->start_step;
-    }
     memcpy(s->view->servers, v->servers, sizeof v->servers);
     ps_link_set_generation(s->link, s->generation);
     ps_log_info("failover %lld: rolled back from step %lld to %lld (%s)",
@@ -488,7 +496,6 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
             ps_server_obs_apply(s->obs, te - ta);
             ps_trace_span(PS_TRACE_APPLY, h->step, ta, te, 0);
         }
-        s_maybe_checkpoint(s);
         s_failover_stepped(s);
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
@@ -503,16 +510,10 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     ps_trace_span(PS_TRACE_RECEIVE, h->step, t0, traced ? ps_now() : 0, h->type);
 }
 
-/* Steps applied with fewer live workers than the view's, up to now. */
-static int64_t s_steps_fewer(const ps_server_t *s)
-{
-    int64_t now = s->fewer_since >= 0 ? ps_consistency_version(s->cons) - s->fewer_since : 0;
-    return s->steps_fewer + now;
-}
-
 /* The scheduler's new set of live workers (a worker was lost): steps complete
  * with those from now on; a step the change completes applies (and is
- * checkpointed) at once. Server 0 logs the change with the step. */
+ * checkpointed: s_on_stepped) at once. Server 0 tells the scheduler the step
+ * it took effect at, for its membership line. */
 static void s_on_members(ps_server_t *s, const ps_msg_t *m)
 {
     unsigned char live[PS_MAX_WORKERS];
@@ -532,21 +533,59 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
         }
     }
     const int64_t version = ps_consistency_version(s->cons);
-    if (nlive < s->workers && s->fewer_since < 0) {
-        s->fewer_since = version;
-    } else if (nlive == s->workers && s->fewer_since >= 0) {
-        s->steps_fewer += version - s->fewer_since;
-        s->fewer_since = -1;
-    }
     if (ps_consistency_set_workers(s->cons, live) != 0) {
         ps_log_warn("membership message with no live worker dropped");
         return;
     }
-    if (s->rank == 0) {
-        ps_log_info("membership: %d of %d workers live from step %lld:%s", nlive, n,
-                    (long long)version, ranks);
+    ps_log_debug("%d of %d workers live from step %lld:%s", nlive, n, (long long)version,
+                 ranks);
+    if (s->rank == 0) { /* the step, for the scheduler's membership line */
+        ps_join_step_t js = {.step = version, .worker = -1, .members = 1};
+        uint8_t *body;
+        if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
+            ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
+            free(body);
+        }
     }
-    s_maybe_checkpoint(s);
+}
+
+/* The scheduler agrees a future step with every server (server/consistency.h,
+ * ps_consistency_hold): we stop at the step in progress and say our version. */
+static void s_on_join_prepare(ps_server_t *s)
+{
+    ps_join_step_t js = {.step = ps_consistency_hold(s->cons), .worker = -1};
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
+        ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
+        free(body);
+    }
+}
+
+/* The agreed step J: a checkpoint there, a worker live from there; go on. */
+static void s_on_join_step(ps_server_t *s, const ps_msg_t *m)
+{
+    ps_join_step_t js;
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    if (!p || ps_codec_unpack_join_step(p, len, &js) != 0 || js.worker >= s->workers) {
+        ps_log_warn("dropped a bad join-step message from the scheduler");
+        ps_consistency_join(s->cons, -1, 0); /* never stay held */
+        return;
+    }
+    if (js.checkpoint) {
+        s->checkpoint_at = js.step;
+        s_maybe_checkpoint(s); /* held at J already: the cut before any step goes on */
+    }
+    if (js.worker >= 0) { /* its requests carry the token it registered with */
+        s->view->worker_tokens[js.worker] = js.token;
+    }
+    if (ps_consistency_join(s->cons, js.worker, js.step) != 0) {
+        ps_log_warn("W%d cannot join at step %lld (version %lld)", js.worker,
+                    (long long)js.step, (long long)ps_consistency_version(s->cons));
+    } else if (js.worker >= 0) { /* the scheduler's membership line says it */
+        ps_log_debug("W%d live from step %lld", js.worker, (long long)js.step);
+    }
 }
 
 /* The heartbeat's report (ps_link_report_fn): who the step waits for, and
@@ -578,7 +617,7 @@ static void s_send_report(ps_server_t *s)
                             .nonfinite = st->nonfinite,
                             .version = ps_consistency_version(s->cons),
                             .staleness = st->staleness,
-                            .steps_fewer_workers = s_steps_fewer(s),
+                            .steps_fewer_workers = st->steps_fewer,
                             .secure_refused = ps_ctx_refused(s->ctx),
                             .forged = s->forged,
                             .unread_refused = s->unread_refused};
@@ -632,6 +671,10 @@ static int s_on_link(void *arg, ps_msg_t *m, int rc)
         } else if (m->hdr.type == PS_MSG_FAILOVER && s_on_failover(l->s, m) != 0) {
             l->status = 1;
             return 1;
+        } else if (m->hdr.type == PS_MSG_JOIN_PREPARE) {
+            s_on_join_prepare(l->s);
+        } else if (m->hdr.type == PS_MSG_JOIN_STEP) {
+            s_on_join_step(l->s, m);
         }
         return 0;
     default:
@@ -679,9 +722,9 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     const ps_view_t *v = s->view;
     s->rank = ps_link_rank(s->link);
     s->workers = v->num_workers;
-    s->fewer_since = -1;
     s->generation = v->generation;
     s->rolled_to = -1;
+    s->checkpoint_at = -1;
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
     const uint64_t n = ps_range_len(s->shard);
@@ -697,7 +740,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
         .total_steps = v->total_steps,
         .report_missing = s->cfg->report_missing,
         .asker_size = sizeof(ps_asker_t),
-        .ops = {s, s_on_ack, s_on_reply, s_on_release},
+        .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped},
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS, s->workers);
@@ -819,6 +862,7 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("%s", err);
         goto fail;
     }
+    ps_link_set_grace(s.link, cfg->scheduler_grace);
     ps_log_set_role("S", ps_link_rank(s.link));
     char tag[16];
     snprintf(tag, sizeof tag, "S%d", ps_link_rank(s.link));

@@ -68,6 +68,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_trace_file_flag(&c->trace),
         ps_trace_steps_flag(&c->trace_steps),
         ps_trace_kib_flag(&c->trace_kib),
+        ps_link_scheduler_grace_flag(&c->scheduler_grace),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_WORKER_NFLAGS, "PS_WORKER_NFLAGS");
@@ -105,6 +106,7 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
         ps_config_check_endpoint("advertise", c->advertise, 0, err, errlen) ||
         s_check_outputs(c, err, errlen) ||
+        ps_link_check_grace(c->scheduler_grace, err, errlen) ||
         ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||

@@ -663,6 +663,7 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     w->rank = ps_link_rank(w->link);
+    ps_link_set_grace(w->link, cfg->scheduler_grace);
     ps_log_set_role("W", w->rank);
     ps_worker_obs_attach(w->obs, w->link, w->rank);
     ps_log_info("device=%s", device);
@@ -730,6 +731,13 @@ static int s_start(ps_worker_t *w)
         }
     } else if (cfg->overlap && (j->mode == PS_MODE_SYNC || j->mode == PS_MODE_SSP)) {
         ps_model_set_grad_ready(w->model, s_push_ready, w);
+    }
+    /* A worker joining a running job pulls the parameters of its first step
+     * (start_step, agreed with the servers): no INIT, and the others are
+     * long past the start barrier. */
+    if (w->view->joining) {
+        ps_log_info("joining the running job at step %lld", (long long)w->view->start_step);
+        return 0;
     }
     /* A resumed job's servers load their shards from the checkpoint. */
     if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0 && !w->view->resume_parts) {

@@ -38,6 +38,7 @@ typedef struct {
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     const char *job_id;      /* the job it belongs to (--job-id); NULL = any */
     const char *job_hash;     /* that job's configuration hash (--job-hash); NULL = unchecked */
+    double scheduler_grace;  /* then go on this long for it to come back (0: give up) */
     double progress_seconds; /* worker 0 logs progress this often */
     int skip_nonfinite;      /* a NaN or infinite gradient: 1 = push zeros instead, count
                                 it and go on; 0 = end the job as diverged */

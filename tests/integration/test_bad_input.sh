@@ -56,6 +56,13 @@ bad "launch --servers abc" "--servers abc.*integer" "$LAUNCH" --servers abc
 bad "scheduler --lr x" "--lr x.*number" "$SCHED" --lr x
 bad "server --connect-timeout soon" "--connect-timeout soon.*number" "$SERVER" --connect-timeout soon
 bad "worker --rank one" "--rank one.*integer" "$WORKER" --rank one
+bad "server --scheduler-grace -1" "--scheduler-grace -1: out of range" "$SERVER" --scheduler-grace -1
+bad "scheduler --checkpoint-every 3x" "--checkpoint-every 3x: expected steps N" "$SCHED" \
+    --checkpoint-every 3x --checkpoint-dir "$TMP"
+bad "scheduler --checkpoint-every 0s" "--checkpoint-every 0s: expected" "$SCHED" \
+    --checkpoint-every 0s --checkpoint-dir "$TMP"
+bad "scheduler --checkpoint-every 30s in async" "async has none" "$SCHED" --mode async \
+    --checkpoint-every 30s --checkpoint-dir "$TMP"
 bad "scheduler --servers 0" "--servers 0" "$SCHED" --servers 0
 bad "launch --servers 0" "--servers 0" "$LAUNCH" --servers 0
 bad "launch --workers 0" "--workers 0" "$LAUNCH" --workers 0

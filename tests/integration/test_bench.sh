@@ -6,7 +6,8 @@
 # few steps writes its JSON with every field, and with --torch the PyTorch
 # reference's figure (or one line saying how to install PyTorch, when it is
 # absent). No timing is judged here: the bench measures, it does not assert
-# (see README, Benchmarks).
+# (see README, Benchmarks). `checkpoint` on one short round writes its row
+# with the checkpoints it counted.
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/bench/shardps-bench
@@ -98,7 +99,16 @@ else
     echo "skipped compute --torch: PyTorch not installed (apt-get install python3-torch)"
 fi
 
+# checkpoint: one round of 60 steps, without and with a checkpoint every 20.
+"$BENCH" checkpoint --reps 1 --max-steps 60 --every 20 --out "$TMP/ck" >"$TMP/ck.log" 2>&1 ||
+    fail "bench checkpoint failed: $(tail -5 "$TMP/ck.log")"
+header "$TMP/ck/checkpoint.csv" \
+    "round,without_samples_per_sec,with_samples_per_sec,ratio,without_cpu_s,with_cpu_s,cpu_ratio,checkpoints,checkpoint_mb"
+rows "$TMP/ck/checkpoint.csv" 2 # the round and the median
+grep -Eq '^1,[0-9]+,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,3,[0-9.]+$' "$TMP/ck/checkpoint.csv" ||
+    fail "checkpoint.csv: $(cat "$TMP/ck/checkpoint.csv")"
+
 # The logs of every job the bench started, for sanitizer reports.
-cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP/" 2>/dev/null
+cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP/" 2>/dev/null
 check_logs
 echo ok

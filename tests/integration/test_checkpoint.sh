@@ -8,15 +8,21 @@
 # resumed on 2 servers and on 3 (the flat vector re-cut). A byte flipped in a
 # part of the newest checkpoint, or a part cut short, makes the resume fall
 # back to the previous checkpoint with a log line naming the file, and the
-# result is still exact.
+# result is still exact. Checkpoints every second (--checkpoint-every 1s, at
+# steps agreed with the servers) are cuts as good: resuming the first one is
+# exact too. Resumed with 3 workers instead of 2, the job starts at the step
+# of the same data position (ceil(N*2/3) within the epoch) and ends normally.
+# Under ssp:2 every multiple of 50 is checkpointed (a push may complete
+# several steps; each one's cut is written), and a resume goes on from one.
 . "$(dirname "$0")/lib.sh"
 
 STEPS=240
 job() { # name servers [flags...]
     local name=$1 servers=$2
     shift 2
-    "$LAUNCH" --servers "$servers" --workers 2 --batch 32 --max-steps $STEPS --epochs 1 \
-        --lr-schedule cosine --optimizer sgd --momentum 0.9 --checkpoint-every 50 \
+    "$LAUNCH" --servers "$servers" --workers "${WORKERS:-2}" --batch 32 --max-steps $STEPS \
+        --epochs 1 --lr-schedule cosine --optimizer sgd --momentum 0.9 \
+        --checkpoint-every "${EVERY:-50}" \
         --dump-params "$TMP/$name.f32" --summary "$TMP/$name.json" --log-level info "$@" \
         >"$TMP/$name.log" 2>&1
 }
@@ -46,7 +52,7 @@ for i in $(seq 50); do
 done
 ! pgrep -f -- "$TMP/ck" >/dev/null || fail "processes left after kill -9: $(pgrep -af -- "$TMP/ck")"
 [ ! -e "$TMP/ck/step-$STEPS" ] || fail "the job ended before the kill"
-for d in flip trunc three; do
+for d in flip trunc three workers; do
     cp -r "$TMP/ck" "$TMP/ck_$d"
 done
 # The newest checkpoint with a manifest (DIR/latest may lag it: the kill can
@@ -79,5 +85,44 @@ truncate -s -4096 "$PART"
 resume trunc 2 "$TMP/ck_trunc"
 grep -q "skipping checkpoint $NEWEST: $PART is .* bytes" "$TMP/trunc.log" ||
     fail "no log line naming $PART: $(grep -i resum "$TMP/trunc.log")"
+# Every second: checkpoints at agreed steps, each a cut to resume exactly from.
+EVERY=1s job timed 2 --checkpoint-dir "$TMP/ck_timed" --straggler 1:5 ||
+    fail "timed run failed: $(tail -5 "$TMP/timed.log")"
+params_close "$TMP/full.f32" "$TMP/timed.f32" 0 || fail "timed checkpoints changed the training"
+TIMED=$(cd "$TMP/ck_timed" && ls -d step-*/manifest.json | sort -t- -k2 -n)
+[ "$(echo "$TIMED" | wc -l)" -ge 2 ] || fail "fewer than 2 timed checkpoints: $TIMED"
+FIRST=$(echo "$TIMED" | head -1)
+FIRST=${FIRST%/manifest.json}
+for d in "$TMP"/ck_timed/step-*; do
+    [ "$(basename "$d")" = "$FIRST" ] || rm -rf "$d"
+done
+resume timed_resumed 2 "$TMP/ck_timed"
+grep -q "resuming from $TMP/ck_timed/$FIRST" "$TMP/timed_resumed.log" ||
+    fail "did not resume from the timed $FIRST"
+
+# 3 workers resume the 2 workers' checkpoint at the same data position.
+N=${NEWEST#step-}
+WANT=$(( (N * 2 + 2) / 3 )) # ceil(N*2/3); 60000 samples: the epoch is not over
+WORKERS=3 job three_workers 2 --resume "$TMP/ck_workers" ||
+    fail "resume with 3 workers failed: $(tail -5 "$TMP/three_workers.log")"
+grep -q "its step $N maps to step $WANT at the same data position" "$TMP/three_workers.log" ||
+    fail "no mapping of step $N to $WANT: $(grep -i resum "$TMP/three_workers.log")"
+expect "$TMP/three_workers.json" "d['status'] == 'ok' and d['workers'] == 3" "3-worker resume"
+expect "$TMP/three_workers.json" "d['worker_steps'] == [$STEPS - $WANT] * 3" "steps from $WANT on"
+expect "$TMP/three_workers.json" \
+    "d['test_accuracy'] >= $(field "$TMP/full.json" "d['test_accuracy']") - 0.03" \
+    "accuracy of the 3-worker resume"
+# ssp: each step's cut, whatever the pushes that completed it.
+job ssp 2 --mode ssp:2 --checkpoint-dir "$TMP/ck_ssp" || fail "ssp run failed: $(tail -5 "$TMP/ssp.log")"
+for n in 50 100 150 200; do
+    [ -s "$TMP/ck_ssp/step-$n/manifest.json" ] || fail "ssp: no checkpoint step-$n: $(ls "$TMP/ck_ssp")"
+done
+rm -rf "$TMP/ck_ssp/step-150" "$TMP/ck_ssp/step-200"
+job ssp_resumed 2 --mode ssp:2 --resume "$TMP/ck_ssp" ||
+    fail "ssp resume failed: $(tail -5 "$TMP/ssp_resumed.log")"
+expect "$TMP/ssp_resumed.json" "d['status'] == 'ok' and d['worker_steps'] == [$STEPS - 100] * 2" \
+    "ssp resumed from step 100"
+expect "$TMP/ssp_resumed.json" "d['test_accuracy'] >= $(field "$TMP/ssp.json" "d['test_accuracy']") - 0.03" \
+    "accuracy of the ssp resume"
 check_logs
-echo "ok"
+echo "ok: timed checkpoints $(echo "$TIMED" | sed 's|/manifest.json||' | tr '\n' ' '); 3 workers resumed $NEWEST at step $WANT, accuracy $(field "$TMP/three_workers.json" "d['test_accuracy']") (uninterrupted $(field "$TMP/full.json" "d['test_accuracy']"))"

@@ -7,6 +7,11 @@
 # finishes every epoch: the launcher exits 0, the summary says ok, test
 # accuracy >= 0.86, one membership change and some steps with fewer workers.
 # Without --min-workers the same kill fails the job (test_peer_loss.sh).
+# Then W1 is started again by hand (its own command line, --rank 1): it joins
+# at a step agreed with the servers, trains to the end beside W0, and the
+# steps with fewer workers stop: two membership changes, and the steps of the
+# new W1 plus those with one worker are fewer than the job's. Before the
+# kill, a worker asking for the live rank 0 is refused with the reason.
 . "$(dirname "$0")/lib.sh"
 
 # K outside [0, workers], or below the workers of a ring, is bad usage.
@@ -17,7 +22,7 @@
 
 export SHARDPS_PROGRESS=0.2 # worker 0 reports progress early (via the launcher)
 start job "$LAUNCH" --servers 2 --workers 2 --min-workers 1 --peer-timeout 1.5 \
-    --epochs 3 --seed 3 --summary "$TMP/m.json"
+    --epochs 3 --batch 32 --seed 3 --summary "$TMP/m.json"
 LPID=$LAST_PID
 
 # W1: the launcher's child shardps-worker with --rank 1.
@@ -31,15 +36,68 @@ for p in $(pgrep -P "$LPID"); do
     case "$cmd" in *shardps-worker*"--rank 1"*) w1=$p ;; esac
 done
 [ -n "$w1" ] || fail "no W1 under the launcher: $(tail -5 "$TMP/job.log")"
+w1_cmd=()
+while IFS= read -r -d '' a; do w1_cmd+=("$a"); done <"/proc/$w1/cmdline"
+ep=""
+for i in "${!w1_cmd[@]}"; do
+    [ "${w1_cmd[$i]}" = --scheduler ] && ep=${w1_cmd[$((i + 1))]}
+done
+[ -n "$ep" ] || fail "no --scheduler in W1's command line: ${w1_cmd[*]}"
+# While every worker lives, a worker registering is refused; the job goes on.
+"$WORKER" --scheduler "$ep" --rank 0 >"$TMP/refused.log" 2>&1
+[ $? = 1 ] || fail "a worker for the live rank 0 was not refused: $(cat "$TMP/refused.log")"
+grep -q "the job is running and that worker is not lost" "$TMP/refused.log" ||
+    fail "no reason for refusing W0 again: $(cat "$TMP/refused.log")"
 sleep 1
 kill -9 "$w1"
 
+# Once the job goes on with W0 alone, W1 comes back and joins (loading the
+# data set first: W0 trains alone meanwhile).
+for i in $(seq 1 300); do
+    grep -q "membership: lost W1" "$TMP/job.log" && break
+    sleep 0.1
+done
+start join "${w1_cmd[@]}"
+JPID=$LAST_PID
+
 wait_pid "$LPID" 280 || fail "the job did not end: $(tail -5 "$TMP/job.log")"
 [ "$WAIT_RC" = 0 ] || fail "launcher exited $WAIT_RC: $(tail -8 "$TMP/job.log")"
-grep -q "membership: lost W1" "$TMP/job.log" || fail "no membership line for W1"
+wait_pid "$JPID" 30 || fail "the joined W1 did not end"
+[ "$WAIT_RC" = 0 ] || fail "the joined W1 exited $WAIT_RC: $(tail -5 "$TMP/join.log")"
+grep -Eq "membership: lost W1 \(pid [0-9]+\) at step [0-9]+: silent" "$TMP/job.log" ||
+    fail "no membership line with the step for the loss of W1: $(grep membership "$TMP/job.log")"
+[ "$(grep -c "membership:" "$TMP/job.log")" = 2 ] ||
+    fail "not one line per membership change: $(grep membership "$TMP/job.log")"
+grep -Eq "membership: W1 \(pid [0-9]+\) joins at step [0-9]+" "$TMP/job.log" ||
+    fail "no membership line for W1 joining: $(grep membership "$TMP/job.log")"
 expect "$TMP/m.json" "d['status'] == 'ok'" "job not finished"
-expect "$TMP/m.json" "d['membership_changes'] == 1" "one membership change"
-expect "$TMP/m.json" "0 < d['steps_with_fewer_workers'] < d['steps']" "steps with fewer workers"
+expect "$TMP/m.json" "d['membership_changes'] == 2" "two membership changes (W1 lost, W1 joined)"
+expect "$TMP/m.json" "d['workers_joined'] == 1" "one worker joined"
+expect "$TMP/m.json" "d['worker_steps'][0] == d['steps']" "W0 took every step"
+expect "$TMP/m.json" "0 < d['worker_steps'][1] < d['steps']" "the joined W1 took steps"
+expect "$TMP/m.json" "0 < d['steps_with_fewer_workers'] < d['steps'] - d['worker_steps'][1]" \
+    "steps with fewer workers stop once W1 joined"
 expect "$TMP/m.json" "d['test_accuracy'] >= 0.86" "accuracy after 3 epochs"
-echo "accuracy $(field "$TMP/m.json" "d['test_accuracy']"), steps $(field "$TMP/m.json" "d['steps']"), with 1 worker $(field "$TMP/m.json" "d['steps_with_fewer_workers']")"
+echo "accuracy $(field "$TMP/m.json" "d['test_accuracy']"), steps $(field "$TMP/m.json" "d['steps']"), with 1 worker $(field "$TMP/m.json" "d['steps_with_fewer_workers']"), by the joined W1 $(field "$TMP/m.json" "d['worker_steps'][1]")"
+# Rates (for the note, not asserted): W0's progress lines, before the loss,
+# with W0 alone and after the join. Their samples_per_sec counts 2 workers'
+# batches (2 x 32) per step; with W0 alone the job trains half of that.
+python3 - "$TMP/job.log" <<'PY'
+import re, sys
+rates = {0: [], 1: [], 2: []}
+phase = 0
+for line in open(sys.argv[1]):
+    if "membership: lost W1" in line:
+        phase = 1
+    elif "joins at step" in line:
+        phase = 2
+    m = re.search(r" W0 I epoch=.*samples_per_sec=(\d+)", line)
+    if m:
+        rates[phase].append(int(m.group(1)))
+med = lambda v: sorted(v)[len(v) // 2] if v else float("nan")
+r = [med(rates[p]) for p in range(3)]
+print("steps/s (samples/s trained), medians of W0's progress lines: 2 workers %.0f (%.0f), "
+      "W0 alone %.0f (%.0f), after the join %.0f (%.0f)"
+      % (r[0] / 64, r[0], r[1] / 64, r[1] / 2, r[2] / 64, r[2]))
+PY
 check_logs

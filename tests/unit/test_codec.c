@@ -377,7 +377,8 @@ END_TEST
 START_TEST(register_ack_round_trips_the_job)
 {
     ps_register_ack_t a = {.rank = 7, .token = UINT64_MAX - 5, .job = s_job(),
-                           .job_id = "slurm-42.0", .job_hash = "0123456789abcdef"},
+                           .job_id = "slurm-42.0", .job_hash = "0123456789abcdef",
+                           .run_id = 0x1234567890abcdefull},
                       got;
     uint8_t *body;
     size_t len;
@@ -385,6 +386,7 @@ START_TEST(register_ack_round_trips_the_job)
     ck_assert_int_eq(ps_codec_unpack_register_ack(body, len, &got), 0);
     free(body);
     ck_assert_int_eq(got.rank, 7);
+    ck_assert_uint_eq(got.run_id, 0x1234567890abcdefull);
     ck_assert_uint_eq(got.token, UINT64_MAX - 5);
     s_assert_job_eq(&got.job, &a.job);
     ck_assert_str_eq(got.job_id, "slurm-42.0");
@@ -490,7 +492,11 @@ START_TEST(view_round_trips_with_several_servers)
     ck_assert_ptr_nonnull(out);
     for (size_t k = 0; k < sizeof ss / sizeof ss[0]; k++) {
         ps_view_t *v = s_view(ss[k]);
+        v->joining = (int)k % 2;
+        v->resume_step = 100 + (int64_t)k;
         ck_assert_int_eq(s_view_trip(v, out), 0);
+        ck_assert_int_eq(out->joining, v->joining);
+        ck_assert_int_eq(out->resume_step, v->resume_step);
         ck_assert_uint_eq(out->num_params, v->num_params);
         ck_assert_int_eq(out->num_workers, v->num_workers);
         ck_assert_int_eq(out->num_servers, v->num_servers);
@@ -968,6 +974,62 @@ START_TEST(peer_ready_round_trips_and_needs_an_endpoint)
 }
 END_TEST
 
+START_TEST(join_step_round_trips_and_refuses_bad_values)
+{
+    ps_join_step_t j = {.step = 12345, .worker = 3, .checkpoint = 1, .members = 1,
+                       .token = 0xabcdef0123456789ull},
+                   out;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_join_step(&j, &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_join_step(buf, len, &out), 0);
+    ck_assert_int_eq(out.step, 12345);
+    ck_assert_int_eq(out.worker, 3);
+    ck_assert_int_eq(out.checkpoint, 1);
+    ck_assert_int_eq(out.members, 1);
+    ck_assert_uint_eq(out.token, 0xabcdef0123456789ull);
+    free(buf);
+    const ps_join_step_t bad[] = {{-1, -1, 0, 0, 0}, {PS_JOIN_MAX_STEP + 1, -1, 0, 0, 0},
+                                  {1, -2, 0, 0, 0}, {1, PS_MAX_WORKERS, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(ps_codec_pack_join_step(&bad[i], &buf, &len), 0);
+        ck_assert_int_eq(ps_codec_unpack_join_step(buf, len, &out), PS_EPROTO);
+        free(buf);
+    }
+    ck_assert_int_eq(ps_codec_unpack_join_step(s_garbage, sizeof s_garbage, &out), PS_EPROTO);
+    ck_assert_str_eq(ps_codec_type_name(PS_MSG_JOIN_STEP), "join-step");
+}
+END_TEST
+
+START_TEST(scheduler_state_round_trips_with_its_view)
+{
+    ps_view_t *v = s_view(3), *out = calloc(1, sizeof *out);
+    ps_sched_state_t st = {.run_id = 0xfeedull, .membership_changes = 3, .workers_joined = 1,
+                           .restarts = 2, .checkpoint = 450, .seconds = 12.5, .finished = 0},
+                     got;
+    st.lost[1] = 1;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack_sched_state(&st, v, &buf, &len), 0);
+    ck_assert_int_eq(ps_codec_unpack_sched_state(buf, len, &got, out), 0);
+    ck_assert_uint_eq(got.run_id, 0xfeedull);
+    ck_assert_int_eq(got.membership_changes, 3);
+    ck_assert_int_eq(got.workers_joined, 1);
+    ck_assert_int_eq(got.restarts, 2);
+    ck_assert_int_eq(got.checkpoint, 450);
+    ck_assert_double_eq(got.seconds, 12.5);
+    ck_assert_int_eq(got.lost[0], 0);
+    ck_assert_int_eq(got.lost[1], 1);
+    ck_assert_int_eq(out->num_servers, 3);
+    ck_assert_uint_eq(out->num_params, v->num_params);
+    free(buf);
+    ck_assert_int_eq(ps_codec_unpack_sched_state(s_garbage, sizeof s_garbage, &got, out),
+                     PS_EPROTO);
+    free(out);
+    free(v);
+}
+END_TEST
+
 START_TEST(report_round_trips_steps_with_fewer_workers)
 {
     ps_server_report_t r, out;
@@ -1374,6 +1436,8 @@ int main(void)
     tcase_add_test(tb, failover_fields_round_trip);
     tcase_add_test(tb, members_rejects_bad_ranks_and_no_live_worker);
     tcase_add_test(tb, report_round_trips_steps_with_fewer_workers);
+    tcase_add_test(tb, join_step_round_trips_and_refuses_bad_values);
+    tcase_add_test(tb, scheduler_state_round_trips_with_its_view);
     suite_add_tcase(s, tb);
     TCase *tm = tcase_create("msg");
     tcase_add_test(tm, msg_round_trips_payload_frames);

@@ -674,6 +674,77 @@ START_TEST(sync_completes_with_the_live_workers)
 }
 END_TEST
 
+/* A worker joins at an agreed step: the hold stops the version one above
+ * the answer, steps before J complete without the joiner, J waits for it. */
+START_TEST(a_worker_joins_at_the_agreed_step)
+{
+    s_fix_t *f = s_new(s_job(PS_MODE_SYNC), 16, 2);
+    s_init_all(f);
+    float g[2][16];
+    s_fill_grads(g, 2);
+    const unsigned char w0[2] = {1, 0}, all[2] = {1, 1};
+    ck_assert_int_eq(ps_consistency_set_workers(f->c, w0), 0);
+    ck_assert_int_eq(s_push(f, 0, 0, 0, 0, 16, g[0]), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    ck_assert_int_eq(ps_consistency_stats(f->c)->steps_fewer, 1);
+    /* held at 1: step 1 may still apply, step 2 may not */
+    ck_assert_int_eq(ps_consistency_hold(f->c), 1);
+    ck_assert_int_eq(s_push(f, 0, 1, 1, 0, 16, g[0]), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 2);
+    ck_assert_int_eq(s_push(f, 0, 2, 2, 0, 16, g[0]), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 2);
+    /* a step already passed is refused, and the hold ends all the same */
+    ck_assert_int_eq(ps_consistency_join(f->c, 1, 1), PS_ESTATE);
+    ck_assert_int_eq(ps_consistency_version(f->c), 3);
+    /* again, agreed J = 4: step 3 without W1 */
+    ck_assert_int_eq(ps_consistency_hold(f->c), 3);
+    ck_assert_int_eq(ps_consistency_join(f->c, 1, 4), 0);
+    ck_assert_int_eq(s_push(f, 1, 3, 3, 0, 16, g[1]), PS_ENOENT);
+    /* a membership change meanwhile does not make it live early */
+    ck_assert_int_eq(ps_consistency_set_workers(f->c, all), 0);
+    ck_assert_int_eq(s_push(f, 0, 3, 3, 0, 16, g[0]), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 4);
+    ck_assert_int_eq(ps_consistency_stats(f->c)->steps_fewer, 4);
+    ck_assert_int_eq(s_push(f, 0, 4, 4, 0, 16, g[0]), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 4); /* waits for W1 */
+    ck_assert_int_eq(s_push(f, 1, 4, 4, 0, 16, g[1]), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 5);
+    ck_assert_int_eq(ps_consistency_stats(f->c)->steps_fewer, 4);
+    ck_assert_int_eq(ps_consistency_join(f->c, 1, 6), PS_ESTATE); /* live already */
+    s_free(f);
+}
+END_TEST
+
+/* The last live worker goes while a joiner waits for its step: the steps
+ * before it are skipped, not waited for forever. */
+START_TEST(only_a_joiner_left_skips_to_its_step)
+{
+    s_fix_t *f = s_new(s_job(PS_MODE_SYNC), 16, 2);
+    s_init_all(f);
+    float g[2][16];
+    s_fill_grads(g, 2);
+    const unsigned char w0[2] = {1, 0}, w1[2] = {0, 1};
+    ck_assert_int_eq(ps_consistency_set_workers(f->c, w0), 0);
+    ck_assert_int_eq(ps_consistency_hold(f->c), 0);
+    ck_assert_int_eq(ps_consistency_join(f->c, 1, 3), 0);
+    ck_assert_int_eq(s_push(f, 0, 0, 0, 0, 16, g[0]), 0);
+    ck_assert_int_eq(s_push(f, 0, 1, 1, 0, 8, g[0]), 0); /* half of step 1: held */
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    float want[16];
+    memcpy(want, ps_store_values(f->store, S_BASE), sizeof want);
+    const int replies = s_count(f, S_REPLY);
+    ck_assert_int_eq(s_pull(f, 7, 3, 0, 16), 0); /* the joiner's first pull waits */
+    ck_assert_int_eq(s_count(f, S_REPLY), replies);
+    ck_assert_int_eq(ps_consistency_set_workers(f->c, w1), 0); /* W0 goes */
+    ck_assert_int_eq(ps_consistency_version(f->c), 3);
+    s_assert_params(f, want); /* steps 1 and 2: no update */
+    ck_assert_int_gt(s_count(f, S_REPLY), replies);
+    ck_assert_int_eq(s_push(f, 1, 3, 3, 0, 16, g[1]), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 4);
+    s_free(f); /* checks every frame came back once */
+}
+END_TEST
+
 START_TEST(backup_needs_k_or_every_live_worker_when_fewer)
 {
     ps_job_t j = s_job(PS_MODE_BACKUP);
@@ -766,6 +837,8 @@ int main(void)
     Suite *s = suite_create("consistency");
     TCase *tc = tcase_create("consistency");
     tcase_add_test(tc, sync_step_completes_only_when_every_worker_pushed_every_key);
+    tcase_add_test(tc, a_worker_joins_at_the_agreed_step);
+    tcase_add_test(tc, only_a_joiner_left_skips_to_its_step);
     tcase_add_test(tc, nonfinite_pushes_are_refused_and_never_count);
     tcase_add_test(tc, sync_sums_in_worker_rank_order_whatever_the_arrival_order);
     tcase_add_test(tc, sync_one_worker_uses_its_push_as_it_is);

@@ -25,6 +25,7 @@
 #include "tests/unit/testutil.h"
 
 #define S_EP "inproc://test-link"
+#define S_RUN_ID 0x77ull
 
 /* The scheduler's side: its ROUTER and the node's routing id. */
 typedef struct {
@@ -67,7 +68,7 @@ static void *s_answer_register(void *arg)
     s->got_register = 1;
     s->node = m.route;
     if (s->answer == S_ACK) {
-        ps_register_ack_t ack = {.rank = 3, .token = 42};
+        ps_register_ack_t ack = {.rank = 3, .token = 42, .run_id = S_RUN_ID};
         ps_job_defaults(&ack.job);
         ack.job.batch = 17;
         uint8_t *body;
@@ -327,6 +328,66 @@ START_TEST(link_silence_past_peer_timeout_is_lost)
 }
 END_TEST
 
+/* The scheduler's side: the next message that is not a heartbeat. */
+static void s_recv_skipping_heartbeats(s_sched_t *s, ps_msg_t *m)
+{
+    do {
+        ps_msg_close(m);
+        ck_assert_int_eq(ps_msg_recv(s->router, PS_RECV_ROUTER, m), 0);
+    } while (m->hdr.type == PS_MSG_HEARTBEAT);
+}
+
+START_TEST(link_with_a_grace_goes_on_and_registers_again)
+{
+    s_sched_t s;
+    ps_job_t job;
+    char err[256] = "";
+    ps_link_t *l = s_joined(&s, 0.3, &job);
+    ps_link_set_grace(l, 1.0);
+    const uint8_t done[] = {0x08, 0x2a}; /* Done{steps: 42} */
+    ck_assert_int_eq(ps_link_send(l, PS_MSG_DONE, done, sizeof done), 0);
+    ps_msg_t m = {0};
+    s_recv_skipping_heartbeats(&s, &m);
+    ck_assert_int_eq(m.hdr.type, PS_MSG_DONE);
+    s_sleep(0.35);
+    /* silent: the node goes on and registers again, as the same node of the job */
+    ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
+    s_recv_skipping_heartbeats(&s, &m);
+    ck_assert_int_eq(m.hdr.type, PS_MSG_REGISTER);
+    size_t n;
+    const void *p = ps_msg_frame(&m, 0, &n);
+    ps_register_t reg;
+    ck_assert_int_eq(ps_codec_unpack_register(p, n, &reg), 0);
+    ck_assert_int_eq(reg.rank, 3);
+    ck_assert_uint_eq(reg.run_id, S_RUN_ID);
+    s.node = m.route;
+    /* an error meanwhile is not the end; the answer is */
+    ps_msg_reply_error(s.router, &m, PS_ROLE_SCHEDULER, 0, PS_ESTATE, "register first");
+    ps_msg_type_t type;
+    ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_ALIVE);
+    uint8_t *body;
+    ps_register_ack_t again = {.rank = 3, .job = job, .run_id = S_RUN_ID};
+    ck_assert_int_eq(ps_codec_pack_register_ack(&again, &body, &n), 0);
+    s_send(&s, PS_MSG_REGISTER_ACK, body, n);
+    free(body);
+    ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_ALIVE);
+    /* back: its DONE goes again, heartbeats follow */
+    s_recv_skipping_heartbeats(&s, &m);
+    ck_assert_int_eq(m.hdr.type, PS_MSG_DONE);
+    ck_assert_mem_eq(ps_msg_frame(&m, 0, &n), done, sizeof done);
+    ps_msg_close(&m);
+    ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
+    /* silent for longer than the grace: lost */
+    s_sleep(0.35);
+    ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
+    s_sleep(1.1);
+    ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_LOST);
+    ck_assert_ptr_nonnull(strstr(err, "did not come back within 1 s"));
+    ps_link_destroy(&l);
+    s_sched_close(&s);
+}
+END_TEST
+
 /* ps_msg_drain's handler: counts, and stops at the message whose request id
  * is *stop_at. */
 static int s_count(void *arg, ps_msg_t *m, int rc)
@@ -393,6 +454,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, link_heartbeats_keep_it_alive);
     tcase_add_test(tc, link_heartbeats_carry_the_report);
     tcase_add_test(tc, link_silence_past_peer_timeout_is_lost);
+    tcase_add_test(tc, link_with_a_grace_goes_on_and_registers_again);
     tcase_add_test(tc, drain_stops_at_its_bound_and_when_asked);
     tcase_add_test(tc, poll_sees_an_fd_and_times_out);
     suite_add_tcase(s, tc);
