@@ -435,7 +435,10 @@ static void s_on_tick(s_launch_t *L, double now)
         s_kill_now(L);
     }
     if (L->plot && L->phase == S_PHASE_RUN && L->sched_done_at == 0) {
-        ps_launch_plot_poll(L->plot, L->endpoint, now);
+        ps_launch_plot_poll(L->plot, L->endpoint,
+                            ps_launch_flags_secure(L->F) ? ps_launch_flags_value(L->F, "keys")
+                                                         : NULL,
+                            now);
     }
 }
 

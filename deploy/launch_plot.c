@@ -55,11 +55,12 @@ void ps_launch_plot_destroy(ps_launch_plot_t **pp)
     }
 }
 
-void ps_launch_plot_poll(ps_launch_plot_t *p, const char *endpoint, double now)
+void ps_launch_plot_poll(ps_launch_plot_t *p, const char *endpoint, const char *keys,
+                         double now)
 {
     char err[256];
     if (now - p->last < S_PERIOD ||
-        (!p->client && ps_status_client_new(endpoint, &p->client, err, sizeof err) != 0)) {
+        (!p->client && ps_status_client_new(endpoint, keys, &p->client, err, sizeof err) != 0)) {
         return;
     }
     p->last = now;

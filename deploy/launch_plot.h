@@ -20,9 +20,11 @@ typedef struct ps_launch_plot ps_launch_plot_t;
 int ps_launch_plot_new(const char *dir, ps_launch_plot_t **out);
 void ps_launch_plot_destroy(ps_launch_plot_t **p);
 
-/* Called from the launcher's loop: asks the scheduler at endpoint when half a
- * second has passed since the last answer (waits at most 0.2 s). */
-void ps_launch_plot_poll(ps_launch_plot_t *p, const char *endpoint, double now);
+/* Called from the launcher's loop: asks the scheduler at endpoint (keys: a
+ * --secure job's key directory, or NULL) when half a second has passed since
+ * the last answer (waits at most 0.2 s). */
+void ps_launch_plot_poll(ps_launch_plot_t *p, const char *endpoint, const char *keys,
+                         double now);
 
 /* Writes the CSV and the PNG; summary (or NULL) gives the test accuracy of
  * every epoch. Returns 0, or PS_EIO after logging why. */

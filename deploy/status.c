@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "proto/msg.h"
+#include "proto/curve.h"
 #include "proto/sock.h"
 
 struct ps_status_client {
@@ -16,8 +17,8 @@ struct ps_status_client {
     uint64_t next_id; /* request ids: a late answer to an earlier question is skipped */
 };
 
-int ps_status_client_new(const char *endpoint, ps_status_client_t **out, char *err,
-                         size_t errlen)
+int ps_status_client_new(const char *endpoint, const char *keys, ps_status_client_t **out,
+                         char *err, size_t errlen)
 {
     *out = NULL;
     ps_status_client_t *c = calloc(1, sizeof *c);
@@ -27,6 +28,10 @@ int ps_status_client_new(const char *endpoint, ps_status_client_t **out, char *e
         return PS_ENOMEM;
     }
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    if (ps_curve_secure_ctx(c->ctx, keys != NULL, keys, PS_ROLE_WORKER, err, errlen) != 0) {
+        ps_status_client_destroy(&c);
+        return PS_EINVAL;
+    }
     if (ps_sock_new(c->ctx, PS_SOCK_DEALER, &c->sock, err, errlen) != 0 ||
         ps_sock_connect(c->sock, endpoint) != 0) {
         snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",

@@ -17,10 +17,12 @@ extern "C" {
 
 typedef struct ps_status_client ps_status_client_t;
 
-/* A client of the scheduler at endpoint. Caller owns the result; destroy with
- * ps_status_client_destroy(). Returns 0 or PS_EINVAL / PS_ENOMEM with a reason. */
-int ps_status_client_new(const char *endpoint, ps_status_client_t **out, char *err,
-                         size_t errlen);
+/* A client of the scheduler at endpoint; keys: a --secure job's key directory
+ * (the client proves the worker key), or NULL. Caller owns the result;
+ * destroy with ps_status_client_destroy(). Returns 0 or PS_EINVAL /
+ * PS_ENOMEM with a reason. */
+int ps_status_client_new(const char *endpoint, const char *keys, ps_status_client_t **out,
+                         char *err, size_t errlen);
 void ps_status_client_destroy(ps_status_client_t **c);
 
 /* Asks once and waits up to timeout seconds. Returns 0 with the view in *st

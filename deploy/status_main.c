@@ -14,7 +14,7 @@
 
 int main(int argc, char **argv)
 {
-    const char *scheduler = NULL;
+    const char *scheduler = NULL, *keys = NULL;
     int watch = 0;
     double interval = 1.0, timeout = 5.0;
     const ps_flag_t flags[] = {
@@ -22,6 +22,7 @@ int main(int argc, char **argv)
         {"watch", PS_FLAG_BOOL, &watch, "0|1", "print the view again every --interval seconds until the job ends"},
         {"interval", PS_FLAG_DOUBLE, &interval, "SECONDS", "with --watch: seconds between views; in [0.1, 3600]"},
         {"timeout", PS_FLAG_DOUBLE, &timeout, "SECONDS", "give up when the scheduler does not answer this long; in (0, 86400]"},
+        {"keys", PS_FLAG_STR, &keys, "DIR", "a --secure job's key directory (shardps-keygen): the query proves its worker key"},
     };
     static const char about[] =
         "Prints a running shardps job's cluster view: its nodes, their key ranges,\n"
@@ -45,7 +46,7 @@ int main(int argc, char **argv)
         return 2;
     }
     ps_status_client_t *c = NULL;
-    if (ps_status_client_new(scheduler, &c, err, sizeof err) != 0) {
+    if (ps_status_client_new(scheduler, keys, &c, err, sizeof err) != 0) {
         fprintf(stderr, S_PROG ": error: %s\n", err);
         return 2;
     }

@@ -191,7 +191,10 @@ void ps_sched_obs_hold(ps_sched_obs_t *o, double seconds)
 
 static const char *s_phase_name(ps_phase_t p)
 {
-    static const char *const names[] = {"waiting", "running", "reporting", "finished", "failed"};
+    static const char *const names[] = {
+        [S_WAITING] = "waiting",     [S_RECOVERING] = "recovering", [S_STARTING] = "starting",
+        [S_RUNNING] = "running",     [S_REPORTING] = "reporting",   [S_FINISHED] = "finished",
+        [S_FAILED] = "failed"};
     return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
 }
 

@@ -86,7 +86,7 @@ resume trunc 2 "$TMP/ck_trunc"
 grep -q "skipping checkpoint $NEWEST: $PART is .* bytes" "$TMP/trunc.log" ||
     fail "no log line naming $PART: $(grep -i resum "$TMP/trunc.log")"
 # Every second: checkpoints at agreed steps, each a cut to resume exactly from.
-EVERY=1s job timed 2 --checkpoint-dir "$TMP/ck_timed" --straggler 1:5 ||
+EVERY=0.4s job timed 2 --checkpoint-dir "$TMP/ck_timed" --straggler 1:5 ||
     fail "timed run failed: $(tail -5 "$TMP/timed.log")"
 params_close "$TMP/full.f32" "$TMP/timed.f32" 0 || fail "timed checkpoints changed the training"
 TIMED=$(cd "$TMP/ck_timed" && ls -d step-*/manifest.json | sort -t- -k2 -n)
