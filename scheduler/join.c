@@ -173,10 +173,21 @@ static void s_start(ps_scheduler_t *s, int worker, int checkpoint)
     s->agree.worker = worker;
     s->agree.checkpoint = checkpoint;
     s->agree.max_version = -1;
+    /* The joiner's token goes with the hold: every server knows it before the
+     * joiner gets its view and can send a request (on another connection). */
+    const ps_node_t *n = worker >= 0 ? s_worker(s, worker) : NULL;
+    ps_join_step_t js = {.worker = worker, .token = n ? n->token : 0};
+    uint8_t *body = NULL;
+    size_t len = 0;
+    if (ps_codec_pack_join_step(&js, &body, &len) != 0) {
+        body = NULL;
+        len = 0;
+    }
     for (int i = 0; i < s->cfg->servers; i++) {
         ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_PREPARE, PS_ROLE_SCHEDULER,
-                         0, NULL, 0);
+                         0, body, len);
     }
+    free(body);
 }
 
 /* The joining worker's view: the job's, starting at step J. */

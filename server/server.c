@@ -551,8 +551,16 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
 
 /* The scheduler agrees a future step with every server (server/consistency.h,
  * ps_consistency_hold): we stop at the step in progress and say our version. */
-static void s_on_join_prepare(ps_server_t *s)
+static void s_on_join_prepare(ps_server_t *s, const ps_msg_t *m)
 {
+    ps_join_step_t join;
+    size_t n;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &n) : NULL;
+    if (p && ps_codec_unpack_join_step(p, n, &join) == 0 && join.worker >= 0 &&
+        join.worker < s->workers) {
+        /* the joiner's requests may come before the agreed step is known */
+        s->view->worker_tokens[join.worker] = join.token;
+    }
     ps_join_step_t js = {.step = ps_consistency_hold(s->cons), .worker = -1};
     uint8_t *body;
     size_t len;
@@ -672,7 +680,7 @@ static int s_on_link(void *arg, ps_msg_t *m, int rc)
             l->status = 1;
             return 1;
         } else if (m->hdr.type == PS_MSG_JOIN_PREPARE) {
-            s_on_join_prepare(l->s);
+            s_on_join_prepare(l->s, m);
         } else if (m->hdr.type == PS_MSG_JOIN_STEP) {
             s_on_join_step(l->s, m);
         }
