@@ -111,6 +111,14 @@ void ps_bench_size_name(long bytes, char *buf, size_t cap);
 /* Creates a directory and its parents (mkdir -p). Returns 0 or PS_EIO. */
 int ps_bench_mkdirs(const char *path);
 
+/* What the subcommands that run jobs through shardps-launch share: *launch
+ * (--launch, or NULL: found next to this program, in ../deploy/, on $PATH,
+ * into path[cap]) and OUT/runs created. Returns the exit status to stop
+ * with after one line on stderr naming prog (2: no launcher, 1: no
+ * directory), or 0. */
+int ps_bench_launch_setup(const char *prog, const char **launch, char *path, size_t cap,
+                          const char *out);
+
 /* Reads a whole file into *text (NUL-terminated; caller owns the result;
  * free with free()). Returns 0, PS_ENOENT or PS_ENOMEM. */
 int ps_bench_read_file(const char *path, char **text);

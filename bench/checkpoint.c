@@ -251,19 +251,9 @@ int ps_bench_checkpoint_main(int argc, char **argv)
         return 2;
     }
     char path[PATH_MAX];
-    if (!launch) {
-        if (ps_proc_find_exe("shardps-launch", "deploy", path, sizeof path) != 0) {
-            fprintf(stderr, S_PROG ": error: cannot find shardps-launch (use --launch)\n");
-            return 2;
-        }
-        launch = path;
+    if ((rc = ps_bench_launch_setup(S_PROG, &launch, path, sizeof path, c.out)) != 0) {
+        return rc;
     }
     c.launch = launch;
-    char runs[PATH_MAX];
-    snprintf(runs, sizeof runs, "%s/runs", c.out);
-    if (ps_bench_mkdirs(runs) != 0) {
-        fprintf(stderr, S_PROG ": error: cannot create %s: %s\n", runs, strerror(errno));
-        return 1;
-    }
     return s_measure(&c) ? 1 : 0;
 }

@@ -266,20 +266,11 @@ int ps_bench_observe_main(int argc, char **argv)
                         "--workers, --max-steps, --batch\n", S_MAX_ROUNDS);
         return 2;
     }
-    char path[PATH_MAX], runs[PATH_MAX];
-    if (!launch) {
-        if (ps_proc_find_exe("shardps-launch", "deploy", path, sizeof path) != 0) {
-            fprintf(stderr, S_PROG ": error: cannot find shardps-launch (use --launch)\n");
-            return 2;
-        }
-        launch = path;
+    char path[PATH_MAX];
+    if ((rc = ps_bench_launch_setup(S_PROG, &launch, path, sizeof path, c.out)) != 0) {
+        return rc;
     }
     c.launch = launch;
-    snprintf(runs, sizeof runs, "%s/runs", c.out);
-    if (ps_bench_mkdirs(runs) != 0) {
-        fprintf(stderr, S_PROG ": error: cannot create %s: %s\n", runs, strerror(errno));
-        return 1;
-    }
     double load = ps_bench_loadavg();
     double sps[S_NVARIANTS][S_MAX_ROUNDS], cpu[S_NVARIANTS][S_MAX_ROUNDS];
     int n[S_NVARIANTS] = {0};

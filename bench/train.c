@@ -573,22 +573,11 @@ int ps_bench_train_main(int argc, char **argv)
         return 2;
     }
     char path[PATH_MAX];
-    if (!launch) {
-        if (ps_proc_find_exe("shardps-launch", "deploy", path, sizeof path) != 0) {
-            fprintf(stderr,
-                    S_PROG ": error: cannot find shardps-launch (looked next to this "
-                           "program, in ../deploy/ and on $PATH; use --launch)\n");
-            return 2;
-        }
-        launch = path;
+    int setup = ps_bench_launch_setup(S_PROG, &launch, path, sizeof path, cfg.out);
+    if (setup != 0) {
+        return setup;
     }
     cfg.launch = launch;
-    char runs[PATH_MAX];
-    snprintf(runs, sizeof runs, "%s/runs", cfg.out);
-    if (ps_bench_mkdirs(runs) != 0) {
-        fprintf(stderr, S_PROG ": error: cannot create %s: %s\n", runs, strerror(errno));
-        return 1;
-    }
     cfg.load_before = ps_bench_loadavg();
     return s_sweep(&cfg) ? 1 : 0;
 }

@@ -71,6 +71,28 @@ void ps_bench_size_name(long bytes, char *buf, size_t cap)
     snprintf(buf, cap, "%ld", bytes);
 }
 
+int ps_bench_launch_setup(const char *prog, const char **launch, char *path, size_t cap,
+                          const char *out)
+{
+    if (!*launch) {
+        if (ps_proc_find_exe("shardps-launch", "deploy", path, cap) != 0) {
+            fprintf(stderr,
+                    "%s: error: cannot find shardps-launch (looked next to this program, in "
+                    "../deploy/ and on $PATH; use --launch)\n",
+                    prog);
+            return 2;
+        }
+        *launch = path;
+    }
+    char runs[PATH_MAX];
+    snprintf(runs, sizeof runs, "%s/runs", out);
+    if (ps_bench_mkdirs(runs) != 0) {
+        fprintf(stderr, "%s: error: cannot create %s: %s\n", prog, runs, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 int ps_bench_mkdirs(const char *path)
 {
     char buf[PATH_MAX];
