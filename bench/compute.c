@@ -114,13 +114,13 @@ static int s_synthetic(ps_dataset_t *ds, int batch)
     ds->rows = PS_MODEL_IN_H;
     ds->cols = PS_MODEL_IN_W;
     size_t px = (size_t)ds->n * PS_MODEL_IN_H * PS_MODEL_IN_W;
-    ds->images = malloc(px * sizeof(float));
+    ds->pixels = malloc(px);
     ds->labels = malloc((size_t)ds->n);
-    if (!ds->images || !ds->labels) {
+    if (!ds->pixels || !ds->labels) {
         return PS_ENOMEM;
     }
     for (size_t i = 0; i < px; i++) {
-        ds->images[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 0.5f;
+        ds->pixels[i] = (uint8_t)((i * 2654435761u) >> 24);
     }
     for (int i = 0; i < ds->n; i++) {
         ds->labels[i] = (uint8_t)(i % PS_MODEL_CLASSES);

@@ -222,23 +222,10 @@ int ps_dataset_load(const char *dir, int train, ps_dataset_t *ds, char *err, siz
             goto fail;
         }
     }
-    size_t count = (size_t)idims[0] * idims[1] * idims[2];
-    ds->images = malloc(count * sizeof(float));
-    if (!ds->images) {
-        s_seterr(err, errlen, "%s: out of memory for %s images", dir, split);
-        rc = PS_ENOMEM;
-        goto fail;
-    }
-    /* (p/255 - mean)/std = p*a + c, folded so the loop is one fma */
-    const float a = 1.0f / (255.0f * PS_DATA_STD);
-    const float c = -PS_DATA_MEAN / PS_DATA_STD;
-    for (size_t i = 0; i < count; i++) {
-        ds->images[i] = (float)pix[i] * a + c;
-    }
-    free(pix);
     ds->n = idims[0];
     ds->rows = idims[1];
     ds->cols = idims[2];
+    ds->pixels = pix;
     ds->labels = lab;
     return 0;
 fail:
@@ -253,7 +240,7 @@ void ps_dataset_fini(ps_dataset_t *ds)
     if (!ds) {
         return;
     }
-    free(ds->images);
+    free(ds->pixels);
     free(ds->labels);
     memset(ds, 0, sizeof(*ds));
 }
@@ -274,13 +261,30 @@ void ps_data_order(uint64_t seed, int epoch, uint32_t *order, int n)
     }
 }
 
+/* The float of every grey level: (p/255 - mean)/std = p*a + c, folded as the
+ * conversion always was, so the inputs stay bitwise what they were. */
+static void s_normalise(const uint8_t *p, size_t n, float *x)
+{
+    const float a = 1.0f / (255.0f * PS_DATA_STD);
+    const float c = -PS_DATA_MEAN / PS_DATA_STD;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)p[i] * a + c;
+    }
+}
+
+void ps_data_images(const ps_dataset_t *ds, int first, int count, float *x)
+{
+    const size_t per = (size_t)ds->rows * ds->cols;
+    s_normalise(ds->pixels + (size_t)first * per, (size_t)count * per, x);
+}
+
 void ps_data_gather(const ps_dataset_t *ds, const uint32_t *order, int first, int count,
                     float *x, uint8_t *y)
 {
     const size_t per = (size_t)ds->rows * ds->cols;
     for (int i = 0; i < count; i++) {
         uint32_t s = order[first + i];
-        memcpy(x + (size_t)i * per, ds->images + (size_t)s * per, per * sizeof(float));
+        s_normalise(ds->pixels + (size_t)s * per, per, x + (size_t)i * per);
         y[i] = ds->labels[s];
     }
 }

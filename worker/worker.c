@@ -127,12 +127,25 @@ static int s_wait(ps_worker_t *w, int handle, const char *what)
     return rc;
 }
 
+/* ps_model_evaluate over a whole data set, its images normalised for the call
+ * (the set keeps bytes). Returns 0, PS_ENOMEM or the model's error. */
+static int s_evaluate_set(ps_model_t *m, const ps_dataset_t *ds, int *correct, float *loss)
+{
+    float *x = malloc((size_t)ds->n * ds->rows * ds->cols * sizeof *x);
+    if (!x) {
+        return PS_ENOMEM;
+    }
+    ps_data_images(ds, 0, ds->n, x);
+    int rc = ps_model_evaluate(m, x, ds->labels, ds->n, correct, loss);
+    free(x);
+    return rc;
+}
+
 static int s_evaluate(ps_worker_t *w, int epoch, double t_train)
 {
     int correct = 0;
     float loss = 0;
-    int rc = ps_model_evaluate(w->model, w->test.images, w->test.labels, w->test.n, &correct,
-                               &loss);
+    int rc = s_evaluate_set(w->model, &w->test, &correct, &loss);
     if (rc != 0) {
         snprintf(w->err, sizeof w->err, "evaluation failed: %s", ps_strerror(rc));
         return rc;
@@ -851,7 +864,7 @@ int ps_worker_evaluate(const ps_worker_config_t *cfg)
     if ((rc = ps_dataset_load(cfg->data_dir, 0, &test, err, sizeof err)) != 0) {
         goto done;
     }
-    if ((rc = ps_model_evaluate(model, test.images, test.labels, test.n, &correct, &loss))) {
+    if ((rc = s_evaluate_set(model, &test, &correct, &loss))) {
         snprintf(err, sizeof err, "evaluation failed: %s", ps_strerror(rc));
         goto done;
     }

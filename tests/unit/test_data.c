@@ -232,13 +232,21 @@ START_TEST(dataset_loads_and_normalises_fixture)
     ck_assert_int_eq(ds.n, 3);
     ck_assert_int_eq(ds.rows, 28);
     ck_assert_int_eq(ds.cols, 28);
+    float x[3 * 784];
+    ps_data_images(&ds, 0, 3, x);
     for (int i = 0; i < 3 * 784; i++) {
+        ck_assert_uint_eq(ds.pixels[i], (uint8_t)(i * 7));
         double want = ((double)(uint8_t)(i * 7) / 255.0 - 0.2860) / 0.3530;
-        ck_assert_msg(ps_test_close(ds.images[i], want, 1e-5, 1e-5), "pixel %d", i);
+        ck_assert_msg(ps_test_close(x[i], want, 1e-5, 1e-5), "pixel %d", i);
+    }
+    ps_data_images(&ds, 2, 1, x); /* from a later sample */
+    for (int i = 0; i < 784; i++) {
+        double want = ((double)(uint8_t)((2 * 784 + i) * 7) / 255.0 - 0.2860) / 0.3530;
+        ck_assert_msg(ps_test_close(x[i], want, 1e-5, 1e-5), "sample 2 pixel %d", i);
     }
     ck_assert_int_eq(ds.labels[2], 2);
     ps_dataset_fini(&ds);
-    ck_assert_ptr_null(ds.images);
+    ck_assert_ptr_null(ds.pixels);
     ps_dataset_fini(&ds); /* twice is fine */
 }
 END_TEST
@@ -251,7 +259,7 @@ START_TEST(dataset_missing_names_file_and_package)
     ck_assert_ptr_nonnull(strstr(err, "t10k-images-idx3-ubyte.gz"));
     ck_assert_ptr_nonnull(strstr(err, "dataset-fashion-mnist"));
     ck_assert_ptr_nonnull(strstr(err, "--data DIR"));
-    ck_assert_ptr_null(ds.images);
+    ck_assert_ptr_null(ds.pixels);
 }
 END_TEST
 
@@ -289,10 +297,14 @@ START_TEST(dataset_real_fashion_mnist_when_installed)
     /* normalised pixels: mean ~0, std ~1 over the training set */
     double s = 0, s2 = 0;
     const size_t cnt = (size_t)tr.n * 784;
+    float *x = malloc(cnt * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    ps_data_images(&tr, 0, tr.n, x);
     for (size_t i = 0; i < cnt; i++) {
-        s += tr.images[i];
-        s2 += (double)tr.images[i] * tr.images[i];
+        s += x[i];
+        s2 += (double)x[i] * x[i];
     }
+    free(x);
     const double mean = s / cnt, sd = sqrt(s2 / cnt - mean * mean);
     ck_assert_msg(fabs(mean) < 0.01 && fabs(sd - 1.0) < 0.01, "mean %g sd %g", mean, sd);
     int hist[10] = {0};
@@ -353,8 +365,11 @@ START_TEST(gather_copies_samples_in_order)
     float x[2 * 784];
     uint8_t y[2];
     ps_data_gather(&ds, order, 2, 2, x, y);
-    ck_assert_mem_eq(x, ds.images + 3 * 784, 784 * sizeof(float));
-    ck_assert_mem_eq(x + 784, ds.images + 1 * 784, 784 * sizeof(float));
+    float want[784];
+    ps_data_images(&ds, 3, 1, want);
+    ck_assert_mem_eq(x, want, sizeof want);
+    ps_data_images(&ds, 1, 1, want);
+    ck_assert_mem_eq(x + 784, want, sizeof want);
     ck_assert_int_eq(y[0], 3);
     ck_assert_int_eq(y[1], 1);
     ps_dataset_fini(&ds);
