@@ -93,13 +93,6 @@ typedef struct {
     char torch_note[256]; /* why there is no PyTorch figure */
 } compute_result_t;
 
-/* CPU seconds of this process, all threads (BLAS threads included). */
-static double s_cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int s_cmp_double(const void *a, const void *b)
 {
@@ -176,7 +169,7 @@ static int s_measure(compute_loop_t *L, compute_result_t *res)
     for (int s = 0; s < cfg->warmup && rc == 0; s++) {
         rc = s_step(L, &loss, NULL);
     }
-    double loss_sum = 0, t0 = ps_now(), c0 = s_cpu_now();
+    double loss_sum = 0, t0 = ps_now(), c0 = ps_cpu_seconds();
     for (int s = 0; s < cfg->steps && rc == 0; s++) {
         double a = ps_now();
         rc = s_step(L, &loss, NULL);
@@ -184,7 +177,7 @@ static int s_measure(compute_loop_t *L, compute_result_t *res)
         loss_sum += loss;
     }
     res->seconds = ps_now() - t0;
-    res->cpu_seconds = s_cpu_now() - c0;
+    res->cpu_seconds = ps_cpu_seconds() - c0;
     res->loss = loss_sum / cfg->steps;
     if (rc == 0) {
         qsort(dt, (size_t)cfg->steps, sizeof *dt, s_cmp_double);

@@ -1,4 +1,5 @@
-/* common/clock.h - monotonic time in seconds, for timeouts and throughput. */
+/* common/clock.h - monotonic time and process CPU time in seconds, for timeouts,
+ * throughput and cost. */
 #ifndef PS_COMMON_CLOCK_H
 #define PS_COMMON_CLOCK_H
 
@@ -13,6 +14,14 @@ static inline double ps_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds this process has used, all threads, user and system. */
+static inline double ps_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 

@@ -562,6 +562,7 @@ int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len
     m.secure_refused = r->secure_refused;
     m.forged = r->forged;
     m.unread_refused = r->unread_refused;
+    m.cpu_seconds = r->cpu_seconds;
     return s_pack(&m.base, out, len);
 }
 
@@ -590,6 +591,7 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
         r->secure_refused = m->secure_refused;
         r->forged = m->forged;
         r->unread_refused = m->unread_refused;
+        r->cpu_seconds = m->cpu_seconds;
     }
     shardps__server_report__free_unpacked(m, NULL);
     return rc;

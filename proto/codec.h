@@ -30,7 +30,8 @@ extern "C" {
  *    generation and replaced_rank); joins and agreed steps (MSG_JOIN_*, the
  *    view's joining and resume_step), run ids at registration (a restarted
  *    scheduler). */
-#define PS_PROTOCOL_VERSION 4u
+/* 5: the report's cpu_seconds. */
+#define PS_PROTOCOL_VERSION 5u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
@@ -245,6 +246,7 @@ typedef struct {
     uint64_t secure_refused; /* --secure: connections refused by the key check (ZAP) */
     uint64_t forged;   /* requests whose token is not the claimed worker's (within rejected) */
     uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
+    double cpu_seconds; /* the server process's CPU time when it reported */
 } ps_server_report_t;
 
 enum { PS_REPORT_MAX_WAITING = 32 };

@@ -521,6 +521,7 @@ static void s_preflight_progress(ps_scheduler_t *s)
 static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
 {
     ps_sched_obs_message(s->obs, m->hdr.type);
+    s->messages++;
     if (m->hdr.type == PS_MSG_REGISTER) {
         s_on_register(s, m);
         return;

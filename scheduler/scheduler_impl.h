@@ -97,6 +97,7 @@ typedef struct {
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     int membership_changes; /* workers lost (or joined) while the job ran */
     uint64_t refused; /* messages from a connection that is not the node it claims */
+    uint64_t messages; /* messages received, every kind: its load grows with the nodes */
     ps_identity_t id; /* the job's id, configuration hash and build */
     uint64_t registrations_refused; /* nodes of another job or build */
     double next_wait_log; /* ps_now() of the next "still waiting for" line */

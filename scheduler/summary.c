@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -86,7 +87,7 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
                 "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
                 "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
                 "\"secure_refused\": %llu, \"version\": %lld, \"staleness\": "
-                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}}",
+                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}, \"cpu_seconds\": %.3f}",
                 i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
                 (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
                 (unsigned long long)r->pulls, (unsigned long long)r->rejected,
@@ -94,7 +95,7 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
                 (unsigned long long)r->secure_refused, (long long)r->version,
                 ps_hist_mean(&r->staleness),
                 (long long)(r->staleness.max > 0 ? r->staleness.max : 0),
-                (unsigned long long)r->staleness.n);
+                (unsigned long long)r->staleness.n, r->cpu_seconds);
     }
     fputs("]}\n", f);
 }
@@ -186,7 +187,8 @@ int ps_summary_write(const ps_scheduler_t *s)
                 "\"membership_changes\": %d, \"workers_joined\": %d, \"scheduler_restarts\": %d, "
                 "\"steps_with_fewer_workers\": %lld, "
                 "\"secure_refused\": %llu, \"servers_refused_forged\": %llu, "
-                "\"pulls_refused_unread\": %llu, \"worker_wait_seconds\": ",
+                "\"pulls_refused_unread\": %llu, \"scheduler_cpu_seconds\": %.3f, "
+                "\"scheduler_messages\": %llu, \"worker_wait_seconds\": ",
                 w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
                 (unsigned long long)pulled, ps_hist_mean(&stale),
                 (long long)ps_hist_quantile(&stale, 0.5),
@@ -194,7 +196,8 @@ int ps_summary_write(const ps_scheduler_t *s)
                 (unsigned long long)dropped, (unsigned long long)rejected,
                 (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes,
                 s->joins, s->restarts, (long long)fewer, (unsigned long long)secure_refused,
-                (unsigned long long)forged, (unsigned long long)unread);
+                (unsigned long long)forged, (unsigned long long)unread, ps_cpu_seconds(),
+                (unsigned long long)s->messages);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
         s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));

@@ -628,7 +628,8 @@ static void s_send_report(ps_server_t *s)
                             .steps_fewer_workers = st->steps_fewer,
                             .secure_refused = ps_ctx_refused(s->ctx),
                             .forged = s->forged,
-                            .unread_refused = s->unread_refused};
+                            .unread_refused = s->unread_refused,
+                            .cpu_seconds = ps_cpu_seconds()};
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {

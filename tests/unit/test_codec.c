@@ -431,7 +431,7 @@ START_TEST(register_carries_the_job_identity_and_build)
                        .job_hash = "fedcba9876543210"},
                   out;
     ps_codec_build_id(r.build, sizeof r.build);
-    ck_assert_ptr_nonnull(strstr(r.build, " protocol 4"));
+    ck_assert_ptr_nonnull(strstr(r.build, " protocol 5"));
     uint8_t *body;
     size_t len;
     ck_assert_int_eq(ps_codec_pack_register(&r, &body, &len), 0);
@@ -1037,12 +1037,14 @@ START_TEST(report_round_trips_steps_with_fewer_workers)
     ps_hist_init(&r.staleness);
     r.version = 1404;
     r.steps_fewer_workers = 1193;
+    r.cpu_seconds = 12.5;
     uint8_t *buf;
     size_t len;
     ck_assert_int_eq(ps_codec_pack_report(&r, &buf, &len), 0);
     ck_assert_int_eq(ps_codec_unpack_report(buf, len, &out), 0);
     ck_assert_int_eq(out.version, 1404);
     ck_assert_int_eq(out.steps_fewer_workers, 1193);
+    ck_assert(out.cpu_seconds == 12.5);
     free(buf);
 }
 END_TEST
