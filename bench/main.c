@@ -6,6 +6,7 @@
  *   shardps-bench compute --model M [--torch] ...   one worker's arithmetic vs PyTorch
  *   shardps-bench observe [--rounds N] ...          the cost of metrics and traces
  *   shardps-bench checkpoint [--reps N] ...          training with vs without checkpoints
+ *   shardps-bench scale [--workers 8,16,32,64] ...   scheduler and server cost per step
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
@@ -30,6 +31,8 @@ static void s_usage(FILE *f)
         "[--torch] --json FILE\n"
         "       shardps-bench observe [--rounds N] [--out DIR] ...\n"
         "       shardps-bench checkpoint [--out DIR] [--every N] [--reps N] ...\n"
+        "       shardps-bench scale [--out DIR] [--workers LIST] [--servers N] [--steps A,B] "
+        "...\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -44,6 +47,8 @@ static void s_usage(FILE *f)
         "       scraped, and traced, alternated: samples/s and each one's cost.\n"
         "checkpoint the same sync job without and with --checkpoint-every N, alternated:\n"
         "       the samples/s ratio (what checkpointing costs).\n"
+        "scale  the same job with 8, 16, 32, 64 workers: the scheduler's and each\n"
+        "       server's CPU time and messages per step.\n"
         "\n"
         "comm and train write CSV and markdown tables and gnuplot PNGs into --out\n"
         "(bench-out); compute writes one JSON object and prints a markdown row.\n"
@@ -75,10 +80,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "checkpoint")) {
         return ps_bench_checkpoint_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "scale")) {
+        return ps_bench_scale_main(argc - 1, argv + 1);
+    }
     fprintf(
         stderr,
-        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe or "
-        "checkpoint)\n",
+        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe, "
+        "checkpoint or scale)\n",
         argv[1]);
     return 2;
 }

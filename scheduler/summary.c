@@ -87,7 +87,7 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
                 "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
                 "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
                 "\"secure_refused\": %llu, \"version\": %lld, \"staleness\": "
-                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}, \"cpu_seconds\": %.3f}",
+                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}, \"cpu_seconds\": %.6f}",
                 i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
                 (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
                 (unsigned long long)r->pulls, (unsigned long long)r->rejected,
@@ -187,7 +187,7 @@ int ps_summary_write(const ps_scheduler_t *s)
                 "\"membership_changes\": %d, \"workers_joined\": %d, \"scheduler_restarts\": %d, "
                 "\"steps_with_fewer_workers\": %lld, "
                 "\"secure_refused\": %llu, \"servers_refused_forged\": %llu, "
-                "\"pulls_refused_unread\": %llu, \"scheduler_cpu_seconds\": %.3f, "
+                "\"pulls_refused_unread\": %llu, \"scheduler_cpu_seconds\": %.6f, "
                 "\"scheduler_messages\": %llu, \"worker_wait_seconds\": ",
                 w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
                 (unsigned long long)pulled, ps_hist_mean(&stale),
