@@ -7,7 +7,8 @@
 # reference's figure (or one line saying how to install PyTorch, when it is
 # absent). No timing is judged here: the bench measures, it does not assert
 # (see README, Benchmarks). `checkpoint` on one short round writes its row
-# with the checkpoints it counted.
+# with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
+# from the uncompressed copy of the data set it made.
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/bench/shardps-bench
@@ -108,7 +109,21 @@ rows "$TMP/ck/checkpoint.csv" 2 # the round and the median
 grep -Eq '^1,[0-9]+,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,3,[0-9.]+$' "$TMP/ck/checkpoint.csv" ||
     fail "checkpoint.csv: $(cat "$TMP/ck/checkpoint.csv")"
 
+# scale: 1 and 2 workers, 2 and 4 steps each, one round.
+"$BENCH" scale --workers 1,2 --servers 2 --steps 2,4 --reps 1 --out "$TMP/scale" \
+    >"$TMP/scale.log" 2>&1 || fail "bench scale failed: $(tail -5 "$TMP/scale.log")"
+header "$TMP/scale/scale.csv" \
+    "workers,rounds,sched_cpu_ms_per_step,sched_msgs_per_step,sched_msgs_per_sec,server_cpu_ms_per_step,server_msgs_per_step,step_ms,sched_cpu_s_startup,server_cpu_s_startup"
+rows "$TMP/scale/scale.csv" 2
+n='-?[0-9.]+' # a difference of two short jobs: noise may make it negative
+grep -Eq "^1,1,$n,$n,(-?[0-9]+)?,$n,[0-9.]+,$n,[0-9.]+,[0-9.]+\$" "$TMP/scale/scale.csv" &&
+    grep -Eq "^2,1,$n,$n,(-?[0-9]+)?,$n,[0-9.]+,$n,[0-9.]+,[0-9.]+\$" "$TMP/scale/scale.csv" ||
+    fail "scale.csv: $(cat "$TMP/scale/scale.csv")"
+[ "$(wc -c <"$TMP/scale/data/train-images-idx3-ubyte")" = 47040016 ] ||
+    fail "scale: no uncompressed training images in $TMP/scale/data"
+
 # The logs of every job the bench started, for sanitizer reports.
-cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP/" 2>/dev/null
+cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP"/scale/runs/*.log \
+    "$TMP/" 2>/dev/null
 check_logs
 echo ok
