@@ -5,6 +5,8 @@
  */
 #include "scheduler/summary.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,8 +215,19 @@ int ps_summary_write(const ps_scheduler_t *s)
     ps_failover_json(f, s);
     s_json_outcome(f, s);
     int bad = fclose(f) != 0;
+    /* A failed node's exit makes the launcher stop us with SIGTERM, maybe
+     * while this write is under way (its fsync takes a while on a busy
+     * disk): the signal waits until the summary is in place (ZeroMQ's own
+     * threads block every signal, so none of them takes it instead). */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
     bad = bad || ps_file_write_atomic(s->cfg->summary, (const void *[]){text},
                                       (size_t[]){len}, 1, NULL, 0) != 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     free(text);
     if (bad) {
         ps_log_err("cannot write the summary to %s", s->cfg->summary);
