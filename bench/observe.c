@@ -1,21 +1,28 @@
 /*
  * bench/observe.c - shardps-bench observe: what watching a job costs it.
  *
- * The same MLP sync job through shardps-launch in three variants, run in
- * turn (off, metrics, trace, off, metrics, trace, ...) so that the machine's
- * other load falls on all three alike:
- *   off      no metrics endpoint, no trace (the nodes' heartbeat reports,
- *            always on, are in every variant);
- *   metrics  the scheduler serves the job's metrics (--metrics-bind) and this
- *            program scrapes them every 100 ms, ten times a usual
- *            Prometheus interval;
- *   trace    every process traces every step (--trace).
- * Two figures per job: samples/s from the summary (wall clock: what the
- * user waits for, and what other load on the machine disturbs most), and
- * the CPU seconds of every process of the job per 1,000 samples (from
- * getrusage(RUSAGE_CHILDREN): the launcher reaps the roles, we reap the
- * launcher), which contention disturbs much less. A variant's cost is its
- * median against off's median.
+ * The same MLP sync job through shardps-launch in four variants:
+ *   off         no metrics endpoint, no trace (the nodes' heartbeat reports,
+ *               always on, are in every variant);
+ *   metrics     the scheduler serves the job's metrics (--metrics-bind) and
+ *               this program scrapes them every second, as a watching user
+ *               or a busy Prometheus would (its default is every 15 s);
+ *   metrics-hot the same scraped every 100 ms, ten times that: an upper bound;
+ *   trace       every process traces every step (--trace), the files written
+ *               and merged at the end.
+ * Each round runs every variant once, and the order turns by one each round
+ * (off first, then metrics first, ...), so neither the machine's other load
+ * nor a variant's place in the round (after which one, how long into the
+ * sitting) favours a variant.
+ *
+ * Two figures per job: samples/s from the summary (the workers' training
+ * loop, what the user waits for, and what other load on the machine disturbs
+ * most), and the CPU seconds of every process of the job per 1,000 samples
+ * (from getrusage(RUSAGE_CHILDREN): the launcher reaps the roles, we reap the
+ * launcher; start-up and the trace files' writing at the end included),
+ * which contention disturbs much less. A variant's cost is the median, over
+ * rounds, of its job against the same round's off job: a pair runs within
+ * a minute, so a load that comes and goes over the sitting cancels.
  *
  * On a shared machine both figures move by more than the cost being
  * measured, so a third, direct one is beside them: the nanoseconds one span
@@ -47,12 +54,15 @@
 
 #define S_PROG "shardps-bench observe"
 
-enum { S_OFF, S_METRICS, S_TRACE, S_NVARIANTS, S_MAX_ROUNDS = 50 };
-static const char *const s_variant[S_NVARIANTS] = {"off", "metrics", "trace"};
+enum { S_OFF, S_METRICS, S_METRICS_HOT, S_TRACE, S_NVARIANTS, S_MAX_ROUNDS = 50 };
+static const char *const s_variant[S_NVARIANTS] = {"off", "metrics", "metrics-hot", "trace"};
+/* The metrics variants' scrape intervals (ms). */
+static const long s_scrape_ms[S_NVARIANTS] = {[S_METRICS] = 1000, [S_METRICS_HOT] = 100};
 
 /* The scraper thread's state. */
 typedef struct {
     int port;
+    long every_ms;
     atomic_int stop;
     long scrapes;    /* answered scrapes */
     long long bytes; /* their bytes */
@@ -102,13 +112,18 @@ static long s_scrape(int port)
 static void *s_scraper(void *arg)
 {
     s_scraper_t *s = arg;
+    double next = ps_now();
     while (!atomic_load(&s->stop)) {
-        long n = s_scrape(s->port);
-        if (n > 0) {
-            s->scrapes++;
-            s->bytes += n;
+        if (ps_now() >= next) {
+            long n = s_scrape(s->port);
+            if (n > 0) {
+                s->scrapes++;
+                s->bytes += n;
+            }
+            next += s->every_ms / 1e3;
         }
-        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+        /* short naps, so that the job's end is not kept waiting a scrape interval */
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
     }
     return NULL;
 }
@@ -117,6 +132,13 @@ typedef struct {
     const char *out, *launch;
     int servers, workers, steps, batch;
 } s_cfg_t;
+
+/* One job's figures. */
+typedef struct {
+    double sps;     /* samples/s (the summary's); <= 0: the job failed */
+    double cpu;     /* CPU seconds of all its processes per 1,000 samples */
+    double steps;   /* steps it made */
+} s_result_t;
 
 /* CPU seconds of the children reaped so far (and theirs). */
 static double s_children_cpu(void)
@@ -127,9 +149,8 @@ static double s_children_cpu(void)
            1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
-/* One job; returns its samples/s and in *cpu its CPU seconds per 1,000
- * samples, or -1 (a failed job is said on stderr). */
-static double s_job(const s_cfg_t *c, int variant, int round, long *scrapes, double *cpu)
+/* One job (a failed one is said on stderr, with r->sps -1). */
+static void s_job(const s_cfg_t *c, int variant, int round, long *scrapes, s_result_t *r)
 {
     char json[PATH_MAX], log[PATH_MAX], trace[PATH_MAX], bind[64], num[4][16];
     snprintf(json, sizeof json, "%s/runs/observe-%s-%d.json", c->out, s_variant[variant], round);
@@ -140,15 +161,16 @@ static double s_job(const s_cfg_t *c, int variant, int round, long *scrapes, dou
     snprintf(num[2], sizeof num[2], "%d", c->steps);
     snprintf(num[3], sizeof num[3], "%d", c->batch);
     remove(json);
+    /* --epochs as many as the steps: --max-steps, not the data set's size, ends the job */
     char *argv[32] = {(char *)c->launch, "--servers", num[0], "--workers", num[1],
-                      "--max-steps", num[2], "--batch", num[3], "--model", "mlp",
-                      "--mode", "sync", "--summary", json, "--plot", "none",
+                      "--max-steps", num[2], "--epochs", num[2], "--batch", num[3],
+                      "--model", "mlp", "--mode", "sync", "--summary", json, "--plot", "none",
                       "--timeout", "600"};
-    int a = 19;
-    s_scraper_t sc = {0};
+    int a = 21;
+    s_scraper_t sc = {.every_ms = s_scrape_ms[variant]};
     pthread_t th;
     int scraping = 0;
-    if (variant == S_METRICS) {
+    if (sc.every_ms > 0) {
         sc.port = s_free_port();
         snprintf(bind, sizeof bind, "127.0.0.1:%d", sc.port);
         argv[a++] = "--metrics-bind";
@@ -162,26 +184,30 @@ static double s_job(const s_cfg_t *c, int variant, int round, long *scrapes, dou
     argv[a] = NULL;
     const double cpu0 = s_children_cpu();
     int rc = ps_bench_run(argv, log);
-    const double samples = (double)c->steps * c->batch * c->workers;
-    *cpu = (s_children_cpu() - cpu0) / samples * 1000;
+    const double cpu = s_children_cpu() - cpu0;
     if (scraping) {
         atomic_store(&sc.stop, 1);
         pthread_join(th, NULL);
         *scrapes += sc.scrapes;
     }
     char *text = NULL;
-    double sps = -1;
+    double samples = 0;
+    r->sps = -1;
     if (rc != 0 || ps_bench_read_file(json, &text) != 0 ||
-        ps_bench_json_num(text, "samples_per_sec", &sps) != 0) {
+        ps_bench_json_num(text, "samples_per_sec", &r->sps) != 0 ||
+        ps_bench_json_num(text, "samples", &samples) != 0 ||
+        ps_bench_json_num(text, "steps", &r->steps) != 0 || samples <= 0) {
         fprintf(stderr, S_PROG ": %s run %d failed (exit %d; see %s)\n", s_variant[variant],
                 round, rc, log);
-        sps = -1;
+        r->sps = -1;
+    } else {
+        r->cpu = cpu / samples * 1000;
     }
     free(text);
-    return sps;
 }
 
-/* Nanoseconds per ps_trace_span (tracing on) and per metric update. */
+/* Nanoseconds per span (tracing on: its two ps_now() and ps_trace_span) and
+ * per metric update. */
 static void s_unit_costs(const char *out, double *ns_span, double *ns_update)
 {
     enum { N = 2000000 };
@@ -190,8 +216,9 @@ static void s_unit_costs(const char *out, double *ns_span, double *ns_update)
     *ns_span = *ns_update = -1;
     if (ps_trace_open(path, NULL, 1024, err, sizeof err) == 0) {
         double t0 = ps_now();
-        for (int i = 0; i < N; i++) {
-            ps_trace_span(PS_TRACE_PUSH, i, t0, t0, i);
+        for (int i = 0; i < N; i++) { /* with the two timestamps a span takes */
+            const double a = ps_now();
+            ps_trace_span(PS_TRACE_PUSH, i, a, ps_now(), i);
         }
         *ns_span = (ps_now() - t0) / N * 1e9;
         ps_trace_close();
@@ -254,8 +281,9 @@ int ps_bench_observe_main(int argc, char **argv)
     };
     int rc = ps_config_parse(S_PROG,
                              "Runs one MLP sync job with metrics off, with its metrics served and\n"
-                             "scraped every 100 ms, and with every step traced, alternated, and\n"
-                             "writes samples/s and each variant's cost into observe.csv/.md.",
+                             "scraped every second, scraped every 100 ms, and with every step\n"
+                             "traced, in turn (the order turning each round), and writes\n"
+                             "samples/s and each variant's cost into observe.csv/.md.",
                              flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -272,53 +300,67 @@ int ps_bench_observe_main(int argc, char **argv)
     }
     c.launch = launch;
     double load = ps_bench_loadavg();
-    double sps[S_NVARIANTS][S_MAX_ROUNDS], cpu[S_NVARIANTS][S_MAX_ROUNDS];
-    int n[S_NVARIANTS] = {0};
-    long scrapes = 0;
+    static s_result_t res[S_NVARIANTS][S_MAX_ROUNDS];
+    long scrapes[S_NVARIANTS] = {0};
     for (int r = 0; r < rounds; r++) {
-        for (int v = 0; v < S_NVARIANTS; v++) {
-            double ms;
-            double x = s_job(&c, v, r, &scrapes, &ms);
-            if (x > 0) {
-                cpu[v][n[v]] = ms;
-                sps[v][n[v]++] = x;
-            }
-            fprintf(stderr, S_PROG ": round %d/%d %-7s %.0f samples/s, %.3f CPU s per 1000\n",
-                    r + 1, rounds, s_variant[v], x, ms);
+        for (int k = 0; k < S_NVARIANTS; k++) {
+            const int v = (r + k) % S_NVARIANTS; /* the order turns each round */
+            s_result_t *x = &res[v][r];
+            s_job(&c, v, r, &scrapes[v], x);
+            fprintf(stderr, S_PROG ": round %d/%d %-11s %.0f samples/s, %.4f CPU s per 1000\n",
+                    r + 1, rounds, s_variant[v], x->sps, x->cpu);
         }
     }
     ps_bench_table_t *t = NULL;
     char title[256];
     snprintf(title, sizeof title,
              "### Cost of watching a job: MLP sync, %d servers x %d workers, %d steps of "
-             "batch %d, %d rounds alternated",
+             "batch %d, %d rounds, the order turning each round",
              c.servers, c.workers, c.steps, c.batch, rounds);
     if (ps_bench_table_new(c.out, "observe", title,
                            "variant,runs,samples_per_sec_median,min,max,vs_off,cost_percent,"
                            "cpu_s_per_1000_median,cpu_vs_off,cpu_cost_percent",
-                           "variant,runs,samples/s (median),min,max,vs off,cost %,"
-                           "CPU s per 1000 samples (median),vs off,CPU cost %",
+                           "variant,runs,samples/s (median),min,max,vs off (paired median),"
+                           "cost %,CPU s per 1000 samples (median),CPU vs off (paired median),"
+                           "CPU cost %",
                            &t) != 0) {
         return 1;
     }
-    double base = n[S_OFF] ? ps_bench_median(sps[S_OFF], n[S_OFF]) : 0;
-    double cbase = n[S_OFF] ? ps_bench_median(cpu[S_OFF], n[S_OFF]) : 0;
+    double cbase = 0;
     for (int v = 0; v < S_NVARIANTS; v++) {
-        if (!n[v] || base <= 0 || cbase <= 0) {
-            ps_bench_table_rowf(t, "%s,%d,,,,,,,,", s_variant[v], n[v]);
+        /* a variant's jobs, and their ratios to the same round's off job */
+        double sps[S_MAX_ROUNDS], cpu[S_MAX_ROUNDS], rs[S_MAX_ROUNDS], rcpu[S_MAX_ROUNDS];
+        int n = 0, np = 0;
+        for (int r = 0; r < rounds; r++) {
+            const s_result_t *x = &res[v][r], *o = &res[S_OFF][r];
+            if (x->sps <= 0) {
+                continue;
+            }
+            sps[n] = x->sps;
+            cpu[n++] = x->cpu;
+            if (o->sps > 0) {
+                rs[np] = x->sps / o->sps;
+                rcpu[np++] = x->cpu / o->cpu;
+            }
+        }
+        if (!n || !np) {
+            ps_bench_table_rowf(t, "%s,%d,,,,,,,,", s_variant[v], n);
             continue;
         }
-        double med = ps_bench_median(sps[v], n[v]), cmed = ps_bench_median(cpu[v], n[v]);
+        const double med = ps_bench_median(sps, n), cmed = ps_bench_median(cpu, n);
+        const double ratio = ps_bench_median(rs, np), cratio = ps_bench_median(rcpu, np);
+        cbase = v == S_OFF ? cmed : cbase;
         ps_bench_table_rowf(t, "%s,%d,%.0f,%.0f,%.0f,%.3f,%.1f,%.4f,%.3f,%.1f", s_variant[v],
-                            n[v], med, sps[v][0], sps[v][n[v] - 1], med / base,
-                            100 * (1 - med / base), cmed, cmed / cbase,
-                            100 * (cmed / cbase - 1));
+                            n, med, sps[0], sps[n - 1], ratio, 100 * (1 - ratio), cmed, cratio,
+                            100 * (cratio - 1));
     }
     double ns_span, ns_update, spans, updates;
     char last[PATH_MAX];
     snprintf(last, sizeof last, "%s/runs/observe-%d.trace.json", c.out, rounds - 1);
     s_unit_costs(c.out, &ns_span, &ns_update);
-    s_per_step(last, c.steps, c.workers, &spans, &updates);
+    const double last_steps = res[S_TRACE][rounds - 1].sps > 0 ? res[S_TRACE][rounds - 1].steps
+                                                                : c.steps;
+    s_per_step(last, (int)last_steps, c.workers, &spans, &updates);
     if (cbase > 0 && spans > 0 && ns_span > 0) {
         /* the off runs' CPU per step, all processes */
         double step_us = cbase / 1000 * c.batch * c.workers * 1e6;
@@ -334,9 +376,11 @@ int ps_bench_observe_main(int argc, char **argv)
     char machine[256];
     ps_bench_machine(machine, sizeof machine, load);
     ps_bench_table_note(t, "metrics: the scheduler served %ld scrapes of the whole job's "
-                           "metrics during the metrics runs. trace: every step of every "
-                           "process, 16 MiB ring each. Machine: %s.",
-                        scrapes, machine);
+                           "metrics (every %ld ms) during the metrics runs, %ld (every %ld ms) "
+                           "during the metrics-hot runs. trace: every step of every process, "
+                           "16 MiB ring each. Machine: %s, %.2f after.",
+                        scrapes[S_METRICS], s_scrape_ms[S_METRICS], scrapes[S_METRICS_HOT],
+                        s_scrape_ms[S_METRICS_HOT], machine, ps_bench_loadavg());
     ps_bench_table_destroy(&t, 1);
     return 0;
 }

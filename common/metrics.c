@@ -344,8 +344,15 @@ void ps_metrics_merge(ps_text_t *out, const char *const *texts, const char *cons
                       int n)
 {
     /* families in first-seen order: walk every text's TYPE lines, and emit a
-     * family the first time it is met (in text i, none before i has it) */
-    for (int i = 0; i < n; i++) {
+     * family the first time it is met, with its samples from text i on. The
+     * names emitted so far are kept (pointers into the texts), so that a
+     * scrape of many nodes stays linear in their texts' size. */
+    struct {
+        const char *name;
+        size_t len;
+    } *done = NULL;
+    size_t ndone = 0, cap = 0;
+    for (int i = 0; i < n && !out->oom; i++) {
         const char *p = texts[i];
         const char *help = NULL;
         size_t help_len = 0;
@@ -358,25 +365,33 @@ void ps_metrics_merge(ps_text_t *out, const char *const *texts, const char *cons
             } else if (!strncmp(p, "# TYPE ", 7)) {
                 const char *fam = p + 7;
                 size_t flen = strcspn(fam, " \n");
-                char name[128];
-                snprintf(name, sizeof name, "%.*s", (int)flen, fam);
-                char type_line[160];
-                snprintf(type_line, sizeof type_line, "# TYPE %s ", name);
                 int seen = 0;
-                for (int j = 0; j < i && !seen; j++) {
-                    seen = texts[j] && strstr(texts[j], type_line) != NULL;
+                for (size_t k = 0; k < ndone && !seen; k++) {
+                    seen = done[k].len == flen && !memcmp(done[k].name, fam, flen);
+                }
+                if (!seen && ndone == cap) {
+                    cap = cap ? 2 * cap : 64;
+                    void *grown = realloc(done, cap * sizeof *done);
+                    if (!grown) {
+                        out->oom = 1;
+                        break;
+                    }
+                    done = grown;
                 }
                 if (!seen) {
-                    if (help && !strncmp(help + 7, name, flen) && help[7 + flen] == ' ') {
+                    done[ndone].name = fam;
+                    done[ndone++].len = flen;
+                    if (help && !strncmp(help + 7, fam, flen) && help[7 + flen] == ' ') {
                         ps_text_printf(out, "%.*s\n", (int)help_len, help);
                     }
                     ps_text_printf(out, "%.*s\n", (int)len, p);
                     for (int j = i; j < n; j++) {
-                        s_family_samples(out, texts[j], name, flen, labels[j]);
+                        s_family_samples(out, texts[j], fam, flen, labels[j]);
                     }
                 }
             }
             p = end ? end + 1 : NULL;
         }
     }
+    free(done);
 }

@@ -1,6 +1,7 @@
 /* common/trace.c - the process's bounded trace ring and its Chrome JSON. */
 #include "common/trace.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -177,20 +178,31 @@ void ps_trace_span(ps_trace_name_t name, int64_t step, double t0, double t1, int
     g.ring[i] = (s_event_t){t0, t1, step, arg, tid, (uint8_t)name};
 }
 
+/* Microseconds with three decimals from nanoseconds, in integers: printf's
+ * "%.3f" took most of the time writing a trace. buf: 32 bytes. */
+static const char *s_us(char *buf, int64_t ns)
+{
+    const char *sign = ns < 0 ? "-" : "";
+    uint64_t a = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;
+    snprintf(buf, 32, "%s%llu.%03u", sign, (unsigned long long)(a / 1000), (unsigned)(a % 1000));
+    return buf;
+}
+
 /* One event line, at most PS_TRACE_EVENT_BYTES: names are short, numbers bounded. */
 static void s_event_line(ps_text_t *t, const s_event_t *e, int pid)
 {
     unsigned name = e->name < PS_TRACE_NNAMES ? e->name : PS_TRACE_STEP;
-    char arg[48] = "";
+    char arg[48] = "", ts[32], dur[32];
     if (s_arg_names[name]) {
         snprintf(arg, sizeof arg, ",\"%s\":%lld", s_arg_names[name], (long long)e->arg);
     }
-    double dur = e->t1 > e->t0 ? (e->t1 - e->t0) * 1e6 : 0;
+    double d = e->t1 > e->t0 ? e->t1 - e->t0 : 0;
     ps_text_printf(t,
-                   ",{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
+                   ",{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s,"
                    "\"pid\":%d,\"tid\":%u,\"args\":{\"step\":%lld%s}}\n",
-                   s_names[name], s_cats[name], e->t0 * 1e6, dur < 1e12 ? dur : 1e12, pid,
-                   e->tid, (long long)e->step, arg);
+                   s_names[name], s_cats[name], s_us(ts, llround(e->t0 * 1e9)),
+                   s_us(dur, llround((d < 1e6 ? d : 1e6) * 1e9)), pid, e->tid,
+                   (long long)e->step, arg);
 }
 
 static int s_write(void)
@@ -264,6 +276,24 @@ static char *s_slurp(const char *path)
     return t.p ? t.p : strdup("");
 }
 
+/* The nanoseconds of a timestamp written by s_us ("-U.FFF" microseconds);
+ * *end: after it. Integers, like s_us: strtod took most of a merge's time. */
+static int64_t s_parse_us(const char *p, char **end)
+{
+    const int neg = *p == '-';
+    char *q;
+    int64_t ns = (int64_t)strtoull(p + neg, &q, 10) * 1000;
+    if (*q == '.') {
+        int64_t scale = 100;
+        for (q++; *q >= '0' && *q <= '9'; q++) {
+            ns += scale * (*q - '0'); /* digits beyond the third: scale 0 */
+            scale /= 10;
+        }
+    }
+    *end = q;
+    return neg ? -ns : ns;
+}
+
 int ps_trace_merge(const char *const *in, int n, const char *out, char *err, size_t errlen)
 {
     ps_text_t t = {0};
@@ -280,7 +310,7 @@ int ps_trace_merge(const char *const *in, int n, const char *out, char *err, siz
             rc = PS_EINVAL;
             break;
         }
-        double offset_us = strtod(off + 18, NULL);
+        const int64_t offset_ns = llround(strtod(off + 18, NULL) * 1e3);
         for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
             const char *ev = line + 1;
             ev += *ev == ',';
@@ -292,10 +322,10 @@ int ps_trace_merge(const char *const *in, int n, const char *out, char *err, siz
             if (!ts || ts > ev + len) { /* metadata: as it is */
                 ps_text_printf(&t, "%s%.*s\n", first ? "" : ",", (int)len, ev);
             } else {
-                char *end;
-                double v = strtod(ts + 5, &end);
-                ps_text_printf(&t, "%s%.*s%.3f%.*s\n", first ? "" : ",", (int)(ts + 5 - ev), ev,
-                               v + offset_us, (int)(ev + len - end), end);
+                char *end, us[32];
+                int64_t ns = s_parse_us(ts + 5, &end) + offset_ns;
+                ps_text_printf(&t, "%s%.*s%s%.*s\n", first ? "" : ",", (int)(ts + 5 - ev), ev,
+                               s_us(us, ns), (int)(ev + len - end), end);
             }
             first = 0;
         }

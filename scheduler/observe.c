@@ -28,9 +28,11 @@ typedef struct {
 } s_node_t;
 
 struct ps_sched_obs {
-    pthread_mutex_t mu; /* the nodes' texts, between the loop and the HTTP thread */
+    pthread_mutex_t mu; /* the nodes' texts and `fresh`, between the loop and the HTTP thread */
     s_node_t *nodes;
     int nnodes;
+    int fresh;          /* a node's text arrived since the last merge */
+    ps_text_t merged;   /* the nodes' texts merged: the HTTP thread's own */
     ps_metrics_t *reg;
     ps_http_t *http;
     ps_metric_t *messages[PS_MSG_TYPE_MAX + 1];
@@ -42,25 +44,57 @@ struct ps_sched_obs {
  * lockstep show about the same rate whatever their heartbeats' phase. */
 #define S_RATE_SECONDS 0.9
 
+/* Merges the nodes' texts into o->merged: copied under the lock, merged
+ * outside it, so that a scrape never holds up the event loop's heartbeats. */
+static void s_merge_nodes(ps_sched_obs_t *o)
+{
+    const char *texts[PS_MAX_SERVERS + PS_MAX_WORKERS];
+    const char *labels[PS_MAX_SERVERS + PS_MAX_WORKERS];
+    char lab[PS_MAX_SERVERS + PS_MAX_WORKERS][32];
+    size_t at[PS_MAX_SERVERS + PS_MAX_WORKERS];
+    ps_text_t copy = {0};
+    int n = 0;
+    pthread_mutex_lock(&o->mu);
+    o->fresh = 0;
+    for (int i = 0; i < o->nnodes; i++) {
+        if (o->nodes[i].text) {
+            snprintf(lab[n], sizeof lab[n], "node=\"%s\"", o->nodes[i].tag);
+            at[n++] = copy.len;
+            ps_text_printf(&copy, "%s%c", o->nodes[i].text, '\0'); /* each NUL-ended */
+        }
+    }
+    o->fresh = copy.oom; /* not copied: try again next scrape */
+    pthread_mutex_unlock(&o->mu);
+    for (int k = 0; k < n && !copy.oom; k++) {
+        texts[k] = copy.p + at[k];
+        labels[k] = lab[k];
+    }
+    o->merged.len = 0;
+    o->merged.oom = 0;
+    if (o->merged.p) {
+        o->merged.p[0] = '\0';
+    }
+    if (!copy.oom) {
+        ps_metrics_merge(&o->merged, texts, labels, n);
+    }
+    free(copy.p);
+}
+
+/* A scrape (on the HTTP server's one thread): our series now, the nodes'
+ * merged again only when one of them reported since the last scrape. */
 static void s_render(void *arg, ps_text_t *out)
 {
     ps_sched_obs_t *o = arg;
     ps_metrics_render(o->reg, out);
-    const char *texts[PS_MAX_SERVERS + PS_MAX_WORKERS];
-    const char *labels[PS_MAX_SERVERS + PS_MAX_WORKERS];
-    char lab[PS_MAX_SERVERS + PS_MAX_WORKERS][32];
     pthread_mutex_lock(&o->mu);
-    int n = 0;
-    for (int i = 0; i < o->nnodes; i++) {
-        if (o->nodes[i].text) {
-            snprintf(lab[n], sizeof lab[n], "node=\"%s\"", o->nodes[i].tag);
-            texts[n] = o->nodes[i].text;
-            labels[n] = lab[n];
-            n++;
-        }
-    }
-    ps_metrics_merge(out, texts, labels, n);
+    const int fresh = o->fresh;
     pthread_mutex_unlock(&o->mu);
+    if (fresh || o->merged.oom) {
+        s_merge_nodes(o);
+    }
+    if (o->merged.len) {
+        ps_text_printf(out, "%s", o->merged.p);
+    }
 }
 
 int ps_sched_obs_new(const char *bind, int nnodes, ps_sched_obs_t **out, char *err,
@@ -128,6 +162,7 @@ void ps_sched_obs_destroy(ps_sched_obs_t **op)
         free(o->nodes[i].text);
     }
     pthread_mutex_destroy(&o->mu);
+    free(o->merged.p);
     ps_metrics_destroy(&o->reg);
     free(o->nodes);
     free(o);
@@ -162,6 +197,7 @@ void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag, const voi
     n->text = text;
     n->report = r;
     n->reported = 1;
+    o->fresh = 1;
     pthread_mutex_unlock(&o->mu);
 }
 

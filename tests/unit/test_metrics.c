@@ -178,6 +178,16 @@ START_TEST(trace_keeps_the_newest_spans_of_its_steps_within_budget)
     ck_assert_int_eq(ps_trace_merge(in, 1, merged, err, sizeof err), 0);
     text = s_slurp(merged);
     ck_assert_ptr_nonnull(strstr(text, "\"ts\":3500000.000,\"dur\":500000.000")); /* +2.5 s */
+    /* an offset that takes a timestamp below zero, and its fraction */
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"otherData\":{\"process\":\"W1\",\"clock_offset_us\":-2500000.500},"
+          "\"traceEvents\":[\n{\"name\":\"step\",\"ph\":\"X\",\"ts\":1000000.250,"
+          "\"dur\":1.000}\n]}\n", f);
+    fclose(f);
+    ck_assert_int_eq(ps_trace_merge(in, 1, merged, err, sizeof err), 0);
+    text = s_slurp(merged);
+    ck_assert_ptr_nonnull(strstr(text, "\"ts\":-1500000.250,\"dur\":1.000"));
     char cmd[96];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
