@@ -74,7 +74,7 @@ typedef struct {
     double drain_until;         /* after the last child was reaped; 0 = not yet */
     ps_launch_plot_t *plot;     /* the run's plots (--plot); NULL = none */
     int exit_code;              /* what main returns */
-    int respawned;              /* servers restarted as spares so far (--respawn) */
+    int respawned;              /* servers and workers restarted so far (--respawn) */
     char why[512];              /* first cause of a failure */
 } s_launch_t;
 
@@ -132,9 +132,33 @@ static void s_kill_now(s_launch_t *L)
     ps_launch_children_signal(&L->C, SIGKILL);
 }
 
+/* --respawn: starts a dead child's slot again while the budget lasts and the
+ * job runs: a server as a new spare, a worker with its rank (it joins the
+ * running job in place of itself, once the scheduler has left it out).
+ * Returns 0 (started, or nothing to do) or PS_EIO. */
+static int s_respawn(s_launch_t *L, ps_launch_child_t *c)
+{
+    const ps_launch_flags_t *F = L->F;
+    if (L->respawned >= F->respawn || L->sched_done_at != 0) {
+        return 0;
+    }
+    const int server = c->role == PS_LAUNCH_SERVER;
+    char **argv = ps_launch_flags_node_argv(F, c->role, server ? -1 : c->rank, L->endpoint);
+    int rc = ps_launch_children_respawn(&L->C, c, F->spares + L->respawned, argv);
+    ps_launch_argv_destroy(&argv);
+    if (rc == 0) {
+        L->respawned++;
+        ps_log_info("started %s (pid %d), respawn %d of %d", c->tag, (int)c->pid, L->respawned,
+                    F->respawn);
+    }
+    return rc;
+}
+
 /* Under --min-workers K, a worker's failure leaves the job to the scheduler
- * (which leaves the worker out) while K workers still run. */
-static int s_worker_may_fail(const s_launch_t *L, const ps_launch_child_t *c, const char *how)
+ * (which leaves the worker out) while K workers still run; under --respawn
+ * it is started again to join (stepped modes: an async job takes no
+ * joiners). */
+static int s_worker_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *how)
 {
     const char *k = ps_launch_flags_value(L->F, "min-workers");
     int min = k ? atoi(k) : 0;
@@ -150,6 +174,10 @@ static int s_worker_may_fail(const s_launch_t *L, const ps_launch_child_t *c, co
     }
     ps_log_warn("%s (pid %d) %s; %d workers run (--min-workers %d): the job goes on", c->tag,
                 (int)c->pid, how, running, min);
+    const char *mode = ps_launch_flags_value(L->F, "mode");
+    if (!mode || strcmp(mode, "async") != 0) {
+        s_respawn(L, c); /* not started: the job goes on without it all the same */
+    }
     return 1;
 }
 
@@ -166,18 +194,7 @@ static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
     }
     ps_log_warn("%s (pid %d) %s; the scheduler replaces it from a spare", c->tag, (int)c->pid,
                 how);
-    if (L->respawned < F->respawn && L->sched_done_at == 0) {
-        char **argv = ps_launch_flags_node_argv(F, PS_LAUNCH_SERVER, -1, L->endpoint);
-        int rc = ps_launch_children_respawn(&L->C, c, F->spares + L->respawned, argv);
-        ps_launch_argv_destroy(&argv);
-        if (rc != 0) {
-            return 0;
-        }
-        L->respawned++;
-        ps_log_info("started %s (pid %d), respawn %d of %d", c->tag, (int)c->pid, L->respawned,
-                    F->respawn);
-    }
-    return 1;
+    return s_respawn(L, c) == 0;
 }
 
 /* Reaps every child that has exited; a failure starts the stop. */

@@ -515,6 +515,9 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     c->version++;
     c->stats.pushes++;
     s_ack(c, r);
+    if (c->cfg.ops.stepped) { /* a checkpoint may read the store now */
+        c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
+    }
     return 0;
 }
 

@@ -67,8 +67,9 @@ typedef struct {
                   int64_t version);
     /* A push's frame (ps_request_t.frame) is no longer read. NULL: nothing to do. */
     void (*release)(void *ctx, void *frame);
-    /* Stepped modes: a step was applied, the store is at version (the cut
-     * after step version-1: a checkpoint may read it now). NULL: nothing. */
+    /* A step (async: a push) was applied, the store is at version (stepped
+     * modes: the cut after step version-1): a checkpoint may read it now.
+     * NULL: nothing. */
     void (*stepped)(void *ctx, int64_t version);
 } ps_consistency_ops_t;
 

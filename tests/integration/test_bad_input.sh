@@ -61,7 +61,7 @@ bad "scheduler --checkpoint-every 3x" "--checkpoint-every 3x: expected steps N" 
     --checkpoint-every 3x --checkpoint-dir "$TMP"
 bad "scheduler --checkpoint-every 0s" "--checkpoint-every 0s: expected" "$SCHED" \
     --checkpoint-every 0s --checkpoint-dir "$TMP"
-bad "scheduler --checkpoint-every 30s in async" "async has none" "$SCHED" --mode async \
+bad "scheduler --checkpoint-every 30s in async" "timed checkpoints need --mode sync" "$SCHED" --mode async \
     --checkpoint-every 30s --checkpoint-dir "$TMP"
 bad "scheduler --servers 0" "--servers 0" "$SCHED" --servers 0
 bad "launch --servers 0" "--servers 0" "$LAUNCH" --servers 0

@@ -431,7 +431,7 @@ START_TEST(register_carries_the_job_identity_and_build)
                        .job_hash = "fedcba9876543210"},
                   out;
     ps_codec_build_id(r.build, sizeof r.build);
-    ck_assert_ptr_nonnull(strstr(r.build, " protocol 4"));
+    ck_assert_ptr_nonnull(strstr(r.build, " protocol 5"));
     uint8_t *body;
     size_t len;
     ck_assert_int_eq(ps_codec_pack_register(&r, &body, &len), 0);
