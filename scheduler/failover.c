@@ -315,6 +315,14 @@ static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
         }
     }
     s_send_members(s, n);
+    if (s->agree.active) {
+        /* The servers' rollback ends their hold, and the spare never had it:
+         * the agreement starts again (ps_join_tick), the spare included;
+         * the survivors' answers to this one are of the older generation. */
+        s->agree.active = 0;
+        ps_log_info("failover %lld: the step agreement under way starts again",
+                    (long long)v->generation);
+    }
     /* Workers finish again after the rollback; DONEs sent before it are
      * of an older generation and ignored. */
     for (int i = s->cfg->servers; i < s->nnodes; i++) {

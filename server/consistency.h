@@ -198,8 +198,10 @@ int ps_consistency_resume(ps_consistency_t *c, int64_t version);
 /* Failover (a lost server was replaced; the store was reset and reloaded
  * from checkpoint `version`): every held push is released and every waiting
  * pull forgotten unanswered (their workers roll back and ask again), and the
- * version becomes `version`. The live workers stay. Returns 0 or PS_ESTATE
- * (store not initialised). */
+ * version becomes `version`. The live workers stay, and a worker joining at
+ * a later step is live now (it rolls back with them); a hold
+ * (ps_consistency_hold) ends. Returns 0 or PS_ESTATE (store not
+ * initialised). */
 int ps_consistency_rollback(ps_consistency_t *c, int64_t version);
 
 /* Updates applied so far. */
