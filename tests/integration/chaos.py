@@ -7,7 +7,8 @@ gets a new spare and every killed worker is started again to rejoin,
 checkpoints, --min-workers 1), waits for its first complete checkpoint, then
 kills a random live server or worker every random --gap seconds until
 --kills are done: half the kills (--worker-share), at random places in the
-sequence, take a random worker, the others a random live server. A worker
+sequence, take a random worker (until the last epoch starts), the others a
+random live server. A worker
 is killed only while every worker is live (killing the last one would end
 the job): such a kill waits for the rejoin. Which pid is which node is read
 from the scheduler's log lines (registrations, joins and failovers). At the
@@ -53,6 +54,7 @@ class Nodes:
     REG = re.compile(r" C I registered ([SW])(\d+) \(pid (\d+)")
     JOIN = re.compile(r"membership: W(\d+) \(pid (\d+)\) joins at step")
     LEAVE = re.compile(r"membership: lost W(\d+) ")
+    EPOCH = re.compile(r" W\d+ I epoch=(\d+)/")
     FAILOVER = re.compile(r"failover \d+: lost S(\d+) \(pid \d+\).*spare S\d+ \(pid (\d+)")
     PID = re.compile(r"\(pid (\d+)")
 
@@ -62,6 +64,7 @@ class Nodes:
         self.servers = {}    # rank -> pid serving it now
         self.workers = {}    # rank -> pid
         self.out = set()     # worker ranks killed or left out and not joined again
+        self.epoch = 0       # the newest epoch a worker's progress line named
         self.replacing = set()  # server ranks killed and not yet replaced
         self.seen = set()    # every pid the log named
 
@@ -76,6 +79,9 @@ class Nodes:
             m = self.REG.search(line)
             if m:
                 (self.servers if m[1] == "S" else self.workers)[int(m[2])] = int(m[3])
+            m = self.EPOCH.search(line)
+            if m:
+                self.epoch = max(self.epoch, int(m[1]))
             m = self.JOIN.search(line)
             if m:
                 self.workers[int(m[1])] = int(m[2])
@@ -141,7 +147,9 @@ def main():
     while len(kills) < a.kills and job.poll() is None and time.monotonic() < deadline:
         time.sleep(rng.uniform(*a.gap))
         nodes.update()
-        if len(kills) in worker_kill:
+        # In the last epoch a killed worker might come back too late to
+        # join (a job at its last step takes none): servers only then.
+        if len(kills) in worker_kill and nodes.epoch < a.epochs:
             live = [(r, p) for r, p in sorted(nodes.workers.items())
                     if r not in nodes.out and alive(p)]
             cands = [("W", r, p) for r, p in live] if len(live) == a.workers else []

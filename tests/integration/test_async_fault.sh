@@ -19,7 +19,7 @@ job() { # name [flags...]
     local name=$1
     shift
     "$LAUNCH" --servers 2 --workers 2 --batch 32 --epochs 2 --mode async --optimizer sgd \
-        --momentum 0.9 --peer-timeout 2 --checkpoint-every 100 \
+        --momentum 0.9 --peer-timeout 5 --checkpoint-every 100 \
         --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
 }
 # pid_of LOG NODE: the pid the scheduler registered NODE (S1, spare S2) with.
