@@ -74,7 +74,7 @@ typedef struct {
     double drain_until;         /* after the last child was reaped; 0 = not yet */
     ps_launch_plot_t *plot;     /* the run's plots (--plot); NULL = none */
     int exit_code;              /* what main returns */
-    int respawned;              /* servers restarted as spares so far (--respawn) */
+    int respawned;              /* servers and workers restarted so far (--respawn) */
     char why[512];              /* first cause of a failure */
 } s_launch_t;
 
@@ -132,9 +132,39 @@ static void s_kill_now(s_launch_t *L)
     ps_launch_children_signal(&L->C, SIGKILL);
 }
 
+/* --respawn: starts a dead child's slot again while the budget lasts and the
+ * job runs: a server as a new spare, a worker with its rank (it joins the
+ * running job in place of itself, once the scheduler has left it out). A
+ * child whose binary could not be run (status 127, ps_proc_spawn) is not:
+ * it would fail again at once, spending the budget. Returns 0 (started, or
+ * nothing to do) or PS_EIO. */
+static int s_respawn(s_launch_t *L, ps_launch_child_t *c, int status)
+{
+    const ps_launch_flags_t *F = L->F;
+    if (L->respawned >= F->respawn || L->sched_done_at != 0) {
+        return 0;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+        ps_log_warn("%s could not be run: not started again", c->tag);
+        return PS_EIO;
+    }
+    const int server = c->role == PS_LAUNCH_SERVER;
+    char **argv = ps_launch_flags_node_argv(F, c->role, server ? -1 : c->rank, L->endpoint);
+    int rc = ps_launch_children_respawn(&L->C, c, F->spares + L->respawned, argv);
+    ps_launch_argv_destroy(&argv);
+    if (rc == 0) {
+        L->respawned++;
+        ps_log_info("started %s (pid %d), respawn %d of %d", c->tag, (int)c->pid, L->respawned,
+                    F->respawn);
+    }
+    return rc;
+}
+
 /* Under --min-workers K, a worker's failure leaves the job to the scheduler
- * (which leaves the worker out) while K workers still run. */
-static int s_worker_may_fail(const s_launch_t *L, const ps_launch_child_t *c, const char *how)
+ * (which leaves the worker out) while K workers still run; under --respawn
+ * it is started again to join (stepped modes: an async job takes no
+ * joiners). */
+static int s_worker_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *how, int status)
 {
     const char *k = ps_launch_flags_value(L->F, "min-workers");
     int min = k ? atoi(k) : 0;
@@ -150,6 +180,10 @@ static int s_worker_may_fail(const s_launch_t *L, const ps_launch_child_t *c, co
     }
     ps_log_warn("%s (pid %d) %s; %d workers run (--min-workers %d): the job goes on", c->tag,
                 (int)c->pid, how, running, min);
+    const char *mode = ps_launch_flags_value(L->F, "mode");
+    if (!mode || strcmp(mode, "async") != 0) {
+        s_respawn(L, c, status); /* not started: the job goes on without it all the same */
+    }
     return 1;
 }
 
@@ -157,7 +191,7 @@ static int s_worker_may_fail(const s_launch_t *L, const ps_launch_child_t *c, co
  * judge: it replaces the server from a spare, or fails the job when it
  * cannot. Under --respawn the dead server's slot starts again as a new
  * spare, so the next loss has one too. */
-static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *how)
+static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *how, int status)
 {
     const ps_launch_flags_t *F = L->F;
     if (c->role != PS_LAUNCH_SERVER || (F->spares == 0 && F->respawn == 0) ||
@@ -166,18 +200,7 @@ static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
     }
     ps_log_warn("%s (pid %d) %s; the scheduler replaces it from a spare", c->tag, (int)c->pid,
                 how);
-    if (L->respawned < F->respawn && L->sched_done_at == 0) {
-        char **argv = ps_launch_flags_node_argv(F, PS_LAUNCH_SERVER, -1, L->endpoint);
-        int rc = ps_launch_children_respawn(&L->C, c, F->spares + L->respawned, argv);
-        ps_launch_argv_destroy(&argv);
-        if (rc != 0) {
-            return 0;
-        }
-        L->respawned++;
-        ps_log_info("started %s (pid %d), respawn %d of %d", c->tag, (int)c->pid, L->respawned,
-                    F->respawn);
-    }
-    return 1;
+    return s_respawn(L, c, status) == 0;
 }
 
 /* Reaps every child that has exited; a failure starts the stop. */
@@ -199,7 +222,8 @@ static void s_reap(s_launch_t *L)
             s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", pid, how,
                    access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
                                                 : "before writing its endpoint");
-        } else if (!ok && !s_worker_may_fail(L, c, how) && !s_server_may_fail(L, c, how)) {
+        } else if (!ok && !s_worker_may_fail(L, c, how, status) &&
+                   !s_server_may_fail(L, c, how, status)) {
             s_stop(L, 1, "%s (pid %d) %s", c->tag, pid, how);
         } else {
             ps_log_debug("%s (pid %d) %s", c->tag, pid, how);

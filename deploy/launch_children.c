@@ -281,9 +281,10 @@ int ps_launch_children_respawn(ps_launch_children_t *C, ps_launch_child_t *c, in
 {
     s_stream_close(C, c, 0);
     s_stream_close(C, c, 1);
-    c->role = PS_LAUNCH_SERVER;
-    c->rank = -1;
-    snprintf(c->tag, sizeof c->tag, "spare%d", n);
+    if (c->role == PS_LAUNCH_SERVER) {
+        c->rank = -1;
+        snprintf(c->tag, sizeof c->tag, "spare%d", n);
+    }
     return ps_launch_children_spawn(C, c, argv);
 }
 

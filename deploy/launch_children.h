@@ -63,9 +63,10 @@ int ps_launch_children_log(ps_launch_children_t *C, const char *file, const char
  * 0, or PS_EIO after logging why. argv is borrowed for the call. */
 int ps_launch_children_spawn(ps_launch_children_t *C, ps_launch_child_t *c, char **argv);
 
-/* Starts a reaped child's slot again as spare server number `n` (a killed
- * server's place, --respawn): what its old streams still hold is relayed
- * and they are closed first. As ps_launch_children_spawn(). */
+/* Starts a reaped child's slot again (--respawn): a server's as spare server
+ * number `n` (a killed server's place), a worker's as the same worker. What
+ * its old streams still hold is relayed and they are closed first. As
+ * ps_launch_children_spawn(). */
 int ps_launch_children_respawn(ps_launch_children_t *C, ps_launch_child_t *c, int n,
                                char **argv);
 

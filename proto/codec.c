@@ -521,6 +521,7 @@ int ps_codec_pack_checkpoint(const ps_checkpoint_part_t *c, uint8_t **out, size_
     m.crc32 = c->crc32;
     m.key_begin = c->begin;
     m.key_end = c->end;
+    m.version = c->version;
     return s_pack(&m.base, out, len);
 }
 
@@ -531,7 +532,8 @@ int ps_codec_unpack_checkpoint(const void *data, size_t len, ps_checkpoint_part_
         return PS_EPROTO;
     }
     memset(c, 0, sizeof *c);
-    int rc = m->step > 0 && m->key_end >= m->key_begin && m->file && m->file[0] &&
+    int rc = m->step > 0 && m->version >= 0 && m->key_end >= m->key_begin && m->file &&
+                     m->file[0] &&
                      !strchr(m->file, '/') &&
                      s_copy_str(c->file, sizeof c->file, m->file) == 0
                  ? 0
@@ -541,6 +543,7 @@ int ps_codec_unpack_checkpoint(const void *data, size_t len, ps_checkpoint_part_
     c->crc32 = m->crc32;
     c->begin = m->key_begin;
     c->end = m->key_end;
+    c->version = m->version;
     shardps__checkpoint__free_unpacked(m, NULL);
     return rc;
 }

@@ -30,7 +30,7 @@ extern "C" {
  *    generation and replaced_rank); joins and agreed steps (MSG_JOIN_*, the
  *    view's joining and resume_step), run ids at registration (a restarted
  *    scheduler). */
-/* 5: the report's cpu_seconds. */
+/* 5: the report's cpu_seconds; Checkpoint.version (async checkpoints). */
 #define PS_PROTOCOL_VERSION 5u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
@@ -155,6 +155,8 @@ typedef struct {
     uint64_t size;         /* bytes */
     uint32_t crc32;        /* zlib's CRC-32 of the file */
     uint64_t begin, end;   /* its keys */
+    int64_t version;       /* the server's version in it (updates applied): N in stepped
+                              modes, N * workers in async */
 } ps_checkpoint_part_t;
 
 typedef struct {

@@ -2,10 +2,11 @@
  * scheduler/failover.c - spare servers and the replacement of a lost one
  * (the protocol is in failover.h).
  *
- * Only sync modes checkpoint, so only they fail over: a spare loads the lost
- * server's keys from the newest complete checkpoint and everyone rolls back
- * to it. Without checkpoints or without a spare a lost server ends the job,
- * as before, after one line saying which of the two was missing.
+ * A spare loads the lost server's keys from the newest complete checkpoint;
+ * in stepped modes everyone rolls back to it (a consistent cut), in async
+ * the others go on and the lost server's updates since its part are lost
+ * (counted). Without checkpoints or without a spare a lost server ends the
+ * job, as before, after one line saying which of the two was missing.
  */
 #include "scheduler/failover.h"
 
@@ -23,6 +24,8 @@ typedef struct {
     int64_t generation; /* its failover */
     int64_t step;       /* the checkpoint everyone rolled back to */
     int64_t steps_lost; /* steps applied past it before the loss (max over servers) */
+    int64_t base;       /* async: the spare's version (its checkpoint part's) */
+    int64_t updates_lost; /* async: the others' highest version minus base */
     double t_declared;  /* ps_now() when it was declared lost */
     double detect_s;    /* last heard -> declared lost */
     double recover_s;   /* declared lost -> first step applied after; < 0 until then */
@@ -34,7 +37,7 @@ struct ps_failover {
     int next_id;           /* the next spare's id: servers + k, never reused */
     int *spare_id;         /* servers: the id the node had as a spare, -1 if none */
     unsigned char *ready;  /* servers: answered the current failover */
-    int64_t rolled_from;   /* highest version any server rolled back from */
+    int64_t rolled_from;   /* highest version any server rolled back (async: went on) from */
     s_replacement_t *reps; /* every replacement, in order */
     int nreps, cap_reps;
     ps_route_t retired[PS_FAILOVER_MAX_SPARES]; /* connections of replaced servers (a ring) */
@@ -235,8 +238,8 @@ static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
         return 0;
     }
     if (!s->manifest) {
-        ps_log_warn("failover: S%d cannot be replaced: checkpoints are off (sync modes with "
-                    "--checkpoint-dir and --checkpoint-every)", r);
+        ps_log_warn("failover: S%d cannot be replaced: checkpoints are off (--checkpoint-dir "
+                    "and --checkpoint-every)", r);
         return 0;
     }
     if (s->phase == S_REPORTING) { /* training is over: only its report is missing */
@@ -289,17 +292,22 @@ static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
     v->generation++;
     v->replaced = r + 1;
     v->start_step = step;
+    v->resume_step = 0; /* a resume's other worker count: the parts are of step now */
     v->resume_parts = parts;
     v->servers[r].endpoint[0] = '\0';
     snprintf(v->servers[r].curve_key, sizeof v->servers[r].curve_key, "%s", spare.curve_key);
-    f->reps[f->nreps++] = (s_replacement_t){r, v->generation, step, 0, now, silent, -1};
+    const int stepped = ps_job_is_stepped(&s->cfg->job);
+    f->reps[f->nreps++] = (s_replacement_t){r, v->generation, step, 0, 0, 0, now, silent, -1};
     memset(f->ready, 0, (size_t)s->cfg->servers);
-    f->rolled_from = step;
+    f->rolled_from = stepped ? step : 0;
     ps_log_warn("failover %lld: lost S%d (pid %u): %s %.1f s; spare S%d (pid %u) "
-                "takes its keys from %s; every node rolls back to step %lld",
+                "takes its keys from %s; %s %lld",
                 (long long)v->generation, r, lost_pid,
                 closed ? "its connection closed, silent for" : "silent for", silent, spare.rank,
-                spare.pid, v->resume_dir, (long long)step);
+                spare.pid, v->resume_dir,
+                stepped ? "every node rolls back to step"
+                        : "the others go on (async), its updates since are lost: step",
+                (long long)step);
     for (int i = 0; i < s->cfg->servers; i++) {
         if (s_send_view(s, &s->nodes[i], i == r ? PS_MSG_VIEW : PS_MSG_FAILOVER) != 0) {
             ps_log_err("failover: cannot encode the view");
@@ -307,6 +315,14 @@ static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
         }
     }
     s_send_members(s, n);
+    if (s->agree.active) {
+        /* The servers' rollback ends their hold, and the spare never had it:
+         * the agreement starts again (ps_join_tick), the spare included;
+         * the survivors' answers to this one are of the older generation. */
+        s->agree.active = 0;
+        ps_log_info("failover %lld: the step agreement under way starts again",
+                    (long long)v->generation);
+    }
     /* Workers finish again after the rollback; DONEs sent before it are
      * of an older generation and ignored. */
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
@@ -349,8 +365,13 @@ static void s_tell_workers(ps_scheduler_t *s)
             s_send_view(s, &s->nodes[i], PS_MSG_FAILOVER);
         }
     }
-    ps_log_info("failover %lld: every server is at step %lld; workers roll back",
-                (long long)s->view->generation, (long long)s->view->start_step);
+    if (ps_job_is_stepped(&s->cfg->job)) {
+        ps_log_info("failover %lld: every server is at step %lld; workers roll back",
+                    (long long)s->view->generation, (long long)s->view->start_step);
+    } else {
+        ps_log_info("failover %lld: the spare is ready; workers reconnect and go on",
+                    (long long)s->view->generation);
+    }
 }
 
 void ps_failover_on_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
@@ -376,20 +397,39 @@ void ps_failover_on_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
                 f->reps[i].recover_s = now - f->reps[i].t_declared;
             }
         }
-        ps_log_info("failover %lld: S%d replaced: detected after %.2f s, recovered %.3f s "
-                    "later (first step after the rollback), %lld steps lost",
-                    (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
-                    (long long)rep->steps_lost);
+        if (ps_job_is_stepped(&s->cfg->job)) {
+            ps_log_info("failover %lld: S%d replaced: detected after %.2f s, recovered %.3f s "
+                        "later (first step after the rollback), %lld steps lost",
+                        (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
+                        (long long)rep->steps_lost);
+        } else {
+            ps_log_info("failover %lld: S%d replaced: detected after %.2f s, recovered %.3f s "
+                        "later (first update after), %lld updates lost (its version, taken as "
+                        "the others' highest, %lld, minus its checkpoint part's, %lld)",
+                        (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
+                        (long long)rep->updates_lost, (long long)f->rolled_from,
+                        (long long)rep->base);
+        }
         return;
     }
     if (f->ready[n->rank]) {
         return;
     }
     f->ready[n->rank] = 1;
-    if (rd.from_version > f->rolled_from) {
+    if (!ps_job_is_stepped(&s->cfg->job)) {
+        /* Async: the spare answers its part's version, the others the one
+         * they go on from. Each worker step pushes once to every server,
+         * so the lost server stood about where the others' highest is. */
+        if (n->rank == rep->rank) {
+            rep->base = rd.step;
+        } else if (rd.from_version > f->rolled_from) {
+            f->rolled_from = rd.from_version;
+        }
+        rep->updates_lost = f->rolled_from > rep->base ? f->rolled_from - rep->base : 0;
+    } else if (rd.from_version > f->rolled_from) {
         f->rolled_from = rd.from_version;
     }
-    rep->steps_lost = f->rolled_from - rep->step;
+    rep->steps_lost = ps_job_is_stepped(&s->cfg->job) ? f->rolled_from - rep->step : 0;
     for (int i = 0; i < s->cfg->servers; i++) {
         if (!f->ready[i]) {
             return;
@@ -406,9 +446,9 @@ void ps_failover_json(FILE *f, const ps_scheduler_t *s)
         const s_replacement_t *r = &fo->reps[i];
         fprintf(f,
                 "%s{\"rank\": %d, \"step\": %lld, \"detect_s\": %.3f, \"recover_s\": %.3f, "
-                "\"steps_lost\": %lld}",
+                "\"steps_lost\": %lld, \"updates_lost\": %lld}",
                 i ? ", " : "", r->rank, (long long)r->step, r->detect_s, r->recover_s,
-                (long long)r->steps_lost);
+                (long long)r->steps_lost, (long long)r->updates_lost);
     }
     fprintf(f, "], \"spares_left\": %d, ", fo ? fo->nspares : 0);
 }

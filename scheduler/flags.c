@@ -56,8 +56,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"seed", PS_FLAG_INT, &f->seed, "N", "seed for initialisation and sample order"},
         {"summary", PS_FLAG_STR, &c->summary, "FILE", "write the job summary here as JSON"},
         {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost; in (0, 86400]"},
-        {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every (sync, ssp, sync:K/N)"},
-        {"checkpoint-every", PS_FLAG_STR, &f->checkpoint_every, "N", "steps between checkpoints, or Ns: seconds (e.g. 30s; at a step agreed with the servers); 0 = none"},
+        {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every (not allreduce; in async each server at its own moment: no cut)"},
+        {"checkpoint-every", PS_FLAG_STR, &f->checkpoint_every, "N", "steps between checkpoints (async: each server at version N*workers), or Ns: seconds (e.g. 30s; at a step agreed with the servers; not async); 0 = none"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
@@ -151,11 +151,17 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
         snprintf(err, errlen, "--checkpoint-every needs --checkpoint-dir (or --resume)");
         return PS_EINVAL;
     }
-    if ((every || f->cfg.resume) && !ps_job_is_stepped(job)) {
-        /* async servers apply pushes as they come, each at its own pace: no
-         * step is a cut of all of them; allreduce has no servers */
-        snprintf(err, errlen, "--checkpoint-every and --resume need --mode sync, ssp:S or "
-                 "sync:K/N: a checkpoint is a cut at a step boundary, and async has none");
+    if ((every || f->cfg.resume) && job->mode == PS_MODE_ALLREDUCE) {
+        snprintf(err, errlen, "--checkpoint-every and --resume need a mode with servers: "
+                 "allreduce has no shards to save");
+        return PS_EINVAL;
+    }
+    if (f->cfg.checkpoint_seconds > 0 && !ps_job_is_stepped(job)) {
+        /* a timed checkpoint holds every server at one agreed step; async
+         * servers apply pushes as they come and have none */
+        snprintf(err, errlen, "--checkpoint-every %s: timed checkpoints need --mode sync, "
+                 "ssp:S or sync:K/N; in async checkpoint every N steps",
+                 f->checkpoint_every);
         return PS_EINVAL;
     }
     if (!f->cfg.checkpoint_dir) {

@@ -148,13 +148,19 @@ void ps_join_answer(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     ps_join_step_t js;
     size_t len;
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
-    if (p && n->role == PS_ROLE_SERVER && n->rank == 0 && s->nleaves > 0 &&
-        ps_codec_unpack_join_step(p, len, &js) == 0 && js.members) {
-        /* server 0 answers each MSG_MEMBERS, in order */
-        s_leave_log(s->leaves[0].head, s->leaves[0].tail, js.step);
-        s->nleaves--;
-        memmove(&s->leaves[0], &s->leaves[1], (size_t)s->nleaves * sizeof s->leaves[0]);
+    if (p && n->role == PS_ROLE_SERVER && ps_codec_unpack_join_step(p, len, &js) == 0 &&
+        js.members) {
+        /* server 0 answers each MSG_MEMBERS, in order (a promoted spare's,
+         * sent with its view, has no line waiting) */
+        if (n->rank == 0 && s->nleaves > 0) {
+            s_leave_log(s->leaves[0].head, s->leaves[0].tail, js.step);
+            s->nleaves--;
+            memmove(&s->leaves[0], &s->leaves[1], (size_t)s->nleaves * sizeof s->leaves[0]);
+        }
         return;
+    }
+    if (m->hdr.generation != s->view->generation) {
+        return; /* an answer to an agreement a failover abandoned */
     }
     if (n->role != PS_ROLE_SERVER || !s->agree.active || s->agree.answered[n->rank] || !p ||
         ps_codec_unpack_join_step(p, len, &js) != 0 || js.members) {
@@ -311,7 +317,14 @@ void ps_join_state_write(ps_scheduler_t *s)
     uint8_t *body;
     size_t len;
     char path[4096], why[256] = "out of memory";
-    if (ps_codec_pack_sched_state(&st, s->view, &body, &len) != 0) {
+    /* The workers' tokens go with it (the view's servers' copy): a restarted
+     * scheduler gives them to a spare that replaces a server. */
+    for (int w = 0; w < s->cfg->workers; w++) {
+        s->view->worker_tokens[w] = s_worker(s, w)->token;
+    }
+    int rc = ps_codec_pack_sched_state(&st, s->view, &body, &len);
+    memset(s->view->worker_tokens, 0, sizeof s->view->worker_tokens);
+    if (rc != 0) {
         ps_log_warn("cannot encode the scheduler's state");
         return;
     }
@@ -417,8 +430,10 @@ static void s_recover_begin(ps_scheduler_t *s)
     int live = 0;
     for (int w = 0; w < s->cfg->workers; w++) {
         s_worker(s, w)->lost = st->lost[w];
+        s_worker(s, w)->token = s->view->worker_tokens[w]; /* the servers hold these */
         live += !st->lost[w];
     }
+    memset(s->view->worker_tokens, 0, sizeof s->view->worker_tokens);
     if (s->view->checkpoint_dir[0] && !s->manifest &&
         ps_manifest_new(&s->manifest, s->view) != 0) {
         ps_scheduler_fail(s, "out of memory");
@@ -472,6 +487,7 @@ void ps_join_rejoin(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *r
     n->role = reg->role;
     n->rank = reg->rank;
     n->route = m->route; /* a new connection of the same process replaces the old */
+    n->fd = m->peer_fd;  /* its closing is its loss (scheduler.c:s_on_disconnect) */
     n->pid = reg->pid;
     n->last_seen = ps_now();
     if (is_server) {

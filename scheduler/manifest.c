@@ -94,8 +94,9 @@ static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
         const ps_checkpoint_part_t *p = &m->parts[(size_t)r * S_KEEP + slot];
         at += (size_t)snprintf(text + at, cap - at,
                                "  {\"file\": \"%s\", \"size\": %" PRIu64 ", \"crc32\": %" PRIu32
-                               ", \"key_begin\": %" PRIu64 ", \"key_end\": %" PRIu64 "}%s\n",
-                               p->file, p->size, p->crc32, p->begin, p->end,
+                               ", \"key_begin\": %" PRIu64 ", \"key_end\": %" PRIu64
+                               ", \"version\": %" PRId64 "}%s\n",
+                               p->file, p->size, p->crc32, p->begin, p->end, p->version,
                                r + 1 < S ? "," : "");
     }
     snprintf(text + at, cap - at, "]}\n");

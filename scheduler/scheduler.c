@@ -634,10 +634,11 @@ static int s_live_workers(const ps_scheduler_t *s)
     return live;
 }
 
-/* A silent worker under --min-workers: whether the job can go on without it.
- * If so it is left out, and every node gets the new set of live workers (the
- * servers complete steps with them from the next change on). */
-static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
+/* A silent worker (or one whose connection closed: why says which) under
+ * --min-workers: whether the job can go on without it. If so it is left
+ * out, and every node gets the new set of live workers (the servers complete
+ * steps with them from the next change on). */
+static int s_leave(ps_scheduler_t *s, ps_node_t *n, const char *why)
 {
     if (n->role != PS_ROLE_WORKER || s->phase <= S_STARTING || n->done ||
         s_live_workers(s) - 1 < (s->cfg->min_workers ? s->cfg->min_workers : s->cfg->workers)) {
@@ -652,9 +653,8 @@ static int s_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
     }
     char head[48], tail[128];
     snprintf(head, sizeof head, "membership: lost W%d (pid %u)", n->rank, n->pid);
-    snprintf(tail, sizeof tail, ": silent for %.1f s; going on with %d of %d workers "
-             "(--min-workers %d)", silent, s_live_workers(s), s->cfg->workers,
-             s->cfg->min_workers);
+    snprintf(tail, sizeof tail, ": %s; going on with %d of %d workers (--min-workers %d)",
+             why, s_live_workers(s), s->cfg->workers, s->cfg->min_workers);
     ps_join_leave_line(s, head, tail);
     uint8_t *body;
     size_t len;
@@ -696,7 +696,28 @@ static int s_missing(const ps_scheduler_t *s, char *buf, size_t cap)
 
 int ps_scheduler_leave(ps_scheduler_t *s, ps_node_t *n, double silent)
 {
-    return s_leave(s, n, silent);
+    char why[48];
+    snprintf(why, sizeof why, "silent for %.1f s", silent);
+    return s_leave(s, n, why);
+}
+
+/* A connection closed (its process died, most likely): a worker is left out
+ * at once when it may be (else its silence decides, as before), one about
+ * to join is dropped, a server is replaced (failover.c). */
+static void s_on_disconnect(ps_scheduler_t *s, int fd)
+{
+    for (int w = 0; fd >= 0 && w < s->cfg->workers; w++) {
+        ps_node_t *n = &s->nodes[s->cfg->servers + w];
+        if (n->used && n->fd == fd) {
+            if (n->joining) {
+                ps_join_drop(s, n);
+            } else {
+                s_leave(s, n, "its connection closed");
+            }
+            return;
+        }
+    }
+    ps_failover_on_disconnect(s, fd);
 }
 
 static void s_tick(ps_scheduler_t *s)
@@ -714,7 +735,7 @@ static void s_tick(ps_scheduler_t *s)
                 ps_join_drop(s, n);
                 continue;
             }
-            if (s_leave(s, n, now - n->last_seen) ||
+            if (ps_scheduler_leave(s, n, now - n->last_seen) ||
                 ps_failover_replace(s, n, now - n->last_seen)) {
                 continue;
             }
@@ -858,7 +879,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         /* Closed connections first: the fd of one may be reused by a new one
          * whose messages come next. */
         for (int fd; its[1].ready && ps_sock_disconnected(s.monitor, &fd);) {
-            ps_failover_on_disconnect(&s, fd);
+            s_on_disconnect(&s, fd);
         }
         const ps_pollitem_t it = its[0];
         /* Drain what is queued, but keep ticking so liveness stays checked. */

@@ -60,7 +60,8 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
         t[nt] = (ps_safetensors_tensor_t){.name = names[i], .ndim = 1, .shape = {n},
                                           .data = ps_store_state((ps_store_t *)store, i)};
     }
-    char kb[24], ke[24], step[24], np[24], rank[16], servers[16], seed[24], mode[32];
+    char kb[24], ke[24], step[24], version[24], lr_step[24], np[24], rank[16], servers[16];
+    char seed[24], mode[32];
     char *steps = malloc((size_t)info->workers * 24 + 1);
     if (!steps) {
         snprintf(why, cap, "out of memory");
@@ -69,19 +70,24 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
     snprintf(kb, sizeof kb, "%" PRIu64, r.begin);
     snprintf(ke, sizeof ke, "%" PRIu64, r.end);
     snprintf(step, sizeof step, "%" PRId64, info->step);
+    snprintf(version, sizeof version, "%" PRId64, info->version);
+    /* the lr schedule's position: async's is version / workers (consistency.c:s_lr) */
+    snprintf(lr_step, sizeof lr_step, "%" PRId64,
+             info->version == info->step ? info->step : info->version / info->workers);
     snprintf(np, sizeof np, "%" PRIu64, info->num_params);
     snprintf(rank, sizeof rank, "%d", info->rank);
     snprintf(servers, sizeof servers, "%d", info->servers);
     snprintf(seed, sizeof seed, "%" PRIu64, info->job->seed);
     ps_job_mode_str(info->job, mode, sizeof mode);
     size_t at = 0;
-    for (int w = 0; w < info->workers; w++) { /* sync: every worker's next step is N */
+    for (int w = 0; w < info->workers; w++) { /* every worker's next step (resumed) is N */
         at += (size_t)sprintf(steps + at, "%s%s", w ? "," : "", step);
     }
     steps[at] = '\0';
-    /* step = version = updates applied (Adam's t) = the lr schedule's position. */
-    const char *meta[] = {"format", "shardps-checkpoint-1", "step", step, "version", step,
-                          "updates", step, "lr_step", step, "worker_steps", steps,
+    /* version = updates applied (Adam's t); stepped modes: = step = the lr
+     * schedule's position. */
+    const char *meta[] = {"format", "shardps-checkpoint-1", "step", step, "version", version,
+                          "updates", version, "lr_step", lr_step, "worker_steps", steps,
                           "key_begin", kb, "key_end", ke, "num_params", np, "rank", rank,
                           "servers", servers, "model", info->job->model,
                           "optimizer", info->job->optimizer, "mode", mode, "seed", seed};
@@ -98,6 +104,7 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
         return PS_EIO;
     }
     part->step = info->step;
+    part->version = info->version;
     snprintf(part->file, sizeof part->file, "server-%d.safetensors", info->rank);
     part->size = (uint64_t)sb.st_size;
     part->begin = r.begin;
@@ -108,8 +115,11 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
 /* The part's keys from its metadata, checked against its step, optimizer and
  * tensor sizes. */
 static int s_part_keys(const ps_safetensors_t *st, const char *path, int64_t step,
-                       const ps_job_t *job, ps_range_t *keys, char *why, size_t cap)
+                       const ps_job_t *job, ps_range_t *keys, int64_t *version, char *why,
+                       size_t cap)
 {
+    const char *vp = ps_safetensors_meta(st, "version");
+    *version = vp ? strtoll(vp, NULL, 10) : step;
     const char *kb = ps_safetensors_meta(st, "key_begin"), *ke = ps_safetensors_meta(st, "key_end");
     const char *sp = ps_safetensors_meta(st, "step"), *op = ps_safetensors_meta(st, "optimizer");
     const ps_safetensors_tensor_t *p = ps_safetensors_find(st, "params");
@@ -130,7 +140,7 @@ static int s_part_keys(const ps_safetensors_t *st, const char *path, int64_t ste
 }
 
 int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *store,
-                       const ps_job_t *job, char *why, size_t cap)
+                       const ps_job_t *job, int64_t *version, char *why, size_t cap)
 {
     ps_safetensors_t **sts = calloc((size_t)(nparts > 0 ? nparts : 1), sizeof *sts);
     if (!sts) {
@@ -151,7 +161,11 @@ int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *st
             if (!sts[i]) {
                 rc = ps_safetensors_read(path, &sts[i], why, cap);
             }
-            rc = rc ? rc : s_part_keys(sts[i], path, step, job, &keys, why, cap);
+            int64_t v = step;
+            rc = rc ? rc : s_part_keys(sts[i], path, step, job, &keys, &v, why, cap);
+            if (rc == 0 && version) {
+                *version = v;
+            }
             ps_range_t ov = {keys.begin > shard.begin ? keys.begin : shard.begin,
                              keys.end < shard.end ? keys.end : shard.end};
             if (rc != 0 || ov.end <= ov.begin) {

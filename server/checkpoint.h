@@ -29,10 +29,11 @@ extern "C" {
 /* What a part records besides the store. */
 typedef struct {
     const char *dir;     /* the job's checkpoint directory */
-    int64_t step;        /* N: the version the store is at */
+    int64_t step;        /* N: the checkpoint (stepped modes: the version the store is at) */
+    int64_t version;     /* the store's version: N in stepped modes, N * workers in async */
     int rank;            /* this server */
     int servers;         /* S of the job */
-    int workers;         /* M of the job (each one's next step is N) */
+    int workers;         /* M of the job (each one's next step, on resume, is N) */
     uint64_t num_params; /* P */
     const ps_job_t *job; /* model, optimizer, seed, mode */
 } ps_checkpoint_info_t;
@@ -50,12 +51,13 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
  * server-(nparts-1).safetensors, the parts of checkpoint `step` of a job
  * with the same model and optimizer and any number of servers: parameters
  * first (which completes the store's initialisation), then the optimizer
- * state. Returns 0, or PS_EPROTO (a part is corrupt, of another step or
+ * state. *version (unless NULL): the parts' version (their metadata's;
+ * differs from step only in async). Returns 0, or PS_EPROTO (a part is corrupt, of another step or
  * optimizer, or the parts miss keys) / PS_ENOENT / PS_EIO / PS_ENOMEM with a
  * one-line reason naming the file in why.
  */
 int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *store,
-                       const ps_job_t *job, char *why, size_t cap);
+                       const ps_job_t *job, int64_t *version, char *why, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -515,6 +515,9 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     c->version++;
     c->stats.pushes++;
     s_ack(c, r);
+    if (c->cfg.ops.stepped) { /* a checkpoint may read the store now */
+        c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
+    }
     return 0;
 }
 
@@ -664,6 +667,14 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
     c->npending = 0; /* their askers roll back too and ask again */
     c->version = version;
     c->step_since = ps_now();
+    /* A step agreement under way is abandoned (the scheduler starts it
+     * again), and a worker joining at a later step rolls back with the
+     * others: it pushes from `version` on. */
+    c->hold = INT64_MAX;
+    for (int w = 0; w < c->workers; w++) {
+        c->join_at[w] = c->join_at[w] >= 0 ? 0 : -1;
+    }
+    s_live_joins(c);
     return 0;
 }
 

@@ -67,8 +67,9 @@ typedef struct {
                   int64_t version);
     /* A push's frame (ps_request_t.frame) is no longer read. NULL: nothing to do. */
     void (*release)(void *ctx, void *frame);
-    /* Stepped modes: a step was applied, the store is at version (the cut
-     * after step version-1: a checkpoint may read it now). NULL: nothing. */
+    /* A step (async: a push) was applied, the store is at version (stepped
+     * modes: the cut after step version-1): a checkpoint may read it now.
+     * NULL: nothing. */
     void (*stepped)(void *ctx, int64_t version);
 } ps_consistency_ops_t;
 
@@ -197,8 +198,10 @@ int ps_consistency_resume(ps_consistency_t *c, int64_t version);
 /* Failover (a lost server was replaced; the store was reset and reloaded
  * from checkpoint `version`): every held push is released and every waiting
  * pull forgotten unanswered (their workers roll back and ask again), and the
- * version becomes `version`. The live workers stay. Returns 0 or PS_ESTATE
- * (store not initialised). */
+ * version becomes `version`. The live workers stay, and a worker joining at
+ * a later step is live now (it rolls back with them); a hold
+ * (ps_consistency_hold) ends. Returns 0 or PS_ESTATE (store not
+ * initialised). */
 int ps_consistency_rollback(ps_consistency_t *c, int64_t version);
 
 /* Updates applied so far. */

@@ -307,24 +307,28 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
 }
 
 /* After each step (the consistency's stepped callback, so also each of the
- * several steps one ssp push may complete): when the version N is a
- * checkpoint (a multiple of --checkpoint-every, or the step agreed for a
- * timed one), writes the shard and tells the scheduler. Nothing changes the
- * store before this runs, so the part is the cut after step N-1's update. A
- * part that cannot be written is logged and skipped: that checkpoint never
- * becomes complete, training goes on. */
+ * several steps one ssp push may complete; async: each push): when the
+ * version N is a checkpoint (a multiple of --checkpoint-every, or the step
+ * agreed for a timed one), writes the shard and tells the scheduler. Nothing
+ * changes the store before this runs, so the part is the cut after step
+ * N-1's update. In async a step is one push from each of the M workers
+ * (consistency.c:s_lr), so checkpoint N is written at version N * M, by
+ * each server at its own time: no cut (design.md). A part that cannot be
+ * written is logged and skipped: that checkpoint never becomes complete,
+ * training goes on. */
 static void s_maybe_checkpoint(ps_server_t *s)
 {
     const ps_view_t *v = s->view;
     const int64_t version = ps_consistency_version(s->cons);
-    const int due = (v->checkpoint_every > 0 && version % v->checkpoint_every == 0) ||
-                    version == s->checkpoint_at;
+    const int64_t per_step = ps_job_is_stepped(&v->job) ? 1 : v->num_workers;
+    const int64_t every = (int64_t)v->checkpoint_every * per_step;
+    const int due = (every > 0 && version % every == 0) || version == s->checkpoint_at;
     if (!due || version == s->checkpointed) {
         return;
     }
     s->checkpointed = version;
-    ps_checkpoint_info_t info = {v->checkpoint_dir, version, s->rank, v->num_servers,
-                                 v->num_workers, v->num_params, &v->job};
+    ps_checkpoint_info_t info = {v->checkpoint_dir, version / per_step, version, s->rank,
+                                 v->num_servers, v->num_workers, v->num_params, &v->job};
     ps_checkpoint_part_t part;
     char why[256];
     uint8_t *body;
@@ -355,14 +359,18 @@ static int s_resume(ps_server_t *s, char *err, size_t errlen)
     char why[224];
     /* resumed with another number of workers: the parts are of resume_step */
     const int64_t step = v->resume_step ? v->resume_step : v->start_step;
-    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, step, s->store, &v->job, why,
-                                sizeof why);
-    rc = rc ? rc : ps_consistency_resume(s->cons, v->start_step);
+    int64_t version = v->start_step;
+    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, step, s->store, &v->job,
+                                &version, why, sizeof why);
+    if (ps_job_is_stepped(&v->job)) {
+        version = v->start_step; /* the parts' own, or the step of another worker count */
+    }
+    rc = rc ? rc : ps_consistency_resume(s->cons, version);
     if (rc != 0) {
         snprintf(err, errlen, "cannot resume: %s", why);
         return rc;
     }
-    s->checkpointed = v->start_step;
+    s->checkpointed = version;
     ps_log_info("resumed at step %lld from %d parts in %s", (long long)v->start_step,
                 v->resume_parts, v->resume_dir);
     return 0;
@@ -395,8 +403,10 @@ static void s_failover_stepped(ps_server_t *s)
  * Every server must be at the same step for a consistent cut, so this one
  * reloads its own keys of checkpoint N too (any number of parts), drops what
  * it held or owed for later steps, and answers FAILOVER_READY; the scheduler
- * sends the workers the rollback once every server has. Returns 0, or 1 when
- * the shard cannot be reloaded (the job cannot go on). */
+ * sends the workers the rollback once every server has. In async there is
+ * no cut to keep: this server keeps its store and version (only the lost
+ * server's updates since its checkpoint part are lost) and answers at once.
+ * Returns 0, or 1 when the shard cannot be reloaded (the job cannot go on). */
 static int s_on_failover(ps_server_t *s, const ps_msg_t *m)
 {
     ps_view_t *v = calloc(1, sizeof *v);
@@ -413,15 +423,17 @@ static int s_on_failover(ps_server_t *s, const ps_msg_t *m)
         return 0;
     }
     const int64_t from = ps_consistency_version(s->cons);
+    const int stepped = ps_job_is_stepped(&s->view->job);
+    const int64_t to = stepped ? v->start_step : from;
     char why[224];
-    int rc = ps_store_reset(s->store);
-    if (rc == 0) {
-        rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, v->start_step, s->store,
-                                &s->view->job, why, sizeof why);
-    } else {
+    int rc = stepped ? ps_store_reset(s->store) : 0;
+    if (rc != 0) {
         snprintf(why, sizeof why, "out of memory");
+    } else if (stepped) {
+        rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, v->start_step, s->store,
+                                &s->view->job, NULL, why, sizeof why);
+        rc = rc ? rc : ps_consistency_rollback(s->cons, v->start_step);
     }
-    rc = rc ? rc : ps_consistency_rollback(s->cons, v->start_step);
     if (rc != 0) {
         ps_log_err("failover: cannot roll back to step %lld: %s", (long long)v->start_step, why);
         ps_link_abort(s->link, why);
@@ -429,14 +441,19 @@ static int s_on_failover(ps_server_t *s, const ps_msg_t *m)
         return 1;
     }
     s->generation = v->generation;
-    s->checkpointed = v->start_step;
-    s->rolled_to = v->start_step;
+    s->checkpointed = stepped ? v->start_step : s->checkpointed;
+    s->rolled_to = to;
     memcpy(s->view->servers, v->servers, sizeof v->servers);
     ps_link_set_generation(s->link, s->generation);
-    ps_log_info("failover %lld: rolled back from step %lld to %lld (%s)",
-                (long long)s->generation, (long long)from, (long long)v->start_step,
-                v->resume_dir);
-    s_failover_ready(s, v->start_step, from, 0);
+    if (stepped) {
+        ps_log_info("failover %lld: rolled back from step %lld to %lld (%s)",
+                    (long long)s->generation, (long long)from, (long long)v->start_step,
+                    v->resume_dir);
+    } else {
+        ps_log_info("failover %lld: S%d replaced from %s; going on at version %lld (async)",
+                    (long long)s->generation, v->replaced - 1, v->resume_dir, (long long)from);
+    }
+    s_failover_ready(s, to, from, 0);
     free(v);
     return 0;
 }
@@ -899,9 +916,9 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_link_abort(s.link, err);
         goto fail;
     }
-    if (s.view->replaced) {
-        s.rolled_to = s.view->start_step;
-        s_failover_ready(&s, s.view->start_step, s.view->start_step, 0);
+    if (s.view->replaced) { /* async: at its part's version, not the step */
+        s.rolled_to = ps_consistency_version(s.cons);
+        s_failover_ready(&s, s.rolled_to, s.rolled_to, 0);
     }
     status = s_loop(&s);
     const ps_consistency_stats_t *st = ps_consistency_stats(s.cons);

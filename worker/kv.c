@@ -469,6 +469,8 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     kv->generation = view->generation;
     kv->link = *link;
     *link = NULL;
+    /* A worker that joined after a failover: its DONE must be of this one. */
+    ps_link_set_generation(kv->link, view->generation);
     atomic_init(&kv->fatal, 0);
     kv->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&kv->mu, NULL);

@@ -411,7 +411,9 @@ static int s_save_model(ps_worker_t *w, const float *params)
  * checkpoint; this worker starts again at its step, with the data order of
  * that step (as a resumed job does), from the parameters pulled at it.
  * Evaluations of epochs after the step are forgotten; the one of the epoch
- * ending exactly there is made if it was not. Returns 0, PS_EAGAIN (another
+ * ending exactly there is made if it was not. In async nothing rolls back:
+ * the worker pulls the parameters as they are (the spare's keys from its
+ * checkpoint) and does its step t again. Returns 0, PS_EAGAIN (another
  * failover came meanwhile) or a failure with w->err set. */
 static int s_rollback(ps_worker_t *w, int64_t *t)
 {
@@ -420,6 +422,16 @@ static int s_rollback(ps_worker_t *w, int64_t *t)
     if (!ps_kv_rollback(w->kv, &step)) {
         snprintf(w->err, sizeof w->err, "a request was abandoned with no rollback pending");
         return PS_ESTATE;
+    }
+    if (!ps_job_is_stepped(&w->job)) {
+        if (w->rank == 0) {
+            ps_log_info("a lost server was replaced; going on at step %lld (async)",
+                        (long long)*t);
+        }
+        w->err[0] = '\0';
+        return s_wait(w, ps_kv_pull(w->kv, 0, w->view->num_params, ps_model_params(w->model),
+                                    0),
+                      "pulling after a failover");
     }
     const int64_t done_epochs = step / spe + (step == total && step % spe ? 1 : 0);
     if (w->done.num_epochs_evaluated > done_epochs) {
@@ -789,9 +801,11 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     if (rc == 0) {
         rc = s_train(&w, 0);
     }
-    /* A server replaced after our last step rolls us back to train again. */
+    /* A server replaced after our last step rolls us back to train again
+     * (async: nothing rolls back; the DONE is sent again). */
     while (rc == 0 && (rc = ps_kv_finish(w.kv, &w.done)) == PS_EAGAIN) {
-        rc = s_train(&w, 1);
+        int64_t step;
+        rc = ps_job_is_stepped(&w.job) ? s_train(&w, 1) : (ps_kv_rollback(w.kv, &step), 0);
     }
     if (rc != 0 && !w.err[0]) {
         snprintf(w.err, sizeof w.err, "%s", ps_kv_error(w.kv));

@@ -3,16 +3,19 @@
 shardps-launch job with spares, and what the job made of them.
 
 Starts one sync job (spare servers, --respawn so every killed server's place
-gets a new spare, checkpoints, --min-workers 1), waits for its first complete
-checkpoint, then kills a random live server or worker every random --gap
-seconds until --kills are done. Workers cannot rejoin (yet), so M-1 of the
-kills, at random places in the sequence, take a random worker but W0 (which
-evaluates: without it there is no test accuracy); the others a random live
-server. Which pid is which node is read from the scheduler's
-log lines (registrations and failovers). At the end it checks that the job
-ended ok, that every server kill was a replacement in the summary, that the
-accuracy reaches --min-accuracy and that no process of the job is left, and
-prints the replacements' detection and recovery times (median, max).
+gets a new spare and every killed worker is started again to rejoin,
+checkpoints, --min-workers 1), waits for its first complete checkpoint, then
+kills a random live server or worker every random --gap seconds until
+--kills are done: half the kills (--worker-share), at random places in the
+sequence, take a random worker (until the last epoch starts), the others a
+random live server. A worker
+is killed only while every worker is live (killing the last one would end
+the job): such a kill waits for the rejoin. Which pid is which node is read
+from the scheduler's log lines (registrations, joins and failovers). At the
+end it checks that the job ended ok, that every server kill was a
+replacement in the summary and every worker kill a leave and a join, that
+the accuracy reaches --min-accuracy and that no process of the job is left,
+and prints the replacements' detection and recovery times (median, max).
 
 Used by test_chaos.sh (20 kills of servers and workers) and, with
 --servers-only, to measure recovery times (README, "Failures and
@@ -49,6 +52,9 @@ class Nodes:
     """Which pid is which node, from the scheduler's log lines."""
 
     REG = re.compile(r" C I registered ([SW])(\d+) \(pid (\d+)")
+    JOIN = re.compile(r"membership: W(\d+) \(pid (\d+)\) joins at step")
+    LEAVE = re.compile(r"membership: lost W(\d+) ")
+    EPOCH = re.compile(r" W\d+ I epoch=(\d+)/")
     FAILOVER = re.compile(r"failover \d+: lost S(\d+) \(pid \d+\).*spare S\d+ \(pid (\d+)")
     PID = re.compile(r"\(pid (\d+)")
 
@@ -57,6 +63,8 @@ class Nodes:
         self.at = 0
         self.servers = {}    # rank -> pid serving it now
         self.workers = {}    # rank -> pid
+        self.out = set()     # worker ranks killed or left out and not joined again
+        self.epoch = 0       # the newest epoch a worker's progress line named
         self.replacing = set()  # server ranks killed and not yet replaced
         self.seen = set()    # every pid the log named
 
@@ -71,6 +79,16 @@ class Nodes:
             m = self.REG.search(line)
             if m:
                 (self.servers if m[1] == "S" else self.workers)[int(m[2])] = int(m[3])
+            m = self.EPOCH.search(line)
+            if m:
+                self.epoch = max(self.epoch, int(m[1]))
+            m = self.JOIN.search(line)
+            if m:
+                self.workers[int(m[1])] = int(m[2])
+                self.out.discard(int(m[1]))
+            m = self.LEAVE.search(line)
+            if m:
+                self.out.add(int(m[1]))
             m = self.FAILOVER.search(line)
             if m:
                 self.servers[int(m[1])] = int(m[2])
@@ -89,6 +107,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="per worker")
     ap.add_argument("--checkpoint-every", type=int, default=50)
     ap.add_argument("--servers-only", action="store_true", help="kill servers only")
+    ap.add_argument("--worker-share", type=float, default=0.5,
+                    help="of the kills that take a worker")
     ap.add_argument("--min-accuracy", type=float, default=0.87)
     ap.add_argument("--gap", type=float, nargs=2, default=(0.2, 0.7), metavar=("MIN", "MAX"),
                     help="seconds between kills, drawn uniformly")
@@ -104,7 +124,7 @@ def main():
     summary = os.path.join(a.dir, "chaos.json")
     ckdir = os.path.join(a.dir, "ck")
     cmd = [a.launch, "--servers", str(a.servers), "--workers", str(a.workers),
-           "--spares", str(a.spares), "--respawn", str(a.kills), "--min-workers", "1",
+           "--spares", str(a.spares), "--respawn", str(2 * a.kills), "--min-workers", "1",
            "--epochs", str(a.epochs), "--batch", str(a.batch), "--checkpoint-every", str(a.checkpoint_every),
            "--checkpoint-dir", ckdir, "--peer-timeout", a.peer_timeout, "--summary", summary,
            "--timeout", str(a.timeout), "--log-level", "info"]
@@ -120,17 +140,19 @@ def main():
         if time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    # Which kills take a worker: as many as leave W0, at random places in the
-    # sequence (a uniform pick among live nodes would take them all first).
-    nworker = 0 if a.servers_only else min(a.workers - 1, a.kills)
+    # Which kills take a worker, at random places in the sequence.
+    nworker = 0 if a.servers_only else round(a.kills * a.worker_share)
     worker_kill = set(rng.sample(range(a.kills), nworker))
     t0 = time.monotonic()
     while len(kills) < a.kills and job.poll() is None and time.monotonic() < deadline:
         time.sleep(rng.uniform(*a.gap))
         nodes.update()
-        if len(kills) in worker_kill:
-            cands = [("W", r, p) for r, p in sorted(nodes.workers.items())
-                     if r != 0 and alive(p)]
+        # In the last epoch a killed worker might come back too late to
+        # join (a job at its last step takes none): servers only then.
+        if len(kills) in worker_kill and nodes.epoch < a.epochs:
+            live = [(r, p) for r, p in sorted(nodes.workers.items())
+                    if r not in nodes.out and alive(p)]
+            cands = [("W", r, p) for r, p in live] if len(live) == a.workers else []
         else:
             cands = [("S", r, p) for r, p in sorted(nodes.servers.items())
                      if r not in nodes.replacing and alive(p)]
@@ -140,6 +162,8 @@ def main():
         os.kill(pid, signal.SIGKILL)
         if role == "S":
             nodes.replacing.add(rank)
+        else:
+            nodes.out.add(rank)
         kills.append((time.monotonic() - t0, f"{role}{rank}"))
         print(f"chaos: kill {len(kills)} at {kills[-1][0]:.1f} s: {role}{rank} (pid {pid})",
               flush=True)
@@ -155,6 +179,7 @@ def main():
     if rc != 0:
         problems.append(f"shardps-launch exited {rc}")
     server_kills = sum(1 for _, n in kills if n[0] == "S")
+    worker_kills = len(kills) - server_kills
     reps = []
     try:
         with open(summary) as f:
@@ -165,11 +190,15 @@ def main():
             problems.append(f"status {d.get('status')}: {d.get('failure')}")
         if len(reps) != server_kills:
             problems.append(f"{len(reps)} replacements for {server_kills} server kills")
+        if d.get("workers_joined", 0) != worker_kills:
+            problems.append(f"{d.get('workers_joined')} joins for {worker_kills} worker kills")
         if acc < a.min_accuracy:
             problems.append(f"test accuracy {acc:.4f} < {a.min_accuracy}")
-        print(f"chaos: {len(kills)} kills ({server_kills} servers), test_accuracy {acc:.4f}, "
-              f"membership_changes {d.get('membership_changes')}, wall "
-              f"{d.get('wall_seconds', 0):.1f} s", flush=True)
+        print(f"chaos: {len(kills)} kills ({server_kills} servers, {worker_kills} workers), "
+              f"test_accuracy {acc:.4f}, membership_changes {d.get('membership_changes')}, "
+              f"workers_joined {d.get('workers_joined')}, steps_with_fewer_workers "
+              f"{d.get('steps_with_fewer_workers')}, wall {d.get('wall_seconds', 0):.1f} s",
+              flush=True)
     except (OSError, ValueError) as e:
         problems.append(f"no summary: {e}")
     time.sleep(0.5)

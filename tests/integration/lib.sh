@@ -108,3 +108,18 @@ check_logs() {
     [ -z "$hits" ] ||
         fail "sanitizer report in $hits: $(grep -Eh -m3 "Sanitizer|runtime error:" $hits)"
 }
+
+# no_leftovers LOG...: every process the logs name by pid has exited.
+no_leftovers() {
+    local pids p left
+    pids=$(grep -ho '(pid [0-9]*' "$@" | tr -dc '0-9\n' | sort -u)
+    for i in $(seq 50); do
+        left=
+        for p in $pids; do
+            kill -0 "$p" 2>/dev/null && left="$left $p"
+        done
+        [ -z "$left" ] && return 0
+        sleep 0.1
+    done
+    fail "processes left:$left: $(ps -o pid,args -p "${left// /,}")"
+}

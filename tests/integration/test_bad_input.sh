@@ -61,8 +61,10 @@ bad "scheduler --checkpoint-every 3x" "--checkpoint-every 3x: expected steps N" 
     --checkpoint-every 3x --checkpoint-dir "$TMP"
 bad "scheduler --checkpoint-every 0s" "--checkpoint-every 0s: expected" "$SCHED" \
     --checkpoint-every 0s --checkpoint-dir "$TMP"
-bad "scheduler --checkpoint-every 30s in async" "async has none" "$SCHED" --mode async \
+bad "scheduler --checkpoint-every 30s in async" "timed checkpoints need --mode sync" "$SCHED" --mode async \
     --checkpoint-every 30s --checkpoint-dir "$TMP"
+bad "scheduler --checkpoint-every 50 in allreduce" "allreduce has no shards" "$SCHED" \
+    --mode allreduce --servers 0 --checkpoint-every 50 --checkpoint-dir "$TMP"
 bad "scheduler --servers 0" "--servers 0" "$SCHED" --servers 0
 bad "launch --servers 0" "--servers 0" "$LAUNCH" --servers 0
 bad "launch --workers 0" "--workers 0" "$LAUNCH" --workers 0

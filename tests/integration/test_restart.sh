@@ -10,7 +10,10 @@
 # bitwise those of the same job run without a kill; the summary says ok, one
 # scheduler restart and the job's steps; a checkpoint taken after the restart
 # is complete. The same when the scheduler comes back only after the nodes
-# missed it. A corrupt state file is named and not used.
+# missed it. After a restart, a server killed with SIGKILL is replaced by a
+# spare started by hand: the restarted scheduler gives the spare the
+# workers' tokens of before (they are in its state), so the job still ends
+# bitwise. A corrupt state file is named and not used.
 . "$(dirname "$0")/lib.sh"
 
 JOB=(--servers 2 --workers 2 --epochs 1 --max-steps 600 --seed 11 --batch 32
@@ -111,6 +114,48 @@ for i in 0 1; do
     cmp -s "$TMP/ref.w$i.f32" "$TMP/late.w$i.f32" || fail "late: W$i's parameters differ"
 done
 expect "$TMP/late.json" "d['status'] == 'ok' and d['scheduler_restarts'] == 1" "late restart"
+
+# A failover after a restart: the spare needs the workers' tokens, which
+# only the old scheduler drew.
+CK3=$TMP/ck3
+run fo --checkpoint-dir "$CK3" --checkpoint-every 50
+ep=$SCHED_EP
+wait_file "$CK3/step-50/manifest.json" 60 || fail "fo: no checkpoint step-50"
+kill -9 "${pid[C]}"
+wait "${pid[C]}" 2>/dev/null
+start fo_sched2 "$SCHED" --bind "$ep" "${JOB[@]}" --resume "$CK3" --summary "$TMP/fo.json" \
+    --checkpoint-every 50
+pid[C]=$LAST_PID
+wait_file "$TMP/fo_sched2.log" 10
+for i in $(seq 1 300); do
+    grep -q "is back: every node registered again" "$TMP/fo_sched2.log" && break
+    sleep 0.05
+done
+grep -q "is back" "$TMP/fo_sched2.log" || fail "fo: the job did not come back: $(tail -3 "$TMP/fo_sched2.log")"
+start fo_spare "$SERVER" --scheduler "$ep" --bind 'tcp://127.0.0.1:*' "${NODE[@]}"
+pid[spare]=$LAST_PID
+for i in $(seq 1 200); do
+    grep -q "registered spare" "$TMP/fo_sched2.log" && break
+    sleep 0.05
+done
+grep -q "registered spare" "$TMP/fo_sched2.log" || fail "fo: no spare: $(tail -3 "$TMP/fo_spare.log")"
+kill -9 "${pid[s1]}"
+pid[s1]=${pid[spare]}
+wait_nodes fo
+wait_pid "${pid[C]}" 30 && [ "$WAIT_RC" = 0 ] ||
+    fail "fo: restarted scheduler: $(grep -E ' [EW] ' "$TMP/fo_sched2.log" | tail -5)"
+S=$(sed -n 's/.*registered as S\([01]\).*/\1/p' "$TMP/fo_s1.log")
+grep -q "failover 1: lost S$S (pid [0-9]*): its connection closed" "$TMP/fo_sched2.log" ||
+    fail "fo: S$S's closed connection not seen: $(grep failover "$TMP/fo_sched2.log")"
+grep -q "failover 1: S$S replaced" "$TMP/fo_sched2.log" ||
+    fail "fo: S$S was not replaced: $(grep failover "$TMP/fo_sched2.log")"
+! grep -q "token does not match" "$TMP"/fo_*.log ||
+    fail "fo: requests refused as forged: $(grep -h 'token does not match' "$TMP"/fo_*.log | head -2)"
+for i in 0 1; do
+    cmp -s "$TMP/ref.w$i.f32" "$TMP/fo.w$i.f32" || fail "fo: W$i's parameters differ"
+done
+expect "$TMP/fo.json" "d['status'] == 'ok' and d['scheduler_restarts'] == 1" "fo: restart"
+expect "$TMP/fo.json" "[r['rank'] for r in d['server_replacements']] == [$S]" "fo: S$S replaced"
 
 # A corrupt state is named and not used.
 printf 'X' | dd of="$CK/scheduler.state" bs=1 seek=40 conv=notrunc 2>/dev/null

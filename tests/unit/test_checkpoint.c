@@ -61,7 +61,7 @@ static void s_write_parts(ps_checkpoint_part_t parts[2])
         for (int a = 0; a < 2; a++) {
             memcpy(s_ref[1 + a] + keys.begin, ps_store_state(s, a), n * sizeof(float));
         }
-        ps_checkpoint_info_t info = {s_dir, S_STEP, r, 2, 2, S_P, &s_job};
+        ps_checkpoint_info_t info = {s_dir, S_STEP, S_STEP, r, 2, 2, S_P, &s_job};
         char why[256];
         ck_assert_int_eq(ps_checkpoint_write(&info, s, &parts[r], why, sizeof why), 0);
         ck_assert_uint_eq(parts[r].begin, keys.begin);
@@ -81,7 +81,7 @@ START_TEST(two_parts_load_into_three_shards_bitwise)
         ps_range_t keys = {cut[r], cut[r + 1]};
         ps_store_t *s = NULL;
         ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-        ck_assert_int_eq(ps_checkpoint_load(sub, 2, S_STEP, s, &s_job, why, sizeof why), 0);
+        ck_assert_int_eq(ps_checkpoint_load(sub, 2, S_STEP, s, &s_job, NULL, why, sizeof why), 0);
         ck_assert(ps_store_initialized(s));
         const size_t bytes = ps_range_len(keys) * sizeof(float);
         ck_assert_mem_eq(ps_store_values(s, keys.begin), s_ref[0] + keys.begin, bytes);
@@ -101,12 +101,13 @@ START_TEST(load_refuses_another_step_and_missing_keys)
     ps_range_t keys = {0, S_P};
     ps_store_t *s = NULL;
     ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-    ck_assert_int_eq(ps_checkpoint_load(sub, 2, S_STEP + 1, s, &s_job, why, sizeof why),
+    ck_assert_int_eq(ps_checkpoint_load(sub, 2, S_STEP + 1, s, &s_job, NULL, why, sizeof why),
                      PS_EPROTO);
     ck_assert_ptr_nonnull(strstr(why, "server-0.safetensors"));
     ps_store_destroy(&s);
     ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-    ck_assert_int_eq(ps_checkpoint_load(sub, 1, S_STEP, s, &s_job, why, sizeof why), PS_EPROTO);
+    ck_assert_int_eq(ps_checkpoint_load(sub, 1, S_STEP, s, &s_job, NULL, why, sizeof why),
+                     PS_EPROTO);
     ck_assert_ptr_nonnull(strstr(why, "do not cover"));
     ps_store_destroy(&s);
 }

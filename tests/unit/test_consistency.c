@@ -795,6 +795,40 @@ START_TEST(destroy_gives_back_the_held_frames)
 }
 END_TEST
 
+/* A failover during a join: the rollback ends the hold, and a worker agreed
+ * to join at a later step rolls back with the others, so it is live from the
+ * checkpoint on (its pushes there count). */
+START_TEST(rollback_ends_a_hold_and_makes_a_pending_joiner_live)
+{
+    s_fix_t *f = s_new(s_job(PS_MODE_SYNC), 4, 2);
+    s_init_all(f);
+    float g[4] = {1, 2, 3, 4};
+    const unsigned char w0[2] = {1, 0};
+    ck_assert_int_eq(ps_consistency_set_workers(f->c, w0), 0);
+    for (int t = 0; t < 3; t++) {
+        ck_assert_int_eq(s_push(f, 0, t, t, 0, 4, g), 0);
+    }
+    ck_assert_int_eq(ps_consistency_hold(f->c), 3);
+    ck_assert_int_eq(ps_consistency_join(f->c, 1, 5), 0); /* W1 live from 5 */
+    ck_assert_int_eq(ps_consistency_hold(f->c), 3);       /* another agreement, held */
+    ck_assert_int_eq(s_push(f, 0, 3, 3, 0, 4, g), 0);
+    ck_assert_int_eq(s_push(f, 0, 4, 4, 0, 4, g), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 4); /* held at 4 */
+    ck_assert_int_eq(ps_consistency_rollback(f->c, 2), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 2);
+    ck_assert_int_eq(s_push(f, 0, 2, 2, 0, 4, g), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 2); /* waits for W1, live now */
+    ck_assert_int_eq(s_push(f, 1, 2, 2, 0, 4, g), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 3);
+    for (int t = 3; t < 5; t++) { /* no hold any more: past the old one at 4 */
+        ck_assert_int_eq(s_push(f, 0, t, t, 0, 4, g), 0);
+        ck_assert_int_eq(s_push(f, 1, t, t, 0, 4, g), 0);
+    }
+    ck_assert_int_eq(ps_consistency_version(f->c), 5);
+    s_free(f);
+}
+END_TEST
+
 START_TEST(rollback_drops_held_pushes_and_waiting_pulls_and_sets_the_version)
 {
     s_fix_t *f = s_new(s_job(PS_MODE_SYNC), 4, 2);
@@ -857,6 +891,7 @@ int main(void)
     tcase_add_test(tc, async_refuses_workers_that_are_not_live);
     tcase_add_test(tc, destroy_gives_back_the_held_frames);
     tcase_add_test(tc, rollback_drops_held_pushes_and_waiting_pulls_and_sets_the_version);
+    tcase_add_test(tc, rollback_ends_a_hold_and_makes_a_pending_joiner_live);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
