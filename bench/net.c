@@ -27,7 +27,7 @@ struct ps_bench_net {
     char prefix[32];                  /* namespace names start with it */
     char ip[PATH_MAX];                /* the ip program */
     char tc[PATH_MAX];                /* the tc program */
-    const char *log_path;             /* set-up commands' output */
+    char log_path[PATH_MAX];          /* set-up commands' output */
     int servers, workers, nroles;     /* role i: 0 scheduler, 1..S servers, then workers */
     char ns[NET_MAX_ROLES][48];       /* role i's namespace */
     char addr[NET_MAX_ROLES][24];     /* its address */
@@ -210,7 +210,7 @@ int ps_bench_net_create(const char *spec, int servers, int workers, const char *
         return PS_ENOTSUP;
     }
     snprintf(net->prefix, sizeof net->prefix, "spsb%d", (int)getpid());
-    net->log_path = log_path;
+    snprintf(net->log_path, sizeof net->log_path, "%s", log_path);
     net->servers = servers;
     net->workers = workers;
     net->nroles = 1 + servers + workers;

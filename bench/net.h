@@ -42,7 +42,7 @@ int ps_bench_net_parse(const char *spec, char *err, size_t errlen);
 
 /*
  * Makes the namespaces for a scheduler, `servers` servers and `workers`
- * workers, shaped by spec, with commands logged to log_path. Returns 0 and
+ * workers, shaped by spec, with commands logged to log_path (copied). Returns 0 and
  * the network in *out (destroy with ps_bench_net_destroy), or PS_ENOTSUP
  * with the reason in why when namespaces cannot be made here (not root, no
  * ip, no veth...), everything made so far removed.
