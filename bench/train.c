@@ -968,15 +968,16 @@ int ps_bench_train_main(int argc, char **argv)
         cfg.job_flags[nflags++] = p;
     }
     cfg.job_flags[nflags] = NULL;
-    char err[256];
+    char err[256] = "";
     int needs_net = join || s_has_scenario(&cfg, SCEN_KILL);
-    if ((cfg.net_spec && ps_bench_net_parse(cfg.net_spec, err, sizeof err) != 0) ||
-        (needs_net && !cfg.net_spec) || cfg.eval_every < 0 || repeat < 1 || repeat > 64) {
-        if (!cfg.net_spec || !err[0] || !needs_net) {
-            snprintf(err, sizeof err, needs_net && !cfg.net_spec
-                                          ? "--join and --scenarios kill need --net"
-                                          : "expected --eval-every >= 0, --repeat 1..64");
-        }
+    if (cfg.net_spec && ps_bench_net_parse(cfg.net_spec, err, sizeof err) != 0) {
+        /* err says why */
+    } else if (needs_net && !cfg.net_spec) {
+        snprintf(err, sizeof err, "--join and --scenarios kill need --net");
+    } else if (cfg.eval_every < 0 || repeat < 1 || repeat > 64) {
+        snprintf(err, sizeof err, "expected --eval-every >= 0, --repeat 1..64");
+    }
+    if (err[0]) {
         fprintf(stderr, S_PROG ": error: %s\n", err);
         free(flags_copy);
         return 2;
