@@ -94,6 +94,7 @@ typedef struct {
     double tta;                      /* seconds to the target accuracy; NAN = not reached */
     double sta;                      /* samples to it (worker 0's step x workers x batch) */
     double killed_at;                /* seconds into the job W1 was killed; -1 never */
+    double load;                     /* 1-minute load average when the job started */
     double acc;                      /* final test accuracy */
     double wall;                     /* job wall time from the cluster view, s */
     double bytes_per_step;           /* payload bytes pushed + pulled per worker step */
@@ -475,13 +476,13 @@ static int s_sweep(const train_cfg_t *cfg)
     snprintf(headers, sizeof headers,
              "mode,workers,scenario,status,samples/s,speed-up vs sync 1 worker,s to %.2f,"
              "samples to %.2f,final acc,wall s,payload bytes/step,staleness mean,"
-             "staleness p99,staleness max,dropped pushes",
+             "staleness p99,staleness max,dropped pushes,load at start",
              cfg->target, cfg->target);
     if (ps_bench_table_new(cfg->out, "train", title,
                            "mode,workers,scenario,status,samples_per_sec,speedup,"
                            "time_to_target_s,samples_to_target,final_accuracy,wall_seconds,"
                            "bytes_per_step,staleness_mean,staleness_p99,staleness_max,"
-                           "pushes_dropped",
+                           "pushes_dropped,load_1min",
                            headers, &t) != 0 ||
         ps_bench_table_new(cfg->out, "train_epochs",
                            "### Test accuracy at each evaluation (epoch ends and --eval-every)",
@@ -501,6 +502,7 @@ static int s_sweep(const train_cfg_t *cfg)
         fprintf(stderr, S_PROG ": [%d/%d] --mode %s --workers %d (%s) ...\n", i + 1, nruns,
                 r->mode, r->workers, scen);
         double t0 = ps_now();
+        r->load = ps_bench_loadavg();
         s_run(cfg, r, -1, 0);
         char c[12][32], status[32];
         if (r->status == 0) {
@@ -513,7 +515,8 @@ static int s_sweep(const train_cfg_t *cfg)
         if (r->status != 0) {
             failed = 1;
             fprintf(stderr, S_PROG ":   %s (log: %s/runs/)\n", status, cfg->out);
-            ps_bench_table_rowf(t, "%s,%d,%s,%s,,,,,,,,,,,", r->mode, r->workers, scen, status);
+            ps_bench_table_rowf(t, "%s,%d,%s,%s,,,,,,,,,,,,%.1f", r->mode, r->workers, scen,
+                                status, r->load);
             continue;
         }
         if (!strcmp(r->mode, "sync") && r->workers == 1 && r->scen == SCEN_PLAIN) {
@@ -527,11 +530,11 @@ static int s_sweep(const train_cfg_t *cfg)
                 S_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s (job %.1f s)\n",
                 r->sps, r->acc, cfg->target, tta, ps_now() - t0);
         ps_bench_table_rowf(
-            t, "%s,%d,%s,%s,%.0f,%s,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f", r->mode,
+            t, "%s,%d,%s,%s,%.0f,%s,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f,%.1f", r->mode,
             r->workers, scen, status, r->sps,
             s_cell(c[0], 32, 2, isnan(base) ? NAN : r->sps / base), s_cell(c[1], 32, 1, r->tta),
             s_cell(c[2], 32, 0, r->sta), r->acc, r->wall, r->bytes_per_step, r->st_mean,
-            r->st_p99, r->st_max, r->dropped);
+            r->st_p99, r->st_max, r->dropped, r->load);
         for (int e = 0; e < r->nep; e++) {
             ps_bench_table_rowf(te, "%s,%d,%s,%d,%.2f,%s,%.4f", r->mode, r->workers, scen, e + 1,
                                 r->ep_t[e], s_cell(c[3], 32, 0, r->ep_step[e]), r->ep_acc[e]);

@@ -46,7 +46,7 @@ grep -Eq '^4096,4K,2,[0-9.]+,' "$TMP/comm/allreduce.csv" ||
     --out "$TMP/train" >"$TMP/train.log" 2>&1 ||
     fail "bench train failed: $(tail -5 "$TMP/train.log")"
 header "$TMP/train/train.csv" \
-    "mode,workers,scenario,status,samples_per_sec,speedup,time_to_target_s,samples_to_target,final_accuracy,wall_seconds,bytes_per_step,staleness_mean,staleness_p99,staleness_max,pushes_dropped"
+    "mode,workers,scenario,status,samples_per_sec,speedup,time_to_target_s,samples_to_target,final_accuracy,wall_seconds,bytes_per_step,staleness_mean,staleness_p99,staleness_max,pushes_dropped,load_1min"
 rows "$TMP/train/train.csv" 6 # sync:k/n and allreduce have no 1-worker run
 [ "$(grep -c ',ok,' "$TMP/train/train.csv")" -eq 6 ] || fail "a training run failed: $(cat "$TMP/train/train.csv")"
 grep -q '^sync:1/2,2,plain,ok,' "$TMP/train/train.csv" || fail "sync:k/n did not become sync:1/2"
