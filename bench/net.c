@@ -463,7 +463,7 @@ int ps_bench_net_run(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
                     alive--;
                     if (i == 0) {
                         sched_end = now;
-                        res->status = procs[i].code;
+                        res->status = procs[i].code ? procs[i].code : res->status;
                     } else if (procs[i].code != 0 && !res->status && !(i == w1 && w1_killed == 1)) {
                         res->status = procs[i].code;
                     }
