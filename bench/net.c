@@ -411,21 +411,17 @@ static double s_progress(const char *log_path, int64_t max_steps, int *lost_w1)
         return 0;
     }
     static const char key[] = " W0 I epoch=";
-    const char *last = NULL;
     for (const char *p = strstr(text, key); p; p = strstr(p + 1, key)) {
-        if (strchr(p + sizeof key - 1, '/') && strchr(p + sizeof key - 1, '/') < strchr(p, '\n')) {
-            last = p;
+        int e, n;
+        long long s, spe;
+        if (sscanf(p + sizeof key - 1, "%d/%d step=%lld/%lld", &e, &n, &s, &spe) == 4 && n > 0 &&
+            spe > 0) { /* a progress line, not an epoch's evaluation: the last one counts */
+            double total = (double)n * (double)spe;
+            if (max_steps > 0 && (double)max_steps < total) {
+                total = (double)max_steps;
+            }
+            frac = ((double)(e - 1) * (double)spe + (double)s) / total;
         }
-    }
-    int e, n;
-    long long s, spe;
-    if (last && sscanf(last + sizeof key - 1, "%d/%d step=%lld/%lld", &e, &n, &s, &spe) == 4 &&
-        n > 0 && spe > 0) {
-        double total = (double)n * (double)spe, done = (double)(e - 1) * (double)spe + (double)s;
-        if (max_steps > 0 && (double)max_steps < total) {
-            total = (double)max_steps;
-        }
-        frac = done / total;
     }
     *lost_w1 = strstr(text, "membership: lost W1") != NULL;
     free(text);
