@@ -440,7 +440,7 @@ int ps_bench_net_run(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
         return PS_EINVAL;
     }
     double t0 = ps_now(), sched_end = 0, next_look = 0;
-    int alive = 0, rc = 0, stopped = 0;
+    int alive = 0, rc = 0, stopped = 0; /* stopped: the status to report, once killed */
     /* The scheduler first: the others find it listening. */
     for (int i = 0; i < n && rc == 0; i++) {
         rc = s_start_role(net, job, i, &procs[i].pid);
@@ -477,8 +477,7 @@ int ps_bench_net_run(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
         int stop = rc != 0 || ps_bench_net_stop || now - t0 > job->timeout ||
                    (sched_end > 0 && now - sched_end > 15);
         if (stop && !stopped) {
-            stopped = 1;
-            res->status = ps_bench_net_stop ? 130 : now - t0 > job->timeout ? 124 : res->status;
+            stopped = ps_bench_net_stop ? 130 : now - t0 > job->timeout ? 124 : -1;
             for (int i = 0; i < n; i++) {
                 if (procs[i].pid > 0) {
                     ps_proc_signal_group(procs[i].pid, SIGKILL);
@@ -503,6 +502,9 @@ int ps_bench_net_run(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
                 res->rejoined_at = now - t0;
             }
         }
+    }
+    if (stopped > 0) {
+        res->status = stopped; /* not the SIGKILL the roles died of */
     }
     return rc ? PS_EIO : 0;
 }

@@ -79,6 +79,8 @@ grep -qs "W0 I epoch=1/1 step=" "$TMP/stop/runs/sync_w2.log" ||
 kill -INT "$SPID"
 wait_pid "$SPID" 60 || fail "the bench did not stop on SIGINT"
 [ "$WAIT_RC" = 130 ] || fail "stopped bench exited $WAIT_RC, not 130: $(tail -3 "$TMP/stop.log")"
+grep -q '^sync,2,plain,failed: exit 130,' "$TMP/stop/train.csv" ||
+    fail "the stopped job's row does not say so: $(cat "$TMP/stop/train.csv")"
 [ -z "$(left_of "spsb$SPID")" ] || fail "namespaces left after SIGINT: $(left_of "spsb$SPID")"
 [ -z "$(pgrep -f "bench-$SPID-" || true)" ] ||
     fail "processes left after SIGINT: $(pgrep -af "bench-$SPID-")"
