@@ -58,6 +58,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
         {"fault-nan-push", PS_FLAG_INT, &c->fault_nan_push, "STEP", "testing: at step STEP first push a NaN gradient, which the servers must refuse, then the real one (-1 = never)"},
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
+        {"eval-every", PS_FLAG_INT, &c->eval_every, "STEPS", "worker 0 also logs the test accuracy every STEPS steps within an epoch (time to accuracy finer than an epoch; 0 = only at epoch ends)"},
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
         ps_curve_secure_flag(&c->secure),
@@ -112,7 +113,9 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||
         ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen) ||
         ps_config_check_range("fault-nan-push", c->fault_nan_push, -1, INT_MAX, PS_RANGE_CLOSED,
-                              err, errlen)) {
+                              err, errlen) ||
+        ps_config_check_range("eval-every", c->eval_every, 0, INT_MAX, PS_RANGE_CLOSED, err,
+                              errlen)) {
         /* err says which */
     } else if (c->overlap != 0 && c->overlap != 1) {
         snprintf(err, errlen, "--overlap %d: expected 0 or 1", c->overlap);

@@ -141,7 +141,10 @@ static int s_evaluate_set(ps_model_t *m, const ps_dataset_t *ds, int *correct, f
     return rc;
 }
 
-static int s_evaluate(ps_worker_t *w, int epoch, double t_train)
+/* Test accuracy of the current parameters after step `step` (counted from 0
+ * over the job). epoch > 0: the end of that epoch, recorded in the summary;
+ * epoch 0: an --eval-every point within an epoch, only logged. */
+static int s_evaluate(ps_worker_t *w, int epoch, int64_t step, double t_train)
 {
     int correct = 0;
     float loss = 0;
@@ -159,12 +162,17 @@ static int s_evaluate(ps_worker_t *w, int epoch, double t_train)
                  loss, acc, w->nonfinite ? " after steps with non-finite values" : "");
         return PS_ENONFINITE;
     }
+    if (epoch == 0) {
+        ps_log_info("eval step=%lld test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs",
+                    (long long)step, acc, loss, t_train);
+        return 0;
+    }
     if (w->done.num_epochs_evaluated < PS_MAX_EPOCHS) {
         w->done.test_accuracy[w->done.num_epochs_evaluated++] = acc;
     }
     ps_worker_obs_epoch(w->obs, epoch, acc);
-    ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.1fs", epoch, acc, loss,
-                t_train);
+    ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs step=%lld", epoch, acc,
+                loss, t_train, (long long)step);
     return 0;
 }
 
@@ -194,10 +202,11 @@ static void s_straggle(const ps_job_t *j, int rank, double compute_seconds)
 }
 
 /* End of an epoch: remember its loss; worker 0 evaluates. */
-static int s_end_epoch(ps_worker_t *w, int epoch, double loss_sum, int nsteps, double t0)
+static int s_end_epoch(ps_worker_t *w, int epoch, int64_t step, double loss_sum, int nsteps,
+                       double t0)
 {
     w->done.final_loss = nsteps ? loss_sum / nsteps : 0;
-    return w->rank == 0 ? s_evaluate(w, epoch + 1, ps_now() - t0) : 0;
+    return w->rank == 0 ? s_evaluate(w, epoch + 1, step, ps_now() - t0) : 0;
 }
 
 /* The ring's question while it waits: is the job still there (and are we)? */
@@ -446,7 +455,7 @@ static int s_rollback(ps_worker_t *w, int64_t *t)
                                   step),
                     "pulling after a rollback");
     if (rc == 0 && w->rank == 0 && w->done.num_epochs_evaluated < done_epochs) {
-        rc = s_evaluate(w, (int)done_epochs, 0);
+        rc = s_evaluate(w, (int)done_epochs, step, 0);
     }
     return rc;
 }
@@ -483,7 +492,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
         }
         const int e = (int)(t / spe), k = (int)(t % spe);
         if (e != epoch) {
-            if (epoch >= 0 && (rc = s_end_epoch(w, epoch, loss_sum, nsteps, t0)) != 0) {
+            if (epoch >= 0 && (rc = s_end_epoch(w, epoch, t, loss_sum, nsteps, t0)) != 0) {
                 return rc;
             }
             epoch = e;
@@ -544,7 +553,12 @@ static int s_train(ps_worker_t *w, int rolled_back)
         if (j->mode == PS_MODE_BACKUP && ps_kv_version(w->kv) > next) {
             next = ps_kv_version(w->kv);
         }
+        const int64_t prev = t, every = w->cfg->eval_every;
         t = next;
+        if (rank == 0 && every > 0 && t / every != prev / every && t % spe != 0 && t < total &&
+            (rc = s_evaluate(w, 0, t, ps_now() - t0)) != 0) {
+            return rc;
+        }
         double now = ps_now();
         if (rank == 0 && (now - last_log >= w->cfg->progress_seconds || t % spe == 0)) {
             ps_log_info("epoch=%d/%d step=%lld/%lld loss=%.4f samples_per_sec=%.0f", e + 1,
@@ -555,7 +569,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
         }
     }
     if (rc == 0 && epoch >= 0) {
-        rc = s_end_epoch(w, epoch, loss_sum, nsteps, t0);
+        rc = s_end_epoch(w, epoch, t, loss_sum, nsteps, t0);
     }
     w->done.train_seconds += ps_now() - t0;
     w->done.steps += steps;

@@ -40,6 +40,7 @@ typedef struct {
     const char *job_hash;     /* that job's configuration hash (--job-hash); NULL = unchecked */
     double scheduler_grace;  /* then go on this long for it to come back (0: give up) */
     double progress_seconds; /* worker 0 logs progress this often */
+    int eval_every;          /* worker 0 also evaluates every N steps within an epoch; 0 = never */
     int skip_nonfinite;      /* a NaN or infinite gradient: 1 = push zeros instead, count
                                 it and go on; 0 = end the job as diverged */
     int secure;              /* CurveZMQ on every socket, only the job's keys admitted */

@@ -47,16 +47,16 @@ grep -Eq '^4096,4K,2,[0-9.]+,' "$TMP/comm/allreduce.csv" ||
     --out "$TMP/train" >"$TMP/train.log" 2>&1 ||
     fail "bench train failed: $(tail -5 "$TMP/train.log")"
 header "$TMP/train/train.csv" \
-    "mode,workers,status,samples_per_sec,speedup,time_to_target_s,final_accuracy,wall_seconds,bytes_per_step,staleness_mean,staleness_p99,staleness_max,pushes_dropped"
+    "mode,workers,scenario,status,samples_per_sec,speedup,time_to_target_s,samples_to_target,final_accuracy,wall_seconds,bytes_per_step,staleness_mean,staleness_p99,staleness_max,pushes_dropped,load_1min"
 rows "$TMP/train/train.csv" 6 # sync:k/n and allreduce have no 1-worker run
 [ "$(grep -c ',ok,' "$TMP/train/train.csv")" -eq 6 ] || fail "a training run failed: $(cat "$TMP/train/train.csv")"
-grep -q '^sync:1/2,2,ok,' "$TMP/train/train.csv" || fail "sync:k/n did not become sync:1/2"
-grep -q '^allreduce,2,ok,' "$TMP/train/train.csv" || fail "allreduce did not run"
+grep -q '^sync:1/2,2,plain,ok,' "$TMP/train/train.csv" || fail "sync:k/n did not become sync:1/2"
+grep -q '^allreduce,2,plain,ok,' "$TMP/train/train.csv" || fail "allreduce did not run"
 expect "$TMP/train/runs/allreduce_w2.json" "d['mode'] == 'allreduce' and d['servers'] == 0" \
     "the allreduce job had servers"
-header "$TMP/train/train_epochs.csv" "mode,workers,epoch,elapsed_s,test_accuracy"
+header "$TMP/train/train_epochs.csv" "mode,workers,scenario,eval,elapsed_s,step,test_accuracy"
 rows "$TMP/train/train_epochs.csv" 6 # one evaluation per run, at its last step
-grep -q '^| sync | 1 | ok |' "$TMP/train/train.md" || fail "train.md lacks a row: $(cat "$TMP/train/train.md")"
+grep -q '^| sync | 1 | plain | ok |' "$TMP/train/train.md" || fail "train.md lacks a row: $(cat "$TMP/train/train.md")"
 
 # compute: one worker alone, a few steps; every JSON field there (no PyTorch).
 "$BENCH" compute --model mlp --steps 5 --warmup 1 --profile-steps 2 \

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# tests/integration/test_bench_net.sh - shardps-bench train --net builds a
+# simulated cluster, runs the job in it and removes it.
+#
+# A sync MLP job, 2 servers x 2 workers, a few steps, on 1gbit links: the
+# bench makes one namespace per role plus the hub (its set-up log shows each,
+# and a tbf on both ends of each link), every role runs in its namespace (the
+# servers announce 10.99.x.y endpoints; the worker evaluates with
+# --eval-every), the row is ok, and afterwards none of its namespaces and
+# none of the job's processes is left. Then the same with a job stopped by
+# SIGINT halfway: exit 130, and again nothing left. Skips with the reason
+# when namespaces cannot be made here (the bench says so and exits 0). No
+# timings are judged.
+. "$(dirname "$0")/lib.sh"
+
+BENCH=$SPS_BUILD/bench/shardps-bench
+
+# Bad --net values are bad usage, before anything is made.
+"$BENCH" train --net 1gbps --out "$TMP/bad" 2>"$TMP/bad.log"
+[ $? = 2 ] || fail "--net 1gbps accepted"
+grep -q "expected RATE\[,DELAY\]" "$TMP/bad.log" || fail "no reason for --net 1gbps: $(cat "$TMP/bad.log")"
+"$BENCH" train --join --out "$TMP/bad" 2>"$TMP/bad.log"
+[ $? = 2 ] || fail "--join without --net accepted"
+
+# The namespaces of the bench run whose stderr is $1, and whether any is left.
+prefix_of() {
+    grep -Eo "simulated network spsb[0-9]+" "$1" | head -1 | awk '{print $3}'
+}
+left_of() {
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1(hub|c|s[0-9]+|w[0-9]+)$" || true
+}
+
+"$BENCH" train --net 1gbit,0.2ms --servers 2 --workers 2 --modes sync --epochs 1 --max-steps 12 \
+    --eval-every 5 --out "$TMP/net" >"$TMP/net.out" 2>"$TMP/net.log"
+rc=$?
+if grep -q "skipped:" "$TMP/net.out"; then
+    [ $rc = 0 ] || fail "a skipped --net run exited $rc"
+    skip "$(grep -o 'skipped: .*' "$TMP/net.out" | sed 's/^skipped: //')"
+fi
+[ $rc = 0 ] || fail "bench train --net exited $rc: $(tail -5 "$TMP/net.log")"
+PFX=$(prefix_of "$TMP/net.log")
+[ -n "$PFX" ] || fail "the bench did not name its network: $(cat "$TMP/net.log")"
+
+# Made: the hub and one namespace per role, each link shaped at both ends.
+for ns in hub c s0 s1 w0 w1; do
+    grep -q "netns add $PFX$ns\$" "$TMP/net/runs/net.log" ||
+        fail "no namespace $PFX$ns made: $(grep 'netns add' "$TMP/net/runs/net.log")"
+done
+[ "$(grep -c "qdisc add dev .* root handle 1: tbf rate 1gbit" "$TMP/net/runs/net.log")" = 10 ] ||
+    fail "not 5 links x 2 ends shaped: $(grep tbf "$TMP/net/runs/net.log")"
+# What was simulated is said: the delay, or why it was not applied.
+grep -Eq "(plus 0.2ms each way \(tc netem\)|delay 0.2ms not applied: )" "$TMP/net/train.md" ||
+    fail "the table does not say what happened to the delay: $(head -3 "$TMP/net/train.md")"
+
+# Ran, in the namespaces.
+grep -q '^sync,2,plain,ok,' "$TMP/net/train.csv" || fail "the job failed: $(cat "$TMP/net/train.csv")"
+expect "$TMP/net/runs/sync_w2.json" "d['status'] == 'ok' and d['steps'] == 12" "job not finished"
+grep -Eq "S1 +tcp://10\.99\.[0-9]+\.[0-9]+:" "$TMP/net/runs/sync_w2.log" ||
+    fail "server 1 not on its namespace's address: $(grep -E 'S[01] +tcp' "$TMP/net/runs/sync_w2.log")"
+grep -q "W0 I eval step=10 test_accuracy=" "$TMP/net/runs/sync_w2.log" ||
+    fail "no --eval-every evaluation: $(grep 'W0 I' "$TMP/net/runs/sync_w2.log" | tail -3)"
+
+# Removed: no namespace, no process of the job.
+[ -z "$(left_of "$PFX")" ] || fail "namespaces left: $(left_of "$PFX")"
+grep -q "simulated network $PFX removed" "$TMP/net.log" || fail "no removal line: $(tail -3 "$TMP/net.log")"
+BPID=${PFX#spsb}
+[ -z "$(pgrep -f "bench-$BPID-" || true)" ] || fail "processes of the job left: $(pgrep -af "bench-$BPID-")"
+
+# Stopped halfway with SIGINT (Ctrl-C): everything goes all the same.
+start stop "$BENCH" train --net 100mbit --servers 1 --workers 2 --modes sync --epochs 1 \
+    --out "$TMP/stop"
+SPID=$LAST_PID
+for i in $(seq 1 600); do
+    grep -qs "W0 I epoch=1/1 step=" "$TMP/stop/runs/sync_w2.log" && break
+    sleep 0.1
+done
+grep -qs "W0 I epoch=1/1 step=" "$TMP/stop/runs/sync_w2.log" ||
+    fail "the job to stop did not train: $(tail -5 "$TMP/stop.log")"
+kill -INT "$SPID"
+wait_pid "$SPID" 60 || fail "the bench did not stop on SIGINT"
+[ "$WAIT_RC" = 130 ] || fail "stopped bench exited $WAIT_RC, not 130: $(tail -3 "$TMP/stop.log")"
+grep -q '^sync,2,plain,failed: exit 130,' "$TMP/stop/train.csv" ||
+    fail "the stopped job's row does not say so: $(cat "$TMP/stop/train.csv")"
+[ -z "$(left_of "spsb$SPID")" ] || fail "namespaces left after SIGINT: $(left_of "spsb$SPID")"
+[ -z "$(pgrep -f "bench-$SPID-" || true)" ] ||
+    fail "processes left after SIGINT: $(pgrep -af "bench-$SPID-")"
+echo "made, ran in and removed $PFX: $(grep -c 'netns add' "$TMP/net/runs/net.log") namespaces"
+check_logs
