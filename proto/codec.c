@@ -44,6 +44,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.token = h->token;
     m.clock = h->clock;
     m.generation = h->generation;
+    m.nnz = h->nnz;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -76,6 +77,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->token = m->token;
     h->clock = m->clock;
     h->generation = m->generation;
+    h->nnz = m->nnz;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -90,8 +92,10 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     } else if (m->key_end < m->key_begin) {
         snprintf(why, sizeof why, "key range [%llu, %llu) is reversed",
                  (unsigned long long)m->key_begin, (unsigned long long)m->key_end);
-    } else if (m->payload_len && m->dtype != SHARDPS__DTYPE__DTYPE_F32) {
+    } else if (m->payload_len && ((int)m->dtype < PS_DTYPE_F32 || (int)m->dtype > PS_DTYPE_MAX)) {
         snprintf(why, sizeof why, "unknown dtype %d", (int)m->dtype);
+    } else if (m->nnz && ((int)m->dtype < PS_DTYPE_SPARSE_F32 || (int)m->dtype > PS_DTYPE_MAX)) {
+        snprintf(why, sizeof why, "nnz %llu on a dense payload", (unsigned long long)m->nnz);
     } else if (m->n_keys) {
         snprintf(why, sizeof why, "sparse key lists are not supported yet");
     } else if (m->ring_step < 0) {
@@ -145,6 +149,8 @@ static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m, ps_job_text_t 
     m->epochs = j->epochs;
     m->max_steps = j->max_steps;
     m->seed = j->seed;
+    m->wire = (char *)ps_job_wire_name(j);
+    m->topk = j->topk;
 }
 
 static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
@@ -156,9 +162,11 @@ static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
     if (s_copy_str(j->model, sizeof j->model, m->model) ||
         s_copy_str(j->optimizer, sizeof j->optimizer, m->optimizer) ||
         ps_job_parse_mode(m->mode, j) ||
-        ps_job_parse_schedule(m->lr_schedule, &j->schedule)) {
+        ps_job_parse_schedule(m->lr_schedule, &j->schedule) ||
+        (m->wire && m->wire[0] && ps_job_parse_wire(m->wire, j))) {
         return PS_EPROTO;
     }
+    j->topk = m->topk;
     j->schedule.warmup_steps = m->warmup_steps;
     j->straggler_rank = m->straggler_rank;
     j->straggler_factor = m->straggler_factor;

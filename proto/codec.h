@@ -30,7 +30,9 @@ extern "C" {
  *    generation and replaced_rank); joins and agreed steps (MSG_JOIN_*, the
  *    view's joining and resume_step), run ids at registration (a restarted
  *    scheduler). */
-#define PS_PROTOCOL_VERSION 4u
+/* 5: wire dtypes (fp16, bf16, sparse top-k; the header's nnz, the job's
+ *    wire and compress), bytes by message type in Done and ServerReport. */
+#define PS_PROTOCOL_VERSION 5u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
@@ -78,7 +80,17 @@ typedef enum {
     PS_ROLE_WORKER = 3,
 } ps_role_t;
 
-enum { PS_DTYPE_NONE = 0, PS_DTYPE_F32 = 1 };
+/* Mirrors DType in shardps.proto; what a payload is (proto/wire.h). */
+enum {
+    PS_DTYPE_NONE = 0,
+    PS_DTYPE_F32 = 1,
+    PS_DTYPE_F16 = 2,
+    PS_DTYPE_BF16 = 3,
+    PS_DTYPE_SPARSE_F32 = 4,  /* nnz uint32 offsets, then nnz fp32 values */
+    PS_DTYPE_SPARSE_F16 = 5,
+    PS_DTYPE_SPARSE_BF16 = 6,
+    PS_DTYPE_MAX = 6,
+};
 
 typedef struct {
     uint32_t protocol;    /* PS_PROTOCOL_VERSION */
@@ -97,6 +109,7 @@ typedef struct {
     uint64_t token;       /* worker -> server data: the worker's token; else 0 */
     double clock;         /* REGISTER, REGISTER_ACK: the sender's ps_now(); else 0 */
     int64_t generation;   /* failovers the sender has seen; servers drop older data */
+    uint64_t nnz;         /* sparse payload (PS_DTYPE_SPARSE_*): its entries; else 0 */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */

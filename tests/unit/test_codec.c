@@ -299,8 +299,11 @@ START_TEST(header_rejects_non_f32_payload)
     ps_header_t h = s_full_header();
     h.dtype = PS_DTYPE_NONE;
     s_expect_rejected(&h, "dtype none with payload");
-    h.dtype = 2;
-    s_expect_rejected(&h, "dtype 2 with payload");
+    h.dtype = PS_DTYPE_MAX + 1;
+    s_expect_rejected(&h, "unknown dtype with payload");
+    h.dtype = PS_DTYPE_BF16;
+    h.nnz = 3;
+    s_expect_rejected(&h, "nnz on a dense payload");
     h.dtype = 77;
     s_expect_rejected(&h, "dtype 77 with payload");
 }
@@ -431,7 +434,7 @@ START_TEST(register_carries_the_job_identity_and_build)
                        .job_hash = "fedcba9876543210"},
                   out;
     ps_codec_build_id(r.build, sizeof r.build);
-    ck_assert_ptr_nonnull(strstr(r.build, " protocol 4"));
+    ck_assert_ptr_nonnull(strstr(r.build, " protocol 5"));
     uint8_t *body;
     size_t len;
     ck_assert_int_eq(ps_codec_pack_register(&r, &body, &len), 0);
