@@ -476,6 +476,32 @@ int ps_codec_unpack_shutdown(const void *data, size_t len, int *status, char *re
     return 0;
 }
 
+/* Byte counts on the wire: trailing zero types left out. */
+static size_t s_counts_len(const uint64_t *c)
+{
+    size_t n = PS_BYTE_TYPES;
+    while (n > 0 && c[n - 1] == 0) {
+        n--;
+    }
+    return n;
+}
+
+/* Unpacks two repeated byte counts; refuses more types than we know. */
+static int s_counts_from_pb(ps_byte_counts_t *b, size_t ns, const uint64_t *sent, size_t nr,
+                            const uint64_t *received)
+{
+    if (ns > PS_BYTE_TYPES || nr > PS_BYTE_TYPES) {
+        return PS_EPROTO;
+    }
+    for (size_t t = 0; t < ns; t++) {
+        b->sent[t] = sent[t];
+    }
+    for (size_t t = 0; t < nr; t++) {
+        b->received[t] = received[t];
+    }
+    return 0;
+}
+
 int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len)
 {
     Shardps__Done m = SHARDPS__DONE__INIT;
@@ -489,6 +515,10 @@ int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len)
     m.n_test_accuracy = (size_t)d->num_epochs_evaluated;
     m.test_accuracy = (double *)d->test_accuracy;
     m.final_loss = d->final_loss;
+    m.n_bytes_sent = s_counts_len(d->bytes.sent);
+    m.bytes_sent = (uint64_t *)d->bytes.sent;
+    m.n_bytes_received = s_counts_len(d->bytes.received);
+    m.bytes_received = (uint64_t *)d->bytes.received;
     return s_pack(&m.base, out, len);
 }
 
@@ -515,6 +545,8 @@ int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d)
             memcpy(d->test_accuracy, m->test_accuracy, m->n_test_accuracy * sizeof(double));
         }
         d->final_loss = m->final_loss;
+        rc = s_counts_from_pb(&d->bytes, m->n_bytes_sent, m->bytes_sent, m->n_bytes_received,
+                              m->bytes_received);
     }
     shardps__done__free_unpacked(m, NULL);
     return rc;
@@ -570,6 +602,10 @@ int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len
     m.secure_refused = r->secure_refused;
     m.forged = r->forged;
     m.unread_refused = r->unread_refused;
+    m.n_bytes_sent = s_counts_len(r->bytes.sent);
+    m.bytes_sent = (uint64_t *)r->bytes.sent;
+    m.n_bytes_received = s_counts_len(r->bytes.received);
+    m.bytes_received = (uint64_t *)r->bytes.received;
     return s_pack(&m.base, out, len);
 }
 
@@ -598,6 +634,8 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
         r->secure_refused = m->secure_refused;
         r->forged = m->forged;
         r->unread_refused = m->unread_refused;
+        rc = s_counts_from_pb(&r->bytes, m->n_bytes_sent, m->bytes_sent, m->n_bytes_received,
+                              m->bytes_received);
     }
     shardps__server_report__free_unpacked(m, NULL);
     return rc;

@@ -133,6 +133,15 @@ typedef struct {
 
 enum { PS_MAX_SERVERS = 256, PS_MAX_WORKERS = 256, PS_MAX_EPOCHS = 1000 };
 
+/* Message types a node's byte counts tell apart (= PS_CTX_BYTE_TYPES). */
+enum { PS_BYTE_TYPES = 64 };
+
+/* A node's bytes on the wire by message type (ps_ctx_bytes): [t] = type t. */
+typedef struct {
+    uint64_t sent[PS_BYTE_TYPES];
+    uint64_t received[PS_BYTE_TYPES];
+} ps_byte_counts_t;
+
 /* The one source of truth every node acts on. */
 typedef struct {
     uint64_t num_params;                        /* P */
@@ -243,6 +252,7 @@ typedef struct {
     int num_epochs_evaluated;
     double test_accuracy[PS_MAX_EPOCHS]; /* worker 0: after each epoch */
     double final_loss;      /* mean training loss of the last epoch */
+    ps_byte_counts_t bytes; /* on the wire by message type, up to the DONE */
 } ps_done_t;
 
 /* What a server reports at the end of a job. */
@@ -258,6 +268,7 @@ typedef struct {
     uint64_t secure_refused; /* --secure: connections refused by the key check (ZAP) */
     uint64_t forged;   /* requests whose token is not the claimed worker's (within rejected) */
     uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
+    ps_byte_counts_t bytes; /* on the wire by message type, up to the report */
 } ps_server_report_t;
 
 enum { PS_REPORT_MAX_WAITING = 32 };

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "proto/sock_zmq.h"
 
+_Static_assert((int)PS_BYTE_TYPES == (int)PS_CTX_BYTE_TYPES, "one count per message type");
 _Static_assert(sizeof(zmq_msg_t) <= sizeof(((ps_payload_t *)0)->opaque) &&
                    _Alignof(zmq_msg_t) <= 8,
                "ps_payload_t must hold a zmq_msg_t");
@@ -93,6 +94,7 @@ static int s_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
             goto unsent;
         }
     }
+    ps_sock_count(sock, 0, (int)h.type, (uint64_t)hlen + h.payload_len);
     return 0;
 unsent:
     for (; release && !(flags & PS_SEND_COPY) && i < nframes; i++) {
@@ -201,7 +203,8 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
         snprintf(m->peer_addr, sizeof m->peer_addr, "%s", addr ? addr : "");
         m->peer_fd = zmq_msg_get(&part, ZMQ_SRCFD);
     }
-    int rc = ps_codec_unpack_header(zmq_msg_data(&part), zmq_msg_size(&part), &m->hdr);
+    const size_t hlen = zmq_msg_size(&part);
+    int rc = ps_codec_unpack_header(zmq_msg_data(&part), hlen, &m->hdr);
     zmq_msg_close(&part);
     if (rc != 0) {
         s_discard(sock, more);
@@ -227,6 +230,7 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
         total += zmq_msg_size(f);
         more = zmq_msg_more(f);
     }
+    ps_sock_count(sock, 1, (int)m->hdr.type, hlen + total);
     if (total != m->hdr.payload_len) {
         snprintf(m->hdr.error, sizeof m->hdr.error,
                  "payload is %llu bytes but the header says %llu", (unsigned long long)total,

@@ -679,6 +679,7 @@ static void s_send_report(ps_server_t *s)
                             .secure_refused = ps_ctx_refused(s->ctx),
                             .forged = s->forged,
                             .unread_refused = s->unread_refused};
+    ps_ctx_bytes(s->ctx, r.bytes.sent, r.bytes.received);
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {

@@ -757,6 +757,13 @@ static int s_start(ps_worker_t *w)
     return rc;
 }
 
+/* Sends the final report, with the bytes on the wire so far by message type. */
+static int s_finish(ps_worker_t *w)
+{
+    ps_ctx_bytes(w->ctx, w->done.bytes.sent, w->done.bytes.received);
+    return ps_kv_finish(w->kv, &w->done);
+}
+
 int ps_worker_run(const ps_worker_config_t *cfg)
 {
     ps_worker_t w = {.cfg = cfg};
@@ -777,7 +784,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
         rc = s_train(&w, 0);
     }
     /* A server replaced after our last step rolls us back to train again. */
-    while (rc == 0 && (rc = ps_kv_finish(w.kv, &w.done)) == PS_EAGAIN) {
+    while (rc == 0 && (rc = s_finish(&w)) == PS_EAGAIN) {
         rc = s_train(&w, 1);
     }
     if (rc != 0 && !w.err[0]) {
