@@ -300,7 +300,9 @@ int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *pay
         memcpy(&at, p + j * sizeof at, sizeof at);
         if (at >= n || (j > 0 && at <= prev)) {
             snprintf(why, whylen, "sparse entry %llu: offset %u %s", (unsigned long long)j,
-                     (unsigned)at, at >= n ? "is outside the range" : "is not ascending");
+                     (unsigned)at,
+                     at >= n ? "is outside the range"
+                     : at == prev ? "repeats the previous one" : "is not ascending");
             return PS_ERANGE;
         }
         prev = at;
