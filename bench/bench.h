@@ -35,6 +35,7 @@ int ps_bench_train_main(int argc, char **argv);
 int ps_bench_compute_main(int argc, char **argv);
 int ps_bench_observe_main(int argc, char **argv);
 int ps_bench_checkpoint_main(int argc, char **argv);
+int ps_bench_compress_main(int argc, char **argv);
 
 /* ---- growable string ---------------------------------------------------- */
 

@@ -6,6 +6,7 @@
  *   shardps-bench compute --model M [--torch] ...   one worker's arithmetic vs PyTorch
  *   shardps-bench observe [--rounds N] ...          the cost of metrics and traces
  *   shardps-bench checkpoint [--reps N] ...          training with vs without checkpoints
+ *   shardps-bench compress [--modes L] [--codecs L]  bytes saved vs accuracy (--wire, --compress)
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
@@ -30,6 +31,7 @@ static void s_usage(FILE *f)
         "[--torch] --json FILE\n"
         "       shardps-bench observe [--rounds N] [--out DIR] ...\n"
         "       shardps-bench checkpoint [--out DIR] [--every N] [--reps N] ...\n"
+        "       shardps-bench compress [--out DIR] [--modes LIST] [--codecs LIST] ...\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -44,6 +46,8 @@ static void s_usage(FILE *f)
         "       scraped, and traced, alternated: samples/s and each one's cost.\n"
         "checkpoint the same sync job without and with --checkpoint-every N, alternated:\n"
         "       the samples/s ratio (what checkpointing costs).\n"
+        "compress each mode x wire codec (fp32, fp16, bf16, top-k) trains the same model:\n"
+        "       bytes on the wire by message type saved against fp32, and the accuracy.\n"
         "\n"
         "comm and train write CSV and markdown tables and gnuplot PNGs into --out\n"
         "(bench-out); compute writes one JSON object and prints a markdown row.\n"
@@ -75,10 +79,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "checkpoint")) {
         return ps_bench_checkpoint_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "compress")) {
+        return ps_bench_compress_main(argc - 1, argv + 1);
+    }
     fprintf(
         stderr,
-        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe or "
-        "checkpoint)\n",
+        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe, "
+        "checkpoint or compress)\n",
         argv[1]);
     return 2;
 }
