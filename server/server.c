@@ -822,6 +822,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
         s->held_free[s->nheld_free++] = i;
     }
     ps_server_obs_setup(s->obs, s->workers);
+    ps_server_obs_wire(s->obs, s->ctx);
     if (v->resume_parts > 0 && (rc = s_resume(s, err, errlen)) != 0) {
         return rc;
     }

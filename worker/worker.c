@@ -665,6 +665,7 @@ static int s_start(ps_worker_t *w)
     w->rank = ps_link_rank(w->link);
     ps_link_set_grace(w->link, cfg->scheduler_grace);
     ps_log_set_role("W", w->rank);
+    ps_worker_obs_wire(w->obs, w->ctx);
     ps_worker_obs_attach(w->obs, w->link, w->rank);
     ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;
