@@ -152,7 +152,8 @@ static const char *s_saved(char *buf, size_t cap, double v, double base)
     if (!(base > 0)) {
         buf[0] = '\0';
     } else {
-        snprintf(buf, cap, "%.1f", 100.0 * (1.0 - v / base));
+        const double pct = 100.0 * (1.0 - v / base);
+        snprintf(buf, cap, "%.1f", fabs(pct) < 0.05 ? 0.0 : pct); /* no "-0.0" */
     }
     return buf;
 }
