@@ -319,6 +319,11 @@ int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *pay
     return 0;
 }
 
+int ps_wire_worker_momentum(const ps_job_t *job)
+{
+    return job->topk > 0 && job->momentum > 0 && !strcmp(job->optimizer, "sgd");
+}
+
 const char *ps_wire_dtype_name(uint32_t dtype)
 {
     static const char *names[] = {"none", "fp32", "fp16", "bf16",

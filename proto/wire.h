@@ -81,6 +81,14 @@ size_t ps_wire_topk_encode(uint32_t dtype, void *dst, float *acc, size_t n, size
 int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *payload,
                            size_t len, uint64_t nnz, char *why, size_t whylen);
 
+/* Non-zero when a top-k job's SGD momentum runs on the workers (momentum
+ * correction, Lin et al., "Deep Gradient Compression", ICLR 2018): each
+ * worker accumulates the velocity u = m u + g per key and sends top-k of
+ * the accumulated velocity, and the servers apply plain SGD (momentum 0), so
+ * a key's momentum keeps building while its gradient waits on the worker.
+ * Dense (topk:1) it is exactly momentum SGD. Not for nesterov or adam. */
+int ps_wire_worker_momentum(const ps_job_t *job);
+
 /* Names for logs and summaries: "fp32", "fp16", "bf16", "topk-fp32"... */
 const char *ps_wire_dtype_name(uint32_t dtype);
 

@@ -336,6 +336,9 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
                              ps_wire_dtype_name(h->dtype), ps_codec_type_name(h->type),
                              ps_wire_dtype_name(dtype));
     }
+    if (ps_wire_is_sparse(dtype) && h->nnz == 0) { /* a top-k push sends >= 1 */
+        return s_reply_error(s, m, PS_ERANGE, "a sparse push with no entries");
+    }
     if (h->nnz > ps_range_len(*r)) {
         return s_reply_error(s, m, PS_ERANGE, "%llu sparse entries for %llu keys",
                              (unsigned long long)h->nnz,
@@ -787,6 +790,12 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
     const uint64_t n = ps_range_len(s->shard);
+    if (ps_wire_worker_momentum(&v->job)) {
+        /* top-k with SGD momentum: the workers run it (momentum correction),
+         * we apply plain SGD; the store, the consistency and checkpoints
+         * all see momentum 0 */
+        s->view->job.momentum = 0;
+    }
     int rc = ps_store_new(&s->store, s->shard, &v->job);
     if (rc == PS_EINVAL) {
         snprintf(err, errlen, "unknown optimizer '%s'", v->job.optimizer);

@@ -70,6 +70,8 @@ struct ps_kv {
     double topk;         /* fraction of each push part sent; 0 = dense */
     unsigned char *enc;  /* the encoded part: the largest server range x 8 bytes */
     float *residual;     /* top-k: P, per key what earlier pushes did not send */
+    float *velocity;     /* top-k with SGD momentum: P, per key (ps_wire_worker_momentum) */
+    float momentum;      /* its factor; 0 = the servers run momentum */
     float *scratch;      /* top-k: the largest server range, for the selection */
 };
 
@@ -92,8 +94,16 @@ static void s_encode_push(ps_kv_t *kv, ps_header_t *h, ps_frame_t *f, ps_range_t
     const size_t n = ps_range_len(part);
     if (kv->topk > 0) {
         float *acc = kv->residual + part.begin;
-        for (size_t i = 0; i < n; i++) {
-            acc[i] += grad[i];
+        if (kv->velocity) { /* momentum correction: the velocity waits, not the gradient */
+            float *u = kv->velocity + part.begin;
+            for (size_t i = 0; i < n; i++) {
+                u[i] = kv->momentum * u[i] + grad[i];
+                acc[i] += u[i];
+            }
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                acc[i] += grad[i];
+            }
         }
         h->dtype = ps_wire_sparse_of(kv->dtype);
         h->nnz = ps_wire_topk_count(kv->topk, n);
@@ -536,6 +546,11 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
         kv->residual = calloc(view->num_params + 1, sizeof *kv->residual);
         kv->scratch = malloc((widest + 1) * sizeof *kv->scratch);
         wire_ok = wire_ok && kv->residual && kv->scratch;
+        if (ps_wire_worker_momentum(&view->job)) {
+            kv->momentum = (float)view->job.momentum;
+            kv->velocity = calloc(view->num_params + 1, sizeof *kv->velocity);
+            wire_ok = wire_ok && kv->velocity;
+        }
     }
     if (kv->efd < 0 || !kv->servers || !kv->peers || !kv->items || !kv->versions || rc != 0 ||
         !wire_ok) {
@@ -602,6 +617,7 @@ void ps_kv_destroy(ps_kv_t **kvp)
     free(kv->versions);
     free(kv->enc);
     free(kv->residual);
+    free(kv->velocity);
     free(kv->scratch);
     free(kv);
     *kvp = NULL;

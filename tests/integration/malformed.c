@@ -472,6 +472,7 @@ static void s_run_sparse_cases(s_client_t *c)
     s_sparse_case(c, "sparse offset repeated", PS_ERANGE, 16, 3, repeated, 3, 0);
     s_sparse_case(c, "sparse nnz 3 with 2 entries' bytes", PS_ERANGE, 16, 3, ok, 2, 0);
     s_sparse_case(c, "sparse nnz 20 over 16 keys", PS_ERANGE, 16, 20, ok, 3, 0);
+    s_sparse_case(c, "sparse push with no entries", PS_ERANGE, 16, 0, ok, 0, 0);
     s_sparse_case(c, "sparse push of a NaN", PS_ENONFINITE, 16, 3, ok, 3, 1);
     ps_header_t h = s_f32_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + 4, 16);
     s_case(c, "dense push to a top-k job", PS_ERANGE, &h, 16);

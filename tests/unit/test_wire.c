@@ -9,6 +9,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -359,6 +360,15 @@ START_TEST(payload_lengths)
     ck_assert_int_eq(ps_job_parse_compress("topk:0.1x", &j), PS_EINVAL);
     ck_assert_int_eq(ps_job_parse_compress("none", &j), 0);
     ck_assert(j.topk == 0);
+    /* momentum correction: top-k with SGD momentum only */
+    ck_assert_int_eq(ps_wire_worker_momentum(&j), 0);
+    j.topk = 0.01;
+    ck_assert_int_ne(ps_wire_worker_momentum(&j), 0);
+    j.momentum = 0;
+    ck_assert_int_eq(ps_wire_worker_momentum(&j), 0);
+    j.momentum = 0.9;
+    snprintf(j.optimizer, sizeof j.optimizer, "adam");
+    ck_assert_int_eq(ps_wire_worker_momentum(&j), 0);
 }
 END_TEST
 
