@@ -64,6 +64,13 @@ bad "scheduler --checkpoint-every 0s" "--checkpoint-every 0s: expected" "$SCHED"
 bad "scheduler --checkpoint-every 30s in async" "async has none" "$SCHED" --mode async \
     --checkpoint-every 30s --checkpoint-dir "$TMP"
 bad "scheduler --servers 0" "--servers 0" "$SCHED" --servers 0
+bad "scheduler --wire fp8" "--wire fp8: expected fp32, fp16 or bf16" "$SCHED" --wire fp8
+bad "scheduler --compress topk:0" "--compress topk:0: expected none or topk:R" "$SCHED" \
+    --compress topk:0
+bad "launch --wire bf16 with allreduce" "--wire and --compress need servers" "$LAUNCH" \
+    --mode allreduce --workers 2 --wire bf16
+bad "scheduler --compress with allreduce" "--wire and --compress need servers" "$SCHED" \
+    --mode allreduce --servers 0 --workers 2 --compress topk:0.01
 bad "launch --servers 0" "--servers 0" "$LAUNCH" --servers 0
 bad "launch --workers 0" "--workers 0" "$LAUNCH" --workers 0
 bad "scheduler --workers 300" "--workers 300" "$SCHED" --workers 300
