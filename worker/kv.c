@@ -537,6 +537,11 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     for (int i = 0; i < n; i++) {
         widest = ps_range_len(ranges[i]) > widest ? ps_range_len(ranges[i]) : widest;
     }
+    if (kv->topk > 0 && widest > UINT32_MAX) { /* sparse offsets are uint32 */
+        snprintf(err, errlen, "--compress topk needs shards under 2^32 keys: use more servers");
+        ps_kv_destroy(&kv);
+        return PS_EINVAL;
+    }
     int wire_ok = 1;
     if (kv->dtype != PS_DTYPE_F32 || kv->topk > 0) {
         kv->enc = malloc(widest * 8 + 8);
