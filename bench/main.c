@@ -7,6 +7,7 @@
  *   shardps-bench observe [--rounds N] ...          the cost of metrics and traces
  *   shardps-bench checkpoint [--reps N] ...          training with vs without checkpoints
  *   shardps-bench scale [--workers 8,16,32,64] ...   scheduler and server cost per step
+ *   shardps-bench compress [--modes L] [--codecs L]  bytes saved vs accuracy (--wire, --compress)
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
@@ -33,6 +34,7 @@ static void s_usage(FILE *f)
         "       shardps-bench checkpoint [--out DIR] [--every N] [--reps N] ...\n"
         "       shardps-bench scale [--out DIR] [--workers LIST] [--servers N] [--steps A,B] "
         "...\n"
+        "       shardps-bench compress [--out DIR] [--modes LIST] [--codecs LIST] ...\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -49,6 +51,8 @@ static void s_usage(FILE *f)
         "       the samples/s ratio (what checkpointing costs).\n"
         "scale  the same job with 8, 16, 32, 64 workers: the scheduler's and each\n"
         "       server's CPU time and messages per step.\n"
+        "compress each mode x wire codec (fp32, fp16, bf16, top-k) trains the same model:\n"
+        "       bytes on the wire by message type saved against fp32, and the accuracy.\n"
         "\n"
         "comm and train write CSV and markdown tables and gnuplot PNGs into --out\n"
         "(bench-out); compute writes one JSON object and prints a markdown row.\n"
@@ -83,10 +87,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "scale")) {
         return ps_bench_scale_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "compress")) {
+        return ps_bench_compress_main(argc - 1, argv + 1);
+    }
     fprintf(
         stderr,
         "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe, "
-        "checkpoint or scale)\n",
+        "checkpoint, scale or compress)\n",
         argv[1]);
     return 2;
 }

@@ -54,6 +54,48 @@ int ps_job_parse_mode(const char *text, ps_job_t *job)
     return 0;
 }
 
+int ps_job_parse_wire(const char *text, ps_job_t *job)
+{
+    static const char *names[] = {"fp32", "fp16", "bf16"};
+    for (int i = 0; i < 3; i++) {
+        if (!strcmp(text, names[i])) {
+            job->wire = (ps_wire_kind_t)i;
+            return 0;
+        }
+    }
+    return PS_EINVAL;
+}
+
+const char *ps_job_wire_name(const ps_job_t *job)
+{
+    return job->wire == PS_WIRE_FP16 ? "fp16" : job->wire == PS_WIRE_BF16 ? "bf16" : "fp32";
+}
+
+int ps_job_parse_compress(const char *text, ps_job_t *job)
+{
+    double r = 0;
+    int used = 0;
+    if (!strcmp(text, "none")) {
+        job->topk = 0;
+        return 0;
+    }
+    if (sscanf(text, "topk:%lf%n", &r, &used) == 1 && !text[used] && r > 0 &&
+        r <= PS_JOB_MAX_TOPK) {
+        job->topk = r;
+        return 0;
+    }
+    return PS_EINVAL;
+}
+
+void ps_job_compress_str(const ps_job_t *job, char *buf, size_t cap)
+{
+    if (job->topk > 0) {
+        snprintf(buf, cap, "topk:%g", job->topk);
+    } else {
+        snprintf(buf, cap, "none");
+    }
+}
+
 void ps_job_mode_str(const ps_job_t *job, char *buf, size_t cap)
 {
     switch (job->mode) {
@@ -157,6 +199,10 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
                  (long long)job->schedule.warmup_steps);
     } else if (job->max_steps < 0) {
         snprintf(err, errlen, "max steps must be >= 0, got %lld", (long long)job->max_steps);
+    } else if (job->wire < PS_WIRE_FP32 || job->wire > PS_WIRE_BF16) {
+        snprintf(err, errlen, "unknown wire dtype %d", (int)job->wire);
+    } else if (!(job->topk >= 0 && job->topk <= PS_JOB_MAX_TOPK)) {
+        snprintf(err, errlen, "top-k fraction must be in (0, 1], got %g", job->topk);
     } else {
         return 0;
     }
@@ -179,6 +225,10 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
     } else if (ps_job_has_servers(job) && (servers < 1 || servers > PS_JOB_MAX_NODES)) {
         snprintf(err, errlen, "--servers %d: expected 1 to %d (0 only with --mode allreduce)",
                  servers, PS_JOB_MAX_NODES);
+    } else if (!ps_job_has_servers(job) && (job->wire != PS_WIRE_FP32 || job->topk > 0)) {
+        /* the ring sums partial sums hop by hop: each hop would round again */
+        snprintf(err, errlen, "--wire and --compress need servers: --mode allreduce sends "
+                 "fp32 only");
     } else if (workers < 1 || workers > PS_JOB_MAX_NODES) {
         snprintf(err, errlen, "--workers %d: expected 1 to %d", workers, PS_JOB_MAX_NODES);
     } else {
@@ -202,6 +252,10 @@ void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_
                      job->weight_decay, sched, (long long)job->schedule.warmup_steps,
                      job->batch, job->epochs, (long long)job->max_steps,
                      (unsigned long long)job->seed, servers, workers);
+    if (job->wire != PS_WIRE_FP32 || job->topk > 0) { /* older jobs keep their hash */
+        n += snprintf(text + n, sizeof text - (size_t)n, " wire=%s topk=%a",
+                      ps_job_wire_name(job), job->topk);
+    }
     uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
     for (int i = 0; i < n && i < (int)sizeof text; i++) {
         h = (h ^ (unsigned char)text[i]) * 1099511628211ull;

@@ -48,6 +48,16 @@ typedef struct {
     int64_t warmup_steps; /* linear warm-up from lr/warmup to lr over these steps */
 } ps_lr_schedule_t;
 
+/* How tensors travel (--wire): pushes and pull replies; servers keep fp32. */
+typedef enum {
+    PS_WIRE_FP32 = 0, /* as computed: bitwise */
+    PS_WIRE_FP16 = 1, /* IEEE binary16, round-to-nearest-even */
+    PS_WIRE_BF16 = 2, /* bfloat16, round-to-nearest-even */
+} ps_wire_kind_t;
+
+/* Largest top-k fraction (--compress topk:R, R in (0, 1]). */
+#define PS_JOB_MAX_TOPK 1.0
+
 typedef struct {
     char model[16];      /* "mlp" or "cnn" */
     ps_mode_t mode;      /* consistency mode, see ps_mode_t */
@@ -67,6 +77,9 @@ typedef struct {
     int epochs;          /* passes over the training set */
     int64_t max_steps;   /* stop after this many steps per worker; 0 = no limit */
     uint64_t seed;       /* drives initialisation and the global sample order */
+    ps_wire_kind_t wire; /* dtype of pushes and pull replies */
+    double topk;         /* --compress topk:R: pushes send this fraction of each part's
+                            keys (error feedback keeps the rest); 0 = dense */
 } ps_job_t;
 
 /* Fills *job with the project defaults. */
@@ -78,6 +91,18 @@ int ps_job_parse_mode(const char *text, ps_job_t *job);
 
 /* Writes the mode's text form (as parsed above) into buf. */
 void ps_job_mode_str(const ps_job_t *job, char *buf, size_t cap);
+
+/* Parses "fp32", "fp16" or "bf16" into job->wire. Returns 0 or PS_EINVAL. */
+int ps_job_parse_wire(const char *text, ps_job_t *job);
+
+/* The --wire text of job->wire. */
+const char *ps_job_wire_name(const ps_job_t *job);
+
+/* Parses "none" or "topk:R" (0 < R <= 1) into job->topk. Returns 0 or PS_EINVAL. */
+int ps_job_parse_compress(const char *text, ps_job_t *job);
+
+/* Writes the --compress text of job->topk ("none", "topk:0.01") into buf. */
+void ps_job_compress_str(const ps_job_t *job, char *buf, size_t cap);
 
 /* Parses "RANK:FACTOR" (FACTOR >= 1) into the straggler fields. Returns 0 or PS_EINVAL. */
 int ps_job_parse_straggler(const char *text, ps_job_t *job);

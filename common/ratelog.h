@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Pairs told apart; seconds between summaries (the roles' default). */
-enum { PS_RATELOG_KEYS = 32, PS_RATELOG_PERIOD = 10 };
+enum { PS_RATELOG_KEYS = 64, PS_RATELOG_PERIOD = 10 };
 
 typedef struct ps_ratelog ps_ratelog_t;
 

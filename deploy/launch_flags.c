@@ -367,6 +367,14 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
     if (mode) {
         (void)ps_job_parse_mode(mode, &F->job); /* a bad one is the scheduler's to report */
     }
+    const char *wire = ps_launch_flags_value(F, "wire");
+    const char *compress = ps_launch_flags_value(F, "compress");
+    if (wire) { /* for the checks against the mode below (allreduce sends fp32) */
+        (void)ps_job_parse_wire(wire, &F->job);
+    }
+    if (compress) {
+        (void)ps_job_parse_compress(compress, &F->job);
+    }
     if (F->servers == -1) {
         F->servers = s_allreduce(F) ? 0 : 1;
     }

@@ -44,6 +44,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.token = h->token;
     m.clock = h->clock;
     m.generation = h->generation;
+    m.nnz = h->nnz;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -76,6 +77,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->token = m->token;
     h->clock = m->clock;
     h->generation = m->generation;
+    h->nnz = m->nnz;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -90,8 +92,10 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     } else if (m->key_end < m->key_begin) {
         snprintf(why, sizeof why, "key range [%llu, %llu) is reversed",
                  (unsigned long long)m->key_begin, (unsigned long long)m->key_end);
-    } else if (m->payload_len && m->dtype != SHARDPS__DTYPE__DTYPE_F32) {
+    } else if (m->payload_len && ((int)m->dtype < PS_DTYPE_F32 || (int)m->dtype > PS_DTYPE_MAX)) {
         snprintf(why, sizeof why, "unknown dtype %d", (int)m->dtype);
+    } else if (m->nnz && ((int)m->dtype < PS_DTYPE_SPARSE_F32 || (int)m->dtype > PS_DTYPE_MAX)) {
+        snprintf(why, sizeof why, "nnz %llu on a dense payload", (unsigned long long)m->nnz);
     } else if (m->n_keys) {
         snprintf(why, sizeof why, "sparse key lists are not supported yet");
     } else if (m->ring_step < 0) {
@@ -145,6 +149,8 @@ static void s_job_to_pb(const ps_job_t *j, Shardps__JobConfig *m, ps_job_text_t 
     m->epochs = j->epochs;
     m->max_steps = j->max_steps;
     m->seed = j->seed;
+    m->wire = (char *)ps_job_wire_name(j);
+    m->topk = j->topk;
 }
 
 static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
@@ -156,9 +162,11 @@ static int s_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j)
     if (s_copy_str(j->model, sizeof j->model, m->model) ||
         s_copy_str(j->optimizer, sizeof j->optimizer, m->optimizer) ||
         ps_job_parse_mode(m->mode, j) ||
-        ps_job_parse_schedule(m->lr_schedule, &j->schedule)) {
+        ps_job_parse_schedule(m->lr_schedule, &j->schedule) ||
+        (m->wire && m->wire[0] && ps_job_parse_wire(m->wire, j))) {
         return PS_EPROTO;
     }
+    j->topk = m->topk;
     j->schedule.warmup_steps = m->warmup_steps;
     j->straggler_rank = m->straggler_rank;
     j->straggler_factor = m->straggler_factor;
@@ -468,6 +476,32 @@ int ps_codec_unpack_shutdown(const void *data, size_t len, int *status, char *re
     return 0;
 }
 
+/* Byte counts on the wire: trailing zero types left out. */
+static size_t s_counts_len(const uint64_t *c)
+{
+    size_t n = PS_BYTE_TYPES;
+    while (n > 0 && c[n - 1] == 0) {
+        n--;
+    }
+    return n;
+}
+
+/* Unpacks two repeated byte counts; refuses more types than we know. */
+static int s_counts_from_pb(ps_byte_counts_t *b, size_t ns, const uint64_t *sent, size_t nr,
+                            const uint64_t *received)
+{
+    if (ns > PS_BYTE_TYPES || nr > PS_BYTE_TYPES) {
+        return PS_EPROTO;
+    }
+    for (size_t t = 0; t < ns; t++) {
+        b->sent[t] = sent[t];
+    }
+    for (size_t t = 0; t < nr; t++) {
+        b->received[t] = received[t];
+    }
+    return 0;
+}
+
 int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len)
 {
     Shardps__Done m = SHARDPS__DONE__INIT;
@@ -481,6 +515,10 @@ int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len)
     m.n_test_accuracy = (size_t)d->num_epochs_evaluated;
     m.test_accuracy = (double *)d->test_accuracy;
     m.final_loss = d->final_loss;
+    m.n_bytes_sent = s_counts_len(d->bytes.sent);
+    m.bytes_sent = (uint64_t *)d->bytes.sent;
+    m.n_bytes_received = s_counts_len(d->bytes.received);
+    m.bytes_received = (uint64_t *)d->bytes.received;
     return s_pack(&m.base, out, len);
 }
 
@@ -507,6 +545,8 @@ int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d)
             memcpy(d->test_accuracy, m->test_accuracy, m->n_test_accuracy * sizeof(double));
         }
         d->final_loss = m->final_loss;
+        rc = s_counts_from_pb(&d->bytes, m->n_bytes_sent, m->bytes_sent, m->n_bytes_received,
+                              m->bytes_received);
     }
     shardps__done__free_unpacked(m, NULL);
     return rc;
@@ -566,6 +606,10 @@ int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len
     m.forged = r->forged;
     m.unread_refused = r->unread_refused;
     m.cpu_seconds = r->cpu_seconds;
+    m.n_bytes_sent = s_counts_len(r->bytes.sent);
+    m.bytes_sent = (uint64_t *)r->bytes.sent;
+    m.n_bytes_received = s_counts_len(r->bytes.received);
+    m.bytes_received = (uint64_t *)r->bytes.received;
     return s_pack(&m.base, out, len);
 }
 
@@ -595,6 +639,8 @@ int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r)
         r->forged = m->forged;
         r->unread_refused = m->unread_refused;
         r->cpu_seconds = m->cpu_seconds;
+        rc = s_counts_from_pb(&r->bytes, m->n_bytes_sent, m->bytes_sent, m->n_bytes_received,
+                              m->bytes_received);
     }
     shardps__server_report__free_unpacked(m, NULL);
     return rc;

@@ -30,7 +30,9 @@ extern "C" {
  *    generation and replaced_rank); joins and agreed steps (MSG_JOIN_*, the
  *    view's joining and resume_step), run ids at registration (a restarted
  *    scheduler). */
-/* 5: the report's cpu_seconds; Checkpoint.version (async checkpoints). */
+/* 5: the report's cpu_seconds; Checkpoint.version (async checkpoints); wire
+ *    dtypes (fp16, bf16, sparse top-k; the header's nnz, the job's wire and
+ *    compress), bytes by message type in Done and ServerReport. */
 #define PS_PROTOCOL_VERSION 5u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
@@ -79,7 +81,17 @@ typedef enum {
     PS_ROLE_WORKER = 3,
 } ps_role_t;
 
-enum { PS_DTYPE_NONE = 0, PS_DTYPE_F32 = 1 };
+/* Mirrors DType in shardps.proto; what a payload is (proto/wire.h). */
+enum {
+    PS_DTYPE_NONE = 0,
+    PS_DTYPE_F32 = 1,
+    PS_DTYPE_F16 = 2,
+    PS_DTYPE_BF16 = 3,
+    PS_DTYPE_SPARSE_F32 = 4,  /* nnz uint32 offsets, then nnz fp32 values */
+    PS_DTYPE_SPARSE_F16 = 5,
+    PS_DTYPE_SPARSE_BF16 = 6,
+    PS_DTYPE_MAX = 6,
+};
 
 typedef struct {
     uint32_t protocol;    /* PS_PROTOCOL_VERSION */
@@ -98,6 +110,7 @@ typedef struct {
     uint64_t token;       /* worker -> server data: the worker's token; else 0 */
     double clock;         /* REGISTER, REGISTER_ACK: the sender's ps_now(); else 0 */
     int64_t generation;   /* failovers the sender has seen; servers drop older data */
+    uint64_t nnz;         /* sparse payload (PS_DTYPE_SPARSE_*): its entries; else 0 */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */
@@ -120,6 +133,15 @@ typedef struct {
 } ps_worker_info_t;
 
 enum { PS_MAX_SERVERS = 256, PS_MAX_WORKERS = 256, PS_MAX_EPOCHS = 1000 };
+
+/* Message types a node's byte counts tell apart (= PS_CTX_BYTE_TYPES). */
+enum { PS_BYTE_TYPES = 64 };
+
+/* A node's bytes on the wire by message type (ps_ctx_bytes): [t] = type t. */
+typedef struct {
+    uint64_t sent[PS_BYTE_TYPES];
+    uint64_t received[PS_BYTE_TYPES];
+} ps_byte_counts_t;
 
 /* The one source of truth every node acts on. */
 typedef struct {
@@ -233,6 +255,7 @@ typedef struct {
     int num_epochs_evaluated;
     double test_accuracy[PS_MAX_EPOCHS]; /* worker 0: after each epoch */
     double final_loss;      /* mean training loss of the last epoch */
+    ps_byte_counts_t bytes; /* on the wire by message type, up to the DONE */
 } ps_done_t;
 
 /* What a server reports at the end of a job. */
@@ -249,6 +272,7 @@ typedef struct {
     uint64_t forged;   /* requests whose token is not the claimed worker's (within rejected) */
     uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
     double cpu_seconds; /* the server process's CPU time when it reported */
+    ps_byte_counts_t bytes; /* on the wire by message type, up to the report */
 } ps_server_report_t;
 
 enum { PS_REPORT_MAX_WAITING = 32 };

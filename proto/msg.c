@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "proto/sock_zmq.h"
 
+_Static_assert((int)PS_BYTE_TYPES == (int)PS_CTX_BYTE_TYPES, "one count per message type");
 _Static_assert(sizeof(zmq_msg_t) <= sizeof(((ps_payload_t *)0)->opaque) &&
                    _Alignof(zmq_msg_t) <= 8,
                "ps_payload_t must hold a zmq_msg_t");
@@ -93,6 +94,7 @@ static int s_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
             goto unsent;
         }
     }
+    ps_sock_count(sock, 0, (int)h.type, (uint64_t)hlen + h.payload_len);
     return 0;
 unsent:
     for (; release && !(flags & PS_SEND_COPY) && i < nframes; i++) {
@@ -201,7 +203,8 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
         snprintf(m->peer_addr, sizeof m->peer_addr, "%s", addr ? addr : "");
         m->peer_fd = zmq_msg_get(&part, ZMQ_SRCFD);
     }
-    int rc = ps_codec_unpack_header(zmq_msg_data(&part), zmq_msg_size(&part), &m->hdr);
+    const size_t hlen = zmq_msg_size(&part);
+    int rc = ps_codec_unpack_header(zmq_msg_data(&part), hlen, &m->hdr);
     zmq_msg_close(&part);
     if (rc != 0) {
         s_discard(sock, more);
@@ -227,6 +230,7 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
         total += zmq_msg_size(f);
         more = zmq_msg_more(f);
     }
+    ps_sock_count(sock, 1, (int)m->hdr.type, hlen + total);
     if (total != m->hdr.payload_len) {
         snprintf(m->hdr.error, sizeof m->hdr.error,
                  "payload is %llu bytes but the header says %llu", (unsigned long long)total,
@@ -287,4 +291,51 @@ int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, voi
         }
     }
     return k;
+}
+
+/* The data types ps_msg_bytes_metrics shows apart; [PS_MSG_BYTES_SERIES - 1]
+ * is every other type. */
+static const int s_bytes_types[PS_MSG_BYTES_SERIES - 1] = {
+    PS_MSG_PUSH, PS_MSG_PUSH_ACK, PS_MSG_PULL, PS_MSG_PULL_REPLY, PS_MSG_INIT, PS_MSG_RING_DATA};
+
+void ps_msg_bytes_metrics_init(ps_msg_bytes_metrics_t *b, ps_metrics_t *reg, const char *role,
+                               const ps_ctx_t *ctx)
+{
+    char name[64], labels[64];
+    snprintf(name, sizeof name, "shardps_%s_wire_bytes_total", role);
+    for (int dir = 0; dir < 2; dir++) {
+        for (int i = 0; i < PS_MSG_BYTES_SERIES; i++) {
+            const char *type =
+                i < PS_MSG_BYTES_SERIES - 1 ? ps_codec_type_name(s_bytes_types[i]) : "other";
+            int at = snprintf(labels, sizeof labels, "dir=\"%s\",type=\"",
+                              dir ? "received" : "sent");
+            for (const char *c = type; *c && at < (int)sizeof labels - 2; c++) {
+                labels[at++] = *c == '-' ? '_' : *c; /* as the summary's names */
+            }
+            snprintf(labels + at, sizeof labels - (size_t)at, "\"");
+            b->series[dir][i] = ps_metrics_counter(
+                reg, name, labels, "bytes on the wire (header + payload frames) by message type");
+        }
+    }
+    b->ctx = ctx;
+}
+
+void ps_msg_bytes_metrics_update(const ps_msg_bytes_metrics_t *b)
+{
+    if (!b->ctx) {
+        return;
+    }
+    uint64_t n[2][PS_CTX_BYTE_TYPES];
+    ps_ctx_bytes(b->ctx, n[0], n[1]);
+    for (int dir = 0; dir < 2; dir++) {
+        double other = 0;
+        for (int t = 0; t < PS_CTX_BYTE_TYPES; t++) {
+            other += (double)n[dir][t];
+        }
+        for (int i = 0; i < PS_MSG_BYTES_SERIES - 1; i++) {
+            ps_metric_set(b->series[dir][i], (double)n[dir][s_bytes_types[i]]);
+            other -= (double)n[dir][s_bytes_types[i]];
+        }
+        ps_metric_set(b->series[dir][PS_MSG_BYTES_SERIES - 1], other);
+    }
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/metrics.h"
 #include "proto/codec.h"
 #include "proto/sock.h"
 
@@ -164,6 +165,26 @@ typedef int ps_msg_handler_fn(void *arg, ps_msg_t *m, int rc);
  * is closing). Not thread-safe: the socket's owning thread only.
  */
 int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, void *arg);
+
+/* A role's bytes on the wire by message type in its metrics registry:
+ * shardps_<role>_wire_bytes_total{dir="sent|received",type="..."} for the
+ * data types (push, push_ack, pull, pull_reply, init, ring_data) and
+ * "other" (every other type), read from the context's counts
+ * (ps_ctx_bytes) at each update. */
+enum { PS_MSG_BYTES_SERIES = 7 };
+typedef struct {
+    ps_metric_t *series[2][PS_MSG_BYTES_SERIES]; /* [0] sent, [1] received */
+    const ps_ctx_t *ctx;                         /* borrowed; NULL: nothing to update */
+} ps_msg_bytes_metrics_t;
+
+/* Registers the series in reg for role ("worker", "server") and ctx
+ * (borrowed: it must outlive the updates). */
+void ps_msg_bytes_metrics_init(ps_msg_bytes_metrics_t *b, ps_metrics_t *reg, const char *role,
+                               const ps_ctx_t *ctx);
+
+/* Sets the series from the context's counts; no-op before init. Thread-safe
+ * as the registry's metrics are. */
+void ps_msg_bytes_metrics_update(const ps_msg_bytes_metrics_t *b);
 
 #ifdef __cplusplus
 }

@@ -87,6 +87,14 @@ uint64_t ps_ctx_refused(const ps_ctx_t *ctx)
     return ctx && ctx->keys ? ps_curve_refused(ctx->keys) : 0;
 }
 
+void ps_ctx_bytes(const ps_ctx_t *ctx, uint64_t *sent, uint64_t *received)
+{
+    for (int t = 0; t < PS_CTX_BYTE_TYPES; t++) {
+        sent[t] = atomic_load_explicit(&ctx->bytes.n[0][t], memory_order_relaxed);
+        received[t] = atomic_load_explicit(&ctx->bytes.n[1][t], memory_order_relaxed);
+    }
+}
+
 int ps_sock_new(ps_ctx_t *ctx, ps_sock_type_t type, ps_sock_t **out, char *err,
                 size_t errlen)
 {
@@ -106,6 +114,7 @@ int ps_sock_new(ps_ctx_t *ctx, ps_sock_type_t type, ps_sock_t **out, char *err,
     }
     ps->z = s;
     ps->keys = ctx->keys;
+    ps->bytes = &ctx->bytes;
     *out = ps;
     int linger = PS_LINGER_MS, sndtimeo = PS_SEND_TIMEOUT_MS, hwm = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);

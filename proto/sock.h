@@ -58,6 +58,15 @@ const char *ps_ctx_public_key(const ps_ctx_t *ctx);
  * Thread-safe. */
 uint64_t ps_ctx_refused(const ps_ctx_t *ctx);
 
+/* Message types ps_ctx_bytes tells apart (a type beyond counts as 0). */
+enum { PS_CTX_BYTE_TYPES = 64 };
+
+/* Bytes ctx's sockets sent (sent[t]) and received (received[t]) so far by
+ * message type t: the header frame and the payload frames, as on the wire
+ * minus ZeroMQ's own framing and routing ids. Arrays of PS_CTX_BYTE_TYPES;
+ * thread-safe (relaxed atomics: each count is exact once the sockets rest). */
+void ps_ctx_bytes(const ps_ctx_t *ctx, uint64_t *sent, uint64_t *received);
+
 /*
  * Opens a socket with the project's options: bounded linger, a send timeout
  * (a peer that stops reading must not hang us), no message-count limit on

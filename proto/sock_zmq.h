@@ -8,21 +8,39 @@
 #ifndef PS_PROTO_SOCK_ZMQ_H
 #define PS_PROTO_SOCK_ZMQ_H
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <zmq.h>
 
 #include "proto/curve.h"
 #include "proto/sock.h"
 
+/* Bytes by message type (ps_ctx_bytes): [0] sent, [1] received. */
+typedef struct {
+    _Atomic uint64_t n[2][PS_CTX_BYTE_TYPES];
+} ps_ctx_bytes_t;
+
 struct ps_ctx {
     void *z;          /* the ZeroMQ context */
     ps_curve_t *keys; /* --secure: the job's keys and the ZAP thread; else NULL */
+    ps_ctx_bytes_t bytes; /* what its sockets sent and received */
 };
 
 struct ps_sock {
     void *z;                         /* the ZeroMQ socket */
     ps_curve_t *keys;                /* its context's keys (--secure), or NULL; borrowed */
     char peer_key[PS_CURVE_KEY_LEN]; /* the key the next connect expects; "" = the job's */
+    ps_ctx_bytes_t *bytes;           /* its context's counts; borrowed; NULL = not counted */
 };
+
+/* Counts a message of `type` and `len` bytes sent (dir 0) or received (1). */
+static inline void ps_sock_count(ps_sock_t *s, int dir, int type, uint64_t len)
+{
+    if (s->bytes) {
+        atomic_fetch_add_explicit(&s->bytes->n[dir][type >= 0 && type < PS_CTX_BYTE_TYPES ? type : 0],
+                                  len, memory_order_relaxed);
+    }
+}
 
 /* The ZeroMQ socket of s. */
 static inline void *ps_zs(ps_sock_t *s)

@@ -26,6 +26,8 @@ void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
     f->model = "mlp";
     f->mode = "sync";
     f->optimizer = "sgd";
+    f->wire = "fp32";
+    f->compress = "none";
     f->schedule = "cosine";
     f->seed = (int)f->cfg.job.seed;
     f->log_level = "info";
@@ -44,6 +46,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
         {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
+        {"wire", PS_FLAG_STR, &f->wire, "DTYPE", "how pushes and pull replies travel: fp32, fp16 or bf16 (servers keep fp32; not with allreduce)"},
+        {"compress", PS_FLAG_STR, &f->compress, "C", "pushes: none, or topk:R (send the fraction R of each part's largest gradients, keep the rest for the next push; not with allreduce)"},
         {"optimizer", PS_FLAG_STR, &f->optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam or adagrad"},
         {"lr", PS_FLAG_DOUBLE, &c->job.lr, "X", "learning rate, in (0, 10]"},
         {"momentum", PS_FLAG_DOUBLE, &c->job.momentum, "X", "SGD momentum, in [0, 1)"},
@@ -130,6 +134,15 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (ps_job_parse_mode(f->mode, job) != 0) {
         snprintf(err, errlen, "--mode %s: expected sync, async, ssp:S (0 <= S <= %d), "
                  "sync:K/N (1 <= K <= N) or allreduce", f->mode, PS_MAX_STALENESS);
+        return PS_EINVAL;
+    }
+    if (ps_job_parse_wire(f->wire, job) != 0) {
+        snprintf(err, errlen, "--wire %s: expected fp32, fp16 or bf16", f->wire);
+        return PS_EINVAL;
+    }
+    if (ps_job_parse_compress(f->compress, job) != 0) {
+        snprintf(err, errlen, "--compress %s: expected none or topk:R with 0 < R <= 1",
+                 f->compress);
         return PS_EINVAL;
     }
     if (f->straggler && ps_job_parse_straggler(f->straggler, job) != 0) {

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -102,6 +103,65 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
     fputs("]}\n", f);
 }
 
+/* Byte counts by message type as a JSON object of the non-zero ones, keyed
+ * by the type's name ("pull_reply"). */
+static void s_json_type_counts(FILE *f, const uint64_t *c)
+{
+    fputc('{', f);
+    for (int t = 0, first = 1; t < PS_BYTE_TYPES; t++) {
+        if (!c[t]) {
+            continue;
+        }
+        char name[32];
+        const char *n = ps_codec_type_name(t);
+        if (!strcmp(n, "unknown")) {
+            snprintf(name, sizeof name, "type_%d", t);
+        } else {
+            snprintf(name, sizeof name, "%s", n);
+        }
+        for (char *p = name; *p; p++) {
+            *p = *p == '-' ? '_' : *p;
+        }
+        fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", name, (unsigned long long)c[t]);
+        first = 0;
+    }
+    fputc('}', f);
+}
+
+/* "bytes_by_type": every node's bytes on the wire (header + payload frames)
+ * sent and received by message type, and the job's total: every byte sent,
+ * counted once, by its sender. */
+static void s_json_bytes(FILE *f, const ps_scheduler_t *s)
+{
+    uint64_t total[PS_BYTE_TYPES], received[PS_BYTE_TYPES];
+    ps_ctx_bytes(s->ctx, total, received); /* the scheduler's own, then each node's */
+    fprintf(f, "\"bytes_by_type\": {\"scheduler\": {\"sent\": ");
+    s_json_type_counts(f, total);
+    fprintf(f, ", \"received\": ");
+    s_json_type_counts(f, received);
+    fputc('}', f);
+    for (int role = 0; role < 2; role++) {
+        const int from = role ? s->cfg->servers : 0, to = role ? s->nnodes : s->cfg->servers;
+        fprintf(f, ", \"%s\": [", role ? "workers" : "servers");
+        for (int i = from; i < to; i++) {
+            const ps_byte_counts_t *b =
+                role ? &s->nodes[i].stats.bytes : &s->nodes[i].report.bytes;
+            fprintf(f, "%s{\"sent\": ", i > from ? ", " : "");
+            s_json_type_counts(f, b->sent);
+            fprintf(f, ", \"received\": ");
+            s_json_type_counts(f, b->received);
+            fputc('}', f);
+            for (int t = 0; t < PS_BYTE_TYPES; t++) {
+                total[t] += b->sent[t];
+            }
+        }
+        fputc(']', f);
+    }
+    fprintf(f, ", \"total\": ");
+    s_json_type_counts(f, total);
+    fprintf(f, "}, ");
+}
+
 /* A finished or a failed job's JSON has the settings; only a finished one's
  * has the results. */
 int ps_summary_write(const ps_scheduler_t *s)
@@ -137,8 +197,9 @@ int ps_summary_write(const ps_scheduler_t *s)
     }
     double sps = train > 0 ? (double)samples / train : 0;
     double wall = s->t_end - s->t_view;
-    char mode[32], sched[64];
+    char mode[32], sched[64], compress[32];
     ps_job_mode_str(j, mode, sizeof mode);
+    ps_job_compress_str(j, compress, sizeof compress);
     ps_job_schedule_name(&j->schedule, sched, sizeof sched);
     long long smax = stale.max > 0 ? stale.max : 0;
     if (s->phase == S_FINISHED) {
@@ -163,10 +224,12 @@ int ps_summary_write(const ps_scheduler_t *s)
             "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
             "\"epochs\": %d, \"batch\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
             "\"lr_schedule\": \"%s\", \"momentum\": %g, \"weight_decay\": %g, "
-            "\"seed\": %llu, \"staleness_lr\": %s, \"secure\": %s, \"straggler\": ",
+            "\"seed\": %llu, \"staleness_lr\": %s, \"secure\": %s, \"wire\": \"%s\", "
+            "\"compress\": \"%s\", \"straggler\": ",
             j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, j->optimizer,
             j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed,
-            j->staleness_lr ? "true" : "false", s->cfg->secure ? "true" : "false");
+            j->staleness_lr ? "true" : "false", s->cfg->secure ? "true" : "false",
+            ps_job_wire_name(j), compress);
     if (j->straggler_rank >= 0) {
         fprintf(f, "{\"rank\": %d, \"factor\": %g}, ", j->straggler_rank, j->straggler_factor);
     } else {
@@ -211,6 +274,7 @@ int ps_summary_write(const ps_scheduler_t *s)
                     (long long)s->nodes[i].stats.steps);
         }
         fprintf(f, "], ");
+        s_json_bytes(f, s);
     }
     ps_failover_json(f, s);
     s_json_outcome(f, s);

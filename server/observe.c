@@ -8,6 +8,7 @@
 #include "common/http.h"
 #include "common/log.h"
 #include "proto/codec.h"
+#include "proto/msg.h"
 
 /* Series per message type counted: push, pull, init, other. */
 enum { S_PUSH, S_PULL, S_INIT, S_OTHER, S_NTYPES };
@@ -21,6 +22,7 @@ struct ps_server_obs {
     ps_metric_t *in[PS_MAX_WORKERS], *out[PS_MAX_WORKERS];
     ps_metric_t *apply, *staleness, *version, *rejected, *dropped, *nonfinite, *pushes, *pulls,
         *held, *pending;
+    ps_msg_bytes_metrics_t wire; /* bytes on the wire by type (ps_server_obs_wire) */
 };
 
 static void s_render(void *arg, ps_text_t *out)
@@ -94,6 +96,11 @@ void ps_server_obs_destroy(ps_server_obs_t **op)
     }
 }
 
+void ps_server_obs_wire(ps_server_obs_t *o, const ps_ctx_t *ctx)
+{
+    ps_msg_bytes_metrics_init(&o->wire, o->reg, "server", ctx);
+}
+
 void ps_server_obs_setup(ps_server_obs_t *o, int workers)
 {
     o->workers = workers < PS_MAX_WORKERS ? workers : PS_MAX_WORKERS;
@@ -140,5 +147,6 @@ void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap, 
     ps_metric_set(o->pending, snap->pending_pulls);
     ps_metric_load_values(o->staleness, st->staleness.counts, PS_HIST_BUCKETS,
                           st->staleness.sum);
+    ps_msg_bytes_metrics_update(&o->wire);
     ps_metrics_render(o->reg, text);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/metrics.h"
+#include "proto/sock.h"
 #include "server/consistency.h"
 
 #ifdef __cplusplus
@@ -26,6 +27,10 @@ void ps_server_obs_destroy(ps_server_obs_t **o);
 
 /* The view is known: series per worker (0 .. workers-1) from now on. */
 void ps_server_obs_setup(ps_server_obs_t *o, int workers);
+
+/* Adds the bytes on the wire by message type of ctx (borrowed: it outlives
+ * o's renders) to the metrics, updated at each render. */
+void ps_server_obs_wire(ps_server_obs_t *o, const ps_ctx_t *ctx);
 
 /* A message from worker w (-1: unknown sender) of type (PS_MSG_*) with bytes
  * of payload; a reply of bytes to worker w. NULL-safe. */

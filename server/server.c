@@ -27,6 +27,7 @@
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
+#include "proto/wire.h"
 #include "server/checkpoint.h"
 #include "server/consistency.h"
 #include "server/observe.h"
@@ -83,7 +84,10 @@ typedef struct {
     /* The frames of the pushes the consistency holds, moved out of their
      * messages: as many as it can hold, and the one being pushed. */
     ps_payload_t *held;
+    float **decoded;      /* --wire / --compress: held[i]'s gradient as fp32 (what the
+                             consistency holds), allocated at its first use */
     int *held_free;       /* indices of the free ones */
+    int nheld;            /* holders */
     int nheld_free;
     uint64_t errors;      /* messages rejected, reported at the end */
     uint64_t forged;      /* of them: a token that is not the claimed worker's */
@@ -96,6 +100,8 @@ typedef struct {
                              step after was reported (or there was none) */
     uint64_t stale;       /* data messages dropped for an old generation */
     int64_t checkpoint_at; /* a checkpoint step agreed with the scheduler (timed), or -1 */
+    uint32_t reply_dtype; /* --wire: the dtype of pull replies */
+    uint32_t push_dtype;  /* what a push must carry: the wire dtype, sparse with top-k */
 } ps_server_t;
 
 /* How many messages a pull of the whole shard is answered in. */
@@ -143,14 +149,16 @@ static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
  * share. Returns 0, or PS_ENOMEM when its share is out (nothing sent). */
 static int s_send_copy(ps_server_t *s, const ps_asker_t *a, ps_header_t h, const float *values)
 {
-    ps_frame_t f = {NULL, (h.end - h.begin) * sizeof(float)};
-    float *copy = f.len <= PS_CONSISTENCY_REPLY_KEYS * sizeof(float)
-                      ? ps_reply_pool_take(s->pool, a->worker)
-                      : NULL;
+    const uint64_t n = h.end - h.begin;
+    ps_frame_t f = {NULL, ps_wire_payload_len(s->reply_dtype, n, 0)};
+    float *copy = n <= PS_CONSISTENCY_REPLY_KEYS ? ps_reply_pool_take(s->pool, a->worker) : NULL;
     if (!copy) {
         return PS_ENOMEM;
     }
-    memcpy(copy, values, f.len);
+    /* --wire fp16 / bf16: encoded once per reply (under async each reply
+     * has its own values, so the cost is per pull) */
+    h.dtype = s->reply_dtype;
+    ps_wire_encode(s->reply_dtype, copy, values, n);
     f.data = copy;
     int rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
     if (rc != 0) {
@@ -213,13 +221,15 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     h.version = version;
     ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
     const double t0 = ps_trace_enabled() ? ps_now() : 0;
-    ps_server_obs_reply(s->obs, a->worker, f.len);
+    ps_server_obs_reply(s->obs, a->worker,
+                        values ? ps_wire_payload_len(s->reply_dtype, ps_range_len(r), 0) : 0);
     /* sync: values cannot change before the asker pushes again, which it does
      * only after receiving them, so they go zero-copy. Every other mode can
      * apply a step while the reply is queued (async, ssp: the asker already
      * pushed it; sync:k/n: without the asker), so copy, into a buffer of the
-     * asker's share, or wait for one. */
-    if (values && s->view->job.mode != PS_MODE_SYNC) {
+     * asker's share, or wait for one. So does --wire fp16 / bf16: the copy
+     * is the encoding. */
+    if (values && (s->view->job.mode != PS_MODE_SYNC || s->reply_dtype != PS_DTYPE_F32)) {
         if (s->deferred[a->worker].n > 0 || s_send_copy(s, a, h, values) != 0) {
             s_defer(s, a, h);
         }
@@ -252,6 +262,29 @@ static void s_on_release(void *ctx, void *frame)
     ps_server_t *s = ctx;
     ps_payload_close(frame);
     s->held_free[s->nheld_free++] = (int)((ps_payload_t *)frame - s->held);
+}
+
+/* --wire / --compress: decodes m's gradient into the fp32 buffer of the
+ * holder s_hold takes next, which the consistency then holds instead of the
+ * frame. Checks the sparse offsets first. Returns that buffer, or NULL with
+ * the error sent (nothing held, nothing changed). */
+static const float *s_decode_push(ps_server_t *s, const ps_msg_t *m, ps_range_t r)
+{
+    const int next = s->held_free[s->nheld_free - 1];
+    const size_t n = ps_range_len(r);
+    float **dst = &s->decoded[next];
+    if (!*dst && !(*dst = malloc(ps_range_len(s->shard) * sizeof **dst))) {
+        s_reply_error(s, m, PS_ENOMEM, "out of memory to decode a push");
+        return NULL;
+    }
+    size_t len = 0;
+    const void *p = m->nframes ? ps_msg_frame(m, 0, &len) : NULL;
+    char why[160];
+    if (ps_wire_decode_payload(m->hdr.dtype, *dst, n, p, len, m->hdr.nnz, why, sizeof why)) {
+        s_reply_error(s, m, PS_ERANGE, "%s", why);
+        return NULL;
+    }
+    return *dst;
 }
 
 /* Moves m's gradient frame into a free holder and returns it. */
@@ -296,7 +329,23 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
         return s_reply_error(s, m, PS_ERANGE, "step %lld or version %lld outside [0, 2^53]",
                              (long long)h->step, (long long)h->version);
     }
-    uint64_t want = h->type == PS_MSG_PULL ? 0 : ps_range_len(*r) * sizeof(float);
+    /* pushes travel as the job says (--wire, --compress); INIT is fp32 */
+    const uint32_t dtype = h->type == PS_MSG_PUSH ? s->push_dtype : PS_DTYPE_F32;
+    if (h->type != PS_MSG_PULL && h->dtype != dtype) {
+        return s_reply_error(s, m, PS_ERANGE, "payload is %s; this job's %s carries %s",
+                             ps_wire_dtype_name(h->dtype), ps_codec_type_name(h->type),
+                             ps_wire_dtype_name(dtype));
+    }
+    if (ps_wire_is_sparse(dtype) && h->nnz == 0) { /* a top-k push sends >= 1 */
+        return s_reply_error(s, m, PS_ERANGE, "a sparse push with no entries");
+    }
+    if (h->nnz > ps_range_len(*r)) {
+        return s_reply_error(s, m, PS_ERANGE, "%llu sparse entries for %llu keys",
+                             (unsigned long long)h->nnz,
+                             (unsigned long long)ps_range_len(*r));
+    }
+    uint64_t want =
+        h->type == PS_MSG_PULL ? 0 : ps_wire_payload_len(dtype, ps_range_len(*r), h->nnz);
     if (h->payload_len != want || m->nframes != (want ? 1 : 0)) {
         return s_reply_error(s, m, PS_ERANGE,
                              "payload is %llu bytes in %d frames; the range needs %llu bytes",
@@ -501,9 +550,13 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     char why[160];
     int rc;
     if (h->type == PS_MSG_PUSH) {
+        const float *decoded = NULL;
+        if (h->dtype != PS_DTYPE_F32 && !(decoded = s_decode_push(s, m, r))) {
+            return;
+        }
         ps_payload_t *f = s_hold(s, m);
         size_t len;
-        req.data = ps_payload_data(f, &len);
+        req.data = decoded ? decoded : ps_payload_data(f, &len);
         req.frame = f;
         const int64_t before = ps_consistency_version(s->cons);
         const double ta = ps_now();
@@ -647,6 +700,7 @@ static void s_send_report(ps_server_t *s)
                             .forged = s->forged,
                             .unread_refused = s->unread_refused,
                             .cpu_seconds = ps_cpu_seconds()};
+    ps_ctx_bytes(s->ctx, r.bytes.sent, r.bytes.received);
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
@@ -754,6 +808,12 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
     const uint64_t n = ps_range_len(s->shard);
+    if (ps_wire_worker_momentum(&v->job)) {
+        /* top-k with SGD momentum: the workers run it (momentum correction),
+         * we apply plain SGD; the store, the consistency and checkpoints
+         * all see momentum 0 */
+        s->view->job.momentum = 0;
+    }
     int rc = ps_store_new(&s->store, s->shard, &v->job);
     if (rc == PS_EINVAL) {
         snprintf(err, errlen, "unknown optimizer '%s'", v->job.optimizer);
@@ -776,7 +836,11 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     int nheld = s->cons ? ps_consistency_max_held(s->cons) + 1 : 0;
     s->held = calloc((size_t)nheld, sizeof *s->held);
     s->held_free = calloc((size_t)nheld, sizeof *s->held_free);
-    if (rc || !s->held || !s->held_free || !s->deferred) {
+    s->decoded = calloc((size_t)nheld, sizeof *s->decoded);
+    s->nheld = s->decoded ? nheld : 0;
+    s->reply_dtype = ps_wire_dtype(&v->job);
+    s->push_dtype = v->job.topk > 0 ? ps_wire_sparse_of(s->reply_dtype) : s->reply_dtype;
+    if (rc || !s->held || !s->held_free || !s->deferred || !s->decoded) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)n);
         return PS_ENOMEM;
@@ -785,6 +849,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
         s->held_free[s->nheld_free++] = i;
     }
     ps_server_obs_setup(s->obs, s->workers);
+    ps_server_obs_wire(s->obs, s->ctx);
     if (v->resume_parts > 0 && (rc = s_resume(s, err, errlen)) != 0) {
         return rc;
     }
@@ -823,8 +888,12 @@ static int s_check_bind(ps_server_t *s, char *err, size_t errlen)
 static int s_listen(ps_server_t *s, char *err, size_t errlen)
 {
     char bound[128], advertise[128], why[128] = "";
+    /* a top-k push of every key (topk:1) is 4 + 4 bytes a key */
+    const uint64_t n = ps_range_len(s->shard);
+    const uint64_t push = ps_wire_payload_len(s->push_dtype, n, n);
     const long long max_frame =
-        (long long)(ps_range_len(s->shard) * sizeof(float)) + PS_SERVER_FRAME_HEADROOM;
+        (long long)(push > n * sizeof(float) ? push : n * sizeof(float)) +
+        PS_SERVER_FRAME_HEADROOM;
     const uint64_t queue = PS_SERVER_REQUESTS_IN_FLIGHT * (s_reply_parts(s) + 1) * 2;
     int rc = ps_sock_new(s->ctx, PS_SOCK_ROUTER, &s->router, why, sizeof why);
     if (rc == 0) {
@@ -945,6 +1014,10 @@ fail:
     ps_ratelog_destroy(&s.rejections);
     ps_trace_close();
     ps_server_obs_destroy(&s.obs);
+    for (int i = 0; s.decoded && i < s.nheld; i++) {
+        free(s.decoded[i]);
+    }
+    free(s.decoded);
     free(s.held);
     free(s.held_free);
     for (int w = 0; s.deferred && w < s.workers; w++) {

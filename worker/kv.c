@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "proto/msg.h"
 #include "proto/range.h"
+#include "proto/wire.h"
 #include "worker/kv_slots.h"
 
 /* How often the ticker looks at the sockets while nobody waits; also the
@@ -63,6 +64,15 @@ struct ps_kv {
     int64_t generation;  /* failovers seen; stamped on every request */
     int rollback;        /* a failover's rollback waits for ps_kv_rollback() */
     int64_t rollback_step; /* the step it rolls back to */
+    /* --wire / --compress (proto/wire.h): pushes are encoded into enc and
+     * sent as a copy; fp32 without top-k goes zero-copy as before. */
+    uint32_t dtype;      /* dense wire dtype of pushes */
+    double topk;         /* fraction of each push part sent; 0 = dense */
+    unsigned char *enc;  /* the encoded part: the largest server range x 8 bytes */
+    float *residual;     /* top-k: P, per key what earlier pushes did not send */
+    float *velocity;     /* top-k with SGD momentum: P, per key (ps_wire_worker_momentum) */
+    float momentum;      /* its factor; 0 = the servers run momentum */
+    float *scratch;      /* top-k: the largest server range, for the selection */
 };
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
@@ -72,6 +82,38 @@ static void s_set_fatal(ps_kv_t *kv, int rc, const char *why)
         snprintf(kv->fatal_why, sizeof kv->fatal_why, "%s", why);
         atomic_store(&kv->fatal, rc);
     }
+}
+
+/* Encodes the push part f of keys `part` in the job's wire dtype, or with
+ * top-k: the gradient joins the part's residual, the largest entries go and
+ * the rest stays for the next push of these keys (error feedback). Points f
+ * at kv->enc and sets the header's dtype and nnz. Caller holds mu. */
+static void s_encode_push(ps_kv_t *kv, ps_header_t *h, ps_frame_t *f, ps_range_t part)
+{
+    const float *grad = f->data;
+    const size_t n = ps_range_len(part);
+    if (kv->topk > 0) {
+        float *acc = kv->residual + part.begin;
+        if (kv->velocity) { /* momentum correction: the velocity waits, not the gradient */
+            float *u = kv->velocity + part.begin;
+            for (size_t i = 0; i < n; i++) {
+                u[i] = kv->momentum * u[i] + grad[i];
+                acc[i] += u[i];
+            }
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                acc[i] += grad[i];
+            }
+        }
+        h->dtype = ps_wire_sparse_of(kv->dtype);
+        h->nnz = ps_wire_topk_count(kv->topk, n);
+        f->len = ps_wire_topk_encode(h->dtype, kv->enc, acc, n, h->nnz, kv->scratch);
+    } else {
+        h->dtype = kv->dtype;
+        ps_wire_encode(kv->dtype, kv->enc, grad, n);
+        f->len = ps_wire_payload_len(kv->dtype, n, 0);
+    }
+    f->data = kv->enc;
 }
 
 /* Sends a data request: one message per server holding part of its keys.
@@ -98,8 +140,12 @@ static void s_send_request(ps_kv_t *kv, int idx)
         h.version = kv->versions[i];
         h.generation = kv->generation;
         ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), n * sizeof(float)};
-        int has_payload = type != PS_MSG_PULL;
-        int rc = ps_msg_send(kv->servers[i], NULL, h, &f, has_payload, 0);
+        int has_payload = type != PS_MSG_PULL, flags = 0;
+        if (type == PS_MSG_PUSH && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
+            s_encode_push(kv, &h, &f, part);
+            flags = PS_SEND_COPY; /* enc is reused for the next part */
+        }
+        int rc = ps_msg_send(kv->servers[i], NULL, h, &f, has_payload, flags);
         if (rc != 0) {
             char why[160];
             snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
@@ -466,6 +512,8 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     }
     kv->view = *view;
     kv->ctx = ctx;
+    kv->dtype = ps_wire_dtype(&view->job);
+    kv->topk = view->job.topk;
     kv->generation = view->generation;
     kv->link = *link;
     *link = NULL;
@@ -487,7 +535,32 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     kv->items = calloc(ns + 1, sizeof *kv->items);
     kv->versions = calloc(ns, sizeof *kv->versions);
     int rc = ps_kv_slots_new(ranges, n, &kv->slots);
-    if (kv->efd < 0 || !kv->servers || !kv->peers || !kv->items || !kv->versions || rc != 0) {
+    uint64_t widest = 0;
+    for (int i = 0; i < n; i++) {
+        widest = ps_range_len(ranges[i]) > widest ? ps_range_len(ranges[i]) : widest;
+    }
+    if (kv->topk > 0 && widest > UINT32_MAX) { /* sparse offsets are uint32 */
+        snprintf(err, errlen, "--compress topk needs shards under 2^32 keys: use more servers");
+        ps_kv_destroy(&kv);
+        return PS_EINVAL;
+    }
+    int wire_ok = 1;
+    if (kv->dtype != PS_DTYPE_F32 || kv->topk > 0) {
+        kv->enc = malloc(widest * 8 + 8);
+        wire_ok = kv->enc != NULL;
+    }
+    if (kv->topk > 0) {
+        kv->residual = calloc(view->num_params + 1, sizeof *kv->residual);
+        kv->scratch = malloc((widest + 1) * sizeof *kv->scratch);
+        wire_ok = wire_ok && kv->residual && kv->scratch;
+        if (ps_wire_worker_momentum(&view->job)) {
+            kv->momentum = (float)view->job.momentum;
+            kv->velocity = calloc(view->num_params + 1, sizeof *kv->velocity);
+            wire_ok = wire_ok && kv->velocity;
+        }
+    }
+    if (kv->efd < 0 || !kv->servers || !kv->peers || !kv->items || !kv->versions || rc != 0 ||
+        !wire_ok) {
         snprintf(err, errlen, "out of memory");
         ps_kv_destroy(&kv);
         return PS_ENOMEM;
@@ -549,6 +622,10 @@ void ps_kv_destroy(ps_kv_t **kvp)
     free(kv->peers);
     free(kv->items);
     free(kv->versions);
+    free(kv->enc);
+    free(kv->residual);
+    free(kv->velocity);
+    free(kv->scratch);
     free(kv);
     *kvp = NULL;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "proto/wire.h"
 
 _Static_assert(PS_KV_SLOTS <= 256, "the slot index is 8 bits of the request id");
 
@@ -149,13 +150,16 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
         /* Each server's parts must come in key order, each key once. */
         if (!payload || r.begin != *next || r.end <= r.begin ||
             !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
-            len != ps_range_len(r) * sizeof(float)) {
+            ps_wire_is_sparse(h->dtype) || !ps_wire_value_size(h->dtype) ||
+            len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
             snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",
                      i);
             s_part_done(sl, PS_EPROTO, why, 0);
         } else {
             *next = r.end;
-            memcpy(sl->buf + (r.begin - sl->range.begin), payload, len);
+            /* fp32 is a copy; fp16 / bf16 (--wire) widen to fp32 */
+            ps_wire_decode(h->dtype, sl->buf + (r.begin - sl->range.begin), payload,
+                           ps_range_len(r));
             if (pulled) {
                 *pulled = len;
             }

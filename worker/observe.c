@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/trace.h"
+#include "proto/msg.h"
 
 struct ps_worker_obs {
     ps_metrics_t *reg;
@@ -24,6 +25,7 @@ struct ps_worker_obs {
     /* the reporter's own (one thread at a time: the link's holder) */
     double last_t;
     double last_steps;
+    ps_msg_bytes_metrics_t wire; /* bytes on the wire by type (ps_worker_obs_wire) */
 };
 
 static void s_render(void *arg, ps_text_t *out)
@@ -116,6 +118,7 @@ static void s_report(void *arg, ps_metrics_report_t *r, ps_text_t *text)
     r->epoch = (int)ps_metric_value(o->epochs);
     r->bytes_pushed = (uint64_t)ps_metric_value(o->pushed);
     r->bytes_pulled = (uint64_t)ps_metric_value(o->pulled);
+    ps_msg_bytes_metrics_update(&o->wire);
     ps_metrics_render(o->reg, text);
 }
 
@@ -125,6 +128,11 @@ void ps_worker_obs_attach(ps_worker_obs_t *o, ps_link_t *link, int rank)
     snprintf(tag, sizeof tag, "W%d", rank);
     ps_trace_set_process(tag, ps_link_clock_offset(link));
     ps_link_set_report(link, s_report, o);
+}
+
+void ps_worker_obs_wire(ps_worker_obs_t *o, const ps_ctx_t *ctx)
+{
+    ps_msg_bytes_metrics_init(&o->wire, o->reg, "worker", ctx);
 }
 
 void ps_worker_obs_step(ps_worker_obs_t *o, int64_t steps, int samples, double compute,

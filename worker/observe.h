@@ -27,6 +27,10 @@ void ps_worker_obs_destroy(ps_worker_obs_t **o);
  * the trace is named. link is borrowed and must outlive the reports. */
 void ps_worker_obs_attach(ps_worker_obs_t *o, ps_link_t *link, int rank);
 
+/* Adds the bytes on the wire by message type of ctx (borrowed: it outlives
+ * o's reports) to the metrics, updated at each report. Before attach. */
+void ps_worker_obs_wire(ps_worker_obs_t *o, const ps_ctx_t *ctx);
+
 /* One step done: the steps so far, its samples, its compute and wait
  * seconds, its loss, the payload bytes pushed and pulled so far. */
 void ps_worker_obs_step(ps_worker_obs_t *o, int64_t steps, int samples, double compute,

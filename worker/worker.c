@@ -704,6 +704,7 @@ static int s_start(ps_worker_t *w)
     w->rank = ps_link_rank(w->link);
     ps_link_set_grace(w->link, cfg->scheduler_grace);
     ps_log_set_role("W", w->rank);
+    ps_worker_obs_wire(w->obs, w->ctx);
     ps_worker_obs_attach(w->obs, w->link, w->rank);
     ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;
@@ -796,6 +797,13 @@ static int s_start(ps_worker_t *w)
     return rc;
 }
 
+/* Sends the final report, with the bytes on the wire so far by message type. */
+static int s_finish(ps_worker_t *w)
+{
+    ps_ctx_bytes(w->ctx, w->done.bytes.sent, w->done.bytes.received);
+    return ps_kv_finish(w->kv, &w->done);
+}
+
 int ps_worker_run(const ps_worker_config_t *cfg)
 {
     ps_worker_t w = {.cfg = cfg};
@@ -817,7 +825,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     }
     /* A server replaced after our last step rolls us back to train again
      * (async: nothing rolls back; the DONE is sent again). */
-    while (rc == 0 && (rc = ps_kv_finish(w.kv, &w.done)) == PS_EAGAIN) {
+    while (rc == 0 && (rc = s_finish(&w)) == PS_EAGAIN) {
         int64_t step;
         rc = ps_job_is_stepped(&w.job) ? s_train(&w, 1) : (ps_kv_rollback(w.kv, &step), 0);
     }

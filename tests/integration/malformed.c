@@ -341,6 +341,15 @@ static void s_run_cases(s_client_t *c)
     h.dtype = PS_DTYPE_NONE;
     s_case(c, "push of dtype none", PS_EPROTO, &h, 16);
 
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
+    h.nnz = 2;
+    s_case(c, "push with nnz on a dense payload", PS_EPROTO, &h, 16);
+
+    /* --wire: this job's pushes are fp32; a bf16 one is refused, not misread */
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 8, 16);
+    h.dtype = PS_DTYPE_BF16;
+    s_case(c, "push in bf16 to an fp32 job", PS_ERANGE, &h, 16);
+
     /* Envelopes that ps_msg_recv refuses. */
     h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
     s_case(c, "payload shorter than header", PS_EPROTO, &h, 12);
@@ -427,6 +436,50 @@ static void s_run_cases(s_client_t *c)
     s_send_header(c, &h, pp, sz, 1);
     s_expect(c, "push of an infinity", PS_ENONFINITE, &h, 0);
     c->repeats++; /* same reason as the NaN */
+}
+
+/* Case `name` of a --compress topk job: a sparse fp32 push of [b, b + n)
+ * with nnz entries announced and the offsets idx[0..k) (values 0.5, or NaN
+ * with nan) actually sent. */
+static void s_sparse_case(s_client_t *c, const char *name, int status, uint64_t n,
+                          uint64_t nnz, const uint32_t *idx, int k, int nan)
+{
+    unsigned char payload[64 * 8];
+    for (int j = 0; j < k; j++) {
+        float v = nan && j == 1 ? NAN : 0.5f;
+        memcpy(payload + 4 * (size_t)j, &idx[j], 4);
+        memcpy(payload + 4 * (size_t)k + 4 * (size_t)j, &v, 4);
+    }
+    ps_header_t h = s_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + n);
+    h.dtype = PS_DTYPE_SPARSE_F32;
+    h.nnz = nnz;
+    h.payload_len = (uint64_t)k * 8;
+    const void *data[1] = {payload};
+    size_t len = (size_t)k * 8;
+    s_send_header(c, &h, data, &len, 1);
+    s_expect(c, name, status, &h, 0);
+}
+
+/* The malformed pushes of a --compress topk:R job (--wire fp32): sparse
+ * offsets out of range, unsorted or repeated, counts that do not match the
+ * bytes or exceed the keys, the wrong dtype, a NaN value. */
+static void s_run_sparse_cases(s_client_t *c)
+{
+    const uint32_t ok[3] = {1, 5, 9}, outside[3] = {1, 5, 16}, unsorted[3] = {5, 1, 9},
+                   repeated[3] = {1, 4, 4};
+    s_sparse_case(c, "sparse offset past the range", PS_ERANGE, 16, 3, outside, 3, 0);
+    s_sparse_case(c, "sparse offsets not ascending", PS_ERANGE, 16, 3, unsorted, 3, 0);
+    s_sparse_case(c, "sparse offset repeated", PS_ERANGE, 16, 3, repeated, 3, 0);
+    s_sparse_case(c, "sparse nnz 3 with 2 entries' bytes", PS_ERANGE, 16, 3, ok, 2, 0);
+    s_sparse_case(c, "sparse nnz 20 over 16 keys", PS_ERANGE, 16, 20, ok, 3, 0);
+    s_sparse_case(c, "sparse push with no entries", PS_ERANGE, 16, 0, ok, 0, 0);
+    s_sparse_case(c, "sparse push of a NaN", PS_ENONFINITE, 16, 3, ok, 3, 1);
+    ps_header_t h = s_f32_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + 4, 16);
+    s_case(c, "dense push to a top-k job", PS_ERANGE, &h, 16);
+    h = s_f32_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + 16, 18);
+    h.dtype = PS_DTYPE_SPARSE_BF16;
+    h.nnz = 3;
+    s_case(c, "sparse bf16 push to an fp32 job", PS_ERANGE, &h, 18);
 }
 
 /* Sends n heartbeats to the scheduler and n pulls from an unknown worker to
@@ -943,7 +996,12 @@ int main(int argc, char **argv)
     printf("shard [%llu, %llu) at version %lld\n", (unsigned long long)c.shard.begin,
            (unsigned long long)c.shard.end, (long long)v0);
 
-    s_run_cases(&c);
+    const int sparse = c.view->job.topk > 0; /* --compress topk: the sparse cases */
+    if (sparse) {
+        s_run_sparse_cases(&c);
+    } else {
+        s_run_cases(&c);
+    }
 
     int64_t v1 = s_pull_shard(&c, after, "final pull");
     if (v1 != v0) {
@@ -964,7 +1022,9 @@ int main(int argc, char **argv)
     }
     printf("parameters unchanged after %d malformed messages\ncases=%d\nrepeats=%d\n", c.cases,
            c.cases, c.repeats);
-    s_flood(&c, argv[1], 100000);
+    if (!sparse) {
+        s_flood(&c, argv[1], 100000);
+    }
     free(before);
     free(after);
     ps_sock_destroy(&c.srv);

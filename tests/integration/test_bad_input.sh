@@ -66,6 +66,13 @@ bad "scheduler --checkpoint-every 30s in async" "timed checkpoints need --mode s
 bad "scheduler --checkpoint-every 50 in allreduce" "allreduce has no shards" "$SCHED" \
     --mode allreduce --servers 0 --checkpoint-every 50 --checkpoint-dir "$TMP"
 bad "scheduler --servers 0" "--servers 0" "$SCHED" --servers 0
+bad "scheduler --wire fp8" "--wire fp8: expected fp32, fp16 or bf16" "$SCHED" --wire fp8
+bad "scheduler --compress topk:0" "--compress topk:0: expected none or topk:R" "$SCHED" \
+    --compress topk:0
+bad "launch --wire bf16 with allreduce" "--wire and --compress need servers" "$LAUNCH" \
+    --mode allreduce --workers 2 --wire bf16
+bad "scheduler --compress with allreduce" "--wire and --compress need servers" "$SCHED" \
+    --mode allreduce --servers 0 --workers 2 --compress topk:0.01
 bad "launch --servers 0" "--servers 0" "$LAUNCH" --servers 0
 bad "launch --workers 0" "--workers 0" "$LAUNCH" --workers 0
 bad "scheduler --workers 300" "--workers 300" "$SCHED" --workers 300

@@ -8,7 +8,8 @@
 # absent). No timing is judged here: the bench measures, it does not assert
 # (see README, Benchmarks). `checkpoint` on one short round writes its row
 # with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
-# from the uncompressed copy of the data set it made.
+# from the uncompressed copy of the data set it made. `compress` on a short
+# sweep writes its rows with the bytes each codec saved.
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/bench/shardps-bench
@@ -122,8 +123,20 @@ grep -Eq "^1,1,$n,$n,(-?[0-9]+)?,$n,[0-9.]+,$n,[0-9.]+,[0-9.]+\$" "$TMP/scale/sc
 [ "$(wc -c <"$TMP/scale/data/train-images-idx3-ubyte")" = 47040016 ] ||
     fail "scale: no uncompressed training images in $TMP/scale/data"
 
+# compress: 2 modes x 3 codecs of 20 steps; bf16 saves exactly half of every
+# push and pull (bytes are counted, so this is exact); top-k saves more pushes.
+"$BENCH" compress --max-steps 20 --modes sync,async --codecs fp32,bf16,topk:0.01+bf16 \
+    --out "$TMP/cmp" >"$TMP/cmp.log" 2>&1 || fail "bench compress failed: $(tail -5 "$TMP/cmp.log")"
+header "$TMP/cmp/compress.csv" \
+    "mode,codec,status,final_accuracy,accuracy_vs_fp32_points,push_bytes,push_saved_pct,pull_reply_bytes,pull_saved_pct,total_bytes,total_saved_pct,wall_seconds"
+rows "$TMP/cmp/compress.csv" 6
+grep -Eq '^sync,bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,50.0,[0-9]+,50.0,' "$TMP/cmp/compress.csv" ||
+    fail "compress.csv: bf16 does not save half: $(cat "$TMP/cmp/compress.csv")"
+grep -Eq '^async,topk:0.01\+bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,9[0-9].[0-9],' "$TMP/cmp/compress.csv" ||
+    fail "compress.csv: top-k does not save 90 % of pushes: $(cat "$TMP/cmp/compress.csv")"
+
 # The logs of every job the bench started, for sanitizer reports.
 cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP"/scale/runs/*.log \
-    "$TMP/" 2>/dev/null
+    "$TMP"/cmp/runs/*.log "$TMP/" 2>/dev/null
 check_logs
 echo ok

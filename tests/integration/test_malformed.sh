@@ -42,6 +42,22 @@ for log in server sched; do
     lines=$(wc -l <"$TMP/$log.log")
     [ "$lines" -lt 100 ] || fail "100,000 stranger messages wrote $lines lines to the $log log"
 done
+
+# A --compress topk job: sps-malformed sends the malformed sparse pushes
+# (offsets out of range, unsorted, repeated; counts that do not match), each
+# refused with its reason and the shard bitwise unchanged.
+start_scheduler sched2 --servers 1 --workers 2 --model mlp --mode sync --max-steps 1 \
+    --compress topk:0.01 --wait 120 --peer-timeout 30
+start server2 "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*' --peer-timeout 30
+SERVER_PID=$LAST_PID
+start worker0b "$WORKER" --scheduler "$SCHED_EP" --rank 0 --device cpu --threads 1 \
+    --peer-timeout 30
+"$MALFORMED" "$SCHED_EP" "$P" >"$TMP/malformed2.log" 2>&1 ||
+    fail "sparse cases: sps-malformed exited $?: $(cat "$TMP/malformed2.log")"
+cat "$TMP/malformed2.log"
+kill -0 "$SERVER_PID" 2>/dev/null || fail "the server died: $(tail -5 "$TMP/server2.log")"
+sparse=$(sed -n 's/^cases=//p' "$TMP/malformed2.log")
+[ "${sparse:-0}" -ge 8 ] || fail "only ${sparse:-0} sparse cases ran"
 check_logs
 echo "ok: $cases malformed messages rejected, server alive, parameters unchanged;" \
     "logs after a 100,000-message flood: $(wc -l <"$TMP/server.log") server lines," \

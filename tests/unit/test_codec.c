@@ -299,8 +299,11 @@ START_TEST(header_rejects_non_f32_payload)
     ps_header_t h = s_full_header();
     h.dtype = PS_DTYPE_NONE;
     s_expect_rejected(&h, "dtype none with payload");
-    h.dtype = 2;
-    s_expect_rejected(&h, "dtype 2 with payload");
+    h.dtype = PS_DTYPE_MAX + 1;
+    s_expect_rejected(&h, "unknown dtype with payload");
+    h.dtype = PS_DTYPE_BF16;
+    h.nnz = 3;
+    s_expect_rejected(&h, "nnz on a dense payload");
     h.dtype = 77;
     s_expect_rejected(&h, "dtype 77 with payload");
 }

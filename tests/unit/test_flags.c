@@ -39,7 +39,7 @@ START_TEST(tables_are_well_formed)
     ps_scheduler_flags_t c;
     ps_server_flags_t s;
     ps_worker_flags_t w;
-    ps_flag_t t[32];
+    ps_flag_t t[64];
     ps_scheduler_flags_init(&c);
     s_check_table(t, ps_scheduler_flags_table(&c, t), PS_SCHEDULER_NFLAGS, &c, sizeof c);
     ps_server_flags_init(&s);

@@ -32,6 +32,7 @@ static ps_header_t s_reply(ps_msg_type_t type, int i, uint64_t id, uint64_t b, u
     h.request_id = id;
     h.begin = b;
     h.end = e;
+    h.dtype = PS_DTYPE_F32; /* what ps_msg_send sets on any payload */
     return h;
 }
 
@@ -201,6 +202,40 @@ START_TEST(pull_out_of_order_or_mismatched_fails)
 }
 END_TEST
 
+/* --wire bf16: a pull reply of 2-byte values widens into the fp32 buffer;
+ * one of fp32 size, or a sparse one, does not match and fails the pull. */
+START_TEST(pull_reply_in_bf16_decodes_to_fp32)
+{
+    ps_kv_slots_t *t = s_table();
+    float dst[4] = {0};
+    const ps_kv_slot_t *sl;
+    int a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
+    sl = ps_kv_slots_get(t, a);
+    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
+    h.dtype = PS_DTYPE_BF16;
+    const uint16_t v[4] = {0x3f80, 0xc000, 0x0000, 0x3f00}; /* 1, -2, 0, 0.5 */
+    uint64_t pulled = 0;
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, v, sizeof v, &pulled), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    ck_assert_uint_eq(pulled, sizeof v);
+    ck_assert(dst[0] == 1.0f && dst[1] == -2.0f && dst[2] == 0.0f && dst[3] == 0.5f);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
+    h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
+    h.dtype = PS_DTYPE_BF16;
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, sizeof dst, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
+    h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
+    h.dtype = PS_DTYPE_SPARSE_BF16;
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, v, sizeof v, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 START_TEST(failure_completes_with_its_own_status_and_reason)
 {
     ps_kv_slots_t *t = s_table();
@@ -266,6 +301,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
+    tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);
     tcase_add_test(tc, no_servers_keeps_scheduler_requests);
     suite_add_tcase(s, tc);
     return s;
