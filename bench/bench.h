@@ -146,6 +146,10 @@ double ps_bench_loadavg(void);
  * so far, from /proc/PID/stat; -1 when it cannot be read. */
 double ps_bench_cpu_seconds(pid_t pid);
 
+/* Minor page faults (all threads) process pid (0: this one) has taken so
+ * far, from /proc/PID/stat; -1 when it cannot be read. */
+double ps_bench_minor_faults(pid_t pid);
+
 /* "N cores, CPU model; 1-minute load average L before the run", for notes. */
 void ps_bench_machine(char *buf, size_t cap, double load_before);
 

@@ -41,9 +41,10 @@ static const s_sides_t s_vs_zmq = {
     "comm", "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
     "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
     "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_round,"
-    "zmq_cpu_ms_per_round",
+    "zmq_cpu_ms_per_round,ps_faults_per_round,zmq_faults_per_round",
     "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,ZeroMQ rounds/s,"
-    "ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,shardps CPU ms/round,ZeroMQ CPU ms/round",
+    "ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,shardps CPU ms/round,ZeroMQ CPU ms/round,"
+    "shardps faults/round,ZeroMQ faults/round",
     "shardps", "ZeroMQ"};
 
 static const s_sides_t s_vs_plain = {
@@ -51,9 +52,10 @@ static const s_sides_t s_vs_plain = {
     "### --secure (CurveZMQ) push+pull goodput vs plain (same run, loopback TCP)",
     "payload_bytes,payload,servers,inflight,mode,secure_rounds_per_sec,secure_goodput_gbs,"
     "plain_rounds_per_sec,plain_goodput_gbs,ratio,ratio_min,ratio_max,secure_cpu_ms_per_"
-    "round,plain_cpu_ms_per_round",
+    "round,plain_cpu_ms_per_round,secure_faults_per_round,plain_faults_per_round",
     "bytes,payload,servers,in flight,mode,secure rounds/s,secure GB/s,plain rounds/s,"
-    "plain GB/s,secure/plain,ratio min,ratio max,secure CPU ms/round,plain CPU ms/round",
+    "plain GB/s,secure/plain,ratio min,ratio max,secure CPU ms/round,plain CPU ms/round,"
+    "secure faults/round,plain faults/round",
     "secure", "plain"};
 
 static int s_sweep(const ps_bench_comm_cfg_t *cfg)
@@ -90,24 +92,26 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                     fprintf(stderr,
                             COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
                             done, n, name, S, W, err[0] ? err : ps_strerror(rc));
-                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,,,,,", bytes, name, S, W,
+                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,,,,,,,", bytes, name, S, W,
                                         W == 1 ? "sync" : "async");
                     continue;
                 }
                 double ratio = q->ratio;
                 fprintf(stderr,
                         COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: %s %.3f GB/s, "
-                                  "%s %.3f GB/s, ratio %.2f [%.2f, %.2f] (%.1f s)\n",
+                                  "%s %.3f GB/s, ratio %.2f [%.2f, %.2f], CPU ms/round %.3f vs "
+                                  "%.3f, faults/round %.1f vs %.1f (%.1f s)\n",
                         done, n, name, S, W, sd->ps, s_gbs(q->ps, bytes), sd->base,
-                        s_gbs(q->base, bytes), ratio, q->ratio_lo, q->ratio_hi,
-                        ps_now() - t0);
+                        s_gbs(q->base, bytes), ratio, q->ratio_lo, q->ratio_hi, q->ps_cpu * 1e3,
+                        q->base_cpu * 1e3, q->ps_faults, q->base_faults, ps_now() - t0);
                 ps_bench_table_rowf(
                     t,
                     "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
-                    "%.3f",
+                    "%.3f,%.1f,%.1f",
                     bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
                     s_gbs(q->ps, bytes), q->base, s_gbs(q->base, bytes), ratio, q->ratio_lo,
-                    q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3);
+                    q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3, q->ps_faults,
+                    q->base_faults);
                 if (!cfg->secure && bytes >= (1L << 20) && bytes <= (16L << 20)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
@@ -132,8 +136,8 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
               "B. In flight 1: sync mode; more: async. %d repetitions of >= %.2f s, plain "
               "then secure back to back; rates are medians, the ratio is the median of "
               "the %d back-to-back ratios (min and max beside it). CPU per round: user + "
-              "system seconds of every process of that side (this one included), median. "
-              "Machine: %s."
+              "system seconds of every process of that side (this one included), median; "
+              "faults per round: their minor page faults, median. Machine: %s."
             : "Round: push of the whole payload + pull of it (shardps; split over the "
               "servers by the shard map; servers apply plain SGD) or one echo of the "
               "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
@@ -143,7 +147,8 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
               "is the median of the %d back-to-back ratios (min and max beside it). CPU "
               "per round: user + system seconds of every process of that side (this one "
               "included), median; on a machine whose cores are all busy it bounds the "
-              "rate. Machine: %s.",
+              "rate. Faults per round: their minor page faults (/proc/PID/stat), median; "
+              "in steady state a round should take none. Machine: %s.",
         cfg->reps, cfg->seconds, cfg->reps, machine);
     if (in_target) {
         ps_bench_table_note(

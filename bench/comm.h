@@ -66,6 +66,9 @@ typedef struct {
     double ps_cpu;   /* shardps CPU seconds per round (all its processes): median */
     double base_cpu; /* the baseline's CPU seconds per round (this process + its
                         processes): median */
+    double ps_faults;   /* shardps minor page faults per round (all its processes,
+                           this one included): median */
+    double base_faults; /* the baseline's minor page faults per round: median */
 } ps_bench_comm_result_t;
 
 /*

@@ -559,21 +559,28 @@ static comm_job_t *s_measured(comm_run_t *r)
     return &r->job[r->njobs - 1];
 }
 
-/* CPU seconds used so far by this process and one side's processes: side 1
- * the measured job's scheduler and servers, side 0 the baseline's (the echo
- * processes, or with --secure the plain job's). Only one side works at a
- * time, so this process's share belongs to the side being measured. */
-static double s_side_cpu(comm_run_t *r, int side)
+/* CPU seconds and minor page faults so far of this process and one side's
+ * processes: side 1 the measured job's scheduler and servers, side 0 the
+ * baseline's (the echo processes, or with --secure the plain job's). Only
+ * one side works at a time, so this process's share belongs to the side
+ * being measured. */
+static void s_side_usage(comm_run_t *r, int side, double *cpu, double *faults)
 {
-    double sum = ps_bench_cpu_seconds(0);
     const comm_job_t *j = side ? s_measured(r) : r->njobs == 2 ? &r->job[0] : NULL;
+    pid_t pids[COMM_MAX_SERVERS + 2];
+    int n = 0;
+    pids[n++] = 0;
     if (j) {
-        sum += ps_bench_cpu_seconds(j->sched);
+        pids[n++] = j->sched;
     }
     for (int i = 0; i < r->S; i++) {
-        sum += ps_bench_cpu_seconds(j ? j->servers[i] : r->echo[i]);
+        pids[n++] = j ? j->servers[i] : r->echo[i];
     }
-    return sum;
+    *cpu = *faults = 0;
+    for (int i = 0; i < n; i++) {
+        *cpu += ps_bench_cpu_seconds(pids[i]);
+        *faults += ps_bench_minor_faults(pids[i]);
+    }
 }
 
 /* One side's rounds (side as s_side_cpu's). */
@@ -587,13 +594,13 @@ static int s_side_measure(comm_run_t *r, int side, double seconds, int min_round
                         elapsed);
 }
 
-/* Measures one configuration: rounds per second and CPU per round of both
- * sides, medians. */
+/* Measures one configuration: rounds per second, CPU and minor page faults
+ * per round of both sides, medians. */
 static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
 {
     const ps_bench_comm_cfg_t *cfg = r->cfg;
-    double ps[COMM_MAX_REPS], base[COMM_MAX_REPS], ratio[COMM_MAX_REPS], el;
-    double ps_cpu[COMM_MAX_REPS], base_cpu[COMM_MAX_REPS], c0;
+    double rate[2][COMM_MAX_REPS], cpu[2][COMM_MAX_REPS], flt[2][COMM_MAX_REPS];
+    double ratio[COMM_MAX_REPS], el, c0, f0, c1, f1;
     long rounds;
     /* Warm-up: connections, page faults, the servers' first touch. */
     int rc = s_side_measure(r, 0, 0, r->W + 1, &rounds, &el);
@@ -601,23 +608,23 @@ static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
         rc = s_side_measure(r, 1, 0, r->W + 1, &rounds, &el);
     }
     for (int i = 0; i < cfg->reps && rc == 0; i++) {
-        c0 = s_side_cpu(r, 0);
-        rc = s_side_measure(r, 0, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
-        base[i] = rounds / el;
-        base_cpu[i] = (s_side_cpu(r, 0) - c0) / (double)rounds;
-        if (rc == 0) {
-            c0 = s_side_cpu(r, 1);
-            rc = s_side_measure(r, 1, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
-            ps[i] = rounds / el;
-            ps_cpu[i] = (s_side_cpu(r, 1) - c0) / (double)rounds;
-            ratio[i] = ps[i] / base[i];
+        for (int side = 0; side < 2 && rc == 0; side++) { /* baseline, then shardps */
+            s_side_usage(r, side, &c0, &f0);
+            rc = s_side_measure(r, side, cfg->seconds, COMM_MIN_ROUNDS, &rounds, &el);
+            s_side_usage(r, side, &c1, &f1);
+            rate[side][i] = rounds / el;
+            cpu[side][i] = (c1 - c0) / (double)rounds;
+            flt[side][i] = (f1 - f0) / (double)rounds;
         }
+        ratio[i] = rc == 0 ? rate[1][i] / rate[0][i] : 0;
     }
     if (rc == 0) {
-        res->ps = ps_bench_median(ps, cfg->reps);
-        res->base = ps_bench_median(base, cfg->reps);
-        res->ps_cpu = ps_bench_median(ps_cpu, cfg->reps);
-        res->base_cpu = ps_bench_median(base_cpu, cfg->reps);
+        res->ps = ps_bench_median(rate[1], cfg->reps);
+        res->base = ps_bench_median(rate[0], cfg->reps);
+        res->ps_cpu = ps_bench_median(cpu[1], cfg->reps);
+        res->base_cpu = ps_bench_median(cpu[0], cfg->reps);
+        res->ps_faults = ps_bench_median(flt[1], cfg->reps);
+        res->base_faults = ps_bench_median(flt[0], cfg->reps);
         res->ratio = ps_bench_median(ratio, cfg->reps); /* sorts ratio */
         res->ratio_lo = ratio[0];
         res->ratio_hi = ratio[cfg->reps - 1];

@@ -179,7 +179,9 @@ double ps_bench_loadavg(void)
     return getloadavg(load, 1) == 1 ? load[0] : -1;
 }
 
-double ps_bench_cpu_seconds(pid_t pid)
+/* Reads fields minflt (10), utime (14) and stime (15) of /proc/PID/stat (0:
+ * this process). Returns 0, or -1 when it cannot be read. */
+static int s_proc_stat(pid_t pid, unsigned long long *minflt, unsigned long long *ticks)
 {
     char path[64], *text = NULL;
     snprintf(path, sizeof path, pid ? "/proc/%d/stat" : "/proc/self/stat", (int)pid);
@@ -187,13 +189,29 @@ double ps_bench_cpu_seconds(pid_t pid)
         return -1;
     }
     /* Fields after the command name (which may hold spaces): state is field
-     * 3; utime and stime are fields 14 and 15, in clock ticks. */
-    unsigned long long ut, st;
+     * 3; minflt is field 10, utime and stime (clock ticks) fields 14 and 15. */
+    unsigned long long flt = 0, ut = 0, st = 0;
     const char *p = strrchr(text, ')');
-    int ok = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                         &ut, &st) == 2;
+    int ok = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %llu %*u %*u %*u %llu %llu",
+                         &flt, &ut, &st) == 3;
     free(text);
-    return ok ? (double)(ut + st) / (double)sysconf(_SC_CLK_TCK) : -1;
+    *minflt = flt;
+    *ticks = ut + st;
+    return ok ? 0 : -1;
+}
+
+double ps_bench_cpu_seconds(pid_t pid)
+{
+    unsigned long long flt, ticks;
+    return s_proc_stat(pid, &flt, &ticks) == 0
+               ? (double)ticks / (double)sysconf(_SC_CLK_TCK)
+               : -1;
+}
+
+double ps_bench_minor_faults(pid_t pid)
+{
+    unsigned long long flt, ticks;
+    return s_proc_stat(pid, &flt, &ticks) == 0 ? (double)flt : -1;
 }
 
 void ps_bench_machine(char *buf, size_t cap, double load_before)

@@ -95,22 +95,39 @@ int ps_optim_state_floats(const ps_optim_t *o)
     return 0;
 }
 
-void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *restrict w,
-                   float *restrict state, size_t stride, const float *restrict grad,
-                   float scale, size_t n)
+/*
+ * The update of n parameters read from wi and written to wo, which are
+ * either the same array (in place) or disjoint ones (a copy-on-write of
+ * values still being sent). Always inlined into the two callers below, so
+ * each gets its own loops, vectorised without runtime alias checks: wo == wi
+ * is a dependence of distance 0, and restrict covers the rest. The
+ * arithmetic is the same either way, element for element.
+ */
+static inline __attribute__((always_inline)) void
+s_step(const ps_optim_t *o, float lr, int64_t t, float *wo, const float *wi,
+       float *restrict state, size_t stride, const float *restrict grad, float scale,
+       size_t n)
 {
     const float wd = o->weight_decay, mu = o->momentum;
     switch (o->kind) {
-    case PS_OPT_SGD: {
-        const ps_optim_sgd_t sgd = {.lr = lr, .momentum = mu, .weight_decay = wd};
-        ps_optim_sgd_step(&sgd, w, state, grad, scale, n);
+    case PS_OPT_SGD:
+        if (mu == 0.0f) {
+            for (size_t i = 0; i < n; i++) {
+                wo[i] = wi[i] - lr * (grad[i] * scale + wd * wi[i]);
+            }
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            float g = grad[i] * scale + wd * wi[i];
+            state[i] = mu * state[i] + g;
+            wo[i] = wi[i] - lr * state[i];
+        }
         return;
-    }
     case PS_OPT_NESTEROV:
         for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * scale + wd * w[i];
+            float g = grad[i] * scale + wd * wi[i];
             state[i] = mu * state[i] + g;
-            w[i] -= lr * (g + mu * state[i]);
+            wo[i] = wi[i] - lr * (g + mu * state[i]);
         }
         return;
     case PS_OPT_ADAM: {
@@ -119,19 +136,33 @@ void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *restrict w,
         const float c1 = 1.0f / (float)(1.0 - pow(b1, (double)t));
         const float c2 = 1.0f / (float)(1.0 - pow(b2, (double)t));
         for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * scale + wd * w[i];
+            float g = grad[i] * scale + wd * wi[i];
             m[i] = b1 * m[i] + (1.0f - b1) * g;
             v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-            w[i] -= lr * (m[i] * c1) / (sqrtf(v[i] * c2) + eps);
+            wo[i] = wi[i] - lr * (m[i] * c1) / (sqrtf(v[i] * c2) + eps);
         }
         return;
     }
     case PS_OPT_ADAGRAD:
         for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * scale + wd * w[i];
+            float g = grad[i] * scale + wd * wi[i];
             state[i] += g * g;
-            w[i] -= lr * g / (sqrtf(state[i]) + o->eps);
+            wo[i] = wi[i] - lr * g / (sqrtf(state[i]) + o->eps);
         }
         return;
     }
+}
+
+void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *restrict w,
+                   float *restrict state, size_t stride, const float *restrict grad,
+                   float scale, size_t n)
+{
+    s_step(o, lr, t, w, w, state, stride, grad, scale, n);
+}
+
+void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t, float *restrict wo,
+                        const float *restrict wi, float *restrict state, size_t stride,
+                        const float *restrict grad, float scale, size_t n)
+{
+    s_step(o, lr, t, wo, wi, state, stride, grad, scale, n);
 }

@@ -78,6 +78,14 @@ int ps_optim_state_floats(const ps_optim_t *o);
 void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *w, float *state,
                    size_t stride, const float *grad, float scale, size_t n);
 
+/* As ps_optim_step(), reading the parameters from wi and writing them to wo
+ * (n floats each, disjoint): bitwise the values ps_optim_step() leaves in
+ * wi. One pass, so an update that must not touch values still being sent
+ * costs no copy. Thread-safe on disjoint ranges. */
+void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t, float *wo,
+                        const float *wi, float *state, size_t stride, const float *grad,
+                        float scale, size_t n);
+
 /*
  * The learning rate at global step t (0-based) of a job with steps_per_epoch
  * and total_steps, per job->schedule:

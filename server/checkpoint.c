@@ -53,8 +53,20 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
     const int64_t n = (int64_t)ps_range_len(r);
     const char *names[S_MAX_STATE];
     s_state_names(info->job, names);
+    /* Values some of which moved to spares while replies held them are
+     * gathered into one array for the file (server/store.h). */
+    float *gathered = NULL;
+    const float *params = ps_store_flat(store);
+    if (!params && (gathered = malloc((size_t)n * sizeof(float)))) {
+        ps_store_read(store, r, gathered);
+        params = gathered;
+    }
+    if (!params) {
+        snprintf(why, cap, "out of memory");
+        return PS_ENOMEM;
+    }
     ps_safetensors_tensor_t t[1 + S_MAX_STATE] = {
-        {.name = "params", .ndim = 1, .shape = {n}, .data = ps_store_values(store, r.begin)}};
+        {.name = "params", .ndim = 1, .shape = {n}, .data = params}};
     int nt = 1;
     for (int i = 0; i < ps_store_state_arrays(store) && i < S_MAX_STATE; i++, nt++) {
         t[nt] = (ps_safetensors_tensor_t){.name = names[i], .ndim = 1, .shape = {n},
@@ -64,6 +76,7 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
     char seed[24], mode[32];
     char *steps = malloc((size_t)info->workers * 24 + 1);
     if (!steps) {
+        free(gathered);
         snprintf(why, cap, "out of memory");
         return PS_ENOMEM;
     }
@@ -94,6 +107,7 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
     int rc = ps_safetensors_write(path, t, nt, meta, (int)(sizeof meta / sizeof meta[0] / 2),
                                   why, cap);
     free(steps);
+    free(gathered);
     if (rc != 0) {
         return rc;
     }

@@ -139,15 +139,18 @@ static const void *s_asker(const ps_consistency_t *c, int i)
 }
 
 /* Sends every key of range to asker, in parts of at most
- * PS_CONSISTENCY_REPLY_KEYS keys. */
+ * PS_CONSISTENCY_REPLY_KEYS keys cut at the store's chunks (a part is sent
+ * from its chunk's values, server/store.h). */
 static void s_answer(ps_consistency_t *c, const void *asker, ps_range_t range)
 {
     c->stats.pulls++;
-    for (uint64_t b = range.begin; b < range.end; b += PS_CONSISTENCY_REPLY_KEYS) {
-        ps_range_t part = {b, b + PS_CONSISTENCY_REPLY_KEYS < range.end
-                                  ? b + PS_CONSISTENCY_REPLY_KEYS
-                                  : range.end};
+    for (uint64_t b = range.begin; b < range.end;) {
+        uint64_t e = c->shard.begin +
+                     ((b - c->shard.begin) / PS_CONSISTENCY_REPLY_KEYS + 1) *
+                         PS_CONSISTENCY_REPLY_KEYS;
+        ps_range_t part = {b, e < range.end ? e : range.end};
         s_send(c, asker, part);
+        b = part.end;
     }
 }
 

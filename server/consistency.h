@@ -51,7 +51,7 @@ enum { PS_CONSISTENCY_MAX_PARTS = 64 };
  * waiting workers. Each message costs wake-ups on both sides: on 2 cores a
  * 1 MiB pull in one message ran 2,100-2,400 rounds/s against 1,700-1,900 in
  * four. */
-enum { PS_CONSISTENCY_REPLY_KEYS = 1 << 18 };
+enum { PS_CONSISTENCY_REPLY_KEYS = PS_STORE_CHUNK_KEYS }; /* a part is within a chunk */
 
 /* What comes out, called back on the caller's thread inside the calls below. */
 typedef struct {

@@ -39,6 +39,7 @@ struct ps_reply_pool {
     int *held;          /* per peer: buffers it holds, shared and extra */
     int npeers;
     int per_peer;       /* most buffers one peer may hold */
+    int holds;          /* replies out from held values, all peers (ps_reply_pool_hold) */
 };
 
 int ps_reply_pool_new(ps_reply_pool_t **out, uint64_t n, uint64_t buf_keys, int peers)
@@ -137,5 +138,34 @@ void ps_reply_pool_give(void *data, void *hint)
         p->held[*(int *)raw]--;
         free(raw);
     }
+    pthread_mutex_unlock(&p->mu);
+}
+
+int ps_reply_pool_hold_cap(const ps_reply_pool_t *p)
+{
+    return p->nbufs;
+}
+
+int ps_reply_pool_hold(ps_reply_pool_t *p, int peer)
+{
+    if (peer < 0 || peer >= p->npeers) {
+        return PS_ENOMEM;
+    }
+    int rc = PS_ENOMEM;
+    pthread_mutex_lock(&p->mu);
+    if (p->held[peer] < p->per_peer && p->holds < p->nbufs) {
+        p->held[peer]++;
+        p->holds++;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void ps_reply_pool_unhold(ps_reply_pool_t *p, int peer)
+{
+    pthread_mutex_lock(&p->mu);
+    p->held[peer]--;
+    p->holds--;
     pthread_mutex_unlock(&p->mu);
 }

@@ -13,7 +13,10 @@
  * share (as many as the shared ones: 4 copies of the shard up to 64 MiB, at
  * least 4 buffers) it gets no more until some come back; the caller makes
  * its replies wait (server.c), so a peer that does not read cannot make us
- * copy without end. Knows nothing of sockets or consistency.
+ * copy without end. Replies sent from values held in place (server/store.h,
+ * no copy) count against the same share, and against one cap for all peers
+ * (so the holder keeps enough spare buffers for its updates). Knows nothing
+ * of sockets or consistency.
  */
 #ifndef PS_SERVER_REPLY_POOL_H
 #define PS_SERVER_REPLY_POOL_H
@@ -44,8 +47,23 @@ void ps_reply_pool_destroy(ps_reply_pool_t **p);
  * memory is out. Caller owns it until ps_reply_pool_give(). Thread-safe. */
 float *ps_reply_pool_take(ps_reply_pool_t *p, int peer);
 
-/* Buffers peer holds now (sent, not yet given back). Thread-safe. */
+/* Buffers peer holds now (sent, not yet given back), and replies sent from
+ * held values (ps_reply_pool_hold). Thread-safe. */
 int ps_reply_pool_held(ps_reply_pool_t *p, int peer);
+
+/* Most replies sent from held values that may be out at once, all peers
+ * together (as many as the shared buffers): the caller keeps that many
+ * spare buffers beside its values so that an update always finds one. */
+int ps_reply_pool_hold_cap(const ps_reply_pool_t *p);
+
+/* Counts one reply to peer sent from held values (no buffer of the pool)
+ * against peer's share and the pool's hold cap. Returns 0, or PS_ENOMEM when
+ * peer holds its share or the cap is reached (the reply must wait), or peer
+ * is out of range. Thread-safe. */
+int ps_reply_pool_hold(ps_reply_pool_t *p, int peer);
+
+/* That reply's bytes left: peer holds one less. Thread-safe. */
+void ps_reply_pool_unhold(ps_reply_pool_t *p, int peer);
 
 /* Gives buffer data (from ps_reply_pool_take(hint)) back. The shape of a
  * send's release callback (ps_msg_release_fn); thread-safe. */

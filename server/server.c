@@ -56,6 +56,14 @@ typedef struct {
     int head, n;
 } ps_defer_ring_t;
 
+/* What the release of a reply sent from held values needs (s_on_sent's
+ * hint): the server, and the worker it went to. */
+typedef struct ps_server ps_server_t;
+typedef struct {
+    ps_server_t *s;
+    int worker;
+} ps_sent_t;
+
 /* Room above the shard's bytes in the largest frame a worker may send (the
  * header frame is under PS_HEADER_MAX). */
 #define PS_SERVER_FRAME_HEADROOM (64 << 10)
@@ -66,7 +74,7 @@ typedef struct {
 #define PS_SERVER_QUEUE_MIN 1000
 #define PS_SERVER_REQUESTS_IN_FLIGHT 64
 
-typedef struct {
+struct ps_server {
     const ps_server_config_t *cfg;
     ps_ctx_t *ctx;
     ps_sock_t *router;
@@ -77,7 +85,7 @@ typedef struct {
     ps_range_t shard;     /* our keys */
     ps_store_t *store;    /* parameters, optimizer state */
     ps_consistency_t *cons; /* when to apply and answer */
-    ps_reply_pool_t *pool; /* copies of replies (not sync) */
+    ps_reply_pool_t *pool; /* each worker's share of replies out (not sync) */
     ps_defer_ring_t *deferred; /* per worker: reply parts waiting for its buffers */
     int defer_cap;        /* parts one worker may have waiting: its requests in flight */
     int ndeferred;        /* parts waiting, all workers */
@@ -102,7 +110,8 @@ typedef struct {
     int64_t checkpoint_at; /* a checkpoint step agreed with the scheduler (timed), or -1 */
     uint32_t reply_dtype; /* --wire: the dtype of pull replies */
     uint32_t push_dtype;  /* what a push must carry: the wire dtype, sparse with top-k */
-} ps_server_t;
+    ps_sent_t *sent;      /* per worker: the hint of its replies' release */
+};
 
 /* How many messages a pull of the whole shard is answered in. */
 static uint64_t s_reply_parts(const ps_server_t *s)
@@ -145,26 +154,65 @@ static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
     ps_msg_send(s->router, &a->route, h, NULL, 0, 0);
 }
 
-/* Sends a copy of values (a pull reply part) in a buffer of the asker's
- * share. Returns 0, or PS_ENOMEM when its share is out (nothing sent). */
-static int s_send_copy(ps_server_t *s, const ps_asker_t *a, ps_header_t h, const float *values)
+/* The release of a reply sent from held values outside sync: the values,
+ * and the worker's share. From ZeroMQ's I/O thread (ps_msg_release_fn). */
+static void s_on_sent(void *data, void *hint)
+{
+    const ps_sent_t *t = hint;
+    ps_store_release(data, t->s->store);
+    ps_reply_pool_unhold(t->s->pool, t->worker);
+}
+
+/* --wire fp16 / bf16: sends keys [h.begin, h.end) (within one chunk of the
+ * store) encoded into a buffer of the asker's share; the encoding is the
+ * copy, once per reply. Returns 0, or PS_ENOMEM when its share is out
+ * (nothing sent). */
+static int s_send_encoded(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 {
     const uint64_t n = h.end - h.begin;
     ps_frame_t f = {NULL, ps_wire_payload_len(s->reply_dtype, n, 0)};
-    float *copy = n <= PS_CONSISTENCY_REPLY_KEYS ? ps_reply_pool_take(s->pool, a->worker) : NULL;
+    float *copy = n <= PS_STORE_CHUNK_KEYS ? ps_reply_pool_take(s->pool, a->worker) : NULL;
     if (!copy) {
         return PS_ENOMEM;
     }
-    /* --wire fp16 / bf16: encoded once per reply (under async each reply
-     * has its own values, so the cost is per pull) */
     h.dtype = s->reply_dtype;
-    ps_wire_encode(s->reply_dtype, copy, values, n);
+    ps_wire_encode(s->reply_dtype, copy, ps_store_values(s->store, h.begin), n);
     f.data = copy;
     int rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
     }
     return 0;
+}
+
+/* Sends keys [h.begin, h.end) (within one chunk of the store) to a, from the
+ * store's values themselves, held until ZeroMQ has sent them: an update
+ * meanwhile writes a new version beside them (server/store.h), so the reply
+ * needs no copy in any mode. Outside sync it counts against a's share
+ * (server/reply_pool.h); in sync a worker pulls once per step. Returns 0,
+ * or PS_ENOMEM when the share is out (nothing sent). */
+static int s_send_held(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+{
+    const int counted = s->view->job.mode != PS_MODE_SYNC;
+    if (counted && ps_reply_pool_hold(s->pool, a->worker) != 0) {
+        return PS_ENOMEM;
+    }
+    const ps_range_t part = {h.begin, h.end};
+    ps_frame_t f = {ps_store_hold(s->store, part), ps_range_len(part) * sizeof(float)};
+    int rc = counted ? ps_msg_send_zc(s->router, &a->route, h, &f, 1, s_on_sent,
+                                      &s->sent[a->worker])
+                     : ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_store_release,
+                                      s->store);
+    if (rc != 0) {
+        ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
+    }
+    return 0;
+}
+
+/* One part of a pull reply, as the job's --wire says. */
+static int s_send_part(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+{
+    return s->reply_dtype == PS_DTYPE_F32 ? s_send_held(s, a, h) : s_send_encoded(s, a, h);
 }
 
 /* A reply part whose worker has its share of buffers out waits, behind its
@@ -198,7 +246,7 @@ static int s_send_deferred(ps_server_t *s)
             h.begin = p->range.begin;
             h.end = p->range.end;
             h.version = ps_consistency_version(s->cons);
-            if (s_send_copy(s, &p->asker, h, ps_store_values(s->store, h.begin)) != 0) {
+            if (s_send_part(s, &p->asker, h) != 0) {
                 break;
             }
             d->head = (d->head + 1) % s->defer_cap;
@@ -219,26 +267,21 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     h.begin = r.begin;
     h.end = r.end;
     h.version = version;
-    ps_frame_t f = {values, values ? ps_range_len(r) * sizeof(float) : 0};
     const double t0 = ps_trace_enabled() ? ps_now() : 0;
     ps_server_obs_reply(s->obs, a->worker,
                         values ? ps_wire_payload_len(s->reply_dtype, ps_range_len(r), 0) : 0);
-    /* sync: values cannot change before the asker pushes again, which it does
-     * only after receiving them, so they go zero-copy. Every other mode can
-     * apply a step while the reply is queued (async, ssp: the asker already
-     * pushed it; sync:k/n: without the asker), so copy, into a buffer of the
-     * asker's share, or wait for one. So does --wire fp16 / bf16: the copy
-     * is the encoding. */
-    if (values && (s->view->job.mode != PS_MODE_SYNC || s->reply_dtype != PS_DTYPE_F32)) {
-        if (s->deferred[a->worker].n > 0 || s_send_copy(s, a, h, values) != 0) {
+    /* A pull's part goes from the store's values, held (s_send_held), or
+     * encoded (--wire fp16 / bf16); past its worker's share it waits, and
+     * once one part waits the later ones queue behind it (key order). */
+    if (values) {
+        if (s->deferred[a->worker].n > 0 || s_send_part(s, a, h) != 0) {
             s_defer(s, a, h);
         }
-        ps_trace_span(PS_TRACE_REPLY, a->step, t0, t0 ? ps_now() : 0, a->worker);
-        return;
-    }
-    int rc = ps_msg_send(s->router, &a->route, h, &f, values ? 1 : 0, 0);
-    if (rc != 0) {
-        ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
+    } else {
+        int rc = ps_msg_send(s->router, &a->route, h, NULL, 0, 0);
+        if (rc != 0) {
+            ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
+        }
     }
     ps_trace_span(PS_TRACE_REPLY, a->step, t0, t0 ? ps_now() : 0, a->worker);
 }
@@ -830,6 +873,14 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS, s->workers);
+    /* A spare per chunk and per reply that may be out: an update of values
+     * replies still hold always finds a buffer (server/store.h). */
+    rc = rc ? rc
+            : ps_store_reserve(s->store, (int)s_reply_parts(s) + ps_reply_pool_hold_cap(s->pool));
+    s->sent = calloc((size_t)s->workers, sizeof *s->sent);
+    for (int w = 0; s->sent && w < s->workers; w++) {
+        s->sent[w] = (ps_sent_t){s, w};
+    }
     s->defer_cap = (int)(PS_SERVER_REQUESTS_IN_FLIGHT * s_reply_parts(s));
     s->deferred = calloc((size_t)s->workers, sizeof *s->deferred);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
@@ -840,7 +891,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     s->nheld = s->decoded ? nheld : 0;
     s->reply_dtype = ps_wire_dtype(&v->job);
     s->push_dtype = v->job.topk > 0 ? ps_wire_sparse_of(s->reply_dtype) : s->reply_dtype;
-    if (rc || !s->held || !s->held_free || !s->deferred || !s->decoded) {
+    if (rc || !s->held || !s->held_free || !s->deferred || !s->decoded || !s->sent) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
                  (unsigned long long)n);
         return PS_ENOMEM;
@@ -1020,6 +1071,7 @@ fail:
     free(s.decoded);
     free(s.held);
     free(s.held_free);
+    free(s.sent);
     for (int w = 0; s.deferred && w < s.workers; w++) {
         free(s.deferred[w].q);
     }

@@ -1,9 +1,12 @@
 /*
- * server/store.c - the shard's flat buffers: parameters, optimizer state (its
- * arrays n floats apart), and until initialised a bitmap of the keys set.
+ * server/store.c - the shard's buffers: parameters (chunk by chunk, each in
+ * its home in one flat array or in a spare while replies hold an older
+ * version), optimizer state (its arrays n floats apart, always in place),
+ * and until initialised a bitmap of the keys set.
  */
 #include "server/store.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +14,62 @@
 #include "common/log.h"
 #include "kernels/optim.h"
 
+/* A buffer of one chunk's values: its home in w, or a spare. state counts
+ * the replies holding it, plus PS_STORE_CURRENT while it holds its chunk's
+ * current values; 0 = free. Only the store's thread sets CURRENT or adds a
+ * hold (on a current buffer), so a free buffer stays free until it takes it;
+ * a release (any thread) only subtracts. */
+typedef struct {
+    float *data;
+    atomic_uint state;
+} ps_store_buf_t;
+
+#define PS_STORE_CURRENT (1u << 31)
+
 struct ps_store {
     ps_range_t shard;  /* our keys */
     uint64_t n;        /* keys in the shard */
-    float *w;          /* parameters, n */
+    float *w;          /* every chunk's home: n floats */
+    float *spare_mem;  /* nspares buffers of chunk_keys floats */
+    uint64_t chunk_keys; /* min(PS_STORE_CHUNK_KEYS, n): floats per spare */
+    uint64_t nchunks;
+    int nspares;
+    ps_store_buf_t *bufs; /* nchunks homes, then nspares spares */
+    ps_store_buf_t **cur; /* nchunks: the buffer holding each chunk's values */
     float *state;      /* optimizer state: state_floats arrays of n */
     ps_optim_t opt;
     uint64_t *init_bits; /* bit k: key shard.begin+k initialised; NULL once all are */
     uint64_t init_left;  /* keys not initialised yet */
 };
+
+/* (Re)builds the buffer table for the homes and n spares; every chunk at home. */
+static int s_tables(ps_store_t *s, int nspares, float *spare_mem)
+{
+    ps_store_buf_t *bufs = calloc(s->nchunks + (size_t)nspares, sizeof *bufs);
+    ps_store_buf_t **cur = calloc(s->nchunks ? s->nchunks : 1, sizeof *cur);
+    if (!bufs || !cur) {
+        free(bufs);
+        free(cur);
+        return PS_ENOMEM;
+    }
+    for (uint64_t c = 0; c < s->nchunks; c++) {
+        bufs[c].data = s->w + c * PS_STORE_CHUNK_KEYS;
+        atomic_init(&bufs[c].state, PS_STORE_CURRENT);
+        cur[c] = &bufs[c];
+    }
+    for (int i = 0; i < nspares; i++) {
+        bufs[s->nchunks + (size_t)i].data = spare_mem + (size_t)i * s->chunk_keys;
+        atomic_init(&bufs[s->nchunks + (size_t)i].state, 0);
+    }
+    free(s->bufs);
+    free(s->cur);
+    free(s->spare_mem);
+    s->bufs = bufs;
+    s->cur = cur;
+    s->spare_mem = spare_mem;
+    s->nspares = nspares;
+    return 0;
+}
 
 int ps_store_new(ps_store_t **out, ps_range_t shard, const ps_job_t *job)
 {
@@ -35,11 +85,13 @@ int ps_store_new(ps_store_t **out, ps_range_t shard, const ps_job_t *job)
         return PS_EINVAL;
     }
     size_t n = s->n ? s->n : 1;
+    s->chunk_keys = s->n < PS_STORE_CHUNK_KEYS ? s->n : PS_STORE_CHUNK_KEYS;
+    s->nchunks = (s->n + PS_STORE_CHUNK_KEYS - 1) / PS_STORE_CHUNK_KEYS;
     s->w = calloc(n, sizeof(float));
     s->state = calloc(n * (size_t)(ps_optim_state_floats(&s->opt) + 1), sizeof(float));
     s->init_left = s->n;
     s->init_bits = s->n ? calloc((s->n + 63) / 64, sizeof *s->init_bits) : NULL;
-    if (!s->w || !s->state || (s->n && !s->init_bits)) {
+    if (!s->w || !s->state || (s->n && !s->init_bits) || s_tables(s, 0, NULL) != 0) {
         ps_store_destroy(&s);
         return PS_ENOMEM;
     }
@@ -54,6 +106,9 @@ void ps_store_destroy(ps_store_t **sp)
         return;
     }
     free(s->w);
+    free(s->spare_mem);
+    free(s->bufs);
+    free(s->cur);
     free(s->state);
     free(s->init_bits);
     free(s);
@@ -63,6 +118,33 @@ void ps_store_destroy(ps_store_t **sp)
 ps_range_t ps_store_shard(const ps_store_t *s)
 {
     return s->shard;
+}
+
+/* The chunk of shard-relative key k, and k's place in its buffer. */
+static uint64_t s_chunk(uint64_t k)
+{
+    return k / PS_STORE_CHUNK_KEYS;
+}
+
+static float *s_at(const ps_store_t *s, uint64_t k)
+{
+    return s->cur[s_chunk(k)]->data + k % PS_STORE_CHUNK_KEYS;
+}
+
+/* Copies len values between src and the store's keys from shard-relative
+ * off (to_store) or the other way, chunk by chunk. */
+static void s_copy(const ps_store_t *s, uint64_t off, float *ext, uint64_t len, int to_store)
+{
+    for (uint64_t k = off; k < off + len;) {
+        uint64_t end = (s_chunk(k) + 1) * PS_STORE_CHUNK_KEYS;
+        uint64_t m = (end < off + len ? end : off + len) - k;
+        if (to_store) {
+            memcpy(s_at(s, k), ext + (k - off), m * sizeof(float));
+        } else {
+            memcpy(ext + (k - off), s_at(s, k), m * sizeof(float));
+        }
+        k += m;
+    }
 }
 
 static int s_bit(const uint64_t *bits, uint64_t k)
@@ -87,7 +169,7 @@ int ps_store_init(ps_store_t *s, ps_range_t r, const void *values)
     for (uint64_t k = off; k < off + len; k++) {
         s->init_bits[k / 64] |= (uint64_t)1 << (k % 64);
     }
-    memcpy(s->w + off, values, len * sizeof(float));
+    s_copy(s, off, (float *)values, len, 1); /* memcpy: any alignment */
     s->init_left -= len;
     if (s->init_left) {
         return 0;
@@ -122,7 +204,72 @@ int ps_store_initialized(const ps_store_t *s)
 
 const float *ps_store_values(const ps_store_t *s, uint64_t key)
 {
-    return s->w + (key - s->shard.begin);
+    return s_at(s, key - s->shard.begin);
+}
+
+void ps_store_read(const ps_store_t *s, ps_range_t r, float *dst)
+{
+    s_copy(s, r.begin - s->shard.begin, dst, ps_range_len(r), 0);
+}
+
+const float *ps_store_flat(const ps_store_t *s)
+{
+    for (uint64_t c = 0; c < s->nchunks; c++) {
+        if (s->cur[c] != &s->bufs[c]) {
+            return NULL;
+        }
+    }
+    return s->w;
+}
+
+int ps_store_reserve(ps_store_t *s, int n)
+{
+    float *mem = n > 0 ? malloc((size_t)n * s->chunk_keys * sizeof(float)) : NULL;
+    if (n > 0 && !mem) {
+        return PS_ENOMEM;
+    }
+    if (s_tables(s, n, mem) != 0) {
+        free(mem);
+        return PS_ENOMEM;
+    }
+    return 0;
+}
+
+const float *ps_store_hold(ps_store_t *s, ps_range_t part)
+{
+    const uint64_t k = part.begin - s->shard.begin;
+    atomic_fetch_add(&s->cur[s_chunk(k)]->state, 1);
+    return s_at(s, k);
+}
+
+void ps_store_release(void *data, void *hint)
+{
+    ps_store_t *s = hint;
+    const float *p = data;
+    ps_store_buf_t *b;
+    if (p >= s->w && p < s->w + s->n) {
+        b = &s->bufs[(uint64_t)(p - s->w) / PS_STORE_CHUNK_KEYS];
+    } else {
+        b = &s->bufs[s->nchunks + (uint64_t)(p - s->spare_mem) / s->chunk_keys];
+    }
+    atomic_fetch_sub(&b->state, 1);
+}
+
+/* A free buffer for chunk c's next values: its home when no reply holds it,
+ * else the first free spare (the first ones, so the same few stay warm and
+ * the others are never touched); NULL when none is. */
+static ps_store_buf_t *s_free_buffer(ps_store_t *s, uint64_t c)
+{
+    if (atomic_load(&s->bufs[c].state) == 0) {
+        return &s->bufs[c];
+    }
+    for (int i = 0; i < s->nspares; i++) {
+        ps_store_buf_t *b = &s->bufs[s->nchunks + (size_t)i];
+        if (atomic_load(&b->state) == 0) {
+            return b;
+        }
+    }
+    return NULL;
 }
 
 int ps_store_state_arrays(const ps_store_t *s)
@@ -135,10 +282,34 @@ float *ps_store_state(ps_store_t *s, int i)
     return s->state + (size_t)i * s->n;
 }
 
+/*
+ * Chunk by chunk: in place when no reply holds the chunk; otherwise the
+ * optimizer reads the held values and writes the new ones into a free
+ * buffer (the rest of the chunk copied over when the update covers only
+ * part of it), which becomes the chunk's values; the held buffer is free
+ * once its last reply lets it go.
+ */
 void ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, float scale,
                    int64_t t)
 {
-    const uint64_t off = r.begin - s->shard.begin;
-    ps_optim_step(&s->opt, lr, t, s->w + off, s->state + off, s->n, grad, scale,
-                  ps_range_len(r));
+    const uint64_t off = r.begin - s->shard.begin, end = off + ps_range_len(r);
+    for (uint64_t k = off; k < end;) {
+        const uint64_t c = s_chunk(k), cb = c * PS_STORE_CHUNK_KEYS;
+        const uint64_t ce = cb + PS_STORE_CHUNK_KEYS < s->n ? cb + PS_STORE_CHUNK_KEYS : s->n;
+        const uint64_t e = end < ce ? end : ce;
+        ps_store_buf_t *b = s->cur[c], *nb = NULL;
+        if (atomic_load(&b->state) != PS_STORE_CURRENT && (nb = s_free_buffer(s, c))) {
+            memcpy(nb->data, b->data, (k - cb) * sizeof(float));
+            memcpy(nb->data + (e - cb), b->data + (e - cb), (ce - e) * sizeof(float));
+            ps_optim_step_from(&s->opt, lr, t, nb->data + (k - cb), b->data + (k - cb),
+                               s->state + k, s->n, grad + (k - off), scale, e - k);
+            atomic_store(&nb->state, PS_STORE_CURRENT);
+            s->cur[c] = nb;
+            atomic_fetch_sub(&b->state, PS_STORE_CURRENT);
+        } else {
+            ps_optim_step(&s->opt, lr, t, b->data + (k - cb), s->state + k, s->n,
+                          grad + (k - off), scale, e - k);
+        }
+        k = e;
+    }
 }

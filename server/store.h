@@ -4,8 +4,20 @@
  *
  * Plain memory and arithmetic: no sockets, no consistency rules (which step
  * applies when is server/consistency.h's), no clock. Keys are global; the
- * shard is [begin, end) of the flat parameter vector. Not thread-safe: one
- * thread makes every call.
+ * shard is [begin, end) of the flat parameter vector, its values kept in
+ * chunks of PS_STORE_CHUNK_KEYS keys.
+ *
+ * Replies are sent from the values themselves, without a copy: a reply holds
+ * its chunk's values (ps_store_hold) until the transport has sent them
+ * (ps_store_release). An update of a chunk that replies still hold is
+ * written, in the same pass as the optimizer's, into a spare buffer
+ * (ps_store_reserve), which becomes the chunk's values; the held version
+ * stays unchanged until its last reply lets it go (copy on write). So a
+ * version is read by as many replies as want it, and an update costs what
+ * it costs in place.
+ *
+ * Not thread-safe: one thread makes every call, but ps_store_release (any
+ * thread, e.g. the transport's I/O thread).
  */
 #ifndef PS_SERVER_STORE_H
 #define PS_SERVER_STORE_H
@@ -20,6 +32,9 @@ extern "C" {
 #endif
 
 typedef struct ps_store ps_store_t;
+
+/* Keys per chunk: a reply part never crosses a chunk (2^18 keys, 1 MiB). */
+enum { PS_STORE_CHUNK_KEYS = 1 << 18 };
 
 /*
  * A store for the keys of shard, parameters zero until initialised, with the
@@ -53,9 +68,41 @@ int ps_store_reset(ps_store_t *s);
 /* Non-zero once every key is initialised (at once for an empty shard). */
 int ps_store_initialized(const ps_store_t *s);
 
-/* The values of key `key` of the shard and the ones after it, to the
- * shard's end. Borrowed; valid until the next update or ps_store_destroy(). */
+/* The values of key `key` of the shard and the ones after it, to the end
+ * of its chunk (PS_STORE_CHUNK_KEYS). Borrowed; valid until the next update
+ * or ps_store_destroy(). */
 const float *ps_store_values(const ps_store_t *s, uint64_t key);
+
+/* Copies the values of keys r (inside the shard) into dst, whichever
+ * buffers hold them. */
+void ps_store_read(const ps_store_t *s, ps_range_t r, float *dst);
+
+/* The values of the whole shard as one array when every chunk is in its
+ * home (no update went to a spare), else NULL (use ps_store_read). Borrowed;
+ * valid until the next update. */
+const float *ps_store_flat(const ps_store_t *s);
+
+/*
+ * Allocates n spare chunk buffers (untouched: they cost memory only once an
+ * update writes into one) for updates of chunks held by replies. With the
+ * number of chunks plus the most holds the caller allows at once, an update
+ * always finds one. Call once, before any hold. Returns 0 or PS_ENOMEM.
+ */
+int ps_store_reserve(ps_store_t *s, int n);
+
+/*
+ * The values of keys `part` (inside one chunk), held unchanged until
+ * ps_store_release() of the pointer returned: an update of the chunk
+ * meanwhile goes to a spare (ps_store_reserve); with no spare free it goes in
+ * place (the caller then knows by its protocol that nobody reads them:
+ * sync). Borrowed until that release.
+ */
+const float *ps_store_hold(ps_store_t *s, ps_range_t part);
+
+/* Lets values from ps_store_hold() go (data: the pointer it returned). Any
+ * thread; the shape of a send's release callback (ps_msg_release_fn, hint:
+ * the store). */
+void ps_store_release(void *data, void *hint);
 
 /* Arrays of optimizer state (0, 1 or 2), and array i of them: n floats, key
  * shard.begin first. Borrowed; valid until ps_store_destroy(). Writable for

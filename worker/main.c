@@ -1,6 +1,7 @@
 /* worker/main.c - shardps-worker: flags in, train one job, exit status out. */
 #include <stdio.h>
 
+#include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "kernels/threads.h"
@@ -9,6 +10,9 @@
 
 int main(int argc, char **argv)
 {
+    /* Large frames reuse freed memory instead of costing page faults per
+     * message, whatever MALLOC_* says (common/alloc.h). */
+    ps_alloc_keep_large_blocks();
     const char *prog = PS_WORKER_PROG;
     ps_worker_flags_t f;
     ps_flag_t flags[PS_WORKER_NFLAGS];

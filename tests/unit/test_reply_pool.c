@@ -3,7 +3,7 @@
  * go to: a peer holding its share gets no more until some come back, other
  * peers are not affected (beyond the shared buffers, more are allocated),
  * and every buffer given back, shared or not, is freed once (the ASan build
- * checks).
+ * checks); replies from held values count against the share and a cap.
  */
 #include <check.h>
 #include <stdint.h>
@@ -66,6 +66,32 @@ START_TEST(an_unknown_peer_gets_nothing)
 }
 END_TEST
 
+/* Replies sent from held values count against the same share, and all
+ * peers' together against the hold cap (the holder's spares). */
+START_TEST(holds_count_against_the_share_and_the_cap)
+{
+    ps_reply_pool_t *p = NULL;
+    ck_assert_int_eq(ps_reply_pool_new(&p, S_KEYS, S_BUF, 3), 0);
+    ck_assert_int_eq(ps_reply_pool_hold_cap(p), S_SHARE);
+    for (int i = 0; i < S_SHARE - 1; i++) {
+        ck_assert_int_eq(ps_reply_pool_hold(p, 0), 0);
+    }
+    float *b = ps_reply_pool_take(p, 0); /* a copy counts too */
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ps_reply_pool_held(p, 0), S_SHARE);
+    ck_assert_int_eq(ps_reply_pool_hold(p, 0), PS_ENOMEM); /* its share */
+    ps_reply_pool_give(b, p);
+    ck_assert_int_eq(ps_reply_pool_hold(p, 1), 0);
+    ck_assert_int_eq(ps_reply_pool_hold(p, 2), PS_ENOMEM); /* the cap, all peers */
+    ck_assert_int_eq(ps_reply_pool_hold(p, 3), PS_ENOMEM); /* no such peer */
+    ps_reply_pool_unhold(p, 0);
+    ck_assert_int_eq(ps_reply_pool_hold(p, 2), 0);
+    ck_assert_int_eq(ps_reply_pool_held(p, 0), S_SHARE - 2);
+    ck_assert_int_eq(ps_reply_pool_held(p, 2), 1);
+    ps_reply_pool_destroy(&p);
+}
+END_TEST
+
 int main(void)
 {
     ps_log_set_level("err");
@@ -73,6 +99,7 @@ int main(void)
     TCase *tc = tcase_create("reply_pool");
     tcase_add_test(tc, a_peer_holding_its_share_gets_no_more_until_one_comes_back);
     tcase_add_test(tc, an_unknown_peer_gets_nothing);
+    tcase_add_test(tc, holds_count_against_the_share_and_the_cap);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

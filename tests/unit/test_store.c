@@ -2,7 +2,8 @@
  * tests/unit/test_store.c - a server's shard: initialisation completes only
  * when every key was set, once (overlaps and repeats refused, out-of-shard
  * ranges too), from any alignment; an optimizer step on a range of the
- * shard is bitwise ps_optim_step on the same data, state included.
+ * shard is bitwise ps_optim_step on the same data, state included, also
+ * when replies hold a chunk's values (copy on write into a spare).
  */
 #include <check.h>
 #include <stdint.h>
@@ -165,6 +166,66 @@ START_TEST(step_on_a_range_is_ps_optim_step)
 }
 END_TEST
 
+/* A shard of two chunks and a bit, Adam (two state arrays), with w and its
+ * reference state to replay every step on with ps_optim_step. */
+enum { S_BIG = PS_STORE_CHUNK_KEYS * 2 + 100 };
+
+/* A reply holds chunk 0 while keys [a, b) are updated: what it holds stays
+ * as it was, the store's values (read back by ps_store_read) are bitwise
+ * ps_optim_step's, chunks nobody holds are updated in place, and once the
+ * hold is let go the next update of the chunk needs no spare. */
+static void s_check_held(uint64_t a, uint64_t b)
+{
+    ps_job_t j = s_job("adam");
+    ps_optim_t o;
+    ck_assert_int_eq(ps_optim_from_job(&j, &o), 0);
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, s_keys(0, S_BIG), &j), 0);
+    ck_assert_int_eq(ps_store_reserve(s, 1), 0);
+    float *w = malloc(S_BIG * sizeof *w), *g = malloc(S_BIG * sizeof *g);
+    float *state = calloc(2 * S_BIG, sizeof *state), *got = malloc(S_BIG * sizeof *got);
+    float *seen = malloc(PS_STORE_CHUNK_KEYS * sizeof *seen);
+    ck_assert(w && g && state && got && seen);
+    ps_test_fill(w, S_BIG, -1, 1, 3);
+    ck_assert_int_eq(ps_store_init(s, s_keys(0, S_BIG), w), 1);
+    ck_assert_ptr_nonnull(ps_store_flat(s));
+    const ps_range_t chunk0 = s_keys(10, PS_STORE_CHUNK_KEYS);
+    const float *held = ps_store_hold(s, chunk0);
+    memcpy(seen, held, ps_range_len(chunk0) * sizeof *seen);
+    const float *chunk1 = ps_store_values(s, S_BASE + PS_STORE_CHUNK_KEYS);
+    for (int64_t t = 1; t <= 2; t++) {
+        ps_test_fill(g, S_BIG, -2, 2, 20 + (uint64_t)t);
+        ps_store_step(s, s_keys(a, b), g + a, 0.01f, 0.5f, t);
+        ps_optim_step(&o, 0.01f, t, w + a, state + a, S_BIG, g + a, 0.5f, b - a);
+        ck_assert_mem_eq(held, seen, ps_range_len(chunk0) * sizeof *seen);
+        ck_assert_ptr_ne(ps_store_values(s, S_BASE + 10), held); /* a spare */
+        ck_assert_ptr_eq(ps_store_values(s, S_BASE + PS_STORE_CHUNK_KEYS), chunk1);
+        ps_store_read(s, s_keys(0, S_BIG), got);
+        ck_assert_mem_eq(got, w, S_BIG * sizeof *w);
+    }
+    ck_assert_ptr_null(ps_store_flat(s)); /* chunk 0 lives in a spare */
+    ps_store_release((void *)held, s);
+    const float *now = ps_store_values(s, S_BASE);
+    ps_store_step(s, s_keys(a, b), g + a, 0.01f, 0.5f, 3);
+    ps_optim_step(&o, 0.01f, 3, w + a, state + a, S_BIG, g + a, 0.5f, b - a);
+    ck_assert_ptr_eq(ps_store_values(s, S_BASE), now); /* in place */
+    ps_store_read(s, s_keys(0, S_BIG), got);
+    ck_assert_mem_eq(got, w, S_BIG * sizeof *w);
+    ps_store_destroy(&s);
+    free(w);
+    free(g);
+    free(state);
+    free(got);
+    free(seen);
+}
+
+START_TEST(an_update_of_held_values_leaves_them_and_writes_a_spare)
+{
+    s_check_held(0, S_BIG);                     /* every chunk */
+    s_check_held(5, PS_STORE_CHUNK_KEYS + 50);  /* part of chunk 0: the rest copied */
+}
+END_TEST
+
 int main(void)
 {
     ps_log_set_level("err");
@@ -177,6 +238,7 @@ int main(void)
     tcase_add_test(tc, init_reads_unaligned_values);
     tcase_add_test(tc, an_empty_shard_is_initialised_at_once);
     tcase_add_test(tc, step_on_a_range_is_ps_optim_step);
+    tcase_add_test(tc, an_update_of_held_values_leaves_them_and_writes_a_spare);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
