@@ -107,6 +107,14 @@ void ps_bench_plot_sizes(ps_bench_str_t *gp, const long *sizes, int nsizes,
  */
 int ps_bench_parse_list(const char *text, long *vals, int cap);
 
+/* A list item's room, its NUL included. */
+enum { PS_BENCH_WORD_MAX = 32 };
+
+/* Splits a comma-separated list of words (each shorter than
+ * PS_BENCH_WORD_MAX, none empty) into items. Returns the count (>= 1) or
+ * PS_EINVAL. */
+int ps_bench_split_words(const char *text, char items[][PS_BENCH_WORD_MAX], int cap);
+
 /* Formats a byte count as "4K", "1M", "16M" (exact powers) or a plain number. */
 void ps_bench_size_name(long bytes, char *buf, size_t cap);
 

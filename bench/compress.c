@@ -34,9 +34,9 @@ enum { CMP_MAX = 16 };
 
 typedef struct {
     const char *out, *launch, *model;
-    char modes[CMP_MAX][32];
+    char modes[CMP_MAX][PS_BENCH_WORD_MAX];
     int nmodes;
-    char codecs[CMP_MAX][32]; /* "fp32", "bf16", "topk:R", "topk:R+bf16" */
+    char codecs[CMP_MAX][PS_BENCH_WORD_MAX]; /* "fp32", "bf16", "topk:R", "topk:R+bf16" */
     int ncodecs;
     int servers, workers, epochs, max_steps, seed, threads;
     double timeout, load_before;
@@ -267,21 +267,6 @@ static int s_sweep(const cmp_cfg_t *cfg)
     return failed;
 }
 
-/* Splits a comma-separated list into items (each < 32 characters). */
-static int s_split(const char *text, char items[][32], int cap)
-{
-    int n = 0;
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == 0 || len >= 32 || n == cap) {
-            return PS_EINVAL;
-        }
-        snprintf(items[n++], 32, "%.*s", (int)len, p);
-        p += len + (p[len] == ',');
-    }
-    return n > 0 ? n : PS_EINVAL;
-}
-
 int ps_bench_compress_main(int argc, char **argv)
 {
     cmp_cfg_t cfg = {.out = "bench-out", .model = "mlp", .servers = 2, .workers = 2,
@@ -312,8 +297,8 @@ int ps_bench_compress_main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
-    cfg.nmodes = s_split(modes, cfg.modes, CMP_MAX);
-    cfg.ncodecs = s_split(codecs, cfg.codecs, CMP_MAX);
+    cfg.nmodes = ps_bench_split_words(modes, cfg.modes, CMP_MAX);
+    cfg.ncodecs = ps_bench_split_words(codecs, cfg.codecs, CMP_MAX);
     int bad = cfg.nmodes < 0 || cfg.ncodecs < 0;
     for (int m = 0; !bad && m < cfg.nmodes; m++) {
         ps_job_t job;

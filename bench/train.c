@@ -63,7 +63,7 @@ typedef struct {
     int straggler_rank;              /* R, -1 without */
     long workers[PS_BENCH_LIST_MAX]; /* worker counts */
     int nworkers;
-    char modes[TRAIN_MAX_MODES][32]; /* mode tokens, TRAIN_BACKUP_AUTO included */
+    char modes[TRAIN_MAX_MODES][PS_BENCH_WORD_MAX]; /* mode tokens, TRAIN_BACKUP_AUTO included */
     int nmodes;
     int epochs;         /* --epochs */
     int max_steps;      /* --max-steps, 0 = none */
@@ -767,26 +767,20 @@ static int s_join(const train_cfg_t *cfg, int repeat)
 /* Splits the --modes list; drops allreduce when this build lacks it. */
 static int s_parse_modes(const char *text, train_cfg_t *cfg)
 {
+    char tok[TRAIN_MAX_MODES][PS_BENCH_WORD_MAX];
+    const int n = ps_bench_split_words(text, tok, TRAIN_MAX_MODES);
     cfg->nmodes = 0;
-    const char *p = text;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        char tok[32];
-        if (n == 0 || n >= sizeof tok || cfg->nmodes == TRAIN_MAX_MODES) {
-            return PS_EINVAL;
-        }
-        snprintf(tok, sizeof tok, "%.*s", (int)n, p);
+    for (int i = 0; i < n; i++) {
         ps_job_t job;
         ps_job_defaults(&job);
-        if (!strcmp(tok, "allreduce") && !s_have_allreduce()) {
+        if (!strcmp(tok[i], "allreduce") && !s_have_allreduce()) {
             fprintf(stderr,
                     S_PROG ": --mode allreduce is not in this build; skipping it\n");
-        } else if (strcmp(tok, TRAIN_BACKUP_AUTO) && ps_job_parse_mode(tok, &job) != 0) {
+        } else if (strcmp(tok[i], TRAIN_BACKUP_AUTO) && ps_job_parse_mode(tok[i], &job) != 0) {
             return PS_EINVAL;
         } else {
-            snprintf(cfg->modes[cfg->nmodes++], sizeof cfg->modes[0], "%s", tok);
+            memcpy(cfg->modes[cfg->nmodes++], tok[i], sizeof tok[i]);
         }
-        p += n + (p[n] == ',');
     }
     return cfg->nmodes > 0 ? 0 : PS_EINVAL;
 }

@@ -21,6 +21,20 @@
 
 /* ---- flags and files ------------------------------------------------------ */
 
+int ps_bench_split_words(const char *text, char items[][PS_BENCH_WORD_MAX], int cap)
+{
+    int n = 0;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= PS_BENCH_WORD_MAX || n == cap) {
+            return PS_EINVAL;
+        }
+        snprintf(items[n++], PS_BENCH_WORD_MAX, "%.*s", (int)len, p);
+        p += len + (p[len] == ',');
+    }
+    return n > 0 ? n : PS_EINVAL;
+}
+
 int ps_bench_parse_list(const char *text, long *vals, int cap)
 {
     int n = 0;
