@@ -70,6 +70,23 @@ wait_pid() {
     WAIT_RC=$?
 }
 
+# pid_of LOG NODE: the pid the scheduler registered NODE (S1, spare S2) with.
+pid_of() {
+    sed -n "s/.*registered $2 (pid \([0-9]*\).*/\1/p" "$1" | head -1
+}
+
+# kill_s1_after MANIFEST LOG: once MANIFEST (a checkpoint) is written, kills
+# -9 the S1 that LOG's scheduler registered (sets S1) and waits for the job
+# ($JOB_PID) to end ok.
+kill_s1_after() {
+    wait_file "$1" 60 || fail "no checkpoint $(basename "$(dirname "$1")"): $(tail -5 "$2")"
+    S1=$(pid_of "$2" S1)
+    [ -n "$S1" ] || fail "no pid for S1 in the log"
+    kill -9 "$S1"
+    wait_pid "$JOB_PID" 120 || fail "the job hangs after S1 was killed: $(tail -5 "$2")"
+    [ "$WAIT_RC" = 0 ] || fail "the job failed after S1 was killed: $(grep -E ' [EW] ' "$2" | tail -5)"
+}
+
 # Starts a scheduler on a free loopback port; sets SCHED_EP and SCHED_PID.
 start_scheduler() {
     local name=$1

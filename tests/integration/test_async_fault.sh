@@ -22,10 +22,6 @@ job() { # name [flags...]
         --momentum 0.9 --peer-timeout 5 --checkpoint-every 100 \
         --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
 }
-# pid_of LOG NODE: the pid the scheduler registered NODE (S1, spare S2) with.
-pid_of() {
-    sed -n "s/.*registered $2 (pid \([0-9]*\).*/\1/p" "$1" | head -1
-}
 
 job full --checkpoint-dir "$TMP/ck_full" || fail "undisturbed run failed: $(tail -5 "$TMP/full.log")"
 ACC=$(field "$TMP/full.json" "d['test_accuracy']")
@@ -66,12 +62,7 @@ expect "$TMP/resumed.json" "abs(d['test_accuracy'] - $ACC) <= 0.02" \
 job fo --spares 1 --checkpoint-dir "$TMP/ck_fo" &
 JOB_PID=$!
 PIDS+=("$JOB_PID")
-wait_file "$TMP/ck_fo/step-300/manifest.json" 60 || fail "no checkpoint step-300: $(tail -5 "$TMP/fo.log")"
-S1=$(pid_of "$TMP/fo.log" S1)
-[ -n "$S1" ] || fail "no pid for S1 in the log"
-kill -9 "$S1"
-wait_pid "$JOB_PID" 120 || fail "the job hangs after S1 was killed: $(tail -5 "$TMP/fo.log")"
-[ "$WAIT_RC" = 0 ] || fail "the job failed after S1 was killed: $(grep -E ' [EW] ' "$TMP/fo.log" | tail -5)"
+kill_s1_after "$TMP/ck_fo/step-300/manifest.json" "$TMP/fo.log"
 expect "$TMP/fo.json" "[r['rank'] for r in d['server_replacements']] == [1]" "S1 replaced"
 expect "$TMP/fo.json" "d['server_replacements'][0]['step'] >= 300" "from a checkpoint"
 expect "$TMP/fo.json" "d['server_replacements'][0]['steps_lost'] == 0" "no step rolled back"

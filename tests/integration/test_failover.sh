@@ -22,10 +22,6 @@ job() { # name [flags...]
         --optimizer sgd --momentum 0.9 --peer-timeout 2 --dump-params "$TMP/$name.f32" \
         --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
 }
-# pid_of LOG NODE: the pid the scheduler registered NODE (S1, spare S2) with.
-pid_of() {
-    sed -n "s/.*registered $2 (pid \([0-9]*\).*/\1/p" "$1" | head -1
-}
 # The job in the background, slowed (a straggler only sleeps: the parameters
 # are the same) so kills land mid-run; sets JOB_PID.
 job_bg() {
@@ -40,12 +36,7 @@ expect "$TMP/full.json" "d['server_replacements'] == []" "replacements in an und
 
 # S1 killed after checkpoint step-100: the spare takes over.
 job_bg fo --spares 1 --checkpoint-every 50 --checkpoint-dir "$TMP/ck"
-wait_file "$TMP/ck/step-100/manifest.json" 60 || fail "no checkpoint step-100: $(tail -5 "$TMP/fo.log")"
-S1=$(pid_of "$TMP/fo.log" S1)
-[ -n "$S1" ] || fail "no pid for S1 in the log"
-kill -9 "$S1"
-wait_pid "$JOB_PID" 120 || fail "the job hangs after S1 was killed: $(tail -5 "$TMP/fo.log")"
-[ "$WAIT_RC" = 0 ] || fail "the job failed after S1 was killed: $(grep -E ' [EW] ' "$TMP/fo.log" | tail -5)"
+kill_s1_after "$TMP/ck/step-100/manifest.json" "$TMP/fo.log"
 expect "$TMP/fo.json" "len(d['server_replacements']) == 1" "one replacement"
 expect "$TMP/fo.json" "d['server_replacements'][0]['rank'] == 1" "S1 replaced"
 expect "$TMP/fo.json" "d['server_replacements'][0]['step'] >= 100" "rolled back to a checkpoint"
