@@ -623,6 +623,17 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     ps_trace_span(PS_TRACE_RECEIVE, h->step, t0, traced ? ps_now() : 0, h->type);
 }
 
+/* MSG_JOIN_STEP to the scheduler: our version or a membership step. */
+static void s_send_join_step(ps_server_t *s, const ps_join_step_t *js)
+{
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_join_step(js, &body, &len) == 0) {
+        ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
+        free(body);
+    }
+}
+
 /* The scheduler's new set of live workers (a worker was lost): steps complete
  * with those from now on; a step the change completes applies (and is
  * checkpointed: s_on_stepped) at once. Server 0 tells the scheduler the step
@@ -653,12 +664,7 @@ static void s_on_members(ps_server_t *s, const ps_msg_t *m)
     ps_log_debug("%d of %d workers live from step %lld:%s", nlive, n, (long long)version,
                  ranks);
     if (s->rank == 0) { /* the step, for the scheduler's membership line */
-        ps_join_step_t js = {.step = version, .worker = -1, .members = 1};
-        uint8_t *body;
-        if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
-            ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
-            free(body);
-        }
+        s_send_join_step(s, &(ps_join_step_t){.step = version, .worker = -1, .members = 1});
     }
 }
 
@@ -674,13 +680,7 @@ static void s_on_join_prepare(ps_server_t *s, const ps_msg_t *m)
         /* the joiner's requests may come before the agreed step is known */
         s->view->worker_tokens[join.worker] = join.token;
     }
-    ps_join_step_t js = {.step = ps_consistency_hold(s->cons), .worker = -1};
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
-        ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
-        free(body);
-    }
+    s_send_join_step(s, &(ps_join_step_t){.step = ps_consistency_hold(s->cons), .worker = -1});
 }
 
 /* The agreed step J: a checkpoint there, a worker live from there; go on. */
