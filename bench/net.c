@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/delay_line.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "deploy/proc.h"
@@ -19,7 +20,19 @@ extern char **environ;
 enum {
     NET_MAX_ROLES = 1 + 64 + 64, /* scheduler, servers, workers */
     NET_SCHED_PORT = 7000,       /* the scheduler's, inside its own namespace */
+    /* Every device's MTU: large, so that a TCP segment is one packet end to
+     * end (no segmentation on the way to the TUN device) and the delay line
+     * moves few packets per second (about 2,000 per gbit/s). */
+    NET_MTU = 65000,
 };
+
+/* The hub's address, on its side of every link (each role's gateway), and
+ * the block of the roles' addresses. */
+#define NET_HUB_ADDR "10.99.255.254"
+#define NET_ROLES_NET "10.99.0.0/16"
+/* The longest DELAY: a job's messages wait on it, and the line holds a
+ * link's rate x DELAY in packets. */
+#define NET_DELAY_MAX 1.0
 
 volatile sig_atomic_t ps_bench_net_stop = 0;
 
@@ -27,11 +40,13 @@ struct ps_bench_net {
     char prefix[32];                  /* namespace names start with it */
     char ip[PATH_MAX];                /* the ip program */
     char tc[PATH_MAX];                /* the tc program */
+    char sysctl[PATH_MAX];            /* the sysctl program */
     char log_path[PATH_MAX];          /* set-up commands' output */
     int servers, workers, nroles;     /* role i: 0 scheduler, 1..S servers, then workers */
     char ns[NET_MAX_ROLES][48];       /* role i's namespace */
     char addr[NET_MAX_ROLES][24];     /* its address */
     int made;                         /* namespaces made: the hub, then roles 0..made-2 */
+    ps_bench_delay_line_t *line;      /* holds each packet DELAY; NULL without DELAY */
     char note[512];
 };
 
@@ -81,32 +96,38 @@ static const double s_rate_scales[] = {1, 1e3, 1e6, 1e9};
 static const char *const s_delay_units[] = {"us", "ms", "s", NULL};
 static const double s_delay_scales[] = {1e-6, 1e-3, 1};
 
-/* Splits spec into the rate (bits/s) and the delay (seconds, 0: none). */
-static int s_split(const char *spec, double *rate, double *delay, size_t *rate_len)
+/* Splits spec into the rate (bits/s) and the delay (seconds, 0: none).
+ * Returns 0, or PS_EINVAL with which part is wrong in err. */
+static int s_split(const char *spec, double *rate, double *delay, size_t *rate_len, char *err,
+                   size_t errlen)
 {
     size_t n = strcspn(spec, ",");
+    const char *d = spec + n + (spec[n] != '\0');
     *rate_len = n;
     *delay = 0;
     if (s_quantity(spec, n, s_rate_units, s_rate_scales, rate) != 0 || *rate < 1e3) {
+        snprintf(err, errlen,
+                 "--net %s: bad RATE '%.*s': expected RATE[,DELAY], RATE as 100mbit, 1gbit, "
+                 "10gbit (bit, kbit, mbit, gbit; at least 1kbit)",
+                 spec, (int)n, spec);
         return PS_EINVAL;
     }
-    return spec[n] ? s_quantity(spec + n + 1, strlen(spec + n + 1), s_delay_units,
-                                s_delay_scales, delay)
-                   : 0;
+    if (spec[n] && (s_quantity(d, strlen(d), s_delay_units, s_delay_scales, delay) != 0 ||
+                    *delay > NET_DELAY_MAX)) {
+        snprintf(err, errlen,
+                 "--net %s: bad DELAY '%s': expected RATE[,DELAY], DELAY one way as 200us, "
+                 "0.2ms, 20ms (us, ms, s; more than 0, at most 1s)",
+                 spec, d);
+        return PS_EINVAL;
+    }
+    return 0;
 }
 
 int ps_bench_net_parse(const char *spec, char *err, size_t errlen)
 {
     double rate, delay;
     size_t n;
-    if (s_split(spec, &rate, &delay, &n) != 0) {
-        snprintf(err, errlen,
-                 "--net %s: expected RATE[,DELAY], RATE as 100mbit, 1gbit, 10gbit (bit, kbit, "
-                 "mbit, gbit; at least 1kbit), DELAY as 200us, 0.2ms, 20ms",
-                 spec);
-        return PS_EINVAL;
-    }
-    return 0;
+    return s_split(spec, &rate, &delay, &n, err, errlen);
 }
 
 /* Runs a set-up command, its output appended to the log. Returns 0, or
@@ -157,29 +178,44 @@ static int s_cmd(ps_bench_net_t *net, char *why, size_t whylen, const char *fmt,
     return PS_EIO;
 }
 
-/* tc shaping of one link end: tbf at the rate, a netem child for the delay.
- * Returns 0, or PS_EIO with why (the tbf); a netem that fails leaves *netem_why
- * set and is not an error. */
+/* tc shaping of one link end: tbf at the rate. Returns 0, or PS_EIO with why. */
 static int s_shape(ps_bench_net_t *net, const char *ns, const char *dev, const char *rate,
-                   double rate_bits, double delay, char *netem_why, size_t netem_cap,
-                   char *why, size_t whylen)
+                   double rate_bits, char *why, size_t whylen)
 {
-    /* The bucket holds 1 ms at the rate (at least 64 KiB: a veth frame with
-     * segmentation offload); packets wait up to 50 ms before being dropped. */
+    /* The bucket holds 1 ms at the rate, and at least one packet at the MTU
+     * (64 KiB); packets wait up to 50 ms before being dropped. */
     long burst = (long)(rate_bits / 8 / 1000);
     burst = burst < 65536 ? 65536 : burst;
-    if (s_cmd(net, why, whylen, "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld "
-                                "latency 50ms",
-              net->tc, ns, dev, rate, burst) != 0) {
-        return PS_EIO;
+    return s_cmd(net, why, whylen, "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld "
+                                   "latency 50ms",
+                 net->tc, ns, dev, rate, burst);
+}
+
+/* The delay, where the hub routes between the links: every packet that comes
+ * in from a role is routed into the TUN device "line" (policy routing: what
+ * did not come out of it goes into it), the delay line hands it back `delay`
+ * later, and the hub routes it on to its role's link. Each packet passes the
+ * hub once, so two roles are `delay` apart each way. */
+static int s_add_delay(ps_bench_net_t *net, const char *hub, double delay, char *why,
+                       size_t whylen)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/run/netns/%s", hub);
+    int rc = ps_bench_delay_line_new(path, "line", delay, &net->line, why, whylen);
+    FILE *f = rc == 0 ? fopen(net->log_path, "a") : NULL;
+    if (f) { /* made here, not by a command: said in the log all the same */
+        fprintf(f, "+ (delay line) TUN device line in %s, each packet held %.0f us\n", hub,
+                delay * 1e6);
+        fclose(f);
     }
-    if (delay > 0 && !netem_why[0] &&
-        s_cmd(net, netem_why, netem_cap, "%s -n %s qdisc add dev %s parent 1:1 handle 10: "
-                                         "netem delay %.0fus limit 100000",
-              net->tc, ns, dev, delay * 1e6) != 0 && !netem_why[0]) {
-        snprintf(netem_why, netem_cap, "netem failed");
-    }
-    return 0;
+    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s link set line mtu %d up", net->ip, hub,
+                         NET_MTU);
+    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s route add %s dev line table 100", net->ip,
+                         hub, NET_ROLES_NET);
+    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s rule add pref 100 iif line lookup main",
+                         net->ip, hub);
+    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s rule add pref 101 lookup 100", net->ip, hub);
+    return rc;
 }
 
 int ps_bench_net_create(const char *spec, int servers, int workers, const char *log_path,
@@ -188,10 +224,11 @@ int ps_bench_net_create(const char *spec, int servers, int workers, const char *
     *out = NULL;
     double rate_bits, delay;
     size_t rate_len;
-    if (s_split(spec, &rate_bits, &delay, &rate_len) != 0 || servers < 0 || workers < 1 ||
-        1 + servers + workers > NET_MAX_ROLES) {
-        snprintf(why, whylen, "bad network: --net %s, %d servers, %d workers", spec, servers,
-                 workers);
+    char err[256] = "";
+    if (s_split(spec, &rate_bits, &delay, &rate_len, err, sizeof err) != 0 || servers < 0 ||
+        workers < 1 || 1 + servers + workers > NET_MAX_ROLES) {
+        snprintf(why, whylen, "bad network: --net %s, %d servers, %d workers%s%s", spec,
+                 servers, workers, err[0] ? ": " : "", err);
         return PS_EINVAL;
     }
     if (geteuid() != 0) {
@@ -204,8 +241,10 @@ int ps_bench_net_create(const char *spec, int servers, int workers, const char *
         return PS_ENOMEM;
     }
     if (ps_proc_find_exe("ip", NULL, net->ip, sizeof net->ip) != 0 ||
-        ps_proc_find_exe("tc", NULL, net->tc, sizeof net->tc) != 0) {
-        snprintf(why, whylen, "cannot create network namespaces: no ip or tc (iproute2)");
+        ps_proc_find_exe("tc", NULL, net->tc, sizeof net->tc) != 0 ||
+        ps_proc_find_exe("sysctl", NULL, net->sysctl, sizeof net->sysctl) != 0) {
+        snprintf(why, whylen,
+                 "cannot create network namespaces: no ip or tc (iproute2), or no sysctl");
         free(net);
         return PS_ENOTSUP;
     }
@@ -225,51 +264,58 @@ int ps_bench_net_create(const char *spec, int servers, int workers, const char *
         snprintf(net->addr[i], sizeof net->addr[i], "10.99.%d.%d", (i + 1) / 250,
                  (i + 1) % 250 + 1);
     }
-    char rate[32], hub[48], err[256] = "", netem_why[256] = "";
+    char rate[32], hub[48];
     snprintf(rate, sizeof rate, "%.*s", (int)rate_len, spec);
     snprintf(hub, sizeof hub, "%shub", net->prefix);
     char *e = err;
     size_t ec = sizeof err;
+    /* The hub routes (no bridge: the delay line needs each packet at the IP
+     * layer), with no reverse-path filter, as a packet from a role comes
+     * back to it from the line, not from the role's link. */
     int rc = s_cmd(net, e, ec, "%s netns add %s", net->ip, hub);
     net->made = rc == 0;
     rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set lo up", net->ip, hub);
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link add br0 type bridge", net->ip, hub);
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set br0 up", net->ip, hub);
+    rc = rc ? rc : s_cmd(net, e, ec, "%s netns exec %s %s -qw net.ipv4.ip_forward=1 "
+                                     "net.ipv4.conf.all.rp_filter=0 "
+                                     "net.ipv4.conf.default.rp_filter=0",
+                         net->ip, hub, net->sysctl);
+    if (rc == 0 && delay > 0) {
+        rc = s_add_delay(net, hub, delay, e, ec);
+    }
     for (int i = 0; rc == 0 && i < net->nroles; i++) {
         const char *ns = net->ns[i];
         const char *tag = ns + strlen(net->prefix); /* c, s0, w1 */
-        rc = s_cmd(net, e, ec, "%s netns add %s", net->ip, ns);
-        net->made += rc == 0;
-        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link add v%s type veth peer name eth0 netns %s",
-                             net->ip, hub, tag, ns);
-        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set v%s master br0 up", net->ip, hub, tag);
-        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s addr add %s/16 dev eth0", net->ip, ns,
-                             net->addr[i]);
-        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set eth0 up", net->ip, ns);
-        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set lo up", net->ip, ns);
         char vdev[24];
         snprintf(vdev, sizeof vdev, "v%s", tag);
-        rc = rc ? rc : s_shape(net, ns, "eth0", rate, rate_bits, delay, netem_why,
-                               sizeof netem_why, e, ec);
-        rc = rc ? rc : s_shape(net, hub, vdev, rate, rate_bits, delay, netem_why,
-                               sizeof netem_why, e, ec);
+        rc = s_cmd(net, e, ec, "%s netns add %s", net->ip, ns);
+        net->made += rc == 0;
+        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link add %s type veth peer name eth0 netns %s",
+                             net->ip, hub, vdev, ns);
+        /* a link of its own: the role and the hub each end's only neighbour */
+        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev %s", net->ip, hub,
+                             NET_HUB_ADDR, net->addr[i], vdev);
+        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set %s mtu %d up", net->ip, hub, vdev,
+                             NET_MTU);
+        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev eth0", net->ip, ns,
+                             net->addr[i], NET_HUB_ADDR);
+        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set eth0 mtu %d up", net->ip, ns,
+                             NET_MTU);
+        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set lo up", net->ip, ns);
+        rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s route add %s via %s", net->ip, ns,
+                             NET_ROLES_NET, NET_HUB_ADDR);
+        rc = rc ? rc : s_shape(net, ns, "eth0", rate, rate_bits, e, ec);
+        rc = rc ? rc : s_shape(net, hub, vdev, rate, rate_bits, e, ec);
     }
     if (rc != 0) {
-        snprintf(why, whylen, "cannot create network namespaces: %s", err);
+        snprintf(why, whylen, "cannot build the simulated network: %s", err);
         ps_bench_net_destroy(&net);
         return PS_ENOTSUP;
     }
-    char d[64] = "";
-    if (delay > 0 && netem_why[0]) {
-        snprintf(d, sizeof d, "; delay %s ", spec + rate_len + 1);
+    if (delay > 0) {
         snprintf(net->note, sizeof net->note,
-                 "%s per link, each direction (tc tbf)%snot applied: this kernel has no "
-                 "netem qdisc (%s)",
-                 rate, d, netem_why);
-    } else if (delay > 0) {
-        snprintf(net->note, sizeof net->note,
-                 "%s per link, each direction (tc tbf), plus %s each way (tc netem)", rate,
-                 spec + rate_len + 1);
+                 "%s per link, each direction (tc tbf), and %s one way between roles (our "
+                 "delay line: a TUN device in the hub)",
+                 rate, spec + rate_len + 1);
     } else {
         snprintf(net->note, sizeof net->note, "%s per link, each direction (tc tbf), no delay",
                  rate);
@@ -295,6 +341,7 @@ int ps_bench_net_destroy(ps_bench_net_t **netp)
         return 0;
     }
     char why[256], name[64] = "";
+    ps_bench_delay_line_destroy(&net->line);
     for (int i = net->made - 2; i >= 0; i--) {
         s_cmd(net, why, sizeof why, "%s netns del %s", net->ip, net->ns[i]);
     }
@@ -428,6 +475,30 @@ static double s_progress(const char *log_path, int64_t max_steps, int *lost_w1)
     return frac;
 }
 
+/* What the delay line did since `before`, `secs` ago: on stderr and in the
+ * job's log. */
+static void s_line_report(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
+                          const ps_bench_delay_line_stats_t *before, double secs)
+{
+    ps_bench_delay_line_stats_t now;
+    ps_bench_delay_line_stats(net->line, &now);
+    double cpu = now.cpu_s - before->cpu_s;
+    char line[256];
+    snprintf(line, sizeof line,
+             "shardps-bench: delay line, this job: %llu packets (%.1f MB), %llu dropped, "
+             "CPU %.2f s in %.1f s (%.1f %% of a core)\n",
+             (unsigned long long)(now.packets - before->packets),
+             (double)(now.bytes - before->bytes) / 1e6,
+             (unsigned long long)(now.drops - before->drops), cpu, secs,
+             secs > 0 ? 100 * cpu / secs : 0.0);
+    fputs(line, stderr);
+    FILE *f = fopen(job->log_path, "a");
+    if (f) {
+        fputs(line, f);
+        fclose(f);
+    }
+}
+
 int ps_bench_net_run(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
                      ps_bench_net_result_t *res)
 {
@@ -438,6 +509,10 @@ int ps_bench_net_run(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
     res->killed_at = res->rejoined_at = -1;
     if (job->servers > net->servers || job->workers > net->workers) {
         return PS_EINVAL;
+    }
+    ps_bench_delay_line_stats_t line_before = {0};
+    if (net->line) {
+        ps_bench_delay_line_stats(net->line, &line_before);
     }
     double t0 = ps_now(), sched_end = 0, next_look = 0;
     int alive = 0, rc = 0, stopped = 0; /* stopped: the status to report, once killed */
@@ -505,6 +580,9 @@ int ps_bench_net_run(const ps_bench_net_t *net, const ps_bench_net_job_t *job,
     }
     if (stopped > 0) {
         res->status = stopped; /* not the SIGKILL the roles died of */
+    }
+    if (net->line) {
+        s_line_report(net, job, &line_before, ps_now() - t0);
     }
     return rc ? PS_EIO : 0;
 }

@@ -579,7 +579,8 @@ static int s_sweep(const train_cfg_t *cfg)
     if (cfg->net) {
         ps_bench_table_note(t,
                             "Network: every role (scheduler, each server, each worker) in its "
-                            "own network namespace with its own veth link to one bridge; %s. "
+                            "own network namespace with its own veth link to a hub that routes "
+                            "between the links; %s. "
                             "The roles share this machine's cores: the network is simulated, "
                             "the compute is not.",
                             ps_bench_net_note(cfg->net));
@@ -877,8 +878,8 @@ int ps_bench_train_main(int argc, char **argv)
         {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
         {"net", PS_FLAG_STR, &cfg.net_spec, "RATE[,DELAY]",
          "simulated cluster: each role in its own network namespace, its link shaped to RATE "
-         "each way (tc tbf; 100mbit, 1gbit, 10gbit) plus DELAY (tc netem, where the kernel "
-         "has it); needs root"},
+         "each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles (0.2ms, "
+         "20ms: our delay line, a TUN device in the hub); needs root"},
         {"scenarios", PS_FLAG_STR, &scenarios, "LIST",
          "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into the "
          "job, --min-workers 1; needs --net); default plain, or straggler with --straggler"},
