@@ -2,15 +2,19 @@
 # tests/integration/test_bench_net.sh - shardps-bench train --net builds a
 # simulated cluster, runs the job in it and removes it.
 #
-# A sync MLP job, 2 servers x 2 workers, a few steps, on 1gbit links: the
-# bench makes one namespace per role plus the hub (its set-up log shows each,
-# and a tbf on both ends of each link), every role runs in its namespace (the
+# A sync MLP job, 2 servers x 2 workers, a few steps, on 1gbit,0.2ms links:
+# the bench makes one namespace per role plus the hub (its set-up log shows
+# each, a tbf on both ends of each link and the delay line's TUN device in
+# the hub with the routes into it), every role runs in its namespace (the
 # servers announce 10.99.x.y endpoints; the worker evaluates with
-# --eval-every), the row is ok, and afterwards none of its namespaces and
-# none of the job's processes is left. Then the same with a job stopped by
-# SIGINT halfway: exit 130, and again nothing left. Skips with the reason
-# when namespaces cannot be made here (the bench says so and exits 0). No
-# timings are judged.
+# --eval-every), packets went through the delay line, the row is ok, and
+# afterwards none of its namespaces and none of the job's processes is left.
+# Then a job on 100mbit,20ms links, stopped by SIGINT halfway: while it
+# trains, a TCP connect from worker 0's namespace to the scheduler (one round
+# trip) takes at least 2 x 20 ms (a lower bound: the delay is there; no
+# upper bound is judged); then exit 130, and again nothing left. Bad RATE or
+# DELAY values are one-line usage errors. Skips with the reason when the
+# network cannot be made here (the bench says so and exits 0).
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/bench/shardps-bench
@@ -19,6 +23,12 @@ BENCH=$SPS_BUILD/bench/shardps-bench
 "$BENCH" train --net 1gbps --out "$TMP/bad" 2>"$TMP/bad.log"
 [ $? = 2 ] || fail "--net 1gbps accepted"
 grep -q "expected RATE\[,DELAY\]" "$TMP/bad.log" || fail "no reason for --net 1gbps: $(cat "$TMP/bad.log")"
+for spec in 1gbit,20 1gbit,fast 1gbit,0ms 1gbit,2s; do
+    "$BENCH" train --net $spec --out "$TMP/bad" 2>"$TMP/bad.log"
+    [ $? = 2 ] || fail "--net $spec accepted"
+    [ "$(wc -l <"$TMP/bad.log")" = 1 ] && grep -q "bad DELAY" "$TMP/bad.log" ||
+        fail "no one-line reason for --net $spec: $(cat "$TMP/bad.log")"
+done
 "$BENCH" train --join --out "$TMP/bad" 2>"$TMP/bad.log"
 [ $? = 2 ] || fail "--join without --net accepted"
 
@@ -48,9 +58,17 @@ for ns in hub c s0 s1 w0 w1; do
 done
 [ "$(grep -c "qdisc add dev .* root handle 1: tbf rate 1gbit" "$TMP/net/runs/net.log")" = 10 ] ||
     fail "not 5 links x 2 ends shaped: $(grep tbf "$TMP/net/runs/net.log")"
-# What was simulated is said: the delay, or why it was not applied.
-grep -Eq "(plus 0.2ms each way \(tc netem\)|delay 0.2ms not applied: )" "$TMP/net/train.md" ||
-    fail "the table does not say what happened to the delay: $(head -3 "$TMP/net/train.md")"
+# The delay line: its TUN device in the hub, every packet from a role routed
+# into it, packets through it during the job, and the table says so.
+NETLOG=$TMP/net/runs/net.log
+grep -q "TUN device line in ${PFX}hub, each packet held 200 us" "$NETLOG" &&
+    grep -q "route add 10.99.0.0/16 dev line table 100" "$NETLOG" &&
+    grep -q "rule add pref 101 lookup 100" "$NETLOG" ||
+    fail "no delay line set up: $(grep -E 'line|rule' "$NETLOG")"
+grep -Eq "delay line, this job: [1-9][0-9]* packets" "$TMP/net/runs/sync_w2.log" ||
+    fail "no packets through the delay line: $(grep 'delay line' "$TMP/net/runs/sync_w2.log")"
+grep -q "0.2ms one way between roles (our delay line" "$TMP/net/train.md" ||
+    fail "the table does not say what the delay is: $(head -3 "$TMP/net/train.md")"
 
 # Ran, in the namespaces.
 grep -q '^sync,2,plain,ok,' "$TMP/net/train.csv" || fail "the job failed: $(cat "$TMP/net/train.csv")"
@@ -67,7 +85,7 @@ BPID=${PFX#spsb}
 [ -z "$(pgrep -f "bench-$BPID-" || true)" ] || fail "processes of the job left: $(pgrep -af "bench-$BPID-")"
 
 # Stopped halfway with SIGINT (Ctrl-C): everything goes all the same.
-start stop "$BENCH" train --net 100mbit --servers 1 --workers 2 --modes sync --epochs 1 \
+start stop "$BENCH" train --net 100mbit,20ms --servers 1 --workers 2 --modes sync --epochs 1 \
     --out "$TMP/stop"
 SPID=$LAST_PID
 for i in $(seq 1 600); do
@@ -76,6 +94,21 @@ for i in $(seq 1 600); do
 done
 grep -qs "W0 I epoch=1/1 step=" "$TMP/stop/runs/sync_w2.log" ||
     fail "the job to stop did not train: $(tail -5 "$TMP/stop.log")"
+# One round trip (SYN, SYN-ACK) between two roles takes at least 2 x DELAY.
+SCHED=$(grep -Eo "scheduler at tcp://[0-9.]+:[0-9]+" "$TMP/stop/runs/sync_w2.log" | head -1 |
+    sed 's|.*tcp://||')
+[ -n "$SCHED" ] || fail "no scheduler address in the job's log"
+RTT=$(ip netns exec "spsb${SPID}w0" python3 -c '
+import socket, sys, time
+host, port = sys.argv[1].split(":")
+best = 1e9
+for _ in range(3):
+    t = time.monotonic()
+    socket.create_connection((host, int(port)), timeout=10).close()
+    best = min(best, time.monotonic() - t)
+print("%.4f" % best)' "$SCHED") || fail "no TCP connect from w0 to the scheduler at $SCHED"
+python3 -c "import sys; sys.exit(float(sys.argv[1]) < 0.040)" "$RTT" ||
+    fail "a round trip w0 -> scheduler took $RTT s, less than 2 x 20ms: no delay"
 kill -INT "$SPID"
 wait_pid "$SPID" 60 || fail "the bench did not stop on SIGINT"
 [ "$WAIT_RC" = 130 ] || fail "stopped bench exited $WAIT_RC, not 130: $(tail -3 "$TMP/stop.log")"
@@ -84,5 +117,6 @@ grep -q '^sync,2,plain,failed: exit 130,' "$TMP/stop/train.csv" ||
 [ -z "$(left_of "spsb$SPID")" ] || fail "namespaces left after SIGINT: $(left_of "spsb$SPID")"
 [ -z "$(pgrep -f "bench-$SPID-" || true)" ] ||
     fail "processes left after SIGINT: $(pgrep -af "bench-$SPID-")"
-echo "made, ran in and removed $PFX: $(grep -c 'netns add' "$TMP/net/runs/net.log") namespaces"
+echo "made, ran in and removed $PFX: $(grep -c 'netns add' "$TMP/net/runs/net.log") namespaces;" \
+    "w0 -> scheduler round trip on 20ms links: $RTT s"
 check_logs
