@@ -12,7 +12,8 @@
 # Then a job on 100mbit,20ms links, stopped by SIGINT halfway: while it
 # trains, a TCP connect from worker 0's namespace to the scheduler (one round
 # trip) takes at least 2 x 20 ms (a lower bound: the delay is there; no
-# upper bound is judged); then exit 130, and again nothing left. Bad RATE or
+# upper bound is judged); then exit 130, and again nothing left. A job
+# without DELAY (1gbit) runs with no delay line. Bad RATE or
 # DELAY values are one-line usage errors. Skips with the reason when the
 # network cannot be made here (the bench says so and exits 0).
 . "$(dirname "$0")/lib.sh"
@@ -83,6 +84,18 @@ grep -q "W0 I eval step=10 test_accuracy=" "$TMP/net/runs/sync_w2.log" ||
 grep -q "simulated network $PFX removed" "$TMP/net.log" || fail "no removal line: $(tail -3 "$TMP/net.log")"
 BPID=${PFX#spsb}
 [ -z "$(pgrep -f "bench-$BPID-" || true)" ] || fail "processes of the job left: $(pgrep -af "bench-$BPID-")"
+
+# Without DELAY: no delay line, the hub routes between the links directly.
+"$BENCH" train --net 1gbit --servers 1 --workers 1 --modes sync --epochs 1 --max-steps 5 \
+    --out "$TMP/nodelay" >"$TMP/nodelay.out" 2>"$TMP/nodelay.log" ||
+    fail "bench train --net 1gbit exited $?: $(tail -5 "$TMP/nodelay.log")"
+grep -q '^sync,1,plain,ok,' "$TMP/nodelay/train.csv" ||
+    fail "the job without delay failed: $(cat "$TMP/nodelay/train.csv")"
+! grep -q "TUN device" "$TMP/nodelay/runs/net.log" &&
+    grep -q "1gbit per link, each direction (tc tbf), no delay" "$TMP/nodelay/train.md" ||
+    fail "a delay line without DELAY, or the table does not say: $(head -3 "$TMP/nodelay/train.md")"
+NPFX=$(prefix_of "$TMP/nodelay.log")
+[ -n "$NPFX" ] && [ -z "$(left_of "$NPFX")" ] || fail "namespaces left: $NPFX $(left_of "$NPFX")"
 
 # Stopped halfway with SIGINT (Ctrl-C): everything goes all the same.
 start stop "$BENCH" train --net 100mbit,20ms --servers 1 --workers 2 --modes sync --epochs 1 \
