@@ -540,6 +540,14 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
         }
         kv->rollback = 0;
         *step = kv->rollback_step;
+        /* the servers are back at the checkpoint: what waited here belongs
+         * to steps they no longer have (as a resumed job, start from zero) */
+        if (kv->residual) {
+            memset(kv->residual, 0, kv->view.num_params * sizeof *kv->residual);
+        }
+        if (kv->velocity) {
+            memset(kv->velocity, 0, kv->view.num_params * sizeof *kv->velocity);
+        }
     }
     pthread_mutex_unlock(&kv->mu);
     return pending;
