@@ -5,14 +5,15 @@
  * For each consistency mode (sync, async, ssp:4), seed (--seeds, 1) and codec
  * (fp32, fp16, bf16, topk:0.01, topk:0.01 with bf16 values) one job through
  * shardps-launch, all with the same model, data order and flags (only
- * --mode, --seed, --wire and --compress change). From each job's summary JSON: the
- * final test accuracy and its distance to the fp32 job of the same mode, and
- * the bytes on the wire by message type (header + payload, every byte once,
- * by its sender: bytes_by_type.total) - pushes, pull replies and all types -
- * with what each codec saves against fp32 (of the same mode and seed); with
- * several seeds, the worst distance over them per mode and codec. Bytes are counted, not timed, so
- * they do not depend on the machine's load; accuracy does not either in
- * sync (deterministic), and varies run to run in async and ssp.
+ * --mode, --seed, --wire and --compress change). From each job's summary
+ * JSON: the final test accuracy and its distance to the fp32 job of the same
+ * mode and seed, and the bytes on the wire by message type (header +
+ * payload, every byte once, by its sender: bytes_by_type.total) - pushes,
+ * pull replies and all types - with what each codec saves against that fp32
+ * job; with several seeds, the worst distance over them per mode and codec.
+ * Bytes are counted, not timed, so they do not depend on the machine's load;
+ * accuracy does not either in sync (deterministic), and varies run to run in
+ * async and ssp.
  *
  * It does not judge: a failed job is a row with its exit status, and the
  * sweep goes on.

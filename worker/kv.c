@@ -99,34 +99,32 @@ static uint64_t s_topk_entries(const ps_kv_t *kv, uint64_t b, uint64_t e, uint64
                ? e - b : ps_wire_topk_count(kv->topk, e - b);
 }
 
-/* Top-k of the part [b, e) with error feedback in acc (its residual), one
- * selection per tensor piece (so a layer's share does not depend on how the
+/* Top-k of the push part with error feedback in acc (its residual), one
+ * selection per tensor piece (so a tensor's share does not depend on how the
  * pushes are cut, by layer or whole). Writes the sparse payload of dtype to
- * kv->enc; returns its entries. */
+ * kv->enc (all the offsets, then all the values); returns its entries. */
 static uint64_t s_topk_part(ps_kv_t *kv, uint32_t dtype, float *acc, ps_range_t part)
 {
-    static const uint64_t whole[2] = {0, UINT64_MAX};
+    static const uint64_t whole[2] = {0, UINT64_MAX}; /* no tensors given: one piece */
     const uint64_t *cuts = kv->cuts ? kv->cuts : whole;
     const size_t ncuts = kv->cuts ? kv->ncuts : 2;
+    const uint32_t dense = ps_wire_dense_of(dtype);
     uint64_t nnz = 0, at = 0;
     for (int pass = 0; pass < 2; pass++) { /* count, then write after nnz offsets */
-        uint32_t *idx = (uint32_t *)kv->enc;
         unsigned char *vals = kv->enc + nnz * sizeof(uint32_t);
-        const size_t vs = ps_wire_value_size(ps_wire_dense_of(dtype));
         for (size_t t = 0; t + 1 < ncuts; t++) {
             ps_range_t piece;
             if (!ps_range_intersect(part, (ps_range_t){cuts[t], cuts[t + 1]}, &piece)) {
                 continue;
             }
-            uint64_t k = s_topk_entries(kv, piece.begin, piece.end, cuts[t + 1] - cuts[t]);
+            const uint64_t k = s_topk_entries(kv, piece.begin, piece.end, cuts[t + 1] - cuts[t]);
             if (pass == 0) {
                 nnz += k;
             } else {
                 const uint64_t off = piece.begin - part.begin;
-                ps_wire_topk_select(ps_wire_dense_of(dtype), idx + at, vals + at * vs,
-                                    (uint32_t)off, acc + off, ps_range_len(piece), k,
-                                    kv->scratch);
-                at += k;
+                at += ps_wire_topk_select(dense, (uint32_t *)kv->enc + at,
+                                          vals + at * ps_wire_value_size(dense), (uint32_t)off,
+                                          acc + off, ps_range_len(piece), k, kv->scratch);
             }
         }
     }
