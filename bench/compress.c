@@ -2,16 +2,18 @@
  * bench/compress.c - shardps-bench compress: bytes on the wire saved by
  * --wire and --compress, against the accuracy they cost.
  *
- * For each consistency mode (sync, async, ssp:4) and each codec (fp32, fp16,
- * bf16, topk:0.01, topk:0.01 with bf16 values) one job through
- * shardps-launch, all with the same model, seed, data order and flags (only
- * --mode, --wire and --compress change). From each job's summary JSON: the
- * final test accuracy and its distance to the fp32 job of the same mode, and
- * the bytes on the wire by message type (header + payload, every byte once,
- * by its sender: bytes_by_type.total) - pushes, pull replies and all types -
- * with what each codec saves against fp32. Bytes are counted, not timed, so
- * they do not depend on the machine's load; accuracy does not either in
- * sync (deterministic), and varies run to run in async and ssp.
+ * For each consistency mode (sync, async, ssp:4), seed (--seeds, 1) and codec
+ * (fp32, fp16, bf16, topk:0.01, topk:0.01 with bf16 values) one job through
+ * shardps-launch, all with the same model, data order and flags (only
+ * --mode, --seed, --wire and --compress change). From each job's summary
+ * JSON: the final test accuracy and its distance to the fp32 job of the same
+ * mode and seed, and the bytes on the wire by message type (header +
+ * payload, every byte once, by its sender: bytes_by_type.total) - pushes,
+ * pull replies and all types - with what each codec saves against that fp32
+ * job; with several seeds, the worst distance over them per mode and codec.
+ * Bytes are counted, not timed, so they do not depend on the machine's load;
+ * accuracy does not either in sync (deterministic), and varies run to run in
+ * async and ssp.
  *
  * It does not judge: a failed job is a row with its exit status, and the
  * sweep goes on.
@@ -38,7 +40,9 @@ typedef struct {
     int nmodes;
     char codecs[CMP_MAX][PS_BENCH_WORD_MAX]; /* "fp32", "bf16", "topk:R", "topk:R+bf16" */
     int ncodecs;
-    int servers, workers, epochs, max_steps, seed, threads;
+    int seeds[CMP_MAX];
+    int nseeds;
+    int servers, workers, epochs, max_steps, threads;
     double timeout, load_before;
 } cmp_cfg_t;
 
@@ -95,10 +99,11 @@ static double s_all_types(const char *json)
     return sum;
 }
 
-static void s_run(const cmp_cfg_t *cfg, const char *mode, const char *codec, cmp_run_t *r)
+static void s_run(const cmp_cfg_t *cfg, const char *mode, int seed, const char *codec,
+                  cmp_run_t *r)
 {
     char tag[96], json[PATH_MAX], log[PATH_MAX], wire[32], compress[32], num[6][32];
-    snprintf(tag, sizeof tag, "%s_%s", mode, codec);
+    snprintf(tag, sizeof tag, "%s_s%d_%s", mode, seed, codec);
     for (char *p = tag; *p; p++) {
         *p = (*p == ':' || *p == '+' || *p == '/') ? '_' : *p;
     }
@@ -110,7 +115,7 @@ static void s_run(const cmp_cfg_t *cfg, const char *mode, const char *codec, cmp
     snprintf(num[0], sizeof num[0], "%d", cfg->servers);
     snprintf(num[1], sizeof num[1], "%d", cfg->workers);
     snprintf(num[2], sizeof num[2], "%d", cfg->epochs);
-    snprintf(num[3], sizeof num[3], "%d", cfg->seed);
+    snprintf(num[3], sizeof num[3], "%d", seed);
     snprintf(num[4], sizeof num[4], "%g", cfg->timeout);
     char *argv[32] = {(char *)cfg->launch, "--servers", num[0], "--workers", num[1],
                       "--model", (char *)cfg->model, "--mode", (char *)mode, "--epochs",
@@ -158,7 +163,8 @@ static const char *s_saved(char *buf, size_t cap, double v, double base)
     return buf;
 }
 
-/* Accuracy against total bytes: one line per mode through its codecs. */
+/* Accuracy against total bytes: one line per mode through its codecs (the
+ * first seed). */
 static void s_plot(const cmp_cfg_t *cfg, const cmp_run_t *runs)
 {
     ps_bench_str_t gp = {0}, plot = {0};
@@ -170,7 +176,7 @@ static void s_plot(const cmp_cfg_t *cfg, const cmp_run_t *runs)
         ps_bench_str_addf(&gp, "$m%d << EOD\n", m);
         int points = 0;
         for (int c = 0; c < cfg->ncodecs; c++) {
-            const cmp_run_t *r = &runs[m * cfg->ncodecs + c];
+            const cmp_run_t *r = &runs[m * cfg->nseeds * cfg->ncodecs + c];
             if (r->status == 0) {
                 ps_bench_str_addf(&gp, "%.3f %.4f %s\n", r->total / 1e6, r->acc,
                                   cfg->codecs[c]);
@@ -193,86 +199,118 @@ static void s_plot(const cmp_cfg_t *cfg, const cmp_run_t *runs)
     ps_bench_str_fini(&gp);
 }
 
+/* With several seeds: per mode and codec the worst distance to fp32 over them. */
+static void s_worst(const cmp_cfg_t *cfg, const cmp_run_t *runs, const int8_t *have,
+                    ps_bench_table_t *t)
+{
+    ps_bench_str_t worst = {0};
+    for (int m = 0; cfg->nseeds > 1 && m < cfg->nmodes; m++) {
+        for (int c = 1; c < cfg->ncodecs; c++) {
+            double w = INFINITY;
+            for (int sd = 0; sd < cfg->nseeds; sd++) {
+                const int base = (m * cfg->nseeds + sd) * cfg->ncodecs;
+                if (have[base + c] && have[base]) {
+                    const double d = 100.0 * (runs[base + c].acc - runs[base].acc);
+                    w = d < w ? d : w;
+                }
+            }
+            if (isfinite(w)) {
+                ps_bench_str_addf(&worst, "%s%s %s %+.2f", worst.len ? ", " : "",
+                                  cfg->modes[m], cfg->codecs[c], w);
+            }
+        }
+    }
+    if (worst.len) {
+        ps_bench_table_note(t, "Worst over the seeds (points vs fp32 of the same seed): %s.",
+                            ps_bench_str_get(&worst));
+    }
+    ps_bench_str_fini(&worst);
+}
+
 static int s_sweep(const cmp_cfg_t *cfg)
 {
-    const int n = cfg->nmodes * cfg->ncodecs;
+    const int n = cfg->nmodes * cfg->nseeds * cfg->ncodecs;
     cmp_run_t *runs = calloc((size_t)n, sizeof *runs);
+    int8_t *have = calloc((size_t)n, sizeof *have); /* the run is ok */
+    const int fp32_first = !strcmp(cfg->codecs[0], "fp32"); /* the baseline */
     ps_bench_table_t *t = NULL;
     char title[160];
     snprintf(title, sizeof title,
              "### Compression: %s, %d servers x %d workers, %d epochs: bytes saved vs accuracy",
              cfg->model, cfg->servers, cfg->workers, cfg->epochs);
-    if (!runs ||
+    if (!runs || !have ||
         ps_bench_table_new(cfg->out, "compress", title,
-                           "mode,codec,status,final_accuracy,accuracy_vs_fp32_points,"
+                           "mode,seed,codec,status,final_accuracy,accuracy_vs_fp32_points,"
                            "push_bytes,push_saved_pct,pull_reply_bytes,pull_saved_pct,"
                            "total_bytes,total_saved_pct,wall_seconds",
-                           "mode,codec,status,final acc,vs fp32 (points),push bytes,"
+                           "mode,seed,codec,status,final acc,vs fp32 (points),push bytes,"
                            "push saved %,pull-reply bytes,pull saved %,all bytes,"
                            "all saved %,wall s",
                            &t) != 0) {
         free(runs);
+        free(have);
         return 1;
     }
     int failed = 0;
-    for (int m = 0; m < cfg->nmodes; m++) {
-        const cmp_run_t *base = NULL; /* the mode's fp32 run */
-        for (int c = 0; c < cfg->ncodecs; c++) {
-            cmp_run_t *r = &runs[m * cfg->ncodecs + c];
-            fprintf(stderr, S_PROG ": [%d/%d] --mode %s, %s ...\n", m * cfg->ncodecs + c + 1,
-                    n, cfg->modes[m], cfg->codecs[c]);
-            s_run(cfg, cfg->modes[m], cfg->codecs[c], r);
-            if (r->status != 0) {
-                failed = 1;
-                fprintf(stderr, S_PROG ":   failed (%d); log in %s/runs/\n", r->status,
-                        cfg->out);
-                ps_bench_table_rowf(t, "%s,%s,failed: %d,,,,,,,,,", cfg->modes[m],
-                                    cfg->codecs[c], r->status);
-                continue;
-            }
-            if (!strcmp(cfg->codecs[c], "fp32")) {
-                base = r;
-            }
-            char d[32] = "", s1[32], s2[32], s3[32];
-            if (base) {
-                snprintf(d, sizeof d, "%+.2f", 100.0 * (r->acc - base->acc));
-            }
-            fprintf(stderr, S_PROG ":   accuracy %.4f, %.1f MB on the wire (%.1f s)\n", r->acc,
-                    r->total / 1e6, r->wall);
-            ps_bench_table_rowf(t, "%s,%s,ok,%.4f,%s,%.0f,%s,%.0f,%s,%.0f,%s,%.1f",
-                                cfg->modes[m], cfg->codecs[c], r->acc, d, r->push,
-                                s_saved(s1, 32, r->push, base ? base->push : 0), r->pull,
-                                s_saved(s2, 32, r->pull, base ? base->pull : 0), r->total,
-                                s_saved(s3, 32, r->total, base ? base->total : 0), r->wall);
+    for (int i = 0; i < n; i++) {
+        const int m = i / (cfg->nseeds * cfg->ncodecs), sd = i / cfg->ncodecs % cfg->nseeds,
+                  c = i % cfg->ncodecs, seed = cfg->seeds[sd];
+        cmp_run_t *r = &runs[i];
+        const cmp_run_t *base = c > 0 && fp32_first && have[i - c] ? &runs[i - c] : NULL;
+        fprintf(stderr, S_PROG ": [%d/%d] --mode %s --seed %d, %s ...\n", i + 1, n,
+                cfg->modes[m], seed, cfg->codecs[c]);
+        s_run(cfg, cfg->modes[m], seed, cfg->codecs[c], r);
+        if (r->status != 0) {
+            failed = 1;
+            fprintf(stderr, S_PROG ":   failed (%d); log in %s/runs/\n", r->status, cfg->out);
+            ps_bench_table_rowf(t, "%s,%d,%s,failed: %d,,,,,,,,,", cfg->modes[m], seed,
+                                cfg->codecs[c], r->status);
+            continue;
         }
+        have[i] = 1;
+        char d[32] = "", s1[32], s2[32], s3[32];
+        if (base) {
+            snprintf(d, sizeof d, "%+.2f", 100.0 * (r->acc - base->acc));
+        }
+        fprintf(stderr, S_PROG ":   accuracy %.4f, %.1f MB on the wire (%.1f s)\n", r->acc,
+                r->total / 1e6, r->wall);
+        ps_bench_table_rowf(t, "%s,%d,%s,ok,%.4f,%s,%.0f,%s,%.0f,%s,%.0f,%s,%.1f",
+                            cfg->modes[m], seed, cfg->codecs[c], r->acc, d, r->push,
+                            s_saved(s1, 32, r->push, base ? base->push : 0), r->pull,
+                            s_saved(s2, 32, r->pull, base ? base->pull : 0), r->total,
+                            s_saved(s3, 32, r->total, base ? base->total : 0), r->wall);
     }
     ps_bench_table_note(
         t,
         "Each row: `shardps-launch --servers %d --workers %d --model %s --mode M --epochs %d "
-        "--seed %d --wire W --compress C`%s; codec topk:R+W means `--compress topk:R --wire W`. "
+        "--seed S --wire W --compress C`%s; codec topk:R+W means `--compress topk:R --wire W`. "
         "Bytes: the summary's bytes_by_type.total (header + payload frames of every message, "
         "counted once by its sender): pushes, pull replies, and every type (heartbeats, "
-        "acks, control...). Saved: against the fp32 row of the same mode. vs fp32: final "
-        "test accuracy minus the fp32 row's, in points. Top-k keeps the unsent gradient on "
+        "acks, control...). Saved: against the fp32 row of the same mode and seed. vs fp32: "
+        "final test accuracy minus that row's, in points. Top-k keeps the unsent gradient on "
         "the worker (error feedback); pulls stay dense in the --wire dtype. Logs and "
         "summaries: runs/ beside this file.",
-        cfg->servers, cfg->workers, cfg->model, cfg->epochs, cfg->seed,
+        cfg->servers, cfg->workers, cfg->model, cfg->epochs,
         cfg->max_steps > 0 ? " --max-steps N" : "");
+    if (fp32_first) {
+        s_worst(cfg, runs, have, t);
+    }
     char machine[256];
     ps_bench_machine(machine, sizeof machine, cfg->load_before);
     ps_bench_table_note(t, "Machine: %s.", machine);
     ps_bench_table_destroy(&t, 1);
     s_plot(cfg, runs);
     free(runs);
+    free(have);
     return failed;
 }
 
 int ps_bench_compress_main(int argc, char **argv)
 {
     cmp_cfg_t cfg = {.out = "bench-out", .model = "mlp", .servers = 2, .workers = 2,
-                     .epochs = 3, .seed = 1, .timeout = 1800};
+                     .epochs = 3, .timeout = 1800};
     const char *modes = "sync,async,ssp:4", *codecs = "fp32,fp16,bf16,topk:0.01,topk:0.01+bf16";
-    const char *launch = NULL;
+    const char *launch = NULL, *seeds = "1";
     ps_flag_t flags[] = {
         {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the CSV, markdown and PNG go"},
         {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
@@ -283,7 +321,7 @@ int ps_bench_compress_main(int argc, char **argv)
         {"workers", PS_FLAG_INT, &cfg.workers, "N", "workers"},
         {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job"},
         {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N", "stop each job after N steps (0 = none)"},
-        {"seed", PS_FLAG_INT, &cfg.seed, "N", "seed of every job"},
+        {"seeds", PS_FLAG_STR, &seeds, "LIST", "seeds: each mode and codec runs once with each"},
         {"threads", PS_FLAG_INT, &cfg.threads, "N", "BLAS threads per worker (0 = default)"},
         {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
         {"launch", PS_FLAG_STR, &launch, "PATH",
@@ -299,7 +337,15 @@ int ps_bench_compress_main(int argc, char **argv)
     }
     cfg.nmodes = ps_bench_split_words(modes, cfg.modes, CMP_MAX);
     cfg.ncodecs = ps_bench_split_words(codecs, cfg.codecs, CMP_MAX);
-    int bad = cfg.nmodes < 0 || cfg.ncodecs < 0;
+    char words[CMP_MAX][PS_BENCH_WORD_MAX];
+    cfg.nseeds = ps_bench_split_words(seeds, words, CMP_MAX);
+    int bad = cfg.nmodes < 0 || cfg.ncodecs < 0 || cfg.nseeds < 1;
+    for (int i = 0; !bad && i < cfg.nseeds; i++) {
+        char *end;
+        long v = strtol(words[i], &end, 10);
+        bad = *end || end == words[i] || v < 0 || v > INT_MAX;
+        cfg.seeds[i] = (int)v;
+    }
     for (int m = 0; !bad && m < cfg.nmodes; m++) {
         ps_job_t job;
         ps_job_defaults(&job);
@@ -315,8 +361,8 @@ int ps_bench_compress_main(int argc, char **argv)
     if (bad || cfg.servers < 1 || cfg.workers < 1 || cfg.epochs < 1 || cfg.max_steps < 0 ||
         cfg.threads < 0 || !(cfg.timeout > 0)) {
         fprintf(stderr, S_PROG ": error: expected --modes of sync, async, ssp:S, sync:K/N; "
-                               "--codecs of fp32, fp16, bf16, topk:R[+fp16|+bf16]; counts "
-                               ">= 1\n");
+                               "--codecs of fp32, fp16, bf16, topk:R[+fp16|+bf16]; --seeds "
+                               "of integers >= 0; counts >= 1\n");
         return 2;
     }
     char path[PATH_MAX];

@@ -235,38 +235,49 @@ static float s_round_trip(uint32_t dense, float x, unsigned char *p)
     return dense == PS_DTYPE_F16 ? s_f16_to_f32(h) : s_bf16_to_f32(h);
 }
 
-size_t ps_wire_topk_encode(uint32_t dtype, void *dst, float *acc, size_t n, size_t k,
-                           float *scratch)
+size_t ps_wire_topk_select(uint32_t dense, uint32_t *idx, void *vals, uint32_t base,
+                           float *acc, size_t n, size_t k, float *scratch)
 {
     k = k > n ? n : k;
     if (k == 0) {
         return 0;
     }
-    for (size_t i = 0; i < n; i++) {
-        scratch[i] = s_mag(acc[i]);
+    float thr = -1.0f; /* k = n: every entry goes, no selection */
+    size_t ties = 0, m = 0;
+    if (k < n) {
+        for (size_t i = 0; i < n; i++) {
+            scratch[i] = s_mag(acc[i]);
+        }
+        thr = s_kth_largest(scratch, n, k);
+        size_t above = 0;
+        for (size_t i = 0; i < n; i++) {
+            above += s_mag(acc[i]) > thr;
+        }
+        ties = k - above;
     }
-    const float thr = s_kth_largest(scratch, n, k);
-    size_t above = 0;
-    for (size_t i = 0; i < n; i++) {
-        above += s_mag(acc[i]) > thr;
-    }
-    size_t ties = k - above, m = 0;
-    uint32_t *idx = dst;
-    unsigned char *vals = (unsigned char *)dst + k * sizeof(uint32_t);
-    const uint32_t dense = ps_wire_dense_of(dtype);
     const size_t vs = ps_wire_value_size(dense);
     for (size_t i = 0; i < n && m < k; i++) {
         const float g = s_mag(acc[i]);
         if (g > thr || (g == thr && ties > 0)) {
             ties -= g == thr;
-            idx[m] = (uint32_t)i;
+            idx[m] = base + (uint32_t)i;
             /* the residual keeps the rounding error of what was sent */
-            const float sent = s_round_trip(dense, acc[i], vals + m * vs);
+            const float sent = s_round_trip(dense, acc[i], (unsigned char *)vals + m * vs);
             acc[i] = isfinite(sent) ? acc[i] - sent : 0.0f;
             m++;
         }
     }
-    return k * (sizeof(uint32_t) + vs);
+    return k;
+}
+
+size_t ps_wire_topk_encode(uint32_t dtype, void *dst, float *acc, size_t n, size_t k,
+                           float *scratch)
+{
+    k = k > n ? n : k;
+    const uint32_t dense = ps_wire_dense_of(dtype);
+    ps_wire_topk_select(dense, dst, (unsigned char *)dst + k * sizeof(uint32_t), 0, acc, n, k,
+                        scratch);
+    return ps_wire_payload_len(dtype, n, k);
 }
 
 int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *payload,

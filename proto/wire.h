@@ -72,6 +72,16 @@ size_t ps_wire_topk_encode(uint32_t dtype, void *dst, float *acc, size_t n, size
                            float *scratch);
 
 /*
+ * The selection of ps_wire_topk_encode for one piece of a payload: the k
+ * (clamped to n) entries of acc[0..n) of largest magnitude go to idx[0..k)
+ * as offsets base + i, ascending, and their values of dense dtype to
+ * vals[0..k); acc keeps what is not sent (as ps_wire_topk_encode). With k = n
+ * every entry goes (no selection). Returns k.
+ */
+size_t ps_wire_topk_select(uint32_t dense, uint32_t *idx, void *vals, uint32_t base,
+                           float *acc, size_t n, size_t k, float *scratch);
+
+/*
  * Decodes a payload of dtype over n keys into dst[0..n) (fp32): dense, or
  * sparse with nnz entries (every other key 0). Checks before writing: a known
  * dtype, len = the dtype's bytes for (n, nnz), nnz <= n, offsets strictly

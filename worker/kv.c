@@ -73,6 +73,8 @@ struct ps_kv {
     float *velocity;     /* top-k with SGD momentum: P, per key (ps_wire_worker_momentum) */
     float momentum;      /* its factor; 0 = the servers run momentum */
     float *scratch;      /* top-k: the largest server range, for the selection */
+    uint64_t *cuts;      /* top-k: the model's tensor starts, then P (ps_kv_set_tensors) */
+    size_t ncuts;
 };
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
@@ -82,6 +84,51 @@ static void s_set_fatal(ps_kv_t *kv, int rc, const char *why)
         snprintf(kv->fatal_why, sizeof kv->fatal_why, "%s", why);
         atomic_store(&kv->fatal, rc);
     }
+}
+
+/* Entries a top-k push sends of the piece [b, e) of a tensor of `count`
+ * keys: all of a tensor no bigger than one step's top-k budget of the whole
+ * model (ceil(R P) keys), else ceil(R (e - b)). Small tensors (biases, the
+ * output layer) have few keys and large gradients: top-k of them alone
+ * starves them (each key would wait 1/R steps); sent whole they cost at most
+ * one budget each (Deep Gradient Compression also leaves small layers
+ * uncompressed). */
+static uint64_t s_topk_entries(const ps_kv_t *kv, uint64_t b, uint64_t e, uint64_t count)
+{
+    return count <= ps_wire_topk_count(kv->topk, kv->view.num_params)
+               ? e - b : ps_wire_topk_count(kv->topk, e - b);
+}
+
+/* Top-k of the push part with error feedback in acc (its residual), one
+ * selection per tensor piece (so a tensor's share does not depend on how the
+ * pushes are cut, by layer or whole). Writes the sparse payload of dtype to
+ * kv->enc (all the offsets, then all the values); returns its entries. */
+static uint64_t s_topk_part(ps_kv_t *kv, uint32_t dtype, float *acc, ps_range_t part)
+{
+    static const uint64_t whole[2] = {0, UINT64_MAX}; /* no tensors given: one piece */
+    const uint64_t *cuts = kv->cuts ? kv->cuts : whole;
+    const size_t ncuts = kv->cuts ? kv->ncuts : 2;
+    const uint32_t dense = ps_wire_dense_of(dtype);
+    uint64_t nnz = 0, at = 0;
+    for (int pass = 0; pass < 2; pass++) { /* count, then write after nnz offsets */
+        unsigned char *vals = kv->enc + nnz * sizeof(uint32_t);
+        for (size_t t = 0; t + 1 < ncuts; t++) {
+            ps_range_t piece;
+            if (!ps_range_intersect(part, (ps_range_t){cuts[t], cuts[t + 1]}, &piece)) {
+                continue;
+            }
+            const uint64_t k = s_topk_entries(kv, piece.begin, piece.end, cuts[t + 1] - cuts[t]);
+            if (pass == 0) {
+                nnz += k;
+            } else {
+                const uint64_t off = piece.begin - part.begin;
+                at += ps_wire_topk_select(dense, (uint32_t *)kv->enc + at,
+                                          vals + at * ps_wire_value_size(dense), (uint32_t)off,
+                                          acc + off, ps_range_len(piece), k, kv->scratch);
+            }
+        }
+    }
+    return nnz;
 }
 
 /* Encodes the push part f of keys `part` in the job's wire dtype, or with
@@ -106,8 +153,8 @@ static void s_encode_push(ps_kv_t *kv, ps_header_t *h, ps_frame_t *f, ps_range_t
             }
         }
         h->dtype = ps_wire_sparse_of(kv->dtype);
-        h->nnz = ps_wire_topk_count(kv->topk, n);
-        f->len = ps_wire_topk_encode(h->dtype, kv->enc, acc, n, h->nnz, kv->scratch);
+        h->nnz = s_topk_part(kv, h->dtype, acc, part);
+        f->len = ps_wire_payload_len(h->dtype, n, h->nnz);
     } else {
         h->dtype = kv->dtype;
         ps_wire_encode(kv->dtype, kv->enc, grad, n);
@@ -365,6 +412,22 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
     return idx;
 }
 
+int ps_kv_set_tensors(ps_kv_t *kv, const uint64_t *starts, size_t n)
+{
+    uint64_t *cuts = malloc((n + 1) * sizeof *cuts);
+    if (!cuts) {
+        return PS_ENOMEM;
+    }
+    memcpy(cuts, starts, n * sizeof *cuts);
+    cuts[n] = kv->view.num_params;
+    pthread_mutex_lock(&kv->mu);
+    free(kv->cuts);
+    kv->cuts = cuts;
+    kv->ncuts = n + 1;
+    pthread_mutex_unlock(&kv->mu);
+    return 0;
+}
+
 int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step)
 {
     return s_submit(kv, PS_KV_PUSH, begin, end, (float *)grad, step, NULL, NULL, 0);
@@ -475,6 +538,14 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
         }
         kv->rollback = 0;
         *step = kv->rollback_step;
+        /* the servers are back at the checkpoint: what waited here belongs
+         * to steps they no longer have (as a resumed job, start from zero) */
+        if (kv->residual) {
+            memset(kv->residual, 0, kv->view.num_params * sizeof *kv->residual);
+        }
+        if (kv->velocity) {
+            memset(kv->velocity, 0, kv->view.num_params * sizeof *kv->velocity);
+        }
     }
     pthread_mutex_unlock(&kv->mu);
     return pending;
@@ -624,6 +695,7 @@ void ps_kv_destroy(ps_kv_t **kvp)
     free(kv->versions);
     free(kv->enc);
     free(kv->residual);
+    free(kv->cuts);
     free(kv->velocity);
     free(kv->scratch);
     free(kv);

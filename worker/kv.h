@@ -51,6 +51,11 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
 /* Stops the ticker thread and closes the sockets; NULL-safe; sets *kv to NULL. */
 void ps_kv_destroy(ps_kv_t **kv);
 
+/* The model's tensors, by their first keys (n of them, ascending, the first
+ * 0): top-k selects per tensor, and sends small tensors whole (kv.c). Call
+ * before the first push. Returns 0 or PS_ENOMEM. */
+int ps_kv_set_tensors(ps_kv_t *kv, const uint64_t *starts, size_t n);
+
 /* Pushes the gradient of keys [begin, end) computed at `step`. Returns a
  * handle >= 0, or PS_EINVAL (bad range), PS_ENOMEM (too many in flight),
  * PS_ECLOSED (the job is gone; ps_kv_error() says why). */

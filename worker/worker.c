@@ -669,6 +669,22 @@ static int s_ring_start(ps_worker_t *w)
 }
 
 /* Everything up to the first step. Returns 0 or an error with w->err set. */
+/* Tells the client where the model's tensors start (top-k selects per tensor). */
+static int s_kv_tensors(ps_worker_t *w)
+{
+    const size_t n = ps_model_num_tensors(w->model);
+    uint64_t *starts = malloc((n ? n : 1) * sizeof *starts);
+    if (!starts) {
+        return PS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        starts[i] = ps_model_tensor(w->model, i)->offset;
+    }
+    int rc = ps_kv_set_tensors(w->kv, starts, n);
+    free(starts);
+    return rc;
+}
+
 static int s_start(ps_worker_t *w)
 {
     const ps_worker_config_t *cfg = w->cfg;
@@ -760,6 +776,10 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     if ((rc = ps_kv_new(w->ctx, &w->link, w->view, &w->kv, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    if ((rc = s_kv_tensors(w)) != 0) {
+        snprintf(w->err, sizeof w->err, "out of memory");
         return rc;
     }
     if (j->mode == PS_MODE_ALLREDUCE) {

@@ -123,17 +123,23 @@ grep -Eq "^1,1,$n,$n,(-?[0-9]+)?,$n,[0-9.]+,$n,[0-9.]+,[0-9.]+\$" "$TMP/scale/sc
 [ "$(wc -c <"$TMP/scale/data/train-images-idx3-ubyte")" = 47040016 ] ||
     fail "scale: no uncompressed training images in $TMP/scale/data"
 
-# compress: 2 modes x 3 codecs of 20 steps; bf16 saves exactly half of every
-# push and pull (bytes are counted, so this is exact); top-k saves more pushes.
-"$BENCH" compress --max-steps 20 --modes sync,async --codecs fp32,bf16,topk:0.01+bf16 \
+# compress: 2 modes x 2 seeds x 3 codecs of 20 steps; bf16 saves exactly half
+# of every push and pull (bytes are counted, so this is exact); top-k saves
+# more pushes; the worst over the seeds is noted per mode and codec.
+"$BENCH" compress --max-steps 20 --modes sync,async --seeds 1,2 \
+    --codecs fp32,bf16,topk:0.01+bf16 \
     --out "$TMP/cmp" >"$TMP/cmp.log" 2>&1 || fail "bench compress failed: $(tail -5 "$TMP/cmp.log")"
 header "$TMP/cmp/compress.csv" \
-    "mode,codec,status,final_accuracy,accuracy_vs_fp32_points,push_bytes,push_saved_pct,pull_reply_bytes,pull_saved_pct,total_bytes,total_saved_pct,wall_seconds"
-rows "$TMP/cmp/compress.csv" 6
-grep -Eq '^sync,bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,50.0,[0-9]+,50.0,' "$TMP/cmp/compress.csv" ||
+    "mode,seed,codec,status,final_accuracy,accuracy_vs_fp32_points,push_bytes,push_saved_pct,pull_reply_bytes,pull_saved_pct,total_bytes,total_saved_pct,wall_seconds"
+rows "$TMP/cmp/compress.csv" 12
+grep -Eq '^sync,1,bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,50.0,[0-9]+,50.0,' "$TMP/cmp/compress.csv" ||
     fail "compress.csv: bf16 does not save half: $(cat "$TMP/cmp/compress.csv")"
-grep -Eq '^async,topk:0.01\+bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,9[0-9].[0-9],' "$TMP/cmp/compress.csv" ||
+grep -Eq '^async,1,topk:0.01\+bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,9[0-9].[0-9],' "$TMP/cmp/compress.csv" ||
     fail "compress.csv: top-k does not save 90 % of pushes: $(cat "$TMP/cmp/compress.csv")"
+grep -Eq '^sync,2,bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,50.0,' "$TMP/cmp/compress.csv" ||
+    fail "compress.csv: no seed 2 row against its own fp32: $(cat "$TMP/cmp/compress.csv")"
+grep -Eq 'Worst over the seeds .*: sync bf16 [-+][0-9.]+, sync topk:0.01\+bf16 [-+][0-9.]+, async bf16' \
+    "$TMP/cmp/compress.md" || fail "compress.md: no worst over the seeds: $(cat "$TMP/cmp/compress.md")"
 
 # The logs of every job the bench started, for sanitizer reports.
 cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP"/scale/runs/*.log \

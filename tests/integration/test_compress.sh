@@ -4,8 +4,10 @@
 # - every job ends ok and trains: accuracy above chance by far; sync bf16
 #   within 2 points of sync fp32 after the same steps (sync is deterministic);
 # - the payload bytes are exactly what the dtype or the compression predicts:
-#   bf16 pushes 2 bytes a key, every pull too; topk:R pushes, per step and
-#   server part of n keys, ceil(R n) entries of 4 + 2 bytes (fp16 values);
+#   bf16 pushes 2 bytes a key, every pull too; topk:R pushes, per step, for
+#   each piece of n keys of a tensor in a server part, ceil(R n) entries of
+#   4 + 2 bytes (fp16 values), or all n when the tensor has at most ceil(R P)
+#   keys (sent whole), however the pushes are cut (by layer or whole);
 # - bytes_by_type adds up: what the workers sent as pushes the servers
 #   received, what the servers sent as pull replies the workers received,
 #   and each push carries a header of a few dozen bytes on top of its payload.
@@ -38,7 +40,8 @@ balanced() { # name
 
 run fp32 --wire fp32 --overlap 0
 run bf16 --wire bf16 --overlap 0
-run topk --wire fp16 --compress topk:0.01 --overlap 0
+run topk --wire fp16 --compress topk:0.01
+run topk0 --wire fp16 --compress topk:0.01 --overlap 0
 run async --mode async --wire fp16
 run ssp --mode ssp:2 --wire bf16 --compress topk:0.05
 
@@ -50,11 +53,23 @@ expect "$TMP/bf16.json" "d['wire'] == 'bf16' and d['bytes_pushed'] == $STEPS * $
 # every pull (one per step and the first) in bf16: half of fp32's
 expect "$TMP/bf16.json" "2 * d['bytes_pulled'] == $(field "$TMP/fp32.json" "d['bytes_pulled']")" \
     "bf16: pulls are not 2 bytes a key"
-# --overlap 0: one push of [0, P) a step, one part per server of the even split
-expect "$TMP/topk.json" "d['compress'] == 'topk:0.01' and d['bytes_pushed'] == $STEPS * $M * \
-    sum(-(-n // 100) * 6 for n in [$P // 2 + $P % 2, $P // 2])" \
-    "topk:0.01: pushed bytes are not ceil(R n) (offset + fp16 value) per server part"
-for name in fp32 bf16 topk async ssp; do
+# entries of one step's pushes of a worker: the MLP's tensors (784-256-128-10)
+# cut by the even split of 2 servers
+NNZ=$(python3 -c "
+P = $P; tensors = [256 * 784, 256, 128 * 256, 128, 10 * 128, 10]; assert sum(tensors) == P
+half = P // 2 + P % 2; budget = -(-P // 100); nnz = 0; at = 0
+for size in tensors:
+    for b, e in [(0, half), (half, P)]:
+        n = min(e, at + size) - max(b, at)
+        nnz += 0 if n <= 0 else n if size <= budget else -(-n // 100)
+    at += size
+print(nnz)")
+for name in topk topk0; do
+    expect "$TMP/$name.json" "d['compress'] == 'topk:0.01' and d['bytes_pushed'] == \
+        $STEPS * $M * $NNZ * 6" \
+        "$name: pushed bytes are not ceil(R n) per tensor piece, small tensors whole (offset + fp16)"
+done
+for name in fp32 bf16 topk topk0 async ssp; do
     balanced $name
     expect "$TMP/$name.json" "d['test_accuracy'] > 0.6" "$name: did not train"
 done

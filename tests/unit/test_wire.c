@@ -245,6 +245,25 @@ START_TEST(topk_ties_and_nan)
 }
 END_TEST
 
+/* One payload from two pieces, as a push part over two tensors: offsets are
+ * from the part's start; a piece with k = n goes whole (bf16, rounding error
+ * kept), the other by top-k. */
+START_TEST(topk_select_pieces_into_one_payload)
+{
+    float acc[6] = {0.5f, -7.0f, 0.25f, 1.0f + ldexpf(1, -10), 0.0f, -2.0f}, scratch[6];
+    uint32_t idx[4];
+    uint16_t vals[4];
+    ck_assert_uint_eq(ps_wire_topk_select(PS_DTYPE_BF16, idx, vals, 0, acc, 3, 1, scratch), 1);
+    ck_assert_uint_eq(ps_wire_topk_select(PS_DTYPE_BF16, idx + 1, vals + 1, 3, acc + 3, 3, 3,
+                                          scratch), 3);
+    ck_assert(idx[0] == 1 && idx[1] == 3 && idx[2] == 4 && idx[3] == 5);
+    ck_assert(ps_wire_bf16_to_f32(vals[0]) == -7.0f && ps_wire_bf16_to_f32(vals[1]) == 1.0f);
+    ck_assert(ps_wire_bf16_to_f32(vals[2]) == 0.0f && ps_wire_bf16_to_f32(vals[3]) == -2.0f);
+    ck_assert(acc[0] == 0.5f && acc[1] == 0.0f && acc[2] == 0.25f);
+    ck_assert(acc[3] == ldexpf(1, -10) && acc[4] == 0.0f && acc[5] == 0.0f);
+}
+END_TEST
+
 /* Many sizes and ratios against a sort: exactly the k largest go. */
 START_TEST(topk_matches_sorting)
 {
@@ -389,6 +408,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, topk_bf16_residual_keeps_rounding_error);
     tcase_add_test(tc, topk_ties_and_nan);
     tcase_add_test(tc, topk_matches_sorting);
+    tcase_add_test(tc, topk_select_pieces_into_one_payload);
     tcase_add_test(tc, sparse_decode_refuses_malformed);
     tcase_add_test(tc, payload_lengths);
     suite_add_tcase(s, tc);
