@@ -50,6 +50,25 @@ PS_OPTIM_CLONES int ps_optim_finite(const void *g, size_t n)
     return !bad;
 }
 
+PS_OPTIM_CLONES void ps_optim_accumulate(float *restrict acc, const void *restrict g,
+                                         float c, size_t n, int first)
+{
+    const unsigned char *p = g;
+    if (first) {
+        for (size_t i = 0; i < n; i++) {
+            float v;
+            memcpy(&v, p + i * sizeof v, sizeof v);
+            acc[i] = c * v;
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, p + i * sizeof v, sizeof v);
+        acc[i] = acc[i] + c * v;
+    }
+}
+
 float ps_optim_lr(const ps_job_t *job, int64_t t, int64_t steps_per_epoch, int64_t total_steps)
 {
     const ps_lr_schedule_t *s = &job->schedule;
