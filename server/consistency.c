@@ -4,8 +4,8 @@
  * Everything is sized once at creation: the table of pushes held per step and
  * worker (their frames are read in place when the step applies, no copy into
  * a buffer of ours), one scratch range (a chunk of the step's sum; an aligned
- * copy of an async push) and the table of pulls waiting for a newer version. Nothing is
- * allocated per step.
+ * copy of an async push) and the table of pulls waiting for a newer version.
+ * Nothing is allocated per step.
  */
 #include "server/consistency.h"
 
@@ -52,7 +52,7 @@ struct ps_consistency {
     int *nparts;           /* nslots */
     uint64_t *covered;     /* nslots: keys pushed so far */
     int64_t *computed_on;  /* nslots: version the gradient was computed on */
-    float *scratch;        /* n: a chunk of a step's gradient sum, or an aligned copy of a push */
+    float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
     int64_t version;       /* updates applied so far (also Adam's t) */
     ps_pending_t *pending; /* cap_pending */
     unsigned char *askers; /* cap_pending blobs of asker_stride bytes, pending's askers */

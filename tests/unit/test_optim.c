@@ -243,11 +243,12 @@ START_TEST(every_optimizer_is_bitwise_the_scalar_float_formula)
             ck_assert_msg(!memcmp(rw, w + off, sizeof rw), "%s mu=%g: w differs", names[k],
                           mus[k]);
             if (ps_optim_state_floats(&o) >= 1) {
-                ck_assert_msg(!memcmp(ra, st + off, sizeof ra), "%s: state differs", names[k]);
+                ck_assert_msg(!memcmp(ra, st + off, sizeof ra), "%s: state differs",
+                              names[k]);
             }
             if (ps_optim_state_floats(&o) == 2) {
-                ck_assert_msg(!memcmp(rb, st + off + S_BN, sizeof rb), "%s: 2nd state differs",
-                              names[k]);
+                ck_assert_msg(!memcmp(rb, st + off + S_BN, sizeof rb),
+                              "%s: 2nd state differs", names[k]);
             }
         }
     }

@@ -262,8 +262,8 @@ START_TEST(warm_spares_take_an_update_without_page_faults)
     }
     /* cold: 256 here (fewer where the kernel maps larger folios at once) */
     ck_assert_msg(faults_of[1] <= 2 && faults_of[0] > faults_of[1],
-                  "page faults of an update into a cold spare %ld, a warm one %ld", faults_of[0],
-                  faults_of[1]);
+                  "page faults of an update into a cold spare %ld, a warm one %ld",
+                  faults_of[0], faults_of[1]);
     free(g);
 }
 END_TEST
