@@ -7,9 +7,9 @@
 #include "common/error.h"
 
 /*
- * The per-push loops (finite check, update) are built twice on x86-64, for
- * AVX2 and for the baseline (SSE2), and the CPU picks one when the program
- * loads (GCC's target_clones, an ifunc). The same C, so the same arithmetic
+ * The per-push loops (finite check, sum of pushes, update) are built twice on
+ * x86-64, for AVX2 and for the baseline (SSE2), and the CPU picks one when
+ * the program loads (GCC's target_clones, an ifunc). The same C, so the same arithmetic
  * element for element: the vector width changes how many elements one
  * instruction does, not what is computed (no FMA: kernels/meson.build builds
  * with -ffp-contract=off, and AVX2 does not imply FMA). Measured on a Zen VM,
