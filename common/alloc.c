@@ -2,6 +2,7 @@
 #include "common/alloc.h"
 
 #include <stdlib.h> /* defines __GLIBC__ on glibc */
+#include <string.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -9,6 +10,28 @@
 /* Heap top kept on free before any is returned: far above what a process
  * of ours holds at its peak, so it is never trimmed. */
 #define PS_ALLOC_TRIM_BYTES (1 << 30)
+
+/* Rounds of frames whose memory ps_alloc_warm_heap touches: as many as are
+ * in flight at once (4 in shardps-bench comm's async rows), twice, for
+ * the holes between frames freed out of order. */
+#define PS_ALLOC_WARM_ROUNDS 8
+
+/* Most heap ps_alloc_warm_heap touches. */
+#define PS_ALLOC_WARM_MAX_BYTES ((size_t)128 << 20)
+
+void ps_alloc_warm_heap(size_t round_bytes)
+{
+    /* Touched once, then free: the heap's top (never trimmed, see above)
+     * keeps the pages for the frames that come later. */
+    size_t bytes = round_bytes > PS_ALLOC_WARM_MAX_BYTES / PS_ALLOC_WARM_ROUNDS
+                       ? PS_ALLOC_WARM_MAX_BYTES
+                       : round_bytes * PS_ALLOC_WARM_ROUNDS;
+    unsigned char *p = bytes ? malloc(bytes) : NULL;
+    if (p) {
+        memset(p, 0, bytes);
+        free(p);
+    }
+}
 
 void ps_alloc_keep_large_blocks(void)
 {

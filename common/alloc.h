@@ -12,6 +12,8 @@
 #ifndef PS_COMMON_ALLOC_H
 #define PS_COMMON_ALLOC_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,6 +29,17 @@ extern "C" {
  * thread starts; without glibc it does nothing. Not thread-safe.
  */
 void ps_alloc_keep_large_blocks(void);
+
+/*
+ * Touches the heap for a few rounds of round_bytes of received frames (at
+ * most 128 MiB) once and frees it: the frames that arrive later (that much
+ * alive at once, after ps_alloc_keep_large_blocks()) land in pages already
+ * there instead of growing the heap into fresh ones, page fault by page
+ * fault, in the first rounds under load. Call after the long-lived
+ * allocations, so the warm pages are at the heap's top. The process keeps
+ * that memory (its peak anyway under load).
+ */
+void ps_alloc_warm_heap(size_t round_bytes);
 
 #ifdef __cplusplus
 }

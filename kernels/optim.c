@@ -6,6 +6,22 @@
 
 #include "common/error.h"
 
+/*
+ * The per-push loops (finite check, sum of pushes, update) are built twice on
+ * x86-64, for AVX2 and for the baseline (SSE2), and the CPU picks one when
+ * the program loads (GCC's target_clones, an ifunc). The same C, so the same
+ * arithmetic element for element: the vector width changes how many elements
+ * one instruction does, not what is computed (no FMA: kernels/meson.build
+ * builds with -ffp-contract=off, and AVX2 does not imply FMA). Measured on a
+ * Zen VM, 1M floats in cache: update 0.29 -> 0.14 ms, finite check 0.16 ->
+ * 0.06 ms.
+ */
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define PS_OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define PS_OPTIM_CLONES
+#endif
+
 void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *restrict w, float *restrict v,
                        const float *restrict grad, float scale, size_t n)
 {
@@ -23,7 +39,7 @@ void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *restrict w, float *restri
     }
 }
 
-int ps_optim_finite(const void *g, size_t n)
+PS_OPTIM_CLONES int ps_optim_finite(const void *g, size_t n)
 {
     const unsigned char *p = g;
     uint32_t bad = 0;
@@ -33,6 +49,25 @@ int ps_optim_finite(const void *g, size_t n)
         bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u); /* exponent all ones */
     }
     return !bad;
+}
+
+PS_OPTIM_CLONES void ps_optim_accumulate(float *restrict acc, const void *restrict g,
+                                         float c, size_t n, int first)
+{
+    const unsigned char *p = g;
+    if (first) {
+        for (size_t i = 0; i < n; i++) {
+            float v;
+            memcpy(&v, p + i * sizeof v, sizeof v);
+            acc[i] = c * v;
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, p + i * sizeof v, sizeof v);
+        acc[i] = acc[i] + c * v;
+    }
 }
 
 float ps_optim_lr(const ps_job_t *job, int64_t t, int64_t steps_per_epoch, int64_t total_steps)
@@ -153,16 +188,17 @@ s_step(const ps_optim_t *o, float lr, int64_t t, float *wo, const float *wi,
     }
 }
 
-void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *restrict w,
-                   float *restrict state, size_t stride, const float *restrict grad,
-                   float scale, size_t n)
+PS_OPTIM_CLONES void ps_optim_step(const ps_optim_t *o, float lr, int64_t t,
+                                   float *restrict w, float *restrict state, size_t stride,
+                                   const float *restrict grad, float scale, size_t n)
 {
     s_step(o, lr, t, w, w, state, stride, grad, scale, n);
 }
 
-void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t, float *restrict wo,
-                        const float *restrict wi, float *restrict state, size_t stride,
-                        const float *restrict grad, float scale, size_t n)
+PS_OPTIM_CLONES void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t,
+                                        float *restrict wo, const float *restrict wi,
+                                        float *restrict state, size_t stride,
+                                        const float *restrict grad, float scale, size_t n)
 {
     s_step(o, lr, t, wo, wi, state, stride, grad, scale, n);
 }

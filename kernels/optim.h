@@ -37,6 +37,11 @@ void ps_optim_sgd_step(const ps_optim_sgd_t *o, float *w, float *v, const float 
  * run it on a gradient while it is still in cache. */
 int ps_optim_finite(const void *g, size_t n);
 
+/* acc[0..n) = c * g (first != 0) or acc[i] + c * g (else), g n floats at any
+ * alignment (read in place from a frame): a server's weighted sum of the
+ * pushes of a step, one push at a time. */
+void ps_optim_accumulate(float *acc, const void *g, float c, size_t n, int first);
+
 /* The server-side optimizers (job->optimizer). */
 typedef enum {
     PS_OPT_SGD = 0,      /* SGD, with momentum when momentum > 0 */

@@ -3,9 +3,9 @@
  *
  * Everything is sized once at creation: the table of pushes held per step and
  * worker (their frames are read in place when the step applies, no copy into
- * a buffer of ours), one scratch range (the step's sum; an aligned copy of an
- * async push) and the table of pulls waiting for a newer version. Nothing is
- * allocated per step.
+ * a buffer of ours), one scratch range (a chunk of the step's sum; an aligned
+ * copy of an async push) and the table of pulls waiting for a newer version.
+ * Nothing is allocated per step.
  */
 #include "server/consistency.h"
 
@@ -52,7 +52,7 @@ struct ps_consistency {
     int *nparts;           /* nslots */
     uint64_t *covered;     /* nslots: keys pushed so far */
     int64_t *computed_on;  /* nslots: version the gradient was computed on */
-    float *scratch;        /* n: a step's gradient sum, or an aligned copy of a push */
+    float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
     int64_t version;       /* updates applied so far (also Adam's t) */
     ps_pending_t *pending; /* cap_pending */
     unsigned char *askers; /* cap_pending blobs of asker_stride bytes, pending's askers */
@@ -192,48 +192,57 @@ static void s_send_ready_chunk(ps_consistency_t *c, ps_range_t chunk)
     }
 }
 
-/* acc[0..n) = c * g  (first) or acc += c * g, g read from a frame that may
- * not be float-aligned (memcpy loads; the compiler makes them vector loads). */
-static void s_accumulate(float *restrict acc, const unsigned char *restrict g, float c,
-                         uint64_t n, int first)
+/*
+ * Step t's lone push, when it can be used as the step's gradient as it
+ * is, with no pass at all: one complete worker (from first on), its push in
+ * one aligned part, unweighted. Else NULL (s_sum_range sums).
+ */
+static const float *s_lone_push(const ps_consistency_t *c, int64_t t, int first)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        float v;
-        memcpy(&v, g + i * sizeof(float), sizeof v);
-        acc[i] = first ? c * v : acc[i] + c * v;
+    size_t k0 = s_slot(c, t, first);
+    const ps_part_t *p0 = c->parts + k0 * PS_CONSISTENCY_MAX_PARTS;
+    for (int w = first + 1; w < c->workers; w++) {
+        if (s_complete(c, t, w)) {
+            return NULL;
+        }
     }
+    const void *d0 = c->nparts[k0] == 1 ? p0->data : NULL;
+    if (d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
+        s_stale_weight(c, t - c->computed_on[k0]) == 1.0f) {
+        return d0;
+    }
+    return NULL;
 }
 
 /*
- * The gradient sum of the step being applied: every complete worker's pushes,
- * in worker-rank order from the first complete one, each weighted by
- * s_stale_weight(). Read in place from the held parts; a lone aligned,
- * unweighted push is used as it is, with no pass at all. Returns a pointer
- * valid until the step's slots are released.
+ * The gradient sum of keys [off, off + len) (shard-relative) of step t,
+ * into scratch[0, len): every complete worker's pushes, in worker-rank order
+ * from the first complete one, each weighted by s_stale_weight(), read in
+ * place from the held parts. Summed one range (a chunk) at a time just
+ * before its update, into the same scratch each time, so the sum is still in
+ * cache when the optimizer reads it; per key the same additions in the same
+ * order as a sum of the whole shard. Returns scratch.
  */
-static const float *s_sum_step(ps_consistency_t *c, int first)
+static const float *s_sum_range(ps_consistency_t *c, int64_t t, int first, uint64_t off,
+                                uint64_t len)
 {
-    size_t k0 = s_slot(c, c->version, first);
-    const ps_part_t *p0 = c->parts + k0 * PS_CONSISTENCY_MAX_PARTS;
-    int lone = 1;
-    for (int w = first + 1; w < c->workers; w++) {
-        lone &= !s_complete(c, c->version, w);
-    }
-    const void *d0 = c->nparts[k0] == 1 ? p0->data : NULL;
-    if (lone && d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
-        s_stale_weight(c, c->version - c->computed_on[k0]) == 1.0f) {
-        return d0;
-    }
+    const uint64_t end = off + len;
     for (int w = first; w < c->workers; w++) {
-        if (!s_complete(c, c->version, w)) {
+        if (!s_complete(c, t, w)) {
             continue;
         }
-        size_t k = s_slot(c, c->version, w);
-        const float weight = s_stale_weight(c, c->version - c->computed_on[k]);
+        size_t k = s_slot(c, t, w);
+        const float weight = s_stale_weight(c, t - c->computed_on[k]);
         const ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
         for (int i = 0; i < c->nparts[k]; i++) {
-            s_accumulate(c->scratch + parts[i].begin, parts[i].data, weight,
-                         parts[i].end - parts[i].begin, w == first);
+            uint64_t b = parts[i].begin > off ? parts[i].begin : off;
+            uint64_t e = parts[i].end < end ? parts[i].end : end;
+            if (b < e) {
+                ps_optim_accumulate(c->scratch + (b - off),
+                                    (const unsigned char *)parts[i].data +
+                                        (b - parts[i].begin) * sizeof(float),
+                                    weight, e - b, w == first);
+            }
         }
     }
     return c->scratch;
@@ -304,14 +313,15 @@ static void s_try_apply(ps_consistency_t *c)
         }
         const int64_t t = c->version;
         c->stats.steps_fewer += c->nlive < c->workers;
-        const float *sum = s_sum_step(c, first);
+        const float *lone = s_lone_push(c, t, first);
         const float lr = s_lr(c, t), scale = 1.0f / (float)complete;
         c->version = t + 1; /* what the values sent below carry; Adam's t */
         for (uint64_t off = 0; off < c->n; off += PS_CONSISTENCY_REPLY_KEYS) {
             uint64_t len = c->n - off < PS_CONSISTENCY_REPLY_KEYS ? c->n - off
                                                                  : PS_CONSISTENCY_REPLY_KEYS;
             ps_range_t chunk = {c->shard.begin + off, c->shard.begin + off + len};
-            ps_store_step(c->store, chunk, sum + off, lr, scale, c->version);
+            const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
+            ps_store_step(c->store, chunk, sum, lr, scale, c->version);
             s_send_ready_chunk(c, chunk);
         }
         for (int w = 0; w < c->workers; w++) {

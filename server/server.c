@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/hist.h"
@@ -874,9 +875,14 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS, s->workers);
     /* A spare per chunk and per reply that may be out: an update of values
-     * replies still hold always finds a buffer (server/store.h). */
+     * replies still hold always finds a buffer (server/store.h). Outside
+     * sync, replies hold values while updates come, so the spares of the
+     * counted holds (at most the pool's 64 MiB) are touched now, not page by
+     * page in the first rounds that need them. */
+    const int cap = rc ? 0 : ps_reply_pool_hold_cap(s->pool);
     rc = rc ? rc
-            : ps_store_reserve(s->store, (int)s_reply_parts(s) + ps_reply_pool_hold_cap(s->pool));
+            : ps_store_reserve(s->store, (int)s_reply_parts(s) + cap,
+                               v->job.mode == PS_MODE_SYNC ? 0 : cap);
     s->sent = calloc((size_t)s->workers, sizeof *s->sent);
     for (int w = 0; s->sent && w < s->workers; w++) {
         s->sent[w] = (ps_sent_t){s, w};
@@ -901,6 +907,7 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     }
     ps_server_obs_setup(s->obs, s->workers);
     ps_server_obs_wire(s->obs, s->ctx);
+    ps_alloc_warm_heap(n * sizeof(float)); /* a push of the shard per round */
     if (v->resume_parts > 0 && (rc = s_resume(s, err, errlen)) != 0) {
         return rc;
     }

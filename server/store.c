@@ -222,7 +222,7 @@ const float *ps_store_flat(const ps_store_t *s)
     return s->w;
 }
 
-int ps_store_reserve(ps_store_t *s, int n)
+int ps_store_reserve(ps_store_t *s, int n, int warm)
 {
     float *mem = n > 0 ? malloc((size_t)n * s->chunk_keys * sizeof(float)) : NULL;
     if (n > 0 && !mem) {
@@ -231,6 +231,12 @@ int ps_store_reserve(ps_store_t *s, int n)
     if (s_tables(s, n, mem) != 0) {
         free(mem);
         return PS_ENOMEM;
+    }
+    /* Spares are taken lowest first (s_free_buffer): the first `warm` ones
+     * are the ones a steady state of holds uses. */
+    warm = warm < n ? warm : n;
+    if (warm > 0) {
+        memset(mem, 0, (size_t)warm * s->chunk_keys * sizeof(float));
     }
     return 0;
 }

@@ -83,12 +83,14 @@ void ps_store_read(const ps_store_t *s, ps_range_t r, float *dst);
 const float *ps_store_flat(const ps_store_t *s);
 
 /*
- * Allocates n spare chunk buffers (untouched: they cost memory only once an
- * update writes into one) for updates of chunks held by replies. With the
- * number of chunks plus the most holds the caller allows at once, an update
- * always finds one. Call once, before any hold. Returns 0 or PS_ENOMEM.
+ * Allocates n spare chunk buffers for updates of chunks held by replies.
+ * With the number of chunks plus the most holds the caller allows at once,
+ * an update always finds one. The first `warm` of them (the ones taken
+ * first) are touched now, so that an update writing into one costs no page
+ * faults later; the others cost memory only once an update writes into
+ * one. Call once, before any hold. Returns 0 or PS_ENOMEM.
  */
-int ps_store_reserve(ps_store_t *s, int n);
+int ps_store_reserve(ps_store_t *s, int n, int warm);
 
 /*
  * The values of keys `part` (inside one chunk), held unchanged until

@@ -23,6 +23,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "proto/msg.h"
@@ -654,6 +655,9 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
         return PS_ENOMEM;
     }
     kv->ticker_started = 1;
+    if (n > 0) { /* pull replies: the model per round */
+        ps_alloc_warm_heap(view->num_params * sizeof(float));
+    }
     *out = kv;
     return 0;
 }

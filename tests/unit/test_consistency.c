@@ -318,6 +318,58 @@ START_TEST(sync_one_worker_uses_its_push_as_it_is)
 }
 END_TEST
 
+/* A shard of 2.5 chunks: the sum is made chunk by chunk just before each
+ * chunk's update, from parts cut anywhere (worker 1: three parts across the
+ * chunk borders; worker 2: one byte off alignment) and stale weights (a
+ * second step with worker 2 two versions behind); the parameters and the
+ * momentum are bitwise those of one sum of the whole shard then one update. */
+START_TEST(sync_sums_chunk_by_chunk_bitwise_as_the_whole_shard)
+{
+    const uint64_t n = PS_STORE_CHUNK_KEYS * 5 / 2, cut1 = 1000;
+    const uint64_t cut2 = PS_STORE_CHUNK_KEYS + 7;
+    ps_job_t job = s_job(PS_MODE_SYNC);
+    job.momentum = 0.9;
+    job.staleness_lr = 1;
+    s_fix_t *f = s_new(job, n, 3);
+    s_init_all(f);
+    float *g[3], *want = malloc(n * sizeof(float)), *state = calloc(n, sizeof(float));
+    unsigned char *odd = malloc(n * sizeof(float) + 1);
+    ck_assert(want && state && odd);
+    s_initial(f, want);
+    const float big[3] = {1e8f, 1.0f, -1e8f}; /* the sum's bits depend on its order */
+    for (int w = 0; w < 3; w++) {
+        g[w] = malloc(n * sizeof(float));
+        ps_test_fill(g[w], n, -1, 1, (uint64_t)(40 + w));
+        for (uint64_t i = 0; i < n; i++) {
+            g[w][i] *= big[w];
+        }
+    }
+    memcpy(odd + 1, g[2], n * sizeof(float));
+    for (int64_t t = 0; t < 2; t++) {
+        const int64_t v2 = t == 0 ? 0 : -1; /* step 1: worker 2 is two versions behind */
+        ck_assert_int_eq(s_push(f, 2, t, v2, 0, n, odd + 1), 0);
+        ck_assert_int_eq(s_push(f, 1, t, t, cut2, n, g[1] + cut2), 0);
+        ck_assert_int_eq(s_push(f, 1, t, t, 0, cut1, g[1]), 0);
+        ck_assert_int_eq(s_push(f, 1, t, t, cut1, cut2, g[1] + cut1), 0);
+        ck_assert_int_eq(s_push(f, 0, t, t, 0, n, g[0]), 0);
+        ck_assert_int_eq(ps_consistency_version(f->c), t + 1);
+        const float *grads[3] = {g[0], g[1], g[2]};
+        const float weights[3] = {1, 1, t == 0 ? 1.0f : 0.5f};
+        s_expect(f, want, state, grads, weights, 3, 1.0f / 3.0f, t + 1);
+        const float *got = ps_store_values(f->store, S_BASE); /* flat: nothing held */
+        ck_assert_int_eq(memcmp(got, want, n * sizeof(float)), 0);
+        ck_assert_int_eq(memcmp(ps_store_state(f->store, 0), state, n * sizeof(float)), 0);
+    }
+    for (int w = 0; w < 3; w++) {
+        free(g[w]);
+    }
+    free(want);
+    free(state);
+    free(odd);
+    s_free(f);
+}
+END_TEST
+
 START_TEST(sync_refuses_steps_outside_the_one_being_collected)
 {
     s_fix_t *f = s_new(s_job(PS_MODE_SYNC), 4, 1);
@@ -876,6 +928,7 @@ int main(void)
     tcase_add_test(tc, nonfinite_pushes_are_refused_and_never_count);
     tcase_add_test(tc, sync_sums_in_worker_rank_order_whatever_the_arrival_order);
     tcase_add_test(tc, sync_one_worker_uses_its_push_as_it_is);
+    tcase_add_test(tc, sync_sums_chunk_by_chunk_bitwise_as_the_whole_shard);
     tcase_add_test(tc, sync_refuses_steps_outside_the_one_being_collected);
     tcase_add_test(tc, duplicate_keys_of_a_step_are_refused);
     tcase_add_test(tc, a_share_may_come_in_up_to_max_parts);

@@ -169,6 +169,124 @@ START_TEST(every_optimizer_matches_its_formula)
 }
 END_TEST
 
+/* The same update in float, one element at a time, in optim.c's order of
+ * operations: what every build of the loops (vector widths, kernels/optim.c)
+ * must produce bit for bit, sync results being checked bitwise. */
+static void s_float_step(const ps_optim_t *o, float lr, int64_t t, float *w, float *a,
+                         float *b, const float *g, float scale, size_t n)
+{
+    const float wd = o->weight_decay, mu = o->momentum;
+    const float c1 = 1.0f / (float)(1.0 - pow(o->beta1, (double)t));
+    const float c2 = 1.0f / (float)(1.0 - pow(o->beta2, (double)t));
+    for (size_t i = 0; i < n; i++) {
+        float gg = g[i] * scale + wd * w[i];
+        switch (o->kind) {
+        case PS_OPT_SGD:
+            if (mu == 0.0f) {
+                w[i] = w[i] - lr * gg;
+                break;
+            }
+            a[i] = mu * a[i] + gg;
+            w[i] = w[i] - lr * a[i];
+            break;
+        case PS_OPT_NESTEROV:
+            a[i] = mu * a[i] + gg;
+            w[i] = w[i] - lr * (gg + mu * a[i]);
+            break;
+        case PS_OPT_ADAM:
+            a[i] = o->beta1 * a[i] + (1.0f - o->beta1) * gg;
+            b[i] = o->beta2 * b[i] + (1.0f - o->beta2) * gg * gg;
+            w[i] = w[i] - lr * (a[i] * c1) / (sqrtf(b[i] * c2) + o->eps);
+            break;
+        case PS_OPT_ADAGRAD:
+            a[i] += gg * gg;
+            w[i] = w[i] - lr * gg / (sqrtf(a[i]) + o->eps);
+            break;
+        }
+    }
+}
+
+enum { S_BN = 1031 }; /* odd: every vector loop has a tail */
+
+START_TEST(every_optimizer_is_bitwise_the_scalar_float_formula)
+{
+    const char *names[] = {"sgd", "sgd", "nesterov", "adam", "adagrad"};
+    const double mus[] = {0.0, 0.9, 0.9, 0.0, 0.0};
+    static float w[S_BN + 4], st[2 * S_BN + 4], g[S_BN + 4], wo[S_BN + 4];
+    static float rw[S_BN], ra[S_BN], rb[S_BN];
+    for (int k = 0; k < 5; k++) {
+        ps_job_t job;
+        ps_job_defaults(&job);
+        snprintf(job.optimizer, sizeof job.optimizer, "%s", names[k]);
+        job.momentum = mus[k];
+        job.weight_decay = 1e-3;
+        ps_optim_t o;
+        ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
+        for (int off = 0; off < 4; off++) { /* vector loops start off the alignment */
+            ps_test_fill(w + off, S_BN, -1, 1, 5);
+            ps_test_fill(st + off, 2 * S_BN, 0, 1, 6);
+            memcpy(rw, w + off, sizeof rw);
+            memcpy(ra, st + off, sizeof ra);
+            memcpy(rb, st + off + S_BN, sizeof rb);
+            for (int t = 1; t <= 3; t++) {
+                ps_test_fill(g + off, S_BN, -1, 1, (uint64_t)(300 + t));
+                if (t == 2) { /* the copy-on-write form: same bits, other buffer */
+                    ps_optim_step_from(&o, 0.01f, t, wo, w + off, st + off, S_BN, g + off,
+                                       0.25f, S_BN);
+                    memcpy(w + off, wo, S_BN * sizeof(float));
+                } else {
+                    ps_optim_step(&o, 0.01f, t, w + off, st + off, S_BN, g + off, 0.25f,
+                                  S_BN);
+                }
+                s_float_step(&o, 0.01f, t, rw, ra, rb, g + off, 0.25f, S_BN);
+            }
+            ck_assert_msg(!memcmp(rw, w + off, sizeof rw), "%s mu=%g: w differs", names[k],
+                          mus[k]);
+            if (ps_optim_state_floats(&o) >= 1) {
+                ck_assert_msg(!memcmp(ra, st + off, sizeof ra), "%s: state differs",
+                              names[k]);
+            }
+            if (ps_optim_state_floats(&o) == 2) {
+                ck_assert_msg(!memcmp(rb, st + off + S_BN, sizeof rb),
+                              "%s: 2nd state differs", names[k]);
+            }
+        }
+    }
+}
+END_TEST
+
+/* A NaN or an infinity anywhere (first, middle, last element; any byte
+ * alignment of the array) is found; finite extremes are not. */
+START_TEST(finite_finds_any_nonfinite_value_at_any_place)
+{
+    static unsigned char buf[4 * S_BN + 8];
+    const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+    const float good[] = {3.4028235e38f, -3.4028235e38f, 1e-45f, -0.0f};
+    for (int shift = 0; shift < 4; shift++) {
+        float *f = (float *)(void *)(buf + 4); /* aligned base for filling */
+        ps_test_fill(f, S_BN, -1, 1, 9);
+        memmove(buf + shift, f, S_BN * sizeof(float));
+        const unsigned char *p = buf + shift;
+        ck_assert(ps_optim_finite(p, S_BN));
+        ck_assert(ps_optim_finite(p, 0));
+        const size_t at[] = {0, 1, 7, 8, 500, S_BN - 2, S_BN - 1};
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            float keep;
+            memcpy(&keep, p + 4 * at[i], 4);
+            for (int b = 0; b < 4; b++) {
+                memcpy((unsigned char *)p + 4 * at[i], &bad[b], 4);
+                ck_assert_msg(!ps_optim_finite(p, S_BN), "shift %d at %zu kind %d", shift,
+                              at[i], b);
+                ck_assert(ps_optim_finite(p, at[i])); /* the values before it */
+                memcpy((unsigned char *)p + 4 * at[i], &good[b], 4);
+                ck_assert(ps_optim_finite(p, S_BN));
+            }
+            memcpy((unsigned char *)p + 4 * at[i], &keep, 4);
+        }
+    }
+}
+END_TEST
+
 START_TEST(optimizer_names_and_state_sizes)
 {
     ps_job_t job;
@@ -228,6 +346,8 @@ int main(void)
     tcase_add_test(tc, momentum_with_weight_decay_and_scale_matches_formula);
     tcase_add_test(tc, plain_sgd_leaves_velocity_untouched);
     tcase_add_test(tc, every_optimizer_matches_its_formula);
+    tcase_add_test(tc, every_optimizer_is_bitwise_the_scalar_float_formula);
+    tcase_add_test(tc, finite_finds_any_nonfinite_value_at_any_place);
     tcase_add_test(tc, optimizer_names_and_state_sizes);
     tcase_add_test(tc, schedules_match_their_formulas);
     suite_add_tcase(s, tc);
