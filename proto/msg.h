@@ -168,10 +168,10 @@ int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, voi
 
 /* A role's bytes on the wire by message type in its metrics registry:
  * shardps_<role>_wire_bytes_total{dir="sent|received",type="..."} for the
- * data types (push, push_ack, pull, pull_reply, init, ring_data) and
+ * data types (push, push_ack, pull, pull_reply, init, ring_data, push_pull) and
  * "other" (every other type), read from the context's counts
  * (ps_ctx_bytes) at each update. */
-enum { PS_MSG_BYTES_SERIES = 7 };
+enum { PS_MSG_BYTES_SERIES = 8 };
 typedef struct {
     ps_metric_t *series[2][PS_MSG_BYTES_SERIES]; /* [0] sent, [1] received */
     const ps_ctx_t *ctx;                         /* borrowed; NULL: nothing to update */

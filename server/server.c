@@ -38,7 +38,7 @@
 typedef struct {
     ps_route_t route;     /* who asked */
     uint64_t request_id;  /* echoed */
-    ps_msg_type_t type;   /* init, push or pull */
+    ps_msg_type_t type;   /* init, push, pull or push-pull */
     int worker;           /* its rank (its token checked) */
     int64_t step;         /* of the request, for the trace */
 } ps_asker_t;
@@ -286,10 +286,19 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     ps_trace_span(PS_TRACE_REPLY, a->step, t0, t0 ? ps_now() : 0, a->worker);
 }
 
+/* A push-pull's push is acked by its pull's reply, not on its own. */
+static int s_carries_push(ps_msg_type_t type)
+{
+    return type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
+}
+
 /* The consistency's callbacks (ps_consistency_ops_t). */
 static void s_on_ack(void *ctx, const void *asker, ps_range_t range, int64_t version)
 {
     const ps_asker_t *a = asker;
+    if (a->type == PS_MSG_PUSH_PULL) {
+        return; /* its pull's reply is the ack */
+    }
     s_reply(ctx, a, a->type == PS_MSG_INIT ? PS_MSG_INIT_ACK : PS_MSG_PUSH_ACK, range, NULL,
             version);
 }
@@ -368,12 +377,15 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     /* Before any arithmetic on them: steps and versions are counts of
      * updates, far below 2^53 in any real job. */
     if (h->step < 0 || h->step > PS_MSG_MAX_STEP || h->version < 0 ||
-        h->version > PS_MSG_MAX_STEP) {
-        return s_reply_error(s, m, PS_ERANGE, "step %lld or version %lld outside [0, 2^53]",
-                             (long long)h->step, (long long)h->version);
+        h->version > PS_MSG_MAX_STEP || h->pull_version < 0 ||
+        h->pull_version > PS_MSG_MAX_STEP) {
+        return s_reply_error(s, m, PS_ERANGE,
+                             "step %lld, version %lld or pull version %lld outside [0, 2^53]",
+                             (long long)h->step, (long long)h->version,
+                             (long long)h->pull_version);
     }
     /* pushes travel as the job says (--wire, --compress); INIT is fp32 */
-    const uint32_t dtype = h->type == PS_MSG_PUSH ? s->push_dtype : PS_DTYPE_F32;
+    const uint32_t dtype = s_carries_push(h->type) ? s->push_dtype : PS_DTYPE_F32;
     if (h->type != PS_MSG_PULL && h->dtype != dtype) {
         return s_reply_error(s, m, PS_ERANGE, "payload is %s; this job's %s carries %s",
                              ps_wire_dtype_name(h->dtype), ps_codec_type_name(h->type),
@@ -559,6 +571,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     switch (h->type) {
     case PS_MSG_PUSH:
     case PS_MSG_PULL:
+    case PS_MSG_PUSH_PULL:
     case PS_MSG_INIT:
         break;
     case PS_MSG_PREFLIGHT_PROBE:
@@ -592,7 +605,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     ps_request_t req = {h->sender, h->step, h->version, r, NULL, NULL, &asker};
     char why[160];
     int rc;
-    if (h->type == PS_MSG_PUSH) {
+    if (s_carries_push(h->type)) {
         const float *decoded = NULL;
         if (h->dtype != PS_DTYPE_F32 && !(decoded = s_decode_push(s, m, r))) {
             return;
@@ -610,6 +623,12 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
             ps_trace_span(PS_TRACE_APPLY, h->step, ta, te, 0);
         }
         s_failover_stepped(s);
+        if (rc == 0 && h->type == PS_MSG_PUSH_PULL) {
+            /* the pull right behind its push: async is answered with this
+             * push applied, stepped modes once the step is */
+            req.step = h->pull_version;
+            rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
+        }
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
     } else {

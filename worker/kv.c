@@ -34,6 +34,12 @@
  * longest a waiter polls before it checks heartbeats and the job's state. */
 enum { KV_TICK_MS = 50 };
 
+/* A push-pull's pull: where its values go, and the version they need. */
+typedef struct {
+    float *dst;
+    int64_t version;
+} kv_pull_t;
+
 /* A server socket's drain handler argument: the client and which server. */
 typedef struct {
     ps_kv_t *kv;
@@ -121,9 +127,11 @@ static void s_encode_push(ps_kv_t *kv, ps_header_t *h, ps_frame_t *f, ps_range_t
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
-    ps_msg_type_t type = sl->type == PS_KV_PUSH ? PS_MSG_PUSH
-                       : sl->type == PS_KV_PULL ? PS_MSG_PULL
-                                                : PS_MSG_INIT;
+    ps_msg_type_t type = sl->type == PS_KV_PUSH        ? PS_MSG_PUSH
+                       : sl->type == PS_KV_PULL        ? PS_MSG_PULL
+                       : sl->type == PS_KV_PUSH_PULL ? PS_MSG_PUSH_PULL
+                                                       : PS_MSG_INIT;
+    const int push = type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
     for (int i = 0; i < kv->view.num_servers; i++) {
         ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part;
         uint64_t n = ps_range_intersect(sl->range, srv, &part);
@@ -139,9 +147,10 @@ static void s_send_request(ps_kv_t *kv, int idx)
         h.step = sl->step;
         h.version = kv->versions[i];
         h.generation = kv->generation;
+        h.pull_version = type == PS_MSG_PUSH_PULL ? sl->pull_version : 0;
         ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), n * sizeof(float)};
         int has_payload = type != PS_MSG_PULL, flags = 0;
-        if (type == PS_MSG_PUSH && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
+        if (push && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
             s_encode_push(kv, &h, &f, part);
             flags = PS_SEND_COPY; /* enc is reused for the next part */
         }
@@ -150,7 +159,7 @@ static void s_send_request(ps_kv_t *kv, int idx)
             char why[160];
             snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
             ps_kv_slots_complete(kv->slots, idx, rc, why);
-        } else if (type == PS_MSG_PUSH) {
+        } else if (push) {
             kv->bytes_pushed += f.len;
         }
     }
@@ -333,9 +342,11 @@ static int s_send_ctrl(ps_kv_t *kv, ps_kv_req_t type, const char *name, const ui
 }
 
 /* Takes a free slot, fills it and sends the request. Returns the handle or a
- * PS_E*. Control requests (barrier, finish, abort) carry name or body. */
+ * PS_E*. Control requests (barrier, finish, abort) carry name or body; a
+ * push-pull its destination and pull version in pp. */
 static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end, float *buf,
-                    int64_t step, const char *name, const uint8_t *body, size_t len)
+                    int64_t step, const char *name, const uint8_t *body, size_t len,
+                    const kv_pull_t *pp)
 {
     if (end < begin || end > kv->view.num_params) {
         return PS_EINVAL;
@@ -352,8 +363,11 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
         pthread_mutex_unlock(&kv->mu);
         return PS_EAGAIN;
     }
-    int idx = ps_kv_slots_open(kv->slots, type, (ps_range_t){begin, end}, buf, step);
-    if (idx >= 0 && (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_INIT)) {
+    const ps_range_t range = {begin, end};
+    int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, buf, step, pp->dst, pp->version)
+                 : ps_kv_slots_open(kv->slots, type, range, buf, step);
+    if (idx >= 0 && (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
+                     type == PS_KV_INIT)) {
         s_send_request(kv, idx);
     } else if (idx >= 0) {
         int rc = s_send_ctrl(kv, type, name, body, len);
@@ -367,17 +381,24 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
 
 int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step)
 {
-    return s_submit(kv, PS_KV_PUSH, begin, end, (float *)grad, step, NULL, NULL, 0);
+    return s_submit(kv, PS_KV_PUSH, begin, end, (float *)grad, step, NULL, NULL, 0, NULL);
 }
 
 int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t min_version)
 {
-    return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL, 0);
+    return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL, 0, NULL);
+}
+
+int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step,
+                    float *dst, int64_t min_version)
+{
+    const kv_pull_t pp = {dst, min_version};
+    return s_submit(kv, PS_KV_PUSH_PULL, begin, end, (float *)grad, step, NULL, NULL, 0, &pp);
 }
 
 int ps_kv_init(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *values)
 {
-    return s_submit(kv, PS_KV_INIT, begin, end, (float *)values, 0, NULL, NULL, 0);
+    return s_submit(kv, PS_KV_INIT, begin, end, (float *)values, 0, NULL, NULL, 0, NULL);
 }
 
 int ps_kv_wait(ps_kv_t *kv, int handle)
@@ -409,7 +430,7 @@ int ps_kv_wait(ps_kv_t *kv, int handle)
 static int s_submit_ctrl(ps_kv_t *kv, ps_kv_req_t type, const char *name, const uint8_t *body,
                          size_t len)
 {
-    int h = s_submit(kv, type, 0, 0, NULL, 0, name, body, len);
+    int h = s_submit(kv, type, 0, 0, NULL, 0, name, body, len, NULL);
     return h < 0 ? h : ps_kv_wait(kv, h);
 }
 

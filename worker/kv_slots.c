@@ -82,7 +82,8 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
     ps_kv_slot_t *sl = &t->slots[idx];
     *sl = (ps_kv_slot_t){.state = PS_KV_SENT, .type = type, .gen = (sl->gen + 1) & 0xffffff,
                          .range = range, .buf = buf, .step = step, .left = 1};
-    if (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_INIT) {
+    if (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
+        type == PS_KV_INIT) {
         uint64_t parts = 0;
         for (int i = 0; i < t->n; i++) {
             ps_range_t part;
@@ -92,10 +93,21 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
             }
         }
         /* Servers answer a pull in as many messages as they like, in key order. */
-        sl->left = type == PS_KV_PULL ? ps_range_len(range) : parts;
+        sl->left = type == PS_KV_PULL || type == PS_KV_PUSH_PULL ? ps_range_len(range) : parts;
         if (sl->left == 0) {
             sl->state = PS_KV_DONE;
         }
+    }
+    return idx;
+}
+
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, float *grad, int64_t step,
+                               float *dst, int64_t pull_version)
+{
+    int idx = ps_kv_slots_open(t, PS_KV_PUSH_PULL, range, grad, step);
+    if (idx >= 0) {
+        t->slots[idx].dst = dst;
+        t->slots[idx].pull_version = pull_version;
     }
     return idx;
 }
@@ -144,7 +156,9 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
     if (h->type == PS_MSG_ERROR) {
         snprintf(why, sizeof why, "S%d refused: %s", i, h->error);
         s_part_done(sl, h->status < 0 ? h->status : PS_EPROTO, why, 0);
-    } else if (h->type == PS_MSG_PULL_REPLY && sl->type == PS_KV_PULL) {
+    } else if (h->type == PS_MSG_PULL_REPLY &&
+               (sl->type == PS_KV_PULL || sl->type == PS_KV_PUSH_PULL)) {
+        float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
         ps_range_t r = {h->begin, h->end};
         uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
         /* Each server's parts must come in key order, each key once. */
@@ -158,7 +172,7 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
         } else {
             *next = r.end;
             /* fp32 is a copy; fp16 / bf16 (--wire) widen to fp32 */
-            ps_wire_decode(h->dtype, sl->buf + (r.begin - sl->range.begin), payload,
+            ps_wire_decode(h->dtype, dst + (r.begin - sl->range.begin), payload,
                            ps_range_len(r));
             if (pulled) {
                 *pulled = len;

@@ -37,6 +37,7 @@ typedef enum { PS_KV_FREE, PS_KV_SENT, PS_KV_DONE } ps_kv_state_t;
 typedef enum {
     PS_KV_PUSH,
     PS_KV_PULL,
+    PS_KV_PUSH_PULL, /* a push and the pull of its keys, answered as a pull */
     PS_KV_INIT,
     PS_KV_BARRIER,
     PS_KV_FINISH,
@@ -49,9 +50,11 @@ typedef struct {
     ps_kv_req_t type;
     uint32_t gen;      /* bumped at every reuse (24 bits); part of the request id */
     ps_range_t range;  /* keys asked for */
-    float *buf;        /* push/init: source; pull: destination (borrowed) */
-    int64_t step;      /* push: step; pull: min version */
-    uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
+    float *buf;        /* push/init/push-pull: source; pull: destination (borrowed) */
+    float *dst;        /* push-pull: destination (borrowed) */
+    int64_t step;      /* push, push-pull: step; pull: min version */
+    int64_t pull_version; /* push-pull: the pull's min version */
+    uint64_t left;     /* push/init: acks still missing; pull, push-pull: keys still missing;
                           scheduler requests: 1 until answered */
     int status;        /* 0 or the first failure (PS_E*) */
     char error[256];   /* why it failed; "" while status is 0 */
@@ -77,6 +80,11 @@ void ps_kv_slots_destroy(ps_kv_slots_t **t);
 int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float *buf,
                      int64_t step);
 
+/* As ps_kv_slots_open() for a push-pull: push grad for step, pull the same
+ * keys into dst once at version >= pull_version (both borrowed). */
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, float *grad, int64_t step,
+                               float *dst, int64_t pull_version);
+
 /* The slot at idx (0 <= idx < PS_KV_SLOTS); borrowed, valid as the table. */
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx);
 
@@ -93,9 +101,9 @@ void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
 /*
  * Handles a reply from server i: h its header, payload its one payload frame
  * (NULL when it had not exactly one) of len bytes. An ERROR completes the
- * request with the server's status; a pull reply in key order is copied into
- * the request's buffer and *pulled (when not NULL) gets its bytes; an ack
- * counts. Anything that does not match the request fails it with PS_EPROTO.
+ * request with the server's status; a pull reply in key order (to a pull or
+ * a push-pull: its push's ack) is copied into the request's destination and
+ * *pulled (when not NULL) gets its bytes; an ack counts. Anything that does not match the request fails it with PS_EPROTO.
  * Returns 0, or PS_ENOENT when the reply belongs to no request in flight (a
  * late reply to a recycled slot, another sender): drop it, nothing changed.
  */

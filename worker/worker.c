@@ -299,15 +299,26 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
         return w->push_rc;
     }
     const int traced = ps_trace_enabled();
+    const uint64_t P = w->view->num_params;
     double t0 = traced ? ps_now() : 0;
-    if (w->push_end > 0) {
-        w->push_h[w->npush++] = ps_kv_push(w->kv, 0, w->push_end, ps_model_grads(w->model), t);
+    int hl;
+    if (w->push_end == P) {
+        /* Nothing pushed early (--overlap 0, async): the push and the pull
+         * of every key in one request per server, one reply each. */
+        hl = ps_kv_push_pull(w->kv, 0, P, ps_model_grads(w->model), t, params,
+                             s_pull_version(&w->job, t));
         ps_trace_span(PS_TRACE_PUSH, t, t0, traced ? ps_now() : 0, 0);
+    } else {
+        if (w->push_end > 0) {
+            w->push_h[w->npush++] =
+                ps_kv_push(w->kv, 0, w->push_end, ps_model_grads(w->model), t);
+            ps_trace_span(PS_TRACE_PUSH, t, t0, traced ? ps_now() : 0, 0);
+        }
+        /* Pull right behind the pushes: same sockets, so each server sees
+         * them first; stepped modes' pulls wait for the step's update. */
+        t0 = traced ? ps_now() : 0;
+        hl = ps_kv_pull(w->kv, 0, P, params, s_pull_version(&w->job, t));
     }
-    /* Pull right behind the pushes: same sockets, so each server sees them
-     * first; stepped modes' pulls wait for the step's update. */
-    t0 = traced ? ps_now() : 0;
-    int hl = ps_kv_pull(w->kv, 0, w->view->num_params, params, s_pull_version(&w->job, t));
     int rc = 0;
     for (int i = 0; i < w->npush && rc == 0; i++) {
         rc = s_wait(w, w->push_h[i], "push");

@@ -162,6 +162,52 @@ START_TEST(pull_completes_when_every_key_arrived_in_order)
 }
 END_TEST
 
+START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
+{
+    ps_kv_slots_t *t = s_table();
+    float grad[16], dst[16] = {0};
+    for (int k = 0; k < 16; k++) {
+        grad[k] = -1.0f;
+    }
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){4, 16}, grad + 4, 9, dst + 4, 10);
+    uint64_t id = ps_kv_slots_id(t, a);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_int_eq(sl->type, PS_KV_PUSH_PULL);
+    ck_assert_int_eq(sl->step, 9);
+    ck_assert_int_eq(sl->pull_version, 10);
+    ck_assert_uint_eq(sl->left, 12); /* keys: the values are the acks */
+    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 16, NULL), 0);
+    uint64_t pulled = 0;
+    ck_assert_int_eq(s_pull_part(t, 0, id, 4, 10, &pulled), 0);
+    ck_assert_uint_eq(pulled, 6 * sizeof(float));
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    for (int k = 4; k < 16; k++) {
+        ck_assert(dst[k] == (float)k + 0.5f);
+        ck_assert(grad[k] == -1.0f);
+    }
+    ck_assert(dst[0] == 0.0f && dst[3] == 0.0f);
+    ps_kv_slots_release(t, a);
+    /* a separate ack is not its answer */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
+    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 10);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    /* a refused push fails the round with the server's status */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
+    h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
+    h.status = PS_ENONFINITE;
+    snprintf(h.error, sizeof h.error, "gradient holds NaN or infinity");
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, PS_ENONFINITE);
+    ck_assert_ptr_nonnull(strstr(sl->error, "NaN"));
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 START_TEST(pull_out_of_order_or_mismatched_fails)
 {
     ps_kv_slots_t *t = s_table();
@@ -300,6 +346,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, late_reply_to_a_recycled_slot_is_dropped);
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
+    tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
     tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);
     tcase_add_test(tc, no_servers_keeps_scheduler_requests);
