@@ -25,7 +25,9 @@
 extern "C" {
 #endif
 
-enum { PS_MSG_MAX_FRAMES = 4, PS_ROUTE_MAX = 256 };
+/* Payload frames one message may carry: a pull reply sends one per store
+ * chunk (1 MiB), so up to 32 MiB of a shard go out as one message. */
+enum { PS_MSG_MAX_FRAMES = 32, PS_ROUTE_MAX = 256 };
 
 /* Largest step or version a message may carry (2^53): checked on receipt,
  * before any arithmetic, so no value from the network can overflow. */

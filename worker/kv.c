@@ -174,10 +174,12 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
         ps_log_warn("dropped a malformed message from a server: %s", m->hdr.error);
         return 0;
     }
-    size_t len = 0;
-    const void *data = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    ps_frame_t frames[PS_MSG_MAX_FRAMES];
+    for (int k = 0; k < m->nframes; k++) {
+        frames[k].data = ps_msg_frame(m, k, &frames[k].len);
+    }
     uint64_t pulled = 0;
-    if (ps_kv_slots_on_reply(kv->slots, p->server, &m->hdr, data, len, &pulled) != 0) {
+    if (ps_kv_slots_on_reply(kv->slots, p->server, &m->hdr, frames, m->nframes, &pulled) != 0) {
         ps_log_warn("dropped a stray %s from S%d", ps_codec_type_name(m->hdr.type), p->server);
     } else if (pulled) {
         kv->versions[p->server] = m->hdr.version;

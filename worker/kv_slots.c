@@ -139,8 +139,23 @@ void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type)
     }
 }
 
-int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const void *payload,
-                         size_t len, uint64_t *pulled)
+/* The bytes of a pull reply's frames when each holds a whole, non-zero
+ * number of values of dtype (dense); else 0. */
+static size_t s_frames_len(uint32_t dtype, const ps_frame_t *frames, int nframes)
+{
+    const size_t vs = ps_wire_is_sparse(dtype) ? 0 : ps_wire_value_size(dtype);
+    size_t total = 0;
+    for (int k = 0; k < nframes; k++) {
+        if (!vs || !frames[k].len || frames[k].len % vs) {
+            return 0;
+        }
+        total += frames[k].len;
+    }
+    return total;
+}
+
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps_frame_t *frames,
+                         int nframes, uint64_t *pulled)
 {
     if (pulled) {
         *pulled = 0;
@@ -161,10 +176,10 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
         float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
         ps_range_t r = {h->begin, h->end};
         uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
+        const size_t len = s_frames_len(h->dtype, frames, nframes);
         /* Each server's parts must come in key order, each key once. */
-        if (!payload || r.begin != *next || r.end <= r.begin ||
+        if (!len || r.begin != *next || r.end <= r.begin ||
             !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
-            ps_wire_is_sparse(h->dtype) || !ps_wire_value_size(h->dtype) ||
             len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
             snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",
                      i);
@@ -172,8 +187,12 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
         } else {
             *next = r.end;
             /* fp32 is a copy; fp16 / bf16 (--wire) widen to fp32 */
-            ps_wire_decode(h->dtype, dst + (r.begin - sl->range.begin), payload,
-                           ps_range_len(r));
+            float *at = dst + (r.begin - sl->range.begin);
+            for (int k = 0; k < nframes; k++) {
+                const uint64_t n = frames[k].len / ps_wire_value_size(h->dtype);
+                ps_wire_decode(h->dtype, at, frames[k].data, n);
+                at += n;
+            }
             if (pulled) {
                 *pulled = len;
             }

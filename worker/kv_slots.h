@@ -6,8 +6,9 @@
  * reply to a recycled slot is recognised and dropped. A data request over
  * [begin, end) expects one answer per server holding part of it (push, init)
  * or every key of the range (pull); a pull's replies from one server must
- * come in key order, each key once (servers cut a reply into several
- * messages), and are copied into the caller's buffer as they arrive. The
+ * come in key order, each key once (a server answers in one message of one
+ * frame per store chunk, or in several when the range is wider than a
+ * message's frames), and are copied into the caller's buffer as they arrive. The
  * first failure completes the request at once, with its status and a
  * one-line reason kept in the slot itself.
  *
@@ -22,6 +23,7 @@
 #include <stdint.h>
 
 #include "proto/codec.h"
+#include "proto/msg.h"
 #include "proto/range.h"
 
 #ifdef __cplusplus
@@ -99,16 +101,17 @@ void ps_kv_slots_complete(ps_kv_slots_t *t, int idx, int status, const char *why
 void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
 
 /*
- * Handles a reply from server i: h its header, payload its one payload frame
- * (NULL when it had not exactly one) of len bytes. An ERROR completes the
+ * Handles a reply from server i: h its header, frames its nframes payload
+ * frames (a pull reply's values of [h->begin, h->end), consecutive, each a
+ * whole number of values; nframes 0 for an ack). An ERROR completes the
  * request with the server's status; a pull reply in key order (to a pull or
  * a push-pull: its push's ack) is copied into the request's destination and
  * *pulled (when not NULL) gets its bytes; an ack counts. Anything that does not match the request fails it with PS_EPROTO.
  * Returns 0, or PS_ENOENT when the reply belongs to no request in flight (a
  * late reply to a recycled slot, another sender): drop it, nothing changed.
  */
-int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const void *payload,
-                         size_t len, uint64_t *pulled);
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps_frame_t *frames,
+                         int nframes, uint64_t *pulled);
 
 /* Frees a slot (done, or given up) for reuse. */
 void ps_kv_slots_release(ps_kv_slots_t *t, int idx);

@@ -1118,9 +1118,9 @@ static void s_send_raw(ps_sock_t *sock, const void *hdr, size_t hlen, const size
                        int n)
 {
     static const uint8_t zeros[64];
-    const void *parts[16] = {hdr};
-    size_t lens[16] = {hlen};
-    ck_assert_int_lt(n, 16);
+    const void *parts[PS_MSG_MAX_FRAMES + 8] = {hdr};
+    size_t lens[PS_MSG_MAX_FRAMES + 8] = {hlen};
+    ck_assert_int_lt(n, PS_MSG_MAX_FRAMES + 8);
     for (int i = 0; i < n; i++) {
         ck_assert_uint_le(sizes[i], sizeof zeros);
         parts[1 + i] = zeros;

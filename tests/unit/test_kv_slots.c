@@ -45,7 +45,7 @@ static int s_pull_part(ps_kv_slots_t *t, int i, uint64_t id, uint64_t b, uint64_
         v[k - b] = (float)k + 0.5f;
     }
     ps_header_t h = s_reply(PS_MSG_PULL_REPLY, i, id, b, e);
-    return ps_kv_slots_on_reply(t, i, &h, v, (e - b) * sizeof(float), pulled);
+    return ps_kv_slots_on_reply(t, i, &h, &(ps_frame_t){v, (e - b) * sizeof(float)}, 1, pulled);
 }
 
 START_TEST(ids_carry_index_and_generation)
@@ -122,11 +122,11 @@ START_TEST(late_reply_to_a_recycled_slot_is_dropped)
     /* wrong sender, unknown index, not a server: dropped too */
     uint64_t id = ps_kv_slots_id(t, a);
     h = s_reply(PS_MSG_PULL_REPLY, 1, id, 0, 4); /* says S1, came from S0's socket */
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 16, NULL), PS_ENOENT);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, 16}, 1, NULL), PS_ENOENT);
     ck_assert_int_eq(s_pull_part(t, 0, id | 0xff, 0, 4, NULL), PS_ENOENT);
     h = s_reply(PS_MSG_PULL_REPLY, 0, id, 0, 4);
     h.role = PS_ROLE_WORKER;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 16, NULL), PS_ENOENT);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, 16}, 1, NULL), PS_ENOENT);
     ck_assert_int_eq(sl->state, PS_KV_SENT);
     /* the current id completes it */
     ck_assert_int_eq(s_pull_part(t, 0, id, 0, 4, &pulled), 0);
@@ -208,6 +208,41 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
 }
 END_TEST
 
+START_TEST(pull_reply_in_several_frames_fills_its_keys_in_order)
+{
+    ps_kv_slots_t *t = s_table();
+    float v[10], dst[16] = {0};
+    for (int k = 0; k < 10; k++) {
+        v[k] = (float)k + 0.25f;
+    }
+    int a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 10}, dst, 0);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    /* one message, one frame per store chunk: keys [0, 3), [3, 8), [8, 10) */
+    const ps_frame_t f[3] = {{v, 3 * sizeof(float)}, {v + 3, 5 * sizeof(float)},
+                             {v + 8, 2 * sizeof(float)}};
+    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 10);
+    uint64_t pulled = 0;
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, f, 3, &pulled), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    ck_assert_uint_eq(pulled, sizeof v);
+    ck_assert_int_eq(memcmp(dst, v, sizeof v), 0);
+    ps_kv_slots_release(t, a);
+    /* a frame that splits a value, or an empty one, fails the pull */
+    const ps_frame_t split[2] = {{v, 6}, {(const char *)v + 6, 10 * sizeof(float) - 6}};
+    const ps_frame_t empty[2] = {{v, 0}, {v, sizeof v}};
+    const ps_frame_t *bad[2] = {split, empty};
+    for (int b = 0; b < 2; b++) {
+        a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 10}, dst, 0);
+        h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 10);
+        ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, bad[b], 2, NULL), 0);
+        ck_assert_int_eq(sl->status, PS_EPROTO);
+        ps_kv_slots_release(t, a);
+    }
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 START_TEST(pull_out_of_order_or_mismatched_fails)
 {
     ps_kv_slots_t *t = s_table();
@@ -235,7 +270,8 @@ START_TEST(pull_out_of_order_or_mismatched_fails)
     ps_kv_slots_release(t, a);
     a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
     ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 3 * sizeof(float), NULL), 0);
+    ck_assert_int_eq(
+        ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, 3 * sizeof(float)}, 1, NULL), 0);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_release(t, a);
     /* an ack where a pull reply was due */
@@ -261,7 +297,7 @@ START_TEST(pull_reply_in_bf16_decodes_to_fp32)
     h.dtype = PS_DTYPE_BF16;
     const uint16_t v[4] = {0x3f80, 0xc000, 0x0000, 0x3f00}; /* 1, -2, 0, 0.5 */
     uint64_t pulled = 0;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, v, sizeof v, &pulled), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){v, sizeof v}, 1, &pulled), 0);
     ck_assert_int_eq(sl->state, PS_KV_DONE);
     ck_assert_int_eq(sl->status, 0);
     ck_assert_uint_eq(pulled, sizeof v);
@@ -270,13 +306,13 @@ START_TEST(pull_reply_in_bf16_decodes_to_fp32)
     a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
     h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
     h.dtype = PS_DTYPE_BF16;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, sizeof dst, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, sizeof dst}, 1, NULL), 0);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_release(t, a);
     a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
     h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
     h.dtype = PS_DTYPE_SPARSE_BF16;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, v, sizeof v, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){v, sizeof v}, 1, NULL), 0);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_destroy(&t);
 }
@@ -346,6 +382,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, late_reply_to_a_recycled_slot_is_dropped);
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
+    tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
     tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
     tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);
