@@ -34,10 +34,12 @@
  * longest a waiter polls before it checks heartbeats and the job's state. */
 enum { KV_TICK_MS = 50 };
 
-/* A push-pull's pull: where its values go, and the version they need. */
+/* A push-pull's pull: where its values go, the version they need, and
+ * where its pushed keys end. */
 typedef struct {
     float *dst;
     int64_t version;
+    uint64_t push_end;
 } kv_pull_t;
 
 /* A server socket's drain handler argument: the client and which server. */
@@ -122,45 +124,70 @@ static void s_encode_push(ps_kv_t *kv, ps_header_t *h, ps_frame_t *f, ps_range_t
     f->data = kv->enc;
 }
 
-/* Sends a data request: one message per server holding part of its keys.
+/* Sends slot idx's message of `type` for keys `part` to server i: a push's
+ * gradient comes from the slot's buffer, a pull asks for the slot's min
+ * version (a push-pull's pull_version). Caller holds mu. */
+static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t part)
+{
+    const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
+    const int push = type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
+    const int64_t pull_version = sl->type == PS_KV_PUSH_PULL ? sl->pull_version : sl->step;
+    ps_header_t h;
+    ps_msg_header(&h, type, PS_ROLE_WORKER, ps_link_rank(kv->link));
+    h.token = ps_link_token(kv->link);
+    h.request_id = ps_kv_slots_id(kv->slots, idx);
+    h.begin = part.begin;
+    h.end = part.end;
+    h.step = type == PS_MSG_PULL ? pull_version : sl->step;
+    h.version = kv->versions[i];
+    h.generation = kv->generation;
+    h.pull_version = type == PS_MSG_PUSH_PULL ? pull_version : 0;
+    ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), ps_range_len(part) * sizeof(float)};
+    int flags = 0;
+    if (push && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
+        s_encode_push(kv, &h, &f, part);
+        flags = PS_SEND_COPY; /* enc is reused for the next part */
+    }
+    int rc = ps_msg_send(kv->servers[i], NULL, h, &f, type != PS_MSG_PULL, flags);
+    if (rc != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
+        ps_kv_slots_complete(kv->slots, idx, rc, why);
+    } else if (push) {
+        kv->bytes_pushed += f.len;
+    }
+}
+
+/* Sends a data request: one message per server holding part of its keys (a
+ * push-pull: to a server whose keys it pushes in part, a push and a pull).
  * Caller holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
-    ps_msg_type_t type = sl->type == PS_KV_PUSH        ? PS_MSG_PUSH
-                       : sl->type == PS_KV_PULL        ? PS_MSG_PULL
-                       : sl->type == PS_KV_PUSH_PULL ? PS_MSG_PUSH_PULL
-                                                       : PS_MSG_INIT;
-    const int push = type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
     for (int i = 0; i < kv->view.num_servers; i++) {
-        ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part;
-        uint64_t n = ps_range_intersect(sl->range, srv, &part);
-        if (!n) {
+        ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part, pushed;
+        if (!ps_range_intersect(sl->range, srv, &part)) {
             continue;
         }
-        ps_header_t h;
-        ps_msg_header(&h, type, PS_ROLE_WORKER, ps_link_rank(kv->link));
-        h.token = ps_link_token(kv->link);
-        h.request_id = ps_kv_slots_id(kv->slots, idx);
-        h.begin = part.begin;
-        h.end = part.end;
-        h.step = sl->step;
-        h.version = kv->versions[i];
-        h.generation = kv->generation;
-        h.pull_version = type == PS_MSG_PUSH_PULL ? sl->pull_version : 0;
-        ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), n * sizeof(float)};
-        int has_payload = type != PS_MSG_PULL, flags = 0;
-        if (push && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
-            s_encode_push(kv, &h, &f, part);
-            flags = PS_SEND_COPY; /* enc is reused for the next part */
-        }
-        int rc = ps_msg_send(kv->servers[i], NULL, h, &f, has_payload, flags);
-        if (rc != 0) {
-            char why[160];
-            snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
-            ps_kv_slots_complete(kv->slots, idx, rc, why);
-        } else if (push) {
-            kv->bytes_pushed += f.len;
+        switch (sl->type == PS_KV_PUSH_PULL ? ps_kv_slots_push_part(sl, part, &pushed)
+                                            : sl->type) {
+        case PS_KV_PUSH_PULL:
+            s_send_part(kv, idx, i, PS_MSG_PUSH_PULL, part);
+            break;
+        case PS_KV_PUSH:
+            if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part */
+                s_send_part(kv, idx, i, PS_MSG_PUSH, pushed);
+                s_send_part(kv, idx, i, PS_MSG_PULL, part);
+            } else {
+                s_send_part(kv, idx, i, PS_MSG_PUSH, part);
+            }
+            break;
+        case PS_KV_PULL:
+            s_send_part(kv, idx, i, PS_MSG_PULL, part);
+            break;
+        default:
+            s_send_part(kv, idx, i, PS_MSG_INIT, part);
+            break;
         }
     }
 }
@@ -366,7 +393,8 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
         return PS_EAGAIN;
     }
     const ps_range_t range = {begin, end};
-    int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, buf, step, pp->dst, pp->version)
+    int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, pp->push_end, buf, step, pp->dst,
+                                              pp->version)
                  : ps_kv_slots_open(kv->slots, type, range, buf, step);
     if (idx >= 0 && (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
                      type == PS_KV_INIT)) {
@@ -391,10 +419,13 @@ int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t mi
     return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL, 0, NULL);
 }
 
-int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step,
-                    float *dst, int64_t min_version)
+int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad,
+                    uint64_t grad_end, int64_t step, float *dst, int64_t min_version)
 {
-    const kv_pull_t pp = {dst, min_version};
+    if (grad_end < begin || grad_end > end) {
+        return PS_EINVAL;
+    }
+    const kv_pull_t pp = {dst, min_version, grad_end};
     return s_submit(kv, PS_KV_PUSH_PULL, begin, end, (float *)grad, step, NULL, NULL, 0, &pp);
 }
 

@@ -15,6 +15,8 @@ struct ps_kv_slots {
     int n;               /* servers */
     ps_range_t *servers; /* n: each server's keys */
     uint64_t *next_key;  /* PS_KV_SLOTS*n: next key server i's pull reply must start at */
+    unsigned char *ack_due; /* PS_KV_SLOTS*n: a push-pull's separate push to server i
+                               waits for its ack */
 };
 
 int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
@@ -29,8 +31,9 @@ int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
         t->n = n;
         t->servers = calloc(ns, sizeof *t->servers);
         t->next_key = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->next_key);
+        t->ack_due = calloc((size_t)PS_KV_SLOTS * ns, 1);
     }
-    if (!t || !t->servers || !t->next_key) {
+    if (!t || !t->servers || !t->next_key || !t->ack_due) {
         ps_kv_slots_destroy(&t);
         return PS_ENOMEM;
     }
@@ -47,6 +50,7 @@ void ps_kv_slots_destroy(ps_kv_slots_t **tp)
     if (t) {
         free(t->servers);
         free(t->next_key);
+        free(t->ack_due);
         free(t);
         *tp = NULL;
     }
@@ -101,13 +105,36 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
     return idx;
 }
 
-int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, float *grad, int64_t step,
-                               float *dst, int64_t pull_version)
+ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
+                                  ps_range_t *push_part)
 {
+    const ps_range_t pushed = {sl->range.begin, sl->push_end};
+    if (!ps_range_intersect(pushed, pull_part, push_part)) {
+        return PS_KV_PULL;
+    }
+    return push_part->end == pull_part.end ? PS_KV_PUSH_PULL : PS_KV_PUSH;
+}
+
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push_end,
+                               float *grad, int64_t step, float *dst, int64_t pull_version)
+{
+    if (push_end < range.begin || push_end > range.end) {
+        return PS_EINVAL;
+    }
     int idx = ps_kv_slots_open(t, PS_KV_PUSH_PULL, range, grad, step);
-    if (idx >= 0) {
-        t->slots[idx].dst = dst;
-        t->slots[idx].pull_version = pull_version;
+    if (idx < 0) {
+        return idx;
+    }
+    ps_kv_slot_t *sl = &t->slots[idx];
+    sl->dst = dst;
+    sl->push_end = push_end;
+    sl->pull_version = pull_version;
+    for (int i = 0; i < t->n; i++) {
+        ps_range_t part, pushed;
+        unsigned char *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
+        *due = ps_range_intersect(range, t->servers[i], &part) &&
+               ps_kv_slots_push_part(sl, part, &pushed) == PS_KV_PUSH;
+        sl->left += *due;
     }
     return idx;
 }
@@ -200,6 +227,10 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps
         }
     } else if ((h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH) ||
                (h->type == PS_MSG_INIT_ACK && sl->type == PS_KV_INIT)) {
+        s_part_done(sl, 0, "", 1);
+    } else if (h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH_PULL &&
+               t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i]) {
+        t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i] = 0; /* its separate push */
         s_part_done(sl, 0, "", 1);
     } else {
         snprintf(why, sizeof why, "S%d answered with an unexpected %s", i,

@@ -39,7 +39,7 @@ typedef enum { PS_KV_FREE, PS_KV_SENT, PS_KV_DONE } ps_kv_state_t;
 typedef enum {
     PS_KV_PUSH,
     PS_KV_PULL,
-    PS_KV_PUSH_PULL, /* a push and the pull of its keys, answered as a pull */
+    PS_KV_PUSH_PULL, /* a push and a pull of its keys and more, answered as a pull */
     PS_KV_INIT,
     PS_KV_BARRIER,
     PS_KV_FINISH,
@@ -54,9 +54,11 @@ typedef struct {
     ps_range_t range;  /* keys asked for */
     float *buf;        /* push/init/push-pull: source; pull: destination (borrowed) */
     float *dst;        /* push-pull: destination (borrowed) */
+    uint64_t push_end; /* push-pull: keys [range.begin, push_end) are pushed */
     int64_t step;      /* push, push-pull: step; pull: min version */
     int64_t pull_version; /* push-pull: the pull's min version */
-    uint64_t left;     /* push/init: acks still missing; pull, push-pull: keys still missing;
+    uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
+                          push-pull: keys and the acks of its separate pushes;
                           scheduler requests: 1 until answered */
     int status;        /* 0 or the first failure (PS_E*) */
     char error[256];   /* why it failed; "" while status is 0 */
@@ -82,10 +84,22 @@ void ps_kv_slots_destroy(ps_kv_slots_t **t);
 int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float *buf,
                      int64_t step);
 
-/* As ps_kv_slots_open() for a push-pull: push grad for step, pull the same
- * keys into dst once at version >= pull_version (both borrowed). */
-int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, float *grad, int64_t step,
-                               float *dst, int64_t pull_version);
+/*
+ * As ps_kv_slots_open() for a push-pull: push grad of keys [range.begin,
+ * push_end) for step (push_end <= range.end), pull range into dst once at
+ * version >= pull_version (grad, dst borrowed). A server whose keys of range
+ * are all pushed answers its part as a pull (its ack folded in); one whose
+ * keys are pushed in part acks that push separately (ps_kv_slots_push_part
+ * says which), one with none pushed answers a plain pull.
+ */
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push_end,
+                               float *grad, int64_t step, float *dst, int64_t pull_version);
+
+/* What a push-pull at idx does with server i (whose keys of its range are
+ * pull_part, non-empty): PS_KV_PUSH_PULL (every key pushed: one request),
+ * PS_KV_PUSH (some: a push of push_part, then a pull), PS_KV_PULL (none). */
+ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
+                                  ps_range_t *push_part);
 
 /* The slot at idx (0 <= idx < PS_KV_SLOTS); borrowed, valid as the table. */
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx);
@@ -106,7 +120,8 @@ void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
  * whole number of values; nframes 0 for an ack). An ERROR completes the
  * request with the server's status; a pull reply in key order (to a pull or
  * a push-pull: its push's ack) is copied into the request's destination and
- * *pulled (when not NULL) gets its bytes; an ack counts. Anything that does not match the request fails it with PS_EPROTO.
+ * *pulled (when not NULL) gets its bytes; an ack counts. Anything that does
+ * not match the request fails it with PS_EPROTO.
  * Returns 0, or PS_ENOENT when the reply belongs to no request in flight (a
  * late reply to a recycled slot, another sender): drop it, nothing changed.
  */

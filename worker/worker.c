@@ -299,26 +299,20 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
         return w->push_rc;
     }
     const int traced = ps_trace_enabled();
-    const uint64_t P = w->view->num_params;
     double t0 = traced ? ps_now() : 0;
-    int hl;
-    if (w->push_end == P) {
-        /* Nothing pushed early (--overlap 0, async): the push and the pull
-         * of every key in one request per server, one reply each. */
-        hl = ps_kv_push_pull(w->kv, 0, P, ps_model_grads(w->model), t, params,
-                             s_pull_version(&w->job, t));
+    /* What the hook has not pushed yet and the pull of every key, in one
+     * request per server: a server whose keys are all in [0, push_end)
+     * (every server with --overlap 0 and in async) gets one push-pull and
+     * answers with the values alone; with layers pushed early the others
+     * get a push and a pull, or a pull, right behind those pushes (same
+     * sockets, so each server sees them first). Stepped modes' pulls wait
+     * for the step's update. */
+    int hl = ps_kv_push_pull(w->kv, 0, w->view->num_params, ps_model_grads(w->model),
+                             w->push_end, t, params, s_pull_version(&w->job, t));
+    if (w->push_end > 0) {
         ps_trace_span(PS_TRACE_PUSH, t, t0, traced ? ps_now() : 0, 0);
-    } else {
-        if (w->push_end > 0) {
-            w->push_h[w->npush++] =
-                ps_kv_push(w->kv, 0, w->push_end, ps_model_grads(w->model), t);
-            ps_trace_span(PS_TRACE_PUSH, t, t0, traced ? ps_now() : 0, 0);
-        }
-        /* Pull right behind the pushes: same sockets, so each server sees
-         * them first; stepped modes' pulls wait for the step's update. */
-        t0 = traced ? ps_now() : 0;
-        hl = ps_kv_pull(w->kv, 0, P, params, s_pull_version(&w->job, t));
     }
+    t0 = traced ? ps_now() : 0;
     int rc = 0;
     for (int i = 0; i < w->npush && rc == 0; i++) {
         rc = s_wait(w, w->push_h[i], "push");

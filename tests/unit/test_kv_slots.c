@@ -169,7 +169,7 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
     for (int k = 0; k < 16; k++) {
         grad[k] = -1.0f;
     }
-    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){4, 16}, grad + 4, 9, dst + 4, 10);
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){4, 16}, 16, grad + 4, 9, dst + 4, 10);
     uint64_t id = ps_kv_slots_id(t, a);
     const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
     ck_assert_int_eq(sl->type, PS_KV_PUSH_PULL);
@@ -189,14 +189,14 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
     ck_assert(dst[0] == 0.0f && dst[3] == 0.0f);
     ps_kv_slots_release(t, a);
     /* a separate ack is not its answer */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
     ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 10);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
     ck_assert_int_eq(sl->state, PS_KV_DONE);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_release(t, a);
     /* a refused push fails the round with the server's status */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
     h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
     h.status = PS_ENONFINITE;
     snprintf(h.error, sizeof h.error, "gradient holds NaN or infinity");
@@ -204,6 +204,55 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
     ck_assert_int_eq(sl->state, PS_KV_DONE);
     ck_assert_int_eq(sl->status, PS_ENONFINITE);
     ck_assert_ptr_nonnull(strstr(sl->error, "NaN"));
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(push_pull_of_keys_pushed_in_part_expects_the_separate_acks)
+{
+    ps_kv_slots_t *t = s_table();
+    float grad[16] = {0}, dst[16] = {0};
+    /* keys [12, 16) were pushed before (layer by layer): [0, 12) go now, so
+     * S0 [0, 10) gets one push-pull, S1 [10, 16) a push of [10, 12) and a
+     * pull: S1's ack is due, not S0's; a push past the pull is refused */
+    ck_assert_int_eq(ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 17, grad, 9, dst, 10),
+                     PS_EINVAL);
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_uint_eq(sl->left, 16 + 1);
+    ps_range_t pushed;
+    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH_PULL);
+    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH);
+    ck_assert_uint_eq(pushed.begin, 10);
+    ck_assert_uint_eq(pushed.end, 12);
+    uint64_t id = ps_kv_slots_id(t, a);
+    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 16, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_SENT);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 10, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    ps_kv_slots_release(t, a);
+    /* an ack from a server whose push was folded into its reply, or a
+     * second ack, does not count: the round fails */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    id = ps_kv_slots_id(t, a);
+    h = s_reply(PS_MSG_PUSH_ACK, 0, id, 0, 10);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    id = ps_kv_slots_id(t, a);
+    h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    /* nothing pushed: plain pulls, no ack due */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 0, grad, 9, dst, 10);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
+    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){0, 10}, &pushed), PS_KV_PULL);
     ps_kv_slots_destroy(&t);
 }
 END_TEST
@@ -383,6 +432,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
     tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
+    tcase_add_test(tc, push_pull_of_keys_pushed_in_part_expects_the_separate_acks);
     tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
     tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);
