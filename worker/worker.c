@@ -252,12 +252,14 @@ static int s_check_grads(ps_worker_t *w, uint64_t from, uint64_t to)
 
 /* The model's gradient-ready hook in sync and ssp: pushes the newly final
  * keys [from, push_end). With every handle in use the keys wait for the push
- * after backward. */
+ * after backward. The first layer's (from 0: backward's last call) go with
+ * the pull right after it, in one request to a server they cover
+ * (s_push_pull). */
 static void s_push_ready(void *arg, size_t from)
 {
     ps_worker_t *w = arg;
-    if (from >= w->push_end || w->npush == PS_WORKER_MAX_PUSHES - 1 || w->push_rc ||
-        s_check_grads(w, from, w->push_end) != 0) {
+    if (from == 0 || from >= w->push_end || w->npush == PS_WORKER_MAX_PUSHES - 1 ||
+        w->push_rc || s_check_grads(w, from, w->push_end) != 0) {
         return;
     }
     const double t0 = ps_trace_enabled() ? ps_now() : 0;
