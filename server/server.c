@@ -68,7 +68,8 @@ typedef struct {
  * header frame is under PS_HEADER_MAX). */
 #define PS_SERVER_FRAME_HEADROOM (64 << 10)
 /* Messages queued to one peer at least: a worker has at most PS_KV_SLOTS
- * (64) requests in flight, a pull answered in parts of 1 MiB; beyond what
+ * (64) requests in flight, a pull answered in messages of up to 32 MiB
+ * (s_reply); beyond what
  * the view allows (s_listen), messages to that peer are dropped, which only
  * a peer that stopped reading can meet. */
 #define PS_SERVER_QUEUE_MIN 1000
