@@ -407,15 +407,15 @@ static int s_teardown(comm_run_t *r, int ok)
 
 /* ---- the two measurements ---------------------------------------------------- */
 
-/* Queues round k on job j: push the payload, pull it back into dst[k]. */
-static int s_ps_submit(comm_run_t *r, comm_job_t *j, int k, int *hp, int *hl)
+/* Queues round k on job j: push the payload and pull it back into dst[k], in
+ * one request per server (ps_kv_push_pull), as the worker's training loop. */
+static int s_ps_submit(comm_run_t *r, comm_job_t *j, int k, int *h)
 {
     int64_t t = j->step++;
-    *hp = ps_kv_push(j->kv, 0, r->P, r->grad, t);
-    *hl = ps_kv_pull(j->kv, 0, r->P, r->dst[k], r->W == 1 ? t + 1 : 0);
-    if (*hp < 0 || *hl < 0) {
+    *h = ps_kv_push_pull(j->kv, 0, r->P, r->grad, r->P, t, r->dst[k], r->W == 1 ? t + 1 : 0);
+    if (*h < 0) {
         snprintf(r->err, sizeof r->err, "push/pull refused: %s", ps_kv_error(j->kv));
-        return *hp < 0 ? *hp : *hl;
+        return *h;
     }
     return 0;
 }
@@ -427,12 +427,12 @@ static int s_ps_submit(comm_run_t *r, comm_job_t *j, int k, int *hp, int *hl)
 static int s_ps_measure(comm_run_t *r, comm_job_t *j, double seconds, int min_rounds,
                         long *rounds, double *elapsed)
 {
-    int hp[COMM_MAX_INFLIGHT], hl[COMM_MAX_INFLIGHT], active[COMM_MAX_INFLIGHT] = {0};
+    int h[COMM_MAX_INFLIGHT], active[COMM_MAX_INFLIGHT] = {0};
     long started = 0, done = 0;
     double t0 = ps_now(), stop_at = t0 + seconds;
     int rc = 0;
     for (int k = 0; k < r->W && rc == 0; k++) {
-        rc = s_ps_submit(r, j, k, &hp[k], &hl[k]);
+        rc = s_ps_submit(r, j, k, &h[k]);
         active[k] = rc == 0;
         started += rc == 0;
     }
@@ -440,15 +440,15 @@ static int s_ps_measure(comm_run_t *r, comm_job_t *j, double seconds, int min_ro
         if (!active[k]) {
             continue;
         }
-        int a = ps_kv_wait(j->kv, hp[k]), b = ps_kv_wait(j->kv, hl[k]);
+        int a = ps_kv_wait(j->kv, h[k]);
         active[k] = 0;
         done++;
-        if ((a || b) && rc == 0) {
+        if (a && rc == 0) {
             snprintf(r->err, sizeof r->err, "push/pull failed: %s", ps_kv_error(j->kv));
-            rc = a ? a : b;
+            rc = a;
         }
         if (rc == 0 && (ps_now() < stop_at || started < min_rounds)) {
-            rc = s_ps_submit(r, j, k, &hp[k], &hl[k]);
+            rc = s_ps_submit(r, j, k, &h[k]);
             active[k] = rc == 0;
             started += rc == 0;
         }

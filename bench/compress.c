@@ -144,7 +144,8 @@ static void s_run(const cmp_cfg_t *cfg, const char *mode, int seed, const char *
         ps_bench_json_num(text, "wall_seconds", &r->wall) != 0) {
         r->status = PS_EPROTO;
     } else {
-        r->push = s_total(text, "push");
+        /* pushes go alone or with their pull (push_pull: async, --overlap 0) */
+        r->push = s_total(text, "push") + s_total(text, "push_pull");
         r->pull = s_total(text, "pull_reply");
         r->total = s_all_types(text);
     }

@@ -45,6 +45,7 @@ int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap)
     m.clock = h->clock;
     m.generation = h->generation;
     m.nnz = h->nnz;
+    m.pull_version = h->pull_version;
     size_t n = shardps__header__get_packed_size(&m);
     if (n > cap) {
         return PS_EINVAL;
@@ -78,6 +79,7 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
     h->clock = m->clock;
     h->generation = m->generation;
     h->nnz = m->nnz;
+    h->pull_version = m->pull_version;
     if (s_copy_str(h->error, sizeof h->error, m->error) != 0) {
         h->error[0] = '\0';
     }
@@ -102,6 +104,8 @@ int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h)
         snprintf(why, sizeof why, "negative ring step %d", (int)m->ring_step);
     } else if (m->generation < 0) {
         snprintf(why, sizeof why, "negative generation %lld", (long long)m->generation);
+    } else if (m->pull_version < 0) {
+        snprintf(why, sizeof why, "negative pull version %lld", (long long)m->pull_version);
     }
     if (why[0]) {
         snprintf(h->error, sizeof h->error, "%s", why);
@@ -1042,7 +1046,8 @@ const char *ps_codec_type_name(int type)
         [PS_MSG_STATUS] = "status",
         [PS_MSG_STATUS_REPLY] = "status-reply",
         [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",
-        [PS_MSG_PREFLIGHT_RESULT] = "preflight-result"};
+        [PS_MSG_PREFLIGHT_RESULT] = "preflight-result",
+        [PS_MSG_PUSH_PULL] = "push-pull"};
     if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {
         return "unknown";
     }

@@ -33,7 +33,9 @@ extern "C" {
 /* 5: the report's cpu_seconds; Checkpoint.version (async checkpoints); wire
  *    dtypes (fp16, bf16, sparse top-k; the header's nnz, the job's wire and
  *    compress), bytes by message type in Done and ServerReport. */
-#define PS_PROTOCOL_VERSION 5u
+/* 6: MSG_PUSH_PULL (a push and the pull of its keys in one request; the
+ *    header's pull_version). */
+#define PS_PROTOCOL_VERSION 6u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
@@ -70,7 +72,8 @@ typedef enum {
     PS_MSG_STATUS_REPLY = 28,
     PS_MSG_PREFLIGHT_PROBE = 29,
     PS_MSG_PREFLIGHT_RESULT = 30,
-    PS_MSG_TYPE_MAX = 30,
+    PS_MSG_PUSH_PULL = 31,
+    PS_MSG_TYPE_MAX = 31,
 } ps_msg_type_t;
 
 /* Mirrors Role in shardps.proto. */
@@ -111,6 +114,7 @@ typedef struct {
     double clock;         /* REGISTER, REGISTER_ACK: the sender's ps_now(); else 0 */
     int64_t generation;   /* failovers the sender has seen; servers drop older data */
     uint64_t nnz;         /* sparse payload (PS_DTYPE_SPARSE_*): its entries; else 0 */
+    int64_t pull_version; /* PS_MSG_PUSH_PULL: the pull's minimum version; else 0 */
 } ps_header_t;
 
 /* Largest packed header; headers carry no tensors, so this is small. */

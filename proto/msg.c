@@ -296,7 +296,8 @@ int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, voi
 /* The data types ps_msg_bytes_metrics shows apart; [PS_MSG_BYTES_SERIES - 1]
  * is every other type. */
 static const int s_bytes_types[PS_MSG_BYTES_SERIES - 1] = {
-    PS_MSG_PUSH, PS_MSG_PUSH_ACK, PS_MSG_PULL, PS_MSG_PULL_REPLY, PS_MSG_INIT, PS_MSG_RING_DATA};
+    PS_MSG_PUSH, PS_MSG_PUSH_ACK, PS_MSG_PULL, PS_MSG_PULL_REPLY, PS_MSG_INIT, PS_MSG_RING_DATA,
+    PS_MSG_PUSH_PULL};
 
 void ps_msg_bytes_metrics_init(ps_msg_bytes_metrics_t *b, ps_metrics_t *reg, const char *role,
                                const ps_ctx_t *ctx)

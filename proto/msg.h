@@ -25,7 +25,9 @@
 extern "C" {
 #endif
 
-enum { PS_MSG_MAX_FRAMES = 4, PS_ROUTE_MAX = 256 };
+/* Payload frames one message may carry: a pull reply sends one per store
+ * chunk (1 MiB), so up to 32 MiB of a shard go out as one message. */
+enum { PS_MSG_MAX_FRAMES = 32, PS_ROUTE_MAX = 256 };
 
 /* Largest step or version a message may carry (2^53): checked on receipt,
  * before any arithmetic, so no value from the network can overflow. */
@@ -168,10 +170,10 @@ int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, voi
 
 /* A role's bytes on the wire by message type in its metrics registry:
  * shardps_<role>_wire_bytes_total{dir="sent|received",type="..."} for the
- * data types (push, push_ack, pull, pull_reply, init, ring_data) and
+ * data types (push, push_ack, pull, pull_reply, init, ring_data, push_pull) and
  * "other" (every other type), read from the context's counts
  * (ps_ctx_bytes) at each update. */
-enum { PS_MSG_BYTES_SERIES = 7 };
+enum { PS_MSG_BYTES_SERIES = 8 };
 typedef struct {
     ps_metric_t *series[2][PS_MSG_BYTES_SERIES]; /* [0] sent, [1] received */
     const ps_ctx_t *ctx;                         /* borrowed; NULL: nothing to update */

@@ -138,36 +138,22 @@ static const void *s_asker(const ps_consistency_t *c, int i)
     return c->askers + (size_t)i * c->asker_stride;
 }
 
-/* Sends every key of range to asker, in parts of at most
- * PS_CONSISTENCY_REPLY_KEYS keys cut at the store's chunks (a part is sent
- * from its chunk's values, server/store.h). */
+/* Sends every key of range to asker, in one reply (the server frames it). */
 static void s_answer(ps_consistency_t *c, const void *asker, ps_range_t range)
 {
     c->stats.pulls++;
-    for (uint64_t b = range.begin; b < range.end;) {
-        uint64_t e = c->shard.begin +
-                     ((b - c->shard.begin) / PS_CONSISTENCY_REPLY_KEYS + 1) *
-                         PS_CONSISTENCY_REPLY_KEYS;
-        ps_range_t part = {b, e < range.end ? e : range.end};
-        s_send(c, asker, part);
-        b = part.end;
-    }
+    s_send(c, asker, range);
 }
 
-/* Forgets the waiting pulls the current version satisfies, keeping the
- * others in order: answers them (answer != 0), or counts them when an update
- * sent them chunk by chunk. */
-static void s_forget_pulls(ps_consistency_t *c, int answer)
+/* Answers and forgets the waiting pulls the current version satisfies,
+ * keeping the others in order. */
+static void s_answer_pulls(ps_consistency_t *c)
 {
     const int ready = ps_store_initialized(c->store);
     int kept = 0;
     for (int i = 0; i < c->npending; i++) {
         if (ready && c->version >= c->pending[i].min_version) {
-            if (answer) {
-                s_answer(c, s_asker(c, i), c->pending[i].range);
-            } else {
-                c->stats.pulls++;
-            }
+            s_answer(c, s_asker(c, i), c->pending[i].range);
             continue;
         }
         if (kept != i) {
@@ -177,19 +163,6 @@ static void s_forget_pulls(ps_consistency_t *c, int answer)
         kept++;
     }
     c->npending = kept;
-}
-
-/* During an update: sends every pull the new version satisfies its part
- * within the just-updated keys chunk. */
-static void s_send_ready_chunk(ps_consistency_t *c, ps_range_t chunk)
-{
-    ps_range_t part;
-    for (int i = 0; i < c->npending; i++) {
-        if (c->version >= c->pending[i].min_version &&
-            ps_range_intersect(c->pending[i].range, chunk, &part)) {
-            s_send(c, s_asker(c, i), part);
-        }
-    }
 }
 
 /*
@@ -282,7 +255,7 @@ static void s_skip_to_joins(ps_consistency_t *c)
     c->stats.steps_fewer += J - c->version;
     c->version = J;
     s_live_joins(c);
-    s_forget_pulls(c, 1);
+    s_answer_pulls(c);
 }
 
 /*
@@ -322,7 +295,6 @@ static void s_try_apply(ps_consistency_t *c)
             ps_range_t chunk = {c->shard.begin + off, c->shard.begin + off + len};
             const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
             ps_store_step(c->store, chunk, sum, lr, scale, c->version);
-            s_send_ready_chunk(c, chunk);
         }
         for (int w = 0; w < c->workers; w++) {
             size_t k = s_slot(c, t, w);
@@ -334,7 +306,7 @@ static void s_try_apply(ps_consistency_t *c)
             s_release_parts(c, k);
         }
         c->step_since = ps_now();
-        s_forget_pulls(c, 0);
+        s_answer_pulls(c);
         s_live_joins(c);
         if (c->cfg.ops.stepped) {
             c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
@@ -454,7 +426,7 @@ int ps_consistency_init(ps_consistency_t *c, const ps_request_t *r, char *why, s
         c->step_since = ps_now();
     }
     s_ack(c, r);
-    s_forget_pulls(c, 1);
+    s_answer_pulls(c);
     return 0;
 }
 

@@ -12,8 +12,8 @@
  *           pushed every key of the shard for t, they are summed in
  *           worker-rank order (so runs are bitwise reproducible whatever the
  *           arrival order), the mean is applied once, the version becomes
- *           t+1, and pulls waiting for version >= t+1 are answered, chunk by
- *           chunk as the update proceeds.
+ *           t+1, and pulls waiting for version >= t+1 are answered once the
+ *           update is done.
  * ssp:s     as sync, but steps version .. version+s are collected at once.
  * sync:k/n: a step applies once k live workers pushed all of it (their mean);
  *           later pushes for an applied step are acked and dropped (counted),
@@ -46,12 +46,15 @@ extern "C" {
  * tensor when gradients are pushed layer by layer). */
 enum { PS_CONSISTENCY_MAX_PARTS = 64 };
 
-/* Keys per part of a pull's answer, and per chunk of a step's update: the
- * update of chunk i overlaps with the transport sending chunk i-1 to the
- * waiting workers. Each message costs wake-ups on both sides: on 2 cores a
- * 1 MiB pull in one message ran 2,100-2,400 rounds/s against 1,700-1,900 in
- * four. */
-enum { PS_CONSISTENCY_REPLY_KEYS = PS_STORE_CHUNK_KEYS }; /* a part is within a chunk */
+/* Keys per chunk of a step's update (and per buffer of a reply's copy): the
+ * store's chunks. A pull is answered with one reply call for its whole range
+ * after the update, not a part per chunk as the update reaches it: the
+ * server sends it as one message of a frame per chunk (ZeroMQ sends a
+ * multipart message only once all of it is queued, so a message per chunk
+ * was what let the update overlap the transport), and each message costs
+ * wake-ups on both sides: on 2 cores a 1 MiB pull in one message ran
+ * 2,100-2,400 rounds/s against 1,700-1,900 in four. */
+enum { PS_CONSISTENCY_REPLY_KEYS = PS_STORE_CHUNK_KEYS };
 
 /* What comes out, called back on the caller's thread inside the calls below. */
 typedef struct {
@@ -60,9 +63,10 @@ typedef struct {
      * version now (a stepped push is acked before its step may apply, an
      * async push after its update). */
     void (*ack)(void *ctx, const void *asker, ps_range_t range, int64_t version);
-    /* Send keys `part` of the pull of `asker`: values (borrowed for the call)
-     * at `version`. A pull's answer is complete once every key of its range
-     * was sent, in any number of parts. */
+    /* Send keys `part` of the pull of `asker` at `version`: values (borrowed
+     * for the call) are those of its first key's store chunk, the others are
+     * read from the store (server/store.h). The consistency sends a pull's
+     * whole range in one call; a caller may split it into messages. */
     void (*reply)(void *ctx, const void *asker, ps_range_t part, const float *values,
                   int64_t version);
     /* A push's frame (ps_request_t.frame) is no longer read. NULL: nothing to do. */

@@ -11,7 +11,7 @@
 #include "proto/msg.h"
 
 /* Series per message type counted: push, pull, init, other. */
-enum { S_PUSH, S_PULL, S_INIT, S_OTHER, S_NTYPES };
+enum { S_PUSH, S_PULL, S_PUSH_PULL, S_INIT, S_OTHER, S_NTYPES };
 
 struct ps_server_obs {
     ps_metrics_t *reg;
@@ -41,7 +41,8 @@ int ps_server_obs_new(const char *bind, ps_server_obs_t **out, char *err, size_t
     }
     ps_metrics_t *m = o->reg;
     static const char *const types[S_NTYPES] = {"type=\"push\"", "type=\"pull\"",
-                                                "type=\"init\"", "type=\"other\""};
+                                                "type=\"push_pull\"", "type=\"init\"",
+                                                "type=\"other\""};
     for (int i = 0; i < S_NTYPES; i++) {
         o->messages[i] = ps_metrics_counter(m, "shardps_server_messages_total", types[i],
                                             "messages received from workers, by type");
@@ -117,6 +118,7 @@ void ps_server_obs_setup(ps_server_obs_t *o, int workers)
 void ps_server_obs_message(ps_server_obs_t *o, int w, int type, uint64_t bytes)
 {
     int t = type == PS_MSG_PUSH ? S_PUSH : type == PS_MSG_PULL ? S_PULL
+          : type == PS_MSG_PUSH_PULL ? S_PUSH_PULL
           : type == PS_MSG_INIT ? S_INIT : S_OTHER;
     ps_metric_add(o->messages[t], 1);
     ps_metric_add(w >= 0 && w < o->workers ? o->in[w] : o->unknown_in, (double)bytes);

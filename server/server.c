@@ -39,7 +39,7 @@
 typedef struct {
     ps_route_t route;     /* who asked */
     uint64_t request_id;  /* echoed */
-    ps_msg_type_t type;   /* init, push or pull */
+    ps_msg_type_t type;   /* init, push, pull or push-pull */
     int worker;           /* its rank (its token checked) */
     int64_t step;         /* of the request, for the trace */
 } ps_asker_t;
@@ -69,7 +69,8 @@ typedef struct {
  * header frame is under PS_HEADER_MAX). */
 #define PS_SERVER_FRAME_HEADROOM (64 << 10)
 /* Messages queued to one peer at least: a worker has at most PS_KV_SLOTS
- * (64) requests in flight, a pull answered in parts of 1 MiB; beyond what
+ * (64) requests in flight, a pull answered in messages of up to 32 MiB
+ * (s_reply); beyond what
  * the view allows (s_listen), messages to that peer are dropped, which only
  * a peer that stopped reading can meet. */
 #define PS_SERVER_QUEUE_MIN 1000
@@ -114,7 +115,8 @@ struct ps_server {
     ps_sent_t *sent;      /* per worker: the hint of its replies' release */
 };
 
-/* How many messages a pull of the whole shard is answered in. */
+/* How many store chunks a pull of the whole shard is answered from: its
+ * frames (a message carries up to PS_MSG_MAX_FRAMES of them). */
 static uint64_t s_reply_parts(const ps_server_t *s)
 {
     return (ps_range_len(s->shard) + PS_CONSISTENCY_REPLY_KEYS - 1) / PS_CONSISTENCY_REPLY_KEYS;
@@ -164,45 +166,83 @@ static void s_on_sent(void *data, void *hint)
     ps_reply_pool_unhold(t->s->pool, t->worker);
 }
 
-/* --wire fp16 / bf16: sends keys [h.begin, h.end) (within one chunk of the
- * store) encoded into a buffer of the asker's share; the encoding is the
- * copy, once per reply. Returns 0, or PS_ENOMEM when its share is out
- * (nothing sent). */
+/* The key `chunks` store chunks past the start of key k's chunk. */
+static uint64_t s_chunk_end(const ps_server_t *s, uint64_t k, uint64_t chunks)
+{
+    return s->shard.begin +
+           ((k - s->shard.begin) / PS_STORE_CHUNK_KEYS + chunks) * PS_STORE_CHUNK_KEYS;
+}
+
+/* Cuts keys r (at most PS_MSG_MAX_FRAMES chunks: s_reply cuts messages so)
+ * at the store's chunks into parts; returns how many. */
+static int s_chunk_parts(const ps_server_t *s, ps_range_t r, ps_range_t *parts)
+{
+    int n = 0;
+    for (uint64_t b = r.begin; b < r.end; n++) {
+        const uint64_t e = s_chunk_end(s, b, 1);
+        parts[n] = (ps_range_t){b, e < r.end ? e : r.end};
+        b = parts[n].end;
+    }
+    return n;
+}
+
+/* --wire fp16 / bf16: sends keys [h.begin, h.end) encoded into buffers of
+ * the asker's share, a frame per store chunk; the encoding is the copy, once
+ * per reply. Returns 0, or PS_ENOMEM when its share is out (nothing sent). */
 static int s_send_encoded(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 {
-    const uint64_t n = h.end - h.begin;
-    ps_frame_t f = {NULL, ps_wire_payload_len(s->reply_dtype, n, 0)};
-    float *copy = n <= PS_STORE_CHUNK_KEYS ? ps_reply_pool_take(s->pool, a->worker) : NULL;
-    if (!copy) {
-        return PS_ENOMEM;
+    ps_range_t parts[PS_MSG_MAX_FRAMES];
+    ps_frame_t f[PS_MSG_MAX_FRAMES];
+    const int n = s_chunk_parts(s, (ps_range_t){h.begin, h.end}, parts);
+    for (int i = 0; i < n; i++) {
+        if (!(f[i].data = ps_reply_pool_take(s->pool, a->worker))) {
+            while (i-- > 0) {
+                ps_reply_pool_give((void *)f[i].data, s->pool);
+            }
+            return PS_ENOMEM;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const uint64_t k = ps_range_len(parts[i]);
+        ps_wire_encode(s->reply_dtype, (void *)f[i].data,
+                       ps_store_values(s->store, parts[i].begin), k);
+        f[i].len = ps_wire_payload_len(s->reply_dtype, k, 0);
     }
     h.dtype = s->reply_dtype;
-    ps_wire_encode(s->reply_dtype, copy, ps_store_values(s->store, h.begin), n);
-    f.data = copy;
-    int rc = ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_reply_pool_give, s->pool);
+    int rc = ps_msg_send_zc(s->router, &a->route, h, f, n, ps_reply_pool_give, s->pool);
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
     }
     return 0;
 }
 
-/* Sends keys [h.begin, h.end) (within one chunk of the store) to a, from the
+/* Sends keys [h.begin, h.end) to a, a frame per store chunk, from the
  * store's values themselves, held until ZeroMQ has sent them: an update
  * meanwhile writes a new version beside them (server/store.h), so the reply
- * needs no copy in any mode. Outside sync it counts against a's share
- * (server/reply_pool.h); in sync a worker pulls once per step. Returns 0,
- * or PS_ENOMEM when the share is out (nothing sent). */
+ * needs no copy in any mode. Outside sync each frame counts against a's
+ * share (server/reply_pool.h); in sync a worker pulls once per step.
+ * Returns 0, or PS_ENOMEM when the share is out (nothing sent). */
 static int s_send_held(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 {
+    ps_range_t parts[PS_MSG_MAX_FRAMES];
+    ps_frame_t f[PS_MSG_MAX_FRAMES];
+    const int n = s_chunk_parts(s, (ps_range_t){h.begin, h.end}, parts);
     const int counted = s->view->job.mode != PS_MODE_SYNC;
-    if (counted && ps_reply_pool_hold(s->pool, a->worker) != 0) {
-        return PS_ENOMEM;
+    for (int i = 0; counted && i < n; i++) {
+        if (ps_reply_pool_hold(s->pool, a->worker) != 0) {
+            while (i-- > 0) {
+                ps_reply_pool_unhold(s->pool, a->worker);
+            }
+            return PS_ENOMEM;
+        }
     }
-    const ps_range_t part = {h.begin, h.end};
-    ps_frame_t f = {ps_store_hold(s->store, part), ps_range_len(part) * sizeof(float)};
-    int rc = counted ? ps_msg_send_zc(s->router, &a->route, h, &f, 1, s_on_sent,
+    for (int i = 0; i < n; i++) {
+        f[i] = (ps_frame_t){ps_store_hold(s->store, parts[i]),
+                            ps_range_len(parts[i]) * sizeof(float)};
+    }
+    int rc = counted ? ps_msg_send_zc(s->router, &a->route, h, f, n, s_on_sent,
                                       &s->sent[a->worker])
-                     : ps_msg_send_zc(s->router, &a->route, h, &f, 1, ps_store_release,
+                     : ps_msg_send_zc(s->router, &a->route, h, f, n, ps_store_release,
                                       s->store);
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
@@ -210,7 +250,7 @@ static int s_send_held(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
     return 0;
 }
 
-/* One part of a pull reply, as the job's --wire says. */
+/* One message of a pull reply, as the job's --wire says. */
 static int s_send_part(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 {
     return s->reply_dtype == PS_DTYPE_F32 ? s_send_held(s, a, h) : s_send_encoded(s, a, h);
@@ -271,12 +311,19 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     const double t0 = ps_trace_enabled() ? ps_now() : 0;
     ps_server_obs_reply(s->obs, a->worker,
                         values ? ps_wire_payload_len(s->reply_dtype, ps_range_len(r), 0) : 0);
-    /* A pull's part goes from the store's values, held (s_send_held), or
-     * encoded (--wire fp16 / bf16); past its worker's share it waits, and
-     * once one part waits the later ones queue behind it (key order). */
+    /* A pull's answer goes in one message of a frame per store chunk (up to
+     * PS_MSG_MAX_FRAMES chunks a message), from the store's values, held
+     * (s_send_held), or encoded (--wire fp16 / bf16); past its worker's
+     * share a message waits, and once one waits the later ones queue behind
+     * it (key order). */
     if (values) {
-        if (s->deferred[a->worker].n > 0 || s_send_part(s, a, h) != 0) {
-            s_defer(s, a, h);
+        for (uint64_t b = r.begin; b < r.end; b = h.end) {
+            const uint64_t e = s_chunk_end(s, b, PS_MSG_MAX_FRAMES);
+            h.begin = b;
+            h.end = e < r.end ? e : r.end;
+            if (s->deferred[a->worker].n > 0 || s_send_part(s, a, h) != 0) {
+                s_defer(s, a, h);
+            }
         }
     } else {
         int rc = ps_msg_send(s->router, &a->route, h, NULL, 0, 0);
@@ -287,10 +334,19 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
     ps_trace_span(PS_TRACE_REPLY, a->step, t0, t0 ? ps_now() : 0, a->worker);
 }
 
+/* A push-pull's push is acked by its pull's reply, not on its own. */
+static int s_carries_push(ps_msg_type_t type)
+{
+    return type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
+}
+
 /* The consistency's callbacks (ps_consistency_ops_t). */
 static void s_on_ack(void *ctx, const void *asker, ps_range_t range, int64_t version)
 {
     const ps_asker_t *a = asker;
+    if (a->type == PS_MSG_PUSH_PULL) {
+        return; /* its pull's reply is the ack */
+    }
     s_reply(ctx, a, a->type == PS_MSG_INIT ? PS_MSG_INIT_ACK : PS_MSG_PUSH_ACK, range, NULL,
             version);
 }
@@ -369,12 +425,15 @@ static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
     /* Before any arithmetic on them: steps and versions are counts of
      * updates, far below 2^53 in any real job. */
     if (h->step < 0 || h->step > PS_MSG_MAX_STEP || h->version < 0 ||
-        h->version > PS_MSG_MAX_STEP) {
-        return s_reply_error(s, m, PS_ERANGE, "step %lld or version %lld outside [0, 2^53]",
-                             (long long)h->step, (long long)h->version);
+        h->version > PS_MSG_MAX_STEP || h->pull_version < 0 ||
+        h->pull_version > PS_MSG_MAX_STEP) {
+        return s_reply_error(s, m, PS_ERANGE,
+                             "step %lld, version %lld or pull version %lld outside [0, 2^53]",
+                             (long long)h->step, (long long)h->version,
+                             (long long)h->pull_version);
     }
     /* pushes travel as the job says (--wire, --compress); INIT is fp32 */
-    const uint32_t dtype = h->type == PS_MSG_PUSH ? s->push_dtype : PS_DTYPE_F32;
+    const uint32_t dtype = s_carries_push(h->type) ? s->push_dtype : PS_DTYPE_F32;
     if (h->type != PS_MSG_PULL && h->dtype != dtype) {
         return s_reply_error(s, m, PS_ERANGE, "payload is %s; this job's %s carries %s",
                              ps_wire_dtype_name(h->dtype), ps_codec_type_name(h->type),
@@ -560,6 +619,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     switch (h->type) {
     case PS_MSG_PUSH:
     case PS_MSG_PULL:
+    case PS_MSG_PUSH_PULL:
     case PS_MSG_INIT:
         break;
     case PS_MSG_PREFLIGHT_PROBE:
@@ -593,7 +653,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     ps_request_t req = {h->sender, h->step, h->version, r, NULL, NULL, &asker};
     char why[160];
     int rc;
-    if (h->type == PS_MSG_PUSH) {
+    if (s_carries_push(h->type)) {
         const float *decoded = NULL;
         if (h->dtype != PS_DTYPE_F32 && !(decoded = s_decode_push(s, m, r))) {
             return;
@@ -611,6 +671,12 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
             ps_trace_span(PS_TRACE_APPLY, h->step, ta, te, 0);
         }
         s_failover_stepped(s);
+        if (rc == 0 && h->type == PS_MSG_PUSH_PULL) {
+            /* the pull right behind its push: async is answered with this
+             * push applied, stepped modes once the step is */
+            req.step = h->pull_version;
+            rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
+        }
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
     } else {

@@ -35,6 +35,14 @@
  * longest a waiter polls before it checks heartbeats and the job's state. */
 enum { KV_TICK_MS = 50 };
 
+/* A push-pull's pull: where its values go, the version they need, and
+ * where its pushed keys end. */
+typedef struct {
+    float *dst;
+    int64_t version;
+    uint64_t push_end;
+} kv_pull_t;
+
 /* A server socket's drain handler argument: the client and which server. */
 typedef struct {
     ps_kv_t *kv;
@@ -164,42 +172,70 @@ static void s_encode_push(ps_kv_t *kv, ps_header_t *h, ps_frame_t *f, ps_range_t
     f->data = kv->enc;
 }
 
-/* Sends a data request: one message per server holding part of its keys.
+/* Sends slot idx's message of `type` for keys `part` to server i: a push's
+ * gradient comes from the slot's buffer, a pull asks for the slot's min
+ * version (a push-pull's pull_version). Caller holds mu. */
+static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t part)
+{
+    const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
+    const int push = type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
+    const int64_t pull_version = sl->type == PS_KV_PUSH_PULL ? sl->pull_version : sl->step;
+    ps_header_t h;
+    ps_msg_header(&h, type, PS_ROLE_WORKER, ps_link_rank(kv->link));
+    h.token = ps_link_token(kv->link);
+    h.request_id = ps_kv_slots_id(kv->slots, idx);
+    h.begin = part.begin;
+    h.end = part.end;
+    h.step = type == PS_MSG_PULL ? pull_version : sl->step;
+    h.version = kv->versions[i];
+    h.generation = kv->generation;
+    h.pull_version = type == PS_MSG_PUSH_PULL ? pull_version : 0;
+    ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), ps_range_len(part) * sizeof(float)};
+    int flags = 0;
+    if (push && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
+        s_encode_push(kv, &h, &f, part);
+        flags = PS_SEND_COPY; /* enc is reused for the next part */
+    }
+    int rc = ps_msg_send(kv->servers[i], NULL, h, &f, type != PS_MSG_PULL, flags);
+    if (rc != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
+        ps_kv_slots_complete(kv->slots, idx, rc, why);
+    } else if (push) {
+        kv->bytes_pushed += f.len;
+    }
+}
+
+/* Sends a data request: one message per server holding part of its keys (a
+ * push-pull: to a server whose keys it pushes in part, a push and a pull).
  * Caller holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
-    ps_msg_type_t type = sl->type == PS_KV_PUSH ? PS_MSG_PUSH
-                       : sl->type == PS_KV_PULL ? PS_MSG_PULL
-                                                : PS_MSG_INIT;
     for (int i = 0; i < kv->view.num_servers; i++) {
-        ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part;
-        uint64_t n = ps_range_intersect(sl->range, srv, &part);
-        if (!n) {
+        ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part, pushed;
+        if (!ps_range_intersect(sl->range, srv, &part)) {
             continue;
         }
-        ps_header_t h;
-        ps_msg_header(&h, type, PS_ROLE_WORKER, ps_link_rank(kv->link));
-        h.token = ps_link_token(kv->link);
-        h.request_id = ps_kv_slots_id(kv->slots, idx);
-        h.begin = part.begin;
-        h.end = part.end;
-        h.step = sl->step;
-        h.version = kv->versions[i];
-        h.generation = kv->generation;
-        ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), n * sizeof(float)};
-        int has_payload = type != PS_MSG_PULL, flags = 0;
-        if (type == PS_MSG_PUSH && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
-            s_encode_push(kv, &h, &f, part);
-            flags = PS_SEND_COPY; /* enc is reused for the next part */
-        }
-        int rc = ps_msg_send(kv->servers[i], NULL, h, &f, has_payload, flags);
-        if (rc != 0) {
-            char why[160];
-            snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
-            ps_kv_slots_complete(kv->slots, idx, rc, why);
-        } else if (type == PS_MSG_PUSH) {
-            kv->bytes_pushed += f.len;
+        switch (sl->type == PS_KV_PUSH_PULL ? ps_kv_slots_push_part(sl, part, &pushed)
+                                            : sl->type) {
+        case PS_KV_PUSH_PULL:
+            s_send_part(kv, idx, i, PS_MSG_PUSH_PULL, part);
+            break;
+        case PS_KV_PUSH:
+            if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part */
+                s_send_part(kv, idx, i, PS_MSG_PUSH, pushed);
+                s_send_part(kv, idx, i, PS_MSG_PULL, part);
+            } else {
+                s_send_part(kv, idx, i, PS_MSG_PUSH, part);
+            }
+            break;
+        case PS_KV_PULL:
+            s_send_part(kv, idx, i, PS_MSG_PULL, part);
+            break;
+        default:
+            s_send_part(kv, idx, i, PS_MSG_INIT, part);
+            break;
         }
     }
 }
@@ -213,10 +249,12 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
         ps_log_warn("dropped a malformed message from a server: %s", m->hdr.error);
         return 0;
     }
-    size_t len = 0;
-    const void *data = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    ps_frame_t frames[PS_MSG_MAX_FRAMES];
+    for (int k = 0; k < m->nframes; k++) {
+        frames[k].data = ps_msg_frame(m, k, &frames[k].len);
+    }
     uint64_t pulled = 0;
-    if (ps_kv_slots_on_reply(kv->slots, p->server, &m->hdr, data, len, &pulled) != 0) {
+    if (ps_kv_slots_on_reply(kv->slots, p->server, &m->hdr, frames, m->nframes, &pulled) != 0) {
         ps_log_warn("dropped a stray %s from S%d", ps_codec_type_name(m->hdr.type), p->server);
     } else if (pulled) {
         kv->versions[p->server] = m->hdr.version;
@@ -381,9 +419,11 @@ static int s_send_ctrl(ps_kv_t *kv, ps_kv_req_t type, const char *name, const ui
 }
 
 /* Takes a free slot, fills it and sends the request. Returns the handle or a
- * PS_E*. Control requests (barrier, finish, abort) carry name or body. */
+ * PS_E*. Control requests (barrier, finish, abort) carry name or body; a
+ * push-pull its destination and pull version in pp. */
 static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end, float *buf,
-                    int64_t step, const char *name, const uint8_t *body, size_t len)
+                    int64_t step, const char *name, const uint8_t *body, size_t len,
+                    const kv_pull_t *pp)
 {
     if (end < begin || end > kv->view.num_params) {
         return PS_EINVAL;
@@ -400,8 +440,12 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
         pthread_mutex_unlock(&kv->mu);
         return PS_EAGAIN;
     }
-    int idx = ps_kv_slots_open(kv->slots, type, (ps_range_t){begin, end}, buf, step);
-    if (idx >= 0 && (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_INIT)) {
+    const ps_range_t range = {begin, end};
+    int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, pp->push_end, buf, step, pp->dst,
+                                              pp->version)
+                 : ps_kv_slots_open(kv->slots, type, range, buf, step);
+    if (idx >= 0 && (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
+                     type == PS_KV_INIT)) {
         s_send_request(kv, idx);
     } else if (idx >= 0) {
         int rc = s_send_ctrl(kv, type, name, body, len);
@@ -431,17 +475,27 @@ int ps_kv_set_tensors(ps_kv_t *kv, const uint64_t *starts, size_t n)
 
 int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step)
 {
-    return s_submit(kv, PS_KV_PUSH, begin, end, (float *)grad, step, NULL, NULL, 0);
+    return s_submit(kv, PS_KV_PUSH, begin, end, (float *)grad, step, NULL, NULL, 0, NULL);
 }
 
 int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t min_version)
 {
-    return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL, 0);
+    return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL, 0, NULL);
+}
+
+int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad,
+                    uint64_t grad_end, int64_t step, float *dst, int64_t min_version)
+{
+    if (grad_end < begin || grad_end > end) {
+        return PS_EINVAL;
+    }
+    const kv_pull_t pp = {dst, min_version, grad_end};
+    return s_submit(kv, PS_KV_PUSH_PULL, begin, end, (float *)grad, step, NULL, NULL, 0, &pp);
 }
 
 int ps_kv_init(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *values)
 {
-    return s_submit(kv, PS_KV_INIT, begin, end, (float *)values, 0, NULL, NULL, 0);
+    return s_submit(kv, PS_KV_INIT, begin, end, (float *)values, 0, NULL, NULL, 0, NULL);
 }
 
 int ps_kv_wait(ps_kv_t *kv, int handle)
@@ -473,7 +527,7 @@ int ps_kv_wait(ps_kv_t *kv, int handle)
 static int s_submit_ctrl(ps_kv_t *kv, ps_kv_req_t type, const char *name, const uint8_t *body,
                          size_t len)
 {
-    int h = s_submit(kv, type, 0, 0, NULL, 0, name, body, len);
+    int h = s_submit(kv, type, 0, 0, NULL, 0, name, body, len, NULL);
     return h < 0 ? h : ps_kv_wait(kv, h);
 }
 

@@ -65,6 +65,19 @@ int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int
  * version >= min_version. Returns a handle or an error as ps_kv_push(). */
 int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t min_version);
 
+/* A round in one request per server: pushes grad, the gradient of keys
+ * [begin, grad_end) for step (as ps_kv_push), and pulls keys [begin, end)
+ * into dst (as ps_kv_pull with min_version: async servers answer with this
+ * push applied); grad_end <= end (keys past it were pushed before, layer by
+ * layer). A server whose keys are all pushed here gets one MSG_PUSH_PULL and
+ * answers with the values only, its ack folded in: a round costs one
+ * message each way; one whose keys are pushed in part gets a push and a
+ * pull, one with none a pull. Fails as either would (a refused push: no
+ * pull from that server). grad and dst must not overlap. Returns one handle
+ * or an error as ps_kv_push(). */
+int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad,
+                    uint64_t grad_end, int64_t step, float *dst, int64_t min_version);
+
 /* Sends the initial values of [begin, end) (worker 0, before step 0). */
 int ps_kv_init(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *values);
 

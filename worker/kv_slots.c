@@ -15,6 +15,8 @@ struct ps_kv_slots {
     int n;               /* servers */
     ps_range_t *servers; /* n: each server's keys */
     uint64_t *next_key;  /* PS_KV_SLOTS*n: next key server i's pull reply must start at */
+    unsigned char *ack_due; /* PS_KV_SLOTS*n: a push-pull's separate push to server i
+                               waits for its ack */
 };
 
 int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
@@ -29,8 +31,9 @@ int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
         t->n = n;
         t->servers = calloc(ns, sizeof *t->servers);
         t->next_key = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->next_key);
+        t->ack_due = calloc((size_t)PS_KV_SLOTS * ns, 1);
     }
-    if (!t || !t->servers || !t->next_key) {
+    if (!t || !t->servers || !t->next_key || !t->ack_due) {
         ps_kv_slots_destroy(&t);
         return PS_ENOMEM;
     }
@@ -47,6 +50,7 @@ void ps_kv_slots_destroy(ps_kv_slots_t **tp)
     if (t) {
         free(t->servers);
         free(t->next_key);
+        free(t->ack_due);
         free(t);
         *tp = NULL;
     }
@@ -82,7 +86,8 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
     ps_kv_slot_t *sl = &t->slots[idx];
     *sl = (ps_kv_slot_t){.state = PS_KV_SENT, .type = type, .gen = (sl->gen + 1) & 0xffffff,
                          .range = range, .buf = buf, .step = step, .left = 1};
-    if (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_INIT) {
+    if (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
+        type == PS_KV_INIT) {
         uint64_t parts = 0;
         for (int i = 0; i < t->n; i++) {
             ps_range_t part;
@@ -92,10 +97,44 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
             }
         }
         /* Servers answer a pull in as many messages as they like, in key order. */
-        sl->left = type == PS_KV_PULL ? ps_range_len(range) : parts;
+        sl->left = type == PS_KV_PULL || type == PS_KV_PUSH_PULL ? ps_range_len(range) : parts;
         if (sl->left == 0) {
             sl->state = PS_KV_DONE;
         }
+    }
+    return idx;
+}
+
+ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
+                                  ps_range_t *push_part)
+{
+    const ps_range_t pushed = {sl->range.begin, sl->push_end};
+    if (!ps_range_intersect(pushed, pull_part, push_part)) {
+        return PS_KV_PULL;
+    }
+    return push_part->end == pull_part.end ? PS_KV_PUSH_PULL : PS_KV_PUSH;
+}
+
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push_end,
+                               float *grad, int64_t step, float *dst, int64_t pull_version)
+{
+    if (push_end < range.begin || push_end > range.end) {
+        return PS_EINVAL;
+    }
+    int idx = ps_kv_slots_open(t, PS_KV_PUSH_PULL, range, grad, step);
+    if (idx < 0) {
+        return idx;
+    }
+    ps_kv_slot_t *sl = &t->slots[idx];
+    sl->dst = dst;
+    sl->push_end = push_end;
+    sl->pull_version = pull_version;
+    for (int i = 0; i < t->n; i++) {
+        ps_range_t part, pushed;
+        unsigned char *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
+        *due = ps_range_intersect(range, t->servers[i], &part) &&
+               ps_kv_slots_push_part(sl, part, &pushed) == PS_KV_PUSH;
+        sl->left += *due;
     }
     return idx;
 }
@@ -127,8 +166,23 @@ void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type)
     }
 }
 
-int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const void *payload,
-                         size_t len, uint64_t *pulled)
+/* The bytes of a pull reply's frames when each holds a whole, non-zero
+ * number of values of dtype (dense); else 0. */
+static size_t s_frames_len(uint32_t dtype, const ps_frame_t *frames, int nframes)
+{
+    const size_t vs = ps_wire_is_sparse(dtype) ? 0 : ps_wire_value_size(dtype);
+    size_t total = 0;
+    for (int k = 0; k < nframes; k++) {
+        if (!vs || !frames[k].len || frames[k].len % vs) {
+            return 0;
+        }
+        total += frames[k].len;
+    }
+    return total;
+}
+
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps_frame_t *frames,
+                         int nframes, uint64_t *pulled)
 {
     if (pulled) {
         *pulled = 0;
@@ -144,13 +198,15 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
     if (h->type == PS_MSG_ERROR) {
         snprintf(why, sizeof why, "S%d refused: %s", i, h->error);
         s_part_done(sl, h->status < 0 ? h->status : PS_EPROTO, why, 0);
-    } else if (h->type == PS_MSG_PULL_REPLY && sl->type == PS_KV_PULL) {
+    } else if (h->type == PS_MSG_PULL_REPLY &&
+               (sl->type == PS_KV_PULL || sl->type == PS_KV_PUSH_PULL)) {
+        float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
         ps_range_t r = {h->begin, h->end};
         uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
+        const size_t len = s_frames_len(h->dtype, frames, nframes);
         /* Each server's parts must come in key order, each key once. */
-        if (!payload || r.begin != *next || r.end <= r.begin ||
+        if (!len || r.begin != *next || r.end <= r.begin ||
             !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
-            ps_wire_is_sparse(h->dtype) || !ps_wire_value_size(h->dtype) ||
             len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
             snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",
                      i);
@@ -158,8 +214,12 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
         } else {
             *next = r.end;
             /* fp32 is a copy; fp16 / bf16 (--wire) widen to fp32 */
-            ps_wire_decode(h->dtype, sl->buf + (r.begin - sl->range.begin), payload,
-                           ps_range_len(r));
+            float *at = dst + (r.begin - sl->range.begin);
+            for (int k = 0; k < nframes; k++) {
+                const uint64_t n = frames[k].len / ps_wire_value_size(h->dtype);
+                ps_wire_decode(h->dtype, at, frames[k].data, n);
+                at += n;
+            }
             if (pulled) {
                 *pulled = len;
             }
@@ -167,6 +227,10 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const vo
         }
     } else if ((h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH) ||
                (h->type == PS_MSG_INIT_ACK && sl->type == PS_KV_INIT)) {
+        s_part_done(sl, 0, "", 1);
+    } else if (h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH_PULL &&
+               t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i]) {
+        t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i] = 0; /* its separate push */
         s_part_done(sl, 0, "", 1);
     } else {
         snprintf(why, sizeof why, "S%d answered with an unexpected %s", i,

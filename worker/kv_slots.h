@@ -6,8 +6,9 @@
  * reply to a recycled slot is recognised and dropped. A data request over
  * [begin, end) expects one answer per server holding part of it (push, init)
  * or every key of the range (pull); a pull's replies from one server must
- * come in key order, each key once (servers cut a reply into several
- * messages), and are copied into the caller's buffer as they arrive. The
+ * come in key order, each key once (a server answers in one message of one
+ * frame per store chunk, or in several when the range is wider than a
+ * message's frames), and are copied into the caller's buffer as they arrive. The
  * first failure completes the request at once, with its status and a
  * one-line reason kept in the slot itself.
  *
@@ -22,6 +23,7 @@
 #include <stdint.h>
 
 #include "proto/codec.h"
+#include "proto/msg.h"
 #include "proto/range.h"
 
 #ifdef __cplusplus
@@ -37,6 +39,7 @@ typedef enum { PS_KV_FREE, PS_KV_SENT, PS_KV_DONE } ps_kv_state_t;
 typedef enum {
     PS_KV_PUSH,
     PS_KV_PULL,
+    PS_KV_PUSH_PULL, /* a push and a pull of its keys and more, answered as a pull */
     PS_KV_INIT,
     PS_KV_BARRIER,
     PS_KV_FINISH,
@@ -49,9 +52,13 @@ typedef struct {
     ps_kv_req_t type;
     uint32_t gen;      /* bumped at every reuse (24 bits); part of the request id */
     ps_range_t range;  /* keys asked for */
-    float *buf;        /* push/init: source; pull: destination (borrowed) */
-    int64_t step;      /* push: step; pull: min version */
+    float *buf;        /* push/init/push-pull: source; pull: destination (borrowed) */
+    float *dst;        /* push-pull: destination (borrowed) */
+    uint64_t push_end; /* push-pull: keys [range.begin, push_end) are pushed */
+    int64_t step;      /* push, push-pull: step; pull: min version */
+    int64_t pull_version; /* push-pull: the pull's min version */
     uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
+                          push-pull: keys and the acks of its separate pushes;
                           scheduler requests: 1 until answered */
     int status;        /* 0 or the first failure (PS_E*) */
     char error[256];   /* why it failed; "" while status is 0 */
@@ -77,6 +84,23 @@ void ps_kv_slots_destroy(ps_kv_slots_t **t);
 int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float *buf,
                      int64_t step);
 
+/*
+ * As ps_kv_slots_open() for a push-pull: push grad of keys [range.begin,
+ * push_end) for step (push_end <= range.end), pull range into dst once at
+ * version >= pull_version (grad, dst borrowed). A server whose keys of range
+ * are all pushed answers its part as a pull (its ack folded in); one whose
+ * keys are pushed in part acks that push separately (ps_kv_slots_push_part
+ * says which), one with none pushed answers a plain pull.
+ */
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push_end,
+                               float *grad, int64_t step, float *dst, int64_t pull_version);
+
+/* What a push-pull at idx does with server i (whose keys of its range are
+ * pull_part, non-empty): PS_KV_PUSH_PULL (every key pushed: one request),
+ * PS_KV_PUSH (some: a push of push_part, then a pull), PS_KV_PULL (none). */
+ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
+                                  ps_range_t *push_part);
+
 /* The slot at idx (0 <= idx < PS_KV_SLOTS); borrowed, valid as the table. */
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx);
 
@@ -91,16 +115,18 @@ void ps_kv_slots_complete(ps_kv_slots_t *t, int idx, int status, const char *why
 void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
 
 /*
- * Handles a reply from server i: h its header, payload its one payload frame
- * (NULL when it had not exactly one) of len bytes. An ERROR completes the
- * request with the server's status; a pull reply in key order is copied into
- * the request's buffer and *pulled (when not NULL) gets its bytes; an ack
- * counts. Anything that does not match the request fails it with PS_EPROTO.
+ * Handles a reply from server i: h its header, frames its nframes payload
+ * frames (a pull reply's values of [h->begin, h->end), consecutive, each a
+ * whole number of values; nframes 0 for an ack). An ERROR completes the
+ * request with the server's status; a pull reply in key order (to a pull or
+ * a push-pull: its push's ack) is copied into the request's destination and
+ * *pulled (when not NULL) gets its bytes; an ack counts. Anything that does
+ * not match the request fails it with PS_EPROTO.
  * Returns 0, or PS_ENOENT when the reply belongs to no request in flight (a
  * late reply to a recycled slot, another sender): drop it, nothing changed.
  */
-int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const void *payload,
-                         size_t len, uint64_t *pulled);
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps_frame_t *frames,
+                         int nframes, uint64_t *pulled);
 
 /* Frees a slot (done, or given up) for reuse. */
 void ps_kv_slots_release(ps_kv_slots_t *t, int idx);

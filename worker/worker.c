@@ -252,12 +252,14 @@ static int s_check_grads(ps_worker_t *w, uint64_t from, uint64_t to)
 
 /* The model's gradient-ready hook in sync and ssp: pushes the newly final
  * keys [from, push_end). With every handle in use the keys wait for the push
- * after backward. */
+ * after backward. The first layer's (from 0: backward's last call) go with
+ * the pull right after it, in one request to a server they cover
+ * (s_push_pull). */
 static void s_push_ready(void *arg, size_t from)
 {
     ps_worker_t *w = arg;
-    if (from >= w->push_end || w->npush == PS_WORKER_MAX_PUSHES - 1 || w->push_rc ||
-        s_check_grads(w, from, w->push_end) != 0) {
+    if (from == 0 || from >= w->push_end || w->npush == PS_WORKER_MAX_PUSHES - 1 ||
+        w->push_rc || s_check_grads(w, from, w->push_end) != 0) {
         return;
     }
     const double t0 = ps_trace_enabled() ? ps_now() : 0;
@@ -300,14 +302,19 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
     }
     const int traced = ps_trace_enabled();
     double t0 = traced ? ps_now() : 0;
+    /* What the hook has not pushed yet and the pull of every key, in one
+     * request per server: a server whose keys are all in [0, push_end)
+     * (every server with --overlap 0 and in async) gets one push-pull and
+     * answers with the values alone; with layers pushed early the others
+     * get a push and a pull, or a pull, right behind those pushes (same
+     * sockets, so each server sees them first). Stepped modes' pulls wait
+     * for the step's update. */
+    int hl = ps_kv_push_pull(w->kv, 0, w->view->num_params, ps_model_grads(w->model),
+                             w->push_end, t, params, s_pull_version(&w->job, t));
     if (w->push_end > 0) {
-        w->push_h[w->npush++] = ps_kv_push(w->kv, 0, w->push_end, ps_model_grads(w->model), t);
         ps_trace_span(PS_TRACE_PUSH, t, t0, traced ? ps_now() : 0, 0);
     }
-    /* Pull right behind the pushes: same sockets, so each server sees them
-     * first; stepped modes' pulls wait for the step's update. */
     t0 = traced ? ps_now() : 0;
-    int hl = ps_kv_pull(w->kv, 0, w->view->num_params, params, s_pull_version(&w->job, t));
     int rc = 0;
     for (int i = 0; i < w->npush && rc == 0; i++) {
         rc = s_wait(w, w->push_h[i], "push");

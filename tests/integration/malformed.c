@@ -256,8 +256,9 @@ static void s_case(s_client_t *c, const char *name, int status, const ps_header_
     s_expect(c, name, status, h, 0);
 }
 
-/* Pulls the whole shard at version >= 0 into out. The server answers in parts,
- * in key order; they must tile the shard. Returns the served version. */
+/* Pulls the whole shard at version >= 0 into out. The server answers in
+ * messages of a frame per store chunk, in key order; they must tile the
+ * shard. Returns the served version. */
 static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
 {
     ps_header_t h = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.end);
@@ -271,17 +272,26 @@ static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
             s_die("%s: no pull reply within 120 s (was the shard ever initialised?)", what);
         }
         size_t len = 0;
-        const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
+        for (int i = 0; i < m.nframes; i++) {
+            size_t n;
+            ps_msg_frame(&m, i, &n);
+            len += n;
+        }
         if (m.hdr.type != PS_MSG_PULL_REPLY || m.hdr.request_id != h.request_id ||
-            m.hdr.begin != next || m.hdr.end <= next || m.hdr.end > c->shard.end || !p ||
-            len != (m.hdr.end - m.hdr.begin) * sizeof(float) ||
+            m.hdr.begin != next || m.hdr.end <= next || m.hdr.end > c->shard.end ||
+            !m.nframes || len != (m.hdr.end - m.hdr.begin) * sizeof(float) ||
             (version >= 0 && m.hdr.version != version)) {
             s_die("%s: bad pull reply: %s for request %llu, [%llu, %llu), %zu bytes (%s)", what,
                   ps_codec_type_name(m.hdr.type), (unsigned long long)m.hdr.request_id,
                   (unsigned long long)m.hdr.begin, (unsigned long long)m.hdr.end, len,
                   m.hdr.error);
         }
-        memcpy(out + (next - c->shard.begin), p, len);
+        for (int i = 0, at = 0; i < m.nframes; i++) {
+            size_t n;
+            const void *p = ps_msg_frame(&m, i, &n);
+            memcpy((char *)(out + (next - c->shard.begin)) + at, p, n);
+            at += (int)n;
+        }
         version = m.hdr.version;
         next = m.hdr.end;
         ps_msg_close(&m);
@@ -293,9 +303,11 @@ static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
 static void s_run_cases(s_client_t *c)
 {
     const uint64_t b = c->shard.begin, e = c->shard.end;
-    const void *pp[8] = {s_poison, s_poison, s_poison, s_poison,
-                         s_poison, s_poison, s_poison, s_poison};
-    size_t sz[8];
+    const void *pp[PS_MSG_MAX_FRAMES + 1];
+    size_t sz[PS_MSG_MAX_FRAMES + 1];
+    for (int i = 0; i < PS_MSG_MAX_FRAMES + 1; i++) {
+        pp[i] = s_poison;
+    }
     ps_header_t h;
 
     /* Envelopes that do not decode. */
@@ -354,11 +366,12 @@ static void s_run_cases(s_client_t *c)
     h = s_f32_header(c, PS_MSG_PUSH, b, b + 4, 16);
     s_case(c, "payload shorter than header", PS_EPROTO, &h, 12);
 
-    h = s_f32_header(c, PS_MSG_PUSH, b, b + 20, 5 * 16);
-    for (int i = 0; i < 5; i++) {
+    h = s_f32_header(c, PS_MSG_PUSH, b, b + 4 * (PS_MSG_MAX_FRAMES + 1),
+                     (PS_MSG_MAX_FRAMES + 1) * 16);
+    for (int i = 0; i < PS_MSG_MAX_FRAMES + 1; i++) {
         sz[i] = 16;
     }
-    s_send_header(c, &h, pp, sz, 5); /* PS_MSG_MAX_FRAMES + 1 */
+    s_send_header(c, &h, pp, sz, PS_MSG_MAX_FRAMES + 1);
     s_expect(c, "too many frames", PS_EPROTO, &h, 0);
 
     /* Well-formed envelopes the server refuses in context. */
@@ -423,6 +436,25 @@ static void s_run_cases(s_client_t *c)
         s_case(c, name, PS_ERANGE, &h, 0);
     }
 
+    /* A push-pull (protocol 6) is refused as its push would be, and then no
+     * pull is asked: one error, nothing else, the shard unchanged. */
+    h = s_f32_header(c, PS_MSG_PUSH_PULL, b, b + 4, 16);
+    h.pull_version = INT64_MIN;
+    s_case(c, "push-pull with a negative pull version", PS_EPROTO, &h, 16);
+    h = s_f32_header(c, PS_MSG_PUSH_PULL, b, b + 4, 16);
+    h.pull_version = INT64_MAX;
+    s_case(c, "push-pull for pull version INT64_MAX", PS_ERANGE, &h, 16);
+    h = s_f32_header(c, PS_MSG_PUSH_PULL, e - 2, e + 2, 16);
+    s_case(c, "push-pull past the shard end", PS_ERANGE, &h, 16);
+    h = s_header(c, PS_MSG_PUSH_PULL, b, b + 4);
+    s_case(c, "push-pull without its gradient", PS_ERANGE, &h, 0);
+    h = s_f32_header(c, PS_MSG_PUSH_PULL, b, b + 8, 16);
+    h.dtype = PS_DTYPE_BF16;
+    s_case(c, "push-pull in bf16 to an fp32 job", PS_ERANGE, &h, 16);
+    h = s_f32_header(c, PS_MSG_PUSH_PULL, b, b + 4, 16);
+    h.step = 5;
+    s_case(c, "push-pull for a wrong step", PS_ESTATE, &h, 16);
+
     /* Non-finite gradients for the step being collected: refused, never
      * held (a NaN would otherwise poison every parameter it touches). */
     float bad[4] = {1.0f, NAN, 2.0f, 3.0f};
@@ -436,6 +468,9 @@ static void s_run_cases(s_client_t *c)
     s_send_header(c, &h, pp, sz, 1);
     s_expect(c, "push of an infinity", PS_ENONFINITE, &h, 0);
     c->repeats++; /* same reason as the NaN */
+    h = s_f32_header(c, PS_MSG_PUSH_PULL, b, b + 4, 16);
+    s_send_header(c, &h, pp, sz, 1);
+    s_expect(c, "push-pull of an infinity", PS_ENONFINITE, &h, 0);
 }
 
 /* Case `name` of a --compress topk job: a sparse fp32 push of [b, b + n)

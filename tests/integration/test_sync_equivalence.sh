@@ -5,7 +5,8 @@
 # bitwise identical, so the first comparison is not luck; and pushing each
 # layer during backward (--overlap 1, the default) gives the bits of one push
 # after backward (--overlap 0), with the layers' parts of a step landing on
-# both servers (the servers' reports in the summary count the pushes).
+# both servers (the servers' reports in the summary count the pushes). The
+# CNN on 1 server (pull replies of 2 frames) gives the bits of 2 servers.
 . "$(dirname "$0")/lib.sh"
 
 run() { # name workers batch [flags...]
@@ -29,4 +30,18 @@ pushes() { field "$TMP/$1.json" "d['server_reports'][1]['pushes']"; }
 expect "$TMP/two_whole.json" "[r['pushes'] for r in d['server_reports']] == [100, 100]" \
     "whole pushes: expected 100 on each server"
 [ "$(pushes two)" -gt 100 ] || fail "S1 served $(pushes two) pushes by layers, expected more than 100"
+# Pull replies of several frames: the CNN's 454,922 keys on 1 server are 2
+# store chunks, answered as one message of 2 frames; on 2 servers each shard
+# is one frame. Sharding changes no key's arithmetic, so the parameters are
+# bitwise the same, with push-pulls (--overlap 0) as with layer pushes.
+cnn() { run "$1" 2 16 --model cnn --max-steps 20 --servers "$2" --overlap "$3"; }
+cnn cnn_one 1 0
+cnn cnn_two 2 0
+cnn cnn_one_layers 1 1
+params_close "$TMP/cnn_one.f32" "$TMP/cnn_two.f32" 0 ||
+    fail "CNN: 1 server (replies of 2 frames) and 2 servers differ"
+params_close "$TMP/cnn_one.f32" "$TMP/cnn_one_layers.f32" 0 ||
+    fail "CNN: push-pulls and layer pushes differ"
+expect "$TMP/cnn_one.json" "d['bytes_by_type']['total'].get('push_pull', 0) > 0 and \
+    'push_ack' not in d['bytes_by_type']['total']" "CNN --overlap 0: not one push-pull a step"
 echo "ok"

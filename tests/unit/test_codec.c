@@ -45,6 +45,7 @@ static ps_header_t s_full_header(void)
     h.ring_step = 5;
     h.token = 0xfedcba9876543210ull;
     h.clock = 12345.678901234;
+    h.pull_version = (1ll << 50) + 3;
     return h;
 }
 
@@ -181,6 +182,7 @@ START_TEST(header_round_trips_every_field)
     ck_assert_int_eq(out.ring_step, h.ring_step);
     ck_assert_uint_eq(out.token, h.token);
     ck_assert(out.clock == h.clock);
+    ck_assert_int_eq(out.pull_version, h.pull_version);
 }
 END_TEST
 
@@ -309,6 +311,20 @@ START_TEST(header_rejects_non_f32_payload)
 }
 END_TEST
 
+START_TEST(header_push_pull_is_a_type_and_rejects_negative_pull_version)
+{
+    ps_header_t h = s_full_header(), out;
+    h.type = PS_MSG_PUSH_PULL;
+    uint8_t buf[PS_HEADER_MAX];
+    int n = s_pack(&h, buf, sizeof buf);
+    ck_assert_int_eq(ps_codec_unpack_header(buf, (size_t)n, &out), 0);
+    ck_assert_int_eq(out.type, PS_MSG_PUSH_PULL);
+    ck_assert_str_eq(ps_codec_type_name(PS_MSG_PUSH_PULL), "push-pull");
+    h.pull_version = -1;
+    s_expect_rejected(&h, "negative pull version");
+}
+END_TEST
+
 START_TEST(header_rejects_sparse_keys)
 {
     ps_header_t h = s_full_header(), out;
@@ -434,7 +450,7 @@ START_TEST(register_carries_the_job_identity_and_build)
                        .job_hash = "fedcba9876543210"},
                   out;
     ps_codec_build_id(r.build, sizeof r.build);
-    ck_assert_ptr_nonnull(strstr(r.build, " protocol 5"));
+    ck_assert_ptr_nonnull(strstr(r.build, " protocol 6"));
     uint8_t *body;
     size_t len;
     ck_assert_int_eq(ps_codec_pack_register(&r, &body, &len), 0);
@@ -1102,9 +1118,9 @@ static void s_send_raw(ps_sock_t *sock, const void *hdr, size_t hlen, const size
                        int n)
 {
     static const uint8_t zeros[64];
-    const void *parts[16] = {hdr};
-    size_t lens[16] = {hlen};
-    ck_assert_int_lt(n, 16);
+    const void *parts[PS_MSG_MAX_FRAMES + 8] = {hdr};
+    size_t lens[PS_MSG_MAX_FRAMES + 8] = {hlen};
+    ck_assert_int_lt(n, PS_MSG_MAX_FRAMES + 8);
     for (int i = 0; i < n; i++) {
         ck_assert_uint_le(sizes[i], sizeof zeros);
         parts[1 + i] = zeros;
@@ -1413,6 +1429,7 @@ int main(void)
     tcase_add_test(th, header_rejects_unknown_role);
     tcase_add_test(th, header_rejects_reversed_range);
     tcase_add_test(th, header_rejects_non_f32_payload);
+    tcase_add_test(th, header_push_pull_is_a_type_and_rejects_negative_pull_version);
     tcase_add_test(th, header_rejects_sparse_keys);
     tcase_add_test(th, header_rejects_a_negative_ring_step);
     suite_add_tcase(s, th);

@@ -643,33 +643,30 @@ START_TEST(init_is_worker_0s_and_once_per_key)
 }
 END_TEST
 
-START_TEST(waiting_pulls_get_each_chunk_as_the_update_reaches_it)
+START_TEST(waiting_pulls_are_answered_whole_once_the_update_is_done)
 {
     const uint64_t n = PS_CONSISTENCY_REPLY_KEYS + 10;
     s_fix_t *f = s_new(s_job(PS_MODE_SYNC), n, 1);
     s_init_all(f);
-    ck_assert_int_eq(s_pull(f, 5, 0, 0, n), 0); /* answered now, in two parts */
-    ck_assert_int_eq(s_count(f, S_REPLY), 2);
-    ck_assert_uint_eq(f->ev[0].range.end, S_BASE + PS_CONSISTENCY_REPLY_KEYS);
-    ck_assert_uint_eq(f->ev[1].range.begin, S_BASE + PS_CONSISTENCY_REPLY_KEYS);
-    ck_assert_uint_eq(f->ev[1].range.end, S_BASE + n);
+    ck_assert_int_eq(s_pull(f, 5, 0, 0, n), 0); /* answered now, in one reply of two chunks */
+    ck_assert_int_eq(s_count(f, S_REPLY), 1);
+    ck_assert_uint_eq(f->ev[0].range.begin, S_BASE);
+    ck_assert_uint_eq(f->ev[0].range.end, S_BASE + n);
     f->nev = 0;
     ck_assert_int_eq(s_pull(f, 6, 1, 5, n), 0);
     float *g = calloc(n, sizeof(float));
     ck_assert_int_eq(s_push(f, 0, 0, 0, 0, n, g), 0);
-    /* ack, then a part per updated chunk, at the new version */
-    ck_assert_int_eq(f->nev, 3);
+    /* ack, then the whole range after the update, at the new version */
+    ck_assert_int_eq(f->nev, 2);
     ck_assert_int_eq(f->ev[0].kind, S_ACK);
     ck_assert_int_eq(f->ev[0].version, 0);
     ck_assert_uint_eq(f->ev[1].range.begin, S_BASE + 5);
-    ck_assert_uint_eq(f->ev[1].range.end, S_BASE + PS_CONSISTENCY_REPLY_KEYS);
-    ck_assert_uint_eq(f->ev[2].range.begin, S_BASE + PS_CONSISTENCY_REPLY_KEYS);
-    ck_assert_uint_eq(f->ev[2].range.end, S_BASE + n);
-    ck_assert_int_eq(f->ev[2].version, 1);
+    ck_assert_uint_eq(f->ev[1].range.end, S_BASE + n);
+    ck_assert_int_eq(f->ev[1].version, 1);
     ck_assert_uint_eq(ps_consistency_stats(f->c)->pulls, 2);
     /* answered and forgotten: the next step sends nothing more */
     ck_assert_int_eq(s_push(f, 0, 1, 1, 0, n, g), 0);
-    ck_assert_int_eq(f->nev, 4);
+    ck_assert_int_eq(f->nev, 3);
     free(g);
     s_free(f);
 }
@@ -938,7 +935,7 @@ int main(void)
     tcase_add_test(tc, async_applies_on_arrival_and_records_staleness);
     tcase_add_test(tc, pulls_wait_for_initialisation_and_their_version);
     tcase_add_test(tc, init_is_worker_0s_and_once_per_key);
-    tcase_add_test(tc, waiting_pulls_get_each_chunk_as_the_update_reaches_it);
+    tcase_add_test(tc, waiting_pulls_are_answered_whole_once_the_update_is_done);
     tcase_add_test(tc, sync_completes_with_the_live_workers);
     tcase_add_test(tc, backup_needs_k_or_every_live_worker_when_fewer);
     tcase_add_test(tc, async_refuses_workers_that_are_not_live);

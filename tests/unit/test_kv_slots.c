@@ -45,7 +45,7 @@ static int s_pull_part(ps_kv_slots_t *t, int i, uint64_t id, uint64_t b, uint64_
         v[k - b] = (float)k + 0.5f;
     }
     ps_header_t h = s_reply(PS_MSG_PULL_REPLY, i, id, b, e);
-    return ps_kv_slots_on_reply(t, i, &h, v, (e - b) * sizeof(float), pulled);
+    return ps_kv_slots_on_reply(t, i, &h, &(ps_frame_t){v, (e - b) * sizeof(float)}, 1, pulled);
 }
 
 START_TEST(ids_carry_index_and_generation)
@@ -122,11 +122,11 @@ START_TEST(late_reply_to_a_recycled_slot_is_dropped)
     /* wrong sender, unknown index, not a server: dropped too */
     uint64_t id = ps_kv_slots_id(t, a);
     h = s_reply(PS_MSG_PULL_REPLY, 1, id, 0, 4); /* says S1, came from S0's socket */
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 16, NULL), PS_ENOENT);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, 16}, 1, NULL), PS_ENOENT);
     ck_assert_int_eq(s_pull_part(t, 0, id | 0xff, 0, 4, NULL), PS_ENOENT);
     h = s_reply(PS_MSG_PULL_REPLY, 0, id, 0, 4);
     h.role = PS_ROLE_WORKER;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 16, NULL), PS_ENOENT);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, 16}, 1, NULL), PS_ENOENT);
     ck_assert_int_eq(sl->state, PS_KV_SENT);
     /* the current id completes it */
     ck_assert_int_eq(s_pull_part(t, 0, id, 0, 4, &pulled), 0);
@@ -162,6 +162,136 @@ START_TEST(pull_completes_when_every_key_arrived_in_order)
 }
 END_TEST
 
+START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
+{
+    ps_kv_slots_t *t = s_table();
+    float grad[16], dst[16] = {0};
+    for (int k = 0; k < 16; k++) {
+        grad[k] = -1.0f;
+    }
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){4, 16}, 16, grad + 4, 9, dst + 4, 10);
+    uint64_t id = ps_kv_slots_id(t, a);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_int_eq(sl->type, PS_KV_PUSH_PULL);
+    ck_assert_int_eq(sl->step, 9);
+    ck_assert_int_eq(sl->pull_version, 10);
+    ck_assert_uint_eq(sl->left, 12); /* keys: the values are the acks */
+    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 16, NULL), 0);
+    uint64_t pulled = 0;
+    ck_assert_int_eq(s_pull_part(t, 0, id, 4, 10, &pulled), 0);
+    ck_assert_uint_eq(pulled, 6 * sizeof(float));
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    for (int k = 4; k < 16; k++) {
+        ck_assert(dst[k] == (float)k + 0.5f);
+        ck_assert(grad[k] == -1.0f);
+    }
+    ck_assert(dst[0] == 0.0f && dst[3] == 0.0f);
+    ps_kv_slots_release(t, a);
+    /* a separate ack is not its answer */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 10);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    /* a refused push fails the round with the server's status */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
+    h.status = PS_ENONFINITE;
+    snprintf(h.error, sizeof h.error, "gradient holds NaN or infinity");
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, PS_ENONFINITE);
+    ck_assert_ptr_nonnull(strstr(sl->error, "NaN"));
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(push_pull_of_keys_pushed_in_part_expects_the_separate_acks)
+{
+    ps_kv_slots_t *t = s_table();
+    float grad[16] = {0}, dst[16] = {0};
+    /* keys [12, 16) were pushed before (layer by layer): [0, 12) go now, so
+     * S0 [0, 10) gets one push-pull, S1 [10, 16) a push of [10, 12) and a
+     * pull: S1's ack is due, not S0's; a push past the pull is refused */
+    ck_assert_int_eq(ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 17, grad, 9, dst, 10),
+                     PS_EINVAL);
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_uint_eq(sl->left, 16 + 1);
+    ps_range_t pushed;
+    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH_PULL);
+    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH);
+    ck_assert_uint_eq(pushed.begin, 10);
+    ck_assert_uint_eq(pushed.end, 12);
+    uint64_t id = ps_kv_slots_id(t, a);
+    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 16, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_SENT);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 10, NULL), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    ps_kv_slots_release(t, a);
+    /* an ack from a server whose push was folded into its reply, or a
+     * second ack, does not count: the round fails */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    id = ps_kv_slots_id(t, a);
+    h = s_reply(PS_MSG_PUSH_ACK, 0, id, 0, 10);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    id = ps_kv_slots_id(t, a);
+    h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
+    ck_assert_int_eq(sl->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    /* nothing pushed: plain pulls, no ack due */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 0, grad, 9, dst, 10);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
+    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){0, 10}, &pushed), PS_KV_PULL);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+START_TEST(pull_reply_in_several_frames_fills_its_keys_in_order)
+{
+    ps_kv_slots_t *t = s_table();
+    float v[10], dst[16] = {0};
+    for (int k = 0; k < 10; k++) {
+        v[k] = (float)k + 0.25f;
+    }
+    int a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 10}, dst, 0);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    /* one message, one frame per store chunk: keys [0, 3), [3, 8), [8, 10) */
+    const ps_frame_t f[3] = {{v, 3 * sizeof(float)}, {v + 3, 5 * sizeof(float)},
+                             {v + 8, 2 * sizeof(float)}};
+    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 10);
+    uint64_t pulled = 0;
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, f, 3, &pulled), 0);
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    ck_assert_uint_eq(pulled, sizeof v);
+    ck_assert_int_eq(memcmp(dst, v, sizeof v), 0);
+    ps_kv_slots_release(t, a);
+    /* a frame that splits a value, or an empty one, fails the pull */
+    const ps_frame_t split[2] = {{v, 6}, {(const char *)v + 6, 10 * sizeof(float) - 6}};
+    const ps_frame_t empty[2] = {{v, 0}, {v, sizeof v}};
+    const ps_frame_t *bad[2] = {split, empty};
+    for (int b = 0; b < 2; b++) {
+        a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 10}, dst, 0);
+        h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 10);
+        ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, bad[b], 2, NULL), 0);
+        ck_assert_int_eq(sl->status, PS_EPROTO);
+        ps_kv_slots_release(t, a);
+    }
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 START_TEST(pull_out_of_order_or_mismatched_fails)
 {
     ps_kv_slots_t *t = s_table();
@@ -189,7 +319,8 @@ START_TEST(pull_out_of_order_or_mismatched_fails)
     ps_kv_slots_release(t, a);
     a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
     ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, 3 * sizeof(float), NULL), 0);
+    ck_assert_int_eq(
+        ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, 3 * sizeof(float)}, 1, NULL), 0);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_release(t, a);
     /* an ack where a pull reply was due */
@@ -215,7 +346,7 @@ START_TEST(pull_reply_in_bf16_decodes_to_fp32)
     h.dtype = PS_DTYPE_BF16;
     const uint16_t v[4] = {0x3f80, 0xc000, 0x0000, 0x3f00}; /* 1, -2, 0, 0.5 */
     uint64_t pulled = 0;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, v, sizeof v, &pulled), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){v, sizeof v}, 1, &pulled), 0);
     ck_assert_int_eq(sl->state, PS_KV_DONE);
     ck_assert_int_eq(sl->status, 0);
     ck_assert_uint_eq(pulled, sizeof v);
@@ -224,13 +355,13 @@ START_TEST(pull_reply_in_bf16_decodes_to_fp32)
     a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
     h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
     h.dtype = PS_DTYPE_BF16;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, dst, sizeof dst, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, sizeof dst}, 1, NULL), 0);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_release(t, a);
     a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
     h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
     h.dtype = PS_DTYPE_SPARSE_BF16;
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, v, sizeof v, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){v, sizeof v}, 1, NULL), 0);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_destroy(&t);
 }
@@ -300,6 +431,9 @@ static Suite *s_suite(void)
     tcase_add_test(tc, late_reply_to_a_recycled_slot_is_dropped);
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
+    tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
+    tcase_add_test(tc, push_pull_of_keys_pushed_in_part_expects_the_separate_acks);
+    tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
     tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);
     tcase_add_test(tc, no_servers_keeps_scheduler_requests);
