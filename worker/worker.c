@@ -675,7 +675,6 @@ static int s_ring_start(ps_worker_t *w)
     return rc;
 }
 
-/* Everything up to the first step. Returns 0 or an error with w->err set. */
 /* Tells the client where the model's tensors start (top-k selects per tensor). */
 static int s_kv_tensors(ps_worker_t *w)
 {
@@ -692,6 +691,7 @@ static int s_kv_tensors(ps_worker_t *w)
     return rc;
 }
 
+/* Everything up to the first step. Returns 0 or an error with w->err set. */
 static int s_start(ps_worker_t *w)
 {
     const ps_worker_config_t *cfg = w->cfg;
