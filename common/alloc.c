@@ -2,7 +2,6 @@
 #include "common/alloc.h"
 
 #include <stdlib.h> /* defines __GLIBC__ on glibc */
-#include <string.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -16,6 +15,9 @@
  * the holes between frames freed out of order. */
 #define PS_ALLOC_WARM_ROUNDS 8
 
+/* The smallest page size of the machines we run on. */
+#define PS_ALLOC_PAGE_BYTES 4096
+
 /* Most heap ps_alloc_warm_heap touches. */
 #define PS_ALLOC_WARM_MAX_BYTES ((size_t)128 << 20)
 
@@ -26,11 +28,14 @@ void ps_alloc_warm_heap(size_t round_bytes)
     size_t bytes = round_bytes > PS_ALLOC_WARM_MAX_BYTES / PS_ALLOC_WARM_ROUNDS
                        ? PS_ALLOC_WARM_MAX_BYTES
                        : round_bytes * PS_ALLOC_WARM_ROUNDS;
-    unsigned char *p = bytes ? malloc(bytes) : NULL;
-    if (p) {
-        memset(p, 0, bytes);
-        free(p);
+    volatile unsigned char *p = bytes ? malloc(bytes) : NULL;
+    /* A write per page through a volatile pointer: the compiler turned a
+     * memset of memory freed unread into nothing, and calloc would skip
+     * fresh heap pages as already zero. */
+    for (size_t i = 0; p && i < bytes; i += PS_ALLOC_PAGE_BYTES) {
+        p[i] = 0;
     }
+    free((void *)p);
 }
 
 void ps_alloc_keep_large_blocks(void)
