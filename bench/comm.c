@@ -21,6 +21,7 @@
 #include "common/log.h"
 
 #define COMM_TARGET_RATIO 0.8 /* the design note's target for 1-16 MB */
+#define COMM_CPU_TARGET 1.25  /* issue 17's: CPU per round over the echo's, 1-16 MB */
 
 /* ---- the sweep ------------------------------------------------------------------- */
 
@@ -41,10 +42,10 @@ static const s_sides_t s_vs_zmq = {
     "comm", "### Parameter-server push+pull goodput vs raw ZeroMQ (same run, loopback TCP)",
     "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,"
     "zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_round,"
-    "zmq_cpu_ms_per_round,ps_faults_per_round,zmq_faults_per_round",
+    "zmq_cpu_ms_per_round,ps_faults_per_round,zmq_faults_per_round,cpu_ratio,floor_cpu_ratio",
     "bytes,payload,servers,in flight,mode,shardps rounds/s,shardps GB/s,ZeroMQ rounds/s,"
     "ZeroMQ GB/s,shardps/ZeroMQ,ratio min,ratio max,shardps CPU ms/round,ZeroMQ CPU ms/round,"
-    "shardps faults/round,ZeroMQ faults/round",
+    "shardps faults/round,ZeroMQ faults/round,shardps/ZeroMQ CPU,floor CPU ratio",
     "shardps", "ZeroMQ"};
 
 static const s_sides_t s_vs_plain = {
@@ -52,11 +53,70 @@ static const s_sides_t s_vs_plain = {
     "### --secure (CurveZMQ) push+pull goodput vs plain (same run, loopback TCP)",
     "payload_bytes,payload,servers,inflight,mode,secure_rounds_per_sec,secure_goodput_gbs,"
     "plain_rounds_per_sec,plain_goodput_gbs,ratio,ratio_min,ratio_max,secure_cpu_ms_per_"
-    "round,plain_cpu_ms_per_round,secure_faults_per_round,plain_faults_per_round",
+    "round,plain_cpu_ms_per_round,secure_faults_per_round,plain_faults_per_round,cpu_ratio",
     "bytes,payload,servers,in flight,mode,secure rounds/s,secure GB/s,plain rounds/s,"
     "plain GB/s,secure/plain,ratio min,ratio max,secure CPU ms/round,plain CPU ms/round,"
-    "secure faults/round,plain faults/round",
+    "secure faults/round,plain faults/round,secure/plain CPU",
     "secure", "plain"};
+
+/* Which result of res is (in flight w, servers s, size z). */
+static int s_at(const ps_bench_comm_cfg_t *cfg, int w, int s, int z)
+{
+    return (w * cfg->nservers + s) * cfg->nsizes + z;
+}
+
+/* The CPU target's note (1-16 MB: shardps CPU per round <= COMM_CPU_TARGET x
+ * ZeroMQ's, against the floor) and async over sync at the same size and
+ * servers, where both were measured: CPU per round of each side, and the
+ * CPU ratio (what async costs beyond its transport). */
+static void s_cpu_notes(const ps_bench_comm_cfg_t *cfg, const ps_bench_comm_result_t *res,
+                        ps_bench_table_t *t)
+{
+    int rows = 0, met = 0, floor_over = 0, pairs = 0;
+    double worst = 0, floor_max = 0, lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {0};
+    for (int w = 0; w < cfg->ninflight; w++) {
+        for (int s = 0; s < cfg->nservers; s++) {
+            for (int z = 0; z < cfg->nsizes; z++) {
+                const ps_bench_comm_result_t *q = &res[s_at(cfg, w, s, z)];
+                if (isnan(q->ps) || cfg->sizes[z] < (1L << 20) || cfg->sizes[z] > (16L << 20)) {
+                    continue;
+                }
+                rows++;
+                met += q->cpu_ratio <= COMM_CPU_TARGET;
+                floor_over += q->floor_ratio > COMM_CPU_TARGET;
+                worst = q->cpu_ratio > worst ? q->cpu_ratio : worst;
+                floor_max = q->floor_ratio > floor_max ? q->floor_ratio : floor_max;
+                for (int v = 0; v < cfg->ninflight && cfg->inflight[w] > 1; v++) {
+                    const ps_bench_comm_result_t *y = &res[s_at(cfg, v, s, z)];
+                    if (cfg->inflight[v] != 1 || isnan(y->ps)) {
+                        continue;
+                    }
+                    const double a[3] = {q->ps_cpu / y->ps_cpu, q->base_cpu / y->base_cpu,
+                                         q->cpu_ratio / y->cpu_ratio};
+                    for (int k = 0; k < 3; k++) {
+                        lo[k] = a[k] < lo[k] ? a[k] : lo[k];
+                        hi[k] = a[k] > hi[k] ? a[k] : hi[k];
+                    }
+                    pairs++;
+                }
+            }
+        }
+    }
+    if (rows) {
+        ps_bench_table_note(t,
+                            "CPU target (1-16 MB: shardps CPU per round <= %.2fx ZeroMQ's): "
+                            "met in %d of %d rows; highest ratio %.2f; the floor is above "
+                            "the target in %d of them (highest %.2f).",
+                            COMM_CPU_TARGET, met, rows, worst, floor_over, floor_max);
+    }
+    if (pairs) {
+        ps_bench_table_note(t,
+                            "Async over sync at the same size and servers (1-16 MB): CPU per "
+                            "round, shardps %.2f-%.2f and ZeroMQ %.2f-%.2f (more in flight, "
+                            "more memory touched); shardps/ZeroMQ CPU, %.2f-%.2f.",
+                            lo[0], hi[0], lo[1], hi[1], lo[2], hi[2]);
+    }
+}
 
 static int s_sweep(const ps_bench_comm_cfg_t *cfg)
 {
@@ -92,8 +152,9 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                     fprintf(stderr,
                             COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
                             done, n, name, S, W, err[0] ? err : ps_strerror(rc));
-                    ps_bench_table_rowf(t, "%ld,%s,%d,%d,%s,,,,,,,,,,,", bytes, name, S, W,
-                                        W == 1 ? "sync" : "async");
+                    ps_bench_table_rowf(t, cfg->secure ? "%ld,%s,%d,%d,%s,,,,,,,,,,,,"
+                                                       : "%ld,%s,%d,%d,%s,,,,,,,,,,,,,",
+                                        bytes, name, S, W, W == 1 ? "sync" : "async");
                     continue;
                 }
                 double ratio = q->ratio;
@@ -106,12 +167,14 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                         q->base_cpu * 1e3, q->ps_faults, q->base_faults, ps_now() - t0);
                 ps_bench_table_rowf(
                     t,
-                    "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
-                    "%.3f,%.1f,%.1f",
+                    cfg->secure ? "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
+                                  "%.3f,%.1f,%.1f,%.2f"
+                                : "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
+                                  "%.3f,%.1f,%.1f,%.2f,%.2f",
                     bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
                     s_gbs(q->ps, bytes), q->base, s_gbs(q->base, bytes), ratio, q->ratio_lo,
                     q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3, q->ps_faults,
-                    q->base_faults);
+                    q->base_faults, q->cpu_ratio, q->floor_ratio);
                 if (!cfg->secure && bytes >= (1L << 20) && bytes <= (16L << 20)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
@@ -148,7 +211,11 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
               "per round: user + system seconds of every process of that side (this one "
               "included), median; on a machine whose cores are all busy it bounds the "
               "rate. Faults per round: their minor page faults (/proc/PID/stat), median; "
-              "in steady state a round should take none. Machine: %s.",
+              "in steady state a round should take none. shardps/ZeroMQ CPU: the median "
+              "of the back-to-back ratios of CPU per round. Floor CPU ratio: ZeroMQ's "
+              "CPU per round plus what no parameter server can skip, measured here on "
+              "the payload (one copy into the caller's buffer, one SGD pass), over "
+              "ZeroMQ's: the least CPU ratio possible. Machine: %s.",
         cfg->reps, cfg->seconds, cfg->reps, machine);
     if (in_target) {
         ps_bench_table_note(
@@ -156,6 +223,7 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
             "Target (1-16 MB: shardps >= %.1fx ZeroMQ): met in %d of %d rows; "
             "lowest ratio %.2f (%s).",
             COMM_TARGET_RATIO, met, in_target, worst, worst_at);
+        s_cpu_notes(cfg, res, t);
     }
     ps_bench_table_destroy(&t, 1);
 

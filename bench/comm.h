@@ -69,6 +69,11 @@ typedef struct {
     double ps_faults;   /* shardps minor page faults per round (all its processes,
                            this one included): median */
     double base_faults; /* the baseline's minor page faults per round: median */
+    double cpu_ratio;   /* median of the per-repetition ratios of CPU per round,
+                           shardps/baseline */
+    double floor_ratio; /* (the baseline's CPU per round + s_floor_cpu's) over the
+                           baseline's, median: the least cpu_ratio a parameter server
+                           can have (meaningless with --secure) */
 } ps_bench_comm_result_t;
 
 /*

@@ -32,6 +32,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@
 #include "common/error.h"
 #include "common/job.h"
 #include "common/log.h"
+#include "kernels/optim.h"
 #include "deploy/proc.h"
 #include "proto/curve.h"
 #include "proto/link.h"
@@ -86,6 +88,7 @@ typedef struct {
     ps_sock_t *dealers[COMM_MAX_SERVERS]; /* to the echo processes */
     float *grad;                     /* P: what is pushed (and echoed) */
     float *dst[COMM_MAX_INFLIGHT];   /* P each: where round k's pull lands */
+    float *w;                        /* P: the floor's parameters (s_floor_cpu) */
     char err[256];
 } comm_run_t;
 
@@ -284,6 +287,7 @@ static int s_start_client(comm_run_t *r)
 {
     size_t n = (size_t)r->P * sizeof(float);
     r->grad = malloc(n);
+    r->w = calloc(1, n);
     for (int k = 0; k < r->W; k++) {
         r->dst[k] = malloc(n);
         if (r->dst[k]) {
@@ -295,8 +299,11 @@ static int s_start_client(comm_run_t *r)
             r->grad = (free(r->grad), NULL);
         }
     }
+    if (!r->w) {
+        r->grad = (free(r->grad), NULL);
+    }
     if (!r->grad) {
-        snprintf(r->err, sizeof r->err, "out of memory for %d x %ld bytes", r->W + 1,
+        snprintf(r->err, sizeof r->err, "out of memory for %d x %ld bytes", r->W + 2,
                  r->bytes);
         return PS_ENOMEM;
     }
@@ -398,6 +405,8 @@ static int s_teardown(comm_run_t *r, int ok)
     }
     free(r->grad);
     r->grad = NULL;
+    free(r->w);
+    r->w = NULL;
     for (int k = 0; k < COMM_MAX_INFLIGHT; k++) {
         free(r->dst[k]);
         r->dst[k] = NULL;
@@ -594,13 +603,29 @@ static int s_side_measure(comm_run_t *r, int side, double seconds, int min_round
                         elapsed);
 }
 
+/* The floor of a round's CPU beyond an echo's: the work no parameter server
+ * can skip, done here on the payload: one copy of it into the caller's
+ * buffer (ZeroMQ 4.3 cannot receive into caller memory) and one pass of the
+ * servers' optimizer (plain SGD) over it. CPU seconds of this process (its
+ * ZeroMQ threads idle meanwhile). */
+static double s_floor_cpu(comm_run_t *r)
+{
+    ps_optim_t opt;
+    ps_optim_from_job(&r->job[0].sc.job, &opt);
+    const double t0 = ps_cpu_seconds();
+    memcpy(r->dst[0], r->grad, (size_t)r->P * sizeof(float));
+    ps_optim_step(&opt, (float)r->job[0].sc.job.lr, 1, r->w, NULL, 0, r->grad, 1.0f, r->P);
+    return ps_cpu_seconds() - t0;
+}
+
 /* Measures one configuration: rounds per second, CPU and minor page faults
  * per round of both sides, medians. */
 static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
 {
     const ps_bench_comm_cfg_t *cfg = r->cfg;
     double rate[2][COMM_MAX_REPS], cpu[2][COMM_MAX_REPS], flt[2][COMM_MAX_REPS];
-    double ratio[COMM_MAX_REPS], el, c0, f0, c1, f1;
+    double ratio[COMM_MAX_REPS], cpu_ratio[COMM_MAX_REPS], floor[COMM_MAX_REPS];
+    double el, c0, f0, c1, f1;
     long rounds;
     /* Warm-up: connections, page faults, the servers' first touch. */
     int rc = s_side_measure(r, 0, 0, r->W + 1, &rounds, &el);
@@ -617,6 +642,9 @@ static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
             flt[side][i] = (f1 - f0) / (double)rounds;
         }
         ratio[i] = rc == 0 ? rate[1][i] / rate[0][i] : 0;
+        /* CPU is counted in clock ticks: a short repetition may show none */
+        cpu_ratio[i] = rc == 0 && cpu[0][i] > 0 ? cpu[1][i] / cpu[0][i] : NAN;
+        floor[i] = rc == 0 && cpu[0][i] > 0 ? 1.0 + s_floor_cpu(r) / cpu[0][i] : NAN;
     }
     if (rc == 0) {
         res->ps = ps_bench_median(rate[1], cfg->reps);
@@ -625,6 +653,8 @@ static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
         res->base_cpu = ps_bench_median(cpu[0], cfg->reps);
         res->ps_faults = ps_bench_median(flt[1], cfg->reps);
         res->base_faults = ps_bench_median(flt[0], cfg->reps);
+        res->cpu_ratio = ps_bench_median(cpu_ratio, cfg->reps);
+        res->floor_ratio = ps_bench_median(floor, cfg->reps);
         res->ratio = ps_bench_median(ratio, cfg->reps); /* sorts ratio */
         res->ratio_lo = ratio[0];
         res->ratio_hi = ratio[cfg->reps - 1];

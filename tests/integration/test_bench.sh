@@ -32,7 +32,7 @@ rows() {
     --allreduce-workers 2 --out "$TMP/comm" >"$TMP/comm.log" 2>&1 ||
     fail "bench comm failed: $(tail -5 "$TMP/comm.log")"
 header "$TMP/comm/comm.csv" \
-    "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_round,zmq_cpu_ms_per_round,ps_faults_per_round,zmq_faults_per_round"
+    "payload_bytes,payload,servers,inflight,mode,ps_rounds_per_sec,ps_goodput_gbs,zmq_rounds_per_sec,zmq_goodput_gbs,ratio,ratio_min,ratio_max,ps_cpu_ms_per_round,zmq_cpu_ms_per_round,ps_faults_per_round,zmq_faults_per_round,cpu_ratio,floor_cpu_ratio"
 rows "$TMP/comm/comm.csv" 4
 # Every row measured both sides: no empty cell.
 grep -q ',,' "$TMP/comm/comm.csv" && fail "comm.csv has unmeasured cells: $(cat "$TMP/comm/comm.csv")"
