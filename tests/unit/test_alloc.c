@@ -8,7 +8,6 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "common/alloc.h"
 #include "tests/unit/testutil.h"
@@ -16,19 +15,12 @@
 /* A round: 4 requests in flight, a 1 MiB frame per store chunk of 16 MiB. */
 enum { FRAME_BYTES = 1 << 20, FRAMES = 4 * 16 };
 
-static long s_minflt(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_minflt;
-}
-
 /* Allocates FRAMES frames (a little over FRAME_BYTES, as ZeroMQ's header
  * adds), writes each whole, frees them; returns the page faults taken. */
 static long s_round_faults(void)
 {
     static unsigned char *frames[FRAMES];
-    const long before = s_minflt();
+    const long before = ps_test_minflt();
     for (int i = 0; i < FRAMES; i++) {
         frames[i] = malloc(FRAME_BYTES + 64);
         ck_assert_ptr_nonnull(frames[i]);
@@ -37,16 +29,16 @@ static long s_round_faults(void)
     for (int i = 0; i < FRAMES; i++) {
         free(frames[i]);
     }
-    return s_minflt() - before;
+    return ps_test_minflt() - before;
 }
 
 START_TEST(a_warm_heap_takes_rounds_of_frames_without_page_faults)
 {
     ps_alloc_keep_large_blocks();
     mallopt(M_PERTURB, 0); /* meson test sets MALLOC_PERTURB_: malloc would touch them */
-    const long warm_before = s_minflt();
+    const long warm_before = ps_test_minflt();
     ps_alloc_warm_heap((size_t)FRAMES * FRAME_BYTES / 4); /* 8 rounds of 16 MiB */
-    const long warming = s_minflt() - warm_before;
+    const long warming = ps_test_minflt() - warm_before;
     const long first = s_round_faults(), second = s_round_faults();
     /* 64 MiB of frames is 16384 pages: a cold heap faults each (fewer where
      * the kernel maps larger folios at once), a warm one none. */

@@ -8,7 +8,6 @@
 #include <check.h>
 #include <malloc.h>
 #include <stdint.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,14 +227,6 @@ START_TEST(an_update_of_held_values_leaves_them_and_writes_a_spare)
 }
 END_TEST
 
-/* Minor page faults of this process so far. */
-static long s_minflt(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_minflt;
-}
-
 /* An update of a held chunk writes a spare: a warm one (touched by
  * ps_store_reserve) costs no page faults then, a cold one its pages. */
 START_TEST(warm_spares_take_an_update_without_page_faults)
@@ -252,9 +243,9 @@ START_TEST(warm_spares_take_an_update_without_page_faults)
         ck_assert_int_eq(ps_store_init(s, s_keys(0, PS_STORE_CHUNK_KEYS), g), 1);
         ps_store_step(s, s_keys(0, 1), g, 0.1f, 1.0f, 1); /* in place: warms the stack */
         const float *held = ps_store_hold(s, s_keys(0, PS_STORE_CHUNK_KEYS));
-        const long before = s_minflt();
+        const long before = ps_test_minflt();
         ps_store_step(s, s_keys(0, PS_STORE_CHUNK_KEYS), g, 0.1f, 1.0f, 2);
-        const long faults = s_minflt() - before;
+        const long faults = ps_test_minflt() - before;
         ck_assert_ptr_ne(ps_store_values(s, S_BASE), held); /* it went to a spare */
         faults_of[warm] = faults;
         ps_store_release((void *)held, s);

@@ -1,7 +1,7 @@
 /*
  * tests/unit/testutil.h - small helpers shared by the unit tests: a seeded
- * random fill, an absolute + relative closeness check, and main()'s run of a
- * Check suite. Header-only.
+ * random fill, an absolute + relative closeness check, the process's page
+ * faults, and main()'s run of a Check suite. Header-only.
  */
 #ifndef PS_TESTS_TESTUTIL_H
 #define PS_TESTS_TESTUTIL_H
@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "worker/rng.h"
 
@@ -28,6 +29,14 @@ static inline void ps_test_fill(float *p, size_t n, float lo, float hi, uint64_t
 static inline int ps_test_close(double got, double want, double atol, double rtol)
 {
     return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* Minor page faults of this process so far. */
+static inline long ps_test_minflt(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
 }
 
 /* Runs every test of s (forked; CK_VERBOSITY sets the output) and frees it.
