@@ -941,13 +941,16 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_reply_pool_new(&s->pool, n, PS_CONSISTENCY_REPLY_KEYS, s->workers);
     /* A spare per chunk and per reply that may be out: an update of values
-     * replies still hold always finds a buffer (server/store.h). None is
-     * touched ahead: with the counted holds' spares touched here (warm =
-     * cap outside sync), test_async_fault's async jobs collapsed (accuracy
-     * 0.10-0.66) in about half the runs and never without; the cause is not
-     * found yet (issue 17's note). */
+     * replies still hold always finds a buffer (server/store.h). Outside
+     * sync, replies hold values while updates come, so the spares of the
+     * counted holds (at most the pool's 64 MiB) are touched now, not page by
+     * page in the first rounds that need them. (Touching them was once
+     * blamed for test_async_fault's collapsed async jobs: those were async
+     * SGD with momentum 0.9 diverging, with or without it; design.md.) */
     const int cap = rc ? 0 : ps_reply_pool_hold_cap(s->pool);
-    rc = rc ? rc : ps_store_reserve(s->store, (int)s_reply_parts(s) + cap, 0);
+    rc = rc ? rc
+            : ps_store_reserve(s->store, (int)s_reply_parts(s) + cap,
+                               v->job.mode == PS_MODE_SYNC ? 0 : cap);
     s->sent = calloc((size_t)s->workers, sizeof *s->sent);
     for (int w = 0; s->sent && w < s->workers; w++) {
         s->sent[w] = (ps_sent_t){s, w};
