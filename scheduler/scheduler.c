@@ -398,6 +398,15 @@ static void s_start_workers(ps_scheduler_t *s)
                 j->model, mode, v->num_servers, v->num_workers, j->batch,
                 j->epochs, (long long)v->total_steps, j->lr, sched, j->momentum,
                 (unsigned long long)j->seed);
+    /* A push computed on values M-1 pushes old acts as momentum of its own
+     * (docs/design.md, async). */
+    if (j->mode == PS_MODE_ASYNC && v->num_workers > 1 && j->momentum >= 0.9 &&
+        (strcmp(j->optimizer, "sgd") == 0 || strcmp(j->optimizer, "nesterov") == 0)) {
+        ps_log_warn("async over %d workers with momentum %g: staleness adds momentum of its "
+                    "own, and about one run in ten of the bundled MLP diverged so (with "
+                    "momentum 0.5 none did; docs/design.md)",
+                    v->num_workers, j->momentum);
+    }
 }
 
 /* A server is bound for its shard, at endpoint: once every server is, the
