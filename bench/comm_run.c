@@ -631,6 +631,7 @@ static int s_measure_config(comm_run_t *r, ps_bench_comm_result_t *res)
     int rc = s_side_measure(r, 0, 0, r->W + 1, &rounds, &el);
     if (rc == 0) {
         rc = s_side_measure(r, 1, 0, r->W + 1, &rounds, &el);
+        s_floor_cpu(r); /* its buffers' first touch */
     }
     for (int i = 0; i < cfg->reps && rc == 0; i++) {
         for (int side = 0; side < 2 && rc == 0; side++) { /* baseline, then shardps */
