@@ -59,6 +59,12 @@ static const s_sides_t s_vs_plain = {
     "secure faults/round,plain faults/round,secure/plain CPU",
     "secure", "plain"};
 
+/* Whether a payload is in the targets' range, 1-16 MB. */
+static int s_in_target(long bytes)
+{
+    return bytes >= (1L << 20) && bytes <= (16L << 20);
+}
+
 /* Which result of res is (in flight w, servers s, size z). */
 static int s_at(const ps_bench_comm_cfg_t *cfg, int w, int s, int z)
 {
@@ -78,7 +84,7 @@ static void s_cpu_notes(const ps_bench_comm_cfg_t *cfg, const ps_bench_comm_resu
         for (int s = 0; s < cfg->nservers; s++) {
             for (int z = 0; z < cfg->nsizes; z++) {
                 const ps_bench_comm_result_t *q = &res[s_at(cfg, w, s, z)];
-                if (isnan(q->ps) || cfg->sizes[z] < (1L << 20) || cfg->sizes[z] > (16L << 20)) {
+                if (isnan(q->ps) || !s_in_target(cfg->sizes[z])) {
                     continue;
                 }
                 rows++;
@@ -139,7 +145,7 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
             for (int z = 0; z < cfg->nsizes; z++) {
                 int W = (int)cfg->inflight[w], S = (int)cfg->servers[s];
                 long bytes = cfg->sizes[z];
-                int idx = (w * cfg->nservers + s) * cfg->nsizes + z;
+                int idx = s_at(cfg, w, s, z);
                 char name[32], err[256] = "";
                 ps_bench_size_name(bytes, name, sizeof name);
                 done++;
@@ -175,7 +181,7 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
                     s_gbs(q->ps, bytes), q->base, s_gbs(q->base, bytes), ratio, q->ratio_lo,
                     q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3, q->ps_faults,
                     q->base_faults, q->cpu_ratio, q->floor_ratio);
-                if (!cfg->secure && bytes >= (1L << 20) && bytes <= (16L << 20)) {
+                if (!cfg->secure && s_in_target(bytes)) {
                     in_target++;
                     met += ratio >= COMM_TARGET_RATIO;
                     if (ratio < worst) {
@@ -238,8 +244,7 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
             int points = 0;
             ps_bench_str_addf(&gp, "$w%ds%d << EOD\n", w, s);
             for (int z = 0; z < cfg->nsizes; z++) {
-                const ps_bench_comm_result_t *q =
-                    &res[(w * cfg->nservers + s) * cfg->nsizes + z];
+                const ps_bench_comm_result_t *q = &res[s_at(cfg, w, s, z)];
                 if (!isnan(q->ps)) {
                     ps_bench_str_addf(&gp, "%ld %.4f %.4f\n", cfg->sizes[z],
                                       s_gbs(q->ps, cfg->sizes[z]),
