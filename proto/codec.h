@@ -1,10 +1,23 @@
 /*
- * proto/codec.h - plain C views of the wire messages, and their encoding.
+ * proto/codec.h - the wire messages: protobuf-c's generated structs
+ * (proto/shardps.pb-c.h, from shardps.proto) and what the library does not do
+ * for them.
  *
- * The only module that touches protobuf-c: everything else sees the structs
- * below. Decoding validates what can be checked without context (protocol
- * version, known type, known role, dtype, range order, string sizes); callers
- * check what needs context (sender known, range inside the shard).
+ * Call sites read and fill the generated structs (Shardps__Header,
+ * Shardps__Register, ...) themselves. This module adds: the checks of every
+ * message that need no context (protocol version, known type and role,
+ * dtype, range order, string sizes, view tiling, step bounds...), run by
+ * ps_codec_unpack() so malformed input is refused with a one-line reason;
+ * unpacking into an arena (proto/arena.h) so the data path mallocs nothing;
+ * and the conversions at the edge of the two domain types that are state
+ * rather than messages: the cluster view every node keeps (ps_view_t) and
+ * the job configuration (ps_job_t, common/job.h). Callers check what needs
+ * context (sender known, range inside the shard).
+ *
+ * Sending and receiving a message is proto/msg.h (ps_msg_send_body,
+ * ps_msg_unpack_body); this module knows no sockets.
+ *
+ * Thread safety: plain functions; an arena is one thread's at a time.
  */
 #ifndef PS_PROTO_CODEC_H
 #define PS_PROTO_CODEC_H
@@ -14,6 +27,8 @@
 
 #include "common/hist.h"
 #include "common/job.h"
+#include "proto/arena.h"
+#include "proto/shardps.pb-c.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,114 +55,113 @@ extern "C" {
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
 
-/* Mirrors MsgType in shardps.proto. */
-typedef enum {
-    PS_MSG_NONE = 0,
-    PS_MSG_REGISTER = 1,
-    PS_MSG_REGISTER_ACK = 2,
-    PS_MSG_MODEL_INFO = 3,
-    PS_MSG_VIEW = 4,
-    PS_MSG_BARRIER = 5,
-    PS_MSG_BARRIER_DONE = 6,
-    PS_MSG_HEARTBEAT = 7,
-    PS_MSG_SHUTDOWN = 8,
-    PS_MSG_DONE = 9,
-    PS_MSG_PUSH = 10,
-    PS_MSG_PUSH_ACK = 11,
-    PS_MSG_PULL = 12,
-    PS_MSG_PULL_REPLY = 13,
-    PS_MSG_INIT = 14,
-    PS_MSG_INIT_ACK = 15,
-    PS_MSG_ERROR = 16,
-    PS_MSG_REPORT = 17,
-    PS_MSG_RING_DATA = 18,
-    PS_MSG_CHECKPOINT = 19,
-    PS_MSG_MEMBERS = 20,
-    PS_MSG_PEER_READY = 21,
-    PS_MSG_FAILOVER = 23,
-    PS_MSG_FAILOVER_READY = 24,
-    PS_MSG_JOIN_PREPARE = 25,
-    PS_MSG_JOIN_STEP = 26,
-    PS_MSG_STATUS = 27,
-    PS_MSG_STATUS_REPLY = 28,
-    PS_MSG_PREFLIGHT_PROBE = 29,
-    PS_MSG_PREFLIGHT_RESULT = 30,
-    PS_MSG_PUSH_PULL = 31,
-    PS_MSG_TYPE_MAX = 31,
-} ps_msg_type_t;
+/* Short names for the values of the generated enums (MsgType, Role, DType);
+ * the types are the generated ones. */
+typedef Shardps__MsgType ps_msg_type_t;
+#define PS_MSG_NONE SHARDPS__MSG_TYPE__MSG_NONE
+#define PS_MSG_REGISTER SHARDPS__MSG_TYPE__MSG_REGISTER
+#define PS_MSG_REGISTER_ACK SHARDPS__MSG_TYPE__MSG_REGISTER_ACK
+#define PS_MSG_MODEL_INFO SHARDPS__MSG_TYPE__MSG_MODEL_INFO
+#define PS_MSG_VIEW SHARDPS__MSG_TYPE__MSG_VIEW
+#define PS_MSG_BARRIER SHARDPS__MSG_TYPE__MSG_BARRIER
+#define PS_MSG_BARRIER_DONE SHARDPS__MSG_TYPE__MSG_BARRIER_DONE
+#define PS_MSG_HEARTBEAT SHARDPS__MSG_TYPE__MSG_HEARTBEAT
+#define PS_MSG_SHUTDOWN SHARDPS__MSG_TYPE__MSG_SHUTDOWN
+#define PS_MSG_DONE SHARDPS__MSG_TYPE__MSG_DONE
+#define PS_MSG_PUSH SHARDPS__MSG_TYPE__MSG_PUSH
+#define PS_MSG_PUSH_ACK SHARDPS__MSG_TYPE__MSG_PUSH_ACK
+#define PS_MSG_PULL SHARDPS__MSG_TYPE__MSG_PULL
+#define PS_MSG_PULL_REPLY SHARDPS__MSG_TYPE__MSG_PULL_REPLY
+#define PS_MSG_INIT SHARDPS__MSG_TYPE__MSG_INIT
+#define PS_MSG_INIT_ACK SHARDPS__MSG_TYPE__MSG_INIT_ACK
+#define PS_MSG_ERROR SHARDPS__MSG_TYPE__MSG_ERROR
+#define PS_MSG_REPORT SHARDPS__MSG_TYPE__MSG_REPORT
+#define PS_MSG_RING_DATA SHARDPS__MSG_TYPE__MSG_RING_DATA
+#define PS_MSG_CHECKPOINT SHARDPS__MSG_TYPE__MSG_CHECKPOINT
+#define PS_MSG_MEMBERS SHARDPS__MSG_TYPE__MSG_MEMBERS
+#define PS_MSG_PEER_READY SHARDPS__MSG_TYPE__MSG_PEER_READY
+#define PS_MSG_FAILOVER SHARDPS__MSG_TYPE__MSG_FAILOVER
+#define PS_MSG_FAILOVER_READY SHARDPS__MSG_TYPE__MSG_FAILOVER_READY
+#define PS_MSG_JOIN_PREPARE SHARDPS__MSG_TYPE__MSG_JOIN_PREPARE
+#define PS_MSG_JOIN_STEP SHARDPS__MSG_TYPE__MSG_JOIN_STEP
+#define PS_MSG_STATUS SHARDPS__MSG_TYPE__MSG_STATUS
+#define PS_MSG_STATUS_REPLY SHARDPS__MSG_TYPE__MSG_STATUS_REPLY
+#define PS_MSG_PREFLIGHT_PROBE SHARDPS__MSG_TYPE__MSG_PREFLIGHT_PROBE
+#define PS_MSG_PREFLIGHT_RESULT SHARDPS__MSG_TYPE__MSG_PREFLIGHT_RESULT
+#define PS_MSG_PUSH_PULL SHARDPS__MSG_TYPE__MSG_PUSH_PULL
+#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_PUSH_PULL
 
-/* Mirrors Role in shardps.proto. */
-typedef enum {
-    PS_ROLE_NONE = 0,
-    PS_ROLE_SCHEDULER = 1,
-    PS_ROLE_SERVER = 2,
-    PS_ROLE_WORKER = 3,
-} ps_role_t;
+typedef Shardps__Role ps_role_t;
+#define PS_ROLE_NONE SHARDPS__ROLE__ROLE_NONE
+#define PS_ROLE_SCHEDULER SHARDPS__ROLE__ROLE_SCHEDULER
+#define PS_ROLE_SERVER SHARDPS__ROLE__ROLE_SERVER
+#define PS_ROLE_WORKER SHARDPS__ROLE__ROLE_WORKER
 
-/* Mirrors DType in shardps.proto; what a payload is (proto/wire.h). */
+/* What a payload is (proto/wire.h). */
+#define PS_DTYPE_NONE SHARDPS__DTYPE__DTYPE_NONE
+#define PS_DTYPE_F32 SHARDPS__DTYPE__DTYPE_F32
+#define PS_DTYPE_F16 SHARDPS__DTYPE__DTYPE_F16
+#define PS_DTYPE_BF16 SHARDPS__DTYPE__DTYPE_BF16
+/* sparse: nnz uint32 offsets, then nnz values */
+#define PS_DTYPE_SPARSE_F32 SHARDPS__DTYPE__DTYPE_SPARSE_F32
+#define PS_DTYPE_SPARSE_F16 SHARDPS__DTYPE__DTYPE_SPARSE_F16
+#define PS_DTYPE_SPARSE_BF16 SHARDPS__DTYPE__DTYPE_SPARSE_BF16
+#define PS_DTYPE_MAX SHARDPS__DTYPE__DTYPE_SPARSE_BF16
+
+/* Largest packed header (headers carry no tensors), and the longest error
+ * text a header keeps (a longer one is read as ""). */
+enum { PS_HEADER_MAX = 512, PS_ERROR_MAX = 160 };
+
+/* Bounds the checks enforce. Strings are counted without their NUL: a
+ * string must be shorter than its bound. */
 enum {
-    PS_DTYPE_NONE = 0,
-    PS_DTYPE_F32 = 1,
-    PS_DTYPE_F16 = 2,
-    PS_DTYPE_BF16 = 3,
-    PS_DTYPE_SPARSE_F32 = 4,  /* nnz uint32 offsets, then nnz fp32 values */
-    PS_DTYPE_SPARSE_F16 = 5,
-    PS_DTYPE_SPARSE_BF16 = 6,
-    PS_DTYPE_MAX = 6,
+    PS_MAX_SERVERS = 256,
+    PS_MAX_WORKERS = 256,
+    PS_MAX_EPOCHS = 1000,       /* Done.test_accuracy */
+    PS_BYTE_TYPES = 64,         /* byte counts by message type (= PS_CTX_BYTE_TYPES) */
+    PS_REPORT_MAX_WAITING = 32, /* MetricsReport.waiting_for */
+    PS_ENDPOINT_MAX = 128,      /* every endpoint */
+    PS_JOB_ID_MAX = 64,         /* Register.job_id, RegisterAck.job_id */
+    PS_BUILD_MAX = 96,          /* Register.build */
+    PS_BARRIER_NAME_MAX = 64,   /* Barrier.name */
+    PS_CHECKPOINT_FILE_MAX = 64, /* Checkpoint.file */
+    PS_DIR_MAX = 512,           /* ClusterView.checkpoint_dir */
+    PS_RESUME_DIR_MAX = 600,    /* ClusterView.resume_dir */
+    PS_STATUS_WORD_MAX = 16,    /* StatusReply.phase, .model, StatusNode.state */
+    PS_STATUS_MODE_MAX = 32,    /* StatusReply.mode */
 };
 
-typedef struct {
-    uint32_t protocol;    /* PS_PROTOCOL_VERSION */
-    ps_msg_type_t type;   /* what this message is */
-    ps_role_t role;       /* sender's role */
-    int32_t sender;       /* sender's rank within its role */
-    uint64_t request_id;  /* echoed in replies */
-    uint64_t begin, end;  /* key range [begin, end) in elements */
-    int64_t step;         /* push: step; pull: minimum version wanted */
-    int64_t version;      /* push: version computed on; reply: version served */
-    uint32_t dtype;       /* PS_DTYPE_* of the payload */
-    uint64_t payload_len; /* bytes in the payload frames */
-    int32_t status;       /* 0 or PS_E* */
-    char error[160];      /* reason when status != 0 */
-    int32_t ring_step;    /* ring data: 0..M-2 reduce-scatter, M-1..2M-3 all-gather */
-    uint64_t token;       /* worker -> server data: the worker's token; else 0 */
-    double clock;         /* REGISTER, REGISTER_ACK: the sender's ps_now(); else 0 */
-    int64_t generation;   /* failovers the sender has seen; servers drop older data */
-    uint64_t nnz;         /* sparse payload (PS_DTYPE_SPARSE_*): its entries; else 0 */
-    int64_t pull_version; /* PS_MSG_PUSH_PULL: the pull's minimum version; else 0 */
-} ps_header_t;
+/* Longest metrics text a report may carry. */
+#define PS_METRICS_TEXT_MAX (1u << 20)
 
-/* Largest packed header; headers carry no tensors, so this is small. */
-enum { PS_HEADER_MAX = 512 };
+/* Largest step a JoinStep carries (as the header's steps: 2^53). */
+#define PS_JOIN_MAX_STEP (INT64_C(1) << 53)
+
+/* Seconds a server has to answer each preflight probe before the pair is
+ * unreachable. */
+#define PS_PREFLIGHT_TIMEOUT 3.0
+
+/* ---- the cluster view: state every node keeps, sent as a ClusterView ---- */
 
 /* A server's place in the cluster view. */
 typedef struct {
-    int rank;           /* server rank */
-    char endpoint[128]; /* where workers connect, e.g. tcp://10.0.0.2:41001 */
-    uint64_t begin;     /* first key of the server's range */
-    uint64_t end;       /* one past its last key */
+    int rank;                         /* server rank */
+    char endpoint[PS_ENDPOINT_MAX];   /* where workers connect, e.g. tcp://10.0.0.2:41001 */
+    uint64_t begin;                   /* first key of the server's range */
+    uint64_t end;                     /* one past its last key */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its Z85 public key; else "" */
 } ps_server_info_t;
 
 /* A worker's place in the cluster view (allreduce mode: the ring). */
 typedef struct {
-    int rank;           /* worker rank */
-    char endpoint[128]; /* where its left neighbour connects, e.g. tcp://10.0.0.3:41002 */
+    int rank;                         /* worker rank */
+    char endpoint[PS_ENDPOINT_MAX];   /* where its left neighbour connects */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its ring socket's Z85 public key; else "" */
 } ps_worker_info_t;
 
-enum { PS_MAX_SERVERS = 256, PS_MAX_WORKERS = 256, PS_MAX_EPOCHS = 1000 };
-
-/* Message types a node's byte counts tell apart (= PS_CTX_BYTE_TYPES). */
-enum { PS_BYTE_TYPES = 64 };
-
-/* A node's bytes on the wire by message type (ps_ctx_bytes): [t] = type t. */
-typedef struct {
-    uint64_t sent[PS_BYTE_TYPES];
-    uint64_t received[PS_BYTE_TYPES];
-} ps_byte_counts_t;
-
-/* The one source of truth every node acts on. */
+/* The one source of truth every node acts on: indexed by rank and kept for
+ * the whole job, so it is a domain type, converted once at the edge
+ * (ps_codec_view_to_pb, ps_codec_view_from_pb). */
 typedef struct {
     uint64_t num_params;                        /* P */
     int num_workers;                            /* M */
@@ -157,10 +171,10 @@ typedef struct {
     ps_server_info_t servers[PS_MAX_SERVERS];   /* S entries, ranges in key order */
     ps_worker_info_t workers[PS_MAX_WORKERS];   /* allreduce: M entries in rank order */
     ps_job_t job;                               /* the job configuration */
-    char checkpoint_dir[512];  /* where servers write checkpoints; "" = none */
+    char checkpoint_dir[PS_DIR_MAX]; /* where servers write checkpoints; "" = none */
     int64_t checkpoint_every;  /* steps between checkpoints; 0 = none */
     int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
-    char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
+    char resume_dir[PS_RESUME_DIR_MAX]; /* resumed: DIR/step-N, the parts to load; else "" */
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
     uint64_t worker_tokens[PS_MAX_WORKERS]; /* servers' copy: worker r's token; else all 0 */
     int preflight;             /* non-zero: every worker probes every server before
@@ -173,6 +187,113 @@ typedef struct {
     int64_t resume_step;       /* resumed with other workers: the checkpoint's step; else 0 */
     int joining;               /* this worker joins a running job at start_step */
 } ps_view_t;
+
+/* A job configuration as a JobConfig: pb points into the text fields. */
+typedef struct {
+    Shardps__JobConfig pb;
+    char mode[32];
+    char schedule[64];
+} ps_job_pb_t;
+
+/* A view as a ClusterView: pb points into the arrays beside it. Large
+ * (tens of KiB): one per send, not per message in flight. */
+typedef struct {
+    Shardps__ClusterView pb;
+    ps_job_pb_t job;
+    Shardps__ServerInfo servers[PS_MAX_SERVERS];
+    Shardps__ServerInfo *server_ptrs[PS_MAX_SERVERS];
+    Shardps__WorkerInfo workers[PS_MAX_WORKERS];
+    Shardps__WorkerInfo *worker_ptrs[PS_MAX_WORKERS];
+} ps_view_pb_t;
+
+/* Fills out from v (borrowed: out points into v and into itself, so both
+ * must stay unchanged until out is packed). A view is valid with S >= 1
+ * servers whose ranges tile [0, P) in rank order, or, in allreduce mode
+ * only, with no servers and M workers in rank order, each with an endpoint;
+ * this refuses (PS_EINVAL) what ps_codec_view_from_pb would. Worker tokens
+ * go along only when one is set (the servers' copy). */
+int ps_codec_view_to_pb(const ps_view_t *v, ps_view_pb_t *out);
+
+/* Checks m (as ps_codec_check) and copies it into v. Returns 0, or
+ * PS_EPROTO with the reason in why (may be NULL). */
+int ps_codec_view_from_pb(const Shardps__ClusterView *m, ps_view_t *v, char *why, size_t cap);
+
+/* The job as a JobConfig (borrowed from j and out, as above). */
+void ps_codec_job_to_pb(const ps_job_t *j, ps_job_pb_t *out);
+
+/* The job a JobConfig names, validated (ps_job_validate). Returns 0, or
+ * PS_EPROTO (missing, unknown names, invalid values) with the reason in why. */
+int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, size_t cap);
+
+/* ---- any message --------------------------------------------------------- */
+
+/* Packs a header into buf (cap bytes). Returns the packed length, or
+ * PS_EINVAL when it does not fit. */
+int ps_codec_pack_header(const Shardps__Header *h, uint8_t *buf, size_t cap);
+
+/*
+ * Unpacks a header frame into h, its strings into a (borrowed until a is
+ * reset), and checks it (protocol version, known type and role, range order,
+ * dtype and nnz, no sparse keys, no negative ring step, generation or pull
+ * version). Returns 0, or PS_EPROTO with the reason in why; h holds every
+ * field that decoded either way (all defaults when nothing did), so a caller
+ * can still address an error reply. An error text of PS_ERROR_MAX or more
+ * characters is read as "".
+ */
+int ps_codec_unpack_header(const void *data, size_t len, ps_arena_t *a, Shardps__Header *h,
+                           char *why, size_t cap);
+
+/*
+ * Unpacks data as a message of descriptor d into a and checks it
+ * (ps_codec_check). Returns the message (cast it to d's struct; borrowed
+ * until a is reset), or NULL when it does not decode or fails its check,
+ * with the reason in why (may be NULL). With a NULL the message is malloc'd
+ * instead, for one kept past its frame: caller owns the result; free with
+ * protobuf_c_message_free_unpacked(m, NULL).
+ */
+void *ps_codec_unpack(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
+                      ps_arena_t *a, char *why, size_t cap);
+
+/*
+ * What can be checked of a message without context, by its type: a header
+ * as above; string sizes against the PS_*_MAX bounds; Register's role
+ * (server or worker); RegisterAck's and ClusterView's job; a view's counts,
+ * tiling and ranks (see ps_codec_view_to_pb); Done's epochs and byte counts;
+ * Checkpoint's step, version, keys and file name (no '/'); ServerReport's
+ * histogram; PeerReady's endpoint (not empty); Members' count and live ranks
+ * (at least one, each below the count); PreflightResult's pairs (at most
+ * PS_MAX_SERVERS); MetricsReport's waited-for workers and text;
+ * StatusReply's nodes; FailoverReady's values (not negative); JoinStep's step
+ * ([0, PS_JOIN_MAX_STEP]) and worker ([-1, PS_MAX_WORKERS)); the scheduler
+ * state's view and lost ranks. Barrier, Shutdown and ModelInfo need only
+ * their string sizes. Returns 0 or PS_EPROTO with the reason in why.
+ */
+int ps_codec_check(const ProtobufCMessage *m, char *why, size_t cap);
+
+/* Packs any message into a malloc'd buffer: *out (caller owns the result;
+ * free with free()) and *len. Returns 0 or PS_ENOMEM. For what is kept or
+ * written as bytes; ps_msg_send_body() packs what it sends itself. */
+int ps_codec_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len);
+
+/* How many of a node's byte counts by message type (PS_BYTE_TYPES of them)
+ * go on the wire: trailing zero counts are left out. */
+size_t ps_codec_byte_types(const uint64_t *counts);
+
+/* This build's identity for registration, "`git describe` protocol N" (the
+ * project version outside a git checkout), into buf. Thread-safe. */
+void ps_codec_build_id(char *buf, size_t cap);
+
+/* Names for logs. */
+const char *ps_codec_type_name(int type);
+const char *ps_codec_role_tag(ps_role_t role); /* "C", "S", "W" */
+
+/* ---- transitional: the hand mirror, until its last users move ---------- */
+
+/* A node's bytes on the wire by message type (ps_ctx_bytes): [t] = type t. */
+typedef struct {
+    uint64_t sent[PS_BYTE_TYPES];
+    uint64_t received[PS_BYTE_TYPES];
+} ps_byte_counts_t;
 
 /* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
 typedef struct {
@@ -208,10 +329,6 @@ typedef struct {
     uint64_t run_id;    /* this run of the job (kept by a restarted scheduler) */
 } ps_register_ack_t;
 
-/* Seconds a server has to answer each preflight probe before the pair is
- * unreachable. */
-#define PS_PREFLIGHT_TIMEOUT 3.0
-
 /* One worker-server pair of a preflight. */
 typedef struct {
     int server;          /* server rank */
@@ -236,9 +353,6 @@ typedef struct {
     int members;    /* server 0: the step a MSG_MEMBERS took effect at (for the log) */
     uint64_t token; /* scheduler, with worker: the joining worker's token */
 } ps_join_step_t;
-
-/* Largest step a JoinStep carries (as the header's steps: 2^53). */
-#define PS_JOIN_MAX_STEP (INT64_C(1) << 53)
 
 /* What a worker tells the scheduler once it knows the job (before the view). */
 typedef struct {
@@ -278,8 +392,6 @@ typedef struct {
     double cpu_seconds; /* the server process's CPU time when it reported */
     ps_byte_counts_t bytes; /* on the wire by message type, up to the report */
 } ps_server_report_t;
-
-enum { PS_REPORT_MAX_WAITING = 32 };
 
 /* What a node sends with each heartbeat (MSG_HEARTBEAT's optional body). */
 typedef struct {
@@ -323,13 +435,6 @@ typedef struct {
     ps_status_node_t *nodes; /* unpack: caller owns the result; free with ps_codec_status_fini() */
 } ps_status_t;
 
-/* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */
-int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap);
-
-/* Header: unpack and validate. Returns 0, or PS_EPROTO with the reason in h->error
- * (h is zeroed first, so a caller can still reply to what it could read). */
-int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h);
-
 /* Control bodies. Each pack_* returns a malloc'd buffer in *out and its length
  * (caller owns the result; free with free()) or PS_ENOMEM/PS_EINVAL. Each
  * unpack_* returns 0 or PS_EPROTO. */
@@ -342,9 +447,6 @@ int ps_codec_pack_preflight(const ps_preflight_pair_t *pairs, int n, uint8_t **o
                             size_t *len);
 int ps_codec_unpack_preflight(const void *data, size_t len, ps_preflight_pair_t *pairs);
 
-/* This build's identity for registration, "`git describe` protocol N" (the
- * project version outside a git checkout), into buf. Thread-safe. */
-void ps_codec_build_id(char *buf, size_t cap);
 int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len);
 int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi);
 /* A view is valid with S >= 1 servers whose ranges tile [0, P) in rank order,
@@ -412,10 +514,6 @@ int ps_codec_pack_sched_state(const ps_sched_state_t *st, const ps_view_t *v, ui
                               size_t *len);
 int ps_codec_unpack_sched_state(const void *data, size_t len, ps_sched_state_t *st,
                                 ps_view_t *v);
-
-/* Names for logs. */
-const char *ps_codec_type_name(int type);
-const char *ps_codec_role_tag(ps_role_t role); /* "C", "S", "W" */
 
 #ifdef __cplusplus
 }

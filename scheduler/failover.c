@@ -77,7 +77,7 @@ void ps_failover_destroy(ps_failover_t **fp)
 static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type, const void *body,
                    size_t len)
 {
-    ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body, len);
+    ps_msg_send_ctrl_bytes(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body, len);
 }
 
 static ps_node_t *s_spare_of(ps_failover_t *f, const ps_route_t *r)
@@ -147,7 +147,7 @@ int ps_failover_on_spare_message(ps_scheduler_t *s, const ps_msg_t *m)
             size_t len;
             if (ps_codec_pack_shutdown(PS_ECLOSED, "this server was declared lost and replaced",
                                        &body, &len) == 0) {
-                ps_msg_send_ctrl(s->router, &m->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0,
+                ps_msg_send_ctrl_bytes(s->router, &m->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0,
                                  body, len);
                 free(body);
             }

@@ -81,7 +81,7 @@ static void s_refuse(ps_scheduler_t *s, ps_node_t *n, const char *reason)
     size_t len;
     ps_log_warn("W%d (pid %u) does not join: %s", n->rank, n->pid, reason);
     if (ps_codec_pack_shutdown(PS_ESTATE, reason, &body, &len) == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, body,
+        ps_msg_send_ctrl_bytes(s->router, &n->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, body,
                          len);
         free(body);
     }
@@ -190,7 +190,7 @@ static void s_start(ps_scheduler_t *s, int worker, int checkpoint)
         len = 0;
     }
     for (int i = 0; i < s->cfg->servers; i++) {
-        ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_PREPARE, PS_ROLE_SCHEDULER,
+        ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, PS_MSG_JOIN_PREPARE, PS_ROLE_SCHEDULER,
                          0, body, len);
     }
     free(body);
@@ -213,7 +213,7 @@ static int s_send_view(ps_scheduler_t *s, ps_node_t *n, int64_t step)
         rc = ps_codec_pack_view(v, &body, &len);
     }
     if (rc == 0) {
-        rc = ps_msg_send_ctrl(s->router, &n->route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0, body,
+        rc = ps_msg_send_ctrl_bytes(s->router, &n->route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0, body,
                               len);
     }
     free(body);
@@ -239,7 +239,7 @@ static void s_commit(ps_scheduler_t *s)
     size_t len;
     if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
         for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_STEP, PS_ROLE_SCHEDULER,
+            ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, PS_MSG_JOIN_STEP, PS_ROLE_SCHEDULER,
                              0, body, len);
         }
         free(body);
@@ -524,7 +524,7 @@ void ps_join_recover_tick(ps_scheduler_t *s)
     size_t len;
     if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
         for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_STEP,
+            ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, PS_MSG_JOIN_STEP,
                              PS_ROLE_SCHEDULER, 0, body, len);
         }
         free(body);

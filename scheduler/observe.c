@@ -289,7 +289,7 @@ void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
             sn->samples_per_second = on->samples_per_second;
         }
     }
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, PS_MSG_STATUS_REPLY, PS_ROLE_SCHEDULER, 0);
     h.request_id = m->hdr.request_id;
     if (st.nodes && ps_codec_pack_status(&st, &body, &len) == 0) {

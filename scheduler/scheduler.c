@@ -75,7 +75,7 @@ static void s_send_all(ps_scheduler_t *s, ps_msg_type_t type, const void *body, 
 {
     for (int i = 0; i < s->nnodes; i++) {
         if (s->nodes[i].used) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body,
+            ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body,
                              len);
         }
     }
@@ -118,7 +118,7 @@ void ps_scheduler_send_ack(ps_scheduler_t *s, const ps_node_t *n)
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
+        ps_msg_send_ctrl_bytes(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
                          len);
         free(body);
     }
@@ -336,7 +336,7 @@ static void s_maybe_start(ps_scheduler_t *s)
             return;
         }
         for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0,
+            ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0,
                              body, len);
         }
         free(body);
@@ -383,7 +383,7 @@ static void s_start_workers(ps_scheduler_t *s)
         return;
     }
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0, body,
+        ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0, body,
                          len);
     }
     free(body);
@@ -457,7 +457,7 @@ static void s_barrier_check(ps_scheduler_t *s)
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
         s->nodes[i].in_barrier = 0;
         if (!s->nodes[i].lost) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
+            ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
                              PS_ROLE_SCHEDULER, 0, NULL, 0);
         }
     }
@@ -783,7 +783,7 @@ static void s_tick(ps_scheduler_t *s)
         s->phase = S_REPORTING;
         s->t_end = now;
         for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_REPORT, PS_ROLE_SCHEDULER,
+            ps_msg_send_ctrl_bytes(s->router, &s->nodes[i].route, PS_MSG_REPORT, PS_ROLE_SCHEDULER,
                              0, NULL, 0);
         }
     }
@@ -812,7 +812,7 @@ static int s_on_receive(void *arg, ps_msg_t *m, int rc)
     if (rc == 0) {
         s_on_message(s, m);
     } else {
-        ps_ratelog_reject(s->drops, "a malformed message", s_peer(m), m->hdr.error);
+        ps_ratelog_reject(s->drops, "a malformed message", s_peer(m), m->why);
     }
     if (s->phase == S_WAITING) {
         s_maybe_start(s);

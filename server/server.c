@@ -142,7 +142,7 @@ static int s_reply_error(ps_server_t *s, const ps_msg_t *m, int status, const ch
 /* A worker that does not read holds its share of reply buffers
  * (server/reply_pool.h) and has as many parts waiting as a worker can have
  * requests in flight: this part of its pull gets an error, not a copy. */
-static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, Shardps__Header h)
 {
     char peer[16], why[160];
     snprintf(peer, sizeof peer, "W%d", a->worker);
@@ -153,7 +153,7 @@ static void s_refuse_unread(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
     h.type = PS_MSG_ERROR;
     h.status = PS_ESTATE;
     h.version = 0;
-    snprintf(h.error, sizeof h.error, "%s", why);
+    h.error = why;
     ps_msg_send(s->router, &a->route, h, NULL, 0, 0);
 }
 
@@ -186,14 +186,14 @@ static int s_chunk_parts(const ps_server_t *s, ps_range_t r, ps_range_t *parts)
     return n;
 }
 
-/* --wire fp16 / bf16: sends keys [h.begin, h.end) encoded into buffers of
+/* --wire fp16 / bf16: sends keys [h.key_begin, h.key_end) encoded into buffers of
  * the asker's share, a frame per store chunk; the encoding is the copy, once
  * per reply. Returns 0, or PS_ENOMEM when its share is out (nothing sent). */
-static int s_send_encoded(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+static int s_send_encoded(ps_server_t *s, const ps_asker_t *a, Shardps__Header h)
 {
     ps_range_t parts[PS_MSG_MAX_FRAMES];
     ps_frame_t f[PS_MSG_MAX_FRAMES];
-    const int n = s_chunk_parts(s, (ps_range_t){h.begin, h.end}, parts);
+    const int n = s_chunk_parts(s, (ps_range_t){h.key_begin, h.key_end}, parts);
     for (int i = 0; i < n; i++) {
         if (!(f[i].data = ps_reply_pool_take(s->pool, a->worker))) {
             while (i-- > 0) {
@@ -216,17 +216,17 @@ static int s_send_encoded(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
     return 0;
 }
 
-/* Sends keys [h.begin, h.end) to a, a frame per store chunk, from the
+/* Sends keys [h.key_begin, h.key_end) to a, a frame per store chunk, from the
  * store's values themselves, held until ZeroMQ has sent them: an update
  * meanwhile writes a new version beside them (server/store.h), so the reply
  * needs no copy in any mode. Outside sync each frame counts against a's
  * share (server/reply_pool.h); in sync a worker pulls once per step.
  * Returns 0, or PS_ENOMEM when the share is out (nothing sent). */
-static int s_send_held(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+static int s_send_held(ps_server_t *s, const ps_asker_t *a, Shardps__Header h)
 {
     ps_range_t parts[PS_MSG_MAX_FRAMES];
     ps_frame_t f[PS_MSG_MAX_FRAMES];
-    const int n = s_chunk_parts(s, (ps_range_t){h.begin, h.end}, parts);
+    const int n = s_chunk_parts(s, (ps_range_t){h.key_begin, h.key_end}, parts);
     const int counted = s->view->job.mode != PS_MODE_SYNC;
     for (int i = 0; counted && i < n; i++) {
         if (ps_reply_pool_hold(s->pool, a->worker) != 0) {
@@ -251,7 +251,7 @@ static int s_send_held(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 }
 
 /* One message of a pull reply, as the job's --wire says. */
-static int s_send_part(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+static int s_send_part(ps_server_t *s, const ps_asker_t *a, Shardps__Header h)
 {
     return s->reply_dtype == PS_DTYPE_F32 ? s_send_held(s, a, h) : s_send_encoded(s, a, h);
 }
@@ -259,7 +259,7 @@ static int s_send_part(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
 /* A reply part whose worker has its share of buffers out waits, behind its
  * other waiting parts; once as many wait as it can have requests in flight,
  * the part is refused. */
-static void s_defer(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
+static void s_defer(ps_server_t *s, const ps_asker_t *a, Shardps__Header h)
 {
     ps_defer_ring_t *d = &s->deferred[a->worker];
     if ((!d->q && !(d->q = malloc((size_t)s->defer_cap * sizeof *d->q))) ||
@@ -267,7 +267,7 @@ static void s_defer(ps_server_t *s, const ps_asker_t *a, ps_header_t h)
         s_refuse_unread(s, a, h);
         return;
     }
-    d->q[(d->head + d->n++) % s->defer_cap] = (ps_deferred_t){*a, {h.begin, h.end}};
+    d->q[(d->head + d->n++) % s->defer_cap] = (ps_deferred_t){*a, {h.key_begin, h.key_end}};
     s->ndeferred++;
 }
 
@@ -281,11 +281,11 @@ static int s_send_deferred(ps_server_t *s)
         ps_defer_ring_t *d = &s->deferred[w];
         while (d->n > 0) {
             const ps_deferred_t *p = &d->q[d->head];
-            ps_header_t h;
+            Shardps__Header h;
             ps_msg_header(&h, PS_MSG_PULL_REPLY, PS_ROLE_SERVER, s->rank);
             h.request_id = p->asker.request_id;
-            h.begin = p->range.begin;
-            h.end = p->range.end;
+            h.key_begin = p->range.begin;
+            h.key_end = p->range.end;
             h.version = ps_consistency_version(s->cons);
             if (s_send_part(s, &p->asker, h) != 0) {
                 break;
@@ -302,11 +302,11 @@ static int s_send_deferred(ps_server_t *s)
 static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_range_t r,
                     const float *values, int64_t version)
 {
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, type, PS_ROLE_SERVER, s->rank);
     h.request_id = a->request_id;
-    h.begin = r.begin;
-    h.end = r.end;
+    h.key_begin = r.begin;
+    h.key_end = r.end;
     h.version = version;
     const double t0 = ps_trace_enabled() ? ps_now() : 0;
     ps_server_obs_reply(s->obs, a->worker,
@@ -317,10 +317,10 @@ static void s_reply(ps_server_t *s, const ps_asker_t *a, ps_msg_type_t type, ps_
      * share a message waits, and once one waits the later ones queue behind
      * it (key order). */
     if (values) {
-        for (uint64_t b = r.begin; b < r.end; b = h.end) {
+        for (uint64_t b = r.begin; b < r.end; b = h.key_end) {
             const uint64_t e = s_chunk_end(s, b, PS_MSG_MAX_FRAMES);
-            h.begin = b;
-            h.end = e < r.end ? e : r.end;
+            h.key_begin = b;
+            h.key_end = e < r.end ? e : r.end;
             if (s->deferred[a->worker].n > 0 || s_send_part(s, a, h) != 0) {
                 s_defer(s, a, h);
             }
@@ -398,9 +398,9 @@ static ps_payload_t *s_hold(ps_server_t *s, ps_msg_t *m)
 /* Checks what every data message must satisfy. Returns 0 or the error sent. */
 static int s_validate(ps_server_t *s, const ps_msg_t *m, ps_range_t *r)
 {
-    const ps_header_t *h = &m->hdr;
-    r->begin = h->begin;
-    r->end = h->end;
+    const Shardps__Header *h = &m->hdr;
+    r->begin = h->key_begin;
+    r->end = h->key_end;
     if (h->role != PS_ROLE_WORKER || h->sender < 0 || h->sender >= s->workers) {
         return s_reply_error(s, m, PS_ENOENT, "unknown sender %s%d",
                              ps_codec_role_tag(h->role), h->sender);
@@ -492,7 +492,7 @@ static void s_maybe_checkpoint(ps_server_t *s)
     if (rc != 0) {
         ps_log_warn("checkpoint of step %lld not written: %s", (long long)version, why);
     } else if (ps_codec_pack_checkpoint(&part, &body, &len) == 0) {
-        ps_link_send(s->link, PS_MSG_CHECKPOINT, body, len);
+        ps_link_send_bytes(s->link, PS_MSG_CHECKPOINT, body, len);
         free(body);
     }
 }
@@ -535,7 +535,7 @@ static void s_failover_ready(ps_server_t *s, int64_t step, int64_t from, int ste
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_failover_ready(&r, &body, &len) == 0) {
-        ps_link_send(s->link, PS_MSG_FAILOVER_READY, body, len);
+        ps_link_send_bytes(s->link, PS_MSG_FAILOVER_READY, body, len);
         free(body);
     }
 }
@@ -612,7 +612,7 @@ static int s_on_failover(ps_server_t *s, const ps_msg_t *m)
 
 static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 {
-    const ps_header_t *h = &m->hdr;
+    const Shardps__Header *h = &m->hdr;
     ps_range_t r;
     ps_server_obs_message(s->obs, h->role == PS_ROLE_WORKER ? h->sender : -1, h->type,
                           h->payload_len);
@@ -624,7 +624,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
         break;
     case PS_MSG_PREFLIGHT_PROBE:
         /* A worker's preflight: answered at once, payload dropped unread. */
-        ps_msg_send_ctrl(s->router, &m->route, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_SERVER,
+        ps_msg_send_ctrl_bytes(s->router, &m->route, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_SERVER,
                          s->rank, NULL, 0);
         return;
     default:
@@ -696,7 +696,7 @@ static void s_send_join_step(ps_server_t *s, const ps_join_step_t *js)
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_join_step(js, &body, &len) == 0) {
-        ps_link_send(s->link, PS_MSG_JOIN_STEP, body, len);
+        ps_link_send_bytes(s->link, PS_MSG_JOIN_STEP, body, len);
         free(body);
     }
 }
@@ -778,7 +778,7 @@ static void s_on_join_step(ps_server_t *s, const ps_msg_t *m)
 
 /* The heartbeat's report (ps_link_report_fn): who the step waits for, and
  * the metrics. Runs in the loop's thread, like everything that changes them. */
-static void s_heartbeat_report(void *arg, ps_metrics_report_t *r, ps_text_t *text)
+static void s_heartbeat_report(void *arg, Shardps__MetricsReport *r, ps_text_t *text)
 {
     ps_server_t *s = arg;
     if (!s->cons) { /* before the view */
@@ -788,8 +788,8 @@ static void s_heartbeat_report(void *arg, ps_metrics_report_t *r, ps_text_t *tex
                                  s->errors, ps_consistency_max_held(s->cons) + 1 - s->nheld_free,
                                  ps_consistency_pending_pulls(s->cons)};
     r->step = snap.version;
-    r->nwaiting = ps_consistency_missing(s->cons, r->waiting_for, PS_REPORT_MAX_WAITING,
-                                         &r->waited_seconds);
+    r->n_waiting_for = (size_t)ps_consistency_missing(s->cons, r->waiting_for,
+                                                      PS_REPORT_MAX_WAITING, &r->waited_seconds);
     ps_server_obs_render(s->obs, &snap, text);
 }
 
@@ -814,7 +814,7 @@ static void s_send_report(ps_server_t *s)
     uint8_t *body;
     size_t len;
     if (ps_codec_pack_report(&r, &body, &len) == 0) {
-        ps_link_send(s->link, PS_MSG_REPORT, body, len);
+        ps_link_send_bytes(s->link, PS_MSG_REPORT, body, len);
         free(body);
     }
 }
@@ -832,7 +832,7 @@ static int s_on_receive(void *arg, ps_msg_t *m, int rc)
     if (rc == 0) {
         s_on_worker_message(s, m);
     } else {
-        s_reply_error(s, m, PS_EPROTO, "malformed message: %s", m->hdr.error);
+        s_reply_error(s, m, PS_EPROTO, "malformed message: %s", m->why);
     }
     return 0;
 }
@@ -1042,7 +1042,7 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     size_t len;
     rc = ps_codec_pack_peer_ready(advertise, &body, &len);
     if (rc == 0) {
-        rc = ps_link_send(s->link, PS_MSG_PEER_READY, body, len);
+        rc = ps_link_send_bytes(s->link, PS_MSG_PEER_READY, body, len);
         free(body);
     }
     if (rc != 0) {
