@@ -1,5 +1,6 @@
 /*
- * proto/msg.c - multipart messages over libzmq (sockets are sock.c).
+ * proto/msg.c - multipart messages over libzmq (sockets are sock.c), and a
+ * control body packed into, or unpacked from, a message's one payload frame.
  * zmq_errno() is translated into PS_E* by ps_zmq_error(), nowhere else.
  */
 #include "proto/msg.h"

@@ -1,7 +1,8 @@
 /*
- * proto/sock.c - contexts, sockets and polling over libzmq. Together with
- * msg.c and curve.c the only file that calls ZeroMQ; its errors become PS_E*
- * here. Under --secure it sets CurveZMQ's options on each bind and connect.
+ * proto/sock.c - contexts, sockets, polling and socket monitors over libzmq.
+ * Together with msg.c and curve.c the only file that calls ZeroMQ; its errors
+ * become PS_E* here. Under --secure it sets CurveZMQ's options on each bind
+ * and connect.
  */
 #include "proto/sock_zmq.h"
 
