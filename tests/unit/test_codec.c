@@ -109,6 +109,13 @@ static void *s_raw(const ProtobufCMessageDescriptor *d, const void *data, size_t
     return ps_codec_unpack(d, data, len, s_fresh(), NULL, 0);
 }
 
+/* Fills buf (cap bytes) with a string of cap - 1 c's. */
+static void s_fill(char *buf, size_t cap, char c)
+{
+    memset(buf, c, cap - 1);
+    buf[cap - 1] = '\0';
+}
+
 /* Appends a protobuf varint. Returns the bytes written. */
 static size_t s_varint(uint8_t *p, uint64_t v)
 {
@@ -300,8 +307,7 @@ START_TEST(header_rejects_truncation)
      * below lands inside it: a length-delimited field shorter than it says. */
     Shardps__Header h = s_full_header(), out;
     char error[PS_ERROR_MAX], why[PS_ERROR_MAX];
-    memset(error, 'x', sizeof error - 1);
-    error[sizeof error - 1] = '\0';
+    s_fill(error, sizeof error, 'x');
     h.error = error;
     uint8_t buf[PS_HEADER_MAX];
     int n = s_pack(&h, buf, sizeof buf);
@@ -319,8 +325,7 @@ START_TEST(header_reads_an_overlong_error_text_as_empty)
 {
     Shardps__Header h = s_full_header(), out;
     char error[PS_ERROR_MAX + 1], why[PS_ERROR_MAX];
-    memset(error, 'y', sizeof error - 1);
-    error[sizeof error - 1] = '\0';
+    s_fill(error, sizeof error, 'y');
     h.error = error;
     uint8_t buf[PS_HEADER_MAX];
     int n = s_pack(&h, buf, sizeof buf);
@@ -486,8 +491,7 @@ START_TEST(register_rejects_other_roles_long_strings_and_garbage)
         ck_assert_ptr_nonnull(strstr(why, "role"));
     }
     char endpoint[PS_ENDPOINT_MAX + 1];
-    memset(endpoint, 'e', sizeof endpoint - 1);
-    endpoint[sizeof endpoint - 1] = '\0';
+    s_fill(endpoint, sizeof endpoint, 'e');
     Shardps__Register r = SHARDPS__REGISTER__INIT;
     r.role = PS_ROLE_SERVER;
     r.endpoint = endpoint;
@@ -854,8 +858,7 @@ START_TEST(barrier_round_trips)
     ck_assert_str_eq(out->name, "init");
     /* a name longer than a barrier's may be */
     char name[PS_BARRIER_NAME_MAX + 1];
-    memset(name, 'n', sizeof name - 1);
-    name[sizeof name - 1] = '\0';
+    s_fill(name, sizeof name, 'n');
     b.name = name;
     ck_assert_ptr_null(s_trip(&b.base, NULL, 0));
     b.name = (char *)"";
@@ -1142,8 +1145,7 @@ START_TEST(peer_ready_round_trips_and_needs_an_endpoint)
     ck_assert_ptr_nonnull(out);
     ck_assert_str_eq(out->endpoint, "tcp://10.0.0.2:41001");
     char endpoint[PS_ENDPOINT_MAX + 1];
-    memset(endpoint, 'e', sizeof endpoint - 1);
-    endpoint[sizeof endpoint - 1] = '\0';
+    s_fill(endpoint, sizeof endpoint, 'e');
     p.endpoint = endpoint;
     ck_assert_ptr_null(s_trip(&p.base, NULL, 0));
     p.endpoint = (char *)"";
