@@ -337,10 +337,11 @@ int ps_msg_reply_error(ps_sock_t *sock, const ps_msg_t *req, ps_role_t role, int
 int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, void *arg)
 {
     int k = 0;
+    ps_msg_t m = {0}; /* one for the whole drain: each is closed before the next */
     while (k < max && ps_sock_has_input(sock)) {
-        ps_msg_t m = {0};
         int rc = ps_msg_recv(sock, flags, &m);
         if (rc != 0 && rc != PS_EPROTO) {
+            ps_msg_close(&m);
             return rc;
         }
         k++;
