@@ -1,5 +1,5 @@
 /*
- * bench/scale.c - shardps-bench scale: how the scheduler's and the servers'
+ * bench/train/scale.c - shardps-bench scale: how the scheduler's and the servers'
  * cost per step grows with the workers.
  *
  * For each worker count (--workers 8,16,32,64) the same sync job through

@@ -1,5 +1,5 @@
 /*
- * bench/comm.h - what the pieces of `shardps-bench comm` share: its sweep's
+ * bench/comm/comm.h - what the pieces of `shardps-bench comm` share: its sweep's
  * configuration (parsed in comm.c), one parameter-server-vs-ZeroMQ
  * configuration (comm_run.c), the ring-vs-MPI allreduce comparison
  * (allreduce.c) and the MPI reference it drives (allreduce_mpi.c).

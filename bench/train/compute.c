@@ -1,5 +1,5 @@
 /*
- * bench/compute.c - shardps-bench compute: one worker's arithmetic
+ * bench/train/compute.c - shardps-bench compute: one worker's arithmetic
  * alone, beside PyTorch on the same machine in the same sitting.
  *
  * Trains one model in this process with no servers and no network: batches

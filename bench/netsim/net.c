@@ -1,6 +1,6 @@
-/* bench/net.c - a simulated cluster network: namespaces, veth links, tc
+/* bench/netsim/net.c - a simulated cluster network: namespaces, veth links, tc
  * shaping, and jobs run role by role in them (see net.h). */
-#include "bench/net.h"
+#include "bench/netsim/net.h"
 
 #include <limits.h>
 #include <math.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
-#include "bench/delay_line.h"
+#include "bench/netsim/delay_line.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "deploy/proc.h"

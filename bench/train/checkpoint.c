@@ -1,5 +1,5 @@
 /*
- * bench/checkpoint.c - shardps-bench checkpoint: what checkpointing costs.
+ * bench/train/checkpoint.c - shardps-bench checkpoint: what checkpointing costs.
  *
  * The same sync job through shardps-launch (same model, seed, data order,
  * servers and workers), once without checkpoints and once with

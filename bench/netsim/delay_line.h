@@ -1,5 +1,5 @@
 /*
- * bench/delay_line.h - a link delay of our own, for kernels without tc netem.
+ * bench/netsim/delay_line.h - a link delay of our own, for kernels without tc netem.
  *
  * A TUN device in a given network namespace and a thread that reads each IP
  * packet the kernel routes into it, holds it for a fixed delay and writes it

@@ -1,5 +1,5 @@
 /*
- * bench/train.c - shardps-bench train: the consistency modes against
+ * bench/train/train.c - shardps-bench train: the consistency modes against
  * each other on real training runs.
  *
  * For each mode (sync, async, ssp:2, sync:k/n with k = n-1, allreduce where
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
-#include "bench/net.h"
+#include "bench/netsim/net.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"

@@ -1,6 +1,6 @@
-/* bench/delay_line.c - a TUN device and a thread that hands each packet back
+/* bench/netsim/delay_line.c - a TUN device and a thread that hands each packet back
  * after a fixed delay (see delay_line.h). */
-#include "bench/delay_line.h"
+#include "bench/netsim/delay_line.h"
 
 #include <errno.h>
 #include <fcntl.h>

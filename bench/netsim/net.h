@@ -1,5 +1,5 @@
 /*
- * bench/net.h - a simulated cluster network for shardps-bench train --net.
+ * bench/netsim/net.h - a simulated cluster network for shardps-bench train --net.
  *
  * One network namespace per role (the scheduler, each server, each worker),
  * each with its own veth link to a hub namespace that routes between the

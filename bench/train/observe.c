@@ -1,5 +1,5 @@
 /*
- * bench/observe.c - shardps-bench observe: what watching a job costs it.
+ * bench/train/observe.c - shardps-bench observe: what watching a job costs it.
  *
  * The same MLP sync job through shardps-launch in four variants:
  *   off         no metrics endpoint, no trace (the nodes' heartbeat reports,

@@ -1,5 +1,5 @@
 /*
- * bench/compress.c - shardps-bench compress: bytes on the wire saved by
+ * bench/comm/compress.c - shardps-bench compress: bytes on the wire saved by
  * --wire and --compress, against the accuracy they cost.
  *
  * For each consistency mode (sync, async, ssp:4), seed (--seeds, 1) and codec

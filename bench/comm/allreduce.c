@@ -1,5 +1,5 @@
 /*
- * bench/allreduce.c - `shardps-bench comm`'s allreduce: shardps's ring
+ * bench/comm/allreduce.c - `shardps-bench comm`'s allreduce: shardps's ring
  * allreduce beside MPI_Allreduce, timed as shardps-bench-mpi times it.
  *
  * n ring members, each a process forked from this one (as MPI's ranks are
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/comm.h"
+#include "bench/comm/comm.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"

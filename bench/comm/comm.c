@@ -1,5 +1,5 @@
 /*
- * bench/comm.c - shardps-bench comm: push+pull goodput of the parameter
+ * bench/comm/comm.c - shardps-bench comm: push+pull goodput of the parameter
  * server against raw ZeroMQ (comm_run.c measures one configuration), then
  * allreduce bus bandwidth against MPI (allreduce.c). This file parses the
  * flags, runs the sweep and writes the comm table and plot.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/comm.h"
+#include "bench/comm/comm.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
