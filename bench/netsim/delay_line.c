@@ -37,7 +37,7 @@ typedef struct {
     unsigned char *buf; /* LINE_PACKET_MAX bytes, allocated on first use and kept */
 } line_slot_t;
 
-struct ps_bench_delay_line {
+struct ps_delay_line {
     int fd;                /* the TUN device, non-blocking */
     int wake[2];           /* a pipe: a byte in it stops the thread */
     double delay;          /* seconds */
@@ -51,7 +51,7 @@ struct ps_bench_delay_line {
 };
 
 /* Writes back every packet whose time has come. */
-static void s_release(ps_bench_delay_line_t *line, double now)
+static void s_release(ps_delay_line_t *line, double now)
 {
     while (line->count > 0 && line->slots[line->head].release <= now) {
         line_slot_t *s = &line->slots[line->head];
@@ -68,7 +68,7 @@ static void s_release(ps_bench_delay_line_t *line, double now)
 
 /* Reads up to a batch of packets into the ring. Returns 0, or -1 when the
  * device failed (not merely empty). */
-static int s_take(ps_bench_delay_line_t *line)
+static int s_take(ps_delay_line_t *line)
 {
     for (int i = 0; i < LINE_READ_BATCH; i++) {
         line_slot_t *s = NULL;
@@ -95,7 +95,7 @@ static int s_take(ps_bench_delay_line_t *line)
 
 static void *s_thread(void *arg)
 {
-    ps_bench_delay_line_t *line = arg;
+    ps_delay_line_t *line = arg;
     /* Wake when asked, not up to 50 us later (the default slack), and ahead
      * of the roles' threads: a late wake-up is extra delay on the link. */
     prctl(PR_SET_TIMERSLACK, 1UL);
@@ -165,15 +165,15 @@ out:
     return fd;
 }
 
-int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
-                            ps_bench_delay_line_t **out, char *why, size_t whylen)
+int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
+                            ps_delay_line_t **out, char *why, size_t whylen)
 {
     *out = NULL;
     if (!(delay > 0) || !isfinite(delay)) {
         snprintf(why, whylen, "bad delay %g s", delay);
         return PS_EINVAL;
     }
-    ps_bench_delay_line_t *line = calloc(1, sizeof *line);
+    ps_delay_line_t *line = calloc(1, sizeof *line);
     if (!line || !(line->scratch = malloc(LINE_PACKET_MAX))) {
         free(line);
         snprintf(why, whylen, "out of memory");
@@ -183,12 +183,12 @@ int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
     line->delay = delay;
     line->fd = s_open_tun(ns_path, dev, why, whylen);
     if (line->fd < 0) {
-        ps_bench_delay_line_destroy(&line);
+        ps_delay_line_destroy(&line);
         return PS_ENOTSUP;
     }
     if (pipe2(line->wake, O_CLOEXEC) != 0) {
         snprintf(why, whylen, "pipe: %s", strerror(errno));
-        ps_bench_delay_line_destroy(&line);
+        ps_delay_line_destroy(&line);
         return PS_ENOTSUP;
     }
     /* Signals stay with the main thread, which stops the bench on them. */
@@ -200,7 +200,7 @@ int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
     if (rc != 0 || pthread_getcpuclockid(line->thread, &line->cpu_clock) != 0) {
         line->started = rc == 0;
         snprintf(why, whylen, "cannot start the delay line's thread: %s", strerror(rc));
-        ps_bench_delay_line_destroy(&line);
+        ps_delay_line_destroy(&line);
         return PS_ENOTSUP;
     }
     line->started = 1;
@@ -208,8 +208,8 @@ int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
     return 0;
 }
 
-void ps_bench_delay_line_stats(const ps_bench_delay_line_t *line,
-                               ps_bench_delay_line_stats_t *stats)
+void ps_delay_line_stats(const ps_delay_line_t *line,
+                               ps_delay_line_stats_t *stats)
 {
     struct timespec ts;
     stats->packets = atomic_load_explicit(&line->packets, memory_order_relaxed);
@@ -220,9 +220,9 @@ void ps_bench_delay_line_stats(const ps_bench_delay_line_t *line,
                        : 0;
 }
 
-void ps_bench_delay_line_destroy(ps_bench_delay_line_t **linep)
+void ps_delay_line_destroy(ps_delay_line_t **linep)
 {
-    ps_bench_delay_line_t *line = linep ? *linep : NULL;
+    ps_delay_line_t *line = linep ? *linep : NULL;
     if (!line) {
         return;
     }

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
-#include "bench/netsim/net.h"
+#include "bench/netsim/job.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
@@ -80,7 +80,7 @@ typedef struct {
     char *job_flags[TRAIN_MAX_JOB_FLAGS + 1]; /* --job-flags, split; NULL-terminated */
     const char *job_flags_text;
     const char *net_spec;  /* --net RATE[,DELAY] or NULL */
-    ps_bench_net_t *net;   /* the simulated network, when --net */
+    ps_netsim_t *net;   /* the simulated network, when --net */
     char uptime[128];      /* `uptime`'s load line at the start */
 } train_cfg_t;
 
@@ -318,7 +318,7 @@ static void s_run(const train_cfg_t *cfg, train_run_t *r, double rejoin_at, int 
     argv[a] = NULL;
     r->killed_at = -1;
     if (cfg->net) {
-        ps_bench_net_job_t job = {.launch = cfg->launch,
+        ps_netsim_job_t job = {.launch = cfg->launch,
                                   .args = argv + 1,
                                   .servers = s_servers_for(cfg, r->label),
                                   .workers = r->workers,
@@ -327,8 +327,8 @@ static void s_run(const train_cfg_t *cfg, train_run_t *r, double rejoin_at, int 
                                   .max_steps = cfg->max_steps,
                                   .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
                                   .rejoin_at = rejoin_at};
-        ps_bench_net_result_t res;
-        int rc = ps_bench_net_run(cfg->net, &job, &res);
+        ps_netsim_result_t res;
+        int rc = ps_netsim_run(cfg->net, &job, &res);
         r->status = rc ? rc : res.status;
         r->killed_at = res.killed_at;
     } else {
@@ -472,7 +472,7 @@ static int s_sweep(const train_cfg_t *cfg)
              "### Training: %s, every mode x workers (same seed, data order "
              "and flags)%s%s",
              cfg->model, cfg->net ? ", simulated network: " : "",
-             cfg->net ? ps_bench_net_note(cfg->net) : "");
+             cfg->net ? ps_netsim_note(cfg->net) : "");
     snprintf(headers, sizeof headers,
              "mode,workers,scenario,status,samples/s,speed-up vs sync 1 worker,s to %.2f,"
              "samples to %.2f,final acc,wall s,payload bytes/step,staleness mean,"
@@ -496,7 +496,7 @@ static int s_sweep(const train_cfg_t *cfg)
     for (int i = 0; i < nruns; i++) {
         train_run_t *r = &runs[i];
         const char *scen = s_scenario_names[r->scen];
-        if (ps_bench_net_stop) {
+        if (ps_netsim_stop) {
             break;
         }
         fprintf(stderr, S_PROG ": [%d/%d] --mode %s --workers %d (%s) ...\n", i + 1, nruns,
@@ -583,7 +583,7 @@ static int s_sweep(const train_cfg_t *cfg)
                             "between the links; %s. "
                             "The roles share this machine's cores: the network is simulated, "
                             "the compute is not.",
-                            ps_bench_net_note(cfg->net));
+                            ps_netsim_note(cfg->net));
     }
     char machine[256];
     ps_bench_machine(machine, sizeof machine, cfg->load_before);
@@ -676,7 +676,7 @@ static int s_join(const train_cfg_t *cfg, int repeat)
     snprintf(title, sizeof title,
              "### A worker leaves and joins again: sync %s, 2 workers, --min-workers 1, "
              "simulated network: %s",
-             cfg->model, ps_bench_net_note(cfg->net));
+             cfg->model, ps_netsim_note(cfg->net));
     if (ps_bench_table_new(
             cfg->out, "train_join", title,
             "run,status,lost_at_step,joined_at_step,steps_per_s_2w,steps_per_s_w0_alone,"
@@ -692,7 +692,7 @@ static int s_join(const train_cfg_t *cfg, int repeat)
     const int b = s_batch(cfg), live[3] = {2, 1, 2};
     double med[3][64];
     int nmed = 0, failed = 0;
-    for (int k = 1; k <= repeat && !ps_bench_net_stop; k++) {
+    for (int k = 1; k <= repeat && !ps_netsim_stop; k++) {
         train_run_t *r = calloc(1, sizeof *r);
         if (!r) {
             failed = 1;
@@ -971,7 +971,7 @@ int ps_bench_train_main(int argc, char **argv)
     cfg.job_flags[nflags] = NULL;
     char err[256] = "";
     int needs_net = join || s_has_scenario(&cfg, SCEN_KILL);
-    if (cfg.net_spec && ps_bench_net_parse(cfg.net_spec, err, sizeof err) != 0) {
+    if (cfg.net_spec && ps_netsim_parse(cfg.net_spec, err, sizeof err) != 0) {
         /* err says why */
     } else if (needs_net && !cfg.net_spec) {
         snprintf(err, sizeof err, "--join and --scenarios kill need --net");
@@ -1001,8 +1001,8 @@ int ps_bench_train_main(int argc, char **argv)
         char log[PATH_MAX];
         snprintf(log, sizeof log, "%s/runs/net.log", cfg.out);
         remove(log);
-        ps_bench_net_catch_signals();
-        int rc = ps_bench_net_create(cfg.net_spec, cfg.servers, join ? 2 : (int)most, log,
+        ps_netsim_catch_signals();
+        int rc = ps_netsim_new(cfg.net_spec, cfg.servers, join ? 2 : (int)most, log,
                                      &cfg.net, err, sizeof err);
         if (rc == PS_ENOTSUP) {
             printf("shardps-bench train --net %s: skipped: %s\n", cfg.net_spec, err);
@@ -1014,14 +1014,14 @@ int ps_bench_train_main(int argc, char **argv)
             free(flags_copy);
             return 1;
         }
-        fprintf(stderr, S_PROG ": simulated network %s: %s\n", ps_bench_net_prefix(cfg.net),
-                ps_bench_net_note(cfg.net));
+        fprintf(stderr, S_PROG ": simulated network %s: %s\n", ps_netsim_prefix(cfg.net),
+                ps_netsim_note(cfg.net));
     }
     rc2 = join ? s_join(&cfg, repeat) : s_sweep(&cfg);
     if (cfg.net) {
         char prefix[32];
-        snprintf(prefix, sizeof prefix, "%s", ps_bench_net_prefix(cfg.net));
-        int left = ps_bench_net_destroy(&cfg.net);
+        snprintf(prefix, sizeof prefix, "%s", ps_netsim_prefix(cfg.net));
+        int left = ps_netsim_destroy(&cfg.net);
         if (left) {
             fprintf(stderr, S_PROG ": %d network namespaces %s* could not be removed\n", left,
                     prefix);
@@ -1031,8 +1031,8 @@ int ps_bench_train_main(int argc, char **argv)
         }
     }
     free(flags_copy);
-    if (ps_bench_net_stop) {
-        fprintf(stderr, S_PROG ": stopped by signal %d\n", (int)ps_bench_net_stop);
+    if (ps_netsim_stop) {
+        fprintf(stderr, S_PROG ": stopped by signal %d\n", (int)ps_netsim_stop);
         return 130;
     }
     return rc2 ? 1 : 0;
