@@ -142,6 +142,21 @@ no_leftovers() {
     fail "processes left:$left: $(ps -o pid,args -p "${left// /,}")"
 }
 
+# results_page FILE BENCH: FILE is a finished results page of `shardps-bench
+# BENCH`: its header names the command that made it, the build's commit, the
+# date (UTC), the machine and the load at the start and at the end.
+results_page() {
+    local f=$1 b=$2
+    [ -s "$f" ] || fail "no results page $f"
+    [ "$(head -1 "$f")" = "# shardps-bench $b" ] || fail "$f: title '$(head -1 "$f")'"
+    grep -q "^- Command: \`shardps-bench $b .*\`\$" "$f" &&
+        grep -Eq '^- Commit: [^ ]+ protocol [0-9]+$' "$f" &&
+        grep -Eq '^- Date: [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} UTC$' "$f" &&
+        grep -Eq '^- Machine: [0-9]+ cores, .+' "$f" &&
+        grep -Eq '^- Load \(1, 5, 15-minute averages\): ([0-9.]+ ){3}at the start, ([0-9.]+ ){3}at the end$' "$f" ||
+        fail "$f: the header lacks a field: $(head -8 "$f")"
+}
+
 # ---- the simulated cluster: roles as hosts ------------------------------------
 # netsim_up SERVERS WORKERS [--net RATE[,DELAY]] holds a shardps-netsim
 # (bench/netsim/main.c) for the test: one network namespace per role (c,
