@@ -64,8 +64,8 @@ typedef struct ps_bench_page ps_bench_page_t;
  * subcommand: argv[0..argc) is the subcommand's own argv (argv[0]: its name,
  * the page's title). The header gives the command (`shardps-bench` and argv,
  * as given: what regenerates the page), the build's commit, the date (UTC),
- * the machine and the load at the start and, once destroyed, at the end. Returns 0 and the page in *out
- * (caller owns the result; destroy with ps_bench_page_destroy()), or PS_EIO
+ * the machine and the load at the start and, once destroyed, at the end. Returns 0 and the
+ * page in *out (caller owns the result; destroy with ps_bench_page_destroy()), or PS_EIO
  * with a line on stderr, or PS_ENOMEM.
  */
 int ps_bench_page_new(const char *dir, const char *name, int argc, char **argv,

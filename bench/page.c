@@ -11,6 +11,7 @@
  */
 #include "bench/bench.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,17 +25,17 @@
 enum { PAGE_MAX_SECTIONS = 32 };
 
 struct ps_bench_page {
-    char dir[PATH_MAX];      /* where the page, its CSVs and its plots go */
-    char path[PATH_MAX];     /* DIR/NAME.md */
-    char bench[64];          /* the subcommand (comm, train, ...): the title */
-    ps_bench_str_t command;  /* the command line that made it */
-    char commit[128];        /* the build's `git describe` and protocol */
-    char date[64];           /* when it started, UTC */
-    char machine[256];       /* cores and CPU model */
-    double load_start[3];    /* 1-, 5-, 15-minute load averages at the start */
+    char dir[PATH_MAX];     /* where the page, its CSVs and its plots go */
+    char path[PATH_MAX];    /* DIR/NAME.md */
+    char bench[64];         /* the subcommand (comm, train, ...): the title */
+    ps_bench_str_t command; /* the command line that made it */
+    char commit[128];       /* the build's `git describe` and protocol */
+    char date[64];          /* when it started, UTC */
+    char machine[256];      /* cores and CPU model */
+    double load_start[3];   /* 1-, 5-, 15-minute load averages at the start */
     ps_bench_str_t sections[PAGE_MAX_SECTIONS]; /* markdown, in order */
     int nsections;
-    int closed;              /* the run is over: the end load is final */
+    int closed;             /* the run is over: the end load is final */
 };
 
 /* The 1-, 5- and 15-minute load averages, or -1 each. */
@@ -52,8 +53,7 @@ static int s_plain_word(const char *arg)
         return 0;
     }
     for (const char *p = arg; *p; p++) {
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:,=+-@%",
-                    *p)) {
+        if (!isalnum((unsigned char)*p) && !strchr("_./:,=+-@%", *p)) {
             return 0;
         }
     }
@@ -186,7 +186,7 @@ static void s_page_write(const ps_bench_page_t *page)
 
 struct ps_bench_table {
     ps_bench_page_t *page; /* NULL: stdout only */
-    ps_bench_str_t *md;    /* its section (own without a page); NULL when the page had no room */
+    ps_bench_str_t *md;    /* its section (own without a page); NULL: no room left */
     ps_bench_str_t own;    /* the markdown of a table without a page */
     FILE *csv;             /* NULL without a page */
     int ncols;
@@ -234,9 +234,10 @@ int ps_bench_table_new(ps_bench_page_t *page, const char *name, const char *titl
     t->page = page;
     t->ncols = s_cells(columns);
     if (page) {
-        t->csv = snprintf(path, sizeof path, "%s/%s.csv", page->dir, name) < (int)sizeof path
-                     ? fopen(path, "w")
-                     : NULL;
+        t->csv =
+            snprintf(path, sizeof path, "%s/%s.csv", page->dir, name) < (int)sizeof path
+                ? fopen(path, "w")
+                : NULL;
         if (!t->csv) {
             fprintf(stderr, "shardps-bench: error: cannot write %s: %s\n", path,
                     strerror(errno));

@@ -38,12 +38,12 @@ typedef struct {
 } line_slot_t;
 
 struct ps_delay_line {
-    int fd;                /* the TUN device, non-blocking */
-    int wake[2];           /* a pipe: a byte in it stops the thread */
-    double delay;          /* seconds */
+    int fd;       /* the TUN device, non-blocking */
+    int wake[2];  /* a pipe: a byte in it stops the thread */
+    double delay; /* seconds */
     pthread_t thread;
-    int started;           /* the thread runs (join it) */
-    clockid_t cpu_clock;   /* the thread's CPU clock */
+    int started;                   /* the thread runs (join it) */
+    clockid_t cpu_clock;           /* the thread's CPU clock */
     line_slot_t slots[LINE_SLOTS]; /* a ring: count packets from head, oldest first */
     size_t head, count;
     unsigned char *scratch; /* where a packet read while the ring is full goes */
@@ -105,7 +105,8 @@ static void *s_thread(void *arg)
     for (;;) {
         s_release(line, ps_now());
         if (s_take(line) != 0) {
-            fprintf(stderr, "shardps-bench: delay line: read: %s; it stops\n", strerror(errno));
+            fprintf(stderr, "shardps-bench: delay line: read: %s; it stops\n",
+                    strerror(errno));
             break;
         }
         struct timespec ts, *timeout = NULL;
@@ -117,7 +118,8 @@ static void *s_thread(void *arg)
             timeout = &ts;
         }
         if (ppoll(pf, 2, timeout, NULL) < 0 && errno != EINTR) {
-            fprintf(stderr, "shardps-bench: delay line: poll: %s; it stops\n", strerror(errno));
+            fprintf(stderr, "shardps-bench: delay line: poll: %s; it stops\n",
+                    strerror(errno));
             break;
         }
         if (pf[1].revents) {
@@ -143,8 +145,8 @@ static int s_open_tun(const char *ns_path, const char *dev, char *why, size_t wh
     ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", dev);
     if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) != 0) {
-        snprintf(why, whylen, "no TUN device: %s: %s", fd < 0 ? "/dev/net/tun" : "TUNSETIFF",
-                 strerror(errno));
+        snprintf(why, whylen, "no TUN device: %s: %s",
+                 fd < 0 ? "/dev/net/tun" : "TUNSETIFF", strerror(errno));
         if (fd >= 0) {
             close(fd);
         }
@@ -166,7 +168,7 @@ out:
 }
 
 int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
-                            ps_delay_line_t **out, char *why, size_t whylen)
+                      ps_delay_line_t **out, char *why, size_t whylen)
 {
     *out = NULL;
     if (!(delay > 0) || !isfinite(delay)) {
@@ -208,8 +210,7 @@ int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
     return 0;
 }
 
-void ps_delay_line_stats(const ps_delay_line_t *line,
-                               ps_delay_line_stats_t *stats)
+void ps_delay_line_stats(const ps_delay_line_t *line, ps_delay_line_stats_t *stats)
 {
     struct timespec ts;
     stats->packets = atomic_load_explicit(&line->packets, memory_order_relaxed);

@@ -40,12 +40,11 @@ typedef struct {
  * why.
  */
 int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
-                            ps_delay_line_t **out, char *why, size_t whylen);
+                      ps_delay_line_t **out, char *why, size_t whylen);
 
 /* The line's counts so far (any thread; the counts are read without a lock,
  * so one may be a packet behind another). */
-void ps_delay_line_stats(const ps_delay_line_t *line,
-                               ps_delay_line_stats_t *stats);
+void ps_delay_line_stats(const ps_delay_line_t *line, ps_delay_line_stats_t *stats);
 
 /* Stops the thread, drops what it still holds and closes the device.
  * NULL-safe; sets *line to NULL. */

@@ -39,7 +39,8 @@ static char **s_env(char vars[3][96])
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strncmp(environ[i], "SHARDPS_ROLE=", 13) && strncmp(environ[i], "SHARDPS_RANK=", 13) &&
+        if (strncmp(environ[i], "SHARDPS_ROLE=", 13) &&
+            strncmp(environ[i], "SHARDPS_RANK=", 13) &&
             strncmp(environ[i], "SHARDPS_SCHEDULER=", 18)) {
             env[k++] = environ[i];
         }
@@ -96,7 +97,8 @@ static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int 
     free(argv);
     free(env);
     if (rc != 0) {
-        fprintf(stderr, "shardps-bench: cannot start the %s in %s: %s\n", role, ps_netsim_ns(net, at), err);
+        fprintf(stderr, "shardps-bench: cannot start the %s in %s: %s\n", role,
+                ps_netsim_ns(net, at), err);
         return PS_EIO;
     }
     *pid = p.pid;
@@ -117,7 +119,8 @@ static double s_progress(const char *log_path, int64_t max_steps, int *lost_w1)
     for (const char *p = strstr(text, key); p; p = strstr(p + 1, key)) {
         int e, n;
         long long s, spe;
-        if (sscanf(p + sizeof key - 1, "%d/%d step=%lld/%lld", &e, &n, &s, &spe) == 4 && n > 0 &&
+        if (sscanf(p + sizeof key - 1, "%d/%d step=%lld/%lld", &e, &n, &s, &spe) == 4 &&
+            n > 0 &&
             spe > 0) { /* a progress line, not an epoch's evaluation: the last one counts */
             double total = (double)n * (double)spe;
             if (max_steps > 0 && (double)max_steps < total) {
@@ -155,7 +158,8 @@ static void s_line_report(const ps_netsim_t *net, const ps_netsim_job_t *job,
     }
 }
 
-int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job, ps_netsim_result_t *res)
+int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
+                  ps_netsim_result_t *res)
 {
     const int n = 1 + job->servers + job->workers, w1 = 1 + job->servers + 1;
     job_proc_t procs[JOB_MAX_ROLES + 1];
@@ -188,7 +192,8 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job, ps_netsim_
                     if (i == 0) {
                         sched_end = now;
                         res->status = procs[i].code ? procs[i].code : res->status;
-                    } else if (procs[i].code != 0 && !res->status && !(i == w1 && w1_killed == 1)) {
+                    } else if (procs[i].code != 0 && !res->status &&
+                               !(i == w1 && w1_killed == 1)) {
                         res->status = procs[i].code;
                     }
                     if (i == w1 && w1_killed == 1) {

@@ -28,15 +28,15 @@ typedef struct {
     double timeout;       /* seconds; then every role is killed */
     int64_t max_steps;    /* the job's --max-steps (0: none), for its progress */
     double kill_at;       /* kill W1 when the job is this far (0..1); < 0: never */
-    double rejoin_at;     /* start W1 again this far (after its loss was seen); < 0: never */
+    double rejoin_at; /* start W1 again this far (after its loss was seen); < 0: never */
 } ps_netsim_job_t;
 
 /* What happened. */
 typedef struct {
-    int status;       /* the scheduler's exit code, else the first other role's
-                         that failed (the W1 killed on purpose excepted); 124 on
-                         timeout, 130 when stopped by a signal (ps_netsim_stop) */
-    double killed_at; /* seconds from the start when W1 was killed; -1 never */
+    int status;         /* the scheduler's exit code, else the first other role's
+                           that failed (the W1 killed on purpose excepted); 124 on
+                           timeout, 130 when stopped by a signal (ps_netsim_stop) */
+    double killed_at;   /* seconds from the start when W1 was killed; -1 never */
     double rejoined_at; /* when it was started again; -1 never */
 } ps_netsim_result_t;
 
@@ -45,7 +45,8 @@ typedef struct {
  * job's log. Returns 0 with *res filled, PS_EINVAL when the job has more
  * servers or workers than the network, or PS_EIO when a role could not be
  * started (the others are stopped). */
-int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job, ps_netsim_result_t *res);
+int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
+                  ps_netsim_result_t *res);
 
 #ifdef __cplusplus
 }

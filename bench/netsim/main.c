@@ -33,20 +33,22 @@ int main(int argc, char **argv)
     const char *spec = NULL, *log_path = "shardps-netsim.log";
     ps_flag_t flags[] = {
         {"servers", PS_FLAG_INT, &servers, "N", "server namespaces (s0, s1, ...)"},
-        {"workers", PS_FLAG_INT, &workers, "N", "worker namespaces (w0, w1, ...), at least 1"},
+        {"workers", PS_FLAG_INT, &workers, "N",
+         "worker namespaces (w0, w1, ...), at least 1"},
         {"net", PS_FLAG_STR, &spec, "RATE[,DELAY]",
          "each link shaped to RATE each way (tc tbf; 100mbit, 1gbit) and DELAY one way "
          "between roles (0.2ms, 20ms: our delay line); default: not shaped"},
         {"log", PS_FLAG_STR, &log_path, "FILE",
          "the commands that make and remove the network, and their output (appended)"},
     };
-    int rc = ps_config_parse(S_PROG,
-                             "Makes a simulated cluster on this machine: a network namespace "
-                             "per role (scheduler c,\nservers s0.., workers w0..) linked to a "
-                             "routing hub; prints NAME NAMESPACE ADDRESS\nper role, then "
-                             "\"ready\", and removes it all on SIGINT, SIGTERM or SIGHUP.\n"
-                             "Needs root.",
-                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    int rc =
+        ps_config_parse(S_PROG,
+                        "Makes a simulated cluster on this machine: a network namespace "
+                        "per role (scheduler c,\nservers s0.., workers w0..) linked to a "
+                        "routing hub; prints NAME NAMESPACE ADDRESS\nper role, then "
+                        "\"ready\", and removes it all on SIGINT, SIGTERM or SIGHUP.\n"
+                        "Needs root.",
+                        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }

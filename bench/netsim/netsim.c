@@ -97,18 +97,19 @@ static const double s_delay_scales[] = {1e-6, 1e-3, 1};
 
 /* Splits spec into the rate (bits/s) and the delay (seconds, 0: none).
  * Returns 0, or PS_EINVAL with which part is wrong in err. */
-static int s_split(const char *spec, double *rate, double *delay, size_t *rate_len, char *err,
-                   size_t errlen)
+static int s_split(const char *spec, double *rate, double *delay, size_t *rate_len,
+                   char *err, size_t errlen)
 {
     size_t n = strcspn(spec, ",");
     const char *d = spec + n + (spec[n] != '\0');
     *rate_len = n;
     *delay = 0;
     if (s_quantity(spec, n, s_rate_units, s_rate_scales, rate) != 0 || *rate < 1e3) {
-        snprintf(err, errlen,
-                 "--net %s: bad RATE '%.*s': expected RATE[,DELAY], RATE as 100mbit, 1gbit, "
-                 "10gbit (bit, kbit, mbit, gbit; at least 1kbit)",
-                 spec, (int)n, spec);
+        snprintf(
+            err, errlen,
+            "--net %s: bad RATE '%.*s': expected RATE[,DELAY], RATE as 100mbit, 1gbit, "
+            "10gbit (bit, kbit, mbit, gbit; at least 1kbit)",
+            spec, (int)n, spec);
         return PS_EINVAL;
     }
     if (spec[n] && (s_quantity(d, strlen(d), s_delay_units, s_delay_scales, delay) != 0 ||
@@ -159,7 +160,9 @@ static int s_cmd(ps_netsim_t *net, char *why, size_t whylen, const char *fmt, ..
         fclose(f);
     }
     char err[128];
-    ps_proc_spec_t spec = {.argv = argv, .log_path = net->log_path, .prog = "shardps-bench",
+    ps_proc_spec_t spec = {.argv = argv,
+                           .log_path = net->log_path,
+                           .prog = "shardps-bench",
                            .flags = PS_PROC_NO_STDIN};
     int rc = ps_proc_run(&spec, err, sizeof err);
     if (rc == 0) {
@@ -173,7 +176,9 @@ static int s_cmd(ps_netsim_t *net, char *why, size_t whylen, const char *fmt, ..
     free(out);
     const char *prog = strrchr(argv[0], '/');
     snprintf(why, whylen, "%s: %s", prog ? prog + 1 : argv[0],
-             first[0] ? first : rc < 0 ? err : "failed");
+             first[0] ? first
+             : rc < 0 ? err
+                      : "failed");
     return PS_EIO;
 }
 
@@ -185,9 +190,10 @@ static int s_shape(ps_netsim_t *net, const char *ns, const char *dev, char *why,
      * (64 KiB); packets wait up to 50 ms before being dropped. */
     long burst = (long)(net->rate_bits / 8 / 1000);
     burst = burst < 65536 ? 65536 : burst;
-    return s_cmd(net, why, whylen,
-                 "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld latency 50ms",
-                 net->tc, ns, dev, net->rate, burst);
+    return s_cmd(
+        net, why, whylen,
+        "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld latency 50ms",
+        net->tc, ns, dev, net->rate, burst);
 }
 
 /* The delay, where the hub routes between the links: every packet that comes
@@ -207,13 +213,18 @@ static int s_add_delay(ps_netsim_t *net, const char *hub, double delay, char *wh
                 delay * 1e6);
         fclose(f);
     }
-    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s link set line mtu %d up", net->ip, hub,
-                         NET_MTU);
-    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s route add %s dev line table 100", net->ip,
-                         hub, NET_ROLES_NET);
-    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s rule add pref 100 iif line lookup main",
-                         net->ip, hub);
-    rc = rc ? rc : s_cmd(net, why, whylen, "%s -n %s rule add pref 101 lookup 100", net->ip, hub);
+    rc = rc ? rc
+            : s_cmd(net, why, whylen, "%s -n %s link set line mtu %d up", net->ip, hub,
+                    NET_MTU);
+    rc = rc ? rc
+            : s_cmd(net, why, whylen, "%s -n %s route add %s dev line table 100", net->ip,
+                    hub, NET_ROLES_NET);
+    rc = rc ? rc
+            : s_cmd(net, why, whylen, "%s -n %s rule add pref 100 iif line lookup main",
+                    net->ip, hub);
+    rc =
+        rc ? rc
+           : s_cmd(net, why, whylen, "%s -n %s rule add pref 101 lookup 100", net->ip, hub);
     return rc;
 }
 
@@ -243,10 +254,12 @@ static int s_make_hub(ps_netsim_t *net, double delay, char *e, size_t ec)
     int rc = s_cmd(net, e, ec, "%s netns add %s", net->ip, net->hub);
     net->made = rc == 0;
     rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set lo up", net->ip, net->hub);
-    rc = rc ? rc : s_cmd(net, e, ec, "%s netns exec %s %s -qw net.ipv4.ip_forward=1 "
-                                     "net.ipv4.conf.all.rp_filter=0 "
-                                     "net.ipv4.conf.default.rp_filter=0",
-                         net->ip, net->hub, net->sysctl);
+    rc = rc ? rc
+            : s_cmd(net, e, ec,
+                    "%s netns exec %s %s -qw net.ipv4.ip_forward=1 "
+                    "net.ipv4.conf.all.rp_filter=0 "
+                    "net.ipv4.conf.default.rp_filter=0",
+                    net->ip, net->hub, net->sysctl);
     if (rc == 0 && delay > 0) {
         rc = s_add_delay(net, net->hub, delay, e, ec);
     }
@@ -261,19 +274,25 @@ static int s_make_role(ps_netsim_t *net, int i, char *e, size_t ec)
     snprintf(vdev, sizeof vdev, "v%s", net->name[i]);
     int rc = s_cmd(net, e, ec, "%s netns add %s", net->ip, ns);
     net->made += rc == 0;
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link add %s type veth peer name eth0 netns %s",
-                         net->ip, hub, vdev, ns);
+    rc = rc ? rc
+            : s_cmd(net, e, ec, "%s -n %s link add %s type veth peer name eth0 netns %s",
+                    net->ip, hub, vdev, ns);
     /* a link of its own: the role and the hub each end's only neighbour */
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev %s", net->ip, hub,
-                         NET_HUB_ADDR, net->addr[i], vdev);
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set %s mtu %d up", net->ip, hub, vdev,
-                         NET_MTU);
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev eth0", net->ip, ns,
-                         net->addr[i], NET_HUB_ADDR);
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set eth0 mtu %d up", net->ip, ns, NET_MTU);
+    rc = rc ? rc
+            : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev %s", net->ip, hub,
+                    NET_HUB_ADDR, net->addr[i], vdev);
+    rc = rc ? rc
+            : s_cmd(net, e, ec, "%s -n %s link set %s mtu %d up", net->ip, hub, vdev,
+                    NET_MTU);
+    rc = rc ? rc
+            : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev eth0", net->ip, ns,
+                    net->addr[i], NET_HUB_ADDR);
+    rc = rc ? rc
+            : s_cmd(net, e, ec, "%s -n %s link set eth0 mtu %d up", net->ip, ns, NET_MTU);
     rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set lo up", net->ip, ns);
-    rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s route add %s via %s", net->ip, ns,
-                         NET_ROLES_NET, NET_HUB_ADDR);
+    rc = rc ? rc
+            : s_cmd(net, e, ec, "%s -n %s route add %s via %s", net->ip, ns, NET_ROLES_NET,
+                    NET_HUB_ADDR);
     if (net->rate[0]) {
         rc = rc ? rc : s_shape(net, ns, "eth0", e, ec);
         rc = rc ? rc : s_shape(net, hub, vdev, e, ec);
@@ -345,8 +364,8 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
                  "delay line: a TUN device in the hub)",
                  net->rate, spec + rate_len + 1);
     } else {
-        snprintf(net->note, sizeof net->note, "%s per link, each direction (tc tbf), no delay",
-                 net->rate);
+        snprintf(net->note, sizeof net->note,
+                 "%s per link, each direction (tc tbf), no delay", net->rate);
     }
     *out = net;
     return 0;

@@ -32,7 +32,7 @@
 typedef struct {
     int quick, join, repeat;
     const char *scenarios, *workers, *modes, *launch;
-    int argc;    /* the subcommand's own, for the results page */
+    int argc; /* the subcommand's own, for the results page */
     char **argv;
 } train_args_t;
 
@@ -48,7 +48,8 @@ static int s_parse_modes(const char *text, train_cfg_t *cfg)
         if (!strcmp(tok[i], "allreduce") && !ps_bench_train_have_allreduce()) {
             fprintf(stderr,
                     TRAIN_PROG ": --mode allreduce is not in this build; skipping it\n");
-        } else if (strcmp(tok[i], TRAIN_BACKUP_AUTO) && ps_job_parse_mode(tok[i], &job) != 0) {
+        } else if (strcmp(tok[i], TRAIN_BACKUP_AUTO) &&
+                   ps_job_parse_mode(tok[i], &job) != 0) {
             return PS_EINVAL;
         } else {
             memcpy(cfg->modes[cfg->nmodes++], tok[i], sizeof tok[i]);
@@ -69,7 +70,8 @@ static int s_parse_scenarios(const char *text, train_cfg_t *cfg)
         size_t n = strcspn(p, ",");
         int found = -1;
         for (int i = 0; i < TRAIN_MAX_SCEN; i++) {
-            if (strlen(ps_bench_train_scenarios[i]) == n && !strncmp(p, ps_bench_train_scenarios[i], n)) {
+            if (strlen(ps_bench_train_scenarios[i]) == n &&
+                !strncmp(p, ps_bench_train_scenarios[i], n)) {
                 found = i;
             }
         }
@@ -131,10 +133,12 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
     }
     cfg->nworkers = n;
     if (s_parse_modes(a->modes, cfg) != 0) {
-        fprintf(stderr,
-                TRAIN_PROG ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, "
-                           TRAIN_BACKUP_AUTO " or allreduce, comma-separated\n",
-                a->modes);
+        fprintf(
+            stderr,
+            TRAIN_PROG
+            ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, " TRAIN_BACKUP_AUTO
+            " or allreduce, comma-separated\n",
+            a->modes);
         return PS_EINVAL;
     }
     ps_job_t job;
@@ -154,15 +158,17 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
         cfg->threads < 0 || cfg->batch < 0 || !(cfg->target > 0 && cfg->target <= 1) ||
         !(cfg->timeout > 0) || (strcmp(cfg->model, "mlp") && strcmp(cfg->model, "cnn"))) {
         fprintf(stderr,
-                TRAIN_PROG ": error: expected --epochs 1..%d, --max-steps >= 0, --servers "
-                           ">= 1, --threads/--batch >= 0, 0 < --target <= 1, --timeout > 0, "
-                           "--model mlp|cnn\n",
+                TRAIN_PROG
+                ": error: expected --epochs 1..%d, --max-steps >= 0, --servers "
+                ">= 1, --threads/--batch >= 0, 0 < --target <= 1, --timeout > 0, "
+                "--model mlp|cnn\n",
                 TRAIN_MAX_JOB_EPOCHS);
         return PS_EINVAL;
     }
     if (s_parse_scenarios(a->scenarios, cfg) != 0) {
-        fprintf(stderr, TRAIN_PROG ": error: --scenarios %s: expected plain, straggler, kill, "
-                                   "comma-separated\n",
+        fprintf(stderr,
+                TRAIN_PROG ": error: --scenarios %s: expected plain, straggler, kill, "
+                           "comma-separated\n",
                 a->scenarios);
         return PS_EINVAL;
     }
@@ -207,8 +213,8 @@ static int s_run(train_cfg_t *cfg, const train_args_t *a)
             fprintf(stderr, TRAIN_PROG ": error: %s\n", err);
             return 1;
         }
-        fprintf(stderr, TRAIN_PROG ": simulated network %s: %s\n", ps_netsim_prefix(cfg->net),
-                ps_netsim_note(cfg->net));
+        fprintf(stderr, TRAIN_PROG ": simulated network %s: %s\n",
+                ps_netsim_prefix(cfg->net), ps_netsim_note(cfg->net));
     }
     int failed = 0;
     if (ps_bench_page_new(cfg->out, a->join ? "train_join" : "train", a->argc, a->argv,
@@ -262,7 +268,8 @@ int ps_bench_train_main(int argc, char **argv)
         {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (0 = 10; quick: 3)"},
         {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
          "stop each job after N steps (0 = none)"},
-        {"servers", PS_FLAG_INT, &cfg.servers, "N", "servers of the parameter-server modes"},
+        {"servers", PS_FLAG_INT, &cfg.servers, "N",
+         "servers of the parameter-server modes"},
         {"threads", PS_FLAG_INT, &cfg.threads, "N",
          "BLAS threads per worker (0 = library default)"},
         {"batch", PS_FLAG_INT, &cfg.batch, "N",
@@ -272,14 +279,19 @@ int ps_bench_train_main(int argc, char **argv)
          "test accuracy the time is measured to (0 = mlp 0.85, cnn 0.88)"},
         {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
         {"net", PS_FLAG_STR, &cfg.net_spec, "RATE[,DELAY]",
-         "simulated cluster: each role in its own network namespace, its link shaped to RATE "
-         "each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles (0.2ms, "
+         "simulated cluster: each role in its own network namespace, its link shaped to "
+         "RATE "
+         "each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
+         "(0.2ms, "
          "20ms: our delay line, a TUN device in the hub); needs root"},
         {"scenarios", PS_FLAG_STR, &a.scenarios, "LIST",
-         "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into the "
-         "job, --min-workers 1; needs --net); default plain, or straggler with --straggler"},
+         "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into "
+         "the "
+         "job, --min-workers 1; needs --net); default plain, or straggler with "
+         "--straggler"},
         {"eval-every", PS_FLAG_INT, &cfg.eval_every, "STEPS",
-         "worker 0 also evaluates every STEPS steps (finer time to accuracy; 0 = epoch ends)"},
+         "worker 0 also evaluates every STEPS steps (finer time to accuracy; 0 = epoch "
+         "ends)"},
         {"job-flags", PS_FLAG_STR, &cfg.job_flags_text, "FLAGS",
          "more flags for every job, space-separated (e.g. '--wire bf16')"},
         {"join", PS_FLAG_BOOL, &a.join, NULL,

@@ -48,7 +48,8 @@ typedef struct {
     int straggler_rank;              /* R, -1 without */
     long workers[PS_BENCH_LIST_MAX]; /* worker counts */
     int nworkers;
-    char modes[TRAIN_MAX_MODES][PS_BENCH_WORD_MAX]; /* mode tokens, TRAIN_BACKUP_AUTO included */
+    char modes[TRAIN_MAX_MODES]
+              [PS_BENCH_WORD_MAX]; /* mode tokens, TRAIN_BACKUP_AUTO included */
     int nmodes;
     int epochs;               /* --epochs */
     int max_steps;            /* --max-steps, 0 = none */
@@ -60,7 +61,7 @@ typedef struct {
     double timeout;           /* per job, seconds */
     int scen[TRAIN_MAX_SCEN]; /* SCEN_* to run */
     int nscen;
-    int eval_every;                           /* the workers' --eval-every, 0 = not passed */
+    int eval_every; /* the workers' --eval-every, 0 = not passed */
     char *job_flags[TRAIN_MAX_JOB_FLAGS + 1]; /* --job-flags, split; NULL-terminated */
     const char *job_flags_text;
     const char *net_spec;  /* --net RATE[,DELAY] or NULL */
@@ -70,19 +71,19 @@ typedef struct {
 
 /* One job and what it measured. */
 typedef struct {
-    const char *label;                /* mode token: groups runs in tables and plots */
-    char mode[32];                    /* what --mode was given */
+    const char *label; /* mode token: groups runs in tables and plots */
+    char mode[32];     /* what --mode was given */
     int workers;
-    int scen;                         /* SCEN_* */
-    int status;                       /* launcher exit status, <0 a PS_E* (no start, no summary) */
-    double sps;                       /* samples per second */
-    double tta;                       /* seconds to the target accuracy; NAN = not reached */
-    double sta;                       /* samples to it (worker 0's step x workers x batch) */
-    double killed_at;                 /* seconds into the job W1 was killed; -1 never */
-    double load;                      /* 1-minute load average when the job started */
-    double acc;                       /* final test accuracy */
-    double wall;                      /* job wall time from the cluster view, s */
-    double bytes_per_step;            /* payload bytes pushed + pulled per worker step */
+    int scen;              /* SCEN_* */
+    int status;            /* launcher exit status, <0 a PS_E* (no start, no summary) */
+    double sps;            /* samples per second */
+    double tta;            /* seconds to the target accuracy; NAN = not reached */
+    double sta;            /* samples to it (worker 0's step x workers x batch) */
+    double killed_at;      /* seconds into the job W1 was killed; -1 never */
+    double load;           /* 1-minute load average when the job started */
+    double acc;            /* final test accuracy */
+    double wall;           /* job wall time from the cluster view, s */
+    double bytes_per_step; /* payload bytes pushed + pulled per worker step */
     double st_mean, st_p99, st_max;   /* staleness of applied gradients */
     double dropped;                   /* late pushes dropped */
     int nep;                          /* epochs evaluated */
@@ -104,7 +105,8 @@ void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap);
  * figures and status: through the launcher, or with --net role by role in
  * the network's namespaces (rejoin_at >= 0: W1 is started again then). Its
  * summary and log are OUT/runs/TAG[_repeat].json and .log (repeat > 0). */
-void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at, int repeat);
+void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
+                        int repeat);
 
 /* Every mode x workers x scenario, their tables and plots. Returns 0, or 1
  * when a job failed. */

@@ -51,12 +51,12 @@ static void s_parse_epochs(const char *log, train_run_t *r)
         int e;
         double acc, loss, t, step;
         long long st;
-        int n = sscanf(q, "epoch=%d test_accuracy=%lf test_loss=%lf elapsed=%lfs step=%lld", &e,
-                       &acc, &loss, &t, &st);
+        int n = sscanf(q, "epoch=%d test_accuracy=%lf test_loss=%lf elapsed=%lfs step=%lld",
+                       &e, &acc, &loss, &t, &st);
         if (n >= 4) {
             step = n == 5 ? (double)st : NAN;
-        } else if (sscanf(q, "eval step=%lld test_accuracy=%lf test_loss=%lf elapsed=%lfs", &st,
-                          &acc, &loss, &t) == 4) {
+        } else if (sscanf(q, "eval step=%lld test_accuracy=%lf test_loss=%lf elapsed=%lfs",
+                          &st, &acc, &loss, &t) == 4) {
             step = (double)st;
         } else {
             continue;
@@ -124,7 +124,8 @@ int ps_bench_train_batch(const train_cfg_t *cfg)
     return cfg->batch > 0 ? cfg->batch : job.batch;
 }
 
-void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at, int repeat)
+void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
+                        int repeat)
 {
     char tag[80], json[PATH_MAX], log[PATH_MAX], num[12][48];
     ps_bench_train_tag(r, tag, sizeof tag);
@@ -207,14 +208,14 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     r->killed_at = -1;
     if (cfg->net) {
         ps_netsim_job_t job = {.launch = cfg->launch,
-                                  .args = argv + 1,
-                                  .servers = s_servers_for(cfg, r->label),
-                                  .workers = r->workers,
-                                  .log_path = log,
-                                  .timeout = cfg->timeout,
-                                  .max_steps = cfg->max_steps,
-                                  .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
-                                  .rejoin_at = rejoin_at};
+                               .args = argv + 1,
+                               .servers = s_servers_for(cfg, r->label),
+                               .workers = r->workers,
+                               .log_path = log,
+                               .timeout = cfg->timeout,
+                               .max_steps = cfg->max_steps,
+                               .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
+                               .rejoin_at = rejoin_at};
         ps_netsim_result_t res;
         int rc = ps_netsim_run(cfg->net, &job, &res);
         r->status = rc ? rc : res.status;

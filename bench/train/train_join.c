@@ -31,11 +31,14 @@ static double s_stamp(const char *line)
  * scheduler's membership lines. Returns 0, or PS_ENOENT when a phase has
  * fewer than two lines or a membership line is missing.
  */
-static int s_join_phases(const char *log, double rate[3], long long *lost, long long *joined)
+static int s_join_phases(const char *log, double rate[3], long long *lost,
+                         long long *joined)
 {
-    const char *p = strstr(log, "membership: lost W1"), *q = strstr(log, "membership: W1 (pid");
+    const char *p = strstr(log, "membership: lost W1"),
+               *q = strstr(log, "membership: W1 (pid");
     if (!p || !q || !(p = strstr(p, " at step ")) || !(q = strstr(q, " joins at step ")) ||
-        sscanf(p, " at step %lld", lost) != 1 || sscanf(q, " joins at step %lld", joined) != 1) {
+        sscanf(p, " at step %lld", lost) != 1 ||
+        sscanf(q, " joins at step %lld", joined) != 1) {
         return PS_ENOENT;
     }
     double t_first[3] = {0}, t_last[3] = {0}, s_first[3] = {0}, s_last[3] = {0}, day = 0,
@@ -50,7 +53,8 @@ static int s_join_phases(const char *log, double rate[3], long long *lost, long 
         int e, ne;
         long long st, spe;
         double t = s_stamp(bol);
-        if (t < 0 || sscanf(l + strlen(key), "%d/%d step=%lld/%lld", &e, &ne, &st, &spe) != 4) {
+        if (t < 0 ||
+            sscanf(l + strlen(key), "%d/%d step=%lld/%lld", &e, &ne, &st, &spe) != 4) {
             continue;
         }
         day += prev >= 0 && t + day < prev ? 86400 : 0; /* past midnight */
@@ -92,7 +96,8 @@ int ps_bench_train_join(const train_cfg_t *cfg, int repeat)
             "worker_steps_per_s_rejoined,samples_per_s_2w,samples_per_s_w0_alone,"
             "samples_per_s_rejoined,final_accuracy",
             "run,status,W1 lost at step,W1 joined at step,job steps/s: 2 workers,W0 alone,"
-            "W1 back,worker-steps/s: 2 workers,W0 alone,W1 back,samples/s: 2 workers,W0 alone,"
+            "W1 back,worker-steps/s: 2 workers,W0 alone,W1 back,samples/s: 2 workers,W0 "
+            "alone,"
             "W1 back,final acc",
             &t) != 0) {
         return 1;
@@ -124,7 +129,8 @@ int ps_bench_train_join(const train_cfg_t *cfg, int repeat)
             failed = 1;
             ps_bench_table_rowf(t, "%d,%s,,,,,,,,,,,,", k,
                                 r->status ? "failed" : "no join seen in the log");
-            fprintf(stderr, TRAIN_PROG ":   failed (status %d; log: %s)\n", r->status, log_path);
+            fprintf(stderr, TRAIN_PROG ":   failed (status %d; log: %s)\n", r->status,
+                    log_path);
             free(r);
             continue;
         }
@@ -135,13 +141,15 @@ int ps_bench_train_join(const train_cfg_t *cfg, int repeat)
             nmed++;
         }
         fprintf(stderr,
-                TRAIN_PROG ":   job steps/s %.1f (2 workers), %.1f (W0 alone), %.1f (W1 back); "
-                       "samples/s %.0f, %.0f, %.0f\n",
+                TRAIN_PROG
+                ":   job steps/s %.1f (2 workers), %.1f (W0 alone), %.1f (W1 back); "
+                "samples/s %.0f, %.0f, %.0f\n",
                 rate[0], rate[1], rate[2], rate[0] * 2 * b, rate[1] * b, rate[2] * 2 * b);
-        ps_bench_table_rowf(t, "%d,ok,%lld,%lld,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,%.4f",
-                            k, lost, joined, rate[0], rate[1], rate[2], rate[0] * live[0],
-                            rate[1] * live[1], rate[2] * live[2], rate[0] * live[0] * b,
-                            rate[1] * live[1] * b, rate[2] * live[2] * b, r->acc);
+        ps_bench_table_rowf(
+            t, "%d,ok,%lld,%lld,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,%.4f", k, lost,
+            joined, rate[0], rate[1], rate[2], rate[0] * live[0], rate[1] * live[1],
+            rate[2] * live[2], rate[0] * live[0] * b, rate[1] * live[1] * b,
+            rate[2] * live[2] * b, r->acc);
         free(r);
     }
     if (nmed > 0) {
@@ -149,23 +157,30 @@ int ps_bench_train_join(const train_cfg_t *cfg, int repeat)
         for (int i = 0; i < 3; i++) {
             m[i] = ps_bench_median(med[i], nmed);
         }
-        ps_bench_table_rowf(t, "median of %d,,,,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,",
-                            nmed, m[0], m[1], m[2], m[0] * live[0], m[1] * live[1],
-                            m[2] * live[2], m[0] * live[0] * b, m[1] * live[1] * b,
-                            m[2] * live[2] * b);
+        ps_bench_table_rowf(
+            t, "median of %d,,,,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,", nmed, m[0],
+            m[1], m[2], m[0] * live[0], m[1] * live[1], m[2] * live[2], m[0] * live[0] * b,
+            m[1] * live[1] * b, m[2] * live[2] * b);
     }
-    ps_bench_table_note(
-        t,
-        "Each run: `shardps-launch --node` per role in its namespace, `--servers %d --workers 2 "
-        "--model %s --mode sync --min-workers 1 --epochs %d --seed %d`; W1 is killed (SIGKILL) a "
-        "third into the job and started again, with its rank, at two thirds once the scheduler "
-        "has logged its loss; it joins at a step boundary. Job steps/s: the slope of worker 0's "
-        "progress lines (every 0.25 s) within each phase (W0 alone: after the step the loss took "
-        "effect at, so without the detection; W1 back: after its join step). A sync step is one "
-        "batch of %d from every live worker: worker-steps/s = job steps/s x live workers (2, 1, "
-        "2), samples/s = worker-steps/s x %d. The restarted W1 loads the data set while W0 trains "
-        "alone, on the same cores.",
-        cfg->servers, cfg->model, cfg->epochs, cfg->seed, b, b);
+    ps_bench_table_note(t,
+                        "Each run: `shardps-launch --node` per role in its namespace, "
+                        "`--servers %d --workers 2 "
+                        "--model %s --mode sync --min-workers 1 --epochs %d --seed %d`; W1 "
+                        "is killed (SIGKILL) a "
+                        "third into the job and started again, with its rank, at two "
+                        "thirds once the scheduler "
+                        "has logged its loss; it joins at a step boundary. Job steps/s: "
+                        "the slope of worker 0's "
+                        "progress lines (every 0.25 s) within each phase (W0 alone: after "
+                        "the step the loss took "
+                        "effect at, so without the detection; W1 back: after its join "
+                        "step). A sync step is one "
+                        "batch of %d from every live worker: worker-steps/s = job steps/s "
+                        "x live workers (2, 1, "
+                        "2), samples/s = worker-steps/s x %d. The restarted W1 loads the "
+                        "data set while W0 trains "
+                        "alone, on the same cores.",
+                        cfg->servers, cfg->model, cfg->epochs, cfg->seed, b, b);
     ps_bench_table_destroy(&t, 1);
     return failed;
 }

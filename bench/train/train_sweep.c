@@ -83,8 +83,8 @@ static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
         ps_bench_str_addf(&gp,
                           "set title '%ld worker%s%s'\nplot %.4f w l lc rgb 'gray50' dt 2 "
                           "t 'target %.2f'",
-                          cfg->workers[w], cfg->workers[w] == 1 ? "" : "s", what, cfg->target,
-                          cfg->target);
+                          cfg->workers[w], cfg->workers[w] == 1 ? "" : "s", what,
+                          cfg->target, cfg->target);
         for (int m = 0; m < cfg->nmodes; m++) {
             for (int i = 0; i < nruns; i++) {
                 if (runs[i].label == cfg->modes[m] && runs[i].workers == cfg->workers[w] &&
@@ -151,7 +151,8 @@ static int s_plan(const train_cfg_t *cfg, train_run_t *runs)
                 r->scen = cfg->scen[sc];
                 s_mode_for(cfg->modes[m], r->workers, r->mode, sizeof r->mode);
                 /* a lost worker cannot be left out of a ring; a kill needs 2 */
-                if (r->scen == SCEN_KILL && (!strcmp(r->mode, "allreduce") || r->workers < 2)) {
+                if (r->scen == SCEN_KILL &&
+                    (!strcmp(r->mode, "allreduce") || r->workers < 2)) {
                     r->mode[0] = '\0';
                 }
                 if (r->mode[0]) {
@@ -183,10 +184,10 @@ static int s_tables(const train_cfg_t *cfg, ps_bench_table_t **t, ps_bench_table
                            "bytes_per_step,staleness_mean,staleness_p99,staleness_max,"
                            "pushes_dropped,load_1min",
                            headers, t) != 0 ||
-        ps_bench_table_new(cfg->page, "train_epochs",
-                           "### Test accuracy at each evaluation (epoch ends and --eval-every)",
-                           "mode,workers,scenario,eval,elapsed_s,step,test_accuracy", NULL,
-                           te) != 0) {
+        ps_bench_table_new(
+            cfg->page, "train_epochs",
+            "### Test accuracy at each evaluation (epoch ends and --eval-every)",
+            "mode,workers,scenario,eval,elapsed_s,step,test_accuracy", NULL, te) != 0) {
         ps_bench_table_destroy(t, 0);
         return 1;
     }
@@ -212,8 +213,8 @@ static int s_one(const train_cfg_t *cfg, train_run_t *r, double *base, ps_bench_
     }
     if (r->status != 0) {
         fprintf(stderr, TRAIN_PROG ":   %s (log: %s/runs/)\n", status, cfg->out);
-        ps_bench_table_rowf(t, "%s,%d,%s,%s,,,,,,,,,,,,%.1f", r->mode, r->workers, scen, status,
-                            r->load);
+        ps_bench_table_rowf(t, "%s,%d,%s,%s,,,,,,,,,,,,%.1f", r->mode, r->workers, scen,
+                            status, r->load);
         return 1;
     }
     if (!strcmp(r->mode, "sync") && r->workers == 1 && r->scen == SCEN_PLAIN) {
@@ -223,17 +224,19 @@ static int s_one(const train_cfg_t *cfg, train_run_t *r, double *base, ps_bench_
     if (!isnan(r->tta)) {
         snprintf(tta, sizeof tta, "%.1f s", r->tta);
     }
-    fprintf(stderr, TRAIN_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s (job %.1f s)\n",
+    fprintf(stderr,
+            TRAIN_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s (job %.1f s)\n",
             r->sps, r->acc, cfg->target, tta, ps_now() - t0);
-    ps_bench_table_rowf(t, "%s,%d,%s,%s,%.0f,%s,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f,%.1f",
-                        r->mode, r->workers, scen, status, r->sps,
-                        s_cell(c[0], 32, 2, isnan(*base) ? NAN : r->sps / *base),
-                        s_cell(c[1], 32, 1, r->tta), s_cell(c[2], 32, 0, r->sta), r->acc,
-                        r->wall, r->bytes_per_step, r->st_mean, r->st_p99, r->st_max,
-                        r->dropped, r->load);
+    ps_bench_table_rowf(
+        t, "%s,%d,%s,%s,%.0f,%s,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f,%.1f", r->mode,
+        r->workers, scen, status, r->sps,
+        s_cell(c[0], 32, 2, isnan(*base) ? NAN : r->sps / *base),
+        s_cell(c[1], 32, 1, r->tta), s_cell(c[2], 32, 0, r->sta), r->acc, r->wall,
+        r->bytes_per_step, r->st_mean, r->st_p99, r->st_max, r->dropped, r->load);
     for (int e = 0; e < r->nep; e++) {
-        ps_bench_table_rowf(te, "%s,%d,%s,%d,%.2f,%s,%.4f", r->mode, r->workers, scen, e + 1,
-                            r->ep_t[e], s_cell(c[3], 32, 0, r->ep_step[e]), r->ep_acc[e]);
+        ps_bench_table_rowf(te, "%s,%d,%s,%d,%.2f,%s,%.4f", r->mode, r->workers, scen,
+                            e + 1, r->ep_t[e], s_cell(c[3], 32, 0, r->ep_step[e]),
+                            r->ep_acc[e]);
     }
     return 0;
 }
@@ -279,13 +282,14 @@ static void s_notes(const train_cfg_t *cfg, ps_bench_table_t *t)
         cfg->servers, cfg->model, cfg->epochs, cfg->seed, extra, cfg->max_steps, strag,
         cfg->target, cfg->target);
     if (cfg->net) {
-        ps_bench_table_note(t,
-                            "Network: every role (scheduler, each server, each worker) in its "
-                            "own network namespace with its own veth link to a hub that routes "
-                            "between the links; %s. "
-                            "The roles share this machine's cores: the network is simulated, "
-                            "the compute is not.",
-                            ps_netsim_note(cfg->net));
+        ps_bench_table_note(
+            t,
+            "Network: every role (scheduler, each server, each worker) in its "
+            "own network namespace with its own veth link to a hub that routes "
+            "between the links; %s. "
+            "The roles share this machine's cores: the network is simulated, "
+            "the compute is not.",
+            ps_netsim_note(cfg->net));
     }
     if (!ps_bench_train_have_allreduce()) {
         ps_bench_table_note(
@@ -307,8 +311,8 @@ int ps_bench_train_sweep(const train_cfg_t *cfg)
     double base = NAN; /* sync, 1 worker */
     for (int i = 0; i < nruns && !ps_netsim_stop; i++) {
         train_run_t *r = &runs[i];
-        fprintf(stderr, TRAIN_PROG ": [%d/%d] --mode %s --workers %d (%s) ...\n", i + 1, nruns,
-                r->mode, r->workers, ps_bench_train_scenarios[r->scen]);
+        fprintf(stderr, TRAIN_PROG ": [%d/%d] --mode %s --workers %d (%s) ...\n", i + 1,
+                nruns, r->mode, r->workers, ps_bench_train_scenarios[r->scen]);
         failed |= s_one(cfg, r, &base, t, te);
     }
     s_notes(cfg, t);
