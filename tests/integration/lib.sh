@@ -153,7 +153,8 @@ results_page() {
         grep -Eq '^- Commit: [^ ]+ protocol [0-9]+$' "$f" &&
         grep -Eq '^- Date: [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} UTC$' "$f" &&
         grep -Eq '^- Machine: [0-9]+ cores, .+' "$f" &&
-        grep -Eq '^- Load \(1, 5, 15-minute averages\): ([0-9.]+ ){3}at the start, ([0-9.]+ ){3}at the end$' "$f" ||
+        grep -Eq '^- Load \(1, 5, 15-minute averages\): ([0-9.]+ ){3}at the start, ([0-9.]+ ){3}at the end$' \
+            "$f" ||
         fail "$f: the header lacks a field: $(head -8 "$f")"
 }
 
@@ -164,8 +165,8 @@ results_page() {
 # namespace and address, PFX their common prefix. Skips (77) with the reason
 # where namespaces cannot be made (not root, no kernel support). in_ns ROLE
 # CMD... starts CMD in ROLE's namespace (output in $TMP/ROLE.log, pid in
-# PID[ROLE]). netsim_down removes the network (also on exit); it fails the
-# test when a namespace was left behind.
+# PID[ROLE]). netsim_down removes the network (also on exit) and returns 1,
+# saying why, when a namespace was left behind.
 declare -A NS ADDR PID
 NETSIM_PID=
 
@@ -201,11 +202,14 @@ in_ns() {
 
 netsim_down() {
     [ -n "$NETSIM_PID" ] || return 0
-    local pid=$NETSIM_PID
+    local pid=$NETSIM_PID left
     NETSIM_PID=
     kill -TERM "$pid" 2>/dev/null
-    wait "$pid" || fail "shardps-netsim: $(tail -1 "$TMP/netsim.err")"
-    local left
-    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${PFX}(hub|c|s[0-9]+|w[0-9]+)$" || true)
-    [ -z "$left" ] || fail "namespaces left behind: $left"
+    if ! wait "$pid"; then
+        echo "shardps-netsim: $(tail -1 "$TMP/netsim.err")" >&2
+        return 1
+    fi
+    left=$(ip netns list 2>/dev/null | awk '{print $1}' |
+        grep -E "^${PFX}(hub|c|s[0-9]+|w[0-9]+)$" || true)
+    [ -z "$left" ] || { echo "namespaces left behind: $left" >&2; return 1; }
 }

@@ -58,5 +58,5 @@ params_close "$TMP/netns.f32" "$TMP/loopback.f32" 0 ||
 check_logs
 
 # Tear down now; netsim_down checks nothing of ours is left.
-netsim_down
+netsim_down || fail "the simulated cluster was not removed"
 echo "ok: 5 namespaces ($PFX*), parameters bitwise equal to loopback"

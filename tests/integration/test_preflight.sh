@@ -62,5 +62,5 @@ grep -Eq " W1 -> S0 tcp://${ADDR[s0]//./\\.}:[0-9]+ +UNREACHABLE" "$TMP/blocked.
 echo "ok - blackhole W1 -> S0: $(field "$TMP/blocked.json" "d['failure']")"
 
 check_logs
-netsim_down
+netsim_down || fail "the simulated cluster was not removed"
 echo "ok: preflight table on 4 pairs; a blocked pair named before step 0"
