@@ -93,7 +93,7 @@ static ps_node_t *s_spare_of(ps_failover_t *f, const ps_route_t *r)
 
 int ps_failover_is_spare(const ps_scheduler_t *s, const ps_register_t *reg)
 {
-    return reg->role == PS_ROLE_SERVER && (reg->spare || s->phase != S_WAITING);
+    return reg->role == PS_ROLE_SERVER && (reg->spare || s->phase != PS_PHASE_WAITING);
 }
 
 void ps_failover_add_spare(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *reg)
@@ -102,7 +102,7 @@ void ps_failover_add_spare(ps_scheduler_t *s, const ps_msg_t *m, const ps_regist
     const char *why = NULL;
     if (s->cfg->servers == 0) {
         why = "an allreduce job has no servers to replace";
-    } else if (s->phase == S_FINISHED || s->phase == S_FAILED || s->phase == S_REPORTING) {
+    } else if (s->phase == PS_PHASE_FINISHED || s->phase == PS_PHASE_FAILED || s->phase == PS_PHASE_REPORTING) {
         why = "the job is ending";
     } else if (s_spare_of(f, &m->route)) {
         why = "this spare is registered already";
@@ -233,8 +233,8 @@ static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
 {
     ps_failover_t *f = s->failover;
     const int r = n->rank;
-    if (n->role != PS_ROLE_SERVER || s->phase == S_WAITING || !f ||
-        (closed && (s->phase != S_RUNNING || !s->manifest || f->nspares == 0))) {
+    if (n->role != PS_ROLE_SERVER || s->phase == PS_PHASE_WAITING || !f ||
+        (closed && (s->phase != PS_PHASE_RUNNING || !s->manifest || f->nspares == 0))) {
         return 0;
     }
     if (!s->manifest) {
@@ -242,7 +242,7 @@ static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
                     "and --checkpoint-every)", r);
         return 0;
     }
-    if (s->phase == S_REPORTING) { /* training is over: only its report is missing */
+    if (s->phase == PS_PHASE_REPORTING) { /* training is over: only its report is missing */
         ps_log_warn("S%d (pid %u) lost after training ended: its report is missing", r, n->pid);
         n->used = 0;
         n->reported = 1;

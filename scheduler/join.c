@@ -310,7 +310,7 @@ void ps_join_state_write(ps_scheduler_t *s)
                            .restarts = s->restarts,
                            .checkpoint = s->checkpoint,
                            .seconds = ps_now() - s->t_view,
-                           .finished = s->phase == S_FINISHED || s->phase == S_FAILED};
+                           .finished = s->phase == PS_PHASE_FINISHED || s->phase == PS_PHASE_FAILED};
     for (int w = 0; w < s->cfg->workers; w++) {
         st.lost[w] = (unsigned char)s_worker(s, w)->lost;
     }
@@ -420,7 +420,7 @@ static void s_recover_begin(ps_scheduler_t *s)
 {
     const ps_sched_state_t *st = &s->saved_state;
     *s->view = *s->saved;
-    s->phase = S_RECOVERING;
+    ps_scheduler_phase_event(s, PS_PHASE_EV_SAVED_JOB_BACK);
     s->t_recover = ps_now();
     s->t_view = s->t_recover - st->seconds;
     s->membership_changes = st->membership_changes;
@@ -471,10 +471,10 @@ void ps_join_rejoin(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *r
     for (int i = 0; i < s->nnodes; i++) {
         fresh |= s->nodes[i].used;
     }
-    if (s->phase == S_WAITING && s->saved && !fresh) {
+    if (s->phase == PS_PHASE_WAITING && s->saved && !fresh) {
         s_recover_begin(s);
     }
-    const char *no = s->phase != S_RECOVERING ? "the scheduler is not bringing its job back"
+    const char *no = s->phase != PS_PHASE_RECOVERING ? "the scheduler is not bringing its job back"
                      : !is_server && n->lost   ? "it was left out of the job"
                      : n->used && n->pid != reg->pid ? "that node is registered"
                                                      : NULL;
@@ -529,7 +529,7 @@ void ps_join_recover_tick(ps_scheduler_t *s)
         }
         free(body);
     }
-    s->phase = S_RUNNING;
+    ps_scheduler_phase_event(s, PS_PHASE_EV_ALL_BACK);
     s->last_checkpoint = now;
     ps_log_warn("job %016llx is back: every node registered again within %.1f s",
                 (unsigned long long)s->run_id, now - s->t_recover);

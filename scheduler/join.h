@@ -58,11 +58,11 @@ void ps_join_state_write(ps_scheduler_t *s);
 void ps_join_state_load(ps_scheduler_t *s);
 
 /* A REGISTER carrying a job id: a node that lost its scheduler. The first
- * one of the saved job starts bringing it back (S_RECOVERING); the same
+ * one of the saved job starts bringing it back (PS_PHASE_RECOVERING); the same
  * node again (a lost answer) is answered again; anything else is refused. */
 void ps_join_rejoin(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *reg);
 
-/* S_RECOVERING: once every server and live worker registered again the job
+/* PS_PHASE_RECOVERING: once every server and live worker registered again the job
  * runs on (servers' holds released); after --wait the missing workers are
  * left out (--min-workers) or the job fails. */
 void ps_join_recover_tick(ps_scheduler_t *s);

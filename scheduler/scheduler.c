@@ -91,7 +91,7 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
     vsnprintf(s->failure, sizeof s->failure, fmt, ap);
     va_end(ap);
     ps_log_err("job aborted: %s", s->failure);
-    s->phase = S_FAILED;
+    ps_scheduler_phase_event(s, PS_PHASE_EV_ABORT);
     /* The summary first: once the nodes hear of the abort they exit, and a
      * launcher that sees them go may stop this process before it writes. */
     ps_summary_write(s);
@@ -102,6 +102,19 @@ static void s_fail(ps_scheduler_t *s, const char *fmt, ...)
         s_send_all(s, PS_MSG_SHUTDOWN, body, len);
         free(body);
     }
+}
+
+int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
+{
+    ps_phase_t to;
+    int rc = ps_phase_next(s->phase, ev, &to);
+    if (rc != 0) {
+        ps_log_err("scheduler: no transition from %s on %s (a bug: the phase stays)",
+                   ps_phase_name(s->phase), ps_phase_event_name(ev));
+        return rc;
+    }
+    s->phase = to;
+    return 0;
 }
 
 void ps_scheduler_fail(ps_scheduler_t *s, const char *reason)
@@ -149,11 +162,11 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
         ps_failover_add_spare(s, m, &reg);
         return;
     }
-    if (s->phase == S_RUNNING && reg.role == PS_ROLE_WORKER && !s_node_of(s, &m->route)) {
+    if (s->phase == PS_PHASE_RUNNING && reg.role == PS_ROLE_WORKER && !s_node_of(s, &m->route)) {
         ps_join_register(s, m, &reg);
         return;
     }
-    if (s->phase != S_WAITING || s_node_of(s, &m->route)) {
+    if (s->phase != PS_PHASE_WAITING || s_node_of(s, &m->route)) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "the job has already started or this node is registered");
         return;
@@ -340,7 +353,7 @@ static void s_maybe_start(ps_scheduler_t *s)
                              body, len);
         }
         free(body);
-        s->phase = S_STARTING;
+        ps_scheduler_phase_event(s, PS_PHASE_EV_SERVERS_VIEWED);
         return;
     }
     ps_log_info("ring of %d workers over %llu parameters (%.2f MB)", s->cfg->workers,
@@ -387,7 +400,7 @@ static void s_start_workers(ps_scheduler_t *s)
                          len);
     }
     free(body);
-    s->phase = S_RUNNING;
+    ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_VIEWED);
     s->t_view = s->last_checkpoint = ps_now();
     ps_join_state_write(s);
     char sched[64], mode[32];
@@ -419,8 +432,8 @@ static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     /* While the job runs only a promoted spare binds (scheduler/failover.c):
      * its endpoint goes into the view the workers get once every server
      * rolled back (its PEER_READY comes before its FAILOVER_READY). */
-    const int spare = s->phase == S_RUNNING;
-    if (n->role != PS_ROLE_SERVER || (s->phase != S_STARTING && !spare) || n->ready || !p ||
+    const int spare = s->phase == PS_PHASE_RUNNING;
+    if (n->role != PS_ROLE_SERVER || (s->phase != PS_PHASE_STARTING && !spare) || n->ready || !p ||
         ps_codec_unpack_peer_ready(p, len, n->endpoint, sizeof n->endpoint) != 0) {
         s_fail(s, "%s sent a bad ready message", ps_node_tag(n, tag, sizeof tag));
         return;
@@ -469,7 +482,7 @@ static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     size_t len;
     const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
     if (!p || ps_codec_unpack_barrier(p, len, name, sizeof name) != 0 ||
-        n->role != PS_ROLE_WORKER || s->phase != S_RUNNING) {
+        n->role != PS_ROLE_WORKER || s->phase != PS_PHASE_RUNNING) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "bad barrier");
         return;
     }
@@ -649,7 +662,7 @@ static int s_live_workers(const ps_scheduler_t *s)
  * steps with them from the next change on). */
 static int s_leave(ps_scheduler_t *s, ps_node_t *n, const char *why)
 {
-    if (n->role != PS_ROLE_WORKER || s->phase <= S_STARTING || n->done ||
+    if (n->role != PS_ROLE_WORKER || s->phase <= PS_PHASE_STARTING || n->done ||
         s_live_workers(s) - 1 < (s->cfg->min_workers ? s->cfg->min_workers : s->cfg->workers)) {
         return 0;
     }
@@ -755,14 +768,14 @@ static void s_tick(ps_scheduler_t *s)
             return;
         }
     }
-    if (s->phase == S_WAITING && now - s->t_start > s->cfg->wait) {
+    if (s->phase == PS_PHASE_WAITING && now - s->t_start > s->cfg->wait) {
         char missing[160];
         s_missing(s, missing, sizeof missing);
         s_fail(s, "not every node registered within %.0f s; missing:%s", s->cfg->wait,
                missing[0] ? missing : " model sizes from workers");
         return;
     }
-    if (s->phase == S_WAITING && now >= s->next_wait_log) {
+    if (s->phase == PS_PHASE_WAITING && now >= s->next_wait_log) {
         char missing[160];
         int in = s_missing(s, missing, sizeof missing);
         ps_log_info("still waiting for%s (%d/%d registered, %.0f s of --wait %.0f)",
@@ -770,30 +783,30 @@ static void s_tick(ps_scheduler_t *s)
                     now - s->t_start, s->cfg->wait);
         s->next_wait_log = now + PS_LINK_WAIT_LOG_SECONDS;
     }
-    if (s->phase == S_RECOVERING) {
+    if (s->phase == PS_PHASE_RECOVERING) {
         ps_join_recover_tick(s);
     }
-    if (s->phase == S_RUNNING) {
+    if (s->phase == PS_PHASE_RUNNING) {
         ps_join_tick(s);
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
             if (!s->nodes[i].done && !s->nodes[i].lost) {
                 return;
             }
         }
-        s->phase = S_REPORTING;
+        ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_DONE);
         s->t_end = now;
         for (int i = 0; i < s->cfg->servers; i++) {
             ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_REPORT, PS_ROLE_SCHEDULER,
                              0, NULL, 0);
         }
     }
-    if (s->phase == S_REPORTING) {
+    if (s->phase == PS_PHASE_REPORTING) {
         for (int i = 0; i < s->cfg->servers; i++) {
             if (!s->nodes[i].reported) {
                 return;
             }
         }
-        s->phase = S_FINISHED;
+        ps_scheduler_phase_event(s, PS_PHASE_EV_REPORTS_IN);
     }
 }
 
@@ -814,7 +827,7 @@ static int s_on_receive(void *arg, ps_msg_t *m, int rc)
     } else {
         ps_ratelog_reject(s->drops, "a malformed message", s_peer(m), m->hdr.error);
     }
-    if (s->phase == S_WAITING) {
+    if (s->phase == PS_PHASE_WAITING) {
         s_maybe_start(s);
     }
     return 0;
@@ -822,7 +835,7 @@ static int s_on_receive(void *arg, ps_msg_t *m, int rc)
 
 int ps_scheduler_run(const ps_scheduler_config_t *cfg)
 {
-    ps_scheduler_t s = {.cfg = cfg, .phase = S_WAITING};
+    ps_scheduler_t s = {.cfg = cfg, .phase = PS_PHASE_WAITING};
     int status = 1;
     /* Tells this run's nodes from another's when they register again. */
     if (getrandom(&s.run_id, sizeof s.run_id, 0) != sizeof s.run_id) {
@@ -879,7 +892,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     }
     s.t_start = ps_now();
     s.next_wait_log = s.t_start + PS_LINK_WAIT_LOG_SECONDS;
-    while (s.phase != S_FINISHED && s.phase != S_FAILED) {
+    while (s.phase != PS_PHASE_FINISHED && s.phase != PS_PHASE_FAILED) {
         ps_pollitem_t its[2] = {{.sock = s.router}, {.sock = s.monitor}};
         if ((rc = ps_poll(its, s.monitor ? 2 : 1, 100)) < 0) {
             s_fail(&s, "poll failed: %s", ps_strerror(rc));
@@ -900,7 +913,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_scheduler_observe_tick(&s);
     }
     ps_join_leave_flush(&s);
-    if (s.phase == S_FINISHED) {
+    if (s.phase == PS_PHASE_FINISHED) {
         ps_scheduler_observe_tick(&s);
         ps_sched_obs_mark_end(s.obs);
         int written = ps_summary_write(&s); /* s_fail wrote a failed job's */

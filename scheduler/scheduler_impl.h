@@ -18,6 +18,7 @@
 #include "scheduler/identity.h"
 #include "scheduler/manifest.h"
 #include "scheduler/observe.h"
+#include "scheduler/phase.h"
 #include "scheduler/scheduler.h"
 
 #ifdef __cplusplus
@@ -64,27 +65,13 @@ typedef struct {
     int64_t max_version; /* the highest version answered */
 } ps_agree_t;
 
-/* WAITING for nodes -> STARTING (servers have the view, binding for their
- * shard) -> RUNNING the job (workers have the view) -> REPORTING (workers
- * done, servers asked for telemetry) -> FINISHED; any -> FAILED. A restarted
- * scheduler whose nodes register again goes WAITING -> RECOVERING -> RUNNING. */
-typedef enum {
-    S_WAITING,
-    S_RECOVERING,
-    S_STARTING,
-    S_RUNNING,
-    S_REPORTING,
-    S_FINISHED,
-    S_FAILED
-} ps_phase_t;
-
 /* The scheduler's whole state, one per ps_scheduler_run. */
 typedef struct {
     const ps_scheduler_config_t *cfg;
     ps_ctx_t *ctx;
     ps_sock_t *router;
     char endpoint[128];
-    ps_phase_t phase;
+    ps_phase_t phase; /* changed only by ps_scheduler_phase_event() */
     ps_node_t *nodes; /* S + M rows: servers first */
     int nnodes;
     ps_view_t *view;
@@ -156,6 +143,11 @@ void ps_join_leave_flush(ps_scheduler_t *s);
 /* Leaves silent worker n out when --min-workers allows (scheduler.c).
  * Returns 1 when it was left out (or the job failed), 0 when it cannot be. */
 int ps_scheduler_leave(ps_scheduler_t *s, ps_node_t *n, double silent);
+
+/* The only way the phase changes: the table's transition for ev
+ * (scheduler/phase.h). Returns 0, or PS_ESTATE when the table has none
+ * (logged: a bug of ours; the phase stays) (scheduler.c). */
+int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev);
 
 /* Aborts the job for reason (scheduler.c): every node is told, the summary
  * is written. */
