@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "scheduler/agree.h"
 #include "scheduler/manifest.h"
 
 /* One lost server replaced: what the summary reports. */
@@ -315,11 +316,10 @@ static int s_replace(ps_scheduler_t *s, ps_node_t *n, double silent, int closed)
         }
     }
     s_send_members(s, n);
-    if (s->agree.active) {
-        /* The servers' rollback ends their hold, and the spare never had it:
-         * the agreement starts again (ps_join_tick), the spare included;
-         * the survivors' answers to this one are of the older generation. */
-        s->agree.active = 0;
+    /* The servers' rollback ends their hold, and the spare never had it: the
+     * agreement starts again (its user's tick), the spare included; the
+     * survivors' answers to this one are of the older generation. */
+    if (ps_agree_abandon(s->agree)) {
         ps_log_info("failover %lld: the step agreement under way starts again",
                     (long long)v->generation);
     }

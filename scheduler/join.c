@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "scheduler/agree.h"
 
 static ps_node_t *s_worker(ps_scheduler_t *s, int rank)
 {
@@ -162,38 +163,10 @@ void ps_join_answer(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
     if (m->hdr.generation != s->view->generation) {
         return; /* an answer to an agreement a failover abandoned */
     }
-    if (n->role != PS_ROLE_SERVER || !s->agree.active || s->agree.answered[n->rank] || !p ||
-        ps_codec_unpack_join_step(p, len, &js) != 0 || js.members) {
+    if (n->role != PS_ROLE_SERVER || !p || ps_codec_unpack_join_step(p, len, &js) != 0 ||
+        js.members || ps_agree_answer(s->agree, n->rank, js.step) != 0) {
         ps_log_warn("dropped an unexpected join-step message from S%d", n->rank);
-        return;
     }
-    s->agree.answered[n->rank] = 1;
-    s->agree.answers++;
-    s->agree.max_version = js.step > s->agree.max_version ? js.step : s->agree.max_version;
-}
-
-static void s_start(ps_scheduler_t *s, int worker, int checkpoint)
-{
-    memset(&s->agree, 0, sizeof s->agree);
-    s->agree.active = 1;
-    s->agree.worker = worker;
-    s->agree.checkpoint = checkpoint;
-    s->agree.max_version = -1;
-    /* The joiner's token goes with the hold: every server knows it before the
-     * joiner gets its view and can send a request (on another connection). */
-    const ps_node_t *n = worker >= 0 ? s_worker(s, worker) : NULL;
-    ps_join_step_t js = {.worker = worker, .token = n ? n->token : 0};
-    uint8_t *body = NULL;
-    size_t len = 0;
-    if (ps_codec_pack_join_step(&js, &body, &len) != 0) {
-        body = NULL;
-        len = 0;
-    }
-    for (int i = 0; i < s->cfg->servers; i++) {
-        ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_PREPARE, PS_ROLE_SCHEDULER,
-                         0, body, len);
-    }
-    free(body);
 }
 
 /* The joining worker's view: the job's, starting at step J. */
@@ -222,10 +195,10 @@ static int s_send_view(ps_scheduler_t *s, ps_node_t *n, int64_t step)
 }
 
 /* Every server answered: J = max(V) + 1. */
-static void s_commit(ps_scheduler_t *s)
+static void s_commit(ps_scheduler_t *s, int64_t J)
 {
-    const int64_t J = s->agree.max_version + 1;
-    ps_node_t *n = s->agree.worker >= 0 ? s_worker(s, s->agree.worker) : NULL;
+    const int worker = ps_agree_worker(s->agree);
+    ps_node_t *n = worker >= 0 ? s_worker(s, worker) : NULL;
     if (n && !(n->used && n->joining == 2)) {
         n = NULL; /* it fell silent meanwhile */
     }
@@ -233,19 +206,9 @@ static void s_commit(ps_scheduler_t *s)
         s_refuse(s, n, "the job is at its last step");
         n = NULL;
     }
-    ps_join_step_t js = {.step = J, .worker = n ? n->rank : -1,
-                         .checkpoint = s->agree.checkpoint, .token = n ? n->token : 0};
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
-        for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_STEP, PS_ROLE_SCHEDULER,
-                             0, body, len);
-        }
-        free(body);
-    }
-    s->agree.active = 0;
-    if (js.checkpoint) {
+    const int checkpoint = ps_agree_checkpoint(s->agree);
+    ps_agree_commit(s->agree, s, J, n ? n->rank : -1, n ? n->token : 0);
+    if (checkpoint) {
         ps_log_debug("timed checkpoint agreed at step %lld", (long long)J);
     }
     if (!n) {
@@ -270,22 +233,23 @@ static void s_commit(ps_scheduler_t *s)
 
 void ps_join_tick(ps_scheduler_t *s)
 {
-    if (s->agree.active) {
-        if (s->agree.answers == s->cfg->servers) {
-            s_commit(s);
+    int64_t J;
+    if (ps_agree_active(s->agree)) {
+        if (ps_agree_ready(s->agree, &J)) {
+            s_commit(s, J);
         }
         return;
     }
     for (int w = 0; w < s->cfg->workers; w++) {
         if (s_worker(s, w)->used && s_worker(s, w)->joining == 2) {
-            s_start(s, w, 0);
+            ps_agree_start(s->agree, s, w, s_worker(s, w)->token, 0);
             return;
         }
     }
     const double now = ps_now();
     if (s->cfg->checkpoint_seconds > 0 && now - s->last_checkpoint >= s->cfg->checkpoint_seconds) {
         s->last_checkpoint = now;
-        s_start(s, -1, 1);
+        ps_agree_start(s->agree, s, -1, 0, 1);
     }
 }
 
@@ -519,16 +483,7 @@ void ps_join_recover_tick(ps_scheduler_t *s)
         }
     }
     /* Every node is back: a step agreement the old scheduler left open ends. */
-    ps_join_step_t js = {.step = 0, .worker = -1};
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_join_step(&js, &body, &len) == 0) {
-        for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_JOIN_STEP,
-                             PS_ROLE_SCHEDULER, 0, body, len);
-        }
-        free(body);
-    }
+    ps_agree_release(s);
     ps_scheduler_phase_event(s, PS_PHASE_EV_ALL_BACK);
     s->last_checkpoint = now;
     ps_log_warn("job %016llx is back: every node registered again within %.1f s",

@@ -27,6 +27,7 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/sock.h"
+#include "scheduler/agree.h"
 #include "scheduler/failover.h"
 #include "scheduler/join.h"
 #include "scheduler/manifest.h"
@@ -80,6 +81,14 @@ static void s_send_all(ps_scheduler_t *s, ps_msg_type_t type, const void *body, 
         }
     }
     ps_failover_send_spares(s, type, body, len);
+}
+
+void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
+                               size_t len)
+{
+    for (int i = 0; i < s->cfg->servers; i++) {
+        ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body, len);
+    }
 }
 
 /* Aborts the job: every node is told why, then the loop ends with status 1. */
@@ -348,10 +357,7 @@ static void s_maybe_start(ps_scheduler_t *s)
             s_fail(s, "cannot encode the cluster view");
             return;
         }
-        for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0,
-                             body, len);
-        }
+        ps_scheduler_send_servers(s, PS_MSG_VIEW, body, len);
         free(body);
         ps_scheduler_phase_event(s, PS_PHASE_EV_SERVERS_VIEWED);
         return;
@@ -795,10 +801,7 @@ static void s_tick(ps_scheduler_t *s)
         }
         ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_DONE);
         s->t_end = now;
-        for (int i = 0; i < s->cfg->servers; i++) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_REPORT, PS_ROLE_SCHEDULER,
-                             0, NULL, 0);
-        }
+        ps_scheduler_send_servers(s, PS_MSG_REPORT, NULL, 0);
     }
     if (s->phase == PS_PHASE_REPORTING) {
         for (int i = 0; i < s->cfg->servers; i++) {
@@ -849,6 +852,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     char why[128];
     if (!s.nodes || !s.view || ps_ratelog_new(&s.drops, PS_RATELOG_PERIOD) != 0 ||
         ps_failover_new(&s.failover, cfg->servers) != 0 ||
+        ps_agree_new(&s.agree, cfg->servers) != 0 ||
         ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
         goto fail;
@@ -940,6 +944,7 @@ fail:
     ps_manifest_destroy(&s.manifest);
     ps_sched_obs_destroy(&s.obs);
     ps_failover_destroy(&s.failover);
+    ps_agree_destroy(&s.agree);
     ps_ratelog_destroy(&s.drops);
     free(s.saved);
     free(s.view);

@@ -55,15 +55,8 @@ typedef struct {
 /* Spares and replacements of lost servers: scheduler/failover.c. */
 typedef struct ps_failover ps_failover_t;
 
-/* An agreement of a future step with every server (scheduler/join.h). */
-typedef struct {
-    int active;          /* MSG_JOIN_PREPARE sent, answers being collected */
-    int worker;          /* the worker joining at the agreed step, or -1 */
-    int checkpoint;      /* a timed checkpoint at the agreed step */
-    int answers;         /* servers that answered */
-    unsigned char answered[PS_MAX_SERVERS];
-    int64_t max_version; /* the highest version answered */
-} ps_agree_t;
+/* A step agreed with every server: scheduler/agree.c. */
+typedef struct ps_agree ps_agree_t;
 
 /* The scheduler's whole state, one per ps_scheduler_run. */
 typedef struct {
@@ -93,7 +86,7 @@ typedef struct {
     ps_failover_t *failover; /* spare servers, replacements (scheduler/failover.c) */
     ps_sock_t *monitor;   /* the router's closed connections; NULL if unavailable */
     uint64_t run_id;  /* this run of the job, in every REGISTER_ACK */
-    ps_agree_t agree; /* the step being agreed with the servers (scheduler/join.c) */
+    ps_agree_t *agree; /* the step being agreed with the servers (scheduler/agree.c) */
     double last_checkpoint; /* ps_now() of the last timed checkpoint's agreement */
     int joins;        /* workers that joined while the job ran */
     struct {
@@ -152,6 +145,11 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev);
 /* Aborts the job for reason (scheduler.c): every node is told, the summary
  * is written. */
 void ps_scheduler_fail(ps_scheduler_t *s, const char *reason);
+
+/* Sends a control message (body of len bytes, or none) to every server of
+ * the job (scheduler.c). */
+void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
+                               size_t len);
 
 /* A node's token: 64 random bits from the kernel, never 0 (0 = no token).
  * Returns 0 or PS_EIO (scheduler.c). */
