@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/log.h"
 
 struct ps_agree {
     int servers;         /* S: answers an agreement needs */
@@ -121,3 +122,31 @@ void ps_agree_release(ps_scheduler_t *s)
 {
     s_send(s, PS_MSG_JOIN_STEP, &(ps_join_step_t){.step = 0, .worker = -1});
 }
+
+/* A server's MSG_JOIN_STEP: its version during an agreement. Server 0's
+ * answers to MSG_MEMBERS (members set) are the members' (members.c). */
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    ps_agree_t *a = self;
+    if (!n || m->hdr.type != PS_MSG_JOIN_STEP) {
+        return 0;
+    }
+    ps_join_step_t js;
+    size_t len;
+    const void *p = ps_scheduler_body(m, &len);
+    const int decoded = p && ps_codec_unpack_join_step(p, len, &js) == 0;
+    if (decoded && n->role == PS_ROLE_SERVER && js.members) {
+        return 0;
+    }
+    if (m->hdr.generation != s->view->generation) {
+        return 1; /* an answer to an agreement a failover abandoned */
+    }
+    if (!decoded || n->role != PS_ROLE_SERVER || ps_agree_answer(a, n->rank, js.step) != 0) {
+        ps_log_warn("dropped an unexpected join-step message from S%d", n->rank);
+    }
+    return 1;
+}
+
+const ps_sched_events_t ps_agree_events = {
+    .on_message = s_on_message,
+};

@@ -16,8 +16,10 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
-#include "scheduler/preflight.h"
 #include "scheduler/failover.h"
+#include "scheduler/join.h"
+#include "scheduler/preflight.h"
+#include "scheduler/restart.h"
 
 /* Prints "[a, b, ...]" of one double per worker. */
 static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
@@ -260,7 +262,7 @@ int ps_summary_write(const ps_scheduler_t *s)
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
                 (unsigned long long)dropped, (unsigned long long)rejected,
                 (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes,
-                s->joins, s->restarts, (long long)fewer, (unsigned long long)secure_refused,
+                ps_join_count(s->join), ps_restart_count(s->restart), (long long)fewer, (unsigned long long)secure_refused,
                 (unsigned long long)forged, (unsigned long long)unread, ps_cpu_seconds(),
                 (unsigned long long)s->messages);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
