@@ -93,7 +93,7 @@ int ps_failover_spare_closed(ps_failover_t *f, int fd);
 int ps_failover_record(ps_failover_t *f, int r, int64_t generation, int64_t step, double now,
                        double silent, int stepped);
 
-/* The oldest waiting spare takes server r's place: its row into *spare, and
+/* A waiting spare takes server r's place: its row into *spare, and
  * its spare id is remembered (its heartbeats sent before it learnt rank r).
  * Returns 0, or PS_ENOENT when none waits. */
 int ps_failover_promote(ps_failover_t *f, int r, ps_node_t *spare);
