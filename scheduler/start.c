@@ -25,14 +25,12 @@
 
 /* A REGISTER of a node of the job before it starts: a free rank (its own
  * --rank, or the lowest free one). */
-static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
-                         const ps_register_t *reg)
+static void s_register(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *reg)
 {
-    (void)self;
     if (s->phase != PS_PHASE_WAITING || ps_scheduler_node_of(s, &m->route)) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "the job has already started or this node is registered");
-        return 1;
+        return;
     }
     const int is_server = reg->role == PS_ROLE_SERVER;
     const int count = is_server ? s->cfg->servers : s->cfg->workers;
@@ -43,12 +41,12 @@ static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
                            "rank %d is out of range: -1 (any) or 0 to %d (the job has %d %ss)",
                            rank, count - 1, count, what);
-        return 1;
+        return;
     }
     if (rank >= 0 && base[rank].used) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "%s%d is already registered", ps_codec_role_tag(reg->role), rank);
-        return 1;
+        return;
     }
     for (int i = 0; rank < 0 && i < count; i++) {
         if (!base[i].used) {
@@ -58,19 +56,19 @@ static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
     if (rank < 0) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "the job already has all %d %ss", count, what);
-        return 1;
+        return;
     }
     if (s->cfg->secure && !reg->curve_key[0]) {
         /* ZAP admitted its connection; the key it serves with must come too. */
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
                            "a node of a secure job must send its public key");
-        return 1;
+        return;
     }
     ps_node_t *n = &base[rank];
     if (ps_members_admit(s, n, m, reg, rank, 0) != 0) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EIO,
                            "the scheduler cannot draw a token");
-        return 1;
+        return;
     }
     snprintf(n->endpoint, sizeof n->endpoint, "%s", reg->endpoint);
     ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
@@ -78,7 +76,7 @@ static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
     char tag[16];
     ps_log_info("registered %s (pid %u%s%s)", ps_node_tag(n, tag, sizeof tag), n->pid,
                 n->endpoint[0] ? ", " : "", n->endpoint);
-    return 1;
+    return;
 }
 
 static void s_start_workers(ps_scheduler_t *s);
@@ -345,10 +343,11 @@ static void s_on_tick(void *self, ps_scheduler_t *s, double now)
 }
 
 /* A fresh registration may complete the job: every message checks. */
-static int s_on_register_start(void *self, ps_scheduler_t *s, const ps_msg_t *m,
-                               const ps_register_t *reg)
+static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
+                         const ps_register_t *reg)
 {
-    s_on_register(self, s, m, reg);
+    (void)self;
+    s_register(s, m, reg);
     if (s->phase == PS_PHASE_WAITING) {
         s_maybe_start(s);
     }
@@ -356,7 +355,7 @@ static int s_on_register_start(void *self, ps_scheduler_t *s, const ps_msg_t *m,
 }
 
 const ps_sched_events_t ps_start_events = {
-    .on_register = s_on_register_start,
+    .on_register = s_on_register,
     .on_message = s_on_message,
     .on_tick = s_on_tick,
 };
