@@ -456,7 +456,7 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
     ps_failover_promote(f, r, &spare);
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
-    ps_members_swap_in(s, n, &spare); /* the spare's connection is S<r> from now on */
+    ps_members_swap_in(n, &spare); /* the spare's connection is S<r> from now on */
     ps_start_view_failover(s, r, spare.curve_key, step, parts, dir);
     ps_log_warn("failover %lld: lost S%d (pid %u): %s %.1f s; spare S%d (pid %u) "
                 "takes its keys from %s; %s %lld",

@@ -81,7 +81,7 @@ static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
     }
     ps_node_t *n = ps_scheduler_worker(s, rank);
     /* not counted live before it joins */
-    if (ps_members_admit(s, n, m, reg, rank, 1) != 0) {
+    if (ps_members_admit(n, m, reg, rank, 1) != 0) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EIO,
                            "the scheduler cannot draw a token");
         return 1;

@@ -21,10 +21,9 @@
 
 /* ---- rows ---------------------------------------------------------------- */
 
-int ps_members_admit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
-                     const ps_register_t *reg, int rank, int lost)
+int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const ps_register_t *reg, int rank,
+                     int lost)
 {
-    (void)s;
     uint64_t token;
     if (ps_scheduler_new_token(&token) != 0) {
         return PS_EIO;
@@ -58,9 +57,8 @@ void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
     }
 }
 
-void ps_members_swap_in(ps_scheduler_t *s, ps_node_t *n, const ps_node_t *spare)
+void ps_members_swap_in(ps_node_t *n, const ps_node_t *spare)
 {
-    (void)s;
     n->route = spare->route;
     n->pid = spare->pid;
     n->fd = spare->fd;

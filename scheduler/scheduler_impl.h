@@ -214,8 +214,8 @@ void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int
 /* Fills row n for m's sender registering as reg (rank: its rank), with a
  * new token; lost: not live yet (a joiner). Returns 0, or PS_EIO when no
  * token can be drawn (the row is untouched). */
-int ps_members_admit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
-                     const ps_register_t *reg, int rank, int lost);
+int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const ps_register_t *reg, int rank,
+                     int lost);
 
 /* Row n is m's sender again (a restarted scheduler: the same node, with its
  * token, on a new connection). */
@@ -224,7 +224,7 @@ void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
 
 /* Row n (a server) is served by spare from now on: its connection, key and
  * pid; not bound and not reported yet. */
-void ps_members_swap_in(ps_scheduler_t *s, ps_node_t *n, const ps_node_t *spare);
+void ps_members_swap_in(ps_node_t *n, const ps_node_t *spare);
 
 /* Node n was heard from now. */
 void ps_members_seen(ps_node_t *n);

@@ -65,7 +65,7 @@ static void s_register(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t
         return;
     }
     ps_node_t *n = &base[rank];
-    if (ps_members_admit(s, n, m, reg, rank, 0) != 0) {
+    if (ps_members_admit(n, m, reg, rank, 0) != 0) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EIO,
                            "the scheduler cannot draw a token");
         return;
