@@ -179,7 +179,7 @@ void ps_trace_span(ps_trace_name_t name, int64_t step, double t0, double t1, int
 }
 
 /* Microseconds with three decimals from nanoseconds, in integers: printf's
- * "%.3f" took most of the time writing a trace. buf: 32 bytes. */
+ * "%.3f" would cost most of the time writing a trace. buf: 32 bytes. */
 static const char *s_us(char *buf, int64_t ns)
 {
     const char *sign = ns < 0 ? "-" : "";
@@ -277,7 +277,7 @@ static char *s_slurp(const char *path)
 }
 
 /* The nanoseconds of a timestamp written by s_us ("-U.FFF" microseconds);
- * *end: after it. Integers, like s_us: strtod took most of a merge's time. */
+ * *end: after it. Integers, like s_us: strtod would cost most of a merge's time. */
 static int64_t s_parse_us(const char *p, char **end)
 {
     const int neg = *p == '-';
