@@ -360,6 +360,37 @@ int ps_codec_view_from_pb(const Shardps__ClusterView *m, ps_view_t *v, char *why
     return 0;
 }
 
+void ps_codec_part_to_pb(const ps_checkpoint_part_t *p, Shardps__Checkpoint *out)
+{
+    shardps__checkpoint__init(out);
+    out->step = p->step;
+    out->file = (char *)p->file;
+    out->size = p->size;
+    out->crc32 = p->crc32;
+    out->key_begin = p->begin;
+    out->key_end = p->end;
+    out->version = p->version;
+}
+
+static int s_check_checkpoint(const void *pm, char *why, size_t cap);
+
+int ps_codec_part_from_pb(const Shardps__Checkpoint *m, ps_checkpoint_part_t *p, char *why,
+                          size_t cap)
+{
+    memset(p, 0, sizeof *p);
+    if (s_check_checkpoint(m, why, cap) != 0) {
+        return PS_EPROTO;
+    }
+    p->step = m->step;
+    s_copy(p->file, sizeof p->file, m->file);
+    p->size = m->size;
+    p->crc32 = m->crc32;
+    p->begin = m->key_begin;
+    p->end = m->key_end;
+    p->version = m->version;
+    return 0;
+}
+
 /* ---- the checks of the control bodies, by type ------------------------------ */
 
 /* Each takes the message as its generated struct, through the base. */

@@ -188,6 +188,29 @@ typedef struct {
     int joining;               /* this worker joins a running job at start_step */
 } ps_view_t;
 
+/* A checkpoint part: the file a server wrote and synced, as the scheduler's
+ * manifest lists it (kept per server and step until the checkpoint is
+ * complete, and read back by the tests), so a domain type; it travels as a
+ * Checkpoint (MSG_CHECKPOINT), converted by ps_codec_part_to_pb and
+ * ps_codec_part_from_pb. */
+typedef struct {
+    int64_t step;          /* the checkpoint: the version after step N's update is N */
+    char file[PS_CHECKPOINT_FILE_MAX]; /* its name inside DIR/step-N/ */
+    uint64_t size;         /* bytes */
+    uint32_t crc32;        /* zlib's CRC-32 of the file */
+    uint64_t begin, end;   /* its keys */
+    int64_t version;       /* the server's version in it (updates applied): N in stepped
+                              modes, N * workers in async */
+} ps_checkpoint_part_t;
+
+/* The part as a Checkpoint (borrowed from p: its file name). */
+void ps_codec_part_to_pb(const ps_checkpoint_part_t *p, Shardps__Checkpoint *out);
+
+/* Checks m (as ps_codec_check) and copies it into p. Returns 0, or PS_EPROTO
+ * with the reason in why. */
+int ps_codec_part_from_pb(const Shardps__Checkpoint *m, ps_checkpoint_part_t *p, char *why,
+                          size_t cap);
+
 /* A job configuration as a JobConfig: pb points into the text fields. */
 typedef struct {
     Shardps__JobConfig pb;
@@ -295,16 +318,6 @@ typedef struct {
     uint64_t received[PS_BYTE_TYPES];
 } ps_byte_counts_t;
 
-/* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
-typedef struct {
-    int64_t step;          /* the checkpoint: the version after step N's update is N */
-    char file[64];         /* its name inside DIR/step-N/ */
-    uint64_t size;         /* bytes */
-    uint32_t crc32;        /* zlib's CRC-32 of the file */
-    uint64_t begin, end;   /* its keys */
-    int64_t version;       /* the server's version in it (updates applied): N in stepped
-                              modes, N * workers in async */
-} ps_checkpoint_part_t;
 
 typedef struct {
     ps_role_t role;     /* server or worker */

@@ -22,11 +22,37 @@
 #include "scheduler/restart.h"
 
 /* Prints "[a, b, ...]" of one double per worker. */
+/* Node i's DONE (a worker's), or an empty one before it came. */
+static const Shardps__Done *s_done(const ps_scheduler_t *s, int i)
+{
+    static const Shardps__Done none = SHARDPS__DONE__INIT;
+    return s->nodes[i].stats ? s->nodes[i].stats : &none;
+}
+
+/* Node i's end-of-job report (a server's), or an empty one before it came. */
+static const Shardps__ServerReport *s_report(const ps_scheduler_t *s, int i)
+{
+    static const Shardps__ServerReport none = SHARDPS__SERVER_REPORT__INIT;
+    return s->nodes[i].report ? s->nodes[i].report : &none;
+}
+
+/* A report's staleness histogram (zero before the report came). */
+static void s_staleness(const Shardps__ServerReport *r, ps_hist_t *h)
+{
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; i < r->n_staleness && i < PS_HIST_BUCKETS; i++) {
+        h->counts[i] = r->staleness[i];
+        h->n += r->staleness[i];
+    }
+    h->sum = r->staleness_sum;
+    h->max = r->staleness_max;
+}
+
 static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
 {
     fputc('[', f);
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const double *v = (const double *)((const char *)&s->nodes[i].stats + field_offset);
+        const double *v = (const double *)((const char *)s_done(s, i) + field_offset);
         fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "", *v);
     }
     fputc(']', f);
@@ -87,7 +113,9 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
     ps_preflight_json(s, f);
     fputs(", \"server_reports\": [", f);
     for (int i = 0; finished && i < s->cfg->servers; i++) {
-        const ps_server_report_t *r = &s->nodes[i].report;
+        const Shardps__ServerReport *r = s_report(s, i);
+        ps_hist_t staleness;
+        s_staleness(r, &staleness);
         fprintf(f,
                 "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
                 "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
@@ -98,19 +126,19 @@ static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
                 (unsigned long long)r->pulls, (unsigned long long)r->rejected,
                 (unsigned long long)r->nonfinite, (unsigned long long)r->dropped,
                 (unsigned long long)r->secure_refused, (long long)r->version,
-                ps_hist_mean(&r->staleness),
-                (long long)(r->staleness.max > 0 ? r->staleness.max : 0),
-                (unsigned long long)r->staleness.n, r->cpu_seconds);
+                ps_hist_mean(&staleness),
+                (long long)(staleness.max > 0 ? staleness.max : 0),
+                (unsigned long long)staleness.n, r->cpu_seconds);
     }
     fputs("]}\n", f);
 }
 
-/* Byte counts by message type as a JSON object of the non-zero ones, keyed
- * by the type's name ("pull_reply"). */
-static void s_json_type_counts(FILE *f, const uint64_t *c)
+/* Byte counts by message type (n of them; the rest are 0) as a JSON object
+ * of the non-zero ones, keyed by the type's name ("pull_reply"). */
+static void s_json_type_counts(FILE *f, const uint64_t *c, size_t n)
 {
     fputc('{', f);
-    for (int t = 0, first = 1; t < PS_BYTE_TYPES; t++) {
+    for (int t = 0, first = 1; t < PS_BYTE_TYPES && (size_t)t < n; t++) {
         if (!c[t]) {
             continue;
         }
@@ -138,29 +166,32 @@ static void s_json_bytes(FILE *f, const ps_scheduler_t *s)
     uint64_t total[PS_BYTE_TYPES], received[PS_BYTE_TYPES];
     ps_ctx_bytes(s->ctx, total, received); /* the scheduler's own, then each node's */
     fprintf(f, "\"bytes_by_type\": {\"scheduler\": {\"sent\": ");
-    s_json_type_counts(f, total);
+    s_json_type_counts(f, total, PS_BYTE_TYPES);
     fprintf(f, ", \"received\": ");
-    s_json_type_counts(f, received);
+    s_json_type_counts(f, received, PS_BYTE_TYPES);
     fputc('}', f);
     for (int role = 0; role < 2; role++) {
         const int from = role ? s->cfg->servers : 0, to = role ? s->nnodes : s->cfg->servers;
         fprintf(f, ", \"%s\": [", role ? "workers" : "servers");
         for (int i = from; i < to; i++) {
-            const ps_byte_counts_t *b =
-                role ? &s->nodes[i].stats.bytes : &s->nodes[i].report.bytes;
+            const Shardps__Done *d = s_done(s, i);
+            const Shardps__ServerReport *r = s_report(s, i);
+            const uint64_t *sent = role ? d->bytes_sent : r->bytes_sent;
+            const size_t nsent = role ? d->n_bytes_sent : r->n_bytes_sent; /* <= PS_BYTE_TYPES */
             fprintf(f, "%s{\"sent\": ", i > from ? ", " : "");
-            s_json_type_counts(f, b->sent);
+            s_json_type_counts(f, sent, nsent);
             fprintf(f, ", \"received\": ");
-            s_json_type_counts(f, b->received);
+            s_json_type_counts(f, role ? d->bytes_received : r->bytes_received,
+                               role ? d->n_bytes_received : r->n_bytes_received);
             fputc('}', f);
-            for (int t = 0; t < PS_BYTE_TYPES; t++) {
-                total[t] += b->sent[t];
+            for (size_t t = 0; t < nsent; t++) {
+                total[t] += sent[t];
             }
         }
         fputc(']', f);
     }
     fprintf(f, ", \"total\": ");
-    s_json_type_counts(f, total);
+    s_json_type_counts(f, total, PS_BYTE_TYPES);
     fprintf(f, "}, ");
 }
 
@@ -169,15 +200,15 @@ static void s_json_bytes(FILE *f, const ps_scheduler_t *s)
 int ps_summary_write(const ps_scheduler_t *s)
 {
     const ps_job_t *j = &s->cfg->job;
-    const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
-    double acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
+    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
+    double acc = w0->n_test_accuracy ? w0->test_accuracy[w0->n_test_accuracy - 1] : -1;
     uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0, nonfinite = 0;
     uint64_t secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
     uint64_t forged = 0, unread = 0;
     int64_t samples = 0;
     double train = 0;
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const ps_done_t *d = &s->nodes[i].stats;
+        const Shardps__Done *d = s_done(s, i);
         pushed += d->bytes_pushed;
         pulled += d->bytes_pulled;
         samples += d->samples;
@@ -187,15 +218,17 @@ int ps_summary_write(const ps_scheduler_t *s)
     ps_hist_init(&stale);
     int64_t fewer = 0; /* every server applies the same steps */
     for (int i = 0; i < s->cfg->servers; i++) {
-        const int64_t f = s->nodes[i].report.steps_fewer_workers;
-        fewer = f > fewer ? f : fewer;
-        ps_hist_merge(&stale, &s->nodes[i].report.staleness);
-        dropped += s->nodes[i].report.dropped;
-        rejected += s->nodes[i].report.rejected;
-        nonfinite += s->nodes[i].report.nonfinite;
-        secure_refused += s->nodes[i].report.secure_refused;
-        forged += s->nodes[i].report.forged;
-        unread += s->nodes[i].report.unread_refused;
+        const Shardps__ServerReport *r = s_report(s, i);
+        ps_hist_t h;
+        s_staleness(r, &h);
+        fewer = r->steps_fewer_workers > fewer ? r->steps_fewer_workers : fewer;
+        ps_hist_merge(&stale, &h);
+        dropped += r->dropped;
+        rejected += r->rejected;
+        nonfinite += r->nonfinite;
+        secure_refused += r->secure_refused;
+        forged += r->forged;
+        unread += r->unread_refused;
     }
     double sps = train > 0 ? (double)samples / train : 0;
     double wall = s->t_end - s->t_view;
@@ -242,7 +275,7 @@ int ps_summary_write(const ps_scheduler_t *s)
                 "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
                 "\"test_accuracy_per_epoch\": [",
                 (unsigned long long)s->view->num_params, (long long)s->view->total_steps, acc);
-        for (int e = 0; e < w0->num_epochs_evaluated; e++) {
+        for (size_t e = 0; e < w0->n_test_accuracy; e++) {
             fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
         }
         fprintf(f,
@@ -265,15 +298,15 @@ int ps_summary_write(const ps_scheduler_t *s)
                 ps_join_count(s->join), ps_restart_count(s->restart), (long long)fewer, (unsigned long long)secure_refused,
                 (unsigned long long)forged, (unsigned long long)unread, ps_cpu_seconds(),
                 (unsigned long long)s->messages);
-        s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));
+        s_json_workers(f, s, offsetof(Shardps__Done, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
-        s_json_workers(f, s, offsetof(ps_done_t, compute_seconds));
+        s_json_workers(f, s, offsetof(Shardps__Done, compute_seconds));
         fprintf(f, ", \"worker_train_seconds\": ");
-        s_json_workers(f, s, offsetof(ps_done_t, train_seconds));
+        s_json_workers(f, s, offsetof(Shardps__Done, train_seconds));
         fprintf(f, ", \"worker_steps\": [");
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
             fprintf(f, "%s%lld", i > s->cfg->servers ? ", " : "",
-                    (long long)s->nodes[i].stats.steps);
+                    (long long)s_done(s, i)->steps);
         }
         fprintf(f, "], ");
         s_json_bytes(f, s);
