@@ -203,6 +203,20 @@ static int s_failover_msg(s_fix_t *f, const ps_view_t *v)
     return s_handle(f, PS_MSG_FAILOVER, pack, body, len);
 }
 
+/* The view of a failover of generation to checkpoint step (its parts in
+ * DIR/step-<step>, one part). Free with free(). */
+static ps_view_t *s_failover_view(const s_fix_t *f, int64_t generation, int64_t step)
+{
+    ps_view_t *v = calloc(1, sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    *v = *f->view;
+    snprintf(v->resume_dir, sizeof v->resume_dir, "%s/step-%lld", f->dir, (long long)step);
+    v->resume_parts = 1;
+    v->start_step = step;
+    v->generation = generation;
+    return v;
+}
+
 /* The last message sent, of type. */
 static const s_sent_t *s_last(const s_fix_t *f, ps_msg_type_t type)
 {
@@ -329,13 +343,7 @@ START_TEST(failover_rolls_back_to_the_checkpoint_and_makes_old_messages_stale)
     s_step(f, 2);
     ck_assert_int_eq(ps_consistency_version(f->cons), 3);
     const int before = f->nsent;
-    ps_view_t *v = calloc(1, sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    *v = *f->view;
-    snprintf(v->resume_dir, sizeof v->resume_dir, "%s/step-2", f->dir);
-    v->resume_parts = 1;
-    v->start_step = 2;
-    v->generation = 0; /* not newer than ours: ignored */
+    ps_view_t *v = s_failover_view(f, 0, 2); /* not newer than ours: ignored */
     ck_assert_int_eq(s_failover_msg(f, v), 0);
     v->generation = 1;
     v->num_servers = 2; /* not the job's: dropped */
@@ -377,13 +385,7 @@ START_TEST(a_failover_that_cannot_load_its_checkpoint_aborts)
 {
     s_fix_t *f = s_new(PS_MODE_SYNC, 0);
     s_step(f, 0);
-    ps_view_t *v = calloc(1, sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    *v = *f->view;
-    snprintf(v->resume_dir, sizeof v->resume_dir, "%s/step-1", f->dir); /* never written */
-    v->resume_parts = 1;
-    v->start_step = 1;
-    v->generation = 1;
+    ps_view_t *v = s_failover_view(f, 1, 1); /* step-1 was never written */
     ck_assert_int_ne(s_failover_msg(f, v), 0);
     ck_assert_int_eq(f->aborted, 1);
     ck_assert_int_eq(f->generation, 0);
@@ -399,12 +401,7 @@ START_TEST(async_failover_keeps_the_version_and_answers_at_once)
     ck_assert_int_eq(s_push(f, 0, 0), 0);
     ck_assert_int_eq(s_push(f, 1, 0), 0);
     ck_assert_int_eq(ps_consistency_version(f->cons), 2);
-    ps_view_t *v = calloc(1, sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    *v = *f->view;
-    snprintf(v->resume_dir, sizeof v->resume_dir, "%s/nowhere", f->dir); /* not read */
-    v->resume_parts = 1;
-    v->generation = 1;
+    ps_view_t *v = s_failover_view(f, 1, 0); /* its parts are not read */
     v->replaced = 1;
     ck_assert_int_eq(s_failover_msg(f, v), 0);
     ck_assert_int_eq(ps_consistency_version(f->cons), 2);
