@@ -293,6 +293,73 @@ void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, cha
     snprintf(out, cap, "%.*s.%s%s", (int)(dot - trace), trace, tag, dot);
 }
 
+/* After parsing: the job as far as the launcher needs it, the defaults
+ * that depend on other flags, the checks across flags, and the role
+ * binaries. Returns 0 or PS_EINVAL after one usage line. */
+static int s_resolve(ps_launch_flags_t *F)
+{
+    ps_job_defaults(&F->job);
+    const char *mode = ps_launch_flags_value(F, "mode");
+    if (mode) {
+        (void)ps_job_parse_mode(mode, &F->job); /* a bad one is the scheduler's to report */
+    }
+    const char *wire = ps_launch_flags_value(F, "wire");
+    const char *compress = ps_launch_flags_value(F, "compress");
+    if (wire) { /* for the checks against the mode below (allreduce sends fp32) */
+        (void)ps_job_parse_wire(wire, &F->job);
+    }
+    if (compress) {
+        (void)ps_job_parse_compress(compress, &F->job);
+    }
+    if (F->servers == -1) {
+        F->servers = s_allreduce(F) ? 0 : 1;
+    }
+    if (!F->host) {
+        F->host = F->node ? "0.0.0.0" : "127.0.0.1";
+    }
+    if (F->node && ps_launch_node_resolve(F) != 0) {
+        return PS_EINVAL;
+    }
+    if (F->workers == -1) {
+        F->workers = 1;
+    }
+    char err[256];
+    if (ps_job_validate_nodes(&F->job, F->servers, F->workers, err, sizeof err) != 0) {
+        return s_bad("%s", err);
+    }
+    if (!F->host || !F->host[0] || strpbrk(F->host, " \t\n/")) {
+        return s_bad("--host '%s': must be a host name or address", F->host ? F->host : "");
+    }
+    if (F->timeout < 0) {
+        return s_bad("--timeout %g: must be >= 0", F->timeout);
+    }
+    if (F->spares < 0 || F->spares > 64 || F->respawn < 0) {
+        return s_bad("--spares %d --respawn %d: spares in [0, 64], respawn >= 0", F->spares,
+                     F->respawn);
+    }
+    if ((F->spares || F->respawn) && F->servers == 0) {
+        return s_bad("--spares and --respawn need servers (an allreduce job has none)");
+    }
+    if (F->bin_dir && !F->bin_dir[0]) {
+        return s_bad("--bin-dir: empty");
+    }
+    /* A task checks only its own role's files, on its own host: the roles do. */
+    if ((!F->node && (s_model_files(F) != 0 || s_keys(F) != 0)) || s_observe_files(F) != 0) {
+        return PS_EINVAL;
+    }
+    s_job_identity(F);
+    const char *level = ps_launch_flags_value(F, "log-level");
+    if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
+        return PS_EINVAL;
+    }
+    for (int r = 0; r < PS_LAUNCH_NROLES; r++) {
+        if (s_find_bin(F->bin_dir, s_role_name[r], F->bin[r], sizeof F->bin[r]) != 0) {
+            return PS_EINVAL;
+        }
+    }
+    return 0;
+}
+
 int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
 {
     static const char about[] =
@@ -362,66 +429,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         F->extra = argv + rest;
         F->nextra = argc - rest;
     }
-    ps_job_defaults(&F->job);
-    const char *mode = ps_launch_flags_value(F, "mode");
-    if (mode) {
-        (void)ps_job_parse_mode(mode, &F->job); /* a bad one is the scheduler's to report */
-    }
-    const char *wire = ps_launch_flags_value(F, "wire");
-    const char *compress = ps_launch_flags_value(F, "compress");
-    if (wire) { /* for the checks against the mode below (allreduce sends fp32) */
-        (void)ps_job_parse_wire(wire, &F->job);
-    }
-    if (compress) {
-        (void)ps_job_parse_compress(compress, &F->job);
-    }
-    if (F->servers == -1) {
-        F->servers = s_allreduce(F) ? 0 : 1;
-    }
-    if (!F->host) {
-        F->host = F->node ? "0.0.0.0" : "127.0.0.1";
-    }
-    if (F->node && ps_launch_node_resolve(F) != 0) {
-        return PS_EINVAL;
-    }
-    if (F->workers == -1) {
-        F->workers = 1;
-    }
-    char err[256];
-    if (ps_job_validate_nodes(&F->job, F->servers, F->workers, err, sizeof err) != 0) {
-        return s_bad("%s", err);
-    }
-    if (!F->host || !F->host[0] || strpbrk(F->host, " \t\n/")) {
-        return s_bad("--host '%s': must be a host name or address", F->host ? F->host : "");
-    }
-    if (F->timeout < 0) {
-        return s_bad("--timeout %g: must be >= 0", F->timeout);
-    }
-    if (F->spares < 0 || F->spares > 64 || F->respawn < 0) {
-        return s_bad("--spares %d --respawn %d: spares in [0, 64], respawn >= 0", F->spares,
-                     F->respawn);
-    }
-    if ((F->spares || F->respawn) && F->servers == 0) {
-        return s_bad("--spares and --respawn need servers (an allreduce job has none)");
-    }
-    if (F->bin_dir && !F->bin_dir[0]) {
-        return s_bad("--bin-dir: empty");
-    }
-    /* A task checks only its own role's files, on its own host: the roles do. */
-    if ((!F->node && (s_model_files(F) != 0 || s_keys(F) != 0)) || s_observe_files(F) != 0) {
-        return PS_EINVAL;
-    }
-    s_job_identity(F);
-    const char *level = ps_launch_flags_value(F, "log-level");
-    if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
-        return PS_EINVAL;
-    }
-    for (int r = 0; r < PS_LAUNCH_NROLES; r++) {
-        if (s_find_bin(F->bin_dir, s_role_name[r], F->bin[r], sizeof F->bin[r]) != 0) {
-            return PS_EINVAL;
-        }
-    }
-    return 0;
+    return s_resolve(F);
 }
 
 /* ---- command lines ------------------------------------------------------- */
