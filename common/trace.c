@@ -192,7 +192,7 @@ void ps_trace_span_end(const ps_trace_span_t *sp)
 }
 
 /* Microseconds with three decimals from nanoseconds, in integers: printf's
- * "%.3f" took most of the time writing a trace. buf: 32 bytes. */
+ * "%.3f" would cost most of the time writing a trace. buf: 32 bytes. */
 static const char *s_us(char *buf, int64_t ns)
 {
     const char *sign = ns < 0 ? "-" : "";
@@ -290,7 +290,7 @@ static char *s_slurp(const char *path)
 }
 
 /* The nanoseconds of a timestamp written by s_us ("-U.FFF" microseconds);
- * *end: after it. Integers, like s_us: strtod took most of a merge's time. */
+ * *end: after it. Integers, like s_us: strtod would cost most of a merge's time. */
 static int64_t s_parse_us(const char *p, char **end)
 {
     const int neg = *p == '-';

@@ -388,7 +388,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
          "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
          "Kubernetes): role, rank and scheduler from its environment"},
         {"port", PS_FLAG_INT, &F->port, "PORT",
-         "with --node: the scheduler's port (its host: see README, Running on a cluster)"},
+         "with --node: the scheduler's port (its host: see docs/cluster.md)"},
         {"plot", PS_FLAG_STR, &F->plot, "DIR",
          "write the run's plots here (progress.png, progress.csv, accuracy.csv); default: "
          "beside --summary; none = no plots"},

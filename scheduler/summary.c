@@ -16,8 +16,10 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
-#include "scheduler/preflight.h"
 #include "scheduler/failover.h"
+#include "scheduler/join.h"
+#include "scheduler/preflight.h"
+#include "scheduler/restart.h"
 
 /* Prints "[a, b, ...]" of one double per worker. */
 static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
@@ -50,7 +52,7 @@ static void s_json_str(FILE *f, const char *str)
  * the endpoints the view carried) and, once finished, each server's report. */
 static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
 {
-    int finished = s->phase == S_FINISHED;
+    int finished = s->phase == PS_PHASE_FINISHED;
     char tag[16];
     fputs("\"job_id\": ", f);
     s_json_str(f, s->id.job_id);
@@ -202,7 +204,7 @@ int ps_summary_write(const ps_scheduler_t *s)
     ps_job_compress_str(j, compress, sizeof compress);
     ps_job_schedule_name(&j->schedule, sched, sizeof sched);
     long long smax = stale.max > 0 ? stale.max : 0;
-    if (s->phase == S_FINISHED) {
+    if (s->phase == PS_PHASE_FINISHED) {
         ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
                     "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
                     "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
@@ -235,7 +237,7 @@ int ps_summary_write(const ps_scheduler_t *s)
     } else {
         fprintf(f, "null, ");
     }
-    if (s->phase == S_FINISHED) {
+    if (s->phase == PS_PHASE_FINISHED) {
         fprintf(f,
                 "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
                 "\"test_accuracy_per_epoch\": [",
@@ -260,7 +262,7 @@ int ps_summary_write(const ps_scheduler_t *s)
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
                 (unsigned long long)dropped, (unsigned long long)rejected,
                 (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes,
-                s->joins, s->restarts, (long long)fewer, (unsigned long long)secure_refused,
+                ps_join_count(s->join), ps_restart_count(s->restart), (long long)fewer, (unsigned long long)secure_refused,
                 (unsigned long long)forged, (unsigned long long)unread, ps_cpu_seconds(),
                 (unsigned long long)s->messages);
         s_json_workers(f, s, offsetof(ps_done_t, wait_seconds));

@@ -1,0 +1,613 @@
+/*
+ * bench/train/compute.c - shardps-bench compute: one worker's arithmetic
+ * alone, beside PyTorch on the same machine in the same sitting.
+ *
+ * Trains one model in this process with no servers and no network: batches
+ * gathered from Fashion-MNIST (or synthetic inputs with --data "") into the
+ * model's pinned batch buffers as the worker does, one ps_model_train_step
+ * each, plain SGD applied on the host with ps_optim_sgd_step - the loop of
+ * bench/torch/train.py (gather + forward/backward + SGD
+ * update). Two passes after a warm-up:
+ *
+ *   timed     --steps steps, nothing else running in the loop: samples/s
+ *             (wall clock) and samples per CPU second of this process (all
+ *             its threads; steadier than the wall clock on a shared machine);
+ *   profiled  --profile-steps more steps with ps_model_set_profile() on, plus
+ *             the gather and update timed around it: seconds per step of each
+ *             phase. A separate pass because profiling waits for the device
+ *             after each phase, which the timed pass must not pay. On a GPU
+ *             profiling also serialises the copies (all params in before
+ *             forward, all gradients out after backward), so copy in / copy
+ *             out are the copies' own times, which the timed pass overlaps
+ *             with forward and backward: the split can sum to more than a step.
+ *
+ * With --torch it checks first that PyTorch loads (it is optional: one line
+ * saying how to install it, before any training), then runs the PyTorch
+ * reference (--torch-script, under --python) for the same model, data, batch,
+ * warm-up and step count with
+ * OPENBLAS_NUM_THREADS = --threads, and reports shardps/PyTorch samples/s, by
+ * the wall clock and by CPU time (the script reports its own CPU share).
+ * Writes one JSON object (--json) and prints a markdown table row. It never
+ * judges a figure.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "kernels/kernels.h"
+#include "kernels/optim.h"
+#include "kernels/threads.h"
+#include "worker/data.h"
+#include "worker/models/model.h"
+
+#define S_PROG "shardps-bench compute"
+
+/* Our PyTorch reference, in the source tree (PS_SOURCE_ROOT from meson.build). */
+#ifndef PS_SOURCE_ROOT
+#define PS_SOURCE_ROOT "."
+#endif
+#define S_TORCH_SCRIPT PS_SOURCE_ROOT "/bench/torch/train.py"
+
+enum { S_SYNTH_BATCHES = 16 }; /* synthetic data: this many distinct batches */
+
+typedef struct {
+    const char *model;        /* mlp or cnn */
+    const char *device;       /* cpu, cuda or auto */
+    const char *data;         /* Fashion-MNIST directory; "" = synthetic inputs */
+    const char *json;         /* output file, or NULL */
+    const char *out;          /* results page directory, or NULL */
+    const char *torch_script; /* bench/torch/train.py */
+    const char *python;       /* interpreter for it */
+    int threads;              /* BLAS threads (0 = library default) */
+    int batch;                /* samples per step */
+    int steps;                /* timed steps */
+    int warmup;               /* untimed steps before them */
+    int profile_steps;        /* profiled steps after them (0 = none) */
+    int torch;                /* run the PyTorch baseline too */
+    double lr;                /* SGD learning rate */
+} compute_cfg_t;
+
+/* What the two passes measured. */
+typedef struct {
+    const char *backend; /* the kernels table's name */
+    int blas_threads;    /* in effect */
+    double seconds;      /* timed pass, wall */
+    double cpu_seconds;  /* timed pass, CPU time of the process */
+    double step_median;  /* timed pass: median step, seconds */
+    double loss;         /* mean training loss over the timed pass */
+    /* Profiled pass, seconds per step. */
+    double gather, copy_in, forward, backward, copy_out, update, step;
+    double torch_sps;     /* PyTorch samples/s; NAN = not run or failed */
+    double torch_cpu_sps; /* PyTorch samples per CPU second of its process; NAN = unknown */
+    char torch_ver[64];   /* PyTorch's version, "" if unknown */
+    char torch_note[256]; /* why there is no PyTorch figure */
+} compute_result_t;
+
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Synthetic inputs: batch x S_SYNTH_BATCHES deterministic samples. */
+static int s_synthetic(ps_dataset_t *ds, int batch)
+{
+    ds->n = batch * S_SYNTH_BATCHES;
+    ds->rows = PS_MODEL_IN_H;
+    ds->cols = PS_MODEL_IN_W;
+    size_t px = (size_t)ds->n * PS_MODEL_IN_H * PS_MODEL_IN_W;
+    ds->pixels = malloc(px);
+    ds->labels = malloc((size_t)ds->n);
+    if (!ds->pixels || !ds->labels) {
+        return PS_ENOMEM;
+    }
+    for (size_t i = 0; i < px; i++) {
+        ds->pixels[i] = (uint8_t)((i * 2654435761u) >> 24);
+    }
+    for (int i = 0; i < ds->n; i++) {
+        ds->labels[i] = (uint8_t)(i % PS_MODEL_CLASSES);
+    }
+    return 0;
+}
+
+/* The training loop's buffers and state. */
+typedef struct {
+    const compute_cfg_t *cfg;
+    const ps_dataset_t *ds;
+    ps_model_t *m;
+    uint32_t *order; /* ds->n: the sample order */
+    float *x;        /* batch x 28 x 28: the model's pinned buffer; borrowed */
+    uint8_t *y;      /* batch: likewise */
+    int per_epoch;   /* whole batches in the data */
+    long next;       /* next step's index */
+    ps_optim_sgd_t sgd;
+} compute_loop_t;
+
+/* One step as the PyTorch loop does it; the phases' ends into t[0..3] when t
+ * is not NULL (after gather, after the model's step, after the update). */
+static int s_step(compute_loop_t *L, float *loss, double *t)
+{
+    const int b = L->cfg->batch;
+    long k = L->next++ % L->per_epoch;
+    ps_data_gather(L->ds, L->order, (int)k * b, b, L->x, L->y);
+    if (t) {
+        t[0] = ps_now();
+    }
+    int rc = ps_model_train_step(L->m, L->x, L->y, b, loss);
+    if (t) {
+        t[1] = ps_now();
+    }
+    ps_optim_sgd_step(&L->sgd, ps_model_params(L->m), NULL, ps_model_grads(L->m), 1.0f,
+                      ps_model_num_params(L->m));
+    if (t) {
+        t[2] = ps_now();
+    }
+    return rc;
+}
+
+/* Warm-up, the timed pass and the profiled pass. */
+static int s_measure(compute_loop_t *L, compute_result_t *res)
+{
+    const compute_cfg_t *cfg = L->cfg;
+    double *dt = malloc((size_t)cfg->steps * sizeof *dt);
+    if (!dt) {
+        return PS_ENOMEM;
+    }
+    float loss = 0;
+    int rc = 0;
+    for (int s = 0; s < cfg->warmup && rc == 0; s++) {
+        rc = s_step(L, &loss, NULL);
+    }
+    double loss_sum = 0, t0 = ps_now(), c0 = ps_cpu_seconds();
+    for (int s = 0; s < cfg->steps && rc == 0; s++) {
+        double a = ps_now();
+        rc = s_step(L, &loss, NULL);
+        dt[s] = ps_now() - a;
+        loss_sum += loss;
+    }
+    res->seconds = ps_now() - t0;
+    res->cpu_seconds = ps_cpu_seconds() - c0;
+    res->loss = loss_sum / cfg->steps;
+    if (rc == 0) {
+        qsort(dt, (size_t)cfg->steps, sizeof *dt, s_cmp_double);
+        res->step_median = cfg->steps % 2
+                               ? dt[cfg->steps / 2]
+                               : 0.5 * (dt[cfg->steps / 2 - 1] + dt[cfg->steps / 2]);
+    }
+    free(dt);
+    ps_model_profile_t prof = {0};
+    double gather = 0, update = 0, total = 0;
+    ps_model_set_profile(L->m, &prof);
+    for (int s = 0; s < cfg->profile_steps && rc == 0; s++) {
+        double t[3], a = ps_now();
+        rc = s_step(L, &loss, t);
+        gather += t[0] - a;
+        update += t[2] - t[1];
+        total += t[2] - a;
+    }
+    ps_model_set_profile(L->m, NULL);
+    double n = cfg->profile_steps > 0 ? cfg->profile_steps : NAN;
+    res->gather = gather / n;
+    res->copy_in = prof.copy_in / n;
+    res->forward = prof.forward / n;
+    res->backward = prof.backward / n;
+    res->copy_out = prof.copy_out / n;
+    res->update = update / n;
+    res->step = total / n;
+    return rc;
+}
+
+/* Finds `"key": NUMBER` (the last one) in text. Returns 0 or PS_ENOENT. */
+static int s_find_num(const char *text, const char *key, double *v)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *last = NULL;
+    for (const char *p = strstr(text, pat); p; p = strstr(p + 1, pat)) {
+        last = p;
+    }
+    return last && sscanf(last + strlen(pat), " %lf", v) == 1 ? 0 : PS_ENOENT;
+}
+
+/* The last line of the file at path into buf ("" when unreadable). */
+static void s_last_line(const char *path, char *buf, size_t len)
+{
+    char *text = NULL;
+    buf[0] = '\0';
+    if (ps_bench_read_file(path, &text) == 0) {
+        size_t n = strlen(text);
+        while (n > 0 && text[n - 1] == '\n') {
+            text[--n] = '\0';
+        }
+        const char *last = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+        snprintf(buf, len, "%s", last);
+    }
+    free(text);
+}
+
+/* Runs the script with args (NULL-ended) in a temporary directory; its output
+ * goes to DIR/torch.log and --out to DIR/torch.json, whose text comes back in
+ * *json (caller frees; NULL when absent). On failure, why goes to note. */
+static int s_torch_run(const compute_cfg_t *cfg, char *const args[], char **json, char *note,
+                       size_t len)
+{
+    char dir[] = "/tmp/sps-compute.XXXXXX";
+    *json = NULL;
+    if (access(cfg->torch_script, R_OK) != 0) {
+        snprintf(note, len, "%s: %s (--torch-script)", cfg->torch_script, strerror(errno));
+        return -1;
+    }
+    if (!mkdtemp(dir)) {
+        snprintf(note, len, "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    char log[PATH_MAX], out[PATH_MAX];
+    snprintf(log, sizeof log, "%s/torch.log", dir);
+    snprintf(out, sizeof out, "%s/torch.json", dir);
+    char *argv[32] = {(char *)cfg->python, (char *)cfg->torch_script, "--out", out};
+    int n = 4;
+    for (int i = 0; args[i] && n < 31; i++) {
+        argv[n++] = args[i];
+    }
+    int rc = ps_bench_run(argv, log);
+    if (rc == 0 && ps_bench_read_file(out, json) != 0) {
+        *json = NULL;
+    }
+    if (rc != 0) {
+        char last[200];
+        s_last_line(log, last, sizeof last);
+        snprintf(note, len, "PyTorch run failed (exit %d): %s", rc, last);
+    }
+    unlink(out);
+    unlink(log);
+    rmdir(dir);
+    return rc;
+}
+
+/* Before any training: PyTorch loads (it is optional). Returns 0, or prints
+ * one line saying why not (the script's own, e.g. how to install it). */
+static int s_torch_check(const compute_cfg_t *cfg)
+{
+    char note[256], *json = NULL;
+    char *args[] = {"--check", NULL};
+    int rc = s_torch_run(cfg, args, &json, note, sizeof note);
+    free(json);
+    if (rc != 0) {
+        const char *why = strstr(note, "): ");
+        fprintf(stderr, S_PROG ": error: --torch: %s\n", why && why[3] ? why + 3 : note);
+    }
+    return rc;
+}
+
+/* Runs bench/torch/train.py for the same model, data, batch, warm-up and
+ * steps at the same thread count. Fills res->torch_sps, or res->torch_note
+ * with why not. */
+static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
+{
+    res->torch_sps = res->torch_cpu_sps = NAN;
+    char thr[16], batch[16], steps[16], warmup[16], lr[32];
+    /* Library default (0): as many as the machine has cores. */
+    int threads = cfg->threads > 0 ? cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(thr, sizeof thr, "%d", threads);
+    snprintf(batch, sizeof batch, "%d", cfg->batch);
+    snprintf(steps, sizeof steps, "%d", cfg->steps);
+    snprintf(warmup, sizeof warmup, "%d", cfg->warmup);
+    snprintf(lr, sizeof lr, "%g", cfg->lr);
+    /* The script sets it too (from --threads) before importing torch; set here
+     * as well so nothing it starts sees another value. */
+    setenv("OPENBLAS_NUM_THREADS", thr, 1);
+    char *args[] = {"--model", (char *)cfg->model, "--threads", thr,   "--batch",
+                    batch,     "--lr",             lr,          "--steps", steps,
+                    "--warmup", warmup,            "--data",    (char *)cfg->data, NULL};
+    fprintf(stderr, S_PROG ": PyTorch reference: %s %s --model %s --threads %s ...\n",
+            cfg->python, cfg->torch_script, cfg->model, thr);
+    char *text = NULL;
+    int rc = s_torch_run(cfg, args, &text, res->torch_note, sizeof res->torch_note);
+    if (rc == 0 && (!text || s_find_num(text, "samples_per_sec", &res->torch_sps) != 0)) {
+        snprintf(res->torch_note, sizeof res->torch_note, "%s wrote no samples_per_sec",
+                 cfg->torch_script);
+        res->torch_sps = NAN;
+    } else if (rc == 0) {
+        /* own_cpu_frac: the script's CPU seconds (all threads) per wall second. */
+        double frac;
+        if (s_find_num(text, "own_cpu_frac", &frac) == 0 && frac > 0) {
+            res->torch_cpu_sps = res->torch_sps / frac;
+        }
+        const char *v = strstr(text, "\"torch\": \"");
+        if (v) {
+            v += strlen("\"torch\": \"");
+            snprintf(res->torch_ver, sizeof res->torch_ver, "%.*s", (int)strcspn(v, "\""),
+                     v);
+        }
+    }
+    free(text);
+}
+
+/* A JSON number, or null for NAN. */
+static void s_num(ps_bench_str_t *s, const char *key, double v, const char *sep)
+{
+    if (isnan(v) || isinf(v)) {
+        ps_bench_str_addf(s, "\"%s\": null%s", key, sep);
+    } else {
+        ps_bench_str_addf(s, "\"%s\": %.9g%s", key, v, sep);
+    }
+}
+
+/* Writes the JSON object; returns 0 or PS_EIO. */
+static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
+                        const char *machine)
+{
+    const double samples = (double)cfg->steps * cfg->batch;
+    const double sps = samples / r->seconds;
+    ps_bench_str_t s = {0};
+    ps_bench_str_addf(&s, "{\"model\": \"%s\", \"device\": \"%s\", ", cfg->model,
+                      r->backend);
+    ps_bench_str_addf(&s, "\"threads\": %d, \"blas_threads\": %d, ", cfg->threads,
+                      r->blas_threads);
+    ps_bench_str_addf(&s, "\"batch\": %d, \"steps\": %d, \"warmup\": %d, ", cfg->batch,
+                      cfg->steps, cfg->warmup);
+    ps_bench_str_addf(&s, "\"data\": \"%s\", ",
+                      cfg->data[0] ? "fashion-mnist" : "synthetic");
+    s_num(&s, "samples_per_sec", sps, ", ");
+    s_num(&s, "cpu_samples_per_sec", samples / r->cpu_seconds, ", ");
+    s_num(&s, "step_ms", 1e3 * r->seconds / cfg->steps, ", ");
+    s_num(&s, "step_ms_median", 1e3 * r->step_median, ", ");
+    s_num(&s, "train_loss", r->loss, ", ");
+    ps_bench_str_addf(&s, "\"profile_steps\": %d, \"time_split\": {", cfg->profile_steps);
+    s_num(&s, "gather", r->gather, ", ");
+    s_num(&s, "copy_in", r->copy_in, ", ");
+    s_num(&s, "forward", r->forward, ", ");
+    s_num(&s, "backward", r->backward, ", ");
+    s_num(&s, "copy_out", r->copy_out, ", ");
+    s_num(&s, "update", r->update, ", ");
+    s_num(&s, "step", r->step, "}, ");
+    s_num(&s, "torch_samples_per_sec", r->torch_sps, ", ");
+    s_num(&s, "ratio_vs_torch", sps / r->torch_sps, ", ");
+    s_num(&s, "torch_cpu_samples_per_sec", r->torch_cpu_sps, ", ");
+    s_num(&s, "cpu_ratio_vs_torch", samples / r->cpu_seconds / r->torch_cpu_sps, ", ");
+    ps_bench_str_addf(&s, "\"torch_version\": \"%s\", \"machine\": \"%s\"}\n", r->torch_ver,
+                      machine);
+    int rc = PS_EIO;
+    FILE *f = s.oom ? NULL : fopen(cfg->json, "w");
+    if (f) {
+        rc = fputs(ps_bench_str_get(&s), f) >= 0 ? 0 : PS_EIO;
+        rc = fclose(f) == 0 ? rc : PS_EIO;
+    }
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: cannot write %s: %s\n", cfg->json,
+                strerror(errno));
+    }
+    ps_bench_str_fini(&s);
+    return rc;
+}
+
+/* The table: one row (on the page with --out, and on stdout), and how it
+ * was measured. Returns 0 or PS_EIO. */
+static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host_is_backend,
+                   ps_bench_page_t *page)
+{
+    const double samples = (double)cfg->steps * cfg->batch;
+    const double sps = samples / r->seconds;
+    const double cps = samples / r->cpu_seconds;
+    char torch[32] = "", ratio[32] = "", tcpu[32] = "", cratio[32] = "";
+    if (!isnan(r->torch_sps)) {
+        snprintf(torch, sizeof torch, "%.0f", r->torch_sps);
+        snprintf(ratio, sizeof ratio, "%.2f", sps / r->torch_sps);
+    }
+    if (!isnan(r->torch_cpu_sps)) {
+        snprintf(tcpu, sizeof tcpu, "%.0f", r->torch_cpu_sps);
+        snprintf(cratio, sizeof cratio, "%.2f", cps / r->torch_cpu_sps);
+    }
+    ps_bench_table_t *t;
+    if (ps_bench_table_new(
+            page, "compute", "### One worker's arithmetic, alone, beside PyTorch",
+            "model,device,threads,batch,steps,samples_per_sec,torch_samples_per_sec,"
+            "ratio_vs_torch,cpu_samples_per_sec,torch_cpu_samples_per_sec,cpu_ratio_vs_torch,"
+            "gather_ms,copy_in_ms,forward_ms,backward_ms,copy_out_ms,update_ms",
+            "model,device,threads,batch,steps,shardps samples/s,PyTorch samples/s,"
+            "shardps/PyTorch,shardps samples/CPU-s,PyTorch samples/CPU-s,"
+            "shardps/PyTorch (CPU time),ms/step: gather,copy in,forward,backward,copy out,"
+            "update",
+            &t) != 0) {
+        return PS_EIO;
+    }
+    ps_bench_table_rowf(t,
+                        "%s,%s,%d,%d,%d,%.0f,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f",
+                        cfg->model, r->backend, cfg->threads, cfg->batch, cfg->steps, sps,
+                        torch, ratio, cps, tcpu, cratio, 1e3 * r->gather, 1e3 * r->copy_in,
+                        1e3 * r->forward, 1e3 * r->backward, 1e3 * r->copy_out,
+                        1e3 * r->update);
+    ps_bench_table_note(
+        t,
+        "Timed steps: gather + step + SGD update, after %d warm-up steps; the split is per "
+        "step over %d separate profiled steps%s.",
+        cfg->warmup, cfg->profile_steps,
+        host_is_backend ? ""
+                        : " (copies serialised there; the timed steps overlap them with "
+                          "compute)");
+    if (cfg->torch) {
+        ps_bench_table_note(t,
+                            "PyTorch: bench/torch/train.py, same model, data, batch, lr, "
+                            "warm-up and step count, OPENBLAS_NUM_THREADS = %d.",
+                            cfg->threads > 0 ? cfg->threads
+                                             : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    }
+    if (r->torch_note[0]) {
+        ps_bench_table_note(t, "PyTorch: %s", r->torch_note);
+    }
+    ps_bench_table_destroy(&t, 1);
+    return 0;
+}
+
+/* Loads the data, builds the model, measures. */
+static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result_t *res)
+{
+    char err[512];
+    ps_dataset_t ds = {0};
+    ps_model_t *m = NULL;
+    compute_loop_t L = {.cfg = cfg, .ds = &ds};
+    int rc = cfg->data[0] ? ps_dataset_load(cfg->data, 1, &ds, err, sizeof err)
+                          : s_synthetic(&ds, cfg->batch);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: %s\n",
+                cfg->data[0] ? err : "out of memory for synthetic data");
+        goto fail;
+    }
+    if (ds.n < cfg->batch) {
+        fprintf(stderr, S_PROG ": error: --batch %d: the data has %d samples\n", cfg->batch,
+                ds.n);
+        rc = PS_EINVAL;
+        goto fail;
+    }
+    rc = ps_model_new(cfg->model, k, cfg->batch, &m);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: model %s on %s: %s\n", cfg->model, k->name,
+                ps_strerror(rc));
+        goto fail;
+    }
+    ps_model_init_params(m, 1);
+    L.m = m;
+    L.order = malloc((size_t)ds.n * sizeof *L.order);
+    L.x = ps_model_batch_x(m); /* as the worker: the step copies it in overlapped */
+    L.y = ps_model_batch_y(m);
+    if (!L.order) {
+        fprintf(stderr, S_PROG ": error: out of memory\n");
+        rc = PS_ENOMEM;
+        goto fail;
+    }
+    ps_data_order(1, 0, L.order, ds.n);
+    L.per_epoch = ds.n / cfg->batch;
+    L.sgd = (ps_optim_sgd_t){.lr = (float)cfg->lr, .momentum = 0.0f, .weight_decay = 0.0f};
+    res->backend = k->name;
+    res->blas_threads = ps_kernels_threads();
+    fprintf(stderr,
+            S_PROG ": %s on %s, %d threads, batch %d: %d + %d steps + %d profiled\n",
+            cfg->model, k->name, res->blas_threads, cfg->batch, cfg->warmup, cfg->steps,
+            cfg->profile_steps);
+    rc = s_measure(&L, res);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: training step: %s\n", ps_strerror(rc));
+    }
+fail:
+    free(L.order);
+    ps_model_destroy(&m);
+    ps_dataset_fini(&ds);
+    return rc;
+}
+
+int ps_bench_compute_main(int argc, char **argv)
+{
+    compute_cfg_t cfg = {.model = "mlp",
+                         .device = "cpu",
+                         .data = PS_DATA_DEFAULT_DIR,
+                         .torch_script = S_TORCH_SCRIPT,
+                         .python = "/usr/bin/python3",
+                         .threads = 1,
+                         .batch = 64,
+                         .steps = 500,
+                         .warmup = 20,
+                         .profile_steps = 100,
+                         .lr = 0.1};
+    const char *cpu_gemm = "auto";
+    ps_cpu_gemm_t gemm = PS_CPU_GEMM_AUTO;
+    ps_flag_t flags[] = {
+        {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
+        {"device", PS_FLAG_STR, &cfg.device, "DEV", "cpu, cuda or auto"},
+        {"threads", PS_FLAG_INT, &cfg.threads, "N",
+         "BLAS threads (as the worker's --threads; 0 = library default)"},
+        {"cpu-gemm", PS_FLAG_STR, &cpu_gemm, "NAME",
+         "CPU sgemm: " PS_CPU_GEMM_NAMES " (as the worker's --cpu-gemm)"},
+        {"steps", PS_FLAG_INT, &cfg.steps, "N", "timed steps"},
+        {"warmup", PS_FLAG_INT, &cfg.warmup, "N", "untimed steps before them"},
+        {"profile-steps", PS_FLAG_INT, &cfg.profile_steps, "N",
+         "profiled steps after them, for the time split (0 = none)"},
+        {"batch", PS_FLAG_INT, &cfg.batch, "N", "samples per step"},
+        {"lr", PS_FLAG_DOUBLE, &cfg.lr, "X", "SGD learning rate"},
+        {"data", PS_FLAG_STR, &cfg.data, "DIR",
+         "Fashion-MNIST directory (\"\": synthetic inputs)"},
+        {"json", PS_FLAG_STR, &cfg.json, "FILE", "write the figures as one JSON object"},
+        {"out", PS_FLAG_STR, &cfg.out, "DIR",
+         "also write the results page compute.md and compute.csv into DIR"},
+        {"torch", PS_FLAG_BOOL, &cfg.torch, NULL,
+         "also run the PyTorch reference at the same thread count (needs PyTorch: "
+         "apt-get install python3-torch)"},
+        {"torch-script", PS_FLAG_STR, &cfg.torch_script, "PATH",
+         "the PyTorch reference: bench/torch/train.py in the source tree"},
+        {"python", PS_FLAG_STR, &cfg.python, "PATH", "Python with torch, for --torch"},
+    };
+    int rc = ps_config_parse(
+        S_PROG,
+        "Trains one model in one process, no servers, no network: samples/s of gather +\n"
+        "training step + SGD update, where a step's time goes, and with --torch the\n"
+        "PyTorch baseline's samples/s at the same thread count in the same sitting.",
+        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    if ((strcmp(cfg.model, "mlp") && strcmp(cfg.model, "cnn")) || cfg.threads < 0 ||
+        cfg.batch < 1 || cfg.steps < 1 || cfg.warmup < 0 || cfg.profile_steps < 0 ||
+        !(cfg.lr > 0)) {
+        fprintf(stderr,
+                S_PROG ": error: expected --model mlp|cnn, --threads >= 0, --batch "
+                       ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0\n");
+        return 2;
+    }
+    char why[512];
+    if (ps_kernels_parse_cpu_gemm(cpu_gemm, &gemm) != 0) {
+        fprintf(stderr, S_PROG ": error: --cpu-gemm %s: expected " PS_CPU_GEMM_NAMES "\n",
+                cpu_gemm);
+        return 2;
+    }
+    if (cfg.json && ps_file_check_writable(cfg.json, why, sizeof why) != 0) {
+        fprintf(stderr, S_PROG ": error: --json %s\n", why); /* now, not after the run */
+        return 2;
+    }
+    ps_log_set_role("B", -1);
+    ps_kernels_set_threads(cfg.threads);
+    ps_kernels_set_cpu_gemm(gemm);
+    const ps_kernels_t *k = NULL;
+    rc = ps_kernels_select(cfg.device, &k, why, sizeof why);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: --device %s: %s\n", cfg.device, why);
+        return rc == PS_EINVAL ? 2 : 1;
+    }
+    if (cfg.torch && s_torch_check(&cfg) != 0) {
+        return 1;
+    }
+    ps_bench_page_t *page = NULL;
+    if (cfg.out && (ps_bench_mkdirs(cfg.out) != 0 ||
+                    ps_bench_page_new(cfg.out, "compute", argc, argv, &page) != 0)) {
+        fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg.out);
+        return 1;
+    }
+    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN};
+    rc = s_run(&cfg, k, &res);
+    if (rc == 0 && cfg.torch) {
+        s_torch(&cfg, &res);
+        if (res.torch_note[0]) {
+            fprintf(stderr, S_PROG ": %s\n", res.torch_note);
+        }
+    }
+    char machine[256];
+    ps_bench_machine(machine, sizeof machine);
+    if (rc == 0) {
+        rc = s_table(&cfg, &res, k->host_is_backend, page);
+    }
+    ps_bench_page_destroy(&page);
+    if (rc != 0 || (cfg.json && s_write_json(&cfg, &res, machine) != 0)) {
+        return 1;
+    }
+    return cfg.torch && isnan(res.torch_sps) ? 1 : 0;
+}
