@@ -474,11 +474,6 @@ int ps_link_send(ps_link_t *l, ps_msg_type_t type, const ProtobufCMessage *body)
     return ps_msg_send_body(l->sock, NULL, s_header(l, type), body);
 }
 
-int ps_link_send_bytes(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
-{
-    return s_send_packed(l, type, body, len);
-}
-
 void ps_link_set_rank(ps_link_t *l, int rank)
 {
     l->rank = rank;

@@ -190,8 +190,6 @@ double ps_link_clock_offset(const ps_link_t *l);
  * scheduler. Returns 0 or a PS_E* as ps_msg_send_body(). */
 int ps_link_send(ps_link_t *l, ps_msg_type_t type, const ProtobufCMessage *body);
 
-/* Transitional: as ps_link_send() with a body already packed (copied). */
-int ps_link_send_bytes(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len);
 
 /* A spare server promoted to a lost server's rank (scheduler/failover.c)
  * sends as that rank from now on. */

@@ -291,14 +291,6 @@ int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t typ
     return ps_msg_send_body(sock, route, s_ctrl_header(type, role, sender), body);
 }
 
-int ps_msg_send_ctrl_bytes(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type,
-                           ps_role_t role, int sender, const void *body, size_t len)
-{
-    ps_frame_t f = {body, len};
-    return ps_msg_send(sock, route, s_ctrl_header(type, role, sender), &f, body ? 1 : 0,
-                       PS_SEND_COPY);
-}
-
 void *ps_msg_unpack_body(ps_msg_t *m, const ProtobufCMessageDescriptor *d)
 {
     if (m->nframes != 1) {

@@ -152,10 +152,6 @@ int ps_msg_send_body(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h
 int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type,
                      ps_role_t role, int sender, const ProtobufCMessage *body);
 
-/* Transitional: as ps_msg_send_ctrl() with a body already packed (copied). */
-int ps_msg_send_ctrl_bytes(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type,
-                           ps_role_t role, int sender, const void *body, size_t len);
-
 /*
  * Unpacks m's one payload frame as a message of descriptor d into m's arena
  * and checks it (ps_codec_unpack()). Returns it (cast to d's struct;
