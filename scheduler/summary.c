@@ -195,6 +195,52 @@ static void s_json_bytes(FILE *f, const ps_scheduler_t *s)
     fprintf(f, "}, ");
 }
 
+/* What the servers' reports add up to. */
+typedef struct {
+    ps_hist_t stale;  /* staleness of every applied gradient */
+    int64_t fewer;    /* steps with fewer workers (every server applies the same) */
+    uint64_t dropped, rejected, nonfinite, secure_refused, forged, unread;
+} s_servers_t;
+
+static void s_servers(const ps_scheduler_t *s, s_servers_t *t)
+{
+    memset(t, 0, sizeof *t);
+    ps_hist_init(&t->stale);
+    t->secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
+    for (int i = 0; i < s->cfg->servers; i++) {
+        const Shardps__ServerReport *r = s_report(s, i);
+        ps_hist_t h;
+        s_staleness(r, &h);
+        t->fewer = r->steps_fewer_workers > t->fewer ? r->steps_fewer_workers : t->fewer;
+        ps_hist_merge(&t->stale, &h);
+        t->dropped += r->dropped;
+        t->rejected += r->rejected;
+        t->nonfinite += r->nonfinite;
+        t->secure_refused += r->secure_refused;
+        t->forged += r->forged;
+        t->unread += r->unread_refused;
+    }
+}
+
+/* What the workers' DONE reports add up to. */
+typedef struct {
+    uint64_t pushed, pulled; /* payload bytes */
+    int64_t samples;
+    double train; /* the longest training loop */
+} s_workers_t;
+
+static void s_workers(const ps_scheduler_t *s, s_workers_t *w)
+{
+    memset(w, 0, sizeof *w);
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        const Shardps__Done *d = s_done(s, i);
+        w->pushed += d->bytes_pushed;
+        w->pulled += d->bytes_pulled;
+        w->samples += d->samples;
+        w->train = d->train_seconds > w->train ? d->train_seconds : w->train;
+    }
+}
+
 /* A finished or a failed job's JSON has the settings; only a finished one's
  * has the results. */
 int ps_summary_write(const ps_scheduler_t *s)
@@ -202,34 +248,14 @@ int ps_summary_write(const ps_scheduler_t *s)
     const ps_job_t *j = &s->cfg->job;
     const Shardps__Done *w0 = s_done(s, s->cfg->servers);
     double acc = w0->n_test_accuracy ? w0->test_accuracy[w0->n_test_accuracy - 1] : -1;
-    uint64_t pushed = 0, pulled = 0, dropped = 0, rejected = 0, nonfinite = 0;
-    uint64_t secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
-    uint64_t forged = 0, unread = 0;
-    int64_t samples = 0;
-    double train = 0;
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const Shardps__Done *d = s_done(s, i);
-        pushed += d->bytes_pushed;
-        pulled += d->bytes_pulled;
-        samples += d->samples;
-        train = d->train_seconds > train ? d->train_seconds : train;
-    }
-    ps_hist_t stale;
-    ps_hist_init(&stale);
-    int64_t fewer = 0; /* every server applies the same steps */
-    for (int i = 0; i < s->cfg->servers; i++) {
-        const Shardps__ServerReport *r = s_report(s, i);
-        ps_hist_t h;
-        s_staleness(r, &h);
-        fewer = r->steps_fewer_workers > fewer ? r->steps_fewer_workers : fewer;
-        ps_hist_merge(&stale, &h);
-        dropped += r->dropped;
-        rejected += r->rejected;
-        nonfinite += r->nonfinite;
-        secure_refused += r->secure_refused;
-        forged += r->forged;
-        unread += r->unread_refused;
-    }
+    s_workers_t wt;
+    s_workers(s, &wt);
+    const uint64_t pushed = wt.pushed, pulled = wt.pulled;
+    const int64_t samples = wt.samples;
+    const double train = wt.train;
+    s_servers_t t;
+    s_servers(s, &t);
+    const ps_hist_t stale = t.stale;
     double sps = train > 0 ? (double)samples / train : 0;
     double wall = s->t_end - s->t_view;
     char mode[32], sched[64], compress[32];
@@ -243,7 +269,7 @@ int ps_summary_write(const ps_scheduler_t *s)
                     "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
                     j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, acc,
                     sps, wall, (unsigned long long)pushed, (unsigned long long)pulled,
-                    ps_hist_mean(&stale), smax, (unsigned long long)dropped);
+                    ps_hist_mean(&stale), smax, (unsigned long long)t.dropped);
     }
     if (!s->cfg->summary) {
         return 0;
@@ -293,10 +319,11 @@ int ps_summary_write(const ps_scheduler_t *s)
                 (unsigned long long)pulled, ps_hist_mean(&stale),
                 (long long)ps_hist_quantile(&stale, 0.5),
                 (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
-                (unsigned long long)dropped, (unsigned long long)rejected,
-                (unsigned long long)s->refused, (unsigned long long)nonfinite, s->membership_changes,
-                ps_join_count(s->join), ps_restart_count(s->restart), (long long)fewer, (unsigned long long)secure_refused,
-                (unsigned long long)forged, (unsigned long long)unread, ps_cpu_seconds(),
+                (unsigned long long)t.dropped, (unsigned long long)t.rejected,
+                (unsigned long long)s->refused, (unsigned long long)t.nonfinite,
+                s->membership_changes, ps_join_count(s->join), ps_restart_count(s->restart),
+                (long long)t.fewer, (unsigned long long)t.secure_refused,
+                (unsigned long long)t.forged, (unsigned long long)t.unread, ps_cpu_seconds(),
                 (unsigned long long)s->messages);
         s_json_workers(f, s, offsetof(Shardps__Done, wait_seconds));
         fprintf(f, ", \"worker_compute_seconds\": ");
