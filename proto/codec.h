@@ -9,9 +9,10 @@
  * dtype, range order, string sizes, view tiling, step bounds...), run by
  * ps_codec_unpack() so malformed input is refused with a one-line reason;
  * unpacking into an arena (proto/arena.h) so the data path mallocs nothing;
- * and the conversions at the edge of the two domain types that are state
- * rather than messages: the cluster view every node keeps (ps_view_t) and
- * the job configuration (ps_job_t, common/job.h). Callers check what needs
+ * and the conversions at the edge of the domain types that are state
+ * rather than messages: the cluster view every node keeps (ps_view_t), the
+ * job configuration (ps_job_t, common/job.h) and a checkpoint part as a
+ * manifest lists it (ps_checkpoint_part_t). Callers check what needs
  * context (sender known, range inside the shard).
  *
  * Sending and receiving a message is proto/msg.h (ps_msg_send_body,
@@ -288,8 +289,8 @@ void *ps_codec_unpack(const ProtobufCMessageDescriptor *d, const void *data, siz
  * PS_MAX_SERVERS); MetricsReport's waited-for workers and text;
  * StatusReply's nodes; FailoverReady's values (not negative); JoinStep's step
  * ([0, PS_JOIN_MAX_STEP]) and worker ([-1, PS_MAX_WORKERS)); the scheduler
- * state's view and lost ranks. Barrier, Shutdown and ModelInfo need only
- * their string sizes. Returns 0 or PS_EPROTO with the reason in why.
+ * state's view and lost ranks. Barrier and ModelInfo need only their string
+ * sizes; a Shutdown nothing. Returns 0 or PS_EPROTO with the reason in why.
  */
 int ps_codec_check(const ProtobufCMessage *m, char *why, size_t cap);
 

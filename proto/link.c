@@ -88,7 +88,6 @@ struct ps_link {
     uint64_t token;      /* this node's secret, from REGISTER_ACK */
     uint64_t run_id;     /* this run of the job, from REGISTER_ACK */
     /* Our registration, sent again to a restarted scheduler: */
-    int spare;                         /* registered as a spare server */
     char endpoint[PS_ENDPOINT_MAX];    /* servers: where workers connect */
     char curve_key[PS_CURVE_KEY_LEN];  /* --secure: the key we serve with */
     char job_id[PS_JOB_ID_MAX];        /* the job we belong to; "" = any */
@@ -181,7 +180,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         ps_link_destroy(&l);
         return PS_EINVAL;
     }
-    l->spare = want_rank == PS_LINK_RANK_SPARE;
+    const int spare = want_rank == PS_LINK_RANK_SPARE;
     snprintf(l->endpoint, sizeof l->endpoint, "%s", endpoint ? endpoint : "");
     snprintf(l->curve_key, sizeof l->curve_key, "%s", ps_ctx_public_key(ctx));
     if (ident) {
@@ -190,7 +189,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     }
     ps_codec_build_id(l->build, sizeof l->build);
     /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
-    int rc = s_register(l, l->spare ? -1 : want_rank, l->spare, 0);
+    int rc = s_register(l, spare ? -1 : want_rank, spare, 0);
     const double t_sent = ps_now();
     double start = t_sent, deadline = start + connect_timeout;
     double next_log = start + PS_LINK_WAIT_LOG_SECONDS;
