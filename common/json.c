@@ -140,11 +140,8 @@ int ps_json_write_file(const char *path, const json_t *j, ps_json_style_t style,
     return rc;
 }
 
-json_t *ps_json_real(double x, int decimals)
+double ps_json_round(double x, int decimals)
 {
-    if (!isfinite(x)) {
-        return json_null();
-    }
     double scale = 1;
     for (int i = 0; i < decimals && i < 9; i++) {
         scale *= 10;
@@ -153,7 +150,12 @@ json_t *ps_json_real(double x, int decimals)
     if (fabs(x * scale) < 0x1p52) {
         x = round(x * scale) / scale;
     }
-    return json_real(x);
+    return x;
+}
+
+json_t *ps_json_real(double x, int decimals)
+{
+    return isfinite(x) ? json_real(ps_json_round(x, decimals)) : json_null();
 }
 
 const char *ps_json_quote(const char *s, char *buf, size_t cap)

@@ -64,6 +64,10 @@ int ps_json_dump(const json_t *j, ps_json_style_t style, ps_text_t *out);
 int ps_json_write_file(const char *path, const json_t *j, ps_json_style_t style, char *why,
                        size_t cap);
 
+/* x rounded to `decimals` places (0 .. 9), as ps_json_real writes it: for
+ * json_real_set on a value that is reused. */
+double ps_json_round(double x, int decimals);
+
 /* A new real x rounded to `decimals` places (0 .. 9), written without noise
  * digits ("0.25", not "0.25000000000000001"); null when x is NaN or
  * infinite (JSON has neither). A new reference, or NULL when out of memory:
