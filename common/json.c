@@ -134,7 +134,8 @@ int ps_json_write_file(const char *path, const json_t *j, ps_json_style_t style,
     if (t.oom) {
         ps_error_format(why, cap, "%s: out of memory for its JSON", path);
     } else {
-        rc = ps_file_write_atomic(path, (const void *[]){t.p}, (size_t[]){t.len}, 1, why, cap);
+        rc = ps_file_write_atomic(path, (const void *[]){t.p}, (size_t[]){t.len}, 1, why,
+                                  cap);
     }
     free(t.p);
     return rc;
@@ -142,6 +143,9 @@ int ps_json_write_file(const char *path, const json_t *j, ps_json_style_t style,
 
 double ps_json_round(double x, int decimals)
 {
+    if (decimals < 0) {
+        return x;
+    }
     double scale = 1;
     for (int i = 0; i < decimals && i < 9; i++) {
         scale *= 10;
@@ -158,22 +162,28 @@ json_t *ps_json_real(double x, int decimals)
     return isfinite(x) ? json_real(ps_json_round(x, decimals)) : json_null();
 }
 
+json_t *ps_json_text(const char *s)
+{
+    json_t *str = json_string(s);
+    char *ascii = str ? NULL : strdup(s);
+    if (ascii) { /* not UTF-8: its stray bytes become '?' */
+        for (char *c = ascii; *c; c++) {
+            *c = (unsigned char)*c >= 0x80 ? '?' : *c;
+        }
+        str = json_string(ascii);
+        free(ascii);
+    }
+    return str;
+}
+
 const char *ps_json_quote(const char *s, char *buf, size_t cap)
 {
     if (cap == 0) {
         return buf;
     }
-    json_t *str = json_string(s);
-    char *ascii = NULL;
-    if (!str && (ascii = strdup(s))) { /* not UTF-8: its stray bytes become '?' */
-        for (char *c = ascii; *c; c++) {
-            *c = (unsigned char)*c >= 0x80 ? '?' : *c;
-        }
-        str = json_string(ascii);
-    }
+    json_t *str = ps_json_text(s);
     char *text = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
     json_decref(str);
-    free(ascii);
     size_t n = text ? strlen(text) : 0;
     if (n == 0) {
         snprintf(buf, cap, "\"?\"");
@@ -214,7 +224,8 @@ const json_t *ps_json_path(const json_t *root, const char *path)
         size_t len = dot ? (size_t)(dot - seg) : strlen(seg);
         if (json_is_object(v)) {
             v = json_object_getn(v, seg, len);
-        } else if (json_is_array(v) && len > 0 && len < 10 && strspn(seg, "0123456789") >= len) {
+        } else if (json_is_array(v) && len > 0 && len < 10 &&
+                   strspn(seg, "0123456789") >= len) {
             v = json_array_get(v, (size_t)strtoul(seg, NULL, 10));
         } else {
             v = NULL;
@@ -233,14 +244,15 @@ int ps_json_get_int(const json_t *root, const char *path, int64_t min, int64_t m
         return PS_EPROTO;
     }
     if (ps_json_int(v, min, max, out) != 0) {
-        ps_error_format(why, cap, "%s is not an integer in [%lld, %lld]", path, (long long)min,
-                        (long long)max);
+        ps_error_format(why, cap, "%s is not an integer in [%lld, %lld]", path,
+                        (long long)min, (long long)max);
         return PS_EPROTO;
     }
     return 0;
 }
 
-int ps_json_get_num(const json_t *root, const char *path, double *out, char *why, size_t cap)
+int ps_json_get_num(const json_t *root, const char *path, double *out, char *why,
+                    size_t cap)
 {
     const json_t *v = ps_json_path(root, path);
     if (!json_is_number(v)) {

@@ -64,15 +64,21 @@ int ps_json_dump(const json_t *j, ps_json_style_t style, ps_text_t *out);
 int ps_json_write_file(const char *path, const json_t *j, ps_json_style_t style, char *why,
                        size_t cap);
 
-/* x rounded to `decimals` places (0 .. 9), as ps_json_real writes it: for
- * json_real_set on a value that is reused. */
+/* x rounded to `decimals` places (0 .. 9; -1: not rounded), as
+ * ps_json_real writes it: for json_real_set on a value that is reused. */
 double ps_json_round(double x, int decimals);
 
-/* A new real x rounded to `decimals` places (0 .. 9), written without noise
+/* A new real x rounded to `decimals` places (0 .. 9, as printf's "%.Nf";
+ * -1: not rounded, 15 significant digits as "%.15g"), written without noise
  * digits ("0.25", not "0.25000000000000001"); null when x is NaN or
  * infinite (JSON has neither). A new reference, or NULL when out of memory:
  * made for json_object_set_new and json_pack's "o". */
 json_t *ps_json_real(double x, int decimals);
+
+/* A new string of s, which may come from outside (a peer's reason, an
+ * endpoint): bytes that are not UTF-8 become '?'. A new reference, or NULL
+ * when out of memory. */
+json_t *ps_json_text(const char *s);
 
 /* s as a JSON string literal (quotes and jansson's escapes) into buf[cap],
  * shortened with "..." to fit: for naming outside text (a tensor name, a
@@ -97,7 +103,8 @@ int ps_json_get_int(const json_t *root, const char *path, int64_t min, int64_t m
 
 /* The number (integer or real) at path into *out. Returns 0 or PS_EPROTO
  * with a one-line reason in why (may be NULL). */
-int ps_json_get_num(const json_t *root, const char *path, double *out, char *why, size_t cap);
+int ps_json_get_num(const json_t *root, const char *path, double *out, char *why,
+                    size_t cap);
 
 /* The string at path; *out is borrowed from root. Returns 0 or PS_EPROTO
  * with a one-line reason in why (may be NULL). */

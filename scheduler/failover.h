@@ -21,8 +21,8 @@
 #ifndef PS_SCHEDULER_FAILOVER_H
 #define PS_SCHEDULER_FAILOVER_H
 
-#include <stdio.h>
 
+#include "common/json.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "scheduler/scheduler_impl.h"
@@ -76,9 +76,9 @@ void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type, const void *
 /* Every tick: spares silent for the peer timeout are forgotten. */
 void ps_failover_tick(ps_scheduler_t *s);
 
-/* The summary JSON's "server_replacements": [...] and "spares" fields, each
- * followed by ", ". */
-void ps_failover_json(FILE *f, const ps_scheduler_t *s);
+/* Adds the summary's "server_replacements": [...] and "spares_left" fields
+ * to doc. Returns 0 or PS_ENOMEM. */
+int ps_failover_json(json_t *doc, const ps_scheduler_t *s);
 
 #ifdef __cplusplus
 }

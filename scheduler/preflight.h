@@ -11,8 +11,8 @@
 #define PS_SCHEDULER_PREFLIGHT_H
 
 #include <stddef.h>
-#include <stdio.h>
 
+#include "common/json.h"
 #include "scheduler/scheduler_impl.h"
 
 #ifdef __cplusplus
@@ -30,8 +30,9 @@ int ps_preflight_on_result(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m);
 int ps_preflight_check(ps_scheduler_t *s, char *why, size_t cap);
 
 /* The summary's "preflight" field: [{worker, server, reached, rtt_ms,
- * mbytes_per_s}, ...], empty without --preflight. */
-void ps_preflight_json(const ps_scheduler_t *s, FILE *f);
+ * mbytes_per_s}, ...], empty without --preflight. A new reference, or NULL
+ * when out of memory. */
+json_t *ps_preflight_json(const ps_scheduler_t *s);
 
 #ifdef __cplusplus
 }

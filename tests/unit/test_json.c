@@ -47,7 +47,8 @@ START_TEST(parse_is_strict_and_reasons_are_one_line)
     memset(deep, '[', sizeof deep);
     s_refused(deep, sizeof deep, "depth");
     json_t *j = NULL;
-    ck_assert_int_eq(ps_json_parse(" {\"a\": [1, 2.5, \"\\u00e9\"]}\n ", 28, 0, &j, NULL, 0), 0);
+    ck_assert_int_eq(
+        ps_json_parse(" {\"a\": [1, 2.5, \"\\u00e9\"]}\n ", 28, 0, &j, NULL, 0), 0);
     ck_assert_str_eq(json_string_value(ps_json_path(j, "a.2")), "\xc3\xa9");
     json_decref(j);
 }
@@ -60,11 +61,13 @@ START_TEST(styles_and_reals)
                           ps_json_real(NAN, 3), "d", ps_json_real(123456789.1234567, 3));
     ck_assert_ptr_nonnull(j);
     char *s = s_dump(j, PS_JSON_COMPACT);
-    ck_assert_str_eq(s, "{\"a\":\"x\\\"\\n/\",\"b\":[1,0.3,0.667],\"c\":null,\"d\":123456789.123}");
+    ck_assert_str_eq(
+        s, "{\"a\":\"x\\\"\\n/\",\"b\":[1,0.3,0.667],\"c\":null,\"d\":123456789.123}");
     free(s);
     s = s_dump(j, PS_JSON_LINE);
-    ck_assert_str_eq(s, "{\"a\": \"x\\\"\\n/\", \"b\": [1, 0.3, 0.667], \"c\": null, \"d\": "
-                        "123456789.123}");
+    ck_assert_str_eq(s,
+                     "{\"a\": \"x\\\"\\n/\", \"b\": [1, 0.3, 0.667], \"c\": null, \"d\": "
+                     "123456789.123}");
     free(s);
     s = s_dump(j, PS_JSON_INDENT);
     ck_assert_ptr_nonnull(strstr(s, "{\n  \"a\": "));
@@ -103,11 +106,13 @@ START_TEST(quote_escapes_and_shortens)
     char buf[16];
     ck_assert_str_eq(ps_json_quote("a\nb\"", buf, sizeof buf), "\"a\\nb\\\"\"");
     ck_assert_str_eq(ps_json_quote("bad \xff", buf, sizeof buf), "\"bad ?\"");
-    ck_assert_str_eq(ps_json_quote("0123456789abcdefghij", buf, sizeof buf), "\"0123456789...\"");
+    ck_assert_str_eq(ps_json_quote("0123456789abcdefghij", buf, sizeof buf),
+                     "\"0123456789...\"");
     ck_assert_uint_eq(strlen(buf), sizeof buf - 1);
-    ck_assert_str_eq(ps_json_quote("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", buf,
-                                   sizeof buf),
-                     "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9...\"");
+    ck_assert_str_eq(
+        ps_json_quote("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+                      buf, sizeof buf),
+        "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9...\"");
 }
 END_TEST
 
