@@ -449,6 +449,7 @@ static Suite *s_suite(void)
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("safetensors");
     tcase_add_checked_fixture(tc, s_setup, s_teardown);
+    tcase_set_timeout(tc, 120); /* 100,000 tensors under sanitizers, on a loaded machine */
     tcase_add_test(tc, round_trip_keeps_names_shapes_data_and_metadata);
     tcase_add_test(tc, header_is_padded_to_eight_bytes_and_data_follows);
     tcase_add_test(tc, empty_file_scalar_and_zero_size_tensors_round_trip);
