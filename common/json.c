@@ -185,6 +185,9 @@ const char *ps_json_quote(const char *s, char *buf, size_t cap)
     char *text = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
     json_decref(str);
     size_t n = text ? strlen(text) : 0;
+    for (size_t i = 0; i < n; i++) {
+        text[i] = text[i] == 0x7f ? '?' : text[i]; /* JSON lets DEL stand, a log line not */
+    }
     if (n == 0) {
         snprintf(buf, cap, "\"?\"");
     } else if (n < cap) {

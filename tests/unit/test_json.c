@@ -106,6 +106,7 @@ START_TEST(quote_escapes_and_shortens)
     char buf[16];
     ck_assert_str_eq(ps_json_quote("a\nb\"", buf, sizeof buf), "\"a\\nb\\\"\"");
     ck_assert_str_eq(ps_json_quote("bad \xff", buf, sizeof buf), "\"bad ?\"");
+    ck_assert_str_eq(ps_json_quote("del\x7f", buf, sizeof buf), "\"del?\"");
     ck_assert_str_eq(ps_json_quote("0123456789abcdefghij", buf, sizeof buf),
                      "\"0123456789...\"");
     ck_assert_uint_eq(strlen(buf), sizeof buf - 1);
