@@ -8,13 +8,10 @@
  */
 #include "common/json.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -69,40 +66,27 @@ int ps_json_parse(const char *buf, size_t len, size_t origin, json_t **out, char
 int ps_json_read_file(const char *path, size_t max_bytes, json_t **out, char *why,
                       size_t cap)
 {
-    struct stat sb;
     char *buf = NULL, reason[256];
-    int rc = PS_EIO;
+    uint64_t size;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc, fd = ps_file_open_read(path, &size, why, cap);
     if (fd < 0) {
-        ps_error_format(why, cap, "%s: cannot open: %s", path, strerror(errno));
-        return errno == ENOENT ? PS_ENOENT : PS_EIO;
+        return fd;
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ps_error_format(why, cap, "%s: not a regular file", path);
-        goto done;
-    }
-    if ((uint64_t)sb.st_size > max_bytes) {
-        ps_error_format(why, cap, "%s: %lld bytes, more than the %zu allowed", path,
-                        (long long)sb.st_size, max_bytes);
+    if (size > max_bytes) {
+        ps_error_format(why, cap, "%s: %llu bytes, more than the %zu allowed", path,
+                        (unsigned long long)size, max_bytes);
         rc = PS_EPROTO;
-        goto done;
-    }
-    const size_t n = (size_t)sb.st_size;
-    if (!(buf = malloc(n ? n : 1))) {
-        ps_error_format(why, cap, "%s: out of memory for %zu bytes", path, n);
+    } else if (!(buf = malloc(size ? (size_t)size : 1))) {
+        ps_error_format(why, cap, "%s: out of memory for %llu bytes", path,
+                        (unsigned long long)size);
         rc = PS_ENOMEM;
-        goto done;
-    }
-    if (ps_file_read_all(fd, buf, n) != 0) {
+    } else if (ps_file_read_all(fd, buf, (size_t)size) != 0) {
         ps_error_format(why, cap, "%s: read failed (file shrank?)", path);
-        goto done;
-    }
-    rc = ps_json_parse(buf, n, 0, out, reason, sizeof reason);
-    if (rc != 0) {
+        rc = PS_EIO;
+    } else if ((rc = ps_json_parse(buf, (size_t)size, 0, out, reason, sizeof reason)) != 0) {
         ps_error_format(why, cap, "%s: not JSON %s", path, reason);
     }
-done:
     free(buf);
     close(fd);
     return rc;
@@ -254,26 +238,36 @@ int ps_json_get_int(const json_t *root, const char *path, int64_t min, int64_t m
     return 0;
 }
 
+/* The value at path if json_typeof() gives type (JSON_INTEGER also takes
+ * JSON_REAL: a number); else NULL with "PATH is missing" or "PATH is not
+ * WHAT" in why. */
+static const json_t *s_typed(const json_t *root, const char *path, json_type type,
+                             const char *what, char *why, size_t cap)
+{
+    const json_t *v = ps_json_path(root, path);
+    const int ok = v && (json_typeof(v) == type || (type == JSON_INTEGER && json_is_real(v)));
+    if (!ok) {
+        ps_error_format(why, cap, "%s is %s%s", path, v ? "not " : "missing", v ? what : "");
+    }
+    return ok ? v : NULL;
+}
+
 int ps_json_get_num(const json_t *root, const char *path, double *out, char *why,
                     size_t cap)
 {
-    const json_t *v = ps_json_path(root, path);
-    if (!json_is_number(v)) {
-        ps_error_format(why, cap, "%s is %s", path, v ? "not a number" : "missing");
-        return PS_EPROTO;
+    const json_t *v = s_typed(root, path, JSON_INTEGER, "a number", why, cap);
+    if (v) {
+        *out = json_number_value(v);
     }
-    *out = json_number_value(v);
-    return 0;
+    return v ? 0 : PS_EPROTO;
 }
 
 int ps_json_get_str(const json_t *root, const char *path, const char **out, char *why,
                     size_t cap)
 {
-    const json_t *v = ps_json_path(root, path);
-    if (!json_is_string(v)) {
-        ps_error_format(why, cap, "%s is %s", path, v ? "not a string" : "missing");
-        return PS_EPROTO;
+    const json_t *v = s_typed(root, path, JSON_STRING, "a string", why, cap);
+    if (v) {
+        *out = json_string_value(v);
     }
-    *out = json_string_value(v);
-    return 0;
+    return v ? 0 : PS_EPROTO;
 }

@@ -11,12 +11,9 @@
  */
 #include "common/safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -361,20 +358,13 @@ int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, si
 {
     ps_safetensors_t *st = NULL;
     char *hdr = NULL;
-    struct stat sb;
     int rc = PS_EPROTO;
+    uint64_t size, hlen = 0;
     *st_p = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ps_file_open_read(path, &size, why, why_cap);
     if (fd < 0) {
-        ps_error_format(why, why_cap, "%s: cannot open: %s", path, strerror(errno));
-        return errno == ENOENT ? PS_ENOENT : PS_EIO;
+        return fd;
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ps_error_format(why, why_cap, "%s: not a regular file", path);
-        rc = PS_EIO;
-        goto fail;
-    }
-    uint64_t size = (uint64_t)sb.st_size, hlen = 0;
     unsigned char len8[8];
     if (size < 8 || ps_file_read_all(fd, len8, 8) < 0) {
         ps_error_format(why, why_cap, "%s: truncated: %llu bytes, no header length", path,

@@ -298,6 +298,28 @@ static void s_doc_text(const json_t *doc, s_buf_t *out)
     }
 }
 
+/* A mutated file into out: in tenths of the cases base_doc changed and
+ * written out (then sometimes its bytes too), else base's bytes changed.
+ * With data, a byte mutation hits it one time in five instead. */
+static void s_mutated(const json_t *base_doc, const s_buf_t *base, size_t tenths, s_buf_t *out,
+                      s_buf_t *data)
+{
+    const size_t how = s_below(10);
+    if (how < tenths) {
+        json_t *doc = json_deep_copy(base_doc);
+        for (size_t k = 1 + s_below(2); k > 0; k--) {
+            s_mutate_doc(doc);
+        }
+        s_doc_text(doc, out);
+        json_decref(doc);
+    } else {
+        s_set(out, base->p, base->n);
+    }
+    for (size_t k = how < tenths ? s_below(2) : 1 + s_below(3); k > 0; k--) {
+        s_mutate_bytes(data && s_below(5) == 0 ? data : out);
+    }
+}
+
 /* ---- checking what a reader said ---- */
 
 typedef struct {
@@ -356,7 +378,9 @@ static void s_refusal(s_tally_t *t, const char *why)
     }
 }
 
-static void s_print(const char *what, const s_tally_t *t)
+/* Prints the tally for the log and asserts that every file was read and
+ * most were refused (the mutations are meant to break things). */
+static void s_report(const char *what, const s_tally_t *t, long files)
 {
     printf("%s: %d files, %d refused with one line each, %d read; %d kinds of reason:\n", what,
            t->files, t->refused, t->accepted, t->kinds);
@@ -364,6 +388,8 @@ static void s_print(const char *what, const s_tally_t *t)
         printf("  %6d  %s\n", t->kind_n[i], t->kind[i]);
     }
     fflush(stdout);
+    ck_assert_int_eq(t->files, files);
+    ck_assert_int_gt(t->refused, files / 2);
 }
 
 /* ---- safetensors ---- */
@@ -440,20 +466,7 @@ START_TEST(safetensors_reader_gives_each_refused_mutation_one_line)
     s_tally_t tally = {0};
     for (long i = 0; i < files; i++) {
         s_set(&data, base_data.p, base_data.n);
-        const size_t how = s_below(10);
-        if (how < 4) { /* the parsed header changed, written in any style */
-            json_t *doc = json_deep_copy(base_doc);
-            for (size_t k = 1 + s_below(2); k > 0; k--) {
-                s_mutate_doc(doc);
-            }
-            s_doc_text(doc, &hdr);
-            json_decref(doc);
-        } else {
-            s_set(&hdr, base_hdr.p, base_hdr.n);
-        }
-        for (size_t k = how < 4 ? s_below(2) : 1 + s_below(3); k > 0; k--) {
-            s_mutate_bytes(s_below(5) ? &hdr : &data);
-        }
+        s_mutated(base_doc, &base_hdr, 4, &hdr, &data);
         uint64_t hlen = hdr.n;
         if (s_below(8) == 0) { /* a length that lies */
             static const uint64_t lens[] = {0, 1, 2, 7, PS_SAFETENSORS_MAX_HEADER + 1,
@@ -476,9 +489,7 @@ START_TEST(safetensors_reader_gives_each_refused_mutation_one_line)
             tally.accepted++;
         }
     }
-    s_print("safetensors", &tally);
-    ck_assert_int_eq(tally.files, files);
-    ck_assert_int_gt(tally.refused, files / 2);
+    s_report("safetensors", &tally, files);
     json_decref(base_doc);
     free(base_hdr.p);
     free(base_data.p);
@@ -546,20 +557,7 @@ START_TEST(manifest_reader_gives_each_refused_mutation_one_line)
     ck_assert_int_eq(ps_json_parse((char *)base.p, base.n, 0, &base_doc, NULL, 0), 0);
     s_tally_t tally = {0};
     for (long i = 0; i < files; i++) {
-        const size_t how = s_below(10);
-        if (how < 5) {
-            json_t *doc = json_deep_copy(base_doc);
-            for (size_t k = 1 + s_below(2); k > 0; k--) {
-                s_mutate_doc(doc);
-            }
-            s_doc_text(doc, &text);
-            json_decref(doc);
-        } else {
-            s_set(&text, base.p, base.n);
-        }
-        for (size_t k = how < 5 ? s_below(2) : 1 + s_below(3); k > 0; k--) {
-            s_mutate_bytes(&text);
-        }
+        s_mutated(base_doc, &base, 5, &text, NULL);
         unlink(path); /* as in s_put_st */
         FILE *f = fopen(path, "wb");
         S_CHECK(f, "cannot write %s", path);
@@ -577,9 +575,7 @@ START_TEST(manifest_reader_gives_each_refused_mutation_one_line)
             tally.accepted++;
         }
     }
-    s_print("manifest", &tally);
-    ck_assert_int_eq(tally.files, files);
-    ck_assert_int_gt(tally.refused, files / 2);
+    s_report("manifest", &tally, files);
     json_decref(base_doc);
     free(base.p);
     free(text.p);
