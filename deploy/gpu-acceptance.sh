@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy/gpu-acceptance.sh - the GPU checks of the CUDA issue in one command,
+# deploy/gpu-acceptance.sh - the GPU checks of the CUDA backend in one command,
 # for a machine with a GPU. One with CUDA and Python with torch but none of
 # our Debian libraries: pack a CUDA build with
 #   deploy/gpu-bundle.sh build --with-data

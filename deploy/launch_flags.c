@@ -293,75 +293,11 @@ void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, cha
     snprintf(out, cap, "%.*s.%s%s", (int)(dot - trace), trace, tag, dot);
 }
 
-int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
+/* After parsing: the job as far as the launcher needs it, the defaults
+ * that depend on other flags, the checks across flags, and the role
+ * binaries. Returns 0 or PS_EINVAL after one usage line. */
+static int s_resolve(ps_launch_flags_t *F)
 {
-    static const char about[] =
-        "Starts a local shardps cluster: one scheduler, S servers and M workers, each\n"
-        "its own process, with their output relayed on stderr. Job flags are passed\n"
-        "to the roles that take them; arguments after \"--\" go to the scheduler.\n"
-        "Exit status: 0 job ok, 1 job failed, 2 bad usage, 130/143 interrupted.";
-    *F = (ps_launch_flags_t){
-        .servers = -1, /* resolved by the mode: 1, or 0 for allreduce */
-        .workers = -1, /* 1, or with --node the tasks left */
-        .host = NULL,  /* 127.0.0.1, or with --node 0.0.0.0 */
-        .port = 9000,
-    };
-    ps_flag_t flags[S_NOWN + PS_LAUNCH_MAX_FWD] = {
-        {"servers", PS_FLAG_INT, &F->servers, "N",
-         "number of servers (-1 = 1, or 0 with --mode allreduce)"},
-        {"workers", PS_FLAG_INT, &F->workers, "N",
-         "number of workers (-1 = 1; with --node, the tasks after the scheduler and servers)"},
-        {"host", PS_FLAG_STR, &F->host, "HOST",
-         "address the roles bind to (with --node: 0.0.0.0)"},
-        {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
-         "role binaries (default: next to this one, ../<role>/, $PATH)"},
-        {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
-         "stop and fail the job after this long (0 = never)"},
-        {"node", PS_FLAG_BOOL, &F->node, "0|1",
-         "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
-         "Kubernetes): role, rank and scheduler from its environment"},
-        {"port", PS_FLAG_INT, &F->port, "PORT",
-         "with --node: the scheduler's port (its host: see README, Running on a cluster)"},
-        {"plot", PS_FLAG_STR, &F->plot, "DIR",
-         "write the run's plots here (progress.png, progress.csv, accuracy.csv); default: "
-         "beside --summary; none = no plots"},
-        {"log-file", PS_FLAG_STR, &F->log_file, "FILE", "also write every role's output here"},
-        {"log-dir", PS_FLAG_STR, &F->log_dir, "DIR",
-         "also write each role's output to DIR/scheduler.log, DIR/S0.log, DIR/W0.log ..."},
-        {"spares", PS_FLAG_INT, &F->spares, "N",
-         "spare servers, 0 to 64: one replaces a lost server from its newest checkpoint"},
-        {"respawn", PS_FLAG_INT, &F->respawn, "N",
-         "restart up to N servers (as new spares) or workers (with --min-workers: they join again) that die (0 = never)"},
-    };
-    _Static_assert(sizeof flags / sizeof flags[0] == S_NOWN + PS_LAUNCH_MAX_FWD, "S_NOWN");
-    s_fwd_build(F);
-    for (size_t i = 0; i < F->nfwd; i++) {
-        const ps_flag_t *f = F->fwd[i].flag;
-        /* A 0|1 flag stays one, so "--preflight" alone works here too. */
-        F->fwd_bool[i] = -1;
-        flags[S_NOWN + i] = f->type == PS_FLAG_BOOL
-                                ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i],
-                                              f->metavar, F->fwd[i].help}
-                                : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
-                                              F->fwd[i].help};
-    }
-    int rest = argc;
-    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, S_NOWN + F->nfwd, argc, argv, &rest);
-    if (rc != 0) {
-        return rc;
-    }
-    for (size_t i = 0; i < F->nfwd; i++) {
-        if (F->fwd_bool[i] >= 0) {
-            F->fwd_val[i] = F->fwd_bool[i] ? "1" : "0";
-        }
-    }
-    if (rest < argc) {
-        if (rest < 2 || strcmp(argv[rest - 1], "--") != 0) {
-            return s_bad("unexpected argument '%s' (see --help)", argv[rest]);
-        }
-        F->extra = argv + rest;
-        F->nextra = argc - rest;
-    }
     ps_job_defaults(&F->job);
     const char *mode = ps_launch_flags_value(F, "mode");
     if (mode) {
@@ -422,6 +358,78 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         }
     }
     return 0;
+}
+
+int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
+{
+    static const char about[] =
+        "Starts a local shardps cluster: one scheduler, S servers and M workers, each\n"
+        "its own process, with their output relayed on stderr. Job flags are passed\n"
+        "to the roles that take them; arguments after \"--\" go to the scheduler.\n"
+        "Exit status: 0 job ok, 1 job failed, 2 bad usage, 130/143 interrupted.";
+    *F = (ps_launch_flags_t){
+        .servers = -1, /* resolved by the mode: 1, or 0 for allreduce */
+        .workers = -1, /* 1, or with --node the tasks left */
+        .host = NULL,  /* 127.0.0.1, or with --node 0.0.0.0 */
+        .port = 9000,
+    };
+    ps_flag_t flags[S_NOWN + PS_LAUNCH_MAX_FWD] = {
+        {"servers", PS_FLAG_INT, &F->servers, "N",
+         "number of servers (-1 = 1, or 0 with --mode allreduce)"},
+        {"workers", PS_FLAG_INT, &F->workers, "N",
+         "number of workers (-1 = 1; with --node, the tasks after the scheduler and servers)"},
+        {"host", PS_FLAG_STR, &F->host, "HOST",
+         "address the roles bind to (with --node: 0.0.0.0)"},
+        {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
+         "role binaries (default: next to this one, ../<role>/, $PATH)"},
+        {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
+         "stop and fail the job after this long (0 = never)"},
+        {"node", PS_FLAG_BOOL, &F->node, "0|1",
+         "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
+         "Kubernetes): role, rank and scheduler from its environment"},
+        {"port", PS_FLAG_INT, &F->port, "PORT",
+         "with --node: the scheduler's port (its host: see docs/cluster.md)"},
+        {"plot", PS_FLAG_STR, &F->plot, "DIR",
+         "write the run's plots here (progress.png, progress.csv, accuracy.csv); default: "
+         "beside --summary; none = no plots"},
+        {"log-file", PS_FLAG_STR, &F->log_file, "FILE", "also write every role's output here"},
+        {"log-dir", PS_FLAG_STR, &F->log_dir, "DIR",
+         "also write each role's output to DIR/scheduler.log, DIR/S0.log, DIR/W0.log ..."},
+        {"spares", PS_FLAG_INT, &F->spares, "N",
+         "spare servers, 0 to 64: one replaces a lost server from its newest checkpoint"},
+        {"respawn", PS_FLAG_INT, &F->respawn, "N",
+         "restart up to N servers (as new spares) or workers (with --min-workers: they join again) that die (0 = never)"},
+    };
+    _Static_assert(sizeof flags / sizeof flags[0] == S_NOWN + PS_LAUNCH_MAX_FWD, "S_NOWN");
+    s_fwd_build(F);
+    for (size_t i = 0; i < F->nfwd; i++) {
+        const ps_flag_t *f = F->fwd[i].flag;
+        /* A 0|1 flag stays one, so "--preflight" alone works here too. */
+        F->fwd_bool[i] = -1;
+        flags[S_NOWN + i] = f->type == PS_FLAG_BOOL
+                                ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i],
+                                              f->metavar, F->fwd[i].help}
+                                : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
+                                              F->fwd[i].help};
+    }
+    int rest = argc;
+    int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, S_NOWN + F->nfwd, argc, argv, &rest);
+    if (rc != 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < F->nfwd; i++) {
+        if (F->fwd_bool[i] >= 0) {
+            F->fwd_val[i] = F->fwd_bool[i] ? "1" : "0";
+        }
+    }
+    if (rest < argc) {
+        if (rest < 2 || strcmp(argv[rest - 1], "--") != 0) {
+            return s_bad("unexpected argument '%s' (see --help)", argv[rest]);
+        }
+        F->extra = argv + rest;
+        F->nextra = argc - rest;
+    }
+    return s_resolve(F);
 }
 
 /* ---- command lines ------------------------------------------------------- */

@@ -154,7 +154,7 @@ int ps_launch_node_resolve(ps_launch_flags_t *F)
         rank = rank == 0 ? 0 : rank <= S ? rank - 1 : rank - 1 - S;
     } else {
         return s_bad("no task in the environment: expected SLURM_PROCID, OMPI_COMM_WORLD_RANK, "
-                     "PMI_RANK or SHARDPS_ROLE (see README, Running on a cluster)");
+                     "PMI_RANK or SHARDPS_ROLE (see docs/cluster.md)");
     }
     F->node_rank = (int)rank;
     if (F->port < 1 || F->port > 65535) {

@@ -2,7 +2,7 @@
  * deploy/launch_node.h - `shardps-launch --node`: one process of a job that a
  * cluster manager (Slurm, mpirun, Kubernetes) started, the same command on
  * every task; its role, rank and the scheduler's address come from the
- * manager's environment (the contract is README's "Running on a cluster").
+ * manager's environment (the contract is docs/cluster.md).
  *
  * Tasks of one job step (Slurm's SLURM_PROCID/SLURM_NTASKS, Open MPI's
  * OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE) are numbered globally: task 0

@@ -3,7 +3,7 @@
  *
  * The table shardps-worker parses (and prints --help from), and the one
  * shardps-launch reads to know which flags it forwards to the workers. The
- * README's table is checked against --help by tests/integration/
+ * table in docs/usage.md is checked against --help by tests/integration/
  * test_flags_doc.sh. This module parses nothing itself (common/config.h does).
  */
 #ifndef PS_WORKER_FLAGS_H

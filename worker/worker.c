@@ -1,35 +1,28 @@
 /*
- * worker/worker.c - the training loop of one worker.
+ * worker/worker.c - the training loop of one worker: start-up, the step
+ * loop, and a step's push and pull (the ring's side of a step is
+ * worker/allreduce.c, evaluations worker/evaluate.c; the state they share
+ * is worker/worker_impl.h).
  *
  * Global sample order: all workers draw the same permutation per epoch from
  * the seed; at step k worker r of M takes samples [(k*M + r)*b, +b), so sync
  * training with M workers of batch b sees exactly the batches of one worker
  * with batch M*b (docs/design.md, "Models, data and the global sample order").
  *
- * allreduce: the same batches and the same optimizer code as the servers
- * (ps_optim_step with the schedule's lr of step t and scale 1/M, update count
- * t + 1), applied by every worker to the ring's sum, so the parameters stay
- * bitwise identical on every worker and match sync training up to the order
- * in which the ring adds the M gradients.
- *
- * Overlap (--overlap 1): the gradient vector is cut into buckets at tensor
- * boundaries and a communication thread (worker/overlap.c) owns the ring
- * during each step, summing the last buckets while backward still produces
- * the earlier layers; the trainer waits for every bucket, then applies the
- * optimizer as before. The ring's check also fails once this worker is
- * shutting down, so the thread never outlives a failed step.
- *
- * In sync and ssp the same flag pushes each layer's gradients to the servers
- * as soon as backward has finished them (last layer first): the transfer
- * overlaps the rest of backward, and a server sums a worker's parts as one
- * push (the sums, so the parameters, are bitwise those of one whole push).
- * async applies every push as an update, and sync:k/n counts pushes, so both
- * keep one push per step.
+ * Overlap (--overlap 1): in allreduce a communication thread
+ * (worker/overlap.c) owns the ring during each step, summing the last
+ * gradient buckets while backward still produces the earlier layers; the
+ * ring's check also fails once this worker is shutting down, so the thread
+ * never outlives a failed step. In sync and ssp the same flag pushes each
+ * layer's gradients to the servers as soon as backward has finished them
+ * (last layer first): the transfer overlaps the rest of backward, and a
+ * server sums a worker's parts as one push (the sums, so the parameters, are
+ * bitwise those of one whole push). async applies every push as an update,
+ * and sync:k/n counts pushes, so both keep one push per step.
  */
-#include "worker/worker.h"
+#include "worker/worker_impl.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,61 +32,10 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
-#include "common/ratelog.h"
 #include "common/trace.h"
-#include "kernels/optim.h"
 #include "kernels/threads.h"
 #include "proto/curve.h"
-#include "proto/link.h"
-#include "worker/data.h"
-#include "worker/kv.h"
 #include "worker/preflight.h"
-#include "worker/models/model.h"
-#include "worker/observe.h"
-#include "worker/overlap.h"
-#include "worker/ring.h"
-
-/* Most pushes of one step (layer by layer, then the rest). */
-enum { PS_WORKER_MAX_PUSHES = 16 };
-
-/* Test accuracy below this (twice chance on 10 classes) after steps with
- * non-finite values means they broke the model: the job has diverged. */
-#define PS_WORKER_SANE_ACCURACY 0.2
-
-typedef struct {
-    const ps_worker_config_t *cfg;
-    ps_ctx_t *ctx;
-    ps_link_t *link;       /* until the KV client takes it */
-    int rank;              /* this worker's rank */
-    ps_job_t job;
-    ps_view_t *view;
-    const ps_kernels_t *kernels;
-    ps_model_t *model;
-    ps_kv_t *kv;
-    ps_ring_t *ring; /* allreduce: this worker's place in the ring */
-    ps_overlap_t *overlap; /* allreduce with --overlap 1: the ring's thread */
-    int layer_push;        /* sync, ssp with --overlap 1: push layers during backward */
-    int64_t push_step;     /* the step being pushed layer by layer */
-    uint64_t push_end;     /* keys [push_end, P) are pushed already */
-    int push_h[PS_WORKER_MAX_PUSHES]; /* their handles */
-    int npush;
-    int push_rc;           /* the first refused push, or 0 */
-    atomic_int stopping;   /* set before tearing down: the ring gives up waiting */
-    ps_optim_t opt;  /* allreduce: the job's optimizer, applied locally */
-    float *state;    /* allreduce: its state, ps_optim_state_floats() arrays of P */
-    float *sums;     /* allreduce: 2M floats for the start-up check (lives as long
-                        as the ring: a failed ring may still hold its frames) */
-    ps_dataset_t train, test;
-    uint32_t *order; /* this epoch's global sample order */
-    float *x;        /* batch images: the model's pinned buffer; borrowed */
-    uint8_t *y;      /* batch labels: likewise */
-    ps_safetensors_t *init; /* --init-from: the model file, read before joining */
-    ps_done_t done;  /* what we report at the end */
-    uint64_t nonfinite;      /* steps whose loss or gradient was not finite */
-    ps_ratelog_t *nonfinite_log; /* their log lines, summarised */
-    ps_worker_obs_t *obs;    /* metrics and the heartbeat's report */
-    char err[256];
-} ps_worker_t;
 
 /* Writes the parameters as raw little-endian float32 to pattern, its first
  * "%d" replaced by rank. */
@@ -127,55 +69,6 @@ static int s_wait(ps_worker_t *w, int handle, const char *what)
     return rc;
 }
 
-/* ps_model_evaluate over a whole data set, its images normalised for the call
- * (the set keeps bytes). Returns 0, PS_ENOMEM or the model's error. */
-static int s_evaluate_set(ps_model_t *m, const ps_dataset_t *ds, int *correct, float *loss)
-{
-    float *x = malloc((size_t)ds->n * ds->rows * ds->cols * sizeof *x);
-    if (!x) {
-        return PS_ENOMEM;
-    }
-    ps_data_images(ds, 0, ds->n, x);
-    int rc = ps_model_evaluate(m, x, ds->labels, ds->n, correct, loss);
-    free(x);
-    return rc;
-}
-
-/* Test accuracy of the current parameters after step `step` (counted from 0
- * over the job). epoch > 0: the end of that epoch, recorded in the summary;
- * epoch 0: an --eval-every point within an epoch, only logged. */
-static int s_evaluate(ps_worker_t *w, int epoch, int64_t step, double t_train)
-{
-    int correct = 0;
-    float loss = 0;
-    int rc = s_evaluate_set(w->model, &w->test, &correct, &loss);
-    if (rc != 0) {
-        snprintf(w->err, sizeof w->err, "evaluation failed: %s", ps_strerror(rc));
-        return rc;
-    }
-    double acc = (double)correct / w->test.n;
-    /* Ending below any sane accuracy after skipped steps means they broke it. */
-    if (!isfinite(loss) || !ps_optim_finite(ps_model_params(w->model), w->view->num_params) ||
-        (w->nonfinite && acc < PS_WORKER_SANE_ACCURACY)) {
-        snprintf(w->err, sizeof w->err,
-                 "training diverged: epoch %d ends with test_loss=%g test_accuracy=%.4f%s", epoch,
-                 loss, acc, w->nonfinite ? " after steps with non-finite values" : "");
-        return PS_ENONFINITE;
-    }
-    if (epoch == 0) {
-        ps_log_info("eval step=%lld test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs",
-                    (long long)step, acc, loss, t_train);
-        return 0;
-    }
-    if (w->done.num_epochs_evaluated < PS_MAX_EPOCHS) {
-        w->done.test_accuracy[w->done.num_epochs_evaluated++] = acc;
-    }
-    ps_worker_obs_epoch(w->obs, epoch, acc);
-    ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs step=%lld", epoch, acc,
-                loss, t_train, (long long)step);
-    return 0;
-}
-
 /* The version a pull after pushing step t must wait for. */
 static int64_t s_pull_version(const ps_job_t *j, int64_t t)
 {
@@ -206,23 +99,7 @@ static int s_end_epoch(ps_worker_t *w, int epoch, int64_t step, double loss_sum,
                        double t0)
 {
     w->done.final_loss = nsteps ? loss_sum / nsteps : 0;
-    return w->rank == 0 ? s_evaluate(w, epoch + 1, step, ps_now() - t0) : 0;
-}
-
-/* The ring's question while it waits: is the job still there (and are we)? */
-static int s_ring_check(void *arg)
-{
-    ps_worker_t *w = arg;
-    if (atomic_load(&w->stopping)) {
-        return PS_ECLOSED;
-    }
-    return ps_kv_status(w->kv);
-}
-
-/* The model's gradient-ready hook: hands the final buckets to the ring's thread. */
-static void s_grads_ready(void *arg, size_t from)
-{
-    ps_overlap_ready(arg, from);
+    return w->rank == 0 ? ps_worker_evaluate_at(w, epoch + 1, step, ps_now() - t0) : 0;
 }
 
 /* A NaN or an infinity in the step's loss or gradient [from, to), checked
@@ -324,64 +201,6 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
     return rc;
 }
 
-/* allreduce with overlap: plans the buckets from the model's tensors and
- * starts the thread that owns the ring from now on. */
-static int s_overlap_start(ps_worker_t *w)
-{
-    const size_t nt = ps_model_num_tensors(w->model);
-    size_t offsets[64];
-    ps_range_t buckets[PS_OVERLAP_MAX_BUCKETS];
-    if (nt > sizeof offsets / sizeof offsets[0]) {
-        snprintf(w->err, sizeof w->err, "overlap: model has too many tensors (%zu)", nt);
-        return PS_EINVAL;
-    }
-    for (size_t i = 0; i < nt; i++) {
-        offsets[i] = ps_model_tensor(w->model, i)->offset;
-    }
-    const uint64_t P = w->view->num_params;
-    int nb = ps_overlap_plan(offsets, nt, P, 0, buckets, PS_OVERLAP_MAX_BUCKETS);
-    int rc = nb < 0 ? nb
-                    : ps_overlap_new(w->ring, ps_model_grads(w->model), P, buckets, nb,
-                                     &w->overlap);
-    if (rc != 0) {
-        snprintf(w->err, sizeof w->err, "overlap: cannot start: %s", ps_strerror(rc));
-        return rc;
-    }
-    ps_model_set_grad_ready(w->model, s_grads_ready, w->overlap);
-    if (w->rank == 0) {
-        ps_log_info("overlap: %d gradient buckets, the last [%llu, %llu) first", nb,
-                    (unsigned long long)buckets[0].begin,
-                    (unsigned long long)buckets[0].end);
-    }
-    return 0;
-}
-
-/* A ring failure's reason: the job's end when that was the cause. */
-static int s_ring_failed(ps_worker_t *w, int rc, const char *what)
-{
-    snprintf(w->err, sizeof w->err, "%s failed: %s", what,
-             rc == PS_ECLOSED && ps_kv_status(w->kv) ? ps_kv_error(w->kv)
-                                                     : ps_ring_error(w->ring));
-    return rc;
-}
-
-/* allreduce, one step: sum the gradients over the ring, then apply the
- * optimizer exactly as a sync server would to the mean (scale 1/M). */
-static int s_ring_step(ps_worker_t *w, int64_t t)
-{
-    const uint64_t P = w->view->num_params;
-    float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
-    int rc = w->overlap ? ps_overlap_wait(w->overlap)
-                        : ps_ring_allreduce(w->ring, grads, P, t);
-    if (rc != 0) {
-        return s_ring_failed(w, rc, "ring allreduce");
-    }
-    float lr = ps_optim_lr(&w->job, t, w->view->steps_per_epoch, w->view->total_steps);
-    ps_optim_step(&w->opt, lr, t + 1, params, w->state, P, grads,
-                  1.0f / (float)w->view->num_workers, P);
-    return 0;
-}
-
 /* Payload bytes pushed and pulled so far (allreduce: sent and received on
  * the ring since its start-up check, which sent sent0 and received received0). */
 static void s_bytes(ps_worker_t *w, uint64_t sent0, uint64_t received0, uint64_t *pushed,
@@ -396,12 +215,6 @@ static void s_bytes(ps_worker_t *w, uint64_t sent0, uint64_t received0, uint64_t
     }
 }
 
-/*
- * The step loop. t is the global step: in stepped modes the version this
- * worker's gradient is for (under sync:k/n a late worker jumps to the
- * version it pulled, skipping the batches the others already covered); in
- * async a local count. Epoch and batch follow from t.
- */
 /* Worker 0 at the end: the trained model, with the job in its metadata. */
 static int s_save_model(ps_worker_t *w, const float *params)
 {
@@ -419,6 +232,42 @@ static int s_save_model(ps_worker_t *w, const float *params)
                            (int)(sizeof meta / sizeof meta[0] / 2), w->err, sizeof w->err);
     if (rc == 0) {
         ps_log_info("model saved to %s", w->cfg->save_model);
+    }
+    return rc;
+}
+
+/* Worker 0's progress line, every --progress seconds and at each epoch's
+ * end: the epoch's step and mean loss, and the samples per second of the
+ * whole job since the last line. */
+static void s_log_progress(ps_worker_t *w, int epoch, int64_t t, double mean_loss,
+                           int64_t steps, double *last_log, int64_t *last_log_step)
+{
+    const int64_t spe = w->view->steps_per_epoch;
+    const double now = ps_now();
+    if (now - *last_log < w->cfg->progress_seconds && t % spe != 0) {
+        return;
+    }
+    ps_log_info("epoch=%d/%d step=%lld/%lld loss=%.4f samples_per_sec=%.0f", epoch + 1,
+                w->job.epochs, (long long)(t - (int64_t)epoch * spe), (long long)spe,
+                mean_loss,
+                (double)(steps - *last_log_step) * w->view->num_workers * w->job.batch /
+                    (now - *last_log));
+    *last_log = now;
+    *last_log_step = steps;
+}
+
+/* After the last step: worker 0's --save-model, and --dump-params. */
+static int s_write_outputs(ps_worker_t *w, const float *params)
+{
+    int rc = 0;
+    if (w->rank == 0 && w->cfg->save_model) {
+        rc = s_save_model(w, params);
+    }
+    if (rc == 0 && w->cfg->dump_params &&
+        s_dump(w->cfg->dump_params, w->rank, params, w->view->num_params) != 0) {
+        snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",
+                 w->cfg->dump_params);
+        rc = PS_EIO;
     }
     return rc;
 }
@@ -462,7 +311,7 @@ static int s_rollback(ps_worker_t *w, int64_t *t)
                                   step),
                     "pulling after a rollback");
     if (rc == 0 && w->rank == 0 && w->done.num_epochs_evaluated < done_epochs) {
-        rc = s_evaluate(w, (int)done_epochs, step, 0);
+        rc = ps_worker_evaluate_at(w, (int)done_epochs, step, 0);
     }
     return rc;
 }
@@ -536,7 +385,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
         double tw = ps_now();
         w->done.compute_seconds += tw - tc;
         if (ring) {
-            if ((rc = s_ring_step(w, t)) != 0) {
+            if ((rc = ps_allreduce_step(w, t)) != 0) {
                 return rc;
             }
         } else if ((rc = s_push_pull(w, t, params)) != 0) {
@@ -563,16 +412,11 @@ static int s_train(ps_worker_t *w, int rolled_back)
         const int64_t prev = t, every = w->cfg->eval_every;
         t = next;
         if (rank == 0 && every > 0 && t / every != prev / every && t % spe != 0 && t < total &&
-            (rc = s_evaluate(w, 0, t, ps_now() - t0)) != 0) {
+            (rc = ps_worker_evaluate_at(w, 0, t, ps_now() - t0)) != 0) {
             return rc;
         }
-        double now = ps_now();
-        if (rank == 0 && (now - last_log >= w->cfg->progress_seconds || t % spe == 0)) {
-            ps_log_info("epoch=%d/%d step=%lld/%lld loss=%.4f samples_per_sec=%.0f", e + 1,
-                        j->epochs, (long long)(t - (int64_t)e * spe), (long long)spe,
-                        loss_sum / nsteps, (double)(steps - last_log_step) * M * b / (now - last_log));
-            last_log = now;
-            last_log_step = steps;
+        if (rank == 0) {
+            s_log_progress(w, e, t, loss_sum / nsteps, steps, &last_log, &last_log_step);
         }
     }
     if (rc == 0 && epoch >= 0) {
@@ -582,97 +426,16 @@ static int s_train(ps_worker_t *w, int rolled_back)
     w->done.steps += steps;
     w->done.samples += steps * b;
     s_bytes(w, ring_sent0, ring_received0, &w->done.bytes_pushed, &w->done.bytes_pulled);
-    if (rc == 0 && rank == 0 && w->cfg->save_model) {
-        rc = s_save_model(w, params);
-    }
-    if (rc == 0 && w->cfg->dump_params &&
-        s_dump(w->cfg->dump_params, rank, params, P) != 0) {
-        snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",
-                 w->cfg->dump_params);
-        rc = PS_EIO;
-    }
-    return rc;
+    return rc == 0 ? s_write_outputs(w, params) : rc;
 }
 
-/* Seeds a new model: the --init-from file's values, else the seed's. */
-static void s_init_params(ps_worker_t *w)
+void ps_worker_init_params(ps_worker_t *w)
 {
     if (w->init) {
         ps_model_load(w->model, w->init, w->err, sizeof w->err); /* checked in s_start */
     } else {
         ps_model_init_params(w->model, w->job.seed);
     }
-}
-
-/* FNV-1a over the bytes of n floats. */
-static uint32_t s_checksum(const float *p, size_t n)
-{
-    const unsigned char *b = (const unsigned char *)p;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n * sizeof *p; i++) {
-        h = (h ^ b[i]) * 16777619u;
-    }
-    return h;
-}
-
-/*
- * allreduce: joins the ring, initialises the parameters from the seed (the
- * same on every worker: ps_model_init_params is deterministic) and checks
- * that every worker got the same ones. The check is itself an allreduce, of
- * 2M floats where worker r writes the two 16-bit halves of its checksum at
- * [2r, 2r+2) (exact in float32), so it also proves the ring works end to end
- * before the first step.
- */
-static int s_ring_start(ps_worker_t *w)
-{
-    const int M = w->view->num_workers, rank = w->rank;
-    const uint64_t P = w->view->num_params;
-    ps_ring_config_t rc_cfg = {
-        .rank = rank,
-        .size = M,
-        .right = w->view->workers[(rank + 1) % M].endpoint,
-        .right_key = w->view->workers[(rank + 1) % M].curve_key,
-        .sub_floats = (size_t)w->cfg->ring_kib * 1024 / sizeof(float),
-        .check = s_ring_check,
-        .check_arg = w,
-    };
-    int rc = ps_ring_connect(w->ring, &rc_cfg, w->err, sizeof w->err);
-    if (rc != 0) {
-        return rc;
-    }
-    if (ps_optim_from_job(&w->job, &w->opt) != 0) {
-        snprintf(w->err, sizeof w->err, "unknown optimizer '%s'", w->job.optimizer);
-        return PS_EINVAL;
-    }
-    w->state = calloc(P * (size_t)(ps_optim_state_floats(&w->opt) + 1), sizeof(float));
-    float *sums = w->sums = calloc(2 * (size_t)M, sizeof(float));
-    if (!w->state || !sums) {
-        snprintf(w->err, sizeof w->err, "out of memory");
-        return PS_ENOMEM;
-    }
-    s_init_params(w);
-    uint32_t mine = s_checksum(ps_model_params(w->model), P);
-    sums[2 * rank] = (float)(mine >> 16);
-    sums[2 * rank + 1] = (float)(mine & 0xffff);
-    rc = ps_ring_allreduce(w->ring, sums, 2 * (uint64_t)M, -1);
-    if (rc != 0) {
-        return s_ring_failed(w, rc, "checking the initial parameters over the ring");
-    }
-    for (int i = 0; i < M && rc == 0; i++) {
-        uint32_t theirs = ((uint32_t)sums[2 * i] << 16) | (uint32_t)sums[2 * i + 1];
-        if (theirs != mine) {
-            snprintf(w->err, sizeof w->err,
-                     "W%d initialised different parameters (checksum %08x, ours %08x): "
-                     "different builds or models?", i, theirs, mine);
-            rc = PS_ESTATE;
-        }
-    }
-    if (rc == 0 && rank == 0) {
-        ps_log_info("ring of %d workers ready: initial parameters agree (checksum %08x), "
-                    "%zu KiB per message", M, mine,
-                    rc_cfg.sub_floats * sizeof(float) / 1024);
-    }
-    return rc;
 }
 
 /* Tells the client where the model's tensors start (top-k selects per tensor). */
@@ -689,6 +452,40 @@ static int s_kv_tensors(ps_worker_t *w)
     int rc = ps_kv_set_tensors(w->kv, starts, n);
     free(starts);
     return rc;
+}
+
+/* The job's model on the chosen backend (with --init-from's values), worker
+ * 0's test set and the sample order's buffer. Returns 0 or an error with
+ * w->err set. */
+static int s_build_model(ps_worker_t *w)
+{
+    const ps_job_t *j = &w->job;
+    int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
+    int rc = ps_model_new(j->model, w->kernels, max_batch, &w->model);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "cannot build model %s: %s", j->model, ps_strerror(rc));
+        return rc;
+    }
+    if (w->init) {
+        char why[200];
+        if ((rc = ps_model_load(w->model, w->init, why, sizeof why)) != 0) {
+            snprintf(w->err, sizeof w->err, "--init-from %s: %s", w->cfg->init_from, why);
+            return rc;
+        }
+    }
+    if (w->rank == 0 &&
+        (rc = ps_dataset_load(w->cfg->data_dir, 0, &w->test, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    w->order = malloc((size_t)w->train.n * sizeof *w->order);
+    /* the step copies these in overlapped, and is done with them on return */
+    w->x = ps_model_batch_x(w->model);
+    w->y = ps_model_batch_y(w->model);
+    if (!w->order) {
+        snprintf(w->err, sizeof w->err, "out of memory");
+        return PS_ENOMEM;
+    }
+    return 0;
 }
 
 /* Everything up to the first step. Returns 0 or an error with w->err set. */
@@ -731,29 +528,8 @@ static int s_start(ps_worker_t *w)
     ps_worker_obs_attach(w->obs, w->link, w->rank);
     ps_log_info("device=%s", device);
     const ps_job_t *j = &w->job;
-    int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
-    if ((rc = ps_model_new(j->model, w->kernels, max_batch, &w->model)) != 0) {
-        snprintf(w->err, sizeof w->err, "cannot build model %s: %s", j->model, ps_strerror(rc));
+    if ((rc = s_build_model(w)) != 0) {
         return rc;
-    }
-    if (w->init) {
-        char why[200];
-        if ((rc = ps_model_load(w->model, w->init, why, sizeof why)) != 0) {
-            snprintf(w->err, sizeof w->err, "--init-from %s: %s", cfg->init_from, why);
-            return rc;
-        }
-    }
-    if (w->rank == 0 &&
-        (rc = ps_dataset_load(cfg->data_dir, 0, &w->test, w->err, sizeof w->err)) != 0) {
-        return rc;
-    }
-    w->order = malloc((size_t)w->train.n * sizeof *w->order);
-    /* the step copies these in overlapped, and is done with them on return */
-    w->x = ps_model_batch_x(w->model);
-    w->y = ps_model_batch_y(w->model);
-    if (!w->order) {
-        snprintf(w->err, sizeof w->err, "out of memory");
-        return PS_ENOMEM;
     }
     ps_model_info_t info = {.num_params = ps_model_num_params(w->model),
                             .train_samples = (uint64_t)w->train.n};
@@ -790,10 +566,10 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     if (j->mode == PS_MODE_ALLREDUCE) {
-        if ((rc = s_ring_start(w)) != 0) {
+        if ((rc = ps_allreduce_start(w)) != 0) {
             return rc;
         }
-        if (cfg->overlap && (rc = s_overlap_start(w)) != 0) {
+        if (cfg->overlap && (rc = ps_allreduce_overlap_start(w)) != 0) {
             return rc;
         }
     } else if (cfg->overlap && (j->mode == PS_MODE_SYNC || j->mode == PS_MODE_SSP)) {
@@ -808,7 +584,7 @@ static int s_start(ps_worker_t *w)
     }
     /* A resumed job's servers load their shards from the checkpoint. */
     if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0 && !w->view->resume_parts) {
-        s_init_params(w);
+        ps_worker_init_params(w);
         rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
                     "initialising the servers");
         if (rc != 0) {
@@ -891,67 +667,3 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     return rc == 0 ? 0 : 1;
 }
 
-int ps_worker_evaluate(const ps_worker_config_t *cfg)
-{
-    ps_safetensors_t *st = NULL;
-    ps_model_t *model = NULL;
-    ps_dataset_t test = {0};
-    const ps_kernels_t *k = NULL;
-    char err[512] = "", device[256];
-    const char *name = NULL;
-    int correct = 0, rc;
-    float loss = 0;
-    if ((rc = ps_safetensors_read(cfg->evaluate, &st, err, sizeof err)) != 0) {
-        goto done;
-    }
-    if (!(name = ps_model_name_of(st))) {
-        snprintf(err, sizeof err, "%s: its tensors are not those of any model we know",
-                 cfg->evaluate);
-        rc = PS_EINVAL;
-        goto done;
-    }
-    if ((rc = ps_kernels_select(cfg->device, &k, device, sizeof device)) != 0) {
-        snprintf(err, sizeof err, "%s", device);
-        goto done;
-    }
-    ps_kernels_set_threads(cfg->threads);
-    if ((rc = ps_model_new(name, k, 256, &model)) != 0) {
-        snprintf(err, sizeof err, "cannot build model %s: %s", name, ps_strerror(rc));
-        goto done;
-    }
-    char why[200];
-    if ((rc = ps_model_load(model, st, why, sizeof why)) != 0) {
-        snprintf(err, sizeof err, "%s: %s", cfg->evaluate, why);
-        goto done;
-    }
-    if ((rc = ps_dataset_load(cfg->data_dir, 0, &test, err, sizeof err)) != 0) {
-        goto done;
-    }
-    if ((rc = s_evaluate_set(model, &test, &correct, &loss))) {
-        snprintf(err, sizeof err, "evaluation failed: %s", ps_strerror(rc));
-        goto done;
-    }
-    double acc = (double)correct / test.n;
-    printf("model=%s test_accuracy=%.6f test_loss=%.6f samples=%d file=%s\n", name, acc, loss,
-           test.n, cfg->evaluate);
-    fflush(stdout);
-    if (cfg->summary) {
-        FILE *f = fopen(cfg->summary, "w");
-        int bad = !f || fprintf(f,
-                                "{\"model\": \"%s\", \"test_accuracy\": %.6f, "
-                                "\"test_loss\": %.6f, \"samples\": %d}\n",
-                                name, acc, loss, test.n) < 0;
-        if ((f && fclose(f) != 0) || bad) {
-            snprintf(err, sizeof err, "cannot write the summary to %s", cfg->summary);
-            rc = PS_EIO;
-        }
-    }
-done:
-    if (rc != 0) {
-        ps_log_err("%s", err[0] ? err : ps_strerror(rc));
-    }
-    ps_dataset_fini(&test);
-    ps_model_destroy(&model);
-    ps_safetensors_destroy(&st);
-    return rc == 0 ? 0 : 1;
-}

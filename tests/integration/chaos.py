@@ -18,8 +18,8 @@ the accuracy reaches --min-accuracy and that no process of the job is left,
 and prints the replacements' detection and recovery times (median, max).
 
 Used by test_chaos.sh (20 kills of servers and workers) and, with
---servers-only, to measure recovery times (README, "Failures and
-checkpoints"). Exit status 0 when every check holds, 1 otherwise.
+--servers-only, to measure recovery times (docs/failures.md, "Measuring
+recovery"). Exit status 0 when every check holds, 1 otherwise.
 """
 import argparse
 import json

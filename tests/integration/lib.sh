@@ -99,7 +99,7 @@ start_scheduler() {
 }
 
 # The job's results come from the scheduler's summary JSON (--summary FILE;
-# fields in README.md), never from log prose, which is for people.
+# fields in docs/observe.md), never from log prose, which is for people.
 # field FILE EXPR: prints the Python expression EXPR on the JSON in FILE as d,
 # e.g. field "$TMP/x.json" "d['server_reports'][1]['pushes']".
 field() {

@@ -6,7 +6,7 @@
 # few steps writes its JSON with every field, and with --torch the PyTorch
 # reference's figure (or one line saying how to install PyTorch, when it is
 # absent). No timing is judged here: the bench measures, it does not assert
-# (see README, Benchmarks). `checkpoint` on one short round writes its row
+# (docs/benchmarks.md). `checkpoint` on one short round writes its row
 # with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
 # from the uncompressed copy of the data set it made. `compress` on a short
 # sweep writes its rows with the bytes each codec saved.

@@ -11,8 +11,8 @@
 # nothing hangs (the launcher's --timeout) and no process is left.
 . "$(dirname "$0")/lib.sh"
 
-# Kills 0.1-0.4 s apart: alone on the machine the job takes about 10 s, and
-# at chaos.py's default gaps (0.2-0.7 s) it once ended after 19 of the 20.
+# Kills 0.1-0.4 s apart, closer than chaos.py's default gaps (0.2-0.7 s), so
+# that all 20 land before a short job ends.
 /usr/bin/python3 "$(dirname "$0")/chaos.py" --launch "$LAUNCH" --dir "$TMP" --kills 20 \
     --gap 0.1 0.4 --servers 2 --spares 2 --workers 2 --epochs 5 --min-accuracy 0.87 \
     --timeout 240 ||

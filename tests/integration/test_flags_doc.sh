@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# tests/integration/test_flags_doc.sh - the README's flag tables say what
-# --help says.
+# tests/integration/test_flags_doc.sh - the flag reference (docs/usage.md)
+# says what --help says.
 #
 # For shardps-launch, -scheduler, -server, -worker and -status: every flag in the
-# README's table ("### shardps-NAME") is in the program's --help and the other
-# way round; where the README gives a METAVAR ("`--lr X`") it is the one
+# reference's table ("### shardps-NAME") is in the program's --help and the other
+# way round; where the table gives a METAVAR ("`--lr X`") it is the one
 # --help prints; where it gives a default that is one word ("0.05", "auto";
 # not "the bound one"), --help prints the same "[default: ...]". For
-# shardps-bench, every flag on a README line that runs "shardps-bench SUB" is
-# in "shardps-bench SUB --help". Fails with one line per disagreement.
+# shardps-bench, every flag on a line of README.md or docs/*.md that runs
+# "shardps-bench SUB" is in "shardps-bench SUB --help". Fails with one line
+# per disagreement.
 #
-# The README's tables: | `--name METAVAR`[, `--other M`] | meaning | default |,
+# The tables: | `--name METAVAR`[, `--other M`] | meaning | default |,
 # where one cell may name several flags ("`--model --mode`") and the default
 # cell then lists one default per flag, comma-separated.
 . "$(dirname "$0")/lib.sh"
 
-README=$(cd "$(dirname "$0")/../.." && pwd)/README.md
-[ -f "$README" ] || fail "no README at $README"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+REF=$ROOT/docs/usage.md
+[ -f "$REF" ] || fail "no flag reference at $REF"
+DOCS=("$ROOT/README.md" "$ROOT"/docs/*.md)
 BENCH=$SPS_BUILD/bench/shardps-bench
 [ -x "$BENCH" ] || BENCH=$SPS_BUILD/deploy/shardps-bench
 
@@ -30,9 +33,9 @@ bad() {
     BAD=$((BAD + 1))
 }
 
-# The README's table of program $1 as lines "NAME<TAB>METAVAR<TAB>DEFAULT"
+# The reference's table of program $1 as lines "NAME<TAB>METAVAR<TAB>DEFAULT"
 # (METAVAR and DEFAULT may be empty).
-readme_flags() {
+ref_flags() {
     awk -v want="### $1" '
     function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
     /^#/ { on = (index($0, want) == 1 && (length($0) == length(want) ||
@@ -59,7 +62,7 @@ readme_flags() {
             d = (k == 1) ? def : (nd == k ? defs[i] : "")
             printf "%s\t%s\t%s\n", name[i], meta[i], trim(d)
         }
-    }' "$README"
+    }' "$REF"
 }
 
 # --help of a program as lines "NAME<TAB>METAVAR<TAB>DEFAULT". The left column
@@ -86,28 +89,28 @@ help_flags() {
 
 check() {
     local prog=$1 bin=$2 name meta def hmeta hdef
-    readme_flags "$prog" >"$TMP/readme.$prog"
+    ref_flags "$prog" >"$TMP/ref.$prog"
     help_flags "$bin" >"$TMP/help.$prog" || bad "$prog --help failed"
-    [ -s "$TMP/readme.$prog" ] || bad "$prog: no flag table under '### $prog' in README.md"
+    [ -s "$TMP/ref.$prog" ] || bad "$prog: no flag table under '### $prog' in docs/usage.md"
     while IFS=$'\t' read -r name meta def; do
         if ! grep -q "^$name"$'\t' "$TMP/help.$prog"; then
-            bad "$prog: README lists --$name, --help does not"
+            bad "$prog: docs/usage.md lists --$name, --help does not"
             continue
         fi
         IFS=$'\t' read -r _ hmeta hdef < <(grep "^$name"$'\t' "$TMP/help.$prog")
         if [ -n "$meta" ] && [ "$meta" != "$hmeta" ]; then
-            bad "$prog: --$name: README says '--$name $meta', --help '--$name $hmeta'"
+            bad "$prog: --$name: docs/usage.md says '--$name $meta', --help '--$name $hmeta'"
         fi
         if [ -n "$def" ] && [ "${def#* }" = "$def" ] && [ "$def" != "$hdef" ]; then
-            bad "$prog: --$name: README's default '$def', --help's '${hdef:-none}'"
+            bad "$prog: --$name: docs/usage.md's default '$def', --help's '${hdef:-none}'"
         fi
         if [ -z "$def" ] && [ -n "$hdef" ]; then
-            bad "$prog: --$name: README gives no default, --help says '$hdef'"
+            bad "$prog: --$name: docs/usage.md gives no default, --help says '$hdef'"
         fi
-    done <"$TMP/readme.$prog"
+    done <"$TMP/ref.$prog"
     while IFS=$'\t' read -r name _ _; do
-        grep -q "^$name"$'\t' "$TMP/readme.$prog" ||
-            bad "$prog: --help lists --$name, the README's table does not"
+        grep -q "^$name"$'\t' "$TMP/ref.$prog" ||
+            bad "$prog: --help lists --$name, the table in docs/usage.md does not"
     done <"$TMP/help.$prog"
     echo "checked $prog: $(wc -l <"$TMP/help.$prog") flags"
 }
@@ -118,18 +121,18 @@ check shardps-server "$SERVER"
 check shardps-worker "$WORKER"
 check shardps-status "$SPS_BUILD/deploy/shardps-status"
 
-# shardps-bench: the flags the README's command lines use.
-grep -o 'shardps-bench [a-z]\+[^`#]*' "$README" | while read -r _ sub args; do
+# shardps-bench: the flags the docs' command lines use.
+grep -ho 'shardps-bench [a-z]\+[^`#]*' "${DOCS[@]}" | while read -r _ sub args; do
     for a in $args; do
         case $a in --*) ;; *) continue ;; esac
         flag=${a%%=*}
         "$BENCH" "$sub" --help 2>/dev/null | grep -q -- "^  $flag\( \|$\)" ||
-            echo "FAIL: README runs 'shardps-bench $sub $flag', which its --help does not list"
+            echo "FAIL: the docs run 'shardps-bench $sub $flag', which its --help does not list"
     done
 done >"$TMP/bench"
 cat "$TMP/bench"
 BAD=$((BAD + $(grep -c '^FAIL' "$TMP/bench")))
-echo "checked shardps-bench: $(grep -c 'shardps-bench [a-z]' "$README") README lines"
+echo "checked shardps-bench: $(cat "${DOCS[@]}" | grep -c 'shardps-bench [a-z]') lines of the docs"
 
-[ "$BAD" -eq 0 ] || fail "$BAD disagreement(s) between README.md and --help"
-echo "ok: README.md's flag tables agree with --help"
+[ "$BAD" -eq 0 ] || fail "$BAD disagreement(s) between the docs and --help"
+echo "ok: docs/usage.md's flag tables and the docs' bench lines agree with --help"

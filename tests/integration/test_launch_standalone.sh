@@ -9,7 +9,7 @@
 # Meson build-tree layout. Needs no real role, no network, no GPU.
 #
 # usage: test_launch_standalone.sh PATH/TO/shardps-launch
-# Exits 0 when every check passes, 1 otherwise. Takes about 15 s.
+# Exits 0 when every check passes, 1 otherwise.
 set -u
 
 LAUNCH=${1:-}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A job never reports success with a broken model (issue 18):
+# A job never reports success with a broken model:
 # 1. --lr 1e39 (would overflow a float32) is refused at start, naming the range;
 # 2. a job made to diverge (SGD at lr 5, valid but far too large) exits
 #    non-zero with "status": "diverged" in its summary, under --on-nonfinite

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad peers cannot stop or bloat a job (issue 16):
+# Bad peers cannot stop or bloat a job:
 # 1. a stranger connected to the scheduler sends failure, report, done,
 #    barrier, model-info, checkpoint and heartbeat messages naming every
 #    registered node in turn (sps-malformed --forge), and another sends both

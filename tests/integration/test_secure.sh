@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --secure (issue 12): CurveZMQ on every socket, only the job's keys admitted.
+# --secure: CurveZMQ on every socket, only the job's keys admitted.
 # - shardps-keygen writes owner-only files; a key file others may read is
 #   refused at start by every role and the launcher: exit 2, one line naming it.
 # - A secure 2x2 sync MLP job gives bitwise the parameters of a plain one;
@@ -94,7 +94,7 @@ job() {
         pids[2 + r]=$LAST_PID
     done
     if [ "$attack" != none ]; then
-        # Servers listen only once the view is out (issue 16): attack then.
+        # Servers listen only once the view is out: attack then.
         local i=0
         until grep -q 'job started' "$TMP/sched_$name.log"; do
             i=$((i + 1)); [ $i -lt 300 ] || fail "$name: the job did not start"; sleep 0.1

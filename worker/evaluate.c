@@ -1,0 +1,128 @@
+/*
+ * worker/evaluate.c - test accuracy: worker 0's evaluations during training
+ * (each epoch's end, --eval-every points) and --evaluate of a model file.
+ *
+ * An evaluation after steps whose values were not finite also decides
+ * whether they broke the model: below PS_WORKER_SANE_ACCURACY the job has
+ * diverged.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/optim.h"
+#include "kernels/threads.h"
+#include "worker/worker_impl.h"
+
+/* ps_model_evaluate over a whole data set, its images normalised for the call
+ * (the set keeps bytes). Returns 0, PS_ENOMEM or the model's error. */
+static int s_evaluate_set(ps_model_t *m, const ps_dataset_t *ds, int *correct, float *loss)
+{
+    float *x = malloc((size_t)ds->n * ds->rows * ds->cols * sizeof *x);
+    if (!x) {
+        return PS_ENOMEM;
+    }
+    ps_data_images(ds, 0, ds->n, x);
+    int rc = ps_model_evaluate(m, x, ds->labels, ds->n, correct, loss);
+    free(x);
+    return rc;
+}
+
+int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_train)
+{
+    int correct = 0;
+    float loss = 0;
+    int rc = s_evaluate_set(w->model, &w->test, &correct, &loss);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "evaluation failed: %s", ps_strerror(rc));
+        return rc;
+    }
+    double acc = (double)correct / w->test.n;
+    /* Ending below any sane accuracy after skipped steps means they broke it. */
+    if (!isfinite(loss) || !ps_optim_finite(ps_model_params(w->model), w->view->num_params) ||
+        (w->nonfinite && acc < PS_WORKER_SANE_ACCURACY)) {
+        snprintf(w->err, sizeof w->err,
+                 "training diverged: epoch %d ends with test_loss=%g test_accuracy=%.4f%s", epoch,
+                 loss, acc, w->nonfinite ? " after steps with non-finite values" : "");
+        return PS_ENONFINITE;
+    }
+    if (epoch == 0) {
+        ps_log_info("eval step=%lld test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs",
+                    (long long)step, acc, loss, t_train);
+        return 0;
+    }
+    if (w->done.num_epochs_evaluated < PS_MAX_EPOCHS) {
+        w->done.test_accuracy[w->done.num_epochs_evaluated++] = acc;
+    }
+    ps_worker_obs_epoch(w->obs, epoch, acc);
+    ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs step=%lld", epoch, acc,
+                loss, t_train, (long long)step);
+    return 0;
+}
+
+int ps_worker_evaluate(const ps_worker_config_t *cfg)
+{
+    ps_safetensors_t *st = NULL;
+    ps_model_t *model = NULL;
+    ps_dataset_t test = {0};
+    const ps_kernels_t *k = NULL;
+    char err[512] = "", device[256];
+    const char *name = NULL;
+    int correct = 0, rc;
+    float loss = 0;
+    if ((rc = ps_safetensors_read(cfg->evaluate, &st, err, sizeof err)) != 0) {
+        goto done;
+    }
+    if (!(name = ps_model_name_of(st))) {
+        snprintf(err, sizeof err, "%s: its tensors are not those of any model we know",
+                 cfg->evaluate);
+        rc = PS_EINVAL;
+        goto done;
+    }
+    if ((rc = ps_kernels_select(cfg->device, &k, device, sizeof device)) != 0) {
+        snprintf(err, sizeof err, "%s", device);
+        goto done;
+    }
+    ps_kernels_set_threads(cfg->threads);
+    if ((rc = ps_model_new(name, k, 256, &model)) != 0) {
+        snprintf(err, sizeof err, "cannot build model %s: %s", name, ps_strerror(rc));
+        goto done;
+    }
+    char why[200];
+    if ((rc = ps_model_load(model, st, why, sizeof why)) != 0) {
+        snprintf(err, sizeof err, "%s: %s", cfg->evaluate, why);
+        goto done;
+    }
+    if ((rc = ps_dataset_load(cfg->data_dir, 0, &test, err, sizeof err)) != 0) {
+        goto done;
+    }
+    if ((rc = s_evaluate_set(model, &test, &correct, &loss))) {
+        snprintf(err, sizeof err, "evaluation failed: %s", ps_strerror(rc));
+        goto done;
+    }
+    double acc = (double)correct / test.n;
+    printf("model=%s test_accuracy=%.6f test_loss=%.6f samples=%d file=%s\n", name, acc, loss,
+           test.n, cfg->evaluate);
+    fflush(stdout);
+    if (cfg->summary) {
+        FILE *f = fopen(cfg->summary, "w");
+        int bad = !f || fprintf(f,
+                                "{\"model\": \"%s\", \"test_accuracy\": %.6f, "
+                                "\"test_loss\": %.6f, \"samples\": %d}\n",
+                                name, acc, loss, test.n) < 0;
+        if ((f && fclose(f) != 0) || bad) {
+            snprintf(err, sizeof err, "cannot write the summary to %s", cfg->summary);
+            rc = PS_EIO;
+        }
+    }
+done:
+    if (rc != 0) {
+        ps_log_err("%s", err[0] ? err : ps_strerror(rc));
+    }
+    ps_dataset_fini(&test);
+    ps_model_destroy(&model);
+    ps_safetensors_destroy(&st);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,97 @@
+/*
+ * worker/worker_impl.h - the state of one worker, shared by the files of its
+ * training loop: worker.c (start, the step loop, push and pull),
+ * allreduce.c (the ring's side of a step) and evaluate.c (test accuracy).
+ *
+ * Not a public interface: only those three include it. Everything else
+ * reaches a worker through worker/worker.h.
+ */
+#ifndef PS_WORKER_IMPL_H
+#define PS_WORKER_IMPL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/ratelog.h"
+#include "common/safetensors.h"
+#include "kernels/kernels.h"
+#include "kernels/optim.h"
+#include "proto/link.h"
+#include "worker/data.h"
+#include "worker/kv.h"
+#include "worker/models/model.h"
+#include "worker/observe.h"
+#include "worker/overlap.h"
+#include "worker/ring.h"
+#include "worker/worker.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most pushes of one step (layer by layer, then the rest). */
+enum { PS_WORKER_MAX_PUSHES = 16 };
+
+/* Test accuracy below this (twice chance on 10 classes) after steps with
+ * non-finite values means they broke the model: the job has diverged. */
+#define PS_WORKER_SANE_ACCURACY 0.2
+
+typedef struct {
+    const ps_worker_config_t *cfg;
+    ps_ctx_t *ctx;
+    ps_link_t *link;       /* until the KV client takes it */
+    int rank;              /* this worker's rank */
+    ps_job_t job;
+    ps_view_t *view;
+    const ps_kernels_t *kernels;
+    ps_model_t *model;
+    ps_kv_t *kv;
+    ps_ring_t *ring; /* allreduce: this worker's place in the ring */
+    ps_overlap_t *overlap; /* allreduce with --overlap 1: the ring's thread */
+    int layer_push;        /* sync, ssp with --overlap 1: push layers during backward */
+    int64_t push_step;     /* the step being pushed layer by layer */
+    uint64_t push_end;     /* keys [push_end, P) are pushed already */
+    int push_h[PS_WORKER_MAX_PUSHES]; /* their handles */
+    int npush;
+    int push_rc;           /* the first refused push, or 0 */
+    atomic_int stopping;   /* set before tearing down: the ring gives up waiting */
+    ps_optim_t opt;  /* allreduce: the job's optimizer, applied locally */
+    float *state;    /* allreduce: its state, ps_optim_state_floats() arrays of P */
+    float *sums;     /* allreduce: 2M floats for the start-up check (lives as long
+                        as the ring: a failed ring may still hold its frames) */
+    ps_dataset_t train, test;
+    uint32_t *order; /* this epoch's global sample order */
+    float *x;        /* batch images: the model's pinned buffer; borrowed */
+    uint8_t *y;      /* batch labels: likewise */
+    ps_safetensors_t *init; /* --init-from: the model file, read before joining */
+    ps_done_t done;  /* what we report at the end */
+    uint64_t nonfinite;      /* steps whose loss or gradient was not finite */
+    ps_ratelog_t *nonfinite_log; /* their log lines, summarised */
+    ps_worker_obs_t *obs;    /* metrics and the heartbeat's report */
+    char err[256];
+} ps_worker_t;
+
+/* Seeds a new model: the --init-from file's values, else the seed's. */
+void ps_worker_init_params(ps_worker_t *w);
+
+/* Test accuracy of the current parameters after step `step` (counted from 0
+ * over the job). epoch > 0: the end of that epoch, recorded in the summary;
+ * epoch 0: an --eval-every point within an epoch, only logged. Returns 0,
+ * PS_ENONFINITE (diverged) or PS_ENOMEM, with w->err set. (evaluate.c) */
+int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_train);
+
+/* allreduce: joins the ring, initialises the parameters and checks over the
+ * ring that every worker got the same ones. (allreduce.c) */
+int ps_allreduce_start(ps_worker_t *w);
+
+/* allreduce with --overlap 1: starts the thread that owns the ring from now on. */
+int ps_allreduce_overlap_start(ps_worker_t *w);
+
+/* allreduce, one step t: sums the gradients over the ring and applies the
+ * optimizer to their mean. Returns 0 or the ring's error with w->err set. */
+int ps_allreduce_step(ps_worker_t *w, int64_t t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
