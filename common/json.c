@@ -85,7 +85,7 @@ int ps_json_read_file(const char *path, size_t max_bytes, json_t **out, char *wh
         ps_error_format(why, cap, "%s: read failed (file shrank?)", path);
         rc = PS_EIO;
     } else if ((rc = ps_json_parse(buf, (size_t)size, 0, out, reason, sizeof reason)) != 0) {
-        ps_error_format(why, cap, "%s: not JSON %s", path, reason);
+        ps_error_format(why, cap, "%s: %s%s", path, rc == PS_EPROTO ? "not JSON " : "", reason);
     }
     free(buf);
     close(fd);
@@ -134,7 +134,7 @@ double ps_json_round(double x, int decimals)
     for (int i = 0; i < decimals && i < 9; i++) {
         scale *= 10;
     }
-    /* round() is exact while x * scale has no fraction bits to spare */
+    /* from 2^52 on a double has no fraction left to round */
     if (fabs(x * scale) < 0x1p52) {
         x = round(x * scale) / scale;
     }
