@@ -2,13 +2,15 @@
  * bench/bench.h - what the pieces of shardps-bench share.
  *
  * shardps-bench measures; it never decides pass or fail on a timing. Each
- * subcommand (comm.c, train.c, compute.c) runs real shardps components,
- * writes a CSV and a markdown table into an output directory and draws PNG
- * plots with gnuplot when it is installed. This header holds the helpers they
- * share: a string builder, output tables and plots (plots.c); list parsing,
- * files, running a program, the machine, medians and a small reader for the
- * scheduler's summary JSON (util.c). Child processes themselves are
- * deploy/proc.h's, as the launcher's. Not a library for anyone else.
+ * subcommand (comm/, train/) runs real shardps components and writes a
+ * results page into an output directory: a markdown page headed by the
+ * command, commit, date, machine and load, with its tables (each also a CSV)
+ * and PNG plots drawn with gnuplot when it is installed. This header holds
+ * the helpers they share: the results page and its tables (page.c), a string
+ * builder and plots (plots.c); list parsing, files, running a program, the
+ * machine, medians and a small reader for the scheduler's summary JSON
+ * (util.c). Child processes themselves are deploy/proc.h's, as the
+ * launcher's. Not a library for anyone else.
  */
 #ifndef PS_BENCH_BENCH_H
 #define PS_BENCH_BENCH_H
@@ -53,46 +55,78 @@ const char *ps_bench_str_get(const ps_bench_str_t *s);
 /* Releases the text; the string is empty and reusable afterwards. */
 void ps_bench_str_fini(ps_bench_str_t *s);
 
-/* ---- output tables: one CSV and one markdown file ------------------------ */
+/* ---- results pages ---------------------------------------------------------- */
+
+typedef struct ps_bench_page ps_bench_page_t;
+
+/*
+ * Starts the results page DIR/NAME.md (DIR exists) of one run of a
+ * subcommand: argv[0..argc) is the subcommand's own argv (argv[0]: its name,
+ * the page's title). The header gives the command (`shardps-bench` and argv,
+ * as given: what regenerates the page), the build's commit, the date (UTC),
+ * the machine and the load at the start and, once destroyed, at the end. Returns 0 and the
+ * page in *out (caller owns the result; destroy with ps_bench_page_destroy()), or PS_EIO
+ * with a line on stderr, or PS_ENOMEM.
+ */
+int ps_bench_page_new(const char *dir, const char *name, int argc, char **argv,
+                      ps_bench_page_t **out);
+
+/* The page's directory, where its tables' CSVs and its plots go. Borrowed;
+ * valid until the page is destroyed. */
+const char *ps_bench_page_dir(const ps_bench_page_t *page);
+
+/* Adds a section of printf-style markdown at the end of the page. */
+void ps_bench_page_addf(ps_bench_page_t *page, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Writes the page a last time, with the load at the end. NULL-safe; sets
+ * *page to NULL. Destroy its tables first. */
+void ps_bench_page_destroy(ps_bench_page_t **page);
+
+/* ---- tables: DIR/NAME.csv and a section of the page -------------------------- */
 
 typedef struct ps_bench_table ps_bench_table_t;
 
 /*
- * Creates DIR/NAME.csv and DIR/NAME.md. columns: comma-separated CSV column
- * names; headers: the same count of markdown headers (comma-separated), or
- * NULL to reuse the column names. title: a markdown heading line.
- * Returns 0 and the table in *out (caller owns the result; destroy with
- * ps_bench_table_destroy()), or PS_EIO with a line on stderr.
+ * Creates PAGE_DIR/NAME.csv and a table section at the end of the page
+ * (page NULL: neither; the markdown is only printed, by destroy with echo).
+ * columns: comma-separated CSV column names; headers: the same count of
+ * markdown headers (comma-separated), or NULL to reuse the column names.
+ * title: a markdown heading line. Returns 0 and the table in *out (caller
+ * owns the result; destroy with ps_bench_table_destroy() before the page),
+ * or PS_EIO with a line on stderr.
  */
-int ps_bench_table_new(const char *dir, const char *name, const char *title,
+int ps_bench_table_new(ps_bench_page_t *page, const char *name, const char *title,
                        const char *columns, const char *headers, ps_bench_table_t **out);
 
 /* Writes one row given as printf-style comma-separated cells (cells never hold
  * commas; an empty cell means "not measured" and shows as n/a in markdown).
- * Both files are flushed, so a sweep cut short keeps its rows. */
+ * The CSV and the page are written at once, so a sweep cut short keeps its
+ * rows. */
 void ps_bench_table_rowf(ps_bench_table_t *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Adds a paragraph written under the markdown table when it is destroyed. */
+/* Adds a paragraph written under the table when it is destroyed. */
 void ps_bench_table_note(ps_bench_table_t *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Writes the notes, closes both files and, if echo, prints the markdown file
+/* Writes the notes, closes the CSV and, if echo, prints the table's markdown
  * to stdout. NULL-safe; sets *t to NULL. */
 void ps_bench_table_destroy(ps_bench_table_t **t, int echo);
 
 /* ---- plots --------------------------------------------------------------- */
 
 /*
- * Writes DIR/NAME.gp (a self-contained gnuplot script: data inline, output
- * DIR/NAME.png) and runs gnuplot on it. Returns 0, PS_ENOENT when gnuplot is
- * not installed (said once on stderr; the script is still written), or PS_EIO.
+ * Writes PAGE_DIR/NAME.gp (a self-contained gnuplot script: data inline,
+ * output NAME.png beside it), runs gnuplot on it and puts the PNG on the page.
+ * Returns 0, PS_ENOENT when gnuplot is not installed (said once on stderr;
+ * the script is still written), or PS_EIO.
  */
-int ps_bench_plot(const char *dir, const char *name, const char *script);
+int ps_bench_plot(ps_bench_page_t *page, const char *name, const char *script);
 
 /* The terminal line every plot starts with: small PNGs of w x h pixels. */
-void ps_bench_plot_header(ps_bench_str_t *s, const char *dir, const char *name, int w,
-                          int h);
+void ps_bench_plot_header(ps_bench_str_t *s, const ps_bench_page_t *page, const char *name,
+                          int w, int h);
 
 /* The x axis of a plot against payload size: log2, tics named 4K, 1M, ...
  * sizes: nsizes >= 1 byte counts. */
@@ -158,8 +192,8 @@ double ps_bench_cpu_seconds(pid_t pid);
  * far, from /proc/PID/stat; -1 when it cannot be read. */
 double ps_bench_minor_faults(pid_t pid);
 
-/* "N cores, CPU model; 1-minute load average L before the run", for notes. */
-void ps_bench_machine(char *buf, size_t cap, double load_before);
+/* "N cores, CPU model" (from /proc/cpuinfo), for the results pages. */
+void ps_bench_machine(char *buf, size_t cap);
 
 /* ---- the scheduler's summary JSON ------------------------------------------ */
 

@@ -2,8 +2,8 @@
  * bench/util.c - shardps-bench's shared helpers: list flags, files, running a
  * program, the machine, medians, the summary JSON.
  *
- * Nothing here measures anything; comm.c, train.c and compute.c do. Output
- * tables and plots are plots.c's.
+ * Nothing here measures anything; comm/ and train/ do. Results pages and
+ * their tables are page.c's, plots plots.c's.
  */
 #include "bench/bench.h"
 
@@ -228,7 +228,7 @@ double ps_bench_minor_faults(pid_t pid)
     return s_proc_stat(pid, &flt, &ticks) == 0 ? (double)flt : -1;
 }
 
-void ps_bench_machine(char *buf, size_t cap, double load_before)
+void ps_bench_machine(char *buf, size_t cap)
 {
     char *text = NULL, model[128] = "unknown CPU";
     if (ps_bench_read_file("/proc/cpuinfo", &text) == 0) {
@@ -242,8 +242,7 @@ void ps_bench_machine(char *buf, size_t cap, double load_before)
         }
     }
     free(text);
-    snprintf(buf, cap, "%ld cores, %s; 1-minute load average %.2f before the run",
-             sysconf(_SC_NPROCESSORS_ONLN), model, load_before);
+    snprintf(buf, cap, "%ld cores, %s", sysconf(_SC_NPROCESSORS_ONLN), model);
 }
 
 /* ---- the summary JSON ------------------------------------------------------ */

@@ -183,6 +183,19 @@ void ps_trace_span(ps_trace_name_t name, int64_t step, double t0, double t1, int
     g.ring[i] = (s_event_t){t0, t1, step, arg, tid, (uint8_t)name};
 }
 
+ps_trace_span_t ps_trace_span_begin(ps_trace_name_t name, int64_t step, int64_t arg)
+{
+    const int on = g.ring != NULL;
+    return (ps_trace_span_t){name, step, arg, on ? ps_now() : 0, on};
+}
+
+void ps_trace_span_end(const ps_trace_span_t *sp)
+{
+    if (sp->on) {
+        ps_trace_span(sp->name, sp->step, sp->t0, ps_now(), sp->arg);
+    }
+}
+
 /* A JSON number of microseconds from nanoseconds: three decimals, exact
  * while it has at most 15 digits (common/json.h). */
 static double s_us(int64_t ns)

@@ -84,6 +84,24 @@ void ps_trace_step(int64_t step);
  * Thread-safe; does nothing when tracing is off or the step is outside. */
 void ps_trace_span(ps_trace_name_t name, int64_t step, double t0, double t1, int64_t arg);
 
+/* A span being timed: ps_trace_span_begin() takes its start, and
+ * ps_trace_span_end() records it, so a caller keeps no timestamps of its
+ * own. Plain data, kept on the caller's stack; when tracing is off neither
+ * call reads the clock. */
+typedef struct {
+    ps_trace_name_t name; /* what is timed */
+    int64_t step;         /* its step, or PS_TRACE_CURRENT_STEP */
+    int64_t arg;          /* its integer argument (see ps_trace_name_t) */
+    double t0;            /* ps_now() seconds at the start */
+    int on;               /* tracing was on at the start: the span is recorded */
+} ps_trace_span_t;
+
+/* Starts timing a span of name for step with arg. Thread-safe. */
+ps_trace_span_t ps_trace_span_begin(ps_trace_name_t name, int64_t step, int64_t arg);
+
+/* Records sp from its start to now (ps_trace_span). Thread-safe. */
+void ps_trace_span_end(const ps_trace_span_t *sp);
+
 /* Writes the file now if SIGUSR1 arrived since the last call (from a loop). */
 void ps_trace_poll(void);
 

@@ -16,11 +16,16 @@
  * node rolled back counts after. The first step a server applies after the
  * rollback ends the recovery time (MSG_FAILOVER_READY, stepped).
  *
- * Private to scheduler/ (it works on scheduler_impl.h's state). One thread.
+ * The module's state (the spares, the replacements and their figures, which
+ * server answered the current failover) is changed by the socket-free
+ * functions below, which tests/unit/test_failover.c calls; the loop reaches
+ * the module through ps_failover_events (scheduler_impl.h). Private to
+ * scheduler/. One thread.
  */
 #ifndef PS_SCHEDULER_FAILOVER_H
 #define PS_SCHEDULER_FAILOVER_H
 
+#include <stdint.h>
 
 #include "common/json.h"
 #include "proto/codec.h"
@@ -34,6 +39,19 @@ extern "C" {
 /* Spares waiting at once, at most. */
 enum { PS_FAILOVER_MAX_SPARES = 64 };
 
+/* One lost server replaced: what the summary reports. */
+typedef struct {
+    int rank;           /* the server lost */
+    int64_t generation; /* its failover */
+    int64_t step;       /* the checkpoint everyone rolled back to */
+    int64_t steps_lost; /* steps applied past it before the loss (max over servers) */
+    int64_t base;       /* async: the spare's version (its checkpoint part's) */
+    int64_t updates_lost; /* async: the others' highest version minus base */
+    double t_declared;  /* ps_now() when it was declared lost */
+    double detect_s;    /* last heard -> declared lost */
+    double recover_s;   /* declared lost -> first step applied after; < 0 until then */
+} ps_failover_rep_t;
+
 /* The failover state of a job with `servers` servers. Returns 0 or PS_ENOMEM.
  * Caller owns *out; destroy with ps_failover_destroy(). */
 int ps_failover_new(ps_failover_t **out, int servers);
@@ -41,40 +59,70 @@ int ps_failover_new(ps_failover_t **out, int servers);
 /* NULL-safe; sets *f to NULL. */
 void ps_failover_destroy(ps_failover_t **f);
 
-/* A server's registration that makes a spare: it asked to be one, or the job
- * already runs. */
-int ps_failover_is_spare(const ps_scheduler_t *s, const ps_register_t *reg);
+/* ---- spares ---- */
 
-/* Registers m's sender as a spare (answers REGISTER_ACK with its spare id,
- * servers + k) or refuses it. */
-void ps_failover_add_spare(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *reg);
+/* A spare registered on route (pid, fd, the key it serves with) at now: its
+ * row (rank: its spare id, servers + k, never reused) in *out (borrowed,
+ * valid until the next change of the spares). Returns 0, or PS_ESTATE with
+ * the reason in *why when that route is a spare already or too many wait. */
+int ps_failover_spare_add(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
+                          const char *curve_key, double now, const ps_node_t **out,
+                          const char **why);
 
-/* A message from a connection that is no node of the job: a spare's (its
- * heartbeats keep it alive; a promoted spare's last ones under its spare
- * id). Returns 1 when handled, 0 when it is no spare's. */
-int ps_failover_on_spare_message(ps_scheduler_t *s, const ps_msg_t *m);
+/* Spares waiting. */
+int ps_failover_spares(const ps_failover_t *f);
 
-/* Server n is lost (silent for `silent` seconds). Returns 1 when the job goes
- * on (a spare takes its place and the job rolls back; or training is over and
- * only its report is missing), 0 when it cannot (one line says why) and the
- * caller fails the job as without failover. */
-int ps_failover_replace(ps_scheduler_t *s, ps_node_t *n, double silent);
+/* A message on route from sender: 1 when it is a waiting spare's (it is
+ * alive at now), else 0. */
+int ps_failover_spare_seen(ps_failover_t *f, const ps_route_t *route, int sender, double now);
 
-/* A connection of the scheduler's socket closed (fd: its descriptor): a
- * server on it is lost at once, without waiting for its silence, when it can
- * be replaced (else its silence decides, as before); a spare on it is
- * forgotten. */
-void ps_failover_on_disconnect(ps_scheduler_t *s, int fd);
+/* Spares silent for more than timeout seconds at now are forgotten (one
+ * line each). Returns how many. */
+int ps_failover_spares_expire(ps_failover_t *f, double now, double timeout);
 
-/* MSG_FAILOVER_READY from server n. */
-void ps_failover_on_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m);
+/* The connection fd closed: a spare on it is forgotten. Returns 1 when one
+ * was. */
+int ps_failover_spare_closed(ps_failover_t *f, int fd);
 
-/* Sends a heartbeat or a SHUTDOWN to every waiting spare too (s_send_all). */
+/* ---- replacements ---- */
+
+/* Server r, declared lost at now after `silent` seconds, is replaced under
+ * generation, everyone rolling back to checkpoint step (stepped: the job's
+ * mode steps; async goes on). Opens its record; the servers' answers start
+ * again. Returns 0 or PS_ENOMEM (nothing changed). */
+int ps_failover_record(ps_failover_t *f, int r, int64_t generation, int64_t step, double now,
+                       double silent, int stepped);
+
+/* A waiting spare takes server r's place: its row into *spare, and
+ * its spare id is remembered (its heartbeats sent before it learnt rank r).
+ * Returns 0, or PS_ENOENT when none waits. */
+int ps_failover_promote(ps_failover_t *f, int r, ps_node_t *spare);
+
+/* The spare id of the spare that took server r's place, or -1. */
+int ps_failover_promoted_id(const ps_failover_t *f, int r);
+
+/* route was a replaced server's connection: a message on it is told to go. */
+void ps_failover_retire(ps_failover_t *f, const ps_route_t *route);
+int ps_failover_retired(const ps_failover_t *f, const ps_route_t *route);
+
+/* Server `rank` answered the current failover (rd: of its generation; job
+ * stepped: the job's mode steps) at now. Returns 1 when that answer made
+ * every server stand at the checkpoint (phase 2: the workers roll back),
+ * else 0. A stepped answer (the first step after the rollback) closes every
+ * open record's recovery time instead, once. */
+int ps_failover_ready(ps_failover_t *f, int rank, const ps_failover_ready_t *rd, int stepped,
+                      double now);
+
+/* The replacements so far, in order, into *reps (borrowed, valid until the
+ * next replacement). Returns their count. */
+int ps_failover_replacements(const ps_failover_t *f, const ps_failover_rep_t **reps);
+
+/* ---- the scheduler's side ---- */
+
+/* Sends a heartbeat or a SHUTDOWN to every waiting spare too
+ * (ps_scheduler_send_all). */
 void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
                              size_t len);
-
-/* Every tick: spares silent for the peer timeout are forgotten. */
-void ps_failover_tick(ps_scheduler_t *s);
 
 /* Adds the summary's "server_replacements": [...] and "spares_left" fields
  * to doc. Returns 0 or PS_ENOMEM. */

@@ -3,7 +3,7 @@
  *
  * The table shardps-scheduler parses (and prints --help from), and the one
  * shardps-launch reads to know which job flags it forwards to the scheduler.
- * The README's table of the scheduler's flags is checked against --help by
+ * docs/usage.md's table of the scheduler's flags is checked against --help by
  * tests/integration/test_flags_doc.sh. This module parses nothing itself
  * (common/config.h does) and runs nothing.
  */

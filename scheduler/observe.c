@@ -225,15 +225,6 @@ void ps_sched_obs_hold(ps_sched_obs_t *o, double seconds)
     }
 }
 
-static const char *s_phase_name(ps_phase_t p)
-{
-    static const char *const names[] = {
-        [S_WAITING] = "waiting",     [S_RECOVERING] = "recovering", [S_STARTING] = "starting",
-        [S_RUNNING] = "running",     [S_REPORTING] = "reporting",   [S_FINISHED] = "finished",
-        [S_FAILED] = "failed"};
-    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
-}
-
 void ps_scheduler_observe_tick(ps_scheduler_t *s)
 {
     ps_sched_obs_t *o = s->obs;
@@ -248,14 +239,14 @@ void ps_scheduler_observe_tick(ps_scheduler_t *s)
     ps_metric_set(o->done, done);
     ps_metric_set(o->refused, (double)s->refused);
     ps_metric_set(o->membership, s->membership_changes);
-    ps_metric_set(o->phase_running, s->phase == S_RUNNING);
+    ps_metric_set(o->phase_running, s->phase == PS_PHASE_RUNNING);
 }
 
 void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
 {
     ps_status_t st = {0};
     const ps_job_t *j = &s->cfg->job;
-    snprintf(st.phase, sizeof st.phase, "%s", s_phase_name(s->phase));
+    snprintf(st.phase, sizeof st.phase, "%s", ps_phase_name(s->phase));
     snprintf(st.model, sizeof st.model, "%s", j->model);
     ps_job_mode_str(j, st.mode, sizeof st.mode);
     st.total_steps = s->view->total_steps;
@@ -275,12 +266,12 @@ void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
         sn->rank = is_server ? i : i - s->cfg->servers;
         snprintf(sn->endpoint, sizeof sn->endpoint, "%s", n->endpoint);
         sn->pid = n->pid;
-        if (is_server && s->phase != S_WAITING && i < s->view->num_servers) {
+        if (is_server && s->phase != PS_PHASE_WAITING && i < s->view->num_servers) {
             sn->begin = s->view->servers[i].begin;
             sn->end = s->view->servers[i].end;
         }
         const char *state = n->lost ? "lost" : n->done ? "done" : !n->used ? "missing"
-                          : s->phase == S_WAITING ? "registered" : "running";
+                          : s->phase == PS_PHASE_WAITING ? "registered" : "running";
         snprintf(sn->state, sizeof sn->state, "%s", state);
         sn->silent_seconds = n->used ? now - n->last_seen : 0;
         if (on->reported) {

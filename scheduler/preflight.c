@@ -8,15 +8,59 @@
 #include "common/error.h"
 #include "common/log.h"
 
-int ps_preflight_on_result(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+struct ps_preflight {
+    int servers;
+    int workers;
+    ps_preflight_pair_t **pairs; /* [w]: worker w's result, one per server; NULL
+                                    until it came; owned */
+    int verdict;                 /* 0 waiting for results, 1 passed, -1 failed */
+};
+
+int ps_preflight_new(ps_preflight_t **out, int servers, int workers)
+{
+    ps_preflight_t *p = calloc(1, sizeof *p);
+    if (!p || !(p->pairs = calloc((size_t)(workers > 0 ? workers : 1), sizeof *p->pairs))) {
+        free(p);
+        *out = NULL;
+        return PS_ENOMEM;
+    }
+    p->servers = servers;
+    p->workers = workers;
+    *out = p;
+    return 0;
+}
+
+void ps_preflight_destroy(ps_preflight_t **pp)
+{
+    ps_preflight_t *p = *pp;
+    if (p) {
+        for (int w = 0; w < p->workers; w++) {
+            free(p->pairs[w]);
+        }
+        free(p->pairs);
+        free(p);
+        *pp = NULL;
+    }
+}
+
+int ps_preflight_passed(const ps_preflight_t *p)
+{
+    return p->verdict == 1;
+}
+
+/* Records worker n's result (message m). Returns 0, or PS_EPROTO for a result
+ * that does not decode or does not cover every server. */
+static int s_record(ps_preflight_t *pf, const ps_node_t *n, const ps_msg_t *m)
 {
     size_t len;
-    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
-    int S = s->cfg->servers;
+    const void *p = ps_scheduler_body(m, &len);
+    const int S = pf->servers;
+    if (n->role != PS_ROLE_WORKER || n->rank < 0 || n->rank >= pf->workers ||
+        pf->pairs[n->rank]) {
+        return PS_EPROTO;
+    }
     ps_preflight_pair_t *pairs = calloc((size_t)S + 1, sizeof *pairs);
-    int got = pairs && p && n->role == PS_ROLE_WORKER && !n->preflight
-                  ? ps_codec_unpack_preflight(p, len, pairs)
-                  : PS_EPROTO;
+    int got = pairs && p ? ps_codec_unpack_preflight(p, len, pairs) : PS_EPROTO;
     for (int i = 0; got == S && i < S; i++) {
         got = pairs[i].server == i ? got : PS_EPROTO;
     }
@@ -24,17 +68,20 @@ int ps_preflight_on_result(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
         free(pairs);
         return PS_EPROTO;
     }
-    n->preflight = pairs;
+    pf->pairs[n->rank] = pairs;
     return 0;
 }
 
-int ps_preflight_check(ps_scheduler_t *s, char *why, size_t cap)
+/* Once every live worker's result is in: logs the table, returns 1 when
+ * every pair reached, else PS_EIO with every unreachable pair in why; 0
+ * while results are missing (1 when none was asked for). */
+static int s_check(const ps_preflight_t *pf, const ps_scheduler_t *s, char *why, size_t cap)
 {
     if (!s->view->preflight) {
         return 1;
     }
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        if (!s->nodes[i].preflight && !s->nodes[i].lost) {
+    for (int w = 0; w < pf->workers; w++) {
+        if (!pf->pairs[w] && !ps_scheduler_worker(s, w)->lost) {
             return 0;
         }
     }
@@ -42,24 +89,23 @@ int ps_preflight_check(ps_scheduler_t *s, char *why, size_t cap)
     int bad = 0;
     why[0] = '\0';
     ps_log_info("preflight: %d workers x %d servers (round trip: median of 5 header-only "
-                "probes; bulk: 2 MiB in 64 KiB messages)", s->cfg->workers, s->cfg->servers);
-    for (int w = 0; w < s->cfg->workers; w++) {
-        const ps_node_t *n = &s->nodes[s->cfg->servers + w];
-        for (int k = 0; n->preflight && k < s->cfg->servers; k++) {
-            const ps_preflight_pair_t *pp = &n->preflight[k];
+                "probes; bulk: 2 MiB in 64 KiB messages)", pf->workers, pf->servers);
+    for (int w = 0; w < pf->workers; w++) {
+        for (int k = 0; pf->pairs[w] && k < pf->servers; k++) {
+            const ps_preflight_pair_t *pp = &pf->pairs[w][k];
             const char *ep = s->view->servers[k].endpoint;
             if (pp->reached) {
                 ps_log_info("  W%d -> S%d %-28s rtt %8.3f ms %10.1f MB/s", w, k, ep, pp->rtt_ms,
                             pp->mbytes_per_s);
-            } else if (!pp->reached) {
-                ps_log_err("  W%d -> S%d %-28s UNREACHABLE (no answer within %.0f s)", w, k, ep,
-                           PS_PREFLIGHT_TIMEOUT);
-                if (at < cap) {
-                    at += (size_t)snprintf(why + at, cap - at, "%sW%d cannot reach S%d at %s",
-                                           bad ? "; " : "preflight: ", w, k, ep);
-                }
-                bad++;
+                continue;
             }
+            ps_log_err("  W%d -> S%d %-28s UNREACHABLE (no answer within %.0f s)", w, k, ep,
+                       PS_PREFLIGHT_TIMEOUT);
+            if (at < cap) {
+                at += (size_t)snprintf(why + at, cap - at, "%sW%d cannot reach S%d at %s",
+                                       bad ? "; " : "preflight: ", w, k, ep);
+            }
+            bad++;
         }
     }
     if (bad) {
@@ -71,13 +117,45 @@ int ps_preflight_check(ps_scheduler_t *s, char *why, size_t cap)
     return 1;
 }
 
+void ps_preflight_progress(ps_preflight_t *p, ps_scheduler_t *s)
+{
+    char why[512];
+    const int rc = p->verdict == 0 ? s_check(p, s, why, sizeof why) : 0;
+    if (rc < 0) {
+        p->verdict = -1;
+        ps_scheduler_fail(s, "%s", why);
+    } else if (rc == 1) {
+        p->verdict = 1;
+        ps_members_barrier_check(s);
+    }
+}
+
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    ps_preflight_t *p = self;
+    if (!n || m->hdr.type != PS_MSG_PREFLIGHT_RESULT) {
+        return 0;
+    }
+    if (s_record(p, n, m) != 0) {
+        char tag[16];
+        ps_scheduler_fail(s, "%s sent a bad preflight result", ps_node_tag(n, tag, sizeof tag));
+        return 1;
+    }
+    ps_preflight_progress(p, s);
+    return 1;
+}
+
+const ps_sched_events_t ps_preflight_events = {
+    .on_message = s_on_message,
+};
+
 json_t *ps_preflight_json(const ps_scheduler_t *s)
 {
+    const ps_preflight_t *pf = s->preflight;
     json_t *pairs = json_array();
     for (int w = 0; pairs && w < s->cfg->workers; w++) {
-        const ps_node_t *n = &s->nodes[s->cfg->servers + w];
-        for (int i = 0; n->preflight && i < s->cfg->servers; i++) {
-            const ps_preflight_pair_t *pp = &n->preflight[i];
+        for (int i = 0; pf->pairs[w] && i < s->cfg->servers; i++) {
+            const ps_preflight_pair_t *pp = &pf->pairs[w][i];
             json_t *pair = json_pack("{s:i, s:i, s:b, s:o, s:o}", "worker", w, "server", i,
                                      "reached", pp->reached, "rtt_ms",
                                      ps_json_real(pp->rtt_ms, 4), "mbytes_per_s",

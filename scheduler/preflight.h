@@ -5,7 +5,8 @@
  * step 0 (worker/preflight.h). Each worker's PREFLIGHT_RESULT is kept here;
  * once all are in, the table is logged (one line per pair: round trip, MB/s)
  * and an unreachable pair fails the job before step 0, naming it. The init
- * barrier is held until then (scheduler.c). Only scheduler/ includes this.
+ * barrier is held until then (members.c). Owns the results; only scheduler/
+ * includes this; one thread (the scheduler's loop).
  */
 #ifndef PS_SCHEDULER_PREFLIGHT_H
 #define PS_SCHEDULER_PREFLIGHT_H
@@ -19,15 +20,22 @@
 extern "C" {
 #endif
 
-/* Records worker n's result (message m). Returns 0, or PS_EPROTO for a result
- * that does not decode or does not cover every server. */
-int ps_preflight_on_result(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m);
+/* No result yet, for a job of `servers` servers and `workers` workers.
+ * Returns 0 or PS_ENOMEM. Caller owns *out; destroy with
+ * ps_preflight_destroy(). */
+int ps_preflight_new(ps_preflight_t **out, int servers, int workers);
 
-/* Whether the preflight is over: 0 while results are missing (1 when none
- * was asked for); once every live worker's result is in, logs the table and
- * returns 1 when every pair reached, else PS_EIO with "preflight: W1 cannot
- * reach S0 at ..." (every such pair) in why. Call until it is non-zero. */
-int ps_preflight_check(ps_scheduler_t *s, char *why, size_t cap);
+/* NULL-safe; sets *p to NULL. */
+void ps_preflight_destroy(ps_preflight_t **p);
+
+/* A result came (or a worker left): once every live worker's result is in,
+ * logs the table and gives the verdict: a pass lets a waiting barrier go,
+ * an unreachable pair fails the job ("preflight: W1 cannot reach S0 at
+ * ...", every such pair). Nothing once it was given. */
+void ps_preflight_progress(ps_preflight_t *p, ps_scheduler_t *s);
+
+/* Whether the preflight passed (the barriers wait until it has). */
+int ps_preflight_passed(const ps_preflight_t *p);
 
 /* The summary's "preflight" field: [{worker, server, reached, rtt_ms,
  * mbytes_per_s}, ...], empty without --preflight. A new reference, or NULL

@@ -16,8 +16,10 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "scheduler/preflight.h"
 #include "scheduler/failover.h"
+#include "scheduler/join.h"
+#include "scheduler/preflight.h"
+#include "scheduler/restart.h"
 
 /* An array of one double per worker (a ps_done_t field), three decimals. */
 static json_t *s_workers(const ps_scheduler_t *s, size_t field_offset)
@@ -61,7 +63,7 @@ static json_t *s_server_report(const ps_scheduler_t *s, int i)
  * Names and reasons from peers go through ps_json_text (not always UTF-8). */
 static void s_outcome(json_t *doc, const ps_scheduler_t *s, int *failed)
 {
-    const int finished = s->phase == S_FINISHED;
+    const int finished = s->phase == PS_PHASE_FINISHED;
     char tag[16];
     s_set(doc, "job_id", ps_json_text(s->id.job_id), failed);
     s_set(doc, "job_hash", ps_json_text(s->id.job_hash), failed);
@@ -243,7 +245,7 @@ static void s_results(json_t *doc, const ps_scheduler_t *s, const s_totals_t *t,
         (json_int_t)t->stale.n, "pushes_dropped", (json_int_t)t->dropped, "messages_rejected",
         (json_int_t)t->rejected, "scheduler_refused", (json_int_t)s->refused, "pushes_nonfinite",
         (json_int_t)t->nonfinite, "membership_changes", s->membership_changes, "workers_joined",
-        s->joins, "scheduler_restarts", s->restarts, "steps_with_fewer_workers",
+        ps_join_count(s->join), "scheduler_restarts", ps_restart_count(s->restart), "steps_with_fewer_workers",
         (json_int_t)t->fewer, "secure_refused", (json_int_t)t->secure_refused,
         "servers_refused_forged", (json_int_t)t->forged, "pulls_refused_unread",
         (json_int_t)t->unread, "scheduler_cpu_seconds", ps_json_real(ps_cpu_seconds(), 6),
@@ -281,7 +283,7 @@ int ps_summary_write(const ps_scheduler_t *s)
     const ps_job_t *j = &s->cfg->job;
     s_totals_t t;
     s_totals(s, &t);
-    if (s->phase == S_FINISHED) {
+    if (s->phase == PS_PHASE_FINISHED) {
         char mode[32];
         ps_job_mode_str(j, mode, sizeof mode);
         ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
@@ -297,7 +299,7 @@ int ps_summary_write(const ps_scheduler_t *s)
     }
     json_t *doc = s_settings(s);
     int failed = !doc;
-    if (doc && s->phase == S_FINISHED) {
+    if (doc && s->phase == PS_PHASE_FINISHED) {
         s_results(doc, s, &t, &failed);
     }
     failed = failed || ps_failover_json(doc, s) != 0;

@@ -2,8 +2,8 @@
  * server/flags.h - shardps-server's flags: the one table.
  *
  * The table shardps-server parses (and prints --help from), and the one
- * shardps-launch reads to know which flags it forwards to every server. The
- * README's table is checked against --help by tests/integration/
+ * shardps-launch reads to know which flags it forwards to every server.
+ * docs/usage.md's table is checked against --help by tests/integration/
  * test_flags_doc.sh. This module parses nothing itself (common/config.h does).
  */
 #ifndef PS_SERVER_FLAGS_H

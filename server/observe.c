@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "common/error.h"
+#include "common/clock.h"
 #include "common/http.h"
 #include "common/log.h"
 #include "proto/codec.h"
@@ -151,4 +152,36 @@ void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap, 
                           st->staleness.sum);
     ps_msg_bytes_metrics_update(&o->wire);
     ps_metrics_render(o->reg, text);
+}
+
+void ps_server_obs_report(const ps_server_snapshot_t *snap, const ps_ctx_t *ctx,
+                          ps_server_report_t *r)
+{
+    const ps_consistency_stats_t *st = snap->stats;
+    *r = (ps_server_report_t){.pushes = st->pushes,
+                              .pulls = st->pulls,
+                              .rejected = snap->rejected,
+                              .dropped = st->dropped,
+                              .nonfinite = st->nonfinite,
+                              .version = snap->version,
+                              .staleness = st->staleness,
+                              .steps_fewer_workers = st->steps_fewer,
+                              .secure_refused = ps_ctx_refused(ctx),
+                              .forged = snap->forged,
+                              .unread_refused = snap->unread_refused,
+                              .cpu_seconds = ps_cpu_seconds()};
+    ps_ctx_bytes(ctx, r->bytes.sent, r->bytes.received);
+}
+
+void ps_server_obs_log_totals(const ps_server_snapshot_t *snap)
+{
+    const ps_consistency_stats_t *st = snap->stats;
+    ps_log_info("served %llu pushes and %llu pulls, rejected %llu messages (%llu non-finite), "
+                "dropped %llu late pushes and %llu of before a failover, version %lld, "
+                "staleness mean %.2f max %lld",
+                (unsigned long long)st->pushes, (unsigned long long)st->pulls,
+                (unsigned long long)snap->rejected, (unsigned long long)st->nonfinite,
+                (unsigned long long)st->dropped, (unsigned long long)snap->stale,
+                (long long)snap->version, ps_hist_mean(&st->staleness),
+                (long long)(st->staleness.max > 0 ? st->staleness.max : 0));
 }

@@ -1,7 +1,8 @@
 /*
  * server/observe.h - what a server shows of itself: its metrics (served on
- * --metrics-bind and sent to the scheduler with each heartbeat). server.c
- * counts each message and reply here; the rest is read from the consistency
+ * --metrics-bind and sent to the scheduler with each heartbeat), and its
+ * totals at the end of the job. server.c counts each message and
+ * server/reply.c each reply here; the rest is read from the other modules
  * at each heartbeat, in the server's own thread.
  */
 #ifndef PS_SERVER_OBSERVE_H
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/metrics.h"
+#include "proto/codec.h"
 #include "proto/sock.h"
 #include "server/consistency.h"
 
@@ -40,18 +42,30 @@ void ps_server_obs_reply(ps_server_obs_t *o, int w, uint64_t bytes);
 /* A push completed a step: the seconds its sum and update took. */
 void ps_server_obs_apply(ps_server_obs_t *o, double seconds);
 
-/* What the heartbeat reads from the server besides its counters. */
+/* What the heartbeat and the end of the job read from the server besides
+ * the counters above. */
 typedef struct {
-    const ps_consistency_stats_t *stats;
+    const ps_consistency_stats_t *stats; /* borrowed for the call */
     int64_t version;
     uint64_t rejected;     /* messages refused */
     int held;              /* pushes held for an incomplete step */
     int pending_pulls;     /* pulls waiting for a newer version */
+    uint64_t forged;       /* of the refused: a token not the claimed worker's */
+    uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
+    uint64_t stale;        /* data messages dropped for an old failover generation */
 } ps_server_snapshot_t;
 
 /* Updates the gauges from snap and appends the exposition to text. */
 void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap,
                           ps_text_t *text);
+
+/* The end of the job: fills r, the telemetry the scheduler asks for
+ * (MSG_REPORT), from snap and ctx's counts (borrowed for the call). */
+void ps_server_obs_report(const ps_server_snapshot_t *snap, const ps_ctx_t *ctx,
+                          ps_server_report_t *r);
+
+/* Logs snap's totals: the server's last line. */
+void ps_server_obs_log_totals(const ps_server_snapshot_t *snap);
 
 #ifdef __cplusplus
 }

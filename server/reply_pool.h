@@ -12,7 +12,7 @@
  * it back: a peer that stops reading holds its buffers, and once it holds its
  * share (as many as the shared ones: 4 copies of the shard up to 64 MiB, at
  * least 4 buffers) it gets no more until some come back; the caller makes
- * its replies wait (server.c), so a peer that does not read cannot make us
+ * its replies wait (server/reply.c), so a peer that does not read cannot make us
  * copy without end. Replies sent from values held in place (server/store.h,
  * no copy) count against the same share, and against one cap for all peers
  * (so the holder keeps enough spare buffers for its updates). Knows nothing

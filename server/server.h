@@ -4,10 +4,12 @@
  *
  * The pieces, each testable alone: server/store.h (parameters, optimizer
  * state, initialisation), server/consistency.h (sync, ssp, sync:k/n, async:
- * when to apply and answer), server/reply_pool.h (copies of replies); the
- * event loop in server.c receives, validates and sends. Every message is
- * validated before use; a bad one gets an error reply and a log line and
- * changes nothing.
+ * when to apply and answer), server/intake.h (the checks of requests, held
+ * push frames), server/reply.h and server/reply_pool.h (replies and their
+ * buffers), server/control.h (the scheduler's failovers, joins and
+ * checkpoints); the event loop in server.c receives and dispatches. Every
+ * message is validated before use; a bad one gets an error reply and a log
+ * line and changes nothing.
  */
 #ifndef PS_SERVER_H
 #define PS_SERVER_H

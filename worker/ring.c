@@ -396,7 +396,7 @@ int ps_ring_allreduce(ps_ring_t *r, float *buf, uint64_t n, int64_t step)
     }
     /* Then each sub-chunk received at step g goes on at step g + 1. */
     for (int g = 0; rc == 0 && g < G; g++) {
-        const double tg = ps_trace_enabled() ? ps_now() : 0;
+        ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_RING, step, g);
         ps_range_t chunk = ps_ring_chunk(n, M, ps_ring_recv_chunk(rank, M, g));
         for (uint64_t j = 0, k = ps_ring_num_subs(chunk, sub); rc == 0 && j < k; j++) {
             ps_range_t want = ps_ring_sub(chunk, sub, j);
@@ -416,7 +416,7 @@ int ps_ring_allreduce(ps_ring_t *r, float *buf, uint64_t n, int64_t step)
                 rc = s_send(r, buf, want, step, g + 1);
             }
         }
-        ps_trace_span(PS_TRACE_RING, step, tg, tg ? ps_now() : 0, g);
+        ps_trace_span_end(&span);
     }
     /* After a failure frames may stay queued until ps_ring_destroy() drops them. */
     return rc ? rc : s_drain_sends(r);

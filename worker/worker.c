@@ -139,10 +139,10 @@ static void s_push_ready(void *arg, size_t from)
         w->push_rc || s_check_grads(w, from, w->push_end) != 0) {
         return;
     }
-    const double t0 = ps_trace_enabled() ? ps_now() : 0;
+    ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_PUSH, w->push_step, (int64_t)from);
     int h = ps_kv_push(w->kv, from, w->push_end, ps_model_grads(w->model) + from,
                        w->push_step);
-    ps_trace_span(PS_TRACE_PUSH, w->push_step, t0, t0 ? ps_now() : 0, (int64_t)from);
+    ps_trace_span_end(&span);
     if (h < 0) {
         w->push_rc = h;
         return;
@@ -177,8 +177,7 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
     if (w->push_end > 0 && s_check_grads(w, 0, w->push_end) != 0) {
         return w->push_rc;
     }
-    const int traced = ps_trace_enabled();
-    double t0 = traced ? ps_now() : 0;
+    ps_trace_span_t push = ps_trace_span_begin(PS_TRACE_PUSH, t, 0);
     /* What the hook has not pushed yet and the pull of every key, in one
      * request per server: a server whose keys are all in [0, push_end)
      * (every server with --overlap 0 and in async) gets one push-pull and
@@ -189,15 +188,15 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
     int hl = ps_kv_push_pull(w->kv, 0, w->view->num_params, ps_model_grads(w->model),
                              w->push_end, t, params, s_pull_version(&w->job, t));
     if (w->push_end > 0) {
-        ps_trace_span(PS_TRACE_PUSH, t, t0, traced ? ps_now() : 0, 0);
+        ps_trace_span_end(&push);
     }
-    t0 = traced ? ps_now() : 0;
+    ps_trace_span_t pull = ps_trace_span_begin(PS_TRACE_PULL, t, 0);
     int rc = 0;
     for (int i = 0; i < w->npush && rc == 0; i++) {
         rc = s_wait(w, w->push_h[i], "push");
     }
     rc = rc ? rc : s_wait(w, hl, "pull");
-    ps_trace_span(PS_TRACE_PULL, t, t0, traced ? ps_now() : 0, 0);
+    ps_trace_span_end(&pull);
     return rc;
 }
 

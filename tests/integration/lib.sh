@@ -15,6 +15,7 @@ cleanup() {
     for p in "${PIDS[@]:-}"; do
         [ -n "$p" ] && kill -9 "$p" 2>/dev/null
     done
+    netsim_down
     wait 2>/dev/null
     if [ -n "${SPS_KEEP:-}" ]; then
         echo "kept $TMP"
@@ -139,4 +140,76 @@ no_leftovers() {
         sleep 0.1
     done
     fail "processes left:$left: $(ps -o pid,args -p "${left// /,}")"
+}
+
+# results_page FILE BENCH: FILE is a finished results page of `shardps-bench
+# BENCH`: its header names the command that made it, the build's commit, the
+# date (UTC), the machine and the load at the start and at the end.
+results_page() {
+    local f=$1 b=$2
+    [ -s "$f" ] || fail "no results page $f"
+    [ "$(head -1 "$f")" = "# shardps-bench $b" ] || fail "$f: title '$(head -1 "$f")'"
+    grep -q "^- Command: \`shardps-bench $b .*\`\$" "$f" &&
+        grep -Eq '^- Commit: [^ ]+ protocol [0-9]+$' "$f" &&
+        grep -Eq '^- Date: [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} UTC$' "$f" &&
+        grep -Eq '^- Machine: [0-9]+ cores, .+' "$f" &&
+        grep -Eq '^- Load \(1, 5, 15-minute averages\): ([0-9.]+ ){3}at the start, ([0-9.]+ ){3}at the end$' \
+            "$f" ||
+        fail "$f: the header lacks a field: $(head -8 "$f")"
+}
+
+# ---- the simulated cluster: roles as hosts ------------------------------------
+# netsim_up SERVERS WORKERS [--net RATE[,DELAY]] holds a shardps-netsim
+# (bench/netsim/main.c) for the test: one network namespace per role (c,
+# s0.., w0..) on a link to a routing hub; NS[role] and ADDR[role] hold each
+# namespace and address, PFX their common prefix. Skips (77) with the reason
+# where namespaces cannot be made (not root, no kernel support). in_ns ROLE
+# CMD... starts CMD in ROLE's namespace (output in $TMP/ROLE.log, pid in
+# PID[ROLE]). netsim_down removes the network (also on exit) and returns 1,
+# saying why, when a namespace was left behind.
+declare -A NS ADDR PID
+NETSIM_PID=
+
+netsim_up() {
+    "$SPS_BUILD/bench/netsim/shardps-netsim" --servers "$1" --workers "$2" "${@:3}" \
+        --log "$TMP/netsim-commands.log" >"$TMP/netsim.out" 2>"$TMP/netsim.err" &
+    NETSIM_PID=$!
+    until grep -qx ready "$TMP/netsim.out"; do
+        if ! kill -0 "$NETSIM_PID" 2>/dev/null; then
+            wait "$NETSIM_PID"
+            local rc=$?
+            NETSIM_PID=
+            [ $rc = 3 ] && skip "$(tail -1 "$TMP/netsim.err")"
+            fail "shardps-netsim exited $rc: $(cat "$TMP/netsim.err")"
+        fi
+        sleep 0.1
+    done
+    local role ns addr
+    while read -r role ns addr; do
+        [ "$role" = ready ] && break
+        NS[$role]=$ns
+        ADDR[$role]=$addr
+    done <"$TMP/netsim.out"
+    PFX=${NS[c]%c}
+}
+
+in_ns() {
+    local role=$1
+    shift
+    start "$role" ip netns exec "${NS[$role]}" "$@"
+    PID[$role]=$LAST_PID
+}
+
+netsim_down() {
+    [ -n "$NETSIM_PID" ] || return 0
+    local pid=$NETSIM_PID left
+    NETSIM_PID=
+    kill -TERM "$pid" 2>/dev/null
+    if ! wait "$pid"; then
+        echo "shardps-netsim: $(tail -1 "$TMP/netsim.err")" >&2
+        return 1
+    fi
+    left=$(ip netns list 2>/dev/null | awk '{print $1}' |
+        grep -E "^${PFX}(hub|c|s[0-9]+|w[0-9]+)$" || true)
+    [ -z "$left" ] || { echo "namespaces left behind: $left" >&2; return 1; }
 }

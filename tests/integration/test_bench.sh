@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# shardps-bench produces its tables: `comm` with one tiny payload and `train`
-# with a tiny --max-steps sweep write CSV and markdown files with the expected
+# shardps-bench produces its results: `comm` with one tiny payload and `train`
+# with a tiny --max-steps sweep write a results page (OUT/comm.md, train.md:
+# a header with the command, commit, date, machine and load, then the tables,
+# and the plots where gnuplot is installed) and CSV files with the expected
 # columns and one row per configuration (allreduce included: ring members in
 # `comm`, `--mode allreduce` jobs without servers in `train`); `compute` on a
 # few steps writes its JSON with every field, and with --torch the PyTorch
 # reference's figure (or one line saying how to install PyTorch, when it is
-# absent). No timing is judged here: the bench measures, it does not assert
-# (docs/benchmarks.md). `checkpoint` on one short round writes its row
-# with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
+# absent), and with --out its results page. No timing is judged here: the
+# bench measures, it does not assert (docs/benchmarks.md). `checkpoint` on one
+# short round writes its row with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
 # from the uncompressed copy of the data set it made. `compress` on a short
-# sweep writes its rows with the bytes each codec saved.
+# sweep writes its rows with the bytes each codec saved. Each on its page.
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/bench/shardps-bench
@@ -36,7 +38,13 @@ header "$TMP/comm/comm.csv" \
 rows "$TMP/comm/comm.csv" 4
 # Every row measured both sides: no empty cell.
 grep -q ',,' "$TMP/comm/comm.csv" && fail "comm.csv has unmeasured cells: $(cat "$TMP/comm/comm.csv")"
+results_page "$TMP/comm/comm.md" comm
 grep -q '^| 4096 | 4K | 2 | 2 | async |' "$TMP/comm/comm.md" || fail "comm.md lacks a row: $(cat "$TMP/comm/comm.md")"
+grep -q '^### Allreduce bus bandwidth' "$TMP/comm/comm.md" || fail "comm.md lacks the allreduce table"
+if command -v gnuplot >/dev/null; then
+    grep -q '^!\[comm_goodput\](comm_goodput.png)$' "$TMP/comm/comm.md" && [ -s "$TMP/comm/comm_goodput.png" ] ||
+        fail "comm.md does not show its plot: $(grep -n png "$TMP/comm/comm.md")"
+fi
 header "$TMP/comm/allreduce.csv" \
     "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio,ratio_min,ratio_max"
 rows "$TMP/comm/allreduce.csv" 1
@@ -57,12 +65,15 @@ expect "$TMP/train/runs/allreduce_w2.json" "d['mode'] == 'allreduce' and d['serv
     "the allreduce job had servers"
 header "$TMP/train/train_epochs.csv" "mode,workers,scenario,eval,elapsed_s,step,test_accuracy"
 rows "$TMP/train/train_epochs.csv" 6 # one evaluation per run, at its last step
+results_page "$TMP/train/train.md" train
 grep -q '^| sync | 1 | plain | ok |' "$TMP/train/train.md" || fail "train.md lacks a row: $(cat "$TMP/train/train.md")"
 
 # compute: one worker alone, a few steps; every JSON field there (no PyTorch).
 "$BENCH" compute --model mlp --steps 5 --warmup 1 --profile-steps 2 \
-    --json "$TMP/compute.json" >"$TMP/compute.log" 2>&1 ||
+    --json "$TMP/compute.json" --out "$TMP/compute" >"$TMP/compute.log" 2>&1 ||
     fail "bench compute failed: $(tail -5 "$TMP/compute.log")"
+results_page "$TMP/compute/compute.md" compute
+grep -q '^| mlp | cpu | 1 | 64 | 5 |' "$TMP/compute/compute.md" || fail "no row on compute.md"
 for key in model device threads batch steps samples_per_sec cpu_samples_per_sec \
     time_split gather copy_in forward backward copy_out update torch_samples_per_sec \
     torch_cpu_samples_per_sec cpu_ratio_vs_torch \
@@ -109,6 +120,7 @@ header "$TMP/ck/checkpoint.csv" \
 rows "$TMP/ck/checkpoint.csv" 2 # the round and the median
 grep -Eq '^1,[0-9]+,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,3,[0-9.]+$' "$TMP/ck/checkpoint.csv" ||
     fail "checkpoint.csv: $(cat "$TMP/ck/checkpoint.csv")"
+results_page "$TMP/ck/checkpoint.md" checkpoint
 
 # scale: 1 and 2 workers, 2 and 4 steps each, one round.
 "$BENCH" scale --workers 1,2 --servers 2 --steps 2,4 --reps 1 --out "$TMP/scale" \
@@ -120,6 +132,7 @@ n='-?[0-9.]+' # a difference of two short jobs: noise may make it negative
 grep -Eq "^1,1,$n,$n,(-?[0-9]+)?,$n,[0-9.]+,$n,[0-9.]+,[0-9.]+\$" "$TMP/scale/scale.csv" &&
     grep -Eq "^2,1,$n,$n,(-?[0-9]+)?,$n,[0-9.]+,$n,[0-9.]+,[0-9.]+\$" "$TMP/scale/scale.csv" ||
     fail "scale.csv: $(cat "$TMP/scale/scale.csv")"
+results_page "$TMP/scale/scale.md" scale
 [ "$(wc -c <"$TMP/scale/data/train-images-idx3-ubyte")" = 47040016 ] ||
     fail "scale: no uncompressed training images in $TMP/scale/data"
 
@@ -140,6 +153,7 @@ grep -Eq '^sync,2,bf16,ok,[0-9.]+,[-+0-9.]+,[0-9]+,50.0,' "$TMP/cmp/compress.csv
     fail "compress.csv: no seed 2 row against its own fp32: $(cat "$TMP/cmp/compress.csv")"
 grep -Eq 'Worst over the seeds .*: sync bf16 [-+][0-9.]+, sync topk:0.01\+bf16 [-+][0-9.]+, async bf16' \
     "$TMP/cmp/compress.md" || fail "compress.md: no worst over the seeds: $(cat "$TMP/cmp/compress.md")"
+results_page "$TMP/cmp/compress.md" compress
 
 # The logs of every job the bench started, for sanitizer reports.
 cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP"/scale/runs/*.log \

@@ -68,6 +68,7 @@ grep -q "TUN device line in ${PFX}hub, each packet held 200 us" "$NETLOG" &&
     fail "no delay line set up: $(grep -E 'line|rule' "$NETLOG")"
 grep -Eq "delay line, this job: [1-9][0-9]* packets" "$TMP/net/runs/sync_w2.log" ||
     fail "no packets through the delay line: $(grep 'delay line' "$TMP/net/runs/sync_w2.log")"
+results_page "$TMP/net/train.md" train
 grep -q "0.2ms one way between roles (our delay line" "$TMP/net/train.md" ||
     fail "the table does not say what the delay is: $(head -3 "$TMP/net/train.md")"
 

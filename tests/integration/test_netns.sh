@@ -2,28 +2,26 @@
 # tests/integration/test_netns.sh - one job across five "hosts": each role in
 # its own network namespace with its own address, like a small cluster.
 #
-# Layout (tests/integration/netns_lib.sh; names carry $$, the subnet
-# 10.200.X.0/24 a random X, so runs can go in parallel; the root namespace is
+# Layout (the simulated cluster, bench/netsim, unshaped: names carry
+# shardps-netsim's pid, so runs can go in parallel; the root namespace is
 # never touched):
 #
-#   sps<pid>hub:  bridge br0 <- veth vc, vs0, vs1, vw0, vw1
-#   sps<pid>c:    eth0 10.200.X.10  scheduler --bind tcp://10.200.X.10:*
-#   sps<pid>s0:   eth0 10.200.X.11  server --bind tcp://0.0.0.0:* (advertised
-#                                   as the address the scheduler sees)
-#   sps<pid>s1:   eth0 10.200.X.12  server --bind tcp://10.200.X.12:*
-#   sps<pid>w0/1: eth0 10.200.X.13/14 workers
+#   PFXhub:  routes between the veth links vc, vs0, vs1, vw0, vw1
+#   PFXc:    eth0 ADDR[c]   scheduler --bind tcp://ADDR[c]:*
+#   PFXs0:   eth0 ADDR[s0]  server --bind tcp://0.0.0.0:* (advertised as the
+#                           address the scheduler sees)
+#   PFXs1:   eth0 ADDR[s1]  server --bind tcp://ADDR[s1]:*
+#   PFXw0/1: eth0           workers
 #
 # Asserts: every process exits 0; the scheduler registered both servers at
 # their namespace addresses (not 127.x, not 0.0.0.0) and put those in the shard
 # map; the final parameters are bitwise equal to a loopback launcher run of the
-# same job; everything created is removed again. Skips (77) when namespaces,
-# veth pairs or bridges cannot be created (not root, no kernel support).
+# same job; everything created is removed again. Skips (77) when namespaces
+# or veth pairs cannot be created (not root, no kernel support).
 . "$(dirname "$0")/lib.sh"
 
-. "$(dirname "$0")/netns_lib.sh"
-
 JOB=(--max-steps 30 --epochs 1 --seed 11 --batch 32)
-netns_hosts c s0 s1 w0 w1
+netsim_up 2 2
 
 # The reference: the same job on loopback through the launcher.
 "$LAUNCH" --servers 2 --workers 2 "${JOB[@]}" --dump-params "$TMP/loopback.f32" \
@@ -59,8 +57,6 @@ params_close "$TMP/netns.f32" "$TMP/loopback.f32" 0 ||
 
 check_logs
 
-# Tear down now and check nothing of ours is left.
-netns_cleanup
-left=$(netns_left)
-[ -z "$left" ] || fail "namespaces left behind: $left"
-echo "ok: 5 namespaces on $NET.0/24, parameters bitwise equal to loopback"
+# Tear down now; netsim_down checks nothing of ours is left.
+netsim_down || fail "the simulated cluster was not removed"
+echo "ok: 5 namespaces ($PFX*), parameters bitwise equal to loopback"

@@ -62,19 +62,23 @@ start job "$LAUNCH" --servers 2 --workers 2 --batch 16 --epochs 5 --plot none \
     --metrics-bind 127.0.0.1:0
 LPID=$LAST_PID
 metrics_url job
-for i in $(seq 1 300); do # until both workers reported steps
+GROWING='shardps_worker_steps_total{node="W0"} shardps_worker_steps_total{node="W1"}
+shardps_server_received_bytes_total{node="S1",peer="W0"}'
+for i in $(seq 1 1200); do # until every counter compared below has a first report
     scrape "$TMP/s1.txt"
-    [ "$(value "$TMP/s1.txt" 'shardps_worker_steps_total{node="W0"}')" != 0 ] &&
-        [ "$(value "$TMP/s1.txt" 'shardps_worker_steps_total{node="W1"}')" != 0 ] && break
+    first=1
+    for k in $GROWING; do
+        [ "$(value "$TMP/s1.txt" "$k")" != 0 ] || first=""
+    done
+    [ -n "$first" ] && break
     sleep 0.1
 done
 # the second scrape: after the next heartbeats (a loaded machine may delay them)
-for i in $(seq 1 20); do
+for i in $(seq 1 240); do
     sleep 0.5
     scrape "$TMP/s2.txt"
     grown=1
-    for k in 'shardps_worker_steps_total{node="W0"}' 'shardps_worker_steps_total{node="W1"}' \
-        'shardps_server_received_bytes_total{node="S1",peer="W0"}'; do
+    for k in $GROWING; do
         a=$(value "$TMP/s1.txt" "$k")
         b=$(value "$TMP/s2.txt" "$k")
         $PY -c "import sys; sys.exit(not 0 < float(sys.argv[1]) < float(sys.argv[2]))" "$a" "$b" ||

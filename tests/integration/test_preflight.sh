@@ -3,8 +3,8 @@
 # probes every server; the scheduler logs the table and refuses to start on an
 # unreachable pair, naming it.
 #
-# Five network namespaces as hosts (netns_lib.sh): scheduler, 2 servers, 2
-# workers. First with every pair reachable: the job ends ok and the summary's
+# Five network namespaces as hosts (the simulated cluster, netsim_up):
+# scheduler, 2 servers, 2 workers. First with every pair reachable: the job ends ok and the summary's
 # preflight has 4 reached pairs with a round trip and a rate. Then the same
 # hosts with one rule in W1's namespace, a blackhole route to S0's address:
 # the job fails before step 0 (no worker trained a step), the scheduler names
@@ -12,10 +12,9 @@
 # line, and the summary says W1 -> S0 was not reached while W1 -> S1 and
 # W0 -> S0 were. Skips (77) where namespaces cannot be made.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/netns_lib.sh"
 
 JOB=(--servers 2 --workers 2 --max-steps 30 --batch 32 --preflight)
-netns_hosts c s0 s1 w0 w1
+netsim_up 2 2
 
 # run NAME: the job across the namespaces; the scheduler's exit status in RC.
 run() {
@@ -47,7 +46,7 @@ expect "$TMP/ok.json" "d['status'] == 'ok' and len(d['preflight']) == 4 and \
 echo "ok - every pair reachable: job ok; $(grep -m1 ' W1 -> S0 ' "$TMP/ok.c.txt" | cut -c19-)"
 
 # One rule: W1's host drops everything to S0's address.
-ip -n "${PFX}w1" route add blackhole "${ADDR[s0]}/32" ||
+ip -n "${NS[w1]}" route add blackhole "${ADDR[s0]}/32" ||
     skip "cannot add a blackhole route in a namespace"
 run blocked
 S0_AT="tcp://${ADDR[s0]}:"
@@ -63,7 +62,5 @@ grep -Eq " W1 -> S0 tcp://${ADDR[s0]//./\\.}:[0-9]+ +UNREACHABLE" "$TMP/blocked.
 echo "ok - blackhole W1 -> S0: $(field "$TMP/blocked.json" "d['failure']")"
 
 check_logs
-netns_cleanup
-left=$(netns_left)
-[ -z "$left" ] || fail "namespaces left behind: $left"
+netsim_down || fail "the simulated cluster was not removed"
 echo "ok: preflight table on 4 pairs; a blocked pair named before step 0"

@@ -202,6 +202,30 @@ START_TEST(trace_keeps_the_newest_spans_of_its_steps_within_budget)
 }
 END_TEST
 
+START_TEST(trace_span_records_from_begin_to_end_only_when_tracing)
+{
+    ps_trace_span_t off = ps_trace_span_begin(PS_TRACE_REPLY, 5, 3);
+    ck_assert_int_eq(off.on, 0); /* tracing off: no clock read, nothing recorded */
+    ps_trace_span_end(&off);
+    char dir[] = "/tmp/ps_span_XXXXXX", path[64], err[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    ck_assert_int_eq(ps_trace_open(path, NULL, 16, err, sizeof err), 0);
+    ps_trace_span_t sp = ps_trace_span_begin(PS_TRACE_REPLY, 5, 3);
+    ck_assert_int_eq(sp.on, 1);
+    ck_assert(sp.t0 > 0);
+    ps_trace_span_end(&sp);
+    ck_assert_int_eq(ps_trace_close(), 0);
+    const char *text = s_slurp(path);
+    ck_assert_ptr_nonnull(strstr(text, "\"reply\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"worker\""));
+    ck_assert_ptr_null(strstr(text, "\"step\":0")); /* only the one span, of step 5 */
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *s_suite(void)
 {
     Suite *s = suite_create("metrics");
@@ -211,6 +235,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, merge_puts_every_node_under_one_family);
     tcase_add_test(tc, adds_from_threads_all_count);
     tcase_add_test(tc, trace_keeps_the_newest_spans_of_its_steps_within_budget);
+    tcase_add_test(tc, trace_span_records_from_begin_to_end_only_when_tracing);
     suite_add_tcase(s, tc);
     return s;
 }

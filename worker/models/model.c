@@ -357,17 +357,17 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, 
         ps_model_params_needed(m, m->arch->ntensors);
     }
     s_lap(m, &t, &p->copy_in);
-    const int traced = ps_trace_enabled(); /* on a GPU: the times the work was queued */
-    const double tf = traced ? ps_now() : 0;
+    /* on a GPU the spans are the times the work was queued */
+    ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_FORWARD, PS_TRACE_CURRENT_STEP, 0);
     float *logits = m->arch->forward(m, d_x, n);
     /* the loss overwrites the logits with their gradient, in place */
     float l = m->k->softmax_xent(m->ctx, logits, d_y, n, PS_MODEL_CLASSES, logits, NULL);
     s_lap(m, &t, &p->forward);
-    const double tb = traced ? ps_now() : 0;
-    ps_trace_span(PS_TRACE_FORWARD, PS_TRACE_CURRENT_STEP, tf, tb, 0);
+    ps_trace_span_end(&span);
+    span = ps_trace_span_begin(PS_TRACE_BACKWARD, PS_TRACE_CURRENT_STEP, 0);
     m->arch->backward(m, d_x, logits, n);
     s_lap(m, &t, &p->backward);
-    ps_trace_span(PS_TRACE_BACKWARD, PS_TRACE_CURRENT_STEP, tb, traced ? ps_now() : 0, 0);
+    ps_trace_span_end(&span);
     ps_model_grads_final(m, 0);
     rc = s_finish(m);
     s_lap(m, &t, &p->copy_out);

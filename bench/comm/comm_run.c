@@ -1,5 +1,5 @@
 /*
- * bench/comm_run.c - one configuration of `shardps-bench comm`: what the
+ * bench/comm/comm_run.c - one configuration of `shardps-bench comm`: what the
  * parameter server moves, next to what ZeroMQ alone moves between the same
  * endpoints.
  *
@@ -40,7 +40,7 @@
 #include <unistd.h>
 #include <zmq.h> /* the raw-ZeroMQ baseline */
 
-#include "bench/comm.h"
+#include "bench/comm/comm.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/job.h"

@@ -1,5 +1,5 @@
 /*
- * bench/scale.c - shardps-bench scale: how the scheduler's and the servers'
+ * bench/train/scale.c - shardps-bench scale: how the scheduler's and the servers'
  * cost per step grows with the workers.
  *
  * For each worker count (--workers 8,16,32,64) the same sync job through
@@ -155,7 +155,7 @@ static int s_job(const sc_cfg_t *c, int round, long m, long steps, sc_cost_t *co
     return rc;
 }
 
-static int s_measure(const sc_cfg_t *c)
+static int s_measure(const sc_cfg_t *c, ps_bench_page_t *page)
 {
     ps_bench_table_t *t = NULL;
     char title[200];
@@ -163,7 +163,7 @@ static int s_measure(const sc_cfg_t *c)
              "### Per-step cost against workers: %s %s, %d servers, batch %d", c->mode,
              c->model, c->servers, c->batch);
     if (ps_bench_table_new(
-            c->out, "scale", title,
+            page, "scale", title,
             "workers,rounds,sched_cpu_ms_per_step,sched_msgs_per_step,sched_msgs_per_sec,"
             "server_cpu_ms_per_step,server_msgs_per_step,step_ms,sched_cpu_s_startup,"
             "server_cpu_s_startup",
@@ -173,7 +173,6 @@ static int s_measure(const sc_cfg_t *c)
             &t) != 0) {
         return 1;
     }
-    const double load = ps_bench_loadavg();
     const double dsteps = (double)(c->steps[1] - c->steps[0]);
     /* per worker count, per round: the per-step figures and the short job's */
     static double per[PS_BENCH_LIST_MAX][SC_COSTS][SC_MAX_REPS];
@@ -244,9 +243,6 @@ static int s_measure(const sc_cfg_t *c)
         "wall seconds per step. Short job: the whole job's CPU with start-up.",
         c->servers, c->model, c->mode, c->batch, c->seed, c->steps[0], c->steps[1], c->reps,
         (long)dsteps);
-    char machine[256];
-    ps_bench_machine(machine, sizeof machine, load);
-    ps_bench_table_note(t, "Machine: %s.", machine);
     ps_bench_table_destroy(&t, 1);
     return failed;
 }
@@ -257,7 +253,7 @@ int ps_bench_scale_main(int argc, char **argv)
                   .batch = 8, .reps = 3, .seed = 1, .timeout = 900};
     const char *workers = "8,16,32,64", *steps = "5,25", *launch = NULL;
     ps_flag_t flags[] = {
-        {"out", PS_FLAG_STR, &c.out, "DIR", "where the CSV and markdown files go"},
+        {"out", PS_FLAG_STR, &c.out, "DIR", "where the results page and CSV go"},
         {"workers", PS_FLAG_STR, &workers, "LIST", "worker counts, e.g. 8,16,32,64"},
         {"servers", PS_FLAG_INT, &c.servers, "N", "servers of every job"},
         {"steps", PS_FLAG_STR, &steps, "A,B",
@@ -276,7 +272,7 @@ int ps_bench_scale_main(int argc, char **argv)
     int rc = ps_config_parse(S_PROG,
                              "Runs the same job with more and more workers and reports the "
                              "scheduler's and the\nservers' CPU and messages per step. "
-                             "Writes scale.csv/.md into --out.",
+                             "Writes the results page scale.md and scale.csv into --out.",
                              flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -307,5 +303,11 @@ int ps_bench_scale_main(int argc, char **argv)
         }
         c.data = data;
     }
-    return s_measure(&c) ? 1 : 0;
+    ps_bench_page_t *page;
+    if (ps_bench_page_new(c.out, "scale", argc, argv, &page) != 0) {
+        return 1;
+    }
+    rc = s_measure(&c, page);
+    ps_bench_page_destroy(&page);
+    return rc ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 /*
- * bench/allreduce.c - `shardps-bench comm`'s allreduce: shardps's ring
+ * bench/comm/allreduce.c - `shardps-bench comm`'s allreduce: shardps's ring
  * allreduce beside MPI_Allreduce, timed as shardps-bench-mpi times it.
  *
  * n ring members, each a process forked from this one (as MPI's ranks are
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/comm.h"
+#include "bench/comm/comm.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -48,7 +48,7 @@ enum {
 };
 /* A member waiting this long for its neighbour fails. */
 #define AR_RING_TIMEOUT_S 30.0
-/* The target: shardps's busbw / MPI's at 16-64 MB, 2 and 4 workers. */
+/* The design's target: shardps's busbw / MPI's at 16-64 MB, 2 and 4 workers. */
 #define AR_TARGET_RATIO 1.2
 
 /* What a member process is given (copied by fork). */
@@ -411,111 +411,23 @@ static int s_allreduce_pair(const ps_bench_comm_cfg_t *cfg, int n, const char *m
     return rc != 0;
 }
 
-/* Does v hold a measured (not NAN) value? */
-static int s_any(const double *v, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (!isnan(v[i])) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The allreduce table (always written, with a note on what was skipped) and
- * its plot. Returns 0 or 1 (something failed). */
-int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
-{
-    char mpirun[PATH_MAX], helper[PATH_MAX], why[256] = "--mpi=0";
-    int have_mpi =
-        cfg->mpi && ps_bench_mpi_find(mpirun, helper, sizeof mpirun, why, sizeof why) == 0;
-    const int nz = cfg->nar_sizes;
+/* Every (workers, size) measured, and what failed. */
+typedef struct {
     ar_result_t res[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX];
-    double ours[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX],
-        mpi[PS_BENCH_LIST_MAX][PS_BENCH_LIST_MAX];
-    int failed = 0, mpi_failed[PS_BENCH_LIST_MAX], nmpi_failed = 0;
-    int ours_failed[PS_BENCH_LIST_MAX], nours_failed = 0;
-    double load_before = ps_bench_loadavg();
-    for (int w = 0; w < cfg->nar; w++) {
-        int n = (int)cfg->ar_workers[w], mf = 0;
-        /* The reference failing is worth a note, not a failed bench. */
-        if (s_allreduce_pair(cfg, n, have_mpi ? mpirun : NULL, helper, res[w], &mf) != 0) {
-            ours_failed[nours_failed++] = n;
-            failed = 1;
-        }
-        for (int i = 0; i < nz; i++) {
-            ours[w][i] = res[w][i].ours;
-            mpi[w][i] = res[w][i].mpi;
-        }
-        if (mf) {
-            mpi_failed[nmpi_failed++] = n;
-        }
-    }
-    ps_bench_table_t *t;
-    if (ps_bench_table_new(
-            cfg->out, "allreduce",
-            "### Allreduce bus bandwidth (busbw = bytes/time x 2(n-1)/n, GB/s)",
-            "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio,ratio_min,"
-            "ratio_max",
-            "bytes,payload,workers,shardps busbw,MPI_Allreduce busbw,"
-            "shardps/MPI,ratio min,ratio max",
-            &t) != 0) {
-        return 1;
-    }
-    ps_bench_str_t gp = {0};
-    ps_bench_plot_header(&gp, cfg->out, "allreduce_busbw", 640, 400);
-    ps_bench_plot_sizes(&gp, cfg->ar_sizes, nz, "busbw (GB/s)");
-    ps_bench_str_t plot = {0};
-    double worst = INFINITY;
-    char worst_at[64] = "";
-    int in_target = 0, met = 0;
-    for (int w = 0; w < cfg->nar; w++) {
-        ps_bench_str_addf(&gp, "$n%d << EOD\n", w);
-        for (int i = 0; i < nz; i++) {
-            char name[32], o[32] = "", m[32] = "", ratio[32] = "";
-            const ar_result_t *q = &res[w][i];
-            long bytes = cfg->ar_sizes[i];
-            ps_bench_size_name(bytes, name, sizeof name);
-            if (!isnan(ours[w][i])) {
-                snprintf(o, sizeof o, "%.3f", ours[w][i]);
-            }
-            if (!isnan(mpi[w][i])) {
-                snprintf(m, sizeof m, "%.3f", mpi[w][i]);
-            }
-            if (!isnan(q->ratio)) {
-                double r = q->ratio;
-                snprintf(ratio, sizeof ratio, "%.2f,%.2f,%.2f", r, q->lo, q->hi);
-                if (bytes >= (16L << 20) && bytes <= (64L << 20) &&
-                    (cfg->ar_workers[w] == 2 || cfg->ar_workers[w] == 4)) {
-                    in_target++;
-                    met += r >= AR_TARGET_RATIO;
-                    if (r < worst) {
-                        worst = r;
-                        snprintf(worst_at, sizeof worst_at, "%s, %ld workers", name,
-                                 cfg->ar_workers[w]);
-                    }
-                }
-            }
-            ps_bench_table_rowf(t, "%ld,%s,%ld,%s,%s,%s", bytes, name, cfg->ar_workers[w],
-                                o, m, ratio[0] ? ratio : ",,");
-            ps_bench_str_addf(&gp, "%ld %s %s\n", bytes, o[0] ? o : "NaN",
-                              m[0] ? m : "NaN");
-        }
-        ps_bench_str_addf(&gp, "EOD\n");
-        if (s_any(ours[w], nz)) {
-            ps_bench_str_addf(&plot, "%s$n%d u 1:2 w lp lc %d pt 7 t 'shardps n=%ld'",
-                              plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
-        }
-        if (s_any(mpi[w], nz)) {
-            ps_bench_str_addf(&plot, "%s$n%d u 1:3 w lp lc %d dt 2 pt 6 t 'MPI n=%ld'",
-                              plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
-        }
-    }
+    int ours_failed[PS_BENCH_LIST_MAX], nours_failed; /* ring sizes whose ring failed */
+    int mpi_failed[PS_BENCH_LIST_MAX], nmpi_failed;   /* and whose MPI reference did */
+    int rows, met;                                    /* the target's rows, and met */
+    double worst;                                     /* its lowest ratio */
+    char worst_at[64];
+} ar_sweep_t;
+
+/* What was compared, how, and what failed, under the table. */
+static void s_notes(const ps_bench_comm_cfg_t *cfg, const ar_sweep_t *sw, int have_mpi,
+                    const char *why, ps_bench_table_t *t)
+{
     if (cfg->nar == 0) {
         ps_bench_table_note(t, "No allreduce measured: --allreduce-workers 0.");
     } else {
-        char machine[256];
-        ps_bench_machine(machine, sizeof machine, load_before);
         ps_bench_table_note(
             t,
             "shardps: `worker/ring.h` (the `--mode allreduce` ring: reduce-scatter + "
@@ -527,8 +439,8 @@ int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
             "back to back (each side waits on a pipe or FIFO, using no CPU, while the "
             "other runs), each chunk between barriers and timed by the slowest rank. "
             "busbw: the median chunk; the ratio: the median of the %d pairs' ratios (min "
-            "and max beside it). bytes = the payload; GB = 1e9 B. Machine: %s.",
-            cfg->ring_kib, AR_WARMUP_CALLS, cfg->reps, cfg->seconds, cfg->reps, machine);
+            "and max beside it). bytes = the payload; GB = 1e9 B.",
+            cfg->ring_kib, AR_WARMUP_CALLS, cfg->reps, cfg->seconds, cfg->reps);
     }
     if (cfg->nar && have_mpi) {
         ps_bench_table_note(t,
@@ -538,29 +450,123 @@ int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
     } else if (cfg->nar) {
         ps_bench_table_note(t, "MPI_Allreduce comparison skipped: %s.", why);
     }
-    if (in_target) {
-        ps_bench_table_note(
-            t,
-            "Target (16-64 MB, 2 and 4 workers: shardps busbw >= %.1fx "
-            "MPI_Allreduce's): met in %d of %d rows; lowest ratio %.2f (%s).",
-            AR_TARGET_RATIO, met, in_target, worst, worst_at);
+    if (sw->rows) {
+        ps_bench_table_note(t,
+                            "Target (16-64 MB, 2 and 4 workers: shardps busbw >= %.1fx "
+                            "MPI_Allreduce's): met in %d of %d rows; lowest ratio %.2f (%s).",
+                            AR_TARGET_RATIO, sw->met, sw->rows, sw->worst, sw->worst_at);
     }
-    for (int i = 0; i < nours_failed; i++) {
+    for (int i = 0; i < sw->nours_failed; i++) {
         ps_bench_table_note(t, "shardps's ring with %d members failed (n/a cells).",
-                            ours_failed[i]);
+                            sw->ours_failed[i]);
     }
-    for (int i = 0; i < nmpi_failed; i++) {
-        ps_bench_table_note(
-            t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
-            mpi_failed[i], mpi_failed[i]);
+    for (int i = 0; i < sw->nmpi_failed; i++) {
+        ps_bench_table_note(t, "MPI_Allreduce with %d ranks failed: see mpi-allreduce-n%d.log.",
+                            sw->mpi_failed[i], sw->mpi_failed[i]);
     }
+}
+
+/* Row (w, i) of the table and its point in the plot's data; counts it
+ * towards the target. */
+static void s_row(const ps_bench_comm_cfg_t *cfg, int w, int i, ar_sweep_t *sw,
+                  ps_bench_table_t *t, ps_bench_str_t *gp)
+{
+    char name[32], o[32] = "", m[32] = "", ratio[32] = "";
+    const ar_result_t *q = &sw->res[w][i];
+    long bytes = cfg->ar_sizes[i];
+    ps_bench_size_name(bytes, name, sizeof name);
+    if (!isnan(q->ours)) {
+        snprintf(o, sizeof o, "%.3f", q->ours);
+    }
+    if (!isnan(q->mpi)) {
+        snprintf(m, sizeof m, "%.3f", q->mpi);
+    }
+    if (!isnan(q->ratio)) {
+        double r = q->ratio;
+        snprintf(ratio, sizeof ratio, "%.2f,%.2f,%.2f", r, q->lo, q->hi);
+        if (bytes >= (16L << 20) && bytes <= (64L << 20) &&
+            (cfg->ar_workers[w] == 2 || cfg->ar_workers[w] == 4)) {
+            sw->rows++;
+            sw->met += r >= AR_TARGET_RATIO;
+            if (r < sw->worst) {
+                sw->worst = r;
+                snprintf(sw->worst_at, sizeof sw->worst_at, "%s, %ld workers", name,
+                         cfg->ar_workers[w]);
+            }
+        }
+    }
+    ps_bench_table_rowf(t, "%ld,%s,%ld,%s,%s,%s", bytes, name, cfg->ar_workers[w], o, m,
+                        ratio[0] ? ratio : ",,");
+    ps_bench_str_addf(gp, "%ld %s %s\n", bytes, o[0] ? o : "NaN", m[0] ? m : "NaN");
+}
+
+/* The allreduce table (always written, with a note on what was skipped) and
+ * its plot. Returns 0 or 1 (something failed). */
+int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
+{
+    char mpirun[PATH_MAX], helper[PATH_MAX], why[256] = "--mpi=0";
+    int have_mpi =
+        cfg->mpi && ps_bench_mpi_find(mpirun, helper, sizeof mpirun, why, sizeof why) == 0;
+    const int nz = cfg->nar_sizes;
+    ar_sweep_t *sw = calloc(1, sizeof *sw);
+    if (!sw) {
+        return 1;
+    }
+    sw->worst = INFINITY;
+    int failed = 0;
+    for (int w = 0; w < cfg->nar; w++) {
+        int n = (int)cfg->ar_workers[w], mf = 0;
+        /* The reference failing is worth a note, not a failed bench. */
+        if (s_allreduce_pair(cfg, n, have_mpi ? mpirun : NULL, helper, sw->res[w], &mf) != 0) {
+            sw->ours_failed[sw->nours_failed++] = n;
+            failed = 1;
+        }
+        if (mf) {
+            sw->mpi_failed[sw->nmpi_failed++] = n;
+        }
+    }
+    ps_bench_table_t *t;
+    if (ps_bench_table_new(
+            cfg->page, "allreduce",
+            "### Allreduce bus bandwidth (busbw = bytes/time x 2(n-1)/n, GB/s)",
+            "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio,ratio_min,"
+            "ratio_max",
+            "bytes,payload,workers,shardps busbw,MPI_Allreduce busbw,"
+            "shardps/MPI,ratio min,ratio max",
+            &t) != 0) {
+        free(sw);
+        return 1;
+    }
+    ps_bench_str_t gp = {0}, plot = {0};
+    ps_bench_plot_header(&gp, cfg->page, "allreduce_busbw", 640, 400);
+    ps_bench_plot_sizes(&gp, cfg->ar_sizes, nz, "busbw (GB/s)");
+    for (int w = 0; w < cfg->nar; w++) {
+        int ours = 0, mpi = 0;
+        ps_bench_str_addf(&gp, "$n%d << EOD\n", w);
+        for (int i = 0; i < nz; i++) {
+            s_row(cfg, w, i, sw, t, &gp);
+            ours |= !isnan(sw->res[w][i].ours);
+            mpi |= !isnan(sw->res[w][i].mpi);
+        }
+        ps_bench_str_addf(&gp, "EOD\n");
+        if (ours) {
+            ps_bench_str_addf(&plot, "%s$n%d u 1:2 w lp lc %d pt 7 t 'shardps n=%ld'",
+                              plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
+        }
+        if (mpi) {
+            ps_bench_str_addf(&plot, "%s$n%d u 1:3 w lp lc %d dt 2 pt 6 t 'MPI n=%ld'",
+                              plot.len ? ", " : "", w, w + 1, cfg->ar_workers[w]);
+        }
+    }
+    s_notes(cfg, sw, have_mpi, why, t);
     ps_bench_table_destroy(&t, 1);
     if (plot.len) {
         ps_bench_str_addf(&gp, "plot %s\n", ps_bench_str_get(&plot));
         failed |=
-            ps_bench_plot(cfg->out, "allreduce_busbw", ps_bench_str_get(&gp)) == PS_EIO;
+            ps_bench_plot(cfg->page, "allreduce_busbw", ps_bench_str_get(&gp)) == PS_EIO;
     }
     ps_bench_str_fini(&plot);
     ps_bench_str_fini(&gp);
+    free(sw);
     return failed;
 }

@@ -1,5 +1,5 @@
 /*
- * bench/compress.c - shardps-bench compress: bytes on the wire saved by
+ * bench/comm/compress.c - shardps-bench compress: bytes on the wire saved by
  * --wire and --compress, against the accuracy they cost.
  *
  * For each consistency mode (sync, async, ssp:4), seed (--seeds, 1) and codec
@@ -43,7 +43,8 @@ typedef struct {
     int seeds[CMP_MAX];
     int nseeds;
     int servers, workers, epochs, max_steps, threads;
-    double timeout, load_before;
+    double timeout;
+    ps_bench_page_t *page; /* the results page, in out */
 } cmp_cfg_t;
 
 typedef struct {
@@ -169,7 +170,7 @@ static const char *s_saved(char *buf, size_t cap, double v, double base)
 static void s_plot(const cmp_cfg_t *cfg, const cmp_run_t *runs)
 {
     ps_bench_str_t gp = {0}, plot = {0};
-    ps_bench_plot_header(&gp, cfg->out, "compress", 560, 380);
+    ps_bench_plot_header(&gp, cfg->page, "compress", 560, 380);
     ps_bench_str_addf(&gp, "set xlabel 'bytes on the wire, whole job (MB, log)'\n"
                            "set ylabel 'final test accuracy'\nset logscale x\n"
                            "set key bottom right opaque\n");
@@ -194,7 +195,7 @@ static void s_plot(const cmp_cfg_t *cfg, const cmp_run_t *runs)
     }
     if (plot.len) {
         ps_bench_str_addf(&gp, "plot %s\n", ps_bench_str_get(&plot));
-        ps_bench_plot(cfg->out, "compress", ps_bench_str_get(&gp));
+        ps_bench_plot(cfg->page, "compress", ps_bench_str_get(&gp));
     }
     ps_bench_str_fini(&plot);
     ps_bench_str_fini(&gp);
@@ -240,7 +241,7 @@ static int s_sweep(const cmp_cfg_t *cfg)
              "### Compression: %s, %d servers x %d workers, %d epochs: bytes saved vs accuracy",
              cfg->model, cfg->servers, cfg->workers, cfg->epochs);
     if (!runs || !have ||
-        ps_bench_table_new(cfg->out, "compress", title,
+        ps_bench_table_new(cfg->page, "compress", title,
                            "mode,seed,codec,status,final_accuracy,accuracy_vs_fp32_points,"
                            "push_bytes,push_saved_pct,pull_reply_bytes,pull_saved_pct,"
                            "total_bytes,total_saved_pct,wall_seconds",
@@ -296,9 +297,6 @@ static int s_sweep(const cmp_cfg_t *cfg)
     if (fp32_first) {
         s_worst(cfg, runs, have, t);
     }
-    char machine[256];
-    ps_bench_machine(machine, sizeof machine, cfg->load_before);
-    ps_bench_table_note(t, "Machine: %s.", machine);
     ps_bench_table_destroy(&t, 1);
     s_plot(cfg, runs);
     free(runs);
@@ -313,7 +311,7 @@ int ps_bench_compress_main(int argc, char **argv)
     const char *modes = "sync,async,ssp:4", *codecs = "fp32,fp16,bf16,topk:0.01,topk:0.01+bf16";
     const char *launch = NULL, *seeds = "1";
     ps_flag_t flags[] = {
-        {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the CSV, markdown and PNG go"},
+        {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the results page, CSV and PNG go"},
         {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
         {"modes", PS_FLAG_STR, &modes, "LIST", "consistency modes (not allreduce)"},
         {"codecs", PS_FLAG_STR, &codecs, "LIST",
@@ -330,8 +328,8 @@ int ps_bench_compress_main(int argc, char **argv)
     };
     int rc = ps_config_parse(S_PROG,
                              "Trains the same model in each mode with each wire codec "
-                             "through shardps-launch;\nwrites compress.csv/.md and "
-                             "compress.png (accuracy vs bytes) into --out.",
+                             "through shardps-launch;\nwrites the results page compress.md, "
+                             "compress.csv and compress.png (accuracy\nvs bytes) into --out.",
                              flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -372,6 +370,10 @@ int ps_bench_compress_main(int argc, char **argv)
         return setup;
     }
     cfg.launch = launch;
-    cfg.load_before = ps_bench_loadavg();
-    return s_sweep(&cfg) ? 1 : 0;
+    if (ps_bench_page_new(cfg.out, "compress", argc, argv, &cfg.page) != 0) {
+        return 1;
+    }
+    rc = s_sweep(&cfg);
+    ps_bench_page_destroy(&cfg.page);
+    return rc ? 1 : 0;
 }

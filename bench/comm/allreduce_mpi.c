@@ -1,5 +1,5 @@
 /*
- * bench/allreduce_mpi.c - the MPI_Allreduce reference of `shardps-bench comm`:
+ * bench/comm/allreduce_mpi.c - the MPI_Allreduce reference of `shardps-bench comm`:
  * n ranks of shardps-bench-mpi (mpi_helper.c) under one mpirun over TCP
  * loopback, driven through FIFOs, so that their chunks of calls alternate with
  * the ring's while the other side waits without using a CPU.
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/comm.h"
+#include "bench/comm/comm.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "deploy/proc.h"

@@ -1,5 +1,5 @@
 /*
- * bench/mpi_helper.c - shardps-bench-mpi: MPI_Allreduce timings, the reference
+ * bench/comm/mpi_helper.c - shardps-bench-mpi: MPI_Allreduce timings, the reference
  * that `shardps-bench comm` puts beside shardps's ring allreduce.
  *
  * Run under mpirun by shardps-bench: shardps-bench-mpi DIR. The bench drives

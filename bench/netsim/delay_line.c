@@ -1,6 +1,6 @@
-/* bench/delay_line.c - a TUN device and a thread that hands each packet back
+/* bench/netsim/delay_line.c - a TUN device and a thread that hands each packet back
  * after a fixed delay (see delay_line.h). */
-#include "bench/delay_line.h"
+#include "bench/netsim/delay_line.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,13 +37,13 @@ typedef struct {
     unsigned char *buf; /* LINE_PACKET_MAX bytes, allocated on first use and kept */
 } line_slot_t;
 
-struct ps_bench_delay_line {
-    int fd;                /* the TUN device, non-blocking */
-    int wake[2];           /* a pipe: a byte in it stops the thread */
-    double delay;          /* seconds */
+struct ps_delay_line {
+    int fd;       /* the TUN device, non-blocking */
+    int wake[2];  /* a pipe: a byte in it stops the thread */
+    double delay; /* seconds */
     pthread_t thread;
-    int started;           /* the thread runs (join it) */
-    clockid_t cpu_clock;   /* the thread's CPU clock */
+    int started;                   /* the thread runs (join it) */
+    clockid_t cpu_clock;           /* the thread's CPU clock */
     line_slot_t slots[LINE_SLOTS]; /* a ring: count packets from head, oldest first */
     size_t head, count;
     unsigned char *scratch; /* where a packet read while the ring is full goes */
@@ -51,7 +51,7 @@ struct ps_bench_delay_line {
 };
 
 /* Writes back every packet whose time has come. */
-static void s_release(ps_bench_delay_line_t *line, double now)
+static void s_release(ps_delay_line_t *line, double now)
 {
     while (line->count > 0 && line->slots[line->head].release <= now) {
         line_slot_t *s = &line->slots[line->head];
@@ -68,7 +68,7 @@ static void s_release(ps_bench_delay_line_t *line, double now)
 
 /* Reads up to a batch of packets into the ring. Returns 0, or -1 when the
  * device failed (not merely empty). */
-static int s_take(ps_bench_delay_line_t *line)
+static int s_take(ps_delay_line_t *line)
 {
     for (int i = 0; i < LINE_READ_BATCH; i++) {
         line_slot_t *s = NULL;
@@ -95,7 +95,7 @@ static int s_take(ps_bench_delay_line_t *line)
 
 static void *s_thread(void *arg)
 {
-    ps_bench_delay_line_t *line = arg;
+    ps_delay_line_t *line = arg;
     /* Wake when asked, not up to 50 us later (the default slack), and ahead
      * of the roles' threads: a late wake-up is extra delay on the link. */
     prctl(PR_SET_TIMERSLACK, 1UL);
@@ -105,7 +105,8 @@ static void *s_thread(void *arg)
     for (;;) {
         s_release(line, ps_now());
         if (s_take(line) != 0) {
-            fprintf(stderr, "shardps-bench: delay line: read: %s; it stops\n", strerror(errno));
+            fprintf(stderr, "shardps-bench: delay line: read: %s; it stops\n",
+                    strerror(errno));
             break;
         }
         struct timespec ts, *timeout = NULL;
@@ -117,7 +118,8 @@ static void *s_thread(void *arg)
             timeout = &ts;
         }
         if (ppoll(pf, 2, timeout, NULL) < 0 && errno != EINTR) {
-            fprintf(stderr, "shardps-bench: delay line: poll: %s; it stops\n", strerror(errno));
+            fprintf(stderr, "shardps-bench: delay line: poll: %s; it stops\n",
+                    strerror(errno));
             break;
         }
         if (pf[1].revents) {
@@ -143,8 +145,8 @@ static int s_open_tun(const char *ns_path, const char *dev, char *why, size_t wh
     ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", dev);
     if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) != 0) {
-        snprintf(why, whylen, "no TUN device: %s: %s", fd < 0 ? "/dev/net/tun" : "TUNSETIFF",
-                 strerror(errno));
+        snprintf(why, whylen, "no TUN device: %s: %s",
+                 fd < 0 ? "/dev/net/tun" : "TUNSETIFF", strerror(errno));
         if (fd >= 0) {
             close(fd);
         }
@@ -165,15 +167,15 @@ out:
     return fd;
 }
 
-int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
-                            ps_bench_delay_line_t **out, char *why, size_t whylen)
+int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
+                      ps_delay_line_t **out, char *why, size_t whylen)
 {
     *out = NULL;
     if (!(delay > 0) || !isfinite(delay)) {
         snprintf(why, whylen, "bad delay %g s", delay);
         return PS_EINVAL;
     }
-    ps_bench_delay_line_t *line = calloc(1, sizeof *line);
+    ps_delay_line_t *line = calloc(1, sizeof *line);
     if (!line || !(line->scratch = malloc(LINE_PACKET_MAX))) {
         free(line);
         snprintf(why, whylen, "out of memory");
@@ -183,12 +185,12 @@ int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
     line->delay = delay;
     line->fd = s_open_tun(ns_path, dev, why, whylen);
     if (line->fd < 0) {
-        ps_bench_delay_line_destroy(&line);
+        ps_delay_line_destroy(&line);
         return PS_ENOTSUP;
     }
     if (pipe2(line->wake, O_CLOEXEC) != 0) {
         snprintf(why, whylen, "pipe: %s", strerror(errno));
-        ps_bench_delay_line_destroy(&line);
+        ps_delay_line_destroy(&line);
         return PS_ENOTSUP;
     }
     /* Signals stay with the main thread, which stops the bench on them. */
@@ -200,7 +202,7 @@ int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
     if (rc != 0 || pthread_getcpuclockid(line->thread, &line->cpu_clock) != 0) {
         line->started = rc == 0;
         snprintf(why, whylen, "cannot start the delay line's thread: %s", strerror(rc));
-        ps_bench_delay_line_destroy(&line);
+        ps_delay_line_destroy(&line);
         return PS_ENOTSUP;
     }
     line->started = 1;
@@ -208,8 +210,7 @@ int ps_bench_delay_line_new(const char *ns_path, const char *dev, double delay,
     return 0;
 }
 
-void ps_bench_delay_line_stats(const ps_bench_delay_line_t *line,
-                               ps_bench_delay_line_stats_t *stats)
+void ps_delay_line_stats(const ps_delay_line_t *line, ps_delay_line_stats_t *stats)
 {
     struct timespec ts;
     stats->packets = atomic_load_explicit(&line->packets, memory_order_relaxed);
@@ -220,9 +221,9 @@ void ps_bench_delay_line_stats(const ps_bench_delay_line_t *line,
                        : 0;
 }
 
-void ps_bench_delay_line_destroy(ps_bench_delay_line_t **linep)
+void ps_delay_line_destroy(ps_delay_line_t **linep)
 {
-    ps_bench_delay_line_t *line = linep ? *linep : NULL;
+    ps_delay_line_t *line = linep ? *linep : NULL;
     if (!line) {
         return;
     }

@@ -1,8 +1,9 @@
 /*
- * bench/comm.c - shardps-bench comm: push+pull goodput of the parameter
+ * bench/comm/comm.c - shardps-bench comm: push+pull goodput of the parameter
  * server against raw ZeroMQ (comm_run.c measures one configuration), then
  * allreduce bus bandwidth against MPI (allreduce.c). This file parses the
- * flags, runs the sweep and writes the comm table and plot.
+ * flags, runs the sweep and writes the comm table and plot on the results
+ * page (with --secure comm_secure.md, else comm.md).
  *
  * Goodput is payload bytes moved (2 x payload per round) per second;
  * GB = 1e9 bytes. Allreduce: bus bandwidth as nccl-tests define it (busbw =
@@ -14,14 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/comm.h"
+#include "bench/comm/comm.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
 
-#define COMM_TARGET_RATIO 0.8 /* the design note's target for 1-16 MB */
-#define COMM_CPU_TARGET 1.25  /* issue 17's: CPU per round over the echo's, 1-16 MB */
+#define COMM_TARGET_RATIO 0.8 /* the design's target for 1-16 MB: rounds/s over the echo's */
+#define COMM_CPU_TARGET 1.25  /* and CPU per round over the echo's, 1-16 MB */
 
 /* ---- the sweep ------------------------------------------------------------------- */
 
@@ -124,77 +125,66 @@ static void s_cpu_notes(const ps_bench_comm_cfg_t *cfg, const ps_bench_comm_resu
     }
 }
 
-static int s_sweep(const ps_bench_comm_cfg_t *cfg)
+/* The rounds/s target's worst row, over the 1-16 MB rows measured. */
+typedef struct {
+    int rows, met;
+    double worst;
+    char worst_at[96];
+} s_target_t;
+
+/* Measures configuration (w, s, z) into res and writes its row (an empty one
+ * when it failed). Returns 0, or 1 when it failed. */
+static int s_measure(const ps_bench_comm_cfg_t *cfg, const s_sides_t *sd, int w, int s, int z,
+                     ps_bench_comm_result_t *res, ps_bench_table_t *t, s_target_t *target)
 {
-    const s_sides_t *sd = cfg->secure ? &s_vs_plain : &s_vs_zmq;
-    ps_bench_table_t *t;
-    if (ps_bench_table_new(cfg->out, sd->file, sd->title, sd->csv, sd->md, &t) != 0) {
+    const int n = cfg->nservers * cfg->nsizes * cfg->ninflight, done = s_at(cfg, w, s, z) + 1;
+    const int W = (int)cfg->inflight[w], S = (int)cfg->servers[s];
+    const long bytes = cfg->sizes[z];
+    char name[32], err[256] = "";
+    ps_bench_size_name(bytes, name, sizeof name);
+    double t0 = ps_now();
+    ps_bench_comm_result_t *q = &res[s_at(cfg, w, s, z)];
+    int rc = ps_bench_comm_run(cfg, S, bytes, W, q, err, sizeof err);
+    if (rc != 0) {
+        q->ps = q->base = NAN;
+        fprintf(stderr, COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n", done, n,
+                name, S, W, err[0] ? err : ps_strerror(rc));
+        ps_bench_table_rowf(t, cfg->secure ? "%ld,%s,%d,%d,%s,,,,,,,,,,,,"
+                                           : "%ld,%s,%d,%d,%s,,,,,,,,,,,,,",
+                            bytes, name, S, W, W == 1 ? "sync" : "async");
         return 1;
     }
-    int n = cfg->nservers * cfg->nsizes * cfg->ninflight, done = 0, failed = 0;
-    ps_bench_comm_result_t *res = calloc((size_t)n, sizeof *res);
-    if (!res) {
-        ps_bench_table_destroy(&t, 0);
-        return 1;
-    }
-    double worst = INFINITY;
-    char worst_at[96] = "";
-    int in_target = 0, met = 0;
-    for (int w = 0; w < cfg->ninflight; w++) {
-        for (int s = 0; s < cfg->nservers; s++) {
-            for (int z = 0; z < cfg->nsizes; z++) {
-                int W = (int)cfg->inflight[w], S = (int)cfg->servers[s];
-                long bytes = cfg->sizes[z];
-                int idx = s_at(cfg, w, s, z);
-                char name[32], err[256] = "";
-                ps_bench_size_name(bytes, name, sizeof name);
-                done++;
-                double t0 = ps_now();
-                ps_bench_comm_result_t *q = &res[idx];
-                int rc = ps_bench_comm_run(cfg, S, bytes, W, q, err, sizeof err);
-                if (rc != 0) {
-                    failed = 1;
-                    q->ps = q->base = NAN;
-                    fprintf(stderr,
-                            COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: failed: %s\n",
-                            done, n, name, S, W, err[0] ? err : ps_strerror(rc));
-                    ps_bench_table_rowf(t, cfg->secure ? "%ld,%s,%d,%d,%s,,,,,,,,,,,,"
-                                                       : "%ld,%s,%d,%d,%s,,,,,,,,,,,,,",
-                                        bytes, name, S, W, W == 1 ? "sync" : "async");
-                    continue;
-                }
-                double ratio = q->ratio;
-                fprintf(stderr,
-                        COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: %s %.3f GB/s, "
-                                  "%s %.3f GB/s, ratio %.2f [%.2f, %.2f], CPU ms/round %.3f vs "
-                                  "%.3f, faults/round %.1f vs %.1f (%.1f s)\n",
-                        done, n, name, S, W, sd->ps, s_gbs(q->ps, bytes), sd->base,
-                        s_gbs(q->base, bytes), ratio, q->ratio_lo, q->ratio_hi, q->ps_cpu * 1e3,
-                        q->base_cpu * 1e3, q->ps_faults, q->base_faults, ps_now() - t0);
-                ps_bench_table_rowf(
-                    t,
-                    cfg->secure ? "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
-                                  "%.3f,%.1f,%.1f,%.2f"
-                                : "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
-                                  "%.3f,%.1f,%.1f,%.2f,%.2f",
-                    bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
-                    s_gbs(q->ps, bytes), q->base, s_gbs(q->base, bytes), ratio, q->ratio_lo,
-                    q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3, q->ps_faults,
-                    q->base_faults, q->cpu_ratio, q->floor_ratio);
-                if (!cfg->secure && s_in_target(bytes)) {
-                    in_target++;
-                    met += ratio >= COMM_TARGET_RATIO;
-                    if (ratio < worst) {
-                        worst = ratio;
-                        snprintf(worst_at, sizeof worst_at, "%s, %d servers, %d in flight",
-                                 name, S, W);
-                    }
-                }
-            }
+    fprintf(stderr,
+            COMM_PROG ": [%d/%d] %s servers=%d inflight=%d: %s %.3f GB/s, %s %.3f GB/s, ratio "
+                      "%.2f [%.2f, %.2f], CPU ms/round %.3f vs %.3f, faults/round %.1f vs "
+                      "%.1f (%.1f s)\n",
+            done, n, name, S, W, sd->ps, s_gbs(q->ps, bytes), sd->base, s_gbs(q->base, bytes),
+            q->ratio, q->ratio_lo, q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3,
+            q->ps_faults, q->base_faults, ps_now() - t0);
+    ps_bench_table_rowf(t,
+                        cfg->secure ? "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
+                                      "%.3f,%.1f,%.1f,%.2f"
+                                    : "%ld,%s,%d,%d,%s,%.1f,%.3f,%.1f,%.3f,%.2f,%.2f,%.2f,%.3f,"
+                                      "%.3f,%.1f,%.1f,%.2f,%.2f",
+                        bytes, name, S, W, W == 1 ? "sync" : "async", q->ps,
+                        s_gbs(q->ps, bytes), q->base, s_gbs(q->base, bytes), q->ratio,
+                        q->ratio_lo, q->ratio_hi, q->ps_cpu * 1e3, q->base_cpu * 1e3,
+                        q->ps_faults, q->base_faults, q->cpu_ratio, q->floor_ratio);
+    if (!cfg->secure && s_in_target(bytes)) {
+        target->rows++;
+        target->met += q->ratio >= COMM_TARGET_RATIO;
+        if (q->ratio < target->worst) {
+            target->worst = q->ratio;
+            snprintf(target->worst_at, sizeof target->worst_at, "%s, %d servers, %d in flight",
+                     name, S, W);
         }
     }
-    char machine[256];
-    ps_bench_machine(machine, sizeof machine, cfg->load_before);
+    return 0;
+}
+
+/* What a round is and how it was timed, under the table. */
+static void s_method_note(const ps_bench_comm_cfg_t *cfg, ps_bench_table_t *t)
+{
     ps_bench_table_note(
         t,
         cfg->secure
@@ -206,7 +196,7 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
               "then secure back to back; rates are medians, the ratio is the median of "
               "the %d back-to-back ratios (min and max beside it). CPU per round: user + "
               "system seconds of every process of that side (this one included), median; "
-              "faults per round: their minor page faults, median. Machine: %s."
+              "faults per round: their minor page faults, median."
             : "Round: push of the whole payload + pull of it (shardps; split over the "
               "servers by the shard map; servers apply plain SGD) or one echo of the "
               "same bytes (ZeroMQ DEALER->ROUTER->DEALER, zero-copy sends, same "
@@ -221,23 +211,18 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
               "of the back-to-back ratios of CPU per round. Floor CPU ratio: ZeroMQ's "
               "CPU per round plus what no parameter server can skip, measured here on "
               "the payload (one copy into the caller's buffer, one SGD pass), over "
-              "ZeroMQ's: the least CPU ratio possible. Machine: %s.",
-        cfg->reps, cfg->seconds, cfg->reps, machine);
-    if (in_target) {
-        ps_bench_table_note(
-            t,
-            "Target (1-16 MB: shardps >= %.1fx ZeroMQ): met in %d of %d rows; "
-            "lowest ratio %.2f (%s).",
-            COMM_TARGET_RATIO, met, in_target, worst, worst_at);
-        s_cpu_notes(cfg, res, t);
-    }
-    ps_bench_table_destroy(&t, 1);
+              "ZeroMQ's: the least CPU ratio possible.",
+        cfg->reps, cfg->seconds, cfg->reps);
+}
 
-    /* Goodput against payload: one panel per in-flight count with data, one
-     * line pair per server count with data (gnuplot fails on a series that
-     * has no point). */
+/* Goodput against payload: one panel per in-flight count with data, one line
+ * pair per server count with data (gnuplot fails on a series that has no
+ * point). Returns 0, or 1 when gnuplot failed. */
+static int s_plot(const ps_bench_comm_cfg_t *cfg, const s_sides_t *sd,
+                  const ps_bench_comm_result_t *res)
+{
     ps_bench_str_t gp = {0}, panels = {0};
-    int npanels = 0;
+    int npanels = 0, failed = 0;
     for (int w = 0; w < cfg->ninflight; w++) {
         ps_bench_str_t plot = {0};
         for (int s = 0; s < cfg->nservers; s++) {
@@ -272,16 +257,50 @@ static int s_sweep(const ps_bench_comm_cfg_t *cfg)
     if (npanels) {
         ps_bench_str_t head = {0};
         const char *png = cfg->secure ? "comm_secure_goodput" : "comm_goodput";
-        ps_bench_plot_header(&head, cfg->out, png, 420 * npanels, 380);
+        ps_bench_plot_header(&head, cfg->page, png, 420 * npanels, 380);
         ps_bench_plot_sizes(&head, cfg->sizes, cfg->nsizes, "goodput (GB/s)");
         ps_bench_str_addf(&head, "%sset multiplot layout 1,%d\n%sunset multiplot\n",
                           ps_bench_str_get(&gp), npanels, ps_bench_str_get(&panels));
-        failed |=
-            ps_bench_plot(cfg->out, png, ps_bench_str_get(&head)) == PS_EIO;
+        failed = ps_bench_plot(cfg->page, png, ps_bench_str_get(&head)) == PS_EIO;
         ps_bench_str_fini(&head);
     }
     ps_bench_str_fini(&panels);
     ps_bench_str_fini(&gp);
+    return failed;
+}
+
+static int s_sweep(const ps_bench_comm_cfg_t *cfg)
+{
+    const s_sides_t *sd = cfg->secure ? &s_vs_plain : &s_vs_zmq;
+    ps_bench_table_t *t;
+    if (ps_bench_table_new(cfg->page, sd->file, sd->title, sd->csv, sd->md, &t) != 0) {
+        return 1;
+    }
+    int n = cfg->nservers * cfg->nsizes * cfg->ninflight, failed = 0;
+    ps_bench_comm_result_t *res = calloc((size_t)n, sizeof *res);
+    if (!res) {
+        ps_bench_table_destroy(&t, 0);
+        return 1;
+    }
+    s_target_t target = {.worst = INFINITY};
+    for (int w = 0; w < cfg->ninflight; w++) {
+        for (int s = 0; s < cfg->nservers; s++) {
+            for (int z = 0; z < cfg->nsizes; z++) {
+                failed |= s_measure(cfg, sd, w, s, z, res, t, &target);
+            }
+        }
+    }
+    s_method_note(cfg, t);
+    if (target.rows) {
+        ps_bench_table_note(t,
+                            "Target (1-16 MB: shardps >= %.1fx ZeroMQ): met in %d of %d rows; "
+                            "lowest ratio %.2f (%s).",
+                            COMM_TARGET_RATIO, target.met, target.rows, target.worst,
+                            target.worst_at);
+        s_cpu_notes(cfg, res, t);
+    }
+    ps_bench_table_destroy(&t, 1);
+    failed |= s_plot(cfg, sd, res);
     free(res);
     return failed | ps_bench_allreduce(cfg);
 }
@@ -319,7 +338,7 @@ int ps_bench_comm_main(int argc, char **argv)
     ps_flag_t flags[] = {
         {"quick", PS_FLAG_BOOL, &quick, NULL,
          "a few sizes (4K,1M,4M,16M; allreduce 4K,1M,16M,64M), shorter repetitions"},
-        {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the CSV, markdown and PNG files go"},
+        {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the results page, CSVs and PNGs go"},
         {"sizes", PS_FLAG_STR, &sizes, "LIST",
          "payload bytes, K/M suffixes (default 4K,16K,...,64M)"},
         {"servers", PS_FLAG_STR, &servers, "LIST", "server counts"},
@@ -338,7 +357,7 @@ int ps_bench_comm_main(int argc, char **argv)
          "compare allreduce with MPI_Allreduce where installed"},
         {"secure", PS_FLAG_BOOL, &cfg.secure, NULL,
          "a --secure job beside a plain one instead of raw ZeroMQ (sizes 4K to 16M, no "
-         "allreduce unless asked): comm_secure.csv/.md"},
+         "allreduce unless asked): the page comm_secure.md"},
         {"log-level", PS_FLAG_STR, &log_level, "LEVEL",
          "of the shardps roles: err, warn, info, debug"},
     };
@@ -347,8 +366,8 @@ int ps_bench_comm_main(int argc, char **argv)
                         "Push+pull goodput of the parameter server against payload size, "
                         "servers and requests\nin flight, each beside raw ZeroMQ between "
                         "the same endpoints in the same run;\nallreduce bus bandwidth "
-                        "beside MPI_Allreduce. Writes comm.csv/.md, allreduce.csv/.md\n"
-                        "and comm_goodput.png into --out.",
+                        "beside MPI_Allreduce. Writes the results page comm.md, comm.csv,\n"
+                        "allreduce.csv, comm_goodput.png and allreduce_busbw.png into --out.",
                         flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -416,6 +435,11 @@ int ps_bench_comm_main(int argc, char **argv)
         return 1;
     }
     ps_log_set_role("B", -1);
-    cfg.load_before = ps_bench_loadavg();
-    return s_sweep(&cfg) ? 1 : 0;
+    if (ps_bench_page_new(cfg.out, cfg.secure ? "comm_secure" : "comm", argc, argv, &cfg.page) !=
+        0) {
+        return 1;
+    }
+    rc = s_sweep(&cfg);
+    ps_bench_page_destroy(&cfg.page);
+    return rc ? 1 : 0;
 }

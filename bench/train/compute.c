@@ -1,5 +1,5 @@
 /*
- * bench/compute.c - shardps-bench compute: one worker's arithmetic
+ * bench/train/compute.c - shardps-bench compute: one worker's arithmetic
  * alone, beside PyTorch on the same machine in the same sitting.
  *
  * Trains one model in this process with no servers and no network: batches
@@ -66,6 +66,7 @@ typedef struct {
     const char *device;       /* cpu, cuda or auto */
     const char *data;         /* Fashion-MNIST directory; "" = synthetic inputs */
     const char *json;         /* output file, or NULL */
+    const char *out;          /* results page directory, or NULL */
     const char *torch_script; /* bench/torch/train.py */
     const char *python;       /* interpreter for it */
     int threads;              /* BLAS threads (0 = library default) */
@@ -392,13 +393,15 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     return rc;
 }
 
-/* The markdown header and row (stdout). */
-static void s_print_markdown(const compute_cfg_t *cfg, const compute_result_t *r)
+/* The table: one row (on the page with --out, and on stdout), and how it
+ * was measured. Returns 0 or PS_EIO. */
+static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host_is_backend,
+                   ps_bench_page_t *page)
 {
     const double samples = (double)cfg->steps * cfg->batch;
     const double sps = samples / r->seconds;
     const double cps = samples / r->cpu_seconds;
-    char torch[32] = "n/a", ratio[32] = "n/a", tcpu[32] = "n/a", cratio[32] = "n/a";
+    char torch[32] = "", ratio[32] = "", tcpu[32] = "", cratio[32] = "";
     if (!isnan(r->torch_sps)) {
         snprintf(torch, sizeof torch, "%.0f", r->torch_sps);
         snprintf(ratio, sizeof ratio, "%.2f", sps / r->torch_sps);
@@ -407,21 +410,45 @@ static void s_print_markdown(const compute_cfg_t *cfg, const compute_result_t *r
         snprintf(tcpu, sizeof tcpu, "%.0f", r->torch_cpu_sps);
         snprintf(cratio, sizeof cratio, "%.2f", cps / r->torch_cpu_sps);
     }
-    printf("| model | device | threads | batch | steps | shardps samples/s | PyTorch "
-           "samples/s "
-           "| shardps/PyTorch | shardps samples/CPU-s | PyTorch samples/CPU-s | "
-           "shardps/PyTorch (CPU time) | ms/step: gather | copy in | forward | backward | "
-           "copy out | update |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    printf(
-        "| %s | %s | %d | %d | %d | %.0f | %s | %s | %.0f | %s | %s | %.3f | %.3f | %.3f | "
-        "%.3f | %.3f | %.3f |\n",
-        cfg->model, r->backend, cfg->threads, cfg->batch, cfg->steps, sps, torch, ratio,
-        cps, tcpu, cratio, 1e3 * r->gather, 1e3 * r->copy_in, 1e3 * r->forward,
-        1e3 * r->backward, 1e3 * r->copy_out, 1e3 * r->update);
-    if (r->torch_note[0]) {
-        printf("\nPyTorch: %s\n", r->torch_note);
+    ps_bench_table_t *t;
+    if (ps_bench_table_new(
+            page, "compute", "### One worker's arithmetic, alone, beside PyTorch",
+            "model,device,threads,batch,steps,samples_per_sec,torch_samples_per_sec,"
+            "ratio_vs_torch,cpu_samples_per_sec,torch_cpu_samples_per_sec,cpu_ratio_vs_torch,"
+            "gather_ms,copy_in_ms,forward_ms,backward_ms,copy_out_ms,update_ms",
+            "model,device,threads,batch,steps,shardps samples/s,PyTorch samples/s,"
+            "shardps/PyTorch,shardps samples/CPU-s,PyTorch samples/CPU-s,"
+            "shardps/PyTorch (CPU time),ms/step: gather,copy in,forward,backward,copy out,"
+            "update",
+            &t) != 0) {
+        return PS_EIO;
     }
+    ps_bench_table_rowf(t,
+                        "%s,%s,%d,%d,%d,%.0f,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f",
+                        cfg->model, r->backend, cfg->threads, cfg->batch, cfg->steps, sps,
+                        torch, ratio, cps, tcpu, cratio, 1e3 * r->gather, 1e3 * r->copy_in,
+                        1e3 * r->forward, 1e3 * r->backward, 1e3 * r->copy_out,
+                        1e3 * r->update);
+    ps_bench_table_note(
+        t,
+        "Timed steps: gather + step + SGD update, after %d warm-up steps; the split is per "
+        "step over %d separate profiled steps%s.",
+        cfg->warmup, cfg->profile_steps,
+        host_is_backend ? ""
+                        : " (copies serialised there; the timed steps overlap them with "
+                          "compute)");
+    if (cfg->torch) {
+        ps_bench_table_note(t,
+                            "PyTorch: bench/torch/train.py, same model, data, batch, lr, "
+                            "warm-up and step count, OPENBLAS_NUM_THREADS = %d.",
+                            cfg->threads > 0 ? cfg->threads
+                                             : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    }
+    if (r->torch_note[0]) {
+        ps_bench_table_note(t, "PyTorch: %s", r->torch_note);
+    }
+    ps_bench_table_destroy(&t, 1);
+    return 0;
 }
 
 /* Loads the data, builds the model, measures. */
@@ -511,6 +538,8 @@ int ps_bench_compute_main(int argc, char **argv)
         {"data", PS_FLAG_STR, &cfg.data, "DIR",
          "Fashion-MNIST directory (\"\": synthetic inputs)"},
         {"json", PS_FLAG_STR, &cfg.json, "FILE", "write the figures as one JSON object"},
+        {"out", PS_FLAG_STR, &cfg.out, "DIR",
+         "also write the results page compute.md and compute.csv into DIR"},
         {"torch", PS_FLAG_BOOL, &cfg.torch, NULL,
          "also run the PyTorch reference at the same thread count (needs PyTorch: "
          "apt-get install python3-torch)"},
@@ -557,33 +586,27 @@ int ps_bench_compute_main(int argc, char **argv)
     if (cfg.torch && s_torch_check(&cfg) != 0) {
         return 1;
     }
-    double load_before = ps_bench_loadavg();
-    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN};
-    if (s_run(&cfg, k, &res) != 0) {
+    ps_bench_page_t *page = NULL;
+    if (cfg.out && (ps_bench_mkdirs(cfg.out) != 0 ||
+                    ps_bench_page_new(cfg.out, "compute", argc, argv, &page) != 0)) {
+        fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg.out);
         return 1;
     }
-    if (cfg.torch) {
+    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN};
+    rc = s_run(&cfg, k, &res);
+    if (rc == 0 && cfg.torch) {
         s_torch(&cfg, &res);
         if (res.torch_note[0]) {
             fprintf(stderr, S_PROG ": %s\n", res.torch_note);
         }
     }
     char machine[256];
-    ps_bench_machine(machine, sizeof machine, load_before);
-    s_print_markdown(&cfg, &res);
-    printf(
-        "\nMachine: %s. Timed steps: gather + step + SGD update, after %d warm-up steps; "
-        "the split is per step over %d separate profiled steps%s.\n",
-        machine, cfg.warmup, cfg.profile_steps,
-        k->host_is_backend ? ""
-                           : " (copies serialised there; the timed steps overlap them "
-                             "with compute)");
-    if (cfg.torch) {
-        printf("PyTorch: bench/torch/train.py, same model, data, batch, lr, warm-up and "
-               "step count, OPENBLAS_NUM_THREADS = %d.\n",
-               cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    ps_bench_machine(machine, sizeof machine);
+    if (rc == 0) {
+        rc = s_table(&cfg, &res, k->host_is_backend, page);
     }
-    if (cfg.json && s_write_json(&cfg, &res, machine) != 0) {
+    ps_bench_page_destroy(&page);
+    if (rc != 0 || (cfg.json && s_write_json(&cfg, &res, machine) != 0)) {
         return 1;
     }
     return cfg.torch && isnan(res.torch_sps) ? 1 : 0;

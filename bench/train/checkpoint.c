@@ -1,5 +1,5 @@
 /*
- * bench/checkpoint.c - shardps-bench checkpoint: what checkpointing costs.
+ * bench/train/checkpoint.c - shardps-bench checkpoint: what checkpointing costs.
  *
  * The same sync job through shardps-launch (same model, seed, data order,
  * servers and workers), once without checkpoints and once with
@@ -147,14 +147,14 @@ static int s_job(const ck_cfg_t *c, int round, int with, double *sps, double *cp
     return rc;
 }
 
-static int s_measure(const ck_cfg_t *c)
+static int s_measure(const ck_cfg_t *c, ps_bench_page_t *page)
 {
     ps_bench_table_t *t = NULL;
     char title[160];
     snprintf(title, sizeof title,
              "### Checkpoint cost: sync %s, %d servers x %d workers, every %d steps",
              c->model, c->servers, c->workers, c->every);
-    if (ps_bench_table_new(c->out, "checkpoint", title,
+    if (ps_bench_table_new(page, "checkpoint", title,
                            "round,without_samples_per_sec,with_samples_per_sec,ratio,"
                            "without_cpu_s,with_cpu_s,cpu_ratio,checkpoints,checkpoint_mb",
                            "round,samples/s without,samples/s with,with / without,"
@@ -165,7 +165,6 @@ static int s_measure(const ck_cfg_t *c)
     }
     double ratios[CK_MAX_REPS], cpu_ratios[CK_MAX_REPS];
     int n = 0, failed = 0;
-    const double load = ps_bench_loadavg();
     for (int r = 0; r < c->reps; r++) {
         double without = NAN, with = NAN, bytes = 0, cpu[2] = {0, 0};
         int count = 0;
@@ -208,9 +207,6 @@ static int s_measure(const ck_cfg_t *c)
         "Median ratio with / without: samples/s %.3f, CPU seconds %.3f.",
         c->servers, c->workers, c->model, c->epochs, c->max_steps, c->seed, c->every, med,
         cpu_med);
-    char machine[256];
-    ps_bench_machine(machine, sizeof machine, load);
-    ps_bench_table_note(t, "Machine: %s.", machine);
     ps_bench_table_destroy(&t, 1);
     return failed;
 }
@@ -221,7 +217,7 @@ int ps_bench_checkpoint_main(int argc, char **argv)
                   .epochs = 1, .every = 50, .reps = 5, .seed = 1, .timeout = 1800};
     const char *launch = NULL;
     ps_flag_t flags[] = {
-        {"out", PS_FLAG_STR, &c.out, "DIR", "where the CSV and markdown files go"},
+        {"out", PS_FLAG_STR, &c.out, "DIR", "where the results page and CSV go"},
         {"model", PS_FLAG_STR, &c.model, "NAME", "mlp or cnn"},
         {"servers", PS_FLAG_INT, &c.servers, "N", "servers of each job"},
         {"workers", PS_FLAG_INT, &c.workers, "N", "workers of each job"},
@@ -236,8 +232,8 @@ int ps_bench_checkpoint_main(int argc, char **argv)
     };
     int rc = ps_config_parse(S_PROG,
                              "Trains the same sync job without and with checkpoints, "
-                             "alternated, and reports\nthe throughput ratio. Writes "
-                             "checkpoint.csv/.md into --out.",
+                             "alternated, and reports\nthe throughput ratio. Writes the "
+                             "results page checkpoint.md and checkpoint.csv\ninto --out.",
                              flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -255,5 +251,11 @@ int ps_bench_checkpoint_main(int argc, char **argv)
         return rc;
     }
     c.launch = launch;
-    return s_measure(&c) ? 1 : 0;
+    ps_bench_page_t *page;
+    if (ps_bench_page_new(c.out, "checkpoint", argc, argv, &page) != 0) {
+        return 1;
+    }
+    rc = s_measure(&c, page);
+    ps_bench_page_destroy(&page);
+    return rc ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 /*
- * bench/observe.c - shardps-bench observe: what watching a job costs it.
+ * bench/train/observe.c - shardps-bench observe: what watching a job costs it.
  *
  * The same MLP sync job through shardps-launch in four variants:
  *   off         no metrics endpoint, no trace (the nodes' heartbeat reports,
@@ -264,68 +264,12 @@ static void s_per_step(const char *trace, int steps, int workers, double *spans,
     *updates = 9.0 * workers + (2.0 * (double)recv + (double)reply + (double)apply) / steps;
 }
 
-int ps_bench_observe_main(int argc, char **argv)
+/* One row per variant: its samples/s and CPU per 1000 samples, and their
+ * paired ratios to the same round's off job. Returns the off jobs' median
+ * CPU seconds per 1000 samples (0 when none). */
+static double s_rows(const s_result_t res[S_NVARIANTS][S_MAX_ROUNDS], int rounds,
+                     ps_bench_table_t *t)
 {
-    s_cfg_t c = {.out = "bench-out", .servers = 2, .workers = 2, .steps = 600, .batch = 64};
-    int rounds = 5;
-    const char *launch = NULL;
-    ps_flag_t flags[] = {
-        {"out", PS_FLAG_STR, &c.out, "DIR", "where observe.csv and observe.md go"},
-        {"rounds", PS_FLAG_INT, &rounds, "N", "jobs per variant, alternated (1 to 50)"},
-        {"servers", PS_FLAG_INT, &c.servers, "N", "servers of every job"},
-        {"workers", PS_FLAG_INT, &c.workers, "N", "workers of every job"},
-        {"max-steps", PS_FLAG_INT, &c.steps, "N", "steps of every job"},
-        {"batch", PS_FLAG_INT, &c.batch, "N", "samples per worker per step"},
-        {"launch", PS_FLAG_STR, &launch, "PATH",
-         "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
-    };
-    int rc = ps_config_parse(S_PROG,
-                             "Runs one MLP sync job with metrics off, with its metrics served and\n"
-                             "scraped every second, scraped every 100 ms, and with every step\n"
-                             "traced, in turn (the order turning each round), and writes\n"
-                             "samples/s and each variant's cost into observe.csv/.md.",
-                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
-    if (rc != 0) {
-        return rc > 0 ? 0 : 2;
-    }
-    if (rounds < 1 || rounds > S_MAX_ROUNDS || c.servers < 1 || c.workers < 1 || c.steps < 1 ||
-        c.batch < 1) {
-        fprintf(stderr, S_PROG ": error: expected --rounds 1..%d and positive --servers, "
-                        "--workers, --max-steps, --batch\n", S_MAX_ROUNDS);
-        return 2;
-    }
-    char path[PATH_MAX];
-    if ((rc = ps_bench_launch_setup(S_PROG, &launch, path, sizeof path, c.out)) != 0) {
-        return rc;
-    }
-    c.launch = launch;
-    double load = ps_bench_loadavg();
-    static s_result_t res[S_NVARIANTS][S_MAX_ROUNDS];
-    long scrapes[S_NVARIANTS] = {0};
-    for (int r = 0; r < rounds; r++) {
-        for (int k = 0; k < S_NVARIANTS; k++) {
-            const int v = (r + k) % S_NVARIANTS; /* the order turns each round */
-            s_result_t *x = &res[v][r];
-            s_job(&c, v, r, &scrapes[v], x);
-            fprintf(stderr, S_PROG ": round %d/%d %-11s %.0f samples/s, %.4f CPU s per 1000\n",
-                    r + 1, rounds, s_variant[v], x->sps, x->cpu);
-        }
-    }
-    ps_bench_table_t *t = NULL;
-    char title[256];
-    snprintf(title, sizeof title,
-             "### Cost of watching a job: MLP sync, %d servers x %d workers, %d steps of "
-             "batch %d, %d rounds, the order turning each round",
-             c.servers, c.workers, c.steps, c.batch, rounds);
-    if (ps_bench_table_new(c.out, "observe", title,
-                           "variant,runs,samples_per_sec_median,min,max,vs_off,cost_percent,"
-                           "cpu_s_per_1000_median,cpu_vs_off,cpu_cost_percent",
-                           "variant,runs,samples/s (median),min,max,vs off (paired median),"
-                           "cost %,CPU s per 1000 samples (median),CPU vs off (paired median),"
-                           "CPU cost %",
-                           &t) != 0) {
-        return 1;
-    }
     double cbase = 0;
     for (int v = 0; v < S_NVARIANTS; v++) {
         /* a variant's jobs, and their ratios to the same round's off job */
@@ -354,16 +298,26 @@ int ps_bench_observe_main(int argc, char **argv)
                             n, med, sps[0], sps[n - 1], ratio, 100 * (1 - ratio), cmed, cratio,
                             100 * (cratio - 1));
     }
+    return cbase;
+}
+
+/* The direct estimate (spans and metric updates per step, each one's cost
+ * here, against an unwatched step's CPU) and what was watched, under the
+ * table. */
+static void s_notes(const s_cfg_t *c, const s_result_t res[S_NVARIANTS][S_MAX_ROUNDS],
+                    int rounds, double cbase, const long scrapes[S_NVARIANTS],
+                    ps_bench_table_t *t)
+{
     double ns_span, ns_update, spans, updates;
     char last[PATH_MAX];
-    snprintf(last, sizeof last, "%s/runs/observe-%d.trace.json", c.out, rounds - 1);
-    s_unit_costs(c.out, &ns_span, &ns_update);
+    snprintf(last, sizeof last, "%s/runs/observe-%d.trace.json", c->out, rounds - 1);
+    s_unit_costs(c->out, &ns_span, &ns_update);
     const double last_steps = res[S_TRACE][rounds - 1].sps > 0 ? res[S_TRACE][rounds - 1].steps
-                                                                : c.steps;
-    s_per_step(last, (int)last_steps, c.workers, &spans, &updates);
+                                                                : c->steps;
+    s_per_step(last, (int)last_steps, c->workers, &spans, &updates);
     if (cbase > 0 && spans > 0 && ns_span > 0) {
         /* the off runs' CPU per step, all processes */
-        double step_us = cbase / 1000 * c.batch * c.workers * 1e6;
+        double step_us = cbase / 1000 * c->batch * c->workers * 1e6;
         double trace_us = spans * ns_span / 1e3, metrics_us = updates * ns_update / 1e3;
         ps_bench_table_note(t, "Direct estimate: a step of the whole job makes %.0f spans "
                                "(%.0f ns each here) and about %.0f metric updates (%.0f ns "
@@ -373,14 +327,90 @@ int ps_bench_observe_main(int argc, char **argv)
                             spans, ns_span, updates, ns_update, metrics_us, trace_us, step_us,
                             100 * metrics_us / step_us, 100 * trace_us / step_us);
     }
-    char machine[256];
-    ps_bench_machine(machine, sizeof machine, load);
     ps_bench_table_note(t, "metrics: the scheduler served %ld scrapes of the whole job's "
                            "metrics (every %ld ms) during the metrics runs, %ld (every %ld ms) "
                            "during the metrics-hot runs. trace: every step of every process, "
-                           "16 MiB ring each. Machine: %s, %.2f after.",
+                           "16 MiB ring each.",
                         scrapes[S_METRICS], s_scrape_ms[S_METRICS], scrapes[S_METRICS_HOT],
-                        s_scrape_ms[S_METRICS_HOT], machine, ps_bench_loadavg());
+                        s_scrape_ms[S_METRICS_HOT]);
+}
+
+/* Every round of every variant, then the table on the page. Returns 0 or 1. */
+static int s_measure(const s_cfg_t *c, int rounds, ps_bench_page_t *page)
+{
+    static s_result_t res[S_NVARIANTS][S_MAX_ROUNDS];
+    long scrapes[S_NVARIANTS] = {0};
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < S_NVARIANTS; k++) {
+            const int v = (r + k) % S_NVARIANTS; /* the order turns each round */
+            s_result_t *x = &res[v][r];
+            s_job(c, v, r, &scrapes[v], x);
+            fprintf(stderr, S_PROG ": round %d/%d %-11s %.0f samples/s, %.4f CPU s per 1000\n",
+                    r + 1, rounds, s_variant[v], x->sps, x->cpu);
+        }
+    }
+    ps_bench_table_t *t = NULL;
+    char title[256];
+    snprintf(title, sizeof title,
+             "### Cost of watching a job: MLP sync, %d servers x %d workers, %d steps of "
+             "batch %d, %d rounds, the order turning each round",
+             c->servers, c->workers, c->steps, c->batch, rounds);
+    if (ps_bench_table_new(page, "observe", title,
+                           "variant,runs,samples_per_sec_median,min,max,vs_off,cost_percent,"
+                           "cpu_s_per_1000_median,cpu_vs_off,cpu_cost_percent",
+                           "variant,runs,samples/s (median),min,max,vs off (paired median),"
+                           "cost %,CPU s per 1000 samples (median),CPU vs off (paired median),"
+                           "CPU cost %",
+                           &t) != 0) {
+        return 1;
+    }
+    const double cbase = s_rows(res, rounds, t);
+    s_notes(c, res, rounds, cbase, scrapes, t);
     ps_bench_table_destroy(&t, 1);
     return 0;
+}
+
+int ps_bench_observe_main(int argc, char **argv)
+{
+    s_cfg_t c = {.out = "bench-out", .servers = 2, .workers = 2, .steps = 600, .batch = 64};
+    int rounds = 5;
+    const char *launch = NULL;
+    ps_flag_t flags[] = {
+        {"out", PS_FLAG_STR, &c.out, "DIR", "where the results page and CSV go"},
+        {"rounds", PS_FLAG_INT, &rounds, "N", "jobs per variant, alternated (1 to 50)"},
+        {"servers", PS_FLAG_INT, &c.servers, "N", "servers of every job"},
+        {"workers", PS_FLAG_INT, &c.workers, "N", "workers of every job"},
+        {"max-steps", PS_FLAG_INT, &c.steps, "N", "steps of every job"},
+        {"batch", PS_FLAG_INT, &c.batch, "N", "samples per worker per step"},
+        {"launch", PS_FLAG_STR, &launch, "PATH",
+         "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
+    };
+    int rc = ps_config_parse(S_PROG,
+                             "Runs one MLP sync job with metrics off, with its metrics served and\n"
+                             "scraped every second, scraped every 100 ms, and with every step\n"
+                             "traced, in turn (the order turning each round), and writes\n"
+                             "samples/s and each variant's cost on the results page observe.md\n"
+                             "and in observe.csv.",
+                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    if (rounds < 1 || rounds > S_MAX_ROUNDS || c.servers < 1 || c.workers < 1 || c.steps < 1 ||
+        c.batch < 1) {
+        fprintf(stderr, S_PROG ": error: expected --rounds 1..%d and positive --servers, "
+                        "--workers, --max-steps, --batch\n", S_MAX_ROUNDS);
+        return 2;
+    }
+    char path[PATH_MAX];
+    if ((rc = ps_bench_launch_setup(S_PROG, &launch, path, sizeof path, c.out)) != 0) {
+        return rc;
+    }
+    c.launch = launch;
+    ps_bench_page_t *page;
+    if (ps_bench_page_new(c.out, "observe", argc, argv, &page) != 0) {
+        return 1;
+    }
+    rc = s_measure(&c, rounds, page);
+    ps_bench_page_destroy(&page);
+    return rc ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 /*
- * bench/comm.h - what the pieces of `shardps-bench comm` share: its sweep's
+ * bench/comm/comm.h - what the pieces of `shardps-bench comm` share: its sweep's
  * configuration (parsed in comm.c), one parameter-server-vs-ZeroMQ
  * configuration (comm_run.c), the ring-vs-MPI allreduce comparison
  * (allreduce.c) and the MPI reference it drives (allreduce_mpi.c).
@@ -50,7 +50,7 @@ typedef struct {
     int reps;           /* repetitions of each measurement */
     int mpi;            /* compare allreduce with MPI where installed */
     int secure;         /* baseline: a plain job beside a --secure one, not raw ZeroMQ */
-    double load_before; /* 1-minute load average at the start */
+    ps_bench_page_t *page; /* the results page, in `out` */
 } ps_bench_comm_cfg_t;
 
 /* What one parameter-server configuration measured. */

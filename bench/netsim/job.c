@@ -1,0 +1,246 @@
+/* bench/netsim/job.c - a shardps job run role by role in the simulated
+ * cluster's namespaces, worker 1 killed and started again on cue (see job.h). */
+#include "bench/netsim/job.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "deploy/proc.h"
+
+extern char **environ;
+
+enum {
+    JOB_SCHED_PORT = 7000, /* the scheduler's, inside its own namespace */
+    JOB_MAX_ROLES = 1 + 64 + 64,
+};
+
+typedef struct {
+    pid_t pid; /* 0 once ended */
+    int code;  /* its exit code once ended */
+} job_proc_t;
+
+/* The environment of a role: ours without any SHARDPS_ROLE, _RANK or
+ * _SCHEDULER, then those three. Caller frees the array (the strings in vars
+ * are the caller's). */
+static char **s_env(char vars[3][96])
+{
+    size_t n = 0;
+    while (environ[n]) {
+        n++;
+    }
+    char **env = calloc(n + 4, sizeof *env);
+    if (!env) {
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], "SHARDPS_ROLE=", 13) &&
+            strncmp(environ[i], "SHARDPS_RANK=", 13) &&
+            strncmp(environ[i], "SHARDPS_SCHEDULER=", 18)) {
+            env[k++] = environ[i];
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        env[k++] = vars[i];
+    }
+    env[k] = NULL;
+    return env;
+}
+
+/* Starts role i of the network (role: index into the job's roles). */
+static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int i,
+                        pid_t *pid)
+{
+    char vars[3][96];
+    const char *role = i == 0 ? "scheduler" : i <= job->servers ? "server" : "worker";
+    int rank = i == 0 ? 0 : i <= job->servers ? i - 1 : i - 1 - job->servers;
+    /* the network's role index: its servers come first, however many this job has */
+    int at = i <= job->servers ? i : 1 + ps_netsim_servers(net) + rank;
+    snprintf(vars[0], sizeof vars[0], "SHARDPS_ROLE=%s", role);
+    snprintf(vars[1], sizeof vars[1], "SHARDPS_RANK=%d", rank);
+    snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
+             ps_netsim_addr(net, 0), JOB_SCHED_PORT);
+    int nargs = 0;
+    while (job->args[nargs]) {
+        nargs++;
+    }
+    char **argv = calloc((size_t)nargs + 8, sizeof *argv), **env = s_env(vars);
+    if (!argv || !env) {
+        free(argv);
+        free(env);
+        return PS_EIO;
+    }
+    int a = 0;
+    argv[a++] = (char *)ps_netsim_ip(net);
+    argv[a++] = "netns";
+    argv[a++] = "exec";
+    argv[a++] = (char *)ps_netsim_ns(net, at);
+    argv[a++] = (char *)job->launch;
+    argv[a++] = "--node";
+    for (int k = 0; k < nargs; k++) {
+        argv[a++] = job->args[k];
+    }
+    argv[a] = NULL;
+    ps_proc_spec_t spec = {.argv = argv,
+                           .envp = env,
+                           .log_path = job->log_path,
+                           .flags = PS_PROC_GROUP | PS_PROC_PDEATH | PS_PROC_NO_STDIN,
+                           .prog = "shardps-bench"};
+    ps_proc_t p;
+    char err[256];
+    int rc = ps_proc_spawn(&spec, &p, err, sizeof err);
+    free(argv);
+    free(env);
+    if (rc != 0) {
+        fprintf(stderr, "shardps-bench: cannot start the %s in %s: %s\n", role,
+                ps_netsim_ns(net, at), err);
+        return PS_EIO;
+    }
+    *pid = p.pid;
+    return 0;
+}
+
+/* How far the job is (0..1) by worker 0's last progress line
+ * ("W0 I epoch=E/N step=S/SPE"), and whether W1's loss was logged. */
+static double s_progress(const char *log_path, int64_t max_steps, int *lost_w1)
+{
+    char *text = NULL;
+    double frac = 0;
+    *lost_w1 = 0;
+    if (ps_bench_read_file(log_path, &text) != 0) {
+        return 0;
+    }
+    static const char key[] = " W0 I epoch=";
+    for (const char *p = strstr(text, key); p; p = strstr(p + 1, key)) {
+        int e, n;
+        long long s, spe;
+        if (sscanf(p + sizeof key - 1, "%d/%d step=%lld/%lld", &e, &n, &s, &spe) == 4 &&
+            n > 0 &&
+            spe > 0) { /* a progress line, not an epoch's evaluation: the last one counts */
+            double total = (double)n * (double)spe;
+            if (max_steps > 0 && (double)max_steps < total) {
+                total = (double)max_steps;
+            }
+            frac = ((double)(e - 1) * (double)spe + (double)s) / total;
+        }
+    }
+    *lost_w1 = strstr(text, "membership: lost W1") != NULL;
+    free(text);
+    return frac;
+}
+
+/* What the delay line did since `before`, `secs` ago: on stderr and in the
+ * job's log. */
+static void s_line_report(const ps_netsim_t *net, const ps_netsim_job_t *job,
+                          const ps_delay_line_stats_t *before, double secs)
+{
+    ps_delay_line_stats_t now;
+    ps_netsim_line_stats(net, &now);
+    double cpu = now.cpu_s - before->cpu_s;
+    char line[256];
+    snprintf(line, sizeof line,
+             "shardps-bench: delay line, this job: %llu packets (%.1f MB), %llu dropped, "
+             "CPU %.2f s in %.1f s (%.1f %% of a core)\n",
+             (unsigned long long)(now.packets - before->packets),
+             (double)(now.bytes - before->bytes) / 1e6,
+             (unsigned long long)(now.drops - before->drops), cpu, secs,
+             secs > 0 ? 100 * cpu / secs : 0.0);
+    fputs(line, stderr);
+    FILE *f = fopen(job->log_path, "a");
+    if (f) {
+        fputs(line, f);
+        fclose(f);
+    }
+}
+
+int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
+                  ps_netsim_result_t *res)
+{
+    const int n = 1 + job->servers + job->workers, w1 = 1 + job->servers + 1;
+    job_proc_t procs[JOB_MAX_ROLES + 1];
+    memset(procs, 0, sizeof procs);
+    res->status = 0;
+    res->killed_at = res->rejoined_at = -1;
+    if (job->servers > ps_netsim_servers(net) || job->workers > ps_netsim_workers(net)) {
+        return PS_EINVAL;
+    }
+    ps_delay_line_stats_t line_before = {0};
+    const int has_line = ps_netsim_line_stats(net, &line_before) == 0;
+    double t0 = ps_now(), sched_end = 0, next_look = 0;
+    int alive = 0, rc = 0, stopped = 0; /* stopped: the status to report, once killed */
+    /* The scheduler first: the others find it listening. */
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = s_start_role(net, job, i, &procs[i].pid);
+        alive += rc == 0;
+    }
+    int w1_killed = 0;
+    while (alive > 0) {
+        int st;
+        pid_t pid = ps_proc_wait(-1, 0.1, &st);
+        double now = ps_now();
+        if (pid > 0) {
+            for (int i = 0; i < n; i++) {
+                if (procs[i].pid == pid) {
+                    procs[i].pid = 0;
+                    procs[i].code = ps_proc_exit_code(st);
+                    alive--;
+                    if (i == 0) {
+                        sched_end = now;
+                        res->status = procs[i].code ? procs[i].code : res->status;
+                    } else if (procs[i].code != 0 && !res->status &&
+                               !(i == w1 && w1_killed == 1)) {
+                        res->status = procs[i].code;
+                    }
+                    if (i == w1 && w1_killed == 1) {
+                        w1_killed = 2; /* the killed one is reaped: the next W1 counts */
+                    }
+                }
+            }
+            continue;
+        } else if (pid < 0) {
+            break; /* no children left that we know of */
+        }
+        /* Stop everything: start-up failed, a signal, the timeout, or the
+         * scheduler ended and the others linger. */
+        int stop = rc != 0 || ps_netsim_stop || now - t0 > job->timeout ||
+                   (sched_end > 0 && now - sched_end > 15);
+        if (stop && !stopped) {
+            stopped = ps_netsim_stop ? 130 : now - t0 > job->timeout ? 124 : -1;
+            for (int i = 0; i < n; i++) {
+                if (procs[i].pid > 0) {
+                    ps_proc_signal_group(procs[i].pid, SIGKILL);
+                }
+            }
+        }
+        if (stopped || now < next_look || (job->kill_at < 0 && job->rejoin_at < 0) ||
+            job->workers < 2) {
+            continue;
+        }
+        next_look = now + 0.1;
+        int lost;
+        double frac = s_progress(job->log_path, job->max_steps, &lost);
+        if (!w1_killed && job->kill_at >= 0 && frac >= job->kill_at && procs[w1].pid > 0) {
+            ps_proc_signal_group(procs[w1].pid, SIGKILL);
+            w1_killed = 1;
+            res->killed_at = now - t0;
+        } else if (w1_killed == 2 && res->rejoined_at < 0 && job->rejoin_at >= 0 &&
+                   frac >= job->rejoin_at && lost && sched_end == 0) {
+            if (s_start_role(net, job, w1, &procs[w1].pid) == 0) {
+                alive++;
+                res->rejoined_at = now - t0;
+            }
+        }
+    }
+    if (stopped > 0) {
+        res->status = stopped; /* not the SIGKILL the roles died of */
+    }
+    if (has_line) {
+        s_line_report(net, job, &line_before, ps_now() - t0);
+    }
+    return rc ? PS_EIO : 0;
+}

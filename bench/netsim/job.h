@@ -1,0 +1,54 @@
+/*
+ * bench/netsim/job.h - one shardps job on the simulated cluster (netsim.h).
+ *
+ * The job runs role by role: `ip netns exec NS shardps-launch --node`, each
+ * told its role by SHARDPS_ROLE/SHARDPS_RANK and the scheduler's address by
+ * SHARDPS_SCHEDULER (deploy/launch_node.h), all output appended to one log.
+ * It watches worker 0's progress lines to kill worker 1 and start it again
+ * (it rejoins with its rank) at given fractions of the job. Used by
+ * `shardps-bench train --net`.
+ */
+#ifndef PS_NETSIM_JOB_H
+#define PS_NETSIM_JOB_H
+
+#include <stdint.h>
+
+#include "bench/netsim/netsim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One job on the network. */
+typedef struct {
+    const char *launch;   /* shardps-launch */
+    char *const *args;    /* its flags (no --node), NULL-terminated */
+    int servers, workers; /* of this job (at most the network's) */
+    const char *log_path; /* every role's output, appended */
+    double timeout;       /* seconds; then every role is killed */
+    int64_t max_steps;    /* the job's --max-steps (0: none), for its progress */
+    double kill_at;       /* kill W1 when the job is this far (0..1); < 0: never */
+    double rejoin_at; /* start W1 again this far (after its loss was seen); < 0: never */
+} ps_netsim_job_t;
+
+/* What happened. */
+typedef struct {
+    int status;         /* the scheduler's exit code, else the first other role's
+                           that failed (the W1 killed on purpose excepted); 124 on
+                           timeout, 130 when stopped by a signal (ps_netsim_stop) */
+    double killed_at;   /* seconds from the start when W1 was killed; -1 never */
+    double rejoined_at; /* when it was started again; -1 never */
+} ps_netsim_result_t;
+
+/* Runs the job and waits for every role; with a delay line, says what it
+ * did during the job (packets, bytes, its CPU time) on stderr and in the
+ * job's log. Returns 0 with *res filled, PS_EINVAL when the job has more
+ * servers or workers than the network, or PS_EIO when a role could not be
+ * started (the others are stopped). */
+int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
+                  ps_netsim_result_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,326 @@
+/*
+ * bench/train/train.c - shardps-bench train: the consistency modes against
+ * each other on real training runs.
+ *
+ * For each mode (sync, async, ssp:2, sync:k/n with k = n-1, allreduce where
+ * this build has it) and each worker count, one job through shardps-launch
+ * (found next to this program or in ../deploy/), all with the same model,
+ * seed, data order and flags; only --mode and --workers change. From each job
+ * it keeps the scheduler's summary JSON and the launcher's log, and reads:
+ * samples/s, final test accuracy, wall time, payload bytes per worker step,
+ * staleness and dropped pushes from the summary; the time to a target test
+ * accuracy from worker 0's per-epoch lines ("epoch=E test_accuracy=A ...
+ * elapsed=Xs", X counted from the first step). Speed-ups are against the
+ * 1-worker sync run of the same sweep.
+ *
+ * This file parses the flags, makes the simulated cluster with --net
+ * (bench/netsim/) and starts the sweep (train_sweep.c, each job by
+ * train_job.c) or the join runs (train_join.c), all on the results page
+ * OUT/train.md (--join: train_join.md).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/train/train.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "common/job.h"
+
+/* The flags that only choose, before the configuration is built. */
+typedef struct {
+    int quick, join, repeat;
+    const char *scenarios, *workers, *modes, *launch;
+    int argc; /* the subcommand's own, for the results page */
+    char **argv;
+} train_args_t;
+
+/* Splits the --modes list; drops allreduce when this build lacks it. */
+static int s_parse_modes(const char *text, train_cfg_t *cfg)
+{
+    char tok[TRAIN_MAX_MODES][PS_BENCH_WORD_MAX];
+    const int n = ps_bench_split_words(text, tok, TRAIN_MAX_MODES);
+    cfg->nmodes = 0;
+    for (int i = 0; i < n; i++) {
+        ps_job_t job;
+        ps_job_defaults(&job);
+        if (!strcmp(tok[i], "allreduce") && !ps_bench_train_have_allreduce()) {
+            fprintf(stderr,
+                    TRAIN_PROG ": --mode allreduce is not in this build; skipping it\n");
+        } else if (strcmp(tok[i], TRAIN_BACKUP_AUTO) &&
+                   ps_job_parse_mode(tok[i], &job) != 0) {
+            return PS_EINVAL;
+        } else {
+            memcpy(cfg->modes[cfg->nmodes++], tok[i], sizeof tok[i]);
+        }
+    }
+    return cfg->nmodes > 0 ? 0 : PS_EINVAL;
+}
+
+/* --scenarios: the list, or plain (straggler when --straggler is given). */
+static int s_parse_scenarios(const char *text, train_cfg_t *cfg)
+{
+    cfg->nscen = 0;
+    if (!text) {
+        cfg->scen[cfg->nscen++] = cfg->straggler ? SCEN_STRAGGLER : SCEN_PLAIN;
+        return 0;
+    }
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; i < TRAIN_MAX_SCEN; i++) {
+            if (strlen(ps_bench_train_scenarios[i]) == n &&
+                !strncmp(p, ps_bench_train_scenarios[i], n)) {
+                found = i;
+            }
+        }
+        if (found < 0 || cfg->nscen == TRAIN_MAX_SCEN) {
+            return PS_EINVAL;
+        }
+        cfg->scen[cfg->nscen++] = found;
+        p += n + (p[n] == ',');
+    }
+    return cfg->nscen ? 0 : PS_EINVAL;
+}
+
+static int s_has_scenario(const train_cfg_t *cfg, int scen)
+{
+    for (int i = 0; i < cfg->nscen; i++) {
+        if (cfg->scen[i] == scen) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Splits --job-flags into cfg->job_flags, words of *copy (caller frees it).
+ * Returns 0 or PS_EINVAL. */
+static int s_split_job_flags(train_cfg_t *cfg, char **copy)
+{
+    *copy = cfg->job_flags_text ? strdup(cfg->job_flags_text) : NULL;
+    int n = 0;
+    for (char *p = *copy ? strtok(*copy, " ") : NULL; p; p = strtok(NULL, " ")) {
+        if (n == TRAIN_MAX_JOB_FLAGS) {
+            fprintf(stderr, TRAIN_PROG ": error: --job-flags: at most %d words\n",
+                    TRAIN_MAX_JOB_FLAGS);
+            return PS_EINVAL;
+        }
+        cfg->job_flags[n++] = p;
+    }
+    cfg->job_flags[n] = NULL;
+    return 0;
+}
+
+/* Checks the flags and completes cfg from them. Returns 0, or PS_EINVAL
+ * after one line on stderr. */
+static int s_check(train_cfg_t *cfg, const train_args_t *a)
+{
+    if (cfg->epochs <= 0) {
+        cfg->epochs = a->quick ? 3 : 10;
+    }
+    if (cfg->target == 0) {
+        cfg->target = strcmp(cfg->model, "cnn") ? 0.85 : 0.88;
+    }
+    int n = ps_bench_parse_list(a->workers, cfg->workers, PS_BENCH_LIST_MAX);
+    for (int i = 0; n > 0 && i < n; i++) {
+        n = cfg->workers[i] >= 1 && cfg->workers[i] <= 64 ? n : PS_EINVAL;
+    }
+    if (n < 0) {
+        fprintf(stderr, TRAIN_PROG ": error: --workers %s: expected a list of 1 to 64\n",
+                a->workers);
+        return PS_EINVAL;
+    }
+    cfg->nworkers = n;
+    if (s_parse_modes(a->modes, cfg) != 0) {
+        fprintf(
+            stderr,
+            TRAIN_PROG
+            ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, " TRAIN_BACKUP_AUTO
+            " or allreduce, comma-separated\n",
+            a->modes);
+        return PS_EINVAL;
+    }
+    ps_job_t job;
+    ps_job_defaults(&job);
+    if (!cfg->straggler && a->scenarios && strstr(a->scenarios, "straggler")) {
+        cfg->straggler = "1:3";
+    }
+    if (cfg->straggler) {
+        if (ps_job_parse_straggler(cfg->straggler, &job) != 0) {
+            fprintf(stderr, TRAIN_PROG ": error: --straggler %s: expected RANK:FACTOR\n",
+                    cfg->straggler);
+            return PS_EINVAL;
+        }
+        cfg->straggler_rank = job.straggler_rank;
+    }
+    if (cfg->epochs > TRAIN_MAX_JOB_EPOCHS || cfg->max_steps < 0 || cfg->servers < 1 ||
+        cfg->threads < 0 || cfg->batch < 0 || !(cfg->target > 0 && cfg->target <= 1) ||
+        !(cfg->timeout > 0) || (strcmp(cfg->model, "mlp") && strcmp(cfg->model, "cnn"))) {
+        fprintf(stderr,
+                TRAIN_PROG
+                ": error: expected --epochs 1..%d, --max-steps >= 0, --servers "
+                ">= 1, --threads/--batch >= 0, 0 < --target <= 1, --timeout > 0, "
+                "--model mlp|cnn\n",
+                TRAIN_MAX_JOB_EPOCHS);
+        return PS_EINVAL;
+    }
+    if (s_parse_scenarios(a->scenarios, cfg) != 0) {
+        fprintf(stderr,
+                TRAIN_PROG ": error: --scenarios %s: expected plain, straggler, kill, "
+                           "comma-separated\n",
+                a->scenarios);
+        return PS_EINVAL;
+    }
+    char err[256] = "";
+    int needs_net = a->join || s_has_scenario(cfg, SCEN_KILL);
+    if (cfg->net_spec && ps_netsim_parse(cfg->net_spec, err, sizeof err) != 0) {
+        /* err says why */
+    } else if (needs_net && !cfg->net_spec) {
+        snprintf(err, sizeof err, "--join and --scenarios kill need --net");
+    } else if (cfg->eval_every < 0 || a->repeat < 1 || a->repeat > 64) {
+        snprintf(err, sizeof err, "expected --eval-every >= 0, --repeat 1..64");
+    }
+    if (err[0]) {
+        fprintf(stderr, TRAIN_PROG ": error: %s\n", err);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+/* The sweep or the join runs, on the simulated cluster with --net. Returns
+ * the exit status: 0, 1 (a job failed, or the network could not be made or
+ * removed), 130 when stopped by a signal; 0 with one line saying why when
+ * the network cannot be made here. */
+static int s_run(train_cfg_t *cfg, const train_args_t *a)
+{
+    if (cfg->net_spec) {
+        long most = 1;
+        for (int i = 0; i < cfg->nworkers; i++) {
+            most = cfg->workers[i] > most ? cfg->workers[i] : most;
+        }
+        char log[PATH_MAX], err[256];
+        snprintf(log, sizeof log, "%s/runs/net.log", cfg->out);
+        remove(log);
+        ps_netsim_catch_signals();
+        int rc = ps_netsim_new(cfg->net_spec, cfg->servers, a->join ? 2 : (int)most, log,
+                               &cfg->net, err, sizeof err);
+        if (rc == PS_ENOTSUP) {
+            printf("shardps-bench train --net %s: skipped: %s\n", cfg->net_spec, err);
+            fprintf(stderr, TRAIN_PROG ": --net skipped: %s\n", err);
+            return 0;
+        } else if (rc != 0) {
+            fprintf(stderr, TRAIN_PROG ": error: %s\n", err);
+            return 1;
+        }
+        fprintf(stderr, TRAIN_PROG ": simulated network %s: %s\n",
+                ps_netsim_prefix(cfg->net), ps_netsim_note(cfg->net));
+    }
+    int failed = 0;
+    if (ps_bench_page_new(cfg->out, a->join ? "train_join" : "train", a->argc, a->argv,
+                          &cfg->page) != 0) {
+        failed = 1;
+    } else {
+        failed = a->join ? ps_bench_train_join(cfg, a->repeat) : ps_bench_train_sweep(cfg);
+        ps_bench_page_destroy(&cfg->page);
+    }
+    if (cfg->net) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "%s", ps_netsim_prefix(cfg->net));
+        int left = ps_netsim_destroy(&cfg->net);
+        if (left) {
+            fprintf(stderr, TRAIN_PROG ": %d network namespaces %s* could not be removed\n",
+                    left, prefix);
+            failed = 1;
+        } else {
+            fprintf(stderr, TRAIN_PROG ": simulated network %s removed\n", prefix);
+        }
+    }
+    if (ps_netsim_stop) {
+        fprintf(stderr, TRAIN_PROG ": stopped by signal %d\n", (int)ps_netsim_stop);
+        return 130;
+    }
+    return failed ? 1 : 0;
+}
+
+int ps_bench_train_main(int argc, char **argv)
+{
+    train_cfg_t cfg = {.out = "bench-out",
+                       .model = "mlp",
+                       .servers = 2,
+                       .seed = 1,
+                       .target = 0, /* by model: mlp 0.85, cnn 0.88 */
+                       .timeout = 1800,
+                       .straggler_rank = -1};
+    train_args_t a = {.repeat = 3,
+                      .workers = "1,2,4",
+                      .modes = "sync,async,ssp:2," TRAIN_BACKUP_AUTO ",allreduce",
+                      .argc = argc,
+                      .argv = argv};
+    ps_flag_t flags[] = {
+        {"quick", PS_FLAG_BOOL, &a.quick, NULL, "3 epochs per job"},
+        {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the results page, CSVs and PNGs go"},
+        {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
+        {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F",
+         "slow worker R down F times (runs with more than R workers)"},
+        {"workers", PS_FLAG_STR, &a.workers, "LIST", "worker counts"},
+        {"modes", PS_FLAG_STR, &a.modes, "LIST", "modes; sync:k/n means sync:(n-1)/n"},
+        {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (0 = 10; quick: 3)"},
+        {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
+         "stop each job after N steps (0 = none)"},
+        {"servers", PS_FLAG_INT, &cfg.servers, "N",
+         "servers of the parameter-server modes"},
+        {"threads", PS_FLAG_INT, &cfg.threads, "N",
+         "BLAS threads per worker (0 = library default)"},
+        {"batch", PS_FLAG_INT, &cfg.batch, "N",
+         "samples per worker per step (0 = job default)"},
+        {"seed", PS_FLAG_INT, &cfg.seed, "N", "seed of every job"},
+        {"target", PS_FLAG_DOUBLE, &cfg.target, "ACC",
+         "test accuracy the time is measured to (0 = mlp 0.85, cnn 0.88)"},
+        {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
+        {"net", PS_FLAG_STR, &cfg.net_spec, "RATE[,DELAY]",
+         "simulated cluster: each role in its own network namespace, its link shaped to "
+         "RATE "
+         "each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
+         "(0.2ms, "
+         "20ms: our delay line, a TUN device in the hub); needs root"},
+        {"scenarios", PS_FLAG_STR, &a.scenarios, "LIST",
+         "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into "
+         "the "
+         "job, --min-workers 1; needs --net); default plain, or straggler with "
+         "--straggler"},
+        {"eval-every", PS_FLAG_INT, &cfg.eval_every, "STEPS",
+         "worker 0 also evaluates every STEPS steps (finer time to accuracy; 0 = epoch "
+         "ends)"},
+        {"job-flags", PS_FLAG_STR, &cfg.job_flags_text, "FLAGS",
+         "more flags for every job, space-separated (e.g. '--wire bf16')"},
+        {"join", PS_FLAG_BOOL, &a.join, NULL,
+         "instead of the sweep: sync, 2 workers, worker 1 killed at 1/3 and back at 2/3 "
+         "(needs --net); steps/s in each phase, on the page train_join.md"},
+        {"repeat", PS_FLAG_INT, &a.repeat, "N", "--join runs"},
+        {"launch", PS_FLAG_STR, &a.launch, "PATH",
+         "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
+    };
+    int rc = ps_config_parse(
+        TRAIN_PROG,
+        "Trains the same model with the same seed in every consistency mode "
+        "and worker\ncount through shardps-launch. Writes the results page train.md, "
+        "train.csv,\ntrain_epochs.csv, train_accuracy.png and train_throughput.png "
+        "into --out.",
+        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    char *flags_copy = NULL, path[PATH_MAX];
+    if (s_check(&cfg, &a) != 0 || s_split_job_flags(&cfg, &flags_copy) != 0) {
+        free(flags_copy);
+        return 2;
+    }
+    rc = ps_bench_launch_setup(TRAIN_PROG, &a.launch, path, sizeof path, cfg.out);
+    if (rc == 0) {
+        cfg.launch = a.launch;
+        rc = s_run(&cfg, &a);
+    }
+    free(flags_copy);
+    return rc;
+}

@@ -1,0 +1,230 @@
+/*
+ * bench/train/train_job.c - one job of `shardps-bench train`: its command
+ * line (the same model, seed, data order and flags for every job; only the
+ * mode, the workers and the scenario change), run through shardps-launch or
+ * role by role on the simulated cluster, and what it measured, from the
+ * scheduler's summary JSON and worker 0's evaluation lines.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/netsim/job.h"
+#include "bench/train/train.h"
+#include "common/error.h"
+#include "common/job.h"
+
+const char *const ps_bench_train_scenarios[TRAIN_MAX_SCEN] = {"plain", "straggler", "kill"};
+
+/* Servers to start for a mode. Allreduce uses none; the hook for when the
+ * launcher of that mode wants something else. */
+static int s_servers_for(const train_cfg_t *cfg, const char *mode)
+{
+    return strcmp(mode, "allreduce") ? cfg->servers : 0;
+}
+
+void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
+{
+    char m[32];
+    snprintf(m, sizeof m, "%s", r->mode);
+    for (char *p = m; *p; p++) {
+        *p = *p == ':' ? '_' : *p == '/' ? '-' : *p;
+    }
+    snprintf(buf, cap, "%s_w%d%s%s", m, r->workers, r->scen ? "_" : "",
+             r->scen ? ps_bench_train_scenarios[r->scen] : "");
+}
+
+/* Reads worker 0's evaluations from the log, in order: the epoch ends
+ * ("W0 I epoch=E test_accuracy=A test_loss=L elapsed=Xs step=T") and the
+ * --eval-every points ("W0 I eval step=T test_accuracy=A test_loss=L
+ * elapsed=Xs"). */
+static void s_parse_epochs(const char *log, train_run_t *r)
+{
+    static const char key[] = " W0 I ";
+    r->nep = 0;
+    for (const char *p = strstr(log, key); p && r->nep < TRAIN_MAX_EPOCHS;
+         p = strstr(p + 1, key)) {
+        const char *q = p + strlen(key);
+        int e;
+        double acc, loss, t, step;
+        long long st;
+        int n = sscanf(q, "epoch=%d test_accuracy=%lf test_loss=%lf elapsed=%lfs step=%lld",
+                       &e, &acc, &loss, &t, &st);
+        if (n >= 4) {
+            step = n == 5 ? (double)st : NAN;
+        } else if (sscanf(q, "eval step=%lld test_accuracy=%lf test_loss=%lf elapsed=%lfs",
+                          &st, &acc, &loss, &t) == 4) {
+            step = (double)st;
+        } else {
+            continue;
+        }
+        r->ep_t[r->nep] = t;
+        r->ep_acc[r->nep] = acc;
+        r->ep_step[r->nep] = step;
+        r->nep++;
+    }
+}
+
+/* Fills r from the summary JSON and the log. Returns 0 or PS_ENOENT. */
+static int s_read_results(const char *json_path, const char *log_path, double target,
+                          int batch, train_run_t *r)
+{
+    char *json = NULL, *log = NULL;
+    if (ps_bench_read_file(json_path, &json) != 0) {
+        return PS_ENOENT;
+    }
+    double pushed = 0, pulled = 0, steps[PS_BENCH_LIST_MAX * 8];
+    int rc = 0;
+    rc |= ps_bench_json_num(json, "samples_per_sec", &r->sps);
+    rc |= ps_bench_json_num(json, "test_accuracy", &r->acc);
+    rc |= ps_bench_json_num(json, "wall_seconds", &r->wall);
+    rc |= ps_bench_json_num(json, "bytes_pushed", &pushed);
+    rc |= ps_bench_json_num(json, "bytes_pulled", &pulled);
+    rc |= ps_bench_json_num(json, "staleness.mean", &r->st_mean);
+    rc |= ps_bench_json_num(json, "staleness.p99", &r->st_p99);
+    rc |= ps_bench_json_num(json, "staleness.max", &r->st_max);
+    rc |= ps_bench_json_num(json, "pushes_dropped", &r->dropped);
+    int n = ps_bench_json_array(json, "worker_steps", steps,
+                                (int)(sizeof steps / sizeof steps[0]));
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        total += steps[i];
+    }
+    r->bytes_per_step = total > 0 ? (pushed + pulled) / total : NAN;
+    free(json);
+    if (ps_bench_read_file(log_path, &log) == 0) {
+        s_parse_epochs(log, r);
+    }
+    free(log);
+    r->tta = r->sta = NAN;
+    for (int i = 0; i < r->nep; i++) {
+        if (r->ep_acc[i] >= target) {
+            r->tta = r->ep_t[i];
+            r->sta = r->ep_step[i] * r->workers * batch;
+            break;
+        }
+    }
+    return rc ? PS_ENOENT : 0;
+}
+
+int ps_bench_train_have_allreduce(void)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    return ps_job_parse_mode("allreduce", &job) == 0;
+}
+
+int ps_bench_train_batch(const train_cfg_t *cfg)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    return cfg->batch > 0 ? cfg->batch : job.batch;
+}
+
+void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
+                        int repeat)
+{
+    char tag[80], json[PATH_MAX], log[PATH_MAX], num[12][48];
+    ps_bench_train_tag(r, tag, sizeof tag);
+    if (repeat > 0) {
+        snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "_%d", repeat);
+    }
+    snprintf(json, sizeof json, "%s/runs/%s.json", cfg->out, tag);
+    snprintf(log, sizeof log, "%s/runs/%s.log", cfg->out, tag);
+    remove(json);
+    remove(log);
+    char *argv[64 + TRAIN_MAX_JOB_FLAGS];
+    int a = 0;
+    argv[a++] = (char *)cfg->launch;
+    snprintf(num[0], sizeof num[0], "%d", s_servers_for(cfg, r->label));
+    snprintf(num[1], sizeof num[1], "%d", r->workers);
+    snprintf(num[2], sizeof num[2], "%d", cfg->epochs);
+    snprintf(num[3], sizeof num[3], "%d", cfg->seed);
+    snprintf(num[4], sizeof num[4], "%g", cfg->timeout);
+    argv[a++] = "--servers";
+    argv[a++] = num[0];
+    argv[a++] = "--workers";
+    argv[a++] = num[1];
+    argv[a++] = "--model";
+    argv[a++] = (char *)cfg->model;
+    argv[a++] = "--mode";
+    argv[a++] = r->mode;
+    argv[a++] = "--epochs";
+    argv[a++] = num[2];
+    argv[a++] = "--seed";
+    argv[a++] = num[3];
+    if (!cfg->net) { /* with --net the bench keeps the time itself */
+        argv[a++] = "--timeout";
+        argv[a++] = num[4];
+    }
+    argv[a++] = "--summary";
+    argv[a++] = json;
+    if (cfg->max_steps > 0) {
+        snprintf(num[5], sizeof num[5], "%d", cfg->max_steps);
+        argv[a++] = "--max-steps";
+        argv[a++] = num[5];
+    }
+    if (cfg->threads > 0) {
+        snprintf(num[6], sizeof num[6], "%d", cfg->threads);
+        argv[a++] = "--threads";
+        argv[a++] = num[6];
+    }
+    if (cfg->batch > 0) {
+        snprintf(num[7], sizeof num[7], "%d", cfg->batch);
+        argv[a++] = "--batch";
+        argv[a++] = num[7];
+    }
+    if (cfg->eval_every > 0) {
+        snprintf(num[8], sizeof num[8], "%d", cfg->eval_every);
+        argv[a++] = "--eval-every";
+        argv[a++] = num[8];
+    }
+    if (r->scen == SCEN_STRAGGLER && cfg->straggler && cfg->straggler_rank < r->workers) {
+        argv[a++] = "--straggler";
+        argv[a++] = (char *)cfg->straggler;
+    }
+    if (r->scen == SCEN_KILL) {
+        argv[a++] = "--min-workers";
+        argv[a++] = "1";
+    }
+    if (cfg->net) {
+        /* progress lines often enough to place the kill; one job id for all */
+        snprintf(num[9], sizeof num[9], "bench-%d-%s", (int)getpid(), tag);
+        for (char *p = num[9]; *p; p++) {
+            *p = *p == '.' ? '-' : *p;
+        }
+        argv[a++] = "--progress";
+        argv[a++] = "0.25";
+        argv[a++] = "--job-id";
+        argv[a++] = num[9];
+    }
+    for (int i = 0; cfg->job_flags[i]; i++) {
+        argv[a++] = cfg->job_flags[i];
+    }
+    argv[a] = NULL;
+    r->killed_at = -1;
+    if (cfg->net) {
+        ps_netsim_job_t job = {.launch = cfg->launch,
+                               .args = argv + 1,
+                               .servers = s_servers_for(cfg, r->label),
+                               .workers = r->workers,
+                               .log_path = log,
+                               .timeout = cfg->timeout,
+                               .max_steps = cfg->max_steps,
+                               .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
+                               .rejoin_at = rejoin_at};
+        ps_netsim_result_t res;
+        int rc = ps_netsim_run(cfg->net, &job, &res);
+        r->status = rc ? rc : res.status;
+        r->killed_at = res.killed_at;
+    } else {
+        r->status = ps_bench_run(argv, log);
+    }
+    if (r->status == 0 &&
+        s_read_results(json, log, cfg->target, ps_bench_train_batch(cfg), r) != 0) {
+        r->status = PS_EPROTO; /* ran, but the summary is not what we expect */
+    }
+}

@@ -1,0 +1,152 @@
+/* scheduler/agree.c - a step agreed with every server (scheduler/agree.h). */
+#include "scheduler/agree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+
+struct ps_agree {
+    int servers;         /* S: answers an agreement needs */
+    int active;          /* MSG_JOIN_PREPARE sent, answers being collected */
+    int worker;          /* the worker joining at the agreed step, or -1 */
+    int checkpoint;      /* a timed checkpoint at the agreed step */
+    int answers;         /* servers that answered */
+    unsigned char answered[PS_MAX_SERVERS];
+    int64_t max_version; /* the highest version answered */
+};
+
+int ps_agree_new(ps_agree_t **out, int servers)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
+        return PS_ENOMEM;
+    }
+    (*out)->servers = servers;
+    (*out)->worker = -1;
+    return 0;
+}
+
+void ps_agree_destroy(ps_agree_t **a)
+{
+    free(*a);
+    *a = NULL;
+}
+
+int ps_agree_active(const ps_agree_t *a)
+{
+    return a->active;
+}
+
+int ps_agree_worker(const ps_agree_t *a)
+{
+    return a->worker;
+}
+
+int ps_agree_checkpoint(const ps_agree_t *a)
+{
+    return a->checkpoint;
+}
+
+/* MSG_JOIN_PREPARE or MSG_JOIN_STEP with js to every server. */
+static void s_send(ps_scheduler_t *s, ps_msg_type_t type, const ps_join_step_t *js)
+{
+    uint8_t *body = NULL;
+    size_t len = 0;
+    if (ps_codec_pack_join_step(js, &body, &len) != 0) {
+        if (type == PS_MSG_JOIN_STEP) {
+            return;
+        }
+        body = NULL; /* a hold needs no body */
+        len = 0;
+    }
+    ps_scheduler_send_servers(s, type, body, len);
+    free(body);
+}
+
+int ps_agree_start(ps_agree_t *a, ps_scheduler_t *s, int worker, uint64_t token,
+                   int checkpoint)
+{
+    if (a->active) {
+        return PS_ESTATE;
+    }
+    memset(a->answered, 0, sizeof a->answered);
+    a->active = 1;
+    a->worker = worker;
+    a->checkpoint = checkpoint;
+    a->answers = 0;
+    a->max_version = -1;
+    s_send(s, PS_MSG_JOIN_PREPARE, &(ps_join_step_t){.worker = worker, .token = token});
+    return 0;
+}
+
+int ps_agree_answer(ps_agree_t *a, int rank, int64_t version)
+{
+    if (!a->active || rank < 0 || rank >= a->servers || rank >= PS_MAX_SERVERS ||
+        a->answered[rank]) {
+        return PS_ESTATE;
+    }
+    a->answered[rank] = 1;
+    a->answers++;
+    a->max_version = version > a->max_version ? version : a->max_version;
+    return 0;
+}
+
+int ps_agree_ready(const ps_agree_t *a, int64_t *step)
+{
+    if (!a->active || a->answers < a->servers) {
+        return 0;
+    }
+    *step = a->max_version + 1;
+    return 1;
+}
+
+void ps_agree_commit(ps_agree_t *a, ps_scheduler_t *s, int64_t step, int worker,
+                     uint64_t token)
+{
+    s_send(s, PS_MSG_JOIN_STEP,
+           &(ps_join_step_t){.step = step, .worker = worker, .checkpoint = a->checkpoint,
+                             .token = token});
+    a->active = 0;
+}
+
+int ps_agree_abandon(ps_agree_t *a)
+{
+    const int was = a->active;
+    a->active = 0;
+    return was;
+}
+
+void ps_agree_release(ps_scheduler_t *s)
+{
+    s_send(s, PS_MSG_JOIN_STEP, &(ps_join_step_t){.step = 0, .worker = -1});
+}
+
+/* A server's MSG_JOIN_STEP: its version during an agreement. Server 0's
+ * answers to MSG_MEMBERS (members set) are the members' (members.c). */
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    ps_agree_t *a = self;
+    if (!n || m->hdr.type != PS_MSG_JOIN_STEP) {
+        return 0;
+    }
+    ps_join_step_t js;
+    size_t len;
+    const void *p = ps_scheduler_body(m, &len);
+    const int decoded = p && ps_codec_unpack_join_step(p, len, &js) == 0;
+    if (decoded && n->role == PS_ROLE_SERVER && js.members) {
+        return 0;
+    }
+    if (m->hdr.generation != s->view->generation) {
+        return 1; /* an answer to an agreement a failover abandoned */
+    }
+    if (!decoded || n->role != PS_ROLE_SERVER || ps_agree_answer(a, n->rank, js.step) != 0) {
+        ps_log_warn("dropped an unexpected join-step message from S%d", n->rank);
+    }
+    return 1;
+}
+
+const ps_sched_events_t ps_agree_events = {
+    .on_message = s_on_message,
+};

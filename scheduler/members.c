@@ -1,0 +1,364 @@
+/*
+ * scheduler/members.c - part of the scheduler's core (scheduler_impl.h): the
+ * node table's rows, and the running job's members.
+ *
+ * Every change of a row that another module asks for is here (a joiner
+ * admitted, a node back after a scheduler restart, a spare in a replaced
+ * server's row). The running job: barriers, a silent worker left out under
+ * --min-workers (MSG_MEMBERS to every node; its one log line once server 0
+ * says at which step), DONEs and the servers' reports, and the end.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "scheduler/preflight.h"
+#include "scheduler/restart.h"
+#include "scheduler/scheduler_impl.h"
+
+/* ---- rows ---------------------------------------------------------------- */
+
+int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const ps_register_t *reg, int rank,
+                     int lost)
+{
+    uint64_t token;
+    if (ps_scheduler_new_token(&token) != 0) {
+        return PS_EIO;
+    }
+    memset(n, 0, sizeof *n);
+    n->used = 1;
+    n->lost = lost;
+    n->role = reg->role;
+    n->rank = rank;
+    n->route = m->route;
+    n->pid = reg->pid;
+    n->token = token;
+    n->last_seen = ps_now();
+    n->fd = m->peer_fd;
+    snprintf(n->curve_key, sizeof n->curve_key, "%s", reg->curve_key);
+    return 0;
+}
+
+void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
+                        const ps_register_t *reg)
+{
+    n->used = 1;
+    n->role = reg->role;
+    n->rank = reg->rank;
+    n->route = m->route; /* a new connection of the same process replaces the old */
+    n->fd = m->peer_fd;  /* its closing is its loss (the loop's disconnects) */
+    n->pid = reg->pid;
+    n->last_seen = ps_now();
+    if (reg->role == PS_ROLE_SERVER) {
+        snprintf(n->endpoint, sizeof n->endpoint, "%s", s->view->servers[reg->rank].endpoint);
+    }
+}
+
+void ps_members_swap_in(ps_node_t *n, const ps_node_t *spare)
+{
+    n->route = spare->route;
+    n->pid = spare->pid;
+    n->fd = spare->fd;
+    n->last_seen = ps_now();
+    n->reported = 0;
+    n->endpoint[0] = '\0'; /* until it binds (start.c: its PEER_READY) */
+    n->ready = 0;
+    snprintf(n->curve_key, sizeof n->curve_key, "%s", spare->curve_key);
+}
+
+void ps_members_seen(ps_node_t *n)
+{
+    n->last_seen = ps_now();
+}
+
+void ps_members_forget(ps_node_t *n)
+{
+    n->used = 0;
+}
+
+void ps_members_model(ps_node_t *n, uint64_t num_params, uint64_t train_samples)
+{
+    n->num_params = num_params;
+    n->train_samples = train_samples;
+}
+
+int ps_members_live(const ps_scheduler_t *s)
+{
+    int live = 0;
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        live += !s->nodes[i].lost;
+    }
+    return live;
+}
+
+int ps_members_joined(ps_scheduler_t *s, ps_node_t *n)
+{
+    n->lost = 0;
+    n->last_seen = ps_now();
+    s->membership_changes++;
+    return ps_members_live(s);
+}
+
+void ps_members_unreported(ps_node_t *n)
+{
+    n->used = 0;
+    n->reported = 1;
+}
+
+void ps_members_rollback(ps_scheduler_t *s)
+{
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        s->nodes[i].done = 0;
+    }
+}
+
+/* ---- the membership lines of workers left out ------------------------- */
+
+/* A membership line with its step (step < 0: none). */
+static void s_leave_log(const char *head, const char *tail, int64_t step)
+{
+    char at[48] = "";
+    if (step >= 0) {
+        snprintf(at, sizeof at, " at step %lld", (long long)step);
+    }
+    ps_log_warn("%s%s%s", head, at, tail);
+}
+
+/* Logs head + " at step N" + tail once server 0 says the step (or at once
+ * without it when too many wait). */
+static void s_leave_line(ps_scheduler_t *s, const char *head, const char *tail)
+{
+    const int cap = (int)(sizeof s->leaves / sizeof s->leaves[0]);
+    if (s->nleaves == cap) {
+        s_leave_log(head, tail, -1);
+        return;
+    }
+    snprintf(s->leaves[s->nleaves].head, sizeof s->leaves[0].head, "%s", head);
+    snprintf(s->leaves[s->nleaves].tail, sizeof s->leaves[0].tail, "%s", tail);
+    s->nleaves++;
+}
+
+void ps_members_leave_flush(ps_scheduler_t *s)
+{
+    for (int i = 0; i < s->nleaves; i++) {
+        s_leave_log(s->leaves[i].head, s->leaves[i].tail, -1);
+    }
+    s->nleaves = 0;
+}
+
+/* Server 0 answers each MSG_MEMBERS with the step it took effect at, in
+ * order (a promoted spare's, sent with its view, has no line waiting).
+ * Returns 1 when m is such an answer. */
+static int s_on_members_step(ps_scheduler_t *s, const ps_node_t *n, const ps_msg_t *m)
+{
+    ps_join_step_t js;
+    size_t len;
+    const void *p = ps_scheduler_body(m, &len);
+    if (!p || n->role != PS_ROLE_SERVER || ps_codec_unpack_join_step(p, len, &js) != 0 ||
+        !js.members) {
+        return 0;
+    }
+    if (n->rank == 0 && s->nleaves > 0) {
+        s_leave_log(s->leaves[0].head, s->leaves[0].tail, js.step);
+        s->nleaves--;
+        memmove(&s->leaves[0], &s->leaves[1], (size_t)s->nleaves * sizeof s->leaves[0]);
+    }
+    return 1;
+}
+
+/* ---- barriers and leaving ---------------------------------------------- */
+
+void ps_members_barrier_check(ps_scheduler_t *s)
+{
+    if (!s->barrier[0] || (s->view->preflight && !ps_preflight_passed(s->preflight))) {
+        return; /* no step before the preflight passed */
+    }
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        if (!s->nodes[i].lost && !s->nodes[i].in_barrier) {
+            return;
+        }
+    }
+    ps_log_debug("barrier '%s' passed", s->barrier);
+    s->barrier[0] = '\0';
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        s->nodes[i].in_barrier = 0;
+        if (!s->nodes[i].lost) {
+            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
+                             PS_ROLE_SCHEDULER, 0, NULL, 0);
+        }
+    }
+}
+
+static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    char name[64];
+    size_t len;
+    const void *p = ps_scheduler_body(m, &len);
+    if (!p || ps_codec_unpack_barrier(p, len, name, sizeof name) != 0 ||
+        n->role != PS_ROLE_WORKER || s->phase != PS_PHASE_RUNNING) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "bad barrier");
+        return;
+    }
+    if (s->barrier[0] && strcmp(s->barrier, name)) {
+        ps_scheduler_fail(s, "W%d entered barrier '%s' while others are in '%s'", n->rank, name,
+                          s->barrier);
+        return;
+    }
+    snprintf(s->barrier, sizeof s->barrier, "%s", name);
+    n->in_barrier = 1;
+    ps_members_barrier_check(s);
+}
+
+/* A silent worker (or one whose connection closed: why says which) under
+ * --min-workers: whether the job can go on without it. If so it is left
+ * out, and every node gets the new set of live workers (the servers complete
+ * steps with them from the next change on). */
+int ps_members_leave(ps_scheduler_t *s, ps_node_t *n, const char *why)
+{
+    const int min = s->cfg->min_workers ? s->cfg->min_workers : s->cfg->workers;
+    if (n->role != PS_ROLE_WORKER || s->phase <= PS_PHASE_STARTING || n->done ||
+        ps_members_live(s) - 1 < min) {
+        return 0;
+    }
+    n->used = 0;
+    n->lost = 1;
+    s->membership_changes++;
+    unsigned char live[PS_MAX_WORKERS];
+    for (int w = 0; w < s->cfg->workers; w++) {
+        live[w] = !ps_scheduler_worker(s, w)->lost;
+    }
+    char head[48], tail[128];
+    snprintf(head, sizeof head, "membership: lost W%d (pid %u)", n->rank, n->pid);
+    snprintf(tail, sizeof tail, ": %s; going on with %d of %d workers (--min-workers %d)",
+             why, ps_members_live(s), s->cfg->workers, s->cfg->min_workers);
+    s_leave_line(s, head, tail);
+    uint8_t *body;
+    size_t len;
+    if (ps_codec_pack_members(live, s->cfg->workers, &body, &len) != 0) {
+        ps_scheduler_fail(s, "cannot encode the membership");
+        return 1;
+    }
+    ps_scheduler_send_all(s, PS_MSG_MEMBERS, body, len);
+    free(body);
+    ps_preflight_progress(s->preflight, s);
+    ps_members_barrier_check(s);
+    ps_restart_save(s->restart, s);
+    return 1;
+}
+
+static int s_on_lost(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_loss_t *loss)
+{
+    (void)self;
+    if (!n || n->role != PS_ROLE_WORKER) {
+        return 0;
+    }
+    char why[48];
+    if (loss->closed) {
+        snprintf(why, sizeof why, "its connection closed");
+    } else {
+        snprintf(why, sizeof why, "silent for %.1f s", loss->silent);
+    }
+    return ps_members_leave(s, n, why); /* else closed: its silence decides */
+}
+
+/* ---- the end ----------------------------------------------------------- */
+
+/* A worker's DONE, a server's report, a node's failure. */
+static void s_on_end_message(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    char tag[16];
+    size_t len;
+    const void *p = ps_scheduler_body(m, &len);
+    if (m->hdr.type == PS_MSG_DONE) {
+        if (m->hdr.generation != s->view->generation) {
+            return; /* sent before a failover's rollback: it trains again */
+        }
+        if (!p || ps_codec_unpack_done(p, len, &n->stats) != 0) {
+            ps_scheduler_fail(s, "%s sent a bad final report", ps_node_tag(n, tag, sizeof tag));
+            return;
+        }
+        n->done = 1;
+        ps_log_info("%s done: %lld steps, %lld samples", ps_node_tag(n, tag, sizeof tag),
+                    (long long)n->stats.steps, (long long)n->stats.samples);
+    } else if (m->hdr.type == PS_MSG_REPORT) {
+        if (n->role != PS_ROLE_SERVER || !p ||
+            ps_codec_unpack_report(p, len, &n->report) != 0) {
+            ps_scheduler_fail(s, "%s sent a bad report", ps_node_tag(n, tag, sizeof tag));
+            return;
+        }
+        n->reported = 1;
+    } else { /* PS_MSG_SHUTDOWN */
+        int status;
+        char reason[160] = "";
+        if (p) {
+            ps_codec_unpack_shutdown(p, len, &status, reason, sizeof reason);
+        }
+        s->diverged |= p && status == PS_ENONFINITE;
+        ps_scheduler_fail(s, "%s failed: %s", ps_node_tag(n, tag, sizeof tag), reason);
+    }
+}
+
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+{
+    (void)self;
+    if (!n) {
+        return 0;
+    }
+    size_t len;
+    const void *p = ps_scheduler_body(m, &len);
+    char tag[16];
+    switch (m->hdr.type) {
+    case PS_MSG_HEARTBEAT:
+        if (p) {
+            ps_sched_obs_heartbeat(s->obs, (int)(n - s->nodes), ps_node_tag(n, tag, sizeof tag),
+                                   p, len);
+        }
+        return 1;
+    case PS_MSG_JOIN_STEP:
+        return s_on_members_step(s, n, m);
+    case PS_MSG_BARRIER:
+        s_on_barrier(s, n, m);
+        return 1;
+    case PS_MSG_DONE:
+    case PS_MSG_REPORT:
+    case PS_MSG_SHUTDOWN:
+        s_on_end_message(s, n, m);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* RUNNING: once every live worker is done the servers are asked for their
+ * reports (REPORTING); once every report is in the job is FINISHED. */
+static void s_on_tick(void *self, ps_scheduler_t *s, double now)
+{
+    (void)self;
+    if (s->phase == PS_PHASE_RUNNING) {
+        for (int i = s->cfg->servers; i < s->nnodes; i++) {
+            if (!s->nodes[i].done && !s->nodes[i].lost) {
+                return;
+            }
+        }
+        ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_DONE);
+        s->t_end = now;
+        ps_scheduler_send_servers(s, PS_MSG_REPORT, NULL, 0);
+    }
+    if (s->phase == PS_PHASE_REPORTING) {
+        for (int i = 0; i < s->cfg->servers; i++) {
+            if (!s->nodes[i].reported) {
+                return;
+            }
+        }
+        ps_scheduler_phase_event(s, PS_PHASE_EV_REPORTS_IN);
+    }
+}
+
+const ps_sched_events_t ps_members_events = {
+    .on_message = s_on_message,
+    .on_lost = s_on_lost,
+    .on_tick = s_on_tick,
+};
