@@ -119,6 +119,24 @@ int ps_file_sync_dir(const char *path)
     return rc == 0 ? 0 : PS_EIO;
 }
 
+int ps_file_open_read(const char *path, uint64_t *size, char *why, size_t why_cap)
+{
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        const int enoent = errno == ENOENT;
+        ps_error_format(why, why_cap, "%s: cannot open: %s", path, strerror(errno));
+        return enoent ? PS_ENOENT : PS_EIO;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ps_error_format(why, why_cap, "%s: not a regular file", path);
+        close(fd);
+        return PS_EIO;
+    }
+    *size = (uint64_t)sb.st_size;
+    return fd;
+}
+
 int ps_file_read_all(int fd, void *buf, size_t n)
 {
     char *c = buf;

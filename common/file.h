@@ -36,6 +36,12 @@ int ps_file_write_atomic(const char *path, const void *const *parts, const size_
  * Returns 0 or PS_EIO, with errno set by the failed call. */
 int ps_file_sync_dir(const char *path);
 
+/* Opens path, a regular file, for reading and puts its size in *size.
+ * Returns the descriptor (the caller closes it), or PS_ENOENT (no such file)
+ * or PS_EIO (unreadable, or not a regular file) with a one-line reason
+ * naming path in why (may be NULL). */
+int ps_file_open_read(const char *path, uint64_t *size, char *why, size_t why_cap);
+
 /* Reads exactly n bytes from fd into buf, retrying short reads and EINTR.
  * Returns 0, or PS_EIO on an error or an end of file before n bytes. */
 int ps_file_read_all(int fd, void *buf, size_t n);

@@ -1,96 +1,44 @@
 /*
  * common/safetensors.c - writing and strictly reading safetensors files.
  *
- * The reader parses only the JSON this format needs (one object of tensor
- * objects and one string map) and rejects anything else, so a flipped byte
- * shows as PS_EPROTO rather than as wrong numbers. It does not mmap: the
- * data section is read into one malloc'd (so float-aligned) buffer.
+ * The header goes through common/json (jansson). The reader then accepts
+ * only what this format needs (one object of tensor objects and one string
+ * map) and rejects anything else, so a flipped byte shows as PS_EPROTO
+ * rather than as wrong numbers. Every check is linear in the header (after
+ * one sort by offset), so a header of many tensors reads fast. It does not
+ * mmap: the data section is read into one malloc'd (so float-aligned)
+ * buffer.
  */
 #include "common/safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this host is not"
 #endif
 
 struct ps_safetensors {
-    ps_safetensors_tensor_t *tensors; /* n, sorted by data offset */
+    json_t *header;                           /* the parsed header: names and
+                                                 metadata borrow from it */
+    const json_t *meta;                       /* its "__metadata__", or NULL */
+    ps_safetensors_tensor_t *tensors;         /* n, sorted by data offset */
+    const ps_safetensors_tensor_t **by_name;  /* the same n, sorted by name */
     int n;
-    char **meta;                      /* 2 * n_meta strings: key, value */
-    int n_meta;
-    float *data;                      /* the data section; tensors point into it */
+    float *data;                              /* the data section; tensors point into it */
 };
 
+/* Shapes and offsets are below 2^62, so sums and products checked against
+ * the file's size never overflow. */
+#define S_MAX_INT (((int64_t)1 << 62) - 1)
+
 /* ---- writing ---- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} s_buf_t;
-
-static void s_put(s_buf_t *b, const char *s, size_t n)
-{
-    if (b->oom) {
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void s_putf(s_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_putf(s_buf_t *b, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    s_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* A JSON string literal: quotes, backslashes and control bytes escaped. */
-static void s_put_str(s_buf_t *b, const char *s)
-{
-    s_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            s_put(b, esc, 2);
-        } else if (c < 0x20) {
-            s_putf(b, "\\u%04x", c);
-        } else {
-            s_put(b, s, 1);
-        }
-    }
-    s_put(b, "\"", 1);
-}
 
 static size_t s_numel(const ps_safetensors_tensor_t *t)
 {
@@ -101,78 +49,115 @@ static size_t s_numel(const ps_safetensors_tensor_t *t)
     return n;
 }
 
-/* The header JSON for tensors and meta, padded with spaces to 8 bytes. */
-static int s_header(s_buf_t *b, const ps_safetensors_tensor_t *tensors, int n,
-                    const char *const *meta, int n_meta, const char *path, char *why,
-                    size_t why_cap)
+/* Adds the "__metadata__" object of n_meta pairs to root. */
+static int s_meta_json(json_t *root, const char *const *meta, int n_meta, const char *path,
+                       char *why, size_t why_cap)
 {
-    uint64_t off = 0;
-    s_put(b, "{", 1);
-    if (n_meta > 0) {
-        s_put(b, "\"__metadata__\":{", 16);
-        for (int i = 0; i < n_meta; i++) {
-            if (!meta[2 * i] || !meta[2 * i + 1]) {
-                ps_error_format(why, why_cap, "%s: metadata pair %d is NULL", path, i);
-                return PS_EINVAL;
-            }
-            s_put(b, i ? "," : "", i ? 1 : 0);
-            s_put_str(b, meta[2 * i]);
-            s_put(b, ":", 1);
-            s_put_str(b, meta[2 * i + 1]);
-        }
-        s_put(b, "}", 1);
-    }
-    for (int i = 0; i < n; i++) {
-        const ps_safetensors_tensor_t *t = &tensors[i];
-        if (!t->name || !t->name[0] || !strcmp(t->name, "__metadata__") || t->ndim < 0 ||
-            t->ndim > PS_SAFETENSORS_MAX_DIMS) {
-            ps_error_format(why, why_cap, "%s: tensor %d has a bad name or rank", path, i);
-            return PS_EINVAL;
-        }
-        for (int j = 0; j < i; j++) {
-            if (!strcmp(tensors[j].name, t->name)) {
-                ps_error_format(why, why_cap, "%s: tensor name '%s' appears twice", path,
-                                t->name);
-                return PS_EINVAL;
-            }
-        }
-        for (int d = 0; d < t->ndim; d++) {
-            if (t->shape[d] < 0) {
-                ps_error_format(why, why_cap, "%s: tensor '%s' has a negative size", path,
-                                t->name);
-                return PS_EINVAL;
-            }
-        }
-        uint64_t bytes = (uint64_t)s_numel(t) * sizeof(float);
-        if (bytes && !t->data) {
-            ps_error_format(why, why_cap, "%s: tensor '%s' has no data", path, t->name);
-            return PS_EINVAL;
-        }
-        s_put(b, (i || n_meta > 0) ? "," : "", (i || n_meta > 0) ? 1 : 0);
-        s_put_str(b, t->name);
-        s_put(b, ":{\"dtype\":\"F32\",\"shape\":[", 25);
-        for (int d = 0; d < t->ndim; d++) {
-            s_putf(b, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        }
-        s_putf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-               (unsigned long long)(off + bytes));
-        off += bytes;
-    }
-    s_put(b, "}", 1);
-    while (b->len % 8) {
-        s_put(b, " ", 1);
-    }
-    if (b->oom) {
+    json_t *m = json_object();
+    if (!m || json_object_set_new(root, "__metadata__", m) != 0) {
         ps_error_format(why, why_cap, "%s: out of memory for the header", path);
         return PS_ENOMEM;
     }
+    for (int i = 0; i < n_meta; i++) {
+        const char *key = meta[2 * i], *val = meta[2 * i + 1];
+        if (!key || !val) {
+            ps_error_format(why, why_cap, "%s: metadata pair %d is NULL", path, i);
+            return PS_EINVAL;
+        }
+        if (json_object_get(m, key)) {
+            ps_error_format(why, why_cap, "%s: metadata key %d appears twice", path, i);
+            return PS_EINVAL;
+        }
+        json_t *v = json_string(val);
+        if (!v || json_object_set_new(m, key, v) != 0) {
+            ps_error_format(why, why_cap, "%s: metadata pair %d is not UTF-8", path, i);
+            return PS_EINVAL;
+        }
+    }
     return 0;
+}
+
+/* Adds tensor t's entry, its data at [*off, *off + bytes), to root. */
+static int s_tensor_json(json_t *root, const ps_safetensors_tensor_t *t, int i, uint64_t *off,
+                         const char *path, char *why, size_t why_cap)
+{
+    if (!t->name || !t->name[0] || !strcmp(t->name, "__metadata__") || t->ndim < 0 ||
+        t->ndim > PS_SAFETENSORS_MAX_DIMS) {
+        ps_error_format(why, why_cap, "%s: tensor %d has a bad name or rank", path, i);
+        return PS_EINVAL;
+    }
+    if (json_object_get(root, t->name)) {
+        ps_error_format(why, why_cap, "%s: tensor %d's name appears twice", path, i);
+        return PS_EINVAL;
+    }
+    json_t *shape = json_array();
+    for (int d = 0; shape && d < t->ndim; d++) {
+        if (t->shape[d] < 0) {
+            json_decref(shape);
+            ps_error_format(why, why_cap, "%s: tensor %d has a negative size", path, i);
+            return PS_EINVAL;
+        }
+        if (json_array_append_new(shape, json_integer(t->shape[d])) != 0) {
+            json_decref(shape);
+            shape = NULL;
+        }
+    }
+    const uint64_t bytes = (uint64_t)s_numel(t) * sizeof(float);
+    if (bytes && !t->data) {
+        json_decref(shape);
+        ps_error_format(why, why_cap, "%s: tensor %d has no data", path, i);
+        return PS_EINVAL;
+    }
+    json_t *e = shape ? json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+                                  "data_offsets", (json_int_t)*off, (json_int_t)(*off + bytes))
+                      : NULL;
+    if (!e) {
+        ps_error_format(why, why_cap, "%s: out of memory for the header", path);
+        return PS_ENOMEM;
+    }
+    if (json_object_set_new(root, t->name, e) != 0) {
+        ps_error_format(why, why_cap, "%s: tensor %d's name is not UTF-8", path, i);
+        return PS_EINVAL;
+    }
+    *off += bytes;
+    return 0;
+}
+
+/* The header JSON for tensors and meta into out, padded with spaces to a
+ * multiple of 8 bytes (so that the data section is aligned). */
+static int s_header(ps_text_t *out, const ps_safetensors_tensor_t *tensors, int n,
+                    const char *const *meta, int n_meta, const char *path, char *why,
+                    size_t why_cap)
+{
+    json_t *root = json_object();
+    int rc = root ? 0 : PS_ENOMEM;
+    if (rc == 0 && n_meta > 0) {
+        rc = s_meta_json(root, meta, n_meta, path, why, why_cap);
+    }
+    uint64_t off = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        rc = s_tensor_json(root, &tensors[i], i, &off, path, why, why_cap);
+    }
+    if (rc == 0) {
+        ps_json_dump(root, PS_JSON_COMPACT, out);
+        while (out->len % 8) {
+            ps_text_append(out, " ", 1);
+        }
+    }
+    json_decref(root);
+    if (rc == 0 && out->oom) {
+        rc = PS_ENOMEM;
+    }
+    if (rc == PS_ENOMEM) {
+        ps_error_format(why, why_cap, "%s: out of memory for the header", path);
+    }
+    return rc;
 }
 
 int ps_safetensors_write(const char *path, const ps_safetensors_tensor_t *tensors, int n,
                          const char *const *meta, int n_meta, char *why, size_t why_cap)
 {
-    s_buf_t b = {0};
+    ps_text_t b = {0};
     if (!path || n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta)) {
         ps_error_format(why, why_cap, "%s: bad arguments", path ? path : "(null)");
         return PS_EINVAL;
@@ -206,375 +191,180 @@ int ps_safetensors_write(const char *path, const ps_safetensors_tensor_t *tensor
     return rc;
 }
 
-/* ---- reading: a strict parser of exactly this format's JSON ---- */
+/* ---- reading ---- */
 
-typedef struct {
-    const char *p, *end;
-    const char *err; /* the first error, static text */
-} s_json_t;
-
-static void s_ws(s_json_t *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) {
-        j->p++;
-    }
-}
-
-static int s_fail(s_json_t *j, const char *err)
-{
-    if (!j->err) {
-        j->err = err;
-    }
-    return -1;
-}
-
-/* Consumes c (after whitespace) or fails. */
-static int s_expect(s_json_t *j, char c, const char *err)
-{
-    s_ws(j);
-    if (j->p >= j->end || *j->p != c) {
-        return s_fail(j, err);
-    }
-    j->p++;
-    return 0;
-}
-
-/* Whether the next byte (after whitespace) is c; consumes it if so. */
-static int s_accept(s_json_t *j, char c)
-{
-    s_ws(j);
-    if (j->p < j->end && *j->p == c) {
-        j->p++;
-        return 1;
-    }
-    return 0;
-}
-
-static int s_hex4(s_json_t *j, unsigned *v)
-{
-    *v = 0;
-    if (j->end - j->p < 4) {
-        return s_fail(j, "truncated \\u escape");
-    }
-    for (int i = 0; i < 4; i++) {
-        char c = *j->p++;
-        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
-                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
-                                            : 16u;
-        if (d > 15) {
-            return s_fail(j, "bad \\u escape");
-        }
-        *v = *v * 16 + d;
-    }
-    return 0;
-}
-
-/* A string literal into a new NUL-terminated string (*out; caller frees).
- * Escapes are decoded; raw control bytes and NULs are refused. */
-static int s_string(s_json_t *j, char **out)
-{
-    *out = NULL;
-    if (s_expect(j, '"', "expected a string") < 0) {
-        return -1;
-    }
-    /* decoded text is never longer than its literal */
-    const char *q = j->p;
-    while (q < j->end && *q != '"') {
-        q += (*q == '\\' && q + 1 < j->end) ? 2 : 1;
-    }
-    if (q >= j->end) {
-        return s_fail(j, "unterminated string");
-    }
-    char *s = malloc((size_t)(q - j->p) + 1), *w = s;
-    if (!s) {
-        return s_fail(j, "out of memory");
-    }
-    while (*j->p != '"') {
-        unsigned char c = (unsigned char)*j->p++;
-        if (c < 0x20) {
-            free(s);
-            return s_fail(j, "control byte in a string");
-        }
-        if (c != '\\') {
-            *w++ = (char)c;
-            continue;
-        }
-        char e = *j->p++;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            *w++ = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            continue;
-        }
-        unsigned u, lo;
-        if (e != 'u' || s_hex4(j, &u) < 0) {
-            free(s);
-            return s_fail(j, "bad escape in a string");
-        }
-        if (u >= 0xD800 && u < 0xDC00) { /* a surrogate pair: \uD8xx\uDCxx */
-            if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u') {
-                free(s);
-                return s_fail(j, "lone surrogate in a string");
-            }
-            j->p += 2;
-            if (s_hex4(j, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF) {
-                free(s);
-                return s_fail(j, "bad surrogate pair in a string");
-            }
-            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-        } else if ((u >= 0xDC00 && u <= 0xDFFF) || u == 0) {
-            free(s);
-            return s_fail(j, "bad \\u escape in a string");
-        }
-        /* UTF-8; a \uXXXX literal (6+ bytes) is longer than its encoding (<= 4) */
-        if (u < 0x80) {
-            *w++ = (char)u;
-        } else if (u < 0x800) {
-            *w++ = (char)(0xC0 | (u >> 6));
-            *w++ = (char)(0x80 | (u & 0x3F));
-        } else if (u < 0x10000) {
-            *w++ = (char)(0xE0 | (u >> 12));
-            *w++ = (char)(0x80 | ((u >> 6) & 0x3F));
-            *w++ = (char)(0x80 | (u & 0x3F));
-        } else {
-            *w++ = (char)(0xF0 | (u >> 18));
-            *w++ = (char)(0x80 | ((u >> 12) & 0x3F));
-            *w++ = (char)(0x80 | ((u >> 6) & 0x3F));
-            *w++ = (char)(0x80 | (u & 0x3F));
-        }
-    }
-    j->p++;
-    *w = '\0';
-    *out = s;
-    return 0;
-}
-
-/* A non-negative integer without sign, fraction or leading zeros, < 2^62. */
-static int s_uint(s_json_t *j, uint64_t *v)
-{
-    s_ws(j);
-    *v = 0;
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9') {
-        return s_fail(j, "expected a non-negative integer");
-    }
-    if (*j->p == '0' && j->p + 1 < j->end && j->p[1] >= '0' && j->p[1] <= '9') {
-        return s_fail(j, "leading zero in a number");
-    }
-    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-        if (*v > ((uint64_t)1 << 62) / 10) {
-            return s_fail(j, "number too large");
-        }
-        *v = *v * 10 + (uint64_t)(*j->p++ - '0');
-    }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E')) {
-        return s_fail(j, "expected an integer");
-    }
-    return 0;
-}
-
-/* A tensor object: {"dtype":"F32","shape":[...],"data_offsets":[b,e]} in any
- * key order, each key exactly once. off[0..1] get the offsets. */
-static int s_tensor(s_json_t *j, ps_safetensors_tensor_t *t, uint64_t off[2])
-{
-    int seen_dtype = 0, seen_shape = 0, seen_off = 0;
-    if (s_expect(j, '{', "a tensor entry is not an object") < 0) {
-        return -1;
-    }
-    do {
-        char *key;
-        if (s_string(j, &key) < 0 || s_expect(j, ':', "expected ':'") < 0) {
-            free(key);
-            return -1;
-        }
-        int rc = 0;
-        if (!strcmp(key, "dtype") && !seen_dtype++) {
-            char *dtype;
-            rc = s_string(j, &dtype);
-            if (rc == 0 && strcmp(dtype, "F32") != 0) {
-                rc = s_fail(j, "dtype is not F32");
-            }
-            free(dtype);
-        } else if (!strcmp(key, "shape") && !seen_shape++) {
-            rc = s_expect(j, '[', "shape is not a list");
-            t->ndim = 0;
-            if (rc == 0 && !s_accept(j, ']')) {
-                do {
-                    uint64_t d;
-                    if (t->ndim == PS_SAFETENSORS_MAX_DIMS) {
-                        rc = s_fail(j, "too many dimensions");
-                    } else if ((rc = s_uint(j, &d)) == 0) {
-                        t->shape[t->ndim++] = (int64_t)d;
-                    }
-                } while (rc == 0 && s_accept(j, ','));
-                if (rc == 0) {
-                    rc = s_expect(j, ']', "shape list not closed");
-                }
-            }
-        } else if (!strcmp(key, "data_offsets") && !seen_off++) {
-            if (s_expect(j, '[', "data_offsets is not a list") < 0 || s_uint(j, &off[0]) < 0 ||
-                s_expect(j, ',', "data_offsets needs two numbers") < 0 ||
-                s_uint(j, &off[1]) < 0 || s_expect(j, ']', "data_offsets needs two numbers") < 0) {
-                rc = -1;
-            }
-        } else {
-            rc = s_fail(j, "unknown or repeated key in a tensor entry");
-        }
-        free(key);
-        if (rc < 0) {
-            return -1;
-        }
-    } while (s_accept(j, ','));
-    if (s_expect(j, '}', "tensor entry not closed") < 0) {
-        return -1;
-    }
-    if (!seen_dtype || !seen_shape || !seen_off) {
-        return s_fail(j, "tensor entry lacks dtype, shape or data_offsets");
-    }
-    return 0;
-}
-
-/* The "__metadata__" object: string keys to string values. */
-static int s_meta(s_json_t *j, ps_safetensors_t *st)
-{
-    if (s_expect(j, '{', "__metadata__ is not an object") < 0) {
-        return -1;
-    }
-    if (s_accept(j, '}')) {
-        return 0;
-    }
-    do {
-        char *key = NULL, *val = NULL;
-        if (s_string(j, &key) < 0 || s_expect(j, ':', "expected ':'") < 0 ||
-            s_string(j, &val) < 0) {
-            free(key);
-            free(val);
-            return s_fail(j, "__metadata__ values must be strings");
-        }
-        if (ps_safetensors_meta(st, key)) {
-            free(key);
-            free(val);
-            return s_fail(j, "repeated __metadata__ key");
-        }
-        char **m = realloc(st->meta, (size_t)(st->n_meta + 1) * 2 * sizeof *m);
-        if (!m) {
-            free(key);
-            free(val);
-            return s_fail(j, "out of memory");
-        }
-        st->meta = m;
-        m[2 * st->n_meta] = key;
-        m[2 * st->n_meta + 1] = val;
-        st->n_meta++;
-    } while (s_accept(j, ','));
-    return s_expect(j, '}', "__metadata__ not closed");
-}
-
+/* A tensor with the span of the data section it claims. */
 typedef struct {
     uint64_t begin, end;
-} s_span_t;
+    ps_safetensors_tensor_t t;
+} s_entry_t;
 
-/* The whole header into st->tensors (names only, data set later) and spans. */
-static int s_parse(s_json_t *j, ps_safetensors_t *st, s_span_t **spans_p)
+/* What is wrong with a tensor's entry {"dtype": "F32", "shape": [...],
+ * "data_offsets": [begin, end]} (keys in any order), or NULL when it is
+ * right: then e has its name, shape and span. */
+static const char *s_entry(const char *name, const json_t *v, s_entry_t *e)
 {
-    int seen_meta = 0, cap = 0;
-    s_span_t *spans = NULL;
-    if (s_expect(j, '{', "header is not a JSON object") < 0) {
-        return -1;
+    if (!json_is_object(v)) {
+        return "is not an object";
     }
-    if (!s_accept(j, '}')) {
-        do {
-            char *key;
-            if (s_string(j, &key) < 0 || s_expect(j, ':', "expected ':'") < 0) {
-                free(key);
-                goto fail;
-            }
-            if (!strcmp(key, "__metadata__")) {
-                free(key);
-                if (seen_meta++ || s_meta(j, st) < 0) {
-                    s_fail(j, "repeated or bad __metadata__");
-                    goto fail;
-                }
-                continue;
-            }
-            if (ps_safetensors_find(st, key) || !key[0]) {
-                free(key);
-                s_fail(j, "empty or repeated tensor name");
-                goto fail;
-            }
-            if (st->n == cap) {
-                cap = cap ? 2 * cap : 16;
-                ps_safetensors_tensor_t *t = realloc(st->tensors, (size_t)cap * sizeof *t);
-                s_span_t *s = t ? realloc(spans, (size_t)cap * sizeof *s) : NULL;
-                st->tensors = t ? t : st->tensors;
-                spans = s ? s : spans;
-                if (!t || !s) {
-                    free(key);
-                    s_fail(j, "out of memory");
-                    goto fail;
-                }
-            }
-            ps_safetensors_tensor_t *t = &st->tensors[st->n];
-            memset(t, 0, sizeof *t);
-            t->name = key;
-            st->n++;
-            uint64_t off[2] = {0, 0};
-            if (s_tensor(j, t, off) < 0) {
-                goto fail;
-            }
-            spans[st->n - 1] = (s_span_t){off[0], off[1]};
-        } while (s_accept(j, ','));
-        if (s_expect(j, '}', "header object not closed") < 0) {
-            goto fail;
+    const json_t *dtype = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+    const json_t *off = json_object_get(v, "data_offsets");
+    if (!dtype || !shape || !off) {
+        return "lacks dtype, shape or data_offsets";
+    }
+    if (json_object_size(v) != 3) {
+        return "has an unknown key beside dtype, shape and data_offsets";
+    }
+    if (!json_is_string(dtype) || strcmp(json_string_value(dtype), "F32") != 0) {
+        return "has a dtype other than F32";
+    }
+    if (!json_is_array(shape) || json_array_size(shape) > PS_SAFETENSORS_MAX_DIMS) {
+        return "has a shape that is not a list of at most 8 dimensions";
+    }
+    e->t = (ps_safetensors_tensor_t){.name = name, .ndim = (int)json_array_size(shape)};
+    for (int d = 0; d < e->t.ndim; d++) {
+        if (ps_json_int(json_array_get(shape, (size_t)d), 0, S_MAX_INT, &e->t.shape[d]) != 0) {
+            return "has a size that is not an integer in [0, 2^62)";
         }
     }
-    s_ws(j);
-    if (j->p != j->end) {
-        s_fail(j, "bytes after the header object");
-        goto fail;
+    int64_t begin, end;
+    if (!json_is_array(off) || json_array_size(off) != 2 ||
+        ps_json_int(json_array_get(off, 0), 0, S_MAX_INT, &begin) != 0 ||
+        ps_json_int(json_array_get(off, 1), 0, S_MAX_INT, &end) != 0) {
+        return "has data_offsets that are not two integers in [0, 2^62)";
     }
-    *spans_p = spans;
-    return 0;
-fail:
-    free(spans);
-    return -1;
+    e->begin = (uint64_t)begin;
+    e->end = (uint64_t)end;
+    return NULL;
 }
 
-/* Sorts tensors (with their spans) by begin offset: insertion sort, n is small. */
-static void s_sort(ps_safetensors_tensor_t *t, s_span_t *s, int n)
+static int s_by_begin(const void *a, const void *b)
 {
-    for (int i = 1; i < n; i++) {
-        ps_safetensors_tensor_t tt = t[i];
-        s_span_t ss = s[i];
-        int k = i;
-        while (k > 0 && s[k - 1].begin > ss.begin) {
-            t[k] = t[k - 1];
-            s[k] = s[k - 1];
-            k--;
+    const s_entry_t *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static int s_by_name(const void *a, const void *b)
+{
+    const ps_safetensors_tensor_t *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+/* The header's tensors into e[0 .. *n), in file order, and its metadata
+ * into st->meta. Returns 0 or PS_EPROTO with the reason. */
+static int s_entries(ps_safetensors_t *st, s_entry_t *e, int *n, const char *path, char *why,
+                     size_t why_cap)
+{
+    const char *key;
+    json_t *v;
+    char q[96];
+    *n = 0;
+    json_object_foreach(st->header, key, v) {
+        if (!strcmp(key, "__metadata__")) {
+            const char *mk;
+            json_t *mv;
+            if (!json_is_object(v)) {
+                ps_error_format(why, why_cap, "%s: __metadata__ is not an object", path);
+                return PS_EPROTO;
+            }
+            json_object_foreach(v, mk, mv) {
+                if (!json_is_string(mv)) {
+                    ps_error_format(why, why_cap, "%s: __metadata__ value %s is not a string",
+                                    path, ps_json_quote(mk, q, sizeof q));
+                    return PS_EPROTO;
+                }
+            }
+            st->meta = v;
+            continue;
         }
-        t[k] = tt;
-        s[k] = ss;
+        const char *bad = key[0] ? s_entry(key, v, &e[*n]) : "has an empty name";
+        if (bad) {
+            ps_error_format(why, why_cap, "%s: tensor %s %s", path, ps_json_quote(key, q, sizeof q),
+                            bad);
+            return PS_EPROTO;
+        }
+        (*n)++;
     }
+    return 0;
+}
+
+/* The tensors of the parsed header over the dlen data bytes: each one's
+ * shape matching its bytes, the spans contiguous from 0 to the end (so none
+ * overlap or leave a gap). Linear after a sort, for headers of any size. */
+static int s_tensors(ps_safetensors_t *st, uint64_t dlen, const char *path, char *why,
+                     size_t why_cap)
+{
+    const size_t cap = json_object_size(st->header);
+    s_entry_t *e = malloc((cap ? cap : 1) * sizeof *e);
+    st->tensors = malloc((cap ? cap : 1) * sizeof *st->tensors);
+    st->by_name = malloc((cap ? cap : 1) * sizeof *st->by_name);
+    if (!e || !st->tensors || !st->by_name) {
+        free(e);
+        ps_error_format(why, why_cap, "%s: out of memory for %zu tensors", path, cap);
+        return PS_ENOMEM;
+    }
+    int n, rc = s_entries(st, e, &n, path, why, why_cap);
+    if (rc == 0) {
+        qsort(e, (size_t)n, sizeof *e, s_by_begin);
+    }
+    char q[96];
+    uint64_t at = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        ps_safetensors_tensor_t *t = &e[i].t;
+        uint64_t numel = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            /* each dim < 2^62; stop before the product overflows */
+            if (t->shape[d] && numel > (dlen + 1) / (uint64_t)t->shape[d]) {
+                numel = dlen + 1;
+                break;
+            }
+            numel *= (uint64_t)t->shape[d];
+        }
+        ps_json_quote(t->name, q, sizeof q);
+        if (e[i].begin != at || e[i].end < e[i].begin || e[i].end > dlen) {
+            ps_error_format(why, why_cap,
+                            "%s: tensor %s data_offsets [%llu,%llu] are not contiguous after "
+                            "%llu within %llu data bytes",
+                            path, q, (unsigned long long)e[i].begin,
+                            (unsigned long long)e[i].end, (unsigned long long)at,
+                            (unsigned long long)dlen);
+            rc = PS_EPROTO;
+        } else if (numel > dlen || numel * sizeof(float) != e[i].end - e[i].begin) {
+            ps_error_format(why, why_cap, "%s: tensor %s shape does not match its %llu bytes",
+                            path, q, (unsigned long long)(e[i].end - e[i].begin));
+            rc = PS_EPROTO;
+        } else {
+            t->numel = (size_t)numel;
+            t->data = st->data + e[i].begin / sizeof(float);
+            st->tensors[i] = *t;
+            st->by_name[i] = &st->tensors[i];
+            at = e[i].end;
+        }
+    }
+    free(e);
+    if (rc == 0 && at != dlen) {
+        ps_error_format(why, why_cap, "%s: %llu data bytes but the tensors cover %llu", path,
+                        (unsigned long long)dlen, (unsigned long long)at);
+        rc = PS_EPROTO;
+    }
+    if (rc == 0) {
+        st->n = n;
+        qsort(st->by_name, (size_t)n, sizeof *st->by_name, s_by_name);
+    }
+    return rc;
 }
 
 int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, size_t why_cap)
 {
     ps_safetensors_t *st = NULL;
     char *hdr = NULL;
-    s_span_t *spans = NULL;
-    struct stat sb;
     int rc = PS_EPROTO;
+    uint64_t size, hlen = 0;
     *st_p = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ps_file_open_read(path, &size, why, why_cap);
     if (fd < 0) {
-        ps_error_format(why, why_cap, "%s: cannot open: %s", path, strerror(errno));
-        return errno == ENOENT ? PS_ENOENT : PS_EIO;
+        return fd;
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ps_error_format(why, why_cap, "%s: not a regular file", path);
-        rc = PS_EIO;
-        goto fail;
-    }
-    uint64_t size = (uint64_t)sb.st_size, hlen = 0;
     unsigned char len8[8];
     if (size < 8 || ps_file_read_all(fd, len8, 8) < 0) {
         ps_error_format(why, why_cap, "%s: truncated: %llu bytes, no header length", path,
@@ -607,57 +397,26 @@ int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, si
         rc = PS_EIO;
         goto fail;
     }
-    s_json_t j = {hdr, hdr + hlen, NULL};
-    if (s_parse(&j, st, &spans) < 0) {
-        ps_error_format(why, why_cap, "%s: bad header at byte %ld: %s", path,
-                        (long)(j.p - hdr) + 8, j.err ? j.err : "parse error");
+    char reason[256];
+    rc = ps_json_parse(hdr, hlen, 8, &st->header, reason, sizeof reason);
+    if (rc != 0) {
+        ps_error_format(why, why_cap, "%s: bad header %s", path, reason);
         goto fail;
     }
-    s_sort(st->tensors, spans, st->n);
-    uint64_t at = 0;
-    for (int i = 0; i < st->n; i++) {
-        ps_safetensors_tensor_t *t = &st->tensors[i];
-        uint64_t numel = 1;
-        for (int d = 0; d < t->ndim; d++) {
-            /* each dim < 2^62; stop before the product overflows */
-            if (t->shape[d] && numel > (dlen + 1) / (uint64_t)t->shape[d]) {
-                numel = dlen + 1;
-                break;
-            }
-            numel *= (uint64_t)t->shape[d];
-        }
-        if (spans[i].begin != at || spans[i].end < spans[i].begin || spans[i].end > dlen) {
-            ps_error_format(
-                why, why_cap,
-                "%s: tensor '%s' data_offsets [%llu,%llu] are not contiguous after %llu "
-                "within %llu data bytes",
-                path, t->name, (unsigned long long)spans[i].begin,
-                (unsigned long long)spans[i].end, (unsigned long long)at,
-                (unsigned long long)dlen);
-            goto fail;
-        }
-        if (numel > dlen || numel * sizeof(float) != spans[i].end - spans[i].begin) {
-            ps_error_format(why, why_cap,
-                            "%s: tensor '%s' shape does not match its %llu bytes", path,
-                            t->name, (unsigned long long)(spans[i].end - spans[i].begin));
-            goto fail;
-        }
-        t->numel = (size_t)numel;
-        t->data = st->data + spans[i].begin / sizeof(float);
-        at = spans[i].end;
-    }
-    if (at != dlen) {
-        ps_error_format(why, why_cap, "%s: %llu data bytes but the tensors cover %llu",
-                        path, (unsigned long long)dlen, (unsigned long long)at);
+    if (!json_is_object(st->header)) {
+        ps_error_format(why, why_cap, "%s: bad header: not a JSON object", path);
+        rc = PS_EPROTO;
         goto fail;
     }
-    free(spans);
+    rc = s_tensors(st, dlen, path, why, why_cap);
+    if (rc != 0) {
+        goto fail;
+    }
     free(hdr);
     close(fd);
     *st_p = st;
     return 0;
 fail:
-    free(spans);
     free(hdr);
     ps_safetensors_destroy(&st);
     close(fd);
@@ -670,14 +429,9 @@ void ps_safetensors_destroy(ps_safetensors_t **st_p)
     if (!st) {
         return;
     }
-    for (int i = 0; i < st->n; i++) {
-        free((char *)st->tensors[i].name);
-    }
-    for (int i = 0; i < 2 * st->n_meta; i++) {
-        free(st->meta[i]);
-    }
+    json_decref(st->header);
     free(st->tensors);
-    free(st->meta);
+    free(st->by_name);
     free(st->data);
     free(st);
     *st_p = NULL;
@@ -695,20 +449,13 @@ const ps_safetensors_tensor_t *ps_safetensors_at(const ps_safetensors_t *st, int
 
 const ps_safetensors_tensor_t *ps_safetensors_find(const ps_safetensors_t *st, const char *name)
 {
-    for (int i = 0; i < st->n; i++) {
-        if (!strcmp(st->tensors[i].name, name)) {
-            return &st->tensors[i];
-        }
-    }
-    return NULL;
+    const ps_safetensors_tensor_t key = {.name = name}, *kp = &key;
+    const ps_safetensors_tensor_t *const *hit =
+        bsearch(&kp, st->by_name, (size_t)st->n, sizeof *st->by_name, s_by_name);
+    return hit ? *hit : NULL;
 }
 
 const char *ps_safetensors_meta(const ps_safetensors_t *st, const char *key)
 {
-    for (int i = 0; i < st->n_meta; i++) {
-        if (!strcmp(st->meta[2 * i], key)) {
-            return st->meta[2 * i + 1];
-        }
-    }
-    return NULL;
+    return json_string_value(json_object_get(st->meta, key));
 }

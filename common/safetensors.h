@@ -11,8 +11,8 @@
  * the file: any corruption or truncation is PS_EPROTO with a one-line reason
  * naming it.
  * Only F32 is written or accepted; files are read whole into memory (models
- * and shards here are small). Uses libc and common/file.h (the atomic
- * write) only.
+ * and shards here are small). The header is JSON through common/json.h
+ * (jansson); the atomic write is common/file.h's.
  */
 #ifndef PS_COMMON_SAFETENSORS_H
 #define PS_COMMON_SAFETENSORS_H

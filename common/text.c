@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void ps_text_printf(ps_text_t *b, const char *fmt, ...)
 {
@@ -41,4 +42,27 @@ void ps_text_vprintf(ps_text_t *b, const char *fmt, va_list ap)
         b->cap = want;
         b->p[b->len] = '\0';
     }
+}
+
+void ps_text_append(ps_text_t *b, const char *s, size_t n)
+{
+    if (b->oom) {
+        return;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t want = b->cap ? b->cap * 2 : 4096;
+        while (want < b->len + n + 1) {
+            want *= 2;
+        }
+        char *p = realloc(b->p, want);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = want;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
 }

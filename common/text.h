@@ -1,6 +1,6 @@
 /*
  * common/text.h - a growing text buffer for what is built piece by piece:
- * metrics expositions, trace files, gnuplot scripts.
+ * metrics expositions, JSON documents, gnuplot scripts.
  */
 #ifndef PS_COMMON_TEXT_H
 #define PS_COMMON_TEXT_H
@@ -19,6 +19,9 @@ typedef struct {
     size_t cap; /* bytes allocated */
     int oom;    /* an append ran out of memory: the text is incomplete */
 } ps_text_t;
+
+/* Appends the n bytes at s to b (b->oom set when out of memory). */
+void ps_text_append(ps_text_t *b, const char *s, size_t n);
 
 /* Appends printf-style text to b (b->oom set when out of memory). */
 void ps_text_printf(ps_text_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

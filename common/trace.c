@@ -1,6 +1,10 @@
-/* common/trace.c - the process's bounded trace ring and its Chrome JSON. */
+/*
+ * common/trace.c - the process's bounded trace ring and its Chrome JSON,
+ * written and merged through common/json (jansson), one event per line.
+ */
 #include "common/trace.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -13,6 +17,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/text.h"
 
@@ -191,53 +196,105 @@ void ps_trace_span_end(const ps_trace_span_t *sp)
     }
 }
 
-/* Microseconds with three decimals from nanoseconds, in integers: printf's
- * "%.3f" would cost most of the time writing a trace. buf: 32 bytes. */
-static const char *s_us(char *buf, int64_t ns)
+/* A JSON number of microseconds from nanoseconds: three decimals, exact
+ * while it has at most 15 digits (common/json.h). */
+static double s_us(int64_t ns)
 {
-    const char *sign = ns < 0 ? "-" : "";
-    uint64_t a = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;
-    snprintf(buf, 32, "%s%llu.%03u", sign, (unsigned long long)(a / 1000), (unsigned)(a % 1000));
-    return buf;
+    return (double)ns / 1000;
+}
+
+/* The events of one name as jansson values built once and refilled for each
+ * event, so that writing a ring of events allocates nothing per event. */
+typedef struct {
+    json_t *ev[PS_TRACE_NNAMES];
+    json_t *ts[PS_TRACE_NNAMES], *dur[PS_TRACE_NNAMES], *tid[PS_TRACE_NNAMES];
+    json_t *step[PS_TRACE_NNAMES], *arg[PS_TRACE_NNAMES];
+} s_events_t;
+
+static void s_events_fini(s_events_t *t)
+{
+    for (int i = 0; i < PS_TRACE_NNAMES; i++) {
+        json_decref(t->ev[i]); /* it owns its members */
+    }
+}
+
+/* Returns 0 or PS_ENOMEM. */
+static int s_events_init(s_events_t *t, int pid)
+{
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < PS_TRACE_NNAMES; i++) {
+        json_t *args = json_pack("{s:i}", "step", 0);
+        t->ev[i] = json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", s_names[i],
+                             "cat", s_cats[i], "ph", "X", "ts", 0.0, "dur", 0.0, "pid", pid,
+                             "tid", 0, "args", args);
+        if (!t->ev[i] || (s_arg_names[i] && json_object_set_new(args, s_arg_names[i],
+                                                                json_integer(0)) != 0)) {
+            s_events_fini(t);
+            return PS_ENOMEM;
+        }
+        t->ts[i] = json_object_get(t->ev[i], "ts");
+        t->dur[i] = json_object_get(t->ev[i], "dur");
+        t->tid[i] = json_object_get(t->ev[i], "tid");
+        t->step[i] = json_object_get(args, "step");
+        t->arg[i] = s_arg_names[i] ? json_object_get(args, s_arg_names[i]) : NULL;
+    }
+    return 0;
 }
 
 /* One event line, at most PS_TRACE_EVENT_BYTES: names are short, numbers bounded. */
-static void s_event_line(ps_text_t *t, const s_event_t *e, int pid)
+static void s_event_line(ps_text_t *out, s_events_t *t, const s_event_t *e)
 {
     unsigned name = e->name < PS_TRACE_NNAMES ? e->name : PS_TRACE_STEP;
-    char arg[48] = "", ts[32], dur[32];
-    if (s_arg_names[name]) {
-        snprintf(arg, sizeof arg, ",\"%s\":%lld", s_arg_names[name], (long long)e->arg);
-    }
     double d = e->t1 > e->t0 ? e->t1 - e->t0 : 0;
-    ps_text_printf(t,
-                   ",{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s,"
-                   "\"pid\":%d,\"tid\":%u,\"args\":{\"step\":%lld%s}}\n",
-                   s_names[name], s_cats[name], s_us(ts, llround(e->t0 * 1e9)),
-                   s_us(dur, llround((d < 1e6 ? d : 1e6) * 1e9)), pid, e->tid,
-                   (long long)e->step, arg);
+    json_real_set(t->ts[name], s_us(llround(e->t0 * 1e9)));
+    json_real_set(t->dur[name], s_us(llround((d < 1e6 ? d : 1e6) * 1e9)));
+    json_integer_set(t->tid[name], e->tid);
+    json_integer_set(t->step[name], e->step);
+    json_integer_set(t->arg[name], e->arg); /* NULL-safe: no arg */
+    ps_text_append(out, ",", 1);
+    ps_json_dump(t->ev[name], PS_JSON_COMPACT, out);
+    ps_text_append(out, "\n", 1);
+}
+
+/* The first line, {"otherData":{...},"traceEvents":[, and the process's
+ * name as a metadata event on the second. */
+static void s_head(ps_text_t *out, size_t kept, size_t dropped, int pid)
+{
+    json_t *other = json_pack("{s:s, s:o, s:I, s:I}", "process", g.process, "clock_offset_us",
+                              ps_json_real(g.offset * 1e6, 3), "events", (json_int_t)kept,
+                              "dropped", (json_int_t)dropped);
+    json_t *meta = json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "process_name", "ph", "M",
+                             "pid", pid, "tid", 0, "args", "name", g.process);
+    if (!other || !meta) {
+        out->oom = 1;
+    }
+    ps_text_append(out, "{\"otherData\":", 13);
+    ps_json_dump(other, PS_JSON_COMPACT, out);
+    ps_text_append(out, ",\"traceEvents\":[\n", 17);
+    ps_json_dump(meta, PS_JSON_COMPACT, out);
+    ps_text_append(out, "\n", 1);
+    json_decref(other);
+    json_decref(meta);
 }
 
 static int s_write(void)
 {
     size_t n = atomic_load(&g.next), kept = n < g.cap ? n : g.cap;
     ps_text_t t = {0};
-    int pid = (int)getpid();
-    ps_text_printf(&t,
-                   "{\"otherData\":{\"process\":\"%s\",\"clock_offset_us\":%.3f,"
-                   "\"events\":%zu,\"dropped\":%zu},\"traceEvents\":[\n",
-                   g.process, g.offset * 1e6, kept, n - kept);
-    ps_text_printf(&t,
-                   "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                   "\"args\":{\"name\":\"%s\"}}\n",
-                   pid, g.process);
-    for (size_t k = n - kept; k < n; k++) { /* oldest first */
-        s_event_line(&t, &g.ring[k % g.cap], pid);
+    s_events_t ev;
+    const int pid = (int)getpid();
+    int rc = s_events_init(&ev, pid);
+    if (rc == 0) {
+        s_head(&t, kept, n - kept, pid);
+        for (size_t k = n - kept; k < n && !t.oom; k++) { /* oldest first */
+            s_event_line(&t, &ev, &g.ring[k % g.cap]);
+        }
+        s_events_fini(&ev);
+        ps_text_append(&t, "]}\n", 3);
     }
-    ps_text_printf(&t, "]}\n");
-    int rc = t.oom ? PS_ENOMEM
-                   : ps_file_write_atomic(g.path, (const void *[]){t.p}, (size_t[]){t.len}, 1,
-                                          NULL, 0);
+    rc = rc || t.oom ? PS_ENOMEM
+                     : ps_file_write_atomic(g.path, (const void *[]){t.p}, (size_t[]){t.len}, 1,
+                                            NULL, 0);
     if (rc != 0) {
         ps_log_warn("trace not written to %s: %s", g.path, ps_strerror(rc));
     } else {
@@ -267,84 +324,84 @@ int ps_trace_close(void)
     return rc;
 }
 
-/* Reads a whole file into a NUL-terminated buffer (caller frees). */
-static char *s_slurp(const char *path)
+/* Appends the events of one trace file (path, open as f) to out, each
+ * moved by the file's clock offset. The file is read as ps_trace_close
+ * writes it: the document's opening with otherData on the first line, one
+ * event per line, its close on the last. Returns 0, or PS_EINVAL with a
+ * one-line reason naming the file and line in err. */
+static int s_merge_file(const char *path, FILE *f, ps_text_t *out, int *first, char *err,
+                        size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    ps_text_t t = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        ps_text_printf(&t, "%.*s", (int)n, buf);
-    }
-    int bad = ferror(f) || t.oom;
-    fclose(f);
-    if (bad) {
-        free(t.p);
-        return NULL;
-    }
-    return t.p ? t.p : strdup("");
-}
-
-/* The nanoseconds of a timestamp written by s_us ("-U.FFF" microseconds);
- * *end: after it. Integers, like s_us: strtod would cost most of a merge's time. */
-static int64_t s_parse_us(const char *p, char **end)
-{
-    const int neg = *p == '-';
-    char *q;
-    int64_t ns = (int64_t)strtoull(p + neg, &q, 10) * 1000;
-    if (*q == '.') {
-        int64_t scale = 100;
-        for (q++; *q >= '0' && *q <= '9'; q++) {
-            ns += scale * (*q - '0'); /* digits beyond the third: scale 0 */
-            scale /= 10;
+    char *line = NULL, why[256] = "not a shardps trace (no otherData.clock_offset_us)";
+    size_t cap = 0, lineno = 1;
+    ssize_t len = getline(&line, &cap, f);
+    json_t *doc = NULL;
+    double offset_us = 0;
+    /* the first line closed is a whole document: {"otherData":{...},"traceEvents":[]} */
+    int rc = len > 0 && !strncmp(line, "{\"otherData\":", 13) ? 0 : PS_EINVAL;
+    if (rc == 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) {
+            len--;
         }
+        char *whole = malloc((size_t)len + 3);
+        if (whole) {
+            memcpy(whole, line, (size_t)len);
+            memcpy(whole + len, "]}", 3);
+        }
+        rc = whole ? ps_json_parse(whole, (size_t)len + 2, 0, &doc, why, sizeof why) : PS_ENOMEM;
+        rc = rc ? rc : ps_json_get_num(doc, "otherData.clock_offset_us", &offset_us, why,
+                                       sizeof why);
+        free(whole);
+        json_decref(doc);
     }
-    *end = q;
-    return neg ? -ns : ns;
+    const int64_t offset_ns = llround(offset_us * 1e3);
+    while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        const char *ev = line + (line[0] == ',');
+        if (*ev != '{') {
+            continue; /* the document's close */
+        }
+        json_t *e = NULL;
+        rc = ps_json_parse(ev, (size_t)(line + len - ev), 0, &e, why, sizeof why);
+        json_t *ts = rc == 0 ? json_object_get(e, "ts") : NULL; /* metadata has none */
+        if (ts && !json_is_number(ts)) {
+            snprintf(why, sizeof why, "its ts is not a number");
+            rc = PS_EINVAL;
+        } else if (ts) {
+            const int64_t ns = llround(json_number_value(ts) * 1e3) + offset_ns;
+            rc = json_object_set_new(e, "ts", json_real(s_us(ns))) ? PS_ENOMEM : 0;
+        }
+        if (rc == 0) {
+            ps_text_append(out, ",", *first ? 0 : 1);
+            ps_json_dump(e, PS_JSON_COMPACT, out);
+            ps_text_append(out, "\n", 1);
+            *first = 0;
+        }
+        json_decref(e);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%zu: %s", path, lineno, why);
+    }
+    free(line);
+    return rc ? PS_EINVAL : 0;
 }
 
 int ps_trace_merge(const char *const *in, int n, const char *out, char *err, size_t errlen)
 {
     ps_text_t t = {0};
     int first = 1, rc = 0;
-    ps_text_printf(&t, "{\"traceEvents\":[\n");
+    ps_text_append(&t, "{\"traceEvents\":[\n", 17);
     for (int i = 0; i < n && rc == 0; i++) {
-        char *text = s_slurp(in[i]);
-        const char *off = text ? strstr(text, "\"clock_offset_us\":") : NULL;
-        if (!text || strncmp(text, "{\"otherData\":", 13) || !off) {
-            snprintf(err, errlen, "%s: %s", in[i],
-                     text ? "not a shardps trace (no otherData.clock_offset_us)"
-                          : "cannot be read");
-            free(text);
+        FILE *f = fopen(in[i], "rb");
+        if (!f) {
+            snprintf(err, errlen, "%s: cannot be read: %s", in[i], strerror(errno));
             rc = PS_EINVAL;
             break;
         }
-        const int64_t offset_ns = llround(strtod(off + 18, NULL) * 1e3);
-        for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
-            const char *ev = line + 1;
-            ev += *ev == ',';
-            if (*ev != '{') {
-                continue;
-            }
-            size_t len = strcspn(ev, "\n");
-            const char *ts = strstr(ev, "\"ts\":");
-            if (!ts || ts > ev + len) { /* metadata: as it is */
-                ps_text_printf(&t, "%s%.*s\n", first ? "" : ",", (int)len, ev);
-            } else {
-                char *end, us[32];
-                int64_t ns = s_parse_us(ts + 5, &end) + offset_ns;
-                ps_text_printf(&t, "%s%.*s%s%.*s\n", first ? "" : ",", (int)(ts + 5 - ev), ev,
-                               s_us(us, ns), (int)(ev + len - end), end);
-            }
-            first = 0;
-        }
-        free(text);
+        rc = s_merge_file(in[i], f, &t, &first, err, errlen);
+        fclose(f);
     }
-    ps_text_printf(&t, "]}\n");
+    ps_text_append(&t, "]}\n", 3);
     if (rc == 0 && (t.oom || ps_file_write_atomic(out, (const void *[]){t.p}, (size_t[]){t.len},
                                                   1, NULL, 0) != 0)) {
         snprintf(err, errlen, "cannot write %s", out);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/gpu-bundle.sh - packs a CUDA build of shardps for a GPU machine that
 # has the NVIDIA driver, CUDA and cuBLAS but none of the Debian libraries we
-# link (ZeroMQ, protobuf-c, OpenBLAS and what they pull in).
+# link (ZeroMQ, protobuf-c, OpenBLAS, jansson and what they pull in).
 #
 #   usage: deploy/gpu-bundle.sh BUILD_DIR [--with-data] [--with-torch] [--xz]
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, everything shardps needs to build, test and run on
 # Debian 12: compilers and Meson, libzmq, protobuf-c (+ protoc-c), OpenBLAS,
-# zlib, libmicrohttpd (the metrics endpoint), Check, the Fashion-MNIST
+# zlib, jansson (JSON files), libmicrohttpd (the metrics endpoint), Check, the Fashion-MNIST
 # dataset, gnuplot (shardps-bench's and the launcher's PNG plots), OpenMPI
 # (shardps-bench's MPI_Allreduce reference, and shardps-mpi), prometheus (its
 # promtool checks the metrics in the tests), and Slurm with munge (about 3 MB:
@@ -26,7 +26,7 @@ done
 pkgs=(
   build-essential pkg-config meson ninja-build
   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
-  libopenblas-dev zlib1g-dev libmicrohttpd-dev check
+  libopenblas-dev zlib1g-dev libjansson-dev libmicrohttpd-dev check
   iproute2 python3 python3-yaml
   dataset-fashion-mnist
   gnuplot-nox openmpi-bin libopenmpi-dev prometheus

@@ -10,11 +10,13 @@
  */
 #include "scheduler/failover.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "scheduler/agree.h"
 #include "scheduler/ckpt.h"
@@ -509,17 +511,24 @@ void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
     }
 }
 
-void ps_failover_json(FILE *f, const ps_scheduler_t *s)
+int ps_failover_json(json_t *doc, const ps_scheduler_t *s)
 {
     const ps_failover_t *fo = s->failover;
-    fputs("\"server_replacements\": [", f);
-    for (int i = 0; fo && i < fo->nreps; i++) {
+    json_t *reps = json_array();
+    for (int i = 0; reps && fo && i < fo->nreps; i++) {
         const ps_failover_rep_t *r = &fo->reps[i];
-        fprintf(f,
-                "%s{\"rank\": %d, \"step\": %lld, \"detect_s\": %.3f, \"recover_s\": %.3f, "
-                "\"steps_lost\": %lld, \"updates_lost\": %lld}",
-                i ? ", " : "", r->rank, (long long)r->step, r->detect_s, r->recover_s,
-                (long long)r->steps_lost, (long long)r->updates_lost);
+        json_t *rep = json_pack("{s:i, s:I, s:o, s:o, s:I, s:I}", "rank", r->rank, "step",
+                                (json_int_t)r->step, "detect_s", ps_json_real(r->detect_s, 3),
+                                "recover_s", ps_json_real(r->recover_s, 3), "steps_lost",
+                                (json_int_t)r->steps_lost, "updates_lost",
+                                (json_int_t)r->updates_lost);
+        if (json_array_append_new(reps, rep) != 0) {
+            json_decref(reps);
+            reps = NULL;
+        }
     }
-    fprintf(f, "], \"spares_left\": %d, ", fo ? fo->nspares : 0);
+    return json_object_set_new(doc, "server_replacements", reps) != 0 ||
+                   json_object_set_new(doc, "spares_left", json_integer(fo ? fo->nspares : 0))
+               ? PS_ENOMEM
+               : 0;
 }

@@ -26,8 +26,8 @@
 #define PS_SCHEDULER_FAILOVER_H
 
 #include <stdint.h>
-#include <stdio.h>
 
+#include "common/json.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "scheduler/scheduler_impl.h"
@@ -124,9 +124,9 @@ int ps_failover_replacements(const ps_failover_t *f, const ps_failover_rep_t **r
 void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
                              const ProtobufCMessage *body);
 
-/* The summary JSON's "server_replacements": [...] and "spares" fields, each
- * followed by ", ". */
-void ps_failover_json(FILE *f, const ps_scheduler_t *s);
+/* Adds the summary's "server_replacements": [...] and "spares_left" fields
+ * to doc. Returns 0 or PS_ENOMEM. */
+int ps_failover_json(json_t *doc, const ps_scheduler_t *s);
 
 #ifdef __cplusplus
 }

@@ -13,11 +13,21 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json.h"
 #include "common/log.h"
 
 /* Checkpoints whose parts are tracked at once: a server may report the
  * next checkpoint before a slower one's report of this one arrives. */
 enum { S_KEEP = 4 };
+
+/* The longest manifest read (a part takes a line of about 150 bytes). */
+enum { S_MAX_BYTES = 1 << 24 };
+
+#define S_FORMAT "shardps-manifest-1"
+
+/* What a part's file name may hold: no '/', nothing that breaks a log line. */
+#define S_NAME_CHARS                                                                         \
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+"
 
 struct ps_manifest {
     const ps_view_t *view;
@@ -69,46 +79,48 @@ void ps_manifest_destroy(ps_manifest_t **mp)
     }
 }
 
-/* Writes text as the file path, atomically (ps_file_write_atomic). */
-static int s_write_text(const char *path, const char *text)
+/* The manifest of step (its parts in slot) as JSON. New reference, or NULL
+ * when a part's file name is not UTF-8 or memory ran out. */
+static json_t *s_manifest_json(const ps_manifest_t *m, int64_t step, size_t slot)
 {
-    return ps_file_write_atomic(path, (const void *[]){text}, (size_t[]){strlen(text)}, 1,
-                                NULL, 0);
+    const ps_view_t *v = m->view;
+    json_t *parts = json_array();
+    for (int r = 0; parts && r < v->num_servers; r++) {
+        const ps_checkpoint_part_t *p = &m->parts[(size_t)r * S_KEEP + slot];
+        json_t *part = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "file", p->file, "size",
+                                 (json_int_t)p->size, "crc32", (json_int_t)p->crc32,
+                                 "key_begin", (json_int_t)p->begin, "key_end",
+                                 (json_int_t)p->end, "version", (json_int_t)p->version);
+        if (json_array_append_new(parts, part) != 0) {
+            json_decref(parts);
+            parts = NULL;
+        }
+    }
+    return parts ? json_pack("{s:s, s:I, s:I, s:i, s:i, s:o}", "format", S_FORMAT, "step",
+                             (json_int_t)step, "num_params", (json_int_t)v->num_params,
+                             "servers", v->num_servers, "workers", v->num_workers, "parts",
+                             parts)
+                 : NULL;
 }
 
 static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
 {
     const ps_view_t *v = m->view;
-    const int S = v->num_servers;
-    size_t cap = 256 + (size_t)S * 200, at = 0;
-    char *text = malloc(cap);
-    if (!text) {
-        return PS_ENOMEM;
-    }
-    at += (size_t)snprintf(text + at, cap - at,
-                           "{\"format\": \"shardps-manifest-1\", \"step\": %" PRId64
-                           ", \"num_params\": %" PRIu64 ", \"servers\": %d, \"workers\": %d, "
-                           "\"parts\": [\n",
-                           step, v->num_params, S, v->num_workers);
-    for (int r = 0; r < S; r++) {
-        const ps_checkpoint_part_t *p = &m->parts[(size_t)r * S_KEEP + slot];
-        at += (size_t)snprintf(text + at, cap - at,
-                               "  {\"file\": \"%s\", \"size\": %" PRIu64 ", \"crc32\": %" PRIu32
-                               ", \"key_begin\": %" PRIu64 ", \"key_end\": %" PRIu64
-                               ", \"version\": %" PRId64 "}%s\n",
-                               p->file, p->size, p->crc32, p->begin, p->end, p->version,
-                               r + 1 < S ? "," : "");
-    }
-    snprintf(text + at, cap - at, "]}\n");
-    char sub[4096], path[4200], latest[4200], name[32];
+    char sub[4096], path[4200], latest[4200], name[32], why[256];
     snprintf(sub, sizeof sub, "%s/step-%" PRId64, v->checkpoint_dir, step);
     snprintf(path, sizeof path, "%s/manifest.json", sub);
     snprintf(latest, sizeof latest, "%s/latest", v->checkpoint_dir);
     snprintf(name, sizeof name, "step-%" PRId64 "\n", step);
-    int rc = s_write_text(path, text);
-    rc = rc ? rc : s_write_text(latest, name);
-    free(text);
-    return rc;
+    json_t *doc = s_manifest_json(m, step, slot);
+    if (!doc) {
+        return PS_EINVAL;
+    }
+    /* one line: "key": value pairs spaced as readers before this module expect */
+    int rc = ps_json_write_file(path, doc, PS_JSON_LINE, why, sizeof why);
+    json_decref(doc);
+    return rc ? rc
+              : ps_file_write_atomic(latest, (const void *[]){name}, (size_t[]){strlen(name)},
+                                     1, NULL, 0);
 }
 
 int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part)
@@ -131,107 +143,105 @@ int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part
     return 1;
 }
 
-/* Reads a whole small file into a NUL-terminated buffer (caller frees), or NULL. */
-static char *s_slurp(const char *path)
+/* Checks part i of manifest doc against its file in stepdir. Returns 0, or
+ * PS_EPROTO with the reason (naming the file at fault) in why. */
+static int s_check_part(const json_t *doc, int i, const char *path, const char *stepdir,
+                        char *why, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
+    char key[32], fpath[1300], reason[128];
+    const char *file;
+    int64_t size, crc;
+    uint32_t got;
+    struct stat sb;
+    snprintf(key, sizeof key, "parts.%d.file", i);
+    int rc = ps_json_get_str(doc, key, &file, reason, sizeof reason);
+    snprintf(key, sizeof key, "parts.%d.size", i);
+    rc = rc ? rc : ps_json_get_int(doc, key, 0, INT64_MAX, &size, reason, sizeof reason);
+    snprintf(key, sizeof key, "parts.%d.crc32", i);
+    rc = rc ? rc : ps_json_get_int(doc, key, 0, UINT32_MAX, &crc, reason, sizeof reason);
+    if (rc == 0 && (!file[0] || strlen(file) >= 64 || strspn(file, S_NAME_CHARS) < strlen(file) ||
+                    !strcmp(file, ".") || !strcmp(file, ".."))) {
+        snprintf(reason, sizeof reason, "parts.%d.file is not a file name", i);
+        rc = PS_EPROTO;
     }
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && n < (1 << 24) && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-        }
+    if (rc != 0) {
+        snprintf(why, cap, "%s: %s", path, reason);
+        return rc;
     }
-    fclose(f);
-    return buf;
+    snprintf(fpath, sizeof fpath, "%s/%s", stepdir, file);
+    if (stat(fpath, &sb) != 0) {
+        snprintf(why, cap, "%s is missing", fpath);
+    } else if ((uint64_t)sb.st_size != (uint64_t)size) {
+        snprintf(why, cap, "%s is %lld bytes, the manifest says %" PRId64 " (truncated?)", fpath,
+                 (long long)sb.st_size, size);
+    } else if (ps_file_crc32(fpath, &got) != 0 || got != (uint32_t)crc) {
+        snprintf(why, cap, "%s has CRC-32 %08" PRIx32 ", the manifest says %08" PRIx32
+                 " (corrupt)", fpath, got, (uint32_t)crc);
+    } else {
+        return 0;
+    }
+    return PS_EPROTO;
 }
 
-/* Checks checkpoint stepdir against its manifest. Returns its number of parts,
- * or 0 with the reason (naming the file at fault) in why. */
-static int s_check(const char *stepdir, int64_t step, uint64_t num_params, char *why,
-                   size_t cap)
+int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params, char *why,
+                      size_t cap)
 {
-    char path[1200];
+    char path[1200], reason[256];
+    const char *format = "";
+    int64_t mstep, mp, servers;
+    json_t *doc = NULL;
     snprintf(path, sizeof path, "%s/manifest.json", stepdir);
-    char *text = s_slurp(path);
-    if (!text) {
+    int rc = ps_json_read_file(path, S_MAX_BYTES, &doc, why, cap);
+    if (rc == PS_ENOENT) {
         snprintf(why, cap, "%s is missing (the checkpoint is incomplete)", path);
+    }
+    if (rc != 0) {
         return 0;
     }
-    const char *at;
-    int64_t mstep = -1;
-    uint64_t mp = 0;
-    int servers = 0, nparts = 0;
-    int ok = (at = strstr(text, "\"step\": ")) && sscanf(at, "\"step\": %" SCNd64, &mstep) == 1 &&
-             (at = strstr(text, "\"num_params\": ")) &&
-             sscanf(at, "\"num_params\": %" SCNu64, &mp) == 1 &&
-             (at = strstr(text, "\"servers\": ")) && sscanf(at, "\"servers\": %d", &servers) == 1;
-    if (!ok || mstep != step || servers < 1 || servers > PS_MAX_SERVERS) {
-        snprintf(why, cap, "%s does not parse as the manifest of step %" PRId64, path, step);
-        free(text);
-        return 0;
+    if ((rc = ps_json_get_str(doc, "format", &format, reason, sizeof reason)) == 0 &&
+        strcmp(format, S_FORMAT) != 0) {
+        snprintf(reason, sizeof reason, "format is not " S_FORMAT);
+        rc = PS_EPROTO;
     }
-    if (mp != num_params) {
-        snprintf(why, cap, "%s is of a model of %" PRIu64 " parameters, not %" PRIu64, path, mp,
+    rc = rc ? rc : ps_json_get_int(doc, "step", 0, INT64_MAX, &mstep, reason, sizeof reason);
+    rc = rc ? rc : ps_json_get_int(doc, "num_params", 0, INT64_MAX, &mp, reason, sizeof reason);
+    rc = rc ? rc
+            : ps_json_get_int(doc, "servers", 1, PS_MAX_SERVERS, &servers, reason, sizeof reason);
+    const json_t *parts = json_object_get(doc, "parts");
+    int ok = 0;
+    if (rc != 0) {
+        snprintf(why, cap, "%s: %s", path, reason);
+    } else if (mstep != step) {
+        snprintf(why, cap, "%s is the manifest of step %" PRId64 ", not %" PRId64, path, mstep,
+                 step);
+    } else if ((uint64_t)mp != num_params) {
+        snprintf(why, cap, "%s is of a model of %" PRId64 " parameters, not %" PRIu64, path, mp,
                  num_params);
-        free(text);
-        return 0;
-    }
-    for (at = text; (at = strstr(at, "{\"file\": \"")) != NULL; at++, nparts++) {
-        char file[64], fpath[1300];
-        uint64_t size;
-        uint32_t crc, got;
-        struct stat sb;
-        if (sscanf(at, "{\"file\": \"%63[^\"]\", \"size\": %" SCNu64 ", \"crc32\": %" SCNu32,
-                   file, &size, &crc) != 3 || strchr(file, '/')) {
-            snprintf(why, cap, "%s: part %d does not parse", path, nparts);
-            break;
+    } else if (!json_is_array(parts) || json_array_size(parts) != (size_t)servers) {
+        snprintf(why, cap, "%s lists %zu parts for %" PRId64 " servers", path,
+                 json_array_size(parts), servers);
+    } else {
+        for (int i = 0; rc == 0 && i < (int)servers; i++) {
+            rc = s_check_part(doc, i, path, stepdir, why, cap);
         }
-        snprintf(fpath, sizeof fpath, "%s/%s", stepdir, file);
-        if (stat(fpath, &sb) != 0) {
-            snprintf(why, cap, "%s is missing", fpath);
-            break;
-        }
-        if ((uint64_t)sb.st_size != size) {
-            snprintf(why, cap, "%s is %lld bytes, the manifest says %" PRIu64 " (truncated?)",
-                     fpath, (long long)sb.st_size, size);
-            break;
-        }
-        if (ps_file_crc32(fpath, &got) != 0 || got != crc) {
-            snprintf(why, cap, "%s has CRC-32 %08" PRIx32 ", the manifest says %08" PRIx32
-                     " (corrupt)", fpath, got, crc);
-            break;
-        }
+        ok = rc == 0;
     }
-    free(text);
-    if (at) {
-        return 0;
-    }
-    if (nparts != servers) {
-        snprintf(why, cap, "%s lists %d parts for %d servers", path, nparts, servers);
-        return 0;
-    }
-    return nparts;
+    json_decref(doc);
+    return ok ? (int)servers : 0;
 }
 
 int ps_manifest_workers(const char *stepdir)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/manifest.json", stepdir);
-    char *text = s_slurp(path);
-    const char *at = text ? strstr(text, "\"workers\": ") : NULL;
-    int workers = 0;
-    if (!at || sscanf(at, "\"workers\": %d", &workers) != 1 || workers < 1) {
+    json_t *doc = NULL;
+    int64_t workers = 0;
+    if (ps_json_read_file(path, S_MAX_BYTES, &doc, NULL, 0) != 0 ||
+        ps_json_get_int(doc, "workers", 1, INT32_MAX, &workers, NULL, 0) != 0) {
         workers = 0;
     }
-    free(text);
-    return workers;
+    json_decref(doc);
+    return (int)workers;
 }
 
 static int s_desc(const void *a, const void *b)
@@ -277,7 +287,7 @@ int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step, int *n
     for (size_t i = 0; i < n && rc != 0; i++) {
         char why[3000];
         snprintf(stepdir, cap, "%s/step-%" PRId64, dir, steps[i]);
-        int parts = s_check(stepdir, steps[i], num_params, why, sizeof why);
+        int parts = ps_manifest_check(stepdir, steps[i], num_params, why, sizeof why);
         if (parts > 0) {
             *step = steps[i];
             *nparts = parts;

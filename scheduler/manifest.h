@@ -9,10 +9,11 @@
  * takes the newest one that checks out and logs one line for each newer one
  * it skips, naming the file at fault.
  *
- * manifest.json: {"format": "shardps-manifest-1", "step": N, "num_params": P,
- * "servers": S, "workers": M, "parts": [{"file": "server-0.safetensors",
- * "size": BYTES, "crc32": CRC, "key_begin": B, "key_end": E}, ...]}, one part
- * per line. No sockets; one thread.
+ * manifest.json, one line written and read through common/json.h:
+ * {"format": "shardps-manifest-1", "step": N, "num_params": P, "servers": S,
+ * "workers": M, "parts": [{"file": "server-0.safetensors", "size": BYTES,
+ * "crc32": CRC, "key_begin": B, "key_end": E, "version": V}, ...]}.
+ * No sockets; one thread.
  */
 #ifndef PS_SCHEDULER_MANIFEST_H
 #define PS_SCHEDULER_MANIFEST_H
@@ -52,6 +53,16 @@ int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part
  */
 int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step, int *nparts,
                      char *stepdir, size_t cap);
+
+/*
+ * Checks checkpoint stepdir (dir/step-N) of step for a model of num_params
+ * against its manifest: the manifest parses, names this step and model and
+ * one part per server, and each part's file is there with the size and
+ * CRC-32 it lists. Returns the number of parts, or 0 with a one-line reason
+ * naming the file at fault in why (may be NULL).
+ */
+int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params, char *why,
+                      size_t cap);
 
 /* The number of workers of the job that wrote checkpoint stepdir (its
  * manifest's "workers"), or 0 when it does not say. */

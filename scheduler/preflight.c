@@ -1,6 +1,7 @@
 /* scheduler/preflight.c - the workers' probe results: table, verdict, summary. */
 #include "scheduler/preflight.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,21 +153,22 @@ const ps_sched_events_t ps_preflight_events = {
     .on_message = s_on_message,
 };
 
-void ps_preflight_json(const ps_scheduler_t *s, FILE *f)
+json_t *ps_preflight_json(const ps_scheduler_t *s)
 {
     const ps_preflight_t *pf = s->preflight;
-    fputc('[', f);
-    int k = 0;
-    for (int w = 0; w < s->cfg->workers; w++) {
-        const Shardps__PreflightPair *pairs = pf->pairs[w];
-        for (int i = 0; pairs && i < s->cfg->servers; i++) {
-            const Shardps__PreflightPair *pp = &pairs[i];
-            fprintf(f,
-                    "%s{\"worker\": %d, \"server\": %d, \"reached\": %s, \"rtt_ms\": %.4f, "
-                    "\"mbytes_per_s\": %.1f}",
-                    k++ ? ", " : "", w, i, pp->reached ? "true" : "false", pp->rtt_ms,
-                    pp->mbytes_per_s);
+    json_t *pairs = json_array();
+    for (int w = 0; pairs && w < s->cfg->workers; w++) {
+        for (int i = 0; pf->pairs[w] && i < s->cfg->servers; i++) {
+            const Shardps__PreflightPair *pp = &pf->pairs[w][i];
+            json_t *pair = json_pack("{s:i, s:i, s:b, s:o, s:o}", "worker", w, "server", i,
+                                     "reached", pp->reached, "rtt_ms",
+                                     ps_json_real(pp->rtt_ms, 4), "mbytes_per_s",
+                                     ps_json_real(pp->mbytes_per_s, 1));
+            if (json_array_append_new(pairs, pair) != 0) {
+                json_decref(pairs);
+                return NULL;
+            }
         }
     }
-    fputc(']', f);
+    return pairs;
 }

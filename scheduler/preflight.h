@@ -12,8 +12,8 @@
 #define PS_SCHEDULER_PREFLIGHT_H
 
 #include <stddef.h>
-#include <stdio.h>
 
+#include "common/json.h"
 #include "scheduler/scheduler_impl.h"
 
 #ifdef __cplusplus
@@ -38,8 +38,9 @@ void ps_preflight_progress(ps_preflight_t *p, ps_scheduler_t *s);
 int ps_preflight_passed(const ps_preflight_t *p);
 
 /* The summary's "preflight" field: [{worker, server, reached, rtt_ms,
- * mbytes_per_s}, ...], empty without --preflight. */
-void ps_preflight_json(const ps_scheduler_t *s, FILE *f);
+ * mbytes_per_s}, ...], empty without --preflight. A new reference, or NULL
+ * when out of memory. */
+json_t *ps_preflight_json(const ps_scheduler_t *s);
 
 #ifdef __cplusplus
 }

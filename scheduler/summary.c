@@ -1,7 +1,7 @@
 /*
  * scheduler/summary.c - the end-of-job summary: the "summary:" log line and
- * the JSON file of README.md, "The summary JSON". Reads the scheduler's state
- * once, after its event loop ended.
+ * the JSON file of README.md, "The summary JSON", built with common/json.
+ * Reads the scheduler's state once, after its event loop ended.
  */
 #include "scheduler/summary.h"
 
@@ -14,14 +14,13 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/file.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "scheduler/failover.h"
 #include "scheduler/join.h"
 #include "scheduler/preflight.h"
 #include "scheduler/restart.h"
 
-/* Prints "[a, b, ...]" of one double per worker. */
 /* Node i's DONE (a worker's), or an empty one before it came. */
 static const Shardps__Done *s_done(const ps_scheduler_t *s, int i)
 {
@@ -48,97 +47,95 @@ static void s_staleness(const Shardps__ServerReport *r, ps_hist_t *h)
     h->max = r->staleness_max;
 }
 
-static void s_json_workers(FILE *f, const ps_scheduler_t *s, size_t field_offset)
+/* Byte counts by message type as they came (n of them, the rest 0) into
+ * out[PS_BYTE_TYPES]. */
+static void s_counts(const uint64_t *c, size_t n, uint64_t *out)
 {
-    fputc('[', f);
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const double *v = (const double *)((const char *)s_done(s, i) + field_offset);
-        fprintf(f, "%s%.3f", i > s->cfg->servers ? ", " : "", *v);
+    memset(out, 0, PS_BYTE_TYPES * sizeof *out);
+    if (n) { /* at most PS_BYTE_TYPES: checked */
+        memcpy(out, c, n * sizeof *out);
     }
-    fputc(']', f);
 }
 
-/* Prints str as a JSON string: failure reasons and endpoints come from peers. */
-static void s_json_str(FILE *f, const char *str)
+/* An array of one double per worker (a Shardps__Done field), three decimals. */
+static json_t *s_workers(const ps_scheduler_t *s, size_t field_offset)
 {
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            fprintf(f, "\\%c", *c);
-        } else if (*c < 0x20) {
-            fprintf(f, "\\u%04x", *c);
-        } else {
-            fputc(*c, f);
+    json_t *a = json_array();
+    for (int i = s->cfg->servers; a && i < s->nnodes; i++) {
+        const double *v = (const double *)((const char *)s_done(s, i) + field_offset);
+        if (json_array_append_new(a, ps_json_real(*v, 3)) != 0) {
+            json_decref(a);
+            a = NULL;
         }
     }
-    fputc('"', f);
+    return a;
+}
+
+/* Sets key in doc to a new value v (NULL: out of memory); counts failures. */
+static void s_set(json_t *doc, const char *key, json_t *v, int *failed)
+{
+    *failed += json_object_set_new(doc, key, v) != 0;
+}
+
+/* Node i's report to the scheduler as a server_reports entry. */
+static json_t *s_server_report(const ps_scheduler_t *s, int i)
+{
+    const Shardps__ServerReport *r = s_report(s, i);
+    ps_hist_t staleness;
+    s_staleness(r, &staleness);
+    return json_pack("{s:i, s:[I, I], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:o, s:I, s:I}, "
+                     "s:o}",
+                     "rank", i, "keys", (json_int_t)s->view->servers[i].begin,
+                     (json_int_t)s->view->servers[i].end, "pushes", (json_int_t)r->pushes,
+                     "pulls", (json_int_t)r->pulls, "rejected", (json_int_t)r->rejected,
+                     "nonfinite", (json_int_t)r->nonfinite, "dropped", (json_int_t)r->dropped,
+                     "secure_refused", (json_int_t)r->secure_refused, "version",
+                     (json_int_t)r->version, "staleness", "mean",
+                     ps_json_real(ps_hist_mean(&staleness), 4), "max",
+                     (json_int_t)(staleness.max > 0 ? staleness.max : 0), "count",
+                     (json_int_t)staleness.n, "cpu_seconds", ps_json_real(r->cpu_seconds, 6));
 }
 
 /* The fields of a finished or a failed job: how it ended, who took part (at
- * the endpoints the view carried) and, once finished, each server's report. */
-static void s_json_outcome(FILE *f, const ps_scheduler_t *s)
+ * the endpoints the view carried) and, once finished, each server's report.
+ * Names and reasons from peers go through ps_json_text (not always UTF-8). */
+static void s_outcome(json_t *doc, const ps_scheduler_t *s, int *failed)
 {
-    int finished = s->phase == PS_PHASE_FINISHED;
+    const int finished = s->phase == PS_PHASE_FINISHED;
     char tag[16];
-    fputs("\"job_id\": ", f);
-    s_json_str(f, s->id.job_id);
-    fprintf(f, ", \"job_hash\": \"%s\", \"build\": ", s->id.job_hash);
-    s_json_str(f, s->id.build);
-    fprintf(f, ", \"registrations_refused\": %llu, ",
-            (unsigned long long)s->registrations_refused);
-    fprintf(f, "\"status\": \"%s\", \"failure\": ",
-            finished ? "ok" : s->diverged ? "diverged" : "failed");
-    if (finished) {
-        fputs("null", f);
-    } else {
-        s_json_str(f, s->failure);
-    }
-    fputs(", \"lost\": ", f);
-    if (s->lost[0]) {
-        s_json_str(f, s->lost);
-    } else {
-        fputs("null", f);
-    }
-    fputs(", \"nodes\": [", f);
-    for (int i = 0, k = 0; i < s->nnodes; i++) {
+    s_set(doc, "job_id", ps_json_text(s->id.job_id), failed);
+    s_set(doc, "job_hash", ps_json_text(s->id.job_hash), failed);
+    s_set(doc, "build", ps_json_text(s->id.build), failed);
+    s_set(doc, "registrations_refused", json_integer((json_int_t)s->registrations_refused),
+          failed);
+    s_set(doc, "status", json_string(finished ? "ok" : s->diverged ? "diverged" : "failed"),
+          failed);
+    s_set(doc, "failure", finished ? json_null() : ps_json_text(s->failure), failed);
+    s_set(doc, "lost", s->lost[0] ? ps_json_text(s->lost) : json_null(), failed);
+    json_t *nodes = json_array(), *reports = json_array();
+    for (int i = 0; i < s->nnodes; i++) {
         const ps_node_t *n = &s->nodes[i];
         if (n->route.len) { /* registered, lost or not */
-            fprintf(f, "%s{\"node\": \"%s\", \"pid\": %u, \"endpoint\": ", k++ ? ", " : "",
-                    ps_node_tag(n, tag, sizeof tag), n->pid);
-            s_json_str(f, n->endpoint);
-            fputc('}', f);
+            json_t *node = json_pack("{s:s, s:I, s:o}", "node", ps_node_tag(n, tag, sizeof tag),
+                                     "pid", (json_int_t)n->pid, "endpoint",
+                                     ps_json_text(n->endpoint));
+            *failed += json_array_append_new(nodes, node) != 0;
         }
     }
-    fputs("], \"preflight\": ", f);
-    ps_preflight_json(s, f);
-    fputs(", \"server_reports\": [", f);
     for (int i = 0; finished && i < s->cfg->servers; i++) {
-        const Shardps__ServerReport *r = s_report(s, i);
-        ps_hist_t staleness;
-        s_staleness(r, &staleness);
-        fprintf(f,
-                "%s{\"rank\": %d, \"keys\": [%llu, %llu], \"pushes\": %llu, \"pulls\": %llu, "
-                "\"rejected\": %llu, \"nonfinite\": %llu, \"dropped\": %llu, "
-                "\"secure_refused\": %llu, \"version\": %lld, \"staleness\": "
-                "{\"mean\": %.4f, \"max\": %lld, \"count\": %llu}, \"cpu_seconds\": %.6f}",
-                i ? ", " : "", i, (unsigned long long)s->view->servers[i].begin,
-                (unsigned long long)s->view->servers[i].end, (unsigned long long)r->pushes,
-                (unsigned long long)r->pulls, (unsigned long long)r->rejected,
-                (unsigned long long)r->nonfinite, (unsigned long long)r->dropped,
-                (unsigned long long)r->secure_refused, (long long)r->version,
-                ps_hist_mean(&staleness),
-                (long long)(staleness.max > 0 ? staleness.max : 0),
-                (unsigned long long)staleness.n, r->cpu_seconds);
+        *failed += json_array_append_new(reports, s_server_report(s, i)) != 0;
     }
-    fputs("]}\n", f);
+    s_set(doc, "nodes", nodes, failed);
+    s_set(doc, "preflight", ps_preflight_json(s), failed);
+    s_set(doc, "server_reports", reports, failed);
 }
 
-/* Byte counts by message type (n of them; the rest are 0) as a JSON object
- * of the non-zero ones, keyed by the type's name ("pull_reply"). */
-static void s_json_type_counts(FILE *f, const uint64_t *c, size_t n)
+/* Byte counts by message type as a JSON object of the non-zero ones, keyed
+ * by the type's name ("pull_reply"). */
+static json_t *s_type_counts(const uint64_t *c)
 {
-    fputc('{', f);
-    for (int t = 0, first = 1; t < PS_BYTE_TYPES && (size_t)t < n; t++) {
+    json_t *o = json_object();
+    for (int t = 0; o && t < PS_BYTE_TYPES; t++) {
         if (!c[t]) {
             continue;
         }
@@ -152,61 +149,79 @@ static void s_json_type_counts(FILE *f, const uint64_t *c, size_t n)
         for (char *p = name; *p; p++) {
             *p = *p == '-' ? '_' : *p;
         }
-        fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", name, (unsigned long long)c[t]);
-        first = 0;
+        if (json_object_set_new(o, name, json_integer((json_int_t)c[t])) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
     }
-    fputc('}', f);
+    return o;
 }
 
 /* "bytes_by_type": every node's bytes on the wire (header + payload frames)
  * sent and received by message type, and the job's total: every byte sent,
  * counted once, by its sender. */
-static void s_json_bytes(FILE *f, const ps_scheduler_t *s)
+static json_t *s_bytes(const ps_scheduler_t *s)
 {
     uint64_t total[PS_BYTE_TYPES], received[PS_BYTE_TYPES];
+    int failed = 0;
     ps_ctx_bytes(s->ctx, total, received); /* the scheduler's own, then each node's */
-    fprintf(f, "\"bytes_by_type\": {\"scheduler\": {\"sent\": ");
-    s_json_type_counts(f, total, PS_BYTE_TYPES);
-    fprintf(f, ", \"received\": ");
-    s_json_type_counts(f, received, PS_BYTE_TYPES);
-    fputc('}', f);
-    for (int role = 0; role < 2; role++) {
+    json_t *by = json_pack("{s:{s:o, s:o}}", "scheduler", "sent", s_type_counts(total),
+                           "received", s_type_counts(received));
+    for (int role = 0; by && role < 2; role++) {
         const int from = role ? s->cfg->servers : 0, to = role ? s->nnodes : s->cfg->servers;
-        fprintf(f, ", \"%s\": [", role ? "workers" : "servers");
+        json_t *nodes = json_array();
         for (int i = from; i < to; i++) {
             const Shardps__Done *d = s_done(s, i);
             const Shardps__ServerReport *r = s_report(s, i);
-            const uint64_t *sent = role ? d->bytes_sent : r->bytes_sent;
-            const size_t nsent = role ? d->n_bytes_sent : r->n_bytes_sent; /* <= PS_BYTE_TYPES */
-            fprintf(f, "%s{\"sent\": ", i > from ? ", " : "");
-            s_json_type_counts(f, sent, nsent);
-            fprintf(f, ", \"received\": ");
-            s_json_type_counts(f, role ? d->bytes_received : r->bytes_received,
-                               role ? d->n_bytes_received : r->n_bytes_received);
-            fputc('}', f);
-            for (size_t t = 0; t < nsent; t++) {
+            uint64_t sent[PS_BYTE_TYPES], recv[PS_BYTE_TYPES];
+            s_counts(role ? d->bytes_sent : r->bytes_sent,
+                     role ? d->n_bytes_sent : r->n_bytes_sent, sent);
+            s_counts(role ? d->bytes_received : r->bytes_received,
+                     role ? d->n_bytes_received : r->n_bytes_received, recv);
+            failed += json_array_append_new(nodes, json_pack("{s:o, s:o}", "sent",
+                                                             s_type_counts(sent), "received",
+                                                             s_type_counts(recv))) != 0;
+            for (int t = 0; t < PS_BYTE_TYPES; t++) {
                 total[t] += sent[t];
             }
         }
-        fputc(']', f);
+        s_set(by, role ? "workers" : "servers", nodes, &failed);
     }
-    fprintf(f, ", \"total\": ");
-    s_json_type_counts(f, total, PS_BYTE_TYPES);
-    fprintf(f, "}, ");
+    if (by) {
+        s_set(by, "total", s_type_counts(total), &failed);
+    }
+    if (failed) {
+        json_decref(by);
+        return NULL;
+    }
+    return by;
 }
 
-/* What the servers' reports add up to. */
+/* What the summary adds up over nodes. */
 typedef struct {
-    ps_hist_t stale;  /* staleness of every applied gradient */
-    int64_t fewer;    /* steps with fewer workers (every server applies the same) */
-    uint64_t dropped, rejected, nonfinite, secure_refused, forged, unread;
-} s_servers_t;
+    double acc;       /* worker 0's last test accuracy, -1 before an evaluation */
+    uint64_t pushed, pulled, dropped, rejected, nonfinite, secure_refused, forged, unread;
+    int64_t samples;  /* over all workers */
+    double train;     /* the longest training loop, seconds */
+    double sps, wall; /* samples per second of training; the job's seconds */
+    ps_hist_t stale;  /* every server's staleness */
+    int64_t fewer;    /* steps applied with fewer workers (every server applies the same) */
+} s_totals_t;
 
-static void s_servers(const ps_scheduler_t *s, s_servers_t *t)
+static void s_totals(const ps_scheduler_t *s, s_totals_t *t)
 {
+    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
     memset(t, 0, sizeof *t);
-    ps_hist_init(&t->stale);
+    t->acc = w0->n_test_accuracy ? w0->test_accuracy[w0->n_test_accuracy - 1] : -1;
     t->secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        const Shardps__Done *d = s_done(s, i);
+        t->pushed += d->bytes_pushed;
+        t->pulled += d->bytes_pulled;
+        t->samples += d->samples;
+        t->train = d->train_seconds > t->train ? d->train_seconds : t->train;
+    }
+    ps_hist_init(&t->stale);
     for (int i = 0; i < s->cfg->servers; i++) {
         const Shardps__ServerReport *r = s_report(s, i);
         ps_hist_t h;
@@ -220,25 +235,90 @@ static void s_servers(const ps_scheduler_t *s, s_servers_t *t)
         t->forged += r->forged;
         t->unread += r->unread_refused;
     }
+    t->sps = t->train > 0 ? (double)t->samples / t->train : 0;
+    t->wall = s->t_end - s->t_view;
 }
 
-/* What the workers' DONE reports add up to. */
-typedef struct {
-    uint64_t pushed, pulled; /* payload bytes */
-    int64_t samples;
-    double train; /* the longest training loop */
-} s_workers_t;
-
-static void s_workers(const ps_scheduler_t *s, s_workers_t *w)
+/* The job's settings, in every summary. */
+static json_t *s_settings(const ps_scheduler_t *s)
 {
-    memset(w, 0, sizeof *w);
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const Shardps__Done *d = s_done(s, i);
-        w->pushed += d->bytes_pushed;
-        w->pulled += d->bytes_pulled;
-        w->samples += d->samples;
-        w->train = d->train_seconds > w->train ? d->train_seconds : w->train;
+    const ps_job_t *j = &s->cfg->job;
+    char mode[32], sched[64], compress[32];
+    ps_job_mode_str(j, mode, sizeof mode);
+    ps_job_compress_str(j, compress, sizeof compress);
+    ps_job_schedule_name(&j->schedule, sched, sizeof sched);
+    json_t *straggler = j->straggler_rank < 0
+                            ? json_null()
+                            : json_pack("{s:i, s:o}", "rank", j->straggler_rank, "factor",
+                                        ps_json_real(j->straggler_factor, -1));
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o, s:s, s:o, s:o, s:I, s:b, s:b, "
+                     "s:s, s:s, s:o}",
+                     "model", j->model, "mode", mode, "servers", s->cfg->servers, "workers",
+                     s->cfg->workers, "epochs", j->epochs, "batch", j->batch, "optimizer",
+                     j->optimizer, "lr", ps_json_real(j->lr, -1), "lr_schedule", sched,
+                     "momentum", ps_json_real(j->momentum, -1), "weight_decay",
+                     ps_json_real(j->weight_decay, -1), "seed", (json_int_t)j->seed,
+                     "staleness_lr", j->staleness_lr, "secure", s->cfg->secure, "wire",
+                     ps_job_wire_name(j), "compress", compress, "straggler", straggler);
+}
+
+/* A finished job's results, added to doc. */
+static void s_results(json_t *doc, const ps_scheduler_t *s, const s_totals_t *t, int *failed)
+{
+    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
+    json_t *per_epoch = json_array(), *steps = json_array();
+    for (size_t e = 0; e < w0->n_test_accuracy; e++) {
+        *failed += json_array_append_new(per_epoch, ps_json_real(w0->test_accuracy[e], 6)) != 0;
     }
+    for (int i = s->cfg->servers; i < s->nnodes; i++) {
+        *failed += json_array_append_new(steps, json_integer(s_done(s, i)->steps)) != 0;
+    }
+    const long long smax = t->stale.max > 0 ? t->stale.max : 0;
+    json_t *r = json_pack(
+        "{s:I, s:I, s:o, s:o, s:o, s:I, s:o, s:o, s:o, s:I, s:I, s:{s:o, s:I, s:I, s:I, s:I}, "
+        "s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:o, s:I, s:o, s:o, s:o, s:o, "
+        "s:o}",
+        "num_params", (json_int_t)s->view->num_params, "steps", (json_int_t)s->view->total_steps,
+        "test_accuracy", ps_json_real(t->acc, 6), "test_accuracy_per_epoch", per_epoch,
+        "final_loss", ps_json_real(w0->final_loss, 6), "samples", (json_int_t)t->samples,
+        "samples_per_sec", ps_json_real(t->sps, 2), "train_seconds", ps_json_real(t->train, 3),
+        "wall_seconds", ps_json_real(t->wall, 3), "bytes_pushed", (json_int_t)t->pushed,
+        "bytes_pulled", (json_int_t)t->pulled, "staleness", "mean",
+        ps_json_real(ps_hist_mean(&t->stale), 4), "p50",
+        (json_int_t)ps_hist_quantile(&t->stale, 0.5), "p99",
+        (json_int_t)ps_hist_quantile(&t->stale, 0.99), "max", (json_int_t)smax, "count",
+        (json_int_t)t->stale.n, "pushes_dropped", (json_int_t)t->dropped, "messages_rejected",
+        (json_int_t)t->rejected, "scheduler_refused", (json_int_t)s->refused, "pushes_nonfinite",
+        (json_int_t)t->nonfinite, "membership_changes", s->membership_changes, "workers_joined",
+        ps_join_count(s->join), "scheduler_restarts", ps_restart_count(s->restart), "steps_with_fewer_workers",
+        (json_int_t)t->fewer, "secure_refused", (json_int_t)t->secure_refused,
+        "servers_refused_forged", (json_int_t)t->forged, "pulls_refused_unread",
+        (json_int_t)t->unread, "scheduler_cpu_seconds", ps_json_real(ps_cpu_seconds(), 6),
+        "scheduler_messages", (json_int_t)s->messages, "worker_wait_seconds",
+        s_workers(s, offsetof(Shardps__Done, wait_seconds)), "worker_compute_seconds",
+        s_workers(s, offsetof(Shardps__Done, compute_seconds)), "worker_train_seconds",
+        s_workers(s, offsetof(Shardps__Done, train_seconds)), "worker_steps", steps,
+        "bytes_by_type", s_bytes(s));
+    *failed += !r || json_object_update(doc, r) != 0;
+    json_decref(r);
+}
+
+/* Writes doc as the file path with SIGTERM, SIGINT and SIGHUP held: a failed
+ * node's exit makes the launcher stop us with SIGTERM, maybe while this
+ * write is under way (its fsync takes a while on a busy disk), so the signal
+ * waits until the summary is in place (ZeroMQ's own threads block every
+ * signal, so none of them takes it instead). */
+static int s_write_held(const char *path, const json_t *doc)
+{
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    int rc = ps_json_write_file(path, doc, PS_JSON_LINE, NULL, 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 /* A finished or a failed job's JSON has the settings; only a finished one's
@@ -246,117 +326,35 @@ static void s_workers(const ps_scheduler_t *s, s_workers_t *w)
 int ps_summary_write(const ps_scheduler_t *s)
 {
     const ps_job_t *j = &s->cfg->job;
-    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
-    double acc = w0->n_test_accuracy ? w0->test_accuracy[w0->n_test_accuracy - 1] : -1;
-    s_workers_t wt;
-    s_workers(s, &wt);
-    const uint64_t pushed = wt.pushed, pulled = wt.pulled;
-    const int64_t samples = wt.samples;
-    const double train = wt.train;
-    s_servers_t t;
-    s_servers(s, &t);
-    const ps_hist_t stale = t.stale;
-    double sps = train > 0 ? (double)samples / train : 0;
-    double wall = s->t_end - s->t_view;
-    char mode[32], sched[64], compress[32];
-    ps_job_mode_str(j, mode, sizeof mode);
-    ps_job_compress_str(j, compress, sizeof compress);
-    ps_job_schedule_name(&j->schedule, sched, sizeof sched);
-    long long smax = stale.max > 0 ? stale.max : 0;
+    s_totals_t t;
+    s_totals(s, &t);
     if (s->phase == PS_PHASE_FINISHED) {
+        char mode[32];
+        ps_job_mode_str(j, mode, sizeof mode);
         ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
                     "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
                     "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
-                    j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, acc,
-                    sps, wall, (unsigned long long)pushed, (unsigned long long)pulled,
-                    ps_hist_mean(&stale), smax, (unsigned long long)t.dropped);
+                    j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, t.acc,
+                    t.sps, t.wall, (unsigned long long)t.pushed, (unsigned long long)t.pulled,
+                    ps_hist_mean(&t.stale), (long long)(t.stale.max > 0 ? t.stale.max : 0),
+                    (unsigned long long)t.dropped);
     }
     if (!s->cfg->summary) {
         return 0;
     }
-    char *text = NULL; /* the JSON is built in memory, then written atomically */
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
-        ps_log_err("cannot write the summary to %s", s->cfg->summary);
-        return PS_EIO;
+    json_t *doc = s_settings(s);
+    int failed = !doc;
+    if (doc && s->phase == PS_PHASE_FINISHED) {
+        s_results(doc, s, &t, &failed);
     }
-    fprintf(f,
-            "{\"model\": \"%s\", \"mode\": \"%s\", \"servers\": %d, \"workers\": %d, "
-            "\"epochs\": %d, \"batch\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
-            "\"lr_schedule\": \"%s\", \"momentum\": %g, \"weight_decay\": %g, "
-            "\"seed\": %llu, \"staleness_lr\": %s, \"secure\": %s, \"wire\": \"%s\", "
-            "\"compress\": \"%s\", \"straggler\": ",
-            j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, j->optimizer,
-            j->lr, sched, j->momentum, j->weight_decay, (unsigned long long)j->seed,
-            j->staleness_lr ? "true" : "false", s->cfg->secure ? "true" : "false",
-            ps_job_wire_name(j), compress);
-    if (j->straggler_rank >= 0) {
-        fprintf(f, "{\"rank\": %d, \"factor\": %g}, ", j->straggler_rank, j->straggler_factor);
-    } else {
-        fprintf(f, "null, ");
+    failed = failed || ps_failover_json(doc, s) != 0;
+    if (!failed) {
+        s_outcome(doc, s, &failed);
     }
-    if (s->phase == PS_PHASE_FINISHED) {
-        fprintf(f,
-                "\"num_params\": %llu, \"steps\": %lld, \"test_accuracy\": %.6f, "
-                "\"test_accuracy_per_epoch\": [",
-                (unsigned long long)s->view->num_params, (long long)s->view->total_steps, acc);
-        for (size_t e = 0; e < w0->n_test_accuracy; e++) {
-            fprintf(f, "%s%.6f", e ? ", " : "", w0->test_accuracy[e]);
-        }
-        fprintf(f,
-                "], \"final_loss\": %.6f, \"samples\": %lld, \"samples_per_sec\": %.2f, "
-                "\"train_seconds\": %.3f, \"wall_seconds\": %.3f, \"bytes_pushed\": %llu, "
-                "\"bytes_pulled\": %llu, \"staleness\": {\"mean\": %.4f, \"p50\": %lld, "
-                "\"p99\": %lld, \"max\": %lld, \"count\": %llu}, \"pushes_dropped\": %llu, "
-                "\"messages_rejected\": %llu, \"scheduler_refused\": %llu, \"pushes_nonfinite\": %llu, "
-                "\"membership_changes\": %d, \"workers_joined\": %d, \"scheduler_restarts\": %d, "
-                "\"steps_with_fewer_workers\": %lld, "
-                "\"secure_refused\": %llu, \"servers_refused_forged\": %llu, "
-                "\"pulls_refused_unread\": %llu, \"scheduler_cpu_seconds\": %.6f, "
-                "\"scheduler_messages\": %llu, \"worker_wait_seconds\": ",
-                w0->final_loss, (long long)samples, sps, train, wall, (unsigned long long)pushed,
-                (unsigned long long)pulled, ps_hist_mean(&stale),
-                (long long)ps_hist_quantile(&stale, 0.5),
-                (long long)ps_hist_quantile(&stale, 0.99), smax, (unsigned long long)stale.n,
-                (unsigned long long)t.dropped, (unsigned long long)t.rejected,
-                (unsigned long long)s->refused, (unsigned long long)t.nonfinite,
-                s->membership_changes, ps_join_count(s->join), ps_restart_count(s->restart),
-                (long long)t.fewer, (unsigned long long)t.secure_refused,
-                (unsigned long long)t.forged, (unsigned long long)t.unread, ps_cpu_seconds(),
-                (unsigned long long)s->messages);
-        s_json_workers(f, s, offsetof(Shardps__Done, wait_seconds));
-        fprintf(f, ", \"worker_compute_seconds\": ");
-        s_json_workers(f, s, offsetof(Shardps__Done, compute_seconds));
-        fprintf(f, ", \"worker_train_seconds\": ");
-        s_json_workers(f, s, offsetof(Shardps__Done, train_seconds));
-        fprintf(f, ", \"worker_steps\": [");
-        for (int i = s->cfg->servers; i < s->nnodes; i++) {
-            fprintf(f, "%s%lld", i > s->cfg->servers ? ", " : "",
-                    (long long)s_done(s, i)->steps);
-        }
-        fprintf(f, "], ");
-        s_json_bytes(f, s);
-    }
-    ps_failover_json(f, s);
-    s_json_outcome(f, s);
-    int bad = fclose(f) != 0;
-    /* A failed node's exit makes the launcher stop us with SIGTERM, maybe
-     * while this write is under way (its fsync takes a while on a busy
-     * disk): the signal waits until the summary is in place (ZeroMQ's own
-     * threads block every signal, so none of them takes it instead). */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
-    bad = bad || ps_file_write_atomic(s->cfg->summary, (const void *[]){text},
-                                      (size_t[]){len}, 1, NULL, 0) != 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    free(text);
-    if (bad) {
-        ps_log_err("cannot write the summary to %s", s->cfg->summary);
+    const int rc = failed ? PS_ENOMEM : s_write_held(s->cfg->summary, doc);
+    json_decref(doc);
+    if (rc != 0) {
+        ps_log_err("cannot write the summary to %s: %s", s->cfg->summary, ps_strerror(rc));
         return PS_EIO;
     }
     return 0;

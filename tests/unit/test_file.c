@@ -3,7 +3,8 @@
  * leaves the old file or the new one, never a part of one, and no temp file
  * (a write cut short by RLIMIT_FSIZE, a missing or read-only directory, a
  * directory in the way); the CRC-32 against zlib's check value; the
- * writability check; exact reads and directory fsyncs.
+ * writability check; opening a file to read, exact reads and directory
+ * fsyncs.
  */
 #include <check.h>
 #include <signal.h>
@@ -184,6 +185,22 @@ START_TEST(read_all_reads_exactly_n_bytes_or_fails)
 }
 END_TEST
 
+START_TEST(open_read_gives_a_regular_file_and_its_size)
+{
+    char why[256] = "";
+    uint64_t size = 1;
+    ck_assert_int_eq(ps_file_open_read(s_path, &size, why, sizeof why), PS_ENOENT);
+    ck_assert_msg(strstr(why, s_path) == why && !strchr(why, '\n'), "%s", why);
+    ck_assert_int_eq(ps_file_open_read(s_dir, &size, why, sizeof why), PS_EIO);
+    ck_assert_ptr_nonnull(strstr(why, "not a regular file"));
+    ck_assert_int_eq(s_write(s_path, "12345", NULL, 0), 0);
+    int fd = ps_file_open_read(s_path, &size, NULL, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_uint_eq(size, 5);
+    close(fd);
+}
+END_TEST
+
 START_TEST(sync_dir_syncs_the_directory_holding_a_path)
 {
     char missing[160];
@@ -207,6 +224,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, crc32_is_zlibs_and_sees_one_flipped_bit);
     tcase_add_test(tc, check_writable_wants_a_file_name_in_a_writable_directory);
     tcase_add_test(tc, read_all_reads_exactly_n_bytes_or_fails);
+    tcase_add_test(tc, open_read_gives_a_regular_file_and_its_size);
     tcase_add_test(tc, sync_dir_syncs_the_directory_holding_a_path);
     suite_add_tcase(s, tc);
     return s;

@@ -173,11 +173,11 @@ START_TEST(trace_keeps_the_newest_spans_of_its_steps_within_budget)
     ck_assert_ptr_nonnull(strstr(text, "\"process\":\"W3\""));
     ck_assert_ptr_null(strstr(text, "\"step\":99}")); /* outside 100:200000 */
     ck_assert_ptr_nonnull(strstr(text, "\"step\":99999}")); /* the newest are kept */
-    ck_assert_ptr_nonnull(strstr(text, "\"ts\":1000000.000,\"dur\":500000.000"));
+    ck_assert_ptr_nonnull(strstr(text, "\"ts\":1000000.0,\"dur\":500000.0,"));
     const char *in[] = {path};
     ck_assert_int_eq(ps_trace_merge(in, 1, merged, err, sizeof err), 0);
     text = s_slurp(merged);
-    ck_assert_ptr_nonnull(strstr(text, "\"ts\":3500000.000,\"dur\":500000.000")); /* +2.5 s */
+    ck_assert_ptr_nonnull(strstr(text, "\"ts\":3500000.0,\"dur\":500000.0,")); /* +2.5 s */
     /* an offset that takes a timestamp below zero, and its fraction */
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
@@ -187,7 +187,15 @@ START_TEST(trace_keeps_the_newest_spans_of_its_steps_within_budget)
     fclose(f);
     ck_assert_int_eq(ps_trace_merge(in, 1, merged, err, sizeof err), 0);
     text = s_slurp(merged);
-    ck_assert_ptr_nonnull(strstr(text, "\"ts\":-1500000.250,\"dur\":1.000"));
+    ck_assert_ptr_nonnull(strstr(text, "\"ts\":-1500000.25,\"dur\":1.0}"));
+    /* a broken event: refused with the file and line at fault */
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"otherData\":{\"clock_offset_us\":0},\"traceEvents\":[\n{\"ts\":1}\n,{\"ts\":\n]}\n",
+          f);
+    fclose(f);
+    ck_assert_int_eq(ps_trace_merge(in, 1, merged, err, sizeof err), PS_EINVAL);
+    ck_assert_msg(strstr(err, ":3: at byte") && !strchr(err, '\n'), "%s", err);
     char cmd[96];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
