@@ -64,25 +64,25 @@ void ps_launch_plot_poll(ps_launch_plot_t *p, const char *endpoint, const char *
         return;
     }
     p->last = now;
-    ps_status_t st;
+    Shardps__StatusReply *st;
     if (ps_status_client_query(p->client, S_ANSWER_WAIT, &st, err, sizeof err) != 0) {
         return; /* busy or gone: the next turn asks again */
     }
     s_row_t r = {0};
     int have = 0;
-    for (int i = 0; i < st.nnodes; i++) {
-        const ps_status_node_t *n = &st.nodes[i];
+    for (size_t i = 0; i < st->n_nodes; i++) {
+        const Shardps__StatusNode *n = st->nodes[i];
         if (n->role != PS_ROLE_WORKER) {
             continue;
         }
         r.samples_per_s += n->samples_per_second;
-        if (n->rank == 0 && n->report.step > 0) {
-            r.step = n->report.step;
-            r.loss = n->report.loss;
+        if (n->rank == 0 && n->report && n->report->step > 0) {
+            r.step = n->report->step;
+            r.loss = n->report->loss;
             have = 1;
         }
     }
-    ps_codec_status_fini(&st);
+    shardps__status_reply__free_unpacked(st, NULL);
     if (!have || (p->n > 0 && p->rows[p->n - 1].step == r.step)) {
         return; /* nothing new from worker 0 */
     }

@@ -55,10 +55,11 @@ void ps_status_client_destroy(ps_status_client_t **cp)
     }
 }
 
-int ps_status_client_query(ps_status_client_t *c, double timeout, ps_status_t *st, char *err,
-                           size_t errlen)
+int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__StatusReply **st,
+                           char *err, size_t errlen)
 {
-    ps_header_t h;
+    Shardps__Header h;
+    *st = NULL;
     /* a worker's role with no rank: the scheduler answers status to anyone */
     ps_msg_header(&h, PS_MSG_STATUS, PS_ROLE_WORKER, -1);
     h.request_id = ++c->next_id;
@@ -90,12 +91,14 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, ps_status_t *s
             ps_msg_close(&m);
             continue;
         }
+        char why[PS_ERROR_MAX] = "not a status reply";
         if (m.hdr.type == PS_MSG_ERROR) {
             snprintf(err, errlen, "the scheduler says: %s", m.hdr.error);
             rc = PS_EPROTO;
         } else if (m.hdr.type != PS_MSG_STATUS_REPLY || !p ||
-                   ps_codec_unpack_status(p, n, st) != 0) {
-            snprintf(err, errlen, "the scheduler's answer does not decode");
+                   !(*st = ps_codec_unpack(&shardps__status_reply__descriptor, p, n, NULL, why,
+                                           sizeof why))) {
+            snprintf(err, errlen, "the scheduler's answer does not decode: %s", why);
             rc = PS_EPROTO;
         } else {
             rc = 0;
@@ -105,17 +108,24 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, ps_status_t *s
     }
 }
 
-static void s_tag(const ps_status_node_t *n, char *buf, size_t cap)
+static void s_tag(const Shardps__StatusNode *n, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s%d", ps_codec_role_tag(n->role), n->rank);
 }
 
-void ps_status_print(FILE *f, const ps_status_t *st)
+/* A node's last report; an empty one when it has sent none. */
+static const Shardps__MetricsReport *s_report(const Shardps__StatusNode *n)
+{
+    static const Shardps__MetricsReport none = SHARDPS__METRICS_REPORT__INIT;
+    return n->report ? n->report : &none;
+}
+
+void ps_status_print(FILE *f, const Shardps__StatusReply *st)
 {
     int64_t step = -1;
-    for (int i = 0; i < st->nnodes; i++) {
-        if (st->nodes[i].role == PS_ROLE_WORKER && st->nodes[i].rank == 0) {
-            step = st->nodes[i].report.step;
+    for (size_t i = 0; i < st->n_nodes; i++) {
+        if (st->nodes[i]->role == PS_ROLE_WORKER && st->nodes[i]->rank == 0) {
+            step = s_report(st->nodes[i])->step;
         }
     }
     fprintf(f, "job: %s %s, %s, step %lld of %lld, %llu parameters, %.1f s since the scheduler started\n",
@@ -127,19 +137,19 @@ void ps_status_print(FILE *f, const ps_status_t *st)
     char on[PS_MAX_WORKERS][64];
     memset(on, 0, sizeof on);
     int64_t waiting_step = -1;
-    for (int i = 0; i < st->nnodes; i++) {
-        const ps_status_node_t *n = &st->nodes[i];
-        const ps_metrics_report_t *r = &n->report;
+    for (size_t i = 0; i < st->n_nodes; i++) {
+        const Shardps__StatusNode *n = st->nodes[i];
+        const Shardps__MetricsReport *r = s_report(n);
         char tag[16], what[48] = "", rate[48] = "", note[160] = "";
         s_tag(n, tag, sizeof tag);
         if (n->role == PS_ROLE_SERVER) {
-            snprintf(what, sizeof what, "[%llu, %llu)", (unsigned long long)n->begin,
-                     (unsigned long long)n->end);
+            snprintf(what, sizeof what, "[%llu, %llu)", (unsigned long long)n->key_begin,
+                     (unsigned long long)n->key_end);
             snprintf(rate, sizeof rate, "version %lld", (long long)r->step);
-            if (r->nwaiting > 0) {
+            if (r->n_waiting_for > 0) {
                 size_t at = (size_t)snprintf(note, sizeof note, "step %lld waits %.1f s for",
                                              (long long)r->step, r->waited_seconds);
-                for (int k = 0; k < r->nwaiting && k < PS_REPORT_MAX_WAITING; k++) {
+                for (size_t k = 0; k < r->n_waiting_for; k++) {
                     int w = r->waiting_for[k];
                     if (at < sizeof note) {
                         at += (size_t)snprintf(note + at, sizeof note - at, " W%d", w);

@@ -26,14 +26,15 @@ int ps_status_client_new(const char *endpoint, const char *keys, ps_status_clien
 void ps_status_client_destroy(ps_status_client_t **c);
 
 /* Asks once and waits up to timeout seconds. Returns 0 with the view in *st
- * (free with ps_codec_status_fini()), PS_ETIMEDOUT, or PS_EPROTO with a reason. */
-int ps_status_client_query(ps_status_client_t *c, double timeout, ps_status_t *st, char *err,
-                           size_t errlen);
+ * (caller owns the result; free with shardps__status_reply__free_unpacked(*st,
+ * NULL)), PS_ETIMEDOUT, or PS_EPROTO with a reason. */
+int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__StatusReply **st,
+                           char *err, size_t errlen);
 
 /* Prints the view: the job line, one line per node (state, keys or step,
  * rate, what it waits for) and, when a step waits, which workers it waits
  * for ("step 12 waits for: W1 (on S0 S1)"). */
-void ps_status_print(FILE *f, const ps_status_t *st);
+void ps_status_print(FILE *f, const Shardps__StatusReply *st);
 
 #ifdef __cplusplus
 }

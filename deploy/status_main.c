@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     const int tty = isatty(STDOUT_FILENO);
     int status = 0;
     for (;;) {
-        ps_status_t st;
+        Shardps__StatusReply *st;
         if (ps_status_client_query(c, timeout, &st, err, sizeof err) != 0) {
             fprintf(stderr, S_PROG ": error: %s\n", err);
             status = 1;
@@ -62,9 +62,9 @@ int main(int argc, char **argv)
         if (watch && tty) {
             fputs("\033[H\033[2J", stdout); /* a screen that updates in place */
         }
-        ps_status_print(stdout, &st);
-        int over = st.phase[0] == 'f'; /* finished or failed */
-        ps_codec_status_fini(&st);
+        ps_status_print(stdout, st);
+        int over = st->phase[0] == 'f'; /* finished or failed */
+        shardps__status_reply__free_unpacked(st, NULL);
         if (!watch || over) {
             break;
         }

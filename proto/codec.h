@@ -1,10 +1,24 @@
 /*
- * proto/codec.h - plain C views of the wire messages, and their encoding.
+ * proto/codec.h - the wire messages: protobuf-c's generated structs
+ * (proto/shardps.pb-c.h, from shardps.proto) and what the library does not do
+ * for them.
  *
- * The only module that touches protobuf-c: everything else sees the structs
- * below. Decoding validates what can be checked without context (protocol
- * version, known type, known role, dtype, range order, string sizes); callers
- * check what needs context (sender known, range inside the shard).
+ * Call sites read and fill the generated structs (Shardps__Header,
+ * Shardps__Register, ...) themselves. This module adds: the checks of every
+ * message that need no context (protocol version, known type and role,
+ * dtype, range order, string sizes, view tiling, step bounds...), run by
+ * ps_codec_unpack() so malformed input is refused with a one-line reason;
+ * unpacking into an arena (proto/arena.h) so the data path mallocs nothing;
+ * and the conversions at the edge of the domain types that are state
+ * rather than messages: the cluster view every node keeps (ps_view_t), the
+ * job configuration (ps_job_t, common/job.h) and a checkpoint part as a
+ * manifest lists it (ps_checkpoint_part_t). Callers check what needs
+ * context (sender known, range inside the shard).
+ *
+ * Sending and receiving a message is proto/msg.h (ps_msg_send_body,
+ * ps_msg_unpack_body); this module knows no sockets.
+ *
+ * Thread safety: plain functions; an arena is one thread's at a time.
  */
 #ifndef PS_PROTO_CODEC_H
 #define PS_PROTO_CODEC_H
@@ -14,6 +28,8 @@
 
 #include "common/hist.h"
 #include "common/job.h"
+#include "proto/arena.h"
+#include "proto/shardps.pb-c.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,114 +56,113 @@ extern "C" {
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
 
-/* Mirrors MsgType in shardps.proto. */
-typedef enum {
-    PS_MSG_NONE = 0,
-    PS_MSG_REGISTER = 1,
-    PS_MSG_REGISTER_ACK = 2,
-    PS_MSG_MODEL_INFO = 3,
-    PS_MSG_VIEW = 4,
-    PS_MSG_BARRIER = 5,
-    PS_MSG_BARRIER_DONE = 6,
-    PS_MSG_HEARTBEAT = 7,
-    PS_MSG_SHUTDOWN = 8,
-    PS_MSG_DONE = 9,
-    PS_MSG_PUSH = 10,
-    PS_MSG_PUSH_ACK = 11,
-    PS_MSG_PULL = 12,
-    PS_MSG_PULL_REPLY = 13,
-    PS_MSG_INIT = 14,
-    PS_MSG_INIT_ACK = 15,
-    PS_MSG_ERROR = 16,
-    PS_MSG_REPORT = 17,
-    PS_MSG_RING_DATA = 18,
-    PS_MSG_CHECKPOINT = 19,
-    PS_MSG_MEMBERS = 20,
-    PS_MSG_PEER_READY = 21,
-    PS_MSG_FAILOVER = 23,
-    PS_MSG_FAILOVER_READY = 24,
-    PS_MSG_JOIN_PREPARE = 25,
-    PS_MSG_JOIN_STEP = 26,
-    PS_MSG_STATUS = 27,
-    PS_MSG_STATUS_REPLY = 28,
-    PS_MSG_PREFLIGHT_PROBE = 29,
-    PS_MSG_PREFLIGHT_RESULT = 30,
-    PS_MSG_PUSH_PULL = 31,
-    PS_MSG_TYPE_MAX = 31,
-} ps_msg_type_t;
+/* Short names for the values of the generated enums (MsgType, Role, DType);
+ * the types are the generated ones. */
+typedef Shardps__MsgType ps_msg_type_t;
+#define PS_MSG_NONE SHARDPS__MSG_TYPE__MSG_NONE
+#define PS_MSG_REGISTER SHARDPS__MSG_TYPE__MSG_REGISTER
+#define PS_MSG_REGISTER_ACK SHARDPS__MSG_TYPE__MSG_REGISTER_ACK
+#define PS_MSG_MODEL_INFO SHARDPS__MSG_TYPE__MSG_MODEL_INFO
+#define PS_MSG_VIEW SHARDPS__MSG_TYPE__MSG_VIEW
+#define PS_MSG_BARRIER SHARDPS__MSG_TYPE__MSG_BARRIER
+#define PS_MSG_BARRIER_DONE SHARDPS__MSG_TYPE__MSG_BARRIER_DONE
+#define PS_MSG_HEARTBEAT SHARDPS__MSG_TYPE__MSG_HEARTBEAT
+#define PS_MSG_SHUTDOWN SHARDPS__MSG_TYPE__MSG_SHUTDOWN
+#define PS_MSG_DONE SHARDPS__MSG_TYPE__MSG_DONE
+#define PS_MSG_PUSH SHARDPS__MSG_TYPE__MSG_PUSH
+#define PS_MSG_PUSH_ACK SHARDPS__MSG_TYPE__MSG_PUSH_ACK
+#define PS_MSG_PULL SHARDPS__MSG_TYPE__MSG_PULL
+#define PS_MSG_PULL_REPLY SHARDPS__MSG_TYPE__MSG_PULL_REPLY
+#define PS_MSG_INIT SHARDPS__MSG_TYPE__MSG_INIT
+#define PS_MSG_INIT_ACK SHARDPS__MSG_TYPE__MSG_INIT_ACK
+#define PS_MSG_ERROR SHARDPS__MSG_TYPE__MSG_ERROR
+#define PS_MSG_REPORT SHARDPS__MSG_TYPE__MSG_REPORT
+#define PS_MSG_RING_DATA SHARDPS__MSG_TYPE__MSG_RING_DATA
+#define PS_MSG_CHECKPOINT SHARDPS__MSG_TYPE__MSG_CHECKPOINT
+#define PS_MSG_MEMBERS SHARDPS__MSG_TYPE__MSG_MEMBERS
+#define PS_MSG_PEER_READY SHARDPS__MSG_TYPE__MSG_PEER_READY
+#define PS_MSG_FAILOVER SHARDPS__MSG_TYPE__MSG_FAILOVER
+#define PS_MSG_FAILOVER_READY SHARDPS__MSG_TYPE__MSG_FAILOVER_READY
+#define PS_MSG_JOIN_PREPARE SHARDPS__MSG_TYPE__MSG_JOIN_PREPARE
+#define PS_MSG_JOIN_STEP SHARDPS__MSG_TYPE__MSG_JOIN_STEP
+#define PS_MSG_STATUS SHARDPS__MSG_TYPE__MSG_STATUS
+#define PS_MSG_STATUS_REPLY SHARDPS__MSG_TYPE__MSG_STATUS_REPLY
+#define PS_MSG_PREFLIGHT_PROBE SHARDPS__MSG_TYPE__MSG_PREFLIGHT_PROBE
+#define PS_MSG_PREFLIGHT_RESULT SHARDPS__MSG_TYPE__MSG_PREFLIGHT_RESULT
+#define PS_MSG_PUSH_PULL SHARDPS__MSG_TYPE__MSG_PUSH_PULL
+#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_PUSH_PULL
 
-/* Mirrors Role in shardps.proto. */
-typedef enum {
-    PS_ROLE_NONE = 0,
-    PS_ROLE_SCHEDULER = 1,
-    PS_ROLE_SERVER = 2,
-    PS_ROLE_WORKER = 3,
-} ps_role_t;
+typedef Shardps__Role ps_role_t;
+#define PS_ROLE_NONE SHARDPS__ROLE__ROLE_NONE
+#define PS_ROLE_SCHEDULER SHARDPS__ROLE__ROLE_SCHEDULER
+#define PS_ROLE_SERVER SHARDPS__ROLE__ROLE_SERVER
+#define PS_ROLE_WORKER SHARDPS__ROLE__ROLE_WORKER
 
-/* Mirrors DType in shardps.proto; what a payload is (proto/wire.h). */
+/* What a payload is (proto/wire.h). */
+#define PS_DTYPE_NONE SHARDPS__DTYPE__DTYPE_NONE
+#define PS_DTYPE_F32 SHARDPS__DTYPE__DTYPE_F32
+#define PS_DTYPE_F16 SHARDPS__DTYPE__DTYPE_F16
+#define PS_DTYPE_BF16 SHARDPS__DTYPE__DTYPE_BF16
+/* sparse: nnz uint32 offsets, then nnz values */
+#define PS_DTYPE_SPARSE_F32 SHARDPS__DTYPE__DTYPE_SPARSE_F32
+#define PS_DTYPE_SPARSE_F16 SHARDPS__DTYPE__DTYPE_SPARSE_F16
+#define PS_DTYPE_SPARSE_BF16 SHARDPS__DTYPE__DTYPE_SPARSE_BF16
+#define PS_DTYPE_MAX SHARDPS__DTYPE__DTYPE_SPARSE_BF16
+
+/* Largest packed header (headers carry no tensors), and the longest error
+ * text a header keeps (a longer one is read as ""). */
+enum { PS_HEADER_MAX = 512, PS_ERROR_MAX = 160 };
+
+/* Bounds the checks enforce. Strings are counted without their NUL: a
+ * string must be shorter than its bound. */
 enum {
-    PS_DTYPE_NONE = 0,
-    PS_DTYPE_F32 = 1,
-    PS_DTYPE_F16 = 2,
-    PS_DTYPE_BF16 = 3,
-    PS_DTYPE_SPARSE_F32 = 4,  /* nnz uint32 offsets, then nnz fp32 values */
-    PS_DTYPE_SPARSE_F16 = 5,
-    PS_DTYPE_SPARSE_BF16 = 6,
-    PS_DTYPE_MAX = 6,
+    PS_MAX_SERVERS = 256,
+    PS_MAX_WORKERS = 256,
+    PS_MAX_EPOCHS = 1000,       /* Done.test_accuracy */
+    PS_BYTE_TYPES = 64,         /* byte counts by message type (= PS_CTX_BYTE_TYPES) */
+    PS_REPORT_MAX_WAITING = 32, /* MetricsReport.waiting_for */
+    PS_ENDPOINT_MAX = 128,      /* every endpoint */
+    PS_JOB_ID_MAX = 64,         /* Register.job_id, RegisterAck.job_id */
+    PS_BUILD_MAX = 96,          /* Register.build */
+    PS_BARRIER_NAME_MAX = 64,   /* Barrier.name */
+    PS_CHECKPOINT_FILE_MAX = 64, /* Checkpoint.file */
+    PS_DIR_MAX = 512,           /* ClusterView.checkpoint_dir */
+    PS_RESUME_DIR_MAX = 600,    /* ClusterView.resume_dir */
+    PS_STATUS_WORD_MAX = 16,    /* StatusReply.phase, .model, StatusNode.state */
+    PS_STATUS_MODE_MAX = 32,    /* StatusReply.mode */
 };
 
-typedef struct {
-    uint32_t protocol;    /* PS_PROTOCOL_VERSION */
-    ps_msg_type_t type;   /* what this message is */
-    ps_role_t role;       /* sender's role */
-    int32_t sender;       /* sender's rank within its role */
-    uint64_t request_id;  /* echoed in replies */
-    uint64_t begin, end;  /* key range [begin, end) in elements */
-    int64_t step;         /* push: step; pull: minimum version wanted */
-    int64_t version;      /* push: version computed on; reply: version served */
-    uint32_t dtype;       /* PS_DTYPE_* of the payload */
-    uint64_t payload_len; /* bytes in the payload frames */
-    int32_t status;       /* 0 or PS_E* */
-    char error[160];      /* reason when status != 0 */
-    int32_t ring_step;    /* ring data: 0..M-2 reduce-scatter, M-1..2M-3 all-gather */
-    uint64_t token;       /* worker -> server data: the worker's token; else 0 */
-    double clock;         /* REGISTER, REGISTER_ACK: the sender's ps_now(); else 0 */
-    int64_t generation;   /* failovers the sender has seen; servers drop older data */
-    uint64_t nnz;         /* sparse payload (PS_DTYPE_SPARSE_*): its entries; else 0 */
-    int64_t pull_version; /* PS_MSG_PUSH_PULL: the pull's minimum version; else 0 */
-} ps_header_t;
+/* Longest metrics text a report may carry. */
+#define PS_METRICS_TEXT_MAX (1u << 20)
 
-/* Largest packed header; headers carry no tensors, so this is small. */
-enum { PS_HEADER_MAX = 512 };
+/* Largest step a JoinStep carries (as the header's steps: 2^53). */
+#define PS_JOIN_MAX_STEP (INT64_C(1) << 53)
+
+/* Seconds a server has to answer each preflight probe before the pair is
+ * unreachable. */
+#define PS_PREFLIGHT_TIMEOUT 3.0
+
+/* ---- the cluster view: state every node keeps, sent as a ClusterView ---- */
 
 /* A server's place in the cluster view. */
 typedef struct {
-    int rank;           /* server rank */
-    char endpoint[128]; /* where workers connect, e.g. tcp://10.0.0.2:41001 */
-    uint64_t begin;     /* first key of the server's range */
-    uint64_t end;       /* one past its last key */
+    int rank;                         /* server rank */
+    char endpoint[PS_ENDPOINT_MAX];   /* where workers connect, e.g. tcp://10.0.0.2:41001 */
+    uint64_t begin;                   /* first key of the server's range */
+    uint64_t end;                     /* one past its last key */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its Z85 public key; else "" */
 } ps_server_info_t;
 
 /* A worker's place in the cluster view (allreduce mode: the ring). */
 typedef struct {
-    int rank;           /* worker rank */
-    char endpoint[128]; /* where its left neighbour connects, e.g. tcp://10.0.0.3:41002 */
+    int rank;                         /* worker rank */
+    char endpoint[PS_ENDPOINT_MAX];   /* where its left neighbour connects */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its ring socket's Z85 public key; else "" */
 } ps_worker_info_t;
 
-enum { PS_MAX_SERVERS = 256, PS_MAX_WORKERS = 256, PS_MAX_EPOCHS = 1000 };
-
-/* Message types a node's byte counts tell apart (= PS_CTX_BYTE_TYPES). */
-enum { PS_BYTE_TYPES = 64 };
-
-/* A node's bytes on the wire by message type (ps_ctx_bytes): [t] = type t. */
-typedef struct {
-    uint64_t sent[PS_BYTE_TYPES];
-    uint64_t received[PS_BYTE_TYPES];
-} ps_byte_counts_t;
-
-/* The one source of truth every node acts on. */
+/* The one source of truth every node acts on: indexed by rank and kept for
+ * the whole job, so it is a domain type, converted once at the edge
+ * (ps_codec_view_to_pb, ps_codec_view_from_pb). */
 typedef struct {
     uint64_t num_params;                        /* P */
     int num_workers;                            /* M */
@@ -157,10 +172,10 @@ typedef struct {
     ps_server_info_t servers[PS_MAX_SERVERS];   /* S entries, ranges in key order */
     ps_worker_info_t workers[PS_MAX_WORKERS];   /* allreduce: M entries in rank order */
     ps_job_t job;                               /* the job configuration */
-    char checkpoint_dir[512];  /* where servers write checkpoints; "" = none */
+    char checkpoint_dir[PS_DIR_MAX]; /* where servers write checkpoints; "" = none */
     int64_t checkpoint_every;  /* steps between checkpoints; 0 = none */
     int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
-    char resume_dir[600];      /* resumed: DIR/step-N, the parts to load; else "" */
+    char resume_dir[PS_RESUME_DIR_MAX]; /* resumed: DIR/step-N, the parts to load; else "" */
     int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
     uint64_t worker_tokens[PS_MAX_WORKERS]; /* servers' copy: worker r's token; else all 0 */
     int preflight;             /* non-zero: every worker probes every server before
@@ -174,10 +189,14 @@ typedef struct {
     int joining;               /* this worker joins a running job at start_step */
 } ps_view_t;
 
-/* A server's part of a checkpoint, written and synced (MSG_CHECKPOINT). */
+/* A checkpoint part: the file a server wrote and synced, as the scheduler's
+ * manifest lists it (kept per server and step until the checkpoint is
+ * complete, and read back by the tests), so a domain type; it travels as a
+ * Checkpoint (MSG_CHECKPOINT), converted by ps_codec_part_to_pb and
+ * ps_codec_part_from_pb. */
 typedef struct {
     int64_t step;          /* the checkpoint: the version after step N's update is N */
-    char file[64];         /* its name inside DIR/step-N/ */
+    char file[PS_CHECKPOINT_FILE_MAX]; /* its name inside DIR/step-N/ */
     uint64_t size;         /* bytes */
     uint32_t crc32;        /* zlib's CRC-32 of the file */
     uint64_t begin, end;   /* its keys */
@@ -185,233 +204,108 @@ typedef struct {
                               modes, N * workers in async */
 } ps_checkpoint_part_t;
 
+/* The part as a Checkpoint (borrowed from p: its file name). */
+void ps_codec_part_to_pb(const ps_checkpoint_part_t *p, Shardps__Checkpoint *out);
+
+/* Checks m (as ps_codec_check) and copies it into p. Returns 0, or PS_EPROTO
+ * with the reason in why. */
+int ps_codec_part_from_pb(const Shardps__Checkpoint *m, ps_checkpoint_part_t *p, char *why,
+                          size_t cap);
+
+/* A job configuration as a JobConfig: pb points into the text fields. */
 typedef struct {
-    ps_role_t role;     /* server or worker */
-    int rank;           /* wanted rank, -1 for any */
-    char endpoint[128]; /* servers: advertised endpoint */
-    uint32_t pid;       /* for operators' log lines */
-    char curve_key[PS_CURVE_KEY_LEN]; /* --secure: the Z85 public key it serves with; else "" */
-    char job_id[64];    /* the job the node belongs to; "" = any */
-    char job_hash[PS_JOB_HASH_LEN + 1]; /* its job configuration's hash; "" = unchecked */
-    char build[96];     /* ps_codec_build_id() of the node */
-    int spare;          /* servers: wait as a spare for a lost server's place */
-    uint64_t run_id;    /* 0, or registering again: the run id of its RegisterAck */
-} ps_register_t;
-
-/* The scheduler's answer to a registration. */
-typedef struct {
-    int rank;           /* the node's rank */
-    uint64_t token;     /* the node's secret, echoed in its data headers (workers) */
-    ps_job_t job;       /* the job configuration */
-    char job_id[64];    /* the job's id */
-    char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash */
-    uint64_t run_id;    /* this run of the job (kept by a restarted scheduler) */
-} ps_register_ack_t;
-
-/* Seconds a server has to answer each preflight probe before the pair is
- * unreachable. */
-#define PS_PREFLIGHT_TIMEOUT 3.0
-
-/* One worker-server pair of a preflight. */
-typedef struct {
-    int server;          /* server rank */
-    int reached;         /* non-zero: every probe was answered in time */
-    double rtt_ms;       /* median round trip of a small probe, ms */
-    double mbytes_per_s; /* bulk probe, 1e6 bytes per second */
-} ps_preflight_pair_t;
-
-/* A server's answer to MSG_FAILOVER (MSG_FAILOVER_READY). */
-typedef struct {
-    int64_t generation;   /* the failover it answers */
-    int64_t step;         /* the step it rolled back to, or (stepped) its new version */
-    int64_t from_version; /* its version before the rollback */
-    int stepped;          /* 0: rolled back; 1: applied the first step after it */
-} ps_failover_ready_t;
-
-/* MSG_JOIN_STEP: a server's version (held there), or the step agreed. */
-typedef struct {
-    int64_t step;   /* server: its version; scheduler: the agreed step J */
-    int worker;     /* scheduler: the worker live from J, or -1 */
-    int checkpoint; /* scheduler: write checkpoint step-J */
-    int members;    /* server 0: the step a MSG_MEMBERS took effect at (for the log) */
-    uint64_t token; /* scheduler, with worker: the joining worker's token */
-} ps_join_step_t;
-
-/* Largest step a JoinStep carries (as the header's steps: 2^53). */
-#define PS_JOIN_MAX_STEP (INT64_C(1) << 53)
-
-/* What a worker tells the scheduler once it knows the job (before the view). */
-typedef struct {
-    uint64_t num_params;    /* P of its model */
-    uint64_t train_samples; /* size of its training set */
-    char endpoint[128];     /* allreduce: where its left neighbour connects; else "" */
-} ps_model_info_t;
-
-/* What a worker reports at the end of its job. */
-typedef struct {
-    int64_t steps;          /* steps taken */
-    int64_t samples;        /* training samples processed */
-    uint64_t bytes_pushed;  /* payload bytes sent in pushes (allreduce: sent on the ring) */
-    uint64_t bytes_pulled;  /* payload bytes received in pulls (allreduce: from the ring) */
-    double train_seconds;   /* wall time of the training loop */
-    double compute_seconds; /* forward + backward */
-    double wait_seconds;    /* blocked on pulls/pushes/barriers */
-    int num_epochs_evaluated;
-    double test_accuracy[PS_MAX_EPOCHS]; /* worker 0: after each epoch */
-    double final_loss;      /* mean training loss of the last epoch */
-    ps_byte_counts_t bytes; /* on the wire by message type, up to the DONE */
-} ps_done_t;
-
-/* What a server reports at the end of a job. */
-typedef struct {
-    uint64_t pushes;   /* pushes accepted */
-    uint64_t pulls;    /* pulls answered */
-    uint64_t rejected; /* invalid messages */
-    uint64_t dropped;  /* late pushes dropped (sync:k/n) */
-    uint64_t nonfinite; /* pushes refused for a NaN or an infinity (within rejected) */
-    int64_t version;   /* updates applied */
-    ps_hist_t staleness; /* of every applied gradient */
-    int64_t steps_fewer_workers; /* steps applied with fewer live workers than the view's */
-    uint64_t secure_refused; /* --secure: connections refused by the key check (ZAP) */
-    uint64_t forged;   /* requests whose token is not the claimed worker's (within rejected) */
-    uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
-    double cpu_seconds; /* the server process's CPU time when it reported */
-    ps_byte_counts_t bytes; /* on the wire by message type, up to the report */
-} ps_server_report_t;
-
-enum { PS_REPORT_MAX_WAITING = 32 };
-
-/* What a node sends with each heartbeat (MSG_HEARTBEAT's optional body). */
-typedef struct {
-    int64_t step;          /* workers: steps done; servers: the step being collected */
-    uint64_t samples;      /* workers: samples processed */
-    double loss;           /* workers: mean training loss since the last report */
-    double test_accuracy;  /* worker 0: the last evaluation; -1 before the first */
-    int epoch;             /* workers: epochs evaluated */
-    int nwaiting;          /* servers: live workers the step waits for (at most
-                              PS_REPORT_MAX_WAITING listed) */
-    int waiting_for[PS_REPORT_MAX_WAITING]; /* their ranks, ascending */
-    double waited_seconds; /* servers: how long the step has waited */
-    uint64_t bytes_pushed; /* workers: payload bytes pushed (ring: sent) */
-    uint64_t bytes_pulled; /* workers: payload bytes pulled (ring: received) */
-    char *text;            /* Prometheus text or NULL; pack: borrowed; unpack: caller
-                              owns the result (free()) */
-} ps_metrics_report_t;
-
-/* One node of the cluster view a scheduler answers MSG_STATUS with. */
-typedef struct {
-    ps_role_t role;
-    int rank;
-    char endpoint[128];
-    uint32_t pid;
-    uint64_t begin, end;        /* servers: their keys */
-    char state[16];             /* registered, running, done, lost */
-    double silent_seconds;      /* since its last message */
-    ps_metrics_report_t report; /* its last report; text always NULL */
-    double steps_per_second;    /* workers, over the last seconds */
-    double samples_per_second;
-} ps_status_node_t;
-
-typedef struct {
-    char phase[16];          /* waiting, running, reporting, finished, failed */
-    char model[16];
+    Shardps__JobConfig pb;
     char mode[32];
-    int64_t total_steps;
-    double elapsed_seconds;  /* since the scheduler started */
-    uint64_t num_params;
-    int nnodes;
-    ps_status_node_t *nodes; /* unpack: caller owns the result; free with ps_codec_status_fini() */
-} ps_status_t;
+    char schedule[64];
+} ps_job_pb_t;
 
-/* Header: pack into buf (cap bytes). Returns the packed length or PS_EINVAL. */
-int ps_codec_pack_header(const ps_header_t *h, uint8_t *buf, size_t cap);
+/* A view as a ClusterView: pb points into the arrays beside it. Large
+ * (tens of KiB): one per send, not per message in flight. */
+typedef struct {
+    Shardps__ClusterView pb;
+    ps_job_pb_t job;
+    Shardps__ServerInfo servers[PS_MAX_SERVERS];
+    Shardps__ServerInfo *server_ptrs[PS_MAX_SERVERS];
+    Shardps__WorkerInfo workers[PS_MAX_WORKERS];
+    Shardps__WorkerInfo *worker_ptrs[PS_MAX_WORKERS];
+} ps_view_pb_t;
 
-/* Header: unpack and validate. Returns 0, or PS_EPROTO with the reason in h->error
- * (h is zeroed first, so a caller can still reply to what it could read). */
-int ps_codec_unpack_header(const void *data, size_t len, ps_header_t *h);
+/* Fills out from v (borrowed: out points into v and into itself, so both
+ * must stay unchanged until out is packed). A view is valid with S >= 1
+ * servers whose ranges tile [0, P) in rank order, or, in allreduce mode
+ * only, with no servers and M workers in rank order, each with an endpoint;
+ * this refuses (PS_EINVAL) what ps_codec_view_from_pb would. Worker tokens
+ * go along only when one is set (the servers' copy). */
+int ps_codec_view_to_pb(const ps_view_t *v, ps_view_pb_t *out);
 
-/* Control bodies. Each pack_* returns a malloc'd buffer in *out and its length
- * (caller owns the result; free with free()) or PS_ENOMEM/PS_EINVAL. Each
- * unpack_* returns 0 or PS_EPROTO. */
-int ps_codec_pack_register(const ps_register_t *r, uint8_t **out, size_t *len);
-int ps_codec_unpack_register(const void *data, size_t len, ps_register_t *r);
-int ps_codec_pack_register_ack(const ps_register_ack_t *a, uint8_t **out, size_t *len);
-int ps_codec_unpack_register_ack(const void *data, size_t len, ps_register_ack_t *a);
-/* A worker's preflight: n pairs (n <= PS_MAX_SERVERS). Unpack returns the count. */
-int ps_codec_pack_preflight(const ps_preflight_pair_t *pairs, int n, uint8_t **out,
-                            size_t *len);
-int ps_codec_unpack_preflight(const void *data, size_t len, ps_preflight_pair_t *pairs);
+/* Checks m (as ps_codec_check) and copies it into v. Returns 0, or
+ * PS_EPROTO with the reason in why (may be NULL). */
+int ps_codec_view_from_pb(const Shardps__ClusterView *m, ps_view_t *v, char *why, size_t cap);
+
+/* The job as a JobConfig (borrowed from j and out, as above). */
+void ps_codec_job_to_pb(const ps_job_t *j, ps_job_pb_t *out);
+
+/* The job a JobConfig names, validated (ps_job_validate). Returns 0, or
+ * PS_EPROTO (missing, unknown names, invalid values) with the reason in why. */
+int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, size_t cap);
+
+/* ---- any message --------------------------------------------------------- */
+
+/* Packs a header into buf (cap bytes). Returns the packed length, or
+ * PS_EINVAL when it does not fit. */
+int ps_codec_pack_header(const Shardps__Header *h, uint8_t *buf, size_t cap);
+
+/*
+ * Unpacks a header frame into h, its strings into a (borrowed until a is
+ * reset), and checks it (protocol version, known type and role, range order,
+ * dtype and nnz, no sparse keys, no negative ring step, generation or pull
+ * version). Returns 0, or PS_EPROTO with the reason in why; h holds every
+ * field that decoded either way (all defaults when nothing did), so a caller
+ * can still address an error reply. An error text of PS_ERROR_MAX or more
+ * characters is read as "".
+ */
+int ps_codec_unpack_header(const void *data, size_t len, ps_arena_t *a, Shardps__Header *h,
+                           char *why, size_t cap);
+
+/*
+ * Unpacks data as a message of descriptor d into a and checks it
+ * (ps_codec_check). Returns the message (cast it to d's struct; borrowed
+ * until a is reset), or NULL when it does not decode or fails its check,
+ * with the reason in why (may be NULL). With a NULL the message is malloc'd
+ * instead, for one kept past its frame: caller owns the result; free with
+ * protobuf_c_message_free_unpacked(m, NULL).
+ */
+void *ps_codec_unpack(const ProtobufCMessageDescriptor *d, const void *data, size_t len,
+                      ps_arena_t *a, char *why, size_t cap);
+
+/*
+ * What can be checked of a message without context, by its type: a header
+ * as above; string sizes against the PS_*_MAX bounds; Register's role
+ * (server or worker); RegisterAck's and ClusterView's job; a view's counts,
+ * tiling and ranks (see ps_codec_view_to_pb); Done's epochs and byte counts;
+ * Checkpoint's step, version, keys and file name (no '/'); ServerReport's
+ * histogram; PeerReady's endpoint (not empty); Members' count and live ranks
+ * (at least one, each below the count); PreflightResult's pairs (at most
+ * PS_MAX_SERVERS); MetricsReport's waited-for workers and text;
+ * StatusReply's nodes; FailoverReady's values (not negative); JoinStep's step
+ * ([0, PS_JOIN_MAX_STEP]) and worker ([-1, PS_MAX_WORKERS)); the scheduler
+ * state's view and lost ranks. Barrier and ModelInfo need only their string
+ * sizes; a Shutdown nothing. Returns 0 or PS_EPROTO with the reason in why.
+ */
+int ps_codec_check(const ProtobufCMessage *m, char *why, size_t cap);
+
+/* Packs any message into a malloc'd buffer: *out (caller owns the result;
+ * free with free()) and *len. Returns 0 or PS_ENOMEM. For what is kept or
+ * written as bytes; ps_msg_send_body() packs what it sends itself. */
+int ps_codec_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len);
+
+/* How many of a node's byte counts by message type (PS_BYTE_TYPES of them)
+ * go on the wire: trailing zero counts are left out. */
+size_t ps_codec_byte_types(const uint64_t *counts);
 
 /* This build's identity for registration, "`git describe` protocol N" (the
  * project version outside a git checkout), into buf. Thread-safe. */
 void ps_codec_build_id(char *buf, size_t cap);
-int ps_codec_pack_model_info(const ps_model_info_t *mi, uint8_t **out, size_t *len);
-int ps_codec_unpack_model_info(const void *data, size_t len, ps_model_info_t *mi);
-/* A view is valid with S >= 1 servers whose ranges tile [0, P) in rank order,
- * or, in allreduce mode only, with no servers and M workers in rank order,
- * each with an endpoint. pack_view refuses (PS_EINVAL) what unpack_view would. */
-int ps_codec_pack_view(const ps_view_t *v, uint8_t **out, size_t *len);
-int ps_codec_unpack_view(const void *data, size_t len, ps_view_t *v);
-int ps_codec_pack_barrier(const char *name, uint8_t **out, size_t *len);
-int ps_codec_unpack_barrier(const void *data, size_t len, char *name, size_t cap);
-int ps_codec_pack_shutdown(int status, const char *reason, uint8_t **out, size_t *len);
-int ps_codec_unpack_shutdown(const void *data, size_t len, int *status, char *reason,
-                             size_t cap);
-int ps_codec_pack_done(const ps_done_t *d, uint8_t **out, size_t *len);
-int ps_codec_unpack_done(const void *data, size_t len, ps_done_t *d);
-
-int ps_codec_pack_checkpoint(const ps_checkpoint_part_t *c, uint8_t **out, size_t *len);
-int ps_codec_unpack_checkpoint(const void *data, size_t len, ps_checkpoint_part_t *c);
-
-int ps_codec_pack_report(const ps_server_report_t *r, uint8_t **out, size_t *len);
-int ps_codec_unpack_report(const void *data, size_t len, ps_server_report_t *r);
-
-/* A server's endpoint once bound for its shard (MSG_PEER_READY). */
-int ps_codec_pack_peer_ready(const char *endpoint, uint8_t **out, size_t *len);
-int ps_codec_unpack_peer_ready(const void *data, size_t len, char *endpoint, size_t cap);
-
-/* The live workers (MSG_MEMBERS): live[w] non-zero for each live rank of n
- * (<= PS_MAX_WORKERS). unpack_members fills live[0..*n) and refuses a rank
- * outside [0, *n), n outside [1, PS_MAX_WORKERS] or no live worker. */
-int ps_codec_pack_members(const unsigned char *live, int n, uint8_t **out, size_t *len);
-int ps_codec_unpack_members(const void *data, size_t len, unsigned char *live, int *n);
-
-/* The report a node sends with a heartbeat; unpack leaves r->text NULL
- * when the report has none, and refuses more than PS_REPORT_MAX_WAITING
- * waited-for workers or a text longer than 1 MiB. */
-int ps_codec_pack_metrics(const ps_metrics_report_t *r, uint8_t **out, size_t *len);
-int ps_codec_unpack_metrics(const void *data, size_t len, ps_metrics_report_t *r);
-
-/* The cluster view for shardps-status (MSG_STATUS_REPLY). */
-int ps_codec_pack_status(const ps_status_t *st, uint8_t **out, size_t *len);
-int ps_codec_unpack_status(const void *data, size_t len, ps_status_t *st);
-/* Frees what ps_codec_unpack_status allocated; st stays valid (no nodes). */
-void ps_codec_status_fini(ps_status_t *st);
-int ps_codec_pack_failover_ready(const ps_failover_ready_t *r, uint8_t **out, size_t *len);
-int ps_codec_unpack_failover_ready(const void *data, size_t len, ps_failover_ready_t *r);
-/* MSG_JOIN_STEP; unpack refuses a step outside [0, 2^53] or a worker outside
- * [-1, PS_MAX_WORKERS). */
-int ps_codec_pack_join_step(const ps_join_step_t *j, uint8_t **out, size_t *len);
-int ps_codec_unpack_join_step(const void *data, size_t len, ps_join_step_t *j);
-
-/* A scheduler's own state (JoinSchedulerState), for a restarted scheduler. */
-typedef struct {
-    uint64_t run_id;
-    unsigned char lost[PS_MAX_WORKERS]; /* [w] non-zero: worker w left out */
-    int membership_changes;
-    int workers_joined;
-    int restarts;         /* scheduler restarts so far */
-    int64_t checkpoint;   /* newest complete checkpoint's step, -1 none */
-    double seconds;       /* the job's time so far */
-    int finished;         /* the job ended */
-} ps_sched_state_t;
-
-/* The state with the view v; unpack refuses a view that does not decode and
- * a lost rank outside the view's workers. */
-int ps_codec_pack_sched_state(const ps_sched_state_t *st, const ps_view_t *v, uint8_t **out,
-                              size_t *len);
-int ps_codec_unpack_sched_state(const void *data, size_t len, ps_sched_state_t *st,
-                                ps_view_t *v);
 
 /* Names for logs. */
 const char *ps_codec_type_name(int type);

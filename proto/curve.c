@@ -386,26 +386,19 @@ static void *s_zap_main(void *arg)
 
 int ps_curve_watch(ps_curve_t *c, void *zsock)
 {
-    char ep[64];
     pthread_mutex_lock(&c->lock);
     int k = c->nmon;
     pthread_mutex_unlock(&c->lock);
     if (k == S_MAX_WATCHED) {
         return PS_ENOMEM;
     }
-    snprintf(ep, sizeof ep, "inproc://ps-curve-watch-%p", zsock);
-    void *mon = NULL;
-    if (zmq_socket_monitor(zsock, ep,
-                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0 ||
-        !(mon = zmq_socket(c->zctx, ZMQ_PAIR)) || zmq_connect(mon, ep) != 0) {
-        if (mon) {
-            zmq_close(mon);
-        }
+    void *mon = ps_zmq_monitor(c->zctx, zsock,
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                               "curve-watch");
+    if (!mon) {
         return PS_EIO;
     }
-    int linger = 0;
-    zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
     pthread_mutex_lock(&c->lock); /* the thread owns it from here */
     c->mon[c->nmon++] = mon;
     pthread_mutex_unlock(&c->lock);

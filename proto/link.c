@@ -87,8 +87,12 @@ struct ps_link {
     int rank;            /* this node's rank, from REGISTER_ACK */
     uint64_t token;      /* this node's secret, from REGISTER_ACK */
     uint64_t run_id;     /* this run of the job, from REGISTER_ACK */
-    ps_register_t reg;   /* our registration (identity, keys), sent again to a restarted
-                            scheduler */
+    /* Our registration, sent again to a restarted scheduler: */
+    char endpoint[PS_ENDPOINT_MAX];    /* servers: where workers connect */
+    char curve_key[PS_CURVE_KEY_LEN];  /* --secure: the key we serve with */
+    char job_id[PS_JOB_ID_MAX];        /* the job we belong to; "" = any */
+    char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash; "" = unchecked */
+    char build[PS_BUILD_MAX];          /* ps_codec_build_id() */
     double grace;        /* seconds to wait for a lost scheduler to come back */
     double lost_since;   /* ps_now() when the scheduler fell silent; 0 while alive */
     double last_register; /* ps_now() of our last registration while it is lost */
@@ -120,12 +124,38 @@ static int s_recv(ps_link_t *l, ps_msg_t *m, double timeout)
     return rc == PS_EPROTO ? 0 : rc;
 }
 
-/* Sends a control body packed by the caller, then frees it. */
-static int s_send_body(ps_link_t *l, ps_msg_type_t type, uint8_t *body, size_t len)
+/* A header of type from this node. */
+static Shardps__Header s_header(const ps_link_t *l, ps_msg_type_t type)
 {
-    int rc = ps_link_send(l, type, body, len);
-    free(body);
-    return rc;
+    Shardps__Header h;
+    ps_msg_header(&h, type, l->role, l->rank);
+    h.generation = l->generation;
+    return h;
+}
+
+/* Sends a body already packed (copied). */
+static int s_send_packed(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
+{
+    ps_frame_t f = {body, len};
+    return ps_msg_send(l->sock, NULL, s_header(l, type), &f, body ? 1 : 0, PS_SEND_COPY);
+}
+
+/* Registers: first as rank (-1 any; spare), again with the run id of a
+ * registration answered before. */
+static int s_register(ps_link_t *l, int rank, int spare, uint64_t run_id)
+{
+    Shardps__Register r = SHARDPS__REGISTER__INIT;
+    r.role = l->role;
+    r.rank = rank;
+    r.endpoint = l->endpoint;
+    r.pid = (uint32_t)getpid();
+    r.curve_key = l->curve_key;
+    r.job_id = l->job_id;
+    r.job_hash = l->job_hash;
+    r.build = l->build;
+    r.spare = spare != 0;
+    r.run_id = run_id;
+    return ps_link_send(l, PS_MSG_REGISTER, &r.base);
 }
 
 int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
@@ -150,26 +180,16 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         ps_link_destroy(&l);
         return PS_EINVAL;
     }
-    ps_register_t reg = {.role = role,
-                         .rank = want_rank == PS_LINK_RANK_SPARE ? -1 : want_rank,
-                         .pid = (uint32_t)getpid(),
-                         .spare = want_rank == PS_LINK_RANK_SPARE};
-    snprintf(reg.endpoint, sizeof reg.endpoint, "%s", endpoint ? endpoint : "");
-    snprintf(reg.curve_key, sizeof reg.curve_key, "%s", ps_ctx_public_key(ctx));
+    const int spare = want_rank == PS_LINK_RANK_SPARE;
+    snprintf(l->endpoint, sizeof l->endpoint, "%s", endpoint ? endpoint : "");
+    snprintf(l->curve_key, sizeof l->curve_key, "%s", ps_ctx_public_key(ctx));
     if (ident) {
-        snprintf(reg.job_id, sizeof reg.job_id, "%s", ident->job_id ? ident->job_id : "");
-        snprintf(reg.job_hash, sizeof reg.job_hash, "%s",
-                 ident->job_hash ? ident->job_hash : "");
+        snprintf(l->job_id, sizeof l->job_id, "%s", ident->job_id ? ident->job_id : "");
+        snprintf(l->job_hash, sizeof l->job_hash, "%s", ident->job_hash ? ident->job_hash : "");
     }
-    ps_codec_build_id(reg.build, sizeof reg.build);
-    l->reg = reg;
-    uint8_t *body;
-    size_t len;
-    int rc = ps_codec_pack_register(&reg, &body, &len);
-    if (rc == 0) {
-        /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
-        rc = s_send_body(l, PS_MSG_REGISTER, body, len);
-    }
+    ps_codec_build_id(l->build, sizeof l->build);
+    /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
+    int rc = s_register(l, spare ? -1 : want_rank, spare, 0);
     const double t_sent = ps_now();
     double start = t_sent, deadline = start + connect_timeout;
     double next_log = start + PS_LINK_WAIT_LOG_SECONDS;
@@ -202,19 +222,19 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
             snprintf(err, errlen, "the scheduler refused us: %s", m.hdr.error);
             rc = PS_ESTATE;
         } else if (m.hdr.type == PS_MSG_REGISTER_ACK && m.nframes == 1) {
-            size_t n;
-            const void *p = ps_msg_frame(&m, 0, &n);
-            ps_register_ack_t ack;
-            if (ps_codec_unpack_register_ack(p, n, &ack) != 0) {
-                snprintf(err, errlen, "the scheduler sent a bad registration answer");
+            const Shardps__RegisterAck *ack =
+                ps_msg_unpack_body(&m, &shardps__register_ack__descriptor);
+            if (!ack) {
+                snprintf(err, errlen, "the scheduler sent a bad registration answer: %s",
+                         m.why);
                 rc = PS_EPROTO;
             } else {
-                l->rank = ack.rank;
-                l->token = ack.token;
-                l->run_id = ack.run_id;
-                *job = ack.job;
-                ps_log_debug("joined job %s (configuration %s) at %s", ack.job_id,
-                            ack.job_hash, scheduler);
+                l->rank = ack->rank;
+                l->token = ack->token;
+                l->run_id = ack->run_id;
+                ps_codec_job_from_pb(ack->job, job, NULL, 0);
+                ps_log_debug("joined job %s (configuration %s) at %s", ack->job_id,
+                             ack->job_hash, scheduler);
             }
             ps_msg_close(&m);
             if (rc == 0) {
@@ -250,16 +270,11 @@ ps_sock_t *ps_link_sock(ps_link_t *l)
     return l->sock;
 }
 
-int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view, char *err,
-                      size_t errlen)
+int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *view,
+                      char *err, size_t errlen)
 {
     if (info) {
-        uint8_t *body;
-        size_t len;
-        int rc = ps_codec_pack_model_info(info, &body, &len);
-        if (rc == 0) {
-            rc = s_send_body(l, PS_MSG_MODEL_INFO, body, len);
-        }
+        int rc = ps_link_send(l, PS_MSG_MODEL_INFO, &info->base);
         if (rc != 0) {
             snprintf(err, errlen, "cannot send the model size: %s", ps_strerror(rc));
             return rc;
@@ -280,13 +295,14 @@ int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view
         }
         ps_link_event_t ev = ps_link_handle(l, &m, err, errlen);
         if (ev == PS_LINK_MESSAGE && m.hdr.type == PS_MSG_VIEW) {
-            size_t n = 0;
-            const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &n) : NULL;
-            int rc = p ? ps_codec_unpack_view(p, n, view) : PS_EPROTO;
-            ps_msg_close(&m);
+            const Shardps__ClusterView *cv =
+                ps_msg_unpack_body(&m, &shardps__cluster_view__descriptor);
+            int rc = cv ? ps_codec_view_from_pb(cv, view, NULL, 0) : PS_EPROTO;
             if (rc != 0) {
-                snprintf(err, errlen, "the scheduler sent a cluster view that does not decode");
+                snprintf(err, errlen, "the scheduler sent a cluster view that does not decode: %s",
+                         m.why);
             }
+            ps_msg_close(&m);
             return rc;
         }
         ps_msg_close(&m);
@@ -311,15 +327,7 @@ void ps_link_set_grace(ps_link_t *l, double grace)
 /* Registers again with a lost scheduler: the same node of the same job. */
 static void s_register_again(ps_link_t *l, double now)
 {
-    ps_register_t reg = l->reg;
-    reg.rank = l->rank;
-    reg.spare = 0;
-    reg.run_id = l->run_id;
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_register(&reg, &body, &len) == 0) {
-        s_send_body(l, PS_MSG_REGISTER, body, len);
-    }
+    s_register(l, l->rank, 0, l->run_id);
     l->last_register = now;
 }
 
@@ -368,20 +376,26 @@ void ps_link_set_report(ps_link_t *l, ps_link_report_fn fn, void *arg)
 
 void ps_link_report_now(ps_link_t *l)
 {
-    ps_metrics_report_t r = {.test_accuracy = -1};
+    Shardps__MetricsReport r = SHARDPS__METRICS_REPORT__INIT;
+    int32_t waiting[PS_REPORT_MAX_WAITING];
     ps_text_t text = {0};
-    uint8_t *body = NULL;
-    size_t len = 0;
+    int rc = PS_ENOMEM;
+    r.test_accuracy = -1;
+    r.waiting_for = waiting;
     if (l->report) {
         l->report(l->report_arg, &r, &text);
-        r.text = text.oom ? NULL : text.p;
-        if (ps_codec_pack_metrics(&r, &body, &len) != 0) {
-            body = NULL; /* out of memory: a bare heartbeat still says we live */
+        if (r.n_waiting_for > PS_REPORT_MAX_WAITING) {
+            r.n_waiting_for = PS_REPORT_MAX_WAITING;
         }
+        if (!text.oom && text.p) {
+            r.text = text.p;
+        }
+        rc = ps_link_send(l, PS_MSG_HEARTBEAT, &r.base);
     }
-    ps_link_send(l, PS_MSG_HEARTBEAT, body, len);
+    if (rc == PS_ENOMEM) { /* no report, or no memory for it: a bare heartbeat says we live */
+        ps_link_send(l, PS_MSG_HEARTBEAT, NULL);
+    }
     l->last_sent = ps_now();
-    free(body);
     free(text.p);
 }
 
@@ -391,17 +405,16 @@ double ps_link_clock_offset(const ps_link_t *l)
 }
 
 /* While the scheduler is lost: its answer to registering again. */
-static ps_link_event_t s_on_rejoin(ps_link_t *l, const ps_msg_t *m)
+static ps_link_event_t s_on_rejoin(ps_link_t *l, ps_msg_t *m)
 {
-    size_t n = 0;
-    ps_register_ack_t ack;
     if (m->hdr.type == PS_MSG_ERROR) {
         ps_log_debug("registering again: the scheduler says: %s", m->hdr.error);
     }
-    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &n) : NULL;
-    if (m->hdr.type != PS_MSG_REGISTER_ACK || !p ||
-        ps_codec_unpack_register_ack(p, n, &ack) != 0 || ack.rank != l->rank ||
-        ack.run_id != l->run_id) {
+    const Shardps__RegisterAck *ack =
+        m->hdr.type == PS_MSG_REGISTER_ACK
+            ? ps_msg_unpack_body(m, &shardps__register_ack__descriptor)
+            : NULL;
+    if (!ack || ack->rank != l->rank || ack->run_id != l->run_id) {
         return PS_LINK_ALIVE; /* anything else waits for the answer */
     }
     ps_log_info("registered again with the scheduler at %s after %.1f s", l->scheduler,
@@ -409,12 +422,12 @@ static ps_link_event_t s_on_rejoin(ps_link_t *l, const ps_msg_t *m)
     l->lost_since = 0;
     l->last_seen = l->last_sent = ps_now();
     if (l->done) {
-        ps_link_send(l, PS_MSG_DONE, l->done, l->done_len);
+        s_send_packed(l, PS_MSG_DONE, l->done, l->done_len);
     }
     return PS_LINK_ALIVE;
 }
 
-ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen)
+ps_link_event_t ps_link_handle(ps_link_t *l, ps_msg_t *m, char *err, size_t errlen)
 {
     if (l->lost_since) {
         return s_on_rejoin(l, m);
@@ -432,17 +445,13 @@ ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_
         return PS_LINK_ALIVE; /* an ACK: to a registration sent again */
     }
     if (m->hdr.type == PS_MSG_SHUTDOWN) {
-        int status = PS_ECLOSED;
-        char reason[160] = "no reason given";
-        size_t n;
-        if (m->nframes == 1) {
-            const void *p = ps_msg_frame(m, 0, &n);
-            ps_codec_unpack_shutdown(p, n, &status, reason, sizeof reason);
-        }
-        if (status == 0) {
+        const Shardps__Shutdown *sd =
+            m->nframes == 1 ? ps_msg_unpack_body(m, &shardps__shutdown__descriptor) : NULL;
+        if (sd && sd->status == 0) {
             return PS_LINK_SHUTDOWN;
         }
-        snprintf(err, errlen, "job aborted by the scheduler: %s", reason);
+        snprintf(err, errlen, "job aborted by the scheduler: %.159s",
+                 sd ? sd->reason : "no reason given");
         return PS_LINK_ABORTED;
     }
     if (m->hdr.type == PS_MSG_ERROR) {
@@ -452,23 +461,16 @@ ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_
     return PS_LINK_MESSAGE;
 }
 
-int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len)
+int ps_link_send(ps_link_t *l, ps_msg_type_t type, const ProtobufCMessage *body)
 {
-    if (type == PS_MSG_DONE && body != l->done) { /* kept for a restarted scheduler */
-        uint8_t *copy = malloc(len ? len : 1);
-        if (copy) {
-            memcpy(copy, body, len);
-            free(l->done);
-            l->done = copy;
-            l->done_len = len;
-        }
+    uint8_t *copy;
+    size_t len;
+    if (type == PS_MSG_DONE && body && ps_codec_pack(body, &copy, &len) == 0) {
+        free(l->done); /* kept for a restarted scheduler */
+        l->done = copy;
+        l->done_len = len;
     }
-    ps_header_t h;
-    ps_msg_header(&h, type, l->role, l->rank);
-    h.generation = l->generation;
-    ps_frame_t f = {body, len};
-    return ps_msg_send(l->sock, NULL, h, &f, body ? 1 : 0, PS_SEND_COPY);
-
+    return ps_msg_send_body(l->sock, NULL, s_header(l, type), body);
 }
 
 void ps_link_set_rank(ps_link_t *l, int rank)
@@ -491,11 +493,10 @@ void ps_link_abort_with(ps_link_t *l, int status, const char *reason)
     if (!l) {
         return;
     }
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_shutdown(status, reason, &body, &len) == 0) {
-        s_send_body(l, PS_MSG_SHUTDOWN, body, len);
-    }
+    Shardps__Shutdown m = SHARDPS__SHUTDOWN__INIT;
+    m.status = status;
+    m.reason = (char *)reason;
+    ps_link_send(l, PS_MSG_SHUTDOWN, &m.base);
 }
 
 void ps_link_destroy(ps_link_t **lp)

@@ -122,7 +122,7 @@ void ps_link_set_grace(ps_link_t *l, double grace);
 int ps_link_rank(const ps_link_t *l);
 
 /* This node's token, from REGISTER_ACK: a worker puts it in the header of
- * every push, pull and init (ps_header_t.token); servers refuse a request
+ * every push, pull and init (Shardps__Header.token); servers refuse a request
  * whose token is not the claimed worker's. */
 uint64_t ps_link_token(const ps_link_t *l);
 
@@ -139,8 +139,8 @@ ps_sock_t *ps_link_sock(ps_link_t *l);
  * job ended cleanly before this node was needed: a spare server's normal
  * end) or PS_EPROTO, with a reason in err.
  */
-int ps_link_wait_view(ps_link_t *l, const ps_model_info_t *info, ps_view_t *view, char *err,
-                      size_t errlen);
+int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *view,
+                      char *err, size_t errlen);
 
 /* What a message from the scheduler, or a tick, means for the node. */
 typedef enum {
@@ -162,16 +162,19 @@ ps_link_event_t ps_link_tick(ps_link_t *l, char *err, size_t errlen);
  * Handles a message received from ps_link_sock(): records that the scheduler
  * is alive and returns what the message means (never PS_LINK_LOST). While
  * the scheduler is lost (ps_link_set_grace) its answers to registering again
- * are handled here (PS_LINK_ALIVE). m stays the caller's.
+ * are handled here (PS_LINK_ALIVE). m stays the caller's (a body may be
+ * unpacked into its arena).
  */
-ps_link_event_t ps_link_handle(ps_link_t *l, const ps_msg_t *m, char *err, size_t errlen);
+ps_link_event_t ps_link_handle(ps_link_t *l, ps_msg_t *m, char *err, size_t errlen);
 
 /*
  * Metrics on heartbeats: fn fills the report each heartbeat carries (and
  * appends the node's Prometheus text to text); it runs in the thread that
- * ticks the link. NULL: bare heartbeats (the default).
+ * ticks the link. r comes initialised, test_accuracy -1, with room for
+ * PS_REPORT_MAX_WAITING ranks at r->waiting_for (set r->n_waiting_for).
+ * NULL: bare heartbeats (the default).
  */
-typedef void (*ps_link_report_fn)(void *arg, ps_metrics_report_t *r, ps_text_t *text);
+typedef void (*ps_link_report_fn)(void *arg, Shardps__MetricsReport *r, ps_text_t *text);
 void ps_link_set_report(ps_link_t *l, ps_link_report_fn fn, void *arg);
 
 /* Sends a heartbeat (with its report) now: the scheduler gets final counts
@@ -182,9 +185,11 @@ void ps_link_report_now(ps_link_t *l);
  * at registration from the round trip (traces are merged on it). */
 double ps_link_clock_offset(const ps_link_t *l);
 
-/* Sends a control message (header of type from this node, body copied; NULL
- * for none) to the scheduler. Returns 0 or a PS_E* as ps_msg_send(). */
-int ps_link_send(ps_link_t *l, ps_msg_type_t type, const void *body, size_t len);
+/* Sends a control message (header of type from this node, body packed; NULL
+ * for none) to the scheduler. A DONE is kept and sent again to a restarted
+ * scheduler. Returns 0 or a PS_E* as ps_msg_send_body(). */
+int ps_link_send(ps_link_t *l, ps_msg_type_t type, const ProtobufCMessage *body);
+
 
 /* A spare server promoted to a lost server's rank (scheduler/failover.c)
  * sends as that rank from now on. */

@@ -1,11 +1,13 @@
 /*
- * proto/msg.c - multipart messages over libzmq (sockets are sock.c).
+ * proto/msg.c - multipart messages over libzmq (sockets are sock.c), and a
+ * control body packed into, or unpacked from, a message's one payload frame.
  * zmq_errno() is translated into PS_E* by ps_zmq_error(), nowhere else.
  */
 #include "proto/msg.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -23,9 +25,9 @@ static zmq_msg_t *s_zmsg(const ps_payload_t *p)
     return (zmq_msg_t *)p->opaque;
 }
 
-void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sender)
+void ps_msg_header(Shardps__Header *h, ps_msg_type_t type, ps_role_t role, int sender)
 {
-    memset(h, 0, sizeof *h);
+    shardps__header__init(h);
     h->protocol = PS_PROTOCOL_VERSION;
     h->type = type;
     h->role = role;
@@ -35,7 +37,7 @@ void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sende
 /* The one sender: route, header, then the frames copied (PS_SEND_COPY),
  * zero-copy with no release (the caller knows by a reply), or zero-copy with
  * release called once per frame (see ps_msg_send_zc). */
-static int s_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
+static int s_send(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
                   const ps_frame_t *frames, int nframes, int flags,
                   ps_msg_release_fn *release, void *hint)
 {
@@ -103,13 +105,13 @@ unsent:
     return rc;
 }
 
-int ps_msg_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
-                int nframes, int flags)
+int ps_msg_send(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
+                const ps_frame_t *frames, int nframes, int flags)
 {
     return s_send(sock, route, h, frames, nframes, flags, NULL, NULL);
 }
 
-int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
+int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
                    const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
                    void *hint)
 {
@@ -143,6 +145,7 @@ void ps_msg_close(ps_msg_t *m)
         ps_payload_close(&m->frames[i]);
     }
     m->nframes = 0;
+    ps_arena_reset(&m->arena);
 }
 
 const void *ps_msg_frame(const ps_msg_t *m, int i, size_t *len)
@@ -170,8 +173,14 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
     memset(&m->route, 0, sizeof m->route);
     m->peer_addr[0] = '\0';
     m->peer_fd = -1;
-    memset(&m->hdr, 0, sizeof m->hdr);
+    shardps__header__init(&m->hdr);
+    m->why[0] = '\0';
     m->nframes = 0;
+    if (m->arena.buf == m->arena_buf) {
+        ps_arena_reset(&m->arena);
+    } else {
+        ps_arena_init(&m->arena, m->arena_buf, sizeof m->arena_buf);
+    }
     zmq_msg_t part;
     zmq_msg_init(&part);
     if (zmq_msg_recv(&part, ps_zs(sock), 0) < 0) {
@@ -188,7 +197,7 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
         m->route.len = n;
         zmq_msg_close(&part);
         if (!more) {
-            snprintf(m->hdr.error, sizeof m->hdr.error, "empty message (no header frame)");
+            snprintf(m->why, sizeof m->why, "empty message (no header frame)");
             return PS_EPROTO;
         }
         zmq_msg_init(&part);
@@ -204,7 +213,8 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
         m->peer_fd = zmq_msg_get(&part, ZMQ_SRCFD);
     }
     const size_t hlen = zmq_msg_size(&part);
-    int rc = ps_codec_unpack_header(zmq_msg_data(&part), hlen, &m->hdr);
+    int rc = ps_codec_unpack_header(zmq_msg_data(&part), hlen, &m->arena, &m->hdr, m->why,
+                                    sizeof m->why);
     zmq_msg_close(&part);
     if (rc != 0) {
         s_discard(sock, more);
@@ -215,7 +225,7 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
         if (m->nframes == PS_MSG_MAX_FRAMES) {
             s_discard(sock, more);
             ps_msg_close(m);
-            snprintf(m->hdr.error, sizeof m->hdr.error, "more than %d payload frames",
+            snprintf(m->why, sizeof m->why, "more than %d payload frames",
                      PS_MSG_MAX_FRAMES);
             return PS_EPROTO;
         }
@@ -232,8 +242,7 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
     }
     ps_sock_count(sock, 1, (int)m->hdr.type, hlen + total);
     if (total != m->hdr.payload_len) {
-        snprintf(m->hdr.error, sizeof m->hdr.error,
-                 "payload is %llu bytes but the header says %llu", (unsigned long long)total,
+        snprintf(m->why, sizeof m->why, "payload is %llu bytes but the header says %llu", (unsigned long long)total,
                  (unsigned long long)m->hdr.payload_len);
         ps_msg_close(m);
         return PS_EPROTO;
@@ -241,46 +250,90 @@ int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
     return 0;
 }
 
-int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type, ps_role_t role,
-                     int sender, const void *body, size_t len)
+/* Bodies up to this size are packed on the stack. */
+enum { S_BODY_ON_STACK = 2048 };
+
+int ps_msg_send_body(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
+                     const ProtobufCMessage *body)
 {
-    ps_header_t h;
+    if (!body) {
+        return ps_msg_send(sock, route, h, NULL, 0, PS_SEND_COPY);
+    }
+    uint8_t small[S_BODY_ON_STACK];
+    size_t n = protobuf_c_message_get_packed_size(body);
+    uint8_t *buf = n <= sizeof small ? small : malloc(n);
+    if (!buf) {
+        return PS_ENOMEM;
+    }
+    ps_frame_t f = {buf, protobuf_c_message_pack(body, buf)};
+    int rc = ps_msg_send(sock, route, h, &f, 1, PS_SEND_COPY);
+    if (buf != small) {
+        free(buf);
+    }
+    return rc;
+}
+
+/* A control message's header: the node's clock rides on registration (its
+ * offset to the scheduler's, link.c). */
+static Shardps__Header s_ctrl_header(ps_msg_type_t type, ps_role_t role, int sender)
+{
+    Shardps__Header h;
     ps_msg_header(&h, type, role, sender);
     if (type == PS_MSG_REGISTER || type == PS_MSG_REGISTER_ACK) {
-        h.clock = ps_now(); /* the node's clock offset to the scheduler's (link.c) */
+        h.clock = ps_now();
     }
-    ps_frame_t f = {body, len};
-    return ps_msg_send(sock, route, h, &f, body ? 1 : 0, PS_SEND_COPY);
+    return h;
+}
+
+int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type,
+                     ps_role_t role, int sender, const ProtobufCMessage *body)
+{
+    return ps_msg_send_body(sock, route, s_ctrl_header(type, role, sender), body);
+}
+
+void *ps_msg_unpack_body(ps_msg_t *m, const ProtobufCMessageDescriptor *d)
+{
+    if (m->nframes != 1) {
+        snprintf(m->why, sizeof m->why, "%s: %d payload frames, expected 1", d->short_name,
+                 m->nframes);
+        return NULL;
+    }
+    size_t len;
+    const void *p = ps_msg_frame(m, 0, &len);
+    return ps_codec_unpack(d, p, len, &m->arena, m->why, sizeof m->why);
 }
 
 int ps_msg_reply_error(ps_sock_t *sock, const ps_msg_t *req, ps_role_t role, int sender,
                        int status, const char *fmt, ...)
 {
-    ps_header_t h;
+    Shardps__Header h;
+    char error[PS_ERROR_MAX];
     ps_msg_header(&h, PS_MSG_ERROR, role, sender);
     h.request_id = req->hdr.request_id;
     /* Echo the range only when it is well-formed: a reversed one (the reason
      * the request may have been refused) would make the reply undecodable. */
-    if (req->hdr.begin <= req->hdr.end) {
-        h.begin = req->hdr.begin;
-        h.end = req->hdr.end;
+    if (req->hdr.key_begin <= req->hdr.key_end) {
+        h.key_begin = req->hdr.key_begin;
+        h.key_end = req->hdr.key_end;
     }
     h.step = req->hdr.step;
     h.status = status;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(h.error, sizeof h.error, fmt, ap);
+    vsnprintf(error, sizeof error, fmt, ap);
     va_end(ap);
+    h.error = error;
     return ps_msg_send(sock, &req->route, h, NULL, 0, 0);
 }
 
 int ps_msg_drain(ps_sock_t *sock, int flags, int max, ps_msg_handler_fn *fn, void *arg)
 {
     int k = 0;
+    ps_msg_t m = {0}; /* one for the whole drain: each is closed before the next */
     while (k < max && ps_sock_has_input(sock)) {
-        ps_msg_t m = {0};
         int rc = ps_msg_recv(sock, flags, &m);
         if (rc != 0 && rc != PS_EPROTO) {
+            ps_msg_close(&m);
             return rc;
         }
         k++;

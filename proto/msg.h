@@ -10,6 +10,11 @@
  * ps_msg_recv() checks the envelope (frame count, header decode, protocol,
  * payload length = header's); the caller checks what needs context.
  * ps_msg_drain() is the one receive loop every event loop uses.
+ *
+ * A control message carries one protobuf-c body in its one payload frame:
+ * ps_msg_send_body() packs and sends it, ps_msg_unpack_body() unpacks and
+ * checks it (proto/codec.h) into the message's own arena, the one the
+ * header decoded into, so neither mallocs for a small message.
  */
 #ifndef PS_PROTO_MSG_H
 #define PS_PROTO_MSG_H
@@ -18,6 +23,7 @@
 #include <stdint.h>
 
 #include "common/metrics.h"
+#include "proto/arena.h"
 #include "proto/codec.h"
 #include "proto/sock.h"
 
@@ -54,15 +60,23 @@ typedef struct {
     int held;                             /* 1 while it holds a frame */
 } ps_payload_t;
 
-/* A received message. Initialise with {0}; release with ps_msg_close(). */
+/* Bytes of the arena inside each message: a header and a small body fit. */
+enum { PS_MSG_ARENA = 1024 };
+
+/* A received message. Initialise with {0}; release with ps_msg_close(). Not
+ * to be copied once received: hdr's strings point into its own arena. */
 typedef struct {
     ps_route_t route;                     /* sender's routing id (ROUTER only) */
     char peer_addr[64];                   /* sender's IP address (PS_RECV_PEER only) */
     int peer_fd;                          /* its connection's file descriptor, -1 if
                                              unknown (PS_RECV_PEER only) */
-    ps_header_t hdr;                      /* decoded header */
+    Shardps__Header hdr;                  /* decoded header; its strings live in arena */
+    char why[PS_ERROR_MAX];               /* why ps_msg_recv() or ps_msg_unpack_body()
+                                             refused it; "" otherwise */
     int nframes;                          /* payload frames held */
     ps_payload_t frames[PS_MSG_MAX_FRAMES]; /* payloads, read in place */
+    ps_arena_t arena;                     /* the header and the body unpack here */
+    _Alignas(PS_ARENA_ALIGN) unsigned char arena_buf[PS_MSG_ARENA];
 } ps_msg_t;
 
 /* Receive flags. */
@@ -84,8 +98,8 @@ enum {
  * timeout: peer not accepting), PS_ECLOSED (context terminated), PS_EIO.
  * Not thread-safe: the socket's owning thread only.
  */
-int ps_msg_send(ps_sock_t *sock, const ps_route_t *route, ps_header_t h, const ps_frame_t *frames,
-                int nframes, int flags);
+int ps_msg_send(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
+                const ps_frame_t *frames, int nframes, int flags);
 
 /* Called once per zero-copy frame when ZeroMQ no longer needs its data, from
  * ZeroMQ's I/O thread (or from the sending thread when the send failed): it
@@ -100,7 +114,7 @@ typedef void ps_msg_release_fn(void *data, void *hint);
  * process, without waiting for an application-level ack. Returns as
  * ps_msg_send(). Not thread-safe: the socket's owning thread only.
  */
-int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
+int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
                    const ps_frame_t *frames, int nframes, ps_msg_release_fn *release,
                    void *hint);
 
@@ -109,31 +123,51 @@ int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, ps_header_t h,
  * call after ps_poll, or use ps_msg_drain). flags: PS_RECV_*.
  * Returns 0 with *m filled; PS_EPROTO when the envelope is bad (all frames are
  * consumed; m->route and whatever decoded of m->hdr are kept, reason in
- * m->hdr.error) so the caller can reply or drop; PS_EAGAIN-like conditions as
- * PS_ETIMEDOUT; PS_ECLOSED when the context is terminated.
+ * m->why) so the caller can reply or drop; PS_EAGAIN-like conditions as
+ * PS_ETIMEDOUT; PS_ECLOSED when the context is terminated. A message
+ * received into m before must have been closed.
  */
 int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m);
 
-/* Releases the payload frames; safe on a zeroed or closed message. */
+/* Releases the payload frames and what was unpacked into the message's
+ * arena; safe on a zeroed or closed message. */
 void ps_msg_close(ps_msg_t *m);
 
 /* Borrowed pointer to payload frame i and its size; valid until ps_msg_close(). */
 const void *ps_msg_frame(const ps_msg_t *m, int i, size_t *len);
 
 /*
- * Sends a control message: header of `type` with one payload frame body (copied).
- * body may be NULL for a header-only message.
+ * Sends h with body packed into its one payload frame (NULL body: the header
+ * alone). The pack goes into a stack buffer when it fits, so a small body
+ * mallocs nothing. Returns 0, PS_ENOMEM, or a PS_E* as ps_msg_send(). Not
+ * thread-safe: the socket's owning thread only.
  */
-int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type, ps_role_t role,
-                     int sender, const void *body, size_t len);
+int ps_msg_send_body(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
+                     const ProtobufCMessage *body);
+
+/*
+ * As ps_msg_send_body() with a header of `type` from role and sender (and,
+ * for REGISTER and REGISTER_ACK, the sender's clock).
+ */
+int ps_msg_send_ctrl(ps_sock_t *sock, const ps_route_t *route, ps_msg_type_t type,
+                     ps_role_t role, int sender, const ProtobufCMessage *body);
+
+/*
+ * Unpacks m's one payload frame as a message of descriptor d into m's arena
+ * and checks it (ps_codec_unpack()). Returns it (cast to d's struct;
+ * borrowed: valid until ps_msg_close(m)), or NULL when m has not exactly one
+ * payload frame or its body does not decode or fails its check, with the
+ * reason in m->why. Thread-safe on distinct messages.
+ */
+void *ps_msg_unpack_body(ps_msg_t *m, const ProtobufCMessageDescriptor *d);
 
 /* Replies PS_MSG_ERROR to req's sender with status and a printf-style reason. */
 int ps_msg_reply_error(ps_sock_t *sock, const ps_msg_t *req, ps_role_t role, int sender,
                        int status, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
-/* Fills a header with the fields every message has. */
-void ps_msg_header(ps_header_t *h, ps_msg_type_t type, ps_role_t role, int sender);
+/* Fills a header with the fields every message has; the rest are defaults. */
+void ps_msg_header(Shardps__Header *h, ps_msg_type_t type, ps_role_t role, int sender);
 
 /*
  * Moves payload frame i (< m->nframes) out of m into *out, so it outlives
@@ -153,7 +187,7 @@ void ps_payload_close(ps_payload_t *p);
 /*
  * Called by ps_msg_drain() once per received message: rc is 0 for a good
  * message, PS_EPROTO for one whose envelope ps_msg_recv() refused (m->route
- * and the reason in m->hdr.error are kept, so the handler can reply or log).
+ * and the reason in m->why are kept, so the handler can reply or log).
  * m is closed after the handler returns; take a payload to keep it. Returns
  * 0 to go on, non-zero to stop draining after this message.
  */

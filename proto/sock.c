@@ -1,7 +1,8 @@
 /*
- * proto/sock.c - contexts, sockets and polling over libzmq. Together with
- * msg.c and curve.c the only file that calls ZeroMQ; its errors become PS_E*
- * here. Under --secure it sets CurveZMQ's options on each bind and connect.
+ * proto/sock.c - contexts, sockets, polling and socket monitors over libzmq.
+ * Together with msg.c and curve.c the only file that calls ZeroMQ; its errors
+ * become PS_E* here. Under --secure it sets CurveZMQ's options on each bind
+ * and connect.
  */
 #include "proto/sock_zmq.h"
 
@@ -242,6 +243,25 @@ void *ps_sock_handle(ps_sock_t *s)
     return ps_zs(s);
 }
 
+void *ps_zmq_monitor(void *zctx, void *zsock, int events, const char *tag)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://ps-%s-%p", tag, zsock);
+    void *mon = NULL;
+    if (zmq_socket_monitor(zsock, ep, events) != 0 || !(mon = zmq_socket(zctx, ZMQ_PAIR)) ||
+        zmq_connect(mon, ep) != 0) {
+        int e = zmq_errno();
+        if (mon) {
+            zmq_close(mon);
+        }
+        errno = e;
+        return NULL;
+    }
+    int linger = 0;
+    zmq_setsockopt(mon, ZMQ_LINGER, &linger, sizeof linger);
+    return mon;
+}
+
 int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, char *err,
                                 size_t errlen)
 {
@@ -252,26 +272,15 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
         snprintf(err, errlen, "the socket's monitor counts refused handshakes under --secure");
         return PS_EINVAL;
     }
-    char ep[64];
-    snprintf(ep, sizeof ep, "inproc://ps-monitor-%p", (void *)s);
-    if (zmq_socket_monitor(ps_zs(s), ep, ZMQ_EVENT_DISCONNECTED) != 0) {
-        return s_fail(err, errlen);
-    }
     ps_sock_t *mon = calloc(1, sizeof *mon);
     if (!mon) {
         snprintf(err, errlen, "out of memory");
         return PS_ENOMEM;
     }
-    if (!(mon->z = zmq_socket(ctx->z, ZMQ_PAIR)) || zmq_connect(mon->z, ep) != 0) {
-        int rc = s_fail(err, errlen);
-        if (mon->z) {
-            zmq_close(mon->z);
-        }
+    if (!(mon->z = ps_zmq_monitor(ctx->z, ps_zs(s), ZMQ_EVENT_DISCONNECTED, "monitor"))) {
         free(mon);
-        return rc;
+        return s_fail(err, errlen);
     }
-    int linger = 0;
-    zmq_setsockopt(mon->z, ZMQ_LINGER, &linger, sizeof linger);
     *out = mon;
     return 0;
 }

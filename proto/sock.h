@@ -1,10 +1,12 @@
 /*
  * proto/sock.h - the transport: a context, sockets, a poll and one drain loop.
  *
- * The only door to ZeroMQ for the rest of the tree: the roles open, bind,
- * connect, poll and drain sockets through these calls and never name a zmq_
- * function or type. ZeroMQ's errors are translated here (and in msg.c) into
- * PS_E* with a one-line reason. Messages themselves (header + payload frames)
+ * With proto/msg.h, the door to ZeroMQ for the rest of the tree: the roles
+ * open, bind, connect, poll and drain sockets through these calls and never
+ * name a zmq_ function or type (only the bench's raw-ZeroMQ baseline takes
+ * the socket underneath, ps_sock_handle). Inside proto/, sock.c, msg.c and
+ * curve.c call ZeroMQ, sharing sock_zmq.h; ZeroMQ's errors are translated
+ * there into PS_E* with a one-line reason. Messages themselves (header + payload frames)
  * are proto/msg.h. This layer does not know message types, peers or liveness
  * (that is proto/link.h).
  *

@@ -62,6 +62,12 @@ int ps_curve_watch(ps_curve_t *c, void *zsock);
 const char *ps_curve_secret(const ps_curve_t *c);
 const char *ps_curve_job_key(const ps_curve_t *c);
 
+/* sock.c: a PAIR socket of zctx that receives zsock's monitor events of the
+ * kinds in events (ZMQ_EVENT_*), over an inproc endpoint named after tag and
+ * zsock; linger 0. Returns it (the caller closes it with zmq_close()), or
+ * NULL with zmq_errno() set. */
+void *ps_zmq_monitor(void *zctx, void *zsock, int events, const char *tag);
+
 /* zmq_errno() as a PS_E*: EAGAIN and EINTR -> PS_ETIMEDOUT, ETERM ->
  * PS_ECLOSED, EINVAL -> PS_EINVAL, anything else PS_EIO. */
 int ps_zmq_error(void);

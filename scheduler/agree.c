@@ -49,20 +49,17 @@ int ps_agree_checkpoint(const ps_agree_t *a)
     return a->checkpoint;
 }
 
-/* MSG_JOIN_PREPARE or MSG_JOIN_STEP with js to every server. */
-static void s_send(ps_scheduler_t *s, ps_msg_type_t type, const ps_join_step_t *js)
+/* MSG_JOIN_PREPARE or MSG_JOIN_STEP to every server: from step on, worker
+ * (-1: none, with its token) is live and, with checkpoint, one is written. */
+static void s_send(ps_scheduler_t *s, ps_msg_type_t type, int64_t step, int worker,
+                   int checkpoint, uint64_t token)
 {
-    uint8_t *body = NULL;
-    size_t len = 0;
-    if (ps_codec_pack_join_step(js, &body, &len) != 0) {
-        if (type == PS_MSG_JOIN_STEP) {
-            return;
-        }
-        body = NULL; /* a hold needs no body */
-        len = 0;
-    }
-    ps_scheduler_send_servers(s, type, body, len);
-    free(body);
+    Shardps__JoinStep js = SHARDPS__JOIN_STEP__INIT;
+    js.step = step;
+    js.worker = worker;
+    js.checkpoint = checkpoint != 0;
+    js.token = token;
+    ps_scheduler_send_servers(s, type, &js.base);
 }
 
 int ps_agree_start(ps_agree_t *a, ps_scheduler_t *s, int worker, uint64_t token,
@@ -77,7 +74,7 @@ int ps_agree_start(ps_agree_t *a, ps_scheduler_t *s, int worker, uint64_t token,
     a->checkpoint = checkpoint;
     a->answers = 0;
     a->max_version = -1;
-    s_send(s, PS_MSG_JOIN_PREPARE, &(ps_join_step_t){.worker = worker, .token = token});
+    s_send(s, PS_MSG_JOIN_PREPARE, 0, worker, 0, token);
     return 0;
 }
 
@@ -105,9 +102,7 @@ int ps_agree_ready(const ps_agree_t *a, int64_t *step)
 void ps_agree_commit(ps_agree_t *a, ps_scheduler_t *s, int64_t step, int worker,
                      uint64_t token)
 {
-    s_send(s, PS_MSG_JOIN_STEP,
-           &(ps_join_step_t){.step = step, .worker = worker, .checkpoint = a->checkpoint,
-                             .token = token});
+    s_send(s, PS_MSG_JOIN_STEP, step, worker, a->checkpoint, token);
     a->active = 0;
 }
 
@@ -120,28 +115,25 @@ int ps_agree_abandon(ps_agree_t *a)
 
 void ps_agree_release(ps_scheduler_t *s)
 {
-    s_send(s, PS_MSG_JOIN_STEP, &(ps_join_step_t){.step = 0, .worker = -1});
+    s_send(s, PS_MSG_JOIN_STEP, 0, -1, 0, 0);
 }
 
 /* A server's MSG_JOIN_STEP: its version during an agreement. Server 0's
  * answers to MSG_MEMBERS (members set) are the members' (members.c). */
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     ps_agree_t *a = self;
     if (!n || m->hdr.type != PS_MSG_JOIN_STEP) {
         return 0;
     }
-    ps_join_step_t js;
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
-    const int decoded = p && ps_codec_unpack_join_step(p, len, &js) == 0;
-    if (decoded && n->role == PS_ROLE_SERVER && js.members) {
+    const Shardps__JoinStep *js = ps_msg_unpack_body(m, &shardps__join_step__descriptor);
+    if (js && n->role == PS_ROLE_SERVER && js->members) {
         return 0;
     }
     if (m->hdr.generation != s->view->generation) {
         return 1; /* an answer to an agreement a failover abandoned */
     }
-    if (!decoded || n->role != PS_ROLE_SERVER || ps_agree_answer(a, n->rank, js.step) != 0) {
+    if (!js || n->role != PS_ROLE_SERVER || ps_agree_answer(a, n->rank, js->step) != 0) {
         ps_log_warn("dropped an unexpected join-step message from S%d", n->rank);
     }
     return 1;

@@ -100,18 +100,17 @@ void ps_ckpt_timer_start(ps_ckpt_t *c, double now)
 }
 
 /* A server's part of a checkpoint is durable. */
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     ps_ckpt_t *c = self;
     if (!n || m->hdr.type != PS_MSG_CHECKPOINT) {
         return 0;
     }
     ps_checkpoint_part_t part;
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
+    const Shardps__Checkpoint *cp = ps_msg_unpack_body(m, &shardps__checkpoint__descriptor);
     char tag[16];
-    if (n->role != PS_ROLE_SERVER || !c->manifest || !p ||
-        ps_codec_unpack_checkpoint(p, len, &part) != 0) {
+    if (n->role != PS_ROLE_SERVER || !c->manifest || !cp ||
+        ps_codec_part_from_pb(cp, &part, NULL, 0) != 0) {
         ps_log_warn("dropped a bad checkpoint report from %s",
                     ps_node_tag(n, tag, sizeof tag));
         return 1;

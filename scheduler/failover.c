@@ -232,7 +232,7 @@ static void s_recovered(ps_failover_t *f, int stepped, double now)
     }
 }
 
-int ps_failover_ready(ps_failover_t *f, int rank, const ps_failover_ready_t *rd, int stepped,
+int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *rd, int stepped,
                       double now)
 {
     if (f->nreps == 0 || rank < 0 || rank >= f->servers) {
@@ -277,16 +277,16 @@ int ps_failover_replacements(const ps_failover_t *f, const ps_failover_rep_t **r
 
 /* ---- the scheduler's side ---------------------------------------------- */
 
-static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type, const void *body,
-                   size_t len)
+static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
+                   const ProtobufCMessage *body)
 {
-    ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body, len);
+    ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body);
 }
 
 /* A server's registration that makes a spare: it asked to be one, or the job
  * already runs. Registers it (REGISTER_ACK with its spare id) or refuses it. */
-static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
-                         const ps_register_t *reg)
+static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
+                         const Shardps__Register *reg)
 {
     ps_failover_t *f = self;
     if (reg->role != PS_ROLE_SERVER || (!reg->spare && s->phase == PS_PHASE_WAITING) ||
@@ -317,7 +317,7 @@ static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
 /* A message from a connection that is no node of the job: a spare's (its
  * heartbeats keep it alive; a promoted spare's last ones under its spare
  * id), or a replaced server's. */
-static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, const ps_msg_t *m)
+static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
 {
     if (m->hdr.role == PS_ROLE_SERVER && ps_failover_spare_seen(f, &m->route, m->hdr.sender,
                                                                 ps_now())) {
@@ -326,14 +326,10 @@ static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, const ps_msg_t *m)
     /* A server declared lost but alive after all (a pause longer than the
      * peer timeout): its place is taken, so it is told to go. */
     if (ps_failover_retired(f, &m->route)) {
-        uint8_t *body;
-        size_t len;
-        if (ps_codec_pack_shutdown(PS_ECLOSED, "this server was declared lost and replaced",
-                                   &body, &len) == 0) {
-            ps_msg_send_ctrl(s->router, &m->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, body,
-                             len);
-            free(body);
-        }
+        Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+        sd.status = PS_ECLOSED;
+        sd.reason = (char *)"this server was declared lost and replaced";
+        ps_msg_send_ctrl(s->router, &m->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, &sd.base);
         return 1;
     }
     /* A promoted spare's heartbeats sent before it learnt its new rank. */
@@ -363,7 +359,7 @@ static void s_tell_workers(ps_scheduler_t *s)
     }
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     ps_failover_t *f = self;
     if (!n) {
@@ -372,14 +368,12 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_ms
     if (m->hdr.type != PS_MSG_FAILOVER_READY) {
         return 0;
     }
-    ps_failover_ready_t rd;
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
-    if (n->role != PS_ROLE_SERVER || !p || ps_codec_unpack_failover_ready(p, len, &rd) != 0 ||
-        rd.generation != s->view->generation) {
+    const Shardps__FailoverReady *rd =
+        ps_msg_unpack_body(m, &shardps__failover_ready__descriptor);
+    if (n->role != PS_ROLE_SERVER || !rd || rd->generation != s->view->generation) {
         return 1; /* an older failover's: the newer one decides */
     }
-    if (ps_failover_ready(f, n->rank, &rd, ps_job_is_stepped(&s->cfg->job), ps_now())) {
+    if (ps_failover_ready(f, n->rank, rd, ps_job_is_stepped(&s->cfg->job), ps_now())) {
         s_tell_workers(s);
     }
     return 1;
@@ -390,17 +384,11 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_ms
  * the live workers never completes a step early, so the order is safe. */
 static void s_send_members(ps_scheduler_t *s, const ps_node_t *n)
 {
-    unsigned char live[PS_MAX_WORKERS];
-    int all = 1;
-    for (int w = 0; w < s->cfg->workers; w++) {
-        live[w] = !ps_scheduler_worker(s, w)->lost;
-        all &= live[w];
-    }
-    uint8_t *body;
-    size_t len;
-    if (!all && ps_codec_pack_members(live, s->cfg->workers, &body, &len) == 0) {
-        s_send(s, n, PS_MSG_MEMBERS, body, len);
-        free(body);
+    int32_t live[PS_MAX_WORKERS];
+    Shardps__Members mb = SHARDPS__MEMBERS__INIT;
+    ps_members_live_set(s, &mb, live);
+    if (mb.n_live < (size_t)s->cfg->workers) {
+        s_send(s, n, PS_MSG_MEMBERS, &mb.base);
     }
 }
 
@@ -512,13 +500,13 @@ const ps_sched_events_t ps_failover_events = {
     .on_tick = s_on_tick,
 };
 
-void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
-                             size_t len)
+void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
+                             const ProtobufCMessage *body)
 {
     ps_failover_t *f = s->failover;
     if (f && (type == PS_MSG_HEARTBEAT || type == PS_MSG_SHUTDOWN)) {
         for (int i = 0; i < f->nspares; i++) {
-            s_send(s, &f->spares[i], type, body, len);
+            s_send(s, &f->spares[i], type, body);
         }
     }
 }

@@ -110,7 +110,7 @@ int ps_failover_retired(const ps_failover_t *f, const ps_route_t *route);
  * every server stand at the checkpoint (phase 2: the workers roll back),
  * else 0. A stepped answer (the first step after the rollback) closes every
  * open record's recovery time instead, once. */
-int ps_failover_ready(ps_failover_t *f, int rank, const ps_failover_ready_t *rd, int stepped,
+int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *rd, int stepped,
                       double now);
 
 /* The replacements so far, in order, into *reps (borrowed, valid until the
@@ -121,8 +121,8 @@ int ps_failover_replacements(const ps_failover_t *f, const ps_failover_rep_t **r
 
 /* Sends a heartbeat or a SHUTDOWN to every waiting spare too
  * (ps_scheduler_send_all). */
-void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
-                             size_t len);
+void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
+                             const ProtobufCMessage *body);
 
 /* Adds the summary's "server_replacements": [...] and "spares_left" fields
  * to doc. Returns 0 or PS_ENOMEM. */

@@ -19,7 +19,7 @@ void ps_identity_init(ps_identity_t *id, const char *job_id, const ps_job_t *job
     ps_codec_build_id(id->build, sizeof id->build);
 }
 
-int ps_identity_check(const ps_identity_t *id, const ps_register_t *reg, char *why, size_t cap)
+int ps_identity_check(const ps_identity_t *id, const Shardps__Register *reg, char *why, size_t cap)
 {
     if (strcmp(reg->build, id->build)) {
         snprintf(why, cap, "the node's build '%s' is not the scheduler's '%s' (job %s)",

@@ -34,7 +34,7 @@ void ps_identity_init(ps_identity_t *id, const char *job_id, const ps_job_t *job
 
 /* Returns 0 when reg belongs to this job and build, else PS_EINVAL with a
  * one-line reason naming both sides in why. */
-int ps_identity_check(const ps_identity_t *id, const ps_register_t *reg, char *why,
+int ps_identity_check(const ps_identity_t *id, const Shardps__Register *reg, char *why,
                       size_t cap);
 
 #ifdef __cplusplus

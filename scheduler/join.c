@@ -48,8 +48,8 @@ static int s_free_rank(ps_scheduler_t *s, int rank)
 
 /* A worker's REGISTER while the job runs: takes a lost rank, or is refused
  * with the reason. */
-static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
-                         const ps_register_t *reg)
+static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
+                         const Shardps__Register *reg)
 {
     ps_join_t *j = self;
     if (s->phase != PS_PHASE_RUNNING || reg->role != PS_ROLE_WORKER ||
@@ -95,14 +95,11 @@ static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
 /* Tells a worker that cannot join why, and forgets it. */
 static void s_refuse(ps_join_t *j, ps_scheduler_t *s, ps_node_t *n, const char *reason)
 {
-    uint8_t *body;
-    size_t len;
     ps_log_warn("W%d (pid %u) does not join: %s", n->rank, n->pid, reason);
-    if (ps_codec_pack_shutdown(PS_ESTATE, reason, &body, &len) == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, body,
-                         len);
-        free(body);
-    }
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.status = PS_ESTATE;
+    sd.reason = (char *)reason;
+    ps_msg_send_ctrl(s->router, &n->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, &sd.base);
     ps_members_forget(n);
     j->stage[n->rank] = S_NONE;
 }
@@ -115,21 +112,18 @@ static int s_joining(const ps_join_t *j, const ps_node_t *n)
 }
 
 /* A joining worker's MODEL_INFO: it may join once its model is the job's. */
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     ps_join_t *j = self;
     if (m->hdr.type != PS_MSG_MODEL_INFO || !s_joining(j, n)) {
         return 0;
     }
-    ps_model_info_t mi;
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
-    if (j->stage[n->rank] != S_REGISTERED || !p ||
-        ps_codec_unpack_model_info(p, len, &mi) != 0 || mi.num_params != s->view->num_params) {
+    const Shardps__ModelInfo *mi = ps_msg_unpack_body(m, &shardps__model_info__descriptor);
+    if (j->stage[n->rank] != S_REGISTERED || !mi || mi->num_params != s->view->num_params) {
         s_refuse(j, s, n, "its model is not the job's");
         return 1;
     }
-    ps_members_model(n, mi.num_params, mi.train_samples);
+    ps_members_model(n, mi->num_params, mi->train_samples);
     j->stage[n->rank] = S_MODEL_REPORTED;
     return 1;
 }
@@ -155,9 +149,8 @@ static int s_on_lost(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_loss_
 static int s_send_view(ps_scheduler_t *s, ps_node_t *n, int64_t step)
 {
     ps_view_t *v = malloc(sizeof *v);
-    uint8_t *body = NULL;
-    size_t len;
-    int rc = v ? 0 : PS_ENOMEM;
+    ps_view_pb_t *pb = malloc(sizeof *pb);
+    int rc = v && pb ? 0 : PS_ENOMEM;
     if (rc == 0) {
         *v = *s->view;
         v->start_step = step;
@@ -165,13 +158,13 @@ static int s_send_view(ps_scheduler_t *s, ps_node_t *n, int64_t step)
         v->resume_parts = 0;
         v->resume_step = 0;
         v->resume_dir[0] = '\0';
-        rc = ps_codec_pack_view(v, &body, &len);
+        rc = ps_codec_view_to_pb(v, pb);
     }
     if (rc == 0) {
-        rc = ps_msg_send_ctrl(s->router, &n->route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0, body,
-                              len);
+        rc = ps_msg_send_ctrl(s->router, &n->route, PS_MSG_VIEW, PS_ROLE_SCHEDULER, 0,
+                              &pb->pb.base);
     }
-    free(body);
+    free(pb);
     free(v);
     return rc;
 }

@@ -21,13 +21,26 @@
 
 /* ---- rows ---------------------------------------------------------------- */
 
-int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const ps_register_t *reg, int rank,
+void ps_members_clear(ps_node_t *n)
+{
+    if (n->stats) {
+        shardps__done__free_unpacked(n->stats, NULL);
+        n->stats = NULL;
+    }
+    if (n->report) {
+        shardps__server_report__free_unpacked(n->report, NULL);
+        n->report = NULL;
+    }
+}
+
+int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const Shardps__Register *reg, int rank,
                      int lost)
 {
     uint64_t token;
     if (ps_scheduler_new_token(&token) != 0) {
         return PS_EIO;
     }
+    ps_members_clear(n);
     memset(n, 0, sizeof *n);
     n->used = 1;
     n->lost = lost;
@@ -43,7 +56,7 @@ int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const ps_register_t *reg, 
 }
 
 void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
-                        const ps_register_t *reg)
+                        const Shardps__Register *reg)
 {
     n->used = 1;
     n->role = reg->role;
@@ -152,17 +165,14 @@ void ps_members_leave_flush(ps_scheduler_t *s)
 /* Server 0 answers each MSG_MEMBERS with the step it took effect at, in
  * order (a promoted spare's, sent with its view, has no line waiting).
  * Returns 1 when m is such an answer. */
-static int s_on_members_step(ps_scheduler_t *s, const ps_node_t *n, const ps_msg_t *m)
+static int s_on_members_step(ps_scheduler_t *s, const ps_node_t *n, ps_msg_t *m)
 {
-    ps_join_step_t js;
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
-    if (!p || n->role != PS_ROLE_SERVER || ps_codec_unpack_join_step(p, len, &js) != 0 ||
-        !js.members) {
+    const Shardps__JoinStep *js = ps_msg_unpack_body(m, &shardps__join_step__descriptor);
+    if (!js || n->role != PS_ROLE_SERVER || !js->members) {
         return 0;
     }
     if (n->rank == 0 && s->nleaves > 0) {
-        s_leave_log(s->leaves[0].head, s->leaves[0].tail, js.step);
+        s_leave_log(s->leaves[0].head, s->leaves[0].tail, js->step);
         s->nleaves--;
         memmove(&s->leaves[0], &s->leaves[1], (size_t)s->nleaves * sizeof s->leaves[0]);
     }
@@ -170,6 +180,18 @@ static int s_on_members_step(ps_scheduler_t *s, const ps_node_t *n, const ps_msg
 }
 
 /* ---- barriers and leaving ---------------------------------------------- */
+
+void ps_members_live_set(const ps_scheduler_t *s, Shardps__Members *m, int32_t *live)
+{
+    m->num_workers = s->cfg->workers;
+    m->live = live;
+    m->n_live = 0;
+    for (int w = 0; w < s->cfg->workers; w++) {
+        if (!ps_scheduler_worker(s, w)->lost) {
+            live[m->n_live++] = w;
+        }
+    }
+}
 
 void ps_members_barrier_check(ps_scheduler_t *s)
 {
@@ -187,27 +209,24 @@ void ps_members_barrier_check(ps_scheduler_t *s)
         s->nodes[i].in_barrier = 0;
         if (!s->nodes[i].lost) {
             ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
-                             PS_ROLE_SCHEDULER, 0, NULL, 0);
+                             PS_ROLE_SCHEDULER, 0, NULL);
         }
     }
 }
 
-static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
-    char name[64];
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
-    if (!p || ps_codec_unpack_barrier(p, len, name, sizeof name) != 0 ||
-        n->role != PS_ROLE_WORKER || s->phase != PS_PHASE_RUNNING) {
+    const Shardps__Barrier *b = ps_msg_unpack_body(m, &shardps__barrier__descriptor);
+    if (!b || n->role != PS_ROLE_WORKER || s->phase != PS_PHASE_RUNNING) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "bad barrier");
         return;
     }
-    if (s->barrier[0] && strcmp(s->barrier, name)) {
-        ps_scheduler_fail(s, "W%d entered barrier '%s' while others are in '%s'", n->rank, name,
-                          s->barrier);
+    if (s->barrier[0] && strcmp(s->barrier, b->name)) {
+        ps_scheduler_fail(s, "W%d entered barrier '%s' while others are in '%s'", n->rank,
+                          b->name, s->barrier);
         return;
     }
-    snprintf(s->barrier, sizeof s->barrier, "%s", name);
+    snprintf(s->barrier, sizeof s->barrier, "%s", b->name);
     n->in_barrier = 1;
     ps_members_barrier_check(s);
 }
@@ -226,23 +245,15 @@ int ps_members_leave(ps_scheduler_t *s, ps_node_t *n, const char *why)
     n->used = 0;
     n->lost = 1;
     s->membership_changes++;
-    unsigned char live[PS_MAX_WORKERS];
-    for (int w = 0; w < s->cfg->workers; w++) {
-        live[w] = !ps_scheduler_worker(s, w)->lost;
-    }
     char head[48], tail[128];
     snprintf(head, sizeof head, "membership: lost W%d (pid %u)", n->rank, n->pid);
     snprintf(tail, sizeof tail, ": %s; going on with %d of %d workers (--min-workers %d)",
              why, ps_members_live(s), s->cfg->workers, s->cfg->min_workers);
     s_leave_line(s, head, tail);
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_members(live, s->cfg->workers, &body, &len) != 0) {
-        ps_scheduler_fail(s, "cannot encode the membership");
-        return 1;
-    }
-    ps_scheduler_send_all(s, PS_MSG_MEMBERS, body, len);
-    free(body);
+    int32_t live[PS_MAX_WORKERS];
+    Shardps__Members mb = SHARDPS__MEMBERS__INIT;
+    ps_members_live_set(s, &mb, live);
+    ps_scheduler_send_all(s, PS_MSG_MEMBERS, &mb.base);
     ps_preflight_progress(s->preflight, s);
     ps_members_barrier_check(s);
     ps_restart_save(s->restart, s);
@@ -266,55 +277,69 @@ static int s_on_lost(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_loss_
 
 /* ---- the end ----------------------------------------------------------- */
 
+/* m's body as a message of d kept past m (for the summary), checked: caller
+ * owns the result; free with protobuf_c_message_free_unpacked(x, NULL). NULL
+ * when it has no body or the body is bad. */
+static void *s_keep(const ps_msg_t *m, const ProtobufCMessageDescriptor *d)
+{
+    size_t len;
+    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
+    return p ? ps_codec_unpack(d, p, len, NULL, NULL, 0) : NULL;
+}
+
 /* A worker's DONE, a server's report, a node's failure. */
-static void s_on_end_message(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static void s_on_end_message(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     char tag[16];
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
     if (m->hdr.type == PS_MSG_DONE) {
         if (m->hdr.generation != s->view->generation) {
             return; /* sent before a failover's rollback: it trains again */
         }
-        if (!p || ps_codec_unpack_done(p, len, &n->stats) != 0) {
+        Shardps__Done *d = s_keep(m, &shardps__done__descriptor);
+        if (!d) {
             ps_scheduler_fail(s, "%s sent a bad final report", ps_node_tag(n, tag, sizeof tag));
             return;
         }
+        ps_members_clear(n); /* kept for the summary */
+        n->stats = d;
         n->done = 1;
         ps_log_info("%s done: %lld steps, %lld samples", ps_node_tag(n, tag, sizeof tag),
-                    (long long)n->stats.steps, (long long)n->stats.samples);
+                    (long long)d->steps, (long long)d->samples);
     } else if (m->hdr.type == PS_MSG_REPORT) {
-        if (n->role != PS_ROLE_SERVER || !p ||
-            ps_codec_unpack_report(p, len, &n->report) != 0) {
+        Shardps__ServerReport *r =
+            n->role == PS_ROLE_SERVER ? s_keep(m, &shardps__server_report__descriptor) : NULL;
+        if (!r) {
             ps_scheduler_fail(s, "%s sent a bad report", ps_node_tag(n, tag, sizeof tag));
             return;
         }
+        if (n->report) {
+            shardps__server_report__free_unpacked(n->report, NULL);
+        }
+        n->report = r;
         n->reported = 1;
     } else { /* PS_MSG_SHUTDOWN */
-        int status;
-        char reason[160] = "";
-        if (p) {
-            ps_codec_unpack_shutdown(p, len, &status, reason, sizeof reason);
-        }
-        s->diverged |= p && status == PS_ENONFINITE;
-        ps_scheduler_fail(s, "%s failed: %s", ps_node_tag(n, tag, sizeof tag), reason);
+        const Shardps__Shutdown *sd =
+            m->nframes ? ps_msg_unpack_body(m, &shardps__shutdown__descriptor) : NULL;
+        s->diverged |= sd && sd->status == PS_ENONFINITE;
+        ps_scheduler_fail(s, "%s failed: %.159s", ps_node_tag(n, tag, sizeof tag),
+                          sd ? sd->reason : "");
     }
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     (void)self;
     if (!n) {
         return 0;
     }
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
     char tag[16];
+    const Shardps__MetricsReport *r;
     switch (m->hdr.type) {
     case PS_MSG_HEARTBEAT:
-        if (p) {
+        if (m->nframes == 1 &&
+            (r = ps_msg_unpack_body(m, &shardps__metrics_report__descriptor)) != NULL) {
             ps_sched_obs_heartbeat(s->obs, (int)(n - s->nodes), ps_node_tag(n, tag, sizeof tag),
-                                   p, len);
+                                   r);
         }
         return 1;
     case PS_MSG_JOIN_STEP:
@@ -345,7 +370,7 @@ static void s_on_tick(void *self, ps_scheduler_t *s, double now)
         }
         ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_DONE);
         s->t_end = now;
-        ps_scheduler_send_servers(s, PS_MSG_REPORT, NULL, 0);
+        ps_scheduler_send_servers(s, PS_MSG_REPORT, NULL);
     }
     if (s->phase == PS_PHASE_REPORTING) {
         for (int i = 0; i < s->cfg->servers; i++) {

@@ -19,7 +19,8 @@
 typedef struct {
     char tag[16];               /* its metrics' node label value */
     char *text;                 /* its last Prometheus text; NULL before the first */
-    ps_metrics_report_t report; /* its last report (text NULL) */
+    Shardps__MetricsReport report; /* its last report: text "", waiting_for in waiting */
+    int32_t waiting[PS_REPORT_MAX_WAITING];
     int reported;               /* a report arrived */
     double rate_t;              /* the rates' window: its start, and the counts then */
     int64_t rate_step;
@@ -169,33 +170,38 @@ void ps_sched_obs_destroy(ps_sched_obs_t **op)
     *op = NULL;
 }
 
-void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag, const void *body,
-                            size_t len)
+void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag,
+                            const Shardps__MetricsReport *r)
 {
-    ps_metrics_report_t r;
-    if (i < 0 || i >= o->nnodes || ps_codec_unpack_metrics(body, len, &r) != 0) {
+    char *text = NULL;
+    if (i < 0 || i >= o->nnodes || (r->text[0] && !(text = strdup(r->text)))) {
         return;
     }
     s_node_t *n = &o->nodes[i];
     double now = ps_now();
-    if (!n->reported || r.step < n->rate_step) {
+    if (!n->reported || r->step < n->rate_step) {
         n->rate_t = now;
-        n->rate_step = r.step;
-        n->rate_samples = r.samples;
+        n->rate_step = r->step;
+        n->rate_samples = r->samples;
     } else if (now - n->rate_t >= S_RATE_SECONDS) {
-        n->steps_per_second = (double)(r.step - n->rate_step) / (now - n->rate_t);
-        n->samples_per_second = (double)(r.samples - n->rate_samples) / (now - n->rate_t);
+        n->steps_per_second = (double)(r->step - n->rate_step) / (now - n->rate_t);
+        n->samples_per_second = (double)(r->samples - n->rate_samples) / (now - n->rate_t);
         n->rate_t = now;
-        n->rate_step = r.step;
-        n->rate_samples = r.samples;
+        n->rate_step = r->step;
+        n->rate_samples = r->samples;
     }
-    char *text = r.text;
-    r.text = NULL;
     pthread_mutex_lock(&o->mu);
     snprintf(n->tag, sizeof n->tag, "%s", tag);
     free(n->text);
     n->text = text;
-    n->report = r;
+    n->report = *r; /* the scalars; what it points to is the message's */
+    n->report.base.n_unknown_fields = 0;
+    n->report.base.unknown_fields = NULL;
+    n->report.text = (char *)protobuf_c_empty_string;
+    n->report.waiting_for = n->waiting;
+    if (r->n_waiting_for) { /* at most PS_REPORT_MAX_WAITING: checked */
+        memcpy(n->waiting, r->waiting_for, r->n_waiting_for * sizeof *n->waiting);
+    }
     n->reported = 1;
     o->fresh = 1;
     pthread_mutex_unlock(&o->mu);
@@ -242,53 +248,62 @@ void ps_scheduler_observe_tick(ps_scheduler_t *s)
     ps_metric_set(o->phase_running, s->phase == PS_PHASE_RUNNING);
 }
 
+/* Node i of the cluster view for shardps-status, into sn (borrowing from the
+ * scheduler's and the observer's state). */
+static void s_status_node(ps_scheduler_t *s, int i, double now, Shardps__StatusNode *sn)
+{
+    static const Shardps__MetricsReport none = SHARDPS__METRICS_REPORT__INIT;
+    const ps_node_t *n = &s->nodes[i];
+    const s_node_t *on = &s->obs->nodes[i];
+    const int is_server = i < s->cfg->servers;
+    shardps__status_node__init(sn);
+    sn->role = is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER;
+    sn->rank = is_server ? i : i - s->cfg->servers;
+    sn->endpoint = (char *)n->endpoint;
+    sn->pid = n->pid;
+    if (is_server && s->phase != PS_PHASE_WAITING && i < s->view->num_servers) {
+        sn->key_begin = s->view->servers[i].begin;
+        sn->key_end = s->view->servers[i].end;
+    }
+    sn->state = (char *)(n->lost                         ? "lost"
+                         : n->done                       ? "done"
+                         : !n->used                      ? "missing"
+                         : s->phase == PS_PHASE_WAITING ? "registered"
+                                                         : "running");
+    sn->silent_seconds = n->used ? now - n->last_seen : 0;
+    sn->report = (Shardps__MetricsReport *)(on->reported ? &on->report : &none);
+    if (on->reported) {
+        sn->steps_per_second = on->steps_per_second;
+        sn->samples_per_second = on->samples_per_second;
+    }
+}
+
 void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
 {
-    ps_status_t st = {0};
     const ps_job_t *j = &s->cfg->job;
-    snprintf(st.phase, sizeof st.phase, "%s", ps_phase_name(s->phase));
-    snprintf(st.model, sizeof st.model, "%s", j->model);
-    ps_job_mode_str(j, st.mode, sizeof st.mode);
+    char mode[PS_STATUS_MODE_MAX];
+    ps_job_mode_str(j, mode, sizeof mode);
+    Shardps__StatusReply st = SHARDPS__STATUS_REPLY__INIT;
+    st.phase = (char *)ps_phase_name(s->phase);
+    st.model = (char *)j->model;
+    st.mode = mode;
     st.total_steps = s->view->total_steps;
     st.num_params = s->view->num_params;
-    double now = ps_now();
+    const double now = ps_now();
     st.elapsed_seconds = now - s->t_start;
-    st.nnodes = s->nnodes;
-    st.nodes = calloc((size_t)s->nnodes, sizeof *st.nodes);
-    uint8_t *body = NULL;
-    size_t len = 0;
-    for (int i = 0; st.nodes && i < s->nnodes; i++) {
-        const ps_node_t *n = &s->nodes[i];
-        const s_node_t *on = &s->obs->nodes[i];
-        ps_status_node_t *sn = &st.nodes[i];
-        const int is_server = i < s->cfg->servers;
-        sn->role = is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER;
-        sn->rank = is_server ? i : i - s->cfg->servers;
-        snprintf(sn->endpoint, sizeof sn->endpoint, "%s", n->endpoint);
-        sn->pid = n->pid;
-        if (is_server && s->phase != PS_PHASE_WAITING && i < s->view->num_servers) {
-            sn->begin = s->view->servers[i].begin;
-            sn->end = s->view->servers[i].end;
-        }
-        const char *state = n->lost ? "lost" : n->done ? "done" : !n->used ? "missing"
-                          : s->phase == PS_PHASE_WAITING ? "registered" : "running";
-        snprintf(sn->state, sizeof sn->state, "%s", state);
-        sn->silent_seconds = n->used ? now - n->last_seen : 0;
-        if (on->reported) {
-            sn->report = on->report;
-            sn->steps_per_second = on->steps_per_second;
-            sn->samples_per_second = on->samples_per_second;
-        }
+    Shardps__StatusNode *nodes = calloc((size_t)s->nnodes + 1, sizeof *nodes);
+    st.nodes = calloc((size_t)s->nnodes + 1, sizeof *st.nodes);
+    for (int i = 0; nodes && st.nodes && i < s->nnodes; i++) {
+        s_status_node(s, i, now, &nodes[i]);
+        st.nodes[i] = &nodes[i];
     }
-    ps_header_t h;
+    st.n_nodes = (size_t)s->nnodes;
+    Shardps__Header h;
     ps_msg_header(&h, PS_MSG_STATUS_REPLY, PS_ROLE_SCHEDULER, 0);
     h.request_id = m->hdr.request_id;
-    if (st.nodes && ps_codec_pack_status(&st, &body, &len) == 0) {
-        ps_frame_t f = {body, len};
-        ps_msg_send(s->router, &m->route, h, &f, 1, PS_SEND_COPY);
-    } else {
+    if (!nodes || !st.nodes || ps_msg_send_body(s->router, &m->route, h, &st.base) == PS_ENOMEM) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ENOMEM, "out of memory");
     }
-    free(body);
     free(st.nodes);
+    free(nodes);
 }

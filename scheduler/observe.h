@@ -29,10 +29,10 @@ int ps_sched_obs_new(const char *bind, int nnodes, ps_sched_obs_t **out, char *e
                      size_t errlen);
 void ps_sched_obs_destroy(ps_sched_obs_t **o);
 
-/* Node i's heartbeat carried a report (body of len bytes); tag names it
- * ("W0"). A report that does not decode is dropped (the heartbeat counts). */
-void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag, const void *body,
-                            size_t len);
+/* Node i's heartbeat carried report r (borrowed: copied); tag names it
+ * ("W0"). */
+void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag,
+                            const Shardps__MetricsReport *r);
 
 /* A message of type arrived (counted by type). */
 void ps_sched_obs_message(ps_sched_obs_t *o, int type);

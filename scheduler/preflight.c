@@ -11,8 +11,8 @@
 struct ps_preflight {
     int servers;
     int workers;
-    ps_preflight_pair_t **pairs; /* [w]: worker w's result, one per server; NULL
-                                    until it came; owned */
+    Shardps__PreflightPair **pairs; /* [w]: worker w's result, one per server in rank
+                                       order; NULL until it came; owned */
     int verdict;                 /* 0 waiting for results, 1 passed, -1 failed */
 };
 
@@ -50,26 +50,30 @@ int ps_preflight_passed(const ps_preflight_t *p)
 
 /* Records worker n's result (message m). Returns 0, or PS_EPROTO for a result
  * that does not decode or does not cover every server. */
-static int s_record(ps_preflight_t *pf, const ps_node_t *n, const ps_msg_t *m)
+static int s_record(ps_preflight_t *pf, const ps_node_t *n, ps_msg_t *m)
 {
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
     const int S = pf->servers;
     if (n->role != PS_ROLE_WORKER || n->rank < 0 || n->rank >= pf->workers ||
         pf->pairs[n->rank]) {
         return PS_EPROTO;
     }
-    ps_preflight_pair_t *pairs = calloc((size_t)S + 1, sizeof *pairs);
-    int got = pairs && p ? ps_codec_unpack_preflight(p, len, pairs) : PS_EPROTO;
-    for (int i = 0; got == S && i < S; i++) {
-        got = pairs[i].server == i ? got : PS_EPROTO;
-    }
-    if (got != S) {
-        free(pairs);
+    const Shardps__PreflightResult *r =
+        ps_msg_unpack_body(m, &shardps__preflight_result__descriptor);
+    if (!r || r->n_pairs != (size_t)S) {
         return PS_EPROTO;
     }
+    Shardps__PreflightPair *pairs = calloc((size_t)S + 1, sizeof *pairs);
+    for (int i = 0; pairs && i < S; i++) {
+        if (r->pairs[i]->server != i) {
+            free(pairs);
+            return PS_EPROTO;
+        }
+        pairs[i] = *r->pairs[i]; /* scalars only (unknown fields dropped) */
+        pairs[i].base.n_unknown_fields = 0;
+        pairs[i].base.unknown_fields = NULL;
+    }
     pf->pairs[n->rank] = pairs;
-    return 0;
+    return pairs ? 0 : PS_EPROTO;
 }
 
 /* Once every live worker's result is in: logs the table, returns 1 when
@@ -92,7 +96,7 @@ static int s_check(const ps_preflight_t *pf, const ps_scheduler_t *s, char *why,
                 "probes; bulk: 2 MiB in 64 KiB messages)", pf->workers, pf->servers);
     for (int w = 0; w < pf->workers; w++) {
         for (int k = 0; pf->pairs[w] && k < pf->servers; k++) {
-            const ps_preflight_pair_t *pp = &pf->pairs[w][k];
+            const Shardps__PreflightPair *pp = &pf->pairs[w][k];
             const char *ep = s->view->servers[k].endpoint;
             if (pp->reached) {
                 ps_log_info("  W%d -> S%d %-28s rtt %8.3f ms %10.1f MB/s", w, k, ep, pp->rtt_ms,
@@ -130,7 +134,7 @@ void ps_preflight_progress(ps_preflight_t *p, ps_scheduler_t *s)
     }
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     ps_preflight_t *p = self;
     if (!n || m->hdr.type != PS_MSG_PREFLIGHT_RESULT) {
@@ -155,7 +159,7 @@ json_t *ps_preflight_json(const ps_scheduler_t *s)
     json_t *pairs = json_array();
     for (int w = 0; pairs && w < s->cfg->workers; w++) {
         for (int i = 0; pf->pairs[w] && i < s->cfg->servers; i++) {
-            const ps_preflight_pair_t *pp = &pf->pairs[w][i];
+            const Shardps__PreflightPair *pp = &pf->pairs[w][i];
             json_t *pair = json_pack("{s:i, s:i, s:b, s:o, s:o}", "worker", w, "server", i,
                                      "reached", pp->reached, "rtt_ms",
                                      ps_json_real(pp->rtt_ms, 4), "mbytes_per_s",

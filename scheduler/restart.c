@@ -20,7 +20,8 @@ struct ps_restart {
     const ps_scheduler_config_t *cfg;
     ps_view_t *saved;          /* the view of the saved job, whose nodes may
                                   register again; NULL: none */
-    ps_sched_state_t state;    /* the rest of that state */
+    Shardps__JoinSchedulerState *state; /* the rest of that state, as read (owned);
+                                           NULL with saved */
     int restarts;              /* scheduler restarts of this job */
     double t_recover;          /* ps_now() when its first node registered again */
 };
@@ -42,6 +43,9 @@ void ps_restart_destroy(ps_restart_t **rp)
     ps_restart_t *r = *rp;
     if (r) {
         free(r->saved);
+        if (r->state) {
+            shardps__join_scheduler_state__free_unpacked(r->state, NULL);
+        }
         free(r);
         *rp = NULL;
     }
@@ -63,16 +67,20 @@ void ps_restart_save(const ps_restart_t *r, ps_scheduler_t *s)
     if (!dir || !s->view->num_params) {
         return;
     }
-    ps_sched_state_t st = {.run_id = s->run_id,
-                           .membership_changes = s->membership_changes,
-                           .workers_joined = ps_join_count(s->join),
-                           .restarts = r->restarts,
-                           .checkpoint = ps_ckpt_newest(s->ckpt),
-                           .seconds = ps_now() - s->t_view,
-                           .finished = s->phase == PS_PHASE_FINISHED ||
-                                       s->phase == PS_PHASE_FAILED};
+    Shardps__JoinSchedulerState st = SHARDPS__JOIN_SCHEDULER_STATE__INIT;
+    int32_t lost[PS_MAX_WORKERS];
+    st.run_id = s->run_id;
+    st.membership_changes = s->membership_changes;
+    st.workers_joined = ps_join_count(s->join);
+    st.restarts = r->restarts;
+    st.checkpoint = ps_ckpt_newest(s->ckpt);
+    st.seconds = ps_now() - s->t_view;
+    st.finished = s->phase == PS_PHASE_FINISHED || s->phase == PS_PHASE_FAILED;
+    st.lost = lost;
     for (int w = 0; w < s->cfg->workers; w++) {
-        st.lost[w] = (unsigned char)ps_scheduler_worker(s, w)->lost;
+        if (ps_scheduler_worker(s, w)->lost) {
+            lost[st.n_lost++] = w;
+        }
     }
     uint8_t *body;
     size_t len;
@@ -131,15 +139,32 @@ static int s_same_job(const ps_scheduler_config_t *c, const ps_view_t *v, char *
     return 0;
 }
 
-/* buf (len bytes) is a state file whose CRC-32 checks out and that decodes. */
-static int s_decode(const uint8_t *buf, size_t len, ps_sched_state_t *st, ps_view_t *v)
+/* The state in buf (len bytes), when its CRC-32 checks out and it decodes
+ * (and its view, into v): caller owns the result; free with
+ * shardps__join_scheduler_state__free_unpacked(st, NULL). NULL otherwise. */
+static Shardps__JoinSchedulerState *s_decode(const uint8_t *buf, size_t len, ps_view_t *v)
 {
     const size_t head = sizeof s_magic - 1 + 4;
-    return len >= head && !memcmp(buf, s_magic, sizeof s_magic - 1) &&
-           (uint32_t)crc32(0L, buf + head, (uInt)(len - head)) ==
-               ((uint32_t)buf[head - 4] | (uint32_t)buf[head - 3] << 8 |
-                (uint32_t)buf[head - 2] << 16 | (uint32_t)buf[head - 1] << 24) &&
-           ps_codec_unpack_sched_state(buf + head, len - head, st, v) == 0;
+    if (len < head || memcmp(buf, s_magic, sizeof s_magic - 1) ||
+        (uint32_t)crc32(0L, buf + head, (uInt)(len - head)) !=
+            ((uint32_t)buf[head - 4] | (uint32_t)buf[head - 3] << 8 |
+             (uint32_t)buf[head - 2] << 16 | (uint32_t)buf[head - 1] << 24)) {
+        return NULL;
+    }
+    Shardps__JoinSchedulerState *st = ps_codec_unpack(
+        &shardps__join_scheduler_state__descriptor, buf + head, len - head, NULL, NULL, 0);
+    Shardps__ClusterView *cv =
+        st ? shardps__cluster_view__unpack(NULL, st->view.len, st->view.data) : NULL;
+    if (!cv || ps_codec_view_from_pb(cv, v, NULL, 0) != 0) {
+        if (st) {
+            shardps__join_scheduler_state__free_unpacked(st, NULL);
+        }
+        st = NULL;
+    }
+    if (cv) {
+        shardps__cluster_view__free_unpacked(cv, NULL);
+    }
+    return st;
 }
 
 int ps_restart_load(ps_restart_t *r, uint64_t *run_id)
@@ -152,27 +177,31 @@ int ps_restart_load(ps_restart_t *r, uint64_t *run_id)
     s_state_path(r->cfg->resume, path, sizeof path);
     uint8_t *buf = s_read(path, &len);
     ps_view_t *v = calloc(1, sizeof *v);
-    ps_sched_state_t st;
+    Shardps__JoinSchedulerState *st = NULL;
     if (!buf) {
         ps_log_debug("no scheduler state in %s", r->cfg->resume);
     } else if (!v) {
         snprintf(why, sizeof why, "out of memory");
-    } else if (!s_decode(buf, len, &st, v)) {
+    } else if (!(st = s_decode(buf, len, v))) {
         snprintf(why, sizeof why, "it is corrupt");
-    } else if (st.finished) {
+    } else if (st->finished) {
         ps_log_info("%s: its job ended; nodes that register start from its newest "
                     "checkpoint", path);
     } else if (s_same_job(r->cfg, v, why, sizeof why)) {
         r->saved = v;
         r->state = st;
-        *run_id = st.run_id; /* the job keeps its id */
-        v = NULL;
+        *run_id = st->run_id; /* the job keeps its id */
         ps_log_info("%s: job %016llx ran with checkpoint step %lld complete; its nodes may "
                     "register again (else new ones start from that checkpoint)", path,
-                    (unsigned long long)st.run_id, (long long)st.checkpoint);
+                    (unsigned long long)st->run_id, (long long)st->checkpoint);
+        v = NULL;
+        st = NULL;
     }
     if (why[0]) {
         ps_log_warn("%s: %s; its nodes cannot register again", path, why);
+    }
+    if (st) {
+        shardps__join_scheduler_state__free_unpacked(st, NULL);
     }
     free(v);
     free(buf);
@@ -182,7 +211,7 @@ int ps_restart_load(ps_restart_t *r, uint64_t *run_id)
 /* The first node of the saved job registered again: the job is the saved one. */
 static void s_recover_begin(ps_restart_t *r, ps_scheduler_t *s)
 {
-    const ps_sched_state_t *st = &r->state;
+    const Shardps__JoinSchedulerState *st = r->state;
     r->t_recover = ps_now();
     ps_start_saved_job(s, r->saved, st, r->t_recover);
     r->restarts = st->restarts + 1;
@@ -199,8 +228,8 @@ static void s_recover_begin(ps_restart_t *r, ps_scheduler_t *s)
 /* A REGISTER carrying a job id: a node that lost its scheduler. The first
  * one of the saved job starts bringing it back (RECOVERING); the same node
  * again (a lost answer) is answered again; anything else is refused. */
-static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
-                         const ps_register_t *reg)
+static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
+                         const Shardps__Register *reg)
 {
     ps_restart_t *r = self;
     if (!reg->run_id) {

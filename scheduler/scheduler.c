@@ -74,56 +74,67 @@ ps_node_t *ps_scheduler_node_of(ps_scheduler_t *s, const ps_route_t *r)
     return NULL;
 }
 
-void ps_scheduler_send_all(ps_scheduler_t *s, ps_msg_type_t type, const void *body, size_t len)
+void ps_scheduler_send_all(ps_scheduler_t *s, ps_msg_type_t type, const ProtobufCMessage *body)
 {
     for (int i = 0; i < s->nnodes; i++) {
         if (s->nodes[i].used) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body,
-                             len);
+            ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body);
         }
     }
-    ps_failover_send_spares(s, type, body, len);
+    ps_failover_send_spares(s, type, body);
 }
 
-void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
-                               size_t len)
+void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type,
+                               const ProtobufCMessage *body)
 {
     for (int i = 0; i < s->cfg->servers; i++) {
-        ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body, len);
+        ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body);
     }
 }
 
-/* The view's workers' tokens, for the servers' copy only: set around one
- * encoding of it (st: the restart state's, else the view alone). */
-static int s_pack_with_tokens(ps_scheduler_t *s, const ps_sched_state_t *st, uint8_t **body,
-                              size_t *len)
+/* The view as a ClusterView into pb; the servers' copy (tokens) carries the
+ * workers' tokens, set in the view until s_view_done(). Returns 0 or
+ * PS_EINVAL (it does not encode). */
+static int s_view_pb(ps_scheduler_t *s, int tokens, ps_view_pb_t *pb)
 {
-    ps_view_t *v = s->view;
-    for (int w = 0; w < s->cfg->workers; w++) {
-        v->worker_tokens[w] = ps_scheduler_worker(s, w)->token;
+    for (int w = 0; tokens && w < s->cfg->workers; w++) {
+        s->view->worker_tokens[w] = ps_scheduler_worker(s, w)->token;
     }
-    int rc = st ? ps_codec_pack_sched_state(st, v, body, len) : ps_codec_pack_view(v, body, len);
-    memset(v->worker_tokens, 0, sizeof v->worker_tokens);
-    return rc;
+    return ps_codec_view_to_pb(s->view, pb);
+}
+
+/* The tokens leave the view again: only the servers' copy has them. */
+static void s_view_done(ps_scheduler_t *s, ps_view_pb_t *pb)
+{
+    memset(s->view->worker_tokens, 0, sizeof s->view->worker_tokens);
+    free(pb);
 }
 
 int ps_scheduler_send_view(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type)
 {
-    uint8_t *body;
-    size_t len;
-    int rc = n->role == PS_ROLE_SERVER ? s_pack_with_tokens(s, NULL, &body, &len)
-                                       : ps_codec_pack_view(s->view, &body, &len);
+    ps_view_pb_t *pb = malloc(sizeof *pb);
+    int rc = pb ? s_view_pb(s, n->role == PS_ROLE_SERVER, pb) : PS_ENOMEM;
     if (rc == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body, len);
-        free(body);
+        ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, &pb->pb.base);
     }
+    s_view_done(s, pb);
     return rc;
 }
 
-int ps_scheduler_pack_state(ps_scheduler_t *s, const ps_sched_state_t *st, uint8_t **body,
-                            size_t *len)
+int ps_scheduler_pack_state(ps_scheduler_t *s, Shardps__JoinSchedulerState *st,
+                            uint8_t **body, size_t *len)
 {
-    return s_pack_with_tokens(s, st, body, len);
+    ps_view_pb_t *pb = malloc(sizeof *pb);
+    uint8_t *view = NULL;
+    int rc = pb ? s_view_pb(s, 1, pb) : PS_ENOMEM;
+    rc = rc ? rc : ps_codec_pack(&pb->pb.base, &view, &st->view.len);
+    st->view.data = view;
+    rc = rc ? rc : ps_codec_pack(&st->base, body, len);
+    st->view.data = NULL;
+    st->view.len = 0;
+    free(view);
+    s_view_done(s, pb);
+    return rc;
 }
 
 int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
@@ -151,27 +162,24 @@ void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
      * launcher that sees them go may stop this process before it writes. */
     ps_summary_write(s);
     ps_restart_save(s->restart, s); /* its nodes are told to go: nothing to bring back */
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_shutdown(PS_ECLOSED, s->failure, &body, &len) == 0) {
-        ps_scheduler_send_all(s, PS_MSG_SHUTDOWN, body, len);
-        free(body);
-    }
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.status = PS_ECLOSED;
+    sd.reason = s->failure;
+    ps_scheduler_send_all(s, PS_MSG_SHUTDOWN, &sd.base);
 }
 
 void ps_scheduler_send_ack(ps_scheduler_t *s, const ps_node_t *n)
 {
-    ps_register_ack_t ack = {.rank = n->rank, .token = n->token, .job = s->cfg->job,
-                             .run_id = s->run_id};
-    snprintf(ack.job_id, sizeof ack.job_id, "%s", s->id.job_id);
-    snprintf(ack.job_hash, sizeof ack.job_hash, "%s", s->id.job_hash);
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, body,
-                         len);
-        free(body);
-    }
+    ps_job_pb_t job;
+    ps_codec_job_to_pb(&s->cfg->job, &job);
+    Shardps__RegisterAck ack = SHARDPS__REGISTER_ACK__INIT;
+    ack.rank = n->rank;
+    ack.token = n->token;
+    ack.job = &job.pb;
+    ack.job_id = (char *)s->id.job_id;
+    ack.job_hash = (char *)s->id.job_hash;
+    ack.run_id = s->run_id;
+    ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, &ack.base);
 }
 
 /* ---- the events, offered to the modules in turn ------------------------ */
@@ -194,18 +202,16 @@ static void s_modules(ps_scheduler_t *s)
     }
 }
 
-static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
+static void s_on_register(ps_scheduler_t *s, ps_msg_t *m)
 {
-    ps_register_t reg;
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
-    if (!p || ps_codec_unpack_register(p, len, &reg) != 0) {
+    const Shardps__Register *reg = ps_msg_unpack_body(m, &shardps__register__descriptor);
+    if (!reg) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO,
                            "registration does not decode");
         return;
     }
     char why[400];
-    if (ps_identity_check(&s->id, &reg, why, sizeof why) != 0) {
+    if (ps_identity_check(&s->id, reg, why, sizeof why) != 0) {
         s->registrations_refused++;
         ps_ratelog_reject(s->drops, "a registration", s_peer(m), why);
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL, "%s", why);
@@ -213,7 +219,7 @@ static void s_on_register(ps_scheduler_t *s, const ps_msg_t *m)
     }
     for (int i = 0; i < PS_SCHED_MODULES; i++) {
         const ps_sched_events_t *ev = s->mods[i].ev;
-        if (ev->on_register && ev->on_register(s->mods[i].self, s, m, &reg)) {
+        if (ev->on_register && ev->on_register(s->mods[i].self, s, m, reg)) {
             return;
         }
     }
@@ -295,7 +301,7 @@ static void s_on_disconnect(ps_scheduler_t *s, int fd)
 static void s_liveness(ps_scheduler_t *s, double now)
 {
     if (now - s->last_beat >= PS_HEARTBEAT_SECONDS) {
-        ps_scheduler_send_all(s, PS_MSG_HEARTBEAT, NULL, 0);
+        ps_scheduler_send_all(s, PS_MSG_HEARTBEAT, NULL);
         s->last_beat = now;
     }
     for (int i = 0; i < s->nnodes; i++) {
@@ -331,7 +337,7 @@ static int s_on_receive(void *arg, ps_msg_t *m, int rc)
     if (rc == 0) {
         s_on_message(s, m);
     } else {
-        ps_ratelog_reject(s->drops, "a malformed message", s_peer(m), m->hdr.error);
+        ps_ratelog_reject(s->drops, "a malformed message", s_peer(m), m->why);
     }
     return 0;
 }
@@ -420,6 +426,9 @@ static void s_close(ps_scheduler_t *s, int status)
     ps_failover_destroy(&s->failover);
     ps_ratelog_destroy(&s->drops);
     free(s->view);
+    for (int i = 0; s->nodes && i < s->nnodes; i++) {
+        ps_members_clear(&s->nodes[i]);
+    }
     free(s->nodes);
 }
 
@@ -431,12 +440,9 @@ static int s_finish(ps_scheduler_t *s)
     ps_sched_obs_mark_end(s->obs);
     int written = ps_summary_write(s); /* ps_scheduler_fail wrote a failed job's */
     ps_restart_save(s->restart, s);
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_shutdown(0, "job finished", &body, &len) == 0) {
-        ps_scheduler_send_all(s, PS_MSG_SHUTDOWN, body, len);
-        free(body);
-    }
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.reason = (char *)"job finished";
+    ps_scheduler_send_all(s, PS_MSG_SHUTDOWN, &sd.base);
     ps_sched_obs_hold(s->obs, s->cfg->metrics_hold);
     return written == 0 ? 0 : 1;
 }

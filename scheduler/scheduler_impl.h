@@ -55,9 +55,11 @@ typedef struct {
     int done;             /* workers: sent DONE */
     int lost;             /* workers: lost and left out of the job (--min-workers),
                              or joining and not live yet (scheduler/join.c) */
-    ps_done_t stats;      /* workers: their DONE report */
+    Shardps__Done *stats; /* workers: their DONE report, kept for the summary;
+                             NULL before it (owned: ps_members_clear() frees it) */
     int reported;         /* servers: sent their end-of-job report */
-    ps_server_report_t report; /* servers: that report */
+    Shardps__ServerReport *report; /* servers: that report; NULL before it (owned,
+                                      as stats) */
 } ps_node_t;
 
 /* The modules, each in scheduler/<name>.c. */
@@ -92,9 +94,9 @@ typedef struct ps_scheduler ps_scheduler_t;
  * on_tick:     every turn of the loop (at least every 100 ms).
  */
 typedef struct {
-    int (*on_register)(void *self, ps_scheduler_t *s, const ps_msg_t *m,
-                       const ps_register_t *reg);
-    int (*on_message)(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m);
+    int (*on_register)(void *self, ps_scheduler_t *s, ps_msg_t *m,
+                       const Shardps__Register *reg);
+    int (*on_message)(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m);
     int (*on_lost)(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_loss_t *loss);
     void (*on_tick)(void *self, ps_scheduler_t *s, double now);
 } ps_sched_events_t;
@@ -162,21 +164,22 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev);
 void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Sends a control message (body of len bytes, or none) to every registered
- * node (and heartbeats and SHUTDOWNs to waiting spares), or to every server. */
-void ps_scheduler_send_all(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
-                           size_t len);
-void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type, const void *body,
-                               size_t len);
+/* Sends a control message (body, or NULL for none) to every registered node
+ * (and heartbeats and SHUTDOWNs to waiting spares), or to every server. */
+void ps_scheduler_send_all(ps_scheduler_t *s, ps_msg_type_t type,
+                           const ProtobufCMessage *body);
+void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type,
+                               const ProtobufCMessage *body);
 
 /* Sends the cluster view to n as a message of type; a server's copy carries
  * the workers' tokens. Returns 0 or PS_ENOMEM (it does not encode). */
 int ps_scheduler_send_view(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type);
 
 /* Packs the restart state st with the view (its servers' copy, with the
- * workers' tokens). Returns 0 or a PS_E*; caller frees *body. */
-int ps_scheduler_pack_state(ps_scheduler_t *s, const ps_sched_state_t *st, uint8_t **body,
-                            size_t *len);
+ * workers' tokens; st->view is set to it while packing). Returns 0 or a
+ * PS_E*; caller frees *body. */
+int ps_scheduler_pack_state(ps_scheduler_t *s, Shardps__JoinSchedulerState *st,
+                            uint8_t **body, size_t *len);
 
 /* A node's token: 64 random bits from the kernel, never 0 (0 = no token).
  * Returns 0 or PS_EIO. */
@@ -200,8 +203,8 @@ static inline ps_node_t *ps_scheduler_worker(const ps_scheduler_t *s, int w)
 /* A restarted scheduler takes the saved job (view v, state st; now: ps_now()
  * when its first node came back): the view, the job's time, the lost workers
  * and their tokens, the membership count; the phase becomes RECOVERING. */
-void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v, const ps_sched_state_t *st,
-                        double now);
+void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v,
+                        const Shardps__JoinSchedulerState *st, double now);
 
 /* A failover: server r is replaced by a spare serving with curve_key, and
  * the job rolls back to checkpoint `step` of `parts` parts in dir; a new
@@ -214,13 +217,20 @@ void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int
 /* Fills row n for m's sender registering as reg (rank: its rank), with a
  * new token; lost: not live yet (a joiner). Returns 0, or PS_EIO when no
  * token can be drawn (the row is untouched). */
-int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const ps_register_t *reg, int rank,
+int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const Shardps__Register *reg, int rank,
                      int lost);
 
 /* Row n is m's sender again (a restarted scheduler: the same node, with its
  * token, on a new connection). */
 void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
-                        const ps_register_t *reg);
+                        const Shardps__Register *reg);
+
+/* Frees what row n keeps of its node's end (stats, report). */
+void ps_members_clear(ps_node_t *n);
+
+/* The live workers as a Members message into m (initialised by the caller),
+ * their ranks in live (PS_MAX_WORKERS entries; borrowed by m). */
+void ps_members_live_set(const ps_scheduler_t *s, Shardps__Members *m, int32_t *live);
 
 /* Row n (a server) is served by spare from now on: its connection, key and
  * pid; not bound and not reported yet. */
@@ -285,13 +295,6 @@ static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s%d", ps_codec_role_tag(n->role), n->rank);
     return buf;
-}
-
-/* A message's one body frame, or NULL (len set) when it has another count. */
-static inline const void *ps_scheduler_body(const ps_msg_t *m, size_t *len)
-{
-    *len = 0;
-    return m->nframes == 1 ? ps_msg_frame(m, 0, len) : NULL;
 }
 
 /* scheduler/observe.c, from the loop: answers MSG_STATUS (from any

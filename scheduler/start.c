@@ -25,7 +25,7 @@
 
 /* A REGISTER of a node of the job before it starts: a free rank (its own
  * --rank, or the lowest free one). */
-static void s_register(ps_scheduler_t *s, const ps_msg_t *m, const ps_register_t *reg)
+static void s_register(ps_scheduler_t *s, ps_msg_t *m, const Shardps__Register *reg)
 {
     if (s->phase != PS_PHASE_WAITING || ps_scheduler_node_of(s, &m->route)) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
@@ -223,20 +223,20 @@ static void s_start_workers(ps_scheduler_t *s)
 
 /* A server is bound for its shard, at endpoint: once every server is, the
  * workers get the view. */
-static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     char tag[16];
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
+    const Shardps__PeerReady *pr = ps_msg_unpack_body(m, &shardps__peer_ready__descriptor);
     /* While the job runs only a promoted spare binds (scheduler/failover.c):
      * its endpoint goes into the view the workers get once every server
      * rolled back (its PEER_READY comes before its FAILOVER_READY). */
     const int spare = s->phase == PS_PHASE_RUNNING;
     if (n->role != PS_ROLE_SERVER || (s->phase != PS_PHASE_STARTING && !spare) || n->ready ||
-        !p || ps_codec_unpack_peer_ready(p, len, n->endpoint, sizeof n->endpoint) != 0) {
+        !pr) {
         ps_scheduler_fail(s, "%s sent a bad ready message", ps_node_tag(n, tag, sizeof tag));
         return;
     }
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", pr->endpoint);
     ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
     n->ready = 1;
     if (spare) {
@@ -255,32 +255,29 @@ static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
 
 /* A worker's model size and, in allreduce mode, the endpoint its left
  * neighbour will connect to. */
-static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     char tag[16];
-    ps_model_info_t mi;
-    size_t len;
-    const void *p = ps_scheduler_body(m, &len);
-    if (n->role != PS_ROLE_WORKER || !p ||
-        ps_codec_unpack_model_info(p, len, &mi) != 0 || !mi.num_params) {
+    const Shardps__ModelInfo *mi = ps_msg_unpack_body(m, &shardps__model_info__descriptor);
+    if (n->role != PS_ROLE_WORKER || !mi || !mi->num_params) {
         ps_scheduler_fail(s, "%s sent a bad model size", ps_node_tag(n, tag, sizeof tag));
         return;
     }
     if (s->cfg->job.mode == PS_MODE_ALLREDUCE) {
-        if (!mi.endpoint[0]) {
+        if (!mi->endpoint[0]) {
             ps_scheduler_fail(s, "%s has no ring endpoint (allreduce needs one per worker)",
                               ps_node_tag(n, tag, sizeof tag));
             return;
         }
-        snprintf(n->endpoint, sizeof n->endpoint, "%s", mi.endpoint);
+        snprintf(n->endpoint, sizeof n->endpoint, "%s", mi->endpoint);
         ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
         ps_log_info("%s ring endpoint %s", ps_node_tag(n, tag, sizeof tag), n->endpoint);
     }
-    n->num_params = mi.num_params;
-    n->train_samples = mi.train_samples;
+    n->num_params = mi->num_params;
+    n->train_samples = mi->train_samples;
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m)
+static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     (void)self;
     if (!n) {
@@ -343,8 +340,8 @@ static void s_on_tick(void *self, ps_scheduler_t *s, double now)
 }
 
 /* A fresh registration may complete the job: every message checks. */
-static int s_on_register(void *self, ps_scheduler_t *s, const ps_msg_t *m,
-                         const ps_register_t *reg)
+static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
+                         const Shardps__Register *reg)
 {
     (void)self;
     s_register(s, m, reg);
@@ -360,8 +357,8 @@ const ps_sched_events_t ps_start_events = {
     .on_tick = s_on_tick,
 };
 
-void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v, const ps_sched_state_t *st,
-                        double now)
+void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v,
+                        const Shardps__JoinSchedulerState *st, double now)
 {
     *s->view = *v;
     ps_scheduler_phase_event(s, PS_PHASE_EV_SAVED_JOB_BACK);
@@ -369,8 +366,11 @@ void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v, const ps_sched_st
     s->membership_changes = st->membership_changes;
     for (int w = 0; w < s->cfg->workers; w++) {
         ps_node_t *n = ps_scheduler_worker(s, w);
-        n->lost = st->lost[w];
+        n->lost = 0;
         n->token = s->view->worker_tokens[w]; /* the servers hold these */
+    }
+    for (size_t i = 0; i < st->n_lost; i++) { /* checked: each a worker of the view */
+        ps_scheduler_worker(s, st->lost[i])->lost = 1;
     }
     memset(s->view->worker_tokens, 0, sizeof s->view->worker_tokens);
 }

@@ -21,12 +21,48 @@
 #include "scheduler/preflight.h"
 #include "scheduler/restart.h"
 
-/* An array of one double per worker (a ps_done_t field), three decimals. */
+/* Node i's DONE (a worker's), or an empty one before it came. */
+static const Shardps__Done *s_done(const ps_scheduler_t *s, int i)
+{
+    static const Shardps__Done none = SHARDPS__DONE__INIT;
+    return s->nodes[i].stats ? s->nodes[i].stats : &none;
+}
+
+/* Node i's end-of-job report (a server's), or an empty one before it came. */
+static const Shardps__ServerReport *s_report(const ps_scheduler_t *s, int i)
+{
+    static const Shardps__ServerReport none = SHARDPS__SERVER_REPORT__INIT;
+    return s->nodes[i].report ? s->nodes[i].report : &none;
+}
+
+/* A report's staleness histogram (zero before the report came). */
+static void s_staleness(const Shardps__ServerReport *r, ps_hist_t *h)
+{
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; i < r->n_staleness && i < PS_HIST_BUCKETS; i++) {
+        h->counts[i] = r->staleness[i];
+        h->n += r->staleness[i];
+    }
+    h->sum = r->staleness_sum;
+    h->max = r->staleness_max;
+}
+
+/* Byte counts by message type as they came (n of them, the rest 0) into
+ * out[PS_BYTE_TYPES]. */
+static void s_counts(const uint64_t *c, size_t n, uint64_t *out)
+{
+    memset(out, 0, PS_BYTE_TYPES * sizeof *out);
+    if (n) { /* at most PS_BYTE_TYPES: checked */
+        memcpy(out, c, n * sizeof *out);
+    }
+}
+
+/* An array of one double per worker (a Shardps__Done field), three decimals. */
 static json_t *s_workers(const ps_scheduler_t *s, size_t field_offset)
 {
     json_t *a = json_array();
     for (int i = s->cfg->servers; a && i < s->nnodes; i++) {
-        const double *v = (const double *)((const char *)&s->nodes[i].stats + field_offset);
+        const double *v = (const double *)((const char *)s_done(s, i) + field_offset);
         if (json_array_append_new(a, ps_json_real(*v, 3)) != 0) {
             json_decref(a);
             a = NULL;
@@ -44,7 +80,9 @@ static void s_set(json_t *doc, const char *key, json_t *v, int *failed)
 /* Node i's report to the scheduler as a server_reports entry. */
 static json_t *s_server_report(const ps_scheduler_t *s, int i)
 {
-    const ps_server_report_t *r = &s->nodes[i].report;
+    const Shardps__ServerReport *r = s_report(s, i);
+    ps_hist_t staleness;
+    s_staleness(r, &staleness);
     return json_pack("{s:i, s:[I, I], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:o, s:I, s:I}, "
                      "s:o}",
                      "rank", i, "keys", (json_int_t)s->view->servers[i].begin,
@@ -53,9 +91,9 @@ static json_t *s_server_report(const ps_scheduler_t *s, int i)
                      "nonfinite", (json_int_t)r->nonfinite, "dropped", (json_int_t)r->dropped,
                      "secure_refused", (json_int_t)r->secure_refused, "version",
                      (json_int_t)r->version, "staleness", "mean",
-                     ps_json_real(ps_hist_mean(&r->staleness), 4), "max",
-                     (json_int_t)(r->staleness.max > 0 ? r->staleness.max : 0), "count",
-                     (json_int_t)r->staleness.n, "cpu_seconds", ps_json_real(r->cpu_seconds, 6));
+                     ps_json_real(ps_hist_mean(&staleness), 4), "max",
+                     (json_int_t)(staleness.max > 0 ? staleness.max : 0), "count",
+                     (json_int_t)staleness.n, "cpu_seconds", ps_json_real(r->cpu_seconds, 6));
 }
 
 /* The fields of a finished or a failed job: how it ended, who took part (at
@@ -133,13 +171,18 @@ static json_t *s_bytes(const ps_scheduler_t *s)
         const int from = role ? s->cfg->servers : 0, to = role ? s->nnodes : s->cfg->servers;
         json_t *nodes = json_array();
         for (int i = from; i < to; i++) {
-            const ps_byte_counts_t *b =
-                role ? &s->nodes[i].stats.bytes : &s->nodes[i].report.bytes;
+            const Shardps__Done *d = s_done(s, i);
+            const Shardps__ServerReport *r = s_report(s, i);
+            uint64_t sent[PS_BYTE_TYPES], recv[PS_BYTE_TYPES];
+            s_counts(role ? d->bytes_sent : r->bytes_sent,
+                     role ? d->n_bytes_sent : r->n_bytes_sent, sent);
+            s_counts(role ? d->bytes_received : r->bytes_received,
+                     role ? d->n_bytes_received : r->n_bytes_received, recv);
             failed += json_array_append_new(nodes, json_pack("{s:o, s:o}", "sent",
-                                                             s_type_counts(b->sent), "received",
-                                                             s_type_counts(b->received))) != 0;
+                                                             s_type_counts(sent), "received",
+                                                             s_type_counts(recv))) != 0;
             for (int t = 0; t < PS_BYTE_TYPES; t++) {
-                total[t] += b->sent[t];
+                total[t] += sent[t];
             }
         }
         s_set(by, role ? "workers" : "servers", nodes, &failed);
@@ -167,12 +210,12 @@ typedef struct {
 
 static void s_totals(const ps_scheduler_t *s, s_totals_t *t)
 {
-    const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
+    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
     memset(t, 0, sizeof *t);
-    t->acc = w0->num_epochs_evaluated ? w0->test_accuracy[w0->num_epochs_evaluated - 1] : -1;
+    t->acc = w0->n_test_accuracy ? w0->test_accuracy[w0->n_test_accuracy - 1] : -1;
     t->secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const ps_done_t *d = &s->nodes[i].stats;
+        const Shardps__Done *d = s_done(s, i);
         t->pushed += d->bytes_pushed;
         t->pulled += d->bytes_pulled;
         t->samples += d->samples;
@@ -180,9 +223,11 @@ static void s_totals(const ps_scheduler_t *s, s_totals_t *t)
     }
     ps_hist_init(&t->stale);
     for (int i = 0; i < s->cfg->servers; i++) {
-        const ps_server_report_t *r = &s->nodes[i].report;
+        const Shardps__ServerReport *r = s_report(s, i);
+        ps_hist_t h;
+        s_staleness(r, &h);
         t->fewer = r->steps_fewer_workers > t->fewer ? r->steps_fewer_workers : t->fewer;
-        ps_hist_merge(&t->stale, &r->staleness);
+        ps_hist_merge(&t->stale, &h);
         t->dropped += r->dropped;
         t->rejected += r->rejected;
         t->nonfinite += r->nonfinite;
@@ -220,13 +265,13 @@ static json_t *s_settings(const ps_scheduler_t *s)
 /* A finished job's results, added to doc. */
 static void s_results(json_t *doc, const ps_scheduler_t *s, const s_totals_t *t, int *failed)
 {
-    const ps_done_t *w0 = &s->nodes[s->cfg->servers].stats;
+    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
     json_t *per_epoch = json_array(), *steps = json_array();
-    for (int e = 0; e < w0->num_epochs_evaluated; e++) {
+    for (size_t e = 0; e < w0->n_test_accuracy; e++) {
         *failed += json_array_append_new(per_epoch, ps_json_real(w0->test_accuracy[e], 6)) != 0;
     }
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        *failed += json_array_append_new(steps, json_integer(s->nodes[i].stats.steps)) != 0;
+        *failed += json_array_append_new(steps, json_integer(s_done(s, i)->steps)) != 0;
     }
     const long long smax = t->stale.max > 0 ? t->stale.max : 0;
     json_t *r = json_pack(
@@ -250,9 +295,9 @@ static void s_results(json_t *doc, const ps_scheduler_t *s, const s_totals_t *t,
         "servers_refused_forged", (json_int_t)t->forged, "pulls_refused_unread",
         (json_int_t)t->unread, "scheduler_cpu_seconds", ps_json_real(ps_cpu_seconds(), 6),
         "scheduler_messages", (json_int_t)s->messages, "worker_wait_seconds",
-        s_workers(s, offsetof(ps_done_t, wait_seconds)), "worker_compute_seconds",
-        s_workers(s, offsetof(ps_done_t, compute_seconds)), "worker_train_seconds",
-        s_workers(s, offsetof(ps_done_t, train_seconds)), "worker_steps", steps,
+        s_workers(s, offsetof(Shardps__Done, wait_seconds)), "worker_compute_seconds",
+        s_workers(s, offsetof(Shardps__Done, compute_seconds)), "worker_train_seconds",
+        s_workers(s, offsetof(Shardps__Done, train_seconds)), "worker_steps", steps,
         "bytes_by_type", s_bytes(s));
     *failed += !r || json_object_update(doc, r) != 0;
     json_decref(r);

@@ -65,32 +65,32 @@ uint64_t ps_control_stale(const ps_control_t *c)
     return c->stale;
 }
 
-/* Sends a packed body to the scheduler and frees it. */
-static void s_send(ps_control_t *c, ps_msg_type_t type, uint8_t *body, size_t len)
+/* Sends the scheduler a message of type with body. */
+static void s_send(ps_control_t *c, ps_msg_type_t type, const ProtobufCMessage *body)
 {
-    c->cfg.ops.send(c->cfg.ops.ctx, type, body, len);
-    free(body);
+    c->cfg.ops.send(c->cfg.ops.ctx, type, body);
 }
 
-/* MSG_JOIN_STEP to the scheduler: our version or a membership step. */
-static void s_send_join_step(ps_control_t *c, const ps_join_step_t *js)
+/* MSG_JOIN_STEP to the scheduler: our version, or (members) the step a
+ * membership change took effect at. */
+static void s_send_join_step(ps_control_t *c, int64_t step, int members)
 {
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_join_step(js, &body, &len) == 0) {
-        s_send(c, PS_MSG_JOIN_STEP, body, len);
-    }
+    Shardps__JoinStep js = SHARDPS__JOIN_STEP__INIT;
+    js.step = step;
+    js.worker = -1;
+    js.members = members != 0;
+    s_send(c, PS_MSG_JOIN_STEP, &js.base);
 }
 
 /* Tells the scheduler where this server stands in failover generation. */
 static void s_failover_ready(ps_control_t *c, int64_t step, int64_t from, int stepped)
 {
-    ps_failover_ready_t r = {c->generation, step, from, stepped};
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_failover_ready(&r, &body, &len) == 0) {
-        s_send(c, PS_MSG_FAILOVER_READY, body, len);
-    }
+    Shardps__FailoverReady r = SHARDPS__FAILOVER_READY__INIT;
+    r.generation = c->generation;
+    r.step = step;
+    r.from_version = from;
+    r.stepped = stepped != 0;
+    s_send(c, PS_MSG_FAILOVER_READY, &r.base);
 }
 
 /* After each step (so also each of the several steps one ssp push may
@@ -116,17 +116,17 @@ void ps_control_stepped(ps_control_t *c)
     ps_checkpoint_info_t info = {v->checkpoint_dir, version / per_step, version, c->cfg.rank,
                                  v->num_servers, v->num_workers, v->num_params, &v->job};
     ps_checkpoint_part_t part;
+    Shardps__Checkpoint cp;
     char why[256];
-    uint8_t *body;
-    size_t len;
     const double t0 = ps_now();
     int rc = ps_checkpoint_write(&info, c->cfg.store, &part, why, sizeof why);
     ps_log_debug("checkpoint step-%lld: %s written in %.1f ms", (long long)version, part.file,
                  (ps_now() - t0) * 1e3);
     if (rc != 0) {
         ps_log_warn("checkpoint of step %lld not written: %s", (long long)version, why);
-    } else if (ps_codec_pack_checkpoint(&part, &body, &len) == 0) {
-        s_send(c, PS_MSG_CHECKPOINT, body, len);
+    } else {
+        ps_codec_part_to_pb(&part, &cp);
+        s_send(c, PS_MSG_CHECKPOINT, &cp.base);
     }
 }
 
@@ -235,13 +235,16 @@ static int s_on_failover(ps_control_t *c, const ps_view_t *v)
  * with those from now on; a step the change completes applies (and is
  * checkpointed: ps_control_stepped) at once. Server 0 tells the scheduler
  * the step it took effect at, for its membership line. */
-static void s_on_members(ps_control_t *c, const void *body, size_t len)
+static void s_on_members(ps_control_t *c, const Shardps__Members *m)
 {
-    unsigned char live[PS_MAX_WORKERS];
-    int n = 0;
-    if (!body || ps_codec_unpack_members(body, len, live, &n) != 0 || n != c->workers) {
+    unsigned char live[PS_MAX_WORKERS] = {0};
+    const int n = m ? m->num_workers : 0;
+    if (!m || n != c->workers) {
         ps_log_warn("dropped a bad membership message from the scheduler");
         return;
+    }
+    for (size_t i = 0; i < m->n_live; i++) { /* checked: each below n */
+        live[m->live[i]] = 1;
     }
     int nlive = 0;
     char ranks[256] = "";
@@ -259,32 +262,30 @@ static void s_on_members(ps_control_t *c, const void *body, size_t len)
     ps_log_debug("%d of %d workers live from step %lld:%s", nlive, n, (long long)version,
                  ranks);
     if (c->cfg.rank == 0) { /* the step, for the scheduler's membership line */
-        s_send_join_step(c, &(ps_join_step_t){.step = version, .worker = -1, .members = 1});
+        s_send_join_step(c, version, 1);
     }
 }
 
 /* The scheduler agrees a future step with every server (server/consistency.h,
  * ps_consistency_hold): we stop at the step in progress and say our version. */
-static void s_on_join_prepare(ps_control_t *c, const void *body, size_t len)
+static void s_on_join_prepare(ps_control_t *c, const Shardps__JoinStep *join)
 {
-    ps_join_step_t join;
-    if (body && ps_codec_unpack_join_step(body, len, &join) == 0 && join.worker >= 0 &&
-        join.worker < c->workers) {
+    if (join && join->worker >= 0 && join->worker < c->workers) {
         /* the joiner's requests may come before the agreed step is known */
-        c->cfg.view->worker_tokens[join.worker] = join.token;
+        c->cfg.view->worker_tokens[join->worker] = join->token;
     }
-    s_send_join_step(c, &(ps_join_step_t){.step = ps_consistency_hold(c->cfg.cons), .worker = -1});
+    s_send_join_step(c, ps_consistency_hold(c->cfg.cons), 0);
 }
 
 /* The agreed step J: a checkpoint there, a worker live from there; go on. */
-static void s_on_join_step(ps_control_t *c, const void *body, size_t len)
+static void s_on_join_step(ps_control_t *c, const Shardps__JoinStep *m)
 {
-    ps_join_step_t js;
-    if (!body || ps_codec_unpack_join_step(body, len, &js) != 0 || js.worker >= c->workers) {
+    if (!m || m->worker >= c->workers) {
         ps_log_warn("dropped a bad join-step message from the scheduler");
         ps_consistency_join(c->cfg.cons, -1, 0); /* never stay held */
         return;
     }
+    const Shardps__JoinStep js = *m;
     if (js.checkpoint) {
         c->checkpoint_at = js.step;
         ps_control_stepped(c); /* held at J already: the cut before any step goes on */
@@ -293,37 +294,49 @@ static void s_on_join_step(ps_control_t *c, const void *body, size_t len)
         c->cfg.view->worker_tokens[js.worker] = js.token;
     }
     if (ps_consistency_join(c->cfg.cons, js.worker, js.step) != 0) {
-        ps_log_warn("W%d cannot join at step %lld (version %lld)", js.worker,
+        ps_log_warn("W%d cannot join at step %lld (version %lld)", (int)js.worker,
                     (long long)js.step, (long long)ps_consistency_version(c->cfg.cons));
     } else if (js.worker >= 0) { /* the scheduler's membership line says it */
-        ps_log_debug("W%d live from step %lld", js.worker, (long long)js.step);
+        ps_log_debug("W%d live from step %lld", (int)js.worker, (long long)js.step);
     }
+}
+
+/* A failover's view: the lost server's replacement, and the rollback. */
+static int s_on_failover_view(ps_control_t *c, const Shardps__ClusterView *m)
+{
+    ps_view_t *v = calloc(1, sizeof *v);
+    int rc = 0;
+    if (!v || !m || ps_codec_view_from_pb(m, v, NULL, 0) != 0) {
+        ps_log_warn("dropped a bad failover message from the scheduler");
+    } else {
+        rc = s_on_failover(c, v);
+    }
+    free(v);
+    return rc;
 }
 
 int ps_control_handle(ps_control_t *c, ps_msg_type_t type, const void *body, size_t len)
 {
-    switch (type) {
-    case PS_MSG_FAILOVER: {
-        ps_view_t *v = calloc(1, sizeof *v);
-        int rc = 0;
-        if (!v || !body || ps_codec_unpack_view(body, len, v) != 0) {
-            ps_log_warn("dropped a bad failover message from the scheduler");
-        } else {
-            rc = s_on_failover(c, v);
-        }
-        free(v);
-        return rc;
-    }
-    case PS_MSG_MEMBERS:
-        s_on_members(c, body, len);
-        return 0;
-    case PS_MSG_JOIN_PREPARE:
-        s_on_join_prepare(c, body, len);
-        return 0;
-    case PS_MSG_JOIN_STEP:
-        s_on_join_step(c, body, len);
-        return 0;
-    default:
+    const ProtobufCMessageDescriptor *d =
+        type == PS_MSG_FAILOVER ? &shardps__cluster_view__descriptor
+        : type == PS_MSG_MEMBERS ? &shardps__members__descriptor
+        : type == PS_MSG_JOIN_PREPARE || type == PS_MSG_JOIN_STEP ? &shardps__join_step__descriptor
+                                                                   : NULL;
+    if (!d) {
         return 0;
     }
+    PS_ARENA_ON_STACK(a, 1024);
+    const void *m = body ? ps_codec_unpack(d, body, len, a, NULL, 0) : NULL;
+    int rc = 0;
+    if (type == PS_MSG_FAILOVER) {
+        rc = s_on_failover_view(c, m);
+    } else if (type == PS_MSG_MEMBERS) {
+        s_on_members(c, m);
+    } else if (type == PS_MSG_JOIN_PREPARE) {
+        s_on_join_prepare(c, m);
+    } else {
+        s_on_join_step(c, m);
+    }
+    ps_arena_fini(a);
+    return rc;
 }

@@ -33,7 +33,7 @@ extern "C" {
 typedef struct {
     void *ctx; /* first argument of each callback */
     /* Send the scheduler a message of type with body (borrowed for the call). */
-    void (*send)(void *ctx, ps_msg_type_t type, const void *body, size_t len);
+    void (*send)(void *ctx, ps_msg_type_t type, const ProtobufCMessage *body);
     /* A failover of generation was taken: what the server sends from now on
      * carries it. */
     void (*generation)(void *ctx, int64_t generation);
@@ -62,7 +62,8 @@ void ps_control_destroy(ps_control_t **c);
 
 /*
  * Handles a control message of type with body (NULL when it did not come as
- * one frame), len bytes. A bad body is logged and dropped (a join step's
+ * one frame), len bytes, unpacked and checked here (proto/codec.h). A bad
+ * body is logged and dropped (a join step's
  * still ends the consistency's hold); a type that is not a control message
  * is ignored. Returns 0, or the PS_E* of a failover's rollback that failed:
  * ops.abort was called, the job cannot go on.

@@ -65,10 +65,10 @@ int ps_intake_is_push(ps_msg_type_t type)
 }
 
 /* The payload's dtype and length against the job's and the keys'. */
-static int s_check_payload(const ps_intake_t *in, const ps_header_t *h, int nframes, char *why,
+static int s_check_payload(const ps_intake_t *in, const Shardps__Header *h, int nframes, char *why,
                            size_t cap)
 {
-    const uint64_t keys = h->end - h->begin;
+    const uint64_t keys = h->key_end - h->key_begin;
     /* pushes travel as the job says (--wire, --compress); INIT is fp32 */
     const uint32_t dtype = ps_intake_is_push(h->type) ? in->cfg.push_dtype : PS_DTYPE_F32;
     if (h->type != PS_MSG_PULL && h->dtype != dtype) {
@@ -100,9 +100,9 @@ uint64_t ps_intake_forged(const ps_intake_t *in)
     return in->forged;
 }
 
-int ps_intake_check(ps_intake_t *in, const ps_header_t *h, int nframes, char *why, size_t cap)
+int ps_intake_check(ps_intake_t *in, const Shardps__Header *h, int nframes, char *why, size_t cap)
 {
-    const ps_range_t r = {h->begin, h->end};
+    const ps_range_t r = {h->key_begin, h->key_end};
     const ps_range_t shard = in->cfg.shard;
     if (h->role != PS_ROLE_WORKER || h->sender < 0 || h->sender >= in->cfg.workers) {
         snprintf(why, cap, "unknown sender %s%d", ps_codec_role_tag(h->role), h->sender);

@@ -53,7 +53,7 @@ int ps_intake_is_push(ps_msg_type_t type);
  * PS_ERANGE (keys outside the shard, a step or version out of range, a
  * payload of the wrong dtype or length).
  */
-int ps_intake_check(ps_intake_t *in, const ps_header_t *h, int nframes, char *why, size_t cap);
+int ps_intake_check(ps_intake_t *in, const Shardps__Header *h, int nframes, char *why, size_t cap);
 
 /* Messages refused so far for a token that is not the claimed worker's. */
 uint64_t ps_intake_forged(const ps_intake_t *in);

@@ -155,22 +155,30 @@ void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap, 
 }
 
 void ps_server_obs_report(const ps_server_snapshot_t *snap, const ps_ctx_t *ctx,
-                          ps_server_report_t *r)
+                          Shardps__ServerReport *r, uint64_t bytes[2][PS_BYTE_TYPES])
 {
     const ps_consistency_stats_t *st = snap->stats;
-    *r = (ps_server_report_t){.pushes = st->pushes,
-                              .pulls = st->pulls,
-                              .rejected = snap->rejected,
-                              .dropped = st->dropped,
-                              .nonfinite = st->nonfinite,
-                              .version = snap->version,
-                              .staleness = st->staleness,
-                              .steps_fewer_workers = st->steps_fewer,
-                              .secure_refused = ps_ctx_refused(ctx),
-                              .forged = snap->forged,
-                              .unread_refused = snap->unread_refused,
-                              .cpu_seconds = ps_cpu_seconds()};
-    ps_ctx_bytes(ctx, r->bytes.sent, r->bytes.received);
+    shardps__server_report__init(r);
+    r->pushes = st->pushes;
+    r->pulls = st->pulls;
+    r->rejected = snap->rejected;
+    r->dropped = st->dropped;
+    r->nonfinite = st->nonfinite;
+    r->version = snap->version;
+    r->n_staleness = PS_HIST_BUCKETS;
+    r->staleness = (uint64_t *)st->staleness.counts;
+    r->staleness_sum = st->staleness.sum;
+    r->staleness_max = st->staleness.max;
+    r->steps_fewer_workers = st->steps_fewer;
+    r->secure_refused = ps_ctx_refused(ctx);
+    r->forged = snap->forged;
+    r->unread_refused = snap->unread_refused;
+    r->cpu_seconds = ps_cpu_seconds();
+    ps_ctx_bytes(ctx, bytes[0], bytes[1]);
+    r->n_bytes_sent = ps_codec_byte_types(bytes[0]);
+    r->bytes_sent = bytes[0];
+    r->n_bytes_received = ps_codec_byte_types(bytes[1]);
+    r->bytes_received = bytes[1];
 }
 
 void ps_server_obs_log_totals(const ps_server_snapshot_t *snap)

@@ -60,9 +60,10 @@ void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap,
                           ps_text_t *text);
 
 /* The end of the job: fills r, the telemetry the scheduler asks for
- * (MSG_REPORT), from snap and ctx's counts (borrowed for the call). */
+ * (MSG_REPORT), from snap and ctx's byte counts, copied into bytes (r
+ * borrows from snap's stats and bytes: send it before either changes). */
 void ps_server_obs_report(const ps_server_snapshot_t *snap, const ps_ctx_t *ctx,
-                          ps_server_report_t *r);
+                          Shardps__ServerReport *r, uint64_t bytes[2][PS_BYTE_TYPES]);
 
 /* Logs snap's totals: the server's last line. */
 void ps_server_obs_log_totals(const ps_server_snapshot_t *snap);

@@ -136,7 +136,7 @@ int ps_reply_error(ps_reply_t *r, const ps_msg_t *req, int status, const char *f
 /* A worker that does not read holds its share of reply buffers
  * (server/reply_pool.h) and has as many parts waiting as a worker can have
  * requests in flight: this part of its pull gets an error, not a copy. */
-static void s_refuse_unread(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
+static void s_refuse_unread(ps_reply_t *r, const ps_reply_to_t *to, Shardps__Header h)
 {
     char peer[16], why[160];
     snprintf(peer, sizeof peer, "W%d", to->worker);
@@ -147,7 +147,7 @@ static void s_refuse_unread(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t 
     h.type = PS_MSG_ERROR;
     h.status = PS_ESTATE;
     h.version = 0;
-    snprintf(h.error, sizeof h.error, "%s", why);
+    h.error = why;
     ps_msg_send(r->sock, &to->route, h, NULL, 0, 0);
 }
 
@@ -180,14 +180,14 @@ static int s_chunk_parts(const ps_reply_t *r, ps_range_t k, ps_range_t *parts)
     return n;
 }
 
-/* --wire fp16 / bf16: sends keys [h.begin, h.end) encoded into buffers of
+/* --wire fp16 / bf16: sends keys [h.key_begin, h.key_end) encoded into buffers of
  * the worker's share, a frame per store chunk; the encoding is the copy, once
  * per reply. Returns 0, or PS_ENOMEM when its share is out (nothing sent). */
-static int s_send_encoded(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
+static int s_send_encoded(ps_reply_t *r, const ps_reply_to_t *to, Shardps__Header h)
 {
     ps_range_t parts[PS_MSG_MAX_FRAMES];
     ps_frame_t f[PS_MSG_MAX_FRAMES];
-    const int n = s_chunk_parts(r, (ps_range_t){h.begin, h.end}, parts);
+    const int n = s_chunk_parts(r, (ps_range_t){h.key_begin, h.key_end}, parts);
     for (int i = 0; i < n; i++) {
         if (!(f[i].data = ps_reply_pool_take(r->pool, to->worker))) {
             while (i-- > 0) {
@@ -210,17 +210,17 @@ static int s_send_encoded(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
     return 0;
 }
 
-/* Sends keys [h.begin, h.end) to the worker, a frame per store chunk, from
+/* Sends keys [h.key_begin, h.key_end) to the worker, a frame per store chunk, from
  * the store's values themselves, held until ZeroMQ has sent them: an update
  * meanwhile writes a new version beside them (server/store.h), so the reply
  * needs no copy in any mode. Outside sync each frame counts against the
  * worker's share (server/reply_pool.h); in sync a worker pulls once per step.
  * Returns 0, or PS_ENOMEM when the share is out (nothing sent). */
-static int s_send_held(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
+static int s_send_held(ps_reply_t *r, const ps_reply_to_t *to, Shardps__Header h)
 {
     ps_range_t parts[PS_MSG_MAX_FRAMES];
     ps_frame_t f[PS_MSG_MAX_FRAMES];
-    const int n = s_chunk_parts(r, (ps_range_t){h.begin, h.end}, parts);
+    const int n = s_chunk_parts(r, (ps_range_t){h.key_begin, h.key_end}, parts);
     const int counted = r->cfg.counted;
     for (int i = 0; counted && i < n; i++) {
         if (ps_reply_pool_hold(r->pool, to->worker) != 0) {
@@ -245,7 +245,7 @@ static int s_send_held(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
 }
 
 /* One message of a pull reply, as the job's --wire says. */
-static int s_send_part(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
+static int s_send_part(ps_reply_t *r, const ps_reply_to_t *to, Shardps__Header h)
 {
     return r->cfg.dtype == PS_DTYPE_F32 ? s_send_held(r, to, h) : s_send_encoded(r, to, h);
 }
@@ -253,7 +253,7 @@ static int s_send_part(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
 /* A reply part whose worker has its share of buffers out waits, behind its
  * other waiting parts; once as many wait as it can have requests in flight,
  * the part is refused. */
-static void s_defer(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
+static void s_defer(ps_reply_t *r, const ps_reply_to_t *to, Shardps__Header h)
 {
     ps_defer_ring_t *d = &r->deferred[to->worker];
     if ((!d->q && !(d->q = malloc((size_t)r->defer_cap * sizeof *d->q))) ||
@@ -261,7 +261,7 @@ static void s_defer(ps_reply_t *r, const ps_reply_to_t *to, ps_header_t h)
         s_refuse_unread(r, to, h);
         return;
     }
-    d->q[(d->head + d->n++) % r->defer_cap] = (ps_deferred_t){*to, {h.begin, h.end}};
+    d->q[(d->head + d->n++) % r->defer_cap] = (ps_deferred_t){*to, {h.key_begin, h.key_end}};
     r->ndeferred++;
 }
 
@@ -272,11 +272,11 @@ int ps_reply_flush(ps_reply_t *r, int64_t version)
         ps_defer_ring_t *d = &r->deferred[w];
         while (d->n > 0) {
             const ps_deferred_t *p = &d->q[d->head];
-            ps_header_t h;
+            Shardps__Header h;
             ps_msg_header(&h, PS_MSG_PULL_REPLY, PS_ROLE_SERVER, r->cfg.rank);
             h.request_id = p->to.request_id;
-            h.begin = p->range.begin;
-            h.end = p->range.end;
+            h.key_begin = p->range.begin;
+            h.key_end = p->range.end;
             h.version = version;
             if (s_send_part(r, &p->to, h) != 0) {
                 break;
@@ -291,14 +291,14 @@ int ps_reply_flush(ps_reply_t *r, int64_t version)
 }
 
 /* A reply's header: to's request, keys, version. */
-static ps_header_t s_header(const ps_reply_t *r, const ps_reply_to_t *to, ps_msg_type_t type,
+static Shardps__Header s_header(const ps_reply_t *r, const ps_reply_to_t *to, ps_msg_type_t type,
                             ps_range_t keys, int64_t version)
 {
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, type, PS_ROLE_SERVER, r->cfg.rank);
     h.request_id = to->request_id;
-    h.begin = keys.begin;
-    h.end = keys.end;
+    h.key_begin = keys.begin;
+    h.key_end = keys.end;
     h.version = version;
     return h;
 }
@@ -310,7 +310,7 @@ void ps_reply_ack(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64
     }
     const ps_msg_type_t type = to->type == PS_MSG_INIT ? PS_MSG_INIT_ACK : PS_MSG_PUSH_ACK;
     ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_REPLY, to->step, to->worker);
-    const ps_header_t h = s_header(r, to, type, keys, version);
+    const Shardps__Header h = s_header(r, to, type, keys, version);
     ps_server_obs_reply(r->cfg.obs, to->worker, 0);
     int rc = ps_msg_send(r->sock, &to->route, h, NULL, 0, 0);
     if (rc != 0) {
@@ -322,16 +322,16 @@ void ps_reply_ack(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64
 void ps_reply_pull(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64_t version)
 {
     ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_REPLY, to->step, to->worker);
-    ps_header_t h = s_header(r, to, PS_MSG_PULL_REPLY, keys, version);
+    Shardps__Header h = s_header(r, to, PS_MSG_PULL_REPLY, keys, version);
     ps_server_obs_reply(r->cfg.obs, to->worker,
                         ps_wire_payload_len(r->cfg.dtype, ps_range_len(keys), 0));
     /* One message of a frame per store chunk, up to PS_MSG_MAX_FRAMES chunks
      * a message; past its worker's share a message waits, and once one waits
      * the later ones queue behind it (key order). */
-    for (uint64_t b = keys.begin; b < keys.end; b = h.end) {
+    for (uint64_t b = keys.begin; b < keys.end; b = h.key_end) {
         const uint64_t e = s_chunk_end(r, b, PS_MSG_MAX_FRAMES);
-        h.begin = b;
-        h.end = e < keys.end ? e : keys.end;
+        h.key_begin = b;
+        h.key_end = e < keys.end ? e : keys.end;
         if (r->deferred[to->worker].n > 0 || s_send_part(r, to, h) != 0) {
             s_defer(r, to, h);
         }

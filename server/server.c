@@ -77,9 +77,9 @@ static void s_on_stepped(void *ctx, int64_t version)
 }
 
 /* The control module's callbacks (ps_control_ops_t): the scheduler's link. */
-static void s_control_send(void *ctx, ps_msg_type_t type, const void *body, size_t len)
+static void s_control_send(void *ctx, ps_msg_type_t type, const ProtobufCMessage *body)
 {
-    ps_link_send(((ps_server_t *)ctx)->link, type, body, len);
+    ps_link_send(((ps_server_t *)ctx)->link, type, body);
 }
 
 static void s_control_generation(void *ctx, int64_t generation)
@@ -96,7 +96,7 @@ static void s_control_abort(void *ctx, const char *why)
  * a push-pull's pull. Returns 0 or a PS_E* with the reason in why. */
 static int s_push(ps_server_t *s, ps_msg_t *m, ps_request_t *req, char *why, size_t cap)
 {
-    const ps_header_t *h = &m->hdr;
+    const Shardps__Header *h = &m->hdr;
     int rc = ps_intake_hold(s->intake, m, req, why, cap);
     if (rc != 0) {
         return rc;
@@ -121,7 +121,7 @@ static int s_push(ps_server_t *s, ps_msg_t *m, ps_request_t *req, char *why, siz
 
 static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 {
-    const ps_header_t *h = &m->hdr;
+    const Shardps__Header *h = &m->hdr;
     ps_server_obs_message(s->obs, h->role == PS_ROLE_WORKER ? h->sender : -1, h->type,
                           h->payload_len);
     switch (h->type) {
@@ -133,7 +133,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     case PS_MSG_PREFLIGHT_PROBE:
         /* A worker's preflight: answered at once, payload dropped unread. */
         ps_msg_send_ctrl(s->router, &m->route, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_SERVER,
-                         s->rank, NULL, 0);
+                         s->rank, NULL);
         return;
     default:
         ps_reply_error(s->reply, m, PS_EPROTO, "unexpected message type %s",
@@ -157,7 +157,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     }
     ps_trace_span_end(&check);
     ps_reply_to_t to = {m->route, h->request_id, h->type, h->sender, h->step};
-    ps_request_t req = {h->sender, h->step, h->version, {h->begin, h->end}, NULL, NULL, &to};
+    ps_request_t req = {h->sender, h->step, h->version, {h->key_begin, h->key_end}, NULL, NULL, &to};
     if (ps_intake_is_push(h->type)) {
         rc = s_push(s, m, &req, why, sizeof why);
     } else if (h->type == PS_MSG_PULL) {
@@ -188,7 +188,7 @@ static ps_server_snapshot_t s_snapshot(const ps_server_t *s)
 
 /* The heartbeat's report (ps_link_report_fn): who the step waits for, and
  * the metrics. Runs in the loop's thread, like everything that changes them. */
-static void s_heartbeat_report(void *arg, ps_metrics_report_t *r, ps_text_t *text)
+static void s_heartbeat_report(void *arg, Shardps__MetricsReport *r, ps_text_t *text)
 {
     ps_server_t *s = arg;
     if (!s->control) { /* before the view */
@@ -196,8 +196,8 @@ static void s_heartbeat_report(void *arg, ps_metrics_report_t *r, ps_text_t *tex
     }
     const ps_server_snapshot_t snap = s_snapshot(s);
     r->step = snap.version;
-    r->nwaiting = ps_consistency_missing(s->cons, r->waiting_for, PS_REPORT_MAX_WAITING,
-                                         &r->waited_seconds);
+    r->n_waiting_for = (size_t)ps_consistency_missing(s->cons, r->waiting_for,
+                                                      PS_REPORT_MAX_WAITING, &r->waited_seconds);
     ps_server_obs_render(s->obs, &snap, text);
 }
 
@@ -206,14 +206,10 @@ static void s_send_report(ps_server_t *s)
 {
     ps_link_report_now(s->link); /* the scheduler's metrics end with our final counts */
     const ps_server_snapshot_t snap = s_snapshot(s);
-    ps_server_report_t r;
-    ps_server_obs_report(&snap, s->ctx, &r);
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_report(&r, &body, &len) == 0) {
-        ps_link_send(s->link, PS_MSG_REPORT, body, len);
-        free(body);
-    }
+    Shardps__ServerReport r;
+    uint64_t bytes[2][PS_BYTE_TYPES];
+    ps_server_obs_report(&snap, s->ctx, &r, bytes);
+    ps_link_send(s->link, PS_MSG_REPORT, &r.base);
 }
 
 /* What the loop's drain handlers share: the server, and how the job ended. */
@@ -229,7 +225,7 @@ static int s_on_receive(void *arg, ps_msg_t *m, int rc)
     if (rc == 0) {
         s_on_worker_message(s, m);
     } else {
-        ps_reply_error(s->reply, m, PS_EPROTO, "malformed message: %s", m->hdr.error);
+        ps_reply_error(s->reply, m, PS_EPROTO, "malformed message: %s", m->why);
     }
     return 0;
 }
@@ -399,13 +395,9 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     }
     ps_reply_set_sock(s->reply, s->router);
     snprintf(advertise, sizeof advertise, "%s", s->cfg->advertise ? s->cfg->advertise : bound);
-    uint8_t *body;
-    size_t len;
-    rc = ps_codec_pack_peer_ready(advertise, &body, &len);
-    if (rc == 0) {
-        rc = ps_link_send(s->link, PS_MSG_PEER_READY, body, len);
-        free(body);
-    }
+    Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
+    ready.endpoint = advertise;
+    rc = ps_link_send(s->link, PS_MSG_PEER_READY, &ready.base);
     if (rc != 0) {
         snprintf(err, errlen, "cannot tell the scheduler we are ready: %s", ps_strerror(rc));
     }

@@ -53,8 +53,8 @@ int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_trai
                     (long long)step, acc, loss, t_train);
         return 0;
     }
-    if (w->done.num_epochs_evaluated < PS_MAX_EPOCHS) {
-        w->done.test_accuracy[w->done.num_epochs_evaluated++] = acc;
+    if (w->done.n_test_accuracy < PS_MAX_EPOCHS) {
+        w->accuracy[w->done.n_test_accuracy++] = acc;
     }
     ps_worker_obs_epoch(w->obs, epoch, acc);
     ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs step=%lld", epoch, acc,

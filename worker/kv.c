@@ -144,7 +144,7 @@ static uint64_t s_topk_part(ps_kv_t *kv, uint32_t dtype, float *acc, ps_range_t 
  * top-k: the gradient joins the part's residual, the largest entries go and
  * the rest stays for the next push of these keys (error feedback). Points f
  * at kv->enc and sets the header's dtype and nnz. Caller holds mu. */
-static void s_encode_push(ps_kv_t *kv, ps_header_t *h, ps_frame_t *f, ps_range_t part)
+static void s_encode_push(ps_kv_t *kv, Shardps__Header *h, ps_frame_t *f, ps_range_t part)
 {
     const float *grad = f->data;
     const size_t n = ps_range_len(part);
@@ -180,12 +180,12 @@ static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_rang
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
     const int push = type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
     const int64_t pull_version = sl->type == PS_KV_PUSH_PULL ? sl->pull_version : sl->step;
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, type, PS_ROLE_WORKER, ps_link_rank(kv->link));
     h.token = ps_link_token(kv->link);
     h.request_id = ps_kv_slots_id(kv->slots, idx);
-    h.begin = part.begin;
-    h.end = part.end;
+    h.key_begin = part.begin;
+    h.key_end = part.end;
     h.step = type == PS_MSG_PULL ? pull_version : sl->step;
     h.version = kv->versions[i];
     h.generation = kv->generation;
@@ -246,7 +246,7 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
     const kv_peer_t *p = arg;
     ps_kv_t *kv = p->kv;
     if (rc != 0) {
-        ps_log_warn("dropped a malformed message from a server: %s", m->hdr.error);
+        ps_log_warn("dropped a malformed message from a server: %s", m->why);
         return 0;
     }
     ps_frame_t frames[PS_MSG_MAX_FRAMES];
@@ -289,12 +289,11 @@ static int s_reconnect(ps_kv_t *kv, int i, const char *ep, const char *key)
  * (more than one when a failover came while another was still on), fails
  * every request in flight with PS_EAGAIN and refuses new ones until the
  * trainer takes the rollback (ps_kv_rollback). Caller holds mu. */
-static void s_on_failover(ps_kv_t *kv, const ps_msg_t *m)
+static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
 {
     ps_view_t *v = calloc(1, sizeof *v);
-    size_t len;
-    const void *p = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
-    if (!v || !p || ps_codec_unpack_view(p, len, v) != 0 ||
+    const Shardps__ClusterView *cv = ps_msg_unpack_body(m, &shardps__cluster_view__descriptor);
+    if (!v || !cv || ps_codec_view_from_pb(cv, v, NULL, 0) != 0 ||
         v->num_servers != kv->view.num_servers) {
         ps_log_warn("dropped a bad failover message from the scheduler");
         free(v);
@@ -331,7 +330,7 @@ static int s_on_sched(void *arg, ps_msg_t *m, int rc)
 {
     ps_kv_t *kv = arg;
     if (rc != 0) {
-        ps_log_warn("dropped a malformed message from the scheduler: %s", m->hdr.error);
+        ps_log_warn("dropped a malformed message from the scheduler: %s", m->why);
         return 0;
     }
     char err[256];
@@ -401,29 +400,20 @@ static void *s_ticker_main(void *arg)
 }
 
 /* Sends a control message to the scheduler. Caller holds mu. */
-static int s_send_ctrl(ps_kv_t *kv, ps_kv_req_t type, const char *name, const uint8_t *body,
-                       size_t len)
+static int s_send_ctrl(ps_kv_t *kv, ps_kv_req_t type, const ProtobufCMessage *body)
 {
-    if (type == PS_KV_BARRIER) {
-        uint8_t *b;
-        size_t blen;
-        int rc = ps_codec_pack_barrier(name, &b, &blen);
-        if (rc == 0) {
-            rc = ps_link_send(kv->link, PS_MSG_BARRIER, b, blen);
-            free(b);
-        }
-        return rc;
-    }
-    return ps_link_send(kv->link, type == PS_KV_FINISH ? PS_MSG_DONE : PS_MSG_SHUTDOWN, body,
-                        len);
+    return ps_link_send(kv->link,
+                        type == PS_KV_BARRIER  ? PS_MSG_BARRIER
+                        : type == PS_KV_FINISH ? PS_MSG_DONE
+                                               : PS_MSG_SHUTDOWN,
+                        body);
 }
 
 /* Takes a free slot, fills it and sends the request. Returns the handle or a
- * PS_E*. Control requests (barrier, finish, abort) carry name or body; a
+ * PS_E*. Control requests (barrier, finish, abort) carry their body; a
  * push-pull its destination and pull version in pp. */
 static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end, float *buf,
-                    int64_t step, const char *name, const uint8_t *body, size_t len,
-                    const kv_pull_t *pp)
+                    int64_t step, const ProtobufCMessage *body, const kv_pull_t *pp)
 {
     if (end < begin || end > kv->view.num_params) {
         return PS_EINVAL;
@@ -448,7 +438,7 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
                      type == PS_KV_INIT)) {
         s_send_request(kv, idx);
     } else if (idx >= 0) {
-        int rc = s_send_ctrl(kv, type, name, body, len);
+        int rc = s_send_ctrl(kv, type, body);
         if (rc != 0 || type == PS_KV_ABORT) { /* an abort expects no answer */
             ps_kv_slots_complete(kv->slots, idx, rc, "cannot reach the scheduler");
         }
@@ -475,12 +465,12 @@ int ps_kv_set_tensors(ps_kv_t *kv, const uint64_t *starts, size_t n)
 
 int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step)
 {
-    return s_submit(kv, PS_KV_PUSH, begin, end, (float *)grad, step, NULL, NULL, 0, NULL);
+    return s_submit(kv, PS_KV_PUSH, begin, end, (float *)grad, step, NULL, NULL);
 }
 
 int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t min_version)
 {
-    return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL, 0, NULL);
+    return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL);
 }
 
 int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad,
@@ -490,12 +480,12 @@ int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad
         return PS_EINVAL;
     }
     const kv_pull_t pp = {dst, min_version, grad_end};
-    return s_submit(kv, PS_KV_PUSH_PULL, begin, end, (float *)grad, step, NULL, NULL, 0, &pp);
+    return s_submit(kv, PS_KV_PUSH_PULL, begin, end, (float *)grad, step, NULL, &pp);
 }
 
 int ps_kv_init(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *values)
 {
-    return s_submit(kv, PS_KV_INIT, begin, end, (float *)values, 0, NULL, NULL, 0, NULL);
+    return s_submit(kv, PS_KV_INIT, begin, end, (float *)values, 0, NULL, NULL);
 }
 
 int ps_kv_wait(ps_kv_t *kv, int handle)
@@ -524,31 +514,25 @@ int ps_kv_wait(ps_kv_t *kv, int handle)
 }
 
 /* Sends a control request to the scheduler and waits for its answer. */
-static int s_submit_ctrl(ps_kv_t *kv, ps_kv_req_t type, const char *name, const uint8_t *body,
-                         size_t len)
+static int s_submit_ctrl(ps_kv_t *kv, ps_kv_req_t type, const ProtobufCMessage *body)
 {
-    int h = s_submit(kv, type, 0, 0, NULL, 0, name, body, len, NULL);
+    int h = s_submit(kv, type, 0, 0, NULL, 0, body, NULL);
     return h < 0 ? h : ps_kv_wait(kv, h);
 }
 
 int ps_kv_barrier(ps_kv_t *kv, const char *name)
 {
-    return s_submit_ctrl(kv, PS_KV_BARRIER, name, NULL, 0);
+    Shardps__Barrier b = SHARDPS__BARRIER__INIT;
+    b.name = (char *)name;
+    return s_submit_ctrl(kv, PS_KV_BARRIER, &b.base);
 }
 
-int ps_kv_finish(ps_kv_t *kv, const ps_done_t *done)
+int ps_kv_finish(ps_kv_t *kv, const Shardps__Done *done)
 {
-    uint8_t *body;
-    size_t len;
-    int rc = ps_codec_pack_done(done, &body, &len);
     pthread_mutex_lock(&kv->mu);
     ps_link_report_now(kv->link); /* the scheduler's metrics end with our final counts */
     pthread_mutex_unlock(&kv->mu);
-    if (rc == 0) {
-        rc = s_submit_ctrl(kv, PS_KV_FINISH, NULL, body, len);
-        free(body);
-    }
-    return rc;
+    return s_submit_ctrl(kv, PS_KV_FINISH, &done->base);
 }
 
 void ps_kv_abort(ps_kv_t *kv, const char *reason)
@@ -558,11 +542,11 @@ void ps_kv_abort(ps_kv_t *kv, const char *reason)
 
 void ps_kv_abort_with(ps_kv_t *kv, int status, const char *reason)
 {
-    uint8_t *body;
-    size_t len;
-    if (!ps_kv_status(kv) && ps_codec_pack_shutdown(status, reason, &body, &len) == 0) {
-        s_submit_ctrl(kv, PS_KV_ABORT, NULL, body, len);
-        free(body);
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.status = status;
+    sd.reason = (char *)reason;
+    if (!ps_kv_status(kv)) {
+        s_submit_ctrl(kv, PS_KV_ABORT, &sd.base);
     }
 }
 

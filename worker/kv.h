@@ -91,7 +91,7 @@ int ps_kv_barrier(ps_kv_t *kv, const char *name);
 
 /* Sends the final report and blocks until the scheduler ends the job.
  * Returns 0 on a clean end, PS_ECLOSED otherwise. */
-int ps_kv_finish(ps_kv_t *kv, const ps_done_t *done);
+int ps_kv_finish(ps_kv_t *kv, const Shardps__Done *done);
 
 /* Tells the scheduler this worker is failing (it aborts the job at once). */
 void ps_kv_abort(ps_kv_t *kv, const char *reason);

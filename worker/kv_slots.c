@@ -181,7 +181,7 @@ static size_t s_frames_len(uint32_t dtype, const ps_frame_t *frames, int nframes
     return total;
 }
 
-int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps_frame_t *frames,
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const Shardps__Header *h, const ps_frame_t *frames,
                          int nframes, uint64_t *pulled)
 {
     if (pulled) {
@@ -201,7 +201,7 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps
     } else if (h->type == PS_MSG_PULL_REPLY &&
                (sl->type == PS_KV_PULL || sl->type == PS_KV_PUSH_PULL)) {
         float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
-        ps_range_t r = {h->begin, h->end};
+        ps_range_t r = {h->key_begin, h->key_end};
         uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
         const size_t len = s_frames_len(h->dtype, frames, nframes);
         /* Each server's parts must come in key order, each key once. */

@@ -116,7 +116,7 @@ void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
 
 /*
  * Handles a reply from server i: h its header, frames its nframes payload
- * frames (a pull reply's values of [h->begin, h->end), consecutive, each a
+ * frames (a pull reply's values of [h->key_begin, h->key_end), consecutive, each a
  * whole number of values; nframes 0 for an ack). An ERROR completes the
  * request with the server's status; a pull reply in key order (to a pull or
  * a push-pull: its push's ack) is copied into the request's destination and
@@ -125,7 +125,7 @@ void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
  * Returns 0, or PS_ENOENT when the reply belongs to no request in flight (a
  * late reply to a recycled slot, another sender): drop it, nothing changed.
  */
-int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const ps_header_t *h, const ps_frame_t *frames,
+int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const Shardps__Header *h, const ps_frame_t *frames,
                          int nframes, uint64_t *pulled);
 
 /* Frees a slot (done, or given up) for reuse. */

@@ -97,7 +97,7 @@ void ps_worker_obs_destroy(ps_worker_obs_t **op)
 }
 
 /* The heartbeat's report (ps_link_report_fn). */
-static void s_report(void *arg, ps_metrics_report_t *r, ps_text_t *text)
+static void s_report(void *arg, Shardps__MetricsReport *r, ps_text_t *text)
 {
     ps_worker_obs_t *o = arg;
     double now = ps_now(), steps = ps_metric_value(o->steps);

@@ -75,9 +75,10 @@ static int s_cmp(const void *a, const void *b)
 
 /* One server: fills *pair; returns 0 or PS_ECLOSED. */
 static int s_probe(ps_ctx_t *ctx, s_probe_t *p, const ps_server_info_t *si, int rank,
-                   const void *chunk, ps_preflight_pair_t *pair)
+                   const void *chunk, Shardps__PreflightPair *pair)
 {
-    *pair = (ps_preflight_pair_t){.server = si->rank};
+    shardps__preflight_pair__init(pair);
+    pair->server = si->rank;
     ps_sock_t *sock = NULL;
     char why[128];
     if (ps_sock_new(ctx, PS_SOCK_DEALER, &sock, why, sizeof why) != 0 ||
@@ -91,17 +92,17 @@ static int s_probe(ps_ctx_t *ctx, s_probe_t *p, const ps_server_info_t *si, int 
     for (int i = 0; i < S_PINGS && rc == 1; i++) {
         double t0 = ps_now();
         p->replies = 0;
-        ps_msg_send_ctrl(sock, NULL, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_WORKER, rank, NULL, 0);
+        ps_msg_send_ctrl(sock, NULL, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_WORKER, rank, NULL);
         rc = s_wait(p, sock, 1, t0 + PS_PREFLIGHT_TIMEOUT);
         rtt[i] = (ps_now() - t0) * 1e3;
     }
     if (rc == 1) {
         qsort(rtt, S_PINGS, sizeof rtt[0], s_cmp);
         pair->rtt_ms = rtt[S_PINGS / 2];
-        ps_header_t h;
+        Shardps__Header h;
         ps_msg_header(&h, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_WORKER, rank);
         h.dtype = PS_DTYPE_F32;
-        h.end = S_CHUNK / sizeof(float);
+        h.key_end = S_CHUNK / sizeof(float);
         ps_frame_t f = {chunk, S_CHUNK};
         double t0 = ps_now();
         p->replies = 0;
@@ -120,8 +121,12 @@ int ps_preflight_run(ps_ctx_t *ctx, ps_link_t *link, const ps_view_t *view, int 
                      size_t errlen)
 {
     static const char chunk[S_CHUNK]; /* zeros: valid floats, never changed */
-    ps_preflight_pair_t *pairs = calloc((size_t)view->num_servers + 1, sizeof *pairs);
-    if (!pairs) {
+    const size_t S = (size_t)view->num_servers;
+    Shardps__PreflightPair *pairs = calloc(S + 1, sizeof *pairs);
+    Shardps__PreflightPair **ptrs = calloc(S + 1, sizeof *ptrs);
+    if (!pairs || !ptrs) {
+        free(pairs);
+        free(ptrs);
         snprintf(err, errlen, "out of memory");
         return PS_ENOMEM;
     }
@@ -129,19 +134,18 @@ int ps_preflight_run(ps_ctx_t *ctx, ps_link_t *link, const ps_view_t *view, int 
     int rc = 0;
     for (int i = 0; i < view->num_servers && rc == 0; i++) {
         rc = s_probe(ctx, &p, &view->servers[i], rank, chunk, &pairs[i]);
+        ptrs[i] = &pairs[i];
         ps_log_debug("preflight: S%d %s rtt %.3f ms, %.1f MB/s", i,
                      pairs[i].reached ? "reached" : "UNREACHABLE", pairs[i].rtt_ms,
                      pairs[i].mbytes_per_s);
     }
-    uint8_t *body = NULL;
-    size_t len;
-    if (rc == 0 && (rc = ps_codec_pack_preflight(pairs, view->num_servers, &body, &len)) == 0) {
-        rc = ps_link_send(link, PS_MSG_PREFLIGHT_RESULT, body, len);
-        if (rc != 0) {
-            snprintf(err, errlen, "cannot send the preflight result: %s", ps_strerror(rc));
-        }
+    Shardps__PreflightResult result = SHARDPS__PREFLIGHT_RESULT__INIT;
+    result.n_pairs = S;
+    result.pairs = ptrs;
+    if (rc == 0 && (rc = ps_link_send(link, PS_MSG_PREFLIGHT_RESULT, &result.base)) != 0) {
+        snprintf(err, errlen, "cannot send the preflight result: %s", ps_strerror(rc));
     }
-    free(body);
+    free(ptrs);
     free(pairs);
     return rc;
 }

@@ -240,10 +240,10 @@ static int s_check(ps_ring_t *r, int force)
 /* Sends [range) of buf for ring step g, zero-copy. */
 static int s_send(ps_ring_t *r, const float *buf, ps_range_t range, int64_t step, int g)
 {
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, r->cfg.rank);
-    h.begin = range.begin;
-    h.end = range.end;
+    h.key_begin = range.begin;
+    h.key_end = range.end;
     h.step = step;
     h.ring_step = g;
     ps_frame_t f = {buf + range.begin, ps_range_len(range) * sizeof(float)};
@@ -302,14 +302,14 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
         rc = ps_msg_recv(r->rx, 0, m);
         if (rc == PS_EPROTO) {
             r->dropped++;
-            ps_log_warn("ring: dropped a malformed message: %s", m->hdr.error);
+            ps_log_warn("ring: dropped a malformed message: %s", m->why);
             continue;
         }
         if (rc != 0) {
             return s_fail(r, rc, "receiving from the left neighbour W%d: %s", left,
                           ps_strerror(rc));
         }
-        const ps_header_t *h = &m->hdr;
+        const Shardps__Header *h = &m->hdr;
         if (h->type != PS_MSG_RING_DATA || h->role != PS_ROLE_WORKER || h->sender != left) {
             r->dropped++;
             ps_log_warn("ring: dropped a %s from %s%d: W%d takes ring data from W%d only",
@@ -322,15 +322,15 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
         if (m->nframes == 1) {
             ps_msg_frame(m, 0, &len);
         }
-        if (h->step != step || h->ring_step != g || h->begin != want.begin ||
-            h->end != want.end || m->nframes != 1 ||
+        if (h->step != step || h->ring_step != g || h->key_begin != want.begin ||
+            h->key_end != want.end || m->nframes != 1 ||
             len != ps_range_len(want) * sizeof(float)) {
             rc =
                 s_fail(r, PS_EPROTO,
                        "W%d broke the ring: sent step %lld ring step %d keys [%llu, %llu) "
                        "(%zu bytes), expected step %lld ring step %d keys [%llu, %llu)",
-                       left, (long long)h->step, h->ring_step, (unsigned long long)h->begin,
-                       (unsigned long long)h->end, len, (long long)step, g,
+                       left, (long long)h->step, h->ring_step, (unsigned long long)h->key_begin,
+                       (unsigned long long)h->key_end, len, (long long)step, g,
                        (unsigned long long)want.begin, (unsigned long long)want.end);
             ps_msg_close(m);
             return rc;

@@ -223,8 +223,8 @@ static int s_save_model(ps_worker_t *w, const float *params)
     snprintf(steps, sizeof steps, "%lld", (long long)w->done.steps);
     snprintf(epochs, sizeof epochs, "%d", j->epochs);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)j->seed);
-    int ne = w->done.num_epochs_evaluated;
-    snprintf(acc, sizeof acc, "%.6f", ne ? w->done.test_accuracy[ne - 1] : -1.0);
+    size_t ne = w->done.n_test_accuracy;
+    snprintf(acc, sizeof acc, "%.6f", ne ? w->accuracy[ne - 1] : -1.0);
     const char *meta[] = {"format", "pt", "mode", mode, "steps", steps, "epochs", epochs,
                           "seed", seed, "test_accuracy", acc};
     int rc = ps_model_save(w->model, params, w->cfg->save_model, meta,
@@ -298,8 +298,8 @@ static int s_rollback(ps_worker_t *w, int64_t *t)
                       "pulling after a failover");
     }
     const int64_t done_epochs = step / spe + (step == total && step % spe ? 1 : 0);
-    if (w->done.num_epochs_evaluated > done_epochs) {
-        w->done.num_epochs_evaluated = (int)done_epochs;
+    if ((int64_t)w->done.n_test_accuracy > done_epochs) {
+        w->done.n_test_accuracy = (size_t)done_epochs;
     }
     if (w->rank == 0) {
         ps_log_info("rolled back to step %lld (a lost server was replaced)", (long long)step);
@@ -309,7 +309,7 @@ static int s_rollback(ps_worker_t *w, int64_t *t)
     int rc = s_wait(w, ps_kv_pull(w->kv, 0, w->view->num_params, ps_model_params(w->model),
                                   step),
                     "pulling after a rollback");
-    if (rc == 0 && w->rank == 0 && w->done.num_epochs_evaluated < done_epochs) {
+    if (rc == 0 && w->rank == 0 && (int64_t)w->done.n_test_accuracy < done_epochs) {
         rc = ps_worker_evaluate_at(w, (int)done_epochs, step, 0);
     }
     return rc;
@@ -530,8 +530,11 @@ static int s_start(ps_worker_t *w)
     if ((rc = s_build_model(w)) != 0) {
         return rc;
     }
-    ps_model_info_t info = {.num_params = ps_model_num_params(w->model),
-                            .train_samples = (uint64_t)w->train.n};
+    char endpoint[PS_ENDPOINT_MAX] = "";
+    Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
+    info.num_params = ps_model_num_params(w->model);
+    info.train_samples = (uint64_t)w->train.n;
+    info.endpoint = endpoint;
     if (j->mode == PS_MODE_ALLREDUCE) {
         char bound[128];
         /* no ring message is longer than the model: a longer frame is dropped unread */
@@ -540,8 +543,7 @@ static int s_start(ps_worker_t *w)
         if (rc != 0) {
             return rc;
         }
-        snprintf(info.endpoint, sizeof info.endpoint, "%s",
-                 cfg->advertise ? cfg->advertise : bound);
+        snprintf(endpoint, sizeof endpoint, "%s", cfg->advertise ? cfg->advertise : bound);
     }
     uint64_t P = info.num_params;
     rc = ps_link_wait_view(w->link, &info, w->view, w->err, sizeof w->err);
@@ -602,13 +604,18 @@ static int s_start(ps_worker_t *w)
 /* Sends the final report, with the bytes on the wire so far by message type. */
 static int s_finish(ps_worker_t *w)
 {
-    ps_ctx_bytes(w->ctx, w->done.bytes.sent, w->done.bytes.received);
+    ps_ctx_bytes(w->ctx, w->bytes[0], w->bytes[1]);
+    w->done.n_bytes_sent = ps_codec_byte_types(w->bytes[0]);
+    w->done.n_bytes_received = ps_codec_byte_types(w->bytes[1]);
     return ps_kv_finish(w->kv, &w->done);
 }
 
 int ps_worker_run(const ps_worker_config_t *cfg)
 {
-    ps_worker_t w = {.cfg = cfg};
+    ps_worker_t w = {.cfg = cfg, .done = SHARDPS__DONE__INIT};
+    w.done.test_accuracy = w.accuracy;
+    w.done.bytes_sent = w.bytes[0];
+    w.done.bytes_received = w.bytes[1];
     atomic_init(&w.stopping, 0);
     w.view = calloc(1, sizeof *w.view);
     int rc = w.view ? ps_ratelog_new(&w.nonfinite_log, PS_RATELOG_PERIOD) : PS_ENOMEM;

@@ -64,7 +64,9 @@ typedef struct {
     float *x;        /* batch images: the model's pinned buffer; borrowed */
     uint8_t *y;      /* batch labels: likewise */
     ps_safetensors_t *init; /* --init-from: the model file, read before joining */
-    ps_done_t done;  /* what we report at the end */
+    Shardps__Done done;  /* what we report at the end; its arrays are the two below */
+    double accuracy[PS_MAX_EPOCHS];   /* done.test_accuracy: worker 0, after each epoch */
+    uint64_t bytes[2][PS_BYTE_TYPES]; /* done.bytes_sent, bytes_received: by type */
     uint64_t nonfinite;      /* steps whose loss or gradient was not finite */
     ps_ratelog_t *nonfinite_log; /* their log lines, summarised */
     ps_worker_obs_t *obs;    /* metrics and the heartbeat's report */

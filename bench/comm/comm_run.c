@@ -269,7 +269,9 @@ static int s_join(comm_run_t *r, comm_job_t *j)
                            10.0, &job, r->err, sizeof r->err);
     /* One sample per step and (practically) no end: the job lasts until we finish. */
     if (rc == 0) {
-        ps_model_info_t info = {.num_params = r->P, .train_samples = UINT64_C(1) << 40};
+        Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
+        info.num_params = r->P;
+        info.train_samples = UINT64_C(1) << 40;
         rc = ps_link_wait_view(j->link, &info, j->view, r->err, sizeof r->err);
     }
     if (rc == 0) {
@@ -337,7 +339,7 @@ static int s_end_job(comm_run_t *r, comm_job_t *j, int ok)
     int rc = 0;
     if (j->kv) {
         if (ok) {
-            ps_done_t done = {0};
+            Shardps__Done done = SHARDPS__DONE__INIT;
             done.steps = j->step;
             rc = ps_kv_finish(j->kv, &done);
             if (rc != 0) {

@@ -143,7 +143,7 @@ static int s_wait_reply(s_client_t *c, ps_msg_t *m, double timeout, const char *
         int rc = ps_msg_recv(c->srv, 0, m);
         if (rc != 0) {
             s_die("%s: the server's answer does not decode: %s (%s)", what, ps_strerror(rc),
-                  m->hdr.error);
+                  m->why);
         }
         return 1;
     }
@@ -171,7 +171,7 @@ static void s_send_raw(s_client_t *c, const void *hdr, size_t hlen, const void *
 
 /* Packs h (as is: payload_len and dtype are not fixed up) and sends it with
  * n frames. */
-static void s_send_header(s_client_t *c, const ps_header_t *h, const void *const *data,
+static void s_send_header(s_client_t *c, const Shardps__Header *h, const void *const *data,
                           const size_t *sizes, int n)
 {
     uint8_t buf[PS_HEADER_MAX];
@@ -183,23 +183,23 @@ static void s_send_header(s_client_t *c, const ps_header_t *h, const void *const
 }
 
 /* A header from worker 1 of type t for [begin, end) with a fresh request id. */
-static ps_header_t s_header(s_client_t *c, ps_msg_type_t t, uint64_t begin, uint64_t end)
+static Shardps__Header s_header(s_client_t *c, ps_msg_type_t t, uint64_t begin, uint64_t end)
 {
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, t, PS_ROLE_WORKER, ps_link_rank(c->link));
     h.token = ps_link_token(c->link);
     h.request_id = ++c->next_id;
-    h.begin = begin;
-    h.end = end;
+    h.key_begin = begin;
+    h.key_end = end;
     h.step = 0; /* the step the server is collecting: only the defect is wrong */
     return h;
 }
 
 /* The same with a float32 payload of payload_len bytes announced. */
-static ps_header_t s_f32_header(s_client_t *c, ps_msg_type_t t, uint64_t begin,
+static Shardps__Header s_f32_header(s_client_t *c, ps_msg_type_t t, uint64_t begin,
                                 uint64_t end, uint64_t payload_len)
 {
-    ps_header_t h = s_header(c, t, begin, end);
+    Shardps__Header h = s_header(c, t, begin, end);
     h.dtype = PS_DTYPE_F32;
     h.payload_len = payload_len;
     return h;
@@ -208,7 +208,7 @@ static ps_header_t s_f32_header(s_client_t *c, ps_msg_type_t t, uint64_t begin,
 /* Checks the answer to case `name`: MSG_ERROR with `status`, for request id
  * (when the header was readable), and nothing else. silent_ok: the envelope
  * could not be decoded, so silence is an acceptable answer too. */
-static void s_expect(s_client_t *c, const char *name, int status, const ps_header_t *sent,
+static void s_expect(s_client_t *c, const char *name, int status, const Shardps__Header *sent,
                      int silent_ok)
 {
     c->cases++;
@@ -248,7 +248,7 @@ static const float s_poison[32] = {1e30f, -1e30f, 1e30f, -1e30f, 1e30f, -1e30f,
 
 /* Case `name`: sends h with one frame of frame_bytes poison bytes (0: no
  * frame) and checks the answer is MSG_ERROR with `status` (s_expect). */
-static void s_case(s_client_t *c, const char *name, int status, const ps_header_t *h,
+static void s_case(s_client_t *c, const char *name, int status, const Shardps__Header *h,
                    size_t frame_bytes)
 {
     const void *data[1] = {s_poison};
@@ -261,7 +261,7 @@ static void s_case(s_client_t *c, const char *name, int status, const ps_header_
  * shard. Returns the served version. */
 static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
 {
-    ps_header_t h = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.end);
+    Shardps__Header h = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.end);
     if (ps_msg_send(c->srv, NULL, h, NULL, 0, 0) != 0) {
         s_die("%s: cannot send the pull", what);
     }
@@ -278,12 +278,12 @@ static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
             len += n;
         }
         if (m.hdr.type != PS_MSG_PULL_REPLY || m.hdr.request_id != h.request_id ||
-            m.hdr.begin != next || m.hdr.end <= next || m.hdr.end > c->shard.end ||
-            !m.nframes || len != (m.hdr.end - m.hdr.begin) * sizeof(float) ||
+            m.hdr.key_begin != next || m.hdr.key_end <= next || m.hdr.key_end > c->shard.end ||
+            !m.nframes || len != (m.hdr.key_end - m.hdr.key_begin) * sizeof(float) ||
             (version >= 0 && m.hdr.version != version)) {
             s_die("%s: bad pull reply: %s for request %llu, [%llu, %llu), %zu bytes (%s)", what,
                   ps_codec_type_name(m.hdr.type), (unsigned long long)m.hdr.request_id,
-                  (unsigned long long)m.hdr.begin, (unsigned long long)m.hdr.end, len,
+                  (unsigned long long)m.hdr.key_begin, (unsigned long long)m.hdr.key_end, len,
                   m.hdr.error);
         }
         for (int i = 0, at = 0; i < m.nframes; i++) {
@@ -293,7 +293,7 @@ static int64_t s_pull_shard(s_client_t *c, float *out, const char *what)
             at += (int)n;
         }
         version = m.hdr.version;
-        next = m.hdr.end;
+        next = m.hdr.key_end;
         ps_msg_close(&m);
     }
     return version;
@@ -308,7 +308,7 @@ static void s_run_cases(s_client_t *c)
     for (int i = 0; i < PS_MSG_MAX_FRAMES + 1; i++) {
         pp[i] = s_poison;
     }
-    ps_header_t h;
+    Shardps__Header h;
 
     /* Envelopes that do not decode. */
     {
@@ -485,7 +485,7 @@ static void s_sparse_case(s_client_t *c, const char *name, int status, uint64_t 
         memcpy(payload + 4 * (size_t)j, &idx[j], 4);
         memcpy(payload + 4 * (size_t)k + 4 * (size_t)j, &v, 4);
     }
-    ps_header_t h = s_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + n);
+    Shardps__Header h = s_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + n);
     h.dtype = PS_DTYPE_SPARSE_F32;
     h.nnz = nnz;
     h.payload_len = (uint64_t)k * 8;
@@ -509,7 +509,7 @@ static void s_run_sparse_cases(s_client_t *c)
     s_sparse_case(c, "sparse nnz 20 over 16 keys", PS_ERANGE, 16, 20, ok, 3, 0);
     s_sparse_case(c, "sparse push with no entries", PS_ERANGE, 16, 0, ok, 0, 0);
     s_sparse_case(c, "sparse push of a NaN", PS_ENONFINITE, 16, 3, ok, 3, 1);
-    ps_header_t h = s_f32_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + 4, 16);
+    Shardps__Header h = s_f32_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + 4, 16);
     s_case(c, "dense push to a top-k job", PS_ERANGE, &h, 16);
     h = s_f32_header(c, PS_MSG_PUSH, c->shard.begin, c->shard.begin + 16, 18);
     h.dtype = PS_DTYPE_SPARSE_BF16;
@@ -531,7 +531,7 @@ static void s_flood(s_client_t *c, const char *sched, int n)
             s_die("flood: cannot connect to %s", eps[k]);
         }
     }
-    ps_header_t hb, pull = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.begin + 4);
+    Shardps__Header hb, pull = s_header(c, PS_MSG_PULL, c->shard.begin, c->shard.begin + 4);
     ps_msg_header(&hb, PS_MSG_HEARTBEAT, PS_ROLE_WORKER, 5);
     pull.sender = 9;
     for (int i = 0; i < n; i++) {
@@ -582,12 +582,12 @@ static int s_claim(const char *server, int workers, int rounds)
         for (int w = 0; w < workers; w++) {
             for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
                 for (int guess = 0; guess < 2; guess++) {
-                    ps_header_t h;
+                    Shardps__Header h;
                     ps_msg_header(&h, types[k], PS_ROLE_WORKER, w);
                     h.token = guess ? s_guess() : 0;
                     h.request_id = ++id;
-                    h.begin = 0;
-                    h.end = 4;
+                    h.key_begin = 0;
+                    h.key_end = 4;
                     int data = types[k] != PS_MSG_PULL;
                     h.dtype = data ? PS_DTYPE_F32 : PS_DTYPE_NONE;
                     h.payload_len = data ? 16 : 0;
@@ -656,12 +656,12 @@ static void s_idle_until(ps_link_t *link, const char *file)
 static void s_send_pulls(ps_link_t *link, ps_sock_t *s, const ps_view_t *view, int first, int n)
 {
     for (int i = first; i < first + n; i++) {
-        ps_header_t h;
+        Shardps__Header h;
         ps_msg_header(&h, PS_MSG_PULL, PS_ROLE_WORKER, ps_link_rank(link));
         h.token = ps_link_token(link);
         h.request_id = (uint64_t)i;
-        h.begin = view->servers[0].begin;
-        h.end = view->servers[0].end;
+        h.key_begin = view->servers[0].begin;
+        h.key_end = view->servers[0].end;
         if (ps_msg_send(s, NULL, h, NULL, 0, 0) != 0) {
             s_die("no-read: send %d failed", i);
         }
@@ -690,15 +690,15 @@ static void s_read_answers(ps_link_t *link, ps_sock_t *s, const ps_view_t *view,
         }
         ps_msg_t m = {0};
         if (ps_msg_recv(s, 0, &m) != 0) {
-            s_die("no-read: an answer does not decode: %s", m.hdr.error);
+            s_die("no-read: an answer does not decode: %s", m.why);
         }
         quiet_since = ps_now();
         uint64_t id = m.hdr.request_id;
         size_t len = 0;
         const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
-        int reply = m.hdr.type == PS_MSG_PULL_REPLY && p && m.hdr.begin == view->servers[0].begin &&
-                    m.hdr.end == view->servers[0].end &&
-                    len == (m.hdr.end - m.hdr.begin) * sizeof(float);
+        int reply = m.hdr.type == PS_MSG_PULL_REPLY && p && m.hdr.key_begin == view->servers[0].begin &&
+                    m.hdr.key_end == view->servers[0].end &&
+                    len == (m.hdr.key_end - m.hdr.key_begin) * sizeof(float);
         int refusal = m.hdr.type == PS_MSG_ERROR && m.hdr.status == PS_ESTATE && !p;
         int known = id >= (uint64_t)first && id < (uint64_t)first + (uint64_t)n;
         if (!known || seen[id - (uint64_t)first] || !(reply || refusal)) {
@@ -732,20 +732,20 @@ static int s_no_read(const char *sched, uint64_t P, int pulls, const char *dir)
                      sizeof err) != 0) {
         s_die("join: %s", err);
     }
-    ps_model_info_t info = {.num_params = P, .train_samples = 60000};
+    Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
+    info.num_params = P;
+    info.train_samples = 60000;
     if (ps_link_wait_view(link, &info, view, err, sizeof err) != 0) {
         s_die("view: %s", err);
     }
     if (view->job.mode != PS_MODE_ASYNC || view->num_servers < 1) {
         s_die("expected an async job with servers");
     }
-    uint8_t *body;
-    size_t len;
-    if (ps_codec_pack_barrier("init", &body, &len) != 0 ||
-        ps_link_send(link, PS_MSG_BARRIER, body, len) != 0) {
+    Shardps__Barrier init = SHARDPS__BARRIER__INIT;
+    init.name = (char *)"init";
+    if (ps_link_send(link, PS_MSG_BARRIER, &init.base) != 0) {
         s_die("cannot enter the start barrier");
     }
-    free(body);
     for (int passed = 0; !passed;) {
         ps_pollitem_t it = {.sock = ps_link_sock(link)};
         if (ps_poll(&it, 1, 100) > 0) {
@@ -786,12 +786,10 @@ static int s_no_read(const char *sched, uint64_t P, int pulls, const char *dir)
     }
     s_read_answers(link, s, view, pulls + 1, LATER, &replies, &refusals);
     printf("later: %d replies, %d refusals\n", replies, refusals);
-    ps_done_t done = {0};
-    if (ps_codec_pack_done(&done, &body, &len) != 0 ||
-        ps_link_send(link, PS_MSG_DONE, body, len) != 0) {
+    Shardps__Done done = SHARDPS__DONE__INIT;
+    if (ps_link_send(link, PS_MSG_DONE, &done.base) != 0) {
         s_die("cannot send DONE");
     }
-    free(body);
     s_idle_until(link, NULL);
     printf("the job ended\n");
     ps_sock_set_linger(s, 0);
@@ -812,11 +810,10 @@ static int s_forge(const char *sched, int servers, int workers, double seconds)
         ps_sock_connect(s, sched) != 0) {
         s_die("cannot connect to %s", sched);
     }
-    uint8_t *fail;
-    size_t fail_len;
-    if (ps_codec_pack_shutdown(PS_EIO, "forged failure", &fail, &fail_len) != 0) {
-        s_die("out of memory");
-    }
+    Shardps__Shutdown fail = SHARDPS__SHUTDOWN__INIT;
+    fail.status = PS_EIO;
+    fail.reason = (char *)"forged failure";
+    const ps_frame_t junk = {"x", 1}; /* any other type: a body that does not decode */
     static const ps_msg_type_t types[] = {PS_MSG_SHUTDOWN, PS_MSG_REPORT, PS_MSG_DONE,
                                           PS_MSG_BARRIER, PS_MSG_MODEL_INFO,
                                           PS_MSG_CHECKPOINT, PS_MSG_HEARTBEAT};
@@ -827,10 +824,11 @@ static int s_forge(const char *sched, int servers, int workers, double seconds)
             int is_server = node < servers;
             for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
                 int shut = types[k] == PS_MSG_SHUTDOWN;
-                if (ps_msg_send_ctrl(s, NULL, types[k],
-                                     is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER,
-                                     is_server ? node : node - servers, shut ? (const void *)fail : "x",
-                                     shut ? fail_len : 1) != 0) {
+                Shardps__Header h;
+                ps_msg_header(&h, types[k], is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER,
+                              is_server ? node : node - servers);
+                if ((shut ? ps_msg_send_body(s, NULL, h, &fail.base)
+                          : ps_msg_send(s, NULL, h, &junk, 1, PS_SEND_COPY)) != 0) {
                     s_die("forge: send failed");
                 }
                 sent++;
@@ -848,7 +846,6 @@ static int s_forge(const char *sched, int servers, int workers, double seconds)
         nanosleep(&ts, NULL);
     }
     printf("forged %ld messages naming %d servers and %d workers\n", sent, servers, workers);
-    free(fail);
     ps_sock_set_linger(s, 0);
     ps_sock_destroy(&s);
     ps_ctx_destroy(&ctx);
@@ -895,11 +892,11 @@ static int s_stranger(const char *dir, const char *sched, const char *server, co
             s_die("cannot connect to %s", server);
         }
         static const float huge[4] = {1e30f, 1e30f, 1e30f, 1e30f};
-        ps_header_t h;
+        Shardps__Header h;
         ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 0);
         h.request_id = 1;
-        h.begin = 0;
-        h.end = 4;
+        h.key_begin = 0;
+        h.key_end = 4;
         h.dtype = PS_DTYPE_F32;
         h.payload_len = sizeof huge;
         ps_frame_t f = {huge, sizeof huge};
@@ -939,7 +936,7 @@ static int s_connflood(const char *dir, int n, double seconds, char **eps, int n
     if (!socks) {
         s_die("out of memory");
     }
-    ps_header_t hb;
+    Shardps__Header hb;
     ps_msg_header(&hb, PS_MSG_HEARTBEAT, PS_ROLE_WORKER, 0);
     for (int i = 0; i < n; i++) {
         if (ps_sock_new(ctx, PS_SOCK_DEALER, &socks[i], err, sizeof err) != 0) {
@@ -1003,7 +1000,9 @@ int main(int argc, char **argv)
     if (rc != 0) {
         s_die("join: %s", err);
     }
-    ps_model_info_t info = {.num_params = P, .train_samples = 60000};
+    Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
+    info.num_params = P;
+    info.train_samples = 60000;
     if ((rc = ps_link_wait_view(c.link, &info, c.view, err, sizeof err)) != 0) {
         s_die("view: %s", err);
     }

@@ -43,7 +43,9 @@ int main(int argc, char **argv)
     ps_link_t *link = NULL;
     ps_job_t job;
     static ps_view_t view;
-    ps_model_info_t info = {.num_params = S_P, .train_samples = S_SAMPLES};
+    Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
+    info.num_params = S_P;
+    info.train_samples = S_SAMPLES;
     ps_kv_t *kv = NULL;
     if (ps_ctx_new(&ctx) != 0 ||
         ps_link_join(&link, ctx, argv[1], PS_ROLE_WORKER, 0, NULL, NULL, 10, 5, &job, err,
@@ -88,7 +90,8 @@ int main(int argc, char **argv)
     if (rc == 0) {
         printf("%s: %d steps over %d servers, largest relative difference %.3g\n",
                view.job.optimizer, steps, view.num_servers, worst);
-        ps_done_t done = {.steps = steps};
+        Shardps__Done done = SHARDPS__DONE__INIT;
+        done.steps = steps;
         rc = ps_kv_finish(kv, &done);
     }
     ps_kv_destroy(&kv);

@@ -50,13 +50,18 @@ typedef struct {
     char why[160];
 } s_fix_t;
 
-static void s_on_send(void *ctx, ps_msg_type_t type, const void *body, size_t len)
+/* Records what was sent, packed as it would go on the wire. */
+static void s_on_send(void *ctx, ps_msg_type_t type, const ProtobufCMessage *body)
 {
     s_fix_t *f = ctx;
     ck_assert_int_lt(f->nsent, S_MAX_SENT);
+    const size_t len = body ? protobuf_c_message_get_packed_size(body) : 0;
     ck_assert_uint_le(len, sizeof f->sent[0].body);
     f->sent[f->nsent] = (s_sent_t){.type = type, .len = len};
-    memcpy(f->sent[f->nsent++].body, body, len);
+    if (body) {
+        protobuf_c_message_pack(body, f->sent[f->nsent].body);
+    }
+    f->nsent++;
 }
 
 static void s_on_generation(void *ctx, int64_t generation)
@@ -170,37 +175,68 @@ static void s_step(s_fix_t *f, int64_t step)
     }
 }
 
-/* Hands the control a packed message of type; frees the body. */
-static int s_handle(s_fix_t *f, ps_msg_type_t type, int pack_rc, uint8_t *body, size_t len)
+/* Hands the control message m of type, packed as it comes off the wire. */
+static int s_handle(s_fix_t *f, ps_msg_type_t type, const ProtobufCMessage *m)
 {
-    ck_assert_int_eq(pack_rc, 0);
+    uint8_t *body;
+    size_t len;
+    ck_assert_int_eq(ps_codec_pack(m, &body, &len), 0);
     int rc = ps_control_handle(f->ctl, type, body, len);
     free(body);
     return rc;
 }
 
+/* MSG_MEMBERS of n workers, live[w] non-zero for each live one. */
 static int s_members_msg(s_fix_t *f, const unsigned char *live, int n)
 {
-    uint8_t *body;
-    size_t len;
-    int pack = ps_codec_pack_members(live, n, &body, &len);
-    return s_handle(f, PS_MSG_MEMBERS, pack, body, len);
+    int32_t ranks[PS_MAX_WORKERS];
+    Shardps__Members m = SHARDPS__MEMBERS__INIT;
+    m.num_workers = n;
+    m.live = ranks;
+    for (int w = 0; w < n; w++) {
+        if (live[w]) {
+            ranks[m.n_live++] = w;
+        }
+    }
+    return s_handle(f, PS_MSG_MEMBERS, &m.base);
 }
 
-static int s_join_msg(s_fix_t *f, ps_msg_type_t type, ps_join_step_t js)
+/* A JoinStep of the given values. */
+static Shardps__JoinStep s_js(int64_t step, int worker, int checkpoint, uint64_t token)
 {
-    uint8_t *body;
-    size_t len;
-    int pack = ps_codec_pack_join_step(&js, &body, &len);
-    return s_handle(f, type, pack, body, len);
+    Shardps__JoinStep js = SHARDPS__JOIN_STEP__INIT;
+    js.step = step;
+    js.worker = worker;
+    js.checkpoint = checkpoint != 0;
+    js.token = token;
+    return js;
+}
+
+static int s_join_msg(s_fix_t *f, ps_msg_type_t type, Shardps__JoinStep js)
+{
+    return s_handle(f, type, &js.base);
 }
 
 static int s_failover_msg(s_fix_t *f, const ps_view_t *v)
 {
-    uint8_t *body;
-    size_t len;
-    int pack = ps_codec_pack_view(v, &body, &len);
-    return s_handle(f, PS_MSG_FAILOVER, pack, body, len);
+    ps_view_pb_t *pb = malloc(sizeof *pb);
+    ck_assert_ptr_nonnull(pb);
+    ck_assert_int_eq(ps_codec_view_to_pb(v, pb), 0);
+    int rc = s_handle(f, PS_MSG_FAILOVER, &pb->pb.base);
+    free(pb);
+    return rc;
+}
+
+/* A sent body unpacked (checked) as a message of d into an arena of the
+ * test's; valid until the next call. */
+static const void *s_unpack(const s_sent_t *m, const ProtobufCMessageDescriptor *d)
+{
+    static _Alignas(PS_ARENA_ALIGN) unsigned char buf[1024];
+    static ps_arena_t a;
+    ps_arena_init(&a, buf, sizeof buf);
+    const void *out = ps_codec_unpack(d, m->body, m->len, &a, NULL, 0);
+    ck_assert_ptr_nonnull(out);
+    return out;
 }
 
 /* The view of a failover of generation to checkpoint step (its parts in
@@ -226,20 +262,18 @@ static const s_sent_t *s_last(const s_fix_t *f, ps_msg_type_t type)
     return m;
 }
 
-static ps_join_step_t s_last_join_step(const s_fix_t *f)
+static Shardps__JoinStep s_last_join_step(const s_fix_t *f)
 {
-    const s_sent_t *m = s_last(f, PS_MSG_JOIN_STEP);
-    ps_join_step_t js;
-    ck_assert_int_eq(ps_codec_unpack_join_step(m->body, m->len, &js), 0);
-    return js;
+    const Shardps__JoinStep *js = s_unpack(s_last(f, PS_MSG_JOIN_STEP),
+                                           &shardps__join_step__descriptor);
+    return *js;
 }
 
-static ps_failover_ready_t s_last_ready(const s_fix_t *f)
+static Shardps__FailoverReady s_last_ready(const s_fix_t *f)
 {
-    const s_sent_t *m = s_last(f, PS_MSG_FAILOVER_READY);
-    ps_failover_ready_t r;
-    ck_assert_int_eq(ps_codec_unpack_failover_ready(m->body, m->len, &r), 0);
-    return r;
+    const Shardps__FailoverReady *r = s_unpack(s_last(f, PS_MSG_FAILOVER_READY),
+                                               &shardps__failover_ready__descriptor);
+    return *r;
 }
 
 static int s_part_exists(const s_fix_t *f, int64_t step)
@@ -264,7 +298,7 @@ START_TEST(members_set_the_live_workers_and_server_0_reports_the_step)
     ck_assert_int_eq(ps_consistency_version(f->cons), 1);
     ck_assert_int_eq(s_members_msg(f, w0, S_WORKERS), 0);
     ck_assert_int_eq(ps_consistency_version(f->cons), 2); /* W0 alone completes it */
-    ps_join_step_t js = s_last_join_step(f);
+    Shardps__JoinStep js = s_last_join_step(f);
     ck_assert_int_eq(js.members, 1);
     ck_assert_int_eq(js.step, 1); /* the version it took effect at */
     ck_assert_int_eq(js.worker, -1);
@@ -277,10 +311,9 @@ START_TEST(join_prepare_records_the_token_and_answers_the_held_version)
 {
     s_fix_t *f = s_new(PS_MODE_SYNC, 0);
     s_step(f, 0);
-    ck_assert_int_eq(s_join_msg(f, PS_MSG_JOIN_PREPARE,
-                                (ps_join_step_t){.step = 0, .worker = 1, .token = 77}), 0);
+    ck_assert_int_eq(s_join_msg(f, PS_MSG_JOIN_PREPARE, s_js(0, 1, 0, 77)), 0);
     ck_assert_uint_eq(f->view->worker_tokens[1], 77);
-    ps_join_step_t js = s_last_join_step(f);
+    Shardps__JoinStep js = s_last_join_step(f);
     ck_assert_int_eq(js.step, 1);
     ck_assert_int_eq(js.worker, -1);
     /* held: step 1 applies, step 2 waits */
@@ -299,16 +332,15 @@ START_TEST(a_timed_checkpoint_is_written_at_the_agreed_step)
     s_fix_t *f = s_new(PS_MODE_SYNC, 0);
     s_step(f, 0);
     s_step(f, 1);
-    ck_assert_int_eq(s_join_msg(f, PS_MSG_JOIN_PREPARE, (ps_join_step_t){.worker = -1}), 0);
+    ck_assert_int_eq(s_join_msg(f, PS_MSG_JOIN_PREPARE, s_js(0, -1, 0, 0)), 0);
     ck_assert_int_eq(s_last_join_step(f).step, 2);
     ck_assert(!s_part_exists(f, 2));
-    ck_assert_int_eq(s_join_msg(f, PS_MSG_JOIN_STEP,
-                                (ps_join_step_t){.step = 2, .worker = -1, .checkpoint = 1}),
-                     0);
+    ck_assert_int_eq(s_join_msg(f, PS_MSG_JOIN_STEP, s_js(2, -1, 1, 0)), 0);
     ck_assert(s_part_exists(f, 2));
     const s_sent_t *m = s_last(f, PS_MSG_CHECKPOINT);
     ps_checkpoint_part_t part;
-    ck_assert_int_eq(ps_codec_unpack_checkpoint(m->body, m->len, &part), 0);
+    ck_assert_int_eq(
+        ps_codec_part_from_pb(s_unpack(m, &shardps__checkpoint__descriptor), &part, NULL, 0), 0);
     ck_assert_int_eq(part.step, 2);
     ck_assert_uint_eq(part.begin, 0);
     ck_assert_uint_eq(part.end, S_N);
@@ -358,7 +390,7 @@ START_TEST(failover_rolls_back_to_the_checkpoint_and_makes_old_messages_stale)
     ck_assert_int_eq(ps_consistency_version(f->cons), 2);
     ck_assert_mem_eq(ps_store_values(f->store, 0), at2, sizeof at2);
     ck_assert_int_eq(f->generation, 1);
-    ps_failover_ready_t r = s_last_ready(f);
+    Shardps__FailoverReady r = s_last_ready(f);
     ck_assert_int_eq(r.generation, 1);
     ck_assert_int_eq(r.step, 2);
     ck_assert_int_eq(r.from_version, 3);
@@ -405,7 +437,7 @@ START_TEST(async_failover_keeps_the_version_and_answers_at_once)
     v->replaced = 1;
     ck_assert_int_eq(s_failover_msg(f, v), 0);
     ck_assert_int_eq(ps_consistency_version(f->cons), 2);
-    ps_failover_ready_t r = s_last_ready(f);
+    Shardps__FailoverReady r = s_last_ready(f);
     ck_assert_int_eq(r.step, 2);
     ck_assert_int_eq(r.from_version, 2);
     ck_assert_int_eq(r.stepped, 0);

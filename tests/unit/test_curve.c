@@ -152,7 +152,7 @@ static int s_gets_through(s_server_t *srv, const char *dir, ps_role_t role, cons
         ck_assert_int_eq(ps_sock_set_peer_key(d, peer_key), 0);
     }
     ck_assert_int_eq(ps_sock_connect(d, srv->ep), 0);
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, PS_MSG_HEARTBEAT, PS_ROLE_WORKER, 0);
     ck_assert_int_eq(ps_msg_send(d, NULL, h, NULL, 0, 0), 0);
     ps_pollitem_t it = {.sock = srv->router};

@@ -38,10 +38,14 @@ static const ps_node_t *s_add(ps_failover_t *f, int k, double now)
     return n;
 }
 
-static ps_failover_ready_t s_ready(int64_t generation, int64_t step, int64_t from, int stepped)
+static Shardps__FailoverReady s_ready(int64_t generation, int64_t step, int64_t from, int stepped)
 {
-    return (ps_failover_ready_t){.generation = generation, .step = step, .from_version = from,
-                                 .stepped = stepped};
+    Shardps__FailoverReady rd = SHARDPS__FAILOVER_READY__INIT;
+    rd.generation = generation;
+    rd.step = step;
+    rd.from_version = from;
+    rd.stepped = stepped != 0;
+    return rd;
 }
 
 START_TEST(spares_get_ids_past_the_servers_once_per_connection)
@@ -135,7 +139,7 @@ START_TEST(stepped_every_server_answers_once_then_the_workers_roll_back)
 {
     ps_failover_t *f;
     ck_assert_int_eq(ps_failover_new(&f, S_SERVERS), 0);
-    ps_failover_ready_t rd = s_ready(1, 50, 57, 0);
+    Shardps__FailoverReady rd = s_ready(1, 50, 57, 0);
     ck_assert_int_eq(ps_failover_ready(f, 0, &rd, 1, 10.0), 0); /* no failover yet */
     ck_assert_int_eq(ps_failover_record(f, 1, 1, 50, 10.0, 5.0, 1), 0);
     ck_assert_int_eq(ps_failover_ready(f, 0, &rd, 1, 10.1), 0);
@@ -168,7 +172,7 @@ START_TEST(async_counts_the_updates_lost_from_the_others_highest_version)
     ps_failover_t *f;
     ck_assert_int_eq(ps_failover_new(&f, S_SERVERS), 0);
     ck_assert_int_eq(ps_failover_record(f, 2, 1, 30, 1.0, 5.0, 0), 0);
-    ps_failover_ready_t rd = s_ready(1, 0, 47, 0);
+    Shardps__FailoverReady rd = s_ready(1, 0, 47, 0);
     ck_assert_int_eq(ps_failover_ready(f, 0, &rd, 0, 1.1), 0);
     rd = s_ready(1, 40, 0, 0); /* the spare: its part's version */
     ck_assert_int_eq(ps_failover_ready(f, 2, &rd, 0, 1.2), 0);
@@ -189,7 +193,7 @@ START_TEST(a_server_lost_during_a_recovery_ends_with_it)
     ck_assert_int_eq(ps_failover_new(&f, S_SERVERS), 0);
     ck_assert_int_eq(ps_failover_record(f, 0, 1, 50, 10.0, 5.0, 1), 0);
     ck_assert_int_eq(ps_failover_record(f, 2, 2, 50, 11.0, 4.0, 1), 0);
-    ps_failover_ready_t rd = s_ready(2, 50, 50, 0);
+    Shardps__FailoverReady rd = s_ready(2, 50, 50, 0);
     for (int r = 0; r < S_SERVERS; r++) { /* the second one's answers start afresh */
         ck_assert_int_eq(ps_failover_ready(f, r, &rd, 1, 11.5), r == S_SERVERS - 1);
     }

@@ -20,17 +20,20 @@ static ps_identity_t s_id(void)
     return id;
 }
 
-static ps_register_t s_reg(const ps_identity_t *id)
+/* A worker's registration with id's job and build (borrowed from id). */
+static Shardps__Register s_reg(const ps_identity_t *id)
 {
-    ps_register_t r = {.role = PS_ROLE_WORKER, .rank = -1};
-    snprintf(r.job_id, sizeof r.job_id, "%s", id->job_id);
-    snprintf(r.job_hash, sizeof r.job_hash, "%s", id->job_hash);
-    snprintf(r.build, sizeof r.build, "%s", id->build);
+    Shardps__Register r = SHARDPS__REGISTER__INIT;
+    r.role = PS_ROLE_WORKER;
+    r.rank = -1;
+    r.job_id = (char *)id->job_id;
+    r.job_hash = (char *)id->job_hash;
+    r.build = (char *)id->build;
     return r;
 }
 
 /* Asserts the check refuses r with a one-line reason holding a and b. */
-static void s_refused(const ps_identity_t *id, const ps_register_t *r, const char *a,
+static void s_refused(const ps_identity_t *id, const Shardps__Register *r, const char *a,
                       const char *b)
 {
     char why[400] = "";
@@ -42,10 +45,10 @@ static void s_refused(const ps_identity_t *id, const ps_register_t *r, const cha
 START_TEST(the_same_job_and_build_pass)
 {
     ps_identity_t id = s_id();
-    ps_register_t r = s_reg(&id);
+    Shardps__Register r = s_reg(&id);
     char why[400];
     ck_assert_int_eq(ps_identity_check(&id, &r, why, sizeof why), 0);
-    r.job_id[0] = r.job_hash[0] = '\0'; /* by hand: not checked on them */
+    r.job_id = r.job_hash = (char *)""; /* by hand: not checked on them */
     ck_assert_int_eq(ps_identity_check(&id, &r, why, sizeof why), 0);
 }
 END_TEST
@@ -53,16 +56,16 @@ END_TEST
 START_TEST(another_job_configuration_or_build_is_refused_naming_both)
 {
     ps_identity_t id = s_id();
-    ps_register_t r = s_reg(&id);
-    snprintf(r.job_id, sizeof r.job_id, "job-b");
+    Shardps__Register r = s_reg(&id);
+    r.job_id = (char *)"job-b";
     s_refused(&id, &r, "job-b", "job-a");
     r = s_reg(&id);
-    snprintf(r.job_hash, sizeof r.job_hash, "0123456789abcdef");
+    r.job_hash = (char *)"0123456789abcdef";
     s_refused(&id, &r, "0123456789abcdef", id.job_hash);
     r = s_reg(&id);
-    snprintf(r.build, sizeof r.build, "v0.0-other protocol 4");
+    r.build = (char *)"v0.0-other protocol 4";
     s_refused(&id, &r, "v0.0-other protocol 4", id.build);
-    r.build[0] = '\0'; /* a build must always be given */
+    r.build = (char *)""; /* a build must always be given */
     s_refused(&id, &r, "build ''", id.build);
 }
 END_TEST

@@ -32,13 +32,13 @@ static ps_intake_t *s_new(uint32_t push_dtype)
 }
 
 /* A well-formed request of type from worker w for keys [a, b), fp32. */
-static ps_header_t s_req(ps_msg_type_t type, int w, uint64_t a, uint64_t b)
+static Shardps__Header s_req(ps_msg_type_t type, int w, uint64_t a, uint64_t b)
 {
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, type, PS_ROLE_WORKER, w);
     h.token = s_tokens[w];
-    h.begin = a;
-    h.end = b;
+    h.key_begin = a;
+    h.key_end = b;
     if (type != PS_MSG_PULL) {
         h.dtype = PS_DTYPE_F32;
         h.payload_len = (b - a) * sizeof(float);
@@ -46,7 +46,7 @@ static ps_header_t s_req(ps_msg_type_t type, int w, uint64_t a, uint64_t b)
     return h;
 }
 
-static int s_check(ps_intake_t *in, const ps_header_t *h, int nframes, const char *want_why)
+static int s_check(ps_intake_t *in, const Shardps__Header *h, int nframes, const char *want_why)
 {
     char why[160] = "";
     int rc = ps_intake_check(in, h, nframes, why, sizeof why);
@@ -59,7 +59,7 @@ static int s_check(ps_intake_t *in, const ps_header_t *h, int nframes, const cha
 START_TEST(well_formed_requests_pass)
 {
     ps_intake_t *in = s_new(PS_DTYPE_F32);
-    ps_header_t h = s_req(PS_MSG_PUSH, 1, S_BEGIN, S_END);
+    Shardps__Header h = s_req(PS_MSG_PUSH, 1, S_BEGIN, S_END);
     ck_assert_int_eq(s_check(in, &h, 1, NULL), 0);
     h = s_req(PS_MSG_PULL, 0, 150, 160);
     ck_assert_int_eq(s_check(in, &h, 0, NULL), 0);
@@ -77,7 +77,7 @@ END_TEST
 START_TEST(strangers_and_forged_tokens_are_refused)
 {
     ps_intake_t *in = s_new(PS_DTYPE_F32);
-    ps_header_t h = s_req(PS_MSG_PULL, 0, 150, 160);
+    Shardps__Header h = s_req(PS_MSG_PULL, 0, 150, 160);
     h.sender = 2;
     ck_assert_int_eq(s_check(in, &h, 0, "unknown sender W2"), PS_ENOENT);
     h = s_req(PS_MSG_PULL, 0, 150, 160);
@@ -95,7 +95,7 @@ END_TEST
 START_TEST(keys_steps_and_payloads_out_of_bounds_are_refused)
 {
     ps_intake_t *in = s_new(PS_DTYPE_F32);
-    ps_header_t h = s_req(PS_MSG_PULL, 0, 150, 201);
+    Shardps__Header h = s_req(PS_MSG_PULL, 0, 150, 201);
     ck_assert_int_eq(s_check(in, &h, 0, "not inside this server's shard"), PS_ERANGE);
     h = s_req(PS_MSG_PULL, 0, 150, 150);
     ck_assert_int_eq(s_check(in, &h, 0, "[150, 150)"), PS_ERANGE);
@@ -124,7 +124,7 @@ START_TEST(sparse_pushes_need_entries_within_their_keys)
 {
     const uint32_t sparse = ps_wire_sparse_of(PS_DTYPE_F32);
     ps_intake_t *in = s_new(sparse);
-    ps_header_t h = s_req(PS_MSG_PUSH, 0, 150, 160);
+    Shardps__Header h = s_req(PS_MSG_PUSH, 0, 150, 160);
     h.dtype = sparse;
     h.nnz = 0;
     ck_assert_int_eq(s_check(in, &h, 1, "no entries"), PS_ERANGE);
@@ -141,7 +141,7 @@ END_TEST
 
 /* Sends h with payload over an inproc PUSH socket and receives it on the
  * PULL end into *m: a real received message. */
-static void s_transfer(ps_sock_t *tx, ps_sock_t *rx, ps_header_t h, const void *payload,
+static void s_transfer(ps_sock_t *tx, ps_sock_t *rx, Shardps__Header h, const void *payload,
                        size_t len, ps_msg_t *m)
 {
     ps_frame_t f = {payload, len};
@@ -179,7 +179,7 @@ START_TEST(push_frames_are_held_in_place_or_decoded_and_given_back)
     in = s_new(PS_DTYPE_F16);
     uint16_t half[10];
     ps_wire_encode(PS_DTYPE_F16, half, g, 10);
-    ps_header_t h = s_req(PS_MSG_PUSH, 0, 150, 160);
+    Shardps__Header h = s_req(PS_MSG_PUSH, 0, 150, 160);
     h.dtype = PS_DTYPE_F16;
     s_transfer(tx, rx, h, half, sizeof half, &m);
     ck_assert_int_eq(ps_intake_hold(in, &m, &req, why, sizeof why), 0);

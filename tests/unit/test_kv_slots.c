@@ -25,13 +25,13 @@ static ps_kv_slots_t *s_table(void)
 }
 
 /* A reply header from server i to request id. */
-static ps_header_t s_reply(ps_msg_type_t type, int i, uint64_t id, uint64_t b, uint64_t e)
+static Shardps__Header s_reply(ps_msg_type_t type, int i, uint64_t id, uint64_t b, uint64_t e)
 {
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, type, PS_ROLE_SERVER, i);
     h.request_id = id;
-    h.begin = b;
-    h.end = e;
+    h.key_begin = b;
+    h.key_end = e;
     h.dtype = PS_DTYPE_F32; /* what ps_msg_send sets on any payload */
     return h;
 }
@@ -44,7 +44,7 @@ static int s_pull_part(ps_kv_slots_t *t, int i, uint64_t id, uint64_t b, uint64_
     for (uint64_t k = b; k < e; k++) {
         v[k - b] = (float)k + 0.5f;
     }
-    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, i, id, b, e);
+    Shardps__Header h = s_reply(PS_MSG_PULL_REPLY, i, id, b, e);
     return ps_kv_slots_on_reply(t, i, &h, &(ps_frame_t){v, (e - b) * sizeof(float)}, 1, pulled);
 }
 
@@ -85,7 +85,7 @@ START_TEST(push_completes_with_one_ack_per_server)
     ck_assert_uint_eq(sa->left, 2);
     ck_assert_uint_eq(sb->left, 1);
     ck_assert_int_eq(sa->step, 5);
-    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 1, ps_kv_slots_id(t, a), 10, 12);
+    Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 1, ps_kv_slots_id(t, a), 10, 12);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
     ck_assert_int_eq(sa->state, PS_KV_SENT);
     h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 8, 10);
@@ -110,7 +110,7 @@ START_TEST(late_reply_to_a_recycled_slot_is_dropped)
     ps_kv_slots_release(t, a);
     ck_assert_int_eq(ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0), a);
     /* the old push's ack, and a pull reply under the old id */
-    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, old, 0, 4);
+    Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 0, old, 0, 4);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), PS_ENOENT);
     uint64_t pulled = 99;
     ck_assert_int_eq(s_pull_part(t, 0, old, 0, 4, &pulled), PS_ENOENT);
@@ -190,7 +190,7 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
     ps_kv_slots_release(t, a);
     /* a separate ack is not its answer */
     a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
-    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 10);
+    Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 10);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
     ck_assert_int_eq(sl->state, PS_KV_DONE);
     ck_assert_int_eq(sl->status, PS_EPROTO);
@@ -199,7 +199,7 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
     a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
     h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
     h.status = PS_ENONFINITE;
-    snprintf(h.error, sizeof h.error, "gradient holds NaN or infinity");
+    h.error = (char *)"gradient holds NaN or infinity";
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
     ck_assert_int_eq(sl->state, PS_KV_DONE);
     ck_assert_int_eq(sl->status, PS_ENONFINITE);
@@ -226,7 +226,7 @@ START_TEST(push_pull_of_keys_pushed_in_part_expects_the_separate_acks)
     ck_assert_uint_eq(pushed.begin, 10);
     ck_assert_uint_eq(pushed.end, 12);
     uint64_t id = ps_kv_slots_id(t, a);
-    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
+    Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
     ck_assert_int_eq(s_pull_part(t, 1, id, 10, 16, NULL), 0);
     ck_assert_int_eq(sl->state, PS_KV_SENT);
@@ -269,7 +269,7 @@ START_TEST(pull_reply_in_several_frames_fills_its_keys_in_order)
     /* one message, one frame per store chunk: keys [0, 3), [3, 8), [8, 10) */
     const ps_frame_t f[3] = {{v, 3 * sizeof(float)}, {v + 3, 5 * sizeof(float)},
                              {v + 8, 2 * sizeof(float)}};
-    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 10);
+    Shardps__Header h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 10);
     uint64_t pulled = 0;
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, f, 3, &pulled), 0);
     ck_assert_int_eq(sl->state, PS_KV_DONE);
@@ -318,7 +318,7 @@ START_TEST(pull_out_of_order_or_mismatched_fails)
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_release(t, a);
     a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
-    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
+    Shardps__Header h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
     ck_assert_int_eq(
         ps_kv_slots_on_reply(t, 0, &h, &(ps_frame_t){dst, 3 * sizeof(float)}, 1, NULL), 0);
     ck_assert_int_eq(sl->status, PS_EPROTO);
@@ -342,7 +342,7 @@ START_TEST(pull_reply_in_bf16_decodes_to_fp32)
     const ps_kv_slot_t *sl;
     int a = ps_kv_slots_open(t, PS_KV_PULL, (ps_range_t){0, 4}, dst, 0);
     sl = ps_kv_slots_get(t, a);
-    ps_header_t h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
+    Shardps__Header h = s_reply(PS_MSG_PULL_REPLY, 0, ps_kv_slots_id(t, a), 0, 4);
     h.dtype = PS_DTYPE_BF16;
     const uint16_t v[4] = {0x3f80, 0xc000, 0x0000, 0x3f00}; /* 1, -2, 0, 0.5 */
     uint64_t pulled = 0;
@@ -374,9 +374,9 @@ START_TEST(failure_completes_with_its_own_status_and_reason)
     int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 16}, g, 0);
     int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 16}, g, 0);
     int c = ps_kv_slots_open(t, PS_KV_BARRIER, (ps_range_t){0, 0}, NULL, 0);
-    ps_header_t h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
+    Shardps__Header h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
     h.status = PS_ESTATE;
-    snprintf(h.error, sizeof h.error, "push for step 0, but steps 3 to 3 are being collected");
+    h.error = (char *)"push for step 0, but steps 3 to 3 are being collected";
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
     ps_kv_slots_complete(t, b, PS_ETIMEDOUT, "sending to S0 failed");
     const ps_kv_slot_t *sa = ps_kv_slots_get(t, a), *sb = ps_kv_slots_get(t, b);
@@ -414,7 +414,7 @@ START_TEST(no_servers_keeps_scheduler_requests)
     ck_assert_int_eq(ps_kv_slots_new(NULL, 0, &t), 0);
     int a = ps_kv_slots_open(t, PS_KV_FINISH, (ps_range_t){0, 0}, NULL, 0);
     ck_assert_int_eq(ps_kv_slots_get(t, a)->left, 1);
-    ps_header_t h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 0);
+    Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 0);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), PS_ENOENT);
     ps_kv_slots_destroy(&t);
     ck_assert_int_eq(ps_kv_slots_new(NULL, -1, &t), PS_EINVAL);

@@ -68,16 +68,18 @@ static void *s_answer_register(void *arg)
     s->got_register = 1;
     s->node = m.route;
     if (s->answer == S_ACK) {
-        ps_register_ack_t ack = {.rank = 3, .token = 42, .run_id = S_RUN_ID};
-        ps_job_defaults(&ack.job);
-        ack.job.batch = 17;
-        uint8_t *body;
-        size_t len;
-        if (ps_codec_pack_register_ack(&ack, &body, &len) == 0) {
-            ps_msg_send_ctrl(s->router, &m.route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0,
-                             body, len);
-            free(body);
-        }
+        ps_job_t job;
+        ps_job_defaults(&job);
+        job.batch = 17;
+        ps_job_pb_t jpb;
+        ps_codec_job_to_pb(&job, &jpb);
+        Shardps__RegisterAck ack = SHARDPS__REGISTER_ACK__INIT;
+        ack.rank = 3;
+        ack.token = 42;
+        ack.run_id = S_RUN_ID;
+        ack.job = &jpb.pb;
+        ps_msg_send_ctrl(s->router, &m.route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0,
+                         &ack.base);
     } else if (s->answer == S_REFUSE) {
         ps_msg_reply_error(s->router, &m, PS_ROLE_SCHEDULER, 0, PS_ESTATE, "rank taken");
     }
@@ -108,19 +110,17 @@ static ps_link_t *s_joined(s_sched_t *s, double peer_timeout, ps_job_t *job)
 }
 
 /* Sends a control message of type from the scheduler to the node. */
-static void s_send(s_sched_t *s, ps_msg_type_t type, const void *body, size_t len)
+static void s_send(s_sched_t *s, ps_msg_type_t type, const ProtobufCMessage *body)
 {
-    ck_assert_int_eq(
-        ps_msg_send_ctrl(s->router, &s->node, type, PS_ROLE_SCHEDULER, 0, body, len), 0);
+    ck_assert_int_eq(ps_msg_send_ctrl(s->router, &s->node, type, PS_ROLE_SCHEDULER, 0, body), 0);
 }
 
 static void s_send_shutdown(s_sched_t *s, int status, const char *reason)
 {
-    uint8_t *body;
-    size_t len;
-    ck_assert_int_eq(ps_codec_pack_shutdown(status, reason, &body, &len), 0);
-    s_send(s, PS_MSG_SHUTDOWN, body, len);
-    free(body);
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.status = status;
+    sd.reason = (char *)reason;
+    s_send(s, PS_MSG_SHUTDOWN, &sd.base);
 }
 
 static void s_sleep(double seconds)
@@ -194,26 +194,24 @@ START_TEST(link_handle_types_every_event)
     ps_link_t *l = s_joined(&s, 5.0, &job);
     ps_msg_type_t type;
 
-    s_send(&s, PS_MSG_HEARTBEAT, NULL, 0);
+    s_send(&s, PS_MSG_HEARTBEAT, NULL);
     ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_ALIVE);
 
-    uint8_t *body;
-    size_t len;
-    ck_assert_int_eq(ps_codec_pack_barrier("init", &body, &len), 0);
-    s_send(&s, PS_MSG_BARRIER_DONE, body, len);
-    free(body);
+    Shardps__Barrier b = SHARDPS__BARRIER__INIT;
+    b.name = (char *)"init";
+    s_send(&s, PS_MSG_BARRIER_DONE, &b.base);
     ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_MESSAGE);
     ck_assert_int_eq(type, PS_MSG_BARRIER_DONE);
 
     /* REGISTER's type is 1: still a message, not confused with an event */
-    s_send(&s, PS_MSG_REGISTER, NULL, 0);
+    s_send(&s, PS_MSG_REGISTER, NULL);
     ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_MESSAGE);
     ck_assert_int_eq(type, PS_MSG_REGISTER);
 
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, PS_MSG_ERROR, PS_ROLE_SCHEDULER, 0);
     h.status = PS_EPROTO;
-    snprintf(h.error, sizeof h.error, "bad barrier");
+    h.error = (char *)"bad barrier";
     ck_assert_int_eq(ps_msg_send(s.router, &s.node, h, NULL, 0, 0), 0);
     ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_ERROR);
     ck_assert_ptr_nonnull(strstr(err, "bad barrier"));
@@ -254,7 +252,7 @@ START_TEST(link_heartbeats_keep_it_alive)
     void *arg[2] = {l, &alive};
     /* 1.6 s, three times the timeout: the scheduler beats every 0.1 s */
     for (double t0 = ps_now(); ps_now() - t0 < 1.6;) {
-        s_send(&s, PS_MSG_HEARTBEAT, NULL, 0);
+        s_send(&s, PS_MSG_HEARTBEAT, NULL);
         s_sleep(0.1);
         ck_assert_int_ge(ps_msg_drain(ps_link_sock(l), 0, 64, s_count_alive, arg), 0);
         ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
@@ -274,7 +272,7 @@ START_TEST(link_heartbeats_keep_it_alive)
 }
 END_TEST
 
-static void s_report(void *arg, ps_metrics_report_t *r, ps_text_t *text)
+static void s_report(void *arg, Shardps__MetricsReport *r, ps_text_t *text)
 {
     r->step = *(int *)arg;
     ps_text_printf(text, "x_total %d\n", *(int *)arg);
@@ -292,13 +290,11 @@ START_TEST(link_heartbeats_carry_the_report)
     ck_assert_int_eq(ps_msg_recv(s.router, PS_RECV_ROUTER, &m), 0);
     ck_assert_int_eq(m.hdr.type, PS_MSG_HEARTBEAT);
     ck_assert_int_eq(m.nframes, 1);
-    size_t len;
-    const void *p = ps_msg_frame(&m, 0, &len);
-    ps_metrics_report_t r;
-    ck_assert_int_eq(ps_codec_unpack_metrics(p, len, &r), 0);
-    ck_assert_int_eq(r.step, 42);
-    ck_assert_str_eq(r.text, "x_total 42\n");
-    free(r.text);
+    const Shardps__MetricsReport *r = ps_msg_unpack_body(&m, &shardps__metrics_report__descriptor);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->step, 42);
+    ck_assert(r->test_accuracy == -1);
+    ck_assert_str_eq(r->text, "x_total 42\n");
     ps_msg_close(&m);
     ps_link_destroy(&l);
     s_sched_close(&s);
@@ -314,7 +310,7 @@ START_TEST(link_silence_past_peer_timeout_is_lost)
     ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
     s_sleep(0.35);
     /* any message counts as a sign of life, not only heartbeats */
-    s_send(&s, PS_MSG_BARRIER_DONE, NULL, 0);
+    s_send(&s, PS_MSG_BARRIER_DONE, NULL);
     ps_msg_type_t type;
     ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_MESSAGE);
     s_sleep(0.3); /* 0.65 s after joining, 0.3 s after the message */
@@ -344,8 +340,10 @@ START_TEST(link_with_a_grace_goes_on_and_registers_again)
     char err[256] = "";
     ps_link_t *l = s_joined(&s, 0.3, &job);
     ps_link_set_grace(l, 1.0);
-    const uint8_t done[] = {0x08, 0x2a}; /* Done{steps: 42} */
-    ck_assert_int_eq(ps_link_send(l, PS_MSG_DONE, done, sizeof done), 0);
+    const uint8_t done[] = {0x08, 0x2a}; /* Done{steps: 42}, packed */
+    Shardps__Done d = SHARDPS__DONE__INIT;
+    d.steps = 42;
+    ck_assert_int_eq(ps_link_send(l, PS_MSG_DONE, &d.base), 0);
     ps_msg_t m = {0};
     s_recv_skipping_heartbeats(&s, &m);
     ck_assert_int_eq(m.hdr.type, PS_MSG_DONE);
@@ -354,27 +352,29 @@ START_TEST(link_with_a_grace_goes_on_and_registers_again)
     ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
     s_recv_skipping_heartbeats(&s, &m);
     ck_assert_int_eq(m.hdr.type, PS_MSG_REGISTER);
-    size_t n;
-    const void *p = ps_msg_frame(&m, 0, &n);
-    ps_register_t reg;
-    ck_assert_int_eq(ps_codec_unpack_register(p, n, &reg), 0);
-    ck_assert_int_eq(reg.rank, 3);
-    ck_assert_uint_eq(reg.run_id, S_RUN_ID);
+    const Shardps__Register *reg = ps_msg_unpack_body(&m, &shardps__register__descriptor);
+    ck_assert_ptr_nonnull(reg);
+    ck_assert_int_eq(reg->rank, 3);
+    ck_assert_uint_eq(reg->run_id, S_RUN_ID);
     s.node = m.route;
     /* an error meanwhile is not the end; the answer is */
     ps_msg_reply_error(s.router, &m, PS_ROLE_SCHEDULER, 0, PS_ESTATE, "register first");
     ps_msg_type_t type;
     ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_ALIVE);
-    uint8_t *body;
-    ps_register_ack_t again = {.rank = 3, .job = job, .run_id = S_RUN_ID};
-    ck_assert_int_eq(ps_codec_pack_register_ack(&again, &body, &n), 0);
-    s_send(&s, PS_MSG_REGISTER_ACK, body, n);
-    free(body);
+    ps_job_pb_t jpb;
+    ps_codec_job_to_pb(&job, &jpb);
+    Shardps__RegisterAck again = SHARDPS__REGISTER_ACK__INIT;
+    again.rank = 3;
+    again.run_id = S_RUN_ID;
+    again.job = &jpb.pb;
+    s_send(&s, PS_MSG_REGISTER_ACK, &again.base);
     ck_assert_int_eq(s_next_event(l, &type, err, sizeof err), PS_LINK_ALIVE);
     /* back: its DONE goes again, heartbeats follow */
     s_recv_skipping_heartbeats(&s, &m);
     ck_assert_int_eq(m.hdr.type, PS_MSG_DONE);
+    size_t n;
     ck_assert_mem_eq(ps_msg_frame(&m, 0, &n), done, sizeof done);
+    ck_assert_uint_eq(n, sizeof done);
     ps_msg_close(&m);
     ck_assert_int_eq(ps_link_tick(l, err, sizeof err), PS_LINK_ALIVE);
     /* silent for longer than the grace: lost */
@@ -404,7 +404,7 @@ START_TEST(drain_stops_at_its_bound_and_when_asked)
     ps_job_t job;
     ps_link_t *l = s_joined(&s, 5.0, &job);
     for (uint64_t i = 0; i < 10; i++) {
-        ps_header_t h;
+        Shardps__Header h;
         ps_msg_header(&h, PS_MSG_HEARTBEAT, PS_ROLE_SCHEDULER, 0);
         h.request_id = 100 + i;
         ck_assert_int_eq(ps_msg_send(s.router, &s.node, h, NULL, 0, 0), 0);

@@ -457,10 +457,10 @@ static void s_send_raw(ps_sock_t *sock, int sender, int64_t step, int g, uint64_
                        size_t bytes)
 {
     static float payload[64];
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, sender);
-    h.begin = b;
-    h.end = e;
+    h.key_begin = b;
+    h.key_end = e;
     h.step = step;
     h.ring_step = g;
     ps_frame_t f = {payload, bytes};
@@ -512,7 +512,7 @@ START_TEST(ring_drops_strangers_and_still_completes)
     ck_assert_int_eq(ps_sock_new(d.ctx, PS_SOCK_PUSH, &stranger, err, sizeof err), 0);
     ck_assert_int_eq(ps_sock_connect(stranger, d.ep1), 0);
     s_send_raw(stranger, 3, 7, 0, 0, 2, 8); /* W3: not our left neighbour */
-    ps_header_t h;
+    Shardps__Header h;
     ps_msg_header(&h, PS_MSG_PUSH, PS_ROLE_WORKER, 0); /* a push, not ring data */
     ck_assert_int_eq(ps_msg_send(stranger, NULL, h, NULL, 0, 0), 0);
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_SERVER, 0); /* a server */
@@ -529,14 +529,14 @@ START_TEST(ring_drops_strangers_and_still_completes)
     ps_frame_t f = {zero, sizeof zero};
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, 0);
     h.step = 7;
-    h.begin = 0;
-    h.end = 2;
+    h.key_begin = 0;
+    h.key_end = 2;
     h.ring_step = 0;
     ck_assert_int_eq(ps_msg_send(d.w0_tx, NULL, h, &f, 1, PS_SEND_COPY), 0);
     float done[2] = {10, 20}; /* the finished sum of chunk 1, as W0 would send it */
     f.data = done;
-    h.begin = 2;
-    h.end = 4;
+    h.key_begin = 2;
+    h.key_end = 4;
     h.ring_step = 1;
     ck_assert_int_eq(ps_msg_send(d.w0_tx, NULL, h, &f, 1, PS_SEND_COPY), 0);
     float buf[4] = {1, 2, 3, 4};
