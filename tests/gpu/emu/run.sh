@@ -4,7 +4,7 @@
 # with no GPU. It checks the CUDA backend's logic (indexing, reductions,
 # cuBLAS argument layout, chunking, which pointers are device pointers), not
 # its numerics or stream timing: the real run is on a GPU. Needs g++, gcc,
-# python3 and the Debian -dev packages of the CPU build. Optional dev tool; not
+# python3 and the Debian -dev packages of the CPU build (jansson included). Optional dev tool; not
 # part of the Meson build.
 #   usage: tests/gpu/emu/run.sh [OUT_DIR]     (default build-emu)
 set -euo pipefail
@@ -37,7 +37,7 @@ open(os.path.join(gen, 'emu_sync.h'), 'w').write(
 print('emulating; kernels with barriers:', ', '.join(sync))
 PY
 san="-fsanitize=address,undefined -fno-omit-frame-pointer"
-flags="-g -O1 $san -I$emu/include -I$out/gen -I$root $(pkg-config --cflags openblas check)"
+flags="-g -O1 $san -I$emu/include -I$out/gen -I$root $(pkg-config --cflags openblas check jansson)"
 for f in "$out"/gen/*.cc "$emu/emu.cc"; do
     g++ -std=c++17 -Wall -Wextra -Wno-unused-parameter $flags -c "$f" \
         -o "$out/obj/$(basename "$f").o"
@@ -50,7 +50,7 @@ for f in kernels/*.c $(ls kernels/cpu/*.c | grep -v _avx512) kernels/cuda/*.c co
     gcc -std=c11 -D_GNU_SOURCE -DPS_HAVE_CUDA -Wall -Wextra $flags -c "$f" \
         -o "$out/obj/$(echo "$f" | tr / _).o"
 done
-g++ $san -o "$out/test_cuda_emu" "$out"/obj/*.o $(pkg-config --libs openblas check zlib) \
+g++ $san -o "$out/test_cuda_emu" "$out"/obj/*.o $(pkg-config --libs openblas check zlib jansson libmicrohttpd) \
     -lm -lpthread
 # coroutine stacks confuse LeakSanitizer; Check's own timeouts are too short
 # for emulated kernels
