@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/trace.h"
 #include "deploy/launch_children.h"
 #include "deploy/launch_flags.h"
@@ -63,6 +64,7 @@ typedef struct {
     const ps_launch_flags_t *F; /* the command line */
     ps_launch_children_t C;     /* the processes */
     char tmpdir[PATH_MAX];      /* fresh directory for the endpoint file; "" if none */
+    char secret[PATH_MAX + 16]; /* the job's secret made in tmpdir; "" if given */
     char epfile[PATH_MAX];      /* the endpoint file */
     char endpoint[256];         /* what the scheduler wrote */
     int sig_pipe[2];            /* self-pipe: signal handlers write the signal number */
@@ -355,7 +357,24 @@ static int s_make_keys(s_launch_t *L, ps_launch_flags_t *F)
     if (ps_curve_keygen(L->tmpdir, L->why, sizeof L->why) != 0) {
         return PS_EIO;
     }
-    ps_launch_flags_set_keys(F, L->tmpdir);
+    ps_launch_flags_set(F, "keys", L->tmpdir);
+    return 0;
+}
+
+/* Without --secret-file: the job's own secret, made in the private (0700)
+ * temporary directory; the roles get its path, never its value. */
+static int s_make_secret(s_launch_t *L, ps_launch_flags_t *F)
+{
+    const char *given = ps_launch_flags_value(F, "secret-file");
+    if (given && given[0]) {
+        return 0;
+    }
+    snprintf(L->secret, sizeof L->secret, "%s/job.secret", L->tmpdir);
+    if (ps_secret_write(L->secret, L->why, sizeof L->why) != 0) {
+        ps_log_err("%s", L->why);
+        return -1;
+    }
+    ps_launch_flags_set(F, "secret-file", L->secret);
     return 0;
 }
 
@@ -550,6 +569,7 @@ int main(int argc, char **argv)
         goto fail;
     }
     if (s_install_signals(L) != 0 || s_make_tmpdir(L) != 0 || s_make_keys(L, &flags) != 0 ||
+        s_make_secret(L, &flags) != 0 ||
         ps_launch_children_log(&L->C, flags.log_file, flags.log_dir) != 0) {
         goto fail;
     }

@@ -56,6 +56,8 @@ static const struct {
     {"log-level", "every role and the launcher"},
     {"keys", "every role; with --secure and no --keys the launcher makes the job's keys in "
              "its private temporary directory"},
+    {"secret-file", "every role; without it the launcher makes the job's secret in its "
+                    "private temporary directory"},
     {"metrics-bind", "scheduler: the job's metrics, every node's with a node label"},
     {"trace", "every server and worker writes FILE with .S0, .W1 ... before its extension; "
               "the launcher merges them into FILE at the end"},
@@ -127,11 +129,11 @@ static void s_fwd_build(ps_launch_flags_t *F)
     }
 }
 
-void ps_launch_flags_set_keys(ps_launch_flags_t *F, const char *dir)
+void ps_launch_flags_set(ps_launch_flags_t *F, const char *name, const char *value)
 {
-    int k = s_fwd_index(F, "keys");
+    int k = s_fwd_index(F, name);
     assert(k >= 0);
-    F->fwd_val[k] = dir;
+    F->fwd_val[k] = value;
 }
 
 const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name)

@@ -689,7 +689,8 @@ const char *ps_codec_type_name(int type)
         [PS_MSG_STATUS_REPLY] = "status-reply",
         [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",
         [PS_MSG_PREFLIGHT_RESULT] = "preflight-result",
-        [PS_MSG_PUSH_PULL] = "push-pull"};
+        [PS_MSG_PUSH_PULL] = "push-pull",
+        [PS_MSG_CHALLENGE] = "challenge"};
     if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {
         return "unknown";
     }

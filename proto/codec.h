@@ -51,7 +51,9 @@ extern "C" {
  *    compress), bytes by message type in Done and ServerReport. */
 /* 6: MSG_PUSH_PULL (a push and the pull of its keys in one request; the
  *    header's pull_version). */
-#define PS_PROTOCOL_VERSION 6u
+/* 7: authenticated registration (MSG_CHALLENGE, Register.nonce and proof),
+ *    ring data carries its sender's token. */
+#define PS_PROTOCOL_VERSION 7u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
@@ -90,7 +92,8 @@ typedef Shardps__MsgType ps_msg_type_t;
 #define PS_MSG_PREFLIGHT_PROBE SHARDPS__MSG_TYPE__MSG_PREFLIGHT_PROBE
 #define PS_MSG_PREFLIGHT_RESULT SHARDPS__MSG_TYPE__MSG_PREFLIGHT_RESULT
 #define PS_MSG_PUSH_PULL SHARDPS__MSG_TYPE__MSG_PUSH_PULL
-#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_PUSH_PULL
+#define PS_MSG_CHALLENGE SHARDPS__MSG_TYPE__MSG_CHALLENGE
+#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_CHALLENGE
 
 typedef Shardps__Role ps_role_t;
 #define PS_ROLE_NONE SHARDPS__ROLE__ROLE_NONE

@@ -13,6 +13,7 @@
 #include "common/http.h"
 #include "common/log.h"
 #include "proto/curve.h"
+#include "proto/link.h"
 
 void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
 {
@@ -71,6 +72,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
+        ps_link_secret_flag(&f->secret_file),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
@@ -196,7 +198,8 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
                               err, errlen)) {
         return PS_EINVAL;
     }
-    if (ps_curve_check_flags(f->cfg.secure, f->cfg.keys, PS_ROLE_SCHEDULER, err, errlen) != 0) {
+    if (ps_curve_check_flags(f->cfg.secure, f->cfg.keys, PS_ROLE_SCHEDULER, err, errlen) != 0 ||
+        ps_link_read_secret(f->secret_file, &f->cfg.secret, err, errlen) != 0) {
         return PS_EINVAL;
     }
     return ps_job_validate(job, err, errlen);

@@ -11,6 +11,7 @@
 #define PS_SCHEDULER_H
 
 #include "common/job.h"
+#include "common/secret.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +40,8 @@ typedef struct {
                                   any loss aborts it) */
     int secure;                /* CurveZMQ on every socket, only the job's keys admitted */
     const char *keys;          /* --secure: the job's key directory (shardps-keygen) */
+    ps_secret_t secret;        /* --secret-file's: nodes prove they hold it at
+                                  registration; unset = registration is open */
     const char *job_id;        /* this job's id, checked at registration; NULL = derive
                                   one from the start time (scheduler/identity.h) */
     int preflight;             /* every worker probes every server before step 0; an

@@ -35,6 +35,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
         ps_link_job_id_flag(&c->job_id),
+        ps_link_secret_flag(&c->secret_file),
         ps_link_job_hash_flag(&c->job_hash),
         ps_link_scheduler_grace_flag(&c->scheduler_grace),
         {"report-missing", PS_FLAG_DOUBLE, &c->report_missing, "SECONDS", "log which workers a step has waited on for this long; in (0, 86400]"},
@@ -67,6 +68,7 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_curve_check_flags(c->secure, c->keys, PS_ROLE_SERVER, err, errlen) ||
+        ps_link_read_secret(c->secret_file, &(ps_secret_t){0}, err, errlen) ||
         ps_http_check_bind(c->metrics_bind, err, errlen) ||
         ps_trace_check_flags(c->trace_steps, c->trace_kib, err, errlen)) {
         return PS_EINVAL;

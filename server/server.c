@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -426,10 +427,16 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("cannot bind %s: %s", cfg->bind, err);
         goto fail;
     }
-    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
+    ps_secret_t secret;
+    if (ps_link_read_secret(cfg->secret_file, &secret, err, sizeof err) != 0) {
+        ps_log_err("%s", err);
+        goto fail;
+    }
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash, &secret};
     int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER,
                           cfg->spare ? PS_LINK_RANK_SPARE : cfg->rank, NULL, &ident,
                           cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
+    explicit_bzero(&secret, sizeof secret);
     if (rc != 0) {
         ps_log_err("%s", err);
         goto fail;

@@ -64,6 +64,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
         ps_link_job_id_flag(&c->job_id),
+        ps_link_secret_flag(&c->secret_file),
         ps_link_job_hash_flag(&c->job_hash),
         ps_http_bind_flag(&c->metrics_bind),
         ps_trace_file_flag(&c->trace),
@@ -112,6 +113,7 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||
         ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen) ||
+        ps_link_read_secret(c->secret_file, &(ps_secret_t){0}, err, errlen) ||
         ps_config_check_range("fault-nan-push", c->fault_nan_push, -1, INT_MAX, PS_RANGE_CLOSED,
                               err, errlen) ||
         ps_config_check_range("eval-every", c->eval_every, 0, INT_MAX, PS_RANGE_CLOSED, err,

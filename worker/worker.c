@@ -513,14 +513,20 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
-    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
+    ps_secret_t secret;
+    if ((rc = ps_link_read_secret(cfg->secret_file, &secret, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash, &secret};
     rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
                       &ident, cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
                       sizeof w->err);
+    explicit_bzero(&secret, sizeof secret);
     if (rc != 0) {
         return rc;
     }
     w->rank = ps_link_rank(w->link);
+    w->token = ps_link_token(w->link);
     ps_link_set_grace(w->link, cfg->scheduler_grace);
     ps_log_set_role("W", w->rank);
     ps_worker_obs_wire(w->obs, w->ctx);

@@ -37,6 +37,7 @@ typedef struct {
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     const char *job_id;      /* the job it belongs to (--job-id); NULL = any */
+    const char *secret_file; /* the job's secret (--secret-file); NULL = none */
     const char *job_hash;     /* that job's configuration hash (--job-hash); NULL = unchecked */
     double scheduler_grace;  /* then go on this long for it to come back (0: give up) */
     double progress_seconds; /* worker 0 logs progress this often */
