@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "proto/build_id.h"
 
 /* Formats the reason into why and returns PS_EPROTO. */
@@ -46,6 +47,19 @@ static void s_copy(char *dst, size_t cap, const char *src)
 
 int ps_codec_pack_header(const Shardps__Header *h, uint8_t *buf, size_t cap)
 {
+    /* A reason may quote what a peer sent (its build, say) or be cut in the
+     * middle of a character: strict decoders refuse a string that is not
+     * UTF-8, so what we send always is. */
+    char error[PS_ERROR_MAX];
+    Shardps__Header fixed;
+    if (h->error && h->error[0] && strlen(h->error) < sizeof error) { /* longer: read as "" */
+        snprintf(error, sizeof error, "%s", h->error);
+        if (ps_text_utf8_fix(error)) {
+            fixed = *h;
+            fixed.error = error;
+            h = &fixed;
+        }
+    }
     if (shardps__header__get_packed_size(h) > cap) {
         return PS_EINVAL;
     }

@@ -24,6 +24,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/ratelog.h"
+#include "common/text.h"
 #include "proto/codec.h"
 #include "proto/curve.h"
 #include "proto/link.h"
@@ -164,6 +165,7 @@ void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(s->failure, sizeof s->failure, fmt, ap);
     va_end(ap);
+    ps_text_utf8_fix(s->failure); /* it may quote a node's reason: JSON and protobuf need UTF-8 */
     ps_log_err("job aborted: %s", s->failure);
     ps_scheduler_phase_event(s, PS_PHASE_EV_ABORT);
     /* The summary first: once the nodes hear of the abort they exit, and a
