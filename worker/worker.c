@@ -167,6 +167,24 @@ static int s_fault_nan_push(ps_worker_t *w, int64_t t)
     return 0;
 }
 
+/* --fault-huge-push: five finite pushes of 3e38 for step t under our own
+ * token (accepted: finite), whose updates soon overflow; the servers must
+ * undo those and go on. */
+static int s_fault_huge_push(ps_worker_t *w, int64_t t)
+{
+    static const float huge4[4] = {3e38f, 3e38f, 3e38f, 3e38f};
+    for (int i = 0; i < 5; i++) {
+        int rc = ps_kv_wait(w->kv, ps_kv_push(w->kv, 0, 4, huge4, t));
+        if (rc != 0) {
+            snprintf(w->err, sizeof w->err, "--fault-huge-push: push %d of 3e38 for step %lld "
+                     "got %s, want it accepted", i + 1, (long long)t, ps_strerror(rc));
+            return PS_ESTATE;
+        }
+    }
+    ps_log_info("--fault-huge-push: 5 pushes of 3e38 for step %lld accepted", (long long)t);
+    return 0;
+}
+
 /* Pushes step t's gradients and pulls the weights for the next step: what
  * the hook has not pushed yet goes now, then every handle is waited for. */
 static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
@@ -367,6 +385,9 @@ static int s_train(ps_worker_t *w, int rolled_back)
         w->push_end = P;
         w->npush = 0;
         w->push_rc = 0;
+        if (!ring && t == w->cfg->fault_huge_push && (rc = s_fault_huge_push(w, t)) != 0) {
+            return rc;
+        }
         if (!ring && t == w->cfg->fault_nan_push && (rc = s_fault_nan_push(w, t)) != 0) {
             return rc;
         }

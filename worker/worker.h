@@ -48,6 +48,9 @@ typedef struct {
     const char *keys;        /* --secure: the job's key directory (shardps-keygen) */
     int fault_nan_push;      /* testing: at this step a NaN push the servers must refuse
                                 goes before the real ones; -1 = never */
+    int fault_huge_push;     /* testing: at this step 5 pushes of 3e38 to keys [0, 4) (async:
+                                the servers apply the first and undo the others) before the
+                                real one; -1 = never */
     const char *metrics_bind; /* serve Prometheus metrics on HOST:PORT; NULL = not served */
     const char *trace;       /* write a Chrome trace here at the end; NULL = no trace */
     const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
