@@ -111,11 +111,16 @@ static void s_stop(s_launch_t *L, int code, const char *fmt, ...)
     L->exit_code = code;
     L->phase = S_PHASE_STOP;
     L->stop_at = ps_now() + S_STOP_GRACE_S;
-    ps_log_err("%s", L->why);
+    if (code == 0) { /* the job is done; what is left is only stopped */
+        ps_log_warn("%s", L->why);
+    } else {
+        ps_log_err("%s", L->why);
+    }
     if (L->C.nrunning > 0) {
         ps_log_info("stopping %d process%s (SIGTERM, SIGKILL after %.0f s)", L->C.nrunning,
                     L->C.nrunning == 1 ? "" : "es", S_STOP_GRACE_S);
         ps_launch_children_signal(&L->C, SIGTERM);
+        ps_launch_children_signal(&L->C, SIGCONT); /* a stopped one takes its SIGTERM */
     }
 }
 
@@ -469,10 +474,12 @@ static void s_on_tick(s_launch_t *L, double now)
     }
     if (L->phase == S_PHASE_RUN && L->sched_done_at > 0 && L->C.nrunning > 0 &&
         now - L->sched_done_at >= S_AFTER_SCHED_S) {
+        /* The job finished (the scheduler exited 0 after its summary): a node
+         * that does not exit (stopped, hung) is stopped, and the job stays ok. */
         const ps_launch_child_t *c = ps_launch_children_running(&L->C);
-        s_stop(L, 1, "%s (pid %d)%s still running %.0f s after the scheduler finished",
+        s_stop(L, 0, "%s (pid %d)%s still running %.0f s after the job finished; stopping %s",
                c ? c->tag : "?", c ? (int)c->pid : 0, L->C.nrunning > 1 ? " and others" : "",
-               S_AFTER_SCHED_S);
+               S_AFTER_SCHED_S, L->C.nrunning > 1 ? "them" : "it");
     }
     if (L->phase == S_PHASE_STOP && !L->killed && now >= L->stop_at) {
         s_kill_now(L);
