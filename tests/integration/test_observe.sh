@@ -76,6 +76,7 @@ for i in $(seq 1 1200); do # until every counter compared below has a first repo
     [ -n "$first" ] && break
     sleep 0.1
 done
+[ -n "$first" ] || fail "no first report of every counter compared: $(grep -h 'steps_total{\|received_bytes_total{' "$TMP/s1.txt")"
 # the second scrape: after the next heartbeats (a loaded machine may delay them)
 for i in $(seq 1 240); do
     sleep 0.5
