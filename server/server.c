@@ -132,7 +132,13 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     case PS_MSG_INIT:
         break;
     case PS_MSG_PREFLIGHT_PROBE:
-        /* A worker's preflight: answered at once, payload dropped unread. */
+        /* A worker's preflight: answered at once, payload dropped unread.
+         * Data messages are checked for their role in ps_intake_check. */
+        if (h->role != PS_ROLE_WORKER) {
+            ps_reply_error(s->reply, m, PS_ENOENT, "unknown sender %s%d",
+                           ps_codec_role_tag(h->role), h->sender);
+            return;
+        }
         ps_msg_send_ctrl(s->router, &m->route, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_SERVER,
                          s->rank, NULL);
         return;
