@@ -42,6 +42,14 @@ int ps_file_sync_dir(const char *path);
  * naming path in why (may be NULL). */
 int ps_file_open_read(const char *path, uint64_t *size, char *why, size_t why_cap);
 
+/* Reads up to cap - 1 bytes of the private file at path into text
+ * (NUL-terminated), after checking it is a regular file (not a link) that
+ * only its owner may read or write: for keys and secrets. what names it in a
+ * reason ("key file"), hint follows a reason for a missing file (may be "").
+ * Returns 0, or PS_EINVAL with a one-line reason naming path in err. */
+int ps_file_read_private(const char *path, const char *what, const char *hint, char *text,
+                         size_t cap, char *err, size_t errlen);
+
 /* Reads exactly n bytes from fd into buf, retrying short reads and EINTR.
  * Returns 0, or PS_EIO on an error or an end of file before n bytes. */
 int ps_file_read_all(int fd, void *buf, size_t n);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/file.h"
 
 /* ---- SHA-256 (FIPS 180-4) ------------------------------------------------ */
 
@@ -245,26 +246,11 @@ static int s_parse(char *text, ps_secret_t *s)
 int ps_secret_read(const char *path, ps_secret_t *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot read secret file %s: %s%s", path, strerror(errno),
-                 errno == ENOENT ? " (make one with shardps-keygen --secret FILE)" : "");
-        if (fd >= 0) {
-            close(fd);
-        }
-        return PS_EINVAL;
-    }
-    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
-        snprintf(err, errlen, "secret file %s may be read or changed by others (mode %04o); "
-                 "chmod 600 it", path, (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return PS_EINVAL;
-    }
     char text[1024];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    text[n > 0 ? n : 0] = '\0';
+    if (ps_file_read_private(path, "secret file", " (make one with shardps-keygen --secret FILE)",
+                             text, sizeof text, err, errlen) != 0) {
+        return PS_EINVAL;
+    }
     int rc = s_parse(text, s);
     explicit_bzero(text, sizeof text);
     if (rc != 0) {

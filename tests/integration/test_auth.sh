@@ -18,15 +18,6 @@ INTRUDER=$SPS_BUILD/tests/integration/sps-intruder
 KEYGEN=$SPS_BUILD/deploy/shardps-keygen
 JOB=job-auth
 
-wait_for() { # FILE PATTERN SECONDS: until a line matches
-    local i=0
-    until grep -Eq "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -gt $(($3 * 10)) ] && return 1
-        sleep 0.1
-    done
-}
-
 "$KEYGEN" --secret "$TMP/job.secret" || fail "shardps-keygen --secret failed"
 [ "$(stat -c %a "$TMP/job.secret")" = 600 ] || fail "the secret file is not 0600"
 "$KEYGEN" --secret "$TMP/job.secret" 2>"$TMP/again.out" && fail "keygen replaced a secret"
@@ -74,11 +65,11 @@ for r in 0 1; do
     start "r$r" "$WORKER" --scheduler "$SCHED_EP" --rank $r --threads 1 \
         --bind 'tcp://127.0.0.1:*' "${AUTH[@]}"
 done
-wait_for "$TMP/sched3.log" 'job started' 60 || fail "the ring job did not start"
+wait_line "$TMP/sched3.log" 'job started' 60 || fail "the ring job did not start"
 ep=$(sed -n 's/.*W1 ring endpoint \(tcp:[^ ]*\).*/\1/p' "$TMP/sched3.log")
 [ -n "$ep" ] || fail "no ring endpoint for W1 in the scheduler log"
 "$INTRUDER" --ring "$ep" 0 || fail "could not send the forged ring data"
-wait_for "$TMP/r1.log" "ring: dropped a ring-data claiming W0" 60 ||
+wait_line "$TMP/r1.log" "ring: dropped a ring-data claiming W0" 60 ||
     fail "W1 did not drop the forged ring data: $(tail -3 "$TMP/r1.log")"
 wait_pid "$sched" 120 || fail "the ring job did not end"
 [ "$WAIT_RC" = 0 ] || fail "a forged RING_DATA failed the job: $(grep -E ' [EW] ' "$TMP/sched3.log" | tail -3)"
@@ -87,7 +78,7 @@ echo "ok - a forged ring data dropped; the allreduce job finished"
 # ---- 4. the launcher's secret ----
 start launch "$LAUNCH" --servers 1 --workers 1 --epochs 3 --plot none --summary "$TMP/l.json"
 LPID=$LAST_PID
-wait_for "$TMP/launch.log" 'job started' 60 || fail "the launched job did not start"
+wait_line "$TMP/launch.log" 'job started' 60 || fail "the launched job did not start"
 secret=""
 for pid in $(pgrep -P "$LPID"); do
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline")

@@ -23,16 +23,6 @@ now_ms() {
     echo $(($(date +%s%N) / 1000000))
 }
 
-# Waits until file $1 has a line matching regex $2, up to $3 seconds.
-wait_line() {
-    local i=0
-    until grep -Eq "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -gt $(($3 * 10)) ] && return 1
-        sleep 0.1
-    done
-}
-
 # Starts scheduler, 2 servers and 2 workers for run $1; fills PID[$1.X].
 declare -A PID
 start_job() {
