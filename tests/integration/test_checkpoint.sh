@@ -43,7 +43,6 @@ setsid "$LAUNCH" --servers 2 --workers 2 --batch 32 --max-steps $STEPS --epochs 
 KPID=$!
 PIDS+=("$KPID")
 wait_file "$TMP/ck/step-100/manifest.json" 60 || fail "no checkpoint step-100: $(tail -5 "$TMP/killed.log")"
-sleep 0.1
 kill -9 -- -"$KPID"
 wait "$KPID" 2>/dev/null
 for i in $(seq 50); do

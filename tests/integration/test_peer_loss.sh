@@ -117,7 +117,10 @@ echo "sched: servers and workers stopped in $(($(now_ms) - T0)) ms, naming the s
 start launch.L setsid "$LAUNCH" --servers 2 --workers 2 "${JOB[@]}"
 LPID=$LAST_PID
 PID[launch.L]=$LPID
-sleep 0.2
+for i in $(seq 1 100); do # setsid has exec'd the launcher as the session's leader
+    [ "$(ps -o sid= -p "$LPID" | tr -d ' ')" = "$LPID" ] && break
+    sleep 0.1
+done
 [ "$(ps -o sid= -p "$LPID" | tr -d ' ')" = "$LPID" ] ||
     fail "launch: the launcher (pid $LPID) does not lead its own session"
 wait_line "$TMP/launch.L.log" "W0 I epoch=1/[0-9]+ step=" 90 ||
