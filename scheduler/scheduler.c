@@ -150,12 +150,29 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
     return 0;
 }
 
+static void s_fail(ps_scheduler_t *s);
+
 void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->failure, sizeof s->failure, fmt, ap);
     va_end(ap);
+    s_fail(s);
+}
+
+void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    va_end(ap);
+    s->failure_usage = 1;
+    s_fail(s);
+}
+
+static void s_fail(ps_scheduler_t *s)
+{
     ps_log_err("job aborted: %s", s->failure);
     ps_scheduler_phase_event(s, PS_PHASE_EV_ABORT);
     /* The summary first: once the nodes hear of the abort they exit, and a
@@ -483,7 +500,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_scheduler_observe_tick(&s);
     }
     ps_members_leave_flush(&s);
-    const int status = s.phase == PS_PHASE_FINISHED ? s_finish(&s) : 1;
+    const int status = s.phase == PS_PHASE_FINISHED ? s_finish(&s) : s.failure_usage ? 2 : 1;
     s_close(&s, status);
     return status;
 }
