@@ -29,7 +29,7 @@ struct ps_ckpt {
     int64_t cand[PS_MAX_RESUME_CHECK];
     int cand_parts[PS_MAX_RESUME_CHECK];           /* parts of each one's manifest */
     ps_checkpoint_part_t *parts;                   /* ncand x PS_MAX_SERVERS, as listed */
-    char refused[PS_MAX_RESUME_CHECK][320];        /* the first refusal of each; "" = none */
+    char refused[PS_MAX_RESUME_CHECK][1024];       /* the first refusal of each; "" = none */
     unsigned char answered[PS_MAX_SERVERS];        /* servers that answered the check */
 };
 
@@ -244,12 +244,13 @@ static void s_on_resume_check(ps_ckpt_t *c, ps_scheduler_t *s, ps_node_t *n, ps_
                       : NULL;
         }
         if (!got || !got->size) {
-            snprintf(c->refused[k], sizeof c->refused[k], "%s has no %s (missing or "
-                     "unreadable in its checkpoint directory)", tag, want->file);
+            snprintf(c->refused[k], sizeof c->refused[k], "%s's %s/step-%lld/%s is missing or "
+                     "unreadable", tag, a->dir, (long long)want->step, want->file);
         } else if (got->size != want->size || got->crc32 != want->crc32) {
-            snprintf(c->refused[k], sizeof c->refused[k], "%s's %s is %llu bytes with CRC-32 "
-                     "%08x, the manifest says %llu bytes, %08x (truncated or corrupt)", tag,
-                     want->file, (unsigned long long)got->size, (unsigned)got->crc32,
+            snprintf(c->refused[k], sizeof c->refused[k], "%s's %s/step-%lld/%s is %llu bytes "
+                     "with CRC-32 %08x, the manifest says %llu bytes, %08x (truncated or "
+                     "corrupt)", tag, a->dir, (long long)want->step, want->file,
+                     (unsigned long long)got->size, (unsigned)got->crc32,
                      (unsigned long long)want->size, (unsigned)want->crc32);
         }
     }

@@ -430,7 +430,7 @@ static void s_on_resume_check(void *arg, ps_msg_t *m)
         ps_codec_part_to_pb(&found[i], &pb[i]);
         ptrs[i] = &pb[i];
     }
-    a.dir = "";
+    a.dir = (char *)dir;
     a.n_parts = q->n_parts;
     a.parts = ptrs;
     if (ps_link_send(s->link, PS_MSG_RESUME_CHECK, &a.base) != 0) {
