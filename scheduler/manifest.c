@@ -109,6 +109,11 @@ static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
     snprintf(path, sizeof path, "%s/manifest.json", sub);
     snprintf(latest, sizeof latest, "%s/latest", v->checkpoint_dir);
     snprintf(name, sizeof name, "step-%" PRId64 "\n", step);
+    /* On node-local storage the servers made their step directories, not
+     * this one. */
+    if (ps_file_make_dir(v->checkpoint_dir) != 0 || ps_file_make_dir(sub) != 0) {
+        return PS_EIO;
+    }
     json_t *doc = s_manifest_json(m, step, slot);
     if (!doc) {
         return PS_EINVAL;

@@ -11,6 +11,8 @@
  */
 #include "scheduler/scheduler.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +170,15 @@ void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
     vsnprintf(s->failure, sizeof s->failure, fmt, ap);
     va_end(ap);
     s->failure_usage = 1;
+    /* The nodes exit on the SHUTDOWN and the launcher then stops us with
+     * SIGTERM: held (until the exit, a lingering close away at most), the
+     * signal cannot take the status 2 that tells it the cause. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
     s_fail(s);
 }
 

@@ -29,23 +29,13 @@ static void s_state_names(const ps_job_t *job, const char *names[S_MAX_STATE])
     }
 }
 
-/* mkdir that accepts an existing directory, and makes the new entry durable
- * (fsync of its parent): another server may create it at the same time. */
-static int s_mkdir(const char *path)
-{
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        return PS_EIO;
-    }
-    return ps_file_sync_dir(path);
-}
-
 int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *store,
                         ps_checkpoint_part_t *part, char *why, size_t cap)
 {
     char sub[4096], path[4200];
     snprintf(sub, sizeof sub, "%s/step-%" PRId64, info->dir, info->step);
     snprintf(path, sizeof path, "%s/server-%d.safetensors", sub, info->rank);
-    if (s_mkdir(info->dir) != 0 || s_mkdir(sub) != 0) {
+    if (ps_file_make_dir(info->dir) != 0 || ps_file_make_dir(sub) != 0) {
         snprintf(why, cap, "cannot create %s: %s", sub, strerror(errno));
         return PS_EIO;
     }
