@@ -152,38 +152,42 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
     return 0;
 }
 
-static void s_fail(ps_scheduler_t *s);
+/* Aborts the job for the reason fmt, ap says; usage: the flags' failure. */
+static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    s_failv(s, 0, fmt, ap);
     va_end(ap);
-    s_fail(s);
 }
 
 void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    s_failv(s, 1, fmt, ap);
     va_end(ap);
-    s->failure_usage = 1;
-    /* The nodes exit on the SHUTDOWN and the launcher then stops us with
-     * SIGTERM: held (until the exit, a lingering close away at most), the
-     * signal cannot take the status 2 that tells it the cause. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    s_fail(s);
 }
 
-static void s_fail(ps_scheduler_t *s)
+static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
 {
+    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    if (usage) {
+        /* The nodes exit on the SHUTDOWN and the launcher then stops us
+         * with SIGTERM: held (until the exit, a lingering close away at
+         * most), the signal cannot take the status 2 that tells it the
+         * cause. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &stop, NULL);
+        s->failure_usage = 1;
+    }
     ps_log_err("job aborted: %s", s->failure);
     ps_scheduler_phase_event(s, PS_PHASE_EV_ABORT);
     /* The summary first: once the nodes hear of the abort they exit, and a

@@ -93,25 +93,30 @@ START_TEST(two_parts_load_into_three_shards_bitwise)
 }
 END_TEST
 
+/* Loads parts[0..nparts) of step into a store of keys [begin, end). Returns
+ * what ps_checkpoint_load returned, its reason in why. */
+static int s_load(const ps_checkpoint_part_t *parts, int nparts, int64_t step, uint64_t begin,
+                  uint64_t end, char *why, size_t cap)
+{
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/step-%d", s_dir, S_STEP);
+    ps_range_t keys = {begin, end};
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
+    int rc = ps_checkpoint_load(sub, parts, nparts, step, s, &s_job, NULL, why, cap);
+    ps_store_destroy(&s);
+    return rc;
+}
+
 START_TEST(load_refuses_another_step_and_missing_keys)
 {
     ps_checkpoint_part_t parts[2];
     s_write_parts(parts);
-    char sub[300], why[256];
-    snprintf(sub, sizeof sub, "%s/step-%d", s_dir, S_STEP);
-    ps_range_t keys = {0, S_P};
-    ps_store_t *s = NULL;
-    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-    ck_assert_int_eq(
-        ps_checkpoint_load(sub, parts, 2, S_STEP + 1, s, &s_job, NULL, why, sizeof why),
-        PS_EPROTO);
+    char why[256];
+    ck_assert_int_eq(s_load(parts, 2, S_STEP + 1, 0, S_P, why, sizeof why), PS_EPROTO);
     ck_assert_ptr_nonnull(strstr(why, "server-0.safetensors"));
-    ps_store_destroy(&s);
-    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-    ck_assert_int_eq(ps_checkpoint_load(sub, parts, 1, S_STEP, s, &s_job, NULL, why, sizeof why),
-                     PS_EPROTO);
+    ck_assert_int_eq(s_load(parts, 1, S_STEP, 0, S_P, why, sizeof why), PS_EPROTO);
     ck_assert_ptr_nonnull(strstr(why, "do not cover"));
-    ps_store_destroy(&s);
 }
 END_TEST
 
@@ -121,23 +126,13 @@ START_TEST(load_refuses_a_part_whose_crc_is_not_the_manifests)
 {
     ps_checkpoint_part_t parts[2];
     s_write_parts(parts);
-    char sub[300], why[512];
-    snprintf(sub, sizeof sub, "%s/step-%d", s_dir, S_STEP);
-    ps_range_t keys = {0, S_P};
-    ps_store_t *s = NULL;
+    char why[512];
     parts[1].crc32 ^= 1;
-    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-    ck_assert_int_eq(ps_checkpoint_load(sub, parts, 2, S_STEP, s, &s_job, NULL, why, sizeof why),
-                     PS_EPROTO);
+    ck_assert_int_eq(s_load(parts, 2, S_STEP, 0, S_P, why, sizeof why), PS_EPROTO);
     ck_assert_msg(strstr(why, "server-1.safetensors") && strstr(why, "the manifest says"), "%s",
                   why);
-    ps_store_destroy(&s);
     /* a shard of part 0's keys alone never reads part 1 */
-    ps_range_t first = {0, 30};
-    ck_assert_int_eq(ps_store_new(&s, first, &s_job), 0);
-    ck_assert_msg(ps_checkpoint_load(sub, parts, 2, S_STEP, s, &s_job, NULL, why, sizeof why) == 0,
-                  "%s", why);
-    ps_store_destroy(&s);
+    ck_assert_msg(s_load(parts, 2, S_STEP, 0, 30, why, sizeof why) == 0, "%s", why);
     /* the check a server answers a resume check with */
     ps_checkpoint_part_t found;
     parts[1].crc32 ^= 1;
