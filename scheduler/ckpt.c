@@ -27,10 +27,11 @@ struct ps_ckpt {
     uint64_t samples;        /* the smallest worker's training set */
     int ncand;
     int64_t cand[PS_MAX_RESUME_CHECK];
-    int cand_parts[PS_MAX_RESUME_CHECK];           /* parts of each one's manifest */
-    ps_checkpoint_part_t *parts;                   /* ncand x PS_MAX_SERVERS, as listed */
-    char refused[PS_MAX_RESUME_CHECK][1024];       /* the first refusal of each; "" = none */
-    unsigned char answered[PS_MAX_SERVERS];        /* servers that answered the check */
+    int cand_parts[PS_MAX_RESUME_CHECK];    /* parts of each one's manifest */
+    ps_checkpoint_part_t *parts;            /* ncand x PS_MAX_SERVERS, as listed */
+    int at;                                 /* the candidate the servers are asked about */
+    char refused[1024];                     /* the first refusal of it; "" = none */
+    unsigned char answered[PS_MAX_SERVERS]; /* servers that answered about it */
 };
 
 int ps_ckpt_new(ps_ckpt_t **out, const ps_scheduler_config_t *cfg)
@@ -73,22 +74,12 @@ int ps_scheduler_check_resume(const ps_scheduler_config_t *cfg, char *why, size_
     return PS_ENOENT;
 }
 
-/* The servers' check is done: the newest candidate no server refused into
- * the view, or the job fails (exit 2: the flags named nothing to resume). */
-static int s_resume_choose(ps_ckpt_t *c, ps_scheduler_t *s, ps_view_t *v)
+/* Candidate c->at is whole on every server: it goes into the view. */
+static void s_resume_take(ps_ckpt_t *c, ps_view_t *v)
 {
     const ps_scheduler_config_t *cfg = c->cfg;
-    int k = 0;
-    for (; k < c->ncand && c->refused[k][0]; k++) {
-        ps_log_warn("resume: skipping checkpoint step-%lld: %s", (long long)c->cand[k],
-                    c->refused[k]);
-    }
+    const int k = c->at;
     c->resume = S_RESUME_DONE;
-    if (k == c->ncand) {
-        ps_scheduler_fail_usage(s, "resume: no checkpoint of %s is whole on the servers (each "
-                                "one's reason is logged above)", cfg->resume);
-        return PS_ENOENT;
-    }
     v->start_step = c->cand[k];
     v->resume_parts = c->cand_parts[k];
     memcpy(v->resume_files, &c->parts[(size_t)k * PS_MAX_SERVERS],
@@ -107,13 +98,37 @@ static int s_resume_choose(ps_ckpt_t *c, ps_scheduler_t *s, ps_view_t *v)
                     "maps to step %lld at the same data position",
                     old, cfg->workers, (long long)v->resume_step, (long long)v->start_step);
     }
-    return 0;
 }
 
-/* --resume DIR: the candidates (manifests that check out, newest first);
- * each server is asked for the size and CRC-32 of its own part of each, as
- * it finds them on its disk (MSG_RESUME_CHECK). Returns 1 (asked), 0 (no
- * candidate, --resume-or-start: a fresh start) or a PS_E* (the job failed). */
+/* Asks every server for the size and CRC-32 of its own part of candidate
+ * c->at, as it finds it on its disk (MSG_RESUME_CHECK; a server with no
+ * part in it is asked about nothing, and answers). One candidate at a
+ * time, newest first: no older part is read once one checks out. */
+static void s_resume_ask_next(ps_ckpt_t *c, ps_scheduler_t *s)
+{
+    const int k = c->at;
+    memset(c->answered, 0, sizeof c->answered);
+    c->refused[0] = '\0';
+    for (int r = 0; r < c->cfg->servers; r++) {
+        Shardps__Checkpoint pb, *ptr = &pb;
+        Shardps__ResumeCheck q = SHARDPS__RESUME_CHECK__INIT;
+        q.dir = (char *)c->cfg->resume;
+        if (r < c->cand_parts[k]) {
+            ps_codec_part_to_pb(&c->parts[(size_t)k * PS_MAX_SERVERS + r], &pb);
+            q.n_parts = 1;
+            q.parts = &ptr;
+        }
+        ps_msg_send_ctrl(s->router, &s->nodes[r].route, PS_MSG_RESUME_CHECK, PS_ROLE_SCHEDULER,
+                         0, &q.base);
+    }
+    ps_log_info("resume: asking the %d servers about their parts of %s/step-%lld",
+                c->cfg->servers, c->cfg->resume, (long long)c->cand[k]);
+}
+
+/* --resume DIR: the candidates, the checkpoints whose manifests check out
+ * (newest first), and the servers asked about the first. Returns 1
+ * (asked), 0 (no candidate, --resume-or-start: a fresh start) or a PS_E*
+ * (the job failed). */
 static int s_resume_ask(ps_ckpt_t *c, ps_scheduler_t *s, const ps_view_t *v)
 {
     const ps_scheduler_config_t *cfg = c->cfg;
@@ -142,24 +157,9 @@ static int s_resume_ask(ps_ckpt_t *c, ps_scheduler_t *s, const ps_view_t *v)
                                              &c->parts[(size_t)k * PS_MAX_SERVERS], why,
                                              sizeof why);
     }
-    for (int r = 0; r < cfg->servers; r++) {
-        Shardps__Checkpoint pb[PS_MAX_RESUME_CHECK], *ptrs[PS_MAX_RESUME_CHECK];
-        Shardps__ResumeCheck q = SHARDPS__RESUME_CHECK__INIT;
-        q.dir = (char *)cfg->resume;
-        q.parts = ptrs;
-        for (int k = 0; k < c->ncand; k++) {
-            if (r < c->cand_parts[k]) {
-                ps_codec_part_to_pb(&c->parts[(size_t)k * PS_MAX_SERVERS + r], &pb[q.n_parts]);
-                ptrs[q.n_parts] = &pb[q.n_parts];
-                q.n_parts++;
-            }
-        }
-        ps_msg_send_ctrl(s->router, &s->nodes[r].route, PS_MSG_RESUME_CHECK, PS_ROLE_SCHEDULER,
-                         0, &q.base);
-    }
     c->resume = S_RESUME_ASKED;
-    ps_log_info("resume: asking the %d servers about their parts of %d checkpoints in %s",
-                cfg->servers, c->ncand, cfg->resume);
+    c->at = 0;
+    s_resume_ask_next(c, s);
     return 1;
 }
 
@@ -218,9 +218,10 @@ void ps_ckpt_timer_start(ps_ckpt_t *c, double now)
     c->last_timed = now;
 }
 
-/* Server n's answer to the resume check: each candidate whose part n did
- * not find whole is refused. The last answer decides, and the servers get
- * the view. */
+/* Server n's answer to the resume check of candidate c->at: it is refused
+ * unless n found its part whole. The last answer decides: the view (and the
+ * servers get it), the next candidate, or, with none left, the end (exit 2:
+ * the flags named nothing to resume). */
 static void s_on_resume_check(ps_ckpt_t *c, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     const Shardps__ResumeCheck *a = ps_msg_unpack_body(m, &shardps__resume_check__descriptor);
@@ -232,22 +233,15 @@ static void s_on_resume_check(ps_ckpt_t *c, ps_scheduler_t *s, ps_node_t *n, ps_
         return;
     }
     c->answered[n->rank] = 1;
-    for (int k = 0; k < c->ncand; k++) {
-        if (n->rank >= c->cand_parts[k] || c->refused[k][0]) {
-            continue;
-        }
+    const int k = c->at;
+    if (n->rank < c->cand_parts[k] && !c->refused[0]) {
         const ps_checkpoint_part_t *want = &c->parts[(size_t)k * PS_MAX_SERVERS + n->rank];
-        const Shardps__Checkpoint *got = NULL;
-        for (size_t i = 0; i < a->n_parts && !got; i++) {
-            got = a->parts[i]->step == want->step && !strcmp(a->parts[i]->file, want->file)
-                      ? a->parts[i]
-                      : NULL;
-        }
-        if (!got || !got->size) {
-            snprintf(c->refused[k], sizeof c->refused[k], "%s's %s/step-%lld/%s is missing or "
+        const Shardps__Checkpoint *got = a->n_parts == 1 ? a->parts[0] : NULL;
+        if (!got || got->step != want->step || strcmp(got->file, want->file) || !got->size) {
+            snprintf(c->refused, sizeof c->refused, "%s's %s/step-%lld/%s is missing or "
                      "unreadable", tag, a->dir, (long long)want->step, want->file);
         } else if (got->size != want->size || got->crc32 != want->crc32) {
-            snprintf(c->refused[k], sizeof c->refused[k], "%s's %s/step-%lld/%s is %llu bytes "
+            snprintf(c->refused, sizeof c->refused, "%s's %s/step-%lld/%s is %llu bytes "
                      "with CRC-32 %08x, the manifest says %llu bytes, %08x (truncated or "
                      "corrupt)", tag, a->dir, (long long)want->step, want->file,
                      (unsigned long long)got->size, (unsigned)got->crc32,
@@ -259,13 +253,23 @@ static void s_on_resume_check(ps_ckpt_t *c, ps_scheduler_t *s, ps_node_t *n, ps_
             return;
         }
     }
-    if (s_resume_choose(c, s, s->view) == 0) {
+    if (!c->refused[0]) {
+        s_resume_take(c, s->view);
         if (s_setup_dir(c, s->view) != 0) {
             ps_scheduler_fail(s, "out of memory");
             return;
         }
         ps_start_servers(s);
+        return;
     }
+    ps_log_warn("resume: skipping checkpoint step-%lld: %s", (long long)c->cand[k], c->refused);
+    if (++c->at < c->ncand) {
+        s_resume_ask_next(c, s);
+        return;
+    }
+    c->resume = S_RESUME_DONE;
+    ps_scheduler_fail_usage(s, "resume: no checkpoint of %s is whole on the servers (each "
+                            "one's reason is logged above)", c->cfg->resume);
 }
 
 /* A server's part of a checkpoint is durable; or its answer to a resume check. */
