@@ -102,6 +102,14 @@ fail:
     return PS_EIO;
 }
 
+int ps_file_make_dir(const char *path)
+{
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        return PS_EIO;
+    }
+    return ps_file_sync_dir(path);
+}
+
 int ps_file_sync_dir(const char *path)
 {
     char dir[4096];

@@ -31,6 +31,11 @@ extern "C" {
 int ps_file_write_atomic(const char *path, const void *const *parts, const size_t *lens,
                          int n, char *why, size_t why_cap);
 
+/* mkdir of path (mode 0777 less the umask) that accepts an existing
+ * directory (another process may make it at the same time), and makes the
+ * new entry durable (ps_file_sync_dir). Returns 0 or PS_EIO, errno set. */
+int ps_file_make_dir(const char *path);
+
 /* fsync of the directory that holds path (a file or a directory name; "."
  * for a bare name), so that a new or renamed entry there is durable.
  * Returns 0 or PS_EIO, with errno set by the failed call. */

@@ -220,6 +220,12 @@ static void s_reap(s_launch_t *L)
         char how[96];
         ps_proc_describe(status, how, sizeof how);
         int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) && WEXITSTATUS(status) == 2 &&
+            L->phase == S_PHASE_STOP) {
+            /* The scheduler's "nothing to resume" (its own line says why)
+             * outranks the nodes it stopped, who may have gone first. */
+            L->exit_code = 2;
+        }
         if (L->phase == S_PHASE_STOP) {
             ps_log_debug("%s (pid %d) %s", c->tag, pid, how);
         } else if (c->role == PS_LAUNCH_SCHEDULER && L->phase == S_PHASE_ENDPOINT) {
@@ -229,6 +235,9 @@ static void s_reap(s_launch_t *L)
             s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", pid, how,
                    access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
                                                 : "before writing its endpoint");
+        } else if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) &&
+                   WEXITSTATUS(status) == 2) {
+            s_stop(L, 2, "scheduler (pid %d) %s: nothing to resume", pid, how);
         } else if (!ok && !s_worker_may_fail(L, c, how, status) &&
                    !s_server_may_fail(L, c, how, status)) {
             s_stop(L, 1, "%s (pid %d) %s", c->tag, pid, how);

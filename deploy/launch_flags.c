@@ -31,11 +31,13 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
 /* Flags the launcher writes itself on each role's command line (see
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
  * for a job (a worker's --evaluate and its --summary) or not for every
- * worker (--fault-nan-push and --fault-huge-push: tests'), so it never forwards
- * them. */
+ * worker (--fault-nan-push and --fault-huge-push: tests'), so it never forwards them. A server's
+ * --checkpoint-dir is its own path of the job's directory: the scheduler's
+ * --checkpoint-dir is the job's, and servers take its path by default. */
 static const char *const s_own[PS_LAUNCH_NROLES][12] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind", NULL},
+    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind",
+     "checkpoint-dir", NULL},
     {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
      "fault-nan-push", "fault-huge-push", "metrics-bind", NULL},
 };

@@ -121,6 +121,8 @@ struct ps_link {
     double clock_offset; /* the scheduler's clock minus ours, from registration */
     ps_link_report_fn report; /* fills each heartbeat's metrics report; NULL: none */
     void *report_arg;
+    ps_link_message_fn on_message; /* before the view: what else it sends; NULL: dropped */
+    void *on_message_arg;
     int64_t generation;  /* failovers seen, stamped on every message we send */
 };
 
@@ -360,6 +362,9 @@ int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *v
             ps_msg_close(&m);
             return rc;
         }
+        if (ev == PS_LINK_MESSAGE && l->on_message) {
+            l->on_message(l->on_message_arg, &m);
+        }
         ps_msg_close(&m);
         if (ev == PS_LINK_ABORTED) {
             return PS_ECLOSED;
@@ -372,6 +377,12 @@ int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *v
             return PS_ENOENT;
         }
     }
+}
+
+void ps_link_set_on_message(ps_link_t *l, ps_link_message_fn fn, void *arg)
+{
+    l->on_message = fn;
+    l->on_message_arg = arg;
 }
 
 void ps_link_set_grace(ps_link_t *l, double grace)

@@ -187,6 +187,12 @@ ps_link_event_t ps_link_handle(ps_link_t *l, ps_msg_t *m, char *err, size_t errl
 typedef void (*ps_link_report_fn)(void *arg, Shardps__MetricsReport *r, ps_text_t *text);
 void ps_link_set_report(ps_link_t *l, ps_link_report_fn fn, void *arg);
 
+/* A message from the scheduler that ps_link_wait_view() does not take itself
+ * (a server's MSG_RESUME_CHECK): fn(arg, m) gets it (borrowed for the call)
+ * on the waiting thread. NULL (the default): such messages are dropped. */
+typedef void (*ps_link_message_fn)(void *arg, ps_msg_t *m);
+void ps_link_set_on_message(ps_link_t *l, ps_link_message_fn fn, void *arg);
+
 /* Sends a heartbeat (with its report) now: the scheduler gets final counts
  * before a DONE or a server's end-of-job REPORT. */
 void ps_link_report_now(ps_link_t *l);

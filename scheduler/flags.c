@@ -63,7 +63,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost; in (0, 86400]"},
         {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every (not allreduce; in async each server at its own moment: no cut)"},
         {"checkpoint-every", PS_FLAG_STR, &f->checkpoint_every, "N", "steps between checkpoints (async: each server at version N*workers), or Ns: seconds (e.g. 30s; at a step agreed with the servers; not async); 0 = none"},
-        {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
+        {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there); exit 2 when DIR holds none (a missing or mistyped DIR, or every checkpoint refused)"},
+        {"resume-or-start", PS_FLAG_STR, &f->resume_or_start, "DIR", "as --resume DIR, but start from step 0 when DIR holds no checkpoint yet (a job that restarts itself)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
         {"job-id", PS_FLAG_STR, &c->job_id, "ID", "this job's id: a node started for another job is refused at registration (default: job-<start time>-<random>)"},
@@ -159,6 +160,18 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (s_parse_every(f->checkpoint_every, &f->cfg) != 0) {
         snprintf(err, errlen, "--checkpoint-every %s: expected steps N (0 to %d) or seconds "
                  "Ns (0 < N <= %.0f)", f->checkpoint_every, INT_MAX, PS_CONFIG_MAX_SECONDS);
+        return PS_EINVAL;
+    }
+    if (f->resume_or_start && f->cfg.resume) {
+        snprintf(err, errlen, "--resume and --resume-or-start: give one of them");
+        return PS_EINVAL;
+    }
+    if (f->resume_or_start) {
+        f->cfg.resume = f->resume_or_start;
+        f->cfg.resume_or_start = 1;
+    }
+    if (f->cfg.resume && !f->cfg.resume[0]) {
+        snprintf(err, errlen, "--resume: empty directory name");
         return PS_EINVAL;
     }
     const int every = f->cfg.checkpoint_every > 0 || f->cfg.checkpoint_seconds > 0;

@@ -11,6 +11,8 @@
  */
 #include "scheduler/scheduler.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,13 +161,43 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
     return 0;
 }
 
+/* Aborts the job for the reason fmt, ap says; usage: the flags' failure. */
+static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    s_failv(s, 0, fmt, ap);
     va_end(ap);
+}
+
+void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s_failv(s, 1, fmt, ap);
+    va_end(ap);
+}
+
+static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
+{
+    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
     ps_text_utf8_fix(s->failure); /* it may quote a node's reason: JSON and protobuf need UTF-8 */
+    if (usage) {
+        /* The nodes exit on the SHUTDOWN and the launcher then stops us
+         * with SIGTERM: held (until the exit, a lingering close away at
+         * most), the signal cannot take the status 2 that tells it the
+         * cause. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &stop, NULL);
+        s->failure_usage = 1;
+    }
     ps_log_err("job aborted: %s", s->failure);
     ps_scheduler_phase_event(s, PS_PHASE_EV_ABORT);
     /* The summary first: once the nodes hear of the abort they exit, and a
@@ -272,6 +304,7 @@ static unsigned s_senders(int type)
     case PS_MSG_PEER_READY:
     case PS_MSG_FAILOVER_READY:
     case PS_MSG_JOIN_STEP:
+    case PS_MSG_RESUME_CHECK:
         return S;
     case PS_MSG_REGISTER_ACK:
     case PS_MSG_VIEW:
@@ -558,7 +591,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_scheduler_observe_tick(&s);
     }
     ps_members_leave_flush(&s);
-    const int status = s.phase == PS_PHASE_FINISHED ? s_finish(&s) : 1;
+    const int status = s.phase == PS_PHASE_FINISHED ? s_finish(&s) : s.failure_usage ? 2 : 1;
     s_close(&s, status);
     return status;
 }

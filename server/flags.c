@@ -45,6 +45,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         ps_trace_file_flag(&c->trace),
         ps_trace_steps_flag(&c->trace_steps),
         ps_trace_kib_flag(&c->trace_kib),
+        {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "this server's checkpoint directory, when its path differs from the scheduler's --checkpoint-dir: its parts are written here and, on a resume, checked and loaded from here (default: the scheduler's path, on this host)"},
         {"spare", PS_FLAG_BOOL, &c->spare, "0|1", "wait as a spare to take over a lost server's keys from its newest checkpoint"},
         ps_log_level_flag(&f->log_level),
     };
@@ -58,6 +59,10 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
     const ps_server_config_t *c = &f->cfg;
     if (c->spare && c->rank != -1) {
         snprintf(err, errlen, "--spare takes no --rank: a spare gets the rank of the server it replaces");
+        return PS_EINVAL;
+    }
+    if (c->checkpoint_dir && (!c->checkpoint_dir[0] || strlen(c->checkpoint_dir) >= 400)) {
+        snprintf(err, errlen, "--checkpoint-dir: must be a directory path of 1 to 399 bytes");
         return PS_EINVAL;
     }
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||

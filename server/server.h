@@ -37,6 +37,8 @@ typedef struct {
     const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
     int trace_kib;           /* the trace's budget in KiB (memory and file) */
     int spare;              /* register as a spare: wait to replace a lost server */
+    const char *checkpoint_dir; /* this server's copy of the job's checkpoint directory;
+                                   NULL = the scheduler's path (the same on this host) */
 } ps_server_config_t;
 
 /* Joins the job and serves until it ends. Returns the process exit status:
