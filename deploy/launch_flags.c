@@ -34,8 +34,8 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
  * worker (--fault-nan-push, a test's), so it never forwards them. */
 static const char *const s_own[PS_LAUNCH_NROLES][10] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind", NULL},
-    {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
+    {"scheduler", "bind", "rank", "spare", "job-hash", "metrics-bind", NULL},
+    {"scheduler", "bind", "rank", "job-hash", "evaluate", "summary",
      "fault-nan-push", "metrics-bind", NULL},
 };
 

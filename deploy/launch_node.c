@@ -114,6 +114,16 @@ static int s_scheduler_host(char *out, size_t cap)
     return list && *list ? s_first_host(list, out, cap) : PS_ENOENT;
 }
 
+/* Forwards --name value (borrowed: static, or F's). */
+static void s_set(ps_launch_flags_t *F, const char *name, const char *value)
+{
+    for (size_t i = 0; i < F->nfwd; i++) {
+        if (!strcmp(F->fwd[i].flag->name, name)) {
+            F->fwd_val[i] = value;
+        }
+    }
+}
+
 /* A job id every task of the job sees the same: the manager's. */
 static void s_manager_job_id(ps_launch_flags_t *F)
 {
@@ -131,12 +141,7 @@ static void s_manager_job_id(ps_launch_flags_t *F)
     } else {
         return; /* none: the tasks join without a job id (not checked) */
     }
-    const char *k = "job-id";
-    for (size_t i = 0; i < F->nfwd; i++) {
-        if (!strcmp(F->fwd[i].flag->name, k)) {
-            F->fwd_val[i] = F->job_id;
-        }
-    }
+    s_set(F, "job-id", F->job_id);
 }
 
 int ps_launch_node_resolve(ps_launch_flags_t *F)
@@ -205,6 +210,11 @@ int ps_launch_node_resolve(ps_launch_flags_t *F)
     }
     if (!ps_launch_flags_value(F, "job-id")) {
         s_manager_job_id(F);
+    }
+    /* The roles may be on several hosts: an unreachable pair (a firewall, a
+     * wrong address) is named before step 0 unless --preflight 0 says not. */
+    if (!ps_launch_flags_value(F, "preflight")) {
+        s_set(F, "preflight", "1");
     }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "common/http.h"
 #include "common/log.h"
 #include "common/trace.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "proto/link.h"
 #include "worker/data.h"
@@ -52,7 +53,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"evaluate", PS_FLAG_STR, &c->evaluate, "FILE", "no job: print the test accuracy and loss of this model file, then exit"},
         {"summary", PS_FLAG_STR, &c->summary, "FILE", "with --evaluate: write its result here as JSON (ignored otherwise)"},
         {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
-        {"advertise", PS_FLAG_STR, &c->advertise, "ENDPOINT", "allreduce: endpoint announced to the ring (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
+        {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "allreduce: the host the ring reaches this worker at, on its bound port (or a whole tcp://HOST:PORT); default: the bound host, or for 0.0.0.0 the local end of the route to the scheduler"},
         {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
@@ -105,7 +106,7 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
-        ps_config_check_endpoint("advertise", c->advertise, 0, err, errlen) ||
+        ps_addr_check_advertise(c->advertise, 1, err, errlen) ||
         s_check_outputs(c, err, errlen) ||
         ps_link_check_grace(c->scheduler_grace, err, errlen) ||
         ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,

@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/trace.h"
 #include "kernels/threads.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "worker/preflight.h"
 
@@ -543,7 +544,15 @@ static int s_start(ps_worker_t *w)
         if (rc != 0) {
             return rc;
         }
-        snprintf(endpoint, sizeof endpoint, "%s", cfg->advertise ? cfg->advertise : bound);
+        char local[PS_ADDR_MAX] = ""; /* bound to every interface: see server.c */
+        if (!cfg->advertise && ps_addr_route_from(cfg->scheduler, local, sizeof local) != 0) {
+            local[0] = '\0';
+        }
+        if (ps_addr_announce(bound, cfg->advertise, local, endpoint, sizeof endpoint) != 0) {
+            snprintf(w->err, sizeof w->err, "--advertise %s with %s: the endpoint is too long",
+                     cfg->advertise ? cfg->advertise : "", bound);
+            return PS_EINVAL;
+        }
     }
     uint64_t P = info.num_params;
     rc = ps_link_wait_view(w->link, &info, w->view, w->err, sizeof w->err);

@@ -31,7 +31,7 @@ typedef struct {
     const char *evaluate;    /* if set, no job: evaluate this model file on the test set */
     const char *summary;     /* with evaluate: write its result here as JSON */
     const char *bind;        /* allreduce: where the left neighbour connects */
-    const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
+    const char *advertise;   /* allreduce: host (or endpoint) announced; NULL: proto/addr.h */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
     int overlap;             /* 1 = push (sync, ssp) or reduce (allreduce) layers during backward */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */

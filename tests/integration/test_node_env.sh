@@ -51,7 +51,7 @@ bad() {
 SL=(SLURM_NTASKS=6 SLURM_STEP_NODELIST='node[07-09,12],gpu1' SLURM_JOB_ID=42 SLURM_STEP_ID=3)
 FL=(--servers 2 --port 9100 --epochs 2)
 is "Slurm task 0: the scheduler on --port, 3 workers" "$(task SLURM_PROCID=0 "${SL[@]}" -- "${FL[@]}")" \
-    "shardps-scheduler --bind tcp://0.0.0.0:9100 --servers 2 --workers 3 --epochs 2 --job-id slurm-42.3"
+    "shardps-scheduler --bind tcp://0.0.0.0:9100 --servers 2 --workers 3 --epochs 2 --preflight 1 --job-id slurm-42.3"
 s1=$(task SLURM_PROCID=2 "${SL[@]}" -- "${FL[@]}")
 is "Slurm task 2: server 1 at the step's first node" "$s1" \
     "shardps-server --scheduler tcp://node07:9100 --bind tcp://0.0.0.0:\* --rank 1 --job-hash ???????????????? --job-id slurm-42.3"
@@ -73,11 +73,28 @@ is "SHARDPS_SCHEDULER overrides the host and the port" \
 
 K8=(SHARDPS_SERVICE=shardps-scheduler SHARDPS_WORKERS=2 SHARDPS_SERVERS=2 SHARDPS_JOB_ID=k)
 is "Kubernetes scheduler pod" "$(task SHARDPS_ROLE=scheduler "${K8[@]}" --)" \
-    "shardps-scheduler --bind tcp://0.0.0.0:9000 --servers 2 --workers 2 --job-id k"
+    "shardps-scheduler --bind tcp://0.0.0.0:9000 --servers 2 --workers 2 --preflight 1 --job-id k"
 is "Kubernetes server pod, index 1" "$(task SHARDPS_ROLE=server JOB_COMPLETION_INDEX=1 "${K8[@]}" --)" \
     "shardps-server --scheduler tcp://shardps-scheduler:9000 --bind tcp://0.0.0.0:\* --rank 1 *--job-id k"
 is "Kubernetes worker pod, index 0" "$(task SHARDPS_ROLE=worker JOB_COMPLETION_INDEX=0 "${K8[@]}" --)" \
     "shardps-worker --scheduler tcp://shardps-scheduler:9000 --rank 0 *--job-id k"
+
+is "--preflight 0 keeps the preflight off under --node" \
+    "$(task SHARDPS_ROLE=scheduler "${K8[@]}" -- --preflight 0)" \
+    "shardps-scheduler --bind tcp://0.0.0.0:9000 --servers 2 --workers 2 --preflight 0 --job-id k"
+is "--advertise reaches the scheduler" \
+    "$(task SHARDPS_ROLE=scheduler SHARDPS_ADVERTISE=10.1.2.3 "${K8[@]}" --)" \
+    "shardps-scheduler * --advertise 10.1.2.3 *"
+is "--advertise reaches a server" \
+    "$(task SHARDPS_ROLE=server JOB_COMPLETION_INDEX=0 "${K8[@]}" -- --advertise node3)" \
+    "shardps-server * --advertise node3 *"
+KJ=(SHARDPS_WORKERS=2 SHARDPS_SERVERS=2)
+is "Kubernetes: job id and Service from the scheduler Job's name" \
+    "$(task SHARDPS_ROLE=scheduler K8S_JOB_NAME=run7-shardps-scheduler "${KJ[@]}" --)" \
+    "shardps-scheduler * --job-id run7-shardps"
+is "Kubernetes: job id and Service from a worker Job's name" \
+    "$(task SHARDPS_ROLE=worker JOB_COMPLETION_INDEX=1 K8S_JOB_NAME=run7-shardps-workers "${KJ[@]}" --)" \
+    "shardps-worker --scheduler tcp://run7-shardps-scheduler:9000 --rank 1 *--job-id run7-shardps"
 
 bad "no manager in the environment" "no task in the environment" --
 bad "a server pod without its index" "SHARDPS_ROLE=server needs its rank" \
