@@ -22,6 +22,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cfg.rank = -1;
     f->cfg.data_dir = PS_DATA_DEFAULT_DIR;
     f->cfg.device = "auto";
+    f->cfg.gpu = -1;
     f->cfg.threads = 1;
     f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
@@ -45,6 +46,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_link_rank_flag(&c->rank, PS_ROLE_WORKER),
         {"data", PS_FLAG_STR, &c->data_dir, "DIR", "directory of the Fashion-MNIST .gz files"},
         {"device", PS_FLAG_STR, &c->device, "DEV", "compute backend: auto, cpu or cuda"},
+        {"gpu", PS_FLAG_INT, &c->gpu, "N", "with CUDA: use visible GPU N (-1 = local rank mod visible GPUs: LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, else 0)"},
         {"threads", PS_FLAG_INT, &c->threads, "N", "compute threads on the CPU (0 = OpenBLAS default; 1 uses our AVX-512 kernels where the CPU has them)"},
         {"cpu-gemm", PS_FLAG_STR, &f->cpu_gemm, "NAME", "CPU sgemm: " PS_CPU_GEMM_NAMES " (auto: our AVX-512 one where the CPU has it and --threads is 1)"},
         {"dump-params", PS_FLAG_STR, &c->dump_params, "FILE", "write the final parameters here (raw float32; %d = the worker's rank)"},
@@ -112,6 +114,7 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||
+        ps_config_check_range("gpu", c->gpu, -1, 1023, PS_RANGE_CLOSED, err, errlen) ||
         ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen) ||
         ps_config_check_range("fault-nan-push", c->fault_nan_push, -1, INT_MAX, PS_RANGE_CLOSED,
                               err, errlen) ||

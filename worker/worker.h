@@ -23,6 +23,7 @@ typedef struct {
     int rank;                /* wanted rank, -1 = assigned by the scheduler */
     const char *data_dir;    /* directory of the Fashion-MNIST IDX files */
     const char *device;      /* "auto", "cpu" or "cuda" */
+    int gpu;                 /* CUDA: visible GPU index; -1 = by local rank (kernels/device.h) */
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
     const char *dump_params; /* if set, the final parameters are written here (raw f32);
                                 a "%d" in it is replaced by the worker's rank */
