@@ -9,7 +9,10 @@
 # is the scheduler bound on --port, tasks 1..S servers 0..S-1 and the rest
 # workers in task order, all pointed at the manager's scheduler host, with the
 # manager's job id and one configuration hash; and that a missing or
-# inconsistent environment is bad usage (exit 2, one line naming it).
+# inconsistent environment is bad usage (exit 2, one line naming it). Last,
+# the local launcher (no manager) gives each worker its rank as LOCAL_RANK,
+# the local rank a worker picks its GPU by: a short job whose worker program
+# is a wrapper that prints it, then execs the real worker.
 . "$(dirname "$0")/lib.sh"
 
 BIN=$TMP/bin
@@ -106,4 +109,18 @@ bad "--workers against the task count" "--workers 5, but Slurm started 6 tasks" 
     SLURM_PROCID=1 "${SL[@]}" -- --servers 2 --workers 5
 bad "no scheduler address" "no scheduler address" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=3 --
 bad "a malformed SHARDPS_SCHEDULER" "SHARDPS_SCHEDULER=h:1" PMI_RANK=1 PMI_SIZE=3 SHARDPS_SCHEDULER=h:1 --
+REAL=$TMP/real
+mkdir -p "$REAL"
+ln -s "$SCHED" "$REAL/shardps-scheduler"
+ln -s "$SERVER" "$REAL/shardps-server"
+printf '#!/bin/sh\necho "LOCAL_RANK=$LOCAL_RANK" >&2\nexec %s "$@"\n' "$WORKER" >"$REAL/shardps-worker"
+chmod +x "$REAL/shardps-worker"
+"$LAUNCH" --bin-dir "$REAL" --workers 2 --max-steps 2 --epochs 1 >"$TMP/local.log" 2>&1 ||
+    fail "the local job failed: $(tail -3 "$TMP/local.log")"
+for w in 0 1; do
+    grep -q "W$w.*LOCAL_RANK=$w\$" "$TMP/local.log" ||
+        fail "worker $w did not get LOCAL_RANK=$w: $(grep LOCAL_RANK "$TMP/local.log")"
+done
+N=$((N + 1))
+echo "ok $N - the local launcher: worker i has LOCAL_RANK=i"
 echo "ok: $N cases"
