@@ -119,6 +119,21 @@ int ps_addr_announce(const char *bound, const char *advertise, const char *local
     return n > 0 && (size_t)n < cap ? 0 : PS_EINVAL;
 }
 
+int ps_addr_announce_route(const char *bound, const char *advertise, const char *scheduler,
+                           char *out, size_t cap, char *err, size_t errlen)
+{
+    char local[PS_ADDR_MAX] = "";
+    if (!advertise && ps_addr_route_from(scheduler, local, sizeof local) != 0) {
+        local[0] = '\0';
+    }
+    if (ps_addr_announce(bound, advertise, local, out, cap) != 0) {
+        snprintf(err, errlen, "--advertise %s with %s: not an endpoint that fits",
+                 advertise ? advertise : "(none)", bound);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
 int ps_addr_fix(char *ep, size_t cap, const char *peer, const char *outward)
 {
     char host[256], port[16], fixed[256];

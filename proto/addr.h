@@ -61,6 +61,14 @@ int ps_addr_announce(const char *bound, const char *advertise, const char *local
                      size_t cap);
 
 /*
+ * What a node bound at bound announces: ps_addr_announce() with local the
+ * local end of its route to the scheduler (when advertise is NULL and the
+ * route is known). Returns 0, or PS_EINVAL with a one-line reason in err.
+ */
+int ps_addr_announce_route(const char *bound, const char *advertise, const char *scheduler,
+                           char *out, size_t cap, char *err, size_t errlen);
+
+/*
  * The scheduler's rewrite of an announced endpoint ep (in place): a wildcard
  * or loopback host becomes the address the scheduler sees the node at, peer,
  * when that is not loopback (the node is on another host); else, when the

@@ -397,14 +397,10 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     ps_reply_set_sock(s->reply, s->router);
     /* Bound to every interface: the address we reach the scheduler from
      * (the scheduler makes a loopback one right for the other hosts). */
-    char local[PS_ADDR_MAX] = "";
-    if (!s->cfg->advertise && ps_addr_route_from(s->cfg->scheduler, local, sizeof local) != 0) {
-        local[0] = '\0';
-    }
-    if (ps_addr_announce(bound, s->cfg->advertise, local, advertise, sizeof advertise) != 0) {
-        snprintf(err, errlen, "--advertise %s with %s: the endpoint is too long",
-                 s->cfg->advertise ? s->cfg->advertise : "", bound);
-        return PS_EINVAL;
+    rc = ps_addr_announce_route(bound, s->cfg->advertise, s->cfg->scheduler, advertise,
+                                sizeof advertise, err, errlen);
+    if (rc != 0) {
+        return rc;
     }
     Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
     ready.endpoint = advertise;

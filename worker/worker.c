@@ -509,13 +509,10 @@ static int s_start(ps_worker_t *w)
     /* The device is chosen before joining, so a bad --device fails without
      * touching the job, but announced after: a worker that cannot start
      * prints its one error line and nothing else. */
-    char device[256], gpu[200];
-    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0) {
-        snprintf(w->err, sizeof w->err, "%s", device);
-        return rc;
-    }
-    if ((rc = ps_device_use(w->kernels, cfg->gpu, gpu, sizeof gpu)) != 0) {
-        snprintf(w->err, sizeof w->err, "%s", gpu);
+    char device[256], gpu[200] = "";
+    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0 ||
+        (rc = ps_device_use(w->kernels, cfg->gpu, gpu, sizeof gpu)) != 0) {
+        snprintf(w->err, sizeof w->err, "%s", gpu[0] ? gpu : device);
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
@@ -552,14 +549,10 @@ static int s_start(ps_worker_t *w)
         if (rc != 0) {
             return rc;
         }
-        char local[PS_ADDR_MAX] = ""; /* bound to every interface: see server.c */
-        if (!cfg->advertise && ps_addr_route_from(cfg->scheduler, local, sizeof local) != 0) {
-            local[0] = '\0';
-        }
-        if (ps_addr_announce(bound, cfg->advertise, local, endpoint, sizeof endpoint) != 0) {
-            snprintf(w->err, sizeof w->err, "--advertise %s with %s: the endpoint is too long",
-                     cfg->advertise ? cfg->advertise : "", bound);
-            return PS_EINVAL;
+        rc = ps_addr_announce_route(bound, cfg->advertise, cfg->scheduler, endpoint,
+                                    sizeof endpoint, w->err, sizeof w->err);
+        if (rc != 0) {
+            return rc;
         }
     }
     uint64_t P = info.num_params;

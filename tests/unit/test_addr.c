@@ -69,36 +69,30 @@ END_TEST
 
 START_TEST(fix_never_leaves_a_loopback_address_for_another_host)
 {
-    char ep[128];
-    /* one host: loopback stays, a wildcard becomes the peer (loopback) */
-    strcpy(ep, "tcp://127.0.0.1:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "127.0.0.1", ""), 0);
-    ck_assert_str_eq(ep, "tcp://127.0.0.1:5000");
-    strcpy(ep, "tcp://0.0.0.0:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "127.0.0.1", ""), 1);
-    ck_assert_str_eq(ep, "tcp://127.0.0.1:5000");
-    /* a node on the scheduler's host (it came over 127.0.1.1) of a job with
-     * other hosts: the scheduler's outward address */
-    strcpy(ep, "tcp://127.0.1.1:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "127.0.1.1", "10.0.0.1"), 1);
-    ck_assert_str_eq(ep, "tcp://10.0.0.1:5000");
-    strcpy(ep, "tcp://*:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "127.0.0.1", "10.0.0.1"), 1);
-    ck_assert_str_eq(ep, "tcp://10.0.0.1:5000");
-    /* a node on another host: the address its connection came from */
-    strcpy(ep, "tcp://127.0.0.1:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "10.0.0.9", "10.0.0.1"), 1);
-    ck_assert_str_eq(ep, "tcp://10.0.0.9:5000");
-    strcpy(ep, "tcp://0.0.0.0:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "fd00::9", ""), 1);
-    ck_assert_str_eq(ep, "tcp://[fd00::9]:5000");
-    /* a real address, or one unknown peer, is left alone */
-    strcpy(ep, "tcp://10.0.0.3:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "10.0.0.9", "10.0.0.1"), 0);
-    ck_assert_str_eq(ep, "tcp://10.0.0.3:5000");
-    strcpy(ep, "tcp://0.0.0.0:5000");
-    ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, "", ""), 0);
-    ck_assert_str_eq(ep, "tcp://0.0.0.0:5000");
+    static const struct {
+        const char *ep, *peer, *outward, *want;
+    } cases[] = {
+        /* one host: loopback stays, a wildcard becomes the peer (loopback) */
+        {"tcp://127.0.0.1:5000", "127.0.0.1", "", NULL},
+        {"tcp://0.0.0.0:5000", "127.0.0.1", "", "tcp://127.0.0.1:5000"},
+        /* a node on the scheduler's host (it came over 127.0.1.1) of a job
+         * with other hosts: the scheduler's outward address */
+        {"tcp://127.0.1.1:5000", "127.0.1.1", "10.0.0.1", "tcp://10.0.0.1:5000"},
+        {"tcp://*:5000", "127.0.0.1", "10.0.0.1", "tcp://10.0.0.1:5000"},
+        /* a node on another host: the address its connection came from */
+        {"tcp://127.0.0.1:5000", "10.0.0.9", "10.0.0.1", "tcp://10.0.0.9:5000"},
+        {"tcp://0.0.0.0:5000", "fd00::9", "", "tcp://[fd00::9]:5000"},
+        /* a real address, or an unknown peer, is left alone */
+        {"tcp://10.0.0.3:5000", "10.0.0.9", "10.0.0.1", NULL},
+        {"tcp://0.0.0.0:5000", "", "", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ep[128];
+        strcpy(ep, cases[i].ep);
+        ck_assert_int_eq(ps_addr_fix(ep, sizeof ep, cases[i].peer, cases[i].outward),
+                         cases[i].want != NULL);
+        ck_assert_str_eq(ep, cases[i].want ? cases[i].want : cases[i].ep);
+    }
 }
 END_TEST
 
