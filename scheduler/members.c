@@ -130,7 +130,10 @@ void ps_members_fix_endpoint(ps_scheduler_t *s, ps_node_t *n, const char *announ
     char tag[16], was[sizeof n->endpoint];
     snprintf(was, sizeof was, "%s", announced);
     snprintf(n->endpoint, sizeof n->endpoint, "%s", was);
-    if (ps_addr_fix(n->endpoint, sizeof n->endpoint, peer[0] ? peer : n->addr, s_outward(s))) {
+    peer = peer[0] ? peer : n->addr;
+    /* our outward address matters only for a node on this host */
+    const char *outward = !peer[0] || ps_addr_is_loopback(peer) ? s_outward(s) : "";
+    if (ps_addr_fix(n->endpoint, sizeof n->endpoint, peer, outward)) {
         ps_log_debug("%s announced %s: its peers get %s", ps_node_tag(n, tag, sizeof tag), was,
                      n->endpoint);
     }

@@ -11,8 +11,9 @@ servers' and workers' indexed Jobs have SHARDPS_SERVERS and SHARDPS_WORKERS
 completions; every container asks for CPU and memory; the scheduler's pod is
 annotated for a Prometheus scrape of SHARDPS_METRICS_BIND's port, which its
 container and the Service expose; each pod mounts SHARDPS_KEYS from a Secret
-volume (defaultMode 0400) and SHARDPS_CHECKPOINT_DIR (where it mounts one)
-from a PersistentVolumeClaim of the manifests. Then writes
+volume (defaultMode 0400); the scheduler and the servers mount a
+PersistentVolumeClaim of the manifests at /checkpoints, where the
+scheduler's SHARDPS_CHECKPOINT_DIR is ($(VAR) references expanded). Then writes
 OUTDIR/<job>-<index>.env (NUL-separated NAME=VALUE: the ConfigMap's data, the
 container's env, JOB_COMPLETION_INDEX for an indexed Job, as the kubelet sets
 them) and OUTDIR/<job>-<index>.cmd (the container's command and args,
@@ -21,6 +22,7 @@ line, "secret NAME" (the Secret every pod mounts). Exits 1 with one line on
 the first mismatch.
 """
 import os
+import re
 import sys
 
 import yaml
@@ -50,8 +52,9 @@ def env_of(c, maps, job_name):
             fail("%s: no ConfigMap %s" % (job_name, ref))
         env.update({k: str(v) for k, v in maps[ref].items()})
     for e in c.get("env", []):
-        if "value" in e:
-            env[e["name"]] = str(e["value"])
+        if "value" in e:  # $(VAR) names a variable defined before, as the kubelet expands it
+            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)),
+                                    str(e["value"]))
         elif e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['job-name']":
             env[e["name"]] = job_name  # the Job controller's label on its pods
         else:
@@ -68,10 +71,10 @@ def check_volumes(name, pod, c, env):
         if not keys or "secret" not in keys or keys["secret"].get("defaultMode") != 0o400:
             fail("%s: SHARDPS_KEYS=%s is not a Secret volume of mode 0400" % (name, env.get("SHARDPS_KEYS")))
         secrets.add(keys["secret"]["secretName"])
-    ckpt = mounts.get(env.get("SHARDPS_CHECKPOINT_DIR"))
-    if ckpt and ckpt.get("persistentVolumeClaim", {}).get("claimName") not in claims:
-        fail("%s: the checkpoint volume is no PersistentVolumeClaim of the manifests" % name)
-    return ckpt is not None
+    ckpt = [v for p, v in mounts.items() if p == "/checkpoints"]
+    if ckpt and ckpt[0].get("persistentVolumeClaim", {}).get("claimName") not in claims:
+        fail("%s: /checkpoints is no PersistentVolumeClaim of the manifests" % name)
+    return bool(ckpt)
 
 
 claims = {c["metadata"]["name"] for c in by_kind.get("PersistentVolumeClaim", [])}
@@ -114,8 +117,11 @@ for job in jobs:
         if (notes.get("prometheus.io/scrape") != "true" or notes.get("prometheus.io/port") != metrics
                 or metrics not in exposed or metrics not in ports):
             fail("the scheduler's metrics port %r is not exposed and annotated for a scrape" % metrics)
-    if role != "worker" and env.get("SHARDPS_CHECKPOINT_DIR") and not mounts_ckpt:
-        fail("%s: SHARDPS_CHECKPOINT_DIR is on no volume" % name)
+    ckpt_dir = env.get("SHARDPS_CHECKPOINT_DIR", "")
+    if role == "scheduler" and ckpt_dir and not ckpt_dir.startswith("/checkpoints/"):
+        fail("the scheduler's SHARDPS_CHECKPOINT_DIR %s is not on the claim" % ckpt_dir)
+    if role != "worker" and not mounts_ckpt:
+        fail("%s: no claim at /checkpoints, where the checkpoints go" % name)
     indexed = spec.get("completionMode") == "Indexed"
     if role != "scheduler" and not indexed:
         fail("%s: not an indexed Job (no JOB_COMPLETION_INDEX)" % name)
