@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,11 +147,25 @@ int ps_file_open_read(const char *path, uint64_t *size, char *why, size_t why_ca
     return fd;
 }
 
+/* 1 when a private file's mode and owner keep it private: no access for
+ * others, and none for the group unless root owns the file, the group may
+ * only read it and we are not root (the group is how we read it). That one
+ * exception is a Kubernetes Secret volume read by a non-root user
+ * (root:fsGroup, 0440), the rule PostgreSQL applies to its key file. */
+static int s_private(const struct stat *st)
+{
+    const unsigned group = st->st_mode & 070, other = st->st_mode & 007;
+    return !other && (!group || (st->st_uid == 0 && group == 040 && geteuid() != 0));
+}
+
 int ps_file_read_private(const char *path, const char *what, const char *hint, char *text,
                          size_t cap, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* Symlinks are resolved first (a Secret volume's files are links into
+     * ..data/), so that the file checked is the one read. */
+    char real[PATH_MAX];
     struct stat st;
+    int fd = realpath(path, real) ? open(real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "cannot read %s %s: %s%s", what, path, strerror(errno),
                  errno == ENOENT ? hint : "");
@@ -158,9 +174,11 @@ int ps_file_read_private(const char *path, const char *what, const char *hint, c
         }
         return PS_EINVAL;
     }
-    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
-        snprintf(err, errlen, "%s %s may be read or changed by others (mode %04o); chmod 600 it",
-                 what, path, (unsigned)(st.st_mode & 07777));
+    if (!S_ISREG(st.st_mode) || !s_private(&st)) {
+        const int linked = strcmp(path, real) != 0;
+        snprintf(err, errlen, "%s %s%s%s may be read or changed by others (mode %04o, owner "
+                 "uid %u); chmod 600 it", what, path, linked ? " -> " : "", linked ? real : "",
+                 (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
         close(fd);
         return PS_EINVAL;
     }

@@ -262,6 +262,13 @@ int ps_launch_children_spawn(ps_launch_children_t *C, ps_launch_child_t *c, char
         .flags = PS_PROC_GROUP | PS_PROC_PDEATH | PS_PROC_CAPTURE | PS_PROC_NO_STDIN,
         .prog = PS_LAUNCH_PROG,
     };
+    /* A local worker's local rank is its rank, so the workers of one host
+     * spread over its GPUs (kernels/device.h); the child inherits it. */
+    if (c->role == PS_LAUNCH_WORKER) {
+        char rank[16];
+        snprintf(rank, sizeof rank, "%d", c->rank);
+        setenv("LOCAL_RANK", rank, 1);
+    }
     ps_proc_t p;
     char err[256];
     if (ps_proc_spawn(&spec, &p, err, sizeof err) != 0) {

@@ -36,9 +36,9 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
  * --checkpoint-dir is the job's, and servers take its path by default. */
 static const char *const s_own[PS_LAUNCH_NROLES][12] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind",
+    {"scheduler", "bind", "rank", "spare", "job-hash", "metrics-bind",
      "checkpoint-dir", NULL},
-    {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
+    {"scheduler", "bind", "rank", "job-hash", "evaluate", "summary",
      "fault-nan-push", "fault-huge-push", "metrics-bind", NULL},
 };
 

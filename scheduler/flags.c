@@ -12,6 +12,7 @@
 #include "common/job.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "proto/link.h"
 
@@ -67,6 +68,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"resume-or-start", PS_FLAG_STR, &f->resume_or_start, "DIR", "as --resume DIR, but start from step 0 when DIR holds no checkpoint yet (a job that restarts itself)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
+        {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "this host's address toward the job's other hosts: nodes here that reach the scheduler over loopback are announced at it (default: the local end of the route to a node on another host)"},
         {"job-id", PS_FLAG_STR, &c->job_id, "ID", "this job's id: a node started for another job is refused at registration (default: job-<start time>-<random>)"},
         ps_http_bind_flag(&c->metrics_bind),
         {"metrics-hold", PS_FLAG_DOUBLE, &c->metrics_hold, "SECONDS", "after the job, keep serving the metrics until one scrape took the final values, at most this long; in [0, 86400]"},
@@ -208,7 +210,8 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
         ps_config_check_range("metrics-hold", f->cfg.metrics_hold, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("wait", f->cfg.wait, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
-                              err, errlen)) {
+                              err, errlen) ||
+        ps_addr_check_advertise(f->cfg.advertise, 0, err, errlen)) {
         return PS_EINVAL;
     }
     if (ps_curve_check_flags(f->cfg.secure, f->cfg.keys, PS_ROLE_SCHEDULER, err, errlen) != 0 ||

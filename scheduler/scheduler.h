@@ -48,6 +48,9 @@ typedef struct {
                                   one from the start time (scheduler/identity.h) */
     int preflight;             /* every worker probes every server before step 0; an
                                   unreachable pair fails the job (scheduler/preflight.h) */
+    const char *advertise;     /* this host's address toward the job's other hosts, for
+                                  the nodes here that reach us over loopback; NULL = the
+                                  local end of our route to a node on another host */
 } ps_scheduler_config_t;
 
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,

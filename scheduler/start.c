@@ -70,8 +70,7 @@ static void s_register(ps_scheduler_t *s, ps_msg_t *m, const Shardps__Register *
                            "the scheduler cannot draw a token");
         return;
     }
-    snprintf(n->endpoint, sizeof n->endpoint, "%s", reg->endpoint);
-    ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    ps_members_fix_endpoint(s, n, reg->endpoint, m->peer_addr);
     ps_scheduler_send_ack(s, n);
     char tag[16];
     ps_log_info("registered %s (pid %u%s%s)", ps_node_tag(n, tag, sizeof tag), n->pid,
@@ -145,7 +144,9 @@ static void s_maybe_start(ps_scheduler_t *s)
                 (unsigned long long)p, (double)p * 4 / 1e6);
     for (int i = 0; i < s->cfg->workers; i++) {
         ps_worker_info_t *wi = &s->view->workers[i];
-        const ps_node_t *n = ps_scheduler_worker(s, i);
+        ps_node_t *n = ps_scheduler_worker(s, i);
+        /* now that every worker is here: a ring endpoint on this host too */
+        ps_members_fix_endpoint(s, n, n->endpoint, "");
         wi->rank = i;
         snprintf(wi->endpoint, sizeof wi->endpoint, "%s", n->endpoint);
         snprintf(wi->curve_key, sizeof wi->curve_key, "%s", n->curve_key);
@@ -238,8 +239,7 @@ static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
         ps_scheduler_fail(s, "%s sent a bad ready message", ps_node_tag(n, tag, sizeof tag));
         return;
     }
-    snprintf(n->endpoint, sizeof n->endpoint, "%s", pr->endpoint);
-    ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    ps_members_fix_endpoint(s, n, pr->endpoint, m->peer_addr);
     n->ready = 1;
     if (spare) {
         ps_server_info_t *si = &s->view->servers[n->rank];
@@ -271,8 +271,7 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
                               ps_node_tag(n, tag, sizeof tag));
             return;
         }
-        snprintf(n->endpoint, sizeof n->endpoint, "%s", mi->endpoint);
-        ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+        ps_members_fix_endpoint(s, n, mi->endpoint, m->peer_addr);
         ps_log_info("%s ring endpoint %s", ps_node_tag(n, tag, sizeof tag), n->endpoint);
     }
     n->num_params = mi->num_params;

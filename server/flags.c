@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "common/trace.h"
 #include "proto/link.h"
@@ -30,7 +31,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
     const ps_flag_t t[] = {
         ps_link_scheduler_flag(&c->scheduler),
         {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "where workers connect (port * = any free port)"},
-        {"advertise", PS_FLAG_STR, &c->advertise, "ENDPOINT", "endpoint announced to workers (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
+        {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "the host workers reach this server at, on its bound port (or a whole tcp://HOST:PORT); default: the bound host, or for 0.0.0.0 the local end of the route to the scheduler"},
         ps_link_rank_flag(&c->rank, PS_ROLE_SERVER),
         ps_link_connect_timeout_flag(&c->connect_timeout),
         ps_link_peer_timeout_flag(&c->peer_timeout),
@@ -68,7 +69,7 @@ int ps_server_flags_check(const ps_server_flags_t *f, char *err, size_t errlen)
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
-        ps_config_check_endpoint("advertise", c->advertise, 0, err, errlen) ||
+        ps_addr_check_advertise(c->advertise, 1, err, errlen) ||
         ps_link_check_grace(c->scheduler_grace, err, errlen) ||
         ps_config_check_range("report-missing", c->report_missing, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "common/trace.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "proto/link.h"
 #include "proto/msg.h"
@@ -395,14 +396,20 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
  * server has. */
 static int s_listen(ps_server_t *s, char *err, size_t errlen)
 {
-    char bound[128], advertise[128];
+    char bound[128], advertise[PS_ENDPOINT_MAX];
     int rc = ps_listen_open(s->ctx, s->cfg->bind, s->shard, s->push_dtype, &s->router, bound,
                             sizeof bound, err, errlen);
     if (rc != 0) {
         return rc;
     }
     ps_reply_set_sock(s->reply, s->router);
-    snprintf(advertise, sizeof advertise, "%s", s->cfg->advertise ? s->cfg->advertise : bound);
+    /* Bound to every interface: the address we reach the scheduler from
+     * (the scheduler makes a loopback one right for the other hosts). */
+    rc = ps_addr_announce_route(bound, s->cfg->advertise, s->cfg->scheduler, advertise,
+                                sizeof advertise, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
     Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
     ready.endpoint = advertise;
     rc = ps_link_send(s->link, PS_MSG_PEER_READY, &ready.base);

@@ -21,7 +21,7 @@ extern "C" {
 typedef struct {
     const char *scheduler;  /* scheduler endpoint, tcp://HOST:PORT */
     const char *bind;       /* where workers connect (port * = any free port) */
-    const char *advertise;  /* endpoint announced to workers; default: the bound one */
+    const char *advertise;  /* host (or endpoint) announced to workers; NULL: proto/addr.h */
     int rank;               /* wanted rank, -1 = assigned by the scheduler */
     double connect_timeout; /* seconds to wait for the scheduler's answer */
     double peer_timeout;    /* seconds of scheduler silence that mean it is lost */

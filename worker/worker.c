@@ -33,7 +33,9 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/trace.h"
+#include "kernels/device.h"
 #include "kernels/threads.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "worker/preflight.h"
 
@@ -528,9 +530,10 @@ static int s_start(ps_worker_t *w)
     /* The device is chosen before joining, so a bad --device fails without
      * touching the job, but announced after: a worker that cannot start
      * prints its one error line and nothing else. */
-    char device[256];
-    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0) {
-        snprintf(w->err, sizeof w->err, "%s", device);
+    char device[256], gpu[200] = "";
+    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0 ||
+        (rc = ps_device_use(w->kernels, cfg->gpu, gpu, sizeof gpu)) != 0) {
+        snprintf(w->err, sizeof w->err, "%s", gpu[0] ? gpu : device);
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
@@ -552,7 +555,10 @@ static int s_start(ps_worker_t *w)
     ps_log_set_role("W", w->rank);
     ps_worker_obs_wire(w->obs, w->ctx);
     ps_worker_obs_attach(w->obs, w->link, w->rank);
-    ps_log_info("device=%s", device);
+    ps_log_info("device=%s%s%s", device, gpu[0] ? " " : "", gpu);
+    if (cfg->gpu >= 0 && !gpu[0]) {
+        ps_log_warn("--gpu %d: no GPU in use (device=%s)", cfg->gpu, device);
+    }
     const ps_job_t *j = &w->job;
     if ((rc = s_build_model(w)) != 0) {
         return rc;
@@ -570,7 +576,11 @@ static int s_start(ps_worker_t *w)
         if (rc != 0) {
             return rc;
         }
-        snprintf(endpoint, sizeof endpoint, "%s", cfg->advertise ? cfg->advertise : bound);
+        rc = ps_addr_announce_route(bound, cfg->advertise, cfg->scheduler, endpoint,
+                                    sizeof endpoint, w->err, sizeof w->err);
+        if (rc != 0) {
+            return rc;
+        }
     }
     uint64_t P = info.num_params;
     rc = ps_link_wait_view(w->link, &info, w->view, w->err, sizeof w->err);

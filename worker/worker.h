@@ -23,6 +23,7 @@ typedef struct {
     int rank;                /* wanted rank, -1 = assigned by the scheduler */
     const char *data_dir;    /* directory of the Fashion-MNIST IDX files */
     const char *device;      /* "auto", "cpu" or "cuda" */
+    int gpu;                 /* CUDA: visible GPU index; -1 = by local rank (kernels/device.h) */
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
     const char *dump_params; /* if set, the final parameters are written here (raw f32);
                                 a "%d" in it is replaced by the worker's rank */
@@ -31,7 +32,7 @@ typedef struct {
     const char *evaluate;    /* if set, no job: evaluate this model file on the test set */
     const char *summary;     /* with evaluate: write its result here as JSON */
     const char *bind;        /* allreduce: where the left neighbour connects */
-    const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
+    const char *advertise;   /* allreduce: host (or endpoint) announced; NULL: proto/addr.h */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
     int overlap;             /* 1 = push (sync, ssp) or reduce (allreduce) layers during backward */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
