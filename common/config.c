@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "common/error.h"
+#include "common/version.h"
 
 static void s_env_name(const char *flag, char *out, size_t cap)
 {
@@ -120,6 +121,7 @@ void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags
         printf(" (%s)\n", env);
     }
     printf("  %-24s show this help\n", "--help");
+    printf("  %-24s %s\n", "--version", PS_VERSION_HELP);
 }
 
 /* One "PROG: error: ..." line on stderr; nothing when prog is NULL. */

@@ -6,15 +6,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/version.h"
+#include "proto/codec.h"
 #include "proto/curve.h"
 
 int main(int argc, char **argv)
 {
+    if (ps_version_flag("shardps-keygen", ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: shardps-keygen DIR\n"
                "Writes a new job's CurveZMQ keys into DIR (made 0700 when missing): the\n"
                "job's keypair job.key (the scheduler's), server.key and worker.key, and\n"
-               "their public halves *.pub, each 0600. Run a job with --secure --keys DIR.\n");
+               "their public halves *.pub, each 0600. Run a job with --secure --keys DIR.\n"
+               "  --version  " PS_VERSION_HELP "\n");
         return 0;
     }
     if (argc != 2 || argv[1][0] == '-') {

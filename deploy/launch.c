@@ -30,8 +30,10 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/trace.h"
+#include "common/version.h"
 #include "deploy/launch_children.h"
 #include "deploy/launch_flags.h"
+#include "proto/codec.h"
 #include "proto/curve.h"
 #include "deploy/launch_node.h"
 #include "deploy/launch_plot.h"
@@ -529,6 +531,9 @@ int main(int argc, char **argv)
     ps_launch_flags_t flags;
     s_launch_t launch = {.F = &flags, .sig_pipe = {-1, -1}};
     s_launch_t *L = &launch;
+    if (ps_version_flag(PS_LAUNCH_PROG, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     ps_log_set_role("L", -1);
     int rc = ps_launch_flags_parse(&flags, argc, argv);
     if (rc == 1) {

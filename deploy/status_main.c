@@ -8,12 +8,17 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "common/version.h"
 #include "deploy/status.h"
+#include "proto/codec.h"
 
 #define S_PROG "shardps-status"
 
 int main(int argc, char **argv)
 {
+    if (ps_version_flag(S_PROG, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     const char *scheduler = NULL, *keys = NULL;
     int watch = 0;
     double interval = 1.0, timeout = 5.0;
