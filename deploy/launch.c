@@ -50,7 +50,6 @@
 static const char *const s_unset_env[] = {
     "SHARDPS_HOST",
     "SHARDPS_BIN_DIR",
-    "SHARDPS_TIMEOUT",
     "SHARDPS_DUMP_PARAMS",
     "SHARDPS_SAVE_MODEL",
     "SHARDPS_SUMMARY",

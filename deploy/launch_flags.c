@@ -383,7 +383,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
          "role binaries (default: next to this one, ../<role>/, $PATH)"},
         {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
-         "stop and fail the job after this long (0 = never)"},
+         "stop and fail the job after this long (0 = never)", "SHARDPS_JOB_TIMEOUT"},
         {"node", PS_FLAG_BOOL, &F->node, "0|1",
          "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
          "Kubernetes): role, rank and scheduler from its environment"},
@@ -408,9 +408,9 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         F->fwd_bool[i] = -1;
         flags[S_NOWN + i] = f->type == PS_FLAG_BOOL
                                 ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i],
-                                              f->metavar, F->fwd[i].help}
+                                              f->metavar, F->fwd[i].help, f->env}
                                 : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
-                                              F->fwd[i].help};
+                                              F->fwd[i].help, f->env};
     }
     int rest = argc;
     int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, S_NOWN + F->nfwd, argc, argv, &rest);

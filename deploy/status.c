@@ -77,7 +77,7 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__Statu
             if (ps_now() < deadline) {
                 continue;
             }
-            snprintf(err, errlen, "no answer from the scheduler at %s in %.0f s", c->endpoint,
+            snprintf(err, errlen, "no answer from the scheduler at %s in %g s", c->endpoint,
                      timeout);
             return PS_ETIMEDOUT;
         }

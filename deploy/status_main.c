@@ -26,7 +26,7 @@ int main(int argc, char **argv)
         {"scheduler", PS_FLAG_STR, &scheduler, "ENDPOINT", "the job's scheduler (required)"},
         {"watch", PS_FLAG_BOOL, &watch, "0|1", "print the view again every --interval seconds until the job ends"},
         {"interval", PS_FLAG_DOUBLE, &interval, "SECONDS", "with --watch: seconds between views; in [0.1, 3600]"},
-        {"timeout", PS_FLAG_DOUBLE, &timeout, "SECONDS", "give up when the scheduler does not answer this long; in (0, 86400]"},
+        {"timeout", PS_FLAG_DOUBLE, &timeout, "SECONDS", "give up when the scheduler does not answer this long; in (0, 86400]", "SHARDPS_STATUS_TIMEOUT"},
         {"keys", PS_FLAG_STR, &keys, "DIR", "a --secure job's key directory (shardps-keygen): the query proves its worker key"},
     };
     static const char about[] =
@@ -47,6 +47,7 @@ int main(int argc, char **argv)
                               sizeof err) ||
         ps_config_check_range("timeout", timeout, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
                               err, sizeof err)) {
+        ps_config_blame_env(flags, sizeof flags / sizeof flags[0], argc, argv, err, sizeof err);
         fprintf(stderr, S_PROG ": error: %s\n", err);
         return 2;
     }

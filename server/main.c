@@ -31,6 +31,7 @@ int main(int argc, char **argv)
     }
     char err[512];
     if (ps_server_flags_check(&f, err, sizeof err) != 0) {
+        ps_config_blame_env(flags, n, argc, argv, err, sizeof err);
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }

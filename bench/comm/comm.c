@@ -362,7 +362,7 @@ int ps_bench_comm_main(int argc, char **argv)
          "of the shardps roles: err, warn, info, debug"},
     };
     int rc =
-        ps_config_parse(COMM_PROG,
+        ps_config_parse_argv(COMM_PROG,
                         "Push+pull goodput of the parameter server against payload size, "
                         "servers and requests\nin flight, each beside raw ZeroMQ between "
                         "the same endpoints in the same run;\nallreduce bus bandwidth "

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
          "the commands that make and remove the network, and their output (appended)"},
     };
     int rc =
-        ps_config_parse(S_PROG,
+        ps_config_parse_argv(S_PROG,
                         "Makes a simulated cluster on this machine: a network namespace "
                         "per role (scheduler c,\nservers s0.., workers w0..) linked to a "
                         "routing hub; prints NAME NAMESPACE ADDRESS\nper role, then "

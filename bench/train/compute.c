@@ -547,7 +547,7 @@ int ps_bench_compute_main(int argc, char **argv)
          "the PyTorch reference: bench/torch/train.py in the source tree"},
         {"python", PS_FLAG_STR, &cfg.python, "PATH", "Python with torch, for --torch"},
     };
-    int rc = ps_config_parse(
+    int rc = ps_config_parse_argv(
         S_PROG,
         "Trains one model in one process, no servers, no network: samples/s of gather +\n"
         "training step + SGD update, where a step's time goes, and with --torch the\n"

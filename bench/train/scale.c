@@ -269,7 +269,7 @@ int ps_bench_scale_main(int argc, char **argv)
         {"launch", PS_FLAG_STR, &launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse(S_PROG,
+    int rc = ps_config_parse_argv(S_PROG,
                              "Runs the same job with more and more workers and reports the "
                              "scheduler's and the\nservers' CPU and messages per step. "
                              "Writes the results page scale.md and scale.csv into --out.",
