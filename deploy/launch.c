@@ -50,6 +50,7 @@
 static const char *const s_unset_env[] = {
     "SHARDPS_HOST",
     "SHARDPS_BIN_DIR",
+    "SHARDPS_JOB_TIMEOUT",
     "SHARDPS_DUMP_PARAMS",
     "SHARDPS_SAVE_MODEL",
     "SHARDPS_SUMMARY",
@@ -525,6 +526,20 @@ static void s_run(s_launch_t *L)
     ps_launch_children_close(&L->C);
 }
 
+/* The job's last line, on stdout (the logs are on stderr, a failure's cause
+ * among them), so that a script can take it alone: "job ok in 44.5 s: <the
+ * scheduler's summary>" or "job failed: why". */
+static void s_print_result(const s_launch_t *L)
+{
+    const char *sum = L->C.summary;
+    if (L->exit_code == 0) {
+        printf("job ok in %.1f s%s%s\n", ps_now() - L->t_start, sum[0] ? ": " : "", sum);
+    } else {
+        printf("job failed: %s\n", L->why[0] ? L->why : "could not start");
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     ps_launch_flags_t flags;
@@ -580,10 +595,7 @@ int main(int argc, char **argv)
             L->exit_code = 1;
         }
     }
-    double took = ps_now() - L->t_start;
-    if (L->exit_code == 0) {
-        ps_log_write(PS_LOG_INFO, "job ok in %.1f s", took);
-    } else {
+    if (L->exit_code != 0) {
         ps_log_write(PS_LOG_ERR, "job failed: %s", L->why);
     }
     goto done;
@@ -591,6 +603,7 @@ fail:
     L->exit_code = 1;
     ps_log_write(PS_LOG_ERR, "job failed: %s", L->why[0] ? L->why : "could not start");
 done:
+    s_print_result(L);
     s_remove_tmpdir(L);
     ps_launch_plot_destroy(&L->plot);
     ps_launch_children_fini(&L->C);
