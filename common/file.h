@@ -31,6 +31,11 @@ extern "C" {
 int ps_file_write_atomic(const char *path, const void *const *parts, const size_t *lens,
                          int n, char *why, size_t why_cap);
 
+/* Creates the directory path and its parents, as `mkdir -p` (mode 0777
+ * before the umask); an existing directory is fine. Returns 0, PS_EINVAL
+ * (path too long) or PS_EIO (with errno set when a mkdir failed). */
+int ps_file_mkdirs(const char *path);
+
 /* fsync of the directory that holds path (a file or a directory name; "."
  * for a bare name), so that a new or renamed entry there is durable.
  * Returns 0 or PS_EIO, with errno set by the failed call. */

@@ -10,6 +10,7 @@
 #include "deploy/launch_flags.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +269,11 @@ static int s_observe_files(ps_launch_flags_t *F)
                              {"--log-dir", F->log_dir}};
     for (int i = 0; i < 2; i++) {
         snprintf(probe, sizeof probe, "%s/progress.csv", dirs[i][1] ? dirs[i][1] : "");
+        /* made when missing, as mkdir -p (the default plot directory holds --summary) */
+        if (dirs[i][1] && (i == 1 || F->plot) && ps_file_mkdirs(dirs[i][1]) != 0) {
+            return s_bad("%s %s: cannot make the directory: %s", dirs[i][0], dirs[i][1],
+                         strerror(errno));
+        }
         if (dirs[i][1] && ps_file_check_writable(probe, why, sizeof why) != 0) {
             return s_bad("%s %s: not a writable directory", dirs[i][0], dirs[i][1]);
         }

@@ -587,7 +587,7 @@ int ps_bench_compute_main(int argc, char **argv)
         return 1;
     }
     ps_bench_page_t *page = NULL;
-    if (cfg.out && (ps_bench_mkdirs(cfg.out) != 0 ||
+    if (cfg.out && (ps_file_mkdirs(cfg.out) != 0 ||
                     ps_bench_page_new(cfg.out, "compute", argc, argv, &page) != 0)) {
         fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg.out);
         return 1;
