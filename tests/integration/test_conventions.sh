@@ -7,7 +7,8 @@
 #    all) and --help (exit 0, its usage names itself, not another program).
 #    Helpers that are not commands (shardps-bench-mpi) are installed under
 #    libexec/shardps, not bin.
-# 2. A short job through the launcher: its one line on stdout is the last,
+# 2. A short job through the launcher (worker 0 logs every step:
+#    --progress 1e-6): its one line on stdout is the last,
 #    "job ok in T s: <summary>"; the logs are on stderr; --plot and --log-dir
 #    are made (mkdir -p); worker 0's progress counts toward --max-steps
 #    ("step=N/40", never the epoch's 468) with the time left; a plot is drawn
@@ -74,7 +75,7 @@ echo "ok - $n installed commands in bin/, the helpers in libexec/shardps/"
 
 # 2. A short job.
 mkdir -p "$TMP/run"
-SHARDPS_PROGRESS=0.1 SHARDPS_STATUS_TIMEOUT=0 SHARDPS_TIMEOUT=0 \
+SHARDPS_PROGRESS=1e-6 SHARDPS_STATUS_TIMEOUT=0 SHARDPS_TIMEOUT=0 \
     SHARDPS_EVALUATE_SUMMARY=/nonexistent/e.json \
     "$LAUNCH" --servers 1 --workers 1 --max-steps 40 --batch 32 --summary "$TMP/run/s.json" \
     --plot "$TMP/new/plots" --log-dir "$TMP/new/logs/x" >"$TMP/job.out" 2>"$TMP/job.log"
