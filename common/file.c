@@ -103,6 +103,14 @@ fail:
     return PS_EIO;
 }
 
+int ps_file_make_dir(const char *path)
+{
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        return PS_EIO;
+    }
+    return ps_file_sync_dir(path);
+}
+
 int ps_file_sync_dir(const char *path)
 {
     char dir[4096];
@@ -136,6 +144,31 @@ int ps_file_open_read(const char *path, uint64_t *size, char *why, size_t why_ca
     }
     *size = (uint64_t)sb.st_size;
     return fd;
+}
+
+int ps_file_read_private(const char *path, const char *what, const char *hint, char *text,
+                         size_t cap, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot read %s %s: %s%s", what, path, strerror(errno),
+                 errno == ENOENT ? hint : "");
+        if (fd >= 0) {
+            close(fd);
+        }
+        return PS_EINVAL;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+        snprintf(err, errlen, "%s %s may be read or changed by others (mode %04o); chmod 600 it",
+                 what, path, (unsigned)(st.st_mode & 07777));
+        close(fd);
+        return PS_EINVAL;
+    }
+    ssize_t n = read(fd, text, cap - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    return 0;
 }
 
 int ps_file_read_all(int fd, void *buf, size_t n)
@@ -230,7 +263,7 @@ int ps_file_mkdirs(const char *path)
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            if (ps_file_make_dir(buf) != 0) {
                 return PS_EIO;
             }
             *p = c;

@@ -7,9 +7,17 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 
 #include "common/error.h"
+
+/* Most connections served at once. */
+#define PS_HTTP_MAX_CONNECTIONS 2048u
+/* Seconds a connection may stay silent before it is closed. */
+#define PS_HTTP_IDLE_SECONDS 5u
+/* Bytes of request buffer per connection: a scrape's request is a few lines. */
+#define PS_HTTP_CONN_MEMORY 8192u
 
 struct ps_http {
     struct MHD_Daemon *daemon;
@@ -110,6 +118,26 @@ int ps_http_check_bind(const char *bind, char *err, size_t errlen)
     return 0;
 }
 
+/* Connections served at once: PS_HTTP_MAX_CONNECTIONS, or a quarter of the
+ * descriptors this process may open (raised to its hard limit first, as
+ * a server does), whichever is smaller; ZeroMQ needs the rest. */
+static unsigned s_connection_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return 64;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    const rlim_t quarter = rl.rlim_cur / 4;
+    return quarter < 64 ? 64 : quarter > PS_HTTP_MAX_CONNECTIONS ? PS_HTTP_MAX_CONNECTIONS
+                                                                 : (unsigned)quarter;
+}
+
 int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t **out,
                 char *bound, size_t boundlen, char *err, size_t errlen)
 {
@@ -126,10 +154,15 @@ int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t
     h->render = render;
     h->arg = arg;
     atomic_init(&h->scrapes, 0);
-    h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, s_answer, h,
+    /* Connections that open and then say nothing (half-open, slow) must
+     * not crowd out a scrape: many slots (epoll, no FD_SETSIZE bound), each
+     * small, each closed after a short silence. */
+    const unsigned limit = s_connection_limit();
+    h->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, s_answer, h,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                                 MHD_OPTION_CONNECTION_LIMIT, 16u,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                 MHD_OPTION_CONNECTION_LIMIT, limit,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, PS_HTTP_IDLE_SECONDS,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PS_HTTP_CONN_MEMORY,
                                  MHD_OPTION_NOTIFY_COMPLETED, s_completed, h, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "--metrics-bind %s: cannot listen there (in use?)", bind);

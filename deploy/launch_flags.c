@@ -32,12 +32,15 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
 /* Flags the launcher writes itself on each role's command line (see
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
  * for a job (a worker's --evaluate and its --summary) or not for every
- * worker (--fault-nan-push, a test's), so it never forwards them. */
-static const char *const s_own[PS_LAUNCH_NROLES][10] = {
+ * worker (--fault-nan-push and --fault-huge-push: tests'), so it never forwards them. A server's
+ * --checkpoint-dir is its own path of the job's directory: the scheduler's
+ * --checkpoint-dir is the job's, and servers take its path by default. */
+static const char *const s_own[PS_LAUNCH_NROLES][12] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind", NULL},
+    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind",
+     "checkpoint-dir", NULL},
     {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
-     "fault-nan-push", "metrics-bind", NULL},
+     "fault-nan-push", "fault-huge-push", "metrics-bind", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles
@@ -57,6 +60,8 @@ static const struct {
     {"log-level", "every role and the launcher"},
     {"keys", "every role; with --secure and no --keys the launcher makes the job's keys in "
              "its private temporary directory"},
+    {"secret-file", "every role; without it the launcher makes the job's secret in its "
+                    "private temporary directory"},
     {"metrics-bind", "scheduler: the job's metrics, every node's with a node label"},
     {"trace", "every server and worker writes FILE with .S0, .W1 ... before its extension; "
               "the launcher merges them into FILE at the end"},
@@ -128,11 +133,11 @@ static void s_fwd_build(ps_launch_flags_t *F)
     }
 }
 
-void ps_launch_flags_set_keys(ps_launch_flags_t *F, const char *dir)
+void ps_launch_flags_set(ps_launch_flags_t *F, const char *name, const char *value)
 {
-    int k = s_fwd_index(F, "keys");
+    int k = s_fwd_index(F, name);
     assert(k >= 0);
-    F->fwd_val[k] = dir;
+    F->fwd_val[k] = value;
 }
 
 const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name)

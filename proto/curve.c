@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/ratelog.h"
 
@@ -124,25 +125,10 @@ static int s_read(const char *dir, const char *name, char *pub, char *sec, char 
 {
     char path[4200], text[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot read key file %s: %s%s", path, strerror(errno),
-                 errno == ENOENT ? " (make the job's keys with shardps-keygen DIR)" : "");
-        if (fd >= 0) {
-            close(fd);
-        }
+    if (ps_file_read_private(path, "key file", " (make the job's keys with shardps-keygen DIR)",
+                             text, sizeof text, err, errlen) != 0) {
         return PS_EINVAL;
     }
-    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
-        snprintf(err, errlen, "key file %s may be read or changed by others (mode %04o); "
-                 "chmod 600 it", path, (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return PS_EINVAL;
-    }
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    text[n > 0 ? n : 0] = '\0';
     int got_pub = 0, got_sec = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {

@@ -24,13 +24,14 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 34
+#define PS_SCHEDULER_NFLAGS 36
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
     ps_scheduler_config_t cfg; /* cfg.job complete after ps_scheduler_flags_check() */
     const char *model;         /* --model, copied into cfg.job */
     const char *mode;          /* --mode, parsed into cfg.job */
+    const char *secret_file;   /* --secret-file, read into cfg.secret */
     const char *optimizer;     /* --optimizer, copied into cfg.job */
     const char *wire;          /* --wire, parsed into cfg.job.wire */
     const char *compress;      /* --compress, parsed into cfg.job.topk */
@@ -41,6 +42,8 @@ typedef struct {
     int warmup;                /* --warmup-steps */
     const char *log_level;     /* --log-level, for ps_log_set_level_flag() */
     const char *checkpoint_every; /* --checkpoint-every N (steps) or Ns (seconds) */
+    const char *resume_or_start;  /* --resume-or-start DIR: into cfg.resume, with
+                                     cfg.resume_or_start */
 } ps_scheduler_flags_t;
 
 /* Fills *f with the defaults (what --help shows). */

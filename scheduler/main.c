@@ -36,6 +36,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }
+    if (ps_scheduler_check_resume(&f.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: error: %s\n", prog, err);
+        return 2;
+    }
     ps_log_set_role("C", -1);
     return ps_scheduler_run(&f.cfg);
 }

@@ -131,6 +131,7 @@ struct ps_scheduler {
                          step from server 0 (members.c); FIFO */
     int nleaves;
     char failure[256];
+    int failure_usage; /* the failure is the flags' (ps_scheduler_fail_usage): exit 2 */
     char lost[16];    /* tag of the node lost to silence, "" if none */
     int diverged;     /* a node ended the job for a NaN or an infinity */
     int membership_changes; /* workers lost (or joined) while the job ran */
@@ -162,6 +163,11 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev);
 /* Aborts the job: every node is told why (a SHUTDOWN), the summary and the
  * restart state are written, the loop ends with status 1. */
 void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* As ps_scheduler_fail, for a job the flags asked for in vain (--resume
+ * with nothing to resume): the loop ends with status 2. */
+void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Sends a control message (body, or NULL for none) to every registered node
@@ -206,11 +212,15 @@ static inline ps_node_t *ps_scheduler_worker(const ps_scheduler_t *s, int w)
 void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v,
                         const Shardps__JoinSchedulerState *st, double now);
 
+/* Sends every server the view (each binds for its shard: STARTING); the
+ * job's checkpoint part must be in it (ps_ckpt_setup). */
+void ps_start_servers(ps_scheduler_t *s);
+
 /* A failover: server r is replaced by a spare serving with curve_key, and
- * the job rolls back to checkpoint `step` of `parts` parts in dir; a new
- * generation. */
+ * the job rolls back to checkpoint `step` in dir, whose manifest lists
+ * parts[0..nparts) (copied); a new generation. */
 void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int64_t step,
-                            int parts, const char *dir);
+                            const ps_checkpoint_part_t *parts, int nparts, const char *dir);
 
 /* ---- members.c: a row's changes other modules ask for ------------------ */
 

@@ -26,6 +26,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
     f->cfg.progress_seconds = 2.0;
     f->cfg.fault_nan_push = -1;
+    f->cfg.fault_huge_push = -1;
     f->cfg.bind = "tcp://0.0.0.0:*";
     f->cfg.ring_kib = 128;
     f->cfg.overlap = 1;
@@ -56,6 +57,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
+        {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers undo an update that would overflow), then the real one (-1 = never)"},
         {"fault-nan-push", PS_FLAG_INT, &c->fault_nan_push, "STEP", "testing: at step STEP first push a NaN gradient, which the servers must refuse, then the real one (-1 = never)"},
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
         {"eval-every", PS_FLAG_INT, &c->eval_every, "STEPS", "worker 0 also logs the test accuracy every STEPS steps within an epoch (time to accuracy finer than an epoch; 0 = only at epoch ends)"},
@@ -64,6 +66,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
         ps_link_job_id_flag(&c->job_id),
+        ps_link_secret_flag(&c->secret_file),
         ps_link_job_hash_flag(&c->job_hash),
         ps_http_bind_flag(&c->metrics_bind),
         ps_trace_file_flag(&c->trace),
@@ -112,6 +115,9 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||
         ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen) ||
+        ps_link_read_secret(c->secret_file, &(ps_secret_t){0}, err, errlen) ||
+        ps_config_check_range("fault-huge-push", c->fault_huge_push, -1, INT_MAX,
+                              PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("fault-nan-push", c->fault_nan_push, -1, INT_MAX, PS_RANGE_CLOSED,
                               err, errlen) ||
         ps_config_check_range("eval-every", c->eval_every, 0, INT_MAX, PS_RANGE_CLOSED, err,

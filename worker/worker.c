@@ -167,6 +167,24 @@ static int s_fault_nan_push(ps_worker_t *w, int64_t t)
     return 0;
 }
 
+/* --fault-huge-push: five finite pushes of 3e38 for step t under our own
+ * token (accepted: finite), whose updates soon overflow; the servers must
+ * undo those and go on. */
+static int s_fault_huge_push(ps_worker_t *w, int64_t t)
+{
+    static const float huge4[4] = {3e38f, 3e38f, 3e38f, 3e38f};
+    for (int i = 0; i < 5; i++) {
+        int rc = ps_kv_wait(w->kv, ps_kv_push(w->kv, 0, 4, huge4, t));
+        if (rc != 0) {
+            snprintf(w->err, sizeof w->err, "--fault-huge-push: push %d of 3e38 for step %lld "
+                     "got %s, want it accepted", i + 1, (long long)t, ps_strerror(rc));
+            return PS_ESTATE;
+        }
+    }
+    ps_log_info("--fault-huge-push: 5 pushes of 3e38 for step %lld accepted", (long long)t);
+    return 0;
+}
+
 /* Pushes step t's gradients and pulls the weights for the next step: what
  * the hook has not pushed yet goes now, then every handle is waited for. */
 static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
@@ -374,6 +392,9 @@ static int s_train(ps_worker_t *w, int rolled_back)
         w->push_end = P;
         w->npush = 0;
         w->push_rc = 0;
+        if (!ring && t == w->cfg->fault_huge_push && (rc = s_fault_huge_push(w, t)) != 0) {
+            return rc;
+        }
         if (!ring && t == w->cfg->fault_nan_push && (rc = s_fault_nan_push(w, t)) != 0) {
             return rc;
         }
@@ -520,14 +541,20 @@ static int s_start(ps_worker_t *w)
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
-    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
+    ps_secret_t secret;
+    if ((rc = ps_link_read_secret(cfg->secret_file, &secret, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash, &secret};
     rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
                       &ident, cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
                       sizeof w->err);
+    explicit_bzero(&secret, sizeof secret);
     if (rc != 0) {
         return rc;
     }
     w->rank = ps_link_rank(w->link);
+    w->token = ps_link_token(w->link);
     ps_link_set_grace(w->link, cfg->scheduler_grace);
     ps_log_set_role("W", w->rank);
     ps_worker_obs_wire(w->obs, w->ctx);

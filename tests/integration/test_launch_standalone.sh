@@ -74,6 +74,9 @@ scheduler)
 server)
     log "serving"
     echo "plain stdout line from $tag"
+    if [ -n "${FAKE_STOP_SERVER:-}" ]; then
+        kill -STOP $$ # stopped until the launcher's SIGCONT; then its SIGTERM ends it
+    fi
     nap "${FAKE_SLEEP:-0.5}"
     ;;
 worker)
@@ -274,6 +277,23 @@ if none_left; then
     pass "after SIGKILL: no process left"
 else
     fail "after SIGKILL: processes left"
+fi
+
+# 4b. A node stopped (SIGSTOP) when the job finishes: the launcher stops it
+#     15 s after the scheduler exited, says so, and the job is ok.
+fresh
+FAKE_SLEEP=0.3 FAKE_STOP_SERVER=1 run --servers 1 --workers 1
+if [ "$RC" = 0 ] && has ' L W S0 \(pid [0-9]+\) still running 15 s after the job finished; stopping it$' &&
+    grep -q '^job ok in' "$FAKE_DIR/stdout"; then
+    pass "a stopped node after the job finished: stopped, exit 0 (${SECS}s)"
+else
+    fail "a stopped node after the job finished: rc=$RC"
+    show
+fi
+if none_left; then
+    pass "after stopping the stopped node: no process left"
+else
+    fail "after stopping the stopped node: processes left"
 fi
 
 # 5. SIGINT and SIGTERM to the launcher: 130 / 143, nothing left behind.
