@@ -269,3 +269,26 @@ int ps_file_check_dir_writable(const char *path, char *why, size_t why_cap)
     }
     return 0;
 }
+
+int ps_file_mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    if (!path[0] || snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        return PS_EINVAL;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (ps_file_make_dir(buf) != 0) {
+                return PS_EIO;
+            }
+            *p = c;
+            if (c == '\0') {
+                break;
+            }
+        }
+    }
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : PS_EIO;
+}

@@ -36,6 +36,11 @@ int ps_file_write_atomic(const char *path, const void *const *parts, const size_
  * new entry durable (ps_file_sync_dir). Returns 0 or PS_EIO, errno set. */
 int ps_file_make_dir(const char *path);
 
+/* Creates the directory path and its parents, as `mkdir -p`, each as
+ * ps_file_make_dir does; an existing directory is fine. Returns 0, PS_EINVAL
+ * (path too long) or PS_EIO (with errno set when a mkdir failed). */
+int ps_file_mkdirs(const char *path);
+
 /* fsync of the directory that holds path (a file or a directory name; "."
  * for a bare name), so that a new or renamed entry there is durable.
  * Returns 0 or PS_EIO, with errno set by the failed call. */

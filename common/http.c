@@ -80,20 +80,22 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char 
 ps_flag_t ps_http_bind_flag(const char **dst)
 {
     return (ps_flag_t){"metrics-bind", PS_FLAG_STR, dst, "HOST:PORT",
-                       "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free one)"};
+                       "serve Prometheus metrics at http://HOST:PORT/metrics (no :PORT = "
+                       PS_HTTP_DEFAULT_PORT_STR ", port 0 = any free one)"};
 }
 
-/* "HOST:PORT" into an IPv4 address. */
+/* "HOST:PORT" or "HOST" (the default port) into an IPv4 address. */
 static int s_parse(const char *bind, struct sockaddr_in *sa)
 {
     const char *colon = strrchr(bind, ':');
     char host[64], *end;
-    if (!colon || colon == bind || (size_t)(colon - bind) >= sizeof host) {
+    size_t hostlen = colon ? (size_t)(colon - bind) : strlen(bind);
+    if (hostlen == 0 || hostlen >= sizeof host) {
         return PS_EINVAL;
     }
-    snprintf(host, sizeof host, "%.*s", (int)(colon - bind), bind);
-    long port = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || port < 0 || port > 65535) {
+    snprintf(host, sizeof host, "%.*s", (int)hostlen, bind);
+    long port = colon ? strtol(colon + 1, &end, 10) : PS_HTTP_DEFAULT_PORT;
+    if (colon && (!colon[1] || *end || port < 0 || port > 65535)) {
         return PS_EINVAL;
     }
     memset(sa, 0, sizeof *sa);
@@ -109,7 +111,8 @@ int ps_http_check_bind(const char *bind, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     if (bind && s_parse(bind, &sa) != 0) {
-        snprintf(err, errlen, "--metrics-bind %s: expected HOST:PORT with an IPv4 HOST", bind);
+        snprintf(err, errlen, "--metrics-bind %s: expected HOST:PORT or HOST with an IPv4 HOST",
+                 bind);
         return PS_EINVAL;
     }
     return 0;

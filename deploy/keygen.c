@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "common/secret.h"
+#include "common/version.h"
+#include "proto/codec.h"
 #include "proto/curve.h"
 
 static const char s_usage[] =
@@ -31,7 +33,8 @@ static const char s_usage[] =
     "one): give every role --secret-file FILE (or SHARDPS_SECRET_FILE).\n"
     "--k8s NAME: writes the same files as a Kubernetes Secret named NAME (YAML)\n"
     "to stdout or to FILE (created 0600, never overwritten); mount it as the\n"
-    "--keys directory (docs/cluster.md, Kubernetes).\n";
+    "--keys directory (docs/cluster.md, Kubernetes).\n"
+    "  --version  " PS_VERSION_HELP "\n";
 
 /* A Secret's name: a DNS subdomain (lower-case letters, digits, '-', '.';
  * a letter or digit at each end; at most 253 characters). */
@@ -122,6 +125,9 @@ static int s_k8s(const char *name, const char *file)
 
 int main(int argc, char **argv)
 {
+    if (ps_version_flag("shardps-keygen", ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(s_usage, stdout);
         return 0;

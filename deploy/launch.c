@@ -31,8 +31,10 @@
 #include "common/log.h"
 #include "common/secret.h"
 #include "common/trace.h"
+#include "common/version.h"
 #include "deploy/launch_children.h"
 #include "deploy/launch_flags.h"
+#include "proto/codec.h"
 #include "proto/curve.h"
 #include "deploy/launch_node.h"
 #include "deploy/launch_plot.h"
@@ -49,7 +51,7 @@
 static const char *const s_unset_env[] = {
     "SHARDPS_HOST",
     "SHARDPS_BIN_DIR",
-    "SHARDPS_TIMEOUT",
+    "SHARDPS_JOB_TIMEOUT",
     "SHARDPS_DUMP_PARAMS",
     "SHARDPS_SAVE_MODEL",
     "SHARDPS_SUMMARY",
@@ -559,11 +561,28 @@ static void s_run(s_launch_t *L)
     ps_launch_children_close(&L->C);
 }
 
+/* The job's last line, on stdout (the logs are on stderr, a failure's cause
+ * among them), so that a script can take it alone: "job ok in 44.5 s: <the
+ * scheduler's summary>" or "job failed: why". */
+static void s_print_result(const s_launch_t *L)
+{
+    const char *sum = L->C.summary;
+    if (L->exit_code == 0) {
+        printf("job ok in %.1f s%s%s\n", ps_now() - L->t_start, sum[0] ? ": " : "", sum);
+    } else {
+        printf("job failed: %s\n", L->why[0] ? L->why : "could not start");
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     ps_launch_flags_t flags;
     s_launch_t launch = {.F = &flags, .sig_pipe = {-1, -1}};
     s_launch_t *L = &launch;
+    if (ps_version_flag(PS_LAUNCH_PROG, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     ps_log_set_role("L", -1);
     int rc = ps_launch_flags_parse(&flags, argc, argv);
     if (rc == 1) {
@@ -612,10 +631,7 @@ int main(int argc, char **argv)
             L->exit_code = 1;
         }
     }
-    double took = ps_now() - L->t_start;
-    if (L->exit_code == 0) {
-        ps_log_write(PS_LOG_INFO, "job ok in %.1f s", took);
-    } else {
+    if (L->exit_code != 0) {
         ps_log_write(PS_LOG_ERR, "job failed: %s", L->why);
     }
     goto done;
@@ -623,6 +639,7 @@ fail:
     L->exit_code = 1;
     ps_log_write(PS_LOG_ERR, "job failed: %s", L->why[0] ? L->why : "could not start");
 done:
+    s_print_result(L);
     s_remove_tmpdir(L);
     ps_launch_plot_destroy(&L->plot);
     ps_launch_children_fini(&L->C);

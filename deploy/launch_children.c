@@ -58,9 +58,25 @@ typedef struct {
     int k; /* 0 stdout, 1 stderr */
 } s_sink_t;
 
+/* The scheduler's summary line, kept for the launcher's last line on stdout. */
+static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, const char *p,
+                           size_t n)
+{
+    static const char key[] = " I summary: ";
+    if (c->role != PS_LAUNCH_SCHEDULER) {
+        return;
+    }
+    const char *at = memmem(p, n, key, sizeof key - 1);
+    if (at) {
+        at += sizeof key - 1;
+        snprintf(C->summary, sizeof C->summary, "%.*s", (int)(p + n - at), at);
+    }
+}
+
 static void s_on_line(void *ctx, const char *p, size_t n)
 {
     const s_sink_t *sink = ctx;
+    s_keep_summary(sink->C, sink->c, p, n);
     s_emit(sink->C, sink->c, sink->k, p, n);
 }
 

@@ -10,6 +10,7 @@
 #include "deploy/launch_flags.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +274,11 @@ static int s_observe_files(ps_launch_flags_t *F)
                              {"--log-dir", F->log_dir}};
     for (int i = 0; i < 2; i++) {
         snprintf(probe, sizeof probe, "%s/progress.csv", dirs[i][1] ? dirs[i][1] : "");
+        /* made when missing, as mkdir -p (the default plot directory holds --summary) */
+        if (dirs[i][1] && (i == 1 || F->plot) && ps_file_mkdirs(dirs[i][1]) != 0) {
+            return s_bad("%s %s: cannot make the directory: %s", dirs[i][0], dirs[i][1],
+                         strerror(errno));
+        }
         if (dirs[i][1] && ps_file_check_writable(probe, why, sizeof why) != 0) {
             return s_bad("%s %s: not a writable directory", dirs[i][0], dirs[i][1]);
         }
@@ -388,7 +394,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
          "role binaries (default: next to this one, ../<role>/, $PATH)"},
         {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
-         "stop and fail the job after this long (0 = never)"},
+         "stop and fail the job after this long (0 = never)", "SHARDPS_JOB_TIMEOUT"},
         {"node", PS_FLAG_BOOL, &F->node, "0|1",
          "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
          "Kubernetes): role, rank and scheduler from its environment"},
@@ -413,9 +419,9 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         F->fwd_bool[i] = -1;
         flags[S_NOWN + i] = f->type == PS_FLAG_BOOL
                                 ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i],
-                                              f->metavar, F->fwd[i].help}
+                                              f->metavar, F->fwd[i].help, f->env}
                                 : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
-                                              F->fwd[i].help};
+                                              F->fwd[i].help, f->env};
     }
     int rest = argc;
     int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, S_NOWN + F->nfwd, argc, argv, &rest);

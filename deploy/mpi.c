@@ -17,8 +17,10 @@
 #include <unistd.h>
 
 #include "common/job.h"
-#include "proto/addr.h"
+#include "common/version.h"
 #include "deploy/proc.h"
+#include "proto/addr.h"
+#include "proto/codec.h"
 
 enum { S_HOST = 256, S_ID = 64 };
 
@@ -64,8 +66,35 @@ static void s_scheduler_host(int rank, char *out, size_t cap)
     free(all);
 }
 
+#define S_PROG "shardps-mpi"
+
+/* --help and --version, before MPI_Init: a person asking needs no MPI job.
+ * Returns 1 when one was answered. */
+static int s_asked(int argc, char **argv)
+{
+    if (ps_version_flag(S_PROG, ps_codec_build_id, argc, argv)) {
+        return 1;
+    }
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: mpirun -np N " S_PROG " [shardps-launch flags]\n"
+                   "Starts a whole shardps job, one role per MPI rank: rank 0 the scheduler,\n"
+                   "1..S the servers, the rest the workers. Every rank becomes\n"
+                   "`shardps-launch --node` with these flags (`shardps-launch --help` lists\n"
+                   "them); MPI is used only to agree on the scheduler's host and the job id.\n"
+                   "  --help     show this help\n"
+                   "  --version  " PS_VERSION_HELP "\n");
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (s_asked(argc, argv)) {
+        return 0;
+    }
     MPI_Init(&argc, &argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -86,13 +115,13 @@ int main(int argc, char **argv)
 
     char launch[4096];
     if (ps_proc_find_exe("shardps-launch", "deploy", launch, sizeof launch) != 0) {
-        fprintf(stderr, "shardps-mpi: error: cannot find shardps-launch (next to shardps-mpi, "
+        fprintf(stderr, S_PROG ": error: cannot find shardps-launch (next to shardps-mpi, "
                         "in ../deploy/ or on $PATH)\n");
         return 1;
     }
     char **args = calloc((size_t)argc + 2, sizeof *args);
     if (!args) {
-        fprintf(stderr, "shardps-mpi: error: out of memory\n");
+        fprintf(stderr, S_PROG ": error: out of memory\n");
         return 1;
     }
     args[0] = launch;
@@ -101,6 +130,6 @@ int main(int argc, char **argv)
         args[i + 1] = argv[i];
     }
     execv(launch, args);
-    fprintf(stderr, "shardps-mpi: error: cannot run %s: %s\n", launch, strerror(errno));
+    fprintf(stderr, S_PROG ": error: cannot run %s: %s\n", launch, strerror(errno));
     return 1;
 }

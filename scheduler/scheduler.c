@@ -203,6 +203,7 @@ static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
     /* The summary first: once the nodes hear of the abort they exit, and a
      * launcher that sees them go may stop this process before it writes. */
     ps_summary_write(s);
+    ps_scheduler_status_final(s);
     ps_restart_save(s->restart, s); /* its nodes are told to go: nothing to bring back */
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
     sd.status = PS_ECLOSED;
@@ -543,6 +544,7 @@ static int s_finish(ps_scheduler_t *s)
     ps_scheduler_observe_tick(s);
     ps_sched_obs_mark_end(s->obs);
     int written = ps_summary_write(s); /* ps_scheduler_fail wrote a failed job's */
+    ps_scheduler_status_final(s);
     ps_restart_save(s->restart, s);
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
     sd.reason = (char *)"job finished";

@@ -308,6 +308,12 @@ static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)
 void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m);
 void ps_scheduler_observe_tick(ps_scheduler_t *s);
 
+/* Once the job has ended (finished or failed): sends the final view, unasked
+ * (request id 0), to the last few that asked for one, so that a
+ * `shardps-status --watch` learns how the job ended though the scheduler is
+ * gone before its next question. */
+void ps_scheduler_status_final(ps_scheduler_t *s);
+
 #ifdef __cplusplus
 }
 #endif

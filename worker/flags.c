@@ -54,7 +54,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"save-model", PS_FLAG_STR, &c->save_model, "FILE", "worker 0 writes the trained model here at the end (safetensors, PyTorch state_dict names)"},
         {"init-from", PS_FLAG_STR, &c->init_from, "FILE", "start training from this model file (safetensors) instead of the seed's initialisation"},
         {"evaluate", PS_FLAG_STR, &c->evaluate, "FILE", "no job: print the test accuracy and loss of this model file, then exit"},
-        {"summary", PS_FLAG_STR, &c->summary, "FILE", "with --evaluate: write its result here as JSON (ignored otherwise)"},
+        {"summary", PS_FLAG_STR, &c->summary, "FILE", "with --evaluate: write its result here as JSON (ignored otherwise)", "SHARDPS_EVALUATE_SUMMARY"},
         {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
         {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "allreduce: the host the ring reaches this worker at, on its bound port (or a whole tcp://HOST:PORT); default: the bound host, or for 0.0.0.0 the local end of the route to the scheduler"},
         {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},

@@ -255,22 +255,29 @@ static int s_save_model(ps_worker_t *w, const float *params)
     return rc;
 }
 
-/* Worker 0's progress line, every --progress seconds and at each epoch's
- * end: the epoch's step and mean loss, and the samples per second of the
- * whole job since the last line. */
+/* Worker 0's progress line, every --progress seconds, at each epoch's end
+ * and at the last step: the epoch's step and mean loss, the samples per
+ * second of the whole job since the last line, and the time left at that
+ * rate. Counted toward the job's last step: under --max-steps below an epoch,
+ * "epoch=1/1 step=12/20", not the epoch's full length. */
 static void s_log_progress(ps_worker_t *w, int epoch, int64_t t, double mean_loss,
                            int64_t steps, double *last_log, int64_t *last_log_step)
 {
-    const int64_t spe = w->view->steps_per_epoch;
+    const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
     const double now = ps_now();
-    if (now - *last_log < w->cfg->progress_seconds && t % spe != 0) {
+    if (now - *last_log < w->cfg->progress_seconds && t % spe != 0 && t != total) {
         return;
     }
-    ps_log_info("epoch=%d/%d step=%lld/%lld loss=%.4f samples_per_sec=%.0f", epoch + 1,
-                w->job.epochs, (long long)(t - (int64_t)epoch * spe), (long long)spe,
-                mean_loss,
-                (double)(steps - *last_log_step) * w->view->num_workers * w->job.batch /
-                    (now - *last_log));
+    const int64_t shown = total < spe ? total : spe; /* one epoch's steps, as this job runs */
+    const double dt = now - *last_log, dsteps = (double)(steps - *last_log_step);
+    char eta[32] = "";
+    if (dsteps > 0 && t < total) {
+        snprintf(eta, sizeof eta, " eta=%.0fs", (double)(total - t) * dt / dsteps);
+    }
+    ps_log_info("epoch=%d/%lld step=%lld/%lld loss=%.4f samples_per_sec=%.0f%s", epoch + 1,
+                (long long)((total + spe - 1) / spe), (long long)(t - (int64_t)epoch * spe),
+                (long long)shown, mean_loss,
+                dsteps * w->view->num_workers * w->job.batch / dt, eta);
     *last_log = now;
     *last_log_step = steps;
 }

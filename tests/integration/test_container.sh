@@ -95,6 +95,6 @@ buildah)
     ;;
 esac
 "${tool}" rmi "$TAG" >/dev/null 2>&1
-[ $rc -eq 0 ] && grep -q "L I job ok" "$TMP/run.log" ||
+[ $rc -eq 0 ] && grep -q "^job ok" "$TMP/run.log" ||
     fail "the image's 1x1 job failed ($rc): $(tail -5 "$TMP/run.log")"
 echo "ok: $tool built deploy/Containerfile; its 1x1 job: $(grep -o 'test_accuracy=[0-9.]*' "$TMP/run.log" | tail -1)"

@@ -52,7 +52,7 @@ command -v promtool >/dev/null || echo "promtool not installed (Debian: promethe
 
 # ---- bad flags: one line, exit 2, nothing started ----
 for bad in "$SCHED --metrics-bind nohost" "$WORKER --metrics-bind 127.0.0.1:70000" \
-    "$SERVER --trace-steps 5:2" "$WORKER --trace-kib 8" "$LAUNCH --plot $TMP/none/here" \
+    "$SERVER --trace-steps 5:2" "$WORKER --trace-kib 8" "$LAUNCH --plot /dev/null/here" \
     "$LAUNCH --trace $TMP/none/t.json"; do
     $bad >"$TMP/bad.out" 2>&1
     rc=$?
