@@ -383,6 +383,10 @@ static int s_train(ps_worker_t *w, int rolled_back)
         }
         rc = w->resident ? ps_model_train_step_idx(w->model, b, &loss)
                          : ps_model_train_step(w->model, w->x, w->y, b, &loss);
+        if (steps == 0 && ps_model_graph_error(w->model) != 0) {
+            ps_log_warn("the step could not be recorded as a CUDA graph (%s): queued by hand",
+                        ps_strerror(ps_model_graph_error(w->model)));
+        }
         if (rc != 0) {
             snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;

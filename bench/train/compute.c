@@ -104,6 +104,7 @@ typedef struct {
     double kernels, copies, host; /* the step split: device kernels, copies, the rest */
     double torch_sps;     /* PyTorch samples/s; NAN = not run or failed */
     double strong_sps;    /* PyTorch resident + graph samples/s (device only); NAN = none */
+    int graph_error;      /* recording the step as a CUDA graph failed with this; 0 = no */
     double torch_cpu_sps; /* PyTorch samples per CPU second of its process; NAN = unknown */
     char torch_ver[64];   /* PyTorch's version, "" if unknown */
     char torch_note[256]; /* why there is no PyTorch figure */
@@ -421,7 +422,8 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     s_num(&s, "copies", r->copies, ", ");
     s_num(&s, "host", r->host, ", ");
     s_num(&s, "step", r->step, "}, ");
-    ps_bench_str_addf(&s, "\"tf32\": %d, \"cuda_graph\": %d, ", cfg->tf32, cfg->graph);
+    ps_bench_str_addf(&s, "\"tf32\": %d, \"cuda_graph\": %d, \"graph_error\": \"%s\", ",
+                      cfg->tf32, cfg->graph, r->graph_error ? ps_strerror(r->graph_error) : "");
     s_num(&s, "torch_samples_per_sec", r->torch_sps, ", ");
     s_num(&s, "ratio_vs_torch", sps / r->torch_sps, ", ");
     s_num(&s, "torch_strong_samples_per_sec", r->strong_sps, ", ");
@@ -595,6 +597,11 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
             cfg->model, k->name, res->blas_threads, cfg->batch, cfg->warmup, cfg->steps,
             cfg->profile_steps);
     rc = s_measure(&L, res);
+    res->graph_error = ps_model_graph_error(m);
+    if (res->graph_error) {
+        fprintf(stderr, S_PROG ": the step could not be recorded as a CUDA graph (%s): "
+                        "steps were queued by hand\n", ps_strerror(res->graph_error));
+    }
     if (rc != 0) {
         fprintf(stderr, S_PROG ": error: training step: %s\n", ps_strerror(rc));
     }

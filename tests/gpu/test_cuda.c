@@ -1116,7 +1116,7 @@ static void s_resident_case(ps_model_t *m, int n)
     ps_modelcheck_ready_t r = {.m = m};
     for (int graph = 0; graph < 2; graph++) {
         ps_model_set_graph(m, graph);
-        for (int round = 0; round < 2 * rounds; round++) {
+        for (int round = 0; round <= rounds; round++) {
             const int b = (round * 2) % rounds; /* 0, 2, 1, ...: out of order */
             s_params_for(m, p0, b);
             memcpy(idx, order + b * n, (size_t)n * sizeof(uint32_t));

@@ -485,6 +485,11 @@ int ps_model_set_graph(ps_model_t *m, int on)
     return 0;
 }
 
+int ps_model_graph_error(const ps_model_t *m)
+{
+    return m->graph_rc;
+}
+
 int ps_model_set_tf32(ps_model_t *m, int on)
 {
     return m->k->set_tf32(m->ctx, on);
@@ -538,7 +543,10 @@ static int s_replay(ps_model_t *m, int n)
     if (!m->graph || m->graph_n != n) {
         int rc = s_record(m, n);
         if (rc) {
-            return rc;
+            /* nothing recorded ran: this and later steps go by hand */
+            m->use_graph = 0;
+            m->graph_rc = rc == PS_ENOTSUP ? 0 : rc;
+            return PS_ENOTSUP;
         }
     }
     s_begin(m);

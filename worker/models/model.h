@@ -120,9 +120,14 @@ int ps_model_train_step_idx(ps_model_t *m, int n, float *loss);
  * once per batch size as a backend graph (a CUDA graph) and replays it, one
  * launch per step; parameters, gradients and every buffer stay at fixed
  * device addresses. The same bits as without. Profiled steps are never
- * recorded. A backend without graphs (CPU) ignores it. Returns 0.
+ * recorded. A backend without graphs (CPU) ignores it; one whose recording
+ * fails turns graphs off (ps_model_graph_error). Returns 0.
  */
 int ps_model_set_graph(ps_model_t *m, int on);
+
+/* 0, or the error with which recording a step failed: graphs are then off
+ * for this model and steps are queued by hand (the same results). */
+int ps_model_graph_error(const ps_model_t *m);
 
 /* TF32 GEMMs on (1) or off (0, the default): see kernels.h set_tf32. Returns
  * 0 or PS_ENOTSUP (on, with a backend that has no TF32). */

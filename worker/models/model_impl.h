@@ -81,6 +81,7 @@ struct ps_model {
     int use_graph;            /* record the resident step once, then replay it */
     ps_kgraph_t *graph;       /* the recording; owned; NULL = none yet */
     int graph_n;              /* its batch size */
+    int graph_rc;             /* why recording failed (graphs then off); 0 = it did not */
     size_t graph_nout;        /* its gradient copies out */
     size_t *graph_out_from;   /* [ntensors] their first keys; owned */
 };
