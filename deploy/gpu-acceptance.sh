@@ -6,19 +6,25 @@
 # and run there, from the repository copy, after the prefix it prints:
 #   . .gpu/env.sh && deploy/gpu-acceptance.sh .gpu/bin OUT
 # Runs, each logged under OUT:
-#   1. the gpu test suite (tests/gpu/test_cuda);
+#   1. the gpu test suite (tests/gpu/test_cuda), then again under
+#      compute-sanitizer memcheck (when installed), whose reports are counted
+#      apart from the suite's one deliberate out-of-memory allocation;
 #   2. the MLP through a local cluster (2 servers, 2 workers, sync, 10 epochs)
 #      and the CNN (1 server, 1 worker, 3 epochs), project defaults;
-#   3. shardps-bench compute for both models on the CPU and on DEVICE, and
-#      PyTorch eager on DEVICE for both (bench/torch/train.py), same batch;
-# then prints one table: accuracies against the targets, samples/s, ratios.
+#   3. shardps-bench compute for both models on the CPU (batch 64), and on
+#      DEVICE at batch 64, 256 and 1024, each with --tf32 0 and 1, beside
+#      PyTorch on DEVICE eager and strong (--resident --graph) in the same
+#      call (compute --torch), its results page under OUT/pages;
+# then prints one table: accuracies against the targets, memcheck, samples/s
+# against both references (target: >= 1.0x strong in FP32), and the CNN's
+# batch scaling (target: batch 1024 >= 5x batch 64's samples/s).
 #
 #   usage: deploy/gpu-acceptance.sh BIN_DIR OUT_DIR [DEVICE]
 # BIN_DIR is a build directory or the bundle's bin/; DEVICE defaults to cuda
-# (cpu makes a dry run on a machine without a GPU). $SHARDPS_DATA, when set,
-# names the dataset directory (the bundle's env.sh sets it); $PYTHON the Python
-# with torch (default python3). Exit status: 0 when
-# every step ran and every accuracy target holds, 1 otherwise.
+# (cpu makes a dry run on a machine without a GPU: no sweep, no memcheck).
+# $SHARDPS_DATA, when set, names the dataset directory (the bundle's env.sh
+# sets it); $PYTHON the Python with torch (default python3). Exit status: 0
+# when every step ran and every target holds, 1 otherwise.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BIN_DIR OUT_DIR [DEVICE]" >&2; exit 2; }
 bin=$(cd "$1" && pwd) || exit 2
@@ -42,22 +48,35 @@ step() {
 }
 
 step test_cuda "$bin/tests/gpu/test_cuda"
+# memcheck: every child the suite forks is checked too. The suite asks for
+# more memory than any GPU has once, on purpose: that API error is counted
+# apart from the others, which must be none.
+if [ "$dev" != cpu ] && command -v compute-sanitizer >/dev/null; then
+    compute-sanitizer --tool memcheck --target-processes all --print-limit 100 \
+        "$bin/tests/gpu/test_cuda" >"$out/memcheck.log" 2>&1
+    echo "   memcheck exit $? ($(grep -c 'ERROR SUMMARY' "$out/memcheck.log") summaries)" >&2
+fi
 launch=("$bin/deploy/shardps-launch" --data "$data" --device "$dev" --log-level info)
 step mlp "${launch[@]}" --servers 2 --workers 2 --model mlp --epochs 10 --summary "$out/mlp.json"
 step cnn "${launch[@]}" --servers 1 --workers 1 --model cnn --epochs 3 --summary "$out/cnn.json"
+compute=("$bin/bench/shardps-bench" compute --data "$data" --python "$(command -v "$python")"
+    --torch-script "$here/../bench/torch/train.py" --out "$out/pages")
 for m in mlp cnn; do
     steps=$([ "$m" = mlp ] && echo 2000 || echo 300)
-    for d in $(printf '%s\n' cpu "$dev" | uniq); do
-        step "compute_${m}_$d" "$bin/bench/shardps-bench" compute --model "$m" --device "$d" \
-            --steps "$steps" --data "$data" --json "$out/compute_${m}_$d.json"
+    step "compute_${m}_cpu" "${compute[@]}" --model "$m" --device cpu --steps "$steps" \
+        --json "$out/compute_${m}_cpu.json"
+    [ "$dev" != cpu ] || continue
+    for b in 64 256 1024; do
+        for t in 0 1; do
+            step "compute_${m}_${dev}_b${b}_tf${t}" "${compute[@]}" --model "$m" --device "$dev" \
+                --batch "$b" --tf32 "$t" --steps "$steps" --torch \
+                --json "$out/compute_${m}_${dev}_b${b}_tf${t}.json"
+        done
     done
-    step "torch_${m}_$dev" "$python" "$here/../bench/torch/train.py" --model "$m" \
-        --data "$data" --steps "$steps" --warmup 20 --device "$dev" \
-        --out "$out/torch_${m}_$dev.json"
 done
 
 python3 - "$out" "$dev" <<'PY' || failed=1
-import json, os, sys
+import json, os, re, sys
 out, dev = sys.argv[1], sys.argv[2]
 def load(name):
     try:
@@ -65,6 +84,8 @@ def load(name):
             return json.loads(f.read().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError):
         return None
+def r(v, nd=0):
+    return "n/a" if v is None else (round(v) if nd == 0 else round(v, nd))
 ok = True
 print("| check | figure | target | met |\n|---|---|---|---|")
 for model, epoch, target in (("mlp", 1, 0.82), ("mlp", 10, 0.88), ("cnn", 3, 0.89)):
@@ -72,16 +93,45 @@ for model, epoch, target in (("mlp", 1, 0.82), ("mlp", 10, 0.88), ("cnn", 3, 0.8
     acc = s["test_accuracy_per_epoch"][epoch - 1] if s and len(s.get("test_accuracy_per_epoch", [])) >= epoch else None
     met = acc is not None and acc >= target
     ok &= met
-    print(f"| {model} {dev} test accuracy, epoch {epoch} | {acc if acc is not None else 'n/a'} | >= {target} | {'yes' if met else 'NO'} |")
+    print(f"| {model} {dev} test accuracy, epoch {epoch} | {r(acc, 4)} | >= {target} | {'yes' if met else 'NO'} |")
+if dev != "cpu":
+    try:
+        log = open(os.path.join(out, "memcheck.log"), errors="replace").read()
+        total = sum(int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) error", log))
+        oom = len(re.findall(r"Program hit cudaErrorMemoryAllocation", log))
+        other = total - oom
+        met = "ERROR SUMMARY" in log and other == 0
+        print(f"| memcheck reports: deliberate out-of-memory / other | {oom} / {other} | 0 other | {'yes' if met else 'NO'} |")
+    except OSError:
+        met = False
+        print("| memcheck | not run (no compute-sanitizer) | 0 other | NO |")
+    ok &= met
 for model in ("mlp", "cnn"):
-    cpu, gpu = load(f"compute_{model}_cpu.json"), load(f"compute_{model}_{dev}.json")
-    torch = load(f"torch_{model}_{dev}.json")
-    c = cpu["samples_per_sec"] if cpu else None
-    g = gpu["samples_per_sec"] if gpu else None
-    t = torch["samples_per_sec"] if torch else None
-    fig = " / ".join(str(round(v)) if v else "n/a" for v in (c, g, t))
-    print(f"| {model} samples/s: shardps cpu / shardps {dev} / PyTorch {dev} | {fig} | "
-          f"{dev} >= 1.0x PyTorch | {round(g / t, 2) if g and t else 'n/a'} |")
+    cpu = load(f"compute_{model}_cpu.json")
+    print(f"| {model} samples/s, shardps cpu, batch 64 | {r(cpu and cpu['samples_per_sec'])} | - | - |")
+    if dev == "cpu":
+        continue
+    sps = {}
+    for b in (64, 256, 1024):
+        for t in (0, 1):
+            g = load(f"compute_{model}_{dev}_b{b}_tf{t}.json") or {}
+            v, e, st = g.get("samples_per_sec"), g.get("torch_samples_per_sec"), g.get("torch_strong_samples_per_sec")
+            sps[b, t] = v
+            ratio = v / st if v and st else None
+            met = ratio is not None and ratio >= 1.0
+            if t == 0:
+                ok &= met
+            split = g.get("time_split", {})
+            ms = " / ".join(str(r(split.get(k) and 1e3 * split[k], 3)) for k in ("kernels", "copies", "host"))
+            print(f"| {model} b{b} tf32={t} samples/s: shardps / PyTorch eager / strong (ms kernels / copies / host) "
+                  f"| {r(v)} / {r(e)} / {r(st)} ({ms}) | {'>= 1.0x strong' if t == 0 else 'reported'} "
+                  f"| {r(ratio, 2)}{' (tf32)' if t else ''}{' NO' if t == 0 and not met else ''} |")
+    if model == "cnn":
+        lo, hi = sps.get((64, 0)), sps.get((1024, 0))
+        scale = hi / lo if lo and hi else None
+        met = scale is not None and scale >= 5.0
+        ok &= met
+        print(f"| cnn samples/s batch 1024 / batch 64 (fp32) | {r(scale, 2)} | >= 5 | {'yes' if met else 'NO'} |")
 sys.exit(0 if ok else 1)
 PY
 exit "$failed"

@@ -37,6 +37,13 @@ extern "C" {
 /* Per-user backend state (opaque; defined by each backend). */
 typedef struct ps_kctx ps_kctx_t;
 
+/* A recorded sequence of ops and async copies, replayed as one launch (on
+ * CUDA a CUDA graph). Opaque; made by graph_end, freed by graph_destroy. */
+typedef struct ps_kgraph ps_kgraph_t;
+
+/* Timing marks per context (see mark / mark_ms). */
+enum { PS_KERNELS_MARKS = 16 };
+
 /* Geometry of a stride-1, square-kernel, zero-padded 2-D convolution
  * x[N,C,H,W] * w[O,C,K,K] + b[O] -> y[N,O,HO,WO], HO = H + 2*pad - K + 1. */
 typedef struct {
@@ -182,6 +189,56 @@ typedef struct ps_kernels {
      * context; its name into name. Returns 0, or PS_ENODEV with the reason in
      * name. kernels/device.h chooses the index. */
     int (*use_device)(int index, char *name, size_t namelen);
+    /* ---- device-resident data -------------------------------------------- */
+
+    /* Gathers a batch from a dataset kept as grey levels: for i < n and
+     * s = idx[i] (< the dataset's count: the caller checks),
+     * x[i][0..F) = pixels[s][0..F) * a + c (a multiply then an add, never
+     * fused: the bits of the host's conversion) and y[i] = labels[s].
+     * All five pointers are backend buffers. */
+    void (*gather_u8)(ps_kctx_t *ctx, const uint8_t *pixels, const uint8_t *labels, size_t F,
+                      const uint32_t *idx, int n, float a, float c, float *x, uint8_t *y);
+
+    /* softmax_xent (same arithmetic, same arguments less `correct`) without
+     * waiting for the device: the result stays in ctx until the next
+     * softmax_xent_queue. xent_result reads it once a sync or copy_wait of ctx
+     * has covered the op: the mean loss over N rows, and the rows whose
+     * argmax is the label in *correct when correct is not NULL. */
+    void (*softmax_xent_queue)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
+                               int N, int C, float *dlogits);
+    float (*xent_result)(ps_kctx_t *ctx, int N, int *correct);
+
+    /* ---- recorded steps (CUDA graphs) -------------------------------------- */
+
+    /* graph_begin starts recording what is queued on ctx (ops, plain and
+     * async copies) instead of running it; graph_end stops, and on success
+     * stores the recording in *out (caller owns it; free with graph_destroy,
+     * NULL-safe, nulls *g). While recording nothing may wait for the device
+     * (no softmax_xent, copy_d2h, sync, copy_wait) and copies must be from or
+     * to host_alloc memory. Scalars and pointers are fixed at recording: a
+     * replay reads the same buffers, whatever they then hold. graph_launch
+     * queues one replay on ctx (the context that recorded it); copy_wait and
+     * xent_result then see its copies and loss as if queued by hand. Each
+     * returns 0, PS_ENOTSUP (a backend without graphs: CPU), or PS_EIO. */
+    int (*graph_begin)(ps_kctx_t *ctx);
+    int (*graph_end)(ps_kctx_t *ctx, ps_kgraph_t **out);
+    int (*graph_launch)(ps_kctx_t *ctx, ps_kgraph_t *g);
+    void (*graph_destroy)(ps_kgraph_t **g);
+
+    /* ---- arithmetic mode and timing ---------------------------------------- */
+
+    /* on != 0 lets the GEMMs round their inputs to TF32 on tensor cores
+     * (CUDA, sm_80 and newer): faster, and different arithmetic (10-bit
+     * mantissas in the products). 0 (the default) is plain FP32. Returns 0,
+     * or PS_ENOTSUP when on != 0 and the backend has no such mode (CPU). */
+    int (*set_tf32)(ps_kctx_t *ctx, int on);
+    /* Marks point `slot` (< PS_KERNELS_MARKS) in ctx's compute stream
+     * (copy = 0) or copy stream (copy = 1), on CUDA with an event; on the CPU
+     * it reads the clock. mark_ms waits for both marks and returns the
+     * milliseconds between them (< 0 when a mark was never set or the
+     * backend failed). Not while recording. */
+    int (*mark)(ps_kctx_t *ctx, int slot, int copy);
+    double (*mark_ms)(ps_kctx_t *ctx, int from, int to);
 } ps_kernels_t;
 
 /* The CPU backend (OpenBLAS + vectorised loops). Always present. */

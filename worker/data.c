@@ -261,12 +261,18 @@ void ps_data_order(uint64_t seed, int epoch, uint32_t *order, int n)
     }
 }
 
+void ps_data_norm(float *a, float *c)
+{
+    *a = 1.0f / (255.0f * PS_DATA_STD);
+    *c = -PS_DATA_MEAN / PS_DATA_STD;
+}
+
 /* The float of every grey level: (p/255 - mean)/std = p*a + c, folded as the
  * conversion always was, so the inputs stay bitwise what they were. */
 static void s_normalise(const uint8_t *p, size_t n, float *x)
 {
-    const float a = 1.0f / (255.0f * PS_DATA_STD);
-    const float c = -PS_DATA_MEAN / PS_DATA_STD;
+    float a, c;
+    ps_data_norm(&a, &c);
     for (size_t i = 0; i < n; i++) {
         x[i] = (float)p[i] * a + c;
     }

@@ -59,6 +59,10 @@ void ps_data_order(uint64_t seed, int epoch, uint32_t *order, int n);
  * floats), each pixel normalised to (pixel/255 - mean)/std. */
 void ps_data_images(const ps_dataset_t *ds, int first, int count, float *x);
 
+/* The normalisation as one multiply and one add: a pixel p becomes
+ * (float)p * a + c (rounded after each), as ps_data_gather converts it. */
+void ps_data_norm(float *a, float *c);
+
 /* Copies the samples order[first .. first+count) into x (count*rows*cols
  * floats, normalised as by ps_data_images) and y (count labels). */
 void ps_data_gather(const ps_dataset_t *ds, const uint32_t *order, int first, int count,

@@ -342,6 +342,17 @@ static int s_rollback(ps_worker_t *w, int64_t *t)
     return rc;
 }
 
+/* A step's batch: its indices for the device-resident set, or its samples
+ * gathered and normalised on the host. */
+static void s_batch(ps_worker_t *w, int first, int b)
+{
+    if (w->resident) {
+        memcpy(ps_model_batch_idx(w->model), w->order + first, (size_t)b * sizeof *w->order);
+    } else {
+        ps_data_gather(&w->train, w->order, first, b, w->x, w->y);
+    }
+}
+
 /* The step loop. rolled_back: start with a pending failover's rollback (the
  * job ended for this worker, then a server was replaced). */
 static int s_train(ps_worker_t *w, int rolled_back)
@@ -384,7 +395,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
         }
         const double ts = ps_now();
         ps_trace_step(t);
-        ps_data_gather(&w->train, w->order, (k * M + rank) * b, b, w->x, w->y);
+        s_batch(w, (k * M + rank) * b, b);
         double tc = ps_now();
         float loss;
         if (w->overlap) {
@@ -400,7 +411,13 @@ static int s_train(ps_worker_t *w, int rolled_back)
         if (!ring && t == w->cfg->fault_nan_push && (rc = s_fault_nan_push(w, t)) != 0) {
             return rc;
         }
-        if ((rc = ps_model_train_step(w->model, w->x, w->y, b, &loss)) != 0) {
+        rc = w->resident ? ps_model_train_step_idx(w->model, b, &loss)
+                         : ps_model_train_step(w->model, w->x, w->y, b, &loss);
+        if (steps == 0 && ps_model_graph_error(w->model) != 0) {
+            ps_log_warn("the step could not be recorded as a CUDA graph (%s): queued by hand",
+                        ps_strerror(ps_model_graph_error(w->model)));
+        }
+        if (rc != 0) {
             snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;
         }
@@ -483,6 +500,32 @@ static int s_kv_tensors(ps_worker_t *w)
     return rc;
 }
 
+/* On a device backend: the training set uploaded once, graph steps and the
+ * TF32 choice. On the CPU --tf32 1 is an error and the rest does not apply. */
+static int s_device_setup(ps_worker_t *w)
+{
+    const ps_worker_config_t *cfg = w->cfg;
+    int rc = ps_model_set_tf32(w->model, cfg->tf32);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "--tf32 1: the %s backend has no TF32 mode",
+                 w->kernels->name);
+        return rc;
+    }
+    if (w->kernels->host_is_backend) {
+        return 0;
+    }
+    float a, c;
+    ps_data_norm(&a, &c);
+    rc = ps_model_set_data(w->model, w->train.pixels, w->train.labels, w->train.n, a, c);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "cannot keep the training set on the %s device: %s",
+                 w->kernels->name, ps_strerror(rc));
+        return rc;
+    }
+    w->resident = 1;
+    return ps_model_set_graph(w->model, cfg->graph);
+}
+
 /* The job's model on the chosen backend (with --init-from's values), worker
  * 0's test set and the sample order's buffer. Returns 0 or an error with
  * w->err set. */
@@ -504,6 +547,9 @@ static int s_build_model(ps_worker_t *w)
     }
     if (w->rank == 0 &&
         (rc = ps_dataset_load(w->cfg->data_dir, 0, &w->test, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    if ((rc = s_device_setup(w)) != 0) {
         return rc;
     }
     w->order = malloc((size_t)w->train.n * sizeof *w->order);
@@ -542,6 +588,11 @@ static int s_start(ps_worker_t *w)
         (rc = ps_device_use(w->kernels, cfg->gpu, gpu, sizeof gpu)) != 0) {
         snprintf(w->err, sizeof w->err, "%s", gpu[0] ? gpu : device);
         return rc;
+    }
+    if (cfg->tf32 && w->kernels->host_is_backend) {
+        snprintf(w->err, sizeof w->err, "--tf32 1: the %s backend has no TF32 mode",
+                 w->kernels->name);
+        return PS_EINVAL;
     }
     ps_kernels_set_threads(cfg->threads);
     ps_secret_t secret;

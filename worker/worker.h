@@ -24,6 +24,8 @@ typedef struct {
     const char *data_dir;    /* directory of the Fashion-MNIST IDX files */
     const char *device;      /* "auto", "cpu" or "cuda" */
     int gpu;                 /* CUDA: visible GPU index; -1 = by local rank (kernels/device.h) */
+    int tf32;                /* 1: TF32 GEMMs on a GPU (other arithmetic); 0: plain FP32 */
+    int graph;               /* 1: a GPU step is one replay of a recorded CUDA graph */
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
     const char *dump_params; /* if set, the final parameters are written here (raw f32);
                                 a "%d" in it is replaced by the worker's rank */

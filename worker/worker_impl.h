@@ -62,6 +62,7 @@ typedef struct {
                         as the ring: a failed ring may still hold its frames) */
     ps_dataset_t train, test;
     uint32_t *order; /* this epoch's global sample order */
+    int resident;    /* 1: the training set lives on the device (ps_model_set_data) */
     float *x;        /* batch images: the model's pinned buffer; borrowed */
     uint8_t *y;      /* batch labels: likewise */
     ps_safetensors_t *init; /* --init-from: the model file, read before joining */

@@ -3,8 +3,15 @@
 Trains the MLP or CNN of reference.py in one process on Fashion-MNIST with
 plain SGD: each step gathers a batch on the host, moves it to --device, runs
 forward, backward and the update, and reads the loss (as a shardps step does).
-`shardps-bench compute --torch` runs it on the CPU for the same model, batch,
-lr and steps; deploy/gpu-acceptance.sh with --device cuda.
+`shardps-bench compute --torch` runs it for the same model, batch, lr and
+steps; deploy/gpu-acceptance.sh with --device cuda.
+
+The strong GPU reference adds --resident (the training set on the device as
+normalised float32; each batch one index_select there, the step's indices
+drawn on the device from the epoch's permutation) and --graph (the whole
+step - gather, forward, loss, backward, SGD - captured once with
+torch.cuda.graphs and replayed; no per-step sync: the losses are summed on
+the device and read once per epoch). TF32 stays off unless --tf32 1.
 
 After --warmup untimed steps, each epoch of --steps steps (0: the whole
 epoch) prints one JSON line: samples, seconds, samples_per_sec,
@@ -14,7 +21,8 @@ written to --out) adds the run's settings and torch's version.
 
 usage: python3 bench/torch/train.py --model mlp|cnn [--threads 1] [--batch 64]
            [--lr 0.1] [--steps 0] [--warmup 0] [--epochs 1] [--eval] [--seed 1]
-           [--data DIR|""] [--device cpu] [--out FILE] [--check]
+           [--data DIR|""] [--device cpu] [--resident] [--graph] [--tf32 0|1]
+           [--out FILE] [--check]
 --data "" trains on synthetic inputs. --check only says whether torch loads
 (exit 3 and one line when it does not).
 """
@@ -40,6 +48,12 @@ ap.add_argument("--eval", action="store_true", help="test accuracy after each ep
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--data", default=ref.DATA, help='Fashion-MNIST directory ("": synthetic)')
 ap.add_argument("--device", default="cpu", help="cpu or cuda")
+ap.add_argument("--resident", action="store_true",
+                help="keep the training set on the device; gather batches there")
+ap.add_argument("--graph", action="store_true",
+                help="capture the whole step in a CUDA graph (implies --resident)")
+ap.add_argument("--tf32", type=int, choices=(0, 1), default=0,
+                help="1: TF32 matmuls and convolutions on the GPU")
 ap.add_argument("--out", help="also write the last JSON line to this file")
 ap.add_argument("--check", action="store_true", help="only check that torch loads")
 a = ap.parse_args()
@@ -53,6 +67,11 @@ import torch.nn.functional as F  # noqa: E402
 
 torch.set_num_threads(a.threads)
 dev = torch.device(a.device)
+a.resident = a.resident or a.graph
+if a.graph and dev.type != "cuda":
+    sys.exit("train.py: --graph needs --device cuda")
+torch.backends.cuda.matmul.allow_tf32 = bool(a.tf32)
+torch.backends.cudnn.allow_tf32 = bool(a.tf32)
 if a.data:
     x, y = ref.load_split(a.data, "train")
 else:  # as shardps-bench compute --data "": 16 batches of fixed inputs
@@ -86,6 +105,58 @@ def step():
     return loss.item()
 
 
+if a.resident:
+    # the set on the device once; the step number on the device selects the
+    # batch's slice of the permutation, so nothing is copied per step
+    xd, yd, order_d = x.to(dev), y.to(dev), order.to(dev)
+    k_d = torch.zeros((), dtype=torch.long, device=dev)
+    loss_acc = torch.zeros((), device=dev)
+    span = torch.arange(a.batch, device=dev)
+
+    def dev_step():
+        idx = order_d[(k_d % per_epoch) * a.batch + span]
+        xb, yb = xd.index_select(0, idx), yd.index_select(0, idx)
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        loss_acc.add_(loss.detach())
+        k_d.add_(1)
+
+    def zero():
+        opt.zero_grad(set_to_none=False)
+
+    if a.graph:
+        # warm up on a side stream (as torch.cuda.graphs asks), then capture
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                zero()
+                dev_step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        zero()
+        with torch.cuda.graph(graph):
+            zero()
+            dev_step()
+        run = graph.replay
+    else:
+        def run():
+            zero()
+            dev_step()
+
+    def step():  # noqa: F811 - the resident loop's step
+        global done
+        run()
+        done += 1
+        return None
+
+    def epoch_loss(n):
+        v = loss_acc.item() / n
+        loss_acc.zero_()
+        return v
+
+
 def cpu_s():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -100,7 +171,14 @@ rec = {}
 for ep in range(1, a.epochs + 1):
     sync()
     t0, c0 = time.perf_counter(), cpu_s()
-    loss_sum = sum(step() for _ in range(steps))
+    if a.resident:
+        loss_acc.zero_()
+        for _ in range(steps):
+            step()
+        sync()
+        loss_sum = epoch_loss(1)
+    else:
+        loss_sum = sum(step() for _ in range(steps))
     sync()
     dt, cpu = time.perf_counter() - t0, cpu_s() - c0
     rec = dict(epoch=ep, samples=steps * a.batch, seconds=round(dt, 6),
@@ -110,7 +188,8 @@ for ep in range(1, a.epochs + 1):
         rec["test_accuracy"], rec["test_loss"] = ref.evaluate(model, xt, yt)
     if ep < a.epochs:
         print(json.dumps(rec), flush=True)
-rec.update(model=a.model, device=a.device, threads=a.threads, batch=a.batch, lr=a.lr,
+rec.update(model=a.model, device=a.device, resident=a.resident, graph=a.graph, tf32=a.tf32,
+           threads=a.threads, batch=a.batch, lr=a.lr,
            steps=steps, warmup=a.warmup, data=a.data and "fashion-mnist" or "synthetic",
            torch=torch.__version__,
            gpu=torch.cuda.get_device_name() if dev.type == "cuda" else "")

@@ -21,12 +21,23 @@
  *             out are the copies' own times, which the timed pass overlaps
  *             with forward and backward: the split can sum to more than a step.
  *
+ * On a device backend the loop is the worker's there: the training set is
+ * uploaded once and each step gathers its batch on the device from the
+ * step's indices (ps_model_train_step_idx), replayed as a CUDA graph unless
+ * --cuda-graph 0; the profiled pass's phases are then device times between
+ * CUDA events, and the page splits a step into kernels (forward + backward),
+ * copies (inputs, params in, gradients out) and host time (the rest of the
+ * step's wall time: gather or index copy, launches, update, waiting).
+ *
  * With --torch it checks first that PyTorch loads (it is optional: one line
  * saying how to install it, before any training), then runs the PyTorch
  * reference (--torch-script, under --python) for the same model, data, batch,
- * warm-up and step count with
+ * warm-up, step count and device, with
  * OPENBLAS_NUM_THREADS = --threads, and reports shardps/PyTorch samples/s, by
- * the wall clock and by CPU time (the script reports its own CPU share).
+ * the wall clock and by CPU time (the script reports its own CPU share). On
+ * a device it runs the script twice: eager (the loop as a user writes it)
+ * and strong (--resident --graph: the data on the device, the whole step one
+ * CUDA graph, no per-step sync), both with the same --tf32.
  * Writes one JSON object (--json) and prints a markdown table row. It never
  * judges a figure.
  */
@@ -76,6 +87,8 @@ typedef struct {
     int profile_steps;        /* profiled steps after them (0 = none) */
     int torch;                /* run the PyTorch baseline too */
     double lr;                /* SGD learning rate */
+    int tf32;                 /* GPU: TF32 GEMMs (here and in PyTorch) */
+    int graph;                /* GPU: the step as a replayed CUDA graph */
 } compute_cfg_t;
 
 /* What the two passes measured. */
@@ -88,7 +101,10 @@ typedef struct {
     double loss;         /* mean training loss over the timed pass */
     /* Profiled pass, seconds per step. */
     double gather, copy_in, forward, backward, copy_out, update, step;
+    double kernels, copies, host; /* the step split: device kernels, copies, the rest */
     double torch_sps;     /* PyTorch samples/s; NAN = not run or failed */
+    double strong_sps;    /* PyTorch resident + graph samples/s (device only); NAN = none */
+    int graph_error;      /* recording the step as a CUDA graph failed with this; 0 = no */
     double torch_cpu_sps; /* PyTorch samples per CPU second of its process; NAN = unknown */
     char torch_ver[64];   /* PyTorch's version, "" if unknown */
     char torch_note[256]; /* why there is no PyTorch figure */
@@ -131,6 +147,7 @@ typedef struct {
     float *x;        /* batch x 28 x 28: the model's pinned buffer; borrowed */
     uint8_t *y;      /* batch: likewise */
     int per_epoch;   /* whole batches in the data */
+    int resident;    /* the data is on the device: steps by index */
     long next;       /* next step's index */
     ps_optim_sgd_t sgd;
 } compute_loop_t;
@@ -141,11 +158,16 @@ static int s_step(compute_loop_t *L, float *loss, double *t)
 {
     const int b = L->cfg->batch;
     long k = L->next++ % L->per_epoch;
-    ps_data_gather(L->ds, L->order, (int)k * b, b, L->x, L->y);
+    if (L->resident) {
+        memcpy(ps_model_batch_idx(L->m), L->order + k * b, (size_t)b * sizeof *L->order);
+    } else {
+        ps_data_gather(L->ds, L->order, (int)k * b, b, L->x, L->y);
+    }
     if (t) {
         t[0] = ps_now();
     }
-    int rc = ps_model_train_step(L->m, L->x, L->y, b, loss);
+    int rc = L->resident ? ps_model_train_step_idx(L->m, b, loss)
+                         : ps_model_train_step(L->m, L->x, L->y, b, loss);
     if (t) {
         t[1] = ps_now();
     }
@@ -206,6 +228,9 @@ static int s_measure(compute_loop_t *L, compute_result_t *res)
     res->copy_out = prof.copy_out / n;
     res->update = update / n;
     res->step = total / n;
+    res->kernels = res->forward + res->backward;
+    res->copies = res->copy_in + res->copy_out;
+    res->host = res->step - res->kernels - res->copies;
     return rc;
 }
 
@@ -291,13 +316,14 @@ static int s_torch_check(const compute_cfg_t *cfg)
     return rc;
 }
 
-/* Runs bench/torch/train.py for the same model, data, batch, warm-up and
- * steps at the same thread count. Fills res->torch_sps, or res->torch_note
- * with why not. */
-static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
+/* One run of bench/torch/train.py for the same model, data, batch, warm-up,
+ * steps and device at the same thread count, with `extra` flags (NULL-ended,
+ * at most 3). Stores its samples/s in *sps (NAN when it failed: why in
+ * res->torch_note) and what it says of its CPU share and version in res. */
+static void s_torch_one(const compute_cfg_t *cfg, const char *device, char *const extra[],
+                        double *sps, compute_result_t *res)
 {
-    res->torch_sps = res->torch_cpu_sps = NAN;
-    char thr[16], batch[16], steps[16], warmup[16], lr[32];
+    char thr[16], batch[16], steps[16], warmup[16], lr[32], tf32[4];
     /* Library default (0): as many as the machine has cores. */
     int threads = cfg->threads > 0 ? cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(thr, sizeof thr, "%d", threads);
@@ -305,21 +331,30 @@ static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
     snprintf(steps, sizeof steps, "%d", cfg->steps);
     snprintf(warmup, sizeof warmup, "%d", cfg->warmup);
     snprintf(lr, sizeof lr, "%g", cfg->lr);
+    snprintf(tf32, sizeof tf32, "%d", cfg->tf32);
     /* The script sets it too (from --threads) before importing torch; set here
      * as well so nothing it starts sees another value. */
     setenv("OPENBLAS_NUM_THREADS", thr, 1);
-    char *args[] = {"--model", (char *)cfg->model, "--threads", thr,   "--batch",
-                    batch,     "--lr",             lr,          "--steps", steps,
-                    "--warmup", warmup,            "--data",    (char *)cfg->data, NULL};
-    fprintf(stderr, S_PROG ": PyTorch reference: %s %s --model %s --threads %s ...\n",
-            cfg->python, cfg->torch_script, cfg->model, thr);
+    char *args[24] = {"--model",  (char *)cfg->model, "--threads", thr,   "--batch",
+                      batch,      "--lr",             lr,          "--steps", steps,
+                      "--warmup", warmup,             "--data",    (char *)cfg->data,
+                      "--device", (char *)device,     "--tf32",    tf32};
+    int n = 18;
+    for (int i = 0; extra[i] && i < 3; i++) {
+        args[n++] = extra[i];
+    }
+    args[n] = NULL;
+    fprintf(stderr, S_PROG ": PyTorch reference: %s %s --model %s --device %s%s%s ...\n",
+            cfg->python, cfg->torch_script, cfg->model, device, extra[0] ? " " : "",
+            extra[0] ? extra[0] : "");
     char *text = NULL;
+    *sps = NAN;
     int rc = s_torch_run(cfg, args, &text, res->torch_note, sizeof res->torch_note);
-    if (rc == 0 && (!text || s_find_num(text, "samples_per_sec", &res->torch_sps) != 0)) {
+    if (rc == 0 && (!text || s_find_num(text, "samples_per_sec", sps) != 0)) {
         snprintf(res->torch_note, sizeof res->torch_note, "%s wrote no samples_per_sec",
                  cfg->torch_script);
-        res->torch_sps = NAN;
-    } else if (rc == 0) {
+        *sps = NAN;
+    } else if (rc == 0 && sps == &res->torch_sps) {
         /* own_cpu_frac: the script's CPU seconds (all threads) per wall second. */
         double frac;
         if (s_find_num(text, "own_cpu_frac", &frac) == 0 && frac > 0) {
@@ -333,6 +368,17 @@ static void s_torch(const compute_cfg_t *cfg, compute_result_t *res)
         }
     }
     free(text);
+}
+
+/* The PyTorch references: eager, and on a device strong as well. */
+static void s_torch(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result_t *res)
+{
+    res->torch_sps = res->torch_cpu_sps = res->strong_sps = NAN;
+    char *eager[] = {NULL}, *strong[] = {"--resident", "--graph", NULL};
+    s_torch_one(cfg, k->name, eager, &res->torch_sps, res);
+    if (!k->host_is_backend) {
+        s_torch_one(cfg, k->name, strong, &res->strong_sps, res);
+    }
 }
 
 /* A JSON number, or null for NAN. */
@@ -372,9 +418,16 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     s_num(&s, "backward", r->backward, ", ");
     s_num(&s, "copy_out", r->copy_out, ", ");
     s_num(&s, "update", r->update, ", ");
+    s_num(&s, "kernels", r->kernels, ", ");
+    s_num(&s, "copies", r->copies, ", ");
+    s_num(&s, "host", r->host, ", ");
     s_num(&s, "step", r->step, "}, ");
+    ps_bench_str_addf(&s, "\"tf32\": %d, \"cuda_graph\": %d, \"graph_error\": \"%s\", ",
+                      cfg->tf32, cfg->graph, r->graph_error ? ps_strerror(r->graph_error) : "");
     s_num(&s, "torch_samples_per_sec", r->torch_sps, ", ");
     s_num(&s, "ratio_vs_torch", sps / r->torch_sps, ", ");
+    s_num(&s, "torch_strong_samples_per_sec", r->strong_sps, ", ");
+    s_num(&s, "ratio_vs_torch_strong", sps / r->strong_sps, ", ");
     s_num(&s, "torch_cpu_samples_per_sec", r->torch_cpu_sps, ", ");
     s_num(&s, "cpu_ratio_vs_torch", samples / r->cpu_seconds / r->torch_cpu_sps, ", ");
     ps_bench_str_addf(&s, "\"torch_version\": \"%s\", \"machine\": \"%s\"}\n", r->torch_ver,
@@ -402,6 +455,11 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     const double sps = samples / r->seconds;
     const double cps = samples / r->cpu_seconds;
     char torch[32] = "", ratio[32] = "", tcpu[32] = "", cratio[32] = "";
+    char strong[32] = "", sratio[32] = "";
+    if (!isnan(r->strong_sps)) {
+        snprintf(strong, sizeof strong, "%.0f", r->strong_sps);
+        snprintf(sratio, sizeof sratio, "%.2f", sps / r->strong_sps);
+    }
     if (!isnan(r->torch_sps)) {
         snprintf(torch, sizeof torch, "%.0f", r->torch_sps);
         snprintf(ratio, sizeof ratio, "%.2f", sps / r->torch_sps);
@@ -413,42 +471,81 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     ps_bench_table_t *t;
     if (ps_bench_table_new(
             page, "compute", "### One worker's arithmetic, alone, beside PyTorch",
-            "model,device,threads,batch,steps,samples_per_sec,torch_samples_per_sec,"
-            "ratio_vs_torch,cpu_samples_per_sec,torch_cpu_samples_per_sec,cpu_ratio_vs_torch,"
-            "gather_ms,copy_in_ms,forward_ms,backward_ms,copy_out_ms,update_ms",
-            "model,device,threads,batch,steps,shardps samples/s,PyTorch samples/s,"
-            "shardps/PyTorch,shardps samples/CPU-s,PyTorch samples/CPU-s,"
+            "model,device,tf32,threads,batch,steps,samples_per_sec,torch_samples_per_sec,"
+            "ratio_vs_torch,torch_strong_samples_per_sec,ratio_vs_torch_strong,"
+            "cpu_samples_per_sec,torch_cpu_samples_per_sec,cpu_ratio_vs_torch,"
+            "gather_ms,copy_in_ms,forward_ms,backward_ms,copy_out_ms,update_ms,kernels_ms,"
+            "copies_ms,host_ms",
+            "model,device,tf32,threads,batch,steps,shardps samples/s,PyTorch samples/s,"
+            "shardps/PyTorch,PyTorch strong samples/s,shardps/PyTorch strong,"
+            "shardps samples/CPU-s,PyTorch samples/CPU-s,"
             "shardps/PyTorch (CPU time),ms/step: gather,copy in,forward,backward,copy out,"
-            "update",
+            "update,kernels,copies,host",
             &t) != 0) {
         return PS_EIO;
     }
     ps_bench_table_rowf(t,
-                        "%s,%s,%d,%d,%d,%.0f,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f",
-                        cfg->model, r->backend, cfg->threads, cfg->batch, cfg->steps, sps,
-                        torch, ratio, cps, tcpu, cratio, 1e3 * r->gather, 1e3 * r->copy_in,
-                        1e3 * r->forward, 1e3 * r->backward, 1e3 * r->copy_out,
-                        1e3 * r->update);
+                        "%s,%s,%d,%d,%d,%d,%.0f,%s,%s,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,%.3f,"
+                        "%.3f,%.3f,%.3f,%.3f,%.3f",
+                        cfg->model, r->backend, cfg->tf32, cfg->threads, cfg->batch,
+                        cfg->steps, sps, torch, ratio, strong, sratio, cps, tcpu, cratio,
+                        1e3 * r->gather, 1e3 * r->copy_in, 1e3 * r->forward,
+                        1e3 * r->backward, 1e3 * r->copy_out, 1e3 * r->update,
+                        1e3 * r->kernels, 1e3 * r->copies, 1e3 * r->host);
     ps_bench_table_note(
         t,
         "Timed steps: gather + step + SGD update, after %d warm-up steps; the split is per "
         "step over %d separate profiled steps%s.",
         cfg->warmup, cfg->profile_steps,
-        host_is_backend ? ""
-                        : " (copies serialised there; the timed steps overlap them with "
-                          "compute)");
+        host_is_backend
+            ? ""
+            : " (the data on the device, each batch gathered there from the step's indices; "
+              "profiled steps are queued by hand, not replayed, with their copies "
+              "serialised, and each phase is the device's time between CUDA events: "
+              "kernels = forward + backward, copies = inputs and params in + gradients "
+              "out, host = the rest of the step's wall time; the timed steps overlap the "
+              "copies with compute)");
     if (cfg->torch) {
         ps_bench_table_note(t,
                             "PyTorch: bench/torch/train.py, same model, data, batch, lr, "
-                            "warm-up and step count, OPENBLAS_NUM_THREADS = %d.",
+                            "warm-up, step count and device, OPENBLAS_NUM_THREADS = %d%s.",
                             cfg->threads > 0 ? cfg->threads
-                                             : (int)sysconf(_SC_NPROCESSORS_ONLN));
+                                             : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                            host_is_backend ? ""
+                                            : "; eager: batches gathered on the host, "
+                                              "loss read every step; strong: --resident "
+                                              "--graph (data on the device, the whole "
+                                              "step one CUDA graph, no per-step sync)");
     }
     if (r->torch_note[0]) {
         ps_bench_table_note(t, "PyTorch: %s", r->torch_note);
     }
     ps_bench_table_destroy(&t, 1);
     return 0;
+}
+
+/* As the worker: --tf32; on a device the data uploaded once and graph steps. */
+static int s_device_setup(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_loop_t *L,
+                          const ps_dataset_t *ds)
+{
+    int rc = ps_model_set_tf32(L->m, cfg->tf32);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: --tf32 1: the %s backend has no TF32 mode\n", k->name);
+        return rc;
+    }
+    if (k->host_is_backend) {
+        return 0;
+    }
+    float a, c;
+    ps_data_norm(&a, &c);
+    rc = ps_model_set_data(L->m, ds->pixels, ds->labels, ds->n, a, c);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: the data on the %s device: %s\n", k->name,
+                ps_strerror(rc));
+        return rc;
+    }
+    L->resident = 1;
+    return ps_model_set_graph(L->m, cfg->graph);
 }
 
 /* Loads the data, builds the model, measures. */
@@ -479,6 +576,9 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
     }
     ps_model_init_params(m, 1);
     L.m = m;
+    if ((rc = s_device_setup(cfg, k, &L, &ds)) != 0) {
+        goto fail;
+    }
     L.order = malloc((size_t)ds.n * sizeof *L.order);
     L.x = ps_model_batch_x(m); /* as the worker: the step copies it in overlapped */
     L.y = ps_model_batch_y(m);
@@ -497,6 +597,11 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
             cfg->model, k->name, res->blas_threads, cfg->batch, cfg->warmup, cfg->steps,
             cfg->profile_steps);
     rc = s_measure(&L, res);
+    res->graph_error = ps_model_graph_error(m);
+    if (res->graph_error) {
+        fprintf(stderr, S_PROG ": the step could not be recorded as a CUDA graph (%s): "
+                        "steps were queued by hand\n", ps_strerror(res->graph_error));
+    }
     if (rc != 0) {
         fprintf(stderr, S_PROG ": error: training step: %s\n", ps_strerror(rc));
     }
@@ -519,7 +624,8 @@ int ps_bench_compute_main(int argc, char **argv)
                          .steps = 500,
                          .warmup = 20,
                          .profile_steps = 100,
-                         .lr = 0.1};
+                         .lr = 0.1,
+                         .graph = 1};
     const char *cpu_gemm = "auto";
     ps_cpu_gemm_t gemm = PS_CPU_GEMM_AUTO;
     ps_flag_t flags[] = {
@@ -535,6 +641,10 @@ int ps_bench_compute_main(int argc, char **argv)
          "profiled steps after them, for the time split (0 = none)"},
         {"batch", PS_FLAG_INT, &cfg.batch, "N", "samples per step"},
         {"lr", PS_FLAG_DOUBLE, &cfg.lr, "X", "SGD learning rate"},
+        {"tf32", PS_FLAG_INT, &cfg.tf32, "0|1",
+         "GPU: TF32 GEMMs, here and in PyTorch (other arithmetic; 0 = plain FP32)"},
+        {"cuda-graph", PS_FLAG_INT, &cfg.graph, "0|1",
+         "GPU: each step one replay of a recorded CUDA graph (as the worker's)"},
         {"data", PS_FLAG_STR, &cfg.data, "DIR",
          "Fashion-MNIST directory (\"\": synthetic inputs)"},
         {"json", PS_FLAG_STR, &cfg.json, "FILE", "write the figures as one JSON object"},
@@ -558,10 +668,11 @@ int ps_bench_compute_main(int argc, char **argv)
     }
     if ((strcmp(cfg.model, "mlp") && strcmp(cfg.model, "cnn")) || cfg.threads < 0 ||
         cfg.batch < 1 || cfg.steps < 1 || cfg.warmup < 0 || cfg.profile_steps < 0 ||
-        !(cfg.lr > 0)) {
+        !(cfg.lr > 0) || (cfg.tf32 != 0 && cfg.tf32 != 1) || (cfg.graph != 0 && cfg.graph != 1)) {
         fprintf(stderr,
                 S_PROG ": error: expected --model mlp|cnn, --threads >= 0, --batch "
-                       ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0\n");
+                       ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0, "
+                       "--tf32 and --cuda-graph 0 or 1\n");
         return 2;
     }
     char why[512];
@@ -592,10 +703,10 @@ int ps_bench_compute_main(int argc, char **argv)
         fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg.out);
         return 1;
     }
-    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN};
+    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN, .strong_sps = NAN};
     rc = s_run(&cfg, k, &res);
     if (rc == 0 && cfg.torch) {
-        s_torch(&cfg, &res);
+        s_torch(&cfg, k, &res);
         if (res.torch_note[0]) {
             fprintf(stderr, S_PROG ": %s\n", res.torch_note);
         }

@@ -19,6 +19,9 @@ extern "C" {
 /* A CPU context: which code paths to use, and the sgemm's packing buffers. */
 struct ps_kctx {
     int avx512; /* 1: the AVX-512 paths of avx512.h, 0: cblas_sgemm + portable loops */
+    float xent_loss;                /* softmax_xent_queue's mean loss */
+    int xent_hits;                  /* and its correct rows */
+    double marks[PS_KERNELS_MARKS]; /* mark(): clock readings (s); 0 = unset */
 #ifdef PS_HAVE_AVX512
     ps_gemm_pack_t pack; /* the AVX-512 sgemm's buffers; owned */
 #endif

@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/threads.h"
@@ -134,6 +135,91 @@ static int s_copy_wait(ps_kctx_t *ctx, int pending)
     return s_sync(ctx);
 }
 
+/* x[i] = pixels[idx[i]] * a + c, y[i] = labels[idx[i]] (kernels.h gather_u8):
+ * the conversion of worker/data.c, product and sum rounded apart. */
+static void s_gather_u8(ps_kctx_t *ctx, const uint8_t *pixels, const uint8_t *labels,
+                        size_t F, const uint32_t *idx, int n, float a, float c, float *x,
+                        uint8_t *y)
+{
+    (void)ctx;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = pixels + (size_t)idx[i] * F;
+        float *xi = x + (size_t)i * F;
+        for (size_t f = 0; f < F; f++) {
+            xi[f] = (float)p[f] * a + c;
+        }
+        y[i] = labels[idx[i]];
+    }
+}
+
+static void s_xent_queue(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                         int C, float *dlogits)
+{
+    ctx->xent_loss = ps_cpu_softmax_xent(ctx, logits, labels, N, C, dlogits, &ctx->xent_hits);
+}
+
+static float s_xent_result(ps_kctx_t *ctx, int N, int *correct)
+{
+    (void)N;
+    if (correct) {
+        *correct = ctx->xent_hits;
+    }
+    return ctx->xent_loss;
+}
+
+/* No graphs on the CPU: there is no launch overhead to save. */
+static int s_graph_begin(ps_kctx_t *ctx)
+{
+    (void)ctx;
+    return PS_ENOTSUP;
+}
+
+static int s_graph_end(ps_kctx_t *ctx, ps_kgraph_t **out)
+{
+    (void)ctx;
+    *out = NULL;
+    return PS_ENOTSUP;
+}
+
+static int s_graph_launch(ps_kctx_t *ctx, ps_kgraph_t *g)
+{
+    (void)ctx;
+    (void)g;
+    return PS_ENOTSUP;
+}
+
+static void s_graph_destroy(ps_kgraph_t **g)
+{
+    if (g) {
+        *g = NULL;
+    }
+}
+
+static int s_set_tf32(ps_kctx_t *ctx, int on)
+{
+    (void)ctx;
+    return on ? PS_ENOTSUP : 0;
+}
+
+static int s_mark(ps_kctx_t *ctx, int slot, int copy)
+{
+    (void)copy; /* one stream of work: the caller's thread */
+    if (slot < 0 || slot >= PS_KERNELS_MARKS) {
+        return PS_EINVAL;
+    }
+    ctx->marks[slot] = ps_now();
+    return 0;
+}
+
+static double s_mark_ms(ps_kctx_t *ctx, int from, int to)
+{
+    if (from < 0 || to < 0 || from >= PS_KERNELS_MARKS || to >= PS_KERNELS_MARKS ||
+        ctx->marks[from] == 0 || ctx->marks[to] == 0) {
+        return -1.0;
+    }
+    return (ctx->marks[to] - ctx->marks[from]) * 1e3;
+}
+
 const ps_kernels_t ps_kernels_cpu = {
     .name = "cpu",
     .host_is_backend = 1,
@@ -167,4 +253,14 @@ const ps_kernels_t ps_kernels_cpu = {
     .maxpool2_fwd = ps_cpu_maxpool2_fwd,
     .maxpool2_bwd = ps_cpu_maxpool2_bwd,
     .sgd_step = ps_cpu_sgd_step,
+    .gather_u8 = s_gather_u8,
+    .softmax_xent_queue = s_xent_queue,
+    .xent_result = s_xent_result,
+    .graph_begin = s_graph_begin,
+    .graph_end = s_graph_end,
+    .graph_launch = s_graph_launch,
+    .graph_destroy = s_graph_destroy,
+    .set_tf32 = s_set_tf32,
+    .mark = s_mark,
+    .mark_ms = s_mark_ms,
 };

@@ -2,19 +2,23 @@
  * kernels/cuda/conv.cu - CUDA convolution (im2col + cuBLAS) and 2x2 max pooling.
  *
  * Same maths as kernels/cpu/conv.c (stride 1, square kernel K, zero padding,
- * NCHW), batched over a chunk of nb images so one launch does many images:
- *   col[nb][C*K*K, P]   = im2col(x)                        (P = HO*WO)
- *   y_n[O, P]           = w[O, C*K*K] @ col_n    one strided-batched gemm
+ * NCHW), batched over a chunk of nb images so one launch does many images.
+ * The chunk's columns lie side by side ("wide"): col[CKK][nb][P], so the
+ * chunk is one [CKK, nb*P] matrix and image n's columns are the [CKK, P]
+ * block at n*P with row stride nb*P:
+ *   col[CKK][nb*P]      = im2col(x)                        (P = HO*WO)
+ *   y_n[O, P]           = w[O, CKK] @ col_n      one strided-batched gemm
  *   y                  += b (then optional ReLU)           one kernel
- * Backward:
+ * Backward, with dy of the chunk transposed to the same layout, dyw[O][nb*P]:
  *   db[o]               = sum over n, p of dy               one block per o
- *   dw[O, C*K*K]       += dy_n @ col_n^T                    one gemm per image
- *   dcol_n              = w^T @ dy_n                        strided-batched gemm
+ *   dw[O, CKK]         += dyw @ col^T                       one gemm per chunk
+ *   dcol[CKK][nb*P]     = w^T @ dyw                         one gemm per chunk
  *   dx                  = col2im(dcol)  as a gather: each input pixel sums the
  *                         columns it fed, so no atomics and dx is overwritten.
- * The workspace holds col (then dcol) for one chunk; a chunk is as many images
- * as fit in PS_CUDA_CONV_WS_BYTES (at least one), so the workspace stays
- * bounded for any batch. All sums run in a fixed order: deterministic.
+ * Nothing runs once per image. The workspace holds col (then dcol) and dyw
+ * for one chunk; a chunk is as many images as fit in PS_CUDA_CONV_WS_BYTES
+ * (at least one), so the workspace stays bounded for any batch. All sums run
+ * in a fixed order: deterministic.
  * Dimension letters: N batch, C in-channels, O out-channels, H,W input size,
  * HO,WO output size, K kernel, P = HO*WO, CKK = C*K*K.
  */
@@ -39,10 +43,16 @@ static size_t s_image_bytes(const ps_conv_shape_t *s)
     return (size_t)s->C * s->K * s->K * s_out_h(s) * s_out_w(s) * sizeof(float);
 }
 
+/* Bytes of dyw (dy in the wide layout) for one image. */
+static size_t s_dyw_image_bytes(const ps_conv_shape_t *s)
+{
+    return (size_t)s->O * s_out_h(s) * s_out_w(s) * sizeof(float);
+}
+
 /* Images per chunk: as many as fit the cap, at least 1, at most N. */
 static int s_chunk(const ps_conv_shape_t *s)
 {
-    const size_t per = s_image_bytes(s);
+    const size_t per = s_image_bytes(s) + s_dyw_image_bytes(s);
     size_t nb = per ? PS_CUDA_CONV_WS_BYTES / per : (size_t)s->N;
     if (nb < 1) {
         nb = 1;
@@ -50,10 +60,21 @@ static int s_chunk(const ps_conv_shape_t *s)
     return nb < (size_t)s->N ? (int)nb : s->N;
 }
 
-/* The im2col columns of one chunk of images. */
+/* The im2col columns of one chunk of images, then its dyw, 256-aligned. */
 static size_t s_cols_bytes(const ps_conv_shape_t *s)
 {
-    return s->N > 0 ? (size_t)s_chunk(s) * s_image_bytes(s) : 0;
+    if (s->N <= 0) {
+        return 0;
+    }
+    const size_t col = ((size_t)s_chunk(s) * s_image_bytes(s) + 255) & ~(size_t)255;
+    return col + (size_t)s_chunk(s) * s_dyw_image_bytes(s);
+}
+
+/* The dyw area of a workspace: after one chunk's columns. */
+static float *s_ws_dyw(const ps_conv_shape_t *s, void *ws)
+{
+    const size_t col = ((size_t)s_chunk(s) * s_image_bytes(s) + 255) & ~(size_t)255;
+    return (float *)((char *)ws + col);
 }
 
 /* Bytes of the full-size convolution output, 256-aligned: the fused
@@ -87,16 +108,17 @@ static s_geom_t s_geom(const ps_conv_shape_t *s)
     return g;
 }
 
-/* col[nb][CKK][P] from x[nb][C][H][W]; one thread per col element (coalesced
- * writes along p). Row r = (c*K + kh)*K + kw holds x[c][oh+kh-pad][ow+kw-pad]. */
-static __global__ void k_im2col(const float *x, float *col, s_geom_t g, size_t total)
+/* col[CKK][nb][P] (wide) from x[nb][C][H][W]; one thread per col element
+ * (coalesced writes along p). Row r = (c*K + kh)*K + kw holds
+ * x[n][c][oh+kh-pad][ow+kw-pad]. */
+static __global__ void k_im2col(const float *x, float *col, s_geom_t g, int nb, size_t total)
 {
-    const size_t P = (size_t)g.HO * g.WO, CKK = (size_t)g.C * g.K * g.K;
+    const size_t P = (size_t)g.HO * g.WO;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t p = i % P;
-        const size_t r = (i / P) % CKK;
-        const size_t n = i / (P * CKK);
+        const size_t n = (i / P) % (size_t)nb;
+        const size_t r = i / (P * (size_t)nb);
         const int kw = (int)(r % g.K);
         const int kh = (int)((r / g.K) % g.K);
         const int c = (int)(r / ((size_t)g.K * g.K));
@@ -110,18 +132,19 @@ static __global__ void k_im2col(const float *x, float *col, s_geom_t g, size_t t
     }
 }
 
-/* dx[nb][C][H][W] = adjoint of k_im2col over dcol[nb][CKK][P]; one thread per
- * input pixel gathers the (kh, kw) columns that read it: oh = ih + pad - kh. */
-static __global__ void k_col2im(const float *dcol, float *dx, s_geom_t g, size_t total)
+/* dx[nb][C][H][W] = adjoint of k_im2col over dcol[CKK][nb][P] (wide); one
+ * thread per input pixel gathers the (kh, kw) columns that read it:
+ * oh = ih + pad - kh. */
+static __global__ void k_col2im(const float *dcol, float *dx, s_geom_t g, int nb, size_t total)
 {
-    const size_t P = (size_t)g.HO * g.WO, CKK = (size_t)g.C * g.K * g.K;
+    const size_t P = (size_t)g.HO * g.WO;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         const int iw = (int)(i % g.W);
         const int ih = (int)((i / g.W) % g.H);
         const int c = (int)((i / ((size_t)g.W * g.H)) % g.C);
         const size_t n = i / ((size_t)g.W * g.H * g.C);
-        const float *dn = dcol + n * CKK * P;
+        const float *dn = dcol + n * P;
         float acc = 0.0f;
         for (int kh = 0; kh < g.K; kh++) {
             const int oh = ih + g.pad - kh;
@@ -134,10 +157,23 @@ static __global__ void k_col2im(const float *dcol, float *dx, s_geom_t g, size_t
                     continue;
                 }
                 const size_t r = ((size_t)c * g.K + kh) * g.K + kw;
-                acc += dn[r * P + (size_t)oh * g.WO + ow];
+                acc += dn[r * nb * P + (size_t)oh * g.WO + ow];
             }
         }
         dx[i] = acc;
+    }
+}
+
+/* dyw[O][nb][P] = dy[nb][O][P]: the chunk's dy in the wide layout */
+static __global__ void k_dy_wide(const float *dy, float *dyw, int O, int nb, size_t P,
+                                 size_t total)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t p = i % P;
+        const size_t n = (i / P) % (size_t)nb;
+        const size_t o = i / (P * (size_t)nb);
+        dyw[i] = dy[(n * O + o) * P + p];
     }
 }
 
@@ -188,7 +224,7 @@ static void s_im2col(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
         return;
     }
     k_im2col<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
-        d_x, d_col, s_geom(s), total);
+        d_x, d_col, s_geom(s), nb, total);
     PS_CUDA_CHECK_LAUNCH();
 }
 
@@ -208,10 +244,11 @@ void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         const int nb = s->N - n0 < chunk ? s->N - n0 : chunk;
         s_im2col(ctx, s, d_x + (size_t)n0 * s->C * s->H * s->W, d_col, nb);
         /* row-major y_n[O,P] = w[O,CKK] @ col_n[CKK,P], i.e. column-major
-         * y_n^T[P,O] = col_n^T[P,CKK] @ w^T[CKK,O]; w shared (stride 0) */
+         * y_n^T[P,O] = col_n^T[P,CKK] @ w^T[CKK,O]; col_n starts at n*P with
+         * row stride nb*P (wide); w shared (stride 0) */
         PS_CUBLAS_CHECK(cublasSgemmStridedBatched(
-            ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, P, s->O, CKK, &one, d_col, P,
-            (long long)CKK * P, d_w, CKK, 0, &zero, d_y + (size_t)n0 * s->O * P, P,
+            ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, P, s->O, CKK, &one, d_col, nb * P,
+            (long long)P, d_w, CKK, 0, &zero, d_y + (size_t)n0 * s->O * P, P,
             (long long)s->O * P, nb));
     }
     const size_t total = (size_t)s->N * s->O * P;
@@ -242,31 +279,28 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         return;
     }
     const int chunk = s_chunk(s);
-    const float one = 1.0f, zero = 0.0f;
-    float *d_col = (float *)d_ws;
+    float *d_col = (float *)d_ws, *d_dyw = s_ws_dyw(s, d_ws);
     const size_t x_img = (size_t)s->C * s->H * s->W, y_img = (size_t)s->O * P;
     for (int n0 = 0; n0 < N; n0 += chunk) {
-        const int nb = N - n0 < chunk ? N - n0 : chunk;
+        const int nb = N - n0 < chunk ? N - n0 : chunk, wide = nb * P;
         s_im2col(ctx, s, d_x + (size_t)n0 * x_img, d_col, nb);
-        for (int i = 0; i < nb; i++) {
-            /* dw[O,CKK] (+)= dy_n[O,P] @ col_n[CKK,P]^T */
-            ps_cuda_sgemm(ctx, 0, 1, s->O, CKK, P, 1.0f, d_dy + (size_t)(n0 + i) * y_img, P,
-                          d_col + (size_t)i * CKK * P, P, n0 + i == 0 ? 0.0f : 1.0f, d_dw,
-                          CKK);
-        }
+        const size_t ny = (size_t)nb * y_img;
+        k_dy_wide<<<ps_cuda_blocks(ny, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
+            d_dy + (size_t)n0 * y_img, d_dyw, s->O, nb, (size_t)P, ny);
+        PS_CUDA_CHECK_LAUNCH();
+        /* dw[O,CKK] (+)= dyw[O,nb*P] @ col[CKK,nb*P]^T: the chunk in one gemm */
+        ps_cuda_sgemm(ctx, 0, 1, s->O, CKK, wide, 1.0f, d_dyw, wide, d_col, wide,
+                      n0 == 0 ? 0.0f : 1.0f, d_dw, CKK);
         if (!d_dx) {
             continue;
         }
-        /* row-major dcol_n[CKK,P] = w[O,CKK]^T @ dy_n[O,P], i.e. column-major
-         * dcol_n^T[P,CKK] = dy_n^T[P,O] @ w[O,CKK] (w^T[CKK,O] transposed back);
-         * overwrites col, whose last reader (the dw gemms) is earlier on the stream */
-        PS_CUBLAS_CHECK(cublasSgemmStridedBatched(
-            ctx->blas, CUBLAS_OP_N, CUBLAS_OP_T, P, CKK, s->O, &one,
-            d_dy + (size_t)n0 * y_img, P, (long long)y_img, d_w, CKK, 0, &zero, d_col, P,
-            (long long)CKK * P, nb));
+        /* dcol[CKK,nb*P] = w[O,CKK]^T @ dyw[O,nb*P]; overwrites col, whose last
+         * reader (the dw gemm) is earlier on the stream */
+        ps_cuda_sgemm(ctx, 1, 0, CKK, wide, s->O, 1.0f, d_w, CKK, d_dyw, wide, 0.0f, d_col,
+                      wide);
         const size_t total = (size_t)nb * x_img;
         k_col2im<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
-                   ctx->stream>>>(d_col, d_dx + (size_t)n0 * x_img, s_geom(s), total);
+                   ctx->stream>>>(d_col, d_dx + (size_t)n0 * x_img, s_geom(s), nb, total);
         PS_CUDA_CHECK_LAUNCH();
     }
 }

@@ -51,6 +51,22 @@ float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t 
 void ps_cuda_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay,
                       float *d_w, float *d_v, const float *d_grad, float scale, size_t n);
 
+void ps_cuda_gather_u8(ps_kctx_t *ctx, const uint8_t *d_pixels, const uint8_t *d_labels,
+                       size_t F, const uint32_t *d_idx, int n, float a, float c, float *d_x,
+                       uint8_t *d_y);
+void ps_cuda_softmax_xent_queue(ps_kctx_t *ctx, const float *d_logits,
+                                const uint8_t *d_labels, int N, int C, float *d_dlogits);
+float ps_cuda_xent_result(ps_kctx_t *ctx, int N, int *correct);
+
+/* graph.cu: recorded steps (CUDA graphs), TF32, timing events */
+int ps_cuda_graph_begin(ps_kctx_t *ctx);
+int ps_cuda_graph_end(ps_kctx_t *ctx, ps_kgraph_t **out);
+int ps_cuda_graph_launch(ps_kctx_t *ctx, ps_kgraph_t *g);
+void ps_cuda_graph_destroy(ps_kgraph_t **g);
+int ps_cuda_set_tf32(ps_kctx_t *ctx, int on);
+int ps_cuda_mark(ps_kctx_t *ctx, int slot, int copy);
+double ps_cuda_mark_ms(ps_kctx_t *ctx, int from, int to);
+
 /* conv.cu: im2col + cuBLAS convolution, 2x2 max pooling */
 size_t ps_cuda_conv2d_workspace(const ps_conv_shape_t *s);
 void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,

@@ -61,7 +61,28 @@ struct ps_kctx {
     cudaEvent_t computed;                  /* on stream, before each d2h; owned */
     cudaEvent_t done[PS_CUDA_COPY_EVENTS]; /* on copy, after each async copy; owned */
     unsigned long long ncopies;            /* async copies queued so far */
+
+    void *d_blas_ws;            /* cuBLAS workspace, fixed so graphs may replay it; owned */
+    int recording;              /* 1 between graph_begin and graph_end */
+    cudaEvent_t fork, join;     /* bring the copy stream into a recording and back; owned */
+    cudaEvent_t marks[PS_KERNELS_MARKS]; /* mark(): timing events; owned */
+    unsigned marked;            /* bit i: marks[i] recorded */
 };
+
+/* cuBLAS workspace per context (cuBLAS's advice for Hopper). */
+#define PS_CUDA_BLAS_WS_BYTES ((size_t)32 << 20)
+
+/* A recorded step: the instantiated graph and the copy count after it. */
+struct ps_kgraph {
+    cudaGraphExec_t exec;       /* owned */
+    ps_kctx_t *ctx;             /* the context that recorded it; borrowed */
+    unsigned long long ncopies; /* ctx->ncopies once the recording ended */
+};
+
+/* Records an async copy's done event on the copy stream (graph.cu): inside
+ * a recording a d2h's becomes an external event node, so the host can wait
+ * for each replay's copy. Returns 0 or PS_EIO. */
+int ps_cuda_record_done(ps_kctx_t *ctx, cudaEvent_t done, int d2h);
 
 /* Logs "file:line: expr: name (description); hint: ..." at error level. */
 void ps_cuda_report(const char *file, int line, const char *expr, const char *name,

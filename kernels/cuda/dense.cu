@@ -228,14 +228,14 @@ static __global__ void k_xent_final(const double *part, const int *part_hits, in
     }
 }
 
-float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
-                           int N, int C, float *d_dlogits, int *correct)
+/* Queues the two passes and the 16-byte copy of their sums into h_out. */
+void ps_cuda_softmax_xent_queue(ps_kctx_t *ctx, const float *d_logits,
+                                const uint8_t *d_labels, int N, int C, float *d_dlogits)
 {
     if (N <= 0 || C <= 0) {
-        if (correct) {
-            *correct = 0;
-        }
-        return 0.0f;
+        ctx->h_out->loss_sum = 0.0;
+        ctx->h_out->hits = 0;
+        return;
     }
     const float inv_n = 1.0f / (float)N;
     size_t nb = ((size_t)N + XENT_THREADS - 1) / XENT_THREADS;
@@ -249,11 +249,57 @@ float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t 
     PS_CUDA_CHECK_LAUNCH();
     PS_CUDA_CHECK(cudaMemcpyAsync(ctx->h_out, ctx->d_out, sizeof(*ctx->h_out),
                                   cudaMemcpyDeviceToHost, ctx->stream));
-    PS_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+}
+
+float ps_cuda_xent_result(ps_kctx_t *ctx, int N, int *correct)
+{
     if (correct) {
-        *correct = ctx->h_out->hits;
+        *correct = N > 0 ? ctx->h_out->hits : 0;
     }
-    return (float)(ctx->h_out->loss_sum / N);
+    return N > 0 ? (float)(ctx->h_out->loss_sum / N) : 0.0f;
+}
+
+float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                           int N, int C, float *d_dlogits, int *correct)
+{
+    ps_cuda_softmax_xent_queue(ctx, d_logits, d_labels, N, C, d_dlogits);
+    if (N > 0 && C > 0) {
+        PS_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    }
+    return ps_cuda_xent_result(ctx, N > 0 && C > 0 ? N : 0, correct);
+}
+
+/* ---- batches from the device-resident dataset ----------------------------------- */
+
+/* x[i][f] = pixels[idx[i]][f] * a + c, y[i] = labels[idx[i]]; one thread per
+ * x element (coalesced writes), the labels by the first F-th of them. The
+ * product and the sum are rounded apart (__f*_rn), as on the host. */
+static __global__ void k_gather_u8(const uint8_t *pixels, const uint8_t *labels, size_t F,
+                                   const uint32_t *idx, float a, float c, float *x,
+                                   uint8_t *y, size_t total)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t n = i / F, f = i % F;
+        const size_t s = idx[n];
+        x[i] = __fadd_rn(__fmul_rn((float)pixels[s * F + f], a), c);
+        if (f == 0) {
+            y[n] = labels[s];
+        }
+    }
+}
+
+void ps_cuda_gather_u8(ps_kctx_t *ctx, const uint8_t *d_pixels, const uint8_t *d_labels,
+                       size_t F, const uint32_t *d_idx, int n, float a, float c, float *d_x,
+                       uint8_t *d_y)
+{
+    const size_t total = (size_t)(n > 0 ? n : 0) * F;
+    if (total == 0) {
+        return;
+    }
+    k_gather_u8<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
+        d_pixels, d_labels, F, d_idx, a, c, d_x, d_y, total);
+    PS_CUDA_CHECK_LAUNCH();
 }
 
 /* ---- SGD ------------------------------------------------------------------------ */

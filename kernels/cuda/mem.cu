@@ -145,8 +145,15 @@ int ps_cuda_ctx_new(ps_kctx_t **out)
     if (PS_CUDA_SOFT(cudaGetDevice(&c->device)) ||
         PS_CUDA_SOFT(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) ||
         PS_CUDA_SOFT(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking)) ||
-        PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->computed, cudaEventDisableTiming))) {
+        PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->computed, cudaEventDisableTiming)) ||
+        PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming)) ||
+        PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->join, cudaEventDisableTiming))) {
         goto fail;
+    }
+    for (int i = 0; i < PS_KERNELS_MARKS; i++) {
+        if (PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->marks[i], cudaEventDefault))) {
+            goto fail;
+        }
     }
     for (int i = 0; i < PS_CUDA_COPY_EVENTS; i++) {
         if (PS_CUDA_SOFT(cudaEventCreateWithFlags(&c->done[i], cudaEventDisableTiming))) {
@@ -172,10 +179,13 @@ int ps_cuda_ctx_new(ps_kctx_t **out)
             cudaMalloc((void **)&c->d_part, PS_CUDA_XENT_BLOCKS * sizeof(double))) ||
         PS_CUDA_SOFT(cudaMalloc((void **)&c->d_hits, PS_CUDA_XENT_BLOCKS * sizeof(int))) ||
         PS_CUDA_SOFT(cudaMalloc((void **)&c->d_out, sizeof(ps_cuda_xent_out_t))) ||
-        PS_CUDA_SOFT(cudaMallocHost((void **)&c->h_out, sizeof(ps_cuda_xent_out_t)))) {
+        PS_CUDA_SOFT(cudaMallocHost((void **)&c->h_out, sizeof(ps_cuda_xent_out_t))) ||
+        PS_CUDA_SOFT(cudaMalloc(&c->d_blas_ws, PS_CUDA_BLAS_WS_BYTES))) {
         (void)cudaGetLastError();
         goto fail;
     }
+    /* a workspace of our own: a recorded step replays gemms that use it */
+    PS_CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->d_blas_ws, PS_CUDA_BLAS_WS_BYTES));
     *out = c;
     return 0;
 fail:
@@ -218,6 +228,20 @@ void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
     }
     if (c->d_part) {
         (void)PS_CUDA_SOFT(cudaFree(c->d_part));
+    }
+    if (c->d_blas_ws) {
+        (void)PS_CUDA_SOFT(cudaFree(c->d_blas_ws));
+    }
+    for (int i = 0; i < PS_KERNELS_MARKS; i++) {
+        if (c->marks[i]) {
+            (void)PS_CUDA_SOFT(cudaEventDestroy(c->marks[i]));
+        }
+    }
+    if (c->fork) {
+        (void)PS_CUDA_SOFT(cudaEventDestroy(c->fork));
+    }
+    if (c->join) {
+        (void)PS_CUDA_SOFT(cudaEventDestroy(c->join));
     }
     for (int i = 0; i < PS_CUDA_COPY_EVENTS; i++) {
         if (c->done[i]) {
@@ -349,7 +373,7 @@ static int s_copy_async(ps_kctx_t *ctx, void *dst, const void *src, size_t bytes
         return PS_EIO;
     }
     if ((bytes && PS_CUDA_SOFT(cudaMemcpyAsync(dst, src, bytes, kind, ctx->copy))) ||
-        PS_CUDA_SOFT(cudaEventRecord(done, ctx->copy))) {
+        ps_cuda_record_done(ctx, done, kind == cudaMemcpyDeviceToHost)) {
         return PS_EIO;
     }
     ctx->ncopies++;

@@ -4,7 +4,9 @@
  * finite differences where cheap, determinism, the copy stream's ordering
  * against the compute stream, and a training step of each bundled model on
  * both backends, with its copies overlapped and serialised, and its batch
- * from the model's pinned buffers or other memory. Suite 'gpu'.
+ * from the model's pinned buffers or other memory, or gathered on the device
+ * from a resident set, queued by hand or replayed as a recorded graph.
+ * Suite 'gpu'.
  *
  * Without a usable GPU it prints "skipped: no GPU (reason)" and exits 77
  * (Meson's skip). CUDA does not survive fork(): a process that has initialised
@@ -26,6 +28,7 @@
 #include "kernels/optim.h"
 #include "tests/unit/modelcheck.h"
 #include "tests/unit/testutil.h"
+#include "worker/data.h"
 #include "worker/models/model.h"
 
 static const ps_kernels_t *s_cu; /* the CUDA table (set in main) */
@@ -234,6 +237,21 @@ END_TEST
  * queued after an h2d see its data; a d2h sees the ops queued before it;
  * copy_wait(k) leaves at most the last k copies unfinished, also past the
  * ring of events; sync waits for copies too. */
+/* Queues, half by half as a model's layers, pin -> d_x (async copy in),
+ * relu(d_x) -> d_y, d_y -> out (async copy out): four copies. */
+static void s_relu_halves(const float *pin, float *out, float *d_x, float *d_y, size_t n)
+{
+    const size_t half = n / 2;
+    for (int h = 0; h < 2; h++) {
+        const size_t at = h ? half : 0, len = h ? n - half : half;
+        ck_assert_int_eq(
+            s_cu->copy_h2d_async(s_ctx, d_x + at, pin + at, len * sizeof(float)), 0);
+        s_cu->relu_fwd(s_ctx, d_x + at, d_y + at, len);
+        ck_assert_int_eq(
+            s_cu->copy_d2h_async(s_ctx, out + at, d_y + at, len * sizeof(float)), 0);
+    }
+}
+
 START_TEST(async_copies_order_with_the_compute_stream)
 {
     enum { n = 5000, half = n / 2, many = 40 };
@@ -257,14 +275,7 @@ START_TEST(async_copies_order_with_the_compute_stream)
     s_cu->zero(s_ctx, d_x, bytes);
     ck_assert_int_eq(s_cu->sync(s_ctx), 0); /* copies in do not wait for earlier ops */
     memset(out, 0, bytes);
-    for (int h = 0; h < 2; h++) {
-        const size_t at = h ? half : 0, len = h ? n - half : half;
-        ck_assert_int_eq(
-            s_cu->copy_h2d_async(s_ctx, d_x + at, pin + at, len * sizeof(float)), 0);
-        s_cu->relu_fwd(s_ctx, d_x + at, d_y + at, len);
-        ck_assert_int_eq(
-            s_cu->copy_d2h_async(s_ctx, out + at, d_y + at, len * sizeof(float)), 0);
-    }
+    s_relu_halves(pin, out, d_x, d_y, n);
     ck_assert_int_eq(s_cu->copy_wait(s_ctx, 2), 0); /* the first half's in and out */
     ck_assert_mem_eq(out, want, half * sizeof(float));
     ck_assert_int_eq(s_cu->copy_wait(s_ctx, 0), 0);
@@ -874,6 +885,120 @@ START_TEST(sgd_step_matches_cpu)
 }
 END_TEST
 
+/* A recorded sequence (async copy in, an op, async copy out, in two halves)
+ * replayed: each replay reads the pinned input as it is at the replay and
+ * lands its copies out, layer by layer, for copy_wait, as when queued by
+ * hand; then the context works on as before. */
+START_TEST(graph_replays_copies_and_ops_with_fresh_inputs)
+{
+    enum { n = 3000, half = n / 2 };
+    const size_t bytes = n * sizeof(float);
+    float *pin = s_cu->host_alloc(bytes), *out = s_cu->host_alloc(bytes);
+    float *want = s_host(n), *d_x = s_dev(n), *d_y = s_dev(n);
+    ck_assert_int_eq(s_cu->graph_begin(s_ctx), 0);
+    s_relu_halves(pin, out, d_x, d_y, n);
+    ps_kgraph_t *g = NULL;
+    ck_assert_int_eq(s_cu->graph_end(s_ctx, &g), 0);
+    ck_assert_ptr_nonnull(g);
+    for (int round = 0; round < 3; round++) {
+        float *x = s_rand(n, -1, 1, 900 + round);
+        memcpy(pin, x, bytes);
+        memset(out, 0, bytes);
+        s_cpu->relu_fwd(s_cctx, x, want, n);
+        ck_assert_int_eq(s_cu->graph_launch(s_ctx, g), 0);
+        ck_assert_int_eq(s_cu->copy_wait(s_ctx, 2), 0); /* the first half's in and out */
+        ck_assert_mem_eq(out, want, half * sizeof(float));
+        ck_assert_int_eq(s_cu->copy_wait(s_ctx, 0), 0);
+        ck_assert_mem_eq(out, want, bytes);
+        free(x);
+    }
+    /* eager work after replays */
+    ck_assert_int_eq(s_cu->copy_d2h_async(s_ctx, out, d_x, bytes), 0);
+    ck_assert_int_eq(s_cu->copy_wait(s_ctx, 0), 0);
+    ck_assert_mem_eq(out, pin, bytes);
+    s_cu->graph_destroy(&g);
+    ck_assert_ptr_null(g);
+    s_cu->graph_destroy(&g);
+    ps_kgraph_t *none = (ps_kgraph_t *)&none;
+    ck_assert_int_eq(s_cpu->graph_begin(s_cctx), PS_ENOTSUP);
+    ck_assert_int_eq(s_cpu->graph_end(s_cctx, &none), PS_ENOTSUP);
+    ck_assert_ptr_null(none);
+    s_cu->host_free(pin);
+    s_cu->host_free(out);
+    s_cu->free(d_x);
+    s_cu->free(d_y);
+    free(want);
+}
+END_TEST
+
+/* TF32 switches on and off (the emulation cannot show its rounding); the
+ * CPU has no TF32. Marks time the streams in order. */
+START_TEST(tf32_switch_and_timing_marks)
+{
+    ck_assert_int_eq(s_cu->set_tf32(s_ctx, 1), 0);
+    ck_assert_int_eq(s_cu->set_tf32(s_ctx, 0), 0);
+    ck_assert_int_eq(s_cpu->set_tf32(s_cctx, 0), 0);
+    ck_assert_int_eq(s_cpu->set_tf32(s_cctx, 1), PS_ENOTSUP);
+    float *d_x = s_dev(4096);
+    ck_assert_double_lt(s_cu->mark_ms(s_ctx, 0, 1), 0); /* never marked */
+    ck_assert_int_eq(s_cu->mark(s_ctx, 0, 0), 0);
+    s_cu->relu_fwd(s_ctx, d_x, d_x, 4096);
+    ck_assert_int_eq(s_cu->mark(s_ctx, 1, 0), 0);
+    ck_assert_int_eq(s_cu->mark(s_ctx, 2, 1), 0);
+    ck_assert_int_eq(s_cu->mark(s_ctx, PS_KERNELS_MARKS, 0), PS_EINVAL);
+    ck_assert_double_ge(s_cu->mark_ms(s_ctx, 0, 1), 0);
+    ck_assert_int_eq(s_cpu->mark(s_cctx, 0, 0), 0);
+    ck_assert_int_eq(s_cpu->mark(s_cctx, 1, 0), 0);
+    ck_assert_double_ge(s_cpu->mark_ms(s_cctx, 0, 1), 0);
+    s_cu->free(d_x);
+}
+END_TEST
+
+/* The device gather of a batch from grey levels gives the host's bits. */
+START_TEST(gather_u8_matches_the_host_conversion)
+{
+    enum { count = 97, F = 784, n = 33 };
+    uint8_t *pix = malloc((size_t)count * F), lab[count], y[n], gy[n];
+    uint32_t idx[n];
+    for (size_t i = 0; i < (size_t)count * F; i++) {
+        pix[i] = (uint8_t)(i * 2654435761u >> 13);
+    }
+    for (int i = 0; i < count; i++) {
+        lab[i] = (uint8_t)(i % 10);
+    }
+    for (int i = 0; i < n; i++) {
+        idx[i] = (uint32_t)((i * 31 + 5) % count);
+    }
+    ps_dataset_t ds = {.n = count, .rows = 28, .cols = 28, .pixels = pix, .labels = lab};
+    float *want = s_host((size_t)n * F), *got = s_host((size_t)n * F), a, c;
+    ps_data_gather(&ds, idx, 0, n, want, y);
+    ps_data_norm(&a, &c);
+    uint8_t *d_pix = s_cu->alloc((size_t)count * F), *d_lab = s_cu->alloc(count);
+    uint8_t *d_y = s_cu->alloc(n);
+    uint32_t *d_idx = s_cu->alloc(sizeof idx);
+    float *d_x = s_dev((size_t)n * F);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_pix, pix, (size_t)count * F), 0);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_lab, lab, count), 0);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_idx, idx, sizeof idx), 0);
+    s_cu->gather_u8(s_ctx, d_pix, d_lab, F, d_idx, n, a, c, d_x, d_y);
+    s_down(got, d_x, (size_t)n * F);
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, gy, d_y, n), 0);
+    ck_assert_mem_eq(got, want, (size_t)n * F * sizeof(float));
+    ck_assert_mem_eq(gy, y, n);
+    memset(got, 0, (size_t)n * F * sizeof(float));
+    s_cpu->gather_u8(s_cctx, pix, lab, F, idx, n, a, c, got, gy);
+    ck_assert_mem_eq(got, want, (size_t)n * F * sizeof(float));
+    s_cu->free(d_pix);
+    s_cu->free(d_lab);
+    s_cu->free(d_y);
+    s_cu->free(d_idx);
+    s_cu->free(d_x);
+    free(pix);
+    free(want);
+    free(got);
+}
+END_TEST
+
 /* ---- models end to end ------------------------------------------------------------ */
 
 enum { S_IN = PS_MODEL_IN_H * PS_MODEL_IN_W };
@@ -963,6 +1088,100 @@ static void s_batch_buffers_case(ps_model_t *m, const float *x, const uint8_t *y
     free(want);
 }
 
+/* Params p0 scaled by (1 + b/100): each batch b trains from other params, so
+ * a replay that kept stale params would show. */
+static void s_params_for(ps_model_t *m, const float *p0, int b)
+{
+    const size_t P = ps_model_num_params(m);
+    for (size_t i = 0; i < P; i++) {
+        ps_model_params(m)[i] = p0[i] * (1.0f + 0.01f * (float)b);
+    }
+}
+
+/* A resident training set: a step on indices gives the bits of the same
+ * batch gathered on the host; recorded as a graph and replayed, step after
+ * step with new params and new indices (a replay reads both afresh), the
+ * same bits again, with the hook told of each layer as its gradients land;
+ * a new batch size records anew; profiled steps run unrecorded. */
+static void s_resident_case(ps_model_t *m, int n)
+{
+    enum { count = 200, rounds = 3 };
+    const size_t P = ps_model_num_params(m), nt = ps_model_num_tensors(m);
+    uint8_t *pix = malloc((size_t)count * S_IN), lab[count], y[64];
+    uint32_t order[count];
+    for (size_t i = 0; i < (size_t)count * S_IN; i++) {
+        pix[i] = (uint8_t)(i * 2654435761u >> 11);
+    }
+    for (int i = 0; i < count; i++) {
+        lab[i] = (uint8_t)((i * 7) % 10);
+        order[i] = (uint32_t)((i * 53 + 17) % count);
+    }
+    ck_assert_int_le(n, 64);
+    ps_dataset_t ds = {.n = count, .rows = 28, .cols = 28, .pixels = pix, .labels = lab};
+    float a, c, *x = s_host((size_t)n * S_IN), *p0 = s_host(P), *want = s_host(rounds * P);
+    float wl[rounds], l = 0;
+    ps_data_norm(&a, &c);
+    memcpy(p0, ps_model_params(m), P * sizeof(float));
+    for (int b = 0; b < rounds; b++) {
+        s_params_for(m, p0, b);
+        ps_data_gather(&ds, order, b * n, n, x, y);
+        ck_assert_int_eq(ps_model_train_step(m, x, y, n, &wl[b]), 0);
+        memcpy(want + b * P, ps_model_grads(m), P * sizeof(float));
+    }
+    lab[5] = PS_MODEL_CLASSES;
+    ck_assert_int_eq(ps_model_set_data(m, pix, lab, count, a, c), PS_EINVAL);
+    lab[5] = (uint8_t)((5 * 7) % 10);
+    ck_assert_int_eq(ps_model_train_step_idx(m, n, &l), PS_EINVAL); /* nothing resident */
+    ck_assert_int_eq(ps_model_set_data(m, pix, lab, count, a, c), 0);
+    uint32_t *idx = ps_model_batch_idx(m);
+    ck_assert_ptr_nonnull(idx);
+    ps_modelcheck_ready_t r = {.m = m};
+    for (int graph = 0; graph < 2; graph++) {
+        ps_model_set_graph(m, graph);
+        for (int round = 0; round <= rounds; round++) {
+            const int b = (round * 2) % rounds; /* 0, 2, 1, ...: out of order */
+            s_params_for(m, p0, b);
+            memcpy(idx, order + b * n, (size_t)n * sizeof(uint32_t));
+            memset(ps_model_grads(m), 0, P * sizeof(float));
+            r.want = want + b * P;
+            r.calls = 0;
+            ps_model_set_grad_ready(m, ps_modelcheck_on_ready, &r);
+            ck_assert_int_eq(ps_model_train_step_idx(m, n, &l), 0);
+            ps_model_set_grad_ready(m, NULL, NULL);
+            ck_assert_msg(l == wl[b], "graph %d round %d loss %.9g want %.9g", graph, round, l,
+                          wl[b]);
+            ck_assert_mem_eq(ps_model_grads(m), want + b * P, P * sizeof(float));
+            ck_assert_int_eq(r.stale, 0);
+            ck_assert_int_eq(r.calls, (int)nt / 2);
+        }
+    }
+    /* a smaller batch records again; profiled, it runs unrecorded */
+    s_params_for(m, p0, 0);
+    ps_data_gather(&ds, order, 0, n - 3, x, y);
+    float l2 = 0;
+    ck_assert_int_eq(ps_model_train_step(m, x, y, n - 3, &l2), 0);
+    memcpy(want, ps_model_grads(m), P * sizeof(float));
+    memcpy(idx, order, (size_t)n * sizeof(uint32_t));
+    ps_model_profile_t prof = {0};
+    for (int round = 0; round < 3; round++) {
+        ps_model_set_profile(m, round == 1 ? &prof : NULL);
+        ck_assert_int_eq(ps_model_train_step_idx(m, n - 3, &l), 0);
+        ck_assert_float_eq(l, l2);
+        ck_assert_mem_eq(ps_model_grads(m), want, P * sizeof(float));
+    }
+    ps_model_set_profile(m, NULL);
+    ck_assert_int_eq(prof.steps, 1);
+    idx[1] = count;
+    ck_assert_int_eq(ps_model_train_step_idx(m, n, &l), PS_EINVAL);
+    ck_assert_int_eq(ps_model_train_step_idx(m, 0, &l), PS_EINVAL);
+    ps_model_set_graph(m, 0);
+    memcpy(ps_model_params(m), p0, P * sizeof(float));
+    free(pix);
+    free(x);
+    free(p0);
+    free(want);
+}
+
 /* One model on both backends: the same params give the same loss and grads;
  * the overlapped copies give the serial ones' bits, from any host memory;
  * evaluation in chunks agrees; five SGD steps follow the same loss curve. */
@@ -1006,6 +1225,8 @@ static void s_model_case(const char *name)
     s_overlap_case(mg, x, y, n);
     ck_assert_mem_eq(g1, ps_model_grads(mg), P * sizeof(float));
     s_batch_buffers_case(mg, x, y, n);
+    s_resident_case(mg, 16); /* a small batch: the emulation runs every kernel */
+    s_resident_case(mc, 16); /* the CPU runs the same path, unrecorded */
 
     int cc = -1, cg = -2;
     float ec = 0, eg = 0;
@@ -1078,6 +1299,9 @@ static Suite *s_suite(void)
     tcase_add_test(tc, conv2d_gradients_match_finite_differences);
     tcase_add_test(tc, maxpool2_matches_cpu_including_ties);
     tcase_add_test(tc, sgd_step_matches_cpu);
+    tcase_add_test(tc, graph_replays_copies_and_ops_with_fresh_inputs);
+    tcase_add_test(tc, tf32_switch_and_timing_marks);
+    tcase_add_test(tc, gather_u8_matches_the_host_conversion);
     tcase_add_test(tc, mlp_training_step_matches_cpu);
     tcase_add_test(tc, cnn_training_step_matches_cpu);
     suite_add_tcase(s, tc);

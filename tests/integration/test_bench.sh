@@ -73,18 +73,18 @@ grep -q '^| sync | 1 | plain | ok |' "$TMP/train/train.md" || fail "train.md lac
     --json "$TMP/compute.json" --out "$TMP/compute" >"$TMP/compute.log" 2>&1 ||
     fail "bench compute failed: $(tail -5 "$TMP/compute.log")"
 results_page "$TMP/compute/compute.md" compute
-grep -q '^| mlp | cpu | 1 | 64 | 5 |' "$TMP/compute/compute.md" || fail "no row on compute.md"
+grep -q '^| mlp | cpu | 0 | 1 | 64 | 5 |' "$TMP/compute/compute.md" || fail "no row on compute.md"
 for key in model device threads batch steps samples_per_sec cpu_samples_per_sec \
     time_split gather copy_in forward backward copy_out update torch_samples_per_sec \
-    torch_cpu_samples_per_sec cpu_ratio_vs_torch \
-    ratio_vs_torch; do
+    torch_cpu_samples_per_sec cpu_ratio_vs_torch kernels copies host tf32 cuda_graph \
+    torch_strong_samples_per_sec ratio_vs_torch_strong ratio_vs_torch; do
     grep -q "\"$key\": " "$TMP/compute.json" || fail "compute.json lacks $key: $(cat "$TMP/compute.json")"
 done
 grep -q '"model": "mlp", "device": "cpu", "threads": 1,' "$TMP/compute.json" ||
     fail "compute.json: $(cat "$TMP/compute.json")"
 grep -Eq '"samples_per_sec": [0-9.e+]+,' "$TMP/compute.json" || fail "no samples/s: $(cat "$TMP/compute.json")"
 grep -Eq '"forward": [0-9.e+-]+,' "$TMP/compute.json" || fail "no time split: $(cat "$TMP/compute.json")"
-grep -q '^| mlp | cpu | 1 | 64 | 5 |' "$TMP/compute.log" || fail "no markdown row: $(cat "$TMP/compute.log")"
+grep -q '^| mlp | cpu | 0 | 1 | 64 | 5 |' "$TMP/compute.log" || fail "no markdown row: $(cat "$TMP/compute.log")"
 # --device cuda where no GPU answers: one line, non-zero exit.
 if "$BENCH" compute --device cuda --steps 1 --profile-steps 0 >"$TMP/cuda.out" 2>"$TMP/cuda.err"; then
     echo "a GPU answered: --device cuda ran"
@@ -92,6 +92,11 @@ else
     [ "$(wc -l <"$TMP/cuda.err")" -eq 1 ] || fail "--device cuda without a GPU: $(cat "$TMP/cuda.err")"
 fi
 "$BENCH" compute --model resnet >/dev/null 2>&1 && fail "compute took --model resnet"
+"$BENCH" compute --tf32 2 >/dev/null 2>&1 && fail "compute took --tf32 2"
+# TF32 is a GPU mode: on the CPU one line says so, before any step
+"$BENCH" compute --device cpu --tf32 1 --steps 1 >/dev/null 2>"$TMP/tf32.err" &&
+    fail "compute --tf32 1 ran on the CPU"
+grep -q "tf32 1: the cpu backend has no TF32" "$TMP/tf32.err" || fail "--tf32 1 on cpu: $(cat "$TMP/tf32.err")"
 # --torch without PyTorch (a Python that skips its site packages): one line
 # saying how to install it, before any training.
 printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >"$TMP/python-no-torch"

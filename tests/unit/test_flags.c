@@ -163,6 +163,16 @@ START_TEST(worker_check_and_cpu_gemm)
     ck_assert_int_eq(ps_worker_flags_check(&f, err, sizeof err), PS_EINVAL);
     ck_assert_str_eq(err, "--overlap 2: expected 0 or 1");
     ps_worker_flags_init(&f);
+    ck_assert_int_eq(f.cfg.tf32, 0);
+    ck_assert_int_eq(f.cfg.graph, 1);
+    f.cfg.tf32 = 2;
+    ck_assert_int_eq(ps_worker_flags_check(&f, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err, "--tf32 2: expected 0 or 1");
+    ps_worker_flags_init(&f);
+    f.cfg.graph = -1;
+    ck_assert_int_eq(ps_worker_flags_check(&f, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err, "--cuda-graph -1: expected 0 or 1");
+    ps_worker_flags_init(&f);
     f.cfg.ring_kib = 0;
     ck_assert_int_eq(ps_worker_flags_check(&f, err, sizeof err), PS_EINVAL);
     ck_assert_str_eq(err, "--ring-kib 0: expected 1 to 65536");

@@ -14,7 +14,14 @@
  * order, as with serial copies, so the results are the same bits. A step
  * starts with both streams idle (the previous one synced), so params and
  * batch never land under a running kernel. Nothing here allocates after
- * ps_model_new().
+ * ps_model_new() but ps_model_set_data() and the one recording per batch
+ * size of a graph step.
+ *
+ * With a resident training set a step queues the copy of its indices, one
+ * gather kernel, then the same ops; with graphs on, that whole sequence,
+ * copies included, is recorded once and each step is one launch. The loss is
+ * read once the step's copies have been waited for, so nothing in the
+ * sequence waits for the device.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -74,7 +81,8 @@ int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_mode
     rc = PS_ENOMEM;
     m->tensors = calloc(arch->ntensors, sizeof(*m->tensors));
     m->out_from = calloc(arch->ntensors, sizeof(*m->out_from));
-    if (!m->tensors || !m->out_from) {
+    m->graph_out_from = calloc(arch->ntensors, sizeof(*m->graph_out_from));
+    if (!m->tensors || !m->out_from || !m->graph_out_from) {
         goto fail;
     }
     for (size_t i = 0; i < arch->ntensors; i++) {
@@ -90,7 +98,8 @@ int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_mode
     m->grads = k->host_alloc(pbytes);
     m->x = k->host_alloc((size_t)max_batch * PS_MODEL_IN * sizeof(float));
     m->y = k->host_alloc((size_t)max_batch);
-    if (!m->params || !m->grads || !m->x || !m->y) {
+    m->idx = k->host_alloc((size_t)max_batch * sizeof(uint32_t));
+    if (!m->params || !m->grads || !m->x || !m->y || !m->idx) {
         goto fail;
     }
     memset(m->params, 0, pbytes);
@@ -98,12 +107,14 @@ int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_mode
     if (k->host_is_backend) {
         m->d_params = m->params;
         m->d_grads = m->grads;
+        m->d_idx = m->idx;
     } else {
         m->d_params = k->alloc(pbytes);
         m->d_grads = k->alloc(pbytes);
         m->d_x = k->alloc((size_t)max_batch * PS_MODEL_IN * sizeof(float));
         m->d_y = k->alloc((size_t)max_batch);
-        if (!m->d_params || !m->d_grads || !m->d_x || !m->d_y) {
+        m->d_idx = k->alloc((size_t)max_batch * sizeof(uint32_t));
+        if (!m->d_params || !m->d_grads || !m->d_x || !m->d_y || !m->d_idx) {
             goto fail;
         }
         k->zero(m->ctx, m->d_grads, pbytes);
@@ -126,6 +137,7 @@ void ps_model_destroy(ps_model_t **mp)
     }
     ps_model_t *m = *mp;
     const ps_kernels_t *k = m->k;
+    k->graph_destroy(&m->graph);
     if (m->arch) {
         m->arch->teardown(m);
     }
@@ -134,7 +146,12 @@ void ps_model_destroy(ps_model_t **mp)
         k->free(m->d_grads);
         k->free(m->d_x);
         k->free(m->d_y);
+        k->free(m->d_idx);
     }
+    k->free(m->d_pixels);
+    k->free(m->d_labels);
+    k->host_free(m->idx);
+    free(m->graph_out_from);
     k->host_free(m->params);
     k->host_free(m->grads);
     k->host_free(m->x);
@@ -330,15 +347,76 @@ void ps_model_grads_final(ps_model_t *m, size_t i)
     m->final = i;
 }
 
-/* Profiling: waits for the device and adds the time since *t to *acc. */
-static void s_lap(ps_model_t *m, double *t, double *acc)
+/* Profiling: a step's first timing mark, on the compute stream of an idle
+ * device (the step before was waited for). */
+static void s_lap_begin(ps_model_t *m)
 {
-    if (m->profile) {
-        m->k->sync(m->ctx);
-        double now = ps_now();
-        *acc += now - *t;
-        *t = now;
+    if (m->profile && !m->k->host_is_backend) {
+        m->lap = 0;
+        m->k->mark(m->ctx, 0, 0);
     }
+}
+
+/* Profiling: ends a phase, waits for the device and adds the phase's time
+ * to *acc. On a device backend the time between events (kernels.h mark) at
+ * the phase's ends, the end on the stream that did its last work (copy: the
+ * copy stream): the device's own time, without the host's. On the CPU the
+ * clock since *t. */
+static void s_lap(ps_model_t *m, double *t, double *acc, int copy)
+{
+    if (!m->profile) {
+        return;
+    }
+    const ps_kernels_t *k = m->k;
+    if (!k->host_is_backend && m->lap + 1 < PS_KERNELS_MARKS) {
+        const int slot = ++m->lap;
+        k->mark(m->ctx, slot, copy);
+        k->sync(m->ctx);
+        const double ms = k->mark_ms(m->ctx, slot - 1, slot);
+        *acc += ms > 0 ? ms / 1e3 : 0.0;
+        return;
+    }
+    k->sync(m->ctx);
+    double now = ps_now();
+    *acc += now - *t;
+    *t = now;
+}
+
+/* The step's ops after its batch is staged, timed phase by phase when
+ * profiling: forward, the loss (queued: read once the step is finished),
+ * backward, the gradients' copies out. Queued only, so it can be recorded. */
+static void s_ops(ps_model_t *m, const float *d_x, const uint8_t *d_y, int n,
+                  ps_model_profile_t *p, double *t)
+{
+    if (m->profile) { /* serialised, so copy_in times the params' copy alone */
+        ps_model_params_needed(m, m->arch->ntensors);
+    }
+    s_lap(m, t, &p->copy_in, 0);
+    /* on a GPU the spans are the times the work was queued */
+    ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_FORWARD, PS_TRACE_CURRENT_STEP, 0);
+    float *logits = m->arch->forward(m, d_x, n);
+    /* the loss overwrites the logits with their gradient, in place */
+    m->k->softmax_xent_queue(m->ctx, logits, d_y, n, PS_MODEL_CLASSES, logits);
+    s_lap(m, t, &p->forward, 0);
+    ps_trace_span_end(&span);
+    span = ps_trace_span_begin(PS_TRACE_BACKWARD, PS_TRACE_CURRENT_STEP, 0);
+    m->arch->backward(m, d_x, logits, n);
+    s_lap(m, t, &p->backward, 0);
+    ps_trace_span_end(&span);
+    ps_model_grads_final(m, 0);
+}
+
+/* Waits for the step's copies, then reads its loss. */
+static int s_end_step(ps_model_t *m, int n, ps_model_profile_t *p, double *t, float *loss)
+{
+    s_lap(m, t, &p->copy_out, 1); /* before the hook runs: the copies' own time */
+    int rc = s_finish(m);
+    p->steps++;
+    const float l = m->k->xent_result(m->ctx, n, NULL);
+    if (loss) {
+        *loss = l;
+    }
+    return rc;
 }
 
 int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, float *loss)
@@ -352,30 +430,159 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n, 
     const float *d_x;
     const uint8_t *d_y;
     s_begin(m);
+    s_lap_begin(m);
     s_stage(m, x, y, n, &d_x, &d_y); /* the batch's copy first: forward needs it */
-    if (m->profile) { /* serialised, so copy_in times the params' copy alone */
-        ps_model_params_needed(m, m->arch->ntensors);
+    s_ops(m, d_x, d_y, n, p, &t);
+    return s_end_step(m, n, p, &t, loss);
+}
+
+int ps_model_set_data(ps_model_t *m, const uint8_t *pixels, const uint8_t *labels, int count,
+                      float a, float c)
+{
+    const ps_kernels_t *k = m->k;
+    if (count < 1 || !pixels || !labels) {
+        return PS_EINVAL;
     }
-    s_lap(m, &t, &p->copy_in);
-    /* on a GPU the spans are the times the work was queued */
-    ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_FORWARD, PS_TRACE_CURRENT_STEP, 0);
-    float *logits = m->arch->forward(m, d_x, n);
-    /* the loss overwrites the logits with their gradient, in place */
-    float l = m->k->softmax_xent(m->ctx, logits, d_y, n, PS_MODEL_CLASSES, logits, NULL);
-    s_lap(m, &t, &p->forward);
-    ps_trace_span_end(&span);
-    span = ps_trace_span_begin(PS_TRACE_BACKWARD, PS_TRACE_CURRENT_STEP, 0);
-    m->arch->backward(m, d_x, logits, n);
-    s_lap(m, &t, &p->backward);
-    ps_trace_span_end(&span);
-    ps_model_grads_final(m, 0);
-    rc = s_finish(m);
-    s_lap(m, &t, &p->copy_out);
-    p->steps++;
-    if (loss) {
-        *loss = l;
+    for (int i = 0; i < count; i++) {
+        if (labels[i] >= PS_MODEL_CLASSES) {
+            return PS_EINVAL;
+        }
     }
+    k->graph_destroy(&m->graph); /* it names the old buffers */
+    k->free(m->d_pixels);
+    k->free(m->d_labels);
+    m->ndata = 0;
+    const size_t bytes = (size_t)count * PS_MODEL_IN;
+    m->d_pixels = k->alloc(bytes);
+    m->d_labels = k->alloc((size_t)count);
+    if (!m->d_pixels || !m->d_labels) {
+        k->free(m->d_pixels);
+        k->free(m->d_labels);
+        m->d_pixels = m->d_labels = NULL;
+        return PS_ENOMEM;
+    }
+    int rc = k->copy_h2d(m->ctx, m->d_pixels, pixels, bytes);
+    if (rc == 0) {
+        rc = k->copy_h2d(m->ctx, m->d_labels, labels, (size_t)count);
+    }
+    if (rc == 0) {
+        rc = k->sync(m->ctx);
+    }
+    m->ndata = rc == 0 ? count : 0;
+    m->norm_a = a;
+    m->norm_c = c;
     return rc;
+}
+
+uint32_t *ps_model_batch_idx(ps_model_t *m)
+{
+    return m->idx;
+}
+
+int ps_model_set_graph(ps_model_t *m, int on)
+{
+    m->use_graph = on != 0;
+    return 0;
+}
+
+int ps_model_graph_error(const ps_model_t *m)
+{
+    return m->graph_rc;
+}
+
+int ps_model_set_tf32(ps_model_t *m, int on)
+{
+    return m->k->set_tf32(m->ctx, on);
+}
+
+/* The resident step's batch: its indices in, then one gather kernel. */
+static void s_gather(ps_model_t *m, int n, float **d_x, uint8_t **d_y)
+{
+    const ps_kernels_t *k = m->k;
+    *d_x = k->host_is_backend ? m->x : m->d_x;
+    *d_y = k->host_is_backend ? m->y : m->d_y;
+    if (!k->host_is_backend) {
+        s_io(m, k->copy_h2d_async(m->ctx, m->d_idx, m->idx, (size_t)n * sizeof(uint32_t)));
+    }
+    k->gather_u8(m->ctx, m->d_pixels, m->d_labels, PS_MODEL_IN, m->d_idx, n, m->norm_a,
+                 m->norm_c, *d_x, *d_y);
+}
+
+/* Records the resident step of n samples (its copies out are kept, for each
+ * replay's waits). PS_ENOTSUP: the backend has no graphs. */
+static int s_record(ps_model_t *m, int n)
+{
+    const ps_kernels_t *k = m->k;
+    k->graph_destroy(&m->graph);
+    int rc = k->graph_begin(m->ctx);
+    if (rc) {
+        return rc;
+    }
+    ps_model_profile_t none = {0};
+    double t = 0;
+    float *d_x;
+    uint8_t *d_y;
+    s_begin(m);
+    s_gather(m, n, &d_x, &d_y);
+    s_ops(m, d_x, d_y, n, &none, &t);
+    rc = k->graph_end(m->ctx, &m->graph);
+    rc = rc ? rc : m->io_rc;
+    if (rc) {
+        k->graph_destroy(&m->graph);
+        return rc;
+    }
+    m->graph_n = n;
+    m->graph_nout = m->nout;
+    memcpy(m->graph_out_from, m->out_from, m->nout * sizeof(*m->out_from));
+    return 0;
+}
+
+/* One replay of the recorded step; s_finish then waits for its copies. */
+static int s_replay(ps_model_t *m, int n)
+{
+    if (!m->graph || m->graph_n != n) {
+        int rc = s_record(m, n);
+        if (rc) {
+            /* nothing recorded ran: this and later steps go by hand */
+            m->use_graph = 0;
+            m->graph_rc = rc == PS_ENOTSUP ? 0 : rc;
+            return PS_ENOTSUP;
+        }
+    }
+    s_begin(m);
+    m->nout = m->graph_nout;
+    memcpy(m->out_from, m->graph_out_from, m->nout * sizeof(*m->out_from));
+    return m->k->graph_launch(m->ctx, m->graph);
+}
+
+int ps_model_train_step_idx(ps_model_t *m, int n, float *loss)
+{
+    ps_model_profile_t none = {0}, *p = m->profile ? m->profile : &none;
+    double t = ps_now();
+    if (n < 1 || n > m->max_batch || m->ndata < 1) {
+        return PS_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (m->idx[i] >= (uint32_t)m->ndata) {
+            return PS_EINVAL;
+        }
+    }
+    int rc = PS_ENOTSUP;
+    if (m->use_graph && !m->profile) {
+        rc = s_replay(m, n);
+        if (rc && rc != PS_ENOTSUP) {
+            return rc;
+        }
+    }
+    if (rc == PS_ENOTSUP) { /* queued by hand */
+        float *d_x;
+        uint8_t *d_y;
+        s_begin(m);
+        s_lap_begin(m);
+        s_gather(m, n, &d_x, &d_y);
+        s_ops(m, d_x, d_y, n, p, &t);
+    }
+    return s_end_step(m, n, p, &t, loss);
 }
 
 int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, int *correct,

@@ -88,6 +88,51 @@ void ps_model_init_params(ps_model_t *m, uint64_t seed);
 int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
                         float *loss);
 
+/*
+ * Keeps a training set on the backend: count images of 28*28 grey levels
+ * (pixels) and their labels, uploaded once (on a GPU 47 MB for
+ * Fashion-MNIST), so ps_model_train_step_idx() gathers and normalises each
+ * batch there (input = pixel * a + c, the conversion of worker/data.c,
+ * bitwise). Replaces any set before. Returns 0, PS_EINVAL (a label >= 10,
+ * count < 1), PS_ENOMEM or a copy's error. The host arrays are not kept.
+ */
+int ps_model_set_data(ps_model_t *m, const uint8_t *pixels, const uint8_t *labels, int count,
+                      float a, float c);
+
+/* Host buffer of max_batch sample indices into the resident set (pinned on
+ * device backends): the caller writes a step's indices here. Borrowed;
+ * valid until ps_model_destroy(). */
+uint32_t *ps_model_batch_idx(ps_model_t *m);
+
+/*
+ * One training step on the n <= max_batch resident samples named by
+ * ps_model_batch_idx()[0..n): the indices are copied in (one small copy),
+ * one kernel gathers and normalises the batch, then the step of
+ * ps_model_train_step() runs with the same arithmetic, copies and hook. The
+ * index buffer may be rewritten once this returns. Returns 0, PS_EINVAL (bad
+ * n, an index >= count, no resident set) or a backend error.
+ */
+int ps_model_train_step_idx(ps_model_t *m, int n, float *loss);
+
+/*
+ * on != 0: ps_model_train_step_idx() records its step (index copy, gather,
+ * the params' copies in, forward, loss, backward, the gradients' copies out)
+ * once per batch size as a backend graph (a CUDA graph) and replays it, one
+ * launch per step; parameters, gradients and every buffer stay at fixed
+ * device addresses. The same bits as without. Profiled steps are never
+ * recorded. A backend without graphs (CPU) ignores it; one whose recording
+ * fails turns graphs off (ps_model_graph_error). Returns 0.
+ */
+int ps_model_set_graph(ps_model_t *m, int on);
+
+/* 0, or the error with which recording a step failed: graphs are then off
+ * for this model and steps are queued by hand (the same results). */
+int ps_model_graph_error(const ps_model_t *m);
+
+/* TF32 GEMMs on (1) or off (0, the default): see kernels.h set_tf32. Returns
+ * 0 or PS_ENOTSUP (on, with a backend that has no TF32). */
+int ps_model_set_tf32(ps_model_t *m, int on);
+
 /* Where a training step's time goes, accumulated over steps (seconds). */
 typedef struct {
     double copy_in;  /* inputs and params host -> device (0 on the CPU) */
@@ -102,7 +147,10 @@ typedef struct {
  * and a device backend copies all params in before forward and all gradients
  * out after backward, one copy each (serialised, as before the overlap), so
  * each phase is timed alone; this costs the overlap a GPU otherwise gets:
- * for measuring only. The results are the same bits either way. */
+ * for measuring only, and never recorded as a graph. On a device backend a
+ * phase's time is the device's, between events at its ends (copy_in: the
+ * batch's copy or gather and the params' copies; forward and backward: the
+ * kernels); on the CPU the clock's. The results are the same bits either way. */
 void ps_model_set_profile(ps_model_t *m, ps_model_profile_t *p);
 
 /* Called during ps_model_train_step() when the host gradients of keys

@@ -60,6 +60,7 @@ struct ps_model {
     uint8_t *d_y;                /* backend [max_batch]; NULL when host_is_backend */
     void *impl;                  /* the architecture's activations; owned by arch */
     ps_model_profile_t *profile; /* when set, train_step times its phases; borrowed */
+    int lap;                     /* profiling on a device: the last timing mark set */
     ps_model_grad_ready_fn *grad_ready; /* gradient-ready hook; NULL = none */
     void *grad_ready_arg;               /* its argument; borrowed */
     /* Per train_step / evaluate, for the copies of a device backend: */
@@ -68,6 +69,21 @@ struct ps_model {
     size_t *out_from; /* [ntensors] first key of each grads copy out, in order; owned */
     size_t nout;      /* entries of out_from in use */
     int io_rc;        /* first failed copy (0 = none) */
+    /* The training set resident on the backend (ps_model_set_data): */
+    uint8_t *d_pixels; /* backend [ndata*784] grey levels; owned; NULL = none */
+    uint8_t *d_labels; /* backend [ndata] labels; owned */
+    int ndata;         /* samples resident */
+    float norm_a;      /* input = pixel * norm_a + norm_c */
+    float norm_c;
+    uint32_t *idx;     /* host [max_batch] the step's sample indices; pinned; owned */
+    uint32_t *d_idx;   /* backend [max_batch]; == idx when host_is_backend */
+    /* The recorded step (ps_model_set_graph): */
+    int use_graph;            /* record the resident step once, then replay it */
+    ps_kgraph_t *graph;       /* the recording; owned; NULL = none yet */
+    int graph_n;              /* its batch size */
+    int graph_rc;             /* why recording failed (graphs then off); 0 = it did not */
+    size_t graph_nout;        /* its gradient copies out */
+    size_t *graph_out_from;   /* [ntensors] their first keys; owned */
 };
 
 extern const ps_model_arch_t ps_model_arch_mlp;

@@ -16,6 +16,16 @@
 // streams, or a pinned buffer reused before its async copy ran, gives wrong
 // bytes here, as it can on a GPU. Copies from pageable memory take the bytes
 // at the call, as CUDA stages them.
+//
+// Stream capture records instead of queueing: every stream in a capture (the
+// origin, and each stream that waited on an event recorded in it) keeps its
+// own branch of items (an op, a wait on a point of another branch, an
+// external event record), and the graph is those branches. A launch replays
+// each branch on a private lazy stream of the graph, whose waits are the
+// recorded ones: so a missing edge between a copy and a kernel in the graph
+// gives wrong bytes here too. Syncing, or waiting on, anything inside a
+// capture, allocating during one, and ending one with a branch not joined
+// back are errors, as on a GPU.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <deque>
@@ -48,18 +58,37 @@ static bool is_pinned(const void *p, size_t n) { return in(g_host, p, n); }
 static void die(const char *m, const void *p) { fprintf(stderr, "EMU: %s %p\n", m, p); abort(); }
 
 // ---- lazy streams and events
+struct emu_capture;
 struct emu_stream {
     std::deque<std::function<void()>> q;  // queued, not yet run
     unsigned long long queued = 0, done = 0;
     bool busy = false;                    // running one of its ops now
+    emu_capture *cap = nullptr;           // the capture it records into, if any
+    int branch = 0;                       // its branch there
 };
-struct emu_event { cudaStream_t s = nullptr; unsigned long long at = 0; };  // last record
+struct emu_event {
+    cudaStream_t s = nullptr; unsigned long long at = 0;  // last record
+    emu_capture *cap = nullptr; int branch = 0; size_t pos = 0;  // or in a capture
+    bool timing = true;
+};
+enum { IT_OP, IT_WAIT, IT_EXT };
+struct emu_item {
+    int kind; std::function<void()> op;   // IT_OP
+    int branch; size_t pos;               // IT_WAIT: the first pos items of branch
+    cudaEvent_t ev;                       // IT_EXT
+};
+typedef std::vector<std::vector<emu_item>> emu_branches;
+struct emu_capture { emu_branches br; std::vector<cudaStream_t> streams; cudaStream_t origin; };
+struct emu_graph { emu_branches br; };
+struct emu_gexec { emu_branches br; std::vector<cudaStream_t> priv; };
 static std::set<cudaStream_t> g_streams;
 static std::set<cudaEvent_t> g_events;
+static int g_captures;  // captures under way
 
 // Runs s's ops until the first `at` of them are done.
 static void run_until(cudaStream_t s, unsigned long long at) {
     if (!s || !g_streams.count(s)) return;  // never recorded, or destroyed (so drained)
+    if (s->cap) die("waiting for a capturing stream (it runs nothing)", s);
     while (s->done < at) {
         if (s->busy) die("streams wait on each other: deadlock", s);
         std::function<void()> op = std::move(s->q.front());
@@ -71,10 +100,14 @@ static void run_until(cudaStream_t s, unsigned long long at) {
     }
 }
 static void drain(cudaStream_t s) { run_until(s, s->queued); }
-static void drain_all() { for (cudaStream_t s : g_streams) drain(s); }
+static void drain_all() {
+    if (g_captures) die("device-wide sync (cudaFree...) during a capture", nullptr);
+    for (cudaStream_t s : g_streams) drain(s);
+}
 static void enqueue(cudaStream_t s, std::function<void()> op) {
     if (!s) die("null stream", nullptr);
     if (!g_streams.count(s)) die("unknown or destroyed stream", s);
+    if (s->cap) { s->cap->br[s->branch].push_back({IT_OP, std::move(op), 0, 0, nullptr}); return; }
     s->q.push_back(std::move(op));
     s->queued++;
 }
@@ -89,6 +122,7 @@ cudaError_t cudaSetDevice(int d) { if (d != 0) { g_last = cudaErrorInvalidValue;
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) { if (d != 0) return cudaErrorInvalidValue; snprintf(p->name, sizeof p->name, "emulated GPU"); return cudaSuccess; }
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int) { *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0; return cudaSuccess; }
 cudaError_t cudaMalloc(void **p, size_t n) {
+    if (g_captures) die("cudaMalloc during a capture", nullptr);
     if (n > ((size_t)1 << 40)) { g_last = cudaErrorMemoryAllocation; return cudaErrorMemoryAllocation; }
     void *q = nullptr;
     if (posix_memalign(&q, 256, n ? n : 1)) return cudaErrorMemoryAllocation;
@@ -102,7 +136,9 @@ cudaError_t cudaFree(void *p) {
     drain_all();
     g_dev.erase(it); free(p); return cudaSuccess;
 }
-cudaError_t cudaMallocHost(void **p, size_t n) { *p = malloc(n ? n : 1); g_host[(uintptr_t)*p] = n; return cudaSuccess; }
+cudaError_t cudaMallocHost(void **p, size_t n) {
+    if (g_captures) die("cudaMallocHost during a capture", nullptr);
+    *p = malloc(n ? n : 1); g_host[(uintptr_t)*p] = n; return cudaSuccess; }
 cudaError_t cudaFreeHost(void *p) {
     drain_all();
     if (!g_host.erase((uintptr_t)p)) die("cudaFreeHost of non-pinned", p);
@@ -111,6 +147,7 @@ cudaError_t cudaFreeHost(void *p) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = new emu_stream(); g_streams.insert(*s); return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!g_streams.count(s)) die("cudaStreamDestroy of unknown stream", s);
+    if (s->cap) die("cudaStreamDestroy of a capturing stream", s);
     drain(s);
     g_streams.erase(s);
     for (cudaEvent_t e : g_events) if (e->s == s) e->s = nullptr;
@@ -120,7 +157,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (!g_streams.count(s)) die("sync of unknown stream", s);
     drain(s); return cudaSuccess;
 }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = new emu_event(); g_events.insert(*e); return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f) {
+    *e = new emu_event(); (*e)->timing = !(f & cudaEventDisableTiming); g_events.insert(*e); return cudaSuccess;
+}
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     if (!g_events.erase(e)) die("cudaEventDestroy of unknown event", e);
     delete e; return cudaSuccess;
@@ -128,15 +167,47 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!g_events.count(e)) die("record of unknown event", e);
     if (!g_streams.count(s)) die("record on unknown stream", s);
-    e->s = s; e->at = s->queued; return cudaSuccess;
+    if (s->cap) {  // a point in the capture, for waits in it
+        e->s = nullptr; e->cap = s->cap; e->branch = s->branch; e->pos = s->cap->br[s->branch].size();
+        return cudaSuccess;
+    }
+    e->cap = nullptr; e->s = s; e->at = s->queued; return cudaSuccess;
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned f) {
+    if (!(f & cudaEventRecordExternal) || !s->cap) return cudaEventRecord(e, s);
+    if (!g_events.count(e)) die("record of unknown event", e);
+    s->cap->br[s->branch].push_back({IT_EXT, {}, 0, 0, e});  // set by each launch
+    e->cap = nullptr; e->s = nullptr;
+    return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!g_events.count(e)) die("sync of unknown event", e);
+    if (e->cap) die("host waits on an event recorded inside a capture", e);
     run_until(e->s, e->at); return cudaSuccess;
+}
+// Emulated time: a thousandth of a millisecond per op between two records
+// on one stream (the suite checks only that timing works and is ordered).
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    if (!g_events.count(a) || !g_events.count(b)) die("elapsed time of unknown event", a);
+    if (!a->timing || !b->timing) die("elapsed time of an event without timing", a);
+    if (!a->s || !b->s) die("elapsed time of an unrecorded event", a);
+    run_until(a->s, a->at); run_until(b->s, b->at);
+    *ms = a->s == b->s && b->at >= a->at ? 0.001f * (float)(b->at - a->at) : 0.0f;
+    return cudaSuccess;
 }
 // Waits for the event's record as it is now; a later record does not move it.
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     if (!g_events.count(e)) die("wait on unknown event", e);
+    if (e->cap) {  // an edge inside the capture; s joins it if it had not
+        emu_capture *c = e->cap;
+        if (s->cap && s->cap != c) die("stream waits on another capture's event", s);
+        if (!s->cap) {
+            s->cap = c; s->branch = (int)c->br.size(); c->br.emplace_back(); c->streams.push_back(s);
+        }
+        if (s->branch != e->branch) c->br[s->branch].push_back({IT_WAIT, {}, e->branch, e->pos, nullptr});
+        return cudaSuccess;
+    }
+    if (s->cap) die("capture waits on an event recorded outside it (isolation)", s);
     cudaStream_t on = e->s;
     unsigned long long at = e->at;
     if (on == s) return cudaSuccess;  // its own earlier work: already in order
@@ -149,6 +220,9 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKin
     if (k == cudaMemcpyHostToDevice && (!dd || is_dev(s, 1))) die("bad h2d", d);
     if (k == cudaMemcpyDeviceToHost && (!sd || is_dev(d, 1))) die("bad d2h", s);
     if (k == cudaMemcpyDeviceToDevice && (!sd || !dd)) die("bad d2d", d);
+    if (st->cap && ((k == cudaMemcpyHostToDevice && !is_pinned(s, n)) ||
+                    (k == cudaMemcpyDeviceToHost && !is_pinned(d, n))))
+        die("captured copy with pageable host memory", st);
     if (k == cudaMemcpyHostToDevice && !is_pinned(s, n)) {  // pageable: staged now
         auto staged = std::make_shared<std::vector<char>>((const char *)s, (const char *)s + n);
         enqueue(st, [d, staged, n]() { memcpy(d, staged->data(), n); });
@@ -164,13 +238,89 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) {
     return cudaSuccess;
 }
 
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
+    if (!g_streams.count(s)) die("capture of unknown stream", s);
+    if (s->cap) die("capture of a capturing stream", s);
+    emu_capture *c = new emu_capture();
+    c->br.emplace_back(); c->streams.push_back(s); c->origin = s;
+    s->cap = c; s->branch = 0; g_captures++;
+    return cudaSuccess;
+}
+// Every other branch must end in a wait of the origin on its last item.
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+    emu_capture *c = s->cap;
+    if (!c || c->origin != s) die("end of a capture this stream did not begin", s);
+    for (size_t b = 1; b < c->br.size(); b++) {
+        bool joined = false;
+        for (const emu_item &it : c->br[0])
+            joined |= it.kind == IT_WAIT && it.branch == (int)b && it.pos == c->br[b].size();
+        if (!joined) die("capture ended with a stream not joined back", c->streams[b]);
+    }
+    for (cudaStream_t t : c->streams) { t->cap = nullptr; t->branch = 0; }
+    for (cudaEvent_t e : g_events) if (e->cap == c) e->cap = nullptr;
+    *g = new emu_graph{c->br};
+    delete c; g_captures--;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long) {
+    emu_gexec *e = new emu_gexec{g->br, {}};
+    for (size_t b = 0; b < g->br.size(); b++) {
+        cudaStream_t t = new emu_stream(); g_streams.insert(t); e->priv.push_back(t);
+    }
+    *x = e; return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
+    for (cudaStream_t t : x->priv) {
+        drain(t); g_streams.erase(t);
+        for (cudaEvent_t e : g_events) if (e->s == t) e->s = nullptr;
+        delete t;
+    }
+    delete x; return cudaSuccess;
+}
+// Each branch replays on its private stream after the launch stream's
+// earlier work; the launch stream's next op waits for all of them.
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
+    if (!g_streams.count(s)) die("launch on unknown stream", s);
+    if (s->cap) die("graph launch inside a capture", s);
+    const unsigned long long at = s->queued;
+    std::vector<unsigned long long> start, end;
+    for (cudaStream_t t : x->priv) start.push_back(t->queued);
+    for (size_t b = 0; b < x->br.size(); b++) {
+        cudaStream_t t = x->priv[b];
+        enqueue(t, [s, at]() { run_until(s, at); });
+        for (const emu_item &it : x->br[b]) {
+            if (it.kind == IT_OP) {
+                enqueue(t, it.op);
+            } else if (it.kind == IT_WAIT) {
+                cudaStream_t o = x->priv[it.branch];
+                unsigned long long to = start[it.branch] + 1 + it.pos;
+                enqueue(t, [o, to]() { run_until(o, to); });
+            } else {
+                enqueue(t, []() {});
+                it.ev->cap = nullptr; it.ev->s = t; it.ev->at = t->queued;
+            }
+        }
+        end.push_back(t->queued);
+    }
+    std::vector<cudaStream_t> priv = x->priv;
+    enqueue(s, [priv, end]() { for (size_t b = 0; b < priv.size(); b++) run_until(priv[b], end[b]); });
+    return cudaSuccess;
+}
+
 const char *cublasGetStatusName(cublasStatus_t s) { static char b[32]; snprintf(b, 32, "CUBLAS_%d", (int)s); return b; }
 const char *cublasGetStatusString(cublasStatus_t) { return "emulated"; }
 struct emu_blas { cudaStream_t s; };
 cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = new emu_blas(); (*h)->s = nullptr; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { h->s = s; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t m) {
+    return m == CUBLAS_DEFAULT_MATH || m == CUBLAS_TF32_TENSOR_OP_MATH ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *ws, size_t bytes) {
+    if (!is_dev(ws, bytes)) die("cublas workspace not device memory", ws);
+    return CUBLAS_STATUS_SUCCESS;
+}
 
 // Checks the arguments at the call, as cuBLAS does; the caller queues gemm1.
 static cublasStatus_t gemm_check(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
