@@ -24,6 +24,7 @@ void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
     f->cfg.wait = 120.0;
     ps_job_defaults(&f->cfg.job);
     f->model = "mlp";
+    f->hidden = "";
     f->mode = "sync";
     f->optimizer = "sgd";
     f->wire = "fp32";
@@ -43,6 +44,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"servers", PS_FLAG_INT, &c->servers, "S", "number of servers to wait for (0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &c->workers, "M", "number of workers to wait for"},
         {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn"},
+        {"hidden", PS_FLAG_STR, &f->hidden, "H1,H2,...", "mlp: its hidden layers' widths (default 256,128), e.g. 2048,2048"},
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
         {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
@@ -122,6 +124,11 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
 {
     ps_job_t *job = &f->cfg.job;
     snprintf(job->model, sizeof job->model, "%s", f->model);
+    if (strlen(f->hidden) >= sizeof job->hidden) {
+        snprintf(err, errlen, "--hidden %.32s...: too long", f->hidden);
+        return PS_EINVAL;
+    }
+    snprintf(job->hidden, sizeof job->hidden, "%s", f->hidden);
     snprintf(job->optimizer, sizeof job->optimizer, "%s", f->optimizer);
     job->seed = (uint64_t)(unsigned)f->seed;
     job->max_steps = f->max_steps;
