@@ -28,6 +28,7 @@ void ps_job_defaults(ps_job_t *job)
     job->epochs = 1;
     job->max_steps = 0;
     job->seed = 1;
+    job->chunk_kib = PS_JOB_CHUNK_KIB_DEFAULT;
 }
 
 int ps_job_parse_mode(const char *text, ps_job_t *job)
@@ -234,6 +235,10 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
         snprintf(err, errlen, "unknown wire dtype %d", (int)job->wire);
     } else if (!(job->topk >= 0 && job->topk <= PS_JOB_MAX_TOPK)) {
         snprintf(err, errlen, "top-k fraction must be in (0, 1], got %g", job->topk);
+    } else if (job->chunk_kib < PS_JOB_CHUNK_KIB_MIN || job->chunk_kib > PS_JOB_CHUNK_KIB_MAX ||
+               (job->chunk_kib & (job->chunk_kib - 1))) {
+        snprintf(err, errlen, "--chunk-kib %d: expected a power of two in [%d, %d]",
+                 job->chunk_kib, PS_JOB_CHUNK_KIB_MIN, PS_JOB_CHUNK_KIB_MAX);
     } else if (job->hidden[0] && strcmp(job->model, "mlp") != 0) {
         snprintf(err, errlen, "--hidden is for the mlp, not %s", job->model);
     } else if (job->hidden[0] && ps_job_parse_hidden(job->hidden, widths, &nwidths) != 0) {

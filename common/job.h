@@ -61,6 +61,13 @@ typedef enum {
 #define PS_JOB_MAX_WIDTH 65536
 #define PS_JOB_HIDDEN_TEXT 64
 
+/* --chunk-kib: pushes travel, and servers apply and answer them, in chunks
+ * of this many KiB of fp32 keys; a power of two, at most a server store's
+ * chunk (1 MiB), so a chunk never crosses one. */
+#define PS_JOB_CHUNK_KIB_MIN 4
+#define PS_JOB_CHUNK_KIB_MAX 1024
+#define PS_JOB_CHUNK_KIB_DEFAULT 1024
+
 /* Largest top-k fraction (--compress topk:R, R in (0, 1]). */
 #define PS_JOB_MAX_TOPK 1.0
 
@@ -87,6 +94,8 @@ typedef struct {
     ps_wire_kind_t wire; /* dtype of pushes and pull replies */
     double topk;         /* --compress topk:R: pushes send this fraction of each part's
                             keys (error feedback keeps the rest); 0 = dense */
+    int chunk_kib;       /* --chunk-kib: the pipeline's chunk, KiB of fp32 keys (not in
+                            the job's hash: it moves no value) */
 } ps_job_t;
 
 /* Fills *job with the project defaults. */
@@ -110,6 +119,12 @@ int ps_job_parse_compress(const char *text, ps_job_t *job);
 
 /* Writes the --compress text of job->topk ("none", "topk:0.01") into buf. */
 void ps_job_compress_str(const ps_job_t *job, char *buf, size_t cap);
+
+/* Keys of a pipeline chunk: job->chunk_kib KiB of fp32 keys. */
+static inline uint64_t ps_job_chunk_keys(const ps_job_t *job)
+{
+    return (uint64_t)job->chunk_kib * 1024 / 4;
+}
 
 /* Parses --hidden's "H1,H2,..." (1 to PS_JOB_MAX_HIDDEN widths, each in
  * [1, PS_JOB_MAX_WIDTH]) into widths[0..*n). Returns 0 or PS_EINVAL. */

@@ -131,6 +131,7 @@ void ps_codec_job_to_pb(const ps_job_t *j, ps_job_pb_t *out)
     m->wire = (char *)ps_job_wire_name(j);
     m->topk = j->topk;
     m->hidden = (char *)j->hidden;
+    m->chunk_kib = (uint32_t)j->chunk_kib;
 }
 
 int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, size_t cap)
@@ -157,6 +158,8 @@ int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, si
         return s_fail(why, cap, "job: unknown wire format '%.16s'", m->wire);
     }
     j->topk = m->topk;
+    j->chunk_kib = m->chunk_kib ? (int)(m->chunk_kib < INT32_MAX ? m->chunk_kib : INT32_MAX)
+                                : PS_JOB_CHUNK_KIB_DEFAULT;
     j->schedule.warmup_steps = m->warmup_steps;
     j->straggler_rank = m->straggler_rank;
     j->straggler_factor = m->straggler_factor;

@@ -61,7 +61,11 @@ int ps_reply_new(ps_reply_t **out, const ps_reply_config_t *cfg)
         return PS_ENOMEM;
     }
     r->cfg = *cfg;
-    r->defer_cap = (int)(PS_REPLY_REQUESTS_IN_FLIGHT * ps_reply_parts(cfg->shard));
+    /* a pull answered chunk by chunk as its step applies: a part per chunk */
+    const uint64_t chunk = cfg->chunk && cfg->chunk < PS_CONSISTENCY_REPLY_KEYS
+                               ? cfg->chunk : PS_CONSISTENCY_REPLY_KEYS;
+    const uint64_t parts = (ps_range_len(cfg->shard) + chunk - 1) / chunk;
+    r->defer_cap = (int)(PS_REPLY_REQUESTS_IN_FLIGHT * (parts ? parts : 1));
     r->deferred = calloc((size_t)cfg->workers, sizeof *r->deferred);
     r->sent = calloc((size_t)cfg->workers, sizeof *r->sent);
     int rc = ps_reply_pool_new(&r->pool, ps_range_len(cfg->shard), PS_CONSISTENCY_REPLY_KEYS,

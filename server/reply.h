@@ -55,6 +55,8 @@ typedef struct {
     ps_store_t *store;         /* borrowed: the values sent; must outlive the reply */
     ps_ratelog_t *rejections;  /* borrowed: the log line of a refused part */
     ps_server_obs_t *obs;      /* borrowed: each reply's bytes; NULL: not counted */
+    uint64_t chunk;            /* keys of the consistency's chunks: a pull may be
+                                  answered in a part per chunk (0: per store chunk) */
 } ps_reply_config_t;
 
 typedef struct ps_reply ps_reply_t;

@@ -35,6 +35,9 @@
  * longest a waiter polls before it checks heartbeats and the job's state. */
 enum { KV_TICK_MS = 50 };
 
+/* Most chunk messages one push sends a server (see ps_kv_new). */
+enum { KV_PIECES = 128 };
+
 /* A push-pull's pull: where its values go, the version they need, and
  * where its pushed keys end. */
 typedef struct {
@@ -206,9 +209,21 @@ static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_rang
     }
 }
 
+/* Pushes keys part to server i, a message per chunk (ps_kv_slots_set_chunk):
+ * each goes on the wire while the next is framed, and the server applies
+ * each chunk once every worker's is in. Caller holds mu. */
+static void s_send_pushes(ps_kv_t *kv, int idx, int i, ps_range_t part)
+{
+    for (uint64_t at = part.begin; at < part.end;) {
+        const uint64_t end = ps_kv_slots_piece_end(kv->slots, i, at, part.end);
+        s_send_part(kv, idx, i, PS_MSG_PUSH, (ps_range_t){at, end});
+        at = end;
+    }
+}
+
 /* Sends a data request: one message per server holding part of its keys (a
- * push-pull: to a server whose keys it pushes in part, a push and a pull).
- * Caller holds mu. */
+ * push: one per chunk; a push-pull: to a server whose keys it pushes in part
+ * or in several chunks, the pushes and a pull). Caller holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
@@ -217,17 +232,17 @@ static void s_send_request(ps_kv_t *kv, int idx)
         if (!ps_range_intersect(sl->range, srv, &part)) {
             continue;
         }
-        switch (sl->type == PS_KV_PUSH_PULL ? ps_kv_slots_push_part(sl, part, &pushed)
+        switch (sl->type == PS_KV_PUSH_PULL ? ps_kv_slots_plan(kv->slots, idx, i, part, &pushed)
                                             : sl->type) {
         case PS_KV_PUSH_PULL:
             s_send_part(kv, idx, i, PS_MSG_PUSH_PULL, part);
             break;
         case PS_KV_PUSH:
-            if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part */
-                s_send_part(kv, idx, i, PS_MSG_PUSH, pushed);
+            if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part, or in chunks */
+                s_send_pushes(kv, idx, i, pushed);
                 s_send_part(kv, idx, i, PS_MSG_PULL, part);
             } else {
-                s_send_part(kv, idx, i, PS_MSG_PUSH, part);
+                s_send_pushes(kv, idx, i, part);
             }
             break;
         case PS_KV_PULL:
@@ -653,6 +668,15 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
         snprintf(err, errlen, "--compress topk needs shards under 2^32 keys: use more servers");
         ps_kv_destroy(&kv);
         return PS_EINVAL;
+    }
+    /* At most S_PIECES chunk messages per server in one push: a step's
+     * share must fit the server's parts (PS_CONSISTENCY_MAX_PARTS, with the
+     * layer-by-layer pushes' own cuts), so a wide shard gets wider chunks,
+     * still a multiple of the servers'. */
+    const uint64_t ck = ps_job_chunk_keys(&view->job);
+    if (rc == 0 && ck) {
+        const uint64_t per = (widest + ck * KV_PIECES - 1) / (ck * KV_PIECES);
+        ps_kv_slots_set_chunk(kv->slots, ck * (per ? per : 1));
     }
     int wire_ok = 1;
     if (kv->dtype != PS_DTYPE_F32 || kv->topk > 0) {
