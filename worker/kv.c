@@ -669,12 +669,14 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
         ps_kv_destroy(&kv);
         return PS_EINVAL;
     }
-    /* At most S_PIECES chunk messages per server in one push: a step's
+    /* At most KV_PIECES chunk messages per server in one push: a step's
      * share must fit the server's parts (PS_CONSISTENCY_MAX_PARTS, with the
      * layer-by-layer pushes' own cuts), so a wide shard gets wider chunks,
-     * still a multiple of the servers'. */
+     * still a multiple of the servers'. Only sync and ssp: async applies
+     * each push as an update and sync:k/n counts pushes, so one per step. */
     const uint64_t ck = ps_job_chunk_keys(&view->job);
-    if (rc == 0 && ck) {
+    const int chunked = view->job.mode == PS_MODE_SYNC || view->job.mode == PS_MODE_SSP;
+    if (rc == 0 && ck && chunked) {
         const uint64_t per = (widest + ck * KV_PIECES - 1) / (ck * KV_PIECES);
         ps_kv_slots_set_chunk(kv->slots, ck * (per ? per : 1));
     }
