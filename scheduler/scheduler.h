@@ -41,6 +41,9 @@ typedef struct {
     const char *keys;          /* --secure: the job's key directory (shardps-keygen) */
     const char *job_id;        /* this job's id, checked at registration; NULL = derive
                                   one from the start time (scheduler/identity.h) */
+    const char *placement;     /* "dedicated" (servers on hosts of their own) or
+                                  "colocated" (server i on worker i's host): recorded in
+                                  the summary; the launchers place the nodes */
     int preflight;             /* every worker probes every server before step 0; an
                                   unreachable pair fails the job (scheduler/preflight.h) */
 } ps_scheduler_config_t;

@@ -59,8 +59,10 @@ static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int 
     char vars[3][96];
     const char *role = i == 0 ? "scheduler" : i <= job->servers ? "server" : "worker";
     int rank = i == 0 ? 0 : i <= job->servers ? i - 1 : i - 1 - job->servers;
-    /* the network's role index: its servers come first, however many this job has */
-    int at = i <= job->servers ? i : 1 + ps_netsim_servers(net) + rank;
+    /* the network's role index: its servers come first, however many this job has;
+     * a colocated server shares its worker's */
+    int at = i <= job->servers && !(i > 0 && job->colocated) ? i
+                                                             : 1 + ps_netsim_servers(net) + rank;
     snprintf(vars[0], sizeof vars[0], "SHARDPS_ROLE=%s", role);
     snprintf(vars[1], sizeof vars[1], "SHARDPS_RANK=%d", rank);
     snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
@@ -166,7 +168,9 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     memset(procs, 0, sizeof procs);
     res->status = 0;
     res->killed_at = res->rejoined_at = -1;
-    if (job->servers > ps_netsim_servers(net) || job->workers > ps_netsim_workers(net)) {
+    if ((job->servers > ps_netsim_servers(net) && !job->colocated) ||
+        (job->colocated && job->servers > job->workers) ||
+        job->workers > ps_netsim_workers(net)) {
         return PS_EINVAL;
     }
     ps_delay_line_stats_t line_before = {0};

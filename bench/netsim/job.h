@@ -29,6 +29,8 @@ typedef struct {
     int64_t max_steps;    /* the job's --max-steps (0: none), for its progress */
     double kill_at;       /* kill W1 when the job is this far (0..1); < 0: never */
     double rejoin_at; /* start W1 again this far (after its loss was seen); < 0: never */
+    int colocated;    /* server i runs in worker i's namespace, on its link
+                         (servers <= workers); else in its own */
 } ps_netsim_job_t;
 
 /* What happened. */

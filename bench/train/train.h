@@ -36,12 +36,17 @@ extern const char *const ps_bench_train_scenarios[TRAIN_MAX_SCEN];
 #define TRAIN_KILL_AT (1.0 / 3)
 #define TRAIN_REJOIN_AT (2.0 / 3)
 
+/* A mode token's suffix for the colocated placement: "sync@colocated" is
+ * sync with server i in worker i's namespace, as many servers as workers. */
+#define TRAIN_COLOCATED "@colocated"
+
 /* The token that expands to sync:(n-1)/n for n workers. */
 #define TRAIN_BACKUP_AUTO "sync:k/n"
 
 /* What `shardps-bench train` was asked to run. */
 typedef struct {
     const char *out;                 /* output directory */
+    const char *placements;          /* --placement LIST: dedicated, colocated */
     const char *launch;              /* shardps-launch path */
     const char *model;               /* --model */
     const char *straggler;           /* --straggler R:F or NULL */
@@ -73,6 +78,7 @@ typedef struct {
 typedef struct {
     const char *label; /* mode token: groups runs in tables and plots */
     char mode[32];     /* what --mode was given */
+    char name[48];     /* the rows' mode column: mode, "colocated" after it */
     int workers;
     int scen;              /* SCEN_* */
     int status;            /* launcher exit status, <0 a PS_E* (no start, no summary) */
@@ -91,6 +97,9 @@ typedef struct {
     double ep_acc[TRAIN_MAX_EPOCHS];  /* test accuracy at each evaluation */
     double ep_step[TRAIN_MAX_EPOCHS]; /* worker 0's step at each evaluation; NAN unknown */
 } train_run_t;
+
+/* Non-zero when a mode token asks for the colocated placement. */
+int ps_bench_train_colocated(const char *token);
 
 /* Does this build know --mode allreduce? Asked of the code, not assumed. */
 int ps_bench_train_have_allreduce(void);

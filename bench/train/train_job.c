@@ -21,9 +21,18 @@ const char *const ps_bench_train_scenarios[TRAIN_MAX_SCEN] = {"plain", "straggle
 
 /* Servers to start for a mode. Allreduce uses none; the hook for when the
  * launcher of that mode wants something else. */
-static int s_servers_for(const train_cfg_t *cfg, const char *mode)
+int ps_bench_train_colocated(const char *token)
 {
-    return strcmp(mode, "allreduce") ? cfg->servers : 0;
+    const size_t n = strlen(token), k = strlen(TRAIN_COLOCATED);
+    return n > k && !strcmp(token + n - k, TRAIN_COLOCATED);
+}
+
+/* Servers of a run: none under allreduce, one per worker colocated. */
+static int s_servers_for(const train_cfg_t *cfg, const train_run_t *r)
+{
+    return !strcmp(r->label, "allreduce")           ? 0
+           : ps_bench_train_colocated(r->label) ? r->workers
+                                                   : cfg->servers;
 }
 
 void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
@@ -33,7 +42,8 @@ void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
     for (char *p = m; *p; p++) {
         *p = *p == ':' ? '_' : *p == '/' ? '-' : *p;
     }
-    snprintf(buf, cap, "%s_w%d%s%s", m, r->workers, r->scen ? "_" : "",
+    snprintf(buf, cap, "%s_w%d%s%s%s", m, r->workers,
+             ps_bench_train_colocated(r->label) ? "_colocated" : "", r->scen ? "_" : "",
              r->scen ? ps_bench_train_scenarios[r->scen] : "");
 }
 
@@ -139,7 +149,7 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     char *argv[64 + TRAIN_MAX_JOB_FLAGS];
     int a = 0;
     argv[a++] = (char *)cfg->launch;
-    snprintf(num[0], sizeof num[0], "%d", s_servers_for(cfg, r->label));
+    snprintf(num[0], sizeof num[0], "%d", s_servers_for(cfg, r));
     snprintf(num[1], sizeof num[1], "%d", r->workers);
     snprintf(num[2], sizeof num[2], "%d", cfg->epochs);
     snprintf(num[3], sizeof num[3], "%d", cfg->seed);
@@ -190,6 +200,11 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
         argv[a++] = "--min-workers";
         argv[a++] = "1";
     }
+    const int colocated = ps_bench_train_colocated(r->label);
+    if (colocated) {
+        argv[a++] = "--placement";
+        argv[a++] = "colocated";
+    }
     if (cfg->net) {
         /* progress lines often enough to place the kill; one job id for all */
         snprintf(num[9], sizeof num[9], "bench-%d-%s", (int)getpid(), tag);
@@ -209,13 +224,14 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     if (cfg->net) {
         ps_netsim_job_t job = {.launch = cfg->launch,
                                .args = argv + 1,
-                               .servers = s_servers_for(cfg, r->label),
+                               .servers = s_servers_for(cfg, r),
                                .workers = r->workers,
                                .log_path = log,
                                .timeout = cfg->timeout,
                                .max_steps = cfg->max_steps,
                                .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
-                               .rejoin_at = rejoin_at};
+                               .rejoin_at = rejoin_at,
+                               .colocated = colocated};
         ps_netsim_result_t res;
         int rc = ps_netsim_run(cfg->net, &job, &res);
         r->status = rc ? rc : res.status;
