@@ -92,6 +92,13 @@ typedef struct {
     double bytes_per_step; /* payload bytes pushed + pulled per worker step */
     double st_mean, st_p99, st_max;   /* staleness of applied gradients */
     double dropped;                   /* late pushes dropped */
+    /* --net: the links, from the namespaces' counters (NAN when not read) */
+    double params;                    /* the model's parameters (the summary's) */
+    double steps;                     /* worker 0's steps (the summary's) */
+    double link_tx, link_rx;          /* bytes per step a worker's link sent, received */
+    double link_max;                  /* bytes per step of the busiest link, one way */
+    double retrans, timeouts;         /* TCP retransmissions and timeouts in the job */
+    double cpu_busy;                  /* the cores' busy share over the job */
     int nep;                          /* epochs evaluated */
     double ep_t[TRAIN_MAX_EPOCHS];    /* elapsed seconds at each evaluation */
     double ep_acc[TRAIN_MAX_EPOCHS];  /* test accuracy at each evaluation */
@@ -116,6 +123,13 @@ void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap);
  * summary and log are OUT/runs/TAG[_repeat].json and .log (repeat > 0). */
 void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
                         int repeat);
+
+/* --net: the links table (train_links.c): created beside the runs' table,
+ * a row per run, its notes before it is destroyed. */
+int ps_bench_train_links_new(const train_cfg_t *cfg, ps_bench_table_t **t);
+void ps_bench_train_links_row(const train_cfg_t *cfg, ps_bench_table_t *t,
+                              const train_run_t *r);
+void ps_bench_train_links_notes(ps_bench_table_t *t);
 
 /* Every mode x workers x scenario, their tables and plots. Returns 0, or 1
  * when a job failed. */

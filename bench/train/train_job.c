@@ -97,6 +97,8 @@ static int s_read_results(const char *json_path, const char *log_path, double ta
     rc |= ps_bench_json_num(json, "staleness.p99", &r->st_p99);
     rc |= ps_bench_json_num(json, "staleness.max", &r->st_max);
     rc |= ps_bench_json_num(json, "pushes_dropped", &r->dropped);
+    rc |= ps_bench_json_num(json, "num_params", &r->params);
+    rc |= ps_bench_json_num(json, "steps", &r->steps);
     int n = ps_bench_json_array(json, "worker_steps", steps,
                                 (int)(sizeof steps / sizeof steps[0]));
     double total = 0;
@@ -221,6 +223,7 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     }
     argv[a] = NULL;
     r->killed_at = -1;
+    r->link_tx = r->link_rx = r->link_max = r->retrans = r->timeouts = r->cpu_busy = NAN;
     if (cfg->net) {
         ps_netsim_job_t job = {.launch = cfg->launch,
                                .args = argv + 1,
@@ -236,11 +239,22 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
         int rc = ps_netsim_run(cfg->net, &job, &res);
         r->status = rc ? rc : res.status;
         r->killed_at = res.killed_at;
+        r->link_tx = res.counted ? res.worker_tx : NAN; /* per step once steps are read */
+        r->link_rx = res.counted ? res.worker_rx : NAN;
+        r->link_max = res.counted ? res.link_max : NAN;
+        r->retrans = res.counted ? (double)res.retrans : NAN;
+        r->timeouts = res.counted ? (double)res.timeouts : NAN;
+        r->cpu_busy = res.cpu_busy;
     } else {
         r->status = ps_bench_run(argv, log);
     }
     if (r->status == 0 &&
         s_read_results(json, log, cfg->target, ps_bench_train_batch(cfg), r) != 0) {
         r->status = PS_EPROTO; /* ran, but the summary is not what we expect */
+    }
+    if (cfg->net && r->status == 0 && r->steps > 0) {
+        r->link_tx /= r->steps;
+        r->link_rx /= r->steps;
+        r->link_max /= r->steps;
     }
 }

@@ -310,8 +310,11 @@ int ps_bench_train_sweep(const train_cfg_t *cfg)
 {
     int cap = cfg->nscen * cfg->nmodes * cfg->nworkers, failed = 0;
     train_run_t *runs = calloc((size_t)cap, sizeof *runs);
-    ps_bench_table_t *t = NULL, *te = NULL;
-    if (!runs || s_tables(cfg, &t, &te) != 0) {
+    ps_bench_table_t *t = NULL, *te = NULL, *tl = NULL;
+    if (!runs || s_tables(cfg, &t, &te) != 0 ||
+        (cfg->net && ps_bench_train_links_new(cfg, &tl) != 0)) {
+        ps_bench_table_destroy(&te, 0);
+        ps_bench_table_destroy(&t, 0);
         free(runs);
         return 1;
     }
@@ -321,11 +324,19 @@ int ps_bench_train_sweep(const train_cfg_t *cfg)
         train_run_t *r = &runs[i];
         fprintf(stderr, TRAIN_PROG ": [%d/%d] --mode %s --workers %d (%s) ...\n", i + 1,
                 nruns, r->name, r->workers, ps_bench_train_scenarios[r->scen]);
-        failed |= s_one(cfg, r, &base, t, te);
+        const int bad = s_one(cfg, r, &base, t, te);
+        if (tl && !bad) {
+            ps_bench_train_links_row(cfg, tl, r);
+        }
+        failed |= bad;
     }
     s_notes(cfg, t);
     ps_bench_table_destroy(&te, 0);
     ps_bench_table_destroy(&t, 1);
+    if (tl) {
+        ps_bench_train_links_notes(tl);
+        ps_bench_table_destroy(&tl, 1);
+    }
     s_plots(cfg, runs, nruns);
     free(runs);
     return failed;
