@@ -8,6 +8,7 @@
  * Nothing is allocated per step.
  */
 #include "server/consistency.h"
+#include "server/consistency_impl.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -19,59 +20,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/optim.h"
-
-/* One push held for a step: its keys and its gradient, read in place. */
-typedef struct {
-    uint64_t begin, end; /* keys relative to the shard */
-    const void *data;    /* the gradient, any alignment; valid until frame is released */
-    void *frame;         /* the caller's handle on data */
-} ps_part_t;
-
-/* A pull waiting for a newer version; its asker is kept beside, in askers. */
-typedef struct {
-    ps_range_t range;    /* what */
-    int64_t min_version; /* answered once version >= this */
-} ps_pending_t;
-
-struct ps_consistency {
-    ps_consistency_config_t cfg;
-    ps_store_t *store;     /* borrowed */
-    ps_range_t shard;      /* the store's keys */
-    uint64_t n;            /* keys in the shard */
-    int workers;           /* N */
-    unsigned char *live;   /* N: non-zero for the workers steps wait for */
-    int nlive;
-    int64_t *join_at;      /* N: the version from which a joining worker is live; -1 none */
-    int64_t hold;          /* stepped modes: no step >= hold is applied (ps_consistency_hold) */
-    /* Stepped modes collect each step's pushes per worker before applying.
-     * Step t lives in window slot t % window; slot (t, w) below means index
-     * (t % window) * workers + w. */
-    int window;            /* steps collected at once: s+1 under ssp:s, else 1 */
-    size_t nslots;         /* window*workers (1 when not stepped) */
-    ps_part_t *parts;      /* nslots*PS_CONSISTENCY_MAX_PARTS: the pushes held so far */
-    int *nparts;           /* nslots */
-    uint64_t *covered;     /* nslots: keys pushed so far */
-    int64_t *computed_on;  /* nslots: version the gradient was computed on */
-    /* Sync and ssp apply the step being collected chunk by chunk (chunk
-     * keys from the shard's start; the last may be shorter): a chunk every
-     * live worker has pushed whole is applied at once, and the pulls get
-     * its values, while the other chunks still come in. */
-    uint64_t chunk;        /* keys per chunk */
-    size_t nchunks;        /* chunks of the shard */
-    uint32_t *chunk_got;   /* nslots*nchunks: keys of each chunk pushed so far */
-    unsigned char *done;   /* nchunks: applied for step `version` (so at version + 1) */
-    size_t ndone;          /* chunks of done set */
-    unsigned char *with;   /* workers: who the chunks applied so far were summed from */
-    float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
-    int64_t version;       /* updates applied so far (also Adam's t) */
-    ps_pending_t *pending; /* cap_pending */
-    unsigned char *askers; /* cap_pending blobs of asker_stride bytes, pending's askers */
-    size_t asker_stride;   /* asker_size rounded up to keep each blob aligned */
-    int npending, cap_pending;
-    double step_since;     /* when the step being collected started waiting */
-    double missing_logged; /* when we last logged who it waits for */
-    ps_consistency_stats_t stats;
-};
 
 static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -103,7 +51,7 @@ static float s_stale_weight(const ps_consistency_t *c, int64_t tau)
 /* Index of slot (step t, worker w). */
 static size_t s_slot(const ps_consistency_t *c, int64_t t, int w)
 {
-    return (size_t)(t % c->window) * (size_t)c->workers + (size_t)w;
+    return ps_consistency_slot(c, t, w);
 }
 
 /* Non-zero when live worker w has pushed every key of step t. */
@@ -726,67 +674,6 @@ int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, s
     return 0;
 }
 
-void ps_consistency_tick(ps_consistency_t *c)
-{
-    double now = ps_now(), waited = now - c->step_since, every = c->cfg.report_missing;
-    if (!ps_job_is_stepped(&c->cfg.job) || !ps_store_initialized(c->store) || c->n == 0 ||
-        waited < every || now - c->missing_logged < every) {
-        return;
-    }
-    char who[256] = "";
-    size_t at = 0;
-    int any = 0, more = 0;
-    for (int w = 0; w < c->workers; w++) {
-        uint64_t got = c->covered[s_slot(c, c->version, w)];
-        any |= got != 0;
-        if (c->live[w] && got != c->n) {
-            char one[64];
-            snprintf(one, sizeof one, " W%d (%llu of %llu keys)", w, (unsigned long long)got,
-                     (unsigned long long)c->n);
-            at += ps_log_list_add(who, sizeof who, at, one, &more);
-        }
-    }
-    ps_log_list_end(who, sizeof who, at, more);
-    if (any) { /* someone pushed and waits on the others */
-        ps_log_warn("step %lld of keys [%llu, %llu) has waited %.1f s for:%s",
-                    (long long)c->version, (unsigned long long)c->shard.begin,
-                    (unsigned long long)c->shard.end, waited, who);
-        c->missing_logged = now;
-    }
-}
-
-int ps_consistency_missing(const ps_consistency_t *c, int *ranks, int cap, double *waited)
-{
-    *waited = 0;
-    if (!ps_job_is_stepped(&c->cfg.job) || !ps_store_initialized(c->store) || c->n == 0) {
-        return 0;
-    }
-    int any = 0, n = 0;
-    for (int w = 0; w < c->workers; w++) {
-        any |= c->covered[s_slot(c, c->version, w)] != 0;
-    }
-    for (int w = 0; any && w < c->workers; w++) {
-        if (c->live[w] && c->covered[s_slot(c, c->version, w)] != c->n) {
-            if (n < cap) {
-                ranks[n] = w;
-            }
-            n++;
-        }
-    }
-    *waited = n ? ps_now() - c->step_since : 0;
-    return n;
-}
-
-int ps_consistency_pending_pulls(const ps_consistency_t *c)
-{
-    return c->npending;
-}
-
-int ps_consistency_max_held(const ps_consistency_t *c)
-{
-    return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS;
-}
-
 int64_t ps_consistency_hold(ps_consistency_t *c)
 {
     c->hold = c->version + 1;
@@ -842,14 +729,4 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
     }
     s_live_joins(c);
     return 0;
-}
-
-int64_t ps_consistency_version(const ps_consistency_t *c)
-{
-    return c->version;
-}
-
-const ps_consistency_stats_t *ps_consistency_stats(const ps_consistency_t *c)
-{
-    return &c->stats;
 }

@@ -136,6 +136,33 @@ int ps_bench_train_batch(const train_cfg_t *cfg)
     return cfg->batch > 0 ? cfg->batch : job.batch;
 }
 
+/* Runs the job of args (the launcher's flags) role by role in the
+ * simulated cluster: r's status, the kill's time and the links' figures. */
+static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
+                      const char *log, double rejoin_at, int colocated)
+{
+    ps_netsim_job_t job = {.launch = cfg->launch,
+                           .args = args,
+                           .servers = s_servers_for(cfg, r),
+                           .workers = r->workers,
+                           .log_path = log,
+                           .timeout = cfg->timeout,
+                           .max_steps = cfg->max_steps,
+                           .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
+                           .rejoin_at = rejoin_at,
+                           .colocated = colocated};
+    ps_netsim_result_t res;
+    int rc = ps_netsim_run(cfg->net, &job, &res);
+    r->status = rc ? rc : res.status;
+    r->killed_at = res.killed_at;
+    r->link_tx = res.counted ? res.worker_tx : NAN; /* per step once steps are read */
+    r->link_rx = res.counted ? res.worker_rx : NAN;
+    r->link_max = res.counted ? res.link_max : NAN;
+    r->retrans = res.counted ? (double)res.retrans : NAN;
+    r->timeouts = res.counted ? (double)res.timeouts : NAN;
+    r->cpu_busy = res.cpu_busy;
+}
+
 void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
                         int repeat)
 {
@@ -225,26 +252,7 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     r->killed_at = -1;
     r->link_tx = r->link_rx = r->link_max = r->retrans = r->timeouts = r->cpu_busy = NAN;
     if (cfg->net) {
-        ps_netsim_job_t job = {.launch = cfg->launch,
-                               .args = argv + 1,
-                               .servers = s_servers_for(cfg, r),
-                               .workers = r->workers,
-                               .log_path = log,
-                               .timeout = cfg->timeout,
-                               .max_steps = cfg->max_steps,
-                               .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
-                               .rejoin_at = rejoin_at,
-                               .colocated = colocated};
-        ps_netsim_result_t res;
-        int rc = ps_netsim_run(cfg->net, &job, &res);
-        r->status = rc ? rc : res.status;
-        r->killed_at = res.killed_at;
-        r->link_tx = res.counted ? res.worker_tx : NAN; /* per step once steps are read */
-        r->link_rx = res.counted ? res.worker_rx : NAN;
-        r->link_max = res.counted ? res.link_max : NAN;
-        r->retrans = res.counted ? (double)res.retrans : NAN;
-        r->timeouts = res.counted ? (double)res.timeouts : NAN;
-        r->cpu_busy = res.cpu_busy;
+        s_run_net(cfg, r, argv + 1, log, rejoin_at, colocated);
     } else {
         r->status = ps_bench_run(argv, log);
     }
