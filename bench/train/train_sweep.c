@@ -277,7 +277,7 @@ static void s_notes(const train_cfg_t *cfg, ps_bench_table_t *t)
     ps_bench_table_note(
         t,
         "Each row: `shardps-launch --servers %d --workers N --model %s --mode M "
-        "--epochs %d --seed %d%s` (allreduce: `--servers 0`); max-steps %d; "
+        "--epochs %d --seed %d%s` (allreduce: `--servers 0`; colocated rows: `--placement colocated` and as many servers as workers); max-steps %d; "
         "straggler %s. Samples/s and bytes from the scheduler's summary; "
         "payload bytes/step = bytes pushed + pulled per worker step; time to "
         "%.2f = worker 0's training time at the first evaluation reaching it "
