@@ -61,6 +61,12 @@ typedef struct {
 
 typedef struct ps_reply ps_reply_t;
 
+/* Chunk pushes of all workers together that a server lets be in flight
+ * toward it (its credits, in each PUSH_ACK): about what a link's queue holds
+ * (half a MiB: 40 ms at 100 Mbit/s), so pushes from many workers at once do
+ * not overflow it, and enough to keep the link busy. */
+enum { PS_REPLY_CREDIT_BYTES = 512 * 1024 };
+
 /* Requests one worker may have in flight (its client's slots, PS_KV_SLOTS):
  * as many pulls' worth of its parts may wait before one is refused. */
 enum { PS_REPLY_REQUESTS_IN_FLIGHT = 64 };

@@ -58,9 +58,15 @@ void ps_kv_slots_destroy(ps_kv_slots_t **tp)
     }
 }
 
-void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys)
+void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most)
 {
-    t->chunk = keys;
+    uint64_t widest = 0;
+    for (int i = 0; i < t->n; i++) {
+        const uint64_t len = ps_range_len(t->servers[i]);
+        widest = len > widest ? len : widest;
+    }
+    const uint64_t per = keys && most ? (widest + keys * most - 1) / (keys * most) : 1;
+    t->chunk = keys * (per ? per : 1);
 }
 
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int i, uint64_t at, uint64_t end)

@@ -103,9 +103,12 @@ ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
                                   ps_range_t *push_part);
 
 /* Pushes go in messages of at most `keys` keys, cut at multiples of keys
- * from each server's first key (the chunks the servers apply one by one); 0
- * (the default): one message per server. Set before any request. */
-void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys);
+ * from each server's first key (the chunks the servers apply one by one),
+ * at most `most` messages per server and push (0: no bound): a wider shard
+ * gets chunks of a multiple of keys, so a step's share fits the server's
+ * parts. keys 0 (the default): one message per server. Set before any
+ * request. */
+void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
 
 /* Where the push message to server i that starts at key `at` ends: the
  * next chunk boundary, or end. */

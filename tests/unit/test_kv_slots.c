@@ -263,7 +263,7 @@ END_TEST
 START_TEST(pushes_go_a_message_per_chunk_each_acked)
 {
     ps_kv_slots_t *t = s_table();
-    ps_kv_slots_set_chunk(t, 4);
+    ps_kv_slots_set_chunk(t, 4, 0);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 2, 10), 4);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 8, 10), 10);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, 1, 10, 16), 14);
@@ -287,7 +287,9 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
     ck_assert_uint_eq(pushed.end, 10);
     ps_kv_slots_release(t, a);
-    ps_kv_slots_set_chunk(t, 16); /* one chunk each: one push-pull per server */
+    ps_kv_slots_set_chunk(t, 4, 2); /* at most 2 messages: chunks of 8 */
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 0, 10), 8);
+    ps_kv_slots_set_chunk(t, 16, 0); /* one chunk each: one push-pull per server */
     a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
     ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
     ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH_PULL);
