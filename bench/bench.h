@@ -152,9 +152,6 @@ int ps_bench_split_words(const char *text, char items[][PS_BENCH_WORD_MAX], int 
 /* Formats a byte count as "4K", "1M", "16M" (exact powers) or a plain number. */
 void ps_bench_size_name(long bytes, char *buf, size_t cap);
 
-/* Creates a directory and its parents (mkdir -p). Returns 0 or PS_EIO. */
-int ps_bench_mkdirs(const char *path);
-
 /* What the subcommands that run jobs through shardps-launch share: *launch
  * (--launch, or NULL: found next to this program, in ../deploy/, on $PATH,
  * into path[cap]) and OUT/runs created. Returns the exit status to stop

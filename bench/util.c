@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "deploy/proc.h"
 
 /* ---- flags and files ------------------------------------------------------ */
@@ -100,34 +101,11 @@ int ps_bench_launch_setup(const char *prog, const char **launch, char *path, siz
     }
     char runs[PATH_MAX];
     snprintf(runs, sizeof runs, "%s/runs", out);
-    if (ps_bench_mkdirs(runs) != 0) {
+    if (ps_file_mkdirs(runs) != 0) {
         fprintf(stderr, "%s: error: cannot create %s: %s\n", prog, runs, strerror(errno));
         return 1;
     }
     return 0;
-}
-
-int ps_bench_mkdirs(const char *path)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        return PS_EINVAL;
-    }
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-                return PS_EIO;
-            }
-            *p = c;
-            if (c == '\0') {
-                break;
-            }
-        }
-    }
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : PS_EIO;
 }
 
 int ps_bench_read_file(const char *path, char **text)

@@ -12,11 +12,16 @@
 #include <strings.h>
 
 #include "common/error.h"
+#include "common/version.h"
 
-static void s_env_name(const char *flag, char *out, size_t cap)
+static void s_env_name(const ps_flag_t *f, char *out, size_t cap)
 {
+    if (f->env) {
+        snprintf(out, cap, "%s", f->env);
+        return;
+    }
     size_t n = (size_t)snprintf(out, cap, "SHARDPS_");
-    for (const char *p = flag; *p && n + 1 < cap; p++) {
+    for (const char *p = f->name; *p && n + 1 < cap; p++) {
         out[n++] = (*p == '-') ? '_' : (char)toupper((unsigned char)*p);
     }
     out[n] = '\0';
@@ -85,17 +90,19 @@ static const char *s_type_word(ps_flag_type_t t)
     }
 }
 
-void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags,
-                     size_t nflags)
+/* --help; use_env: each flag's variable is named */
+static void s_usage(const char *prog, const char *about, const ps_flag_t *flags, size_t nflags,
+                    int use_env)
 {
-    printf("usage: %s [flags]\n%s\n\nflags (each also read from SHARDPS_<NAME>):\n",
-           prog, about);
+    printf("usage: %s [flags]\n%s\n\n%s:\n", prog, about,
+           use_env ? "flags (each also read from the environment variable named last)"
+                   : "flags");
     for (size_t i = 0; i < nflags; i++) {
         const ps_flag_t *f = &flags[i];
         char left[64], env[64], def[64] = "";
         snprintf(left, sizeof left, "--%s%s%s", f->name, f->metavar ? " " : "",
                  f->metavar ? f->metavar : "");
-        s_env_name(f->name, env, sizeof env);
+        s_env_name(f, env, sizeof env);
         switch (f->type) {
         case PS_FLAG_INT:
             snprintf(def, sizeof def, "%d", *(int *)f->dst);
@@ -117,9 +124,19 @@ void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags
         if (def[0]) {
             printf(" [default: %s]", def);
         }
-        printf(" (%s)\n", env);
+        if (use_env) {
+            printf(" (%s)", env);
+        }
+        putchar('\n');
     }
     printf("  %-24s show this help\n", "--help");
+    printf("  %-24s %s\n", "--version", PS_VERSION_HELP);
+}
+
+void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags,
+                     size_t nflags)
+{
+    s_usage(prog, about, flags, nflags, 1);
 }
 
 /* One "PROG: error: ..." line on stderr; nothing when prog is NULL. */
@@ -137,12 +154,12 @@ static void s_error(const char *prog, const char *fmt, ...)
     va_end(ap);
 }
 
-int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
-                    size_t nflags, int argc, char **argv, int *rest)
+static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, size_t nflags,
+                   int argc, char **argv, int *rest, int use_env)
 {
-    for (size_t i = 0; i < nflags; i++) {
+    for (size_t i = 0; use_env && i < nflags; i++) {
         char env[64];
-        s_env_name(flags[i].name, env, sizeof env);
+        s_env_name(&flags[i], env, sizeof env);
         const char *v = getenv(env);
         if (v && s_set(&flags[i], v) != 0) {
             s_error(prog, "environment %s=%s is not %s", env, v,
@@ -158,7 +175,7 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
             break;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            ps_config_usage(prog, about, flags, nflags);
+            s_usage(prog, about, flags, nflags, use_env);
             return 1;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -209,6 +226,59 @@ int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
         return PS_EINVAL;
     }
     return 0;
+}
+
+int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
+                    size_t nflags, int argc, char **argv, int *rest)
+{
+    return s_parse(prog, about, flags, nflags, argc, argv, rest, 1);
+}
+
+int ps_config_parse_argv(const char *prog, const char *about, const ps_flag_t *flags,
+                         size_t nflags, int argc, char **argv, int *rest)
+{
+    return s_parse(prog, about, flags, nflags, argc, argv, rest, 0);
+}
+
+/* Does argv[1..argc) give --name (as "--name" or "--name=...") before "--"? */
+static int s_in_argv(const char *name, int argc, char **argv)
+{
+    size_t len = strlen(name);
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *a = argv[i];
+        if (!strncmp(a, "--", 2) && !strncmp(a + 2, name, len) &&
+            (a[2 + len] == '\0' || a[2 + len] == '=')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ps_config_blame_env(const ps_flag_t *flags, size_t nflags, int argc, char **argv,
+                         char *err, size_t cap)
+{
+    if (strncmp(err, "--", 2) != 0) {
+        return;
+    }
+    size_t len = strcspn(err + 2, " =:");
+    for (size_t i = 0; i < nflags; i++) {
+        const ps_flag_t *f = &flags[i];
+        if (strlen(f->name) != len || strncmp(f->name, err + 2, len) != 0) {
+            continue;
+        }
+        char env[64];
+        s_env_name(f, env, sizeof env);
+        if (!getenv(env) || s_in_argv(f->name, argc, argv)) {
+            return;
+        }
+        /* "--name V: why" -> "VARIABLE=V: why"; "--name: why" -> "VARIABLE: why" */
+        const char *tail = err + 2 + len;
+        char out[1024];
+        snprintf(out, sizeof out, "%s%s%s", env, *tail == ' ' ? "=" : "",
+                 *tail == ' ' ? tail + 1 : tail);
+        snprintf(err, cap, "%s", out);
+        return;
+    }
 }
 
 int ps_config_check_endpoint(const char *name, const char *v, int any_port, char *err,

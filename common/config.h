@@ -2,9 +2,13 @@
  * common/config.h - command-line flags and SHARDPS_* environment variables.
  *
  * Each program describes its flags in one table. Every flag "--some-name" is
- * also read from the environment variable SHARDPS_SOME_NAME; the command line
- * wins over the environment, which wins over the default already stored in
- * the destination. This module does not know what any flag means.
+ * also read from the environment variable SHARDPS_SOME_NAME, or from the one
+ * its entry names where two programs give the same flag name different
+ * meanings (shardps-launch's --timeout is SHARDPS_JOB_TIMEOUT,
+ * shardps-status's SHARDPS_STATUS_TIMEOUT): each variable means one thing to
+ * every program, so one environment (a ConfigMap) can feed every role. The
+ * command line wins over the environment, which wins over the default already
+ * stored in the destination. This module does not know what any flag means.
  */
 #ifndef PS_COMMON_CONFIG_H
 #define PS_COMMON_CONFIG_H
@@ -28,6 +32,7 @@ typedef struct {
     void *dst;           /* where the value goes; holds the default on entry */
     const char *metavar; /* value placeholder in --help, e.g. "N" */
     const char *help;    /* one line */
+    const char *env;     /* its environment variable; NULL = SHARDPS_<NAME> */
 } ps_flag_t;
 
 /*
@@ -68,6 +73,23 @@ enum { PS_RANGE_CLOSED = 0, PS_RANGE_OPEN_MIN = 1, PS_RANGE_OPEN_MAX = 2 };
  */
 int ps_config_parse(const char *prog, const char *about, const ps_flag_t *flags,
                     size_t nflags, int argc, char **argv, int *rest);
+
+/*
+ * ps_config_parse() without the environment, for tools whose flags are their
+ * own (shardps-bench: its --servers is a list): the SHARDPS_* variables
+ * belong to the job's programs. Same returns.
+ */
+int ps_config_parse_argv(const char *prog, const char *about, const ps_flag_t *flags,
+                         size_t nflags, int argc, char **argv, int *rest);
+
+/*
+ * After a failed check of the parsed flags: when err starts "--NAME VALUE"
+ * and NAME's value came from its environment variable (argv does not give
+ * --NAME), rewrites that start to "VARIABLE=VALUE", so that the error names
+ * what the user set and not a flag they never typed. err holds cap bytes.
+ */
+void ps_config_blame_env(const ps_flag_t *flags, size_t nflags, int argc, char **argv,
+                         char *err, size_t cap);
 
 /* Prints the --help text of a table to stdout. */
 void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags,

@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +104,14 @@ fail:
     return PS_EIO;
 }
 
+int ps_file_make_dir(const char *path)
+{
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        return PS_EIO;
+    }
+    return ps_file_sync_dir(path);
+}
+
 int ps_file_sync_dir(const char *path)
 {
     char dir[4096];
@@ -135,6 +145,47 @@ int ps_file_open_read(const char *path, uint64_t *size, char *why, size_t why_ca
     }
     *size = (uint64_t)sb.st_size;
     return fd;
+}
+
+/* 1 when a private file's mode and owner keep it private: no access for
+ * others, and none for the group unless root owns the file, the group may
+ * only read it and we are not root (the group is how we read it). That one
+ * exception is a Kubernetes Secret volume read by a non-root user
+ * (root:fsGroup, 0440), the rule PostgreSQL applies to its key file. */
+static int s_private(const struct stat *st)
+{
+    const unsigned group = st->st_mode & 070, other = st->st_mode & 007;
+    return !other && (!group || (st->st_uid == 0 && group == 040 && geteuid() != 0));
+}
+
+int ps_file_read_private(const char *path, const char *what, const char *hint, char *text,
+                         size_t cap, char *err, size_t errlen)
+{
+    /* Symlinks are resolved first (a Secret volume's files are links into
+     * ..data/), so that the file checked is the one read. */
+    char real[PATH_MAX];
+    struct stat st;
+    int fd = realpath(path, real) ? open(real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot read %s %s: %s%s", what, path, strerror(errno),
+                 errno == ENOENT ? hint : "");
+        if (fd >= 0) {
+            close(fd);
+        }
+        return PS_EINVAL;
+    }
+    if (!S_ISREG(st.st_mode) || !s_private(&st)) {
+        const int linked = strcmp(path, real) != 0;
+        snprintf(err, errlen, "%s %s%s%s may be read or changed by others (mode %04o, owner "
+                 "uid %u); chmod 600 it", what, path, linked ? " -> " : "", linked ? real : "",
+                 (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+        close(fd);
+        return PS_EINVAL;
+    }
+    ssize_t n = read(fd, text, cap - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    return 0;
 }
 
 int ps_file_read_all(int fd, void *buf, size_t n)
@@ -217,4 +268,27 @@ int ps_file_check_dir_writable(const char *path, char *why, size_t why_cap)
         return PS_EIO;
     }
     return 0;
+}
+
+int ps_file_mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    if (!path[0] || snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        return PS_EINVAL;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (ps_file_make_dir(buf) != 0) {
+                return PS_EIO;
+            }
+            *p = c;
+            if (c == '\0') {
+                break;
+            }
+        }
+    }
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : PS_EIO;
 }

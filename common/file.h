@@ -31,6 +31,16 @@ extern "C" {
 int ps_file_write_atomic(const char *path, const void *const *parts, const size_t *lens,
                          int n, char *why, size_t why_cap);
 
+/* mkdir of path (mode 0777 less the umask) that accepts an existing
+ * directory (another process may make it at the same time), and makes the
+ * new entry durable (ps_file_sync_dir). Returns 0 or PS_EIO, errno set. */
+int ps_file_make_dir(const char *path);
+
+/* Creates the directory path and its parents, as `mkdir -p`, each as
+ * ps_file_make_dir does; an existing directory is fine. Returns 0, PS_EINVAL
+ * (path too long) or PS_EIO (with errno set when a mkdir failed). */
+int ps_file_mkdirs(const char *path);
+
 /* fsync of the directory that holds path (a file or a directory name; "."
  * for a bare name), so that a new or renamed entry there is durable.
  * Returns 0 or PS_EIO, with errno set by the failed call. */
@@ -41,6 +51,14 @@ int ps_file_sync_dir(const char *path);
  * or PS_EIO (unreadable, or not a regular file) with a one-line reason
  * naming path in why (may be NULL). */
 int ps_file_open_read(const char *path, uint64_t *size, char *why, size_t why_cap);
+
+/* Reads up to cap - 1 bytes of the private file at path into text
+ * (NUL-terminated), after checking it is a regular file (not a link) that
+ * only its owner may read or write: for keys and secrets. what names it in a
+ * reason ("key file"), hint follows a reason for a missing file (may be "").
+ * Returns 0, or PS_EINVAL with a one-line reason naming path in err. */
+int ps_file_read_private(const char *path, const char *what, const char *hint, char *text,
+                         size_t cap, char *err, size_t errlen);
 
 /* Reads exactly n bytes from fd into buf, retrying short reads and EINTR.
  * Returns 0, or PS_EIO on an error or an end of file before n bytes. */

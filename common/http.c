@@ -7,9 +7,17 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 
 #include "common/error.h"
+
+/* Most connections served at once. */
+#define PS_HTTP_MAX_CONNECTIONS 2048u
+/* Seconds a connection may stay silent before it is closed. */
+#define PS_HTTP_IDLE_SECONDS 5u
+/* Bytes of request buffer per connection: a scrape's request is a few lines. */
+#define PS_HTTP_CONN_MEMORY 8192u
 
 struct ps_http {
     struct MHD_Daemon *daemon;
@@ -72,20 +80,22 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char 
 ps_flag_t ps_http_bind_flag(const char **dst)
 {
     return (ps_flag_t){"metrics-bind", PS_FLAG_STR, dst, "HOST:PORT",
-                       "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free one)"};
+                       "serve Prometheus metrics at http://HOST:PORT/metrics (no :PORT = "
+                       PS_HTTP_DEFAULT_PORT_STR ", port 0 = any free one)"};
 }
 
-/* "HOST:PORT" into an IPv4 address. */
+/* "HOST:PORT" or "HOST" (the default port) into an IPv4 address. */
 static int s_parse(const char *bind, struct sockaddr_in *sa)
 {
     const char *colon = strrchr(bind, ':');
     char host[64], *end;
-    if (!colon || colon == bind || (size_t)(colon - bind) >= sizeof host) {
+    size_t hostlen = colon ? (size_t)(colon - bind) : strlen(bind);
+    if (hostlen == 0 || hostlen >= sizeof host) {
         return PS_EINVAL;
     }
-    snprintf(host, sizeof host, "%.*s", (int)(colon - bind), bind);
-    long port = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || port < 0 || port > 65535) {
+    snprintf(host, sizeof host, "%.*s", (int)hostlen, bind);
+    long port = colon ? strtol(colon + 1, &end, 10) : PS_HTTP_DEFAULT_PORT;
+    if (colon && (!colon[1] || *end || port < 0 || port > 65535)) {
         return PS_EINVAL;
     }
     memset(sa, 0, sizeof *sa);
@@ -101,10 +111,31 @@ int ps_http_check_bind(const char *bind, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     if (bind && s_parse(bind, &sa) != 0) {
-        snprintf(err, errlen, "--metrics-bind %s: expected HOST:PORT with an IPv4 HOST", bind);
+        snprintf(err, errlen, "--metrics-bind %s: expected HOST:PORT or HOST with an IPv4 HOST",
+                 bind);
         return PS_EINVAL;
     }
     return 0;
+}
+
+/* Connections served at once: PS_HTTP_MAX_CONNECTIONS, or a quarter of the
+ * descriptors this process may open (raised to its hard limit first, as
+ * a server does), whichever is smaller; ZeroMQ needs the rest. */
+static unsigned s_connection_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return 64;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    const rlim_t quarter = rl.rlim_cur / 4;
+    return quarter < 64 ? 64 : quarter > PS_HTTP_MAX_CONNECTIONS ? PS_HTTP_MAX_CONNECTIONS
+                                                                 : (unsigned)quarter;
 }
 
 int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t **out,
@@ -123,10 +154,15 @@ int ps_http_new(const char *bind, ps_http_render_fn render, void *arg, ps_http_t
     h->render = render;
     h->arg = arg;
     atomic_init(&h->scrapes, 0);
-    h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, s_answer, h,
+    /* Connections that open and then say nothing (half-open, slow) must
+     * not crowd out a scrape: many slots (epoll, no FD_SETSIZE bound), each
+     * small, each closed after a short silence. */
+    const unsigned limit = s_connection_limit();
+    h->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, s_answer, h,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                                 MHD_OPTION_CONNECTION_LIMIT, 16u,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                 MHD_OPTION_CONNECTION_LIMIT, limit,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, PS_HTTP_IDLE_SECONDS,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)PS_HTTP_CONN_MEMORY,
                                  MHD_OPTION_NOTIFY_COMPLETED, s_completed, h, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "--metrics-bind %s: cannot listen there (in use?)", bind);

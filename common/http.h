@@ -21,6 +21,12 @@ extern "C" {
 
 typedef struct ps_http ps_http_t;
 
+/* The metrics port when --metrics-bind gives a HOST alone: in Prometheus's
+ * exporter range, clear of node_exporter's 9100 (on every host) and the
+ * Prometheus server's own 909x. The Kubernetes recipe and the docs use it. */
+#define PS_HTTP_DEFAULT_PORT 9470
+#define PS_HTTP_DEFAULT_PORT_STR "9470"
+
 /* The --metrics-bind HOST:PORT entry of a role's flag table; borrowed dst. */
 ps_flag_t ps_http_bind_flag(const char **dst);
 
@@ -29,7 +35,7 @@ typedef void (*ps_http_render_fn)(void *arg, ps_text_t *out);
 
 /*
  * Serves GET /metrics on bind ("HOST:PORT", an IPv4 address or "localhost";
- * port 0 = any free one). The bound "HOST:PORT" goes to bound. Returns 0 with
+ * port 0 = any free one; "HOST" alone: PS_HTTP_DEFAULT_PORT). The bound "HOST:PORT" goes to bound. Returns 0 with
  * the server in *out (caller owns the result; destroy with ps_http_destroy()),
  * or PS_EINVAL / PS_EIO with a one-line reason in err.
  */

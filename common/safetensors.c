@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/error.h"
 #include "common/file.h"
@@ -356,6 +357,12 @@ static int s_tensors(ps_safetensors_t *st, uint64_t dlen, const char *path, char
 
 int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, size_t why_cap)
 {
+    return ps_safetensors_read_sum(path, st_p, NULL, NULL, why, why_cap);
+}
+
+int ps_safetensors_read_sum(const char *path, ps_safetensors_t **st_p, uint64_t *bytes,
+                            uint32_t *crc, char *why, size_t why_cap)
+{
     ps_safetensors_t *st = NULL;
     char *hdr = NULL;
     int rc = PS_EPROTO;
@@ -411,6 +418,14 @@ int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, si
     rc = s_tensors(st, dlen, path, why, why_cap);
     if (rc != 0) {
         goto fail;
+    }
+    if (bytes) {
+        *bytes = size;
+    }
+    if (crc) { /* of the bytes read, so of exactly what is used */
+        uLong c = crc32(0L, len8, 8);
+        c = crc32_z(c, (const Bytef *)hdr, (z_size_t)hlen);
+        *crc = (uint32_t)crc32_z(c, (const Bytef *)st->data, (z_size_t)dlen);
     }
     free(hdr);
     close(fd);

@@ -65,6 +65,12 @@ int ps_safetensors_write(const char *path, const ps_safetensors_tensor_t *tensor
  */
 int ps_safetensors_read(const char *path, ps_safetensors_t **st_p, char *why, size_t why_cap);
 
+/* As ps_safetensors_read, and (each unless NULL) the file's size in *bytes
+ * and zlib's CRC-32 of the bytes read in *crc: what was loaded is what
+ * was summed. */
+int ps_safetensors_read_sum(const char *path, ps_safetensors_t **st_p, uint64_t *bytes,
+                            uint32_t *crc, char *why, size_t why_cap);
+
 /* NULL-safe; sets *st_p to NULL. */
 void ps_safetensors_destroy(ps_safetensors_t **st_p);
 

@@ -66,3 +66,50 @@ void ps_text_append(ps_text_t *b, const char *s, size_t n)
     b->len += n;
     b->p[b->len] = '\0';
 }
+
+/* The length of the well-formed UTF-8 sequence at p, or 0. */
+static size_t s_utf8_len(const unsigned char *p)
+{
+    const unsigned c = p[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (c < 0x80) {
+        return 1;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80; /* overlong */
+        hi = c == 0xed ? 0x9f : 0xbf; /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf; /* past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < n; i++) {
+        if (p[i] < 0x80 || p[i] > 0xbf) { /* the NUL ends it too */
+            return 0;
+        }
+    }
+    return n;
+}
+
+size_t ps_text_utf8_fix(char *s)
+{
+    size_t fixed = 0;
+    for (unsigned char *p = (unsigned char *)s; *p;) {
+        size_t n = s_utf8_len(p);
+        if (n == 0) {
+            *p++ = '?';
+            fixed++;
+        } else {
+            p += n;
+        }
+    }
+    return fixed;
+}

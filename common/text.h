@@ -29,6 +29,13 @@ void ps_text_printf(ps_text_t *b, const char *fmt, ...) __attribute__((format(pr
 /* The same with a va_list (left for the caller's va_end). */
 void ps_text_vprintf(ps_text_t *b, const char *fmt, va_list ap);
 
+/* Makes s valid UTF-8 in place: each byte that does not belong to a
+ * well-formed sequence (RFC 3629: no overlong forms, surrogates or code
+ * points past U+10FFFF; a sequence cut short by the end) becomes '?'.
+ * Returns how many bytes it replaced. For strings that go into protobuf
+ * string fields and JSON, which must be UTF-8. */
+size_t ps_text_utf8_fix(char *s);
+
 #ifdef __cplusplus
 }
 #endif

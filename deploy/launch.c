@@ -29,9 +29,12 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/trace.h"
+#include "common/version.h"
 #include "deploy/launch_children.h"
 #include "deploy/launch_flags.h"
+#include "proto/codec.h"
 #include "proto/curve.h"
 #include "deploy/launch_node.h"
 #include "deploy/launch_plot.h"
@@ -48,7 +51,7 @@
 static const char *const s_unset_env[] = {
     "SHARDPS_HOST",
     "SHARDPS_BIN_DIR",
-    "SHARDPS_TIMEOUT",
+    "SHARDPS_JOB_TIMEOUT",
     "SHARDPS_DUMP_PARAMS",
     "SHARDPS_SAVE_MODEL",
     "SHARDPS_SUMMARY",
@@ -63,6 +66,7 @@ typedef struct {
     const ps_launch_flags_t *F; /* the command line */
     ps_launch_children_t C;     /* the processes */
     char tmpdir[PATH_MAX];      /* fresh directory for the endpoint file; "" if none */
+    char secret[PATH_MAX + 16]; /* the job's secret made in tmpdir; "" if given */
     char epfile[PATH_MAX];      /* the endpoint file */
     char endpoint[256];         /* what the scheduler wrote */
     int sig_pipe[2];            /* self-pipe: signal handlers write the signal number */
@@ -109,11 +113,16 @@ static void s_stop(s_launch_t *L, int code, const char *fmt, ...)
     L->exit_code = code;
     L->phase = S_PHASE_STOP;
     L->stop_at = ps_now() + S_STOP_GRACE_S;
-    ps_log_err("%s", L->why);
+    if (code == 0) { /* the job is done; what is left is only stopped */
+        ps_log_warn("%s", L->why);
+    } else {
+        ps_log_err("%s", L->why);
+    }
     if (L->C.nrunning > 0) {
         ps_log_info("stopping %d process%s (SIGTERM, SIGKILL after %.0f s)", L->C.nrunning,
                     L->C.nrunning == 1 ? "" : "es", S_STOP_GRACE_S);
         ps_launch_children_signal(&L->C, SIGTERM);
+        ps_launch_children_signal(&L->C, SIGCONT); /* a stopped one takes its SIGTERM */
     }
 }
 
@@ -213,6 +222,12 @@ static void s_reap(s_launch_t *L)
         char how[96];
         ps_proc_describe(status, how, sizeof how);
         int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) && WEXITSTATUS(status) == 2 &&
+            L->phase == S_PHASE_STOP) {
+            /* The scheduler's "nothing to resume" (its own line says why)
+             * outranks the nodes it stopped, who may have gone first. */
+            L->exit_code = 2;
+        }
         if (L->phase == S_PHASE_STOP) {
             ps_log_debug("%s (pid %d) %s", c->tag, pid, how);
         } else if (c->role == PS_LAUNCH_SCHEDULER && L->phase == S_PHASE_ENDPOINT) {
@@ -222,6 +237,9 @@ static void s_reap(s_launch_t *L)
             s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", pid, how,
                    access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
                                                 : "before writing its endpoint");
+        } else if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) &&
+                   WEXITSTATUS(status) == 2) {
+            s_stop(L, 2, "scheduler (pid %d) %s: nothing to resume", pid, how);
         } else if (!ok && !s_worker_may_fail(L, c, how, status) &&
                    !s_server_may_fail(L, c, how, status)) {
             s_stop(L, 1, "%s (pid %d) %s", c->tag, pid, how);
@@ -355,7 +373,24 @@ static int s_make_keys(s_launch_t *L, ps_launch_flags_t *F)
     if (ps_curve_keygen(L->tmpdir, L->why, sizeof L->why) != 0) {
         return PS_EIO;
     }
-    ps_launch_flags_set_keys(F, L->tmpdir);
+    ps_launch_flags_set(F, "keys", L->tmpdir);
+    return 0;
+}
+
+/* Without --secret-file: the job's own secret, made in the private (0700)
+ * temporary directory; the roles get its path, never its value. */
+static int s_make_secret(s_launch_t *L, ps_launch_flags_t *F)
+{
+    const char *given = ps_launch_flags_value(F, "secret-file");
+    if (given && given[0]) {
+        return 0;
+    }
+    snprintf(L->secret, sizeof L->secret, "%s/job.secret", L->tmpdir);
+    if (ps_secret_write(L->secret, L->why, sizeof L->why) != 0) {
+        ps_log_err("%s", L->why);
+        return -1;
+    }
+    ps_launch_flags_set(F, "secret-file", L->secret);
     return 0;
 }
 
@@ -450,10 +485,12 @@ static void s_on_tick(s_launch_t *L, double now)
     }
     if (L->phase == S_PHASE_RUN && L->sched_done_at > 0 && L->C.nrunning > 0 &&
         now - L->sched_done_at >= S_AFTER_SCHED_S) {
+        /* The job finished (the scheduler exited 0 after its summary): a node
+         * that does not exit (stopped, hung) is stopped, and the job stays ok. */
         const ps_launch_child_t *c = ps_launch_children_running(&L->C);
-        s_stop(L, 1, "%s (pid %d)%s still running %.0f s after the scheduler finished",
+        s_stop(L, 0, "%s (pid %d)%s still running %.0f s after the job finished; stopping %s",
                c ? c->tag : "?", c ? (int)c->pid : 0, L->C.nrunning > 1 ? " and others" : "",
-               S_AFTER_SCHED_S);
+               S_AFTER_SCHED_S, L->C.nrunning > 1 ? "them" : "it");
     }
     if (L->phase == S_PHASE_STOP && !L->killed && now >= L->stop_at) {
         s_kill_now(L);
@@ -524,11 +561,28 @@ static void s_run(s_launch_t *L)
     ps_launch_children_close(&L->C);
 }
 
+/* The job's last line, on stdout (the logs are on stderr, a failure's cause
+ * among them), so that a script can take it alone: "job ok in 44.5 s: <the
+ * scheduler's summary>" or "job failed: why". */
+static void s_print_result(const s_launch_t *L)
+{
+    const char *sum = L->C.summary;
+    if (L->exit_code == 0) {
+        printf("job ok in %.1f s%s%s\n", ps_now() - L->t_start, sum[0] ? ": " : "", sum);
+    } else {
+        printf("job failed: %s\n", L->why[0] ? L->why : "could not start");
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     ps_launch_flags_t flags;
     s_launch_t launch = {.F = &flags, .sig_pipe = {-1, -1}};
     s_launch_t *L = &launch;
+    if (ps_version_flag(PS_LAUNCH_PROG, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     ps_log_set_role("L", -1);
     int rc = ps_launch_flags_parse(&flags, argc, argv);
     if (rc == 1) {
@@ -550,6 +604,7 @@ int main(int argc, char **argv)
         goto fail;
     }
     if (s_install_signals(L) != 0 || s_make_tmpdir(L) != 0 || s_make_keys(L, &flags) != 0 ||
+        s_make_secret(L, &flags) != 0 ||
         ps_launch_children_log(&L->C, flags.log_file, flags.log_dir) != 0) {
         goto fail;
     }
@@ -576,10 +631,7 @@ int main(int argc, char **argv)
             L->exit_code = 1;
         }
     }
-    double took = ps_now() - L->t_start;
-    if (L->exit_code == 0) {
-        ps_log_write(PS_LOG_INFO, "job ok in %.1f s", took);
-    } else {
+    if (L->exit_code != 0) {
         ps_log_write(PS_LOG_ERR, "job failed: %s", L->why);
     }
     goto done;
@@ -587,6 +639,7 @@ fail:
     L->exit_code = 1;
     ps_log_write(PS_LOG_ERR, "job failed: %s", L->why[0] ? L->why : "could not start");
 done:
+    s_print_result(L);
     s_remove_tmpdir(L);
     ps_launch_plot_destroy(&L->plot);
     ps_launch_children_fini(&L->C);

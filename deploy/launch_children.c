@@ -58,9 +58,25 @@ typedef struct {
     int k; /* 0 stdout, 1 stderr */
 } s_sink_t;
 
+/* The scheduler's summary line, kept for the launcher's last line on stdout. */
+static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, const char *p,
+                           size_t n)
+{
+    static const char key[] = " I summary: ";
+    if (c->role != PS_LAUNCH_SCHEDULER) {
+        return;
+    }
+    const char *at = memmem(p, n, key, sizeof key - 1);
+    if (at) {
+        at += sizeof key - 1;
+        snprintf(C->summary, sizeof C->summary, "%.*s", (int)(p + n - at), at);
+    }
+}
+
 static void s_on_line(void *ctx, const char *p, size_t n)
 {
     const s_sink_t *sink = ctx;
+    s_keep_summary(sink->C, sink->c, p, n);
     s_emit(sink->C, sink->c, sink->k, p, n);
 }
 
@@ -262,6 +278,13 @@ int ps_launch_children_spawn(ps_launch_children_t *C, ps_launch_child_t *c, char
         .flags = PS_PROC_GROUP | PS_PROC_PDEATH | PS_PROC_CAPTURE | PS_PROC_NO_STDIN,
         .prog = PS_LAUNCH_PROG,
     };
+    /* A local worker's local rank is its rank, so the workers of one host
+     * spread over its GPUs (kernels/device.h); the child inherits it. */
+    if (c->role == PS_LAUNCH_WORKER) {
+        char rank[16];
+        snprintf(rank, sizeof rank, "%d", c->rank);
+        setenv("LOCAL_RANK", rank, 1);
+    }
     ps_proc_t p;
     char err[256];
     if (ps_proc_spawn(&spec, &p, err, sizeof err) != 0) {

@@ -44,6 +44,7 @@ typedef struct {
     ps_launch_child_t **who; /* the child of each pfd entry */
     int *which;              /* its stream: 0 stdout, 1 stderr */
     int log_fd;              /* --log-file: every child's lines also go here; -1 = none */
+    char summary[1024];      /* the scheduler's "summary: k=v ..." line's k=v part; "" = none */
 } ps_launch_children_t;
 
 /* Makes the table for 1 + servers + spares + workers children, none started,

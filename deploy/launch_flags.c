@@ -10,6 +10,7 @@
 #include "deploy/launch_flags.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +32,15 @@ static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server",
 /* Flags the launcher writes itself on each role's command line (see
  * ps_launch_flags_scheduler_argv, ps_launch_flags_node_argv), or that are not
  * for a job (a worker's --evaluate and its --summary) or not for every
- * worker (--fault-nan-push, a test's), so it never forwards them. */
-static const char *const s_own[PS_LAUNCH_NROLES][10] = {
+ * worker (--fault-nan-push and --fault-huge-push: tests'), so it never forwards them. A server's
+ * --checkpoint-dir is its own path of the job's directory: the scheduler's
+ * --checkpoint-dir is the job's, and servers take its path by default. */
+static const char *const s_own[PS_LAUNCH_NROLES][12] = {
     {"bind", "endpoint-file", "servers", "workers", NULL},
-    {"scheduler", "bind", "advertise", "rank", "spare", "job-hash", "metrics-bind", NULL},
-    {"scheduler", "bind", "advertise", "rank", "job-hash", "evaluate", "summary",
-     "fault-nan-push", "metrics-bind", NULL},
+    {"scheduler", "bind", "rank", "spare", "job-hash", "metrics-bind",
+     "checkpoint-dir", NULL},
+    {"scheduler", "bind", "rank", "job-hash", "evaluate", "summary",
+     "fault-nan-push", "fault-huge-push", "metrics-bind", NULL},
 };
 
 /* Where a forwarded flag goes, for --help, by the mask of roles
@@ -56,6 +60,8 @@ static const struct {
     {"log-level", "every role and the launcher"},
     {"keys", "every role; with --secure and no --keys the launcher makes the job's keys in "
              "its private temporary directory"},
+    {"secret-file", "every role; without it the launcher makes the job's secret in its "
+                    "private temporary directory"},
     {"metrics-bind", "scheduler: the job's metrics, every node's with a node label"},
     {"trace", "every server and worker writes FILE with .S0, .W1 ... before its extension; "
               "the launcher merges them into FILE at the end"},
@@ -127,11 +133,11 @@ static void s_fwd_build(ps_launch_flags_t *F)
     }
 }
 
-void ps_launch_flags_set_keys(ps_launch_flags_t *F, const char *dir)
+void ps_launch_flags_set(ps_launch_flags_t *F, const char *name, const char *value)
 {
-    int k = s_fwd_index(F, "keys");
+    int k = s_fwd_index(F, name);
     assert(k >= 0);
-    F->fwd_val[k] = dir;
+    F->fwd_val[k] = value;
 }
 
 const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name)
@@ -268,6 +274,11 @@ static int s_observe_files(ps_launch_flags_t *F)
                              {"--log-dir", F->log_dir}};
     for (int i = 0; i < 2; i++) {
         snprintf(probe, sizeof probe, "%s/progress.csv", dirs[i][1] ? dirs[i][1] : "");
+        /* made when missing, as mkdir -p (the default plot directory holds --summary) */
+        if (dirs[i][1] && (i == 1 || F->plot) && ps_file_mkdirs(dirs[i][1]) != 0) {
+            return s_bad("%s %s: cannot make the directory: %s", dirs[i][0], dirs[i][1],
+                         strerror(errno));
+        }
         if (dirs[i][1] && ps_file_check_writable(probe, why, sizeof why) != 0) {
             return s_bad("%s %s: not a writable directory", dirs[i][0], dirs[i][1]);
         }
@@ -383,7 +394,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
          "role binaries (default: next to this one, ../<role>/, $PATH)"},
         {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
-         "stop and fail the job after this long (0 = never)"},
+         "stop and fail the job after this long (0 = never)", "SHARDPS_JOB_TIMEOUT"},
         {"node", PS_FLAG_BOOL, &F->node, "0|1",
          "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
          "Kubernetes): role, rank and scheduler from its environment"},
@@ -408,9 +419,9 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         F->fwd_bool[i] = -1;
         flags[S_NOWN + i] = f->type == PS_FLAG_BOOL
                                 ? (ps_flag_t){f->name, PS_FLAG_BOOL, &F->fwd_bool[i],
-                                              f->metavar, F->fwd[i].help}
+                                              f->metavar, F->fwd[i].help, f->env}
                                 : (ps_flag_t){f->name, PS_FLAG_STR, &F->fwd_val[i], f->metavar,
-                                              F->fwd[i].help};
+                                              F->fwd[i].help, f->env};
     }
     int rest = argc;
     int rc = ps_config_parse(PS_LAUNCH_PROG, about, flags, S_NOWN + F->nfwd, argc, argv, &rest);

@@ -94,8 +94,9 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv);
 /* 1 when --secure was given (and not as 0). */
 int ps_launch_flags_secure(const ps_launch_flags_t *F);
 
-/* Forwards --keys dir (borrowed: it must outlive F's command lines). */
-void ps_launch_flags_set_keys(ps_launch_flags_t *F, const char *dir);
+/* Forwards --name value (a forwarded flag, e.g. keys, secret-file; value
+ * borrowed: it must outlive F's command lines). */
+void ps_launch_flags_set(ps_launch_flags_t *F, const char *name, const char *value);
 
 /* The value given for a forwarded flag, or NULL. Borrowed, like argv. */
 const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name);

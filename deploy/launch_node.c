@@ -76,8 +76,28 @@ static const char *s_task(long *rank, long *size)
     return NULL;
 }
 
+/* A Kubernetes job's name: K8S_JOB_NAME (the pod's job-name label, from the
+ * downward API) less its role's suffix, "-scheduler", "-servers" or
+ * "-workers" (deploy/kubernetes/), into out. Returns 0, or PS_ENOENT when
+ * the variable is unset or ends otherwise. */
+static int s_k8s_job(char *out, size_t cap)
+{
+    static const char *const suffix[] = {"-scheduler", "-servers", "-workers"};
+    const char *name = getenv("K8S_JOB_NAME");
+    size_t n = name ? strlen(name) : 0;
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        size_t k = strlen(suffix[i]);
+        if (n > k && n - k < cap && !strcmp(name + n - k, suffix[i])) {
+            snprintf(out, cap, "%.*s", (int)(n - k), name);
+            return 0;
+        }
+    }
+    return PS_ENOENT;
+}
+
 /* The scheduler's host: SHARDPS_SCHEDULER_HOST, a Kubernetes headless
- * Service name (SHARDPS_SERVICE), or the first host of the Slurm step. */
+ * Service name (SHARDPS_SERVICE; else the job's NAME-scheduler), or the
+ * first host of the Slurm step. */
 static int s_scheduler_host(char *out, size_t cap)
 {
     const char *h = getenv("SHARDPS_SCHEDULER_HOST");
@@ -85,9 +105,23 @@ static int s_scheduler_host(char *out, size_t cap)
     if (h && *h) {
         return snprintf(out, cap, "%s", h) < (int)cap ? 0 : PS_EINVAL;
     }
+    char job[200];
+    if (s_k8s_job(job, sizeof job) == 0) {
+        return snprintf(out, cap, "%s-scheduler", job) < (int)cap ? 0 : PS_EINVAL;
+    }
     const char *list = getenv("SLURM_STEP_NODELIST");
     list = list && *list ? list : getenv("SLURM_JOB_NODELIST");
     return list && *list ? s_first_host(list, out, cap) : PS_ENOENT;
+}
+
+/* Forwards --name value (borrowed: static, or F's). */
+static void s_set(ps_launch_flags_t *F, const char *name, const char *value)
+{
+    for (size_t i = 0; i < F->nfwd; i++) {
+        if (!strcmp(F->fwd[i].flag->name, name)) {
+            F->fwd_val[i] = value;
+        }
+    }
 }
 
 /* A job id every task of the job sees the same: the manager's. */
@@ -95,7 +129,10 @@ static void s_manager_job_id(ps_launch_flags_t *F)
 {
     const char *slurm = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
     const char *pmix = getenv("PMIX_NAMESPACE"), *ompi = getenv("OMPI_MCA_ess_base_jobid");
-    if (slurm && *slurm) {
+    char k8s[sizeof F->job_id];
+    if (s_k8s_job(k8s, sizeof k8s) == 0) {
+        snprintf(F->job_id, sizeof F->job_id, "%s", k8s);
+    } else if (slurm && *slurm) {
         snprintf(F->job_id, sizeof F->job_id, "slurm-%s.%s", slurm, step ? step : "0");
     } else if (pmix && *pmix) {
         snprintf(F->job_id, sizeof F->job_id, "mpi-%s", pmix);
@@ -104,12 +141,7 @@ static void s_manager_job_id(ps_launch_flags_t *F)
     } else {
         return; /* none: the tasks join without a job id (not checked) */
     }
-    const char *k = "job-id";
-    for (size_t i = 0; i < F->nfwd; i++) {
-        if (!strcmp(F->fwd[i].flag->name, k)) {
-            F->fwd_val[i] = F->job_id;
-        }
-    }
+    s_set(F, "job-id", F->job_id);
 }
 
 int ps_launch_node_resolve(ps_launch_flags_t *F)
@@ -178,6 +210,11 @@ int ps_launch_node_resolve(ps_launch_flags_t *F)
     }
     if (!ps_launch_flags_value(F, "job-id")) {
         s_manager_job_id(F);
+    }
+    /* The roles may be on several hosts: an unreachable pair (a firewall, a
+     * wrong address) is named before step 0 unless --preflight 0 says not. */
+    if (!ps_launch_flags_value(F, "preflight")) {
+        s_set(F, "preflight", "1");
     }
     return 0;
 }

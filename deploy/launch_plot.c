@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -133,6 +134,11 @@ static int s_accuracies(const char *summary, double *acc, int cap)
 int ps_launch_plot_write(ps_launch_plot_t *p, const char *summary)
 {
     static double acc[S_MAX_EPOCHS];
+    if (p->n < 2) { /* one point draws no line: an empty picture says nothing */
+        ps_log_info("no plots of the run: worker 0 reported its steps %d time%s (2 are needed)",
+                    p->n, p->n == 1 ? "" : "s");
+        return 0;
+    }
     int nacc = s_accuracies(summary, acc, S_MAX_EPOCHS);
     ps_text_t csv = {0}, gp = {0};
     ps_text_printf(&csv, "seconds,step,loss,samples_per_second\n");
@@ -190,6 +196,9 @@ int ps_launch_plot_write(ps_launch_plot_t *p, const char *summary)
     ps_text_printf(&gp, "%se\nunset multiplot\n", rated ? "" : "0 0\n");
     rc = gp.oom ? PS_ENOMEM : ps_plot_run(S_PROG, p->dir, "progress", gp.p);
     if (rc == 0) {
+        /* the PNG says it all; without gnuplot the script stays, to be run later */
+        snprintf(path, sizeof path, "%s/progress.gp", p->dir);
+        unlink(path);
         ps_log_info("plots of the run: %s/progress.png (data: progress.csv%s)", p->dir,
                     nacc ? ", accuracy.csv" : "");
     }

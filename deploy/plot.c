@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "deploy/proc.h"
@@ -51,5 +52,6 @@ int ps_plot_run(const char *prog, const char *dir, const char *name, const char 
                 rc < 0 ? err : "non-zero exit", log);
         return PS_EIO;
     }
+    unlink(log); /* kept only to say why gnuplot failed */
     return 0;
 }

@@ -17,7 +17,8 @@ extern "C" {
 void ps_plot_header(ps_text_t *out, const char *prog, const char *dir, const char *name, int w,
                     int h);
 
-/* Writes DIR/NAME.gp and runs gnuplot on it (its output to DIR/gnuplot.log).
+/* Writes DIR/NAME.gp and runs gnuplot on it (its output to DIR/gnuplot.log,
+ * removed when gnuplot succeeds).
  * Returns 0, PS_ENOENT when gnuplot is not installed (said once on stderr,
  * prefixed by prog; the script is still written), or PS_EIO. */
 int ps_plot_run(const char *prog, const char *dir, const char *name, const char *script);

@@ -375,6 +375,13 @@ int ps_proc_find_exe(const char *name, const char *subdir, char *out, size_t cap
             }
         }
     }
+#ifdef PS_LIBEXEC_DIR
+    /* an installed helper that is not a command (shardps-bench-mpi) */
+    snprintf(cand, sizeof cand, "%s/%s", PS_LIBEXEC_DIR, name);
+    if (ps_proc_is_exe(cand) && snprintf(out, cap, "%s", cand) < (int)cap) {
+        return 0;
+    }
+#endif
     const char *path = getenv("PATH");
     while (path && *path) {
         size_t len = strcspn(path, ":");

@@ -138,6 +138,7 @@ int ps_proc_is_exe(const char *path);
 /*
  * Finds the executable `name`: next to this program, then in ../SUBDIR/ (a
  * Meson build tree; subdir may be NULL; this one is returned as a real path),
+ * then in the installed libexec directory (helpers that are not commands),
  * then on $PATH. Returns 0 with the path in out, or PS_ENOENT.
  */
 int ps_proc_find_exe(const char *name, const char *subdir, char *out, size_t cap);

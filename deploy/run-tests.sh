@@ -17,6 +17,10 @@ if [ "${1:-}" = "--sanitize" ]; then
     dir=build-asan
     opts=(-Db_sanitize=address,undefined -Db_lundef=false)
 fi
-[ -f "$dir/build.ninja" ] || meson setup "$dir" "${opts[@]}"
+if [ -f "$dir/build.ninja" ]; then
+    meson configure "$dir" -Dtests=true # a build dir the quickstart made has them off
+else
+    meson setup "$dir" "${opts[@]}"
+fi
 meson compile -C "$dir"
 exec meson test -C "$dir" --print-errorlogs "$@"

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/json.h"
 #include "proto/msg.h"
 #include "proto/curve.h"
 #include "proto/sock.h"
@@ -77,7 +78,7 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__Statu
             if (ps_now() < deadline) {
                 continue;
             }
-            snprintf(err, errlen, "no answer from the scheduler at %s in %.0f s", c->endpoint,
+            snprintf(err, errlen, "no answer from the scheduler at %s in %g s", c->endpoint,
                      timeout);
             return PS_ETIMEDOUT;
         }
@@ -87,7 +88,8 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__Statu
         }
         size_t n = 0;
         const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &n) : NULL;
-        if (m.hdr.request_id != h.request_id) {
+        /* request id 0: the final view, sent unasked when the job ended */
+        if (m.hdr.request_id != h.request_id && m.hdr.request_id != 0) {
             ps_msg_close(&m);
             continue;
         }
@@ -190,4 +192,67 @@ void ps_status_print(FILE *f, const Shardps__StatusReply *st)
         }
         fprintf(f, "\n");
     }
+}
+
+/* One node as a JSON object. */
+static json_t *s_node_json(const Shardps__StatusNode *n)
+{
+    const Shardps__MetricsReport *r = s_report(n);
+    char tag[16];
+    s_tag(n, tag, sizeof tag);
+    json_t *o = json_object(), *waiting = json_array();
+    for (size_t k = 0; k < r->n_waiting_for; k++) {
+        json_array_append_new(waiting, json_integer(r->waiting_for[k]));
+    }
+    json_object_set_new(o, "node", json_string(tag));
+    json_object_set_new(o, "role", json_string(n->role == PS_ROLE_SERVER ? "server" : "worker"));
+    json_object_set_new(o, "rank", json_integer(n->rank));
+    json_object_set_new(o, "state", ps_json_text(n->state));
+    json_object_set_new(o, "endpoint", ps_json_text(n->endpoint));
+    json_object_set_new(o, "pid", json_integer(n->pid));
+    if (n->role == PS_ROLE_SERVER) {
+        json_object_set_new(o, "key_begin", json_integer((json_int_t)n->key_begin));
+        json_object_set_new(o, "key_end", json_integer((json_int_t)n->key_end));
+        json_object_set_new(o, "version", json_integer(r->step));
+        json_object_set_new(o, "waiting_for", waiting);
+        json_object_set_new(o, "waited_seconds", ps_json_real(r->waited_seconds, 3));
+    } else {
+        json_decref(waiting);
+        json_object_set_new(o, "step", json_integer(r->step));
+        json_object_set_new(o, "steps_per_second", ps_json_real(n->steps_per_second, 2));
+        json_object_set_new(o, "samples_per_second", ps_json_real(n->samples_per_second, 1));
+        json_object_set_new(o, "loss", ps_json_real(r->loss, 6));
+        json_object_set_new(o, "test_accuracy", ps_json_real(r->test_accuracy, 6));
+    }
+    json_object_set_new(o, "silent_seconds", ps_json_real(n->silent_seconds, 1));
+    return o;
+}
+
+int ps_status_print_json(FILE *f, const Shardps__StatusReply *st)
+{
+    int64_t step = 0;
+    json_t *doc = json_object(), *nodes = json_array();
+    for (size_t i = 0; i < st->n_nodes; i++) {
+        const Shardps__StatusNode *n = st->nodes[i];
+        if (n->role == PS_ROLE_WORKER && n->rank == 0 && s_report(n)->step > 0) {
+            step = s_report(n)->step;
+        }
+        json_array_append_new(nodes, s_node_json(n));
+    }
+    json_object_set_new(doc, "phase", ps_json_text(st->phase));
+    json_object_set_new(doc, "model", ps_json_text(st->model));
+    json_object_set_new(doc, "mode", ps_json_text(st->mode));
+    json_object_set_new(doc, "step", json_integer(step));
+    json_object_set_new(doc, "total_steps", json_integer(st->total_steps));
+    json_object_set_new(doc, "num_params", json_integer((json_int_t)st->num_params));
+    json_object_set_new(doc, "elapsed_seconds", ps_json_real(st->elapsed_seconds, 3));
+    json_object_set_new(doc, "nodes", nodes);
+    ps_text_t out = {0};
+    int rc = ps_json_dump(doc, PS_JSON_COMPACT, &out);
+    json_decref(doc);
+    if (rc == 0) {
+        fprintf(f, "%s\n", out.p);
+    }
+    free(out.p);
+    return rc;
 }

@@ -36,6 +36,15 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__Statu
  * for ("step 12 waits for: W1 (on S0 S1)"). */
 void ps_status_print(FILE *f, const Shardps__StatusReply *st);
 
+/* The view as one line of compact JSON: {"phase", "model", "mode", "step"
+ * (worker 0's), "total_steps", "num_params", "elapsed_seconds", "nodes": [{
+ * "node" ("S0"), "role", "rank", "state", "endpoint", "pid", then a server's
+ * "key_begin", "key_end", "version", "waiting_for", "waited_seconds" or a
+ * worker's "step", "steps_per_second", "samples_per_second", "loss",
+ * "test_accuracy" (-1: none yet), and "silent_seconds"}]}. Returns 0 or
+ * PS_ENOMEM (nothing printed). */
+int ps_status_print_json(FILE *f, const Shardps__StatusReply *st);
+
 #ifdef __cplusplus
 }
 #endif

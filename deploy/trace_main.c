@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "common/trace.h"
+#include "common/version.h"
+#include "proto/codec.h"
 
 #define S_PROG "shardps-trace"
 
@@ -15,12 +17,16 @@ static int s_usage(FILE *f)
                "Merges the Chrome trace files that shardps roles wrote with --trace into\n"
                "OUT, every event moved onto the scheduler's clock (each file records its\n"
                "process's offset, measured when it registered). Open OUT in Perfetto or\n"
-               "chrome://tracing.\n");
+               "chrome://tracing.\n"
+               "  --version  " PS_VERSION_HELP "\n");
     return f == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv)
 {
+    if (ps_version_flag(S_PROG, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         return s_usage(stdout);
     }

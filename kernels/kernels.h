@@ -173,6 +173,15 @@ typedef struct ps_kernels {
      * v = mu*v + g; w -= lr*v. v unused when momentum is 0. */
     void (*sgd_step)(ps_kctx_t *ctx, float lr, float momentum, float weight_decay, float *w,
                      float *v, const float *grad, float scale, size_t n);
+
+    /* ---- devices (NULL for a backend without: the CPU) ------------------- */
+
+    /* How many devices this process sees (>= 0), or PS_ENODEV. */
+    int (*devices)(void);
+    /* Makes device index (0 .. devices()-1) the calling thread's, before any
+     * context; its name into name. Returns 0, or PS_ENODEV with the reason in
+     * name. kernels/device.h chooses the index. */
+    int (*use_device)(int index, char *name, size_t namelen);
 } ps_kernels_t;
 
 /* The CPU backend (OpenBLAS + vectorised loops). Always present. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "proto/build_id.h"
 
 /* Formats the reason into why and returns PS_EPROTO. */
@@ -46,6 +47,19 @@ static void s_copy(char *dst, size_t cap, const char *src)
 
 int ps_codec_pack_header(const Shardps__Header *h, uint8_t *buf, size_t cap)
 {
+    /* A reason may quote what a peer sent (its build, say) or be cut in the
+     * middle of a character: strict decoders refuse a string that is not
+     * UTF-8, so what we send always is. */
+    char error[PS_ERROR_MAX];
+    Shardps__Header fixed;
+    if (h->error && h->error[0] && strlen(h->error) < sizeof error) { /* longer: read as "" */
+        snprintf(error, sizeof error, "%s", h->error);
+        if (ps_text_utf8_fix(error)) {
+            fixed = *h;
+            fixed.error = error;
+            h = &fixed;
+        }
+    }
     if (shardps__header__get_packed_size(h) > cap) {
         return PS_EINVAL;
     }
@@ -230,6 +244,12 @@ static int s_check_view_entries(const Shardps__ClusterView *m, char *why, size_t
     return 0;
 }
 
+static int s_check_checkpoint(const void *pm, char *why, size_t cap);
+
+/* What a part's file name may hold. */
+#define S_PART_NAME_CHARS                                                                    \
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+"
+
 static int s_check_view(const Shardps__ClusterView *m, char *why, size_t cap)
 {
     ps_job_t job;
@@ -253,6 +273,15 @@ static int s_check_view(const Shardps__ClusterView *m, char *why, size_t cap)
     if (m->n_worker_tokens != 0 && m->n_worker_tokens != (size_t)m->num_workers) {
         return s_fail(why, cap, "view: %zu worker tokens for %d workers", m->n_worker_tokens,
                       (int)m->num_workers);
+    }
+    if (m->n_resume_files != (size_t)m->resume_parts) {
+        return s_fail(why, cap, "view: %zu resume files for %d parts", m->n_resume_files,
+                      (int)m->resume_parts);
+    }
+    for (size_t i = 0; i < m->n_resume_files; i++) {
+        if (s_check_checkpoint(m->resume_files[i], why, cap) != 0) {
+            return PS_EPROTO;
+        }
     }
     if (s_str("view", "checkpoint_dir", m->checkpoint_dir, PS_DIR_MAX, why, cap) ||
         s_str("view", "resume_dir", m->resume_dir, PS_RESUME_DIR_MAX, why, cap)) {
@@ -308,6 +337,13 @@ int ps_codec_view_to_pb(const ps_view_t *v, ps_view_pb_t *out)
     m->start_step = v->start_step;
     m->resume_dir = (char *)v->resume_dir;
     m->resume_parts = v->resume_parts;
+    for (int i = 0; i < v->resume_parts && i < PS_MAX_SERVERS; i++) {
+        ps_codec_part_to_pb(&v->resume_files[i], &out->files[i]);
+        out->file_ptrs[i] = &out->files[i];
+    }
+    m->n_resume_files = (size_t)(v->resume_parts < PS_MAX_SERVERS ? v->resume_parts
+                                                                   : PS_MAX_SERVERS);
+    m->resume_files = out->file_ptrs;
     /* Tokens only in the servers' copy: the scheduler zeroes them for workers. */
     int has_tokens = 0;
     for (int i = 0; i < v->num_workers && i < PS_MAX_WORKERS; i++) {
@@ -340,6 +376,9 @@ int ps_codec_view_from_pb(const Shardps__ClusterView *m, ps_view_t *v, char *why
     v->checkpoint_every = m->checkpoint_every;
     v->start_step = m->start_step;
     v->resume_parts = m->resume_parts;
+    for (size_t i = 0; i < m->n_resume_files; i++) {
+        ps_codec_part_from_pb(m->resume_files[i], &v->resume_files[i], NULL, 0);
+    }
     for (size_t i = 0; i < m->n_worker_tokens; i++) {
         v->worker_tokens[i] = m->worker_tokens[i];
     }
@@ -377,8 +416,6 @@ void ps_codec_part_to_pb(const ps_checkpoint_part_t *p, Shardps__Checkpoint *out
     out->key_end = p->end;
     out->version = p->version;
 }
-
-static int s_check_checkpoint(const void *pm, char *why, size_t cap);
 
 int ps_codec_part_from_pb(const Shardps__Checkpoint *m, ps_checkpoint_part_t *p, char *why,
                           size_t cap)
@@ -479,11 +516,31 @@ static int s_check_checkpoint(const void *pm, char *why, size_t cap)
                       (long long)m->step, (long long)m->version,
                       (unsigned long long)m->key_begin, (unsigned long long)m->key_end);
     }
-    if (!m->file || !m->file[0] || strchr(m->file, '/')) {
-        return s_fail(why, cap, "Checkpoint: file name '%.64s' is empty or has a '/'",
-                      m->file ? m->file : "");
+    /* A name inside the step's directory, never a path out of it, and
+     * nothing that breaks a log line. */
+    const char *f = m->file ? m->file : "";
+    const size_t ok = strspn(f, S_PART_NAME_CHARS);
+    if (!f[0] || f[ok] || !strcmp(f, ".") || !strcmp(f, "..")) {
+        return s_fail(why, cap, "Checkpoint: file '%.*s%s' is not a name in the step's "
+                      "directory (empty, '.', '..', or a character outside [A-Za-z0-9._+-])",
+                      (int)(ok < 64 ? ok : 64), f, f[ok] ? "..." : "");
     }
-    return s_str("Checkpoint", "file", m->file, PS_CHECKPOINT_FILE_MAX, why, cap);
+    return s_str("Checkpoint", "file", f, PS_CHECKPOINT_FILE_MAX, why, cap);
+}
+
+static int s_check_resume_check(const void *pm, char *why, size_t cap)
+{
+    const Shardps__ResumeCheck *m = pm;
+    if (m->n_parts > PS_MAX_RESUME_CHECK) {
+        return s_fail(why, cap, "ResumeCheck: %zu parts (at most %d)", m->n_parts,
+                      PS_MAX_RESUME_CHECK);
+    }
+    for (size_t i = 0; i < m->n_parts; i++) {
+        if (s_check_checkpoint(m->parts[i], why, cap) != 0) {
+            return PS_EPROTO;
+        }
+    }
+    return s_str("ResumeCheck", "dir", m->dir, PS_DIR_MAX, why, cap);
 }
 
 static int s_check_server_report(const void *pm, char *why, size_t cap)
@@ -623,6 +680,7 @@ static const struct {
     {&shardps__failover_ready__descriptor, s_check_failover_ready},
     {&shardps__join_step__descriptor, s_check_join_step},
     {&shardps__join_scheduler_state__descriptor, s_check_sched_state},
+    {&shardps__resume_check__descriptor, s_check_resume_check},
 };
 
 int ps_codec_check(const ProtobufCMessage *m, char *why, size_t cap)
@@ -695,7 +753,9 @@ const char *ps_codec_type_name(int type)
         [PS_MSG_STATUS_REPLY] = "status-reply",
         [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",
         [PS_MSG_PREFLIGHT_RESULT] = "preflight-result",
-        [PS_MSG_PUSH_PULL] = "push-pull"};
+        [PS_MSG_PUSH_PULL] = "push-pull",
+        [PS_MSG_CHALLENGE] = "challenge",
+        [PS_MSG_RESUME_CHECK] = "resume-check"};
     if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {
         return "unknown";
     }

@@ -51,7 +51,9 @@ extern "C" {
  *    compress), bytes by message type in Done and ServerReport. */
 /* 6: MSG_PUSH_PULL (a push and the pull of its keys in one request; the
  *    header's pull_version). */
-#define PS_PROTOCOL_VERSION 6u
+/* 7: authenticated registration (MSG_CHALLENGE, Register.nonce and proof),
+ *    ring data carries its sender's token. */
+#define PS_PROTOCOL_VERSION 7u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
@@ -90,7 +92,9 @@ typedef Shardps__MsgType ps_msg_type_t;
 #define PS_MSG_PREFLIGHT_PROBE SHARDPS__MSG_TYPE__MSG_PREFLIGHT_PROBE
 #define PS_MSG_PREFLIGHT_RESULT SHARDPS__MSG_TYPE__MSG_PREFLIGHT_RESULT
 #define PS_MSG_PUSH_PULL SHARDPS__MSG_TYPE__MSG_PUSH_PULL
-#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_PUSH_PULL
+#define PS_MSG_CHALLENGE SHARDPS__MSG_TYPE__MSG_CHALLENGE
+#define PS_MSG_RESUME_CHECK SHARDPS__MSG_TYPE__MSG_RESUME_CHECK
+#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_RESUME_CHECK
 
 typedef Shardps__Role ps_role_t;
 #define PS_ROLE_NONE SHARDPS__ROLE__ROLE_NONE
@@ -126,6 +130,7 @@ enum {
     PS_BUILD_MAX = 96,          /* Register.build */
     PS_BARRIER_NAME_MAX = 64,   /* Barrier.name */
     PS_CHECKPOINT_FILE_MAX = 64, /* Checkpoint.file */
+    PS_MAX_RESUME_CHECK = 16,   /* ResumeCheck.parts: the newest checkpoints a resume weighs */
     PS_DIR_MAX = 512,           /* ClusterView.checkpoint_dir */
     PS_RESUME_DIR_MAX = 600,    /* ClusterView.resume_dir */
     PS_STATUS_WORD_MAX = 16,    /* StatusReply.phase, .model, StatusNode.state */
@@ -160,6 +165,21 @@ typedef struct {
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its ring socket's Z85 public key; else "" */
 } ps_worker_info_t;
 
+/* A checkpoint part: the file a server wrote and synced, as the scheduler's
+ * manifest lists it (kept per server and step until the checkpoint is
+ * complete, and read back by the tests), so a domain type; it travels as a
+ * Checkpoint (MSG_CHECKPOINT), converted by ps_codec_part_to_pb and
+ * ps_codec_part_from_pb. */
+typedef struct {
+    int64_t step;          /* the checkpoint: the version after step N's update is N */
+    char file[PS_CHECKPOINT_FILE_MAX]; /* its name inside DIR/step-N/ */
+    uint64_t size;         /* bytes */
+    uint32_t crc32;        /* zlib's CRC-32 of the file */
+    uint64_t begin, end;   /* its keys */
+    int64_t version;       /* the server's version in it (updates applied): N in stepped
+                              modes, N * workers in async */
+} ps_checkpoint_part_t;
+
 /* The one source of truth every node acts on: indexed by rank and kept for
  * the whole job, so it is a domain type, converted once at the edge
  * (ps_codec_view_to_pb, ps_codec_view_from_pb). */
@@ -176,7 +196,10 @@ typedef struct {
     int64_t checkpoint_every;  /* steps between checkpoints; 0 = none */
     int64_t start_step;        /* the step the job starts at (resumed: N, else 0) */
     char resume_dir[PS_RESUME_DIR_MAX]; /* resumed: DIR/step-N, the parts to load; else "" */
-    int resume_parts;          /* resumed: server-0 .. server-(this-1) in resume_dir */
+    int resume_parts;          /* resumed: the parts of the checkpoint in resume_dir */
+    ps_checkpoint_part_t resume_files[PS_MAX_SERVERS]; /* resumed: resume_parts entries,
+                                  the manifest's: each file's name in resume_dir, its
+                                  size, CRC-32 and keys */
     uint64_t worker_tokens[PS_MAX_WORKERS]; /* servers' copy: worker r's token; else all 0 */
     int preflight;             /* non-zero: every worker probes every server before
                                   step 0 (worker/preflight.h) */
@@ -189,20 +212,6 @@ typedef struct {
     int joining;               /* this worker joins a running job at start_step */
 } ps_view_t;
 
-/* A checkpoint part: the file a server wrote and synced, as the scheduler's
- * manifest lists it (kept per server and step until the checkpoint is
- * complete, and read back by the tests), so a domain type; it travels as a
- * Checkpoint (MSG_CHECKPOINT), converted by ps_codec_part_to_pb and
- * ps_codec_part_from_pb. */
-typedef struct {
-    int64_t step;          /* the checkpoint: the version after step N's update is N */
-    char file[PS_CHECKPOINT_FILE_MAX]; /* its name inside DIR/step-N/ */
-    uint64_t size;         /* bytes */
-    uint32_t crc32;        /* zlib's CRC-32 of the file */
-    uint64_t begin, end;   /* its keys */
-    int64_t version;       /* the server's version in it (updates applied): N in stepped
-                              modes, N * workers in async */
-} ps_checkpoint_part_t;
 
 /* The part as a Checkpoint (borrowed from p: its file name). */
 void ps_codec_part_to_pb(const ps_checkpoint_part_t *p, Shardps__Checkpoint *out);
@@ -228,6 +237,8 @@ typedef struct {
     Shardps__ServerInfo *server_ptrs[PS_MAX_SERVERS];
     Shardps__WorkerInfo workers[PS_MAX_WORKERS];
     Shardps__WorkerInfo *worker_ptrs[PS_MAX_WORKERS];
+    Shardps__Checkpoint files[PS_MAX_SERVERS];
+    Shardps__Checkpoint *file_ptrs[PS_MAX_SERVERS];
 } ps_view_pb_t;
 
 /* Fills out from v (borrowed: out points into v and into itself, so both
@@ -283,7 +294,9 @@ void *ps_codec_unpack(const ProtobufCMessageDescriptor *d, const void *data, siz
  * as above; string sizes against the PS_*_MAX bounds; Register's role
  * (server or worker); RegisterAck's and ClusterView's job; a view's counts,
  * tiling and ranks (see ps_codec_view_to_pb); Done's epochs and byte counts;
- * Checkpoint's step, version, keys and file name (no '/'); ServerReport's
+ * Checkpoint's step, version, keys and file name (a name, no path:
+ * [A-Za-z0-9._+-], not '.' or '..'); a view's resume files as Checkpoints;
+ * ResumeCheck's parts (at most PS_MAX_RESUME_CHECK); ServerReport's
  * histogram; PeerReady's endpoint (not empty); Members' count and live ranks
  * (at least one, each below the count); PreflightResult's pairs (at most
  * PS_MAX_SERVERS); MetricsReport's waited-for workers and text;

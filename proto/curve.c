@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/ratelog.h"
 
@@ -80,41 +82,53 @@ static int s_write(const char *dir, const char *name, const char *text, char *er
     return 0;
 }
 
-int ps_curve_keygen(const char *dir, char *err, size_t errlen)
+int ps_curve_files_make(ps_curve_files_t *f, char *err, size_t errlen)
 {
     if (!ps_curve_available()) {
         snprintf(err, errlen, "this libzmq cannot encrypt (built without CURVE)");
         return PS_ENOTSUP;
     }
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-        return PS_EIO;
-    }
     for (int i = 0; i < S_NIDS; i++) {
-        char pub[PS_CURVE_KEY_LEN], sec[PS_CURVE_KEY_LEN], name[32], text[256];
+        char pub[PS_CURVE_KEY_LEN], sec[PS_CURVE_KEY_LEN];
         if (zmq_curve_keypair(pub, sec) != 0) {
             snprintf(err, errlen, "cannot make a keypair: %s", zmq_strerror(zmq_errno()));
+            ps_curve_files_wipe(f);
             return PS_EIO;
         }
-        snprintf(text, sizeof text,
+        snprintf(f->name[2 * i], sizeof f->name[0], "%s.key", s_id_file[i]);
+        snprintf(f->text[2 * i], sizeof f->text[0],
                  "# shardps %s keypair (CurveZMQ, Z85): keep it private\n"
                  "public %s\nsecret %s\n",
                  s_id_file[i], pub, sec);
-        snprintf(name, sizeof name, "%s.key", s_id_file[i]);
-        int rc = s_write(dir, name, text, err, errlen);
         explicit_bzero(sec, sizeof sec);
-        explicit_bzero(text, sizeof text);
-        if (rc != 0) {
-            return rc;
-        }
-        snprintf(text, sizeof text, "# shardps %s public key (CurveZMQ, Z85)\npublic %s\n",
-                 s_id_file[i], pub);
-        snprintf(name, sizeof name, "%s.pub", s_id_file[i]);
-        if ((rc = s_write(dir, name, text, err, errlen)) != 0) {
-            return rc;
-        }
+        snprintf(f->name[2 * i + 1], sizeof f->name[0], "%s.pub", s_id_file[i]);
+        snprintf(f->text[2 * i + 1], sizeof f->text[0],
+                 "# shardps %s public key (CurveZMQ, Z85)\npublic %s\n", s_id_file[i], pub);
     }
     return 0;
+}
+
+void ps_curve_files_wipe(ps_curve_files_t *f)
+{
+    explicit_bzero(f, sizeof *f);
+}
+
+int ps_curve_keygen(const char *dir, char *err, size_t errlen)
+{
+    ps_curve_files_t f;
+    int rc = ps_curve_files_make(&f, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        rc = PS_EIO;
+    }
+    for (int i = 0; i < PS_CURVE_NFILES && rc == 0; i++) {
+        rc = s_write(dir, f.name[i], f.text[i], err, errlen);
+    }
+    ps_curve_files_wipe(&f);
+    return rc;
 }
 
 /* Reads the "public" and (when sec is not NULL) "secret" lines of one key
@@ -124,25 +138,10 @@ static int s_read(const char *dir, const char *name, char *pub, char *sec, char 
 {
     char path[4200], text[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot read key file %s: %s%s", path, strerror(errno),
-                 errno == ENOENT ? " (make the job's keys with shardps-keygen DIR)" : "");
-        if (fd >= 0) {
-            close(fd);
-        }
+    if (ps_file_read_private(path, "key file", " (make the job's keys with shardps-keygen DIR)",
+                             text, sizeof text, err, errlen) != 0) {
         return PS_EINVAL;
     }
-    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
-        snprintf(err, errlen, "key file %s may be read or changed by others (mode %04o); "
-                 "chmod 600 it", path, (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return PS_EINVAL;
-    }
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    text[n > 0 ? n : 0] = '\0';
     int got_pub = 0, got_sec = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {

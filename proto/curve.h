@@ -6,7 +6,10 @@
  * server.key and worker.key (each role's keypair), and the public halves
  * job.pub, server.pub and worker.pub. A process reads its own keypair and the
  * public keys; every file must be owner-only (a key file group or others may
- * read or write is refused, naming it). With the keys on a context
+ * read or write is refused, naming it; a symlink is resolved first, so a
+ * Kubernetes Secret volume's links into ..data/ work, and a root-owned file
+ * its group may only read is accepted for a non-root reader: a Secret with
+ * fsGroup). With the keys on a context
  * (ps_ctx_secure(), proto/sock.h) every TCP socket of it speaks CurveZMQ, and
  * a ZAP handler thread admits to its bound sockets only the keys of this job
  * that may talk to this role (scheduler: servers and workers; server and a
@@ -48,6 +51,24 @@ int ps_curve_available(void);
  * err.
  */
 int ps_curve_keygen(const char *dir, char *err, size_t errlen);
+
+/* One job's key files in memory: name[i] ("job.key", "job.pub", ...) holds
+ * text[i], the file's whole content. */
+#define PS_CURVE_NFILES 6
+typedef struct {
+    char name[PS_CURVE_NFILES][16];
+    char text[PS_CURVE_NFILES][256];
+} ps_curve_files_t;
+
+/*
+ * Makes a new job's keys as ps_curve_keygen() would write them, into *f
+ * (wipe it with ps_curve_files_wipe() once written out: it holds secrets).
+ * Returns 0, or PS_ENOTSUP / PS_EIO with a one-line reason in err.
+ */
+int ps_curve_files_make(ps_curve_files_t *f, char *err, size_t errlen);
+
+/* Zeroes *f. */
+void ps_curve_files_wipe(ps_curve_files_t *f);
 
 /*
  * Reads the keys a process of role needs from dir: its keypair (the

@@ -49,6 +49,19 @@ ps_flag_t ps_link_job_hash_flag(const char **dst)
                        "shardps-launch; default: unchecked)"};
 }
 
+ps_flag_t ps_link_secret_flag(const char **dst)
+{
+    return (ps_flag_t){"secret-file", PS_FLAG_STR, dst, "PATH",
+                       "the job's secret (owner-only; shardps-keygen --secret PATH makes one): "
+                       "proves this node belongs to the job at registration"};
+}
+
+int ps_link_read_secret(const char *path, ps_secret_t *s, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    return path && path[0] ? ps_secret_read(path, s, err, errlen) : 0;
+}
+
 ps_flag_t ps_link_scheduler_grace_flag(double *dst)
 {
     return (ps_flag_t){"scheduler-grace", PS_FLAG_DOUBLE, dst, "SECONDS",
@@ -93,6 +106,9 @@ struct ps_link {
     char job_id[PS_JOB_ID_MAX];        /* the job we belong to; "" = any */
     char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash; "" = unchecked */
     char build[PS_BUILD_MAX];          /* ps_codec_build_id() */
+    ps_secret_t secret;  /* the job's secret (set 0: none) */
+    int reg_rank, reg_spare; /* our last REGISTER's, answered again on a challenge */
+    uint64_t reg_run_id;
     double grace;        /* seconds to wait for a lost scheduler to come back */
     double lost_since;   /* ps_now() when the scheduler fell silent; 0 while alive */
     double last_register; /* ps_now() of our last registration while it is lost */
@@ -105,6 +121,8 @@ struct ps_link {
     double clock_offset; /* the scheduler's clock minus ours, from registration */
     ps_link_report_fn report; /* fills each heartbeat's metrics report; NULL: none */
     void *report_arg;
+    ps_link_message_fn on_message; /* before the view: what else it sends; NULL: dropped */
+    void *on_message_arg;
     int64_t generation;  /* failovers seen, stamped on every message we send */
 };
 
@@ -140,22 +158,56 @@ static int s_send_packed(ps_link_t *l, ps_msg_type_t type, const void *body, siz
     return ps_msg_send(l->sock, NULL, s_header(l, type), &f, body ? 1 : 0, PS_SEND_COPY);
 }
 
-/* Registers: first as rank (-1 any; spare), again with the run id of a
- * registration answered before. */
-static int s_register(ps_link_t *l, int rank, int spare, uint64_t run_id)
+/* Sends our REGISTER (the last one's fields), with the proof for nonce
+ * (NULL: none, a first REGISTER). */
+static int s_send_register(ps_link_t *l, const ProtobufCBinaryData *nonce)
 {
     Shardps__Register r = SHARDPS__REGISTER__INIT;
+    uint8_t proof[PS_HMAC_LEN];
+    if (nonce) {
+        ps_secret_proof(&l->secret, nonce->data, nonce->len, l->role, l->job_id, proof);
+        r.nonce = *nonce;
+        r.proof = (ProtobufCBinaryData){sizeof proof, proof};
+    }
     r.role = l->role;
-    r.rank = rank;
+    r.rank = l->reg_rank;
     r.endpoint = l->endpoint;
     r.pid = (uint32_t)getpid();
     r.curve_key = l->curve_key;
     r.job_id = l->job_id;
     r.job_hash = l->job_hash;
     r.build = l->build;
-    r.spare = spare != 0;
-    r.run_id = run_id;
+    r.spare = l->reg_spare != 0;
+    r.run_id = l->reg_run_id;
     return ps_link_send(l, PS_MSG_REGISTER, &r.base);
+}
+
+/* Registers: first as rank (-1 any; spare), again with the run id of a
+ * registration answered before. */
+static int s_register(ps_link_t *l, int rank, int spare, uint64_t run_id)
+{
+    l->reg_rank = rank;
+    l->reg_spare = spare;
+    l->reg_run_id = run_id;
+    return s_send_register(l, NULL);
+}
+
+/* The scheduler's challenge m: registers again with the proof that we hold
+ * the job's secret. Returns 0, or PS_EINVAL (we have none, or m is bad) with
+ * a one-line reason in err. */
+static int s_answer(ps_link_t *l, ps_msg_t *m, char *err, size_t errlen)
+{
+    const Shardps__Challenge *c = ps_msg_unpack_body(m, &shardps__challenge__descriptor);
+    if (!l->secret.set) {
+        snprintf(err, errlen, "the scheduler at %s asks for this job's secret: give the job's "
+                 "--secret-file (or SHARDPS_SECRET_FILE)", l->scheduler);
+        return PS_EINVAL;
+    }
+    if (!c || c->nonce.len == 0 || c->nonce.len > 256) {
+        snprintf(err, errlen, "the scheduler sent a bad challenge");
+        return PS_EPROTO;
+    }
+    return s_send_register(l, &c->nonce);
 }
 
 int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
@@ -186,6 +238,9 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     if (ident) {
         snprintf(l->job_id, sizeof l->job_id, "%s", ident->job_id ? ident->job_id : "");
         snprintf(l->job_hash, sizeof l->job_hash, "%s", ident->job_hash ? ident->job_hash : "");
+        if (ident->secret) {
+            l->secret = *ident->secret;
+        }
     }
     ps_codec_build_id(l->build, sizeof l->build);
     /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
@@ -221,6 +276,8 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         if (m.hdr.type == PS_MSG_ERROR) {
             snprintf(err, errlen, "the scheduler refused us: %s", m.hdr.error);
             rc = PS_ESTATE;
+        } else if (m.hdr.type == PS_MSG_CHALLENGE) {
+            rc = s_answer(l, &m, err, errlen);
         } else if (m.hdr.type == PS_MSG_REGISTER_ACK && m.nframes == 1) {
             const Shardps__RegisterAck *ack =
                 ps_msg_unpack_body(&m, &shardps__register_ack__descriptor);
@@ -247,7 +304,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         }
         ps_msg_close(&m);
     }
-    if (rc != PS_ETIMEDOUT && rc != PS_ESTATE && rc != PS_EPROTO) {
+    if (rc != PS_ETIMEDOUT && rc != PS_ESTATE && rc != PS_EPROTO && rc != PS_EINVAL) {
         snprintf(err, errlen, "registering with the scheduler at %s failed: %s", scheduler,
                  ps_strerror(rc));
     }
@@ -305,6 +362,9 @@ int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *v
             ps_msg_close(&m);
             return rc;
         }
+        if (ev == PS_LINK_MESSAGE && l->on_message) {
+            l->on_message(l->on_message_arg, &m);
+        }
         ps_msg_close(&m);
         if (ev == PS_LINK_ABORTED) {
             return PS_ECLOSED;
@@ -317,6 +377,12 @@ int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *v
             return PS_ENOENT;
         }
     }
+}
+
+void ps_link_set_on_message(ps_link_t *l, ps_link_message_fn fn, void *arg)
+{
+    l->on_message = fn;
+    l->on_message_arg = arg;
 }
 
 void ps_link_set_grace(ps_link_t *l, double grace)
@@ -409,6 +475,10 @@ static ps_link_event_t s_on_rejoin(ps_link_t *l, ps_msg_t *m)
 {
     if (m->hdr.type == PS_MSG_ERROR) {
         ps_log_debug("registering again: the scheduler says: %s", m->hdr.error);
+    }
+    char why[256];
+    if (m->hdr.type == PS_MSG_CHALLENGE && s_answer(l, m, why, sizeof why) != 0) {
+        ps_log_debug("registering again: %s", why);
     }
     const Shardps__RegisterAck *ack =
         m->hdr.type == PS_MSG_REGISTER_ACK
@@ -505,6 +575,7 @@ void ps_link_destroy(ps_link_t **lp)
     if (l) {
         ps_sock_destroy(&l->sock);
         free(l->done);
+        explicit_bzero(&l->secret, sizeof l->secret);
         free(l);
         *lp = NULL;
     }

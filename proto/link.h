@@ -23,6 +23,7 @@
 
 #include "common/config.h"
 #include "common/job.h"
+#include "common/secret.h"
 #include "common/metrics.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
@@ -55,6 +56,13 @@ ps_flag_t ps_link_peer_timeout_flag(double *dst);
 /* --job-id ID and --job-hash HEX (see ps_link_ident_t), as above. */
 ps_flag_t ps_link_job_id_flag(const char **dst);
 ps_flag_t ps_link_job_hash_flag(const char **dst);
+/* --secret-file PATH (SHARDPS_SECRET_FILE): the job's secret (common/secret.h),
+ * for every role. */
+ps_flag_t ps_link_secret_flag(const char **dst);
+
+/* Reads the --secret-file value path into *s (NULL or "": none, s->set 0).
+ * Returns 0, or PS_EINVAL with a one-line reason in err. */
+int ps_link_read_secret(const char *path, ps_secret_t *s, char *err, size_t errlen);
 
 /* Seconds between a waiting node's "still waiting for the scheduler" lines
  * (and the scheduler's "still waiting for S1 W3" lines). */
@@ -66,6 +74,8 @@ typedef struct {
     const char *job_id;   /* the job's id; NULL or "" = any (a node started by hand) */
     const char *job_hash; /* the job configuration's hash (ps_job_hash), as
                              shardps-launch computes it; NULL or "" = unchecked */
+    const ps_secret_t *secret; /* the job's secret, answering the scheduler's
+                                  challenge; NULL = none (borrowed for the call) */
 } ps_link_ident_t;
 ps_flag_t ps_link_scheduler_grace_flag(double *dst);
 
@@ -176,6 +186,12 @@ ps_link_event_t ps_link_handle(ps_link_t *l, ps_msg_t *m, char *err, size_t errl
  */
 typedef void (*ps_link_report_fn)(void *arg, Shardps__MetricsReport *r, ps_text_t *text);
 void ps_link_set_report(ps_link_t *l, ps_link_report_fn fn, void *arg);
+
+/* A message from the scheduler that ps_link_wait_view() does not take itself
+ * (a server's MSG_RESUME_CHECK): fn(arg, m) gets it (borrowed for the call)
+ * on the waiting thread. NULL (the default): such messages are dropped. */
+typedef void (*ps_link_message_fn)(void *arg, ps_msg_t *m);
+void ps_link_set_on_message(ps_link_t *l, ps_link_message_fn fn, void *arg);
 
 /* Sends a heartbeat (with its report) now: the scheduler gets final counts
  * before a DONE or a server's end-of-job REPORT. */

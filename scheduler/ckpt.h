@@ -2,8 +2,10 @@
  * scheduler/ckpt.h - the scheduler's side of checkpoints.
  *
  * Where servers write them (the view's checkpoint part), and on --resume
- * the newest complete one to start from (its step mapped to the same data
- * position when the worker count changed: ps_join_map_step). While the job
+ * the newest complete one to start from, as the servers find their parts
+ * (the scheduler reads only manifests: the parts may be on the servers'
+ * own disks), its step mapped to the same data position when the worker
+ * count changed (ps_join_map_step). While the job
  * runs: every server's MSG_CHECKPOINT says its part of step N is durable;
  * the manifest of N is written once every part is in (scheduler/manifest.h),
  * and N is the newest complete checkpoint (a failover rolls back to it).
@@ -33,9 +35,14 @@ void ps_ckpt_destroy(ps_ckpt_t **c);
 
 /* The view's checkpoint part (v: borrowed, the job's, its P set; samples:
  * the smallest worker's training set): where servers write checkpoints and,
- * on --resume, the one to start from (or a fresh start when there is none).
- * Returns 0 or PS_ENOMEM. */
-int ps_ckpt_setup(ps_ckpt_t *c, ps_view_t *v, uint64_t samples);
+ * on --resume, the one to start from. A resume first asks every server about
+ * its parts of the candidate checkpoints (MSG_RESUME_CHECK); the newest one
+ * every server found whole goes into the view, and the module then sends
+ * the servers the view itself (ps_start_servers). No candidate fails the
+ * job with exit status 2, unless --resume-or-start (a fresh start). Returns
+ * 0 (the view is ready), 1 (the servers were asked: the module goes on), or
+ * a PS_E* (the job failed; the reason is given). */
+int ps_ckpt_setup(ps_ckpt_t *c, ps_scheduler_t *s, ps_view_t *v, uint64_t samples);
 
 /* A restarted scheduler took the saved job (view v, borrowed; its newest
  * complete checkpoint `newest`, -1 none). Returns 0 or PS_ENOMEM. */

@@ -427,10 +427,11 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
     }
     ps_view_t *v = s->view;
     int64_t step;
-    int parts;
     char dir[sizeof v->resume_dir];
-    if (ps_manifest_find(v->checkpoint_dir, v->num_params, &step, &parts, dir, sizeof dir) !=
-        0) {
+    ps_checkpoint_part_t parts[PS_MAX_SERVERS];
+    const int nparts =
+        ps_manifest_find(v->checkpoint_dir, v->num_params, &step, parts, dir, sizeof dir);
+    if (nparts <= 0) {
         if (!closed) {
             ps_log_warn("failover: S%d cannot be replaced: no complete checkpoint in %s yet", r,
                         v->checkpoint_dir);
@@ -447,7 +448,7 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
     ps_members_swap_in(n, &spare); /* the spare's connection is S<r> from now on */
-    ps_start_view_failover(s, r, spare.curve_key, step, parts, dir);
+    ps_start_view_failover(s, r, spare.curve_key, step, parts, nparts, dir);
     ps_log_warn("failover %lld: lost S%d (pid %u): %s %.1f s; spare S%d (pid %u) "
                 "takes its keys from %s; %s %lld",
                 (long long)v->generation, r, lost_pid,

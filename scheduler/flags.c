@@ -12,7 +12,9 @@
 #include "common/job.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
+#include "proto/link.h"
 
 void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
 {
@@ -47,7 +49,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn"},
         {"hidden", PS_FLAG_STR, &f->hidden, "H1,H2,...", "mlp: its hidden layers' widths (default 256,128), e.g. 2048,2048"},
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
-        {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau"},
+        {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by 1/sqrt(M)"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"placement", PS_FLAG_STR, &c->placement, "P", "dedicated (servers on hosts of their own) or colocated (server i on worker i's host, S <= M): recorded in the summary; the simulated cluster places the nodes so"},
         {"chunk-kib", PS_FLAG_INT, &c->job.chunk_kib, "KIB", "sync and ssp: pushes travel, and servers apply them and answer pulls, in chunks of KIB KiB (a power of two, 4 to 1024), so uplink and downlink work at once"},
@@ -67,15 +69,18 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"peer-timeout", PS_FLAG_DOUBLE, &c->peer_timeout, "SECONDS", "a node silent this long is lost; in (0, 86400]"},
         {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "servers write a checkpoint to DIR/step-N/ every --checkpoint-every (not allreduce; in async each server at its own moment: no cut)"},
         {"checkpoint-every", PS_FLAG_STR, &f->checkpoint_every, "N", "steps between checkpoints (async: each server at version N*workers), or Ns: seconds (e.g. 30s; at a step agreed with the servers; not async); 0 = none"},
-        {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there)"},
+        {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there); exit 2 when DIR holds none (a missing or mistyped DIR, or every checkpoint refused)"},
+        {"resume-or-start", PS_FLAG_STR, &f->resume_or_start, "DIR", "as --resume DIR, but start from step 0 when DIR holds no checkpoint yet (a job that restarts itself)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
+        {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "this host's address toward the job's other hosts: nodes here that reach the scheduler over loopback are announced at it (default: the local end of the route to a node on another host)"},
         {"job-id", PS_FLAG_STR, &c->job_id, "ID", "this job's id: a node started for another job is refused at registration (default: job-<start time>-<random>)"},
         ps_http_bind_flag(&c->metrics_bind),
         {"metrics-hold", PS_FLAG_DOUBLE, &c->metrics_hold, "SECONDS", "after the job, keep serving the metrics until one scrape took the final values, at most this long; in [0, 86400]"},
         {"wait", PS_FLAG_DOUBLE, &c->wait, "SECONDS", "how long to wait for every node to register; in (0, 86400]"},
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
+        ps_link_secret_flag(&f->secret_file),
         ps_log_level_flag(&f->log_level),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
@@ -176,6 +181,18 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
                  "Ns (0 < N <= %.0f)", f->checkpoint_every, INT_MAX, PS_CONFIG_MAX_SECONDS);
         return PS_EINVAL;
     }
+    if (f->resume_or_start && f->cfg.resume) {
+        snprintf(err, errlen, "--resume and --resume-or-start: give one of them");
+        return PS_EINVAL;
+    }
+    if (f->resume_or_start) {
+        f->cfg.resume = f->resume_or_start;
+        f->cfg.resume_or_start = 1;
+    }
+    if (f->cfg.resume && !f->cfg.resume[0]) {
+        snprintf(err, errlen, "--resume: empty directory name");
+        return PS_EINVAL;
+    }
     const int every = f->cfg.checkpoint_every > 0 || f->cfg.checkpoint_seconds > 0;
     if (every && !f->cfg.checkpoint_dir && !f->cfg.resume) {
         snprintf(err, errlen, "--checkpoint-every needs --checkpoint-dir (or --resume)");
@@ -210,10 +227,12 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
         ps_config_check_range("metrics-hold", f->cfg.metrics_hold, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("wait", f->cfg.wait, 0, PS_CONFIG_MAX_SECONDS, PS_RANGE_OPEN_MIN,
-                              err, errlen)) {
+                              err, errlen) ||
+        ps_addr_check_advertise(f->cfg.advertise, 0, err, errlen)) {
         return PS_EINVAL;
     }
-    if (ps_curve_check_flags(f->cfg.secure, f->cfg.keys, PS_ROLE_SCHEDULER, err, errlen) != 0) {
+    if (ps_curve_check_flags(f->cfg.secure, f->cfg.keys, PS_ROLE_SCHEDULER, err, errlen) != 0 ||
+        ps_link_read_secret(f->secret_file, &f->cfg.secret, err, errlen) != 0) {
         return PS_EINVAL;
     }
     return ps_job_validate(job, err, errlen);

@@ -24,7 +24,7 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 37
+#define PS_SCHEDULER_NFLAGS 40
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -32,6 +32,7 @@ typedef struct {
     const char *model;         /* --model, copied into cfg.job */
     const char *hidden;        /* --hidden, copied into cfg.job ("" = the default) */
     const char *mode;          /* --mode, parsed into cfg.job */
+    const char *secret_file;   /* --secret-file, read into cfg.secret */
     const char *optimizer;     /* --optimizer, copied into cfg.job */
     const char *wire;          /* --wire, parsed into cfg.job.wire */
     const char *compress;      /* --compress, parsed into cfg.job.topk */
@@ -42,6 +43,8 @@ typedef struct {
     int warmup;                /* --warmup-steps */
     const char *log_level;     /* --log-level, for ps_log_set_level_flag() */
     const char *checkpoint_every; /* --checkpoint-every N (steps) or Ns (seconds) */
+    const char *resume_or_start;  /* --resume-or-start DIR: into cfg.resume, with
+                                     cfg.resume_or_start */
 } ps_scheduler_flags_t;
 
 /* Fills *f with the defaults (what --help shows). */

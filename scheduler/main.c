@@ -4,6 +4,8 @@
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/version.h"
+#include "proto/codec.h"
 #include "scheduler/flags.h"
 #include "scheduler/scheduler.h"
 
@@ -13,6 +15,9 @@ int main(int argc, char **argv)
      * message, whatever MALLOC_* says (common/alloc.h). */
     ps_alloc_keep_large_blocks();
     const char *prog = PS_SCHEDULER_PROG;
+    if (ps_version_flag(prog, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     ps_scheduler_flags_t f;
     ps_flag_t flags[PS_SCHEDULER_NFLAGS];
     ps_scheduler_flags_init(&f);
@@ -27,6 +32,11 @@ int main(int argc, char **argv)
     char err[512];
     if (ps_scheduler_flags_check(&f, err, sizeof err) != 0 ||
         ps_scheduler_flags_check_outputs(&f, err, sizeof err) != 0) {
+        ps_config_blame_env(flags, n, argc, argv, err, sizeof err);
+        fprintf(stderr, "%s: error: %s\n", prog, err);
+        return 2;
+    }
+    if (ps_scheduler_check_resume(&f.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }

@@ -1,10 +1,12 @@
 /*
  * scheduler/manifest.c - checkpoint manifests: written once every part is
- * durable, checked part by part before a resume.
+ * durable, read back before a resume or a failover. Reads no part: the
+ * servers check and load theirs.
  */
 #include "scheduler/manifest.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +26,6 @@ enum { S_KEEP = 4 };
 enum { S_MAX_BYTES = 1 << 24 };
 
 #define S_FORMAT "shardps-manifest-1"
-
-/* What a part's file name may hold: no '/', nothing that breaks a log line. */
-#define S_NAME_CHARS                                                                         \
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+"
 
 struct ps_manifest {
     const ps_view_t *view;
@@ -111,6 +109,11 @@ static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
     snprintf(path, sizeof path, "%s/manifest.json", sub);
     snprintf(latest, sizeof latest, "%s/latest", v->checkpoint_dir);
     snprintf(name, sizeof name, "step-%" PRId64 "\n", step);
+    /* On node-local storage the servers made their step directories, not
+     * this one. */
+    if (ps_file_make_dir(v->checkpoint_dir) != 0 || ps_file_make_dir(sub) != 0) {
+        return PS_EIO;
+    }
     json_t *doc = s_manifest_json(m, step, slot);
     if (!doc) {
         return PS_EINVAL;
@@ -143,48 +146,42 @@ int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part
     return 1;
 }
 
-/* Checks part i of manifest doc against its file in stepdir. Returns 0, or
- * PS_EPROTO with the reason (naming the file at fault) in why. */
-static int s_check_part(const json_t *doc, int i, const char *path, const char *stepdir,
-                        char *why, size_t cap)
+/* Part i of manifest doc into *p (its step: step), checked as a Checkpoint
+ * is on the wire: a file name (no path), keys in order. Returns 0, or
+ * PS_EPROTO with the reason (naming the manifest) in why. */
+static int s_read_part(const json_t *doc, int i, int64_t step, const char *path,
+                       ps_checkpoint_part_t *p, char *why, size_t cap)
 {
-    char key[32], fpath[1300], reason[128];
-    const char *file;
-    int64_t size, crc;
-    uint32_t got;
-    struct stat sb;
+    char key[32], reason[200];
+    const char *file = "";
+    int64_t size = 0, crc = 0, begin = 0, end = 0;
     snprintf(key, sizeof key, "parts.%d.file", i);
     int rc = ps_json_get_str(doc, key, &file, reason, sizeof reason);
     snprintf(key, sizeof key, "parts.%d.size", i);
-    rc = rc ? rc : ps_json_get_int(doc, key, 0, INT64_MAX, &size, reason, sizeof reason);
+    rc = rc ? rc : ps_json_get_int(doc, key, 1, INT64_MAX, &size, reason, sizeof reason);
     snprintf(key, sizeof key, "parts.%d.crc32", i);
     rc = rc ? rc : ps_json_get_int(doc, key, 0, UINT32_MAX, &crc, reason, sizeof reason);
-    if (rc == 0 && (!file[0] || strlen(file) >= 64 || strspn(file, S_NAME_CHARS) < strlen(file) ||
-                    !strcmp(file, ".") || !strcmp(file, ".."))) {
-        snprintf(reason, sizeof reason, "parts.%d.file is not a file name", i);
-        rc = PS_EPROTO;
-    }
+    snprintf(key, sizeof key, "parts.%d.key_begin", i);
+    rc = rc ? rc : ps_json_get_int(doc, key, 0, INT64_MAX, &begin, reason, sizeof reason);
+    snprintf(key, sizeof key, "parts.%d.key_end", i);
+    rc = rc ? rc : ps_json_get_int(doc, key, 0, INT64_MAX, &end, reason, sizeof reason);
+    Shardps__Checkpoint pb = SHARDPS__CHECKPOINT__INIT;
+    pb.step = step;
+    pb.file = (char *)file;
+    pb.size = (uint64_t)size;
+    pb.crc32 = (uint32_t)crc;
+    pb.key_begin = (uint64_t)begin;
+    pb.key_end = (uint64_t)end;
+    rc = rc ? rc : ps_codec_part_from_pb(&pb, p, reason, sizeof reason);
     if (rc != 0) {
-        snprintf(why, cap, "%s: %s", path, reason);
-        return rc;
+        snprintf(why, cap, "%s: part %d: %s", path, i, reason);
+        return PS_EPROTO;
     }
-    snprintf(fpath, sizeof fpath, "%s/%s", stepdir, file);
-    if (stat(fpath, &sb) != 0) {
-        snprintf(why, cap, "%s is missing", fpath);
-    } else if ((uint64_t)sb.st_size != (uint64_t)size) {
-        snprintf(why, cap, "%s is %lld bytes, the manifest says %" PRId64 " (truncated?)", fpath,
-                 (long long)sb.st_size, size);
-    } else if (ps_file_crc32(fpath, &got) != 0 || got != (uint32_t)crc) {
-        snprintf(why, cap, "%s has CRC-32 %08" PRIx32 ", the manifest says %08" PRIx32
-                 " (corrupt)", fpath, got, (uint32_t)crc);
-    } else {
-        return 0;
-    }
-    return PS_EPROTO;
+    return 0;
 }
 
-int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params, char *why,
-                      size_t cap)
+int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params,
+                      ps_checkpoint_part_t *parts, char *why, size_t cap)
 {
     char path[1200], reason[256];
     const char *format = "";
@@ -207,22 +204,22 @@ int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params, ch
     rc = rc ? rc : ps_json_get_int(doc, "num_params", 0, INT64_MAX, &mp, reason, sizeof reason);
     rc = rc ? rc
             : ps_json_get_int(doc, "servers", 1, PS_MAX_SERVERS, &servers, reason, sizeof reason);
-    const json_t *parts = json_object_get(doc, "parts");
+    const json_t *list = json_object_get(doc, "parts");
     int ok = 0;
     if (rc != 0) {
         snprintf(why, cap, "%s: %s", path, reason);
     } else if (mstep != step) {
         snprintf(why, cap, "%s is the manifest of step %" PRId64 ", not %" PRId64, path, mstep,
                  step);
-    } else if ((uint64_t)mp != num_params) {
+    } else if (num_params && (uint64_t)mp != num_params) {
         snprintf(why, cap, "%s is of a model of %" PRId64 " parameters, not %" PRIu64, path, mp,
                  num_params);
-    } else if (!json_is_array(parts) || json_array_size(parts) != (size_t)servers) {
+    } else if (!json_is_array(list) || json_array_size(list) != (size_t)servers) {
         snprintf(why, cap, "%s lists %zu parts for %" PRId64 " servers", path,
-                 json_array_size(parts), servers);
+                 json_array_size(list), servers);
     } else {
         for (int i = 0; rc == 0 && i < (int)servers; i++) {
-            rc = s_check_part(doc, i, path, stepdir, why, cap);
+            rc = s_read_part(doc, i, step, path, &parts[i], why, cap);
         }
         ok = rc == 0;
     }
@@ -250,12 +247,12 @@ static int s_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step, int *nparts,
-                     char *stepdir, size_t cap)
+int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *out, int max, char *why,
+                     size_t cap)
 {
     DIR *d = opendir(dir);
     if (!d) {
-        ps_log_warn("resume: cannot open %s", dir);
+        snprintf(why, cap, "cannot open %s: %s", dir, strerror(errno));
         return PS_ENOENT;
     }
     int64_t *steps = NULL;
@@ -283,19 +280,34 @@ int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step, int *n
     if (n) {
         qsort(steps, n, sizeof *steps, s_desc);
     }
-    int rc = PS_ENOENT;
-    for (size_t i = 0; i < n && rc != 0; i++) {
-        char why[3000];
-        snprintf(stepdir, cap, "%s/step-%" PRId64, dir, steps[i]);
-        int parts = ps_manifest_check(stepdir, steps[i], num_params, why, sizeof why);
-        if (parts > 0) {
-            *step = steps[i];
-            *nparts = parts;
-            rc = 0;
+    ps_checkpoint_part_t *parts = calloc(PS_MAX_SERVERS, sizeof *parts);
+    int got = 0;
+    snprintf(why, cap, "%s holds no checkpoint (no step-N/manifest.json)", dir);
+    for (size_t i = 0; parts && i < n && got < max; i++) {
+        char stepdir[1100], reason[1500];
+        snprintf(stepdir, sizeof stepdir, "%s/step-%" PRId64, dir, steps[i]);
+        if (ps_manifest_check(stepdir, steps[i], num_params, parts, reason, sizeof reason) > 0) {
+            out[got++] = steps[i];
         } else {
-            ps_log_warn("resume: skipping checkpoint step-%" PRId64 ": %s", steps[i], why);
+            ps_log_warn("resume: skipping checkpoint step-%" PRId64 ": %s", steps[i], reason);
+            snprintf(why, cap, "no checkpoint of %s is usable (each one's reason is logged)",
+                     dir);
         }
     }
+    free(parts);
     free(steps);
-    return rc;
+    return got;
+}
+
+int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step,
+                     ps_checkpoint_part_t *parts, char *stepdir, size_t cap)
+{
+    char why[600];
+    int64_t newest;
+    if (ps_manifest_list(dir, num_params, &newest, 1, why, sizeof why) < 1) {
+        return PS_ENOENT;
+    }
+    *step = newest;
+    snprintf(stepdir, cap, "%s/step-%" PRId64, dir, newest);
+    return ps_manifest_check(stepdir, newest, num_params, parts, why, sizeof why);
 }

@@ -4,10 +4,11 @@
  * Servers tell the scheduler when their part of checkpoint N is durable
  * (MSG_CHECKPOINT); once every server's part of N is in, the scheduler writes
  * DIR/step-N/manifest.json (atomically) naming each part with its size and
- * CRC-32, then DIR/latest ("step-N"). A checkpoint without a manifest, or
- * whose parts do not match it, is never used: on resume ps_manifest_find()
- * takes the newest one that checks out and logs one line for each newer one
- * it skips, naming the file at fault.
+ * CRC-32 as the servers reported them, then DIR/latest ("step-N"). A
+ * checkpoint without a manifest is never used. The scheduler reads only
+ * manifests, never a part: on resume the servers check their parts against
+ * them (scheduler/ckpt.h), and a server loads exactly the files a manifest
+ * names, checking the CRC-32 of what it loads (server/checkpoint.h).
  *
  * manifest.json, one line written and read through common/json.h:
  * {"format": "shardps-manifest-1", "step": N, "num_params": P, "servers": S,
@@ -45,24 +46,35 @@ void ps_manifest_destroy(ps_manifest_t **m);
 int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part);
 
 /*
- * The newest complete checkpoint in dir for a model of num_params: its step,
- * its parts' count and its directory (dir/step-N) in stepdir. Checkpoints
- * without a manifest, or with a part missing, of another size or checksum,
- * are skipped with one log line each. Returns 0, or PS_ENOENT when none is
- * complete.
+ * The checkpoints of dir whose manifests check out (ps_manifest_check) for
+ * a model of num_params (0: any), newest first: at most max steps into
+ * steps. Each one skipped is logged with its reason. Returns how many (0:
+ * none, with why saying so), or PS_ENOENT when dir cannot be opened (why
+ * names it).
  */
-int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step, int *nparts,
-                     char *stepdir, size_t cap);
+int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *steps, int max, char *why,
+                     size_t cap);
 
 /*
- * Checks checkpoint stepdir (dir/step-N) of step for a model of num_params
- * against its manifest: the manifest parses, names this step and model and
- * one part per server, and each part's file is there with the size and
- * CRC-32 it lists. Returns the number of parts, or 0 with a one-line reason
- * naming the file at fault in why (may be NULL).
+ * The newest of those: its step, its parts (parts: PS_MAX_SERVERS entries)
+ * and its directory (dir/step-N) in stepdir. Returns the number of parts,
+ * or PS_ENOENT (or 0) when there is none.
  */
-int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params, char *why,
-                      size_t cap);
+int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step,
+                     ps_checkpoint_part_t *parts, char *stepdir, size_t cap);
+
+/*
+ * Reads the manifest of checkpoint stepdir (dir/step-N) of step for a model
+ * of num_params (0: any): it parses, names this step and model and one part
+ * per server, each a file name (no path; as proto/codec.h checks a
+ * Checkpoint) with its size, CRC-32 and keys, into parts (PS_MAX_SERVERS
+ * entries, step set). The parts themselves are not read: they may be on
+ * other hosts, and each server checks its own (ps_ckpt, MSG_RESUME_CHECK)
+ * and what it loads. Returns the number of parts, or 0 with a one-line
+ * reason naming the manifest in why (may be NULL).
+ */
+int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params,
+                      ps_checkpoint_part_t *parts, char *why, size_t cap);
 
 /* The number of workers of the job that wrote checkpoint stepdir (its
  * manifest's "workers"), or 0 when it does not say. */

@@ -51,6 +51,7 @@ int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const Shardps__Register *r
     n->token = token;
     n->last_seen = ps_now();
     n->fd = m->peer_fd;
+    snprintf(n->addr, sizeof n->addr, "%s", m->peer_addr);
     snprintf(n->curve_key, sizeof n->curve_key, "%s", reg->curve_key);
     return 0;
 }
@@ -65,6 +66,7 @@ void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
     n->fd = m->peer_fd;  /* its closing is its loss (the loop's disconnects) */
     n->pid = reg->pid;
     n->last_seen = ps_now();
+    snprintf(n->addr, sizeof n->addr, "%s", m->peer_addr);
     if (reg->role == PS_ROLE_SERVER) {
         snprintf(n->endpoint, sizeof n->endpoint, "%s", s->view->servers[reg->rank].endpoint);
     }
@@ -75,6 +77,7 @@ void ps_members_swap_in(ps_node_t *n, const ps_node_t *spare)
     n->route = spare->route;
     n->pid = spare->pid;
     n->fd = spare->fd;
+    snprintf(n->addr, sizeof n->addr, "%s", spare->addr);
     n->last_seen = ps_now();
     n->reported = 0;
     n->endpoint[0] = '\0'; /* until it binds (start.c: its PEER_READY) */
@@ -96,6 +99,44 @@ void ps_members_model(ps_node_t *n, uint64_t num_params, uint64_t train_samples)
 {
     n->num_params = num_params;
     n->train_samples = train_samples;
+}
+
+/* Our address toward the job's other hosts: --advertise, else the local end
+ * of our route to the first node seen on another host (kept); "" while every
+ * node is on this host. */
+static const char *s_outward(ps_scheduler_t *s)
+{
+    if (s->cfg->advertise && *s->cfg->advertise) {
+        return s->cfg->advertise;
+    }
+    for (int i = 0; i < s->nnodes && !s->outward[0]; i++) {
+        const ps_node_t *n = &s->nodes[i];
+        if (!n->used || !n->addr[0] || ps_addr_is_loopback(n->addr)) {
+            continue;
+        }
+        if (ps_addr_route_from(n->addr, s->outward, sizeof s->outward) == 0) {
+            ps_log_info("nodes on this host are announced at %s (our route to %s)", s->outward,
+                        n->addr);
+        } else {
+            s->outward[0] = '\0';
+        }
+    }
+    return s->outward;
+}
+
+void ps_members_fix_endpoint(ps_scheduler_t *s, ps_node_t *n, const char *announced,
+                             const char *peer)
+{
+    char tag[16], was[sizeof n->endpoint];
+    snprintf(was, sizeof was, "%s", announced);
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", was);
+    peer = peer[0] ? peer : n->addr;
+    /* our outward address matters only for a node on this host */
+    const char *outward = !peer[0] || ps_addr_is_loopback(peer) ? s_outward(s) : "";
+    if (ps_addr_fix(n->endpoint, sizeof n->endpoint, peer, outward)) {
+        ps_log_debug("%s announced %s: its peers get %s", ps_node_tag(n, tag, sizeof tag), was,
+                     n->endpoint);
+    }
 }
 
 int ps_members_live(const ps_scheduler_t *s)

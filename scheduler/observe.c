@@ -15,6 +15,10 @@
 #include "proto/codec.h"
 #include "scheduler/scheduler_impl.h"
 
+/* Status askers remembered for ps_scheduler_status_final: a `shardps-status
+ * --watch` between two questions when the job ends learns how it ended. */
+#define S_WATCHERS 8
+
 /* What we keep of one node's reports. */
 typedef struct {
     char tag[16];               /* its metrics' node label value */
@@ -39,6 +43,9 @@ struct ps_sched_obs {
     ps_metric_t *messages[PS_MSG_TYPE_MAX + 1];
     ps_metric_t *refused, *membership, *live, *lost, *done, *phase_running;
     unsigned long scrapes_at_end; /* scrapes before the job ended */
+    ps_route_t watchers[S_WATCHERS]; /* the latest status askers: told the final state */
+    int nwatchers;                   /* used entries */
+    int next_watcher;                /* the entry replaced next once all are used */
 };
 
 /* The rates' shortest window: two heartbeat periods, so that workers in
@@ -278,7 +285,9 @@ static void s_status_node(ps_scheduler_t *s, int i, double now, Shardps__StatusN
     }
 }
 
-void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
+/* The cluster view to route, as the answer to request_id (0: unasked, the
+ * final state). Returns 0 or a negative PS_E* (PS_ENOMEM: nothing sent). */
+static int s_status_send(ps_scheduler_t *s, const ps_route_t *route, uint64_t request_id)
 {
     const ps_job_t *j = &s->cfg->job;
     char mode[PS_STATUS_MODE_MAX];
@@ -300,10 +309,42 @@ void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
     st.n_nodes = (size_t)s->nnodes;
     Shardps__Header h;
     ps_msg_header(&h, PS_MSG_STATUS_REPLY, PS_ROLE_SCHEDULER, 0);
-    h.request_id = m->hdr.request_id;
-    if (!nodes || !st.nodes || ps_msg_send_body(s->router, &m->route, h, &st.base) == PS_ENOMEM) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ENOMEM, "out of memory");
-    }
+    h.request_id = request_id;
+    int rc = !nodes || !st.nodes ? PS_ENOMEM : ps_msg_send_body(s->router, route, h, &st.base);
     free(st.nodes);
     free(nodes);
+    return rc;
+}
+
+/* Remembers who asked, once, replacing the oldest when all are used. */
+static void s_watcher_add(ps_sched_obs_t *o, const ps_route_t *r)
+{
+    for (int i = 0; i < o->nwatchers; i++) {
+        if (o->watchers[i].len == r->len && !memcmp(o->watchers[i].id, r->id, r->len)) {
+            return;
+        }
+    }
+    if (o->nwatchers < S_WATCHERS) {
+        o->watchers[o->nwatchers++] = *r;
+    } else {
+        o->watchers[o->next_watcher] = *r;
+        o->next_watcher = (o->next_watcher + 1) % S_WATCHERS;
+    }
+}
+
+void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
+{
+    if (s->obs) {
+        s_watcher_add(s->obs, &m->route);
+    }
+    if (s_status_send(s, &m->route, m->hdr.request_id) == PS_ENOMEM) {
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ENOMEM, "out of memory");
+    }
+}
+
+void ps_scheduler_status_final(ps_scheduler_t *s)
+{
+    for (int i = 0; s->obs && s->router && i < s->obs->nwatchers; i++) {
+        (void)s_status_send(s, &s->obs->watchers[i], 0); /* one gone is no matter */
+    }
 }

@@ -11,6 +11,8 @@
  */
 #include "scheduler/scheduler.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/ratelog.h"
+#include "common/text.h"
 #include "proto/codec.h"
 #include "proto/curve.h"
 #include "proto/link.h"
@@ -92,13 +95,21 @@ void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type,
     }
 }
 
-/* The view as a ClusterView into pb; the servers' copy (tokens) carries the
- * workers' tokens, set in the view until s_view_done(). Returns 0 or
+/* The view as a ClusterView into pb, for node n (NULL: every token, the
+ * saved state). The servers' copy carries every worker's token; under
+ * allreduce a worker's carries its left neighbour's, whose ring data it
+ * takes (worker/ring.h); set in the view until s_view_done(). Returns 0 or
  * PS_EINVAL (it does not encode). */
-static int s_view_pb(ps_scheduler_t *s, int tokens, ps_view_pb_t *pb)
+static int s_view_pb(ps_scheduler_t *s, const ps_node_t *n, ps_view_pb_t *pb)
 {
-    for (int w = 0; tokens && w < s->cfg->workers; w++) {
-        s->view->worker_tokens[w] = ps_scheduler_worker(s, w)->token;
+    const int M = s->cfg->workers;
+    const int left = n && n->role == PS_ROLE_WORKER && s->cfg->job.mode == PS_MODE_ALLREDUCE
+                         ? (n->rank + M - 1) % M
+                         : -1;
+    for (int w = 0; w < M; w++) {
+        if (!n || n->role == PS_ROLE_SERVER || w == left) {
+            s->view->worker_tokens[w] = ps_scheduler_worker(s, w)->token;
+        }
     }
     return ps_codec_view_to_pb(s->view, pb);
 }
@@ -113,7 +124,7 @@ static void s_view_done(ps_scheduler_t *s, ps_view_pb_t *pb)
 int ps_scheduler_send_view(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type)
 {
     ps_view_pb_t *pb = malloc(sizeof *pb);
-    int rc = pb ? s_view_pb(s, n->role == PS_ROLE_SERVER, pb) : PS_ENOMEM;
+    int rc = pb ? s_view_pb(s, n, pb) : PS_ENOMEM;
     if (rc == 0) {
         ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, &pb->pb.base);
     }
@@ -126,7 +137,7 @@ int ps_scheduler_pack_state(ps_scheduler_t *s, Shardps__JoinSchedulerState *st,
 {
     ps_view_pb_t *pb = malloc(sizeof *pb);
     uint8_t *view = NULL;
-    int rc = pb ? s_view_pb(s, 1, pb) : PS_ENOMEM;
+    int rc = pb ? s_view_pb(s, NULL, pb) : PS_ENOMEM;
     rc = rc ? rc : ps_codec_pack(&pb->pb.base, &view, &st->view.len);
     st->view.data = view;
     rc = rc ? rc : ps_codec_pack(&st->base, body, len);
@@ -150,17 +161,49 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
     return 0;
 }
 
+/* Aborts the job for the reason fmt, ap says; usage: the flags' failure. */
+static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    s_failv(s, 0, fmt, ap);
     va_end(ap);
+}
+
+void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s_failv(s, 1, fmt, ap);
+    va_end(ap);
+}
+
+static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
+{
+    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
+    ps_text_utf8_fix(s->failure); /* it may quote a node's reason: JSON and protobuf need UTF-8 */
+    if (usage) {
+        /* The nodes exit on the SHUTDOWN and the launcher then stops us
+         * with SIGTERM: held (until the exit, a lingering close away at
+         * most), the signal cannot take the status 2 that tells it the
+         * cause. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &stop, NULL);
+        s->failure_usage = 1;
+    }
     ps_log_err("job aborted: %s", s->failure);
     ps_scheduler_phase_event(s, PS_PHASE_EV_ABORT);
     /* The summary first: once the nodes hear of the abort they exit, and a
      * launcher that sees them go may stop this process before it writes. */
     ps_summary_write(s);
+    ps_scheduler_status_final(s);
     ps_restart_save(s->restart, s); /* its nodes are told to go: nothing to bring back */
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
     sd.status = PS_ECLOSED;
@@ -210,6 +253,26 @@ static void s_on_register(ps_scheduler_t *s, ps_msg_t *m)
                            "registration does not decode");
         return;
     }
+    uint8_t nonce[PS_IDENTITY_NONCE_LEN];
+    size_t nlen = 0;
+    switch (ps_identity_prove(&s->id, reg, &m->route, ps_now(), nonce, &nlen)) {
+    case PS_IDENTITY_CHALLENGED: {
+        Shardps__Challenge c = SHARDPS__CHALLENGE__INIT;
+        c.nonce = (ProtobufCBinaryData){nlen, nonce};
+        ps_msg_send_ctrl(s->router, &m->route, PS_MSG_CHALLENGE, PS_ROLE_SCHEDULER, 0, &c.base);
+        return;
+    }
+    case PS_IDENTITY_REFUSED:
+        /* nothing of the job in the answer: the node has not shown it is one of ours */
+        s->registrations_refused++;
+        ps_ratelog_reject(s->drops, "a registration", s_peer(m),
+                          "no proof that it holds the job's secret");
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
+                           "registration refused: no proof of the job's secret");
+        return;
+    case PS_IDENTITY_PROVEN:
+        break;
+    }
     char why[400];
     if (ps_identity_check(&s->id, reg, why, sizeof why) != 0) {
         s->registrations_refused++;
@@ -222,6 +285,39 @@ static void s_on_register(ps_scheduler_t *s, ps_msg_t *m)
         if (ev->on_register && ev->on_register(s->mods[i].self, s, m, reg)) {
             return;
         }
+    }
+}
+
+/* The roles that may send the scheduler each message type, as a mask of
+ * (1 << role); types not listed are left to the modules. A registered node
+ * sending another role's message (a worker's REPORT, say) changes nothing. */
+static unsigned s_senders(int type)
+{
+    const unsigned S = 1u << PS_ROLE_SERVER, W = 1u << PS_ROLE_WORKER;
+    switch (type) {
+    case PS_MSG_MODEL_INFO:
+    case PS_MSG_BARRIER:
+    case PS_MSG_DONE:
+    case PS_MSG_PREFLIGHT_RESULT:
+        return W;
+    case PS_MSG_REPORT:
+    case PS_MSG_CHECKPOINT:
+    case PS_MSG_PEER_READY:
+    case PS_MSG_FAILOVER_READY:
+    case PS_MSG_JOIN_STEP:
+    case PS_MSG_RESUME_CHECK:
+        return S;
+    case PS_MSG_REGISTER_ACK:
+    case PS_MSG_VIEW:
+    case PS_MSG_BARRIER_DONE:
+    case PS_MSG_MEMBERS:
+    case PS_MSG_FAILOVER:
+    case PS_MSG_JOIN_PREPARE:
+    case PS_MSG_STATUS_REPLY:
+    case PS_MSG_CHALLENGE:
+        return 0; /* the scheduler's own */
+    default:
+        return S | W;
     }
 }
 
@@ -242,6 +338,16 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
      * (a module may know it: a spare's). */
     ps_node_t *row = ps_scheduler_node_of(s, &m->route);
     ps_node_t *n = row && m->hdr.role == row->role && m->hdr.sender == row->rank ? row : NULL;
+    char tag[16];
+    if (n && !(s_senders(m->hdr.type) & (1u << n->role))) {
+        s->refused++;
+        ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type),
+                          ps_node_tag(n, tag, sizeof tag), "not a message its role sends");
+        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "a %s does not send %s",
+                           n->role == PS_ROLE_SERVER ? "server" : "worker",
+                           ps_codec_type_name(m->hdr.type));
+        return;
+    }
     if (n) {
         n->last_seen = ps_now();
     }
@@ -251,7 +357,6 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
             return;
         }
     }
-    char tag[16];
     if (!n) {
         char claim[64];
         snprintf(claim, sizeof claim, "claims %s%d %s", ps_codec_role_tag(m->hdr.role),
@@ -439,6 +544,7 @@ static int s_finish(ps_scheduler_t *s)
     ps_scheduler_observe_tick(s);
     ps_sched_obs_mark_end(s->obs);
     int written = ps_summary_write(s); /* ps_scheduler_fail wrote a failed job's */
+    ps_scheduler_status_final(s);
     ps_restart_save(s->restart, s);
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
     sd.reason = (char *)"job finished";
@@ -454,7 +560,11 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         s_close(&s, 1);
         return 1;
     }
-    ps_identity_init(&s.id, cfg->job_id, &cfg->job, cfg->servers, cfg->workers);
+    ps_identity_init(&s.id, cfg->job_id, &cfg->job, cfg->servers, cfg->workers, &cfg->secret);
+    if (!cfg->secret.set) {
+        ps_log_warn("no job secret (--secret-file): any process that reaches %s may register "
+                    "as a node of this job", s.endpoint);
+    }
     ps_log_info("listening on %s for %d servers and %d workers (job %s, configuration %s, "
                 "build %s)%s", s.endpoint, cfg->servers, cfg->workers, s.id.job_id,
                 s.id.job_hash, s.id.build,
@@ -483,7 +593,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_scheduler_observe_tick(&s);
     }
     ps_members_leave_flush(&s);
-    const int status = s.phase == PS_PHASE_FINISHED ? s_finish(&s) : 1;
+    const int status = s.phase == PS_PHASE_FINISHED ? s_finish(&s) : s.failure_usage ? 2 : 1;
     s_close(&s, status);
     return status;
 }

@@ -11,6 +11,7 @@
 #define PS_SCHEDULER_H
 
 #include "common/job.h"
+#include "common/secret.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,8 @@ typedef struct {
                                   with the servers: scheduler/join.h) */
     const char *resume;        /* continue from the newest complete checkpoint in this
                                   directory; NULL = start afresh */
+    int resume_or_start;       /* with resume: no checkpoint there means a fresh start
+                                  (--resume-or-start DIR), not a failure */
     const char *metrics_bind;  /* serve the job's metrics (ours and every node's) on
                                   HOST:PORT; NULL = not served */
     double metrics_hold;       /* after the job, serve them up to this long, until one
@@ -39,6 +42,8 @@ typedef struct {
                                   any loss aborts it) */
     int secure;                /* CurveZMQ on every socket, only the job's keys admitted */
     const char *keys;          /* --secure: the job's key directory (shardps-keygen) */
+    ps_secret_t secret;        /* --secret-file's: nodes prove they hold it at
+                                  registration; unset = registration is open */
     const char *job_id;        /* this job's id, checked at registration; NULL = derive
                                   one from the start time (scheduler/identity.h) */
     const char *placement;     /* "dedicated" (servers on hosts of their own) or
@@ -46,11 +51,21 @@ typedef struct {
                                   the summary; the launchers place the nodes */
     int preflight;             /* every worker probes every server before step 0; an
                                   unreachable pair fails the job (scheduler/preflight.h) */
+    const char *advertise;     /* this host's address toward the job's other hosts, for
+                                  the nodes here that reach us over loopback; NULL = the
+                                  local end of our route to a node on another host */
 } ps_scheduler_config_t;
 
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,
- * 1 when it was aborted (the reason is logged). Blocks until then. */
+ * 1 when it was aborted (the reason is logged), 2 when --resume found
+ * nothing to resume (every checkpoint refused). Blocks until then. */
 int ps_scheduler_run(const ps_scheduler_config_t *cfg);
+
+/* Before the job: --resume DIR (without --resume-or-start) must name a
+ * directory holding a checkpoint manifest that reads, or a saved job's
+ * state. Reads only DIR's manifests; creates nothing. Returns 0, or
+ * PS_ENOENT with a one-line reason in why. */
+int ps_scheduler_check_resume(const ps_scheduler_config_t *cfg, char *why, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/ratelog.h"
+#include "proto/addr.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
 #include "proto/sock.h"
@@ -43,6 +44,7 @@ typedef struct {
     int rank;             /* rank within the role */
     ps_route_t route;     /* ROUTER routing id */
     char endpoint[128];   /* servers: advertised endpoint; allreduce workers: ring one */
+    char addr[PS_ADDR_MAX]; /* the address its connection comes from ("" unknown) */
     uint32_t pid;         /* for log lines */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: the public key it serves with */
     uint64_t token;       /* its secret (REGISTER_ACK); servers check workers' */
@@ -116,6 +118,8 @@ struct ps_scheduler {
     ps_sock_t *router;
     ps_sock_t *monitor; /* the router's closed connections; NULL if unavailable */
     char endpoint[128];
+    char outward[PS_ADDR_MAX]; /* our address toward the job's other hosts; "" while
+                                  none is known (members.c: ps_members_fix_endpoint) */
     ps_phase_t phase; /* changed only by ps_scheduler_phase_event() */
     ps_node_t *nodes; /* S + M rows: servers first */
     int nnodes;
@@ -131,6 +135,7 @@ struct ps_scheduler {
                          step from server 0 (members.c); FIFO */
     int nleaves;
     char failure[256];
+    int failure_usage; /* the failure is the flags' (ps_scheduler_fail_usage): exit 2 */
     char lost[16];    /* tag of the node lost to silence, "" if none */
     int diverged;     /* a node ended the job for a NaN or an infinity */
     int membership_changes; /* workers lost (or joined) while the job ran */
@@ -162,6 +167,11 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev);
 /* Aborts the job: every node is told why (a SHUTDOWN), the summary and the
  * restart state are written, the loop ends with status 1. */
 void ps_scheduler_fail(ps_scheduler_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* As ps_scheduler_fail, for a job the flags asked for in vain (--resume
+ * with nothing to resume): the loop ends with status 2. */
+void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Sends a control message (body, or NULL for none) to every registered node
@@ -206,11 +216,15 @@ static inline ps_node_t *ps_scheduler_worker(const ps_scheduler_t *s, int w)
 void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v,
                         const Shardps__JoinSchedulerState *st, double now);
 
+/* Sends every server the view (each binds for its shard: STARTING); the
+ * job's checkpoint part must be in it (ps_ckpt_setup). */
+void ps_start_servers(ps_scheduler_t *s);
+
 /* A failover: server r is replaced by a spare serving with curve_key, and
- * the job rolls back to checkpoint `step` of `parts` parts in dir; a new
- * generation. */
+ * the job rolls back to checkpoint `step` in dir, whose manifest lists
+ * parts[0..nparts) (copied); a new generation. */
 void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int64_t step,
-                            int parts, const char *dir);
+                            const ps_checkpoint_part_t *parts, int nparts, const char *dir);
 
 /* ---- members.c: a row's changes other modules ask for ------------------ */
 
@@ -268,27 +282,18 @@ void ps_members_leave_flush(ps_scheduler_t *s);
  * preflight passed). */
 void ps_members_barrier_check(ps_scheduler_t *s);
 
+/* The endpoint n announced (announced, which may be n->endpoint itself) into
+ * n->endpoint, as its peers must reach it: proto/addr.h's ps_addr_fix with
+ * the address n's message came from (peer; "" = n's at registration) and,
+ * for a node on this host, our address toward the other hosts (--advertise,
+ * else the local end of our route to a node seen on another host). */
+void ps_members_fix_endpoint(ps_scheduler_t *s, ps_node_t *n, const char *announced,
+                             const char *peer);
+
 /* Live workers (not lost). */
 int ps_members_live(const ps_scheduler_t *s);
 
 /* ---- helpers ------------------------------------------------------------ */
-
-/* "tcp://0.0.0.0:5000" (or a "*" host) from a node on 10.0.0.2 becomes
- * "tcp://10.0.0.2:5000": a server (or an allreduce worker) bound to every
- * interface advertises the address the scheduler sees it at. */
-static inline void ps_fix_endpoint(char *ep, size_t cap, const char *peer)
-{
-    const char *wild[] = {"tcp://0.0.0.0:", "tcp://*:"};
-    for (int i = 0; i < 2; i++) {
-        size_t n = strlen(wild[i]);
-        if (peer[0] && !strncmp(ep, wild[i], n)) {
-            char port[32];
-            snprintf(port, sizeof port, "%s", ep + n);
-            snprintf(ep, cap, "tcp://%s:%s", peer, port);
-            return;
-        }
-    }
-}
 
 /* A node's tag for log lines and the summary: "S0", "W3". Returns buf. */
 static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)
@@ -302,6 +307,12 @@ static inline const char *ps_node_tag(const ps_node_t *n, char *buf, size_t cap)
  * refreshes the scheduler's own gauges from its state. */
 void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m);
 void ps_scheduler_observe_tick(ps_scheduler_t *s);
+
+/* Once the job has ended (finished or failed): sends the final view, unasked
+ * (request id 0), to the last few that asked for one, so that a
+ * `shardps-status --watch` learns how the job ended though the scheduler is
+ * gone before its next question. */
+void ps_scheduler_status_final(ps_scheduler_t *s);
 
 #ifdef __cplusplus
 }

@@ -70,8 +70,7 @@ static void s_register(ps_scheduler_t *s, ps_msg_t *m, const Shardps__Register *
                            "the scheduler cannot draw a token");
         return;
     }
-    snprintf(n->endpoint, sizeof n->endpoint, "%s", reg->endpoint);
-    ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    ps_members_fix_endpoint(s, n, reg->endpoint, m->peer_addr);
     ps_scheduler_send_ack(s, n);
     char tag[16];
     ps_log_info("registered %s (pid %u%s%s)", ps_node_tag(n, tag, sizeof tag), n->pid,
@@ -82,8 +81,9 @@ static void s_register(ps_scheduler_t *s, ps_msg_t *m, const Shardps__Register *
 static void s_start_workers(ps_scheduler_t *s);
 
 /* The view's job and shard map, once every worker told us P (and its data):
- * P, the steps, and the checkpoint part. Returns 0, or a PS_E* when the job
- * failed (the reason is given). */
+ * P, the steps, and the checkpoint part. Returns 0, 1 when a resume asked
+ * the servers first (scheduler/ckpt.h: it sends the servers the view), or a
+ * PS_E* when the job failed (the reason is given). */
 static int s_view_job(ps_scheduler_t *s, uint64_t p, uint64_t samples)
 {
     const ps_job_t *j = &s->cfg->job;
@@ -102,10 +102,6 @@ static int s_view_job(ps_scheduler_t *s, uint64_t p, uint64_t samples)
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
     v->preflight = s->cfg->preflight && s->cfg->servers > 0;
-    if (ps_ckpt_setup(s->ckpt, v, samples) != 0) {
-        ps_scheduler_fail(s, "out of memory");
-        return PS_ENOMEM;
-    }
     ps_range_t ranges[PS_MAX_SERVERS];
     ps_range_split(p, s->cfg->servers, ranges);
     for (int i = 0; i < s->cfg->servers; i++) {
@@ -113,7 +109,7 @@ static int s_view_job(ps_scheduler_t *s, uint64_t p, uint64_t samples)
         v->servers[i].begin = ranges[i].begin;
         v->servers[i].end = ranges[i].end;
     }
-    return 0;
+    return ps_ckpt_setup(s->ckpt, s, v, samples);
 }
 
 /* Everyone is here and every worker told us P: cut the key space and send
@@ -141,28 +137,35 @@ static void s_maybe_start(ps_scheduler_t *s)
         return;
     }
     if (s->cfg->servers > 0) {
-        /* The servers' copy, with the workers' tokens and no endpoints yet:
-         * each binds for its shard and says where (s_on_peer_ready). */
-        for (int i = 0; i < s->cfg->servers; i++) {
-            if (ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_VIEW) != 0) {
-                ps_scheduler_fail(s, "cannot encode the cluster view");
-                return;
-            }
-        }
-        ps_scheduler_phase_event(s, PS_PHASE_EV_SERVERS_VIEWED);
+        ps_start_servers(s);
         return;
     }
     ps_log_info("ring of %d workers over %llu parameters (%.2f MB)", s->cfg->workers,
                 (unsigned long long)p, (double)p * 4 / 1e6);
     for (int i = 0; i < s->cfg->workers; i++) {
         ps_worker_info_t *wi = &s->view->workers[i];
-        const ps_node_t *n = ps_scheduler_worker(s, i);
+        ps_node_t *n = ps_scheduler_worker(s, i);
+        /* now that every worker is here: a ring endpoint on this host too */
+        ps_members_fix_endpoint(s, n, n->endpoint, "");
         wi->rank = i;
         snprintf(wi->endpoint, sizeof wi->endpoint, "%s", n->endpoint);
         snprintf(wi->curve_key, sizeof wi->curve_key, "%s", n->curve_key);
         ps_log_info("  W%d %-28s sends to W%d", i, wi->endpoint, (i + 1) % s->cfg->workers);
     }
     s_start_workers(s);
+}
+
+void ps_start_servers(ps_scheduler_t *s)
+{
+    /* The servers' copy, with the workers' tokens and no endpoints yet:
+     * each binds for its shard and says where (s_on_peer_ready). */
+    for (int i = 0; i < s->cfg->servers; i++) {
+        if (ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_VIEW) != 0) {
+            ps_scheduler_fail(s, "cannot encode the cluster view");
+            return;
+        }
+    }
+    ps_scheduler_phase_event(s, PS_PHASE_EV_SERVERS_VIEWED);
 }
 
 /* The job's first line, and a warning about a setting known to diverge. */
@@ -178,14 +181,14 @@ static void s_log_started(const ps_scheduler_t *s)
                 j->model, mode, v->num_servers, v->num_workers, j->batch,
                 j->epochs, (long long)v->total_steps, j->lr, sched, j->momentum,
                 (unsigned long long)j->seed);
-    /* A push computed on values M-1 pushes old acts as momentum of its own
-     * (docs/design.md, async). */
-    if (j->mode == PS_MODE_ASYNC && v->num_workers > 1 && j->momentum >= 0.9 &&
+    /* A push computed on values M-1 pushes old acts as momentum of its own;
+     * --staleness-lr's weights are what keep async stable (docs/design.md). */
+    if (j->mode == PS_MODE_ASYNC && v->num_workers > 1 && !j->staleness_lr &&
+        j->momentum >= 0.5 &&
         (strcmp(j->optimizer, "sgd") == 0 || strcmp(j->optimizer, "nesterov") == 0)) {
-        ps_log_warn("async over %d workers with momentum %g: staleness adds momentum of its "
-                    "own, and about one run in ten of the bundled MLP diverged so (with "
-                    "momentum 0.5 none did; docs/design.md)",
-                    v->num_workers, j->momentum);
+        ps_log_warn("async over %d workers with momentum %g and --staleness-lr 0: every push "
+                    "applies at the full rate, and staleness adds momentum of its own; such "
+                    "jobs diverge (docs/design.md)", v->num_workers, j->momentum);
     }
 }
 
@@ -236,8 +239,7 @@ static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
         ps_scheduler_fail(s, "%s sent a bad ready message", ps_node_tag(n, tag, sizeof tag));
         return;
     }
-    snprintf(n->endpoint, sizeof n->endpoint, "%s", pr->endpoint);
-    ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+    ps_members_fix_endpoint(s, n, pr->endpoint, m->peer_addr);
     n->ready = 1;
     if (spare) {
         ps_server_info_t *si = &s->view->servers[n->rank];
@@ -269,8 +271,7 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
                               ps_node_tag(n, tag, sizeof tag));
             return;
         }
-        snprintf(n->endpoint, sizeof n->endpoint, "%s", mi->endpoint);
-        ps_fix_endpoint(n->endpoint, sizeof n->endpoint, m->peer_addr);
+        ps_members_fix_endpoint(s, n, mi->endpoint, m->peer_addr);
         ps_log_info("%s ring endpoint %s", ps_node_tag(n, tag, sizeof tag), n->endpoint);
     }
     n->num_params = mi->num_params;
@@ -376,14 +377,15 @@ void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v,
 }
 
 void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int64_t step,
-                            int parts, const char *dir)
+                            const ps_checkpoint_part_t *parts, int nparts, const char *dir)
 {
     ps_view_t *v = s->view;
     v->generation++;
     v->replaced = r + 1;
     v->start_step = step;
     v->resume_step = 0; /* a resume's other worker count: the parts are of step now */
-    v->resume_parts = parts;
+    v->resume_parts = nparts;
+    memcpy(v->resume_files, parts, (size_t)nparts * sizeof *parts);
     snprintf(v->resume_dir, sizeof v->resume_dir, "%s", dir);
     v->servers[r].endpoint[0] = '\0';
     snprintf(v->servers[r].curve_key, sizeof v->servers[r].curve_key, "%s", curve_key);

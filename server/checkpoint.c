@@ -29,23 +29,13 @@ static void s_state_names(const ps_job_t *job, const char *names[S_MAX_STATE])
     }
 }
 
-/* mkdir that accepts an existing directory, and makes the new entry durable
- * (fsync of its parent): another server may create it at the same time. */
-static int s_mkdir(const char *path)
-{
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        return PS_EIO;
-    }
-    return ps_file_sync_dir(path);
-}
-
 int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *store,
                         ps_checkpoint_part_t *part, char *why, size_t cap)
 {
     char sub[4096], path[4200];
     snprintf(sub, sizeof sub, "%s/step-%" PRId64, info->dir, info->step);
     snprintf(path, sizeof path, "%s/server-%d.safetensors", sub, info->rank);
-    if (s_mkdir(info->dir) != 0 || s_mkdir(sub) != 0) {
+    if (ps_file_make_dir(info->dir) != 0 || ps_file_make_dir(sub) != 0) {
         snprintf(why, cap, "cannot create %s: %s", sub, strerror(errno));
         return PS_EIO;
     }
@@ -153,8 +143,37 @@ static int s_part_keys(const ps_safetensors_t *st, const char *path, int64_t ste
     return 0;
 }
 
-int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *store,
-                       const ps_job_t *job, int64_t *version, char *why, size_t cap)
+/* Reads part (the manifest's entry) from dir, when its size and CRC-32, as
+ * read, are the manifest's, and its keys are. Returns 0 or a PS_E* with the
+ * reason naming the file in why. */
+static int s_read_part(const char *dir, const ps_checkpoint_part_t *part, int64_t step,
+                       const ps_job_t *job, ps_safetensors_t **st, int64_t *version,
+                       char *why, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, part->file);
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    ps_range_t keys = {0, 0};
+    int rc = ps_safetensors_read_sum(path, st, &size, &crc, why, cap);
+    if (rc == 0 && (size != part->size || crc != part->crc32)) {
+        snprintf(why, cap, "%s is %" PRIu64 " bytes with CRC-32 %08" PRIx32 ", the manifest "
+                 "says %" PRIu64 " bytes, %08" PRIx32, path, size, crc, part->size,
+                 part->crc32);
+        rc = PS_EPROTO;
+    }
+    rc = rc ? rc : s_part_keys(*st, path, step, job, &keys, version, why, cap);
+    if (rc == 0 && (keys.begin != part->begin || keys.end != part->end)) {
+        snprintf(why, cap, "%s holds keys [%" PRIu64 ", %" PRIu64 "), the manifest says [%" PRIu64
+                 ", %" PRIu64 ")", path, keys.begin, keys.end, part->begin, part->end);
+        rc = PS_EPROTO;
+    }
+    return rc;
+}
+
+int ps_checkpoint_load(const char *dir, const ps_checkpoint_part_t *parts, int nparts,
+                       int64_t step, ps_store_t *store, const ps_job_t *job, int64_t *version,
+                       char *why, size_t cap)
 {
     ps_safetensors_t **sts = calloc((size_t)(nparts > 0 ? nparts : 1), sizeof *sts);
     if (!sts) {
@@ -164,25 +183,26 @@ int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *st
     const ps_range_t shard = ps_store_shard(store);
     const char *names[S_MAX_STATE];
     s_state_names(job, names);
-    char path[4096];
     int rc = 0;
     /* Two passes: the parameters complete the initialisation, which zeroes the
-     * optimizer state; the state is copied after. */
+     * optimizer state; the state is copied after. Only the parts holding keys
+     * of this shard are read: the others may be on other hosts. */
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
         for (int i = 0; i < nparts && rc == 0; i++) {
-            snprintf(path, sizeof path, "%s/server-%d.safetensors", dir, i);
-            ps_range_t keys = {0, 0};
-            if (!sts[i]) {
-                rc = ps_safetensors_read(path, &sts[i], why, cap);
+            const ps_range_t keys = {parts[i].begin, parts[i].end};
+            const ps_range_t ov = {keys.begin > shard.begin ? keys.begin : shard.begin,
+                                   keys.end < shard.end ? keys.end : shard.end};
+            if (ov.end <= ov.begin) {
+                continue;
             }
             int64_t v = step;
-            rc = rc ? rc : s_part_keys(sts[i], path, step, job, &keys, &v, why, cap);
-            if (rc == 0 && version) {
-                *version = v;
+            if (!sts[i]) {
+                rc = s_read_part(dir, &parts[i], step, job, &sts[i], &v, why, cap);
+                if (rc == 0 && version) {
+                    *version = v;
+                }
             }
-            ps_range_t ov = {keys.begin > shard.begin ? keys.begin : shard.begin,
-                             keys.end < shard.end ? keys.end : shard.end};
-            if (rc != 0 || ov.end <= ov.begin) {
+            if (rc != 0) {
                 continue;
             }
             const uint64_t off = ov.begin - keys.begin, len = ps_range_len(ov);
@@ -190,16 +210,16 @@ int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *st
                 const float *p = ps_safetensors_find(sts[i], "params")->data;
                 rc = ps_store_init(store, ov, p + off) < 0 ? PS_EPROTO : 0;
                 if (rc != 0) {
-                    snprintf(why, cap, "%s: keys [%" PRIu64 ", %" PRIu64 ") overlap another part",
-                             path, ov.begin, ov.end);
+                    snprintf(why, cap, "%s/%s: keys [%" PRIu64 ", %" PRIu64 ") overlap another "
+                             "part", dir, parts[i].file, ov.begin, ov.end);
                 }
                 continue;
             }
             for (int a = 0; a < ps_store_state_arrays(store) && rc == 0; a++) {
                 const ps_safetensors_tensor_t *t = ps_safetensors_find(sts[i], names[a]);
                 if (!t || t->numel != ps_range_len(keys)) {
-                    snprintf(why, cap, "%s: no %s of %" PRIu64 " values", path, names[a],
-                             ps_range_len(keys));
+                    snprintf(why, cap, "%s/%s: no %s of %" PRIu64 " values", dir, parts[i].file,
+                             names[a], ps_range_len(keys));
                     rc = PS_EPROTO;
                     break;
                 }
@@ -218,4 +238,18 @@ int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *st
     }
     free(sts);
     return rc;
+}
+
+void ps_checkpoint_check(const char *dir, const ps_checkpoint_part_t *part,
+                         ps_checkpoint_part_t *found)
+{
+    char path[4200];
+    struct stat sb;
+    *found = *part;
+    found->size = 0;
+    found->crc32 = 0;
+    snprintf(path, sizeof path, "%s/step-%" PRId64 "/%s", dir, part->step, part->file);
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && ps_file_crc32(path, &found->crc32) == 0) {
+        found->size = (uint64_t)sb.st_size;
+    }
 }

@@ -10,7 +10,9 @@
  * key range, the step N (the version after step N's update, so also the
  * update count, Adam's t, and the learning-rate schedule's position), each
  * worker's next step and the job's settings. The file is
- * DIR/step-N/server-R.safetensors, written atomically. No sockets; one thread.
+ * DIR/step-N/server-R.safetensors, written atomically, DIR being this
+ * server's copy of the job's checkpoint directory (node-local or shared).
+ * No sockets; one thread.
  */
 #ifndef PS_SERVER_CHECKPOINT_H
 #define PS_SERVER_CHECKPOINT_H
@@ -47,17 +49,27 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
                         ps_checkpoint_part_t *part, char *why, size_t cap);
 
 /*
- * Loads every key of the store's shard from dir/server-0 ..
- * server-(nparts-1).safetensors, the parts of checkpoint `step` of a job
- * with the same model and optimizer and any number of servers: parameters
- * first (which completes the store's initialisation), then the optimizer
- * state. *version (unless NULL): the parts' version (their metadata's;
- * differs from step only in async). Returns 0, or PS_EPROTO (a part is corrupt, of another step or
- * optimizer, or the parts miss keys) / PS_ENOENT / PS_EIO / PS_ENOMEM with a
- * one-line reason naming the file in why.
+ * Loads every key of the store's shard from the parts of checkpoint `step`
+ * in dir (DIR/step-N): parts[0..nparts) are the manifest's entries, of a
+ * job with the same model and optimizer and any number of servers. Exactly
+ * the files they name are read, and only those holding keys of the shard;
+ * each must have the manifest's size, CRC-32 (of the bytes loaded) and keys.
+ * Parameters first (which completes the store's initialisation), then the
+ * optimizer state. *version (unless NULL): the parts' version (their
+ * metadata's; differs from step only in async). Returns 0, or PS_EPROTO (a
+ * part is corrupt, not the manifest's, of another step or optimizer, or the
+ * parts miss keys) / PS_ENOENT / PS_EIO / PS_ENOMEM with a one-line reason
+ * naming the file in why.
  */
-int ps_checkpoint_load(const char *dir, int nparts, int64_t step, ps_store_t *store,
-                       const ps_job_t *job, int64_t *version, char *why, size_t cap);
+int ps_checkpoint_load(const char *dir, const ps_checkpoint_part_t *parts, int nparts,
+                       int64_t step, ps_store_t *store, const ps_job_t *job, int64_t *version,
+                       char *why, size_t cap);
+
+/* Fills *found with part (a manifest's entry), its size and CRC-32 replaced
+ * by those of dir/step-N/<part's file> (size 0: missing or unreadable): what
+ * this server answers a resume check with. */
+void ps_checkpoint_check(const char *dir, const ps_checkpoint_part_t *part,
+                         ps_checkpoint_part_t *found);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include "server/consistency_impl.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,18 @@ static float s_lr(const ps_consistency_t *c, int64_t step)
 static float s_stale_weight(const ps_consistency_t *c, int64_t tau)
 {
     return (c->cfg.job.staleness_lr && tau > 1) ? 1.0f / (float)tau : 1.0f;
+}
+
+/* async, with --staleness-lr: a push's weight. A push carries 1/M of a sync
+ * step's samples and applies alone, so its rate is scaled by 1/sqrt(M)
+ * (square-root scaling of the rate with the batch), on top of the 1/tau
+ * staleness weight: staleness adds momentum of its own (Mitliagkas et al.
+ * 2016), and without both the bundled MLP may diverge under the default
+ * momentum. docs/design.md, async. */
+static float s_async_weight(const ps_consistency_t *c, int64_t tau)
+{
+    const float w = s_stale_weight(c, tau);
+    return c->cfg.job.staleness_lr && c->workers > 1 ? w / sqrtf((float)c->workers) : w;
 }
 
 /* Index of slot (step t, worker w). */
@@ -263,6 +276,23 @@ static void s_skip_to_joins(ps_consistency_t *c)
     s_answer_pulls(c);
 }
 
+/* Chunks of an update at step t that the store left undone (they would
+ * have made a parameter non-finite): counted as refused non-finite pushes,
+ * and logged at the 1st, 2nd, 4th ... so a flood of them cannot flood the
+ * log. The job goes on with the chunks' values as they were. */
+static void s_undone(ps_consistency_t *c, int chunks, int64_t t)
+{
+    if (chunks == 0) {
+        return;
+    }
+    const uint64_t n = ++c->stats.nonfinite;
+    if ((n & (n - 1)) == 0) {
+        ps_log_warn("the update of step %lld would make parameters NaN or infinite in %d "
+                    "chunk%s: left as they were (%llu non-finite so far)",
+                    (long long)t, chunks, chunks == 1 ? "" : "s", (unsigned long long)n);
+    }
+}
+
 /* Step t (= version) is applied whole: the version moves on, its held
  * pushes go, and the pulls it satisfies are answered. */
 static void s_end_step(ps_consistency_t *c, int64_t t)
@@ -352,8 +382,8 @@ static void s_try_apply_chunks(ps_consistency_t *c)
             }
             const float *lone = count == 1 ? s_lone_chunk(c, t, first, off, len) : NULL;
             ps_range_t r = {c->shard.begin + off, c->shard.begin + off + len};
-            ps_store_step(c->store, r, lone ? lone : s_sum_range(c, t, first, off, len), lr,
-                          scale, t + 1);
+            const float *g = lone ? lone : s_sum_range(c, t, first, off, len);
+            s_undone(c, ps_store_step(c->store, r, g, lr, scale, t + 1), t);
             c->done[ch] = 1;
             c->ndone++;
             applied = 1;
@@ -412,7 +442,7 @@ static void s_try_apply(ps_consistency_t *c)
                                                                  : PS_CONSISTENCY_REPLY_KEYS;
             ps_range_t chunk = {c->shard.begin + off, c->shard.begin + off + len};
             const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
-            ps_store_step(c->store, chunk, sum, lr, scale, c->version);
+            s_undone(c, ps_store_step(c->store, chunk, sum, lr, scale, c->version), t);
         }
         s_end_step(c, t);
     }
@@ -614,8 +644,9 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     }
     const int64_t tau = c->version - r->version;
     /* N pushes make one step of the sync schedule. */
-    ps_store_step(c->store, r->range, g, s_lr(c, c->version / c->workers),
-                  s_stale_weight(c, tau), c->version + 1);
+    s_undone(c, ps_store_step(c->store, r->range, g, s_lr(c, c->version / c->workers),
+                              s_async_weight(c, tau), c->version + 1),
+             c->version);
     ps_hist_add(&c->stats.staleness, tau);
     c->stats.steps_fewer += c->nlive < c->workers;
     c->version++;

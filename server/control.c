@@ -113,7 +113,7 @@ void ps_control_stepped(ps_control_t *c)
         return;
     }
     c->checkpointed = version;
-    ps_checkpoint_info_t info = {v->checkpoint_dir, version / per_step, version, c->cfg.rank,
+    ps_checkpoint_info_t info = {c->cfg.dir ? c->cfg.dir : v->checkpoint_dir, version / per_step, version, c->cfg.rank,
                                  v->num_servers, v->num_workers, v->num_params, &v->job};
     ps_checkpoint_part_t part;
     Shardps__Checkpoint cp;
@@ -130,15 +130,30 @@ void ps_control_stepped(ps_control_t *c)
     }
 }
 
+/* Where this server finds the parts of the checkpoint view v names
+ * (v->resume_dir, DIR/step-N): its own copy of DIR/step-N with
+ * --checkpoint-dir, else the view's path. */
+static void s_resume_dir(const ps_control_t *c, const ps_view_t *v, char *out, size_t cap)
+{
+    const char *step = strrchr(v->resume_dir, '/');
+    if (c->cfg.dir && step) {
+        snprintf(out, cap, "%s%s", c->cfg.dir, step);
+    } else {
+        snprintf(out, cap, "%s", v->resume_dir);
+    }
+}
+
 int ps_control_resume(ps_control_t *c, char *err, size_t errlen)
 {
     const ps_view_t *v = c->cfg.view;
-    char why[224];
+    char why[640];
     /* resumed with another number of workers: the parts are of resume_step */
     const int64_t step = v->resume_step ? v->resume_step : v->start_step;
     int64_t version = v->start_step;
-    int rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, step, c->cfg.store, &v->job,
-                                &version, why, sizeof why);
+    char dir[PS_RESUME_DIR_MAX + PS_DIR_MAX];
+    s_resume_dir(c, v, dir, sizeof dir);
+    int rc = ps_checkpoint_load(dir, v->resume_files, v->resume_parts, step, c->cfg.store,
+                                &v->job, &version, why, sizeof why);
     if (ps_job_is_stepped(&v->job)) {
         version = v->start_step; /* the parts' own, or the step of another worker count */
     }
@@ -148,8 +163,8 @@ int ps_control_resume(ps_control_t *c, char *err, size_t errlen)
         return rc;
     }
     c->checkpointed = version;
-    ps_log_info("resumed at step %lld from %d parts in %s", (long long)v->start_step,
-                v->resume_parts, v->resume_dir);
+    ps_log_info("resumed at step %lld from %d parts in %s (each checked against the manifest)",
+                (long long)v->start_step, v->resume_parts, dir);
     return 0;
 }
 
@@ -180,8 +195,10 @@ static int s_roll_back(ps_control_t *c, const ps_view_t *v, char *why, size_t ca
         snprintf(why, cap, "out of memory");
         return rc;
     }
-    rc = ps_checkpoint_load(v->resume_dir, v->resume_parts, v->start_step, c->cfg.store,
-                                &c->cfg.view->job, NULL, why, cap);
+    char dir[PS_RESUME_DIR_MAX + PS_DIR_MAX];
+    s_resume_dir(c, v, dir, sizeof dir);
+    rc = ps_checkpoint_load(dir, v->resume_files, v->resume_parts, v->start_step, c->cfg.store,
+                            &c->cfg.view->job, NULL, why, cap);
     return rc ? rc : ps_consistency_rollback(c->cfg.cons, v->start_step);
 }
 
@@ -207,7 +224,7 @@ static int s_on_failover(ps_control_t *c, const ps_view_t *v)
     const int64_t from = ps_consistency_version(c->cfg.cons);
     const int stepped = ps_job_is_stepped(&view->job);
     const int64_t to = stepped ? v->start_step : from;
-    char why[224];
+    char why[640];
     int rc = s_roll_back(c, v, why, sizeof why);
     if (rc != 0) {
         ps_log_err("failover: cannot roll back to step %lld: %s", (long long)v->start_step, why);

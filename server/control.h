@@ -48,6 +48,8 @@ typedef struct {
     int rank;               /* this server's */
     ps_store_t *store;      /* borrowed: checkpoints read it, failovers reload it */
     ps_consistency_t *cons; /* borrowed: its version, live workers, holds and rollback */
+    const char *dir;        /* this server's copy of the checkpoint directory (its
+                               --checkpoint-dir; borrowed), or NULL: the view's paths */
     ps_control_ops_t ops;
 } ps_control_config_t;
 

@@ -22,7 +22,7 @@ extern "C" {
 #define PS_SERVER_ABOUT \
     "A shardps parameter server: holds a key range of the model and applies updates."
 /* Entries in the table. */
-#define PS_SERVER_NFLAGS 18
+#define PS_SERVER_NFLAGS 20
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {

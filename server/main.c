@@ -4,6 +4,8 @@
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/version.h"
+#include "proto/codec.h"
 #include "server/flags.h"
 #include "server/server.h"
 
@@ -13,6 +15,9 @@ int main(int argc, char **argv)
      * message, whatever MALLOC_* says (common/alloc.h). */
     ps_alloc_keep_large_blocks();
     const char *prog = PS_SERVER_PROG;
+    if (ps_version_flag(prog, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     ps_server_flags_t f;
     ps_flag_t flags[PS_SERVER_NFLAGS];
     ps_server_flags_init(&f);
@@ -26,6 +31,7 @@ int main(int argc, char **argv)
     }
     char err[512];
     if (ps_server_flags_check(&f, err, sizeof err) != 0) {
+        ps_config_blame_env(flags, n, argc, argv, err, sizeof err);
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -18,11 +19,13 @@
 #include "common/log.h"
 #include "common/ratelog.h"
 #include "common/trace.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/wire.h"
+#include "server/checkpoint.h"
 #include "server/consistency.h"
 #include "server/control.h"
 #include "server/intake.h"
@@ -131,7 +134,13 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     case PS_MSG_INIT:
         break;
     case PS_MSG_PREFLIGHT_PROBE:
-        /* A worker's preflight: answered at once, payload dropped unread. */
+        /* A worker's preflight: answered at once, payload dropped unread.
+         * Data messages are checked for their role in ps_intake_check. */
+        if (h->role != PS_ROLE_WORKER) {
+            ps_reply_error(s->reply, m, PS_ENOENT, "unknown sender %s%d",
+                           ps_codec_role_tag(h->role), h->sender);
+            return;
+        }
         ps_msg_send_ctrl(s->router, &m->route, PS_MSG_PREFLIGHT_PROBE, PS_ROLE_SERVER,
                          s->rank, NULL);
         return;
@@ -339,7 +348,7 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
                                      s->cons ? ps_consistency_max_held(s->cons) + 1 : 0};
     rc = rc ? rc : ps_intake_new(&s->intake, &icfg);
     const ps_control_config_t ccfg = {
-        s->view, s->rank, s->store, s->cons,
+        s->view, s->rank, s->store, s->cons, s->cfg->checkpoint_dir,
         {s, s_control_send, s_control_generation, s_control_abort}};
     rc = rc ? rc : ps_control_new(&s->control, &ccfg);
     if (rc != 0) {
@@ -388,14 +397,20 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
  * server has. */
 static int s_listen(ps_server_t *s, char *err, size_t errlen)
 {
-    char bound[128], advertise[128];
+    char bound[128], advertise[PS_ENDPOINT_MAX];
     int rc = ps_listen_open(s->ctx, s->cfg->bind, s->shard, s->push_dtype, &s->router, bound,
                             sizeof bound, err, errlen);
     if (rc != 0) {
         return rc;
     }
     ps_reply_set_sock(s->reply, s->router);
-    snprintf(advertise, sizeof advertise, "%s", s->cfg->advertise ? s->cfg->advertise : bound);
+    /* Bound to every interface: the address we reach the scheduler from
+     * (the scheduler makes a loopback one right for the other hosts). */
+    rc = ps_addr_announce_route(bound, s->cfg->advertise, s->cfg->scheduler, advertise,
+                                sizeof advertise, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
     Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
     ready.endpoint = advertise;
     rc = ps_link_send(s->link, PS_MSG_PEER_READY, &ready.base);
@@ -405,11 +420,43 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     return rc;
 }
 
+/* MSG_RESUME_CHECK before the view: the size and CRC-32 of the files the
+ * scheduler asks about, as this server finds them in its copy of the
+ * checkpoint directory; the scheduler resumes from a checkpoint only when
+ * every server found its part whole. */
+static void s_on_resume_check(void *arg, ps_msg_t *m)
+{
+    ps_server_t *s = arg;
+    const Shardps__ResumeCheck *q;
+    if (m->hdr.type != PS_MSG_RESUME_CHECK ||
+        !(q = ps_msg_unpack_body(m, &shardps__resume_check__descriptor))) {
+        return;
+    }
+    const char *dir = s->cfg->checkpoint_dir ? s->cfg->checkpoint_dir : q->dir;
+    ps_checkpoint_part_t asked, found[PS_MAX_RESUME_CHECK];
+    Shardps__Checkpoint pb[PS_MAX_RESUME_CHECK], *ptrs[PS_MAX_RESUME_CHECK];
+    Shardps__ResumeCheck a = SHARDPS__RESUME_CHECK__INIT;
+    for (size_t i = 0; i < q->n_parts; i++) { /* checked: at most PS_MAX_RESUME_CHECK */
+        ps_codec_part_from_pb(q->parts[i], &asked, NULL, 0);
+        ps_checkpoint_check(dir, &asked, &found[i]);
+        ps_log_info("resume check: %s/step-%lld/%s: %s", dir, (long long)asked.step,
+                    asked.file, found[i].size ? "found" : "missing or unreadable");
+        ps_codec_part_to_pb(&found[i], &pb[i]);
+        ptrs[i] = &pb[i];
+    }
+    a.dir = (char *)dir;
+    a.n_parts = q->n_parts;
+    a.parts = ptrs;
+    if (ps_link_send(s->link, PS_MSG_RESUME_CHECK, &a.base) != 0) {
+        ps_log_warn("cannot answer the scheduler's resume check");
+    }
+}
+
 int ps_server_run(const ps_server_config_t *cfg)
 {
     ps_server_t s = {.cfg = cfg};
     int status = 1;
-    char err[256] = "";
+    char err[768] = "";
     ps_job_t job;
     s.view = calloc(1, sizeof *s.view);
     if (!s.view || ps_ctx_new(&s.ctx) != 0) {
@@ -427,10 +474,16 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_err("cannot bind %s: %s", cfg->bind, err);
         goto fail;
     }
-    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
+    ps_secret_t secret;
+    if (ps_link_read_secret(cfg->secret_file, &secret, err, sizeof err) != 0) {
+        ps_log_err("%s", err);
+        goto fail;
+    }
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash, &secret};
     int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER,
                           cfg->spare ? PS_LINK_RANK_SPARE : cfg->rank, NULL, &ident,
                           cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
+    explicit_bzero(&secret, sizeof secret);
     if (rc != 0) {
         ps_log_err("%s", err);
         goto fail;
@@ -441,6 +494,7 @@ int ps_server_run(const ps_server_config_t *cfg)
     snprintf(tag, sizeof tag, "S%d", ps_link_rank(s.link));
     ps_trace_set_process(tag, ps_link_clock_offset(s.link));
     ps_link_set_report(s.link, s_heartbeat_report, &s);
+    ps_link_set_on_message(s.link, s_on_resume_check, &s);
     ps_log_info("registered as S%d%s", ps_link_rank(s.link), cfg->spare ? " (a spare)" : "");
     rc = ps_link_wait_view(s.link, NULL, s.view, err, sizeof err);
     if (rc == PS_ENOENT) { /* only a spare waits for a view past the job's end */

@@ -21,11 +21,12 @@ extern "C" {
 typedef struct {
     const char *scheduler;  /* scheduler endpoint, tcp://HOST:PORT */
     const char *bind;       /* where workers connect (port * = any free port) */
-    const char *advertise;  /* endpoint announced to workers; default: the bound one */
+    const char *advertise;  /* host (or endpoint) announced to workers; NULL: proto/addr.h */
     int rank;               /* wanted rank, -1 = assigned by the scheduler */
     double connect_timeout; /* seconds to wait for the scheduler's answer */
     double peer_timeout;    /* seconds of scheduler silence that mean it is lost */
     const char *job_id;      /* the job it belongs to (--job-id); NULL = any */
+    const char *secret_file; /* the job's secret (--secret-file); NULL = none */
     const char *job_hash;    /* that job's configuration hash (--job-hash); NULL = unchecked */
     double scheduler_grace; /* then go on this long for it to come back (0: give up) */
     double report_missing;  /* a step waiting this long logs which workers it waits for */
@@ -36,6 +37,8 @@ typedef struct {
     const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */
     int trace_kib;           /* the trace's budget in KiB (memory and file) */
     int spare;              /* register as a spare: wait to replace a lost server */
+    const char *checkpoint_dir; /* this server's copy of the job's checkpoint directory;
+                                   NULL = the scheduler's path (the same on this host) */
 } ps_server_config_t;
 
 /* Joins the job and serves until it ends. Returns the process exit status:

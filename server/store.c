@@ -37,6 +37,9 @@ struct ps_store {
     ps_store_buf_t *bufs; /* nchunks homes, then nspares spares */
     ps_store_buf_t **cur; /* nchunks: the buffer holding each chunk's values */
     float *state;      /* optimizer state: state_floats arrays of n */
+    float *undo;       /* (1 + state_floats) * chunk_keys: one chunk's values and
+                          state before its update, put back when it would make
+                          a value non-finite */
     ps_optim_t opt;
     uint64_t *init_bits; /* bit k: key shard.begin+k initialised; NULL once all are */
     uint64_t init_left;  /* keys not initialised yet */
@@ -91,7 +94,14 @@ int ps_store_new(ps_store_t **out, ps_range_t shard, const ps_job_t *job)
     s->state = calloc(n * (size_t)(ps_optim_state_floats(&s->opt) + 1), sizeof(float));
     s->init_left = s->n;
     s->init_bits = s->n ? calloc((s->n + 63) / 64, sizeof *s->init_bits) : NULL;
-    if (!s->w || !s->state || (s->n && !s->init_bits) || s_tables(s, 0, NULL) != 0) {
+    s->undo = malloc((s->chunk_keys ? s->chunk_keys : 1) *
+                     (size_t)(ps_optim_state_floats(&s->opt) + 1) * sizeof(float));
+    if (s->undo) { /* touched now, not in the first update (no page faults there) */
+        memset(s->undo, 0, (s->chunk_keys ? s->chunk_keys : 1) *
+                               (size_t)(ps_optim_state_floats(&s->opt) + 1) * sizeof(float));
+    }
+    if (!s->w || !s->state || !s->undo || (s->n && !s->init_bits) ||
+        s_tables(s, 0, NULL) != 0) {
         ps_store_destroy(&s);
         return PS_ENOMEM;
     }
@@ -110,6 +120,7 @@ void ps_store_destroy(ps_store_t **sp)
     free(s->bufs);
     free(s->cur);
     free(s->state);
+    free(s->undo);
     free(s->init_bits);
     free(s);
     *sp = NULL;
@@ -288,34 +299,60 @@ float *ps_store_state(ps_store_t *s, int i)
     return s->state + (size_t)i * s->n;
 }
 
+/* Copies keys [k, k + m) of every optimizer state array to the undo
+ * buffer (save) or back. */
+static void s_undo_state(ps_store_t *s, uint64_t k, uint64_t m, int save)
+{
+    for (int i = 0; i < ps_optim_state_floats(&s->opt); i++) {
+        float *st = s->state + (size_t)i * s->n + k, *u = s->undo + (size_t)(i + 1) * s->chunk_keys;
+        memcpy(save ? u : st, save ? st : u, m * sizeof(float));
+    }
+}
+
 /*
  * Chunk by chunk: in place when no reply holds the chunk; otherwise the
  * optimizer reads the held values and writes the new ones into a free
  * buffer (the rest of the chunk copied over when the update covers only
  * part of it), which becomes the chunk's values; the held buffer is free
- * once its last reply lets it go.
+ * once its last reply lets it go. An update that would make a value
+ * non-finite (finite gradients can overflow) is undone: the chunk keeps its
+ * values and state.
  */
-void ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, float scale,
-                   int64_t t)
+int ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, float scale,
+                  int64_t t)
 {
     const uint64_t off = r.begin - s->shard.begin, end = off + ps_range_len(r);
+    int undone = 0;
     for (uint64_t k = off; k < end;) {
         const uint64_t c = s_chunk(k), cb = c * PS_STORE_CHUNK_KEYS;
         const uint64_t ce = cb + PS_STORE_CHUNK_KEYS < s->n ? cb + PS_STORE_CHUNK_KEYS : s->n;
         const uint64_t e = end < ce ? end : ce;
         ps_store_buf_t *b = s->cur[c], *nb = NULL;
+        s_undo_state(s, k, e - k, 1);
         if (atomic_load(&b->state) != PS_STORE_CURRENT && (nb = s_free_buffer(s, c))) {
             memcpy(nb->data, b->data, (k - cb) * sizeof(float));
             memcpy(nb->data + (e - cb), b->data + (e - cb), (ce - e) * sizeof(float));
             ps_optim_step_from(&s->opt, lr, t, nb->data + (k - cb), b->data + (k - cb),
                                s->state + k, s->n, grad + (k - off), scale, e - k);
-            atomic_store(&nb->state, PS_STORE_CURRENT);
-            s->cur[c] = nb;
-            atomic_fetch_sub(&b->state, PS_STORE_CURRENT);
+            if (ps_optim_finite(nb->data + (k - cb), e - k)) {
+                atomic_store(&nb->state, PS_STORE_CURRENT);
+                s->cur[c] = nb;
+                atomic_fetch_sub(&b->state, PS_STORE_CURRENT);
+            } else { /* nb stays free; b keeps the chunk's values */
+                s_undo_state(s, k, e - k, 0);
+                undone++;
+            }
         } else {
+            memcpy(s->undo, b->data + (k - cb), (e - k) * sizeof(float));
             ps_optim_step(&s->opt, lr, t, b->data + (k - cb), s->state + k, s->n,
                           grad + (k - off), scale, e - k);
+            if (!ps_optim_finite(b->data + (k - cb), e - k)) {
+                memcpy(b->data + (k - cb), s->undo, (e - k) * sizeof(float));
+                s_undo_state(s, k, e - k, 0);
+                undone++;
+            }
         }
         k = e;
     }
+    return undone;
 }

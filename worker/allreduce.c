@@ -88,6 +88,8 @@ int ps_allreduce_start(ps_worker_t *w)
         .size = M,
         .right = w->view->workers[(rank + 1) % M].endpoint,
         .right_key = w->view->workers[(rank + 1) % M].curve_key,
+        .token = w->token,
+        .left_token = w->view->worker_tokens[(rank + M - 1) % M],
         .sub_floats = (size_t)w->cfg->ring_kib * 1024 / sizeof(float),
         .check = s_ring_check,
         .check_arg = w,

@@ -10,6 +10,7 @@
 #include "common/http.h"
 #include "common/log.h"
 #include "common/trace.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "proto/link.h"
 #include "worker/data.h"
@@ -21,11 +22,13 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cfg.rank = -1;
     f->cfg.data_dir = PS_DATA_DEFAULT_DIR;
     f->cfg.device = "auto";
+    f->cfg.gpu = -1;
     f->cfg.threads = 1;
     f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
     f->cfg.progress_seconds = 2.0;
     f->cfg.fault_nan_push = -1;
+    f->cfg.fault_huge_push = -1;
     f->cfg.bind = "tcp://0.0.0.0:*";
     f->cfg.ring_kib = 128;
     f->cfg.overlap = 1;
@@ -44,18 +47,20 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_link_rank_flag(&c->rank, PS_ROLE_WORKER),
         {"data", PS_FLAG_STR, &c->data_dir, "DIR", "directory of the Fashion-MNIST .gz files"},
         {"device", PS_FLAG_STR, &c->device, "DEV", "compute backend: auto, cpu or cuda"},
+        {"gpu", PS_FLAG_INT, &c->gpu, "N", "with CUDA: use visible GPU N (-1 = local rank mod visible GPUs: LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, else 0)"},
         {"threads", PS_FLAG_INT, &c->threads, "N", "compute threads on the CPU (0 = OpenBLAS default; 1 uses our AVX-512 kernels where the CPU has them)"},
         {"cpu-gemm", PS_FLAG_STR, &f->cpu_gemm, "NAME", "CPU sgemm: " PS_CPU_GEMM_NAMES " (auto: our AVX-512 one where the CPU has it and --threads is 1)"},
         {"dump-params", PS_FLAG_STR, &c->dump_params, "FILE", "write the final parameters here (raw float32; %d = the worker's rank)"},
         {"save-model", PS_FLAG_STR, &c->save_model, "FILE", "worker 0 writes the trained model here at the end (safetensors, PyTorch state_dict names)"},
         {"init-from", PS_FLAG_STR, &c->init_from, "FILE", "start training from this model file (safetensors) instead of the seed's initialisation"},
         {"evaluate", PS_FLAG_STR, &c->evaluate, "FILE", "no job: print the test accuracy and loss of this model file, then exit"},
-        {"summary", PS_FLAG_STR, &c->summary, "FILE", "with --evaluate: write its result here as JSON (ignored otherwise)"},
+        {"summary", PS_FLAG_STR, &c->summary, "FILE", "with --evaluate: write its result here as JSON (ignored otherwise)", "SHARDPS_EVALUATE_SUMMARY"},
         {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
-        {"advertise", PS_FLAG_STR, &c->advertise, "ENDPOINT", "allreduce: endpoint announced to the ring (default: the bound one; a 0.0.0.0 host becomes the address the scheduler sees)"},
+        {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "allreduce: the host the ring reaches this worker at, on its bound port (or a whole tcp://HOST:PORT); default: the bound host, or for 0.0.0.0 the local end of the route to the scheduler"},
         {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
+        {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers undo an update that would overflow), then the real one (-1 = never)"},
         {"fault-nan-push", PS_FLAG_INT, &c->fault_nan_push, "STEP", "testing: at step STEP first push a NaN gradient, which the servers must refuse, then the real one (-1 = never)"},
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
         {"eval-every", PS_FLAG_INT, &c->eval_every, "STEPS", "worker 0 also logs the test accuracy every STEPS steps within an epoch (time to accuracy finer than an epoch; 0 = only at epoch ends)"},
@@ -64,6 +69,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_curve_secure_flag(&c->secure),
         ps_curve_keys_flag(&c->keys),
         ps_link_job_id_flag(&c->job_id),
+        ps_link_secret_flag(&c->secret_file),
         ps_link_job_hash_flag(&c->job_hash),
         ps_http_bind_flag(&c->metrics_bind),
         ps_trace_file_flag(&c->trace),
@@ -105,13 +111,17 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
-        ps_config_check_endpoint("advertise", c->advertise, 0, err, errlen) ||
+        ps_addr_check_advertise(c->advertise, 1, err, errlen) ||
         s_check_outputs(c, err, errlen) ||
         ps_link_check_grace(c->scheduler_grace, err, errlen) ||
         ps_config_check_range("progress", c->progress_seconds, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_config_check_range("threads", c->threads, 0, 1024, PS_RANGE_CLOSED, err, errlen) ||
+        ps_config_check_range("gpu", c->gpu, -1, 1023, PS_RANGE_CLOSED, err, errlen) ||
         ps_curve_check_flags(c->secure, c->keys, PS_ROLE_WORKER, err, errlen) ||
+        ps_link_read_secret(c->secret_file, &(ps_secret_t){0}, err, errlen) ||
+        ps_config_check_range("fault-huge-push", c->fault_huge_push, -1, INT_MAX,
+                              PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("fault-nan-push", c->fault_nan_push, -1, INT_MAX, PS_RANGE_CLOSED,
                               err, errlen) ||
         ps_config_check_range("eval-every", c->eval_every, 0, INT_MAX, PS_RANGE_CLOSED, err,

@@ -4,7 +4,9 @@
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "kernels/threads.h"
+#include "proto/codec.h"
 #include "worker/flags.h"
 #include "worker/worker.h"
 
@@ -14,6 +16,9 @@ int main(int argc, char **argv)
      * message, whatever MALLOC_* says (common/alloc.h). */
     ps_alloc_keep_large_blocks();
     const char *prog = PS_WORKER_PROG;
+    if (ps_version_flag(prog, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     ps_worker_flags_t f;
     ps_flag_t flags[PS_WORKER_NFLAGS];
     ps_worker_flags_init(&f);
@@ -27,6 +32,7 @@ int main(int argc, char **argv)
     }
     char err[512];
     if (ps_worker_flags_check(&f, err, sizeof err) != 0) {
+        ps_config_blame_env(flags, n, argc, argv, err, sizeof err);
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }

@@ -81,7 +81,9 @@ static int s_probe(ps_ctx_t *ctx, s_probe_t *p, const ps_server_info_t *si, int 
     pair->server = si->rank;
     ps_sock_t *sock = NULL;
     char why[128];
+    /* --secure: the server serves with its own key, as the KV client expects */
     if (ps_sock_new(ctx, PS_SOCK_DEALER, &sock, why, sizeof why) != 0 ||
+        ps_sock_set_peer_key(sock, si->curve_key) != 0 ||
         ps_sock_connect(sock, si->endpoint) != 0) {
         ps_sock_destroy(&sock);
         return 0; /* unreachable: a bad endpoint */

@@ -246,6 +246,7 @@ static int s_send(ps_ring_t *r, const float *buf, ps_range_t range, int64_t step
     h.key_end = range.end;
     h.step = step;
     h.ring_step = g;
+    h.token = r->cfg.token;
     ps_frame_t f = {buf + range.begin, ps_range_len(range) * sizeof(float)};
     atomic_fetch_add(&r->inflight, 1);
     int rc = ps_msg_send_zc(r->tx, NULL, h, &f, 1, s_release, r);
@@ -310,11 +311,17 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
                           ps_strerror(rc));
         }
         const Shardps__Header *h = &m->hdr;
-        if (h->type != PS_MSG_RING_DATA || h->role != PS_ROLE_WORKER || h->sender != left) {
+        /* Anyone may connect to our socket: only the left neighbour's
+         * token makes ring data, so a stranger cannot break the ring. */
+        if (h->type != PS_MSG_RING_DATA || h->role != PS_ROLE_WORKER || h->sender != left ||
+            h->token != r->cfg.left_token) {
             r->dropped++;
-            ps_log_warn("ring: dropped a %s from %s%d: W%d takes ring data from W%d only",
-                        ps_codec_type_name(h->type), ps_codec_role_tag(h->role), h->sender,
-                        r->cfg.rank, left);
+            if ((r->dropped & (r->dropped - 1)) == 0) { /* 1st, 2nd, 4th ...: bounded log */
+                ps_log_warn("ring: dropped a %s claiming %s%d (%llu dropped): W%d takes ring data "
+                            "from W%d, with its token, only",
+                            ps_codec_type_name(h->type), ps_codec_role_tag(h->role), h->sender,
+                            (unsigned long long)r->dropped, r->cfg.rank, left);
+            }
             ps_msg_close(m);
             continue;
         }

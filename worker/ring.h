@@ -20,9 +20,11 @@
  * Messages are one shardps header (type ring-data, sender rank, training step,
  * ring step, key range = the sub-chunk) plus the floats, sent zero-copy from
  * the caller's buffer and read in place on receipt. Every received message is
- * checked: the left neighbour's, of this step, ring step and range, of the
- * right length. Anything else claiming to come from the left neighbour breaks
- * the ring (PS_EPROTO); messages from anyone else are dropped with a log line.
+ * checked: the left neighbour's (its rank and its token, which the
+ * scheduler gave it and us in the view), of this step, ring step and range,
+ * of the right length. Anything else from the left neighbour breaks the ring
+ * (PS_EPROTO); messages from anyone else, or without its token, are dropped
+ * and counted (a stranger that reaches the socket cannot break the ring).
  *
  * It does not know about models, optimizers or the scheduler: the caller
  * passes a check function that says when the job is gone, so a lost neighbour
@@ -57,6 +59,8 @@ typedef struct {
     int size;          /* M, members in the ring (1..PS_MAX_WORKERS) */
     const char *right; /* endpoint of member (rank + 1) % size; unused when size == 1 */
     const char *right_key; /* --secure: its Z85 public key (from the view); NULL on a plain context */
+    uint64_t token;      /* ours (RegisterAck): every message we send carries it */
+    uint64_t left_token; /* the left neighbour's (the view): ring data without it is dropped */
     size_t sub_floats; /* floats per message (>= 1); 0 = PS_RING_SUB_FLOATS */
     ps_ring_check_fn *check; /* polled while waiting; NULL = never */
     void *check_arg;         /* passed to check */

@@ -33,7 +33,9 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/trace.h"
+#include "kernels/device.h"
 #include "kernels/threads.h"
+#include "proto/addr.h"
 #include "proto/curve.h"
 #include "worker/preflight.h"
 
@@ -167,6 +169,24 @@ static int s_fault_nan_push(ps_worker_t *w, int64_t t)
     return 0;
 }
 
+/* --fault-huge-push: five finite pushes of 3e38 for step t under our own
+ * token (accepted: finite), whose updates soon overflow; the servers must
+ * undo those and go on. */
+static int s_fault_huge_push(ps_worker_t *w, int64_t t)
+{
+    static const float huge4[4] = {3e38f, 3e38f, 3e38f, 3e38f};
+    for (int i = 0; i < 5; i++) {
+        int rc = ps_kv_wait(w->kv, ps_kv_push(w->kv, 0, 4, huge4, t));
+        if (rc != 0) {
+            snprintf(w->err, sizeof w->err, "--fault-huge-push: push %d of 3e38 for step %lld "
+                     "got %s, want it accepted", i + 1, (long long)t, ps_strerror(rc));
+            return PS_ESTATE;
+        }
+    }
+    ps_log_info("--fault-huge-push: 5 pushes of 3e38 for step %lld accepted", (long long)t);
+    return 0;
+}
+
 /* Pushes step t's gradients and pulls the weights for the next step: what
  * the hook has not pushed yet goes now, then every handle is waited for. */
 static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
@@ -235,22 +255,29 @@ static int s_save_model(ps_worker_t *w, const float *params)
     return rc;
 }
 
-/* Worker 0's progress line, every --progress seconds and at each epoch's
- * end: the epoch's step and mean loss, and the samples per second of the
- * whole job since the last line. */
+/* Worker 0's progress line, every --progress seconds, at each epoch's end
+ * and at the last step: the epoch's step and mean loss, the samples per
+ * second of the whole job since the last line, and the time left at that
+ * rate. Counted toward the job's last step: under --max-steps below an epoch,
+ * "epoch=1/1 step=12/20", not the epoch's full length. */
 static void s_log_progress(ps_worker_t *w, int epoch, int64_t t, double mean_loss,
                            int64_t steps, double *last_log, int64_t *last_log_step)
 {
-    const int64_t spe = w->view->steps_per_epoch;
+    const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
     const double now = ps_now();
-    if (now - *last_log < w->cfg->progress_seconds && t % spe != 0) {
+    if (now - *last_log < w->cfg->progress_seconds && t % spe != 0 && t != total) {
         return;
     }
-    ps_log_info("epoch=%d/%d step=%lld/%lld loss=%.4f samples_per_sec=%.0f", epoch + 1,
-                w->job.epochs, (long long)(t - (int64_t)epoch * spe), (long long)spe,
-                mean_loss,
-                (double)(steps - *last_log_step) * w->view->num_workers * w->job.batch /
-                    (now - *last_log));
+    const int64_t shown = total < spe ? total : spe; /* one epoch's steps, as this job runs */
+    const double dt = now - *last_log, dsteps = (double)(steps - *last_log_step);
+    char eta[32] = "";
+    if (dsteps > 0 && t < total) {
+        snprintf(eta, sizeof eta, " eta=%.0fs", (double)(total - t) * dt / dsteps);
+    }
+    ps_log_info("epoch=%d/%lld step=%lld/%lld loss=%.4f samples_per_sec=%.0f%s", epoch + 1,
+                (long long)((total + spe - 1) / spe), (long long)(t - (int64_t)epoch * spe),
+                (long long)shown, mean_loss,
+                dsteps * w->view->num_workers * w->job.batch / dt, eta);
     *last_log = now;
     *last_log_step = steps;
 }
@@ -367,6 +394,9 @@ static int s_train(ps_worker_t *w, int rolled_back)
         w->push_end = P;
         w->npush = 0;
         w->push_rc = 0;
+        if (!ring && t == w->cfg->fault_huge_push && (rc = s_fault_huge_push(w, t)) != 0) {
+            return rc;
+        }
         if (!ring && t == w->cfg->fault_nan_push && (rc = s_fault_nan_push(w, t)) != 0) {
             return rc;
         }
@@ -507,25 +537,35 @@ static int s_start(ps_worker_t *w)
     /* The device is chosen before joining, so a bad --device fails without
      * touching the job, but announced after: a worker that cannot start
      * prints its one error line and nothing else. */
-    char device[256];
-    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0) {
-        snprintf(w->err, sizeof w->err, "%s", device);
+    char device[256], gpu[200] = "";
+    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0 ||
+        (rc = ps_device_use(w->kernels, cfg->gpu, gpu, sizeof gpu)) != 0) {
+        snprintf(w->err, sizeof w->err, "%s", gpu[0] ? gpu : device);
         return rc;
     }
     ps_kernels_set_threads(cfg->threads);
-    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash};
+    ps_secret_t secret;
+    if ((rc = ps_link_read_secret(cfg->secret_file, &secret, w->err, sizeof w->err)) != 0) {
+        return rc;
+    }
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash, &secret};
     rc = ps_link_join(&w->link, w->ctx, cfg->scheduler, PS_ROLE_WORKER, cfg->rank, NULL,
                       &ident, cfg->connect_timeout, cfg->peer_timeout, &w->job, w->err,
                       sizeof w->err);
+    explicit_bzero(&secret, sizeof secret);
     if (rc != 0) {
         return rc;
     }
     w->rank = ps_link_rank(w->link);
+    w->token = ps_link_token(w->link);
     ps_link_set_grace(w->link, cfg->scheduler_grace);
     ps_log_set_role("W", w->rank);
     ps_worker_obs_wire(w->obs, w->ctx);
     ps_worker_obs_attach(w->obs, w->link, w->rank);
-    ps_log_info("device=%s", device);
+    ps_log_info("device=%s%s%s", device, gpu[0] ? " " : "", gpu);
+    if (cfg->gpu >= 0 && !gpu[0]) {
+        ps_log_warn("--gpu %d: no GPU in use (device=%s)", cfg->gpu, device);
+    }
     const ps_job_t *j = &w->job;
     if ((rc = s_build_model(w)) != 0) {
         return rc;
@@ -543,7 +583,11 @@ static int s_start(ps_worker_t *w)
         if (rc != 0) {
             return rc;
         }
-        snprintf(endpoint, sizeof endpoint, "%s", cfg->advertise ? cfg->advertise : bound);
+        rc = ps_addr_announce_route(bound, cfg->advertise, cfg->scheduler, endpoint,
+                                    sizeof endpoint, w->err, sizeof w->err);
+        if (rc != 0) {
+            return rc;
+        }
     }
     uint64_t P = info.num_params;
     rc = ps_link_wait_view(w->link, &info, w->view, w->err, sizeof w->err);

@@ -23,6 +23,7 @@ typedef struct {
     int rank;                /* wanted rank, -1 = assigned by the scheduler */
     const char *data_dir;    /* directory of the Fashion-MNIST IDX files */
     const char *device;      /* "auto", "cpu" or "cuda" */
+    int gpu;                 /* CUDA: visible GPU index; -1 = by local rank (kernels/device.h) */
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
     const char *dump_params; /* if set, the final parameters are written here (raw f32);
                                 a "%d" in it is replaced by the worker's rank */
@@ -31,12 +32,13 @@ typedef struct {
     const char *evaluate;    /* if set, no job: evaluate this model file on the test set */
     const char *summary;     /* with evaluate: write its result here as JSON */
     const char *bind;        /* allreduce: where the left neighbour connects */
-    const char *advertise;   /* allreduce: endpoint announced instead of the bound one */
+    const char *advertise;   /* allreduce: host (or endpoint) announced; NULL: proto/addr.h */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
     int overlap;             /* 1 = push (sync, ssp) or reduce (allreduce) layers during backward */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     const char *job_id;      /* the job it belongs to (--job-id); NULL = any */
+    const char *secret_file; /* the job's secret (--secret-file); NULL = none */
     const char *job_hash;     /* that job's configuration hash (--job-hash); NULL = unchecked */
     double scheduler_grace;  /* then go on this long for it to come back (0: give up) */
     double progress_seconds; /* worker 0 logs progress this often */
@@ -47,6 +49,9 @@ typedef struct {
     const char *keys;        /* --secure: the job's key directory (shardps-keygen) */
     int fault_nan_push;      /* testing: at this step a NaN push the servers must refuse
                                 goes before the real ones; -1 = never */
+    int fault_huge_push;     /* testing: at this step 5 pushes of 3e38 to keys [0, 4) (async:
+                                the servers apply the first and undo the others) before the
+                                real one; -1 = never */
     const char *metrics_bind; /* serve Prometheus metrics on HOST:PORT; NULL = not served */
     const char *trace;       /* write a Chrome trace here at the end; NULL = no trace */
     const char *trace_steps; /* "A:B": trace steps A <= s < B; NULL = every step */

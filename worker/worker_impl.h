@@ -41,6 +41,7 @@ typedef struct {
     ps_ctx_t *ctx;
     ps_link_t *link;       /* until the KV client takes it */
     int rank;              /* this worker's rank */
+    uint64_t token;        /* this worker's token (RegisterAck), for its ring data */
     ps_job_t job;
     ps_view_t *view;
     const ps_kernels_t *kernels;

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 
 #define COMM_TARGET_RATIO 0.8 /* the design's target for 1-16 MB: rounds/s over the echo's */
@@ -362,7 +363,7 @@ int ps_bench_comm_main(int argc, char **argv)
          "of the shardps roles: err, warn, info, debug"},
     };
     int rc =
-        ps_config_parse(COMM_PROG,
+        ps_config_parse_argv(COMM_PROG,
                         "Push+pull goodput of the parameter server against payload size, "
                         "servers and requests\nin flight, each beside raw ZeroMQ between "
                         "the same endpoints in the same run;\nallreduce bus bandwidth "
@@ -429,7 +430,7 @@ int ps_bench_comm_main(int argc, char **argv)
     if (ps_log_set_level_flag(COMM_PROG, log_level) != 0) {
         return 2;
     }
-    if (ps_bench_mkdirs(cfg.out) != 0) {
+    if (ps_file_mkdirs(cfg.out) != 0) {
         fprintf(stderr, COMM_PROG ": error: cannot create %s: %s\n", cfg.out,
                 strerror(errno));
         return 1;

@@ -326,7 +326,7 @@ int ps_bench_compress_main(int argc, char **argv)
         {"launch", PS_FLAG_STR, &launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse(S_PROG,
+    int rc = ps_config_parse_argv(S_PROG,
                              "Trains the same model in each mode with each wire codec "
                              "through shardps-launch;\nwrites the results page compress.md, "
                              "compress.csv and compress.png (accuracy\nvs bytes) into --out.",

@@ -11,8 +11,9 @@
  * file: leave); for it every rank runs, between barriers, `iters` in-place
  * float32 MPI_Allreduce sums of bytes/4 elements of a zeroed buffer, and rank 0
  * replies with the slowest rank's seconds (a double). The first reply (0.0)
- * says MPI is up. Built only where Meson finds MPI; of shardps it uses only the
- * pipe helpers of deploy/proc.h.
+ * says MPI is up. Built only where Meson finds MPI, and installed under
+ * libexec (not a command); of shardps it uses only the pipe helpers of
+ * deploy/proc.h and --version.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/version.h"
 #include "deploy/proc.h"
+#include "proto/codec.h"
 
 /* Calls MPI_Allreduce iters times; returns the slowest rank's seconds in all. */
 static double s_time(float *buf, int count, long iters)
@@ -38,14 +41,28 @@ static double s_time(float *buf, int count, long iters)
     return slowest;
 }
 
+#define S_PROG "shardps-bench-mpi"
+
 int main(int argc, char **argv)
 {
+    /* Before MPI_Init: a person asking needs no MPI job. */
+    if (ps_version_flag(S_PROG, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: mpirun -np N " S_PROG " DIR\n"
+               "The MPI_Allreduce reference of `shardps-bench comm`, which starts it under\n"
+               "mpirun and drives it through FIFOs in DIR; not a command of its own.\n"
+               "Installed in shardps's libexec directory, where shardps-bench finds it.\n"
+               "  --version  " PS_VERSION_HELP "\n");
+        return 0;
+    }
     MPI_Init(&argc, &argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (argc != 2) {
         if (rank == 0) {
-            fprintf(stderr, "usage: shardps-bench-mpi DIR (run by shardps-bench comm)\n");
+            fprintf(stderr, "usage: " S_PROG " DIR (run by shardps-bench comm; see --help)\n");
         }
         MPI_Finalize();
         return 2;

@@ -22,6 +22,8 @@
 #include "bench/netsim/netsim.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "common/version.h"
+#include "proto/codec.h"
 
 #define S_PROG "shardps-netsim"
 
@@ -29,6 +31,9 @@ enum { S_EXIT_NOT_HERE = 3 };
 
 int main(int argc, char **argv)
 {
+    if (ps_version_flag(S_PROG, ps_codec_build_id, argc, argv)) {
+        return 0;
+    }
     int servers = 0, workers = 1;
     const char *spec = NULL, *log_path = "shardps-netsim.log";
     ps_flag_t flags[] = {
@@ -42,7 +47,7 @@ int main(int argc, char **argv)
          "the commands that make and remove the network, and their output (appended)"},
     };
     int rc =
-        ps_config_parse(S_PROG,
+        ps_config_parse_argv(S_PROG,
                         "Makes a simulated cluster on this machine: a network namespace "
                         "per role (scheduler c,\nservers s0.., workers w0..) linked to a "
                         "routing hub; prints NAME NAMESPACE ADDRESS\nper role, then "

@@ -230,7 +230,7 @@ int ps_bench_checkpoint_main(int argc, char **argv)
         {"launch", PS_FLAG_STR, &launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse(S_PROG,
+    int rc = ps_config_parse_argv(S_PROG,
                              "Trains the same sync job without and with checkpoints, "
                              "alternated, and reports\nthe throughput ratio. Writes the "
                              "results page checkpoint.md and checkpoint.csv\ninto --out.",

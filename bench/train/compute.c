@@ -547,7 +547,7 @@ int ps_bench_compute_main(int argc, char **argv)
          "the PyTorch reference: bench/torch/train.py in the source tree"},
         {"python", PS_FLAG_STR, &cfg.python, "PATH", "Python with torch, for --torch"},
     };
-    int rc = ps_config_parse(
+    int rc = ps_config_parse_argv(
         S_PROG,
         "Trains one model in one process, no servers, no network: samples/s of gather +\n"
         "training step + SGD update, where a step's time goes, and with --torch the\n"
@@ -587,7 +587,7 @@ int ps_bench_compute_main(int argc, char **argv)
         return 1;
     }
     ps_bench_page_t *page = NULL;
-    if (cfg.out && (ps_bench_mkdirs(cfg.out) != 0 ||
+    if (cfg.out && (ps_file_mkdirs(cfg.out) != 0 ||
                     ps_bench_page_new(cfg.out, "compute", argc, argv, &page) != 0)) {
         fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg.out);
         return 1;

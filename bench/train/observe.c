@@ -385,7 +385,7 @@ int ps_bench_observe_main(int argc, char **argv)
         {"launch", PS_FLAG_STR, &launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse(S_PROG,
+    int rc = ps_config_parse_argv(S_PROG,
                              "Runs one MLP sync job with metrics off, with its metrics served and\n"
                              "scraped every second, scraped every 100 ms, and with every step\n"
                              "traced, in turn (the order turning each round), and writes\n"

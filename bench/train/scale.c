@@ -30,6 +30,7 @@
 #include "bench/bench.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "worker/data.h"
 
 #define S_PROG "shardps-bench scale"
@@ -60,7 +61,7 @@ static int s_plain_data(const char *src, const char *dst)
 {
     static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                         "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-    if (ps_bench_mkdirs(dst) != 0) {
+    if (ps_file_mkdirs(dst) != 0) {
         return PS_EIO;
     }
     for (int i = 0; i < 4; i++) {
@@ -269,7 +270,7 @@ int ps_bench_scale_main(int argc, char **argv)
         {"launch", PS_FLAG_STR, &launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse(S_PROG,
+    int rc = ps_config_parse_argv(S_PROG,
                              "Runs the same job with more and more workers and reports the "
                              "scheduler's and the\nservers' CPU and messages per step. "
                              "Writes the results page scale.md and scale.csv into --out.",

@@ -351,7 +351,7 @@ int ps_bench_train_main(int argc, char **argv)
         {"launch", PS_FLAG_STR, &a.launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse(
+    int rc = ps_config_parse_argv(
         TRAIN_PROG,
         "Trains the same model with the same seed in every consistency mode "
         "and worker\ncount through shardps-launch. Writes the results page train.md, "

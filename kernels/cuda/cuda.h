@@ -32,6 +32,10 @@ int ps_cuda_copy_wait(ps_kctx_t *ctx, int pending);
 void ps_cuda_zero(ps_kctx_t *ctx, void *d_p, size_t bytes);
 int ps_cuda_sync(ps_kctx_t *ctx);
 
+/* device.cu: which GPU (kernels/device.h chooses) */
+int ps_cuda_devices(void);
+int ps_cuda_use_device(int index, char *name, size_t namelen);
+
 /* dense.cu: cuBLAS sgemm, bias, ReLU, softmax cross-entropy, SGD */
 void ps_cuda_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
                    float alpha, const float *d_A, int lda, const float *d_B, int ldb,

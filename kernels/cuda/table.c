@@ -41,4 +41,6 @@ const ps_kernels_t ps_kernels_cuda = {
     .maxpool2_fwd = ps_cuda_maxpool2_fwd,
     .maxpool2_bwd = ps_cuda_maxpool2_bwd,
     .sgd_step = ps_cuda_sgd_step,
+    .devices = ps_cuda_devices,
+    .use_device = ps_cuda_use_device,
 };

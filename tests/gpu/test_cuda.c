@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "kernels/device.h"
 #include "kernels/kernels.h"
 #include "kernels/optim.h"
 #include "tests/unit/modelcheck.h"
@@ -142,6 +143,27 @@ START_TEST(every_table_entry_is_set_and_probe_succeeds)
     ck_assert_int_eq(k->probe(why, sizeof(why)), 0);
     ck_assert_str_eq(why, "");
     ck_assert_int_eq(k->probe(NULL, 0), 0);
+}
+END_TEST
+
+/* A worker's GPU: by local rank mod the visible GPUs, named in the log line;
+ * --gpu past the visible ones is refused. */
+START_TEST(device_use_takes_the_local_ranks_gpu_and_names_it)
+{
+    const ps_kernels_t *k = s_cu;
+    int count = k->devices();
+    ck_assert_int_ge(count, 1);
+    char what[256];
+    setenv("LOCAL_RANK", "1", 1);
+    ck_assert_int_eq(ps_device_use(k, -1, what, sizeof what), 0);
+    char want[64];
+    snprintf(want, sizeof want, "GPU %d ", 1 % count);
+    ck_assert_msg(strncmp(what, want, strlen(want)) == 0, "%s", what);
+    ck_assert_ptr_nonnull(strstr(what, "local rank 1 from LOCAL_RANK"));
+    unsetenv("LOCAL_RANK");
+    ck_assert_int_eq(ps_device_use(k, count, what, sizeof what), PS_EINVAL);
+    ck_assert_int_eq(ps_device_use(k, 0, what, sizeof what), 0);
+    ck_assert_msg(strncmp(what, "GPU 0 ", 6) == 0, "%s", what);
 }
 END_TEST
 
@@ -1040,6 +1062,7 @@ static Suite *s_suite(void)
     tcase_set_timeout(tc, 120); /* each test starts CUDA in its own child */
     tcase_add_test(tc, every_table_entry_is_set_and_probe_succeeds);
     tcase_add_test(tc, select_picks_cuda_when_asked_and_for_auto);
+    tcase_add_test(tc, device_use_takes_the_local_ranks_gpu_and_names_it);
     tcase_add_test(tc, memory_copies_zero_and_alignment);
     tcase_add_test(tc, async_copies_order_with_the_compute_stream);
     tcase_add_test(tc, two_contexts_work_side_by_side);

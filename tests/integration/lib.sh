@@ -56,6 +56,17 @@ wait_file() {
     done
 }
 
+# wait_line FILE REGEX SECONDS: waits until a line of FILE matches (grep -E);
+# returns 1 when none did in time.
+wait_line() {
+    local i=0
+    until grep -Eq "$2" "$1" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -gt $(($3 * 10)) ] && return 1
+        sleep 0.1
+    done
+}
+
 # Waits for pid $1 up to $2 seconds; sets WAIT_RC to its exit status or 124.
 wait_pid() {
     local pid=$1 t=${2:-60} i=0

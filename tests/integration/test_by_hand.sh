@@ -5,7 +5,8 @@
 #
 # A scheduler, 2 servers and 2 workers are started as separate processes on
 # 127.0.0.1 (servers and workers without --rank: the scheduler assigns them),
-# then the same job runs through shardps-launch. Asserts: every hand-started
+# all given the job's secret through SHARDPS_SECRET_FILE (shardps-keygen
+# --secret), then the same job runs through shardps-launch. Asserts: every hand-started
 # process exits 0; both workers dump the same final parameters (sync mode);
 # those are bitwise equal to the launcher's dump; the two summaries report the
 # same step count, parameter count and test accuracy.
@@ -18,7 +19,10 @@ JOB=(--max-steps 100 --epochs 1 --seed 7 --batch 32)
     --dump-params "$TMP/launch.f32" --log-level warn >"$TMP/launch.log" 2>&1 ||
     fail "launcher run failed: $(tail -5 "$TMP/launch.log")"
 
-# By hand: scheduler, then servers and workers, each its own process.
+# By hand: scheduler, then servers and workers, each its own process, each
+# reading the job's secret from the file SHARDPS_SECRET_FILE names.
+"$SPS_BUILD/deploy/shardps-keygen" --secret "$TMP/job.secret" || fail "no secret"
+export SHARDPS_SECRET_FILE=$TMP/job.secret
 start_scheduler sched --servers 2 --workers 2 "${JOB[@]}" --summary "$TMP/hand.json"
 declare -A pid
 pid[C]=$SCHED_PID
@@ -56,5 +60,6 @@ for key in test_accuracy steps num_params; do
     [ "$a" = "$b" ] || fail "$key differs: by hand $a, launcher $b"
 done
 [ "$(field "$TMP/hand.json" "d['steps']")" = 100 ] || fail "expected 100 steps: $(cat "$TMP/hand.json")"
+grep -q "no job secret" "$TMP/sched.log" && fail "the scheduler did not read SHARDPS_SECRET_FILE"
 check_logs
 echo "ok: test_accuracy $(field "$TMP/hand.json" "d['test_accuracy']"), parameters bitwise equal"

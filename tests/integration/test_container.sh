@@ -7,6 +7,9 @@
 # Containerfile names exists in this machine's Debian 12 archive, and every
 # shared library the built programs link comes from a package the runtime
 # stage installs or pulls in (dpkg -S of `ldd`, then apt-cache depends).
+# Both images, deploy/Containerfile and its CUDA variant Containerfile.cuda,
+# run as a non-root user; the CUDA one installs the CUDA runtime and cuBLAS,
+# and no compiler or -dev package, in its runtime stage.
 # Then, where podman, buildah or a docker daemon works here: builds the image
 # and runs its default command, a 1x1 job of 1 epoch, which must end "job ok".
 # Without one: skipped (77) with the reason.
@@ -41,6 +44,18 @@ if command -v apt-cache >/dev/null; then
     done
 fi
 echo "ok - runtime stage: $(echo $pkgs) (and what they depend on) cover every linked library"
+for f in "$CF" "$ROOT/deploy/Containerfile.cuda"; do
+    user=$(awk '/^FROM/ {stage++} stage == 2 && /^USER / {u = $2} END {print u}' "$f")
+    case ${user%%:*} in "" | 0 | root) fail "${f##*/}: the image runs as root (USER '$user')" ;; esac
+done
+cuda_rt=$(awk '/^FROM/ {stage++} stage == 2' "$ROOT/deploy/Containerfile.cuda")
+if echo "$cuda_rt" | grep -qE -- '-dev-|-dev |cuda-nvcc|build-essential|meson'; then
+    fail "build packages in Containerfile.cuda's runtime stage"
+fi
+for p in 'cuda-cudart-${CUDA}' 'libcublas-${CUDA}' libopenblas0-pthread dataset-fashion-mnist; do
+    echo "$cuda_rt" | grep -qF -- "$p" || fail "Containerfile.cuda's runtime stage does not install $p"
+done
+echo "ok - both images run as uid ${user%%:*}; the CUDA one carries the CUDA runtime and cuBLAS only"
 
 tool=""
 why=""
@@ -80,6 +95,6 @@ buildah)
     ;;
 esac
 "${tool}" rmi "$TAG" >/dev/null 2>&1
-[ $rc -eq 0 ] && grep -q "L I job ok" "$TMP/run.log" ||
+[ $rc -eq 0 ] && grep -q "^job ok" "$TMP/run.log" ||
     fail "the image's 1x1 job failed ($rc): $(tail -5 "$TMP/run.log")"
 echo "ok: $tool built deploy/Containerfile; its 1x1 job: $(grep -o 'test_accuracy=[0-9.]*' "$TMP/run.log" | tail -1)"

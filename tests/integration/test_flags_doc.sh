@@ -2,6 +2,11 @@
 # tests/integration/test_flags_doc.sh - the flag reference (docs/usage.md)
 # says what --help says.
 #
+# Every environment variable a program's --help names ("(SHARDPS_X)") has its
+# row in the reference's table of variables, with that flag and that program
+# among its readers, and every flag variable the table says a program reads is
+# in the program's --help.
+#
 # For shardps-launch, -scheduler, -server, -worker and -status: every flag in the
 # reference's table ("### shardps-NAME") is in the program's --help and the other
 # way round; where the table gives a METAVAR ("`--lr X`") it is the one
@@ -83,7 +88,7 @@ help_flags() {
         def = ""
         if (match(line, /\[default: [^]]*\]/)) { def = substr(line, RSTART + 10, RLENGTH - 11) }
         name = substr(name, 3)
-        if (name != "help") { printf "%s\t%s\t%s\n", name, meta, def }
+        if (name != "help" && name != "version") { printf "%s\t%s\t%s\n", name, meta, def }
     }'
 }
 
@@ -114,6 +119,47 @@ check() {
     done <"$TMP/help.$prog"
     echo "checked $prog: $(wc -l <"$TMP/help.$prog") flags"
 }
+
+# The table of variables as lines "VARIABLE<TAB>FLAG<TAB>PROGRAMS" (FLAG
+# "none" for a variable no flag reads; PROGRAMS the short names before any ";").
+ref_env() {
+    awk '
+    /^### Environment variables/ { on = 1; next }
+    /^#/ { on = 0 }
+    !on || !/^\| `SHARDPS_/ { next }
+    {
+        n = split($0, cell, "|")
+        var = cell[2]; flag = cell[3]; who = cell[4]
+        gsub(/[` ]/, "", var); gsub(/[` ]/, "", flag)
+        sub(/;.*/, "", who); gsub(/ /, "", who)
+        printf "%s\t%s\t%s\n", var, flag, who
+    }' "$REF"
+}
+ref_env >"$TMP/env.ref"
+[ -s "$TMP/env.ref" ] || bad "no table of variables under '### Environment variables' in docs/usage.md"
+for pair in launch:$LAUNCH scheduler:$SCHED server:$SERVER worker:$WORKER \
+    status:$SPS_BUILD/deploy/shardps-status; do
+    short=${pair%%:*} bin=${pair#*:}
+    "$bin" --help | sed -n 's/^  --\([a-z0-9-]*\).*(\(SHARDPS_[A-Z0-9_]*\))$/\2\t--\1/p' >"$TMP/env.$short"
+    while IFS=$'\t' read -r var flag; do
+        row=$(grep "^$var"$'\t' "$TMP/env.ref")
+        if [ -z "$row" ]; then
+            bad "shardps-$short reads $var ($flag), docs/usage.md's table of variables has no row: | \`$var\` | \`$flag\` | $short |"
+        elif [ "$(cut -f2 <<<"$row")" != "$flag" ]; then
+            bad "$var: shardps-$short reads it for $flag, docs/usage.md says $(cut -f2 <<<"$row")"
+        elif ! tr ',' '\n' <<<"$(cut -f3 <<<"$row")" | grep -qx "$short"; then
+            bad "$var: shardps-$short reads it, docs/usage.md's row does not name $short"
+        fi
+    done <"$TMP/env.$short"
+done
+while IFS=$'\t' read -r var flag who; do
+    for short in $(tr ',' ' ' <<<"$who"); do
+        [ -f "$TMP/env.$short" ] || continue
+        grep -q "^$var"$'\t' "$TMP/env.$short" ||
+            bad "$var: docs/usage.md says shardps-$short reads it, its --help does not"
+    done
+done <"$TMP/env.ref"
+echo "checked the table of variables: $(wc -l <"$TMP/env.ref") rows"
 
 check shardps-launch "$LAUNCH"
 check shardps-scheduler "$SCHED"

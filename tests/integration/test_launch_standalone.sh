@@ -48,7 +48,7 @@ server) tag=S$rank ;;
 worker) tag=W$rank ;;
 esac
 echo "$args" > "$FAKE_DIR/args.$tag"
-echo "dump=${SHARDPS_DUMP_PARAMS-unset} timeout=${SHARDPS_TIMEOUT-unset}" > "$FAKE_DIR/env.$tag"
+echo "dump=${SHARDPS_DUMP_PARAMS-unset} timeout=${SHARDPS_JOB_TIMEOUT-unset}" > "$FAKE_DIR/env.$tag"
 echo $$ >> "$FAKE_DIR/pids"
 log() { echo "$(date +%H:%M:%S.%3N) $tag I $*" >&2; }
 nap() { sleep "$1" & echo $! >> "$FAKE_DIR/pids"; wait $!; }
@@ -74,6 +74,9 @@ scheduler)
 server)
     log "serving"
     echo "plain stdout line from $tag"
+    if [ -n "${FAKE_STOP_SERVER:-}" ]; then
+        kill -STOP $$ # stopped until the launcher's SIGCONT; then its SIGTERM ends it
+    fi
     nap "${FAKE_SLEEP:-0.5}"
     ;;
 worker)
@@ -175,8 +178,9 @@ show() {
 fresh
 run --servers 2 --workers 3 --model mlp --lr 0.1 --data /d --dump-params "$FAKE_DIR/p.bin" \
     --summary "$FAKE_DIR/summary.txt" --log-level info -- --extra-flag 7
-if [ "$RC" = 0 ] && has ' L I job ok in [0-9.]+ s$'; then
-    pass "all ok: exit 0 and 'job ok' line"
+if [ "$RC" = 0 ] && grep -qE '^job ok in [0-9.]+ s: job done$' "$FAKE_DIR/stdout" &&
+    ! has 'job ok'; then
+    pass "all ok: exit 0 and the 'job ok' line, with the scheduler's summary, on stdout"
 else
     fail "all ok: rc=$RC"
     show
@@ -198,10 +202,10 @@ if [ "$(grep -c ' > part1-part2$' "$OUT")" = 3 ]; then
 else
     fail "partial lines are joined"
 fi
-if [ "$(grep -c '' "$FAKE_DIR/stdout")" = 0 ]; then
-    pass "launcher writes nothing on stdout"
+if [ "$(grep -c '' "$FAKE_DIR/stdout")" = 1 ]; then
+    pass "launcher writes one line on stdout, its last"
 else
-    fail "launcher writes nothing on stdout"
+    fail "launcher writes one line on stdout, its last"
 fi
 a=$(cat "$FAKE_DIR/args.C")
 if [[ "$a" == "--bind tcp://127.0.0.1:* --endpoint-file "*"/scheduler.endpoint --servers 2 --workers 3 --model mlp --lr 0.1 --summary $FAKE_DIR/summary.txt --job-id job-"*" --log-level info --extra-flag 7" ]]; then
@@ -228,7 +232,7 @@ fi
 
 # 2. SHARDPS_* variables: read by the launcher; launcher-only ones not passed on.
 fresh
-SHARDPS_WORKERS=2 SHARDPS_DUMP_PARAMS=/x SHARDPS_TIMEOUT=30 run
+SHARDPS_WORKERS=2 SHARDPS_DUMP_PARAMS=/x SHARDPS_JOB_TIMEOUT=30 run
 if [ "$RC" = 0 ] && [ -f "$FAKE_DIR/args.W1" ] && grep -q -- '--dump-params /x' "$FAKE_DIR/args.W0" &&
     [ "$(cat "$FAKE_DIR/env.W1")" = "dump=unset timeout=unset" ]; then
     pass "SHARDPS_* flags from the environment; launcher-only ones not inherited"
@@ -273,6 +277,23 @@ if none_left; then
     pass "after SIGKILL: no process left"
 else
     fail "after SIGKILL: processes left"
+fi
+
+# 4b. A node stopped (SIGSTOP) when the job finishes: the launcher stops it
+#     15 s after the scheduler exited, says so, and the job is ok.
+fresh
+FAKE_SLEEP=0.3 FAKE_STOP_SERVER=1 run --servers 1 --workers 1
+if [ "$RC" = 0 ] && has ' L W S0 \(pid [0-9]+\) still running 15 s after the job finished; stopping it$' &&
+    grep -q '^job ok in' "$FAKE_DIR/stdout"; then
+    pass "a stopped node after the job finished: stopped, exit 0 (${SECS}s)"
+else
+    fail "a stopped node after the job finished: rc=$RC"
+    show
+fi
+if none_left; then
+    pass "after stopping the stopped node: no process left"
+else
+    fail "after stopping the stopped node: processes left"
 fi
 
 # 5. SIGINT and SIGTERM to the launcher: 130 / 143, nothing left behind.
@@ -345,6 +366,15 @@ if [ "$RC" = 1 ] && lt "$SECS" 4 && has 'job failed: timed out after 1 s'; then
     pass "--timeout: exit 1 in ${SECS}s"
 else
     fail "--timeout: rc=$RC secs=$SECS"
+    show
+fi
+# SHARDPS_JOB_TIMEOUT is the same limit; SHARDPS_STATUS_TIMEOUT, shardps-status's, is not an error.
+fresh
+FAKE_SLEEP=30 SHARDPS_JOB_TIMEOUT=1 SHARDPS_STATUS_TIMEOUT=0 run
+if [ "$RC" = 1 ] && lt "$SECS" 4 && has 'job failed: timed out after 1 s'; then
+    pass "SHARDPS_JOB_TIMEOUT=1: timed out; SHARDPS_STATUS_TIMEOUT=0 beside it ignored"
+else
+    fail "SHARDPS_JOB_TIMEOUT=1: rc=$RC in $SECS s"
     show
 fi
 if none_left; then

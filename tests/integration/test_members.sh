@@ -38,17 +38,20 @@ done
 [ -n "$w1" ] || fail "no W1 under the launcher: $(tail -5 "$TMP/job.log")"
 w1_cmd=()
 while IFS= read -r -d '' a; do w1_cmd+=("$a"); done <"/proc/$w1/cmdline"
-ep=""
+ep="" ident=()
 for i in "${!w1_cmd[@]}"; do
-    [ "${w1_cmd[$i]}" = --scheduler ] && ep=${w1_cmd[$((i + 1))]}
+    case "${w1_cmd[$i]}" in
+    --scheduler) ep=${w1_cmd[$((i + 1))]} ;;
+    --job-id | --secret-file) ident+=("${w1_cmd[$i]}" "${w1_cmd[$((i + 1))]}") ;;
+    esac
 done
 [ -n "$ep" ] || fail "no --scheduler in W1's command line: ${w1_cmd[*]}"
-# While every worker lives, a worker registering is refused; the job goes on.
-"$WORKER" --scheduler "$ep" --rank 0 >"$TMP/refused.log" 2>&1
+# While every worker lives, a worker of the job registering is refused; the
+# job goes on.
+"$WORKER" --scheduler "$ep" --rank 0 "${ident[@]}" >"$TMP/refused.log" 2>&1
 [ $? = 1 ] || fail "a worker for the live rank 0 was not refused: $(cat "$TMP/refused.log")"
 grep -q "the job is running and that worker is not lost" "$TMP/refused.log" ||
     fail "no reason for refusing W0 again: $(cat "$TMP/refused.log")"
-sleep 1
 kill -9 "$w1"
 
 # Once the job goes on with W0 alone, W1 comes back and joins (loading the

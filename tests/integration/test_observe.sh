@@ -17,6 +17,9 @@
 #    merge gives the same events.
 # 3. A 10,000-step run traced with a 64 KiB budget writes at most 64 KiB; a
 #    worker given SIGUSR1 writes its file at once; --log-file has every role.
+# 4. With 500 connections open to the metrics port that sent half a request
+#    and then nothing, a scrape is still answered (within 5 s: the idle ones
+#    are closed after their own silence, never before the scrape).
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 TRACE=$SPS_BUILD/deploy/shardps-trace
@@ -49,7 +52,7 @@ command -v promtool >/dev/null || echo "promtool not installed (Debian: promethe
 
 # ---- bad flags: one line, exit 2, nothing started ----
 for bad in "$SCHED --metrics-bind nohost" "$WORKER --metrics-bind 127.0.0.1:70000" \
-    "$SERVER --trace-steps 5:2" "$WORKER --trace-kib 8" "$LAUNCH --plot $TMP/none/here" \
+    "$SERVER --trace-steps 5:2" "$WORKER --trace-kib 8" "$LAUNCH --plot /dev/null/here" \
     "$LAUNCH --trace $TMP/none/t.json"; do
     $bad >"$TMP/bad.out" 2>&1
     rc=$?
@@ -73,6 +76,7 @@ for i in $(seq 1 1200); do # until every counter compared below has a first repo
     [ -n "$first" ] && break
     sleep 0.1
 done
+[ -n "$first" ] || fail "no first report of every counter compared: $(grep -h 'steps_total{\|received_bytes_total{' "$TMP/s1.txt")"
 # the second scrape: after the next heartbeats (a loaded machine may delay them)
 for i in $(seq 1 240); do
     sleep 0.5
@@ -177,4 +181,27 @@ for f in "$TMP/long.S0.json" "$TMP/long.W0.json"; do
         fail "$f: not the newest steps of a wrapped ring"
     echo "trace of 10,000 steps: $(basename "$f") $size bytes (budget 65536)"
 done
+
+# ---- 4. half-open connections do not block a scrape ----
+start_scheduler idle --servers 1 --workers 1 --metrics-bind 127.0.0.1:0 --wait 300
+metrics_url idle
+$PY - "$URL" "$TMP/idle.ready" <<'PYEOF' &
+import socket, sys, time, os
+host, port = sys.argv[1].split("//")[1].split("/")[0].split(":")
+conns = []
+for i in range(500):
+    s = socket.create_connection((host, int(port)))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # half a request, then silence
+    conns.append(s)
+open(sys.argv[2], "w").write("500\n")
+time.sleep(120)
+PYEOF
+HOLDER=$!
+PIDS+=("$HOLDER")
+wait_file "$TMP/idle.ready" 60 || fail "could not open 500 connections to $URL"
+curl -sf --max-time 5 "$URL" >"$TMP/idle.txt" ||
+    fail "a scrape with 500 idle connections open was not answered"
+grep -q '^shardps_' "$TMP/idle.txt" || fail "the scrape beside 500 idle connections is not metrics"
+kill "$HOLDER" "$SCHED_PID"
+echo "metrics: a scrape answered beside 500 half-open connections"
 check_logs

@@ -23,16 +23,6 @@ now_ms() {
     echo $(($(date +%s%N) / 1000000))
 }
 
-# Waits until file $1 has a line matching regex $2, up to $3 seconds.
-wait_line() {
-    local i=0
-    until grep -Eq "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -gt $(($3 * 10)) ] && return 1
-        sleep 0.1
-    done
-}
-
 # Starts scheduler, 2 servers and 2 workers for run $1; fills PID[$1.X].
 declare -A PID
 start_job() {
@@ -127,7 +117,10 @@ echo "sched: servers and workers stopped in $(($(now_ms) - T0)) ms, naming the s
 start launch.L setsid "$LAUNCH" --servers 2 --workers 2 "${JOB[@]}"
 LPID=$LAST_PID
 PID[launch.L]=$LPID
-sleep 0.2
+for i in $(seq 1 100); do # setsid has exec'd the launcher as the session's leader
+    [ "$(ps -o sid= -p "$LPID" | tr -d ' ')" = "$LPID" ] && break
+    sleep 0.1
+done
 [ "$(ps -o sid= -p "$LPID" | tr -d ' ')" = "$LPID" ] ||
     fail "launch: the launcher (pid $LPID) does not lead its own session"
 wait_line "$TMP/launch.L.log" "W0 I epoch=1/[0-9]+ step=" 90 ||

@@ -8,6 +8,12 @@
 # job runs, shows every node (S0's keys, the workers' steps) and the line
 # "step N waits for: W1 (on S0)". --watch prints view after view; a scheduler
 # that does not answer is one error line and exit 1.
+#
+# --watch --json, started before a short job's nodes: one JSON object per
+# line, the last the job's final view ("finished"), exit 0; for a job that
+# diverges and fails, the final view "failed" and exit 3. A value from
+# SHARDPS_STATUS_TIMEOUT that is out of range is named by that variable;
+# SHARDPS_TIMEOUT (nobody's) changes nothing.
 . "$(dirname "$0")/lib.sh"
 STATUS=$SPS_BUILD/deploy/shardps-status
 
@@ -43,4 +49,48 @@ cat "$TMP/status.out"
 timeout 3 "$STATUS" --scheduler "$SCHED_EP" --watch --interval 0.5 >"$TMP/watch.out" 2>&1
 [ "$(grep -c '^job: ' "$TMP/watch.out")" -ge 2 ] || fail "--watch printed one view: $(cat "$TMP/watch.out")"
 kill "$SCHED_PID" 2>/dev/null
+
+SHARDPS_STATUS_TIMEOUT=0 "$STATUS" --scheduler tcp://127.0.0.1:1 >/dev/null 2>"$TMP/env.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q "^shardps-status: error: SHARDPS_STATUS_TIMEOUT=0: out of range" "$TMP/env.err" ||
+    fail "SHARDPS_STATUS_TIMEOUT=0: exit $rc: $(cat "$TMP/env.err")"
+SHARDPS_TIMEOUT=0 "$STATUS" --scheduler tcp://127.0.0.1:1 --timeout 0.3 >/dev/null 2>"$TMP/env.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "no answer" "$TMP/env.err" ||
+    fail "SHARDPS_TIMEOUT=0 is not shardps-status's: exit $rc: $(cat "$TMP/env.err")"
+
+# watch_job NAME WANT_RC WANT_PHASE SCHEDULER_FLAGS...: a 1x1 job watched from
+# before its nodes register until it ends.
+watch_job() {
+    local name=$1 want_rc=$2 want_phase=$3 rc
+    shift 3
+    start_scheduler "$name" --servers 1 --workers 1 --summary "$TMP/$name.json" "$@"
+    start "$name.watch" "$STATUS" --scheduler "$SCHED_EP" --watch --json --interval 0.3
+    local watch_pid=$LAST_PID
+    # the watcher has asked once (its first line) before the job can end
+    for i in $(seq 1 100); do
+        [ -s "$TMP/$name.watch.log" ] && break
+        sleep 0.1
+    done
+    start "$name.s0" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
+    start "$name.w0" "$WORKER" --scheduler "$SCHED_EP" --rank 0
+    wait_pid "$watch_pid" 120 || fail "$name: --watch still running after the job"
+    rc=$WAIT_RC
+    [ "$rc" = "$want_rc" ] || fail "$name: --watch exit $rc, not $want_rc: $(tail -3 "$TMP/$name.watch.log")"
+    python3 - "$TMP/$name.watch.log" "$want_phase" <<'PY' || fail "$name: --watch --json output"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+views = [json.loads(l) for l in lines]  # every line one JSON object
+assert len(views) >= 2, lines
+last = views[-1]
+assert last["phase"] == sys.argv[2], last["phase"]
+assert [n["node"] for n in last["nodes"]] == ["S0", "W0"], last["nodes"]
+assert last["nodes"][0]["key_end"] == 235146 and last["total_steps"] > 0
+print("%d views, the last %s at step %d of %d" % (len(views), last["phase"], last["step"], last["total_steps"]))
+PY
+}
+watch_job ok 0 finished --max-steps 30
+# the worker's setting in the environment that every role gets: not an error to the others
+export SHARDPS_ON_NONFINITE=fail
+watch_job bad 3 failed --optimizer sgd --lr 5 --max-steps 200
 check_logs

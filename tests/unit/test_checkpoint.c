@@ -81,7 +81,8 @@ START_TEST(two_parts_load_into_three_shards_bitwise)
         ps_range_t keys = {cut[r], cut[r + 1]};
         ps_store_t *s = NULL;
         ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-        ck_assert_int_eq(ps_checkpoint_load(sub, 2, S_STEP, s, &s_job, NULL, why, sizeof why), 0);
+        ck_assert_msg(ps_checkpoint_load(sub, parts, 2, S_STEP, s, &s_job, NULL, why, sizeof why) == 0,
+                      "%s", why);
         ck_assert(ps_store_initialized(s));
         const size_t bytes = ps_range_len(keys) * sizeof(float);
         ck_assert_mem_eq(ps_store_values(s, keys.begin), s_ref[0] + keys.begin, bytes);
@@ -92,24 +93,55 @@ START_TEST(two_parts_load_into_three_shards_bitwise)
 }
 END_TEST
 
+/* Loads parts[0..nparts) of step into a store of keys [begin, end). Returns
+ * what ps_checkpoint_load returned, its reason in why. */
+static int s_load(const ps_checkpoint_part_t *parts, int nparts, int64_t step, uint64_t begin,
+                  uint64_t end, char *why, size_t cap)
+{
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/step-%d", s_dir, S_STEP);
+    ps_range_t keys = {begin, end};
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
+    int rc = ps_checkpoint_load(sub, parts, nparts, step, s, &s_job, NULL, why, cap);
+    ps_store_destroy(&s);
+    return rc;
+}
+
 START_TEST(load_refuses_another_step_and_missing_keys)
 {
     ps_checkpoint_part_t parts[2];
     s_write_parts(parts);
-    char sub[300], why[256];
-    snprintf(sub, sizeof sub, "%s/step-%d", s_dir, S_STEP);
-    ps_range_t keys = {0, S_P};
-    ps_store_t *s = NULL;
-    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-    ck_assert_int_eq(ps_checkpoint_load(sub, 2, S_STEP + 1, s, &s_job, NULL, why, sizeof why),
-                     PS_EPROTO);
+    char why[256];
+    ck_assert_int_eq(s_load(parts, 2, S_STEP + 1, 0, S_P, why, sizeof why), PS_EPROTO);
     ck_assert_ptr_nonnull(strstr(why, "server-0.safetensors"));
-    ps_store_destroy(&s);
-    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
-    ck_assert_int_eq(ps_checkpoint_load(sub, 1, S_STEP, s, &s_job, NULL, why, sizeof why),
-                     PS_EPROTO);
+    ck_assert_int_eq(s_load(parts, 1, S_STEP, 0, S_P, why, sizeof why), PS_EPROTO);
     ck_assert_ptr_nonnull(strstr(why, "do not cover"));
-    ps_store_destroy(&s);
+}
+END_TEST
+
+/* The manifest's CRC is checked on the bytes loaded: a part whose entry
+ * names another file's CRC (an intact copy's) is refused, naming the file. */
+START_TEST(load_refuses_a_part_whose_crc_is_not_the_manifests)
+{
+    ps_checkpoint_part_t parts[2];
+    s_write_parts(parts);
+    char why[512];
+    parts[1].crc32 ^= 1;
+    ck_assert_int_eq(s_load(parts, 2, S_STEP, 0, S_P, why, sizeof why), PS_EPROTO);
+    ck_assert_msg(strstr(why, "server-1.safetensors") && strstr(why, "the manifest says"), "%s",
+                  why);
+    /* a shard of part 0's keys alone never reads part 1 */
+    ck_assert_msg(s_load(parts, 2, S_STEP, 0, 30, why, sizeof why) == 0, "%s", why);
+    /* the check a server answers a resume check with */
+    ps_checkpoint_part_t found;
+    parts[1].crc32 ^= 1;
+    ps_checkpoint_check(s_dir, &parts[1], &found);
+    ck_assert_uint_eq(found.size, parts[1].size);
+    ck_assert_uint_eq(found.crc32, parts[1].crc32);
+    snprintf(parts[1].file, sizeof parts[1].file, "server-9.safetensors");
+    ps_checkpoint_check(s_dir, &parts[1], &found);
+    ck_assert_uint_eq(found.size, 0);
 }
 END_TEST
 
@@ -130,23 +162,39 @@ START_TEST(manifest_written_found_and_corruption_detected)
     ck_assert_int_eq(ps_manifest_add(m, 0, &parts[0]), 1);
     ps_manifest_destroy(&m);
     int64_t step = 0;
-    int nparts = 0;
     char sub[700], path[800];
-    ck_assert_int_eq(ps_manifest_find(s_dir, S_P, &step, &nparts, sub, sizeof sub), 0);
+    ps_checkpoint_part_t *got = calloc(PS_MAX_SERVERS, sizeof *got);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_int_eq(ps_manifest_find(s_dir, S_P, &step, got, sub, sizeof sub), 2);
     ck_assert_int_eq(step, S_STEP);
-    ck_assert_int_eq(nparts, 2);
-    ck_assert_int_eq(ps_manifest_find(s_dir, S_P + 1, &step, &nparts, sub, sizeof sub),
-                     PS_ENOENT);
-    /* a flipped byte in the data */
+    for (int r = 0; r < 2; r++) { /* the parts as the servers reported them */
+        ck_assert_str_eq(got[r].file, parts[r].file);
+        ck_assert_uint_eq(got[r].crc32, parts[r].crc32);
+        ck_assert_uint_eq(got[r].size, parts[r].size);
+        ck_assert_uint_eq(got[r].end, parts[r].end);
+    }
+    ck_assert_int_le(ps_manifest_find(s_dir, S_P + 1, &step, got, sub, sizeof sub), 0);
+    /* the scheduler reads no part: a missing one is the servers' to find */
     snprintf(path, sizeof path, "%s/server-1.safetensors", sub);
-    FILE *f = fopen(path, "r+b");
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(ps_manifest_find(s_dir, S_P, &step, got, sub, sizeof sub), 2);
+    /* a part name with a path in it is refused */
+    snprintf(path, sizeof path, "%s/manifest.json", sub);
+    FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fseek(f, -5, SEEK_END), 0);
-    int c = fgetc(f);
-    ck_assert_int_eq(fseek(f, -5, SEEK_END), 0);
-    fputc(c ^ 1, f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
     fclose(f);
-    ck_assert_int_eq(ps_manifest_find(s_dir, S_P, &step, &nparts, sub, sizeof sub), PS_ENOENT);
+    char *at = strstr(text, "server-1.safetensors");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "../x/1.safetensors1", 19);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    ck_assert_int_le(ps_manifest_find(s_dir, S_P, &step, got, sub, sizeof sub), 0);
+    free(got);
     free(v);
 }
 END_TEST
@@ -158,6 +206,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, s_setup, s_teardown);
     tcase_add_test(tc, two_parts_load_into_three_shards_bitwise);
+    tcase_add_test(tc, load_refuses_a_part_whose_crc_is_not_the_manifests);
     tcase_add_test(tc, load_refuses_another_step_and_missing_keys);
     tcase_add_test(tc, manifest_written_found_and_corruption_detected);
     suite_add_tcase(s, tc);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "common/job.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
@@ -568,7 +569,7 @@ START_TEST(register_carries_the_job_identity_and_build)
 {
     char build[PS_BUILD_MAX];
     ps_codec_build_id(build, sizeof build);
-    ck_assert_ptr_nonnull(strstr(build, " protocol 6"));
+    ck_assert_ptr_nonnull(strstr(build, " protocol 7"));
     Shardps__Register r = SHARDPS__REGISTER__INIT;
     r.role = PS_ROLE_WORKER;
     r.rank = 1;
@@ -1676,10 +1677,37 @@ START_TEST(msg_bodies_of_any_size_and_their_refusals)
 }
 END_TEST
 
+/* A reason that quotes bytes as they came, or is cut inside a character,
+ * leaves as valid UTF-8: bad bytes become '?', good characters stay. */
+START_TEST(header_error_is_sent_as_utf8)
+{
+    char t[] = "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 bad \xff \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 cut \xe2\x82";
+    ck_assert_uint_eq(ps_text_utf8_fix(t), 12);
+    ck_assert_str_eq(t, "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 bad ? ?? ??? ???? cut ??");
+    Shardps__Header h;
+    ps_msg_header(&h, PS_MSG_ERROR, PS_ROLE_SCHEDULER, 0);
+    char raw[] = "build 'x\xff\xfey'";
+    h.error = raw;
+    uint8_t buf[PS_HEADER_MAX];
+    int len = ps_codec_pack_header(&h, buf, sizeof buf);
+    ck_assert_int_gt(len, 0);
+    ck_assert_str_eq(raw, "build 'x\xff\xfey'"); /* the caller's string is left alone */
+    ps_arena_t a;
+    uint8_t abuf[1024];
+    ps_arena_init(&a, abuf, sizeof abuf);
+    Shardps__Header out;
+    char why[128];
+    ck_assert_int_eq(ps_codec_unpack_header(buf, (size_t)len, &a, &out, why, sizeof why), 0);
+    ck_assert_str_eq(out.error, "build 'x??y'");
+    ps_arena_fini(&a);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("codec");
     TCase *th = tcase_create("header");
+    tcase_add_test(th, header_error_is_sent_as_utf8);
     tcase_add_test(th, header_round_trips_every_field);
     tcase_add_test(th, header_round_trips_every_type_and_role);
     tcase_add_test(th, header_pack_reports_a_small_buffer);

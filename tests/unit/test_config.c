@@ -324,6 +324,70 @@ START_TEST(help_omits_an_empty_string_default)
 }
 END_TEST
 
+START_TEST(a_named_variable_replaces_the_default_one)
+{
+    double limit = 5;
+    int n = 1;
+    ps_flag_t t[] = {{"timeout", PS_FLAG_DOUBLE, &limit, "S", "how long", "SHARDPS_X_TIMEOUT"},
+                     {"count", PS_FLAG_INT, &n, "N", "how many"}};
+    char *argv[] = {"prog", NULL};
+    setenv("SHARDPS_TIMEOUT", "nonsense", 1); /* not this program's: ignored */
+    setenv("SHARDPS_X_TIMEOUT", "7.5", 1);
+    ck_assert_int_eq(ps_config_parse("prog", "about", t, 2, 1, argv, NULL), 0);
+    ck_assert_double_eq(limit, 7.5);
+    s_cap_t cap;
+    s_cap_begin(&cap, STDOUT_FILENO);
+    ps_config_usage("prog", "about", t, 2);
+    const char *out = s_cap_end(&cap);
+    ck_assert_ptr_nonnull(strstr(out, "how long [default: 7.5] (SHARDPS_X_TIMEOUT)\n"));
+    ck_assert_ptr_nonnull(strstr(out, "  --version"));
+    unsetenv("SHARDPS_TIMEOUT");
+    unsetenv("SHARDPS_X_TIMEOUT");
+}
+END_TEST
+
+START_TEST(parse_argv_reads_no_environment)
+{
+    int n = 1;
+    ps_flag_t t[] = {{"count", PS_FLAG_INT, &n, "N", "how many"}};
+    char *argv[] = {"prog", "--help", NULL};
+    setenv("SHARDPS_COUNT", "not a number", 1);
+    char *none[] = {"prog", NULL};
+    ck_assert_int_eq(ps_config_parse_argv("prog", "about", t, 1, 1, none, NULL), 0);
+    ck_assert_int_eq(n, 1);
+    s_cap_t cap;
+    s_cap_begin(&cap, STDOUT_FILENO);
+    ck_assert_int_eq(ps_config_parse_argv("prog", "about", t, 1, 2, argv, NULL), 1);
+    const char *out = s_cap_end(&cap);
+    ck_assert_ptr_null(strstr(out, "SHARDPS_")); /* --help names no variable */
+    unsetenv("SHARDPS_COUNT");
+}
+END_TEST
+
+START_TEST(an_error_about_a_value_from_the_environment_names_the_variable)
+{
+    double limit = 5, rate = 1;
+    ps_flag_t t[] = {{"timeout", PS_FLAG_DOUBLE, &limit, "S", "how long", "SHARDPS_X_TIMEOUT"},
+                     {"rate", PS_FLAG_DOUBLE, &rate, "X", "how fast"}};
+    char err[256];
+    char *none[] = {"prog", NULL}, *typed[] = {"prog", "--timeout=0", NULL};
+    setenv("SHARDPS_X_TIMEOUT", "0", 1);
+    snprintf(err, sizeof err, "--timeout 0: out of range (0, 10]");
+    ps_config_blame_env(t, 2, 1, none, err, sizeof err);
+    ck_assert_str_eq(err, "SHARDPS_X_TIMEOUT=0: out of range (0, 10]");
+    snprintf(err, sizeof err, "--timeout 0: out of range (0, 10]"); /* typed: stays */
+    ps_config_blame_env(t, 2, 2, typed, err, sizeof err);
+    ck_assert_str_eq(err, "--timeout 0: out of range (0, 10]");
+    snprintf(err, sizeof err, "--rate -1: out of range"); /* not from the environment */
+    ps_config_blame_env(t, 2, 1, none, err, sizeof err);
+    ck_assert_str_eq(err, "--rate -1: out of range");
+    snprintf(err, sizeof err, "--timeout: empty");
+    ps_config_blame_env(t, 2, 1, none, err, sizeof err);
+    ck_assert_str_eq(err, "SHARDPS_X_TIMEOUT: empty");
+    unsetenv("SHARDPS_X_TIMEOUT");
+}
+END_TEST
+
 START_TEST(endpoint_syntax_is_checked_before_use)
 {
     char err[200];
@@ -360,6 +424,9 @@ int main(void)
     tcase_add_test(tc, help_returns_1_and_lists_every_flag);
     tcase_add_test(tc, help_omits_an_empty_string_default);
     tcase_add_test(tc, endpoint_syntax_is_checked_before_use);
+    tcase_add_test(tc, a_named_variable_replaces_the_default_one);
+    tcase_add_test(tc, parse_argv_reads_no_environment);
+    tcase_add_test(tc, an_error_about_a_value_from_the_environment_names_the_variable);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

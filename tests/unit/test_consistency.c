@@ -645,7 +645,9 @@ START_TEST(async_applies_on_arrival_and_records_staleness)
         s_initial(f, want);
         for (int k = 0; k < 3; k++) {
             float lr = ps_optim_lr(&j, k / 2, 100, 1000);
+            /* weighted: 1/tau for tau > 1, and every push of the 2 workers 1/sqrt(2) */
             float weight = weighted && k == 2 ? 0.5f : 1.0f;
+            weight = weighted ? weight / sqrtf(2.0f) : weight;
             ps_optim_step(&o, lr, k + 1, want, state, 16, g[k], weight, 16);
         }
         s_assert_params(f, want);

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "proto/codec.h"
 #include "server/consistency.h"
+#include "server/checkpoint.h"
 #include "server/control.h"
 #include "server/store.h"
 #include "tests/unit/testutil.h"
@@ -131,7 +132,7 @@ static s_fix_t *s_new(ps_mode_t mode, int every)
         .ops = {f, s_on_ack, s_on_reply, NULL, s_on_stepped},
     };
     ck_assert_int_eq(ps_consistency_new(&f->cons, &cc, f->store), 0);
-    const ps_control_config_t cfg = {f->view, 0, f->store, f->cons,
+    const ps_control_config_t cfg = {f->view, 0, f->store, f->cons, NULL,
                                      {f, s_on_send, s_on_generation, s_on_abort}};
     ck_assert_int_eq(ps_control_new(&f->ctl, &cfg), 0);
     float v[S_N];
@@ -248,6 +249,9 @@ static ps_view_t *s_failover_view(const s_fix_t *f, int64_t generation, int64_t 
     *v = *f->view;
     snprintf(v->resume_dir, sizeof v->resume_dir, "%s/step-%lld", f->dir, (long long)step);
     v->resume_parts = 1;
+    /* the manifest's entry: the part as written (size 0 when it never was) */
+    ps_checkpoint_part_t want = {.step = step, .file = "server-0.safetensors", .end = S_N};
+    ps_checkpoint_check(f->dir, &want, &v->resume_files[0]);
     v->start_step = step;
     v->generation = generation;
     return v;
@@ -433,7 +437,7 @@ START_TEST(async_failover_keeps_the_version_and_answers_at_once)
     ck_assert_int_eq(s_push(f, 0, 0), 0);
     ck_assert_int_eq(s_push(f, 1, 0), 0);
     ck_assert_int_eq(ps_consistency_version(f->cons), 2);
-    ps_view_t *v = s_failover_view(f, 1, 0); /* its parts are not read */
+    ps_view_t *v = s_failover_view(f, 1, 1); /* its parts are not read */
     v->replaced = 1;
     ck_assert_int_eq(s_failover_msg(f, v), 0);
     ck_assert_int_eq(ps_consistency_version(f->cons), 2);

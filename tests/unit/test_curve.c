@@ -89,6 +89,36 @@ START_TEST(load_refuses_a_key_file_others_may_read)
 }
 END_TEST
 
+/* A Kubernetes Secret volume: DIR/..2026_x/FILE, DIR/..data -> ..2026_x and
+ * DIR/FILE -> ..data/FILE, each link resolved before the file is checked. */
+START_TEST(load_follows_a_secret_volumes_links_to_an_owner_only_file)
+{
+    char dir[64], cmd[1024], err[512];
+    s_tmpdir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir ..2026_11_26 && ln -s ..2026_11_26 ..data && "
+             "for f in job server worker; do for e in key pub; do "
+             "ln -s ..data/$f.$e $f.$e; done; done", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    char data[128];
+    snprintf(data, sizeof data, "%s/..2026_11_26", dir);
+    ck_assert_int_eq(rmdir(data), 0);
+    ck_assert_int_eq(ps_curve_keygen(data, err, sizeof err), 0);
+    ps_curve_t *c = NULL;
+    static const ps_role_t roles[] = {PS_ROLE_SCHEDULER, PS_ROLE_SERVER, PS_ROLE_WORKER};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_msg(ps_curve_load(dir, roles[i], &c, err, sizeof err) == 0, "%s", err);
+        ps_curve_destroy(&c);
+    }
+    snprintf(cmd, sizeof cmd, "chmod 644 '%s/worker.pub'", data);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(ps_curve_load(dir, PS_ROLE_WORKER, &c, err, sizeof err), PS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "/worker.pub -> "));
+    ck_assert_ptr_nonnull(strstr(err, "0644"));
+    s_rmdir(dir);
+}
+END_TEST
+
 START_TEST(load_refuses_two_jobs_keys_and_a_missing_file)
 {
     char a[64], b[64], cmd[256], err[512];
@@ -253,6 +283,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, keygen_writes_owner_only_files_and_never_overwrites);
     tcase_add_test(tc, load_refuses_a_key_file_others_may_read);
+    tcase_add_test(tc, load_follows_a_secret_volumes_links_to_an_owner_only_file);
     tcase_add_test(tc, load_refuses_two_jobs_keys_and_a_missing_file);
     tcase_add_test(tc, only_this_jobs_keys_get_through_and_refusals_are_counted);
     tcase_add_test(tc, set_peer_key_checks_the_key_only_on_a_secure_context);

@@ -213,6 +213,22 @@ START_TEST(sync_dir_syncs_the_directory_holding_a_path)
 }
 END_TEST
 
+START_TEST(mkdirs_makes_a_directory_and_its_parents)
+{
+    char deep[192], file_in_way[192];
+    snprintf(deep, sizeof deep, "%s/a/b/c", s_dir);
+    ck_assert_int_eq(ps_file_mkdirs(deep), 0);
+    ck_assert_int_eq(ps_file_mkdirs(deep), 0); /* there already: fine */
+    snprintf(deep, sizeof deep, "%s/a/b/c/", s_dir);
+    ck_assert_int_eq(ps_file_mkdirs(deep), 0);
+    ck_assert_int_eq(s_write(s_path, "x", NULL, 0), 0);
+    snprintf(file_in_way, sizeof file_in_way, "%s/sub", s_path); /* under a file */
+    ck_assert_int_eq(ps_file_mkdirs(file_in_way), PS_EIO);
+    ck_assert_int_eq(ps_file_mkdirs(s_path), PS_EIO); /* a file, not a directory */
+    ck_assert_int_eq(ps_file_mkdirs(""), PS_EINVAL);
+}
+END_TEST
+
 static Suite *s_suite(void)
 {
     Suite *s = suite_create("file");
@@ -226,6 +242,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, read_all_reads_exactly_n_bytes_or_fails);
     tcase_add_test(tc, open_read_gives_a_regular_file_and_its_size);
     tcase_add_test(tc, sync_dir_syncs_the_directory_holding_a_path);
+    tcase_add_test(tc, mkdirs_makes_a_directory_and_its_parents);
     suite_add_tcase(s, tc);
     return s;
 }

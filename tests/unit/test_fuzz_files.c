@@ -540,8 +540,11 @@ static void s_base_manifest(const char *stepdir, s_buf_t *text)
     fclose(f);
     s_set(text, buf, n);
     char why[256] = "";
-    ck_assert_msg(ps_manifest_check(stepdir, S_STEP, S_PARAMS, why, sizeof why) == 2, "%s",
-                  why);
+    ps_checkpoint_part_t *parts = calloc(PS_MAX_SERVERS, sizeof *parts);
+    ck_assert_ptr_nonnull(parts);
+    ck_assert_msg(ps_manifest_check(stepdir, S_STEP, S_PARAMS, parts, why, sizeof why) == 2,
+                  "%s", why);
+    free(parts);
 }
 
 START_TEST(manifest_reader_gives_each_refused_mutation_one_line)
@@ -556,6 +559,8 @@ START_TEST(manifest_reader_gives_each_refused_mutation_one_line)
     json_t *base_doc = NULL;
     ck_assert_int_eq(ps_json_parse((char *)base.p, base.n, 0, &base_doc, NULL, 0), 0);
     s_tally_t tally = {0};
+    ps_checkpoint_part_t *got = calloc(PS_MAX_SERVERS, sizeof *got);
+    ck_assert_ptr_nonnull(got);
     for (long i = 0; i < files; i++) {
         s_mutated(base_doc, &base, 5, &text, NULL);
         unlink(path); /* as in s_put_st */
@@ -564,18 +569,19 @@ START_TEST(manifest_reader_gives_each_refused_mutation_one_line)
         S_CHECK(fwrite(text.p, 1, text.n, f) == text.n, "short write");
         fclose(f);
         char why[512] = "";
-        int parts = ps_manifest_check(stepdir, S_STEP, S_PARAMS, why, sizeof why);
+        int parts = ps_manifest_check(stepdir, S_STEP, S_PARAMS, got, why, sizeof why);
         tally.files++;
         if (parts == 0) {
             s_refusal(&tally, why);
         } else {
-            /* what checks out lists only the two real part files, any of them
-             * any number of times (loading them finds the keys they miss) */
+            /* what checks out lists part file names (no path) with sizes,
+             * CRCs and keys; loading them checks those against the files */
             S_CHECK(parts >= 1 && parts <= PS_MAX_SERVERS, "%d parts", parts);
             tally.accepted++;
         }
     }
     s_report("manifest", &tally, files);
+    free(got);
     json_decref(base_doc);
     free(base.p);
     free(text.p);

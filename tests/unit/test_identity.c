@@ -16,7 +16,7 @@ static ps_identity_t s_id(void)
     ps_job_t job;
     ps_job_defaults(&job);
     ps_identity_t id;
-    ps_identity_init(&id, "job-a", &job, 2, 2);
+    ps_identity_init(&id, "job-a", &job, 2, 2, NULL);
     return id;
 }
 
@@ -48,8 +48,60 @@ START_TEST(the_same_job_and_build_pass)
     Shardps__Register r = s_reg(&id);
     char why[400];
     ck_assert_int_eq(ps_identity_check(&id, &r, why, sizeof why), 0);
-    r.job_id = r.job_hash = (char *)""; /* by hand: not checked on them */
+    r.job_hash = (char *)""; /* by hand: not checked on it */
     ck_assert_int_eq(ps_identity_check(&id, &r, why, sizeof why), 0);
+    r.job_id = (char *)""; /* a named job takes no node that names none */
+    ck_assert_int_eq(ps_identity_check(&id, &r, why, sizeof why), PS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "--job-id job-a"));
+    ps_identity_t anon;
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ps_identity_init(&anon, NULL, &job, 2, 2, NULL); /* started by hand, unnamed */
+    r = s_reg(&anon);
+    r.job_id = r.job_hash = (char *)"";
+    ck_assert_int_eq(ps_identity_check(&anon, &r, why, sizeof why), 0);
+}
+END_TEST
+
+/* A registration of a job with a secret: no proof gets a nonce for this
+ * connection; the right proof passes; a wrong one, one for another
+ * connection, role or job, or a stale nonce, is refused. */
+START_TEST(a_secret_needs_the_proof_for_our_nonce)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ps_secret_t sec, other;
+    ck_assert_int_eq(ps_secret_new(&sec), 0);
+    ck_assert_int_eq(ps_secret_new(&other), 0);
+    ps_identity_t id;
+    ps_identity_init(&id, "job-a", &job, 2, 2, &sec);
+    Shardps__Register r = s_reg(&id);
+    const ps_route_t route = {.id = {1, 2, 3, 4, 5}, .len = 5};
+    const ps_route_t elsewhere = {.id = {1, 2, 3, 4, 6}, .len = 5};
+    uint8_t nonce[PS_IDENTITY_NONCE_LEN], proof[PS_HMAC_LEN];
+    size_t nlen = 0;
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 100.0, nonce, &nlen),
+                     PS_IDENTITY_CHALLENGED);
+    ck_assert_uint_eq(nlen, PS_IDENTITY_NONCE_LEN);
+    r.nonce = (ProtobufCBinaryData){nlen, nonce};
+    r.proof = (ProtobufCBinaryData){sizeof proof, proof};
+    ps_secret_proof(&sec, nonce, nlen, r.role, r.job_id, proof);
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_PROVEN);
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &elsewhere, 101.0, NULL, NULL),
+                     PS_IDENTITY_REFUSED);
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 100.0 + PS_IDENTITY_NONCE_SECONDS + 1,
+                                       NULL, NULL),
+                     PS_IDENTITY_REFUSED);
+    r.role = PS_ROLE_SERVER; /* the proof was a worker's */
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_REFUSED);
+    r.role = PS_ROLE_WORKER;
+    ps_secret_proof(&other, nonce, nlen, r.role, r.job_id, proof);
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_REFUSED);
+    r.proof.len = 0; /* a nonce without a proof */
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_REFUSED);
+    ps_identity_t open;
+    ps_identity_init(&open, "job-a", &job, 2, 2, NULL); /* no secret: open registration */
+    ck_assert_int_eq(ps_identity_prove(&open, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_PROVEN);
 }
 END_TEST
 
@@ -75,12 +127,12 @@ START_TEST(a_scheduler_without_an_id_draws_one)
     ps_job_t job;
     ps_job_defaults(&job);
     ps_identity_t a, b;
-    ps_identity_init(&a, NULL, &job, 1, 1);
-    ps_identity_init(&b, "", &job, 1, 1);
+    ps_identity_init(&a, NULL, &job, 1, 1, NULL);
+    ps_identity_init(&b, "", &job, 1, 1, NULL);
     ck_assert_int_eq(strncmp(a.job_id, "job-", 4), 0);
     ck_assert_int_eq(strncmp(b.job_id, "job-", 4), 0);
     ck_assert_str_eq(a.job_hash, b.job_hash);
-    ps_identity_init(&b, NULL, &job, 1, 2);
+    ps_identity_init(&b, NULL, &job, 1, 2, NULL);
     ck_assert_str_ne(a.job_hash, b.job_hash);
 }
 END_TEST
@@ -90,6 +142,7 @@ int main(void)
     Suite *s = suite_create("identity");
     TCase *tc = tcase_create("identity");
     tcase_add_test(tc, the_same_job_and_build_pass);
+    tcase_add_test(tc, a_secret_needs_the_proof_for_our_nonce);
     tcase_add_test(tc, another_job_configuration_or_build_is_refused_naming_both);
     tcase_add_test(tc, a_scheduler_without_an_id_draws_one);
     suite_add_tcase(s, tc);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/http.h"
 #include "common/metrics.h"
 #include "common/trace.h"
 #include "tests/unit/testutil.h"
@@ -226,6 +227,32 @@ START_TEST(trace_span_records_from_begin_to_end_only_when_tracing)
 }
 END_TEST
 
+static void s_render_nothing(void *arg, ps_text_t *out)
+{
+    (void)arg;
+    (void)out;
+}
+
+START_TEST(metrics_bind_without_a_port_takes_the_default_one)
+{
+    char err[256], bound[64] = "";
+    ck_assert_int_eq(ps_http_check_bind("127.0.0.1", err, sizeof err), 0);
+    ck_assert_int_eq(ps_http_check_bind("localhost:0", err, sizeof err), 0);
+    ck_assert_int_eq(ps_http_check_bind("127.0.0.1:", err, sizeof err), PS_EINVAL);
+    ck_assert_int_eq(ps_http_check_bind(":9470", err, sizeof err), PS_EINVAL);
+    ck_assert_int_eq(ps_http_check_bind("127.0.0.1:65536", err, sizeof err), PS_EINVAL);
+    ps_http_t *h = NULL;
+    int rc = ps_http_new("127.0.0.1", s_render_nothing, NULL, &h, bound, sizeof bound, err,
+                         sizeof err);
+    if (rc == 0) { /* PS_EIO: someone else has the port here; the parse was checked above */
+        ck_assert_str_eq(bound, "127.0.0.1:" PS_HTTP_DEFAULT_PORT_STR);
+    } else {
+        ck_assert_int_eq(rc, PS_EIO);
+    }
+    ps_http_destroy(&h);
+}
+END_TEST
+
 static Suite *s_suite(void)
 {
     Suite *s = suite_create("metrics");
@@ -236,6 +263,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, adds_from_threads_all_count);
     tcase_add_test(tc, trace_keeps_the_newest_spans_of_its_steps_within_budget);
     tcase_add_test(tc, trace_span_records_from_begin_to_end_only_when_tracing);
+    tcase_add_test(tc, metrics_bind_without_a_port_takes_the_default_one);
     suite_add_tcase(s, tc);
     return s;
 }

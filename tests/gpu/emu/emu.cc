@@ -85,6 +85,8 @@ const char *cudaGetErrorString(cudaError_t e) { return e == cudaErrorMemoryAlloc
 cudaError_t cudaGetLastError(void) { cudaError_t e = g_last; g_last = cudaSuccess; return e; }
 cudaError_t cudaGetDeviceCount(int *n) { if (g_nodev) { g_last = cudaErrorNoDevice; return cudaErrorNoDevice; } *n = 1; return cudaSuccess; }
 cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) { if (d != 0) { g_last = cudaErrorInvalidValue; return cudaErrorInvalidValue; } return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) { if (d != 0) return cudaErrorInvalidValue; snprintf(p->name, sizeof p->name, "emulated GPU"); return cudaSuccess; }
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int) { *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0; return cudaSuccess; }
 cudaError_t cudaMalloc(void **p, size_t n) {
     if (n > ((size_t)1 << 40)) { g_last = cudaErrorMemoryAllocation; return cudaErrorMemoryAllocation; }

@@ -25,6 +25,7 @@ typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+typedef struct { char name[256]; } cudaDeviceProp;
 #define cudaStreamNonBlocking 1
 #define cudaEventDisableTiming 2
 const char *cudaGetErrorName(cudaError_t e);
@@ -32,6 +33,8 @@ const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMalloc(void **p, size_t n);
