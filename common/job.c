@@ -2,6 +2,7 @@
 #include "common/job.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -27,6 +28,7 @@ void ps_job_defaults(ps_job_t *job)
     job->epochs = 1;
     job->max_steps = 0;
     job->seed = 1;
+    job->chunk_kib = PS_JOB_CHUNK_KIB_DEFAULT;
 }
 
 int ps_job_parse_mode(const char *text, ps_job_t *job)
@@ -85,6 +87,35 @@ int ps_job_parse_compress(const char *text, ps_job_t *job)
         return 0;
     }
     return PS_EINVAL;
+}
+
+int ps_job_parse_hidden(const char *text, int *widths, int *n)
+{
+    int count = 0;
+    const char *at = text;
+    if (!text || strlen(text) >= PS_JOB_HIDDEN_TEXT) {
+        return PS_EINVAL;
+    }
+    for (;;) {
+        char *end;
+        if (*at < '0' || *at > '9' || count == PS_JOB_MAX_HIDDEN) {
+            return PS_EINVAL;
+        }
+        long v = strtol(at, &end, 10);
+        if (v < 1 || v > PS_JOB_MAX_WIDTH) {
+            return PS_EINVAL;
+        }
+        widths[count++] = (int)v;
+        if (*end == '\0') {
+            break;
+        }
+        if (*end != ',') {
+            return PS_EINVAL;
+        }
+        at = end + 1;
+    }
+    *n = count;
+    return 0;
 }
 
 void ps_job_compress_str(const ps_job_t *job, char *buf, size_t cap)
@@ -167,6 +198,7 @@ void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap)
 
 int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
 {
+    int widths[PS_JOB_MAX_HIDDEN], nwidths;
     if (strcmp(job->model, "mlp") && strcmp(job->model, "cnn")) {
         snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", job->model);
     } else if (job->mode < PS_MODE_SYNC || job->mode > PS_MODE_ALLREDUCE ||
@@ -203,6 +235,15 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
         snprintf(err, errlen, "unknown wire dtype %d", (int)job->wire);
     } else if (!(job->topk >= 0 && job->topk <= PS_JOB_MAX_TOPK)) {
         snprintf(err, errlen, "top-k fraction must be in (0, 1], got %g", job->topk);
+    } else if (job->chunk_kib < PS_JOB_CHUNK_KIB_MIN || job->chunk_kib > PS_JOB_CHUNK_KIB_MAX ||
+               (job->chunk_kib & (job->chunk_kib - 1))) {
+        snprintf(err, errlen, "--chunk-kib %d: expected a power of two in [%d, %d]",
+                 job->chunk_kib, PS_JOB_CHUNK_KIB_MIN, PS_JOB_CHUNK_KIB_MAX);
+    } else if (job->hidden[0] && strcmp(job->model, "mlp") != 0) {
+        snprintf(err, errlen, "--hidden is for the mlp, not %s", job->model);
+    } else if (job->hidden[0] && ps_job_parse_hidden(job->hidden, widths, &nwidths) != 0) {
+        snprintf(err, errlen, "--hidden %s: expected 1 to %d comma-separated widths in [1, %d]",
+                 job->hidden, PS_JOB_MAX_HIDDEN, PS_JOB_MAX_WIDTH);
     } else {
         return 0;
     }
@@ -255,6 +296,9 @@ void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_
     if (job->wire != PS_WIRE_FP32 || job->topk > 0) { /* older jobs keep their hash */
         n += snprintf(text + n, sizeof text - (size_t)n, " wire=%s topk=%a",
                       ps_job_wire_name(job), job->topk);
+    }
+    if (job->hidden[0]) {
+        n += snprintf(text + n, sizeof text - (size_t)n, " hidden=%s", job->hidden);
     }
     uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
     for (int i = 0; i < n && i < (int)sizeof text; i++) {

@@ -55,11 +55,25 @@ typedef enum {
     PS_WIRE_BF16 = 2, /* bfloat16, round-to-nearest-even */
 } ps_wire_kind_t;
 
+/* --hidden: at most this many hidden layers, each 1..PS_JOB_MAX_WIDTH wide,
+ * as text of at most PS_JOB_HIDDEN_TEXT - 1 characters. */
+#define PS_JOB_MAX_HIDDEN 8
+#define PS_JOB_MAX_WIDTH 65536
+#define PS_JOB_HIDDEN_TEXT 64
+
+/* --chunk-kib: pushes travel, and servers apply and answer them, in chunks
+ * of this many KiB of fp32 keys; a power of two, at most a server store's
+ * chunk (1 MiB), so a chunk never crosses one. */
+#define PS_JOB_CHUNK_KIB_MIN 4
+#define PS_JOB_CHUNK_KIB_MAX 1024
+#define PS_JOB_CHUNK_KIB_DEFAULT 64
+
 /* Largest top-k fraction (--compress topk:R, R in (0, 1]). */
 #define PS_JOB_MAX_TOPK 1.0
 
 typedef struct {
     char model[16];      /* "mlp" or "cnn" */
+    char hidden[PS_JOB_HIDDEN_TEXT]; /* mlp's hidden widths "H1,H2,..."; "" = the default */
     ps_mode_t mode;      /* consistency mode, see ps_mode_t */
     int staleness;       /* PS_MODE_SSP: s in ssp:s */
     int backup_k;        /* PS_MODE_BACKUP: k in sync:k/n (n = the number of workers) */
@@ -80,6 +94,8 @@ typedef struct {
     ps_wire_kind_t wire; /* dtype of pushes and pull replies */
     double topk;         /* --compress topk:R: pushes send this fraction of each part's
                             keys (error feedback keeps the rest); 0 = dense */
+    int chunk_kib;       /* --chunk-kib: the pipeline's chunk, KiB of fp32 keys (not in
+                            the job's hash: it moves no value) */
 } ps_job_t;
 
 /* Fills *job with the project defaults. */
@@ -103,6 +119,16 @@ int ps_job_parse_compress(const char *text, ps_job_t *job);
 
 /* Writes the --compress text of job->topk ("none", "topk:0.01") into buf. */
 void ps_job_compress_str(const ps_job_t *job, char *buf, size_t cap);
+
+/* Keys of a pipeline chunk: job->chunk_kib KiB of fp32 keys. */
+static inline uint64_t ps_job_chunk_keys(const ps_job_t *job)
+{
+    return (uint64_t)job->chunk_kib * 1024 / 4;
+}
+
+/* Parses --hidden's "H1,H2,..." (1 to PS_JOB_MAX_HIDDEN widths, each in
+ * [1, PS_JOB_MAX_WIDTH]) into widths[0..*n). Returns 0 or PS_EINVAL. */
+int ps_job_parse_hidden(const char *text, int *widths, int *n);
 
 /* Parses "RANK:FACTOR" (FACTOR >= 1) into the straggler fields. Returns 0 or PS_EINVAL. */
 int ps_job_parse_straggler(const char *text, ps_job_t *job);

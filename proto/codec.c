@@ -144,6 +144,8 @@ void ps_codec_job_to_pb(const ps_job_t *j, ps_job_pb_t *out)
     m->seed = j->seed;
     m->wire = (char *)ps_job_wire_name(j);
     m->topk = j->topk;
+    m->hidden = (char *)j->hidden;
+    m->chunk_kib = (uint32_t)j->chunk_kib;
 }
 
 int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, size_t cap)
@@ -153,10 +155,12 @@ int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, si
         return s_fail(why, cap, "no job configuration");
     }
     if (s_str("job", "model", m->model, sizeof j->model, why, cap) ||
-        s_str("job", "optimizer", m->optimizer, sizeof j->optimizer, why, cap)) {
+        s_str("job", "optimizer", m->optimizer, sizeof j->optimizer, why, cap) ||
+        s_str("job", "hidden", m->hidden, sizeof j->hidden, why, cap)) {
         return PS_EPROTO;
     }
     s_copy(j->model, sizeof j->model, m->model);
+    s_copy(j->hidden, sizeof j->hidden, m->hidden);
     s_copy(j->optimizer, sizeof j->optimizer, m->optimizer);
     if (ps_job_parse_mode(m->mode, j) != 0) {
         return s_fail(why, cap, "job: unknown mode '%.32s'", m->mode);
@@ -168,6 +172,8 @@ int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, si
         return s_fail(why, cap, "job: unknown wire format '%.16s'", m->wire);
     }
     j->topk = m->topk;
+    j->chunk_kib = m->chunk_kib ? (int)(m->chunk_kib < INT32_MAX ? m->chunk_kib : INT32_MAX)
+                                : PS_JOB_CHUNK_KIB_DEFAULT;
     j->schedule.warmup_steps = m->warmup_steps;
     j->straggler_rank = m->straggler_rank;
     j->straggler_factor = m->straggler_factor;

@@ -25,7 +25,9 @@ void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
     f->cfg.peer_timeout = 5.0;
     f->cfg.wait = 120.0;
     ps_job_defaults(&f->cfg.job);
+    f->cfg.placement = "dedicated";
     f->model = "mlp";
+    f->hidden = "";
     f->mode = "sync";
     f->optimizer = "sgd";
     f->wire = "fp32";
@@ -45,9 +47,12 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"servers", PS_FLAG_INT, &c->servers, "S", "number of servers to wait for (0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &c->workers, "M", "number of workers to wait for"},
         {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn"},
+        {"hidden", PS_FLAG_STR, &f->hidden, "H1,H2,...", "mlp: its hidden layers' widths (default 256,128), e.g. 2048,2048"},
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
         {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by 1/sqrt(M)"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
+        {"placement", PS_FLAG_STR, &c->placement, "P", "dedicated (servers on hosts of their own) or colocated (server i on worker i's host, S <= M): recorded in the summary; the simulated cluster places the nodes so"},
+        {"chunk-kib", PS_FLAG_INT, &c->job.chunk_kib, "KIB", "sync and ssp: pushes travel, and servers apply them and answer pulls, in chunks of KIB KiB (a power of two, 4 to 1024), so uplink and downlink work at once"},
         {"wire", PS_FLAG_STR, &f->wire, "DTYPE", "how pushes and pull replies travel: fp32, fp16 or bf16 (servers keep fp32; not with allreduce)"},
         {"compress", PS_FLAG_STR, &f->compress, "C", "pushes: none, or topk:R (send the fraction R of each tensor's largest gradients, tensors of at most R x params keys whole, keep the rest for the next push; not with allreduce)"},
         {"optimizer", PS_FLAG_STR, &f->optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam or adagrad"},
@@ -127,6 +132,11 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
 {
     ps_job_t *job = &f->cfg.job;
     snprintf(job->model, sizeof job->model, "%s", f->model);
+    if (strlen(f->hidden) >= sizeof job->hidden) {
+        snprintf(err, errlen, "--hidden %.32s...: too long", f->hidden);
+        return PS_EINVAL;
+    }
+    snprintf(job->hidden, sizeof job->hidden, "%s", f->hidden);
     snprintf(job->optimizer, sizeof job->optimizer, "%s", f->optimizer);
     job->seed = (uint64_t)(unsigned)f->seed;
     job->max_steps = f->max_steps;
@@ -158,6 +168,13 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     int rc = ps_job_validate_nodes(job, f->cfg.servers, f->cfg.workers, err, errlen);
     if (rc != 0) {
         return rc;
+    }
+    const int colocated = !strcmp(f->cfg.placement, "colocated");
+    if ((!colocated && strcmp(f->cfg.placement, "dedicated")) ||
+        (colocated && f->cfg.servers > f->cfg.workers)) {
+        snprintf(err, errlen, "--placement %.32s: expected dedicated, or colocated with "
+                 "--servers at most --workers", f->cfg.placement);
+        return PS_EINVAL;
     }
     if (s_parse_every(f->checkpoint_every, &f->cfg) != 0) {
         snprintf(err, errlen, "--checkpoint-every %s: expected steps N (0 to %d) or seconds "

@@ -24,12 +24,13 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 37
+#define PS_SCHEDULER_NFLAGS 40
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
     ps_scheduler_config_t cfg; /* cfg.job complete after ps_scheduler_flags_check() */
     const char *model;         /* --model, copied into cfg.job */
+    const char *hidden;        /* --hidden, copied into cfg.job ("" = the default) */
     const char *mode;          /* --mode, parsed into cfg.job */
     const char *secret_file;   /* --secret-file, read into cfg.secret */
     const char *optimizer;     /* --optimizer, copied into cfg.job */

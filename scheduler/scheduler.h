@@ -46,6 +46,9 @@ typedef struct {
                                   registration; unset = registration is open */
     const char *job_id;        /* this job's id, checked at registration; NULL = derive
                                   one from the start time (scheduler/identity.h) */
+    const char *placement;     /* "dedicated" (servers on hosts of their own) or
+                                  "colocated" (server i on worker i's host): recorded in
+                                  the summary; the launchers place the nodes */
     int preflight;             /* every worker probes every server before step 0; an
                                   unreachable pair fails the job (scheduler/preflight.h) */
     const char *advertise;     /* this host's address toward the job's other hosts, for

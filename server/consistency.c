@@ -8,6 +8,7 @@
  * Nothing is allocated per step.
  */
 #include "server/consistency.h"
+#include "server/consistency_impl.h"
 
 #include <assert.h>
 #include <math.h>
@@ -20,49 +21,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/optim.h"
-
-/* One push held for a step: its keys and its gradient, read in place. */
-typedef struct {
-    uint64_t begin, end; /* keys relative to the shard */
-    const void *data;    /* the gradient, any alignment; valid until frame is released */
-    void *frame;         /* the caller's handle on data */
-} ps_part_t;
-
-/* A pull waiting for a newer version; its asker is kept beside, in askers. */
-typedef struct {
-    ps_range_t range;    /* what */
-    int64_t min_version; /* answered once version >= this */
-} ps_pending_t;
-
-struct ps_consistency {
-    ps_consistency_config_t cfg;
-    ps_store_t *store;     /* borrowed */
-    ps_range_t shard;      /* the store's keys */
-    uint64_t n;            /* keys in the shard */
-    int workers;           /* N */
-    unsigned char *live;   /* N: non-zero for the workers steps wait for */
-    int nlive;
-    int64_t *join_at;      /* N: the version from which a joining worker is live; -1 none */
-    int64_t hold;          /* stepped modes: no step >= hold is applied (ps_consistency_hold) */
-    /* Stepped modes collect each step's pushes per worker before applying.
-     * Step t lives in window slot t % window; slot (t, w) below means index
-     * (t % window) * workers + w. */
-    int window;            /* steps collected at once: s+1 under ssp:s, else 1 */
-    size_t nslots;         /* window*workers (1 when not stepped) */
-    ps_part_t *parts;      /* nslots*PS_CONSISTENCY_MAX_PARTS: the pushes held so far */
-    int *nparts;           /* nslots */
-    uint64_t *covered;     /* nslots: keys pushed so far */
-    int64_t *computed_on;  /* nslots: version the gradient was computed on */
-    float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
-    int64_t version;       /* updates applied so far (also Adam's t) */
-    ps_pending_t *pending; /* cap_pending */
-    unsigned char *askers; /* cap_pending blobs of asker_stride bytes, pending's askers */
-    size_t asker_stride;   /* asker_size rounded up to keep each blob aligned */
-    int npending, cap_pending;
-    double step_since;     /* when the step being collected started waiting */
-    double missing_logged; /* when we last logged who it waits for */
-    ps_consistency_stats_t stats;
-};
 
 static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -106,7 +64,7 @@ static float s_async_weight(const ps_consistency_t *c, int64_t tau)
 /* Index of slot (step t, worker w). */
 static size_t s_slot(const ps_consistency_t *c, int64_t t, int w)
 {
-    return (size_t)(t % c->window) * (size_t)c->workers + (size_t)w;
+    return ps_consistency_slot(c, t, w);
 }
 
 /* Non-zero when live worker w has pushed every key of step t. */
@@ -131,6 +89,27 @@ static void s_release_parts(ps_consistency_t *c, size_t k)
     }
     c->nparts[k] = 0;
     c->covered[k] = 0;
+    memset(c->chunk_got + k * c->nchunks, 0, c->nchunks * sizeof *c->chunk_got);
+}
+
+/* Keys [off, off + len) (shard-relative) of chunk ch. */
+static uint64_t s_chunk_len(const ps_consistency_t *c, size_t ch, uint64_t *off)
+{
+    *off = (uint64_t)ch * c->chunk;
+    return c->n - *off < c->chunk ? c->n - *off : c->chunk;
+}
+
+/* Non-zero when the steps apply chunk by chunk: sync and ssp (sync:k/n
+ * picks a step's k workers from whole pushes; async has no steps). */
+static int s_chunked(const ps_consistency_t *c)
+{
+    return c->cfg.job.mode == PS_MODE_SYNC || c->cfg.job.mode == PS_MODE_SSP;
+}
+
+/* The version of shard-relative key `key`'s values. */
+static int64_t s_key_version(const ps_consistency_t *c, uint64_t key)
+{
+    return c->version + (c->ndone && c->done[key / c->chunk]);
 }
 
 /* Acks r at the current version. */
@@ -139,11 +118,11 @@ static void s_ack(ps_consistency_t *c, const ps_request_t *r)
     c->cfg.ops.ack(c->cfg.ops.ctx, r->asker, r->range, c->version);
 }
 
-/* Sends keys part, at the current version, to asker. */
-static void s_send(ps_consistency_t *c, const void *asker, ps_range_t part)
+/* Sends keys part, at version, to asker. */
+static void s_send(ps_consistency_t *c, const void *asker, ps_range_t part, int64_t version)
 {
     c->cfg.ops.reply(c->cfg.ops.ctx, asker, part, ps_store_values(c->store, part.begin),
-                     c->version);
+                     version);
 }
 
 static const void *s_asker(const ps_consistency_t *c, int i)
@@ -155,10 +134,32 @@ static const void *s_asker(const ps_consistency_t *c, int i)
 static void s_answer(ps_consistency_t *c, const void *asker, ps_range_t range)
 {
     c->stats.pulls++;
-    s_send(c, asker, range);
+    s_send(c, asker, range, c->version);
 }
 
-/* Answers and forgets the waiting pulls the current version satisfies,
+/* A pull for version + 1 while the step applies chunk by chunk: sends the
+ * keys from range->begin on as far as their chunks are applied, in key order
+ * (the worker takes each server's parts in key order, so its first layers
+ * come first), and moves range->begin past them. Returns non-zero when
+ * nothing is left. */
+static int s_answer_applied(ps_consistency_t *c, const void *asker, ps_range_t *range)
+{
+    ps_range_t part = {range->begin, range->begin};
+    while (part.end < range->end && s_key_version(c, part.end - c->shard.begin) > c->version) {
+        const uint64_t next = (part.end - c->shard.begin) / c->chunk * c->chunk + c->chunk;
+        part.end = c->shard.begin + next < range->end ? c->shard.begin + next : range->end;
+    }
+    if (part.end == part.begin) {
+        return 0;
+    }
+    s_send(c, asker, part, c->version + 1);
+    range->begin = part.end;
+    c->stats.pulls += range->begin == range->end;
+    return range->begin == range->end;
+}
+
+/* Answers and forgets the waiting pulls the current version satisfies, and
+ * sends the applied chunks of those waiting for the step being applied,
  * keeping the others in order. */
 static void s_answer_pulls(ps_consistency_t *c)
 {
@@ -167,6 +168,10 @@ static void s_answer_pulls(ps_consistency_t *c)
     for (int i = 0; i < c->npending; i++) {
         if (ready && c->version >= c->pending[i].min_version) {
             s_answer(c, s_asker(c, i), c->pending[i].range);
+            continue;
+        }
+        if (ready && c->ndone && c->pending[i].min_version == c->version + 1 &&
+            s_answer_applied(c, s_asker(c, i), &c->pending[i].range)) {
             continue;
         }
         if (kept != i) {
@@ -202,19 +207,19 @@ static const float *s_lone_push(const ps_consistency_t *c, int64_t t, int first)
 
 /*
  * The gradient sum of keys [off, off + len) (shard-relative) of step t,
- * into scratch[0, len): every complete worker's pushes, in worker-rank order
- * from the first complete one, each weighted by s_stale_weight(), read in
- * place from the held parts. Summed one range (a chunk) at a time just
- * before its update, into the same scratch each time, so the sum is still in
- * cache when the optimizer reads it; per key the same additions in the same
- * order as a sum of the whole shard. Returns scratch.
+ * into scratch[0, len): the pushes of every worker in c->with, in
+ * worker-rank order from the first of them (`first`), each weighted by
+ * s_stale_weight(), read in place from the held parts. Summed one range (a
+ * chunk) at a time just before its update, into the same scratch each time,
+ * so the sum is still in cache when the optimizer reads it; per key the same
+ * additions in the same order as a sum of the whole shard. Returns scratch.
  */
 static const float *s_sum_range(ps_consistency_t *c, int64_t t, int first, uint64_t off,
                                 uint64_t len)
 {
     const uint64_t end = off + len;
     for (int w = first; w < c->workers; w++) {
-        if (!s_complete(c, t, w)) {
+        if (!c->with[w]) {
             continue;
         }
         size_t k = s_slot(c, t, w);
@@ -288,15 +293,125 @@ static void s_undone(ps_consistency_t *c, int chunks, int64_t t)
     }
 }
 
+/* Step t (= version) is applied whole: the version moves on, its held
+ * pushes go, and the pulls it satisfies are answered. */
+static void s_end_step(ps_consistency_t *c, int64_t t)
+{
+    c->version = t + 1;
+    memset(c->done, 0, c->nchunks);
+    c->ndone = 0;
+    for (int w = 0; w < c->workers; w++) {
+        size_t k = s_slot(c, t, w);
+        if (s_complete(c, t, w)) {
+            ps_hist_add(&c->stats.staleness, t - c->computed_on[k]);
+        } else if (c->covered[k]) {
+            c->stats.dropped++; /* a late worker's partial push: its step is over */
+        }
+        s_release_parts(c, k);
+    }
+    c->step_since = ps_now();
+    s_answer_pulls(c);
+    s_live_joins(c);
+    if (c->cfg.ops.stepped) {
+        c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
+    }
+}
+
+/* Chunk ch of step t's sum is in: every live worker pushed its keys. */
+static int s_chunk_in(const ps_consistency_t *c, int64_t t, size_t ch, uint64_t len)
+{
+    for (int w = 0; w < c->workers; w++) {
+        if (c->live[w] && c->chunk_got[s_slot(c, t, w) * c->nchunks + ch] != len) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The gradient of chunk [off, off + len) of step t when one worker's push
+ * holds all of it, aligned and unweighted: used in place, with no pass. */
+static const float *s_lone_chunk(const ps_consistency_t *c, int64_t t, int w, uint64_t off,
+                                 uint64_t len)
+{
+    const size_t k = s_slot(c, t, w);
+    const ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
+    if (s_stale_weight(c, t - c->computed_on[k]) != 1.0f) {
+        return NULL;
+    }
+    for (int i = 0; i < c->nparts[k]; i++) {
+        const unsigned char *d = parts[i].data;
+        if (parts[i].begin <= off && off + len <= parts[i].end &&
+            (uintptr_t)d % sizeof(float) == 0) {
+            return (const float *)(d + (off - parts[i].begin) * sizeof(float));
+        }
+    }
+    return NULL;
+}
+
+/*
+ * sync and ssp: applies, of the step being collected (and the ones after it,
+ * in order), each chunk that every live worker has pushed whole, as it comes
+ * in, and sends the pulls its values. Per key the arithmetic is that of a
+ * whole step: the live workers' gradients summed in worker-rank order, their
+ * mean applied with the step's lr and Adam t. A step's chunks are summed
+ * over the workers live at its first chunk; a worker lost in the middle of
+ * a step leaves its other chunks to the others.
+ */
+static void s_try_apply_chunks(ps_consistency_t *c)
+{
+    while (c->version < c->hold && c->nlive > 0) {
+        const int64_t t = c->version;
+        int first = -1, count = 0;
+        for (int w = 0; w < c->workers; w++) {
+            if (!c->ndone) {
+                c->with[w] = c->live[w];
+            }
+            c->with[w] &= c->live[w];
+            first = first < 0 && c->with[w] ? w : first;
+            count += c->with[w];
+        }
+        if (count == 0) {
+            return;
+        }
+        const float lr = s_lr(c, t), scale = 1.0f / (float)count;
+        int applied = 0;
+        for (size_t ch = 0; ch < c->nchunks; ch++) {
+            uint64_t off, len = s_chunk_len(c, ch, &off);
+            if (c->done[ch] || !s_chunk_in(c, t, ch, len)) {
+                continue;
+            }
+            const float *lone = count == 1 ? s_lone_chunk(c, t, first, off, len) : NULL;
+            ps_range_t r = {c->shard.begin + off, c->shard.begin + off + len};
+            const float *g = lone ? lone : s_sum_range(c, t, first, off, len);
+            s_undone(c, ps_store_step(c->store, r, g, lr, scale, t + 1), t);
+            c->done[ch] = 1;
+            c->ndone++;
+            applied = 1;
+        }
+        if (c->ndone == c->nchunks) {
+            c->stats.steps_fewer += c->nlive < c->workers;
+            s_end_step(c, t);
+            continue;
+        }
+        if (applied) {
+            s_answer_pulls(c);
+        }
+        return;
+    }
+}
+
 /*
  * Stepped modes: applies every step that has collected enough pushes, in
- * order. sync and ssp need every live worker; sync:k/n needs k of them. The
- * gradients are summed in worker-rank order, so the result does not depend
- * on arrival order. The update goes chunk by chunk, each chunk's part of the
- * satisfied pulls sent as soon as it is updated.
+ * order. sync and ssp need every live worker (chunk by chunk, above);
+ * sync:k/n needs k of them. The gradients are summed in worker-rank order,
+ * so the result does not depend on arrival order.
  */
 static void s_try_apply(ps_consistency_t *c)
 {
+    if (s_chunked(c)) {
+        s_try_apply_chunks(c);
+        return;
+    }
     const ps_job_t *j = &c->cfg.job;
     for (;;) {
         int need = j->mode == PS_MODE_BACKUP && j->backup_k < c->nlive ? j->backup_k : c->nlive;
@@ -316,6 +431,9 @@ static void s_try_apply(ps_consistency_t *c)
         }
         const int64_t t = c->version;
         c->stats.steps_fewer += c->nlive < c->workers;
+        for (int w = 0; w < c->workers; w++) {
+            c->with[w] = (unsigned char)s_complete(c, t, w);
+        }
         const float *lone = s_lone_push(c, t, first);
         const float lr = s_lr(c, t), scale = 1.0f / (float)complete;
         c->version = t + 1; /* what the values sent below carry; Adam's t */
@@ -326,21 +444,7 @@ static void s_try_apply(ps_consistency_t *c)
             const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
             s_undone(c, ps_store_step(c->store, chunk, sum, lr, scale, c->version), t);
         }
-        for (int w = 0; w < c->workers; w++) {
-            size_t k = s_slot(c, t, w);
-            if (s_complete(c, t, w)) {
-                ps_hist_add(&c->stats.staleness, t - c->computed_on[k]);
-            } else if (c->covered[k]) {
-                c->stats.dropped++; /* a late worker's partial push: its step is over */
-            }
-            s_release_parts(c, k);
-        }
-        c->step_since = ps_now();
-        s_answer_pulls(c);
-        s_live_joins(c);
-        if (c->cfg.ops.stepped) {
-            c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
-        }
+        s_end_step(c, t);
     }
 }
 
@@ -372,10 +476,18 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->covered = calloc(c->nslots, sizeof *c->covered);
     c->computed_on = calloc(c->nslots, sizeof *c->computed_on);
     c->scratch = calloc(c->n ? c->n : 1, sizeof(float));
+    c->chunk = ps_job_chunk_keys(&cfg->job);
+    c->chunk = c->chunk && c->chunk <= PS_CONSISTENCY_REPLY_KEYS ? c->chunk
+                                                                  : PS_CONSISTENCY_REPLY_KEYS;
+    c->nchunks = (size_t)((c->n + c->chunk - 1) / c->chunk);
+    c->chunk_got = calloc(c->nslots * (c->nchunks ? c->nchunks : 1), sizeof *c->chunk_got);
+    c->done = calloc(c->nchunks ? c->nchunks : 1, 1);
+    c->with = calloc((size_t)c->workers, 1);
     c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
     c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
     if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered ||
-        !c->computed_on || !c->scratch || !c->pending || !c->askers) {
+        !c->computed_on || !c->scratch || !c->pending || !c->askers || !c->chunk_got ||
+        !c->done || !c->with) {
         ps_consistency_destroy(&c);
         return PS_ENOMEM;
     }
@@ -395,7 +507,7 @@ void ps_consistency_destroy(ps_consistency_t **cp)
     if (!c) {
         return;
     }
-    for (size_t k = 0; c->nparts && k < c->nslots; k++) {
+    for (size_t k = 0; c->nparts && c->chunk_got && k < c->nslots; k++) {
         s_release_parts(c, k);
     }
     free(c->live);
@@ -404,6 +516,9 @@ void ps_consistency_destroy(ps_consistency_t **cp)
     free(c->nparts);
     free(c->covered);
     free(c->computed_on);
+    free(c->chunk_got);
+    free(c->done);
+    free(c->with);
     free(c->scratch);
     free(c->pending);
     free(c->askers);
@@ -477,6 +592,12 @@ static int s_add_part(ps_consistency_t *c, size_t k, uint64_t begin, uint64_t en
     }
     parts[c->nparts[k]++] = (ps_part_t){begin, end, r->data, r->frame};
     c->covered[k] += end - begin;
+    for (uint64_t at = begin; at < end;) {
+        const uint64_t ch = at / c->chunk, ce = (ch + 1) * c->chunk;
+        const uint64_t e = end < ce ? end : ce;
+        c->chunk_got[k * c->nchunks + ch] += (uint32_t)(e - at);
+        at = e;
+    }
     return 0;
 }
 
@@ -565,78 +686,23 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
 
 int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
-    if (ps_store_initialized(c->store) && c->version >= r->step) {
+    const int ready = ps_store_initialized(c->store);
+    if (ready && c->version >= r->step) {
         s_answer(c, r->asker, r->range);
+        return 0;
+    }
+    ps_range_t left = r->range; /* what the chunks applied so far do not answer */
+    if (ready && c->ndone && r->step == c->version + 1 &&
+        s_answer_applied(c, r->asker, &left)) {
         return 0;
     }
     if (c->npending == c->cap_pending) {
         return s_refuse(why, cap, PS_ENOMEM, "too many pulls waiting (%d)", c->cap_pending);
     }
-    c->pending[c->npending] = (ps_pending_t){r->range, r->step};
+    c->pending[c->npending] = (ps_pending_t){left, r->step};
     memcpy(c->askers + (size_t)c->npending * c->asker_stride, r->asker, c->cfg.asker_size);
     c->npending++;
     return 0;
-}
-
-void ps_consistency_tick(ps_consistency_t *c)
-{
-    double now = ps_now(), waited = now - c->step_since, every = c->cfg.report_missing;
-    if (!ps_job_is_stepped(&c->cfg.job) || !ps_store_initialized(c->store) || c->n == 0 ||
-        waited < every || now - c->missing_logged < every) {
-        return;
-    }
-    char who[256] = "";
-    size_t at = 0;
-    int any = 0, more = 0;
-    for (int w = 0; w < c->workers; w++) {
-        uint64_t got = c->covered[s_slot(c, c->version, w)];
-        any |= got != 0;
-        if (c->live[w] && got != c->n) {
-            char one[64];
-            snprintf(one, sizeof one, " W%d (%llu of %llu keys)", w, (unsigned long long)got,
-                     (unsigned long long)c->n);
-            at += ps_log_list_add(who, sizeof who, at, one, &more);
-        }
-    }
-    ps_log_list_end(who, sizeof who, at, more);
-    if (any) { /* someone pushed and waits on the others */
-        ps_log_warn("step %lld of keys [%llu, %llu) has waited %.1f s for:%s",
-                    (long long)c->version, (unsigned long long)c->shard.begin,
-                    (unsigned long long)c->shard.end, waited, who);
-        c->missing_logged = now;
-    }
-}
-
-int ps_consistency_missing(const ps_consistency_t *c, int *ranks, int cap, double *waited)
-{
-    *waited = 0;
-    if (!ps_job_is_stepped(&c->cfg.job) || !ps_store_initialized(c->store) || c->n == 0) {
-        return 0;
-    }
-    int any = 0, n = 0;
-    for (int w = 0; w < c->workers; w++) {
-        any |= c->covered[s_slot(c, c->version, w)] != 0;
-    }
-    for (int w = 0; any && w < c->workers; w++) {
-        if (c->live[w] && c->covered[s_slot(c, c->version, w)] != c->n) {
-            if (n < cap) {
-                ranks[n] = w;
-            }
-            n++;
-        }
-    }
-    *waited = n ? ps_now() - c->step_since : 0;
-    return n;
-}
-
-int ps_consistency_pending_pulls(const ps_consistency_t *c)
-{
-    return c->npending;
-}
-
-int ps_consistency_max_held(const ps_consistency_t *c)
-{
-    return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS;
 }
 
 int64_t ps_consistency_hold(ps_consistency_t *c)
@@ -682,6 +748,8 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
     }
     c->npending = 0; /* their askers roll back too and ask again */
     c->version = version;
+    memset(c->done, 0, c->nchunks);
+    c->ndone = 0;
     c->step_since = ps_now();
     /* A step agreement under way is abandoned (the scheduler starts it
      * again), and a worker joining at a later step rolls back with the
@@ -692,14 +760,4 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
     }
     s_live_joins(c);
     return 0;
-}
-
-int64_t ps_consistency_version(const ps_consistency_t *c)
-{
-    return c->version;
-}
-
-const ps_consistency_stats_t *ps_consistency_stats(const ps_consistency_t *c)
-{
-    return &c->stats;
 }

@@ -43,8 +43,9 @@ extern "C" {
 #endif
 
 /* Most separate pushes that may make up one worker's share of a step (one per
- * tensor when gradients are pushed layer by layer). */
-enum { PS_CONSISTENCY_MAX_PARTS = 64 };
+ * chunk, and per tensor when gradients are pushed layer by layer: a worker
+ * sends at most 128 chunk messages per push request). */
+enum { PS_CONSISTENCY_MAX_PARTS = 256 };
 
 /* Keys per chunk of a step's update (and per buffer of a reply's copy): the
  * store's chunks. A pull is answered with one reply call for its whole range

@@ -46,6 +46,7 @@ struct ps_reply {
     ps_sent_t *sent;           /* per worker: the hint of its replies' release */
     uint64_t refused;          /* parts refused: the worker held its share unread */
     uint64_t errors;           /* requests refused (ps_reply_error) */
+    uint32_t credits;          /* chunk pushes each worker may have in flight to us */
 };
 
 uint64_t ps_reply_parts(ps_range_t shard)
@@ -61,7 +62,15 @@ int ps_reply_new(ps_reply_t **out, const ps_reply_config_t *cfg)
         return PS_ENOMEM;
     }
     r->cfg = *cfg;
-    r->defer_cap = (int)(PS_REPLY_REQUESTS_IN_FLIGHT * ps_reply_parts(cfg->shard));
+    /* a pull answered chunk by chunk as its step applies: a part per chunk */
+    const uint64_t chunk = cfg->chunk && cfg->chunk < PS_CONSISTENCY_REPLY_KEYS
+                               ? cfg->chunk : PS_CONSISTENCY_REPLY_KEYS;
+    const uint64_t parts = (ps_range_len(cfg->shard) + chunk - 1) / chunk;
+    r->defer_cap = (int)(PS_REPLY_REQUESTS_IN_FLIGHT * (parts ? parts : 1));
+    /* every worker's window together: PS_REPLY_CREDIT_BYTES of pushes queued
+     * toward our link at most, at least one chunk each */
+    const uint64_t each = PS_REPLY_CREDIT_BYTES / (chunk * sizeof(float) * (uint64_t)cfg->workers);
+    r->credits = each > 0 ? (uint32_t)each : 1;
     r->deferred = calloc((size_t)cfg->workers, sizeof *r->deferred);
     r->sent = calloc((size_t)cfg->workers, sizeof *r->sent);
     int rc = ps_reply_pool_new(&r->pool, ps_range_len(cfg->shard), PS_CONSISTENCY_REPLY_KEYS,
@@ -310,7 +319,8 @@ void ps_reply_ack(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64
     }
     const ps_msg_type_t type = to->type == PS_MSG_INIT ? PS_MSG_INIT_ACK : PS_MSG_PUSH_ACK;
     ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_REPLY, to->step, to->worker);
-    const Shardps__Header h = s_header(r, to, type, keys, version);
+    Shardps__Header h = s_header(r, to, type, keys, version);
+    h.credits = type == PS_MSG_PUSH_ACK ? r->credits : 0;
     ps_server_obs_reply(r->cfg.obs, to->worker, 0);
     int rc = ps_msg_send(r->sock, &to->route, h, NULL, 0, 0);
     if (rc != 0) {

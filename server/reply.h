@@ -55,9 +55,17 @@ typedef struct {
     ps_store_t *store;         /* borrowed: the values sent; must outlive the reply */
     ps_ratelog_t *rejections;  /* borrowed: the log line of a refused part */
     ps_server_obs_t *obs;      /* borrowed: each reply's bytes; NULL: not counted */
+    uint64_t chunk;            /* keys of the consistency's chunks: a pull may be
+                                  answered in a part per chunk (0: per store chunk) */
 } ps_reply_config_t;
 
 typedef struct ps_reply ps_reply_t;
+
+/* Chunk pushes of all workers together that a server lets be in flight
+ * toward it (its credits, in each PUSH_ACK): about what a link's queue holds
+ * (half a MiB: 40 ms at 100 Mbit/s), so pushes from many workers at once do
+ * not overflow it, and enough to keep the link busy. */
+enum { PS_REPLY_CREDIT_BYTES = 512 * 1024 };
 
 /* Requests one worker may have in flight (its client's slots, PS_KV_SLOTS):
  * as many pulls' worth of its parts may wait before one is refused. */

@@ -333,8 +333,9 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     const uint32_t reply_dtype = ps_wire_dtype(&v->job);
     s->push_dtype = v->job.topk > 0 ? ps_wire_sparse_of(reply_dtype) : reply_dtype;
     const int sync = v->job.mode == PS_MODE_SYNC;
-    const ps_reply_config_t rcfg = {s->shard, s->workers, s->rank,       !sync,
-                                    reply_dtype, s->store, s->rejections, s->obs};
+    const ps_reply_config_t rcfg = {s->shard,     s->workers,    s->rank,
+                                    !sync,        reply_dtype,   s->store,
+                                    s->rejections, s->obs,       ps_job_chunk_keys(&v->job)};
     rc = rc ? rc : ps_reply_new(&s->reply, &rcfg);
     /* A spare per chunk and per reply that may be out: an update of values
      * replies still hold always finds a buffer (server/store.h). Outside

@@ -70,12 +70,13 @@ int ps_worker_evaluate(const ps_worker_config_t *cfg)
     const ps_kernels_t *k = NULL;
     char err[512] = "", device[256];
     const char *name = NULL;
+    char hidden[PS_JOB_HIDDEN_TEXT];
     int correct = 0, rc;
     float loss = 0;
     if ((rc = ps_safetensors_read(cfg->evaluate, &st, err, sizeof err)) != 0) {
         goto done;
     }
-    if (!(name = ps_model_name_of(st))) {
+    if (!(name = ps_model_name_of(st, hidden, sizeof hidden))) {
         snprintf(err, sizeof err, "%s: its tensors are not those of any model we know",
                  cfg->evaluate);
         rc = PS_EINVAL;
@@ -86,7 +87,7 @@ int ps_worker_evaluate(const ps_worker_config_t *cfg)
         goto done;
     }
     ps_kernels_set_threads(cfg->threads);
-    if ((rc = ps_model_new(name, k, 256, &model)) != 0) {
+    if ((rc = ps_model_new(name, hidden, k, 256, &model)) != 0) {
         snprintf(err, sizeof err, "cannot build model %s: %s", name, ps_strerror(rc));
         goto done;
     }

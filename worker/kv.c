@@ -29,11 +29,14 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/wire.h"
+#include "worker/kv_lanes.h"
 #include "worker/kv_slots.h"
 
 /* How often the ticker looks at the sockets while nobody waits; also the
  * longest a waiter polls before it checks heartbeats and the job's state. */
 enum { KV_TICK_MS = 50 };
+
+enum { KV_PIECES = 128 }; /* most chunk messages of one push to a server */
 
 /* A push-pull's pull: where its values go, the version they need, and
  * where its pushed keys end. */
@@ -63,6 +66,7 @@ struct ps_kv {
     ps_pollitem_t *items; /* the link, then every server */
     int64_t *versions;   /* last version served by each server */
     ps_kv_slots_t *slots;
+    ps_kv_lanes_t *lanes; /* per server: pushes in flight against its credits */
     atomic_int fatal;    /* 0, or why the job is gone; read without mu */
     char fatal_why[256]; /* its reason: written once, before fatal is set */
     int stop;            /* destroy() asks the ticker to end */
@@ -175,7 +179,7 @@ static void s_encode_push(ps_kv_t *kv, Shardps__Header *h, ps_frame_t *f, ps_ran
 /* Sends slot idx's message of `type` for keys `part` to server i: a push's
  * gradient comes from the slot's buffer, a pull asks for the slot's min
  * version (a push-pull's pull_version). Caller holds mu. */
-static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t part)
+static void s_put(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t part)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
     const int push = type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
@@ -206,9 +210,48 @@ static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_rang
     }
 }
 
+/* Sends now what server i's lane admits, else queues it (kv_lanes.h). */
+static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t part)
+{
+    if (ps_kv_lanes_admit(kv->lanes, i, type)) {
+        s_put(kv, idx, i, type, part);
+        return;
+    }
+    const ps_kv_out_t o = {idx, ps_kv_slots_id(kv->slots, idx), type, part};
+    ps_kv_lanes_queue(kv->lanes, i, &o);
+}
+
+/* Sends what server i's credits let go; drops what belongs to a request
+ * that is over (failed, or its slot reused). Caller holds mu. */
+static void s_flush(ps_kv_t *kv, int i)
+{
+    ps_kv_out_t o;
+    while (ps_kv_lanes_next(kv->lanes, i, &o)) {
+        if (ps_kv_slots_get(kv->slots, o.idx)->state != PS_KV_SENT ||
+            ps_kv_slots_id(kv->slots, o.idx) != o.id) {
+            if (o.type == PS_MSG_PUSH) {
+                ps_kv_lanes_answered(kv->lanes, i, 0); /* its credit back */
+            }
+            continue;
+        }
+        s_put(kv, o.idx, i, o.type, o.part);
+    }
+}
+
+/* Pushes keys part to server i, a message per chunk (ps_kv_slots_set_chunk),
+ * each applied by the server once every worker's is in. Caller holds mu. */
+static void s_send_pushes(ps_kv_t *kv, int idx, int i, ps_range_t part)
+{
+    for (uint64_t at = part.begin; at < part.end;) {
+        const uint64_t end = ps_kv_slots_piece_end(kv->slots, i, at, part.end);
+        s_send_part(kv, idx, i, PS_MSG_PUSH, (ps_range_t){at, end});
+        at = end;
+    }
+}
+
 /* Sends a data request: one message per server holding part of its keys (a
- * push-pull: to a server whose keys it pushes in part, a push and a pull).
- * Caller holds mu. */
+ * push: one per chunk; a push-pull: to a server whose keys it pushes in part
+ * or in several chunks, the pushes and a pull). Caller holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
@@ -217,17 +260,17 @@ static void s_send_request(ps_kv_t *kv, int idx)
         if (!ps_range_intersect(sl->range, srv, &part)) {
             continue;
         }
-        switch (sl->type == PS_KV_PUSH_PULL ? ps_kv_slots_push_part(sl, part, &pushed)
+        switch (sl->type == PS_KV_PUSH_PULL ? ps_kv_slots_plan(kv->slots, idx, i, part, &pushed)
                                             : sl->type) {
         case PS_KV_PUSH_PULL:
             s_send_part(kv, idx, i, PS_MSG_PUSH_PULL, part);
             break;
         case PS_KV_PUSH:
-            if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part */
-                s_send_part(kv, idx, i, PS_MSG_PUSH, pushed);
+            if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part, or in chunks */
+                s_send_pushes(kv, idx, i, pushed);
                 s_send_part(kv, idx, i, PS_MSG_PULL, part);
             } else {
-                s_send_part(kv, idx, i, PS_MSG_PUSH, part);
+                s_send_pushes(kv, idx, i, part);
             }
             break;
         case PS_KV_PULL:
@@ -254,6 +297,10 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
         frames[k].data = ps_msg_frame(m, k, &frames[k].len);
     }
     uint64_t pulled = 0;
+    if (m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_ERROR) {
+        ps_kv_lanes_answered(kv->lanes, p->server, m->hdr.credits);
+        s_flush(kv, p->server);
+    }
     if (ps_kv_slots_on_reply(kv->slots, p->server, &m->hdr, frames, m->nframes, &pulled) != 0) {
         ps_log_warn("dropped a stray %s from S%d", ps_codec_type_name(m->hdr.type), p->server);
     } else if (pulled) {
@@ -318,6 +365,7 @@ static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
     for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
         ps_kv_slots_complete(kv->slots, idx, PS_EAGAIN, "rolled back: a lost server was replaced");
     }
+    ps_kv_lanes_reset(kv->lanes);
     kv->generation = v->generation;
     ps_link_set_generation(kv->link, v->generation);
     kv->rollback = 1;
@@ -645,6 +693,7 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     kv->items = calloc(ns + 1, sizeof *kv->items);
     kv->versions = calloc(ns, sizeof *kv->versions);
     int rc = ps_kv_slots_new(ranges, n, &kv->slots);
+    rc = rc ? rc : ps_kv_lanes_new(n, PS_KV_SLOTS * 4 + KV_PIECES + 1, &kv->lanes);
     uint64_t widest = 0;
     for (int i = 0; i < n; i++) {
         widest = ps_range_len(ranges[i]) > widest ? ps_range_len(ranges[i]) : widest;
@@ -653,6 +702,11 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
         snprintf(err, errlen, "--compress topk needs shards under 2^32 keys: use more servers");
         ps_kv_destroy(&kv);
         return PS_EINVAL;
+    }
+    /* sync and ssp (async, sync:k/n count pushes), dense (top-k: per piece) */
+    if (rc == 0 && (view->job.mode == PS_MODE_SYNC || view->job.mode == PS_MODE_SSP) &&
+        kv->topk == 0) {
+        ps_kv_slots_set_chunk(kv->slots, ps_job_chunk_keys(&view->job), KV_PIECES);
     }
     int wire_ok = 1;
     if (kv->dtype != PS_DTYPE_F32 || kv->topk > 0) {
@@ -731,6 +785,7 @@ void ps_kv_destroy(ps_kv_t **kvp)
     }
     pthread_mutex_destroy(&kv->mu);
     ps_kv_slots_destroy(&kv->slots);
+    ps_kv_lanes_destroy(&kv->lanes);
     free(kv->servers);
     free(kv->peers);
     free(kv->items);

@@ -15,8 +15,10 @@ struct ps_kv_slots {
     int n;               /* servers */
     ps_range_t *servers; /* n: each server's keys */
     uint64_t *next_key;  /* PS_KV_SLOTS*n: next key server i's pull reply must start at */
-    unsigned char *ack_due; /* PS_KV_SLOTS*n: a push-pull's separate push to server i
-                               waits for its ack */
+    uint32_t *ack_due;   /* PS_KV_SLOTS*n: acks a push-pull's separate pushes to server i
+                            still wait for */
+    uint64_t chunk;      /* keys per push message, aligned to each server's first key;
+                            0 = one message per server */
 };
 
 int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
@@ -31,7 +33,7 @@ int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
         t->n = n;
         t->servers = calloc(ns, sizeof *t->servers);
         t->next_key = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->next_key);
-        t->ack_due = calloc((size_t)PS_KV_SLOTS * ns, 1);
+        t->ack_due = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->ack_due);
     }
     if (!t || !t->servers || !t->next_key || !t->ack_due) {
         ps_kv_slots_destroy(&t);
@@ -54,6 +56,37 @@ void ps_kv_slots_destroy(ps_kv_slots_t **tp)
         free(t);
         *tp = NULL;
     }
+}
+
+void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most)
+{
+    uint64_t widest = 0;
+    for (int i = 0; i < t->n; i++) {
+        const uint64_t len = ps_range_len(t->servers[i]);
+        widest = len > widest ? len : widest;
+    }
+    const uint64_t per = keys && most ? (widest + keys * most - 1) / (keys * most) : 1;
+    t->chunk = keys * (per ? per : 1);
+}
+
+uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int i, uint64_t at, uint64_t end)
+{
+    if (!t->chunk) {
+        return end;
+    }
+    const uint64_t base = t->servers[i].begin;
+    const uint64_t next = base + ((at - base) / t->chunk + 1) * t->chunk;
+    return next < end ? next : end;
+}
+
+/* Push messages a push of keys part (inside server i's) takes. */
+static uint64_t s_pieces(const ps_kv_slots_t *t, int i, ps_range_t part)
+{
+    uint64_t n = 0;
+    for (uint64_t at = part.begin; at < part.end; n++) {
+        at = ps_kv_slots_piece_end(t, i, at, part.end);
+    }
+    return n;
 }
 
 /* Marks `amount` of a slot answered (acks, or keys of a pull); completes it
@@ -92,7 +125,7 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
         for (int i = 0; i < t->n; i++) {
             ps_range_t part;
             if (ps_range_intersect(range, t->servers[i], &part)) {
-                parts++;
+                parts += type == PS_KV_PUSH ? s_pieces(t, i, part) : 1;
                 t->next_key[(size_t)idx * (size_t)t->n + (size_t)i] = part.begin;
             }
         }
@@ -131,12 +164,23 @@ int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push
     sl->pull_version = pull_version;
     for (int i = 0; i < t->n; i++) {
         ps_range_t part, pushed;
-        unsigned char *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
+        uint32_t *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
         *due = ps_range_intersect(range, t->servers[i], &part) &&
-               ps_kv_slots_push_part(sl, part, &pushed) == PS_KV_PUSH;
+                       ps_kv_slots_plan(t, idx, i, part, &pushed) == PS_KV_PUSH
+                   ? (uint32_t)s_pieces(t, i, pushed)
+                   : 0;
         sl->left += *due;
     }
     return idx;
+}
+
+ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t pull_part,
+                             ps_range_t *push_part)
+{
+    const ps_kv_req_t what = ps_kv_slots_push_part(&t->slots[idx], pull_part, push_part);
+    /* keys of more than one chunk go as pushes, each sent once it is framed,
+     * the pull behind them */
+    return what == PS_KV_PUSH_PULL && s_pieces(t, i, *push_part) > 1 ? PS_KV_PUSH : what;
 }
 
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx)
@@ -230,7 +274,7 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const Shardps__Header *h, cons
         s_part_done(sl, 0, "", 1);
     } else if (h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH_PULL &&
                t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i]) {
-        t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i] = 0; /* its separate push */
+        t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i]--; /* one of its separate pushes */
         s_part_done(sl, 0, "", 1);
     } else {
         snprintf(why, sizeof why, "S%d answered with an unexpected %s", i,

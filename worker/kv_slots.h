@@ -76,7 +76,8 @@ void ps_kv_slots_destroy(ps_kv_slots_t **t);
 
 /*
  * Takes a free slot for a request and marks it sent, expecting its answers:
- * data requests one per server holding part of range (a pull: every key),
+ * data requests one per server holding part of range (a push: one per chunk
+ * message, ps_kv_slots_set_chunk; a pull: every key),
  * scheduler requests one. A data request that touches no server is done at
  * once. buf is borrowed until the slot is released. Returns the slot index
  * (the handle), or PS_ENOMEM when every slot is in use.
@@ -100,6 +101,25 @@ int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push
  * PS_KV_PUSH (some: a push of push_part, then a pull), PS_KV_PULL (none). */
 ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
                                   ps_range_t *push_part);
+
+/* Pushes go in messages of at most `keys` keys, cut at multiples of keys
+ * from each server's first key (the chunks the servers apply one by one),
+ * at most `most` messages per server and push (0: no bound): a wider shard
+ * gets chunks of a multiple of keys, so a step's share fits the server's
+ * parts. keys 0 (the default): one message per server. Set before any
+ * request. */
+void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
+
+/* Where the push message to server i that starts at key `at` ends: the
+ * next chunk boundary, or end. */
+uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int i, uint64_t at, uint64_t end);
+
+/* As ps_kv_slots_push_part() for the push-pull at idx with server i, but
+ * keys of more than one chunk are pushed (PS_KV_PUSH: pushes of push_part,
+ * chunk by chunk, then a pull of pull_part) rather than sent as one
+ * push-pull. What worker/kv.c sends. */
+ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t pull_part,
+                             ps_range_t *push_part);
 
 /* The slot at idx (0 <= idx < PS_KV_SLOTS); borrowed, valid as the table. */
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx);

@@ -533,7 +533,7 @@ static int s_build_model(ps_worker_t *w)
 {
     const ps_job_t *j = &w->job;
     int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
-    int rc = ps_model_new(j->model, w->kernels, max_batch, &w->model);
+    int rc = ps_model_new(j->model, j->hidden, w->kernels, max_batch, &w->model);
     if (rc != 0) {
         snprintf(w->err, sizeof w->err, "cannot build model %s: %s", j->model, ps_strerror(rc));
         return rc;

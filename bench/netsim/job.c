@@ -52,6 +52,66 @@ static char **s_env(char vars[3][96])
     return env;
 }
 
+/* The network's role index of the job's role i: the network's servers come
+ * first, however many this job has; a colocated server shares its worker's. */
+static int s_role_at(const ps_netsim_t *net, const ps_netsim_job_t *job, int i)
+{
+    int rank = i == 0 ? 0 : i <= job->servers ? i - 1 : i - 1 - job->servers;
+    return i <= job->servers && !(i > 0 && job->colocated) ? i
+                                                           : 1 + ps_netsim_servers(net) + rank;
+}
+
+/* The machine's busy and total CPU time so far (/proc/stat, ticks). */
+static void s_cpu(double *busy, double *total)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        (void)!fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                      &v[3], &v[4], &v[5], &v[6], &v[7]);
+        fclose(f);
+    }
+    *total = 0;
+    for (int k = 0; k < 8; k++) {
+        *total += (double)v[k];
+    }
+    *busy = *total - (double)v[3] - (double)v[4]; /* not idle, not waiting for I/O */
+}
+
+/* Reads the counters of every namespace the job's n roles run in into c
+ * (one entry per role; a colocated server's is its worker's). 0 or PS_EIO. */
+static int s_snap(const ps_netsim_t *net, const ps_netsim_job_t *job, int n,
+                  ps_netsim_counters_t *c)
+{
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = ps_netsim_counters(net, s_role_at(net, job, i), &c[i]);
+    }
+    return rc;
+}
+
+/* The links' figures of the job from the counters before (c0) and after (c1). */
+static void s_link_result(const ps_netsim_job_t *job, int n, const ps_netsim_counters_t *c0,
+                          const ps_netsim_counters_t *c1, ps_netsim_result_t *res)
+{
+    res->counted = 1;
+    for (int i = 0; i < n; i++) {
+        const double tx = (double)(c1[i].tx_bytes - c0[i].tx_bytes);
+        const double rx = (double)(c1[i].rx_bytes - c0[i].rx_bytes);
+        if (i > job->servers) {
+            res->worker_tx += tx / job->workers;
+            res->worker_rx += rx / job->workers;
+        }
+        res->link_max = tx > res->link_max ? tx : res->link_max;
+        res->link_max = rx > res->link_max ? rx : res->link_max;
+        if (i > 0 && i <= job->servers && job->colocated) {
+            continue; /* its worker's namespace: counted there */
+        }
+        res->retrans += c1[i].retrans - c0[i].retrans;
+        res->timeouts += c1[i].timeouts - c0[i].timeouts;
+    }
+}
+
 /* Starts role i of the network (role: index into the job's roles). */
 static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int i,
                         pid_t *pid)
@@ -59,8 +119,7 @@ static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int 
     char vars[3][96];
     const char *role = i == 0 ? "scheduler" : i <= job->servers ? "server" : "worker";
     int rank = i == 0 ? 0 : i <= job->servers ? i - 1 : i - 1 - job->servers;
-    /* the network's role index: its servers come first, however many this job has */
-    int at = i <= job->servers ? i : 1 + ps_netsim_servers(net) + rank;
+    int at = s_role_at(net, job, i);
     snprintf(vars[0], sizeof vars[0], "SHARDPS_ROLE=%s", role);
     snprintf(vars[1], sizeof vars[1], "SHARDPS_RANK=%d", rank);
     snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
@@ -164,13 +223,19 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     const int n = 1 + job->servers + job->workers, w1 = 1 + job->servers + 1;
     job_proc_t procs[JOB_MAX_ROLES + 1];
     memset(procs, 0, sizeof procs);
-    res->status = 0;
+    memset(res, 0, sizeof *res);
     res->killed_at = res->rejoined_at = -1;
-    if (job->servers > ps_netsim_servers(net) || job->workers > ps_netsim_workers(net)) {
+    if ((job->servers > ps_netsim_servers(net) && !job->colocated) ||
+        (job->colocated && job->servers > job->workers) ||
+        job->workers > ps_netsim_workers(net)) {
         return PS_EINVAL;
     }
     ps_delay_line_stats_t line_before = {0};
     const int has_line = ps_netsim_line_stats(net, &line_before) == 0;
+    ps_netsim_counters_t c0[JOB_MAX_ROLES + 1], c1[JOB_MAX_ROLES + 1];
+    const int counted = s_snap(net, job, n, c0) == 0;
+    double busy0, total0, busy1, total1;
+    s_cpu(&busy0, &total0);
     double t0 = ps_now(), sched_end = 0, next_look = 0;
     int alive = 0, rc = 0, stopped = 0; /* stopped: the status to report, once killed */
     /* The scheduler first: the others find it listening. */
@@ -241,6 +306,11 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     }
     if (has_line) {
         s_line_report(net, job, &line_before, ps_now() - t0);
+    }
+    s_cpu(&busy1, &total1);
+    res->cpu_busy = total1 > total0 ? (busy1 - busy0) / (total1 - total0) : 0;
+    if (counted && s_snap(net, job, n, c1) == 0) {
+        s_link_result(job, n, c0, c1, res);
     }
     return rc ? PS_EIO : 0;
 }

@@ -29,6 +29,8 @@ typedef struct {
     int64_t max_steps;    /* the job's --max-steps (0: none), for its progress */
     double kill_at;       /* kill W1 when the job is this far (0..1); < 0: never */
     double rejoin_at; /* start W1 again this far (after its loss was seen); < 0: never */
+    int colocated;    /* server i runs in worker i's namespace, on its link
+                         (servers <= workers); else in its own */
 } ps_netsim_job_t;
 
 /* What happened. */
@@ -38,6 +40,14 @@ typedef struct {
                            timeout, 130 when stopped by a signal (ps_netsim_stop) */
     double killed_at;   /* seconds from the start when W1 was killed; -1 never */
     double rejoined_at; /* when it was started again; -1 never */
+    /* The links, measured on the namespaces' counters over the job (all 0
+     * when they could not be read: counted 0): */
+    int counted;
+    double worker_tx, worker_rx; /* bytes a worker's link sent, received: mean of workers */
+    double link_max;             /* the most bytes one link of the job carried one way */
+    uint64_t retrans, timeouts;  /* TCP retransmitted segments and retransmission
+                                    timeouts, all the job's namespaces */
+    double cpu_busy;             /* share of the machine's cores busy over the job */
 } ps_netsim_result_t;
 
 /* Runs the job and waits for every role; with a delay line, says what it

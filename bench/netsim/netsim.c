@@ -2,7 +2,10 @@
  * and tc shaping (see netsim.h). Jobs on it are job.c's. */
 #include "bench/netsim/netsim.h"
 
+#include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
+#include <sys/wait.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,4 +446,92 @@ int ps_netsim_destroy(ps_netsim_t **netp)
     free(net);
     *netp = NULL;
     return left;
+}
+
+double ps_netsim_rate(const ps_netsim_t *net)
+{
+    return net->rate[0] ? net->rate_bits : 0;
+}
+
+/* The value under column `name` of the "key" header and value lines of a
+ * /proc/net/snmp-style text; 0 when absent. */
+static uint64_t s_proc_field(const char *text, const char *key, const char *name)
+{
+    const char *head = strstr(text, key);
+    const char *vals = head ? strstr(head + 1, key) : NULL;
+    if (!vals) {
+        return 0;
+    }
+    const size_t klen = strlen(key), nlen = strlen(name);
+    int col = -1, k = 0;
+    for (const char *p = head + klen; *p && *p != '\n'; k++) {
+        while (*p == ' ') {
+            p++;
+        }
+        if (!strncmp(p, name, nlen) && (p[nlen] == ' ' || p[nlen] == '\n')) {
+            col = k;
+        }
+        p += strcspn(p, " \n");
+    }
+    const char *p = vals + klen;
+    for (k = 0; col >= 0 && k < col; k++) {
+        p += strspn(p, " ");
+        p += strcspn(p, " \n");
+    }
+    return col >= 0 ? strtoull(p, NULL, 10) : 0;
+}
+
+/* Fills c from this thread's network namespace. */
+static int s_read_counters(ps_netsim_counters_t *c)
+{
+    char *dev = NULL, *snmp = NULL, *netstat = NULL;
+    int rc = ps_bench_read_file("/proc/thread-self/net/dev", &dev);
+    rc = rc ? rc : ps_bench_read_file("/proc/thread-self/net/snmp", &snmp);
+    rc = rc ? rc : ps_bench_read_file("/proc/thread-self/net/netstat", &netstat);
+    const char *eth = rc ? NULL : strstr(dev, "eth0:");
+    unsigned long long f[9];
+    if (eth && sscanf(eth + 5, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1],
+                      &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8]) == 9) {
+        c->rx_bytes = f[0];
+        c->tx_bytes = f[8];
+        c->retrans = s_proc_field(snmp, "Tcp:", "RetransSegs");
+        c->timeouts = s_proc_field(netstat, "TcpExt:", "TCPTimeouts");
+    } else {
+        rc = PS_EIO;
+    }
+    free(dev);
+    free(snmp);
+    free(netstat);
+    return rc;
+}
+
+int ps_netsim_counters(const ps_netsim_t *net, int i, ps_netsim_counters_t *c)
+{
+    if (i < 0 || i >= net->nroles || i + 2 > net->made) {
+        return PS_ENOENT;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "/var/run/netns/%s", net->ns[i]);
+    memset(c, 0, sizeof *c);
+    /* a child enters the namespace and reads: we never leave ours */
+    int p[2];
+    if (pipe(p) != 0) {
+        return PS_EIO;
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        const int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ps_netsim_counters_t got;
+        const int ok = fd >= 0 && setns(fd, CLONE_NEWNET) == 0 && s_read_counters(&got) == 0;
+        _exit(ok && write(p[1], &got, sizeof got) == (ssize_t)sizeof got ? 0 : 1);
+    }
+    close(p[1]);
+    int rc = pid > 0 && read(p[0], c, sizeof *c) == (ssize_t)sizeof *c ? 0 : PS_EIO;
+    close(p[0]);
+    int st;
+    if (pid > 0 && (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
+        rc = PS_EIO;
+    }
+    return rc;
 }

@@ -26,6 +26,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "bench/netsim/delay_line.h"
 
@@ -85,6 +86,21 @@ const char *ps_netsim_ip(const ps_netsim_t *net);
 /* What the delay line has done so far. Returns 0, or PS_ENOENT when the
  * network has none (no DELAY). */
 int ps_netsim_line_stats(const ps_netsim_t *net, ps_delay_line_stats_t *stats);
+
+/* The link rate in bits/s (0 when not shaped). */
+double ps_netsim_rate(const ps_netsim_t *net);
+
+/* Counters of role i's namespace, since it was made. */
+typedef struct {
+    uint64_t tx_bytes; /* sent on its link (eth0), headers included */
+    uint64_t rx_bytes; /* received on it */
+    uint64_t retrans;  /* TCP segments retransmitted (/proc/net/snmp Tcp RetransSegs) */
+    uint64_t timeouts; /* TCP retransmission timeouts (/proc/net/netstat TCPTimeouts) */
+} ps_netsim_counters_t;
+
+/* Reads role i's counters from inside its namespace (the calling thread
+ * enters it and comes back). Returns 0, PS_ENOENT (no such role) or PS_EIO. */
+int ps_netsim_counters(const ps_netsim_t *net, int i, ps_netsim_counters_t *c);
 
 /* Removes every namespace (with it its links and qdiscs) and the delay line.
  * NULL-safe; sets *net to NULL. Returns the count of namespaces of this

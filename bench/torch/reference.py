@@ -23,7 +23,8 @@ MEAN, STD = 0.2860, 0.3530  # worker/data.c: (x/255 - mean) / std
 INSTALL_HINT = ("PyTorch is not installed for %s: install it with "
                 "`sudo apt-get install python3-torch` (or deploy/install-deps.sh --with-torch)")
 
-# name, shape: the tensor order of worker/models/mlp.c and cnn.c.
+# name, shape: the tensor order of worker/models/mlp.c and cnn.c (the MLP's
+# default widths; mlp_tensors() gives those of any --hidden).
 TENSORS = {
     "mlp": [("fc1.weight", (256, 784)), ("fc1.bias", (256,)),
             ("fc2.weight", (128, 256)), ("fc2.bias", (128,)),
@@ -33,6 +34,21 @@ TENSORS = {
             ("fc1.weight", (128, 3136)), ("fc1.bias", (128,)),
             ("fc2.weight", (10, 128)), ("fc2.bias", (10,))],
 }
+
+
+def parse_hidden(text):
+    """--hidden "H1,H2,..." as a tuple of widths ("" or None: the default 256,128)."""
+    return tuple(int(w) for w in text.split(",")) if text else (256, 128)
+
+
+def mlp_tensors(hidden=None):
+    """The MLP's tensors for hidden widths (a tuple; None: the default)."""
+    widths = (784,) + tuple(hidden or (256, 128)) + (10,)
+    out = []
+    for i in range(len(widths) - 1):
+        out += [(f"fc{i + 1}.weight", (widths[i + 1], widths[i])),
+                (f"fc{i + 1}.bias", (widths[i + 1],))]
+    return out
 
 
 def set_threads(n):
@@ -80,22 +96,27 @@ def load_split(data, split):
     return x, y.long()
 
 
-def make_model(name):
-    """A fresh MLP or CNN (PyTorch's default initialisation)."""
+def make_model(name, hidden=None):
+    """A fresh MLP (hidden widths: a tuple, None for 256,128) or CNN (PyTorch's
+    default initialisation)."""
     import torch.nn as nn
     import torch.nn.functional as F
 
     class MLP(nn.Module):
-        # 784-256-128-10, ReLU: 235,146 parameters
+        # 784-H1-...-HL-10, ReLU; by default 784-256-128-10: 235,146 parameters.
+        # Layers fc1..fc(L+1), registered in order, as worker/models/mlp.c.
         def __init__(self):
             super().__init__()
-            self.fc1 = nn.Linear(784, 256)
-            self.fc2 = nn.Linear(256, 128)
-            self.fc3 = nn.Linear(128, 10)
+            widths = (784,) + tuple(hidden or (256, 128)) + (10,)
+            self.depth = len(widths) - 1
+            for i in range(self.depth):
+                setattr(self, f"fc{i + 1}", nn.Linear(widths[i], widths[i + 1]))
 
         def forward(self, x):
-            x = F.relu(self.fc1(x.reshape(x.shape[0], 784)))
-            return self.fc3(F.relu(self.fc2(x)))
+            x = x.reshape(x.shape[0], 784)
+            for i in range(1, self.depth):
+                x = F.relu(getattr(self, f"fc{i}")(x))
+            return getattr(self, f"fc{self.depth}")(x)
 
     class CNN(nn.Module):
         # conv5x5x32 pad 2-relu-pool2, conv5x5x64 pad 2-relu-pool2,
@@ -114,9 +135,12 @@ def make_model(name):
             x = F.relu(self.fc1(x.reshape(x.shape[0], 3136)))
             return self.fc2(x)
 
+    if hidden and name != "mlp":
+        raise ValueError(f"{name}: hidden widths are for the mlp")
     model = {"mlp": MLP, "cnn": CNN}[name]()
     got = [(k, tuple(v.shape)) for k, v in model.state_dict().items()]
-    assert got == TENSORS[name], f"{name}: tensors {got} differ from worker/models"
+    want = mlp_tensors(hidden) if name == "mlp" else TENSORS[name]
+    assert got == want, f"{name}: tensors {got} differ from worker/models"
     return model
 
 

@@ -19,7 +19,7 @@ own_cpu_frac (CPU seconds of this process, all threads, per wall second),
 train_loss, and with --eval test_accuracy/test_loss. The last line (also
 written to --out) adds the run's settings and torch's version.
 
-usage: python3 bench/torch/train.py --model mlp|cnn [--threads 1] [--batch 64]
+usage: python3 bench/torch/train.py --model mlp|cnn [--hidden H1,H2,...] [--threads 1] [--batch 64]
            [--lr 0.1] [--steps 0] [--warmup 0] [--epochs 1] [--eval] [--seed 1]
            [--data DIR|""] [--device cpu] [--resident] [--graph] [--tf32 0|1]
            [--out FILE] [--check]
@@ -38,6 +38,7 @@ import reference as ref  # noqa: E402
 
 ap = argparse.ArgumentParser(description="PyTorch reference training of shardps's models")
 ap.add_argument("--model", choices=sorted(ref.TENSORS), default="mlp")
+ap.add_argument("--hidden", default="", help='mlp: hidden widths "H1,H2,..." (default 256,128)')
 ap.add_argument("--threads", type=int, default=1, help="CPU threads (BLAS and OpenMP)")
 ap.add_argument("--batch", type=int, default=64)
 ap.add_argument("--lr", type=float, default=0.1)
@@ -79,7 +80,7 @@ else:  # as shardps-bench compute --data "": 16 batches of fixed inputs
     x = torch.rand(16 * a.batch, 1, 28, 28, generator=g) - 0.5
     y = torch.arange(16 * a.batch) % 10
 torch.manual_seed(a.seed)
-model = ref.make_model(a.model).to(dev)
+model = ref.make_model(a.model, ref.parse_hidden(a.hidden) if a.hidden else None).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=a.lr)
 order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(a.seed))
 per_epoch = x.shape[0] // a.batch

@@ -568,7 +568,7 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
         rc = PS_EINVAL;
         goto fail;
     }
-    rc = ps_model_new(cfg->model, k, cfg->batch, &m);
+    rc = ps_model_new(cfg->model, NULL, k, cfg->batch, &m);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": error: model %s on %s: %s\n", cfg->model, k->name,
                 ps_strerror(rc));

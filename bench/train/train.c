@@ -36,6 +36,45 @@ typedef struct {
     char **argv;
 } train_args_t;
 
+/* Adds the colocated twin of every parameter-server mode token, after the
+ * dedicated ones (or instead, without dedicated in --placement). Returns 0
+ * or PS_EINVAL (an unknown placement, too many modes). */
+static int s_placements(const char *text, train_cfg_t *cfg)
+{
+    char tok[2][PS_BENCH_WORD_MAX];
+    const int n = ps_bench_split_words(text, tok, 2);
+    int dedicated = 0, colocated = 0;
+    for (int i = 0; i < n; i++) {
+        dedicated |= !strcmp(tok[i], "dedicated");
+        colocated |= !strcmp(tok[i], "colocated");
+    }
+    if (n < 1 || dedicated + colocated != n) {
+        return PS_EINVAL;
+    }
+    const int had = cfg->nmodes;
+    for (int m = 0; colocated && m < had; m++) {
+        if (strcmp(cfg->modes[m], "allreduce") == 0) {
+            continue;
+        }
+        if (cfg->nmodes == TRAIN_MAX_MODES ||
+            strlen(cfg->modes[m]) + sizeof TRAIN_COLOCATED > PS_BENCH_WORD_MAX) {
+            return PS_EINVAL;
+        }
+        snprintf(cfg->modes[cfg->nmodes++], PS_BENCH_WORD_MAX, "%s" TRAIN_COLOCATED,
+                 cfg->modes[m]);
+    }
+    if (!dedicated) { /* the colocated twins and allreduce only */
+        int k = 0;
+        for (int m = 0; m < cfg->nmodes; m++) {
+            if (m >= had || strcmp(cfg->modes[m], "allreduce") == 0) {
+                memmove(cfg->modes[k++], cfg->modes[m], PS_BENCH_WORD_MAX);
+            }
+        }
+        cfg->nmodes = k;
+    }
+    return 0;
+}
+
 /* Splits the --modes list; drops allreduce when this build lacks it. */
 static int s_parse_modes(const char *text, train_cfg_t *cfg)
 {
@@ -139,6 +178,12 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
             ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, " TRAIN_BACKUP_AUTO
             " or allreduce, comma-separated\n",
             a->modes);
+        return PS_EINVAL;
+    }
+    if (s_placements(cfg->placements, cfg) != 0) {
+        fprintf(stderr, TRAIN_PROG ": error: --placement %s: expected dedicated, colocated "
+                "or both, comma-separated (and at most %d modes in all)\n",
+                cfg->placements, TRAIN_MAX_MODES);
         return PS_EINVAL;
     }
     ps_job_t job;
@@ -248,6 +293,7 @@ int ps_bench_train_main(int argc, char **argv)
     train_cfg_t cfg = {.out = "bench-out",
                        .model = "mlp",
                        .servers = 2,
+                       .placements = "dedicated",
                        .seed = 1,
                        .target = 0, /* by model: mlp 0.85, cnn 0.88 */
                        .timeout = 1800,
@@ -269,7 +315,11 @@ int ps_bench_train_main(int argc, char **argv)
         {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
          "stop each job after N steps (0 = none)"},
         {"servers", PS_FLAG_INT, &cfg.servers, "N",
-         "servers of the parameter-server modes"},
+         "servers of the parameter-server modes (colocated: one per worker)"},
+        {"placement", PS_FLAG_STR, &cfg.placements, "LIST",
+         "dedicated (servers in namespaces of their own, with --net), colocated (server i "
+         "in worker i's namespace and link), or both: each parameter-server mode runs in "
+         "each"},
         {"threads", PS_FLAG_INT, &cfg.threads, "N",
          "BLAS threads per worker (0 = library default)"},
         {"batch", PS_FLAG_INT, &cfg.batch, "N",

@@ -36,12 +36,17 @@ extern const char *const ps_bench_train_scenarios[TRAIN_MAX_SCEN];
 #define TRAIN_KILL_AT (1.0 / 3)
 #define TRAIN_REJOIN_AT (2.0 / 3)
 
+/* A mode token's suffix for the colocated placement: "sync@colocated" is
+ * sync with server i in worker i's namespace, as many servers as workers. */
+#define TRAIN_COLOCATED "@colocated"
+
 /* The token that expands to sync:(n-1)/n for n workers. */
 #define TRAIN_BACKUP_AUTO "sync:k/n"
 
 /* What `shardps-bench train` was asked to run. */
 typedef struct {
     const char *out;                 /* output directory */
+    const char *placements;          /* --placement LIST: dedicated, colocated */
     const char *launch;              /* shardps-launch path */
     const char *model;               /* --model */
     const char *straggler;           /* --straggler R:F or NULL */
@@ -73,6 +78,7 @@ typedef struct {
 typedef struct {
     const char *label; /* mode token: groups runs in tables and plots */
     char mode[32];     /* what --mode was given */
+    char name[48];     /* the rows' mode column: mode, "colocated" after it */
     int workers;
     int scen;              /* SCEN_* */
     int status;            /* launcher exit status, <0 a PS_E* (no start, no summary) */
@@ -86,11 +92,21 @@ typedef struct {
     double bytes_per_step; /* payload bytes pushed + pulled per worker step */
     double st_mean, st_p99, st_max;   /* staleness of applied gradients */
     double dropped;                   /* late pushes dropped */
+    /* --net: the links, from the namespaces' counters (NAN when not read) */
+    double params;                    /* the model's parameters (the summary's) */
+    double steps;                     /* worker 0's steps (the summary's) */
+    double link_tx, link_rx;          /* bytes per step a worker's link sent, received */
+    double link_max;                  /* bytes per step of the busiest link, one way */
+    double retrans, timeouts;         /* TCP retransmissions and timeouts in the job */
+    double cpu_busy;                  /* the cores' busy share over the job */
     int nep;                          /* epochs evaluated */
     double ep_t[TRAIN_MAX_EPOCHS];    /* elapsed seconds at each evaluation */
     double ep_acc[TRAIN_MAX_EPOCHS];  /* test accuracy at each evaluation */
     double ep_step[TRAIN_MAX_EPOCHS]; /* worker 0's step at each evaluation; NAN unknown */
 } train_run_t;
+
+/* Non-zero when a mode token asks for the colocated placement. */
+int ps_bench_train_colocated(const char *token);
 
 /* Does this build know --mode allreduce? Asked of the code, not assumed. */
 int ps_bench_train_have_allreduce(void);
@@ -107,6 +123,13 @@ void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap);
  * summary and log are OUT/runs/TAG[_repeat].json and .log (repeat > 0). */
 void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
                         int repeat);
+
+/* --net: the links table (train_links.c): created beside the runs' table,
+ * a row per run, its notes before it is destroyed. */
+int ps_bench_train_links_new(const train_cfg_t *cfg, ps_bench_table_t **t);
+void ps_bench_train_links_row(const train_cfg_t *cfg, ps_bench_table_t *t,
+                              const train_run_t *r);
+void ps_bench_train_links_notes(ps_bench_table_t *t);
 
 /* Every mode x workers x scenario, their tables and plots. Returns 0, or 1
  * when a job failed. */

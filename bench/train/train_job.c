@@ -21,9 +21,18 @@ const char *const ps_bench_train_scenarios[TRAIN_MAX_SCEN] = {"plain", "straggle
 
 /* Servers to start for a mode. Allreduce uses none; the hook for when the
  * launcher of that mode wants something else. */
-static int s_servers_for(const train_cfg_t *cfg, const char *mode)
+int ps_bench_train_colocated(const char *token)
 {
-    return strcmp(mode, "allreduce") ? cfg->servers : 0;
+    const size_t n = strlen(token), k = strlen(TRAIN_COLOCATED);
+    return n > k && !strcmp(token + n - k, TRAIN_COLOCATED);
+}
+
+/* Servers of a run: none under allreduce, one per worker colocated. */
+static int s_servers_for(const train_cfg_t *cfg, const train_run_t *r)
+{
+    return !strcmp(r->label, "allreduce")           ? 0
+           : ps_bench_train_colocated(r->label) ? r->workers
+                                                   : cfg->servers;
 }
 
 void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
@@ -33,7 +42,8 @@ void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
     for (char *p = m; *p; p++) {
         *p = *p == ':' ? '_' : *p == '/' ? '-' : *p;
     }
-    snprintf(buf, cap, "%s_w%d%s%s", m, r->workers, r->scen ? "_" : "",
+    snprintf(buf, cap, "%s_w%d%s%s%s", m, r->workers,
+             ps_bench_train_colocated(r->label) ? "_colocated" : "", r->scen ? "_" : "",
              r->scen ? ps_bench_train_scenarios[r->scen] : "");
 }
 
@@ -87,6 +97,8 @@ static int s_read_results(const char *json_path, const char *log_path, double ta
     rc |= ps_bench_json_num(json, "staleness.p99", &r->st_p99);
     rc |= ps_bench_json_num(json, "staleness.max", &r->st_max);
     rc |= ps_bench_json_num(json, "pushes_dropped", &r->dropped);
+    rc |= ps_bench_json_num(json, "num_params", &r->params);
+    rc |= ps_bench_json_num(json, "steps", &r->steps);
     int n = ps_bench_json_array(json, "worker_steps", steps,
                                 (int)(sizeof steps / sizeof steps[0]));
     double total = 0;
@@ -124,6 +136,33 @@ int ps_bench_train_batch(const train_cfg_t *cfg)
     return cfg->batch > 0 ? cfg->batch : job.batch;
 }
 
+/* Runs the job of args (the launcher's flags) role by role in the
+ * simulated cluster: r's status, the kill's time and the links' figures. */
+static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
+                      const char *log, double rejoin_at, int colocated)
+{
+    ps_netsim_job_t job = {.launch = cfg->launch,
+                           .args = args,
+                           .servers = s_servers_for(cfg, r),
+                           .workers = r->workers,
+                           .log_path = log,
+                           .timeout = cfg->timeout,
+                           .max_steps = cfg->max_steps,
+                           .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
+                           .rejoin_at = rejoin_at,
+                           .colocated = colocated};
+    ps_netsim_result_t res;
+    int rc = ps_netsim_run(cfg->net, &job, &res);
+    r->status = rc ? rc : res.status;
+    r->killed_at = res.killed_at;
+    r->link_tx = res.counted ? res.worker_tx : NAN; /* per step once steps are read */
+    r->link_rx = res.counted ? res.worker_rx : NAN;
+    r->link_max = res.counted ? res.link_max : NAN;
+    r->retrans = res.counted ? (double)res.retrans : NAN;
+    r->timeouts = res.counted ? (double)res.timeouts : NAN;
+    r->cpu_busy = res.cpu_busy;
+}
+
 void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
                         int repeat)
 {
@@ -139,7 +178,7 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     char *argv[64 + TRAIN_MAX_JOB_FLAGS];
     int a = 0;
     argv[a++] = (char *)cfg->launch;
-    snprintf(num[0], sizeof num[0], "%d", s_servers_for(cfg, r->label));
+    snprintf(num[0], sizeof num[0], "%d", s_servers_for(cfg, r));
     snprintf(num[1], sizeof num[1], "%d", r->workers);
     snprintf(num[2], sizeof num[2], "%d", cfg->epochs);
     snprintf(num[3], sizeof num[3], "%d", cfg->seed);
@@ -190,6 +229,11 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
         argv[a++] = "--min-workers";
         argv[a++] = "1";
     }
+    const int colocated = ps_bench_train_colocated(r->label);
+    if (colocated) {
+        argv[a++] = "--placement";
+        argv[a++] = "colocated";
+    }
     if (cfg->net) {
         /* progress lines often enough to place the kill; one job id for all */
         snprintf(num[9], sizeof num[9], "bench-%d-%s", (int)getpid(), tag);
@@ -206,25 +250,19 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     }
     argv[a] = NULL;
     r->killed_at = -1;
+    r->link_tx = r->link_rx = r->link_max = r->retrans = r->timeouts = r->cpu_busy = NAN;
     if (cfg->net) {
-        ps_netsim_job_t job = {.launch = cfg->launch,
-                               .args = argv + 1,
-                               .servers = s_servers_for(cfg, r->label),
-                               .workers = r->workers,
-                               .log_path = log,
-                               .timeout = cfg->timeout,
-                               .max_steps = cfg->max_steps,
-                               .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
-                               .rejoin_at = rejoin_at};
-        ps_netsim_result_t res;
-        int rc = ps_netsim_run(cfg->net, &job, &res);
-        r->status = rc ? rc : res.status;
-        r->killed_at = res.killed_at;
+        s_run_net(cfg, r, argv + 1, log, rejoin_at, colocated);
     } else {
         r->status = ps_bench_run(argv, log);
     }
     if (r->status == 0 &&
         s_read_results(json, log, cfg->target, ps_bench_train_batch(cfg), r) != 0) {
         r->status = PS_EPROTO; /* ran, but the summary is not what we expect */
+    }
+    if (cfg->net && r->status == 0 && r->steps > 0) {
+        r->link_tx /= r->steps;
+        r->link_rx /= r->steps;
+        r->link_max /= r->steps;
     }
 }

@@ -19,6 +19,12 @@
 /* The --mode text of token for n workers; "" when the mode does not apply. */
 static void s_mode_for(const char *token, int n, char *buf, size_t cap)
 {
+    char plain[PS_BENCH_WORD_MAX];
+    snprintf(plain, sizeof plain, "%s", token);
+    if (ps_bench_train_colocated(plain)) {
+        plain[strlen(plain) - strlen(TRAIN_COLOCATED)] = '\0';
+    }
+    token = plain;
     buf[0] = '\0';
     if (!strcmp(token, TRAIN_BACKUP_AUTO)) {
         if (n >= 2) {
@@ -150,6 +156,8 @@ static int s_plan(const train_cfg_t *cfg, train_run_t *runs)
                 r->workers = (int)cfg->workers[w];
                 r->scen = cfg->scen[sc];
                 s_mode_for(cfg->modes[m], r->workers, r->mode, sizeof r->mode);
+                snprintf(r->name, sizeof r->name, "%s%s", r->mode,
+                         ps_bench_train_colocated(r->label) ? " colocated" : "");
                 /* a lost worker cannot be left out of a ring; a kill needs 2 */
                 if (r->scen == SCEN_KILL &&
                     (!strcmp(r->mode, "allreduce") || r->workers < 2)) {
@@ -213,7 +221,7 @@ static int s_one(const train_cfg_t *cfg, train_run_t *r, double *base, ps_bench_
     }
     if (r->status != 0) {
         fprintf(stderr, TRAIN_PROG ":   %s (log: %s/runs/)\n", status, cfg->out);
-        ps_bench_table_rowf(t, "%s,%d,%s,%s,,,,,,,,,,,,%.1f", r->mode, r->workers, scen,
+        ps_bench_table_rowf(t, "%s,%d,%s,%s,,,,,,,,,,,,%.1f", r->name, r->workers, scen,
                             status, r->load);
         return 1;
     }
@@ -228,13 +236,13 @@ static int s_one(const train_cfg_t *cfg, train_run_t *r, double *base, ps_bench_
             TRAIN_PROG ":   %.0f samples/s, accuracy %.4f, time to %.2f: %s (job %.1f s)\n",
             r->sps, r->acc, cfg->target, tta, ps_now() - t0);
     ps_bench_table_rowf(
-        t, "%s,%d,%s,%s,%.0f,%s,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f,%.1f", r->mode,
+        t, "%s,%d,%s,%s,%.0f,%s,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f,%.1f", r->name,
         r->workers, scen, status, r->sps,
         s_cell(c[0], 32, 2, isnan(*base) ? NAN : r->sps / *base),
         s_cell(c[1], 32, 1, r->tta), s_cell(c[2], 32, 0, r->sta), r->acc, r->wall,
         r->bytes_per_step, r->st_mean, r->st_p99, r->st_max, r->dropped, r->load);
     for (int e = 0; e < r->nep; e++) {
-        ps_bench_table_rowf(te, "%s,%d,%s,%d,%.2f,%s,%.4f", r->mode, r->workers, scen,
+        ps_bench_table_rowf(te, "%s,%d,%s,%d,%.2f,%s,%.4f", r->name, r->workers, scen,
                             e + 1, r->ep_t[e], s_cell(c[3], 32, 0, r->ep_step[e]),
                             r->ep_acc[e]);
     }
@@ -269,7 +277,7 @@ static void s_notes(const train_cfg_t *cfg, ps_bench_table_t *t)
     ps_bench_table_note(
         t,
         "Each row: `shardps-launch --servers %d --workers N --model %s --mode M "
-        "--epochs %d --seed %d%s` (allreduce: `--servers 0`); max-steps %d; "
+        "--epochs %d --seed %d%s` (allreduce: `--servers 0`; colocated rows: `--placement colocated` and as many servers as workers); max-steps %d; "
         "straggler %s. Samples/s and bytes from the scheduler's summary; "
         "payload bytes/step = bytes pushed + pulled per worker step; time to "
         "%.2f = worker 0's training time at the first evaluation reaching it "
@@ -302,8 +310,11 @@ int ps_bench_train_sweep(const train_cfg_t *cfg)
 {
     int cap = cfg->nscen * cfg->nmodes * cfg->nworkers, failed = 0;
     train_run_t *runs = calloc((size_t)cap, sizeof *runs);
-    ps_bench_table_t *t = NULL, *te = NULL;
-    if (!runs || s_tables(cfg, &t, &te) != 0) {
+    ps_bench_table_t *t = NULL, *te = NULL, *tl = NULL;
+    if (!runs || s_tables(cfg, &t, &te) != 0 ||
+        (cfg->net && ps_bench_train_links_new(cfg, &tl) != 0)) {
+        ps_bench_table_destroy(&te, 0);
+        ps_bench_table_destroy(&t, 0);
         free(runs);
         return 1;
     }
@@ -312,12 +323,20 @@ int ps_bench_train_sweep(const train_cfg_t *cfg)
     for (int i = 0; i < nruns && !ps_netsim_stop; i++) {
         train_run_t *r = &runs[i];
         fprintf(stderr, TRAIN_PROG ": [%d/%d] --mode %s --workers %d (%s) ...\n", i + 1,
-                nruns, r->mode, r->workers, ps_bench_train_scenarios[r->scen]);
-        failed |= s_one(cfg, r, &base, t, te);
+                nruns, r->name, r->workers, ps_bench_train_scenarios[r->scen]);
+        const int bad = s_one(cfg, r, &base, t, te);
+        if (tl && !bad) {
+            ps_bench_train_links_row(cfg, tl, r);
+        }
+        failed |= bad;
     }
     s_notes(cfg, t);
     ps_bench_table_destroy(&te, 0);
     ps_bench_table_destroy(&t, 1);
+    if (tl) {
+        ps_bench_train_links_notes(tl);
+        ps_bench_table_destroy(&tl, 1);
+    }
     s_plots(cfg, runs, nruns);
     free(runs);
     return failed;

@@ -1189,13 +1189,13 @@ static void s_model_case(const char *name)
 {
     const int B = 64, n = 50, ne = 150;
     ps_model_t *mc = NULL, *mg = NULL;
-    const int rc = ps_model_new(name, s_cpu, B, &mc);
+    const int rc = ps_model_new(name, NULL, s_cpu, B, &mc);
     if (rc == PS_EINVAL) {
         fprintf(stderr, "note: model %s is not built here; not compared\n", name);
         return;
     }
     ck_assert_int_eq(rc, 0);
-    ck_assert_int_eq(ps_model_new(name, s_cu, B, &mg), 0);
+    ck_assert_int_eq(ps_model_new(name, NULL, s_cu, B, &mg), 0);
     const size_t P = ps_model_num_params(mc);
     ck_assert_uint_eq(ps_model_num_params(mg), P);
     ps_model_init_params(mc, 3);

@@ -67,6 +67,14 @@ bad "scheduler --checkpoint-every 50 in allreduce" "allreduce has no shards" "$S
     --mode allreduce --servers 0 --checkpoint-every 50 --checkpoint-dir "$TMP"
 bad "scheduler --servers 0" "--servers 0" "$SCHED" --servers 0
 bad "scheduler --wire fp8" "--wire fp8: expected fp32, fp16 or bf16" "$SCHED" --wire fp8
+bad "scheduler --placement near" "--placement near: expected dedicated, or colocated" "$SCHED" \
+    --placement near
+bad "scheduler --placement colocated, more servers than workers" \
+    "--placement colocated: expected dedicated, or colocated with --servers at most" "$SCHED" \
+    --placement colocated --servers 3 --workers 2
+bad "scheduler --chunk-kib 48" "--chunk-kib 48: expected a power of two in \[4, 1024\]" "$SCHED" \
+    --chunk-kib 48
+bad "scheduler --hidden 0" "--hidden 0: expected 1 to 8 comma-separated widths" "$SCHED" --hidden 0
 bad "scheduler --compress topk:0" "--compress topk:0: expected none or topk:R" "$SCHED" \
     --compress topk:0
 bad "launch --wire bf16 with allreduce" "--wire and --compress need servers" "$LAUNCH" \

@@ -14,7 +14,8 @@
 # trip) takes at least 2 x 20 ms (a lower bound: the delay is there; no
 # upper bound is judged); then exit 130, and again nothing left. A job
 # without DELAY (1gbit) runs with no delay line. Bad RATE or
-# DELAY values are one-line usage errors. Skips with the reason when the
+# DELAY values are one-line usage errors. With --placement colocated each
+# server runs on its worker's address and the summary says so. Skips with the reason when the
 # network cannot be made here (the bench says so and exits 0).
 . "$(dirname "$0")/lib.sh"
 
@@ -97,6 +98,22 @@ grep -q '^sync,1,plain,ok,' "$TMP/nodelay/train.csv" ||
     fail "a delay line without DELAY, or the table does not say: $(head -3 "$TMP/nodelay/train.md")"
 NPFX=$(prefix_of "$TMP/nodelay.log")
 [ -n "$NPFX" ] && [ -z "$(left_of "$NPFX")" ] || fail "namespaces left: $NPFX $(left_of "$NPFX")"
+
+# --placement colocated: server i runs in worker i's namespace, on its address
+"$BENCH" train --net 1gbit --workers 2 --modes sync --placement colocated --epochs 1 \
+    --max-steps 5 --out "$TMP/col" >"$TMP/col.out" 2>"$TMP/col.log" ||
+    fail "bench train --placement colocated exited $?: $(tail -5 "$TMP/col.log")"
+grep -q '^sync colocated,2,plain,ok,' "$TMP/col/train.csv" ||
+    fail "the colocated job failed: $(cat "$TMP/col/train.csv")"
+expect "$TMP/col/runs/sync_w2_colocated.json" "d['placement'] == 'colocated'" \
+    "the summary does not record the placement"
+CPFX=$(prefix_of "$TMP/col.log")
+for i in 0 1; do
+    addr=$(grep -Eo "S$i +tcp://[0-9.]+" "$TMP/col/runs/sync_w2_colocated.log" | head -1 |
+        sed 's|.*tcp://||')
+    grep -q "ip -n ${CPFX}w$i addr add $addr peer" "$TMP/col/runs/net.log" ||
+        fail "S$i at $addr, not on worker $i's address"
+done
 
 # Stopped halfway with SIGINT (Ctrl-C): everything goes all the same.
 start stop "$BENCH" train --net 100mbit,20ms --servers 1 --workers 2 --modes sync --epochs 1 \

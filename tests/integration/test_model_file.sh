@@ -6,7 +6,8 @@
 # weight keeps the accuracy exactly); a mismatched, corrupt or truncated file
 # and an unwritable --save-model path fail fast with one line; PyTorch loads
 # the file into the reference MLP and CNN with the same accuracy (skipped
-# with the reason when torch is absent); the CNN through --evaluate.
+# with the reason when torch is absent); the CNN through --evaluate; an MLP
+# of --hidden widths trains, saves fc1..fcN and loads the same ways.
 . "$(dirname "$0")/lib.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=${SHARDPS_DATA:-/usr/share/datasets/fashion-mnist}
@@ -96,7 +97,27 @@ ceacc=$(field "$TMP/cnn/e.json" "d['test_accuracy']")
 close "$ceacc" "$cacc" || fail "CNN: --evaluate says $ceacc, the job said $cacc"
 echo "cnn: job test_accuracy=$cacc, --evaluate $ceacc"
 
-# 6. read without shardps: the format by hand, then PyTorch when present
+# 6. --hidden 64,32: a 2x2 job trains the MLP 784-64-32-10; its file holds
+# fc1..fc3 of those shapes, --evaluate finds the widths in the file; bad
+# widths fail, saying why
+mkdir "$TMP/hid"
+"$LAUNCH" --servers 2 --workers 2 --hidden 64,32 --max-steps 60 --summary "$TMP/hid/s.json" \
+    >"$TMP/hid.log" 2>&1 || fail "--hidden 64,32 job failed: $(tail -5 "$TMP/hid.log")"
+hacc=$(field "$TMP/hid/s.json" "d['test_accuracy']")
+python3 -c "import sys; sys.exit(not float(sys.argv[1]) > 0.5)" "$hacc" ||
+    fail "--hidden 64,32: test accuracy $hacc after 60 steps"
+"$WORKER" --evaluate "$TMP/hid/model.safetensors" --data "$DATA" --summary "$TMP/hid/e.json" \
+    >/dev/null 2>"$TMP/hid_eval.log" || fail "--hidden --evaluate failed: $(cat "$TMP/hid_eval.log")"
+close "$(field "$TMP/hid/e.json" "d['test_accuracy']")" "$hacc" || fail "--hidden: --evaluate differs"
+"$LAUNCH" --workers 1 --max-steps 1 --hidden 64,,32 >"$TMP/hid_bad.log" 2>&1 &&
+    fail "a job with --hidden 64,,32 started"
+grep -q -- "error: --hidden 64,,32: expected" "$TMP/hid_bad.log" || fail "bad --hidden: $(cat "$TMP/hid_bad.log")"
+"$LAUNCH" --workers 1 --max-steps 1 --model cnn --hidden 64 >"$TMP/hid_bad.log" 2>&1 &&
+    fail "a CNN job with --hidden started"
+grep -q -- "error: --hidden is for the mlp" "$TMP/hid_bad.log" || fail "cnn --hidden: $(cat "$TMP/hid_bad.log")"
+echo "hidden 64,32: job test_accuracy=$hacc"
+
+# 7. read without shardps: the format by hand, then PyTorch when present
 # (Debian's python3-torch lives in /usr/bin/python3, whatever python3 is first
 # on PATH; the bench's --torch uses the same interpreter)
 PY=/usr/bin/python3
@@ -105,5 +126,7 @@ PY=/usr/bin/python3
     fail "the MLP file does not load outside shardps"
 "$PY" "$HERE/torch_load.py" "$TMP/cnn/model.safetensors" cnn "$DATA" "$cacc" ||
     fail "the CNN file does not load outside shardps"
+"$PY" "$HERE/torch_load.py" "$TMP/hid/model.safetensors" mlp:64,32 "$DATA" "$hacc" ||
+    fail "the --hidden 64,32 file does not load outside shardps"
 check_logs
 echo "ok"

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """tests/integration/torch_load.py - a shardps model file, read without shardps.
 
-Usage: torch_load.py FILE mlp|cnn DATA_DIR [EXPECTED_ACCURACY]
+Usage: torch_load.py FILE mlp[:H1,H2,...]|cnn DATA_DIR [EXPECTED_ACCURACY]
 
 Always: parses the safetensors file by hand (json + struct: 8-byte length,
 JSON header, raw little-endian float32) and checks that its tensors are the
 reference model's state_dict names and shapes, contiguous and F32. Then, when
 torch imports: loads it with load_state_dict(strict=True) into the reference
-nn.Module defined here (the MLP and CNN of DESIGN.md), evaluates the
+nn.Module of bench/torch/reference.py (the MLP, of any --hidden, and the CNN), evaluates the
 Fashion-MNIST test set and checks the accuracy within 0.001 of EXPECTED.
 Prints "torch: skipped: REASON" when torch is absent. Exit 0 = all checks ran
 passed, 1 = a check failed.
@@ -18,16 +18,9 @@ import os
 import struct
 import sys
 
-# state_dict of the reference modules below: name -> shape, in module order
-SHAPES = {
-    "mlp": [("fc1.weight", [256, 784]), ("fc1.bias", [256]),
-            ("fc2.weight", [128, 256]), ("fc2.bias", [128]),
-            ("fc3.weight", [10, 128]), ("fc3.bias", [10])],
-    "cnn": [("conv1.weight", [32, 1, 5, 5]), ("conv1.bias", [32]),
-            ("conv2.weight", [64, 32, 5, 5]), ("conv2.bias", [64]),
-            ("fc1.weight", [128, 3136]), ("fc1.bias", [128]),
-            ("fc2.weight", [10, 128]), ("fc2.bias", [10])],
-}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "bench", "torch"))
+import reference as ref  # noqa: E402  the reference nn.Modules; torch only when built
 MEAN, STD = 0.2860, 0.3530  # worker/data.c's normalisation
 
 
@@ -59,8 +52,11 @@ def read_safetensors(path):
 
 
 def check_format(path, model):
+    """model: "mlp", "mlp:H1,H2,..." or "cnn"."""
     header, meta, data = read_safetensors(path)
-    want = dict(SHAPES[model])
+    name, _, widths = model.partition(":")
+    tensors = ref.mlp_tensors(ref.parse_hidden(widths)) if name == "mlp" else ref.TENSORS[name]
+    want = {k: list(v) for k, v in tensors}
     if set(header) != set(want):
         fail("names %s, want %s" % (sorted(header), sorted(want)))
     for k, v in header.items():
@@ -89,38 +85,17 @@ def main():
         print(__doc__)
         sys.exit(2)
     path, model, data_dir = sys.argv[1:4]
+    name, _, widths = model.partition(":")
+    hidden = ref.parse_hidden(widths) if widths else None
     expected = float(sys.argv[4]) if len(sys.argv) > 4 else None
     header, data = check_format(path, model)
     try:
         import torch
-        import torch.nn as nn
-        import torch.nn.functional as F
     except Exception as e:  # noqa: BLE001 - any import failure means no torch
         print("torch: skipped: cannot import torch (%s)" % str(e).splitlines()[0])
         return
 
-    class MLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2, self.fc3 = nn.Linear(784, 256), nn.Linear(256, 128), nn.Linear(128, 10)
-
-        def forward(self, x):
-            x = x.reshape(x.shape[0], 784)
-            return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-    class CNN(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
-            self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-            self.fc1, self.fc2 = nn.Linear(3136, 128), nn.Linear(128, 10)
-
-        def forward(self, x):
-            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            return self.fc2(F.relu(self.fc1(x.reshape(x.shape[0], 3136))))
-
-    net = MLP() if model == "mlp" else CNN()
+    net = ref.make_model(name, hidden)
     state = {}
     for k, v in header.items():
         b, e = v["data_offsets"]

@@ -111,7 +111,7 @@ static double s_ref_loss(const float *p, long bump, double delta, const float *x
 static ps_model_t *s_new(int max_batch)
 {
     ps_model_t *m = NULL;
-    ck_assert_int_eq(ps_model_new("cnn", &ps_kernels_cpu, max_batch, &m), 0);
+    ck_assert_int_eq(ps_model_new("cnn", NULL, &ps_kernels_cpu, max_batch, &m), 0);
     return m;
 }
 

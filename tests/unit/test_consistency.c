@@ -21,7 +21,7 @@
 #include "server/store.h"
 #include "tests/unit/testutil.h"
 
-enum { S_MAX_EVENTS = 4096, S_MAX_FRAMES = 256, S_BASE = 100 };
+enum { S_MAX_EVENTS = 4096, S_MAX_FRAMES = 1024, S_BASE = 100 };
 
 /* What the state machine asked for, in order. */
 typedef enum { S_ACK, S_REPLY } s_kind_t;
@@ -366,6 +366,78 @@ START_TEST(sync_sums_chunk_by_chunk_bitwise_as_the_whole_shard)
     free(want);
     free(state);
     free(odd);
+    s_free(f);
+}
+END_TEST
+
+/* The last reply event to asker, or NULL. */
+static const s_event_t *s_last_reply(const s_fix_t *f, int asker)
+{
+    for (int i = f->nev - 1; i >= 0; i--) {
+        if (f->ev[i].kind == S_REPLY && f->ev[i].asker == asker) {
+            return &f->ev[i];
+        }
+    }
+    return NULL;
+}
+
+/* --chunk-kib 4 (1024 keys), a shard of three chunks: a chunk is applied
+ * once both workers pushed it, and a pull waiting for the step gets the
+ * applied chunks in key order as they come (the last chunk, applied first,
+ * waits behind the first); a pull arriving mid-step gets the applied prefix
+ * at once; the parameters are bitwise those of the whole step. */
+START_TEST(sync_applies_each_chunk_once_every_worker_pushed_it)
+{
+    enum { N = 3000, CK = 1024 };
+    ps_job_t job = s_job(PS_MODE_SYNC);
+    job.momentum = 0.9;
+    job.chunk_kib = 4;
+    s_fix_t *f = s_new(job, N, 2);
+    s_init_all(f);
+    float *g[2], *want = malloc(N * sizeof(float)), *state = calloc(N, sizeof(float));
+    for (int w = 0; w < 2; w++) {
+        g[w] = malloc(N * sizeof(float));
+        for (int i = 0; i < N; i++) {
+            g[w][i] = (float)(w + 1) * 0.001f * (float)(i % 97) - 0.03f;
+        }
+    }
+    ck_assert_int_eq(s_pull(f, 7, 1, 0, N), 0);
+    for (int w = 0; w < 2; w++) { /* the last chunk first, as backward makes it */
+        ck_assert_int_eq(s_push(f, w, 0, 0, 2 * CK, N, g[w] + 2 * CK), 0);
+    }
+    ck_assert_int_eq(s_count(f, S_REPLY), 0); /* the first keys are not there yet */
+    ck_assert_int_eq(s_push(f, 1, 0, 0, 0, CK, g[1]), 0);
+    ck_assert_int_eq(s_count(f, S_REPLY), 0); /* chunk 0 waits for worker 0 */
+    ck_assert_int_eq(s_push(f, 0, 0, 0, 0, CK, g[0]), 0);
+    const s_event_t *e = s_last_reply(f, 7);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->range.begin, S_BASE);
+    ck_assert_uint_eq(e->range.end, S_BASE + CK);
+    ck_assert_int_eq(e->version, 1);
+    ck_assert_int_eq(ps_consistency_version(f->c), 0);
+    ck_assert_int_eq(s_pull(f, 8, 1, 0, N), 0); /* mid-step: the applied prefix at once */
+    e = s_last_reply(f, 8);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->range.end, S_BASE + CK);
+    ck_assert_int_eq(s_push(f, 0, 0, 0, CK, 2 * CK, g[0] + CK), 0);
+    ck_assert_int_eq(s_push(f, 1, 0, 0, CK, 2 * CK, g[1] + CK), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    for (int asker = 7; asker <= 8; asker++) { /* the rest, in one part */
+        e = s_last_reply(f, asker);
+        ck_assert_uint_eq(e->range.begin, S_BASE + CK);
+        ck_assert_uint_eq(e->range.end, S_BASE + N);
+        ck_assert_int_eq(e->version, 1);
+    }
+    ck_assert_int_eq(s_count(f, S_REPLY), 4);
+    ck_assert_int_eq(ps_consistency_pending_pulls(f->c), 0);
+    s_initial(f, want);
+    const float *grads[2] = {g[0], g[1]}, weights[2] = {1, 1};
+    s_expect(f, want, state, grads, weights, 2, 0.5f, 1);
+    s_assert_params(f, want);
+    free(g[0]);
+    free(g[1]);
+    free(want);
+    free(state);
     s_free(f);
 }
 END_TEST
@@ -922,6 +994,7 @@ int main(void)
     Suite *s = suite_create("consistency");
     TCase *tc = tcase_create("consistency");
     tcase_add_test(tc, sync_step_completes_only_when_every_worker_pushed_every_key);
+    tcase_add_test(tc, sync_applies_each_chunk_once_every_worker_pushed_it);
     tcase_add_test(tc, a_worker_joins_at_the_agreed_step);
     tcase_add_test(tc, only_a_joiner_left_skips_to_its_step);
     tcase_add_test(tc, nonfinite_pushes_are_refused_and_never_count);

@@ -257,6 +257,46 @@ START_TEST(push_pull_of_keys_pushed_in_part_expects_the_separate_acks)
 }
 END_TEST
 
+/* Chunks of 4 keys from each server's first key: a push of [2, 16) goes to
+ * S0 as [2, 4) [4, 8) [8, 10) and to S1 as [10, 14) [14, 16), an ack each; a
+ * push-pull of every key pushes in chunks and pulls behind them, its acks due. */
+START_TEST(pushes_go_a_message_per_chunk_each_acked)
+{
+    ps_kv_slots_t *t = s_table();
+    ps_kv_slots_set_chunk(t, 4, 0);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 2, 10), 4);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 8, 10), 10);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 1, 10, 16), 14);
+    float grad[16] = {0}, dst[16] = {0};
+    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 3);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ck_assert_uint_eq(sl->left, 5);
+    uint64_t id = ps_kv_slots_id(t, a);
+    for (int k = 0; k < 5; k++) {
+        ck_assert_int_eq(sl->state, PS_KV_SENT);
+        Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, k < 3 ? 0 : 1, id, 0, 0);
+        ck_assert_int_eq(ps_kv_slots_on_reply(t, k < 3 ? 0 : 1, &h, NULL, 0, NULL), 0);
+    }
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    sl = ps_kv_slots_get(t, a);
+    ck_assert_uint_eq(sl->left, 16 + 3 + 2);
+    ps_range_t pushed;
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
+    ck_assert_uint_eq(pushed.end, 10);
+    ps_kv_slots_release(t, a);
+    ps_kv_slots_set_chunk(t, 4, 2); /* at most 2 messages: chunks of 8 */
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 0, 10), 8);
+    ps_kv_slots_set_chunk(t, 16, 0); /* one chunk each: one push-pull per server */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH_PULL);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 START_TEST(pull_reply_in_several_frames_fills_its_keys_in_order)
 {
     ps_kv_slots_t *t = s_table();
@@ -433,6 +473,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
     tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
     tcase_add_test(tc, push_pull_of_keys_pushed_in_part_expects_the_separate_acks);
+    tcase_add_test(tc, pushes_go_a_message_per_chunk_each_acked);
     tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
     tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);

@@ -65,7 +65,7 @@ static double s_ref_loss(const float *p, long bump, double delta, const float *x
 static ps_model_t *s_new(int max_batch)
 {
     ps_model_t *m = NULL;
-    ck_assert_int_eq(ps_model_new("mlp", &ps_kernels_cpu, max_batch, &m), 0);
+    ck_assert_int_eq(ps_model_new("mlp", NULL, &ps_kernels_cpu, max_batch, &m), 0);
     ck_assert_ptr_nonnull(m);
     return m;
 }
@@ -101,7 +101,7 @@ END_TEST
 
 START_TEST(mlp_file_round_trips_and_refuses_another_model)
 {
-    char dir[] = "/tmp/ps_mlp_XXXXXX", path[64], why[256] = "";
+    char dir[] = "/tmp/ps_mlp_XXXXXX", path[64], why[256] = "", hidden[64];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     ps_model_t *a = s_new(4), *b = s_new(4), *c = NULL;
@@ -110,14 +110,15 @@ START_TEST(mlp_file_round_trips_and_refuses_another_model)
     ck_assert_int_eq(ps_model_save(a, ps_model_params(a), path, meta, 1, why, sizeof why), 0);
     ps_safetensors_t *st = NULL;
     ck_assert_int_eq(ps_safetensors_read(path, &st, why, sizeof why), 0);
-    ck_assert_str_eq(ps_model_name_of(st), "mlp");
+    ck_assert_str_eq(ps_model_name_of(st, hidden, sizeof hidden), "mlp");
+    ck_assert_str_eq(hidden, ""); /* the default widths */
     ck_assert_str_eq(ps_safetensors_meta(st, "model"), "mlp");
     ck_assert_str_eq(ps_safetensors_meta(st, "steps"), "7");
     ck_assert_int_eq(ps_safetensors_find(st, "fc2.weight")->shape[1], 256);
     ck_assert_int_eq(ps_model_load(b, st, why, sizeof why), 0);
     ck_assert_int_eq(memcmp(ps_model_params(a), ps_model_params(b),
                             ps_model_num_params(a) * sizeof(float)), 0);
-    ck_assert_int_eq(ps_model_new("cnn", &ps_kernels_cpu, 4, &c), 0);
+    ck_assert_int_eq(ps_model_new("cnn", NULL, &ps_kernels_cpu, 4, &c), 0);
     ck_assert_int_eq(ps_model_load(c, st, why, sizeof why), PS_EINVAL);
     ck_assert_ptr_nonnull(strstr(why, "conv1.weight"));
     ps_safetensors_destroy(&st);
@@ -315,13 +316,84 @@ START_TEST(mlp_reports_gradients_final_layer_by_layer_from_the_last)
 }
 END_TEST
 
+/* --hidden: the widths make the tensors fc1..fc(L+1), chained 784 -> ... ->
+ * 10; the model trains, saves under those names, and a file says its widths. */
+START_TEST(mlp_hidden_widths_shape_the_layers)
+{
+    enum { N = 32 };
+    static const int dims[][2] = {{64, 784}, {32, 64}, {16, 32}, {10, 16}};
+    ps_model_t *m = NULL, *b = NULL;
+    ck_assert_int_eq(ps_model_new("mlp", "64,32,16", &ps_kernels_cpu, N, &m), 0);
+    ck_assert_uint_eq(ps_model_num_tensors(m), 8);
+    size_t P = 0;
+    for (size_t l = 0; l < 4; l++) {
+        char name[16];
+        const ps_tensor_info_t *w = ps_model_tensor(m, 2 * l), *bias = ps_model_tensor(m, 2 * l + 1);
+        snprintf(name, sizeof name, "fc%zu.weight", l + 1);
+        ck_assert_str_eq(w->name, name);
+        ck_assert_int_eq(w->shape[0], dims[l][0]);
+        ck_assert_int_eq(w->shape[1], dims[l][1]);
+        ck_assert_int_eq(bias->shape[0], dims[l][0]);
+        P += (size_t)dims[l][0] * dims[l][1] + dims[l][0];
+    }
+    ck_assert_uint_eq(ps_model_num_params(m), P);
+    ps_model_init_params(m, 3);
+    float *x = malloc(N * S_IN * sizeof(float));
+    uint8_t y[N];
+    ps_modelcheck_batch(x, y, N, 9);
+    ps_modelcheck_sgd_halves_loss(m, x, y, N, 30);
+
+    char dir[] = "/tmp/ps_mlph_XXXXXX", path[64], why[256] = "", hidden[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    ck_assert_int_eq(ps_model_save(m, ps_model_params(m), path, NULL, 0, why, sizeof why), 0);
+    ps_safetensors_t *st = NULL;
+    ck_assert_int_eq(ps_safetensors_read(path, &st, why, sizeof why), 0);
+    ck_assert_str_eq(ps_model_name_of(st, hidden, sizeof hidden), "mlp");
+    ck_assert_str_eq(hidden, "64,32,16");
+    ck_assert_int_eq(ps_model_new("mlp", hidden, &ps_kernels_cpu, N, &b), 0);
+    ck_assert_int_eq(ps_model_load(b, st, why, sizeof why), 0);
+    ck_assert_mem_eq(ps_model_params(b), ps_model_params(m), P * sizeof(float));
+    ps_model_destroy(&b);
+    ck_assert_int_eq(ps_model_new("mlp", "64,32", &ps_kernels_cpu, N, &b), 0);
+    ck_assert_int_eq(ps_model_load(b, st, why, sizeof why), PS_EINVAL); /* fewer layers */
+    ps_model_destroy(&b);
+    ck_assert_int_eq(ps_model_new("mlp", "256,128", &ps_kernels_cpu, N, &b), 0);
+    ck_assert_uint_eq(ps_model_num_params(b), 235146); /* the default, spelt out */
+    ps_model_destroy(&b);
+    ps_safetensors_destroy(&st);
+    unlink(path);
+    rmdir(dir);
+    free(x);
+    ps_model_destroy(&m);
+}
+END_TEST
+
+START_TEST(model_rejects_bad_hidden_widths)
+{
+    static const char *bad[] = {"0", "64,,32", "a", "64,", ",64", "65537", "-4",
+                                "1,2,3,4,5,6,7,8,9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ps_model_t *m = (ps_model_t *)1;
+        ck_assert_msg(ps_model_new("mlp", bad[i], &ps_kernels_cpu, 4, &m) == PS_EINVAL,
+                      "--hidden %s was taken", bad[i]);
+        ck_assert_ptr_null(m);
+    }
+    ps_model_t *m = NULL;
+    ck_assert_int_eq(ps_model_new("cnn", "64", &ps_kernels_cpu, 4, &m), PS_EINVAL);
+    ck_assert_int_eq(ps_model_new("mlp", "1,2,3,4,5,6,7,8", &ps_kernels_cpu, 4, &m), 0);
+    ck_assert_uint_eq(ps_model_num_tensors(m), 18);
+    ps_model_destroy(&m);
+}
+END_TEST
+
 START_TEST(model_rejects_bad_arguments)
 {
     ps_model_t *m = (ps_model_t *)1;
-    ck_assert_int_eq(ps_model_new("resnet", &ps_kernels_cpu, 4, &m), PS_EINVAL);
+    ck_assert_int_eq(ps_model_new("resnet", NULL, &ps_kernels_cpu, 4, &m), PS_EINVAL);
     ck_assert_ptr_null(m);
-    ck_assert_int_eq(ps_model_new("mlp", &ps_kernels_cpu, 0, &m), PS_EINVAL);
-    ck_assert_int_eq(ps_model_new(NULL, &ps_kernels_cpu, 4, &m), PS_EINVAL);
+    ck_assert_int_eq(ps_model_new("mlp", NULL, &ps_kernels_cpu, 0, &m), PS_EINVAL);
+    ck_assert_int_eq(ps_model_new(NULL, NULL, &ps_kernels_cpu, 4, &m), PS_EINVAL);
     m = s_new(4);
     float x[5 * S_IN] = {0};
     uint8_t y[5] = {0, 1, 2, 3, 4};
@@ -351,6 +423,8 @@ int main(void)
     tcase_add_test(tc, model_lends_aligned_batch_buffers_that_train_like_any_memory);
     tcase_add_test(tc, mlp_reports_gradients_final_layer_by_layer_from_the_last);
     tcase_add_test(tc, model_rejects_bad_arguments);
+    tcase_add_test(tc, mlp_hidden_widths_shape_the_layers);
+    tcase_add_test(tc, model_rejects_bad_hidden_widths);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

@@ -59,7 +59,24 @@ static const ps_model_arch_t *s_find_arch(const char *name)
     return NULL;
 }
 
-int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_model_t **out)
+/* m's tensor layout: the architecture's fixed one, or the one it makes for
+ * the hidden widths. */
+static int s_layout(ps_model_t *m, const char *hidden)
+{
+    const ps_model_arch_t *arch = m->arch;
+    if (arch->layout) {
+        return arch->layout(m, hidden ? hidden : "");
+    }
+    if (hidden && hidden[0]) {
+        return PS_EINVAL;
+    }
+    m->defs = arch->tensors;
+    m->ntensors = arch->ntensors;
+    return 0;
+}
+
+int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, int max_batch,
+                 ps_model_t **out)
 {
     int rc = PS_ENOMEM;
     const ps_model_arch_t *arch = s_find_arch(name);
@@ -75,23 +92,24 @@ int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_mode
     m->k = k;
     m->max_batch = max_batch;
     rc = k->ctx_new(&m->ctx);
+    rc = rc ? rc : s_layout(m, hidden);
     if (rc) {
         goto fail;
     }
     rc = PS_ENOMEM;
-    m->tensors = calloc(arch->ntensors, sizeof(*m->tensors));
-    m->out_from = calloc(arch->ntensors, sizeof(*m->out_from));
-    m->graph_out_from = calloc(arch->ntensors, sizeof(*m->graph_out_from));
+    m->tensors = calloc(m->ntensors, sizeof(*m->tensors));
+    m->out_from = calloc(m->ntensors, sizeof(*m->out_from));
+    m->graph_out_from = calloc(m->ntensors, sizeof(*m->graph_out_from));
     if (!m->tensors || !m->out_from || !m->graph_out_from) {
         goto fail;
     }
-    for (size_t i = 0; i < arch->ntensors; i++) {
-        m->tensors[i].name = arch->tensors[i].name;
+    for (size_t i = 0; i < m->ntensors; i++) {
+        m->tensors[i].name = m->defs[i].name;
         m->tensors[i].offset = m->P;
-        m->tensors[i].count = arch->tensors[i].count;
-        m->tensors[i].ndim = arch->tensors[i].ndim;
-        m->tensors[i].shape = arch->tensors[i].shape;
-        m->P += arch->tensors[i].count;
+        m->tensors[i].count = m->defs[i].count;
+        m->tensors[i].ndim = m->defs[i].ndim;
+        m->tensors[i].shape = m->defs[i].shape;
+        m->P += m->defs[i].count;
     }
     const size_t pbytes = m->P * sizeof(float);
     m->params = k->host_alloc(pbytes);
@@ -138,7 +156,7 @@ void ps_model_destroy(ps_model_t **mp)
     ps_model_t *m = *mp;
     const ps_kernels_t *k = m->k;
     k->graph_destroy(&m->graph);
-    if (m->arch) {
+    if (m->arch && m->defs) {
         m->arch->teardown(m);
     }
     if (!k->host_is_backend) {
@@ -158,6 +176,7 @@ void ps_model_destroy(ps_model_t **mp)
     k->host_free(m->y);
     free(m->tensors);
     free(m->out_from);
+    free(m->layout);
     k->ctx_destroy(&m->ctx);
     free(m);
     *mp = NULL;
@@ -170,12 +189,12 @@ size_t ps_model_num_params(const ps_model_t *m)
 
 size_t ps_model_num_tensors(const ps_model_t *m)
 {
-    return m->arch->ntensors;
+    return m->ntensors;
 }
 
 const ps_tensor_info_t *ps_model_tensor(const ps_model_t *m, size_t i)
 {
-    return i < m->arch->ntensors ? &m->tensors[i] : NULL;
+    return i < m->ntensors ? &m->tensors[i] : NULL;
 }
 
 float *ps_model_params(ps_model_t *m)
@@ -203,8 +222,8 @@ uint8_t *ps_model_batch_y(ps_model_t *m)
  * Each tensor draws from its own stream (seed, tensor index). */
 void ps_model_init_params(ps_model_t *m, uint64_t seed)
 {
-    for (size_t i = 0; i < m->arch->ntensors; i++) {
-        const ps_tensor_def_t *t = &m->arch->tensors[i];
+    for (size_t i = 0; i < m->ntensors; i++) {
+        const ps_tensor_def_t *t = &m->defs[i];
         const double bound = 1.0 / sqrt((double)t->fan_in);
         float *p = m->params + m->tensors[i].offset;
         ps_rng_t r;
@@ -232,7 +251,7 @@ static int s_check(const ps_model_t *m, const float *x, const uint8_t *y, int n)
 /* First key of tensor i; P for i = ntensors. */
 static size_t s_key(const ps_model_t *m, size_t i)
 {
-    return i < m->arch->ntensors ? m->tensors[i].offset : m->P;
+    return i < m->ntensors ? m->tensors[i].offset : m->P;
 }
 
 /* A train_step or evaluate begins: the caller wrote new host params, no
@@ -240,7 +259,7 @@ static size_t s_key(const ps_model_t *m, size_t i)
 static void s_begin(ps_model_t *m)
 {
     m->sent = 0;
-    m->final = m->arch->ntensors;
+    m->final = m->ntensors;
     m->nout = 0;
     m->io_rc = 0;
 }
@@ -286,7 +305,7 @@ static void s_stage(ps_model_t *m, const float *x, const uint8_t *y, int n,
 
 void ps_model_params_needed(ps_model_t *m, size_t end)
 {
-    end = end < m->arch->ntensors ? end : m->arch->ntensors;
+    end = end < m->ntensors ? end : m->ntensors;
     if (m->k->host_is_backend || end <= m->sent) {
         return;
     }
@@ -389,7 +408,7 @@ static void s_ops(ps_model_t *m, const float *d_x, const uint8_t *d_y, int n,
                   ps_model_profile_t *p, double *t)
 {
     if (m->profile) { /* serialised, so copy_in times the params' copy alone */
-        ps_model_params_needed(m, m->arch->ntensors);
+        ps_model_params_needed(m, m->ntensors);
     }
     s_lap(m, t, &p->copy_in, 0);
     /* on a GPU the spans are the times the work was queued */

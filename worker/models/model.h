@@ -28,6 +28,7 @@ extern "C" {
 typedef struct ps_model ps_model_t;
 
 enum { PS_MODEL_MAX_DIMS = 4 }; /* a tensor has at most this many dimensions */
+enum { PS_MODEL_MAX_HIDDEN = 8 }; /* the mlp has at most this many hidden layers */
 
 /* One named tensor of the flat parameter vector. */
 typedef struct {
@@ -43,10 +44,13 @@ enum { PS_MODEL_IN_H = 28, PS_MODEL_IN_W = 28, PS_MODEL_CLASSES = 10 };
 
 /*
  * Creates model `name` ("mlp" or "cnn") for batches of up to max_batch samples
- * on backend k. Returns 0 and stores the model in *out (caller owns the result;
- * destroy with ps_model_destroy()), PS_EINVAL for an unknown name, PS_ENOMEM.
+ * on backend k. hidden: the mlp's hidden widths "H1,H2,..." (tensors fc1 ..
+ * fcN), NULL or "" for its default 256,128; the cnn takes none. Returns 0 and
+ * stores the model in *out (caller owns the result; destroy with
+ * ps_model_destroy()), PS_EINVAL for an unknown name or bad widths, PS_ENOMEM.
  */
-int ps_model_new(const char *name, const ps_kernels_t *k, int max_batch, ps_model_t **out);
+int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, int max_batch,
+                 ps_model_t **out);
 
 /* Frees everything; NULL-safe; sets *m to NULL. */
 void ps_model_destroy(ps_model_t **m);
@@ -192,8 +196,10 @@ int ps_model_save(const ps_model_t *m, const float *params, const char *path,
  */
 int ps_model_load(ps_model_t *m, const ps_safetensors_t *st, char *why, size_t why_cap);
 
-/* The name of the model ("mlp", "cnn") whose tensor names st holds, or NULL. */
-const char *ps_model_name_of(const ps_safetensors_t *st);
+/* The name of the model ("mlp", "cnn") whose tensor names st holds, or NULL;
+ * its hidden widths as ps_model_new() takes them ("" = the default) into
+ * hidden[cap]. */
+const char *ps_model_name_of(const ps_safetensors_t *st, char *hidden, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
  * a silently half-initialised model.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -16,8 +17,8 @@
 int ps_model_save(const ps_model_t *m, const float *params, const char *path,
                   const char *const *meta, int n_meta, char *why, size_t why_cap)
 {
-    const size_t n = m->arch->ntensors;
-    ps_safetensors_tensor_t t[16];
+    const size_t n = m->ntensors;
+    ps_safetensors_tensor_t t[2 * (PS_MODEL_MAX_HIDDEN + 1)];
     const char *kv[2 * 16];
     if (n > sizeof t / sizeof t[0] || n_meta < 0 || n_meta > 15) {
         snprintf(why, why_cap, "%s: too many tensors or metadata pairs", path);
@@ -39,12 +40,13 @@ int ps_model_save(const ps_model_t *m, const float *params, const char *path,
     return ps_safetensors_write(path, t, (int)n, kv, n_meta + 1, why, why_cap);
 }
 
-/* Whether st holds exactly arch's tensor names; with shapes too when strict. */
-static int s_matches(const ps_model_arch_t *arch, const ps_safetensors_t *st, int strict,
-                     char *why, size_t why_cap)
+/* Whether st holds exactly m's tensor names; with shapes too when strict. */
+static int s_matches(const ps_model_t *m, const ps_safetensors_t *st, int strict, char *why,
+                     size_t why_cap)
 {
-    for (size_t i = 0; i < arch->ntensors; i++) {
-        const ps_tensor_def_t *d = &arch->tensors[i];
+    const ps_model_arch_t *arch = m->arch;
+    for (size_t i = 0; i < m->ntensors; i++) {
+        const ps_tensor_def_t *d = &m->defs[i];
         const ps_safetensors_tensor_t *t = ps_safetensors_find(st, d->name);
         if (!t) {
             snprintf(why, why_cap, "has no tensor %s (model %s)", d->name, arch->name);
@@ -60,9 +62,9 @@ static int s_matches(const ps_model_arch_t *arch, const ps_safetensors_t *st, in
             return 0;
         }
     }
-    if ((size_t)ps_safetensors_count(st) != arch->ntensors) {
+    if ((size_t)ps_safetensors_count(st) != m->ntensors) {
         snprintf(why, why_cap, "has %d tensors, model %s has %zu", ps_safetensors_count(st),
-                 arch->name, arch->ntensors);
+                 arch->name, m->ntensors);
         return 0;
     }
     return 1;
@@ -71,11 +73,11 @@ static int s_matches(const ps_model_arch_t *arch, const ps_safetensors_t *st, in
 int ps_model_load(ps_model_t *m, const ps_safetensors_t *st, char *why, size_t why_cap)
 {
     char reason[200];
-    if (!s_matches(m->arch, st, 1, reason, sizeof reason)) {
+    if (!s_matches(m, st, 1, reason, sizeof reason)) {
         snprintf(why, why_cap, "the file %s", reason);
         return PS_EINVAL;
     }
-    for (size_t i = 0; i < m->arch->ntensors; i++) {
+    for (size_t i = 0; i < m->ntensors; i++) {
         const ps_tensor_info_t *ti = &m->tensors[i];
         memcpy(m->params + ti->offset, ps_safetensors_find(st, ti->name)->data,
                ti->count * sizeof(float));
@@ -83,14 +85,28 @@ int ps_model_load(ps_model_t *m, const ps_safetensors_t *st, char *why, size_t w
     return 0;
 }
 
-const char *ps_model_name_of(const ps_safetensors_t *st)
+const char *ps_model_name_of(const ps_safetensors_t *st, char *hidden, size_t cap)
 {
     char reason[200];
     const ps_model_arch_t *a;
     for (size_t i = 0; (a = ps_model_arch_at(i)) != NULL; i++) {
-        if (s_matches(a, st, 0, reason, sizeof reason)) {
+        /* only the layout is needed: a model without its buffers */
+        ps_model_t m = {.arch = a};
+        hidden[0] = '\0';
+        if (a->hidden_of && a->hidden_of(st, hidden, cap) != 0) {
+            continue;
+        }
+        const int rc = a->layout ? a->layout(&m, hidden) : 0;
+        if (!a->layout) {
+            m.defs = a->tensors;
+            m.ntensors = a->ntensors;
+        }
+        const int same = rc == 0 && s_matches(&m, st, 0, reason, sizeof reason);
+        free(m.layout);
+        if (same) {
             return a->name;
         }
     }
+    hidden[0] = '\0';
     return NULL;
 }

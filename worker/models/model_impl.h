@@ -27,8 +27,15 @@ typedef struct {
 
 typedef struct ps_model_arch {
     const char *name;               /* "mlp", "cnn" */
-    size_t ntensors;                /* entries in tensors */
-    const ps_tensor_def_t *tensors; /* layout of the flat vector */
+    size_t ntensors;                /* entries in tensors (a fixed layout) */
+    const ps_tensor_def_t *tensors; /* layout of the flat vector; NULL: layout() makes it */
+    /* A shaped architecture: sets m->defs, m->ntensors (and m->layout, owned,
+     * freed with free()) for the hidden widths ("" = its default). 0,
+     * PS_EINVAL or PS_ENOMEM. NULL for a fixed layout, which takes no widths. */
+    int (*layout)(ps_model_t *m, const char *hidden);
+    /* A shaped architecture: the widths of the model whose tensors st holds,
+     * as layout() takes them, into buf. 0 or PS_EINVAL (not this model). */
+    int (*hidden_of)(const ps_safetensors_t *st, char *buf, size_t cap);
     /* Allocates the activations for m->max_batch into m->impl. 0 or PS_ENOMEM. */
     int (*setup)(ps_model_t *m);
     /* Frees m->impl; safe on a half-built model (m->impl NULL or partial). */
@@ -49,7 +56,10 @@ struct ps_model {
     ps_kctx_t *ctx;              /* backend context; owned */
     int max_batch;               /* activations are sized for this many samples */
     size_t P;                    /* flat parameter count */
-    ps_tensor_info_t *tensors;   /* arch->ntensors entries; owned */
+    size_t ntensors;             /* named tensors */
+    const ps_tensor_def_t *defs; /* [ntensors] their layout; arch->tensors or in layout */
+    void *layout;                /* a shaped architecture's layout; owned (free()) */
+    ps_tensor_info_t *tensors;   /* ntensors entries; owned */
     float *params;               /* host [P]; pinned on device backends; owned */
     float *grads;                /* host [P]; owned */
     float *d_params;             /* backend [P]; == params when host_is_backend */

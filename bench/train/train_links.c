@@ -1,0 +1,80 @@
+/*
+ * bench/train/train_links.c - `shardps-bench train --net`: each run's links
+ * measured on the simulated cluster's counters beside the theory, the
+ * link-bound step time for the bytes measured, and whether the machine's
+ * cores, not the links, were the bound. Only with --net; the figures come
+ * from bench/netsim/job.c (ps_netsim_result_t).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/train/train.h"
+
+/* A run whose cores were this busy is reported as CPU-bound, not a network
+ * result. */
+#define LINKS_CPU_BOUND 0.9
+
+int ps_bench_train_links_new(const train_cfg_t *cfg, ps_bench_table_t **t)
+{
+    char title[256], headers[768];
+    snprintf(title, sizeof title,
+             "### Links: bytes per worker link per step, measured and in theory; "
+             "link-bound against measured step time (%s)",
+             ps_netsim_note(cfg->net));
+    snprintf(headers, sizeof headers,
+             "mode,workers,scenario,sent MB/step (measured),received MB/step (measured),"
+             "PS MB/step each way (theory),ring MB/step each way (theory),"
+             "busiest link MB/step,link-bound ms/step,measured ms/step,link efficiency,"
+             "samples/s,s to %.2f,TCP retransmissions,TCP timeouts,CPU busy,bound",
+             cfg->target);
+    return ps_bench_table_new(cfg->page, "train_links", title,
+                              "mode,workers,scenario,link_tx_mb,link_rx_mb,theory_ps_mb,"
+                              "theory_ring_mb,link_max_mb,bound_ms,step_ms,efficiency,"
+                              "samples_per_sec,time_to_target_s,tcp_retrans,tcp_timeouts,"
+                              "cpu_busy,bound",
+                              headers, t);
+}
+
+void ps_bench_train_links_row(const train_cfg_t *cfg, ps_bench_table_t *t,
+                              const train_run_t *r)
+{
+    const double M = r->workers, P = r->params * 4 / 1e6; /* MB of fp32 */
+    const double ring = 2 * (M - 1) / M * P;
+    /* dedicated: a worker sends and receives the model once; colocated its
+     * link also carries its server's share, as much as the ring */
+    const double ps = ps_bench_train_colocated(r->label) ? ring : P;
+    const double rate = ps_netsim_rate(cfg->net);
+    const double bound = rate > 0 ? r->link_max * 8 / rate * 1e3 : NAN;
+    const double step = r->sps > 0 ? M * ps_bench_train_batch(cfg) / r->sps * 1e3 : NAN;
+    char tta[32] = "", psmb[32] = ""; /* empty: n/a */
+    if (!isnan(r->tta)) {
+        snprintf(tta, sizeof tta, "%.1f", r->tta);
+    }
+    if (strcmp(r->mode, "allreduce") != 0) {
+        snprintf(psmb, sizeof psmb, "%.3f", ps);
+    }
+    ps_bench_table_rowf(t, "%s,%d,%s,%.3f,%.3f,%s,%.3f,%.3f,%.1f,%.1f,%.2f,%.0f,%s,%.0f,%.0f,"
+                        "%.2f,%s",
+                        r->name, r->workers, ps_bench_train_scenarios[r->scen],
+                        r->link_tx / 1e6, r->link_rx / 1e6, psmb, ring, r->link_max / 1e6,
+                        bound, step, bound / step, r->sps, tta, r->retrans, r->timeouts,
+                        r->cpu_busy, r->cpu_busy >= LINKS_CPU_BOUND ? "CPU" : "link");
+}
+
+void ps_bench_train_links_notes(ps_bench_table_t *t)
+{
+    ps_bench_table_note(
+        t,
+        "Measured: each namespace's eth0 byte counters (/proc/net/dev inside it, headers "
+        "included) and TCP counters (/proc/net/snmp RetransSegs, /proc/net/netstat "
+        "TCPTimeouts) before and after the job, per worker step (worker 0's steps; the "
+        "job's start-up, initial values and evaluations included). Theory: fp32 payload "
+        "of the model, P x 4 bytes; a parameter server with servers of their own sends "
+        "and receives it once per worker step, a ring 2(M-1)/M times, a colocated "
+        "parameter server as much as the ring. Link-bound ms/step: the busiest link's "
+        "bytes one way at the link rate; link efficiency = link-bound / measured. CPU "
+        "busy: the share of this machine's cores not idle over the job (/proc/stat); at "
+        "%.0f %% or more the row is CPU-bound and says nothing about the network.",
+        LINKS_CPU_BOUND * 100);
+}

@@ -1,0 +1,78 @@
+/*
+ * server/consistency_impl.h - private: the consistency state machine's
+ * state, shared by consistency.c (the modes) and consistency_report.c (what
+ * it tells the server's loop and the end-of-job report). Only those two
+ * include it.
+ */
+#ifndef PS_SERVER_CONSISTENCY_IMPL_H
+#define PS_SERVER_CONSISTENCY_IMPL_H
+
+#include "server/consistency.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One push held for a step: its keys and its gradient, read in place. */
+typedef struct {
+    uint64_t begin, end; /* keys relative to the shard */
+    const void *data;    /* the gradient, any alignment; valid until frame is released */
+    void *frame;         /* the caller's handle on data */
+} ps_part_t;
+
+/* A pull waiting for a newer version; its asker is kept beside, in askers. */
+typedef struct {
+    ps_range_t range;    /* what */
+    int64_t min_version; /* answered once version >= this */
+} ps_pending_t;
+
+struct ps_consistency {
+    ps_consistency_config_t cfg;
+    ps_store_t *store;     /* borrowed */
+    ps_range_t shard;      /* the store's keys */
+    uint64_t n;            /* keys in the shard */
+    int workers;           /* N */
+    unsigned char *live;   /* N: non-zero for the workers steps wait for */
+    int nlive;
+    int64_t *join_at;      /* N: the version from which a joining worker is live; -1 none */
+    int64_t hold;          /* stepped modes: no step >= hold is applied (ps_consistency_hold) */
+    /* Stepped modes collect each step's pushes per worker before applying.
+     * Step t lives in window slot t % window; slot (t, w) below means index
+     * (t % window) * workers + w. */
+    int window;            /* steps collected at once: s+1 under ssp:s, else 1 */
+    size_t nslots;         /* window*workers (1 when not stepped) */
+    ps_part_t *parts;      /* nslots*PS_CONSISTENCY_MAX_PARTS: the pushes held so far */
+    int *nparts;           /* nslots */
+    uint64_t *covered;     /* nslots: keys pushed so far */
+    int64_t *computed_on;  /* nslots: version the gradient was computed on */
+    /* Sync and ssp apply the step being collected chunk by chunk (chunk
+     * keys from the shard's start; the last may be shorter): a chunk every
+     * live worker has pushed whole is applied at once, and the pulls get
+     * its values, while the other chunks still come in. */
+    uint64_t chunk;        /* keys per chunk */
+    size_t nchunks;        /* chunks of the shard */
+    uint32_t *chunk_got;   /* nslots*nchunks: keys of each chunk pushed so far */
+    unsigned char *done;   /* nchunks: applied for step `version` (so at version + 1) */
+    size_t ndone;          /* chunks of done set */
+    unsigned char *with;   /* workers: who the chunks applied so far were summed from */
+    float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
+    int64_t version;       /* updates applied so far (also Adam's t) */
+    ps_pending_t *pending; /* cap_pending */
+    unsigned char *askers; /* cap_pending blobs of asker_stride bytes, pending's askers */
+    size_t asker_stride;   /* asker_size rounded up to keep each blob aligned */
+    int npending, cap_pending;
+    double step_since;     /* when the step being collected started waiting */
+    double missing_logged; /* when we last logged who it waits for */
+    ps_consistency_stats_t stats;
+};
+
+/* Index of slot (step t, worker w). */
+static inline size_t ps_consistency_slot(const ps_consistency_t *c, int64_t t, int w)
+{
+    return (size_t)(t % c->window) * (size_t)c->workers + (size_t)w;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
