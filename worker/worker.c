@@ -563,8 +563,10 @@ static int s_build_model(ps_worker_t *w)
     return 0;
 }
 
-/* Everything up to the first step. Returns 0 or an error with w->err set. */
-static int s_start(ps_worker_t *w)
+/* What a worker checks and sets up on its own, before joining: the model
+ * files, the dataset, the device (into device and gpu). Returns 0 or an
+ * error with w->err set. */
+static int s_prepare(ps_worker_t *w, char device[256], char gpu[200])
 {
     const ps_worker_config_t *cfg = w->cfg;
     int rc;
@@ -583,9 +585,9 @@ static int s_start(ps_worker_t *w)
     /* The device is chosen before joining, so a bad --device fails without
      * touching the job, but announced after: a worker that cannot start
      * prints its one error line and nothing else. */
-    char device[256], gpu[200] = "";
-    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, sizeof device)) != 0 ||
-        (rc = ps_device_use(w->kernels, cfg->gpu, gpu, sizeof gpu)) != 0) {
+    gpu[0] = '\0';
+    if ((rc = ps_kernels_select(cfg->device, &w->kernels, device, 256)) != 0 ||
+        (rc = ps_device_use(w->kernels, cfg->gpu, gpu, 200)) != 0) {
         snprintf(w->err, sizeof w->err, "%s", gpu[0] ? gpu : device);
         return rc;
     }
@@ -595,6 +597,18 @@ static int s_start(ps_worker_t *w)
         return PS_EINVAL;
     }
     ps_kernels_set_threads(cfg->threads);
+    return 0;
+}
+
+/* Everything up to the first step. Returns 0 or an error with w->err set. */
+static int s_start(ps_worker_t *w)
+{
+    const ps_worker_config_t *cfg = w->cfg;
+    char device[256], gpu[200];
+    int rc = s_prepare(w, device, gpu);
+    if (rc != 0) {
+        return rc;
+    }
     ps_secret_t secret;
     if ((rc = ps_link_read_secret(cfg->secret_file, &secret, w->err, sizeof w->err)) != 0) {
         return rc;
