@@ -10,7 +10,7 @@
 # launcher gave a --scheduler-grace, register with it again. Asserts: the
 # launcher exits 0; the parameters are bitwise those of the same job run
 # without a kill; the summary is the restarted scheduler's (one restart,
-# every step).
+# every step). A second kill, past the budget, ends the job naming it.
 . "$(dirname "$0")/lib.sh"
 
 JOB=(--servers 2 --workers 2 --epochs 1 --max-steps 600 --seed 11 --batch 32
@@ -42,5 +42,21 @@ cmp -s "$TMP/ref.f32" "$TMP/cut.f32" ||
 expect "$TMP/cut.json" "d['status'] == 'ok' and d['scheduler_restarts'] == 1" "one restart"
 expect "$TMP/cut.json" "d['steps'] == 600 and d['worker_steps'] == [600, 600]" "every step"
 grep -q "^job ok" "$TMP/cut.log" || fail "no 'job ok' line: $(tail -2 "$TMP/cut.log")"
+
+# The budget: with --respawn 1 a second kill of the scheduler ends the job.
+CK2=$TMP/ck2
+start twice "$LAUNCH" "${JOB[@]}" --checkpoint-dir "$CK2" --summary "$TMP/twice.json"
+JOB_PID=$LAST_PID
+wait_file "$CK2/step-50/manifest.json" 120 || fail "twice: no checkpoint step-50: $(tail -5 "$TMP/twice.log")"
+kill -9 "$(pgrep -P "$JOB_PID" -x shardps-schedul)"
+wait_line "$TMP/twice.log" "is back: every node registered again" 60 ||
+    fail "twice: the job did not come back: $(tail -5 "$TMP/twice.log")"
+sched=$(pgrep -P "$JOB_PID" -x shardps-schedul)
+[ -n "$sched" ] || fail "twice: no restarted scheduler: $(tail -5 "$TMP/twice.log")"
+kill -9 "$sched"
+wait_pid "$JOB_PID" 60 || fail "twice: the job hangs after the second kill"
+[ "$WAIT_RC" = 1 ] || fail "twice: the launcher exited $WAIT_RC after the budget was spent"
+grep -q "job failed: C (pid $sched) killed by signal 9" "$TMP/twice.log" ||
+    fail "twice: no failure naming the scheduler: $(tail -3 "$TMP/twice.log")"
 check_logs
 echo "ok: scheduler $sched killed after step-100, restarted by the launcher, parameters bitwise equal"
