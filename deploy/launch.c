@@ -215,11 +215,12 @@ static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
 }
 
 /* The directory the scheduler keeps its state in (its --checkpoint-dir, or
- * --resume's, where it checkpoints on); NULL when it has none. */
+ * the one it resumed from, where it checkpoints on); NULL when it has none. */
 static const char *s_state_dir(const ps_launch_flags_t *F)
 {
     const char *dir = ps_launch_flags_value(F, "checkpoint-dir");
-    return dir ? dir : ps_launch_flags_value(F, "resume");
+    dir = dir ? dir : ps_launch_flags_value(F, "resume");
+    return dir ? dir : ps_launch_flags_value(F, "resume-or-start");
 }
 
 /* --respawn: a scheduler killed by a signal mid-run (one that exited chose
@@ -245,10 +246,14 @@ static int s_scheduler_may_restart(s_launch_t *L, ps_launch_child_t *c, const ch
     }
     char bind[300];
     snprintf(bind, sizeof bind, "tcp://%s%s", F->host, port);
+    /* --resume DIR for this command line only (it and --resume-or-start exclude each other) */
     const char *resume = ps_launch_flags_value(F, "resume");
-    ps_launch_flags_set(F, "resume", dir); /* for this command line only */
+    const char *or_start = ps_launch_flags_value(F, "resume-or-start");
+    ps_launch_flags_set(F, "resume", dir);
+    ps_launch_flags_set(F, "resume-or-start", NULL);
     char **argv = ps_launch_flags_scheduler_argv(F, bind, NULL);
     ps_launch_flags_set(F, "resume", resume);
+    ps_launch_flags_set(F, "resume-or-start", or_start);
     ps_log_warn("scheduler (pid %d) %s; starting it again at %s from %s", (int)c->pid, how,
                 bind, state);
     int rc = ps_launch_children_respawn(&L->C, c, 0, argv);

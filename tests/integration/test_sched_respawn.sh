@@ -44,8 +44,10 @@ expect "$TMP/cut.json" "d['steps'] == 600 and d['worker_steps'] == [600, 600]" "
 grep -q "^job ok" "$TMP/cut.log" || fail "no 'job ok' line: $(tail -2 "$TMP/cut.log")"
 
 # The budget: with --respawn 1 a second kill of the scheduler ends the job.
+# This job starts with --resume-or-start DIR (a fresh start: DIR is empty),
+# which its restart takes the place of with --resume DIR.
 CK2=$TMP/ck2
-start twice "$LAUNCH" "${JOB[@]}" --checkpoint-dir "$CK2" --summary "$TMP/twice.json"
+start twice "$LAUNCH" "${JOB[@]}" --resume-or-start "$CK2" --summary "$TMP/twice.json"
 JOB_PID=$LAST_PID
 wait_file "$CK2/step-50/manifest.json" 120 || fail "twice: no checkpoint step-50: $(tail -5 "$TMP/twice.log")"
 kill -9 "$(pgrep -P "$JOB_PID" -x shardps-schedul)"
