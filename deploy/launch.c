@@ -9,6 +9,8 @@
  *
  * A child that fails, a signal to the launcher, or --timeout stops the job:
  * SIGTERM to every child's process group, SIGKILL after 5 s, output drained.
+ * Under --respawn a lost child starts again instead, the scheduler included
+ * (at its port, resuming from its state file).
  *
  * This file is the job's life: its phases, its deadlines and its exit code.
  * The flags and each role's command line are deploy/launch_flags.c's; the
@@ -63,7 +65,7 @@ static const char *const s_unset_env[] = {
 enum { S_PHASE_ENDPOINT, S_PHASE_RUN, S_PHASE_STOP };
 
 typedef struct {
-    const ps_launch_flags_t *F; /* the command line */
+    ps_launch_flags_t *F;       /* the command line */
     ps_launch_children_t C;     /* the processes */
     char tmpdir[PATH_MAX];      /* fresh directory for the endpoint file; "" if none */
     char secret[PATH_MAX + 16]; /* the job's secret made in tmpdir; "" if given */
@@ -78,7 +80,7 @@ typedef struct {
     double drain_until;         /* after the last child was reaped; 0 = not yet */
     ps_launch_plot_t *plot;     /* the run's plots (--plot); NULL = none */
     int exit_code;              /* what main returns */
-    int respawned;              /* servers and workers restarted so far (--respawn) */
+    int respawned;              /* scheduler, servers and workers restarted so far (--respawn) */
     char why[512];              /* first cause of a failure */
 } s_launch_t;
 
@@ -212,6 +214,59 @@ static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
     return s_respawn(L, c, status) == 0;
 }
 
+/* The directory the scheduler keeps its state in (its --checkpoint-dir, or
+ * the one it resumed from, where it checkpoints on); NULL when it has none. */
+static const char *s_state_dir(const ps_launch_flags_t *F)
+{
+    const char *dir = ps_launch_flags_value(F, "checkpoint-dir");
+    dir = dir ? dir : ps_launch_flags_value(F, "resume");
+    return dir ? dir : ps_launch_flags_value(F, "resume-or-start");
+}
+
+/* --respawn: a scheduler killed by a signal mid-run (one that exited chose
+ * to: its job ended or failed) starts again at the same port with --resume
+ * DIR, from its state file there; the nodes, still running on their
+ * --scheduler-grace, register with it again. Returns 1 when it started. */
+static int s_scheduler_may_restart(s_launch_t *L, ps_launch_child_t *c, const char *how,
+                                   int status)
+{
+    ps_launch_flags_t *F = L->F;
+    const char *dir = s_state_dir(F);
+    const char *port = strrchr(L->endpoint, ':');
+    if (c->role != PS_LAUNCH_SCHEDULER || !WIFSIGNALED(status) || L->phase != S_PHASE_RUN ||
+        L->respawned >= F->respawn || !dir || !port) {
+        return 0;
+    }
+    char state[PATH_MAX + 32];
+    snprintf(state, sizeof state, "%s/scheduler.state", dir);
+    if (access(state, F_OK) != 0) {
+        ps_log_err("scheduler (pid %d) %s before it saved its state in %s: not started again",
+                   (int)c->pid, how, dir);
+        return 0;
+    }
+    char bind[300];
+    snprintf(bind, sizeof bind, "tcp://%s%s", F->host, port);
+    /* --resume DIR for this command line only (it and --resume-or-start exclude each other) */
+    const char *resume = ps_launch_flags_value(F, "resume");
+    const char *or_start = ps_launch_flags_value(F, "resume-or-start");
+    ps_launch_flags_set(F, "resume", dir);
+    ps_launch_flags_set(F, "resume-or-start", NULL);
+    char **argv = ps_launch_flags_scheduler_argv(F, bind, NULL);
+    ps_launch_flags_set(F, "resume", resume);
+    ps_launch_flags_set(F, "resume-or-start", or_start);
+    ps_log_warn("scheduler (pid %d) %s; starting it again at %s from %s", (int)c->pid, how,
+                bind, state);
+    int rc = ps_launch_children_respawn(&L->C, c, 0, argv);
+    ps_launch_argv_destroy(&argv);
+    if (rc != 0) {
+        return 0;
+    }
+    L->respawned++;
+    ps_log_info("started scheduler (pid %d), respawn %d of %d", (int)c->pid, L->respawned,
+                F->respawn);
+    return 1;
+}
+
 /* Reaps every child that has exited; a failure starts the stop. */
 static void s_reap(s_launch_t *L)
 {
@@ -240,6 +295,8 @@ static void s_reap(s_launch_t *L)
         } else if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) &&
                    WEXITSTATUS(status) == 2) {
             s_stop(L, 2, "scheduler (pid %d) %s: nothing to resume", pid, how);
+        } else if (!ok && s_scheduler_may_restart(L, c, how, status)) {
+            /* started again: the job goes on */
         } else if (!ok && !s_worker_may_fail(L, c, how, status) &&
                    !s_server_may_fail(L, c, how, status)) {
             s_stop(L, 1, "%s (pid %d) %s", c->tag, pid, how);
@@ -318,6 +375,17 @@ static int s_start_nodes(s_launch_t *L)
 }
 
 /* ---- set-up -------------------------------------------------------------- */
+
+/* A scheduler the launcher may restart (--respawn, a state directory) is
+ * waited for by the nodes: --scheduler-grace unless given. */
+#define S_DEFAULT_GRACE "60"
+
+static void s_default_grace(ps_launch_flags_t *F)
+{
+    if (F->respawn > 0 && s_state_dir(F) && !ps_launch_flags_value(F, "scheduler-grace")) {
+        ps_launch_flags_set(F, "scheduler-grace", S_DEFAULT_GRACE);
+    }
+}
 
 static int s_install_signals(s_launch_t *L)
 {
@@ -599,6 +667,7 @@ int main(int argc, char **argv)
     }
 
     L->exit_code = 1;
+    s_default_grace(&flags);
     if (ps_launch_children_init(&L->C, flags.servers, flags.spares, flags.workers) != 0) {
         ps_log_err("out of memory");
         goto fail;

@@ -409,7 +409,9 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         {"spares", PS_FLAG_INT, &F->spares, "N",
          "spare servers, 0 to 64: one replaces a lost server from its newest checkpoint"},
         {"respawn", PS_FLAG_INT, &F->respawn, "N",
-         "restart up to N servers (as new spares) or workers (with --min-workers: they join again) that die (0 = never)"},
+         "restart up to N servers (as new spares), workers (with --min-workers: they join again) "
+         "or the scheduler (killed mid-run, with a checkpoint directory: it resumes) that die "
+         "(0 = never)"},
     };
     _Static_assert(sizeof flags / sizeof flags[0] == S_NOWN + PS_LAUNCH_MAX_FWD, "S_NOWN");
     s_fwd_build(F);
