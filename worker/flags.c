@@ -60,7 +60,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"summary", PS_FLAG_STR, &c->summary, "FILE", "with --evaluate: write its result here as JSON (ignored otherwise)", "SHARDPS_EVALUATE_SUMMARY"},
         {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
         {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "allreduce: the host the ring reaches this worker at, on its bound port (or a whole tcp://HOST:PORT); default: the bound host, or for 0.0.0.0 the local end of the route to the scheduler"},
-        {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity"},
+        {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity (a chunk longer than four messages goes in four bigger ones)"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
         {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers undo an update that would overflow), then the real one (-1 = never)"},
