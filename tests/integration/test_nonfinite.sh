@@ -59,9 +59,10 @@ grep -q 'the NaN push for step 0 was refused' "$TMP/w1_attacked.log" ||
 params_close "$TMP/quiet.f32" "$TMP/attacked.f32" 0 ||
     fail "the job with a refused NaN push differs from the undisturbed one"
 
-# 4
+# 4 (--staleness-lr 0: each push's weight would depend on how far worker 0
+# has run ahead, and with it whether the second update overflows)
 start_scheduler sched_huge --servers 1 --workers 2 --mode async --max-steps 10 \
-    --summary "$TMP/huge.json"
+    --staleness-lr 0 --summary "$TMP/huge.json"
 sched=$SCHED_PID
 start server_huge "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
 for r in 0 1; do
