@@ -351,6 +351,12 @@ static int s_resolve(ps_launch_flags_t *F)
     if ((F->spares || F->respawn) && F->servers == 0) {
         return s_bad("--spares and --respawn need servers (an allreduce job has none)");
     }
+    /* --replicas K: the scheduler makes K spares per server its replicas */
+    const char *replicas = ps_launch_flags_value(F, "replicas");
+    const int k = replicas ? atoi(replicas) : 0;
+    if (k > 0 && F->servers * k + F->spares <= 64) {
+        F->spares += F->servers * k;
+    }
     if (F->bin_dir && !F->bin_dir[0]) {
         return s_bad("--bin-dir: empty");
     }

@@ -267,7 +267,8 @@ static int s_check_view(const Shardps__ClusterView *m, char *why, size_t cap)
     if (m->steps_per_epoch < 1 || m->total_steps < 0 || m->checkpoint_every < 0 ||
         m->start_step < 0 || m->resume_step < 0 || m->resume_parts < 0 ||
         m->resume_parts > PS_MAX_SERVERS || m->generation < 0 || m->replaced_rank < 0 ||
-        (size_t)m->replaced_rank > m->n_servers) {
+        (size_t)m->replaced_rank > m->n_servers || m->replicas < 0 || m->replicas > 1 ||
+        m->replica_of < 0 || (size_t)m->replica_of > m->n_servers) {
         return s_fail(why, cap, "view: a step, count or rank out of range");
     }
     if (m->n_worker_tokens != 0 && m->n_worker_tokens != (size_t)m->num_workers) {
@@ -356,6 +357,10 @@ int ps_codec_view_to_pb(const ps_view_t *v, ps_view_pb_t *out)
     m->replaced_rank = v->replaced;
     m->joining = v->joining != 0;
     m->resume_step = v->resume_step;
+    m->replicas = v->replicas;
+    m->replica_of = v->replica_of;
+    m->replica_token = v->replica_token;
+    m->takeover = v->takeover != 0;
     return 0;
 }
 
@@ -387,6 +392,10 @@ int ps_codec_view_from_pb(const Shardps__ClusterView *m, ps_view_t *v, char *why
     v->replaced = m->replaced_rank;
     v->joining = m->joining;
     v->resume_step = m->resume_step;
+    v->replicas = m->replicas;
+    v->replica_of = m->replica_of;
+    v->replica_token = m->replica_token;
+    v->takeover = m->takeover;
     for (size_t i = 0; i < m->n_servers; i++) {
         const Shardps__ServerInfo *s = m->servers[i];
         ps_server_info_t *d = &v->servers[i];
@@ -755,7 +764,11 @@ const char *ps_codec_type_name(int type)
         [PS_MSG_PREFLIGHT_RESULT] = "preflight-result",
         [PS_MSG_PUSH_PULL] = "push-pull",
         [PS_MSG_CHALLENGE] = "challenge",
-        [PS_MSG_RESUME_CHECK] = "resume-check"};
+        [PS_MSG_RESUME_CHECK] = "resume-check",
+        [PS_MSG_REPLICA] = "replica",
+        [PS_MSG_REPLICATE] = "replicate",
+        [PS_MSG_REPLICA_SNAPSHOT] = "replica-snapshot",
+        [PS_MSG_REPLICA_ACK] = "replica-ack"};
     if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {
         return "unknown";
     }

@@ -94,7 +94,11 @@ typedef Shardps__MsgType ps_msg_type_t;
 #define PS_MSG_PUSH_PULL SHARDPS__MSG_TYPE__MSG_PUSH_PULL
 #define PS_MSG_CHALLENGE SHARDPS__MSG_TYPE__MSG_CHALLENGE
 #define PS_MSG_RESUME_CHECK SHARDPS__MSG_TYPE__MSG_RESUME_CHECK
-#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_RESUME_CHECK
+#define PS_MSG_REPLICA SHARDPS__MSG_TYPE__MSG_REPLICA
+#define PS_MSG_REPLICATE SHARDPS__MSG_TYPE__MSG_REPLICATE
+#define PS_MSG_REPLICA_SNAPSHOT SHARDPS__MSG_TYPE__MSG_REPLICA_SNAPSHOT
+#define PS_MSG_REPLICA_ACK SHARDPS__MSG_TYPE__MSG_REPLICA_ACK
+#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_REPLICA_ACK
 
 typedef Shardps__Role ps_role_t;
 #define PS_ROLE_NONE SHARDPS__ROLE__ROLE_NONE
@@ -210,6 +214,11 @@ typedef struct {
                                   every endpoint) */
     int64_t resume_step;       /* resumed with other workers: the checkpoint's step; else 0 */
     int joining;               /* this worker joins a running job at start_step */
+    int replicas;              /* hot replicas per server's keys (0: none) */
+    int replica_of;            /* a replica's view: 1 + the rank it follows (0: none) */
+    uint64_t replica_token;    /* a replica's view: what its primary's messages carry */
+    int takeover;              /* a failover: a replica took the lost rank in step,
+                                  nothing rolls back */
 } ps_view_t;
 
 

@@ -34,6 +34,12 @@ struct ps_failover {
     int nreps, cap_reps;
     ps_route_t retired[PS_FAILOVER_MAX_SPARES]; /* connections of replaced servers (a ring) */
     int nretired;
+    /* --replicas: per server, its replica's spare id (-1: none) and when it
+     * lost the one that took over (0: not rebuilding) */
+    int *replica_id;
+    double *rebuild_since;
+    double rebuild_max, rebuild_sum; /* seconds from a takeover to the new replica in step */
+    int rebuilds, takeovers;
 };
 
 int ps_failover_new(ps_failover_t **out, int servers)
@@ -42,12 +48,14 @@ int ps_failover_new(ps_failover_t **out, int servers)
     ps_failover_t *f = calloc(1, sizeof *f);
     size_t n = servers > 0 ? (size_t)servers : 1;
     if (!f || !(f->spare_id = malloc(n * sizeof *f->spare_id)) ||
+        !(f->replica_id = malloc(n * sizeof *f->replica_id)) ||
+        !(f->rebuild_since = calloc(n, sizeof *f->rebuild_since)) ||
         !(f->ready = calloc(n, 1))) {
         ps_failover_destroy(&f);
         return PS_ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        f->spare_id[i] = -1;
+        f->spare_id[i] = f->replica_id[i] = -1;
     }
     f->servers = servers;
     f->next_id = servers;
@@ -60,6 +68,8 @@ void ps_failover_destroy(ps_failover_t **fp)
     ps_failover_t *f = *fp;
     if (f) {
         free(f->spare_id);
+        free(f->replica_id);
+        free(f->rebuild_since);
         free(f->ready);
         free(f->reps);
         free(f);
@@ -167,21 +177,39 @@ int ps_failover_record(ps_failover_t *f, int r, int64_t generation, int64_t step
         f->reps = reps;
         f->cap_reps = cap;
     }
-    f->reps[f->nreps++] = (ps_failover_rep_t){r, generation, step, 0, 0, 0, now, silent, -1};
+    f->reps[f->nreps++] = (ps_failover_rep_t){r, generation, step, 0, 0, 0, now, silent, -1, 0};
     memset(f->ready, 0, (size_t)(f->servers > 0 ? f->servers : 1));
     f->rolled_from = stepped ? step : 0;
     return 0;
 }
 
+/* Takes spare i out of the waiting ones into *spare, now rank r. */
+static void s_take_spare(ps_failover_t *f, int i, int r, ps_node_t *spare)
+{
+    *spare = f->spares[i];
+    f->spares[i] = f->spares[--f->nspares];
+    f->spare_id[r] = spare->rank;
+    spare->follows = 0;
+}
+
 int ps_failover_promote(ps_failover_t *f, int r, ps_node_t *spare)
 {
-    if (f->nspares == 0 || r < 0 || r >= f->servers) {
-        return PS_ENOENT;
+    for (int i = 0; r >= 0 && r < f->servers && i < f->nspares; i++) {
+        if (!f->spares[i].follows) { /* a replica runs already: it waits for no view */
+            s_take_spare(f, i, r, spare);
+            return 0;
+        }
     }
-    *spare = f->spares[0];
-    f->spares[0] = f->spares[--f->nspares];
-    f->spare_id[r] = spare->rank;
-    return 0;
+    return PS_ENOENT;
+}
+
+int ps_failover_cold_spares(const ps_failover_t *f)
+{
+    int n = 0;
+    for (int i = 0; i < f->nspares; i++) {
+        n += !f->spares[i].follows;
+    }
+    return n;
 }
 
 int ps_failover_promoted_id(const ps_failover_t *f, int r)
@@ -217,7 +245,12 @@ static void s_recovered(ps_failover_t *f, int stepped, double now)
             f->reps[i].recover_s = now - f->reps[i].t_declared;
         }
     }
-    if (stepped) {
+    if (rep->takeover) {
+        ps_log_info("failover %lld: S%d's replica took over: detected after %.2f s, recovered "
+                    "%.3f s later (first %s after), nothing rolled back",
+                    (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
+                    stepped ? "step" : "update");
+    } else if (stepped) {
         ps_log_info("failover %lld: S%d replaced: detected after %.2f s, recovered %.3f s "
                     "later (first step after the rollback), %lld steps lost",
                     (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
@@ -247,7 +280,12 @@ int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *
         return 0;
     }
     f->ready[rank] = 1;
-    if (!stepped) {
+    if (rep->takeover && rank == rep->rank) {
+        rep->step = rd->step; /* the replica's version: where the job goes on */
+    }
+    if (rep->takeover && stepped) {
+        /* nothing rolls back */
+    } else if (!stepped) {
         /* Async: the spare answers its part's version, the others the one
          * they go on from. Each worker step pushes once to every server,
          * so the lost server stood about where the others' highest is. */
@@ -260,7 +298,7 @@ int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *
     } else if (rd->from_version > f->rolled_from) {
         f->rolled_from = rd->from_version;
     }
-    rep->steps_lost = stepped ? f->rolled_from - rep->step : 0;
+    rep->steps_lost = stepped && !rep->takeover ? f->rolled_from - rep->step : 0;
     for (int i = 0; i < f->servers; i++) {
         if (!f->ready[i]) {
             return 0;
@@ -281,6 +319,157 @@ static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
                    const ProtobufCMessage *body)
 {
     ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body);
+}
+
+/* ---- hot replicas (--replicas) ----------------------------------------- */
+
+static void s_send_members(ps_scheduler_t *s, const ps_node_t *n);
+
+static ps_node_t *s_spare_by_id(ps_failover_t *f, int id)
+{
+    for (int i = 0; id >= 0 && i < f->nspares; i++) {
+        if (f->spares[i].rank == id) {
+            return &f->spares[i];
+        }
+    }
+    return NULL;
+}
+
+/* Tells primary r where its replica listens (NULL: it has none now). */
+static void s_tell_primary(ps_scheduler_t *s, int r, const ps_node_t *replica)
+{
+    Shardps__Replica rp = SHARDPS__REPLICA__INIT;
+    if (replica) {
+        rp.endpoint = (char *)replica->endpoint;
+        rp.curve_key = (char *)replica->curve_key;
+        rp.token = replica->replica_token;
+        rp.rank = replica->rank;
+    }
+    s_send(s, &s->nodes[r], PS_MSG_REPLICA, &rp.base);
+}
+
+/* Spare n becomes the replica of server r: it gets the view with the rank it
+ * follows and the token its primary's messages carry, binds for the keys
+ * and says where (PEER_READY, s_on_replica_message). */
+static void s_follow(ps_failover_t *f, ps_scheduler_t *s, int r, ps_node_t *n)
+{
+    if (ps_scheduler_new_token(&n->replica_token) != 0) {
+        return;
+    }
+    n->follows = r + 1;
+    n->in_step = 0;
+    n->endpoint[0] = '\0';
+    f->replica_id[r] = n->rank;
+    ps_view_t *v = s->view;
+    v->replica_of = r + 1;
+    v->replica_token = n->replica_token;
+    ps_scheduler_send_view(s, n, PS_MSG_VIEW);
+    v->replica_of = 0;
+    v->replica_token = 0;
+    ps_log_info("spare S%d (pid %u) becomes the replica of S%d", n->rank, n->pid, r);
+}
+
+/* Every turn: a replica that is gone (silent, closed) is forgotten and its
+ * primary told; a server without one gets a waiting spare (at the start,
+ * and after a takeover: the rebuild). */
+static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
+{
+    if (!s->cfg->replicas || s->phase != PS_PHASE_RUNNING) {
+        return;
+    }
+    for (int r = 0; r < s->cfg->servers; r++) {
+        if (f->replica_id[r] >= 0 && !s_spare_by_id(f, f->replica_id[r])) {
+            ps_log_warn("lost the replica of S%d (S%d): it is made again from a spare", r,
+                        f->replica_id[r]);
+            f->replica_id[r] = -1;
+            s_tell_primary(s, r, NULL);
+        }
+        for (int i = 0; f->replica_id[r] < 0 && i < f->nspares; i++) {
+            if (!f->spares[i].follows) {
+                s_follow(f, s, r, &f->spares[i]);
+            }
+        }
+    }
+}
+
+/* A replica's messages, before it takes a rank over: where it listens (its
+ * primary is told), and that it is in step. Returns 1 when m was one. */
+static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
+{
+    ps_node_t *n = s_spare_of(f, &m->route);
+    if (!n || !n->follows || n->rank != m->hdr.sender) {
+        return 0;
+    }
+    const int r = n->follows - 1;
+    if (m->hdr.type == PS_MSG_PEER_READY) {
+        const Shardps__PeerReady *pr = ps_msg_unpack_body(m, &shardps__peer_ready__descriptor);
+        if (pr && !n->endpoint[0]) {
+            ps_members_fix_endpoint(s, n, pr->endpoint, m->peer_addr);
+            s_tell_primary(s, r, n);
+        }
+        return 1;
+    }
+    if (m->hdr.type != PS_MSG_REPLICA || n->in_step) {
+        return 0;
+    }
+    n->in_step = 1;
+    if (f->rebuild_since[r] > 0) {
+        const double t = ps_now() - f->rebuild_since[r];
+        f->rebuild_since[r] = 0;
+        f->rebuilds++;
+        f->rebuild_sum += t;
+        f->rebuild_max = t > f->rebuild_max ? t : f->rebuild_max;
+        ps_log_info("the replica of S%d is rebuilt on S%d: in step %.3f s after the takeover",
+                    r, n->rank, t);
+    } else {
+        ps_log_info("S%d is in step with S%d", n->rank, r);
+    }
+    return 1;
+}
+
+/* Server n is lost and its replica is in step: the replica takes the rank
+ * over. Every server learns it (MSG_FAILOVER with takeover) and forgets the
+ * step under way; once all answered, the workers reconnect and send it
+ * again. Nothing rolls back. Returns 1, or 0 when no replica can. */
+static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double silent)
+{
+    const int r = n->rank;
+    ps_node_t *rep = s_spare_by_id(f, f->replica_id[r]);
+    if (!rep || !rep->in_step || !rep->endpoint[0]) {
+        return 0;
+    }
+    const double now = ps_now();
+    ps_view_t *v = s->view;
+    if (ps_failover_record(f, r, v->generation + 1, 0, now, silent,
+                           ps_job_is_stepped(&s->cfg->job)) != 0) {
+        return 0;
+    }
+    f->reps[f->nreps - 1].takeover = 1;
+    ps_node_t replica;
+    s_take_spare(f, (int)(rep - f->spares), r, &replica);
+    f->replica_id[r] = -1;
+    f->rebuild_since[r] = now;
+    f->takeovers++;
+    const uint32_t lost_pid = n->pid;
+    ps_failover_retire(f, &n->route);
+    ps_members_swap_in(n, &replica);
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", replica.endpoint); /* bound already */
+    n->ready = 1;
+    v->generation++;
+    v->replaced = r + 1;
+    v->takeover = 1;
+    snprintf(v->servers[r].endpoint, sizeof v->servers[r].endpoint, "%s", replica.endpoint);
+    snprintf(v->servers[r].curve_key, sizeof v->servers[r].curve_key, "%s", replica.curve_key);
+    ps_log_warn("failover %lld: lost S%d (pid %u), silent for %.1f s; its replica S%d "
+                "(pid %u) takes the rank over: nothing rolls back",
+                (long long)v->generation, r, lost_pid, silent, replica.rank, replica.pid);
+    for (int i = 0; i < s->cfg->servers; i++) {
+        ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_FAILOVER);
+    }
+    s_send_members(s, n);
+    ps_agree_abandon(s->agree);
+    ps_members_rollback(s); /* workers that finished send their DONE again */
+    return 1;
 }
 
 /* A server's registration that makes a spare: it asked to be one, or the job
@@ -319,6 +508,10 @@ static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
  * id), or a replaced server's. */
 static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
 {
+    if (m->hdr.role == PS_ROLE_SERVER && s_on_replica_message(f, s, m)) {
+        ps_failover_spare_seen(f, &m->route, m->hdr.sender, ps_now());
+        return 1;
+    }
     if (m->hdr.role == PS_ROLE_SERVER && ps_failover_spare_seen(f, &m->route, m->hdr.sender,
                                                                 ps_now())) {
         return 1; /* a heartbeat: a spare says nothing else */
@@ -350,7 +543,10 @@ static void s_tell_workers(ps_scheduler_t *s)
             ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_FAILOVER);
         }
     }
-    if (ps_job_is_stepped(&s->cfg->job)) {
+    if (s->view->takeover) {
+        ps_log_info("failover %lld: every server forgot the step under way; workers send it "
+                    "again", (long long)s->view->generation);
+    } else if (ps_job_is_stepped(&s->cfg->job)) {
         ps_log_info("failover %lld: every server is at step %lld; workers roll back",
                     (long long)s->view->generation, (long long)s->view->start_step);
     } else {
@@ -403,8 +599,11 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
     const int r = n->rank;
     const int on = ps_ckpt_enabled(s->ckpt);
     const double now = ps_now();
+    if (s->phase == PS_PHASE_RUNNING && s_take_over(f, s, n, silent)) {
+        return 1;
+    }
     if (s->phase == PS_PHASE_WAITING ||
-        (closed && (s->phase != PS_PHASE_RUNNING || !on || f->nspares == 0))) {
+        (closed && (s->phase != PS_PHASE_RUNNING || !on || ps_failover_cold_spares(f) == 0))) {
         return 0;
     }
     if (!on) {
@@ -418,7 +617,7 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
         return 1;
     }
     ps_failover_spares_expire(f, now, s->cfg->peer_timeout); /* a dead spare gets no place */
-    if (f->nspares == 0) {
+    if (ps_failover_cold_spares(f) == 0) {
         if (!closed) {
             ps_log_warn("failover: S%d cannot be replaced: no spare server waits (--spares)",
                         r);
@@ -492,6 +691,7 @@ static int s_on_lost(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_loss_
 static void s_on_tick(void *self, ps_scheduler_t *s, double now)
 {
     ps_failover_spares_expire(self, now, s->cfg->peer_timeout);
+    s_keep_replicas(self, s);
 }
 
 const ps_sched_events_t ps_failover_events = {
@@ -516,20 +716,31 @@ int ps_failover_json(json_t *doc, const ps_scheduler_t *s)
 {
     const ps_failover_t *fo = s->failover;
     json_t *reps = json_array();
+    json_int_t rolled_back = 0;
     for (int i = 0; reps && fo && i < fo->nreps; i++) {
         const ps_failover_rep_t *r = &fo->reps[i];
-        json_t *rep = json_pack("{s:i, s:I, s:o, s:o, s:I, s:I}", "rank", r->rank, "step",
+        rolled_back += r->steps_lost;
+        json_t *rep = json_pack("{s:i, s:I, s:o, s:o, s:I, s:I, s:b}", "rank", r->rank, "step",
                                 (json_int_t)r->step, "detect_s", ps_json_real(r->detect_s, 3),
                                 "recover_s", ps_json_real(r->recover_s, 3), "steps_lost",
                                 (json_int_t)r->steps_lost, "updates_lost",
-                                (json_int_t)r->updates_lost);
+                                (json_int_t)r->updates_lost, "takeover", r->takeover);
         if (json_array_append_new(reps, rep) != 0) {
             json_decref(reps);
             reps = NULL;
         }
     }
+    const int rebuilds = fo ? fo->rebuilds : 0;
+    json_t *rep = json_pack(
+        "{s:i, s:i, s:i, s:o, s:o, s:I}", "per_server", s->cfg->replicas, "takeovers",
+        fo ? fo->takeovers : 0, "rebuilds", rebuilds, "rebuild_max_s",
+        ps_json_real(fo ? fo->rebuild_max : 0, 3), "rebuild_mean_s",
+        ps_json_real(rebuilds ? fo->rebuild_sum / rebuilds : 0, 3), "steps_rolled_back",
+        rolled_back);
     return json_object_set_new(doc, "server_replacements", reps) != 0 ||
-                   json_object_set_new(doc, "spares_left", json_integer(fo ? fo->nspares : 0))
+                   json_object_set_new(doc, "replicas", rep) != 0 ||
+                   json_object_set_new(doc, "spares_left",
+                                       json_integer(fo ? ps_failover_cold_spares(fo) : 0))
                ? PS_ENOMEM
                : 0;
 }

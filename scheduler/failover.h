@@ -50,7 +50,11 @@ typedef struct {
     double t_declared;  /* ps_now() when it was declared lost */
     double detect_s;    /* last heard -> declared lost */
     double recover_s;   /* declared lost -> first step applied after; < 0 until then */
+    int takeover;       /* its hot replica took the rank over: nothing rolled back */
 } ps_failover_rep_t;
+
+/* Spares waiting for a view (not kept as hot replicas). */
+int ps_failover_cold_spares(const ps_failover_t *f);
 
 /* The failover state of a job with `servers` servers. Returns 0 or PS_ENOMEM.
  * Caller owns *out; destroy with ps_failover_destroy(). */

@@ -49,6 +49,10 @@ typedef struct {
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: the public key it serves with */
     uint64_t token;       /* its secret (REGISTER_ACK); servers check workers' */
     int ready;            /* servers: bound for their shard (MSG_PEER_READY) */
+    int follows;          /* a spare kept as a hot replica: 1 + the rank whose keys it
+                             follows (scheduler/failover.c); 0: none */
+    int in_step;          /* that replica holds the keys and follows every update */
+    uint64_t replica_token; /* what its primary's messages to it carry */
     double last_seen;     /* ps_now() of its last message */
     int fd;               /* its connection's file descriptor (-1: unknown) */
     uint64_t num_params;  /* workers: P of their model (0 until reported) */

@@ -102,6 +102,7 @@ static int s_view_job(ps_scheduler_t *s, uint64_t p, uint64_t samples)
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
     v->preflight = s->cfg->preflight && s->cfg->servers > 0;
+    v->replicas = s->cfg->replicas;
     ps_range_t ranges[PS_MAX_SERVERS];
     ps_range_split(p, s->cfg->servers, ranges);
     for (int i = 0; i < s->cfg->servers; i++) {
@@ -382,6 +383,7 @@ void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int
     ps_view_t *v = s->view;
     v->generation++;
     v->replaced = r + 1;
+    v->takeover = 0;
     v->start_step = step;
     v->resume_step = 0; /* a resume's other worker count: the parts are of step now */
     v->resume_parts = nparts;

@@ -293,6 +293,17 @@ static void s_undone(ps_consistency_t *c, int chunks, int64_t t)
     }
 }
 
+/* Applies grad to keys r as the update that makes `version` (Adam's t)
+ * of step t, telling ops.update first (a replica applies the same). */
+static void s_store_step(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
+                         float scale, int64_t version, int64_t t)
+{
+    if (c->cfg.ops.update) {
+        c->cfg.ops.update(c->cfg.ops.ctx, r, grad, lr, scale, version);
+    }
+    s_undone(c, ps_store_step(c->store, r, grad, lr, scale, version), t);
+}
+
 /* Step t (= version) is applied whole: the version moves on, its held
  * pushes go, and the pulls it satisfies are answered. */
 static void s_end_step(ps_consistency_t *c, int64_t t)
@@ -383,7 +394,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
             const float *lone = count == 1 ? s_lone_chunk(c, t, first, off, len) : NULL;
             ps_range_t r = {c->shard.begin + off, c->shard.begin + off + len};
             const float *g = lone ? lone : s_sum_range(c, t, first, off, len);
-            s_undone(c, ps_store_step(c->store, r, g, lr, scale, t + 1), t);
+            s_store_step(c, r, g, lr, scale, t + 1, t);
             c->done[ch] = 1;
             c->ndone++;
             applied = 1;
@@ -442,7 +453,7 @@ static void s_try_apply(ps_consistency_t *c)
                                                                  : PS_CONSISTENCY_REPLY_KEYS;
             ps_range_t chunk = {c->shard.begin + off, c->shard.begin + off + len};
             const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
-            s_undone(c, ps_store_step(c->store, chunk, sum, lr, scale, c->version), t);
+            s_store_step(c, chunk, sum, lr, scale, c->version, t);
         }
         s_end_step(c, t);
     }
@@ -604,6 +615,12 @@ static int s_add_part(ps_consistency_t *c, size_t k, uint64_t begin, uint64_t en
 /* Stepped modes. Returns 1 when r's frame is held, 0, or a refusal. */
 static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
+    if (r->step < c->version && c->cfg.resent) {
+        /* Sent again after a takeover, for a step applied before it. */
+        c->stats.resent++;
+        s_ack(c, r);
+        return 0;
+    }
     if (r->step < c->version && c->cfg.job.mode == PS_MODE_BACKUP) {
         /* Late for a step already applied with k pushes: drop, but ack so the
          * worker moves on to the current step. */
@@ -644,9 +661,8 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     }
     const int64_t tau = c->version - r->version;
     /* N pushes make one step of the sync schedule. */
-    s_undone(c, ps_store_step(c->store, r->range, g, s_lr(c, c->version / c->workers),
-                              s_async_weight(c, tau), c->version + 1),
-             c->version);
+    s_store_step(c, r->range, g, s_lr(c, c->version / c->workers), s_async_weight(c, tau),
+                 c->version + 1, c->version);
     ps_hist_add(&c->stats.staleness, tau);
     c->stats.steps_fewer += c->nlive < c->workers;
     c->version++;
@@ -759,5 +775,72 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
         c->join_at[w] = c->join_at[w] >= 0 ? 0 : -1;
     }
     s_live_joins(c);
+    return 0;
+}
+
+int ps_consistency_forget(ps_consistency_t *c)
+{
+    for (size_t k = 0; k < c->nslots; k++) {
+        s_release_parts(c, k);
+    }
+    c->npending = 0; /* their askers ask again */
+    c->step_since = ps_now();
+    return 0;
+}
+
+size_t ps_consistency_cut(const ps_consistency_t *c, int64_t *version, unsigned char *done,
+                          size_t cap)
+{
+    *version = c->version;
+    if (done) {
+        for (size_t ch = 0; ch < c->nchunks && ch < cap; ch++) {
+            done[ch] = c->ndone && c->done[ch];
+        }
+    }
+    return s_chunked(c) ? c->nchunks : 0;
+}
+
+int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned char *done,
+                           size_t n)
+{
+    if (!ps_store_initialized(c->store) || version < 0 || (n && n != c->nchunks)) {
+        return PS_ESTATE;
+    }
+    c->version = version;
+    c->ndone = 0;
+    for (size_t ch = 0; ch < c->nchunks; ch++) {
+        c->done[ch] = n && done[ch];
+        c->ndone += c->done[ch];
+    }
+    memcpy(c->with, c->live, (size_t)c->workers);
+    return 0;
+}
+
+int ps_consistency_replay(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
+                          float scale, int64_t version)
+{
+    if (!ps_store_initialized(c->store)) {
+        return PS_ESTATE;
+    }
+    if (!ps_job_is_stepped(&c->cfg.job)) {
+        if (version != c->version + 1) {
+            return PS_ESTATE;
+        }
+        s_store_step(c, r, grad, lr, scale, version, c->version);
+        c->version = version;
+        return 0;
+    }
+    const uint64_t off = r.begin - c->shard.begin;
+    const size_t ch = (size_t)(off / c->chunk);
+    uint64_t coff, clen = s_chunk_len(c, ch, &coff);
+    if (!s_chunked(c) || version != c->version + 1 || coff != off ||
+        clen != ps_range_len(r) || c->done[ch]) {
+        return PS_ESTATE;
+    }
+    s_store_step(c, r, grad, lr, scale, version, c->version);
+    c->done[ch] = 1;
+    if (++c->ndone == c->nchunks) {
+        s_end_step(c, c->version);
+    }
     return 0;
 }

@@ -76,6 +76,11 @@ typedef struct {
      * modes: the cut after step version-1): a checkpoint may read it now.
      * NULL: nothing. */
     void (*stepped)(void *ctx, int64_t version);
+    /* An update is about to be applied: ps_store_step(store, range, grad,
+     * lr, scale, version) follows (a hot replica applies the same with
+     * ps_consistency_replay). NULL: nothing. */
+    void (*update)(void *ctx, ps_range_t range, const float *grad, float lr, float scale,
+                   int64_t version);
 } ps_consistency_ops_t;
 
 typedef struct {
@@ -85,6 +90,9 @@ typedef struct {
     int64_t total_steps;     /* for the lr schedule */
     double report_missing;   /* seconds a step waits before ps_consistency_tick logs who for */
     size_t asker_size;       /* bytes of a request's asker (copied while its pull waits) */
+    int resent;              /* workers may push a step again after a takeover (hot
+                                replicas): a push of a step already applied is acked
+                                and dropped (stats.resent) */
     ps_consistency_ops_t ops;
 } ps_consistency_config_t;
 
@@ -110,6 +118,7 @@ typedef struct {
     uint64_t nonfinite;  /* pushes refused for a NaN or an infinity */
     ps_hist_t staleness; /* versions between computing and applying each gradient */
     int64_t steps_fewer; /* steps (async: pushes) applied with fewer live workers than N */
+    uint64_t resent;     /* pushes of a step applied before a takeover, acked and dropped */
 } ps_consistency_stats_t;
 
 typedef struct ps_consistency ps_consistency_t;
@@ -214,6 +223,31 @@ int64_t ps_consistency_version(const ps_consistency_t *c);
 
 /* Borrowed; valid until ps_consistency_destroy(). */
 const ps_consistency_stats_t *ps_consistency_stats(const ps_consistency_t *c);
+
+/*
+ * Hot replicas. A takeover or a failover without rollback: every held push
+ * and waiting pull is forgotten (the workers send the step again), the
+ * store, the version and the chunks already applied stay. Returns 0.
+ */
+int ps_consistency_forget(ps_consistency_t *c);
+
+/* Where the store stands: *version, and (sync) in done[0 .. cap) which
+ * chunks of step *version are applied already. Returns the chunks of the
+ * shard (0 outside sync and ssp: no chunk is ever half a step). */
+size_t ps_consistency_cut(const ps_consistency_t *c, int64_t *version, unsigned char *done,
+                          size_t cap);
+
+/* A replica's store was filled from its primary's cut: the version and the
+ * chunks done (n of them, or 0) continue from there. Returns 0 or PS_ESTATE
+ * (store not initialised, n not the shard's chunks). */
+int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned char *done,
+                           size_t n);
+
+/* A replica applies its primary's update (ops.update's arguments): the same
+ * store step, and the version and chunks move as the primary's did. Returns
+ * 0 or PS_ESTATE (not the next update: out of order, or a chunk twice). */
+int ps_consistency_replay(ps_consistency_t *c, ps_range_t range, const float *grad, float lr,
+                          float scale, int64_t version);
 
 #ifdef __cplusplus
 }

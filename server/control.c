@@ -202,6 +202,31 @@ static int s_roll_back(ps_control_t *c, const ps_view_t *v, char *why, size_t ca
     return rc ? rc : ps_consistency_rollback(c->cfg.cons, v->start_step);
 }
 
+/* MSG_FAILOVER with takeover: the lost server's replica took its rank in
+ * step (this server, when it is that replica), so nothing rolls back: what
+ * was held or owed for the step under way is forgotten, since every worker
+ * sends it again, and the store, the version and the chunks applied stay. */
+static void s_take_over(ps_control_t *c, const ps_view_t *v)
+{
+    ps_view_t *view = c->cfg.view;
+    const int64_t version = ps_consistency_version(c->cfg.cons);
+    ps_consistency_forget(c->cfg.cons);
+    c->generation = v->generation;
+    c->rolled_to = version;
+    memcpy(view->servers, v->servers, sizeof v->servers);
+    c->cfg.ops.generation(c->cfg.ops.ctx, c->generation);
+    if (view->replica_of == v->replaced) {
+        view->replica_of = 0;
+        c->cfg.ops.promoted(c->cfg.ops.ctx, v->replaced - 1);
+        ps_log_info("failover %lld: taking S%d's rank over at version %lld, nothing rolled back",
+                    (long long)c->generation, v->replaced - 1, (long long)version);
+    } else {
+        ps_log_info("failover %lld: S%d's replica took its rank over; going on at version %lld",
+                    (long long)c->generation, v->replaced - 1, (long long)version);
+    }
+    s_failover_ready(c, version, version, 0);
+}
+
 /* MSG_FAILOVER: a lost server was replaced by a spare loading checkpoint N.
  * Every server must be at the same step for a consistent cut, so this one
  * reloads its own keys of checkpoint N too (any number of parts), drops what
@@ -214,11 +239,15 @@ static int s_roll_back(ps_control_t *c, const ps_view_t *v, char *why, size_t ca
 static int s_on_failover(ps_control_t *c, const ps_view_t *v)
 {
     ps_view_t *view = c->cfg.view;
-    if (v->num_servers != view->num_servers || v->resume_parts < 1) {
+    if (v->num_servers != view->num_servers || (v->resume_parts < 1 && !v->takeover)) {
         ps_log_warn("dropped a bad failover message from the scheduler");
         return 0;
     }
     if (v->generation <= c->generation) {
+        return 0;
+    }
+    if (v->takeover) {
+        s_take_over(c, v);
         return 0;
     }
     const int64_t from = ps_consistency_version(c->cfg.cons);

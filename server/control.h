@@ -40,6 +40,9 @@ typedef struct {
     /* The job cannot go on (the shard cannot be rolled back): tell the
      * scheduler why. */
     void (*abort)(void *ctx, const char *why);
+    /* This server, a hot replica, takes its primary's rank over: what it
+     * sends from now on comes from that rank. */
+    void (*promoted)(void *ctx, int rank);
 } ps_control_ops_t;
 
 typedef struct {

@@ -20,6 +20,8 @@
 typedef struct {
     ps_reply_to_t to;
     ps_range_t range;
+    int64_t version; /* due at */
+    uint64_t gate;   /* may go once the gate has opened this far (ps_reply_gate) */
 } ps_deferred_t;
 
 /* Per worker, its deferred parts in the order they were due (a pull's parts
@@ -47,7 +49,15 @@ struct ps_reply {
     uint64_t refused;          /* parts refused: the worker held its share unread */
     uint64_t errors;           /* requests refused (ps_reply_error) */
     uint32_t credits;          /* chunk pushes each worker may have in flight to us */
+    uint64_t gate_need;        /* a reply due now waits until gate_open reaches this */
+    uint64_t gate_open;
 };
+
+void ps_reply_gate(ps_reply_t *r, uint64_t need, uint64_t open)
+{
+    r->gate_need = need;
+    r->gate_open = open;
+}
 
 uint64_t ps_reply_parts(ps_range_t shard)
 {
@@ -270,7 +280,8 @@ static void s_defer(ps_reply_t *r, const ps_reply_to_t *to, Shardps__Header h)
         s_refuse_unread(r, to, h);
         return;
     }
-    d->q[(d->head + d->n++) % r->defer_cap] = (ps_deferred_t){*to, {h.key_begin, h.key_end}};
+    d->q[(d->head + d->n++) % r->defer_cap] =
+        (ps_deferred_t){*to, {h.key_begin, h.key_end}, h.version, r->gate_need};
     r->ndeferred++;
 }
 
@@ -281,12 +292,15 @@ int ps_reply_flush(ps_reply_t *r, int64_t version)
         ps_defer_ring_t *d = &r->deferred[w];
         while (d->n > 0) {
             const ps_deferred_t *p = &d->q[d->head];
+            if (p->gate > r->gate_open) {
+                break; /* its update is not at the replicas yet */
+            }
             Shardps__Header h;
             ps_msg_header(&h, PS_MSG_PULL_REPLY, PS_ROLE_SERVER, r->cfg.rank);
             h.request_id = p->to.request_id;
             h.key_begin = p->range.begin;
             h.key_end = p->range.end;
-            h.version = version;
+            h.version = version > p->version ? version : p->version;
             if (s_send_part(r, &p->to, h) != 0) {
                 break;
             }
@@ -342,7 +356,8 @@ void ps_reply_pull(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int6
         const uint64_t e = s_chunk_end(r, b, PS_MSG_MAX_FRAMES);
         h.key_begin = b;
         h.key_end = e < keys.end ? e : keys.end;
-        if (r->deferred[to->worker].n > 0 || s_send_part(r, to, h) != 0) {
+        if (r->deferred[to->worker].n > 0 || r->gate_need > r->gate_open ||
+            s_send_part(r, to, h) != 0) {
             s_defer(r, to, h);
         }
     }

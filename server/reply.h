@@ -107,6 +107,12 @@ void ps_reply_pull(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int6
  * accepts). Call from the loop. Returns how many went. */
 int ps_reply_flush(ps_reply_t *r, int64_t version);
 
+/* Hot replicas: a pull reply due while need > open waits (sent by
+ * ps_reply_flush once open reaches the need of its time): no value leaves
+ * before the replicas hold the update that made it. The caller counts the
+ * updates sent to the replicas (need) and those they acknowledged (open). */
+void ps_reply_gate(ps_reply_t *r, uint64_t need, uint64_t open);
+
 /* Parts waiting, all workers together (the loop polls sooner while some do). */
 int ps_reply_waiting(const ps_reply_t *r);
 

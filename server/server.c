@@ -31,6 +31,7 @@
 #include "server/intake.h"
 #include "server/listen.h"
 #include "server/observe.h"
+#include "server/replica.h"
 #include "server/reply.h"
 #include "server/store.h"
 
@@ -51,6 +52,7 @@ typedef struct ps_server {
     ps_control_t *control;    /* failovers, membership, joins, checkpoints */
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
     ps_server_obs_t *obs;     /* metrics and the heartbeat's report */
+    ps_replica_t *replica;    /* --replicas: our keys' replica, kept in step */
 } ps_server_t;
 
 /* The consistency's callbacks (ps_consistency_ops_t); the asker is a
@@ -72,11 +74,24 @@ static void s_on_release(void *ctx, void *frame)
     ps_intake_release(((ps_server_t *)ctx)->intake, frame);
 }
 
-/* A step was applied: the store is the cut after it. */
+/* A step was applied: the store is the cut after it. A replica writes no
+ * checkpoint: its primary does. */
 static void s_on_stepped(void *ctx, int64_t version)
 {
     (void)version;
-    ps_control_stepped(((ps_server_t *)ctx)->control);
+    ps_server_t *s = ctx;
+    if (!s->view->replica_of) {
+        ps_control_stepped(s->control);
+    }
+}
+
+static void s_on_update(void *ctx, ps_range_t range, const float *grad, float lr, float scale,
+                        int64_t version)
+{
+    ps_server_t *s = ctx;
+    if (s->replica) {
+        ps_replica_update(s->replica, range, grad, lr, scale, version);
+    }
 }
 
 /* The control module's callbacks (ps_control_ops_t): the scheduler's link. */
@@ -93,6 +108,12 @@ static void s_control_generation(void *ctx, int64_t generation)
 static void s_control_abort(void *ctx, const char *why)
 {
     ps_link_abort(((ps_server_t *)ctx)->link, why);
+}
+
+static void s_control_promoted(void *ctx, int rank)
+{
+    ps_link_set_rank(((ps_server_t *)ctx)->link, rank);
+    ps_log_set_role("S", rank);
 }
 
 /* A checked push (or a push-pull) to the consistency, its frame held; then
@@ -122,6 +143,30 @@ static int s_push(ps_server_t *s, ps_msg_t *m, ps_request_t *req, char *why, siz
     return rc;
 }
 
+/* A replica: its primary's snapshot or update, applied and acknowledged;
+ * once the snapshot is whole the scheduler hears that this replica is in
+ * step (it may take over from then on). */
+static void s_on_replicate(ps_server_t *s, ps_msg_t *m)
+{
+    char why[160];
+    int in_step = 0;
+    int rc = ps_replica_apply(s->store, s->cons, s->view, m, &in_step, why, sizeof why);
+    if (rc != 0) {
+        ps_reply_error(s->reply, m, rc, "%s", why);
+        return;
+    }
+    Shardps__Header h;
+    ps_msg_header(&h, PS_MSG_REPLICA_ACK, PS_ROLE_SERVER, s->rank);
+    h.request_id = m->hdr.request_id;
+    ps_msg_send(s->router, &m->route, h, NULL, 0, 0);
+    if (in_step) {
+        Shardps__Replica r = SHARDPS__REPLICA__INIT;
+        r.version = ps_consistency_version(s->cons);
+        ps_link_send(s->link, PS_MSG_REPLICA, &r.base);
+        ps_log_info("in step with S%d at version %lld", s->rank, (long long)r.version);
+    }
+}
+
 static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 {
     const Shardps__Header *h = &m->hdr;
@@ -132,7 +177,15 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     case PS_MSG_PULL:
     case PS_MSG_PUSH_PULL:
     case PS_MSG_INIT:
+        if (s->view->replica_of) {
+            ps_reply_error(s->reply, m, PS_ESTATE, "a replica serves no worker");
+            return;
+        }
         break;
+    case PS_MSG_REPLICATE:
+    case PS_MSG_REPLICA_SNAPSHOT:
+        s_on_replicate(s, m);
+        return;
     case PS_MSG_PREFLIGHT_PROBE:
         /* A worker's preflight: answered at once, payload dropped unread.
          * Data messages are checked for their role in ps_intake_check. */
@@ -221,6 +274,18 @@ static void s_send_report(ps_server_t *s)
     ps_link_send(s->link, PS_MSG_REPORT, &r.base);
 }
 
+/* MSG_REPLICA from the scheduler: the replica to keep in step (or none). */
+static void s_on_replica(ps_server_t *s, ps_msg_t *m)
+{
+    char why[256];
+    const Shardps__Replica *r = ps_msg_unpack_body(m, &shardps__replica__descriptor);
+    if (!r || !s->replica) {
+        ps_log_warn("dropped a bad replica message from the scheduler");
+    } else if (ps_replica_attach(s->replica, r, why, sizeof why) != 0) {
+        ps_log_warn("%s: going on without a replica", why);
+    }
+}
+
 /* What the loop's drain handlers share: the server, and how the job ended. */
 typedef struct {
     ps_server_t *s;
@@ -261,6 +326,10 @@ static int s_on_link(void *arg, ps_msg_t *m, int rc)
             s_send_report(l->s);
             return 0;
         }
+        if (m->hdr.type == PS_MSG_REPLICA) {
+            s_on_replica(l->s, m);
+            return 0;
+        }
         size_t len = 0;
         const void *body = m->nframes == 1 ? ps_msg_frame(m, 0, &len) : NULL;
         if (ps_control_handle(l->s->control, m->hdr.type, body, len) != 0) {
@@ -281,13 +350,19 @@ static int s_loop(ps_server_t *s)
     ps_loop_t l = {s, -1};
     int moving = 0; /* waiting replies went out last time: buffers are coming back */
     for (;;) {
-        ps_pollitem_t items[2] = {{.sock = s->router}, {.sock = ps_link_sock(s->link)}};
+        ps_sock_t *rsock = s->replica ? ps_replica_sock(s->replica) : NULL;
+        ps_pollitem_t items[3] = {
+            {.sock = s->router}, {.sock = ps_link_sock(s->link)}, {.sock = rsock}};
         /* Replies waiting for buffers go soon after ZeroMQ gives some back;
          * a worker that does not read at all costs a wake-up every 10 ms. */
-        int rc = ps_poll(items, 2, !ps_reply_waiting(s->reply) ? 100 : moving ? 1 : 10);
+        int rc = ps_poll(items, rsock ? 3 : 2,
+                         !ps_reply_waiting(s->reply) ? 100 : moving ? 1 : 10);
         if (rc < 0) {
             ps_log_err("poll failed: %s", ps_strerror(rc));
             return 1;
+        }
+        if (rsock && items[2].ready) {
+            ps_replica_drain(s->replica);
         }
         if (items[0].ready) {
             ps_msg_drain(s->router, PS_RECV_ROUTER, 64, s_on_receive, &l);
@@ -326,7 +401,8 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
         .total_steps = v->total_steps,
         .report_missing = s->cfg->report_missing,
         .asker_size = sizeof(ps_reply_to_t),
-        .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped},
+        .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped, s_on_update},
+        .resent = v->replicas > 0,
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
@@ -347,9 +423,12 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     const ps_intake_config_t icfg = {s->shard, s->workers, v->worker_tokens, s->push_dtype,
                                      s->cons ? ps_consistency_max_held(s->cons) + 1 : 0};
     rc = rc ? rc : ps_intake_new(&s->intake, &icfg);
+    if (rc == 0 && v->replicas > 0) {
+        rc = ps_replica_new(&s->replica, s->ctx, s->store, s->cons, s->reply, s->rank);
+    }
     const ps_control_config_t ccfg = {
         s->view, s->rank, s->store, s->cons, s->cfg->checkpoint_dir,
-        {s, s_control_send, s_control_generation, s_control_abort}};
+        {s, s_control_send, s_control_generation, s_control_abort, s_control_promoted}};
     rc = rc ? rc : ps_control_new(&s->control, &ccfg);
     if (rc != 0) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
@@ -362,7 +441,7 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
 static int s_setup(ps_server_t *s, char *err, size_t errlen)
 {
     const ps_view_t *v = s->view;
-    s->rank = ps_link_rank(s->link);
+    s->rank = v->replica_of ? v->replica_of - 1 : ps_link_rank(s->link);
     s->workers = v->num_workers;
     s->shard.begin = v->servers[s->rank].begin;
     s->shard.end = v->servers[s->rank].end;
@@ -385,10 +464,11 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
     }
     char mode[32];
     ps_job_mode_str(&v->job, mode, sizeof mode);
-    ps_log_info("serving keys [%llu, %llu) (%llu parameters) for %d workers, mode %s, "
+    ps_log_info("%s keys [%llu, %llu) (%llu parameters) for %d workers, mode %s, "
                 "optimizer %s",
-                (unsigned long long)s->shard.begin, (unsigned long long)s->shard.end,
-                (unsigned long long)n, s->workers, mode, v->job.optimizer);
+                v->replica_of ? "a replica of" : "serving", (unsigned long long)s->shard.begin,
+                (unsigned long long)s->shard.end, (unsigned long long)n, s->workers, mode,
+                v->job.optimizer);
     return 0;
 }
 
@@ -531,6 +611,7 @@ fail:
     }
     ps_link_destroy(&s.link);
     ps_sock_destroy(&s.router);
+    ps_replica_destroy(&s.replica); /* its socket, before the context */
     ps_ctx_destroy(&s.ctx);
     ps_reply_destroy(&s.reply); /* after ps_ctx_destroy: ZeroMQ gave every buffer back */
     ps_consistency_destroy(&s.cons); /* releases the held frames: before their holders */

@@ -77,6 +77,7 @@ struct ps_kv {
     int64_t generation;  /* failovers seen; stamped on every request */
     int rollback;        /* a failover's rollback waits for ps_kv_rollback() */
     int64_t rollback_step; /* the step it rolls back to */
+    int takeover;        /* that failover was a replica's takeover: nothing rolls back */
     /* --wire / --compress (proto/wire.h): pushes are encoded into enc and
      * sent as a copy; fp32 without top-k goes zero-copy as before. */
     uint32_t dtype;      /* dense wire dtype of pushes */
@@ -360,7 +361,9 @@ static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
             free(v);
             return;
         }
-        kv->versions[i] = v->start_step;
+        if (!v->takeover) {
+            kv->versions[i] = v->start_step;
+        }
     }
     for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
         ps_kv_slots_complete(kv->slots, idx, PS_EAGAIN, "rolled back: a lost server was replaced");
@@ -370,6 +373,7 @@ static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
     ps_link_set_generation(kv->link, v->generation);
     kv->rollback = 1;
     kv->rollback_step = v->start_step;
+    kv->takeover = v->takeover;
     free(v);
 }
 
@@ -613,6 +617,14 @@ const char *ps_kv_error(ps_kv_t *kv)
     return atomic_load(&kv->fatal) ? kv->fatal_why : "";
 }
 
+int ps_kv_takeover_pending(ps_kv_t *kv)
+{
+    pthread_mutex_lock(&kv->mu);
+    const int takeover = kv->rollback && kv->takeover;
+    pthread_mutex_unlock(&kv->mu);
+    return takeover;
+}
+
 int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
 {
     pthread_mutex_lock(&kv->mu);
@@ -627,10 +639,10 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
         *step = kv->rollback_step;
         /* the servers are back at the checkpoint: what waited here belongs
          * to steps they no longer have (as a resumed job, start from zero) */
-        if (kv->residual) {
+        if (kv->residual && !kv->takeover) {
             memset(kv->residual, 0, kv->view.num_params * sizeof *kv->residual);
         }
-        if (kv->velocity) {
+        if (kv->velocity && !kv->takeover) {
             memset(kv->velocity, 0, kv->view.num_params * sizeof *kv->velocity);
         }
     }

@@ -120,6 +120,11 @@ const char *ps_kv_error(ps_kv_t *kv);
  */
 int ps_kv_rollback(ps_kv_t *kv, int64_t *step);
 
+/* Non-zero when the pending failover is a replica's takeover (--replicas):
+ * nothing rolled back, the trainer sends what was in flight again (the
+ * step's push and pull) and goes on; *step of ps_kv_rollback means nothing. */
+int ps_kv_takeover_pending(ps_kv_t *kv);
+
 /* The lowest version any server holding keys answered a pull with so far. */
 int64_t ps_kv_version(ps_kv_t *kv);
 

@@ -220,6 +220,29 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
     return rc;
 }
 
+/* s_push_pull, and again for as long as lost servers' replicas take their
+ * ranks over meanwhile (stepped modes): the servers forgot the step under
+ * way, so its whole push and pull go again, from the gradients still in the
+ * model. Any other failover (PS_EAGAIN) is the caller's. */
+static int s_push_pull_again(ps_worker_t *w, int64_t t, float *params)
+{
+    int rc = s_push_pull(w, t, params);
+    while (rc == PS_EAGAIN && ps_job_is_stepped(&w->job) && ps_kv_takeover_pending(w->kv)) {
+        int64_t step;
+        ps_kv_rollback(w->kv, &step);
+        if (w->rank == 0) {
+            ps_log_info("a lost server's replica took its keys over: step %lld sent again",
+                        (long long)t);
+        }
+        w->err[0] = '\0';
+        w->push_end = w->view->num_params;
+        w->npush = 0;
+        w->push_rc = 0;
+        rc = s_push_pull(w, t, params);
+    }
+    return rc;
+}
+
 /* Payload bytes pushed and pulled so far (allreduce: sent and received on
  * the ring since its start-up check, which sent sent0 and received received0). */
 static void s_bytes(ps_worker_t *w, uint64_t sent0, uint64_t received0, uint64_t *pushed,
@@ -309,19 +332,20 @@ static int s_write_outputs(ps_worker_t *w, const float *params)
 static int s_rollback(ps_worker_t *w, int64_t *t)
 {
     const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
+    const int stepped = ps_job_is_stepped(&w->job), takeover = ps_kv_takeover_pending(w->kv);
     int64_t step;
     if (!ps_kv_rollback(w->kv, &step)) {
         snprintf(w->err, sizeof w->err, "a request was abandoned with no rollback pending");
         return PS_ESTATE;
     }
-    if (!ps_job_is_stepped(&w->job)) {
+    if (!stepped || takeover) {
         if (w->rank == 0) {
-            ps_log_info("a lost server was replaced; going on at step %lld (async)",
-                        (long long)*t);
+            ps_log_info("a lost server was replaced%s; going on at step %lld",
+                        takeover ? " by its replica" : " (async)", (long long)*t);
         }
         w->err[0] = '\0';
         return s_wait(w, ps_kv_pull(w->kv, 0, w->view->num_params, ps_model_params(w->model),
-                                    0),
+                                    stepped ? *t : 0),
                       "pulling after a failover");
     }
     const int64_t done_epochs = step / spe + (step == total && step % spe ? 1 : 0);
@@ -434,7 +458,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
             if ((rc = ps_allreduce_step(w, t)) != 0) {
                 return rc;
             }
-        } else if ((rc = s_push_pull(w, t, params)) != 0) {
+        } else if ((rc = s_push_pull_again(w, t, params)) != 0) {
             if (rc == PS_EAGAIN) {
                 continue; /* rolled back: the step's work is void */
             }
@@ -745,7 +769,10 @@ int ps_worker_run(const ps_worker_config_t *cfg)
      * (async: nothing rolls back; the DONE is sent again). */
     while (rc == 0 && (rc = s_finish(&w)) == PS_EAGAIN) {
         int64_t step;
-        rc = ps_job_is_stepped(&w.job) ? s_train(&w, 1) : (ps_kv_rollback(w.kv, &step), 0);
+        /* a takeover rolls nothing back: the DONE goes again */
+        rc = ps_job_is_stepped(&w.job) && !ps_kv_takeover_pending(w.kv)
+                 ? s_train(&w, 1)
+                 : (ps_kv_rollback(w.kv, &step), 0);
     }
     if (rc != 0 && !w.err[0]) {
         snprintf(w.err, sizeof w.err, "%s", ps_kv_error(w.kv));

@@ -1,0 +1,89 @@
+/*
+ * server/replica.h - hot replicas (--replicas): a primary keeps a replica
+ * of its keys in step with every update it applies, so that the replica can
+ * take its rank over with nothing rolled back.
+ *
+ * The primary's side: the scheduler names the replica (MSG_REPLICA); the
+ * primary connects to it, sends it a snapshot of the store (values,
+ * optimizer state, where the step being collected stands) before its next
+ * update, then every update as the consistency is about to apply it
+ * (ps_consistency_ops_t.update: the same gradient, learning rate, scale and
+ * version, so the replica's ps_store_step gives the same bits). Updates are
+ * numbered; the replica acknowledges them in order, and no pull reply leaves
+ * before the replica holds the updates applied when it was due
+ * (ps_reply_gate).
+ *
+ * The replica's side (ps_replica_apply): a server started as a spare whose
+ * view names the rank it follows (view.replica_of) takes the primary's
+ * snapshot and updates on its workers' socket, checked against the token
+ * the scheduler gave both, and answers each with MSG_REPLICA_ACK.
+ *
+ * One thread (the server's loop) makes every call.
+ */
+#ifndef PS_SERVER_REPLICA_H
+#define PS_SERVER_REPLICA_H
+
+#include <stdint.h>
+
+#include "proto/codec.h"
+#include "proto/msg.h"
+#include "proto/sock.h"
+#include "server/consistency.h"
+#include "server/reply.h"
+#include "server/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ps_replica ps_replica_t;
+
+/* Totals for the report. */
+typedef struct {
+    uint64_t updates;   /* updates sent to replicas */
+    uint64_t snapshots; /* snapshots sent (one per replica attached) */
+    uint64_t bytes;     /* payload bytes of both */
+} ps_replica_stats_t;
+
+/* A primary's side, with no replica yet: the pieces are borrowed and must
+ * outlive it. Returns 0 or PS_ENOMEM. Caller owns *out. */
+int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_consistency_t *cons,
+                   ps_reply_t *reply, int rank);
+
+/* Frees; NULL-safe; sets *r to NULL. */
+void ps_replica_destroy(ps_replica_t **r);
+
+/* MSG_REPLICA from the scheduler: keep a replica at m->endpoint (its
+ * snapshot goes before the next update), or none (empty endpoint: the
+ * waiting replies go). Returns 0, or a PS_E* with the reason in why (the
+ * replica is dropped). */
+int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, size_t cap);
+
+/* ps_consistency_ops_t.update: send the update (and the snapshot first, if
+ * one is due). */
+void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
+                       float scale, int64_t version);
+
+/* The socket to the replica, for the loop's poll; NULL when there is none. */
+ps_sock_t *ps_replica_sock(const ps_replica_t *r);
+
+/* Reads the replica's acknowledgements and opens the reply gate that far. */
+void ps_replica_drain(ps_replica_t *r);
+
+ps_replica_stats_t ps_replica_stats(const ps_replica_t *r);
+
+/*
+ * The replica's side: m is a MSG_REPLICATE or MSG_REPLICA_SNAPSHOT that came
+ * on the server's socket. Checks it (sender, token, keys, frames) and
+ * applies it to store and cons; the last snapshot message sets where the
+ * step stands. Returns 0 (answer MSG_REPLICA_ACK; *in_step set when the
+ * snapshot just became whole) or a PS_E* with the reason in why (nothing
+ * changed).
+ */
+int ps_replica_apply(ps_store_t *store, ps_consistency_t *cons, const ps_view_t *view,
+                     const ps_msg_t *m, int *in_step, char *why, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
