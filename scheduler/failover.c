@@ -361,11 +361,15 @@ static void s_follow(ps_failover_t *f, ps_scheduler_t *s, int r, ps_node_t *n)
     n->endpoint[0] = '\0';
     f->replica_id[r] = n->rank;
     ps_view_t *v = s->view;
+    const int replaced = v->replaced, takeover = v->takeover;
+    v->replaced = v->takeover = 0; /* what the view says to this spare only */
     v->replica_of = r + 1;
     v->replica_token = n->replica_token;
     ps_scheduler_send_view(s, n, PS_MSG_VIEW);
     v->replica_of = 0;
     v->replica_token = 0;
+    v->replaced = replaced;
+    v->takeover = takeover;
     ps_log_info("spare S%d (pid %u) becomes the replica of S%d", n->rank, n->pid, r);
 }
 

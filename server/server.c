@@ -589,6 +589,11 @@ int ps_server_run(const ps_server_config_t *cfg)
         ps_log_info("taking over S%d's keys from %s (failover %lld)", s.view->replaced - 1,
                     s.view->resume_dir, (long long)s.view->generation);
     }
+    if (rc == 0 && s.view->replica_of) {
+        ps_link_set_generation(s.link, s.view->generation);
+        ps_log_info("the replica of S%d (failover %lld)", s.view->replica_of - 1,
+                    (long long)s.view->generation);
+    }
     /* s_listen binds for the shard and says where (PEER_READY) before a
      * promoted spare's FAILOVER_READY: the scheduler needs its endpoint
      * for the workers' view. */
