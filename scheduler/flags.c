@@ -219,7 +219,7 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
         (f->cfg.replicas && ((job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) ||
                              job->topk > 0))) {
         snprintf(err, errlen, "--replicas %d: expected 0 or 1, and 1 only with --mode sync or "
-                 "async and dense pushes (no --topk)", f->cfg.replicas);
+                 "async and dense pushes (no --compress topk)", f->cfg.replicas);
         return PS_EINVAL;
     }
     if (f->cfg.min_workers < 0 || f->cfg.min_workers > f->cfg.workers ||

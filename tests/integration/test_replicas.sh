@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# tests/integration/test_replicas.sh - hot replicas (--replicas 1): a lost
+# server's replica takes its rank over with nothing rolled back.
+#
+# A sync MLP job, 3 servers (each with a replica made from a spare) x 2
+# workers, no checkpoint directory at all. Replicas change no bit of an
+# undisturbed run. S1 is killed with SIGKILL mid-run: its replica takes the
+# rank over, the workers send the step under way again, and the parameters
+# are bitwise those of the undisturbed run, with 0 steps rolled back; a
+# respawned spare becomes S1's new replica (the rebuild), and the new S1
+# killed in turn is taken over again, still bitwise. A lost replica lets its
+# primary go on alone. Async: the job goes on without rolling back and
+# trains. Bad --replicas values are refused at the start. Nothing is left
+# running.
+. "$(dirname "$0")/lib.sh"
+
+STEPS=300
+job() { # name [flags...]
+    local name=$1
+    shift
+    "$LAUNCH" --servers 3 --workers 2 --batch 32 --max-steps $STEPS --epochs 1 \
+        --optimizer sgd --momentum 0.9 --peer-timeout 2 --dump-params "$TMP/$name.f32" \
+        --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
+}
+# The job in the background, slowed (a straggler only sleeps: the parameters
+# are the same) so kills land mid-run; sets JOB_PID.
+job_bg() {
+    job "$@" --replicas 1 --straggler 1:10 --progress 0.1 &
+    JOB_PID=$!
+    PIDS+=("$JOB_PID")
+}
+# wait_step LOG N: until worker 0 reports step N or later.
+wait_step() {
+    local i s
+    for i in $(seq 600); do
+        s=$(grep -o 'step=[0-9]*/' "$1" | tail -1 | tr -dc 0-9)
+        [ -n "$s" ] && [ "$s" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+    fail "no step $2 in $1: $(tail -3 "$1")"
+}
+# job_ok NAME: waits for the background job, which must end 0.
+job_ok() {
+    wait_pid "$JOB_PID" 120 || fail "$1 hangs: $(tail -5 "$TMP/$1.log")"
+    [ "$WAIT_RC" = 0 ] || fail "$1 failed: $(grep -E ' [EW] ' "$TMP/$1.log" | tail -5)"
+}
+
+job full || fail "undisturbed run failed: $(tail -5 "$TMP/full.log")"
+job rep --replicas 1 || fail "undisturbed run with replicas failed: $(tail -5 "$TMP/rep.log")"
+cmp -s "$TMP/full.f32" "$TMP/rep.f32" || fail "replicas changed the parameters"
+expect "$TMP/rep.json" "d['replicas']['per_server'] == 1 and d['replicas']['takeovers'] == 0" \
+    "replicas in the summary"
+[ "$(grep -c 'S[0-9] is in step with S[0-2]' "$TMP/rep.log")" = 3 ] ||
+    fail "not every server had a replica in step: $(grep -i replica "$TMP/rep.log")"
+
+# S1 killed mid-run, its replica takes over; the respawned spare becomes the
+# new replica; then the new S1 is killed too.
+job_bg two --respawn 2
+wait_step "$TMP/two.log" 40
+S1=$(pid_of "$TMP/two.log" S1)
+kill -9 "$S1"
+wait_line "$TMP/two.log" "the replica of S1 is rebuilt on S[0-9]+" 60 ||
+    fail "no rebuilt replica: $(grep -iE 'replica|failover' "$TMP/two.log" | tail -5)"
+NEW=$(sed -n 's/.*its replica S[0-9]* (pid \([0-9]*\)) takes the rank over.*/\1/p' \
+    "$TMP/two.log" | head -1)
+[ -n "$NEW" ] || fail "no takeover line: $(grep failover "$TMP/two.log")"
+kill -9 "$NEW"
+job_ok two
+cmp -s "$TMP/full.f32" "$TMP/two.f32" || fail "parameters differ after two takeovers"
+expect "$TMP/two.json" "d['replicas']['takeovers'] == 2 and d['replicas']['rebuilds'] >= 1" \
+    "two takeovers and a rebuild"
+expect "$TMP/two.json" "d['replicas']['steps_rolled_back'] == 0" "nothing rolled back"
+expect "$TMP/two.json" "all(r['takeover'] and r['steps_lost'] == 0 and r['recover_s'] >= 0
+    for r in d['server_replacements'])" "takeovers in the replacements"
+expect "$TMP/two.json" "d['status'] == 'ok'" "status ok"
+grep -q "S1's replica took over: detected after .* s, recovered .* s later" "$TMP/two.log" ||
+    fail "no recovery line: $(grep failover "$TMP/two.log")"
+no_leftovers "$TMP/two.log"
+
+# A replica lost: its primary goes on without it (nothing waits for it).
+job_bg norep
+wait_line "$TMP/norep.log" "S[0-9] is in step with S0" 60 || fail "S0 has no replica in step"
+wait_step "$TMP/norep.log" 40
+kill -9 "$(sed -n 's/.*spare S[0-9]* (pid \([0-9]*\)) becomes the replica of S0.*/\1/p' \
+    "$TMP/norep.log" | head -1)"
+job_ok norep
+grep -q "lost the replica of S0" "$TMP/norep.log" ||
+    fail "the lost replica was not seen: $(grep -i replica "$TMP/norep.log" | tail -3)"
+cmp -s "$TMP/full.f32" "$TMP/norep.f32" || fail "parameters differ after a lost replica"
+no_leftovers "$TMP/norep.log"
+
+# Async: S1 killed, its replica takes over, the job goes on and trains.
+job_bg async --mode async
+wait_step "$TMP/async.log" 100
+kill -9 "$(pid_of "$TMP/async.log" S1)"
+job_ok async
+expect "$TMP/async.json" "d['replicas']['takeovers'] == 1 and \
+    d['server_replacements'][0]['steps_lost'] == 0" "an async takeover"
+expect "$TMP/async.json" "d['status'] == 'ok' and d['test_accuracy'] >= 0.75" "async trains"
+no_leftovers "$TMP/async.log"
+
+# Bad values are refused at the start, with a line saying why.
+for bad in "--replicas 2" "--replicas -1" "--replicas 1 --mode ssp:1" "--replicas 1 --compress topk:0.1"; do
+    # shellcheck disable=SC2086
+    "$LAUNCH" --servers 2 --workers 1 --max-steps 5 $bad >"$TMP/bad.log" 2>&1
+    rc=$?
+    [ "$rc" = 2 ] || fail "$bad: exit $rc, not 2"
+    grep -q -- "--replicas" "$TMP/bad.log" || fail "$bad: no line naming --replicas"
+done
+check_logs
+echo "ok"
