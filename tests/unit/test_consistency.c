@@ -81,8 +81,50 @@ static ps_job_t s_job(ps_mode_t mode)
     return j;
 }
 
+/* Updates a primary applied (ps_consistency_ops_t.update), for its replica. */
+enum { S_MAX_UPDATES = 64 };
+typedef struct {
+    ps_range_t range;
+    float *grad; /* a copy */
+    float lr, scale;
+    int64_t version;
+} s_update_t;
+static s_update_t s_updates[S_MAX_UPDATES];
+static int s_nupdates;
+
+static void s_on_update(void *ctx, ps_range_t range, const float *grad, float lr, float scale,
+                        int64_t version)
+{
+    (void)ctx;
+    ck_assert_int_lt(s_nupdates, S_MAX_UPDATES);
+    s_update_t *u = &s_updates[s_nupdates++];
+    u->range = range;
+    u->grad = malloc(ps_range_len(range) * sizeof(float));
+    memcpy(u->grad, grad, ps_range_len(range) * sizeof(float));
+    u->lr = lr;
+    u->scale = scale;
+    u->version = version;
+}
+
+static void s_updates_free(void)
+{
+    for (int i = 0; i < s_nupdates; i++) {
+        free(s_updates[i].grad);
+    }
+    s_nupdates = 0;
+}
+
+static s_fix_t *s_new_replicated(ps_job_t job, uint64_t n, int workers, int replicated);
+
 /* A fixture for job with n keys and workers workers. Caller frees with s_free. */
 static s_fix_t *s_new(ps_job_t job, uint64_t n, int workers)
+{
+    return s_new_replicated(job, n, workers, 0);
+}
+
+/* As s_new; replicated: updates are recorded (s_updates) and pushes of an
+ * applied step are acked and dropped, as under --replicas. */
+static s_fix_t *s_new_replicated(ps_job_t job, uint64_t n, int workers, int replicated)
 {
     s_fix_t *f = calloc(1, sizeof *f);
     ck_assert_ptr_nonnull(f);
@@ -97,7 +139,8 @@ static s_fix_t *s_new(ps_job_t job, uint64_t n, int workers)
         .total_steps = 1000,
         .report_missing = 5,
         .asker_size = sizeof(int),
-        .ops = {f, s_on_ack, s_on_reply, s_on_release},
+        .ops = {f, s_on_ack, s_on_reply, s_on_release, NULL, replicated ? s_on_update : NULL},
+        .resent = replicated,
     };
     ck_assert_int_eq(ps_consistency_new(&f->c, &cfg, f->store), 0);
     return f;
@@ -988,12 +1031,91 @@ START_TEST(rollback_drops_held_pushes_and_waiting_pulls_and_sets_the_version)
 }
 END_TEST
 
+/* A replica filled from its primary's cut in the middle of a step, then
+ * fed the primary's later updates, holds bitwise the primary's values and
+ * optimizer state at the same version and chunks; after a takeover
+ * (ps_consistency_forget) the workers' step sent again completes it
+ * bitwise as the primary did, and a push of a step applied before is acked
+ * and dropped. Updates out of order are refused. */
+START_TEST(a_replica_replays_its_primarys_updates_bitwise)
+{
+    enum { N = 3000, CK = 1024 };
+    ps_job_t job = s_job(PS_MODE_SYNC);
+    job.momentum = 0.9;
+    job.chunk_kib = 4;
+    s_fix_t *p = s_new_replicated(job, N, 2, 1), *r = s_new_replicated(job, N, 2, 1);
+    s_init_all(p);
+    float *g[2];
+    for (int w = 0; w < 2; w++) {
+        g[w] = malloc(N * sizeof(float));
+        ps_test_fill(g[w], N, -1, 1, (uint64_t)(60 + w));
+    }
+    for (int w = 0; w < 2; w++) { /* step 0, then chunk 0 of step 1 */
+        ck_assert_int_eq(s_push(p, w, 0, 0, 0, N, g[w]), 0);
+    }
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(s_push(p, w, 1, 1, 0, CK, g[w]), 0);
+    }
+    ck_assert_int_eq(s_nupdates, 4); /* three chunks, then one */
+    /* The cut: step 1 with chunk 0 applied. */
+    int64_t version;
+    unsigned char done[8];
+    ck_assert_uint_eq(ps_consistency_cut(p->c, &version, done, sizeof done), 3);
+    ck_assert_int_eq(version, 1);
+    ck_assert(done[0] && !done[1] && !done[2]);
+    ck_assert_int_eq(ps_store_init(r->store, s_keys(0, N), ps_store_values(p->store, S_BASE)), 1);
+    memcpy(ps_store_state(r->store, 0), ps_store_state(p->store, 0), N * sizeof(float));
+    ck_assert_int_eq(ps_consistency_restore(r->c, version, done, 2), PS_ESTATE);
+    ck_assert_int_eq(ps_consistency_restore(r->c, version, done, 3), 0);
+    /* The primary goes on: chunk 1 of step 1; the replica replays it. */
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(s_push(p, w, 1, 1, CK, 2 * CK, g[w] + CK), 0);
+    }
+    const s_update_t *u = &s_updates[4];
+    ck_assert_int_eq(ps_consistency_replay(r->c, s_updates[0].range, s_updates[0].grad,
+                                           s_updates[0].lr, s_updates[0].scale,
+                                           s_updates[0].version),
+                     PS_ESTATE); /* an old one */
+    ck_assert_int_eq(ps_consistency_replay(r->c, u->range, u->grad, u->lr, u->scale, u->version),
+                     0);
+    ck_assert_int_eq(ps_consistency_replay(r->c, u->range, u->grad, u->lr, u->scale, u->version),
+                     PS_ESTATE); /* the same chunk twice */
+    /* The primary is lost before chunk 2: the replica takes over, the
+     * workers send step 1 again; both finish the step the same way. */
+    ck_assert_int_eq(ps_consistency_forget(r->c), 0);
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(s_push(r, w, 1, 1, 0, N, g[w]), 0);
+        ck_assert_int_eq(s_push(p, w, 1, 1, 2 * CK, N, g[w] + 2 * CK), 0);
+    }
+    ck_assert_int_eq(ps_consistency_version(r->c), 2);
+    ck_assert_int_eq(ps_consistency_version(p->c), 2);
+    ck_assert_int_eq(memcmp(ps_store_values(r->store, S_BASE), ps_store_values(p->store, S_BASE),
+                            N * sizeof(float)),
+                     0);
+    ck_assert_int_eq(memcmp(ps_store_state(r->store, 0), ps_store_state(p->store, 0),
+                            N * sizeof(float)),
+                     0);
+    /* A worker that did not hear the step end sends it once more. */
+    r->nev = 0;
+    ck_assert_int_eq(s_push(r, 0, 1, 1, 0, N, g[0]), 0);
+    ck_assert_int_eq(s_count(r, S_ACK), 1);
+    ck_assert_uint_eq(ps_consistency_stats(r->c)->resent, 1);
+    ck_assert_int_eq(ps_consistency_version(r->c), 2);
+    free(g[0]);
+    free(g[1]);
+    s_free(p);
+    s_free(r);
+    s_updates_free();
+}
+END_TEST
+
 int main(void)
 {
     ps_log_set_level("err");
     Suite *s = suite_create("consistency");
     TCase *tc = tcase_create("consistency");
     tcase_add_test(tc, sync_step_completes_only_when_every_worker_pushed_every_key);
+    tcase_add_test(tc, a_replica_replays_its_primarys_updates_bitwise);
     tcase_add_test(tc, sync_applies_each_chunk_once_every_worker_pushed_it);
     tcase_add_test(tc, a_worker_joins_at_the_agreed_step);
     tcase_add_test(tc, only_a_joiner_left_skips_to_its_step);
