@@ -214,6 +214,8 @@ static void s_take_over(ps_control_t *c, const ps_view_t *v)
     c->generation = v->generation;
     c->rolled_to = version;
     memcpy(view->servers, v->servers, sizeof v->servers);
+    /* a replica heard of no join since its view: the tokens now */
+    memcpy(view->worker_tokens, v->worker_tokens, sizeof v->worker_tokens);
     c->cfg.ops.generation(c->cfg.ops.ctx, c->generation);
     if (view->replica_of == v->replaced) {
         view->replica_of = 0;

@@ -55,7 +55,9 @@ class Nodes:
     JOIN = re.compile(r"membership: W(\d+) \(pid (\d+)\) joins at step")
     LEAVE = re.compile(r"membership: lost W(\d+) ")
     EPOCH = re.compile(r" W\d+ I epoch=(\d+)/")
-    FAILOVER = re.compile(r"failover \d+: lost S(\d+) \(pid \d+\).*spare S\d+ \(pid (\d+)")
+    FAILOVER = re.compile(r"failover \d+: lost S(\d+) \(pid \d+\).*(?:spare|its replica) S\d+ "
+                          r"\(pid (\d+)")
+    IN_STEP = re.compile(r"S\d+ is in step with S(\d+)|the replica of S(\d+) is rebuilt")
     PID = re.compile(r"\(pid (\d+)")
 
     def __init__(self, log):
@@ -66,6 +68,7 @@ class Nodes:
         self.out = set()     # worker ranks killed or left out and not joined again
         self.epoch = 0       # the newest epoch a worker's progress line named
         self.replacing = set()  # server ranks killed and not yet replaced
+        self.replicated = set()  # --replicas: server ranks whose replica is in step
         self.seen = set()    # every pid the log named
 
     def update(self):
@@ -89,6 +92,9 @@ class Nodes:
             m = self.LEAVE.search(line)
             if m:
                 self.out.add(int(m[1]))
+            m = self.IN_STEP.search(line)
+            if m:
+                self.replicated.add(int(m[1] or m[2]))
             m = self.FAILOVER.search(line)
             if m:
                 self.servers[int(m[1])] = int(m[2])
@@ -107,6 +113,11 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="per worker")
     ap.add_argument("--checkpoint-every", type=int, default=50)
     ap.add_argument("--servers-only", action="store_true", help="kill servers only")
+    ap.add_argument("--replicas", type=int, default=0,
+                    help="--replicas K: a server is killed only once its replica is in step")
+    ap.add_argument("--no-checkpoints", action="store_true",
+                    help="no checkpoint directory (with --replicas: takeovers only)")
+    ap.add_argument("--dump-params", help="passed on: the final parameters")
     ap.add_argument("--worker-share", type=float, default=0.5,
                     help="of the kills that take a worker")
     ap.add_argument("--min-accuracy", type=float, default=0.87)
@@ -125,9 +136,15 @@ def main():
     ckdir = os.path.join(a.dir, "ck")
     cmd = [a.launch, "--servers", str(a.servers), "--workers", str(a.workers),
            "--spares", str(a.spares), "--respawn", str(2 * a.kills), "--min-workers", "1",
-           "--epochs", str(a.epochs), "--batch", str(a.batch), "--checkpoint-every", str(a.checkpoint_every),
-           "--checkpoint-dir", ckdir, "--peer-timeout", a.peer_timeout, "--summary", summary,
-           "--timeout", str(a.timeout), "--log-level", "info"]
+           "--epochs", str(a.epochs), "--batch", str(a.batch),
+           "--peer-timeout", a.peer_timeout, "--summary", summary,
+           "--timeout", str(a.timeout), "--log-level", "info", "--progress", "0.2"]
+    if not a.no_checkpoints:
+        cmd += ["--checkpoint-every", str(a.checkpoint_every), "--checkpoint-dir", ckdir]
+    if a.replicas:
+        cmd += ["--replicas", str(a.replicas)]
+    if a.dump_params:
+        cmd += ["--dump-params", a.dump_params]
     print(f"chaos: seed {seed}: {' '.join(cmd)}", flush=True)
     with open(log, "w") as out:
         job = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -136,8 +153,12 @@ def main():
     problems = []
     kills = []  # (seconds since the first kill, node)
     deadline = time.monotonic() + a.timeout + 30
-    while not os.path.exists(os.path.join(ckdir, "latest")) and job.poll() is None:
-        if time.monotonic() > deadline:
+    # The first kill once a checkpoint is complete (or, without checkpoints,
+    # once training runs).
+    while job.poll() is None and time.monotonic() < deadline:
+        nodes.update()
+        if (os.path.exists(os.path.join(ckdir, "latest")) if not a.no_checkpoints
+                else nodes.epoch > 0):
             break
         time.sleep(0.05)
     # Which kills take a worker, at random places in the sequence.
@@ -155,13 +176,15 @@ def main():
             cands = [("W", r, p) for r, p in live] if len(live) == a.workers else []
         else:
             cands = [("S", r, p) for r, p in sorted(nodes.servers.items())
-                     if r not in nodes.replacing and alive(p)]
+                     if r not in nodes.replacing and alive(p) and
+                     (not a.replicas or r in nodes.replicated)]
         if not cands or job.poll() is not None:
             continue
         role, rank, pid = rng.choice(cands)
         os.kill(pid, signal.SIGKILL)
         if role == "S":
             nodes.replacing.add(rank)
+            nodes.replicated.discard(rank)
         else:
             nodes.out.add(rank)
         kills.append((time.monotonic() - t0, f"{role}{rank}"))

@@ -6,15 +6,37 @@
 # random order (tests/integration/chaos.py; its seed is printed to replay
 # the sequence). Every killed worker is started again by the launcher and
 # joins the running job; every killed server is replaced from a spare. The
-# job ends ok with test accuracy >= 0.87 (0.879 to 0.883 in 12 runs), every
-# server kill is a replacement and every worker kill a join in the summary,
-# nothing hangs (the launcher's --timeout) and no process is left.
+# job ends ok with test accuracy >= 0.87, every server kill is a
+# replacement and every worker kill a join in the summary, nothing hangs
+# (the launcher's --timeout) and no process is left.
+#
+# Then with hot replicas (--replicas 1): 20 kills of servers only (each
+# once its replica is in step), no checkpoint directory at all: every kill
+# is a takeover, and the parameters are bitwise those of the same job
+# undisturbed; and 20 kills of servers and workers, as above, with replicas.
 . "$(dirname "$0")/lib.sh"
+
+chaos() { # name [chaos.py flags...]
+    local name=$1
+    shift
+    mkdir -p "$TMP/$name"
+    /usr/bin/python3 "$(dirname "$0")/chaos.py" --launch "$LAUNCH" --dir "$TMP/$name" \
+        --servers 2 --workers 2 --epochs 5 --timeout 240 "$@" >"$TMP/$name.out" 2>&1 ||
+        fail "chaos run $name: $(grep FAIL "$TMP/$name.out") $(grep -E ' [EW] ' \
+            "$TMP/$name/chaos.log" | tail -5)"
+}
 
 # Kills 0.1-0.4 s apart, closer than chaos.py's default gaps (0.2-0.7 s), so
 # that all 20 land before a short job ends.
-/usr/bin/python3 "$(dirname "$0")/chaos.py" --launch "$LAUNCH" --dir "$TMP" --kills 20 \
-    --gap 0.1 0.4 --servers 2 --spares 2 --workers 2 --epochs 5 --min-accuracy 0.87 \
-    --timeout 240 ||
-    fail "chaos run: $(grep -E ' [EW] ' "$TMP/chaos.log" | tail -5)"
+chaos mixed --kills 20 --gap 0.1 0.4 --spares 2 --min-accuracy 0.87
+
+replicas=(--replicas 1 --spares 0 --servers-only --no-checkpoints --min-accuracy 0.87)
+chaos undisturbed --kills 0 "${replicas[@]}" --dump-params "$TMP/undisturbed.f32"
+chaos takeovers --kills 20 --gap 0.1 0.4 "${replicas[@]}" --dump-params "$TMP/takeovers.f32"
+cmp -s "$TMP/undisturbed.f32" "$TMP/takeovers.f32" ||
+    fail "parameters after 20 takeovers differ from the undisturbed run"
+expect "$TMP/takeovers/chaos.json" "d['replicas']['takeovers'] == 20 and \
+    d['replicas']['steps_rolled_back'] == 0" "20 takeovers, nothing rolled back"
+
+chaos mixed_replicas --kills 20 --gap 0.1 0.4 --spares 2 --replicas 1 --min-accuracy 0.87
 check_logs
