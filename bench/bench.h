@@ -37,6 +37,7 @@ int ps_bench_train_main(int argc, char **argv);
 int ps_bench_compute_main(int argc, char **argv);
 int ps_bench_observe_main(int argc, char **argv);
 int ps_bench_checkpoint_main(int argc, char **argv);
+int ps_bench_replicas_main(int argc, char **argv);
 int ps_bench_scale_main(int argc, char **argv);
 int ps_bench_compress_main(int argc, char **argv);
 

@@ -6,6 +6,7 @@
  *   shardps-bench compute --model M [--torch] ...   one worker's arithmetic vs PyTorch
  *   shardps-bench observe [--rounds N] ...          the cost of metrics and traces
  *   shardps-bench checkpoint [--reps N] ...          training with vs without checkpoints
+ *   shardps-bench replicas [--reps N] ...            training with vs without hot replicas
  *   shardps-bench scale [--workers 8,16,32,64] ...   scheduler and server cost per step
  *   shardps-bench compress [--modes L] [--codecs L]  bytes saved vs accuracy (--wire, --compress)
  *
@@ -35,6 +36,7 @@ static void s_usage(FILE *f)
         "[--torch] --json FILE\n"
         "       shardps-bench observe [--rounds N] [--out DIR] ...\n"
         "       shardps-bench checkpoint [--out DIR] [--every N] [--reps N] ...\n"
+        "       shardps-bench replicas [--out DIR] [--servers N] [--reps N] ...\n"
         "       shardps-bench scale [--out DIR] [--workers LIST] [--servers N] [--steps A,B] "
         "...\n"
         "       shardps-bench compress [--out DIR] [--modes LIST] [--codecs LIST] ...\n"
@@ -52,6 +54,8 @@ static void s_usage(FILE *f)
         "       1 s, every 100 ms, and traced, in turn: samples/s and each one's cost.\n"
         "checkpoint the same sync job without and with --checkpoint-every N, alternated:\n"
         "       the samples/s ratio (what checkpointing costs).\n"
+        "replicas the same sync job without and with --replicas 1, alternated: the\n"
+        "       samples/s ratio (what hot replicas cost).\n"
         "scale  the same job with 8, 16, 32, 64 workers: the scheduler's and each\n"
         "       server's CPU time and messages per step.\n"
         "compress each mode x wire codec (fp32, fp16, bf16, top-k) trains the same model:\n"
@@ -98,6 +102,9 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "checkpoint")) {
         return ps_bench_checkpoint_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "replicas")) {
+        return ps_bench_replicas_main(argc - 1, argv + 1);
+    }
     if (!strcmp(argv[1], "scale")) {
         return ps_bench_scale_main(argc - 1, argv + 1);
     }
@@ -107,7 +114,7 @@ int main(int argc, char **argv)
     fprintf(
         stderr,
         "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe, "
-        "checkpoint, scale or compress)\n",
+        "checkpoint, replicas, scale or compress)\n",
         argv[1]);
     return 2;
 }

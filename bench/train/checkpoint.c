@@ -1,5 +1,6 @@
 /*
- * bench/train/checkpoint.c - shardps-bench checkpoint: what checkpointing costs.
+ * bench/train/checkpoint.c - shardps-bench checkpoint: what checkpointing
+ * costs; shardps-bench replicas: what hot replicas (--replicas 1) cost.
  *
  * The same sync job through shardps-launch (same model, seed, data order,
  * servers and workers), once without checkpoints and once with
@@ -11,7 +12,9 @@
  * so also the CPU seconds of the whole job (the launcher and every role:
  * RUSAGE_CHILDREN around it), steadier; their ratio is the extra work,
  * without the time spent waiting for the disk. Also the checkpoints
- * written and their size on disk.
+ * written and their size on disk. `replicas` is the same comparison with
+ * --replicas 1 (a replica per server, from the launcher's spares) in place
+ * of the checkpoints.
  *
  * It does not judge: a failed job is a row with its exit status.
  */
@@ -30,13 +33,14 @@
 #include "common/error.h"
 #include "deploy/proc.h"
 
-#define S_PROG "shardps-bench checkpoint"
 
 enum { CK_MAX_REPS = 50 };
 
 typedef struct {
     const char *out, *launch, *model;
     int servers, workers, epochs, max_steps, every, reps, seed;
+    int replicas; /* the jobs "with" run --replicas 1, not checkpoints */
+    const char *prog;
     double timeout;
 } ck_cfg_t;
 
@@ -128,7 +132,10 @@ static int s_job(const ck_cfg_t *c, int round, int with, double *sps, double *cp
                       "--seed", num[3], "--timeout", num[4], "--max-steps", num[5],
                       "--summary", json, "--log-level", "warn"};
     int a = 21;
-    if (with) {
+    if (with && c->replicas) {
+        argv[a++] = "--replicas";
+        argv[a++] = "1";
+    } else if (with) {
         argv[a++] = "--checkpoint-dir";
         argv[a++] = dir;
         argv[a++] = "--checkpoint-every";
@@ -151,10 +158,15 @@ static int s_measure(const ck_cfg_t *c, ps_bench_page_t *page)
 {
     ps_bench_table_t *t = NULL;
     char title[160];
-    snprintf(title, sizeof title,
-             "### Checkpoint cost: sync %s, %d servers x %d workers, every %d steps",
-             c->model, c->servers, c->workers, c->every);
-    if (ps_bench_table_new(page, "checkpoint", title,
+    if (c->replicas) {
+        snprintf(title, sizeof title, "### Replica cost: sync %s, %d servers x %d workers",
+                 c->model, c->servers, c->workers);
+    } else {
+        snprintf(title, sizeof title,
+                 "### Checkpoint cost: sync %s, %d servers x %d workers, every %d steps",
+                 c->model, c->servers, c->workers, c->every);
+    }
+    if (ps_bench_table_new(page, c->replicas ? "replicas" : "checkpoint", title,
                            "round,without_samples_per_sec,with_samples_per_sec,ratio,"
                            "without_cpu_s,with_cpu_s,cpu_ratio,checkpoints,checkpoint_mb",
                            "round,samples/s without,samples/s with,with / without,"
@@ -180,17 +192,17 @@ static int s_measure(const ck_cfg_t *c, ps_bench_page_t *page)
         s_remove(dir, 1);
         if (rc[0] || rc[1]) {
             failed = 1;
-            fprintf(stderr, S_PROG ": round %d: a job failed (exit %d / %d; logs in %s/runs/)\n",
-                    r + 1, rc[0], rc[1], c->out);
+            fprintf(stderr, "%s: round %d: a job failed (exit %d / %d; logs in %s/runs/)\n",
+                    c->prog, r + 1, rc[0], rc[1], c->out);
             ps_bench_table_rowf(t, "%d,,,,,,,,", r + 1);
             continue;
         }
         ratios[n] = with / without;
         cpu_ratios[n++] = cpu[1] / cpu[0];
         fprintf(stderr,
-                S_PROG ": round %d: %.0f samples/s without, %.0f with (%.3f); CPU %.1f s "
-                       "without, %.1f with (%.3f)\n",
-                r + 1, without, with, with / without, cpu[0], cpu[1], cpu[1] / cpu[0]);
+                "%s: round %d: %.0f samples/s without, %.0f with (%.3f); CPU %.1f s "
+                "without, %.1f with (%.3f)\n",
+                c->prog, r + 1, without, with, with / without, cpu[0], cpu[1], cpu[1] / cpu[0]);
         ps_bench_table_rowf(t, "%d,%.0f,%.0f,%.3f,%.2f,%.2f,%.3f,%d,%.2f", r + 1, without, with,
                             with / without, cpu[0], cpu[1], cpu[1] / cpu[0], count,
                             count ? bytes / count / 1e6 : 0);
@@ -198,23 +210,33 @@ static int s_measure(const ck_cfg_t *c, ps_bench_page_t *page)
     double med = n ? ps_bench_median(ratios, n) : NAN;
     double cpu_med = n ? ps_bench_median(cpu_ratios, n) : NAN;
     ps_bench_table_rowf(t, "median,,,%.3f,,,%.3f,,", med, cpu_med);
+    char with_flags[64];
+    if (c->replicas) {
+        snprintf(with_flags, sizeof with_flags, "--replicas 1");
+    } else {
+        snprintf(with_flags, sizeof with_flags, "--checkpoint-dir DIR --checkpoint-every %d",
+                 c->every);
+    }
     ps_bench_table_note(
         t,
         "Each round: `shardps-launch --servers %d --workers %d --model %s --mode sync "
-        "--epochs %d --max-steps %d --seed %d`, without and then with `--checkpoint-dir "
-        "DIR --checkpoint-every %d` (the order alternates by round), one sitting. "
+        "--epochs %d --max-steps %d --seed %d`, without and then with `%s` (the order "
+        "alternates by round), one sitting. "
         "samples/s from the scheduler's summary; CPU s: the job's processes together. "
         "Median ratio with / without: samples/s %.3f, CPU seconds %.3f.",
-        c->servers, c->workers, c->model, c->epochs, c->max_steps, c->seed, c->every, med,
+        c->servers, c->workers, c->model, c->epochs, c->max_steps, c->seed, with_flags, med,
         cpu_med);
     ps_bench_table_destroy(&t, 1);
     return failed;
 }
 
-int ps_bench_checkpoint_main(int argc, char **argv)
+/* Both subcommands; replicas: `replicas`, else `checkpoint`. */
+static int s_main(int argc, char **argv, int replicas)
 {
     ck_cfg_t c = {.out = "bench-out", .model = "mlp", .servers = 2, .workers = 2,
-                  .epochs = 1, .every = 50, .reps = 5, .seed = 1, .timeout = 1800};
+                  .epochs = 1, .every = 50, .reps = 5, .seed = 1, .timeout = 1800,
+                  .replicas = replicas,
+                  .prog = replicas ? "shardps-bench replicas" : "shardps-bench checkpoint"};
     const char *launch = NULL;
     ps_flag_t flags[] = {
         {"out", PS_FLAG_STR, &c.out, "DIR", "where the results page and CSV go"},
@@ -230,10 +252,14 @@ int ps_bench_checkpoint_main(int argc, char **argv)
         {"launch", PS_FLAG_STR, &launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };
-    int rc = ps_config_parse_argv(S_PROG,
-                             "Trains the same sync job without and with checkpoints, "
-                             "alternated, and reports\nthe throughput ratio. Writes the "
-                             "results page checkpoint.md and checkpoint.csv\ninto --out.",
+    int rc = ps_config_parse_argv(c.prog,
+                             replicas
+                                 ? "Trains the same sync job without and with --replicas 1, "
+                                   "alternated, and reports\nthe throughput ratio. Writes the "
+                                   "results page replicas.md and replicas.csv\ninto --out."
+                                 : "Trains the same sync job without and with checkpoints, "
+                                   "alternated, and reports\nthe throughput ratio. Writes the "
+                                   "results page checkpoint.md and checkpoint.csv\ninto --out.",
                              flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -241,21 +267,31 @@ int ps_bench_checkpoint_main(int argc, char **argv)
     if (c.servers < 1 || c.workers < 1 || c.epochs < 1 || c.max_steps < 0 || c.every < 1 ||
         c.reps < 1 || c.reps > CK_MAX_REPS || !(c.timeout > 0) ||
         (strcmp(c.model, "mlp") && strcmp(c.model, "cnn"))) {
-        fprintf(stderr, S_PROG ": error: expected --servers, --workers, --epochs, --every "
+        fprintf(stderr, "%s: error: expected --servers, --workers, --epochs, --every "
                         ">= 1, --max-steps >= 0, --reps 1..%d, --timeout > 0, --model "
-                        "mlp|cnn\n", CK_MAX_REPS);
+                        "mlp|cnn\n", c.prog, CK_MAX_REPS);
         return 2;
     }
     char path[PATH_MAX];
-    if ((rc = ps_bench_launch_setup(S_PROG, &launch, path, sizeof path, c.out)) != 0) {
+    if ((rc = ps_bench_launch_setup(c.prog, &launch, path, sizeof path, c.out)) != 0) {
         return rc;
     }
     c.launch = launch;
     ps_bench_page_t *page;
-    if (ps_bench_page_new(c.out, "checkpoint", argc, argv, &page) != 0) {
+    if (ps_bench_page_new(c.out, replicas ? "replicas" : "checkpoint", argc, argv, &page) != 0) {
         return 1;
     }
     rc = s_measure(&c, page);
     ps_bench_page_destroy(&page);
     return rc ? 1 : 0;
+}
+
+int ps_bench_checkpoint_main(int argc, char **argv)
+{
+    return s_main(argc, argv, 0);
+}
+
+int ps_bench_replicas_main(int argc, char **argv)
+{
+    return s_main(argc, argv, 1);
 }

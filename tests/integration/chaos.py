@@ -232,12 +232,15 @@ def main():
             os.kill(p, signal.SIGKILL)
     rec = [r["recover_s"] for r in reps if r["recover_s"] >= 0]
     det = [r["detect_s"] for r in reps]
+    total = [r["detect_s"] + r["recover_s"] for r in reps if r["recover_s"] >= 0]
     lost = [r["steps_lost"] for r in reps]
     if rec:
         print(f"chaos: recovery after detection: median {statistics.median(rec):.3f} s, "
               f"max {max(rec):.3f} s; detection: median {statistics.median(det):.2f} s, "
               f"max {max(det):.2f} s; steps lost: median {statistics.median(lost):.0f}, "
-              f"max {max(lost)} (n={len(rec)})", flush=True)
+              f"max {max(lost)}; last heard to the first step after: median "
+              f"{statistics.median(total):.3f} s, max {max(total):.3f} s (n={len(rec)})",
+              flush=True)
     for p in problems:
         print(f"chaos: FAIL: {p} (seed {seed}; log {log})", flush=True)
     return 1 if problems else 0
