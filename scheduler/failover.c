@@ -388,7 +388,10 @@ static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
             f->replica_id[r] = -1;
             s_tell_primary(s, r, NULL);
         }
-        for (int i = 0; f->replica_id[r] < 0 && i < f->nspares; i++) {
+        /* a replica that took a rank over gets one once it was heard in it
+         * (dead with its primary, it needs a cold spare instead) */
+        const int heard = s->nodes[r].last_seen > f->rebuild_since[r];
+        for (int i = 0; heard && f->replica_id[r] < 0 && i < f->nspares; i++) {
             if (!f->spares[i].follows) {
                 s_follow(f, s, r, &f->spares[i]);
             }
@@ -431,6 +434,21 @@ static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m
     return 1;
 }
 
+/* Rank r is replaced from a checkpoint: its replica (not in step yet)
+ * follows a primary that is gone, so it goes; a spare takes its place. */
+static void s_drop_replica(ps_failover_t *f, ps_scheduler_t *s, int r)
+{
+    ps_node_t *rep = s_spare_by_id(f, f->replica_id[r]);
+    f->replica_id[r] = -1;
+    if (rep) {
+        Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+        sd.reason = (char *)"the server this replica followed was replaced";
+        s_send(s, rep, PS_MSG_SHUTDOWN, &sd.base);
+        ps_log_info("replica S%d of S%d is not in step: it goes", rep->rank, r);
+        *rep = f->spares[--f->nspares];
+    }
+}
+
 /* Server n is lost and its replica is in step: the replica takes the rank
  * over. Every server learns it (MSG_FAILOVER with takeover) and forgets the
  * step under way; once all answered, the workers reconnect and send it
@@ -452,11 +470,11 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
     ps_node_t replica;
     s_take_spare(f, (int)(rep - f->spares), r, &replica);
     f->replica_id[r] = -1;
-    f->rebuild_since[r] = now;
     f->takeovers++;
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
     ps_members_swap_in(n, &replica);
+    f->rebuild_since[r] = ps_now(); /* after the swap: heard in the rank from then on */
     snprintf(n->endpoint, sizeof n->endpoint, "%s", replica.endpoint); /* bound already */
     n->ready = 1;
     v->generation++;
@@ -648,6 +666,7 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
     }
     ps_node_t spare;
     ps_failover_promote(f, r, &spare);
+    s_drop_replica(f, s, r);
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
     ps_members_swap_in(n, &spare); /* the spare's connection is S<r> from now on */

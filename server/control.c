@@ -263,6 +263,9 @@ static int s_on_failover(ps_control_t *c, const ps_view_t *v)
         return rc;
     }
     c->generation = v->generation;
+    if (stepped) {
+        c->cfg.ops.reloaded(c->cfg.ops.ctx);
+    }
     c->checkpointed = stepped ? v->start_step : c->checkpointed;
     c->rolled_to = to;
     memcpy(view->servers, v->servers, sizeof v->servers);

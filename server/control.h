@@ -43,6 +43,9 @@ typedef struct {
     /* This server, a hot replica, takes its primary's rank over: what it
      * sends from now on comes from that rank. */
     void (*promoted)(void *ctx, int rank);
+    /* The store was reloaded from a checkpoint (a failover's rollback): a
+     * hot replica must take a snapshot again. */
+    void (*reloaded)(void *ctx);
 } ps_control_ops_t;
 
 typedef struct {

@@ -147,6 +147,11 @@ static int s_snapshot(ps_replica_t *r)
     return rc;
 }
 
+void ps_replica_resync(ps_replica_t *r)
+{
+    r->snapshot_due = r->sock != NULL;
+}
+
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
                        float scale, int64_t version)
 {
@@ -224,6 +229,10 @@ static int s_apply_snapshot(ps_store_t *store, ps_consistency_t *cons,
         return s_refuse(why, cap, "snapshot of an unknown array");
     }
     if (sn->array == 0) {
+        /* a snapshot again (its primary rolled back): from scratch */
+        if (keys.begin == shard.begin && ps_store_initialized(store) && ps_store_reset(store)) {
+            return s_refuse(why, cap, "out of memory");
+        }
         if (ps_store_init(store, keys, data) < 0) {
             return s_refuse(why, cap, "snapshot values for keys set already");
         }

@@ -59,6 +59,10 @@ void ps_replica_destroy(ps_replica_t **r);
  * replica is dropped). */
 int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, size_t cap);
 
+/* The primary's store was reloaded (a rollback): the replica gets a whole
+ * snapshot again before the next update. */
+void ps_replica_resync(ps_replica_t *r);
+
 /* ps_consistency_ops_t.update: send the update (and the snapshot first, if
  * one is due). */
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,

@@ -110,6 +110,14 @@ static void s_control_abort(void *ctx, const char *why)
     ps_link_abort(((ps_server_t *)ctx)->link, why);
 }
 
+static void s_control_reloaded(void *ctx)
+{
+    ps_server_t *s = ctx;
+    if (s->replica) {
+        ps_replica_resync(s->replica);
+    }
+}
+
 static void s_control_promoted(void *ctx, int rank)
 {
     ps_link_set_rank(((ps_server_t *)ctx)->link, rank);
@@ -428,7 +436,8 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     }
     const ps_control_config_t ccfg = {
         s->view, s->rank, s->store, s->cons, s->cfg->checkpoint_dir,
-        {s, s_control_send, s_control_generation, s_control_abort, s_control_promoted}};
+        {s, s_control_send, s_control_generation, s_control_abort, s_control_promoted,
+         s_control_reloaded}};
     rc = rc ? rc : ps_control_new(&s->control, &ccfg);
     if (rc != 0) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",

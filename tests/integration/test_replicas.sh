@@ -89,6 +89,21 @@ grep -q "lost the replica of S0" "$TMP/norep.log" ||
 cmp -s "$TMP/full.f32" "$TMP/norep.f32" || fail "parameters differ after a lost replica"
 no_leftovers "$TMP/norep.log"
 
+# S1 and its replica killed together: no takeover; a respawned spare takes
+# S1's keys from the newest checkpoint and every server rolls back, the
+# others sending their replicas a snapshot again; still bitwise.
+job_bg both --respawn 2 --checkpoint-every 50 --checkpoint-dir "$TMP/ck_both"
+wait_line "$TMP/both.log" "S[0-9] is in step with S1" 60 || fail "S1 has no replica in step"
+wait_file "$TMP/ck_both/step-50/manifest.json" 60 || fail "no checkpoint step-50"
+REP=$(sed -n 's/.*spare S[0-9]* (pid \([0-9]*\)) becomes the replica of S1.*/\1/p' \
+    "$TMP/both.log" | head -1)
+kill -9 "$(pid_of "$TMP/both.log" S1)" "$REP"
+job_ok both
+grep -Eq "failover [0-9]+: lost S1 .* spare S[0-9]+ .* every node rolls back" "$TMP/both.log" ||
+    fail "no rollback failover: $(grep failover "$TMP/both.log")"
+cmp -s "$TMP/full.f32" "$TMP/both.f32" || fail "parameters differ after the rollback"
+no_leftovers "$TMP/both.log"
+
 # Async: S1 killed, its replica takes over, the job goes on and trains.
 job_bg async --mode async
 wait_step "$TMP/async.log" 100
