@@ -81,7 +81,7 @@ static void s_release(ps_consistency_t *c, void *frame)
 }
 
 /* Releases the frames held in slot k and empties it. */
-static void s_release_parts(ps_consistency_t *c, size_t k)
+void ps_consistency_release_parts(ps_consistency_t *c, size_t k)
 {
     ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
     for (int i = 0; i < c->nparts[k]; i++) {
@@ -93,7 +93,7 @@ static void s_release_parts(ps_consistency_t *c, size_t k)
 }
 
 /* Keys [off, off + len) (shard-relative) of chunk ch. */
-static uint64_t s_chunk_len(const ps_consistency_t *c, size_t ch, uint64_t *off)
+uint64_t ps_consistency_chunk_len(const ps_consistency_t *c, size_t ch, uint64_t *off)
 {
     *off = (uint64_t)ch * c->chunk;
     return c->n - *off < c->chunk ? c->n - *off : c->chunk;
@@ -101,7 +101,7 @@ static uint64_t s_chunk_len(const ps_consistency_t *c, size_t ch, uint64_t *off)
 
 /* Non-zero when the steps apply chunk by chunk: sync and ssp (sync:k/n
  * picks a step's k workers from whole pushes; async has no steps). */
-static int s_chunked(const ps_consistency_t *c)
+int ps_consistency_chunked(const ps_consistency_t *c)
 {
     return c->cfg.job.mode == PS_MODE_SYNC || c->cfg.job.mode == PS_MODE_SSP;
 }
@@ -265,7 +265,7 @@ static void s_skip_to_joins(ps_consistency_t *c)
     }
     for (int64_t t = c->version; t < J && t < c->version + c->window; t++) {
         for (int w = 0; w < c->workers; w++) {
-            s_release_parts(c, s_slot(c, t, w));
+            ps_consistency_release_parts(c, s_slot(c, t, w));
         }
     }
     ps_log_warn("no worker live before step %lld: steps %lld to %lld skipped", (long long)J,
@@ -295,7 +295,7 @@ static void s_undone(ps_consistency_t *c, int chunks, int64_t t)
 
 /* Applies grad to keys r as the update that makes `version` (Adam's t)
  * of step t, telling ops.update first (a replica applies the same). */
-static void s_store_step(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
+void ps_consistency_store_step(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
                          float scale, int64_t version, int64_t t)
 {
     if (c->cfg.ops.update) {
@@ -306,7 +306,7 @@ static void s_store_step(ps_consistency_t *c, ps_range_t r, const float *grad, f
 
 /* Step t (= version) is applied whole: the version moves on, its held
  * pushes go, and the pulls it satisfies are answered. */
-static void s_end_step(ps_consistency_t *c, int64_t t)
+void ps_consistency_end_step(ps_consistency_t *c, int64_t t)
 {
     c->version = t + 1;
     memset(c->done, 0, c->nchunks);
@@ -318,7 +318,7 @@ static void s_end_step(ps_consistency_t *c, int64_t t)
         } else if (c->covered[k]) {
             c->stats.dropped++; /* a late worker's partial push: its step is over */
         }
-        s_release_parts(c, k);
+        ps_consistency_release_parts(c, k);
     }
     c->step_since = ps_now();
     s_answer_pulls(c);
@@ -387,21 +387,21 @@ static void s_try_apply_chunks(ps_consistency_t *c)
         const float lr = s_lr(c, t), scale = 1.0f / (float)count;
         int applied = 0;
         for (size_t ch = 0; ch < c->nchunks; ch++) {
-            uint64_t off, len = s_chunk_len(c, ch, &off);
+            uint64_t off, len = ps_consistency_chunk_len(c, ch, &off);
             if (c->done[ch] || !s_chunk_in(c, t, ch, len)) {
                 continue;
             }
             const float *lone = count == 1 ? s_lone_chunk(c, t, first, off, len) : NULL;
             ps_range_t r = {c->shard.begin + off, c->shard.begin + off + len};
             const float *g = lone ? lone : s_sum_range(c, t, first, off, len);
-            s_store_step(c, r, g, lr, scale, t + 1, t);
+            ps_consistency_store_step(c, r, g, lr, scale, t + 1, t);
             c->done[ch] = 1;
             c->ndone++;
             applied = 1;
         }
         if (c->ndone == c->nchunks) {
             c->stats.steps_fewer += c->nlive < c->workers;
-            s_end_step(c, t);
+            ps_consistency_end_step(c, t);
             continue;
         }
         if (applied) {
@@ -419,7 +419,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
  */
 static void s_try_apply(ps_consistency_t *c)
 {
-    if (s_chunked(c)) {
+    if (ps_consistency_chunked(c)) {
         s_try_apply_chunks(c);
         return;
     }
@@ -453,9 +453,9 @@ static void s_try_apply(ps_consistency_t *c)
                                                                  : PS_CONSISTENCY_REPLY_KEYS;
             ps_range_t chunk = {c->shard.begin + off, c->shard.begin + off + len};
             const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
-            s_store_step(c, chunk, sum, lr, scale, c->version, t);
+            ps_consistency_store_step(c, chunk, sum, lr, scale, c->version, t);
         }
-        s_end_step(c, t);
+        ps_consistency_end_step(c, t);
     }
 }
 
@@ -519,7 +519,7 @@ void ps_consistency_destroy(ps_consistency_t **cp)
         return;
     }
     for (size_t k = 0; c->nparts && c->chunk_got && k < c->nslots; k++) {
-        s_release_parts(c, k);
+        ps_consistency_release_parts(c, k);
     }
     free(c->live);
     free(c->join_at);
@@ -661,7 +661,7 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     }
     const int64_t tau = c->version - r->version;
     /* N pushes make one step of the sync schedule. */
-    s_store_step(c, r->range, g, s_lr(c, c->version / c->workers), s_async_weight(c, tau),
+    ps_consistency_store_step(c, r->range, g, s_lr(c, c->version / c->workers), s_async_weight(c, tau),
                  c->version + 1, c->version);
     ps_hist_add(&c->stats.staleness, tau);
     c->stats.steps_fewer += c->nlive < c->workers;
@@ -760,7 +760,7 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
         return PS_ESTATE;
     }
     for (size_t k = 0; k < c->nslots; k++) {
-        s_release_parts(c, k);
+        ps_consistency_release_parts(c, k);
     }
     c->npending = 0; /* their askers roll back too and ask again */
     c->version = version;
@@ -778,69 +778,3 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
     return 0;
 }
 
-int ps_consistency_forget(ps_consistency_t *c)
-{
-    for (size_t k = 0; k < c->nslots; k++) {
-        s_release_parts(c, k);
-    }
-    c->npending = 0; /* their askers ask again */
-    c->step_since = ps_now();
-    return 0;
-}
-
-size_t ps_consistency_cut(const ps_consistency_t *c, int64_t *version, unsigned char *done,
-                          size_t cap)
-{
-    *version = c->version;
-    if (done) {
-        for (size_t ch = 0; ch < c->nchunks && ch < cap; ch++) {
-            done[ch] = c->ndone && c->done[ch];
-        }
-    }
-    return s_chunked(c) ? c->nchunks : 0;
-}
-
-int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned char *done,
-                           size_t n)
-{
-    if (!ps_store_initialized(c->store) || version < 0 || (n && n != c->nchunks)) {
-        return PS_ESTATE;
-    }
-    c->version = version;
-    c->ndone = 0;
-    for (size_t ch = 0; ch < c->nchunks; ch++) {
-        c->done[ch] = n && done[ch];
-        c->ndone += c->done[ch];
-    }
-    memcpy(c->with, c->live, (size_t)c->workers);
-    return 0;
-}
-
-int ps_consistency_replay(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
-                          float scale, int64_t version)
-{
-    if (!ps_store_initialized(c->store)) {
-        return PS_ESTATE;
-    }
-    if (!ps_job_is_stepped(&c->cfg.job)) {
-        if (version != c->version + 1) {
-            return PS_ESTATE;
-        }
-        s_store_step(c, r, grad, lr, scale, version, c->version);
-        c->version = version;
-        return 0;
-    }
-    const uint64_t off = r.begin - c->shard.begin;
-    const size_t ch = (size_t)(off / c->chunk);
-    uint64_t coff, clen = s_chunk_len(c, ch, &coff);
-    if (!s_chunked(c) || version != c->version + 1 || coff != off ||
-        clen != ps_range_len(r) || c->done[ch]) {
-        return PS_ESTATE;
-    }
-    s_store_step(c, r, grad, lr, scale, version, c->version);
-    c->done[ch] = 1;
-    if (++c->ndone == c->nchunks) {
-        s_end_step(c, c->version);
-    }
-    return 0;
-}

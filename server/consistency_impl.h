@@ -72,6 +72,25 @@ static inline size_t ps_consistency_slot(const ps_consistency_t *c, int64_t t, i
     return (size_t)(t % c->window) * (size_t)c->workers + (size_t)w;
 }
 
+/* The steps of consistency.c that consistency_replica.c shares. */
+
+/* Releases the frames held in slot k and empties it. */
+void ps_consistency_release_parts(ps_consistency_t *c, size_t k);
+
+/* Keys [*off, *off + return) (shard-relative) of chunk ch. */
+uint64_t ps_consistency_chunk_len(const ps_consistency_t *c, size_t ch, uint64_t *off);
+
+/* Non-zero when the steps apply chunk by chunk (sync and ssp). */
+int ps_consistency_chunked(const ps_consistency_t *c);
+
+/* Applies grad to keys r as the update that makes `version` of step t,
+ * telling ops.update first. */
+void ps_consistency_store_step(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
+                               float scale, int64_t version, int64_t t);
+
+/* Step t is applied whole: the version moves on, its pushes go, pulls are answered. */
+void ps_consistency_end_step(ps_consistency_t *c, int64_t t);
+
 #ifdef __cplusplus
 }
 #endif

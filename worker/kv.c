@@ -75,9 +75,9 @@ struct ps_kv {
                             calls write it (never the ticker) */
     uint64_t bytes_pushed, bytes_pulled;
     int64_t generation;  /* failovers seen; stamped on every request */
-    int rollback;        /* a failover's rollback waits for ps_kv_rollback() */
+    int rollback;        /* a failover waits for ps_kv_rollback(): 1 a rollback, 2 a
+                            replica's takeover (nothing rolls back) */
     int64_t rollback_step; /* the step it rolls back to */
-    int takeover;        /* that failover was a replica's takeover: nothing rolls back */
     /* --wire / --compress (proto/wire.h): pushes are encoded into enc and
      * sent as a copy; fp32 without top-k goes zero-copy as before. */
     uint32_t dtype;      /* dense wire dtype of pushes */
@@ -101,12 +101,9 @@ static void s_set_fatal(ps_kv_t *kv, int rc, const char *why)
 }
 
 /* Entries a top-k push sends of the piece [b, e) of a tensor of `count`
- * keys: all of a tensor no bigger than one step's top-k budget of the whole
- * model (ceil(R P) keys), else ceil(R (e - b)). Small tensors (biases, the
- * output layer) have few keys and large gradients: top-k of them alone
- * starves them (each key would wait 1/R steps); sent whole they cost at most
- * one budget each (Deep Gradient Compression also leaves small layers
- * uncompressed). */
+ * keys: all of a tensor within one step's budget of the model (ceil(R P)),
+ * else ceil(R (e - b)). Top-k would starve small tensors of large gradients
+ * (biases, the output layer: Deep Gradient Compression sends them whole). */
 static uint64_t s_topk_entries(const ps_kv_t *kv, uint64_t b, uint64_t e, uint64_t count)
 {
     return count <= ps_wire_topk_count(kv->topk, kv->view.num_params)
@@ -312,10 +309,10 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
 }
 
 /* Connects a new socket to server i at endpoint ep (under --secure proving
- * key, its CurveZMQ public key) in place of the old one (what the old one
- * still queued for the lost server is dropped). Caller holds mu. Returns 0
- * or PS_EINVAL. */
-static int s_reconnect(ps_kv_t *kv, int i, const char *ep, const char *key)
+ * key, its CurveZMQ public key) in place of the old one, if any (what the
+ * old one still queued for a lost server is dropped). Caller holds mu (or
+ * is ps_kv_new). Returns 0 or PS_EINVAL. */
+static int s_connect(ps_kv_t *kv, int i, const char *ep, const char *key)
 {
     char err[256];
     ps_sock_t *sock = NULL;
@@ -332,11 +329,11 @@ static int s_reconnect(ps_kv_t *kv, int i, const char *ep, const char *key)
     return 0;
 }
 
-/* MSG_FAILOVER: lost servers were replaced and every server rolled back to
- * the view's start_step. Connects to each server whose endpoint changed
- * (more than one when a failover came while another was still on), fails
+/* MSG_FAILOVER: lost servers were replaced, and every server rolled back to
+ * the view's start_step or (takeover) forgot the step under way. Connects to
+ * each server whose endpoint changed (several when failovers overlap), fails
  * every request in flight with PS_EAGAIN and refuses new ones until the
- * trainer takes the rollback (ps_kv_rollback). Caller holds mu. */
+ * trainer takes the failover (ps_kv_rollback). Caller holds mu. */
 static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
 {
     ps_view_t *v = calloc(1, sizeof *v);
@@ -354,16 +351,14 @@ static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
     for (int i = 0; i < v->num_servers; i++) {
         const char *ep = v->servers[i].endpoint;
         if (strcmp(ep, kv->view.servers[i].endpoint) != 0 &&
-            s_reconnect(kv, i, ep, v->servers[i].curve_key) != 0) {
+            s_connect(kv, i, ep, v->servers[i].curve_key) != 0) {
             char err[256];
             snprintf(err, sizeof err, "failover: cannot connect to S%d at '%s'", i, ep);
             s_set_fatal(kv, PS_ECLOSED, err);
             free(v);
             return;
         }
-        if (!v->takeover) {
-            kv->versions[i] = v->start_step;
-        }
+        kv->versions[i] = v->start_step;
     }
     for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
         ps_kv_slots_complete(kv->slots, idx, PS_EAGAIN, "rolled back: a lost server was replaced");
@@ -371,9 +366,8 @@ static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
     ps_kv_lanes_reset(kv->lanes);
     kv->generation = v->generation;
     ps_link_set_generation(kv->link, v->generation);
-    kv->rollback = 1;
+    kv->rollback = v->takeover ? 2 : 1;
     kv->rollback_step = v->start_step;
-    kv->takeover = v->takeover;
     free(v);
 }
 
@@ -620,7 +614,7 @@ const char *ps_kv_error(ps_kv_t *kv)
 int ps_kv_takeover_pending(ps_kv_t *kv)
 {
     pthread_mutex_lock(&kv->mu);
-    const int takeover = kv->rollback && kv->takeover;
+    const int takeover = kv->rollback == 2; /* the ticker writes it */
     pthread_mutex_unlock(&kv->mu);
     return takeover;
 }
@@ -628,7 +622,7 @@ int ps_kv_takeover_pending(ps_kv_t *kv)
 int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
 {
     pthread_mutex_lock(&kv->mu);
-    int pending = kv->rollback;
+    int pending = kv->rollback != 0;
     if (pending) {
         for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
             if (ps_kv_slots_get(kv->slots, idx)->state == PS_KV_DONE) {
@@ -639,10 +633,10 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
         *step = kv->rollback_step;
         /* the servers are back at the checkpoint: what waited here belongs
          * to steps they no longer have (as a resumed job, start from zero) */
-        if (kv->residual && !kv->takeover) {
+        if (kv->residual) {
             memset(kv->residual, 0, kv->view.num_params * sizeof *kv->residual);
         }
-        if (kv->velocity && !kv->takeover) {
+        if (kv->velocity) {
             memset(kv->velocity, 0, kv->view.num_params * sizeof *kv->velocity);
         }
     }
@@ -687,15 +681,12 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     kv->generation = view->generation;
     kv->link = *link;
     *link = NULL;
-    /* A worker that joined after a failover: its DONE must be of this one. */
-    ps_link_set_generation(kv->link, view->generation);
+    ps_link_set_generation(kv->link, view->generation); /* a joiner's DONE: of this one */
     atomic_init(&kv->fatal, 0);
     kv->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&kv->mu, NULL);
     int n = view->num_servers;
-    /* n = 0 in allreduce mode: the client then only keeps the scheduler link
-     * (heartbeats, barriers, the final report, aborts). */
-    size_t ns = n > 0 ? (size_t)n : 1;
+    size_t ns = n > 0 ? (size_t)n : 1; /* allreduce: n = 0, the scheduler link only */
     ps_range_t ranges[PS_MAX_SERVERS];
     for (int i = 0; i < n; i++) {
         ranges[i] = (ps_range_t){view->servers[i].begin, view->servers[i].end};
@@ -743,15 +734,12 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     }
     kv->items[0].sock = ps_link_sock(kv->link);
     for (int i = 0; i < n; i++) {
-        if (ps_sock_new(ctx, PS_SOCK_DEALER, &kv->servers[i], err, errlen) != 0 ||
-            ps_sock_set_peer_key(kv->servers[i], view->servers[i].curve_key) != 0 ||
-            ps_sock_connect(kv->servers[i], view->servers[i].endpoint) != 0) {
+        kv->peers[i] = (kv_peer_t){kv, i};
+        if (s_connect(kv, i, view->servers[i].endpoint, view->servers[i].curve_key) != 0) {
             snprintf(err, errlen, "cannot connect to S%d at '%s'", i, view->servers[i].endpoint);
             ps_kv_destroy(&kv);
             return PS_EINVAL;
         }
-        kv->items[1 + i].sock = kv->servers[i];
-        kv->peers[i] = (kv_peer_t){kv, i};
     }
     if (pthread_create(&kv->ticker, NULL, s_ticker_main, kv) != 0) {
         snprintf(err, errlen, "cannot start the ticker thread");

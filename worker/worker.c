@@ -61,7 +61,7 @@ static int s_dump(const char *pattern, int rank, const float *p, size_t n)
 /* Waits for a request; on failure leaves the reason in w->err. A request
  * refused with PS_ECLOSED found the job already gone (scheduler lost, job
  * aborted): ps_kv_error() holds why, as for a failed wait. */
-static int s_wait(ps_worker_t *w, int handle, const char *what)
+int ps_worker_wait(ps_worker_t *w, int handle, const char *what)
 {
     int rc = handle < 0 ? handle : ps_kv_wait(w->kv, handle);
     if (rc != 0) {
@@ -189,10 +189,10 @@ static int s_fault_huge_push(ps_worker_t *w, int64_t t)
 
 /* Pushes step t's gradients and pulls the weights for the next step: what
  * the hook has not pushed yet goes now, then every handle is waited for. */
-static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
+int ps_worker_push_pull(ps_worker_t *w, int64_t t, float *params)
 {
     if (w->push_rc) { /* the job is gone or a request was refused */
-        return s_wait(w, w->push_rc, "push");
+        return ps_worker_wait(w, w->push_rc, "push");
     }
     if (w->push_end > 0 && s_check_grads(w, 0, w->push_end) != 0) {
         return w->push_rc;
@@ -213,33 +213,10 @@ static int s_push_pull(ps_worker_t *w, int64_t t, float *params)
     ps_trace_span_t pull = ps_trace_span_begin(PS_TRACE_PULL, t, 0);
     int rc = 0;
     for (int i = 0; i < w->npush && rc == 0; i++) {
-        rc = s_wait(w, w->push_h[i], "push");
+        rc = ps_worker_wait(w, w->push_h[i], "push");
     }
-    rc = rc ? rc : s_wait(w, hl, "pull");
+    rc = rc ? rc : ps_worker_wait(w, hl, "pull");
     ps_trace_span_end(&pull);
-    return rc;
-}
-
-/* s_push_pull, and again for as long as lost servers' replicas take their
- * ranks over meanwhile (stepped modes): the servers forgot the step under
- * way, so its whole push and pull go again, from the gradients still in the
- * model. Any other failover (PS_EAGAIN) is the caller's. */
-static int s_push_pull_again(ps_worker_t *w, int64_t t, float *params)
-{
-    int rc = s_push_pull(w, t, params);
-    while (rc == PS_EAGAIN && ps_job_is_stepped(&w->job) && ps_kv_takeover_pending(w->kv)) {
-        int64_t step;
-        ps_kv_rollback(w->kv, &step);
-        if (w->rank == 0) {
-            ps_log_info("a lost server's replica took its keys over: step %lld sent again",
-                        (long long)t);
-        }
-        w->err[0] = '\0';
-        w->push_end = w->view->num_params;
-        w->npush = 0;
-        w->push_rc = 0;
-        rc = s_push_pull(w, t, params);
-    }
     return rc;
 }
 
@@ -321,51 +298,6 @@ static int s_write_outputs(ps_worker_t *w, const float *params)
     return rc;
 }
 
-/* Failover: a lost server was replaced and every server rolled back to a
- * checkpoint; this worker starts again at its step, with the data order of
- * that step (as a resumed job does), from the parameters pulled at it.
- * Evaluations of epochs after the step are forgotten; the one of the epoch
- * ending exactly there is made if it was not. In async nothing rolls back:
- * the worker pulls the parameters as they are (the spare's keys from its
- * checkpoint) and does its step t again. Returns 0, PS_EAGAIN (another
- * failover came meanwhile) or a failure with w->err set. */
-static int s_rollback(ps_worker_t *w, int64_t *t)
-{
-    const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
-    const int stepped = ps_job_is_stepped(&w->job), takeover = ps_kv_takeover_pending(w->kv);
-    int64_t step;
-    if (!ps_kv_rollback(w->kv, &step)) {
-        snprintf(w->err, sizeof w->err, "a request was abandoned with no rollback pending");
-        return PS_ESTATE;
-    }
-    if (!stepped || takeover) {
-        if (w->rank == 0) {
-            ps_log_info("a lost server was replaced%s; going on at step %lld",
-                        takeover ? " by its replica" : " (async)", (long long)*t);
-        }
-        w->err[0] = '\0';
-        return s_wait(w, ps_kv_pull(w->kv, 0, w->view->num_params, ps_model_params(w->model),
-                                    stepped ? *t : 0),
-                      "pulling after a failover");
-    }
-    const int64_t done_epochs = step / spe + (step == total && step % spe ? 1 : 0);
-    if ((int64_t)w->done.n_test_accuracy > done_epochs) {
-        w->done.n_test_accuracy = (size_t)done_epochs;
-    }
-    if (w->rank == 0) {
-        ps_log_info("rolled back to step %lld (a lost server was replaced)", (long long)step);
-    }
-    *t = step;
-    w->err[0] = '\0'; /* the abandoned request's */
-    int rc = s_wait(w, ps_kv_pull(w->kv, 0, w->view->num_params, ps_model_params(w->model),
-                                  step),
-                    "pulling after a rollback");
-    if (rc == 0 && w->rank == 0 && (int64_t)w->done.n_test_accuracy < done_epochs) {
-        rc = ps_worker_evaluate_at(w, (int)done_epochs, step, 0);
-    }
-    return rc;
-}
-
 /* A step's batch: its indices for the device-resident set, or its samples
  * gathered and normalised on the host. */
 static void s_batch(ps_worker_t *w, int first, int b)
@@ -389,8 +321,8 @@ static int s_train(ps_worker_t *w, int rolled_back)
     const int ring = j->mode == PS_MODE_ALLREDUCE;
     int rc = rolled_back ? PS_EAGAIN : 0;
     if (!ring && !rolled_back) { /* allreduce: every worker initialised its own copy */
-        rc = s_wait(w, ps_kv_pull(w->kv, 0, P, params, w->view->start_step),
-                    "pulling the initial weights");
+        rc = ps_worker_wait(w, ps_kv_pull(w->kv, 0, P, params, w->view->start_step),
+                            "pulling the initial weights");
     }
     uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's, not training's */
     if (ring) {
@@ -403,7 +335,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
     double loss_sum = 0, t0 = ps_now(), last_log = t0;
     while ((rc == 0 && t < total) || rc == PS_EAGAIN) {
         if (rc == PS_EAGAIN) {
-            rc = s_rollback(w, &t);
+            rc = ps_worker_rollback(w, &t);
             epoch = -1; /* the order of t's epoch is drawn again */
             continue;
         }
@@ -458,7 +390,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
             if ((rc = ps_allreduce_step(w, t)) != 0) {
                 return rc;
             }
-        } else if ((rc = s_push_pull_again(w, t, params)) != 0) {
+        } else if ((rc = ps_worker_push_pull_again(w, t, params)) != 0) {
             if (rc == PS_EAGAIN) {
                 continue; /* rolled back: the step's work is void */
             }
@@ -719,8 +651,8 @@ static int s_start(ps_worker_t *w)
     /* A resumed job's servers load their shards from the checkpoint. */
     if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0 && !w->view->resume_parts) {
         ps_worker_init_params(w);
-        rc = s_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
-                    "initialising the servers");
+        rc = ps_worker_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
+                            "initialising the servers");
         if (rc != 0) {
             return rc;
         }

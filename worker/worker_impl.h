@@ -84,6 +84,23 @@ void ps_worker_init_params(ps_worker_t *w);
  * PS_ENONFINITE (diverged) or PS_ENOMEM, with w->err set. (evaluate.c) */
 int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_train);
 
+/* Waits for request handle (or passes on a failed submission's PS_E*);
+ * a failure sets w->err to "WHAT failed: why". (worker.c) */
+int ps_worker_wait(ps_worker_t *w, int handle, const char *what);
+
+/* Step t's push of the gradients the model holds and pull of the next
+ * parameters into params. Returns 0, PS_EAGAIN (a failover) or a failure
+ * with w->err set. (worker.c) */
+int ps_worker_push_pull(ps_worker_t *w, int64_t t, float *params);
+
+/* A failover was taken (a request failed with PS_EAGAIN): rolls back to
+ * the checkpoint, setting *t, or goes on at *t; pulls the parameters.
+ * Returns 0, PS_EAGAIN (another failover) or a failure. (recover.c) */
+int ps_worker_rollback(ps_worker_t *w, int64_t *t);
+
+/* ps_worker_push_pull, sent again after each replica's takeover. (recover.c) */
+int ps_worker_push_pull_again(ps_worker_t *w, int64_t t, float *params);
+
 /* allreduce: joins the ring, initialises the parameters and checks over the
  * ring that every worker got the same ones. (allreduce.c) */
 int ps_allreduce_start(ps_worker_t *w);

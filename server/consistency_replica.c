@@ -1,0 +1,78 @@
+/*
+ * server/consistency_replica.c - the consistency state machine under hot
+ * replicas (server/replica.h): a takeover's forgetting of the step under
+ * way, a primary's cut, and a replica's restore from it and replay of the
+ * primary's updates (see consistency.h).
+ */
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "server/consistency_impl.h"
+
+int ps_consistency_forget(ps_consistency_t *c)
+{
+    for (size_t k = 0; k < c->nslots; k++) {
+        ps_consistency_release_parts(c, k);
+    }
+    c->npending = 0; /* their askers ask again */
+    c->step_since = ps_now();
+    return 0;
+}
+
+size_t ps_consistency_cut(const ps_consistency_t *c, int64_t *version, unsigned char *done,
+                          size_t cap)
+{
+    *version = c->version;
+    if (done) {
+        for (size_t ch = 0; ch < c->nchunks && ch < cap; ch++) {
+            done[ch] = c->ndone && c->done[ch];
+        }
+    }
+    return ps_consistency_chunked(c) ? c->nchunks : 0;
+}
+
+int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned char *done,
+                           size_t n)
+{
+    if (!ps_store_initialized(c->store) || version < 0 || (n && n != c->nchunks)) {
+        return PS_ESTATE;
+    }
+    c->version = version;
+    c->ndone = 0;
+    for (size_t ch = 0; ch < c->nchunks; ch++) {
+        c->done[ch] = n && done[ch];
+        c->ndone += c->done[ch];
+    }
+    memcpy(c->with, c->live, (size_t)c->workers);
+    return 0;
+}
+
+int ps_consistency_replay(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
+                          float scale, int64_t version)
+{
+    if (!ps_store_initialized(c->store)) {
+        return PS_ESTATE;
+    }
+    if (!ps_job_is_stepped(&c->cfg.job)) {
+        if (version != c->version + 1) {
+            return PS_ESTATE;
+        }
+        ps_consistency_store_step(c, r, grad, lr, scale, version, c->version);
+        c->version = version;
+        return 0;
+    }
+    const uint64_t off = r.begin - c->shard.begin;
+    const size_t ch = (size_t)(off / c->chunk);
+    uint64_t coff, clen = ps_consistency_chunk_len(c, ch, &coff);
+    if (!ps_consistency_chunked(c) || version != c->version + 1 || coff != off ||
+        clen != ps_range_len(r) || c->done[ch]) {
+        return PS_ESTATE;
+    }
+    ps_consistency_store_step(c, r, grad, lr, scale, version, c->version);
+    c->done[ch] = 1;
+    if (++c->ndone == c->nchunks) {
+        ps_consistency_end_step(c, c->version);
+    }
+    return 0;
+}
