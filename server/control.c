@@ -219,7 +219,9 @@ static void s_take_over(ps_control_t *c, const ps_view_t *v)
     c->cfg.ops.generation(c->cfg.ops.ctx, c->generation);
     if (view->replica_of == v->replaced) {
         view->replica_of = 0;
-        c->cfg.ops.promoted(c->cfg.ops.ctx, v->replaced - 1);
+        if (c->cfg.ops.promoted) {
+            c->cfg.ops.promoted(c->cfg.ops.ctx, v->replaced - 1);
+        }
         ps_log_info("failover %lld: taking S%d's rank over at version %lld, nothing rolled back",
                     (long long)c->generation, v->replaced - 1, (long long)version);
     } else {
@@ -263,7 +265,7 @@ static int s_on_failover(ps_control_t *c, const ps_view_t *v)
         return rc;
     }
     c->generation = v->generation;
-    if (stepped) {
+    if (stepped && c->cfg.ops.reloaded) {
         c->cfg.ops.reloaded(c->cfg.ops.ctx);
     }
     c->checkpointed = stepped ? v->start_step : c->checkpointed;

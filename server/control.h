@@ -41,7 +41,8 @@ typedef struct {
      * scheduler why. */
     void (*abort)(void *ctx, const char *why);
     /* This server, a hot replica, takes its primary's rank over: what it
-     * sends from now on comes from that rank. */
+     * sends from now on comes from that rank. NULL: nothing (and for
+     * reloaded below). */
     void (*promoted)(void *ctx, int rank);
     /* The store was reloaded from a checkpoint (a failover's rollback): a
      * hot replica must take a snapshot again. */

@@ -358,7 +358,7 @@ static void s_on_failover(ps_kv_t *kv, ps_msg_t *m)
             free(v);
             return;
         }
-        kv->versions[i] = v->start_step;
+        kv->versions[i] = v->takeover ? kv->versions[i] : v->start_step; /* what pushes say */
     }
     for (int idx = 0; idx < PS_KV_SLOTS; idx++) {
         ps_kv_slots_complete(kv->slots, idx, PS_EAGAIN, "rolled back: a lost server was replaced");
