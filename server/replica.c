@@ -11,6 +11,9 @@
 #include "common/error.h"
 #include "common/log.h"
 
+/* Updates of one message: a frame each after the body. */
+enum { S_BATCH = PS_MSG_MAX_FRAMES - 1 };
+
 struct ps_replica {
     ps_ctx_t *ctx;
     ps_store_t *store;
@@ -21,6 +24,12 @@ struct ps_replica {
     uint64_t token;        /* what the replica checks on our messages */
     int snapshot_due;      /* its snapshot goes before the next update */
     uint64_t sent, acked;  /* messages numbered, and acknowledged in order */
+    /* the updates applied since the last message, sent by ps_replica_flush */
+    Shardps__ReplicaStep steps[S_BATCH];
+    size_t offs[S_BATCH];  /* each one's gradient in buf, in floats */
+    int nsteps;
+    float *buf;
+    size_t buf_len, buf_cap; /* floats */
     ps_replica_stats_t stats;
 };
 
@@ -45,6 +54,8 @@ static void s_detach(ps_replica_t *r)
     }
     r->acked = r->sent;
     r->snapshot_due = 0;
+    r->nsteps = 0;
+    r->buf_len = 0;
     ps_reply_gate(r->reply, r->sent, r->acked);
 }
 
@@ -56,6 +67,7 @@ void ps_replica_destroy(ps_replica_t **rp)
     }
     ps_sock_set_linger(r->sock, 0); /* a replica gone first must not hold us */
     ps_sock_destroy(&r->sock);
+    free(r->buf);
     free(r);
     *rp = NULL;
 }
@@ -84,11 +96,12 @@ int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, siz
     return 0;
 }
 
-/* Sends body then data as message type (numbered). */
+/* Sends body then the data frames (frames[1 .. n]; frames[0] is the body's)
+ * as message type, numbered. */
 static int s_send(ps_replica_t *r, ps_msg_type_t type, ps_range_t keys, int64_t version,
-                  const ProtobufCMessage *body, const void *data, size_t len)
+                  const ProtobufCMessage *body, ps_frame_t *frames, int n)
 {
-    uint8_t buf[256];
+    uint8_t buf[1024];
     const size_t blen = protobuf_c_message_get_packed_size(body);
     uint8_t *b = blen <= sizeof buf ? buf : malloc(blen);
     if (!b) {
@@ -102,9 +115,11 @@ static int s_send(ps_replica_t *r, ps_msg_type_t type, ps_range_t keys, int64_t 
     h.key_end = keys.end;
     h.version = version;
     h.token = r->token;
-    const ps_frame_t f[2] = {{b, blen}, {data, len}};
-    int rc = ps_msg_send(r->sock, NULL, h, f, 2, PS_SEND_COPY);
-    r->stats.bytes += blen + len;
+    frames[0] = (ps_frame_t){b, blen};
+    int rc = ps_msg_send(r->sock, NULL, h, frames, n + 1, PS_SEND_COPY);
+    for (int i = 0; i <= n; i++) {
+        r->stats.bytes += frames[i].len;
+    }
     if (b != buf) {
         free(b);
     }
@@ -138,8 +153,8 @@ static int s_snapshot(ps_replica_t *r)
             sn.last = a == arrays - 1 && off + len == n;
             sn.version = version;
             sn.done = (ProtobufCBinaryData){sn.last ? nchunks : 0, done};
-            rc = s_send(r, PS_MSG_REPLICA_SNAPSHOT, keys, version, &sn.base, src,
-                        len * sizeof(float));
+            ps_frame_t f[2] = {{NULL, 0}, {src, len * sizeof(float)}};
+            rc = s_send(r, PS_MSG_REPLICA_SNAPSHOT, keys, version, &sn.base, f, 1);
         }
     }
     free(done);
@@ -152,29 +167,83 @@ void ps_replica_resync(ps_replica_t *r)
     r->snapshot_due = r->sock != NULL;
 }
 
+/* A send failed: the replica is given up (the scheduler makes another). */
+static void s_lost(ps_replica_t *r, int rc)
+{
+    ps_log_warn("cannot reach our replica (%s): going on without it", ps_strerror(rc));
+    s_detach(r);
+}
+
+void ps_replica_flush(ps_replica_t *r)
+{
+    if (!r->sock || r->nsteps == 0) {
+        return;
+    }
+    Shardps__ReplicaStep *ptrs[S_BATCH];
+    ps_frame_t f[1 + S_BATCH];
+    for (int i = 0; i < r->nsteps; i++) {
+        ptrs[i] = &r->steps[i];
+        f[1 + i] = (ps_frame_t){r->buf + r->offs[i],
+                                (r->steps[i].key_end - r->steps[i].key_begin) * sizeof(float)};
+    }
+    Shardps__ReplicaUpdate u = SHARDPS__REPLICA_UPDATE__INIT;
+    u.n_steps = (size_t)r->nsteps;
+    u.steps = ptrs;
+    ps_range_t keys = {r->steps[0].key_begin, r->steps[0].key_end}; /* all of them */
+    for (int i = 1; i < r->nsteps; i++) {
+        keys.begin = r->steps[i].key_begin < keys.begin ? r->steps[i].key_begin : keys.begin;
+        keys.end = r->steps[i].key_end > keys.end ? r->steps[i].key_end : keys.end;
+    }
+    int rc = s_send(r, PS_MSG_REPLICATE, keys, r->steps[r->nsteps - 1].version, &u.base, f,
+                    r->nsteps);
+    r->stats.updates += (uint64_t)r->nsteps;
+    r->nsteps = 0;
+    r->buf_len = 0;
+    if (rc != 0) {
+        s_lost(r, rc);
+    }
+}
+
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
                        float scale, int64_t version)
 {
     if (!r->sock) {
         return;
     }
-    int rc = 0;
     if (r->snapshot_due) {
         r->snapshot_due = 0;
-        rc = s_snapshot(r);
+        int rc = s_snapshot(r);
+        if (rc != 0) {
+            s_lost(r, rc);
+            return;
+        }
     }
-    Shardps__ReplicaUpdate u = SHARDPS__REPLICA_UPDATE__INIT;
-    u.lr = lr;
-    u.scale = scale;
-    rc = rc ? rc : s_send(r, PS_MSG_REPLICATE, range, version, &u.base, grad,
-                          ps_range_len(range) * sizeof(float));
-    if (rc != 0) {
-        ps_log_warn("cannot reach our replica (%s): going on without it", ps_strerror(rc));
-        s_detach(r);
+    const size_t n = ps_range_len(range);
+    if (r->nsteps == S_BATCH && (ps_replica_flush(r), !r->sock)) {
         return;
     }
-    r->stats.updates++;
-    ps_reply_gate(r->reply, r->sent, r->acked);
+    if (r->buf_len + n > r->buf_cap) {
+        const size_t cap = 2 * (r->buf_len + n);
+        float *buf = realloc(r->buf, cap * sizeof *buf);
+        if (!buf) {
+            s_lost(r, PS_ENOMEM);
+            return;
+        }
+        r->buf = buf;
+        r->buf_cap = cap;
+    }
+    memcpy(r->buf + r->buf_len, grad, n * sizeof(float));
+    Shardps__ReplicaStep st = SHARDPS__REPLICA_STEP__INIT;
+    st.key_begin = range.begin;
+    st.key_end = range.end;
+    st.version = version;
+    st.lr = lr;
+    st.scale = scale;
+    r->steps[r->nsteps] = st;
+    r->offs[r->nsteps++] = r->buf_len;
+    r->buf_len += n;
+    /* replies due from now on wait for the message these go in */
+    ps_reply_gate(r->reply, r->sent + 1, r->acked);
 }
 
 ps_sock_t *ps_replica_sock(const ps_replica_t *r)
@@ -191,8 +260,11 @@ static int s_on_ack(void *arg, ps_msg_t *m, int rc)
     if (m->hdr.type == PS_MSG_REPLICA_ACK && m->hdr.request_id <= r->sent &&
         m->hdr.request_id > r->acked) {
         r->acked = m->hdr.request_id;
-    } else if (m->hdr.type == PS_MSG_ERROR) {
-        ps_log_warn("our replica refused an update: %s", m->hdr.error ? m->hdr.error : "");
+    } else if (m->hdr.type == PS_MSG_ERROR) { /* it is out of step: it goes */
+        ps_log_warn("our replica refused an update (%s): going on without it",
+                    m->hdr.error ? m->hdr.error : "");
+        s_detach(r);
+        return 1;
     }
     return 0;
 }
@@ -251,51 +323,95 @@ static int s_apply_snapshot(ps_store_t *store, ps_consistency_t *cons,
     return 0;
 }
 
+/* Copies data to an aligned buffer when it is not (a frame may be at any
+ * address): returns data, or *copy (free it), or NULL (out of memory). */
+static const float *s_aligned(const void *data, size_t len, float **copy)
+{
+    *copy = NULL;
+    if ((uintptr_t)data % sizeof(float) == 0) {
+        return data;
+    }
+    *copy = malloc(len);
+    return *copy ? memcpy(*copy, data, len) : NULL;
+}
+
+/* MSG_REPLICATE's updates, applied in order; each must fit the shard, its
+ * frame and the next version (a refused one leaves those before applied:
+ * the primary gives such a replica up). */
+static int s_apply_updates(ps_consistency_t *cons, ps_range_t shard,
+                           const Shardps__ReplicaUpdate *u, const ps_msg_t *m, char *why,
+                           size_t cap)
+{
+    if (u->n_steps + 1 != (size_t)m->nframes) {
+        return s_refuse(why, cap, "updates and frames do not match");
+    }
+    for (size_t i = 0; i < u->n_steps; i++) {
+        const Shardps__ReplicaStep *st = u->steps[i];
+        const ps_range_t keys = {st->key_begin, st->key_end};
+        size_t len;
+        const void *data = ps_msg_frame(m, (int)i + 1, &len);
+        if (keys.begin >= keys.end || !ps_range_contains(shard, keys) ||
+            len != ps_range_len(keys) * sizeof(float)) {
+            return s_refuse(why, cap, "an update's keys or frame do not match");
+        }
+        float *copy;
+        const float *g = s_aligned(data, len, &copy);
+        int rc = g ? ps_consistency_replay(cons, keys, g, st->lr, st->scale, st->version)
+                   : PS_ENOMEM;
+        free(copy);
+        if (rc != 0) {
+            snprintf(why, cap, "update to version %lld out of order", (long long)st->version);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* MSG_REPLICA_SNAPSHOT: one range of one array, in the frame after the body. */
+static int s_apply_part(ps_store_t *store, ps_consistency_t *cons,
+                        const Shardps__ReplicaSnapshot *sn, const ps_msg_t *m, int *in_step,
+                        char *why, size_t cap)
+{
+    const ps_range_t keys = {m->hdr.key_begin, m->hdr.key_end};
+    size_t len = 0;
+    const void *data = m->nframes == 2 ? ps_msg_frame(m, 1, &len) : NULL;
+    if (!data || keys.begin >= keys.end || !ps_range_contains(ps_store_shard(store), keys) ||
+        len != ps_range_len(keys) * sizeof(float)) {
+        return s_refuse(why, cap, "keys or frames do not match");
+    }
+    float *copy;
+    const float *v = s_aligned(data, len, &copy);
+    int rc = v ? s_apply_snapshot(store, cons, sn, keys, v, in_step, why, cap)
+               : s_refuse(why, cap, "out of memory");
+    free(copy);
+    return rc;
+}
+
 int ps_replica_apply(ps_store_t *store, ps_consistency_t *cons, const ps_view_t *view,
                      const ps_msg_t *m, int *in_step, char *why, size_t cap)
 {
     const Shardps__Header *h = &m->hdr;
-    const ps_range_t shard = ps_store_shard(store), keys = {h->key_begin, h->key_end};
     *in_step = 0;
     if (view->replica_of == 0 || h->role != PS_ROLE_SERVER ||
         h->sender != view->replica_of - 1 || h->token != view->replica_token) {
         snprintf(why, cap, "not from the primary this server follows");
         return PS_ENOENT;
     }
-    size_t blen = 0, len = 0;
-    const void *body = m->nframes == 2 ? ps_msg_frame(m, 0, &blen) : NULL;
-    const void *data = body ? ps_msg_frame(m, 1, &len) : NULL;
-    if (!body || keys.begin >= keys.end || !ps_range_contains(shard, keys) ||
-        len != ps_range_len(keys) * sizeof(float)) {
-        return s_refuse(why, cap, "keys or frames do not match");
-    }
-    const ProtobufCMessageDescriptor *d = h->type == PS_MSG_REPLICATE
-                                              ? &shardps__replica_update__descriptor
-                                              : &shardps__replica_snapshot__descriptor;
-    ProtobufCMessage *b = ps_codec_unpack(d, body, blen, NULL, why, cap);
+    size_t blen = 0;
+    const void *body = m->nframes >= 1 ? ps_msg_frame(m, 0, &blen) : NULL;
+    const int update = h->type == PS_MSG_REPLICATE;
+    ProtobufCMessage *b =
+        body ? ps_codec_unpack(update ? &shardps__replica_update__descriptor
+                                      : &shardps__replica_snapshot__descriptor,
+                               body, blen, NULL, why, cap)
+             : NULL;
     if (!b) {
-        return PS_EPROTO;
+        return body ? PS_EPROTO : s_refuse(why, cap, "no body");
     }
-    float *aligned = NULL;
-    if ((uintptr_t)data % sizeof(float) != 0) {
-        if (!(aligned = malloc(len))) {
-            protobuf_c_message_free_unpacked(b, NULL);
-            return s_refuse(why, cap, "out of memory");
-        }
-        data = memcpy(aligned, data, len);
-    }
-    int rc;
-    if (h->type == PS_MSG_REPLICATE) {
-        const Shardps__ReplicaUpdate *u = (const Shardps__ReplicaUpdate *)b;
-        rc = ps_consistency_replay(cons, keys, data, u->lr, u->scale, h->version);
-        if (rc != 0) {
-            snprintf(why, cap, "update to version %lld out of order", (long long)h->version);
-        }
-    } else {
-        rc = s_apply_snapshot(store, cons, (const Shardps__ReplicaSnapshot *)b, keys, data,
-                              in_step, why, cap);
-    }
-    free(aligned);
+    int rc = update ? s_apply_updates(cons, ps_store_shard(store),
+                                      (const Shardps__ReplicaUpdate *)b, m, why, cap)
+                    : s_apply_part(store, cons, (const Shardps__ReplicaSnapshot *)b, m,
+                                   in_step, why, cap);
     protobuf_c_message_free_unpacked(b, NULL);
     return rc;
 }

@@ -63,10 +63,14 @@ int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, siz
  * snapshot again before the next update. */
 void ps_replica_resync(ps_replica_t *r);
 
-/* ps_consistency_ops_t.update: send the update (and the snapshot first, if
- * one is due). */
+/* ps_consistency_ops_t.update: the update goes in the next message
+ * (ps_replica_flush), after the snapshot, if one is due. */
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
                        float scale, int64_t version);
+
+/* Sends the updates applied since the last call in one message (call once
+ * the requests in hand are handled: replies due meanwhile wait for it). */
+void ps_replica_flush(ps_replica_t *r);
 
 /* The socket to the replica, for the loop's poll; NULL when there is none. */
 ps_sock_t *ps_replica_sock(const ps_replica_t *r);

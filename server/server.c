@@ -53,6 +53,9 @@ typedef struct ps_server {
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
     ps_server_obs_t *obs;     /* metrics and the heartbeat's report */
     ps_replica_t *replica;    /* --replicas: our keys' replica, kept in step */
+    ps_route_t ack_route;     /* a replica: its primary, owed an ack for... */
+    uint64_t ack_id;          /* ...everything up to this message (0: none owed) */
+    int out_of_step;          /* a replica that refused its primary's message: it ends */
 } ps_server_t;
 
 /* The consistency's callbacks (ps_consistency_ops_t); the asker is a
@@ -151,9 +154,10 @@ static int s_push(ps_server_t *s, ps_msg_t *m, ps_request_t *req, char *why, siz
     return rc;
 }
 
-/* A replica: its primary's snapshot or update, applied and acknowledged;
- * once the snapshot is whole the scheduler hears that this replica is in
- * step (it may take over from then on). */
+/* A replica: its primary's snapshot or updates, applied, and acknowledged
+ * once the messages in hand are (s_send_replica_ack); once the snapshot is
+ * whole the scheduler hears that this replica is in step (it may take over
+ * from then on). */
 static void s_on_replicate(ps_server_t *s, ps_msg_t *m)
 {
     char why[160];
@@ -161,17 +165,31 @@ static void s_on_replicate(ps_server_t *s, ps_msg_t *m)
     int rc = ps_replica_apply(s->store, s->cons, s->view, m, &in_step, why, sizeof why);
     if (rc != 0) {
         ps_reply_error(s->reply, m, rc, "%s", why);
+        if (rc != PS_ENOENT) { /* its primary's: this copy is not the primary's now */
+            ps_log_err("out of step with S%d: %s", s->rank, why);
+            s->out_of_step = 1;
+        }
         return;
     }
-    Shardps__Header h;
-    ps_msg_header(&h, PS_MSG_REPLICA_ACK, PS_ROLE_SERVER, s->rank);
-    h.request_id = m->hdr.request_id;
-    ps_msg_send(s->router, &m->route, h, NULL, 0, 0);
+    s->ack_route = m->route;
+    s->ack_id = m->hdr.request_id;
     if (in_step) {
         Shardps__Replica r = SHARDPS__REPLICA__INIT;
         r.version = ps_consistency_version(s->cons);
         ps_link_send(s->link, PS_MSG_REPLICA, &r.base);
         ps_log_info("in step with S%d at version %lld", s->rank, (long long)r.version);
+    }
+}
+
+/* One ack for the primary's messages handled in a drain. */
+static void s_send_replica_ack(ps_server_t *s)
+{
+    if (s->ack_id) {
+        Shardps__Header h;
+        ps_msg_header(&h, PS_MSG_REPLICA_ACK, PS_ROLE_SERVER, s->rank);
+        h.request_id = s->ack_id;
+        ps_msg_send(s->router, &s->ack_route, h, NULL, 0, 0);
+        s->ack_id = 0;
     }
 }
 
@@ -374,6 +392,10 @@ static int s_loop(ps_server_t *s)
         }
         if (items[0].ready) {
             ps_msg_drain(s->router, PS_RECV_ROUTER, 64, s_on_receive, &l);
+            s_send_replica_ack(s);
+            if (s->out_of_step) {
+                return 1;
+            }
         }
         if (items[1].ready) {
             ps_msg_drain(items[1].sock, 0, 64, s_on_link, &l);
@@ -386,6 +408,9 @@ static int s_loop(ps_server_t *s)
             return 1;
         }
         ps_consistency_tick(s->cons);
+        if (s->replica) {
+            ps_replica_flush(s->replica); /* the updates of what was handled, in one message */
+        }
         moving = ps_reply_flush(s->reply, ps_consistency_version(s->cons)) > 0;
         ps_ratelog_tick(s->rejections);
         ps_trace_poll();
