@@ -52,6 +52,7 @@ static void s_detach(ps_replica_t *r)
         ps_sock_set_linger(r->sock, 0);
         ps_sock_destroy(&r->sock);
     }
+    r->sent++; /* what waited for the message being gathered too */
     r->acked = r->sent;
     r->snapshot_due = 0;
     r->nsteps = 0;

@@ -99,6 +99,26 @@ kill_s1_after() {
     [ "$WAIT_RC" = 0 ] || fail "the job failed after S1 was killed: $(grep -E ' [EW] ' "$2" | tail -5)"
 }
 
+# fault_job NAME [flags...]: the failure tests' job, a sync MLP of 300
+# steps, 2 workers, SGD momentum 0.9, a 2 s peer timeout; its parameters in
+# $TMP/NAME.f32, summary $TMP/NAME.json, output $TMP/NAME.log.
+fault_job() {
+    local name=$1
+    shift
+    "$LAUNCH" --workers 2 --batch 32 --max-steps 300 --epochs 1 --optimizer sgd \
+        --momentum 0.9 --peer-timeout 2 --dump-params "$TMP/$name.f32" \
+        --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
+}
+
+# fault_job_bg NAME [flags...]: fault_job in the background, slowed (a
+# straggler only sleeps: the parameters are the same) so kills land
+# mid-run; sets JOB_PID.
+fault_job_bg() {
+    fault_job "$@" --straggler 1:10 &
+    JOB_PID=$!
+    PIDS+=("$JOB_PID")
+}
+
 # Starts a scheduler on a free loopback port; sets SCHED_EP and SCHED_PID.
 start_scheduler() {
     local name=$1

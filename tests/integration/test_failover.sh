@@ -14,21 +14,8 @@
 # Nothing is left running.
 . "$(dirname "$0")/lib.sh"
 
-STEPS=300
-job() { # name [flags...]
-    local name=$1
-    shift
-    "$LAUNCH" --servers 2 --workers 2 --batch 32 --max-steps $STEPS --epochs 1 \
-        --optimizer sgd --momentum 0.9 --peer-timeout 2 --dump-params "$TMP/$name.f32" \
-        --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
-}
-# The job in the background, slowed (a straggler only sleeps: the parameters
-# are the same) so kills land mid-run; sets JOB_PID.
-job_bg() {
-    job "$@" --straggler 1:10 &
-    JOB_PID=$!
-    PIDS+=("$JOB_PID")
-}
+job() { fault_job "$@" --servers 2; }
+job_bg() { fault_job_bg "$@" --servers 2; }
 
 job full --checkpoint-every 50 --checkpoint-dir "$TMP/ck_full" ||
     fail "undisturbed run failed: $(tail -5 "$TMP/full.log")"
@@ -87,7 +74,7 @@ no_leftovers "$TMP/nospare.log"
 
 # Without the launcher: servers started by hand after the job started are
 # spares; one takes S0's place, the other ends with the job.
-start_scheduler sched --servers 2 --workers 1 --model mlp --batch 32 --max-steps $STEPS \
+start_scheduler sched --servers 2 --workers 1 --model mlp --batch 32 --max-steps 300 \
     --epochs 1 --optimizer sgd --checkpoint-every 50 --checkpoint-dir "$TMP/ck_hand" \
     --peer-timeout 2 --summary "$TMP/hand.json" --straggler 0:10
 for r in 0 1; do

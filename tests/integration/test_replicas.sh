@@ -14,21 +14,8 @@
 # running.
 . "$(dirname "$0")/lib.sh"
 
-STEPS=300
-job() { # name [flags...]
-    local name=$1
-    shift
-    "$LAUNCH" --servers 3 --workers 2 --batch 32 --max-steps $STEPS --epochs 1 \
-        --optimizer sgd --momentum 0.9 --peer-timeout 2 --dump-params "$TMP/$name.f32" \
-        --summary "$TMP/$name.json" --log-level info "$@" >"$TMP/$name.log" 2>&1
-}
-# The job in the background, slowed (a straggler only sleeps: the parameters
-# are the same) so kills land mid-run; sets JOB_PID.
-job_bg() {
-    job "$@" --replicas 1 --straggler 1:10 --progress 0.1 &
-    JOB_PID=$!
-    PIDS+=("$JOB_PID")
-}
+job() { fault_job "$@" --servers 3; }
+job_bg() { fault_job_bg "$@" --servers 3 --replicas 1 --progress 0.1; }
 # wait_step LOG N: until worker 0 reports step N or later.
 wait_step() {
     local i s
