@@ -45,8 +45,7 @@ bigframe() {
     start "$1" python3 "$(dirname "$0")/bigframe.py" "${ep%:*}" "${ep##*:}" $((1 << 30)) \
         $((64 << 20)) "${3:-DEALER}" 3
     BIG_PID=$LAST_PID
-    wait_line "$TMP/$1.log" 'announced'
-    sleep 0.5
+    wait_line "$TMP/$1.log" 'announced' # the peer took the bytes or closed
 }
 big_done() {
     wait_pid "$BIG_PID" 30 && [ "$WAIT_RC" -eq 0 ] || fail "bigframe.py failed: $(cat "$TMP/$1.log")"
@@ -113,10 +112,10 @@ sched=$SCHED_PID
 start s_big "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
 server=$LAST_PID
 for r in 0 1; do
-    start "w${r}_big" "$WORKER" --scheduler "$SCHED_EP" --rank $r --device cpu --threads 1
+    start "w${r}_big" "$WORKER" --scheduler "$SCHED_EP" --rank $r --device cpu --threads 1 \
+        --progress 0.1
 done
-wait_line "$TMP/sched_big.log" 'job started'
-sleep 0.5
+wait_line "$TMP/w0_big.log" 'step=[1-9]' # training, so its memory is in use
 report=""
 for who in sched server; do
     if [ $who = sched ]; then pid=$sched ep=${SCHED_EP#tcp://}
@@ -139,11 +138,10 @@ start_scheduler sched_ring --mode allreduce --servers 0 --workers 2 --epochs 3 \
 sched=$SCHED_PID
 for r in 0 1; do
     start "w${r}_ring" "$WORKER" --scheduler "$SCHED_EP" --rank $r --device cpu --threads 1 \
-        --bind 'tcp://127.0.0.1:*'
+        --bind 'tcp://127.0.0.1:*' --progress 0.1
     [ $r = 1 ] && w1=$LAST_PID
 done
-wait_line "$TMP/sched_ring.log" 'job started'
-sleep 0.5
+wait_line "$TMP/w0_ring.log" 'step=[1-9]' # training, so its memory is in use
 ep=$(sed -n 's/.*W1 ring endpoint tcp:\/\/\([^ ]*\).*/\1/p' "$TMP/sched_ring.log")
 [ -n "$ep" ] || fail "no ring endpoint for W1 in the scheduler log"
 before=$(rss "$w1")
@@ -161,17 +159,26 @@ mkdir -p "$TMP/nr"
 start_scheduler sched_nr --servers 1 --workers 2 --mode async --epochs 1 \
     --summary "$TMP/nr.json"
 sched=$SCHED_PID
-start s_nr "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
+start s_nr "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*' \
+    --metrics-bind 127.0.0.1:0
 server=$LAST_PID
-start w0_nr "$WORKER" --scheduler "$SCHED_EP" --rank 0 --device cpu --threads 1
+start w0_nr "$WORKER" --scheduler "$SCHED_EP" --rank 0 --device cpu --threads 1 --progress 0.1
 wait_line "$TMP/sched_nr.log" 'registered W0'
 start noread "$MALFORMED" --no-read "$SCHED_EP" "$P" 3000 "$TMP/nr"
 wait_line "$TMP/noread.log" 'ready'
-sleep 1
+wait_line "$TMP/w0_nr.log" 'step=[1-9]' # training, so its memory is in use
 before=$(rss "$server")
 touch "$TMP/nr/go"
 wait_line "$TMP/noread.log" 'sent 3000 pulls'
-sleep 2
+wait_line "$TMP/s_nr.log" 'metrics on http'
+url=$(grep -o 'metrics on http://[0-9.:]*/metrics' "$TMP/s_nr.log" | head -1 | cut -d' ' -f3)
+# until the server has taken every one of them (its pull count, W0's and the 3,000)
+for i in $(seq 300); do
+    pulls=$(curl -sf "$url" | sed -n 's/^shardps_server_messages_total{type="pull"} \([0-9]*\).*/\1/p')
+    [ "${pulls:-0}" -ge 3000 ] && break
+    [ "$i" -lt 300 ] || fail "the server took ${pulls:-no} pulls of the 3,000"
+    sleep 0.1
+done
 after=$(rss "$server")
 touch "$TMP/nr/end"
 wait_pid "$sched" 120 || fail "no-read: the job did not end"
