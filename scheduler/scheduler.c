@@ -306,6 +306,7 @@ static unsigned s_senders(int type)
     case PS_MSG_FAILOVER_READY:
     case PS_MSG_JOIN_STEP:
     case PS_MSG_RESUME_CHECK:
+    case PS_MSG_REPLICA:
         return S;
     case PS_MSG_REGISTER_ACK:
     case PS_MSG_VIEW:
@@ -315,6 +316,9 @@ static unsigned s_senders(int type)
     case PS_MSG_JOIN_PREPARE:
     case PS_MSG_STATUS_REPLY:
     case PS_MSG_CHALLENGE:
+    case PS_MSG_REPLICATE: /* between servers */
+    case PS_MSG_REPLICA_SNAPSHOT:
+    case PS_MSG_REPLICA_ACK:
         return 0; /* the scheduler's own */
     default:
         return S | W;
