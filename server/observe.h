@@ -53,6 +53,8 @@ typedef struct {
     uint64_t forged;       /* of the refused: a token not the claimed worker's */
     uint64_t unread_refused; /* pull replies refused: the worker held its share unread */
     uint64_t stale;        /* data messages dropped for an old failover generation */
+    uint64_t replicated;   /* --replicas: updates sent to our replica */
+    uint64_t replica_bytes; /* their payload bytes, snapshots included */
 } ps_server_snapshot_t;
 
 /* Updates the gauges from snap and appends the exposition to text. */

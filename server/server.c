@@ -264,7 +264,10 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 /* The counts the heartbeat and the end of the job read. */
 static ps_server_snapshot_t s_snapshot(const ps_server_t *s)
 {
+    const ps_replica_stats_t rs = ps_replica_stats(s->replica);
     return (ps_server_snapshot_t){.stats = ps_consistency_stats(s->cons),
+                                  .replicated = rs.updates,
+                                  .replica_bytes = rs.bytes,
                                   .version = ps_consistency_version(s->cons),
                                   .rejected = ps_reply_errors(s->reply),
                                   .held = ps_intake_held(s->intake),
