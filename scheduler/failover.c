@@ -735,14 +735,28 @@ void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
     }
 }
 
+ps_failover_counts_t ps_failover_counts(const ps_failover_t *f)
+{
+    ps_failover_counts_t c = {0};
+    for (int i = 0; f && i < f->nreps; i++) {
+        c.steps_rolled_back += f->reps[i].steps_lost;
+    }
+    if (f) {
+        c.replacements = f->nreps;
+        c.takeovers = f->takeovers;
+        c.rebuilds = f->rebuilds;
+        c.rebuild_max_s = f->rebuild_max;
+        c.rebuild_mean_s = f->rebuilds ? f->rebuild_sum / f->rebuilds : 0;
+    }
+    return c;
+}
+
 int ps_failover_json(json_t *doc, const ps_scheduler_t *s)
 {
     const ps_failover_t *fo = s->failover;
     json_t *reps = json_array();
-    json_int_t rolled_back = 0;
     for (int i = 0; reps && fo && i < fo->nreps; i++) {
         const ps_failover_rep_t *r = &fo->reps[i];
-        rolled_back += r->steps_lost;
         json_t *rep = json_pack("{s:i, s:I, s:o, s:o, s:I, s:I, s:b}", "rank", r->rank, "step",
                                 (json_int_t)r->step, "detect_s", ps_json_real(r->detect_s, 3),
                                 "recover_s", ps_json_real(r->recover_s, 3), "steps_lost",
@@ -753,13 +767,12 @@ int ps_failover_json(json_t *doc, const ps_scheduler_t *s)
             reps = NULL;
         }
     }
-    const int rebuilds = fo ? fo->rebuilds : 0;
-    json_t *rep = json_pack(
-        "{s:i, s:i, s:i, s:o, s:o, s:I}", "per_server", s->cfg->replicas, "takeovers",
-        fo ? fo->takeovers : 0, "rebuilds", rebuilds, "rebuild_max_s",
-        ps_json_real(fo ? fo->rebuild_max : 0, 3), "rebuild_mean_s",
-        ps_json_real(rebuilds ? fo->rebuild_sum / rebuilds : 0, 3), "steps_rolled_back",
-        rolled_back);
+    const ps_failover_counts_t c = ps_failover_counts(fo);
+    json_t *rep = json_pack("{s:i, s:i, s:i, s:o, s:o, s:I}", "per_server", s->cfg->replicas,
+                            "takeovers", c.takeovers, "rebuilds", c.rebuilds, "rebuild_max_s",
+                            ps_json_real(c.rebuild_max_s, 3), "rebuild_mean_s",
+                            ps_json_real(c.rebuild_mean_s, 3), "steps_rolled_back",
+                            (json_int_t)c.steps_rolled_back);
     return json_object_set_new(doc, "server_replacements", reps) != 0 ||
                    json_object_set_new(doc, "replicas", rep) != 0 ||
                    json_object_set_new(doc, "spares_left",

@@ -132,6 +132,17 @@ void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
  * to doc. Returns 0 or PS_ENOMEM. */
 int ps_failover_json(json_t *doc, const ps_scheduler_t *s);
 
+/* What the summary and the metrics count of failovers and replicas. */
+typedef struct {
+    int replacements;           /* lost servers replaced, takeovers included */
+    int takeovers, rebuilds;    /* by hot replicas; new replicas in step after one */
+    double rebuild_max_s, rebuild_mean_s;
+    int64_t steps_rolled_back;  /* over every replacement */
+} ps_failover_counts_t;
+
+/* The counts so far (all 0 for NULL). */
+ps_failover_counts_t ps_failover_counts(const ps_failover_t *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "proto/codec.h"
+#include "scheduler/failover.h"
 #include "scheduler/scheduler_impl.h"
 
 /* Status askers remembered for ps_scheduler_status_final: a `shardps-status
@@ -42,6 +43,7 @@ struct ps_sched_obs {
     ps_http_t *http;
     ps_metric_t *messages[PS_MSG_TYPE_MAX + 1];
     ps_metric_t *refused, *membership, *live, *lost, *done, *phase_running;
+    ps_metric_t *replaced, *takeovers, *rebuilds, *rebuild_max, *rolled_back;
     unsigned long scrapes_at_end; /* scrapes before the job ended */
     ps_route_t watchers[S_WATCHERS]; /* the latest status askers: told the final state */
     int nwatchers;                   /* used entries */
@@ -145,6 +147,16 @@ int ps_sched_obs_new(const char *bind, int nnodes, ps_sched_obs_t **out, char *e
     o->done = ps_metrics_gauge(m, "shardps_scheduler_nodes", "state=\"done\"", "nodes by state");
     o->phase_running = ps_metrics_gauge(m, "shardps_scheduler_running", NULL,
                                         "1 while the job runs (view sent, not finished)");
+    o->replaced = ps_metrics_counter(m, "shardps_scheduler_server_replacements_total", NULL,
+                                     "lost servers replaced (from a checkpoint, or taken over)");
+    o->takeovers = ps_metrics_counter(m, "shardps_scheduler_takeovers_total", NULL,
+                                      "lost servers taken over by their hot replica");
+    o->rebuilds = ps_metrics_counter(m, "shardps_scheduler_replica_rebuilds_total", NULL,
+                                     "new replicas in step after a takeover");
+    o->rebuild_max = ps_metrics_gauge(m, "shardps_scheduler_replica_rebuild_seconds_max", NULL,
+                                      "longest time from a takeover to the new replica in step");
+    o->rolled_back = ps_metrics_counter(m, "shardps_scheduler_steps_rolled_back_total", NULL,
+                                        "steps trained again after servers were replaced");
     char bound[96];
     int rc = bind ? ps_http_new(bind, s_render, o, &o->http, bound, sizeof bound, err, errlen)
                   : 0;
@@ -253,6 +265,12 @@ void ps_scheduler_observe_tick(ps_scheduler_t *s)
     ps_metric_set(o->refused, (double)s->refused);
     ps_metric_set(o->membership, s->membership_changes);
     ps_metric_set(o->phase_running, s->phase == PS_PHASE_RUNNING);
+    const ps_failover_counts_t c = ps_failover_counts(s->failover);
+    ps_metric_set(o->replaced, c.replacements);
+    ps_metric_set(o->takeovers, c.takeovers);
+    ps_metric_set(o->rebuilds, c.rebuilds);
+    ps_metric_set(o->rebuild_max, c.rebuild_max_s);
+    ps_metric_set(o->rolled_back, (double)c.steps_rolled_back);
 }
 
 /* Node i of the cluster view for shardps-status, into sn (borrowing from the
