@@ -243,9 +243,22 @@ size_t ps_consistency_cut(const ps_consistency_t *c, int64_t *version, unsigned 
 int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned char *done,
                            size_t n);
 
+/* The live workers (live[w] non-zero) and the version each joining worker
+ * is live from (join_at[w], -1: none), into arrays of N. Returns N. */
+int ps_consistency_members(const ps_consistency_t *c, unsigned char *live, int64_t *join_at);
+
+/* A replica takes its primary's live workers and joiners (as
+ * ps_consistency_members gives them; n of each) and its version then (a
+ * replica behind it at a step boundary goes there: the primary skipped
+ * steps no worker was live for). Returns 0 or PS_EINVAL (n is not N, or no
+ * worker live nor joining). */
+int ps_consistency_set_members(ps_consistency_t *c, const unsigned char *live,
+                               const int64_t *join_at, int n, int64_t version);
+
 /* A replica applies its primary's update (ops.update's arguments): the same
- * store step, and the version and chunks move as the primary's did. Returns
- * 0 or PS_ESTATE (not the next update: out of order, or a chunk twice). */
+ * store step, and the version and chunks move as the primary's did (at a
+ * step boundary, over steps the primary skipped). Returns 0 or PS_ESTATE
+ * (not the next update: out of order, or a chunk twice). */
 int ps_consistency_replay(ps_consistency_t *c, ps_range_t range, const float *grad, float lr,
                           float scale, int64_t version);
 

@@ -48,6 +48,17 @@ int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned 
     return 0;
 }
 
+/* Stepped modes: the primary skipped the steps from the replica's version
+ * to `version` with no update (no worker was live, only joiners from a
+ * later step: consistency.c:s_skip_to_joins); at a step boundary the
+ * replica skips them too. */
+static void s_skip_to(ps_consistency_t *c, int64_t version)
+{
+    if (ps_job_is_stepped(&c->cfg.job) && c->ndone == 0 && version > c->version) {
+        c->version = version;
+    }
+}
+
 int ps_consistency_replay(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
                           float scale, int64_t version)
 {
@@ -62,6 +73,7 @@ int ps_consistency_replay(ps_consistency_t *c, ps_range_t r, const float *grad, 
         c->version = version;
         return 0;
     }
+    s_skip_to(c, version - 1);
     const uint64_t off = r.begin - c->shard.begin;
     const size_t ch = (size_t)(off / c->chunk);
     uint64_t coff, clen = ps_consistency_chunk_len(c, ch, &coff);
@@ -74,5 +86,32 @@ int ps_consistency_replay(ps_consistency_t *c, ps_range_t r, const float *grad, 
     if (++c->ndone == c->nchunks) {
         ps_consistency_end_step(c, c->version);
     }
+    return 0;
+}
+
+int ps_consistency_members(const ps_consistency_t *c, unsigned char *live, int64_t *join_at)
+{
+    memcpy(live, c->live, (size_t)c->workers);
+    memcpy(join_at, c->join_at, (size_t)c->workers * sizeof *join_at);
+    return c->workers;
+}
+
+int ps_consistency_set_members(ps_consistency_t *c, const unsigned char *live,
+                               const int64_t *join_at, int n, int64_t version)
+{
+    int any = 0;
+    for (int w = 0; w < n && n == c->workers; w++) {
+        any |= live[w] || join_at[w] >= 0;
+    }
+    if (!any) {
+        return PS_EINVAL;
+    }
+    c->nlive = 0;
+    for (int w = 0; w < n; w++) {
+        c->live[w] = live[w] != 0;
+        c->join_at[w] = join_at[w] < 0 ? -1 : join_at[w];
+        c->nlive += c->live[w];
+    }
+    s_skip_to(c, version);
     return 0;
 }

@@ -30,6 +30,11 @@ struct ps_replica {
     int nsteps;
     float *buf;
     size_t buf_len, buf_cap; /* floats */
+    /* the live workers and joiners the replica was last sent; members_due:
+     * send them whatever they are (a new replica, a snapshot again) */
+    unsigned char live[PS_MAX_WORKERS];
+    int64_t join_at[PS_MAX_WORKERS];
+    int members_due;
     ps_replica_stats_t stats;
 };
 
@@ -92,6 +97,7 @@ int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, siz
     }
     r->token = m->token;
     r->snapshot_due = 1;
+    r->members_due = 1;
     ps_log_info("replica S%d at %s follows our keys from the next update", m->rank,
                 m->endpoint);
     return 0;
@@ -165,7 +171,7 @@ static int s_snapshot(ps_replica_t *r)
 
 void ps_replica_resync(ps_replica_t *r)
 {
-    r->snapshot_due = r->sock != NULL;
+    r->snapshot_due = r->members_due = r->sock != NULL;
 }
 
 /* A send failed: the replica is given up (the scheduler makes another). */
@@ -175,9 +181,33 @@ static void s_lost(ps_replica_t *r, int rc)
     s_detach(r);
 }
 
+/* The consistency's members into u when they changed since the replica
+ * was last sent them (live and join_at point into r). */
+static void s_members(ps_replica_t *r, Shardps__ReplicaUpdate *u)
+{
+    unsigned char live[PS_MAX_WORKERS];
+    int64_t join_at[PS_MAX_WORKERS];
+    const int n = ps_consistency_members(r->cons, live, join_at);
+    if (!r->members_due && !memcmp(live, r->live, (size_t)n) &&
+        !memcmp(join_at, r->join_at, (size_t)n * sizeof *join_at)) {
+        return;
+    }
+    memcpy(r->live, live, (size_t)n);
+    memcpy(r->join_at, join_at, (size_t)n * sizeof *join_at);
+    r->members_due = 0;
+    u->live = (ProtobufCBinaryData){(size_t)n, r->live};
+    u->n_join_at = (size_t)n;
+    u->join_at = r->join_at;
+}
+
 void ps_replica_flush(ps_replica_t *r)
 {
-    if (!r->sock || r->nsteps == 0) {
+    if (!r->sock || r->snapshot_due) { /* nothing sent before the snapshot */
+        return;
+    }
+    Shardps__ReplicaUpdate u = SHARDPS__REPLICA_UPDATE__INIT;
+    s_members(r, &u);
+    if (r->nsteps == 0 && u.live.len == 0) {
         return;
     }
     Shardps__ReplicaStep *ptrs[S_BATCH];
@@ -187,15 +217,17 @@ void ps_replica_flush(ps_replica_t *r)
         f[1 + i] = (ps_frame_t){r->buf + r->offs[i],
                                 (r->steps[i].key_end - r->steps[i].key_begin) * sizeof(float)};
     }
-    Shardps__ReplicaUpdate u = SHARDPS__REPLICA_UPDATE__INIT;
     u.n_steps = (size_t)r->nsteps;
     u.steps = ptrs;
-    ps_range_t keys = {r->steps[0].key_begin, r->steps[0].key_end}; /* all of them */
+    ps_range_t keys = ps_store_shard(r->store); /* all of them; the shard without updates */
+    if (r->nsteps > 0) {
+        keys = (ps_range_t){r->steps[0].key_begin, r->steps[0].key_end};
+    }
     for (int i = 1; i < r->nsteps; i++) {
         keys.begin = r->steps[i].key_begin < keys.begin ? r->steps[i].key_begin : keys.begin;
         keys.end = r->steps[i].key_end > keys.end ? r->steps[i].key_end : keys.end;
     }
-    int rc = s_send(r, PS_MSG_REPLICATE, keys, r->steps[r->nsteps - 1].version, &u.base, f,
+    int rc = s_send(r, PS_MSG_REPLICATE, keys, ps_consistency_version(r->cons), &u.base, f,
                     r->nsteps);
     r->stats.updates += (uint64_t)r->nsteps;
     r->nsteps = 0;
@@ -364,6 +396,12 @@ static int s_apply_updates(ps_consistency_t *cons, ps_range_t shard,
             snprintf(why, cap, "update to version %lld out of order", (long long)st->version);
             return rc;
         }
+    }
+    if (u->live.len > 0 &&
+        (u->n_join_at != u->live.len ||
+         ps_consistency_set_members(cons, u->live.data, u->join_at, (int)u->live.len,
+                                    m->hdr.version) != 0)) {
+        return s_refuse(why, cap, "the live workers do not fit the view");
     }
     return 0;
 }

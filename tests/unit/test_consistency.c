@@ -1109,6 +1109,42 @@ START_TEST(a_replica_replays_its_primarys_updates_bitwise)
 }
 END_TEST
 
+/* A replica takes its primary's live workers and joiners, and skips with it
+ * the steps no worker was live for: after a takeover it waits for the same
+ * pushes as the primary would have. */
+START_TEST(a_replica_takes_its_primarys_members_and_skipped_steps)
+{
+    s_fix_t *p = s_new_replicated(s_job(PS_MODE_SYNC), 4, 2, 1);
+    s_fix_t *r = s_new_replicated(s_job(PS_MODE_SYNC), 4, 2, 1);
+    s_init_all(p);
+    s_init_all(r);
+    const unsigned char none[2] = {0, 0};
+    ck_assert_int_eq(ps_consistency_join(p->c, -1, 0), 0);
+    ck_assert_int_eq(ps_consistency_hold(p->c), 0);
+    const unsigned char w0[2] = {1, 0};
+    ck_assert_int_eq(ps_consistency_set_workers(p->c, w0), 0); /* W1 lost */
+    ck_assert_int_eq(ps_consistency_join(p->c, 1, 3), 0);      /* W1 joins at 3 */
+    ck_assert_int_eq(ps_consistency_set_workers(p->c, none), PS_EINVAL);
+    const unsigned char w1[2] = {0, 1};
+    ck_assert_int_eq(ps_consistency_set_workers(p->c, w1), 0); /* W0 lost: skip to 3 */
+    ck_assert_int_eq(ps_consistency_version(p->c), 3);
+    unsigned char live[2];
+    int64_t join_at[2];
+    ck_assert_int_eq(ps_consistency_members(p->c, live, join_at), 2);
+    ck_assert_int_eq(ps_consistency_set_members(r->c, none, (int64_t[]){-1, -1}, 2, 3),
+                     PS_EINVAL);
+    ck_assert_int_eq(ps_consistency_set_members(r->c, live, join_at, 2, 3), 0);
+    ck_assert_int_eq(ps_consistency_version(r->c), 3);
+    float g[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(s_push(r, 0, 3, 3, 0, 4, g), PS_ENOENT); /* W0 is not live */
+    ck_assert_int_eq(s_push(r, 1, 3, 3, 0, 4, g), 0);         /* W1 alone makes step 3 */
+    ck_assert_int_eq(ps_consistency_version(r->c), 4);
+    s_free(p);
+    s_free(r);
+    s_updates_free();
+}
+END_TEST
+
 int main(void)
 {
     ps_log_set_level("err");
@@ -1116,6 +1152,7 @@ int main(void)
     TCase *tc = tcase_create("consistency");
     tcase_add_test(tc, sync_step_completes_only_when_every_worker_pushed_every_key);
     tcase_add_test(tc, a_replica_replays_its_primarys_updates_bitwise);
+    tcase_add_test(tc, a_replica_takes_its_primarys_members_and_skipped_steps);
     tcase_add_test(tc, sync_applies_each_chunk_once_every_worker_pushed_it);
     tcase_add_test(tc, a_worker_joins_at_the_agreed_step);
     tcase_add_test(tc, only_a_joiner_left_skips_to_its_step);
