@@ -425,7 +425,10 @@ static int s_loop(ps_server_t *s)
 static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
 {
     const ps_view_t *v = s->view;
-    int rc = ps_store_new(&s->store, s->shard, &v->job);
+    ps_job_t run = v->job; /* async: the momentum the servers run, and the rate's factor */
+    double rate = 1;
+    run.momentum = ps_job_async_momentum(&v->job, s->workers, &rate);
+    int rc = ps_store_new(&s->store, s->shard, &run);
     if (rc == PS_EINVAL) {
         snprintf(err, errlen, "unknown optimizer '%s'", v->job.optimizer);
         return rc;
@@ -439,6 +442,7 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
         .asker_size = sizeof(ps_reply_to_t),
         .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped, s_on_update},
         .resent = v->replicas > 0,
+        .async_rate = (float)rate,
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
