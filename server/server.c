@@ -268,6 +268,7 @@ static ps_server_snapshot_t s_snapshot(const ps_server_t *s)
     return (ps_server_snapshot_t){.stats = ps_consistency_stats(s->cons),
                                   .replicated = rs.updates,
                                   .replica_bytes = rs.bytes,
+                                  .replica_snapshots = rs.snapshots,
                                   .version = ps_consistency_version(s->cons),
                                   .rejected = ps_reply_errors(s->reply),
                                   .held = ps_intake_held(s->intake),
