@@ -494,12 +494,65 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
     return 1;
 }
 
+/* A spare of this job registering again with a restarted scheduler (reg
+ * has the job's run id and the spare's id): it keeps its id, and a hot
+ * replica the rank it follows, its token and where it listens, so that a
+ * takeover still finds it; a replica whose rank has another by now goes. */
+static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
+                     const Shardps__Register *reg)
+{
+    const ps_node_t *known = s_spare_of(f, &m->route);
+    const int r = reg->follows - 1;
+    const char *why = NULL;
+    if (known) {
+        ps_scheduler_send_ack(s, known); /* its first answer was lost */
+        return 1;
+    }
+    if (s_spare_by_id(f, reg->rank)) {
+        why = "that spare is registered";
+    } else if (r >= s->cfg->servers || (r >= 0 && (f->replica_id[r] >= 0 || !reg->endpoint[0]))) {
+        why = "the rank it follows has another replica";
+    }
+    const ps_node_t *added = NULL;
+    if (!why && ps_failover_spare_add(f, &m->route, reg->pid, m->peer_fd, reg->curve_key,
+                                      ps_now(), &added, &why) == 0) {
+        ps_node_t *n = &f->spares[added - f->spares];
+        n->rank = reg->rank; /* its id stays; new spares get ids past it */
+        f->next_id = f->next_id > reg->rank ? f->next_id : reg->rank + 1;
+        if (r >= 0) {
+            n->follows = reg->follows;
+            n->in_step = reg->in_step;
+            n->replica_token = reg->replica_token;
+            ps_members_fix_endpoint(s, n, reg->endpoint, m->peer_addr);
+            f->replica_id[r] = n->rank;
+        }
+        ps_scheduler_send_ack(s, n);
+        char of[64] = "";
+        if (r >= 0) {
+            snprintf(of, sizeof of, ": the replica of S%d, %s", r,
+                     n->in_step ? "in step" : "not in step yet");
+        }
+        ps_log_info("spare S%d (pid %u) registered again%s", n->rank, n->pid, of);
+        return 1;
+    }
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.reason = (char *)why;
+    s_send(s, &(ps_node_t){.route = m->route}, PS_MSG_SHUTDOWN, &sd.base);
+    ps_log_info("spare S%d (pid %u) cannot register again: %s; it goes", reg->rank, reg->pid,
+                why);
+    return 1;
+}
+
 /* A server's registration that makes a spare: it asked to be one, or the job
  * already runs. Registers it (REGISTER_ACK with its spare id) or refuses it. */
 static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
                          const Shardps__Register *reg)
 {
     ps_failover_t *f = self;
+    if (reg->role == PS_ROLE_SERVER && reg->run_id && reg->run_id == s->run_id &&
+        reg->rank >= s->cfg->servers) {
+        return s_readmit(f, s, m, reg);
+    }
     if (reg->role != PS_ROLE_SERVER || (!reg->spare && s->phase == PS_PHASE_WAITING) ||
         ps_scheduler_node_of(s, &m->route)) {
         return 0;

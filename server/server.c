@@ -124,6 +124,7 @@ static void s_control_reloaded(void *ctx)
 static void s_control_promoted(void *ctx, int rank)
 {
     ps_link_set_rank(((ps_server_t *)ctx)->link, rank);
+    ps_link_set_replica(((ps_server_t *)ctx)->link, 0, 0, NULL, 0);
     ps_log_set_role("S", rank);
 }
 
@@ -177,6 +178,7 @@ static void s_on_replicate(ps_server_t *s, ps_msg_t *m)
         Shardps__Replica r = SHARDPS__REPLICA__INIT;
         r.version = ps_consistency_version(s->cons);
         ps_link_send(s->link, PS_MSG_REPLICA, &r.base);
+        ps_link_set_replica(s->link, s->view->replica_of, s->view->replica_token, NULL, 1);
         ps_log_info("in step with S%d at version %lld", s->rank, (long long)r.version);
     }
 }
@@ -532,6 +534,9 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
                                 sizeof advertise, err, errlen);
     if (rc != 0) {
         return rc;
+    }
+    if (s->view->replica_of) {
+        ps_link_set_replica(s->link, s->view->replica_of, s->view->replica_token, advertise, 0);
     }
     Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
     ready.endpoint = advertise;
