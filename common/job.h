@@ -133,7 +133,6 @@ int ps_job_parse_hidden(const char *text, int *widths, int *n);
 /* Parses "RANK:FACTOR" (FACTOR >= 1) into the straggler fields. Returns 0 or PS_EINVAL. */
 int ps_job_parse_straggler(const char *text, ps_job_t *job);
 
-/* Non-zero for the modes that apply whole steps (sync, ssp, backup, allreduce). */
 /*
  * Async over M workers with --staleness-lr: staleness adds momentum of about
  * 1 - 1/M of its own (Mitliagkas et al., "Asynchrony begets momentum", 2016),
@@ -146,6 +145,7 @@ int ps_job_parse_straggler(const char *text, ps_job_t *job);
  */
 double ps_job_async_momentum(const ps_job_t *job, int workers, double *rate);
 
+/* Non-zero for the modes that apply whole steps (sync, ssp, backup, allreduce). */
 static inline int ps_job_is_stepped(const ps_job_t *job)
 {
     return job->mode != PS_MODE_ASYNC;

@@ -21,6 +21,7 @@
 #include "scheduler/agree.h"
 #include "scheduler/ckpt.h"
 #include "scheduler/manifest.h"
+#include "scheduler/restart.h"
 
 /* ---- the scheduler's side ---------------------------------------------- */
 
@@ -206,7 +207,10 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
 /* A spare of this job registering again with a restarted scheduler (reg
  * has the job's run id and the spare's id): it keeps its id, and a hot
  * replica the rank it follows, its token and where it listens, so that a
- * takeover still finds it; a replica whose rank has another by now goes. */
+ * takeover still finds it; a replica whose rank has another by now goes.
+ * So does a spare this scheduler gave its id, or took back already: it was
+ * forgotten since (silent, closed), and a replica's primary no longer sends
+ * to it. */
 static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
                      const Shardps__Register *reg)
 {
@@ -217,7 +221,9 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
         ps_scheduler_send_ack(s, known); /* its first answer was lost */
         return 1;
     }
-    if (s_spare_by_id(f, reg->rank)) {
+    if (reg->rank >= f->readmit_below || f->readmitted[reg->rank]) {
+        why = "this spare was left out of the job";
+    } else if (s_spare_by_id(f, reg->rank)) {
         why = "that spare is registered";
     } else if (r >= s->cfg->servers || (r >= 0 && (f->replica_id[r] >= 0 || !reg->endpoint[0]))) {
         why = "the rank it follows has another replica";
@@ -226,8 +232,9 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
     if (!why && ps_failover_spare_add(f, &m->route, reg->pid, m->peer_fd, reg->curve_key,
                                       ps_now(), &added, &why) == 0) {
         ps_node_t *n = &f->spares[added - f->spares];
-        n->rank = reg->rank; /* its id stays; new spares get ids past it */
-        f->next_id = f->next_id > reg->rank ? f->next_id : reg->rank + 1;
+        f->next_id--; /* the id ps_failover_spare_add gave goes back */
+        n->rank = reg->rank; /* its id stays */
+        f->readmitted[reg->rank] = 1;
         if (r >= 0) {
             n->follows = reg->follows;
             n->in_step = reg->in_step;
@@ -245,6 +252,7 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
         return 1;
     }
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.status = PS_ECLOSED; /* it ends failed: the launcher may start a fresh one */
     sd.reason = (char *)why;
     s_send(s, &(ps_node_t){.route = m->route}, PS_MSG_SHUTDOWN, &sd.base);
     ps_log_info("spare S%d (pid %u) cannot register again: %s; it goes", reg->rank, reg->pid,
@@ -282,6 +290,7 @@ static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
         return 1;
     }
     ps_scheduler_send_ack(s, n);
+    ps_restart_save(s->restart, s); /* its id, for a restarted scheduler */
     ps_log_info("registered spare S%d (pid %u); %d spare%s waiting", n->rank, n->pid,
                 f->nspares, f->nspares == 1 ? "" : "s");
     return 1;

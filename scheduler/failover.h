@@ -88,6 +88,13 @@ int ps_failover_spares_expire(ps_failover_t *f, double now, double timeout);
  * was. */
 int ps_failover_spare_closed(ps_failover_t *f, int fd);
 
+/* Spare ids: where the ones given so far end (for the state file); and, in
+ * a restarted scheduler, that its predecessor gave those below next_id:
+ * such a spare registering again is taken back, once (failover.c), and new
+ * ones are numbered from next_id on. Returns 0 or PS_ENOMEM. */
+int ps_failover_next_id(const ps_failover_t *f);
+int ps_failover_readmit_below(ps_failover_t *f, int next_id);
+
 /* ---- replacements ---- */
 
 /* Server r, declared lost at now after `silent` seconds, is replaced under

@@ -14,6 +14,8 @@ struct ps_failover {
     ps_node_t spares[PS_FAILOVER_MAX_SPARES]; /* waiting spares (rank: their spare id) */
     int nspares;
     int next_id;           /* the next spare's id: servers + k, never reused */
+    int readmit_below;     /* a restarted scheduler: its predecessor's spare ids end here */
+    unsigned char *readmitted; /* [readmit_below]: that spare was taken back already */
     int *spare_id;         /* servers: the id the node had as a spare, -1 if none */
     unsigned char *ready;  /* servers: answered the current failover */
     int64_t rolled_from;   /* highest version any server rolled back (async: went on) from */

@@ -37,6 +37,7 @@ void ps_failover_destroy(ps_failover_t **fp)
     ps_failover_t *f = *fp;
     if (f) {
         free(f->spare_id);
+        free(f->readmitted);
         free(f->replica_id);
         free(f->rebuild_since);
         free(f->ready);
@@ -86,6 +87,26 @@ int ps_failover_spare_add(ps_failover_t *f, const ps_route_t *route, uint32_t pi
     /* No endpoint yet: a promoted spare binds for its shard and says where
      * (PEER_READY), as every server does. */
     *out = n;
+    return 0;
+}
+
+int ps_failover_next_id(const ps_failover_t *f)
+{
+    return f->next_id;
+}
+
+int ps_failover_readmit_below(ps_failover_t *f, int next_id)
+{
+    if (next_id <= f->next_id) {
+        return 0;
+    }
+    unsigned char *seen = calloc((size_t)next_id, 1);
+    if (!seen) {
+        return PS_ENOMEM;
+    }
+    free(f->readmitted);
+    f->readmitted = seen;
+    f->readmit_below = f->next_id = next_id;
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "scheduler/agree.h"
 #include "scheduler/ckpt.h"
+#include "scheduler/failover.h"
 #include "scheduler/join.h"
 
 struct ps_restart {
@@ -76,6 +77,7 @@ void ps_restart_save(const ps_restart_t *r, ps_scheduler_t *s)
     st.checkpoint = ps_ckpt_newest(s->ckpt);
     st.seconds = ps_now() - s->t_view;
     st.finished = s->phase == PS_PHASE_FINISHED || s->phase == PS_PHASE_FAILED;
+    st.next_spare_id = ps_failover_next_id(s->failover);
     st.lost = lost;
     for (int w = 0; w < s->cfg->workers; w++) {
         if (ps_scheduler_worker(s, w)->lost) {
@@ -167,7 +169,7 @@ static Shardps__JoinSchedulerState *s_decode(const uint8_t *buf, size_t len, ps_
     return st;
 }
 
-int ps_restart_load(ps_restart_t *r, uint64_t *run_id)
+int ps_restart_load(ps_restart_t *r, uint64_t *run_id, int *next_spare_id)
 {
     if (!r->cfg->resume) {
         return 0;
@@ -191,6 +193,7 @@ int ps_restart_load(ps_restart_t *r, uint64_t *run_id)
         r->saved = v;
         r->state = st;
         *run_id = st->run_id; /* the job keeps its id */
+        *next_spare_id = st->next_spare_id;
         ps_log_info("%s: job %016llx ran with checkpoint step %lld complete; its nodes may "
                     "register again (else new ones start from that checkpoint)", path,
                     (unsigned long long)st->run_id, (long long)st->checkpoint);

@@ -38,9 +38,10 @@ void ps_restart_destroy(ps_restart_t **r);
 
 /* --resume DIR: reads DIR/scheduler.state of a job that did not finish, so
  * that its nodes, still running, may register again. Returns 1 when it holds
- * such a job (*run_id is then the job's, which it keeps), else 0 (logged
- * when the file is corrupt or of another job). */
-int ps_restart_load(ps_restart_t *r, uint64_t *run_id);
+ * such a job (*run_id is then the job's, which it keeps, and *next_spare_id
+ * where its spare ids ended), else 0 (logged when the file is corrupt or of
+ * another job). */
+int ps_restart_load(ps_restart_t *r, uint64_t *run_id, int *next_spare_id);
 
 /* Writes DIR/scheduler.state from s (nothing without a checkpoint directory
  * or before the job has a model). A failed write is logged. */

@@ -573,7 +573,10 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
                 "build %s)%s", s.endpoint, cfg->servers, cfg->workers, s.id.job_id,
                 s.id.job_hash, s.id.build,
                 cfg->secure ? " (secure: CurveZMQ, this job's keys only)" : "");
-    ps_restart_load(s.restart, &s.run_id);
+    int next_spare_id = 0;
+    if (ps_restart_load(s.restart, &s.run_id, &next_spare_id)) {
+        ps_failover_readmit_below(s.failover, next_spare_id);
+    }
     s.t_start = ps_now();
     s.next_wait_log = s.t_start + PS_LINK_WAIT_LOG_SECONDS;
     while (s.phase != PS_PHASE_FINISHED && s.phase != PS_PHASE_FAILED) {

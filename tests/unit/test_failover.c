@@ -76,6 +76,23 @@ START_TEST(spares_get_ids_past_the_servers_once_per_connection)
 }
 END_TEST
 
+START_TEST(a_restarted_scheduler_numbers_new_spares_past_its_predecessors)
+{
+    ps_failover_t *f;
+    ck_assert_int_eq(ps_failover_new(&f, S_SERVERS), 0);
+    ck_assert_int_eq(ps_failover_next_id(f), S_SERVERS);
+    /* the state file said the old scheduler gave ids up to S_SERVERS + 3 */
+    ck_assert_int_eq(ps_failover_readmit_below(f, S_SERVERS + 4), 0);
+    ck_assert_int_eq(ps_failover_next_id(f), S_SERVERS + 4);
+    ck_assert_int_eq(s_add(f, 1, 0)->rank, S_SERVERS + 4);
+    ck_assert_int_eq(ps_failover_next_id(f), S_SERVERS + 5);
+    /* none saved (or fewer than given here): nothing changes */
+    ck_assert_int_eq(ps_failover_readmit_below(f, 0), 0);
+    ck_assert_int_eq(ps_failover_next_id(f), S_SERVERS + 5);
+    ps_failover_destroy(&f);
+}
+END_TEST
+
 START_TEST(silent_or_closed_spares_are_forgotten_and_heartbeats_keep_them)
 {
     ps_failover_t *f;
@@ -217,6 +234,7 @@ int main(void)
     Suite *s = suite_create("failover");
     TCase *tc = tcase_create("failover");
     tcase_add_test(tc, spares_get_ids_past_the_servers_once_per_connection);
+    tcase_add_test(tc, a_restarted_scheduler_numbers_new_spares_past_its_predecessors);
     tcase_add_test(tc, silent_or_closed_spares_are_forgotten_and_heartbeats_keep_them);
     tcase_add_test(tc, a_promoted_spare_leaves_the_spares_and_its_id_is_kept);
     tcase_add_test(tc, a_replaced_servers_connection_is_known);
