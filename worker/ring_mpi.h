@@ -32,6 +32,9 @@ extern "C" {
 
 typedef struct ps_ring_mpi ps_ring_mpi_t;
 
+/* 1 when this build has MPI (ring_mpi.c), 0 when not (ring_mpi_none.c). */
+int ps_ring_mpi_built(void);
+
 /*
  * Initialises MPI and checks that MPI_COMM_WORLD has size ranks (the job's
  * workers). Returns 0 and the handle in *out (caller owns the result; destroy
