@@ -346,7 +346,7 @@ int ps_bench_train_main(int argc, char **argv)
         {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F",
          "slow worker R down F times (runs with more than R workers)"},
         {"workers", PS_FLAG_STR, &a.workers, "LIST", "worker counts"},
-        {"modes", PS_FLAG_STR, &a.modes, "LIST", "modes; sync:k/n means sync:(n-1)/n"},
+        {"modes", PS_FLAG_STR, &a.modes, "LIST", "modes; sync:k/n means sync:(n-1)/n; mpi (with --net): allreduce summed by MPI_Allreduce under mpirun"},
         {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (0 = 10; quick: 3)"},
         {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
          "stop each job after N steps (0 = none)"},
