@@ -226,8 +226,11 @@ static int s_start_mpi(const ps_netsim_t *net, const ps_netsim_job_t *job, pid_t
     snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
              ps_netsim_addr(net, 0), JOB_SCHED_PORT);
     /* routed direct: every daemon reports to mpirun itself (the default tree
-     * routing cannot place daemons whose hosts all have one name) */
+     * routing cannot place daemons whose hosts all have one name);
+     * rtc_hwloc_vmhole none: the daemons do not map the topology into shared
+     * memory at a guessed address, which now and then crashes them */
     char *pre[] = {(char *)job->mpirun, "--allow-run-as-root", "--mca", "routed", "direct",
+                   "--mca", "rtc_hwloc_vmhole", "none",
                    "--mca", "plm_rsh_agent", agent, "--host", hosts, "-np", np,
                    "--mca", "btl", "tcp,self", "--mca", "pml", "ob1",
                    "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include", "eth0",

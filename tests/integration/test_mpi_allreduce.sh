@@ -36,7 +36,7 @@ fi
 command -v mpirun >/dev/null || skip "no MPI (no mpirun: Debian openmpi-bin)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN=(mpirun --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo --mca pml ob1
-        --mca mpi_yield_when_idle 1)
+        --mca mpi_yield_when_idle 1 --mca rtc_hwloc_vmhole none)
 JOB=(--mode allreduce --servers 0 --max-steps 300 --seed 3)
 
 # mpi_job NAME M: the job with M workers under one mpirun; its summary is
