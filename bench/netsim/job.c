@@ -139,8 +139,9 @@ static int s_spawn(const ps_netsim_job_t *job, char **argv, char vars[3][96], co
     return 0;
 }
 
-/* argv: `ip netns exec NS` (a = 4), then pre (NULL-terminated), then the
- * job's args; NULL on no memory. Caller frees the array. */
+/* argv: `ip netns exec NS`, then the npre words of pre, then the job's
+ * args, NULL-terminated; NULL on no memory. Caller frees the array (not the
+ * strings: borrowed). */
 static char **s_argv(const ps_netsim_t *net, const ps_netsim_job_t *job, const char *ns,
                      char *const *pre, int npre)
 {
@@ -203,8 +204,7 @@ static int s_mpi_agent(const ps_netsim_t *net, const ps_netsim_job_t *job, char 
     fprintf(f, "#!/bin/sh\n# mpirun's rsh agent on the simulated cluster: HOST CMD... runs "
                "CMD in namespace HOST\nns=$1\nshift\nexec %s netns exec \"$ns\" sh -c \"$*\"\n",
             ps_netsim_ip(net));
-    int rc = fclose(f) == 0 && chmod(path, 0700) == 0 ? 0 : PS_EIO;
-    return rc;
+    return fclose(f) == 0 && chmod(path, 0700) == 0 ? 0 : PS_EIO;
 }
 
 /* Starts the job's workers as the ranks of one mpirun in the scheduler's
