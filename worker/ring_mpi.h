@@ -8,8 +8,9 @@
  * else in it); they still register with the scheduler as in allreduce mode,
  * which gives each its data shard, steps and summary. Only the sum goes
  * through MPI: MPI_Allreduce(MPI_IN_PLACE, MPI_FLOAT, MPI_SUM). MPI's sum
- * order is its own, so the parameters are not bitwise the ring's, though
- * every rank gets the same sums.
+ * order is its own (with more than 2 ranks, not even fixed from run to run),
+ * so the parameters are not bitwise the ring's, though every rank gets the
+ * same sums.
  *
  * What it does not do: wait with an eye on the job. A blocked MPI_Allreduce
  * cannot be asked whether the scheduler gave up, so a failing worker takes
