@@ -196,6 +196,20 @@ void ps_job_schedule_name(const ps_lr_schedule_t *s, char *buf, size_t cap)
     }
 }
 
+double ps_job_async_momentum(const ps_job_t *job, int workers, double *rate)
+{
+    *rate = 1;
+    const int sgd = !strcmp(job->optimizer, "sgd") || !strcmp(job->optimizer, "nesterov");
+    if (job->mode != PS_MODE_ASYNC || !job->staleness_lr || !sgd || workers < 2 ||
+        job->momentum <= 0) {
+        return job->momentum;
+    }
+    double mu = job->momentum - (1 - 1.0 / workers);
+    mu = mu > 0 ? mu : 0;
+    *rate = (1 - mu) / (1 - job->momentum);
+    return mu;
+}
+
 int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
 {
     int widths[PS_JOB_MAX_HIDDEN], nwidths;

@@ -134,6 +134,18 @@ int ps_job_parse_hidden(const char *text, int *widths, int *n);
 int ps_job_parse_straggler(const char *text, ps_job_t *job);
 
 /* Non-zero for the modes that apply whole steps (sync, ssp, backup, allreduce). */
+/*
+ * Async over M workers with --staleness-lr: staleness adds momentum of about
+ * 1 - 1/M of its own (Mitliagkas et al., "Asynchrony begets momentum", 2016),
+ * so the servers run SGD (or Nesterov) momentum lowered by that much, not
+ * below 0, and raise the rate by (1 - lowered) / (1 - the job's), so that
+ * lr / (1 - momentum), how far a steady gradient moves a parameter, stays
+ * the job's. Returns the momentum the servers run; *rate gets the factor
+ * (the job's momentum and 1 when nothing changes: other modes, optimizers,
+ * one worker, no momentum, --staleness-lr 0).
+ */
+double ps_job_async_momentum(const ps_job_t *job, int workers, double *rate);
+
 static inline int ps_job_is_stepped(const ps_job_t *job)
 {
     return job->mode != PS_MODE_ASYNC;

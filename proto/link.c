@@ -107,6 +107,8 @@ struct ps_link {
     char job_hash[PS_JOB_HASH_LEN + 1]; /* its configuration's hash; "" = unchecked */
     char build[PS_BUILD_MAX];          /* ps_codec_build_id() */
     ps_secret_t secret;  /* the job's secret (set 0: none) */
+    int follows, in_step;    /* a hot replica's, registered again (ps_link_set_replica) */
+    uint64_t replica_token;
     int reg_rank, reg_spare; /* our last REGISTER's, answered again on a challenge */
     uint64_t reg_run_id;
     double grace;        /* seconds to wait for a lost scheduler to come back */
@@ -179,6 +181,9 @@ static int s_send_register(ps_link_t *l, const ProtobufCBinaryData *nonce)
     r.build = l->build;
     r.spare = l->reg_spare != 0;
     r.run_id = l->reg_run_id;
+    r.follows = l->follows;
+    r.replica_token = l->replica_token;
+    r.in_step = l->in_step != 0;
     return ps_link_send(l, PS_MSG_REGISTER, &r.base);
 }
 
@@ -499,8 +504,8 @@ static ps_link_event_t s_on_rejoin(ps_link_t *l, ps_msg_t *m)
 
 ps_link_event_t ps_link_handle(ps_link_t *l, ps_msg_t *m, char *err, size_t errlen)
 {
-    if (l->lost_since) {
-        return s_on_rejoin(l, m);
+    if (l->lost_since && m->hdr.type != PS_MSG_SHUTDOWN) {
+        return s_on_rejoin(l, m); /* a restarted scheduler may also tell us to go */
     }
     if (m->hdr.type == PS_MSG_ERROR && m->hdr.status == PS_ESTATE && l->grace > 0) {
         /* "register first": a restarted scheduler answered before we missed it */
@@ -541,6 +546,17 @@ int ps_link_send(ps_link_t *l, ps_msg_type_t type, const ProtobufCMessage *body)
         l->done_len = len;
     }
     return ps_msg_send_body(l->sock, NULL, s_header(l, type), body);
+}
+
+void ps_link_set_replica(ps_link_t *l, int follows, uint64_t token, const char *endpoint,
+                         int in_step)
+{
+    l->follows = follows;
+    l->replica_token = token;
+    l->in_step = in_step;
+    if (endpoint) {
+        snprintf(l->endpoint, sizeof l->endpoint, "%s", endpoint);
+    }
 }
 
 void ps_link_set_rank(ps_link_t *l, int rank)

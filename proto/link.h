@@ -207,6 +207,13 @@ double ps_link_clock_offset(const ps_link_t *l);
 int ps_link_send(ps_link_t *l, ps_msg_type_t type, const ProtobufCMessage *body);
 
 
+/* A hot replica (server/replica.h) registers again with a restarted
+ * scheduler as one: follows = 1 + the rank it follows (0: none now), its
+ * primary's token, where it listens (NULL: unchanged) and whether it is in
+ * step, so that a takeover still finds it. */
+void ps_link_set_replica(ps_link_t *l, int follows, uint64_t token, const char *endpoint,
+                         int in_step);
+
 /* A spare server promoted to a lost server's rank (scheduler/failover.c)
  * sends as that rank from now on. */
 void ps_link_set_rank(ps_link_t *l, int rank);

@@ -8,7 +8,7 @@
  * (counted). Without checkpoints or without a spare a lost server ends the
  * job, as before, after one line saying which of the two was missing.
  */
-#include "scheduler/failover.h"
+#include "scheduler/failover_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,297 +21,6 @@
 #include "scheduler/agree.h"
 #include "scheduler/ckpt.h"
 #include "scheduler/manifest.h"
-
-struct ps_failover {
-    int servers;
-    ps_node_t spares[PS_FAILOVER_MAX_SPARES]; /* waiting spares (rank: their spare id) */
-    int nspares;
-    int next_id;           /* the next spare's id: servers + k, never reused */
-    int *spare_id;         /* servers: the id the node had as a spare, -1 if none */
-    unsigned char *ready;  /* servers: answered the current failover */
-    int64_t rolled_from;   /* highest version any server rolled back (async: went on) from */
-    ps_failover_rep_t *reps; /* every replacement, in order */
-    int nreps, cap_reps;
-    ps_route_t retired[PS_FAILOVER_MAX_SPARES]; /* connections of replaced servers (a ring) */
-    int nretired;
-    /* --replicas: per server, its replica's spare id (-1: none) and when it
-     * lost the one that took over (0: not rebuilding) */
-    int *replica_id;
-    double *rebuild_since;
-    double rebuild_max, rebuild_sum; /* seconds from a takeover to the new replica in step */
-    int rebuilds, takeovers;
-};
-
-int ps_failover_new(ps_failover_t **out, int servers)
-{
-    *out = NULL;
-    ps_failover_t *f = calloc(1, sizeof *f);
-    size_t n = servers > 0 ? (size_t)servers : 1;
-    if (!f || !(f->spare_id = malloc(n * sizeof *f->spare_id)) ||
-        !(f->replica_id = malloc(n * sizeof *f->replica_id)) ||
-        !(f->rebuild_since = calloc(n, sizeof *f->rebuild_since)) ||
-        !(f->ready = calloc(n, 1))) {
-        ps_failover_destroy(&f);
-        return PS_ENOMEM;
-    }
-    for (size_t i = 0; i < n; i++) {
-        f->spare_id[i] = f->replica_id[i] = -1;
-    }
-    f->servers = servers;
-    f->next_id = servers;
-    *out = f;
-    return 0;
-}
-
-void ps_failover_destroy(ps_failover_t **fp)
-{
-    ps_failover_t *f = *fp;
-    if (f) {
-        free(f->spare_id);
-        free(f->replica_id);
-        free(f->rebuild_since);
-        free(f->ready);
-        free(f->reps);
-        free(f);
-        *fp = NULL;
-    }
-}
-
-/* ---- spares and replacements, without sockets -------------------------- */
-
-static int s_same_route(const ps_route_t *a, const ps_route_t *b)
-{
-    return a->len == b->len && !memcmp(a->id, b->id, a->len);
-}
-
-static ps_node_t *s_spare_of(ps_failover_t *f, const ps_route_t *r)
-{
-    for (int i = 0; i < f->nspares; i++) {
-        if (s_same_route(&f->spares[i].route, r)) {
-            return &f->spares[i];
-        }
-    }
-    return NULL;
-}
-
-int ps_failover_spare_add(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
-                          const char *curve_key, double now, const ps_node_t **out,
-                          const char **why)
-{
-    if (s_spare_of(f, route)) {
-        *why = "this spare is registered already";
-        return PS_ESTATE;
-    }
-    if (f->nspares == PS_FAILOVER_MAX_SPARES) {
-        *why = "too many spares wait already";
-        return PS_ESTATE;
-    }
-    ps_node_t *n = &f->spares[f->nspares++];
-    memset(n, 0, sizeof *n);
-    n->used = 1;
-    n->role = PS_ROLE_SERVER;
-    n->rank = f->next_id++;
-    n->route = *route;
-    n->pid = pid;
-    n->last_seen = now;
-    n->fd = fd;
-    snprintf(n->curve_key, sizeof n->curve_key, "%s", curve_key);
-    /* No endpoint yet: a promoted spare binds for its shard and says where
-     * (PEER_READY), as every server does. */
-    *out = n;
-    return 0;
-}
-
-int ps_failover_spares(const ps_failover_t *f)
-{
-    return f->nspares;
-}
-
-int ps_failover_spare_seen(ps_failover_t *f, const ps_route_t *route, int sender, double now)
-{
-    ps_node_t *n = s_spare_of(f, route);
-    if (!n || n->rank != sender) {
-        return 0;
-    }
-    n->last_seen = now;
-    return 1;
-}
-
-int ps_failover_spares_expire(ps_failover_t *f, double now, double timeout)
-{
-    int gone = 0;
-    for (int i = 0; i < f->nspares; i++) {
-        ps_node_t *n = &f->spares[i];
-        if (now - n->last_seen > timeout) {
-            ps_log_warn("lost spare S%d (pid %u): silent for %.1f s", n->rank, n->pid,
-                        now - n->last_seen);
-            f->spares[i--] = f->spares[--f->nspares];
-            gone++;
-        }
-    }
-    return gone;
-}
-
-int ps_failover_spare_closed(ps_failover_t *f, int fd)
-{
-    for (int i = 0; fd >= 0 && i < f->nspares; i++) {
-        if (f->spares[i].fd == fd) {
-            ps_log_warn("lost spare S%d (pid %u): its connection closed", f->spares[i].rank,
-                        f->spares[i].pid);
-            f->spares[i] = f->spares[--f->nspares];
-            return 1;
-        }
-    }
-    return 0;
-}
-
-int ps_failover_record(ps_failover_t *f, int r, int64_t generation, int64_t step, double now,
-                       double silent, int stepped)
-{
-    if (f->nreps == f->cap_reps) {
-        int cap = f->cap_reps ? 2 * f->cap_reps : 8;
-        ps_failover_rep_t *reps = realloc(f->reps, (size_t)cap * sizeof *reps);
-        if (!reps) {
-            return PS_ENOMEM;
-        }
-        f->reps = reps;
-        f->cap_reps = cap;
-    }
-    f->reps[f->nreps++] = (ps_failover_rep_t){r, generation, step, 0, 0, 0, now, silent, -1, 0};
-    memset(f->ready, 0, (size_t)(f->servers > 0 ? f->servers : 1));
-    f->rolled_from = stepped ? step : 0;
-    return 0;
-}
-
-/* Takes spare i out of the waiting ones into *spare, now rank r. */
-static void s_take_spare(ps_failover_t *f, int i, int r, ps_node_t *spare)
-{
-    *spare = f->spares[i];
-    f->spares[i] = f->spares[--f->nspares];
-    f->spare_id[r] = spare->rank;
-    spare->follows = 0;
-}
-
-int ps_failover_promote(ps_failover_t *f, int r, ps_node_t *spare)
-{
-    for (int i = 0; r >= 0 && r < f->servers && i < f->nspares; i++) {
-        if (!f->spares[i].follows) { /* a replica runs already: it waits for no view */
-            s_take_spare(f, i, r, spare);
-            return 0;
-        }
-    }
-    return PS_ENOENT;
-}
-
-int ps_failover_cold_spares(const ps_failover_t *f)
-{
-    int n = 0;
-    for (int i = 0; i < f->nspares; i++) {
-        n += !f->spares[i].follows;
-    }
-    return n;
-}
-
-int ps_failover_promoted_id(const ps_failover_t *f, int r)
-{
-    return r >= 0 && r < f->servers ? f->spare_id[r] : -1;
-}
-
-void ps_failover_retire(ps_failover_t *f, const ps_route_t *route)
-{
-    f->retired[f->nretired++ % PS_FAILOVER_MAX_SPARES] = *route;
-}
-
-int ps_failover_retired(const ps_failover_t *f, const ps_route_t *route)
-{
-    for (int i = 0; i < f->nretired && i < PS_FAILOVER_MAX_SPARES; i++) {
-        if (s_same_route(&f->retired[i], route)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The first step after the rollback: every replacement still open (a server
- * lost during another's recovery) ends with this one. */
-static void s_recovered(ps_failover_t *f, int stepped, double now)
-{
-    ps_failover_rep_t *rep = &f->reps[f->nreps - 1];
-    if (rep->recover_s >= 0) {
-        return;
-    }
-    for (int i = 0; i < f->nreps; i++) {
-        if (f->reps[i].recover_s < 0) {
-            f->reps[i].recover_s = now - f->reps[i].t_declared;
-        }
-    }
-    if (rep->takeover) {
-        ps_log_info("failover %lld: S%d's replica took over: detected after %.2f s, recovered "
-                    "%.3f s later (first %s after), nothing rolled back",
-                    (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
-                    stepped ? "step" : "update");
-    } else if (stepped) {
-        ps_log_info("failover %lld: S%d replaced: detected after %.2f s, recovered %.3f s "
-                    "later (first step after the rollback), %lld steps lost",
-                    (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
-                    (long long)rep->steps_lost);
-    } else {
-        ps_log_info("failover %lld: S%d replaced: detected after %.2f s, recovered %.3f s "
-                    "later (first update after), %lld updates lost (its version, taken as "
-                    "the others' highest, %lld, minus its checkpoint part's, %lld)",
-                    (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
-                    (long long)rep->updates_lost, (long long)f->rolled_from,
-                    (long long)rep->base);
-    }
-}
-
-int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *rd, int stepped,
-                      double now)
-{
-    if (f->nreps == 0 || rank < 0 || rank >= f->servers) {
-        return 0;
-    }
-    ps_failover_rep_t *rep = &f->reps[f->nreps - 1];
-    if (rd->stepped) {
-        s_recovered(f, stepped, now);
-        return 0;
-    }
-    if (f->ready[rank]) {
-        return 0;
-    }
-    f->ready[rank] = 1;
-    if (rep->takeover && rank == rep->rank) {
-        rep->step = rd->step; /* the replica's version: where the job goes on */
-    }
-    if (rep->takeover && stepped) {
-        /* nothing rolls back */
-    } else if (!stepped) {
-        /* Async: the spare answers its part's version, the others the one
-         * they go on from. Each worker step pushes once to every server,
-         * so the lost server stood about where the others' highest is. */
-        if (rank == rep->rank) {
-            rep->base = rd->step;
-        } else if (rd->from_version > f->rolled_from) {
-            f->rolled_from = rd->from_version;
-        }
-        rep->updates_lost = f->rolled_from > rep->base ? f->rolled_from - rep->base : 0;
-    } else if (rd->from_version > f->rolled_from) {
-        f->rolled_from = rd->from_version;
-    }
-    rep->steps_lost = stepped && !rep->takeover ? f->rolled_from - rep->step : 0;
-    for (int i = 0; i < f->servers; i++) {
-        if (!f->ready[i]) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-int ps_failover_replacements(const ps_failover_t *f, const ps_failover_rep_t **reps)
-{
-    *reps = f->reps;
-    return f->nreps;
-}
 
 /* ---- the scheduler's side ---------------------------------------------- */
 
@@ -403,7 +112,7 @@ static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
  * primary is told), and that it is in step. Returns 1 when m was one. */
 static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
 {
-    ps_node_t *n = s_spare_of(f, &m->route);
+    ps_node_t *n = ps_failover_spare_of(f, &m->route);
     if (!n || !n->follows || n->rank != m->hdr.sender) {
         return 0;
     }
@@ -468,7 +177,7 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
     }
     f->reps[f->nreps - 1].takeover = 1;
     ps_node_t replica;
-    s_take_spare(f, (int)(rep - f->spares), r, &replica);
+    ps_failover_take_spare(f, (int)(rep - f->spares), r, &replica);
     f->replica_id[r] = -1;
     f->takeovers++;
     const uint32_t lost_pid = n->pid;
@@ -494,12 +203,65 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
     return 1;
 }
 
+/* A spare of this job registering again with a restarted scheduler (reg
+ * has the job's run id and the spare's id): it keeps its id, and a hot
+ * replica the rank it follows, its token and where it listens, so that a
+ * takeover still finds it; a replica whose rank has another by now goes. */
+static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
+                     const Shardps__Register *reg)
+{
+    const ps_node_t *known = ps_failover_spare_of(f, &m->route);
+    const int r = reg->follows - 1;
+    const char *why = NULL;
+    if (known) {
+        ps_scheduler_send_ack(s, known); /* its first answer was lost */
+        return 1;
+    }
+    if (s_spare_by_id(f, reg->rank)) {
+        why = "that spare is registered";
+    } else if (r >= s->cfg->servers || (r >= 0 && (f->replica_id[r] >= 0 || !reg->endpoint[0]))) {
+        why = "the rank it follows has another replica";
+    }
+    const ps_node_t *added = NULL;
+    if (!why && ps_failover_spare_add(f, &m->route, reg->pid, m->peer_fd, reg->curve_key,
+                                      ps_now(), &added, &why) == 0) {
+        ps_node_t *n = &f->spares[added - f->spares];
+        n->rank = reg->rank; /* its id stays; new spares get ids past it */
+        f->next_id = f->next_id > reg->rank ? f->next_id : reg->rank + 1;
+        if (r >= 0) {
+            n->follows = reg->follows;
+            n->in_step = reg->in_step;
+            n->replica_token = reg->replica_token;
+            ps_members_fix_endpoint(s, n, reg->endpoint, m->peer_addr);
+            f->replica_id[r] = n->rank;
+        }
+        ps_scheduler_send_ack(s, n);
+        char of[64] = "";
+        if (r >= 0) {
+            snprintf(of, sizeof of, ": the replica of S%d, %s", r,
+                     n->in_step ? "in step" : "not in step yet");
+        }
+        ps_log_info("spare S%d (pid %u) registered again%s", n->rank, n->pid, of);
+        return 1;
+    }
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.reason = (char *)why;
+    s_send(s, &(ps_node_t){.route = m->route}, PS_MSG_SHUTDOWN, &sd.base);
+    ps_log_info("spare S%d (pid %u) cannot register again: %s; it goes", reg->rank, reg->pid,
+                why);
+    return 1;
+}
+
 /* A server's registration that makes a spare: it asked to be one, or the job
  * already runs. Registers it (REGISTER_ACK with its spare id) or refuses it. */
 static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
                          const Shardps__Register *reg)
 {
     ps_failover_t *f = self;
+    if (reg->role == PS_ROLE_SERVER && reg->run_id && reg->run_id == s->run_id &&
+        reg->rank >= s->cfg->servers) {
+        return s_readmit(f, s, m, reg);
+    }
     if (reg->role != PS_ROLE_SERVER || (!reg->spare && s->phase == PS_PHASE_WAITING) ||
         ps_scheduler_node_of(s, &m->route)) {
         return 0;
@@ -550,7 +312,7 @@ static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
     /* A promoted spare's heartbeats sent before it learnt its new rank. */
     for (int r = 0; r < s->cfg->servers; r++) {
         if (f->spare_id[r] >= 0 && m->hdr.sender == f->spare_id[r] &&
-            s_same_route(&s->nodes[r].route, &m->route)) {
+            ps_failover_same_route(&s->nodes[r].route, &m->route)) {
             return m->hdr.type == PS_MSG_HEARTBEAT;
         }
     }

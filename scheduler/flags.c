@@ -49,7 +49,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn"},
         {"hidden", PS_FLAG_STR, &f->hidden, "H1,H2,...", "mlp: its hidden layers' widths (default 256,128), e.g. 2048,2048"},
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
-        {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by 1/sqrt(M)"},
+        {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by (M-1)/M, with SGD momentum lowered by 1-1/M at a rate keeping lr/(1-momentum)"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"placement", PS_FLAG_STR, &c->placement, "P", "dedicated (servers on hosts of their own) or colocated (server i on worker i's host, S <= M): recorded in the summary; the simulated cluster places the nodes so"},
         {"chunk-kib", PS_FLAG_INT, &c->job.chunk_kib, "KIB", "sync and ssp: pushes travel, and servers apply them and answer pulls, in chunks of KIB KiB (a power of two, 4 to 1024), so uplink and downlink work at once"},

@@ -243,6 +243,9 @@ static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
                            "this scheduler runs another job");
         return 1;
     }
+    if (is_server && reg->rank >= count) {
+        return 0; /* a spare of the job (its id is past the ranks): failover.c's */
+    }
     if (reg->rank < 0 || reg->rank >= count) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
                            "%s%d is not a node of this job", tag, reg->rank);

@@ -182,6 +182,13 @@ static void s_log_started(const ps_scheduler_t *s)
                 j->model, mode, v->num_servers, v->num_workers, j->batch,
                 j->epochs, (long long)v->total_steps, j->lr, sched, j->momentum,
                 (unsigned long long)j->seed);
+    double rate;
+    const double mu = ps_job_async_momentum(j, v->num_workers, &rate);
+    if (rate != 1) {
+        ps_log_info("async over %d workers: the servers run momentum %g, the rate x%.3g "
+                    "(staleness adds momentum of its own; docs/design.md)",
+                    v->num_workers, mu, rate);
+    }
     /* A push computed on values M-1 pushes old acts as momentum of its own;
      * --staleness-lr's weights are what keep async stable (docs/design.md). */
     if (j->mode == PS_MODE_ASYNC && v->num_workers > 1 && !j->staleness_lr &&

@@ -251,12 +251,16 @@ static json_t *s_settings(const ps_scheduler_t *s)
                             ? json_null()
                             : json_pack("{s:i, s:o}", "rank", j->straggler_rank, "factor",
                                         ps_json_real(j->straggler_factor, -1));
-    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o, s:s, s:o, s:o, s:I, s:b, s:b, "
-                     "s:s, s:s, s:o, s:s, s:i, s:s}",
+    double rate;
+    const double server_momentum = ps_job_async_momentum(j, s->cfg->workers, &rate);
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:I, "
+                     "s:b, s:b, s:s, s:s, s:o, s:s, s:i, s:s}",
                      "model", j->model, "mode", mode, "servers", s->cfg->servers, "workers",
                      s->cfg->workers, "epochs", j->epochs, "batch", j->batch, "optimizer",
                      j->optimizer, "lr", ps_json_real(j->lr, -1), "lr_schedule", sched,
-                     "momentum", ps_json_real(j->momentum, -1), "weight_decay",
+                     "momentum", ps_json_real(j->momentum, -1), "server_momentum",
+                     ps_json_real(server_momentum, -1), "server_rate_factor",
+                     ps_json_real(rate, -1), "weight_decay",
                      ps_json_real(j->weight_decay, -1), "seed", (json_int_t)j->seed,
                      "staleness_lr", j->staleness_lr, "secure", s->cfg->secure, "wire",
                      ps_job_wire_name(j), "compress", compress, "straggler", straggler,

@@ -49,16 +49,21 @@ static float s_stale_weight(const ps_consistency_t *c, int64_t tau)
     return (c->cfg.job.staleness_lr && tau > 1) ? 1.0f / (float)tau : 1.0f;
 }
 
-/* async, with --staleness-lr: a push's weight. A push carries 1/M of a sync
- * step's samples and applies alone, so its rate is scaled by 1/sqrt(M)
- * (square-root scaling of the rate with the batch), on top of the 1/tau
- * staleness weight: staleness adds momentum of its own (Mitliagkas et al.
- * 2016), and without both the bundled MLP may diverge under the default
- * momentum. docs/design.md, async. */
+/* async, with --staleness-lr: a push's weight. A push of M workers was
+ * computed on values about M-1 pushes old, so its 1/tau staleness weight
+ * averages about 1/(M-1); (M-1)/M on top makes the M pushes that carry a
+ * sync step's samples move the values about as far as that step. And
+ * staleness adds momentum of its own (Mitliagkas et al. 2016), so the store
+ * runs less and the rate makes up for it (cfg.async_rate). docs/design.md,
+ * async. */
 static float s_async_weight(const ps_consistency_t *c, int64_t tau)
 {
     const float w = s_stale_weight(c, tau);
-    return c->cfg.job.staleness_lr && c->workers > 1 ? w / sqrtf((float)c->workers) : w;
+    if (!c->cfg.job.staleness_lr || c->workers < 2) {
+        return w;
+    }
+    const float rate = c->cfg.async_rate > 0 ? c->cfg.async_rate : 1.0f;
+    return w * rate * (float)(c->workers - 1) / (float)c->workers;
 }
 
 /* Index of slot (step t, worker w). */

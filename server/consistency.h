@@ -93,6 +93,8 @@ typedef struct {
     int resent;              /* workers may push a step again after a takeover (hot
                                 replicas): a push of a step already applied is acked
                                 and dropped (stats.resent) */
+    float async_rate;        /* async: the rate's factor for the lowered momentum the store
+                                runs (ps_job_async_momentum); 0 is taken as 1 */
     ps_consistency_ops_t ops;
 } ps_consistency_config_t;
 

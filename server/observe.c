@@ -22,7 +22,7 @@ struct ps_server_obs {
     ps_metric_t *unknown_in; /* bytes from senders that are no worker of the view */
     ps_metric_t *in[PS_MAX_WORKERS], *out[PS_MAX_WORKERS];
     ps_metric_t *apply, *staleness, *version, *rejected, *dropped, *nonfinite, *pushes, *pulls,
-        *held, *pending, *resent, *replicated, *replica_bytes;
+        *held, *pending, *resent, *replicated, *replica_bytes, *snapshots;
     ps_msg_bytes_metrics_t wire; /* bytes on the wire by type (ps_server_obs_wire) */
 };
 
@@ -77,6 +77,9 @@ int ps_server_obs_new(const char *bind, ps_server_obs_t **out, char *err, size_t
                                        "updates sent to this server's hot replica");
     o->replica_bytes = ps_metrics_counter(m, "shardps_server_replication_bytes_total", NULL,
                                           "payload bytes sent to the hot replica, snapshots included");
+    o->snapshots = ps_metrics_counter(m, "shardps_server_replica_snapshots_total", NULL,
+                                      "whole copies of the shard sent to a hot replica (one per "
+                                      "replica attached, and after a rollback)");
     o->unknown_in = ps_metrics_counter(m, "shardps_server_received_bytes_total",
                                        "peer=\"unknown\"", "payload bytes received, by worker");
     char bound[96];
@@ -157,6 +160,7 @@ void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap, 
     ps_metric_set(o->resent, (double)st->resent);
     ps_metric_set(o->replicated, (double)snap->replicated);
     ps_metric_set(o->replica_bytes, (double)snap->replica_bytes);
+    ps_metric_set(o->snapshots, (double)snap->replica_snapshots);
     ps_metric_load_values(o->staleness, st->staleness.counts, PS_HIST_BUCKETS,
                           st->staleness.sum);
     ps_msg_bytes_metrics_update(&o->wire);

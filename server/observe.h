@@ -55,6 +55,7 @@ typedef struct {
     uint64_t stale;        /* data messages dropped for an old failover generation */
     uint64_t replicated;   /* --replicas: updates sent to our replica */
     uint64_t replica_bytes; /* their payload bytes, snapshots included */
+    uint64_t replica_snapshots; /* whole shards sent to a replica */
 } ps_server_snapshot_t;
 
 /* Updates the gauges from snap and appends the exposition to text. */

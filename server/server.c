@@ -124,6 +124,7 @@ static void s_control_reloaded(void *ctx)
 static void s_control_promoted(void *ctx, int rank)
 {
     ps_link_set_rank(((ps_server_t *)ctx)->link, rank);
+    ps_link_set_replica(((ps_server_t *)ctx)->link, 0, 0, NULL, 0);
     ps_log_set_role("S", rank);
 }
 
@@ -177,6 +178,7 @@ static void s_on_replicate(ps_server_t *s, ps_msg_t *m)
         Shardps__Replica r = SHARDPS__REPLICA__INIT;
         r.version = ps_consistency_version(s->cons);
         ps_link_send(s->link, PS_MSG_REPLICA, &r.base);
+        ps_link_set_replica(s->link, s->view->replica_of, s->view->replica_token, NULL, 1);
         ps_log_info("in step with S%d at version %lld", s->rank, (long long)r.version);
     }
 }
@@ -268,6 +270,7 @@ static ps_server_snapshot_t s_snapshot(const ps_server_t *s)
     return (ps_server_snapshot_t){.stats = ps_consistency_stats(s->cons),
                                   .replicated = rs.updates,
                                   .replica_bytes = rs.bytes,
+                                  .replica_snapshots = rs.snapshots,
                                   .version = ps_consistency_version(s->cons),
                                   .rejected = ps_reply_errors(s->reply),
                                   .held = ps_intake_held(s->intake),
@@ -425,7 +428,10 @@ static int s_loop(ps_server_t *s)
 static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
 {
     const ps_view_t *v = s->view;
-    int rc = ps_store_new(&s->store, s->shard, &v->job);
+    ps_job_t run = v->job; /* async: the momentum the servers run, and the rate's factor */
+    double rate = 1;
+    run.momentum = ps_job_async_momentum(&v->job, s->workers, &rate);
+    int rc = ps_store_new(&s->store, s->shard, &run);
     if (rc == PS_EINVAL) {
         snprintf(err, errlen, "unknown optimizer '%s'", v->job.optimizer);
         return rc;
@@ -439,6 +445,7 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
         .asker_size = sizeof(ps_reply_to_t),
         .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped, s_on_update},
         .resent = v->replicas > 0,
+        .async_rate = (float)rate,
     };
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
@@ -527,6 +534,9 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
                                 sizeof advertise, err, errlen);
     if (rc != 0) {
         return rc;
+    }
+    if (s->view->replica_of) {
+        ps_link_set_replica(s->link, s->view->replica_of, s->view->replica_token, advertise, 0);
     }
     Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
     ready.endpoint = advertise;

@@ -15,8 +15,9 @@
  *
  * This file parses the flags, makes the simulated cluster with --net
  * (bench/netsim/) and starts the sweep (train_sweep.c, each job by
- * train_job.c) or the join runs (train_join.c), all on the results page
- * OUT/train.md (--join: train_join.md).
+ * train_job.c), the join runs (train_join.c) or the seeds (train_seeds.c),
+ * on the results page OUT/train.md (--join: train_join.md, --seeds:
+ * train_seeds.md).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@
 
 /* The flags that only choose, before the configuration is built. */
 typedef struct {
-    int quick, join, repeat;
+    int quick, join, repeat, seeds;
     const char *scenarios, *workers, *modes, *launch;
     int argc; /* the subcommand's own, for the results page */
     char **argv;
@@ -259,8 +260,11 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
         /* err says why */
     } else if (needs_net && !cfg->net_spec) {
         snprintf(err, sizeof err, "--join and --scenarios kill need --net");
-    } else if (cfg->eval_every < 0 || a->repeat < 1 || a->repeat > 64) {
-        snprintf(err, sizeof err, "expected --eval-every >= 0, --repeat 1..64");
+    } else if (cfg->eval_every < 0 || a->repeat < 1 || a->repeat > 64 || a->seeds < 1 ||
+               a->seeds > 1000) {
+        snprintf(err, sizeof err, "expected --eval-every >= 0, --repeat 1..64, --seeds 1..1000");
+    } else if (a->seeds > 1 && (a->join || cfg->nscen != 1 || cfg->scen[0] != SCEN_PLAIN)) {
+        snprintf(err, sizeof err, "--seeds runs the plain scenario, without --join");
     }
     if (err[0]) {
         fprintf(stderr, TRAIN_PROG ": error: %s\n", err);
@@ -298,11 +302,13 @@ static int s_run(train_cfg_t *cfg, const train_args_t *a)
                 ps_netsim_prefix(cfg->net), ps_netsim_note(cfg->net));
     }
     int failed = 0;
-    if (ps_bench_page_new(cfg->out, a->join ? "train_join" : "train", a->argc, a->argv,
-                          &cfg->page) != 0) {
+    const char *page = a->join ? "train_join" : a->seeds > 1 ? "train_seeds" : "train";
+    if (ps_bench_page_new(cfg->out, page, a->argc, a->argv, &cfg->page) != 0) {
         failed = 1;
     } else {
-        failed = a->join ? ps_bench_train_join(cfg, a->repeat) : ps_bench_train_sweep(cfg);
+        failed = a->join        ? ps_bench_train_join(cfg, a->repeat)
+                 : a->seeds > 1 ? ps_bench_train_seeds(cfg, a->seeds)
+                                : ps_bench_train_sweep(cfg);
         ps_bench_page_destroy(&cfg->page);
     }
     if (cfg->net) {
@@ -335,6 +341,7 @@ int ps_bench_train_main(int argc, char **argv)
                        .timeout = 1800,
                        .straggler_rank = -1};
     train_args_t a = {.repeat = 3,
+                      .seeds = 1,
                       .workers = "1,2,4",
                       .modes = "sync,async,ssp:2," TRAIN_BACKUP_AUTO ",allreduce",
                       .argc = argc,
@@ -384,6 +391,10 @@ int ps_bench_train_main(int argc, char **argv)
          "instead of the sweep: sync, 2 workers, worker 1 killed at 1/3 and back at 2/3 "
          "(needs --net); steps/s in each phase, on the page train_join.md"},
         {"repeat", PS_FLAG_INT, &a.repeat, "N", "--join runs"},
+        {"seeds", PS_FLAG_INT, &a.seeds, "N",
+         "instead of the sweep: every mode x workers with seeds --seed .. --seed + N - 1; "
+         "final accuracy's mean, spread and runs not ok, against sync, on the page "
+         "train_seeds.md"},
         {"launch", PS_FLAG_STR, &a.launch, "PATH",
          "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
     };

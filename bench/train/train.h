@@ -110,6 +110,10 @@ typedef struct {
     double ep_step[TRAIN_MAX_EPOCHS]; /* worker 0's step at each evaluation; NAN unknown */
 } train_run_t;
 
+/* The --mode text of a mode token for n workers; "" when the mode does not
+ * apply (sync:K/N with N not n, allreduce alone). */
+void ps_bench_train_mode_for(const char *token, int n, char *buf, size_t cap);
+
 /* Non-zero when a mode token asks for the colocated placement. */
 int ps_bench_train_colocated(const char *token);
 
@@ -142,6 +146,11 @@ void ps_bench_train_links_notes(ps_bench_table_t *t);
 /* Every mode x workers x scenario, their tables and plots. Returns 0, or 1
  * when a job failed. */
 int ps_bench_train_sweep(const train_cfg_t *cfg);
+
+/* --seeds N: every mode x workers with N seeds in turn, and the table of
+ * their final accuracies (train_seeds.c). Returns 0, or 1 when a job failed
+ * to run (a diverged job is counted, not a failure). */
+int ps_bench_train_seeds(const train_cfg_t *cfg, int seeds);
 
 /* --join: the leave-and-join runs and their table. Returns 0 or 1. */
 int ps_bench_train_join(const train_cfg_t *cfg, int repeat);

@@ -16,8 +16,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 
-/* The --mode text of token for n workers; "" when the mode does not apply. */
-static void s_mode_for(const char *token, int n, char *buf, size_t cap)
+void ps_bench_train_mode_for(const char *token, int n, char *buf, size_t cap)
 {
     char plain[PS_BENCH_WORD_MAX];
     snprintf(plain, sizeof plain, "%s", token);
@@ -155,7 +154,7 @@ static int s_plan(const train_cfg_t *cfg, train_run_t *runs)
                 r->label = cfg->modes[m];
                 r->workers = (int)cfg->workers[w];
                 r->scen = cfg->scen[sc];
-                s_mode_for(cfg->modes[m], r->workers, r->mode, sizeof r->mode);
+                ps_bench_train_mode_for(cfg->modes[m], r->workers, r->mode, sizeof r->mode);
                 snprintf(r->name, sizeof r->name, "%s%s",
                          strcmp(r->label, TRAIN_MPI) ? r->mode : TRAIN_MPI,
                          ps_bench_train_colocated(r->label) ? " colocated" : "");

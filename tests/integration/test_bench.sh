@@ -68,6 +68,18 @@ rows "$TMP/train/train_epochs.csv" 6 # one evaluation per run, at its last step
 results_page "$TMP/train/train.md" train
 grep -q '^| sync | 1 | plain | ok |' "$TMP/train/train.md" || fail "train.md lacks a row: $(cat "$TMP/train/train.md")"
 
+# --seeds: each mode over seeds 1 and 2, the accuracy's spread and its gap to sync.
+"$BENCH" train --seeds 2 --workers 2 --modes sync,async --max-steps 8 --epochs 1 \
+    --out "$TMP/seeds" >"$TMP/seeds.log" 2>&1 ||
+    fail "bench train --seeds failed: $(tail -5 "$TMP/seeds.log")"
+header "$TMP/seeds/train_seeds.csv" \
+    "mode,workers,runs,not_ok,mean_accuracy,min_accuracy,max_accuracy,points_below_sync"
+grep -Eq '^sync,2,2,0,[0-9.]+,[0-9.]+,[0-9.]+,0.00$' "$TMP/seeds/train_seeds.csv" &&
+    grep -Eq '^async,2,2,0,[0-9.]+,[0-9.]+,[0-9.]+,-?[0-9.]+$' "$TMP/seeds/train_seeds.csv" ||
+    fail "train_seeds.csv: $(cat "$TMP/seeds/train_seeds.csv")"
+[ -s "$TMP/seeds/runs/async_w2_2.json" ] || fail "no summary of async's seed 2: $(ls "$TMP/seeds/runs")"
+results_page "$TMP/seeds/train_seeds.md" train
+
 # compute: one worker alone, a few steps; every JSON field there (no PyTorch).
 "$BENCH" compute --model mlp --steps 5 --warmup 1 --profile-steps 2 \
     --json "$TMP/compute.json" --out "$TMP/compute" >"$TMP/compute.log" 2>&1 ||

@@ -11,7 +11,8 @@
 # - a step that waits too long logs which worker it waits for;
 # - async over several workers with momentum 0.9 and --staleness-lr 0 is
 #   warned about (it diverges); by default (the weights on), with 1 worker
-#   or with momentum below 0.5 it is not.
+#   or with momentum below 0.5 it is not; by default its servers run lower
+#   momentum at a higher rate (the summary says which).
 . "$(dirname "$0")/lib.sh"
 
 run() { # name, launcher flags...
@@ -35,6 +36,15 @@ run async2d --servers 1 --workers 2 --max-steps 5 --mode async
 run async2m --servers 1 --workers 2 --max-steps 5 --mode async --momentum 0.4 --staleness-lr 0
 grep -q 'staleness adds momentum' "$TMP/async2d.log" "$TMP/async2m.log" "$TMP/async1.log" &&
     fail "warned of async momentum by default, with 1 worker or momentum 0.4"
+# By default async over 2 workers runs momentum 0.9 - 1/2 at a rate making
+# up for it ((1 - 0.4) / (1 - 0.9) = 6); not without the weights, nor in sync.
+expect "$TMP/async2d.json" \
+    "abs(d['server_momentum'] - 0.4) < 1e-9 and abs(d['server_rate_factor'] - 6) < 1e-9" \
+    "async over 2 workers did not lower its momentum"
+expect "$TMP/async2m.json" "d['server_momentum'] == 0.4 and d['server_rate_factor'] == 1" \
+    "--staleness-lr 0 changed the momentum"
+expect "$TMP/sync.json" "d['server_momentum'] == 0.9 and d['server_rate_factor'] == 1" \
+    "sync changed the momentum"
 
 for s in 1 3 7; do
     run "shards$s" --servers "$s" --workers 2 --max-steps 20 --dump-params "$TMP/shards$s.f32"

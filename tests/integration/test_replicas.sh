@@ -9,7 +9,8 @@
 # are bitwise those of the undisturbed run, with 0 steps rolled back; a
 # respawned spare becomes S1's new replica (the rebuild), and the new S1
 # killed in turn is taken over again, still bitwise. A lost replica lets its
-# primary go on alone. Async: the job goes on without rolling back and
+# primary go on alone. A scheduler killed and started again knows the
+# replicas again (they register again), so a takeover still follows. Async: the job goes on without rolling back and
 # trains. Bad --replicas values are refused at the start. Nothing is left
 # running.
 . "$(dirname "$0")/lib.sh"
@@ -90,6 +91,28 @@ grep -Eq "failover [0-9]+: lost S1 .* spare S[0-9]+ .* every node rolls back" "$
     fail "no rollback failover: $(grep failover "$TMP/both.log")"
 cmp -s "$TMP/full.f32" "$TMP/both.f32" || fail "parameters differ after the rollback"
 no_leftovers "$TMP/both.log"
+
+# The scheduler killed: the launcher starts it again from its state file and
+# the replicas register again as the replicas they are, so S1 killed after
+# that is still taken over with nothing rolled back; they go at the end.
+job_bg sched --respawn 2 --checkpoint-every 50 --checkpoint-dir "$TMP/ck_sched"
+wait_line "$TMP/sched.log" "S[0-9] is in step with S1" 60 || fail "S1 has no replica in step"
+wait_file "$TMP/ck_sched/step-50/manifest.json" 60 || fail "no checkpoint step-50"
+kill -9 "$(pgrep -x shardps-schedul -P "$(pgrep -x shardps-launch -P "$JOB_PID")")"
+wait_line "$TMP/sched.log" "registered again: the replica of S1, in step" 60 ||
+    fail "S1's replica did not register again: $(grep -E ' [EW] ' "$TMP/sched.log" | tail -5)"
+wait_line "$TMP/sched.log" "is back: every node registered again" 60 ||
+    fail "the job did not come back: $(tail -5 "$TMP/sched.log")"
+kill -9 "$(pid_of "$TMP/sched.log" S1)"
+job_ok sched
+grep -Eq "its replica S[0-9]+ \(pid [0-9]+\) takes the rank over" "$TMP/sched.log" ||
+    fail "no takeover after the scheduler restart: $(grep failover "$TMP/sched.log")"
+expect "$TMP/sched.json" "d['scheduler_restarts'] == 1 and d['replicas']['takeovers'] == 1 and \
+    d['replicas']['steps_rolled_back'] == 0" "a takeover after a scheduler restart"
+cmp -s "$TMP/full.f32" "$TMP/sched.f32" || fail "parameters differ after the scheduler restart"
+grep -q "still running .* after the job finished" "$TMP/sched.log" &&
+    fail "nodes outlived the job: $(grep 'still running' "$TMP/sched.log")"
+no_leftovers "$TMP/sched.log"
 
 # Async: S1 killed, its replica takes over, the job goes on and trains.
 job_bg async --mode async

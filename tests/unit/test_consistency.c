@@ -131,7 +131,10 @@ static s_fix_t *s_new_replicated(ps_job_t job, uint64_t n, int workers, int repl
     f->job = job;
     f->n = n;
     f->workers = workers;
-    ck_assert_int_eq(ps_store_new(&f->store, (ps_range_t){S_BASE, S_BASE + n}, &job), 0);
+    ps_job_t run = job; /* as the server sets its store and consistency up */
+    double rate;
+    run.momentum = ps_job_async_momentum(&job, workers, &rate);
+    ck_assert_int_eq(ps_store_new(&f->store, (ps_range_t){S_BASE, S_BASE + n}, &run), 0);
     ps_consistency_config_t cfg = {
         .job = job,
         .workers = workers,
@@ -141,6 +144,7 @@ static s_fix_t *s_new_replicated(ps_job_t job, uint64_t n, int workers, int repl
         .asker_size = sizeof(int),
         .ops = {f, s_on_ack, s_on_reply, s_on_release, NULL, replicated ? s_on_update : NULL},
         .resent = replicated,
+        .async_rate = (float)rate,
     };
     ck_assert_int_eq(ps_consistency_new(&f->c, &cfg, f->store), 0);
     return f;
@@ -662,9 +666,11 @@ END_TEST
 
 START_TEST(async_applies_on_arrival_and_records_staleness)
 {
-    for (int weighted = 0; weighted < 2; weighted++) {
+    for (int pass = 0; pass < 3; pass++) {
+        const int weighted = pass > 0;
         ps_job_t j = s_job(PS_MODE_ASYNC);
         j.staleness_lr = weighted;
+        j.momentum = pass == 2 ? 0.9 : 0;
         j.schedule.warmup_steps = 4; /* so the lr moves with version / workers */
         s_fix_t *f = s_new(j, 16, 2);
         s_init_all(f);
@@ -682,15 +688,19 @@ START_TEST(async_applies_on_arrival_and_records_staleness)
         ck_assert_uint_eq(h->n, 3);
         ck_assert_int_eq(h->max, 2);
         ck_assert(h->sum == 3.0);
+        /* with momentum 0.9 over 2 workers the store runs 0.4, the rate x6 */
+        ps_job_t run = j;
+        run.momentum = pass == 2 ? 0.4 : 0;
+        const float rate = pass == 2 ? 6.0f : 1.0f;
         ps_optim_t o;
-        ck_assert_int_eq(ps_optim_from_job(&j, &o), 0);
+        ck_assert_int_eq(ps_optim_from_job(&run, &o), 0);
         float want[16], state[16] = {0};
         s_initial(f, want);
         for (int k = 0; k < 3; k++) {
             float lr = ps_optim_lr(&j, k / 2, 100, 1000);
-            /* weighted: 1/tau for tau > 1, and every push of the 2 workers 1/sqrt(2) */
+            /* weighted: 1/tau for tau > 1, and every push of the 2 workers (2-1)/2 */
             float weight = weighted && k == 2 ? 0.5f : 1.0f;
-            weight = weighted ? weight / sqrtf(2.0f) : weight;
+            weight = weighted ? weight * rate * 0.5f : weight;
             ps_optim_step(&o, lr, k + 1, want, state, 16, g[k], weight, 16);
         }
         s_assert_params(f, want);

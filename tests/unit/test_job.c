@@ -308,6 +308,32 @@ START_TEST(hash_tells_configurations_apart_and_is_stable)
 }
 END_TEST
 
+START_TEST(async_momentum_lowers_momentum_and_keeps_the_step)
+{
+    ps_job_t j;
+    ps_job_defaults(&j);
+    double rate;
+    /* sync, one worker, --staleness-lr 0, adam: the job's momentum, rate 1 */
+    ck_assert(ps_job_async_momentum(&j, 4, &rate) == j.momentum && rate == 1);
+    j.mode = PS_MODE_ASYNC;
+    ck_assert(ps_job_async_momentum(&j, 1, &rate) == j.momentum && rate == 1);
+    j.staleness_lr = 0;
+    ck_assert(ps_job_async_momentum(&j, 4, &rate) == j.momentum && rate == 1);
+    j.staleness_lr = 1;
+    snprintf(j.optimizer, sizeof j.optimizer, "adam");
+    ck_assert(ps_job_async_momentum(&j, 4, &rate) == j.momentum && rate == 1);
+    snprintf(j.optimizer, sizeof j.optimizer, "nesterov");
+    /* 4 workers: staleness adds 0.75; lr / (1 - momentum) stays the job's */
+    j.momentum = 0.9;
+    const double mu = ps_job_async_momentum(&j, 4, &rate);
+    ck_assert_double_eq_tol(mu, 0.15, 1e-12);
+    ck_assert_double_eq_tol(j.lr * rate / (1 - mu), j.lr / (1 - j.momentum), 1e-12);
+    /* many workers: not below 0 */
+    ck_assert(ps_job_async_momentum(&j, 20, &rate) == 0);
+    ck_assert_double_eq_tol(rate, 10, 1e-9);
+}
+END_TEST
+
 START_TEST(new_ids_differ)
 {
     char a[64], b[64];
@@ -338,6 +364,7 @@ int main(void)
     tcase_add_test(tc, nodes_sync_k_of_n_needs_n_workers);
     tcase_add_test(tc, nodes_straggler_must_be_a_worker);
     tcase_add_test(tc, hash_tells_configurations_apart_and_is_stable);
+    tcase_add_test(tc, async_momentum_lowers_momentum_and_keeps_the_step);
     tcase_add_test(tc, new_ids_differ);
     suite_add_tcase(s, tc);
     return ps_test_run(s);

@@ -1,0 +1,41 @@
+/*
+ * scheduler/failover_impl.h - the failover module's state, shared by its two
+ * files: failover_state.c (spares and replacements, without sockets) and
+ * failover.c (the scheduler's side: messages, takeovers, hot replicas).
+ * Not for other modules: they use failover.h.
+ */
+#ifndef PS_SCHEDULER_FAILOVER_IMPL_H
+#define PS_SCHEDULER_FAILOVER_IMPL_H
+
+#include "scheduler/failover.h"
+
+struct ps_failover {
+    int servers;
+    ps_node_t spares[PS_FAILOVER_MAX_SPARES]; /* waiting spares (rank: their spare id) */
+    int nspares;
+    int next_id;           /* the next spare's id: servers + k, never reused */
+    int *spare_id;         /* servers: the id the node had as a spare, -1 if none */
+    unsigned char *ready;  /* servers: answered the current failover */
+    int64_t rolled_from;   /* highest version any server rolled back (async: went on) from */
+    ps_failover_rep_t *reps; /* every replacement, in order */
+    int nreps, cap_reps;
+    ps_route_t retired[PS_FAILOVER_MAX_SPARES]; /* connections of replaced servers (a ring) */
+    int nretired;
+    /* --replicas: per server, its replica's spare id (-1: none) and when it
+     * lost the one that took over (0: not rebuilding) */
+    int *replica_id;
+    double *rebuild_since;
+    double rebuild_max, rebuild_sum; /* seconds from a takeover to the new replica in step */
+    int rebuilds, takeovers;
+};
+
+/* Same connection. */
+int ps_failover_same_route(const ps_route_t *a, const ps_route_t *b);
+
+/* The waiting spare on connection r, or NULL. */
+ps_node_t *ps_failover_spare_of(ps_failover_t *f, const ps_route_t *r);
+
+/* Takes spare i out of the waiting ones into *spare, now rank r. */
+void ps_failover_take_spare(ps_failover_t *f, int i, int r, ps_node_t *spare);
+
+#endif
