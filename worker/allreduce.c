@@ -9,7 +9,9 @@
  * by every worker to the ring's sum, so the parameters stay bitwise identical
  * on every worker and match sync training up to the order in which the ring
  * adds the M gradients. The ring itself is worker/ring.c; with --overlap 1 a
- * thread of worker/overlap.c owns it during each step.
+ * thread of worker/overlap.c owns it during each step. With
+ * --allreduce-backend mpi, MPI_Allreduce (worker/ring_mpi.c) sums instead,
+ * after backward (no overlap), and the rest of the step is the same.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +41,16 @@ static int s_ring_failed(ps_worker_t *w, int rc, const char *what)
 {
     snprintf(w->err, sizeof w->err, "%s failed: %s", what,
              rc == PS_ECLOSED && ps_kv_status(w->kv) ? ps_kv_error(w->kv)
+             : w->mpi                                ? ps_ring_mpi_error(w->mpi)
                                                      : ps_ring_error(w->ring));
     return rc;
+}
+
+/* buf[0..n) summed over the workers, by the backend chosen at start-up. */
+static int s_sum(ps_worker_t *w, float *buf, uint64_t n, int64_t step)
+{
+    return w->mpi ? ps_ring_mpi_allreduce(w->mpi, buf, n)
+                  : ps_ring_allreduce(w->ring, buf, n, step);
 }
 
 /* allreduce, one step: sum the gradients over the ring, then apply the
@@ -49,8 +59,7 @@ int ps_allreduce_step(ps_worker_t *w, int64_t t)
 {
     const uint64_t P = w->view->num_params;
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
-    int rc = w->overlap ? ps_overlap_wait(w->overlap)
-                        : ps_ring_allreduce(w->ring, grads, P, t);
+    int rc = w->overlap ? ps_overlap_wait(w->overlap) : s_sum(w, grads, P, t);
     if (rc != 0) {
         return s_ring_failed(w, rc, "ring allreduce");
     }
@@ -95,6 +104,9 @@ int ps_allreduce_start(ps_worker_t *w)
         .check_arg = w,
     };
     int rc = ps_ring_connect(w->ring, &rc_cfg, w->err, sizeof w->err);
+    if (rc == 0 && w->cfg->allreduce_mpi) {
+        rc = ps_ring_mpi_new(M, &w->mpi, w->err, sizeof w->err);
+    }
     if (rc != 0) {
         return rc;
     }
@@ -112,7 +124,7 @@ int ps_allreduce_start(ps_worker_t *w)
     uint32_t mine = s_checksum(ps_model_params(w->model), P);
     sums[2 * rank] = (float)(mine >> 16);
     sums[2 * rank + 1] = (float)(mine & 0xffff);
-    rc = ps_ring_allreduce(w->ring, sums, 2 * (uint64_t)M, -1);
+    rc = s_sum(w, sums, 2 * (uint64_t)M, -1);
     if (rc != 0) {
         return s_ring_failed(w, rc, "checking the initial parameters over the ring");
     }
@@ -125,7 +137,10 @@ int ps_allreduce_start(ps_worker_t *w)
             rc = PS_ESTATE;
         }
     }
-    if (rc == 0 && rank == 0) {
+    if (rc == 0 && rank == 0 && w->mpi) {
+        ps_log_info("MPI_Allreduce over %d ranks ready: initial parameters agree (checksum "
+                    "%08x); no overlap", M, mine);
+    } else if (rc == 0 && rank == 0) {
         ps_log_info("ring of %d workers ready: initial parameters agree (checksum %08x), "
                     "%zu KiB per message", M, mine,
                     rc_cfg.sub_floats * sizeof(float) / 1024);

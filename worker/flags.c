@@ -15,6 +15,13 @@
 #include "proto/link.h"
 #include "worker/data.h"
 
+/* Whether Meson found MPI for this build (worker/meson.build). */
+#ifdef PS_WORKER_HAVE_MPI
+static const int s_have_mpi = 1;
+#else
+static const int s_have_mpi = 0;
+#endif
+
 void ps_worker_flags_init(ps_worker_flags_t *f)
 {
     memset(f, 0, sizeof *f);
@@ -37,6 +44,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->gemm = PS_CPU_GEMM_AUTO;
     f->log_level = "info";
     f->on_nonfinite = "fail";
+    f->allreduce_backend = "ring";
     f->cfg.trace_kib = 16384;
 }
 
@@ -61,6 +69,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"bind", PS_FLAG_STR, &c->bind, "ENDPOINT", "allreduce: where the left neighbour connects (port * = any free port)"},
         {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "allreduce: the host the ring reaches this worker at, on its bound port (or a whole tcp://HOST:PORT); default: the bound host, or for 0.0.0.0 the local end of the route to the scheduler"},
         {"ring-kib", PS_FLAG_INT, &c->ring_kib, "KIB", "allreduce: KiB per ring message, the pipelining granularity (a chunk longer than four messages goes in four bigger ones)"},
+        {"allreduce-backend", PS_FLAG_STR, &f->allreduce_backend, "ring|mpi", "allreduce: who sums the gradients: ring = our ring over ZeroMQ; mpi = MPI_Allreduce, the workers being the ranks of one mpirun (builds with MPI only)"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
         {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers undo an update that would overflow), then the real one (-1 = never)"},
@@ -111,6 +120,7 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
 {
     const ps_worker_config_t *c = &f->cfg;
     f->cfg.skip_nonfinite = !strcmp(f->on_nonfinite, "skip");
+    f->cfg.allreduce_mpi = !strcmp(f->allreduce_backend, "mpi");
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
@@ -138,6 +148,12 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         snprintf(err, errlen, "--cuda-graph %d: expected 0 or 1", c->graph);
     } else if (c->ring_kib < 1 || c->ring_kib > 65536) {
         snprintf(err, errlen, "--ring-kib %d: expected 1 to 65536", c->ring_kib);
+    } else if (strcmp(f->allreduce_backend, "ring") && strcmp(f->allreduce_backend, "mpi")) {
+        snprintf(err, errlen, "--allreduce-backend %s: expected ring or mpi",
+                 f->allreduce_backend);
+    } else if (c->allreduce_mpi && !s_have_mpi) {
+        snprintf(err, errlen, "--allreduce-backend mpi: this build has no MPI (install "
+                              "libopenmpi-dev, then meson setup --reconfigure)");
     } else if (strcmp(f->on_nonfinite, "skip") && strcmp(f->on_nonfinite, "fail")) {
         snprintf(err, errlen, "--on-nonfinite %s: expected skip or fail", f->on_nonfinite);
     } else if (ps_http_check_bind(c->metrics_bind, err, errlen) ||

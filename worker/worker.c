@@ -225,7 +225,11 @@ int ps_worker_push_pull(ps_worker_t *w, int64_t t, float *params)
 static void s_bytes(ps_worker_t *w, uint64_t sent0, uint64_t received0, uint64_t *pushed,
                     uint64_t *pulled)
 {
-    if (w->ring) {
+    if (w->mpi) {
+        ps_ring_mpi_bytes(w->mpi, pushed, pulled);
+        *pushed -= sent0;
+        *pulled -= received0;
+    } else if (w->ring) {
         ps_ring_bytes(w->ring, pushed, pulled);
         *pushed -= sent0;
         *pulled -= received0;
@@ -326,7 +330,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
     }
     uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's, not training's */
     if (ring) {
-        ps_ring_bytes(w->ring, &ring_sent0, &ring_received0);
+        s_bytes(w, 0, 0, &ring_sent0, &ring_received0);
     }
     /* Resumed: the data position, the lr schedule and the pull versions all
      * follow from the step. */
@@ -635,7 +639,7 @@ static int s_start(ps_worker_t *w)
         if ((rc = ps_allreduce_start(w)) != 0) {
             return rc;
         }
-        if (cfg->overlap && (rc = ps_allreduce_overlap_start(w)) != 0) {
+        if (cfg->overlap && !w->mpi && (rc = ps_allreduce_overlap_start(w)) != 0) {
             return rc;
         }
     } else if (cfg->overlap && (j->mode == PS_MODE_SYNC || j->mode == PS_MODE_SSP)) {
@@ -722,6 +726,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_ring_destroy(&w.ring);
     ps_kv_destroy(&w.kv);
     ps_link_destroy(&w.link);
+    ps_ring_mpi_destroy(&w.mpi, rc != 0); /* after the scheduler was told */
     if (ps_ctx_refused(w.ctx)) { /* the ring's socket: a worker has no report */
         ps_log_warn("refused %llu connections without this job's keys",
                     (unsigned long long)ps_ctx_refused(w.ctx));

@@ -36,6 +36,8 @@ typedef struct {
     const char *bind;        /* allreduce: where the left neighbour connects */
     const char *advertise;   /* allreduce: host (or endpoint) announced; NULL: proto/addr.h */
     int ring_kib;            /* allreduce: KiB per ring message (pipelining granularity) */
+    int allreduce_mpi;       /* allreduce: 1 = sum with MPI_Allreduce (worker/ring_mpi.h),
+                                the workers being one mpirun's ranks; 0 = our ring */
     int overlap;             /* 1 = push (sync, ssp) or reduce (allreduce) layers during backward */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */

@@ -23,6 +23,7 @@
 #include "worker/observe.h"
 #include "worker/overlap.h"
 #include "worker/ring.h"
+#include "worker/ring_mpi.h"
 #include "worker/worker.h"
 
 #ifdef __cplusplus
@@ -48,6 +49,7 @@ typedef struct {
     ps_model_t *model;
     ps_kv_t *kv;
     ps_ring_t *ring; /* allreduce: this worker's place in the ring */
+    ps_ring_mpi_t *mpi; /* allreduce with --allreduce-backend mpi: sums instead of the ring */
     ps_overlap_t *overlap; /* allreduce with --overlap 1: the ring's thread */
     int layer_push;        /* sync, ssp with --overlap 1: push layers during backward */
     int64_t push_step;     /* the step being pushed layer by layer */

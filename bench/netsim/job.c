@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bench/bench.h"
 #include "common/clock.h"
@@ -112,6 +113,61 @@ static void s_link_result(const ps_netsim_job_t *job, int n, const ps_netsim_cou
     }
 }
 
+/* Spawns argv with our environment plus vars (s_env) in its own process
+ * group, output appended to the job's log; what and ns name it in an error. */
+static int s_spawn(const ps_netsim_job_t *job, char **argv, char vars[3][96], const char *what,
+                   const char *ns, pid_t *pid)
+{
+    char **env = s_env(vars);
+    if (!env) {
+        return PS_EIO;
+    }
+    ps_proc_spec_t spec = {.argv = argv,
+                           .envp = env,
+                           .log_path = job->log_path,
+                           .flags = PS_PROC_GROUP | PS_PROC_PDEATH | PS_PROC_NO_STDIN,
+                           .prog = "shardps-bench"};
+    ps_proc_t p;
+    char err[256];
+    int rc = ps_proc_spawn(&spec, &p, err, sizeof err);
+    free(env);
+    if (rc != 0) {
+        fprintf(stderr, "shardps-bench: cannot start the %s in %s: %s\n", what, ns, err);
+        return PS_EIO;
+    }
+    *pid = p.pid;
+    return 0;
+}
+
+/* argv: `ip netns exec NS`, then the npre words of pre, then the job's
+ * args, NULL-terminated; NULL on no memory. Caller frees the array (not the
+ * strings: borrowed). */
+static char **s_argv(const ps_netsim_t *net, const ps_netsim_job_t *job, const char *ns,
+                     char *const *pre, int npre)
+{
+    int nargs = 0;
+    while (job->args[nargs]) {
+        nargs++;
+    }
+    char **argv = calloc((size_t)(nargs + npre) + 8, sizeof *argv);
+    if (!argv) {
+        return NULL;
+    }
+    int a = 0;
+    argv[a++] = (char *)ps_netsim_ip(net);
+    argv[a++] = "netns";
+    argv[a++] = "exec";
+    argv[a++] = (char *)ns;
+    for (int k = 0; k < npre; k++) {
+        argv[a++] = pre[k];
+    }
+    for (int k = 0; k < nargs; k++) {
+        argv[a++] = job->args[k];
+    }
+    argv[a] = NULL;
+    return argv;
+}
+
 /* Starts role i of the network (role: index into the job's roles). */
 static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int i,
                         pid_t *pid)
@@ -124,44 +180,68 @@ static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int 
     snprintf(vars[1], sizeof vars[1], "SHARDPS_RANK=%d", rank);
     snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
              ps_netsim_addr(net, 0), JOB_SCHED_PORT);
-    int nargs = 0;
-    while (job->args[nargs]) {
-        nargs++;
-    }
-    char **argv = calloc((size_t)nargs + 8, sizeof *argv), **env = s_env(vars);
-    if (!argv || !env) {
-        free(argv);
-        free(env);
-        return PS_EIO;
-    }
-    int a = 0;
-    argv[a++] = (char *)ps_netsim_ip(net);
-    argv[a++] = "netns";
-    argv[a++] = "exec";
-    argv[a++] = (char *)ps_netsim_ns(net, at);
-    argv[a++] = (char *)job->launch;
-    argv[a++] = "--node";
-    for (int k = 0; k < nargs; k++) {
-        argv[a++] = job->args[k];
-    }
-    argv[a] = NULL;
-    ps_proc_spec_t spec = {.argv = argv,
-                           .envp = env,
-                           .log_path = job->log_path,
-                           .flags = PS_PROC_GROUP | PS_PROC_PDEATH | PS_PROC_NO_STDIN,
-                           .prog = "shardps-bench"};
-    ps_proc_t p;
-    char err[256];
-    int rc = ps_proc_spawn(&spec, &p, err, sizeof err);
+    char *pre[] = {(char *)job->launch, "--node"};
+    char **argv = s_argv(net, job, ps_netsim_ns(net, at), pre, 2);
+    int rc = argv ? s_spawn(job, argv, vars, role, ps_netsim_ns(net, at), pid) : PS_EIO;
     free(argv);
-    free(env);
-    if (rc != 0) {
-        fprintf(stderr, "shardps-bench: cannot start the %s in %s: %s\n", role,
-                ps_netsim_ns(net, at), err);
+    return rc;
+}
+
+/* Writes mpirun's rsh agent beside the job's log into path: "HOST CMD..."
+ * runs CMD in the network namespace HOST (the hosts mpirun is given are the
+ * workers' namespaces). 0 or PS_EIO. */
+static int s_mpi_agent(const ps_netsim_t *net, const ps_netsim_job_t *job, char *path,
+                       size_t cap)
+{
+    const char *slash = strrchr(job->log_path, '/');
+    int dir = slash ? (int)(slash - job->log_path) : 1;
+    snprintf(path, cap, "%.*s/mpi-netns-agent.sh", dir, slash ? job->log_path : ".");
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "shardps-bench: cannot write %s\n", path);
         return PS_EIO;
     }
-    *pid = p.pid;
-    return 0;
+    fprintf(f, "#!/bin/sh\n# mpirun's rsh agent on the simulated cluster: HOST CMD... runs "
+               "CMD in namespace HOST\nns=$1\nshift\nexec %s netns exec \"$ns\" sh -c \"$*\"\n",
+            ps_netsim_ip(net));
+    return fclose(f) == 0 && chmod(path, 0700) == 0 ? 0 : PS_EIO;
+}
+
+/* Starts the job's workers as the ranks of one mpirun in the scheduler's
+ * namespace, rank r in worker r's namespace (--host, one slot each), told
+ * its rank by Open MPI's OMPI_COMM_WORLD_RANK. */
+static int s_start_mpi(const ps_netsim_t *net, const ps_netsim_job_t *job, pid_t *pid)
+{
+    char vars[3][96], agent[4096], hosts[64 * 40] = "", np[16];
+    if (s_mpi_agent(net, job, agent, sizeof agent) != 0) {
+        return PS_EIO;
+    }
+    for (int r = 0; r < job->workers; r++) {
+        const char *ns = ps_netsim_ns(net, 1 + ps_netsim_servers(net) + r);
+        snprintf(hosts + strlen(hosts), sizeof hosts - strlen(hosts), "%s%s", r ? "," : "", ns);
+    }
+    snprintf(np, sizeof np, "%d", job->workers);
+    snprintf(vars[0], sizeof vars[0], "SHARDPS_ROLE=worker");
+    snprintf(vars[1], sizeof vars[1], "OMPI_MCA_mpi_yield_when_idle=1");
+    snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
+             ps_netsim_addr(net, 0), JOB_SCHED_PORT);
+    /* routed direct: every daemon reports to mpirun itself (the default tree
+     * routing cannot place daemons whose hosts all have one name);
+     * rtc_hwloc_vmhole none: the daemons do not map the topology into shared
+     * memory at a guessed address, which now and then crashes them */
+    char *pre[] = {(char *)job->mpirun, "--allow-run-as-root", "--mca", "routed", "direct",
+                   "--mca", "rtc_hwloc_vmhole", "none",
+                   "--mca", "plm_rsh_agent", agent, "--host", hosts, "-np", np,
+                   "--mca", "btl", "tcp,self", "--mca", "pml", "ob1",
+                   "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include", "eth0",
+                   "sh", "-c", "SHARDPS_RANK=$OMPI_COMM_WORLD_RANK exec \"$0\" \"$@\"",
+                   (char *)job->launch, "--node"};
+    const int npre = (int)(sizeof pre / sizeof pre[0]);
+    char **argv = s_argv(net, job, ps_netsim_ns(net, 0), pre, npre);
+    int rc = argv ? s_spawn(job, argv, vars, "workers' mpirun", ps_netsim_ns(net, 0), pid)
+                  : PS_EIO;
+    free(argv);
+    return rc;
 }
 
 /* How far the job is (0..1) by worker 0's last progress line
@@ -238,9 +318,15 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     s_cpu(&busy0, &total0);
     double t0 = ps_now(), sched_end = 0, next_look = 0;
     int alive = 0, rc = 0, stopped = 0; /* stopped: the status to report, once killed */
-    /* The scheduler first: the others find it listening. */
-    for (int i = 0; i < n && rc == 0; i++) {
+    /* The scheduler first: the others find it listening. Under mpirun, one
+     * process stands for all the workers, in W0's place. */
+    const int started = job->mpirun ? 1 + job->servers : n;
+    for (int i = 0; i < started && rc == 0; i++) {
         rc = s_start_role(net, job, i, &procs[i].pid);
+        alive += rc == 0;
+    }
+    if (job->mpirun && rc == 0) {
+        rc = s_start_mpi(net, job, &procs[started].pid);
         alive += rc == 0;
     }
     int w1_killed = 0;
@@ -283,7 +369,7 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
             }
         }
         if (stopped || now < next_look || (job->kill_at < 0 && job->rejoin_at < 0) ||
-            job->workers < 2) {
+            job->workers < 2 || job->mpirun) {
             continue;
         }
         next_look = now + 0.1;

@@ -5,8 +5,12 @@
  * told its role by SHARDPS_ROLE/SHARDPS_RANK and the scheduler's address by
  * SHARDPS_SCHEDULER (deploy/launch_node.h), all output appended to one log.
  * It watches worker 0's progress lines to kill worker 1 and start it again
- * (it rejoins with its rank) at given fractions of the job. Used by
- * `shardps-bench train --net`.
+ * (it rejoins with its rank) at given fractions of the job. With mpirun set,
+ * the workers are instead the ranks of one mpirun started in the
+ * scheduler's namespace: its "rsh agent" (a script written beside the log)
+ * starts each rank's daemon with `ip netns exec` in the namespace named by
+ * the host, so each worker still lives in its own namespace, and MPI's TCP is
+ * kept to the namespaces' links (eth0). Used by `shardps-bench train --net`.
  */
 #ifndef PS_NETSIM_JOB_H
 #define PS_NETSIM_JOB_H
@@ -31,6 +35,8 @@ typedef struct {
     double rejoin_at; /* start W1 again this far (after its loss was seen); < 0: never */
     int colocated;    /* server i runs in worker i's namespace, on its link
                          (servers <= workers); else in its own */
+    const char *mpirun; /* non-NULL: the workers are this mpirun's ranks (no kill
+                           or rejoin); NULL: each started on its own */
 } ps_netsim_job_t;
 
 /* What happened. */

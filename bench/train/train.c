@@ -28,6 +28,8 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/job.h"
+#include "deploy/proc.h"
+#include "worker/ring_mpi.h"
 
 /* The flags that only choose, before the configuration is built. */
 typedef struct {
@@ -54,7 +56,7 @@ static int s_placements(const char *text, train_cfg_t *cfg)
     }
     const int had = cfg->nmodes;
     for (int m = 0; colocated && m < had; m++) {
-        if (strcmp(cfg->modes[m], "allreduce") == 0) {
+        if (ps_bench_train_serverless(cfg->modes[m])) {
             continue;
         }
         if (cfg->nmodes == TRAIN_MAX_MODES ||
@@ -67,7 +69,7 @@ static int s_placements(const char *text, train_cfg_t *cfg)
     if (!dedicated) { /* the colocated twins and allreduce only */
         int k = 0;
         for (int m = 0; m < cfg->nmodes; m++) {
-            if (m >= had || strcmp(cfg->modes[m], "allreduce") == 0) {
+            if (m >= had || ps_bench_train_serverless(cfg->modes[m])) {
                 memmove(cfg->modes[k++], cfg->modes[m], PS_BENCH_WORD_MAX);
             }
         }
@@ -85,10 +87,10 @@ static int s_parse_modes(const char *text, train_cfg_t *cfg)
     for (int i = 0; i < n; i++) {
         ps_job_t job;
         ps_job_defaults(&job);
-        if (!strcmp(tok[i], "allreduce") && !ps_bench_train_have_allreduce()) {
+        if (ps_bench_train_serverless(tok[i]) && !ps_bench_train_have_allreduce()) {
             fprintf(stderr,
-                    TRAIN_PROG ": --mode allreduce is not in this build; skipping it\n");
-        } else if (strcmp(tok[i], TRAIN_BACKUP_AUTO) &&
+                    TRAIN_PROG ": --mode allreduce is not in this build; skipping %s\n", tok[i]);
+        } else if (strcmp(tok[i], TRAIN_BACKUP_AUTO) && strcmp(tok[i], TRAIN_MPI) &&
                    ps_job_parse_mode(tok[i], &job) != 0) {
             return PS_EINVAL;
         } else {
@@ -96,6 +98,36 @@ static int s_parse_modes(const char *text, train_cfg_t *cfg)
         }
     }
     return cfg->nmodes > 0 ? 0 : PS_EINVAL;
+}
+
+/* The mpi rows: kept when they can run (--net, a build with MPI, mpirun
+ * found: its path into cfg->mpirun), else left out with one line saying
+ * why. Returns 0, or PS_EINVAL when no mode is left. */
+static int s_mpi_rows(train_cfg_t *cfg)
+{
+    char why[160] = "";
+    int k = 0;
+    for (int m = 0; m < cfg->nmodes; m++) {
+        if (strcmp(cfg->modes[m], TRAIN_MPI) != 0) {
+            memmove(cfg->modes[k++], cfg->modes[m], PS_BENCH_WORD_MAX);
+        } else if (!cfg->net_spec) {
+            snprintf(why, sizeof why, "it runs only on the simulated cluster (--net)");
+        } else if (!ps_ring_mpi_built()) {
+            snprintf(why, sizeof why, "this build has no MPI (libopenmpi-dev, then meson "
+                                      "setup --reconfigure)");
+        } else if (ps_proc_find_exe("mpirun", NULL, cfg->mpirun, sizeof cfg->mpirun) != 0) {
+            snprintf(why, sizeof why, "no mpirun (Debian: openmpi-bin)");
+        } else {
+            memmove(cfg->modes[k++], cfg->modes[m], PS_BENCH_WORD_MAX);
+        }
+    }
+    if (why[0]) {
+        cfg->mpirun[0] = '\0';
+        printf("shardps-bench train: mode mpi skipped: %s\n", why);
+        fprintf(stderr, TRAIN_PROG ": mode mpi skipped: %s\n", why);
+    }
+    cfg->nmodes = k;
+    return k > 0 ? 0 : PS_EINVAL;
 }
 
 /* --scenarios: the list, or plain (straggler when --straggler is given). */
@@ -177,7 +209,7 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
             stderr,
             TRAIN_PROG
             ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, " TRAIN_BACKUP_AUTO
-            " or allreduce, comma-separated\n",
+            ", allreduce or " TRAIN_MPI ", comma-separated\n",
             a->modes);
         return PS_EINVAL;
     }
@@ -185,6 +217,10 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
         fprintf(stderr, TRAIN_PROG ": error: --placement %s: expected dedicated, colocated "
                 "or both, comma-separated (and at most %d modes in all)\n",
                 cfg->placements, TRAIN_MAX_MODES);
+        return PS_EINVAL;
+    }
+    if (s_mpi_rows(cfg) != 0) {
+        fprintf(stderr, TRAIN_PROG ": error: --modes %s: no mode left to run\n", a->modes);
         return PS_EINVAL;
     }
     ps_job_t job;
@@ -317,7 +353,7 @@ int ps_bench_train_main(int argc, char **argv)
         {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F",
          "slow worker R down F times (runs with more than R workers)"},
         {"workers", PS_FLAG_STR, &a.workers, "LIST", "worker counts"},
-        {"modes", PS_FLAG_STR, &a.modes, "LIST", "modes; sync:k/n means sync:(n-1)/n"},
+        {"modes", PS_FLAG_STR, &a.modes, "LIST", "modes; sync:k/n means sync:(n-1)/n; mpi (with --net): allreduce summed by MPI_Allreduce under mpirun"},
         {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (0 = 10; quick: 3)"},
         {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
          "stop each job after N steps (0 = none)"},

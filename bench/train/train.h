@@ -40,6 +40,10 @@ extern const char *const ps_bench_train_scenarios[TRAIN_MAX_SCEN];
  * sync with server i in worker i's namespace, as many servers as workers. */
 #define TRAIN_COLOCATED "@colocated"
 
+/* The mode token of allreduce summed by MPI_Allreduce (--allreduce-backend
+ * mpi), the workers under mpirun; only with --net. */
+#define TRAIN_MPI "mpi"
+
 /* The token that expands to sync:(n-1)/n for n workers. */
 #define TRAIN_BACKUP_AUTO "sync:k/n"
 
@@ -71,6 +75,7 @@ typedef struct {
     const char *job_flags_text;
     const char *net_spec;  /* --net RATE[,DELAY] or NULL */
     ps_netsim_t *net;      /* the simulated network, when --net */
+    char mpirun[4096];     /* the mpirun that runs the mpi rows ("" without them) */
     ps_bench_page_t *page; /* the results page, in out */
 } train_cfg_t;
 
@@ -111,6 +116,9 @@ void ps_bench_train_mode_for(const char *token, int n, char *buf, size_t cap);
 
 /* Non-zero when a mode token asks for the colocated placement. */
 int ps_bench_train_colocated(const char *token);
+
+/* Non-zero for the modes without servers: allreduce, and TRAIN_MPI. */
+int ps_bench_train_serverless(const char *token);
 
 /* Does this build know --mode allreduce? Asked of the code, not assumed. */
 int ps_bench_train_have_allreduce(void);

@@ -27,10 +27,15 @@ int ps_bench_train_colocated(const char *token)
     return n > k && !strcmp(token + n - k, TRAIN_COLOCATED);
 }
 
+int ps_bench_train_serverless(const char *token)
+{
+    return !strcmp(token, "allreduce") || !strcmp(token, TRAIN_MPI);
+}
+
 /* Servers of a run: none under allreduce, one per worker colocated. */
 static int s_servers_for(const train_cfg_t *cfg, const train_run_t *r)
 {
-    return !strcmp(r->label, "allreduce")           ? 0
+    return ps_bench_train_serverless(r->label)      ? 0
            : ps_bench_train_colocated(r->label) ? r->workers
                                                    : cfg->servers;
 }
@@ -38,7 +43,7 @@ static int s_servers_for(const train_cfg_t *cfg, const train_run_t *r)
 void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
 {
     char m[32];
-    snprintf(m, sizeof m, "%s", r->mode);
+    snprintf(m, sizeof m, "%s", strcmp(r->label, TRAIN_MPI) ? r->mode : TRAIN_MPI);
     for (char *p = m; *p; p++) {
         *p = *p == ':' ? '_' : *p == '/' ? '-' : *p;
     }
@@ -150,7 +155,8 @@ static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
                            .max_steps = cfg->max_steps,
                            .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
                            .rejoin_at = rejoin_at,
-                           .colocated = colocated};
+                           .colocated = colocated,
+                           .mpirun = strcmp(r->label, TRAIN_MPI) ? NULL : cfg->mpirun};
     ps_netsim_result_t res;
     int rc = ps_netsim_run(cfg->net, &job, &res);
     r->status = rc ? rc : res.status;
@@ -228,6 +234,10 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     if (r->scen == SCEN_KILL) {
         argv[a++] = "--min-workers";
         argv[a++] = "1";
+    }
+    if (!strcmp(r->label, TRAIN_MPI)) {
+        argv[a++] = "--allreduce-backend";
+        argv[a++] = "mpi";
     }
     const int colocated = ps_bench_train_colocated(r->label);
     if (colocated) {

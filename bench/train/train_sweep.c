@@ -35,10 +35,10 @@ void ps_bench_train_mode_for(const char *token, int n, char *buf, size_t cap)
     if (sscanf(token, "sync:%d/%d%n", &k, &m, &used) == 2 && !token[used] && m != n) {
         return; /* sync:K/N needs N = the number of workers */
     }
-    if (!strcmp(token, "allreduce") && n < 2) {
+    if (ps_bench_train_serverless(token) && n < 2) {
         return;
     }
-    snprintf(buf, cap, "%s", token);
+    snprintf(buf, cap, "%s", strcmp(token, TRAIN_MPI) ? token : "allreduce");
 }
 
 /* Cell text: "%.*f" of v, or "" when v is NAN. */
@@ -155,7 +155,8 @@ static int s_plan(const train_cfg_t *cfg, train_run_t *runs)
                 r->workers = (int)cfg->workers[w];
                 r->scen = cfg->scen[sc];
                 ps_bench_train_mode_for(cfg->modes[m], r->workers, r->mode, sizeof r->mode);
-                snprintf(r->name, sizeof r->name, "%s%s", r->mode,
+                snprintf(r->name, sizeof r->name, "%s%s",
+                         strcmp(r->label, TRAIN_MPI) ? r->mode : TRAIN_MPI,
                          ps_bench_train_colocated(r->label) ? " colocated" : "");
                 /* a lost worker cannot be left out of a ring; a kill needs 2 */
                 if (r->scen == SCEN_KILL &&
@@ -297,6 +298,19 @@ static void s_notes(const train_cfg_t *cfg, ps_bench_table_t *t)
             "The roles share this machine's cores: the network is simulated, "
             "the compute is not.",
             ps_netsim_note(cfg->net));
+    }
+    if (cfg->mpirun[0]) {
+        ps_bench_table_note(
+            t, "mpi: `--mode allreduce --allreduce-backend mpi`: the sum is MPI_Allreduce "
+               "(Open MPI, `%s`), the workers the ranks of one mpirun started in the "
+               "scheduler's namespace, each rank in its own worker's namespace (an rsh agent "
+               "that runs `ip netns exec`), MPI's TCP kept to the links (`--mca btl "
+               "tcp,self --mca btl_tcp_if_include eth0`), idle ranks yielding the CPU "
+               "(`mpi_yield_when_idle`). One MPI_Allreduce after backward (no overlap); MPI "
+               "adds in its own order, so its parameters are not bitwise the ring's. Its "
+               "payload bytes/step is the vector handed to MPI each way, not what MPI sent: "
+               "the links table measures that. No kill scenario (MPI has no fault tolerance).",
+            cfg->mpirun);
     }
     if (!ps_bench_train_have_allreduce()) {
         ps_bench_table_note(
