@@ -358,8 +358,11 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
         }
         /* Stop everything: start-up failed, a signal, the timeout, or the
          * scheduler ended and the others linger. */
+        /* mpirun takes its daemons in the namespaces down after its ranks,
+         * which on a loaded machine takes a while */
+        const double linger = job->mpirun ? 60 : 15;
         int stop = rc != 0 || ps_netsim_stop || now - t0 > job->timeout ||
-                   (sched_end > 0 && now - sched_end > 15);
+                   (sched_end > 0 && now - sched_end > linger);
         if (stop && !stopped) {
             stopped = ps_netsim_stop ? 130 : now - t0 > job->timeout ? 124 : -1;
             for (int i = 0; i < n; i++) {
