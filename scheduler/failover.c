@@ -35,16 +35,6 @@ static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
 
 static void s_send_members(ps_scheduler_t *s, const ps_node_t *n);
 
-static ps_node_t *s_spare_by_id(ps_failover_t *f, int id)
-{
-    for (int i = 0; id >= 0 && i < f->nspares; i++) {
-        if (f->spares[i].rank == id) {
-            return &f->spares[i];
-        }
-    }
-    return NULL;
-}
-
 /* Tells primary r where its replica listens (NULL: it has none now). */
 static void s_tell_primary(ps_scheduler_t *s, int r, const ps_node_t *replica)
 {
@@ -92,7 +82,7 @@ static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
         return;
     }
     for (int r = 0; r < s->cfg->servers; r++) {
-        if (f->replica_id[r] >= 0 && !s_spare_by_id(f, f->replica_id[r])) {
+        if (f->replica_id[r] >= 0 && !ps_failover_spare_by_id(f, f->replica_id[r])) {
             ps_log_warn("lost the replica of S%d (S%d): it is made again from a spare", r,
                         f->replica_id[r]);
             f->replica_id[r] = -1;
@@ -148,7 +138,7 @@ static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m
  * follows a primary that is gone, so it goes; a spare takes its place. */
 static void s_drop_replica(ps_failover_t *f, ps_scheduler_t *s, int r)
 {
-    ps_node_t *rep = s_spare_by_id(f, f->replica_id[r]);
+    ps_node_t *rep = ps_failover_spare_by_id(f, f->replica_id[r]);
     f->replica_id[r] = -1;
     if (rep) {
         Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
@@ -166,7 +156,7 @@ static void s_drop_replica(ps_failover_t *f, ps_scheduler_t *s, int r)
 static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double silent)
 {
     const int r = n->rank;
-    ps_node_t *rep = s_spare_by_id(f, f->replica_id[r]);
+    ps_node_t *rep = ps_failover_spare_by_id(f, f->replica_id[r]);
     if (!rep || !rep->in_step || !rep->endpoint[0]) {
         return 0;
     }
@@ -221,20 +211,12 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
         ps_scheduler_send_ack(s, known); /* its first answer was lost */
         return 1;
     }
-    if (reg->rank >= f->readmit_below || f->readmitted[reg->rank]) {
-        why = "this spare was left out of the job";
-    } else if (s_spare_by_id(f, reg->rank)) {
-        why = "that spare is registered";
-    } else if (r >= s->cfg->servers || (r >= 0 && (f->replica_id[r] >= 0 || !reg->endpoint[0]))) {
+    if (r >= s->cfg->servers || (r >= 0 && (f->replica_id[r] >= 0 || !reg->endpoint[0]))) {
         why = "the rank it follows has another replica";
     }
-    const ps_node_t *added = NULL;
-    if (!why && ps_failover_spare_add(f, &m->route, reg->pid, m->peer_fd, reg->curve_key,
-                                      ps_now(), &added, &why) == 0) {
-        ps_node_t *n = &f->spares[added - f->spares];
-        f->next_id--; /* the id ps_failover_spare_add gave goes back */
-        n->rank = reg->rank; /* its id stays */
-        f->readmitted[reg->rank] = 1;
+    ps_node_t *n = NULL;
+    if (!why && ps_failover_spare_readmit(f, &m->route, reg->pid, m->peer_fd, reg->curve_key,
+                                          reg->rank, ps_now(), &n, &why) == 0) {
         if (r >= 0) {
             n->follows = reg->follows;
             n->in_step = reg->in_step;

@@ -37,6 +37,18 @@ int ps_failover_same_route(const ps_route_t *a, const ps_route_t *b);
 /* The waiting spare on connection r, or NULL. */
 ps_node_t *ps_failover_spare_of(ps_failover_t *f, const ps_route_t *r);
 
+/* The waiting spare with spare id id, or NULL. */
+ps_node_t *ps_failover_spare_by_id(ps_failover_t *f, int id);
+
+/* A spare of a restarted scheduler's predecessor registering again with its
+ * id: added as ps_failover_spare_add does but keeping that id, once per id
+ * below ps_failover_readmit_below's; else PS_ESTATE with the reason in *why
+ * (an id this scheduler gave or took back already: the spare was forgotten
+ * since; an id a waiting spare has). */
+int ps_failover_spare_readmit(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
+                              const char *curve_key, int id, double now, ps_node_t **out,
+                              const char **why);
+
 /* Takes spare i out of the waiting ones into *spare, now rank r. */
 void ps_failover_take_spare(ps_failover_t *f, int i, int r, ps_node_t *spare);
 

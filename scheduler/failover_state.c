@@ -62,9 +62,19 @@ ps_node_t *ps_failover_spare_of(ps_failover_t *f, const ps_route_t *r)
     return NULL;
 }
 
-int ps_failover_spare_add(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
-                          const char *curve_key, double now, const ps_node_t **out,
-                          const char **why)
+ps_node_t *ps_failover_spare_by_id(ps_failover_t *f, int id)
+{
+    for (int i = 0; id >= 0 && i < f->nspares; i++) {
+        if (f->spares[i].rank == id) {
+            return &f->spares[i];
+        }
+    }
+    return NULL;
+}
+
+/* A spare's row on route, with spare id `id`; as ps_failover_spare_add. */
+static int s_add(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
+                 const char *curve_key, int id, double now, ps_node_t **out, const char **why)
 {
     if (ps_failover_spare_of(f, route)) {
         *why = "this spare is registered already";
@@ -78,7 +88,7 @@ int ps_failover_spare_add(ps_failover_t *f, const ps_route_t *route, uint32_t pi
     memset(n, 0, sizeof *n);
     n->used = 1;
     n->role = PS_ROLE_SERVER;
-    n->rank = f->next_id++;
+    n->rank = id;
     n->route = *route;
     n->pid = pid;
     n->last_seen = now;
@@ -88,6 +98,37 @@ int ps_failover_spare_add(ps_failover_t *f, const ps_route_t *route, uint32_t pi
      * (PEER_READY), as every server does. */
     *out = n;
     return 0;
+}
+
+int ps_failover_spare_add(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
+                          const char *curve_key, double now, const ps_node_t **out,
+                          const char **why)
+{
+    ps_node_t *n = NULL;
+    int rc = s_add(f, route, pid, fd, curve_key, f->next_id, now, &n, why);
+    f->next_id += rc == 0;
+    *out = n;
+    return rc;
+}
+
+int ps_failover_spare_readmit(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
+                              const char *curve_key, int id, double now, ps_node_t **out,
+                              const char **why)
+{
+    *out = NULL;
+    if (id >= f->readmit_below || f->readmitted[id]) {
+        *why = "this spare was left out of the job";
+        return PS_ESTATE;
+    }
+    if (ps_failover_spare_by_id(f, id)) {
+        *why = "that spare is registered";
+        return PS_ESTATE;
+    }
+    int rc = s_add(f, route, pid, fd, curve_key, id, now, out, why);
+    if (rc == 0) {
+        f->readmitted[id] = 1;
+    }
+    return rc;
 }
 
 int ps_failover_next_id(const ps_failover_t *f)
