@@ -29,14 +29,41 @@ static void s_state_names(const ps_job_t *job, const char *names[S_MAX_STATE])
     }
 }
 
+/* The part's file name in sub: server-R.safetensors, or server-R.K.safetensors
+ * (smallest K free) when a part of this step was written before. A step
+ * trained again after a rollback must not replace a file that an earlier
+ * complete manifest names: until the new manifest is written, that one is
+ * what a resume or a failover loads. */
+static int s_fresh_name(const char *sub, int rank, char *name, size_t name_cap, char *path,
+                        size_t path_cap)
+{
+    enum { S_MAX_REWRITES = 1000 };
+    struct stat sb;
+    for (int k = 0; k < S_MAX_REWRITES; k++) {
+        if (k == 0) {
+            snprintf(name, name_cap, "server-%d.safetensors", rank);
+        } else {
+            snprintf(name, name_cap, "server-%d.%d.safetensors", rank, k);
+        }
+        snprintf(path, path_cap, "%s/%s", sub, name);
+        if (stat(path, &sb) != 0 && errno == ENOENT) {
+            return 0;
+        }
+    }
+    return PS_EIO;
+}
+
 int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *store,
                         ps_checkpoint_part_t *part, char *why, size_t cap)
 {
-    char sub[4096], path[4200];
+    char sub[4096], path[4200], name[64];
     snprintf(sub, sizeof sub, "%s/step-%" PRId64, info->dir, info->step);
-    snprintf(path, sizeof path, "%s/server-%d.safetensors", sub, info->rank);
     if (ps_file_make_dir(info->dir) != 0 || ps_file_make_dir(sub) != 0) {
         snprintf(why, cap, "cannot create %s: %s", sub, strerror(errno));
+        return PS_EIO;
+    }
+    if (s_fresh_name(sub, info->rank, name, sizeof name, path, sizeof path) != 0) {
+        snprintf(why, cap, "%s: no free name for server %d's part", sub, info->rank);
         return PS_EIO;
     }
     const ps_range_t r = ps_store_shard(store);
@@ -109,7 +136,7 @@ int ps_checkpoint_write(const ps_checkpoint_info_t *info, const ps_store_t *stor
     }
     part->step = info->step;
     part->version = info->version;
-    snprintf(part->file, sizeof part->file, "server-%d.safetensors", info->rank);
+    snprintf(part->file, sizeof part->file, "%s", name);
     part->size = (uint64_t)sb.st_size;
     part->begin = r.begin;
     part->end = r.end;

@@ -11,7 +11,9 @@
  * update count, Adam's t, and the learning-rate schedule's position), each
  * worker's next step and the job's settings. The file is
  * DIR/step-N/server-R.safetensors, written atomically, DIR being this
- * server's copy of the job's checkpoint directory (node-local or shared).
+ * server's copy of the job's checkpoint directory (node-local or shared);
+ * a step written again (trained again after a rollback) gets a new name,
+ * server-R.K.safetensors, so that no file a manifest names is replaced.
  * No sockets; one thread.
  */
 #ifndef PS_SERVER_CHECKPOINT_H
@@ -41,7 +43,7 @@ typedef struct {
 } ps_checkpoint_info_t;
 
 /*
- * Writes the store as dir/step-N/server-R.safetensors (creating the
+ * Writes the store as dir/step-N/server-R[.K].safetensors (creating the
  * directories) and fills *part (name, size, CRC-32, keys) for the manifest.
  * Returns 0, or PS_EIO / PS_ENOMEM with a one-line reason in why.
  */

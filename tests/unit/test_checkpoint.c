@@ -3,7 +3,8 @@
  * written and loaded back into three (the flat vector re-cut) give bitwise
  * the parameters and Adam's state; a part of another step is refused; the
  * manifest is written once both parts are in, found on resume, and a
- * flipped byte or a truncated part makes the checkpoint unusable.
+ * flipped byte or a truncated part makes the checkpoint unusable; a step
+ * written again leaves the part its manifest names as it was.
  */
 #include <check.h>
 #include <stdint.h>
@@ -145,6 +146,31 @@ START_TEST(load_refuses_a_part_whose_crc_is_not_the_manifests)
 }
 END_TEST
 
+/* A step trained again after a rollback (here by one worker, with other
+ * values) is written beside the first part, not over it: the complete
+ * manifest of the first pass names that one, and it must still load. */
+START_TEST(a_step_written_again_keeps_the_part_a_manifest_names)
+{
+    ps_checkpoint_part_t parts[2], again;
+    s_write_parts(parts);
+    const ps_range_t keys = {0, 30};
+    float w[30];
+    ps_test_fill(w, 30, -1, 1, 99);
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, keys, &s_job), 0);
+    ck_assert_int_eq(ps_store_init(s, keys, w), 1);
+    ps_checkpoint_info_t info = {s_dir, S_STEP, S_STEP, 0, 2, 1, S_P, &s_job};
+    char why[512];
+    ck_assert_int_eq(ps_checkpoint_write(&info, s, &again, why, sizeof why), 0);
+    ps_store_destroy(&s);
+    ck_assert_str_eq(again.file, "server-0.1.safetensors");
+    ck_assert_uint_ne(again.crc32, parts[0].crc32);
+    ck_assert_msg(s_load(parts, 2, S_STEP, 0, S_P, why, sizeof why) == 0, "%s", why);
+    parts[0] = again;
+    ck_assert_msg(s_load(parts, 2, S_STEP, 0, S_P, why, sizeof why) == 0, "%s", why);
+}
+END_TEST
+
 START_TEST(manifest_written_found_and_corruption_detected)
 {
     ps_checkpoint_part_t parts[2];
@@ -209,6 +235,7 @@ int main(void)
     tcase_add_test(tc, load_refuses_a_part_whose_crc_is_not_the_manifests);
     tcase_add_test(tc, load_refuses_another_step_and_missing_keys);
     tcase_add_test(tc, manifest_written_found_and_corruption_detected);
+    tcase_add_test(tc, a_step_written_again_keeps_the_part_a_manifest_names);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
