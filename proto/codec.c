@@ -267,8 +267,9 @@ static int s_check_view(const Shardps__ClusterView *m, char *why, size_t cap)
     if (m->steps_per_epoch < 1 || m->total_steps < 0 || m->checkpoint_every < 0 ||
         m->start_step < 0 || m->resume_step < 0 || m->resume_parts < 0 ||
         m->resume_parts > PS_MAX_SERVERS || m->generation < 0 || m->replaced_rank < 0 ||
-        (size_t)m->replaced_rank > m->n_servers || m->replicas < 0 || m->replicas > 1 ||
-        m->replica_of < 0 || (size_t)m->replica_of > m->n_servers) {
+        (size_t)m->replaced_rank > m->n_servers || m->replicas < 0 ||
+        m->replicas > PS_MAX_REPLICAS || m->replica_of < 0 ||
+        (size_t)m->replica_of > m->n_servers) {
         return s_fail(why, cap, "view: a step, count or rank out of range");
     }
     if (m->n_worker_tokens != 0 && m->n_worker_tokens != (size_t)m->num_workers) {

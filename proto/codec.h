@@ -126,6 +126,7 @@ enum { PS_HEADER_MAX = 512, PS_ERROR_MAX = 160 };
 enum {
     PS_MAX_SERVERS = 256,
     PS_MAX_WORKERS = 256,
+    PS_MAX_REPLICAS = 3,        /* ClusterView.replicas: hot replicas of each server's keys */
     PS_MAX_EPOCHS = 1000,       /* Done.test_accuracy */
     PS_BYTE_TYPES = 64,         /* byte counts by message type (= PS_CTX_BYTE_TYPES) */
     PS_REPORT_MAX_WAITING = 32, /* MetricsReport.waiting_for */

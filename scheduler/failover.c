@@ -35,10 +35,12 @@ static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
 
 static void s_send_members(ps_scheduler_t *s, const ps_node_t *n);
 
-/* Tells primary r where its replica listens (NULL: it has none now). */
-static void s_tell_primary(ps_scheduler_t *s, int r, const ps_node_t *replica)
+/* Tells primary r where a replica listens, or (replica NULL) that replica
+ * `gone` is gone (0: every one). */
+static void s_tell_primary(ps_scheduler_t *s, int r, const ps_node_t *replica, int gone)
 {
     Shardps__Replica rp = SHARDPS__REPLICA__INIT;
+    rp.rank = gone;
     if (replica) {
         rp.endpoint = (char *)replica->endpoint;
         rp.curve_key = (char *)replica->curve_key;
@@ -51,7 +53,7 @@ static void s_tell_primary(ps_scheduler_t *s, int r, const ps_node_t *replica)
 /* Spare n becomes the replica of server r: it gets the view with the rank it
  * follows and the token its primary's messages carry, binds for the keys
  * and says where (PEER_READY, s_on_replica_message). */
-static void s_follow(ps_failover_t *f, ps_scheduler_t *s, int r, ps_node_t *n)
+static void s_follow(ps_scheduler_t *s, int r, int *slot, ps_node_t *n)
 {
     if (ps_scheduler_new_token(&n->replica_token) != 0) {
         return;
@@ -59,7 +61,7 @@ static void s_follow(ps_failover_t *f, ps_scheduler_t *s, int r, ps_node_t *n)
     n->follows = r + 1;
     n->in_step = 0;
     n->endpoint[0] = '\0';
-    f->replica_id[r] = n->rank;
+    *slot = n->rank;
     ps_view_t *v = s->view;
     const int replaced = v->replaced, takeover = v->takeover;
     v->replaced = v->takeover = 0; /* what the view says to this spare only */
@@ -74,28 +76,52 @@ static void s_follow(ps_failover_t *f, ps_scheduler_t *s, int r, ps_node_t *n)
 }
 
 /* Every turn: a replica that is gone (silent, closed) is forgotten and its
- * primary told; a server without one gets a waiting spare (at the start,
- * and after a takeover: the rebuild). */
+ * primary told; a server with fewer than K gets waiting spares (at the
+ * start, and after a takeover: the rebuild). */
 static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
 {
     if (!s->cfg->replicas || s->phase != PS_PHASE_RUNNING) {
         return;
     }
     for (int r = 0; r < s->cfg->servers; r++) {
-        if (f->replica_id[r] >= 0 && !ps_failover_spare_by_id(f, f->replica_id[r])) {
-            ps_log_warn("lost the replica of S%d (S%d): it is made again from a spare", r,
-                        f->replica_id[r]);
-            f->replica_id[r] = -1;
-            s_tell_primary(s, r, NULL);
-        }
-        /* a replica that took a rank over gets one once it was heard in it
-         * (dead with its primary, it needs a cold spare instead) */
+        /* a replica that took a rank over gets others once it was heard in
+         * it (dead with its primary, it needs a cold spare instead) */
         const int heard = s->nodes[r].last_seen > f->rebuild_since[r];
-        for (int i = 0; heard && f->replica_id[r] < 0 && i < f->nspares; i++) {
-            if (!f->spares[i].follows) {
-                s_follow(f, s, r, &f->spares[i]);
+        for (int k = 0; k < s->cfg->replicas; k++) {
+            int *id = ps_failover_replica(f, r, k);
+            if (*id >= 0 && !ps_failover_spare_by_id(f, *id)) {
+                ps_log_warn("lost a replica of S%d (S%d): it is made again from a spare", r,
+                            *id);
+                s_tell_primary(s, r, NULL, *id);
+                *id = -1;
+            }
+            for (int i = 0; heard && *id < 0 && i < f->nspares; i++) {
+                if (!f->spares[i].follows) {
+                    s_follow(s, r, id, &f->spares[i]);
+                }
             }
         }
+    }
+}
+
+/* The replicas of rank r that did not take it over follow the one that did
+ * (once it serves: until then any of them may still take over): each gets
+ * a new token, so the old primary, if it comes back, cannot write to it,
+ * says where it listens, and is in step again after the new primary's
+ * snapshot. */
+static void s_follow_new_primary(ps_failover_t *f, ps_scheduler_t *s, int r)
+{
+    for (int k = 0; k < s->cfg->replicas; k++) {
+        ps_node_t *n = ps_failover_spare_by_id(f, *ps_failover_replica(f, r, k));
+        if (!n || ps_scheduler_new_token(&n->replica_token) != 0) {
+            continue;
+        }
+        n->in_step = 0;
+        n->endpoint[0] = '\0';
+        Shardps__Replica rp = SHARDPS__REPLICA__INIT;
+        rp.token = n->replica_token;
+        s_send(s, n, PS_MSG_REPLICA, &rp.base);
+        ps_log_info("replica S%d follows S%d's new primary", n->rank, r);
     }
 }
 
@@ -112,7 +138,7 @@ static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m
         const Shardps__PeerReady *pr = ps_msg_unpack_body(m, &shardps__peer_ready__descriptor);
         if (pr && !n->endpoint[0]) {
             ps_members_fix_endpoint(s, n, pr->endpoint, m->peer_addr);
-            s_tell_primary(s, r, n);
+            s_tell_primary(s, r, n, 0);
         }
         return 1;
     }
@@ -134,30 +160,40 @@ static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m
     return 1;
 }
 
-/* Rank r is replaced from a checkpoint: its replica (not in step yet)
- * follows a primary that is gone, so it goes; a spare takes its place. */
-static void s_drop_replica(ps_failover_t *f, ps_scheduler_t *s, int r)
+/* Rank r is replaced from a checkpoint: its replicas (none in step)
+ * follow a primary that is gone, so they go; spares take their places. */
+static void s_drop_replicas(ps_failover_t *f, ps_scheduler_t *s, int r)
 {
-    ps_node_t *rep = ps_failover_spare_by_id(f, f->replica_id[r]);
-    f->replica_id[r] = -1;
-    if (rep) {
-        Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
-        sd.reason = (char *)"the server this replica followed was replaced";
-        s_send(s, rep, PS_MSG_SHUTDOWN, &sd.base);
-        ps_log_info("replica S%d of S%d is not in step: it goes", rep->rank, r);
-        *rep = f->spares[--f->nspares];
+    for (int k = 0; k < PS_MAX_REPLICAS; k++) {
+        int *id = ps_failover_replica(f, r, k);
+        ps_node_t *rep = ps_failover_spare_by_id(f, *id);
+        *id = -1;
+        if (rep) {
+            Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+            sd.reason = (char *)"the server this replica followed was replaced";
+            s_send(s, rep, PS_MSG_SHUTDOWN, &sd.base);
+            ps_log_info("replica S%d of S%d is not in step: it goes", rep->rank, r);
+            *rep = f->spares[--f->nspares];
+        }
     }
+    f->repoint[r] = 0;
 }
 
-/* Server n is lost and its replica is in step: the replica takes the rank
- * over. Every server learns it (MSG_FAILOVER with takeover) and forgets the
- * step under way; once all answered, the workers reconnect and send it
- * again. Nothing rolls back. Returns 1, or 0 when no replica can. */
+/* Server n is lost and a replica of it is in step: the replica takes the
+ * rank over. Every server learns it (MSG_FAILOVER with takeover) and
+ * forgets the step under way; once all answered, the workers reconnect and
+ * send it again. Nothing rolls back. Returns 1, or 0 when no replica can. */
 static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double silent)
 {
     const int r = n->rank;
-    ps_node_t *rep = ps_failover_spare_by_id(f, f->replica_id[r]);
-    if (!rep || !rep->in_step || !rep->endpoint[0]) {
+    ps_node_t *rep = NULL;
+    int *slot = NULL;
+    for (int k = 0; !rep && k < PS_MAX_REPLICAS; k++) {
+        slot = ps_failover_replica(f, r, k);
+        rep = ps_failover_spare_by_id(f, *slot);
+        rep = rep && rep->in_step && rep->endpoint[0] ? rep : NULL;
+    }
+    if (!rep) {
         return 0;
     }
     const double now = ps_now();
@@ -169,7 +205,8 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
     f->reps[f->nreps - 1].takeover = 1;
     ps_node_t replica;
     ps_failover_take_spare(f, (int)(rep - f->spares), r, &replica);
-    f->replica_id[r] = -1;
+    *slot = -1;
+    f->repoint[r] = 1;
     f->takeovers++;
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
@@ -211,8 +248,12 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
         ps_scheduler_send_ack(s, known); /* its first answer was lost */
         return 1;
     }
-    if (r >= s->cfg->servers || (r >= 0 && (f->replica_id[r] >= 0 || !reg->endpoint[0]))) {
-        why = "the rank it follows has another replica";
+    int *slot = NULL;
+    for (int k = 0; r >= 0 && r < s->cfg->servers && !slot && k < s->cfg->replicas; k++) {
+        slot = *ps_failover_replica(f, r, k) < 0 ? ps_failover_replica(f, r, k) : NULL;
+    }
+    if (r >= s->cfg->servers || (r >= 0 && (!slot || !reg->endpoint[0]))) {
+        why = "the rank it follows has its replicas";
     }
     ps_node_t *n = NULL;
     if (!why && ps_failover_spare_readmit(f, &m->route, reg->pid, m->peer_fd, reg->curve_key,
@@ -222,7 +263,7 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
             n->in_step = reg->in_step;
             n->replica_token = reg->replica_token;
             ps_members_fix_endpoint(s, n, reg->endpoint, m->peer_addr);
-            f->replica_id[r] = n->rank;
+            *slot = n->rank;
         }
         ps_scheduler_send_ack(s, n);
         char of[64] = "";
@@ -310,9 +351,16 @@ static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
     return 0;
 }
 
-/* Phase 2: every server stands at the checkpoint; the workers roll back. */
-static void s_tell_workers(ps_scheduler_t *s)
+/* Phase 2: every server stands at the checkpoint, or the replicas that
+ * took ranks over serve them; the workers roll back or send the step again. */
+static void s_tell_workers(ps_failover_t *f, ps_scheduler_t *s)
 {
+    for (int r = 0; r < s->cfg->servers; r++) {
+        if (f->repoint[r]) {
+            f->repoint[r] = 0;
+            s_follow_new_primary(f, s, r);
+        }
+    }
     for (int i = s->cfg->servers; i < s->nnodes; i++) {
         if (s->nodes[i].used && !s->nodes[i].lost) {
             ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_FAILOVER);
@@ -345,7 +393,7 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m
         return 1; /* an older failover's: the newer one decides */
     }
     if (ps_failover_ready(f, n->rank, rd, ps_job_is_stepped(&s->cfg->job), ps_now())) {
-        s_tell_workers(s);
+        s_tell_workers(f, s);
     }
     return 1;
 }
@@ -419,7 +467,7 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
     }
     ps_node_t spare;
     ps_failover_promote(f, r, &spare);
-    s_drop_replica(f, s, r);
+    s_drop_replicas(f, s, r);
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
     ps_members_swap_in(n, &spare); /* the spare's connection is S<r> from now on */

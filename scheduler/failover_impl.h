@@ -23,10 +23,13 @@ struct ps_failover {
     int nreps, cap_reps;
     ps_route_t retired[PS_FAILOVER_MAX_SPARES]; /* connections of replaced servers (a ring) */
     int nretired;
-    /* --replicas: per server, its replica's spare id (-1: none) and when it
-     * lost the one that took over (0: not rebuilding) */
+    /* --replicas K: per server, its replicas' spare ids (PS_MAX_REPLICAS
+     * slots, K used; -1: none: ps_failover_replica) and when it lost the one
+     * that took over (0: not rebuilding) */
     int *replica_id;
     double *rebuild_since;
+    unsigned char *repoint;  /* servers: taken over; the other replicas follow the new
+                              * primary once the failover is done (failover.c) */
     double rebuild_max, rebuild_sum; /* seconds from a takeover to the new replica in step */
     int rebuilds, takeovers;
 };
@@ -48,6 +51,12 @@ ps_node_t *ps_failover_spare_by_id(ps_failover_t *f, int id);
 int ps_failover_spare_readmit(ps_failover_t *f, const ps_route_t *route, uint32_t pid, int fd,
                               const char *curve_key, int id, double now, ps_node_t **out,
                               const char **why);
+
+/* Slot k (< PS_MAX_REPLICAS) of server r's replicas: a spare id or -1. */
+static inline int *ps_failover_replica(ps_failover_t *f, int r, int k)
+{
+    return &f->replica_id[(size_t)r * PS_MAX_REPLICAS + (size_t)k];
+}
 
 /* Takes spare i out of the waiting ones into *spare, now rank r. */
 void ps_failover_take_spare(ps_failover_t *f, int i, int r, ps_node_t *spare);

@@ -17,14 +17,18 @@ int ps_failover_new(ps_failover_t **out, int servers)
     ps_failover_t *f = calloc(1, sizeof *f);
     size_t n = servers > 0 ? (size_t)servers : 1;
     if (!f || !(f->spare_id = malloc(n * sizeof *f->spare_id)) ||
-        !(f->replica_id = malloc(n * sizeof *f->replica_id)) ||
+        !(f->replica_id = malloc(n * PS_MAX_REPLICAS * sizeof *f->replica_id)) ||
         !(f->rebuild_since = calloc(n, sizeof *f->rebuild_since)) ||
+        !(f->repoint = calloc(n, 1)) ||
         !(f->ready = calloc(n, 1))) {
         ps_failover_destroy(&f);
         return PS_ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        f->spare_id[i] = f->replica_id[i] = -1;
+        f->spare_id[i] = -1;
+    }
+    for (size_t i = 0; i < n * PS_MAX_REPLICAS; i++) {
+        f->replica_id[i] = -1;
     }
     f->servers = servers;
     f->next_id = servers;
@@ -40,6 +44,7 @@ void ps_failover_destroy(ps_failover_t **fp)
         free(f->readmitted);
         free(f->replica_id);
         free(f->rebuild_since);
+        free(f->repoint);
         free(f->ready);
         free(f->reps);
         free(f);

@@ -71,7 +71,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"checkpoint-every", PS_FLAG_STR, &f->checkpoint_every, "N", "steps between checkpoints (async: each server at version N*workers), or Ns: seconds (e.g. 30s; at a step agreed with the servers; not async); 0 = none"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there); exit 2 when DIR holds none (a missing or mistyped DIR, or every checkpoint refused)"},
         {"resume-or-start", PS_FLAG_STR, &f->resume_or_start, "DIR", "as --resume DIR, but start from step 0 when DIR holds no checkpoint yet (a job that restarts itself)"},
-        {"replicas", PS_FLAG_INT, &c->replicas, "K", "keep each server's keys also on K hot replicas (0 or 1; spares become them): a lost server's replica takes over with nothing rolled back (sync, async)"},
+        {"replicas", PS_FLAG_INT, &c->replicas, "K", "keep each server's keys also on K hot replicas (0 to 3; spares become them): a lost server's replica takes over with nothing rolled back (sync, async)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
         {"advertise", PS_FLAG_STR, &c->advertise, "HOST", "this host's address toward the job's other hosts: nodes here that reach the scheduler over loopback are announced at it (default: the local end of the route to a node on another host)"},
@@ -215,11 +215,12 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (!f->cfg.checkpoint_dir) {
         f->cfg.checkpoint_dir = f->cfg.resume; /* a resumed job checkpoints where it was */
     }
-    if (f->cfg.replicas < 0 || f->cfg.replicas > 1 ||
+    if (f->cfg.replicas < 0 || f->cfg.replicas > PS_MAX_REPLICAS ||
         (f->cfg.replicas && ((job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) ||
                              job->topk > 0))) {
-        snprintf(err, errlen, "--replicas %d: expected 0 or 1, and 1 only with --mode sync or "
-                 "async and dense pushes (no --compress topk)", f->cfg.replicas);
+        snprintf(err, errlen, "--replicas %d: expected 0 to %d, and more than 0 only with "
+                 "--mode sync or async and dense pushes (no --compress topk)", f->cfg.replicas,
+                 PS_MAX_REPLICAS);
         return PS_EINVAL;
     }
     if (f->cfg.min_workers < 0 || f->cfg.min_workers > f->cfg.workers ||

@@ -41,7 +41,7 @@ typedef struct {
     int min_workers;           /* K: the job goes on while K workers live (0 = all:
                                   any loss aborts it) */
     int replicas;              /* hot replicas of each server's keys, from the spares
-                                  (0 or 1; docs/design.md, "Hot replicas") */
+                                  (0 to PS_MAX_REPLICAS; docs/design.md, "Hot replicas") */
     int secure;                /* CurveZMQ on every socket, only the job's keys admitted */
     const char *keys;          /* --secure: the job's key directory (shardps-keygen) */
     ps_secret_t secret;        /* --secret-file's: nodes prove they hold it at

@@ -14,27 +14,36 @@
 /* Updates of one message: a frame each after the body. */
 enum { S_BATCH = PS_MSG_MAX_FRAMES - 1 };
 
+/* One replica of our keys. Messages are numbered across all of them (a
+ * flush is one number, sent to each): last is the number of the last one
+ * this replica was sent, acked the last it acknowledged. */
+typedef struct {
+    ps_sock_t *sock;       /* NULL: a free slot */
+    int id;                /* its spare id */
+    uint64_t token;        /* what it checks on our messages */
+    int snapshot_due;      /* its snapshot goes before the next update */
+    int members_due;       /* send it the members, whatever they are */
+    uint64_t last, acked;
+} s_target_t;
+
 struct ps_replica {
     ps_ctx_t *ctx;
     ps_store_t *store;
     ps_consistency_t *cons;
     ps_reply_t *reply;
     int rank;
-    ps_sock_t *sock;       /* to the replica; NULL: none */
-    uint64_t token;        /* what the replica checks on our messages */
-    int snapshot_due;      /* its snapshot goes before the next update */
-    uint64_t sent, acked;  /* messages numbered, and acknowledged in order */
+    s_target_t targets[PS_MAX_REPLICAS];
+    int ntargets;          /* attached (sock != NULL) */
+    uint64_t sent;         /* messages numbered so far */
     /* the updates applied since the last message, sent by ps_replica_flush */
     Shardps__ReplicaStep steps[S_BATCH];
     size_t offs[S_BATCH];  /* each one's gradient in buf, in floats */
     int nsteps;
     float *buf;
     size_t buf_len, buf_cap; /* floats */
-    /* the live workers and joiners the replica was last sent; members_due:
-     * send them whatever they are (a new replica, a snapshot again) */
+    /* the live workers and joiners last sent */
     unsigned char live[PS_MAX_WORKERS];
     int64_t join_at[PS_MAX_WORKERS];
-    int members_due;
     ps_replica_stats_t stats;
 };
 
@@ -50,19 +59,41 @@ int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_cons
     return 0;
 }
 
-/* Forgets the replica: whatever waited for it goes. */
-static void s_detach(ps_replica_t *r)
+/* How far replies may go: each replica holds every update of the messages
+ * it acknowledged, and one that acknowledged all it was sent holds all
+ * there is. With no replica, nothing waits. */
+static void s_gate(ps_replica_t *r)
 {
-    if (r->sock) {
-        ps_sock_set_linger(r->sock, 0);
-        ps_sock_destroy(&r->sock);
+    if (r->ntargets == 0) {
+        ps_reply_gate(r->reply, r->sent, r->sent);
+        return;
     }
-    r->sent++; /* what waited for the message being gathered too */
-    r->acked = r->sent;
-    r->snapshot_due = 0;
-    r->nsteps = 0;
-    r->buf_len = 0;
-    ps_reply_gate(r->reply, r->sent, r->acked);
+    uint64_t open = r->sent;
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        const s_target_t *t = &r->targets[i];
+        if (t->sock && t->acked != t->last && t->acked < open) {
+            open = t->acked;
+        }
+    }
+    /* replies due while updates are gathered wait for the message they go in */
+    ps_reply_gate(r->reply, r->sent + (r->nsteps > 0), open);
+}
+
+/* Forgets replica t; with none left, whatever waited for them goes. */
+static void s_detach(ps_replica_t *r, s_target_t *t)
+{
+    if (!t->sock) {
+        return;
+    }
+    ps_sock_set_linger(t->sock, 0);
+    ps_sock_destroy(&t->sock);
+    *t = (s_target_t){0};
+    if (--r->ntargets == 0) {
+        r->sent++; /* what waited for the message being gathered too */
+        r->nsteps = 0;
+        r->buf_len = 0;
+    }
+    s_gate(r);
 }
 
 void ps_replica_destroy(ps_replica_t **rp)
@@ -71,42 +102,75 @@ void ps_replica_destroy(ps_replica_t **rp)
     if (!r) {
         return;
     }
-    ps_sock_set_linger(r->sock, 0); /* a replica gone first must not hold us */
-    ps_sock_destroy(&r->sock);
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        ps_sock_set_linger(r->targets[i].sock, 0); /* a replica gone first must not hold us */
+        ps_sock_destroy(&r->targets[i].sock);
+    }
     free(r->buf);
     free(r);
     *rp = NULL;
 }
 
+static s_target_t *s_target(ps_replica_t *r, int id)
+{
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        if (r->targets[i].sock && r->targets[i].id == id) {
+            return &r->targets[i];
+        }
+    }
+    return NULL;
+}
+
 int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, size_t cap)
 {
-    s_detach(r);
     if (!m->endpoint || !m->endpoint[0]) {
-        ps_log_info("no replica of our keys now");
+        for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+            if (r->targets[i].sock && (m->rank == 0 || r->targets[i].id == m->rank)) {
+                ps_log_info("replica S%d of our keys is gone", r->targets[i].id);
+                s_detach(r, &r->targets[i]);
+            }
+        }
         return 0;
     }
-    int rc = ps_sock_new(r->ctx, PS_SOCK_DEALER, &r->sock, why, cap);
-    if (rc == 0 && m->curve_key && m->curve_key[0]) {
-        rc = ps_sock_set_peer_key(r->sock, m->curve_key);
+    s_target_t *t = s_target(r, m->rank);
+    if (t) {
+        s_detach(r, t); /* it listens elsewhere now */
     }
-    rc = rc ? rc : ps_sock_connect(r->sock, m->endpoint);
+    for (int i = 0; !t && i < PS_MAX_REPLICAS; i++) {
+        t = r->targets[i].sock ? NULL : &r->targets[i];
+    }
+    if (!t) {
+        snprintf(why, cap, "replica S%d: %d replicas follow our keys already", m->rank,
+                 PS_MAX_REPLICAS);
+        return PS_ESTATE;
+    }
+    int rc = ps_sock_new(r->ctx, PS_SOCK_DEALER, &t->sock, why, cap);
+    if (rc == 0 && m->curve_key && m->curve_key[0]) {
+        rc = ps_sock_set_peer_key(t->sock, m->curve_key);
+    }
+    rc = rc ? rc : ps_sock_connect(t->sock, m->endpoint);
     if (rc != 0) {
         snprintf(why, cap, "cannot connect to the replica at '%s'", m->endpoint);
-        s_detach(r);
+        ps_sock_set_linger(t->sock, 0);
+        ps_sock_destroy(&t->sock);
         return rc;
     }
-    r->token = m->token;
-    r->snapshot_due = 1;
-    r->members_due = 1;
+    r->ntargets++;
+    t->id = m->rank;
+    t->token = m->token;
+    t->snapshot_due = 1;
+    t->members_due = 1;
+    t->last = t->acked = r->sent;
     ps_log_info("replica S%d at %s follows our keys from the next update", m->rank,
                 m->endpoint);
     return 0;
 }
 
 /* Sends body then the data frames (frames[1 .. n]; frames[0] is the body's)
- * as message type, numbered. */
-static int s_send(ps_replica_t *r, ps_msg_type_t type, ps_range_t keys, int64_t version,
-                  const ProtobufCMessage *body, ps_frame_t *frames, int n)
+ * as message type, number id, to replica t. */
+static int s_send(ps_replica_t *r, s_target_t *t, uint64_t id, ps_msg_type_t type,
+                  ps_range_t keys, int64_t version, const ProtobufCMessage *body,
+                  ps_frame_t *frames, int n)
 {
     uint8_t buf[1024];
     const size_t blen = protobuf_c_message_get_packed_size(body);
@@ -117,13 +181,14 @@ static int s_send(ps_replica_t *r, ps_msg_type_t type, ps_range_t keys, int64_t 
     protobuf_c_message_pack(body, b);
     Shardps__Header h;
     ps_msg_header(&h, type, PS_ROLE_SERVER, r->rank);
-    h.request_id = ++r->sent;
+    h.request_id = id;
     h.key_begin = keys.begin;
     h.key_end = keys.end;
     h.version = version;
-    h.token = r->token;
+    h.token = t->token;
     frames[0] = (ps_frame_t){b, blen};
-    int rc = ps_msg_send(r->sock, NULL, h, frames, n + 1, PS_SEND_COPY);
+    int rc = ps_msg_send(t->sock, NULL, h, frames, n + 1, PS_SEND_COPY);
+    t->last = id;
     for (int i = 0; i <= n; i++) {
         r->stats.bytes += frames[i].len;
     }
@@ -133,10 +198,11 @@ static int s_send(ps_replica_t *r, ps_msg_type_t type, ps_range_t keys, int64_t 
     return rc;
 }
 
-/* The store as it is, array by array (values first: the replica's store is
- * initialised by them, which zeroes its optimizer state), in ranges of a
- * store chunk; the last message says where the step stands. */
-static int s_snapshot(ps_replica_t *r)
+/* The store as it is, to replica t, array by array (values first: the
+ * replica's store is initialised by them, which zeroes its optimizer
+ * state), in ranges of a store chunk; the last message says where the step
+ * stands. */
+static int s_snapshot(ps_replica_t *r, s_target_t *t)
 {
     const ps_range_t shard = ps_store_shard(r->store);
     const uint64_t n = ps_range_len(shard);
@@ -161,7 +227,8 @@ static int s_snapshot(ps_replica_t *r)
             sn.version = version;
             sn.done = (ProtobufCBinaryData){sn.last ? nchunks : 0, done};
             ps_frame_t f[2] = {{NULL, 0}, {src, len * sizeof(float)}};
-            rc = s_send(r, PS_MSG_REPLICA_SNAPSHOT, keys, version, &sn.base, f, 1);
+            rc = s_send(r, t, ++r->sent, PS_MSG_REPLICA_SNAPSHOT, keys, version, &sn.base, f,
+                        1);
         }
     }
     free(done);
@@ -171,30 +238,39 @@ static int s_snapshot(ps_replica_t *r)
 
 void ps_replica_resync(ps_replica_t *r)
 {
-    r->snapshot_due = r->members_due = r->sock != NULL;
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        r->targets[i].snapshot_due = r->targets[i].members_due = r->targets[i].sock != NULL;
+    }
 }
 
-/* A send failed: the replica is given up (the scheduler makes another). */
-static void s_lost(ps_replica_t *r, int rc)
+/* A send to replica t failed: it is given up (the scheduler makes another). */
+static void s_lost(ps_replica_t *r, s_target_t *t, int rc)
 {
-    ps_log_warn("cannot reach our replica (%s): going on without it", ps_strerror(rc));
-    s_detach(r);
+    ps_log_warn("cannot reach our replica S%d (%s): going on without it", t->id,
+                ps_strerror(rc));
+    s_detach(r, t);
 }
 
-/* The consistency's members into u when they changed since the replica
- * was last sent them (live and join_at point into r). */
+/* The consistency's members into u when they changed since they were last
+ * sent, or a replica that gets this message needs them whatever they are
+ * (live and join_at point into r). */
 static void s_members(ps_replica_t *r, Shardps__ReplicaUpdate *u)
 {
     unsigned char live[PS_MAX_WORKERS];
     int64_t join_at[PS_MAX_WORKERS];
     const int n = ps_consistency_members(r->cons, live, join_at);
-    if (!r->members_due && !memcmp(live, r->live, (size_t)n) &&
+    int due = 0;
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        s_target_t *t = &r->targets[i];
+        due |= t->sock && !t->snapshot_due && t->members_due;
+        t->members_due = t->members_due && (!t->sock || t->snapshot_due);
+    }
+    if (!due && !memcmp(live, r->live, (size_t)n) &&
         !memcmp(join_at, r->join_at, (size_t)n * sizeof *join_at)) {
         return;
     }
     memcpy(r->live, live, (size_t)n);
     memcpy(r->join_at, join_at, (size_t)n * sizeof *join_at);
-    r->members_due = 0;
     u->live = (ProtobufCBinaryData){(size_t)n, r->live};
     u->n_join_at = (size_t)n;
     u->join_at = r->join_at;
@@ -202,7 +278,7 @@ static void s_members(ps_replica_t *r, Shardps__ReplicaUpdate *u)
 
 void ps_replica_flush(ps_replica_t *r)
 {
-    if (!r->sock || r->snapshot_due) { /* nothing sent before the snapshot */
+    if (r->ntargets == 0) {
         return;
     }
     Shardps__ReplicaUpdate u = SHARDPS__REPLICA_UPDATE__INIT;
@@ -212,54 +288,66 @@ void ps_replica_flush(ps_replica_t *r)
     }
     Shardps__ReplicaStep *ptrs[S_BATCH];
     ps_frame_t f[1 + S_BATCH];
-    for (int i = 0; i < r->nsteps; i++) {
-        ptrs[i] = &r->steps[i];
-        f[1 + i] = (ps_frame_t){r->buf + r->offs[i],
-                                (r->steps[i].key_end - r->steps[i].key_begin) * sizeof(float)};
-    }
     u.n_steps = (size_t)r->nsteps;
     u.steps = ptrs;
     ps_range_t keys = ps_store_shard(r->store); /* all of them; the shard without updates */
     if (r->nsteps > 0) {
         keys = (ps_range_t){r->steps[0].key_begin, r->steps[0].key_end};
     }
-    for (int i = 1; i < r->nsteps; i++) {
-        keys.begin = r->steps[i].key_begin < keys.begin ? r->steps[i].key_begin : keys.begin;
-        keys.end = r->steps[i].key_end > keys.end ? r->steps[i].key_end : keys.end;
+    for (int i = 0; i < r->nsteps; i++) {
+        const Shardps__ReplicaStep *st = &r->steps[i];
+        ptrs[i] = &r->steps[i];
+        f[1 + i] = (ps_frame_t){r->buf + r->offs[i], (st->key_end - st->key_begin) * sizeof(float)};
+        keys.begin = st->key_begin < keys.begin ? st->key_begin : keys.begin;
+        keys.end = st->key_end > keys.end ? st->key_end : keys.end;
     }
-    int rc = s_send(r, PS_MSG_REPLICATE, keys, ps_consistency_version(r->cons), &u.base, f,
-                    r->nsteps);
+    const uint64_t id = ++r->sent;
+    for (int k = 0; k < PS_MAX_REPLICAS; k++) {
+        s_target_t *t = &r->targets[k];
+        if (!t->sock || t->snapshot_due) { /* nothing goes before its snapshot */
+            continue;
+        }
+        int rc = s_send(r, t, id, PS_MSG_REPLICATE, keys, ps_consistency_version(r->cons),
+                        &u.base, f, r->nsteps);
+        if (rc != 0) {
+            s_lost(r, t, rc);
+        }
+    }
     r->stats.updates += (uint64_t)r->nsteps;
     r->nsteps = 0;
     r->buf_len = 0;
-    if (rc != 0) {
-        s_lost(r, rc);
-    }
+    s_gate(r);
 }
 
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
                        float scale, int64_t version)
 {
-    if (!r->sock) {
-        return;
-    }
-    if (r->snapshot_due) {
-        r->snapshot_due = 0;
-        int rc = s_snapshot(r);
-        if (rc != 0) {
-            s_lost(r, rc);
-            return;
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        s_target_t *t = &r->targets[i];
+        if (t->sock && t->snapshot_due) {
+            t->snapshot_due = 0;
+            int rc = s_snapshot(r, t);
+            if (rc != 0) {
+                s_lost(r, t, rc);
+            }
         }
     }
+    if (r->ntargets == 0) {
+        return;
+    }
     const size_t n = ps_range_len(range);
-    if (r->nsteps == S_BATCH && (ps_replica_flush(r), !r->sock)) {
+    if (r->nsteps == S_BATCH && (ps_replica_flush(r), r->ntargets == 0)) {
         return;
     }
     if (r->buf_len + n > r->buf_cap) {
         const size_t cap = 2 * (r->buf_len + n);
         float *buf = realloc(r->buf, cap * sizeof *buf);
         if (!buf) {
-            s_lost(r, PS_ENOMEM);
+            for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+                if (r->targets[i].sock) {
+                    s_lost(r, &r->targets[i], PS_ENOMEM);
+                }
+            }
             return;
         }
         r->buf = buf;
@@ -275,28 +363,40 @@ void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, flo
     r->steps[r->nsteps] = st;
     r->offs[r->nsteps++] = r->buf_len;
     r->buf_len += n;
-    /* replies due from now on wait for the message these go in */
-    ps_reply_gate(r->reply, r->sent + 1, r->acked);
+    s_gate(r); /* replies due from now on wait for the message these go in */
 }
 
-ps_sock_t *ps_replica_sock(const ps_replica_t *r)
+int ps_replica_socks(const ps_replica_t *r, ps_sock_t **socks, int max)
 {
-    return r->sock;
+    int n = 0;
+    for (int i = 0; r && i < PS_MAX_REPLICAS && n < max; i++) {
+        if (r->targets[i].sock) {
+            socks[n++] = r->targets[i].sock;
+        }
+    }
+    return n;
 }
+
+/* What ps_msg_drain's handler needs: the replicas, and whose socket. */
+typedef struct {
+    ps_replica_t *r;
+    s_target_t *t;
+} s_drain_t;
 
 static int s_on_ack(void *arg, ps_msg_t *m, int rc)
 {
-    ps_replica_t *r = arg;
+    s_drain_t *d = arg;
+    s_target_t *t = d->t;
     if (rc != 0 || m->hdr.role != PS_ROLE_SERVER) {
         return 0;
     }
-    if (m->hdr.type == PS_MSG_REPLICA_ACK && m->hdr.request_id <= r->sent &&
-        m->hdr.request_id > r->acked) {
-        r->acked = m->hdr.request_id;
+    if (m->hdr.type == PS_MSG_REPLICA_ACK && m->hdr.request_id <= t->last &&
+        m->hdr.request_id > t->acked) {
+        t->acked = m->hdr.request_id;
     } else if (m->hdr.type == PS_MSG_ERROR) { /* it is out of step: it goes */
-        ps_log_warn("our replica refused an update (%s): going on without it",
+        ps_log_warn("our replica S%d refused an update (%s): going on without it", t->id,
                     m->hdr.error ? m->hdr.error : "");
-        s_detach(r);
+        s_detach(d->r, t);
         return 1;
     }
     return 0;
@@ -304,10 +404,13 @@ static int s_on_ack(void *arg, ps_msg_t *m, int rc)
 
 void ps_replica_drain(ps_replica_t *r)
 {
-    if (r->sock) {
-        ps_msg_drain(r->sock, 0, 256, s_on_ack, r);
-        ps_reply_gate(r->reply, r->sent, r->acked);
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        s_drain_t d = {r, &r->targets[i]};
+        if (d.t->sock) {
+            ps_msg_drain(d.t->sock, 0, 256, s_on_ack, &d);
+        }
     }
+    s_gate(r);
 }
 
 ps_replica_stats_t ps_replica_stats(const ps_replica_t *r)

@@ -1,22 +1,25 @@
 /*
- * server/replica.h - hot replicas (--replicas): a primary keeps a replica
- * of its keys in step with every update it applies, so that the replica can
- * take its rank over with nothing rolled back.
+ * server/replica.h - hot replicas (--replicas K): a primary keeps K
+ * replicas of its keys in step with every update it applies, so that one of
+ * them can take its rank over with nothing rolled back.
  *
- * The primary's side: the scheduler names the replica (MSG_REPLICA); the
- * primary connects to it, sends it a snapshot of the store (values,
- * optimizer state, where the step being collected stands) before its next
- * update, then every update as the consistency is about to apply it
+ * The primary's side: the scheduler names each replica (MSG_REPLICA, up to
+ * PS_MAX_REPLICAS); the primary connects to it, sends it a snapshot of the
+ * store (values, optimizer state, where the step being collected stands)
+ * before its next update, then every update as the consistency is about to apply it
  * (ps_consistency_ops_t.update: the same gradient, learning rate, scale and
  * version, so the replica's ps_store_step gives the same bits). Updates are
- * numbered; the replica acknowledges them in order, and no pull reply leaves
- * before the replica holds the updates applied when it was due
+ * numbered; each replica acknowledges them in order, and no pull reply
+ * leaves before every replica holds the updates applied when it was due
  * (ps_reply_gate).
  *
  * The replica's side (ps_replica_apply): a server started as a spare whose
  * view names the rank it follows (view.replica_of) takes the primary's
  * snapshot and updates on its workers' socket, checked against the token
- * the scheduler gave both, and answers each with MSG_REPLICA_ACK.
+ * the scheduler gave both, and answers each with MSG_REPLICA_ACK. When
+ * another replica takes the rank over, the scheduler gives this one a new
+ * token (MSG_REPLICA): from then on it follows the new primary, starting
+ * from its snapshot, and the old one's messages are refused.
  *
  * One thread (the server's loop) makes every call.
  */
@@ -53,13 +56,14 @@ int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_cons
 /* Frees; NULL-safe; sets *r to NULL. */
 void ps_replica_destroy(ps_replica_t **r);
 
-/* MSG_REPLICA from the scheduler: keep a replica at m->endpoint (its
- * snapshot goes before the next update), or none (empty endpoint: the
- * waiting replies go). Returns 0, or a PS_E* with the reason in why (the
- * replica is dropped). */
+/* MSG_REPLICA from the scheduler: keep replica m->rank at m->endpoint as
+ * well (its snapshot goes before the next update; up to PS_MAX_REPLICAS),
+ * or, with an empty endpoint, no longer replica m->rank (0: any; replies
+ * waiting only for it go). Returns 0, or a PS_E* with the reason in why
+ * (that replica is not kept). */
 int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, size_t cap);
 
-/* The primary's store was reloaded (a rollback): the replica gets a whole
+/* The primary's store was reloaded (a rollback): each replica gets a whole
  * snapshot again before the next update. */
 void ps_replica_resync(ps_replica_t *r);
 
@@ -72,10 +76,12 @@ void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, flo
  * the requests in hand are handled: replies due meanwhile wait for it). */
 void ps_replica_flush(ps_replica_t *r);
 
-/* The socket to the replica, for the loop's poll; NULL when there is none. */
-ps_sock_t *ps_replica_sock(const ps_replica_t *r);
+/* The sockets to the replicas, for the loop's poll, into socks[0..max):
+ * returns how many (0: none; r may be NULL). */
+int ps_replica_socks(const ps_replica_t *r, ps_sock_t **socks, int max);
 
-/* Reads the replica's acknowledgements and opens the reply gate that far. */
+/* Reads the replicas' acknowledgements and opens the reply gate as far as
+ * every one of them has. */
 void ps_replica_drain(ps_replica_t *r);
 
 ps_replica_stats_t ps_replica_stats(const ps_replica_t *r);

@@ -52,10 +52,11 @@ typedef struct ps_server {
     ps_control_t *control;    /* failovers, membership, joins, checkpoints */
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
     ps_server_obs_t *obs;     /* metrics and the heartbeat's report */
-    ps_replica_t *replica;    /* --replicas: our keys' replica, kept in step */
+    ps_replica_t *replica;    /* --replicas: our keys' replicas, kept in step */
     ps_route_t ack_route;     /* a replica: its primary, owed an ack for... */
     uint64_t ack_id;          /* ...everything up to this message (0: none owed) */
     int out_of_step;          /* a replica that refused its primary's message: it ends */
+    char advertise[PS_ENDPOINT_MAX]; /* where the workers (and a primary) reach us */
 } ps_server_t;
 
 /* The consistency's callbacks (ps_consistency_ops_t); the asker is a
@@ -306,12 +307,30 @@ static void s_send_report(ps_server_t *s)
     ps_link_send(s->link, PS_MSG_REPORT, &r.base);
 }
 
-/* MSG_REPLICA from the scheduler: the replica to keep in step (or none). */
+/* A replica: another replica took our primary's rank over. We follow it
+ * from its snapshot, with the token the scheduler just gave both (the old
+ * primary's messages are refused from now on), and say so as a new replica
+ * does (PEER_READY), after which the scheduler names us to it. */
+static void s_follow_new_primary(ps_server_t *s, const Shardps__Replica *r)
+{
+    s->view->replica_token = r->token;
+    s->ack_id = 0;
+    ps_link_set_replica(s->link, s->view->replica_of, r->token, NULL, 0);
+    Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
+    ready.endpoint = s->advertise;
+    ps_link_send(s->link, PS_MSG_PEER_READY, &ready.base);
+    ps_log_info("S%d has a new primary: following it from its snapshot", s->rank);
+}
+
+/* MSG_REPLICA from the scheduler: a primary's replica to keep in step (or
+ * drop); a replica's new primary. */
 static void s_on_replica(ps_server_t *s, ps_msg_t *m)
 {
     char why[256];
     const Shardps__Replica *r = ps_msg_unpack_body(m, &shardps__replica__descriptor);
-    if (!r || !s->replica) {
+    if (r && s->view->replica_of) {
+        s_follow_new_primary(s, r);
+    } else if (!r || !s->replica) {
         ps_log_warn("dropped a bad replica message from the scheduler");
     } else if (ps_replica_attach(s->replica, r, why, sizeof why) != 0) {
         ps_log_warn("%s: going on without a replica", why);
@@ -382,18 +401,25 @@ static int s_loop(ps_server_t *s)
     ps_loop_t l = {s, -1};
     int moving = 0; /* waiting replies went out last time: buffers are coming back */
     for (;;) {
-        ps_sock_t *rsock = s->replica ? ps_replica_sock(s->replica) : NULL;
-        ps_pollitem_t items[3] = {
-            {.sock = s->router}, {.sock = ps_link_sock(s->link)}, {.sock = rsock}};
+        ps_sock_t *rsocks[PS_MAX_REPLICAS];
+        const int nr = ps_replica_socks(s->replica, rsocks, PS_MAX_REPLICAS);
+        ps_pollitem_t items[2 + PS_MAX_REPLICAS] = {{.sock = s->router},
+                                                    {.sock = ps_link_sock(s->link)}};
+        for (int i = 0; i < nr; i++) {
+            items[2 + i].sock = rsocks[i];
+        }
         /* Replies waiting for buffers go soon after ZeroMQ gives some back;
          * a worker that does not read at all costs a wake-up every 10 ms. */
-        int rc = ps_poll(items, rsock ? 3 : 2,
-                         !ps_reply_waiting(s->reply) ? 100 : moving ? 1 : 10);
+        int rc = ps_poll(items, 2 + nr, !ps_reply_waiting(s->reply) ? 100 : moving ? 1 : 10);
         if (rc < 0) {
             ps_log_err("poll failed: %s", ps_strerror(rc));
             return 1;
         }
-        if (rsock && items[2].ready) {
+        int acks = 0;
+        for (int i = 0; i < nr; i++) {
+            acks |= items[2 + i].ready;
+        }
+        if (acks) {
             ps_replica_drain(s->replica);
         }
         if (items[0].ready) {
@@ -538,6 +564,7 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     if (s->view->replica_of) {
         ps_link_set_replica(s->link, s->view->replica_of, s->view->replica_token, advertise, 0);
     }
+    snprintf(s->advertise, sizeof s->advertise, "%s", advertise);
     Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
     ready.endpoint = advertise;
     rc = ps_link_send(s->link, PS_MSG_PEER_READY, &ready.base);

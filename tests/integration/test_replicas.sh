@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/integration/test_replicas.sh - hot replicas (--replicas 1): a lost
+# tests/integration/test_replicas.sh - hot replicas (--replicas K): a lost
 # server's replica takes its rank over with nothing rolled back.
 #
 # A sync MLP job, 3 servers (each with a replica made from a spare) x 2
@@ -8,8 +8,10 @@
 # rank over, the workers send the step under way again, and the parameters
 # are bitwise those of the undisturbed run, with 0 steps rolled back; a
 # respawned spare becomes S1's new replica (the rebuild), and the new S1
-# killed in turn is taken over again, still bitwise. A lost replica lets its
-# primary go on alone. A scheduler killed and started again knows the
+# killed in turn is taken over again, still bitwise. With two replicas the
+# one that did not take over follows the new primary and takes over at the
+# next loss; with S1 and one replica lost at once, the other takes over. A
+# lost replica lets its primary go on alone. A scheduler killed and started again knows the
 # replicas again (they register again), so a takeover still follows. Async: the job goes on without rolling back and
 # trains. Bad --replicas values are refused at the start. Nothing is left
 # running.
@@ -26,6 +28,15 @@ wait_step() {
         sleep 0.1
     done
     fail "no step $2 in $1: $(tail -3 "$1")"
+}
+# in_step LOG R N: until N replicas of S<R> were in step (60 s at most).
+in_step() {
+    local i
+    for i in $(seq 600); do
+        [ "$(grep -Ec "S[0-9]+ is in step with S$2\b" "$1")" -ge "$3" ] && return 0
+        sleep 0.1
+    done
+    return 1
 }
 # job_ok NAME: waits for the background job, which must end 0.
 job_ok() {
@@ -72,7 +83,7 @@ wait_step "$TMP/norep.log" 40
 kill -9 "$(sed -n 's/.*spare S[0-9]* (pid \([0-9]*\)) becomes the replica of S0.*/\1/p' \
     "$TMP/norep.log" | head -1)"
 job_ok norep
-grep -q "lost the replica of S0" "$TMP/norep.log" ||
+grep -q "lost a replica of S0" "$TMP/norep.log" ||
     fail "the lost replica was not seen: $(grep -i replica "$TMP/norep.log" | tail -3)"
 cmp -s "$TMP/full.f32" "$TMP/norep.f32" || fail "parameters differ after a lost replica"
 no_leftovers "$TMP/norep.log"
@@ -91,6 +102,44 @@ grep -Eq "failover [0-9]+: lost S1 .* spare S[0-9]+ .* every node rolls back" "$
     fail "no rollback failover: $(grep failover "$TMP/both.log")"
 cmp -s "$TMP/full.f32" "$TMP/both.f32" || fail "parameters differ after the rollback"
 no_leftovers "$TMP/both.log"
+
+# Two replicas each (--replicas 2). S1 killed: one replica takes over and
+# the other follows the new primary (a new token, its snapshot) until it is
+# in step again; then the new S1 is killed and that one takes over: two
+# takeovers, still bitwise, nothing rolled back.
+fault_job_bg k2 --servers 3 --replicas 2 --progress 0.1
+in_step "$TMP/k2.log" 1 2 ||
+    fail "S1 has not two replicas in step: $(grep -i replica "$TMP/k2.log" | tail -5)"
+wait_step "$TMP/k2.log" 40
+kill -9 "$(pid_of "$TMP/k2.log" S1)"
+wait_line "$TMP/k2.log" "replica S[0-9]+ follows S1's new primary" 60 ||
+    fail "the other replica was not told: $(grep -iE 'replica|failover' "$TMP/k2.log" | tail -5)"
+OTHER=$(sed -n "s/.*replica S\([0-9]*\) follows S1's new primary.*/\1/p" "$TMP/k2.log" | head -1)
+wait_line "$TMP/k2.log" "the replica of S1 is rebuilt on S$OTHER:" 60 ||
+    fail "S$OTHER is not in step with the new S1: $(grep -iE 'replica' "$TMP/k2.log" | tail -5)"
+kill -9 "$(sed -n 's/.*its replica S[0-9]* (pid \([0-9]*\)) takes the rank over.*/\1/p' \
+    "$TMP/k2.log" | head -1)"
+job_ok k2
+grep -Eq "its replica S$OTHER \(pid [0-9]+\) takes the rank over" "$TMP/k2.log" ||
+    fail "S$OTHER did not take over: $(grep failover "$TMP/k2.log")"
+expect "$TMP/k2.json" "d['replicas']['per_server'] == 2 and d['replicas']['takeovers'] == 2 and \
+    d['replicas']['steps_rolled_back'] == 0" "two takeovers with two replicas"
+cmp -s "$TMP/full.f32" "$TMP/k2.f32" || fail "parameters differ after two takeovers (K = 2)"
+no_leftovers "$TMP/k2.log"
+
+# S1 and one of its two replicas killed together: the other takes over.
+fault_job_bg k2both --servers 3 --replicas 2 --progress 0.1
+in_step "$TMP/k2both.log" 1 2 ||
+    fail "S1 has not two replicas in step: $(grep -i replica "$TMP/k2both.log" | tail -5)"
+wait_step "$TMP/k2both.log" 40
+REP=$(sed -n 's/.*spare S[0-9]* (pid \([0-9]*\)) becomes the replica of S1.*/\1/p' \
+    "$TMP/k2both.log" | head -1)
+kill -9 "$(pid_of "$TMP/k2both.log" S1)" "$REP"
+job_ok k2both
+expect "$TMP/k2both.json" "d['replicas']['takeovers'] >= 1 and \
+    d['replicas']['steps_rolled_back'] == 0" "a takeover with a replica lost too"
+cmp -s "$TMP/full.f32" "$TMP/k2both.f32" || fail "parameters differ (S1 and a replica lost)"
+no_leftovers "$TMP/k2both.log"
 
 # The scheduler killed: the launcher starts it again from its state file and
 # the replicas register again as the replicas they are, so S1 killed after
@@ -125,7 +174,7 @@ expect "$TMP/async.json" "d['status'] == 'ok' and d['test_accuracy'] >= 0.75" "a
 no_leftovers "$TMP/async.log"
 
 # Bad values are refused at the start, with a line saying why.
-for bad in "--replicas 2" "--replicas -1" "--replicas 1 --mode ssp:1" "--replicas 1 --compress topk:0.1"; do
+for bad in "--replicas 4" "--replicas -1" "--replicas 1 --mode ssp:1" "--replicas 1 --compress topk:0.1"; do
     # shellcheck disable=SC2086
     "$LAUNCH" --servers 2 --workers 1 --max-steps 5 $bad >"$TMP/bad.log" 2>&1
     rc=$?
