@@ -103,14 +103,20 @@ grep -Eq "failover [0-9]+: lost S1 .* spare S[0-9]+ .* every node rolls back" "$
 cmp -s "$TMP/full.f32" "$TMP/both.f32" || fail "parameters differ after the rollback"
 no_leftovers "$TMP/both.log"
 
+# k2_job NAME: a job with two replicas per server in the background, once
+# S1's two are in step and the job is at step 40.
+k2_job() {
+    fault_job_bg "$1" --servers 3 --replicas 2 --progress 0.1
+    in_step "$TMP/$1.log" 1 2 ||
+        fail "S1 has not two replicas in step: $(grep -i replica "$TMP/$1.log" | tail -5)"
+    wait_step "$TMP/$1.log" 40
+}
+
 # Two replicas each (--replicas 2). S1 killed: one replica takes over and
 # the other follows the new primary (a new token, its snapshot) until it is
 # in step again; then the new S1 is killed and that one takes over: two
 # takeovers, still bitwise, nothing rolled back.
-fault_job_bg k2 --servers 3 --replicas 2 --progress 0.1
-in_step "$TMP/k2.log" 1 2 ||
-    fail "S1 has not two replicas in step: $(grep -i replica "$TMP/k2.log" | tail -5)"
-wait_step "$TMP/k2.log" 40
+k2_job k2
 kill -9 "$(pid_of "$TMP/k2.log" S1)"
 wait_line "$TMP/k2.log" "replica S[0-9]+ follows S1's new primary" 60 ||
     fail "the other replica was not told: $(grep -iE 'replica|failover' "$TMP/k2.log" | tail -5)"
@@ -128,10 +134,7 @@ cmp -s "$TMP/full.f32" "$TMP/k2.f32" || fail "parameters differ after two takeov
 no_leftovers "$TMP/k2.log"
 
 # S1 and one of its two replicas killed together: the other takes over.
-fault_job_bg k2both --servers 3 --replicas 2 --progress 0.1
-in_step "$TMP/k2both.log" 1 2 ||
-    fail "S1 has not two replicas in step: $(grep -i replica "$TMP/k2both.log" | tail -5)"
-wait_step "$TMP/k2both.log" 40
+k2_job k2both
 REP=$(sed -n 's/.*spare S[0-9]* (pid \([0-9]*\)) becomes the replica of S1.*/\1/p' \
     "$TMP/k2both.log" | head -1)
 kill -9 "$(pid_of "$TMP/k2both.log" S1)" "$REP"
