@@ -189,7 +189,10 @@ static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int 
 
 /* Writes mpirun's rsh agent beside the job's log into path: "HOST CMD..."
  * runs CMD in the network namespace HOST (the hosts mpirun is given are the
- * workers' namespaces). 0 or PS_EIO. */
+ * workers' namespaces). Each daemon gets a session directory of its own:
+ * all of them run on this one host under one host name, and two creating
+ * the same directory at once fail ("mkdir ... File exists", orte_init
+ * failed, no rank starts). 0 or PS_EIO. */
 static int s_mpi_agent(const ps_netsim_t *net, const ps_netsim_job_t *job, char *path,
                        size_t cap)
 {
@@ -202,7 +205,10 @@ static int s_mpi_agent(const ps_netsim_t *net, const ps_netsim_job_t *job, char 
         return PS_EIO;
     }
     fprintf(f, "#!/bin/sh\n# mpirun's rsh agent on the simulated cluster: HOST CMD... runs "
-               "CMD in namespace HOST\nns=$1\nshift\nexec %s netns exec \"$ns\" sh -c \"$*\"\n",
+               "CMD in namespace HOST,\n# with a session directory of its own\nns=$1\nshift\n"
+               "dir=${TMPDIR:-/tmp}/$ns.ompi\nmkdir -p \"$dir\" || exit 1\n"
+               "%s netns exec \"$ns\" env OMPI_MCA_orte_tmpdir_base=\"$dir\" sh -c \"$*\"\n"
+               "rc=$?\nrm -rf \"$dir\"\nexit $rc\n",
             ps_netsim_ip(net));
     return fclose(f) == 0 && chmod(path, 0700) == 0 ? 0 : PS_EIO;
 }
@@ -329,7 +335,7 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
         rc = s_start_mpi(net, job, &procs[started].pid);
         alive += rc == 0;
     }
-    int w1_killed = 0;
+    int w1_killed = 0, mpirun_failed = 0;
     while (alive > 0) {
         int st;
         pid_t pid = ps_proc_wait(-1, 0.1, &st);
@@ -350,18 +356,20 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
                     if (i == w1 && w1_killed == 1) {
                         w1_killed = 2; /* the killed one is reaped: the next W1 counts */
                     }
+                    /* its ranks are gone: the scheduler would wait for them in vain */
+                    mpirun_failed |= job->mpirun && i == started && procs[i].code != 0;
                 }
             }
             continue;
         } else if (pid < 0) {
             break; /* no children left that we know of */
         }
-        /* Stop everything: start-up failed, a signal, the timeout, or the
-         * scheduler ended and the others linger. */
+        /* Stop everything: start-up failed, mpirun failed, a signal, the
+         * timeout, or the scheduler ended and the others linger. */
         /* mpirun takes its daemons in the namespaces down after its ranks,
          * which on a loaded machine takes a while */
         const double linger = job->mpirun ? 60 : 15;
-        int stop = rc != 0 || ps_netsim_stop || now - t0 > job->timeout ||
+        int stop = rc != 0 || mpirun_failed || ps_netsim_stop || now - t0 > job->timeout ||
                    (sched_end > 0 && now - sched_end > linger);
         if (stop && !stopped) {
             stopped = ps_netsim_stop ? 130 : now - t0 > job->timeout ? 124 : -1;
