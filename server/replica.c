@@ -111,31 +111,33 @@ void ps_replica_destroy(ps_replica_t **rp)
     *rp = NULL;
 }
 
-static s_target_t *s_target(ps_replica_t *r, int id)
+/* Whether id is in the scheduler's list of our replicas. */
+static int s_kept(const Shardps__Replica *m, int id)
 {
-    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
-        if (r->targets[i].sock && r->targets[i].id == id) {
-            return &r->targets[i];
+    for (size_t i = 0; i < m->n_keep; i++) {
+        if (m->keep[i] == id) {
+            return 1;
         }
     }
-    return NULL;
+    return 0;
 }
 
 int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, size_t cap)
 {
-    if (!m->endpoint || !m->endpoint[0]) {
-        for (int i = 0; i < PS_MAX_REPLICAS; i++) {
-            if (r->targets[i].sock && (m->rank == 0 || r->targets[i].id == m->rank)) {
-                ps_log_info("replica S%d of our keys is gone", r->targets[i].id);
-                s_detach(r, &r->targets[i]);
-            }
+    const int named = m->endpoint && m->endpoint[0];
+    for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+        s_target_t *t = &r->targets[i];
+        if (t->sock && !s_kept(m, t->id)) {
+            ps_log_info("replica S%d of our keys is gone", t->id);
+            s_detach(r, t);
+        } else if (t->sock && named && t->id == m->rank) {
+            s_detach(r, t); /* it listens elsewhere now */
         }
+    }
+    if (!named) {
         return 0;
     }
-    s_target_t *t = s_target(r, m->rank);
-    if (t) {
-        s_detach(r, t); /* it listens elsewhere now */
-    }
+    s_target_t *t = NULL;
     for (int i = 0; !t && i < PS_MAX_REPLICAS; i++) {
         t = r->targets[i].sock ? NULL : &r->targets[i];
     }

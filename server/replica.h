@@ -56,11 +56,11 @@ int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_cons
 /* Frees; NULL-safe; sets *r to NULL. */
 void ps_replica_destroy(ps_replica_t **r);
 
-/* MSG_REPLICA from the scheduler: keep replica m->rank at m->endpoint as
- * well (its snapshot goes before the next update; up to PS_MAX_REPLICAS),
- * or, with an empty endpoint, no longer replica m->rank (0: any; replies
- * waiting only for it go). Returns 0, or a PS_E* with the reason in why
- * (that replica is not kept). */
+/* MSG_REPLICA from the scheduler: our replicas are those of m->keep (any
+ * other is dropped, and replies waiting only for it go), and with an
+ * endpoint, replica m->rank listens at m->endpoint (its snapshot goes
+ * before the next update; up to PS_MAX_REPLICAS). Returns 0, or a PS_E*
+ * with the reason in why (that replica is not kept). */
 int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, size_t cap);
 
 /* The primary's store was reloaded (a rollback): each replica gets a whole

@@ -12,8 +12,9 @@
 # one that did not take over follows the new primary and takes over at the
 # next loss; with S1 and one replica lost at once, the other takes over. A
 # lost replica lets its primary go on alone. A scheduler killed and started again knows the
-# replicas again (they register again), so a takeover still follows. Async: the job goes on without rolling back and
-# trains. Bad --replicas values are refused at the start. Nothing is left
+# replicas again (they register again), so a takeover still follows; one
+# that lost a replica meanwhile gets another. Async: the job goes on without
+# rolling back and trains. Bad --replicas values are refused at the start. Nothing is left
 # running.
 . "$(dirname "$0")/lib.sh"
 
@@ -165,6 +166,25 @@ cmp -s "$TMP/full.f32" "$TMP/sched.f32" || fail "parameters differ after the sch
 grep -q "still running .* after the job finished" "$TMP/sched.log" &&
     fail "nodes outlived the job: $(grep 'still running' "$TMP/sched.log")"
 no_leftovers "$TMP/sched.log"
+
+# The scheduler and S0's replica killed together: the restarted scheduler
+# never hears of that replica and gives S0 a respawned spare; S0 drops the
+# dead one (the scheduler names all of a primary's replicas), so no reply
+# waits for it and the job ends, bitwise.
+job_bg schedrep --respawn 2 --checkpoint-every 50 --checkpoint-dir "$TMP/ck_schedrep"
+wait_line "$TMP/schedrep.log" "S[0-9] is in step with S0" 60 || fail "S0 has no replica in step"
+wait_file "$TMP/ck_schedrep/step-50/manifest.json" 60 || fail "no checkpoint step-50"
+kill -9 "$(pgrep -x shardps-schedul -P "$(pgrep -x shardps-launch -P "$JOB_PID")")" \
+    "$(sed -n 's/.*spare S[0-9]* (pid \([0-9]*\)) becomes the replica of S0.*/\1/p' \
+        "$TMP/schedrep.log" | head -1)"
+wait_line "$TMP/schedrep.log" "is back: every node registered again" 60 ||
+    fail "the job did not come back: $(tail -5 "$TMP/schedrep.log")"
+job_ok schedrep
+[ "$(grep -Ec "S[0-9]+ is in step with S0\b" "$TMP/schedrep.log")" -ge 2 ] ||
+    fail "S0 got no new replica: $(grep -i replica "$TMP/schedrep.log" | tail -5)"
+cmp -s "$TMP/full.f32" "$TMP/schedrep.f32" ||
+    fail "parameters differ after the scheduler and a replica were lost"
+no_leftovers "$TMP/schedrep.log"
 
 # Async: S1 killed, its replica takes over, the job goes on and trains.
 job_bg async --mode async
