@@ -10,7 +10,9 @@
 # nothing; no message was refused anywhere; and once the launcher is gone no
 # process of the job is left. Waits are generous (a loaded 2-core machine
 # loads 64 copies of the data set): no timing is asserted; --peer-timeout is
-# raised so that a starved heartbeat does not end the job.
+# raised so that a starved heartbeat does not end the job, --connect-timeout
+# so that a node whose registration the starved scheduler answers late
+# still joins.
 . "$(dirname "$0")/lib.sh"
 
 S=16 M=64 STEPS=6
@@ -73,7 +75,7 @@ PY
 run_job() { # MODE
     local name=$1 job="scale-$$-$1"
     start "$name" "$LAUNCH" --servers $S --workers $M --mode "$name" --max-steps $STEPS \
-        --batch 8 --threads 1 --peer-timeout 60 --wait 600 --job-id "$job" \
+        --batch 8 --threads 1 --peer-timeout 60 --connect-timeout 120 --wait 600 --job-id "$job" \
         --data "$TMP/data" --summary "$TMP/$name.json" --plot none
     local lpid=$LAST_PID
     wait_pid "$lpid" 900 || fail "$name: the job did not end: $(tail -5 "$TMP/$name.log")"
