@@ -36,10 +36,8 @@ static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
 static void s_send_members(ps_scheduler_t *s, const ps_node_t *n);
 
 /* Tells primary r which replicas it has (the ids in r's slots: it drops
- * any other), and where a new one listens (replica; NULL: none new, `gone`
- * went). */
-static void s_tell_primary(ps_failover_t *f, ps_scheduler_t *s, int r, const ps_node_t *replica,
-                           int gone)
+ * any other), and where a new one listens (replica; NULL: none new). */
+static void s_tell_primary(ps_failover_t *f, ps_scheduler_t *s, int r, const ps_node_t *replica)
 {
     Shardps__Replica rp = SHARDPS__REPLICA__INIT;
     int32_t keep[PS_MAX_REPLICAS];
@@ -50,7 +48,6 @@ static void s_tell_primary(ps_failover_t *f, ps_scheduler_t *s, int r, const ps_
         }
     }
     rp.keep = keep;
-    rp.rank = gone;
     if (replica) {
         rp.endpoint = (char *)replica->endpoint;
         rp.curve_key = (char *)replica->curve_key;
@@ -102,9 +99,8 @@ static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
             if (*id >= 0 && !ps_failover_spare_by_id(f, *id)) {
                 ps_log_warn("lost a replica of S%d (S%d): it is made again from a spare", r,
                             *id);
-                const int gone = *id;
                 *id = -1;
-                s_tell_primary(f, s, r, NULL, gone);
+                s_tell_primary(f, s, r, NULL);
             }
             for (int i = 0; heard && *id < 0 && i < f->nspares; i++) {
                 if (!f->spares[i].follows) {
@@ -149,7 +145,7 @@ static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m
         const Shardps__PeerReady *pr = ps_msg_unpack_body(m, &shardps__peer_ready__descriptor);
         if (pr && !n->endpoint[0]) {
             ps_members_fix_endpoint(s, n, pr->endpoint, m->peer_addr);
-            s_tell_primary(f, s, r, n, 0);
+            s_tell_primary(f, s, r, n);
         }
         return 1;
     }

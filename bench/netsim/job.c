@@ -189,7 +189,7 @@ static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int 
 
 /* Writes mpirun's rsh agent beside the job's log into path: "HOST CMD..."
  * runs CMD in the network namespace HOST (the hosts mpirun is given are the
- * workers' namespaces). Each daemon gets a session directory of its own:
+ * workers' namespaces). Each daemon gets a temporary directory of its own:
  * all of them run on this one host under one host name, and two creating
  * the same directory at once fail ("mkdir ... File exists", orte_init
  * failed, no rank starts). 0 or PS_EIO. */
@@ -205,7 +205,7 @@ static int s_mpi_agent(const ps_netsim_t *net, const ps_netsim_job_t *job, char 
         return PS_EIO;
     }
     fprintf(f, "#!/bin/sh\n# mpirun's rsh agent on the simulated cluster: HOST CMD... runs "
-               "CMD in namespace HOST,\n# with a session directory of its own\nns=$1\nshift\n"
+               "CMD in namespace HOST,\n# with a temporary directory of its own\nns=$1\nshift\n"
                "dir=${TMPDIR:-/tmp}/$ns.ompi\nmkdir -p \"$dir\" || exit 1\n"
                "%s netns exec \"$ns\" env OMPI_MCA_orte_tmpdir_base=\"$dir\" sh -c \"$*\"\n"
                "rc=$?\nrm -rf \"$dir\"\nexit $rc\n",
