@@ -2,19 +2,20 @@
 # deploy/gpu-acceptance.sh - the GPU checks of the CUDA backend in one command,
 # for a machine with a GPU. One with CUDA and Python with torch but none of
 # our Debian libraries: pack a CUDA build with
-#   deploy/gpu-bundle.sh build --with-data
-# and run there, from the repository copy, after the prefix it prints:
-#   . .gpu/env.sh && deploy/gpu-acceptance.sh .gpu/bin OUT
-# Runs, each logged under OUT:
-#   1. the gpu test suite (tests/gpu/test_cuda), then again under
-#      compute-sanitizer memcheck (when installed), whose reports are counted
-#      apart from the suite's one deliberate out-of-memory allocation;
+#   deploy/gpu-bundle.sh build --with-data --with-torch
+# and run this there, from the repository copy, after the prefix it prints.
+# Runs, each logged under OUT, each step at most 10 minutes:
+#   1. the gpu test suite (tests/gpu/test_cuda);
 #   2. the MLP through a local cluster (2 servers, 2 workers, sync, 10 epochs)
 #      and the CNN (1 server, 1 worker, 3 epochs), project defaults;
 #   3. shardps-bench compute for both models on the CPU (batch 64), and on
 #      DEVICE at batch 64, 256 and 1024, each with --tf32 0 and 1, beside
 #      PyTorch on DEVICE eager and strong (--resident --graph) in the same
-#      call (compute --torch), its results page under OUT/pages;
+#      call (compute --torch), its results page under OUT/pages; and batch 64
+#      with the step queued by hand (--cuda-graph 0), to show what the graph saves;
+#   4. the suite again under compute-sanitizer memcheck (when installed),
+#      whose reports are counted apart from the suite's one deliberate
+#      out-of-memory allocation;
 # then prints one table: accuracies against the targets, memcheck, samples/s
 # against both references (target: >= 1.0x strong in FP32), and the CNN's
 # batch scaling (target: batch 1024 >= 5x batch 64's samples/s).
@@ -36,26 +37,20 @@ python=${PYTHON:-python3}
 mkdir -p "$out" || exit 2
 failed=0
 
+limit=600 # seconds any one step may take: a hung step fails, the rest still run
+
 # step NAME CMD...: runs CMD with its output in OUT/NAME.log; notes a failure.
 step() {
     local name=$1 rc
     shift
     echo "== $name: $*" >&2
-    "$@" >"$out/$name.log" 2>&1
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
     rc=$?
     echo "   exit $rc ($(tail -n 1 "$out/$name.log"))" >&2
     [ "$rc" -eq 0 ] || failed=1
 }
 
 step test_cuda "$bin/tests/gpu/test_cuda"
-# memcheck: every child the suite forks is checked too. The suite asks for
-# more memory than any GPU has once, on purpose: that API error is counted
-# apart from the others, which must be none.
-if [ "$dev" != cpu ] && command -v compute-sanitizer >/dev/null; then
-    compute-sanitizer --tool memcheck --target-processes all --print-limit 100 \
-        "$bin/tests/gpu/test_cuda" >"$out/memcheck.log" 2>&1
-    echo "   memcheck exit $? ($(grep -c 'ERROR SUMMARY' "$out/memcheck.log") summaries)" >&2
-fi
 launch=("$bin/deploy/shardps-launch" --data "$data" --device "$dev" --log-level info)
 step mlp "${launch[@]}" --servers 2 --workers 2 --model mlp --epochs 10 --summary "$out/mlp.json"
 step cnn "${launch[@]}" --servers 1 --workers 1 --model cnn --epochs 3 --summary "$out/cnn.json"
@@ -73,7 +68,19 @@ for m in mlp cnn; do
                 --json "$out/compute_${m}_${dev}_b${b}_tf${t}.json"
         done
     done
+    # what replaying the step as one CUDA graph saves: the smallest batch queued by hand
+    step "compute_${m}_${dev}_b64_nograph" "${compute[@]}" --model "$m" --device "$dev" \
+        --batch 64 --cuda-graph 0 --steps "$steps" --json "$out/compute_${m}_${dev}_b64_nograph.json"
 done
+
+# memcheck last, as it is the slowest: every child the suite forks is checked
+# too. The suite asks for more memory than any GPU has once, on purpose: that
+# API error is counted apart from the others, which must be none.
+if [ "$dev" != cpu ] && command -v compute-sanitizer >/dev/null; then
+    timeout "$limit" compute-sanitizer --tool memcheck --target-processes all \
+        --print-limit 100 "$bin/tests/gpu/test_cuda" >"$out/memcheck.log" 2>&1
+    echo "   memcheck exit $? ($(grep -c 'ERROR SUMMARY' "$out/memcheck.log") summaries)" >&2
+fi
 
 python3 - "$out" "$dev" <<'PY' || failed=1
 import json, os, re, sys
@@ -126,6 +133,10 @@ for model in ("mlp", "cnn"):
             print(f"| {model} b{b} tf32={t} samples/s: shardps / PyTorch eager / strong (ms kernels / copies / host) "
                   f"| {r(v)} / {r(e)} / {r(st)} ({ms}) | {'>= 1.0x strong' if t == 0 else 'reported'} "
                   f"| {r(ratio, 2)}{' (tf32)' if t else ''}{' NO' if t == 0 and not met else ''} |")
+    g = load(f"compute_{model}_{dev}_b64_nograph.json") or {}
+    v = g.get("samples_per_sec")
+    print(f"| {model} b64 samples/s, steps queued by hand (--cuda-graph 0) | {r(v)} | reported "
+          f"| {r(v / sps[64, 0], 2) if v and sps.get((64, 0)) else 'n/a'}x the graph |")
     if model == "cnn":
         lo, hi = sps.get((64, 0)), sps.get((1024, 0))
         scale = hi / lo if lo and hi else None
