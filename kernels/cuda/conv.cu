@@ -10,7 +10,8 @@
  *   y_n[O, P]           = w[O, CKK] @ col_n      one strided-batched gemm
  *   y                  += b (then optional ReLU)           one kernel
  * Backward, with dy of the chunk transposed to the same layout, dyw[O][nb*P]:
- *   db[o]               = sum over n, p of dy               one block per o
+ *   db[o]               = sum over n, p of dy     two passes: threads' partial
+ *                         sums (the context's scratch), then one block per o
  *   dw[O, CKK]         += dyw @ col^T                       one gemm per chunk
  *   dcol[CKK][nb*P]     = w^T @ dyw                         one gemm per chunk
  *   dx                  = col2im(dcol)  as a gather: each input pixel sums the
@@ -108,6 +109,63 @@ static s_geom_t s_geom(const ps_conv_shape_t *s)
     return g;
 }
 
+/* ---- index arithmetic -------------------------------------------------------- */
+
+/* A divisor d in [1, 2^31) with its multiplier and shift, for division by
+ * a multiply-high (Granlund and Montgomery, "Division by invariant integers
+ * using multiplication", PLDI 1994): n / d = (umulhi(n, m) + n) >> s for
+ * every n < 2^31. A GPU has no integer divide: n / d in 32 bits is about
+ * twenty instructions, in 64 bits several times that; this is three. */
+typedef struct {
+    unsigned d, m, s;
+} s_divu_t;
+
+/* d = 0 only with nothing to divide (an empty shape): no multiplier then */
+static s_divu_t s_divu(unsigned d)
+{
+    s_divu_t v = {d, 0, 0};
+    if (d == 0) {
+        return v;
+    }
+    while (v.s < 31 && (1u << v.s) < d) {
+        v.s++;
+    }
+    /* m = 2^32 (2^s - d) / d + 1 < 2^32, since 2^(s-1) < d <= 2^s */
+    const unsigned long long one = 1;
+    v.m = (unsigned)((one << 32) * ((one << v.s) - d) / d + 1);
+    return v;
+}
+
+/* n / d on the 32-bit path (n < 2^31: umulhi(n, m) <= n, so the sum fits) */
+static __device__ __forceinline__ unsigned s_div(unsigned n, s_divu_t d)
+{
+    return (__umulhi(n, d.m) + n) >> d.s;
+}
+
+/* n / d on the size_t path */
+static __device__ __forceinline__ size_t s_div(size_t n, s_divu_t d)
+{
+    return n / d.d;
+}
+
+/* Queues k<unsigned> (32-bit indices) when `fits`, else k<size_t>, on
+ * ctx->stream; the kernels' index-typed arguments convert at the call. */
+#define S_LAUNCH(fits, k, grid, block, ...)                                                \
+    do {                                                                                   \
+        if (fits) {                                                                        \
+            k<unsigned><<<grid, block, 0, ctx->stream>>>(__VA_ARGS__);                     \
+        } else {                                                                           \
+            k<size_t><<<grid, block, 0, ctx->stream>>>(__VA_ARGS__);                       \
+        }                                                                                  \
+        PS_CUDA_CHECK_LAUNCH();                                                            \
+    } while (0)
+
+/* y of a grid that loops over `rows` rows in blockIdx.y (the limit is 65535) */
+static unsigned s_grid_y(size_t rows)
+{
+    return (unsigned)(rows < 65535 ? rows : 65535);
+}
+
 /* col[CKK][nb][P] (wide) from x[nb][C][H][W]; one thread per col element
  * (coalesced writes along p). Row r = (c*K + kh)*K + kw holds
  * x[n][c][oh+kh-pad][ow+kw-pad]. */
@@ -188,31 +246,84 @@ static __global__ void k_conv_bias(float *y, const float *b, size_t total, int O
     }
 }
 
-/* Threads per block of the db reduction; a power of two. */
-#define DB_THREADS 256
+/* ---- bias gradient ------------------------------------------------------------ */
 
-/* db[o] = sum over n < N, p < P of dy[n][o][p]; block o, fixed-order tree. */
+/* Threads per block of the second pass; a power of two. */
+#define DB_THREADS 256
+/* Values each first-pass thread sums at least, as the thread count is chosen. */
+#define DB_ITEMS 32
+
+/* Pass 1: part[o][k] = sum over j = k, k + T, k + 2T, ... < N*P of dy[n][o][p]
+ * at j = n*P + p (dp: P), for the T first-pass threads k of channel o
+ * (blockIdx.y, looping). One partial a thread, so no barrier: consecutive
+ * threads read consecutive values. */
+template <typename I>
+static __global__ void k_conv_bias_part(const float *dy, float *part, int O, s_divu_t dp,
+                                        I total, unsigned T)
+{
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= T) {
+        return;
+    }
+    const I P = dp.d;
+    for (unsigned o = blockIdx.y; o < (unsigned)O; o += gridDim.y) {
+        const float *d = dy + (I)o * P;
+        float acc = 0.0f;
+        for (I j = k; j < total; j += T) {
+            const I n = s_div(j, dp);
+            acc += d[n * O * P + (j - n * P)];
+        }
+        part[(size_t)o * T + k] = acc;
+    }
+}
+
+/* Pass 2: db[o] = sum over k < T of part[o][k]: block o, each thread its
+ * strided k in order, then a fixed-order tree. */
 static __global__ void __launch_bounds__(DB_THREADS)
-    k_conv_bias_grad(const float *dy, float *db, int N, int O, size_t P)
+    k_conv_bias_sum(const float *part, float *db, unsigned T)
 {
     __shared__ float s[DB_THREADS];
-    const int o = blockIdx.x, t = threadIdx.x;
-    const size_t total = (size_t)N * P;
+    const unsigned t = threadIdx.x;
+    const float *row = part + (size_t)blockIdx.x * T;
     float acc = 0.0f;
-    for (size_t j = t; j < total; j += DB_THREADS) {
-        const size_t n = j / P, p = j % P;
-        acc += dy[(n * O + o) * P + p];
+    for (unsigned k = t; k < T; k += DB_THREADS) {
+        acc += row[k];
     }
     s[t] = acc;
     __syncthreads();
-    for (int h = DB_THREADS / 2; h > 0; h >>= 1) {
+    for (unsigned h = DB_THREADS / 2; h > 0; h >>= 1) {
         if (t < h) {
             s[t] += s[t + h];
         }
         __syncthreads();
     }
     if (t == 0) {
-        db[o] = s[0];
+        db[blockIdx.x] = s[0];
+    }
+}
+
+/* db[O] = sum over n < N, p < P of dy[N][O][P] in two passes through the
+ * context's scratch: O*T floats for T threads a channel, at most
+ * PS_CUDA_RED_FLOATS in all (about as many threads as an H100 holds at
+ * once). With T = 1 (a tiny batch, or more channels than the scratch holds)
+ * the first pass writes db itself. T depends on the shape only, so the
+ * summation order, and the bits, are the same every run. */
+static void s_conv_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int N, int O,
+                             int P)
+{
+    const size_t total = (size_t)N * P, cap = PS_CUDA_RED_FLOATS / (size_t)O;
+    size_t T = (total + DB_ITEMS - 1) / DB_ITEMS;
+    T = T < cap ? T : cap;
+    T = T > 0 ? T : 1;
+    float *d_part = T > 1 ? ctx->d_red : d_db;
+    const unsigned blocks = (unsigned)((T + PS_CUDA_THREADS - 1) / PS_CUDA_THREADS);
+    const dim3 grid(blocks, s_grid_y((size_t)O));
+    S_LAUNCH(ps_cuda_fits32(total * O), k_conv_bias_part, grid, PS_CUDA_THREADS, d_dy,
+             d_part, O, s_divu((unsigned)(P > 0 ? P : 1)), total, (unsigned)T);
+    if (T > 1) {
+        k_conv_bias_sum<<<(unsigned)O, DB_THREADS, 0, ctx->stream>>>(d_part, d_db,
+                                                                     (unsigned)T);
+        PS_CUDA_CHECK_LAUNCH();
     }
 }
 
@@ -267,9 +378,7 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         return;
     }
     const int N = s->N > 0 ? s->N : 0;
-    k_conv_bias_grad<<<(unsigned)s->O, DB_THREADS, 0, ctx->stream>>>(
-        d_dy, d_db, N, s->O, (size_t)(P > 0 ? P : 0));
-    PS_CUDA_CHECK_LAUNCH();
+    s_conv_bias_grad(ctx, d_dy, d_db, N, s->O, P > 0 ? P : 0);
     if (N == 0 || P <= 0) {
         /* no images (or no outputs): the gradients are zero */
         ps_cuda_zero(ctx, d_dw, (size_t)s->O * CKK * sizeof(float));

@@ -31,6 +31,11 @@ extern "C" {
 /* Blocks of the first softmax_xent pass at most; each leaves one partial sum. */
 #define PS_CUDA_XENT_BLOCKS 1024
 
+/* Floats of the context's scratch for the partial sums of the two-pass bias
+ * gradients (bias_grad, conv2d_bwd): 1 MiB. Each op's pass count comes from
+ * its shape and this size alone, so the summation order is fixed. */
+#define PS_CUDA_RED_FLOATS ((size_t)1 << 18)
+
 /* softmax_xent's reduced result, written by the device, read back pinned. */
 typedef struct {
     double loss_sum; /* sum over rows of the per-row loss */
@@ -54,6 +59,7 @@ struct ps_kctx {
     cublasHandle_t blas;       /* bound to stream; owned */
     double *d_part;            /* [PS_CUDA_XENT_BLOCKS] per-block loss sums; owned */
     int *d_hits;               /* [PS_CUDA_XENT_BLOCKS] per-block hit counts; owned */
+    float *d_red;              /* [PS_CUDA_RED_FLOATS] bias-gradient partial sums; owned */
     ps_cuda_xent_out_t *d_out; /* softmax_xent's final sums (device); owned */
     ps_cuda_xent_out_t *h_out; /* pinned host copy of *d_out; owned */
 
@@ -134,6 +140,20 @@ static inline int ps_cuda_soft_(cudaError_t e, const char *file, int line, const
 /* Grid cap of the grid-stride kernels (H100: 132 SMs x 2048 threads = 1056
  * blocks of 256 resident; 8192 leaves room and keeps launches cheap). */
 #define PS_CUDA_MAX_BLOCKS 8192
+
+/* Largest element count that the index kernels address in 32-bit unsigned
+ * arithmetic (so a grid-stride step cannot wrap, and the multiply-high
+ * division of conv.cu holds); larger counts take their size_t path.
+ * tests/gpu/emu/run.sh lowers it so that its small shapes check both paths. */
+#ifndef PS_CUDA_IDX32_MAX
+#define PS_CUDA_IDX32_MAX ((size_t)0x7fffffff)
+#endif
+
+/* 1 when every index below n fits the 32-bit path. */
+static inline int ps_cuda_fits32(size_t n)
+{
+    return n <= PS_CUDA_IDX32_MAX;
+}
 
 /* Blocks for n items at `threads` per block, capped; n > 0. */
 static inline unsigned ps_cuda_blocks(size_t n, unsigned threads)

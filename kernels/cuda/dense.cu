@@ -71,39 +71,73 @@ void ps_cuda_bias_relu(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int 
  * by BG_ROWS row lanes that stride down the rows. */
 #define BG_COLS 32
 #define BG_ROWS 16
+/* Rows each lane sums, as the number of row blocks is chosen. */
+#define BG_ITEMS 4
+/* Row blocks at most (the second pass adds that many partials a column). */
+#define BG_PARTS 64
 
-/* db[C] = sum_n dy[n,C]; block (BG_COLS, BG_ROWS) per 32 columns. Each row lane
+/* Pass 1: part[R][C], R = gridDim.y row blocks; block (x, y) covers 32
+ * columns and the rows n = y*BG_ROWS + lane + k*R*BG_ROWS. Each row lane
  * sums its rows in order, then lane 0 adds the BG_ROWS partials in order. */
-static __global__ void k_bias_grad(const float *dy, float *db, int N, int C)
+static __global__ void k_bias_grad(const float *dy, float *part, int N, int C)
 {
-    __shared__ float part[BG_ROWS][BG_COLS + 1];
+    __shared__ float lane[BG_ROWS][BG_COLS + 1];
     const int c = blockIdx.x * BG_COLS + threadIdx.x;
+    const unsigned step = gridDim.y * BG_ROWS;
     float acc = 0.0f;
     if (c < C) {
-        for (int n = threadIdx.y; n < N; n += BG_ROWS) {
+        for (unsigned n = blockIdx.y * BG_ROWS + threadIdx.y; n < (unsigned)N; n += step) {
             acc += dy[(size_t)n * C + c];
         }
     }
-    part[threadIdx.y][threadIdx.x] = acc;
+    lane[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
         float s = 0.0f;
         for (int r = 0; r < BG_ROWS; r++) {
-            s += part[r][threadIdx.x];
+            s += lane[r][threadIdx.x];
+        }
+        part[(size_t)blockIdx.y * C + c] = s;
+    }
+}
+
+/* Pass 2: db[c] = sum over r < R of part[r][c], in r order; thread per c. */
+static __global__ void k_bias_grad_sum(const float *part, float *db, int R, int C)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < C) {
+        float s = 0.0f;
+        for (int r = 0; r < R; r++) {
+            s += part[(size_t)r * C + c];
         }
         db[c] = s;
     }
 }
 
+/* db[C] = column sums of dy[N,C], in two passes through the context's
+ * scratch when N is large (one, straight into db, when it is not). The
+ * row-block count R depends on N and C only: the same bits every run. */
 void ps_cuda_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int N, int C)
 {
     if (C <= 0) {
         return;
     }
+    N = N < 0 ? 0 : N;
+    const int per = BG_ROWS * BG_ITEMS;
+    size_t R = ((size_t)N + per - 1) / per, cap = PS_CUDA_RED_FLOATS / (size_t)C;
+    cap = cap < BG_PARTS ? cap : BG_PARTS;
+    R = R < cap ? R : cap;
+    R = R > 0 ? R : 1;
+    float *d_part = R > 1 ? ctx->d_red : d_db;
     const dim3 block(BG_COLS, BG_ROWS);
-    const unsigned grid = (unsigned)((C + BG_COLS - 1) / BG_COLS);
-    k_bias_grad<<<grid, block, 0, ctx->stream>>>(d_dy, d_db, N < 0 ? 0 : N, C);
+    const dim3 grid((unsigned)((C + BG_COLS - 1) / BG_COLS), (unsigned)R);
+    k_bias_grad<<<grid, block, 0, ctx->stream>>>(d_dy, d_part, N, C);
     PS_CUDA_CHECK_LAUNCH();
+    if (R > 1) {
+        k_bias_grad_sum<<<ps_cuda_blocks((size_t)C, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
+                          ctx->stream>>>(d_part, d_db, (int)R, C);
+        PS_CUDA_CHECK_LAUNCH();
+    }
 }
 
 /* y = max(x, 0); may run in place */

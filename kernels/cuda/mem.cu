@@ -178,6 +178,7 @@ int ps_cuda_ctx_new(ps_kctx_t **out)
     if (PS_CUDA_SOFT(
             cudaMalloc((void **)&c->d_part, PS_CUDA_XENT_BLOCKS * sizeof(double))) ||
         PS_CUDA_SOFT(cudaMalloc((void **)&c->d_hits, PS_CUDA_XENT_BLOCKS * sizeof(int))) ||
+        PS_CUDA_SOFT(cudaMalloc((void **)&c->d_red, PS_CUDA_RED_FLOATS * sizeof(float))) ||
         PS_CUDA_SOFT(cudaMalloc((void **)&c->d_out, sizeof(ps_cuda_xent_out_t))) ||
         PS_CUDA_SOFT(cudaMallocHost((void **)&c->h_out, sizeof(ps_cuda_xent_out_t))) ||
         PS_CUDA_SOFT(cudaMalloc(&c->d_blas_ws, PS_CUDA_BLAS_WS_BYTES))) {
@@ -228,6 +229,9 @@ void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
     }
     if (c->d_part) {
         (void)PS_CUDA_SOFT(cudaFree(c->d_part));
+    }
+    if (c->d_red) {
+        (void)PS_CUDA_SOFT(cudaFree(c->d_red));
     }
     if (c->d_blas_ws) {
         (void)PS_CUDA_SOFT(cudaFree(c->d_blas_ws));

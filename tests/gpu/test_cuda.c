@@ -418,7 +418,9 @@ END_TEST
 
 START_TEST(bias_grad_matches_cpu_and_finite_differences)
 {
-    static const int shapes[][2] = {{1000, 10}, {64, 256}, {7, 1000}, {1, 33}, {0, 5}};
+    /* {5000, 33}: more row blocks than the two-pass sum takes (capped) */
+    static const int shapes[][2] = {{1000, 10}, {64, 256}, {7, 1000},
+                                    {1, 33},    {0, 5},    {5000, 33}};
     for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
         const int N = shapes[t][0], C = shapes[t][1];
         const size_t n = (size_t)N * C;
@@ -617,12 +619,13 @@ END_TEST
 
 /* {N, C, H, W, O, K, pad} */
 static const ps_conv_shape_t s_conv_shapes[] = {
-    {2, 3, 6, 5, 4, 3, 1},     /* small, odd sizes */
-    {3, 1, 28, 28, 32, 5, 2},  /* the CNN's first layer */
-    {3, 32, 14, 14, 64, 5, 2}, /* the CNN's second layer */
-    {1, 2, 5, 5, 3, 3, 0},     /* no padding */
-    {1, 1, 3, 3, 2, 5, 2},     /* kernel larger than the image */
-    {200, 8, 32, 32, 2, 5, 2}, /* over the workspace cap: two chunks */
+    {2, 3, 6, 5, 4, 3, 1},      /* small, odd sizes */
+    {3, 1, 28, 28, 32, 5, 2},   /* the CNN's first layer */
+    {3, 32, 14, 14, 64, 5, 2},  /* the CNN's second layer */
+    {1, 2, 5, 5, 3, 3, 0},      /* no padding */
+    {1, 1, 3, 3, 2, 5, 2},      /* kernel larger than the image */
+    {200, 8, 32, 32, 2, 5, 2},  /* over the workspace cap: two chunks */
+    {48, 1, 28, 28, 256, 1, 0}, /* db: more partial sums than the scratch holds */
 };
 enum { S_NSHAPES = sizeof(s_conv_shapes) / sizeof(s_conv_shapes[0]) };
 

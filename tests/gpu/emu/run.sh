@@ -13,8 +13,9 @@ out=${1:-$root/build-emu}
 emu=$root/tests/gpu/emu
 mkdir -p "$out/gen" "$out/obj"
 rm -f "$out"/obj/*.o
-# .cu -> C++: k<<<grid, block, shm, stream>>>(args); becomes EMU_LAUNCH(...),
-# and every __global__ function whose body calls __syncthreads is listed.
+# .cu -> C++: k<<<grid, block, shm, stream>>>(args); becomes EMU_LAUNCH(...)
+# (EMU_LAUNCH_T(k, T, ...) for a template's instance k<T>), and every
+# __global__ function whose body calls __syncthreads is listed.
 python3 - "$root" "$out/gen" <<'PY'
 import glob, os, re, sys
 root, gen = sys.argv[1], sys.argv[2]
@@ -28,8 +29,10 @@ for cu in sorted(glob.glob(os.path.join(root, 'kernels/cuda/*.cu'))):
             i += 1
         if '__syncthreads' in s[m.end():i]:
             sync.append(m.group(1))
-    s = re.sub(r'(\w+)\s*<<<(.*?)>>>\s*\((.*?)\);',
-               lambda m: 'EMU_LAUNCH(%s, %s, %s);' % m.groups(), s, flags=re.S)
+    s = re.sub(r'(\w+)(?:<([\w ]*)>)?\s*<<<(.*?)>>>\s*\((.*?)\);',
+               lambda m: ('EMU_LAUNCH_T(%s, %s, %s, %s);' % m.groups() if m.group(2) else
+                          'EMU_LAUNCH(%s, %s, %s);' % (m.group(1), m.group(3), m.group(4))),
+               s, flags=re.S)
     assert '<<<' not in s, cu
     open(os.path.join(gen, os.path.basename(cu)[:-3] + '.cc'), 'w').write(s)
 open(os.path.join(gen, 'emu_sync.h'), 'w').write(
@@ -38,8 +41,10 @@ print('emulating; kernels with barriers:', ', '.join(sync))
 PY
 san="-fsanitize=address,undefined -fno-omit-frame-pointer"
 flags="-g -O1 $san -I$emu/include -I$out/gen -I$root $(pkg-config --cflags openblas check jansson)"
+# Index kernels take their 32-bit path up to 2^16 elements here, not 2^31,
+# so the suite's shapes run both paths (kernels/cuda/cuda_impl.h).
 for f in "$out"/gen/*.cc "$emu/emu.cc"; do
-    g++ -std=c++17 -Wall -Wextra -Wno-unused-parameter $flags -c "$f" \
+    g++ -std=c++17 -Wall -Wextra -Wno-unused-parameter -DPS_CUDA_IDX32_MAX=65536 $flags -c "$f" \
         -o "$out/obj/$(basename "$f").o"
 done
 cd "$root"

@@ -72,6 +72,9 @@ extern dim3 gridDim, blockDim;
 #define __global__
 #define __shared__ static
 #define __launch_bounds__(x)
+#define __device__
+#define __forceinline__ inline
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 void __syncthreads(void);
 static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
@@ -82,5 +85,9 @@ void emu_launch(const char *name, dim3 g, dim3 b, cudaStream_t s, std::function<
 #define EMU_LAUNCH(k, g, b, shm, s, ...) \
     emu_launch(#k, dim3(g), dim3(b), s, \
                [emu_args = std::make_tuple(__VA_ARGS__)]() { std::apply(k, emu_args); })
+/* k<T><<<...>>>: named k, as run.sh lists the kernels with barriers */
+#define EMU_LAUNCH_T(k, T, g, b, shm, s, ...) \
+    emu_launch(#k, dim3(g), dim3(b), s, \
+               [emu_args = std::make_tuple(__VA_ARGS__)]() { std::apply(k<T>, emu_args); })
 #endif
 #endif
