@@ -19,7 +19,11 @@
  * Nothing runs once per image. The workspace holds col (then dcol) and dyw
  * for one chunk; a chunk is as many images as fit in PS_CUDA_CONV_WS_BYTES
  * (at least one), so the workspace stays bounded for any batch. All sums run
- * in a fixed order: deterministic.
+ * in a fixed order: deterministic. The elementwise kernels index in 32-bit
+ * unsigned arithmetic and divide by a multiply-high (no integer divide on a
+ * GPU) whenever their sizes fit, in size_t otherwise; grids run along the
+ * contiguous dimension, a row of col or dyw per blockIdx.y where that saves
+ * divisions.
  * Dimension letters: N batch, C in-channels, O out-channels, H,W input size,
  * HO,WO output size, K kernel, P = HO*WO, CKK = C*K*K.
  */
@@ -166,82 +170,93 @@ static unsigned s_grid_y(size_t rows)
     return (unsigned)(rows < 65535 ? rows : 65535);
 }
 
-/* col[CKK][nb][P] (wide) from x[nb][C][H][W]; one thread per col element
- * (coalesced writes along p). Row r = (c*K + kh)*K + kw holds
- * x[n][c][oh+kh-pad][ow+kw-pad]. */
-static __global__ void k_im2col(const float *x, float *col, s_geom_t g, int nb, size_t total)
+/* The index kernels below take I = unsigned or size_t (see S_LAUNCH) and
+ * divide only by s_div, by divisors made on the host. */
+
+/* col[CKK][nb][P] (wide) from x[nb][C][H][W]. Row r = (c*K + kh)*K + kw
+ * (blockIdx.y, looping) holds x[n][c][oh+kh-pad][ow+kw-pad] at j = n*P +
+ * oh*WO + ow; threads run along j (coalesced writes). dp, dwo: P and WO. */
+template <typename I>
+static __global__ void k_im2col(const float *x, float *col, s_geom_t g, s_divu_t dp,
+                                s_divu_t dwo, I wide)
 {
-    const size_t P = (size_t)g.HO * g.WO;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t p = i % P;
-        const size_t n = (i / P) % (size_t)nb;
-        const size_t r = i / (P * (size_t)nb);
-        const int kw = (int)(r % g.K);
-        const int kh = (int)((r / g.K) % g.K);
-        const int c = (int)(r / ((size_t)g.K * g.K));
-        const int oh = (int)(p / g.WO), ow = (int)(p % g.WO);
-        const int ih = oh + kh - g.pad, iw = ow + kw - g.pad;
-        float v = 0.0f;
-        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
-            v = x[((n * g.C + c) * g.H + ih) * g.W + iw];
+    const unsigned KK = g.K * g.K, rows = g.C * KK, HW = g.H * g.W;
+    const I P = dp.d, x_img = (I)g.C * HW, step = (I)gridDim.x * blockDim.x;
+    for (unsigned r = blockIdx.y; r < rows; r += gridDim.y) {
+        const unsigned c = r / KK, kh = (r - c * KK) / g.K, kw = r - c * KK - kh * g.K;
+        const float *xc = x + (I)c * HW;
+        float *cr = col + (I)r * wide;
+        for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < wide; j += step) {
+            const I n = s_div(j, dp);
+            const unsigned p = (unsigned)(j - n * P);
+            const unsigned oh = s_div(p, dwo), ow = p - oh * g.WO;
+            const int ih = (int)(oh + kh) - g.pad, iw = (int)(ow + kw) - g.pad;
+            float v = 0.0f;
+            if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
+                v = xc[n * x_img + (unsigned)(ih * g.W + iw)];
+            }
+            cr[j] = v;
         }
-        col[i] = v;
     }
 }
 
 /* dx[nb][C][H][W] = adjoint of k_im2col over dcol[CKK][nb][P] (wide); one
  * thread per input pixel gathers the (kh, kw) columns that read it:
- * oh = ih + pad - kh. */
-static __global__ void k_col2im(const float *dcol, float *dx, s_geom_t g, int nb, size_t total)
+ * oh = ih + pad - kh. dhw, dw, dc: H*W, W and C. */
+template <typename I>
+static __global__ void k_col2im(const float *dcol, float *dx, s_geom_t g, s_divu_t dhw,
+                                s_divu_t dw, s_divu_t dc, I wide, I total)
 {
-    const size_t P = (size_t)g.HO * g.WO;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int iw = (int)(i % g.W);
-        const int ih = (int)((i / g.W) % g.H);
-        const int c = (int)((i / ((size_t)g.W * g.H)) % g.C);
-        const size_t n = i / ((size_t)g.W * g.H * g.C);
+    const I P = (I)g.HO * g.WO, step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const I nc = s_div(i, dhw), n = s_div(nc, dc);
+        const unsigned q = (unsigned)(i - nc * dhw.d), ih = s_div(q, dw), iw = q - ih * g.W;
+        const unsigned c = (unsigned)(nc - n * dc.d);
         const float *dn = dcol + n * P;
         float acc = 0.0f;
         for (int kh = 0; kh < g.K; kh++) {
-            const int oh = ih + g.pad - kh;
+            const int oh = (int)ih + g.pad - kh;
             if (oh < 0 || oh >= g.HO) {
                 continue;
             }
+            const float *dr = dn + (I)((c * g.K + kh) * g.K) * wide + (unsigned)(oh * g.WO);
             for (int kw = 0; kw < g.K; kw++) {
-                const int ow = iw + g.pad - kw;
+                const int ow = (int)iw + g.pad - kw;
                 if (ow < 0 || ow >= g.WO) {
                     continue;
                 }
-                const size_t r = ((size_t)c * g.K + kh) * g.K + kw;
-                acc += dn[r * nb * P + (size_t)oh * g.WO + ow];
+                acc += dr[(I)kw * wide + (unsigned)ow];
             }
         }
         dx[i] = acc;
     }
 }
 
-/* dyw[O][nb][P] = dy[nb][O][P]: the chunk's dy in the wide layout */
-static __global__ void k_dy_wide(const float *dy, float *dyw, int O, int nb, size_t P,
-                                 size_t total)
+/* dyw[O][nb][P] = dy[nb][O][P]: the chunk's dy in the wide layout. Row o
+ * (blockIdx.y, looping), threads along j = n*P + p; dp: P. */
+template <typename I>
+static __global__ void k_dy_wide(const float *dy, float *dyw, int O, s_divu_t dp, I wide)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t p = i % P;
-        const size_t n = (i / P) % (size_t)nb;
-        const size_t o = i / (P * (size_t)nb);
-        dyw[i] = dy[(n * O + o) * P + p];
+    const I P = dp.d, step = (I)gridDim.x * blockDim.x;
+    for (unsigned o = blockIdx.y; o < (unsigned)O; o += gridDim.y) {
+        const float *d = dy + (I)o * P;
+        float *w = dyw + (I)o * wide;
+        for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < wide; j += step) {
+            const I n = s_div(j, dp);
+            w[j] = d[n * O * P + (j - n * P)];
+        }
     }
 }
 
-/* y[N][O][P] += b[o] (relu: max(., 0)) */
-static __global__ void k_conv_bias(float *y, const float *b, size_t total, int O, size_t P,
-                                   int relu)
+/* y[N][O][P] += b[o] (relu: max(., 0)); dp, dO: P and O */
+template <typename I>
+static __global__ void k_conv_bias(float *y, const float *b, I total, s_divu_t dp,
+                                   s_divu_t dO, int relu)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const float v = y[i] + b[(i / P) % (size_t)O];
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const I no = s_div(i, dp); /* n*O + o */
+        const float v = y[i] + b[no - s_div(no, dO) * dO.d];
         y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
     }
 }
@@ -327,16 +342,20 @@ static void s_conv_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int
     }
 }
 
+/* The chunk's columns: the 32-bit path when they and its images fit it. */
 static void s_im2col(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
                      float *d_col, int nb)
 {
-    const size_t total = (size_t)nb * s_image_bytes(s) / sizeof(float);
-    if (total == 0) {
+    const s_geom_t g = s_geom(s);
+    const size_t wide = (size_t)nb * g.HO * g.WO, rows = (size_t)g.C * g.K * g.K;
+    if (wide == 0 || rows == 0) {
         return;
     }
-    k_im2col<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
-        d_x, d_col, s_geom(s), nb, total);
-    PS_CUDA_CHECK_LAUNCH();
+    const size_t nx = (size_t)nb * g.C * g.H * g.W;
+    const dim3 grid(ps_cuda_blocks(wide, PS_CUDA_THREADS), s_grid_y(rows));
+    S_LAUNCH(ps_cuda_fits32(wide * rows) && ps_cuda_fits32(nx), k_im2col, grid,
+             PS_CUDA_THREADS, d_x, d_col, g, s_divu((unsigned)(g.HO * g.WO)),
+             s_divu((unsigned)g.WO), wide);
 }
 
 void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
@@ -363,9 +382,9 @@ void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
             (long long)s->O * P, nb));
     }
     const size_t total = (size_t)s->N * s->O * P;
-    k_conv_bias<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
-                  ctx->stream>>>(d_y, d_b, total, s->O, (size_t)P, relu);
-    PS_CUDA_CHECK_LAUNCH();
+    S_LAUNCH(ps_cuda_fits32(total), k_conv_bias, ps_cuda_blocks(total, PS_CUDA_THREADS),
+             PS_CUDA_THREADS, d_y, d_b, total, s_divu((unsigned)P), s_divu((unsigned)s->O),
+             relu);
 }
 
 void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
@@ -390,13 +409,16 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
     const int chunk = s_chunk(s);
     float *d_col = (float *)d_ws, *d_dyw = s_ws_dyw(s, d_ws);
     const size_t x_img = (size_t)s->C * s->H * s->W, y_img = (size_t)s->O * P;
+    const s_divu_t dp = s_divu((unsigned)P), dhw = s_divu((unsigned)(s->H * s->W));
+    const s_divu_t dw = s_divu((unsigned)s->W), dc = s_divu((unsigned)s->C);
     for (int n0 = 0; n0 < N; n0 += chunk) {
         const int nb = N - n0 < chunk ? N - n0 : chunk, wide = nb * P;
         s_im2col(ctx, s, d_x + (size_t)n0 * x_img, d_col, nb);
         const size_t ny = (size_t)nb * y_img;
-        k_dy_wide<<<ps_cuda_blocks(ny, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
-            d_dy + (size_t)n0 * y_img, d_dyw, s->O, nb, (size_t)P, ny);
-        PS_CUDA_CHECK_LAUNCH();
+        const dim3 grid(ps_cuda_blocks((size_t)wide, PS_CUDA_THREADS),
+                        s_grid_y((size_t)s->O));
+        S_LAUNCH(ps_cuda_fits32(ny), k_dy_wide, grid, PS_CUDA_THREADS,
+                 d_dy + (size_t)n0 * y_img, d_dyw, s->O, dp, (size_t)wide);
         /* dw[O,CKK] (+)= dyw[O,nb*P] @ col[CKK,nb*P]^T: the chunk in one gemm */
         ps_cuda_sgemm(ctx, 0, 1, s->O, CKK, wide, 1.0f, d_dyw, wide, d_col, wide,
                       n0 == 0 ? 0.0f : 1.0f, d_dw, CKK);
@@ -408,24 +430,25 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         ps_cuda_sgemm(ctx, 1, 0, CKK, wide, s->O, 1.0f, d_w, CKK, d_dyw, wide, 0.0f, d_col,
                       wide);
         const size_t total = (size_t)nb * x_img;
-        k_col2im<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
-                   ctx->stream>>>(d_col, d_dx + (size_t)n0 * x_img, s_geom(s), nb, total);
-        PS_CUDA_CHECK_LAUNCH();
+        S_LAUNCH(ps_cuda_fits32(total) && ps_cuda_fits32((size_t)wide * CKK), k_col2im,
+                 ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, d_col,
+                 d_dx + (size_t)n0 * x_img, s_geom(s), dhw, dw, dc, (size_t)wide, total);
     }
 }
 
 /* ---- 2x2 max pooling ------------------------------------------------------------ */
 
 /* y[NC,HO,WO] = max of each 2x2 window of x[NC,H,W]; arg = winner 0..3 in the
- * CPU order (top-left, top-right, bottom-left, bottom-right; first max wins). */
+ * CPU order (top-left, top-right, bottom-left, bottom-right; first max wins).
+ * dwo, dho: WO and HO. */
+template <typename I>
 static __global__ void k_maxpool_fwd(const float *x, float *y, uint8_t *arg, int H, int W,
-                                     size_t total)
+                                     s_divu_t dwo, s_divu_t dho, I total)
 {
-    const int HO = H / 2, WO = W / 2;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int ow = (int)(i % WO), oh = (int)((i / WO) % HO);
-        const size_t nc = i / ((size_t)HO * WO);
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const I q = s_div(i, dwo), nc = s_div(q, dho); /* q = nc*HO + oh */
+        const unsigned ow = (unsigned)(i - q * dwo.d), oh = (unsigned)(q - nc * dho.d);
         const float *r0 = x + (nc * H + 2 * oh) * W + 2 * ow;
         const float *r1 = r0 + W;
         float m = r0[0];
@@ -449,14 +472,15 @@ static __global__ void k_maxpool_fwd(const float *x, float *y, uint8_t *arg, int
 
 /* dx[NC,H,W]: each window's four inputs get dy or 0 by arg (fully written);
  * with y (the pooled ReLU output), nothing flows where y <= 0. */
+template <typename I>
 static __global__ void k_maxpool_bwd(const float *dy, const uint8_t *arg, const float *y,
-                                     float *dx, int H, int W, size_t total)
+                                     float *dx, int H, int W, s_divu_t dwo, s_divu_t dho,
+                                     I total)
 {
-    const int HO = H / 2, WO = W / 2;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int ow = (int)(i % WO), oh = (int)((i / WO) % HO);
-        const size_t nc = i / ((size_t)HO * WO);
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const I q = s_div(i, dwo), nc = s_div(q, dho);
+        const unsigned ow = (unsigned)(i - q * dwo.d), oh = (unsigned)(q - nc * dho.d);
         float *r0 = dx + (nc * H + 2 * oh) * W + 2 * ow;
         float *r1 = r0 + W;
         const float g = (y && y[i] <= 0.0f) ? 0.0f : dy[i];
@@ -468,30 +492,35 @@ static __global__ void k_maxpool_bwd(const float *dy, const uint8_t *arg, const 
     }
 }
 
+/* Windows of a pooling: NC*(H/2)*(W/2), 0 when any is not positive. The
+ * 32-bit path needs the input's NC*H*W to fit too. */
+static size_t s_pool_total(int NC, int H, int W)
+{
+    return NC > 0 && H / 2 > 0 && W / 2 > 0 ? (size_t)NC * (H / 2) * (W / 2) : 0;
+}
+
 void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t *d_arg,
                           int NC, int H, int W)
 {
-    const size_t total =
-        (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) * (W / 2 > 0 ? W / 2 : 0);
+    const size_t total = s_pool_total(NC, H, W);
     if (total == 0) {
         return;
     }
-    k_maxpool_fwd<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
-                    ctx->stream>>>(d_x, d_y, d_arg, H, W, total);
-    PS_CUDA_CHECK_LAUNCH();
+    S_LAUNCH(ps_cuda_fits32((size_t)NC * H * W), k_maxpool_fwd,
+             ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, d_x, d_y, d_arg, H, W,
+             s_divu((unsigned)(W / 2)), s_divu((unsigned)(H / 2)), total);
 }
 
 void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_arg,
                           const float *d_y, float *d_dx, int NC, int H, int W)
 {
-    const size_t total =
-        (size_t)(NC > 0 ? NC : 0) * (H / 2 > 0 ? H / 2 : 0) * (W / 2 > 0 ? W / 2 : 0);
+    const size_t total = s_pool_total(NC, H, W);
     if (total == 0) {
         return;
     }
-    k_maxpool_bwd<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0,
-                    ctx->stream>>>(d_dy, d_arg, d_y, d_dx, H, W, total);
-    PS_CUDA_CHECK_LAUNCH();
+    S_LAUNCH(ps_cuda_fits32((size_t)NC * H * W), k_maxpool_bwd,
+             ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, d_dy, d_arg, d_y,
+             d_dx, H, W, s_divu((unsigned)(W / 2)), s_divu((unsigned)(H / 2)), total);
 }
 
 /* Fused ops by composition: the convolution output lives in the workspace. */

@@ -4,12 +4,14 @@
  *
  * Every op is queued on ctx->stream and returns at once, except
  * softmax_xent, which returns the loss and so waits for its one 16-byte copy.
- * Elementwise kernels are grid-stride loops over size_t indices, so any n
- * works with a capped grid. Reductions (bias_grad, the loss) run in a fixed
- * order with shared memory, never with atomics: the same inputs give the same
- * bits every run. Arithmetic follows kernels/cpu/dense.c; where the CPU
- * backend matches a formula exactly (sgd_step) the kernel forbids FMA
- * contraction with __f*_rn so both backends give identical bits.
+ * Elementwise kernels are grid-stride loops, so any n works with a capped
+ * grid; those that divide an index (bias, gather) use 32-bit indices when the
+ * count fits (a GPU divides 64-bit integers slowly), size_t ones otherwise.
+ * Reductions (bias_grad, the loss) run in a fixed order through shared
+ * memory and per-block partial sums, never with atomics: the same inputs
+ * give the same bits every run. Arithmetic follows kernels/cpu/dense.c;
+ * where the CPU backend matches a formula exactly (sgd_step) the kernel
+ * forbids FMA contraction with __f*_rn so both backends give identical bits.
  * Shapes: N rows (batch), C columns (features or classes).
  */
 #include "kernels/cuda/cuda_impl.h"
@@ -36,12 +38,14 @@ void ps_cuda_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K
 
 /* ---- bias and ReLU ----------------------------------------------------------- */
 
-/* y[N,C] = y + b[c] (relu: max(., 0)); total = N*C */
-static __global__ void k_bias(float *y, const float *b, size_t total, int C, int relu)
+/* y[N,C] = y + b[c] (relu: max(., 0)); total = N*C; I = unsigned (32-bit
+ * indices) when total fits ps_cuda_fits32, else size_t */
+template <typename I>
+static __global__ void k_bias(float *y, const float *b, I total, unsigned C, int relu)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = y[i] + b[i % (size_t)C];
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        float v = y[i] + b[i % C];
         y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
     }
 }
@@ -52,8 +56,13 @@ static void s_bias(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C, i
     if (N <= 0 || C <= 0) {
         return;
     }
-    k_bias<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
-        d_y, d_b, total, C, relu);
+    const unsigned blocks = ps_cuda_blocks(total, PS_CUDA_THREADS);
+    cudaStream_t st = ctx->stream;
+    if (ps_cuda_fits32(total)) {
+        k_bias<unsigned><<<blocks, PS_CUDA_THREADS, 0, st>>>(d_y, d_b, total, C, relu);
+    } else {
+        k_bias<size_t><<<blocks, PS_CUDA_THREADS, 0, st>>>(d_y, d_b, total, C, relu);
+    }
     PS_CUDA_CHECK_LAUNCH();
 }
 
@@ -307,14 +316,17 @@ float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t 
 
 /* x[i][f] = pixels[idx[i]][f] * a + c, y[i] = labels[idx[i]]; one thread per
  * x element (coalesced writes), the labels by the first F-th of them. The
- * product and the sum are rounded apart (__f*_rn), as on the host. */
-static __global__ void k_gather_u8(const uint8_t *pixels, const uint8_t *labels, size_t F,
+ * product and the sum are rounded apart (__f*_rn), as on the host. I indexes
+ * x (unsigned when n*F fits ps_cuda_fits32, else size_t); the dataset, which
+ * may be larger, is indexed in size_t. */
+template <typename I>
+static __global__ void k_gather_u8(const uint8_t *pixels, const uint8_t *labels, I F,
                                    const uint32_t *idx, float a, float c, float *x,
-                                   uint8_t *y, size_t total)
+                                   uint8_t *y, I total)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t n = i / F, f = i % F;
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const I n = i / F, f = i - n * F;
         const size_t s = idx[n];
         x[i] = __fadd_rn(__fmul_rn((float)pixels[s * F + f], a), c);
         if (f == 0) {
@@ -331,8 +343,14 @@ void ps_cuda_gather_u8(ps_kctx_t *ctx, const uint8_t *d_pixels, const uint8_t *d
     if (total == 0) {
         return;
     }
-    k_gather_u8<<<ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, 0, ctx->stream>>>(
-        d_pixels, d_labels, F, d_idx, a, c, d_x, d_y, total);
+    const unsigned blocks = ps_cuda_blocks(total, PS_CUDA_THREADS);
+    if (ps_cuda_fits32(total)) {
+        k_gather_u8<unsigned><<<blocks, PS_CUDA_THREADS, 0, ctx->stream>>>(
+            d_pixels, d_labels, F, d_idx, a, c, d_x, d_y, total);
+    } else {
+        k_gather_u8<size_t><<<blocks, PS_CUDA_THREADS, 0, ctx->stream>>>(
+            d_pixels, d_labels, F, d_idx, a, c, d_x, d_y, total);
+    }
     PS_CUDA_CHECK_LAUNCH();
 }
 
