@@ -94,7 +94,11 @@ static void s_on_update(void *ctx, ps_range_t range, const float *grad, float lr
 {
     ps_server_t *s = ctx;
     if (s->replica) {
+        /* sent at once, before we apply it: the replicas apply it while we do
+         * and while the step's other chunks still arrive, so only the last
+         * chunk's round to them stands between the step and its replies */
         ps_replica_update(s->replica, range, grad, lr, scale, version);
+        ps_replica_flush(s->replica);
     }
 }
 
