@@ -409,10 +409,16 @@ static void s_try_apply_chunks(ps_consistency_t *c)
             ps_consistency_end_step(c, t);
             continue;
         }
-        if (applied) {
-            s_answer_pulls(c);
-        }
+        c->applied_unsent |= applied; /* sent by ps_consistency_send_applied */
         return;
+    }
+}
+
+void ps_consistency_send_applied(ps_consistency_t *c)
+{
+    if (c->applied_unsent) {
+        c->applied_unsent = 0;
+        s_answer_pulls(c);
     }
 }
 

@@ -54,6 +54,7 @@ struct ps_consistency {
     uint32_t *chunk_got;   /* nslots*nchunks: keys of each chunk pushed so far */
     unsigned char *done;   /* nchunks: applied for step `version` (so at version + 1) */
     size_t ndone;          /* chunks of done set */
+    int applied_unsent;    /* chunks applied since the waiting pulls were last sent theirs */
     unsigned char *with;   /* workers: who the chunks applied so far were summed from */
     float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
     int64_t version;       /* updates applied so far (also Adam's t) */

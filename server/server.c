@@ -428,6 +428,7 @@ static int s_loop(ps_server_t *s)
         }
         if (items[0].ready) {
             ps_msg_drain(s->router, PS_RECV_ROUTER, 64, s_on_receive, &l);
+            ps_consistency_send_applied(s->cons);
             s_send_replica_ack(s);
             if (s->out_of_step) {
                 return 1;

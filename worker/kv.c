@@ -265,8 +265,12 @@ static void s_send_request(ps_kv_t *kv, int idx)
             break;
         case PS_KV_PUSH:
             if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part, or in chunks */
+                /* the pull first, past any pushes waiting for credits: the
+                 * server answers each chunk as it applies, while the later
+                 * chunks still come in, so both directions of the links are
+                 * busy at once (it waits for this step's pushes all the same) */
+                s_put(kv, idx, i, PS_MSG_PULL, part);
                 s_send_pushes(kv, idx, i, pushed);
-                s_send_part(kv, idx, i, PS_MSG_PULL, part);
             } else {
                 s_send_pushes(kv, idx, i, part);
             }

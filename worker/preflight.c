@@ -134,12 +134,18 @@ int ps_preflight_run(ps_ctx_t *ctx, ps_link_t *link, const ps_view_t *view, int 
     }
     s_probe_t p = {.link = link, .err = err, .errlen = errlen};
     int rc = 0;
-    for (int i = 0; i < view->num_servers && rc == 0; i++) {
+    /* worker r starts at server r: with as many workers as servers each
+     * server takes one worker's bulk at a time, so the probes measure the
+     * links, not the workers crowding one server's link (no incast) */
+    for (int k = 0; k < view->num_servers && rc == 0; k++) {
+        const int i = (rank + k) % view->num_servers;
         rc = s_probe(ctx, &p, &view->servers[i], rank, chunk, &pairs[i]);
-        ptrs[i] = &pairs[i];
         ps_log_debug("preflight: S%d %s rtt %.3f ms, %.1f MB/s", i,
                      pairs[i].reached ? "reached" : "UNREACHABLE", pairs[i].rtt_ms,
                      pairs[i].mbytes_per_s);
+    }
+    for (size_t i = 0; i < S; i++) {
+        ptrs[i] = &pairs[i];
     }
     Shardps__PreflightResult result = SHARDPS__PREFLIGHT_RESULT__INIT;
     result.n_pairs = S;

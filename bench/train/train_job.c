@@ -254,6 +254,10 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
         argv[a++] = "0.25";
         argv[a++] = "--job-id";
         argv[a++] = num[9];
+        /* no preflight (--node turns it on): its bulk probes would count in
+         * every link's bytes and TCP counters (--job-flags may turn it on) */
+        argv[a++] = "--preflight";
+        argv[a++] = "0";
     }
     for (int i = 0; cfg->job_flags[i]; i++) {
         argv[a++] = cfg->job_flags[i];
