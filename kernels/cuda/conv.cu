@@ -152,26 +152,14 @@ static __device__ __forceinline__ size_t s_div(size_t n, s_divu_t d)
     return n / d.d;
 }
 
-/* Queues k<unsigned> (32-bit indices) when `fits`, else k<size_t>, on
- * ctx->stream; the kernels' index-typed arguments convert at the call. */
-#define S_LAUNCH(fits, k, grid, block, ...)                                                \
-    do {                                                                                   \
-        if (fits) {                                                                        \
-            k<unsigned><<<grid, block, 0, ctx->stream>>>(__VA_ARGS__);                     \
-        } else {                                                                           \
-            k<size_t><<<grid, block, 0, ctx->stream>>>(__VA_ARGS__);                       \
-        }                                                                                  \
-        PS_CUDA_CHECK_LAUNCH();                                                            \
-    } while (0)
-
 /* y of a grid that loops over `rows` rows in blockIdx.y (the limit is 65535) */
 static unsigned s_grid_y(size_t rows)
 {
     return (unsigned)(rows < 65535 ? rows : 65535);
 }
 
-/* The index kernels below take I = unsigned or size_t (see S_LAUNCH) and
- * divide only by s_div, by divisors made on the host. */
+/* The index kernels below take I = unsigned or size_t (see
+ * PS_CUDA_LAUNCH_IDX) and divide only by s_div, by divisors made on the host. */
 
 /* col[CKK][nb][P] (wide) from x[nb][C][H][W]. Row r = (c*K + kh)*K + kw
  * (blockIdx.y, looping) holds x[n][c][oh+kh-pad][ow+kw-pad] at j = n*P +
@@ -333,8 +321,9 @@ static void s_conv_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int
     float *d_part = T > 1 ? ctx->d_red : d_db;
     const unsigned blocks = (unsigned)((T + PS_CUDA_THREADS - 1) / PS_CUDA_THREADS);
     const dim3 grid(blocks, s_grid_y((size_t)O));
-    S_LAUNCH(ps_cuda_fits32(total * O), k_conv_bias_part, grid, PS_CUDA_THREADS, d_dy,
-             d_part, O, s_divu((unsigned)(P > 0 ? P : 1)), total, (unsigned)T);
+    PS_CUDA_LAUNCH_IDX(ps_cuda_fits32(total * O), k_conv_bias_part, grid, PS_CUDA_THREADS,
+                       ctx->stream, d_dy, d_part, O, s_divu((unsigned)(P > 0 ? P : 1)),
+                       total, (unsigned)T);
     if (T > 1) {
         k_conv_bias_sum<<<(unsigned)O, DB_THREADS, 0, ctx->stream>>>(d_part, d_db,
                                                                      (unsigned)T);
@@ -353,9 +342,9 @@ static void s_im2col(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
     }
     const size_t nx = (size_t)nb * g.C * g.H * g.W;
     const dim3 grid(ps_cuda_blocks(wide, PS_CUDA_THREADS), s_grid_y(rows));
-    S_LAUNCH(ps_cuda_fits32(wide * rows) && ps_cuda_fits32(nx), k_im2col, grid,
-             PS_CUDA_THREADS, d_x, d_col, g, s_divu((unsigned)(g.HO * g.WO)),
-             s_divu((unsigned)g.WO), wide);
+    PS_CUDA_LAUNCH_IDX(ps_cuda_fits32(wide * rows) && ps_cuda_fits32(nx), k_im2col, grid,
+                       PS_CUDA_THREADS, ctx->stream, d_x, d_col, g,
+                       s_divu((unsigned)(g.HO * g.WO)), s_divu((unsigned)g.WO), wide);
 }
 
 void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
@@ -382,9 +371,9 @@ void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
             (long long)s->O * P, nb));
     }
     const size_t total = (size_t)s->N * s->O * P;
-    S_LAUNCH(ps_cuda_fits32(total), k_conv_bias, ps_cuda_blocks(total, PS_CUDA_THREADS),
-             PS_CUDA_THREADS, d_y, d_b, total, s_divu((unsigned)P), s_divu((unsigned)s->O),
-             relu);
+    PS_CUDA_LAUNCH_IDX(ps_cuda_fits32(total), k_conv_bias,
+                       ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, ctx->stream,
+                       d_y, d_b, total, s_divu((unsigned)P), s_divu((unsigned)s->O), relu);
 }
 
 void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
@@ -417,8 +406,9 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         const size_t ny = (size_t)nb * y_img;
         const dim3 grid(ps_cuda_blocks((size_t)wide, PS_CUDA_THREADS),
                         s_grid_y((size_t)s->O));
-        S_LAUNCH(ps_cuda_fits32(ny), k_dy_wide, grid, PS_CUDA_THREADS,
-                 d_dy + (size_t)n0 * y_img, d_dyw, s->O, dp, (size_t)wide);
+        PS_CUDA_LAUNCH_IDX(ps_cuda_fits32(ny), k_dy_wide, grid, PS_CUDA_THREADS,
+                           ctx->stream, d_dy + (size_t)n0 * y_img, d_dyw, s->O, dp,
+                           (size_t)wide);
         /* dw[O,CKK] (+)= dyw[O,nb*P] @ col[CKK,nb*P]^T: the chunk in one gemm */
         ps_cuda_sgemm(ctx, 0, 1, s->O, CKK, wide, 1.0f, d_dyw, wide, d_col, wide,
                       n0 == 0 ? 0.0f : 1.0f, d_dw, CKK);
@@ -430,9 +420,10 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         ps_cuda_sgemm(ctx, 1, 0, CKK, wide, s->O, 1.0f, d_w, CKK, d_dyw, wide, 0.0f, d_col,
                       wide);
         const size_t total = (size_t)nb * x_img;
-        S_LAUNCH(ps_cuda_fits32(total) && ps_cuda_fits32((size_t)wide * CKK), k_col2im,
-                 ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, d_col,
-                 d_dx + (size_t)n0 * x_img, s_geom(s), dhw, dw, dc, (size_t)wide, total);
+        const int fits = ps_cuda_fits32(total) && ps_cuda_fits32((size_t)wide * CKK);
+        PS_CUDA_LAUNCH_IDX(fits, k_col2im, ps_cuda_blocks(total, PS_CUDA_THREADS),
+                           PS_CUDA_THREADS, ctx->stream, d_col, d_dx + (size_t)n0 * x_img,
+                           s_geom(s), dhw, dw, dc, (size_t)wide, total);
     }
 }
 
@@ -506,9 +497,10 @@ void ps_cuda_maxpool2_fwd(ps_kctx_t *ctx, const float *d_x, float *d_y, uint8_t 
     if (total == 0) {
         return;
     }
-    S_LAUNCH(ps_cuda_fits32((size_t)NC * H * W), k_maxpool_fwd,
-             ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, d_x, d_y, d_arg, H, W,
-             s_divu((unsigned)(W / 2)), s_divu((unsigned)(H / 2)), total);
+    PS_CUDA_LAUNCH_IDX(ps_cuda_fits32((size_t)NC * H * W), k_maxpool_fwd,
+                       ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, ctx->stream,
+                       d_x, d_y, d_arg, H, W, s_divu((unsigned)(W / 2)),
+                       s_divu((unsigned)(H / 2)), total);
 }
 
 void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_arg,
@@ -518,9 +510,10 @@ void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_ar
     if (total == 0) {
         return;
     }
-    S_LAUNCH(ps_cuda_fits32((size_t)NC * H * W), k_maxpool_bwd,
-             ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, d_dy, d_arg, d_y,
-             d_dx, H, W, s_divu((unsigned)(W / 2)), s_divu((unsigned)(H / 2)), total);
+    PS_CUDA_LAUNCH_IDX(ps_cuda_fits32((size_t)NC * H * W), k_maxpool_bwd,
+                       ps_cuda_blocks(total, PS_CUDA_THREADS), PS_CUDA_THREADS, ctx->stream,
+                       d_dy, d_arg, d_y, d_dx, H, W, s_divu((unsigned)(W / 2)),
+                       s_divu((unsigned)(H / 2)), total);
 }
 
 /* Fused ops by composition: the convolution output lives in the workspace. */

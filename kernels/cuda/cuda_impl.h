@@ -155,6 +155,19 @@ static inline int ps_cuda_fits32(size_t n)
     return n <= PS_CUDA_IDX32_MAX;
 }
 
+/* Queues k<unsigned> (32-bit indices) when `fits`, else k<size_t>, on
+ * stream; the kernels' index-typed arguments convert at the call.
+ * (tests/gpu/emu/run.sh rewrites this header's launches too.) */
+#define PS_CUDA_LAUNCH_IDX(fits, k, grid, block, stream, ...)                              \
+    do {                                                                                   \
+        if (fits) {                                                                        \
+            k<unsigned><<<grid, block, 0, stream>>>(__VA_ARGS__);                          \
+        } else {                                                                           \
+            k<size_t><<<grid, block, 0, stream>>>(__VA_ARGS__);                            \
+        }                                                                                  \
+        PS_CUDA_CHECK_LAUNCH();                                                            \
+    } while (0)
+
 /* Blocks for n items at `threads` per block, capped; n > 0. */
 static inline unsigned ps_cuda_blocks(size_t n, unsigned threads)
 {

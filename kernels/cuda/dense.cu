@@ -57,13 +57,8 @@ static void s_bias(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C, i
         return;
     }
     const unsigned blocks = ps_cuda_blocks(total, PS_CUDA_THREADS);
-    cudaStream_t st = ctx->stream;
-    if (ps_cuda_fits32(total)) {
-        k_bias<unsigned><<<blocks, PS_CUDA_THREADS, 0, st>>>(d_y, d_b, total, C, relu);
-    } else {
-        k_bias<size_t><<<blocks, PS_CUDA_THREADS, 0, st>>>(d_y, d_b, total, C, relu);
-    }
-    PS_CUDA_CHECK_LAUNCH();
+    PS_CUDA_LAUNCH_IDX(ps_cuda_fits32(total), k_bias, blocks, PS_CUDA_THREADS, ctx->stream,
+                       d_y, d_b, total, C, relu);
 }
 
 void ps_cuda_bias_add(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int C)
@@ -344,14 +339,8 @@ void ps_cuda_gather_u8(ps_kctx_t *ctx, const uint8_t *d_pixels, const uint8_t *d
         return;
     }
     const unsigned blocks = ps_cuda_blocks(total, PS_CUDA_THREADS);
-    if (ps_cuda_fits32(total)) {
-        k_gather_u8<unsigned><<<blocks, PS_CUDA_THREADS, 0, ctx->stream>>>(
-            d_pixels, d_labels, F, d_idx, a, c, d_x, d_y, total);
-    } else {
-        k_gather_u8<size_t><<<blocks, PS_CUDA_THREADS, 0, ctx->stream>>>(
-            d_pixels, d_labels, F, d_idx, a, c, d_x, d_y, total);
-    }
-    PS_CUDA_CHECK_LAUNCH();
+    PS_CUDA_LAUNCH_IDX(ps_cuda_fits32(total), k_gather_u8, blocks, PS_CUDA_THREADS,
+                       ctx->stream, d_pixels, d_labels, F, d_idx, a, c, d_x, d_y, total);
 }
 
 /* ---- SGD ------------------------------------------------------------------------ */

@@ -13,14 +13,16 @@ out=${1:-$root/build-emu}
 emu=$root/tests/gpu/emu
 mkdir -p "$out/gen" "$out/obj"
 rm -f "$out"/obj/*.o
-# .cu -> C++: k<<<grid, block, shm, stream>>>(args); becomes EMU_LAUNCH(...)
+# .cu (and cuda_impl.h) -> C++: k<<<grid, block, shm, stream>>>(args); becomes EMU_LAUNCH(...)
 # (EMU_LAUNCH_T(k, T, ...) for a template's instance k<T>), and every
 # __global__ function whose body calls __syncthreads is listed.
 python3 - "$root" "$out/gen" <<'PY'
 import glob, os, re, sys
 root, gen = sys.argv[1], sys.argv[2]
 sync = []
-for cu in sorted(glob.glob(os.path.join(root, 'kernels/cuda/*.cu'))):
+# cuda_impl.h's launch macro too: its copy in gen/ shadows the original
+for cu in sorted(glob.glob(os.path.join(root, 'kernels/cuda/*.cu'))) + [
+        os.path.join(root, 'kernels/cuda/cuda_impl.h')]:
     s = open(cu).read()
     for m in re.finditer(r'__global__[^;{]*?\b(\w+)\s*\([^)]*\)\s*\{', s, flags=re.S):
         depth, i = 1, m.end()
@@ -34,7 +36,11 @@ for cu in sorted(glob.glob(os.path.join(root, 'kernels/cuda/*.cu'))):
                           'EMU_LAUNCH(%s, %s, %s);' % (m.group(1), m.group(3), m.group(4))),
                s, flags=re.S)
     assert '<<<' not in s, cu
-    open(os.path.join(gen, os.path.basename(cu)[:-3] + '.cc'), 'w').write(s)
+    if cu.endswith('.h'):
+        os.makedirs(os.path.join(gen, 'kernels/cuda'), exist_ok=True)
+        open(os.path.join(gen, 'kernels/cuda', os.path.basename(cu)), 'w').write(s)
+    else:
+        open(os.path.join(gen, os.path.basename(cu)[:-3] + '.cc'), 'w').write(s)
 open(os.path.join(gen, 'emu_sync.h'), 'w').write(
     '#define EMU_SYNC_KERNELS ' + ', '.join('"%s"' % k for k in sync) + '\n')
 print('emulating; kernels with barriers:', ', '.join(sync))
