@@ -249,7 +249,7 @@ static void s_send_pushes(ps_kv_t *kv, int idx, int i, ps_range_t part)
 
 /* Sends a data request: one message per server holding part of its keys (a
  * push: one per chunk; a push-pull: to a server whose keys it pushes in part
- * or in several chunks, the pushes and a pull). Caller holds mu. */
+ * or in several chunks, a pull and the pushes). Caller holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
@@ -264,16 +264,12 @@ static void s_send_request(ps_kv_t *kv, int idx)
             s_send_part(kv, idx, i, PS_MSG_PUSH_PULL, part);
             break;
         case PS_KV_PUSH:
-            if (sl->type == PS_KV_PUSH_PULL) { /* its keys pushed in part, or in chunks */
-                /* the pull first, past any pushes waiting for credits: the
-                 * server answers each chunk as it applies, while the later
-                 * chunks still come in, so both directions of the links are
-                 * busy at once (it waits for this step's pushes all the same) */
+            /* a push-pull's keys pushed in part or in chunks: the pull first, past
+             * pushes waiting for credits, so its chunks come back as they apply */
+            if (sl->type == PS_KV_PUSH_PULL) {
                 s_put(kv, idx, i, PS_MSG_PULL, part);
-                s_send_pushes(kv, idx, i, pushed);
-            } else {
-                s_send_pushes(kv, idx, i, part);
             }
+            s_send_pushes(kv, idx, i, sl->type == PS_KV_PUSH_PULL ? pushed : part);
             break;
         case PS_KV_PULL:
             s_send_part(kv, idx, i, PS_MSG_PULL, part);
