@@ -428,7 +428,6 @@ static int s_loop(ps_server_t *s)
         }
         if (items[0].ready) {
             ps_msg_drain(s->router, PS_RECV_ROUTER, 64, s_on_receive, &l);
-            ps_consistency_send_applied(s->cons);
             s_send_replica_ack(s);
             if (s->out_of_step) {
                 return 1;
@@ -444,6 +443,7 @@ static int s_loop(ps_server_t *s)
             ps_log_err("%s", err);
             return 1;
         }
+        ps_consistency_send_applied(s->cons); /* what this turn's messages applied */
         ps_consistency_tick(s->cons);
         if (s->replica) {
             ps_replica_flush(s->replica); /* the updates of what was handled, in one message */
