@@ -189,9 +189,9 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
 int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap);
 
 /* Sends the waiting pulls the chunks applied since the last call (sync and
- * ssp, chunked rounds). The server calls it after each batch of messages:
- * chunks applied together go in one part, and a part per chunk only when
- * the chunks come one at a time (a slow link, where it keeps both
+ * ssp, chunked rounds). The server calls it at the end of each turn of its
+ * loop: chunks applied together go in one part, and a part per chunk only
+ * when the chunks come one at a time (a slow link, where it keeps both
  * directions busy). */
 void ps_consistency_send_applied(ps_consistency_t *c);
 

@@ -430,8 +430,8 @@ static const s_event_t *s_last_reply(const s_fix_t *f, int asker)
 
 /* --chunk-kib 4 (1024 keys), a shard of three chunks: a chunk is applied
  * once both workers pushed it, and a pull waiting for the step gets the
- * applied chunks in key order as they come, once the server's batch of
- * messages is handled (the last chunk, applied first, waits behind the
+ * applied chunks in key order as they come, at the end of the server's
+ * loop turn (the last chunk, applied first, waits behind the
  * first); a pull arriving mid-step gets the applied prefix
  * at once; the parameters are bitwise those of the whole step. */
 START_TEST(sync_applies_each_chunk_once_every_worker_pushed_it)
@@ -457,7 +457,7 @@ START_TEST(sync_applies_each_chunk_once_every_worker_pushed_it)
     ck_assert_int_eq(s_push(f, 1, 0, 0, 0, CK, g[1]), 0);
     ck_assert_int_eq(s_count(f, S_REPLY), 0); /* chunk 0 waits for worker 0 */
     ck_assert_int_eq(s_push(f, 0, 0, 0, 0, CK, g[0]), 0);
-    ck_assert_int_eq(s_count(f, S_REPLY), 0); /* sent after the server's batch */
+    ck_assert_int_eq(s_count(f, S_REPLY), 0); /* sent at the turn's end */
     ps_consistency_send_applied(f->c);
     const s_event_t *e = s_last_reply(f, 7);
     ck_assert_ptr_nonnull(e);
