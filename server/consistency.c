@@ -258,7 +258,8 @@ static void s_live_joins(ps_consistency_t *c)
 
 /* No worker is live, only joiners from a later step J: steps before J have
  * no one to push them, so they are skipped (no update; their held pushes
- * are dropped) and the version jumps to J, where the joiners are live. */
+ * are dropped; chunks the last worker's pushes applied stay) and the
+ * version jumps to J, where the joiners are live. */
 static void s_skip_to_joins(ps_consistency_t *c)
 {
     int64_t J = INT64_MAX;
@@ -276,7 +277,7 @@ static void s_skip_to_joins(ps_consistency_t *c)
     ps_log_warn("no worker live before step %lld: steps %lld to %lld skipped", (long long)J,
                 (long long)c->version, (long long)J - 1);
     c->stats.steps_fewer += J - c->version;
-    c->version = J;
+    ps_consistency_jump(c, J);
     s_live_joins(c);
     s_answer_pulls(c);
 }

@@ -7,6 +7,8 @@
 #ifndef PS_SERVER_CONSISTENCY_IMPL_H
 #define PS_SERVER_CONSISTENCY_IMPL_H
 
+#include <string.h>
+
 #include "server/consistency.h"
 
 #ifdef __cplusplus
@@ -95,4 +97,14 @@ void ps_consistency_end_step(ps_consistency_t *c, int64_t t);
 #ifdef __cplusplus
 }
 #endif
+/* Moves a stepped shard to `version` with no update: the step under way
+ * ends where it stands (the chunks it applied stay applied) and the steps
+ * before `version` are skipped (no worker was live for them). */
+static inline void ps_consistency_jump(ps_consistency_t *c, int64_t version)
+{
+    c->version = version;
+    memset(c->done, 0, c->nchunks);
+    c->ndone = 0;
+}
+
 #endif

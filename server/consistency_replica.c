@@ -50,12 +50,13 @@ int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned 
 
 /* Stepped modes: the primary skipped the steps from the replica's version
  * to `version` with no update (no worker was live, only joiners from a
- * later step: consistency.c:s_skip_to_joins); at a step boundary the
- * replica skips them too. */
+ * later step: consistency.c:s_skip_to_joins), ending the step under way
+ * where it stood; the replica, which applied the same chunks of it, does
+ * too. */
 static void s_skip_to(ps_consistency_t *c, int64_t version)
 {
-    if (ps_job_is_stepped(&c->cfg.job) && c->ndone == 0 && version > c->version) {
-        c->version = version;
+    if (ps_job_is_stepped(&c->cfg.job) && version > c->version) {
+        ps_consistency_jump(c, version);
     }
 }
 

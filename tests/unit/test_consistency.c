@@ -1122,6 +1122,57 @@ START_TEST(a_replica_replays_its_primarys_updates_bitwise)
 }
 END_TEST
 
+/* Chunked rounds: the last live worker goes in the middle of a step whose
+ * first chunk its push applied, and a joiner waits for a later step: the
+ * step ends where it stood and the next is the joiner's, whole (every chunk
+ * of it updated, none taken as done already); a replica that applied the
+ * same chunk skips with its primary, and replays the joiner's step. */
+START_TEST(a_step_cut_short_by_skipped_steps_leaves_no_chunk_done)
+{
+    enum { N = 3000, CK = 1024 };
+    ps_job_t job = s_job(PS_MODE_SYNC);
+    job.chunk_kib = 4;
+    s_fix_t *p = s_new_replicated(job, N, 2, 1), *r = s_new_replicated(job, N, 2, 1);
+    s_init_all(p);
+    s_init_all(r);
+    float *g = malloc(N * sizeof(float));
+    ps_test_fill(g, N, -1, 1, 70);
+    const unsigned char w0[2] = {1, 0}, w1[2] = {0, 1};
+    ck_assert_int_eq(ps_consistency_set_workers(p->c, w0), 0); /* W1 lost */
+    ck_assert_int_eq(ps_consistency_join(p->c, 1, 2), 0);      /* W1 joins at 2 */
+    ck_assert_int_eq(s_push(p, 0, 0, 0, 0, CK, g), 0);         /* chunk 0 of step 0 */
+    ck_assert_int_eq(s_nupdates, 1);
+    ck_assert_int_eq(ps_consistency_replay(r->c, s_updates[0].range, s_updates[0].grad,
+                                           s_updates[0].lr, s_updates[0].scale,
+                                           s_updates[0].version),
+                     0);
+    ck_assert_int_eq(ps_consistency_set_workers(p->c, w1), 0); /* W0 lost: skip to 2 */
+    ck_assert_int_eq(ps_consistency_version(p->c), 2);
+    unsigned char live[2];
+    int64_t join_at[2];
+    ck_assert_int_eq(ps_consistency_members(p->c, live, join_at), 2);
+    ck_assert_int_eq(ps_consistency_set_members(r->c, live, join_at, 2, 2), 0);
+    ck_assert_int_eq(ps_consistency_version(r->c), 2);
+    const int before = s_nupdates; /* the replica's replay counts too */
+    ck_assert_int_eq(s_push(p, 1, 2, 2, 0, N, g), 0); /* the joiner's step, whole */
+    ck_assert_int_eq(ps_consistency_version(p->c), 3);
+    ck_assert_int_eq(s_nupdates, before + 3); /* its three chunks */
+    for (int i = before; i < before + 3; i++) {
+        const s_update_t *u = &s_updates[i];
+        ck_assert_int_eq(
+            ps_consistency_replay(r->c, u->range, u->grad, u->lr, u->scale, u->version), 0);
+    }
+    ck_assert_int_eq(ps_consistency_version(r->c), 3);
+    ck_assert_int_eq(memcmp(ps_store_values(r->store, S_BASE), ps_store_values(p->store, S_BASE),
+                            N * sizeof(float)),
+                     0);
+    free(g);
+    s_free(p);
+    s_free(r);
+    s_updates_free();
+}
+END_TEST
+
 /* A replica takes its primary's live workers and joiners, and skips with it
  * the steps no worker was live for: after a takeover it waits for the same
  * pushes as the primary would have. */
@@ -1169,6 +1220,7 @@ int main(void)
     tcase_add_test(tc, sync_applies_each_chunk_once_every_worker_pushed_it);
     tcase_add_test(tc, a_worker_joins_at_the_agreed_step);
     tcase_add_test(tc, only_a_joiner_left_skips_to_its_step);
+    tcase_add_test(tc, a_step_cut_short_by_skipped_steps_leaves_no_chunk_done);
     tcase_add_test(tc, nonfinite_pushes_are_refused_and_never_count);
     tcase_add_test(tc, sync_sums_in_worker_rank_order_whatever_the_arrival_order);
     tcase_add_test(tc, sync_one_worker_uses_its_push_as_it_is);
