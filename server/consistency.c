@@ -314,9 +314,7 @@ void ps_consistency_store_step(ps_consistency_t *c, ps_range_t r, const float *g
  * pushes go, and the pulls it satisfies are answered. */
 void ps_consistency_end_step(ps_consistency_t *c, int64_t t)
 {
-    c->version = t + 1;
-    memset(c->done, 0, c->nchunks);
-    c->ndone = 0;
+    ps_consistency_jump(c, t + 1);
     for (int w = 0; w < c->workers; w++) {
         size_t k = s_slot(c, t, w);
         if (s_complete(c, t, w)) {
@@ -775,9 +773,7 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
         ps_consistency_release_parts(c, k);
     }
     c->npending = 0; /* their askers roll back too and ask again */
-    c->version = version;
-    memset(c->done, 0, c->nchunks);
-    c->ndone = 0;
+    ps_consistency_jump(c, version);
     c->step_since = ps_now();
     /* A step agreement under way is abandoned (the scheduler starts it
      * again), and a worker joining at a later step rolls back with the

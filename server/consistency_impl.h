@@ -94,12 +94,10 @@ void ps_consistency_store_step(ps_consistency_t *c, ps_range_t r, const float *g
 /* Step t is applied whole: the version moves on, its pushes go, pulls are answered. */
 void ps_consistency_end_step(ps_consistency_t *c, int64_t t);
 
-#ifdef __cplusplus
-}
-#endif
-/* Moves a stepped shard to `version` with no update: the step under way
- * ends where it stands (the chunks it applied stay applied) and the steps
- * before `version` are skipped (no worker was live for them). */
+/* Moves a stepped shard to `version` with no chunk of a step under way
+ * applied: a step's end, a rollback, or steps skipped with no update (no
+ * worker live for them: the step under way ends where it stands, the
+ * chunks it applied stay applied). */
 static inline void ps_consistency_jump(ps_consistency_t *c, int64_t version)
 {
     c->version = version;
@@ -107,4 +105,7 @@ static inline void ps_consistency_jump(ps_consistency_t *c, int64_t version)
     c->ndone = 0;
 }
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -446,7 +446,7 @@ static int s_loop(ps_server_t *s)
         ps_consistency_send_applied(s->cons); /* what this turn's messages applied */
         ps_consistency_tick(s->cons);
         if (s->replica) {
-            ps_replica_flush(s->replica); /* the updates of what was handled, in one message */
+            ps_replica_flush(s->replica); /* members that changed (updates went at once) */
         }
         moving = ps_reply_flush(s->reply, ps_consistency_version(s->cons)) > 0;
         ps_ratelog_tick(s->rejections);
