@@ -236,47 +236,47 @@ static void s_flush(ps_kv_t *kv, int i)
     }
 }
 
-/* Pushes keys part to server i, a message per chunk (ps_kv_slots_set_chunk),
- * each applied by the server once every worker's is in. Caller holds mu. */
-static void s_send_pushes(ps_kv_t *kv, int idx, int i, ps_range_t part)
-{
-    for (uint64_t at = part.begin; at < part.end;) {
-        const uint64_t end = ps_kv_slots_piece_end(kv->slots, i, at, part.end);
-        s_send_part(kv, idx, i, PS_MSG_PUSH, (ps_range_t){at, end});
-        at = end;
-    }
-}
-
 /* Sends a data request: one message per server holding part of its keys (a
- * push: one per chunk; a push-pull: to a server whose keys it pushes in part
- * or in several chunks, a pull and the pushes). Caller holds mu. */
+ * push: one per chunk; a push-pull: to a server whose keys it pushes in part,
+ * before, or in several chunks, a pull and the pushes). Pushes go a chunk per
+ * server in turn from our own rank's server: the workers' first chunks reach
+ * different servers, and each server's first chunks arrive early. Caller holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
-    for (int i = 0; i < kv->view.num_servers; i++) {
+    const int n = kv->view.num_servers, me = ps_link_rank(kv->link);
+    ps_range_t left[PS_MAX_SERVERS] = {{0, 0}}; /* per server: keys still to push */
+    for (int j = 0; j < n; j++) {
+        const int i = (me + j) % n;
         ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part, pushed;
         if (!ps_range_intersect(sl->range, srv, &part)) {
             continue;
         }
-        switch (sl->type == PS_KV_PUSH_PULL ? ps_kv_slots_plan(kv->slots, idx, i, part, &pushed)
-                                            : sl->type) {
-        case PS_KV_PUSH_PULL:
-            s_send_part(kv, idx, i, PS_MSG_PUSH_PULL, part);
-            break;
-        case PS_KV_PUSH:
-            /* a push-pull's keys pushed in part or in chunks: the pull first, past
-             * pushes waiting for credits, so its chunks come back as they apply */
-            if (sl->type == PS_KV_PUSH_PULL) {
-                s_put(kv, idx, i, PS_MSG_PULL, part);
+        const ps_kv_req_t req = sl->type == PS_KV_PUSH_PULL
+                                    ? ps_kv_slots_plan(kv->slots, idx, i, part, &pushed) : sl->type;
+        if (req == PS_KV_PUSH) {
+            left[i] = sl->type == PS_KV_PUSH_PULL ? pushed : part;
+        }
+        if (sl->type == PS_KV_PUSH_PULL && req != PS_KV_PUSH_PULL) {
+            /* the pull first and at once, past pushes waiting for credits,
+             * so its chunks come back as they apply */
+            s_put(kv, idx, i, PS_MSG_PULL, part);
+        } else if (req != PS_KV_PUSH) {
+            s_send_part(kv, idx, i, req == PS_KV_PUSH_PULL ? PS_MSG_PUSH_PULL
+                                    : req == PS_KV_PULL    ? PS_MSG_PULL : PS_MSG_INIT, part);
+        }
+    }
+    for (int more = 1; more;) {
+        more = 0;
+        for (int j = 0; j < n; j++) {
+            const int i = (me + j) % n;
+            ps_range_t *l = &left[i];
+            if (l->begin < l->end) {
+                const uint64_t end = ps_kv_slots_piece_end(kv->slots, i, l->begin, l->end);
+                s_send_part(kv, idx, i, PS_MSG_PUSH, (ps_range_t){l->begin, end});
+                l->begin = end;
+                more |= end < l->end;
             }
-            s_send_pushes(kv, idx, i, sl->type == PS_KV_PUSH_PULL ? pushed : part);
-            break;
-        case PS_KV_PULL:
-            s_send_part(kv, idx, i, PS_MSG_PULL, part);
-            break;
-        default:
-            s_send_part(kv, idx, i, PS_MSG_INIT, part);
-            break;
         }
     }
 }
