@@ -152,16 +152,10 @@ static void s_encode_push(ps_kv_t *kv, Shardps__Header *h, ps_frame_t *f, ps_ran
     const size_t n = ps_range_len(part);
     if (kv->topk > 0) {
         float *acc = kv->residual + part.begin;
-        if (kv->velocity) { /* momentum correction: the velocity waits, not the gradient */
-            float *u = kv->velocity + part.begin;
-            for (size_t i = 0; i < n; i++) {
-                u[i] = kv->momentum * u[i] + grad[i];
-                acc[i] += u[i];
-            }
-        } else {
-            for (size_t i = 0; i < n; i++) {
-                acc[i] += grad[i];
-            }
+        /* with momentum correction the velocity waits, not the gradient */
+        float *u = kv->velocity ? kv->velocity + part.begin : NULL;
+        for (size_t i = 0; i < n; i++) {
+            acc[i] += u ? (u[i] = kv->momentum * u[i] + grad[i]) : grad[i];
         }
         h->dtype = ps_wire_sparse_of(kv->dtype);
         h->nnz = s_topk_part(kv, h->dtype, acc, part);
@@ -260,6 +254,10 @@ static void s_send_request(ps_kv_t *kv, int idx)
         if (sl->type == PS_KV_PUSH_PULL && req != PS_KV_PUSH_PULL) {
             /* the pull first and at once, past pushes waiting for credits,
              * so its chunks come back as they apply */
+            ps_range_t hi;
+            if (ps_kv_slots_split_pull(sl, &part, &hi)) {
+                s_put(kv, idx, i, PS_MSG_PULL, hi);
+            }
             s_put(kv, idx, i, PS_MSG_PULL, part);
         } else if (req != PS_KV_PUSH) {
             s_send_part(kv, idx, i, req == PS_KV_PUSH_PULL ? PS_MSG_PUSH_PULL

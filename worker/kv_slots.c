@@ -164,6 +164,11 @@ int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push
     sl->pull_version = pull_version;
     for (int i = 0; i < t->n; i++) {
         ps_range_t part, pushed;
+        if (ps_range_intersect(range, t->servers[i], &part) && part.begin < push_end &&
+            push_end < part.end) {
+            const uint64_t at = ps_kv_slots_piece_end(t, i, push_end - 1, part.end);
+            sl->split = sl->next_split = at < part.end ? at : 0;
+        }
         uint32_t *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
         *due = ps_range_intersect(range, t->servers[i], &part) &&
                        ps_kv_slots_plan(t, idx, i, part, &pushed) == PS_KV_PUSH
@@ -181,6 +186,16 @@ ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t 
     /* keys of more than one chunk go as pushes, each sent once it is framed,
      * the pull behind them */
     return what == PS_KV_PUSH_PULL && s_pieces(t, i, *push_part) > 1 ? PS_KV_PUSH : what;
+}
+
+int ps_kv_slots_split_pull(const ps_kv_slot_t *sl, ps_range_t *part, ps_range_t *hi)
+{
+    if (sl->type != PS_KV_PUSH_PULL || sl->split <= part->begin || sl->split >= part->end) {
+        return 0;
+    }
+    *hi = (ps_range_t){sl->split, part->end};
+    part->end = sl->split;
+    return 1;
 }
 
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx)
@@ -247,9 +262,16 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const Shardps__Header *h, cons
         float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
         ps_range_t r = {h->key_begin, h->key_end};
         uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
+        ps_range_t lo = sl->range, hi;
+        /* Each pull's parts must come in key order, each key once: one pull
+         * per server, two for the one holding a push-pull's push_end. */
+        if (ps_range_intersect(sl->range, t->servers[i], &lo) &&
+            ps_kv_slots_split_pull(sl, &lo, &hi) && r.begin >= hi.begin) {
+            next = &sl->next_split;
+        }
         const size_t len = s_frames_len(h->dtype, frames, nframes);
-        /* Each server's parts must come in key order, each key once. */
         if (!len || r.begin != *next || r.end <= r.begin ||
+            (next != &sl->next_split && r.begin < lo.end && r.end > lo.end) ||
             !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
             len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
             snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",

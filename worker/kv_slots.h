@@ -55,6 +55,10 @@ typedef struct {
     float *buf;        /* push/init/push-pull: source; pull: destination (borrowed) */
     float *dst;        /* push-pull: destination (borrowed) */
     uint64_t push_end; /* push-pull: keys [range.begin, push_end) are pushed */
+    uint64_t split;    /* push-pull: the first chunk boundary from push_end on
+                          inside a server's keys (0: none); keys from it on
+                          were pushed before and get a pull of their own */
+    uint64_t next_split; /* the next key of that pull's reply */
     int64_t step;      /* push, push-pull: step; pull: min version */
     int64_t pull_version; /* push-pull: the pull's min version */
     uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
@@ -120,6 +124,13 @@ uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int i, uint64_t at, uint6
  * push-pull. What worker/kv.c sends. */
 ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t pull_part,
                              ps_range_t *push_part);
+
+/* A push-pull's pull to the server whose keys part straddle its split goes
+ * as two pulls, so the keys pushed before (by the round's earlier pushes) in
+ * chunks of their own come back as they apply, not behind the chunks this
+ * round pushes (each pull is answered in key order): returns 1, part cut
+ * to the keys below the split and *hi the rest; else 0. */
+int ps_kv_slots_split_pull(const ps_kv_slot_t *sl, ps_range_t *part, ps_range_t *hi);
 
 /* The slot at idx (0 <= idx < PS_KV_SLOTS); borrowed, valid as the table. */
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx);

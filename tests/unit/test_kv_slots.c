@@ -297,6 +297,51 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
 }
 END_TEST
 
+/* Chunks of 4 keys, keys [12, 16) pushed before: S1 [10, 16) gets two
+ * pulls, split at the first chunk boundary from 12 on, [10, 14) and
+ * [14, 16), each answered in key order, the keys pushed before first. */
+START_TEST(a_pull_splits_where_chunks_pushed_before_begin)
+{
+    ps_kv_slots_t *t = s_table();
+    ps_kv_slots_set_chunk(t, 4, 0);
+    float grad[16] = {0}, dst[16] = {0};
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
+    ps_range_t part = {10, 16}, hi;
+    ck_assert_int_eq(ps_kv_slots_split_pull(sl, &part, &hi), 1);
+    ck_assert(part.begin == 10 && part.end == 14 && hi.begin == 14 && hi.end == 16);
+    part = (ps_range_t){0, 10};
+    ck_assert_int_eq(ps_kv_slots_split_pull(sl, &part, &hi), 0);
+    uint64_t id = ps_kv_slots_id(t, a);
+    ck_assert_int_eq(s_pull_part(t, 1, id, 14, 16, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 14, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 10, NULL), 0);
+    for (int k = 0; k < 4; k++) { /* S0's three chunk pushes, S1's one */
+        ck_assert_int_eq(sl->state, PS_KV_SENT);
+        Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, k < 3 ? 0 : 1, id, 0, 0);
+        ck_assert_int_eq(ps_kv_slots_on_reply(t, k < 3 ? 0 : 1, &h, NULL, 0, NULL), 0);
+    }
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+    ps_kv_slots_release(t, a);
+    /* a part across the split fails the round, and so does a key twice */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 10, 16, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_get(t, a)->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 14, 16, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 14, 16, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_get(t, a)->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    /* no whole chunk was pushed before: one pull */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 15, grad, 9, dst, 10);
+    part = (ps_range_t){10, 16};
+    ck_assert_int_eq(ps_kv_slots_split_pull(ps_kv_slots_get(t, a), &part, &hi), 0);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 START_TEST(pull_reply_in_several_frames_fills_its_keys_in_order)
 {
     ps_kv_slots_t *t = s_table();
@@ -474,6 +519,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
     tcase_add_test(tc, push_pull_of_keys_pushed_in_part_expects_the_separate_acks);
     tcase_add_test(tc, pushes_go_a_message_per_chunk_each_acked);
+    tcase_add_test(tc, a_pull_splits_where_chunks_pushed_before_begin);
     tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
     tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);
