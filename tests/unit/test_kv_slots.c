@@ -48,6 +48,20 @@ static int s_pull_part(ps_kv_slots_t *t, int i, uint64_t id, uint64_t b, uint64_
     return ps_kv_slots_on_reply(t, i, &h, &(ps_frame_t){v, (e - b) * sizeof(float)}, 1, pulled);
 }
 
+/* Acks from S0 (on_s0 of them) then S1 (on_s1): the last one, not before,
+ * completes request id (slot sl) without a failure. */
+static void s_acks_end_it(ps_kv_slots_t *t, const ps_kv_slot_t *sl, uint64_t id, int on_s0,
+                          int on_s1)
+{
+    for (int k = 0; k < on_s0 + on_s1; k++) {
+        ck_assert_int_eq(sl->state, PS_KV_SENT);
+        Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, k < on_s0 ? 0 : 1, id, 0, 0);
+        ck_assert_int_eq(ps_kv_slots_on_reply(t, k < on_s0 ? 0 : 1, &h, NULL, 0, NULL), 0);
+    }
+    ck_assert_int_eq(sl->state, PS_KV_DONE);
+    ck_assert_int_eq(sl->status, 0);
+}
+
 START_TEST(ids_carry_index_and_generation)
 {
     ps_kv_slots_t *t = s_table();
@@ -272,13 +286,7 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
     ck_assert_uint_eq(sl->left, 5);
     uint64_t id = ps_kv_slots_id(t, a);
-    for (int k = 0; k < 5; k++) {
-        ck_assert_int_eq(sl->state, PS_KV_SENT);
-        Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, k < 3 ? 0 : 1, id, 0, 0);
-        ck_assert_int_eq(ps_kv_slots_on_reply(t, k < 3 ? 0 : 1, &h, NULL, 0, NULL), 0);
-    }
-    ck_assert_int_eq(sl->state, PS_KV_DONE);
-    ck_assert_int_eq(sl->status, 0);
+    s_acks_end_it(t, sl, id, 3, 2);
     ps_kv_slots_release(t, a);
     a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
     sl = ps_kv_slots_get(t, a);
@@ -316,13 +324,7 @@ START_TEST(a_pull_splits_where_chunks_pushed_before_begin)
     ck_assert_int_eq(s_pull_part(t, 1, id, 14, 16, NULL), 0);
     ck_assert_int_eq(s_pull_part(t, 1, id, 10, 14, NULL), 0);
     ck_assert_int_eq(s_pull_part(t, 0, id, 0, 10, NULL), 0);
-    for (int k = 0; k < 4; k++) { /* S0's three chunk pushes, S1's one */
-        ck_assert_int_eq(sl->state, PS_KV_SENT);
-        Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, k < 3 ? 0 : 1, id, 0, 0);
-        ck_assert_int_eq(ps_kv_slots_on_reply(t, k < 3 ? 0 : 1, &h, NULL, 0, NULL), 0);
-    }
-    ck_assert_int_eq(sl->state, PS_KV_DONE);
-    ck_assert_int_eq(sl->status, 0);
+    s_acks_end_it(t, sl, id, 3, 1); /* S0's three chunk pushes, S1's one */
     ps_kv_slots_release(t, a);
     /* a part across the split fails the round, and so does a key twice */
     a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
