@@ -164,16 +164,18 @@ int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push
     sl->pull_version = pull_version;
     for (int i = 0; i < t->n; i++) {
         ps_range_t part, pushed;
-        if (ps_range_intersect(range, t->servers[i], &part) && part.begin < push_end &&
-            push_end < part.end) {
+        uint32_t *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
+        *due = 0;
+        if (!ps_range_intersect(range, t->servers[i], &part)) {
+            continue;
+        }
+        if (part.begin < push_end && push_end < part.end) {
             const uint64_t at = ps_kv_slots_piece_end(t, i, push_end - 1, part.end);
             sl->split = sl->next_split = at < part.end ? at : 0;
         }
-        uint32_t *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
-        *due = ps_range_intersect(range, t->servers[i], &part) &&
-                       ps_kv_slots_plan(t, idx, i, part, &pushed) == PS_KV_PUSH
-                   ? (uint32_t)s_pieces(t, i, pushed)
-                   : 0;
+        if (ps_kv_slots_plan(t, idx, i, part, &pushed) == PS_KV_PUSH) {
+            *due = (uint32_t)s_pieces(t, i, pushed);
+        }
         sl->left += *due;
     }
     return idx;
