@@ -61,6 +61,11 @@ void ps_ctx_destroy(ps_ctx_t **ctx)
     }
 }
 
+int ps_ctx_set_io_threads(ps_ctx_t *ctx, int n)
+{
+    return zmq_ctx_set(ctx->z, ZMQ_IO_THREADS, n) == 0 ? 0 : PS_EINVAL;
+}
+
 int ps_ctx_secure(ps_ctx_t *ctx, ps_curve_t **keys, char *err, size_t errlen)
 {
     if (ctx->keys) {
@@ -202,6 +207,12 @@ void ps_sock_set_linger(ps_sock_t *s, int ms)
     if (s) {
         zmq_setsockopt(ps_zs(s), ZMQ_LINGER, &ms, sizeof ms);
     }
+}
+
+void ps_sock_set_io_thread(ps_sock_t *s, int i)
+{
+    uint64_t mask = 1ull << i;
+    zmq_setsockopt(ps_zs(s), ZMQ_AFFINITY, &mask, sizeof mask);
 }
 
 void ps_sock_set_max_message(ps_sock_t *s, long long bytes)

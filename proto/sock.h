@@ -40,6 +40,11 @@ int ps_ctx_new(ps_ctx_t **out);
  * queued messages sent or their linger spent. NULL-safe; sets *ctx to NULL. */
 void ps_ctx_destroy(ps_ctx_t **ctx);
 
+/* Gives ctx n I/O threads (ZeroMQ's default is one), each moving the bytes
+ * of the connections given to it; call before the context's first socket.
+ * Returns 0 or PS_EINVAL. */
+int ps_ctx_set_io_threads(ps_ctx_t *ctx, int n);
+
 /*
  * --secure: every TCP socket of ctx made from now on speaks CurveZMQ with the
  * keys' keypair. A bind serves with it and admits only the peers the keys
@@ -104,6 +109,10 @@ int ps_sock_set_peer_key(ps_sock_t *s, const char *key);
 
 /* Sets how long queued messages may delay closing the socket. NULL-safe. */
 void ps_sock_set_linger(ps_sock_t *s, int ms);
+
+/* The connections s makes or accepts from now on go to I/O thread i of its
+ * context (see ps_ctx_set_io_threads), not to the least busy one. */
+void ps_sock_set_io_thread(ps_sock_t *s, int i);
 
 /* Largest message frame a peer may send (ZeroMQ drops the connection on a
  * bigger one before allocating it); -1: no limit. Like every option it holds

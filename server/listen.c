@@ -51,6 +51,7 @@ int ps_listen_open(ps_ctx_t *ctx, const char *bind, ps_range_t shard, uint32_t p
     const uint64_t queue = PS_REPLY_REQUESTS_IN_FLIGHT * (ps_reply_parts(shard) + 1) * 2;
     int rc = ps_sock_new(ctx, PS_SOCK_ROUTER, out, why, sizeof why);
     if (rc == 0) {
+        ps_sock_set_io_thread(*out, PS_LISTEN_IO_THREAD);
         ps_sock_set_max_message(*out, max_frame);
         const int q = queue > PS_LISTEN_QUEUE_MIN ? (int)queue : PS_LISTEN_QUEUE_MIN;
         ps_sock_set_queue_limit(*out, q, q);

@@ -10,12 +10,10 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "server/listen.h"
 
-/* Updates of one message: a frame each after the body. */
-enum { S_BATCH = PS_MSG_MAX_FRAMES - 1 };
-
-/* One replica of our keys. Messages are numbered across all of them (a
- * flush is one number, sent to each): last is the number of the last one
+/* One replica of our keys. Messages are numbered across all of them (one
+ * update is one number, sent to each): last is the number of the last one
  * this replica was sent, acked the last it acknowledged. */
 typedef struct {
     ps_sock_t *sock;       /* NULL: a free slot */
@@ -35,12 +33,6 @@ struct ps_replica {
     s_target_t targets[PS_MAX_REPLICAS];
     int ntargets;          /* attached (sock != NULL) */
     uint64_t sent;         /* messages numbered so far */
-    /* the updates applied since the last message, sent by ps_replica_flush */
-    Shardps__ReplicaStep steps[S_BATCH];
-    size_t offs[S_BATCH];  /* each one's gradient in buf, in floats */
-    int nsteps;
-    float *buf;
-    size_t buf_len, buf_cap; /* floats */
     /* the live workers and joiners last sent */
     unsigned char live[PS_MAX_WORKERS];
     int64_t join_at[PS_MAX_WORKERS];
@@ -75,8 +67,7 @@ static void s_gate(ps_replica_t *r)
             open = t->acked;
         }
     }
-    /* replies due while updates are gathered wait for the message they go in */
-    ps_reply_gate(r->reply, r->sent + (r->nsteps > 0), open);
+    ps_reply_gate(r->reply, r->sent, open);
 }
 
 /* Forgets replica t; with none left, whatever waited for them goes. */
@@ -88,11 +79,7 @@ static void s_detach(ps_replica_t *r, s_target_t *t)
     ps_sock_set_linger(t->sock, 0);
     ps_sock_destroy(&t->sock);
     *t = (s_target_t){0};
-    if (--r->ntargets == 0) {
-        r->sent++; /* what waited for the message being gathered too */
-        r->nsteps = 0;
-        r->buf_len = 0;
-    }
+    r->ntargets--;
     s_gate(r);
 }
 
@@ -106,7 +93,6 @@ void ps_replica_destroy(ps_replica_t **rp)
         ps_sock_set_linger(r->targets[i].sock, 0); /* a replica gone first must not hold us */
         ps_sock_destroy(&r->targets[i].sock);
     }
-    free(r->buf);
     free(r);
     *rp = NULL;
 }
@@ -147,6 +133,9 @@ int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, siz
         return PS_ESTATE;
     }
     int rc = ps_sock_new(r->ctx, PS_SOCK_DEALER, &t->sock, why, cap);
+    if (rc == 0) {
+        ps_sock_set_io_thread(t->sock, PS_REPLICA_IO_THREAD);
+    }
     if (rc == 0 && m->curve_key && m->curve_key[0]) {
         rc = ps_sock_set_peer_key(t->sock, m->curve_key);
     }
@@ -278,30 +267,23 @@ static void s_members(ps_replica_t *r, Shardps__ReplicaUpdate *u)
     u->join_at = r->join_at;
 }
 
-void ps_replica_flush(ps_replica_t *r)
+/* MSG_REPLICATE to every replica in step: the update st with its gradient
+ * grad (copied out before this returns), or none (st NULL), and the members
+ * when they changed. Replies due from now on wait for its acknowledgements. */
+static void s_send_update(ps_replica_t *r, Shardps__ReplicaStep *st, const float *grad)
 {
-    if (r->ntargets == 0) {
-        return;
-    }
     Shardps__ReplicaUpdate u = SHARDPS__REPLICA_UPDATE__INIT;
     s_members(r, &u);
-    if (r->nsteps == 0 && u.live.len == 0) {
+    if (!st && u.live.len == 0) {
         return;
     }
-    Shardps__ReplicaStep *ptrs[S_BATCH];
-    ps_frame_t f[1 + S_BATCH];
-    u.n_steps = (size_t)r->nsteps;
-    u.steps = ptrs;
     ps_range_t keys = ps_store_shard(r->store); /* all of them; the shard without updates */
-    if (r->nsteps > 0) {
-        keys = (ps_range_t){r->steps[0].key_begin, r->steps[0].key_end};
-    }
-    for (int i = 0; i < r->nsteps; i++) {
-        const Shardps__ReplicaStep *st = &r->steps[i];
-        ptrs[i] = &r->steps[i];
-        f[1 + i] = (ps_frame_t){r->buf + r->offs[i], (st->key_end - st->key_begin) * sizeof(float)};
-        keys.begin = st->key_begin < keys.begin ? st->key_begin : keys.begin;
-        keys.end = st->key_end > keys.end ? st->key_end : keys.end;
+    ps_frame_t f[2] = {{NULL, 0}, {NULL, 0}};
+    if (st) {
+        u.n_steps = 1;
+        u.steps = &st;
+        keys = (ps_range_t){st->key_begin, st->key_end};
+        f[1] = (ps_frame_t){grad, ps_range_len(keys) * sizeof(float)};
     }
     const uint64_t id = ++r->sent;
     for (int k = 0; k < PS_MAX_REPLICAS; k++) {
@@ -310,15 +292,20 @@ void ps_replica_flush(ps_replica_t *r)
             continue;
         }
         int rc = s_send(r, t, id, PS_MSG_REPLICATE, keys, ps_consistency_version(r->cons),
-                        &u.base, f, r->nsteps);
+                        &u.base, f, st != NULL);
         if (rc != 0) {
             s_lost(r, t, rc);
         }
     }
-    r->stats.updates += (uint64_t)r->nsteps;
-    r->nsteps = 0;
-    r->buf_len = 0;
+    r->stats.updates += st != NULL;
     s_gate(r);
+}
+
+void ps_replica_flush(ps_replica_t *r)
+{
+    if (r->ntargets > 0) {
+        s_send_update(r, NULL, NULL);
+    }
 }
 
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
@@ -337,35 +324,13 @@ void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, flo
     if (r->ntargets == 0) {
         return;
     }
-    const size_t n = ps_range_len(range);
-    if (r->nsteps == S_BATCH && (ps_replica_flush(r), r->ntargets == 0)) {
-        return;
-    }
-    if (r->buf_len + n > r->buf_cap) {
-        const size_t cap = 2 * (r->buf_len + n);
-        float *buf = realloc(r->buf, cap * sizeof *buf);
-        if (!buf) {
-            for (int i = 0; i < PS_MAX_REPLICAS; i++) {
-                if (r->targets[i].sock) {
-                    s_lost(r, &r->targets[i], PS_ENOMEM);
-                }
-            }
-            return;
-        }
-        r->buf = buf;
-        r->buf_cap = cap;
-    }
-    memcpy(r->buf + r->buf_len, grad, n * sizeof(float));
     Shardps__ReplicaStep st = SHARDPS__REPLICA_STEP__INIT;
     st.key_begin = range.begin;
     st.key_end = range.end;
     st.version = version;
     st.lr = lr;
     st.scale = scale;
-    r->steps[r->nsteps] = st;
-    r->offs[r->nsteps++] = r->buf_len;
-    r->buf_len += n;
-    s_gate(r); /* replies due from now on wait for the message these go in */
+    s_send_update(r, &st, grad);
 }
 
 int ps_replica_socks(const ps_replica_t *r, ps_sock_t **socks, int max)

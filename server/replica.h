@@ -67,13 +67,15 @@ int ps_replica_attach(ps_replica_t *r, const Shardps__Replica *m, char *why, siz
  * snapshot again before the next update. */
 void ps_replica_resync(ps_replica_t *r);
 
-/* ps_consistency_ops_t.update: the update goes in the next message
- * (ps_replica_flush), after the snapshot, if one is due. */
+/* ps_consistency_ops_t.update, before we apply it: the update goes to the
+ * replicas at once (the gradient is copied out), after the snapshot, if one
+ * is due, so they apply it while we do; replies due from now on wait for
+ * their acknowledgements. */
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
                        float scale, int64_t version);
 
-/* Sends the updates applied since the last call in one message (call once
- * the requests in hand are handled: replies due meanwhile wait for it). */
+/* Sends the live workers and joiners to the replicas, if they changed since
+ * they were last sent (call once the requests in hand are handled). */
 void ps_replica_flush(ps_replica_t *r);
 
 /* The sockets to the replicas, for the loop's poll, into socks[0..max):

@@ -94,11 +94,10 @@ static void s_on_update(void *ctx, ps_range_t range, const float *grad, float lr
 {
     ps_server_t *s = ctx;
     if (s->replica) {
-        /* sent at once, before we apply it: the replicas apply it while we do
-         * and while the step's other chunks still arrive, so only the last
-         * chunk's round to them stands between the step and its replies */
+        /* the replicas apply it while we do and while the step's other chunks
+         * still arrive: only the last chunk's round to them stands between
+         * the step and its replies */
         ps_replica_update(s->replica, range, grad, lr, scale, version);
-        ps_replica_flush(s->replica);
     }
 }
 
@@ -446,7 +445,7 @@ static int s_loop(ps_server_t *s)
         ps_consistency_send_applied(s->cons); /* what this turn's messages applied */
         ps_consistency_tick(s->cons);
         if (s->replica) {
-            ps_replica_flush(s->replica); /* members that changed (updates went at once) */
+            ps_replica_flush(s->replica); /* members that changed */
         }
         moving = ps_reply_flush(s->reply, ps_consistency_version(s->cons)) > 0;
         ps_ratelog_tick(s->rejections);
@@ -620,6 +619,10 @@ int ps_server_run(const ps_server_config_t *cfg)
     s.view = calloc(1, sizeof *s.view);
     if (!s.view || ps_ctx_new(&s.ctx) != 0) {
         ps_log_err("out of memory");
+        goto fail;
+    }
+    if (ps_ctx_set_io_threads(s.ctx, PS_SERVER_IO_THREADS) != 0) {
+        ps_log_err("cannot give ZeroMQ %d I/O threads", PS_SERVER_IO_THREADS);
         goto fail;
     }
     if (ps_curve_secure_ctx(s.ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err,
