@@ -32,10 +32,7 @@ int ps_worker_rollback(ps_worker_t *w, int64_t *t)
                         takeover ? " by its replica" : " (async)", (long long)*t);
         }
         w->err[0] = '\0';
-        return ps_worker_wait(w,
-                              ps_kv_pull(w->kv, 0, w->view->num_params,
-                                         ps_model_params(w->model), stepped ? *t : 0),
-                              "pulling after a failover");
+        return ps_worker_whole(w, 0, stepped ? *t : 0, "pulling after a failover");
     }
     const int64_t done_epochs = step / spe + (step == total && step % spe ? 1 : 0);
     if ((int64_t)w->done.n_test_accuracy > done_epochs) {
@@ -46,9 +43,7 @@ int ps_worker_rollback(ps_worker_t *w, int64_t *t)
     }
     *t = step;
     w->err[0] = '\0'; /* the abandoned request's */
-    int rc = ps_worker_wait(
-        w, ps_kv_pull(w->kv, 0, w->view->num_params, ps_model_params(w->model), step),
-        "pulling after a rollback");
+    int rc = ps_worker_whole(w, 0, step, "pulling after a rollback");
     if (rc == 0 && w->rank == 0 && (int64_t)w->done.n_test_accuracy < done_epochs) {
         rc = ps_worker_evaluate_at(w, (int)done_epochs, step, 0);
     }

@@ -71,6 +71,22 @@ int ps_worker_wait(ps_worker_t *w, int handle, const char *what)
     return rc;
 }
 
+int ps_worker_whole(ps_worker_t *w, int init, int64_t min_version, const char *what)
+{
+    float *params = ps_model_params(w->model);
+    const int S = w->view->num_servers;
+    int rc = 0;
+    for (int k = 0; k < S && rc == 0; k++) {
+        const ps_server_info_t *s = &w->view->servers[(w->rank + k) % S];
+        rc = ps_worker_wait(w,
+                            init ? ps_kv_init(w->kv, s->begin, s->end, params + s->begin)
+                                 : ps_kv_pull(w->kv, s->begin, s->end, params + s->begin,
+                                              min_version),
+                            what);
+    }
+    return rc;
+}
+
 /* The version a pull after pushing step t must wait for. */
 static int64_t s_pull_version(const ps_job_t *j, int64_t t)
 {
@@ -325,8 +341,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
     const int ring = j->mode == PS_MODE_ALLREDUCE;
     int rc = rolled_back ? PS_EAGAIN : 0;
     if (!ring && !rolled_back) { /* allreduce: every worker initialised its own copy */
-        rc = ps_worker_wait(w, ps_kv_pull(w->kv, 0, P, params, w->view->start_step),
-                            "pulling the initial weights");
+        rc = ps_worker_whole(w, 0, w->view->start_step, "pulling the initial weights");
     }
     uint64_t ring_sent0 = 0, ring_received0 = 0; /* the start-up check's, not training's */
     if (ring) {
@@ -655,8 +670,7 @@ static int s_start(ps_worker_t *w)
     /* A resumed job's servers load their shards from the checkpoint. */
     if (j->mode != PS_MODE_ALLREDUCE && w->rank == 0 && !w->view->resume_parts) {
         ps_worker_init_params(w);
-        rc = ps_worker_wait(w, ps_kv_init(w->kv, 0, P, ps_model_params(w->model)),
-                            "initialising the servers");
+        rc = ps_worker_whole(w, 1, 0, "initialising the servers");
         if (rc != 0) {
             return rc;
         }

@@ -90,6 +90,15 @@ int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_trai
  * a failure sets w->err to "WHAT failed: why". (worker.c) */
 int ps_worker_wait(ps_worker_t *w, int handle, const char *what);
 
+/* The whole model to the servers (init: its values, worker 0 at the start)
+ * or from them (a pull of min_version), one server's keys at a time,
+ * starting at our rank's and going round: started together, the workers
+ * each take a different server's keys, so that no link carries two of
+ * these transfers at once (all at once, each server's link had every
+ * worker's whole shard to send together, and its queue overflowed into TCP
+ * retransmission timeouts). On failure the reason is in w->err. (worker.c) */
+int ps_worker_whole(ps_worker_t *w, int init, int64_t min_version, const char *what);
+
 /* Step t's push of the gradients the model holds and pull of the next
  * parameters into params. Returns 0, PS_EAGAIN (a failover) or a failure
  * with w->err set. (worker.c) */
