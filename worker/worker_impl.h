@@ -94,9 +94,10 @@ int ps_worker_wait(ps_worker_t *w, int handle, const char *what);
  * or from them (a pull of min_version), one server's keys at a time,
  * starting at our rank's and going round: started together, the workers
  * each take a different server's keys, so that no link carries two of
- * these transfers at once (all at once, each server's link had every
- * worker's whole shard to send together, and its queue overflowed into TCP
- * retransmission timeouts). On failure the reason is in w->err. (worker.c) */
+ * these transfers at once (all at once, each server's link would carry
+ * every worker's whole shard together, and its queue would overflow into
+ * TCP retransmission timeouts). On failure the reason is in w->err.
+ * (worker.c) */
 int ps_worker_whole(ps_worker_t *w, int init, int64_t min_version, const char *what);
 
 /* Step t's push of the gradients the model holds and pull of the next
