@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "proto/msg.h"
@@ -205,7 +206,7 @@ static void s_put(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t pa
 /* Sends now what server i's lane admits, else queues it (kv_lanes.h). */
 static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t part)
 {
-    if (ps_kv_lanes_admit(kv->lanes, i, type)) {
+    if (ps_kv_lanes_admit(kv->lanes, i, type, ps_range_len(part), ps_now())) {
         s_put(kv, idx, i, type, part);
         return;
     }
@@ -218,12 +219,10 @@ static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_rang
 static void s_flush(ps_kv_t *kv, int i)
 {
     ps_kv_out_t o;
-    while (ps_kv_lanes_next(kv->lanes, i, &o)) {
+    while (ps_kv_lanes_next(kv->lanes, i, &o, ps_now())) {
         if (ps_kv_slots_get(kv->slots, o.idx)->state != PS_KV_SENT ||
             ps_kv_slots_id(kv->slots, o.idx) != o.id) {
-            if (o.type == PS_MSG_PUSH) {
-                ps_kv_lanes_answered(kv->lanes, i, 0); /* its credit back */
-            }
+            ps_kv_lanes_unsend(kv->lanes, i, &o);
             continue;
         }
         s_put(kv, o.idx, i, o.type, o.part);
@@ -270,7 +269,7 @@ static void s_send_request(ps_kv_t *kv, int idx)
             const int i = (me + j) % n;
             ps_range_t *l = &left[i];
             if (l->begin < l->end) {
-                const uint64_t end = ps_kv_slots_piece_end(kv->slots, i, l->begin, l->end);
+                const uint64_t end = ps_kv_slots_piece_end(kv->slots, idx, i, l->begin, l->end);
                 s_send_part(kv, idx, i, PS_MSG_PUSH, (ps_range_t){l->begin, end});
                 l->begin = end;
                 more |= end < l->end;
@@ -294,7 +293,7 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
     }
     uint64_t pulled = 0;
     if (m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_ERROR) {
-        ps_kv_lanes_answered(kv->lanes, p->server, m->hdr.credits);
+        ps_kv_lanes_answered(kv->lanes, p->server, m->hdr.credits, ps_now());
         s_flush(kv, p->server);
     }
     if (ps_kv_slots_on_reply(kv->slots, p->server, &m->hdr, frames, m->nframes, &pulled) != 0) {
@@ -475,6 +474,7 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
         return PS_EAGAIN;
     }
     const ps_range_t range = {begin, end};
+    ps_kv_slots_set_piece(kv->slots, ps_kv_lanes_piece(kv->lanes, ps_kv_slots_chunk(kv->slots)));
     int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, pp->push_end, buf, step, pp->dst,
                                               pp->version)
                  : ps_kv_slots_open(kv->slots, type, range, buf, step);
@@ -708,6 +708,7 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     if (rc == 0 && (view->job.mode == PS_MODE_SYNC || view->job.mode == PS_MODE_SSP) &&
         kv->topk == 0) {
         ps_kv_slots_set_chunk(kv->slots, ps_job_chunk_keys(&view->job), KV_PIECES);
+        ps_kv_lanes_set_unit(kv->lanes, ps_job_chunk_keys(&view->job));
     }
     int wire_ok = 1;
     if (kv->dtype != PS_DTYPE_F32 || kv->topk > 0) {

@@ -1,21 +1,34 @@
 /* worker/kv_lanes.c - per server, pushes in flight against its credits and
- * the messages waiting behind them (see kv_lanes.h). */
+ * the link's pace, and the messages waiting behind them (see kv_lanes.h). */
 #include "worker/kv_lanes.h"
 
 #include <stdlib.h>
 
 #include "common/error.h"
 
+/* A push sent and not yet answered: when, and its weight (keys or one). */
 typedef struct {
-    ps_kv_out_t *q; /* cap entries: a ring */
-    int head, n;    /* first waiting, count */
-    int inflight;   /* pushes sent, not answered */
-    int window;     /* pushes that may be in flight */
+    double at;
+    uint64_t keys;
+} s_fly_t;
+
+typedef struct {
+    ps_kv_out_t *q;   /* cap entries: a ring */
+    int head, n;      /* first waiting, count */
+    s_fly_t *fly;     /* pushes in flight, oldest first: a ring of fcap */
+    int fhead, nfly, fcap;
+    uint64_t flying;  /* their weight */
+    uint64_t grant;   /* weight the server lets be in flight (0: one push) */
+    double rtt;       /* the least push round trip seen, seconds (0: none yet) */
+    double got_keys;  /* decaying sums of the keys acked, and of the time */
+    double got_secs;  /* between acks, while pushes waited behind the window */
+    double last;      /* the previous ack if pushes waited then, else 0 */
 } s_lane_t;
 
 struct ps_kv_lanes {
     s_lane_t *lane; /* n */
     int n, cap;
+    uint64_t unit;  /* keys of one credit; 0: a credit is a push, unpaced */
 };
 
 int ps_kv_lanes_new(int n, int cap, ps_kv_lanes_t **out)
@@ -32,8 +45,9 @@ int ps_kv_lanes_new(int n, int cap, ps_kv_lanes_t **out)
     l->n = n;
     l->cap = cap;
     for (int i = 0; i < n; i++) {
-        l->lane[i].window = 1;
-        if (!(l->lane[i].q = malloc((size_t)cap * sizeof *l->lane[i].q))) {
+        l->lane[i].fcap = cap;
+        if (!(l->lane[i].q = malloc((size_t)cap * sizeof *l->lane[i].q)) ||
+            !(l->lane[i].fly = malloc((size_t)cap * sizeof *l->lane[i].fly))) {
             ps_kv_lanes_destroy(&l);
             return PS_ENOMEM;
         }
@@ -50,18 +64,74 @@ void ps_kv_lanes_destroy(ps_kv_lanes_t **lp)
     }
     for (int i = 0; i < l->n; i++) {
         free(l->lane[i].q);
+        free(l->lane[i].fly);
     }
     free(l->lane);
     free(l);
     *lp = NULL;
 }
 
-int ps_kv_lanes_admit(ps_kv_lanes_t *l, int i, ps_msg_type_t type)
+void ps_kv_lanes_set_unit(ps_kv_lanes_t *l, uint64_t keys)
+{
+    l->unit = keys;
+}
+
+/* Lane a's pushes acked per second while they waited behind its window; 0:
+ * not measured yet. */
+static double s_rate(const s_lane_t *a)
+{
+    return a->got_secs > 0 ? a->got_keys / a->got_secs : 0;
+}
+
+uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i)
+{
+    const s_lane_t *a = &l->lane[i];
+    const double paced = l->unit ? s_rate(a) * (a->rtt + PS_KV_QUEUE_SECONDS) : 0;
+    return paced > 0 && paced < (double)a->grant ? (uint64_t)paced : a->grant;
+}
+
+/* Records a push of keys sent to lane a now. */
+static void s_fly(s_lane_t *a, uint64_t keys, double now)
+{
+    if (a->nfly == a->fcap) { /* only past a full lane: grow, or count it unseen */
+        s_fly_t *f = malloc(2 * (size_t)a->fcap * sizeof *f);
+        if (f) {
+            for (int k = 0; k < a->nfly; k++) {
+                f[k] = a->fly[(a->fhead + k) % a->fcap];
+            }
+            free(a->fly);
+            a->fly = f;
+            a->fhead = 0;
+            a->fcap *= 2;
+        }
+    }
+    if (a->nfly < a->fcap) {
+        a->fly[(a->fhead + a->nfly++) % a->fcap] = (s_fly_t){now, keys};
+    }
+    a->flying += keys;
+}
+
+/* What a push of keys weighs against the window: its keys, or one. */
+static uint64_t s_weight(const ps_kv_lanes_t *l, uint64_t keys)
+{
+    return l->unit ? keys : 1;
+}
+
+/* Whether a push of keys fits lane i's window (a lone push always does). */
+static int s_fits(const ps_kv_lanes_t *l, int i, uint64_t keys)
+{
+    const s_lane_t *a = &l->lane[i];
+    return a->flying == 0 || a->flying + s_weight(l, keys) <= ps_kv_lanes_window(l, i);
+}
+
+int ps_kv_lanes_admit(ps_kv_lanes_t *l, int i, ps_msg_type_t type, uint64_t keys, double now)
 {
     s_lane_t *a = &l->lane[i];
     const int push = type == PS_MSG_PUSH;
-    if (a->n == l->cap || (a->n == 0 && (!push || a->inflight < a->window))) {
-        a->inflight += push;
+    if (a->n == l->cap || (a->n == 0 && (!push || s_fits(l, i, keys)))) {
+        if (push) {
+            s_fly(a, s_weight(l, keys), now);
+        }
         return 1;
     }
     return 0;
@@ -73,41 +143,87 @@ void ps_kv_lanes_queue(ps_kv_lanes_t *l, int i, const ps_kv_out_t *o)
     a->q[(a->head + a->n++) % l->cap] = *o;
 }
 
-void ps_kv_lanes_answered(ps_kv_lanes_t *l, int i, uint32_t credits)
+void ps_kv_lanes_answered(ps_kv_lanes_t *l, int i, uint32_t credits, double now)
 {
     s_lane_t *a = &l->lane[i];
-    a->inflight -= a->inflight > 0;
     if (credits > 0) {
-        a->window = credits < (uint32_t)l->cap ? (int)credits : l->cap;
+        a->grant = l->unit ? (uint64_t)credits * l->unit
+                           : credits < (uint32_t)l->cap ? credits : (uint64_t)l->cap;
     }
+    if (a->nfly == 0) {
+        return; /* a late answer, after a reset */
+    }
+    const s_fly_t f = a->fly[a->fhead];
+    a->fhead = (a->fhead + 1) % a->fcap;
+    a->nfly--;
+    a->flying -= f.keys < a->flying ? f.keys : a->flying;
+    const double rtt = now - f.at;
+    a->rtt = a->rtt == 0 || rtt < a->rtt ? rtt : a->rtt;
+    if (a->last > 0) { /* the link's pace: acks while pushes waited */
+        a->got_keys = a->got_keys * (1 - PS_KV_PACE_DECAY) + (double)f.keys;
+        a->got_secs = a->got_secs * (1 - PS_KV_PACE_DECAY) + (now - a->last);
+    }
+    a->last = a->n > 0 ? now : 0;
 }
 
-int ps_kv_lanes_next(ps_kv_lanes_t *l, int i, ps_kv_out_t *o)
+int ps_kv_lanes_next(ps_kv_lanes_t *l, int i, ps_kv_out_t *o, double now)
 {
     s_lane_t *a = &l->lane[i];
-    if (a->n == 0 || (a->q[a->head].type == PS_MSG_PUSH && a->inflight >= a->window)) {
+    if (a->n == 0) {
         return 0;
     }
-    *o = a->q[a->head];
+    const ps_kv_out_t *h = &a->q[a->head];
+    const int push = h->type == PS_MSG_PUSH;
+    if (push && !s_fits(l, i, ps_range_len(h->part))) {
+        return 0;
+    }
+    *o = *h;
     a->head = (a->head + 1) % l->cap;
     a->n--;
-    a->inflight += o->type == PS_MSG_PUSH;
+    if (push) {
+        s_fly(a, s_weight(l, ps_range_len(o->part)), now);
+    }
     return 1;
+}
+
+void ps_kv_lanes_unsend(ps_kv_lanes_t *l, int i, const ps_kv_out_t *o)
+{
+    s_lane_t *a = &l->lane[i];
+    if (o->type == PS_MSG_PUSH && a->nfly > 0) {
+        const s_fly_t f = a->fly[(a->fhead + --a->nfly) % a->fcap];
+        a->flying -= f.keys < a->flying ? f.keys : a->flying;
+    }
 }
 
 void ps_kv_lanes_reset(ps_kv_lanes_t *l)
 {
     for (int i = 0; i < l->n; i++) {
-        l->lane[i].head = l->lane[i].n = l->lane[i].inflight = 0;
+        s_lane_t *a = &l->lane[i];
+        a->head = a->n = a->fhead = a->nfly = 0;
+        a->flying = 0;
+        a->last = 0;
     }
 }
 
 int ps_kv_lanes_inflight(const ps_kv_lanes_t *l, int i)
 {
-    return l->lane[i].inflight;
+    return l->lane[i].nfly;
 }
 
-int ps_kv_lanes_window(const ps_kv_lanes_t *l, int i)
+uint64_t ps_kv_lanes_piece(const ps_kv_lanes_t *l, uint64_t lo)
 {
-    return l->lane[i].window;
+    if (lo == 0) {
+        return 0;
+    }
+    const uint64_t hi = lo > PS_KV_PIECE_KEYS ? lo : PS_KV_PIECE_KEYS / lo * lo;
+    double rate = 0;
+    for (int i = 0; i < l->n; i++) {
+        const double r = s_rate(&l->lane[i]);
+        if (r == 0) {
+            return hi; /* a link not yet measured: as if fast */
+        }
+        rate += r;
+    }
+    const double keys = rate * PS_KV_PIECE_SECONDS;
+    return keys >= (double)hi ? hi : keys <= (double)lo ? lo : (uint64_t)keys / lo * lo;
 }

@@ -1,19 +1,29 @@
 /*
  * worker/kv_lanes.h - the KV client's data messages to each server, paced by
- * the server's credits.
+ * the server's credits and by the link's measured pace.
  *
- * A server grants each worker a window of chunk pushes in flight (the
- * credits in its PUSH_ACK headers), so that all the workers pushing into it
+ * A server grants each worker keys of chunk pushes in flight (the credits in
+ * its PUSH_ACK headers, in chunks), so that all the workers pushing into it
  * at once never queue more than its link holds (no incast). Per server a
  * lane: the pushes sent and not yet acked, the window, and a FIFO of the
  * messages waiting behind a full window (pushes, and whatever was sent after
  * them, kept in order). Only pushes count against the window; a message
- * with nothing waiting ahead of it and a free credit goes at once.
+ * with nothing waiting ahead of it and room in the window goes at once.
+ *
+ * The window is also paced by what the lane measures: its least round trip
+ * and the rate its acks come at while pushes wait (this worker's share of
+ * the server's link). It keeps that rate's round trip plus
+ * PS_KV_QUEUE_SECONDS in flight, so a slow link's queue stays a few
+ * milliseconds long (replies and acks behind it are not held up) while a
+ * fast link keeps the server's whole grant. The same rates size the push
+ * messages (ps_kv_lanes_piece): about PS_KV_PIECE_SECONDS of the worker's
+ * link each, so a slow link's pipeline fills and drains in small pieces and
+ * a fast one's cores see few messages.
  *
  * It does not send: worker/kv.c asks it whether a message may go now
  * (ps_kv_lanes_admit), queues the others and sends what
  * ps_kv_lanes_next gives back as acks come. Thread safety: none; kv.c calls
- * it under its mutex.
+ * it under its mutex. Times are seconds of one clock (ps_now).
  */
 #ifndef PS_WORKER_KV_LANES_H
 #define PS_WORKER_KV_LANES_H
@@ -37,38 +47,64 @@ typedef struct {
 
 typedef struct ps_kv_lanes ps_kv_lanes_t;
 
+/* Queueing a lane's window allows at the server's link beyond a round trip;
+ * the link time of one push message; the weight of each new ack in the
+ * measured pace. */
+#define PS_KV_QUEUE_SECONDS 0.004
+#define PS_KV_PIECE_SECONDS 0.001
+#define PS_KV_PACE_DECAY 0.125
+
+/* Keys of a push message on a fast link (64 KiB of fp32): few messages for
+ * the cores where the link is not the bound. */
+enum { PS_KV_PIECE_KEYS = 16384 };
+
 /* Lanes for n servers, each holding up to cap waiting messages, each with a
- * window of 1 until the server grants more. Returns 0 and *out (caller owns
+ * window of one push until the server grants more. Returns 0 and *out (caller owns
  * it; destroy with ps_kv_lanes_destroy()), PS_EINVAL or PS_ENOMEM. */
 int ps_kv_lanes_new(int n, int cap, ps_kv_lanes_t **out);
 
 /* Frees the lanes; NULL-safe; sets *l to NULL. */
 void ps_kv_lanes_destroy(ps_kv_lanes_t **l);
 
-/* Whether a message of type to server i may go now: nothing waits in its
- * lane and, for a push, a credit is free (then taken). A full lane admits
- * too: the window is a bound on what queues, never a reason to fail.
- * Returns 1 (send it) or 0 (queue it with ps_kv_lanes_queue). */
-int ps_kv_lanes_admit(ps_kv_lanes_t *l, int i, ps_msg_type_t type);
+/* Keys of one credit: the servers' chunk; 0 (the default): a credit is a
+ * push, and the window is not paced (pushes whole, not in chunks). */
+void ps_kv_lanes_set_unit(ps_kv_lanes_t *l, uint64_t keys);
+
+/* Whether a message of type (a push: of keys) to server i may go now:
+ * nothing waits in its lane and, for a push, it fits the window (then it is
+ * in flight from now). A full lane admits too: the window is a bound on what
+ * queues, never a reason to fail. Returns 1 (send it) or 0 (queue it with
+ * ps_kv_lanes_queue). */
+int ps_kv_lanes_admit(ps_kv_lanes_t *l, int i, ps_msg_type_t type, uint64_t keys, double now);
 
 /* Queues o behind server i's waiting messages. */
 void ps_kv_lanes_queue(ps_kv_lanes_t *l, int i, const ps_kv_out_t *o);
 
-/* A push to server i was answered (acked or refused); credits > 0: the
- * window the server grants from now on. */
-void ps_kv_lanes_answered(ps_kv_lanes_t *l, int i, uint32_t credits);
+/* The oldest push to server i in flight was answered (acked or refused)
+ * now; credits > 0: the chunks the server grants from now on. */
+void ps_kv_lanes_answered(ps_kv_lanes_t *l, int i, uint32_t credits, double now);
 
-/* The next message of server i's lane that may go now, into *o (a push
- * takes a credit). Returns 1, or 0 when none may. */
-int ps_kv_lanes_next(ps_kv_lanes_t *l, int i, ps_kv_out_t *o);
+/* The next message of server i's lane that may go now, into *o (a push is
+ * in flight from now). Returns 1, or 0 when none may. */
+int ps_kv_lanes_next(ps_kv_lanes_t *l, int i, ps_kv_out_t *o, double now);
+
+/* The message o that ps_kv_lanes_next just gave for server i was not sent
+ * after all (its request is over). */
+void ps_kv_lanes_unsend(ps_kv_lanes_t *l, int i, const ps_kv_out_t *o);
 
 /* Forgets every waiting message and push in flight (a failover: the
- * requests fail, the sockets are new); windows stay. */
+ * requests fail, the sockets are new); windows and paces stay. */
 void ps_kv_lanes_reset(ps_kv_lanes_t *l);
 
-/* Pushes in flight to server i, and its window. */
+/* Pushes in flight to server i, and its window in keys. */
 int ps_kv_lanes_inflight(const ps_kv_lanes_t *l, int i);
-int ps_kv_lanes_window(const ps_kv_lanes_t *l, int i);
+uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i);
+
+/* Keys per push message for the links' measured pace: about
+ * PS_KV_PIECE_SECONDS of all the lanes' rates together, a multiple of lo
+ * (the chunk; 0: none), from lo to PS_KV_PIECE_KEYS or lo if more (the
+ * most while a lane has not been measured). */
+uint64_t ps_kv_lanes_piece(const ps_kv_lanes_t *l, uint64_t lo);
 
 #ifdef __cplusplus
 }

@@ -17,8 +17,9 @@ struct ps_kv_slots {
     uint64_t *next_key;  /* PS_KV_SLOTS*n: next key server i's pull reply must start at */
     uint32_t *ack_due;   /* PS_KV_SLOTS*n: acks a push-pull's separate pushes to server i
                             still wait for */
-    uint64_t chunk;      /* keys per push message, aligned to each server's first key;
-                            0 = one message per server */
+    uint64_t chunk;      /* the least keys per push message, aligned to each server's
+                            first key; 0 = one message per server */
+    uint64_t piece;      /* keys per push message of the requests opened next */
 };
 
 int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
@@ -66,25 +67,35 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most)
         widest = len > widest ? len : widest;
     }
     const uint64_t per = keys && most ? (widest + keys * most - 1) / (keys * most) : 1;
-    t->chunk = keys * (per ? per : 1);
+    t->chunk = t->piece = keys * (per ? per : 1);
 }
 
-uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int i, uint64_t at, uint64_t end)
+uint64_t ps_kv_slots_chunk(const ps_kv_slots_t *t)
 {
-    if (!t->chunk) {
+    return t->chunk;
+}
+
+void ps_kv_slots_set_piece(ps_kv_slots_t *t, uint64_t keys)
+{
+    t->piece = t->chunk && keys > t->chunk ? keys / t->chunk * t->chunk : t->chunk;
+}
+
+uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at, uint64_t end)
+{
+    if (!t->slots[idx].piece) {
         return end;
     }
-    const uint64_t base = t->servers[i].begin;
-    const uint64_t next = base + ((at - base) / t->chunk + 1) * t->chunk;
+    const uint64_t base = t->servers[i].begin, piece = t->slots[idx].piece;
+    const uint64_t next = base + ((at - base) / piece + 1) * piece;
     return next < end ? next : end;
 }
 
-/* Push messages a push of keys part (inside server i's) takes. */
-static uint64_t s_pieces(const ps_kv_slots_t *t, int i, ps_range_t part)
+/* Push messages the push at idx of keys part (inside server i's) takes. */
+static uint64_t s_pieces(const ps_kv_slots_t *t, int idx, int i, ps_range_t part)
 {
     uint64_t n = 0;
     for (uint64_t at = part.begin; at < part.end; n++) {
-        at = ps_kv_slots_piece_end(t, i, at, part.end);
+        at = ps_kv_slots_piece_end(t, idx, i, at, part.end);
     }
     return n;
 }
@@ -118,14 +129,15 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
     }
     ps_kv_slot_t *sl = &t->slots[idx];
     *sl = (ps_kv_slot_t){.state = PS_KV_SENT, .type = type, .gen = (sl->gen + 1) & 0xffffff,
-                         .range = range, .buf = buf, .step = step, .left = 1};
+                         .range = range, .buf = buf, .step = step, .left = 1,
+                         .piece = t->piece};
     if (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
         type == PS_KV_INIT) {
         uint64_t parts = 0;
         for (int i = 0; i < t->n; i++) {
             ps_range_t part;
             if (ps_range_intersect(range, t->servers[i], &part)) {
-                parts += type == PS_KV_PUSH ? s_pieces(t, i, part) : 1;
+                parts += type == PS_KV_PUSH ? s_pieces(t, idx, i, part) : 1;
                 t->next_key[(size_t)idx * (size_t)t->n + (size_t)i] = part.begin;
             }
         }
@@ -170,11 +182,11 @@ int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push
             continue;
         }
         if (part.begin < push_end && push_end < part.end) {
-            const uint64_t at = ps_kv_slots_piece_end(t, i, push_end - 1, part.end);
+            const uint64_t at = ps_kv_slots_piece_end(t, idx, i, push_end - 1, part.end);
             sl->split = sl->next_split = at < part.end ? at : 0;
         }
         if (ps_kv_slots_plan(t, idx, i, part, &pushed) == PS_KV_PUSH) {
-            *due = (uint32_t)s_pieces(t, i, pushed);
+            *due = (uint32_t)s_pieces(t, idx, i, pushed);
         }
         sl->left += *due;
     }
@@ -187,7 +199,7 @@ ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t 
     const ps_kv_req_t what = ps_kv_slots_push_part(&t->slots[idx], pull_part, push_part);
     /* keys of more than one chunk go as pushes, each sent once it is framed,
      * the pull behind them */
-    return what == PS_KV_PUSH_PULL && s_pieces(t, i, *push_part) > 1 ? PS_KV_PUSH : what;
+    return what == PS_KV_PUSH_PULL && s_pieces(t, idx, i, *push_part) > 1 ? PS_KV_PUSH : what;
 }
 
 int ps_kv_slots_split_pull(const ps_kv_slot_t *sl, ps_range_t *part, ps_range_t *hi)

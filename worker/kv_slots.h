@@ -59,6 +59,8 @@ typedef struct {
                           inside a server's keys (0: none); keys from it on
                           were pushed before and get a pull of their own */
     uint64_t next_split; /* the next key of that pull's reply */
+    uint64_t piece;    /* push: keys per push message (a multiple of the chunk,
+                          cut from each server's first key; 0: one per server) */
     int64_t step;      /* push, push-pull: step; pull: min version */
     int64_t pull_version; /* push-pull: the pull's min version */
     uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
@@ -114,9 +116,17 @@ ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
  * request. */
 void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
 
-/* Where the push message to server i that starts at key `at` ends: the
- * next chunk boundary, or end. */
-uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int i, uint64_t at, uint64_t end);
+/* The chunk set (keys; 0: none). */
+uint64_t ps_kv_slots_chunk(const ps_kv_slots_t *t);
+
+/* Requests opened from now on push in messages of `keys` keys, rounded down
+ * to a multiple of the chunk (at least one chunk; none without a chunk). */
+void ps_kv_slots_set_piece(ps_kv_slots_t *t, uint64_t keys);
+
+/* Where the push message of the request at idx to server i that starts at
+ * key `at` ends: the next boundary of its pieces, or end. */
+uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at,
+                               uint64_t end);
 
 /* As ps_kv_slots_push_part() for the push-pull at idx with server i, but
  * keys of more than one chunk are pushed (PS_KV_PUSH: pushes of push_part,

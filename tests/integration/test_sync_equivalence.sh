@@ -29,15 +29,17 @@ params_close "$TMP/two.f32" "$TMP/two_again.f32" 0 || fail "two identical sync r
 params_close "$TMP/two.f32" "$TMP/two_whole.f32" 0 || fail "layer pushes and whole pushes differ"
 params_close "$TMP/two.f32" "$TMP/two_chunks.f32" 0 || fail "chunked pushes and layer pushes differ"
 # 2 workers x 50 steps: one push per server per step when whole, as one
-# push-pull; 115 chunks of 1024 keys per server and step when chunked; S1,
-# which holds the last layers, gets more by layers.
+# push-pull; 115 chunks of 1024 keys per server and step when chunked, sent
+# in messages of 1 to 16 chunks (64 KiB; as the link's measured pace has
+# it: on loopback the most), so 8 to 115 per server and step; S1, which
+# holds the last layers, gets more by layers.
 pushes() { field "$TMP/$1.json" "d['server_reports'][1]['pushes']"; }
 expect "$TMP/two_whole.json" "[r['pushes'] for r in d['server_reports']] == [100, 100]" \
     "whole pushes: expected 100 on each server"
 expect "$TMP/two_whole.json" "d['bytes_by_type']['total'].get('push_pull', 0) > 0 and \
     'push_ack' not in d['bytes_by_type']['total']" "--chunk-kib 1024: not one push-pull a step"
-expect "$TMP/two_chunks.json" "[r['pushes'] for r in d['server_reports']] == [11500, 11500]" \
-    "chunked pushes: expected 50 steps x 2 workers x 115 chunks on each server"
+expect "$TMP/two_chunks.json" "all(800 <= r['pushes'] <= 11500 for r in d['server_reports'])" \
+    "chunked pushes: expected 50 steps x 2 workers x 8 to 115 messages on each server"
 [ "$(pushes two)" -gt 100 ] || fail "S1 served $(pushes two) pushes by layers, expected more than 100"
 # Pull replies of several frames: the CNN's 454,922 keys on 1 server are 2
 # store chunks, answered as one message of 2 frames; on 2 servers each shard

@@ -2,8 +2,10 @@
  * tests/unit/test_kv_lanes.c - the client's lanes to the servers: a push
  * goes at once while the server's window has a credit, else it waits, and
  * everything after it waits behind it in order; answers free credits and
- * the server's grant sets the window; a full lane admits rather than fails;
- * a reset forgets what waits and what flies.
+ * the server's grant sets the window; a push given back is no longer in
+ * flight; a full lane admits rather than fails;
+ * a reset forgets what waits and what flies; counted in keys, the window
+ * and the push messages follow the pace the acks come at.
  */
 #include <check.h>
 
@@ -20,31 +22,35 @@ START_TEST(pushes_wait_for_credits_and_what_follows_waits_behind_them)
 {
     ps_kv_lanes_t *l = NULL;
     ck_assert_int_eq(ps_kv_lanes_new(2, 8, &l), 0);
-    ck_assert_int_eq(ps_kv_lanes_window(l, 0), 1); /* until the server grants more */
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH), 1);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH), 0);
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 0); /* one push */ /* until the server grants more */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0), 1);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0), 0);
     const ps_kv_out_t a = s_out(1, PS_MSG_PUSH, 4), b = s_out(1, PS_MSG_PUSH, 8);
     ps_kv_lanes_queue(l, 0, &a);
     ps_kv_lanes_queue(l, 0, &b);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PULL), 0); /* behind the pushes */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PULL, 4, 0), 0); /* behind the pushes */
     const ps_kv_out_t c = s_out(1, PS_MSG_PULL, 0);
     ps_kv_lanes_queue(l, 0, &c);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 1, PS_MSG_PUSH), 1); /* another server's lane */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 1, PS_MSG_PUSH, 4, 0), 1); /* another server's lane */
     ps_kv_out_t o;
-    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o), 0); /* no credit yet */
-    ps_kv_lanes_answered(l, 0, 2);                   /* an ack granting 2 */
-    ck_assert_int_eq(ps_kv_lanes_window(l, 0), 2);
-    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o), 1);
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 0); /* no credit yet */
+    ps_kv_lanes_answered(l, 0, 2, 0);                   /* an ack granting 2 */
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 2);
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 1);
     ck_assert_uint_eq(o.part.begin, 4);
-    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o), 1);
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 1);
     ck_assert_uint_eq(o.part.begin, 8);
     ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 2);
-    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o), 1); /* the pull, right behind them */
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 1); /* the pull, right behind them */
     ck_assert_int_eq(o.type, PS_MSG_PULL);
     ck_assert_uint_eq(o.id, 101);
     ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 2); /* a pull takes no credit */
-    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o), 0);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PULL), 1);
+    ps_kv_lanes_unsend(l, 0, &o);                    /* the pull was not sent: no change */
+    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 2);
+    ps_kv_lanes_unsend(l, 0, &b); /* nor the push of [8, 12): its credit back */
+    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 1);
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 0);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PULL, 4, 0), 1);
     ps_kv_lanes_destroy(&l);
     ck_assert_ptr_null(l);
     ps_kv_lanes_destroy(&l);
@@ -55,23 +61,93 @@ START_TEST(a_full_lane_admits_and_a_reset_forgets)
 {
     ps_kv_lanes_t *l = NULL;
     ck_assert_int_eq(ps_kv_lanes_new(1, 2, &l), 0);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH), 1);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0), 1);
     const ps_kv_out_t a = s_out(2, PS_MSG_PUSH, 0);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH), 0);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0), 0);
     ps_kv_lanes_queue(l, 0, &a);
     ps_kv_lanes_queue(l, 0, &a);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH), 1); /* full: goes anyway */
-    ps_kv_lanes_answered(l, 0, 1000);
-    ck_assert_int_eq(ps_kv_lanes_window(l, 0), 2); /* at most the lane's room */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0), 1); /* full: goes anyway */
+    ps_kv_lanes_answered(l, 0, 1000, 0);
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 2); /* at most the lane's room */
     ps_kv_lanes_reset(l);
     ps_kv_out_t o;
-    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o), 0);
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 0);
     ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 0);
-    ps_kv_lanes_answered(l, 0, 0); /* a late answer: never below 0 */
+    ps_kv_lanes_answered(l, 0, 0, 0); /* a late answer: never below 0 */
     ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 0);
     ps_kv_lanes_destroy(&l);
     ck_assert_int_eq(ps_kv_lanes_new(1, 0, &l), PS_EINVAL);
     ck_assert_int_eq(ps_kv_lanes_new(-1, 4, &l), PS_EINVAL);
+}
+END_TEST
+
+/* One lane, pushes of 4 keys, the server granting 8 chunks of 4 keys: the
+ * acks of pushes that waited come every 10 ms, the first 10 ms after it
+ * was sent (the least round trip). */
+START_TEST(a_slow_link_paces_the_window_and_the_pieces)
+{
+    ps_kv_lanes_t *l = NULL;
+    ck_assert_int_eq(ps_kv_lanes_new(1, 64, &l), 0);
+    ps_kv_lanes_set_unit(l, 4);
+    ck_assert_uint_eq(ps_kv_lanes_piece(l, 4), PS_KV_PIECE_KEYS); /* not measured: as if fast */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 1);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 0); /* one, ungranted */
+    for (int k = 0; k < 40; k++) {
+        const ps_kv_out_t o = s_out(1, PS_MSG_PUSH, 4 * (uint64_t)k);
+        ps_kv_lanes_queue(l, 0, &o);
+    }
+    ps_kv_lanes_answered(l, 0, 8, 0.02);
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 32); /* the grant: no pace yet */
+    ps_kv_out_t o;
+    double t = 0.02;
+    int sent = 0;
+    while (ps_kv_lanes_next(l, 0, &o, t)) {
+        sent++;
+    }
+    ck_assert_int_eq(sent, 8);
+    for (int k = 0; k < 30; k++) { /* each ack 10 ms after the last */
+        t += 0.01;
+        ps_kv_lanes_answered(l, 0, 8, t);
+        while (ps_kv_lanes_next(l, 0, &o, t - 0.01)) {
+        }
+    }
+    /* 400 keys/s over a 10 ms round trip + PS_KV_QUEUE_SECONDS: about 5.6
+     * keys in flight, far under the grant, so one push at a time */
+    const uint64_t w = ps_kv_lanes_window(l, 0);
+    ck_assert_uint_ge(w, 4);
+    ck_assert_uint_lt(w, 8);
+    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 1);
+    ck_assert_uint_eq(ps_kv_lanes_piece(l, 4), 4); /* 0.4 keys of a ms: the least */
+    ps_kv_lanes_destroy(&l);
+}
+END_TEST
+
+/* The same acks a million times as often: the grant is the bound, and the
+ * pieces grow to the most, in whole chunks. */
+START_TEST(a_fast_link_keeps_the_grant_and_the_largest_pieces)
+{
+    ps_kv_lanes_t *l = NULL;
+    ck_assert_int_eq(ps_kv_lanes_new(1, 64, &l), 0);
+    ps_kv_lanes_set_unit(l, 4);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 1);
+    for (int k = 0; k < 40; k++) {
+        const ps_kv_out_t o = s_out(1, PS_MSG_PUSH, 4 * (uint64_t)k);
+        ps_kv_lanes_queue(l, 0, &o);
+    }
+    ps_kv_out_t o;
+    double t = 0;
+    for (int k = 0; k < 30; k++) {
+        t += 1e-8;
+        ps_kv_lanes_answered(l, 0, 8, t);
+        while (ps_kv_lanes_next(l, 0, &o, t)) {
+        }
+    }
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 32);
+    ck_assert_uint_eq(ps_kv_lanes_piece(l, 4), PS_KV_PIECE_KEYS);
+    ck_assert_uint_eq(ps_kv_lanes_piece(l, 3), PS_KV_PIECE_KEYS / 3 * 3);
+    ck_assert_uint_eq(ps_kv_lanes_piece(l, 1 << 20), 1 << 20); /* a chunk over the most */
+    ck_assert_uint_eq(ps_kv_lanes_piece(l, 0), 0);
+    ps_kv_lanes_destroy(&l);
 }
 END_TEST
 
@@ -81,6 +157,8 @@ int main(void)
     TCase *tc = tcase_create("lanes");
     tcase_add_test(tc, pushes_wait_for_credits_and_what_follows_waits_behind_them);
     tcase_add_test(tc, a_full_lane_admits_and_a_reset_forgets);
+    tcase_add_test(tc, a_slow_link_paces_the_window_and_the_pieces);
+    tcase_add_test(tc, a_fast_link_keeps_the_grant_and_the_largest_pieces);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

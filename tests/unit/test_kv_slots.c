@@ -278,11 +278,11 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
 {
     ps_kv_slots_t *t = s_table();
     ps_kv_slots_set_chunk(t, 4, 0);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 2, 10), 4);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 8, 10), 10);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 1, 10, 16), 14);
     float grad[16] = {0}, dst[16] = {0};
     int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 3);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 0, 2, 10), 4);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 0, 8, 10), 10);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 1, 10, 16), 14);
     const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
     ck_assert_uint_eq(sl->left, 5);
     uint64_t id = ps_kv_slots_id(t, a);
@@ -295,8 +295,20 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
     ck_assert_uint_eq(pushed.end, 10);
     ps_kv_slots_release(t, a);
+    ps_kv_slots_set_piece(t, 11); /* pieces of whole chunks: 8 keys, from the next request on */
+    int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 4);
+    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 3); /* [2, 8) [8, 10) [10, 16) */
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 2, 10), 8);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 1, 10, 16), 16);
+    ps_kv_slots_release(t, b);
+    ps_kv_slots_set_piece(t, 1); /* never under a chunk */
+    b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 5);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 2, 10), 4);
+    ps_kv_slots_release(t, b);
     ps_kv_slots_set_chunk(t, 4, 2); /* at most 2 messages: chunks of 8 */
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, 0, 0, 10), 8);
+    b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 10}, grad, 6);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 0, 10), 8);
+    ps_kv_slots_release(t, b);
     ps_kv_slots_set_chunk(t, 16, 0); /* one chunk each: one push-pull per server */
     a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
     ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
