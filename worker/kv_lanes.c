@@ -210,20 +210,15 @@ int ps_kv_lanes_inflight(const ps_kv_lanes_t *l, int i)
     return l->lane[i].nfly;
 }
 
-uint64_t ps_kv_lanes_piece(const ps_kv_lanes_t *l, uint64_t lo)
+double ps_kv_lanes_rate(const ps_kv_lanes_t *l)
 {
-    if (lo == 0) {
-        return 0;
-    }
-    const uint64_t hi = lo > PS_KV_PIECE_KEYS ? lo : PS_KV_PIECE_KEYS / lo * lo;
     double rate = 0;
     for (int i = 0; i < l->n; i++) {
         const double r = s_rate(&l->lane[i]);
         if (r == 0) {
-            return hi; /* a link not yet measured: as if fast */
+            return 0;
         }
         rate += r;
     }
-    const double keys = rate * PS_KV_PIECE_SECONDS;
-    return keys >= (double)hi ? hi : keys <= (double)lo ? lo : (uint64_t)keys / lo * lo;
+    return rate;
 }

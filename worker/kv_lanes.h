@@ -15,10 +15,8 @@
  * the server's link). It keeps that rate's round trip plus
  * PS_KV_QUEUE_SECONDS in flight, so a slow link's queue stays a few
  * milliseconds long (replies and acks behind it are not held up) while a
- * fast link keeps the server's whole grant. The same rates size the push
- * messages (ps_kv_lanes_piece): about PS_KV_PIECE_SECONDS of the worker's
- * link each, so a slow link's pipeline fills and drains in small pieces and
- * a fast one's cores see few messages.
+ * fast link keeps the server's whole grant. The same rates, summed
+ * (ps_kv_lanes_rate), size the push messages (kv_slots.h).
  *
  * It does not send: worker/kv.c asks it whether a message may go now
  * (ps_kv_lanes_admit), queues the others and sends what
@@ -48,15 +46,9 @@ typedef struct {
 typedef struct ps_kv_lanes ps_kv_lanes_t;
 
 /* Queueing a lane's window allows at the server's link beyond a round trip;
- * the link time of one push message; the weight of each new ack in the
- * measured pace. */
+ * the weight of each new ack in the measured pace. */
 #define PS_KV_QUEUE_SECONDS 0.004
-#define PS_KV_PIECE_SECONDS 0.001
 #define PS_KV_PACE_DECAY 0.125
-
-/* Keys of a push message on a fast link (64 KiB of fp32): few messages for
- * the cores where the link is not the bound. */
-enum { PS_KV_PIECE_KEYS = 16384 };
 
 /* Lanes for n servers, each holding up to cap waiting messages, each with a
  * window of one push until the server grants more. Returns 0 and *out (caller owns
@@ -100,11 +92,9 @@ void ps_kv_lanes_reset(ps_kv_lanes_t *l);
 int ps_kv_lanes_inflight(const ps_kv_lanes_t *l, int i);
 uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i);
 
-/* Keys per push message for the links' measured pace: about
- * PS_KV_PIECE_SECONDS of all the lanes' rates together, a multiple of lo
- * (the chunk; 0: none), from lo to PS_KV_PIECE_KEYS or lo if more (the
- * most while a lane has not been measured). */
-uint64_t ps_kv_lanes_piece(const ps_kv_lanes_t *l, uint64_t lo);
+/* Keys a second all the lanes' pushes are acked at while they wait, their
+ * paces summed: the worker's link; 0 while a lane has not been measured. */
+double ps_kv_lanes_rate(const ps_kv_lanes_t *l);
 
 #ifdef __cplusplus
 }

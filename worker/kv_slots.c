@@ -70,22 +70,23 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most)
     t->chunk = t->piece = keys * (per ? per : 1);
 }
 
-uint64_t ps_kv_slots_chunk(const ps_kv_slots_t *t)
+void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate)
 {
-    return t->chunk;
-}
-
-void ps_kv_slots_set_piece(ps_kv_slots_t *t, uint64_t keys)
-{
-    t->piece = t->chunk && keys > t->chunk ? keys / t->chunk * t->chunk : t->chunk;
+    if (!t->chunk) {
+        return;
+    }
+    const uint64_t most = t->chunk > PS_KV_PIECE_KEYS ? t->chunk : PS_KV_PIECE_KEYS / t->chunk * t->chunk;
+    const double keys = rate * PS_KV_PIECE_SECONDS;
+    t->piece = rate == 0 || keys >= (double)most ? most
+               : keys <= (double)t->chunk       ? t->chunk : (uint64_t)keys / t->chunk * t->chunk;
 }
 
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at, uint64_t end)
 {
-    if (!t->slots[idx].piece) {
+    const uint64_t piece = t->slots[idx].piece, base = t->servers[i].begin;
+    if (!piece) {
         return end;
     }
-    const uint64_t base = t->servers[i].begin, piece = t->slots[idx].piece;
     const uint64_t next = base + ((at - base) / piece + 1) * piece;
     return next < end ? next : end;
 }
@@ -181,8 +182,9 @@ int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push
         if (!ps_range_intersect(range, t->servers[i], &part)) {
             continue;
         }
-        if (part.begin < push_end && push_end < part.end) {
-            const uint64_t at = ps_kv_slots_piece_end(t, idx, i, push_end - 1, part.end);
+        if (t->chunk && part.begin < push_end && push_end < part.end) {
+            const uint64_t base = t->servers[i].begin;
+            const uint64_t at = base + (push_end - base + t->chunk - 1) / t->chunk * t->chunk;
             sl->split = sl->next_split = at < part.end ? at : 0;
         }
         if (ps_kv_slots_plan(t, idx, i, part, &pushed) == PS_KV_PUSH) {

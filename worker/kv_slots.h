@@ -116,12 +116,20 @@ ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
  * request. */
 void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
 
-/* The chunk set (keys; 0: none). */
-uint64_t ps_kv_slots_chunk(const ps_kv_slots_t *t);
+/* Push messages carry about PS_KV_PIECE_SECONDS of the worker's link, in
+ * whole chunks, from one chunk to PS_KV_PIECE_KEYS (64 KiB of fp32) or one
+ * chunk if that is more: small on a slow link, where a server can answer
+ * nothing before every worker's message of a chunk is in, so each server's
+ * pipeline fills and drains in small steps; few where the link is fast and
+ * the cores are the bound. (Acks also come slowly where many roles share
+ * few cores: at 2 ms the pieces stay whole down to a pace of 32 MB/s, and a
+ * 100 Mbit/s link's are still one 16 KiB chunk.) */
+#define PS_KV_PIECE_SECONDS 0.002
+enum { PS_KV_PIECE_KEYS = 16384 };
 
-/* Requests opened from now on push in messages of `keys` keys, rounded down
- * to a multiple of the chunk (at least one chunk; none without a chunk). */
-void ps_kv_slots_set_piece(ps_kv_slots_t *t, uint64_t keys);
+/* Requests opened from now on push in messages sized for a link of `rate`
+ * keys a second (0: not measured, the largest); nothing without a chunk. */
+void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate);
 
 /* Where the push message of the request at idx to server i that starts at
  * key `at` ends: the next boundary of its pieces, or end. */

@@ -295,18 +295,24 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
     ck_assert_uint_eq(pushed.end, 10);
     ps_kv_slots_release(t, a);
-    ps_kv_slots_set_piece(t, 11); /* pieces of whole chunks: 8 keys, from the next request on */
+    ps_kv_slots_set_pace(t, 0); /* not measured: the largest, one message per server */
     int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 4);
-    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 3); /* [2, 8) [8, 10) [10, 16) */
+    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 2);
+    ps_kv_slots_release(t, b);
+    /* 11 keys a PS_KV_PIECE_SECONDS: pieces of 8 keys, in whole chunks, cut
+     * from each server's first key: S0 [2, 8) [8, 10), S1 [10, 16) */
+    ps_kv_slots_set_pace(t, 11 / PS_KV_PIECE_SECONDS);
+    b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 5);
+    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 3);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 2, 10), 8);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 1, 10, 16), 16);
     ps_kv_slots_release(t, b);
-    ps_kv_slots_set_piece(t, 1); /* never under a chunk */
-    b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 5);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 2, 10), 4);
+    ps_kv_slots_set_pace(t, 1 / PS_KV_PIECE_SECONDS); /* never under a chunk */
+    b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 6);
+    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 5);
     ps_kv_slots_release(t, b);
     ps_kv_slots_set_chunk(t, 4, 2); /* at most 2 messages: chunks of 8 */
-    b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 10}, grad, 6);
+    b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 10}, grad, 7);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 0, 10), 8);
     ps_kv_slots_release(t, b);
     ps_kv_slots_set_chunk(t, 16, 0); /* one chunk each: one push-pull per server */
