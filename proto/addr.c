@@ -98,6 +98,16 @@ int ps_addr_route_from(const char *host, char *out, size_t cap)
     return rc;
 }
 
+int ps_addr_is_local(const char *ep)
+{
+    char host[256], port[16], from[PS_ADDR_MAX];
+    if (ps_addr_split(ep, host, sizeof host, port, sizeof port) != 0) {
+        return 0;
+    }
+    return ps_addr_is_loopback(host) ||
+           (ps_addr_route_from(host, from, sizeof from) == 0 && strcmp(from, host) == 0);
+}
+
 int ps_addr_announce(const char *bound, const char *advertise, const char *local, char *out,
                      size_t cap)
 {

@@ -1,6 +1,5 @@
 /*
- * worker/kv.c - push/pull client: socket pumping; the thread that waits does
- * the I/O.
+ * worker/kv.c - push/pull client: socket pumping, by the thread that waits.
  *
  * There is no I/O thread. Every socket and all state belong to whoever holds
  * mu. The trainer sends a request itself when it submits it, and while it
@@ -27,6 +26,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "proto/addr.h"
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "proto/wire.h"
@@ -322,6 +322,7 @@ static int s_connect(ps_kv_t *kv, int i, const char *ep, const char *key)
     ps_sock_destroy(&kv->servers[i]);
     kv->servers[i] = sock;
     kv->items[1 + i].sock = sock;
+    ps_kv_lanes_set_local(kv->lanes, i, ps_addr_is_local(ep));
     snprintf(kv->view.servers[i].endpoint, sizeof kv->view.servers[i].endpoint, "%s", ep);
     return 0;
 }

@@ -23,6 +23,7 @@ typedef struct {
     double got_keys;  /* decaying sums of the keys acked, and of the time */
     double got_secs;  /* between acks, while pushes waited behind the window */
     double last;      /* the previous ack if pushes waited then, else 0 */
+    int local;        /* the server is on this host: no link to pace */
 } s_lane_t;
 
 struct ps_kv_lanes {
@@ -86,7 +87,7 @@ static double s_rate(const s_lane_t *a)
 uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i)
 {
     const s_lane_t *a = &l->lane[i];
-    const double paced = l->unit ? s_rate(a) * (a->rtt + PS_KV_QUEUE_SECONDS) : 0;
+    const double paced = l->unit && !a->local ? s_rate(a) * (a->rtt + PS_KV_QUEUE_SECONDS) : 0;
     return paced > 0 && paced < (double)a->grant ? (uint64_t)paced : a->grant;
 }
 
@@ -210,15 +211,20 @@ int ps_kv_lanes_inflight(const ps_kv_lanes_t *l, int i)
     return l->lane[i].nfly;
 }
 
+void ps_kv_lanes_set_local(ps_kv_lanes_t *l, int i, int local)
+{
+    l->lane[i].local = local;
+}
+
 double ps_kv_lanes_rate(const ps_kv_lanes_t *l)
 {
     double rate = 0;
     for (int i = 0; i < l->n; i++) {
         const double r = s_rate(&l->lane[i]);
-        if (r == 0) {
+        if (!l->lane[i].local && r == 0) {
             return 0;
         }
-        rate += r;
+        rate += l->lane[i].local ? 0 : r;
     }
     return rate;
 }

@@ -16,7 +16,10 @@
  * PS_KV_QUEUE_SECONDS in flight, so a slow link's queue stays a few
  * milliseconds long (replies and acks behind it are not held up) while a
  * fast link keeps the server's whole grant. The same rates, summed
- * (ps_kv_lanes_rate), size the push messages (kv_slots.h).
+ * (ps_kv_lanes_rate), size the push messages (kv_slots.h). A server on this
+ * host (ps_kv_lanes_set_local: loopback, or colocated) has no link between
+ * us: its lane keeps the whole grant and counts in no rate, so acks that
+ * come slowly because the cores are busy are never taken for a slow link.
  *
  * It does not send: worker/kv.c asks it whether a message may go now
  * (ps_kv_lanes_admit), queues the others and sends what
@@ -92,8 +95,12 @@ void ps_kv_lanes_reset(ps_kv_lanes_t *l);
 int ps_kv_lanes_inflight(const ps_kv_lanes_t *l, int i);
 uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i);
 
-/* Keys a second all the lanes' pushes are acked at while they wait, their
- * paces summed: the worker's link; 0 while a lane has not been measured. */
+/* Server i is on this host (1) or not (0, the default). */
+void ps_kv_lanes_set_local(ps_kv_lanes_t *l, int i, int local);
+
+/* Keys a second the lanes to other hosts' servers are acked at while pushes
+ * wait, their paces summed: the worker's link; 0 while one of them has not
+ * been measured, or when there is none. */
 double ps_kv_lanes_rate(const ps_kv_lanes_t *l);
 
 #ifdef __cplusplus

@@ -7,6 +7,7 @@
  * alone), --advertise's check, and the route to loopback.
  */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -124,6 +125,24 @@ START_TEST(route_to_loopback_is_from_loopback)
 }
 END_TEST
 
+/* Loopback endpoints are local, and so is the address this host reaches
+ * another from (where it has a route); the other is not, nor a non-endpoint. */
+START_TEST(local_endpoints_are_loopback_or_our_own_addresses)
+{
+    ck_assert(ps_addr_is_local("tcp://127.0.0.1:9000"));
+    ck_assert(ps_addr_is_local("tcp://[::1]:9000"));
+    ck_assert(ps_addr_is_local("tcp://localhost:9000"));
+    ck_assert(!ps_addr_is_local("127.0.0.1"));
+    ck_assert(!ps_addr_is_local("tcp://no-such-host.invalid:9000"));
+    char own[PS_ADDR_MAX], ep[PS_ADDR_MAX + 16];
+    if (ps_addr_route_from("192.0.2.1", own, sizeof own) == 0 && !ps_addr_is_loopback(own)) {
+        ck_assert(!ps_addr_is_local("tcp://192.0.2.1:9000")); /* documentation's, not ours */
+        snprintf(ep, sizeof ep, "tcp://%s:9000", own);
+        ck_assert_msg(ps_addr_is_local(ep), "%s", ep);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("addr");
@@ -134,6 +153,7 @@ int main(void)
     tcase_add_test(tc, fix_never_leaves_a_loopback_address_for_another_host);
     tcase_add_test(tc, check_advertise_takes_a_host_or_where_allowed_an_endpoint);
     tcase_add_test(tc, route_to_loopback_is_from_loopback);
+    tcase_add_test(tc, local_endpoints_are_loopback_or_our_own_addresses);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

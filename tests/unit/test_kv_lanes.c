@@ -5,7 +5,8 @@
  * the server's grant sets the window; a push given back is no longer in
  * flight; a full lane admits rather than fails; a reset forgets what waits
  * and what flies; counted in keys, the window follows the pace the acks
- * come at, and the lanes' paces sum to the worker's rate.
+ * come at, and the lanes' paces sum to the worker's rate; a lane to a server
+ * on this host is neither paced nor counted.
  */
 #include <check.h>
 
@@ -118,6 +119,8 @@ START_TEST(a_slow_link_paces_the_window)
     ck_assert_uint_lt(w, 8);
     ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 1);
     ck_assert(ps_kv_lanes_rate(l) > 390 && ps_kv_lanes_rate(l) < 410); /* keys a second */
+    ps_kv_lanes_set_local(l, 0, 1); /* a server on this host: no link, the whole grant */
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 32);
     ps_kv_lanes_destroy(&l);
 }
 END_TEST
@@ -143,6 +146,8 @@ START_TEST(a_fast_link_keeps_the_grant)
     }
     ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 32);
     ck_assert(ps_kv_lanes_rate(l) > 3.9e8 && ps_kv_lanes_rate(l) < 4.1e8);
+    ps_kv_lanes_set_local(l, 0, 1); /* on this host: in no rate */
+    ck_assert(ps_kv_lanes_rate(l) == 0);
     ps_kv_lanes_destroy(&l);
 }
 END_TEST
