@@ -101,11 +101,16 @@ int ps_addr_route_from(const char *host, char *out, size_t cap)
 int ps_addr_is_local(const char *ep)
 {
     char host[256], port[16], from[PS_ADDR_MAX];
+    unsigned char bin[sizeof(struct in6_addr)];
     if (ps_addr_split(ep, host, sizeof host, port, sizeof port) != 0) {
         return 0;
     }
-    return ps_addr_is_loopback(host) ||
-           (ps_addr_route_from(host, from, sizeof from) == 0 && strcmp(from, host) == 0);
+    if (ps_addr_is_loopback(host)) {
+        return 1;
+    }
+    /* numeric only: no name lookup while a worker connects */
+    const int numeric = inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1;
+    return numeric && ps_addr_route_from(host, from, sizeof from) == 0 && strcmp(from, host) == 0;
 }
 
 int ps_addr_announce(const char *bound, const char *advertise, const char *local, char *out,

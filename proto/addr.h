@@ -50,8 +50,8 @@ int ps_addr_split(const char *ep, char *host, size_t hcap, char *port, size_t pc
 int ps_addr_route_from(const char *host, char *out, size_t cap);
 
 /* 1 when the endpoint "tcp://HOST:PORT" is on this host: HOST is loopback,
- * or numeric and the address this host's route to it starts from (one of
- * its own). 0 otherwise, and for what is no endpoint. */
+ * or a numeric address that this host's route to it starts from (one of its
+ * own). 0 otherwise (a name is not looked up), and for what is no endpoint. */
 int ps_addr_is_local(const char *ep);
 
 /*

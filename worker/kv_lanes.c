@@ -152,12 +152,14 @@ void ps_kv_lanes_answered(ps_kv_lanes_t *l, int i, uint32_t credits, double now)
                            : credits < (uint32_t)l->cap ? credits : (uint64_t)l->cap;
     }
     if (a->nfly == 0) {
-        return; /* a late answer, after a reset */
+        a->flying = 0; /* a late answer, after a reset */
+        return;
     }
     const s_fly_t f = a->fly[a->fhead];
     a->fhead = (a->fhead + 1) % a->fcap;
     a->nfly--;
-    a->flying -= f.keys < a->flying ? f.keys : a->flying;
+    /* every push answered: none in flight, even one a failed malloc left unseen */
+    a->flying = a->nfly == 0 || f.keys > a->flying ? 0 : a->flying - f.keys;
     const double rtt = now - f.at;
     a->rtt = a->rtt == 0 || rtt < a->rtt ? rtt : a->rtt;
     if (a->last > 0) { /* the link's pace: acks while pushes waited */
