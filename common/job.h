@@ -120,6 +120,13 @@ int ps_job_parse_compress(const char *text, ps_job_t *job);
 /* Writes the --compress text of job->topk ("none", "topk:0.01") into buf. */
 void ps_job_compress_str(const ps_job_t *job, char *buf, size_t cap);
 
+/* Non-zero when steps go in chunked rounds: sync and ssp (sync:k/n picks a
+ * step's k workers from whole pushes; async has no steps). */
+static inline int ps_job_chunked(const ps_job_t *job)
+{
+    return job->mode == PS_MODE_SYNC || job->mode == PS_MODE_SSP;
+}
+
 /* Keys of a pipeline chunk: job->chunk_kib KiB of fp32 keys. */
 static inline uint64_t ps_job_chunk_keys(const ps_job_t *job)
 {

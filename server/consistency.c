@@ -104,11 +104,10 @@ uint64_t ps_consistency_chunk_len(const ps_consistency_t *c, size_t ch, uint64_t
     return c->n - *off < c->chunk ? c->n - *off : c->chunk;
 }
 
-/* Non-zero when the steps apply chunk by chunk: sync and ssp (sync:k/n
- * picks a step's k workers from whole pushes; async has no steps). */
+/* Non-zero when the steps apply chunk by chunk (ps_job_chunked). */
 int ps_consistency_chunked(const ps_consistency_t *c)
 {
-    return c->cfg.job.mode == PS_MODE_SYNC || c->cfg.job.mode == PS_MODE_SSP;
+    return ps_job_chunked(&c->cfg.job);
 }
 
 /* The version of shard-relative key `key`'s values. */

@@ -484,7 +484,8 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     const int sync = v->job.mode == PS_MODE_SYNC;
     const ps_reply_config_t rcfg = {s->shard,     s->workers,    s->rank,
                                     !sync,        reply_dtype,   s->store,
-                                    s->rejections, s->obs,       ps_job_chunk_keys(&v->job)};
+                                    s->rejections, s->obs,
+                                    ps_job_chunked(&v->job) ? ps_job_chunk_keys(&v->job) : 0};
     rc = rc ? rc : ps_reply_new(&s->reply, &rcfg);
     /* A spare per chunk and per reply that may be out: an update of values
      * replies still hold always finds a buffer (server/store.h). Outside

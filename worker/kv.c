@@ -706,8 +706,7 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
         return PS_EINVAL;
     }
     /* sync and ssp (async, sync:k/n count pushes), dense (top-k: per piece) */
-    if (rc == 0 && (view->job.mode == PS_MODE_SYNC || view->job.mode == PS_MODE_SSP) &&
-        kv->topk == 0) {
+    if (rc == 0 && ps_job_chunked(&view->job) && kv->topk == 0) {
         ps_kv_slots_set_chunk(kv->slots, ps_job_chunk_keys(&view->job), KV_PIECES);
         ps_kv_lanes_set_unit(kv->lanes, ps_job_chunk_keys(&view->job));
     }

@@ -657,7 +657,7 @@ static int s_start(ps_worker_t *w)
         if (cfg->overlap && !w->mpi && (rc = ps_allreduce_overlap_start(w)) != 0) {
             return rc;
         }
-    } else if (cfg->overlap && (j->mode == PS_MODE_SYNC || j->mode == PS_MODE_SSP)) {
+    } else if (cfg->overlap && ps_job_chunked(j)) {
         ps_model_set_grad_ready(w->model, s_push_ready, w);
     }
     /* A worker joining a running job pulls the parameters of its first step
