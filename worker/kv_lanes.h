@@ -91,7 +91,8 @@ void ps_kv_lanes_unsend(ps_kv_lanes_t *l, int i, const ps_kv_out_t *o);
  * requests fail, the sockets are new); windows and paces stay. */
 void ps_kv_lanes_reset(ps_kv_lanes_t *l);
 
-/* Pushes in flight to server i, and its window in keys. */
+/* Pushes in flight to server i, and its window (keys; pushes where a
+ * credit is a push). */
 int ps_kv_lanes_inflight(const ps_kv_lanes_t *l, int i);
 uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i);
 
