@@ -52,7 +52,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by (M-1)/M, with SGD momentum lowered by 1-1/M at a rate keeping lr/(1-momentum)"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"placement", PS_FLAG_STR, &c->placement, "P", "dedicated (servers on hosts of their own) or colocated (server i on worker i's host, S <= M): recorded in the summary; the simulated cluster places the nodes so"},
-        {"chunk-kib", PS_FLAG_INT, &c->job.chunk_kib, "KIB", "sync and ssp: servers apply pushes and answer pulls in chunks of KIB KiB (a power of two, 4 to 1024), and pushes travel in whole chunks, about a millisecond of the link each, so uplink and downlink work at once"},
+        {"chunk-kib", PS_FLAG_INT, &c->job.chunk_kib, "KIB", "sync and ssp: servers apply pushes and answer pulls in chunks of KIB KiB (a power of two, 4 to 1024), and pushes travel in whole chunks, about 2 ms of the link each, so uplink and downlink work at once"},
         {"wire", PS_FLAG_STR, &f->wire, "DTYPE", "how pushes and pull replies travel: fp32, fp16 or bf16 (servers keep fp32; not with allreduce)"},
         {"compress", PS_FLAG_STR, &f->compress, "C", "pushes: none, or topk:R (send the fraction R of each tensor's largest gradients, tensors of at most R x params keys whole, keep the rest for the next push; not with allreduce)"},
         {"optimizer", PS_FLAG_STR, &f->optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam or adagrad"},

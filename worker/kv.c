@@ -219,7 +219,7 @@ static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_rang
 static void s_flush(ps_kv_t *kv, int i)
 {
     ps_kv_out_t o;
-    while (ps_kv_lanes_next(kv->lanes, i, &o, ps_now())) {
+    for (const double now = ps_now(); ps_kv_lanes_next(kv->lanes, i, &o, now);) {
         if (ps_kv_slots_get(kv->slots, o.idx)->state != PS_KV_SENT ||
             ps_kv_slots_id(kv->slots, o.idx) != o.id) {
             ps_kv_lanes_unsend(kv->lanes, i, &o);

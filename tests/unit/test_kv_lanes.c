@@ -23,7 +23,7 @@ START_TEST(pushes_wait_for_credits_and_what_follows_waits_behind_them)
 {
     ps_kv_lanes_t *l = NULL;
     ck_assert_int_eq(ps_kv_lanes_new(2, 8, &l), 0);
-    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 0); /* one push */ /* until the server grants more */
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 0); /* one push, until the server grants more */
     ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0), 1);
     ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0), 0);
     const ps_kv_out_t a = s_out(1, PS_MSG_PUSH, 4), b = s_out(1, PS_MSG_PUSH, 8);
