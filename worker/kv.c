@@ -475,8 +475,7 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
         return PS_EAGAIN;
     }
     const ps_range_t range = {begin, end};
-    ps_kv_slots_set_pace(kv->slots, ps_kv_lanes_rate(kv->lanes),
-                         ps_kv_lanes_least_window(kv->lanes));
+    ps_kv_slots_set_pace(kv->slots, ps_kv_lanes_rate(kv->lanes));
     int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, pp->push_end, buf, step, pp->dst,
                                               pp->version)
                  : ps_kv_slots_open(kv->slots, type, range, buf, step);

@@ -230,13 +230,3 @@ double ps_kv_lanes_rate(const ps_kv_lanes_t *l)
     }
     return rate;
 }
-
-uint64_t ps_kv_lanes_least_window(const ps_kv_lanes_t *l)
-{
-    uint64_t least = 0;
-    for (int i = 0; i < l->n; i++) {
-        const uint64_t w = l->lane[i].local ? 0 : ps_kv_lanes_window(l, i);
-        least = w > 0 && (least == 0 || w < least) ? w : least;
-    }
-    return least;
-}

@@ -16,9 +16,7 @@
  * PS_KV_QUEUE_SECONDS in flight, so a slow link's queue stays a few
  * milliseconds long (replies and acks behind it are not held up) while a
  * fast link keeps the server's whole grant. The same rates, summed
- * (ps_kv_lanes_rate), size the push messages (kv_slots.h), at most half the
- * least window (ps_kv_lanes_least_window): a lane that holds one message
- * idles its link while that message's ack comes back. A server on this
+ * (ps_kv_lanes_rate), size the push messages (kv_slots.h). A server on this
  * host (ps_kv_lanes_set_local: loopback, or colocated) has no link between
  * us: its lane keeps the whole grant and counts in no rate, so acks that
  * come slowly because the cores are busy are never taken for a slow link.
@@ -105,10 +103,6 @@ void ps_kv_lanes_set_local(ps_kv_lanes_t *l, int i, int local);
  * wait, their paces summed: the worker's link; 0 while one of them has not
  * been measured, or when there is none. */
 double ps_kv_lanes_rate(const ps_kv_lanes_t *l);
-
-/* The least window (keys, ps_kv_lanes_window) of the lanes to other hosts'
- * servers that have one; 0 when none has. */
-uint64_t ps_kv_lanes_least_window(const ps_kv_lanes_t *l);
 
 #ifdef __cplusplus
 }

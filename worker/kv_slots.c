@@ -20,7 +20,6 @@ struct ps_kv_slots {
     uint64_t chunk;      /* the least keys per push message, aligned to each server's
                             first key; 0 = one message per server */
     uint64_t piece;      /* keys per push message of the requests opened next */
-    int paced;           /* and whether a measured pace sized them */
 };
 
 int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
@@ -71,31 +70,24 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most)
     t->chunk = t->piece = keys * (per ? per : 1);
 }
 
-void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate, uint64_t window)
+void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate)
 {
     if (!t->chunk) {
         return;
     }
     const uint64_t most = t->chunk > PS_KV_PIECE_KEYS ? t->chunk : PS_KV_PIECE_KEYS / t->chunk * t->chunk;
-    double keys = rate * PS_KV_PIECE_SECONDS;
-    keys = window > 0 && keys > (double)(window / 2) ? (double)(window / 2) : keys;
+    const double keys = rate * PS_KV_PIECE_SECONDS;
     t->piece = rate == 0 || keys >= (double)most ? most
                : keys <= (double)t->chunk       ? t->chunk : (uint64_t)keys / t->chunk * t->chunk;
-    t->paced = rate > 0;
 }
 
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at, uint64_t end)
 {
-    const ps_kv_slot_t *sl = &t->slots[idx];
-    const uint64_t base = t->servers[i].begin, first = sl->range.begin > base ? sl->range.begin : base;
-    if (!sl->piece) {
+    const uint64_t piece = t->slots[idx].piece, base = t->servers[i].begin;
+    if (!piece) {
         return end;
     }
-    /* paced: the first message is one chunk, and the last chunk goes alone */
-    const uint64_t piece = sl->paced && at == first ? t->chunk : sl->piece;
-    const uint64_t last = sl->paced && end > base ? base + (end - 1 - base) / t->chunk * t->chunk : end;
-    uint64_t next = base + ((at - base) / piece + 1) * piece;
-    next = at < last && last < next ? last : next;
+    const uint64_t next = base + ((at - base) / piece + 1) * piece;
     return next < end ? next : end;
 }
 
@@ -139,7 +131,7 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
     ps_kv_slot_t *sl = &t->slots[idx];
     *sl = (ps_kv_slot_t){.state = PS_KV_SENT, .type = type, .gen = (sl->gen + 1) & 0xffffff,
                          .range = range, .buf = buf, .step = step, .left = 1,
-                         .piece = t->piece, .paced = t->paced};
+                         .piece = t->piece};
     if (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
         type == PS_KV_INIT) {
         uint64_t parts = 0;

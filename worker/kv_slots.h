@@ -61,7 +61,6 @@ typedef struct {
     uint64_t next_split; /* the next key of that pull's reply */
     uint64_t piece;    /* push: keys per push message (a multiple of the chunk,
                           cut from each server's first key; 0: one per server) */
-    int paced;         /* push: piece came from a measured pace */
     int64_t step;      /* push, push-pull: step; pull: min version */
     int64_t pull_version; /* push-pull: the pull's min version */
     uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
@@ -129,16 +128,11 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
 enum { PS_KV_PIECE_KEYS = 16384 };
 
 /* Requests opened from now on push in messages sized for a link of `rate`
- * keys a second (0: not measured, the largest), and of at most half of
- * `window` keys (0: no bound), the least window a server's lane lets be in
- * flight, so that every lane holds two; nothing without a chunk. */
-void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate, uint64_t window);
+ * keys a second (0: not measured, the largest); nothing without a chunk. */
+void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate);
 
 /* Where the push message of the request at idx to server i that starts at
- * key `at` ends: the next boundary of its pieces, or end. A paced request
- * (set_pace with a rate) sends its first message to each server, and its
- * last chunk, as one chunk each: a server's pipeline starts on one chunk,
- * and its last replies wait on one chunk, not on a whole piece. */
+ * key `at` ends: the next boundary of its pieces, or end. */
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at,
                                uint64_t end);
 

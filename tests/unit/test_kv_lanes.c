@@ -119,10 +119,8 @@ START_TEST(a_slow_link_paces_the_window)
     ck_assert_uint_lt(w, 8);
     ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 1);
     ck_assert(ps_kv_lanes_rate(l) > 390 && ps_kv_lanes_rate(l) < 410); /* keys a second */
-    ck_assert_uint_eq(ps_kv_lanes_least_window(l), w);
     ps_kv_lanes_set_local(l, 0, 1); /* a server on this host: no link, the whole grant */
     ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 32);
-    ck_assert_uint_eq(ps_kv_lanes_least_window(l), 0); /* no lane to another host */
     ps_kv_lanes_destroy(&l);
 }
 END_TEST

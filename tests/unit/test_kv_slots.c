@@ -295,25 +295,22 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
     ck_assert_uint_eq(pushed.end, 10);
     ps_kv_slots_release(t, a);
-    ps_kv_slots_set_pace(t, 0, 0); /* not measured: the largest, one message per server */
+    ps_kv_slots_set_pace(t, 0); /* not measured: the largest, one message per server */
     int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 4);
     ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 2);
     ps_kv_slots_release(t, b);
-    /* 11 keys a PS_KV_PIECE_SECONDS: pieces of 8 keys, the first message
-     * and the last chunk one chunk each: S0 [2, 4) [4, 8) [8, 10), S1
-     * [10, 14) [14, 16) */
-    ps_kv_slots_set_pace(t, 11 / PS_KV_PIECE_SECONDS, 0);
+    /* 11 keys a PS_KV_PIECE_SECONDS: pieces of 8 keys, in whole chunks, cut
+     * from each server's first key: S0 [2, 8) [8, 10), S1 [10, 16) */
+    ps_kv_slots_set_pace(t, 11 / PS_KV_PIECE_SECONDS);
     b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 5);
-    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 5);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 2, 10), 4);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 4, 10), 8);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 1, 10, 16), 14);
+    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 3);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 2, 10), 8);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 1, 10, 16), 16);
     ps_kv_slots_release(t, b);
-    ps_kv_slots_set_pace(t, 1 / PS_KV_PIECE_SECONDS, 0); /* never under a chunk */
+    ps_kv_slots_set_pace(t, 1 / PS_KV_PIECE_SECONDS); /* never under a chunk */
     b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 6);
     ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 5);
     ps_kv_slots_release(t, b);
-    ps_kv_slots_set_pace(t, 0, 0);
     ps_kv_slots_set_chunk(t, 4, 2); /* at most 2 messages: chunks of 8 */
     b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 10}, grad, 7);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 0, 10), 8);
@@ -322,37 +319,6 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
     ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
     ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH_PULL);
-    ps_kv_slots_destroy(&t);
-}
-END_TEST
-
-/* One server of 40 keys, chunks of 4, 11 keys a PS_KV_PIECE_SECONDS: pieces
- * of 8 between a first message and a last chunk of one chunk each; under a
- * lane window of 12 keys, pieces of at most 6, so one chunk each. */
-START_TEST(paced_pieces_start_and_end_on_one_chunk_and_fit_twice_in_a_window)
-{
-    ps_range_t servers[1] = {{0, 40}};
-    ps_kv_slots_t *t = NULL;
-    ck_assert_int_eq(ps_kv_slots_new(servers, 1, &t), 0);
-    ps_kv_slots_set_chunk(t, 4, 0);
-    float grad[40] = {0};
-    ps_kv_slots_set_pace(t, 11 / PS_KV_PIECE_SECONDS, 0);
-    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 40}, grad, 1);
-    const uint64_t ends[] = {4, 8, 16, 24, 32, 36, 40};
-    uint64_t at = 0;
-    for (size_t k = 0; k < sizeof ends / sizeof *ends; k++) {
-        at = ps_kv_slots_piece_end(t, a, 0, at, 40);
-        ck_assert_uint_eq(at, ends[k]);
-    }
-    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 7);
-    ps_kv_slots_release(t, a);
-    ps_kv_slots_set_pace(t, 11 / PS_KV_PIECE_SECONDS, 12);
-    a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 40}, grad, 2);
-    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 10);
-    ps_kv_slots_release(t, a);
-    ps_kv_slots_set_pace(t, 0, 12); /* not measured: one message, the window aside */
-    a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, 40}, grad, 3);
-    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 1);
     ps_kv_slots_destroy(&t);
 }
 END_TEST
@@ -573,7 +539,6 @@ static Suite *s_suite(void)
     tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
     tcase_add_test(tc, push_pull_of_keys_pushed_in_part_expects_the_separate_acks);
     tcase_add_test(tc, pushes_go_a_message_per_chunk_each_acked);
-    tcase_add_test(tc, paced_pieces_start_and_end_on_one_chunk_and_fit_twice_in_a_window);
     tcase_add_test(tc, a_pull_splits_where_chunks_pushed_before_begin);
     tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
