@@ -29,7 +29,7 @@
 #include "proto/addr.h"
 #include "proto/msg.h"
 #include "proto/range.h"
-#include "proto/wire.h"
+#include "worker/kv_encode.h"
 #include "worker/kv_lanes.h"
 #include "worker/kv_slots.h"
 
@@ -79,17 +79,8 @@ struct ps_kv {
     int rollback;        /* a failover waits for ps_kv_rollback(): 1 a rollback, 2 a
                             replica's takeover (nothing rolls back) */
     int64_t rollback_step; /* the step it rolls back to */
-    /* --wire / --compress (proto/wire.h): pushes are encoded into enc and
-     * sent as a copy; fp32 without top-k goes zero-copy as before. */
-    uint32_t dtype;      /* dense wire dtype of pushes */
-    double topk;         /* fraction of each push part sent; 0 = dense */
-    unsigned char *enc;  /* the encoded part: the largest server range x 8 bytes */
-    float *residual;     /* top-k: P, per key what earlier pushes did not send */
-    float *velocity;     /* top-k with SGD momentum: P, per key (ps_wire_worker_momentum) */
-    float momentum;      /* its factor; 0 = the servers run momentum */
-    float *scratch;      /* top-k: the largest server range, for the selection */
-    uint64_t *cuts;      /* top-k: the model's tensor starts, then P (ps_kv_set_tensors) */
-    size_t ncuts;
+    ps_kv_encode_t *encode; /* --wire / --compress: pushes encoded, sent as a copy;
+                               NULL: fp32, zero-copy */
 };
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
@@ -99,74 +90,6 @@ static void s_set_fatal(ps_kv_t *kv, int rc, const char *why)
         snprintf(kv->fatal_why, sizeof kv->fatal_why, "%s", why);
         atomic_store(&kv->fatal, rc);
     }
-}
-
-/* Entries a top-k push sends of the piece [b, e) of a tensor of `count`
- * keys: all of a tensor within one step's budget of the model (ceil(R P)),
- * else ceil(R (e - b)). Top-k would starve small tensors of large gradients
- * (biases, the output layer: Deep Gradient Compression sends them whole). */
-static uint64_t s_topk_entries(const ps_kv_t *kv, uint64_t b, uint64_t e, uint64_t count)
-{
-    return count <= ps_wire_topk_count(kv->topk, kv->view.num_params)
-               ? e - b : ps_wire_topk_count(kv->topk, e - b);
-}
-
-/* Top-k of the push part with error feedback in acc (its residual), one
- * selection per tensor piece (so a tensor's share does not depend on how the
- * pushes are cut, by layer or whole). Writes the sparse payload of dtype to
- * kv->enc (all the offsets, then all the values); returns its entries. */
-static uint64_t s_topk_part(ps_kv_t *kv, uint32_t dtype, float *acc, ps_range_t part)
-{
-    static const uint64_t whole[2] = {0, UINT64_MAX}; /* no tensors given: one piece */
-    const uint64_t *cuts = kv->cuts ? kv->cuts : whole;
-    const size_t ncuts = kv->cuts ? kv->ncuts : 2;
-    const uint32_t dense = ps_wire_dense_of(dtype);
-    uint64_t nnz = 0, at = 0;
-    for (int pass = 0; pass < 2; pass++) { /* count, then write after nnz offsets */
-        unsigned char *vals = kv->enc + nnz * sizeof(uint32_t);
-        for (size_t t = 0; t + 1 < ncuts; t++) {
-            ps_range_t piece;
-            if (!ps_range_intersect(part, (ps_range_t){cuts[t], cuts[t + 1]}, &piece)) {
-                continue;
-            }
-            const uint64_t k = s_topk_entries(kv, piece.begin, piece.end, cuts[t + 1] - cuts[t]);
-            if (pass == 0) {
-                nnz += k;
-            } else {
-                const uint64_t off = piece.begin - part.begin;
-                at += ps_wire_topk_select(dense, (uint32_t *)kv->enc + at,
-                                          vals + at * ps_wire_value_size(dense), (uint32_t)off,
-                                          acc + off, ps_range_len(piece), k, kv->scratch);
-            }
-        }
-    }
-    return nnz;
-}
-
-/* Encodes the push part f of keys `part` in the job's wire dtype, or with
- * top-k: the gradient joins the part's residual, the largest entries go and
- * the rest stays for the next push of these keys (error feedback). Points f
- * at kv->enc and sets the header's dtype and nnz. Caller holds mu. */
-static void s_encode_push(ps_kv_t *kv, Shardps__Header *h, ps_frame_t *f, ps_range_t part)
-{
-    const float *grad = f->data;
-    const size_t n = ps_range_len(part);
-    if (kv->topk > 0) {
-        float *acc = kv->residual + part.begin;
-        /* with momentum correction the velocity waits, not the gradient */
-        float *u = kv->velocity ? kv->velocity + part.begin : NULL;
-        for (size_t i = 0; i < n; i++) {
-            acc[i] += u ? (u[i] = kv->momentum * u[i] + grad[i]) : grad[i];
-        }
-        h->dtype = ps_wire_sparse_of(kv->dtype);
-        h->nnz = s_topk_part(kv, h->dtype, acc, part);
-        f->len = ps_wire_payload_len(h->dtype, n, h->nnz);
-    } else {
-        h->dtype = kv->dtype;
-        ps_wire_encode(kv->dtype, kv->enc, grad, n);
-        f->len = ps_wire_payload_len(kv->dtype, n, 0);
-    }
-    f->data = kv->enc;
 }
 
 /* Sends slot idx's message of `type` for keys `part` to server i: a push's
@@ -189,9 +112,9 @@ static void s_put(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t pa
     h.pull_version = type == PS_MSG_PUSH_PULL ? pull_version : 0;
     ps_frame_t f = {sl->buf + (part.begin - sl->range.begin), ps_range_len(part) * sizeof(float)};
     int flags = 0;
-    if (push && (kv->dtype != PS_DTYPE_F32 || kv->topk > 0)) {
-        s_encode_push(kv, &h, &f, part);
-        flags = PS_SEND_COPY; /* enc is reused for the next part */
+    if (push && kv->encode) {
+        ps_kv_encode_push(kv->encode, &h, &f, part);
+        flags = PS_SEND_COPY; /* the encoder's buffer is reused for the next part */
     }
     int rc = ps_msg_send(kv->servers[i], NULL, h, &f, type != PS_MSG_PULL, flags);
     if (rc != 0) {
@@ -494,18 +417,10 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
 
 int ps_kv_set_tensors(ps_kv_t *kv, const uint64_t *starts, size_t n)
 {
-    uint64_t *cuts = malloc((n + 1) * sizeof *cuts);
-    if (!cuts) {
-        return PS_ENOMEM;
-    }
-    memcpy(cuts, starts, n * sizeof *cuts);
-    cuts[n] = kv->view.num_params;
     pthread_mutex_lock(&kv->mu);
-    free(kv->cuts);
-    kv->cuts = cuts;
-    kv->ncuts = n + 1;
+    int rc = kv->encode ? ps_kv_encode_set_tensors(kv->encode, starts, n) : 0;
     pthread_mutex_unlock(&kv->mu);
-    return 0;
+    return rc;
 }
 
 int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step)
@@ -632,11 +547,8 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
         *step = kv->rollback_step;
         /* the servers are back at the checkpoint: what waited here belongs
          * to steps they no longer have (as a resumed job, start from zero) */
-        if (kv->residual) {
-            memset(kv->residual, 0, kv->view.num_params * sizeof *kv->residual);
-        }
-        if (kv->velocity) {
-            memset(kv->velocity, 0, kv->view.num_params * sizeof *kv->velocity);
+        if (kv->encode) {
+            ps_kv_encode_reset(kv->encode);
         }
     }
     pthread_mutex_unlock(&kv->mu);
@@ -675,8 +587,6 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     }
     kv->view = *view;
     kv->ctx = ctx;
-    kv->dtype = ps_wire_dtype(&view->job);
-    kv->topk = view->job.topk;
     kv->generation = view->generation;
     kv->link = *link;
     *link = NULL;
@@ -700,33 +610,17 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     for (int i = 0; i < n; i++) {
         widest = ps_range_len(ranges[i]) > widest ? ps_range_len(ranges[i]) : widest;
     }
-    if (kv->topk > 0 && widest > UINT32_MAX) { /* sparse offsets are uint32 */
-        snprintf(err, errlen, "--compress topk needs shards under 2^32 keys: use more servers");
+    rc = rc ? rc : ps_kv_encode_new(&view->job, view->num_params, widest, &kv->encode, err, errlen);
+    if (rc == PS_EINVAL) {
         ps_kv_destroy(&kv);
-        return PS_EINVAL;
+        return rc;
     }
     /* sync and ssp (async, sync:k/n count pushes), dense (top-k: per piece) */
-    if (rc == 0 && ps_job_chunked(&view->job) && kv->topk == 0) {
+    if (rc == 0 && ps_job_chunked(&view->job) && !ps_kv_encode_topk(kv->encode)) {
         ps_kv_slots_set_chunk(kv->slots, ps_job_chunk_keys(&view->job), KV_PIECES);
         ps_kv_lanes_set_unit(kv->lanes, ps_job_chunk_keys(&view->job));
     }
-    int wire_ok = 1;
-    if (kv->dtype != PS_DTYPE_F32 || kv->topk > 0) {
-        kv->enc = malloc(widest * 8 + 8);
-        wire_ok = kv->enc != NULL;
-    }
-    if (kv->topk > 0) {
-        kv->residual = calloc(view->num_params + 1, sizeof *kv->residual);
-        kv->scratch = malloc((widest + 1) * sizeof *kv->scratch);
-        wire_ok = wire_ok && kv->residual && kv->scratch;
-        if (ps_wire_worker_momentum(&view->job)) {
-            kv->momentum = (float)view->job.momentum;
-            kv->velocity = calloc(view->num_params + 1, sizeof *kv->velocity);
-            wire_ok = wire_ok && kv->velocity;
-        }
-    }
-    if (kv->efd < 0 || !kv->servers || !kv->peers || !kv->items || !kv->versions || rc != 0 ||
-        !wire_ok) {
+    if (kv->efd < 0 || !kv->servers || !kv->peers || !kv->items || !kv->versions || rc != 0) {
         snprintf(err, errlen, "out of memory");
         ps_kv_destroy(&kv);
         return PS_ENOMEM;
@@ -789,11 +683,7 @@ void ps_kv_destroy(ps_kv_t **kvp)
     free(kv->peers);
     free(kv->items);
     free(kv->versions);
-    free(kv->enc);
-    free(kv->residual);
-    free(kv->cuts);
-    free(kv->velocity);
-    free(kv->scratch);
+    ps_kv_encode_destroy(&kv->encode);
     free(kv);
     *kvp = NULL;
 }
