@@ -110,81 +110,10 @@ int ps_consistency_chunked(const ps_consistency_t *c)
     return ps_job_chunked(&c->cfg.job);
 }
 
-/* The version of shard-relative key `key`'s values. */
-static int64_t s_key_version(const ps_consistency_t *c, uint64_t key)
-{
-    return c->version + (c->ndone && c->done[key / c->chunk]);
-}
-
 /* Acks r at the current version. */
 static void s_ack(ps_consistency_t *c, const ps_request_t *r)
 {
     c->cfg.ops.ack(c->cfg.ops.ctx, r->asker, r->range, c->version);
-}
-
-/* Sends keys part, at version, to asker. */
-static void s_send(ps_consistency_t *c, const void *asker, ps_range_t part, int64_t version)
-{
-    c->cfg.ops.reply(c->cfg.ops.ctx, asker, part, ps_store_values(c->store, part.begin),
-                     version);
-}
-
-static const void *s_asker(const ps_consistency_t *c, int i)
-{
-    return c->askers + (size_t)i * c->asker_stride;
-}
-
-/* Sends every key of range to asker, in one reply (the server frames it). */
-static void s_answer(ps_consistency_t *c, const void *asker, ps_range_t range)
-{
-    c->stats.pulls++;
-    s_send(c, asker, range, c->version);
-}
-
-/* A pull for version + 1 while the step applies chunk by chunk: sends the
- * keys from range->begin on as far as their chunks are applied, in key order
- * (the worker takes each server's parts in key order, so its first layers
- * come first), and moves range->begin past them. Returns non-zero when
- * nothing is left. */
-static int s_answer_applied(ps_consistency_t *c, const void *asker, ps_range_t *range)
-{
-    ps_range_t part = {range->begin, range->begin};
-    while (part.end < range->end && s_key_version(c, part.end - c->shard.begin) > c->version) {
-        const uint64_t next = (part.end - c->shard.begin) / c->chunk * c->chunk + c->chunk;
-        part.end = c->shard.begin + next < range->end ? c->shard.begin + next : range->end;
-    }
-    if (part.end == part.begin) {
-        return 0;
-    }
-    s_send(c, asker, part, c->version + 1);
-    range->begin = part.end;
-    c->stats.pulls += range->begin == range->end;
-    return range->begin == range->end;
-}
-
-/* Answers and forgets the waiting pulls the current version satisfies, and
- * sends the applied chunks of those waiting for the step being applied,
- * keeping the others in order. */
-static void s_answer_pulls(ps_consistency_t *c)
-{
-    const int ready = ps_store_initialized(c->store);
-    int kept = 0;
-    for (int i = 0; i < c->npending; i++) {
-        if (ready && c->version >= c->pending[i].min_version) {
-            s_answer(c, s_asker(c, i), c->pending[i].range);
-            continue;
-        }
-        if (ready && c->ndone && c->pending[i].min_version == c->version + 1 &&
-            s_answer_applied(c, s_asker(c, i), &c->pending[i].range)) {
-            continue;
-        }
-        if (kept != i) {
-            c->pending[kept] = c->pending[i];
-            memcpy(c->askers + (size_t)kept * c->asker_stride, s_asker(c, i), c->asker_stride);
-        }
-        kept++;
-    }
-    c->npending = kept;
 }
 
 /*
@@ -278,7 +207,7 @@ static void s_skip_to_joins(ps_consistency_t *c)
     c->stats.steps_fewer += J - c->version;
     ps_consistency_jump(c, J);
     s_live_joins(c);
-    s_answer_pulls(c);
+    ps_consistency_answer_pulls(c);
 }
 
 /* Chunks of an update at step t that the store left undone (they would
@@ -324,7 +253,7 @@ void ps_consistency_end_step(ps_consistency_t *c, int64_t t)
         ps_consistency_release_parts(c, k);
     }
     c->step_since = ps_now();
-    s_answer_pulls(c);
+    ps_consistency_answer_pulls(c);
     s_live_joins(c);
     if (c->cfg.ops.stepped) {
         c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
@@ -412,14 +341,6 @@ static void s_try_apply_chunks(ps_consistency_t *c)
     }
 }
 
-void ps_consistency_send_applied(ps_consistency_t *c)
-{
-    if (c->applied_unsent) {
-        c->applied_unsent = 0;
-        s_answer_pulls(c);
-    }
-}
-
 /*
  * Stepped modes: applies every step that has collected enough pushes, in
  * order. sync and ssp need every live worker (chunk by chunk, above);
@@ -486,7 +407,8 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->workers = c->nlive = cfg->workers;
     c->window = cfg->job.mode == PS_MODE_SSP ? cfg->job.staleness + 1 : 1;
     c->nslots = ps_job_is_stepped(&cfg->job) ? (size_t)c->window * (size_t)c->workers : 1;
-    c->cap_pending = 8 * c->workers;
+    /* a round's pulls: up to one per push message (kv.c), and a few more */
+    c->cap_pending = (PS_CONSISTENCY_MAX_PARTS / 2 + 8) * c->workers;
     c->asker_stride = (cfg->asker_size + 15) / 16 * 16;
     c->live = malloc((size_t)c->workers);
     c->join_at = malloc((size_t)c->workers * sizeof *c->join_at);
@@ -504,10 +426,11 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->done = calloc(c->nchunks ? c->nchunks : 1, 1);
     c->with = calloc((size_t)c->workers, 1);
     c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
+    c->waiting = calloc((size_t)c->workers, 1);
     c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
     if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered ||
         !c->computed_on || !c->scratch || !c->pending || !c->askers || !c->chunk_got ||
-        !c->done || !c->with) {
+        !c->done || !c->with || !c->waiting) {
         ps_consistency_destroy(&c);
         return PS_ENOMEM;
     }
@@ -539,6 +462,7 @@ void ps_consistency_destroy(ps_consistency_t **cp)
     free(c->chunk_got);
     free(c->done);
     free(c->with);
+    free(c->waiting);
     free(c->scratch);
     free(c->pending);
     free(c->askers);
@@ -591,7 +515,7 @@ int ps_consistency_init(ps_consistency_t *c, const ps_request_t *r, char *why, s
         c->step_since = ps_now();
     }
     s_ack(c, r);
-    s_answer_pulls(c);
+    ps_consistency_answer_pulls(c);
     return 0;
 }
 
@@ -707,27 +631,6 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
     }
     s_release(c, r->frame);
     return rc;
-}
-
-int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
-{
-    const int ready = ps_store_initialized(c->store);
-    if (ready && c->version >= r->step) {
-        s_answer(c, r->asker, r->range);
-        return 0;
-    }
-    ps_range_t left = r->range; /* what the chunks applied so far do not answer */
-    if (ready && c->ndone && r->step == c->version + 1 &&
-        s_answer_applied(c, r->asker, &left)) {
-        return 0;
-    }
-    if (c->npending == c->cap_pending) {
-        return s_refuse(why, cap, PS_ENOMEM, "too many pulls waiting (%d)", c->cap_pending);
-    }
-    c->pending[c->npending] = (ps_pending_t){left, r->step};
-    memcpy(c->askers + (size_t)c->npending * c->asker_stride, r->asker, c->cfg.asker_size);
-    c->npending++;
-    return 0;
 }
 
 int64_t ps_consistency_hold(ps_consistency_t *c)

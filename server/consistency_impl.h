@@ -26,6 +26,7 @@ typedef struct {
 typedef struct {
     ps_range_t range;    /* what */
     int64_t min_version; /* answered once version >= this */
+    int worker;          /* who asked */
 } ps_pending_t;
 
 struct ps_consistency {
@@ -58,6 +59,7 @@ struct ps_consistency {
     size_t ndone;          /* chunks of done set */
     int applied_unsent;    /* chunks applied since the waiting pulls were last sent theirs */
     unsigned char *with;   /* workers: who the chunks applied so far were summed from */
+    unsigned char *waiting; /* workers: scratch of ps_consistency_answer_pulls */
     float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
     int64_t version;       /* updates applied so far (also Adam's t) */
     ps_pending_t *pending; /* cap_pending */
@@ -90,6 +92,11 @@ int ps_consistency_chunked(const ps_consistency_t *c);
  * telling ops.update first. */
 void ps_consistency_store_step(ps_consistency_t *c, ps_range_t r, const float *grad, float lr,
                                float scale, int64_t version, int64_t t);
+
+/* Answers and forgets the waiting pulls the current version satisfies, and
+ * sends the applied chunks of those waiting for the step being applied,
+ * keeping the others in order (consistency_pull.c). */
+void ps_consistency_answer_pulls(ps_consistency_t *c);
 
 /* Step t is applied whole: the version moves on, its pushes go, pulls are answered. */
 void ps_consistency_end_step(ps_consistency_t *c, int64_t t);

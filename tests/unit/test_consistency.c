@@ -11,6 +11,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,9 +192,10 @@ static int s_push(s_fix_t *f, int w, int64_t step, int64_t version, uint64_t a, 
     return ps_consistency_push(f->c, &r, f->why, sizeof f->why);
 }
 
+/* A pull by worker asker % workers. */
 static int s_pull(s_fix_t *f, int asker, int64_t min_version, uint64_t a, uint64_t b)
 {
-    ps_request_t r = {0, min_version, 0, s_keys(a, b), NULL, NULL, &asker};
+    ps_request_t r = {asker % f->workers, min_version, 0, s_keys(a, b), NULL, NULL, &asker};
     return ps_consistency_pull(f->c, &r, f->why, sizeof f->why);
 }
 
@@ -492,6 +494,44 @@ START_TEST(sync_applies_each_chunk_once_every_worker_pushed_it)
 }
 END_TEST
 
+/* A worker's pulls are answered in the order they came: worker 0 asks
+ * for chunk 0 and then chunk 1 of step 1 in two pulls; chunk 1 applies
+ * first, and its pull waits until chunk 0's is answered; worker 1's pull
+ * of chunk 1 does not wait for worker 0's. */
+START_TEST(a_workers_pulls_are_answered_in_the_order_they_came)
+{
+    enum { N = 2048, CK = 1024 };
+    ps_job_t job = s_job(PS_MODE_SSP);
+    job.staleness = 0;
+    job.chunk_kib = 4;
+    s_fix_t *f = s_new(job, N, 2);
+    s_init_all(f);
+    float *g = calloc(N, sizeof(float));
+    ck_assert_int_eq(s_pull(f, 0, 1, 0, CK), 0);      /* worker 0 */
+    ck_assert_int_eq(s_pull(f, 2, 1, CK, N), 0);      /* worker 0 again */
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(s_push(f, w, 0, 0, CK, N, g + CK), 0);
+    }
+    ps_consistency_send_applied(f->c);
+    ck_assert_int_eq(s_count(f, S_REPLY), 0); /* chunk 1 applied; chunk 0's pull first */
+    ck_assert_int_eq(s_pull(f, 1, 1, CK, N), 0); /* worker 1: at once */
+    const s_event_t *e = s_last_reply(f, 1);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->range.begin, S_BASE + CK);
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(s_push(f, w, 0, 0, 0, CK, g), 0);
+    }
+    ck_assert_int_eq(s_count(f, S_REPLY), 3);
+    ck_assert_int_eq(f->ev[f->nev - 2].asker, 0);
+    ck_assert_uint_eq(f->ev[f->nev - 2].range.begin, S_BASE);
+    ck_assert_int_eq(f->ev[f->nev - 1].asker, 2);
+    ck_assert_uint_eq(f->ev[f->nev - 1].range.begin, S_BASE + CK);
+    ck_assert_int_eq(ps_consistency_pending_pulls(f->c), 0);
+    free(g);
+    s_free(f);
+}
+END_TEST
+
 START_TEST(sync_refuses_steps_outside_the_one_being_collected)
 {
     s_fix_t *f = s_new(s_job(PS_MODE_SYNC), 4, 1);
@@ -740,12 +780,15 @@ START_TEST(pulls_wait_for_initialisation_and_their_version)
     ck_assert_uint_eq(e->range.begin, S_BASE + 2);
     ck_assert_uint_eq(e->range.end, S_BASE + 6);
     ck_assert(e->first == 3.0f);
-    /* the table of waiting pulls is bounded: 8 per worker */
-    for (int i = 0; i < 8; i++) {
+    /* the table of waiting pulls is bounded: a round's pulls per worker */
+    const int cap = PS_CONSISTENCY_MAX_PARTS / 2 + 8;
+    for (int i = 0; i < cap; i++) {
         ck_assert_int_eq(s_pull(f, 100 + i, 10, 0, 8), 0);
     }
-    ck_assert_int_eq(s_pull(f, 200, 10, 0, 8), PS_ENOMEM);
-    ck_assert_str_eq(f->why, "too many pulls waiting (8)");
+    ck_assert_int_eq(s_pull(f, 100 + cap, 10, 0, 8), PS_ENOMEM);
+    char want[64];
+    snprintf(want, sizeof want, "too many pulls waiting (%d)", cap);
+    ck_assert_str_eq(f->why, want);
     s_free(f);
 }
 END_TEST
@@ -1218,6 +1261,7 @@ int main(void)
     tcase_add_test(tc, a_replica_replays_its_primarys_updates_bitwise);
     tcase_add_test(tc, a_replica_takes_its_primarys_members_and_skipped_steps);
     tcase_add_test(tc, sync_applies_each_chunk_once_every_worker_pushed_it);
+    tcase_add_test(tc, a_workers_pulls_are_answered_in_the_order_they_came);
     tcase_add_test(tc, a_worker_joins_at_the_agreed_step);
     tcase_add_test(tc, only_a_joiner_left_skips_to_its_step);
     tcase_add_test(tc, a_step_cut_short_by_skipped_steps_leaves_no_chunk_done);

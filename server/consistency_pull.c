@@ -1,0 +1,125 @@
+/*
+ * server/consistency_pull.c - pulls: answered at once when the version they
+ * need is there, chunk by chunk while the step they need applies, else when
+ * it comes (see consistency.h). A worker's pulls are answered in the order
+ * they came: its client takes each server's parts in key order, and a round
+ * may ask for its keys in several pulls, each behind the pushes of its keys
+ * (worker/kv.c), so a later pull whose chunks applied first waits for the
+ * earlier one.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "server/consistency.h"
+#include "server/consistency_impl.h"
+
+/* The version of shard-relative key `key`'s values. */
+static int64_t s_key_version(const ps_consistency_t *c, uint64_t key)
+{
+    return c->version + (c->ndone && c->done[key / c->chunk]);
+}
+
+/* Sends keys part, at version, to asker. */
+static void s_send(ps_consistency_t *c, const void *asker, ps_range_t part, int64_t version)
+{
+    c->cfg.ops.reply(c->cfg.ops.ctx, asker, part, ps_store_values(c->store, part.begin),
+                     version);
+}
+
+static const void *s_asker(const ps_consistency_t *c, int i)
+{
+    return c->askers + (size_t)i * c->asker_stride;
+}
+
+/* Sends every key of range to asker, in one reply (the server frames it). */
+static void s_answer(ps_consistency_t *c, const void *asker, ps_range_t range)
+{
+    c->stats.pulls++;
+    s_send(c, asker, range, c->version);
+}
+
+/* A pull for version + 1 while the step applies chunk by chunk: sends the
+ * keys from range->begin on as far as their chunks are applied, in key order
+ * (the worker takes each server's parts in key order, so its first layers
+ * come first), and moves range->begin past them. Returns non-zero when
+ * nothing is left. */
+static int s_answer_applied(ps_consistency_t *c, const void *asker, ps_range_t *range)
+{
+    ps_range_t part = {range->begin, range->begin};
+    while (part.end < range->end && s_key_version(c, part.end - c->shard.begin) > c->version) {
+        const uint64_t next = (part.end - c->shard.begin) / c->chunk * c->chunk + c->chunk;
+        part.end = c->shard.begin + next < range->end ? c->shard.begin + next : range->end;
+    }
+    if (part.end == part.begin) {
+        return 0;
+    }
+    s_send(c, asker, part, c->version + 1);
+    range->begin = part.end;
+    c->stats.pulls += range->begin == range->end;
+    return range->begin == range->end;
+}
+
+/* Answers what it can of pull range for min_version: non-zero when all of it. */
+static int s_try_answer(ps_consistency_t *c, const void *asker, ps_range_t *range,
+                        int64_t min_version)
+{
+    const int ready = ps_store_initialized(c->store);
+    if (ready && c->version >= min_version) {
+        s_answer(c, asker, *range);
+        return 1;
+    }
+    return ready && c->ndone && min_version == c->version + 1 &&
+           s_answer_applied(c, asker, range);
+}
+
+void ps_consistency_answer_pulls(ps_consistency_t *c)
+{
+    memset(c->waiting, 0, (size_t)c->workers);
+    int kept = 0;
+    for (int i = 0; i < c->npending; i++) {
+        ps_pending_t *p = &c->pending[i];
+        if (!c->waiting[p->worker] && s_try_answer(c, s_asker(c, i), &p->range, p->min_version)) {
+            continue;
+        }
+        c->waiting[p->worker] = 1; /* its later pulls wait behind this one */
+        if (kept != i) {
+            c->pending[kept] = *p;
+            memcpy(c->askers + (size_t)kept * c->asker_stride, s_asker(c, i), c->asker_stride);
+        }
+        kept++;
+    }
+    c->npending = kept;
+}
+
+void ps_consistency_send_applied(ps_consistency_t *c)
+{
+    if (c->applied_unsent) {
+        c->applied_unsent = 0;
+        ps_consistency_answer_pulls(c);
+    }
+}
+
+int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    if (r->worker < 0 || r->worker >= c->workers) {
+        snprintf(why, cap, "W%d is not a worker of this job", r->worker);
+        return PS_ENOENT;
+    }
+    int behind = 0; /* an earlier pull of this worker still waits */
+    for (int i = 0; i < c->npending && !behind; i++) {
+        behind = c->pending[i].worker == r->worker;
+    }
+    ps_range_t left = r->range; /* what the chunks applied so far do not answer */
+    if (!behind && s_try_answer(c, r->asker, &left, r->step)) {
+        return 0;
+    }
+    if (c->npending == c->cap_pending) {
+        snprintf(why, cap, "too many pulls waiting (%d)", c->cap_pending);
+        return PS_ENOMEM;
+    }
+    c->pending[c->npending] = (ps_pending_t){left, r->step, r->worker};
+    memcpy(c->askers + (size_t)c->npending * c->asker_stride, r->asker, c->cfg.asker_size);
+    c->npending++;
+    return 0;
+}
