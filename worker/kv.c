@@ -156,15 +156,20 @@ static void s_flush(ps_kv_t *kv, int i)
  * push: one per chunk; a push-pull: to a server whose keys it pushes in part,
  * before, or in several chunks, a pull and the pushes). Pushes go a chunk per
  * server in turn from our own rank's server: the workers' first chunks reach
- * different servers, and each server's first chunks arrive early. Caller holds mu. */
+ * different servers, and each server's first chunks arrive early. In ssp
+ * a server often answers a pull at once, and a whole shard's reply would
+ * stand on the link ahead of the acks that clock our pushes: an ssp
+ * push-pull to another host pulls each pushed piece behind it (the server
+ * answers a worker's pulls in the order they came). Caller holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
     const int n = kv->view.num_servers, me = ps_link_rank(kv->link);
     ps_range_t left[PS_MAX_SERVERS] = {{0, 0}}; /* per server: keys still to push */
+    ps_range_t after[PS_MAX_SERVERS] = {{0, 0}}; /* and to pull behind them */
     for (int j = 0; j < n; j++) {
         const int i = (me + j) % n;
-        ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part, pushed;
+        ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part, pushed, hi;
         if (!ps_range_intersect(sl->range, srv, &part)) {
             continue;
         }
@@ -175,12 +180,17 @@ static void s_send_request(ps_kv_t *kv, int idx)
         }
         if (sl->type == PS_KV_PUSH_PULL && req != PS_KV_PUSH_PULL) {
             /* the pull first and at once, past pushes waiting for credits,
-             * so its chunks come back as they apply */
-            ps_range_t hi;
+             * so its chunks come back as they apply (ssp: the keys pushed
+             * before; the round's own behind its pushes, below) */
             if (ps_kv_slots_split_pull(sl, &part, &hi)) {
                 s_put(kv, idx, i, PS_MSG_PULL, hi);
             }
-            s_put(kv, idx, i, PS_MSG_PULL, part);
+            if (req == PS_KV_PUSH && kv->view.job.mode == PS_MODE_SSP &&
+                !ps_kv_lanes_local(kv->lanes, i)) {
+                after[i] = part;
+            } else {
+                s_put(kv, idx, i, PS_MSG_PULL, part);
+            }
         } else if (req != PS_KV_PUSH) {
             s_send_part(kv, idx, i, req == PS_KV_PUSH_PULL ? PS_MSG_PUSH_PULL
                                     : req == PS_KV_PULL    ? PS_MSG_PULL : PS_MSG_INIT, part);
@@ -190,10 +200,15 @@ static void s_send_request(ps_kv_t *kv, int idx)
         more = 0;
         for (int j = 0; j < n; j++) {
             const int i = (me + j) % n;
-            ps_range_t *l = &left[i];
+            ps_range_t *l = &left[i], *a = &after[i];
             if (l->begin < l->end) {
                 const uint64_t end = ps_kv_slots_piece_end(kv->slots, idx, i, l->begin, l->end);
                 s_send_part(kv, idx, i, PS_MSG_PUSH, (ps_range_t){l->begin, end});
+                if (a->begin < a->end) {
+                    const uint64_t pull_end = end == l->end ? a->end : end;
+                    s_send_part(kv, idx, i, PS_MSG_PULL, (ps_range_t){a->begin, pull_end});
+                    a->begin = pull_end;
+                }
                 l->begin = end;
                 more |= end < l->end;
             }
@@ -605,7 +620,7 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     kv->items = calloc(ns + 1, sizeof *kv->items);
     kv->versions = calloc(ns, sizeof *kv->versions);
     int rc = ps_kv_slots_new(ranges, n, &kv->slots);
-    rc = rc ? rc : ps_kv_lanes_new(n, PS_KV_SLOTS * 4 + KV_PIECES + 1, &kv->lanes);
+    rc = rc ? rc : ps_kv_lanes_new(n, PS_KV_SLOTS * 4 + 2 * KV_PIECES + 1, &kv->lanes);
     uint64_t widest = 0;
     for (int i = 0; i < n; i++) {
         widest = ps_range_len(ranges[i]) > widest ? ps_range_len(ranges[i]) : widest;

@@ -218,6 +218,11 @@ void ps_kv_lanes_set_local(ps_kv_lanes_t *l, int i, int local)
     l->lane[i].local = local;
 }
 
+int ps_kv_lanes_local(const ps_kv_lanes_t *l, int i)
+{
+    return l->lane[i].local;
+}
+
 double ps_kv_lanes_rate(const ps_kv_lanes_t *l)
 {
     double rate = 0;

@@ -98,6 +98,7 @@ uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i);
 
 /* Server i is on this host (1) or not (0, the default). */
 void ps_kv_lanes_set_local(ps_kv_lanes_t *l, int i, int local);
+int ps_kv_lanes_local(const ps_kv_lanes_t *l, int i);
 
 /* Keys a second the lanes to other hosts' servers are acked at while pushes
  * wait, their paces summed: the worker's link; 0 while one of them has not

@@ -2,12 +2,13 @@
 # tests/integration/test_bench_net.sh - shardps-bench train --net builds a
 # simulated cluster, runs the job in it and removes it.
 #
-# A sync MLP job, 2 servers x 2 workers, a few steps, on 1gbit,0.2ms links:
+# A sync and an ssp MLP job, 2 servers x 2 workers, a few steps, on
+# 1gbit,0.2ms links (ssp pulls behind its pushes to other hosts' servers):
 # the bench makes one namespace per role plus the hub (its set-up log shows
 # each, a tbf on both ends of each link and the delay line's TUN device in
 # the hub with the routes into it), every role runs in its namespace (the
 # servers announce 10.99.x.y endpoints; the worker evaluates with
-# --eval-every), packets went through the delay line, the row is ok, and
+# --eval-every), packets went through the delay line, the rows are ok, and
 # afterwards none of its namespaces and none of the job's processes is left.
 # Then a job on 100mbit,20ms links, stopped by SIGINT halfway: while it
 # trains, a TCP connect from worker 0's namespace to the scheduler (one round
@@ -42,7 +43,7 @@ left_of() {
     ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1(hub|c|s[0-9]+|w[0-9]+)$" || true
 }
 
-"$BENCH" train --net 1gbit,0.2ms --servers 2 --workers 2 --modes sync --epochs 1 --max-steps 12 \
+"$BENCH" train --net 1gbit,0.2ms --servers 2 --workers 2 --modes sync,ssp:1 --epochs 1 --max-steps 12 \
     --eval-every 5 --out "$TMP/net" >"$TMP/net.out" 2>"$TMP/net.log"
 rc=$?
 if grep -q "skipped:" "$TMP/net.out"; then
@@ -75,6 +76,9 @@ grep -q "0.2ms one way between roles (our delay line" "$TMP/net/train.md" ||
 
 # Ran, in the namespaces.
 grep -q '^sync,2,plain,ok,' "$TMP/net/train.csv" || fail "the job failed: $(cat "$TMP/net/train.csv")"
+# ssp pulls each pushed piece behind it to servers on other hosts
+grep -q '^ssp:1,2,plain,ok,' "$TMP/net/train.csv" ||
+    fail "the ssp job failed: $(cat "$TMP/net/train.csv"; tail -5 "$TMP/net/runs/ssp_1_w2.log")"
 expect "$TMP/net/runs/sync_w2.json" "d['status'] == 'ok' and d['steps'] == 12" "job not finished"
 grep -Eq "S1 +tcp://10\.99\.[0-9]+\.[0-9]+:" "$TMP/net/runs/sync_w2.log" ||
     fail "server 1 not on its namespace's address: $(grep -E 'S[01] +tcp' "$TMP/net/runs/sync_w2.log")"
