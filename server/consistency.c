@@ -426,7 +426,7 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->done = calloc(c->nchunks ? c->nchunks : 1, 1);
     c->with = calloc((size_t)c->workers, 1);
     c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
-    c->waiting = calloc((size_t)c->workers, 1);
+    c->waiting = calloc((size_t)c->workers, sizeof *c->waiting);
     c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
     if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered ||
         !c->computed_on || !c->scratch || !c->pending || !c->askers || !c->chunk_got ||

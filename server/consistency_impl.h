@@ -59,7 +59,7 @@ struct ps_consistency {
     size_t ndone;          /* chunks of done set */
     int applied_unsent;    /* chunks applied since the waiting pulls were last sent theirs */
     unsigned char *with;   /* workers: who the chunks applied so far were summed from */
-    unsigned char *waiting; /* workers: scratch of ps_consistency_answer_pulls */
+    int *waiting;          /* workers: scratch of ps_consistency_answer_pulls */
     float *scratch;        /* n: a chunk of a step's sum; an aligned copy of a push */
     int64_t version;       /* updates applied so far (also Adam's t) */
     ps_pending_t *pending; /* cap_pending */

@@ -1,11 +1,12 @@
 /*
  * server/consistency_pull.c - pulls: answered at once when the version they
  * need is there, chunk by chunk while the step they need applies, else when
- * it comes (see consistency.h). A worker's pulls are answered in the order
- * they came: its client takes each server's parts in key order, and a round
- * may ask for its keys in several pulls, each behind the pushes of its keys
- * (worker/kv.c), so a later pull whose chunks applied first waits for the
- * earlier one.
+ * it comes (see consistency.h). A worker's pulls for one version are
+ * answered in the order they came: its client takes each server's parts in
+ * key order, and a round may ask for its keys in several pulls, each behind
+ * the pushes of its keys (worker/kv.c), so a later pull whose chunks applied
+ * first waits for the earlier one. (Pulls for another version, such as
+ * those a killed worker left, hold up nothing.)
  */
 #include <stdio.h>
 #include <string.h>
@@ -73,16 +74,28 @@ static int s_try_answer(ps_consistency_t *c, const void *asker, ps_range_t *rang
            s_answer_applied(c, asker, range);
 }
 
+/* Whether one of pending[0..n) is worker w's for min_version. */
+static int s_waits(const ps_pending_t *pending, int n, int w, int64_t min_version)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        if (pending[i].worker == w && pending[i].min_version == min_version) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void ps_consistency_answer_pulls(ps_consistency_t *c)
 {
-    memset(c->waiting, 0, (size_t)c->workers);
+    memset(c->waiting, 0, (size_t)c->workers * sizeof *c->waiting);
     int kept = 0;
     for (int i = 0; i < c->npending; i++) {
         ps_pending_t *p = &c->pending[i];
-        if (!c->waiting[p->worker] && s_try_answer(c, s_asker(c, i), &p->range, p->min_version)) {
+        if (!(c->waiting[p->worker] && s_waits(c->pending, kept, p->worker, p->min_version)) &&
+            s_try_answer(c, s_asker(c, i), &p->range, p->min_version)) {
             continue;
         }
-        c->waiting[p->worker] = 1; /* its later pulls wait behind this one */
+        c->waiting[p->worker]++; /* kept: its later pulls for this version wait */
         if (kept != i) {
             c->pending[kept] = *p;
             memcpy(c->askers + (size_t)kept * c->asker_stride, s_asker(c, i), c->asker_stride);
@@ -106,10 +119,8 @@ int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, s
         snprintf(why, cap, "W%d is not a worker of this job", r->worker);
         return PS_ENOENT;
     }
-    int behind = 0; /* an earlier pull of this worker still waits */
-    for (int i = 0; i < c->npending && !behind; i++) {
-        behind = c->pending[i].worker == r->worker;
-    }
+    /* behind an earlier pull of this worker's for this version */
+    const int behind = s_waits(c->pending, c->npending, r->worker, r->step);
     ps_range_t left = r->range; /* what the chunks applied so far do not answer */
     if (!behind && s_try_answer(c, r->asker, &left, r->step)) {
         return 0;
