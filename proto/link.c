@@ -230,8 +230,18 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     l->rank = want_rank;
     l->peer_timeout = peer_timeout;
     snprintf(l->scheduler, sizeof l->scheduler, "%s", scheduler);
-    if (ps_sock_new(ctx, PS_SOCK_DEALER, &l->sock, err, errlen) != 0 ||
-        ps_sock_connect(l->sock, scheduler) != 0) {
+    /* The watch tells "never reached" from "never answered" when no answer
+     * comes; without it (out of memory) the error just says less. */
+    ps_sock_t *watch = NULL;
+    ps_connect_seen_t seen = {0};
+    char how[128];
+    int bad = ps_sock_new(ctx, PS_SOCK_DEALER, &l->sock, err, errlen);
+    if (bad == 0) {
+        ps_sock_watch_connect(ctx, l->sock, &watch);
+        bad = ps_sock_connect(l->sock, scheduler);
+    }
+    if (bad != 0) {
+        ps_sock_watch_end(l->sock, &watch);
         snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",
                  scheduler);
         ps_link_destroy(&l);
@@ -256,8 +266,9 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     while (rc == 0) {
         double now = ps_now(), left = deadline - now;
         if (left <= 0) {
-            snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s%s",
-                     scheduler, connect_timeout,
+            ps_sock_connect_seen(watch, &seen);
+            snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s (%s)%s",
+                     scheduler, connect_timeout, ps_connect_seen_str(&seen, how, sizeof how),
                      ps_ctx_public_key(ctx)[0] ? " (with --secure: is it secure, with the same "
                                                  "job's keys?)"
                                                : "");
@@ -265,8 +276,10 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
             break;
         }
         if (now >= next_log) {
+            ps_sock_connect_seen(watch, &seen);
             ps_log_info("still waiting for the scheduler at %s (%.0f s of --connect-timeout "
-                        "%.0f)", scheduler, now - start, connect_timeout);
+                        "%.0f; %s)", scheduler, now - start, connect_timeout,
+                        ps_connect_seen_str(&seen, how, sizeof how));
             next_log += PS_LINK_WAIT_LOG_SECONDS;
         }
         ps_msg_t m = {0};
@@ -303,6 +316,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
                 l->last_sent = ps_now();
                 /* half the round trip each way, as NTP assumes */
                 l->clock_offset = m.hdr.clock ? m.hdr.clock - (t_sent + l->last_sent) / 2 : 0;
+                ps_sock_watch_end(l->sock, &watch);
                 *out = l;
                 return 0;
             }
@@ -313,6 +327,7 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         snprintf(err, errlen, "registering with the scheduler at %s failed: %s", scheduler,
                  ps_strerror(rc));
     }
+    ps_sock_watch_end(l->sock, &watch);
     ps_link_destroy(&l);
     return rc;
 }

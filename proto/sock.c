@@ -296,35 +296,105 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
     return 0;
 }
 
+/* Reads one monitor event without blocking: 1 with its type and value (an
+ * event is two frames: 16-bit type and 32-bit value, then the endpoint), 0
+ * when none waits. */
+static int s_event(void *mon, uint16_t *event, uint32_t *value)
+{
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return 0;
+    }
+    int more = zmq_msg_more(&ev);
+    *event = 0;
+    *value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+        memcpy(event, zmq_msg_data(&ev), 2);
+        memcpy(value, (const char *)zmq_msg_data(&ev) + 2, 4);
+    }
+    zmq_msg_close(&ev);
+    while (more) {
+        zmq_msg_init(&addr);
+        more = zmq_msg_recv(&addr, mon, 0) >= 0 && zmq_msg_more(&addr);
+        zmq_msg_close(&addr);
+    }
+    return 1;
+}
+
 int ps_sock_disconnected(ps_sock_t *mon, int *fd)
 {
-    /* An event is two frames: 16-bit event and 32-bit value (the fd), then
-     * the endpoint. */
-    for (;;) {
-        zmq_msg_t ev, addr;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, ps_zs(mon), ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return 0;
-        }
-        int more = zmq_msg_more(&ev);
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&event, zmq_msg_data(&ev), 2);
-            memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
-        }
-        zmq_msg_close(&ev);
-        while (more) {
-            zmq_msg_init(&addr);
-            more = zmq_msg_recv(&addr, ps_zs(mon), 0) >= 0 && zmq_msg_more(&addr);
-            zmq_msg_close(&addr);
-        }
+    uint16_t event;
+    uint32_t value;
+    while (s_event(ps_zs(mon), &event, &value)) {
         if (event == ZMQ_EVENT_DISCONNECTED) {
             *fd = (int)value;
             return 1;
         }
     }
+    return 0;
+}
+
+int ps_sock_watch_connect(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (*out && !((*out)->z = ps_zmq_monitor(ctx->z, ps_zs(s),
+                                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
+                                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                                 ZMQ_EVENT_DISCONNECTED,
+                                             "connect"))) {
+        free(*out);
+        *out = NULL;
+    }
+    return *out ? 0 : PS_EIO;
+}
+
+void ps_sock_watch_end(ps_sock_t *s, ps_sock_t **mon)
+{
+    if (*mon) {
+        zmq_socket_monitor(ps_zs(s), NULL, 0); /* no event waits on a closed reader */
+        ps_sock_destroy(mon);
+    }
+}
+
+void ps_sock_connect_seen(ps_sock_t *mon, ps_connect_seen_t *seen)
+{
+    uint16_t event;
+    uint32_t value;
+    while (mon && s_event(ps_zs(mon), &event, &value)) {
+        seen->retries += event == ZMQ_EVENT_CONNECT_RETRIED;
+        seen->connected += event == ZMQ_EVENT_CONNECTED;
+        seen->handshakes += event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+        seen->refused += event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                         event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                         event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+        seen->closed += event == ZMQ_EVENT_DISCONNECTED;
+    }
+}
+
+const char *ps_connect_seen_str(const ps_connect_seen_t *seen, char *buf, size_t cap)
+{
+    if (seen->handshakes) {
+        snprintf(buf, cap, "connected (ZeroMQ handshake done)");
+    } else if (seen->refused) {
+        snprintf(buf, cap, "connected, but %d ZeroMQ handshake%s failed", seen->refused,
+                 seen->refused == 1 ? "" : "s");
+    } else if (seen->connected) {
+        snprintf(buf, cap, "connected over TCP, ZeroMQ handshake not done");
+    } else {
+        snprintf(buf, cap, "no TCP connection (%d attempt%s failed)", seen->retries,
+                 seen->retries == 1 ? "" : "s");
+    }
+    size_t at = strlen(buf);
+    if (seen->closed && at < cap) {
+        snprintf(buf + at, cap - at, "; %d connection%s closed", seen->closed,
+                 seen->closed == 1 ? "" : "s");
+    }
+    return buf;
 }
 
 int ps_poll(ps_pollitem_t *items, int n, long timeout_ms)

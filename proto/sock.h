@@ -173,6 +173,30 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
  * (the one ps_msg_t.peer_fd named while it was open), 0 when none waits. */
 int ps_sock_disconnected(ps_sock_t *mon, int *fd);
 
+/* What a connecting socket's monitor has seen (ps_sock_watch_connect). */
+typedef struct {
+    int retries;    /* TCP connects that failed and were retried */
+    int connected;  /* TCP connections made */
+    int handshakes; /* ZeroMQ handshakes done */
+    int refused;    /* ZeroMQ handshakes failed (another protocol, wrong keys) */
+    int closed;     /* connections closed after they were made */
+} ps_connect_seen_t;
+
+/* Watches s's connection attempts, so that a peer that never answers can be
+ * told from one never reached: call before ps_sock_connect(). Returns 0 and
+ * *out (end it with ps_sock_watch_end()), or PS_EIO (*out NULL). */
+int ps_sock_watch_connect(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out);
+
+/* Stops watching s and destroys *mon (NULL: nothing). */
+void ps_sock_watch_end(ps_sock_t *s, ps_sock_t **mon);
+
+/* Adds what mon saw since the last call to *seen (mon NULL: nothing). */
+void ps_sock_connect_seen(ps_sock_t *mon, ps_connect_seen_t *seen);
+
+/* *seen in a few words ("no TCP connection (3 attempts failed)", "connected
+ * (ZeroMQ handshake done)", ...) in buf; returns buf. */
+const char *ps_connect_seen_str(const ps_connect_seen_t *seen, char *buf, size_t cap);
+
 /* The ZeroMQ socket underneath, for a benchmark that measures raw ZeroMQ
  * with the project's socket options beside shardps; the roles never use it. */
 void *ps_sock_handle(ps_sock_t *s);

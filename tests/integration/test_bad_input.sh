@@ -136,10 +136,27 @@ start_scheduler gone --servers 1 --workers 1
 kill -9 "$SCHED_PID"
 wait "$SCHED_PID" 2>/dev/null
 GONE=$SCHED_EP
-bad "worker, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.}" \
+NOTCP="no answer in 2 s \\(no TCP connection \\([0-9]+ attempts? failed\\)\\)"
+bad "worker, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.}: $NOTCP" \
     "$WORKER" --scheduler "$GONE" --connect-timeout 2
-bad "server, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.}" \
+bad "server, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.}: $NOTCP" \
     "$SERVER" --scheduler "$GONE" --connect-timeout 2 --bind 'tcp://127.0.0.1:*'
+
+# A port that takes TCP connections and never speaks ZeroMQ: the error says the
+# connection was made and the handshake was not, not that nothing answered.
+start mute python3 -c '
+import os, socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+with open(sys.argv[1] + ".new", "w") as f:
+    f.write(str(s.getsockname()[1]))
+os.rename(sys.argv[1] + ".new", sys.argv[1])
+time.sleep(600)' "$TMP/mute.port"
+wait_file "$TMP/mute.port" 15 || fail "the mute listener did not start: $(cat "$TMP/mute.log")"
+bad "worker, a port that is no scheduler" \
+    "no answer in 2 s \\(connected over TCP, ZeroMQ handshake not done\\)" \
+    "$WORKER" --scheduler "tcp://127.0.0.1:$(cat "$TMP/mute.port")" --connect-timeout 2
 
 # --- malformed endpoints -------------------------------------------------------
 bad "scheduler --bind nonsense" "nonsense" "$SCHED" --bind nonsense
