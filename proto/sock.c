@@ -390,7 +390,7 @@ const char *ps_connect_seen_str(const ps_connect_seen_t *seen, char *buf, size_t
                  seen->retries == 1 ? "" : "s");
     }
     size_t at = strlen(buf);
-    if (seen->closed && at < cap) {
+    if (seen->closed && !seen->refused && at < cap) { /* a failed handshake closes too */
         snprintf(buf + at, cap - at, "; %d connection%s closed", seen->closed,
                  seen->closed == 1 ? "" : "s");
     }

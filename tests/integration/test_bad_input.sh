@@ -158,6 +158,14 @@ bad "worker, a port that is no scheduler" \
     "no answer in 2 s \\(connected over TCP, ZeroMQ handshake not done\\)" \
     "$WORKER" --scheduler "tcp://127.0.0.1:$(cat "$TMP/mute.port")" --connect-timeout 2
 
+# A secure scheduler and a worker without its keys: the handshakes fail.
+"$SPS_BUILD/deploy/shardps-keygen" "$TMP/keys" >/dev/null || fail "shardps-keygen failed"
+start_scheduler secure --secure --keys "$TMP/keys" --servers 1 --workers 1
+bad "worker without the keys of a secure scheduler" \
+    "no answer in 2 s \\(connected, but [0-9]+ ZeroMQ handshakes? failed\\)" \
+    "$WORKER" --scheduler "$SCHED_EP" --connect-timeout 2
+kill -9 "$SCHED_PID"
+
 # --- malformed endpoints -------------------------------------------------------
 bad "scheduler --bind nonsense" "nonsense" "$SCHED" --bind nonsense
 bad "server --bind nonsense" "nonsense" "$SERVER" --bind nonsense --connect-timeout 2
