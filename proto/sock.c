@@ -385,9 +385,11 @@ const char *ps_connect_seen_str(const ps_connect_seen_t *seen, char *buf, size_t
                  seen->refused == 1 ? "" : "s");
     } else if (seen->connected) {
         snprintf(buf, cap, "connected over TCP, ZeroMQ handshake not done");
-    } else {
+    } else if (seen->retries) {
         snprintf(buf, cap, "no TCP connection (%d attempt%s failed)", seen->retries,
                  seen->retries == 1 ? "" : "s");
+    } else { /* no answer to the SYNs: a dropped packet, a full listen queue */
+        snprintf(buf, cap, "no TCP connection (the first attempt still waits)");
     }
     size_t at = strlen(buf);
     if (seen->closed && !seen->refused && at < cap) { /* a failed handshake closes too */

@@ -158,6 +158,24 @@ bad "worker, a port that is no scheduler" \
     "no answer in 2 s \\(connected over TCP, ZeroMQ handshake not done\\)" \
     "$WORKER" --scheduler "tcp://127.0.0.1:$(cat "$TMP/mute.port")" --connect-timeout 2
 
+# A listener whose queue is full (backlog 0, one connection never accepted):
+# the kernel drops the worker's SYNs, and the error says its first attempt
+# still waits, as behind a link that loses every packet.
+start full python3 -c '
+import os, socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(0)
+held = socket.create_connection(s.getsockname())
+with open(sys.argv[1] + ".new", "w") as f:
+    f.write(str(s.getsockname()[1]))
+os.rename(sys.argv[1] + ".new", sys.argv[1])
+time.sleep(600)' "$TMP/full.port"
+wait_file "$TMP/full.port" 15 || fail "the full listener did not start: $(cat "$TMP/full.log")"
+bad "worker, a listener whose queue is full" \
+    "no answer in 2 s \\(no TCP connection \\(the first attempt still waits\\)\\)" \
+    "$WORKER" --scheduler "tcp://127.0.0.1:$(cat "$TMP/full.port")" --connect-timeout 2
+
 # A secure scheduler and a worker without its keys: the handshakes fail.
 "$SPS_BUILD/deploy/shardps-keygen" "$TMP/keys" >/dev/null || fail "shardps-keygen failed"
 start_scheduler secure --secure --keys "$TMP/keys" --servers 1 --workers 1
