@@ -142,39 +142,37 @@ bad "worker, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.
 bad "server, unreachable scheduler" "cannot reach the scheduler at ${GONE//./\\.}: $NOTCP" \
     "$SERVER" --scheduler "$GONE" --connect-timeout 2 --bind 'tcp://127.0.0.1:*'
 
-# A port that takes TCP connections and never speaks ZeroMQ: the error says the
-# connection was made and the handshake was not, not that nothing answered.
-start mute python3 -c '
+# listener NAME BACKLOG HELD: a TCP listener on a free loopback port that never
+# accepts, with HELD connections of its own queued; sets PORT.
+listener() {
+    start "$1" python3 -c '
 import os, socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
-s.listen(8)
+s.listen(int(sys.argv[2]))
+held = [socket.create_connection(s.getsockname()) for _ in range(int(sys.argv[3]))]
 with open(sys.argv[1] + ".new", "w") as f:
     f.write(str(s.getsockname()[1]))
 os.rename(sys.argv[1] + ".new", sys.argv[1])
-time.sleep(600)' "$TMP/mute.port"
-wait_file "$TMP/mute.port" 15 || fail "the mute listener did not start: $(cat "$TMP/mute.log")"
+time.sleep(600)' "$TMP/$1.port" "$2" "$3"
+    wait_file "$TMP/$1.port" 15 || fail "listener $1 did not start: $(cat "$TMP/$1.log")"
+    PORT=$(cat "$TMP/$1.port")
+}
+
+# A port that takes TCP connections and never speaks ZeroMQ: the error says the
+# connection was made and the handshake was not, not that nothing answered.
+listener mute 8 0
 bad "worker, a port that is no scheduler" \
     "no answer in 2 s \\(connected over TCP, ZeroMQ handshake not done\\)" \
-    "$WORKER" --scheduler "tcp://127.0.0.1:$(cat "$TMP/mute.port")" --connect-timeout 2
+    "$WORKER" --scheduler "tcp://127.0.0.1:$PORT" --connect-timeout 2
 
 # A listener whose queue is full (backlog 0, one connection never accepted):
 # the kernel drops the worker's SYNs, and the error says its first attempt
 # still waits, as behind a link that loses every packet.
-start full python3 -c '
-import os, socket, sys, time
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(0)
-held = socket.create_connection(s.getsockname())
-with open(sys.argv[1] + ".new", "w") as f:
-    f.write(str(s.getsockname()[1]))
-os.rename(sys.argv[1] + ".new", sys.argv[1])
-time.sleep(600)' "$TMP/full.port"
-wait_file "$TMP/full.port" 15 || fail "the full listener did not start: $(cat "$TMP/full.log")"
+listener full 0 1
 bad "worker, a listener whose queue is full" \
     "no answer in 2 s \\(no TCP connection \\(the first attempt still waits\\)\\)" \
-    "$WORKER" --scheduler "tcp://127.0.0.1:$(cat "$TMP/full.port")" --connect-timeout 2
+    "$WORKER" --scheduler "tcp://127.0.0.1:$PORT" --connect-timeout 2
 
 # A secure scheduler and a worker without its keys: the handshakes fail.
 "$SPS_BUILD/deploy/shardps-keygen" "$TMP/keys" >/dev/null || fail "shardps-keygen failed"
