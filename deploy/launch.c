@@ -172,9 +172,9 @@ static int s_respawn(s_launch_t *L, ps_launch_child_t *c, int status)
 }
 
 /* Under --min-workers K, a worker's failure leaves the job to the scheduler
- * (which leaves the worker out) while K workers still run; under --respawn
- * it is started again to join (stepped modes: an async job takes no
- * joiners). */
+ * (which leaves the worker out) while K workers still run, and always when
+ * the worker was started again to join; under --respawn it is started again
+ * to join (stepped modes: an async job takes no joiners). */
 static int s_worker_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *how, int status)
 {
     const char *k = ps_launch_flags_value(L->F, "min-workers");
@@ -185,6 +185,14 @@ static int s_worker_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
     int running = 0;
     for (int i = 0; i < L->C.nkids; i++) {
         running += L->C.kids[i].role == PS_LAUNCH_WORKER && L->C.kids[i].running;
+    }
+    if (running < min && c->joining) {
+        /* On its way back in, the others may have finished the job (it had
+         * nothing left to join), or the scheduler ends it for want of
+         * workers: either way the scheduler's exit says how the job went. */
+        ps_log_warn("%s (pid %d) %s while joining; the scheduler ends the job", c->tag,
+                    (int)c->pid, how);
+        return 1;
     }
     if (running < min) {
         return 0;

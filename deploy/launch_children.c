@@ -308,6 +308,7 @@ int ps_launch_children_respawn(ps_launch_children_t *C, ps_launch_child_t *c, in
         c->rank = -1;
         snprintf(c->tag, sizeof c->tag, "spare%d", n);
     }
+    c->joining = c->role == PS_LAUNCH_WORKER;
     return ps_launch_children_spawn(C, c, argv);
 }
 

@@ -31,6 +31,7 @@ typedef struct {
     int running;            /* started and not yet reaped */
     ps_proc_lines_t out[2]; /* [0] stdout, [1] stderr */
     int log_fd;             /* --log-dir: its lines also go here; -1 = none */
+    int joining;            /* a worker started again to join the running job */
 } ps_launch_child_t;
 
 /* All of them. Embedded; ps_launch_children_init / _fini. */
@@ -65,7 +66,8 @@ int ps_launch_children_log(ps_launch_children_t *C, const char *file, const char
 int ps_launch_children_spawn(ps_launch_children_t *C, ps_launch_child_t *c, char **argv);
 
 /* Starts a reaped child's slot again (--respawn): a server's as spare server
- * number `n` (a killed server's place), a worker's as the same worker. What
+ * number `n` (a killed server's place), a worker's as the same worker, there
+ * to join the running job (joining). What
  * its old streams still hold is relayed and they are closed first. As
  * ps_launch_children_spawn(). */
 int ps_launch_children_respawn(ps_launch_children_t *C, ps_launch_child_t *c, int n,

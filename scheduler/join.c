@@ -92,12 +92,14 @@ static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
     return 1;
 }
 
-/* Tells a worker that cannot join why, and forgets it. */
-static void s_refuse(ps_join_t *j, ps_scheduler_t *s, ps_node_t *n, const char *reason)
+/* Tells a worker that cannot join why, and forgets it. status 0: nothing
+ * is wrong with it, the job ends without it (a clean SHUTDOWN: it exits 0). */
+static void s_refuse(ps_join_t *j, ps_scheduler_t *s, ps_node_t *n, int status,
+                     const char *reason)
 {
     ps_log_warn("W%d (pid %u) does not join: %s", n->rank, n->pid, reason);
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
-    sd.status = PS_ESTATE;
+    sd.status = status;
     sd.reason = (char *)reason;
     ps_msg_send_ctrl(s->router, &n->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, &sd.base);
     ps_members_forget(n);
@@ -120,7 +122,7 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m
     }
     const Shardps__ModelInfo *mi = ps_msg_unpack_body(m, &shardps__model_info__descriptor);
     if (j->stage[n->rank] != S_REGISTERED || !mi || mi->num_params != s->view->num_params) {
-        s_refuse(j, s, n, "its model is not the job's");
+        s_refuse(j, s, n, PS_ESTATE, "its model is not the job's");
         return 1;
     }
     ps_members_model(n, mi->num_params, mi->train_samples);
@@ -177,7 +179,7 @@ static void s_commit(ps_join_t *j, ps_scheduler_t *s, int64_t J)
         n = NULL; /* it fell silent meanwhile */
     }
     if (n && J >= s->view->total_steps) {
-        s_refuse(j, s, n, "the job is at its last step");
+        s_refuse(j, s, n, 0, "the job is at its last step");
         n = NULL;
     }
     ps_agree_commit(s->agree, s, J, n ? n->rank : -1, n ? n->token : 0);
@@ -185,7 +187,7 @@ static void s_commit(ps_join_t *j, ps_scheduler_t *s, int64_t J)
         return;
     }
     if (s_send_view(s, n, J) != 0) {
-        s_refuse(j, s, n, "cannot encode its view");
+        s_refuse(j, s, n, PS_ESTATE, "cannot encode its view");
         return;
     }
     j->stage[n->rank] = S_NONE;

@@ -631,6 +631,7 @@ static int s_start(ps_worker_t *w)
     }
     uint64_t P = info.num_params;
     rc = ps_link_wait_view(w->link, &info, w->view, w->err, sizeof w->err);
+    w->left_out = rc == PS_ENOENT; /* a joiner the job ended without */
     if (rc != 0) {
         return rc;
     }
@@ -723,6 +724,10 @@ int ps_worker_run(const ps_worker_config_t *cfg)
         rc = ps_job_is_stepped(&w.job) && !ps_kv_takeover_pending(w.kv)
                  ? s_train(&w, 1)
                  : (ps_kv_rollback(w.kv, &step), 0);
+    }
+    if (w.left_out) { /* nothing failed: there was no step left for us */
+        ps_log_warn("the job ended before this worker took part in it");
+        rc = 0;
     }
     if (rc != 0 && !w.err[0]) {
         snprintf(w.err, sizeof w.err, "%s", ps_kv_error(w.kv));

@@ -74,6 +74,7 @@ typedef struct {
     uint64_t nonfinite;      /* steps whose loss or gradient was not finite */
     ps_ratelog_t *nonfinite_log; /* their log lines, summarised */
     ps_worker_obs_t *obs;    /* metrics and the heartbeat's report */
+    int left_out;            /* the job ended cleanly before it sent us a view */
     char err[256];
 } ps_worker_t;
 
