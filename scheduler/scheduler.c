@@ -325,11 +325,25 @@ static unsigned s_senders(int type)
     }
 }
 
+static void s_on_disconnect(ps_scheduler_t *s, int fd);
+
+/* Every connection closed so far, before a registration takes its fd: a
+ * drain of many messages may reach a new node's REGISTER on a reused fd
+ * before the loop sees the old connection's close, which would then be
+ * taken for the new node's. */
+static void s_closed_connections(ps_scheduler_t *s)
+{
+    for (int fd; s->monitor && ps_sock_disconnected(s->monitor, &fd);) {
+        s_on_disconnect(s, fd);
+    }
+}
+
 static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
 {
     ps_sched_obs_message(s->obs, m->hdr.type);
     s->messages++;
     if (m->hdr.type == PS_MSG_REGISTER) {
+        s_closed_connections(s);
         s_on_register(s, m);
         return;
     }
@@ -588,8 +602,8 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         }
         /* Closed connections first: the fd of one may be reused by a new one
          * whose messages come next. */
-        for (int fd; its[1].ready && ps_sock_disconnected(s.monitor, &fd);) {
-            s_on_disconnect(&s, fd);
+        if (its[1].ready) {
+            s_closed_connections(&s);
         }
         /* Drain what is queued, but keep ticking so liveness stays checked. */
         if (its[0].ready) {
