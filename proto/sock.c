@@ -273,6 +273,20 @@ void *ps_zmq_monitor(void *zctx, void *zsock, int events, const char *tag)
     return mon;
 }
 
+/* A socket of ours reading s's monitor for events; NULL (errno set) when
+ * either cannot be made. */
+static ps_sock_t *s_monitor(ps_ctx_t *ctx, ps_sock_t *s, int events, const char *tag)
+{
+    ps_sock_t *mon = calloc(1, sizeof *mon);
+    if (mon && !(mon->z = ps_zmq_monitor(ctx->z, ps_zs(s), events, tag))) {
+        int e = errno;
+        free(mon);
+        errno = e;
+        mon = NULL;
+    }
+    return mon;
+}
+
 int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, char *err,
                                 size_t errlen)
 {
@@ -283,16 +297,14 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
         snprintf(err, errlen, "the socket's monitor counts refused handshakes under --secure");
         return PS_EINVAL;
     }
-    ps_sock_t *mon = calloc(1, sizeof *mon);
-    if (!mon) {
-        snprintf(err, errlen, "out of memory");
-        return PS_ENOMEM;
-    }
-    if (!(mon->z = ps_zmq_monitor(ctx->z, ps_zs(s), ZMQ_EVENT_DISCONNECTED, "monitor"))) {
-        free(mon);
+    errno = 0;
+    if (!(*out = s_monitor(ctx, s, ZMQ_EVENT_DISCONNECTED, "monitor"))) {
+        if (errno == ENOMEM) {
+            snprintf(err, errlen, "out of memory");
+            return PS_ENOMEM;
+        }
         return s_fail(err, errlen);
     }
-    *out = mon;
     return 0;
 }
 
@@ -338,18 +350,12 @@ int ps_sock_disconnected(ps_sock_t *mon, int *fd)
 
 int ps_sock_watch_connect(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out)
 {
-    *out = calloc(1, sizeof **out);
-    if (*out && !((*out)->z = ps_zmq_monitor(ctx->z, ps_zs(s),
-                                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
-                                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                                                 ZMQ_EVENT_DISCONNECTED,
-                                             "connect"))) {
-        free(*out);
-        *out = NULL;
-    }
+    *out = s_monitor(ctx, s,
+                     ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                         ZMQ_EVENT_DISCONNECTED,
+                     "connect");
     return *out ? 0 : PS_EIO;
 }
 
