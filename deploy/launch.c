@@ -186,6 +186,13 @@ static int s_worker_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
     for (int i = 0; i < L->C.nkids; i++) {
         running += L->C.kids[i].role == PS_LAUNCH_WORKER && L->C.kids[i].running;
     }
+    if (c->joining && L->sched_done_at != 0) {
+        /* started again after a kill near the end: the others finished the
+         * job while it was on its way back in; nothing was lost */
+        ps_log_info("%s (pid %d) %s: the job ended before this worker took part in it", c->tag,
+                    (int)c->pid, how);
+        return 1;
+    }
     if (running < min && c->joining) {
         /* On its way back in, the others may have finished the job (it had
          * nothing left to join), or the scheduler ends it for want of
