@@ -84,10 +84,18 @@ static double s_rate(const s_lane_t *a)
     return a->got_secs > 0 ? a->got_keys / a->got_secs : 0;
 }
 
+/* What lane a's pace lets be in flight: its rate's round trip plus
+ * PS_KV_QUEUE_SECONDS; 0 when it has none (unpaced, on this host, not
+ * measured yet). */
+static double s_paced(const ps_kv_lanes_t *l, const s_lane_t *a)
+{
+    return l->unit && !a->local ? s_rate(a) * (a->rtt + PS_KV_QUEUE_SECONDS) : 0;
+}
+
 uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i)
 {
     const s_lane_t *a = &l->lane[i];
-    const double paced = l->unit && !a->local ? s_rate(a) * (a->rtt + PS_KV_QUEUE_SECONDS) : 0;
+    const double paced = s_paced(l, a);
     return paced > 0 && paced < (double)a->grant ? (uint64_t)paced : a->grant;
 }
 
@@ -118,11 +126,20 @@ static uint64_t s_weight(const ps_kv_lanes_t *l, uint64_t keys)
     return l->unit ? keys : 1;
 }
 
-/* Whether a push of keys fits lane i's window (a lone push always does). */
+/* Whether a push of keys fits lane i's window (a lone push always does):
+ * it stays within the grant, and goes while what flies is under the pace,
+ * so it may pass the pace by one message. Held to whole messages under the
+ * pace, a lane whose window is under two of them keeps one in flight, is
+ * acked at one message a round trip, and measures the pace that keeps it
+ * there: on a long round trip it could never climb back. */
 static int s_fits(const ps_kv_lanes_t *l, int i, uint64_t keys)
 {
     const s_lane_t *a = &l->lane[i];
-    return a->flying == 0 || a->flying + s_weight(l, keys) <= ps_kv_lanes_window(l, i);
+    if (a->flying == 0) {
+        return 1;
+    }
+    const double paced = s_paced(l, a);
+    return a->flying + s_weight(l, keys) <= a->grant && (paced == 0 || (double)a->flying < paced);
 }
 
 int ps_kv_lanes_admit(ps_kv_lanes_t *l, int i, ps_msg_type_t type, uint64_t keys, double now)

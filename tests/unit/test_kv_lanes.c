@@ -5,10 +5,12 @@
  * the server's grant sets the window; a push given back is no longer in
  * flight; a full lane admits rather than fails; a reset forgets what waits
  * and what flies; counted in keys, the window follows the pace the acks
- * come at, and the lanes' paces sum to the worker's rate; a lane to a server
+ * come at, passed by one push so that a pace measured at one push a round
+ * trip climbs, and the lanes' paces sum to the worker's rate; a lane to a server
  * on this host is neither paced nor counted.
  */
 #include <check.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "tests/unit/testutil.h"
@@ -112,15 +114,55 @@ START_TEST(a_slow_link_paces_the_window)
         while (ps_kv_lanes_next(l, 0, &o, t - 0.01)) {
         }
     }
-    /* 400 keys/s over a 10 ms round trip + PS_KV_QUEUE_SECONDS: about 5.6
-     * keys in flight, far under the grant, so one push at a time */
+    /* 400 keys/s over a 10 ms round trip + PS_KV_QUEUE_SECONDS: about 4.8
+     * keys, far under the grant: a push under it and one more */
     const uint64_t w = ps_kv_lanes_window(l, 0);
     ck_assert_uint_ge(w, 4);
     ck_assert_uint_lt(w, 8);
-    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 1);
+    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 2);
     ck_assert(ps_kv_lanes_rate(l) > 390 && ps_kv_lanes_rate(l) < 410); /* keys a second */
     ps_kv_lanes_set_local(l, 0, 1); /* a server on this host: no link, the whole grant */
     ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 32);
+    ps_kv_lanes_destroy(&l);
+}
+END_TEST
+
+/* A link that takes a push each 10 ms, 10 ms from end to end, while
+ * another flow holds the rest of it: the lane measures its pace at about
+ * one push a round trip. Then the other flow ends, and every push is acked
+ * 10 ms after it went: the pace climbs from one push to the grant. */
+START_TEST(a_pace_measured_at_one_push_climbs)
+{
+    ps_kv_lanes_t *l = NULL;
+    ck_assert_int_eq(ps_kv_lanes_new(1, 64, &l), 0);
+    ps_kv_lanes_set_unit(l, 4);
+    double sent[64]; /* when each push in flight went, oldest first */
+    int nsent = 0;
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 1);
+    sent[nsent++] = 0;
+    for (int k = 0; k < 32; k++) {
+        const ps_kv_out_t o = s_out(1, PS_MSG_PUSH, 4 * (uint64_t)k);
+        ps_kv_lanes_queue(l, 0, &o);
+    }
+    double t = 0;
+    int most = 0;
+    for (int k = 0; k < 400; k++) {
+        const double at = sent[0] + 0.01;
+        t = k < 40 && t + 0.01 > at ? t + 0.01 : at; /* the first 40: one a 10 ms */
+        ps_kv_lanes_answered(l, 0, 8, t);
+        memmove(sent, sent + 1, (size_t)--nsent * sizeof *sent);
+        ps_kv_out_t o;
+        while (ps_kv_lanes_next(l, 0, &o, t)) {
+            ck_assert_int_lt(nsent, 64);
+            sent[nsent++] = t;
+            ps_kv_lanes_queue(l, 0, &o); /* always more waiting */
+        }
+        if (k == 39) {
+            ck_assert_uint_lt(ps_kv_lanes_window(l, 0), 8); /* under two pushes */
+        }
+        most = k >= 40 && ps_kv_lanes_inflight(l, 0) > most ? ps_kv_lanes_inflight(l, 0) : most;
+    }
+    ck_assert_int_eq(most, 8); /* the grant: 8 chunks of 4 keys */
     ps_kv_lanes_destroy(&l);
 }
 END_TEST
@@ -159,6 +201,7 @@ int main(void)
     tcase_add_test(tc, pushes_wait_for_credits_and_what_follows_waits_behind_them);
     tcase_add_test(tc, a_full_lane_admits_and_a_reset_forgets);
     tcase_add_test(tc, a_slow_link_paces_the_window);
+    tcase_add_test(tc, a_pace_measured_at_one_push_climbs);
     tcase_add_test(tc, a_fast_link_keeps_the_grant);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
