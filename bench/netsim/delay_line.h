@@ -1,13 +1,17 @@
 /*
  * bench/netsim/delay_line.h - a link delay of our own, for kernels without tc netem.
  *
- * A TUN device in a given network namespace and a thread that reads each IP
- * packet the kernel routes into it, holds it for a fixed delay and writes it
+ * A TUN device in a given network namespace and threads that read each IP
+ * packet the kernel routes into it, hold it for a fixed delay and write it
  * back, unchanged, into the same device, where the kernel routes it on. The
- * delay is the same for every packet, so one FIFO keeps them in order with
- * release times that only grow. The device is not persistent: it goes when
- * the line is destroyed (its descriptor closed), or with its namespace.
- * Rates are not the line's business: tc tbf shapes the links around it.
+ * device has PS_DELAY_LINE_QUEUES queues, a thread each: the kernel keeps a
+ * flow on one queue (by its hash), so a flow's packets stay in order, and
+ * one thread's speed (it also does the kernel's work of re-injecting each
+ * packet) does not bound the whole cluster's traffic. The delay is the same
+ * for every packet, so a FIFO per queue keeps them in order with release
+ * times that only grow. The device is not persistent: it goes when the line
+ * is destroyed (its descriptors closed), or with its namespace. Rates are
+ * not the line's business: tc tbf shapes the links around it.
  */
 #ifndef PS_NETSIM_DELAY_LINE_H
 #define PS_NETSIM_DELAY_LINE_H
@@ -21,18 +25,21 @@ extern "C" {
 
 typedef struct ps_delay_line ps_delay_line_t;
 
+enum { PS_DELAY_LINE_QUEUES = 4 };
+
 /* What the line has done so far. */
 typedef struct {
     uint64_t packets; /* written back after the delay */
     uint64_t bytes;   /* of those packets (IP headers included) */
-    uint64_t drops;   /* read while the FIFO was full, or refused on the way back */
-    double cpu_s;     /* the thread's CPU time (user + system: the kernel's work of
-                         reading and re-injecting each packet runs on it) */
+    uint64_t drops;   /* read while a FIFO was full, or refused on the way back */
+    double cpu_s[PS_DELAY_LINE_QUEUES]; /* each queue's thread's CPU time (user +
+                                           system: the kernel's work of reading and
+                                           re-injecting each packet runs on it) */
 } ps_delay_line_stats_t;
 
 /*
  * Creates the TUN device `dev` (IP packets, no extra header) in the network
- * namespace at ns_path (/run/netns/NAME) and starts the thread that delays
+ * namespace at ns_path (/run/netns/NAME) and starts the threads that delay
  * what it reads by `delay` seconds (> 0). The calling thread's own namespace
  * is left as it was. The device is down and unaddressed: the caller sets it
  * up and routes into it. Returns 0 and the line in *out (caller owns it;

@@ -54,11 +54,13 @@ typedef struct {
     uint64_t retrans, timeouts;  /* TCP retransmitted segments and retransmission
                                     timeouts, all the job's namespaces */
     double cpu_busy;             /* share of the machine's cores busy over the job */
+    double line_busy;            /* the delay line's busiest thread's share of a core
+                                    over the job; 0 without a delay line */
 } ps_netsim_result_t;
 
 /* Runs the job and waits for every role; with a delay line, says what it
- * did during the job (packets, bytes, its CPU time) on stderr and in the
- * job's log. Returns 0 with *res filled, PS_EINVAL when the job has more
+ * did during the job (packets, bytes, its threads' CPU time) on stderr and in
+ * the job's log. Returns 0 with *res filled, PS_EINVAL when the job has more
  * servers or workers than the network, or PS_EIO when a role could not be
  * started (the others are stopped). */
 int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,

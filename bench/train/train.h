@@ -104,6 +104,7 @@ typedef struct {
     double link_max;                  /* bytes per step of the busiest link, one way */
     double retrans, timeouts;         /* TCP retransmissions and timeouts in the job */
     double cpu_busy;                  /* the cores' busy share over the job */
+    double line_busy;                 /* the delay line's busiest thread's, of a core */
     int nep;                          /* epochs evaluated */
     double ep_t[TRAIN_MAX_EPOCHS];    /* elapsed seconds at each evaluation */
     double ep_acc[TRAIN_MAX_EPOCHS];  /* test accuracy at each evaluation */

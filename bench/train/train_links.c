@@ -2,8 +2,8 @@
  * bench/train/train_links.c - `shardps-bench train --net`: each run's links
  * measured on the simulated cluster's counters beside the theory, the
  * link-bound step time for the bytes measured, and whether the machine's
- * cores, not the links, were the bound. Only with --net; the figures come
- * from bench/netsim/job.c (ps_netsim_result_t).
+ * cores or the simulator's delay line, not the links, were the bound. Only
+ * with --net; the figures come from bench/netsim/job.c (ps_netsim_result_t).
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,8 +12,18 @@
 #include "bench/train/train.h"
 
 /* A run whose cores were this busy is reported as CPU-bound, not a network
- * result. */
+ * result; one whose delay line had a thread this busy, as bound by the
+ * simulator's delay (its packets wait for the thread, not only the delay). */
 #define LINKS_CPU_BOUND 0.9
+#define LINKS_LINE_BOUND 0.8
+
+/* What bounds run r: "CPU", "delay line" or "link". */
+static const char *s_bound(const train_run_t *r)
+{
+    return r->cpu_busy >= LINKS_CPU_BOUND     ? "CPU"
+           : r->line_busy >= LINKS_LINE_BOUND ? "delay line"
+                                              : "link";
+}
 
 int ps_bench_train_links_new(const train_cfg_t *cfg, ps_bench_table_t **t)
 {
@@ -26,13 +36,14 @@ int ps_bench_train_links_new(const train_cfg_t *cfg, ps_bench_table_t **t)
              "mode,workers,scenario,sent MB/step (measured),received MB/step (measured),"
              "PS MB/step each way (theory),ring MB/step each way (theory),"
              "busiest link MB/step,link-bound ms/step,measured ms/step,link efficiency,"
-             "samples/s,s to %.2f,TCP retransmissions,TCP timeouts,CPU busy,bound",
+             "samples/s,s to %.2f,TCP retransmissions,TCP timeouts,CPU busy,"
+             "delay line busy,bound",
              cfg->target);
     return ps_bench_table_new(cfg->page, "train_links", title,
                               "mode,workers,scenario,link_tx_mb,link_rx_mb,theory_ps_mb,"
                               "theory_ring_mb,link_max_mb,bound_ms,step_ms,efficiency,"
                               "samples_per_sec,time_to_target_s,tcp_retrans,tcp_timeouts,"
-                              "cpu_busy,bound",
+                              "cpu_busy,line_busy,bound",
                               headers, t);
 }
 
@@ -55,11 +66,11 @@ void ps_bench_train_links_row(const train_cfg_t *cfg, ps_bench_table_t *t,
         snprintf(psmb, sizeof psmb, "%.3f", ps);
     }
     ps_bench_table_rowf(t, "%s,%d,%s,%.3f,%.3f,%s,%.3f,%.3f,%.1f,%.1f,%.2f,%.0f,%s,%.0f,%.0f,"
-                        "%.2f,%s",
+                        "%.2f,%.2f,%s",
                         r->name, r->workers, ps_bench_train_scenarios[r->scen],
                         r->link_tx / 1e6, r->link_rx / 1e6, psmb, ring, r->link_max / 1e6,
                         bound, step, bound / step, r->sps, tta, r->retrans, r->timeouts,
-                        r->cpu_busy, r->cpu_busy >= LINKS_CPU_BOUND ? "CPU" : "link");
+                        r->cpu_busy, r->line_busy, s_bound(r));
 }
 
 void ps_bench_train_links_notes(ps_bench_table_t *t)
@@ -76,6 +87,9 @@ void ps_bench_train_links_notes(ps_bench_table_t *t)
         "parameter server as much as the ring. Link-bound ms/step: the busiest link's "
         "bytes one way at the link rate; link efficiency = link-bound / measured. CPU "
         "busy: the share of this machine's cores not idle over the job (/proc/stat); at "
-        "%.0f %% or more the row is CPU-bound and says nothing about the network.",
-        LINKS_CPU_BOUND * 100);
+        "%.0f %% or more the row is CPU-bound and says nothing about the network. Delay "
+        "line busy: the busiest of the delay line's threads, its share of a core over the "
+        "job (0 without a delay); at %.0f %% or more its packets wait for it, and the row "
+        "is bound by the simulator, not the links.",
+        LINKS_CPU_BOUND * 100, LINKS_LINE_BOUND * 100);
 }
