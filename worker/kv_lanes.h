@@ -53,7 +53,7 @@ typedef struct ps_kv_lanes ps_kv_lanes_t;
 
 /* Queueing a lane's window allows at the server's link beyond a round trip;
  * the weight of each new ack in the measured pace. */
-#define PS_KV_QUEUE_SECONDS 0.002
+#define PS_KV_QUEUE_SECONDS 0.004
 #define PS_KV_PACE_DECAY 0.125
 
 /* Lanes for n servers, each holding up to cap waiting messages, each with a

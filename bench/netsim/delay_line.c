@@ -53,6 +53,7 @@ typedef struct {
 struct ps_delay_line {
     double delay; /* seconds */
     int wake[2];  /* a pipe: a byte in it stops every thread */
+    int nq;       /* queues in use */
     line_queue_t q[PS_DELAY_LINE_QUEUES];
 };
 
@@ -148,11 +149,11 @@ static int s_open_tun(ps_delay_line_t *line, const char *ns_path, const char *de
         goto out;
     }
     rc = 0;
-    for (int i = 0; i < PS_DELAY_LINE_QUEUES && rc == 0; i++) {
+    for (int i = 0; i < line->nq && rc == 0; i++) {
         int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
         struct ifreq ifr;
         memset(&ifr, 0, sizeof ifr);
-        ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE;
+        ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (line->nq > 1 ? IFF_MULTI_QUEUE : 0);
         snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", dev);
         if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) != 0) {
             snprintf(why, whylen, "no TUN device: %s: %s",
@@ -194,7 +195,9 @@ int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
     }
     line->wake[0] = line->wake[1] = -1;
     line->delay = delay;
-    for (int i = 0; i < PS_DELAY_LINE_QUEUES; i++) {
+    const long per4 = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+    line->nq = per4 < 1 ? 1 : per4 > PS_DELAY_LINE_QUEUES ? PS_DELAY_LINE_QUEUES : (int)per4;
+    for (int i = 0; i < line->nq; i++) {
         line->q[i].line = line;
         line->q[i].fd = -1;
         if (!(line->q[i].scratch = malloc(LINE_PACKET_MAX))) {
@@ -217,7 +220,7 @@ int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = 0;
-    for (int i = 0; i < PS_DELAY_LINE_QUEUES && rc == 0; i++) {
+    for (int i = 0; i < line->nq && rc == 0; i++) {
         line_queue_t *q = &line->q[i];
         rc = pthread_create(&q->thread, NULL, s_thread, q);
         q->started = rc == 0;
@@ -236,7 +239,8 @@ int ps_delay_line_new(const char *ns_path, const char *dev, double delay,
 void ps_delay_line_stats(const ps_delay_line_t *line, ps_delay_line_stats_t *stats)
 {
     memset(stats, 0, sizeof *stats);
-    for (int i = 0; i < PS_DELAY_LINE_QUEUES; i++) {
+    stats->queues = line->nq;
+    for (int i = 0; i < line->nq; i++) {
         const line_queue_t *q = &line->q[i];
         struct timespec ts;
         stats->packets += atomic_load_explicit(&q->packets, memory_order_relaxed);
@@ -257,7 +261,7 @@ void ps_delay_line_destroy(ps_delay_line_t **linep)
     char b = 1;
     while (line->wake[1] >= 0 && write(line->wake[1], &b, 1) < 0 && errno == EINTR) {
     }
-    for (int i = 0; i < PS_DELAY_LINE_QUEUES; i++) {
+    for (int i = 0; i < line->nq; i++) {
         line_queue_t *q = &line->q[i];
         if (q->started) {
             pthread_join(q->thread, NULL);

@@ -4,10 +4,12 @@
  * A TUN device in a given network namespace and threads that read each IP
  * packet the kernel routes into it, hold it for a fixed delay and write it
  * back, unchanged, into the same device, where the kernel routes it on. The
- * device has PS_DELAY_LINE_QUEUES queues, a thread each: the kernel keeps a
- * flow on one queue (by its hash), so a flow's packets stay in order, and
- * one thread's speed (it also does the kernel's work of re-injecting each
- * packet) does not bound the whole cluster's traffic. The delay is the same
+ * device has a queue per 4 cores of the machine (1 to PS_DELAY_LINE_QUEUES),
+ * a thread each: the kernel keeps a flow on one queue (by its hash), so a
+ * flow's packets stay in order, and on a large machine one thread's speed
+ * (it also does the kernel's work of re-injecting each packet) does not
+ * bound the whole cluster's traffic; on a small one, more threads would
+ * cost the roles more cores than they spare. The delay is the same
  * for every packet, so a FIFO per queue keeps them in order with release
  * times that only grow. The device is not persistent: it goes when the line
  * is destroyed (its descriptors closed), or with its namespace. Rates are
@@ -32,6 +34,7 @@ typedef struct {
     uint64_t packets; /* written back after the delay */
     uint64_t bytes;   /* of those packets (IP headers included) */
     uint64_t drops;   /* read while a FIFO was full, or refused on the way back */
+    int queues;                         /* of the device, a thread each */
     double cpu_s[PS_DELAY_LINE_QUEUES]; /* each queue's thread's CPU time (user +
                                            system: the kernel's work of reading and
                                            re-injecting each packet runs on it) */

@@ -296,11 +296,11 @@ static double s_line_report(const ps_netsim_t *net, const ps_netsim_job_t *job,
     char line[320];
     snprintf(line, sizeof line,
              "shardps-bench: delay line, this job: %llu packets (%.1f MB), %llu dropped, "
-             "CPU %.2f s in %.1f s (its busiest of %d threads: %.1f %% of a core)\n",
+             "CPU %.2f s in %.1f s (%d thread%s, the busiest %.1f %% of a core)\n",
              (unsigned long long)(now.packets - before->packets),
              (double)(now.bytes - before->bytes) / 1e6,
              (unsigned long long)(now.drops - before->drops), cpu, secs,
-             PS_DELAY_LINE_QUEUES, 100 * busiest);
+             now.queues, now.queues == 1 ? "" : "s", 100 * busiest);
     fputs(line, stderr);
     FILE *f = fopen(job->log_path, "a");
     if (f) {
