@@ -265,7 +265,8 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     }
     argv[a] = NULL;
     r->killed_at = -1;
-    r->link_tx = r->link_rx = r->link_max = r->retrans = r->timeouts = r->cpu_busy = r->line_busy = NAN;
+    r->link_tx = r->link_rx = r->link_max = r->retrans = r->timeouts = NAN;
+    r->cpu_busy = r->line_busy = NAN;
     if (cfg->net) {
         s_run_net(cfg, r, argv + 1, log, rejoin_at, colocated);
     } else {

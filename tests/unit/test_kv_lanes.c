@@ -6,8 +6,8 @@
  * flight; a full lane admits rather than fails; a reset forgets what waits
  * and what flies; counted in keys, the window follows the pace the acks
  * come at, passed by one push so that a pace measured at one push a round
- * trip climbs, and the lanes' paces sum to the worker's rate; a lane to a server
- * on this host is neither paced nor counted.
+ * trip climbs, and the lanes' paces sum to the worker's rate; a lane to a
+ * server on this host is neither paced nor counted.
  */
 #include <check.h>
 #include <string.h>
