@@ -287,7 +287,7 @@ static double s_line_report(const ps_netsim_t *net, const ps_netsim_job_t *job,
     ps_delay_line_stats_t now;
     ps_netsim_line_stats(net, &now);
     double cpu = 0, most = 0;
-    for (int i = 0; i < PS_DELAY_LINE_QUEUES; i++) {
+    for (int i = 0; i < now.queues; i++) {
         const double q = now.cpu_s[i] - before->cpu_s[i];
         cpu += q;
         most = q > most ? q : most;
