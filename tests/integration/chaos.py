@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+TRAIN_SAMPLES = 60000  # Fashion-MNIST's training set
+
 
 def alive(pid):
     try:
@@ -54,19 +56,25 @@ class Nodes:
     REG = re.compile(r" C I registered ([SW])(\d+) \(pid (\d+)")
     JOIN = re.compile(r"membership: W(\d+) \(pid (\d+)\) joins at step")
     LEAVE = re.compile(r"membership: lost W(\d+) ")
-    EPOCH = re.compile(r" W\d+ I epoch=(\d+)/")
+    # The job's step, from whichever line names it: worker 0's progress
+    # lines stop while it is out, the scheduler's joins, leaves and
+    # checkpoints go on.
+    PROGRESS = re.compile(r" W0 I epoch=(\d+)/\d+ step=(\d+)/")
+    STEP = re.compile(r"(?:joins|lost W\d+ \(pid \d+\)) at step (\d+)|checkpoint step-(\d+) "
+                      r"complete|rolls back to step (\d+)")
     FAILOVER = re.compile(r"failover \d+: lost S(\d+) \(pid \d+\).*(?:spare|its replica) S\d+ "
                           r"\(pid (\d+)")
     IN_STEP = re.compile(r"S\d+ is in step with S(\d+)|the replica of S(\d+) is rebuilt")
     PID = re.compile(r"\(pid (\d+)")
 
-    def __init__(self, log):
+    def __init__(self, log, steps_per_epoch):
         self.log = log
+        self.spe = steps_per_epoch
         self.at = 0
         self.servers = {}    # rank -> pid serving it now
         self.workers = {}    # rank -> pid
         self.out = set()     # worker ranks killed or left out and not joined again
-        self.epoch = 0       # the newest epoch a worker's progress line named
+        self.step = 0        # the newest step a line named
         self.replacing = set()  # server ranks killed and not yet replaced
         self.replicated = set()  # --replicas: server ranks whose replica is in step
         self.seen = set()    # every pid the log named
@@ -82,9 +90,12 @@ class Nodes:
             m = self.REG.search(line)
             if m:
                 (self.servers if m[1] == "S" else self.workers)[int(m[2])] = int(m[3])
-            m = self.EPOCH.search(line)
+            m = self.PROGRESS.search(line)
             if m:
-                self.epoch = max(self.epoch, int(m[1]))
+                self.step = max(self.step, (int(m[1]) - 1) * self.spe + int(m[2]))
+            m = self.STEP.search(line)
+            if m:
+                self.step = max(self.step, int(next(g for g in m.groups() if g)))
             m = self.JOIN.search(line)
             if m:
                 self.workers[int(m[1])] = int(m[2])
@@ -149,7 +160,9 @@ def main():
     with open(log, "w") as out:
         job = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                start_new_session=True)
-    nodes = Nodes(log)
+    spe = TRAIN_SAMPLES // (a.workers * a.batch)  # as the scheduler counts them
+    last_epoch = (a.epochs - 1) * spe  # its first step
+    nodes = Nodes(log, spe)
     problems = []
     kills = []  # (seconds since the first kill, node)
     deadline = time.monotonic() + a.timeout + 30
@@ -158,7 +171,7 @@ def main():
     while job.poll() is None and time.monotonic() < deadline:
         nodes.update()
         if (os.path.exists(os.path.join(ckdir, "latest")) if not a.no_checkpoints
-                else nodes.epoch > 0):
+                else nodes.step > 0):
             break
         time.sleep(0.05)
     # Which kills take a worker, at random places in the sequence.
@@ -170,7 +183,7 @@ def main():
         nodes.update()
         # In the last epoch a killed worker might come back too late to
         # join (a job at its last step takes none): servers only then.
-        if len(kills) in worker_kill and nodes.epoch < a.epochs:
+        if len(kills) in worker_kill and nodes.step < last_epoch:
             live = [(r, p) for r, p in sorted(nodes.workers.items())
                     if r not in nodes.out and alive(p)]
             cands = [("W", r, p) for r, p in live] if len(live) == a.workers else []
