@@ -1,6 +1,8 @@
 # tests/integration/lib.sh - shared helpers for the integration scripts.
 # Sourced, not run. Expects SPS_BUILD (the Meson build root) in the environment;
 # every process a test starts is killed when the test exits, pass or fail.
+# Its directory of logs goes when it passes, and stays when it fails (or
+# with SPS_KEEP=1): the path is printed.
 set -u
 
 SPS_BUILD=${SPS_BUILD:?SPS_BUILD must point at the build directory}
@@ -12,13 +14,14 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/sps-test.XXXXXX")
 PIDS=()
 
 cleanup() {
+    local rc=$?
     for p in "${PIDS[@]:-}"; do
         [ -n "$p" ] && kill -9 "$p" 2>/dev/null
     done
     netsim_down
     wait 2>/dev/null
-    if [ -n "${SPS_KEEP:-}" ]; then
-        echo "kept $TMP"
+    if [ -n "${SPS_KEEP:-}" ] || { [ "$rc" != 0 ] && [ "$rc" != 77 ]; }; then
+        echo "kept $TMP" >&2
     else
         rm -rf "$TMP"
     fi
