@@ -44,14 +44,15 @@ static struct {
 
 static const char *const s_names[PS_TRACE_NNAMES] = {
     "step", "forward", "backward", "push", "pull", "wait", "ring",
-    "receive", "validate", "apply", "reply",
+    "receive", "validate", "apply", "reply", "push_msg", "pull_msg", "ack", "pull_part",
 };
 static const char *const s_arg_names[PS_TRACE_NNAMES] = {
     NULL, NULL, NULL, "key", NULL, NULL, "ring_step", "type", NULL, NULL, "worker",
+    "key", "key", "key", "key",
 };
 static const char *const s_cats[PS_TRACE_NNAMES] = {
     "worker", "worker", "worker", "worker", "worker", "worker", "ring",
-    "server", "server", "server", "server",
+    "server", "server", "server", "server", "wire", "wire", "wire", "wire",
 };
 
 ps_flag_t ps_trace_file_flag(const char **dst)

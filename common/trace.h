@@ -42,6 +42,11 @@ typedef enum {
     PS_TRACE_VALIDATE,  /* server: checking it */
     PS_TRACE_APPLY,     /* server: a push that completed a step: sum and update */
     PS_TRACE_REPLY,     /* server: sending an ack or a pull's part (arg: worker) */
+    PS_TRACE_PUSH_MSG,  /* worker: one push message handed to its server's socket (arg: its
+                           first key; the key tells the server) */
+    PS_TRACE_PULL_MSG,  /* worker: one pull message, the same */
+    PS_TRACE_ACK,       /* worker: a push's ack in (arg: the push's first key) */
+    PS_TRACE_PULL_PART, /* worker: a pull reply's part in (arg: its first key) */
     PS_TRACE_NNAMES
 } ps_trace_name_t;
 

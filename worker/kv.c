@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/trace.h"
 #include "proto/addr.h"
 #include "proto/msg.h"
 #include "proto/range.h"
@@ -116,7 +117,13 @@ static void s_put(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t pa
         ps_kv_encode_push(kv->encode, &h, &f, part);
         flags = PS_SEND_COPY; /* the encoder's buffer is reused for the next part */
     }
+    ps_trace_span_t span = ps_trace_span_begin(
+        type == PS_MSG_PULL ? PS_TRACE_PULL_MSG : PS_TRACE_PUSH_MSG, PS_TRACE_CURRENT_STEP,
+        (int64_t)part.begin);
     int rc = ps_msg_send(kv->servers[i], NULL, h, &f, type != PS_MSG_PULL, flags);
+    if (type != PS_MSG_INIT) {
+        ps_trace_span_end(&span);
+    }
     if (rc != 0) {
         char why[160];
         snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
@@ -230,6 +237,11 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
         frames[k].data = ps_msg_frame(m, k, &frames[k].len);
     }
     uint64_t pulled = 0;
+    if (m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_PULL_REPLY) {
+        const double now = ps_trace_enabled() ? ps_now() : 0;
+        ps_trace_span(m->hdr.type == PS_MSG_PUSH_ACK ? PS_TRACE_ACK : PS_TRACE_PULL_PART,
+                      PS_TRACE_CURRENT_STEP, now, now, (int64_t)m->hdr.key_begin);
+    }
     if (m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_ERROR) {
         ps_kv_lanes_answered(kv->lanes, p->server, m->hdr.credits, ps_now());
         s_flush(kv, p->server);

@@ -143,8 +143,19 @@ for e in spans:
     assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0, e
     assert 10 <= e["args"]["step"] < 20, e
 names = {e["name"] for e in spans}
-want = {"step", "forward", "backward", "push", "pull", "wait", "receive", "validate", "apply", "reply"}
+want = {"step", "forward", "backward", "push", "pull", "wait", "receive", "validate", "apply", "reply",
+        "push_msg", "pull_msg", "ack", "pull_part"}
 assert want <= names, want - names
+# the wire events: every worker step sends pushes and gets pull parts, and
+# each ack names the first key of a push message that step sent
+wire = {}
+for e in spans:
+    if e["cat"] == "wire":
+        wire.setdefault((e["pid"], e["args"]["step"], e["name"]), []).append(e["args"]["key"])
+for pid, step, _ in {k[:2] + (0,) for k in wire}:
+    sent = wire.get((pid, step, "push_msg"), [])
+    assert sent and wire.get((pid, step, "pull_part")), (pid, step, wire)
+    assert set(wire.get((pid, step, "ack"), [])) <= set(sent), (pid, step, wire)
 steps = {(e["pid"], e["tid"], e["args"]["step"]): e for e in spans if e["name"] == "step"}
 assert len(steps) == 20, len(steps)  # 2 workers x 10 steps
 pushes = [e for e in spans if e["name"] == "push"]
