@@ -75,6 +75,15 @@ ps_flag_t ps_trace_kib_flag(int *dst)
                        "newest events that fit are kept"};
 }
 
+void ps_trace_part_path(const char *path, const char *tag, char *out, size_t cap)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash)) {
+        dot = path + strlen(path);
+    }
+    snprintf(out, cap, "%.*s.%s%s", (int)(dot - path), path, tag, dot);
+}
+
 const char *ps_trace_name(ps_trace_name_t name)
 {
     return (unsigned)name < PS_TRACE_NNAMES ? s_names[name] : "?";

@@ -116,6 +116,11 @@ int ps_trace_close(void);
 /* The name of a span as written in the file. */
 const char *ps_trace_name(ps_trace_name_t name);
 
+/* The file a role writes when every role of a job traces into one path (a
+ * launcher's --trace): path with ".TAG" before its extension (t.json, W1:
+ * t.W1.json). */
+void ps_trace_part_path(const char *path, const char *tag, char *out, size_t cap);
+
 /*
  * Merges trace files written by ps_trace_close into one at out: every
  * event's timestamp shifted by its file's clock offset, so all are on the

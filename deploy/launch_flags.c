@@ -20,6 +20,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/safetensors.h"
+#include "common/trace.h"
 #include "deploy/launch_node.h"
 #include "deploy/proc.h"
 #include "proto/curve.h"
@@ -296,12 +297,7 @@ static int s_observe_files(ps_launch_flags_t *F)
 void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, char *out,
                                 size_t cap)
 {
-    const char *trace = ps_launch_flags_value(F, "trace");
-    const char *slash = strrchr(trace, '/'), *dot = strrchr(trace, '.');
-    if (!dot || (slash && dot < slash)) {
-        dot = trace + strlen(trace);
-    }
-    snprintf(out, cap, "%.*s.%s%s", (int)(dot - trace), trace, tag, dot);
+    ps_trace_part_path(ps_launch_flags_value(F, "trace"), tag, out, cap);
 }
 
 /* After parsing: the job as far as the launcher needs it, the defaults

@@ -2,15 +2,18 @@
  * cluster's namespaces, worker 1 killed and started again on cue (see job.h). */
 #include "bench/netsim/job.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/trace.h"
 #include "deploy/proc.h"
 
 extern char **environ;
@@ -279,6 +282,17 @@ static double s_progress(const char *log_path, int64_t max_steps, int *lost_w1)
     return frac;
 }
 
+/* Appends line to stderr and the job's log. */
+static void s_report(const ps_netsim_job_t *job, const char *line)
+{
+    fputs(line, stderr);
+    FILE *f = fopen(job->log_path, "a");
+    if (f) {
+        fputs(line, f);
+        fclose(f);
+    }
+}
+
 /* What the delay line did since `before`, `secs` ago: on stderr and in the
  * job's log. Returns its busiest thread's share of a core. */
 static double s_line_report(const ps_netsim_t *net, const ps_netsim_job_t *job,
@@ -301,13 +315,48 @@ static double s_line_report(const ps_netsim_t *net, const ps_netsim_job_t *job,
              (double)(now.bytes - before->bytes) / 1e6,
              (unsigned long long)(now.drops - before->drops), cpu, secs,
              now.queues, now.queues == 1 ? "" : "s", 100 * busiest);
-    fputs(line, stderr);
-    FILE *f = fopen(job->log_path, "a");
-    if (f) {
-        fputs(line, f);
-        fclose(f);
-    }
+    s_report(job, line);
     return busiest;
+}
+
+/* --trace FILE among the job's flags: each role's own launcher (one per
+ * namespace here) wrote FILE with the role's tag in it, so they are merged
+ * into FILE as a launcher of the whole job does. */
+static void s_merge_trace(const ps_netsim_job_t *job)
+{
+    const char *trace = NULL;
+    for (int i = 0; job->args[i]; i++) {
+        if (!strcmp(job->args[i], "--trace") && job->args[i + 1]) {
+            trace = job->args[i + 1];
+        } else if (!strncmp(job->args[i], "--trace=", 8)) {
+            trace = job->args[i] + 8;
+        }
+    }
+    const int roles = job->servers + job->workers;
+    char(*parts)[PATH_MAX] = trace ? calloc((size_t)roles, sizeof *parts) : NULL;
+    const char **in = parts ? calloc((size_t)roles, sizeof *in) : NULL;
+    int n = 0;
+    for (int i = 0; in && i < roles; i++) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "%c%d", i < job->servers ? 'S' : 'W',
+                 i < job->servers ? i : i - job->servers);
+        ps_trace_part_path(trace, tag, parts[n], sizeof parts[n]);
+        if (access(parts[n], F_OK) == 0) {
+            in[n] = parts[n];
+            n++;
+        }
+    }
+    char err[512], line[PATH_MAX + 600];
+    if (n > 0 && ps_trace_merge(in, n, trace, err, sizeof err) != 0) {
+        snprintf(line, sizeof line, "shardps-bench: trace not merged: %s\n", err);
+        s_report(job, line);
+    } else if (n > 0) {
+        snprintf(line, sizeof line, "shardps-bench: trace of %d processes merged into %s\n",
+                 n, trace);
+        s_report(job, line);
+    }
+    free(parts);
+    free(in);
 }
 
 int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
@@ -416,5 +465,6 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     if (counted && s_snap(net, job, n, c1) == 0) {
         s_link_result(job, n, c0, c1, res);
     }
+    s_merge_trace(job);
     return rc ? PS_EIO : 0;
 }

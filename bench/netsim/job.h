@@ -10,7 +10,9 @@
  * scheduler's namespace: its "rsh agent" (a script written beside the log)
  * starts each rank's daemon with `ip netns exec` in the namespace named by
  * the host, so each worker still lives in its own namespace, and MPI's TCP is
- * kept to the namespaces' links (eth0). Used by `shardps-bench train --net`.
+ * kept to the namespaces' links (eth0). With --trace FILE among the flags,
+ * the roles' files (one launcher each) are merged into FILE after the job,
+ * as one launcher of the whole job does. Used by `shardps-bench train --net`.
  */
 #ifndef PS_NETSIM_JOB_H
 #define PS_NETSIM_JOB_H

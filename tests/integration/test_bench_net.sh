@@ -15,7 +15,8 @@
 # trains, a TCP connect from worker 0's namespace to the scheduler (one round
 # trip) takes at least 2 x 20 ms (a lower bound: the delay is there; no
 # upper bound is judged); then exit 130, and again nothing left. A job
-# without DELAY (1gbit) runs with no delay line. Bad RATE or
+# without DELAY (1gbit) runs with no delay line; traced (--job-flags
+# --trace), its roles' files are merged into one. Bad RATE or
 # DELAY values are one-line usage errors. With --placement colocated each
 # server runs on its worker's address and the summary says so. Skips with the reason when the
 # network cannot be made here (the bench says so and exits 0).
@@ -99,9 +100,18 @@ BPID=${PFX#spsb}
 [ -z "$(pgrep -f "bench-$BPID-" || true)" ] || fail "processes of the job left: $(pgrep -af "bench-$BPID-")"
 
 # Without DELAY: no delay line, the hub routes between the links directly.
+# Traced: each role's file is merged into the one --trace names.
 "$BENCH" train --net 1gbit --servers 1 --workers 1 --modes sync --epochs 1 --max-steps 5 \
+    --job-flags "--trace $TMP/nd.json --trace-steps 1:4" \
     --out "$TMP/nodelay" >"$TMP/nodelay.out" 2>"$TMP/nodelay.log" ||
     fail "bench train --net 1gbit exited $?: $(tail -5 "$TMP/nodelay.log")"
+grep -q "trace of 2 processes merged into $TMP/nd.json" "$TMP/nodelay/runs/sync_w1.log" ||
+    fail "the roles' traces not merged: $(grep -i trace "$TMP/nodelay/runs/sync_w1.log")"
+/usr/bin/python3 -c "import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+assert sorted(e['args']['name'] for e in ev if e['ph'] == 'M') == ['S0', 'W0'], ev[:3]
+assert {'push_msg', 'receive'} <= {e['name'] for e in ev}, ev[:3]" "$TMP/nd.json" ||
+    fail "the merged trace lacks a role's events"
 grep -q '^sync,1,plain,ok,' "$TMP/nodelay/train.csv" ||
     fail "the job without delay failed: $(cat "$TMP/nodelay/train.csv")"
 ! grep -q "TUN device" "$TMP/nodelay/runs/net.log" &&
