@@ -5,6 +5,7 @@
 #include "common/trace.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -418,5 +419,31 @@ int ps_trace_merge(const char *const *in, int n, const char *out, char *err, siz
         rc = PS_EIO;
     }
     free(t.p);
+    return rc;
+}
+
+int ps_trace_merge_parts(const char *path, const char *const *tags, int n, int *merged,
+                         char *err, size_t errlen)
+{
+    *merged = 0;
+    char(*parts)[PATH_MAX] = calloc(n > 0 ? (size_t)n : 1, sizeof *parts);
+    const char **in = calloc(n > 0 ? (size_t)n : 1, sizeof *in);
+    int found = 0, rc = 0;
+    for (int i = 0; parts && in && i < n; i++) {
+        ps_trace_part_path(path, tags[i], parts[found], sizeof parts[found]);
+        if (access(parts[found], F_OK) == 0) {
+            in[found] = parts[found];
+            found++;
+        }
+    }
+    if (!parts || !in) {
+        snprintf(err, errlen, "out of memory");
+        rc = PS_ENOMEM;
+    } else if (found > 0) {
+        rc = ps_trace_merge(in, found, path, err, errlen);
+        *merged = rc == 0 ? found : 0;
+    }
+    free(parts);
+    free(in);
     return rc;
 }

@@ -128,6 +128,15 @@ void ps_trace_part_path(const char *path, const char *tag, char *out, size_t cap
  */
 int ps_trace_merge(const char *const *in, int n, const char *out, char *err, size_t errlen);
 
+/*
+ * Merges into path the parts of it (ps_trace_part_path) that the roles
+ * tags[0..n) wrote; a role that wrote none (a failed node) is left out.
+ * *merged: how many parts were merged (0: none found, path untouched).
+ * Returns 0, or PS_ENOMEM / PS_EIO / PS_EINVAL with a one-line reason.
+ */
+int ps_trace_merge_parts(const char *path, const char *const *tags, int n, int *merged,
+                         char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -591,27 +591,21 @@ static void s_on_tick(s_launch_t *L, double now)
 static void s_merge_traces(const s_launch_t *L)
 {
     const char *trace = ps_launch_flags_value(L->F, "trace");
-    if (!trace) {
+    const char **tags = trace ? calloc((size_t)L->C.nkids, sizeof *tags) : NULL;
+    if (!tags) {
         return;
     }
-    char (*parts)[PATH_MAX + 32] = calloc((size_t)L->C.nkids, sizeof *parts);
-    const char **in = calloc((size_t)L->C.nkids, sizeof *in);
-    int n = 0;
-    for (int i = 1; parts && in && i < L->C.nkids; i++) {
-        ps_launch_flags_trace_part(L->F, L->C.kids[i].tag, parts[n], sizeof parts[n]);
-        if (access(parts[n], F_OK) == 0) {
-            in[n] = parts[n];
-            n++;
-        }
+    for (int i = 1; i < L->C.nkids; i++) {
+        tags[i - 1] = L->C.kids[i].tag;
     }
     char err[512];
-    if (n > 0 && ps_trace_merge(in, n, trace, err, sizeof err) != 0) {
+    int n;
+    if (ps_trace_merge_parts(trace, tags, L->C.nkids - 1, &n, err, sizeof err) != 0) {
         ps_log_err("trace not merged: %s", err);
     } else if (n > 0) {
         ps_log_info("trace of %d processes merged into %s", n, trace);
     }
-    free(parts);
-    free(in);
+    free(tags);
 }
 
 /* Runs the job to its end: every child reaped and its output relayed. */

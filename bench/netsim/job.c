@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "bench/bench.h"
 #include "common/clock.h"
@@ -332,22 +331,20 @@ static void s_merge_trace(const ps_netsim_job_t *job)
             trace = job->args[i] + 8;
         }
     }
+    if (!trace) {
+        return;
+    }
+    char tags[JOB_MAX_ROLES][16];
+    const char *names[JOB_MAX_ROLES]; /* the roles, all but the scheduler */
     const int roles = job->servers + job->workers;
-    char(*parts)[PATH_MAX] = trace ? calloc((size_t)roles, sizeof *parts) : NULL;
-    const char **in = parts ? calloc((size_t)roles, sizeof *in) : NULL;
-    int n = 0;
-    for (int i = 0; in && i < roles; i++) {
-        char tag[16];
-        snprintf(tag, sizeof tag, "%c%d", i < job->servers ? 'S' : 'W',
+    for (int i = 0; i < roles; i++) {
+        snprintf(tags[i], sizeof tags[i], "%c%d", i < job->servers ? 'S' : 'W',
                  i < job->servers ? i : i - job->servers);
-        ps_trace_part_path(trace, tag, parts[n], sizeof parts[n]);
-        if (access(parts[n], F_OK) == 0) {
-            in[n] = parts[n];
-            n++;
-        }
+        names[i] = tags[i];
     }
     char err[512], line[PATH_MAX + 600];
-    if (n > 0 && ps_trace_merge(in, n, trace, err, sizeof err) != 0) {
+    int n;
+    if (ps_trace_merge_parts(trace, names, roles, &n, err, sizeof err) != 0) {
         snprintf(line, sizeof line, "shardps-bench: trace not merged: %s\n", err);
         s_report(job, line);
     } else if (n > 0) {
@@ -355,8 +352,6 @@ static void s_merge_trace(const ps_netsim_job_t *job)
                  n, trace);
         s_report(job, line);
     }
-    free(parts);
-    free(in);
 }
 
 int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
