@@ -86,6 +86,8 @@ typedef struct {
 typedef struct {
     ps_job_t job;            /* mode, staleness, backup_k, staleness_lr, lr schedule */
     int workers;             /* N: ranks 0..N-1, all live at first */
+    int rank;                /* the server's: waiting pulls are answered a worker at a
+                                time from worker rank % N on */
     int64_t steps_per_epoch; /* for the lr schedule */
     int64_t total_steps;     /* for the lr schedule */
     double report_missing;   /* seconds a step waits before ps_consistency_tick logs who for */

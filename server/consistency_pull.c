@@ -6,7 +6,8 @@
  * key order, and a round may ask for its keys in several pulls, each behind
  * the pushes of its keys (worker/kv.c), so a later pull whose chunks applied
  * first waits for the earlier one. (Pulls for another version, such as
- * those a killed worker left, hold up nothing.)
+ * those a killed worker left, hold up nothing.) Between workers, each
+ * server takes them in turns from its own rank's.
  */
 #include <stdio.h>
 #include <string.h>
@@ -87,17 +88,39 @@ static int s_waits(const ps_pending_t *pending, int n, int w, int64_t min_versio
 
 void ps_consistency_answer_pulls(ps_consistency_t *c)
 {
+    /* The workers in turns from our rank's: when a chunk applies on every
+     * server at about the same time, each server's replies start down a
+     * different worker's link, not all down the same one while the others
+     * idle. */
+    const int first = c->cfg.rank > 0 ? c->cfg.rank % c->workers : 0;
     memset(c->waiting, 0, (size_t)c->workers * sizeof *c->waiting);
+    int answered = 0;
+    for (int k = 0; k < c->workers; k++) {
+        const int w = (first + k) % c->workers;
+        for (int i = 0; i < c->npending; i++) {
+            ps_pending_t *p = &c->pending[i];
+            if (p->worker != w) {
+                continue;
+            }
+            if (!(c->waiting[w] && s_waits(c->pending, i, w, p->min_version)) &&
+                s_try_answer(c, s_asker(c, i), &p->range, p->min_version)) {
+                p->worker = -1; /* answered: forgotten below */
+                answered++;
+            } else {
+                c->waiting[w]++; /* kept: its later pulls for this version wait */
+            }
+        }
+    }
+    if (answered == 0) {
+        return;
+    }
     int kept = 0;
     for (int i = 0; i < c->npending; i++) {
-        ps_pending_t *p = &c->pending[i];
-        if (!(c->waiting[p->worker] && s_waits(c->pending, kept, p->worker, p->min_version)) &&
-            s_try_answer(c, s_asker(c, i), &p->range, p->min_version)) {
+        if (c->pending[i].worker < 0) {
             continue;
         }
-        c->waiting[p->worker]++; /* kept: its later pulls for this version wait */
         if (kept != i) {
-            c->pending[kept] = *p;
+            c->pending[kept] = c->pending[i];
             memcpy(c->askers + (size_t)kept * c->asker_stride, s_asker(c, i), c->asker_stride);
         }
         kept++;

@@ -469,6 +469,7 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     ps_consistency_config_t cc = {
         .job = v->job,
         .workers = s->workers,
+        .rank = s->rank,
         .steps_per_epoch = v->steps_per_epoch,
         .total_steps = v->total_steps,
         .report_missing = s->cfg->report_missing,

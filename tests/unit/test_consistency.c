@@ -5,7 +5,8 @@
  * (bitwise); ssp's window and pull gating; sync:k/n's k pushes, late and
  * partial pushes dropped and counted; async staleness and its weighted lr;
  * duplicate, out-of-window and too-many-part pushes refused with the exact
- * PS_E*; waiting pulls answered (chunk by chunk during an update); the
+ * PS_E*; waiting pulls answered (chunk by chunk during an update, the
+ * workers in turns from the server's rank's); the
  * live-worker set; every frame given back. Each test takes milliseconds.
  */
 #include <check.h>
@@ -115,17 +116,18 @@ static void s_updates_free(void)
     s_nupdates = 0;
 }
 
-static s_fix_t *s_new_replicated(ps_job_t job, uint64_t n, int workers, int replicated);
+static s_fix_t *s_new_server(ps_job_t job, uint64_t n, int workers, int rank, int replicated);
 
 /* A fixture for job with n keys and workers workers. Caller frees with s_free. */
 static s_fix_t *s_new(ps_job_t job, uint64_t n, int workers)
 {
-    return s_new_replicated(job, n, workers, 0);
+    return s_new_server(job, n, workers, 0, 0);
 }
 
-/* As s_new; replicated: updates are recorded (s_updates) and pushes of an
- * applied step are acked and dropped, as under --replicas. */
-static s_fix_t *s_new_replicated(ps_job_t job, uint64_t n, int workers, int replicated)
+/* As s_new, for the server of rank; replicated: updates are recorded
+ * (s_updates) and pushes of an applied step are acked and dropped, as under
+ * --replicas. */
+static s_fix_t *s_new_server(ps_job_t job, uint64_t n, int workers, int rank, int replicated)
 {
     s_fix_t *f = calloc(1, sizeof *f);
     ck_assert_ptr_nonnull(f);
@@ -139,6 +141,7 @@ static s_fix_t *s_new_replicated(ps_job_t job, uint64_t n, int workers, int repl
     ps_consistency_config_t cfg = {
         .job = job,
         .workers = workers,
+        .rank = rank,
         .steps_per_epoch = 100,
         .total_steps = 1000,
         .report_missing = 5,
@@ -531,6 +534,34 @@ START_TEST(a_workers_pulls_are_answered_in_the_order_they_came)
     ck_assert_int_eq(ps_consistency_pending_pulls(f->c), 1); /* version 9's */
     free(g);
     s_free(f);
+}
+END_TEST
+
+/* When a step applies, a server answers the workers' waiting pulls a worker
+ * at a time from worker rank % N on, whatever order they came in: the
+ * servers' replies start down different workers' links. */
+START_TEST(waiting_pulls_are_answered_from_the_servers_rank_on)
+{
+    enum { N = 8, W = 3 };
+    for (int rank = 0; rank < 4; rank++) {
+        s_fix_t *f = s_new_server(s_job(PS_MODE_SYNC), N, W, rank, 0);
+        s_init_all(f);
+        float g[N] = {0};
+        for (int w = W - 1; w >= 0; w--) {
+            ck_assert_int_eq(s_pull(f, w, 1, 0, N), 0);
+        }
+        for (int w = 0; w < W; w++) {
+            ck_assert_int_eq(s_push(f, w, 0, 0, 0, N, g), 0);
+        }
+        ck_assert_int_eq(s_count(f, S_REPLY), W);
+        for (int k = 0, seen = 0; k < f->nev; k++) {
+            if (f->ev[k].kind == S_REPLY) {
+                ck_assert_int_eq(f->ev[k].asker, (rank + seen++) % W);
+            }
+        }
+        ck_assert_int_eq(ps_consistency_pending_pulls(f->c), 0);
+        s_free(f);
+    }
 }
 END_TEST
 
@@ -1101,7 +1132,7 @@ START_TEST(a_replica_replays_its_primarys_updates_bitwise)
     ps_job_t job = s_job(PS_MODE_SYNC);
     job.momentum = 0.9;
     job.chunk_kib = 4;
-    s_fix_t *p = s_new_replicated(job, N, 2, 1), *r = s_new_replicated(job, N, 2, 1);
+    s_fix_t *p = s_new_server(job, N, 2, 0, 1), *r = s_new_server(job, N, 2, 0, 1);
     s_init_all(p);
     float *g[2];
     for (int w = 0; w < 2; w++) {
@@ -1177,7 +1208,7 @@ START_TEST(a_step_cut_short_by_skipped_steps_leaves_no_chunk_done)
     enum { N = 3000, CK = 1024 };
     ps_job_t job = s_job(PS_MODE_SYNC);
     job.chunk_kib = 4;
-    s_fix_t *p = s_new_replicated(job, N, 2, 1), *r = s_new_replicated(job, N, 2, 1);
+    s_fix_t *p = s_new_server(job, N, 2, 0, 1), *r = s_new_server(job, N, 2, 0, 1);
     s_init_all(p);
     s_init_all(r);
     float *g = malloc(N * sizeof(float));
@@ -1223,8 +1254,8 @@ END_TEST
  * pushes as the primary would have. */
 START_TEST(a_replica_takes_its_primarys_members_and_skipped_steps)
 {
-    s_fix_t *p = s_new_replicated(s_job(PS_MODE_SYNC), 4, 2, 1);
-    s_fix_t *r = s_new_replicated(s_job(PS_MODE_SYNC), 4, 2, 1);
+    s_fix_t *p = s_new_server(s_job(PS_MODE_SYNC), 4, 2, 0, 1);
+    s_fix_t *r = s_new_server(s_job(PS_MODE_SYNC), 4, 2, 0, 1);
     s_init_all(p);
     s_init_all(r);
     const unsigned char none[2] = {0, 0};
@@ -1264,6 +1295,7 @@ int main(void)
     tcase_add_test(tc, a_replica_takes_its_primarys_members_and_skipped_steps);
     tcase_add_test(tc, sync_applies_each_chunk_once_every_worker_pushed_it);
     tcase_add_test(tc, a_workers_pulls_are_answered_in_the_order_they_came);
+    tcase_add_test(tc, waiting_pulls_are_answered_from_the_servers_rank_on);
     tcase_add_test(tc, a_worker_joins_at_the_agreed_step);
     tcase_add_test(tc, only_a_joiner_left_skips_to_its_step);
     tcase_add_test(tc, a_step_cut_short_by_skipped_steps_leaves_no_chunk_done);
