@@ -25,7 +25,6 @@
 #include "common/error.h"
 
 enum {
-    LINE_SLOTS = 4096,       /* packets a queue holds at once; more are dropped, as a full queue */
     LINE_PACKET_MAX = 65536, /* the largest IP packet (the device's MTU is below it) */
     LINE_READ_BATCH = 64,    /* packets read before looking at the clock again */
 };
@@ -44,7 +43,7 @@ typedef struct {
     pthread_t thread;
     int started;                   /* the thread runs (join it) */
     clockid_t cpu_clock;           /* the thread's CPU clock */
-    line_slot_t slots[LINE_SLOTS]; /* a ring: count packets from head, oldest first */
+    line_slot_t slots[PS_DELAY_LINE_SLOTS]; /* a ring: count packets from head, oldest first */
     size_t head, count;
     unsigned char *scratch; /* where a packet read while the ring is full goes */
     _Atomic uint64_t packets, bytes, drops;
@@ -68,7 +67,7 @@ static void s_release(line_queue_t *q, double now)
         } else {
             atomic_fetch_add_explicit(&q->drops, 1, memory_order_relaxed);
         }
-        q->head = (q->head + 1) % LINE_SLOTS;
+        q->head = (q->head + 1) % PS_DELAY_LINE_SLOTS;
         q->count--;
     }
 }
@@ -79,8 +78,8 @@ static int s_take(line_queue_t *q)
 {
     for (int i = 0; i < LINE_READ_BATCH; i++) {
         line_slot_t *s = NULL;
-        if (q->count < LINE_SLOTS) {
-            s = &q->slots[(q->head + q->count) % LINE_SLOTS];
+        if (q->count < PS_DELAY_LINE_SLOTS) {
+            s = &q->slots[(q->head + q->count) % PS_DELAY_LINE_SLOTS];
             if (!s->buf && !(s->buf = malloc(LINE_PACKET_MAX))) {
                 s = NULL;
             }
@@ -269,7 +268,7 @@ void ps_delay_line_destroy(ps_delay_line_t **linep)
         if (q->fd >= 0) {
             close(q->fd); /* the device goes with its last queue */
         }
-        for (size_t k = 0; k < LINE_SLOTS; k++) {
+        for (size_t k = 0; k < PS_DELAY_LINE_SLOTS; k++) {
             free(q->slots[k].buf);
         }
         free(q->scratch);

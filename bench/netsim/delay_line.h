@@ -27,13 +27,17 @@ extern "C" {
 
 typedef struct ps_delay_line ps_delay_line_t;
 
-enum { PS_DELAY_LINE_QUEUES = 4 };
+/* Queues of the device at most; packets each queue's FIFO holds (the
+ * device's own queue is made as long, so that neither drops first). */
+enum { PS_DELAY_LINE_QUEUES = 4, PS_DELAY_LINE_SLOTS = 4096 };
 
 /* What the line has done so far. */
 typedef struct {
     uint64_t packets; /* written back after the delay */
     uint64_t bytes;   /* of those packets (IP headers included) */
-    uint64_t drops;   /* read while a FIFO was full, or refused on the way back */
+    uint64_t drops;   /* read while a FIFO was full, or refused on the way back (and,
+                         from ps_netsim_line_stats, dropped by the device's queue
+                         while the line fell behind) */
     int queues;                         /* of the device, a thread each */
     double cpu_s[PS_DELAY_LINE_QUEUES]; /* each queue's thread's CPU time (user +
                                            system: the kernel's work of reading and

@@ -217,8 +217,8 @@ static int s_add_delay(ps_netsim_t *net, const char *hub, double delay, char *wh
         fclose(f);
     }
     rc = rc ? rc
-            : s_cmd(net, why, whylen, "%s -n %s link set line mtu %d up", net->ip, hub,
-                    NET_MTU);
+            : s_cmd(net, why, whylen, "%s -n %s link set line mtu %d txqueuelen %d up", net->ip,
+                    hub, NET_MTU, PS_DELAY_LINE_SLOTS);
     rc = rc ? rc
             : s_cmd(net, why, whylen, "%s -n %s route add %s dev line table 100", net->ip,
                     hub, NET_ROLES_NET);
@@ -414,15 +414,6 @@ const char *ps_netsim_ip(const ps_netsim_t *net)
     return net->ip;
 }
 
-int ps_netsim_line_stats(const ps_netsim_t *net, ps_delay_line_stats_t *stats)
-{
-    if (!net->line) {
-        return PS_ENOENT;
-    }
-    ps_delay_line_stats(net->line, stats);
-    return 0;
-}
-
 int ps_netsim_destroy(ps_netsim_t **netp)
 {
     ps_netsim_t *net = netp ? *netp : NULL;
@@ -505,15 +496,12 @@ static int s_read_counters(ps_netsim_counters_t *c)
     return rc;
 }
 
-int ps_netsim_counters(const ps_netsim_t *net, int i, ps_netsim_counters_t *c)
+/* Runs read(out) in a child that enters namespace ns (we never leave ours)
+ * and copies its size bytes of *out back. Returns 0 or PS_EIO. */
+static int s_read_in_ns(const char *ns, int (*read_fn)(void *out), void *out, size_t size)
 {
-    if (i < 0 || i >= net->nroles || i + 2 > net->made) {
-        return PS_ENOENT;
-    }
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "/var/run/netns/%s", net->ns[i]);
-    memset(c, 0, sizeof *c);
-    /* a child enters the namespace and reads: we never leave ours */
+    snprintf(path, sizeof path, "/var/run/netns/%s", ns);
     int p[2];
     if (pipe(p) != 0) {
         return PS_EIO;
@@ -522,16 +510,61 @@ int ps_netsim_counters(const ps_netsim_t *net, int i, ps_netsim_counters_t *c)
     if (pid == 0) {
         close(p[0]);
         const int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ps_netsim_counters_t got;
-        const int ok = fd >= 0 && setns(fd, CLONE_NEWNET) == 0 && s_read_counters(&got) == 0;
-        _exit(ok && write(p[1], &got, sizeof got) == (ssize_t)sizeof got ? 0 : 1);
+        const int ok = fd >= 0 && setns(fd, CLONE_NEWNET) == 0 && read_fn(out) == 0;
+        _exit(ok && write(p[1], out, size) == (ssize_t)size ? 0 : 1);
     }
     close(p[1]);
-    int rc = pid > 0 && read(p[0], c, sizeof *c) == (ssize_t)sizeof *c ? 0 : PS_EIO;
+    int rc = pid > 0 && read(p[0], out, size) == (ssize_t)size ? 0 : PS_EIO;
     close(p[0]);
     int st;
     if (pid > 0 && (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
         rc = PS_EIO;
     }
     return rc;
+}
+
+static int s_read_counters_fn(void *out)
+{
+    return s_read_counters(out);
+}
+
+int ps_netsim_counters(const ps_netsim_t *net, int i, ps_netsim_counters_t *c)
+{
+    if (i < 0 || i >= net->nroles || i + 2 > net->made) {
+        return PS_ENOENT;
+    }
+    memset(c, 0, sizeof *c);
+    return s_read_in_ns(net->ns[i], s_read_counters_fn, c, sizeof *c);
+}
+
+/* *out (a uint64_t): the packets this namespace's device "line" dropped on
+ * the way out (into the delay line: its queue was full). */
+static int s_read_line_drops(void *out)
+{
+    char *dev = NULL;
+    int rc = ps_bench_read_file("/proc/thread-self/net/dev", &dev);
+    const char *row = rc ? NULL : strstr(dev, "line:");
+    unsigned long long f[12];
+    if (row && sscanf(row + 5, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                      &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9],
+                      &f[10], &f[11]) == 12) {
+        *(uint64_t *)out = f[11]; /* TX drop */
+    } else {
+        rc = PS_EIO;
+    }
+    free(dev);
+    return rc;
+}
+
+int ps_netsim_line_stats(const ps_netsim_t *net, ps_delay_line_stats_t *stats)
+{
+    if (!net->line) {
+        return PS_ENOENT;
+    }
+    ps_delay_line_stats(net->line, stats);
+    uint64_t device = 0;
+    if (s_read_in_ns(net->hub, s_read_line_drops, &device, sizeof device) == 0) {
+        stats->drops += device;
+    }
+    return 0;
 }
