@@ -70,15 +70,21 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most)
     t->chunk = t->piece = keys * (per ? per : 1);
 }
 
+/* Keys of whole chunks up to keys, at least one chunk. */
+static uint64_t s_whole_chunks(const ps_kv_slots_t *t, double keys)
+{
+    return keys <= (double)t->chunk ? t->chunk : (uint64_t)keys / t->chunk * t->chunk;
+}
+
 void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate)
 {
     if (!t->chunk) {
         return;
     }
-    const uint64_t most = t->chunk > PS_KV_PIECE_KEYS ? t->chunk : PS_KV_PIECE_KEYS / t->chunk * t->chunk;
+    const uint64_t link = s_whole_chunks(t, PS_KV_LINK_PIECE_KEYS);
     const double keys = rate * PS_KV_PIECE_SECONDS;
-    t->piece = rate == 0 || keys >= (double)most ? most
-               : keys <= (double)t->chunk       ? t->chunk : (uint64_t)keys / t->chunk * t->chunk;
+    t->piece = rate == 0 ? s_whole_chunks(t, PS_KV_PIECE_KEYS)
+               : keys >= (double)link ? link : s_whole_chunks(t, keys);
 }
 
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at, uint64_t end)

@@ -117,15 +117,18 @@ ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
 void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
 
 /* Push messages carry about PS_KV_PIECE_SECONDS of the worker's link, in
- * whole chunks, from one chunk to PS_KV_PIECE_KEYS (64 KiB of fp32) or one
- * chunk if that is more: small on a slow link, where a server can answer
- * nothing before every worker's message of a chunk is in, so each server's
- * pipeline fills and drains in small steps; few where the link is fast and
- * the cores are the bound. (Acks also come slowly where many roles share
- * few cores: at 2 ms the pieces stay whole down to a pace of 32 MB/s, and a
- * 100 Mbit/s link's are still one 16 KiB chunk.) */
+ * whole chunks, from one chunk to PS_KV_LINK_PIECE_KEYS (32 KiB of fp32) or
+ * one chunk if that is more: a server answers nothing of a chunk before
+ * every worker's message of it is in, and the workers' messages reach it one
+ * after another, so its pipeline fills (and drains) in about as many
+ * messages' time as there are workers: small messages keep that a small
+ * part of a round. (Acks also come slowly where many roles share few cores:
+ * at 2 ms the pieces stay whole down to a pace of 16 MB/s, and a 100 Mbit/s
+ * link's are one 16 KiB chunk.) With no pace measured (loopback, a server on
+ * this host, the first rounds) they are up to PS_KV_PIECE_KEYS (64 KiB): few
+ * messages, where the cores are the bound. */
 #define PS_KV_PIECE_SECONDS 0.002
-enum { PS_KV_PIECE_KEYS = 16384 };
+enum { PS_KV_PIECE_KEYS = 16384, PS_KV_LINK_PIECE_KEYS = 8192 };
 
 /* Requests opened from now on push in messages sized for a link of `rate`
  * keys a second (0: not measured, the largest); nothing without a chunk. */

@@ -323,6 +323,39 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
 }
 END_TEST
 
+/* Chunks of 16 KiB (4096 keys), one server of 16 chunks: with no pace
+ * measured a push goes in 64 KiB messages; over a fast link in 32 KiB ones,
+ * the most a link's message carries; over a slow one in what its link takes
+ * in PS_KV_PIECE_SECONDS, whole chunks, never less than one. */
+START_TEST(link_messages_are_smaller_than_unpaced_ones)
+{
+    enum { CK = 4096, N = 16 * CK };
+    ps_range_t server = {0, N};
+    ps_kv_slots_t *t = NULL;
+    ck_assert_int_eq(ps_kv_slots_new(&server, 1, &t), 0);
+    ps_kv_slots_set_chunk(t, CK, 0);
+    float *grad = calloc(N, sizeof(float));
+    const struct {
+        double rate;   /* keys a second */
+        uint64_t left; /* messages of a push of every key */
+    } cases[] = {
+        {0, N / PS_KV_PIECE_KEYS},
+        {1e12, N / PS_KV_LINK_PIECE_KEYS},
+        {3.0 * CK / PS_KV_PIECE_SECONDS, N / PS_KV_LINK_PIECE_KEYS},
+        {1.5 * CK / PS_KV_PIECE_SECONDS, N / CK},
+        {1.0 / PS_KV_PIECE_SECONDS, N / CK},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ps_kv_slots_set_pace(t, cases[k].rate);
+        const int a = ps_kv_slots_open(t, PS_KV_PUSH, server, grad, (int64_t)k);
+        ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, cases[k].left);
+        ps_kv_slots_release(t, a);
+    }
+    free(grad);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 /* Chunks of 4 keys, keys [12, 16) pushed before: S1 [10, 16) gets two
  * pulls, split at the first chunk boundary from 12 on, [10, 14) and
  * [14, 16), each answered in key order, the keys pushed before first. */
@@ -533,6 +566,7 @@ static Suite *s_suite(void)
     TCase *tc = tcase_create("kv_slots");
     tcase_add_test(tc, ids_carry_index_and_generation);
     tcase_add_test(tc, push_completes_with_one_ack_per_server);
+    tcase_add_test(tc, link_messages_are_smaller_than_unpaced_ones);
     tcase_add_test(tc, late_reply_to_a_recycled_slot_is_dropped);
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
