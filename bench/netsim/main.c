@@ -3,7 +3,7 @@
  * held for whoever runs roles in it by hand: the integration tests, or a
  * person trying a job across "hosts" on one machine.
  *
- *   shardps-netsim --servers S --workers W [--net RATE[,DELAY]] [--log FILE]
+ *   shardps-netsim --servers S --workers W [--net RATE[,DELAY][,mtu=BYTES]] [--log FILE]
  *
  * makes one namespace per role, prints one line per role, "NAME NAMESPACE
  * ADDRESS" (c, s0.., w0..), then "ready", and holds the network until
@@ -40,9 +40,10 @@ int main(int argc, char **argv)
         {"servers", PS_FLAG_INT, &servers, "N", "server namespaces (s0, s1, ...)"},
         {"workers", PS_FLAG_INT, &workers, "N",
          "worker namespaces (w0, w1, ...), at least 1"},
-        {"net", PS_FLAG_STR, &spec, "RATE[,DELAY]",
+        {"net", PS_FLAG_STR, &spec, "RATE[,DELAY][,mtu=BYTES]",
          "each link shaped to RATE each way (tc tbf; 100mbit, 1gbit) and DELAY one way "
-         "between roles (0.2ms, 20ms: our delay line); default: not shaped"},
+         "between roles (0.2ms, 20ms: our delay line), packets of at most BYTES (default "
+         "65000); default: not shaped"},
         {"log", PS_FLAG_STR, &log_path, "FILE",
          "the commands that make and remove the network, and their output (appended)"},
     };

@@ -18,10 +18,14 @@
 
 enum {
     NET_MAX_ROLES = 1 + 64 + 64, /* scheduler, servers, workers */
-    /* Every device's MTU: large, so that a TCP segment is one packet end to
-     * end (no segmentation on the way to the TUN device) and the delay line
-     * moves few packets per second (about 2,000 per gbit/s). */
+    /* Every device's MTU unless the spec says: large, so that a TCP segment
+     * is one packet end to end (no segmentation on the way to the TUN device)
+     * and the delay line moves few packets per second (about 2,000 per
+     * gbit/s). A smaller one (mtu=BYTES, down to NET_MTU_MIN) is what real
+     * links carry, and what pipelines of small messages see: every link end
+     * forwards a packet once it has the whole of it. */
     NET_MTU = 65000,
+    NET_MTU_MIN = 1280,
 };
 
 /* The hub's address, on its side of every link (each role's gateway), and
@@ -48,6 +52,7 @@ struct ps_netsim {
     int made;                     /* namespaces made: the hub, then roles 0..made-2 */
     char rate[32];                /* tc's RATE; "" when not shaped */
     double rate_bits;             /* RATE in bits/s */
+    int mtu;                      /* every device's */
     ps_delay_line_t *line;        /* holds each packet DELAY; NULL without DELAY */
     char note[512];
 };
@@ -98,39 +103,64 @@ static const double s_rate_scales[] = {1, 1e3, 1e6, 1e9};
 static const char *const s_delay_units[] = {"us", "ms", "s", NULL};
 static const double s_delay_scales[] = {1e-6, 1e-3, 1};
 
-/* Splits spec into the rate (bits/s) and the delay (seconds, 0: none).
- * Returns 0, or PS_EINVAL with which part is wrong in err. */
-static int s_split(const char *spec, double *rate, double *delay, size_t *rate_len,
-                   char *err, size_t errlen)
+/* A spec, split. */
+typedef struct {
+    double rate;      /* bits/s */
+    size_t rate_len;  /* RATE's characters at the spec's start */
+    double delay;     /* seconds, 0: none */
+    char delay_text[32];
+    int mtu;          /* bytes, NET_MTU unless given */
+} net_spec_t;
+
+/* Splits spec "RATE[,DELAY][,mtu=BYTES]" into *out. Returns 0, or
+ * PS_EINVAL with which part is wrong in err. */
+static int s_split(const char *spec, net_spec_t *out, char *err, size_t errlen)
 {
+    static const char *const form = "expected RATE[,DELAY][,mtu=BYTES]";
+    memset(out, 0, sizeof *out);
+    out->mtu = NET_MTU;
     size_t n = strcspn(spec, ",");
-    const char *d = spec + n + (spec[n] != '\0');
-    *rate_len = n;
-    *delay = 0;
-    if (s_quantity(spec, n, s_rate_units, s_rate_scales, rate) != 0 || *rate < 1e3) {
-        snprintf(
-            err, errlen,
-            "--net %s: bad RATE '%.*s': expected RATE[,DELAY], RATE as 100mbit, 1gbit, "
-            "10gbit (bit, kbit, mbit, gbit; at least 1kbit)",
-            spec, (int)n, spec);
+    out->rate_len = n;
+    if (s_quantity(spec, n, s_rate_units, s_rate_scales, &out->rate) != 0 || out->rate < 1e3) {
+        snprintf(err, errlen,
+                 "--net %s: bad RATE '%.*s': %s, RATE as 100mbit, 1gbit, 10gbit (bit, kbit, "
+                 "mbit, gbit; at least 1kbit)",
+                 spec, (int)n, spec, form);
         return PS_EINVAL;
     }
-    if (spec[n] && (s_quantity(d, strlen(d), s_delay_units, s_delay_scales, delay) != 0 ||
-                    *delay > NET_DELAY_MAX)) {
-        snprintf(err, errlen,
-                 "--net %s: bad DELAY '%s': expected RATE[,DELAY], DELAY one way as 200us, "
-                 "0.2ms, 20ms (us, ms, s; more than 0, at most 1s)",
-                 spec, d);
-        return PS_EINVAL;
+    int got_delay = 0, got_mtu = 0;
+    for (const char *p = spec + n; *p == ',';) {
+        const char *part = p + 1;
+        const size_t len = strcspn(part, ",");
+        p = part + len;
+        if (!strncmp(part, "mtu=", 4)) {
+            char *e;
+            const long v = strtol(part + 4, &e, 10);
+            if (got_mtu++ || e != part + len || len == 4 || v < NET_MTU_MIN || v > NET_MTU) {
+                snprintf(err, errlen, "--net %s: bad '%.*s': %s, BYTES from %d to %d", spec,
+                         (int)len, part, form, NET_MTU_MIN, NET_MTU);
+                return PS_EINVAL;
+            }
+            out->mtu = (int)v;
+        } else if (got_delay++ || len >= sizeof out->delay_text ||
+                   s_quantity(part, len, s_delay_units, s_delay_scales, &out->delay) != 0 ||
+                   out->delay > NET_DELAY_MAX) {
+            snprintf(err, errlen,
+                     "--net %s: bad DELAY '%.*s': %s, DELAY one way as 200us, 0.2ms, 20ms "
+                     "(us, ms, s; more than 0, at most 1s)",
+                     spec, (int)len, part, form);
+            return PS_EINVAL;
+        } else {
+            snprintf(out->delay_text, sizeof out->delay_text, "%.*s", (int)len, part);
+        }
     }
     return 0;
 }
 
 int ps_netsim_parse(const char *spec, char *err, size_t errlen)
 {
-    double rate, delay;
-    size_t n;
-    return s_split(spec, &rate, &delay, &n, err, errlen);
+    net_spec_t parsed;
+    return s_split(spec, &parsed, err, errlen);
 }
 
 /* Runs a set-up command, its output appended to the log. Returns 0, or
@@ -218,7 +248,7 @@ static int s_add_delay(ps_netsim_t *net, const char *hub, double delay, char *wh
     }
     rc = rc ? rc
             : s_cmd(net, why, whylen, "%s -n %s link set line mtu %d txqueuelen %d up", net->ip,
-                    hub, NET_MTU, PS_DELAY_LINE_SLOTS);
+                    hub, net->mtu, PS_DELAY_LINE_SLOTS);
     rc = rc ? rc
             : s_cmd(net, why, whylen, "%s -n %s route add %s dev line table 100", net->ip,
                     hub, NET_ROLES_NET);
@@ -273,8 +303,11 @@ static int s_make_hub(ps_netsim_t *net, double delay, char *e, size_t ec)
 static int s_make_role(ps_netsim_t *net, int i, char *e, size_t ec)
 {
     const char *ns = net->ns[i], *hub = net->hub;
-    char vdev[24];
+    char vdev[24], gso[32] = "";
     snprintf(vdev, sizeof vdev, "v%s", net->name[i]);
+    if (net->mtu != NET_MTU) { /* TCP's segments no larger either, at every link end */
+        snprintf(gso, sizeof gso, " gso_max_size %d", net->mtu);
+    }
     int rc = s_cmd(net, e, ec, "%s netns add %s", net->ip, ns);
     net->made += rc == 0;
     rc = rc ? rc
@@ -285,13 +318,14 @@ static int s_make_role(ps_netsim_t *net, int i, char *e, size_t ec)
             : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev %s", net->ip, hub,
                     NET_HUB_ADDR, net->addr[i], vdev);
     rc = rc ? rc
-            : s_cmd(net, e, ec, "%s -n %s link set %s mtu %d up", net->ip, hub, vdev,
-                    NET_MTU);
+            : s_cmd(net, e, ec, "%s -n %s link set %s mtu %d%s up", net->ip, hub, vdev,
+                    net->mtu, gso);
     rc = rc ? rc
             : s_cmd(net, e, ec, "%s -n %s addr add %s peer %s dev eth0", net->ip, ns,
                     net->addr[i], NET_HUB_ADDR);
     rc = rc ? rc
-            : s_cmd(net, e, ec, "%s -n %s link set eth0 mtu %d up", net->ip, ns, NET_MTU);
+            : s_cmd(net, e, ec, "%s -n %s link set eth0 mtu %d%s up", net->ip, ns, net->mtu,
+                    gso);
     rc = rc ? rc : s_cmd(net, e, ec, "%s -n %s link set lo up", net->ip, ns);
     rc = rc ? rc
             : s_cmd(net, e, ec, "%s -n %s route add %s via %s", net->ip, ns, NET_ROLES_NET,
@@ -320,10 +354,9 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
                   ps_netsim_t **out, char *why, size_t whylen)
 {
     *out = NULL;
-    double rate_bits = 0, delay = 0;
-    size_t rate_len = 0;
+    net_spec_t sp = {.mtu = NET_MTU};
     char err[256] = "";
-    if ((spec && s_split(spec, &rate_bits, &delay, &rate_len, err, sizeof err) != 0) ||
+    if ((spec && s_split(spec, &sp, err, sizeof err) != 0) ||
         servers < 0 || workers < 1 || 1 + servers + workers > NET_MAX_ROLES) {
         snprintf(why, whylen, "bad network: --net %s, %d servers, %d workers%s%s",
                  spec ? spec : "(none)", servers, workers, err[0] ? ": " : "", err);
@@ -338,8 +371,9 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
         snprintf(why, whylen, "out of memory");
         return PS_ENOMEM;
     }
-    snprintf(net->rate, sizeof net->rate, "%.*s", (int)rate_len, spec ? spec : "");
-    net->rate_bits = rate_bits;
+    snprintf(net->rate, sizeof net->rate, "%.*s", (int)sp.rate_len, spec ? spec : "");
+    net->rate_bits = sp.rate;
+    net->mtu = sp.mtu;
     if (s_find_tools(net, why, whylen) != 0) {
         free(net);
         return PS_ENOTSUP;
@@ -350,7 +384,7 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
     net->workers = workers;
     net->nroles = 1 + servers + workers;
     s_name_roles(net);
-    int rc = s_make_hub(net, delay, err, sizeof err);
+    int rc = s_make_hub(net, sp.delay, err, sizeof err);
     for (int i = 0; rc == 0 && i < net->nroles; i++) {
         rc = s_make_role(net, i, err, sizeof err);
     }
@@ -359,16 +393,20 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
         ps_netsim_destroy(&net);
         return PS_ENOTSUP;
     }
+    char packets[64] = "";
+    if (net->mtu != NET_MTU) {
+        snprintf(packets, sizeof packets, ", packets of at most %d bytes", net->mtu);
+    }
     if (!spec) {
         snprintf(net->note, sizeof net->note, "links not shaped, no delay");
-    } else if (delay > 0) {
+    } else if (sp.delay > 0) {
         snprintf(net->note, sizeof net->note,
                  "%s per link, each direction (tc tbf), and %s one way between roles (our "
-                 "delay line: a TUN device in the hub)",
-                 net->rate, spec + rate_len + 1);
+                 "delay line: a TUN device in the hub)%s",
+                 net->rate, sp.delay_text, packets);
     } else {
         snprintf(net->note, sizeof net->note,
-                 "%s per link, each direction (tc tbf), no delay", net->rate);
+                 "%s per link, each direction (tc tbf), no delay%s", net->rate, packets);
     }
     *out = net;
     return 0;

@@ -15,7 +15,11 @@
  * (delay_line.h; tc netem is not in every kernel): the hub routes every packet
  * from a role through a TUN device whose thread hands it back DELAY later.
  * Without a spec the links are not shaped. Every device has a 65000-byte MTU,
- * so that a TCP segment is one packet all the way.
+ * so that a TCP segment is one packet all the way, unless the spec ends in
+ * ",mtu=BYTES": then every device's MTU and TCP's largest segment (GSO) are
+ * BYTES, as on real links, where a packet is a few microseconds of a link,
+ * not half a millisecond (a link end forwards a packet once it has all of
+ * it), and the delay line moves more packets.
  *
  * Users: `shardps-bench train --net` (jobs on it: job.h), and the integration
  * tests through `shardps-netsim` (main.c), which hold the network while they
@@ -44,9 +48,10 @@ extern volatile sig_atomic_t ps_netsim_stop;
 /* Installs the handler that sets ps_netsim_stop. */
 void ps_netsim_catch_signals(void);
 
-/* Checks "RATE[,DELAY]" (RATE: a number and bit, kbit, mbit, gbit, at least
- * 1kbit; DELAY: a number and us, ms, s, at most 1s). Returns 0, or PS_EINVAL
- * with why (which part is wrong) in err. */
+/* Checks "RATE[,DELAY][,mtu=BYTES]" (RATE: a number and bit, kbit, mbit,
+ * gbit, at least 1kbit; DELAY: a number and us, ms, s, at most 1s; BYTES
+ * 1280 to 65000). Returns 0, or PS_EINVAL with why (which part is wrong) in
+ * err. */
 int ps_netsim_parse(const char *spec, char *err, size_t errlen);
 
 /*

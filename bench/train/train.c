@@ -371,12 +371,11 @@ int ps_bench_train_main(int argc, char **argv)
         {"target", PS_FLAG_DOUBLE, &cfg.target, "ACC",
          "test accuracy the time is measured to (0 = mlp 0.85, cnn 0.88)"},
         {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
-        {"net", PS_FLAG_STR, &cfg.net_spec, "RATE[,DELAY]",
+        {"net", PS_FLAG_STR, &cfg.net_spec, "RATE[,DELAY][,mtu=BYTES]",
          "simulated cluster: each role in its own network namespace, its link shaped to "
-         "RATE "
-         "each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
-         "(0.2ms, "
-         "20ms: our delay line, a TUN device in the hub); needs root"},
+         "RATE each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
+         "(0.2ms, 20ms: our delay line, a TUN device in the hub), packets of at most BYTES "
+         "(1280 to 65000, the default; 1500, 9000 as real links); needs root"},
         {"scenarios", PS_FLAG_STR, &a.scenarios, "LIST",
          "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into "
          "the "

@@ -73,7 +73,7 @@ typedef struct {
     int eval_every; /* the workers' --eval-every, 0 = not passed */
     char *job_flags[TRAIN_MAX_JOB_FLAGS + 1]; /* --job-flags, split; NULL-terminated */
     const char *job_flags_text;
-    const char *net_spec;  /* --net RATE[,DELAY] or NULL */
+    const char *net_spec;  /* --net RATE[,DELAY][,mtu=BYTES] or NULL */
     ps_netsim_t *net;      /* the simulated network, when --net */
     char mpirun[4096];     /* the mpirun that runs the mpi rows ("" without them) */
     ps_bench_page_t *page; /* the results page, in out */

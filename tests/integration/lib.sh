@@ -193,7 +193,7 @@ results_page() {
 }
 
 # ---- the simulated cluster: roles as hosts ------------------------------------
-# netsim_up SERVERS WORKERS [--net RATE[,DELAY]] holds a shardps-netsim
+# netsim_up SERVERS WORKERS [--net SPEC] holds a shardps-netsim
 # (bench/netsim/main.c) for the test: one network namespace per role (c,
 # s0.., w0..) on a link to a routing hub; NS[role] and ADDR[role] hold each
 # namespace and address, PFX their common prefix. Skips (77) with the reason
