@@ -124,9 +124,9 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
  * messages' time as there are workers: small messages keep that a small
  * part of a round. (Acks also come slowly where many roles share few cores:
  * at 2 ms the pieces stay whole down to a pace of 16 MB/s, and a 100 Mbit/s
- * link's are one 16 KiB chunk.) With no pace measured (loopback, a server on
- * this host, the first rounds) they are up to PS_KV_PIECE_KEYS (64 KiB): few
- * messages, where the cores are the bound. */
+ * link's are one 16 KiB chunk.) With no pace measured (every server on this
+ * host, as on loopback, or none measured yet) they are up to
+ * PS_KV_PIECE_KEYS (64 KiB): few messages, where the cores are the bound. */
 #define PS_KV_PIECE_SECONDS 0.002
 enum { PS_KV_PIECE_KEYS = 16384, PS_KV_LINK_PIECE_KEYS = 8192 };
 
