@@ -294,12 +294,6 @@ static int s_observe_files(ps_launch_flags_t *F)
     return 0;
 }
 
-void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, char *out,
-                                size_t cap)
-{
-    ps_trace_part_path(ps_launch_flags_value(F, "trace"), tag, out, cap);
-}
-
 /* After parsing: the job as far as the launcher needs it, the defaults
  * that depend on other flags, the checks across flags, and the role
  * binaries. Returns 0 or PS_EINVAL after one usage line. */
@@ -539,7 +533,7 @@ static void s_argv_add_fwd(s_argv_t *a, const ps_launch_flags_t *F, int role, in
         if (!strcmp(name, "trace")) { /* one file per process, merged at the end */
             char tag[16], part[PATH_MAX + 32];
             snprintf(tag, sizeof tag, "%c%d", role == PS_LAUNCH_SERVER ? 'S' : 'W', rank);
-            ps_launch_flags_trace_part(F, tag, part, sizeof part);
+            ps_trace_part_path(val, tag, part, sizeof part);
             s_argv_add(a, part);
             continue;
         }

@@ -111,12 +111,6 @@ const char *ps_launch_flags_value(const ps_launch_flags_t *F, const char *name);
 char **ps_launch_flags_scheduler_argv(const ps_launch_flags_t *F, const char *bind,
                                       const char *epfile);
 
-/* With --trace FILE: the file the node tagged tag ("S0", "W1") writes, FILE
- * with ".S0" before its extension ("t.json" -> "t.S0.json"); the launcher
- * merges them into FILE at the end. */
-void ps_launch_flags_trace_part(const ps_launch_flags_t *F, const char *tag, char *out,
-                                size_t cap);
-
 /* A server's or worker's command line, for the scheduler at endpoint; as
  * ps_launch_flags_scheduler_argv(). A server of rank -1 is a spare
  * (--spare). */
