@@ -117,13 +117,13 @@ static void s_put(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_range_t pa
         ps_kv_encode_push(kv->encode, &h, &f, part);
         flags = PS_SEND_COPY; /* the encoder's buffer is reused for the next part */
     }
-    ps_trace_span_t span = ps_trace_span_begin(
-        type == PS_MSG_PULL ? PS_TRACE_PULL_MSG : PS_TRACE_PUSH_MSG, PS_TRACE_CURRENT_STEP,
-        (int64_t)part.begin);
-    int rc = ps_msg_send(kv->servers[i], NULL, h, &f, type != PS_MSG_PULL, flags);
+    ps_trace_span_t span = {.on = 0}; /* initial values are no step's message */
     if (type != PS_MSG_INIT) {
-        ps_trace_span_end(&span);
+        span = ps_trace_span_begin(type == PS_MSG_PULL ? PS_TRACE_PULL_MSG : PS_TRACE_PUSH_MSG,
+                                   PS_TRACE_CURRENT_STEP, (int64_t)part.begin);
     }
+    int rc = ps_msg_send(kv->servers[i], NULL, h, &f, type != PS_MSG_PULL, flags);
+    ps_trace_span_end(&span);
     if (rc != 0) {
         char why[160];
         snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
