@@ -6,10 +6,12 @@
 
 #include "common/error.h"
 
-/* A push sent and not yet answered: when, and its weight (keys or one). */
+/* A push sent and not yet answered: when, its weight (keys or one), and
+ * the weight in flight ahead of it then. */
 typedef struct {
     double at;
     uint64_t keys;
+    uint64_t ahead;
 } s_fly_t;
 
 typedef struct {
@@ -23,6 +25,8 @@ typedef struct {
     double got_keys;  /* decaying sums of the keys acked, and of the time */
     double got_secs;  /* between acks, while pushes waited behind the window */
     double last;      /* the previous ack if pushes waited then, else 0 */
+    double late;      /* decaying most seconds an ack came after its queue
+                         and round trip explain: the acks' jitter */
     int local;        /* the server is on this host: no link to pace */
 } s_lane_t;
 
@@ -84,12 +88,13 @@ static double s_rate(const s_lane_t *a)
     return a->got_secs > 0 ? a->got_keys / a->got_secs : 0;
 }
 
-/* What lane a's pace lets be in flight: its rate's round trip plus
- * PS_KV_QUEUE_SECONDS; 0 when it has none (unpaced, on this host, not
- * measured yet). */
+/* What lane a's pace lets be in flight: its rate's round trip plus its
+ * acks' jitter, at most PS_KV_QUEUE_SECONDS; 0 when it has none (unpaced,
+ * on this host, not measured yet). */
 static double s_paced(const ps_kv_lanes_t *l, const s_lane_t *a)
 {
-    return l->unit && !a->local ? s_rate(a) * (a->rtt + PS_KV_QUEUE_SECONDS) : 0;
+    const double late = a->late < PS_KV_QUEUE_SECONDS ? a->late : PS_KV_QUEUE_SECONDS;
+    return l->unit && !a->local ? s_rate(a) * (a->rtt + late) : 0;
 }
 
 uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i)
@@ -115,7 +120,7 @@ static void s_fly(s_lane_t *a, uint64_t keys, double now)
         }
     }
     if (a->nfly < a->fcap) {
-        a->fly[(a->fhead + a->nfly++) % a->fcap] = (s_fly_t){now, keys};
+        a->fly[(a->fhead + a->nfly++) % a->fcap] = (s_fly_t){now, keys, a->flying};
     }
     a->flying += keys;
 }
@@ -177,8 +182,11 @@ void ps_kv_lanes_answered(ps_kv_lanes_t *l, int i, uint32_t credits, double now)
     a->nfly--;
     /* every push answered: none in flight, even one a failed malloc left unseen */
     a->flying = a->nfly == 0 || f.keys > a->flying ? 0 : a->flying - f.keys;
-    const double rtt = now - f.at;
+    const double rtt = now - f.at, rate = s_rate(a);
     a->rtt = a->rtt == 0 || rtt < a->rtt ? rtt : a->rtt;
+    /* past the least round trip and the pushes ahead of it at the pace */
+    const double late = rate > 0 ? rtt - a->rtt - (double)f.ahead / rate : 0;
+    a->late = late > a->late ? late : a->late * (1 - PS_KV_PACE_DECAY);
     if (a->last > 0) { /* the link's pace: acks while pushes waited */
         a->got_keys = a->got_keys * (1 - PS_KV_PACE_DECAY) + (double)f.keys;
         a->got_secs = a->got_secs * (1 - PS_KV_PACE_DECAY) + (now - a->last);

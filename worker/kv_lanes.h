@@ -12,13 +12,16 @@
  *
  * The window is also paced by what the lane measures: its least round trip
  * and the rate its acks come at while pushes wait (this worker's share of
- * the server's link). It keeps that rate's round trip plus
- * PS_KV_QUEUE_SECONDS in flight, and one message more (a push goes while
- * what flies is under it: with whole messages under it, a window of less
- * than two would measure the pace of one message a round trip and keep
- * it), so a slow link's queue stays a few milliseconds long (replies and
- * acks behind it are not held up) while a fast link keeps the server's
- * whole grant, never passed. The same rates, summed
+ * the server's link). It keeps that rate's round trip plus the acks'
+ * jitter in flight (how much later than its round trip and the pushes
+ * ahead of it a push is answered: a decaying most, up to
+ * PS_KV_QUEUE_SECONDS), and one message more (a push goes while what flies
+ * is under it: with whole messages under it, a window of less than two
+ * would measure the pace of one message a round trip and keep it). So a
+ * link's queue stays as short as the acks' timing lets it (replies and
+ * acks behind it are not held up, and a round's last pushes wait behind
+ * no more than that) while a fast link keeps the server's whole grant,
+ * never passed. The same rates, summed
  * (ps_kv_lanes_rate), size the push messages (kv_slots.h). A server on this
  * host (ps_kv_lanes_set_local: loopback, or colocated) has no link between
  * us: its lane keeps the whole grant and counts in no rate, so acks that
@@ -51,8 +54,9 @@ typedef struct {
 
 typedef struct ps_kv_lanes ps_kv_lanes_t;
 
-/* Queueing a lane's window allows at the server's link beyond a round trip;
- * the weight of each new ack in the measured pace. */
+/* The most queueing a lane's window allows at the server's link beyond a
+ * round trip, where acks come late (busy cores); the weight of each new
+ * ack in the measured pace and jitter. */
 #define PS_KV_QUEUE_SECONDS 0.004
 #define PS_KV_PACE_DECAY 0.125
 
