@@ -20,12 +20,12 @@
  * would measure the pace of one message a round trip and keep it). So a
  * link's queue stays as short as the acks' timing lets it (replies and
  * acks behind it are not held up, and a round's last pushes wait behind
- * no more than that) while a fast link keeps the server's whole grant,
- * never passed. The same rates, summed
- * (ps_kv_lanes_rate), size the push messages (kv_slots.h). A server on this
- * host (ps_kv_lanes_set_local: loopback, or colocated) has no link between
- * us: its lane keeps the whole grant and counts in no rate, so acks that
- * come slowly because the cores are busy are never taken for a slow link.
+ * no more than that), and the server's grant is never passed. The same
+ * rates, summed (ps_kv_lanes_rate), size the push messages (kv_slots.h).
+ * A server on this host (ps_kv_lanes_set_local: loopback, or colocated)
+ * has no link between us: its lane keeps the whole grant and counts in
+ * no rate, so acks that come slowly because the cores are busy are never
+ * taken for a slow link.
  *
  * It does not send: worker/kv.c asks it whether a message may go now
  * (ps_kv_lanes_admit), queues the others and sends what
