@@ -127,6 +127,15 @@ typedef struct {
 
 typedef struct ps_consistency ps_consistency_t;
 
+/* The worker a server of rank (-1: a spare) answers first of workers, the
+ * others after it in turn: when a chunk applies on every server at about
+ * the same time, each server's replies start down a different worker's
+ * link, not all down the same one while the others idle. */
+static inline int ps_consistency_first_worker(int rank, int workers)
+{
+    return rank > 0 ? rank % workers : 0;
+}
+
 /*
  * A state machine at version 0 for the mode of cfg->job over store (borrowed;
  * must outlive it). Returns 0 or PS_ENOMEM (or PS_EINVAL for workers < 1).

@@ -88,11 +88,7 @@ static int s_waits(const ps_pending_t *pending, int n, int w, int64_t min_versio
 
 void ps_consistency_answer_pulls(ps_consistency_t *c)
 {
-    /* The workers in turns from our rank's: when a chunk applies on every
-     * server at about the same time, each server's replies start down a
-     * different worker's link, not all down the same one while the others
-     * idle. */
-    const int first = c->cfg.rank > 0 ? c->cfg.rank % c->workers : 0;
+    const int first = ps_consistency_first_worker(c->cfg.rank, c->workers);
     memset(c->waiting, 0, (size_t)c->workers * sizeof *c->waiting);
     int answered = 0;
     for (int k = 0; k < c->workers; k++) {

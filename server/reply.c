@@ -288,7 +288,7 @@ static void s_defer(ps_reply_t *r, const ps_reply_to_t *to, Shardps__Header h)
 int ps_reply_flush(ps_reply_t *r, int64_t version)
 {
     int sent = 0;
-    const int first = r->cfg.rank > 0 ? r->cfg.rank % r->cfg.workers : 0; /* as the pulls */
+    const int first = ps_consistency_first_worker(r->cfg.rank, r->cfg.workers);
     for (int k = 0; k < r->cfg.workers && r->ndeferred > 0; k++) {
         ps_defer_ring_t *d = &r->deferred[(first + k) % r->cfg.workers];
         while (d->n > 0) {

@@ -81,10 +81,10 @@ void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate)
     if (!t->chunk) {
         return;
     }
-    const uint64_t link = s_whole_chunks(t, PS_KV_LINK_PIECE_KEYS);
     const double keys = rate * PS_KV_PIECE_SECONDS;
-    t->piece = rate == 0 ? s_whole_chunks(t, PS_KV_PIECE_KEYS)
-               : keys >= (double)link ? link : s_whole_chunks(t, keys);
+    t->piece = s_whole_chunks(t, rate == 0                            ? PS_KV_PIECE_KEYS
+                                 : keys < PS_KV_LINK_PIECE_KEYS ? keys
+                                                                : PS_KV_LINK_PIECE_KEYS);
 }
 
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at, uint64_t end)
