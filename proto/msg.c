@@ -153,6 +153,42 @@ const void *ps_msg_frame(const ps_msg_t *m, int i, size_t *len)
     return ps_payload_data(&m->frames[i], len);
 }
 
+/* An empty message with its arena ready, as ps_msg_recv() starts one. */
+static void s_msg_reset(ps_msg_t *m)
+{
+    memset(&m->route, 0, sizeof m->route);
+    m->peer_addr[0] = '\0';
+    m->peer_fd = -1;
+    shardps__header__init(&m->hdr);
+    m->why[0] = '\0';
+    m->nframes = 0;
+    if (m->arena.buf == m->arena_buf) {
+        ps_arena_reset(&m->arena);
+    } else {
+        ps_arena_init(&m->arena, m->arena_buf, sizeof m->arena_buf);
+    }
+}
+
+int ps_msg_make(ps_msg_t *m, const ps_route_t *route, const Shardps__Header *h,
+                const ProtobufCMessage *body)
+{
+    s_msg_reset(m);
+    m->route = *route;
+    m->hdr = *h;
+    if (!body) {
+        return 0;
+    }
+    zmq_msg_t *f = s_zmsg(&m->frames[0]);
+    const size_t len = protobuf_c_message_get_packed_size(body);
+    if (zmq_msg_init_size(f, len) != 0) {
+        return PS_ENOMEM;
+    }
+    protobuf_c_message_pack(body, zmq_msg_data(f));
+    m->frames[0].held = 1;
+    m->nframes = 1;
+    return 0;
+}
+
 /* Reads and discards the remaining parts of a multipart message. */
 static void s_discard(ps_sock_t *sock, int more)
 {
@@ -170,17 +206,7 @@ static void s_discard(ps_sock_t *sock, int more)
 
 int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m)
 {
-    memset(&m->route, 0, sizeof m->route);
-    m->peer_addr[0] = '\0';
-    m->peer_fd = -1;
-    shardps__header__init(&m->hdr);
-    m->why[0] = '\0';
-    m->nframes = 0;
-    if (m->arena.buf == m->arena_buf) {
-        ps_arena_reset(&m->arena);
-    } else {
-        ps_arena_init(&m->arena, m->arena_buf, sizeof m->arena_buf);
-    }
+    s_msg_reset(m);
     zmq_msg_t part;
     zmq_msg_init(&part);
     if (zmq_msg_recv(&part, ps_zs(sock), 0) < 0) {

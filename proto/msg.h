@@ -129,6 +129,13 @@ int ps_msg_send_zc(ps_sock_t *sock, const ps_route_t *route, Shardps__Header h,
  */
 int ps_msg_recv(ps_sock_t *sock, int flags, ps_msg_t *m);
 
+/* m (zeroed or closed) as if received on route: header *h (copied; its
+ * strings borrowed) and body packed into its one payload frame (NULL: no
+ * frame). No socket: a module's handlers are tested with it. Returns 0 or
+ * PS_ENOMEM. Release with ps_msg_close(). */
+int ps_msg_make(ps_msg_t *m, const ps_route_t *route, const Shardps__Header *h,
+                const ProtobufCMessage *body);
+
 /* Releases the payload frames and what was unpacked into the message's
  * arena; safe on a zeroed or closed message. */
 void ps_msg_close(ps_msg_t *m);

@@ -8,6 +8,7 @@
 #include "common/log.h"
 
 struct ps_agree {
+    const ps_sched_ops_t *ops;
     int servers;         /* S: answers an agreement needs */
     int active;          /* MSG_JOIN_PREPARE sent, answers being collected */
     int worker;          /* the worker joining at the agreed step, or -1 */
@@ -17,13 +18,14 @@ struct ps_agree {
     int64_t max_version; /* the highest version answered */
 };
 
-int ps_agree_new(ps_agree_t **out, int servers)
+int ps_agree_new(ps_agree_t **out, const ps_sched_ops_t *ops)
 {
     *out = calloc(1, sizeof **out);
     if (!*out) {
         return PS_ENOMEM;
     }
-    (*out)->servers = servers;
+    (*out)->ops = ops;
+    (*out)->servers = ops->cfg->servers;
     (*out)->worker = -1;
     return 0;
 }
@@ -51,7 +53,7 @@ int ps_agree_checkpoint(const ps_agree_t *a)
 
 /* MSG_JOIN_PREPARE or MSG_JOIN_STEP to every server: from step on, worker
  * (-1: none, with its token) is live and, with checkpoint, one is written. */
-static void s_send(ps_scheduler_t *s, ps_msg_type_t type, int64_t step, int worker,
+static void s_send(const ps_agree_t *a, ps_msg_type_t type, int64_t step, int worker,
                    int checkpoint, uint64_t token)
 {
     Shardps__JoinStep js = SHARDPS__JOIN_STEP__INIT;
@@ -59,11 +61,10 @@ static void s_send(ps_scheduler_t *s, ps_msg_type_t type, int64_t step, int work
     js.worker = worker;
     js.checkpoint = checkpoint != 0;
     js.token = token;
-    ps_scheduler_send_servers(s, type, &js.base);
+    a->ops->send_servers(a->ops->core, type, &js.base);
 }
 
-int ps_agree_start(ps_agree_t *a, ps_scheduler_t *s, int worker, uint64_t token,
-                   int checkpoint)
+int ps_agree_start(ps_agree_t *a, int worker, uint64_t token, int checkpoint)
 {
     if (a->active) {
         return PS_ESTATE;
@@ -74,7 +75,7 @@ int ps_agree_start(ps_agree_t *a, ps_scheduler_t *s, int worker, uint64_t token,
     a->checkpoint = checkpoint;
     a->answers = 0;
     a->max_version = -1;
-    s_send(s, PS_MSG_JOIN_PREPARE, 0, worker, 0, token);
+    s_send(a, PS_MSG_JOIN_PREPARE, 0, worker, 0, token);
     return 0;
 }
 
@@ -99,10 +100,9 @@ int ps_agree_ready(const ps_agree_t *a, int64_t *step)
     return 1;
 }
 
-void ps_agree_commit(ps_agree_t *a, ps_scheduler_t *s, int64_t step, int worker,
-                     uint64_t token)
+void ps_agree_commit(ps_agree_t *a, int64_t step, int worker, uint64_t token)
 {
-    s_send(s, PS_MSG_JOIN_STEP, step, worker, a->checkpoint, token);
+    s_send(a, PS_MSG_JOIN_STEP, step, worker, a->checkpoint, token);
     a->active = 0;
 }
 
@@ -113,14 +113,14 @@ int ps_agree_abandon(ps_agree_t *a)
     return was;
 }
 
-void ps_agree_release(ps_scheduler_t *s)
+void ps_agree_release(ps_agree_t *a)
 {
-    s_send(s, PS_MSG_JOIN_STEP, 0, -1, 0, 0);
+    s_send(a, PS_MSG_JOIN_STEP, 0, -1, 0, 0);
 }
 
 /* A server's MSG_JOIN_STEP: its version during an agreement. Server 0's
  * answers to MSG_MEMBERS (members set) are the members' (members.c). */
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
+static int s_on_message(void *self, const ps_node_t *n, ps_msg_t *m)
 {
     ps_agree_t *a = self;
     if (!n || m->hdr.type != PS_MSG_JOIN_STEP) {
@@ -130,7 +130,7 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m
     if (js && n->role == PS_ROLE_SERVER && js->members) {
         return 0;
     }
-    if (m->hdr.generation != s->view->generation) {
+    if (m->hdr.generation != a->ops->view(a->ops->core)->generation) {
         return 1; /* an answer to an agreement a failover abandoned */
     }
     if (!js || n->role != PS_ROLE_SERVER || ps_agree_answer(a, n->rank, js->step) != 0) {

@@ -11,7 +11,7 @@
  * and timed checkpoints (scheduler/ckpt.h), each starting and committing its
  * own. A failover's rollback ends the servers' holds and abandons it.
  *
- * Owns only the agreement's state; sends through the scheduler's socket.
+ * Owns only the agreement's state; sends through its ops (scheduler/module.h).
  * Private to scheduler/; one thread (the scheduler's loop).
  */
 #ifndef PS_SCHEDULER_AGREE_H
@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "scheduler/scheduler_impl.h"
+#include "scheduler/module.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,9 +27,9 @@ extern "C" {
 
 typedef struct ps_agree ps_agree_t;
 
-/* No agreement under way, for a job of `servers` servers. Returns 0 or
- * PS_ENOMEM. Caller owns *out; destroy with ps_agree_destroy(). */
-int ps_agree_new(ps_agree_t **out, int servers);
+/* No agreement under way, for the job of ops (borrowed, outlive it).
+ * Returns 0 or PS_ENOMEM. Caller owns *out; destroy with ps_agree_destroy(). */
+int ps_agree_new(ps_agree_t **out, const ps_sched_ops_t *ops);
 
 /* NULL-safe; sets *a to NULL. */
 void ps_agree_destroy(ps_agree_t **a);
@@ -45,8 +45,7 @@ int ps_agree_checkpoint(const ps_agree_t *a);
 /* Starts one: every server gets MSG_JOIN_PREPARE {worker, token} (the
  * joiner's token goes with the hold: every server knows it before the joiner
  * gets its view). Returns 0, or PS_ESTATE when one is under way. */
-int ps_agree_start(ps_agree_t *a, ps_scheduler_t *s, int worker, uint64_t token,
-                   int checkpoint);
+int ps_agree_start(ps_agree_t *a, int worker, uint64_t token, int checkpoint);
 
 /* Server `rank` answered `version`. Returns 0, or PS_ESTATE when no agreement
  * is under way, the rank is not a server's or it answered already. */
@@ -57,8 +56,7 @@ int ps_agree_ready(const ps_agree_t *a, int64_t *step);
 
 /* Ends the one under way at step: every server gets MSG_JOIN_STEP {step,
  * worker (-1: none), token, the agreement's checkpoint}. */
-void ps_agree_commit(ps_agree_t *a, ps_scheduler_t *s, int64_t step, int worker,
-                     uint64_t token);
+void ps_agree_commit(ps_agree_t *a, int64_t step, int worker, uint64_t token);
 
 /* A failover's rollback ended the servers' holds: the agreement is dropped
  * (its user starts it again). Returns 1 when one was under way. */
@@ -66,7 +64,10 @@ int ps_agree_abandon(ps_agree_t *a);
 
 /* A restarted scheduler got every node back: MSG_JOIN_STEP {0, no worker}
  * to every server ends any agreement the old scheduler left open. */
-void ps_agree_release(ps_scheduler_t *s);
+void ps_agree_release(ps_agree_t *a);
+
+/* The loop's events: servers' answers (MSG_JOIN_STEP). */
+extern const ps_sched_events_t ps_agree_events;
 
 #ifdef __cplusplus
 }

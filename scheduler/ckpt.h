@@ -10,42 +10,65 @@
  * the manifest of N is written once every part is in (scheduler/manifest.h),
  * and N is the newest complete checkpoint (a failover rolls back to it).
  * With --checkpoint-every Ns a checkpoint is agreed with every server every
- * N seconds (scheduler/agree.h, the agreement's checkpoint flag).
+ * N seconds (scheduler/agree.h, the agreement's checkpoint flag), the first
+ * N seconds after the job runs.
  *
- * Owns its state (the manifest tracker, the newest step, the timer);
- * private to scheduler/; one thread (the scheduler's loop).
+ * A module (scheduler/module.h): owns its state (the manifest tracker, the
+ * newest step, the resume's choice, the timer), reaches the core only
+ * through its ops and never writes the core's view except where the core
+ * asks (ps_ckpt_view). Private to scheduler/; one thread (the scheduler's
+ * loop).
  */
 #ifndef PS_SCHEDULER_CKPT_H
 #define PS_SCHEDULER_CKPT_H
 
 #include <stdint.h>
 
-#include "scheduler/scheduler_impl.h"
+#include "scheduler/agree.h"
+#include "scheduler/module.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* No checkpoint yet, for the job of cfg (borrowed, outlives it). Returns 0
- * or PS_ENOMEM. Caller owns *out; destroy with ps_ckpt_destroy(). */
-int ps_ckpt_new(ps_ckpt_t **out, const ps_scheduler_config_t *cfg);
+typedef struct ps_ckpt ps_ckpt_t;
+
+/* The module's events: servers' MSG_CHECKPOINT and MSG_RESUME_CHECK, and
+ * the timed checkpoints on ticks. */
+extern const ps_sched_events_t ps_ckpt_events;
+
+/* No checkpoint yet, for the job of ops->cfg. ops and agree are borrowed
+ * and must outlive it (the timed checkpoints' agreements go through agree).
+ * Returns 0 or PS_ENOMEM. Caller owns *out; destroy with ps_ckpt_destroy(). */
+int ps_ckpt_new(ps_ckpt_t **out, const ps_sched_ops_t *ops, ps_agree_t *agree);
 
 /* NULL-safe; sets *c to NULL. */
 void ps_ckpt_destroy(ps_ckpt_t **c);
 
-/* The view's checkpoint part (v: borrowed, the job's, its P set; samples:
- * the smallest worker's training set): where servers write checkpoints and,
- * on --resume, the one to start from. A resume first asks every server about
- * its parts of the candidate checkpoints (MSG_RESUME_CHECK); the newest one
- * every server found whole goes into the view, and the module then sends
- * the servers the view itself (ps_start_servers). No candidate fails the
- * job with exit status 2, unless --resume-or-start (a fresh start). Returns
- * 0 (the view is ready), 1 (the servers were asked: the module goes on), or
- * a PS_E* (the job failed; the reason is given). */
-int ps_ckpt_setup(ps_ckpt_t *c, ps_scheduler_t *s, ps_view_t *v, uint64_t samples);
+/* The core filled the view's job part (ops->view: its P; samples: the
+ * smallest worker's training set). Without --resume the view's checkpoint
+ * part is ready: 0. With it, every server is first asked about its parts of
+ * the candidate checkpoints (MSG_RESUME_CHECK): 1; the newest one every
+ * server finds whole is the choice, and the module then asks the core to
+ * send the servers the view (ops->start_servers, where the core calls
+ * ps_ckpt_view). No candidate fails the job with exit status 2 (ops->fail,
+ * usage), unless --resume-or-start: a fresh start, 0. Returns 0, 1, or a
+ * PS_E* when the job failed (the reason is given through ops->fail). */
+int ps_ckpt_setup(ps_ckpt_t *c, uint64_t samples);
 
-/* A restarted scheduler took the saved job (view v, borrowed; its newest
- * complete checkpoint `newest`, -1 none). Returns 0 or PS_ENOMEM. */
+/* Writes v's checkpoint part (v: the core's view, borrowed; it must outlive
+ * c): checkpoint_dir and checkpoint_every when the job writes checkpoints
+ * (the manifest tracker is made over v then), and the resume's choice
+ * (start_step, resume_step, resume_parts, resume_files, resume_dir) once
+ * one was made. Each part is written once, the first call that knows it:
+ * later calls leave v as it is (a failover's rollback changes the resume
+ * part since), so the core may call it before every view it sends the
+ * servers. Returns 0 or PS_ENOMEM (nothing tracked: call again). */
+int ps_ckpt_view(ps_ckpt_t *c, ps_view_t *v);
+
+/* A restarted scheduler took the saved job (view v, borrowed: the core's,
+ * it must outlive c; its newest complete checkpoint `newest`, -1 none).
+ * Returns 0 or PS_ENOMEM. */
 int ps_ckpt_saved_job(ps_ckpt_t *c, const ps_view_t *v, int64_t newest);
 
 /* Whether the job writes checkpoints (a failover needs them). */
@@ -53,10 +76,6 @@ int ps_ckpt_enabled(const ps_ckpt_t *c);
 
 /* The newest complete checkpoint's step, -1 when none. */
 int64_t ps_ckpt_newest(const ps_ckpt_t *c);
-
-/* The job runs from now (ps_now()): the next timed checkpoint is due
- * --checkpoint-every seconds later. */
-void ps_ckpt_timer_start(ps_ckpt_t *c, double now);
 
 #ifdef __cplusplus
 }

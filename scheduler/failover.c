@@ -21,27 +21,37 @@
 #include "scheduler/agree.h"
 #include "scheduler/ckpt.h"
 #include "scheduler/manifest.h"
-#include "scheduler/restart.h"
 
-/* ---- the scheduler's side ---------------------------------------------- */
+/* ---- the core, through its ops ---------------------------------------- */
 
-static void s_send(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
+static void s_send(const ps_failover_t *f, const ps_route_t *to, ps_msg_type_t type,
                    const ProtobufCMessage *body)
 {
-    ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body);
+    f->ops->send(f->ops->core, to, type, body);
+}
+
+/* Server r's row (the core's). */
+static const ps_node_t *s_server(const ps_failover_t *f, int r)
+{
+    return f->ops->node(f->ops->core, PS_ROLE_SERVER, r);
+}
+
+static const ps_view_t *s_view(const ps_failover_t *f)
+{
+    return f->ops->view(f->ops->core);
 }
 
 /* ---- hot replicas (--replicas) ----------------------------------------- */
 
-static void s_send_members(ps_scheduler_t *s, const ps_node_t *n);
+static void s_send_members(ps_failover_t *f, const ps_node_t *n);
 
 /* Tells primary r which replicas it has (the ids in r's slots: it drops
  * any other), and where a new one listens (replica; NULL: none new). */
-static void s_tell_primary(ps_failover_t *f, ps_scheduler_t *s, int r, const ps_node_t *replica)
+static void s_tell_primary(ps_failover_t *f, int r, const ps_node_t *replica)
 {
     Shardps__Replica rp = SHARDPS__REPLICA__INIT;
     int32_t keep[PS_MAX_REPLICAS];
-    for (int k = 0; k < s->cfg->replicas; k++) {
+    for (int k = 0; k < f->ops->cfg->replicas; k++) {
         const int id = *ps_failover_replica(f, r, k);
         if (id >= 0) {
             keep[rp.n_keep++] = id;
@@ -54,57 +64,59 @@ static void s_tell_primary(ps_failover_t *f, ps_scheduler_t *s, int r, const ps_
         rp.token = replica->replica_token;
         rp.rank = replica->rank;
     }
-    s_send(s, &s->nodes[r], PS_MSG_REPLICA, &rp.base);
+    s_send(f, &s_server(f, r)->route, PS_MSG_REPLICA, &rp.base);
 }
 
 /* Spare n becomes the replica of server r: it gets the view with the rank it
  * follows and the token its primary's messages carry, binds for the keys
- * and says where (PEER_READY, s_on_replica_message). */
-static void s_follow(ps_scheduler_t *s, int r, int *slot, ps_node_t *n)
+ * and says where (PEER_READY, s_on_replica_message). That view is a copy:
+ * the job's says nothing of replicas, and a failover's replaced and
+ * takeover are not this spare's. On the heap: a view is a few hundred KB. */
+static void s_follow(ps_failover_t *f, int r, int *slot, ps_node_t *n)
 {
-    if (ps_scheduler_new_token(&n->replica_token) != 0) {
+    const ps_sched_ops_t *ops = f->ops;
+    ps_view_t *v = malloc(sizeof *v);
+    if (!v || ops->new_token(ops->core, &n->replica_token) != 0) {
+        free(v); /* the next tick tries again */
         return;
     }
     n->follows = r + 1;
     n->in_step = 0;
     n->endpoint[0] = '\0';
     *slot = n->rank;
-    ps_view_t *v = s->view;
-    const int replaced = v->replaced, takeover = v->takeover;
-    v->replaced = v->takeover = 0; /* what the view says to this spare only */
+    *v = *s_view(f);
+    v->replaced = v->takeover = 0;
     v->replica_of = r + 1;
     v->replica_token = n->replica_token;
-    ps_scheduler_send_view(s, n, PS_MSG_VIEW);
-    v->replica_of = 0;
-    v->replica_token = 0;
-    v->replaced = replaced;
-    v->takeover = takeover;
+    ops->send_view(ops->core, n, PS_MSG_VIEW, v);
+    free(v);
     ps_log_info("spare S%d (pid %u) becomes the replica of S%d", n->rank, n->pid, r);
 }
 
 /* Every turn: a replica that is gone (silent, closed) is forgotten and its
  * primary told; a server with fewer than K gets waiting spares (at the
  * start, and after a takeover: the rebuild). */
-static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
+static void s_keep_replicas(ps_failover_t *f)
 {
-    if (!s->cfg->replicas || s->phase != PS_PHASE_RUNNING) {
+    const ps_scheduler_config_t *cfg = f->ops->cfg;
+    if (!cfg->replicas || ps_sched_phase(f->ops) != PS_PHASE_RUNNING) {
         return;
     }
-    for (int r = 0; r < s->cfg->servers; r++) {
+    for (int r = 0; r < cfg->servers; r++) {
         /* a replica that took a rank over gets others once it was heard in
          * it (dead with its primary, it needs a cold spare instead) */
-        const int heard = s->nodes[r].last_seen > f->rebuild_since[r];
-        for (int k = 0; k < s->cfg->replicas; k++) {
+        const int heard = s_server(f, r)->last_seen > f->rebuild_since[r];
+        for (int k = 0; k < cfg->replicas; k++) {
             int *id = ps_failover_replica(f, r, k);
             if (*id >= 0 && !ps_failover_spare_by_id(f, *id)) {
                 ps_log_warn("lost a replica of S%d (S%d): it is made again from a spare", r,
                             *id);
                 *id = -1;
-                s_tell_primary(f, s, r, NULL);
+                s_tell_primary(f, r, NULL);
             }
             for (int i = 0; heard && *id < 0 && i < f->nspares; i++) {
                 if (!f->spares[i].follows) {
-                    s_follow(s, r, id, &f->spares[i]);
+                    s_follow(f, r, id, &f->spares[i]);
                 }
             }
         }
@@ -116,25 +128,25 @@ static void s_keep_replicas(ps_failover_t *f, ps_scheduler_t *s)
  * a new token, so the old primary, if it comes back, cannot write to it,
  * says where it listens, and is in step again after the new primary's
  * snapshot. */
-static void s_follow_new_primary(ps_failover_t *f, ps_scheduler_t *s, int r)
+static void s_follow_new_primary(ps_failover_t *f, int r)
 {
-    for (int k = 0; k < s->cfg->replicas; k++) {
+    for (int k = 0; k < f->ops->cfg->replicas; k++) {
         ps_node_t *n = ps_failover_spare_by_id(f, *ps_failover_replica(f, r, k));
-        if (!n || ps_scheduler_new_token(&n->replica_token) != 0) {
+        if (!n || f->ops->new_token(f->ops->core, &n->replica_token) != 0) {
             continue;
         }
         n->in_step = 0;
         n->endpoint[0] = '\0';
         Shardps__Replica rp = SHARDPS__REPLICA__INIT;
         rp.token = n->replica_token;
-        s_send(s, n, PS_MSG_REPLICA, &rp.base);
+        s_send(f, &n->route, PS_MSG_REPLICA, &rp.base);
         ps_log_info("replica S%d follows S%d's new primary", n->rank, r);
     }
 }
 
 /* A replica's messages, before it takes a rank over: where it listens (its
  * primary is told), and that it is in step. Returns 1 when m was one. */
-static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
+static int s_on_replica_message(ps_failover_t *f, ps_msg_t *m)
 {
     ps_node_t *n = ps_failover_spare_of(f, &m->route);
     if (!n || !n->follows || n->rank != m->hdr.sender) {
@@ -144,8 +156,8 @@ static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m
     if (m->hdr.type == PS_MSG_PEER_READY) {
         const Shardps__PeerReady *pr = ps_msg_unpack_body(m, &shardps__peer_ready__descriptor);
         if (pr && !n->endpoint[0]) {
-            ps_members_fix_endpoint(s, n, pr->endpoint, m->peer_addr);
-            s_tell_primary(f, s, r, n);
+            f->ops->fix_endpoint(f->ops->core, n, pr->endpoint, m->peer_addr);
+            s_tell_primary(f, r, n);
         }
         return 1;
     }
@@ -169,7 +181,7 @@ static int s_on_replica_message(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m
 
 /* Rank r is replaced from a checkpoint: its replicas (none in step)
  * follow a primary that is gone, so they go; spares take their places. */
-static void s_drop_replicas(ps_failover_t *f, ps_scheduler_t *s, int r)
+static void s_drop_replicas(ps_failover_t *f, int r)
 {
     for (int k = 0; k < PS_MAX_REPLICAS; k++) {
         int *id = ps_failover_replica(f, r, k);
@@ -178,7 +190,7 @@ static void s_drop_replicas(ps_failover_t *f, ps_scheduler_t *s, int r)
         if (rep) {
             Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
             sd.reason = (char *)"the server this replica followed was replaced";
-            s_send(s, rep, PS_MSG_SHUTDOWN, &sd.base);
+            s_send(f, &rep->route, PS_MSG_SHUTDOWN, &sd.base);
             ps_log_info("replica S%d of S%d is not in step: it goes", rep->rank, r);
             *rep = f->spares[--f->nspares];
         }
@@ -190,8 +202,9 @@ static void s_drop_replicas(ps_failover_t *f, ps_scheduler_t *s, int r)
  * rank over. Every server learns it (MSG_FAILOVER with takeover) and
  * forgets the step under way; once all answered, the workers reconnect and
  * send it again. Nothing rolls back. Returns 1, or 0 when no replica can. */
-static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double silent)
+static int s_take_over(ps_failover_t *f, const ps_node_t *n, double silent)
 {
+    const ps_sched_ops_t *ops = f->ops;
     const int r = n->rank;
     ps_node_t *rep = NULL;
     int *slot = NULL;
@@ -204,9 +217,8 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
         return 0;
     }
     const double now = ps_now();
-    ps_view_t *v = s->view;
-    if (ps_failover_record(f, r, v->generation + 1, 0, now, silent,
-                           ps_job_is_stepped(&s->cfg->job)) != 0) {
+    if (ps_failover_record(f, r, s_view(f)->generation + 1, 0, now, silent,
+                           ps_job_is_stepped(&ops->cfg->job)) != 0) {
         return 0;
     }
     f->reps[f->nreps - 1].takeover = 1;
@@ -215,26 +227,21 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
     *slot = -1;
     f->repoint[r] = 1;
     f->takeovers++;
+    /* the row is the replica's once the core took it: read the lost one first */
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
-    ps_members_swap_in(n, &replica);
+    ops->take_over(ops->core, r, &replica);
     f->rebuild_since[r] = ps_now(); /* after the swap: heard in the rank from then on */
-    snprintf(n->endpoint, sizeof n->endpoint, "%s", replica.endpoint); /* bound already */
-    n->ready = 1;
-    v->generation++;
-    v->replaced = r + 1;
-    v->takeover = 1;
-    snprintf(v->servers[r].endpoint, sizeof v->servers[r].endpoint, "%s", replica.endpoint);
-    snprintf(v->servers[r].curve_key, sizeof v->servers[r].curve_key, "%s", replica.curve_key);
     ps_log_warn("failover %lld: lost S%d (pid %u), silent for %.1f s; its replica S%d "
                 "(pid %u) takes the rank over: nothing rolls back",
-                (long long)v->generation, r, lost_pid, silent, replica.rank, replica.pid);
-    for (int i = 0; i < s->cfg->servers; i++) {
-        ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_FAILOVER);
+                (long long)s_view(f)->generation, r, lost_pid, silent, replica.rank,
+                replica.pid);
+    for (int i = 0; i < ops->cfg->servers; i++) {
+        ops->send_view(ops->core, s_server(f, i), PS_MSG_FAILOVER, NULL);
     }
-    s_send_members(s, n);
-    ps_agree_abandon(s->agree);
-    ps_members_rollback(s); /* workers that finished send their DONE again */
+    s_send_members(f, s_server(f, r));
+    ps_agree_abandon(f->agree);
+    ops->rollback(ops->core); /* workers that finished send their DONE again */
     return 1;
 }
 
@@ -245,21 +252,21 @@ static int s_take_over(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double
  * So does a spare this scheduler gave its id, or took back already: it was
  * forgotten since (silent, closed), and a replica's primary no longer sends
  * to it. */
-static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
-                     const Shardps__Register *reg)
+static int s_readmit(ps_failover_t *f, ps_msg_t *m, const Shardps__Register *reg)
 {
+    const ps_sched_ops_t *ops = f->ops;
     const ps_node_t *known = ps_failover_spare_of(f, &m->route);
     const int r = reg->follows - 1;
     const char *why = NULL;
     if (known) {
-        ps_scheduler_send_ack(s, known); /* its first answer was lost */
+        ops->send_ack(ops->core, known); /* its first answer was lost */
         return 1;
     }
     int *slot = NULL;
-    for (int k = 0; r >= 0 && r < s->cfg->servers && !slot && k < s->cfg->replicas; k++) {
+    for (int k = 0; r >= 0 && r < ops->cfg->servers && !slot && k < ops->cfg->replicas; k++) {
         slot = *ps_failover_replica(f, r, k) < 0 ? ps_failover_replica(f, r, k) : NULL;
     }
-    if (r >= s->cfg->servers || (r >= 0 && (!slot || !reg->endpoint[0]))) {
+    if (r >= ops->cfg->servers || (r >= 0 && (!slot || !reg->endpoint[0]))) {
         why = "the rank it follows has its replicas";
     }
     ps_node_t *n = NULL;
@@ -269,10 +276,10 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
             n->follows = reg->follows;
             n->in_step = reg->in_step;
             n->replica_token = reg->replica_token;
-            ps_members_fix_endpoint(s, n, reg->endpoint, m->peer_addr);
+            ops->fix_endpoint(ops->core, n, reg->endpoint, m->peer_addr);
             *slot = n->rank;
         }
-        ps_scheduler_send_ack(s, n);
+        ops->send_ack(ops->core, n);
         char of[64] = "";
         if (r >= 0) {
             snprintf(of, sizeof of, ": the replica of S%d, %s", r,
@@ -284,7 +291,7 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
     sd.status = PS_ECLOSED; /* it ends failed: the launcher may start a fresh one */
     sd.reason = (char *)why;
-    s_send(s, &(ps_node_t){.route = m->route}, PS_MSG_SHUTDOWN, &sd.base);
+    s_send(f, &m->route, PS_MSG_SHUTDOWN, &sd.base);
     ps_log_info("spare S%d (pid %u) cannot register again: %s; it goes", reg->rank, reg->pid,
                 why);
     return 1;
@@ -292,35 +299,36 @@ static int s_readmit(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m,
 
 /* A server's registration that makes a spare: it asked to be one, or the job
  * already runs. Registers it (REGISTER_ACK with its spare id) or refuses it. */
-static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
-                         const Shardps__Register *reg)
+static int s_on_register(void *self, ps_msg_t *m, const Shardps__Register *reg)
 {
     ps_failover_t *f = self;
-    if (reg->role == PS_ROLE_SERVER && reg->run_id && reg->run_id == s->run_id &&
-        reg->rank >= s->cfg->servers) {
-        return s_readmit(f, s, m, reg);
+    const ps_sched_ops_t *ops = f->ops;
+    const ps_phase_t phase = ps_sched_phase(ops);
+    if (reg->role == PS_ROLE_SERVER && reg->run_id &&
+        reg->run_id == ops->facts(ops->core)->run_id && reg->rank >= ops->cfg->servers) {
+        return s_readmit(f, m, reg);
     }
-    if (reg->role != PS_ROLE_SERVER || (!reg->spare && s->phase == PS_PHASE_WAITING) ||
-        ps_scheduler_node_of(s, &m->route)) {
+    if (reg->role != PS_ROLE_SERVER || (!reg->spare && phase == PS_PHASE_WAITING) ||
+        ops->node_of(ops->core, &m->route)) {
         return 0;
     }
     const char *why = NULL;
     const ps_node_t *n = NULL;
-    if (s->cfg->servers == 0) {
+    if (ops->cfg->servers == 0) {
         why = "an allreduce job has no servers to replace";
-    } else if (s->phase == PS_PHASE_FINISHED || s->phase == PS_PHASE_FAILED ||
-               s->phase == PS_PHASE_REPORTING) {
+    } else if (phase == PS_PHASE_FINISHED || phase == PS_PHASE_FAILED ||
+               phase == PS_PHASE_REPORTING) {
         why = "the job is ending";
     } else {
         ps_failover_spare_add(f, &m->route, reg->pid, m->peer_fd, reg->curve_key, ps_now(), &n,
                               &why);
     }
     if (why) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE, "%s", why);
+        ps_sched_refuse(ops, m, PS_ESTATE, "%s", why);
         return 1;
     }
-    ps_scheduler_send_ack(s, n);
-    ps_restart_save(s->restart, s); /* its id, for a restarted scheduler */
+    ops->send_ack(ops->core, n);
+    ops->save_state(ops->core); /* its id, for a restarted scheduler */
     ps_log_info("registered spare S%d (pid %u); %d spare%s waiting", n->rank, n->pid,
                 f->nspares, f->nspares == 1 ? "" : "s");
     return 1;
@@ -329,9 +337,9 @@ static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
 /* A message from a connection that is no node of the job: a spare's (its
  * heartbeats keep it alive; a promoted spare's last ones under its spare
  * id), or a replaced server's. */
-static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
+static int s_on_stranger(ps_failover_t *f, ps_msg_t *m)
 {
-    if (m->hdr.role == PS_ROLE_SERVER && s_on_replica_message(f, s, m)) {
+    if (m->hdr.role == PS_ROLE_SERVER && s_on_replica_message(f, m)) {
         ps_failover_spare_seen(f, &m->route, m->hdr.sender, ps_now());
         return 1;
     }
@@ -345,13 +353,13 @@ static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
         Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
         sd.status = PS_ECLOSED;
         sd.reason = (char *)"this server was declared lost and replaced";
-        ps_msg_send_ctrl(s->router, &m->route, PS_MSG_SHUTDOWN, PS_ROLE_SCHEDULER, 0, &sd.base);
+        s_send(f, &m->route, PS_MSG_SHUTDOWN, &sd.base);
         return 1;
     }
     /* A promoted spare's heartbeats sent before it learnt its new rank. */
-    for (int r = 0; r < s->cfg->servers; r++) {
+    for (int r = 0; r < f->ops->cfg->servers; r++) {
         if (f->spare_id[r] >= 0 && m->hdr.sender == f->spare_id[r] &&
-            ps_failover_same_route(&s->nodes[r].route, &m->route)) {
+            ps_failover_same_route(&s_server(f, r)->route, &m->route)) {
             return m->hdr.type == PS_MSG_HEARTBEAT;
         }
     }
@@ -360,47 +368,50 @@ static int s_on_stranger(ps_failover_t *f, ps_scheduler_t *s, ps_msg_t *m)
 
 /* Phase 2: every server stands at the checkpoint, or the replicas that
  * took ranks over serve them; the workers roll back or send the step again. */
-static void s_tell_workers(ps_failover_t *f, ps_scheduler_t *s)
+static void s_tell_workers(ps_failover_t *f)
 {
-    for (int r = 0; r < s->cfg->servers; r++) {
+    const ps_sched_ops_t *ops = f->ops;
+    for (int r = 0; r < ops->cfg->servers; r++) {
         if (f->repoint[r]) {
             f->repoint[r] = 0;
-            s_follow_new_primary(f, s, r);
+            s_follow_new_primary(f, r);
         }
     }
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        if (s->nodes[i].used && !s->nodes[i].lost) {
-            ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_FAILOVER);
+    const ps_node_t *w;
+    for (int i = 0; (w = ops->node(ops->core, PS_ROLE_WORKER, i)); i++) {
+        if (w->used && !w->lost) {
+            ops->send_view(ops->core, w, PS_MSG_FAILOVER, NULL);
         }
     }
-    if (s->view->takeover) {
+    const ps_view_t *v = s_view(f);
+    if (v->takeover) {
         ps_log_info("failover %lld: every server forgot the step under way; workers send it "
-                    "again", (long long)s->view->generation);
-    } else if (ps_job_is_stepped(&s->cfg->job)) {
+                    "again", (long long)v->generation);
+    } else if (ps_job_is_stepped(&ops->cfg->job)) {
         ps_log_info("failover %lld: every server is at step %lld; workers roll back",
-                    (long long)s->view->generation, (long long)s->view->start_step);
+                    (long long)v->generation, (long long)v->start_step);
     } else {
         ps_log_info("failover %lld: the spare is ready; workers reconnect and go on",
-                    (long long)s->view->generation);
+                    (long long)v->generation);
     }
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
+static int s_on_message(void *self, const ps_node_t *n, ps_msg_t *m)
 {
     ps_failover_t *f = self;
     if (!n) {
-        return s_on_stranger(f, s, m);
+        return s_on_stranger(f, m);
     }
     if (m->hdr.type != PS_MSG_FAILOVER_READY) {
         return 0;
     }
     const Shardps__FailoverReady *rd =
         ps_msg_unpack_body(m, &shardps__failover_ready__descriptor);
-    if (n->role != PS_ROLE_SERVER || !rd || rd->generation != s->view->generation) {
+    if (n->role != PS_ROLE_SERVER || !rd || rd->generation != s_view(f)->generation) {
         return 1; /* an older failover's: the newer one decides */
     }
-    if (ps_failover_ready(f, n->rank, rd, ps_job_is_stepped(&s->cfg->job), ps_now())) {
-        s_tell_workers(f, s);
+    if (ps_failover_ready(f, n->rank, rd, ps_job_is_stepped(&f->ops->cfg->job), ps_now())) {
+        s_tell_workers(f);
     }
     return 1;
 }
@@ -408,45 +419,26 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m
 /* The promoted spare starts with every worker live: when some were left out
  * (--min-workers) it gets the live set right after its view. A superset of
  * the live workers never completes a step early, so the order is safe. */
-static void s_send_members(ps_scheduler_t *s, const ps_node_t *n)
+static void s_send_members(ps_failover_t *f, const ps_node_t *n)
 {
     int32_t live[PS_MAX_WORKERS];
     Shardps__Members mb = SHARDPS__MEMBERS__INIT;
-    ps_members_live_set(s, &mb, live);
-    if (mb.n_live < (size_t)s->cfg->workers) {
-        s_send(s, n, PS_MSG_MEMBERS, &mb.base);
+    f->ops->live_set(f->ops->core, &mb, live);
+    if (mb.n_live < (size_t)f->ops->cfg->workers) {
+        s_send(f, &n->route, PS_MSG_MEMBERS, &mb.base);
     }
 }
 
-/* Server n is lost (silent for `silent` seconds; closed: its connection
- * closed, and a lost server that cannot be replaced is then left to its
- * silence, which logs why). Returns 1 when the job goes on (a spare takes
- * its place and the job rolls back; or training is over and only its report
- * is missing), 0 when it cannot. */
-static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double silent,
-                     int closed)
+/* Whether server r, lost at now (closed: its connection closed), can be
+ * replaced by a cold spare from a checkpoint: 1 with the newest complete one
+ * in *step, parts (PS_MAX_SERVERS), *nparts and dir (the size of the view's
+ * resume_dir); 0 when not (one line says why, unless closed: the server is
+ * then left to its silence, which logs it). */
+static int s_checkpoint(ps_failover_t *f, int r, int closed, double now, int64_t *step,
+                        ps_checkpoint_part_t *parts, int *nparts, char *dir)
 {
-    const int r = n->rank;
-    const int on = ps_ckpt_enabled(s->ckpt);
-    const double now = ps_now();
-    if (s->phase == PS_PHASE_RUNNING && s_take_over(f, s, n, silent)) {
-        return 1;
-    }
-    if (s->phase == PS_PHASE_WAITING ||
-        (closed && (s->phase != PS_PHASE_RUNNING || !on || ps_failover_cold_spares(f) == 0))) {
-        return 0;
-    }
-    if (!on) {
-        ps_log_warn("failover: S%d cannot be replaced: checkpoints are off (--checkpoint-dir "
-                    "and --checkpoint-every)", r);
-        return 0;
-    }
-    if (s->phase == PS_PHASE_REPORTING) { /* training is over: only its report is missing */
-        ps_log_warn("S%d (pid %u) lost after training ended: its report is missing", r, n->pid);
-        ps_members_unreported(n);
-        return 1;
-    }
-    ps_failover_spares_expire(f, now, s->cfg->peer_timeout); /* a dead spare gets no place */
+    const ps_view_t *v = s_view(f);
+    ps_failover_spares_expire(f, now, f->ops->cfg->peer_timeout); /* a dead spare gets no place */
     if (ps_failover_cold_spares(f) == 0) {
         if (!closed) {
             ps_log_warn("failover: S%d cannot be replaced: no spare server waits (--spares)",
@@ -454,31 +446,67 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
         }
         return 0;
     }
-    ps_view_t *v = s->view;
-    int64_t step;
-    char dir[sizeof v->resume_dir];
-    ps_checkpoint_part_t parts[PS_MAX_SERVERS];
-    const int nparts =
-        ps_manifest_find(v->checkpoint_dir, v->num_params, &step, parts, dir, sizeof dir);
-    if (nparts <= 0) {
+    *nparts = ps_manifest_find(v->checkpoint_dir, v->num_params, step, parts, dir,
+                               sizeof v->resume_dir);
+    if (*nparts <= 0) {
         if (!closed) {
             ps_log_warn("failover: S%d cannot be replaced: no complete checkpoint in %s yet", r,
                         v->checkpoint_dir);
         }
         return 0;
     }
-    const int stepped = ps_job_is_stepped(&s->cfg->job);
-    if (ps_failover_record(f, r, v->generation + 1, step, now, silent, stepped) != 0) {
+    return 1;
+}
+
+/* Server n is lost (silent for `silent` seconds; closed: its connection
+ * closed, and a lost server that cannot be replaced is then left to its
+ * silence, which logs why). Returns 1 when the job goes on (a spare takes
+ * its place and the job rolls back; or training is over and only its report
+ * is missing), 0 when it cannot. */
+static int s_replace(ps_failover_t *f, const ps_node_t *n, double silent, int closed)
+{
+    const ps_sched_ops_t *ops = f->ops;
+    const int r = n->rank;
+    const int on = ps_ckpt_enabled(f->ckpt);
+    const ps_phase_t phase = ps_sched_phase(ops);
+    const double now = ps_now();
+    if (phase == PS_PHASE_RUNNING && s_take_over(f, n, silent)) {
+        return 1;
+    }
+    if (phase == PS_PHASE_WAITING ||
+        (closed && (phase != PS_PHASE_RUNNING || !on || ps_failover_cold_spares(f) == 0))) {
+        return 0;
+    }
+    if (!on) {
+        ps_log_warn("failover: S%d cannot be replaced: checkpoints are off (--checkpoint-dir "
+                    "and --checkpoint-every)", r);
+        return 0;
+    }
+    if (phase == PS_PHASE_REPORTING) { /* training is over: only its report is missing */
+        ps_log_warn("S%d (pid %u) lost after training ended: its report is missing", r, n->pid);
+        ops->unreported(ops->core, n);
+        return 1;
+    }
+    int64_t step;
+    int nparts;
+    char dir[sizeof s_view(f)->resume_dir];
+    ps_checkpoint_part_t parts[PS_MAX_SERVERS];
+    const int stepped = ps_job_is_stepped(&ops->cfg->job);
+    if (!s_checkpoint(f, r, closed, now, &step, parts, &nparts, dir)) {
+        return 0;
+    }
+    if (ps_failover_record(f, r, s_view(f)->generation + 1, step, now, silent, stepped) != 0) {
         ps_log_err("failover: out of memory");
         return 0;
     }
     ps_node_t spare;
     ps_failover_promote(f, r, &spare);
-    s_drop_replicas(f, s, r);
+    s_drop_replicas(f, r);
+    /* the row is the spare's once the core took it: read the lost one first */
     const uint32_t lost_pid = n->pid;
     ps_failover_retire(f, &n->route);
-    ps_members_swap_in(n, &spare); /* the spare's connection is S<r> from now on */
-    ps_start_view_failover(s, r, spare.curve_key, step, parts, nparts, dir);
+    ops->replace(ops->core, r, &spare, step, parts, nparts, dir); /* the spare is S<r> */
+    const ps_view_t *v = s_view(f);
     ps_log_warn("failover %lld: lost S%d (pid %u): %s %.1f s; spare S%d (pid %u) "
                 "takes its keys from %s; %s %lld",
                 (long long)v->generation, r, lost_pid,
@@ -487,42 +515,44 @@ static int s_replace(ps_failover_t *f, ps_scheduler_t *s, ps_node_t *n, double s
                 stepped ? "every node rolls back to step"
                         : "the others go on (async), its updates since are lost: step",
                 (long long)step);
-    for (int i = 0; i < s->cfg->servers; i++) {
-        if (ps_scheduler_send_view(s, &s->nodes[i], i == r ? PS_MSG_VIEW : PS_MSG_FAILOVER)) {
+    for (int i = 0; i < ops->cfg->servers; i++) {
+        if (ops->send_view(ops->core, s_server(f, i), i == r ? PS_MSG_VIEW : PS_MSG_FAILOVER,
+                           NULL)) {
             ps_log_err("failover: cannot encode the view");
             return 0;
         }
     }
-    s_send_members(s, n);
+    s_send_members(f, s_server(f, r));
     /* The servers' rollback ends their hold, and the spare never had it: the
      * agreement starts again (its user's tick), the spare included; the
      * survivors' answers to this one are of the older generation. */
-    if (ps_agree_abandon(s->agree)) {
+    if (ps_agree_abandon(f->agree)) {
         ps_log_info("failover %lld: the step agreement under way starts again",
                     (long long)v->generation);
     }
     /* Workers finish again after the rollback; DONEs sent before it are
      * of an older generation and ignored. */
-    ps_members_rollback(s);
+    ops->rollback(ops->core);
     return 1;
 }
 
 /* A lost server is replaced when it can be; a spare whose connection closed
  * is forgotten. */
-static int s_on_lost(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_loss_t *loss)
+static int s_on_lost(void *self, const ps_node_t *n, const ps_loss_t *loss)
 {
     ps_failover_t *f = self;
     if (!n) {
         return loss->closed && ps_failover_spare_closed(f, loss->fd);
     }
-    return n->role == PS_ROLE_SERVER && s_replace(f, s, n, loss->silent, loss->closed);
+    return n->role == PS_ROLE_SERVER && s_replace(f, n, loss->silent, loss->closed);
 }
 
 /* Spares silent for the peer timeout are forgotten. */
-static void s_on_tick(void *self, ps_scheduler_t *s, double now)
+static void s_on_tick(void *self, double now)
 {
-    ps_failover_spares_expire(self, now, s->cfg->peer_timeout);
-    s_keep_replicas(self, s);
+    ps_failover_t *f = self;
+    ps_failover_spares_expire(f, now, f->ops->cfg->peer_timeout);
+    s_keep_replicas(f);
 }
 
 const ps_sched_events_t ps_failover_events = {
@@ -532,13 +562,12 @@ const ps_sched_events_t ps_failover_events = {
     .on_tick = s_on_tick,
 };
 
-void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
+void ps_failover_send_spares(ps_failover_t *f, ps_msg_type_t type,
                              const ProtobufCMessage *body)
 {
-    ps_failover_t *f = s->failover;
     if (f && (type == PS_MSG_HEARTBEAT || type == PS_MSG_SHUTDOWN)) {
         for (int i = 0; i < f->nspares; i++) {
-            s_send(s, &f->spares[i], type, body);
+            s_send(f, &f->spares[i].route, type, body);
         }
     }
 }
@@ -559,9 +588,8 @@ ps_failover_counts_t ps_failover_counts(const ps_failover_t *f)
     return c;
 }
 
-int ps_failover_json(json_t *doc, const ps_scheduler_t *s)
+int ps_failover_json(json_t *doc, const ps_failover_t *fo)
 {
-    const ps_failover_t *fo = s->failover;
     json_t *reps = json_array();
     for (int i = 0; reps && fo && i < fo->nreps; i++) {
         const ps_failover_rep_t *r = &fo->reps[i];
@@ -576,7 +604,8 @@ int ps_failover_json(json_t *doc, const ps_scheduler_t *s)
         }
     }
     const ps_failover_counts_t c = ps_failover_counts(fo);
-    json_t *rep = json_pack("{s:i, s:i, s:i, s:o, s:o, s:I}", "per_server", s->cfg->replicas,
+    json_t *rep = json_pack("{s:i, s:i, s:i, s:o, s:o, s:I}", "per_server",
+                            fo ? fo->ops->cfg->replicas : 0,
                             "takeovers", c.takeovers, "rebuilds", c.rebuilds, "rebuild_max_s",
                             ps_json_real(c.rebuild_max_s, 3), "rebuild_mean_s",
                             ps_json_real(c.rebuild_mean_s, 3), "steps_rolled_back",

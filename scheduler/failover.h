@@ -19,8 +19,10 @@
  * The module's state (the spares, the replacements and their figures, which
  * server answered the current failover) is changed by the socket-free
  * functions below, which tests/unit/test_failover.c calls; the loop reaches
- * the module through ps_failover_events (scheduler_impl.h). Private to
- * scheduler/. One thread.
+ * the module through ps_failover_events, and the module reaches the core
+ * only through its ops (scheduler/module.h): it asks the core to put a
+ * spare or a replica in a lost server's row and to change the view, and
+ * writes only its own rows, the spares'. Private to scheduler/. One thread.
  */
 #ifndef PS_SCHEDULER_FAILOVER_H
 #define PS_SCHEDULER_FAILOVER_H
@@ -30,11 +32,18 @@
 #include "common/json.h"
 #include "proto/codec.h"
 #include "proto/msg.h"
-#include "scheduler/scheduler_impl.h"
+#include "scheduler/agree.h"
+#include "scheduler/ckpt.h"
+#include "scheduler/module.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct ps_failover ps_failover_t;
+
+/* The loop's events (scheduler/module.h), self: the ps_failover_t. */
+extern const ps_sched_events_t ps_failover_events;
 
 /* Spares waiting at once, at most. */
 enum { PS_FAILOVER_MAX_SPARES = 64 };
@@ -56,9 +65,13 @@ typedef struct {
 /* Spares waiting for a view (not kept as hot replicas). */
 int ps_failover_cold_spares(const ps_failover_t *f);
 
-/* The failover state of a job with `servers` servers. Returns 0 or PS_ENOMEM.
- * Caller owns *out; destroy with ps_failover_destroy(). */
-int ps_failover_new(ps_failover_t **out, int servers);
+/* The failover state of the job of ops (its servers: ops->cfg->servers),
+ * which abandons agreement agree when it rolls the job back and replaces a
+ * server only while ckpt writes checkpoints. ops, agree and ckpt are
+ * borrowed and must outlive it. Returns 0 or PS_ENOMEM. Caller owns *out;
+ * destroy with ps_failover_destroy(). */
+int ps_failover_new(ps_failover_t **out, const ps_sched_ops_t *ops, ps_agree_t *agree,
+                    const ps_ckpt_t *ckpt);
 
 /* NULL-safe; sets *f to NULL. */
 void ps_failover_destroy(ps_failover_t **f);
@@ -130,14 +143,16 @@ int ps_failover_replacements(const ps_failover_t *f, const ps_failover_rep_t **r
 
 /* ---- the scheduler's side ---- */
 
-/* Sends a heartbeat or a SHUTDOWN to every waiting spare too
- * (ps_scheduler_send_all). */
-void ps_failover_send_spares(ps_scheduler_t *s, ps_msg_type_t type,
+/* Sends a heartbeat or a SHUTDOWN (any other type: nothing) to every
+ * waiting spare too, through ops->send: the core's send to every node calls
+ * it. NULL-safe. */
+void ps_failover_send_spares(ps_failover_t *f, ps_msg_type_t type,
                              const ProtobufCMessage *body);
 
-/* Adds the summary's "server_replacements": [...] and "spares_left" fields
- * to doc. Returns 0 or PS_ENOMEM. */
-int ps_failover_json(json_t *doc, const ps_scheduler_t *s);
+/* Adds the summary's "server_replacements": [...], "replicas" {...} (per
+ * server: ops->cfg->replicas) and "spares_left" fields to doc; f NULL: none
+ * and zeros. Returns 0 or PS_ENOMEM. */
+int ps_failover_json(json_t *doc, const ps_failover_t *f);
 
 /* What the summary and the metrics count of failovers and replicas. */
 typedef struct {

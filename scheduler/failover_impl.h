@@ -1,8 +1,8 @@
 /*
  * scheduler/failover_impl.h - the failover module's state, shared by its two
  * files: failover_state.c (spares and replacements, without sockets) and
- * failover.c (the scheduler's side: messages, takeovers, hot replicas).
- * Not for other modules: they use failover.h.
+ * failover.c (the scheduler's side: messages, takeovers, hot replicas,
+ * through the core's ops). Not for other modules: they use failover.h.
  */
 #ifndef PS_SCHEDULER_FAILOVER_IMPL_H
 #define PS_SCHEDULER_FAILOVER_IMPL_H
@@ -10,7 +10,10 @@
 #include "scheduler/failover.h"
 
 struct ps_failover {
-    int servers;
+    const ps_sched_ops_t *ops; /* the core (borrowed): what the module reads and asks */
+    ps_agree_t *agree;         /* abandoned by a rollback (borrowed) */
+    const ps_ckpt_t *ckpt;     /* a cold replacement needs its checkpoints (borrowed) */
+    int servers;               /* S: ops->cfg->servers */
     ps_node_t spares[PS_FAILOVER_MAX_SPARES]; /* waiting spares (rank: their spare id) */
     int nspares;
     int next_id;           /* the next spare's id: servers + k, never reused */

@@ -11,9 +11,11 @@
 #include "common/log.h"
 #include "scheduler/failover_impl.h"
 
-int ps_failover_new(ps_failover_t **out, int servers)
+int ps_failover_new(ps_failover_t **out, const ps_sched_ops_t *ops, ps_agree_t *agree,
+                    const ps_ckpt_t *ckpt)
 {
     *out = NULL;
+    const int servers = ops->cfg->servers;
     ps_failover_t *f = calloc(1, sizeof *f);
     size_t n = servers > 0 ? (size_t)servers : 1;
     if (!f || !(f->spare_id = malloc(n * sizeof *f->spare_id)) ||
@@ -30,6 +32,9 @@ int ps_failover_new(ps_failover_t **out, int servers)
     for (size_t i = 0; i < n * PS_MAX_REPLICAS; i++) {
         f->replica_id[i] = -1;
     }
+    f->ops = ops;
+    f->agree = agree;
+    f->ckpt = ckpt;
     f->servers = servers;
     f->next_id = servers;
     *out = f;

@@ -9,8 +9,9 @@
  * on. A joiner silent (or whose connection closed) before J is dropped and
  * the job goes on; after J it is a worker like any other.
  *
- * Owns its state (each rank's joining stage, the count of joins); private to
- * scheduler/; one thread (the scheduler's loop). ps_join_map_step is a pure
+ * Owns its state (each rank's joining stage, the count of joins) and asks
+ * the core through its ops for the joiner's row; private to scheduler/; one
+ * thread (the scheduler's loop). ps_join_map_step is a pure
  * function, also used by a resume with another worker count.
  */
 #ifndef PS_SCHEDULER_JOIN_H
@@ -18,15 +19,19 @@
 
 #include <stdint.h>
 
-#include "scheduler/scheduler_impl.h"
+#include "scheduler/agree.h"
+#include "scheduler/module.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* No joiner yet. Returns 0 or PS_ENOMEM. Caller owns *out; destroy with
- * ps_join_destroy(). */
-int ps_join_new(ps_join_t **out);
+typedef struct ps_join ps_join_t;
+
+/* No joiner yet, for the job of ops, agreeing steps through agree (both
+ * borrowed, outlive it). Returns 0 or PS_ENOMEM. Caller owns *out; destroy
+ * with ps_join_destroy(). */
+int ps_join_new(ps_join_t **out, const ps_sched_ops_t *ops, ps_agree_t *agree);
 
 /* NULL-safe; sets *j to NULL. */
 void ps_join_destroy(ps_join_t **j);
@@ -49,6 +54,10 @@ void ps_join_saved_job(ps_join_t *j, int joined);
  */
 int64_t ps_join_map_step(int64_t step, int old_workers, int new_workers, int batch,
                          uint64_t samples);
+
+/* The loop's events: a joiner's registration, its model, its loss; the
+ * agreement of its step. */
+extern const ps_sched_events_t ps_join_events;
 
 #ifdef __cplusplus
 }

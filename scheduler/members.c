@@ -2,9 +2,9 @@
  * scheduler/members.c - part of the scheduler's core (scheduler_impl.h): the
  * node table's rows, and the running job's members.
  *
- * Every change of a row that another module asks for is here (a joiner
- * admitted, a node back after a scheduler restart, a spare in a replaced
- * server's row). The running job: barriers, a silent worker left out under
+ * Every change of a row that a module asks for (scheduler/ops.c) is here
+ * (a joiner admitted, a node back after a scheduler restart, a spare in a
+ * replaced server's row). The running job: barriers, a silent worker left out under
  * --min-workers (MSG_MEMBERS to every node; its one log line once server 0
  * says at which step), DONEs and the servers' reports, and the end.
  */
@@ -15,8 +15,6 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "scheduler/preflight.h"
-#include "scheduler/restart.h"
 #include "scheduler/scheduler_impl.h"
 
 /* ---- rows ---------------------------------------------------------------- */
@@ -85,22 +83,6 @@ void ps_members_swap_in(ps_node_t *n, const ps_node_t *spare)
     snprintf(n->curve_key, sizeof n->curve_key, "%s", spare->curve_key);
 }
 
-void ps_members_seen(ps_node_t *n)
-{
-    n->last_seen = ps_now();
-}
-
-void ps_members_forget(ps_node_t *n)
-{
-    n->used = 0;
-}
-
-void ps_members_model(ps_node_t *n, uint64_t num_params, uint64_t train_samples)
-{
-    n->num_params = num_params;
-    n->train_samples = train_samples;
-}
-
 /* Our address toward the job's other hosts: --advertise, else the local end
  * of our route to the first node seen on another host (kept); "" while every
  * node is on this host. */
@@ -152,7 +134,7 @@ int ps_members_joined(ps_scheduler_t *s, ps_node_t *n)
 {
     n->lost = 0;
     n->last_seen = ps_now();
-    s->membership_changes++;
+    s->facts.membership_changes++;
     return ps_members_live(s);
 }
 
@@ -258,7 +240,7 @@ void ps_members_barrier_check(ps_scheduler_t *s)
 static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 {
     const Shardps__Barrier *b = ps_msg_unpack_body(m, &shardps__barrier__descriptor);
-    if (!b || n->role != PS_ROLE_WORKER || s->phase != PS_PHASE_RUNNING) {
+    if (!b || n->role != PS_ROLE_WORKER || s->facts.phase != PS_PHASE_RUNNING) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "bad barrier");
         return;
     }
@@ -279,13 +261,13 @@ static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
 int ps_members_leave(ps_scheduler_t *s, ps_node_t *n, const char *why)
 {
     const int min = s->cfg->min_workers ? s->cfg->min_workers : s->cfg->workers;
-    if (n->role != PS_ROLE_WORKER || s->phase <= PS_PHASE_STARTING || n->done ||
+    if (n->role != PS_ROLE_WORKER || s->facts.phase <= PS_PHASE_STARTING || n->done ||
         ps_members_live(s) - 1 < min) {
         return 0;
     }
     n->used = 0;
     n->lost = 1;
-    s->membership_changes++;
+    s->facts.membership_changes++;
     char head[48], tail[128];
     snprintf(head, sizeof head, "membership: lost W%d (pid %u)", n->rank, n->pid);
     snprintf(tail, sizeof tail, ": %s; going on with %d of %d workers (--min-workers %d)",
@@ -295,15 +277,16 @@ int ps_members_leave(ps_scheduler_t *s, ps_node_t *n, const char *why)
     Shardps__Members mb = SHARDPS__MEMBERS__INIT;
     ps_members_live_set(s, &mb, live);
     ps_scheduler_send_all(s, PS_MSG_MEMBERS, &mb.base);
-    ps_preflight_progress(s->preflight, s);
+    ps_preflight_progress(s->preflight);
     ps_members_barrier_check(s);
-    ps_restart_save(s->restart, s);
+    ps_scheduler_save_state(s);
     return 1;
 }
 
-static int s_on_lost(void *self, ps_scheduler_t *s, ps_node_t *n, const ps_loss_t *loss)
+static int s_on_lost(void *self, const ps_node_t *lost, const ps_loss_t *loss)
 {
-    (void)self;
+    ps_scheduler_t *s = self;
+    ps_node_t *n = lost ? ps_scheduler_row(s, lost->role, lost->rank) : NULL;
     if (!n || n->role != PS_ROLE_WORKER) {
         return 0;
     }
@@ -361,15 +344,16 @@ static void s_on_end_message(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
     } else { /* PS_MSG_SHUTDOWN */
         const Shardps__Shutdown *sd =
             m->nframes ? ps_msg_unpack_body(m, &shardps__shutdown__descriptor) : NULL;
-        s->diverged |= sd && sd->status == PS_ENONFINITE;
+        s->facts.diverged |= sd && sd->status == PS_ENONFINITE;
         ps_scheduler_fail(s, "%s failed: %.159s", ps_node_tag(n, tag, sizeof tag),
                           sd ? sd->reason : "");
     }
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
+static int s_on_message(void *self, const ps_node_t *from, ps_msg_t *m)
 {
-    (void)self;
+    ps_scheduler_t *s = self;
+    ps_node_t *n = from ? ps_scheduler_row(s, from->role, from->rank) : NULL;
     if (!n) {
         return 0;
     }
@@ -400,20 +384,20 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m
 
 /* RUNNING: once every live worker is done the servers are asked for their
  * reports (REPORTING); once every report is in the job is FINISHED. */
-static void s_on_tick(void *self, ps_scheduler_t *s, double now)
+static void s_on_tick(void *self, double now)
 {
-    (void)self;
-    if (s->phase == PS_PHASE_RUNNING) {
+    ps_scheduler_t *s = self;
+    if (s->facts.phase == PS_PHASE_RUNNING) {
         for (int i = s->cfg->servers; i < s->nnodes; i++) {
             if (!s->nodes[i].done && !s->nodes[i].lost) {
                 return;
             }
         }
         ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_DONE);
-        s->t_end = now;
+        s->facts.t_end = now;
         ps_scheduler_send_servers(s, PS_MSG_REPORT, NULL);
     }
-    if (s->phase == PS_PHASE_REPORTING) {
+    if (s->facts.phase == PS_PHASE_REPORTING) {
         for (int i = 0; i < s->cfg->servers; i++) {
             if (!s->nodes[i].reported) {
                 return;

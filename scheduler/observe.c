@@ -1,4 +1,8 @@
-/* scheduler/observe.c - the job's metrics (ours and the nodes') and its status view. */
+/*
+ * scheduler/observe.c - the job's metrics (ours and the nodes') and its
+ * status view. Reads the core only through its ops, and only on the loop's
+ * thread; the HTTP thread sees this module's own copies.
+ */
 #include "scheduler/observe.h"
 
 #include <pthread.h>
@@ -13,10 +17,8 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "proto/codec.h"
-#include "scheduler/failover.h"
-#include "scheduler/scheduler_impl.h"
 
-/* Status askers remembered for ps_scheduler_status_final: a `shardps-status
+/* Status askers remembered for ps_sched_obs_status_final: a `shardps-status
  * --watch` between two questions when the job ends learns how it ended. */
 #define S_WATCHERS 8
 
@@ -34,6 +36,7 @@ typedef struct {
 } s_node_t;
 
 struct ps_sched_obs {
+    const ps_sched_ops_t *ops; /* the core's (borrowed): the loop's thread only */
     pthread_mutex_t mu; /* the nodes' texts and `fresh`, between the loop and the HTTP thread */
     s_node_t *nodes;
     int nnodes;
@@ -90,11 +93,10 @@ static void s_merge_nodes(ps_sched_obs_t *o)
     free(copy.p);
 }
 
-/* A scrape (on the HTTP server's one thread): our series now, the nodes'
- * merged again only when one of them reported since the last scrape. */
-static void s_render(void *arg, ps_text_t *out)
+/* A scrape: our series now, the nodes' merged again only when one of them
+ * reported since the last scrape. */
+void ps_sched_obs_render(ps_sched_obs_t *o, ps_text_t *out)
 {
-    ps_sched_obs_t *o = arg;
     ps_metrics_render(o->reg, out);
     pthread_mutex_lock(&o->mu);
     const int fresh = o->fresh;
@@ -107,9 +109,16 @@ static void s_render(void *arg, ps_text_t *out)
     }
 }
 
-int ps_sched_obs_new(const char *bind, int nnodes, ps_sched_obs_t **out, char *err,
-                     size_t errlen)
+/* The HTTP server's callback, on its one thread. */
+static void s_render(void *arg, ps_text_t *out)
 {
+    ps_sched_obs_render(arg, out);
+}
+
+int ps_sched_obs_new(const ps_sched_ops_t *ops, const char *bind, ps_sched_obs_t **out,
+                     char *err, size_t errlen)
+{
+    const int nnodes = ops->cfg->servers + ops->cfg->workers;
     *out = NULL;
     ps_sched_obs_t *o = calloc(1, sizeof *o);
     if (!o || !(o->nodes = calloc((size_t)nnodes, sizeof *o->nodes)) ||
@@ -122,6 +131,7 @@ int ps_sched_obs_new(const char *bind, int nnodes, ps_sched_obs_t **out, char *e
         return PS_ENOMEM;
     }
     pthread_mutex_init(&o->mu, NULL);
+    o->ops = ops;
     o->nnodes = nnodes;
     ps_metrics_t *m = o->reg;
     /* the types nodes send us; anything else counts as "other" (index 0) */
@@ -250,22 +260,34 @@ void ps_sched_obs_hold(ps_sched_obs_t *o, double seconds)
     }
 }
 
-void ps_scheduler_observe_tick(ps_scheduler_t *s)
+/* Row i of the core's table, servers first; an unused row where the core
+ * has none. */
+static const ps_node_t *s_row(const ps_sched_obs_t *o, int i)
 {
-    ps_sched_obs_t *o = s->obs;
+    static const ps_node_t none;
+    const ps_sched_ops_t *ops = o->ops;
+    const int servers = ops->cfg->servers;
+    const ps_node_t *n = i < servers ? ops->node(ops->core, PS_ROLE_SERVER, i)
+                                     : ops->node(ops->core, PS_ROLE_WORKER, i - servers);
+    return n ? n : &none;
+}
+
+void ps_sched_obs_tick(ps_sched_obs_t *o, ps_failover_counts_t c)
+{
+    const ps_sched_facts_t *f = o->ops->facts(o->ops->core);
     int live = 0, lost = 0, done = 0;
-    for (int i = 0; i < s->nnodes; i++) {
-        live += s->nodes[i].used && !s->nodes[i].done;
-        lost += s->nodes[i].lost;
-        done += s->nodes[i].done;
+    for (int i = 0; i < o->nnodes; i++) {
+        const ps_node_t *n = s_row(o, i);
+        live += n->used && !n->done;
+        lost += n->lost;
+        done += n->done;
     }
     ps_metric_set(o->live, live);
     ps_metric_set(o->lost, lost);
     ps_metric_set(o->done, done);
-    ps_metric_set(o->refused, (double)s->refused);
-    ps_metric_set(o->membership, s->membership_changes);
-    ps_metric_set(o->phase_running, s->phase == PS_PHASE_RUNNING);
-    const ps_failover_counts_t c = ps_failover_counts(s->failover);
+    ps_metric_set(o->refused, (double)f->refused);
+    ps_metric_set(o->membership, f->membership_changes);
+    ps_metric_set(o->phase_running, f->phase == PS_PHASE_RUNNING);
     ps_metric_set(o->replaced, c.replacements);
     ps_metric_set(o->takeovers, c.takeovers);
     ps_metric_set(o->rebuilds, c.rebuilds);
@@ -274,26 +296,27 @@ void ps_scheduler_observe_tick(ps_scheduler_t *s)
 }
 
 /* Node i of the cluster view for shardps-status, into sn (borrowing from the
- * scheduler's and the observer's state). */
-static void s_status_node(ps_scheduler_t *s, int i, double now, Shardps__StatusNode *sn)
+ * core's rows and view v, and from o). */
+static void s_status_node(const ps_sched_obs_t *o, int i, const ps_sched_facts_t *f,
+                          const ps_view_t *v, double now, Shardps__StatusNode *sn)
 {
     static const Shardps__MetricsReport none = SHARDPS__METRICS_REPORT__INIT;
-    const ps_node_t *n = &s->nodes[i];
-    const s_node_t *on = &s->obs->nodes[i];
-    const int is_server = i < s->cfg->servers;
+    const ps_node_t *n = s_row(o, i);
+    const s_node_t *on = &o->nodes[i];
+    const int servers = o->ops->cfg->servers, is_server = i < servers;
     shardps__status_node__init(sn);
     sn->role = is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER;
-    sn->rank = is_server ? i : i - s->cfg->servers;
+    sn->rank = is_server ? i : i - servers;
     sn->endpoint = (char *)n->endpoint;
     sn->pid = n->pid;
-    if (is_server && s->phase != PS_PHASE_WAITING && i < s->view->num_servers) {
-        sn->key_begin = s->view->servers[i].begin;
-        sn->key_end = s->view->servers[i].end;
+    if (is_server && f->phase != PS_PHASE_WAITING && i < v->num_servers) {
+        sn->key_begin = v->servers[i].begin;
+        sn->key_end = v->servers[i].end;
     }
     sn->state = (char *)(n->lost                         ? "lost"
                          : n->done                       ? "done"
                          : !n->used                      ? "missing"
-                         : s->phase == PS_PHASE_WAITING ? "registered"
+                         : f->phase == PS_PHASE_WAITING ? "registered"
                                                          : "running");
     sn->silent_seconds = n->used ? now - n->last_seen : 0;
     sn->report = (Shardps__MetricsReport *)(on->reported ? &on->report : &none);
@@ -305,30 +328,32 @@ static void s_status_node(ps_scheduler_t *s, int i, double now, Shardps__StatusN
 
 /* The cluster view to route, as the answer to request_id (0: unasked, the
  * final state). Returns 0 or a negative PS_E* (PS_ENOMEM: nothing sent). */
-static int s_status_send(ps_scheduler_t *s, const ps_route_t *route, uint64_t request_id)
+static int s_status_send(ps_sched_obs_t *o, const ps_route_t *route, uint64_t request_id)
 {
-    const ps_job_t *j = &s->cfg->job;
+    const ps_sched_ops_t *ops = o->ops;
+    const ps_sched_facts_t *f = ops->facts(ops->core);
+    const ps_view_t *v = ops->view(ops->core);
+    const ps_job_t *j = &ops->cfg->job;
     char mode[PS_STATUS_MODE_MAX];
     ps_job_mode_str(j, mode, sizeof mode);
     Shardps__StatusReply st = SHARDPS__STATUS_REPLY__INIT;
-    st.phase = (char *)ps_phase_name(s->phase);
+    st.phase = (char *)ps_phase_name(f->phase);
     st.model = (char *)j->model;
     st.mode = mode;
-    st.total_steps = s->view->total_steps;
-    st.num_params = s->view->num_params;
+    st.total_steps = v->total_steps;
+    st.num_params = v->num_params;
     const double now = ps_now();
-    st.elapsed_seconds = now - s->t_start;
-    Shardps__StatusNode *nodes = calloc((size_t)s->nnodes + 1, sizeof *nodes);
-    st.nodes = calloc((size_t)s->nnodes + 1, sizeof *st.nodes);
-    for (int i = 0; nodes && st.nodes && i < s->nnodes; i++) {
-        s_status_node(s, i, now, &nodes[i]);
+    st.elapsed_seconds = now - f->t_start;
+    Shardps__StatusNode *nodes = calloc((size_t)o->nnodes + 1, sizeof *nodes);
+    st.nodes = calloc((size_t)o->nnodes + 1, sizeof *st.nodes);
+    for (int i = 0; nodes && st.nodes && i < o->nnodes; i++) {
+        s_status_node(o, i, f, v, now, &nodes[i]);
         st.nodes[i] = &nodes[i];
     }
-    st.n_nodes = (size_t)s->nnodes;
-    Shardps__Header h;
-    ps_msg_header(&h, PS_MSG_STATUS_REPLY, PS_ROLE_SCHEDULER, 0);
-    h.request_id = request_id;
-    int rc = !nodes || !st.nodes ? PS_ENOMEM : ps_msg_send_body(s->router, route, h, &st.base);
+    st.n_nodes = (size_t)o->nnodes;
+    int rc = !nodes || !st.nodes
+                 ? PS_ENOMEM
+                 : ops->answer(ops->core, route, PS_MSG_STATUS_REPLY, request_id, &st.base);
     free(st.nodes);
     free(nodes);
     return rc;
@@ -350,19 +375,17 @@ static void s_watcher_add(ps_sched_obs_t *o, const ps_route_t *r)
     }
 }
 
-void ps_scheduler_status_reply(ps_scheduler_t *s, const ps_msg_t *m)
+void ps_sched_obs_status_reply(ps_sched_obs_t *o, const ps_msg_t *m)
 {
-    if (s->obs) {
-        s_watcher_add(s->obs, &m->route);
-    }
-    if (s_status_send(s, &m->route, m->hdr.request_id) == PS_ENOMEM) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ENOMEM, "out of memory");
+    s_watcher_add(o, &m->route);
+    if (s_status_send(o, &m->route, m->hdr.request_id) == PS_ENOMEM) {
+        o->ops->reply_error(o->ops->core, m, PS_ENOMEM, "out of memory");
     }
 }
 
-void ps_scheduler_status_final(ps_scheduler_t *s)
+void ps_sched_obs_status_final(ps_sched_obs_t *o)
 {
-    for (int i = 0; s->obs && s->router && i < s->obs->nwatchers; i++) {
-        (void)s_status_send(s, &s->obs->watchers[i], 0); /* one gone is no matter */
+    for (int i = 0; o && i < o->nwatchers; i++) {
+        (void)s_status_send(o, &o->watchers[i], 0); /* one gone is no matter */
     }
 }

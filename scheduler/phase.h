@@ -9,7 +9,7 @@
  *   any but FINISHED --abort--> FAILED
  *
  * A pure table: no state, no sockets. The scheduler keeps its phase and
- * changes it only through ps_scheduler_phase_event() (scheduler_impl.h),
+ * changes it only through ps_scheduler_phase_event() (scheduler.c),
  * which asks ps_phase_next(); tests/unit/test_phase.c walks the table.
  * The order of the phases is the job's: a phase before STARTING has no view
  * sent to the workers yet.

@@ -9,6 +9,7 @@
 #include "common/log.h"
 
 struct ps_preflight {
+    const ps_sched_ops_t *ops;
     int servers;
     int workers;
     Shardps__PreflightPair **pairs; /* [w]: worker w's result, one per server in rank
@@ -16,15 +17,17 @@ struct ps_preflight {
     int verdict;                 /* 0 waiting for results, 1 passed, -1 failed */
 };
 
-int ps_preflight_new(ps_preflight_t **out, int servers, int workers)
+int ps_preflight_new(ps_preflight_t **out, const ps_sched_ops_t *ops)
 {
+    const int workers = ops->cfg->workers;
     ps_preflight_t *p = calloc(1, sizeof *p);
     if (!p || !(p->pairs = calloc((size_t)(workers > 0 ? workers : 1), sizeof *p->pairs))) {
         free(p);
         *out = NULL;
         return PS_ENOMEM;
     }
-    p->servers = servers;
+    p->ops = ops;
+    p->servers = ops->cfg->servers;
     p->workers = workers;
     *out = p;
     return 0;
@@ -79,13 +82,15 @@ static int s_record(ps_preflight_t *pf, const ps_node_t *n, ps_msg_t *m)
 /* Once every live worker's result is in: logs the table, returns 1 when
  * every pair reached, else PS_EIO with every unreachable pair in why; 0
  * while results are missing (1 when none was asked for). */
-static int s_check(const ps_preflight_t *pf, const ps_scheduler_t *s, char *why, size_t cap)
+static int s_check(const ps_preflight_t *pf, char *why, size_t cap)
 {
-    if (!s->view->preflight) {
+    const ps_sched_ops_t *ops = pf->ops;
+    const ps_view_t *v = ops->view(ops->core);
+    if (!v->preflight) {
         return 1;
     }
     for (int w = 0; w < pf->workers; w++) {
-        if (!pf->pairs[w] && !ps_scheduler_worker(s, w)->lost) {
+        if (!pf->pairs[w] && !ops->node(ops->core, PS_ROLE_WORKER, w)->lost) {
             return 0;
         }
     }
@@ -97,7 +102,7 @@ static int s_check(const ps_preflight_t *pf, const ps_scheduler_t *s, char *why,
     for (int w = 0; w < pf->workers; w++) {
         for (int k = 0; pf->pairs[w] && k < pf->servers; k++) {
             const Shardps__PreflightPair *pp = &pf->pairs[w][k];
-            const char *ep = s->view->servers[k].endpoint;
+            const char *ep = v->servers[k].endpoint;
             if (pp->reached) {
                 ps_log_info("  W%d -> S%d %-28s rtt %8.3f ms %10.1f MB/s", w, k, ep, pp->rtt_ms,
                             pp->mbytes_per_s);
@@ -121,20 +126,20 @@ static int s_check(const ps_preflight_t *pf, const ps_scheduler_t *s, char *why,
     return 1;
 }
 
-void ps_preflight_progress(ps_preflight_t *p, ps_scheduler_t *s)
+void ps_preflight_progress(ps_preflight_t *p)
 {
     char why[512];
-    const int rc = p->verdict == 0 ? s_check(p, s, why, sizeof why) : 0;
+    const int rc = p->verdict == 0 ? s_check(p, why, sizeof why) : 0;
     if (rc < 0) {
         p->verdict = -1;
-        ps_scheduler_fail(s, "%s", why);
+        p->ops->abort_job(p->ops->core, 0, why);
     } else if (rc == 1) {
         p->verdict = 1;
-        ps_members_barrier_check(s);
+        p->ops->barrier_check(p->ops->core);
     }
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
+static int s_on_message(void *self, const ps_node_t *n, ps_msg_t *m)
 {
     ps_preflight_t *p = self;
     if (!n || m->hdr.type != PS_MSG_PREFLIGHT_RESULT) {
@@ -142,10 +147,11 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m
     }
     if (s_record(p, n, m) != 0) {
         char tag[16];
-        ps_scheduler_fail(s, "%s sent a bad preflight result", ps_node_tag(n, tag, sizeof tag));
+        ps_sched_fail(p->ops, 0, "%s sent a bad preflight result",
+                      ps_node_tag(n, tag, sizeof tag));
         return 1;
     }
-    ps_preflight_progress(p, s);
+    ps_preflight_progress(p);
     return 1;
 }
 
@@ -153,12 +159,11 @@ const ps_sched_events_t ps_preflight_events = {
     .on_message = s_on_message,
 };
 
-json_t *ps_preflight_json(const ps_scheduler_t *s)
+json_t *ps_preflight_json(const ps_preflight_t *pf)
 {
-    const ps_preflight_t *pf = s->preflight;
     json_t *pairs = json_array();
-    for (int w = 0; pairs && w < s->cfg->workers; w++) {
-        for (int i = 0; pf->pairs[w] && i < s->cfg->servers; i++) {
+    for (int w = 0; pairs && w < pf->workers; w++) {
+        for (int i = 0; pf->pairs[w] && i < pf->servers; i++) {
             const Shardps__PreflightPair *pp = &pf->pairs[w][i];
             json_t *pair = json_pack("{s:i, s:i, s:b, s:o, s:o}", "worker", w, "server", i,
                                      "reached", pp->reached, "rtt_ms",

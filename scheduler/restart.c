@@ -12,13 +12,11 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
-#include "scheduler/agree.h"
-#include "scheduler/ckpt.h"
-#include "scheduler/failover.h"
-#include "scheduler/join.h"
 
 struct ps_restart {
-    const ps_scheduler_config_t *cfg;
+    const ps_sched_ops_t *ops; /* the core (borrowed) */
+    const ps_scheduler_config_t *cfg; /* ops->cfg */
+    ps_agree_t *agree;         /* the agreement a recovery releases (borrowed) */
     ps_view_t *saved;          /* the view of the saved job, whose nodes may
                                   register again; NULL: none */
     Shardps__JoinSchedulerState *state; /* the rest of that state, as read (owned);
@@ -29,13 +27,15 @@ struct ps_restart {
 
 static const char s_magic[] = "shardps-scheduler-state-1\n";
 
-int ps_restart_new(ps_restart_t **out, const ps_scheduler_config_t *cfg)
+int ps_restart_new(ps_restart_t **out, const ps_sched_ops_t *ops, ps_agree_t *agree)
 {
     *out = calloc(1, sizeof **out);
     if (!*out) {
         return PS_ENOMEM;
     }
-    (*out)->cfg = cfg;
+    (*out)->ops = ops;
+    (*out)->cfg = ops->cfg;
+    (*out)->agree = agree;
     return 0;
 }
 
@@ -62,46 +62,21 @@ static void s_state_path(const char *dir, char *path, size_t cap)
     snprintf(path, cap, "%s/scheduler.state", dir);
 }
 
-void ps_restart_save(const ps_restart_t *r, ps_scheduler_t *s)
+void ps_restart_save(const ps_restart_t *r, const uint8_t *state, size_t len)
 {
-    const char *dir = s->cfg->checkpoint_dir;
-    if (!dir || !s->view->num_params) {
+    const char *dir = r->cfg->checkpoint_dir;
+    if (!dir) {
         return;
     }
-    Shardps__JoinSchedulerState st = SHARDPS__JOIN_SCHEDULER_STATE__INIT;
-    int32_t lost[PS_MAX_WORKERS];
-    st.run_id = s->run_id;
-    st.membership_changes = s->membership_changes;
-    st.workers_joined = ps_join_count(s->join);
-    st.restarts = r->restarts;
-    st.checkpoint = ps_ckpt_newest(s->ckpt);
-    st.seconds = ps_now() - s->t_view;
-    st.finished = s->phase == PS_PHASE_FINISHED || s->phase == PS_PHASE_FAILED;
-    st.next_spare_id = ps_failover_next_id(s->failover);
-    st.lost = lost;
-    for (int w = 0; w < s->cfg->workers; w++) {
-        if (ps_scheduler_worker(s, w)->lost) {
-            lost[st.n_lost++] = w;
-        }
-    }
-    uint8_t *body;
-    size_t len;
     char path[4096], why[256] = "out of memory";
-    /* The workers' tokens go with it (the view's servers' copy): a restarted
-     * scheduler gives them to a spare that replaces a server. */
-    if (ps_scheduler_pack_state(s, &st, &body, &len) != 0) {
-        ps_log_warn("cannot encode the scheduler's state");
-        return;
-    }
-    const uint32_t crc = (uint32_t)crc32(0L, body, (uInt)len);
+    const uint32_t crc = (uint32_t)crc32(0L, state, (uInt)len);
     const uint8_t le[4] = {crc & 0xff, (crc >> 8) & 0xff, (crc >> 16) & 0xff, crc >> 24};
     mkdir(dir, 0777); /* servers make it too, maybe later */
     s_state_path(dir, path, sizeof path);
-    if (ps_file_write_atomic(path, (const void *[]){s_magic, le, body},
+    if (ps_file_write_atomic(path, (const void *[]){s_magic, le, state},
                              (size_t[]){sizeof s_magic - 1, 4, len}, 3, why, sizeof why) != 0) {
         ps_log_warn("the scheduler's state is not saved: %s", why);
     }
-    free(body);
 }
 
 /* Reads path into a malloc'd buffer (caller frees) of *len bytes, or NULL. */
@@ -211,74 +186,91 @@ int ps_restart_load(ps_restart_t *r, uint64_t *run_id, int *next_spare_id)
     return r->saved != NULL;
 }
 
-/* The first node of the saved job registered again: the job is the saved one. */
-static void s_recover_begin(ps_restart_t *r, ps_scheduler_t *s)
+/* The first node of the saved job registered again: the job is the saved
+ * one (the core takes its view and counters, and gives join and ckpt their
+ * parts; it fails the job itself when it cannot). */
+static void s_recover_begin(ps_restart_t *r)
 {
+    const ps_sched_ops_t *ops = r->ops;
     const Shardps__JoinSchedulerState *st = r->state;
     r->t_recover = ps_now();
-    ps_start_saved_job(s, r->saved, st, r->t_recover);
     r->restarts = st->restarts + 1;
-    ps_join_saved_job(s->join, st->workers_joined);
-    if (ps_ckpt_saved_job(s->ckpt, s->view, st->checkpoint) != 0) {
-        ps_scheduler_fail(s, "out of memory");
+    ops->saved_job(ops->core, r->saved, st, r->t_recover);
+    if (ps_sched_phase(ops) == PS_PHASE_FAILED) {
         return;
     }
     ps_log_warn("bringing job %016llx back (scheduler restart %d): waiting up to %.0f s for "
-                "%d servers and %d workers to register again", (unsigned long long)s->run_id,
-                r->restarts, s->cfg->wait, s->cfg->servers, ps_members_live(s));
+                "%d servers and %d workers to register again",
+                (unsigned long long)ops->facts(ops->core)->run_id, r->restarts, r->cfg->wait,
+                r->cfg->servers, ops->live(ops->core));
+}
+
+/* Row i of the job's nodes: the servers', then the workers'. */
+static const ps_node_t *s_row(const ps_restart_t *r, int i)
+{
+    const int S = r->cfg->servers;
+    return r->ops->node(r->ops->core, i < S ? PS_ROLE_SERVER : PS_ROLE_WORKER,
+                        i < S ? i : i - S);
+}
+
+/* Whether any node of the job registered with this scheduler (fresh or back). */
+static int s_any_used(const ps_restart_t *r)
+{
+    for (int i = 0; i < r->cfg->servers + r->cfg->workers; i++) {
+        if (s_row(r, i)->used) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* A REGISTER carrying a job id: a node that lost its scheduler. The first
  * one of the saved job starts bringing it back (RECOVERING); the same node
  * again (a lost answer) is answered again; anything else is refused. */
-static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
-                         const Shardps__Register *reg)
+static int s_on_register(void *self, ps_msg_t *m, const Shardps__Register *reg)
 {
     ps_restart_t *r = self;
+    const ps_sched_ops_t *ops = r->ops;
     if (!reg->run_id) {
         return 0;
     }
     const int is_server = reg->role == PS_ROLE_SERVER;
-    const int count = is_server ? s->cfg->servers : s->cfg->workers;
+    const int count = is_server ? r->cfg->servers : r->cfg->workers;
     const char *tag = ps_codec_role_tag(reg->role);
-    if (reg->run_id != s->run_id) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
-                           "this scheduler runs another job");
+    if (reg->run_id != ops->facts(ops->core)->run_id) {
+        ops->reply_error(ops->core, m, PS_ESTATE, "this scheduler runs another job");
         return 1;
     }
     if (is_server && reg->rank >= count) {
         return 0; /* a spare of the job (its id is past the ranks): failover.c's */
     }
     if (reg->rank < 0 || reg->rank >= count) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
-                           "%s%d is not a node of this job", tag, reg->rank);
+        ps_sched_refuse(ops, m, PS_EINVAL, "%s%d is not a node of this job", tag, reg->rank);
         return 1;
     }
-    ps_node_t *n = &s->nodes[(is_server ? 0 : s->cfg->servers) + reg->rank];
+    const ps_node_t *n = ops->node(ops->core, is_server ? PS_ROLE_SERVER : PS_ROLE_WORKER,
+                                   reg->rank);
     if (n->used && n->route.len == m->route.len &&
         !memcmp(n->route.id, m->route.id, m->route.len)) {
-        ps_members_seen(n);
-        ps_scheduler_send_ack(s, n); /* its first answer was lost, or it lost us for a while */
+        ops->seen(ops->core, n);
+        ops->send_ack(ops->core, n); /* its first answer was lost, or it lost us for a while */
         return 1;
     }
-    int fresh = 0;
-    for (int i = 0; i < s->nnodes; i++) {
-        fresh |= s->nodes[i].used;
+    if (ps_sched_phase(ops) == PS_PHASE_WAITING && r->saved && !s_any_used(r)) {
+        s_recover_begin(r);
     }
-    if (s->phase == PS_PHASE_WAITING && r->saved && !fresh) {
-        s_recover_begin(r, s);
-    }
-    const char *no = s->phase != PS_PHASE_RECOVERING ? "the scheduler is not bringing its job back"
-                     : !is_server && n->lost   ? "it was left out of the job"
+    const char *no = ps_sched_phase(ops) != PS_PHASE_RECOVERING
+                         ? "the scheduler is not bringing its job back"
+                     : !is_server && n->lost         ? "it was left out of the job"
                      : n->used && n->pid != reg->pid ? "that node is registered"
                                                      : NULL;
     if (no) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
-                           "%s%d cannot register again: %s", tag, reg->rank, no);
+        ps_sched_refuse(ops, m, PS_ESTATE, "%s%d cannot register again: %s", tag, reg->rank,
+                        no);
         return 1;
     }
-    ps_members_readmit(s, n, m, reg);
-    ps_scheduler_send_ack(s, n);
+    ops->readmit(ops->core, m, reg);
+    ops->send_ack(ops->core, n);
     ps_log_info("%s%d (pid %u) registered again", tag, reg->rank, n->pid);
     return 1;
 }
@@ -286,15 +278,17 @@ static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
 /* RECOVERING: once every server and live worker registered again the job
  * runs on (servers' holds released); after --wait the missing workers are
  * left out (--min-workers) or the job fails. */
-static void s_on_tick(void *self, ps_scheduler_t *s, double now)
+static void s_on_tick(void *self, double now)
 {
     ps_restart_t *r = self;
-    if (s->phase != PS_PHASE_RECOVERING) {
+    const ps_sched_ops_t *ops = r->ops;
+    const int S = r->cfg->servers;
+    if (ps_sched_phase(ops) != PS_PHASE_RECOVERING) {
         return;
     }
-    const int timed_out = now - r->t_recover > s->cfg->wait;
-    for (int i = 0; i < s->nnodes; i++) {
-        ps_node_t *n = &s->nodes[i];
+    const int timed_out = now - r->t_recover > r->cfg->wait;
+    for (int i = 0; i < S + r->cfg->workers; i++) {
+        const ps_node_t *n = s_row(r, i);
         if (n->used || n->lost) {
             continue;
         }
@@ -303,20 +297,18 @@ static void s_on_tick(void *self, ps_scheduler_t *s, double now)
         }
         char why[160];
         snprintf(why, sizeof why, "silent for %.1f s", now - r->t_recover);
-        if (i < s->cfg->servers || !ps_members_leave(s, n, why)) {
-            ps_scheduler_fail(s, "%s%d did not register again within %.0f s (--wait)",
-                              i < s->cfg->servers ? "S" : "W",
-                              i < s->cfg->servers ? i : i - s->cfg->servers, s->cfg->wait);
+        if (i < S || !ops->leave(ops->core, n, why)) {
+            ps_sched_fail(ops, 0, "%s%d did not register again within %.0f s (--wait)",
+                          i < S ? "S" : "W", i < S ? i : i - S, r->cfg->wait);
             return;
         }
     }
     /* Every node is back: a step agreement the old scheduler left open ends. */
-    ps_agree_release(s);
-    ps_scheduler_phase_event(s, PS_PHASE_EV_ALL_BACK);
-    ps_ckpt_timer_start(s->ckpt, now);
+    ps_agree_release(r->agree);
+    ops->phase_event(ops->core, PS_PHASE_EV_ALL_BACK);
     ps_log_warn("job %016llx is back: every node registered again within %.1f s",
-                (unsigned long long)s->run_id, now - r->t_recover);
-    ps_restart_save(r, s);
+                (unsigned long long)ops->facts(ops->core)->run_id, now - r->t_recover);
+    ops->save_state(ops->core);
 }
 
 const ps_sched_events_t ps_restart_events = {

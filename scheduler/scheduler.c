@@ -32,12 +32,6 @@
 #include "proto/link.h"
 #include "proto/msg.h"
 #include "proto/sock.h"
-#include "scheduler/agree.h"
-#include "scheduler/ckpt.h"
-#include "scheduler/failover.h"
-#include "scheduler/join.h"
-#include "scheduler/preflight.h"
-#include "scheduler/restart.h"
 #include "scheduler/scheduler_impl.h"
 #include "scheduler/summary.h"
 
@@ -77,6 +71,15 @@ ps_node_t *ps_scheduler_node_of(ps_scheduler_t *s, const ps_route_t *r)
     return NULL;
 }
 
+ps_node_t *ps_scheduler_row(const ps_scheduler_t *s, ps_role_t role, int rank)
+{
+    const int count = role == PS_ROLE_SERVER ? s->cfg->servers : s->cfg->workers;
+    if (rank < 0 || rank >= count || (role != PS_ROLE_SERVER && role != PS_ROLE_WORKER)) {
+        return NULL;
+    }
+    return &s->nodes[(role == PS_ROLE_SERVER ? 0 : s->cfg->servers) + rank];
+}
+
 void ps_scheduler_send_all(ps_scheduler_t *s, ps_msg_type_t type, const ProtobufCMessage *body)
 {
     for (int i = 0; i < s->nnodes; i++) {
@@ -84,7 +87,7 @@ void ps_scheduler_send_all(ps_scheduler_t *s, ps_msg_type_t type, const Protobuf
             ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body);
         }
     }
-    ps_failover_send_spares(s, type, body);
+    ps_failover_send_spares(s->failover, type, body);
 }
 
 void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type,
@@ -95,70 +98,135 @@ void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type,
     }
 }
 
-/* The view as a ClusterView into pb, for node n (NULL: every token, the
- * saved state). The servers' copy carries every worker's token; under
- * allreduce a worker's carries its left neighbour's, whose ring data it
- * takes (worker/ring.h); set in the view until s_view_done(). Returns 0 or
- * PS_EINVAL (it does not encode). */
-static int s_view_pb(ps_scheduler_t *s, const ps_node_t *n, ps_view_pb_t *pb)
+/* A view being sent: a copy with the tokens its receiver may see, and its
+ * protobuf form, which borrows from the copy. */
+typedef struct {
+    ps_view_t v;
+    ps_view_pb_t pb;
+} s_view_msg_t;
+
+/* View v as a ClusterView into out, for node n (NULL: every token, the saved
+ * state). The servers' copy carries every worker's token; under allreduce a
+ * worker's carries its left neighbour's, whose ring data it takes
+ * (worker/ring.h). Returns 0, or PS_ENOMEM / PS_EINVAL (*out NULL). */
+static int s_view_msg(ps_scheduler_t *s, const ps_node_t *n, const ps_view_t *v,
+                      s_view_msg_t **out)
 {
     const int M = s->cfg->workers;
     const int left = n && n->role == PS_ROLE_WORKER && s->cfg->job.mode == PS_MODE_ALLREDUCE
                          ? (n->rank + M - 1) % M
                          : -1;
+    s_view_msg_t *vm = malloc(sizeof *vm);
+    if (!vm) {
+        *out = NULL;
+        return PS_ENOMEM;
+    }
+    vm->v = *v;
+    memset(vm->v.worker_tokens, 0, sizeof vm->v.worker_tokens);
     for (int w = 0; w < M; w++) {
         if (!n || n->role == PS_ROLE_SERVER || w == left) {
-            s->view->worker_tokens[w] = ps_scheduler_worker(s, w)->token;
+            vm->v.worker_tokens[w] = ps_scheduler_worker(s, w)->token;
         }
     }
-    return ps_codec_view_to_pb(s->view, pb);
-}
-
-/* The tokens leave the view again: only the servers' copy has them. */
-static void s_view_done(ps_scheduler_t *s, ps_view_pb_t *pb)
-{
-    memset(s->view->worker_tokens, 0, sizeof s->view->worker_tokens);
-    free(pb);
-}
-
-int ps_scheduler_send_view(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type)
-{
-    ps_view_pb_t *pb = malloc(sizeof *pb);
-    int rc = pb ? s_view_pb(s, n, pb) : PS_ENOMEM;
-    if (rc == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, &pb->pb.base);
+    const int rc = ps_codec_view_to_pb(&vm->v, &vm->pb);
+    if (rc != 0) {
+        free(vm);
+        vm = NULL;
     }
-    s_view_done(s, pb);
+    *out = vm;
     return rc;
 }
 
-int ps_scheduler_pack_state(ps_scheduler_t *s, Shardps__JoinSchedulerState *st,
-                            uint8_t **body, size_t *len)
+int ps_scheduler_send_view(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
+                           const ps_view_t *v)
 {
-    ps_view_pb_t *pb = malloc(sizeof *pb);
+    s_view_msg_t *vm;
+    const int rc = s_view_msg(s, n, v ? v : s->view, &vm);
+    if (rc == 0) {
+        ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, &vm->pb.pb.base);
+    }
+    free(vm);
+    return rc;
+}
+
+/* The restart state st packed with the view (its servers' copy, with the
+ * workers' tokens). Returns 0 or a PS_E*; caller frees *body. */
+static int s_pack_state(ps_scheduler_t *s, Shardps__JoinSchedulerState *st, uint8_t **body,
+                        size_t *len)
+{
+    s_view_msg_t *vm;
     uint8_t *view = NULL;
-    int rc = pb ? s_view_pb(s, NULL, pb) : PS_ENOMEM;
-    rc = rc ? rc : ps_codec_pack(&pb->pb.base, &view, &st->view.len);
+    int rc = s_view_msg(s, NULL, s->view, &vm);
+    rc = rc ? rc : ps_codec_pack(&vm->pb.pb.base, &view, &st->view.len);
     st->view.data = view;
     rc = rc ? rc : ps_codec_pack(&st->base, body, len);
     st->view.data = NULL;
     st->view.len = 0;
     free(view);
-    s_view_done(s, pb);
+    free(vm);
     return rc;
+}
+
+void ps_scheduler_save_state(ps_scheduler_t *s)
+{
+    if (!s->cfg->checkpoint_dir || !s->view->num_params) {
+        return;
+    }
+    Shardps__JoinSchedulerState st = SHARDPS__JOIN_SCHEDULER_STATE__INIT;
+    int32_t lost[PS_MAX_WORKERS];
+    st.run_id = s->facts.run_id;
+    st.membership_changes = s->facts.membership_changes;
+    st.workers_joined = ps_join_count(s->join);
+    st.restarts = ps_restart_count(s->restart);
+    st.checkpoint = ps_ckpt_newest(s->ckpt);
+    st.seconds = ps_now() - s->facts.t_view;
+    st.finished = s->facts.phase == PS_PHASE_FINISHED || s->facts.phase == PS_PHASE_FAILED;
+    st.next_spare_id = ps_failover_next_id(s->failover);
+    st.lost = lost;
+    for (int w = 0; w < s->cfg->workers; w++) {
+        if (ps_scheduler_worker(s, w)->lost) {
+            lost[st.n_lost++] = w;
+        }
+    }
+    uint8_t *body;
+    size_t len;
+    if (s_pack_state(s, &st, &body, &len) != 0) {
+        ps_log_warn("cannot encode the scheduler's state");
+        return;
+    }
+    ps_restart_save(s->restart, body, len);
+    free(body);
 }
 
 int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
 {
     ps_phase_t to;
-    int rc = ps_phase_next(s->phase, ev, &to);
+    int rc = ps_phase_next(s->facts.phase, ev, &to);
     if (rc != 0) {
         ps_log_err("scheduler: no transition from %s on %s (a bug: the phase stays)",
-                   ps_phase_name(s->phase), ps_phase_event_name(ev));
+                   ps_phase_name(s->facts.phase), ps_phase_event_name(ev));
         return rc;
     }
-    s->phase = to;
+    s->facts.phase = to;
     return 0;
+}
+
+/* The summary (scheduler/summary.h), with what the modules and the sockets
+ * keep of the job. */
+static int s_summary_write(ps_scheduler_t *s)
+{
+    ps_summary_from_t from = {
+        .id = &s->id,
+        .failover = s->failover,
+        .preflight = s->preflight,
+        .joins = ps_join_count(s->join),
+        .restarts = ps_restart_count(s->restart),
+    };
+    if (s->ctx) {
+        ps_ctx_bytes(s->ctx, from.sent, from.received);
+        from.secure_refused = ps_ctx_refused(s->ctx);
+    }
+    return ps_summary_write(&s->ops, &from);
 }
 
 /* Aborts the job for the reason fmt, ap says; usage: the flags' failure. */
@@ -183,8 +251,8 @@ void ps_scheduler_fail_usage(ps_scheduler_t *s, const char *fmt, ...)
 
 static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
 {
-    vsnprintf(s->failure, sizeof s->failure, fmt, ap);
-    ps_text_utf8_fix(s->failure); /* it may quote a node's reason: JSON and protobuf need UTF-8 */
+    vsnprintf(s->facts.failure, sizeof s->facts.failure, fmt, ap);
+    ps_text_utf8_fix(s->facts.failure); /* it may quote a node's reason: JSON and protobuf need UTF-8 */
     if (usage) {
         /* The nodes exit on the SHUTDOWN and the launcher then stops us
          * with SIGTERM: held (until the exit, a lingering close away at
@@ -198,16 +266,16 @@ static void s_failv(ps_scheduler_t *s, int usage, const char *fmt, va_list ap)
         pthread_sigmask(SIG_BLOCK, &stop, NULL);
         s->failure_usage = 1;
     }
-    ps_log_err("job aborted: %s", s->failure);
+    ps_log_err("job aborted: %s", s->facts.failure);
     ps_scheduler_phase_event(s, PS_PHASE_EV_ABORT);
     /* The summary first: once the nodes hear of the abort they exit, and a
      * launcher that sees them go may stop this process before it writes. */
-    ps_summary_write(s);
-    ps_scheduler_status_final(s);
-    ps_restart_save(s->restart, s); /* its nodes are told to go: nothing to bring back */
+    s_summary_write(s);
+    ps_sched_obs_status_final(s->obs);
+    ps_scheduler_save_state(s); /* its nodes are told to go: nothing to bring back */
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
     sd.status = PS_ECLOSED;
-    sd.reason = s->failure;
+    sd.reason = s->facts.failure;
     ps_scheduler_send_all(s, PS_MSG_SHUTDOWN, &sd.base);
 }
 
@@ -221,7 +289,7 @@ void ps_scheduler_send_ack(ps_scheduler_t *s, const ps_node_t *n)
     ack.job = &job.pb;
     ack.job_id = (char *)s->id.job_id;
     ack.job_hash = (char *)s->id.job_hash;
-    ack.run_id = s->run_id;
+    ack.run_id = s->facts.run_id;
     ps_msg_send_ctrl(s->router, &n->route, PS_MSG_REGISTER_ACK, PS_ROLE_SCHEDULER, 0, &ack.base);
 }
 
@@ -237,8 +305,8 @@ static void s_modules(ps_scheduler_t *s)
     const ps_sched_events_t *ev[PS_SCHED_MODULES] = {
         &ps_restart_events, &ps_failover_events,  &ps_join_events,    &ps_agree_events,
         &ps_ckpt_events,    &ps_preflight_events, &ps_members_events, &ps_start_events};
-    void *self[PS_SCHED_MODULES] = {s->restart, s->failover, s->join,
-                                    s->agree,   s->ckpt,     s->preflight};
+    void *self[PS_SCHED_MODULES] = {s->restart, s->failover,  s->join, s->agree,
+                                    s->ckpt,    s->preflight, s,       s};
     for (int i = 0; i < PS_SCHED_MODULES; i++) {
         s->mods[i].ev = ev[i];
         s->mods[i].self = self[i];
@@ -264,7 +332,7 @@ static void s_on_register(ps_scheduler_t *s, ps_msg_t *m)
     }
     case PS_IDENTITY_REFUSED:
         /* nothing of the job in the answer: the node has not shown it is one of ours */
-        s->registrations_refused++;
+        s->facts.registrations_refused++;
         ps_ratelog_reject(s->drops, "a registration", s_peer(m),
                           "no proof that it holds the job's secret");
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL,
@@ -275,14 +343,14 @@ static void s_on_register(ps_scheduler_t *s, ps_msg_t *m)
     }
     char why[400];
     if (ps_identity_check(&s->id, reg, why, sizeof why) != 0) {
-        s->registrations_refused++;
+        s->facts.registrations_refused++;
         ps_ratelog_reject(s->drops, "a registration", s_peer(m), why);
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EINVAL, "%s", why);
         return;
     }
     for (int i = 0; i < PS_SCHED_MODULES; i++) {
         const ps_sched_events_t *ev = s->mods[i].ev;
-        if (ev->on_register && ev->on_register(s->mods[i].self, s, m, reg)) {
+        if (ev->on_register && ev->on_register(s->mods[i].self, m, reg)) {
             return;
         }
     }
@@ -341,14 +409,14 @@ static void s_closed_connections(ps_scheduler_t *s)
 static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
 {
     ps_sched_obs_message(s->obs, m->hdr.type);
-    s->messages++;
+    s->facts.messages++;
     if (m->hdr.type == PS_MSG_REGISTER) {
         s_closed_connections(s);
         s_on_register(s, m);
         return;
     }
     if (m->hdr.type == PS_MSG_STATUS) { /* read-only: anyone may ask */
-        ps_scheduler_status_reply(s, m);
+        ps_sched_obs_status_reply(s->obs, m);
         return;
     }
     /* A node is the connection it registered on: a message from any other
@@ -358,7 +426,7 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     ps_node_t *n = row && m->hdr.role == row->role && m->hdr.sender == row->rank ? row : NULL;
     char tag[16];
     if (n && !(s_senders(m->hdr.type) & (1u << n->role))) {
-        s->refused++;
+        s->facts.refused++;
         ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type),
                           ps_node_tag(n, tag, sizeof tag), "not a message its role sends");
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "a %s does not send %s",
@@ -371,7 +439,7 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     }
     for (int i = 0; i < PS_SCHED_MODULES; i++) {
         const ps_sched_events_t *ev = s->mods[i].ev;
-        if (ev->on_message && ev->on_message(s->mods[i].self, s, n, m)) {
+        if (ev->on_message && ev->on_message(s->mods[i].self, n, m)) {
             return;
         }
     }
@@ -381,7 +449,7 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
                  m->hdr.sender, row ? "on another node's connection" : "unregistered");
         ps_ratelog_reject(s->drops, ps_codec_type_name(m->hdr.type),
                           row ? ps_node_tag(row, tag, sizeof tag) : s_peer(m), claim);
-        s->refused++;
+        s->facts.refused++;
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            row ? "not the node this connection registered as"
                                : "register first");
@@ -399,7 +467,7 @@ static int s_lost(ps_scheduler_t *s, ps_node_t *n, const ps_loss_t *loss)
 {
     for (int i = 0; i < PS_SCHED_MODULES; i++) {
         const ps_sched_events_t *ev = s->mods[i].ev;
-        if (ev->on_lost && ev->on_lost(s->mods[i].self, s, n, loss)) {
+        if (ev->on_lost && ev->on_lost(s->mods[i].self, n, loss)) {
             return 1;
         }
     }
@@ -435,7 +503,7 @@ static void s_liveness(ps_scheduler_t *s, double now)
         }
         n->used = 0; /* it cannot be told anything any more */
         ps_scheduler_fail(s, "lost peer %s (pid %u%s%s): silent for %.1f s",
-                          ps_node_tag(n, s->lost, sizeof s->lost), n->pid,
+                          ps_node_tag(n, s->facts.lost, sizeof s->facts.lost), n->pid,
                           n->endpoint[0] ? ", " : "", n->endpoint, now - n->last_seen);
         return;
     }
@@ -445,10 +513,10 @@ static void s_tick(ps_scheduler_t *s)
 {
     const double now = ps_now();
     s_liveness(s, now);
-    for (int i = 0; i < PS_SCHED_MODULES && s->phase != PS_PHASE_FAILED; i++) {
+    for (int i = 0; i < PS_SCHED_MODULES && s->facts.phase != PS_PHASE_FAILED; i++) {
         const ps_sched_events_t *ev = s->mods[i].ev;
         if (ev->on_tick) {
-            ev->on_tick(s->mods[i].self, s, now);
+            ev->on_tick(s->mods[i].self, now);
         }
     }
 }
@@ -481,20 +549,22 @@ static int s_open(ps_scheduler_t *s)
 {
     const ps_scheduler_config_t *cfg = s->cfg;
     /* Tells this run's nodes from another's when they register again. */
-    if (getrandom(&s->run_id, sizeof s->run_id, 0) != sizeof s->run_id) {
-        s->run_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+    if (getrandom(&s->facts.run_id, sizeof s->facts.run_id, 0) != sizeof s->facts.run_id) {
+        s->facts.run_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
     }
-    s->run_id |= 1; /* never 0: "no job id" */
+    s->facts.run_id |= 1; /* never 0: "no job id" */
     s->nnodes = cfg->servers + cfg->workers;
     s->nodes = calloc((size_t)s->nnodes, sizeof *s->nodes);
     s->view = calloc(1, sizeof *s->view);
     char why[128];
+    ps_scheduler_ops_init(s);
+    const ps_sched_ops_t *ops = &s->ops;
     if (!s->nodes || !s->view || ps_ratelog_new(&s->drops, PS_RATELOG_PERIOD) != 0 ||
-        ps_failover_new(&s->failover, cfg->servers) != 0 ||
-        ps_agree_new(&s->agree, cfg->servers) != 0 || ps_join_new(&s->join) != 0 ||
-        ps_ckpt_new(&s->ckpt, cfg) != 0 || ps_restart_new(&s->restart, cfg) != 0 ||
-        ps_preflight_new(&s->preflight, cfg->servers, cfg->workers) != 0 ||
-        ps_ctx_new(&s->ctx) != 0) {
+        ps_agree_new(&s->agree, ops) != 0 || ps_join_new(&s->join, ops, s->agree) != 0 ||
+        ps_ckpt_new(&s->ckpt, ops, s->agree) != 0 ||
+        ps_failover_new(&s->failover, ops, s->agree, s->ckpt) != 0 ||
+        ps_restart_new(&s->restart, ops, s->agree) != 0 ||
+        ps_preflight_new(&s->preflight, ops) != 0 || ps_ctx_new(&s->ctx) != 0) {
         ps_log_err("out of memory");
         return -1;
     }
@@ -518,7 +588,7 @@ static int s_open(ps_scheduler_t *s)
         return -1;
     }
     /* before the endpoint is announced: a metrics port in use fails the start */
-    if (ps_sched_obs_new(cfg->metrics_bind, s->nnodes, &s->obs, why, sizeof why) != 0) {
+    if (ps_sched_obs_new(&s->ops, cfg->metrics_bind, &s->obs, why, sizeof why) != 0) {
         ps_log_err("%s", why);
         return -1;
     }
@@ -559,11 +629,11 @@ static void s_close(ps_scheduler_t *s, int status)
  * Returns the exit status. */
 static int s_finish(ps_scheduler_t *s)
 {
-    ps_scheduler_observe_tick(s);
+    ps_sched_obs_tick(s->obs, ps_failover_counts(s->failover));
     ps_sched_obs_mark_end(s->obs);
-    int written = ps_summary_write(s); /* ps_scheduler_fail wrote a failed job's */
-    ps_scheduler_status_final(s);
-    ps_restart_save(s->restart, s);
+    int written = s_summary_write(s); /* ps_scheduler_fail wrote a failed job's */
+    ps_sched_obs_status_final(s->obs);
+    ps_scheduler_save_state(s);
     Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
     sd.reason = (char *)"job finished";
     ps_scheduler_send_all(s, PS_MSG_SHUTDOWN, &sd.base);
@@ -573,7 +643,7 @@ static int s_finish(ps_scheduler_t *s)
 
 int ps_scheduler_run(const ps_scheduler_config_t *cfg)
 {
-    ps_scheduler_t s = {.cfg = cfg, .phase = PS_PHASE_WAITING};
+    ps_scheduler_t s = {.cfg = cfg, .facts.phase = PS_PHASE_WAITING};
     if (s_open(&s) != 0) {
         s_close(&s, 1);
         return 1;
@@ -588,12 +658,12 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
                 s.id.job_hash, s.id.build,
                 cfg->secure ? " (secure: CurveZMQ, this job's keys only)" : "");
     int next_spare_id = 0;
-    if (ps_restart_load(s.restart, &s.run_id, &next_spare_id)) {
+    if (ps_restart_load(s.restart, &s.facts.run_id, &next_spare_id)) {
         ps_failover_readmit_below(s.failover, next_spare_id);
     }
-    s.t_start = ps_now();
-    s.next_wait_log = s.t_start + PS_LINK_WAIT_LOG_SECONDS;
-    while (s.phase != PS_PHASE_FINISHED && s.phase != PS_PHASE_FAILED) {
+    s.facts.t_start = ps_now();
+    s.next_wait_log = s.facts.t_start + PS_LINK_WAIT_LOG_SECONDS;
+    while (s.facts.phase != PS_PHASE_FINISHED && s.facts.phase != PS_PHASE_FAILED) {
         ps_pollitem_t its[2] = {{.sock = s.router}, {.sock = s.monitor}};
         int rc = ps_poll(its, s.monitor ? 2 : 1, 100);
         if (rc < 0) {
@@ -611,10 +681,10 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         }
         s_tick(&s);
         ps_ratelog_tick(s.drops);
-        ps_scheduler_observe_tick(&s);
+        ps_sched_obs_tick(s.obs, ps_failover_counts(s.failover));
     }
     ps_members_leave_flush(&s);
-    const int status = s.phase == PS_PHASE_FINISHED ? s_finish(&s) : s.failure_usage ? 2 : 1;
+    const int status = s.facts.phase == PS_PHASE_FINISHED ? s_finish(&s) : s.failure_usage ? 2 : 1;
     s_close(&s, status);
     return status;
 }

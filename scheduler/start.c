@@ -19,15 +19,13 @@
 #include "common/log.h"
 #include "proto/link.h"
 #include "proto/range.h"
-#include "scheduler/ckpt.h"
-#include "scheduler/restart.h"
 #include "scheduler/scheduler_impl.h"
 
 /* A REGISTER of a node of the job before it starts: a free rank (its own
  * --rank, or the lowest free one). */
 static void s_register(ps_scheduler_t *s, ps_msg_t *m, const Shardps__Register *reg)
 {
-    if (s->phase != PS_PHASE_WAITING || ps_scheduler_node_of(s, &m->route)) {
+    if (s->facts.phase != PS_PHASE_WAITING || ps_scheduler_node_of(s, &m->route)) {
         ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_ESTATE,
                            "the job has already started or this node is registered");
         return;
@@ -110,7 +108,12 @@ static int s_view_job(ps_scheduler_t *s, uint64_t p, uint64_t samples)
         v->servers[i].begin = ranges[i].begin;
         v->servers[i].end = ranges[i].end;
     }
-    return ps_ckpt_setup(s->ckpt, s, v, samples);
+    const int rc = ps_ckpt_setup(s->ckpt, samples);
+    if (rc == 0 && ps_ckpt_view(s->ckpt, v) != 0) {
+        ps_scheduler_fail(s, "out of memory");
+        return PS_ENOMEM;
+    }
+    return rc;
 }
 
 /* Everyone is here and every worker told us P: cut the key space and send
@@ -158,10 +161,14 @@ static void s_maybe_start(ps_scheduler_t *s)
 
 void ps_start_servers(ps_scheduler_t *s)
 {
+    if (ps_ckpt_view(s->ckpt, s->view) != 0) {
+        ps_scheduler_fail(s, "out of memory");
+        return;
+    }
     /* The servers' copy, with the workers' tokens and no endpoints yet:
      * each binds for its shard and says where (s_on_peer_ready). */
     for (int i = 0; i < s->cfg->servers; i++) {
-        if (ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_VIEW) != 0) {
+        if (ps_scheduler_send_view(s, &s->nodes[i], PS_MSG_VIEW, NULL) != 0) {
             ps_scheduler_fail(s, "cannot encode the cluster view");
             return;
         }
@@ -220,15 +227,14 @@ static void s_start_workers(ps_scheduler_t *s)
                     (unsigned long long)(si->end - si->begin));
     }
     for (int i = 0; i < s->cfg->workers; i++) {
-        if (ps_scheduler_send_view(s, ps_scheduler_worker(s, i), PS_MSG_VIEW) != 0) {
+        if (ps_scheduler_send_view(s, ps_scheduler_worker(s, i), PS_MSG_VIEW, NULL) != 0) {
             ps_scheduler_fail(s, "cannot encode the cluster view");
             return;
         }
     }
     ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_VIEWED);
-    s->t_view = ps_now();
-    ps_ckpt_timer_start(s->ckpt, s->t_view);
-    ps_restart_save(s->restart, s);
+    s->facts.t_view = ps_now();
+    ps_scheduler_save_state(s);
     s_log_started(s);
 }
 
@@ -241,8 +247,8 @@ static void s_on_peer_ready(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
     /* While the job runs only a promoted spare binds (scheduler/failover.c):
      * its endpoint goes into the view the workers get once every server
      * rolled back (its PEER_READY comes before its FAILOVER_READY). */
-    const int spare = s->phase == PS_PHASE_RUNNING;
-    if (n->role != PS_ROLE_SERVER || (s->phase != PS_PHASE_STARTING && !spare) || n->ready ||
+    const int spare = s->facts.phase == PS_PHASE_RUNNING;
+    if (n->role != PS_ROLE_SERVER || (s->facts.phase != PS_PHASE_STARTING && !spare) || n->ready ||
         !pr) {
         ps_scheduler_fail(s, "%s sent a bad ready message", ps_node_tag(n, tag, sizeof tag));
         return;
@@ -286,9 +292,10 @@ static void s_on_model_info(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
     n->train_samples = mi->train_samples;
 }
 
-static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
+static int s_on_message(void *self, const ps_node_t *from, ps_msg_t *m)
 {
-    (void)self;
+    ps_scheduler_t *s = self;
+    ps_node_t *n = from ? ps_scheduler_row(s, from->role, from->rank) : NULL;
     if (!n) {
         return 0;
     }
@@ -299,7 +306,7 @@ static int s_on_message(void *self, ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m
     } else {
         return 0;
     }
-    if (s->phase == PS_PHASE_WAITING) {
+    if (s->facts.phase == PS_PHASE_WAITING) {
         s_maybe_start(s);
     }
     return 1;
@@ -329,32 +336,31 @@ static int s_missing(const ps_scheduler_t *s, char *buf, size_t cap)
 
 /* WAITING: the job fails when not every node registered within --wait, and
  * says every few seconds which are missing. */
-static void s_on_tick(void *self, ps_scheduler_t *s, double now)
+static void s_on_tick(void *self, double now)
 {
-    (void)self;
-    if (s->phase != PS_PHASE_WAITING) {
+    ps_scheduler_t *s = self;
+    if (s->facts.phase != PS_PHASE_WAITING) {
         return;
     }
     char missing[160];
     const int in = s_missing(s, missing, sizeof missing);
-    if (now - s->t_start > s->cfg->wait) {
+    if (now - s->facts.t_start > s->cfg->wait) {
         ps_scheduler_fail(s, "not every node registered within %.0f s; missing:%s", s->cfg->wait,
                           missing[0] ? missing : " model sizes from workers");
     } else if (now >= s->next_wait_log) {
         ps_log_info("still waiting for%s (%d/%d registered, %.0f s of --wait %.0f)",
                     missing[0] ? missing : " model sizes from workers", in, s->nnodes,
-                    now - s->t_start, s->cfg->wait);
+                    now - s->facts.t_start, s->cfg->wait);
         s->next_wait_log = now + PS_LINK_WAIT_LOG_SECONDS;
     }
 }
 
 /* A fresh registration may complete the job: every message checks. */
-static int s_on_register(void *self, ps_scheduler_t *s, ps_msg_t *m,
-                         const Shardps__Register *reg)
+static int s_on_register(void *self, ps_msg_t *m, const Shardps__Register *reg)
 {
-    (void)self;
+    ps_scheduler_t *s = self;
     s_register(s, m, reg);
-    if (s->phase == PS_PHASE_WAITING) {
+    if (s->facts.phase == PS_PHASE_WAITING) {
         s_maybe_start(s);
     }
     return 1;
@@ -371,8 +377,8 @@ void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v,
 {
     *s->view = *v;
     ps_scheduler_phase_event(s, PS_PHASE_EV_SAVED_JOB_BACK);
-    s->t_view = now - st->seconds;
-    s->membership_changes = st->membership_changes;
+    s->facts.t_view = now - st->seconds;
+    s->facts.membership_changes = st->membership_changes;
     for (int w = 0; w < s->cfg->workers; w++) {
         ps_node_t *n = ps_scheduler_worker(s, w);
         n->lost = 0;
@@ -382,12 +388,17 @@ void ps_start_saved_job(ps_scheduler_t *s, const ps_view_t *v,
         ps_scheduler_worker(s, st->lost[i])->lost = 1;
     }
     memset(s->view->worker_tokens, 0, sizeof s->view->worker_tokens);
+    ps_join_saved_job(s->join, st->workers_joined);
+    if (ps_ckpt_saved_job(s->ckpt, s->view, st->checkpoint) != 0) {
+        ps_scheduler_fail(s, "out of memory");
+    }
 }
 
-void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int64_t step,
-                            const ps_checkpoint_part_t *parts, int nparts, const char *dir)
+void ps_start_replace(ps_scheduler_t *s, int r, const ps_node_t *spare, int64_t step,
+                      const ps_checkpoint_part_t *parts, int nparts, const char *dir)
 {
     ps_view_t *v = s->view;
+    ps_members_swap_in(&s->nodes[r], spare); /* the spare's connection is S<r> from now on */
     v->generation++;
     v->replaced = r + 1;
     v->takeover = 0;
@@ -397,5 +408,19 @@ void ps_start_view_failover(ps_scheduler_t *s, int r, const char *curve_key, int
     memcpy(v->resume_files, parts, (size_t)nparts * sizeof *parts);
     snprintf(v->resume_dir, sizeof v->resume_dir, "%s", dir);
     v->servers[r].endpoint[0] = '\0';
-    snprintf(v->servers[r].curve_key, sizeof v->servers[r].curve_key, "%s", curve_key);
+    snprintf(v->servers[r].curve_key, sizeof v->servers[r].curve_key, "%s", spare->curve_key);
+}
+
+void ps_start_take_over(ps_scheduler_t *s, int r, const ps_node_t *replica)
+{
+    ps_view_t *v = s->view;
+    ps_node_t *n = &s->nodes[r];
+    ps_members_swap_in(n, replica);
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", replica->endpoint); /* bound already */
+    n->ready = 1;
+    v->generation++;
+    v->replaced = r + 1;
+    v->takeover = 1;
+    snprintf(v->servers[r].endpoint, sizeof v->servers[r].endpoint, "%s", replica->endpoint);
+    snprintf(v->servers[r].curve_key, sizeof v->servers[r].curve_key, "%s", replica->curve_key);
 }

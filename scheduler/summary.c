@@ -1,7 +1,8 @@
 /*
  * scheduler/summary.c - the end-of-job summary: the "summary:" log line and
  * the JSON file of README.md, "The summary JSON", built with common/json.
- * Reads the scheduler's state once, after its event loop ended.
+ * Reads the core once, after its event loop ended, through its ops only:
+ * rows by (role, rank), the view, the facts. It keeps nothing.
  */
 #include "scheduler/summary.h"
 
@@ -14,25 +15,42 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/hist.h"
+#include "common/job.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "scheduler/failover.h"
-#include "scheduler/join.h"
-#include "scheduler/preflight.h"
-#include "scheduler/restart.h"
 
-/* Node i's DONE (a worker's), or an empty one before it came. */
-static const Shardps__Done *s_done(const ps_scheduler_t *s, int i)
+/* Row i of the core's table, servers first, then workers (the order every
+ * list of the summary keeps); an unused row where the core has none. */
+static const ps_node_t *s_row(const ps_sched_ops_t *ops, int i)
 {
-    static const Shardps__Done none = SHARDPS__DONE__INIT;
-    return s->nodes[i].stats ? s->nodes[i].stats : &none;
+    static const ps_node_t none;
+    const int servers = ops->cfg->servers;
+    const ps_node_t *n = i < servers ? ops->node(ops->core, PS_ROLE_SERVER, i)
+                                     : ops->node(ops->core, PS_ROLE_WORKER, i - servers);
+    return n ? n : &none;
 }
 
-/* Node i's end-of-job report (a server's), or an empty one before it came. */
-static const Shardps__ServerReport *s_report(const ps_scheduler_t *s, int i)
+/* Rows in all: servers and workers. */
+static int s_nnodes(const ps_sched_ops_t *ops)
+{
+    return ops->cfg->servers + ops->cfg->workers;
+}
+
+/* Worker w's DONE, or an empty one before it came. */
+static const Shardps__Done *s_done(const ps_sched_ops_t *ops, int w)
+{
+    static const Shardps__Done none = SHARDPS__DONE__INIT;
+    const ps_node_t *n = ops->node(ops->core, PS_ROLE_WORKER, w);
+    return n && n->stats ? n->stats : &none;
+}
+
+/* Server r's end-of-job report, or an empty one before it came. */
+static const Shardps__ServerReport *s_report(const ps_sched_ops_t *ops, int r)
 {
     static const Shardps__ServerReport none = SHARDPS__SERVER_REPORT__INIT;
-    return s->nodes[i].report ? s->nodes[i].report : &none;
+    const ps_node_t *n = ops->node(ops->core, PS_ROLE_SERVER, r);
+    return n && n->report ? n->report : &none;
 }
 
 /* A report's staleness histogram (zero before the report came). */
@@ -58,11 +76,11 @@ static void s_counts(const uint64_t *c, size_t n, uint64_t *out)
 }
 
 /* An array of one double per worker (a Shardps__Done field), three decimals. */
-static json_t *s_workers(const ps_scheduler_t *s, size_t field_offset)
+static json_t *s_workers(const ps_sched_ops_t *ops, size_t field_offset)
 {
     json_t *a = json_array();
-    for (int i = s->cfg->servers; a && i < s->nnodes; i++) {
-        const double *v = (const double *)((const char *)s_done(s, i) + field_offset);
+    for (int w = 0; a && w < ops->cfg->workers; w++) {
+        const double *v = (const double *)((const char *)s_done(ops, w) + field_offset);
         if (json_array_append_new(a, ps_json_real(*v, 3)) != 0) {
             json_decref(a);
             a = NULL;
@@ -77,16 +95,17 @@ static void s_set(json_t *doc, const char *key, json_t *v, int *failed)
     *failed += json_object_set_new(doc, key, v) != 0;
 }
 
-/* Node i's report to the scheduler as a server_reports entry. */
-static json_t *s_server_report(const ps_scheduler_t *s, int i)
+/* Server i's report to the scheduler as a server_reports entry, with its
+ * keys in view v. */
+static json_t *s_server_report(const ps_sched_ops_t *ops, const ps_view_t *v, int i)
 {
-    const Shardps__ServerReport *r = s_report(s, i);
+    const Shardps__ServerReport *r = s_report(ops, i);
     ps_hist_t staleness;
     s_staleness(r, &staleness);
     return json_pack("{s:i, s:[I, I], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:o, s:I, s:I}, "
                      "s:o}",
-                     "rank", i, "keys", (json_int_t)s->view->servers[i].begin,
-                     (json_int_t)s->view->servers[i].end, "pushes", (json_int_t)r->pushes,
+                     "rank", i, "keys", (json_int_t)v->servers[i].begin,
+                     (json_int_t)v->servers[i].end, "pushes", (json_int_t)r->pushes,
                      "pulls", (json_int_t)r->pulls, "rejected", (json_int_t)r->rejected,
                      "nonfinite", (json_int_t)r->nonfinite, "dropped", (json_int_t)r->dropped,
                      "secure_refused", (json_int_t)r->secure_refused, "version",
@@ -99,22 +118,24 @@ static json_t *s_server_report(const ps_scheduler_t *s, int i)
 /* The fields of a finished or a failed job: how it ended, who took part (at
  * the endpoints the view carried) and, once finished, each server's report.
  * Names and reasons from peers go through ps_json_text (not always UTF-8). */
-static void s_outcome(json_t *doc, const ps_scheduler_t *s, int *failed)
+static void s_outcome(json_t *doc, const ps_sched_ops_t *ops, const ps_summary_from_t *from,
+                      int *failed)
 {
-    const int finished = s->phase == PS_PHASE_FINISHED;
+    const ps_sched_facts_t *f = ops->facts(ops->core);
+    const int finished = f->phase == PS_PHASE_FINISHED;
     char tag[16];
-    s_set(doc, "job_id", ps_json_text(s->id.job_id), failed);
-    s_set(doc, "job_hash", ps_json_text(s->id.job_hash), failed);
-    s_set(doc, "build", ps_json_text(s->id.build), failed);
-    s_set(doc, "registrations_refused", json_integer((json_int_t)s->registrations_refused),
+    s_set(doc, "job_id", ps_json_text(from->id->job_id), failed);
+    s_set(doc, "job_hash", ps_json_text(from->id->job_hash), failed);
+    s_set(doc, "build", ps_json_text(from->id->build), failed);
+    s_set(doc, "registrations_refused", json_integer((json_int_t)f->registrations_refused),
           failed);
-    s_set(doc, "status", json_string(finished ? "ok" : s->diverged ? "diverged" : "failed"),
+    s_set(doc, "status", json_string(finished ? "ok" : f->diverged ? "diverged" : "failed"),
           failed);
-    s_set(doc, "failure", finished ? json_null() : ps_json_text(s->failure), failed);
-    s_set(doc, "lost", s->lost[0] ? ps_json_text(s->lost) : json_null(), failed);
+    s_set(doc, "failure", finished ? json_null() : ps_json_text(f->failure), failed);
+    s_set(doc, "lost", f->lost[0] ? ps_json_text(f->lost) : json_null(), failed);
     json_t *nodes = json_array(), *reports = json_array();
-    for (int i = 0; i < s->nnodes; i++) {
-        const ps_node_t *n = &s->nodes[i];
+    for (int i = 0; i < s_nnodes(ops); i++) {
+        const ps_node_t *n = s_row(ops, i);
         if (n->route.len) { /* registered, lost or not */
             json_t *node = json_pack("{s:s, s:I, s:o}", "node", ps_node_tag(n, tag, sizeof tag),
                                      "pid", (json_int_t)n->pid, "endpoint",
@@ -122,11 +143,14 @@ static void s_outcome(json_t *doc, const ps_scheduler_t *s, int *failed)
             *failed += json_array_append_new(nodes, node) != 0;
         }
     }
-    for (int i = 0; finished && i < s->cfg->servers; i++) {
-        *failed += json_array_append_new(reports, s_server_report(s, i)) != 0;
+    const ps_view_t *v = ops->view(ops->core);
+    for (int i = 0; finished && i < ops->cfg->servers; i++) {
+        *failed += json_array_append_new(reports, s_server_report(ops, v, i)) != 0;
     }
     s_set(doc, "nodes", nodes, failed);
-    s_set(doc, "preflight", ps_preflight_json(s), failed);
+    /* without a preflight module: no probes, as ps_preflight_json says it */
+    json_t *probes = from->preflight ? ps_preflight_json(from->preflight) : json_array();
+    s_set(doc, "preflight", probes, failed);
     s_set(doc, "server_reports", reports, failed);
 }
 
@@ -157,27 +181,39 @@ static json_t *s_type_counts(const uint64_t *c)
     return o;
 }
 
+/* Node i's (a worker's when worker, else a server's) bytes on the wire by
+ * message type, sent and received, from its DONE or its report (all 0
+ * before it came). */
+static void s_node_bytes(const ps_sched_ops_t *ops, int worker, int i, uint64_t *sent,
+                         uint64_t *recv)
+{
+    if (worker) {
+        const Shardps__Done *d = s_done(ops, i);
+        s_counts(d->bytes_sent, d->n_bytes_sent, sent);
+        s_counts(d->bytes_received, d->n_bytes_received, recv);
+    } else {
+        const Shardps__ServerReport *r = s_report(ops, i);
+        s_counts(r->bytes_sent, r->n_bytes_sent, sent);
+        s_counts(r->bytes_received, r->n_bytes_received, recv);
+    }
+}
+
 /* "bytes_by_type": every node's bytes on the wire (header + payload frames)
  * sent and received by message type, and the job's total: every byte sent,
  * counted once, by its sender. */
-static json_t *s_bytes(const ps_scheduler_t *s)
+static json_t *s_bytes(const ps_sched_ops_t *ops, const ps_summary_from_t *from)
 {
-    uint64_t total[PS_BYTE_TYPES], received[PS_BYTE_TYPES];
+    uint64_t total[PS_BYTE_TYPES]; /* the scheduler's own, then each node's */
     int failed = 0;
-    ps_ctx_bytes(s->ctx, total, received); /* the scheduler's own, then each node's */
-    json_t *by = json_pack("{s:{s:o, s:o}}", "scheduler", "sent", s_type_counts(total),
-                           "received", s_type_counts(received));
+    memcpy(total, from->sent, sizeof total);
+    json_t *by = json_pack("{s:{s:o, s:o}}", "scheduler", "sent", s_type_counts(from->sent),
+                           "received", s_type_counts(from->received));
     for (int role = 0; by && role < 2; role++) {
-        const int from = role ? s->cfg->servers : 0, to = role ? s->nnodes : s->cfg->servers;
+        const int count = role ? ops->cfg->workers : ops->cfg->servers;
         json_t *nodes = json_array();
-        for (int i = from; i < to; i++) {
-            const Shardps__Done *d = s_done(s, i);
-            const Shardps__ServerReport *r = s_report(s, i);
+        for (int i = 0; i < count; i++) {
             uint64_t sent[PS_BYTE_TYPES], recv[PS_BYTE_TYPES];
-            s_counts(role ? d->bytes_sent : r->bytes_sent,
-                     role ? d->n_bytes_sent : r->n_bytes_sent, sent);
-            s_counts(role ? d->bytes_received : r->bytes_received,
-                     role ? d->n_bytes_received : r->n_bytes_received, recv);
+            s_node_bytes(ops, role, i, sent, recv);
             failed += json_array_append_new(nodes, json_pack("{s:o, s:o}", "sent",
                                                              s_type_counts(sent), "received",
                                                              s_type_counts(recv))) != 0;
@@ -208,22 +244,24 @@ typedef struct {
     int64_t fewer;    /* steps applied with fewer workers (every server applies the same) */
 } s_totals_t;
 
-static void s_totals(const ps_scheduler_t *s, s_totals_t *t)
+static void s_totals(const ps_sched_ops_t *ops, const ps_summary_from_t *from,
+                     s_totals_t *t)
 {
-    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
+    const ps_sched_facts_t *f = ops->facts(ops->core);
+    const Shardps__Done *w0 = s_done(ops, 0);
     memset(t, 0, sizeof *t);
     t->acc = w0->n_test_accuracy ? w0->test_accuracy[w0->n_test_accuracy - 1] : -1;
-    t->secure_refused = ps_ctx_refused(s->ctx); /* the scheduler's own, then servers' */
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        const Shardps__Done *d = s_done(s, i);
+    t->secure_refused = from->secure_refused; /* the scheduler's own, then servers' */
+    for (int w = 0; w < ops->cfg->workers; w++) {
+        const Shardps__Done *d = s_done(ops, w);
         t->pushed += d->bytes_pushed;
         t->pulled += d->bytes_pulled;
         t->samples += d->samples;
         t->train = d->train_seconds > t->train ? d->train_seconds : t->train;
     }
     ps_hist_init(&t->stale);
-    for (int i = 0; i < s->cfg->servers; i++) {
-        const Shardps__ServerReport *r = s_report(s, i);
+    for (int i = 0; i < ops->cfg->servers; i++) {
+        const Shardps__ServerReport *r = s_report(ops, i);
         ps_hist_t h;
         s_staleness(r, &h);
         t->fewer = r->steps_fewer_workers > t->fewer ? r->steps_fewer_workers : t->fewer;
@@ -236,13 +274,13 @@ static void s_totals(const ps_scheduler_t *s, s_totals_t *t)
         t->unread += r->unread_refused;
     }
     t->sps = t->train > 0 ? (double)t->samples / t->train : 0;
-    t->wall = s->t_end - s->t_view;
+    t->wall = f->t_end - f->t_view;
 }
 
 /* The job's settings, in every summary. */
-static json_t *s_settings(const ps_scheduler_t *s)
+static json_t *s_settings(const ps_scheduler_config_t *cfg)
 {
-    const ps_job_t *j = &s->cfg->job;
+    const ps_job_t *j = &cfg->job;
     char mode[32], sched[64], compress[32];
     ps_job_mode_str(j, mode, sizeof mode);
     ps_job_compress_str(j, compress, sizeof compress);
@@ -252,39 +290,42 @@ static json_t *s_settings(const ps_scheduler_t *s)
                             : json_pack("{s:i, s:o}", "rank", j->straggler_rank, "factor",
                                         ps_json_real(j->straggler_factor, -1));
     double rate;
-    const double server_momentum = ps_job_async_momentum(j, s->cfg->workers, &rate);
+    const double server_momentum = ps_job_async_momentum(j, cfg->workers, &rate);
     return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:I, "
                      "s:b, s:b, s:s, s:s, s:o, s:s, s:i, s:s}",
-                     "model", j->model, "mode", mode, "servers", s->cfg->servers, "workers",
-                     s->cfg->workers, "epochs", j->epochs, "batch", j->batch, "optimizer",
+                     "model", j->model, "mode", mode, "servers", cfg->servers, "workers",
+                     cfg->workers, "epochs", j->epochs, "batch", j->batch, "optimizer",
                      j->optimizer, "lr", ps_json_real(j->lr, -1), "lr_schedule", sched,
                      "momentum", ps_json_real(j->momentum, -1), "server_momentum",
                      ps_json_real(server_momentum, -1), "server_rate_factor",
                      ps_json_real(rate, -1), "weight_decay",
                      ps_json_real(j->weight_decay, -1), "seed", (json_int_t)j->seed,
-                     "staleness_lr", j->staleness_lr, "secure", s->cfg->secure, "wire",
+                     "staleness_lr", j->staleness_lr, "secure", cfg->secure, "wire",
                      ps_job_wire_name(j), "compress", compress, "straggler", straggler,
                      "hidden", j->hidden, "chunk_kib", j->chunk_kib, "placement",
-                     s->cfg->placement ? s->cfg->placement : "dedicated");
+                     cfg->placement ? cfg->placement : "dedicated");
 }
 
 /* A finished job's results, added to doc. */
-static void s_results(json_t *doc, const ps_scheduler_t *s, const s_totals_t *t, int *failed)
+static void s_results(json_t *doc, const ps_sched_ops_t *ops, const ps_summary_from_t *from,
+                      const s_totals_t *t, int *failed)
 {
-    const Shardps__Done *w0 = s_done(s, s->cfg->servers);
+    const ps_sched_facts_t *f = ops->facts(ops->core);
+    const ps_view_t *v = ops->view(ops->core);
+    const Shardps__Done *w0 = s_done(ops, 0);
     json_t *per_epoch = json_array(), *steps = json_array();
     for (size_t e = 0; e < w0->n_test_accuracy; e++) {
         *failed += json_array_append_new(per_epoch, ps_json_real(w0->test_accuracy[e], 6)) != 0;
     }
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        *failed += json_array_append_new(steps, json_integer(s_done(s, i)->steps)) != 0;
+    for (int w = 0; w < ops->cfg->workers; w++) {
+        *failed += json_array_append_new(steps, json_integer(s_done(ops, w)->steps)) != 0;
     }
     const long long smax = t->stale.max > 0 ? t->stale.max : 0;
     json_t *r = json_pack(
         "{s:I, s:I, s:o, s:o, s:o, s:I, s:o, s:o, s:o, s:I, s:I, s:{s:o, s:I, s:I, s:I, s:I}, "
         "s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:o, s:I, s:o, s:o, s:o, s:o, "
         "s:o}",
-        "num_params", (json_int_t)s->view->num_params, "steps", (json_int_t)s->view->total_steps,
+        "num_params", (json_int_t)v->num_params, "steps", (json_int_t)v->total_steps,
         "test_accuracy", ps_json_real(t->acc, 6), "test_accuracy_per_epoch", per_epoch,
         "final_loss", ps_json_real(w0->final_loss, 6), "samples", (json_int_t)t->samples,
         "samples_per_sec", ps_json_real(t->sps, 2), "train_seconds", ps_json_real(t->train, 3),
@@ -294,17 +335,17 @@ static void s_results(json_t *doc, const ps_scheduler_t *s, const s_totals_t *t,
         (json_int_t)ps_hist_quantile(&t->stale, 0.5), "p99",
         (json_int_t)ps_hist_quantile(&t->stale, 0.99), "max", (json_int_t)smax, "count",
         (json_int_t)t->stale.n, "pushes_dropped", (json_int_t)t->dropped, "messages_rejected",
-        (json_int_t)t->rejected, "scheduler_refused", (json_int_t)s->refused, "pushes_nonfinite",
-        (json_int_t)t->nonfinite, "membership_changes", s->membership_changes, "workers_joined",
-        ps_join_count(s->join), "scheduler_restarts", ps_restart_count(s->restart), "steps_with_fewer_workers",
+        (json_int_t)t->rejected, "scheduler_refused", (json_int_t)f->refused, "pushes_nonfinite",
+        (json_int_t)t->nonfinite, "membership_changes", f->membership_changes, "workers_joined",
+        from->joins, "scheduler_restarts", from->restarts, "steps_with_fewer_workers",
         (json_int_t)t->fewer, "secure_refused", (json_int_t)t->secure_refused,
         "servers_refused_forged", (json_int_t)t->forged, "pulls_refused_unread",
         (json_int_t)t->unread, "scheduler_cpu_seconds", ps_json_real(ps_cpu_seconds(), 6),
-        "scheduler_messages", (json_int_t)s->messages, "worker_wait_seconds",
-        s_workers(s, offsetof(Shardps__Done, wait_seconds)), "worker_compute_seconds",
-        s_workers(s, offsetof(Shardps__Done, compute_seconds)), "worker_train_seconds",
-        s_workers(s, offsetof(Shardps__Done, train_seconds)), "worker_steps", steps,
-        "bytes_by_type", s_bytes(s));
+        "scheduler_messages", (json_int_t)f->messages, "worker_wait_seconds",
+        s_workers(ops, offsetof(Shardps__Done, wait_seconds)), "worker_compute_seconds",
+        s_workers(ops, offsetof(Shardps__Done, compute_seconds)), "worker_train_seconds",
+        s_workers(ops, offsetof(Shardps__Done, train_seconds)), "worker_steps", steps,
+        "bytes_by_type", s_bytes(ops, from));
     *failed += !r || json_object_update(doc, r) != 0;
     json_decref(r);
 }
@@ -329,38 +370,40 @@ static int s_write_held(const char *path, const json_t *doc)
 
 /* A finished or a failed job's JSON has the settings; only a finished one's
  * has the results. */
-int ps_summary_write(const ps_scheduler_t *s)
+int ps_summary_write(const ps_sched_ops_t *ops, const ps_summary_from_t *from)
 {
-    const ps_job_t *j = &s->cfg->job;
+    const ps_scheduler_config_t *cfg = ops->cfg;
+    const ps_job_t *j = &cfg->job;
+    const int finished = ps_sched_phase(ops) == PS_PHASE_FINISHED;
     s_totals_t t;
-    s_totals(s, &t);
-    if (s->phase == PS_PHASE_FINISHED) {
+    s_totals(ops, from, &t);
+    if (finished) {
         char mode[32];
         ps_job_mode_str(j, mode, sizeof mode);
         ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
                     "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
                     "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
-                    j->model, mode, s->cfg->servers, s->cfg->workers, j->epochs, j->batch, t.acc,
+                    j->model, mode, cfg->servers, cfg->workers, j->epochs, j->batch, t.acc,
                     t.sps, t.wall, (unsigned long long)t.pushed, (unsigned long long)t.pulled,
                     ps_hist_mean(&t.stale), (long long)(t.stale.max > 0 ? t.stale.max : 0),
                     (unsigned long long)t.dropped);
     }
-    if (!s->cfg->summary) {
+    if (!cfg->summary) {
         return 0;
     }
-    json_t *doc = s_settings(s);
+    json_t *doc = s_settings(cfg);
     int failed = !doc;
-    if (doc && s->phase == PS_PHASE_FINISHED) {
-        s_results(doc, s, &t, &failed);
+    if (doc && finished) {
+        s_results(doc, ops, from, &t, &failed);
     }
-    failed = failed || ps_failover_json(doc, s) != 0;
+    failed = failed || ps_failover_json(doc, from->failover) != 0;
     if (!failed) {
-        s_outcome(doc, s, &failed);
+        s_outcome(doc, ops, from, &failed);
     }
-    const int rc = failed ? PS_ENOMEM : s_write_held(s->cfg->summary, doc);
+    const int rc = failed ? PS_ENOMEM : s_write_held(cfg->summary, doc);
     json_decref(doc);
     if (rc != 0) {
-        ps_log_err("cannot write the summary to %s: %s", s->cfg->summary, ps_strerror(rc));
+        ps_log_err("cannot write the summary to %s: %s", cfg->summary, ps_strerror(rc));
         return PS_EIO;
     }
     return 0;

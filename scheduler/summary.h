@@ -5,20 +5,50 @@
  * finished job only) and, with --summary FILE, a JSON file, finished or
  * failed; its fields are documented in README.md, "The summary JSON". The
  * JSON is built in memory and written atomically, so a reader never sees half
- * of it.
+ * of it. The summary reads the core through its ops (rows, view, facts) and
+ * the rest from what the core hands it (ps_summary_from_t); it changes
+ * nothing and sends nothing. Only scheduler/ includes this header.
  */
 #ifndef PS_SCHEDULER_SUMMARY_H
 #define PS_SCHEDULER_SUMMARY_H
 
-#include "scheduler/scheduler_impl.h"
+#include <stdint.h>
+
+#include "proto/codec.h"
+#include "scheduler/failover.h"
+#include "scheduler/identity.h"
+#include "scheduler/module.h"
+#include "scheduler/preflight.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Logs the summary line when s finished and writes s->cfg->summary if set.
- * Returns 0, or PS_EIO when the file could not be written (logged). */
-int ps_summary_write(const ps_scheduler_t *s);
+/* What the summary reads besides the core's rows, view and facts. Every
+ * pointer is borrowed for the call. */
+typedef struct {
+    const ps_identity_t *id;         /* the job's id, configuration hash, build
+                                        (scheduler/identity.h) */
+    const ps_failover_t *failover;   /* replacements, replicas, spares
+                                        (scheduler/failover.h) */
+    const ps_preflight_t *preflight; /* the probes' results (scheduler/preflight.h);
+                                        NULL: none, an empty "preflight" */
+    int joins;                       /* workers that joined the running job */
+    int restarts;                    /* scheduler restarts of this job */
+    /* The scheduler's own bytes on the wire (header + payload frames) by
+     * message type, sent and received by its sockets:
+     * ps_ctx_bytes(ctx, sent, received) (proto/sock.h). */
+    uint64_t sent[PS_BYTE_TYPES], received[PS_BYTE_TYPES];
+    uint64_t secure_refused;         /* connections the scheduler's ZAP handler
+                                        refused: ps_ctx_refused(ctx) */
+} ps_summary_from_t;
+
+/* Logs the summary line when the job finished (ops' phase FINISHED) and
+ * writes ops->cfg->summary if set: the settings always, a finished job's
+ * results, and how the job ended. Call once the event loop ended; reads
+ * every row through ops->node. Returns 0, or PS_EIO when the file could not
+ * be written (logged). One thread: the scheduler's loop. */
+int ps_summary_write(const ps_sched_ops_t *ops, const ps_summary_from_t *from);
 
 #ifdef __cplusplus
 }
