@@ -1,6 +1,8 @@
 /* tests/unit/sched_fake.c - a scheduler core in memory (sched_fake.h). */
 #include "tests/unit/sched_fake.h"
 
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -533,4 +535,17 @@ void *ps_fake_unpack(const ps_fake_sent_t *s, const ProtobufCMessageDescriptor *
 void ps_fake_clear(ps_fake_t *f)
 {
     f->nsent = 0;
+}
+
+static int s_rm(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)type;
+    (void)ftw;
+    return remove(path);
+}
+
+void ps_fake_rmtree(const char *dir)
+{
+    nftw(dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
 }

@@ -89,4 +89,7 @@ void *ps_fake_unpack(const ps_fake_sent_t *s, const ProtobufCMessageDescriptor *
 /* Forgets what was sent. */
 void ps_fake_clear(ps_fake_t *f);
 
+/* Removes dir and everything under it (a test's checkpoint directory). */
+void ps_fake_rmtree(const char *dir);
+
 #endif

@@ -9,7 +9,6 @@
  * Ns agrees a step with every server once due. Checkpoints go to a temporary
  * directory, manifests are written with scheduler/manifest.h.
  */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +50,6 @@ static void s_open(s_env_t *e, int servers, int workers, int every)
     ck_assert_int_eq(ps_ckpt_new(&e->c, &e->f.ops, e->agree), 0);
 }
 
-static int s_rm(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void s_close(s_env_t *e)
 {
     ps_ckpt_destroy(&e->c);
@@ -66,7 +57,7 @@ static void s_close(s_env_t *e)
     ps_ckpt_destroy(&e->c); /* NULL-safe */
     ps_agree_destroy(&e->agree);
     ps_fake_fini(&e->f);
-    nftw(e->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    ps_fake_rmtree(e->dir);
 }
 
 /* Server `rank`'s part of checkpoint step, as it would write it. */

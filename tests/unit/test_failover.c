@@ -22,7 +22,6 @@
  * register again once; the summary's fields.
  */
 #include <check.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,14 +73,6 @@ static s_job_t *s_open(int flags, int replicas)
     return j;
 }
 
-static int s_rm(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-    (void)sb;
-    (void)type;
-    (void)ftw;
-    return remove(path);
-}
-
 static void s_close(s_job_t *j)
 {
     ps_failover_destroy(&j->f);
@@ -89,7 +80,7 @@ static void s_close(s_job_t *j)
     ps_ckpt_destroy(&j->ckpt);
     ps_agree_destroy(&j->agree);
     if (j->dir[0]) {
-        nftw(j->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+        ps_fake_rmtree(j->dir);
     }
     ps_fake_fini(&j->core);
     free(j);

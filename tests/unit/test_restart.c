@@ -9,7 +9,6 @@
  * on; after --wait a missing server fails the job and a missing worker is
  * left out when --min-workers allows. Ticks get their time explicitly.
  */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,14 +49,6 @@ static void s_open(s_env_t *e, int servers, int workers)
     ck_assert_int_eq(ps_restart_new(&e->r, &e->f.ops, e->agree), 0);
 }
 
-static int s_rm(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void s_close(s_env_t *e)
 {
     ps_restart_destroy(&e->r);
@@ -65,7 +56,7 @@ static void s_close(s_env_t *e)
     ps_restart_destroy(&e->r); /* NULL-safe */
     ps_agree_destroy(&e->agree);
     ps_fake_fini(&e->f);
-    nftw(e->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    ps_fake_rmtree(e->dir);
 }
 
 /* The state a scheduler of servers x workers running job S_RUN saves into
