@@ -253,6 +253,21 @@ int ps_file_check_writable(const char *path, char *why, size_t why_cap)
     return 0;
 }
 
+int ps_file_check_readable(const char *path, char *why, size_t why_cap)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        ps_error_format(why, why_cap, "%s: %s", path, strerror(errno));
+        return errno == ENOENT ? PS_ENOENT : PS_EIO;
+    }
+    if (!S_ISREG(sb.st_mode) || access(path, R_OK) != 0) {
+        ps_error_format(why, why_cap, "%s: %s", path,
+                        S_ISREG(sb.st_mode) ? strerror(errno) : "not a regular file");
+        return PS_EIO;
+    }
+    return 0;
+}
+
 int ps_file_check_dir_writable(const char *path, char *why, size_t why_cap)
 {
     struct stat sb;

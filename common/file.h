@@ -74,6 +74,12 @@ int ps_file_crc32(const char *path, uint32_t *crc);
  * in why (may be NULL). */
 int ps_file_check_writable(const char *path, char *why, size_t why_cap);
 
+/* Checks that path is a regular file this process can read, without
+ * reading it: for input flags checked before joining a job. Returns 0,
+ * PS_ENOENT (no such file) or PS_EIO (a directory, unreadable), with a
+ * one-line reason naming path in why (may be NULL). */
+int ps_file_check_readable(const char *path, char *why, size_t why_cap);
+
 /* The same for a directory the job fills (checkpoints): an existing
  * directory we can write in, or one that can be created (its parent
  * writable). Returns 0, or PS_EIO with a one-line reason in why. */

@@ -1,6 +1,8 @@
 /* common/job.c - job configuration defaults and validation. */
 #include "common/job.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,8 @@ void ps_job_defaults(ps_job_t *job)
     job->max_steps = 0;
     job->seed = 1;
     job->chunk_kib = PS_JOB_CHUNK_KIB_DEFAULT;
+    job->embed_dim = PS_JOB_EMBED_DIM_DEFAULT;
+    job->min_count = 1;
 }
 
 int ps_job_parse_mode(const char *text, ps_job_t *job)
@@ -210,11 +214,44 @@ double ps_job_async_momentum(const ps_job_t *job, int workers, double *rate)
     return mu;
 }
 
+float ps_job_row_bound(const ps_job_t *job)
+{
+    return 1.0f / sqrtf((float)(job->embed_dim > 0 ? job->embed_dim : 1));
+}
+
+/* What a job with embedding rows needs beyond a dense one's checks. */
+static int s_validate_rows(const ps_job_t *job, char *err, size_t errlen)
+{
+    if (!ps_job_has_rows(job)) {
+        return 0;
+    }
+    if (job->embed_dim < 1 || job->embed_dim > PS_JOB_MAX_EMBED_DIM) {
+        snprintf(err, errlen, "--embed-dim %d: expected 1 to %d", job->embed_dim,
+                 PS_JOB_MAX_EMBED_DIM);
+    } else if (job->min_count < 1) {
+        snprintf(err, errlen, "--min-count %d: expected 1 or more", job->min_count);
+    } else if (job->max_rows > PS_JOB_MAX_ROWS) {
+        snprintf(err, errlen, "--max-rows %lld: expected 0 (no cap) to %llu",
+                 (long long)job->max_rows, (unsigned long long)PS_JOB_MAX_ROWS);
+    } else if (strcmp(job->optimizer, "sgd") && strcmp(job->optimizer, "adagrad") &&
+               strcmp(job->optimizer, "ftrl")) {
+        /* a row's state is made with it; adam's bias correction would need
+         * a step count per row, nesterov a look-ahead the rows do not keep */
+        snprintf(err, errlen, "--optimizer %s: a model with embedding rows takes sgd, "
+                 "adagrad or ftrl", job->optimizer);
+    } else if (job->wire != PS_WIRE_FP32 || job->topk > 0) {
+        snprintf(err, errlen, "--wire and --compress are for dense models: rows travel as fp32");
+    } else {
+        return 0;
+    }
+    return PS_EINVAL;
+}
+
 int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
 {
     int widths[PS_JOB_MAX_HIDDEN], nwidths;
-    if (strcmp(job->model, "mlp") && strcmp(job->model, "cnn")) {
-        snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", job->model);
+    if (strcmp(job->model, "mlp") && strcmp(job->model, "cnn") && !ps_job_has_rows(job)) {
+        snprintf(err, errlen, "unknown model '%s' (expected mlp, cnn or ctr)", job->model);
     } else if (job->mode < PS_MODE_SYNC || job->mode > PS_MODE_ALLREDUCE ||
                (job->mode == PS_MODE_SSP &&
                 (job->staleness < 0 || job->staleness > PS_MAX_STALENESS)) ||
@@ -226,15 +263,22 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
         snprintf(err, errlen, "straggler factor must be in [1, 1000], got %g",
                  job->straggler_factor);
     } else if (strcmp(job->optimizer, "sgd") && strcmp(job->optimizer, "nesterov") &&
-               strcmp(job->optimizer, "adam") && strcmp(job->optimizer, "adagrad")) {
-        snprintf(err, errlen, "unknown optimizer '%s' (expected sgd, nesterov, adam or adagrad)",
+               strcmp(job->optimizer, "adam") && strcmp(job->optimizer, "adagrad") &&
+               strcmp(job->optimizer, "ftrl")) {
+        snprintf(err, errlen,
+                 "unknown optimizer '%s' (expected sgd, nesterov, adam, adagrad or ftrl)",
                  job->optimizer);
     } else if (ps_config_check_range("lr", job->lr, 0, PS_JOB_MAX_LR, PS_RANGE_OPEN_MIN, err,
                                      errlen) ||
                ps_config_check_range("momentum", job->momentum, 0, 1, PS_RANGE_OPEN_MAX, err,
                                      errlen) ||
                ps_config_check_range("weight-decay", job->weight_decay, 0, 1, PS_RANGE_OPEN_MAX,
-                                     err, errlen)) {
+                                     err, errlen) ||
+               /* ftrl's strengths: finite as the float32 the optimizer keeps */
+               ps_config_check_range("l1", job->l1, 0, FLT_MAX, PS_RANGE_CLOSED, err,
+                                     errlen) ||
+               ps_config_check_range("l2", job->l2, 0, FLT_MAX, PS_RANGE_CLOSED, err,
+                                     errlen)) {
         /* err says which */
     } else if (job->batch < 1 || job->batch > 65536) {
         snprintf(err, errlen, "batch must be in [1, 65536], got %d", job->batch);
@@ -253,13 +297,13 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
                (job->chunk_kib & (job->chunk_kib - 1))) {
         snprintf(err, errlen, "--chunk-kib %d: expected a power of two in [%d, %d]",
                  job->chunk_kib, PS_JOB_CHUNK_KIB_MIN, PS_JOB_CHUNK_KIB_MAX);
-    } else if (job->hidden[0] && strcmp(job->model, "mlp") != 0) {
-        snprintf(err, errlen, "--hidden is for the mlp, not %s", job->model);
+    } else if (job->hidden[0] && !strcmp(job->model, "cnn")) {
+        snprintf(err, errlen, "--hidden is for the mlp and the ctr model, not the cnn");
     } else if (job->hidden[0] && ps_job_parse_hidden(job->hidden, widths, &nwidths) != 0) {
         snprintf(err, errlen, "--hidden %s: expected 1 to %d comma-separated widths in [1, %d]",
                  job->hidden, PS_JOB_MAX_HIDDEN, PS_JOB_MAX_WIDTH);
     } else {
-        return 0;
+        return s_validate_rows(job, err, errlen);
     }
     return PS_EINVAL;
 }
@@ -284,6 +328,9 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
         /* the ring sums partial sums hop by hop: each hop would round again */
         snprintf(err, errlen, "--wire and --compress need servers: --mode allreduce sends "
                  "fp32 only");
+    } else if (!ps_job_has_servers(job) && ps_job_has_rows(job)) {
+        snprintf(err, errlen, "--model %s keeps its embedding rows on servers: not with --mode "
+                 "allreduce", job->model);
     } else if (workers < 1 || workers > PS_JOB_MAX_NODES) {
         snprintf(err, errlen, "--workers %d: expected 1 to %d", workers, PS_JOB_MAX_NODES);
     } else {
@@ -313,6 +360,11 @@ void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_
     }
     if (job->hidden[0]) {
         n += snprintf(text + n, sizeof text - (size_t)n, " hidden=%s", job->hidden);
+    }
+    if (ps_job_has_rows(job) || !strcmp(job->optimizer, "ftrl")) {
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      " embed_dim=%d min_count=%d max_rows=%llu l1=%a l2=%a", job->embed_dim,
+                      job->min_count, (unsigned long long)job->max_rows, job->l1, job->l2);
     }
     uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
     for (int i = 0; i < n && i < (int)sizeof text; i++) {

@@ -71,6 +71,13 @@ typedef enum {
 /* Largest top-k fraction (--compress topk:R, R in (0, 1]). */
 #define PS_JOB_MAX_TOPK 1.0
 
+/* --embed-dim: floats per embedding row, 1 .. PS_JOB_MAX_EMBED_DIM. */
+#define PS_JOB_MAX_EMBED_DIM 1024
+#define PS_JOB_EMBED_DIM_DEFAULT 16
+
+/* --max-rows: embedding rows per server at most (row indices are 32-bit). */
+#define PS_JOB_MAX_ROWS ((uint64_t)UINT32_MAX - 1)
+
 typedef struct {
     char model[16];      /* "mlp" or "cnn" */
     char hidden[PS_JOB_HIDDEN_TEXT]; /* mlp's hidden widths "H1,H2,..."; "" = the default */
@@ -81,7 +88,7 @@ typedef struct {
     int staleness_lr;    /* async, ssp: weight a gradient tau > 1 versions stale by 1/tau */
     int straggler_rank;  /* worker slowed down for experiments, -1 = none */
     double straggler_factor; /* its compute takes this many times as long (>= 1) */
-    char optimizer[16];  /* sgd, nesterov, adam or adagrad (run by the servers, or
+    char optimizer[16];  /* sgd, nesterov, adam, adagrad or ftrl (run by the servers, or
                             by every worker in allreduce mode) */
     double lr;           /* learning rate */
     double momentum;     /* SGD momentum (0 = plain SGD) */
@@ -96,6 +103,12 @@ typedef struct {
                             keys (error feedback keeps the rest); 0 = dense */
     int chunk_kib;       /* --chunk-kib: the pipeline's chunk, KiB of fp32 keys (not in
                             the job's hash: it moves no value) */
+    double l1;           /* ftrl: L1 strength (lambda1 of McMahan et al. 2013); >= 0 */
+    double l2;           /* ftrl: L2 strength (lambda2); >= 0 */
+    int embed_dim;       /* ctr: floats per embedding row (--embed-dim) */
+    int min_count;       /* ctr: a key gets a row on its min_count-th update (--min-count);
+                            before that it reads as zeros and its gradients are dropped */
+    uint64_t max_rows;   /* ctr: embedding rows per server at most (--max-rows); 0 = no cap */
 } ps_job_t;
 
 /* Fills *job with the project defaults. */
@@ -162,6 +175,19 @@ static inline int ps_job_is_stepped(const ps_job_t *job)
 static inline int ps_job_has_servers(const ps_job_t *job)
 {
     return job->mode != PS_MODE_ALLREDUCE;
+}
+
+/* A new embedding row's values are uniform in +-this (kernels/optim.h,
+ * ps_optim_row_init): 1/sqrt(embed_dim), so a row has about the norm of a
+ * dense layer's input, whatever its width. */
+float ps_job_row_bound(const ps_job_t *job);
+
+/* Whether the job's model has embedding rows (--model ctr): rows are pulled
+ * and pushed by key, beside the dense parameters. */
+static inline int ps_job_has_rows(const ps_job_t *job)
+{
+    return job->model[0] == 'c' && job->model[1] == 't' && job->model[2] == 'r' &&
+           job->model[3] == '\0';
 }
 
 /* Parses "constant", "cosine" or "step:EVERY:GAMMA" into s (warmup untouched).

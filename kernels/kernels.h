@@ -20,7 +20,7 @@
  * (the llm.c cudaCheck habit).
  *
  * Dimension letters: N batch rows, C features/channels, O outputs, H,W spatial,
- * K kernel size.
+ * K kernel size; E, F, U for embedding rows (see embed_gather).
  *
  * This module does not know about models, parameters or the network.
  */
@@ -135,6 +135,14 @@ typedef struct ps_kernels {
      * (first maximum) equals the label. Labels must be valid (the caller checks). */
     float (*softmax_xent)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
                           int C, float *dlogits, int *correct);
+    /* Logistic loss of one logit per row: the mean over the N rows of
+     * softplus(z) - y*z, computed as max(z, 0) - z*y + log1p(exp(-|z|)), for
+     * logits[N] and labels[N] of 0/1 (a backend buffer of bytes; nonzero
+     * counts as 1). Returns that mean (waits for the device). When dlogits
+     * is not NULL writes the gradient of the mean, dlogits = (sigmoid(z) - y)
+     * * (1/N); dlogits may equal logits. */
+    float (*sigmoid_bce)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                         float *dlogits);
 
     /* ---- convolution and pooling (NCHW) ---------------------------------- */
 
@@ -207,6 +215,31 @@ typedef struct ps_kernels {
     void (*softmax_xent_queue)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
                                int N, int C, float *dlogits);
     float (*xent_result)(ps_kctx_t *ctx, int N, int *correct);
+    /* sigmoid_bce (same arithmetic, same arguments) without waiting for the
+     * device; xent_result then reads its mean loss, and in *correct the rows
+     * whose prediction (z > 0) equals their label. */
+    void (*sigmoid_bce_queue)(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
+                              int N, float *dlogits);
+
+    /* ---- embedding rows (sparse inputs) ------------------------------------ */
+
+    /* Dimension letters: E floats per row, F lookups (fields) per sample, U
+     * rows. Gathers each sample's F rows side by side into x: for i < n,
+     * f < F, e < E, x[i*ldx + f*E + e] = rows[idx[i*F + f]*E + e]. rows is
+     * [U,E], idx [n*F] row numbers (< U: the caller checks), x [n,ldx] with
+     * ldx >= F*E; its columns past F*E are left untouched. Copies only: the
+     * same bits on every backend. */
+    void (*embed_gather)(ps_kctx_t *ctx, const float *rows, int E, const uint32_t *idx, int n,
+                         int F, float *x, int ldx);
+    /* The gradient of embed_gather, as a sum per row in a fixed order: for
+     * u < U, drows[u*E + e] = the sum over k in [offsets[u], offsets[u+1]),
+     * in ascending k, starting from 0.0f, of dx[(j/F)*ldx + (j%F)*E + e] with
+     * j = order[k]. offsets [U+1] and order [n*F] (the positions j = i*F + f
+     * grouped by row, ascending within a row) are the batch's CSR, as its
+     * dedup builds them. No atomics: the same bits on every backend and
+     * every run. drows [U,E] is overwritten. */
+    void (*embed_grad)(ps_kctx_t *ctx, const float *dx, int ldx, int E, int F,
+                       const uint32_t *offsets, const uint32_t *order, int U, float *drows);
 
     /* ---- recorded steps (CUDA graphs) -------------------------------------- */
 

@@ -96,12 +96,44 @@ float ps_optim_lr(const ps_job_t *job, int64_t t, int64_t steps_per_epoch, int64
     return (float)lr;
 }
 
+/* splitmix64's output function (Steele et al. 2014): a bijection of 64-bit
+ * words whose every output bit depends on every input bit. */
+static inline uint64_t s_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+void ps_optim_row_init(uint64_t seed, uint64_t key, size_t dim, float bound, float *out)
+{
+    const uint64_t gamma = 0x9e3779b97f4a7c15ull; /* splitmix64's increment */
+    if (bound == 0.0f) {
+        for (size_t i = 0; i < dim; i++) {
+            out[i] = 0.0f;
+        }
+        return;
+    }
+    /* a splitmix64 stream per (seed, key), element i its (i+1)-th output */
+    const uint64_t base = s_mix64(s_mix64(seed + gamma) ^ key);
+    for (size_t i = 0; i < dim; i++) {
+        uint64_t v = s_mix64(base + (uint64_t)(i + 1) * gamma);
+        /* top 24 bits as -2^23 .. 2^23-1: u * 2^-23 in [-1, 1) exactly, and
+         * times bound it cannot round up to bound */
+        int32_t u = (int32_t)(v >> 40) - (1 << 23);
+        out[i] = (float)u * 0x1p-23f * bound;
+    }
+}
+
 int ps_optim_from_job(const ps_job_t *job, ps_optim_t *o)
 {
-    static const char *names[] = {"sgd", "nesterov", "adam", "adagrad"};
+    static const char *names[] = {"sgd", "nesterov", "adam", "adagrad", "ftrl"};
     memset(o, 0, sizeof *o);
     o->kind = (ps_optim_kind_t)-1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
         if (!strcmp(job->optimizer, names[i])) {
             o->kind = (ps_optim_kind_t)i;
         }
@@ -114,6 +146,9 @@ int ps_optim_from_job(const ps_job_t *job, ps_optim_t *o)
     o->beta1 = 0.9f;
     o->beta2 = 0.999f;
     o->eps = o->kind == PS_OPT_ADAGRAD ? 1e-10f : 1e-8f;
+    o->l1 = (float)job->l1;
+    o->l2 = (float)job->l2;
+    o->beta = 1.0f;
     return 0;
 }
 
@@ -124,6 +159,7 @@ int ps_optim_state_floats(const ps_optim_t *o)
     case PS_OPT_NESTEROV: return 1;
     case PS_OPT_ADAM: return 2;
     case PS_OPT_ADAGRAD: return 1;
+    case PS_OPT_FTRL: return 2;
     }
     return 0;
 }
@@ -183,6 +219,22 @@ s_step(const ps_optim_t *o, float lr, int64_t t, float *wo, const float *wi,
             wo[i] = wi[i] - lr * g / (sqrtf(state[i]) + o->eps);
         }
         return;
+    case PS_OPT_FTRL: {
+        /* the weights are kept, so sigma's w is the stored one, and the new w is
+         * the closed form of the proximal step from the updated z and n */
+        float *restrict z = state, *restrict nsq = state + stride;
+        const float l1 = o->l1, l2 = o->l2, beta = o->beta;
+        for (size_t i = 0; i < n; i++) {
+            float g = grad[i] * scale + wd * wi[i];
+            float n1 = nsq[i] + g * g, root = sqrtf(n1);
+            float sigma = (root - sqrtf(nsq[i])) / lr;
+            z[i] += g - sigma * wi[i];
+            nsq[i] = n1;
+            float w = -(z[i] - copysignf(l1, z[i])) / ((beta + root) / lr + l2);
+            wo[i] = fabsf(z[i]) <= l1 ? 0.0f : w;
+        }
+        return;
+    }
     }
 }
 

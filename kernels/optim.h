@@ -48,6 +48,7 @@ typedef enum {
     PS_OPT_NESTEROV = 1, /* SGD with Nesterov momentum */
     PS_OPT_ADAM = 2,     /* Adam */
     PS_OPT_ADAGRAD = 3,  /* AdaGrad */
+    PS_OPT_FTRL = 4,     /* FTRL-Proximal */
 } ps_optim_kind_t;
 
 typedef struct {
@@ -56,13 +57,16 @@ typedef struct {
     float weight_decay;   /* L2: g += weight_decay * w (PyTorch's weight_decay) */
     float beta1, beta2;   /* Adam's moment decays (0.9, 0.999) */
     float eps;            /* Adam 1e-8, AdaGrad 1e-10 (PyTorch's defaults) */
+    float l1, l2;         /* FTRL's L1 and L2 strengths (lambda1, lambda2), >= 0 */
+    float beta;           /* FTRL's per-coordinate rate offset (1.0) */
 } ps_optim_t;
 
 /* Fills o from the job (job->optimizer names the kind). Returns 0 or PS_EINVAL. */
 int ps_optim_from_job(const ps_job_t *job, ps_optim_t *o);
 
 /* Floats of optimizer state per parameter: 0 (plain SGD), 1 (momentum,
- * AdaGrad's sum of squares) or 2 (Adam's first and second moments). */
+ * AdaGrad's sum of squares) or 2 (Adam's first and second moments, FTRL's
+ * z and n). */
 int ps_optim_state_floats(const ps_optim_t *o);
 
 /*
@@ -78,6 +82,10 @@ int ps_optim_state_floats(const ps_optim_t *o);
  *   adam:      m = b1*m + (1-b1)*g;  s = b2*s + (1-b2)*g^2;
  *              w -= lr * (m / (1-b1^t)) / (sqrt(s / (1-b2^t)) + eps)   (Kingma & Ba 2015)
  *   adagrad:   s += g^2;  w -= lr * g / (sqrt(s) + eps)                (Duchi et al. 2011)
+ *   ftrl:      sigma = (sqrt(n + g^2) - sqrt(n)) / lr;  z += g - sigma*w;  n += g^2;
+ *              w = |z| <= l1 ? 0 : -(z - sign(z)*l1) / ((beta + sqrt(n)) / lr + l2)
+ *              (FTRL-Proximal, McMahan et al. 2013, Algorithm 1, alpha = lr; z is the
+ *              first state array, n the second)
  * Thread-safe on disjoint ranges.
  */
 void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *w, float *state,
@@ -90,6 +98,15 @@ void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *w, float *st
 void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t, float *wo,
                         const float *wi, float *state, size_t stride, const float *grad,
                         float scale, size_t n);
+
+/*
+ * The initial values of embedding row `key` of a job seeded with seed: dim
+ * floats into out, uniform in [-bound, bound) (all +0 when bound is 0).
+ * out[i] depends on (seed, key, i) alone (a counter-based hash, splitmix64;
+ * its top 24 bits make the float), so every node computes the same bits
+ * for the same key, whatever else it has computed. Thread-safe.
+ */
+void ps_optim_row_init(uint64_t seed, uint64_t key, size_t dim, float bound, float *out);
 
 /*
  * The learning rate at global step t (0-based) of a job with steps_per_epoch

@@ -13,7 +13,6 @@
 
 #include "common/error.h"
 #include "common/text.h"
-#include "proto/build_id.h"
 
 /* Formats the reason into why and returns PS_EPROTO. */
 __attribute__((format(printf, 3, 4))) static int s_fail(char *why, size_t cap,
@@ -86,7 +85,13 @@ static int s_check_header(const Shardps__Header *m, char *why, size_t cap)
     if (m->payload_len && (dtype < PS_DTYPE_F32 || dtype > PS_DTYPE_MAX)) {
         return s_fail(why, cap, "unknown dtype %d", dtype);
     }
-    if (m->nnz && (dtype < PS_DTYPE_SPARSE_F32 || dtype > PS_DTYPE_MAX)) {
+    const int rows = m->type == PS_MSG_ROWS_PULL || m->type == PS_MSG_ROWS ||
+                     m->type == PS_MSG_ROWS_PUSH;
+    if (rows && (m->nnz > PS_MAX_ROWS_MSG || (m->nnz && dtype != PS_DTYPE_F32))) {
+        return s_fail(why, cap, "rows message of %llu keys (at most %d) and dtype %d (fp32)",
+                      (unsigned long long)m->nnz, PS_MAX_ROWS_MSG, dtype);
+    }
+    if (!rows && m->nnz && (dtype < PS_DTYPE_SPARSE_F32 || dtype > PS_DTYPE_MAX)) {
         return s_fail(why, cap, "nnz %llu on a dense payload", (unsigned long long)m->nnz);
     }
     if (m->n_keys) {
@@ -146,6 +151,11 @@ void ps_codec_job_to_pb(const ps_job_t *j, ps_job_pb_t *out)
     m->topk = j->topk;
     m->hidden = (char *)j->hidden;
     m->chunk_kib = (uint32_t)j->chunk_kib;
+    m->embed_dim = (uint32_t)j->embed_dim;
+    m->min_count = (uint32_t)j->min_count;
+    m->max_rows = j->max_rows;
+    m->l1 = j->l1;
+    m->l2 = j->l2;
 }
 
 int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, size_t cap)
@@ -185,6 +195,11 @@ int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, si
     j->epochs = m->epochs;
     j->max_steps = m->max_steps;
     j->seed = m->seed;
+    j->embed_dim = m->embed_dim < INT32_MAX ? (int)m->embed_dim : INT32_MAX;
+    j->min_count = m->min_count < INT32_MAX ? (int)m->min_count : INT32_MAX;
+    j->max_rows = m->max_rows;
+    j->l1 = m->l1;
+    j->l2 = m->l2;
     char err[160];
     if (ps_job_validate(j, err, sizeof err) != 0) {
         return s_fail(why, cap, "job: %s", err);
@@ -205,9 +220,32 @@ static int s_workers_ok(const ps_job_t *job, size_t n, int num_workers)
     return job->mode == PS_MODE_ALLREDUCE ? n == (size_t)num_workers : n == 0;
 }
 
+/* A job with embedding rows: the servers' row ranges tile the hashed space
+ * in rank order; without: none is set. */
+static int s_check_view_rows(const Shardps__ClusterView *m, const ps_job_t *job, char *why,
+                             size_t cap)
+{
+    ps_rowrange_t rows[PS_MAX_SERVERS];
+    int any = 0;
+    for (size_t i = 0; i < m->n_servers; i++) {
+        rows[i].first = m->servers[i]->row_first;
+        rows[i].last = m->servers[i]->row_last;
+        any |= rows[i].first != 0 || rows[i].last != 0;
+    }
+    if (!ps_job_has_rows(job) || !m->n_servers) {
+        return any ? s_fail(why, cap, "view: row ranges in a job without embedding rows") : 0;
+    }
+    if (!ps_range_rows_tile(rows, (int)m->n_servers)) {
+        return s_fail(why, cap, "view: the servers' row ranges do not tile the hashed keys");
+    }
+    return 0;
+}
+
 /* The view's entries: servers tile [0, P) in rank order (the client relies
- * on it); in allreduce mode every worker, in rank order, with an endpoint. */
-static int s_check_view_entries(const Shardps__ClusterView *m, char *why, size_t cap)
+ * on it), and the hashed row keys in a job with rows; in allreduce mode
+ * every worker, in rank order, with an endpoint. */
+static int s_check_view_entries(const Shardps__ClusterView *m, const ps_job_t *job, char *why,
+                                size_t cap)
 {
     uint64_t next = 0;
     for (size_t i = 0; i < m->n_servers; i++) {
@@ -229,6 +267,9 @@ static int s_check_view_entries(const Shardps__ClusterView *m, char *why, size_t
     if (m->n_servers && next != m->num_params) {
         return s_fail(why, cap, "view: the servers' keys end at %llu, not at P = %llu",
                       (unsigned long long)next, (unsigned long long)m->num_params);
+    }
+    if (s_check_view_rows(m, job, why, cap) != 0) {
+        return PS_EPROTO;
     }
     for (size_t i = 0; i < m->n_workers; i++) {
         const Shardps__WorkerInfo *w = m->workers[i];
@@ -289,7 +330,7 @@ static int s_check_view(const Shardps__ClusterView *m, char *why, size_t cap)
         s_str("view", "resume_dir", m->resume_dir, PS_RESUME_DIR_MAX, why, cap)) {
         return PS_EPROTO;
     }
-    return s_check_view_entries(m, why, cap);
+    return s_check_view_entries(m, &job, why, cap);
 }
 
 int ps_codec_view_to_pb(const ps_view_t *v, ps_view_pb_t *out)
@@ -319,6 +360,8 @@ int ps_codec_view_to_pb(const ps_view_t *v, ps_view_pb_t *out)
         s->endpoint = (char *)v->servers[i].endpoint;
         s->key_begin = v->servers[i].begin;
         s->key_end = v->servers[i].end;
+        s->row_first = v->servers[i].rows.first;
+        s->row_last = v->servers[i].rows.last;
         s->curve_key = (char *)v->servers[i].curve_key;
         out->server_ptrs[i] = s;
     }
@@ -403,6 +446,8 @@ int ps_codec_view_from_pb(const Shardps__ClusterView *m, ps_view_t *v, char *why
         d->rank = s->rank;
         d->begin = s->key_begin;
         d->end = s->key_end;
+        d->rows.first = s->row_first;
+        d->rows.last = s->row_last;
         s_copy(d->endpoint, sizeof d->endpoint, s->endpoint);
         s_copy(d->curve_key, sizeof d->curve_key, s->curve_key);
     }
@@ -739,49 +784,4 @@ size_t ps_codec_byte_types(const uint64_t *counts)
         n--;
     }
     return n;
-}
-
-/* ---- names ------------------------------------------------------------------ */
-
-void ps_codec_build_id(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s protocol %u", PS_BUILD_VCS, PS_PROTOCOL_VERSION);
-}
-
-const char *ps_codec_type_name(int type)
-{
-    static const char *names[PS_MSG_TYPE_MAX + 1] = {
-        "none",    "register", "register-ack", "model-info", "view",      "barrier",
-        "barrier-done", "heartbeat", "shutdown", "done",   "push",      "push-ack",
-        "pull",    "pull-reply", "init",       "init-ack", "error",     "report",
-        "ring-data", "checkpoint", "members", "peer-ready",
-        [PS_MSG_FAILOVER] = "failover",
-        [PS_MSG_FAILOVER_READY] = "failover-ready",
-        [PS_MSG_JOIN_PREPARE] = "join-prepare",
-        [PS_MSG_JOIN_STEP] = "join-step",
-        [PS_MSG_STATUS] = "status",
-        [PS_MSG_STATUS_REPLY] = "status-reply",
-        [PS_MSG_PREFLIGHT_PROBE] = "preflight-probe",
-        [PS_MSG_PREFLIGHT_RESULT] = "preflight-result",
-        [PS_MSG_PUSH_PULL] = "push-pull",
-        [PS_MSG_CHALLENGE] = "challenge",
-        [PS_MSG_RESUME_CHECK] = "resume-check",
-        [PS_MSG_REPLICA] = "replica",
-        [PS_MSG_REPLICATE] = "replicate",
-        [PS_MSG_REPLICA_SNAPSHOT] = "replica-snapshot",
-        [PS_MSG_REPLICA_ACK] = "replica-ack"};
-    if (type < 0 || type > PS_MSG_TYPE_MAX || !names[type]) {
-        return "unknown";
-    }
-    return names[type];
-}
-
-const char *ps_codec_role_tag(ps_role_t role)
-{
-    switch ((int)role) {
-    case PS_ROLE_SCHEDULER: return "C";
-    case PS_ROLE_SERVER: return "S";
-    case PS_ROLE_WORKER: return "W";
-    default: return "?";
-    }
 }

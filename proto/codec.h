@@ -29,6 +29,7 @@
 #include "common/hist.h"
 #include "common/job.h"
 #include "proto/arena.h"
+#include "proto/range.h"
 #include "proto/shardps.pb-c.h"
 
 #ifdef __cplusplus
@@ -53,7 +54,9 @@ extern "C" {
  *    header's pull_version). */
 /* 7: authenticated registration (MSG_CHALLENGE, Register.nonce and proof),
  *    ring data carries its sender's token. */
-#define PS_PROTOCOL_VERSION 7u
+/* 8: embedding rows (MSG_ROWS_*, ServerInfo's row ranges, the job's
+ *    embed_dim, min_count, max_rows, l1 and l2). */
+#define PS_PROTOCOL_VERSION 8u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };
@@ -98,7 +101,10 @@ typedef Shardps__MsgType ps_msg_type_t;
 #define PS_MSG_REPLICATE SHARDPS__MSG_TYPE__MSG_REPLICATE
 #define PS_MSG_REPLICA_SNAPSHOT SHARDPS__MSG_TYPE__MSG_REPLICA_SNAPSHOT
 #define PS_MSG_REPLICA_ACK SHARDPS__MSG_TYPE__MSG_REPLICA_ACK
-#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_REPLICA_ACK
+#define PS_MSG_ROWS_PULL SHARDPS__MSG_TYPE__MSG_ROWS_PULL
+#define PS_MSG_ROWS SHARDPS__MSG_TYPE__MSG_ROWS
+#define PS_MSG_ROWS_PUSH SHARDPS__MSG_TYPE__MSG_ROWS_PUSH
+#define PS_MSG_TYPE_MAX SHARDPS__MSG_TYPE__MSG_ROWS_PUSH
 
 typedef Shardps__Role ps_role_t;
 #define PS_ROLE_NONE SHARDPS__ROLE__ROLE_NONE
@@ -136,6 +142,7 @@ enum {
     PS_BARRIER_NAME_MAX = 64,   /* Barrier.name */
     PS_CHECKPOINT_FILE_MAX = 64, /* Checkpoint.file */
     PS_MAX_RESUME_CHECK = 16,   /* ResumeCheck.parts: the newest checkpoints a resume weighs */
+    PS_MAX_ROWS_MSG = 1 << 20,  /* keys of one MSG_ROWS_* (its nnz) */
     PS_DIR_MAX = 512,           /* ClusterView.checkpoint_dir */
     PS_RESUME_DIR_MAX = 600,    /* ClusterView.resume_dir */
     PS_STATUS_WORD_MAX = 16,    /* StatusReply.phase, .model, StatusNode.state */
@@ -161,6 +168,8 @@ typedef struct {
     uint64_t begin;                   /* first key of the server's range */
     uint64_t end;                     /* one past its last key */
     char curve_key[PS_CURVE_KEY_LEN]; /* --secure: its Z85 public key; else "" */
+    ps_rowrange_t rows;               /* a job with embedding rows: the hashes of the
+                                         row keys it holds (proto/range.h); else 0, 0 */
 } ps_server_info_t;
 
 /* A worker's place in the cluster view (allreduce mode: the ring). */

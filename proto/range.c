@@ -1,4 +1,5 @@
-/* proto/range.c - key-range arithmetic and the byte-balanced shard map. */
+/* proto/range.c - key-range arithmetic, the byte-balanced shard map and the
+ * rows' hashed one. */
 #include "proto/range.h"
 
 #include "common/error.h"
@@ -39,6 +40,52 @@ int ps_range_find(const ps_range_t *shards, int s, uint64_t key)
         if (key < shards[mid].begin) {
             hi = mid - 1;
         } else if (key >= shards[mid].end) {
+            lo = mid + 1;
+        } else {
+            return mid;
+        }
+    }
+    return -1;
+}
+
+int ps_range_split_rows(int s, ps_rowrange_t *out)
+{
+    if (s < 1) {
+        return PS_EINVAL;
+    }
+    /* range i starts at floor(i * 2^64 / s) */
+    for (int i = 0; i < s; i++) {
+        out[i].first = (uint64_t)(((unsigned __int128)i << 64) / (unsigned)s);
+        if (i > 0) {
+            out[i - 1].last = out[i].first - 1;
+        }
+    }
+    out[s - 1].last = UINT64_MAX;
+    return 0;
+}
+
+int ps_range_rows_tile(const ps_rowrange_t *rows, int s)
+{
+    if (s < 1 || rows[0].first != 0 || rows[s - 1].last != UINT64_MAX) {
+        return 0;
+    }
+    for (int i = 0; i < s; i++) {
+        if (rows[i].last < rows[i].first || (i > 0 && rows[i].first != rows[i - 1].last + 1)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int ps_range_find_row(const ps_rowrange_t *rows, int s, uint64_t key)
+{
+    const uint64_t h = ps_range_row_hash(key);
+    int lo = 0, hi = s - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (h < rows[mid].first) {
+            hi = mid - 1;
+        } else if (h > rows[mid].last) {
             lo = mid + 1;
         } else {
             return mid;

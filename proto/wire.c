@@ -330,6 +330,34 @@ int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *pay
     return 0;
 }
 
+int ps_wire_check_row_keys(const void *keys, uint64_t nnz, const ps_rowrange_t *held,
+                           char *why, size_t whylen)
+{
+    const unsigned char *p = keys;
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < nnz; i++) {
+        uint64_t k;
+        memcpy(&k, p + i * sizeof k, sizeof k);
+        const uint64_t h = ps_range_row_hash(k);
+        if (i > 0 && h <= prev) {
+            snprintf(why, whylen, "row key %llu at %llu %s", (unsigned long long)k,
+                     (unsigned long long)i,
+                     h == prev ? "repeats the one before it"
+                               : "is out of order (keys go in the order of their hashes)");
+            return PS_ERANGE;
+        }
+        if (held && (h < held->first || h > held->last)) {
+            snprintf(why, whylen, "row key %llu is not this server's (its hash %016llx is "
+                     "outside %016llx..%016llx)", (unsigned long long)k,
+                     (unsigned long long)h, (unsigned long long)held->first,
+                     (unsigned long long)held->last);
+            return PS_ERANGE;
+        }
+        prev = h;
+    }
+    return 0;
+}
+
 int ps_wire_worker_momentum(const ps_job_t *job)
 {
     return job->topk > 0 && job->momentum > 0 && !strcmp(job->optimizer, "sgd");

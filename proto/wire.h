@@ -21,6 +21,7 @@
 
 #include "common/job.h"
 #include "proto/codec.h"
+#include "proto/range.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,6 +91,16 @@ size_t ps_wire_topk_select(uint32_t dense, uint32_t *idx, void *vals, uint32_t b
  */
 int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *payload,
                            size_t len, uint64_t nnz, char *why, size_t whylen);
+
+/*
+ * Checks a rows message's keys (MSG_ROWS_*): nnz little-endian uint64 at
+ * keys (any alignment) whose hashes (ps_range_row_hash) are strictly
+ * ascending (so the keys are unique), each inside held (a server's rows;
+ * NULL: any). Returns 0, or PS_ERANGE with a one-line reason naming the
+ * first bad key in why.
+ */
+int ps_wire_check_row_keys(const void *keys, uint64_t nnz, const ps_rowrange_t *held,
+                           char *why, size_t whylen);
 
 /* Non-zero when a top-k job's SGD momentum runs on the workers (momentum
  * correction, Lin et al., "Deep Gradient Compression", ICLR 2018): each

@@ -46,8 +46,11 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"endpoint-file", PS_FLAG_STR, &c->endpoint_file, "FILE", "write the bound endpoint here"},
         {"servers", PS_FLAG_INT, &c->servers, "S", "number of servers to wait for (0 with --mode allreduce)"},
         {"workers", PS_FLAG_INT, &c->workers, "M", "number of workers to wait for"},
-        {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn"},
-        {"hidden", PS_FLAG_STR, &f->hidden, "H1,H2,...", "mlp: its hidden layers' widths (default 256,128), e.g. 2048,2048"},
+        {"model", PS_FLAG_STR, &f->model, "NAME", "model to train: mlp or cnn (Fashion-MNIST), or ctr (click-through: embedding rows of 26 categorical fields and an mlp)"},
+        {"hidden", PS_FLAG_STR, &f->hidden, "H1,H2,...", "mlp, ctr: the hidden layers' widths (default 256,128), e.g. 2048,2048"},
+        {"embed-dim", PS_FLAG_INT, &c->job.embed_dim, "D", "ctr: floats per embedding row, 1 to 1024"},
+        {"min-count", PS_FLAG_INT, &c->job.min_count, "N", "ctr: a key gets a row on its N-th update; before, it reads as zeros and its updates are counted and dropped"},
+        {"max-rows", PS_FLAG_INT, &f->max_rows, "N", "ctr: embedding rows per server at most (0 = no cap); past it a new key's updates are counted and dropped, with a warning"},
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
         {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by (M-1)/M, with SGD momentum lowered by 1-1/M at a rate keeping lr/(1-momentum)"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
@@ -55,7 +58,9 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"chunk-kib", PS_FLAG_INT, &c->job.chunk_kib, "KIB", "sync and ssp: servers apply pushes and answer pulls in chunks of KIB KiB (a power of two, 4 to 1024), and pushes travel in whole chunks, about 2 ms of the link each, so uplink and downlink work at once"},
         {"wire", PS_FLAG_STR, &f->wire, "DTYPE", "how pushes and pull replies travel: fp32, fp16 or bf16 (servers keep fp32; not with allreduce)"},
         {"compress", PS_FLAG_STR, &f->compress, "C", "pushes: none, or topk:R (send the fraction R of each tensor's largest gradients, tensors of at most R x params keys whole, keep the rest for the next push; not with allreduce)"},
-        {"optimizer", PS_FLAG_STR, &f->optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam or adagrad"},
+        {"optimizer", PS_FLAG_STR, &f->optimizer, "NAME", "optimizer (on the servers; on every worker under allreduce): sgd, nesterov, adam, adagrad or ftrl (ctr: sgd, adagrad or ftrl)"},
+        {"l1", PS_FLAG_DOUBLE, &c->job.l1, "X", "ftrl: L1 strength, >= 0"},
+        {"l2", PS_FLAG_DOUBLE, &c->job.l2, "X", "ftrl: L2 strength, >= 0"},
         {"lr", PS_FLAG_DOUBLE, &c->job.lr, "X", "learning rate, in (0, 10]"},
         {"momentum", PS_FLAG_DOUBLE, &c->job.momentum, "X", "SGD momentum, in [0, 1)"},
         {"weight-decay", PS_FLAG_DOUBLE, &c->job.weight_decay, "X", "L2 weight decay, in [0, 1)"},
@@ -141,6 +146,7 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     snprintf(job->optimizer, sizeof job->optimizer, "%s", f->optimizer);
     job->seed = (uint64_t)(unsigned)f->seed;
     job->max_steps = f->max_steps;
+    job->max_rows = (uint64_t)(int64_t)f->max_rows; /* a negative one: refused as too many */
     job->schedule.warmup_steps = f->warmup;
     if (ps_job_parse_schedule(f->schedule, &job->schedule) != 0) {
         snprintf(err, errlen, "--lr-schedule %s: expected constant, cosine or "

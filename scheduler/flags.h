@@ -24,7 +24,7 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 41
+#define PS_SCHEDULER_NFLAGS 46
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -40,6 +40,7 @@ typedef struct {
     const char *straggler;     /* --straggler RANK:FACTOR; NULL = none */
     int seed;                  /* --seed */
     int max_steps;             /* --max-steps */
+    int max_rows;              /* --max-rows */
     int warmup;                /* --warmup-steps */
     const char *log_level;     /* --log-level, for ps_log_set_level_flag() */
     const char *checkpoint_every; /* --checkpoint-every N (steps) or Ns (seconds) */

@@ -102,11 +102,15 @@ static int s_view_job(ps_scheduler_t *s, uint64_t p, uint64_t samples)
     v->preflight = s->cfg->preflight && s->cfg->servers > 0;
     v->replicas = s->cfg->replicas;
     ps_range_t ranges[PS_MAX_SERVERS];
+    ps_rowrange_t rows[PS_MAX_SERVERS];
     ps_range_split(p, s->cfg->servers, ranges);
+    ps_range_split_rows(s->cfg->servers, rows);
     for (int i = 0; i < s->cfg->servers; i++) {
         v->servers[i].rank = i;
         v->servers[i].begin = ranges[i].begin;
         v->servers[i].end = ranges[i].end;
+        /* embedding rows: by their keys' hash, so hot ids spread */
+        v->servers[i].rows = ps_job_has_rows(j) ? rows[i] : (ps_rowrange_t){0, 0};
     }
     const int rc = ps_ckpt_setup(s->ckpt, samples);
     if (rc == 0 && ps_ckpt_view(s->ckpt, v) != 0) {

@@ -236,6 +236,8 @@ static json_t *s_bytes(const ps_sched_ops_t *ops, const ps_summary_from_t *from)
 /* What the summary adds up over nodes. */
 typedef struct {
     double acc;       /* worker 0's last test accuracy, -1 before an evaluation */
+    double auc;       /* a model with rows: its last test AUC, -1 before one (or none) */
+    double logloss;   /* and log loss */
     uint64_t pushed, pulled, dropped, rejected, nonfinite, secure_refused, forged, unread;
     int64_t samples;  /* over all workers */
     double train;     /* the longest training loop, seconds */
@@ -251,6 +253,8 @@ static void s_totals(const ps_sched_ops_t *ops, const ps_summary_from_t *from,
     const Shardps__Done *w0 = s_done(ops, 0);
     memset(t, 0, sizeof *t);
     t->acc = w0->n_test_accuracy ? w0->test_accuracy[w0->n_test_accuracy - 1] : -1;
+    t->auc = w0->n_test_auc ? w0->test_auc[w0->n_test_auc - 1] : -1;
+    t->logloss = w0->n_test_logloss ? w0->test_logloss[w0->n_test_logloss - 1] : -1;
     t->secure_refused = from->secure_refused; /* the scheduler's own, then servers' */
     for (int w = 0; w < ops->cfg->workers; w++) {
         const Shardps__Done *d = s_done(ops, w);
@@ -348,6 +352,15 @@ static void s_results(json_t *doc, const ps_sched_ops_t *ops, const ps_summary_f
         "bytes_by_type", s_bytes(ops, from));
     *failed += !r || json_object_update(doc, r) != 0;
     json_decref(r);
+    if (w0->n_test_auc) { /* a model with embedding rows: ranked, not classified */
+        json_t *auc = json_array();
+        for (size_t e = 0; e < w0->n_test_auc; e++) {
+            *failed += json_array_append_new(auc, ps_json_real(w0->test_auc[e], 6)) != 0;
+        }
+        *failed += json_object_set_new(doc, "test_auc", ps_json_real(t->auc, 6)) != 0;
+        *failed += json_object_set_new(doc, "test_auc_per_epoch", auc) != 0;
+        *failed += json_object_set_new(doc, "test_logloss", ps_json_real(t->logloss, 6)) != 0;
+    }
 }
 
 /* Writes doc as the file path with SIGTERM, SIGINT and SIGHUP held: a failed
@@ -380,10 +393,17 @@ int ps_summary_write(const ps_sched_ops_t *ops, const ps_summary_from_t *from)
     if (finished) {
         char mode[32];
         ps_job_mode_str(j, mode, sizeof mode);
+        char quality[64];
+        if (t.auc >= 0) {
+            snprintf(quality, sizeof quality, "test_auc=%.4f test_logloss=%.4f", t.auc,
+                     t.logloss);
+        } else {
+            snprintf(quality, sizeof quality, "test_accuracy=%.4f", t.acc);
+        }
         ps_log_info("summary: model=%s mode=%s servers=%d workers=%d epochs=%d batch=%d "
-                    "test_accuracy=%.4f samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
+                    "%s samples_per_sec=%.0f wall_seconds=%.2f bytes_pushed=%llu "
                     "bytes_pulled=%llu staleness_mean=%.2f staleness_max=%lld pushes_dropped=%llu",
-                    j->model, mode, cfg->servers, cfg->workers, j->epochs, j->batch, t.acc,
+                    j->model, mode, cfg->servers, cfg->workers, j->epochs, j->batch, quality,
                     t.sps, t.wall, (unsigned long long)t.pushed, (unsigned long long)t.pulled,
                     ps_hist_mean(&t.stale), (long long)(t.stale.max > 0 ? t.stale.max : 0),
                     (unsigned long long)t.dropped);

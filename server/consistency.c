@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/optim.h"
+#include "proto/codec.h"
 
 static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -33,7 +34,7 @@ static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
     return status;
 }
 
-static float s_lr(const ps_consistency_t *c, int64_t step)
+float ps_consistency_lr(const ps_consistency_t *c, int64_t step)
 {
     return ps_optim_lr(&c->cfg.job, step, c->cfg.steps_per_epoch, c->cfg.total_steps);
 }
@@ -44,7 +45,7 @@ static float s_lr(const ps_consistency_t *c, int64_t step)
  * tau > 1 versions after the one it was computed on is weighted 1/tau, when the
  * job asks for it. Fresh gradients (tau <= 1, everything under sync) keep 1.
  */
-static float s_stale_weight(const ps_consistency_t *c, int64_t tau)
+float ps_consistency_stale_weight(const ps_consistency_t *c, int64_t tau)
 {
     return (c->cfg.job.staleness_lr && tau > 1) ? 1.0f / (float)tau : 1.0f;
 }
@@ -56,9 +57,9 @@ static float s_stale_weight(const ps_consistency_t *c, int64_t tau)
  * staleness adds momentum of its own (Mitliagkas et al. 2016), so the store
  * runs less and the rate makes up for it (cfg.async_rate). docs/design.md,
  * async. */
-static float s_async_weight(const ps_consistency_t *c, int64_t tau)
+float ps_consistency_async_weight(const ps_consistency_t *c, int64_t tau)
 {
-    const float w = s_stale_weight(c, tau);
+    const float w = ps_consistency_stale_weight(c, tau);
     if (!c->cfg.job.staleness_lr || c->workers < 2) {
         return w;
     }
@@ -72,13 +73,15 @@ static size_t s_slot(const ps_consistency_t *c, int64_t t, int w)
     return ps_consistency_slot(c, t, w);
 }
 
-/* Non-zero when live worker w has pushed every key of step t. */
+/* Non-zero when live worker w has pushed every key of step t (and its
+ * rows push, in a job with rows). */
 static int s_complete(const ps_consistency_t *c, int64_t t, int w)
 {
-    return c->live[w] && c->covered[s_slot(c, t, w)] == c->n;
+    const size_t k = s_slot(c, t, w);
+    return c->live[w] && c->covered[k] == c->n && (!c->cfg.rows || c->rows_got[k]);
 }
 
-static void s_release(ps_consistency_t *c, void *frame)
+void ps_consistency_release(ps_consistency_t *c, void *frame)
 {
     if (frame && c->cfg.ops.release) {
         c->cfg.ops.release(c->cfg.ops.ctx, frame);
@@ -90,11 +93,24 @@ void ps_consistency_release_parts(ps_consistency_t *c, size_t k)
 {
     ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
     for (int i = 0; i < c->nparts[k]; i++) {
-        s_release(c, parts[i].frame);
+        ps_consistency_release(c, parts[i].frame);
     }
     c->nparts[k] = 0;
     c->covered[k] = 0;
     memset(c->chunk_got + k * c->nchunks, 0, c->nchunks * sizeof *c->chunk_got);
+    if (c->cfg.rows) {
+        ps_consistency_release(c, c->rows_frame[k]);
+        c->rows_frame[k] = NULL;
+        c->rows_got[k] = 0;
+    }
+}
+
+void ps_consistency_drop_pending(ps_consistency_t *c)
+{
+    for (int i = 0; i < c->npending; i++) {
+        ps_consistency_release(c, c->pending[i].frame);
+    }
+    c->npending = 0;
 }
 
 /* Keys [off, off + len) (shard-relative) of chunk ch. */
@@ -111,7 +127,7 @@ int ps_consistency_chunked(const ps_consistency_t *c)
 }
 
 /* Acks r at the current version. */
-static void s_ack(ps_consistency_t *c, const ps_request_t *r)
+void ps_consistency_ack(ps_consistency_t *c, const ps_request_t *r)
 {
     c->cfg.ops.ack(c->cfg.ops.ctx, r->asker, r->range, c->version);
 }
@@ -132,7 +148,7 @@ static const float *s_lone_push(const ps_consistency_t *c, int64_t t, int first)
     }
     const void *d0 = c->nparts[k0] == 1 ? p0->data : NULL;
     if (d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
-        s_stale_weight(c, t - c->computed_on[k0]) == 1.0f) {
+        ps_consistency_stale_weight(c, t - c->computed_on[k0]) == 1.0f) {
         return d0;
     }
     return NULL;
@@ -142,7 +158,7 @@ static const float *s_lone_push(const ps_consistency_t *c, int64_t t, int first)
  * The gradient sum of keys [off, off + len) (shard-relative) of step t,
  * into scratch[0, len): the pushes of every worker in c->with, in
  * worker-rank order from the first of them (`first`), each weighted by
- * s_stale_weight(), read in place from the held parts. Summed one range (a
+ * ps_consistency_stale_weight(), read in place from the held parts. Summed one range (a
  * chunk) at a time just before its update, into the same scratch each time,
  * so the sum is still in cache when the optimizer reads it; per key the same
  * additions in the same order as a sum of the whole shard. Returns scratch.
@@ -156,7 +172,7 @@ static const float *s_sum_range(ps_consistency_t *c, int64_t t, int first, uint6
             continue;
         }
         size_t k = s_slot(c, t, w);
-        const float weight = s_stale_weight(c, t - c->computed_on[k]);
+        const float weight = ps_consistency_stale_weight(c, t - c->computed_on[k]);
         const ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
         for (int i = 0; i < c->nparts[k]; i++) {
             uint64_t b = parts[i].begin > off ? parts[i].begin : off;
@@ -247,7 +263,7 @@ void ps_consistency_end_step(ps_consistency_t *c, int64_t t)
         size_t k = s_slot(c, t, w);
         if (s_complete(c, t, w)) {
             ps_hist_add(&c->stats.staleness, t - c->computed_on[k]);
-        } else if (c->covered[k]) {
+        } else if (c->covered[k] || (c->cfg.rows && c->rows_got[k])) {
             c->stats.dropped++; /* a late worker's partial push: its step is over */
         }
         ps_consistency_release_parts(c, k);
@@ -278,7 +294,7 @@ static const float *s_lone_chunk(const ps_consistency_t *c, int64_t t, int w, ui
 {
     const size_t k = s_slot(c, t, w);
     const ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
-    if (s_stale_weight(c, t - c->computed_on[k]) != 1.0f) {
+    if (ps_consistency_stale_weight(c, t - c->computed_on[k]) != 1.0f) {
         return NULL;
     }
     for (int i = 0; i < c->nparts[k]; i++) {
@@ -316,7 +332,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
         if (count == 0) {
             return;
         }
-        const float lr = s_lr(c, t), scale = 1.0f / (float)count;
+        const float lr = ps_consistency_lr(c, t), scale = 1.0f / (float)count;
         int applied = 0;
         for (size_t ch = 0; ch < c->nchunks; ch++) {
             uint64_t off, len = ps_consistency_chunk_len(c, ch, &off);
@@ -332,6 +348,10 @@ static void s_try_apply_chunks(ps_consistency_t *c)
             applied = 1;
         }
         if (c->ndone == c->nchunks) {
+            if (!ps_consistency_rows_in(c, t)) {
+                return; /* the rows, last, end the step when they come */
+            }
+            ps_consistency_apply_rows(c, t, lr, scale);
             c->stats.steps_fewer += c->nlive < c->workers;
             ps_consistency_end_step(c, t);
             continue;
@@ -347,7 +367,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
  * sync:k/n needs k of them. The gradients are summed in worker-rank order,
  * so the result does not depend on arrival order.
  */
-static void s_try_apply(ps_consistency_t *c)
+void ps_consistency_try_apply(ps_consistency_t *c)
 {
     if (ps_consistency_chunked(c)) {
         s_try_apply_chunks(c);
@@ -376,7 +396,7 @@ static void s_try_apply(ps_consistency_t *c)
             c->with[w] = (unsigned char)s_complete(c, t, w);
         }
         const float *lone = s_lone_push(c, t, first);
-        const float lr = s_lr(c, t), scale = 1.0f / (float)complete;
+        const float lr = ps_consistency_lr(c, t), scale = 1.0f / (float)complete;
         c->version = t + 1; /* what the values sent below carry; Adam's t */
         for (uint64_t off = 0; off < c->n; off += PS_CONSISTENCY_REPLY_KEYS) {
             uint64_t len = c->n - off < PS_CONSISTENCY_REPLY_KEYS ? c->n - off
@@ -385,6 +405,7 @@ static void s_try_apply(ps_consistency_t *c)
             const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
             ps_consistency_store_step(c, chunk, sum, lr, scale, c->version, t);
         }
+        ps_consistency_apply_rows(c, t, lr, scale);
         ps_consistency_end_step(c, t);
     }
 }
@@ -428,6 +449,16 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
     c->waiting = calloc((size_t)c->workers, sizeof *c->waiting);
     c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
+    if (cfg->rows) {
+        c->rows = calloc(c->nslots, sizeof *c->rows);
+        c->rows_frame = calloc(c->nslots, sizeof *c->rows_frame);
+        c->rows_got = calloc(c->nslots, 1);
+        c->rows_with = calloc((size_t)c->workers, sizeof *c->rows_with);
+        if (!c->rows || !c->rows_frame || !c->rows_got || !c->rows_with) {
+            ps_consistency_destroy(&c);
+            return PS_ENOMEM;
+        }
+    }
     if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered ||
         !c->computed_on || !c->scratch || !c->pending || !c->askers || !c->chunk_got ||
         !c->done || !c->with || !c->waiting) {
@@ -450,9 +481,19 @@ void ps_consistency_destroy(ps_consistency_t **cp)
     if (!c) {
         return;
     }
-    for (size_t k = 0; c->nparts && c->chunk_got && k < c->nslots; k++) {
+    for (size_t k = 0; c->nparts && c->chunk_got && (!c->cfg.rows || (c->rows_got && c->rows_frame)) &&
+                       k < c->nslots; k++) {
         ps_consistency_release_parts(c, k);
     }
+    if (c->pending) {
+        ps_consistency_drop_pending(c);
+    }
+    free(c->rows);
+    free(c->rows_frame);
+    free(c->rows_got);
+    free(c->rows_with);
+    free(c->sum_keys);
+    free(c->sum_grads);
     free(c->live);
     free(c->join_at);
     free(c->parts);
@@ -491,7 +532,7 @@ int ps_consistency_set_workers(ps_consistency_t *c, const unsigned char *live)
         s_skip_to_joins(c);
     }
     if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
-        s_try_apply(c);
+        ps_consistency_try_apply(c);
     }
     return 0;
 }
@@ -514,7 +555,7 @@ int ps_consistency_init(ps_consistency_t *c, const ps_request_t *r, char *why, s
     if (rc == 1) {
         c->step_since = ps_now();
     }
-    s_ack(c, r);
+    ps_consistency_ack(c, r);
     ps_consistency_answer_pulls(c);
     return 0;
 }
@@ -545,20 +586,22 @@ static int s_add_part(ps_consistency_t *c, size_t k, uint64_t begin, uint64_t en
     return 0;
 }
 
-/* Stepped modes. Returns 1 when r's frame is held, 0, or a refusal. */
-static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+/* Stepped modes: whether push r may count toward a step. Returns 1 (it
+ * may), 0 (acked and dropped: late for a step already applied) or a
+ * refusal. */
+int ps_consistency_admit_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
     if (r->step < c->version && c->cfg.resent) {
         /* Sent again after a takeover, for a step applied before it. */
         c->stats.resent++;
-        s_ack(c, r);
+        ps_consistency_ack(c, r);
         return 0;
     }
     if (r->step < c->version && c->cfg.job.mode == PS_MODE_BACKUP) {
         /* Late for a step already applied with k pushes: drop, but ack so the
          * worker moves on to the current step. */
         c->stats.dropped++;
-        s_ack(c, r);
+        ps_consistency_ack(c, r);
         return 0;
     }
     if (r->step < c->version || r->step >= c->version + c->window) {
@@ -566,6 +609,25 @@ static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why,
                         "push for step %lld, but steps %lld to %lld are being collected",
                         (long long)r->step, (long long)c->version,
                         (long long)(c->version + c->window - 1));
+    }
+    return 1;
+}
+
+/* The version slot k's gradients were computed on: the stalest of its
+ * parts (first: r is the slot's first part). */
+void ps_consistency_computed_on(ps_consistency_t *c, size_t k, const ps_request_t *r, int first)
+{
+    if (first || r->version < c->computed_on[k]) {
+        c->computed_on[k] = r->version;
+    }
+}
+
+/* Stepped modes. Returns 1 when r's frame is held, 0, or a refusal. */
+static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    const int admit = ps_consistency_admit_stepped(c, r, why, cap);
+    if (admit != 1) {
+        return admit;
     }
     size_t k = s_slot(c, r->step, r->worker);
     int rc = s_add_part(c, k, r->range.begin - c->shard.begin, r->range.end - c->shard.begin, r);
@@ -575,12 +637,11 @@ static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why,
                                         : "W%d split step %lld into too many pushes",
                         r->worker, (long long)r->step);
     }
-    if (c->covered[k] == ps_range_len(r->range) || r->version < c->computed_on[k]) {
-        c->computed_on[k] = r->version; /* the stalest part counts */
-    }
+    ps_consistency_computed_on(c, k, r,
+                  c->covered[k] == ps_range_len(r->range) && !(c->cfg.rows && c->rows_got[k]));
     c->stats.pushes++;
-    s_ack(c, r);
-    s_try_apply(c);
+    ps_consistency_ack(c, r);
+    ps_consistency_try_apply(c);
     return 1;
 }
 
@@ -594,15 +655,36 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     }
     const int64_t tau = c->version - r->version;
     /* N pushes make one step of the sync schedule. */
-    ps_consistency_store_step(c, r->range, g, s_lr(c, c->version / c->workers), s_async_weight(c, tau),
+    ps_consistency_store_step(c, r->range, g, ps_consistency_lr(c, c->version / c->workers), ps_consistency_async_weight(c, tau),
                  c->version + 1, c->version);
     ps_hist_add(&c->stats.staleness, tau);
     c->stats.steps_fewer += c->nlive < c->workers;
     c->version++;
     c->stats.pushes++;
-    s_ack(c, r);
+    ps_consistency_ack(c, r);
     if (c->cfg.ops.stepped) { /* a checkpoint may read the store now */
         c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
+    }
+    return 0;
+}
+
+/* What refuses any push before its mode sees it: no parameters yet, a
+ * worker not live, a NaN or an infinity among the n floats of data.
+ * Returns 0 or a refusal. */
+int ps_consistency_refuse_push(ps_consistency_t *c, const ps_request_t *r, uint64_t n, char *why,
+                         size_t cap)
+{
+    if (!ps_store_initialized(c->store)) {
+        return s_refuse(why, cap, PS_ESTATE, "push before the parameters were initialised");
+    }
+    if (!c->live[r->worker]) {
+        return s_refuse(why, cap, PS_ENOENT, "W%d is not a live worker", r->worker);
+    }
+    if (!ps_optim_finite(r->data, n)) {
+        /* Checked on arrival, while the frame is still in cache: a refused
+         * push never counts toward its step, so the worker may push again. */
+        c->stats.nonfinite++;
+        return s_refuse(why, cap, PS_ENONFINITE, "gradient holds NaN or infinity");
     }
     return 0;
 }
@@ -612,15 +694,8 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
     assert(r->worker >= 0 && r->worker < c->workers);
     assert(r->range.begin < r->range.end && ps_range_contains(c->shard, r->range));
     int rc;
-    if (!ps_store_initialized(c->store)) {
-        rc = s_refuse(why, cap, PS_ESTATE, "push before the parameters were initialised");
-    } else if (!c->live[r->worker]) {
-        rc = s_refuse(why, cap, PS_ENOENT, "W%d is not a live worker", r->worker);
-    } else if (!ps_optim_finite(r->data, ps_range_len(r->range))) {
-        /* Checked on arrival, while the frame is still in cache: a refused
-         * push never counts toward its step, so the worker may push again. */
-        c->stats.nonfinite++;
-        rc = s_refuse(why, cap, PS_ENONFINITE, "gradient holds NaN or infinity");
+    if ((rc = ps_consistency_refuse_push(c, r, ps_range_len(r->range), why, cap)) != 0) {
+        /* rc says why */
     } else if (ps_job_is_stepped(&c->cfg.job)) {
         rc = s_push_stepped(c, r, why, cap);
     } else {
@@ -629,7 +704,7 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
     if (rc == 1) { /* held: released when its step applies */
         return 0;
     }
-    s_release(c, r->frame);
+    ps_consistency_release(c, r->frame);
     return rc;
 }
 
@@ -652,7 +727,7 @@ int ps_consistency_join(ps_consistency_t *c, int worker, int64_t step)
     }
     c->hold = INT64_MAX;
     if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
-        s_try_apply(c);
+        ps_consistency_try_apply(c);
     }
     return rc;
 }
@@ -674,7 +749,7 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
     for (size_t k = 0; k < c->nslots; k++) {
         ps_consistency_release_parts(c, k);
     }
-    c->npending = 0; /* their askers roll back too and ask again */
+    ps_consistency_drop_pending(c); /* their askers roll back too and ask again */
     ps_consistency_jump(c, version);
     c->step_since = ps_now();
     /* A step agreement under way is abandoned (the scheduler starts it

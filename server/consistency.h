@@ -24,6 +24,14 @@
  * A worker's share of a step may come in parts (layer by layer), at most
  * PS_CONSISTENCY_MAX_PARTS, none overlapping another.
  *
+ * Embedding rows (cfg.rows): a worker's share of a step on this server is
+ * also one rows push (its keys here and their gradient, possibly none),
+ * held with the step's other parts and applied when the step applies,
+ * through ops.apply_rows, summed over the same workers in the same order
+ * with the same weights (ps_consistency_sum_rows), at the same lr and scale; a
+ * rows pull waits for its version as a pull does and is answered through
+ * ops.reply_rows. Async applies a rows push on arrival.
+ *
  * Not thread-safe: one thread (the server's loop) makes every call, and the
  * callbacks run on it, inside the call.
  */
@@ -57,6 +65,14 @@ enum { PS_CONSISTENCY_MAX_PARTS = 256 };
  * 2,100-2,400 rounds/s against 1,700-1,900 in four. */
 enum { PS_CONSISTENCY_REPLY_KEYS = PS_STORE_CHUNK_KEYS };
 
+/* One worker's rows push of a step, held until its step applies. */
+typedef struct {
+    const void *keys;  /* nkeys little-endian uint64, strictly ascending by hash (checked) */
+    const void *grads; /* nkeys rows of the job's embed_dim floats, any alignment */
+    uint64_t nkeys;
+    float weight;      /* its staleness weight (1 for a fresh push) */
+} ps_rows_part_t;
+
 /* What comes out, called back on the caller's thread inside the calls below. */
 typedef struct {
     void *ctx; /* first argument of each callback */
@@ -81,6 +97,17 @@ typedef struct {
      * ps_consistency_replay). NULL: nothing. */
     void (*update)(void *ctx, ps_range_t range, const float *grad, float lr, float scale,
                    int64_t version);
+    /* cfg.rows: apply the rows gradient of step t: keys[0 .. n) ascending by hash,
+     * grads n rows of the job's embed_dim floats (the sum over the step's
+     * rows pushes, in worker-rank order, each weighted as its push), times
+     * scale, at lr. Async: one push, on arrival. Both arrays borrowed for
+     * the call, aligned. */
+    void (*apply_rows)(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
+                       float lr, float scale, int64_t t);
+    /* cfg.rows: send asker the rows of keys[0 .. nkeys) (any alignment) at
+     * version. */
+    void (*reply_rows)(void *ctx, const void *asker, const void *keys, uint64_t nkeys,
+                       int64_t version);
 } ps_consistency_ops_t;
 
 typedef struct {
@@ -97,6 +124,8 @@ typedef struct {
                                 and dropped (stats.resent) */
     float async_rate;        /* async: the rate's factor for the lowered momentum the store
                                 runs (ps_job_async_momentum); 0 is taken as 1 */
+    int rows;                /* non-zero: the shard has embedding rows, and a worker's
+                                share of each step includes one rows push */
     ps_consistency_ops_t ops;
 } ps_consistency_config_t;
 
@@ -109,14 +138,20 @@ typedef struct {
     ps_range_t range;  /* keys (global) */
     const void *data;  /* init, push: ps_range_len(range) floats, any alignment;
                           borrowed: init for the call, push until frame is released */
-    void *frame;       /* push: the caller's handle on data, given to ops.release */
+    void *frame;       /* push, rows pull: the caller's handle on data (and keys), given
+                          to ops.release */
     const void *asker; /* who asked: asker_size bytes handed to ops.ack / ops.reply;
                           borrowed for the call, copied while a pull waits */
+    const void *keys;  /* rows push and pull: nkeys uint64, strictly ascending by hash, this
+                          server's (the caller checked); borrowed until frame is
+                          released. A rows push's data: their gradient */
+    uint64_t nkeys;
 } ps_request_t;
 
 /* Telemetry, reported at the end of the job. */
 typedef struct {
     uint64_t pushes;     /* pushes accepted */
+    uint64_t row_pushes; /* rows pushes accepted */
     uint64_t pulls;      /* pulls answered */
     uint64_t dropped;    /* sync:k/n: late pushes dropped */
     uint64_t nonfinite;  /* pushes refused for a NaN or an infinity */
@@ -198,6 +233,28 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
  * initialised and at that version, else when it gets there. Returns 0 or
  * PS_ENOMEM (too many pulls waiting) with a reason in why. */
 int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap);
+
+/*
+ * The sum of rows pushes parts[0 .. n) in their order: per key, acc = w0*g0
+ * then acc += w*g for each later part that names it (ps_optim_accumulate's
+ * arithmetic, as the dense parts are summed), into keys (the union of the
+ * parts' keys, ascending by hash) and grads (dim floats per key), grown as needed
+ * (*cap keys; *keys and *grads malloc'd, caller owns them). Returns the
+ * number of keys, or PS_ENOMEM (PS_EINVAL past PS_MAX_WORKERS parts).
+ */
+int64_t ps_consistency_sum_rows(const ps_rows_part_t *parts, int n, size_t dim, uint64_t **keys,
+                                float **grads, uint64_t *cap);
+
+/* cfg.rows: a rows push (r->keys, r->nkeys, gradient r->data) of r->step, as
+ * ps_consistency_push() takes a push (the same ownership of r->frame and
+ * the same refusals, and PS_ESTATE for a second rows push of a step). */
+int ps_consistency_push_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap);
+
+/* cfg.rows: a rows pull of r->keys at version >= r->step, answered through
+ * ops.reply_rows now or when the version comes; r->frame (holding the keys)
+ * is released once answered or forgotten. Returns 0 or PS_ENOMEM (too many
+ * pulls waiting: released) with a reason in why. */
+int ps_consistency_pull_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap);
 
 /* Sends the waiting pulls the chunks applied since the last call (sync and
  * ssp, chunked rounds). The server calls it at the end of each turn of its

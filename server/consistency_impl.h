@@ -1,7 +1,9 @@
 /*
  * server/consistency_impl.h - private: the consistency state machine's
- * state, shared by consistency.c (the modes) and consistency_report.c (what
- * it tells the server's loop and the end-of-job report). Only those two
+ * state, shared by the files of the one module: consistency.c (the modes),
+ * consistency_pull.c (pulls), consistency_rows.c (embedding rows),
+ * consistency_replica.c (a replica's replay) and consistency_report.c (what
+ * it tells the server's loop and the end-of-job report). Only those
  * include it.
  */
 #ifndef PS_SERVER_CONSISTENCY_IMPL_H
@@ -27,6 +29,9 @@ typedef struct {
     ps_range_t range;    /* what */
     int64_t min_version; /* answered once version >= this */
     int worker;          /* who asked */
+    const void *keys;    /* a rows pull: its keys, held in frame; NULL for a range */
+    uint64_t nkeys;
+    void *frame;
 } ps_pending_t;
 
 struct ps_consistency {
@@ -47,6 +52,13 @@ struct ps_consistency {
     ps_part_t *parts;      /* nslots*PS_CONSISTENCY_MAX_PARTS: the pushes held so far */
     int *nparts;           /* nslots */
     uint64_t *covered;     /* nslots: keys pushed so far */
+    ps_rows_part_t *rows;  /* nslots (cfg.rows): each slot's rows push */
+    void **rows_frame;     /* nslots: its frame; NULL = not pushed yet */
+    unsigned char *rows_got; /* nslots: the rows push came */
+    ps_rows_part_t *rows_with; /* workers: a step's rows pushes in rank order (scratch) */
+    uint64_t *sum_keys;    /* a step's rows sum (ps_consistency_sum_rows), grown as needed */
+    float *sum_grads;
+    uint64_t sum_cap;      /* keys they hold */
     int64_t *computed_on;  /* nslots: version the gradient was computed on */
     /* Sync and ssp apply the step being collected chunk by chunk (chunk
      * keys from the shard's start; the last may be shorter): a chunk every
@@ -97,6 +109,47 @@ void ps_consistency_store_step(ps_consistency_t *c, ps_range_t r, const float *g
  * sends the applied chunks of those waiting for the step being applied,
  * keeping the others in order (consistency_pull.c). */
 void ps_consistency_answer_pulls(ps_consistency_t *c);
+
+/* The learning rate of step `step` (the job's schedule). */
+float ps_consistency_lr(const ps_consistency_t *c, int64_t step);
+
+/* A gradient's weight when applied tau versions after it was computed
+ * (--staleness-lr), and an async push's (the same, times the async rate). */
+float ps_consistency_stale_weight(const ps_consistency_t *c, int64_t tau);
+float ps_consistency_async_weight(const ps_consistency_t *c, int64_t tau);
+
+/* Gives a held frame back (ops.release); NULL-safe. */
+void ps_consistency_release(ps_consistency_t *c, void *frame);
+
+/* Acks r at the current version. */
+void ps_consistency_ack(ps_consistency_t *c, const ps_request_t *r);
+
+/* What refuses any push before its mode sees it (no parameters yet, a
+ * worker not live, a non-finite value among the n floats of r->data):
+ * 0 or a refusal with why. */
+int ps_consistency_refuse_push(ps_consistency_t *c, const ps_request_t *r, uint64_t n, char *why,
+                               size_t cap);
+
+/* Stepped modes: 1 when push r may count toward a step, 0 when it was acked
+ * and dropped (late), or a refusal with why. */
+int ps_consistency_admit_stepped(ps_consistency_t *c, const ps_request_t *r, char *why,
+                                 size_t cap);
+
+/* Slot k's gradients were computed on the stalest version of its parts:
+ * r's when it is the slot's first part, or staler. */
+void ps_consistency_computed_on(ps_consistency_t *c, size_t k, const ps_request_t *r, int first);
+
+/* Stepped modes: applies every step that has collected enough pushes. */
+void ps_consistency_try_apply(ps_consistency_t *c);
+
+/* cfg.rows (consistency_rows.c): whether every worker of c->with pushed its
+ * rows of step t, and the sum of those pushes applied (ops.apply_rows). */
+int ps_consistency_rows_in(const ps_consistency_t *c, int64_t t);
+void ps_consistency_apply_rows(ps_consistency_t *c, int64_t t, float lr, float scale);
+
+/* Forgets every waiting pull, releasing the rows pulls' frames (their
+ * askers ask again). */
+void ps_consistency_drop_pending(ps_consistency_t *c);
 
 /* Step t is applied whole: the version moves on, its pushes go, pulls are answered. */
 void ps_consistency_end_step(ps_consistency_t *c, int64_t t);

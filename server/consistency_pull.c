@@ -75,6 +75,34 @@ static int s_try_answer(ps_consistency_t *c, const void *asker, ps_range_t *rang
            s_answer_applied(c, asker, range);
 }
 
+/* A rows pull whose version is there: answered, its keys' frame let go. */
+static void s_answer_rows(ps_consistency_t *c, const void *asker, const void *keys,
+                          uint64_t nkeys, void *frame)
+{
+    c->stats.pulls++;
+    if (c->cfg.ops.reply_rows) {
+        c->cfg.ops.reply_rows(c->cfg.ops.ctx, asker, keys, nkeys, c->version);
+    }
+    if (frame && c->cfg.ops.release) {
+        c->cfg.ops.release(c->cfg.ops.ctx, frame);
+    }
+}
+
+/* Answers waiting pull p (its asker at i) when it can: non-zero when all
+ * of it is answered. Rows apply at a step's end, so a rows pull waits for
+ * the whole version. */
+static int s_try_pending(ps_consistency_t *c, int i, ps_pending_t *p)
+{
+    if (!p->keys) {
+        return s_try_answer(c, s_asker(c, i), &p->range, p->min_version);
+    }
+    if (!ps_store_initialized(c->store) || c->version < p->min_version) {
+        return 0;
+    }
+    s_answer_rows(c, s_asker(c, i), p->keys, p->nkeys, p->frame);
+    return 1;
+}
+
 /* Whether one of pending[0..n) is worker w's for min_version. */
 static int s_waits(const ps_pending_t *pending, int n, int w, int64_t min_version)
 {
@@ -99,7 +127,7 @@ void ps_consistency_answer_pulls(ps_consistency_t *c)
                 continue;
             }
             if (!(c->waiting[w] && s_waits(c->pending, i, w, p->min_version)) &&
-                s_try_answer(c, s_asker(c, i), &p->range, p->min_version)) {
+                s_try_pending(c, i, p)) {
                 p->worker = -1; /* answered: forgotten below */
                 answered++;
             } else {
@@ -132,6 +160,21 @@ void ps_consistency_send_applied(ps_consistency_t *c)
     }
 }
 
+/* Keeps pull p (asked by asker) until its version comes. Returns 0 or
+ * PS_ENOMEM (too many waiting) with a reason in why. */
+static int s_wait(ps_consistency_t *c, const ps_pending_t *p, const void *asker, char *why,
+                  size_t cap)
+{
+    if (c->npending == c->cap_pending) {
+        snprintf(why, cap, "too many pulls waiting (%d)", c->cap_pending);
+        return PS_ENOMEM;
+    }
+    c->pending[c->npending] = *p;
+    memcpy(c->askers + (size_t)c->npending * c->asker_stride, asker, c->cfg.asker_size);
+    c->npending++;
+    return 0;
+}
+
 int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
     if (r->worker < 0 || r->worker >= c->workers) {
@@ -144,12 +187,28 @@ int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, s
     if (!behind && s_try_answer(c, r->asker, &left, r->step)) {
         return 0;
     }
-    if (c->npending == c->cap_pending) {
-        snprintf(why, cap, "too many pulls waiting (%d)", c->cap_pending);
-        return PS_ENOMEM;
+    return s_wait(c, &(ps_pending_t){left, r->step, r->worker, NULL, 0, NULL}, r->asker, why,
+                  cap);
+}
+
+int ps_consistency_pull_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    if (r->worker < 0 || r->worker >= c->workers) {
+        snprintf(why, cap, "W%d is not a worker of this job", r->worker);
+        if (r->frame && c->cfg.ops.release) {
+            c->cfg.ops.release(c->cfg.ops.ctx, r->frame);
+        }
+        return PS_ENOENT;
     }
-    c->pending[c->npending] = (ps_pending_t){left, r->step, r->worker};
-    memcpy(c->askers + (size_t)c->npending * c->asker_stride, r->asker, c->cfg.asker_size);
-    c->npending++;
-    return 0;
+    const int behind = s_waits(c->pending, c->npending, r->worker, r->step);
+    if (!behind && ps_store_initialized(c->store) && c->version >= r->step) {
+        s_answer_rows(c, r->asker, r->keys, r->nkeys, r->frame);
+        return 0;
+    }
+    const int rc = s_wait(c, &(ps_pending_t){{0, 0}, r->step, r->worker, r->keys, r->nkeys,
+                                             r->frame}, r->asker, why, cap);
+    if (rc != 0 && r->frame && c->cfg.ops.release) {
+        c->cfg.ops.release(c->cfg.ops.ctx, r->frame);
+    }
+    return rc;
 }

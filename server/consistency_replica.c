@@ -15,7 +15,7 @@ int ps_consistency_forget(ps_consistency_t *c)
     for (size_t k = 0; k < c->nslots; k++) {
         ps_consistency_release_parts(c, k);
     }
-    c->npending = 0; /* their askers ask again */
+    ps_consistency_drop_pending(c); /* their askers ask again */
     c->step_since = ps_now();
     return 0;
 }

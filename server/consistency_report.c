@@ -68,7 +68,9 @@ int ps_consistency_pending_pulls(const ps_consistency_t *c)
 
 int ps_consistency_max_held(const ps_consistency_t *c)
 {
-    return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS;
+    /* with rows: each slot's rows push, and the rows pulls that wait */
+    return (int)c->nslots * PS_CONSISTENCY_MAX_PARTS +
+           (c->cfg.rows ? (int)c->nslots + c->cap_pending : 0);
 }
 
 int64_t ps_consistency_version(const ps_consistency_t *c)

@@ -64,6 +64,36 @@ int ps_intake_is_push(ps_msg_type_t type)
     return type == PS_MSG_PUSH || type == PS_MSG_PUSH_PULL;
 }
 
+int ps_intake_is_rows(ps_msg_type_t type)
+{
+    return type == PS_MSG_ROWS_PUSH || type == PS_MSG_ROWS_PULL;
+}
+
+/* A rows message's payload: nnz keys, and a push's nnz rows, in one frame. */
+static int s_check_rows(const ps_intake_t *in, const Shardps__Header *h, int nframes, char *why,
+                        size_t cap)
+{
+    if (!in->cfg.row_dim) {
+        snprintf(why, cap, "this job has no embedding rows");
+        return PS_ERANGE;
+    }
+    if (h->key_begin || h->key_end) {
+        snprintf(why, cap, "a rows message names keys, not a range");
+        return PS_ERANGE;
+    }
+    const uint64_t per = sizeof(uint64_t) +
+                         (h->type == PS_MSG_ROWS_PUSH ? (uint64_t)in->cfg.row_dim * sizeof(float)
+                                                      : 0);
+    const uint64_t want = h->nnz * per; /* nnz <= PS_MAX_ROWS_MSG (codec): no overflow */
+    if (h->payload_len != want || nframes != (want ? 1 : 0)) {
+        snprintf(why, cap, "payload is %llu bytes in %d frames; %llu keys need %llu bytes",
+                 (unsigned long long)h->payload_len, nframes, (unsigned long long)h->nnz,
+                 (unsigned long long)want);
+        return PS_ERANGE;
+    }
+    return 0;
+}
+
 /* The payload's dtype and length against the job's and the keys'. */
 static int s_check_payload(const ps_intake_t *in, const Shardps__Header *h, int nframes, char *why,
                            size_t cap)
@@ -117,7 +147,9 @@ int ps_intake_check(ps_intake_t *in, const Shardps__Header *h, int nframes, char
         snprintf(why, cap, "not W%d: its token does not match", h->sender);
         return PS_ENOENT;
     }
-    if (r.end <= r.begin || !ps_range_contains(shard, r)) {
+    if (ps_intake_is_rows(h->type)) {
+        /* its keys are read with its frame, in ps_intake_hold */
+    } else if (r.end <= r.begin || !ps_range_contains(shard, r)) {
         snprintf(why, cap, "key range [%llu, %llu) is not inside this server's shard [%llu, %llu)",
                  (unsigned long long)r.begin, (unsigned long long)r.end,
                  (unsigned long long)shard.begin, (unsigned long long)shard.end);
@@ -132,11 +164,39 @@ int ps_intake_check(ps_intake_t *in, const Shardps__Header *h, int nframes, char
                  (long long)h->step, (long long)h->version, (long long)h->pull_version);
         return PS_ERANGE;
     }
-    return s_check_payload(in, h, nframes, why, cap);
+    return ps_intake_is_rows(h->type) ? s_check_rows(in, h, nframes, why, cap)
+                                      : s_check_payload(in, h, nframes, why, cap);
+}
+
+/* A checked rows message: its keys (checked now), held with its frame. */
+static int s_hold_rows(ps_intake_t *in, ps_msg_t *m, ps_request_t *req, char *why, size_t cap)
+{
+    size_t len = 0;
+    const void *p = m->nframes ? ps_msg_frame(m, 0, &len) : NULL;
+    const uint64_t nnz = m->hdr.nnz;
+    if (ps_wire_check_row_keys(p, nnz, &in->cfg.rows, why, cap) != 0) {
+        return PS_ERANGE;
+    }
+    req->nkeys = nnz;
+    req->keys = NULL;
+    req->data = NULL;
+    req->frame = NULL;
+    if (!nnz) {
+        return 0;
+    }
+    ps_payload_t *f = &in->held[in->free[--in->nfree]];
+    ps_msg_take_payload(m, 0, f);
+    req->keys = ps_payload_data(f, &len);
+    req->data = (const unsigned char *)req->keys + nnz * sizeof(uint64_t);
+    req->frame = f;
+    return 0;
 }
 
 int ps_intake_hold(ps_intake_t *in, ps_msg_t *m, ps_request_t *req, char *why, size_t cap)
 {
+    if (ps_intake_is_rows(m->hdr.type)) {
+        return s_hold_rows(in, m, req, why, cap);
+    }
     const int next = in->free[in->nfree - 1];
     const float *decoded = NULL;
     if (m->hdr.dtype != PS_DTYPE_F32) { /* decoded before anything is held */

@@ -31,6 +31,8 @@ typedef struct {
     uint32_t push_dtype;     /* what a push must carry: the wire dtype, sparse with top-k */
     int holders;             /* push frames held at once: the consistency's most
                                 (ps_consistency_max_held) and the one in hand */
+    ps_rowrange_t rows;      /* a job with embedding rows: the hashes of our row keys */
+    int row_dim;             /* floats per row; 0: no rows (rows messages are refused) */
 } ps_intake_config_t;
 
 typedef struct ps_intake ps_intake_t;
@@ -46,12 +48,16 @@ void ps_intake_destroy(ps_intake_t **in);
 /* Whether a request of type carries a push (a push, or a push-pull). */
 int ps_intake_is_push(ps_msg_type_t type);
 
+/* Whether a request of type is a rows message (MSG_ROWS_PUSH, _PULL). */
+int ps_intake_is_rows(ps_msg_type_t type);
+
 /*
  * Checks data message h (of nframes payload frames) from a worker. Returns
  * 0, or with a one-line reason in why: PS_ENOENT (not a worker of this job,
  * or a token that is not the claimed worker's: counted, ps_intake_forged),
  * PS_ERANGE (keys outside the shard, a step or version out of range, a
- * payload of the wrong dtype or length).
+ * payload of the wrong dtype or length). A rows message's keys are checked
+ * by ps_intake_hold, which reads its frame.
  */
 int ps_intake_check(ps_intake_t *in, const Shardps__Header *h, int nframes, char *why, size_t cap);
 
@@ -65,6 +71,9 @@ uint64_t ps_intake_forged(const ps_intake_t *in);
  * or with a reason in why and nothing held: PS_ENOMEM (no memory to
  * decode), PS_ERANGE (sparse offsets out of order or range). Release the
  * holder with ps_intake_release().
+ * A rows message (push or pull): its frame is held likewise, req->keys and
+ * req->nkeys name its keys (req->data the push's gradient), after checking
+ * that they are strictly ascending and this server's (else PS_ERANGE).
  */
 int ps_intake_hold(ps_intake_t *in, ps_msg_t *m, ps_request_t *req, char *why, size_t cap);
 

@@ -344,6 +344,30 @@ void ps_reply_ack(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64
     ps_trace_span_end(&span);
 }
 
+void ps_reply_rows(ps_reply_t *r, const ps_reply_to_t *to, const float *rows, uint64_t n,
+                   size_t dim, int64_t version)
+{
+    ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_REPLY, to->step, to->worker);
+    Shardps__Header h = s_header(r, to, PS_MSG_ROWS, (ps_range_t){0, 0}, version);
+    const ps_frame_t f = {rows, n * dim * sizeof *rows};
+    h.nnz = n;
+    h.dtype = n ? PS_DTYPE_F32 : PS_DTYPE_NONE;
+    h.payload_len = f.len;
+    if (!rows) {
+        h.type = PS_MSG_ERROR;
+        h.status = PS_ENOMEM;
+        h.error = "out of memory to read the rows asked";
+        h.nnz = h.payload_len = 0;
+        h.dtype = PS_DTYPE_NONE;
+    }
+    ps_server_obs_reply(r->cfg.obs, to->worker, h.payload_len);
+    const int rc = ps_msg_send(r->sock, &to->route, h, &f, h.payload_len ? 1 : 0, PS_SEND_COPY);
+    if (rc != 0) {
+        ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
+    }
+    ps_trace_span_end(&span);
+}
+
 void ps_reply_pull(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64_t version)
 {
     ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_REPLY, to->step, to->worker);

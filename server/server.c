@@ -33,6 +33,7 @@
 #include "server/observe.h"
 #include "server/replica.h"
 #include "server/reply.h"
+#include "server/rows.h"
 #include "server/store.h"
 
 typedef struct ps_server {
@@ -46,6 +47,10 @@ typedef struct ps_server {
     ps_range_t shard;         /* our keys */
     uint32_t push_dtype;      /* what a push carries: the wire dtype, sparse with top-k */
     ps_store_t *store;        /* parameters, optimizer state */
+    ps_rows_t *rows;          /* a job with embedding rows: ours; else NULL */
+    uint64_t *row_keys;       /* a rows pull's keys, aligned, and its rows: grown as needed */
+    float *row_values;
+    uint64_t row_cap;         /* keys they hold */
     ps_consistency_t *cons;   /* when to apply and answer */
     ps_intake_t *intake;      /* requests' checks, held push frames */
     ps_reply_t *reply;        /* replies out, and those waiting for a worker's share */
@@ -76,6 +81,54 @@ static void s_on_reply(void *ctx, const void *asker, ps_range_t part, const floa
 static void s_on_release(void *ctx, void *frame)
 {
     ps_intake_release(((ps_server_t *)ctx)->intake, frame);
+}
+
+/* The rows gradient of a step (or an async push), applied; the cap's
+ * refusals warned of at the 1st, 2nd, 4th ... call that has some. */
+static void s_on_apply_rows(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
+                            float lr, float scale, int64_t t)
+{
+    ps_server_t *s = ctx;
+    const int refused = ps_rows_update(s->rows, keys, n, grads, lr, scale);
+    if (refused == PS_ENOMEM) {
+        ps_log_err("out of memory for new rows at step %lld: some keys of it not applied",
+                   (long long)t);
+    } else if (refused > 0) {
+        ps_rows_stats_t st;
+        ps_rows_stats(s->rows, &st);
+        if ((st.refused & (st.refused - 1)) < (uint64_t)refused) { /* crossed a power of 2 */
+            ps_log_warn("--max-rows %llu reached: %llu updates of new keys dropped so far "
+                        "(they read as before)", (unsigned long long)st.rows,
+                        (unsigned long long)st.refused);
+        }
+    }
+}
+
+/* Sends the rows of keys[0 .. n) at version: read into our buffer (the
+ * keys copied first when their frame is not aligned). */
+static void s_on_reply_rows(void *ctx, const void *asker, const void *keys, uint64_t n,
+                            int64_t version)
+{
+    ps_server_t *s = ctx;
+    const size_t dim = ps_rows_dim(s->rows);
+    if (n > s->row_cap) {
+        uint64_t *k = realloc(s->row_keys, n * sizeof *k);
+        s->row_keys = k ? k : s->row_keys;
+        float *v = k ? realloc(s->row_values, n * dim * sizeof *v) : NULL;
+        s->row_values = v ? v : s->row_values;
+        if (!v) {
+            ps_reply_rows(s->reply, asker, NULL, n, dim, version);
+            return;
+        }
+        s->row_cap = n;
+    }
+    const uint64_t *k = keys;
+    if ((uintptr_t)keys % sizeof(uint64_t) != 0) {
+        memcpy(s->row_keys, keys, n * sizeof *s->row_keys);
+        k = s->row_keys;
+    }
+    ps_rows_read(s->rows, k, n, s->row_values);
+    ps_reply_rows(s->reply, asker, s->row_values, n, dim, version);
 }
 
 /* A step was applied: the store is the cut after it. A replica writes no
@@ -159,6 +212,21 @@ static int s_push(ps_server_t *s, ps_msg_t *m, ps_request_t *req, char *why, siz
     return rc;
 }
 
+/* A checked rows push or pull: its frame held, then to the consistency. */
+static int s_rows(ps_server_t *s, ps_msg_t *m, ps_request_t *req, char *why, size_t cap)
+{
+    int rc = ps_intake_hold(s->intake, m, req, why, cap);
+    if (rc != 0) {
+        return rc;
+    }
+    if (m->hdr.type == PS_MSG_ROWS_PULL) {
+        return ps_consistency_pull_rows(s->cons, req, why, cap);
+    }
+    rc = ps_consistency_push_rows(s->cons, req, why, cap);
+    ps_control_pushed(s->control);
+    return rc;
+}
+
 /* A replica: its primary's snapshot or updates, applied, and acknowledged
  * once the messages in hand are (s_send_replica_ack); once the snapshot is
  * whole the scheduler hears that this replica is in step (it may take over
@@ -209,6 +277,8 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     case PS_MSG_PULL:
     case PS_MSG_PUSH_PULL:
     case PS_MSG_INIT:
+    case PS_MSG_ROWS_PUSH:
+    case PS_MSG_ROWS_PULL:
         if (s->view->replica_of) {
             ps_reply_error(s->reply, m, PS_ESTATE, "a replica serves no worker");
             return;
@@ -254,6 +324,8 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
     ps_request_t req = {h->sender, h->step, h->version, {h->key_begin, h->key_end}, NULL, NULL, &to};
     if (ps_intake_is_push(h->type)) {
         rc = s_push(s, m, &req, why, sizeof why);
+    } else if (ps_intake_is_rows(h->type)) {
+        rc = s_rows(s, m, &req, why, sizeof why);
     } else if (h->type == PS_MSG_PULL) {
         rc = ps_consistency_pull(s->cons, &req, why, sizeof why);
     } else {
@@ -453,6 +525,24 @@ static int s_loop(ps_server_t *s)
     }
 }
 
+/* A job with embedding rows: our table, with the optimizer the store runs
+ * (run: the job as the servers run it). Returns 0, PS_EINVAL or PS_ENOMEM. */
+static int s_setup_rows(ps_server_t *s, const ps_job_t *run)
+{
+    if (!ps_job_has_rows(run)) {
+        return 0;
+    }
+    ps_rows_config_t rc = {
+        .dim = (size_t)run->embed_dim,
+        .seed = run->seed,
+        .init_bound = ps_job_row_bound(run),
+        .min_count = (uint32_t)run->min_count,
+        .max_rows = run->max_rows,
+    };
+    int err = ps_optim_from_job(run, &rc.optim);
+    return err ? err : ps_rows_new(&s->rows, &rc);
+}
+
 /* The modules around the store, for the view's shard and job. Returns 0 or
  * a PS_E* with a one-line reason in err. */
 static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
@@ -474,10 +564,13 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
         .total_steps = v->total_steps,
         .report_missing = s->cfg->report_missing,
         .asker_size = sizeof(ps_reply_to_t),
-        .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped, s_on_update},
+        .ops = {s, s_on_ack, s_on_reply, s_on_release, s_on_stepped, s_on_update,
+                s_on_apply_rows, s_on_reply_rows},
         .resent = v->replicas > 0,
         .async_rate = (float)rate,
+        .rows = ps_job_has_rows(&v->job),
     };
+    rc = rc ? rc : s_setup_rows(s, &run);
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);
     rc = rc ? rc : ps_ratelog_new(&s->rejections, PS_RATELOG_PERIOD);
     const uint32_t reply_dtype = ps_wire_dtype(&v->job);
@@ -496,7 +589,9 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     const int cap = rc ? 0 : ps_reply_hold_cap(s->reply);
     rc = rc ? rc : ps_store_reserve(s->store, (int)ps_reply_parts(s->shard) + cap, sync ? 0 : cap);
     const ps_intake_config_t icfg = {s->shard, s->workers, v->worker_tokens, s->push_dtype,
-                                     s->cons ? ps_consistency_max_held(s->cons) + 1 : 0};
+                                     s->cons ? ps_consistency_max_held(s->cons) + 1 : 0,
+                                     v->servers[s->rank].rows,
+                                     s->rows ? (int)ps_rows_dim(s->rows) : 0};
     rc = rc ? rc : ps_intake_new(&s->intake, &icfg);
     if (rc == 0 && v->replicas > 0) {
         rc = ps_replica_new(&s->replica, s->ctx, s->store, s->cons, s->reply, s->rank);
@@ -707,6 +802,9 @@ fail:
     ps_intake_destroy(&s.intake);
     ps_control_destroy(&s.control);
     ps_store_destroy(&s.store);
+    ps_rows_destroy(&s.rows);
+    free(s.row_keys);
+    free(s.row_values);
     ps_ratelog_destroy(&s.rejections);
     ps_trace_close();
     ps_server_obs_destroy(&s.obs);

@@ -30,8 +30,39 @@ static int s_evaluate_set(ps_model_t *m, const ps_dataset_t *ds, int *correct, f
     return rc;
 }
 
+/* ps_worker_evaluate_at for a model with embedding rows: the held-out
+ * rows' AUC and log loss, with the rows as the servers hold them now. */
+static int s_evaluate_ctr(ps_worker_t *w, int epoch, int64_t step, double t_train)
+{
+    double auc, logloss;
+    int rc = ps_ctr_job_evaluate(w->ctr, w->kv, &auc, &logloss, w->err, sizeof w->err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!isfinite(logloss) || !ps_optim_finite(ps_model_params(w->model), w->view->num_params)) {
+        snprintf(w->err, sizeof w->err, "training diverged: epoch %d ends with test_logloss=%g",
+                 epoch, logloss);
+        return PS_ENONFINITE;
+    }
+    if (epoch == 0) {
+        ps_log_info("eval step=%lld test_auc=%.4f test_logloss=%.4f elapsed=%.2fs",
+                    (long long)step, auc, logloss, t_train);
+        return 0;
+    }
+    if (w->done.n_test_auc < PS_MAX_EPOCHS) {
+        w->auc[w->done.n_test_auc++] = auc;
+        w->logloss[w->done.n_test_logloss++] = logloss;
+    }
+    ps_log_info("epoch=%d test_auc=%.4f test_logloss=%.4f elapsed=%.2fs step=%lld", epoch, auc,
+                logloss, t_train, (long long)step);
+    return 0;
+}
+
 int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_train)
 {
+    if (w->ctr) {
+        return s_evaluate_ctr(w, epoch, step, t_train);
+    }
     int correct = 0;
     float loss = 0;
     int rc = s_evaluate_set(w->model, &w->test, &correct, &loss);

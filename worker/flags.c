@@ -55,6 +55,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_link_scheduler_flag(&c->scheduler),
         ps_link_rank_flag(&c->rank, PS_ROLE_WORKER),
         {"data", PS_FLAG_STR, &c->data_dir, "DIR", "directory of the Fashion-MNIST .gz files"},
+        {"ctr-data", PS_FLAG_STR, &c->ctr_data, "FILE", "--model ctr: the click log, in the Criteo layout (label, 13 integers, 26 hexadecimal categories; tab-separated, plain or gzip); its last tenth is held out for the AUC. Without it the worker loads Fashion-MNIST"},
         {"device", PS_FLAG_STR, &c->device, "DEV", "compute backend: auto, cpu or cuda"},
         {"gpu", PS_FLAG_INT, &c->gpu, "N", "with CUDA: use visible GPU N (-1 = local rank mod visible GPUs: LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, else 0)"},
         {"tf32", PS_FLAG_INT, &c->tf32, "0|1", "GPU: 1 lets the GEMMs round their inputs to TF32 on tensor cores (faster, different arithmetic: results no longer track the CPU backend); 0 = plain FP32"},

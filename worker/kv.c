@@ -82,6 +82,8 @@ struct ps_kv {
     int64_t rollback_step; /* the step it rolls back to */
     ps_kv_encode_t *encode; /* --wire / --compress: pushes encoded, sent as a copy;
                                NULL: fp32, zero-copy */
+    unsigned char *rows_msg; /* a rows push's frame (keys, then their rows): grown as needed */
+    size_t rows_cap;         /* its bytes */
 };
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
@@ -223,6 +225,57 @@ static void s_send_request(ps_kv_t *kv, int idx)
     }
 }
 
+/* Sends rows request idx to server i: a pull of its run of the keys (sent
+ * from the caller's keys, which it leaves alone until the wait), a push of
+ * the run and its rows (copied into one frame), an empty push when it has
+ * none. Caller holds mu. */
+static void s_put_rows(ps_kv_t *kv, int idx, int i)
+{
+    const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
+    const int push = sl->type == PS_KV_ROWS_PUSH;
+    uint64_t lo, hi;
+    ps_kv_slots_row_part(kv->slots, idx, i, &lo, &hi);
+    if (!push && hi == lo) {
+        return; /* nothing of ours there */
+    }
+    Shardps__Header h;
+    ps_msg_header(&h, push ? PS_MSG_ROWS_PUSH : PS_MSG_ROWS_PULL, PS_ROLE_WORKER,
+                  ps_link_rank(kv->link));
+    h.token = ps_link_token(kv->link);
+    h.request_id = ps_kv_slots_id(kv->slots, idx);
+    h.step = sl->step;
+    h.version = kv->versions[i];
+    h.generation = kv->generation;
+    h.nnz = hi - lo;
+    h.dtype = h.nnz ? PS_DTYPE_F32 : PS_DTYPE_NONE;
+    const size_t kb = (size_t)h.nnz * sizeof *sl->keys, rb = (size_t)h.nnz * sl->dim * 4;
+    ps_frame_t f = {sl->keys + lo, kb};
+    int flags = 0;
+    if (push && h.nnz) {
+        if (kb + rb > kv->rows_cap) {
+            unsigned char *b = realloc(kv->rows_msg, kb + rb);
+            if (!b) {
+                ps_kv_slots_complete(kv->slots, idx, PS_ENOMEM, "out of memory for a rows push");
+                return;
+            }
+            kv->rows_msg = b;
+            kv->rows_cap = kb + rb;
+        }
+        memcpy(kv->rows_msg, sl->keys + lo, kb);
+        memcpy(kv->rows_msg + kb, sl->buf + lo * sl->dim, rb);
+        f = (ps_frame_t){kv->rows_msg, kb + rb};
+        flags = PS_SEND_COPY;
+    }
+    const int rc = ps_msg_send(kv->servers[i], NULL, h, &f, h.nnz ? 1 : 0, flags);
+    if (rc != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
+        ps_kv_slots_complete(kv->slots, idx, rc, why);
+    } else if (push) {
+        kv->bytes_pushed += f.len;
+    }
+}
+
 /* ps_msg_drain's handler for a server's socket. Caller holds mu. */
 static int s_on_server(void *arg, ps_msg_t *m, int rc)
 {
@@ -242,7 +295,11 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
         ps_trace_span(m->hdr.type == PS_MSG_PUSH_ACK ? PS_TRACE_ACK : PS_TRACE_PULL_PART,
                       PS_TRACE_CURRENT_STEP, now, now, (int64_t)m->hdr.key_begin);
     }
-    if (m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_ERROR) {
+    const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, (int)(m->hdr.request_id & 0xff) %
+                                                            PS_KV_SLOTS);
+    const int rows = sl->type == PS_KV_ROWS_PUSH || sl->type == PS_KV_ROWS_PULL;
+    if ((m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_ERROR) && !rows) {
+        /* a rows request takes no credit: its answer gives none back */
         ps_kv_lanes_answered(kv->lanes, p->server, m->hdr.credits, ps_now());
         s_flush(kv, p->server);
     }
@@ -442,6 +499,42 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
     return idx;
 }
 
+/* Opens and sends a rows request. Returns the handle or a PS_E*. */
+static int s_submit_rows(ps_kv_t *kv, ps_kv_req_t type, const uint64_t *keys, size_t n,
+                         size_t dim, float *buf, int64_t step)
+{
+    if (!ps_job_has_rows(&kv->view.job) || dim != (size_t)kv->view.job.embed_dim) {
+        return PS_EINVAL;
+    }
+    pthread_mutex_lock(&kv->mu);
+    int rc = atomic_load(&kv->fatal);
+    if (rc) {
+        snprintf(kv->error, sizeof kv->error, "%s", kv->fatal_why);
+    } else if (kv->rollback) {
+        snprintf(kv->error, sizeof kv->error, "rolled back: a lost server was replaced");
+        rc = PS_EAGAIN;
+    } else if ((rc = ps_kv_slots_open_rows(kv->slots, type, keys, n, dim, buf, step)) >= 0) {
+        const int me = ps_link_rank(kv->link);
+        for (int j = 0; j < kv->view.num_servers; j++) {
+            s_put_rows(kv, rc, (me + j) % kv->view.num_servers);
+        }
+    }
+    pthread_mutex_unlock(&kv->mu);
+    return rc;
+}
+
+int ps_kv_rows_pull(ps_kv_t *kv, const uint64_t *keys, size_t n, size_t dim, float *rows,
+                    int64_t min_version)
+{
+    return s_submit_rows(kv, PS_KV_ROWS_PULL, keys, n, dim, rows, min_version);
+}
+
+int ps_kv_rows_push(ps_kv_t *kv, const uint64_t *keys, size_t n, size_t dim, const float *grads,
+                    int64_t step)
+{
+    return s_submit_rows(kv, PS_KV_ROWS_PUSH, keys, n, dim, (float *)grads, step);
+}
+
 int ps_kv_set_tensors(ps_kv_t *kv, const uint64_t *starts, size_t n)
 {
     pthread_mutex_lock(&kv->mu);
@@ -632,6 +725,13 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
     kv->items = calloc(ns + 1, sizeof *kv->items);
     kv->versions = calloc(ns, sizeof *kv->versions);
     int rc = ps_kv_slots_new(ranges, n, &kv->slots);
+    ps_rowrange_t rows[PS_MAX_SERVERS];
+    for (int i = 0; i < n; i++) {
+        rows[i] = view->servers[i].rows;
+    }
+    if (rc == 0) {
+        ps_kv_slots_set_rows(kv->slots, rows);
+    }
     rc = rc ? rc : ps_kv_lanes_new(n, PS_KV_SLOTS * 4 + 2 * KV_PIECES + 1, &kv->lanes);
     uint64_t widest = 0;
     for (int i = 0; i < n; i++) {
@@ -711,6 +811,7 @@ void ps_kv_destroy(ps_kv_t **kvp)
     free(kv->items);
     free(kv->versions);
     ps_kv_encode_destroy(&kv->encode);
+    free(kv->rows_msg);
     free(kv);
     *kvp = NULL;
 }

@@ -78,6 +78,21 @@ int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t mi
 int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad,
                     uint64_t grad_end, int64_t step, float *dst, int64_t min_version);
 
+/* Embedding rows (a job with rows, proto/shardps.proto's MSG_ROWS_*): keys
+ * keys[0 .. n), ascending by hash (ps_range_row_hash), each server's run of
+ * them in one message. Pulls their rows, n x dim floats, into rows once
+ * every server holding some is at version >= min_version. Returns a handle
+ * or an error as ps_kv_push() (PS_EINVAL: no rows in this job, or another
+ * dim). keys must stay unchanged until the wait. */
+int ps_kv_rows_pull(ps_kv_t *kv, const uint64_t *keys, size_t n, size_t dim, float *rows,
+                    int64_t min_version);
+
+/* Pushes grads, the gradient of the rows of keys (as above), for step:
+ * every server gets its run, an empty one included (its step waits for
+ * it). Sent as a copy. Returns a handle or an error as ps_kv_rows_pull(). */
+int ps_kv_rows_push(ps_kv_t *kv, const uint64_t *keys, size_t n, size_t dim, const float *grads,
+                    int64_t step);
+
 /* Sends the initial values of [begin, end) (worker 0, before step 0). */
 int ps_kv_init(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *values);
 

@@ -20,6 +20,9 @@ struct ps_kv_slots {
     uint64_t chunk;      /* the least keys per push message, aligned to each server's
                             first key; 0 = one message per server */
     uint64_t piece;      /* keys per push message of the requests opened next */
+    ps_rowrange_t *rows; /* n: each server's embedding rows (hashes) */
+    uint64_t *row_lo;    /* PS_KV_SLOTS*n: the run of a rows request's keys server i holds */
+    uint64_t *row_hi;
 };
 
 int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
@@ -35,8 +38,12 @@ int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
         t->servers = calloc(ns, sizeof *t->servers);
         t->next_key = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->next_key);
         t->ack_due = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->ack_due);
+        t->rows = calloc(ns, sizeof *t->rows);
+        t->row_lo = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->row_lo);
+        t->row_hi = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->row_hi);
     }
-    if (!t || !t->servers || !t->next_key || !t->ack_due) {
+    if (!t || !t->servers || !t->next_key || !t->ack_due || !t->rows || !t->row_lo ||
+        !t->row_hi) {
         ps_kv_slots_destroy(&t);
         return PS_ENOMEM;
     }
@@ -54,6 +61,9 @@ void ps_kv_slots_destroy(ps_kv_slots_t **tp)
         free(t->servers);
         free(t->next_key);
         free(t->ack_due);
+        free(t->rows);
+        free(t->row_lo);
+        free(t->row_hi);
         free(t);
         *tp = NULL;
     }
@@ -155,6 +165,59 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
         }
     }
     return idx;
+}
+
+void ps_kv_slots_set_rows(ps_kv_slots_t *t, const ps_rowrange_t *rows)
+{
+    if (t->n > 0) {
+        memcpy(t->rows, rows, (size_t)t->n * sizeof *rows);
+    }
+}
+
+/* The first of keys[lo, n) whose hash is past h. */
+static uint64_t s_past(const uint64_t *keys, uint64_t lo, uint64_t n, uint64_t h)
+{
+    uint64_t hi = n;
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (ps_range_row_hash(keys[mid]) <= h) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+int ps_kv_slots_open_rows(ps_kv_slots_t *t, ps_kv_req_t type, const uint64_t *keys, size_t n,
+                          size_t dim, float *buf, int64_t step)
+{
+    const int idx = ps_kv_slots_open(t, type, (ps_range_t){0, n}, buf, step);
+    if (idx < 0) {
+        return idx;
+    }
+    ps_kv_slot_t *sl = &t->slots[idx];
+    sl->keys = keys;
+    sl->dim = dim;
+    uint64_t at = 0, answers = 0;
+    for (int i = 0; i < t->n; i++) {
+        const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
+        t->row_lo[k] = at;
+        at = s_past(keys, at, n, t->rows[i].last);
+        t->row_hi[k] = at;
+        answers += type == PS_KV_ROWS_PUSH || t->row_hi[k] > t->row_lo[k];
+    }
+    sl->left = answers;
+    sl->state = answers ? PS_KV_SENT : PS_KV_DONE;
+    return idx;
+}
+
+void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, uint64_t *begin,
+                          uint64_t *end)
+{
+    const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
+    *begin = t->row_lo[k];
+    *end = t->row_hi[k];
 }
 
 ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
@@ -313,7 +376,23 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const Shardps__Header *h, cons
             }
             s_part_done(sl, 0, "", ps_range_len(r));
         }
-    } else if ((h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH) ||
+    } else if (h->type == PS_MSG_ROWS && sl->type == PS_KV_ROWS_PULL) {
+        const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
+        const uint64_t lo = t->row_lo[k], nnz = t->row_hi[k] - lo;
+        const size_t bytes = (size_t)nnz * sl->dim * sizeof(float);
+        if (!nnz || h->nnz != nnz || nframes != 1 || frames[0].len != bytes) {
+            snprintf(why, sizeof why, "S%d sent rows that do not match the request", i);
+            s_part_done(sl, PS_EPROTO, why, 0);
+        } else {
+            memcpy(sl->buf + lo * sl->dim, frames[0].data, bytes);
+            t->row_hi[k] = lo; /* answered: a second reply does not match */
+            if (pulled) {
+                *pulled = bytes;
+            }
+            s_part_done(sl, 0, "", 1);
+        }
+    } else if ((h->type == PS_MSG_PUSH_ACK &&
+                (sl->type == PS_KV_PUSH || sl->type == PS_KV_ROWS_PUSH)) ||
                (h->type == PS_MSG_INIT_ACK && sl->type == PS_KV_INIT)) {
         s_part_done(sl, 0, "", 1);
     } else if (h->type == PS_MSG_PUSH_ACK && sl->type == PS_KV_PUSH_PULL &&

@@ -41,6 +41,8 @@ typedef enum {
     PS_KV_PULL,
     PS_KV_PUSH_PULL, /* a push and a pull of its keys and more, answered as a pull */
     PS_KV_INIT,
+    PS_KV_ROWS_PULL, /* embedding rows by key: one MSG_ROWS_PULL per server holding some */
+    PS_KV_ROWS_PUSH, /* their gradient: one MSG_ROWS_PUSH to every server */
     PS_KV_BARRIER,
     PS_KV_FINISH,
     PS_KV_ABORT,
@@ -61,6 +63,9 @@ typedef struct {
     uint64_t next_split; /* the next key of that pull's reply */
     uint64_t piece;    /* push: keys per push message (a multiple of the chunk,
                           cut from each server's first key; 0: one per server) */
+    const uint64_t *keys; /* rows: the keys, ascending by hash (borrowed); range is
+                             [0, their number) */
+    size_t dim;        /* rows: floats per row */
     int64_t step;      /* push, push-pull: step; pull: min version */
     int64_t pull_version; /* push-pull: the pull's min version */
     uint64_t left;     /* push/init: acks still missing; pull: keys still missing;
@@ -101,6 +106,26 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
  */
 int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push_end,
                                float *grad, int64_t step, float *dst, int64_t pull_version);
+
+/* The servers' embedding rows (n of them, as at ps_kv_slots_new; copied),
+ * for the rows requests. */
+void ps_kv_slots_set_rows(ps_kv_slots_t *t, const ps_rowrange_t *rows);
+
+/*
+ * As ps_kv_slots_open() for rows: type PS_KV_ROWS_PULL (rows of keys into
+ * buf, n x dim floats, once at version >= step) or PS_KV_ROWS_PUSH (the
+ * gradient buf of keys, for step). keys[0 .. n) ascending by hash: each
+ * server's are one run of them (ps_kv_slots_row_part). A pull expects an
+ * answer from each server holding some, a push from every server. keys
+ * and buf borrowed until the slot is released.
+ */
+int ps_kv_slots_open_rows(ps_kv_slots_t *t, ps_kv_req_t type, const uint64_t *keys, size_t n,
+                          size_t dim, float *buf, int64_t step);
+
+/* The run [*begin, *end) of the rows request at idx's keys that server i
+ * holds (maybe empty). */
+void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, uint64_t *begin,
+                          uint64_t *end);
 
 /* What a push-pull at idx does with server i (whose keys of its range are
  * pull_part, non-empty): PS_KV_PUSH_PULL (every key pushed: one request),
@@ -172,7 +197,9 @@ void ps_kv_slots_complete_type(ps_kv_slots_t *t, ps_kv_req_t type);
  * whole number of values; nframes 0 for an ack). An ERROR completes the
  * request with the server's status; a pull reply in key order (to a pull or
  * a push-pull: its push's ack) is copied into the request's destination and
- * *pulled (when not NULL) gets its bytes; an ack counts. Anything that does
+ * *pulled (when not NULL) gets its bytes; an ack counts. A rows reply
+ * (MSG_ROWS) must carry the server's run of the keys, whose rows it copies
+ * into their place. Anything that does
  * not match the request fails it with PS_EPROTO.
  * Returns 0, or PS_ENOENT when the reply belongs to no request in flight (a
  * late reply to a recycled slot, another sender): drop it, nothing changed.

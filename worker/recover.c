@@ -38,13 +38,17 @@ int ps_worker_rollback(ps_worker_t *w, int64_t *t)
     if ((int64_t)w->done.n_test_accuracy > done_epochs) {
         w->done.n_test_accuracy = (size_t)done_epochs;
     }
+    if ((int64_t)w->done.n_test_auc > done_epochs) {
+        w->done.n_test_auc = w->done.n_test_logloss = (size_t)done_epochs;
+    }
     if (w->rank == 0) {
         ps_log_info("rolled back to step %lld (a lost server was replaced)", (long long)step);
     }
     *t = step;
     w->err[0] = '\0'; /* the abandoned request's */
     int rc = ps_worker_whole(w, 0, step, "pulling after a rollback");
-    if (rc == 0 && w->rank == 0 && (int64_t)w->done.n_test_accuracy < done_epochs) {
+    const size_t evaluated = w->ctr ? w->done.n_test_auc : w->done.n_test_accuracy;
+    if (rc == 0 && w->rank == 0 && (int64_t)evaluated < done_epochs) {
         rc = ps_worker_evaluate_at(w, (int)done_epochs, step, 0);
     }
     return rc;

@@ -322,11 +322,37 @@ static int s_write_outputs(ps_worker_t *w, const float *params)
  * gathered and normalised on the host. */
 static void s_batch(ps_worker_t *w, int first, int b)
 {
-    if (w->resident) {
+    if (w->ctr) {
+        ps_ctr_job_batch(w->ctr, w->order, (size_t)first, b); /* b fits: the model's */
+    } else if (w->resident) {
         memcpy(ps_model_batch_idx(w->model), w->order + first, (size_t)b * sizeof *w->order);
     } else {
         ps_data_gather(&w->train, w->order, first, b, w->x, w->y);
     }
+}
+
+/* Samples of the training set. */
+static int s_train_samples(const ps_worker_t *w)
+{
+    return w->ctr ? (int)ps_ctr_job_train_samples(w->ctr) : w->train.n;
+}
+
+/* Step t's compute: the model's training step (with rows: pulled before it,
+ * their gradient's push started after it, its handle in *rows_push).
+ * Returns 0, PS_EAGAIN (a failover) or a failure with w->err set. */
+static int s_compute(ps_worker_t *w, int64_t t, int b, float *loss, int *rows_push)
+{
+    *rows_push = -1;
+    if (w->ctr) {
+        return ps_ctr_job_step(w->ctr, w->kv, t, s_pull_version(&w->job, t - 1), loss,
+                               rows_push, w->err, sizeof w->err);
+    }
+    int rc = w->resident ? ps_model_train_step_idx(w->model, b, loss)
+                         : ps_model_train_step(w->model, w->x, w->y, b, loss);
+    if (rc != 0) {
+        snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
+    }
+    return rc;
 }
 
 /* The step loop. rolled_back: start with a pending failover's rollback (the
@@ -364,7 +390,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
                 return rc;
             }
             epoch = e;
-            ps_data_order(j->seed, e, w->order, w->train.n);
+            ps_data_order(j->seed, e, w->order, s_train_samples(w));
             loss_sum = 0;
             nsteps = 0;
         }
@@ -386,14 +412,16 @@ static int s_train(ps_worker_t *w, int rolled_back)
         if (!ring && t == w->cfg->fault_nan_push && (rc = s_fault_nan_push(w, t)) != 0) {
             return rc;
         }
-        rc = w->resident ? ps_model_train_step_idx(w->model, b, &loss)
-                         : ps_model_train_step(w->model, w->x, w->y, b, &loss);
+        int rows_push;
+        rc = s_compute(w, t, b, &loss, &rows_push);
         if (steps == 0 && ps_model_graph_error(w->model) != 0) {
             ps_log_warn("the step could not be recorded as a CUDA graph (%s): queued by hand",
                         ps_strerror(ps_model_graph_error(w->model)));
         }
+        if (rc == PS_EAGAIN) {
+            continue; /* a failover: rolled back at the loop's top */
+        }
         if (rc != 0) {
-            snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
             return rc;
         }
         if (!isfinite(loss)) {
@@ -409,7 +437,8 @@ static int s_train(ps_worker_t *w, int rolled_back)
             if ((rc = ps_allreduce_step(w, t)) != 0) {
                 return rc;
             }
-        } else if ((rc = ps_worker_push_pull_again(w, t, params)) != 0) {
+        } else if ((rc = ps_worker_push_pull_again(w, t, params)) != 0 ||
+                   (rows_push >= 0 && (rc = ps_worker_wait(w, rows_push, "pushing rows")))) {
             if (rc == PS_EAGAIN) {
                 continue; /* rolled back: the step's work is void */
             }
@@ -501,6 +530,23 @@ static int s_device_setup(ps_worker_t *w)
     return ps_model_set_graph(w->model, cfg->graph);
 }
 
+/* A model with embedding rows: its click log, read now (the model's batch
+ * buffers take its batches), and the sample order's buffer. */
+static int s_build_ctr(ps_worker_t *w, int max_batch)
+{
+    int rc = ps_ctr_job_new(&w->ctr, w->cfg->ctr_data, w->model, max_batch, w->err,
+                            sizeof w->err);
+    if (rc != 0) {
+        return rc;
+    }
+    w->order = malloc(ps_ctr_job_train_samples(w->ctr) * sizeof *w->order);
+    if (!w->order) {
+        snprintf(w->err, sizeof w->err, "out of memory");
+        return PS_ENOMEM;
+    }
+    return 0;
+}
+
 /* The job's model on the chosen backend (with --init-from's values), worker
  * 0's test set and the sample order's buffer. Returns 0 or an error with
  * w->err set. */
@@ -508,10 +554,23 @@ static int s_build_model(ps_worker_t *w)
 {
     const ps_job_t *j = &w->job;
     int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
-    int rc = ps_model_new(j->model, j->hidden, w->kernels, max_batch, &w->model);
+    if (ps_job_has_rows(j) != (w->cfg->ctr_data != NULL)) {
+        snprintf(w->err, sizeof w->err, w->cfg->ctr_data
+                     ? "--ctr-data is for --model ctr; this job trains %s"
+                     : "--model %s needs the click log: --ctr-data FILE",
+                 j->model);
+        return PS_EINVAL;
+    }
+    int rc = ps_job_has_rows(j) ? ps_model_new_ctr(j->hidden, j->embed_dim, w->kernels,
+                                                   max_batch, &w->model)
+                                : ps_model_new(j->model, j->hidden, w->kernels, max_batch,
+                                               &w->model);
     if (rc != 0) {
         snprintf(w->err, sizeof w->err, "cannot build model %s: %s", j->model, ps_strerror(rc));
         return rc;
+    }
+    if (ps_job_has_rows(j)) {
+        return s_build_ctr(w, max_batch);
     }
     if (w->init) {
         char why[200];
@@ -554,7 +613,11 @@ static int s_prepare(ps_worker_t *w, char device[256], char gpu[200])
         (rc = ps_safetensors_read(cfg->init_from, &w->init, w->err, sizeof w->err)) != 0) {
         return rc;
     }
-    if ((rc = ps_dataset_load(cfg->data_dir, 1, &w->train, w->err, sizeof w->err)) != 0) {
+    if (cfg->ctr_data) { /* read once the job's model is known: a bad path fails now */
+        if ((rc = ps_file_check_readable(cfg->ctr_data, w->err, sizeof w->err)) != 0) {
+            return rc;
+        }
+    } else if ((rc = ps_dataset_load(cfg->data_dir, 1, &w->train, w->err, sizeof w->err))) {
         return rc;
     }
     /* The device is chosen before joining, so a bad --device fails without
@@ -613,7 +676,7 @@ static int s_start(ps_worker_t *w)
     char endpoint[PS_ENDPOINT_MAX] = "";
     Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
     info.num_params = ps_model_num_params(w->model);
-    info.train_samples = (uint64_t)w->train.n;
+    info.train_samples = (uint64_t)s_train_samples(w);
     info.endpoint = endpoint;
     if (j->mode == PS_MODE_ALLREDUCE) {
         char bound[128];
@@ -698,6 +761,8 @@ int ps_worker_run(const ps_worker_config_t *cfg)
 {
     ps_worker_t w = {.cfg = cfg, .done = SHARDPS__DONE__INIT};
     w.done.test_accuracy = w.accuracy;
+    w.done.test_auc = w.auc;
+    w.done.test_logloss = w.logloss;
     w.done.bytes_sent = w.bytes[0];
     w.done.bytes_received = w.bytes[1];
     atomic_init(&w.stopping, 0);
@@ -751,6 +816,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
                     (unsigned long long)ps_ctx_refused(w.ctx));
     }
     ps_ctx_destroy(&w.ctx);
+    ps_ctr_job_destroy(&w.ctr); /* before the model it borrows */
     ps_model_destroy(&w.model);
     ps_dataset_fini(&w.train);
     ps_dataset_fini(&w.test);

@@ -22,6 +22,7 @@ typedef struct {
     const char *scheduler;   /* scheduler endpoint */
     int rank;                /* wanted rank, -1 = assigned by the scheduler */
     const char *data_dir;    /* directory of the Fashion-MNIST IDX files */
+    const char *ctr_data;    /* --model ctr: the click log (worker/ctr_data.h); NULL: none */
     const char *device;      /* "auto", "cpu" or "cuda" */
     int gpu;                 /* CUDA: visible GPU index; -1 = by local rank (kernels/device.h) */
     int tf32;                /* 1: TF32 GEMMs on a GPU (other arithmetic); 0: plain FP32 */

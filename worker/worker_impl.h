@@ -17,6 +17,7 @@
 #include "kernels/kernels.h"
 #include "kernels/optim.h"
 #include "proto/link.h"
+#include "worker/ctr_job.h"
 #include "worker/data.h"
 #include "worker/kv.h"
 #include "worker/models/model.h"
@@ -63,6 +64,7 @@ typedef struct {
     float *sums;     /* allreduce: 2M floats for the start-up check (lives as long
                         as the ring: a failed ring may still hold its frames) */
     ps_dataset_t train, test;
+    ps_ctr_job_t *ctr; /* --model ctr: the click log and the batch's rows; else NULL */
     uint32_t *order; /* this epoch's global sample order */
     int resident;    /* 1: the training set lives on the device (ps_model_set_data) */
     float *x;        /* batch images: the model's pinned buffer; borrowed */
@@ -70,6 +72,8 @@ typedef struct {
     ps_safetensors_t *init; /* --init-from: the model file, read before joining */
     Shardps__Done done;  /* what we report at the end; its arrays are the two below */
     double accuracy[PS_MAX_EPOCHS];   /* done.test_accuracy: worker 0, after each epoch */
+    double auc[PS_MAX_EPOCHS];        /* done.test_auc (--model ctr): likewise */
+    double logloss[PS_MAX_EPOCHS];    /* done.test_logloss: likewise */
     uint64_t bytes[2][PS_BYTE_TYPES]; /* done.bytes_sent, bytes_received: by type */
     uint64_t nonfinite;      /* steps whose loss or gradient was not finite */
     ps_ratelog_t *nonfinite_log; /* their log lines, summarised */

@@ -19,7 +19,7 @@ extern "C" {
 /* A CPU context: which code paths to use, and the sgemm's packing buffers. */
 struct ps_kctx {
     int avx512; /* 1: the AVX-512 paths of avx512.h, 0: cblas_sgemm + portable loops */
-    float xent_loss;                /* softmax_xent_queue's mean loss */
+    float xent_loss;                /* softmax_xent_queue's (or sigmoid_bce_queue's) mean loss */
     int xent_hits;                  /* and its correct rows */
     double marks[PS_KERNELS_MARKS]; /* mark(): clock readings (s); 0 = unset */
 #ifdef PS_HAVE_AVX512
@@ -38,8 +38,20 @@ void ps_cpu_relu_fwd(ps_kctx_t *ctx, const float *x, float *y, size_t n);
 void ps_cpu_relu_bwd(ps_kctx_t *ctx, const float *y, const float *dy, float *dx, size_t n);
 float ps_cpu_softmax_xent(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
                           int C, float *dlogits, int *correct);
+/* sigmoid_bce, and the rows whose prediction (z > 0) equals the label in
+ * *correct when not NULL (for sigmoid_bce_queue) */
+float ps_cpu_sigmoid_bce_hits(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
+                              int N, float *dlogits, int *correct);
+float ps_cpu_sigmoid_bce(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                         float *dlogits);
 void ps_cpu_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay, float *w,
                      float *v, const float *grad, float scale, size_t n);
+
+/* embed.c */
+void ps_cpu_embed_gather(ps_kctx_t *ctx, const float *rows, int E, const uint32_t *idx, int n,
+                         int F, float *x, int ldx);
+void ps_cpu_embed_grad(ps_kctx_t *ctx, const float *dx, int ldx, int E, int F,
+                       const uint32_t *offsets, const uint32_t *order, int U, float *drows);
 
 /* conv.c */
 size_t ps_cpu_conv2d_workspace(const ps_conv_shape_t *s);

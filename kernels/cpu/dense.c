@@ -137,6 +137,41 @@ float ps_cpu_softmax_xent(ps_kctx_t *ctx, const float *logits, const uint8_t *la
     return N > 0 ? (float)(total / N) : 0.0f;
 }
 
+/*
+ * Per row: e = exp(-|z|); loss = max(z, 0) - z*y + log1p(e) (softplus(z) - y*z
+ * without overflow); sigmoid(z) = 1/(1 + e) for z >= 0, e/(1 + e) below;
+ * dz = (sigmoid(z) - y) / N. Each row is read before it is written, so
+ * dlogits may alias logits. hits: rows whose (z > 0) equals the label.
+ */
+float ps_cpu_sigmoid_bce_hits(ps_kctx_t *ctx, const float *logits, const uint8_t *labels,
+                              int N, float *dlogits, int *correct)
+{
+    (void)ctx;
+    double total = 0.0;
+    int hits = 0;
+    const float inv_n = N > 0 ? 1.0f / (float)N : 0.0f;
+    for (int n = 0; n < N; n++) {
+        const float z = logits[n], y = labels[n] ? 1.0f : 0.0f;
+        const float e = expf(-fabsf(z));
+        total += (double)((z > 0.0f ? z : 0.0f) - z * y + log1pf(e));
+        hits += (z > 0.0f) == (labels[n] != 0);
+        if (dlogits) {
+            const float s = z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+            dlogits[n] = (s - y) * inv_n;
+        }
+    }
+    if (correct) {
+        *correct = hits;
+    }
+    return N > 0 ? (float)(total / N) : 0.0f;
+}
+
+float ps_cpu_sigmoid_bce(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                         float *dlogits)
+{
+    return ps_cpu_sigmoid_bce_hits(ctx, logits, labels, N, dlogits, NULL);
+}
+
 void ps_cpu_sgd_step(ps_kctx_t *ctx, float lr, float momentum, float weight_decay, float *w,
                      float *v, const float *grad, float scale, size_t n)
 {

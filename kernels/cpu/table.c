@@ -158,6 +158,12 @@ static void s_xent_queue(ps_kctx_t *ctx, const float *logits, const uint8_t *lab
     ctx->xent_loss = ps_cpu_softmax_xent(ctx, logits, labels, N, C, dlogits, &ctx->xent_hits);
 }
 
+static void s_bce_queue(ps_kctx_t *ctx, const float *logits, const uint8_t *labels, int N,
+                        float *dlogits)
+{
+    ctx->xent_loss = ps_cpu_sigmoid_bce_hits(ctx, logits, labels, N, dlogits, &ctx->xent_hits);
+}
+
 static float s_xent_result(ps_kctx_t *ctx, int N, int *correct)
 {
     (void)N;
@@ -245,6 +251,7 @@ const ps_kernels_t ps_kernels_cpu = {
     .relu_fwd = ps_cpu_relu_fwd,
     .relu_bwd = ps_cpu_relu_bwd,
     .softmax_xent = ps_cpu_softmax_xent,
+    .sigmoid_bce = ps_cpu_sigmoid_bce,
     .conv2d_workspace = ps_cpu_conv2d_workspace,
     .conv2d_fwd = ps_cpu_conv2d_fwd,
     .conv2d_bwd = ps_cpu_conv2d_bwd,
@@ -256,6 +263,9 @@ const ps_kernels_t ps_kernels_cpu = {
     .gather_u8 = s_gather_u8,
     .softmax_xent_queue = s_xent_queue,
     .xent_result = s_xent_result,
+    .sigmoid_bce_queue = s_bce_queue,
+    .embed_gather = ps_cpu_embed_gather,
+    .embed_grad = ps_cpu_embed_grad,
     .graph_begin = s_graph_begin,
     .graph_end = s_graph_end,
     .graph_launch = s_graph_launch,

@@ -36,7 +36,7 @@ int ps_cuda_sync(ps_kctx_t *ctx);
 int ps_cuda_devices(void);
 int ps_cuda_use_device(int index, char *name, size_t namelen);
 
-/* dense.cu: cuBLAS sgemm, bias, ReLU, softmax cross-entropy, SGD */
+/* dense.cu: cuBLAS sgemm, bias, ReLU, softmax cross-entropy, logistic loss, SGD */
 void ps_cuda_sgemm(ps_kctx_t *ctx, int trans_a, int trans_b, int M, int N, int K,
                    float alpha, const float *d_A, int lda, const float *d_B, int ldb,
                    float beta, float *d_C, int ldc);
@@ -57,6 +57,17 @@ void ps_cuda_gather_u8(ps_kctx_t *ctx, const uint8_t *d_pixels, const uint8_t *d
 void ps_cuda_softmax_xent_queue(ps_kctx_t *ctx, const float *d_logits,
                                 const uint8_t *d_labels, int N, int C, float *d_dlogits);
 float ps_cuda_xent_result(ps_kctx_t *ctx, int N, int *correct);
+float ps_cuda_sigmoid_bce(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                          int N, float *d_dlogits);
+void ps_cuda_sigmoid_bce_queue(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                               int N, float *d_dlogits);
+
+/* embed.cu: the gather of embedding rows and its per-row gradient */
+void ps_cuda_embed_gather(ps_kctx_t *ctx, const float *d_rows, int E, const uint32_t *d_idx,
+                          int n, int F, float *d_x, int ldx);
+void ps_cuda_embed_grad(ps_kctx_t *ctx, const float *d_dx, int ldx, int E, int F,
+                        const uint32_t *d_offsets, const uint32_t *d_order, int U,
+                        float *d_drows);
 
 /* graph.cu: recorded steps (CUDA graphs), TF32, timing events */
 int ps_cuda_graph_begin(ps_kctx_t *ctx);

@@ -1,9 +1,11 @@
 /*
  * kernels/cuda/dense.cu - CUDA dense-layer ops: cuBLAS sgemm, bias, ReLU,
- * fused softmax cross-entropy, SGD; each a C function over device buffers.
+ * fused softmax cross-entropy, logistic loss, SGD; each a C function over
+ * device buffers.
  *
  * Every op is queued on ctx->stream and returns at once, except
- * softmax_xent, which returns the loss and so waits for its one 16-byte copy.
+ * softmax_xent and sigmoid_bce, which return the loss and so wait for their
+ * one 16-byte copy.
  * Elementwise kernels are grid-stride loops, so any n works with a capped
  * grid; those that divide an index (bias, gather) use 32-bit indices when the
  * count fits (a GPU divides 64-bit integers slowly), size_t ones otherwise.
@@ -305,6 +307,86 @@ float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t 
         PS_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     }
     return ps_cuda_xent_result(ctx, N > 0 && C > 0 ? N : 0, correct);
+}
+
+/* ---- logistic loss ----------------------------------------------------------------- */
+
+/*
+ * One thread per row (grid-stride), the CPU formulas of
+ * ps_cpu_sigmoid_bce_hits: e = exp(-|z|), loss = max(z, 0) - z*y + log1p(e),
+ * dz = (sigmoid(z) - y) / N with sigmoid(z) = 1/(1+e) (z >= 0) or e/(1+e).
+ * z is read before dz is written, so dz may alias z. The block sums its
+ * rows' losses (double) and hits (prediction z > 0 equal to the label) as
+ * k_xent_rows does, for k_xent_final.
+ */
+static __global__ void __launch_bounds__(XENT_THREADS)
+    k_bce_rows(const float *z, const uint8_t *labels, int N, float *dz, float inv_n,
+               double *part, int *part_hits)
+{
+    __shared__ double s_loss[XENT_THREADS];
+    __shared__ int s_hits[XENT_THREADS];
+    const int t = threadIdx.x;
+    double loss = 0.0;
+    int hits = 0;
+    for (long long n = (long long)blockIdx.x * XENT_THREADS + t; n < N;
+         n += (long long)gridDim.x * XENT_THREADS) {
+        const float v = z[n], y = labels[n] ? 1.0f : 0.0f;
+        const float e = expf(-fabsf(v));
+        loss += (double)((v > 0.0f ? v : 0.0f) - v * y + log1pf(e));
+        hits += (v > 0.0f) == (labels[n] != 0);
+        if (dz) {
+            const float s = v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+            dz[n] = (s - y) * inv_n;
+        }
+    }
+    s_loss[t] = loss;
+    s_hits[t] = hits;
+    __syncthreads();
+    for (int s = XENT_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            s_loss[t] += s_loss[t + s];
+            s_hits[t] += s_hits[t + s];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        part[blockIdx.x] = s_loss[0];
+        part_hits[blockIdx.x] = s_hits[0];
+    }
+}
+
+/* Queues the row pass, the final sum and its 16-byte copy into h_out (read
+ * by ps_cuda_xent_result), as softmax_xent_queue does. */
+void ps_cuda_sigmoid_bce_queue(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                               int N, float *d_dlogits)
+{
+    if (N <= 0) {
+        ctx->h_out->loss_sum = 0.0;
+        ctx->h_out->hits = 0;
+        return;
+    }
+    const float inv_n = 1.0f / (float)N;
+    size_t nb = ((size_t)N + XENT_THREADS - 1) / XENT_THREADS;
+    if (nb > PS_CUDA_XENT_BLOCKS) {
+        nb = PS_CUDA_XENT_BLOCKS;
+    }
+    k_bce_rows<<<(unsigned)nb, XENT_THREADS, 0, ctx->stream>>>(
+        d_logits, d_labels, N, d_dlogits, inv_n, ctx->d_part, ctx->d_hits);
+    PS_CUDA_CHECK_LAUNCH();
+    k_xent_final<<<1, 1, 0, ctx->stream>>>(ctx->d_part, ctx->d_hits, (int)nb, ctx->d_out);
+    PS_CUDA_CHECK_LAUNCH();
+    PS_CUDA_CHECK(cudaMemcpyAsync(ctx->h_out, ctx->d_out, sizeof(*ctx->h_out),
+                                  cudaMemcpyDeviceToHost, ctx->stream));
+}
+
+float ps_cuda_sigmoid_bce(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
+                          int N, float *d_dlogits)
+{
+    ps_cuda_sigmoid_bce_queue(ctx, d_logits, d_labels, N, d_dlogits);
+    if (N > 0) {
+        PS_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    }
+    return ps_cuda_xent_result(ctx, N > 0 ? N : 0, NULL);
 }
 
 /* ---- batches from the device-resident dataset ----------------------------------- */

@@ -5,7 +5,8 @@
  * against the compute stream, and a training step of each bundled model on
  * both backends, with its copies overlapped and serialised, and its batch
  * from the model's pinned buffers or other memory, or gathered on the device
- * from a resident set, queued by hand or replayed as a recorded graph.
+ * from a resident set, queued by hand or replayed as a recorded graph; the
+ * embedding ops bit for bit, and the ctr model's step, rows included.
  * Suite 'gpu'.
  *
  * Without a usable GPU it prints "skipped: no GPU (reason)" and exits 77
@@ -29,6 +30,7 @@
 #include "tests/unit/modelcheck.h"
 #include "tests/unit/testutil.h"
 #include "worker/data.h"
+#include "worker/models/embed.h"
 #include "worker/models/model.h"
 
 static const ps_kernels_t *s_cu; /* the CUDA table (set in main) */
@@ -612,6 +614,227 @@ START_TEST(softmax_xent_gradient_matches_finite_differences)
     s_cu->free(d_lab);
     free(z);
     free(dz);
+}
+END_TEST
+
+/* ---- logistic loss ---------------------------------------------------------------- */
+
+static void s_bce_case(int N, uint64_t seed)
+{
+    float *z = s_rand((size_t)N, -6, 6, seed), *dz_cpu = s_host((size_t)N);
+    float *got = s_host((size_t)N), *got2 = s_host((size_t)N);
+    if (N > 3) {
+        z[1] = 90.0f; /* large logits of both signs must not overflow */
+        z[2] = -90.0f;
+        z[3] = 0.0f;
+    }
+    uint8_t *lab = malloc((size_t)N + 1);
+    for (int i = 0; i < N; i++) {
+        lab[i] = (uint8_t)((i * 7 + seed) % 3 == 0);
+    }
+    const float l_cpu = s_cpu->sigmoid_bce(s_cctx, z, lab, N, dz_cpu);
+    float *d_z = s_up(z, (size_t)N), *d_dz = s_dev((size_t)N);
+    uint8_t *d_lab = s_cu->alloc((size_t)N + 1);
+    ck_assert_ptr_nonnull(d_lab);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_lab, lab, (size_t)N), 0);
+    const float l = s_cu->sigmoid_bce(s_ctx, d_z, d_lab, N, d_dz);
+    ck_assert_msg(ps_test_close(l, l_cpu, 1e-6, 1e-5), "N=%d loss %.9g cpu %.9g", N, l, l_cpu);
+    ck_assert(isfinite(l));
+    s_down(got, d_dz, (size_t)N);
+    s_check(got, dz_cpu, (size_t)N, 1e-6 / N, 1e-5, "dz");
+    /* forward only, queued, and in place: the same bits; hits as the CPU's */
+    ck_assert_float_eq(s_cu->sigmoid_bce(s_ctx, d_z, d_lab, N, NULL), l);
+    int hits = -1, hits_cpu = -2;
+    s_cpu->sigmoid_bce_queue(s_cctx, z, lab, N, NULL);
+    const float lq_cpu = s_cpu->xent_result(s_cctx, N, &hits_cpu);
+    ck_assert_float_eq(lq_cpu, l_cpu);
+    s_cu->sigmoid_bce_queue(s_ctx, d_z, d_lab, N, d_z);
+    ck_assert_int_eq(s_cu->sync(s_ctx), 0);
+    ck_assert_float_eq(s_cu->xent_result(s_ctx, N, &hits), l);
+    ck_assert_int_eq(hits, hits_cpu);
+    s_down(got2, d_z, (size_t)N);
+    ck_assert_mem_eq(got2, got, (size_t)N * sizeof(float));
+    s_cu->free(d_z);
+    s_cu->free(d_dz);
+    s_cu->free(d_lab);
+    free(z);
+    free(dz_cpu);
+    free(got);
+    free(got2);
+    free(lab);
+}
+
+START_TEST(sigmoid_bce_matches_cpu_for_one_to_many_blocks)
+{
+    s_bce_case(1, 120);
+    s_bce_case(77, 121);
+    s_bce_case(256, 122);
+    s_bce_case(300001, 123); /* more rows than 1024 blocks of threads */
+    ck_assert_float_eq(s_cu->sigmoid_bce(s_ctx, NULL, NULL, 0, NULL), 0.0f);
+}
+END_TEST
+
+/* ---- embedding rows --------------------------------------------------------------- */
+
+/* Gather and gradient of one shape on both backends: the same bits, the
+ * columns past F*E untouched, and the same bits again on a second run.
+ * Field 0 uses one key throughout (a row summed over every sample). */
+static void s_embed_case(int n, int F, int E, int pad, int pool, uint64_t seed)
+{
+    const int N = n * F, ldx = F * E + pad;
+    uint64_t *keys = malloc((size_t)N * sizeof(uint64_t));
+    ps_rng_t r;
+    ps_rng_init(&r, seed, 3);
+    for (int j = 0; j < N; j++) {
+        keys[j] = j % F == 0 ? 7 : (uint64_t)(j % F) << 40 | ps_rng_below(&r, (uint64_t)pool);
+    }
+    ps_embed_batch_t b;
+    ck_assert_int_eq(ps_embed_batch_init(&b, N, s_cu), 0);
+    const int U = ps_embed_batch_build(&b, keys, n, F);
+    ck_assert_int_ge(U, 1);
+    const size_t nx = (size_t)n * ldx, nr = (size_t)U * E;
+    float *rows = s_rand(nr, -1, 1, seed + 1), *dx = s_rand(nx, -1, 1, seed + 2);
+    float *x_cpu = s_rand(nx, 5, 6, seed + 3), *got = s_host(nx > nr ? nx : nr);
+    float *dr_cpu = s_host(nr);
+    float *d_rows = s_up(rows, nr), *d_x = s_up(x_cpu, nx), *d_dx = s_up(dx, nx);
+    float *d_dr = s_dev(nr);
+    uint32_t *d_idx = s_cu->alloc((size_t)N * 4), *d_order = s_cu->alloc((size_t)N * 4);
+    uint32_t *d_off = s_cu->alloc(((size_t)U + 1) * 4);
+    ck_assert(d_idx && d_order && d_off);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_idx, b.idx, (size_t)N * 4), 0);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_order, b.order, (size_t)N * 4), 0);
+    ck_assert_int_eq(s_cu->copy_h2d(s_ctx, d_off, b.offsets, ((size_t)U + 1) * 4), 0);
+
+    s_cpu->embed_gather(s_cctx, rows, E, b.idx, n, F, x_cpu, ldx);
+    s_cu->embed_gather(s_ctx, d_rows, E, d_idx, n, F, d_x, ldx);
+    s_down(got, d_x, nx);
+    ck_assert_mem_eq(got, x_cpu, nx * sizeof(float));
+    for (int i = 0; i < n && pad > 0; i++) { /* the padding kept its values */
+        ck_assert(x_cpu[(size_t)i * ldx + F * E] >= 5.0f);
+    }
+    s_cpu->embed_grad(s_cctx, dx, ldx, E, F, b.offsets, b.order, U, dr_cpu);
+    s_cu->embed_grad(s_ctx, d_dx, ldx, E, F, d_off, d_order, U, d_dr);
+    s_down(got, d_dr, nr);
+    ck_assert_mem_eq(got, dr_cpu, nr * sizeof(float));
+    s_cu->zero(s_ctx, d_dr, nr * sizeof(float));
+    s_cu->embed_grad(s_ctx, d_dx, ldx, E, F, d_off, d_order, U, d_dr);
+    s_down(got, d_dr, nr);
+    ck_assert_mem_eq(got, dr_cpu, nr * sizeof(float));
+    /* row 0 (key 7, field 0 of every sample) sums n positions */
+    ck_assert_uint_eq(b.offsets[1] - b.offsets[0], (unsigned)n);
+    double want = 0;
+    for (int i = 0; i < n; i++) {
+        want += dx[(size_t)i * ldx];
+    }
+    ck_assert(ps_test_close(dr_cpu[0], want, 1e-5, 1e-5));
+    s_cu->free(d_rows);
+    s_cu->free(d_x);
+    s_cu->free(d_dx);
+    s_cu->free(d_dr);
+    s_cu->free(d_idx);
+    s_cu->free(d_order);
+    s_cu->free(d_off);
+    ps_embed_batch_fini(&b);
+    free(keys);
+    free(rows);
+    free(dx);
+    free(x_cpu);
+    free(got);
+    free(dr_cpu);
+}
+
+START_TEST(embed_gather_and_grad_match_cpu_bitwise)
+{
+    s_embed_case(256, 26, 16, 0, 300, 130); /* the ctr's shape: past 2^16 floats */
+    s_embed_case(37, 5, 3, 7, 4, 131);      /* padded rows, heavy repeats */
+    s_embed_case(9, 26, 16, 13, 2, 132);    /* padding as wide as the numeric inputs */
+    s_embed_case(1, 1, 1, 0, 1, 133);
+}
+END_TEST
+
+/* The ctr model on both backends: the same params and rows give the same
+ * loss, dense and row gradients (within the GEMMs' rounding); on the GPU
+ * the same bits on every step, overlapped or profiled, from the model's
+ * batch buffers or other memory, with the hook told of each layer; predict
+ * agrees. */
+START_TEST(ctr_training_step_matches_cpu)
+{
+    enum { B = 64, n = 50, E = 8 };
+    ps_model_t *mc = NULL, *mg = NULL;
+    ck_assert_int_eq(ps_model_new_ctr("64,32", E, s_cpu, B, &mc), 0);
+    ck_assert_int_eq(ps_model_new_ctr("64,32", E, s_cu, B, &mg), 0);
+    const size_t P = ps_model_num_params(mc), nt = ps_model_num_tensors(mc);
+    ps_model_init_params(mc, 3);
+    ps_model_init_params(mg, 3);
+    const int F = PS_MODEL_CTR_FIELDS, C = PS_MODEL_CTR_NUMERIC;
+    uint64_t keys[n * PS_MODEL_CTR_FIELDS];
+    ps_rng_t r;
+    ps_rng_init(&r, 9, 4);
+    for (int j = 0; j < n * F; j++) {
+        keys[j] = (uint64_t)(j % F + 1) << 40 | ps_rng_below(&r, 6);
+    }
+    ps_embed_batch_t b;
+    ck_assert_int_eq(ps_embed_batch_init(&b, B * F, s_cu), 0);
+    const int U = ps_embed_batch_build(&b, keys, n, F);
+    const size_t R = (size_t)U * E;
+    float *num = s_rand((size_t)n * C, -1, 2, 10), prob_c[n], prob_g[n];
+    uint8_t y[n];
+    for (int i = 0; i < n; i++) {
+        y[i] = (uint8_t)(i % 3 == 0);
+    }
+    ps_test_fill(ps_model_rows(mc), R, -0.5f, 0.5f, 11);
+    memcpy(ps_model_rows(mg), ps_model_rows(mc), R * sizeof(float));
+    float lc = 0, lg = 0, l2 = 0;
+    ck_assert_int_eq(ps_model_train_step_ctr(mc, &b, num, y, n, &lc), 0);
+    ck_assert_int_eq(ps_model_train_step_ctr(mg, &b, num, y, n, &lg), 0);
+    ck_assert_msg(ps_test_close(lg, lc, 1e-6, 1e-5), "loss %.9g cpu %.9g", lg, lc);
+    for (size_t t = 0; t < nt; t++) {
+        const ps_tensor_info_t *ti = ps_model_tensor(mc, t);
+        s_check_scaled(ps_model_grads(mg) + ti->offset, ps_model_grads(mc) + ti->offset,
+                       ti->count, 1e-4, ti->name);
+    }
+    s_check_scaled(ps_model_row_grads(mg), ps_model_row_grads(mc), R, 1e-4, "row grads");
+    float *g1 = s_host(P), *r1 = s_host(R);
+    memcpy(g1, ps_model_grads(mg), P * sizeof(float));
+    memcpy(r1, ps_model_row_grads(mg), R * sizeof(float));
+    /* overlapped with the hook, from the batch buffers; then profiled */
+    memset(ps_model_grads(mg), 0, P * sizeof(float));
+    memset(ps_model_row_grads(mg), 0, R * sizeof(float));
+    memcpy(ps_model_batch_x(mg), num, (size_t)n * C * sizeof(float));
+    memcpy(ps_model_batch_y(mg), y, n);
+    ps_modelcheck_ready_t ready = {.m = mg, .want = g1};
+    ps_model_set_grad_ready(mg, ps_modelcheck_on_ready, &ready);
+    ck_assert_int_eq(ps_model_train_step_ctr(mg, &b, ps_model_batch_x(mg), ps_model_batch_y(mg),
+                                             n, &l2),
+                     0);
+    ck_assert_float_eq(l2, lg);
+    ck_assert_mem_eq(ps_model_grads(mg), g1, P * sizeof(float));
+    ck_assert_mem_eq(ps_model_row_grads(mg), r1, R * sizeof(float));
+    ck_assert_int_eq(ready.stale, 0);
+    ck_assert_int_eq(ready.calls, (int)nt / 2);
+    for (int c = 0; c < ready.calls && c < 8; c++) {
+        ck_assert_uint_eq(ready.from[c], ps_model_tensor(mg, nt - 2 - 2 * (size_t)c)->offset);
+    }
+    ps_model_set_grad_ready(mg, NULL, NULL);
+    ps_model_profile_t prof = {0};
+    memset(ps_model_row_grads(mg), 0, R * sizeof(float));
+    ps_model_set_profile(mg, &prof);
+    ck_assert_int_eq(ps_model_train_step_ctr(mg, &b, num, y, n, &l2), 0);
+    ps_model_set_profile(mg, NULL);
+    ck_assert_int_eq(prof.steps, 1);
+    ck_assert_float_eq(l2, lg);
+    ck_assert_mem_eq(ps_model_grads(mg), g1, P * sizeof(float));
+    ck_assert_mem_eq(ps_model_row_grads(mg), r1, R * sizeof(float));
+    ck_assert_int_eq(ps_model_predict_ctr(mc, &b, num, n, prob_c), 0);
+    ck_assert_int_eq(ps_model_predict_ctr(mg, &b, num, n, prob_g), 0);
+    s_check(prob_g, prob_c, n, 1e-6, 1e-5, "prob");
+    ck_assert_int_eq(ps_model_train_step_ctr(mg, &b, num, y, B + 1, &l2), PS_EINVAL);
+    ps_embed_batch_fini(&b);
+    ps_model_destroy(&mc);
+    ps_model_destroy(&mg);
+    free(num);
+    free(g1);
+    free(r1);
 }
 END_TEST
 
@@ -1297,6 +1520,8 @@ static Suite *s_suite(void)
     tcase_add_test(tc, softmax_xent_matches_cpu_for_one_to_many_blocks);
     tcase_add_test(tc, softmax_xent_counts_correct_with_first_maximum);
     tcase_add_test(tc, softmax_xent_gradient_matches_finite_differences);
+    tcase_add_test(tc, sigmoid_bce_matches_cpu_for_one_to_many_blocks);
+    tcase_add_test(tc, embed_gather_and_grad_match_cpu_bitwise);
     tcase_add_test(tc, conv2d_forward_matches_cpu);
     tcase_add_test(tc, conv2d_backward_matches_cpu);
     tcase_add_test(tc, conv2d_gradients_match_finite_differences);
@@ -1307,6 +1532,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, gather_u8_matches_the_host_conversion);
     tcase_add_test(tc, mlp_training_step_matches_cpu);
     tcase_add_test(tc, cnn_training_step_matches_cpu);
+    tcase_add_test(tc, ctr_training_step_matches_cpu);
     suite_add_tcase(s, tc);
     return s;
 }

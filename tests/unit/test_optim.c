@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_optim.c - the optimizers against their reference formulas
- * (torch.optim's documented updates) evaluated in float64 over several
- * steps, and the learning-rate schedules against theirs.
+ * (torch.optim's documented updates, FTRL-Proximal's Algorithm 1) evaluated
+ * in float64 over several steps, the learning-rate schedules against theirs,
+ * and the embedding rows' initial values (deterministic, uniform).
  */
 #include <check.h>
 #include <math.h>
@@ -114,19 +115,33 @@ static void s_ref_step(const ps_optim_t *o, double lr, int64_t t, s_ref_t *r,
             r->a[i] += gg * gg;
             r->w[i] -= lr * gg / (sqrt(r->a[i]) + o->eps);
             break;
+        case PS_OPT_FTRL: {
+            double l1 = o->l1, n1 = r->b[i] + gg * gg;
+            double sigma = (sqrt(n1) - sqrt(r->b[i])) / lr;
+            r->a[i] += gg - sigma * r->w[i];
+            r->b[i] = n1;
+            double z = r->a[i], sgn = z > 0 ? 1.0 : -1.0;
+            r->w[i] = fabs(z) <= l1
+                          ? 0.0
+                          : -(z - sgn * l1) / ((o->beta + sqrt(n1)) / lr + o->l2);
+            break;
+        }
         }
     }
 }
 
 /* Runs S_STEPS of ps_optim_step on the whole vector, split into two
  * sub-range updates (stride semantics), and of the reference, side by side. */
-static void s_check_kind(const char *name, double lr, double mu, double wd)
+static void s_check_kind(const char *name, double lr, double mu, double wd, double l1,
+                         double l2)
 {
     ps_job_t job;
     ps_job_defaults(&job);
     snprintf(job.optimizer, sizeof job.optimizer, "%s", name);
     job.momentum = mu;
     job.weight_decay = wd;
+    job.l1 = l1;
+    job.l2 = l2;
     ps_optim_t o;
     ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
     const int nstate = ps_optim_state_floats(&o);
@@ -159,13 +174,57 @@ static void s_check_kind(const char *name, double lr, double mu, double wd)
 
 START_TEST(every_optimizer_matches_its_formula)
 {
-    s_check_kind("sgd", 0.1, 0.0, 0.0);
-    s_check_kind("sgd", 0.05, 0.9, 1e-4);
-    s_check_kind("nesterov", 0.05, 0.9, 1e-4);
-    s_check_kind("adam", 0.01, 0.0, 0.0);
-    s_check_kind("adam", 0.001, 0.0, 1e-2);
-    s_check_kind("adagrad", 0.1, 0.0, 0.0);
-    s_check_kind("adagrad", 0.05, 0.0, 1e-3);
+    s_check_kind("sgd", 0.1, 0.0, 0.0, 0.0, 0.0);
+    s_check_kind("sgd", 0.05, 0.9, 1e-4, 0.0, 0.0);
+    s_check_kind("nesterov", 0.05, 0.9, 1e-4, 0.0, 0.0);
+    s_check_kind("adam", 0.01, 0.0, 0.0, 0.0, 0.0);
+    s_check_kind("adam", 0.001, 0.0, 1e-2, 0.0, 0.0);
+    s_check_kind("adagrad", 0.1, 0.0, 0.0, 0.0, 0.0);
+    s_check_kind("adagrad", 0.05, 0.0, 1e-3, 0.0, 0.0);
+    s_check_kind("ftrl", 0.1, 0.0, 0.0, 0.0, 0.0);
+    s_check_kind("ftrl", 0.05, 0.0, 1e-3, 0.05, 0.5);
+}
+END_TEST
+
+/* FTRL with an L1 strength: the weights whose |z| stays within l1 are
+ * exactly 0 (sparsity), the others follow the float64 formula, over several
+ * steps from non-zero starting weights. */
+START_TEST(ftrl_l1_makes_weights_exactly_zero)
+{
+    ps_job_t job;
+    ps_job_defaults(&job);
+    snprintf(job.optimizer, sizeof job.optimizer, "ftrl");
+    job.l1 = 0.3;
+    job.l2 = 0.1;
+    ps_optim_t o;
+    ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
+    ck_assert_int_eq(o.kind, PS_OPT_FTRL);
+    ck_assert_float_eq(o.l1, 0.3f);
+    ck_assert_float_eq(o.l2, 0.1f);
+    ck_assert_float_eq(o.beta, 1.0f);
+    ck_assert_int_eq(ps_optim_state_floats(&o), 2);
+    float w[S_N], state[2 * S_N] = {0}, g[S_N];
+    static s_ref_t r;
+    memset(&r, 0, sizeof r);
+    ps_test_fill(w, S_N, -1, 1, 11);
+    for (int i = 0; i < S_N; i++) {
+        r.w[i] = w[i];
+    }
+    for (int t = 1; t <= S_STEPS; t++) {
+        ps_test_fill(g, S_N, -1, 1, 400 + (uint64_t)t);
+        ps_optim_step(&o, 0.1f, t, w, state, S_N, g, 1.0f, S_N);
+        s_ref_step(&o, 0.1f, t, &r, g, 1.0);
+    }
+    int zeros = 0;
+    for (int i = 0; i < S_N; i++) {
+        ck_assert_msg(ps_test_close(w[i], r.w[i], 1e-6, 1e-5), "w[%d]=%.9g want %.9g", i,
+                      w[i], r.w[i]);
+        ck_assert_msg((w[i] == 0.0f) == (r.w[i] == 0.0), "w[%d]: zero in one only", i);
+        ck_assert(ps_test_close(state[i], r.a[i], 1e-6, 1e-5));
+        ck_assert(ps_test_close(state[S_N + i], r.b[i], 1e-6, 1e-5));
+        zeros += w[i] == 0.0f;
+    }
+    ck_assert_msg(zeros > 0 && zeros < S_N, "%d of %d weights are 0", zeros, S_N);
 }
 END_TEST
 
@@ -202,6 +261,19 @@ static void s_float_step(const ps_optim_t *o, float lr, int64_t t, float *w, flo
             a[i] += gg * gg;
             w[i] = w[i] - lr * gg / (sqrtf(a[i]) + o->eps);
             break;
+        case PS_OPT_FTRL: {
+            float n1 = b[i] + gg * gg, root = sqrtf(n1);
+            float sigma = (root - sqrtf(b[i])) / lr;
+            a[i] += gg - sigma * w[i];
+            b[i] = n1;
+            if (fabsf(a[i]) <= o->l1) {
+                w[i] = 0.0f;
+            } else {
+                float shrunk = a[i] > 0 ? a[i] - o->l1 : a[i] + o->l1;
+                w[i] = -shrunk / ((o->beta + root) / lr + o->l2);
+            }
+            break;
+        }
         }
     }
 }
@@ -210,16 +282,19 @@ enum { S_BN = 1031 }; /* odd: every vector loop has a tail */
 
 START_TEST(every_optimizer_is_bitwise_the_scalar_float_formula)
 {
-    const char *names[] = {"sgd", "sgd", "nesterov", "adam", "adagrad"};
-    const double mus[] = {0.0, 0.9, 0.9, 0.0, 0.0};
+    const char *names[] = {"sgd", "sgd", "nesterov", "adam", "adagrad", "ftrl", "ftrl"};
+    const double mus[] = {0.0, 0.9, 0.9, 0.0, 0.0, 0.0, 0.0};
+    const double l1s[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.02};
     static float w[S_BN + 4], st[2 * S_BN + 4], g[S_BN + 4], wo[S_BN + 4];
     static float rw[S_BN], ra[S_BN], rb[S_BN];
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++) {
         ps_job_t job;
         ps_job_defaults(&job);
         snprintf(job.optimizer, sizeof job.optimizer, "%s", names[k]);
         job.momentum = mus[k];
         job.weight_decay = 1e-3;
+        job.l1 = l1s[k];
+        job.l2 = l1s[k] * 10;
         ps_optim_t o;
         ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
         for (int off = 0; off < 4; off++) { /* vector loops start off the alignment */
@@ -292,12 +367,16 @@ START_TEST(optimizer_names_and_state_sizes)
     ps_job_t job;
     ps_job_defaults(&job);
     ps_optim_t o;
-    const char *names[] = {"sgd", "nesterov", "adam", "adagrad"};
-    const int floats[] = {1, 1, 2, 1}; /* default momentum 0.9: sgd keeps velocity */
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"sgd", "nesterov", "adam", "adagrad", "ftrl"};
+    const int floats[] = {1, 1, 2, 1, 2}; /* default momentum 0.9: sgd keeps velocity */
+    char err[128];
+    for (int i = 0; i < 5; i++) {
         snprintf(job.optimizer, sizeof job.optimizer, "%s", names[i]);
         ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
+        ck_assert_int_eq((int)o.kind, i);
         ck_assert_int_eq(ps_optim_state_floats(&o), floats[i]);
+        /* every name the optimizers know is a valid job */
+        ck_assert_msg(ps_job_validate(&job, err, sizeof err) == 0, "%s: %s", names[i], err);
     }
     job.momentum = 0;
     snprintf(job.optimizer, sizeof job.optimizer, "sgd");
@@ -305,6 +384,60 @@ START_TEST(optimizer_names_and_state_sizes)
     ck_assert_int_eq(ps_optim_state_floats(&o), 0);
     snprintf(job.optimizer, sizeof job.optimizer, "rmsprop");
     ck_assert_int_eq(ps_optim_from_job(&job, &o), PS_EINVAL);
+    ck_assert_int_eq(ps_job_validate(&job, err, sizeof err), PS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "adagrad or ftrl"));
+}
+END_TEST
+
+enum { S_DIM = 16, S_ROWS = 4096 };
+
+/* Row initial values depend on (seed, key, i) alone: the same bits every
+ * time, whatever was computed before; in [-bound, bound); another key or
+ * seed gives other values; uniform (mean near 0, variance near bound^2/3). */
+START_TEST(row_init_is_a_deterministic_uniform_hash)
+{
+    float a[S_DIM], b[S_DIM], c[S_DIM];
+    ps_optim_row_init(7, 12345, S_DIM, 0.05f, a);
+    ps_optim_row_init(7, 99, S_DIM, 0.05f, c);
+    ps_optim_row_init(7, 12345, S_DIM, 0.05f, b);
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    /* a prefix of a wider row is the narrower row */
+    ps_optim_row_init(7, 12345, 5, 0.05f, c);
+    ck_assert_int_eq(memcmp(a, c, 5 * sizeof(float)), 0);
+    ps_optim_row_init(8, 12345, S_DIM, 0.05f, b);
+    ps_optim_row_init(7, 12346, S_DIM, 0.05f, c);
+    int same_seed = 0, same_key = 0;
+    for (int i = 0; i < S_DIM; i++) {
+        same_seed += a[i] == b[i];
+        same_key += a[i] == c[i];
+    }
+    ck_assert_int_le(same_seed, 1);
+    ck_assert_int_le(same_key, 1);
+    /* sequential keys, as ids often are: in range, unbiased, spread */
+    const float bound = 0.25f;
+    double sum = 0, sq = 0;
+    float lo = 1, hi = -1, row[S_DIM];
+    for (uint64_t k = 0; k < S_ROWS; k++) {
+        ps_optim_row_init(1, k, S_DIM, bound, row);
+        for (int i = 0; i < S_DIM; i++) {
+            sum += row[i];
+            sq += (double)row[i] * row[i];
+            lo = row[i] < lo ? row[i] : lo;
+            hi = row[i] > hi ? row[i] : hi;
+        }
+    }
+    const double m = S_DIM * (double)S_ROWS, mean = sum / m, var = sq / m - mean * mean;
+    /* the mean's standard error is bound / sqrt(3 m) = 0.0011 */
+    ck_assert_msg(fabs(mean) < 0.005, "mean %g", mean);
+    ck_assert_msg(fabs(var - bound * bound / 3) < 0.05 * bound * bound / 3, "variance %g",
+                  var);
+    ck_assert_msg(lo >= -bound && hi < bound, "values in [%g, %g]", lo, hi);
+    ck_assert(lo < -0.99f * bound && hi > 0.99f * bound);
+    /* bound 0: zeros, +0 */
+    ps_optim_row_init(1, 5, S_DIM, 0.0f, row);
+    for (int i = 0; i < S_DIM; i++) {
+        ck_assert(row[i] == 0.0f && !signbit(row[i]));
+    }
 }
 END_TEST
 
@@ -346,9 +479,11 @@ int main(void)
     tcase_add_test(tc, momentum_with_weight_decay_and_scale_matches_formula);
     tcase_add_test(tc, plain_sgd_leaves_velocity_untouched);
     tcase_add_test(tc, every_optimizer_matches_its_formula);
+    tcase_add_test(tc, ftrl_l1_makes_weights_exactly_zero);
     tcase_add_test(tc, every_optimizer_is_bitwise_the_scalar_float_formula);
     tcase_add_test(tc, finite_finds_any_nonfinite_value_at_any_place);
     tcase_add_test(tc, optimizer_names_and_state_sizes);
+    tcase_add_test(tc, row_init_is_a_deterministic_uniform_hash);
     tcase_add_test(tc, schedules_match_their_formulas);
     suite_add_tcase(s, tc);
     return ps_test_run(s);

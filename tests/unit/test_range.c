@@ -212,6 +212,55 @@ START_TEST(mlp_tensor_straddles_servers)
 }
 END_TEST
 
+START_TEST(row_split_tiles_the_hashed_space)
+{
+    ps_rowrange_t r[7];
+    for (int s = 1; s <= 7; s++) {
+        ck_assert_int_eq(ps_range_split_rows(s, r), 0);
+        ck_assert(ps_range_rows_tile(r, s));
+        for (int i = 0; i < s; i++) {
+            /* widths equal within one */
+            const uint64_t w = r[i].last - r[i].first, w0 = r[0].last - r[0].first;
+            ck_assert(w == w0 || w + 1 == w0 || w == w0 + 1);
+            ck_assert_int_eq(ps_range_find_row(r, s, 0), ps_range_find_row(r, s, 0));
+        }
+    }
+    ck_assert_int_eq(ps_range_split_rows(0, r), PS_EINVAL);
+    ck_assert_int_eq(ps_range_split_rows(2, r), 0);
+    ck_assert_uint_eq(r[0].last, (UINT64_MAX >> 1));
+    ck_assert_uint_eq(r[1].first, (UINT64_MAX >> 1) + 1);
+    r[1].first++; /* a gap */
+    ck_assert(!ps_range_rows_tile(r, 2));
+}
+END_TEST
+
+START_TEST(row_hash_spreads_neighbouring_keys)
+{
+    /* 2^16 consecutive keys over 4 servers: each holds about a quarter, and
+     * every key is found in the range that holds its hash */
+    ps_rowrange_t r[4];
+    ck_assert_int_eq(ps_range_split_rows(4, r), 0);
+    int count[4] = {0};
+    for (uint64_t k = 0; k < 65536; k++) {
+        const int i = ps_range_find_row(r, 4, k);
+        ck_assert(i >= 0 && i < 4);
+        const uint64_t h = ps_range_row_hash(k);
+        ck_assert(h >= r[i].first && h <= r[i].last);
+        count[i]++;
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_gt(count[i], 15500);
+        ck_assert_int_lt(count[i], 17300);
+    }
+    /* a bijection, with its inverse */
+    for (uint64_t k = 1; k < (1ull << 60); k = k * 3 + 1) {
+        ck_assert_uint_eq(ps_range_row_unhash(ps_range_row_hash(k)), k);
+    }
+    ck_assert(ps_range_row_hash(1) != ps_range_row_hash(2));
+    ck_assert_uint_eq(ps_range_row_hash(0), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("range");
@@ -225,6 +274,8 @@ int main(void)
     tcase_add_test(tc, intersect_cases);
     tcase_add_test(tc, contains_cases);
     tcase_add_test(tc, mlp_tensor_straddles_servers);
+    tcase_add_test(tc, row_split_tiles_the_hashed_space);
+    tcase_add_test(tc, row_hash_spreads_neighbouring_keys);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

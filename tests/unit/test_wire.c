@@ -391,6 +391,26 @@ START_TEST(payload_lengths)
 }
 END_TEST
 
+START_TEST(row_keys_go_in_hash_order_inside_the_shard)
+{
+    /* keys of hashes 10, 20, 30, one unaligned byte in */
+    unsigned char buf[1 + 3 * sizeof(uint64_t)];
+    uint64_t k[3] = {ps_range_row_unhash(10), ps_range_row_unhash(20), ps_range_row_unhash(30)};
+    memcpy(buf + 1, k, sizeof k);
+    char why[160];
+    ck_assert_int_eq(ps_wire_check_row_keys(buf + 1, 3, NULL, why, sizeof why), 0);
+    ck_assert_int_eq(ps_wire_check_row_keys(buf + 1, 0, NULL, why, sizeof why), 0);
+    const ps_rowrange_t held = {10, 29};
+    ck_assert_int_eq(ps_wire_check_row_keys(buf + 1, 3, &held, why, sizeof why), PS_ERANGE);
+    ck_assert_ptr_nonnull(strstr(why, "not this server's"));
+    uint64_t rep[2] = {k[1], k[1]}, back[2] = {k[1], k[0]};
+    ck_assert_int_eq(ps_wire_check_row_keys(rep, 2, NULL, why, sizeof why), PS_ERANGE);
+    ck_assert_ptr_nonnull(strstr(why, "repeats"));
+    ck_assert_int_eq(ps_wire_check_row_keys(back, 2, NULL, why, sizeof why), PS_ERANGE);
+    ck_assert_ptr_nonnull(strstr(why, "out of order"));
+}
+END_TEST
+
 static Suite *s_suite(void)
 {
     Suite *s = suite_create("wire");
@@ -411,6 +431,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, topk_select_pieces_into_one_payload);
     tcase_add_test(tc, sparse_decode_refuses_malformed);
     tcase_add_test(tc, payload_lengths);
+    tcase_add_test(tc, row_keys_go_in_hash_order_inside_the_shard);
     suite_add_tcase(s, tc);
     return s;
 }

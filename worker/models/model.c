@@ -1,7 +1,7 @@
 /*
  * worker/models/model.c - plumbing shared by every model: tensor table, flat
  * parameter and gradient buffers, input staging, loss, chunked evaluation,
- * and dispatch by name to an architecture (mlp.c, cnn.c).
+ * and dispatch by name to an architecture (mlp.c, cnn.c, ctr.c).
  *
  * On a backend whose memory is host memory (CPU) the ops run directly on the
  * host parameter, gradient and input buffers: no copies. On a device backend
@@ -22,6 +22,12 @@
  * copies included, is recorded once and each step is one launch. The loss is
  * read once the step's copies have been waited for, so nothing in the
  * sequence waits for the device.
+ *
+ * A model with embedding rows (the ctr) stages more per step: the batch's
+ * lookups (idx, order, offsets) on the compute stream, its rows from the
+ * model's pinned buffer on the copy stream like a batch; its loss is the
+ * logistic one, and after the dense gradients the rows' gradients copy out
+ * (after every gradient copy, so the hook's waits count it: late_out).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -39,6 +45,7 @@
 static const ps_model_arch_t *const s_archs[] = {
     &ps_model_arch_mlp,
     &ps_model_arch_cnn,
+    &ps_model_arch_ctr,
 };
 
 const ps_model_arch_t *ps_model_arch_at(size_t i)
@@ -75,11 +82,43 @@ static int s_layout(ps_model_t *m, const char *hidden)
     return 0;
 }
 
-int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, int max_batch,
-                 ps_model_t **out)
+/* Floats of a batch's input buffer per sample: an image, or the numeric
+ * features of a model with rows. */
+static size_t s_in(const ps_model_t *m)
+{
+    return m->arch->fields ? (size_t)m->arch->numeric : PS_MODEL_IN;
+}
+
+/* The embedding rows' buffers and room for a step's lookups (m->embed_dim
+ * set). 0 or PS_ENOMEM. */
+static int s_rows_alloc(ps_model_t *m)
+{
+    const ps_kernels_t *k = m->k;
+    m->max_rows = m->max_batch * m->arch->fields;
+    const size_t bytes = (size_t)m->max_rows * m->embed_dim * sizeof(float);
+    m->rows = k->host_alloc(bytes);
+    m->row_grads = k->host_alloc(bytes);
+    if (!m->rows || !m->row_grads) {
+        return PS_ENOMEM;
+    }
+    memset(m->rows, 0, bytes);
+    memset(m->row_grads, 0, bytes);
+    if (k->host_is_backend) {
+        m->d_rows = m->rows;
+        m->d_row_grads = m->row_grads;
+        return 0;
+    }
+    m->d_rows = k->alloc(bytes);
+    m->d_row_grads = k->alloc(bytes);
+    m->d_csr = k->alloc((3 * (size_t)m->max_rows + 1) * sizeof(uint32_t));
+    return m->d_rows && m->d_row_grads && m->d_csr ? 0 : PS_ENOMEM;
+}
+
+/* ps_model_new() with embed_dim for a model with rows (0: its default). */
+static int s_new(const ps_model_arch_t *arch, const char *hidden, int embed_dim,
+                 const ps_kernels_t *k, int max_batch, ps_model_t **out)
 {
     int rc = PS_ENOMEM;
-    const ps_model_arch_t *arch = s_find_arch(name);
     *out = NULL;
     if (!arch || !k || max_batch < 1) {
         return PS_EINVAL;
@@ -91,6 +130,7 @@ int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, in
     m->arch = arch;
     m->k = k;
     m->max_batch = max_batch;
+    m->embed_dim = arch->fields ? (embed_dim ? embed_dim : PS_MODEL_CTR_EMBED_DIM) : 0;
     rc = k->ctx_new(&m->ctx);
     rc = rc ? rc : s_layout(m, hidden);
     if (rc) {
@@ -114,7 +154,7 @@ int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, in
     const size_t pbytes = m->P * sizeof(float);
     m->params = k->host_alloc(pbytes);
     m->grads = k->host_alloc(pbytes);
-    m->x = k->host_alloc((size_t)max_batch * PS_MODEL_IN * sizeof(float));
+    m->x = k->host_alloc((size_t)max_batch * s_in(m) * sizeof(float));
     m->y = k->host_alloc((size_t)max_batch);
     m->idx = k->host_alloc((size_t)max_batch * sizeof(uint32_t));
     if (!m->params || !m->grads || !m->x || !m->y || !m->idx) {
@@ -129,13 +169,16 @@ int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, in
     } else {
         m->d_params = k->alloc(pbytes);
         m->d_grads = k->alloc(pbytes);
-        m->d_x = k->alloc((size_t)max_batch * PS_MODEL_IN * sizeof(float));
+        m->d_x = k->alloc((size_t)max_batch * s_in(m) * sizeof(float));
         m->d_y = k->alloc((size_t)max_batch);
         m->d_idx = k->alloc((size_t)max_batch * sizeof(uint32_t));
         if (!m->d_params || !m->d_grads || !m->d_x || !m->d_y || !m->d_idx) {
             goto fail;
         }
         k->zero(m->ctx, m->d_grads, pbytes);
+    }
+    if (arch->fields && s_rows_alloc(m) != 0) {
+        goto fail;
     }
     rc = arch->setup(m);
     if (rc) {
@@ -146,6 +189,22 @@ int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, in
 fail:
     ps_model_destroy(&m);
     return rc;
+}
+
+int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, int max_batch,
+                 ps_model_t **out)
+{
+    return s_new(s_find_arch(name), hidden, 0, k, max_batch, out);
+}
+
+int ps_model_new_ctr(const char *hidden, int embed_dim, const ps_kernels_t *k, int max_batch,
+                     ps_model_t **out)
+{
+    if (embed_dim < 1 || embed_dim > PS_MODEL_MAX_EMBED_DIM) {
+        *out = NULL;
+        return PS_EINVAL;
+    }
+    return s_new(&ps_model_arch_ctr, hidden, embed_dim, k, max_batch, out);
 }
 
 void ps_model_destroy(ps_model_t **mp)
@@ -165,7 +224,12 @@ void ps_model_destroy(ps_model_t **mp)
         k->free(m->d_x);
         k->free(m->d_y);
         k->free(m->d_idx);
+        k->free(m->d_rows);
+        k->free(m->d_row_grads);
+        k->free(m->d_csr);
     }
+    k->host_free(m->rows);
+    k->host_free(m->row_grads);
     k->free(m->d_pixels);
     k->free(m->d_labels);
     k->host_free(m->idx);
@@ -234,10 +298,11 @@ void ps_model_init_params(ps_model_t *m, uint64_t seed)
     }
 }
 
-/* Validates a batch: 1 <= n <= max_batch, labels in [0, 10). */
+/* Validates an image batch: an image model, 1 <= n <= max_batch, labels in
+ * [0, 10). */
 static int s_check(const ps_model_t *m, const float *x, const uint8_t *y, int n)
 {
-    if (n < 1 || n > m->max_batch || !x || !y) {
+    if (m->arch->fields || n < 1 || n > m->max_batch || !x || !y) {
         return PS_EINVAL;
     }
     for (int i = 0; i < n; i++) {
@@ -262,6 +327,7 @@ static void s_begin(ps_model_t *m)
     m->final = m->ntensors;
     m->nout = 0;
     m->io_rc = 0;
+    m->late_out = 0;
 }
 
 /* Keeps the step's first copy failure: the hooks that queue copies return
@@ -297,8 +363,10 @@ static void s_stage(ps_model_t *m, const float *x, const uint8_t *y, int n,
         *d_y = y;
         return;
     }
-    s_copy_in(m, m->d_x, x, m->x, (size_t)n * PS_MODEL_IN * sizeof(float));
-    s_copy_in(m, m->d_y, y, m->y, (size_t)n);
+    s_copy_in(m, m->d_x, x, m->x, (size_t)n * s_in(m) * sizeof(float));
+    if (y) {
+        s_copy_in(m, m->d_y, y, m->y, (size_t)n);
+    }
     *d_x = m->d_x;
     *d_y = m->d_y;
 }
@@ -316,15 +384,16 @@ void ps_model_params_needed(ps_model_t *m, size_t end)
 }
 
 /* End of a train_step or evaluate: waits for the gradients' copies in the
- * order they were queued, reporting each to the hook as it lands, then for
- * both streams (cheap: the last copy out waited for every op, as evaluate's
- * last loss did), so the caller may change the host params and the next
- * step's copies in find nothing running. Returns the first failure. */
+ * order they were queued, reporting each to the hook as it lands (the
+ * late_out copies queued after them still pending), then for both streams
+ * (cheap: the last copy out waited for every op, as evaluate's last loss
+ * did), so the caller may change the host params and the next step's
+ * copies in find nothing running. Returns the first failure. */
 static int s_finish(ps_model_t *m)
 {
     int rc = m->io_rc;
     for (size_t j = 0; rc == 0 && j < m->nout; j++) {
-        rc = m->k->copy_wait(m->ctx, (int)(m->nout - 1 - j));
+        rc = m->k->copy_wait(m->ctx, (int)(m->nout - 1 - j) + m->late_out);
         if (rc == 0 && m->grad_ready) {
             m->grad_ready(m->grad_ready_arg, m->out_from[j]);
         }
@@ -415,7 +484,11 @@ static void s_ops(ps_model_t *m, const float *d_x, const uint8_t *d_y, int n,
     ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_FORWARD, PS_TRACE_CURRENT_STEP, 0);
     float *logits = m->arch->forward(m, d_x, n);
     /* the loss overwrites the logits with their gradient, in place */
-    m->k->softmax_xent_queue(m->ctx, logits, d_y, n, PS_MODEL_CLASSES, logits);
+    if (m->arch->fields) {
+        m->k->sigmoid_bce_queue(m->ctx, logits, d_y, n, logits);
+    } else {
+        m->k->softmax_xent_queue(m->ctx, logits, d_y, n, PS_MODEL_CLASSES, logits);
+    }
     s_lap(m, t, &p->forward, 0);
     ps_trace_span_end(&span);
     span = ps_trace_span_begin(PS_TRACE_BACKWARD, PS_TRACE_CURRENT_STEP, 0);
@@ -423,6 +496,11 @@ static void s_ops(ps_model_t *m, const float *d_x, const uint8_t *d_y, int n,
     s_lap(m, t, &p->backward, 0);
     ps_trace_span_end(&span);
     ps_model_grads_final(m, 0);
+    if (m->arch->fields && !m->k->host_is_backend) { /* the rows' gradients, last */
+        s_io(m, m->k->copy_d2h_async(m->ctx, m->row_grads, m->d_row_grads,
+                                     (size_t)m->e_U * m->embed_dim * sizeof(float)));
+        m->late_out = 1;
+    }
 }
 
 /* Waits for the step's copies, then reads its loss. */
@@ -459,7 +537,7 @@ int ps_model_set_data(ps_model_t *m, const uint8_t *pixels, const uint8_t *label
                       float a, float c)
 {
     const ps_kernels_t *k = m->k;
-    if (count < 1 || !pixels || !labels) {
+    if (m->arch->fields || count < 1 || !pixels || !labels) {
         return PS_EINVAL;
     }
     for (int i = 0; i < count; i++) {
@@ -636,6 +714,114 @@ int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, in
     }
     if (loss) {
         *loss = n > 0 ? (float)(total / n) : 0.0f;
+    }
+    return rc;
+}
+
+/* ---- models with embedding rows ---------------------------------------------------- */
+
+int ps_model_embed_dim(const ps_model_t *m)
+{
+    return m->embed_dim;
+}
+
+float *ps_model_rows(ps_model_t *m)
+{
+    return m->rows;
+}
+
+float *ps_model_row_grads(ps_model_t *m)
+{
+    return m->row_grads;
+}
+
+/* Validates a batch of a model with rows: 1 <= n <= max_batch, b built from
+ * these n samples' fields (so its U fits the rows' buffers), labels 0/1
+ * when given. */
+static int s_check_rows(const ps_model_t *m, const ps_embed_batch_t *b, const float *num,
+                        const uint8_t *label, int n)
+{
+    if (!m->arch->fields || n < 1 || n > m->max_batch || !b || !num || b->n != n ||
+        b->F != m->arch->fields || b->U < 1 || b->U > m->max_rows) {
+        return PS_EINVAL;
+    }
+    for (int i = 0; label && i < n; i++) {
+        if (label[i] > 1) {
+            return PS_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Makes the batch's lookups and rows backend buffers (m->e_*, m->d_rows): b's
+ * own arrays and the host rows on a host backend; else the lookups copied
+ * on the compute stream (from any memory: the step's end syncs before b may
+ * change) and the rows from their pinned buffer on the copy stream. Order
+ * and offsets only when training. Then the inputs, as s_stage. */
+static void s_stage_rows(ps_model_t *m, const ps_embed_batch_t *b, const float *num,
+                         const uint8_t *label, int n, int train, const float **d_num,
+                         const uint8_t **d_label)
+{
+    const ps_kernels_t *k = m->k;
+    const size_t N = (size_t)n * m->arch->fields, U = (size_t)b->U;
+    m->e_U = b->U;
+    if (k->host_is_backend) {
+        m->e_idx = b->idx;
+        m->e_order = b->order;
+        m->e_offsets = b->offsets;
+    } else {
+        uint32_t *d_idx = m->d_csr, *d_order = d_idx + m->max_rows,
+                 *d_offsets = d_order + m->max_rows;
+        m->e_idx = d_idx;
+        m->e_order = d_order;
+        m->e_offsets = d_offsets;
+        s_io(m, k->copy_h2d(m->ctx, d_idx, b->idx, N * sizeof(uint32_t)));
+        if (train) {
+            s_io(m, k->copy_h2d(m->ctx, d_order, b->order, N * sizeof(uint32_t)));
+            s_io(m, k->copy_h2d(m->ctx, d_offsets, b->offsets, (U + 1) * sizeof(uint32_t)));
+        }
+        s_copy_in(m, m->d_rows, m->rows, m->rows, U * m->embed_dim * sizeof(float));
+    }
+    s_stage(m, num, label, n, d_num, d_label);
+}
+
+int ps_model_train_step_ctr(ps_model_t *m, const ps_embed_batch_t *b, const float *num,
+                            const uint8_t *label, int n, float *loss)
+{
+    ps_model_profile_t none = {0}, *p = m->profile ? m->profile : &none;
+    double t = ps_now();
+    int rc = s_check_rows(m, b, num, label, n);
+    if (rc || !label) {
+        return rc ? rc : PS_EINVAL;
+    }
+    const float *d_num;
+    const uint8_t *d_label;
+    s_begin(m);
+    s_lap_begin(m);
+    s_stage_rows(m, b, num, label, n, 1, &d_num, &d_label);
+    s_ops(m, d_num, d_label, n, p, &t);
+    return s_end_step(m, n, p, &t, loss);
+}
+
+int ps_model_predict_ctr(ps_model_t *m, const ps_embed_batch_t *b, const float *num, int n,
+                         float *prob)
+{
+    int rc = s_check_rows(m, b, num, NULL, n);
+    if (rc || !prob) {
+        return rc ? rc : PS_EINVAL;
+    }
+    const float *d_num;
+    const uint8_t *d_label;
+    s_begin(m);
+    s_stage_rows(m, b, num, NULL, n, 0, &d_num, &d_label);
+    const float *logits = m->arch->forward(m, d_num, n);
+    rc = m->k->copy_d2h(m->ctx, prob, logits, (size_t)n * sizeof(float));
+    const int rc2 = s_finish(m);
+    rc = rc ? rc : rc2;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        /* sigmoid without overflow: e = exp(-|z|) <= 1 */
+        const float z = prob[i], e = expf(-fabsf(z));
+        prob[i] = z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
     }
     return rc;
 }

@@ -1,5 +1,7 @@
 /*
- * worker/models/model.h - the models a worker trains (MLP, CNN), on any backend.
+ * worker/models/model.h - the models a worker trains (MLP, CNN on images; the
+ * click-through-rate model ctr on embedding rows and numeric features), on
+ * any backend.
  *
  * A model owns its activations and scratch buffers, sized once for max_batch,
  * and two host buffers of P floats: the parameters the worker pulls into, and
@@ -11,6 +13,12 @@
  * while backward goes on. It also lends pinned batch buffers, whose copy in
  * is queued with the params'. The model knows nothing of servers, sockets or
  * data files.
+ *
+ * The ctr model keeps only its dense part (an MLP) in the flat vector. Its
+ * embedding rows live on the servers: per step the caller deduplicates the
+ * batch's keys (worker/models/embed.h), pulls the U rows into
+ * ps_model_rows() and, after ps_model_train_step_ctr(), pushes the U row
+ * gradients of ps_model_row_grads().
  */
 #ifndef PS_WORKER_MODEL_H
 #define PS_WORKER_MODEL_H
@@ -20,6 +28,7 @@
 
 #include "common/safetensors.h"
 #include "kernels/kernels.h"
+#include "worker/models/embed.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,18 +48,40 @@ typedef struct {
     const int *shape; /* [ndim] that shape, row-major; borrowed, static */
 } ps_tensor_info_t;
 
-/* Input geometry every model expects: one 28x28 grey image per sample. */
+/* Input geometry every image model expects: one 28x28 grey image per sample. */
 enum { PS_MODEL_IN_H = 28, PS_MODEL_IN_W = 28, PS_MODEL_CLASSES = 10 };
 
+/* The ctr model's input per sample (the Criteo layout): 26 categorical fields,
+ * each one embedding row of E floats, and 13 numeric floats; E is 16 unless
+ * ps_model_new_ctr() says otherwise, at most PS_MODEL_MAX_EMBED_DIM. */
+enum {
+    PS_MODEL_CTR_FIELDS = 26,
+    PS_MODEL_CTR_NUMERIC = 13,
+    PS_MODEL_CTR_EMBED_DIM = 16,
+    PS_MODEL_MAX_EMBED_DIM = 1024,
+};
+
 /*
- * Creates model `name` ("mlp" or "cnn") for batches of up to max_batch samples
- * on backend k. hidden: the mlp's hidden widths "H1,H2,..." (tensors fc1 ..
- * fcN), NULL or "" for its default 256,128; the cnn takes none. Returns 0 and
- * stores the model in *out (caller owns the result; destroy with
- * ps_model_destroy()), PS_EINVAL for an unknown name or bad widths, PS_ENOMEM.
+ * Creates model `name` ("mlp", "cnn" or "ctr") for batches of up to max_batch
+ * samples on backend k. hidden: the mlp's and the ctr's hidden widths
+ * "H1,H2,..." (tensors fc1 .. fcN), NULL or "" for the default 256,128; the
+ * cnn takes none. The ctr gets embedding rows of PS_MODEL_CTR_EMBED_DIM
+ * floats. Returns 0 and stores the model in *out (caller owns the result;
+ * destroy with ps_model_destroy()), PS_EINVAL for an unknown name or bad
+ * widths, PS_ENOMEM.
  */
 int ps_model_new(const char *name, const char *hidden, const ps_kernels_t *k, int max_batch,
                  ps_model_t **out);
+
+/*
+ * Creates the ctr model with rows of embed_dim floats (1 ..
+ * PS_MODEL_MAX_EMBED_DIM): input x[n, 26*E + 13] = (the 26 rows, the 13
+ * numeric floats), the MLP fc1 .. fcN of `hidden` (as ps_model_new) with
+ * ReLU, one logit, the logistic loss. Returns as ps_model_new(), PS_EINVAL
+ * also for a bad embed_dim.
+ */
+int ps_model_new_ctr(const char *hidden, int embed_dim, const ps_kernels_t *k, int max_batch,
+                     ps_model_t **out);
 
 /* Frees everything; NULL-safe; sets *m to NULL. */
 void ps_model_destroy(ps_model_t **m);
@@ -68,12 +99,13 @@ float *ps_model_params(ps_model_t *m);
 float *ps_model_grads(ps_model_t *m);
 
 /* Host batch buffers for up to max_batch samples: x [max_batch*784] floats
- * and y [max_batch] labels, pinned on device backends. Borrowed; valid until
- * ps_model_destroy(). The caller gathers a batch into them and passes them to
- * ps_model_train_step(), which then copies the batch in on the copy stream,
- * overlapped with the params' copies, and returns once that copy is done: the
- * next batch may be gathered into them right away (one pair, no double
- * buffering needed). */
+ * (the ctr: [max_batch*13] numeric floats) and y [max_batch] labels, pinned
+ * on device backends. Borrowed; valid until ps_model_destroy(). The caller
+ * gathers a batch into them and passes them to ps_model_train_step() (the
+ * ctr: ps_model_train_step_ctr()), which then copies the batch in on the
+ * copy stream, overlapped with the params' copies, and returns once that
+ * copy is done: the next batch may be gathered into them right away (one
+ * pair, no double buffering needed). */
 float *ps_model_batch_x(ps_model_t *m);
 uint8_t *ps_model_batch_y(ps_model_t *m);
 
@@ -87,7 +119,8 @@ void ps_model_init_params(ps_model_t *m, uint64_t seed);
  * model's batch buffers (copied in overlapped on a device backend) or in any
  * other host memory (copied in before the ops, not overlapped). Writes the
  * gradient of the mean softmax cross-entropy into ps_model_grads() and the
- * mean loss into *loss. Returns 0, PS_EINVAL (bad n or label), or a backend error.
+ * mean loss into *loss. Returns 0, PS_EINVAL (bad n or label; the ctr, which
+ * trains by ps_model_train_step_ctr()), or a backend error.
  */
 int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
                         float *loss);
@@ -98,7 +131,8 @@ int ps_model_train_step(ps_model_t *m, const float *x, const uint8_t *y, int n,
  * Fashion-MNIST), so ps_model_train_step_idx() gathers and normalises each
  * batch there (input = pixel * a + c, the conversion of worker/data.c,
  * bitwise). Replaces any set before. Returns 0, PS_EINVAL (a label >= 10,
- * count < 1), PS_ENOMEM or a copy's error. The host arrays are not kept.
+ * count < 1, the ctr), PS_ENOMEM or a copy's error. The host arrays are not
+ * kept.
  */
 int ps_model_set_data(ps_model_t *m, const uint8_t *pixels, const uint8_t *labels, int count,
                       float a, float c);
@@ -172,9 +206,51 @@ void ps_model_set_grad_ready(ps_model_t *m, ps_model_grad_ready_fn *fn, void *ar
 /*
  * Evaluates the current host params on n samples (any n; processed in chunks
  * of max_batch). Stores the number of correct predictions and the mean loss.
+ * An image model's: PS_EINVAL for the ctr (see ps_model_predict_ctr()).
  */
 int ps_model_evaluate(ps_model_t *m, const float *x, const uint8_t *y, int n, int *correct,
                       float *loss);
+
+/* ---- models with embedding rows (the ctr) -------------------------------------- */
+
+/* E, the floats per embedding row; 0 for a model without rows. */
+int ps_model_embed_dim(const ps_model_t *m);
+
+/* Host buffers of max_batch*26*E floats each: the rows the caller pulled for
+ * a step (row u of the batch's ps_embed_batch_t at [u*E, u*E + E)), and the
+ * step's row gradients (the same layout, U rows). Pinned on device
+ * backends. Borrowed; valid until ps_model_destroy(). NULL for a model
+ * without rows. */
+float *ps_model_rows(ps_model_t *m);
+float *ps_model_row_grads(ps_model_t *m);
+
+/*
+ * One ctr training step on n <= max_batch samples with the current host
+ * params and rows: b is the batch's lookups, built from its keys with
+ * F = 26 (b->n == n); ps_model_rows() holds the b->U rows of b->keys; num
+ * [n*13] the numeric features and label [n] the 0/1 labels (host; in the
+ * model's batch buffers the copies in overlap, as ps_model_train_step's).
+ * Gathers x, runs forward, the mean logistic loss, backward; writes the
+ * dense gradients into ps_model_grads() (the gradient-ready hook reports
+ * them as for the MLP), the U row gradients (each the sum over the
+ * positions that use the row) into ps_model_row_grads(), and the mean loss
+ * into *loss. b may be rebuilt and the buffers refilled once it returns.
+ * Returns 0, PS_EINVAL (not a ctr model, bad n, b not of this batch, a
+ * label > 1) or a backend error.
+ */
+int ps_model_train_step_ctr(ps_model_t *m, const ps_embed_batch_t *b, const float *num,
+                            const uint8_t *label, int n, float *loss);
+
+/*
+ * Click probabilities sigmoid(logit) of n samples with the current host
+ * params into prob[n] (host), the rows and inputs as for
+ * ps_model_train_step_ctr() (no labels). One batch: 1 <= n <= max_batch, as
+ * its rows must fit ps_model_rows(); evaluate more samples batch by batch.
+ * Returns 0, PS_EINVAL (not a ctr model, bad n, b not of this batch) or a
+ * backend error.
+ */
+int ps_model_predict_ctr(ps_model_t *m, const ps_embed_batch_t *b, const float *num, int n,
+                         float *prob);
 
 /* ---- model files (model_file.c): safetensors with PyTorch state_dict names ---- */
 
@@ -196,10 +272,14 @@ int ps_model_save(const ps_model_t *m, const float *params, const char *path,
  */
 int ps_model_load(ps_model_t *m, const ps_safetensors_t *st, char *why, size_t why_cap);
 
-/* The name of the model ("mlp", "cnn") whose tensor names st holds, or NULL;
- * its hidden widths as ps_model_new() takes them ("" = the default) into
- * hidden[cap]. */
+/* The name of the model ("mlp", "cnn", "ctr") whose tensor names st holds, or
+ * NULL; its hidden widths as ps_model_new() takes them ("" = the default)
+ * into hidden[cap]. */
 const char *ps_model_name_of(const ps_safetensors_t *st, char *hidden, size_t cap);
+
+/* The embedding dimension E of a ctr model's file (from fc1.weight's width,
+ * 26*E + 13), for ps_model_new_ctr(); 0 when st is not a ctr model's. */
+int ps_model_embed_dim_of(const ps_safetensors_t *st);
 
 #ifdef __cplusplus
 }

@@ -110,3 +110,14 @@ const char *ps_model_name_of(const ps_safetensors_t *st, char *hidden, size_t ca
     hidden[0] = '\0';
     return NULL;
 }
+
+int ps_model_embed_dim_of(const ps_safetensors_t *st)
+{
+    char hidden[64];
+    const ps_safetensors_tensor_t *t = ps_safetensors_find(st, "fc1.weight");
+    if (!t || ps_model_arch_ctr.hidden_of(st, hidden, sizeof hidden) != 0) {
+        return 0;
+    }
+    /* hidden_of checked that the width is 26*E + 13 */
+    return (int)((t->shape[1] - PS_MODEL_CTR_NUMERIC) / PS_MODEL_CTR_FIELDS);
+}

@@ -1,11 +1,13 @@
 /*
- * worker/models/model_impl.h - private: what model.c shares with mlp.c, cnn.c.
+ * worker/models/model_impl.h - private: what model.c shares with mlp.c, cnn.c,
+ * ctr.c.
  *
  * model.c owns the plumbing every model needs (backend context, the flat
  * parameter and gradient buffers, tensor table, input staging, loss, chunked
- * evaluation); an architecture (ps_model_arch_t) declares its tensors and
- * supplies forward and backward over backend buffers. Only worker/models/
- * includes this header.
+ * evaluation, and for a model with embedding rows the rows, their gradients
+ * and the batch's lookups); an architecture (ps_model_arch_t) declares its
+ * tensors and supplies forward and backward over backend buffers. Only
+ * worker/models/ includes this header.
  */
 #ifndef PS_WORKER_MODEL_IMPL_H
 #define PS_WORKER_MODEL_IMPL_H
@@ -26,7 +28,13 @@ typedef struct {
 } ps_tensor_def_t;
 
 typedef struct ps_model_arch {
-    const char *name;               /* "mlp", "cnn" */
+    const char *name;               /* "mlp", "cnn", "ctr" */
+    /* 0 for an image model (input [n,784], 10 classes, softmax cross-entropy).
+     * Otherwise the categorical fields per sample of a model with embedding
+     * rows, whose input is the batch's rows (m->e_*, m->d_rows) beside
+     * `numeric` floats per sample, with one logit and the logistic loss. */
+    int fields;
+    int numeric;                    /* numeric inputs per sample (fields > 0) */
     size_t ntensors;                /* entries in tensors (a fixed layout) */
     const ps_tensor_def_t *tensors; /* layout of the flat vector; NULL: layout() makes it */
     /* A shaped architecture: sets m->defs, m->ntensors (and m->layout, owned,
@@ -40,13 +48,15 @@ typedef struct ps_model_arch {
     int (*setup)(ps_model_t *m);
     /* Frees m->impl; safe on a half-built model (m->impl NULL or partial). */
     void (*teardown)(ps_model_t *m);
-    /* Forward pass of n <= max_batch samples d_x[n,784] with m->d_params,
-     * calling ps_model_params_needed() before each layer; returns the logits
-     * [n,10], a backend buffer owned by the architecture. */
+    /* Forward pass of n <= max_batch samples d_x[n,784] (with fields:
+     * d_x[n,numeric] and the step's rows) with m->d_params, calling
+     * ps_model_params_needed() before each layer; returns the logits [n,10]
+     * (with fields: [n,1]), a backend buffer owned by the architecture. */
     float *(*forward)(ps_model_t *m, const float *d_x, int n);
-    /* Backward pass after forward on the same d_x: d_dlogits [n,10] (may be
-     * the logits buffer, overwritten by the loss) -> gradients into m->d_grads,
-     * calling ps_model_grads_final() as layers finish (not for tensor 0). */
+    /* Backward pass after forward on the same d_x: d_dlogits (may be the
+     * logits buffer, overwritten by the loss) -> gradients into m->d_grads,
+     * calling ps_model_grads_final() as layers finish (tensor 0 optional);
+     * with fields also the rows' gradients into m->d_row_grads [e_U, E]. */
     void (*backward)(ps_model_t *m, const float *d_x, float *d_dlogits, int n);
 } ps_model_arch_t;
 
@@ -94,10 +104,26 @@ struct ps_model {
     int graph_rc;             /* why recording failed (graphs then off); 0 = it did not */
     size_t graph_nout;        /* its gradient copies out */
     size_t *graph_out_from;   /* [ntensors] their first keys; owned */
+    /* Embedding rows (an architecture with fields: the ctr): */
+    int embed_dim;              /* E: floats per row; 0 for the image models */
+    int max_rows;               /* rows of a step at most: max_batch * fields */
+    float *rows;                /* host [max_rows*E] the step's rows; pinned; owned */
+    float *row_grads;           /* host [max_rows*E] their gradients; pinned; owned */
+    float *d_rows;              /* backend [max_rows*E]; == rows when host_is_backend */
+    float *d_row_grads;         /* backend [max_rows*E]; == row_grads when host_is_backend */
+    uint32_t *d_csr;            /* backend [3*max_rows+1] room for the step's idx, order
+                                   and offsets; owned; NULL when host_is_backend */
+    const uint32_t *e_idx;      /* the step's backend idx [n*fields] (embed.h) */
+    const uint32_t *e_order;    /* its order [n*fields] */
+    const uint32_t *e_offsets;  /* its offsets [e_U+1] */
+    int e_U;                    /* its rows */
+    int late_out;               /* async copies queued after the last gradient copy
+                                   (the rows' gradients): 0 or 1 */
 };
 
 extern const ps_model_arch_t ps_model_arch_mlp;
 extern const ps_model_arch_t ps_model_arch_cnn;
+extern const ps_model_arch_t ps_model_arch_ctr;
 
 /* The i-th architecture, NULL past the last. */
 const ps_model_arch_t *ps_model_arch_at(size_t i);

@@ -1,0 +1,286 @@
+/*
+ * tests/unit/test_consistency_rows.c - embedding rows in the consistency
+ * modes: a stepped step waits for every live worker's rows push as well as
+ * its dense keys; the rows of a step are summed in worker-rank order
+ * (bitwise, whatever the arrival order) with the step's lr and scale; a
+ * second rows push of a step is refused; rows pulls wait for their version;
+ * async applies a rows push on arrival; every frame comes back once.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "server/consistency.h"
+#include "server/store.h"
+#include "tests/unit/testutil.h"
+
+enum { S_DIM = 2, S_N = 8, S_MAX = 64 };
+
+/* What the state machine asked for. */
+typedef struct {
+    ps_store_t *store;
+    ps_consistency_t *c;
+    int applies;                 /* apply_rows calls */
+    uint64_t keys[S_MAX];        /* the last one's keys */
+    float grads[S_MAX * S_DIM];  /* and sums */
+    uint64_t nkeys;
+    float lr, scale;
+    int replies;                 /* reply_rows calls */
+    int64_t reply_version;       /* the last one's */
+    uint64_t reply_keys;
+    int released[S_MAX];         /* times frame i came back */
+    int frames;
+    char why[160];
+} s_fix_t;
+
+static void s_on_ack(void *ctx, const void *asker, ps_range_t range, int64_t version)
+{
+    (void)ctx, (void)asker, (void)range, (void)version;
+}
+
+static void s_on_reply(void *ctx, const void *asker, ps_range_t part, const float *values,
+                       int64_t version)
+{
+    (void)ctx, (void)asker, (void)part, (void)values, (void)version;
+}
+
+static void s_on_release(void *ctx, void *frame)
+{
+    s_fix_t *f = ctx;
+    f->released[(int *)frame - f->released]++;
+}
+
+static void s_on_apply_rows(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
+                            float lr, float scale, int64_t t)
+{
+    (void)t;
+    s_fix_t *f = ctx;
+    ck_assert_uint_le(n, S_MAX);
+    f->applies++;
+    memcpy(f->keys, keys, n * sizeof *keys);
+    memcpy(f->grads, grads, n * S_DIM * sizeof *grads);
+    f->nkeys = n;
+    f->lr = lr;
+    f->scale = scale;
+}
+
+static void s_on_reply_rows(void *ctx, const void *asker, const void *keys, uint64_t nkeys,
+                            int64_t version)
+{
+    (void)asker, (void)keys;
+    s_fix_t *f = ctx;
+    f->replies++;
+    f->reply_version = version;
+    f->reply_keys = nkeys;
+}
+
+static s_fix_t *s_new(ps_mode_t mode, int workers)
+{
+    s_fix_t *f = calloc(1, sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    ps_job_t job;
+    ps_job_defaults(&job);
+    snprintf(job.model, sizeof job.model, "ctr");
+    job.mode = mode;
+    job.embed_dim = S_DIM;
+    job.momentum = 0;
+    job.staleness_lr = 0;
+    job.lr = 0.5;
+    job.schedule.kind = PS_LR_CONSTANT;
+    ck_assert_int_eq(ps_store_new(&f->store, (ps_range_t){0, S_N}, &job), 0);
+    ps_consistency_config_t cfg = {
+        .job = job,
+        .workers = workers,
+        .steps_per_epoch = 100,
+        .total_steps = 1000,
+        .report_missing = 5,
+        .asker_size = sizeof(int),
+        .ops = {f, s_on_ack, s_on_reply, s_on_release, NULL, NULL, s_on_apply_rows,
+                s_on_reply_rows},
+        .rows = 1,
+    };
+    ck_assert_int_eq(ps_consistency_new(&f->c, &cfg, f->store), 0);
+    float v[S_N] = {0};
+    int asker = 0;
+    ps_request_t r = {0, 0, 0, {0, S_N}, v, NULL, &asker};
+    ck_assert_int_eq(ps_consistency_init(f->c, &r, f->why, sizeof f->why), 0);
+    return f;
+}
+
+static void s_free(s_fix_t *f)
+{
+    ps_consistency_destroy(&f->c);
+    for (int i = 0; i < f->frames; i++) {
+        ck_assert_msg(f->released[i] == 1, "frame %d released %d times", i, f->released[i]);
+    }
+    ps_store_destroy(&f->store);
+    free(f);
+}
+
+/* Worker w's dense push of every key for step t. */
+static int s_push(s_fix_t *f, int w, int64_t t)
+{
+    static const float g[S_N] = {0};
+    ps_request_t r = {w, t, t, {0, S_N}, g, &f->released[f->frames++], &w};
+    return ps_consistency_push(f->c, &r, f->why, sizeof f->why);
+}
+
+/* Worker w's rows push of step t: keys[0..n), grads n x S_DIM. */
+static int s_push_rows(s_fix_t *f, int w, int64_t t, const uint64_t *keys, const float *grads,
+                       uint64_t n)
+{
+    ps_request_t r = {w, t, t, {0, 0}, grads, &f->released[f->frames++], &w, keys, n};
+    return ps_consistency_push_rows(f->c, &r, f->why, sizeof f->why);
+}
+
+static int s_pull_rows(s_fix_t *f, int w, int64_t version, const uint64_t *keys, uint64_t n)
+{
+    ps_request_t r = {w, version, 0, {0, 0}, NULL, &f->released[f->frames++], &w, keys, n};
+    return ps_consistency_pull_rows(f->c, &r, f->why, sizeof f->why);
+}
+
+/* Keys travel in the order of their hashes: these are the keys of hashes
+ * 3, 7, 9 and 1, 7, 12 (filled in by main). */
+static uint64_t s_k0[3], s_k1[3];
+/* Values whose float sum depends on the order of summation. */
+static const float s_g0[] = {1e8f, 1, 2, 3, 4, 5}, s_g1[] = {6, 7, 0.37f, 1, -1e8f, 9};
+
+START_TEST(sync_step_waits_for_every_workers_rows_and_sums_them_in_rank_order)
+{
+    for (int order = 0; order < 2; order++) {
+        s_fix_t *f = s_new(PS_MODE_SYNC, 2);
+        ck_assert_int_eq(s_push(f, 0, 0), 0);
+        ck_assert_int_eq(s_push(f, 1, 0), 0);
+        /* dense keys all in, rows not: the step waits */
+        ck_assert_int_eq(ps_consistency_version(f->c), 0);
+        if (order == 0) {
+            ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
+            ck_assert_int_eq(ps_consistency_version(f->c), 0);
+            ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
+        } else {
+            ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
+            ck_assert_int_eq(ps_consistency_version(f->c), 0);
+            ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
+        }
+        ck_assert_int_eq(ps_consistency_version(f->c), 1);
+        ck_assert_int_eq(f->applies, 1);
+        /* the union, ascending by hash; hash 7 is W0's plus W1's, in that order */
+        const uint64_t want[] = {s_k1[0], s_k0[0], s_k0[1], s_k0[2], s_k1[2]};
+        ck_assert_uint_eq(f->nkeys, 5);
+        ck_assert_mem_eq(f->keys, want, sizeof want);
+        const float k7[2] = {s_g0[2] + s_g1[2], s_g0[3] + s_g1[3]};
+        ck_assert_mem_eq(&f->grads[2 * S_DIM], k7, sizeof k7);
+        ck_assert_mem_eq(&f->grads[0], &s_g1[0], 2 * sizeof(float));
+        ck_assert_mem_eq(&f->grads[4 * S_DIM], &s_g1[4], 2 * sizeof(float));
+        ck_assert(f->scale == 0.5f && f->lr == 0.5f);
+        s_free(f);
+    }
+}
+END_TEST
+
+START_TEST(a_second_rows_push_of_a_step_is_refused)
+{
+    s_fix_t *f = s_new(PS_MODE_SYNC, 2);
+    ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
+    ck_assert_int_eq(s_push_rows(f, 0, 0, s_k1, s_g1, 3), PS_ESTATE);
+    ck_assert_ptr_nonnull(strstr(f->why, "twice"));
+    /* a step outside the window too */
+    ck_assert_int_eq(s_push_rows(f, 1, 5, s_k1, s_g1, 3), PS_ESTATE);
+    /* a non-finite gradient never counts */
+    const float bad[] = {1, 2, 3, 4, 5, 1.0f / 0.0f};
+    ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, bad, 3), PS_ENONFINITE);
+    ck_assert_int_eq(s_push(f, 0, 0), 0);
+    ck_assert_int_eq(s_push(f, 1, 0), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 0);
+    s_free(f);
+}
+END_TEST
+
+START_TEST(an_empty_rows_push_completes_a_workers_share)
+{
+    s_fix_t *f = s_new(PS_MODE_SYNC, 2);
+    ck_assert_int_eq(s_push(f, 0, 0), 0);
+    ck_assert_int_eq(s_push(f, 1, 0), 0);
+    ps_request_t r = {0, 0, 0, {0, 0}, NULL, NULL, &(int){0}, NULL, 0};
+    ck_assert_int_eq(ps_consistency_push_rows(f->c, &r, f->why, sizeof f->why), 0);
+    ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    ck_assert_uint_eq(f->nkeys, 3);
+    ck_assert_mem_eq(f->grads, s_g1, sizeof s_g1);
+    s_free(f);
+}
+END_TEST
+
+START_TEST(rows_pulls_wait_for_their_version)
+{
+    s_fix_t *f = s_new(PS_MODE_SYNC, 1);
+    ck_assert_int_eq(s_pull_rows(f, 0, 0, s_k0, 3), 0);
+    ck_assert_int_eq(f->replies, 1); /* version 0 is there */
+    ck_assert_int_eq(f->released[0], 1);
+    ck_assert_int_eq(s_pull_rows(f, 0, 1, s_k0, 3), 0);
+    ck_assert_int_eq(f->replies, 1);
+    ck_assert_int_eq(ps_consistency_pending_pulls(f->c), 1);
+    ck_assert_int_eq(s_push(f, 0, 0), 0);
+    ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
+    ck_assert_int_eq(f->replies, 2);
+    ck_assert_int_eq(f->reply_version, 1);
+    ck_assert_uint_eq(f->reply_keys, 3);
+    /* a waiting pull forgotten by a rollback gives its frame back */
+    ck_assert_int_eq(s_pull_rows(f, 0, 5, s_k0, 3), 0);
+    ck_assert_int_eq(ps_consistency_rollback(f->c, 0), 0);
+    ck_assert_int_eq(ps_consistency_pending_pulls(f->c), 0);
+    s_free(f);
+}
+END_TEST
+
+START_TEST(async_applies_a_rows_push_on_arrival)
+{
+    s_fix_t *f = s_new(PS_MODE_ASYNC, 2);
+    ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
+    ck_assert_int_eq(f->applies, 1);
+    ck_assert_mem_eq(f->grads, s_g1, sizeof s_g1);
+    ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
+    ck_assert_int_eq(f->applies, 2);
+    ck_assert_mem_eq(f->keys, s_k0, sizeof s_k0);
+    ck_assert_int_eq(ps_consistency_stats(f->c)->row_pushes, 2);
+    s_free(f);
+}
+END_TEST
+
+START_TEST(sum_rows_merges_weighted_parts)
+{
+    const ps_rows_part_t parts[] = {{s_k0, s_g0, 3, 2.0f}, {s_k1, s_g1, 3, 0.5f}};
+    uint64_t *keys = NULL, cap = 0;
+    float *grads = NULL;
+    ck_assert_int_eq(ps_consistency_sum_rows(parts, 2, S_DIM, &keys, &grads, &cap), 5);
+    ck_assert_float_eq(grads[2 * S_DIM], 2.0f * s_g0[2] + 0.5f * s_g1[2]);
+    ck_assert_float_eq(grads[1 * S_DIM], 2.0f * s_g0[0]);
+    ck_assert_int_eq(ps_consistency_sum_rows(parts, 0, S_DIM, &keys, &grads, &cap), 0);
+    free(keys);
+    free(grads);
+}
+END_TEST
+
+int main(void)
+{
+    const uint64_t h0[] = {3, 7, 9}, h1[] = {1, 7, 12};
+    for (int i = 0; i < 3; i++) {
+        s_k0[i] = ps_range_row_unhash(h0[i]);
+        s_k1[i] = ps_range_row_unhash(h1[i]);
+    }
+    ps_log_set_level("err");
+    Suite *s = suite_create("consistency_rows");
+    TCase *tc = tcase_create("consistency_rows");
+    tcase_add_test(tc, sync_step_waits_for_every_workers_rows_and_sums_them_in_rank_order);
+    tcase_add_test(tc, a_second_rows_push_of_a_step_is_refused);
+    tcase_add_test(tc, an_empty_rows_push_completes_a_workers_share);
+    tcase_add_test(tc, rows_pulls_wait_for_their_version);
+    tcase_add_test(tc, async_applies_a_rows_push_on_arrival);
+    tcase_add_test(tc, sum_rows_merges_weighted_parts);
+    suite_add_tcase(s, tc);
+    return ps_test_run(s);
+}

@@ -1,0 +1,77 @@
+/*
+ * worker/ctr_job.h - a worker's side of a job with embedding rows (--model
+ * ctr): its click log (worker/ctr_data.h), each step's batch deduplicated
+ * into the rows it pulls and pushes, and the held-out rows' AUC and log
+ * loss.
+ *
+ * The batch's keys are deduplicated in the order of their hashes
+ * (proto/range.h), so each server's rows are one run of them: a pull's
+ * reply lands in place and a push is sent from the gradients as they are.
+ * The dense parameters travel as for every model (worker/worker.c); this
+ * module knows nothing of them. One thread (the trainer) makes every call.
+ */
+#ifndef PS_WORKER_CTR_JOB_H
+#define PS_WORKER_CTR_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker/kv.h"
+#include "worker/models/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ps_ctr_job ps_ctr_job_t;
+
+/* The tail of the click log held out for evaluation (the logs are in time
+ * order: the last rows are the future). */
+#define PS_CTR_TEST_FRACTION 0.1
+
+/* Malformed lines of a click log skipped before the read gives up. */
+#define PS_CTR_MAX_BAD 1000
+
+/*
+ * Reads the click log at path (worker/ctr_data.h) for model m (a ctr made
+ * for batches of up to max_batch samples; borrowed: must outlive the job),
+ * its last PS_CTR_TEST_FRACTION held out.
+ * Returns 0, or an error with a one-line reason in err: ps_ctr_read()'s,
+ * PS_EINVAL (no training rows), PS_ENOMEM. Caller owns *out; destroy with
+ * ps_ctr_job_destroy().
+ */
+int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_batch,
+                   char *err, size_t cap);
+
+/* Frees the job; NULL-safe; sets *c to NULL. */
+void ps_ctr_job_destroy(ps_ctr_job_t **c);
+
+/* Training rows (the log less its held-out tail). */
+size_t ps_ctr_job_train_samples(const ps_ctr_job_t *c);
+
+/* Gathers training rows order[first .. first + n) into the model's batch
+ * buffers and deduplicates their keys. Returns 0 or PS_EINVAL (n out of the
+ * model's batch). */
+int ps_ctr_job_batch(ps_ctr_job_t *c, const uint32_t *order, size_t first, int n);
+
+/*
+ * The batch's step t: pulls its rows once every server is at version >=
+ * pull_version, trains (the dense gradient into ps_model_grads(), the
+ * loss into *loss) and pushes the rows' gradient for step t, whose handle
+ * goes into *push (wait for it with ps_kv_wait() after the dense push).
+ * Returns 0, PS_EAGAIN (a failover: the step is void) or a failure with a
+ * one-line reason in err.
+ */
+int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
+                    float *loss, int *push, char *err, size_t cap);
+
+/* The held-out rows' AUC and mean log loss under the model's parameters
+ * and the servers' rows now. Returns 0, or a failure with a one-line reason
+ * in err (AUC is NaN when the held-out rows hold one class only). */
+int ps_ctr_job_evaluate(ps_ctr_job_t *c, ps_kv_t *kv, double *auc, double *logloss,
+                        char *err, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
