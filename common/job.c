@@ -280,8 +280,17 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
                ps_config_check_range("l2", job->l2, 0, FLT_MAX, PS_RANGE_CLOSED, err,
                                      errlen)) {
         /* err says which */
+    } else if (!strcmp(job->optimizer, "ftrl") &&
+               (job->schedule.kind != PS_LR_CONSTANT || job->schedule.warmup_steps > 0)) {
+        /* its weights are a closed form in lr: a falling lr shrinks them all */
+        snprintf(err, errlen, "--optimizer ftrl takes --lr-schedule constant and no warm-up "
+                 "(its rate per coordinate falls already)");
     } else if (job->batch < 1 || job->batch > 65536) {
         snprintf(err, errlen, "batch must be in [1, 65536], got %d", job->batch);
+    } else if (job->micro_batch < 0 ||
+               (job->micro_batch > 0 && job->batch % job->micro_batch != 0)) {
+        snprintf(err, errlen, "--micro-batch %d: expected 0 (none) or a divisor of --batch %d",
+                 job->micro_batch, job->batch);
     } else if (job->epochs < 1) {
         snprintf(err, errlen, "epochs must be >= 1, got %d", job->epochs);
     } else if (job->schedule.warmup_steps < 0) {
@@ -328,6 +337,8 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
         /* the ring sums partial sums hop by hop: each hop would round again */
         snprintf(err, errlen, "--wire and --compress need servers: --mode allreduce sends "
                  "fp32 only");
+    } else if (!ps_job_has_servers(job) && job->micro_batch > 0) {
+        snprintf(err, errlen, "--micro-batch sums on the servers: not with --mode allreduce");
     } else if (!ps_job_has_servers(job) && ps_job_has_rows(job)) {
         snprintf(err, errlen, "--model %s keeps its embedding rows on servers: not with --mode "
                  "allreduce", job->model);
@@ -360,6 +371,9 @@ void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_
     }
     if (job->hidden[0]) {
         n += snprintf(text + n, sizeof text - (size_t)n, " hidden=%s", job->hidden);
+    }
+    if (job->micro_batch > 0) { /* older jobs keep their hash */
+        n += snprintf(text + n, sizeof text - (size_t)n, " micro_batch=%d", job->micro_batch);
     }
     if (ps_job_has_rows(job) || !strcmp(job->optimizer, "ftrl")) {
         n += snprintf(text + n, sizeof text - (size_t)n,

@@ -95,6 +95,9 @@ typedef struct {
     double weight_decay; /* L2 penalty added to the gradient */
     ps_lr_schedule_t schedule; /* learning-rate schedule */
     int batch;           /* samples per worker per step */
+    int micro_batch;     /* --micro-batch: a worker's gradient is the sum of its batch's
+                            micro-batches of this many samples (each its mean), and a step
+                            divides by every worker's micro-batches; 0 = one, the batch */
     int epochs;          /* passes over the training set */
     int64_t max_steps;   /* stop after this many steps per worker; 0 = no limit */
     uint64_t seed;       /* drives initialisation and the global sample order */
@@ -164,6 +167,12 @@ int ps_job_parse_straggler(const char *text, ps_job_t *job);
  * one worker, no momentum, --staleness-lr 0).
  */
 double ps_job_async_momentum(const ps_job_t *job, int workers, double *rate);
+
+/* Micro-batches in a worker's batch (1 without --micro-batch). */
+static inline int ps_job_micro_batches(const ps_job_t *job)
+{
+    return job->micro_batch > 0 ? job->batch / job->micro_batch : 1;
+}
 
 /* Non-zero for the modes that apply whole steps (sync, ssp, backup, allreduce). */
 static inline int ps_job_is_stepped(const ps_job_t *job)

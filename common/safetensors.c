@@ -6,7 +6,7 @@
  * map) and rejects anything else, so a flipped byte shows as PS_EPROTO
  * rather than as wrong numbers. Every check is linear in the header (after
  * one sort by offset), so a header of many tensors reads fast. It does not
- * mmap: the data section is read into one malloc'd (so float-aligned)
+ * mmap: the data section is read into one malloc'd (so aligned for every dtype)
  * buffer.
  */
 #include "common/safetensors.h"
@@ -32,12 +32,26 @@ struct ps_safetensors {
     ps_safetensors_tensor_t *tensors;         /* n, sorted by data offset */
     const ps_safetensors_tensor_t **by_name;  /* the same n, sorted by name */
     int n;
-    float *data;                              /* the data section; tensors point into it */
+    unsigned char *data;                      /* the data section (malloc'd, so aligned
+                                                 for every dtype); tensors point into it */
 };
 
 /* Shapes and offsets are below 2^62, so sums and products checked against
  * the file's size never overflow. */
 #define S_MAX_INT (((int64_t)1 << 62) - 1)
+
+/* The dtypes: their names in the header and their element sizes, by
+ * ps_safetensors_dtype_t. */
+static const struct {
+    const char *name;
+    size_t size;
+} s_dtypes[] = {
+    [PS_SAFETENSORS_F32] = {"F32", 4},
+    [PS_SAFETENSORS_U32] = {"U32", 4},
+    [PS_SAFETENSORS_U64] = {"U64", 8},
+};
+
+#define S_NDTYPES (sizeof s_dtypes / sizeof s_dtypes[0])
 
 /* ---- writing ---- */
 
@@ -48,6 +62,12 @@ static size_t s_numel(const ps_safetensors_tensor_t *t)
         n *= (size_t)t->shape[d];
     }
     return n;
+}
+
+/* Bytes of t's data (its dtype checked by the caller). */
+static size_t s_bytes(const ps_safetensors_tensor_t *t)
+{
+    return s_numel(t) * s_dtypes[t->dtype].size;
 }
 
 /* Adds the "__metadata__" object of n_meta pairs to root. */
@@ -87,6 +107,12 @@ static int s_tensor_json(json_t *root, const ps_safetensors_tensor_t *t, int i, 
         ps_error_format(why, why_cap, "%s: tensor %d has a bad name or rank", path, i);
         return PS_EINVAL;
     }
+    if ((unsigned)t->dtype >= S_NDTYPES || *off % s_dtypes[t->dtype].size != 0) {
+        ps_error_format(why, why_cap, "%s: tensor %d has a bad dtype or would start at byte "
+                        "%llu, not a multiple of its element size", path, i,
+                        (unsigned long long)*off);
+        return PS_EINVAL;
+    }
     if (json_object_get(root, t->name)) {
         ps_error_format(why, why_cap, "%s: tensor %d's name appears twice", path, i);
         return PS_EINVAL;
@@ -103,13 +129,14 @@ static int s_tensor_json(json_t *root, const ps_safetensors_tensor_t *t, int i, 
             shape = NULL;
         }
     }
-    const uint64_t bytes = (uint64_t)s_numel(t) * sizeof(float);
+    const uint64_t bytes = (uint64_t)s_bytes(t);
     if (bytes && !t->data) {
         json_decref(shape);
         ps_error_format(why, why_cap, "%s: tensor %d has no data", path, i);
         return PS_EINVAL;
     }
-    json_t *e = shape ? json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+    json_t *e = shape ? json_pack("{s:s, s:o, s:[I, I]}", "dtype", s_dtypes[t->dtype].name,
+                                  "shape", shape,
                                   "data_offsets", (json_int_t)*off, (json_int_t)(*off + bytes))
                       : NULL;
     if (!e) {
@@ -182,7 +209,7 @@ int ps_safetensors_write(const char *path, const ps_safetensors_tensor_t *tensor
         lens[1] = b.len;
         for (int i = 0; i < n; i++) {
             parts[2 + i] = tensors[i].data;
-            lens[2 + i] = s_numel(&tensors[i]) * sizeof(float);
+            lens[2 + i] = s_bytes(&tensors[i]);
         }
         rc = ps_file_write_atomic(path, parts, lens, n + 2, why, why_cap);
     }
@@ -202,7 +229,7 @@ typedef struct {
 
 /* What is wrong with a tensor's entry {"dtype": "F32", "shape": [...],
  * "data_offsets": [begin, end]} (keys in any order), or NULL when it is
- * right: then e has its name, shape and span. */
+ * right: then e has its name, dtype, shape and span. */
 static const char *s_entry(const char *name, const json_t *v, s_entry_t *e)
 {
     if (!json_is_object(v)) {
@@ -216,13 +243,19 @@ static const char *s_entry(const char *name, const json_t *v, s_entry_t *e)
     if (json_object_size(v) != 3) {
         return "has an unknown key beside dtype, shape and data_offsets";
     }
-    if (!json_is_string(dtype) || strcmp(json_string_value(dtype), "F32") != 0) {
-        return "has a dtype other than F32";
+    size_t k = 0;
+    while (k < S_NDTYPES && !(json_is_string(dtype) &&
+                             !strcmp(json_string_value(dtype), s_dtypes[k].name))) {
+        k++;
+    }
+    if (k == S_NDTYPES) {
+        return "has a dtype other than F32, U32 and U64";
     }
     if (!json_is_array(shape) || json_array_size(shape) > PS_SAFETENSORS_MAX_DIMS) {
         return "has a shape that is not a list of at most 8 dimensions";
     }
-    e->t = (ps_safetensors_tensor_t){.name = name, .ndim = (int)json_array_size(shape)};
+    e->t = (ps_safetensors_tensor_t){.name = name, .ndim = (int)json_array_size(shape),
+                                     .dtype = (ps_safetensors_dtype_t)k};
     for (int d = 0; d < e->t.ndim; d++) {
         if (ps_json_int(json_array_get(shape, (size_t)d), 0, S_MAX_INT, &e->t.shape[d]) != 0) {
             return "has a size that is not an integer in [0, 2^62)";
@@ -321,8 +354,14 @@ static int s_tensors(ps_safetensors_t *st, uint64_t dlen, const char *path, char
             }
             numel *= (uint64_t)t->shape[d];
         }
+        const size_t esize = s_dtypes[t->dtype].size;
         ps_json_quote(t->name, q, sizeof q);
-        if (e[i].begin != at || e[i].end < e[i].begin || e[i].end > dlen) {
+        if (e[i].begin % esize != 0) {
+            ps_error_format(why, why_cap, "%s: tensor %s starts at byte %llu, not a multiple of "
+                            "its %zu-byte elements", path, q, (unsigned long long)e[i].begin,
+                            esize);
+            rc = PS_EPROTO;
+        } else if (e[i].begin != at || e[i].end < e[i].begin || e[i].end > dlen) {
             ps_error_format(why, why_cap,
                             "%s: tensor %s data_offsets [%llu,%llu] are not contiguous after "
                             "%llu within %llu data bytes",
@@ -330,13 +369,22 @@ static int s_tensors(ps_safetensors_t *st, uint64_t dlen, const char *path, char
                             (unsigned long long)e[i].end, (unsigned long long)at,
                             (unsigned long long)dlen);
             rc = PS_EPROTO;
-        } else if (numel > dlen || numel * sizeof(float) != e[i].end - e[i].begin) {
+        } else if (numel > dlen || numel * esize != e[i].end - e[i].begin) {
             ps_error_format(why, why_cap, "%s: tensor %s shape does not match its %llu bytes",
                             path, q, (unsigned long long)(e[i].end - e[i].begin));
             rc = PS_EPROTO;
         } else {
             t->numel = (size_t)numel;
-            t->data = st->data + e[i].begin / sizeof(float);
+            /* in place: the buffer is malloc's, so aligned for every dtype,
+             * and the offset a multiple of the element size */
+            const unsigned char *p = st->data + e[i].begin;
+            if (t->dtype == PS_SAFETENSORS_U64) {
+                t->u64 = (const uint64_t *)(const void *)p;
+            } else if (t->dtype == PS_SAFETENSORS_U32) {
+                t->u32 = (const uint32_t *)(const void *)p;
+            } else {
+                t->data = (const float *)(const void *)p;
+            }
             st->tensors[i] = *t;
             st->by_name[i] = &st->tensors[i];
             at = e[i].end;
@@ -462,12 +510,19 @@ const ps_safetensors_tensor_t *ps_safetensors_at(const ps_safetensors_t *st, int
     return i >= 0 && i < st->n ? &st->tensors[i] : NULL;
 }
 
-const ps_safetensors_tensor_t *ps_safetensors_find(const ps_safetensors_t *st, const char *name)
+const ps_safetensors_tensor_t *ps_safetensors_find_dtype(const ps_safetensors_t *st,
+                                                         const char *name,
+                                                         ps_safetensors_dtype_t dtype)
 {
     const ps_safetensors_tensor_t key = {.name = name}, *kp = &key;
     const ps_safetensors_tensor_t *const *hit =
         bsearch(&kp, st->by_name, (size_t)st->n, sizeof *st->by_name, s_by_name);
-    return hit ? *hit : NULL;
+    return hit && (*hit)->dtype == dtype ? *hit : NULL;
+}
+
+const ps_safetensors_tensor_t *ps_safetensors_find(const ps_safetensors_t *st, const char *name)
+{
+    return ps_safetensors_find_dtype(st, name, PS_SAFETENSORS_F32);
 }
 
 const char *ps_safetensors_meta(const ps_safetensors_t *st, const char *key)

@@ -2,9 +2,11 @@
 #include "kernels/optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/rowkey.h"
 
 /*
  * The per-push loops (finite check, sum of pushes, update) are built twice on
@@ -96,18 +98,6 @@ float ps_optim_lr(const ps_job_t *job, int64_t t, int64_t steps_per_epoch, int64
     return (float)lr;
 }
 
-/* splitmix64's output function (Steele et al. 2014): a bijection of 64-bit
- * words whose every output bit depends on every input bit. */
-static inline uint64_t s_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 void ps_optim_row_init(uint64_t seed, uint64_t key, size_t dim, float bound, float *out)
 {
     const uint64_t gamma = 0x9e3779b97f4a7c15ull; /* splitmix64's increment */
@@ -118,13 +108,62 @@ void ps_optim_row_init(uint64_t seed, uint64_t key, size_t dim, float bound, flo
         return;
     }
     /* a splitmix64 stream per (seed, key), element i its (i+1)-th output */
-    const uint64_t base = s_mix64(s_mix64(seed + gamma) ^ key);
+    const uint64_t base = ps_rowkey_mix(ps_rowkey_mix(seed + gamma) ^ key);
     for (size_t i = 0; i < dim; i++) {
-        uint64_t v = s_mix64(base + (uint64_t)(i + 1) * gamma);
+        uint64_t v = ps_rowkey_mix(base + (uint64_t)(i + 1) * gamma);
         /* top 24 bits as -2^23 .. 2^23-1: u * 2^-23 in [-1, 1) exactly, and
          * times bound it cannot round up to bound */
         int32_t u = (int32_t)(v >> 40) - (1 << 23);
         out[i] = (float)u * 0x1p-23f * bound;
+    }
+}
+
+int64_t ps_optim_sum_rows(const ps_rows_part_t *parts, int n, size_t dim, uint64_t **keys,
+                                float **grads, uint64_t *cap)
+{
+    uint64_t total = 0, at[PS_OPTIM_MAX_PARTS] = {0}, out = 0;
+    if (n > PS_OPTIM_MAX_PARTS) {
+        return PS_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        total += parts[i].nkeys;
+    }
+    if (total > *cap) {
+        uint64_t *k = realloc(*keys, total * sizeof *k);
+        *keys = k ? k : *keys;
+        float *g = k ? realloc(*grads, total * dim * sizeof *g) : NULL;
+        *grads = g ? g : *grads;
+        if (!g) {
+            return PS_ENOMEM;
+        }
+        *cap = total;
+    }
+    for (;;) {
+        uint64_t key = 0, next;
+        int any = 0;
+        for (int i = 0; i < n; i++) { /* the key of least hash not yet summed */
+            if (at[i] < parts[i].nkeys) {
+                memcpy(&next, (const uint64_t *)parts[i].keys + at[i], sizeof next);
+                key = !any || ps_rowkey_hash(next) < ps_rowkey_hash(key) ? next : key;
+                any = 1;
+            }
+        }
+        if (!any) {
+            return (int64_t)out;
+        }
+        int first = 1;
+        for (int i = 0; i < n; i++) {
+            if (at[i] < parts[i].nkeys &&
+                (memcpy(&next, (const uint64_t *)parts[i].keys + at[i], sizeof next),
+                 next == key)) {
+                ps_optim_accumulate(*grads + out * dim,
+                                    (const float *)parts[i].grads + at[i] * dim,
+                                    parts[i].weight, dim, first);
+                first = 0;
+                at[i]++;
+            }
+        }
+        (*keys)[out++] = key;
     }
 }
 
@@ -225,6 +264,12 @@ s_step(const ps_optim_t *o, float lr, int64_t t, float *wo, const float *wi,
         float *restrict z = state, *restrict nsq = state + stride;
         const float l1 = o->l1, l2 = o->l2, beta = o->beta;
         for (size_t i = 0; i < n; i++) {
+            if (nsq[i] == 0.0f) {
+                /* no gradient yet: z is the one whose closed form is the
+                 * weight we have (an MLP's initialisation, a row's initial
+                 * value), not 0, which would zero them all at once */
+                z[i] = -(wi[i] * (beta / lr + l2) + copysignf(l1, wi[i]));
+            }
             float g = grad[i] * scale + wd * wi[i];
             float n1 = nsq[i] + g * g, root = sqrtf(n1);
             float sigma = (root - sqrtf(nsq[i])) / lr;

@@ -42,6 +42,29 @@ int ps_optim_finite(const void *g, size_t n);
  * pushes of a step, one push at a time. */
 void ps_optim_accumulate(float *acc, const void *g, float c, size_t n, int first);
 
+/* One list of row gradients: a worker's rows push of a step, or a batch's
+ * micro-batch. */
+typedef struct {
+    const void *keys;  /* nkeys little-endian uint64, strictly ascending by hash (checked) */
+    const void *grads; /* nkeys rows of the job's embed_dim floats, any alignment */
+    uint64_t nkeys;
+    float weight;      /* its staleness weight (1 for a fresh push) */
+} ps_rows_part_t;
+
+/* Most lists ps_optim_sum_rows sums at once (the most workers). */
+enum { PS_OPTIM_MAX_PARTS = 256 };
+
+/*
+ * The sum of rows pushes parts[0 .. n) in their order: per key, acc = w0*g0
+ * then acc += w*g for each later part that names it (ps_optim_accumulate's
+ * arithmetic, as the dense parts are summed), into keys (the union of the
+ * parts' keys, ascending by hash) and grads (dim floats per key), grown as needed
+ * (*cap keys; *keys and *grads malloc'd, caller owns them). Returns the
+ * number of keys, or PS_ENOMEM (PS_EINVAL past PS_OPTIM_MAX_PARTS parts).
+ */
+int64_t ps_optim_sum_rows(const ps_rows_part_t *parts, int n, size_t dim, uint64_t **keys,
+                                float **grads, uint64_t *cap);
+
 /* The server-side optimizers (job->optimizer). */
 typedef enum {
     PS_OPT_SGD = 0,      /* SGD, with momentum when momentum > 0 */
@@ -85,7 +108,9 @@ int ps_optim_state_floats(const ps_optim_t *o);
  *   ftrl:      sigma = (sqrt(n + g^2) - sqrt(n)) / lr;  z += g - sigma*w;  n += g^2;
  *              w = |z| <= l1 ? 0 : -(z - sign(z)*l1) / ((beta + sqrt(n)) / lr + l2)
  *              (FTRL-Proximal, McMahan et al. 2013, Algorithm 1, alpha = lr; z is the
- *              first state array, n the second)
+ *              first state array, n the second); while n = 0, z starts as the value
+ *              whose closed form is the current w, -(w*(beta/lr + l2) + sign(w)*l1),
+ *              so a weight starts where it was initialised, not at 0
  * Thread-safe on disjoint ranges.
  */
 void ps_optim_step(const ps_optim_t *o, float lr, int64_t t, float *w, float *state,

@@ -156,6 +156,7 @@ void ps_codec_job_to_pb(const ps_job_t *j, ps_job_pb_t *out)
     m->max_rows = j->max_rows;
     m->l1 = j->l1;
     m->l2 = j->l2;
+    m->micro_batch = (uint32_t)j->micro_batch;
 }
 
 int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, size_t cap)
@@ -200,6 +201,7 @@ int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, si
     j->max_rows = m->max_rows;
     j->l1 = m->l1;
     j->l2 = m->l2;
+    j->micro_batch = m->micro_batch < INT32_MAX ? (int)m->micro_batch : INT32_MAX;
     char err[160];
     if (ps_job_validate(j, err, sizeof err) != 0) {
         return s_fail(why, cap, "job: %s", err);

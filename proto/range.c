@@ -79,7 +79,7 @@ int ps_range_rows_tile(const ps_rowrange_t *rows, int s)
 
 int ps_range_find_row(const ps_rowrange_t *rows, int s, uint64_t key)
 {
-    const uint64_t h = ps_range_row_hash(key);
+    const uint64_t h = ps_rowkey_hash(key);
     int lo = 0, hi = s - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;

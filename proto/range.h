@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/rowkey.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,31 +52,6 @@ typedef struct {
     uint64_t first; /* lowest hash held */
     uint64_t last;  /* highest hash held */
 } ps_rowrange_t;
-
-/* A row key's hash: a bijection of 64 bits (MurmurHash3's finaliser), so
- * ids that are neighbours, or hot, land on different servers, and no two
- * keys share a hash. Row keys travel in the order of their hashes: a batch's
- * keys sorted so fall into one run per server, in rank order. */
-static inline uint64_t ps_range_row_hash(uint64_t key)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull;
-    key ^= key >> 33;
-    key *= 0xc4ceb9fe1a85ec53ull;
-    key ^= key >> 33;
-    return key;
-}
-
-/* The key whose hash is h (ps_range_row_hash's inverse). */
-static inline uint64_t ps_range_row_unhash(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0x9cb4b2f8129337dbull; /* the inverses of the multipliers, mod 2^64 */
-    h ^= h >> 33;
-    h *= 0x4f74430c22a54005ull;
-    h ^= h >> 33;
-    return h;
-}
 
 /* Cuts the hashed space into s ranges of equal width (within one), in
  * order: out has s entries. Returns 0 or PS_EINVAL (s < 1). */

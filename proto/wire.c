@@ -338,7 +338,7 @@ int ps_wire_check_row_keys(const void *keys, uint64_t nnz, const ps_rowrange_t *
     for (uint64_t i = 0; i < nnz; i++) {
         uint64_t k;
         memcpy(&k, p + i * sizeof k, sizeof k);
-        const uint64_t h = ps_range_row_hash(k);
+        const uint64_t h = ps_rowkey_hash(k);
         if (i > 0 && h <= prev) {
             snprintf(why, whylen, "row key %llu at %llu %s", (unsigned long long)k,
                      (unsigned long long)i,

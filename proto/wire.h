@@ -94,7 +94,7 @@ int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *pay
 
 /*
  * Checks a rows message's keys (MSG_ROWS_*): nnz little-endian uint64 at
- * keys (any alignment) whose hashes (ps_range_row_hash) are strictly
+ * keys (any alignment) whose hashes (ps_rowkey_hash) are strictly
  * ascending (so the keys are unique), each inside held (a server's rows;
  * NULL: any). Returns 0, or PS_ERANGE with a one-line reason naming the
  * first bad key in why.

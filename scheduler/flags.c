@@ -67,6 +67,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"lr-schedule", PS_FLAG_STR, &f->schedule, "S", "constant, cosine or step:EVERY_EPOCHS:GAMMA"},
         {"warmup-steps", PS_FLAG_INT, &f->warmup, "N", "linear learning-rate warm-up over N steps"},
         {"batch", PS_FLAG_INT, &c->job.batch, "N", "samples per worker per step"},
+        {"micro-batch", PS_FLAG_INT, &c->job.micro_batch, "N", "a worker computes its gradient as the sum of its batch's micro-batches of N samples (a divisor of --batch; 0 = one): M workers of batch B give the bits of 1 worker of batch M*B with --micro-batch B"},
         {"epochs", PS_FLAG_INT, &c->job.epochs, "N", "passes over the training set"},
         {"max-steps", PS_FLAG_INT, &f->max_steps, "N", "stop after N steps (0 = run all epochs)"},
         {"seed", PS_FLAG_INT, &f->seed, "N", "seed for initialisation and sample order"},
@@ -223,10 +224,10 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (f->cfg.replicas < 0 || f->cfg.replicas > PS_MAX_REPLICAS ||
         (f->cfg.replicas && ((job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) ||
-                             job->topk > 0))) {
+                             job->topk > 0 || ps_job_has_rows(job)))) {
         snprintf(err, errlen, "--replicas %d: expected 0 to %d, and more than 0 only with "
-                 "--mode sync or async and dense pushes (no --compress topk)", f->cfg.replicas,
-                 PS_MAX_REPLICAS);
+                 "--mode sync or async and dense pushes (no --compress topk; replicas copy "
+                 "no embedding rows)", f->cfg.replicas, PS_MAX_REPLICAS);
         return PS_EINVAL;
     }
     if (f->cfg.min_workers < 0 || f->cfg.min_workers > f->cfg.workers ||

@@ -24,7 +24,7 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 46
+#define PS_SCHEDULER_NFLAGS 47
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {

@@ -310,6 +310,30 @@ static json_t *s_settings(const ps_scheduler_config_t *cfg)
                      cfg->placement ? cfg->placement : "dedicated");
 }
 
+/* A job with embedding rows: the servers' tables at the end, and the keys
+ * a worker's step named (its rows pushes' keys over all servers). */
+static json_t *s_rows(const ps_sched_ops_t *ops, const ps_view_t *v)
+{
+    json_t *per = json_array();
+    uint64_t rows = 0, created = 0, filtered = 0, refused = 0, bytes = 0, keys = 0;
+    for (int i = 0; i < ops->cfg->servers; i++) {
+        const Shardps__ServerReport *r = s_report(ops, i);
+        json_array_append_new(per, json_integer((json_int_t)r->rows));
+        rows += r->rows;
+        created += r->rows_created;
+        filtered += r->rows_filtered;
+        refused += r->rows_refused;
+        bytes += r->rows_bytes;
+        keys += r->row_keys_pushed;
+    }
+    const double steps = (double)v->total_steps * ops->cfg->workers;
+    return json_pack("{s:I, s:o, s:I, s:I, s:I, s:I, s:o}", "total", (json_int_t)rows,
+                     "per_server", per, "created", (json_int_t)created, "updates_filtered",
+                     (json_int_t)filtered, "updates_refused", (json_int_t)refused, "bytes",
+                     (json_int_t)bytes, "keys_per_worker_step",
+                     ps_json_real(steps > 0 ? (double)keys / steps : 0, 1));
+}
+
 /* A finished job's results, added to doc. */
 static void s_results(json_t *doc, const ps_sched_ops_t *ops, const ps_summary_from_t *from,
                       const s_totals_t *t, int *failed)
@@ -352,6 +376,9 @@ static void s_results(json_t *doc, const ps_sched_ops_t *ops, const ps_summary_f
         "bytes_by_type", s_bytes(ops, from));
     *failed += !r || json_object_update(doc, r) != 0;
     json_decref(r);
+    if (ps_job_has_rows(&ops->cfg->job)) {
+        *failed += json_object_set_new(doc, "rows", s_rows(ops, v)) != 0;
+    }
     if (w0->n_test_auc) { /* a model with embedding rows: ranked, not classified */
         json_t *auc = json_array();
         for (size_t e = 0; e < w0->n_test_auc; e++) {

@@ -21,7 +21,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/optim.h"
-#include "proto/codec.h"
 
 static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -32,6 +31,13 @@ static int s_refuse(char *why, size_t cap, int status, const char *fmt, ...)
     vsnprintf(why, cap, fmt, ap);
     va_end(ap);
     return status;
+}
+
+/* The scale of a step's sum of n workers' pushes: each is the sum of the
+ * gradients of its micro-batches (--micro-batch), so 1 / all of those. */
+static float s_mean(const ps_consistency_t *c, int n)
+{
+    return 1.0f / (float)(n * ps_job_micro_batches(&c->cfg.job));
 }
 
 float ps_consistency_lr(const ps_consistency_t *c, int64_t step)
@@ -59,7 +65,7 @@ float ps_consistency_stale_weight(const ps_consistency_t *c, int64_t tau)
  * async. */
 float ps_consistency_async_weight(const ps_consistency_t *c, int64_t tau)
 {
-    const float w = ps_consistency_stale_weight(c, tau);
+    const float w = ps_consistency_stale_weight(c, tau) * s_mean(c, 1);
     if (!c->cfg.job.staleness_lr || c->workers < 2) {
         return w;
     }
@@ -332,7 +338,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
         if (count == 0) {
             return;
         }
-        const float lr = ps_consistency_lr(c, t), scale = 1.0f / (float)count;
+        const float lr = ps_consistency_lr(c, t), scale = s_mean(c, count);
         int applied = 0;
         for (size_t ch = 0; ch < c->nchunks; ch++) {
             uint64_t off, len = ps_consistency_chunk_len(c, ch, &off);
@@ -396,7 +402,7 @@ void ps_consistency_try_apply(ps_consistency_t *c)
             c->with[w] = (unsigned char)s_complete(c, t, w);
         }
         const float *lone = s_lone_push(c, t, first);
-        const float lr = ps_consistency_lr(c, t), scale = 1.0f / (float)complete;
+        const float lr = ps_consistency_lr(c, t), scale = s_mean(c, complete);
         c->version = t + 1; /* what the values sent below carry; Adam's t */
         for (uint64_t off = 0; off < c->n; off += PS_CONSISTENCY_REPLY_KEYS) {
             uint64_t len = c->n - off < PS_CONSISTENCY_REPLY_KEYS ? c->n - off

@@ -28,7 +28,7 @@
  * also one rows push (its keys here and their gradient, possibly none),
  * held with the step's other parts and applied when the step applies,
  * through ops.apply_rows, summed over the same workers in the same order
- * with the same weights (ps_consistency_sum_rows), at the same lr and scale; a
+ * with the same weights (ps_optim_sum_rows), at the same lr and scale; a
  * rows pull waits for its version as a pull does and is answered through
  * ops.reply_rows. Async applies a rows push on arrival.
  *
@@ -44,6 +44,7 @@
 #include "common/hist.h"
 #include "common/job.h"
 #include "proto/range.h"
+#include "kernels/optim.h"
 #include "server/store.h"
 
 #ifdef __cplusplus
@@ -65,13 +66,6 @@ enum { PS_CONSISTENCY_MAX_PARTS = 256 };
  * 2,100-2,400 rounds/s against 1,700-1,900 in four. */
 enum { PS_CONSISTENCY_REPLY_KEYS = PS_STORE_CHUNK_KEYS };
 
-/* One worker's rows push of a step, held until its step applies. */
-typedef struct {
-    const void *keys;  /* nkeys little-endian uint64, strictly ascending by hash (checked) */
-    const void *grads; /* nkeys rows of the job's embed_dim floats, any alignment */
-    uint64_t nkeys;
-    float weight;      /* its staleness weight (1 for a fresh push) */
-} ps_rows_part_t;
 
 /* What comes out, called back on the caller's thread inside the calls below. */
 typedef struct {
@@ -152,6 +146,7 @@ typedef struct {
 typedef struct {
     uint64_t pushes;     /* pushes accepted */
     uint64_t row_pushes; /* rows pushes accepted */
+    uint64_t row_keys;   /* the keys they named */
     uint64_t pulls;      /* pulls answered */
     uint64_t dropped;    /* sync:k/n: late pushes dropped */
     uint64_t nonfinite;  /* pushes refused for a NaN or an infinity */
@@ -234,16 +229,6 @@ int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, s
  * PS_ENOMEM (too many pulls waiting) with a reason in why. */
 int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap);
 
-/*
- * The sum of rows pushes parts[0 .. n) in their order: per key, acc = w0*g0
- * then acc += w*g for each later part that names it (ps_optim_accumulate's
- * arithmetic, as the dense parts are summed), into keys (the union of the
- * parts' keys, ascending by hash) and grads (dim floats per key), grown as needed
- * (*cap keys; *keys and *grads malloc'd, caller owns them). Returns the
- * number of keys, or PS_ENOMEM (PS_EINVAL past PS_MAX_WORKERS parts).
- */
-int64_t ps_consistency_sum_rows(const ps_rows_part_t *parts, int n, size_t dim, uint64_t **keys,
-                                float **grads, uint64_t *cap);
 
 /* cfg.rows: a rows push (r->keys, r->nkeys, gradient r->data) of r->step, as
  * ps_consistency_push() takes a push (the same ownership of r->frame and
@@ -252,8 +237,9 @@ int ps_consistency_push_rows(ps_consistency_t *c, const ps_request_t *r, char *w
 
 /* cfg.rows: a rows pull of r->keys at version >= r->step, answered through
  * ops.reply_rows now or when the version comes; r->frame (holding the keys)
- * is released once answered or forgotten. Returns 0 or PS_ENOMEM (too many
- * pulls waiting: released) with a reason in why. */
+ * is released once answered or forgotten. Returns 0, or with a reason in why
+ * (r->frame released): PS_ENOMEM (too many pulls waiting), PS_ENOENT (not a
+ * worker, or no keys). */
 int ps_consistency_pull_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap);
 
 /* Sends the waiting pulls the chunks applied since the last call (sync and

@@ -56,7 +56,7 @@ struct ps_consistency {
     void **rows_frame;     /* nslots: its frame; NULL = not pushed yet */
     unsigned char *rows_got; /* nslots: the rows push came */
     ps_rows_part_t *rows_with; /* workers: a step's rows pushes in rank order (scratch) */
-    uint64_t *sum_keys;    /* a step's rows sum (ps_consistency_sum_rows), grown as needed */
+    uint64_t *sum_keys;    /* a step's rows sum (ps_optim_sum_rows), grown as needed */
     float *sum_grads;
     uint64_t sum_cap;      /* keys they hold */
     int64_t *computed_on;  /* nslots: version the gradient was computed on */

@@ -193,8 +193,10 @@ int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, s
 
 int ps_consistency_pull_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
-    if (r->worker < 0 || r->worker >= c->workers) {
-        snprintf(why, cap, "W%d is not a worker of this job", r->worker);
+    if (r->worker < 0 || r->worker >= c->workers || !r->keys || !r->nkeys) {
+        /* a waiting pull with no keys would be taken for a range's */
+        snprintf(why, cap, r->nkeys ? "W%d is not a worker of this job" : "a rows pull of no keys",
+                 r->worker);
         if (r->frame && c->cfg.ops.release) {
             c->cfg.ops.release(c->cfg.ops.ctx, r->frame);
         }

@@ -3,72 +3,22 @@
  * worker's rows push of a step, held with its dense parts and applied with
  * them, summed over the same workers in the same order (see consistency.h).
  */
+#include <assert.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/optim.h"
-#include "proto/codec.h"
 #include "server/consistency.h"
 #include "server/consistency_impl.h"
-
-int64_t ps_consistency_sum_rows(const ps_rows_part_t *parts, int n, size_t dim, uint64_t **keys,
-                                float **grads, uint64_t *cap)
-{
-    uint64_t total = 0, at[PS_MAX_WORKERS] = {0}, out = 0;
-    if (n > PS_MAX_WORKERS) {
-        return PS_EINVAL;
-    }
-    for (int i = 0; i < n; i++) {
-        total += parts[i].nkeys;
-    }
-    if (total > *cap) {
-        uint64_t *k = realloc(*keys, total * sizeof *k);
-        *keys = k ? k : *keys;
-        float *g = k ? realloc(*grads, total * dim * sizeof *g) : NULL;
-        *grads = g ? g : *grads;
-        if (!g) {
-            return PS_ENOMEM;
-        }
-        *cap = total;
-    }
-    for (;;) {
-        uint64_t key = 0, next;
-        int any = 0;
-        for (int i = 0; i < n; i++) { /* the key of least hash not yet summed */
-            if (at[i] < parts[i].nkeys) {
-                memcpy(&next, (const uint64_t *)parts[i].keys + at[i], sizeof next);
-                key = !any || ps_range_row_hash(next) < ps_range_row_hash(key) ? next : key;
-                any = 1;
-            }
-        }
-        if (!any) {
-            return (int64_t)out;
-        }
-        int first = 1;
-        for (int i = 0; i < n; i++) {
-            if (at[i] < parts[i].nkeys &&
-                (memcpy(&next, (const uint64_t *)parts[i].keys + at[i], sizeof next),
-                 next == key)) {
-                ps_optim_accumulate(*grads + out * dim,
-                                    (const float *)parts[i].grads + at[i] * dim,
-                                    parts[i].weight, dim, first);
-                first = 0;
-                at[i]++;
-            }
-        }
-        (*keys)[out++] = key;
-    }
-}
 
 /* cfg.rows: sums the n rows pushes of c->rows_with and applies the sum. A
  * sum with no memory is logged and skipped (the step's rows keep their
  * values): the job goes on, as with a non-finite update. */
 static void s_sum_apply_rows(ps_consistency_t *c, int n, float lr, float scale, int64_t t)
 {
-    const int64_t keys = ps_consistency_sum_rows(c->rows_with, n, (size_t)c->cfg.job.embed_dim,
+    const int64_t keys = ps_optim_sum_rows(c->rows_with, n, (size_t)c->cfg.job.embed_dim,
                                                  &c->sum_keys, &c->sum_grads, &c->sum_cap);
     if (keys < 0) {
         ps_log_err("out of memory to sum the rows of step %lld: not applied", (long long)t);
@@ -124,6 +74,7 @@ static int s_push_rows_stepped(ps_consistency_t *c, const ps_request_t *r, char 
     c->rows_got[k] = 1;
     ps_consistency_computed_on(c, k, r, c->covered[k] == 0);
     c->stats.row_pushes++;
+    c->stats.row_keys += r->nkeys;
     ps_consistency_ack(c, r);
     ps_consistency_try_apply(c);
     return 1;
@@ -138,6 +89,7 @@ static int s_push_rows_async(ps_consistency_t *c, const ps_request_t *r)
     s_sum_apply_rows(c, 1, ps_consistency_lr(c, c->version / c->workers), ps_consistency_async_weight(c, tau),
                      c->version);
     c->stats.row_pushes++;
+    c->stats.row_keys += r->nkeys;
     ps_consistency_ack(c, r);
     return 0;
 }

@@ -93,6 +93,12 @@ static void s_failover_ready(ps_control_t *c, int64_t step, int64_t from, int st
     s_send(c, PS_MSG_FAILOVER_READY, &r.base);
 }
 
+/* The server's rows and the hashes it holds (table NULL: a job without). */
+static ps_checkpoint_rows_t s_rows(const ps_control_t *c)
+{
+    return (ps_checkpoint_rows_t){c->cfg.rows, c->cfg.view->servers[c->cfg.rank].rows};
+}
+
 /* After each step (so also each of the several steps one ssp push may
  * complete; async: each push): when the version N is a checkpoint (a
  * multiple of --checkpoint-every, or the step agreed for a timed one),
@@ -113,8 +119,15 @@ void ps_control_stepped(ps_control_t *c)
         return;
     }
     c->checkpointed = version;
-    ps_checkpoint_info_t info = {c->cfg.dir ? c->cfg.dir : v->checkpoint_dir, version / per_step, version, c->cfg.rank,
-                                 v->num_servers, v->num_workers, v->num_params, &v->job};
+    const ps_checkpoint_info_t info = {.dir = c->cfg.dir ? c->cfg.dir : v->checkpoint_dir,
+                                       .step = version / per_step,
+                                       .version = version,
+                                       .rank = c->cfg.rank,
+                                       .servers = v->num_servers,
+                                       .workers = v->num_workers,
+                                       .num_params = v->num_params,
+                                       .job = &v->job,
+                                       .rows = s_rows(c)};
     ps_checkpoint_part_t part;
     Shardps__Checkpoint cp;
     char why[256];
@@ -152,8 +165,9 @@ int ps_control_resume(ps_control_t *c, char *err, size_t errlen)
     int64_t version = v->start_step;
     char dir[PS_RESUME_DIR_MAX + PS_DIR_MAX];
     s_resume_dir(c, v, dir, sizeof dir);
+    const ps_checkpoint_rows_t rows = s_rows(c);
     int rc = ps_checkpoint_load(dir, v->resume_files, v->resume_parts, step, c->cfg.store,
-                                &v->job, &version, why, sizeof why);
+                                &rows, &v->job, &version, why, sizeof why);
     if (ps_job_is_stepped(&v->job)) {
         version = v->start_step; /* the parts' own, or the step of another worker count */
     }
@@ -183,8 +197,9 @@ void ps_control_pushed(ps_control_t *c)
     }
 }
 
-/* Rolls the shard back to checkpoint v->start_step (stepped modes; async
- * keeps its store). Returns 0 or a PS_E* with the reason in why. */
+/* Rolls the shard and the rows back to checkpoint v->start_step (stepped
+ * modes; async keeps its store and rows). Returns 0 or a PS_E* with the
+ * reason in why. */
 static int s_roll_back(ps_control_t *c, const ps_view_t *v, char *why, size_t cap)
 {
     if (!ps_job_is_stepped(&c->cfg.view->job)) {
@@ -195,10 +210,14 @@ static int s_roll_back(ps_control_t *c, const ps_view_t *v, char *why, size_t ca
         snprintf(why, cap, "out of memory");
         return rc;
     }
+    if (c->cfg.rows) { /* the checkpoint's rows and sightings, none of the later ones */
+        ps_rows_clear(c->cfg.rows);
+    }
     char dir[PS_RESUME_DIR_MAX + PS_DIR_MAX];
     s_resume_dir(c, v, dir, sizeof dir);
+    const ps_checkpoint_rows_t rows = s_rows(c);
     rc = ps_checkpoint_load(dir, v->resume_files, v->resume_parts, v->start_step, c->cfg.store,
-                            &c->cfg.view->job, NULL, why, cap);
+                            &rows, &c->cfg.view->job, NULL, why, cap);
     return rc ? rc : ps_consistency_rollback(c->cfg.cons, v->start_step);
 }
 

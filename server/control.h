@@ -23,6 +23,7 @@
 
 #include "proto/codec.h"
 #include "server/consistency.h"
+#include "server/rows.h"
 #include "server/store.h"
 
 #ifdef __cplusplus
@@ -58,6 +59,9 @@ typedef struct {
     const char *dir;        /* this server's copy of the checkpoint directory (its
                                --checkpoint-dir; borrowed), or NULL: the view's paths */
     ps_control_ops_t ops;
+    ps_rows_t *rows;        /* borrowed: a job with embedding rows, the server's (its
+                               hashes: the view's, for rank), checkpointed and reloaded
+                               with the store; else NULL */
 } ps_control_config_t;
 
 typedef struct ps_control ps_control_t;
@@ -79,9 +83,10 @@ void ps_control_destroy(ps_control_t **c);
  */
 int ps_control_handle(ps_control_t *c, ps_msg_type_t type, const void *body, size_t len);
 
-/* A resumed job (view->resume_parts > 0): loads the shard from the
- * checkpoint's parts and sets the consistency's version. Returns 0, or a
- * PS_E* with "cannot resume: <why>" in err. */
+/* A resumed job (view->resume_parts > 0): loads the shard, and the rows,
+ * from the checkpoint's parts and sets the consistency's version. Returns 0,
+ * or a PS_E* with "cannot resume: <why>" in err (also when the checkpoint's
+ * rows are not of the job's layout). */
 int ps_control_resume(ps_control_t *c, char *err, size_t errlen);
 
 /* A spare that took over a lost server's keys (view->replaced) and loaded its

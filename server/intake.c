@@ -81,6 +81,10 @@ static int s_check_rows(const ps_intake_t *in, const Shardps__Header *h, int nfr
         snprintf(why, cap, "a rows message names keys, not a range");
         return PS_ERANGE;
     }
+    if (h->type == PS_MSG_ROWS_PULL && h->nnz == 0) {
+        snprintf(why, cap, "a rows pull of no keys");
+        return PS_ERANGE;
+    }
     const uint64_t per = sizeof(uint64_t) +
                          (h->type == PS_MSG_ROWS_PUSH ? (uint64_t)in->cfg.row_dim * sizeof(float)
                                                       : 0);

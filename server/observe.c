@@ -22,7 +22,8 @@ struct ps_server_obs {
     ps_metric_t *unknown_in; /* bytes from senders that are no worker of the view */
     ps_metric_t *in[PS_MAX_WORKERS], *out[PS_MAX_WORKERS];
     ps_metric_t *apply, *staleness, *version, *rejected, *dropped, *nonfinite, *pushes, *pulls,
-        *held, *pending, *resent, *replicated, *replica_bytes, *snapshots;
+        *held, *pending, *resent, *replicated, *replica_bytes, *snapshots, *rows, *rows_bytes,
+        *rows_created, *rows_filtered, *rows_refused, *row_keys;
     ps_msg_bytes_metrics_t wire; /* bytes on the wire by type (ps_server_obs_wire) */
 };
 
@@ -80,6 +81,19 @@ int ps_server_obs_new(const char *bind, ps_server_obs_t **out, char *err, size_t
     o->snapshots = ps_metrics_counter(m, "shardps_server_replica_snapshots_total", NULL,
                                       "whole copies of the shard sent to a hot replica (one per "
                                       "replica attached, and after a rollback)");
+    o->rows = ps_metrics_gauge(m, "shardps_server_rows", NULL, "embedding rows held");
+    o->rows_bytes = ps_metrics_gauge(m, "shardps_server_rows_bytes", NULL,
+                                     "memory the embedding rows hold, with their index");
+    o->rows_created = ps_metrics_counter(m, "shardps_server_rows_created_total", NULL,
+                                         "embedding rows made by their first update");
+    o->rows_filtered = ps_metrics_counter(m, "shardps_server_row_updates_dropped_total",
+                                          "why=\"min_count\"",
+                                          "updates of keys without a row, dropped");
+    o->rows_refused = ps_metrics_counter(m, "shardps_server_row_updates_dropped_total",
+                                         "why=\"max_rows\"",
+                                         "updates of keys without a row, dropped");
+    o->row_keys = ps_metrics_counter(m, "shardps_server_row_keys_pushed_total", NULL,
+                                     "keys named by the rows pushes accepted");
     o->unknown_in = ps_metrics_counter(m, "shardps_server_received_bytes_total",
                                        "peer=\"unknown\"", "payload bytes received, by worker");
     char bound[96];
@@ -163,6 +177,14 @@ void ps_server_obs_render(ps_server_obs_t *o, const ps_server_snapshot_t *snap, 
     ps_metric_set(o->snapshots, (double)snap->replica_snapshots);
     ps_metric_load_values(o->staleness, st->staleness.counts, PS_HIST_BUCKETS,
                           st->staleness.sum);
+    if (snap->rows) {
+        ps_metric_set(o->rows, (double)snap->rows->rows);
+        ps_metric_set(o->rows_bytes, (double)snap->rows_bytes);
+        ps_metric_set(o->rows_created, (double)snap->rows->created);
+        ps_metric_set(o->rows_filtered, (double)snap->rows->filtered);
+        ps_metric_set(o->rows_refused, (double)snap->rows->refused);
+        ps_metric_set(o->row_keys, (double)st->row_keys);
+    }
     ps_msg_bytes_metrics_update(&o->wire);
     ps_metrics_render(o->reg, text);
 }
@@ -187,6 +209,14 @@ void ps_server_obs_report(const ps_server_snapshot_t *snap, const ps_ctx_t *ctx,
     r->forged = snap->forged;
     r->unread_refused = snap->unread_refused;
     r->cpu_seconds = ps_cpu_seconds();
+    if (snap->rows) {
+        r->rows = snap->rows->rows;
+        r->rows_created = snap->rows->created;
+        r->rows_filtered = snap->rows->filtered;
+        r->rows_refused = snap->rows->refused;
+        r->rows_bytes = snap->rows_bytes;
+        r->row_keys_pushed = st->row_keys;
+    }
     ps_ctx_bytes(ctx, bytes[0], bytes[1]);
     r->n_bytes_sent = ps_codec_byte_types(bytes[0]);
     r->bytes_sent = bytes[0];
@@ -205,4 +235,12 @@ void ps_server_obs_log_totals(const ps_server_snapshot_t *snap)
                 (unsigned long long)st->dropped, (unsigned long long)snap->stale,
                 (long long)snap->version, ps_hist_mean(&st->staleness),
                 (long long)(st->staleness.max > 0 ? st->staleness.max : 0));
+    if (snap->rows) {
+        ps_log_info("rows: %llu (%.1f MB), %llu created, updates dropped: %llu below "
+                    "--min-count, %llu at --max-rows",
+                    (unsigned long long)snap->rows->rows, (double)snap->rows_bytes / 1e6,
+                    (unsigned long long)snap->rows->created,
+                    (unsigned long long)snap->rows->filtered,
+                    (unsigned long long)snap->rows->refused);
+    }
 }

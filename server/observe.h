@@ -15,6 +15,7 @@
 #include "proto/codec.h"
 #include "proto/sock.h"
 #include "server/consistency.h"
+#include "server/rows.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,6 +57,8 @@ typedef struct {
     uint64_t replicated;   /* --replicas: updates sent to our replica */
     uint64_t replica_bytes; /* their payload bytes, snapshots included */
     uint64_t replica_snapshots; /* whole shards sent to a replica */
+    const ps_rows_stats_t *rows; /* a job with embedding rows: the table's; else NULL */
+    uint64_t rows_bytes;   /* the table's memory */
 } ps_server_snapshot_t;
 
 /* Updates the gauges from snap and appends the exposition to text. */

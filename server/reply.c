@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -51,6 +52,9 @@ struct ps_reply {
     uint32_t credits;          /* chunk pushes each worker may have in flight to us */
     uint64_t gate_need;        /* a reply due now waits until gate_open reaches this */
     uint64_t gate_open;
+    uint64_t *row_keys;    /* a rows pull's keys, aligned, and their rows: grown as needed */
+    float *row_values;
+    uint64_t row_cap;      /* keys they hold */
 };
 
 void ps_reply_gate(ps_reply_t *r, uint64_t need, uint64_t open)
@@ -108,6 +112,8 @@ void ps_reply_destroy(ps_reply_t **rp)
     }
     free(r->deferred);
     free(r->sent);
+    free(r->row_keys);
+    free(r->row_values);
     free(r);
     *rp = NULL;
 }
@@ -344,24 +350,47 @@ void ps_reply_ack(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64
     ps_trace_span_end(&span);
 }
 
-void ps_reply_rows(ps_reply_t *r, const ps_reply_to_t *to, const float *rows, uint64_t n,
-                   size_t dim, int64_t version)
+/* The rows of keys[0 .. n) of table in r's buffer, grown as needed (the
+ * keys copied first when their frame is not aligned). NULL: no memory. */
+static const float *s_read_rows(ps_reply_t *r, const ps_rows_t *table, const void *keys,
+                                uint64_t n)
+{
+    const size_t dim = ps_rows_dim(table);
+    if (n > r->row_cap) {
+        uint64_t *k = realloc(r->row_keys, n * sizeof *k);
+        r->row_keys = k ? k : r->row_keys;
+        float *v = k ? realloc(r->row_values, n * dim * sizeof *v) : NULL;
+        r->row_values = v ? v : r->row_values;
+        if (!v) {
+            return NULL;
+        }
+        r->row_cap = n;
+    }
+    const uint64_t *k = keys;
+    if ((uintptr_t)keys % sizeof(uint64_t) != 0) {
+        memcpy(r->row_keys, keys, n * sizeof *r->row_keys);
+        k = r->row_keys;
+    }
+    ps_rows_read(table, k, n, r->row_values);
+    return r->row_values;
+}
+
+void ps_reply_rows(ps_reply_t *r, const ps_reply_to_t *to, const ps_rows_t *table,
+                   const void *keys, uint64_t n, int64_t version)
 {
     ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_REPLY, to->step, to->worker);
     Shardps__Header h = s_header(r, to, PS_MSG_ROWS, (ps_range_t){0, 0}, version);
-    const ps_frame_t f = {rows, n * dim * sizeof *rows};
+    const float *rows = n ? s_read_rows(r, table, keys, n) : NULL;
+    const ps_frame_t f = {rows, n * ps_rows_dim(table) * sizeof *rows};
     h.nnz = n;
-    h.dtype = n ? PS_DTYPE_F32 : PS_DTYPE_NONE;
-    h.payload_len = f.len;
-    if (!rows) {
+    if (n && !rows) {
         h.type = PS_MSG_ERROR;
         h.status = PS_ENOMEM;
         h.error = "out of memory to read the rows asked";
-        h.nnz = h.payload_len = 0;
-        h.dtype = PS_DTYPE_NONE;
+        h.nnz = 0;
     }
-    ps_server_obs_reply(r->cfg.obs, to->worker, h.payload_len);
-    const int rc = ps_msg_send(r->sock, &to->route, h, &f, h.payload_len ? 1 : 0, PS_SEND_COPY);
+    ps_server_obs_reply(r->cfg.obs, to->worker, h.nnz ? f.len : 0);
+    const int rc = ps_msg_send(r->sock, &to->route, h, &f, h.nnz ? 1 : 0, PS_SEND_COPY);
     if (rc != 0) {
         ps_log_warn("reply to a worker failed: %s", ps_strerror(rc));
     }

@@ -28,6 +28,7 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "server/observe.h"
+#include "server/rows.h"
 #include "server/store.h"
 
 #ifdef __cplusplus
@@ -102,11 +103,12 @@ void ps_reply_ack(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64
  * for the worker's share, or refused with an error reply (see above). */
 void ps_reply_pull(ps_reply_t *r, const ps_reply_to_t *to, ps_range_t keys, int64_t version);
 
-/* Sends to a rows pull its n rows of dim floats at version (MSG_ROWS, one
- * frame, copied: rows may change right after the call); rows NULL: an
- * error reply (the server had no memory to read them). */
-void ps_reply_rows(ps_reply_t *r, const ps_reply_to_t *to, const float *rows, uint64_t n,
-                   size_t dim, int64_t version);
+/* Sends to a rows pull the rows of keys[0 .. n) (any alignment) as table
+ * holds them, at version: MSG_ROWS, one frame read into the reply's own
+ * buffer (grown as needed) and copied out; with no memory for it, an error
+ * reply. */
+void ps_reply_rows(ps_reply_t *r, const ps_reply_to_t *to, const ps_rows_t *table,
+                   const void *keys, uint64_t n, int64_t version);
 
 /* Sends the waiting parts whose workers have buffers back, stamped version
  * (the store's current one: newer than was due, which every mode that waits

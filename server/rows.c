@@ -409,6 +409,11 @@ void ps_rows_destroy(ps_rows_t **t)
     *t = NULL;
 }
 
+void ps_rows_clear(ps_rows_t *t)
+{
+    s_clear(t);
+}
+
 size_t ps_rows_dim(const ps_rows_t *t)
 {
     return t->dim;

@@ -60,6 +60,11 @@ int ps_rows_new(ps_rows_t **out, const ps_rows_config_t *cfg);
 /* Frees the table; NULL-safe; sets *t to NULL. */
 void ps_rows_destroy(ps_rows_t **t);
 
+/* Empties the table (its rows and pending sightings, and their memory), as
+ * before a snapshot is imported again (a failover's rollback). The counters
+ * other than rows and pending stay as they were. */
+void ps_rows_clear(ps_rows_t *t);
+
 /* Floats per row (the config's dim). */
 size_t ps_rows_dim(const ps_rows_t *t);
 

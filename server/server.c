@@ -48,9 +48,7 @@ typedef struct ps_server {
     uint32_t push_dtype;      /* what a push carries: the wire dtype, sparse with top-k */
     ps_store_t *store;        /* parameters, optimizer state */
     ps_rows_t *rows;          /* a job with embedding rows: ours; else NULL */
-    uint64_t *row_keys;       /* a rows pull's keys, aligned, and its rows: grown as needed */
-    float *row_values;
-    uint64_t row_cap;         /* keys they hold */
+    ps_rows_stats_t rows_stats; /* its counters, as the last snapshot read them */
     ps_consistency_t *cons;   /* when to apply and answer */
     ps_intake_t *intake;      /* requests' checks, held push frames */
     ps_reply_t *reply;        /* replies out, and those waiting for a worker's share */
@@ -104,31 +102,11 @@ static void s_on_apply_rows(void *ctx, const uint64_t *keys, const float *grads,
     }
 }
 
-/* Sends the rows of keys[0 .. n) at version: read into our buffer (the
- * keys copied first when their frame is not aligned). */
 static void s_on_reply_rows(void *ctx, const void *asker, const void *keys, uint64_t n,
                             int64_t version)
 {
     ps_server_t *s = ctx;
-    const size_t dim = ps_rows_dim(s->rows);
-    if (n > s->row_cap) {
-        uint64_t *k = realloc(s->row_keys, n * sizeof *k);
-        s->row_keys = k ? k : s->row_keys;
-        float *v = k ? realloc(s->row_values, n * dim * sizeof *v) : NULL;
-        s->row_values = v ? v : s->row_values;
-        if (!v) {
-            ps_reply_rows(s->reply, asker, NULL, n, dim, version);
-            return;
-        }
-        s->row_cap = n;
-    }
-    const uint64_t *k = keys;
-    if ((uintptr_t)keys % sizeof(uint64_t) != 0) {
-        memcpy(s->row_keys, keys, n * sizeof *s->row_keys);
-        k = s->row_keys;
-    }
-    ps_rows_read(s->rows, k, n, s->row_values);
-    ps_reply_rows(s->reply, asker, s->row_values, n, dim, version);
+    ps_reply_rows(s->reply, asker, s->rows, keys, n, version);
 }
 
 /* A step was applied: the store is the cut after it. A replica writes no
@@ -340,9 +318,12 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
 }
 
 /* The counts the heartbeat and the end of the job read. */
-static ps_server_snapshot_t s_snapshot(const ps_server_t *s)
+static ps_server_snapshot_t s_snapshot(ps_server_t *s)
 {
     const ps_replica_stats_t rs = ps_replica_stats(s->replica);
+    if (s->rows) {
+        ps_rows_stats(s->rows, &s->rows_stats);
+    }
     return (ps_server_snapshot_t){.stats = ps_consistency_stats(s->cons),
                                   .replicated = rs.updates,
                                   .replica_bytes = rs.bytes,
@@ -353,7 +334,9 @@ static ps_server_snapshot_t s_snapshot(const ps_server_t *s)
                                   .pending_pulls = ps_consistency_pending_pulls(s->cons),
                                   .forged = ps_intake_forged(s->intake),
                                   .unread_refused = ps_reply_refused(s->reply),
-                                  .stale = ps_control_stale(s->control)};
+                                  .stale = ps_control_stale(s->control),
+                                  .rows = s->rows ? &s->rows_stats : NULL,
+                                  .rows_bytes = s->rows ? ps_rows_bytes(s->rows) : 0};
 }
 
 /* The heartbeat's report (ps_link_report_fn): who the step waits for, and
@@ -599,7 +582,8 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     const ps_control_config_t ccfg = {
         s->view, s->rank, s->store, s->cons, s->cfg->checkpoint_dir,
         {s, s_control_send, s_control_generation, s_control_abort, s_control_promoted,
-         s_control_reloaded}};
+         s_control_reloaded},
+        s->rows};
     rc = rc ? rc : ps_control_new(&s->control, &ccfg);
     if (rc != 0) {
         snprintf(err, errlen, "out of memory for a shard of %llu parameters",
@@ -803,8 +787,6 @@ fail:
     ps_control_destroy(&s.control);
     ps_store_destroy(&s.store);
     ps_rows_destroy(&s.rows);
-    free(s.row_keys);
-    free(s.row_values);
     ps_ratelog_destroy(&s.rejections);
     ps_trace_close();
     ps_server_obs_destroy(&s.obs);

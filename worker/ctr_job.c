@@ -12,7 +12,9 @@
 
 #include "common/auc.h"
 #include "common/error.h"
-#include "proto/range.h"
+#include "common/log.h"
+#include "kernels/optim.h"
+#include "common/rowkey.h"
 #include "worker/ctr_data.h"
 #include "worker/models/embed.h"
 
@@ -24,6 +26,12 @@ struct ps_ctr_job {
     ps_ctr_view_t train;   /* its first rows */
     ps_ctr_view_t test;    /* its held-out tail */
     ps_embed_batch_t b;    /* the batch's lookups, by hash */
+    int micro;             /* --micro-batch: samples per micro-batch (the batch: one) */
+    ps_embed_batch_t mb;   /* micro-batches: one's lookups */
+    float *rows;           /* micro-batches: [cap x dim] the batch's rows as pulled */
+    float *sum;            /* and their gradients' sum over the micro-batches */
+    unsigned char *seen;   /* [cap] whether a row of the batch has a gradient yet */
+    float *dense;          /* [P] the dense gradients' sum over the micro-batches */
     uint64_t *hashes;      /* [max_batch*26] the batch's keys' hashes */
     uint64_t *keys;        /* [max_batch*26] b's distinct hashes' keys, in their order */
     float *num;            /* the model's batch buffers: numeric fields */
@@ -33,7 +41,7 @@ struct ps_ctr_job {
 };
 
 int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_batch,
-                   char *err, size_t cap)
+                   int micro_batch, char *err, size_t cap)
 {
     *out = NULL;
     ps_ctr_job_t *c = calloc(1, sizeof *c);
@@ -49,6 +57,10 @@ int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_
         ps_ctr_job_destroy(&c);
         return rc;
     }
+    if (c->set.bad > 0) {
+        ps_log_warn("%s: %llu malformed lines skipped (the first: %s)", path,
+                    (unsigned long long)c->set.bad, err);
+    }
     err[0] = '\0';
     ps_ctr_split(&c->set, PS_CTR_TEST_FRACTION, &c->train, &c->test);
     if (c->train.n == 0 || c->train.n > UINT32_MAX) {
@@ -63,8 +75,17 @@ int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_
     c->prob = malloc((c->test.n ? c->test.n : 1) * sizeof *c->prob);
     c->num = ps_model_batch_x(m);
     c->label = ps_model_batch_y(m);
+    c->micro = micro_batch;
+    if (micro_batch > 0) {
+        c->rows = malloc(positions * c->dim * sizeof *c->rows);
+        c->sum = malloc(positions * c->dim * sizeof *c->sum);
+        c->seen = malloc(positions);
+        c->dense = malloc(ps_model_num_params(m) * sizeof *c->dense);
+    }
     if (!c->hashes || !c->keys || !c->prob ||
-        ps_embed_batch_init(&c->b, (int)positions, NULL) != 0) {
+        ps_embed_batch_init(&c->b, (int)positions, NULL) != 0 ||
+        (micro_batch > 0 && (!c->rows || !c->sum || !c->seen || !c->dense ||
+                             ps_embed_batch_init(&c->mb, (int)positions, NULL) != 0))) {
         snprintf(err, cap, "out of memory");
         ps_ctr_job_destroy(&c);
         return PS_ENOMEM;
@@ -81,6 +102,11 @@ void ps_ctr_job_destroy(ps_ctr_job_t **cp)
     }
     ps_ctr_set_fini(&c->set);
     ps_embed_batch_fini(&c->b);
+    ps_embed_batch_fini(&c->mb);
+    free(c->rows);
+    free(c->sum);
+    free(c->seen);
+    free(c->dense);
     free(c->hashes);
     free(c->keys);
     free(c->prob);
@@ -107,7 +133,7 @@ static int s_gather(ps_ctr_job_t *c, const ps_ctr_view_t *v, const uint32_t *row
         c->label[i] = v->label[r] != 0;
         const uint64_t *k = v->keys + r * PS_CTR_CAT;
         for (int f = 0; f < PS_CTR_CAT; f++) {
-            c->hashes[(size_t)i * PS_CTR_CAT + f] = ps_range_row_hash(k[f]);
+            c->hashes[(size_t)i * PS_CTR_CAT + f] = ps_rowkey_hash(k[f]);
         }
     }
     const int U = ps_embed_batch_build(&c->b, c->hashes, n, PS_CTR_CAT);
@@ -115,7 +141,7 @@ static int s_gather(ps_ctr_job_t *c, const ps_ctr_view_t *v, const uint32_t *row
         return U;
     }
     for (int u = 0; u < U; u++) {
-        c->keys[u] = ps_range_row_unhash(c->b.keys[u]);
+        c->keys[u] = ps_rowkey_unhash(c->b.keys[u]);
     }
     c->n = n;
     return 0;
@@ -144,9 +170,87 @@ static int s_pull_rows(ps_ctr_job_t *c, ps_kv_t *kv, int64_t min_version, char *
     return s_wait(kv, h, "pulling rows", err, cap);
 }
 
+/* The batch's row of hash h: its index in c->b's distinct hashes. */
+static uint32_t s_row_of(const ps_ctr_job_t *c, uint64_t h)
+{
+    uint32_t lo = 0, hi = (uint32_t)c->b.U;
+    while (hi - lo > 1) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (c->b.keys[mid] <= h) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* Micro-batch j of the batch (its rows in c->rows): its lookups, its rows
+ * into the model, its step; its row gradients summed into c->sum in order,
+ * as a server sums workers' pushes (the first one copied). */
+static int s_micro_step(ps_ctr_job_t *c, int j, float *loss, char *err, size_t cap)
+{
+    const int n = c->micro;
+    const size_t at = (size_t)j * n, dim = c->dim;
+    const int U = ps_embed_batch_build(&c->mb, c->hashes + at * PS_CTR_CAT, n, PS_CTR_CAT);
+    float *rows = ps_model_rows(c->m), *grads = ps_model_row_grads(c->m);
+    for (int u = 0; u < U; u++) {
+        memcpy(rows + (size_t)u * dim, c->rows + s_row_of(c, c->mb.keys[u]) * dim,
+               dim * sizeof *rows);
+    }
+    int rc = ps_model_train_step_ctr(c->m, &c->mb, c->num + at * PS_CTR_NUM, c->label + at, n,
+                                     loss);
+    if (rc != 0) {
+        snprintf(err, cap, "training step failed: %s", ps_strerror(rc));
+        return rc;
+    }
+    for (int u = 0; u < U; u++) {
+        const uint32_t r = s_row_of(c, c->mb.keys[u]);
+        ps_optim_accumulate(c->sum + r * dim, grads + (size_t)u * dim, 1.0f, dim, !c->seen[r]);
+        c->seen[r] = 1;
+    }
+    return 0;
+}
+
+/* The batch's step in micro-batches (--micro-batch): its rows pulled once,
+ * each micro-batch's step on them, the sum of their gradients pushed. */
+static int s_micro_steps(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
+                         float *loss, int *push, char *err, size_t cap)
+{
+    const int h = ps_kv_rows_pull(kv, c->keys, (size_t)c->b.U, c->dim, c->rows, pull_version);
+    int rc = s_wait(kv, h, "pulling rows", err, cap);
+    if (rc != 0) {
+        return rc;
+    }
+    const int k = c->n / c->micro;
+    const size_t P = ps_model_num_params(c->m);
+    float *grads = ps_model_grads(c->m), sum = 0;
+    memset(c->seen, 0, (size_t)c->b.U);
+    for (int j = 0; j < k && rc == 0; j++) {
+        float l = 0;
+        rc = s_micro_step(c, j, &l, err, cap);
+        ps_optim_accumulate(c->dense, grads, 1.0f, P, j == 0);
+        sum += l;
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    memcpy(grads, c->dense, P * sizeof *grads);
+    *loss = sum / (float)k;
+    *push = ps_kv_rows_push(kv, c->keys, (size_t)c->b.U, c->dim, c->sum, t);
+    if (*push < 0) {
+        snprintf(err, cap, "pushing rows failed: %s", ps_kv_error(kv));
+        return *push;
+    }
+    return 0;
+}
+
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
                     float *loss, int *push, char *err, size_t cap)
 {
+    if (c->micro > 0 && c->micro < c->n) {
+        return s_micro_steps(c, kv, t, pull_version, loss, push, err, cap);
+    }
     int rc = s_pull_rows(c, kv, pull_version, err, cap);
     if (rc != 0) {
         return rc;
@@ -162,6 +266,54 @@ int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_versio
         return *push;
     }
     return 0;
+}
+
+/* Ascending, for qsort. */
+static int s_cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ps_ctr_job_dump_rows(ps_ctr_job_t *c, ps_kv_t *kv, FILE *f, char *err, size_t cap)
+{
+    const size_t all = c->set.n * PS_CTR_CAT, chunk = (size_t)c->b.cap;
+    uint64_t *h = malloc((all ? all : 1) * sizeof *h);
+    float *rows = malloc(chunk * c->dim * sizeof *rows);
+    if (!h || !rows) {
+        free(h);
+        free(rows);
+        snprintf(err, cap, "out of memory for the rows of --dump-params");
+        return PS_ENOMEM;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < all; i++) {
+        h[i] = ps_rowkey_hash(c->set.keys[i]);
+    }
+    qsort(h, all, sizeof *h, s_cmp_u64);
+    for (size_t i = 0; i < all; i++) { /* distinct, then back to keys */
+        if (i == 0 || h[i] != h[n - 1]) {
+            h[n++] = h[i];
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        h[i] = ps_rowkey_unhash(h[i]);
+    }
+    int rc = 0;
+    for (size_t at = 0; at < n && rc == 0; at += chunk) {
+        const size_t m = n - at < chunk ? n - at : chunk;
+        rc = s_wait(kv, ps_kv_rows_pull(kv, h + at, m, c->dim, rows, 0), "pulling rows", err,
+                    cap);
+        for (size_t i = 0; i < m && rc == 0; i++) {
+            if (fwrite(h + at + i, sizeof *h, 1, f) != 1 ||
+                fwrite(rows + i * c->dim, sizeof *rows, c->dim, f) != c->dim) {
+                rc = PS_EIO;
+            }
+        }
+    }
+    free(h);
+    free(rows);
+    return rc;
 }
 
 int ps_ctr_job_evaluate(ps_ctr_job_t *c, ps_kv_t *kv, double *auc, double *logloss,

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "worker/kv.h"
 #include "worker/models/model.h"
@@ -35,13 +36,16 @@ typedef struct ps_ctr_job ps_ctr_job_t;
 /*
  * Reads the click log at path (worker/ctr_data.h) for model m (a ctr made
  * for batches of up to max_batch samples; borrowed: must outlive the job),
- * its last PS_CTR_TEST_FRACTION held out.
+ * its last PS_CTR_TEST_FRACTION held out; micro_batch (--micro-batch; 0:
+ * none): each step trains the batch's micro-batches of that many samples
+ * one after another on the rows pulled once, and pushes the sums of their
+ * gradients (dense and rows), summed in order as a server sums workers'.
  * Returns 0, or an error with a one-line reason in err: ps_ctr_read()'s,
  * PS_EINVAL (no training rows), PS_ENOMEM. Caller owns *out; destroy with
  * ps_ctr_job_destroy().
  */
 int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_batch,
-                   char *err, size_t cap);
+                   int micro_batch, char *err, size_t cap);
 
 /* Frees the job; NULL-safe; sets *c to NULL. */
 void ps_ctr_job_destroy(ps_ctr_job_t **c);
@@ -64,6 +68,16 @@ int ps_ctr_job_batch(ps_ctr_job_t *c, const uint32_t *order, size_t first, int n
  */
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
                     float *loss, int *push, char *err, size_t cap);
+
+/*
+ * After the parameters of --dump-params: the rows of every key of the click
+ * log (training and held-out rows), as the servers hold them now, in the
+ * order of the keys' hashes, each its key (uint64) then its row (dim
+ * float32), little-endian, into f. What every worker and server count give
+ * the same bits of. Returns 0, PS_EIO (a write failed; err empty) or a
+ * failure with a one-line reason in err.
+ */
+int ps_ctr_job_dump_rows(ps_ctr_job_t *c, ps_kv_t *kv, FILE *f, char *err, size_t cap);
 
 /* The held-out rows' AUC and mean log loss under the model's parameters
  * and the servers' rows now. Returns 0, or a failure with a one-line reason

@@ -1,6 +1,7 @@
 /*
- * worker/evaluate.c - test accuracy: worker 0's evaluations during training
- * (each epoch's end, --eval-every points) and --evaluate of a model file.
+ * worker/evaluate.c - the trained model: worker 0's evaluations during
+ * training (each epoch's end, --eval-every points), the model file it
+ * writes at the end (--save-model) and --evaluate of a model file.
  *
  * An evaluation after steps whose values were not finite also decides
  * whether they broke the model: below PS_WORKER_SANE_ACCURACY the job has
@@ -157,4 +158,24 @@ done:
     ps_model_destroy(&model);
     ps_safetensors_destroy(&st);
     return rc == 0 ? 0 : 1;
+}
+
+int ps_worker_save_model(ps_worker_t *w, const float *params)
+{
+    const ps_job_t *j = &w->job;
+    char mode[32], steps[32], epochs[16], seed[32], acc[32];
+    ps_job_mode_str(j, mode, sizeof mode);
+    snprintf(steps, sizeof steps, "%lld", (long long)w->done.steps);
+    snprintf(epochs, sizeof epochs, "%d", j->epochs);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)j->seed);
+    size_t ne = w->done.n_test_accuracy;
+    snprintf(acc, sizeof acc, "%.6f", ne ? w->accuracy[ne - 1] : -1.0);
+    const char *meta[] = {"format", "pt", "mode", mode, "steps", steps, "epochs", epochs,
+                          "seed", seed, "test_accuracy", acc};
+    int rc = ps_model_save(w->model, params, w->cfg->save_model, meta,
+                           (int)(sizeof meta / sizeof meta[0] / 2), w->err, sizeof w->err);
+    if (rc == 0) {
+        ps_log_info("model saved to %s", w->cfg->save_model);
+    }
+    return rc;
 }

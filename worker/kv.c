@@ -82,8 +82,6 @@ struct ps_kv {
     int64_t rollback_step; /* the step it rolls back to */
     ps_kv_encode_t *encode; /* --wire / --compress: pushes encoded, sent as a copy;
                                NULL: fp32, zero-copy */
-    unsigned char *rows_msg; /* a rows push's frame (keys, then their rows): grown as needed */
-    size_t rows_cap;         /* its bytes */
 };
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
@@ -225,53 +223,34 @@ static void s_send_request(ps_kv_t *kv, int idx)
     }
 }
 
-/* Sends rows request idx to server i: a pull of its run of the keys (sent
- * from the caller's keys, which it leaves alone until the wait), a push of
- * the run and its rows (copied into one frame), an empty push when it has
- * none. Caller holds mu. */
+/* Sends rows request idx to server i: its run of the keys (a pull to a
+ * server with none is not sent; a push is, empty). Caller holds mu. */
 static void s_put_rows(ps_kv_t *kv, int idx, int i)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
-    const int push = sl->type == PS_KV_ROWS_PUSH;
-    uint64_t lo, hi;
-    ps_kv_slots_row_part(kv->slots, idx, i, &lo, &hi);
-    if (!push && hi == lo) {
-        return; /* nothing of ours there */
+    ps_frame_t f;
+    uint64_t nnz;
+    const int rc = ps_kv_slots_rows_frame(kv->slots, idx, i, &f, &nnz);
+    if (rc != 0 || (sl->type == PS_KV_ROWS_PULL && !nnz)) {
+        return; /* rc: the slot failed, with its reason */
     }
     Shardps__Header h;
-    ps_msg_header(&h, push ? PS_MSG_ROWS_PUSH : PS_MSG_ROWS_PULL, PS_ROLE_WORKER,
-                  ps_link_rank(kv->link));
+    ps_msg_header(&h, sl->type == PS_KV_ROWS_PUSH ? PS_MSG_ROWS_PUSH : PS_MSG_ROWS_PULL,
+                  PS_ROLE_WORKER, ps_link_rank(kv->link));
     h.token = ps_link_token(kv->link);
     h.request_id = ps_kv_slots_id(kv->slots, idx);
     h.step = sl->step;
     h.version = kv->versions[i];
     h.generation = kv->generation;
-    h.nnz = hi - lo;
-    h.dtype = h.nnz ? PS_DTYPE_F32 : PS_DTYPE_NONE;
-    const size_t kb = (size_t)h.nnz * sizeof *sl->keys, rb = (size_t)h.nnz * sl->dim * 4;
-    ps_frame_t f = {sl->keys + lo, kb};
-    int flags = 0;
-    if (push && h.nnz) {
-        if (kb + rb > kv->rows_cap) {
-            unsigned char *b = realloc(kv->rows_msg, kb + rb);
-            if (!b) {
-                ps_kv_slots_complete(kv->slots, idx, PS_ENOMEM, "out of memory for a rows push");
-                return;
-            }
-            kv->rows_msg = b;
-            kv->rows_cap = kb + rb;
-        }
-        memcpy(kv->rows_msg, sl->keys + lo, kb);
-        memcpy(kv->rows_msg + kb, sl->buf + lo * sl->dim, rb);
-        f = (ps_frame_t){kv->rows_msg, kb + rb};
-        flags = PS_SEND_COPY;
-    }
-    const int rc = ps_msg_send(kv->servers[i], NULL, h, &f, h.nnz ? 1 : 0, flags);
-    if (rc != 0) {
+    h.nnz = nnz;
+    /* a push's frame is the slots' buffer, reused for the next server's */
+    const int sent = ps_msg_send(kv->servers[i], NULL, h, &f, nnz ? 1 : 0,
+                                 sl->type == PS_KV_ROWS_PUSH ? PS_SEND_COPY : 0);
+    if (sent != 0) {
         char why[160];
-        snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(rc));
-        ps_kv_slots_complete(kv->slots, idx, rc, why);
-    } else if (push) {
+        snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(sent));
+        ps_kv_slots_complete(kv->slots, idx, sent, why);
+    } else if (sl->type == PS_KV_ROWS_PUSH) {
         kv->bytes_pushed += f.len;
     }
 }
@@ -811,7 +790,6 @@ void ps_kv_destroy(ps_kv_t **kvp)
     free(kv->items);
     free(kv->versions);
     ps_kv_encode_destroy(&kv->encode);
-    free(kv->rows_msg);
     free(kv);
     *kvp = NULL;
 }

@@ -79,7 +79,7 @@ int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad
                     uint64_t grad_end, int64_t step, float *dst, int64_t min_version);
 
 /* Embedding rows (a job with rows, proto/shardps.proto's MSG_ROWS_*): keys
- * keys[0 .. n), ascending by hash (ps_range_row_hash), each server's run of
+ * keys[0 .. n), ascending by hash (ps_rowkey_hash), each server's run of
  * them in one message. Pulls their rows, n x dim floats, into rows once
  * every server holding some is at version >= min_version. Returns a handle
  * or an error as ps_kv_push() (PS_EINVAL: no rows in this job, or another

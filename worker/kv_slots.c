@@ -23,6 +23,8 @@ struct ps_kv_slots {
     ps_rowrange_t *rows; /* n: each server's embedding rows (hashes) */
     uint64_t *row_lo;    /* PS_KV_SLOTS*n: the run of a rows request's keys server i holds */
     uint64_t *row_hi;
+    unsigned char *push; /* a rows push's payload (keys, then rows): grown as needed */
+    size_t push_cap;     /* its bytes */
 };
 
 int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
@@ -64,6 +66,7 @@ void ps_kv_slots_destroy(ps_kv_slots_t **tp)
         free(t->rows);
         free(t->row_lo);
         free(t->row_hi);
+        free(t->push);
         free(t);
         *tp = NULL;
     }
@@ -180,7 +183,7 @@ static uint64_t s_past(const uint64_t *keys, uint64_t lo, uint64_t n, uint64_t h
     uint64_t hi = n;
     while (lo < hi) {
         const uint64_t mid = lo + (hi - lo) / 2;
-        if (ps_range_row_hash(keys[mid]) <= h) {
+        if (ps_rowkey_hash(keys[mid]) <= h) {
             lo = mid + 1;
         } else {
             hi = mid;
@@ -218,6 +221,32 @@ void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, uint64_t *begi
     const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
     *begin = t->row_lo[k];
     *end = t->row_hi[k];
+}
+
+int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, ps_frame_t *f, uint64_t *nnz)
+{
+    const ps_kv_slot_t *sl = &t->slots[idx];
+    uint64_t lo, hi;
+    ps_kv_slots_row_part(t, idx, i, &lo, &hi);
+    const size_t kb = (size_t)(hi - lo) * sizeof *sl->keys, rb = (size_t)(hi - lo) * sl->dim * 4;
+    *nnz = hi - lo;
+    *f = (ps_frame_t){sl->keys + lo, kb};
+    if (sl->type != PS_KV_ROWS_PUSH || !*nnz) {
+        return 0;
+    }
+    if (kb + rb > t->push_cap) {
+        unsigned char *b = realloc(t->push, kb + rb);
+        if (!b) {
+            ps_kv_slots_complete(t, idx, PS_ENOMEM, "out of memory for a rows push");
+            return PS_ENOMEM;
+        }
+        t->push = b;
+        t->push_cap = kb + rb;
+    }
+    memcpy(t->push, sl->keys + lo, kb);
+    memcpy(t->push + kb, sl->buf + lo * sl->dim, rb);
+    *f = (ps_frame_t){t->push, kb + rb};
+    return 0;
 }
 
 ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,

@@ -127,6 +127,14 @@ int ps_kv_slots_open_rows(ps_kv_slots_t *t, ps_kv_req_t type, const uint64_t *ke
 void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, uint64_t *begin,
                           uint64_t *end);
 
+/*
+ * The payload of the rows request at idx to server i, its run of *nnz keys:
+ * a pull's keys (the caller's array itself), or a push's keys then their
+ * rows, gathered into the table's buffer (valid until the next call: send
+ * it as a copy). Returns 0, or PS_ENOMEM (the request fails with it).
+ */
+int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, ps_frame_t *f, uint64_t *nnz);
+
 /* What a push-pull at idx does with server i (whose keys of its range are
  * pull_part, non-empty): PS_KV_PUSH_PULL (every key pushed: one request),
  * PS_KV_PUSH (some: a push of push_part, then a pull), PS_KV_PULL (none). */

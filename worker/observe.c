@@ -154,3 +154,31 @@ void ps_worker_obs_epoch(ps_worker_obs_t *o, int epochs, double accuracy)
     ps_metric_set(o->epochs, epochs);
     ps_metric_set(o->accuracy, accuracy);
 }
+
+ps_worker_progress_t ps_worker_progress_start(double period, int64_t steps_per_epoch,
+                                              int64_t total, double samples_per_step)
+{
+    return (ps_worker_progress_t){period, steps_per_epoch, total, samples_per_step, ps_now(),
+                                  0};
+}
+
+void ps_worker_progress_log(ps_worker_progress_t *p, int epoch, int64_t t, double mean_loss,
+                            int64_t steps)
+{
+    const int64_t spe = p->steps_per_epoch, total = p->total;
+    const double now = ps_now();
+    if (now - p->last < p->period && t % spe != 0 && t != total) {
+        return;
+    }
+    const int64_t shown = total < spe ? total : spe; /* one epoch's steps, as this job runs */
+    const double dt = now - p->last, dsteps = (double)(steps - p->last_steps);
+    char eta[32] = "";
+    if (dsteps > 0 && t < total) {
+        snprintf(eta, sizeof eta, " eta=%.0fs", (double)(total - t) * dt / dsteps);
+    }
+    ps_log_info("epoch=%d/%lld step=%lld/%lld loss=%.4f samples_per_sec=%.0f%s", epoch + 1,
+                (long long)((total + spe - 1) / spe), (long long)(t - (int64_t)epoch * spe),
+                (long long)shown, mean_loss, dsteps * p->samples_per_step / dt, eta);
+    p->last = now;
+    p->last_steps = steps;
+}

@@ -39,6 +39,29 @@ void ps_worker_obs_step(ps_worker_obs_t *o, int64_t steps, int samples, double c
 /* Worker 0 evaluated: epochs evaluated so far and the test accuracy. */
 void ps_worker_obs_epoch(ps_worker_obs_t *o, int epochs, double accuracy);
 
+/* Worker 0's progress line: the epoch's step and mean loss, the samples per
+ * second of the whole job since the last line, and the time left at that
+ * rate; every `period` seconds, at each epoch's end and at the last step.
+ * Counted toward the job's last step: under --max-steps below an epoch,
+ * "epoch=1/1 step=12/20", not the epoch's full length. Plain data. */
+typedef struct {
+    double period;           /* seconds between lines (--progress) */
+    int64_t steps_per_epoch; /* the view's */
+    int64_t total;           /* the job's steps */
+    double samples_per_step; /* over all workers */
+    double last;             /* when the last line was logged */
+    int64_t last_steps;      /* steps done then */
+} ps_worker_progress_t;
+
+/* A progress line that starts counting now. */
+ps_worker_progress_t ps_worker_progress_start(double period, int64_t steps_per_epoch,
+                                              int64_t total, double samples_per_step);
+
+/* After `steps` steps, now at step t of epoch (0-based) with mean_loss:
+ * logs the line when one is due. */
+void ps_worker_progress_log(ps_worker_progress_t *p, int epoch, int64_t t, double mean_loss,
+                            int64_t steps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,25 +37,31 @@
 #include "kernels/threads.h"
 #include "proto/addr.h"
 #include "proto/curve.h"
+#include "worker/faults.h"
 #include "worker/preflight.h"
 
 /* Writes the parameters as raw little-endian float32 to pattern, its first
- * "%d" replaced by rank. */
-static int s_dump(const char *pattern, int rank, const float *p, size_t n)
+ * "%d" replaced by rank; a model with rows then the rows of every key of
+ * its click log (ctr_job.h). Returns 0, or a failure with w->err set. */
+static int s_dump(ps_worker_t *w, const char *pattern, const float *p, size_t n)
 {
     char path[4096];
     const char *at = strstr(pattern, "%d");
     if (at) {
-        snprintf(path, sizeof path, "%.*s%d%s", (int)(at - pattern), pattern, rank, at + 2);
+        snprintf(path, sizeof path, "%.*s%d%s", (int)(at - pattern), pattern, w->rank, at + 2);
     } else {
         snprintf(path, sizeof path, "%s", pattern);
     }
     FILE *f = fopen(path, "wb");
-    if (!f) {
-        return PS_EIO;
+    int rc = f && fwrite(p, sizeof(float), n, f) == n ? 0 : PS_EIO;
+    if (rc == 0 && w->ctr) {
+        rc = ps_ctr_job_dump_rows(w->ctr, w->kv, f, w->err, sizeof w->err);
     }
-    size_t w = fwrite(p, sizeof(float), n, f);
-    return (fclose(f) == 0 && w == n) ? 0 : PS_EIO;
+    if ((f && fclose(f) != 0) || (rc == PS_EIO && !w->err[0])) {
+        snprintf(w->err, sizeof w->err, "cannot write the parameters to %.200s", path);
+        rc = PS_EIO;
+    }
+    return rc;
 }
 
 /* Waits for a request; on failure leaves the reason in w->err. A request
@@ -169,40 +175,6 @@ static void s_push_ready(void *arg, size_t from)
     w->push_end = from;
 }
 
-/* --fault-nan-push: a NaN gradient for step t under our own token, before
- * the real ones; a server must refuse it without counting it. */
-static int s_fault_nan_push(ps_worker_t *w, int64_t t)
-{
-    static const float nan4[4] = {NAN, NAN, NAN, NAN};
-    int rc = ps_kv_wait(w->kv, ps_kv_push(w->kv, 0, 4, nan4, t));
-    if (rc != PS_ENONFINITE) {
-        snprintf(w->err, sizeof w->err, "--fault-nan-push: the NaN push for step %lld got %s, "
-                 "want a refusal as not finite", (long long)t, rc ? ps_strerror(rc) : "accepted");
-        return PS_ESTATE;
-    }
-    ps_log_info("--fault-nan-push: the NaN push for step %lld was refused: %s", (long long)t,
-                ps_kv_error(w->kv));
-    return 0;
-}
-
-/* --fault-huge-push: five finite pushes of 3e38 for step t under our own
- * token (accepted: finite), whose updates soon overflow; the servers must
- * undo those and go on. */
-static int s_fault_huge_push(ps_worker_t *w, int64_t t)
-{
-    static const float huge4[4] = {3e38f, 3e38f, 3e38f, 3e38f};
-    for (int i = 0; i < 5; i++) {
-        int rc = ps_kv_wait(w->kv, ps_kv_push(w->kv, 0, 4, huge4, t));
-        if (rc != 0) {
-            snprintf(w->err, sizeof w->err, "--fault-huge-push: push %d of 3e38 for step %lld "
-                     "got %s, want it accepted", i + 1, (long long)t, ps_strerror(rc));
-            return PS_ESTATE;
-        }
-    }
-    ps_log_info("--fault-huge-push: 5 pushes of 3e38 for step %lld accepted", (long long)t);
-    return 0;
-}
-
 /* Pushes step t's gradients and pulls the weights for the next step: what
  * the hook has not pushed yet goes now, then every handle is waited for. */
 int ps_worker_push_pull(ps_worker_t *w, int64_t t, float *params)
@@ -254,66 +226,15 @@ static void s_bytes(ps_worker_t *w, uint64_t sent0, uint64_t received0, uint64_t
     }
 }
 
-/* Worker 0 at the end: the trained model, with the job in its metadata. */
-static int s_save_model(ps_worker_t *w, const float *params)
-{
-    const ps_job_t *j = &w->job;
-    char mode[32], steps[32], epochs[16], seed[32], acc[32];
-    ps_job_mode_str(j, mode, sizeof mode);
-    snprintf(steps, sizeof steps, "%lld", (long long)w->done.steps);
-    snprintf(epochs, sizeof epochs, "%d", j->epochs);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)j->seed);
-    size_t ne = w->done.n_test_accuracy;
-    snprintf(acc, sizeof acc, "%.6f", ne ? w->accuracy[ne - 1] : -1.0);
-    const char *meta[] = {"format", "pt", "mode", mode, "steps", steps, "epochs", epochs,
-                          "seed", seed, "test_accuracy", acc};
-    int rc = ps_model_save(w->model, params, w->cfg->save_model, meta,
-                           (int)(sizeof meta / sizeof meta[0] / 2), w->err, sizeof w->err);
-    if (rc == 0) {
-        ps_log_info("model saved to %s", w->cfg->save_model);
-    }
-    return rc;
-}
-
-/* Worker 0's progress line, every --progress seconds, at each epoch's end
- * and at the last step: the epoch's step and mean loss, the samples per
- * second of the whole job since the last line, and the time left at that
- * rate. Counted toward the job's last step: under --max-steps below an epoch,
- * "epoch=1/1 step=12/20", not the epoch's full length. */
-static void s_log_progress(ps_worker_t *w, int epoch, int64_t t, double mean_loss,
-                           int64_t steps, double *last_log, int64_t *last_log_step)
-{
-    const int64_t spe = w->view->steps_per_epoch, total = w->view->total_steps;
-    const double now = ps_now();
-    if (now - *last_log < w->cfg->progress_seconds && t % spe != 0 && t != total) {
-        return;
-    }
-    const int64_t shown = total < spe ? total : spe; /* one epoch's steps, as this job runs */
-    const double dt = now - *last_log, dsteps = (double)(steps - *last_log_step);
-    char eta[32] = "";
-    if (dsteps > 0 && t < total) {
-        snprintf(eta, sizeof eta, " eta=%.0fs", (double)(total - t) * dt / dsteps);
-    }
-    ps_log_info("epoch=%d/%lld step=%lld/%lld loss=%.4f samples_per_sec=%.0f%s", epoch + 1,
-                (long long)((total + spe - 1) / spe), (long long)(t - (int64_t)epoch * spe),
-                (long long)shown, mean_loss,
-                dsteps * w->view->num_workers * w->job.batch / dt, eta);
-    *last_log = now;
-    *last_log_step = steps;
-}
-
 /* After the last step: worker 0's --save-model, and --dump-params. */
 static int s_write_outputs(ps_worker_t *w, const float *params)
 {
     int rc = 0;
     if (w->rank == 0 && w->cfg->save_model) {
-        rc = s_save_model(w, params);
+        rc = ps_worker_save_model(w, params);
     }
-    if (rc == 0 && w->cfg->dump_params &&
-        s_dump(w->cfg->dump_params, w->rank, params, w->view->num_params) != 0) {
-        snprintf(w->err, sizeof w->err, "cannot write the parameters to %s",
-                 w->cfg->dump_params);
-        rc = PS_EIO;
+    if (rc == 0 && w->cfg->dump_params) {
+        rc = s_dump(w, w->cfg->dump_params, params, w->view->num_params);
     }
     return rc;
 }
@@ -337,9 +258,25 @@ static int s_train_samples(const ps_worker_t *w)
     return w->ctr ? (int)ps_ctr_job_train_samples(w->ctr) : w->train.n;
 }
 
+/* Micro-batch j of mb samples of the step's batch: the model's step on it. */
+static int s_train_micro(ps_worker_t *w, int j, int mb, float *loss)
+{
+    if (w->resident) {
+        uint32_t *idx = ps_model_batch_idx(w->model); /* the slices before j are done */
+        memmove(idx, idx + (size_t)j * mb, (size_t)mb * sizeof *idx);
+        return ps_model_train_step_idx(w->model, mb, loss);
+    }
+    const size_t at = (size_t)j * mb;
+    return ps_model_train_step(w->model, w->x + at * PS_MODEL_IN_H * PS_MODEL_IN_W, w->y + at,
+                               mb, loss);
+}
+
 /* Step t's compute: the model's training step (with rows: pulled before it,
- * their gradient's push started after it, its handle in *rows_push).
- * Returns 0, PS_EAGAIN (a failover) or a failure with w->err set. */
+ * their gradient's push started after it, its handle in *rows_push). With
+ * --micro-batch, the batch's micro-batches one after another, their
+ * gradients summed in order as a server sums workers' (the servers divide
+ * by them all). Returns 0, PS_EAGAIN (a failover) or a failure with w->err
+ * set. */
 static int s_compute(ps_worker_t *w, int64_t t, int b, float *loss, int *rows_push)
 {
     *rows_push = -1;
@@ -347,12 +284,26 @@ static int s_compute(ps_worker_t *w, int64_t t, int b, float *loss, int *rows_pu
         return ps_ctr_job_step(w->ctr, w->kv, t, s_pull_version(&w->job, t - 1), loss,
                                rows_push, w->err, sizeof w->err);
     }
-    int rc = w->resident ? ps_model_train_step_idx(w->model, b, loss)
-                         : ps_model_train_step(w->model, w->x, w->y, b, loss);
-    if (rc != 0) {
-        snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
+    const int k = ps_job_micro_batches(&w->job);
+    const size_t P = ps_model_num_params(w->model);
+    float *grads = ps_model_grads(w->model), sum = 0;
+    for (int j = 0; j < k; j++) {
+        float l;
+        int rc = s_train_micro(w, j, b / k, &l);
+        if (rc != 0) {
+            snprintf(w->err, sizeof w->err, "training step failed: %s", ps_strerror(rc));
+            return rc;
+        }
+        if (k > 1) {
+            ps_optim_accumulate(w->micro_sum, grads, 1.0f, P, j == 0);
+        }
+        sum += l;
     }
-    return rc;
+    if (k > 1) {
+        memcpy(grads, w->micro_sum, P * sizeof *grads);
+    }
+    *loss = sum / (float)k;
+    return 0;
 }
 
 /* The step loop. rolled_back: start with a pending failover's rollback (the
@@ -375,9 +326,11 @@ static int s_train(ps_worker_t *w, int rolled_back)
     }
     /* Resumed: the data position, the lr schedule and the pull versions all
      * follow from the step. */
-    int64_t t = w->view->start_step, steps = 0, last_log_step = 0;
+    int64_t t = w->view->start_step, steps = 0;
     int epoch = -1, nsteps = 0;
-    double loss_sum = 0, t0 = ps_now(), last_log = t0;
+    double loss_sum = 0, t0 = ps_now();
+    ps_worker_progress_t progress = ps_worker_progress_start(
+        w->cfg->progress_seconds, spe, total, (double)M * b);
     while ((rc == 0 && t < total) || rc == PS_EAGAIN) {
         if (rc == PS_EAGAIN) {
             rc = ps_worker_rollback(w, &t);
@@ -406,10 +359,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
         w->push_end = P;
         w->npush = 0;
         w->push_rc = 0;
-        if (!ring && t == w->cfg->fault_huge_push && (rc = s_fault_huge_push(w, t)) != 0) {
-            return rc;
-        }
-        if (!ring && t == w->cfg->fault_nan_push && (rc = s_fault_nan_push(w, t)) != 0) {
+        if (!ring && (rc = ps_fault_push(w->kv, w->cfg, t, w->err, sizeof w->err)) != 0) {
             return rc;
         }
         int rows_push;
@@ -466,7 +416,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
             return rc;
         }
         if (rank == 0) {
-            s_log_progress(w, e, t, loss_sum / nsteps, steps, &last_log, &last_log_step);
+            ps_worker_progress_log(&progress, e, t, loss_sum / nsteps, steps);
         }
     }
     if (rc == 0 && epoch >= 0) {
@@ -534,8 +484,8 @@ static int s_device_setup(ps_worker_t *w)
  * buffers take its batches), and the sample order's buffer. */
 static int s_build_ctr(ps_worker_t *w, int max_batch)
 {
-    int rc = ps_ctr_job_new(&w->ctr, w->cfg->ctr_data, w->model, max_batch, w->err,
-                            sizeof w->err);
+    int rc = ps_ctr_job_new(&w->ctr, w->cfg->ctr_data, w->model, max_batch,
+                            w->job.micro_batch, w->err, sizeof w->err);
     if (rc != 0) {
         return rc;
     }
@@ -587,10 +537,13 @@ static int s_build_model(ps_worker_t *w)
         return rc;
     }
     w->order = malloc((size_t)w->train.n * sizeof *w->order);
+    if (ps_job_micro_batches(j) > 1) {
+        w->micro_sum = malloc(ps_model_num_params(w->model) * sizeof *w->micro_sum);
+    }
     /* the step copies these in overlapped, and is done with them on return */
     w->x = ps_model_batch_x(w->model);
     w->y = ps_model_batch_y(w->model);
-    if (!w->order) {
+    if (!w->order || (ps_job_micro_batches(j) > 1 && !w->micro_sum)) {
         snprintf(w->err, sizeof w->err, "out of memory");
         return PS_ENOMEM;
     }
@@ -721,7 +674,8 @@ static int s_start(ps_worker_t *w)
         if (cfg->overlap && !w->mpi && (rc = ps_allreduce_overlap_start(w)) != 0) {
             return rc;
         }
-    } else if (cfg->overlap && ps_job_chunked(j)) {
+    } else if (cfg->overlap && ps_job_chunked(j) && ps_job_micro_batches(j) == 1) {
+        /* micro-batches push their sum: nothing is final before the last */
         ps_model_set_grad_ready(w->model, s_push_ready, w);
     }
     /* A worker joining a running job pulls the parameters of its first step
@@ -825,6 +779,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     ps_trace_close();
     ps_worker_obs_destroy(&w.obs);
     free(w.order);
+    free(w.micro_sum);
     free(w.state);
     free(w.sums);
     free(w.view);

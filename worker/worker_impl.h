@@ -1,9 +1,10 @@
 /*
  * worker/worker_impl.h - the state of one worker, shared by the files of its
  * training loop: worker.c (start, the step loop, push and pull),
- * allreduce.c (the ring's side of a step) and evaluate.c (test accuracy).
+ * allreduce.c (the ring's side of a step), evaluate.c (evaluations and the
+ * model file) and recover.c (after a failover).
  *
- * Not a public interface: only those three include it. Everything else
+ * Not a public interface: only those four include it. Everything else
  * reaches a worker through worker/worker.h.
  */
 #ifndef PS_WORKER_IMPL_H
@@ -65,6 +66,7 @@ typedef struct {
                         as the ring: a failed ring may still hold its frames) */
     ps_dataset_t train, test;
     ps_ctr_job_t *ctr; /* --model ctr: the click log and the batch's rows; else NULL */
+    float *micro_sum;  /* --micro-batch: the sum of a step's micro-batch gradients (P) */
     uint32_t *order; /* this epoch's global sample order */
     int resident;    /* 1: the training set lives on the device (ps_model_set_data) */
     float *x;        /* batch images: the model's pinned buffer; borrowed */
@@ -90,6 +92,10 @@ void ps_worker_init_params(ps_worker_t *w);
  * epoch 0: an --eval-every point within an epoch, only logged. Returns 0,
  * PS_ENONFINITE (diverged) or PS_ENOMEM, with w->err set. (evaluate.c) */
 int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_train);
+
+/* Worker 0 at the end: the trained model params to --save-model, with the
+ * job in its metadata. Returns 0 or an error with w->err set. (evaluate.c) */
+int ps_worker_save_model(ps_worker_t *w, const float *params);
 
 /* Waits for request handle (or passes on a failed submission's PS_E*);
  * a failure sets w->err to "WHAT failed: why". (worker.c) */

@@ -22,12 +22,27 @@
  * storm), then closes them; prints how many. A secure job must not notice.
  *        sps-malformed --claim SERVER_ENDPOINT WORKERS ROUNDS
  *        sps-malformed --no-read SCHEDULER_ENDPOINT NUM_PARAMS PULLS DIR
+ *        sps-malformed --rows SCHEDULER_ENDPOINT NUM_PARAMS CASES
  *
  * --forge: for SECONDS, from a stranger's connection, sends the scheduler
  * failure (SHUTDOWN), REPORT, DONE, BARRIER, MODEL_INFO, CHECKPOINT and
  * HEARTBEAT messages naming each server and worker in turn, with bodies a
  * real node's would abort the job for; prints how many it sent. The job must
  * go on as if nothing was sent.
+ *
+ * --rows (a sync --model ctr job of 2 workers and 2 or more servers): joins
+ * as worker 1 once worker 0 initialised the parameters, records server 0's
+ * shard and the rows of its first 8 keys by hash, then with CASES 1 sends it
+ * one malformed rows message per case (keys out of hash order, repeated or
+ * another server's; payloads that do not match nnz or the rows' width; nnz
+ * past the protocol's bound; a key range or keys in the header; a forged
+ * token, an unknown sender, a wrong step, a NaN, a version past 2^53; a
+ * server's own MSG_ROWS), each to be answered MSG_ERROR with its PS_E* and
+ * nothing else; the shard and the rows must be bitwise unchanged. Prints
+ * "cases=N" and "repeats=K" as the dense cases do (CASES 0: none; the
+ * control). Then plays worker 1 to the job's end: at each step a zero
+ * gradient of every server's shard and a rows push of no keys, and DONE, so
+ * worker 0's parameters are those of a job without the cases.
  *
  * --claim: ROUNDS times, 20 ms apart, from a stranger's connection, sends a
  * server pulls, pushes and inits of keys [0, 4) (the pushes and inits carry
@@ -128,19 +143,20 @@ static void s_keepalive(s_client_t *c)
     }
 }
 
-/* Waits up to timeout s for one message from the server. Returns 1 with *m
- * filled, 0 on timeout. A message that fails ps_msg_recv is a failure: every
- * reply the server sends must itself be well-formed. */
-static int s_wait_reply(s_client_t *c, ps_msg_t *m, double timeout, const char *what)
+/* Waits up to timeout s for one message from the server at sock. Returns 1
+ * with *m filled, 0 on timeout. A message that fails ps_msg_recv is a
+ * failure: every reply the server sends must itself be well-formed. */
+static int s_wait_on(s_client_t *c, ps_sock_t *sock, ps_msg_t *m, double timeout,
+                     const char *what)
 {
     double deadline = ps_now() + timeout;
     while (ps_now() < deadline) {
         s_keepalive(c);
-        ps_pollitem_t it = {.sock = c->srv};
+        ps_pollitem_t it = {.sock = sock};
         if (ps_poll(&it, 1, 100) <= 0) {
             continue;
         }
-        int rc = ps_msg_recv(c->srv, 0, m);
+        int rc = ps_msg_recv(sock, 0, m);
         if (rc != 0) {
             s_die("%s: the server's answer does not decode: %s (%s)", what, ps_strerror(rc),
                   m->why);
@@ -148,6 +164,12 @@ static int s_wait_reply(s_client_t *c, ps_msg_t *m, double timeout, const char *
         return 1;
     }
     return 0;
+}
+
+/* As s_wait_on(), from server 0. */
+static int s_wait_reply(s_client_t *c, ps_msg_t *m, double timeout, const char *what)
+{
+    return s_wait_on(c, c->srv, m, timeout, what);
 }
 
 /* Sends a raw multipart message: header bytes, then frames. */
@@ -416,6 +438,15 @@ static void s_run_cases(s_client_t *c)
 
     h = s_f32_header(c, PS_MSG_PULL, b, b + 4, 16);
     s_case(c, "pull with a payload", PS_ERANGE, &h, 16);
+
+    /* Embedding rows (protocol 8) to a job without them: two keys, and a
+     * push's two rows of poison, refused before any key is read. */
+    h = s_f32_header(c, PS_MSG_ROWS_PULL, 0, 0, 16);
+    h.nnz = 2;
+    s_case(c, "rows pull to a job without rows", PS_ERANGE, &h, 16);
+    h = s_f32_header(c, PS_MSG_ROWS_PUSH, 0, 0, 24);
+    h.nnz = 2;
+    s_case(c, "rows push to a job without rows", PS_ERANGE, &h, 24);
 
     /* Integers from the network at their extremes: refused before any
      * arithmetic (the UBSan build reports any signed overflow). */
@@ -962,6 +993,364 @@ static int s_connflood(const char *dir, int n, double seconds, char **eps, int n
     return 0;
 }
 
+/* ---- embedding rows: --rows, against the servers of a --model ctr job ---- */
+
+/* The key whose hash is server s's first row hash + i: ascending i gives
+ * keys in ascending order of hash. */
+static uint64_t s_row_key(const s_client_t *c, int s, uint64_t i)
+{
+    return ps_rowkey_unhash(c->view->servers[s].rows.first + i);
+}
+
+/* Bytes of a rows payload of nk keys and nrows rows of `dim` floats. */
+static size_t s_rows_len(size_t nk, size_t nrows, size_t dim)
+{
+    return nk * sizeof(uint64_t) + nrows * dim * sizeof(float);
+}
+
+/* A rows message of type t from us, fp32, naming nnz keys (no key range),
+ * with payload_len bytes announced. */
+static Shardps__Header s_rows_header(s_client_t *c, ps_msg_type_t t, uint64_t nnz,
+                                     uint64_t payload_len)
+{
+    Shardps__Header h = s_header(c, t, 0, 0);
+    h.dtype = PS_DTYPE_F32;
+    h.nnz = nnz;
+    h.payload_len = payload_len;
+    return h;
+}
+
+/* Case `name`: sends h with one frame of the keys keys[0..nk) followed by
+ * nrows rows of `dim` floats of value v (no frame when that is 0 bytes), and
+ * checks the answer is MSG_ERROR with `status` (s_expect). */
+static void s_rows_case(s_client_t *c, const char *name, int status, const Shardps__Header *h,
+                        const uint64_t *keys, size_t nk, size_t nrows, size_t dim, float v)
+{
+    static unsigned char buf[1 << 16];
+    size_t len = s_rows_len(nk, nrows, dim);
+    if (len > sizeof buf) {
+        s_die("%s: a payload of %zu bytes is too big for the case", name, len);
+    }
+    memcpy(buf, keys, nk * sizeof *keys);
+    for (size_t i = 0; i < nrows * dim; i++) {
+        memcpy(buf + nk * sizeof *keys + i * sizeof v, &v, sizeof v);
+    }
+    const void *data[1] = {buf};
+    s_send_header(c, h, data, &len, len ? 1 : 0);
+    s_expect(c, name, status, h, 0);
+}
+
+/* Pulls the rows of keys[0..n) (server 0's, in order of hash) at version >=
+ * 0 into out (n x dim floats). Returns the served version. */
+static int64_t s_pull_rows(s_client_t *c, const uint64_t *keys, size_t n, size_t dim,
+                           float *out, const char *what)
+{
+    Shardps__Header h = s_rows_header(c, PS_MSG_ROWS_PULL, n, 0);
+    const ps_frame_t f = {keys, n * sizeof *keys};
+    if (ps_msg_send(c->srv, NULL, h, &f, 1, PS_SEND_COPY) != 0) {
+        s_die("%s: cannot send the rows pull", what);
+    }
+    ps_msg_t m = {0};
+    if (!s_wait_reply(c, &m, 60.0, what)) {
+        s_die("%s: no answer to the rows pull within 60 s", what);
+    }
+    size_t len = 0;
+    const void *p = m.nframes == 1 ? ps_msg_frame(&m, 0, &len) : NULL;
+    if (m.hdr.type != PS_MSG_ROWS || m.hdr.request_id != h.request_id || m.hdr.nnz != n || !p ||
+        len != n * dim * sizeof(float)) {
+        s_die("%s: bad rows reply: %s for request %llu, nnz %llu, %zu bytes (%s)", what,
+              ps_codec_type_name(m.hdr.type), (unsigned long long)m.hdr.request_id,
+              (unsigned long long)m.hdr.nnz, len, m.hdr.error);
+    }
+    memcpy(out, p, len);
+    const int64_t version = m.hdr.version;
+    ps_msg_close(&m);
+    return version;
+}
+
+/* The malformed rows messages, one case each, to server 0 of a job whose
+ * rows have dim floats: keys out of hash order, repeated, another server's;
+ * payloads that do not match nnz and dim; nnz past the protocol's bound; a
+ * key range; keys in the header; a forged token, an unknown sender; a wrong
+ * step, a NaN, a version past 2^53. */
+static void s_run_rows_cases(s_client_t *c, size_t D)
+{
+    const uint64_t ok[3] = {s_row_key(c, 0, 1), s_row_key(c, 0, 2), s_row_key(c, 0, 3)};
+    const uint64_t unsorted[3] = {ok[1], ok[0], ok[2]}, repeated[3] = {ok[0], ok[1], ok[1]};
+    const uint64_t outside[2] = {ok[0], s_row_key(c, 1, 0)}; /* in hash order */
+    const size_t keys3 = s_rows_len(3, 0, D), push3 = s_rows_len(3, 3, D);
+    const int PULL = PS_MSG_ROWS_PULL, PUSH = PS_MSG_ROWS_PUSH;
+    Shardps__Header h;
+
+    /* The keys, checked with the frame. */
+    h = s_rows_header(c, PULL, 3, keys3);
+    s_rows_case(c, "rows pull of keys out of hash order", PS_ERANGE, &h, unsorted, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, push3);
+    s_rows_case(c, "rows push of keys out of hash order", PS_ERANGE, &h, unsorted, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PULL, 3, keys3);
+    s_rows_case(c, "rows pull of a repeated key", PS_ERANGE, &h, repeated, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, push3);
+    s_rows_case(c, "rows push of a repeated key", PS_ERANGE, &h, repeated, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PULL, 2, s_rows_len(2, 0, D));
+    s_rows_case(c, "rows pull of another server's key", PS_ERANGE, &h, outside, 2, 0, D, 0);
+    h = s_rows_header(c, PUSH, 2, s_rows_len(2, 2, D));
+    s_rows_case(c, "rows push of another server's key", PS_ERANGE, &h, outside, 2, 2, D, 1e30f);
+
+    /* Payloads that do not match nnz (and the rows' width). */
+    h = s_rows_header(c, PULL, 4, keys3);
+    s_rows_case(c, "rows pull of nnz 4 with 3 keys' bytes", PS_ERANGE, &h, ok, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, keys3);
+    s_rows_case(c, "rows push of keys without rows", PS_ERANGE, &h, ok, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, s_rows_len(3, 3, D + 1));
+    s_rows_case(c, "rows push of rows of embed_dim + 1", PS_ERANGE, &h, ok, 3, 3, D + 1, 1e30f);
+    h = s_rows_header(c, PULL, 3, push3);
+    s_rows_case(c, "rows pull with rows", PS_ERANGE, &h, ok, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PUSH, 0, sizeof(uint64_t));
+    s_rows_case(c, "rows push of nnz 0 with a frame", PS_ERANGE, &h, ok, 1, 0, D, 0);
+    h = s_rows_header(c, PULL, 0, 0);
+    h.step = 1; /* a version to come: it would wait */
+    s_send_header(c, &h, NULL, NULL, 0);
+    s_expect(c, "rows pull of no keys", PS_ERANGE, &h, 0);
+    h = s_rows_header(c, PUSH, 3, push3);
+    s_send_header(c, &h, (const void *const[]){s_poison}, (size_t[]){keys3}, 1);
+    s_expect(c, "rows push shorter than its header", PS_EPROTO, &h, 0);
+
+    /* nnz past the protocol's bound, and a dtype other than fp32: the codec. */
+    h = s_rows_header(c, PUSH, (uint64_t)PS_MAX_ROWS_MSG + 1, push3);
+    s_rows_case(c, "rows push of nnz 2^20 + 1", PS_EPROTO, &h, ok, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PULL, UINT64_MAX, keys3);
+    s_rows_case(c, "rows pull of nnz 2^64 - 1", PS_EPROTO, &h, ok, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, push3);
+    h.dtype = PS_DTYPE_BF16;
+    s_rows_case(c, "rows push in bf16", PS_EPROTO, &h, ok, 3, 3, D, 1e30f);
+
+    /* A key range, and keys in the header, instead of the frame's keys. */
+    h = s_rows_header(c, PULL, 3, keys3);
+    h.key_begin = c->shard.begin;
+    h.key_end = c->shard.begin + 4;
+    s_rows_case(c, "rows pull with key_begin, key_end", PS_ERANGE, &h, ok, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, push3);
+    h.key_end = 4;
+    s_rows_case(c, "rows push with key_end", PS_ERANGE, &h, ok, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PULL, 3, keys3);
+    h.n_keys = 3;
+    h.keys = (uint64_t *)ok;
+    s_rows_case(c, "rows pull with keys in the header", PS_EPROTO, &h, ok, 3, 0, D, 0);
+
+    /* Who sends, and when. */
+    h = s_rows_header(c, PUSH, 3, push3);
+    h.token ^= 1;
+    s_rows_case(c, "rows push with a forged token", PS_ENOENT, &h, ok, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PULL, 3, keys3);
+    h.token = 0;
+    s_rows_case(c, "rows pull with no token", PS_ENOENT, &h, ok, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, push3);
+    h.sender = 7;
+    s_rows_case(c, "rows push from W7 of 2", PS_ENOENT, &h, ok, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PUSH, 3, push3);
+    h.step = 5;
+    s_rows_case(c, "rows push for a wrong step", PS_ESTATE, &h, ok, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PUSH, 3, push3);
+    s_rows_case(c, "rows push of a NaN", PS_ENONFINITE, &h, ok, 3, 3, D, NAN);
+    h = s_rows_header(c, PULL, 3, keys3);
+    h.step = INT64_MAX;
+    s_rows_case(c, "rows pull for version INT64_MAX", PS_ERANGE, &h, ok, 3, 0, D, 0);
+    h = s_rows_header(c, PS_MSG_ROWS, 3, s_rows_len(0, 3, D));
+    s_rows_case(c, "rows reply to a server", PS_EPROTO, &h, ok, 0, 3, D, 1e30f);
+}
+
+/* Waits for the start barrier's end, answering the scheduler. */
+static void s_barrier(s_client_t *c, const char *name)
+{
+    char err[256];
+    Shardps__Barrier b = SHARDPS__BARRIER__INIT;
+    b.name = (char *)name;
+    if (ps_link_send(c->link, PS_MSG_BARRIER, &b.base) != 0) {
+        s_die("cannot enter barrier %s", name);
+    }
+    for (double deadline = ps_now() + 120.0;;) {
+        if (ps_now() > deadline) {
+            s_die("barrier %s did not end within 120 s", name);
+        }
+        ps_pollitem_t it = {.sock = ps_link_sock(c->link)};
+        if (ps_poll(&it, 1, 100) > 0) {
+            ps_msg_t m = {0};
+            int done = 0;
+            if (ps_msg_recv(ps_link_sock(c->link), 0, &m) == 0) {
+                ps_link_event_t ev = ps_link_handle(c->link, &m, err, sizeof err);
+                if (ev == PS_LINK_SHUTDOWN || ev == PS_LINK_ABORTED) {
+                    s_die("the job ended in barrier %s: %s", name,
+                          ev == PS_LINK_ABORTED ? err : "shutdown");
+                }
+                done = ev == PS_LINK_MESSAGE && m.hdr.type == PS_MSG_BARRIER_DONE;
+            }
+            ps_msg_close(&m);
+            if (done) {
+                return;
+            }
+        }
+        if (ps_link_tick(c->link, err, sizeof err) == PS_LINK_LOST) {
+            s_die("%s", err);
+        }
+    }
+}
+
+/* Plays worker 1 of a sync job with rows to its end: the start barrier,
+ * then at each step, to every server, a rows push of no keys, a zero
+ * gradient of its whole shard and a rows pull of one of its keys that waits
+ * for the step's end (a dense pull may be answered as soon as its chunk is
+ * applied, before the step's rows are), each answered so and nothing else;
+ * then DONE. Returns once the job ended. */
+static void s_play_steps(s_client_t *c, ps_sock_t **socks)
+{
+    const int S = c->view->num_servers;
+    uint64_t most = 0;
+    for (int s = 0; s < S; s++) {
+        uint64_t n = c->view->servers[s].end - c->view->servers[s].begin;
+        most = n > most ? n : most;
+    }
+    float *zeros = calloc(most, sizeof *zeros);
+    if (!zeros) {
+        s_die("out of memory");
+    }
+    s_barrier(c, "init");
+    const int64_t first = c->view->start_step, last = c->view->total_steps;
+    for (int64_t t = first; t < last; t++) {
+        uint64_t ids[PS_MAX_SERVERS][3];
+        for (int s = 0; s < S; s++) {
+            const ps_server_info_t *sv = &c->view->servers[s];
+            Shardps__Header rows = s_rows_header(c, PS_MSG_ROWS_PUSH, 0, 0);
+            Shardps__Header push = s_f32_header(c, PS_MSG_PUSH, sv->begin, sv->end, 0);
+            const uint64_t key = s_row_key(c, s, 0);
+            Shardps__Header pull = s_rows_header(c, PS_MSG_ROWS_PULL, 1, sizeof key);
+            rows.step = push.step = t;
+            rows.version = push.version = t;
+            pull.step = t + 1;
+            const ps_frame_t f = {zeros, (sv->end - sv->begin) * sizeof *zeros};
+            const ps_frame_t k = {&key, sizeof key};
+            if (ps_msg_send(socks[s], NULL, rows, NULL, 0, 0) != 0 ||
+                ps_msg_send(socks[s], NULL, push, &f, 1, PS_SEND_COPY) != 0 ||
+                ps_msg_send(socks[s], NULL, pull, &k, 1, PS_SEND_COPY) != 0) {
+                s_die("step %lld: cannot send to S%d", (long long)t, s);
+            }
+            ids[s][0] = rows.request_id;
+            ids[s][1] = push.request_id;
+            ids[s][2] = pull.request_id;
+        }
+        for (int s = 0; s < S; s++) {
+            for (int k = 0; k < 3; k++) {
+                ps_msg_t m = {0};
+                if (!s_wait_on(c, socks[s], &m, 60.0, "step")) {
+                    s_die("step %lld: S%d did not answer within 60 s", (long long)t, s);
+                }
+                int want = k < 2 ? PS_MSG_PUSH_ACK : PS_MSG_ROWS;
+                if ((int)m.hdr.type != want || m.hdr.request_id != ids[s][k] ||
+                    (k == 2 && m.hdr.version < t + 1)) {
+                    s_die("step %lld: S%d answered %s for request %llu at version %lld, want "
+                          "%s for %llu (%s)", (long long)t, s, ps_codec_type_name(m.hdr.type),
+                          (unsigned long long)m.hdr.request_id, (long long)m.hdr.version,
+                          ps_codec_type_name(want), (unsigned long long)ids[s][k],
+                          m.hdr.error);
+                }
+                ps_msg_close(&m);
+            }
+        }
+    }
+    free(zeros);
+    Shardps__Done done = SHARDPS__DONE__INIT;
+    done.steps = last - first;
+    if (ps_link_send(c->link, PS_MSG_DONE, &done.base) != 0) {
+        s_die("cannot send DONE");
+    }
+    s_idle_until(c->link, NULL);
+    printf("played W%d through steps %lld to %lld; the job ended\n", ps_link_rank(c->link),
+           (long long)first, (long long)last - 1);
+}
+
+/* --rows: see the header. */
+static int s_rows_job(const char *sched, uint64_t P, int cases)
+{
+    s_client_t c = {0};
+    char err[256];
+    ps_job_t job;
+    ps_sock_t *socks[PS_MAX_SERVERS] = {0};
+    c.view = calloc(1, sizeof *c.view);
+    if (ps_ctx_new(&c.ctx) != 0 || !c.view) {
+        s_die("out of memory");
+    }
+    if (ps_link_join(&c.link, c.ctx, sched, PS_ROLE_WORKER, 1, NULL, NULL, 30.0, 30.0, &job, err,
+                     sizeof err) != 0) {
+        s_die("join: %s", err);
+    }
+    Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
+    info.num_params = P;
+    info.train_samples = 1000;
+    if (ps_link_wait_view(c.link, &info, c.view, err, sizeof err) != 0) {
+        s_die("view: %s", err);
+    }
+    const ps_view_t *v = c.view;
+    const size_t D = (size_t)v->job.embed_dim;
+    if (ps_link_rank(c.link) != 1 || v->num_workers != 2 || v->num_servers < 2 ||
+        v->num_params != P || v->job.mode != PS_MODE_SYNC || !ps_job_has_rows(&v->job) ||
+        v->servers[0].rows.last >= v->servers[1].rows.first) {
+        s_die("unexpected job: rank %d, %d workers, %d servers, P=%llu, embed_dim %zu",
+              ps_link_rank(c.link), v->num_workers, v->num_servers,
+              (unsigned long long)v->num_params, D);
+    }
+    for (int s = 0; s < v->num_servers; s++) {
+        if (ps_sock_new(c.ctx, PS_SOCK_DEALER, &socks[s], err, sizeof err) != 0 ||
+            ps_sock_connect(socks[s], v->servers[s].endpoint) != 0) {
+            s_die("cannot connect to %s", v->servers[s].endpoint);
+        }
+    }
+    c.srv = socks[0];
+    c.shard = (ps_range_t){v->servers[0].begin, v->servers[0].end};
+    enum { K = 8 }; /* rows compared: server 0's first keys by hash, the cases' among them */
+    uint64_t keys[K];
+    for (int i = 0; i < K; i++) {
+        keys[i] = s_row_key(&c, 0, (uint64_t)i);
+    }
+    const size_t n = ps_range_len(c.shard);
+    float *before = malloc(n * sizeof(float)), *after = malloc(n * sizeof(float));
+    float *rows0 = malloc(K * D * sizeof(float)), *rows1 = malloc(K * D * sizeof(float));
+    if (!before || !after || !rows0 || !rows1) {
+        s_die("out of memory");
+    }
+    const int64_t v0 = s_pull_shard(&c, before, "initial pull");
+    s_pull_rows(&c, keys, K, D, rows0, "initial rows pull");
+    if (cases) {
+        s_run_rows_cases(&c, D);
+    }
+    const int64_t v1 = s_pull_shard(&c, after, "final pull");
+    s_pull_rows(&c, keys, K, D, rows1, "final rows pull");
+    if (v1 != v0 || memcmp(before, after, n * sizeof(float)) != 0 ||
+        memcmp(rows0, rows1, K * D * sizeof(float)) != 0) {
+        s_die("S0 changed: version %lld to %lld, shard %s, rows %s", (long long)v0,
+              (long long)v1, memcmp(before, after, n * sizeof(float)) ? "changed" : "same",
+              memcmp(rows0, rows1, K * D * sizeof(float)) ? "changed" : "same");
+    }
+    ps_msg_t m = {0};
+    if (s_wait_reply(&c, &m, 0.3, "stray check")) {
+        s_die("an extra %s arrived for request %llu", ps_codec_type_name(m.hdr.type),
+              (unsigned long long)m.hdr.request_id);
+    }
+    printf("S0's shard and %d rows unchanged after %d malformed rows messages\n"
+           "cases=%d\nrepeats=%d\n", K, c.cases, c.cases, c.repeats);
+    s_play_steps(&c, socks);
+    free(before);
+    free(after);
+    free(rows0);
+    free(rows1);
+    for (int s = 0; s < v->num_servers; s++) {
+        ps_sock_set_linger(socks[s], 0);
+        ps_sock_destroy(&socks[s]);
+    }
+    ps_link_destroy(&c.link);
+    ps_ctx_destroy(&c.ctx);
+    free(c.view);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -980,10 +1369,13 @@ int main(int argc, char **argv)
     if (argc == 6 && !strcmp(argv[1], "--no-read")) {
         return s_no_read(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]), argv[5]);
     }
+    if (argc == 5 && !strcmp(argv[1], "--rows")) {
+        return s_rows_job(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    }
     if (argc != 3) {
         fprintf(stderr, "usage: %s SCHEDULER_ENDPOINT NUM_PARAMS | --forge SCHEDULER SERVERS "
                 "WORKERS SECONDS | --claim SERVER WORKERS ROUNDS | --no-read SCHEDULER "
-                "NUM_PARAMS PULLS DIR\n", argv[0]);
+                "NUM_PARAMS PULLS DIR | --rows SCHEDULER NUM_PARAMS CASES\n", argv[0]);
         return 2;
     }
     ps_log_set_role("T", 1);

@@ -256,10 +256,10 @@ START_TEST(sum_rows_merges_weighted_parts)
     const ps_rows_part_t parts[] = {{s_k0, s_g0, 3, 2.0f}, {s_k1, s_g1, 3, 0.5f}};
     uint64_t *keys = NULL, cap = 0;
     float *grads = NULL;
-    ck_assert_int_eq(ps_consistency_sum_rows(parts, 2, S_DIM, &keys, &grads, &cap), 5);
+    ck_assert_int_eq(ps_optim_sum_rows(parts, 2, S_DIM, &keys, &grads, &cap), 5);
     ck_assert_float_eq(grads[2 * S_DIM], 2.0f * s_g0[2] + 0.5f * s_g1[2]);
     ck_assert_float_eq(grads[1 * S_DIM], 2.0f * s_g0[0]);
-    ck_assert_int_eq(ps_consistency_sum_rows(parts, 0, S_DIM, &keys, &grads, &cap), 0);
+    ck_assert_int_eq(ps_optim_sum_rows(parts, 0, S_DIM, &keys, &grads, &cap), 0);
     free(keys);
     free(grads);
 }
@@ -269,8 +269,8 @@ int main(void)
 {
     const uint64_t h0[] = {3, 7, 9}, h1[] = {1, 7, 12};
     for (int i = 0; i < 3; i++) {
-        s_k0[i] = ps_range_row_unhash(h0[i]);
-        s_k1[i] = ps_range_row_unhash(h1[i]);
+        s_k0[i] = ps_rowkey_unhash(h0[i]);
+        s_k1[i] = ps_rowkey_unhash(h1[i]);
     }
     ps_log_set_level("err");
     Suite *s = suite_create("consistency_rows");

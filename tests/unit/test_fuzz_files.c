@@ -1,11 +1,16 @@
 /*
- * tests/unit/test_fuzz_files.c - the two readers of files from outside,
- * safetensors (common/safetensors.h) and checkpoint manifests
- * (scheduler/manifest.h), fed mutated files: truncations, huge or wrong
- * header lengths, random byte and bit flips, inserted JSON tokens, deleted
- * and duplicated spans (so duplicated keys), and changes made on the parsed
- * document (wrong dtypes and shapes, offsets past the end or overlapping,
- * wrong steps, sizes, checksums and file names, values of the wrong type).
+ * tests/unit/test_fuzz_files.c - the readers of files from outside,
+ * safetensors (common/safetensors.h), checkpoint manifests
+ * (scheduler/manifest.h) and a checkpoint part with embedding rows as a
+ * server loads it (server/checkpoint.h), fed mutated files: truncations,
+ * huge or wrong header lengths, random byte and bit flips, inserted JSON
+ * tokens, deleted and duplicated spans (so duplicated keys), and changes
+ * made on the parsed document (wrong dtypes and shapes, offsets past the
+ * end or overlapping, wrong steps, sizes, checksums and file names, values
+ * of the wrong type). A part is loaded with the manifest's size and CRC-32
+ * made its own, so that what lies behind that check is what is fuzzed:
+ * flipped key, count and value bytes (unsorted or foreign keys, counts
+ * outside the filter, NaNs) as well as the header's mutations.
  *
  * Seeded and deterministic: SHARDPS_FUZZ_SEED and SHARDPS_FUZZ_FILES (per
  * reader, default 10000) change the run. Every file is read; a refused one
@@ -26,7 +31,10 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/safetensors.h"
+#include "kernels/optim.h"
 #include "scheduler/manifest.h"
+#include "server/checkpoint.h"
+#include "server/rows.h"
 #include "tests/unit/testutil.h"
 
 static char s_dir[64];
@@ -170,8 +178,9 @@ static json_t *s_odd_value(void)
     static const json_int_t ints[] = {-1, 0, 1, 3, 4, 7, 8, 12, 1000, (json_int_t)1 << 31,
                                       (json_int_t)1 << 32, (json_int_t)1 << 62,
                                       INT64_MAX, INT64_MIN};
-    static const char *const strs[] = {"F32", "F16", "BF16", "f32", "", "../x", "a/b", "x\n",
-                                       "server-0.safetensors", "step-1", "\xc3\xa9"};
+    static const char *const strs[] = {"F32", "F16", "BF16", "f32", "U64", "U32", "", "../x",
+                                       "a/b", "x\n", "server-0.safetensors", "step-1",
+                                       "\xc3\xa9"};
     switch (s_below(7)) {
     case 0:
         return json_integer(ints[s_below(sizeof ints / sizeof *ints)]);
@@ -417,12 +426,19 @@ static void s_put_st(const char *path, uint64_t hlen, const s_buf_t *hdr, const 
 static void s_check_st(const ps_safetensors_t *st, size_t data_bytes)
 {
     size_t bytes = 0;
-    const float *base = ps_safetensors_count(st) ? ps_safetensors_at(st, 0)->data : NULL;
+    const unsigned char *base =
+        ps_safetensors_count(st) ? (const void *)ps_safetensors_at(st, 0)->data : NULL;
     for (int i = 0; i < ps_safetensors_count(st); i++) {
         const ps_safetensors_tensor_t *t = ps_safetensors_at(st, i);
-        S_CHECK(ps_safetensors_find(st, t->name) == t, "tensor %d out of place", i);
-        S_CHECK(t->data == base + bytes / sizeof(float), "tensor %d out of place", i);
-        bytes += t->numel * sizeof(float);
+        const size_t esize = t->dtype == PS_SAFETENSORS_U64 ? 8 : 4;
+        S_CHECK(ps_safetensors_find_dtype(st, t->name, t->dtype) == t,
+                "tensor %d out of place", i);
+        S_CHECK((ps_safetensors_find(st, t->name) == t) == (t->dtype == PS_SAFETENSORS_F32),
+                "tensor %d of dtype %d found as F32", i, (int)t->dtype);
+        S_CHECK((const unsigned char *)(const void *)t->data == base + bytes &&
+                    bytes % esize == 0,
+                "tensor %d out of place", i);
+        bytes += t->numel * esize;
     }
     S_CHECK(bytes == data_bytes, "tensors cover %zu of %zu data bytes", bytes, data_bytes);
 }
@@ -588,6 +604,132 @@ START_TEST(manifest_reader_gives_each_refused_mutation_one_line)
 }
 END_TEST
 
+/* ---- a checkpoint part with embedding rows ---- */
+
+enum { S_ROW_DIM = 2, S_ROW_KEYS = 24 };
+
+/* The job of the part: ctr, adagrad (a state array per row), a filter of 2. */
+static ps_job_t s_rows_job(void)
+{
+    ps_job_t j;
+    ps_job_defaults(&j);
+    snprintf(j.model, sizeof j.model, "ctr");
+    snprintf(j.optimizer, sizeof j.optimizer, "adagrad");
+    j.embed_dim = S_ROW_DIM;
+    j.min_count = 2;
+    return j;
+}
+
+static ps_rows_t *s_rows_table(const ps_job_t *job)
+{
+    ps_rows_config_t c = {.dim = S_ROW_DIM, .seed = job->seed, .init_bound = 0.5f,
+                          .min_count = (uint32_t)job->min_count};
+    ck_assert_int_eq(ps_optim_from_job(job, &c.optim), 0);
+    ps_rows_t *t = NULL;
+    ck_assert_int_eq(ps_rows_new(&t, &c), 0);
+    return t;
+}
+
+/* stepdir/server-0.safetensors: a 1-server job's part of S_PARAMS keys and
+ * of rows (key i sighted 1 + i % 3 times: rows and pending keys), its
+ * header and data into hdr and data, its manifest entry into *part. */
+static void s_base_part(const ps_job_t *job, const char *stepdir, s_buf_t *hdr, s_buf_t *data,
+                        ps_checkpoint_part_t *part)
+{
+    const ps_range_t keys = {0, S_PARAMS};
+    ps_store_t *s = NULL;
+    ck_assert_int_eq(ps_store_new(&s, keys, job), 0);
+    ck_assert_int_eq(ps_store_init(s, keys, s_w), 1);
+    ps_rows_t *t = s_rows_table(job);
+    float g[S_ROW_DIM] = {0.5f, -0.25f};
+    for (int r = 0; r < 3; r++) {
+        for (uint64_t k = 0; k < S_ROW_KEYS; k++) {
+            if ((int)(k % 3) >= r) {
+                ck_assert_int_eq(ps_rows_update(t, &k, 1, g, 0.1f, 1.0f), 0);
+            }
+        }
+    }
+    ck_assert_uint_gt(ps_rows_count(t), 0);
+    ck_assert_uint_gt(ps_rows_pending_count(t), 0);
+    ps_checkpoint_info_t info = {.dir = s_dir, .step = S_STEP, .version = S_STEP, .rank = 0,
+                                 .servers = 1, .workers = 1, .num_params = S_PARAMS,
+                                 .job = job, .rows = {t, {0, UINT64_MAX}}};
+    char why[256] = "", path[256];
+    ck_assert_msg(ps_checkpoint_write(&info, s, part, why, sizeof why) == 0, "%s", why);
+    ps_store_destroy(&s);
+    ps_rows_destroy(&t);
+    snprintf(path, sizeof path, "%s/%s", stepdir, part->file);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    uint64_t h = 0;
+    for (int i = 7; i >= 0; i--) {
+        h = h << 8 | buf[i];
+    }
+    ck_assert(n < sizeof buf && h <= n - 8);
+    s_set(hdr, buf + 8, h);
+    s_set(data, buf + 8 + h, n - 8 - h);
+}
+
+START_TEST(checkpoint_part_with_rows_gives_each_refused_mutation_one_line)
+{
+    s_state = (uint64_t)s_env("SHARDPS_FUZZ_SEED", 25) ^ 0x726f7773ull;
+    const long files = s_env("SHARDPS_FUZZ_FILES", 10000);
+    const ps_job_t job = s_rows_job();
+    char stepdir[128], path[192];
+    snprintf(stepdir, sizeof stepdir, "%s/step-%d", s_dir, S_STEP);
+    ps_checkpoint_part_t base_part, part;
+    s_buf_t base_hdr = {0}, base_data = {0}, hdr = {0}, data = {0};
+    s_base_part(&job, stepdir, &base_hdr, &base_data, &base_part);
+    snprintf(path, sizeof path, "%s/%s", stepdir, base_part.file);
+    json_t *base_doc = NULL;
+    ck_assert_int_eq(ps_json_parse((char *)base_hdr.p, base_hdr.n, 8, &base_doc, NULL, 0), 0);
+    s_tally_t tally = {0};
+    ps_rows_t *t = s_rows_table(&job);
+    for (long i = 0; i < files; i++) {
+        s_set(&data, base_data.p, base_data.n);
+        s_mutated(base_doc, &base_hdr, 4, &hdr, &data);
+        s_put_st(path, hdr.n, &hdr, &data);
+        /* the manifest's entry made the file's: the loader's own checks */
+        part = base_part;
+        struct stat sb;
+        S_CHECK(stat(path, &sb) == 0 && ps_file_crc32(path, &part.crc32) == 0, "no %s", path);
+        part.size = (uint64_t)sb.st_size;
+        ps_store_t *s = NULL;
+        S_CHECK(ps_store_new(&s, (ps_range_t){0, S_PARAMS}, &job) == 0, "out of memory");
+        const ps_checkpoint_rows_t rows = {t, {0, UINT64_MAX}};
+        char why[512] = "";
+        int rc = ps_checkpoint_load(stepdir, &part, 1, S_STEP, s, &rows, &job, NULL, why,
+                                    sizeof why);
+        ps_store_destroy(&s);
+        tally.files++;
+        if (rc != 0) {
+            S_CHECK(rc == PS_EPROTO, "rc %d: %s", rc, why);
+            S_CHECK(ps_rows_count(t) == 0 && ps_rows_pending_count(t) == 0,
+                    "a refused part left rows: %s", why);
+            S_CHECK(strstr(why, stepdir) == why, "reason names no file: %s", why);
+            s_refusal(&tally, why);
+        } else {
+            /* what loaded is a table of the job's rows: at most every key */
+            S_CHECK(ps_rows_count(t) + ps_rows_pending_count(t) <= S_ROW_KEYS,
+                    "%zu rows and %zu pending keys from %d keys", ps_rows_count(t),
+                    ps_rows_pending_count(t), S_ROW_KEYS);
+            tally.accepted++;
+        }
+        ps_rows_clear(t);
+    }
+    s_report("checkpoint part with rows", &tally, files);
+    ps_rows_destroy(&t);
+    json_decref(base_doc);
+    free(base_hdr.p);
+    free(base_data.p);
+    free(hdr.p);
+    free(data.p);
+}
+END_TEST
+
 static Suite *s_suite(void)
 {
     Suite *s = suite_create("fuzz_files");
@@ -596,6 +738,7 @@ static Suite *s_suite(void)
     tcase_set_timeout(tc, 240); /* a bound for a loaded machine under sanitizers */
     tcase_add_test(tc, safetensors_reader_gives_each_refused_mutation_one_line);
     tcase_add_test(tc, manifest_reader_gives_each_refused_mutation_one_line);
+    tcase_add_test(tc, checkpoint_part_with_rows_gives_each_refused_mutation_one_line);
     suite_add_tcase(s, tc);
     return s;
 }

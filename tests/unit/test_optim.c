@@ -116,6 +116,9 @@ static void s_ref_step(const ps_optim_t *o, double lr, int64_t t, s_ref_t *r,
             r->w[i] -= lr * gg / (sqrt(r->a[i]) + o->eps);
             break;
         case PS_OPT_FTRL: {
+            if (r->b[i] == 0) { /* z whose closed form is the weight */
+                r->a[i] = -(r->w[i] * (o->beta / lr + o->l2) + (r->w[i] < 0 ? -o->l1 : o->l1));
+            }
             double l1 = o->l1, n1 = r->b[i] + gg * gg;
             double sigma = (sqrt(n1) - sqrt(r->b[i])) / lr;
             r->a[i] += gg - sigma * r->w[i];
@@ -262,6 +265,9 @@ static void s_float_step(const ps_optim_t *o, float lr, int64_t t, float *w, flo
             w[i] = w[i] - lr * gg / (sqrtf(a[i]) + o->eps);
             break;
         case PS_OPT_FTRL: {
+            if (b[i] == 0.0f) {
+                a[i] = -(w[i] * (o->beta / lr + o->l2) + copysignf(o->l1, w[i]));
+            }
             float n1 = b[i] + gg * gg, root = sqrtf(n1);
             float sigma = (root - sqrtf(b[i])) / lr;
             a[i] += gg - sigma * w[i];
@@ -370,6 +376,7 @@ START_TEST(optimizer_names_and_state_sizes)
     const char *names[] = {"sgd", "nesterov", "adam", "adagrad", "ftrl"};
     const int floats[] = {1, 1, 2, 1, 2}; /* default momentum 0.9: sgd keeps velocity */
     char err[128];
+    job.schedule.kind = PS_LR_CONSTANT; /* ftrl's */
     for (int i = 0; i < 5; i++) {
         snprintf(job.optimizer, sizeof job.optimizer, "%s", names[i]);
         ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
@@ -386,6 +393,11 @@ START_TEST(optimizer_names_and_state_sizes)
     ck_assert_int_eq(ps_optim_from_job(&job, &o), PS_EINVAL);
     ck_assert_int_eq(ps_job_validate(&job, err, sizeof err), PS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "adagrad or ftrl"));
+    /* ftrl's weights are a closed form in lr: a falling lr would shrink them */
+    snprintf(job.optimizer, sizeof job.optimizer, "ftrl");
+    job.schedule.kind = PS_LR_COSINE;
+    ck_assert_int_eq(ps_job_validate(&job, err, sizeof err), PS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "--lr-schedule constant"));
 }
 END_TEST
 

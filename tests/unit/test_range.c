@@ -244,7 +244,7 @@ START_TEST(row_hash_spreads_neighbouring_keys)
     for (uint64_t k = 0; k < 65536; k++) {
         const int i = ps_range_find_row(r, 4, k);
         ck_assert(i >= 0 && i < 4);
-        const uint64_t h = ps_range_row_hash(k);
+        const uint64_t h = ps_rowkey_hash(k);
         ck_assert(h >= r[i].first && h <= r[i].last);
         count[i]++;
     }
@@ -254,10 +254,10 @@ START_TEST(row_hash_spreads_neighbouring_keys)
     }
     /* a bijection, with its inverse */
     for (uint64_t k = 1; k < (1ull << 60); k = k * 3 + 1) {
-        ck_assert_uint_eq(ps_range_row_unhash(ps_range_row_hash(k)), k);
+        ck_assert_uint_eq(ps_rowkey_unhash(ps_rowkey_hash(k)), k);
     }
-    ck_assert(ps_range_row_hash(1) != ps_range_row_hash(2));
-    ck_assert_uint_eq(ps_range_row_hash(0), 0);
+    ck_assert(ps_rowkey_hash(1) != ps_rowkey_hash(2));
+    ck_assert_uint_eq(ps_rowkey_hash(0), 0);
 }
 END_TEST
 

@@ -4,8 +4,9 @@
  * row; an update is bitwise ps_optim_step on the row and its state, which
  * depend on the row's own updates alone; the filter and the cap drop and
  * count what they should; a non-finite update leaves the row; snapshots are
- * sorted and load back bitwise; growth keeps every row; and the memory held
- * stays within 1.5x of the rows' floats.
+ * sorted and load back bitwise, also into a table cleared for it; growth
+ * keeps every row; and the memory held stays within 1.5x of the rows'
+ * floats.
  */
 #include <check.h>
 #include <math.h>
@@ -550,6 +551,62 @@ START_TEST(import_refuses_bad_snapshots_and_stays_empty)
 }
 END_TEST
 
+/* A failover's rollback empties the table and imports the checkpoint's
+ * snapshot again: the same rows, sightings and behaviour as the table the
+ * snapshot came from, and the counters go on. */
+START_TEST(clear_empties_the_table_for_an_import_again)
+{
+    ps_rows_config_t c = s_config("adagrad", 0, 3, 0);
+    ps_rows_t *a = s_new(&c), *r = s_new(&c);
+    s_feed(a, 0);
+    s_snap_t sa = s_snap(a);
+    s_feed(r, 1);
+    s_feed(r, 0); /* more rows and sightings than the snapshot */
+    ps_rows_stats_t before, after;
+    ps_rows_stats(r, &before);
+    ck_assert_int_eq(ps_rows_import(r, sa.n, sa.keys, sa.values, sa.state, sa.np, sa.pkeys,
+                                    sa.pcounts),
+                     PS_ESTATE);
+    ps_rows_t *fresh = s_new(&c);
+    ps_rows_clear(r);
+    ck_assert_uint_eq(ps_rows_count(r), 0);
+    ck_assert_uint_eq(ps_rows_pending_count(r), 0);
+    ck_assert_uint_eq(ps_rows_bytes(r), ps_rows_bytes(fresh)); /* the memory went too */
+    ps_rows_destroy(&fresh);
+    ps_rows_stats(r, &after);
+    ck_assert_uint_eq(after.rows, 0);
+    ck_assert_uint_eq(after.pending, 0);
+    ck_assert_uint_eq(after.created, before.created);
+    ck_assert_uint_eq(after.filtered, before.filtered);
+    ck_assert_uint_eq(after.updates, before.updates);
+    /* a key that had a row reads as unknown again (zeros behind the filter) */
+    float got[S_DIM], zeros[S_DIM] = {0};
+    ps_rows_read(r, &sa.keys[0], 1, got);
+    ck_assert(!memcmp(got, zeros, sizeof got));
+    ck_assert_int_eq(ps_rows_import(r, sa.n, sa.keys, sa.values, sa.state, sa.np, sa.pkeys,
+                                    sa.pcounts),
+                     0);
+    s_snap_t sr = s_snap(r);
+    ck_assert(s_snap_equal(&sa, &sr, 1));
+    s_snap_free(&sr);
+    s_feed(a, 0);
+    s_feed(r, 1);
+    s_snap_t sa2 = s_snap(a), sr2 = s_snap(r);
+    ck_assert(s_snap_equal(&sa2, &sr2, 1));
+    s_snap_free(&sa2);
+    s_snap_free(&sr2);
+    /* cleared twice, or when empty: still empty and usable */
+    ps_rows_clear(r);
+    ps_rows_clear(r);
+    ck_assert_uint_eq(ps_rows_count(r), 0);
+    s_feed(r, 0);
+    ck_assert_uint_eq(ps_rows_count(r), sa.n);
+    s_snap_free(&sa);
+    ps_rows_destroy(&a);
+    ps_rows_destroy(&r);
+}
+END_TEST
+
 enum { S_GROW_KEYS = 200000, S_GROW_BATCH = 1000 };
 
 /* Row k of the growth test: key and gradient. */
@@ -676,6 +733,7 @@ int main(void)
     tcase_add_test(tc, nonfinite_update_leaves_the_row_as_it_was);
     tcase_add_test(tc, snapshot_is_sorted_and_loads_back_bitwise);
     tcase_add_test(tc, import_refuses_bad_snapshots_and_stays_empty);
+    tcase_add_test(tc, clear_empties_the_table_for_an_import_again);
     tcase_add_test(tc, growth_through_rehashes_keeps_every_row);
     tcase_add_test(tc, a_million_rows_hold_at_most_1_5x_their_floats);
     suite_add_tcase(s, tc);

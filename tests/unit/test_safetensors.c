@@ -5,8 +5,9 @@
  * in linear time, and every kind of corruption (flipped header bytes,
  * truncation at every length, bad, overlapping or gapped offsets, wrong
  * dtype, huge header length) refused with PS_EPROTO and a one-line reason
- * naming the file, never a crash. tests/unit/test_fuzz_files.c mutates
- * files at random on top of these.
+ * naming the file, never a crash; U64 and U32 tensors round trip, found
+ * only by their own dtype, and must start at a multiple of their size.
+ * tests/unit/test_fuzz_files.c mutates files at random on top of these.
  */
 #include <check.h>
 #include <stdio.h>
@@ -444,6 +445,59 @@ START_TEST(wrong_dtype_and_bad_entries_are_refused)
 }
 END_TEST
 
+/* U64 and U32 tensors (row keys and counts) beside F32 ones: written and
+ * read back in place; find gives F32 only, find_dtype the asked dtype; a
+ * tensor that would not start at a multiple of its element size is refused
+ * on writing and on reading. */
+START_TEST(integer_tensors_round_trip_and_must_be_aligned)
+{
+    const uint64_t keys[3] = {1, UINT64_MAX, (uint64_t)1 << 63};
+    const uint32_t counts[3] = {7, 0, UINT32_MAX};
+    ps_safetensors_tensor_t t[3] = {
+        {.name = "k", .ndim = 1, .shape = {3}, .u64 = keys, .dtype = PS_SAFETENSORS_U64},
+        {.name = "w", .ndim = 2, .shape = {1, 3}, .data = s_b},
+        {.name = "c", .ndim = 1, .shape = {3}, .u32 = counts, .dtype = PS_SAFETENSORS_U32},
+    };
+    char why[256] = "";
+    ck_assert_msg(ps_safetensors_write(s_path, t, 3, NULL, 0, why, sizeof why) == 0, "%s", why);
+    ps_safetensors_t *st = NULL;
+    ck_assert_msg(ps_safetensors_read(s_path, &st, why, sizeof why) == 0, "%s", why);
+    const ps_safetensors_tensor_t *k = ps_safetensors_find_dtype(st, "k", PS_SAFETENSORS_U64);
+    const ps_safetensors_tensor_t *c = ps_safetensors_find_dtype(st, "c", PS_SAFETENSORS_U32);
+    ck_assert_ptr_nonnull(k);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(k->numel, 3);
+    ck_assert_mem_eq(k->u64, keys, sizeof keys);
+    ck_assert_mem_eq(c->u32, counts, sizeof counts);
+    ck_assert_mem_eq(ps_safetensors_find(st, "w")->data, s_b, sizeof s_b);
+    /* a reader of floats never gets another dtype, nor the other way round */
+    ck_assert_ptr_null(ps_safetensors_find(st, "k"));
+    ck_assert_ptr_null(ps_safetensors_find(st, "c"));
+    ck_assert_ptr_null(ps_safetensors_find_dtype(st, "k", PS_SAFETENSORS_U32));
+    ck_assert_ptr_null(ps_safetensors_find_dtype(st, "w", PS_SAFETENSORS_U64));
+    ck_assert_int_eq(ps_safetensors_at(st, 0)->dtype, PS_SAFETENSORS_U64);
+    ps_safetensors_destroy(&st);
+    /* the header names the dtypes as the format does */
+    size_t n;
+    unsigned char *p = s_slurp(&n);
+    ck_assert_ptr_nonnull(memmem(p, n, "\"U64\"", 5));
+    ck_assert_ptr_nonnull(memmem(p, n, "\"U32\"", 5));
+    free(p);
+    /* 8-byte elements after 3 floats: refused both ways */
+    ps_safetensors_tensor_t bad[2] = {t[1], t[0]};
+    ck_assert_int_eq(ps_safetensors_write(s_path, bad, 2, NULL, 0, why, sizeof why), PS_EINVAL);
+    ck_assert_msg(strstr(why, "multiple of its element size"), "%s", why);
+    s_put_raw("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+              "\"k\":{\"dtype\":\"U64\",\"shape\":[1],\"data_offsets\":[4,12]}}",
+              12);
+    s_refused("not a multiple of its 8-byte elements");
+    s_put_raw("{\"k\":{\"dtype\":\"U64\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+    s_refused("shape does not match");
+    t[0].dtype = (ps_safetensors_dtype_t)7;
+    ck_assert_int_eq(ps_safetensors_write(s_path, t, 1, NULL, 0, why, sizeof why), PS_EINVAL);
+}
+END_TEST
+
 static Suite *s_suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -464,6 +518,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, bad_offsets_are_refused);
     tcase_add_test(tc, overlapping_tensors_are_refused);
     tcase_add_test(tc, wrong_dtype_and_bad_entries_are_refused);
+    tcase_add_test(tc, integer_tensors_round_trip_and_must_be_aligned);
     suite_add_tcase(s, tc);
     return s;
 }

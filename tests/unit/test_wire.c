@@ -395,7 +395,7 @@ START_TEST(row_keys_go_in_hash_order_inside_the_shard)
 {
     /* keys of hashes 10, 20, 30, one unaligned byte in */
     unsigned char buf[1 + 3 * sizeof(uint64_t)];
-    uint64_t k[3] = {ps_range_row_unhash(10), ps_range_row_unhash(20), ps_range_row_unhash(30)};
+    uint64_t k[3] = {ps_rowkey_unhash(10), ps_rowkey_unhash(20), ps_rowkey_unhash(30)};
     memcpy(buf + 1, k, sizeof k);
     char why[160];
     ck_assert_int_eq(ps_wire_check_row_keys(buf + 1, 3, NULL, why, sizeof why), 0);

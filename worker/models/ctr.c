@@ -8,12 +8,13 @@
  *   h1 = relu(x @ W1^T + b1)                D = F*E + C, W1 [H1,D]
  *   hi = relu(h(i-1) @ Wi^T + bi)           Wi [Hi,H(i-1)]
  *   z  = hL @ W(L+1)^T + b(L+1)             W(L+1) [1,HL]; loss = mean logistic loss
- *   drow_u = sum over the positions j of row u of dx[j/F, (j%F)*E ..]  (kernels.h embed_grad)
+ *   drow_u = sum over positions j of row u of dx[j/F, (j%F)*E ..]  (kernels.h embed_grad)
  *
  * Dimension letters: N batch, F fields (26), E floats per row, C numeric
  * inputs (13), D input width, U the batch's distinct rows. Only the MLP is
- * in the flat parameter vector; the rows are model.c's per-step buffers
- * (m->d_rows, m->e_*), pulled by the caller. x is never built whole: the
+ * in the flat parameter vector; the rows are the model's per-step buffers
+ * (m->d_rows, m->e_*: model_new.c allocates them, model.c stages each
+ * step's), pulled by the caller. x is never built whole: the
  * rows are gathered into xe [N, F*E] and the first layer is two GEMMs over
  * the column blocks of W1 (W1[:, :F*E] with xe, W1[:, F*E:] with num, both
  * with W1's row stride), so the numeric features go straight from their
@@ -33,9 +34,9 @@ enum { S_F = PS_MODEL_CTR_FIELDS, S_C = PS_MODEL_CTR_NUMERIC, S_OUT = 1 };
 
 /* Widths of a model: w[0] = D, w[1..L] the hidden layers, w[L+1] = 1. */
 typedef struct {
-    int L;                                /* hidden layers */
-    int E;                                /* floats per row */
-    int w[PS_MODEL_MAX_HIDDEN + 2];       /* layer widths */
+    int L;                                               /* hidden layers */
+    int E;                                               /* floats per row */
+    int w[PS_MODEL_MAX_HIDDEN + 2];                      /* layer widths */
     ps_tensor_def_t defs[2 * (PS_MODEL_MAX_HIDDEN + 1)]; /* fc1.weight, fc1.bias, ... */
     char names[2 * (PS_MODEL_MAX_HIDDEN + 1)][16];       /* their names */
 } s_layout_t;

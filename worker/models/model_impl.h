@@ -1,8 +1,9 @@
 /*
- * worker/models/model_impl.h - private: what model.c shares with mlp.c, cnn.c,
- * ctr.c.
+ * worker/models/model_impl.h - private: what model_new.c (building a model)
+ * and model.c (running it) share with each other and with the architectures
+ * mlp.c, cnn.c, ctr.c and with model_file.c.
  *
- * model.c owns the plumbing every model needs (backend context, the flat
+ * Those two own the plumbing every model needs (backend context, the flat
  * parameter and gradient buffers, tensor table, input staging, loss, chunked
  * evaluation, and for a model with embedding rows the rows, their gradients
  * and the batch's lookups); an architecture (ps_model_arch_t) declares its
@@ -20,15 +21,15 @@ extern "C" {
 
 /* One tensor an architecture declares, in flat-vector order. */
 typedef struct {
-    const char *name; /* PyTorch name, e.g. "fc1.weight" */
-    size_t count;     /* float32 elements */
-    int fan_in;       /* PyTorch default init bound is 1/sqrt(fan_in) */
-    int ndim;         /* dimensions of its PyTorch shape */
+    const char *name;             /* PyTorch name, e.g. "fc1.weight" */
+    size_t count;                 /* float32 elements */
+    int fan_in;                   /* PyTorch default init bound is 1/sqrt(fan_in) */
+    int ndim;                     /* dimensions of its PyTorch shape */
     int shape[PS_MODEL_MAX_DIMS]; /* that shape; the product is count */
 } ps_tensor_def_t;
 
 typedef struct ps_model_arch {
-    const char *name;               /* "mlp", "cnn", "ctr" */
+    const char *name; /* "mlp", "cnn", "ctr" */
     /* 0 for an image model (input [n,784], 10 classes, softmax cross-entropy).
      * Otherwise the categorical fields per sample of a model with embedding
      * rows, whose input is the batch's rows (m->e_*, m->d_rows) beside
@@ -95,30 +96,30 @@ struct ps_model {
     int ndata;         /* samples resident */
     float norm_a;      /* input = pixel * norm_a + norm_c */
     float norm_c;
-    uint32_t *idx;     /* host [max_batch] the step's sample indices; pinned; owned */
-    uint32_t *d_idx;   /* backend [max_batch]; == idx when host_is_backend */
+    uint32_t *idx;   /* host [max_batch] the step's sample indices; pinned; owned */
+    uint32_t *d_idx; /* backend [max_batch]; == idx when host_is_backend */
     /* The recorded step (ps_model_set_graph): */
-    int use_graph;            /* record the resident step once, then replay it */
-    ps_kgraph_t *graph;       /* the recording; owned; NULL = none yet */
-    int graph_n;              /* its batch size */
-    int graph_rc;             /* why recording failed (graphs then off); 0 = it did not */
-    size_t graph_nout;        /* its gradient copies out */
-    size_t *graph_out_from;   /* [ntensors] their first keys; owned */
+    int use_graph;          /* record the resident step once, then replay it */
+    ps_kgraph_t *graph;     /* the recording; owned; NULL = none yet */
+    int graph_n;            /* its batch size */
+    int graph_rc;           /* why recording failed (graphs then off); 0 = it did not */
+    size_t graph_nout;      /* its gradient copies out */
+    size_t *graph_out_from; /* [ntensors] their first keys; owned */
     /* Embedding rows (an architecture with fields: the ctr): */
-    int embed_dim;              /* E: floats per row; 0 for the image models */
-    int max_rows;               /* rows of a step at most: max_batch * fields */
-    float *rows;                /* host [max_rows*E] the step's rows; pinned; owned */
-    float *row_grads;           /* host [max_rows*E] their gradients; pinned; owned */
-    float *d_rows;              /* backend [max_rows*E]; == rows when host_is_backend */
-    float *d_row_grads;         /* backend [max_rows*E]; == row_grads when host_is_backend */
-    uint32_t *d_csr;            /* backend [3*max_rows+1] room for the step's idx, order
-                                   and offsets; owned; NULL when host_is_backend */
-    const uint32_t *e_idx;      /* the step's backend idx [n*fields] (embed.h) */
-    const uint32_t *e_order;    /* its order [n*fields] */
-    const uint32_t *e_offsets;  /* its offsets [e_U+1] */
-    int e_U;                    /* its rows */
-    int late_out;               /* async copies queued after the last gradient copy
-                                   (the rows' gradients): 0 or 1 */
+    int embed_dim;             /* E: floats per row; 0 for the image models */
+    int max_rows;              /* rows of a step at most: max_batch * fields */
+    float *rows;               /* host [max_rows*E] the step's rows; pinned; owned */
+    float *row_grads;          /* host [max_rows*E] their gradients; pinned; owned */
+    float *d_rows;             /* backend [max_rows*E]; == rows when host_is_backend */
+    float *d_row_grads;        /* backend [max_rows*E]; == row_grads when host_is_backend */
+    uint32_t *d_csr;           /* backend [3*max_rows+1] room for the step's idx, order
+                                  and offsets; owned; NULL when host_is_backend */
+    const uint32_t *e_idx;     /* the step's backend idx [n*fields] (embed.h) */
+    const uint32_t *e_order;   /* its order [n*fields] */
+    const uint32_t *e_offsets; /* its offsets [e_U+1] */
+    int e_U;                   /* its rows */
+    int late_out;              /* async copies queued after the last gradient copy
+                                  (the rows' gradients): 0 or 1 */
 };
 
 extern const ps_model_arch_t ps_model_arch_mlp;
@@ -127,6 +128,15 @@ extern const ps_model_arch_t ps_model_arch_ctr;
 
 /* The i-th architecture, NULL past the last. */
 const ps_model_arch_t *ps_model_arch_at(size_t i);
+
+/* Input features per sample of an image model. */
+#define PS_MODEL_IN (PS_MODEL_IN_H * PS_MODEL_IN_W)
+
+/* Floats per sample of the batch input buffers: an image, or a ctr's numeric features. */
+static inline size_t ps_model_in_floats(const ps_model_t *m)
+{
+    return m->arch->fields ? (size_t)m->arch->numeric : PS_MODEL_IN;
+}
 
 /* Backend pointer to tensor i of the parameters / gradients. */
 static inline float *ps_model_dparam(const ps_model_t *m, size_t i)

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# tests/integration/test_ctr.sh - the click-through model (--model ctr), its
+# embedding rows held by the servers, through the launcher users run, on a
+# click log shardps-datagen writes here (20,000 lines):
+# - sync on 1 and on 2 servers (1 worker) gives the same dense parameters,
+#   bitwise, with rows pushed to both servers; two identical 2x2 sync runs
+#   are bitwise identical;
+# - async, ssp:1 and sync:1/2 (2x2), and ftrl and sgd, end ok with a finite
+#   test AUC in (0, 1] and a log loss in the summary, and "job ok ...
+#   test_auc=" as the last line on stdout;
+# - it learns: 2 epochs of sync adagrad on 1x1 reach a test AUC above 0.58
+#   (0.61 here; a step of training gives 0.49, 60 steps 0.56);
+# - bad input fails the job (exit 1) with the reason on one line, and leaves
+#   no process of the job: a ctr job without --ctr-data, --ctr-data on an
+#   mlp job, a missing file, a file of 1001 malformed lines (1000 are
+#   skipped: that job ends ok); --model ctr with allreduce, --embed-dim 0,
+#   --min-count 0, --max-rows -1 or --optimizer adam is refused with exit 2
+#   and the scheduler's one error line.
+. "$(dirname "$0")/lib.sh"
+GEN=$SPS_BUILD/deploy/shardps-datagen
+DATA=$TMP/clicks.txt
+"$GEN" ctr --rows 20000 --seed 3 --out "$DATA" >"$TMP/gen.out" 2>&1 ||
+    fail "shardps-datagen ctr: $(cat "$TMP/gen.out")"
+
+# ctr NAME SERVERS WORKERS [flags...]: a ctr job of 60 steps of 64 samples
+# (adagrad, lr 0.05 unless flags say otherwise) that must end ok with a
+# finite AUC; parameters in $TMP/NAME.f32, summary $TMP/NAME.json.
+ctr() {
+    local name=$1 servers=$2 workers=$3
+    shift 3
+    "$LAUNCH" --servers "$servers" --workers "$workers" --model ctr --ctr-data "$DATA" \
+        --batch 64 --max-steps 60 --optimizer adagrad --lr 0.05 --plot none \
+        --dump-params "$TMP/$name.f32" --summary "$TMP/$name.json" "$@" \
+        >"$TMP/$name.out" 2>"$TMP/$name.log" ||
+        fail "$name: the job failed: $(tail -5 "$TMP/$name.log")"
+    tail -1 "$TMP/$name.out" | grep -Eq '^job ok .* test_auc=[0-9.]+ test_logloss=[0-9.]+' ||
+        fail "$name: last line on stdout: $(tail -1 "$TMP/$name.out")"
+    # one python a job: its start is slow on a loaded machine
+    line=$(field "$TMP/$name.json" "'%s test_auc=%.4f test_logloss=%.4f' % (d['mode'], \
+        d['test_auc'], d['test_logloss']) if d['status'] == 'ok' and 0 < d['test_auc'] <= 1 \
+        and 0 < d['test_logloss'] < 100 and d['test_auc_per_epoch'][-1] == d['test_auc'] \
+        else 'bad'")
+    [ -n "$line" ] && [ "$line" != bad ] ||
+        fail "$name: no finite test AUC: $(cat "$TMP/$name.json")"
+    echo "ok - $name: $line"
+}
+
+# ---- 1. sharding the rows changes no bit; sync repeats itself ----------------
+ctr one 1 1
+ctr two 2 1
+cmp -s "$TMP/one.f32" "$TMP/two.f32" || fail "sync 1x1 and 2x1 dense parameters differ"
+expect "$TMP/two.json" "all(s['received'].get('rows_push', 0) > 0 and \
+    s['received'].get('rows_pull', 0) > 0 for s in d['bytes_by_type']['servers'])" \
+    "2 servers: not both got rows pushes and pulls"
+ctr twice_a 2 2
+ctr twice_b 2 2
+cmp -s "$TMP/twice_a.f32" "$TMP/twice_b.f32" || fail "two identical 2x2 sync runs differ"
+cmp -s "$TMP/one.f32" "$TMP/twice_a.f32" && fail "1 and 2 workers gave the same parameters"
+echo "ok - sync: 1x1 = 2x1 and 2x2 = 2x2 again, bitwise"
+
+# ---- 2. every mode, every optimizer of rows ends ok ---------------------------
+ctr async 2 2 --mode async
+ctr ssp 2 2 --mode ssp:1
+ctr backup 2 2 --mode sync:1/2
+ctr ftrl 2 2 --optimizer ftrl --lr-schedule constant --l1 0.01 --l2 0.01
+ctr sgd 2 2 --optimizer sgd
+
+# ---- 3. it learns -----------------------------------------------------------
+ctr learn 1 1 --max-steps 0 --epochs 2
+learned=$line
+expect "$TMP/learn.json" "len(d['test_auc_per_epoch']) == 2 and d['test_auc'] > 0.58" \
+    "2 epochs of sync adagrad: test AUC not above 0.58"
+
+# ---- 4. bad input -----------------------------------------------------------
+# gone ID: no process of job ID (every role has --job-id ID on its command
+# line) is left; waits up to 5 s for them to exit.
+gone() {
+    for _ in $(seq 50); do
+        pgrep -f -- "--job-id $1( |\$)" >/dev/null || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+N=0
+# refused NAME STATUS REGEX COUNT [flags...]: a 2x2 job with flags ends with
+# exit STATUS, "job failed" on stdout, the reason on COUNT lines of its
+# stderr matching REGEX (1, or + for one or more), and no process left.
+refused() {
+    local name=$1 want=$2 re=$3 count=$4 rc n
+    shift 4
+    N=$((N + 1))
+    local id="ctr-bad-$$-$N" out=$TMP/bad$N.out log=$TMP/bad$N.log
+    timeout 60 "$LAUNCH" --servers 2 --workers 2 --batch 64 --max-steps 5 --plot none \
+        --job-id "$id" "$@" >"$out" 2>"$log"
+    rc=$?
+    [ $rc -ne 124 ] || fail "$name: still running after 60 s: $(tail -3 "$log")"
+    [ $rc -eq "$want" ] || fail "$name: exit status $rc, expected $want: $(tail -5 "$log")"
+    grep -q '^job failed: ' "$out" || fail "$name: stdout: $(cat "$out")"
+    n=$(grep -Ec -- "$re" "$log")
+    if [ "$count" = + ]; then
+        [ "$n" -ge 1 ] || fail "$name: no line matches '$re': $(cat "$log")"
+    else
+        [ "$n" -eq "$count" ] || fail "$name: $n lines match '$re', expected $count: $(cat "$log")"
+    fi
+    gone "$id" || fail "$name: processes left: $(pgrep -af -- "--job-id $id( |\$)")"
+    echo "ok $N - $name (exit $rc): $(grep -Em1 -- "$re" "$log" | cut -d' ' -f2-)"
+}
+W='^[0-9:.]+ W[01] E ' # a worker's error line
+C='^[0-9:.]+ C . shardps-scheduler: error: ' # the scheduler's error, relayed
+
+refused "ctr job without --ctr-data" 1 "$W--model ctr needs the click log: --ctr-data FILE\$" + \
+    --model ctr
+refused "--ctr-data on an mlp job" 1 "$W--ctr-data is for --model ctr; this job trains mlp\$" + \
+    --model mlp --ctr-data "$DATA"
+refused "missing --ctr-data file" 1 "$W$TMP/no-such\\.txt: No such file or directory\$" + \
+    --model ctr --ctr-data "$TMP/no-such.txt"
+# 5 good lines, then 1001 bad ones: the 1001st (line 1006) is one too many
+{
+    head -5 "$DATA"
+    for i in $(seq 1001); do
+        printf '1\tnot a number %d\n' "$i"
+    done
+} >"$TMP/bad.txt"
+refused "1001 malformed lines" 1 \
+    "$W$TMP/bad\\.txt:1006: .*\\(malformed line 1001; at most 1000 are skipped\\)\$" + \
+    --model ctr --ctr-data "$TMP/bad.txt"
+# the control: 1000 malformed lines among good ones are skipped
+{
+    head -3000 "$DATA"
+    for i in $(seq 1000); do
+        printf '1\tnot a number %d\n' "$i"
+    done
+    sed -n 3001,4000p "$DATA"
+} >"$TMP/skip.txt"
+"$LAUNCH" --servers 1 --workers 2 --model ctr --ctr-data "$TMP/skip.txt" --max-steps 5 \
+    --plot none --summary "$TMP/skip.json" >"$TMP/skip.out" 2>"$TMP/skip.log" ||
+    fail "1000 malformed lines: the job failed: $(tail -3 "$TMP/skip.log")"
+echo "ok - 1000 malformed lines are skipped: $(tail -1 "$TMP/skip.out" | cut -c1-60)"
+
+refused "ctr with allreduce" 2 \
+    "${C}--model ctr keeps its embedding rows on servers: not with --mode allreduce\$" 1 \
+    --model ctr --ctr-data "$DATA" --mode allreduce --servers 0
+refused "ctr --embed-dim 0" 2 "${C}--embed-dim 0: expected 1 to 1024\$" 1 \
+    --model ctr --ctr-data "$DATA" --embed-dim 0
+refused "ctr --min-count 0" 2 "${C}--min-count 0: expected 1 or more\$" 1 \
+    --model ctr --ctr-data "$DATA" --min-count 0
+refused "ctr --max-rows -1" 2 "${C}--max-rows -1: expected 0 \\(no cap\\) to [0-9]+\$" 1 \
+    --model ctr --ctr-data "$DATA" --max-rows -1
+refused "ctr --optimizer adam" 2 \
+    "${C}--optimizer adam: a model with embedding rows takes sgd, adagrad or ftrl\$" 1 \
+    --model ctr --ctr-data "$DATA" --optimizer adam
+check_logs
+echo "ok: learns ($learned in 2 epochs); $N bad inputs refused"
