@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/rowkey.h"
 
 /* Rows per slab at most, and a slab's bytes at most (a wide row gets
  * fewer rows per slab, never below S_SLAB_MIN_ROWS). */
@@ -61,17 +62,6 @@ struct ps_rows {
     float *undo;          /* (1 + nstate) * dim: a row before its update */
     ps_rows_stats_t st;   /* counters (rows and pending filled in on reading) */
 };
-
-/* splitmix64's output function: keys are often sequential. */
-static inline uint64_t s_hash(uint64_t key)
-{
-    key ^= key >> 30;
-    key *= 0xbf58476d1ce4e5b9ull;
-    key ^= key >> 27;
-    key *= 0x94d049bb133111ebull;
-    key ^= key >> 31;
-    return key;
-}
 
 /*
  * A key's home slot in a table of 2^bits slots: the top bits of its hash.
@@ -135,7 +125,7 @@ static inline __attribute__((always_inline)) void s_prefetch(const ps_rows_t *t,
                                                              uint64_t ahead)
 {
     if (t->nslots) {
-        __builtin_prefetch(&t->slots[s_home(s_hash(ahead), t->slot_bits)]);
+        __builtin_prefetch(&t->slots[s_home(ps_rowkey_mix(ahead), t->slot_bits)]);
     }
 }
 
@@ -205,7 +195,7 @@ static int s_index_reserve(ps_rows_t *t, uint64_t n)
         }
         /* the home from the 32 hash bits kept, or past 2^32 slots from the key */
         const size_t home = bits <= 32 ? (size_t)(e >> 32 >> (32 - bits))
-                                       : s_home(s_hash(*s_key(t, (uint32_t)e - 1)), bits);
+                                       : s_home(ps_rowkey_mix(*s_key(t, (uint32_t)e - 1)), bits);
         s_slot_put(slots, bits, home, e);
     }
     free(t->slots);
@@ -304,7 +294,7 @@ static int s_pending_reserve(ps_rows_t *t, uint64_t n)
     t->npending = 0;
     for (size_t i = 0; i < old; i++) {
         if (ocounts[i] != 0) {
-            s_pending_put(t, okeys[i], s_hash(okeys[i]), ocounts[i]);
+            s_pending_put(t, okeys[i], ps_rowkey_mix(okeys[i]), ocounts[i]);
         }
     }
     free(okeys);
@@ -327,7 +317,7 @@ static void s_pending_remove(ps_rows_t *t, size_t i)
             if (t->pcounts[j] == 0) {
                 return;
             }
-            const size_t k = s_home(s_hash(t->pkeys[j]), t->pslot_bits);
+            const size_t k = s_home(ps_rowkey_mix(t->pkeys[j]), t->pslot_bits);
             const int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
             if (!stays) {
                 break;
@@ -431,7 +421,7 @@ void ps_rows_read(const ps_rows_t *t, const uint64_t *keys, size_t n, float *out
         if (i + S_AHEAD < n) {
             s_prefetch(t, keys[i + S_AHEAD]);
         }
-        const uint64_t r = s_find(t, keys[i], s_hash(keys[i]));
+        const uint64_t r = s_find(t, keys[i], ps_rowkey_mix(keys[i]));
         float *o = out + i * d;
         if (r) {
             memcpy(o, s_values(t, r - 1), d * sizeof *o);
@@ -478,7 +468,7 @@ int ps_rows_update(ps_rows_t *t, const uint64_t *keys, size_t n, const float *gr
         if (i + S_AHEAD < n) {
             s_prefetch(t, keys[i + S_AHEAD]);
         }
-        const uint64_t key = keys[i], h = s_hash(key);
+        const uint64_t key = keys[i], h = ps_rowkey_mix(key);
         uint64_t r = s_find(t, key, h);
         if (!r) {
             if (t->nrows >= t->cap) {
@@ -562,7 +552,7 @@ void ps_rows_export(const ps_rows_t *t, uint64_t *keys, float *values, float *st
         qsort(keys, n, sizeof *keys, s_cmp_key);
     }
     for (size_t i = 0; i < n; i++) {
-        const uint64_t idx = s_find(t, keys[i], s_hash(keys[i])) - 1;
+        const uint64_t idx = s_find(t, keys[i], ps_rowkey_mix(keys[i])) - 1;
         memcpy(values + i * d, s_values(t, idx), d * sizeof *values);
         for (int a = 0; a < t->nstate; a++) {
             memcpy(state + ((size_t)a * n + i) * d, s_state(t, idx) + a * stride,
@@ -583,7 +573,7 @@ void ps_rows_pending_export(const ps_rows_t *t, uint64_t *keys, uint32_t *counts
         qsort(keys, n, sizeof *keys, s_cmp_key);
     }
     for (size_t i = 0; i < n; i++) {
-        counts[i] = t->pcounts[s_pending_find(t, keys[i], s_hash(keys[i]))];
+        counts[i] = t->pcounts[s_pending_find(t, keys[i], ps_rowkey_mix(keys[i]))];
     }
 }
 
@@ -643,7 +633,7 @@ int ps_rows_import(ps_rows_t *t, size_t n, const uint64_t *keys, const float *va
         if (s_row_reserve(t) != 0) {
             goto fail;
         }
-        const uint64_t idx = s_row_add(t, keys[i], s_hash(keys[i]));
+        const uint64_t idx = s_row_add(t, keys[i], ps_rowkey_mix(keys[i]));
         memcpy(s_values(t, idx), values + i * d, d * sizeof *values);
         for (int a = 0; a < t->nstate; a++) {
             memcpy(s_state(t, idx) + a * stride, state + ((size_t)a * n + i) * d,
@@ -651,7 +641,7 @@ int ps_rows_import(ps_rows_t *t, size_t n, const uint64_t *keys, const float *va
         }
     }
     for (size_t i = 0; i < np; i++) {
-        s_pending_put(t, pkeys[i], s_hash(pkeys[i]), pcounts[i]);
+        s_pending_put(t, pkeys[i], ps_rowkey_mix(pkeys[i]), pcounts[i]);
     }
     return 0;
 fail:

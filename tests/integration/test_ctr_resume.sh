@@ -5,11 +5,11 @@
 #
 # A sync 2x2 adagrad job of 60 steps checkpointing every 20 is the
 # reference; its checkpoint directory, trimmed to step 40, is resumed with
-# --resume: the dense parameters end bitwise the reference's (cmp of
-# --dump-params), and so do the rows, their optimizer state and the pending
-# sightings, compared tensor by tensor in the two runs' step-60
-# checkpoints, merged by key over the parts (rows_equal below, python on
-# the safetensors headers). The same with --min-count 2, whose step-40
+# --resume: the parameters end bitwise the reference's (cmp of
+# --dump-params: the dense ones and the rows of the log's keys), and so do
+# all the rows, their optimizer state and the pending sightings, compared
+# tensor by tensor in the two runs' step-60 checkpoints, merged by key over
+# the parts (rows_equal below, python on the safetensors headers). The same with --min-count 2, whose step-40
 # checkpoint must hold pending sightings (keys seen once, no row yet); that
 # one is also resumed on 3 servers (the rows re-cut by their keys' hashes),
 # bitwise again. A resume whose job does not match the rows (another
@@ -98,15 +98,16 @@ print(len(ra), len(pa))
 EOF
 }
 
-# same NAME REF: NAME's dense parameters and step-60 rows are REF's, bitwise.
+# same NAME REF: NAME's final parameters (--dump-params) and step-60 rows
+# are REF's, bitwise.
 same() {
-    cmp -s "$TMP/$2.f32" "$TMP/$1.f32" || fail "$1: dense parameters differ from $2's"
+    cmp -s "$TMP/$2.f32" "$TMP/$1.f32" || fail "$1: parameters differ from $2's"
     SAME=$(rows_equal "$TMP/ck_$2/step-60" "$TMP/ck_$1/step-60") ||
         fail "$1: rows differ from $2's: $SAME"
 }
 
-# resume NAME REF SERVERS [flags...]: REF's checkpoints up to step 40,
-# resumed into ck_NAME; must start at step 40.
+# resume NAME REF SERVERS [flags...]: REF's checkpoint directory without
+# step-60, copied to ck_NAME and resumed there (so from step 40).
 resume() {
     local name=$1 ref=$2 servers=$3
     shift 3
@@ -133,7 +134,7 @@ AT40=$(rows_equal "$TMP/ck_filter/step-40" "$TMP/ck_filter/step-40") || fail "st
 resume filter_resumed filter 2 --min-count 2
 [ "$RC" = 0 ] || fail "--min-count 2 resume failed: $(tail -5 "$TMP/filter_resumed.log")"
 same filter_resumed filter
-echo "ok - --min-count 2 resumed at step 40 (then $AT40 rows, pending keys): bitwise, $SAME"
+echo "ok - --min-count 2 resumed at step 40 ($AT40 rows, pending keys there): bitwise, $SAME"
 resume three filter 3 --min-count 2
 [ "$RC" = 0 ] || fail "resume on 3 servers failed: $(tail -5 "$TMP/three.log")"
 grep -q "resumed at step 40 from 2 parts" "$TMP/three.log" || fail "3 servers: no load line"
@@ -153,7 +154,8 @@ resume other_filter filter 2 --min-count 3
 refused other_filter "server-[01].safetensors: rows of --min-count 2, the job's is 3"
 resume too_many filter 2 --min-count 2 --max-rows 100
 refused too_many ": [0-9]* rows for this server, more than the job's --max-rows 100"
-echo "ok - rows of another layout refused: $(grep -o 'S[01] E cannot resume: .*' "$TMP/other_filter.log" | head -1)"
+echo "ok - rows of another layout refused:" \
+    "$(grep -o 'S[01] E cannot resume: .*' "$TMP/other_filter.log" | head -1)"
 
 # ---- 4. a lost server's rows come back from the checkpoint -----------------
 ctr fo 2 --min-count 2 --checkpoint-dir "$TMP/ck_fo" --spares 1 --peer-timeout 2 \
@@ -166,6 +168,7 @@ expect "$TMP/fo.json" "len(d['server_replacements']) == 1 and d['status'] == 'ok
 grep -q "S0 I failover 1: rolled back from step" "$TMP/fo.log" ||
     fail "S0 did not roll back: $(grep failover "$TMP/fo.log")"
 same fo filter
-echo "ok - S1 replaced at step $(field "$TMP/fo.json" "d['server_replacements'][0]['step']"): bitwise, $SAME"
+echo "ok - S1 replaced, rolled back to step" \
+    "$(field "$TMP/fo.json" "d['server_replacements'][0]['step']"): bitwise, $SAME"
 no_leftovers "$TMP/fo.log"
 check_logs
