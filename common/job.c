@@ -77,6 +77,29 @@ const char *ps_job_wire_name(const ps_job_t *job)
     return job->wire == PS_WIRE_FP16 ? "fp16" : job->wire == PS_WIRE_BF16 ? "bf16" : "fp32";
 }
 
+int ps_job_parse_ring_rows(const char *text, ps_job_t *job)
+{
+    if (!strcmp(text, "dense")) {
+        job->ring_rows = PS_RING_ROWS_DENSE;
+    } else if (!strcmp(text, "allgather")) {
+        job->ring_rows = PS_RING_ROWS_ALLGATHER;
+    } else {
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+const char *ps_job_ring_rows_name(const ps_job_t *job)
+{
+    switch (job->ring_rows) {
+    case PS_RING_ROWS_DENSE:
+        return "dense";
+    case PS_RING_ROWS_ALLGATHER:
+        return "allgather";
+    }
+    return "?";
+}
+
 int ps_job_parse_compress(const char *text, ps_job_t *job)
 {
     double r = 0;
@@ -241,6 +264,13 @@ static int s_validate_rows(const ps_job_t *job, char *err, size_t errlen)
                  "adagrad or ftrl", job->optimizer);
     } else if (job->wire != PS_WIRE_FP32 || job->topk > 0) {
         snprintf(err, errlen, "--wire and --compress are for dense models: rows travel as fp32");
+    } else if (job->mode == PS_MODE_ALLREDUCE && job->min_count > 1) {
+        /* every worker's table holds each row of its click log from the start */
+        snprintf(err, errlen, "--min-count %d: the frequency filter is the servers': not with "
+                 "--mode allreduce", job->min_count);
+    } else if (job->mode == PS_MODE_ALLREDUCE && job->max_rows > 0) {
+        snprintf(err, errlen, "--max-rows %llu: the cap on rows is the servers': not with "
+                 "--mode allreduce", (unsigned long long)job->max_rows);
     } else {
         return 0;
     }
@@ -311,6 +341,11 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
     } else if (job->hidden[0] && ps_job_parse_hidden(job->hidden, widths, &nwidths) != 0) {
         snprintf(err, errlen, "--hidden %s: expected 1 to %d comma-separated widths in [1, %d]",
                  job->hidden, PS_JOB_MAX_HIDDEN, PS_JOB_MAX_WIDTH);
+    } else if (job->ring_rows != PS_RING_ROWS_DENSE &&
+               (job->ring_rows != PS_RING_ROWS_ALLGATHER || !ps_job_has_rows(job) ||
+                job->mode != PS_MODE_ALLREDUCE)) {
+        snprintf(err, errlen, "--ring-rows %s: for --model ctr with --mode allreduce",
+                 ps_job_ring_rows_name(job));
     } else {
         return s_validate_rows(job, err, errlen);
     }
@@ -339,9 +374,6 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
                  "fp32 only");
     } else if (!ps_job_has_servers(job) && job->micro_batch > 0) {
         snprintf(err, errlen, "--micro-batch sums on the servers: not with --mode allreduce");
-    } else if (!ps_job_has_servers(job) && ps_job_has_rows(job)) {
-        snprintf(err, errlen, "--model %s keeps its embedding rows on servers: not with --mode "
-                 "allreduce", job->model);
     } else if (workers < 1 || workers > PS_JOB_MAX_NODES) {
         snprintf(err, errlen, "--workers %d: expected 1 to %d", workers, PS_JOB_MAX_NODES);
     } else {
@@ -374,6 +406,10 @@ void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_
     }
     if (job->micro_batch > 0) { /* older jobs keep their hash */
         n += snprintf(text + n, sizeof text - (size_t)n, " micro_batch=%d", job->micro_batch);
+    }
+    if (ps_job_has_rows(job) && !ps_job_has_servers(job)) {
+        n += snprintf(text + n, sizeof text - (size_t)n, " ring_rows=%s",
+                      ps_job_ring_rows_name(job));
     }
     if (ps_job_has_rows(job) || !strcmp(job->optimizer, "ftrl")) {
         n += snprintf(text + n, sizeof text - (size_t)n,

@@ -55,6 +55,14 @@ typedef enum {
     PS_WIRE_BF16 = 2, /* bfloat16, round-to-nearest-even */
 } ps_wire_kind_t;
 
+/* --ring-rows: how a ctr job's row gradients travel under --mode allreduce
+ * (docs/design/rows.md, "The ring's variants"). */
+typedef enum {
+    PS_RING_ROWS_DENSE = 0,     /* every worker's whole table, summed by the ring with the
+                                   dense gradient (Horovod's sparse_as_dense) */
+    PS_RING_ROWS_ALLGATHER = 1, /* each worker's rows of the step, sent to every other */
+} ps_ring_rows_kind_t;
+
 /* --hidden: at most this many hidden layers, each 1..PS_JOB_MAX_WIDTH wide,
  * as text of at most PS_JOB_HIDDEN_TEXT - 1 characters. */
 #define PS_JOB_MAX_HIDDEN 8
@@ -112,6 +120,8 @@ typedef struct {
     int min_count;       /* ctr: a key gets a row on its min_count-th update (--min-count);
                             before that it reads as zeros and its gradients are dropped */
     uint64_t max_rows;   /* ctr: embedding rows per server at most (--max-rows); 0 = no cap */
+    ps_ring_rows_kind_t ring_rows; /* ctr with allreduce: how the rows' gradients travel
+                                      (--ring-rows); dense for every other job */
 } ps_job_t;
 
 /* Fills *job with the project defaults. */
@@ -129,6 +139,12 @@ int ps_job_parse_wire(const char *text, ps_job_t *job);
 
 /* The --wire text of job->wire. */
 const char *ps_job_wire_name(const ps_job_t *job);
+
+/* Parses "dense" or "allgather" into job->ring_rows. Returns 0 or PS_EINVAL. */
+int ps_job_parse_ring_rows(const char *text, ps_job_t *job);
+
+/* The --ring-rows text of job->ring_rows ("?" for a value out of the enum). */
+const char *ps_job_ring_rows_name(const ps_job_t *job);
 
 /* Parses "none" or "topk:R" (0 < R <= 1) into job->topk. Returns 0 or PS_EINVAL. */
 int ps_job_parse_compress(const char *text, ps_job_t *job);

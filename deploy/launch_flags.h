@@ -32,7 +32,7 @@ extern "C" {
 enum { PS_LAUNCH_SCHEDULER = 0, PS_LAUNCH_SERVER = 1, PS_LAUNCH_WORKER = 2, PS_LAUNCH_NROLES };
 
 #define PS_LAUNCH_MAX_FWD 80        /* forwarded flags, all roles together */
-#define PS_LAUNCH_MAX_ROLE_FLAGS 48 /* entries in one role's table */
+#define PS_LAUNCH_MAX_ROLE_FLAGS 64 /* entries in one role's table */
 
 /* One forwarded flag: passed as "--name value", when given, to every role
  * whose table has it. */

@@ -157,6 +157,7 @@ void ps_codec_job_to_pb(const ps_job_t *j, ps_job_pb_t *out)
     m->l1 = j->l1;
     m->l2 = j->l2;
     m->micro_batch = (uint32_t)j->micro_batch;
+    m->ring_rows = (char *)ps_job_ring_rows_name(j);
 }
 
 int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, size_t cap)
@@ -181,6 +182,9 @@ int ps_codec_job_from_pb(const Shardps__JobConfig *m, ps_job_t *j, char *why, si
     }
     if (m->wire && m->wire[0] && ps_job_parse_wire(m->wire, j) != 0) {
         return s_fail(why, cap, "job: unknown wire format '%.16s'", m->wire);
+    }
+    if (m->ring_rows && m->ring_rows[0] && ps_job_parse_ring_rows(m->ring_rows, j) != 0) {
+        return s_fail(why, cap, "job: unknown ring rows '%.16s'", m->ring_rows);
     }
     j->topk = m->topk;
     j->chunk_kib = m->chunk_kib ? (int)(m->chunk_kib < INT32_MAX ? m->chunk_kib : INT32_MAX)

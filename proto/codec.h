@@ -55,7 +55,8 @@ extern "C" {
 /* 7: authenticated registration (MSG_CHALLENGE, Register.nonce and proof),
  *    ring data carries its sender's token. */
 /* 8: embedding rows (MSG_ROWS_*, ServerInfo's row ranges, the job's
- *    embed_dim, min_count, max_rows, l1 and l2). */
+ *    embed_dim, min_count, max_rows, l1, l2, micro_batch and ring_rows;
+ *    Done's test_auc and test_logloss, ServerReport's rows). */
 #define PS_PROTOCOL_VERSION 8u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */

@@ -32,6 +32,7 @@ void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
     f->optimizer = "sgd";
     f->wire = "fp32";
     f->compress = "none";
+    f->ring_rows = "dense";
     f->schedule = "cosine";
     f->seed = (int)f->cfg.job.seed;
     f->log_level = "info";
@@ -52,6 +53,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"min-count", PS_FLAG_INT, &c->job.min_count, "N", "ctr: a key gets a row on its N-th update; before, it reads as zeros and its updates are counted and dropped"},
         {"max-rows", PS_FLAG_INT, &f->max_rows, "N", "ctr: embedding rows per server at most (0 = no cap); past it a new key's updates are counted and dropped, with a warning"},
         {"mode", PS_FLAG_STR, &f->mode, "MODE", "consistency: sync, async, ssp:S (bounded staleness S), sync:K/N (K of N workers per step) or allreduce (no servers: a ring of workers)"},
+        {"ring-rows", PS_FLAG_STR, &f->ring_rows, "dense|allgather", "ctr with --mode allreduce: how the rows' gradients travel: dense (every worker holds the whole table and the ring sums it with the dense gradient, as Horovod's sparse_as_dense) or allgather (each worker's rows of the step go to every other)"},
         {"staleness-lr", PS_FLAG_BOOL, &c->job.staleness_lr, "0|1", "async, ssp: weight a gradient applied tau > 1 versions late by 1/tau; async: each push of M workers also by (M-1)/M, with SGD momentum lowered by 1-1/M at a rate keeping lr/(1-momentum)"},
         {"straggler", PS_FLAG_STR, &f->straggler, "RANK:FACTOR", "slow worker RANK's compute down FACTOR times (experiments)"},
         {"placement", PS_FLAG_STR, &c->placement, "P", "dedicated (servers on hosts of their own) or colocated (server i on worker i's host, S <= M): recorded in the summary; the simulated cluster places the nodes so"},
@@ -135,7 +137,9 @@ static int s_parse_every(const char *text, ps_scheduler_config_t *c)
                : PS_EINVAL;
 }
 
-int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
+/* The job's text flags parsed into f->cfg.job. Returns 0 or PS_EINVAL with
+ * the flag named in err. */
+static int s_parse_job(ps_scheduler_flags_t *f, char *err, size_t errlen)
 {
     ps_job_t *job = &f->cfg.job;
     snprintf(job->model, sizeof job->model, "%s", f->model);
@@ -168,9 +172,22 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
                  f->compress);
         return PS_EINVAL;
     }
+    if (ps_job_parse_ring_rows(f->ring_rows, job) != 0) {
+        snprintf(err, errlen, "--ring-rows %s: expected dense or allgather", f->ring_rows);
+        return PS_EINVAL;
+    }
     if (f->straggler && ps_job_parse_straggler(f->straggler, job) != 0) {
         snprintf(err, errlen, "--straggler %s: expected RANK:FACTOR with FACTOR in [1, 1000]",
                  f->straggler);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
+{
+    ps_job_t *job = &f->cfg.job;
+    if (s_parse_job(f, err, errlen) != 0) {
         return PS_EINVAL;
     }
     int rc = ps_job_validate_nodes(job, f->cfg.servers, f->cfg.workers, err, errlen);

@@ -24,7 +24,7 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 47
+#define PS_SCHEDULER_NFLAGS 48
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -36,6 +36,7 @@ typedef struct {
     const char *optimizer;     /* --optimizer, copied into cfg.job */
     const char *wire;          /* --wire, parsed into cfg.job.wire */
     const char *compress;      /* --compress, parsed into cfg.job.topk */
+    const char *ring_rows;     /* --ring-rows, parsed into cfg.job.ring_rows */
     const char *schedule;      /* --lr-schedule, parsed into cfg.job.schedule */
     const char *straggler;     /* --straggler RANK:FACTOR; NULL = none */
     int seed;                  /* --seed */

@@ -12,6 +12,12 @@
  * thread of worker/overlap.c owns it during each step. With
  * --allreduce-backend mpi, MPI_Allreduce (worker/ring_mpi.c) sums instead,
  * after backward (no overlap), and the rest of the step is the same.
+ *
+ * A model with embedding rows (--model ctr) keeps them in every worker's
+ * own table (worker/ring_rows.c): the step sums them with the dense
+ * gradient (--ring-rows dense) or passes each worker's rows round the ring
+ * after it (allgather), then steps them as a server would; its steps are
+ * summed after backward (no overlap).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,19 +60,46 @@ static int s_sum(ps_worker_t *w, float *buf, uint64_t n, int64_t step)
 }
 
 /* allreduce, one step: sum the gradients over the ring, then apply the
- * optimizer exactly as a sync server would to the mean (scale 1/M). */
+ * optimizer exactly as a sync server would to the mean (scale 1/M); a
+ * model's rows with them. */
 int ps_allreduce_step(ps_worker_t *w, int64_t t)
 {
     const uint64_t P = w->view->num_params;
     float *params = ps_model_params(w->model), *grads = ps_model_grads(w->model);
-    int rc = w->overlap ? ps_overlap_wait(w->overlap) : s_sum(w, grads, P, t);
+    uint64_t n = P;
+    float *sum = w->rows ? ps_ring_rows_vector(w->rows, grads, &n) : grads;
+    int rc = w->overlap ? ps_overlap_wait(w->overlap) : s_sum(w, sum, n, t);
     if (rc != 0) {
         return s_ring_failed(w, rc, "ring allreduce");
     }
-    float lr = ps_optim_lr(&w->job, t, w->view->steps_per_epoch, w->view->total_steps);
-    ps_optim_step(&w->opt, lr, t + 1, params, w->state, P, grads,
-                  1.0f / (float)w->view->num_workers, P);
+    if (w->rows && (rc = ps_ring_rows_exchange(w->rows, w->ring, t)) != 0) {
+        return s_ring_failed(w, rc, "passing the rows round the ring");
+    }
+    const float lr = ps_optim_lr(&w->job, t, w->view->steps_per_epoch, w->view->total_steps);
+    const float scale = 1.0f / (float)w->view->num_workers;
+    ps_optim_step(&w->opt, lr, t + 1, params, w->state, P, sum, scale, P);
+    if (w->rows) {
+        ps_ring_rows_apply(w->rows, lr, scale);
+    }
     return 0;
+}
+
+int ps_allreduce_rows_new(ps_worker_t *w)
+{
+    int rc = ps_ring_rows_new(&w->rows, &w->job, w->ctr, ps_model_num_params(w->model),
+                              w->err, sizeof w->err);
+    if (rc == 0) {
+        const ps_ctr_rows_t home = ps_ring_rows_home(w->rows);
+        ps_ctr_job_set_rows(w->ctr, &home);
+    }
+    return rc;
+}
+
+uint64_t ps_allreduce_max_floats(const ps_worker_t *w)
+{
+    const uint64_t P = ps_model_num_params(w->model);
+    const uint64_t rows = w->rows ? ps_ring_rows_max_floats(w->rows) : 0;
+    return rows > P ? rows : P;
 }
 
 /* FNV-1a over the bytes of n floats. */
@@ -78,6 +111,27 @@ static uint32_t s_checksum(const float *p, size_t n)
         h = (h ^ b[i]) * 16777619u;
     }
     return h;
+}
+
+/* With rows: the table's room for the ring's blocks, and what it costs. */
+static int s_rows_start(ps_worker_t *w)
+{
+    const int M = w->view->num_workers;
+    if (w->mpi && w->job.ring_rows == PS_RING_ROWS_ALLGATHER) {
+        snprintf(w->err, sizeof w->err, "--allreduce-backend mpi sums vectors only: "
+                 "--ring-rows allgather needs the ring (or --ring-rows dense)");
+        return PS_EINVAL;
+    }
+    if (ps_ring_rows_start(w->rows, M, w->rank) != 0) {
+        snprintf(w->err, sizeof w->err, "out of memory for the rows of %d workers", M);
+        return PS_ENOMEM;
+    }
+    if (w->rank == 0) {
+        ps_log_info("rows: %zu in every worker's table, %d floats each; --ring-rows %s",
+                    ps_ring_rows_count(w->rows), w->job.embed_dim,
+                    ps_job_ring_rows_name(&w->job));
+    }
+    return 0;
 }
 
 /*
@@ -120,8 +174,13 @@ int ps_allreduce_start(ps_worker_t *w)
         snprintf(w->err, sizeof w->err, "out of memory");
         return PS_ENOMEM;
     }
+    if (w->rows && (rc = s_rows_start(w)) != 0) {
+        return rc;
+    }
     ps_worker_init_params(w);
-    uint32_t mine = s_checksum(ps_model_params(w->model), P);
+    /* with rows, the tables' keys too: every worker must read the same click log */
+    uint32_t mine = s_checksum(ps_model_params(w->model), P) ^
+                    (w->rows ? ps_ring_rows_checksum(w->rows) : 0);
     sums[2 * rank] = (float)(mine >> 16);
     sums[2 * rank + 1] = (float)(mine & 0xffff);
     rc = s_sum(w, sums, 2 * (uint64_t)M, -1);
@@ -133,7 +192,8 @@ int ps_allreduce_start(ps_worker_t *w)
         if (theirs != mine) {
             snprintf(w->err, sizeof w->err,
                      "W%d initialised different parameters (checksum %08x, ours %08x): "
-                     "different builds or models?", i, theirs, mine);
+                     "different builds or models%s?", i, theirs, mine,
+                     w->rows ? ", or click logs" : "");
             rc = PS_ESTATE;
         }
     }
@@ -152,6 +212,12 @@ int ps_allreduce_start(ps_worker_t *w)
  * starts the thread that owns the ring from now on. */
 int ps_allreduce_overlap_start(ps_worker_t *w)
 {
+    if (w->rows) { /* the rows' sums need the whole backward: nothing to overlap with */
+        if (w->rank == 0) {
+            ps_log_info("overlap: off for a model with rows (summed after backward)");
+        }
+        return 0;
+    }
     const size_t nt = ps_model_num_tensors(w->model);
     size_t offsets[64];
     ps_range_t buckets[PS_OVERLAP_MAX_BUCKETS];

@@ -1,7 +1,8 @@
 /*
  * worker/ctr_job.c - a worker's side of a job with embedding rows: batches
  * in the order of their keys' hashes, rows pulled before and pushed after
- * each step, the held-out AUC (see ctr_job.h).
+ * each step (from and to the servers, or the rows' other home), the
+ * held-out AUC (see ctr_job.h).
  */
 #include "worker/ctr_job.h"
 
@@ -38,6 +39,7 @@ struct ps_ctr_job {
     uint8_t *label;        /* and labels */
     float *prob;           /* [test.n] evaluation's click probabilities */
     int n;                 /* samples of the batch built last */
+    ps_ctr_rows_t home;    /* the rows' home when not the servers (fetch NULL: servers) */
 };
 
 int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_batch,
@@ -162,12 +164,38 @@ static int s_wait(ps_kv_t *kv, int h, const char *what, char *err, size_t cap)
     return rc;
 }
 
+/* The rows of keys[0..n) at version >= min_version into out: pulled from
+ * the servers, or fetched from the rows' other home. */
+static int s_fetch(ps_ctr_job_t *c, ps_kv_t *kv, const uint64_t *keys, size_t n, float *out,
+                   int64_t min_version, char *err, size_t cap)
+{
+    if (c->home.fetch) {
+        return c->home.fetch(c->home.arg, keys, n, out, min_version, err, cap);
+    }
+    return s_wait(kv, ps_kv_rows_pull(kv, keys, n, c->dim, out, min_version), "pulling rows",
+                  err, cap);
+}
+
+/* The gradient grads of the batch's rows for step t: pushed to the servers
+ * (the request's handle into *push) or handed to the rows' other home. */
+static int s_push(ps_ctr_job_t *c, ps_kv_t *kv, const float *grads, int64_t t, int *push,
+                  char *err, size_t cap)
+{
+    if (c->home.push) {
+        return c->home.push(c->home.arg, c->keys, (size_t)c->b.U, grads, t, push, err, cap);
+    }
+    *push = ps_kv_rows_push(kv, c->keys, (size_t)c->b.U, c->dim, grads, t);
+    if (*push < 0) {
+        snprintf(err, cap, "pushing rows failed: %s", ps_kv_error(kv));
+        return *push;
+    }
+    return 0;
+}
+
 /* Pulls the batch's rows into the model at version >= min_version. */
 static int s_pull_rows(ps_ctr_job_t *c, ps_kv_t *kv, int64_t min_version, char *err, size_t cap)
 {
-    const int h = ps_kv_rows_pull(kv, c->keys, (size_t)c->b.U, c->dim, ps_model_rows(c->m),
-                                  min_version);
-    return s_wait(kv, h, "pulling rows", err, cap);
+    return s_fetch(c, kv, c->keys, (size_t)c->b.U, ps_model_rows(c->m), min_version, err, cap);
 }
 
 /* The batch's row of hash h: its index in c->b's distinct hashes. */
@@ -217,8 +245,7 @@ static int s_micro_step(ps_ctr_job_t *c, int j, float *loss, char *err, size_t c
 static int s_micro_steps(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
                          float *loss, int *push, char *err, size_t cap)
 {
-    const int h = ps_kv_rows_pull(kv, c->keys, (size_t)c->b.U, c->dim, c->rows, pull_version);
-    int rc = s_wait(kv, h, "pulling rows", err, cap);
+    int rc = s_fetch(c, kv, c->keys, (size_t)c->b.U, c->rows, pull_version, err, cap);
     if (rc != 0) {
         return rc;
     }
@@ -237,12 +264,7 @@ static int s_micro_steps(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_v
     }
     memcpy(grads, c->dense, P * sizeof *grads);
     *loss = sum / (float)k;
-    *push = ps_kv_rows_push(kv, c->keys, (size_t)c->b.U, c->dim, c->sum, t);
-    if (*push < 0) {
-        snprintf(err, cap, "pushing rows failed: %s", ps_kv_error(kv));
-        return *push;
-    }
-    return 0;
+    return s_push(c, kv, c->sum, t, push, err, cap);
 }
 
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
@@ -260,12 +282,7 @@ int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_versio
         snprintf(err, cap, "training step failed: %s", ps_strerror(rc));
         return rc;
     }
-    *push = ps_kv_rows_push(kv, c->keys, (size_t)c->b.U, c->dim, ps_model_row_grads(c->m), t);
-    if (*push < 0) {
-        snprintf(err, cap, "pushing rows failed: %s", ps_kv_error(kv));
-        return *push;
-    }
-    return 0;
+    return s_push(c, kv, ps_model_row_grads(c->m), t, push, err, cap);
 }
 
 /* Ascending, for qsort. */
@@ -275,35 +292,53 @@ static int s_cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int ps_ctr_job_dump_rows(ps_ctr_job_t *c, ps_kv_t *kv, FILE *f, char *err, size_t cap)
+int ps_ctr_job_vocab(const ps_ctr_job_t *c, uint64_t **hashes, size_t *n)
 {
-    const size_t all = c->set.n * PS_CTR_CAT, chunk = (size_t)c->b.cap;
+    const size_t all = c->set.n * PS_CTR_CAT;
     uint64_t *h = malloc((all ? all : 1) * sizeof *h);
-    float *rows = malloc(chunk * c->dim * sizeof *rows);
-    if (!h || !rows) {
-        free(h);
-        free(rows);
-        snprintf(err, cap, "out of memory for the rows of --dump-params");
+    *hashes = NULL;
+    *n = 0;
+    if (!h) {
         return PS_ENOMEM;
     }
-    size_t n = 0;
     for (size_t i = 0; i < all; i++) {
         h[i] = ps_rowkey_hash(c->set.keys[i]);
     }
     qsort(h, all, sizeof *h, s_cmp_u64);
-    for (size_t i = 0; i < all; i++) { /* distinct, then back to keys */
-        if (i == 0 || h[i] != h[n - 1]) {
-            h[n++] = h[i];
+    size_t u = 0;
+    for (size_t i = 0; i < all; i++) {
+        if (i == 0 || h[i] != h[u - 1]) {
+            h[u++] = h[i];
         }
     }
-    for (size_t i = 0; i < n; i++) {
+    *hashes = h;
+    *n = u;
+    return 0;
+}
+
+void ps_ctr_job_set_rows(ps_ctr_job_t *c, const ps_ctr_rows_t *rows)
+{
+    c->home = *rows;
+}
+
+int ps_ctr_job_dump_rows(ps_ctr_job_t *c, ps_kv_t *kv, FILE *f, char *err, size_t cap)
+{
+    const size_t chunk = (size_t)c->b.cap;
+    uint64_t *h = NULL;
+    size_t n = 0;
+    float *rows = malloc(chunk * c->dim * sizeof *rows);
+    if (!rows || ps_ctr_job_vocab(c, &h, &n) != 0) {
+        free(rows);
+        snprintf(err, cap, "out of memory for the rows of --dump-params");
+        return PS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) { /* the hashes back to keys, in their order */
         h[i] = ps_rowkey_unhash(h[i]);
     }
     int rc = 0;
     for (size_t at = 0; at < n && rc == 0; at += chunk) {
         const size_t m = n - at < chunk ? n - at : chunk;
-        rc = s_wait(kv, ps_kv_rows_pull(kv, h + at, m, c->dim, rows, 0), "pulling rows", err,
-                    cap);
+        rc = s_fetch(c, kv, h + at, m, rows, 0, err, cap);
         for (size_t i = 0; i < m && rc == 0; i++) {
             if (fwrite(h + at + i, sizeof *h, 1, f) != 1 ||
                 fwrite(rows + i * c->dim, sizeof *rows, c->dim, f) != c->dim) {

@@ -1,6 +1,7 @@
 /*
  * worker/ring.c - ring allreduce: reduce-scatter then all-gather, pipelined by
- * sub-chunk, over a PULL socket (from the left) and a PUSH socket (to the right).
+ * sub-chunk, over a PULL socket (from the left) and a PUSH socket (to the right);
+ * and the allgather of variable-sized blocks on the same sockets.
  *
  * Ordering is what makes one thread enough: ZeroMQ keeps the left neighbour's
  * messages in the order it sent them, and it sends in the order it receives
@@ -237,8 +238,10 @@ static int s_check(ps_ring_t *r, int force)
               : 0;
 }
 
-/* Sends [range) of buf for ring step g, zero-copy. */
-static int s_send(ps_ring_t *r, const float *buf, ps_range_t range, int64_t step, int g)
+/* Sends frames[0..n) as ring data over [range) for ring step g, zero-copy:
+ * s_release runs once per frame. */
+static int s_send_frames(ps_ring_t *r, const ps_frame_t *f, int n, ps_range_t range,
+                         int64_t step, int g)
 {
     Shardps__Header h;
     ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, r->cfg.rank);
@@ -247,15 +250,23 @@ static int s_send(ps_ring_t *r, const float *buf, ps_range_t range, int64_t step
     h.step = step;
     h.ring_step = g;
     h.token = r->cfg.token;
-    ps_frame_t f = {buf + range.begin, ps_range_len(range) * sizeof(float)};
-    atomic_fetch_add(&r->inflight, 1);
-    int rc = ps_msg_send_zc(r->tx, NULL, h, &f, 1, s_release, r);
+    atomic_fetch_add(&r->inflight, n);
+    int rc = ps_msg_send_zc(r->tx, NULL, h, f, n, s_release, r);
     if (rc != 0) {
         return s_fail(r, rc, "sending to the right neighbour W%d failed: %s",
                       (r->cfg.rank + 1) % r->cfg.size, ps_strerror(rc));
     }
-    r->sent += f.len;
+    for (int k = 0; k < n; k++) {
+        r->sent += f[k].len;
+    }
     return 0;
+}
+
+/* Sends [range) of buf for ring step g, zero-copy. */
+static int s_send(ps_ring_t *r, const float *buf, ps_range_t range, int64_t step, int g)
+{
+    ps_frame_t f = {buf + range.begin, ps_range_len(range) * sizeof(float)};
+    return s_send_frames(r, &f, 1, range, step, g);
 }
 
 /* b[i] += a[i], a read in place from a received frame that may be unaligned. */
@@ -268,13 +279,20 @@ static void s_add(float *restrict b, const unsigned char *restrict a, size_t n)
     }
 }
 
-/*
- * Waits for the next message of the sequence: the left neighbour's ring data
- * for (step, g) over want. Fills *m (caller closes it). Others are dropped.
- */
-static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int g)
+/* The left neighbour's rank. */
+static int s_left(const ps_ring_t *r)
 {
-    const int left = (r->cfg.rank + r->cfg.size - 1) % r->cfg.size;
+    return (r->cfg.rank + r->cfg.size - 1) % r->cfg.size;
+}
+
+/*
+ * Waits for the left neighbour's next ring data (of step `step`, ring step g,
+ * for the messages of a timeout) and fills *m (the caller checks it against
+ * what the sequence expects, and closes it). Others are dropped.
+ */
+static int s_recv(ps_ring_t *r, ps_msg_t *m, int64_t step, int g)
+{
+    const int left = s_left(r);
     double since = ps_now();
     for (;;) {
         int rc = s_check(r, 0);
@@ -325,26 +343,37 @@ static int s_recv(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int 
             ps_msg_close(m);
             continue;
         }
-        size_t len = 0;
-        if (m->nframes == 1) {
-            ps_msg_frame(m, 0, &len);
-        }
-        if (h->step != step || h->ring_step != g || h->key_begin != want.begin ||
-            h->key_end != want.end || m->nframes != 1 ||
-            len != ps_range_len(want) * sizeof(float)) {
-            rc =
-                s_fail(r, PS_EPROTO,
-                       "W%d broke the ring: sent step %lld ring step %d keys [%llu, %llu) "
-                       "(%zu bytes), expected step %lld ring step %d keys [%llu, %llu)",
-                       left, (long long)h->step, h->ring_step, (unsigned long long)h->key_begin,
-                       (unsigned long long)h->key_end, len, (long long)step, g,
-                       (unsigned long long)want.begin, (unsigned long long)want.end);
-            ps_msg_close(m);
-            return rc;
-        }
-        r->received += len;
         return 0;
     }
+}
+
+/* The allreduce's next message: the left neighbour's ring data for (step, g)
+ * over want, one frame of its floats. Fills *m (caller closes it). */
+static int s_recv_sub(ps_ring_t *r, ps_msg_t *m, ps_range_t want, int64_t step, int g)
+{
+    int rc = s_recv(r, m, step, g);
+    if (rc != 0) {
+        return rc;
+    }
+    const Shardps__Header *h = &m->hdr;
+    size_t len = 0;
+    if (m->nframes == 1) {
+        ps_msg_frame(m, 0, &len);
+    }
+    if (h->step != step || h->ring_step != g || h->key_begin != want.begin ||
+        h->key_end != want.end || m->nframes != 1 || len != ps_range_len(want) * sizeof(float)) {
+        rc = s_fail(r, PS_EPROTO,
+                    "W%d broke the ring: sent step %lld ring step %d keys [%llu, %llu) "
+                    "(%zu bytes), expected step %lld ring step %d keys [%llu, %llu)",
+                    s_left(r), (long long)h->step, h->ring_step,
+                    (unsigned long long)h->key_begin, (unsigned long long)h->key_end, len,
+                    (long long)step, g, (unsigned long long)want.begin,
+                    (unsigned long long)want.end);
+        ps_msg_close(m);
+        return rc;
+    }
+    r->received += len;
+    return 0;
 }
 
 /* Waits until ZeroMQ has released every frame sent from the caller's buffer. */
@@ -408,7 +437,7 @@ int ps_ring_allreduce(ps_ring_t *r, float *buf, uint64_t n, int64_t step)
         for (uint64_t j = 0, k = ps_ring_num_subs(chunk, sub); rc == 0 && j < k; j++) {
             ps_range_t want = ps_ring_sub(chunk, sub, j);
             ps_msg_t m = {0};
-            if ((rc = s_recv(r, &m, want, step, g)) != 0) {
+            if ((rc = s_recv_sub(r, &m, want, step, g)) != 0) {
                 break;
             }
             size_t len;
@@ -422,6 +451,89 @@ int ps_ring_allreduce(ps_ring_t *r, float *buf, uint64_t n, int64_t step)
             if (g + 1 < G) {
                 rc = s_send(r, buf, want, step, g + 1);
             }
+        }
+        ps_trace_span_end(&span);
+    }
+    /* After a failure frames may stay queued until ps_ring_destroy() drops them. */
+    return rc ? rc : s_drain_sends(r);
+}
+
+/* ---- one allgather ---------------------------------------------------------- */
+
+/* Sends block b (blocks[b]: its keys, then its rows) for ring step g. */
+static int s_send_block(ps_ring_t *r, const ps_ring_block_t *blk, int b, size_t dim,
+                        int64_t step, int g)
+{
+    const ps_frame_t f[2] = {{blk->keys, blk->n * sizeof *blk->keys},
+                             {blk->rows, blk->n * dim * sizeof *blk->rows}};
+    const ps_range_t which = {(uint64_t)b, (uint64_t)b + 1};
+    return s_send_frames(r, f, 2, which, step, g);
+}
+
+/* The allgather's next message, block b of at most cap keys for (step, g),
+ * copied into blk. */
+static int s_recv_block(ps_ring_t *r, ps_ring_block_t *blk, int b, size_t dim, uint64_t cap,
+                        int64_t step, int g)
+{
+    ps_msg_t m = {0};
+    int rc = s_recv(r, &m, step, g);
+    if (rc != 0) {
+        return rc;
+    }
+    const Shardps__Header *h = &m.hdr;
+    size_t klen = 0, vlen = 0;
+    const void *keys = m.nframes == 2 ? ps_msg_frame(&m, 0, &klen) : NULL;
+    const void *rows = m.nframes == 2 ? ps_msg_frame(&m, 1, &vlen) : NULL;
+    const uint64_t n = klen / sizeof *blk->keys;
+    if (h->step != step || h->ring_step != g || h->key_begin != (uint64_t)b ||
+        h->key_end != (uint64_t)b + 1 || m.nframes != 2 || klen % sizeof *blk->keys ||
+        n > cap || vlen != n * dim * sizeof *blk->rows) {
+        rc = s_fail(r, PS_EPROTO,
+                    "W%d broke the ring: sent step %lld ring step %d keys [%llu, %llu) in %d "
+                    "frames (%zu + %zu bytes), expected step %lld ring step %d block %d of at "
+                    "most %llu keys and their rows of %zu floats",
+                    s_left(r), (long long)h->step, h->ring_step,
+                    (unsigned long long)h->key_begin, (unsigned long long)h->key_end,
+                    m.nframes, klen, vlen, (long long)step, g, b, (unsigned long long)cap, dim);
+        ps_msg_close(&m);
+        return rc;
+    }
+    if (n > 0) {
+        memcpy(blk->keys, keys, klen);
+        memcpy(blk->rows, rows, vlen);
+    }
+    blk->n = n;
+    r->received += klen + vlen;
+    ps_msg_close(&m);
+    return 0;
+}
+
+int ps_ring_allgather(ps_ring_t *r, ps_ring_block_t *blocks, size_t dim, uint64_t cap,
+                      int64_t step)
+{
+    if (!r->connected || r->broken) {
+        snprintf(r->error, sizeof r->error, "the ring is %s",
+                 r->broken ? "broken by an earlier failure" : "not connected");
+        return PS_ESTATE;
+    }
+    const int M = r->cfg.size, rank = r->cfg.rank;
+    if (blocks[rank].n > cap) {
+        snprintf(r->error, sizeof r->error, "a block of %llu keys (at most %llu)",
+                 (unsigned long long)blocks[rank].n, (unsigned long long)cap);
+        return PS_EINVAL;
+    }
+    if (M == 1) {
+        return 0;
+    }
+    /* Ring step g: block (rank - g) mod M out, (rank - g - 1) mod M in; the
+     * block received at g is the one sent at g + 1. */
+    int rc = s_send_block(r, &blocks[rank], rank, dim, step, 0);
+    for (int g = 0; rc == 0 && g < M - 1; g++) {
+        ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_RING, step, g);
+        const int b = ps_ring_recv_chunk(rank, M, g);
+        rc = s_recv_block(r, &blocks[b], b, dim, cap, step, g);
+        if (rc == 0 && g + 1 < M - 1) {
+            rc = s_send_block(r, &blocks[b], b, dim, step, g + 1);
         }
         ps_trace_span_end(&span);
     }

@@ -26,6 +26,9 @@
  * (PS_EPROTO); messages from anyone else, or without its token, are dropped
  * and counted (a stranger that reaches the socket cannot break the ring).
  *
+ * ps_ring_allgather() passes variable-sized blocks of keyed rows round the
+ * same ring (a worker's embedding rows of a step), with the same checks.
+ *
  * It does not know about models, optimizers or the scheduler: the caller
  * passes a check function that says when the job is gone, so a lost neighbour
  * (the scheduler aborts the job) never leaves the ring waiting.
@@ -70,8 +73,10 @@ typedef struct {
 /*
  * Creates a ring member and binds its receiving socket to bind (e.g.
  * tcp://0.0.0.0:*); the bound endpoint (wildcard port resolved) goes into
- * endpoint. max_floats: the longest vector the ring will sum (0 = no limit);
- * a frame longer than that plus 64 KiB is dropped at its header, unread.
+ * endpoint. max_floats: the longest vector the ring will sum, or the
+ * longest frame of an allgather's blocks in floats' worth of bytes,
+ * whichever is more (0 = no limit); a frame longer than that plus 64 KiB is
+ * dropped at its header, unread.
  * Returns 0 and the member in *out (caller owns the result; destroy with
  * ps_ring_destroy()), or PS_EINVAL (bad endpoint) / PS_EIO (cannot bind) /
  * PS_ENOMEM, with a one-line reason in err.
@@ -95,6 +100,35 @@ int ps_ring_connect(ps_ring_t *r, const ps_ring_config_t *cfg, char *err, size_t
  * stay allocated until ps_ring_destroy() has returned (frames may be queued).
  */
 int ps_ring_allreduce(ps_ring_t *r, float *buf, uint64_t n, int64_t step);
+
+/* One member's block of a ring allgather (ps_ring_allgather): n keys and
+ * their n rows of dim floats, in storage for cap keys and cap rows. */
+typedef struct {
+    uint64_t *keys; /* [cap] the keys; the ring copies them and reads nothing else */
+    float *rows;    /* [cap x dim] their rows */
+    uint64_t n;     /* keys in the block, 0 .. cap */
+} ps_ring_block_t;
+
+/*
+ * Ring allgather of variable-sized blocks: on entry blocks[rank] holds this
+ * member's n keys and rows (only read); on return every other blocks[i]
+ * holds member i's, copied into its storage (room for cap keys and cap x dim
+ * floats each). M - 1 ring steps, the all-gather half of
+ * ps_ring_allreduce's schedule: at ring step g a member sends block
+ * ps_ring_send_chunk(rank, M, g) and receives block ps_ring_recv_chunk(rank,
+ * M, g), which it sends on at step g + 1. A block is one ring-data message
+ * of two frames, its keys (n x 8 bytes, as they lie in memory) and its rows
+ * (n x dim x 4), whose key range [i, i + 1) names the block. Messages are
+ * checked as ps_ring_allreduce's are (sender, token, step, ring step, the
+ * block), and the frames' lengths against dim and cap. Every member must
+ * call it with the same dim, cap and step, at the same point of the
+ * sequence of ring calls. The blocks are sent zero-copy: none may be
+ * touched until the call returns (after a failure, until ps_ring_destroy()
+ * has returned). Returns as ps_ring_allreduce, with PS_EINVAL for a block of
+ * this member of more than cap keys.
+ */
+int ps_ring_allgather(ps_ring_t *r, ps_ring_block_t *blocks, size_t dim, uint64_t cap,
+                      int64_t step);
 
 /* Payload bytes sent to and received from the neighbours so far. */
 void ps_ring_bytes(const ps_ring_t *r, uint64_t *sent, uint64_t *received);

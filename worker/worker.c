@@ -481,7 +481,8 @@ static int s_device_setup(ps_worker_t *w)
 }
 
 /* A model with embedding rows: its click log, read now (the model's batch
- * buffers take its batches), and the sample order's buffer. */
+ * buffers take its batches), the sample order's buffer, and in allreduce
+ * the table of its rows. */
 static int s_build_ctr(ps_worker_t *w, int max_batch)
 {
     int rc = ps_ctr_job_new(&w->ctr, w->cfg->ctr_data, w->model, max_batch,
@@ -494,7 +495,7 @@ static int s_build_ctr(ps_worker_t *w, int max_batch)
         snprintf(w->err, sizeof w->err, "out of memory");
         return PS_ENOMEM;
     }
-    return 0;
+    return w->job.mode == PS_MODE_ALLREDUCE ? ps_allreduce_rows_new(w) : 0;
 }
 
 /* The job's model on the chosen backend (with --init-from's values), worker
@@ -633,8 +634,8 @@ static int s_start(ps_worker_t *w)
     info.endpoint = endpoint;
     if (j->mode == PS_MODE_ALLREDUCE) {
         char bound[128];
-        /* no ring message is longer than the model: a longer frame is dropped unread */
-        rc = ps_ring_new(w->ctx, cfg->bind, ps_model_num_params(w->model), &w->ring, bound,
+        /* no ring message is longer than the model (or its rows): a longer frame is dropped */
+        rc = ps_ring_new(w->ctx, cfg->bind, ps_allreduce_max_floats(w), &w->ring, bound,
                          sizeof bound, w->err, sizeof w->err);
         if (rc != 0) {
             return rc;
@@ -762,6 +763,7 @@ int ps_worker_run(const ps_worker_config_t *cfg)
     atomic_store(&w.stopping, 1);
     ps_overlap_destroy(&w.overlap); /* before the ring it borrows */
     ps_ring_destroy(&w.ring);
+    ps_ring_rows_destroy(&w.rows); /* after the ring that may hold its frames */
     ps_kv_destroy(&w.kv);
     ps_link_destroy(&w.link);
     ps_ring_mpi_destroy(&w.mpi, rc != 0); /* after the scheduler was told */

@@ -26,6 +26,7 @@
 #include "worker/overlap.h"
 #include "worker/ring.h"
 #include "worker/ring_mpi.h"
+#include "worker/ring_rows.h"
 #include "worker/worker.h"
 
 #ifdef __cplusplus
@@ -66,6 +67,7 @@ typedef struct {
                         as the ring: a failed ring may still hold its frames) */
     ps_dataset_t train, test;
     ps_ctr_job_t *ctr; /* --model ctr: the click log and the batch's rows; else NULL */
+    ps_ring_rows_t *rows; /* allreduce with --model ctr: every row, this worker's own */
     float *micro_sum;  /* --micro-batch: the sum of a step's micro-batch gradients (P) */
     uint32_t *order; /* this epoch's global sample order */
     int resident;    /* 1: the training set lives on the device (ps_model_set_data) */
@@ -132,8 +134,18 @@ int ps_allreduce_start(ps_worker_t *w);
 int ps_allreduce_overlap_start(ps_worker_t *w);
 
 /* allreduce, one step t: sums the gradients over the ring and applies the
- * optimizer to their mean. Returns 0 or the ring's error with w->err set. */
+ * optimizer to their mean (with rows: theirs too, ring_rows.h). Returns 0
+ * or the ring's error with w->err set. */
 int ps_allreduce_step(ps_worker_t *w, int64_t t);
+
+/* allreduce with --model ctr, once its click log is read: the table of its
+ * rows (w->rows), which the ctr job reads and trains from now on. Returns 0
+ * or an error with w->err set. (allreduce.c) */
+int ps_allreduce_rows_new(ps_worker_t *w);
+
+/* allreduce: the floats of the longest ring frame (ps_ring_new's
+ * max_floats): the model's, or its rows' when longer. */
+uint64_t ps_allreduce_max_floats(const ps_worker_t *w);
 
 #ifdef __cplusplus
 }

@@ -8,14 +8,22 @@
 # - async, ssp:1 and sync:1/2 (2x2), and ftrl and sgd, end ok with a finite
 #   test AUC in (0, 1] and a log loss in the summary, and "job ok ...
 #   test_auc=" as the last line on stdout;
+# - the ring's variants (--mode allreduce --ring-rows dense|allgather, the
+#   rows in every worker's own table): 2 workers end ok with a finite AUC,
+#   every worker holding the same bits; with 1 worker, and with 2 (every
+#   sum of two terms is the same whatever its order, and adagrad leaves a
+#   row without gradient as it was), both give the bits of sync on the
+#   servers; dense sends 2(M-1)/M x (parameters + the table) per worker per
+#   step, allgather the bytes a sync worker pushes;
 # - it learns: 2 epochs of sync adagrad on 1x1 reach a test AUC above 0.58
 #   (0.61 here; a step of training gives 0.49, 60 steps 0.56);
 # - bad input fails the job (exit 1) with the reason on one line, and leaves
 #   no process of the job: a ctr job without --ctr-data, --ctr-data on an
 #   mlp job, a missing file, a file of 1001 malformed lines (1000 are
-#   skipped: that job ends ok); --model ctr with allreduce, --embed-dim 0,
-#   --min-count 0, --max-rows -1 or --optimizer adam is refused with exit 2
-#   and the scheduler's one error line.
+#   skipped: that job ends ok); --embed-dim 0, --min-count 0, --max-rows -1,
+#   --optimizer adam, and with allreduce --min-count 2, --max-rows 100,
+#   --micro-batch 32 or --ring-rows sparse, or --ring-rows allgather without
+#   it, is refused with exit 2 and the scheduler's one error line.
 . "$(dirname "$0")/lib.sh"
 GEN=$SPS_BUILD/deploy/shardps-datagen
 DATA=$TMP/clicks.txt
@@ -65,13 +73,39 @@ ctr backup 2 2 --mode sync:1/2
 ctr ftrl 2 2 --optimizer ftrl --lr-schedule constant --l1 0.01 --l2 0.01
 ctr sgd 2 2 --optimizer sgd
 
-# ---- 3. it learns -----------------------------------------------------------
+# ---- 3. the ring's variants: the rows in every worker's own table ------------
+ring() {
+    local name=$1 workers=$2
+    shift 2
+    ctr "$name" 0 "$workers" --mode allreduce "$@"
+}
+ring ring_one 1 --ring-rows dense
+ring ring_one_ag 1 --ring-rows allgather
+cmp -s "$TMP/one.f32" "$TMP/ring_one.f32" || fail "ring dense 1 worker and sync 1x1 differ"
+cmp -s "$TMP/one.f32" "$TMP/ring_one_ag.f32" || fail "ring allgather 1 worker and sync 1x1 differ"
+ring ring_dense 2 --ring-rows dense --dump-params "$TMP/ring_dense.%d.f32"
+ring ring_ag 2 --ring-rows allgather --dump-params "$TMP/ring_ag.%d.f32"
+for v in ring_dense ring_ag; do
+    cmp -s "$TMP/$v.0.f32" "$TMP/$v.1.f32" || fail "$v: W0 and W1 hold different rows"
+    cmp -s "$TMP/$v.0.f32" "$TMP/twice_a.f32" || fail "$v: 2 workers differ from sync 2x2"
+done
+V=$(sed -n 's/.* W0 I rows: \([0-9]*\) in every worker.s table.*/\1/p' "$TMP/ring_dense.log")
+[ -n "$V" ] || fail "ring_dense: no table size in its log"
+# 2 workers: 2(M-1)/M = 1 vector of P + V x 16 floats a worker a step
+expect "$TMP/ring_dense.json" "d['bytes_pushed'] == 2 * 60 * 4 * (d['num_params'] + $V * 16)" \
+    "ring dense: not 2(M-1)/M x (parameters + $V rows) a worker a step"
+pushed=$(field "$TMP/twice_a.json" "d['bytes_pushed']")
+expect "$TMP/ring_ag.json" "d['bytes_pushed'] == $pushed" \
+    "ring allgather: 2 workers do not send the $pushed bytes sync workers push"
+echo "ok - ring: 1 worker = sync 1x1 and 2 workers = sync 2x2, bitwise; dense sends the table"
+
+# ---- 4. it learns -----------------------------------------------------------
 ctr learn 1 1 --max-steps 0 --epochs 2
 learned=$line
 expect "$TMP/learn.json" "len(d['test_auc_per_epoch']) == 2 and d['test_auc'] > 0.58" \
     "2 epochs of sync adagrad: test AUC not above 0.58"
 
-# ---- 4. bad input -----------------------------------------------------------
+# ---- 5. bad input -----------------------------------------------------------
 # gone ID: no process of job ID (every role has --job-id ID on its command
 # line) is left; waits up to 5 s for them to exit.
 gone() {
@@ -138,9 +172,21 @@ refused "1001 malformed lines" 1 \
     fail "1000 malformed lines: the job failed: $(tail -3 "$TMP/skip.log")"
 echo "ok - 1000 malformed lines are skipped: $(tail -1 "$TMP/skip.out" | cut -c1-60)"
 
-refused "ctr with allreduce" 2 \
-    "${C}--model ctr keeps its embedding rows on servers: not with --mode allreduce\$" 1 \
-    --model ctr --ctr-data "$DATA" --mode allreduce --servers 0
+A=(--model ctr --ctr-data "$DATA" --mode allreduce --servers 0)
+refused "ctr allreduce --min-count 2" 2 \
+    "${C}--min-count 2: the frequency filter is the servers': not with --mode allreduce\$" 1 \
+    "${A[@]}" --min-count 2
+refused "ctr allreduce --max-rows 100" 2 \
+    "${C}--max-rows 100: the cap on rows is the servers': not with --mode allreduce\$" 1 \
+    "${A[@]}" --max-rows 100
+refused "ctr allreduce --micro-batch 32" 2 \
+    "${C}--micro-batch sums on the servers: not with --mode allreduce\$" 1 \
+    "${A[@]}" --micro-batch 32
+refused "ctr --ring-rows sparse" 2 "${C}--ring-rows sparse: expected dense or allgather\$" 1 \
+    "${A[@]}" --ring-rows sparse
+refused "ctr sync --ring-rows allgather" 2 \
+    "${C}--ring-rows allgather: for --model ctr with --mode allreduce\$" 1 \
+    --model ctr --ctr-data "$DATA" --ring-rows allgather
 refused "ctr --embed-dim 0" 2 "${C}--embed-dim 0: expected 1 to 1024\$" 1 \
     --model ctr --ctr-data "$DATA" --embed-dim 0
 refused "ctr --min-count 0" 2 "${C}--min-count 0: expected 1 or more\$" 1 \

@@ -11,6 +11,9 @@
  * reference with every member bitwise identical, several steps in a row, a
  * silent neighbour (the check function or the timeout ends the wait), a
  * stranger's messages dropped, and a neighbour that breaks the sequence.
+ * The allgather of variable-sized blocks likewise: 1 to 5 members, empty
+ * blocks included, between allreduces on the same ring, its bytes, a block
+ * over the room refused, and each way a neighbour can break its sequence.
  */
 #include <check.h>
 #include <math.h>
@@ -571,6 +574,235 @@ START_TEST(ring_fails_when_the_neighbour_breaks_the_sequence)
 }
 END_TEST
 
+/* ---- the allgather ---------------------------------------------------------- */
+
+enum { S_AG_DIM = 3, S_AG_CAP = 40, S_AG_STEPS = 3 };
+
+/* Member r's block at step s: its keys, 0 to S_AG_CAP of them (member 0's
+ * first one empty). */
+static uint64_t s_ag_n(int r, int s)
+{
+    return (uint64_t)((r * 17 + s * 5) % (S_AG_CAP + 1));
+}
+
+static uint64_t s_ag_key(int r, int s, uint64_t i)
+{
+    return ((uint64_t)r << 40) | ((uint64_t)s << 20) | i;
+}
+
+static float s_ag_value(int r, int s, uint64_t i, int j)
+{
+    return (float)r + 0.25f * (float)s + 0.5f * (float)i + 0.125f * (float)j;
+}
+
+typedef struct {
+    int m, rank, rc, bad;  /* members; ours; the first failure; blocks that came wrong */
+    pthread_barrier_t *bound;
+    char (*endpoints)[128];
+    char err[256];
+    uint64_t sent, received;
+} s_ag_member_t;
+
+/* Member thread: for each step an allreduce of 10 floats (the ring's
+ * sequence mixes both), then the allgather, every block checked. */
+static void *s_ag_main(void *arg)
+{
+    s_ag_member_t *me = arg;
+    ps_ctx_t *ctx = NULL;
+    ps_ctx_new(&ctx);
+    ps_ring_t *ring = NULL;
+    uint64_t keys[S_MAX_M][S_AG_CAP];
+    float rows[S_MAX_M][S_AG_CAP * S_AG_DIM], vec[10];
+    ps_ring_block_t blocks[S_MAX_M];
+    me->rc = ps_ring_new(ctx, "tcp://127.0.0.1:*", S_AG_CAP * S_AG_DIM, &ring,
+                         me->endpoints[me->rank], 128, me->err, sizeof me->err);
+    pthread_barrier_wait(me->bound);
+    if (me->rc == 0) {
+        ps_ring_config_t cfg = {.rank = me->rank,
+                                .size = me->m,
+                                .right = me->endpoints[(me->rank + 1) % me->m],
+                                .sub_floats = 4,
+                                .timeout = 20};
+        me->rc = ps_ring_connect(ring, &cfg, me->err, sizeof me->err);
+    }
+    for (int s = 0; s < S_AG_STEPS && me->rc == 0; s++) {
+        for (int r = 0; r < me->m; r++) {
+            blocks[r] = (ps_ring_block_t){keys[r], rows[r], r == me->rank ? s_ag_n(r, s) : 7};
+        }
+        for (uint64_t i = 0; i < blocks[me->rank].n; i++) {
+            keys[me->rank][i] = s_ag_key(me->rank, s, i);
+            for (int j = 0; j < S_AG_DIM; j++) {
+                rows[me->rank][i * S_AG_DIM + j] = s_ag_value(me->rank, s, i, j);
+            }
+        }
+        for (int i = 0; i < 10; i++) {
+            vec[i] = (float)(me->rank + i);
+        }
+        me->rc = ps_ring_allreduce(ring, vec, 10, s);
+        if (me->rc == 0) {
+            me->rc = ps_ring_allgather(ring, blocks, S_AG_DIM, S_AG_CAP, s);
+        }
+        if (me->rc != 0) {
+            snprintf(me->err, sizeof me->err, "%s", ps_ring_error(ring));
+            break;
+        }
+        for (int r = 0; r < me->m; r++) {
+            int ok = blocks[r].n == s_ag_n(r, s);
+            for (uint64_t i = 0; ok && i < blocks[r].n; i++) {
+                ok = keys[r][i] == s_ag_key(r, s, i);
+                for (int j = 0; ok && j < S_AG_DIM; j++) {
+                    ok = rows[r][i * S_AG_DIM + j] == s_ag_value(r, s, i, j);
+                }
+            }
+            me->bad += !ok;
+        }
+    }
+    if (ring) {
+        ps_ring_bytes(ring, &me->sent, &me->received);
+    }
+    ps_ring_destroy(&ring);
+    ps_ctx_destroy(&ctx);
+    return NULL;
+}
+
+START_TEST(allgather_passes_every_block_to_every_member)
+{
+    for (int m = 1; m <= S_MAX_M; m++) {
+        pthread_t th[S_MAX_M];
+        pthread_barrier_t bound;
+        char endpoints[S_MAX_M][128];
+        s_ag_member_t members[S_MAX_M];
+        pthread_barrier_init(&bound, NULL, (unsigned)m);
+        for (int r = 0; r < m; r++) {
+            members[r] = (s_ag_member_t){.m = m, .rank = r, .bound = &bound,
+                                         .endpoints = endpoints};
+            ck_assert_int_eq(pthread_create(&th[r], NULL, s_ag_main, &members[r]), 0);
+        }
+        for (int r = 0; r < m; r++) {
+            pthread_join(th[r], NULL);
+        }
+        pthread_barrier_destroy(&bound);
+        for (int r = 0; r < m; r++) {
+            ck_assert_msg(members[r].rc == 0, "m=%d: W%d failed: %s (%s)", m, r,
+                          ps_strerror(members[r].rc), members[r].err);
+            ck_assert_msg(members[r].bad == 0, "m=%d: W%d got %d blocks wrong", m, r,
+                          members[r].bad);
+            /* every block but the right neighbour's own, once a step, and the
+             * allreduces' 2(M-1) chunks of 10 floats */
+            uint64_t want = 0;
+            for (int s = 0; s < S_AG_STEPS; s++) {
+                for (int g = 0; g < m - 1; g++) {
+                    want += s_ag_n(ps_ring_send_chunk(r, m, g), s) *
+                            (sizeof(uint64_t) + S_AG_DIM * sizeof(float));
+                }
+                for (int g = 0; g < ps_ring_num_steps(m); g++) {
+                    want += ps_range_len(ps_ring_chunk(10, m, ps_ring_send_chunk(r, m, g))) *
+                            sizeof(float);
+                }
+            }
+            ck_assert_uint_eq(members[r].sent, want);
+            ck_assert_uint_eq(members[(r + 1) % m].received, m > 1 ? want : 0);
+        }
+    }
+}
+END_TEST
+
+/* A hand-made allgather message: frames of klen and vlen bytes (nframes of
+ * them, 1 or 2) for block [b, e). */
+static void s_send_block_raw(ps_sock_t *sock, int64_t step, int g, uint64_t b, uint64_t e,
+                             size_t klen, size_t vlen, int nframes)
+{
+    static unsigned char payload[2][(S_AG_CAP + 2) * S_AG_DIM * sizeof(float)];
+    Shardps__Header h;
+    ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, 0);
+    h.key_begin = b;
+    h.key_end = e;
+    h.step = step;
+    h.ring_step = g;
+    ps_frame_t f[2] = {{payload[0], klen}, {payload[1], vlen}};
+    ck_assert_int_eq(ps_msg_send(sock, NULL, h, f, nframes, PS_SEND_COPY), 0);
+}
+
+START_TEST(allgather_takes_the_left_neighbours_block)
+{
+    s_duo_t d;
+    s_duo_open(&d);
+    /* W0's block 0 of 2 keys, then ours (block 1, 3 keys) goes to W0 */
+    const uint64_t k0[2] = {11, 12};
+    const float v0[2 * S_AG_DIM] = {1, 2, 3, 4, 5, 6};
+    Shardps__Header h;
+    ps_msg_header(&h, PS_MSG_RING_DATA, PS_ROLE_WORKER, 0);
+    h.step = 9;
+    h.key_begin = 0;
+    h.key_end = 1;
+    ps_frame_t f[2] = {{k0, sizeof k0}, {v0, sizeof v0}};
+    ck_assert_int_eq(ps_msg_send(d.w0_tx, NULL, h, f, 2, PS_SEND_COPY), 0);
+    uint64_t keys[2][S_AG_CAP] = {{0}, {21, 22, 23}};
+    float rows[2][S_AG_CAP * S_AG_DIM] = {{0}, {7, 8, 9}};
+    ps_ring_block_t blocks[2] = {{keys[0], rows[0], 0}, {keys[1], rows[1], 3}};
+    ck_assert_int_eq(ps_ring_allgather(d.ring, blocks, S_AG_DIM, S_AG_CAP, 9), 0);
+    ck_assert_uint_eq(blocks[0].n, 2);
+    ck_assert(keys[0][0] == 11 && keys[0][1] == 12);
+    ck_assert(!memcmp(rows[0], v0, sizeof v0));
+    ck_assert_uint_eq(blocks[1].n, 3); /* ours untouched */
+    ps_msg_t m = {0};
+    ck_assert_int_eq(ps_msg_recv(d.w0_rx, 0, &m), 0);
+    size_t klen, vlen;
+    ck_assert_int_eq(m.nframes, 2);
+    const uint64_t *k1 = ps_msg_frame(&m, 0, &klen);
+    ps_msg_frame(&m, 1, &vlen);
+    ck_assert(m.hdr.key_begin == 1 && m.hdr.key_end == 2 && m.hdr.step == 9 &&
+              m.hdr.ring_step == 0);
+    ck_assert_uint_eq(klen, 3 * sizeof(uint64_t));
+    ck_assert_uint_eq(vlen, 3 * S_AG_DIM * sizeof(float));
+    ck_assert(k1[0] == 21 && k1[2] == 23);
+    ps_msg_close(&m);
+    /* a block of ours over the room is refused before anything is sent */
+    blocks[1].n = S_AG_CAP + 1;
+    ck_assert_int_eq(ps_ring_allgather(d.ring, blocks, S_AG_DIM, S_AG_CAP, 10), PS_EINVAL);
+    s_duo_close(&d);
+}
+END_TEST
+
+START_TEST(allgather_fails_when_the_neighbour_breaks_the_sequence)
+{
+    /* expected: step 9, ring step 0, block [0, 1), 2 frames, 8n + 12n bytes,
+     * n <= S_AG_CAP. Each case breaks one of those. */
+    const size_t row = S_AG_DIM * sizeof(float);
+    const struct {
+        int64_t step;
+        int g;
+        uint64_t b, e;
+        size_t klen, vlen;
+        int nframes;
+    } bad[] = {
+        {8, 0, 0, 1, 16, 2 * row, 2},                                 /* step */
+        {9, 1, 0, 1, 16, 2 * row, 2},                                 /* ring step */
+        {9, 0, 1, 2, 16, 2 * row, 2},                                 /* block */
+        {9, 0, 0, 1, 16, 0, 1},                                       /* an allreduce's */
+        {9, 0, 0, 1, 12, 2 * row, 2},                                 /* half a key */
+        {9, 0, 0, 1, 16, 3 * row, 2},                                 /* rows for 3 keys */
+        {9, 0, 0, 1, 8 * (S_AG_CAP + 1), (S_AG_CAP + 1) * row, 2},     /* over the room */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        s_duo_t d;
+        s_duo_open(&d);
+        s_send_block_raw(d.w0_tx, bad[k].step, bad[k].g, bad[k].b, bad[k].e, bad[k].klen,
+                         bad[k].vlen, bad[k].nframes);
+        uint64_t keys[2][S_AG_CAP] = {{0}};
+        float rows[2][S_AG_CAP * S_AG_DIM] = {{0}};
+        ps_ring_block_t blocks[2] = {{keys[0], rows[0], 5}, {keys[1], rows[1], 1}};
+        ck_assert_int_eq(ps_ring_allgather(d.ring, blocks, S_AG_DIM, S_AG_CAP, 9), PS_EPROTO);
+        ck_assert_msg(strstr(ps_ring_error(d.ring), "broke the ring") != NULL, "case %zu: %s",
+                      k, ps_ring_error(d.ring));
+        ck_assert_uint_eq(blocks[0].n, 5); /* nothing taken */
+        /* broken for good */
+        ck_assert_int_eq(ps_ring_allgather(d.ring, blocks, S_AG_DIM, S_AG_CAP, 10), PS_ESTATE);
+        s_duo_close(&d);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ring");
@@ -590,5 +822,11 @@ int main(void)
     tcase_add_test(tr, ring_drops_strangers_and_still_completes);
     tcase_add_test(tr, ring_fails_when_the_neighbour_breaks_the_sequence);
     suite_add_tcase(s, tr);
+    TCase *tg = tcase_create("allgather");
+    tcase_set_timeout(tg, 60);
+    tcase_add_test(tg, allgather_passes_every_block_to_every_member);
+    tcase_add_test(tg, allgather_takes_the_left_neighbours_block);
+    tcase_add_test(tg, allgather_fails_when_the_neighbour_breaks_the_sequence);
+    suite_add_tcase(s, tg);
     return ps_test_run(s);
 }
