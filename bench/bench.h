@@ -186,6 +186,17 @@ double ps_bench_loadavg(void);
  * so far, from /proc/PID/stat; -1 when it cannot be read. */
 double ps_bench_cpu_seconds(pid_t pid);
 
+/* CPU seconds (user + system) of this process's children that have been
+ * waited for, and of theirs (getrusage RUSAGE_CHILDREN); the difference
+ * across a job is the CPU its processes used. */
+double ps_bench_children_cpu_seconds(void);
+
+/* The machine's busy and total CPU time so far, in clock ticks of all its
+ * cores (/proc/stat: busy = not idle and not waiting for I/O); 0 and 0 when
+ * it cannot be read. The busy share over an interval is the difference of
+ * busy over the difference of total. */
+void ps_bench_cpu_ticks(double *busy, double *total);
+
 /* Minor page faults (all threads) process pid (0: this one) has taken so
  * far, from /proc/PID/stat; -1 when it cannot be read. */
 double ps_bench_minor_faults(pid_t pid);

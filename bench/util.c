@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,6 +199,32 @@ double ps_bench_cpu_seconds(pid_t pid)
     return s_proc_stat(pid, &flt, &ticks) == 0
                ? (double)ticks / (double)sysconf(_SC_CLK_TCK)
                : -1;
+}
+
+double ps_bench_children_cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) != 0) {
+        return -1;
+    }
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+void ps_bench_cpu_ticks(double *busy, double *total)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        (void)!fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                      &v[3], &v[4], &v[5], &v[6], &v[7]);
+        fclose(f);
+    }
+    *total = 0;
+    for (int k = 0; k < 8; k++) {
+        *total += (double)v[k];
+    }
+    *busy = *total - (double)v[3] - (double)v[4]; /* not idle, not waiting for I/O */
 }
 
 double ps_bench_minor_faults(pid_t pid)

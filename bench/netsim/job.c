@@ -64,23 +64,6 @@ static int s_role_at(const ps_netsim_t *net, const ps_netsim_job_t *job, int i)
                                                            : 1 + ps_netsim_servers(net) + rank;
 }
 
-/* The machine's busy and total CPU time so far (/proc/stat, ticks). */
-static void s_cpu(double *busy, double *total)
-{
-    unsigned long long v[8] = {0};
-    FILE *f = fopen("/proc/stat", "r");
-    if (f) {
-        (void)!fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                      &v[3], &v[4], &v[5], &v[6], &v[7]);
-        fclose(f);
-    }
-    *total = 0;
-    for (int k = 0; k < 8; k++) {
-        *total += (double)v[k];
-    }
-    *busy = *total - (double)v[3] - (double)v[4]; /* not idle, not waiting for I/O */
-}
-
 /* Reads the counters of every namespace the job's n roles run in into c
  * (one entry per role; a colocated server's is its worker's). 0 or PS_EIO. */
 static int s_snap(const ps_netsim_t *net, const ps_netsim_job_t *job, int n,
@@ -102,8 +85,13 @@ static void s_link_result(const ps_netsim_job_t *job, int n, const ps_netsim_cou
         const double tx = (double)(c1[i].tx_bytes - c0[i].tx_bytes);
         const double rx = (double)(c1[i].rx_bytes - c0[i].rx_bytes);
         if (i > job->servers) {
+            const int rest = job->workers > 1 ? job->workers - 1 : 1;
             res->worker_tx += tx / job->workers;
             res->worker_rx += rx / job->workers;
+            if (i > job->servers + 1 || job->workers == 1) { /* not W0, or W0 alone */
+                res->rest_tx += tx / rest;
+                res->rest_rx += rx / rest;
+            }
         }
         res->link_max = tx > res->link_max ? tx : res->link_max;
         res->link_max = rx > res->link_max ? rx : res->link_max;
@@ -372,7 +360,7 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     ps_netsim_counters_t c0[JOB_MAX_ROLES + 1], c1[JOB_MAX_ROLES + 1];
     const int counted = s_snap(net, job, n, c0) == 0;
     double busy0, total0, busy1, total1;
-    s_cpu(&busy0, &total0);
+    ps_bench_cpu_ticks(&busy0, &total0);
     double t0 = ps_now(), sched_end = 0, next_look = 0;
     int alive = 0, rc = 0, stopped = 0; /* stopped: the status to report, once killed */
     /* The scheduler first: the others find it listening. Under mpirun, one
@@ -455,7 +443,7 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     if (has_line) {
         res->line_busy = s_line_report(net, job, &line_before, ps_now() - t0);
     }
-    s_cpu(&busy1, &total1);
+    ps_bench_cpu_ticks(&busy1, &total1);
     res->cpu_busy = total1 > total0 ? (busy1 - busy0) / (total1 - total0) : 0;
     if (counted && s_snap(net, job, n, c1) == 0) {
         s_link_result(job, n, c0, c1, res);

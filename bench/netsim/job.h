@@ -52,6 +52,8 @@ typedef struct {
      * when they could not be read: counted 0): */
     int counted;
     double worker_tx, worker_rx; /* bytes a worker's link sent, received: mean of workers */
+    double rest_tx, rest_rx;     /* the same, mean of the workers but worker 0 (which
+                                    also evaluates); worker 0's with one worker */
     double link_max;             /* the most bytes one link of the job carried one way */
     uint64_t retrans, timeouts;  /* TCP retransmitted segments and retransmission
                                     timeouts, all the job's namespaces */

@@ -13,11 +13,17 @@
  * elapsed=Xs", X counted from the first step). Speed-ups are against the
  * 1-worker sync run of the same sweep.
  *
+ * --model ctr trains the click-through model on a click log the bench
+ * generates (or --ctr-data), the parameter-server modes beside the ring's
+ * two ways of moving embedding rows (allreduce:dense, allreduce:allgather),
+ * and reports the test AUC in place of the accuracy and each design's bytes
+ * per worker link beside its theory (train_ctr.c).
+ *
  * This file parses the flags, makes the simulated cluster with --net
  * (bench/netsim/) and starts the sweep (train_sweep.c, each job by
- * train_job.c), the join runs (train_join.c) or the seeds (train_seeds.c),
- * on the results page OUT/train.md (--join: train_join.md, --seeds:
- * train_seeds.md).
+ * train_job.c), the ctr sweep (train_ctr.c), the join runs (train_join.c)
+ * or the seeds (train_seeds.c), on the results page OUT/train.md (--model
+ * ctr: train_ctr.md, --join: train_join.md, --seeds: train_seeds.md).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -78,6 +84,20 @@ static int s_placements(const char *text, train_cfg_t *cfg)
     return 0;
 }
 
+/* Whether a mode token fits the model: the ring of a model with embedding
+ * rows is one of TRAIN_RING_ROWS's, and only its. */
+static int s_mode_fits(const char *token, const char *model)
+{
+    const char *rows = ps_bench_train_ring_rows(token);
+    if (strcmp(model, "ctr") != 0) {
+        return rows == NULL;
+    }
+    if (rows) {
+        return !strcmp(rows, "dense") || !strcmp(rows, "allgather");
+    }
+    return strcmp(token, "allreduce") && strcmp(token, TRAIN_MPI);
+}
+
 /* Splits the --modes list; drops allreduce when this build lacks it. */
 static int s_parse_modes(const char *text, train_cfg_t *cfg)
 {
@@ -87,10 +107,13 @@ static int s_parse_modes(const char *text, train_cfg_t *cfg)
     for (int i = 0; i < n; i++) {
         ps_job_t job;
         ps_job_defaults(&job);
-        if (ps_bench_train_serverless(tok[i]) && !ps_bench_train_have_allreduce()) {
+        if (!s_mode_fits(tok[i], cfg->model)) {
+            return PS_EINVAL;
+        } else if (ps_bench_train_serverless(tok[i]) && !ps_bench_train_have_allreduce()) {
             fprintf(stderr,
                     TRAIN_PROG ": --mode allreduce is not in this build; skipping %s\n", tok[i]);
         } else if (strcmp(tok[i], TRAIN_BACKUP_AUTO) && strcmp(tok[i], TRAIN_MPI) &&
+                   !ps_bench_train_ring_rows(tok[i]) &&
                    ps_job_parse_mode(tok[i], &job) != 0) {
             return PS_EINVAL;
         } else {
@@ -186,13 +209,24 @@ static int s_split_job_flags(train_cfg_t *cfg, char **copy)
 
 /* Checks the flags and completes cfg from them. Returns 0, or PS_EINVAL
  * after one line on stderr. */
-static int s_check(train_cfg_t *cfg, const train_args_t *a)
+static int s_check(train_cfg_t *cfg, train_args_t *a)
 {
+    const int ctr = !strcmp(cfg->model, "ctr");
     if (cfg->epochs <= 0) {
-        cfg->epochs = a->quick ? 3 : 10;
+        cfg->epochs = ctr ? 1 : a->quick ? 3 : 10;
     }
     if (cfg->target == 0) {
-        cfg->target = strcmp(cfg->model, "cnn") ? 0.85 : 0.88;
+        cfg->target = ctr ? 0.65 : strcmp(cfg->model, "cnn") ? 0.85 : 0.88;
+    }
+    if (!a->modes) {
+        a->modes = ctr ? "sync," TRAIN_RING_ROWS "dense," TRAIN_RING_ROWS "allgather"
+                       : "sync,async,ssp:2," TRAIN_BACKUP_AUTO ",allreduce";
+    }
+    if (!a->workers) {
+        a->workers = ctr ? "2,4" : "1,2,4";
+    }
+    if (ctr && cfg->eval_every == 0) {
+        cfg->eval_every = 200;
     }
     int n = ps_bench_parse_list(a->workers, cfg->workers, PS_BENCH_LIST_MAX);
     for (int i = 0; n > 0 && i < n; i++) {
@@ -209,7 +243,9 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
             stderr,
             TRAIN_PROG
             ": error: --modes %s: expected sync, async, ssp:S, sync:K/N, " TRAIN_BACKUP_AUTO
-            ", allreduce or " TRAIN_MPI ", comma-separated\n",
+            ", allreduce or " TRAIN_MPI
+            ", comma-separated (--model ctr: the ring as " TRAIN_RING_ROWS
+            "dense or " TRAIN_RING_ROWS "allgather, without " TRAIN_MPI ")\n",
             a->modes);
         return PS_EINVAL;
     }
@@ -238,13 +274,26 @@ static int s_check(train_cfg_t *cfg, const train_args_t *a)
     }
     if (cfg->epochs > TRAIN_MAX_JOB_EPOCHS || cfg->max_steps < 0 || cfg->servers < 1 ||
         cfg->threads < 0 || cfg->batch < 0 || !(cfg->target > 0 && cfg->target <= 1) ||
-        !(cfg->timeout > 0) || (strcmp(cfg->model, "mlp") && strcmp(cfg->model, "cnn"))) {
+        !(cfg->timeout > 0) ||
+        (strcmp(cfg->model, "mlp") && strcmp(cfg->model, "cnn") && !ctr)) {
         fprintf(stderr,
                 TRAIN_PROG
                 ": error: expected --epochs 1..%d, --max-steps >= 0, --servers "
                 ">= 1, --threads/--batch >= 0, 0 < --target <= 1, --timeout > 0, "
-                "--model mlp|cnn\n",
+                "--model mlp|cnn|ctr\n",
                 TRAIN_MAX_JOB_EPOCHS);
+        return PS_EINVAL;
+    }
+    if (ctr && (cfg->ctr_rows < 1 || !(cfg->ctr_scale >= 0 && cfg->ctr_scale <= 1) ||
+                a->join || a->seeds > 1)) {
+        fprintf(stderr,
+                TRAIN_PROG ": error: --model ctr: expected --ctr-rows >= 1, "
+                           "0 <= --ctr-scale <= 1, and the sweep (no --join, --seeds)\n");
+        return PS_EINVAL;
+    }
+    if (!ctr && (cfg->ctr_data || cfg->ctr_scale != 0)) {
+        fprintf(stderr,
+                TRAIN_PROG ": error: --ctr-data and --ctr-scale are for --model ctr\n");
         return PS_EINVAL;
     }
     if (s_parse_scenarios(a->scenarios, cfg) != 0) {
@@ -302,12 +351,17 @@ static int s_run(train_cfg_t *cfg, const train_args_t *a)
                 ps_netsim_prefix(cfg->net), ps_netsim_note(cfg->net));
     }
     int failed = 0;
-    const char *page = a->join ? "train_join" : a->seeds > 1 ? "train_seeds" : "train";
+    const int ctr = !strcmp(cfg->model, "ctr");
+    const char *page = a->join        ? "train_join"
+                       : a->seeds > 1 ? "train_seeds"
+                       : ctr          ? "train_ctr"
+                                      : "train";
     if (ps_bench_page_new(cfg->out, page, a->argc, a->argv, &cfg->page) != 0) {
         failed = 1;
     } else {
         failed = a->join        ? ps_bench_train_join(cfg, a->repeat)
                  : a->seeds > 1 ? ps_bench_train_seeds(cfg, a->seeds)
+                 : ctr          ? ps_bench_train_ctr(cfg)
                                 : ps_bench_train_sweep(cfg);
         ps_bench_page_destroy(&cfg->page);
     }
@@ -337,24 +391,29 @@ int ps_bench_train_main(int argc, char **argv)
                        .servers = 2,
                        .placements = "dedicated",
                        .seed = 1,
-                       .target = 0, /* by model: mlp 0.85, cnn 0.88 */
+                       .target = 0, /* by model: mlp 0.85, cnn 0.88, ctr 0.65 (AUC) */
                        .timeout = 1800,
-                       .straggler_rank = -1};
-    train_args_t a = {.repeat = 3,
-                      .seeds = 1,
-                      .workers = "1,2,4",
-                      .modes = "sync,async,ssp:2," TRAIN_BACKUP_AUTO ",allreduce",
-                      .argc = argc,
-                      .argv = argv};
+                       .straggler_rank = -1,
+                       .ctr_rows = 200000};
+    train_args_t a = {.repeat = 3, .seeds = 1, .argc = argc, .argv = argv};
     ps_flag_t flags[] = {
         {"quick", PS_FLAG_BOOL, &a.quick, NULL, "3 epochs per job"},
         {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the results page, CSVs and PNGs go"},
-        {"model", PS_FLAG_STR, &cfg.model, "NAME", "mlp or cnn"},
+        {"model", PS_FLAG_STR, &cfg.model, "NAME",
+         "mlp, cnn or ctr (the click-through model: its embedding rows on the servers; "
+         "the page train_ctr.md)"},
         {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F",
          "slow worker R down F times (runs with more than R workers)"},
-        {"workers", PS_FLAG_STR, &a.workers, "LIST", "worker counts"},
-        {"modes", PS_FLAG_STR, &a.modes, "LIST", "modes; sync:k/n means sync:(n-1)/n; mpi (with --net): allreduce summed by MPI_Allreduce under mpirun"},
-        {"epochs", PS_FLAG_INT, &cfg.epochs, "N", "epochs per job (0 = 10; quick: 3)"},
+        {"workers", PS_FLAG_STR, &a.workers, "LIST",
+         "worker counts (default 1,2,4; ctr: 2,4)"},
+        {"modes", PS_FLAG_STR, &a.modes, "LIST",
+         "modes; sync:k/n means sync:(n-1)/n; mpi (with --net): allreduce summed by "
+         "MPI_Allreduce under mpirun; ctr: allreduce:dense and allreduce:allgather, the "
+         "ring "
+         "with --ring-rows dense|allgather (default sync,async,ssp:2,sync:k/n,allreduce; "
+         "ctr: sync,allreduce:dense,allreduce:allgather)"},
+        {"epochs", PS_FLAG_INT, &cfg.epochs, "N",
+         "epochs per job (0 = 10; quick: 3; ctr: 1)"},
         {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
          "stop each job after N steps (0 = none)"},
         {"servers", PS_FLAG_INT, &cfg.servers, "N",
@@ -369,7 +428,17 @@ int ps_bench_train_main(int argc, char **argv)
          "samples per worker per step (0 = job default)"},
         {"seed", PS_FLAG_INT, &cfg.seed, "N", "seed of every job"},
         {"target", PS_FLAG_DOUBLE, &cfg.target, "ACC",
-         "test accuracy the time is measured to (0 = mlp 0.85, cnn 0.88)"},
+         "test accuracy the time is measured to, the test AUC for ctr (0 = mlp 0.85, cnn "
+         "0.88, ctr 0.65)"},
+        {"ctr-rows", PS_FLAG_INT, &cfg.ctr_rows, "N",
+         "ctr: samples of the click log the bench generates into OUT/runs/ with "
+         "shardps-datagen ctr (its last tenth held out)"},
+        {"ctr-scale", PS_FLAG_DOUBLE, &cfg.ctr_scale, "F",
+         "ctr: the generator's --scale, Criteo's cardinalities times F (0 = its default, "
+         "1/16; more rows and a larger F make a larger embedding table)"},
+        {"ctr-data", PS_FLAG_STR, &cfg.ctr_data, "FILE",
+         "ctr: train on this click log (Criteo layout, plain or gzip) instead of "
+         "generating one"},
         {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
         {"net", PS_FLAG_STR, &cfg.net_spec, "RATE[,DELAY][,mtu=BYTES]",
          "simulated cluster: each role in its own network namespace, its link shaped to "
@@ -383,7 +452,7 @@ int ps_bench_train_main(int argc, char **argv)
          "--straggler"},
         {"eval-every", PS_FLAG_INT, &cfg.eval_every, "STEPS",
          "worker 0 also evaluates every STEPS steps (finer time to accuracy; 0 = epoch "
-         "ends)"},
+         "ends; ctr: 200)"},
         {"job-flags", PS_FLAG_STR, &cfg.job_flags_text, "FLAGS",
          "more flags for every job, space-separated (e.g. '--wire bf16')"},
         {"join", PS_FLAG_BOOL, &a.join, NULL,
@@ -402,7 +471,9 @@ int ps_bench_train_main(int argc, char **argv)
         "Trains the same model with the same seed in every consistency mode "
         "and worker\ncount through shardps-launch. Writes the results page train.md, "
         "train.csv,\ntrain_epochs.csv, train_accuracy.png and train_throughput.png "
-        "into --out.",
+        "into --out\n(--model ctr: train_ctr.md, train_ctr.csv, train_ctr_vs.csv, "
+        "train_ctr_epochs.csv,\ntrain_ctr_bytes.png, train_ctr_auc.png and "
+        "train_ctr_throughput.png).",
         flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
@@ -415,7 +486,13 @@ int ps_bench_train_main(int argc, char **argv)
     rc = ps_bench_launch_setup(TRAIN_PROG, &a.launch, path, sizeof path, cfg.out);
     if (rc == 0) {
         cfg.launch = a.launch;
-        rc = s_run(&cfg, &a);
+        if (!strcmp(cfg.model, "ctr") && ps_bench_train_ctr_modes(&cfg) != 0) {
+            fprintf(stderr, TRAIN_PROG ": error: --modes %s: no mode left to run\n",
+                    a.modes);
+            rc = 2;
+        } else {
+            rc = s_run(&cfg, &a);
+        }
     }
     free(flags_copy);
     return rc;

@@ -1,12 +1,14 @@
 /*
  * bench/train/train.h - what the pieces of `shardps-bench train` share: its
  * configuration (flags parsed in train.c), one run's figures, one job
- * (train_job.c), the sweep of modes x workers (train_sweep.c) and the join
- * demonstration (train_join.c). Not for the other subcommands.
+ * (train_job.c), the sweep of modes x workers (train_sweep.c), the
+ * click-through sweep (train_ctr.c) and the join demonstration
+ * (train_join.c). Not for the other subcommands.
  */
 #ifndef PS_BENCH_TRAIN_H
 #define PS_BENCH_TRAIN_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #include "bench/bench.h"
@@ -47,6 +49,17 @@ extern const char *const ps_bench_train_scenarios[TRAIN_MAX_SCEN];
 /* The token that expands to sync:(n-1)/n for n workers. */
 #define TRAIN_BACKUP_AUTO "sync:k/n"
 
+/* The mode tokens of the ring for --model ctr: "allreduce:dense" and
+ * "allreduce:allgather" run `--mode allreduce --ring-rows dense|allgather`. */
+#define TRAIN_RING_ROWS "allreduce:"
+
+/* A run whose machine's cores were this busy over the job is reported as
+ * CPU-bound: the cores, not the links, were the bound. One whose delay line
+ * had a thread this busy, as bound by the simulator's delay line (its
+ * packets wait for the thread, not only the delay). ps_bench_train_bound. */
+#define TRAIN_CPU_BOUND 0.9
+#define TRAIN_LINE_BOUND 0.8
+
 /* What `shardps-bench train` was asked to run. */
 typedef struct {
     const char *out;                 /* output directory */
@@ -77,6 +90,12 @@ typedef struct {
     ps_netsim_t *net;      /* the simulated network, when --net */
     char mpirun[4096];     /* the mpirun that runs the mpi rows ("" without them) */
     ps_bench_page_t *page; /* the results page, in out */
+    /* --model ctr */
+    const char *ctr_data;  /* the click log every job reads (--ctr-data, or the one the
+                              bench generates into OUT/runs/); absolute once set */
+    int ctr_rows;          /* --ctr-rows: samples to generate */
+    double ctr_scale;      /* --ctr-scale: the generator's --scale; 0 = its default */
+    char ctr_skipped[128]; /* why the ring rows were left out; "" when they run */
 } train_cfg_t;
 
 /* One job and what it measured. */
@@ -101,9 +120,13 @@ typedef struct {
     double params;                    /* the model's parameters (the summary's) */
     double steps;                     /* worker 0's steps (the summary's) */
     double link_tx, link_rx;          /* bytes per step a worker's link sent, received */
+    double link_tx_rest, link_rx_rest; /* the same, the workers but worker 0 (which
+                                          also evaluates); worker 0's alone */
     double link_max;                  /* bytes per step of the busiest link, one way */
     double retrans, timeouts;         /* TCP retransmissions and timeouts in the job */
-    double cpu_busy;                  /* the cores' busy share over the job */
+    double cpu_busy;                  /* the cores' busy share over the job (/proc/stat) */
+    double job_cpu;                   /* CPU seconds of the job's processes (all roles) */
+    double job_wall;                  /* seconds the bench waited for the job */
     double line_busy;                 /* the delay line's busiest thread's, of a core */
     int nep;                          /* epochs evaluated */
     double ep_t[TRAIN_MAX_EPOCHS];    /* elapsed seconds at each evaluation */
@@ -118,8 +141,13 @@ void ps_bench_train_mode_for(const char *token, int n, char *buf, size_t cap);
 /* Non-zero when a mode token asks for the colocated placement. */
 int ps_bench_train_colocated(const char *token);
 
-/* Non-zero for the modes without servers: allreduce, and TRAIN_MPI. */
+/* Non-zero for the modes without servers: allreduce, TRAIN_MPI and the
+ * TRAIN_RING_ROWS tokens. */
 int ps_bench_train_serverless(const char *token);
+
+/* A TRAIN_RING_ROWS token's --ring-rows value ("dense", "allgather"), or
+ * NULL for any other token. Borrowed; points into token. */
+const char *ps_bench_train_ring_rows(const char *token);
 
 /* Does this build know --mode allreduce? Asked of the code, not assumed. */
 int ps_bench_train_have_allreduce(void);
@@ -144,9 +172,42 @@ void ps_bench_train_links_row(const train_cfg_t *cfg, ps_bench_table_t *t,
                               const train_run_t *r);
 void ps_bench_train_links_notes(ps_bench_table_t *t);
 
+/* What bound run r: "CPU" (its cores_busy at TRAIN_CPU_BOUND or more),
+ * else with --net "delay line" (TRAIN_LINE_BOUND) or "link", without it
+ * "not CPU" (bare loopback has no link to be the bound); "" when the CPU
+ * was not measured. Static text. */
+const char *ps_bench_train_bound(const train_cfg_t *cfg, const train_run_t *r);
+
+/* The runs of the sweep in order into runs (room for nscen x nmodes x
+ * nworkers), each with its label, mode, name, workers and scenario; the
+ * modes that do not apply to a worker count or a scenario are left out.
+ * Returns the count. */
+int ps_bench_train_plan(const train_cfg_t *cfg, train_run_t *runs);
+
+/* The plots of a sweep's ok runs: the test metric (accuracy, or the AUC for
+ * ctr; its name in metric) against training time, a panel per worker count
+ * (PAGE_DIR/METRIC_PNG), and samples/s against workers per mode
+ * (PAGE_DIR/THROUGHPUT_PNG). Each is left out where gnuplot is missing. */
+void ps_bench_train_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns,
+                          const char *metric, const char *metric_png,
+                          const char *throughput_png);
+
 /* Every mode x workers x scenario, their tables and plots. Returns 0, or 1
  * when a job failed. */
 int ps_bench_train_sweep(const train_cfg_t *cfg);
+
+/* --model ctr: the click log (generated into OUT/runs/ unless --ctr-data
+ * names one), then every mode x workers x scenario on the page
+ * train_ctr.md: samples/s, time to the target AUC, bytes per worker link
+ * per step measured beside each design's theory, what bound each run
+ * (train_ctr.c). Returns 0, or 1 when the data could not be made or a job
+ * failed. */
+int ps_bench_train_ctr(train_cfg_t *cfg);
+
+/* --model ctr: keeps the ring's mode tokens where the launcher has
+ * --ring-rows, else leaves them out with one line on stdout and stderr (the
+ * reason in cfg->ctr_skipped). Returns 0, or PS_EINVAL when no mode is left. */
+int ps_bench_train_ctr_modes(train_cfg_t *cfg);
 
 /* --seeds N: every mode x workers with N seeds in turn, and the table of
  * their final accuracies (train_seeds.c). Returns 0, or 1 when a job failed
@@ -155,6 +216,28 @@ int ps_bench_train_seeds(const train_cfg_t *cfg, int seeds);
 
 /* --join: the leave-and-join runs and their table. Returns 0 or 1. */
 int ps_bench_train_join(const train_cfg_t *cfg, int repeat);
+
+/* Random batches the distinct keys of a batch are averaged over. */
+enum { CTR_KEY_BATCHES = 256 };
+
+/* The click log and the model, as the theory needs them. */
+typedef struct {
+    char path[PATH_MAX]; /* the click log every job reads (absolute) */
+    int generated;       /* the bench wrote it */
+    double samples;      /* lines read */
+    double vocab;        /* V: distinct keys in the whole file, held-out tail included */
+    double keys_est;     /* distinct keys of a batch of B training samples, mean of
+                            CTR_KEY_BATCHES random ones */
+    double planted_auc;  /* the generator's planted model's own test AUC; NAN unknown */
+    double mlp;          /* P: the dense part's parameters (the MLP) */
+    int dim;             /* d: floats per row (--embed-dim in --job-flags, or 16) */
+    const char *hidden;  /* --hidden in --job-flags, or NULL: the default */
+} ctr_data_t;
+
+/* The click log of a ctr sweep (generated into OUT/runs/, or --ctr-data)
+ * and the model's figures, into *d. Returns 0, or 1 after a one-line
+ * error. (train_ctr_data.c) */
+int ps_bench_train_ctr_data(const train_cfg_t *cfg, ctr_data_t *d);
 
 #ifdef __cplusplus
 }

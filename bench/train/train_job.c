@@ -3,7 +3,8 @@
  * line (the same model, seed, data order and flags for every job; only the
  * mode, the workers and the scenario change), run through shardps-launch or
  * role by role on the simulated cluster, and what it measured, from the
- * scheduler's summary JSON and worker 0's evaluation lines.
+ * scheduler's summary JSON and worker 0's evaluation lines (test accuracy,
+ * or for --model ctr the test AUC), and the machine's CPU over the job.
  */
 #include <limits.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 
 #include "bench/netsim/job.h"
 #include "bench/train/train.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/job.h"
 
@@ -27,9 +29,16 @@ int ps_bench_train_colocated(const char *token)
     return n > k && !strcmp(token + n - k, TRAIN_COLOCATED);
 }
 
+const char *ps_bench_train_ring_rows(const char *token)
+{
+    const size_t k = strlen(TRAIN_RING_ROWS);
+    return strncmp(token, TRAIN_RING_ROWS, k) == 0 && token[k] ? token + k : NULL;
+}
+
 int ps_bench_train_serverless(const char *token)
 {
-    return !strcmp(token, "allreduce") || !strcmp(token, TRAIN_MPI);
+    return !strcmp(token, "allreduce") || !strcmp(token, TRAIN_MPI) ||
+           ps_bench_train_ring_rows(token) != NULL;
 }
 
 /* Servers of a run: none under allreduce, one per worker colocated. */
@@ -43,7 +52,10 @@ static int s_servers_for(const train_cfg_t *cfg, const train_run_t *r)
 void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
 {
     char m[32];
-    snprintf(m, sizeof m, "%s", strcmp(r->label, TRAIN_MPI) ? r->mode : TRAIN_MPI);
+    snprintf(m, sizeof m, "%s",
+             !strcmp(r->label, TRAIN_MPI)         ? TRAIN_MPI
+             : ps_bench_train_ring_rows(r->label) ? r->label
+                                                  : r->mode);
     for (char *p = m; *p; p++) {
         *p = *p == ':' ? '_' : *p == '/' ? '-' : *p;
     }
@@ -55,7 +67,8 @@ void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap)
 /* Reads worker 0's evaluations from the log, in order: the epoch ends
  * ("W0 I epoch=E test_accuracy=A test_loss=L elapsed=Xs step=T") and the
  * --eval-every points ("W0 I eval step=T test_accuracy=A test_loss=L
- * elapsed=Xs"). */
+ * elapsed=Xs"); for a model with embedding rows "test_auc=A
+ * test_logloss=L" in their place, the AUC kept as the run's metric. */
 static void s_parse_epochs(const char *log, train_run_t *r)
 {
     static const char key[] = " W0 I ";
@@ -68,9 +81,15 @@ static void s_parse_epochs(const char *log, train_run_t *r)
         long long st;
         int n = sscanf(q, "epoch=%d test_accuracy=%lf test_loss=%lf elapsed=%lfs step=%lld",
                        &e, &acc, &loss, &t, &st);
+        if (n < 4) {
+            n = sscanf(q, "epoch=%d test_auc=%lf test_logloss=%lf elapsed=%lfs step=%lld",
+                       &e, &acc, &loss, &t, &st);
+        }
         if (n >= 4) {
             step = n == 5 ? (double)st : NAN;
         } else if (sscanf(q, "eval step=%lld test_accuracy=%lf test_loss=%lf elapsed=%lfs",
+                          &st, &acc, &loss, &t) == 4 ||
+                   sscanf(q, "eval step=%lld test_auc=%lf test_logloss=%lf elapsed=%lfs",
                           &st, &acc, &loss, &t) == 4) {
             step = (double)st;
         } else {
@@ -94,7 +113,9 @@ static int s_read_results(const char *json_path, const char *log_path, double ta
     double pushed = 0, pulled = 0, steps[PS_BENCH_LIST_MAX * 8];
     int rc = 0;
     rc |= ps_bench_json_num(json, "samples_per_sec", &r->sps);
-    rc |= ps_bench_json_num(json, "test_accuracy", &r->acc);
+    if (ps_bench_json_num(json, "test_auc", &r->acc) != 0) { /* a model with rows */
+        rc |= ps_bench_json_num(json, "test_accuracy", &r->acc);
+    }
     rc |= ps_bench_json_num(json, "wall_seconds", &r->wall);
     rc |= ps_bench_json_num(json, "bytes_pushed", &pushed);
     rc |= ps_bench_json_num(json, "bytes_pulled", &pulled);
@@ -163,6 +184,8 @@ static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
     r->killed_at = res.killed_at;
     r->link_tx = res.counted ? res.worker_tx : NAN; /* per step once steps are read */
     r->link_rx = res.counted ? res.worker_rx : NAN;
+    r->link_tx_rest = res.counted ? res.rest_tx : NAN;
+    r->link_rx_rest = res.counted ? res.rest_rx : NAN;
     r->link_max = res.counted ? res.link_max : NAN;
     r->retrans = res.counted ? (double)res.retrans : NAN;
     r->timeouts = res.counted ? (double)res.timeouts : NAN;
@@ -170,19 +193,11 @@ static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
     r->line_busy = res.line_busy;
 }
 
-void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
-                        int repeat)
+/* The launcher's command line of run r (tagged tag, its summary at json)
+ * into argv (NULL-terminated); num holds the numbers it points to. */
+static void s_argv(const train_cfg_t *cfg, const train_run_t *r, const char *tag,
+                   const char *json, char num[12][48], char **argv)
 {
-    char tag[80], json[PATH_MAX], log[PATH_MAX], num[12][48];
-    ps_bench_train_tag(r, tag, sizeof tag);
-    if (repeat > 0) {
-        snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "_%d", repeat);
-    }
-    snprintf(json, sizeof json, "%s/runs/%s.json", cfg->out, tag);
-    snprintf(log, sizeof log, "%s/runs/%s.log", cfg->out, tag);
-    remove(json);
-    remove(log);
-    char *argv[64 + TRAIN_MAX_JOB_FLAGS];
     int a = 0;
     argv[a++] = (char *)cfg->launch;
     snprintf(num[0], sizeof num[0], "%d", s_servers_for(cfg, r));
@@ -197,7 +212,7 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     argv[a++] = "--model";
     argv[a++] = (char *)cfg->model;
     argv[a++] = "--mode";
-    argv[a++] = r->mode;
+    argv[a++] = (char *)r->mode;
     argv[a++] = "--epochs";
     argv[a++] = num[2];
     argv[a++] = "--seed";
@@ -207,7 +222,7 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
         argv[a++] = num[4];
     }
     argv[a++] = "--summary";
-    argv[a++] = json;
+    argv[a++] = (char *)json;
     if (cfg->max_steps > 0) {
         snprintf(num[5], sizeof num[5], "%d", cfg->max_steps);
         argv[a++] = "--max-steps";
@@ -240,10 +255,18 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
         argv[a++] = "--allreduce-backend";
         argv[a++] = "mpi";
     }
-    const int colocated = ps_bench_train_colocated(r->label);
-    if (colocated) {
+    if (ps_bench_train_colocated(r->label)) {
         argv[a++] = "--placement";
         argv[a++] = "colocated";
+    }
+    if (cfg->ctr_data) {
+        argv[a++] = "--ctr-data";
+        argv[a++] = (char *)cfg->ctr_data;
+    }
+    const char *ring_rows = ps_bench_train_ring_rows(r->label);
+    if (ring_rows) {
+        argv[a++] = "--ring-rows";
+        argv[a++] = (char *)ring_rows;
     }
     if (cfg->net) {
         /* progress lines often enough to place the kill; one job id for all */
@@ -264,14 +287,40 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
         argv[a++] = cfg->job_flags[i];
     }
     argv[a] = NULL;
+}
+
+void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
+                        int repeat)
+{
+    char tag[80], json[PATH_MAX], log[PATH_MAX], num[12][48];
+    ps_bench_train_tag(r, tag, sizeof tag);
+    if (repeat > 0) {
+        snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "_%d", repeat);
+    }
+    snprintf(json, sizeof json, "%s/runs/%s.json", cfg->out, tag);
+    snprintf(log, sizeof log, "%s/runs/%s.log", cfg->out, tag);
+    remove(json);
+    remove(log);
+    char *argv[64 + TRAIN_MAX_JOB_FLAGS];
+    s_argv(cfg, r, tag, json, num, argv);
+    const int colocated = ps_bench_train_colocated(r->label);
     r->killed_at = -1;
     r->link_tx = r->link_rx = r->link_max = r->retrans = r->timeouts = NAN;
+    r->link_tx_rest = r->link_rx_rest = NAN;
     r->cpu_busy = r->line_busy = NAN;
+    const double cpu0 = ps_bench_children_cpu_seconds(), t0 = ps_now();
     if (cfg->net) {
         s_run_net(cfg, r, argv + 1, log, rejoin_at, colocated);
     } else {
+        double busy0, total0, busy1, total1;
+        ps_bench_cpu_ticks(&busy0, &total0);
         r->status = ps_bench_run(argv, log);
+        ps_bench_cpu_ticks(&busy1, &total1);
+        r->cpu_busy = total1 > total0 ? (busy1 - busy0) / (total1 - total0) : NAN;
     }
+    const double cpu1 = ps_bench_children_cpu_seconds();
+    r->job_wall = ps_now() - t0;
+    r->job_cpu = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : NAN;
     if (r->status == 0 &&
         s_read_results(json, log, cfg->target, ps_bench_train_batch(cfg), r) != 0) {
         r->status = PS_EPROTO; /* ran, but the summary is not what we expect */
@@ -279,6 +328,8 @@ void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at
     if (cfg->net && r->status == 0 && r->steps > 0) {
         r->link_tx /= r->steps;
         r->link_rx /= r->steps;
+        r->link_tx_rest /= r->steps;
+        r->link_rx_rest /= r->steps;
         r->link_max /= r->steps;
     }
 }

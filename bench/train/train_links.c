@@ -11,17 +11,16 @@
 
 #include "bench/train/train.h"
 
-/* A run whose cores were this busy is reported as CPU-bound, not a network
- * result; one whose delay line had a thread this busy, as bound by the
- * simulator's delay (its packets wait for the thread, not only the delay). */
-#define LINKS_CPU_BOUND 0.9
-#define LINKS_LINE_BOUND 0.8
-
-/* What bounds run r: "CPU", "delay line" or "link". */
-static const char *s_bound(const train_run_t *r)
+const char *ps_bench_train_bound(const train_cfg_t *cfg, const train_run_t *r)
 {
-    return r->cpu_busy >= LINKS_CPU_BOUND     ? "CPU"
-           : r->line_busy >= LINKS_LINE_BOUND ? "delay line"
+    if (isnan(r->cpu_busy)) {
+        return "";
+    }
+    if (!cfg->net) {
+        return r->cpu_busy >= TRAIN_CPU_BOUND ? "CPU" : "not CPU";
+    }
+    return r->cpu_busy >= TRAIN_CPU_BOUND     ? "CPU"
+           : r->line_busy >= TRAIN_LINE_BOUND ? "delay line"
                                               : "link";
 }
 
@@ -65,12 +64,13 @@ void ps_bench_train_links_row(const train_cfg_t *cfg, ps_bench_table_t *t,
     if (strcmp(r->mode, "allreduce") != 0) {
         snprintf(psmb, sizeof psmb, "%.3f", ps);
     }
-    ps_bench_table_rowf(t, "%s,%d,%s,%.3f,%.3f,%s,%.3f,%.3f,%.1f,%.1f,%.2f,%.0f,%s,%.0f,%.0f,"
+    ps_bench_table_rowf(t,
+                        "%s,%d,%s,%.3f,%.3f,%s,%.3f,%.3f,%.1f,%.1f,%.2f,%.0f,%s,%.0f,%.0f,"
                         "%.2f,%.2f,%s",
                         r->name, r->workers, ps_bench_train_scenarios[r->scen],
                         r->link_tx / 1e6, r->link_rx / 1e6, psmb, ring, r->link_max / 1e6,
                         bound, step, bound / step, r->sps, tta, r->retrans, r->timeouts,
-                        r->cpu_busy, r->line_busy, s_bound(r));
+                        r->cpu_busy, r->line_busy, ps_bench_train_bound(cfg, r));
 }
 
 void ps_bench_train_links_notes(ps_bench_table_t *t)
@@ -91,5 +91,5 @@ void ps_bench_train_links_notes(ps_bench_table_t *t)
         "line busy: the busiest of the delay line's threads, its share of a core over the "
         "job (0 without a delay); at %.0f %% or more its packets wait for it, and the row "
         "is bound by the simulator, not the links.",
-        LINKS_CPU_BOUND * 100, LINKS_LINE_BOUND * 100);
+        TRAIN_CPU_BOUND * 100, TRAIN_LINE_BOUND * 100);
 }

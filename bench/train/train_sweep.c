@@ -38,7 +38,9 @@ void ps_bench_train_mode_for(const char *token, int n, char *buf, size_t cap)
     if (ps_bench_train_serverless(token) && n < 2) {
         return;
     }
-    snprintf(buf, cap, "%s", strcmp(token, TRAIN_MPI) ? token : "allreduce");
+    snprintf(buf, cap, "%s",
+             strcmp(token, TRAIN_MPI) && !ps_bench_train_ring_rows(token) ? token
+                                                                          : "allreduce");
 }
 
 /* Cell text: "%.*f" of v, or "" when v is NAN. */
@@ -52,15 +54,17 @@ static const char *s_cell(char *buf, size_t cap, int prec, double v)
     return buf;
 }
 
-static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
+void ps_bench_train_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns,
+                          const char *metric, const char *metric_png,
+                          const char *throughput_png)
 {
-    /* Test accuracy against training time: one panel per worker count, one
-     * y range for all, from just under the lowest accuracy above chance
+    /* The test metric against training time: one panel per worker count, one
+     * y range for all, from just under the lowest value above chance
      * (a diverged run stays below it, off the plot). */
     ps_bench_str_t gp = {0}, data = {0};
     int panels = cfg->nworkers * cfg->nscen;
     double lo = cfg->target;
-    ps_bench_plot_header(&gp, cfg->page, "train_accuracy", 340 * panels, 340);
+    ps_bench_plot_header(&gp, cfg->page, metric_png, 340 * panels, 340);
     for (int i = 0; i < nruns; i++) {
         if (runs[i].status == 0 && runs[i].nep > 0) {
             ps_bench_str_addf(&data, "$r%d << EOD\n", i);
@@ -73,10 +77,10 @@ static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
         }
     }
     ps_bench_str_addf(&gp,
-                      "%sset xlabel 'training time (s)'\nset ylabel 'test accuracy'\n"
+                      "%sset xlabel 'training time (s)'\nset ylabel '%s'\n"
                       "set yrange [%.2f:*]\nset xrange [0:*]\nset key bottom right opaque\n"
                       "set multiplot layout 1,%d\n",
-                      ps_bench_str_get(&data), floor(lo * 50) / 50 - 0.01, panels);
+                      ps_bench_str_get(&data), metric, floor(lo * 50) / 50 - 0.01, panels);
     for (int p = 0; p < panels; p++) {
         const int w = p % cfg->nworkers, sc = cfg->scen[p / cfg->nworkers];
         char what[96] = "";
@@ -95,20 +99,20 @@ static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
                 if (runs[i].label == cfg->modes[m] && runs[i].workers == cfg->workers[w] &&
                     runs[i].scen == sc && runs[i].status == 0 && runs[i].nep > 0) {
                     ps_bench_str_addf(&gp, ", $r%d u 1:2 w lp lc %d pt 7 ps 0.6 t '%s'", i,
-                                      m + 1, runs[i].mode);
+                                      m + 1, runs[i].name);
                 }
             }
         }
         ps_bench_str_addf(&gp, "\n");
     }
     ps_bench_str_addf(&gp, "unset multiplot\n");
-    ps_bench_plot(cfg->page, "train_accuracy", ps_bench_str_get(&gp));
+    ps_bench_plot(cfg->page, metric_png, ps_bench_str_get(&gp));
     ps_bench_str_fini(&gp);
     ps_bench_str_fini(&data);
 
     /* Samples per second against workers: one line per mode. */
     ps_bench_str_t plot = {0};
-    ps_bench_plot_header(&gp, cfg->page, "train_throughput", 520, 360);
+    ps_bench_plot_header(&gp, cfg->page, throughput_png, 520, 360);
     ps_bench_str_addf(&gp,
                       "set xlabel 'workers'\nset ylabel 'samples/s'\nset yrange [0:*]\n"
                       "set xtics (");
@@ -134,17 +138,15 @@ static void s_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns)
     }
     if (plot.len) {
         ps_bench_str_addf(&gp, "plot %s\n", ps_bench_str_get(&plot));
-        ps_bench_plot(cfg->page, "train_throughput", ps_bench_str_get(&gp));
+        ps_bench_plot(cfg->page, throughput_png, ps_bench_str_get(&gp));
     }
     ps_bench_str_fini(&plot);
     ps_bench_str_fini(&gp);
 }
 
-/* The runs of the sweep, in order: scenario by scenario, and within one the
- * modes alternate per worker count, so the load others put on the machine
- * falls on every mode. Modes that do not apply to a worker count or a
- * scenario are left out. Returns the count. */
-static int s_plan(const train_cfg_t *cfg, train_run_t *runs)
+/* Scenario by scenario, and within one the modes alternate per worker
+ * count, so the load others put on the machine falls on every mode. */
+int ps_bench_train_plan(const train_cfg_t *cfg, train_run_t *runs)
 {
     int nruns = 0;
     for (int sc = 0; sc < cfg->nscen; sc++) {
@@ -156,7 +158,9 @@ static int s_plan(const train_cfg_t *cfg, train_run_t *runs)
                 r->scen = cfg->scen[sc];
                 ps_bench_train_mode_for(cfg->modes[m], r->workers, r->mode, sizeof r->mode);
                 snprintf(r->name, sizeof r->name, "%s%s",
-                         strcmp(r->label, TRAIN_MPI) ? r->mode : TRAIN_MPI,
+                         !strcmp(r->label, TRAIN_MPI)         ? TRAIN_MPI
+                         : ps_bench_train_ring_rows(r->label) ? r->label
+                                                              : r->mode,
                          ps_bench_train_colocated(r->label) ? " colocated" : "");
                 /* a lost worker cannot be left out of a ring; a kill needs 2 */
                 if (r->scen == SCEN_KILL &&
@@ -331,7 +335,7 @@ int ps_bench_train_sweep(const train_cfg_t *cfg)
         free(runs);
         return 1;
     }
-    const int nruns = s_plan(cfg, runs);
+    const int nruns = ps_bench_train_plan(cfg, runs);
     double base = NAN; /* sync, 1 worker */
     for (int i = 0; i < nruns && !ps_netsim_stop; i++) {
         train_run_t *r = &runs[i];
@@ -350,7 +354,8 @@ int ps_bench_train_sweep(const train_cfg_t *cfg)
         ps_bench_train_links_notes(tl);
         ps_bench_table_destroy(&tl, 1);
     }
-    s_plots(cfg, runs, nruns);
+    ps_bench_train_plots(cfg, runs, nruns, "test accuracy", "train_accuracy",
+                         "train_throughput");
     free(runs);
     return failed;
 }

@@ -11,7 +11,13 @@
 # bench measures, it does not assert (docs/benchmarks.md). `checkpoint` on one
 # short round writes its row with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
 # from the uncompressed copy of the data set it made. `compress` on a short
-# sweep writes its rows with the bytes each codec saved. Each on its page.
+# sweep writes its rows with the bytes each codec saved. `train --model ctr`
+# on a tiny click log it generates (sync, dedicated and colocated, 1 and 2
+# workers) writes train_ctr.md and its CSVs: every row ok with the keys of
+# a worker step from the summary, its bytes per worker link per step within
+# 30 % of the theory (over 8 steps the initial values and the evaluations
+# weigh), and a row per worker count in the comparison
+# table; bad ctr flags are usage errors. Each on its page.
 . "$(dirname "$0")/lib.sh"
 
 BENCH=$SPS_BUILD/bench/shardps-bench
@@ -79,6 +85,41 @@ grep -Eq '^sync,2,2,0,[0-9.]+,[0-9.]+,[0-9.]+,0.00$' "$TMP/seeds/train_seeds.csv
     fail "train_seeds.csv: $(cat "$TMP/seeds/train_seeds.csv")"
 [ -s "$TMP/seeds/runs/async_w2_2.json" ] || fail "no summary of async's seed 2: $(ls "$TMP/seeds/runs")"
 results_page "$TMP/seeds/train_seeds.md" train
+
+# train --model ctr: the parameter-server rows on a click log of 3000 lines
+# it generates (the ring rows are the ctr tests' and the acceptance run's).
+"$BENCH" train --model ctr --ctr-rows 3000 --workers 1,2 --modes sync --placement dedicated,colocated \
+    --max-steps 8 --eval-every 4 --out "$TMP/ctr" >"$TMP/ctr.log" 2>&1 ||
+    fail "bench train --model ctr failed: $(tail -5 "$TMP/ctr.log")"
+[ -s "$TMP/ctr/runs/ctr_clicks.txt" ] && grep -q '^rows=3000 ' "$TMP/ctr/runs/ctr_datagen.log" ||
+    fail "no click log generated: $(ls "$TMP/ctr/runs")"
+header "$TMP/ctr/train_ctr.csv" \
+    "mode,workers,scenario,status,samples_per_sec,time_to_target_s,samples_to_target,final_auc,final_logloss,keys_per_worker_step,server_rows,sent_mb,received_mb,measured_on,theory_mb,measured_vs_theory,link_max_mb,bound_ms,step_ms,efficiency,cores_busy,job_cpu_share,compute_share,bound,load_1min"
+rows "$TMP/ctr/train_ctr.csv" 4
+# every row ok, with a worker step's keys, bytes near the theory and a bound
+awk -F, 'NR > 1 && !($4 == "ok" && $10 > 0 && $11 > 0 && $16 > 0.9 && $16 < 1.3 &&
+         $14 == "summary" && $24 ~ /^(CPU|not CPU)$/) { bad = 1 } END { exit bad }' \
+    "$TMP/ctr/train_ctr.csv" || fail "train_ctr.csv: $(cat "$TMP/ctr/train_ctr.csv")"
+grep -q '^sync colocated,2,plain,ok,' "$TMP/ctr/train_ctr.csv" || fail "no colocated ctr row"
+expect "$TMP/ctr/runs/sync_w2.json" "d['model'] == 'ctr' and 0 < d['test_auc'] <= 1" \
+    "the ctr job has no test AUC"
+header "$TMP/ctr/train_ctr_vs.csv" \
+    "workers,ps_mode,keys_per_worker_step,theory_ps_mb,theory_ps_server_mb,theory_ps_colocated_mb,theory_dense_mb,theory_allgather_mb,theory_dense_vs_ps,theory_allgather_vs_ps,measured_ps_mb,measured_dense_mb,measured_allgather_mb,measured_dense_vs_ps,measured_allgather_vs_ps,ps_samples_per_sec,dense_samples_per_sec,allgather_samples_per_sec,ps_vs_dense_speed,ps_vs_allgather_speed,ps_time_to_target_s,dense_time_to_target_s,allgather_time_to_target_s"
+rows "$TMP/ctr/train_ctr_vs.csv" 2
+grep -Eq '^2,sync,[0-9.]+(,[0-9.]+){5},[0-9.]+,1.0,[0-9.]+,' "$TMP/ctr/train_ctr_vs.csv" ||
+    fail "train_ctr_vs.csv: $(cat "$TMP/ctr/train_ctr_vs.csv")"
+header "$TMP/ctr/train_ctr_epochs.csv" "mode,workers,scenario,eval,elapsed_s,step,test_auc"
+results_page "$TMP/ctr/train_ctr.md" train
+grep -q '^| sync | 1 | plain | ok |' "$TMP/ctr/train_ctr.md" &&
+    grep -q '^### Where the parameter server wins' "$TMP/ctr/train_ctr.md" ||
+    fail "train_ctr.md: $(cat "$TMP/ctr/train_ctr.md")"
+for bad in "--modes allreduce" "--modes mpi" "--ctr-rows 0" "--seeds 2"; do
+    # shellcheck disable=SC2086 # one flag and its value
+    "$BENCH" train --model ctr $bad --out "$TMP/ctrbad" >/dev/null 2>&1
+    [ $? = 2 ] || fail "train --model ctr $bad was not a usage error"
+done
+"$BENCH" train --modes allreduce:dense --out "$TMP/ctrbad" >/dev/null 2>&1
+[ $? = 2 ] || fail "allreduce:dense without --model ctr was not a usage error"
 
 # compute: one worker alone, a few steps; every JSON field there (no PyTorch).
 "$BENCH" compute --model mlp --steps 5 --warmup 1 --profile-steps 2 \
@@ -173,7 +214,7 @@ grep -Eq 'Worst over the seeds .*: sync bf16 [-+][0-9.]+, sync topk:0.01\+bf16 [
 results_page "$TMP/cmp/compress.md" compress
 
 # The logs of every job the bench started, for sanitizer reports.
-cp "$TMP"/train/runs/*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP"/scale/runs/*.log \
+cp "$TMP"/train/runs/*.log "$TMP"/ctr/runs/sync*.log "$TMP"/comm/*.log "$TMP"/ck/runs/*.log "$TMP"/scale/runs/*.log \
     "$TMP"/cmp/runs/*.log "$TMP/" 2>/dev/null
 check_logs
 echo ok
