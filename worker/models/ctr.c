@@ -93,33 +93,7 @@ static int s_embed_of(const ps_safetensors_t *st)
 static int s_hidden_of(const ps_safetensors_t *st, char *buf, size_t cap)
 {
     const int E = s_embed_of(st);
-    int n = 0, prev = S_F * E + S_C;
-    char text[PS_JOB_HIDDEN_TEXT] = "";
-    if (E == 0) {
-        return PS_EINVAL;
-    }
-    for (int i = 1; i <= PS_MODEL_MAX_HIDDEN + 1; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "fc%d.weight", i);
-        const ps_safetensors_tensor_t *t = ps_safetensors_find(st, name);
-        if (!t) {
-            break;
-        }
-        if (t->ndim != 2 || t->shape[1] != prev) {
-            return PS_EINVAL;
-        }
-        prev = (int)t->shape[0];
-        n = i;
-        size_t at = strlen(text);
-        snprintf(text + at, sizeof text - at, "%s%d", at ? "," : "", prev);
-    }
-    if (n < 2 || prev != S_OUT) {
-        return PS_EINVAL;
-    }
-    char *last = strrchr(text, ',');
-    *last = '\0'; /* the output layer's width is not a hidden one */
-    snprintf(buf, cap, "%s", strcmp(text, "256,128") ? text : "");
-    return 0;
+    return E ? ps_model_fc_widths(st, S_F * E + S_C, S_OUT, buf, cap) : PS_EINVAL;
 }
 
 /* Floats of a [max_batch, width] view, rounded up to 16 so every view stays

@@ -177,6 +177,12 @@ void ps_model_linear_fwd(ps_model_t *m, const float *x, const float *w, const fl
 void ps_model_linear_bwd(ps_model_t *m, const float *x, const float *w, const float *dy,
                          float *dx, float *dw, float *db, int n, int I, int O);
 
+/* The hidden widths of a file's fully connected layers fc1..fcN, whose
+ * weights chain in -> ... -> out, as --hidden takes them ("" for the
+ * default 256,128) into buf: the mlp's and the ctr's hidden_of. Returns 0
+ * or PS_EINVAL (no such chain). (model_new.c) */
+int ps_model_fc_widths(const ps_safetensors_t *st, int in, int out, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif
