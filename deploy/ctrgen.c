@@ -21,6 +21,7 @@
 
 #include "common/auc.h"
 #include "common/error.h"
+#include "common/rowkey.h"
 #include "deploy/ctrgen.h"
 #include "worker/rng.h"
 
@@ -165,17 +166,6 @@ static uint32_t s_zipf(const s_zipf_t *z, ps_rng_t *r)
 
 /* ---- the planted model ------------------------------------------------- */
 
-/* MurmurHash3's 64-bit finaliser: a bijection that mixes every bit. */
-static uint64_t s_mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 /* Its 32-bit one: ranks to values, one-to-one. */
 static uint32_t s_mix32(uint32_t x)
 {
@@ -229,7 +219,7 @@ static uint32_t s_rank(const ps_ctrgen_t *g, int k, uint32_t value)
 double ps_ctrgen_cat_weight(const ps_ctrgen_t *g, int k, uint32_t value, int missing)
 {
     const uint64_t in = ((uint64_t)(k + 1) << 40) | (missing ? (uint64_t)1 << 32 : value);
-    const uint64_t h = s_mix64(in ^ g->wkey);
+    const uint64_t h = ps_rowkey_hash(in ^ g->wkey);
     const double head = (h >> 63) ? -s_cat[k].head : s_cat[k].head;
     if (missing) {
         return head;
@@ -238,7 +228,7 @@ double ps_ctrgen_cat_weight(const ps_ctrgen_t *g, int k, uint32_t value, int mis
     double w = head * S_HEAD_RANKS / (r + S_HEAD_RANKS - 1);
     if (s_cat[k].tail > 0) {
         const double q = r / g->card[k];
-        w += s_cat[k].tail * q * q * s_normal_bits(s_mix64(h ^ S_TAIL_KEY));
+        w += s_cat[k].tail * q * q * s_normal_bits(ps_rowkey_hash(h ^ S_TAIL_KEY));
     }
     return w;
 }
