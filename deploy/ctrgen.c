@@ -166,7 +166,7 @@ static uint32_t s_zipf(const s_zipf_t *z, ps_rng_t *r)
 
 /* ---- the planted model ------------------------------------------------- */
 
-/* Its 32-bit one: ranks to values, one-to-one. */
+/* MurmurHash3's 32-bit finaliser: ranks to values, one-to-one. */
 static uint32_t s_mix32(uint32_t x)
 {
     x ^= x >> 16;
