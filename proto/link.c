@@ -1,6 +1,8 @@
 /* proto/link.c - registration, cluster view and heartbeats, node side. */
 #include "proto/link.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +128,12 @@ struct ps_link {
     ps_link_message_fn on_message; /* before the view: what else it sends; NULL: dropped */
     void *on_message_arg;
     int64_t generation;  /* failovers seen, stamped on every message we send */
+    /* ps_link_keepalive_start's thread, and how its wait ended: */
+    pthread_t keeper;
+    int keeping;
+    atomic_int keep_stop;
+    int keep_rc;
+    char keep_err[256];
 };
 
 /* Waits up to timeout seconds for one message on l->sock. Returns 1 when one
@@ -347,6 +355,54 @@ ps_sock_t *ps_link_sock(ps_link_t *l)
     return l->sock;
 }
 
+/* One turn of waiting for the view: a heartbeat when due and at most 0.1 s
+ * for the scheduler's next message. Returns 1 with *rc set when the wait is
+ * over (the view decoded into view, or the job's end), 0 to go on. Without a
+ * view to fill (a keepalive) every message goes to on_message. */
+static int s_wait_turn(ps_link_t *l, ps_view_t *view, int *rc, char *err, size_t errlen)
+{
+    *rc = 0;
+    if (ps_link_tick(l, err, errlen) == PS_LINK_LOST) {
+        *rc = PS_ECLOSED;
+        return 1;
+    }
+    ps_msg_t m = {0};
+    int got = s_recv(l, &m, 0.1);
+    if (got < 0) {
+        snprintf(err, errlen, "waiting for the cluster view: %s", ps_strerror(got));
+        *rc = got;
+        return 1;
+    }
+    if (got == 0) {
+        return 0;
+    }
+    ps_link_event_t ev = ps_link_handle(l, &m, err, errlen);
+    if (ev == PS_LINK_MESSAGE && view && m.hdr.type == PS_MSG_VIEW) {
+        const Shardps__ClusterView *cv =
+            ps_msg_unpack_body(&m, &shardps__cluster_view__descriptor);
+        *rc = cv ? ps_codec_view_from_pb(cv, view, NULL, 0) : PS_EPROTO;
+        if (*rc != 0) {
+            snprintf(err, errlen, "the scheduler sent a cluster view that does not decode: %s",
+                     m.why);
+        }
+        ps_msg_close(&m);
+        return 1;
+    }
+    if (ev == PS_LINK_MESSAGE && l->on_message) {
+        l->on_message(l->on_message_arg, &m);
+    }
+    ps_msg_close(&m);
+    if (ev == PS_LINK_ABORTED) {
+        *rc = PS_ECLOSED;
+    } else if (ev == PS_LINK_ERROR) {
+        *rc = PS_EPROTO;
+    } else if (ev == PS_LINK_SHUTDOWN) {
+        snprintf(err, errlen, "the scheduler ended the job before it started");
+        *rc = PS_ENOENT;
+    }
+    return *rc != 0;
+}
+
 int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *view,
                       char *err, size_t errlen)
 {
@@ -357,46 +413,44 @@ int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *v
             return rc;
         }
     }
-    for (;;) {
-        if (ps_link_tick(l, err, errlen) == PS_LINK_LOST) {
-            return PS_ECLOSED;
-        }
-        ps_msg_t m = {0};
-        int got = s_recv(l, &m, 0.1);
-        if (got < 0) {
-            snprintf(err, errlen, "waiting for the cluster view: %s", ps_strerror(got));
-            return got;
-        }
-        if (got == 0) {
-            continue;
-        }
-        ps_link_event_t ev = ps_link_handle(l, &m, err, errlen);
-        if (ev == PS_LINK_MESSAGE && m.hdr.type == PS_MSG_VIEW) {
-            const Shardps__ClusterView *cv =
-                ps_msg_unpack_body(&m, &shardps__cluster_view__descriptor);
-            int rc = cv ? ps_codec_view_from_pb(cv, view, NULL, 0) : PS_EPROTO;
-            if (rc != 0) {
-                snprintf(err, errlen, "the scheduler sent a cluster view that does not decode: %s",
-                         m.why);
-            }
-            ps_msg_close(&m);
-            return rc;
-        }
-        if (ev == PS_LINK_MESSAGE && l->on_message) {
-            l->on_message(l->on_message_arg, &m);
-        }
-        ps_msg_close(&m);
-        if (ev == PS_LINK_ABORTED) {
-            return PS_ECLOSED;
-        }
-        if (ev == PS_LINK_ERROR) {
-            return PS_EPROTO;
-        }
-        if (ev == PS_LINK_SHUTDOWN) {
-            snprintf(err, errlen, "the scheduler ended the job before it started");
-            return PS_ENOENT;
-        }
+    int rc;
+    while (!s_wait_turn(l, view, &rc, err, errlen)) {
     }
+    return rc;
+}
+
+static void *s_keeper_main(void *arg)
+{
+    ps_link_t *l = arg;
+    int rc = 0;
+    while (!atomic_load(&l->keep_stop) &&
+           !s_wait_turn(l, NULL, &rc, l->keep_err, sizeof l->keep_err)) {
+    }
+    l->keep_rc = rc;
+    return NULL;
+}
+
+int ps_link_keepalive_start(ps_link_t *l)
+{
+    atomic_store(&l->keep_stop, 0);
+    l->keep_rc = 0;
+    l->keep_err[0] = '\0';
+    l->keeping = pthread_create(&l->keeper, NULL, s_keeper_main, l) == 0;
+    return l->keeping ? 0 : PS_ENOMEM;
+}
+
+int ps_link_keepalive_stop(ps_link_t *l, char *err, size_t errlen)
+{
+    if (!l->keeping) {
+        return 0;
+    }
+    atomic_store(&l->keep_stop, 1);
+    pthread_join(l->keeper, NULL);
+    l->keeping = 0;
+    if (l->keep_rc != 0) {
+        snprintf(err, errlen, "%s", l->keep_err);
+    }
+    return l->keep_rc;
 }
 
 void ps_link_set_on_message(ps_link_t *l, ps_link_message_fn fn, void *arg)
@@ -604,6 +658,7 @@ void ps_link_destroy(ps_link_t **lp)
 {
     ps_link_t *l = *lp;
     if (l) {
+        ps_link_keepalive_stop(l, NULL, 0);
         ps_sock_destroy(&l->sock);
         free(l->done);
         explicit_bzero(&l->secret, sizeof l->secret);

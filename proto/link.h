@@ -152,6 +152,17 @@ ps_sock_t *ps_link_sock(ps_link_t *l);
 int ps_link_wait_view(ps_link_t *l, const Shardps__ModelInfo *info, ps_view_t *view,
                       char *err, size_t errlen);
 
+/*
+ * Keeps the link alive from a thread of its own while the caller does long
+ * work that does not touch the link (a worker reading its click log after
+ * joining): heartbeats go out and the scheduler's messages are handled, as
+ * ps_link_wait_view() would. ps_link_keepalive_stop() ends it and returns 0,
+ * or the error that ended the wait meanwhile (the job aborted, the scheduler
+ * lost), with a reason in err. Stopping a link not kept alive returns 0.
+ */
+int ps_link_keepalive_start(ps_link_t *l);
+int ps_link_keepalive_stop(ps_link_t *l, char *err, size_t errlen);
+
 /* What a message from the scheduler, or a tick, means for the node. */
 typedef enum {
     PS_LINK_ALIVE,    /* a heartbeat, or nothing new: the scheduler is there */

@@ -126,6 +126,10 @@ int ps_worker_rollback(ps_worker_t *w, int64_t *t);
 /* ps_worker_push_pull, sent again after each replica's takeover. (recover.c) */
 int ps_worker_push_pull_again(ps_worker_t *w, int64_t t, float *params);
 
+/* Once joined: the job's model, its data and its device, with heartbeats
+ * going out meanwhile. Returns 0 or an error with w->err set. (build.c) */
+int ps_worker_build(ps_worker_t *w);
+
 /* allreduce: joins the ring, initialises the parameters and checks over the
  * ring that every worker got the same ones. (allreduce.c) */
 int ps_allreduce_start(ps_worker_t *w);
