@@ -201,7 +201,8 @@ static void s_log_started(const ps_scheduler_t *s)
                     v->num_workers, mu, rate);
     }
     /* A push computed on values M-1 pushes old acts as momentum of its own;
-     * --staleness-lr's weights are what keep async stable (docs/design.md). */
+     * --staleness-lr's weights are what keep async stable
+     * (docs/design/consistency.md). */
     if (j->mode == PS_MODE_ASYNC && v->num_workers > 1 && !j->staleness_lr &&
         j->momentum >= 0.5 &&
         (strcmp(j->optimizer, "sgd") == 0 || strcmp(j->optimizer, "nesterov") == 0)) {

@@ -61,8 +61,8 @@ float ps_consistency_stale_weight(const ps_consistency_t *c, int64_t tau)
  * averages about 1/(M-1); (M-1)/M on top makes the M pushes that carry a
  * sync step's samples move the values about as far as that step. And
  * staleness adds momentum of its own (Mitliagkas et al. 2016), so the store
- * runs less and the rate makes up for it (cfg.async_rate). docs/design.md,
- * async. */
+ * runs less and the rate makes up for it (cfg.async_rate).
+ * docs/design/consistency.md. */
 float ps_consistency_async_weight(const ps_consistency_t *c, int64_t tau)
 {
     const float w = ps_consistency_stale_weight(c, tau) * s_mean(c, 1);

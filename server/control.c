@@ -104,10 +104,10 @@ static ps_checkpoint_rows_t s_rows(const ps_control_t *c)
  * multiple of --checkpoint-every, or the step agreed for a timed one),
  * writes the shard and tells the scheduler. Nothing changes the store before
  * this runs, so the part is the cut after step N-1's update. In async a step
- * is one push from each of the M workers (consistency.c:s_lr), so checkpoint
+ * is one push from each of the M workers (ps_consistency_lr), so checkpoint
  * N is written at version N * M, by each server at its own time: no cut
- * (design.md). A part that cannot be written is logged and skipped: that
- * checkpoint never becomes complete, training goes on. */
+ * (docs/design/checkpoints.md). A part that cannot be written is logged and
+ * skipped: that checkpoint never becomes complete, training goes on. */
 void ps_control_stepped(ps_control_t *c)
 {
     const ps_view_t *v = c->cfg.view;

@@ -2,7 +2,7 @@
  * worker/recover.c - what a worker does after a failover (worker/kv.h,
  * ps_kv_rollback): roll back to the checkpoint every server went back to,
  * go on where it was (async, or a replica's takeover: the step under way is
- * sent again) (docs/design.md, "Failures and membership").
+ * sent again) (docs/design/failover.md, docs/design/replicas.md).
  */
 #include <stdio.h>
 

@@ -7,7 +7,7 @@
  * Global sample order: all workers draw the same permutation per epoch from
  * the seed; at step k worker r of M takes samples [(k*M + r)*b, +b), so sync
  * training with M workers of batch b sees exactly the batches of one worker
- * with batch M*b (docs/design.md, "Models, data and the global sample order").
+ * with batch M*b (docs/design/models.md).
  *
  * Overlap (--overlap 1): in allreduce a communication thread
  * (worker/overlap.c) owns the ring during each step, summing the last
@@ -155,7 +155,7 @@ static int s_check_grads(ps_worker_t *w, uint64_t from, uint64_t to)
  * keys [from, push_end). With every handle in use the keys wait for the push
  * after backward. The first layer's (from 0: backward's last call) go with
  * the pull right after it, in one request to a server they cover
- * (s_push_pull). */
+ * (ps_worker_push_pull). */
 static void s_push_ready(void *arg, size_t from)
 {
     ps_worker_t *w = arg;

@@ -18,7 +18,7 @@
 # full lr on values a push or more old, which adds momentum of its own, and
 # with 0.9 on top the MLP's loss jumped to 3-5 some 16 updates in and about
 # one run in ten never recovered (test accuracy 0.10-0.76, the good ones
-# 0.84-0.86); with 0.5 22 runs ended at 0.868-0.872 (design.md, async).
+# 0.84-0.86); with 0.5 22 runs ended at 0.868-0.872 (docs/design/consistency.md).
 . "$(dirname "$0")/lib.sh"
 
 job() { # name [flags...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A live server survives malformed messages (docs/design.md, "Wire"): a
+# A live server survives malformed messages (docs/design/wire.md): a
 # scheduler (1 server, 2 workers, sync), one real server, one real worker 0
 # (initialises the parameters, then waits at the start barrier), and
 # sps-malformed as worker 1. sps-malformed sends one bad message per case,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sync training with 2 workers x batch 32 gives the same parameters after 50
-# steps as 1 worker x batch 64 over the same global sample order (docs/design.md),
+# steps as 1 worker x batch 64 over the same global sample order (docs/design/models.md),
 # largest relative difference <= 1e-4. Also: two identical sync runs are
 # bitwise identical, so the first comparison is not luck; and pushing each
 # layer during backward (--overlap 1, the default) gives the bits of one push

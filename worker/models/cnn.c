@@ -1,5 +1,5 @@
 /*
- * worker/models/cnn.c - the CNN of docs/design.md, "Models" (torch.nn.Conv2d/Linear):
+ * worker/models/cnn.c - the CNN of docs/design/models.md (torch.nn.Conv2d/Linear):
  *
  *   c1 = relu(conv1(x))    x [N,1,28,28], conv1.weight [32,1,5,5], pad 2 -> [N,32,28,28]
  *   p1 = maxpool2(c1)      [N,32,14,14]
