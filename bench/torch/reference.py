@@ -8,6 +8,12 @@ flat_params() of a model is laid out as shardps's parameter vector
 (`--dump-params`). Initialisation is PyTorch's default, data normalisation is
 worker/data.c's.
 
+The click model (ctr) keeps its rows in one nn.Embedding of the click log's
+vocabulary (every distinct key of the file, each a row) with sparse
+gradients, beside the MLP; its rows start uniform in +-1/sqrt(E), as
+shardps's (ps_job_row_bound), and are not in flat_params(). load_ctr() reads
+the Criteo TSV as worker/ctr_data.c does.
+
 PyTorch is optional (Debian: `sudo apt-get install python3-torch`): import_torch()
 turns its absence into one line saying so. Call set_threads() before it:
 Debian's torch links an OpenBLAS that reads OPENBLAS_NUM_THREADS when it is
@@ -17,6 +23,8 @@ import gzip
 import os
 import struct
 import sys
+
+import math
 
 DATA = os.environ.get("SHARDPS_DATA", "/usr/share/datasets/fashion-mnist")
 MEAN, STD = 0.2860, 0.3530  # worker/data.c: (x/255 - mean) / std
@@ -34,6 +42,22 @@ TENSORS = {
             ("fc1.weight", (128, 3136)), ("fc1.bias", (128,)),
             ("fc2.weight", (10, 128)), ("fc2.bias", (10,))],
 }
+
+
+CTR_NUM, CTR_CAT = 13, 26  # worker/ctr_data.h: numeric and categorical fields
+CTR_TEST_FRACTION = 0.1  # worker/ctr_job.h: the held-out tail
+
+
+def ctr_tensors(hidden=None, dim=16):
+    """The ctr model's dense tensors (worker/models/ctr.c): fc1 takes the 26
+    rows then the 13 numeric fields, the last layer gives one logit."""
+    widths = (CTR_CAT * dim + CTR_NUM,) + tuple(hidden or (256, 128)) + (1,)
+    return [t for i in range(len(widths) - 1)
+            for t in ((f"fc{i + 1}.weight", (widths[i + 1], widths[i])),
+                      (f"fc{i + 1}.bias", (widths[i + 1],)))]
+
+
+TENSORS["ctr"] = ctr_tensors()
 
 
 def parse_hidden(text):
@@ -96,9 +120,57 @@ def load_split(data, split):
     return x, y.long()
 
 
-def make_model(name, hidden=None):
-    """A fresh MLP (hidden widths: a tuple, None for 256,128) or CNN (PyTorch's
-    default initialisation)."""
+def _ctr_line(line, keys, num):
+    """One line of a click log into keys and num (worker/ctr_data.c:
+    ps_ctr_key, sign(x)*log1p(|x|) with missing 0); its label, or None when
+    it is malformed."""
+    cols = line.rstrip("\n").split("\t")
+    if len(cols) != 1 + CTR_NUM + CTR_CAT or cols[0] not in ("0", "1"):
+        return None
+    try:
+        for c in cols[1:1 + CTR_NUM]:
+            v = int(c) if c else 0
+            num.append(math.copysign(math.log1p(abs(v)), v))
+        for f, c in enumerate(cols[1 + CTR_NUM:]):
+            if c and len(c) != 8:
+                return None
+            keys.append((f + 1) << 40 | (int(c, 16) if c else 1 << 32))
+    except ValueError:
+        return None
+    return float(cols[0])
+
+
+def load_ctr(path):
+    """A click log in the Criteo layout (plain or gzip) with the training
+    rows first: (rows [N,26] int64 row indices into the vocabulary, num
+    [N,13] float32, label [N] float32, V the vocabulary's size, the number of
+    training rows). The vocabulary is every distinct key of the file."""
+    import torch
+    keys, num, label = [], [], []
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        for line in f:
+            k, n = len(keys), len(num)
+            y = _ctr_line(line, keys, num)
+            if y is None:  # skipped, as the C reader does
+                del keys[k:], num[n:]
+                continue
+            label.append(y)
+    if not label:
+        raise ValueError(f"{path}: no samples")
+    vocab = {}
+    rows = [vocab.setdefault(k, len(vocab)) for k in keys]
+    n = len(label)
+    train = n - int(math.floor(n * CTR_TEST_FRACTION + 0.5))
+    return (torch.tensor(rows, dtype=torch.int64).reshape(n, CTR_CAT),
+            torch.tensor(num, dtype=torch.float32).reshape(n, CTR_NUM),
+            torch.tensor(label, dtype=torch.float32), len(vocab), train)
+
+
+def make_model(name, hidden=None, vocab=0, dim=16):
+    """A fresh MLP (hidden widths: a tuple, None for 256,128), CNN (PyTorch's
+    default initialisation) or ctr (vocab rows of dim floats)."""
+    import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
@@ -135,19 +207,40 @@ def make_model(name, hidden=None):
             x = F.relu(self.fc1(x.reshape(x.shape[0], 3136)))
             return self.fc2(x)
 
-    if hidden and name != "mlp":
-        raise ValueError(f"{name}: hidden widths are for the mlp")
-    model = {"mlp": MLP, "cnn": CNN}[name]()
-    got = [(k, tuple(v.shape)) for k, v in model.state_dict().items()]
-    want = mlp_tensors(hidden) if name == "mlp" else TENSORS[name]
+    class CTR(nn.Module):
+        # x = [the 26 rows, the 13 numeric fields] -> H1 -> ... -> HL -> 1, ReLU;
+        # the rows one table of the vocabulary, sparse gradients (Adagrad's)
+        def __init__(self):
+            super().__init__()
+            widths = (CTR_CAT * dim + CTR_NUM,) + tuple(hidden or (256, 128)) + (1,)
+            self.depth = len(widths) - 1
+            for i in range(self.depth):
+                setattr(self, f"fc{i + 1}", nn.Linear(widths[i], widths[i + 1]))
+            self.rows = nn.Embedding(vocab, dim, sparse=True)
+            nn.init.uniform_(self.rows.weight, -1 / math.sqrt(dim), 1 / math.sqrt(dim))
+
+        def forward(self, rows, num):
+            x = torch.cat([self.rows(rows).reshape(rows.shape[0], -1), num], 1)
+            for i in range(1, self.depth):
+                x = F.relu(getattr(self, f"fc{i}")(x))
+            return getattr(self, f"fc{self.depth}")(x).squeeze(1)
+
+    if hidden and name == "cnn":
+        raise ValueError(f"{name}: hidden widths are for the mlp and the ctr")
+    model = {"mlp": MLP, "cnn": CNN, "ctr": CTR}[name]()
+    got = [(k, tuple(v.shape)) for k, v in model.state_dict().items() if k != "rows.weight"]
+    want = {"mlp": mlp_tensors(hidden), "cnn": TENSORS["cnn"],
+            "ctr": ctr_tensors(hidden, dim)}[name]
     assert got == want, f"{name}: tensors {got} differ from worker/models"
     return model
 
 
 def flat_params(model):
-    """The parameters as one float32 vector in shardps's order (--dump-params)."""
+    """The dense parameters as one float32 vector in shardps's order
+    (--dump-params; a ctr's rows are not in it)."""
     import torch
-    return torch.cat([v.detach().reshape(-1).cpu() for v in model.state_dict().values()])
+    return torch.cat([v.detach().reshape(-1).cpu() for k, v in model.state_dict().items()
+                      if k != "rows.weight"])
 
 
 def evaluate(model, x, y, batch=1000):

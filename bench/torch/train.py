@@ -4,7 +4,11 @@ Trains the MLP or CNN of reference.py in one process on Fashion-MNIST with
 plain SGD: each step gathers a batch on the host, moves it to --device, runs
 forward, backward and the update, and reads the loss (as a shardps step does).
 `shardps-bench compute --torch` runs it for the same model, batch, lr and
-steps; deploy/gpu-acceptance.sh with --device cuda.
+steps; deploy/gpu-acceptance.sh with --device cuda. The click model (--model
+ctr, --data a click log in the Criteo layout) trains with Adagrad instead: the
+rows touched by the batch through their sparse gradient, the MLP densely,
+the logistic loss's mean; its steps take the training rows (the file less
+its held-out tenth) in a seeded random order.
 
 The strong GPU reference adds --resident (the training set on the device as
 normalised float32; each batch one index_select there, the step's indices
@@ -19,7 +23,8 @@ own_cpu_frac (CPU seconds of this process, all threads, per wall second),
 train_loss, and with --eval test_accuracy/test_loss. The last line (also
 written to --out) adds the run's settings and torch's version.
 
-usage: python3 bench/torch/train.py --model mlp|cnn [--hidden H1,H2,...] [--threads 1] [--batch 64]
+usage: python3 bench/torch/train.py --model mlp|cnn|ctr [--hidden H1,H2,...] [--embed-dim 16]
+           [--threads 1] [--batch 64]
            [--lr 0.1] [--steps 0] [--warmup 0] [--epochs 1] [--eval] [--seed 1]
            [--data DIR|""] [--device cpu] [--resident] [--graph] [--tf32 0|1]
            [--out FILE] [--check]
@@ -38,7 +43,8 @@ import reference as ref  # noqa: E402
 
 ap = argparse.ArgumentParser(description="PyTorch reference training of shardps's models")
 ap.add_argument("--model", choices=sorted(ref.TENSORS), default="mlp")
-ap.add_argument("--hidden", default="", help='mlp: hidden widths "H1,H2,..." (default 256,128)')
+ap.add_argument("--hidden", default="", help='mlp, ctr: hidden widths "H1,H2,..." (default 256,128)')
+ap.add_argument("--embed-dim", type=int, default=16, help="ctr: floats per row")
 ap.add_argument("--threads", type=int, default=1, help="CPU threads (BLAS and OpenMP)")
 ap.add_argument("--batch", type=int, default=64)
 ap.add_argument("--lr", type=float, default=0.1)
@@ -47,7 +53,8 @@ ap.add_argument("--warmup", type=int, default=0, help="untimed steps before the 
 ap.add_argument("--epochs", type=int, default=1)
 ap.add_argument("--eval", action="store_true", help="test accuracy after each epoch")
 ap.add_argument("--seed", type=int, default=1)
-ap.add_argument("--data", default=ref.DATA, help='Fashion-MNIST directory ("": synthetic)')
+ap.add_argument("--data", default=ref.DATA,
+                help='Fashion-MNIST directory ("": synthetic); ctr: the click log')
 ap.add_argument("--device", default="cpu", help="cpu or cuda")
 ap.add_argument("--resident", action="store_true",
                 help="keep the training set on the device; gather batches there")
@@ -73,15 +80,26 @@ if a.graph and dev.type != "cuda":
     sys.exit("train.py: --graph needs --device cuda")
 torch.backends.cuda.matmul.allow_tf32 = bool(a.tf32)
 torch.backends.cudnn.allow_tf32 = bool(a.tf32)
-if a.data:
+ctr = a.model == "ctr"
+if ctr and (a.resident or a.eval):
+    sys.exit("train.py: --model ctr trains eagerly, without --resident, --graph or --eval")
+if ctr:
+    rows, x, y, vocab, ntrain = ref.load_ctr(a.data)
+    rows, x, y = rows[:ntrain], x[:ntrain], y[:ntrain]
+elif a.data:
     x, y = ref.load_split(a.data, "train")
 else:  # as shardps-bench compute --data "": 16 batches of fixed inputs
     g = torch.Generator().manual_seed(a.seed)
     x = torch.rand(16 * a.batch, 1, 28, 28, generator=g) - 0.5
     y = torch.arange(16 * a.batch) % 10
 torch.manual_seed(a.seed)
-model = ref.make_model(a.model, ref.parse_hidden(a.hidden) if a.hidden else None).to(dev)
-opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+hidden = ref.parse_hidden(a.hidden) if a.hidden else None
+if ctr:
+    model = ref.make_model("ctr", hidden, vocab, a.embed_dim).to(dev)
+    opt = torch.optim.Adagrad(model.parameters(), lr=a.lr)  # sparse rows, dense MLP
+else:
+    model = ref.make_model(a.model, hidden).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr)
 order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(a.seed))
 per_epoch = x.shape[0] // a.batch
 steps = a.steps or per_epoch
@@ -99,7 +117,10 @@ def step():
     idx = order[k * a.batch:(k + 1) * a.batch]
     xb, yb = x[idx].to(dev), y[idx].to(dev)
     opt.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(xb), yb)
+    if ctr:
+        loss = F.binary_cross_entropy_with_logits(model(rows[idx].to(dev), xb), yb)
+    else:
+        loss = F.cross_entropy(model(xb), yb)
     loss.backward()
     opt.step()
     done += 1
@@ -189,9 +210,10 @@ for ep in range(1, a.epochs + 1):
         rec["test_accuracy"], rec["test_loss"] = ref.evaluate(model, xt, yt)
     if ep < a.epochs:
         print(json.dumps(rec), flush=True)
-rec.update(model=a.model, device=a.device, resident=a.resident, graph=a.graph, tf32=a.tf32,
+rec.update(model=a.model, device=a.device, embed_dim=a.embed_dim if ctr else None, resident=a.resident, graph=a.graph, tf32=a.tf32,
            threads=a.threads, batch=a.batch, lr=a.lr,
-           steps=steps, warmup=a.warmup, data=a.data and "fashion-mnist" or "synthetic",
+           steps=steps, warmup=a.warmup,
+           data="click log" if ctr else a.data and "fashion-mnist" or "synthetic",
            torch=torch.__version__,
            gpu=torch.cuda.get_device_name() if dev.type == "cuda" else "")
 line = json.dumps(rec)

@@ -7,7 +7,8 @@
  * model's pinned batch buffers as the worker does, one ps_model_train_step
  * each, plain SGD applied on the host with ps_optim_sgd_step - the loop of
  * bench/torch/train.py (gather + forward/backward + SGD
- * update). Two passes after a warm-up:
+ * update). The click model (--model ctr) has its own step (compute_ctr.c).
+ * Two passes after a warm-up:
  *
  *   timed     --steps steps, nothing else running in the loop: samples/s
  *             (wall clock) and samples per CPU second of this process (all
@@ -51,6 +52,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/train/compute.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
@@ -62,7 +64,7 @@
 #include "worker/data.h"
 #include "worker/models/model.h"
 
-#define S_PROG "shardps-bench compute"
+#define S_PROG COMPUTE_PROG
 
 /* Our PyTorch reference, in the source tree (PS_SOURCE_ROOT from meson.build). */
 #ifndef PS_SOURCE_ROOT
@@ -72,44 +74,11 @@
 
 enum { S_SYNTH_BATCHES = 16 }; /* synthetic data: this many distinct batches */
 
-typedef struct {
-    const char *model;        /* mlp or cnn */
-    const char *device;       /* cpu, cuda or auto */
-    const char *data;         /* Fashion-MNIST directory; "" = synthetic inputs */
-    const char *json;         /* output file, or NULL */
-    const char *out;          /* results page directory, or NULL */
-    const char *torch_script; /* bench/torch/train.py */
-    const char *python;       /* interpreter for it */
-    int threads;              /* BLAS threads (0 = library default) */
-    int batch;                /* samples per step */
-    int steps;                /* timed steps */
-    int warmup;               /* untimed steps before them */
-    int profile_steps;        /* profiled steps after them (0 = none) */
-    int torch;                /* run the PyTorch baseline too */
-    double lr;                /* SGD learning rate */
-    int tf32;                 /* GPU: TF32 GEMMs (here and in PyTorch) */
-    int graph;                /* GPU: the step as a replayed CUDA graph */
-} compute_cfg_t;
-
-/* What the two passes measured. */
-typedef struct {
-    const char *backend; /* the kernels table's name */
-    int blas_threads;    /* in effect */
-    double seconds;      /* timed pass, wall */
-    double cpu_seconds;  /* timed pass, CPU time of the process */
-    double step_median;  /* timed pass: median step, seconds */
-    double loss;         /* mean training loss over the timed pass */
-    /* Profiled pass, seconds per step. */
-    double gather, copy_in, forward, backward, copy_out, update, step;
-    double kernels, copies, host; /* the step split: device kernels, copies, the rest */
-    double torch_sps;     /* PyTorch samples/s; NAN = not run or failed */
-    double strong_sps;    /* PyTorch resident + graph samples/s (device only); NAN = none */
-    int graph_error;      /* recording the step as a CUDA graph failed with this; 0 = no */
-    double torch_cpu_sps; /* PyTorch samples per CPU second of its process; NAN = unknown */
-    char torch_ver[64];   /* PyTorch's version, "" if unknown */
-    char torch_note[256]; /* why there is no PyTorch figure */
-} compute_result_t;
-
+/* The click model, which has its own step (compute_ctr.c)? */
+static int s_ctr(const compute_cfg_t *cfg)
+{
+    return !strcmp(cfg->model, "ctr");
+}
 
 static int s_cmp_double(const void *a, const void *b)
 {
@@ -152,10 +121,10 @@ typedef struct {
     ps_optim_sgd_t sgd;
 } compute_loop_t;
 
-/* One step as the PyTorch loop does it; the phases' ends into t[0..3] when t
- * is not NULL (after gather, after the model's step, after the update). */
-static int s_step(compute_loop_t *L, float *loss, double *t)
+/* One step as the PyTorch loop does it (a compute_step_fn on a compute_loop_t). */
+static int s_step(void *arg, float *loss, double *t)
 {
+    compute_loop_t *L = arg;
     const int b = L->cfg->batch;
     long k = L->next++ % L->per_epoch;
     if (L->resident) {
@@ -179,10 +148,9 @@ static int s_step(compute_loop_t *L, float *loss, double *t)
     return rc;
 }
 
-/* Warm-up, the timed pass and the profiled pass. */
-static int s_measure(compute_loop_t *L, compute_result_t *res)
+int ps_bench_compute_measure(const compute_cfg_t *cfg, ps_model_t *m, compute_step_fn step,
+                             void *arg, compute_result_t *res)
 {
-    const compute_cfg_t *cfg = L->cfg;
     double *dt = malloc((size_t)cfg->steps * sizeof *dt);
     if (!dt) {
         return PS_ENOMEM;
@@ -190,12 +158,12 @@ static int s_measure(compute_loop_t *L, compute_result_t *res)
     float loss = 0;
     int rc = 0;
     for (int s = 0; s < cfg->warmup && rc == 0; s++) {
-        rc = s_step(L, &loss, NULL);
+        rc = step(arg, &loss, NULL);
     }
     double loss_sum = 0, t0 = ps_now(), c0 = ps_cpu_seconds();
     for (int s = 0; s < cfg->steps && rc == 0; s++) {
         double a = ps_now();
-        rc = s_step(L, &loss, NULL);
+        rc = step(arg, &loss, NULL);
         dt[s] = ps_now() - a;
         loss_sum += loss;
     }
@@ -211,15 +179,15 @@ static int s_measure(compute_loop_t *L, compute_result_t *res)
     free(dt);
     ps_model_profile_t prof = {0};
     double gather = 0, update = 0, total = 0;
-    ps_model_set_profile(L->m, &prof);
+    ps_model_set_profile(m, &prof);
     for (int s = 0; s < cfg->profile_steps && rc == 0; s++) {
         double t[3], a = ps_now();
-        rc = s_step(L, &loss, t);
+        rc = step(arg, &loss, t);
         gather += t[0] - a;
         update += t[2] - t[1];
         total += t[2] - a;
     }
-    ps_model_set_profile(L->m, NULL);
+    ps_model_set_profile(m, NULL);
     double n = cfg->profile_steps > 0 ? cfg->profile_steps : NAN;
     res->gather = gather / n;
     res->copy_in = prof.copy_in / n;
@@ -376,7 +344,7 @@ static void s_torch(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_res
     res->torch_sps = res->torch_cpu_sps = res->strong_sps = NAN;
     char *eager[] = {NULL}, *strong[] = {"--resident", "--graph", NULL};
     s_torch_one(cfg, k->name, eager, &res->torch_sps, res);
-    if (!k->host_is_backend) {
+    if (!k->host_is_backend && !s_ctr(cfg)) { /* the ctr reference runs eagerly only */
         s_torch_one(cfg, k->name, strong, &res->strong_sps, res);
     }
 }
@@ -405,7 +373,9 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     ps_bench_str_addf(&s, "\"batch\": %d, \"steps\": %d, \"warmup\": %d, ", cfg->batch,
                       cfg->steps, cfg->warmup);
     ps_bench_str_addf(&s, "\"data\": \"%s\", ",
-                      cfg->data[0] ? "fashion-mnist" : "synthetic");
+                      s_ctr(cfg)     ? "click log"
+                      : cfg->data[0] ? "fashion-mnist"
+                                     : "synthetic");
     s_num(&s, "samples_per_sec", sps, ", ");
     s_num(&s, "cpu_samples_per_sec", samples / r->cpu_seconds, ", ");
     s_num(&s, "step_ms", 1e3 * r->seconds / cfg->steps, ", ");
@@ -470,7 +440,8 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     }
     ps_bench_table_t *t;
     if (ps_bench_table_new(
-            page, "compute", "### One worker's arithmetic, alone, beside PyTorch",
+            page, s_ctr(cfg) ? "compute_ctr" : "compute",
+            "### One worker's arithmetic, alone, beside PyTorch",
             "model,device,tf32,threads,batch,steps,samples_per_sec,torch_samples_per_sec,"
             "ratio_vs_torch,torch_strong_samples_per_sec,ratio_vs_torch_strong,"
             "cpu_samples_per_sec,torch_cpu_samples_per_sec,cpu_ratio_vs_torch,"
@@ -494,8 +465,13 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
                         1e3 * r->kernels, 1e3 * r->copies, 1e3 * r->host);
     ps_bench_table_note(
         t,
-        "Timed steps: gather + step + SGD update, after %d warm-up steps; the split is per "
-        "step over %d separate profiled steps%s.",
+        "Timed steps: %s, after %d warm-up steps; the split is per step over %d separate "
+        "profiled steps%s.",
+        s_ctr(cfg) ? "the batch gathered and its keys deduplicated, its rows read from a "
+                     "server's table in this process (gather), forward and backward, "
+                     "Adagrad on the batch's rows in the table and on the dense part "
+                     "(update)"
+                   : "gather + step + SGD update",
         cfg->warmup, cfg->profile_steps,
         host_is_backend
             ? ""
@@ -596,7 +572,7 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
             S_PROG ": %s on %s, %d threads, batch %d: %d + %d steps + %d profiled\n",
             cfg->model, k->name, res->blas_threads, cfg->batch, cfg->warmup, cfg->steps,
             cfg->profile_steps);
-    rc = s_measure(&L, res);
+    rc = ps_bench_compute_measure(cfg, m, s_step, &L, res);
     res->graph_error = ps_model_graph_error(m);
     if (res->graph_error) {
         fprintf(stderr, S_PROG ": the step could not be recorded as a CUDA graph (%s): "
@@ -612,11 +588,36 @@ fail:
     return rc;
 }
 
+/* shardps's run, then PyTorch's on the same data; a ctr without --data on a
+ * click log generated for them both. Returns shardps's run's status. */
+static int s_run_both(compute_cfg_t *cfg, const ps_kernels_t *k, compute_result_t *res)
+{
+    char clicks[PATH_MAX] = "";
+    int rc = 0;
+    if (s_ctr(cfg) && !cfg->data[0]) {
+        rc = ps_bench_compute_ctr_data(cfg, clicks, sizeof clicks);
+        cfg->data = clicks; /* only until the return */
+    }
+    if (rc == 0) {
+        rc = s_ctr(cfg) ? ps_bench_compute_ctr(cfg, k, res) : s_run(cfg, k, res);
+    }
+    if (rc == 0 && cfg->torch) {
+        s_torch(cfg, k, res);
+        if (res->torch_note[0]) {
+            fprintf(stderr, S_PROG ": %s\n", res->torch_note);
+        }
+    }
+    if (clicks[0]) {
+        ps_bench_compute_ctr_data_remove(clicks);
+        cfg->data = "";
+    }
+    return rc;
+}
+
 int ps_bench_compute_main(int argc, char **argv)
 {
     compute_cfg_t cfg = {.model = "mlp",
                          .device = "cpu",
-                         .data = PS_DATA_DEFAULT_DIR,
                          .torch_script = S_TORCH_SCRIPT,
                          .python = "/usr/bin/python3",
                          .threads = 1,
@@ -624,7 +625,8 @@ int ps_bench_compute_main(int argc, char **argv)
                          .steps = 500,
                          .warmup = 20,
                          .profile_steps = 100,
-                         .lr = 0.1,
+                         .lr = NAN,
+                         .ctr_rows = 100000,
                          .graph = 1};
     const char *cpu_gemm = "auto";
     ps_cpu_gemm_t gemm = PS_CPU_GEMM_AUTO;
@@ -640,13 +642,17 @@ int ps_bench_compute_main(int argc, char **argv)
         {"profile-steps", PS_FLAG_INT, &cfg.profile_steps, "N",
          "profiled steps after them, for the time split (0 = none)"},
         {"batch", PS_FLAG_INT, &cfg.batch, "N", "samples per step"},
-        {"lr", PS_FLAG_DOUBLE, &cfg.lr, "X", "SGD learning rate"},
+        {"lr", PS_FLAG_DOUBLE, &cfg.lr, "X",
+         "learning rate: SGD's (default 0.1); ctr: Adagrad's (default 0.05)"},
         {"tf32", PS_FLAG_INT, &cfg.tf32, "0|1",
          "GPU: TF32 GEMMs, here and in PyTorch (other arithmetic; 0 = plain FP32)"},
         {"cuda-graph", PS_FLAG_INT, &cfg.graph, "0|1",
          "GPU: each step one replay of a recorded CUDA graph (as the worker's)"},
         {"data", PS_FLAG_STR, &cfg.data, "DIR",
-         "Fashion-MNIST directory (\"\": synthetic inputs)"},
+         "Fashion-MNIST directory (\"\": synthetic inputs); ctr: the click log (Criteo "
+         "TSV; default: --ctr-rows generated)"},
+        {"ctr-rows", PS_FLAG_INT, &cfg.ctr_rows, "N",
+         "ctr without --data: samples of the click log generated with shardps-datagen"},
         {"json", PS_FLAG_STR, &cfg.json, "FILE", "write the figures as one JSON object"},
         {"out", PS_FLAG_STR, &cfg.out, "DIR",
          "also write the results page compute.md and compute.csv into DIR"},
@@ -666,13 +672,20 @@ int ps_bench_compute_main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
-    if ((strcmp(cfg.model, "mlp") && strcmp(cfg.model, "cnn")) || cfg.threads < 0 ||
-        cfg.batch < 1 || cfg.steps < 1 || cfg.warmup < 0 || cfg.profile_steps < 0 ||
-        !(cfg.lr > 0) || (cfg.tf32 != 0 && cfg.tf32 != 1) || (cfg.graph != 0 && cfg.graph != 1)) {
+    if (isnan(cfg.lr)) { /* the model's default */
+        cfg.lr = s_ctr(&cfg) ? 0.05 : 0.1;
+    }
+    if (!cfg.data) {
+        cfg.data = s_ctr(&cfg) ? "" : PS_DATA_DEFAULT_DIR;
+    }
+    if ((strcmp(cfg.model, "mlp") && strcmp(cfg.model, "cnn") && !s_ctr(&cfg)) ||
+        cfg.threads < 0 || cfg.batch < 1 || cfg.steps < 1 || cfg.warmup < 0 ||
+        cfg.profile_steps < 0 || !(cfg.lr > 0) || (cfg.tf32 != 0 && cfg.tf32 != 1) ||
+        (cfg.graph != 0 && cfg.graph != 1) || cfg.ctr_rows < 1) {
         fprintf(stderr,
-                S_PROG ": error: expected --model mlp|cnn, --threads >= 0, --batch "
+                S_PROG ": error: expected --model mlp|cnn|ctr, --threads >= 0, --batch "
                        ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0, "
-                       "--tf32 and --cuda-graph 0 or 1\n");
+                       "--tf32 and --cuda-graph 0 or 1, --ctr-rows >= 1\n");
         return 2;
     }
     char why[512];
@@ -699,18 +712,13 @@ int ps_bench_compute_main(int argc, char **argv)
     }
     ps_bench_page_t *page = NULL;
     if (cfg.out && (ps_file_mkdirs(cfg.out) != 0 ||
-                    ps_bench_page_new(cfg.out, "compute", argc, argv, &page) != 0)) {
+                    ps_bench_page_new(cfg.out, s_ctr(&cfg) ? "compute_ctr" : "compute",
+                                      argc, argv, &page) != 0)) {
         fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg.out);
         return 1;
     }
     compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN, .strong_sps = NAN};
-    rc = s_run(&cfg, k, &res);
-    if (rc == 0 && cfg.torch) {
-        s_torch(&cfg, k, &res);
-        if (res.torch_note[0]) {
-            fprintf(stderr, S_PROG ": %s\n", res.torch_note);
-        }
-    }
+    rc = s_run_both(&cfg, k, &res);
     char machine[256];
     ps_bench_machine(machine, sizeof machine);
     if (rc == 0) {

@@ -7,7 +7,8 @@
 # `comm`, `--mode allreduce` jobs without servers in `train`); `compute` on a
 # few steps writes its JSON with every field, and with --torch the PyTorch
 # reference's figure (or one line saying how to install PyTorch, when it is
-# absent), and with --out its results page. No timing is judged here: the
+# absent), and with --out its results page; so does `compute --model ctr`
+# on a click log it generates (compute_ctr.md). No timing is judged here: the
 # bench measures, it does not assert (docs/benchmarks.md). `checkpoint` on one
 # short round writes its row with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
 # from the uncompressed copy of the data set it made. `compress` on a short
@@ -168,6 +169,30 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         fail "compute --torch: $(cat "$TMP/torch.json")"
 else
     echo "skipped compute --torch: PyTorch not installed (apt-get install python3-torch)"
+fi
+# compute --model ctr: on a click log it generates (and removes), its page
+# compute_ctr.md; with PyTorch, the reference's figure on the same log.
+ctr_compute="compute --model ctr --ctr-rows 3000 --batch 32 --steps 5 --warmup 1"
+# shellcheck disable=SC2086 # the words of ctr_compute
+"$BENCH" $ctr_compute --profile-steps 2 --json "$TMP/ctr.json" --out "$TMP/computectr" \
+    >"$TMP/ctr.log" 2>&1 || fail "bench compute --model ctr failed: $(tail -5 "$TMP/ctr.log")"
+results_page "$TMP/computectr/compute_ctr.md" compute
+grep -q '^| ctr | cpu | 0 | 1 | 32 | 5 |' "$TMP/computectr/compute_ctr.md" || fail "no row on compute_ctr.md"
+{ grep -q '"model": "ctr", "device": "cpu", "threads": 1,' "$TMP/ctr.json" &&
+    grep -q '"data": "click log", "samples_per_sec": [0-9]' "$TMP/ctr.json"; } ||
+    fail "compute --model ctr: $(cat "$TMP/ctr.json")"
+"$BENCH" compute --model ctr --data "$TMP/no-such.tsv" --steps 1 >/dev/null 2>"$TMP/ctrbad.err" &&
+    fail "compute --model ctr ran without its click log"
+{ [ "$(wc -l <"$TMP/ctrbad.err")" -eq 1 ] && grep -q 'no-such.tsv' "$TMP/ctrbad.err"; } ||
+    fail "compute --model ctr without its click log: $(cat "$TMP/ctrbad.err")"
+"$BENCH" compute --model ctr --ctr-rows 0 >/dev/null 2>&1
+[ $? = 2 ] || fail "compute --ctr-rows 0 was not a usage error"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    # shellcheck disable=SC2086
+    "$BENCH" $ctr_compute --profile-steps 0 --torch --json "$TMP/ctrtorch.json" \
+        >"$TMP/ctrtorch.log" 2>&1 || fail "compute --model ctr --torch: $(tail -5 "$TMP/ctrtorch.log")"
+    grep -Eq '"torch_samples_per_sec": [0-9.e+]+,' "$TMP/ctrtorch.json" ||
+        fail "compute --model ctr --torch: $(cat "$TMP/ctrtorch.json")"
 fi
 
 # checkpoint: one round of 60 steps, without and with a checkpoint every 20.
