@@ -493,6 +493,12 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
                                               "--graph (data on the device, the whole "
                                               "step one CUDA graph, no per-step sync)");
     }
+    if (s_ctr(cfg) && cfg->data[0]) {
+        ps_bench_table_note(t, "Click log: %s, its last tenth held out.", cfg->data);
+    } else if (s_ctr(cfg)) {
+        ps_bench_table_note(t, "Click log: %d samples of `shardps-datagen ctr --seed 1`, "
+                               "their last tenth held out.", cfg->ctr_rows);
+    }
     if (r->torch_note[0]) {
         ps_bench_table_note(t, "PyTorch: %s", r->torch_note);
     }
