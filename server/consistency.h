@@ -95,7 +95,8 @@ typedef struct {
      * grads n rows of the job's embed_dim floats (the sum over the step's
      * rows pushes, in worker-rank order, each weighted as its push), times
      * scale, at lr. Async: one push, on arrival. Both arrays borrowed for
-     * the call, aligned. */
+     * the call, aligned. A stepped step's rows come after its dense
+     * chunks, n = 0 when none (a replica ends the step on them). */
     void (*apply_rows)(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
                        float lr, float scale, int64_t t);
     /* cfg.rows: send asker the rows of keys[0 .. nkeys) (any alignment) at
@@ -324,6 +325,14 @@ int ps_consistency_set_members(ps_consistency_t *c, const unsigned char *live,
  * (not the next update: out of order, or a chunk twice). */
 int ps_consistency_replay(ps_consistency_t *c, ps_range_t range, const float *grad, float lr,
                           float scale, int64_t version);
+
+/* cfg.rows: a replica applies its primary's rows update of step t (async:
+ * at version t), ops.apply_rows's arguments, through ops.apply_rows; in
+ * the stepped modes it comes after the step's dense chunks, and the last
+ * part of it (last non-zero) ends the step. Returns 0 or PS_ESTATE (no
+ * rows, or not where the primary's update was). */
+int ps_consistency_replay_rows(ps_consistency_t *c, const uint64_t *keys, const float *grads,
+                               uint64_t n, float lr, float scale, int64_t t, int last);
 
 #ifdef __cplusplus
 }

@@ -84,7 +84,7 @@ int ps_consistency_replay(ps_consistency_t *c, ps_range_t r, const float *grad, 
     }
     ps_consistency_store_step(c, r, grad, lr, scale, version, c->version);
     c->done[ch] = 1;
-    if (++c->ndone == c->nchunks) {
+    if (++c->ndone == c->nchunks && !c->cfg.rows) { /* else the rows, last, end it */
         ps_consistency_end_step(c, c->version);
     }
     return 0;

@@ -1,7 +1,8 @@
 /*
  * server/consistency_rows.c - embedding rows in the consistency modes: a
  * worker's rows push of a step, held with its dense parts and applied with
- * them, summed over the same workers in the same order (see consistency.h).
+ * them, summed over the same workers in the same order; a replica's replay
+ * of its primary's rows updates (see consistency.h).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -15,14 +16,17 @@
 
 /* cfg.rows: sums the n rows pushes of c->rows_with and applies the sum. A
  * sum with no memory is logged and skipped (the step's rows keep their
- * values): the job goes on, as with a non-finite update. */
+ * values): the job goes on, as with a non-finite update. A stepped step
+ * applies its sum even of no key: a replica ends the step on it. */
 static void s_sum_apply_rows(ps_consistency_t *c, int n, float lr, float scale, int64_t t)
 {
-    const int64_t keys = ps_optim_sum_rows(c->rows_with, n, (size_t)c->cfg.job.embed_dim,
-                                                 &c->sum_keys, &c->sum_grads, &c->sum_cap);
+    int64_t keys = ps_optim_sum_rows(c->rows_with, n, (size_t)c->cfg.job.embed_dim,
+                                     &c->sum_keys, &c->sum_grads, &c->sum_cap);
     if (keys < 0) {
         ps_log_err("out of memory to sum the rows of step %lld: not applied", (long long)t);
-    } else if (keys > 0 && c->cfg.ops.apply_rows) {
+        keys = 0;
+    }
+    if ((keys > 0 || ps_job_is_stepped(&c->cfg.job)) && c->cfg.ops.apply_rows) {
         c->cfg.ops.apply_rows(c->cfg.ops.ctx, c->sum_keys, c->sum_grads, (uint64_t)keys, lr,
                               scale, t);
     }
@@ -43,8 +47,11 @@ int ps_consistency_rows_in(const ps_consistency_t *c, int64_t t)
  * in rank order, weighted as their dense parts are. */
 void ps_consistency_apply_rows(ps_consistency_t *c, int64_t t, float lr, float scale)
 {
+    if (!c->cfg.rows) {
+        return;
+    }
     int n = 0;
-    for (int w = 0; c->cfg.rows && w < c->workers; w++) {
+    for (int w = 0; w < c->workers; w++) {
         if (c->with[w]) {
             const size_t k = ps_consistency_slot(c, t, w);
             c->rows_with[n] = c->rows[k];
@@ -114,4 +121,21 @@ int ps_consistency_push_rows(ps_consistency_t *c, const ps_request_t *r, char *w
     }
     ps_consistency_release(c, r->frame);
     return rc;
+}
+
+int ps_consistency_replay_rows(ps_consistency_t *c, const uint64_t *keys, const float *grads,
+                               uint64_t n, float lr, float scale, int64_t t, int last)
+{
+    const int stepped = ps_job_is_stepped(&c->cfg.job);
+    if (!c->cfg.rows || !ps_store_initialized(c->store) || t != c->version ||
+        (stepped && c->ndone != c->nchunks)) {
+        return PS_ESTATE;
+    }
+    if (c->cfg.ops.apply_rows) {
+        c->cfg.ops.apply_rows(c->cfg.ops.ctx, keys, grads, n, lr, scale, t);
+    }
+    if (stepped && last) {
+        ps_consistency_end_step(c, t);
+    }
+    return 0;
 }

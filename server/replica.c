@@ -27,9 +27,12 @@ typedef struct {
 struct ps_replica {
     ps_ctx_t *ctx;
     ps_store_t *store;
+    ps_rows_t *rows;       /* a job with embedding rows: the table; else NULL */
     ps_consistency_t *cons;
     ps_reply_t *reply;
     int rank;
+    unsigned char *buf;    /* a rows message's frame, grown as needed */
+    size_t buf_cap;
     s_target_t targets[PS_MAX_REPLICAS];
     int ntargets;          /* attached (sock != NULL) */
     uint64_t sent;         /* messages numbered so far */
@@ -39,14 +42,15 @@ struct ps_replica {
     ps_replica_stats_t stats;
 };
 
-int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_consistency_t *cons,
-                   ps_reply_t *reply, int rank)
+int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_rows_t *rows,
+                   ps_consistency_t *cons, ps_reply_t *reply, int rank)
 {
     ps_replica_t *r = calloc(1, sizeof *r);
     if (!r) {
         return PS_ENOMEM;
     }
-    *r = (ps_replica_t){.ctx = ctx, .store = store, .cons = cons, .reply = reply, .rank = rank};
+    *r = (ps_replica_t){
+        .ctx = ctx, .store = store, .rows = rows, .cons = cons, .reply = reply, .rank = rank};
     *out = r;
     return 0;
 }
@@ -93,6 +97,7 @@ void ps_replica_destroy(ps_replica_t **rp)
         ps_sock_set_linger(r->targets[i].sock, 0); /* a replica gone first must not hold us */
         ps_sock_destroy(&r->targets[i].sock);
     }
+    free(r->buf);
     free(r);
     *rp = NULL;
 }
@@ -189,10 +194,81 @@ static int s_send(ps_replica_t *r, s_target_t *t, uint64_t id, ps_msg_type_t typ
     return rc;
 }
 
+/* Bytes of a rows message's largest frame: under the frame limit of the
+ * replica's socket, bound for the same shard (server/listen.c: the shard's
+ * bytes and 64 KiB), and at most a store chunk's. */
+static size_t s_frame_bytes(const ps_replica_t *r)
+{
+    const uint64_t b = ps_range_len(ps_store_shard(r->store)) * sizeof(float) + (32 << 10);
+    const uint64_t most = PS_STORE_CHUNK_KEYS * sizeof(float);
+    return (size_t)(b < most ? b : most);
+}
+
+/* r->buf holds len bytes at least. Returns 0 or PS_ENOMEM. */
+static int s_reserve(ps_replica_t *r, size_t len)
+{
+    if (len <= r->buf_cap) {
+        return 0;
+    }
+    unsigned char *b = realloc(r->buf, len);
+    if (!b) {
+        return PS_ENOMEM;
+    }
+    r->buf = b;
+    r->buf_cap = len;
+    return 0;
+}
+
+/* The rows table after the store's arrays: its rows, then its pending
+ * keys, in parts of s_frame_bytes; the last part (of pending keys, maybe
+ * none) carries the counters and where the step stands (sn: its cut). */
+static int s_snapshot_rows(ps_replica_t *r, s_target_t *t, Shardps__ReplicaSnapshot *sn)
+{
+    const size_t n = ps_rows_count(r->rows), np = ps_rows_pending_count(r->rows);
+    const size_t d = ps_rows_dim(r->rows), bytes = s_frame_bytes(r);
+    const size_t row = d * (1 + (size_t)ps_rows_state_floats(r->rows)) * sizeof(float);
+    const size_t per = bytes / row ? bytes / row : 1, pper = bytes / sizeof(uint64_t);
+    uint64_t *keys = malloc((n + np) * sizeof *keys + 1);
+    uint32_t *counts = malloc(np * sizeof *counts + 1);
+    int rc = keys && counts ? s_reserve(r, (n < per ? n : per) * row) : PS_ENOMEM;
+    if (rc == 0) {
+        ps_rows_export_keys(r->rows, keys);
+        ps_rows_pending_export(r->rows, keys + n, counts);
+    }
+    for (size_t at = 0; at < n && rc == 0; at += per) {
+        const size_t k = n - at < per ? n - at : per;
+        float *v = (float *)(void *)r->buf;
+        ps_rows_export_part(r->rows, keys + at, k, v, v + k * d);
+        Shardps__ReplicaSnapshot part = SHARDPS__REPLICA_SNAPSHOT__INIT;
+        part.rows = 1;
+        ps_frame_t f[3] = {{NULL, 0}, {keys + at, k * sizeof *keys}, {v, k * row}};
+        rc = s_send(r, t, ++r->sent, PS_MSG_REPLICA_SNAPSHOT, (ps_range_t){0, 0}, sn->version,
+                    &part.base, f, 2);
+    }
+    ps_rows_stats_t st;
+    ps_rows_stats(r->rows, &st);
+    uint64_t counters[] = {st.created, st.filtered, st.refused, st.nonfinite, st.updates};
+    const ProtobufCBinaryData done = sn->done;
+    for (size_t at = 0; rc == 0 && !sn->last; at += pper) {
+        const size_t k = np - at < pper ? np - at : pper;
+        sn->rows = 2;
+        sn->last = at + k == np;
+        sn->done = sn->last ? done : (ProtobufCBinaryData){0, NULL};
+        sn->n_rows_counters = sn->last ? sizeof counters / sizeof *counters : 0;
+        sn->rows_counters = counters;
+        ps_frame_t f[3] = {{NULL, 0}, {keys + n + at, k * sizeof *keys}, {counts + at, k * 4}};
+        rc = s_send(r, t, ++r->sent, PS_MSG_REPLICA_SNAPSHOT, (ps_range_t){0, 0}, sn->version,
+                    &sn->base, f, 2);
+    }
+    free(keys);
+    free(counts);
+    return rc;
+}
+
 /* The store as it is, to replica t, array by array (values first: the
  * replica's store is initialised by them, which zeroes its optimizer
- * state), in ranges of a store chunk; the last message says where the step
- * stands. */
+ * state), in ranges of a store chunk, then the rows table; the last message
+ * says where the step stands. */
 static int s_snapshot(ps_replica_t *r, s_target_t *t)
 {
     const ps_range_t shard = ps_store_shard(r->store);
@@ -205,6 +281,9 @@ static int s_snapshot(ps_replica_t *r, s_target_t *t)
         return PS_ENOMEM;
     }
     ps_consistency_cut(r->cons, &version, done, nchunks);
+    Shardps__ReplicaSnapshot cut = SHARDPS__REPLICA_SNAPSHOT__INIT;
+    cut.version = version;
+    cut.done = (ProtobufCBinaryData){nchunks, done};
     int rc = 0;
     for (int a = 0; a < arrays && rc == 0; a++) {
         for (uint64_t off = 0; off < n && rc == 0; off += PS_STORE_CHUNK_KEYS) {
@@ -214,13 +293,16 @@ static int s_snapshot(ps_replica_t *r, s_target_t *t)
                                       : ps_store_state(r->store, a - 1) + off;
             Shardps__ReplicaSnapshot sn = SHARDPS__REPLICA_SNAPSHOT__INIT;
             sn.array = a;
-            sn.last = a == arrays - 1 && off + len == n;
+            sn.last = !r->rows && a == arrays - 1 && off + len == n;
             sn.version = version;
-            sn.done = (ProtobufCBinaryData){sn.last ? nchunks : 0, done};
+            sn.done = sn.last ? cut.done : (ProtobufCBinaryData){0, NULL};
             ps_frame_t f[2] = {{NULL, 0}, {src, len * sizeof(float)}};
             rc = s_send(r, t, ++r->sent, PS_MSG_REPLICA_SNAPSHOT, keys, version, &sn.base, f,
                         1);
         }
+    }
+    if (rc == 0 && r->rows) {
+        rc = s_snapshot_rows(r, t, &cut);
     }
     free(done);
     r->stats.snapshots += rc == 0;
@@ -267,10 +349,12 @@ static void s_members(ps_replica_t *r, Shardps__ReplicaUpdate *u)
     u->join_at = r->join_at;
 }
 
-/* MSG_REPLICATE to every replica in step: the update st with its gradient
- * grad (copied out before this returns), or none (st NULL), and the members
- * when they changed. Replies due from now on wait for its acknowledgements. */
-static void s_send_update(ps_replica_t *r, Shardps__ReplicaStep *st, const float *grad)
+/* MSG_REPLICATE to every replica in step: the update st with its frame
+ * (len bytes, copied out before this returns), or none (st NULL), and the
+ * members when they changed. Replies due from now on wait for its
+ * acknowledgements. */
+static void s_send_update(ps_replica_t *r, Shardps__ReplicaStep *st, const void *frame,
+                          size_t len)
 {
     Shardps__ReplicaUpdate u = SHARDPS__REPLICA_UPDATE__INIT;
     s_members(r, &u);
@@ -282,8 +366,8 @@ static void s_send_update(ps_replica_t *r, Shardps__ReplicaStep *st, const float
     if (st) {
         u.n_steps = 1;
         u.steps = &st;
-        keys = (ps_range_t){st->key_begin, st->key_end};
-        f[1] = (ps_frame_t){grad, ps_range_len(keys) * sizeof(float)};
+        keys = st->rows ? keys : (ps_range_t){st->key_begin, st->key_end};
+        f[1] = (ps_frame_t){frame, len};
     }
     const uint64_t id = ++r->sent;
     for (int k = 0; k < PS_MAX_REPLICAS; k++) {
@@ -304,12 +388,12 @@ static void s_send_update(ps_replica_t *r, Shardps__ReplicaStep *st, const float
 void ps_replica_flush(ps_replica_t *r)
 {
     if (r->ntargets > 0) {
-        s_send_update(r, NULL, NULL);
+        s_send_update(r, NULL, NULL, 0);
     }
 }
 
-void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
-                       float scale, int64_t version)
+/* The snapshots due go before the next update. */
+static void s_snapshots_due(ps_replica_t *r)
 {
     for (int i = 0; i < PS_MAX_REPLICAS; i++) {
         s_target_t *t = &r->targets[i];
@@ -321,6 +405,12 @@ void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, flo
             }
         }
     }
+}
+
+void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
+                       float scale, int64_t version)
+{
+    s_snapshots_due(r);
     if (r->ntargets == 0) {
         return;
     }
@@ -330,7 +420,40 @@ void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, flo
     st.version = version;
     st.lr = lr;
     st.scale = scale;
-    s_send_update(r, &st, grad);
+    s_send_update(r, &st, grad, ps_range_len(range) * sizeof(float));
+}
+
+void ps_replica_update_rows(ps_replica_t *r, const uint64_t *keys, const float *grads,
+                            uint64_t n, float lr, float scale, int64_t t)
+{
+    s_snapshots_due(r);
+    if (r->ntargets == 0) {
+        return;
+    }
+    const size_t d = ps_rows_dim(r->rows), row = sizeof *keys + d * sizeof *grads;
+    const uint64_t per = s_frame_bytes(r) / row ? s_frame_bytes(r) / row : 1;
+    if (s_reserve(r, (n < per ? n : per) * row) != 0) {
+        for (int i = 0; i < PS_MAX_REPLICAS; i++) {
+            if (r->targets[i].sock) {
+                s_lost(r, &r->targets[i], PS_ENOMEM); /* they would miss this update */
+            }
+        }
+        return;
+    }
+    uint64_t at = 0;
+    do { /* one message a part, the keys then their gradient rows */
+        const uint64_t k = n - at < per ? n - at : per;
+        memcpy(r->buf, keys + at, k * sizeof *keys);
+        memcpy(r->buf + k * sizeof *keys, grads + at * d, k * d * sizeof *grads);
+        Shardps__ReplicaStep st = SHARDPS__REPLICA_STEP__INIT;
+        st.version = t;
+        st.lr = lr;
+        st.scale = scale;
+        st.rows = 1;
+        st.more = at + k < n;
+        s_send_update(r, &st, r->buf, k * row);
+        at += k;
+    } while (at < n);
 }
 
 int ps_replica_socks(const ps_replica_t *r, ps_sock_t **socks, int max)
@@ -393,20 +516,34 @@ static int s_refuse(char *why, size_t cap, const char *what)
     return PS_EPROTO;
 }
 
+/* The snapshot's last message: where the step stands. */
+static int s_restore(ps_consistency_t *cons, const Shardps__ReplicaSnapshot *sn, int *in_step,
+                     char *why, size_t cap)
+{
+    if (ps_consistency_restore(cons, sn->version, sn->done.data, sn->done.len) != 0) {
+        return s_refuse(why, cap, "snapshot ends with a step that does not fit the shard");
+    }
+    *in_step = 1;
+    return 0;
+}
+
 /* A snapshot part: values initialise the store; state arrays are copied
  * over the zeroed state once it is. */
-static int s_apply_snapshot(ps_store_t *store, ps_consistency_t *cons,
+static int s_apply_snapshot(ps_store_t *store, ps_rows_t *rows, ps_consistency_t *cons,
                             const Shardps__ReplicaSnapshot *sn, ps_range_t keys, const void *data,
                             int *in_step, char *why, size_t cap)
 {
     const ps_range_t shard = ps_store_shard(store);
-    if (sn->array < 0 || sn->array > ps_store_state_arrays(store)) {
+    if (sn->array < 0 || sn->array > ps_store_state_arrays(store) || (rows && sn->last)) {
         return s_refuse(why, cap, "snapshot of an unknown array");
     }
     if (sn->array == 0) {
         /* a snapshot again (its primary rolled back): from scratch */
         if (keys.begin == shard.begin && ps_store_initialized(store) && ps_store_reset(store)) {
             return s_refuse(why, cap, "out of memory");
+        }
+        if (keys.begin == shard.begin && rows) {
+            ps_rows_clear(rows);
         }
         if (ps_store_init(store, keys, data) < 0) {
             return s_refuse(why, cap, "snapshot values for keys set already");
@@ -417,31 +554,87 @@ static int s_apply_snapshot(ps_store_t *store, ps_consistency_t *cons,
         memcpy(ps_store_state(store, sn->array - 1) + (keys.begin - shard.begin), data,
                ps_range_len(keys) * sizeof(float));
     }
-    if (sn->last) {
-        if (ps_consistency_restore(cons, sn->version, sn->done.data, sn->done.len) != 0) {
-            return s_refuse(why, cap, "snapshot ends with a step that does not fit the shard");
-        }
-        *in_step = 1;
-    }
-    return 0;
+    return sn->last ? s_restore(cons, sn, in_step, why, cap) : 0;
 }
 
-/* Copies data to an aligned buffer when it is not (a frame may be at any
- * address): returns data, or *copy (free it), or NULL (out of memory). */
-static const float *s_aligned(const void *data, size_t len, float **copy)
+/* Copies data to an 8-byte aligned buffer when it is not (a frame may be at
+ * any address): returns data, or *copy (free it), or NULL (out of memory). */
+static const void *s_aligned(const void *data, size_t len, void **copy)
 {
     *copy = NULL;
-    if ((uintptr_t)data % sizeof(float) == 0) {
+    if ((uintptr_t)data % sizeof(uint64_t) == 0) {
         return data;
     }
-    *copy = malloc(len);
+    *copy = malloc(len ? len : 1);
     return *copy ? memcpy(*copy, data, len) : NULL;
+}
+
+/* A part of the rows table (rows = 1) or of its pending keys (rows = 2),
+ * loaded beside the parts before it; the last carries the counters. */
+static int s_apply_rows_part(ps_rows_t *rows, ps_consistency_t *cons,
+                             const Shardps__ReplicaSnapshot *sn, const ps_msg_t *m,
+                             int *in_step, char *why, size_t cap)
+{
+    if (!rows || (sn->rows != 1 && sn->rows != 2) || m->nframes != 3 ||
+        (sn->last && (sn->rows != 2 || sn->n_rows_counters != 5))) {
+        return s_refuse(why, cap, "a snapshot of rows that does not fit the job");
+    }
+    size_t klen, len;
+    const void *kd = ps_msg_frame(m, 1, &klen), *vd = ps_msg_frame(m, 2, &len);
+    const size_t n = klen / sizeof(uint64_t), d = ps_rows_dim(rows);
+    const size_t row = d * (1 + (size_t)ps_rows_state_floats(rows)) * sizeof(float);
+    if (klen % sizeof(uint64_t) != 0 || len != n * (sn->rows == 1 ? row : sizeof(uint32_t))) {
+        return s_refuse(why, cap, "a snapshot of rows whose frames do not match");
+    }
+    void *kc, *vc;
+    const uint64_t *keys = s_aligned(kd, klen, &kc);
+    const void *v = s_aligned(vd, len, &vc);
+    int rc = !keys || !v ? PS_ENOMEM
+             : sn->rows == 1
+                 ? ps_rows_import_part(rows, n, keys, v, (const float *)v + n * d, 0, NULL, NULL)
+                 : ps_rows_import_part(rows, 0, NULL, NULL, NULL, n, keys, v);
+    free(kc);
+    free(vc);
+    if (rc != 0) {
+        snprintf(why, cap, "a snapshot of rows refused: %s", ps_strerror(rc));
+        return PS_EPROTO;
+    }
+    if (!sn->last) {
+        return 0;
+    }
+    const uint64_t *c = sn->rows_counters;
+    const ps_rows_stats_t st = {
+        .created = c[0], .filtered = c[1], .refused = c[2], .nonfinite = c[3], .updates = c[4]};
+    ps_rows_set_stats(rows, &st);
+    return s_restore(cons, sn, in_step, why, cap);
+}
+
+/* A rows update: its frame is the keys, then their gradient rows. */
+static int s_replay_rows(ps_consistency_t *cons, ps_rows_t *rows,
+                         const Shardps__ReplicaStep *st, const void *data, size_t len,
+                         char *why, size_t cap)
+{
+    const size_t d = rows ? ps_rows_dim(rows) : 0, row = sizeof(uint64_t) + d * sizeof(float);
+    if (!rows || len % row != 0) {
+        return s_refuse(why, cap, "a rows update that does not fit the job");
+    }
+    const uint64_t n = len / row;
+    void *copy;
+    const uint64_t *keys = s_aligned(data, len, &copy);
+    int rc = keys ? ps_consistency_replay_rows(cons, keys, (const float *)(keys + n), n, st->lr,
+                                               st->scale, st->version, !st->more)
+                  : PS_ENOMEM;
+    free(copy);
+    if (rc != 0) {
+        snprintf(why, cap, "rows update of step %lld out of order", (long long)st->version);
+    }
+    return rc;
 }
 
 /* MSG_REPLICATE's updates, applied in order; each must fit the shard, its
  * frame and the next version (a refused one leaves those before applied:
  * the primary gives such a replica up). */
-static int s_apply_updates(ps_consistency_t *cons, ps_range_t shard,
+static int s_apply_updates(ps_consistency_t *cons, ps_rows_t *rows, ps_range_t shard,
                            const Shardps__ReplicaUpdate *u, const ps_msg_t *m, char *why,
                            size_t cap)
 {
@@ -453,11 +646,18 @@ static int s_apply_updates(ps_consistency_t *cons, ps_range_t shard,
         const ps_range_t keys = {st->key_begin, st->key_end};
         size_t len;
         const void *data = ps_msg_frame(m, (int)i + 1, &len);
+        if (st->rows) {
+            const int rc = s_replay_rows(cons, rows, st, data, len, why, cap);
+            if (rc != 0) {
+                return rc;
+            }
+            continue;
+        }
         if (keys.begin >= keys.end || !ps_range_contains(shard, keys) ||
             len != ps_range_len(keys) * sizeof(float)) {
             return s_refuse(why, cap, "an update's keys or frame do not match");
         }
-        float *copy;
+        void *copy;
         const float *g = s_aligned(data, len, &copy);
         int rc = g ? ps_consistency_replay(cons, keys, g, st->lr, st->scale, st->version)
                    : PS_ENOMEM;
@@ -477,10 +677,13 @@ static int s_apply_updates(ps_consistency_t *cons, ps_range_t shard,
 }
 
 /* MSG_REPLICA_SNAPSHOT: one range of one array, in the frame after the body. */
-static int s_apply_part(ps_store_t *store, ps_consistency_t *cons,
+static int s_apply_part(ps_store_t *store, ps_rows_t *rows, ps_consistency_t *cons,
                         const Shardps__ReplicaSnapshot *sn, const ps_msg_t *m, int *in_step,
                         char *why, size_t cap)
 {
+    if (sn->rows) {
+        return s_apply_rows_part(rows, cons, sn, m, in_step, why, cap);
+    }
     const ps_range_t keys = {m->hdr.key_begin, m->hdr.key_end};
     size_t len = 0;
     const void *data = m->nframes == 2 ? ps_msg_frame(m, 1, &len) : NULL;
@@ -488,16 +691,17 @@ static int s_apply_part(ps_store_t *store, ps_consistency_t *cons,
         len != ps_range_len(keys) * sizeof(float)) {
         return s_refuse(why, cap, "keys or frames do not match");
     }
-    float *copy;
+    void *copy;
     const float *v = s_aligned(data, len, &copy);
-    int rc = v ? s_apply_snapshot(store, cons, sn, keys, v, in_step, why, cap)
+    int rc = v ? s_apply_snapshot(store, rows, cons, sn, keys, v, in_step, why, cap)
                : s_refuse(why, cap, "out of memory");
     free(copy);
     return rc;
 }
 
-int ps_replica_apply(ps_store_t *store, ps_consistency_t *cons, const ps_view_t *view,
-                     const ps_msg_t *m, int *in_step, char *why, size_t cap)
+int ps_replica_apply(ps_store_t *store, ps_rows_t *rows, ps_consistency_t *cons,
+                     const ps_view_t *view, const ps_msg_t *m, int *in_step, char *why,
+                     size_t cap)
 {
     const Shardps__Header *h = &m->hdr;
     *in_step = 0;
@@ -517,9 +721,9 @@ int ps_replica_apply(ps_store_t *store, ps_consistency_t *cons, const ps_view_t 
     if (!b) {
         return body ? PS_EPROTO : s_refuse(why, cap, "no body");
     }
-    int rc = update ? s_apply_updates(cons, ps_store_shard(store),
+    int rc = update ? s_apply_updates(cons, rows, ps_store_shard(store),
                                       (const Shardps__ReplicaUpdate *)b, m, why, cap)
-                    : s_apply_part(store, cons, (const Shardps__ReplicaSnapshot *)b, m,
+                    : s_apply_part(store, rows, cons, (const Shardps__ReplicaSnapshot *)b, m,
                                    in_step, why, cap);
     protobuf_c_message_free_unpacked(b, NULL);
     return rc;

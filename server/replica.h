@@ -5,10 +5,12 @@
  *
  * The primary's side: the scheduler names each replica (MSG_REPLICA, up to
  * PS_MAX_REPLICAS); the primary connects to it, sends it a snapshot of the
- * store (values, optimizer state, where the step being collected stands)
- * before its next update, then every update as the consistency is about to apply it
- * (ps_consistency_ops_t.update: the same gradient, learning rate, scale and
- * version, so the replica's ps_store_step gives the same bits). Updates are
+ * store (values, optimizer state, the embedding rows with their pending
+ * keys and counters, where the step being collected stands) before its
+ * next update, then every update as the consistency is about to apply it
+ * (ps_consistency_ops_t.update and .apply_rows: the same gradient, learning
+ * rate, scale and version, so the replica's ps_store_step and
+ * ps_rows_update give the same bits). Updates are
  * numbered; each replica acknowledges them in order, and no pull reply
  * leaves before every replica holds the updates applied when it was due
  * (ps_reply_gate).
@@ -33,6 +35,7 @@
 #include "proto/sock.h"
 #include "server/consistency.h"
 #include "server/reply.h"
+#include "server/rows.h"
 #include "server/store.h"
 
 #ifdef __cplusplus
@@ -49,9 +52,9 @@ typedef struct {
 } ps_replica_stats_t;
 
 /* A primary's side, with no replica yet: the pieces are borrowed and must
- * outlive it. Returns 0 or PS_ENOMEM. Caller owns *out. */
-int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_consistency_t *cons,
-                   ps_reply_t *reply, int rank);
+ * outlive it (rows: a job with embedding rows, the table; else NULL). Returns 0 or PS_ENOMEM. Caller owns *out. */
+int ps_replica_new(ps_replica_t **out, ps_ctx_t *ctx, ps_store_t *store, ps_rows_t *rows,
+                   ps_consistency_t *cons, ps_reply_t *reply, int rank);
 
 /* Frees; NULL-safe; sets *r to NULL. */
 void ps_replica_destroy(ps_replica_t **r);
@@ -74,6 +77,13 @@ void ps_replica_resync(ps_replica_t *r);
 void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, float lr,
                        float scale, int64_t version);
 
+/* ps_consistency_ops_t.apply_rows, before we apply it: as ps_replica_update,
+ * the rows update of step t (async: at version t) in messages of a frame
+ * each under the replica's frame limit (a stepped replica ends the step
+ * after the last). */
+void ps_replica_update_rows(ps_replica_t *r, const uint64_t *keys, const float *grads,
+                            uint64_t n, float lr, float scale, int64_t t);
+
 /* Sends the live workers and joiners to the replicas, if they changed since
  * they were last sent (call once the requests in hand are handled). */
 void ps_replica_flush(ps_replica_t *r);
@@ -91,13 +101,14 @@ ps_replica_stats_t ps_replica_stats(const ps_replica_t *r);
 /*
  * The replica's side: m is a MSG_REPLICATE or MSG_REPLICA_SNAPSHOT that came
  * on the server's socket. Checks it (sender, token, keys, frames) and
- * applies it to store and cons; the last snapshot message sets where the
- * step stands. Returns 0 (answer MSG_REPLICA_ACK; *in_step set when the
+ * applies it to store, rows (NULL: a job without rows) and cons; the last
+ * snapshot message sets where the step stands. Returns 0 (answer MSG_REPLICA_ACK; *in_step set when the
  * snapshot just became whole) or a PS_E* with the reason in why (nothing
  * changed).
  */
-int ps_replica_apply(ps_store_t *store, ps_consistency_t *cons, const ps_view_t *view,
-                     const ps_msg_t *m, int *in_step, char *why, size_t cap);
+int ps_replica_apply(ps_store_t *store, ps_rows_t *rows, ps_consistency_t *cons,
+                     const ps_view_t *view, const ps_msg_t *m, int *in_step, char *why,
+                     size_t cap);
 
 #ifdef __cplusplus
 }

@@ -541,9 +541,9 @@ static int s_cmp_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void ps_rows_export(const ps_rows_t *t, uint64_t *keys, float *values, float *state)
+void ps_rows_export_keys(const ps_rows_t *t, uint64_t *keys)
 {
-    const size_t n = (size_t)t->nrows, d = t->dim, stride = s_stride(t);
+    const size_t n = (size_t)t->nrows;
     for (size_t r = 0; r < n; r++) {
         keys[r] = *s_key(t, r);
     }
@@ -551,6 +551,12 @@ void ps_rows_export(const ps_rows_t *t, uint64_t *keys, float *values, float *st
     if (n > 1) {
         qsort(keys, n, sizeof *keys, s_cmp_key);
     }
+}
+
+void ps_rows_export_part(const ps_rows_t *t, const uint64_t *keys, size_t n, float *values,
+                         float *state)
+{
+    const size_t d = t->dim, stride = s_stride(t);
     for (size_t i = 0; i < n; i++) {
         const uint64_t idx = s_find(t, keys[i], ps_rowkey_mix(keys[i])) - 1;
         memcpy(values + i * d, s_values(t, idx), d * sizeof *values);
@@ -559,6 +565,12 @@ void ps_rows_export(const ps_rows_t *t, uint64_t *keys, float *values, float *st
                    d * sizeof *state);
         }
     }
+}
+
+void ps_rows_export(const ps_rows_t *t, uint64_t *keys, float *values, float *state)
+{
+    ps_rows_export_keys(t, keys);
+    ps_rows_export_part(t, keys, (size_t)t->nrows, values, state);
 }
 
 void ps_rows_pending_export(const ps_rows_t *t, uint64_t *keys, uint32_t *counts)
@@ -588,12 +600,14 @@ static int s_ascending(const uint64_t *keys, size_t n)
     return 1;
 }
 
-/* ps_rows_import()'s checks of its arguments, before anything changes. */
+/* ps_rows_import_part()'s checks of its arguments, before anything changes:
+ * each part ascending, no pending key with a row of the part, and no key
+ * the table has already. */
 static int s_import_check(const ps_rows_t *t, size_t n, const uint64_t *keys,
                           const float *values, const float *state, size_t np,
                           const uint64_t *pkeys, const uint32_t *pcounts)
 {
-    if (n > t->cap || !s_ascending(keys, n) || !s_ascending(pkeys, np)) {
+    if (n > t->cap - t->nrows || !s_ascending(keys, n) || !s_ascending(pkeys, np)) {
         return PS_EINVAL;
     }
     for (size_t i = 0, j = 0; i < np; i++) {
@@ -607,6 +621,12 @@ static int s_import_check(const ps_rows_t *t, size_t n, const uint64_t *keys,
             return PS_EINVAL;
         }
     }
+    for (size_t i = 0; i < n + np; i++) {
+        const uint64_t key = i < n ? keys[i] : pkeys[i - n], h = ps_rowkey_mix(key);
+        if (s_find(t, key, h) || s_pending_find(t, key, h) != S_NONE) {
+            return PS_EINVAL;
+        }
+    }
     if (!ps_optim_finite(values, n * t->dim) ||
         !ps_optim_finite(state, n * t->dim * (size_t)t->nstate)) {
         return PS_ENONFINITE;
@@ -614,24 +634,22 @@ static int s_import_check(const ps_rows_t *t, size_t n, const uint64_t *keys,
     return 0;
 }
 
-int ps_rows_import(ps_rows_t *t, size_t n, const uint64_t *keys, const float *values,
-                   const float *state, size_t np, const uint64_t *pkeys,
-                   const uint32_t *pcounts)
+int ps_rows_import_part(ps_rows_t *t, size_t n, const uint64_t *keys, const float *values,
+                        const float *state, size_t np, const uint64_t *pkeys,
+                        const uint32_t *pcounts)
 {
-    if (t->nrows != 0 || t->npending != 0) {
-        return PS_ESTATE;
-    }
     int rc = s_import_check(t, n, keys, values, state, np, pkeys, pcounts);
     if (rc != 0) {
         return rc;
     }
     const size_t d = t->dim, stride = s_stride(t);
-    if (s_index_reserve(t, n) != 0 || (np > 0 && s_pending_reserve(t, np) != 0)) {
-        goto fail;
+    if (s_index_reserve(t, t->nrows + n) != 0 ||
+        (np > 0 && s_pending_reserve(t, t->npending + np) != 0)) {
+        return PS_ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
         if (s_row_reserve(t) != 0) {
-            goto fail;
+            return PS_ENOMEM;
         }
         const uint64_t idx = s_row_add(t, keys[i], ps_rowkey_mix(keys[i]));
         memcpy(s_values(t, idx), values + i * d, d * sizeof *values);
@@ -644,7 +662,24 @@ int ps_rows_import(ps_rows_t *t, size_t n, const uint64_t *keys, const float *va
         s_pending_put(t, pkeys[i], ps_rowkey_mix(pkeys[i]), pcounts[i]);
     }
     return 0;
-fail:
-    s_clear(t);
-    return PS_ENOMEM;
+}
+
+int ps_rows_import(ps_rows_t *t, size_t n, const uint64_t *keys, const float *values,
+                   const float *state, size_t np, const uint64_t *pkeys,
+                   const uint32_t *pcounts)
+{
+    if (t->nrows != 0 || t->npending != 0) {
+        return PS_ESTATE;
+    }
+    const int rc = ps_rows_import_part(t, n, keys, values, state, np, pkeys, pcounts);
+    if (rc == PS_ENOMEM) {
+        s_clear(t);
+    }
+    return rc;
+}
+
+void ps_rows_set_stats(ps_rows_t *t, const ps_rows_stats_t *st)
+{
+    t->st = *st;
+    t->st.rows = t->st.pending = 0; /* filled in on reading */
 }

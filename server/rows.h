@@ -127,6 +127,14 @@ size_t ps_rows_pending_count(const ps_rows_t *t);
  */
 void ps_rows_export(const ps_rows_t *t, uint64_t *keys, float *values, float *state);
 
+/* ps_rows_export in parts (a replica's snapshot, a part a message): the
+ * keys of every row, ascending, into keys (ps_rows_count(t) of them); then
+ * the rows of keys[0..n), each with a row, into values and state in
+ * ps_rows_export's layout for n rows. */
+void ps_rows_export_keys(const ps_rows_t *t, uint64_t *keys);
+void ps_rows_export_part(const ps_rows_t *t, const uint64_t *keys, size_t n, float *values,
+                         float *state);
+
 /* The keys that have sightings but no row, ascending, into keys and their
  * sightings (1 .. min_count - 1) into counts: ps_rows_pending_count(t) of
  * each (NULL when none). With the rows, what makes a resumed table filter
@@ -146,6 +154,22 @@ void ps_rows_pending_export(const ps_rows_t *t, uint64_t *keys, uint32_t *counts
 int ps_rows_import(ps_rows_t *t, size_t n, const uint64_t *keys, const float *values,
                    const float *state, size_t np, const uint64_t *pkeys,
                    const uint32_t *pcounts);
+
+/*
+ * ps_rows_import for a snapshot that comes in parts: the part (same
+ * arrays) is loaded beside the rows and pending keys the table has. Returns
+ * 0; PS_EINVAL as ps_rows_import, or a key the table has already (as a
+ * row or pending), or more rows than the cap in all; PS_ENONFINITE;
+ * PS_ENOMEM (the rows before the one that needed memory are loaded). On
+ * any other failure nothing changes.
+ */
+int ps_rows_import_part(ps_rows_t *t, size_t n, const uint64_t *keys, const float *values,
+                        const float *state, size_t np, const uint64_t *pkeys,
+                        const uint32_t *pcounts);
+
+/* Sets the counters a copy of a table continues from (a replica's
+ * snapshot): all of *st but rows and pending, which the table counts. */
+void ps_rows_set_stats(ps_rows_t *t, const ps_rows_stats_t *st);
 
 #ifdef __cplusplus
 }

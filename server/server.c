@@ -81,12 +81,16 @@ static void s_on_release(void *ctx, void *frame)
     ps_intake_release(((ps_server_t *)ctx)->intake, frame);
 }
 
-/* The rows gradient of a step (or an async push), applied; the cap's
- * refusals warned of at the 1st, 2nd, 4th ... call that has some. */
+/* The rows gradient of a step (or an async push), applied, as the dense
+ * updates after the replicas have it; the cap's refusals warned of at the
+ * 1st, 2nd, 4th ... call that has some. */
 static void s_on_apply_rows(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
                             float lr, float scale, int64_t t)
 {
     ps_server_t *s = ctx;
+    if (s->replica) {
+        ps_replica_update_rows(s->replica, keys, grads, n, lr, scale, t);
+    }
     const int refused = ps_rows_update(s->rows, keys, n, grads, lr, scale);
     if (refused == PS_ENOMEM) {
         ps_log_err("out of memory for new rows at step %lld: some keys of it not applied",
@@ -213,7 +217,8 @@ static void s_on_replicate(ps_server_t *s, ps_msg_t *m)
 {
     char why[160];
     int in_step = 0;
-    int rc = ps_replica_apply(s->store, s->cons, s->view, m, &in_step, why, sizeof why);
+    int rc =
+        ps_replica_apply(s->store, s->rows, s->cons, s->view, m, &in_step, why, sizeof why);
     if (rc != 0) {
         ps_reply_error(s->reply, m, rc, "%s", why);
         if (rc != PS_ENOENT) { /* its primary's: this copy is not the primary's now */
@@ -577,7 +582,7 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
                                      s->rows ? (int)ps_rows_dim(s->rows) : 0};
     rc = rc ? rc : ps_intake_new(&s->intake, &icfg);
     if (rc == 0 && v->replicas > 0) {
-        rc = ps_replica_new(&s->replica, s->ctx, s->store, s->cons, s->reply, s->rank);
+        rc = ps_replica_new(&s->replica, s->ctx, s->store, s->rows, s->cons, s->reply, s->rank);
     }
     const ps_control_config_t ccfg = {
         s->view, s->rank, s->store, s->cons, s->cfg->checkpoint_dir,

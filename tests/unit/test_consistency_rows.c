@@ -4,7 +4,9 @@
  * its dense keys; the rows of a step are summed in worker-rank order
  * (bitwise, whatever the arrival order) with the step's lr and scale; a
  * second rows push of a step is refused; rows pulls wait for their version;
- * async applies a rows push on arrival; every frame comes back once.
+ * async applies a rows push on arrival; a hot replica replays its
+ * primary's rows update after the step's dense chunks, and it ends the
+ * step; every frame comes back once.
  */
 #include <check.h>
 #include <stdint.h>
@@ -251,6 +253,44 @@ START_TEST(async_applies_a_rows_push_on_arrival)
 }
 END_TEST
 
+/* A hot replica: its primary's step with no rows key still applies its
+ * rows (none), and the replica replays the rows update after the step's
+ * dense chunks, the last part ending the step; out of place it is refused.
+ * Async: at the version it was applied at. */
+START_TEST(a_replica_replays_the_rows_after_the_dense_chunks_and_ends_the_step)
+{
+    s_fix_t *p = s_new(PS_MODE_SYNC, 1);
+    ck_assert_int_eq(s_push(p, 0, 0), 0);
+    ck_assert_int_eq(s_push_rows(p, 0, 0, NULL, NULL, 0), 0);
+    ck_assert_int_eq(ps_consistency_version(p->c), 1);
+    ck_assert_int_eq(p->applies, 1);
+    ck_assert_uint_eq(p->nkeys, 0);
+    s_free(p);
+    s_fix_t *f = s_new(PS_MODE_SYNC, 2);
+    static const float g[S_N] = {0};
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 0.5f, 0, 1),
+                     PS_ESTATE);
+    ck_assert_int_eq(ps_consistency_replay(f->c, (ps_range_t){0, S_N}, g, 0.5f, 0.5f, 1), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 0); /* the rows end the step */
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 0.5f, 0, 0), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 0);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k1, s_g1, 3, 0.5f, 0.5f, 0, 1), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    ck_assert_int_eq(f->applies, 2);
+    ck_assert_mem_eq(f->keys, s_k1, sizeof s_k1);
+    ck_assert_float_eq(f->scale, 0.5f);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 0.5f, 0, 1),
+                     PS_ESTATE);
+    s_free(f);
+    f = s_new(PS_MODE_ASYNC, 2);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 1, 1, 1), PS_ESTATE);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 1, 0, 1), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 0);
+    ck_assert_int_eq(f->applies, 1);
+    s_free(f);
+}
+END_TEST
+
 START_TEST(sum_rows_merges_weighted_parts)
 {
     const ps_rows_part_t parts[] = {{s_k0, s_g0, 3, 2.0f}, {s_k1, s_g1, 3, 0.5f}};
@@ -281,6 +321,7 @@ int main(void)
     tcase_add_test(tc, rows_pulls_wait_for_their_version);
     tcase_add_test(tc, async_applies_a_rows_push_on_arrival);
     tcase_add_test(tc, sum_rows_merges_weighted_parts);
+    tcase_add_test(tc, a_replica_replays_the_rows_after_the_dense_chunks_and_ends_the_step);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

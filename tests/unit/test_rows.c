@@ -4,7 +4,8 @@
  * row; an update is bitwise ps_optim_step on the row and its state, which
  * depend on the row's own updates alone; the filter and the cap drop and
  * count what they should; a non-finite update leaves the row; snapshots are
- * sorted and load back bitwise, also into a table cleared for it; growth
+ * sorted and load back bitwise, also into a table cleared for it and in
+ * parts with the counters (a replica's); growth
  * keeps every row; and the memory held stays within 1.5x of the rows'
  * floats.
  */
@@ -480,6 +481,57 @@ START_TEST(snapshot_is_sorted_and_loads_back_bitwise)
 }
 END_TEST
 
+/* A replica's snapshot: the table exported and loaded in parts of 7 rows
+ * and 5 pending keys, with its counters, is the same table: the same
+ * snapshot, counters, and updates after. A part naming a key the table has
+ * (as a row or pending) is refused, changing nothing. */
+START_TEST(snapshot_in_parts_loads_back_bitwise_with_the_counters)
+{
+    ps_rows_config_t c = s_config("adagrad", 0, 3, 0);
+    ps_rows_t *a = s_new(&c), *r = s_new(&c);
+    s_feed(a, 0);
+    const size_t n = ps_rows_count(a), np = ps_rows_pending_count(a), per = 7, pper = 5;
+    uint64_t *keys = malloc(n * sizeof *keys), *pkeys = malloc(np * sizeof *pkeys);
+    uint32_t *pcounts = malloc(np * sizeof *pcounts);
+    float *part = malloc(per * 2 * S_DIM * sizeof *part);
+    ps_rows_export_keys(a, keys);
+    ps_rows_pending_export(a, pkeys, pcounts);
+    int rc = 0;
+    for (size_t at = 0; at < n; at += per) {
+        const size_t k = n - at < per ? n - at : per;
+        ps_rows_export_part(a, keys + at, k, part, part + k * S_DIM);
+        rc |= ps_rows_import_part(r, k, keys + at, part, part + k * S_DIM, 0, NULL, NULL);
+    }
+    for (size_t at = 0; at < np; at += pper) {
+        const size_t k = np - at < pper ? np - at : pper;
+        rc |= ps_rows_import_part(r, 0, NULL, NULL, NULL, k, pkeys + at, pcounts + at);
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(ps_rows_import_part(r, 1, keys, part, part + S_DIM, 0, NULL, NULL),
+                     PS_EINVAL);
+    ck_assert_int_eq(ps_rows_import_part(r, 0, NULL, NULL, NULL, 1, pkeys, pcounts), PS_EINVAL);
+    ck_assert_int_eq(ps_rows_import_part(r, 0, NULL, NULL, NULL, 1, keys, pcounts), PS_EINVAL);
+    ps_rows_stats_t sta, str;
+    ps_rows_stats(a, &sta);
+    ps_rows_set_stats(r, &sta);
+    s_feed(a, 0);
+    s_feed(r, 0);
+    s_snap_t sa = s_snap(a), sr = s_snap(r);
+    ck_assert(s_snap_equal(&sa, &sr, 1));
+    ps_rows_stats(a, &sta);
+    ps_rows_stats(r, &str);
+    ck_assert(!memcmp(&sta, &str, sizeof sta));
+    s_snap_free(&sa);
+    s_snap_free(&sr);
+    free(keys);
+    free(pkeys);
+    free(pcounts);
+    free(part);
+    ps_rows_destroy(&a);
+    ps_rows_destroy(&r);
+}
+END_TEST
+
 /* The import of import_refuses_bad_snapshots_and_stays_empty: 3 rows, 2
  * pending keys. */
 static int s_import(ps_rows_t *t, const uint64_t *keys, const float *values,
@@ -732,6 +784,7 @@ int main(void)
     tcase_add_test(tc, cap_refuses_new_keys_and_existing_rows_still_update);
     tcase_add_test(tc, nonfinite_update_leaves_the_row_as_it_was);
     tcase_add_test(tc, snapshot_is_sorted_and_loads_back_bitwise);
+    tcase_add_test(tc, snapshot_in_parts_loads_back_bitwise_with_the_counters);
     tcase_add_test(tc, import_refuses_bad_snapshots_and_stays_empty);
     tcase_add_test(tc, clear_empties_the_table_for_an_import_again);
     tcase_add_test(tc, growth_through_rehashes_keeps_every_row);
