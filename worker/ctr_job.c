@@ -165,15 +165,23 @@ static int s_wait(ps_kv_t *kv, int h, const char *what, char *err, size_t cap)
 }
 
 /* The rows of keys[0..n) at version >= min_version into out: pulled from
- * the servers, or fetched from the rows' other home. */
+ * the servers, or fetched from the rows' other home. A replica's takeover
+ * meanwhile rolls nothing back, and no other request is in flight: the
+ * pull goes again. */
 static int s_fetch(ps_ctr_job_t *c, ps_kv_t *kv, const uint64_t *keys, size_t n, float *out,
                    int64_t min_version, char *err, size_t cap)
 {
     if (c->home.fetch) {
         return c->home.fetch(c->home.arg, keys, n, out, min_version, err, cap);
     }
-    return s_wait(kv, ps_kv_rows_pull(kv, keys, n, c->dim, out, min_version), "pulling rows",
-                  err, cap);
+    int rc;
+    int64_t step;
+    while ((rc = s_wait(kv, ps_kv_rows_pull(kv, keys, n, c->dim, out, min_version),
+                        "pulling rows", err, cap)) == PS_EAGAIN &&
+           ps_kv_takeover_pending(kv)) {
+        ps_kv_rollback(kv, &step);
+    }
+    return rc;
 }
 
 /* The gradient grads of the batch's rows for step t: pushed to the servers
@@ -283,6 +291,13 @@ int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_versio
         return rc;
     }
     return s_push(c, kv, ps_model_row_grads(c->m), t, push, err, cap);
+}
+
+int ps_ctr_job_push_again(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int *push, char *err,
+                          size_t cap)
+{
+    const int micro = c->micro > 0 && c->micro < c->n;
+    return s_push(c, kv, micro ? c->sum : ps_model_row_grads(c->m), t, push, err, cap);
 }
 
 /* Ascending, for qsort. */

@@ -100,6 +100,12 @@ int ps_ctr_job_batch(ps_ctr_job_t *c, const uint32_t *order, size_t first, int n
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
                     float *loss, int *push, char *err, size_t cap);
 
+/* Step t's rows gradient pushed again, as ps_ctr_job_step pushed it (a
+ * replica took a server's keys over and the servers forgot the step under
+ * way). Returns 0 (the handle in *push) or a failure with err set. */
+int ps_ctr_job_push_again(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int *push, char *err,
+                          size_t cap);
+
 /*
  * After the parameters of --dump-params: the rows of every key of the click
  * log (training and held-out rows, ps_ctr_job_vocab), as the servers (or

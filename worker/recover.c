@@ -56,9 +56,10 @@ int ps_worker_rollback(ps_worker_t *w, int64_t *t)
 
 /* ps_worker_push_pull, and again for as long as lost servers' replicas
  * take their ranks over meanwhile (stepped modes): the servers forgot the
- * step under way, so its whole push and pull go again, from the gradients
- * still in the model. Any other failover (PS_EAGAIN) is the caller's. */
-int ps_worker_push_pull_again(ps_worker_t *w, int64_t t, float *params)
+ * step under way, so its whole push and pull go again, the rows push
+ * first, from the gradients still in the model. Any other failover
+ * (PS_EAGAIN) is the caller's. */
+int ps_worker_push_pull_again(ps_worker_t *w, int64_t t, float *params, int *rows_push)
 {
     int rc = ps_worker_push_pull(w, t, params);
     while (rc == PS_EAGAIN && ps_job_is_stepped(&w->job) && ps_kv_takeover_pending(w->kv)) {
@@ -72,6 +73,11 @@ int ps_worker_push_pull_again(ps_worker_t *w, int64_t t, float *params)
         w->push_end = w->view->num_params;
         w->npush = 0;
         w->push_rc = 0;
+        *rows_push = -1; /* the rollback released it */
+        if (w->ctr && (rc = ps_ctr_job_push_again(w->ctr, w->kv, t, rows_push, w->err,
+                                                  sizeof w->err)) != 0) {
+            return rc;
+        }
         rc = ps_worker_push_pull(w, t, params);
     }
     return rc;

@@ -387,7 +387,7 @@ static int s_train(ps_worker_t *w, int rolled_back)
             if ((rc = ps_allreduce_step(w, t)) != 0) {
                 return rc;
             }
-        } else if ((rc = ps_worker_push_pull_again(w, t, params)) != 0 ||
+        } else if ((rc = ps_worker_push_pull_again(w, t, params, &rows_push)) != 0 ||
                    (rows_push >= 0 && (rc = ps_worker_wait(w, rows_push, "pushing rows")))) {
             if (rc == PS_EAGAIN) {
                 continue; /* rolled back: the step's work is void */

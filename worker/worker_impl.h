@@ -123,8 +123,10 @@ int ps_worker_push_pull(ps_worker_t *w, int64_t t, float *params);
  * Returns 0, PS_EAGAIN (another failover) or a failure. (recover.c) */
 int ps_worker_rollback(ps_worker_t *w, int64_t *t);
 
-/* ps_worker_push_pull, sent again after each replica's takeover. (recover.c) */
-int ps_worker_push_pull_again(ps_worker_t *w, int64_t t, float *params);
+/* ps_worker_push_pull, sent again after each replica's takeover, with the
+ * rows push of the step (a ctr job: its handle in *rows_push, -1 none).
+ * (recover.c) */
+int ps_worker_push_pull_again(ps_worker_t *w, int64_t t, float *params, int *rows_push);
 
 /* Once joined: the job's model, its data and its device, with heartbeats
  * going out meanwhile. Returns 0 or an error with w->err set. (build.c) */
