@@ -241,10 +241,10 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     }
     if (f->cfg.replicas < 0 || f->cfg.replicas > PS_MAX_REPLICAS ||
         (f->cfg.replicas && ((job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) ||
-                             job->topk > 0 || ps_job_has_rows(job)))) {
+                             job->topk > 0))) {
         snprintf(err, errlen, "--replicas %d: expected 0 to %d, and more than 0 only with "
-                 "--mode sync or async and dense pushes (no --compress topk; replicas copy "
-                 "no embedding rows)", f->cfg.replicas, PS_MAX_REPLICAS);
+                 "--mode sync or async and dense pushes (no --compress topk)",
+                 f->cfg.replicas, PS_MAX_REPLICAS);
         return PS_EINVAL;
     }
     if (f->cfg.min_workers < 0 || f->cfg.min_workers > f->cfg.workers ||
