@@ -6,7 +6,8 @@
  * second rows push of a step is refused; rows pulls wait for their version;
  * async applies a rows push on arrival; a hot replica replays its
  * primary's rows update after the step's dense chunks, and it ends the
- * step; every frame comes back once.
+ * step, or, taking over before it came, the workers' pushes sent again do;
+ * every frame comes back once.
  */
 #include <check.h>
 #include <stdint.h>
@@ -291,6 +292,28 @@ START_TEST(a_replica_replays_the_rows_after_the_dense_chunks_and_ends_the_step)
 }
 END_TEST
 
+/* A replica that took over between a step's dense chunks and its rows:
+ * the chunks stay applied, the workers' pushes of the step sent again
+ * complete it, and the rows are summed from both. */
+START_TEST(a_takeover_between_the_chunks_and_the_rows_ends_the_step_on_the_rows)
+{
+    s_fix_t *f = s_new(PS_MODE_SYNC, 2);
+    static const float g[S_N] = {0};
+    ck_assert_int_eq(ps_consistency_restore(f->c, 0, NULL, 0), 0);
+    ck_assert_int_eq(ps_consistency_replay(f->c, (ps_range_t){0, S_N}, g, 0.5f, 0.5f, 1), 0);
+    ck_assert_int_eq(ps_consistency_forget(f->c), 0);
+    ck_assert_int_eq(s_push(f, 0, 0), 0);
+    ck_assert_int_eq(s_push(f, 1, 0), 0);
+    ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 0);
+    ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    ck_assert_int_eq(f->applies, 1);
+    ck_assert_uint_eq(f->nkeys, 5);
+    s_free(f);
+}
+END_TEST
+
 START_TEST(sum_rows_merges_weighted_parts)
 {
     const ps_rows_part_t parts[] = {{s_k0, s_g0, 3, 2.0f}, {s_k1, s_g1, 3, 0.5f}};
@@ -322,6 +345,7 @@ int main(void)
     tcase_add_test(tc, async_applies_a_rows_push_on_arrival);
     tcase_add_test(tc, sum_rows_merges_weighted_parts);
     tcase_add_test(tc, a_replica_replays_the_rows_after_the_dense_chunks_and_ends_the_step);
+    tcase_add_test(tc, a_takeover_between_the_chunks_and_the_rows_ends_the_step_on_the_rows);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
