@@ -21,15 +21,17 @@ DATA=$TMP/clicks.tsv
 "$GEN" ctr --rows 10000 --seed 3 --out "$DATA" >"$TMP/gen.out" 2>&1 ||
     fail "shardps-datagen ctr: $(cat "$TMP/gen.out")"
 
-# ctr NAME [flags...]: the job, 2 servers x 2 workers, 200 steps; its
-# parameters in $TMP/NAME.f32, summary $TMP/NAME.json, output $TMP/NAME.log.
+# ctr NAME [flags...]: the job, 2 servers x 2 workers, 200 steps (an epoch
+# is 70); its parameters in $TMP/NAME.f32, summary $TMP/NAME.json, output
+# $TMP/NAME.log.
 ctr() {
     local name=$1
     shift
     "$LAUNCH" --servers 2 --workers 2 --model ctr --ctr-data "$DATA" --batch 64 \
-        --max-steps 200 --hidden 8 --optimizer adagrad --lr 0.05 --min-count 2 \
-        --max-rows 3000 --peer-timeout 2 --plot none --log-level info --dump-params "$TMP/$name.f32" \
-        --summary "$TMP/$name.json" "$@" >"$TMP/$name.log" 2>&1
+        --epochs 3 --max-steps 200 --hidden 8 --optimizer adagrad --lr 0.05 \
+        --min-count 2 --max-rows 3000 --peer-timeout 2 --plot none --log-level info \
+        --dump-params "$TMP/$name.f32" --summary "$TMP/$name.json" "$@" \
+        >"$TMP/$name.log" 2>&1
 }
 # ctr_bg NAME RANK [flags...]: ctr with replicas in the background, worker
 # RANK slowed (a straggler only sleeps: the parameters are the same) so
