@@ -307,3 +307,16 @@ int ps_file_mkdirs(const char *path)
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : PS_EIO;
 }
+
+int ps_file_mkdirs_for(const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) {
+        return 0;
+    }
+    if (snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path) >= (int)sizeof dir) {
+        return PS_EINVAL;
+    }
+    return ps_file_mkdirs(dir);
+}

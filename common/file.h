@@ -41,6 +41,10 @@ int ps_file_make_dir(const char *path);
  * (path too long) or PS_EIO (with errno set when a mkdir failed). */
 int ps_file_mkdirs(const char *path);
 
+/* The directory that holds file path, made as ps_file_mkdirs does ("run/"
+ * of "run/s.json"; nothing for a bare name). Returns as ps_file_mkdirs. */
+int ps_file_mkdirs_for(const char *path);
+
 /* fsync of the directory that holds path (a file or a directory name; "."
  * for a bare name), so that a new or renamed entry there is durable.
  * Returns 0 or PS_EIO, with errno set by the failed call. */

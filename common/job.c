@@ -382,6 +382,16 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
     return PS_EINVAL;
 }
 
+/* FNV-1a 64 of text[0..n) as 16 hex digits into buf. */
+static void s_fnv_hex(const char *text, size_t n, char *buf, size_t cap)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    }
+    snprintf(buf, cap, "%016llx", (unsigned long long)h);
+}
+
 void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_t cap)
 {
     char mode[32], sched[64], text[512];
@@ -416,11 +426,74 @@ void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_
                       " embed_dim=%d min_count=%d max_rows=%llu l1=%a l2=%a", job->embed_dim,
                       job->min_count, (unsigned long long)job->max_rows, job->l1, job->l2);
     }
-    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
-    for (int i = 0; i < n && i < (int)sizeof text; i++) {
-        h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    s_fnv_hex(text, n < (int)sizeof text ? (size_t)n : sizeof text, buf, cap);
+}
+
+static const char *const s_resume_flags[PS_JOB_RESUME_FIELDS] = {
+    "model",    "hidden",     "mode",      "staleness-lr", "optimizer", "lr",
+    "momentum", "weight-decay", "lr-schedule", "warmup-steps", "batch", "micro-batch",
+    "seed",     "wire",       "compress",  "l1",           "l2",        "embed-dim",
+    "min-count", "max-rows",
+};
+
+int ps_job_resume_index(const char *flag)
+{
+    for (int i = 0; i < PS_JOB_RESUME_FIELDS; i++) {
+        if (!strcmp(flag, s_resume_flags[i])) {
+            return i;
+        }
     }
-    snprintf(buf, cap, "%016llx", (unsigned long long)h);
+    return -1;
+}
+
+/* x's shortest text that reads back as x ("0.05", not 0.05000000000000000277). */
+static void s_real(double x, char *buf, size_t cap)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) {
+            return;
+        }
+    }
+}
+
+void ps_job_resume_fields(const ps_job_t *job, ps_job_field_t out[PS_JOB_RESUME_FIELDS])
+{
+    char v[PS_JOB_RESUME_FIELDS][PS_JOB_FIELD_TEXT];
+    snprintf(v[0], sizeof v[0], "%s", job->model);
+    snprintf(v[1], sizeof v[1], "%s", job->hidden);
+    ps_job_mode_str(job, v[2], sizeof v[2]);
+    snprintf(v[3], sizeof v[3], "%d", job->staleness_lr);
+    snprintf(v[4], sizeof v[4], "%s", job->optimizer);
+    s_real(job->lr, v[5], sizeof v[5]);
+    s_real(job->momentum, v[6], sizeof v[6]);
+    s_real(job->weight_decay, v[7], sizeof v[7]);
+    ps_job_schedule_name(&job->schedule, v[8], sizeof v[8]);
+    snprintf(v[9], sizeof v[9], "%lld", (long long)job->schedule.warmup_steps);
+    snprintf(v[10], sizeof v[10], "%d", job->batch);
+    snprintf(v[11], sizeof v[11], "%d", job->micro_batch);
+    snprintf(v[12], sizeof v[12], "%llu", (unsigned long long)job->seed);
+    snprintf(v[13], sizeof v[13], "%s", ps_job_wire_name(job));
+    ps_job_compress_str(job, v[14], sizeof v[14]);
+    s_real(job->l1, v[15], sizeof v[15]);
+    s_real(job->l2, v[16], sizeof v[16]);
+    snprintf(v[17], sizeof v[17], "%d", job->embed_dim);
+    snprintf(v[18], sizeof v[18], "%d", job->min_count);
+    snprintf(v[19], sizeof v[19], "%llu", (unsigned long long)job->max_rows);
+    for (int i = 0; i < PS_JOB_RESUME_FIELDS; i++) {
+        out[i].flag = s_resume_flags[i];
+        memcpy(out[i].value, v[i], sizeof out[i].value);
+    }
+}
+
+void ps_job_resume_hash(const ps_job_field_t f[PS_JOB_RESUME_FIELDS], char *buf, size_t cap)
+{
+    char text[PS_JOB_RESUME_FIELDS * (PS_JOB_FIELD_TEXT + 20)];
+    size_t n = 0;
+    for (int i = 0; i < PS_JOB_RESUME_FIELDS; i++) {
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s=%s\n", f[i].flag, f[i].value);
+    }
+    s_fnv_hex(text, n, buf, cap);
 }
 
 void ps_job_new_id(char *buf, size_t cap)

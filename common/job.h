@@ -248,6 +248,26 @@ int ps_job_validate_nodes(const ps_job_t *job, int servers, int workers, char *e
 #define PS_JOB_HASH_LEN 16
 void ps_job_hash(const ps_job_t *job, int servers, int workers, char *buf, size_t cap);
 
+/*
+ * The flags a resumed job must keep: those that change its arithmetic (the
+ * model, the mode, the optimizer and its settings, the batch, the seed, the
+ * wire). The rest may change on any resume: --epochs, --max-steps, the node
+ * counts, --chunk-kib (it moves no value), --straggler, logging and outputs.
+ * ps_job_resume_fields writes each flag (its name without "--") and its
+ * value in the flag's text form, in this fixed order; ps_job_resume_hash is
+ * the FNV-1a 64 of them, as 16 hex digits. Thread-safe.
+ */
+enum { PS_JOB_RESUME_FIELDS = 20, PS_JOB_FIELD_TEXT = PS_JOB_HIDDEN_TEXT };
+typedef struct {
+    const char *flag;               /* "lr", "batch", ... (static) */
+    char value[PS_JOB_FIELD_TEXT];  /* "0.05", "64", ... */
+} ps_job_field_t;
+void ps_job_resume_fields(const ps_job_t *job, ps_job_field_t out[PS_JOB_RESUME_FIELDS]);
+void ps_job_resume_hash(const ps_job_field_t f[PS_JOB_RESUME_FIELDS], char *buf, size_t cap);
+
+/* Index of flag among the resume fields, or -1. */
+int ps_job_resume_index(const char *flag);
+
 /* A fresh job id, "job-YYYYmmddTHHMMSS-RAND" (UTC start time, 16 random bits:
  * two jobs started in the same second on one machine still differ), into buf. */
 void ps_job_new_id(char *buf, size_t cap);

@@ -40,6 +40,8 @@
 #include "proto/curve.h"
 #include "deploy/launch_node.h"
 #include "deploy/launch_plot.h"
+#include "deploy/launch_summary.h"
+#include "scheduler/scheduler.h"
 
 #define S_ENDPOINT_WAIT_S 15.0 /* how long the scheduler has to write its endpoint */
 #define S_STOP_GRACE_S 5.0     /* SIGTERM -> SIGKILL */
@@ -81,6 +83,8 @@ typedef struct {
     ps_launch_plot_t *plot;     /* the run's plots (--plot); NULL = none */
     int exit_code;              /* what main returns */
     int respawned;              /* scheduler, servers and workers restarted so far (--respawn) */
+    int no_progress;            /* the scheduler ended the job at chance (its exit status) */
+    const char *summary;        /* --summary: the scheduler's, then ours (s_write_summary) */
     char why[512];              /* first cause of a failure */
 } s_launch_t;
 
@@ -310,6 +314,10 @@ static void s_reap(s_launch_t *L)
         } else if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) &&
                    WEXITSTATUS(status) == 2) {
             s_stop(L, 2, "scheduler (pid %d) %s: nothing to resume", pid, how);
+        } else if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) &&
+                   WEXITSTATUS(status) == PS_EXIT_NO_PROGRESS) {
+            L->no_progress = 1; /* the job finished: the nodes end as after an ok one */
+            L->sched_done_at = ps_now();
         } else if (!ok && s_scheduler_may_restart(L, c, how, status)) {
             /* started again: the job goes on */
         } else if (!ok && !s_worker_may_fail(L, c, how, status) &&
@@ -638,13 +646,48 @@ static void s_run(s_launch_t *L)
     ps_launch_children_close(&L->C);
 }
 
+/* --summary FILE: the scheduler writes it when it ends the job, and the
+ * launcher once every child exited (s_write_summary), from the scheduler's
+ * if there is one: an earlier run's goes first, lest it pass for this one's. */
+static void s_forget_summary(s_launch_t *L)
+{
+    L->summary = ps_launch_flags_value(L->F, "summary");
+    if (L->summary && unlink(L->summary) != 0 && errno != ENOENT) {
+        ps_log_warn("cannot remove the earlier %s: %s", L->summary, strerror(errno));
+    }
+}
+
+/* The user's summary, however the job ended (deploy/launch_summary.h). */
+static void s_write_summary(s_launch_t *L)
+{
+    if (!L->summary) {
+        return;
+    }
+    char cause[512];
+    const ps_launch_summary_t sum = {.scheduler_file = L->summary,
+                                     .path = L->summary,
+                                     .job_id = ps_launch_flags_value(L->F, "job-id"),
+                                     .exit_code = L->exit_code,
+                                     .why = L->why};
+    const int rc = ps_launch_summary_write(&sum, cause, sizeof cause);
+    if (rc < 0 && L->exit_code == 0) {
+        snprintf(L->why, sizeof L->why, "cannot write the summary to %s", L->summary);
+        L->exit_code = 1;
+    } else if (L->no_progress && L->exit_code == PS_EXIT_NO_PROGRESS) {
+        snprintf(L->why, sizeof L->why, "%s", cause);
+    }
+}
+
 /* The job's last line, on stdout (the logs are on stderr, a failure's cause
  * among them), so that a script can take it alone: "job ok in 44.5 s: <the
  * scheduler's summary>" or "job failed: why". */
 static void s_print_result(const s_launch_t *L)
 {
     const char *sum = L->C.summary;
-    if (L->exit_code == 0) {
+    if (L->exit_code == PS_EXIT_NO_PROGRESS && L->no_progress) {
+        printf("job no_progress in %.1f s: %s%s%s\n", ps_now() - L->t_start, L->why,
+               sum[0] ? ": " : "", sum);
+    } else if (L->exit_code == 0) {
         printf("job ok in %.1f s%s%s\n", ps_now() - L->t_start, sum[0] ? ": " : "", sum);
     } else {
         printf("job failed: %s\n", L->why[0] ? L->why : "could not start");
@@ -690,6 +733,7 @@ int main(int argc, char **argv)
         ps_log_err("out of memory");
         goto fail;
     }
+    s_forget_summary(L);
     L->t_start = ps_now();
     L->phase = S_PHASE_ENDPOINT;
     if (s_start_scheduler(L) != 0) {
@@ -698,18 +742,18 @@ int main(int argc, char **argv)
     }
     s_run(L);
     s_merge_traces(L);
-    if (L->plot) {
-        ps_launch_plot_write(L->plot, ps_launch_flags_value(&flags, "summary"));
-    }
     if (L->phase != S_PHASE_STOP) {
-        L->exit_code = 0;
-        const char *summary = ps_launch_flags_value(&flags, "summary");
-        if (summary && access(summary, F_OK) != 0) {
-            snprintf(L->why, sizeof L->why, "summary file %s was not written", summary);
+        L->exit_code = L->no_progress ? PS_EXIT_NO_PROGRESS : 0;
+        if (L->summary && access(L->summary, F_OK) != 0) {
+            snprintf(L->why, sizeof L->why, "the scheduler wrote no summary");
             L->exit_code = 1;
         }
     }
-    if (L->exit_code != 0) {
+    s_write_summary(L);
+    if (L->plot) {
+        ps_launch_plot_write(L->plot, L->summary);
+    }
+    if (L->exit_code != 0 && !L->no_progress) {
         ps_log_write(PS_LOG_ERR, "job failed: %s", L->why);
     }
     goto done;

@@ -206,6 +206,9 @@ static int s_model_files(ps_launch_flags_t *F)
     const char *const outputs[] = {"summary", "dump-params"};
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
         const char *path = ps_launch_flags_value(F, outputs[i]);
+        if (path && i == 0 && ps_file_mkdirs_for(path) != 0) { /* as --plot's, --log-dir's */
+            return s_bad("--summary %s: cannot make its directory: %s", path, strerror(errno));
+        }
         if (path && ps_file_check_writable(path, why, sizeof why)) {
             return s_bad("--%s %s", outputs[i], why);
         }

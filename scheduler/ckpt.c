@@ -1,12 +1,14 @@
 /* scheduler/ckpt.c - checkpoints, resume and timed checkpoints (scheduler/ckpt.h). */
 #include "scheduler/ckpt.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "common/error.h"
+#include "common/job.h"
 #include "common/log.h"
 #include "scheduler/join.h"
 #include "scheduler/manifest.h"
@@ -39,6 +41,9 @@ struct ps_ckpt {
     int64_t start_step;                     /* the step the job starts at (mapped) */
     int64_t resume_step;                    /* mapped: the checkpoint's step; else 0 */
     char resume_dir[PS_RESUME_DIR_MAX];     /* DIR/step-N */
+    ps_manifest_job_t job;                  /* what this job's manifests record */
+    ps_manifest_job_t from;                 /* the chosen checkpoint's job */
+    char changed[1024];                     /* "--lr 0.05 -> 0.5, ...": overridden */
 };
 
 int ps_ckpt_new(ps_ckpt_t **out, const ps_sched_ops_t *ops, ps_agree_t *agree)
@@ -65,22 +70,139 @@ void ps_ckpt_destroy(ps_ckpt_t **cp)
     }
 }
 
+/* How a job's flags differ from a checkpoint's. */
+typedef struct {
+    char changed[1024]; /* allowed: "--lr '0.05' -> '0.5', ..." */
+    char theirs[1024];  /* refused, the checkpoint's: "--lr '0.05' --batch '64'" */
+    char ours[1024];    /* and the job's: "--lr '0.5' --batch '32'" */
+    char names[512];    /* and their names: "lr,batch" */
+    int refused;        /* how many */
+} s_diff_t;
+
+/* Appends to buf (of cap, used *n) what fmt says, never past its end. */
+static void s_add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void s_add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int w = vsnprintf(buf + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    *n = w < 0 ? *n : *n + (size_t)w < cap ? *n + (size_t)w : cap - 1;
+}
+
+/* The flags of job that differ from checkpoint ck's config, the allowed
+ * ones (a mask of resume fields) apart, into *d. */
+static void s_diff(const ps_manifest_job_t *ck, const ps_job_t *job, unsigned allowed,
+                   s_diff_t *d)
+{
+    ps_job_field_t now[PS_JOB_RESUME_FIELDS];
+    ps_job_resume_fields(job, now);
+    size_t nc = 0, nt = 0, no = 0, nn = 0;
+    memset(d, 0, sizeof *d);
+    for (int i = 0; ck->has_config && i < PS_JOB_RESUME_FIELDS; i++) {
+        const char *was = ck->config[i].value, *is = now[i].value, *f = now[i].flag;
+        if (!strcmp(was, is)) {
+            continue;
+        }
+        if (allowed & (1u << i)) {
+            s_add(d->changed, sizeof d->changed, &nc, "%s--%s '%s' -> '%s'", nc ? ", " : "", f,
+                  was, is);
+            continue;
+        }
+        s_add(d->theirs, sizeof d->theirs, &nt, "%s--%s '%s'", nt ? " " : "", f, was);
+        s_add(d->ours, sizeof d->ours, &no, "%s--%s '%s'", no ? " " : "", f, is);
+        s_add(d->names, sizeof d->names, &nn, "%s%s", nn ? "," : "", f);
+        d->refused++;
+    }
+}
+
+/* --resume DIR: checkpoint step of DIR must have this job's flags, the
+ * overridden ones apart. Returns 0, or PS_EINVAL (or the manifest's
+ * PS_E*) with a one-line reason in why. warn: say so of a manifest from
+ * before configurations were recorded. */
+static int s_check_config(const ps_scheduler_config_t *cfg, int64_t step, int warn, char *why,
+                          size_t cap)
+{
+    char stepdir[4200];
+    ps_manifest_job_t *ck = malloc(sizeof *ck);
+    s_diff_t *d = malloc(sizeof *d);
+    snprintf(stepdir, sizeof stepdir, "%s/step-%lld", cfg->resume, (long long)step);
+    int rc = ck && d ? ps_manifest_read_job(stepdir, ck, why, cap) : PS_ENOMEM;
+    if (rc == 0 && warn) {
+        ps_log_warn("resume: %s/manifest.json records no job configuration (written by an "
+                    "earlier version): the flags are not checked against it", stepdir);
+    }
+    if (rc == 1) {
+        s_diff(ck, &cfg->job, cfg->resume_override, d);
+        rc = d->refused ? PS_EINVAL : 0;
+    }
+    if (rc == PS_EINVAL) {
+        snprintf(why, cap, "--resume %s: step-%lld of job %s ran with %s, this job has %s: "
+                 "give the checkpoint's values, or change them with --resume-override %s",
+                 cfg->resume, (long long)step, ck->job_id, d->theirs, d->ours, d->names);
+    }
+    free(d);
+    free(ck);
+    return rc < 0 ? rc : 0;
+}
+
 int ps_scheduler_check_resume(const ps_scheduler_config_t *cfg, char *why, size_t cap)
 {
-    char path[4200];
+    char path[4200], reason[600];
     struct stat sb;
     int64_t step;
-    snprintf(path, sizeof path, "%s/scheduler.state", cfg->resume ? cfg->resume : "");
-    if (!cfg->resume || cfg->resume_or_start || stat(path, &sb) == 0) {
-        return 0; /* a saved job's state: the restart module weighs it */
-    }
-    char reason[600];
-    if (ps_manifest_list(cfg->resume, 0, &step, 1, reason, sizeof reason) > 0) {
+    if (!cfg->resume) {
+        if (cfg->checkpoint_dir &&
+            ps_manifest_foreign(cfg->checkpoint_dir, cfg->job_id, reason, sizeof reason)) {
+            snprintf(why, cap, "--checkpoint-dir %s holds %s: --resume %s continues that job; "
+                     "a new job needs a directory of its own", cfg->checkpoint_dir, reason,
+                     cfg->checkpoint_dir);
+            return PS_EINVAL;
+        }
         return 0;
+    }
+    snprintf(path, sizeof path, "%s/scheduler.state", cfg->resume);
+    if (ps_manifest_list(cfg->resume, 0, &step, 1, reason, sizeof reason) > 0) {
+        return s_check_config(cfg, step, 1, why, cap);
+    }
+    if (cfg->resume_or_start || stat(path, &sb) == 0) {
+        return 0; /* a saved job's state: the restart module weighs it */
     }
     snprintf(why, cap, "--resume %s: %s (--resume-or-start DIR starts from step 0 instead)",
              cfg->resume, reason);
     return PS_ENOENT;
+}
+
+void ps_ckpt_set_job(ps_ckpt_t *c, const char *job_id)
+{
+    snprintf(c->job.job_id, sizeof c->job.job_id, "%s", job_id);
+    ps_job_resume_fields(&c->cfg->job, c->job.config);
+    ps_job_resume_hash(c->job.config, c->job.config_hash, sizeof c->job.config_hash);
+    c->job.has_config = 1;
+}
+
+/* This job descends from the job of checkpoint stepdir (of step): its
+ * lineage, and that job itself unless it is this one (a restarted
+ * scheduler's). Reads the checkpoint's job into c->from. */
+static void s_inherit(ps_ckpt_t *c, const char *stepdir, int64_t step)
+{
+    ps_manifest_job_t *j = &c->job, *from = &c->from;
+    if (ps_manifest_read_job(stepdir, from, NULL, 0) < 0) {
+        memset(from, 0, sizeof *from);
+    }
+    j->nlineage = from->nlineage;
+    memcpy(j->lineage, from->lineage, sizeof j->lineage);
+    if (strcmp(from->job_id, j->job_id) != 0) {
+        if (j->nlineage == PS_MANIFEST_MAX_LINEAGE) { /* the oldest ancestor goes */
+            memmove(&j->lineage[0], &j->lineage[1],
+                    (PS_MANIFEST_MAX_LINEAGE - 1) * sizeof j->lineage[0]);
+            j->nlineage--;
+        }
+        const int k = j->nlineage++;
+        snprintf(j->lineage[k].job_id, sizeof j->lineage[k].job_id, "%s", from->job_id);
+        j->lineage[k].step = step;
+    }
 }
 
 /* Candidate c->at is whole on every server: the choice. It is logged here,
@@ -98,6 +220,17 @@ static void s_resume_take(ps_ckpt_t *c)
     c->newest = c->start_step;
     ps_log_info("resuming from %s at step %lld (%d parts, each whole on its server)",
                 c->resume_dir, (long long)c->start_step, c->cand_parts[k]);
+    s_inherit(c, c->resume_dir, c->start_step);
+    s_diff_t *d = malloc(sizeof *d);
+    if (d) {
+        s_diff(&c->from, &cfg->job, ~0u, d);
+        snprintf(c->changed, sizeof c->changed, "%s", d->changed);
+        free(d);
+    }
+    if (c->changed[0]) {
+        ps_log_warn("resume: changed from %s's (--resume-override): %s", c->resume_dir,
+                    c->changed);
+    }
     const int old = ps_manifest_workers(c->resume_dir);
     if (old > 0 && old != cfg->workers) {
         c->resume_step = c->start_step;
@@ -160,12 +293,25 @@ static int s_resume_ask(ps_ckpt_t *c, const ps_view_t *v)
         ps_sched_fail(c->ops, 0, "out of memory");
         return PS_ENOMEM;
     }
+    int kept = 0;
     for (int k = 0; k < c->ncand; k++) {
         char stepdir[4200];
         snprintf(stepdir, sizeof stepdir, "%s/step-%lld", cfg->resume, (long long)c->cand[k]);
-        c->cand_parts[k] = ps_manifest_check(stepdir, c->cand[k], v->num_params,
-                                             &c->parts[(size_t)k * PS_MAX_SERVERS], why,
-                                             sizeof why);
+        if (s_check_config(cfg, c->cand[k], 0, why, sizeof why) != 0) {
+            ps_log_warn("resume: skipping checkpoint step-%lld: %s", (long long)c->cand[k], why);
+            continue; /* an older one of the lineage, from before a changed flag */
+        }
+        c->cand[kept] = c->cand[k];
+        c->cand_parts[kept] = ps_manifest_check(stepdir, c->cand[k], v->num_params,
+                                                &c->parts[(size_t)kept * PS_MAX_SERVERS], why,
+                                                sizeof why);
+        kept++;
+    }
+    if ((c->ncand = kept) == 0) {
+        c->resume = S_RESUME_DONE;
+        ps_sched_fail(c->ops, 1, "resume: no checkpoint of %s has this job's flags (each "
+                      "one's reason is logged)", cfg->resume);
+        return PS_EINVAL;
     }
     c->resume = S_RESUME_ASKED;
     c->at = 0;
@@ -193,7 +339,7 @@ int ps_ckpt_view(ps_ckpt_t *c, ps_view_t *v)
     if ((cfg->checkpoint_every > 0 || cfg->checkpoint_seconds > 0) && !c->manifest) {
         snprintf(v->checkpoint_dir, sizeof v->checkpoint_dir, "%s", cfg->checkpoint_dir);
         v->checkpoint_every = cfg->checkpoint_every;
-        if (ps_manifest_new(&c->manifest, v) != 0) {
+        if (ps_manifest_new(&c->manifest, v, &c->job) != 0) {
             return PS_ENOMEM;
         }
     }
@@ -213,10 +359,27 @@ int ps_ckpt_view(ps_ckpt_t *c, ps_view_t *v)
 int ps_ckpt_saved_job(ps_ckpt_t *c, const ps_view_t *v, int64_t newest)
 {
     c->newest = newest;
+    if (newest > 0 && v->checkpoint_dir[0]) {
+        char stepdir[4200];
+        snprintf(stepdir, sizeof stepdir, "%s/step-%lld", v->checkpoint_dir, (long long)newest);
+        s_inherit(c, stepdir, newest); /* the saved job's lineage goes on */
+    }
     if (v->checkpoint_dir[0] && !c->manifest) {
-        return ps_manifest_new(&c->manifest, v);
+        return ps_manifest_new(&c->manifest, v, &c->job);
     }
     return 0;
+}
+
+json_t *ps_ckpt_json(const ps_ckpt_t *c)
+{
+    if (!c->chosen) {
+        return json_null();
+    }
+    const ps_manifest_job_t *f = &c->from;
+    return json_pack("{s:s, s:I, s:o, s:o}", "from", c->resume_dir, "step",
+                     (json_int_t)(c->resume_step ? c->resume_step : c->start_step), "job_id",
+                     f->job_id[0] ? ps_json_text(f->job_id) : json_null(), "changed",
+                     c->changed[0] ? ps_json_text(c->changed) : json_null());
 }
 
 int ps_ckpt_enabled(const ps_ckpt_t *c)

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "common/json.h"
 #include "scheduler/agree.h"
 #include "scheduler/module.h"
 
@@ -70,6 +71,16 @@ int ps_ckpt_view(ps_ckpt_t *c, ps_view_t *v);
  * it must outlive c; its newest complete checkpoint `newest`, -1 none).
  * Returns 0 or PS_ENOMEM. */
 int ps_ckpt_saved_job(ps_ckpt_t *c, const ps_view_t *v, int64_t newest);
+
+/* The job's id, recorded with its configuration in every manifest it
+ * writes (scheduler/manifest.h); call before the first. job_id is copied. */
+void ps_ckpt_set_job(ps_ckpt_t *c, const char *job_id);
+
+/* The summary's "resume": {"from": "DIR/step-N", "step": N, "job_id": the
+ * checkpoint's job (null: not recorded), "changed": "--lr '0.05' -> '0.5'"
+ * or null}, or null when the job did not resume. New reference; NULL when
+ * memory ran out. */
+json_t *ps_ckpt_json(const ps_ckpt_t *c);
 
 /* Whether the job writes checkpoints (a failover needs them). */
 int ps_ckpt_enabled(const ps_ckpt_t *c);

@@ -37,6 +37,7 @@ void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
     f->seed = (int)f->cfg.job.seed;
     f->log_level = "info";
     f->checkpoint_every = "0";
+    f->on_no_progress = "fail";
 }
 
 size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
@@ -79,6 +80,8 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         {"checkpoint-every", PS_FLAG_STR, &f->checkpoint_every, "N", "steps between checkpoints (async: each server at version N*workers), or Ns: seconds (e.g. 30s; at a step agreed with the servers; not async); 0 = none"},
         {"resume", PS_FLAG_STR, &c->resume, "DIR", "continue from the newest complete checkpoint in DIR (checkpoints go on there); exit 2 when DIR holds none (a missing or mistyped DIR, or every checkpoint refused)"},
         {"resume-or-start", PS_FLAG_STR, &f->resume_or_start, "DIR", "as --resume DIR, but start from step 0 when DIR holds no checkpoint yet (a job that restarts itself)"},
+        {"resume-override", PS_FLAG_STR, &f->resume_override, "F1,F2", "with --resume: these flags (without --, e.g. lr,batch) may differ from the checkpoint's; any other that changes the arithmetic refuses the resume (exit 2, naming each)"},
+        {"on-no-progress", PS_FLAG_STR, &f->on_no_progress, "fail|warn", "a job at chance (test accuracy <= 0.15, AUC <= 0.52, or training loss not below a uniform guess's) after a whole epoch: fail ends with status no_progress and exit 4; warn logs it and ends ok"},
         {"replicas", PS_FLAG_INT, &c->replicas, "K", "keep each server's keys also on K hot replicas (0 to 3; spares become them): a lost server's replica takes over with nothing rolled back (sync, async)"},
         {"min-workers", PS_FLAG_INT, &c->min_workers, "K", "a lost worker is left out and the job goes on while K workers live (0 = all: any loss aborts; not with allreduce)"},
         {"preflight", PS_FLAG_BOOL, &c->preflight, "0|1", "before step 0 every worker probes every server (round trip, 2 MiB bulk); the table is logged and an unreachable pair fails the job, naming it"},
@@ -102,7 +105,12 @@ int ps_scheduler_flags_check_outputs(const ps_scheduler_flags_t *f, char *err, s
     const ps_scheduler_config_t *c = &f->cfg;
     char why[512];
     const char *bad = NULL;
-    if (c->summary && ps_file_check_writable(c->summary, why, sizeof why)) {
+    /* its folder made when missing, as --plot's and --log-dir's */
+    if (c->summary && ps_file_mkdirs_for(c->summary) != 0) {
+        snprintf(why, sizeof why, "%s: cannot make its directory: %s", c->summary,
+                 strerror(errno));
+        bad = "summary";
+    } else if (c->summary && ps_file_check_writable(c->summary, why, sizeof why)) {
         bad = "summary";
     } else if (c->endpoint_file && ps_file_check_writable(c->endpoint_file, why, sizeof why)) {
         bad = "endpoint-file";
@@ -184,6 +192,46 @@ static int s_parse_job(ps_scheduler_flags_t *f, char *err, size_t errlen)
     return 0;
 }
 
+/* --resume-override's names into the mask of resume fields, and
+ * --on-no-progress. Returns 0 or PS_EINVAL with the flag named in err. */
+static int s_parse_resume(ps_scheduler_flags_t *f, char *err, size_t errlen)
+{
+    const char *o = f->resume_override;
+    if (o && !f->cfg.resume) {
+        snprintf(err, errlen, "--resume-override needs --resume or --resume-or-start");
+        return PS_EINVAL;
+    }
+    while (o && *o) {
+        char name[32];
+        const size_t len = strcspn(o, ",");
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), o);
+        const int k = ps_job_resume_index(name);
+        if (k < 0) {
+            ps_job_t names;
+            ps_job_field_t all[PS_JOB_RESUME_FIELDS];
+            char list[512];
+            size_t n = 0;
+            ps_job_defaults(&names);
+            ps_job_resume_fields(&names, all);
+            for (int i = 0; i < PS_JOB_RESUME_FIELDS; i++) {
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? "," : "",
+                                      all[i].flag);
+            }
+            snprintf(err, errlen, "--resume-override %s: '%s' is not a flag a resume keeps; "
+                     "expected names from %s", f->resume_override, name, list);
+            return PS_EINVAL;
+        }
+        f->cfg.resume_override |= 1u << k;
+        o += len + (o[len] == ',');
+    }
+    if (strcmp(f->on_no_progress, "fail") && strcmp(f->on_no_progress, "warn")) {
+        snprintf(err, errlen, "--on-no-progress %s: expected fail or warn", f->on_no_progress);
+        return PS_EINVAL;
+    }
+    f->cfg.no_progress_warn = !strcmp(f->on_no_progress, "warn");
+    return 0;
+}
+
 int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
 {
     ps_job_t *job = &f->cfg.job;
@@ -213,6 +261,9 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (f->resume_or_start) {
         f->cfg.resume = f->resume_or_start;
         f->cfg.resume_or_start = 1;
+    }
+    if (s_parse_resume(f, err, errlen) != 0) {
+        return PS_EINVAL;
     }
     if (f->cfg.resume && !f->cfg.resume[0]) {
         snprintf(err, errlen, "--resume: empty directory name");

@@ -24,7 +24,7 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 48
+#define PS_SCHEDULER_NFLAGS 50
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -47,6 +47,8 @@ typedef struct {
     const char *checkpoint_every; /* --checkpoint-every N (steps) or Ns (seconds) */
     const char *resume_or_start;  /* --resume-or-start DIR: into cfg.resume, with
                                      cfg.resume_or_start */
+    const char *resume_override;  /* --resume-override F1,F2: into cfg.resume_override */
+    const char *on_no_progress;   /* --on-no-progress fail|warn: into cfg.no_progress_warn */
 } ps_scheduler_flags_t;
 
 /* Fills *f with the defaults (what --help shows). */

@@ -29,6 +29,7 @@ int main(int argc, char **argv)
     if (ps_log_set_level_flag(prog, f.log_level) != 0) {
         return 2;
     }
+    ps_log_set_role("C", -1);
     char err[512];
     if (ps_scheduler_flags_check(&f, err, sizeof err) != 0 ||
         ps_scheduler_flags_check_outputs(&f, err, sizeof err) != 0) {
@@ -40,6 +41,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: error: %s\n", prog, err);
         return 2;
     }
-    ps_log_set_role("C", -1);
     return ps_scheduler_run(&f.cfg);
 }

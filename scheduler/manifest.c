@@ -29,6 +29,7 @@ enum { S_MAX_BYTES = 1 << 24 };
 
 struct ps_manifest {
     const ps_view_t *view;
+    const ps_manifest_job_t *job; /* what each manifest records of its job (borrowed) */
     ps_checkpoint_part_t *parts; /* servers x S_KEEP: a slot per step (s_slot) */
 };
 
@@ -55,7 +56,7 @@ static size_t s_slot(const ps_manifest_t *m, int64_t step)
     return oldest;
 }
 
-int ps_manifest_new(ps_manifest_t **out, const ps_view_t *view)
+int ps_manifest_new(ps_manifest_t **out, const ps_view_t *view, const ps_manifest_job_t *job)
 {
     *out = NULL;
     ps_manifest_t *m = calloc(1, sizeof *m);
@@ -64,6 +65,7 @@ int ps_manifest_new(ps_manifest_t **out, const ps_view_t *view)
         return PS_ENOMEM;
     }
     m->view = view;
+    m->job = job;
     *out = m;
     return 0;
 }
@@ -75,6 +77,41 @@ void ps_manifest_destroy(ps_manifest_t **mp)
         free(*mp);
         *mp = NULL;
     }
+}
+
+/* A job id as JSON: null when not recorded. */
+static json_t *s_id(const char *id)
+{
+    return id[0] ? ps_json_text(id) : json_null();
+}
+
+/* The job's four fields (job_id, lineage, config_hash, config) as a new
+ * object, or NULL when memory ran out. */
+static json_t *s_job_json(const ps_manifest_job_t *j)
+{
+    json_t *lineage = json_array(), *config = json_object();
+    int failed = !lineage || !config;
+    for (int i = 0; !failed && i < j->nlineage; i++) {
+        failed = json_array_append_new(lineage, json_pack("{s:o, s:I}", "job_id",
+                                                          s_id(j->lineage[i].job_id), "step",
+                                                          (json_int_t)j->lineage[i].step));
+    }
+    for (int i = 0; !failed && j->has_config && i < PS_JOB_RESUME_FIELDS; i++) {
+        failed = json_object_set_new(config, j->config[i].flag,
+                                     ps_json_text(j->config[i].value));
+    }
+    if (failed) {
+        json_decref(lineage);
+        json_decref(config);
+        return NULL;
+    }
+    if (!j->has_config) {
+        json_decref(config);
+        config = json_null();
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "job_id", s_id(j->job_id), "lineage", lineage,
+                     "config_hash", j->has_config ? json_string(j->config_hash) : json_null(),
+                     "config", config);
 }
 
 /* The manifest of step (its parts in slot) as JSON. New reference, or NULL
@@ -94,11 +131,18 @@ static json_t *s_manifest_json(const ps_manifest_t *m, int64_t step, size_t slot
             parts = NULL;
         }
     }
-    return parts ? json_pack("{s:s, s:I, s:I, s:i, s:i, s:o}", "format", S_FORMAT, "step",
-                             (json_int_t)step, "num_params", (json_int_t)v->num_params,
-                             "servers", v->num_servers, "workers", v->num_workers, "parts",
-                             parts)
-                 : NULL;
+    json_t *doc = parts ? json_pack("{s:s, s:I, s:I, s:i, s:i, s:o}", "format", S_FORMAT,
+                                    "step", (json_int_t)step, "num_params",
+                                    (json_int_t)v->num_params, "servers", v->num_servers,
+                                    "workers", v->num_workers, "parts", parts)
+                        : NULL;
+    json_t *job = doc ? s_job_json(m->job) : NULL;
+    if (!job || json_object_update(doc, job) != 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    json_decref(job);
+    return doc;
 }
 
 static int s_write_manifest(ps_manifest_t *m, int64_t step, size_t slot)
@@ -227,6 +271,79 @@ int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params,
     return ok ? (int)servers : 0;
 }
 
+/* The lineage of doc into j; 0 or PS_EPROTO (reason in why). */
+static int s_read_lineage(const json_t *doc, ps_manifest_job_t *j, char *why, size_t cap)
+{
+    const json_t *list = json_object_get(doc, "lineage");
+    const size_t n = json_array_size(list);
+    if (!json_is_array(list)) {
+        snprintf(why, cap, "lineage is not a list");
+        return PS_EPROTO;
+    }
+    /* the newest ancestors when there are more than we keep */
+    const size_t from = n > PS_MANIFEST_MAX_LINEAGE ? n - PS_MANIFEST_MAX_LINEAGE : 0;
+    for (size_t i = from; i < n; i++) {
+        char key[48];
+        const char *id = NULL;
+        int64_t step;
+        snprintf(key, sizeof key, "lineage.%zu.step", i);
+        if (ps_json_get_int(doc, key, 0, INT64_MAX, &step, why, cap) != 0) {
+            return PS_EPROTO;
+        }
+        snprintf(key, sizeof key, "lineage.%zu.job_id", i);
+        (void)ps_json_get_str(doc, key, &id, NULL, 0); /* null: not recorded */
+        snprintf(j->lineage[j->nlineage].job_id, PS_MANIFEST_JOB_ID, "%s", id ? id : "");
+        j->lineage[j->nlineage++].step = step;
+    }
+    return 0;
+}
+
+int ps_manifest_read_job(const char *stepdir, ps_manifest_job_t *j, char *why, size_t cap)
+{
+    char path[1200], reason[256] = "";
+    json_t *doc = NULL;
+    memset(j, 0, sizeof *j);
+    snprintf(path, sizeof path, "%s/manifest.json", stepdir);
+    int rc = ps_json_read_file(path, S_MAX_BYTES, &doc, why, cap);
+    if (rc != 0) {
+        return rc;
+    }
+    const char *id = NULL, *hash = NULL;
+    if (!json_is_string(json_object_get(doc, "job_id"))) {
+        json_decref(doc);
+        return 0; /* written before manifests named their job */
+    }
+    if (ps_json_get_str(doc, "job_id", &id, reason, sizeof reason) != 0 ||
+        s_read_lineage(doc, j, reason, sizeof reason) != 0) {
+        rc = PS_EPROTO;
+    }
+    snprintf(j->job_id, sizeof j->job_id, "%s", rc == 0 ? id : "");
+    if (rc == 0 && json_is_null(json_object_get(doc, "config"))) {
+        json_decref(doc);
+        return 1; /* a job that recorded no configuration */
+    }
+    rc = rc ? rc : ps_json_get_str(doc, "config_hash", &hash, reason, sizeof reason);
+    ps_job_t names;
+    ps_job_defaults(&names);
+    ps_job_resume_fields(&names, j->config); /* the flags' names; the values are read */
+    for (int i = 0; rc == 0 && i < PS_JOB_RESUME_FIELDS; i++) {
+        char key[64];
+        const char *v = "";
+        ps_job_field_t *f = &j->config[i];
+        snprintf(key, sizeof key, "config.%s", f->flag);
+        rc = ps_json_get_str(doc, key, &v, reason, sizeof reason);
+        snprintf(f->value, sizeof f->value, "%s", v);
+    }
+    if (rc == 0) {
+        snprintf(j->config_hash, sizeof j->config_hash, "%s", hash);
+        j->has_config = 1;
+    } else if (why) {
+        snprintf(why, cap, "%s: %s", path, reason);
+    }
+    json_decref(doc);
+    return rc == 0 ? 1 : PS_EPROTO;
+}
+
 int ps_manifest_workers(const char *stepdir)
 {
     char path[1200];
@@ -247,10 +364,12 @@ static int s_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *out, int max, char *why,
-                     size_t cap)
+/* The step-N entries of dir, newest first, into *out (caller frees).
+ * Returns how many, or PS_ENOENT when dir cannot be opened (why names it). */
+static int s_steps(const char *dir, int64_t **out, char *why, size_t cap)
 {
     DIR *d = opendir(dir);
+    *out = NULL;
     if (!d) {
         snprintf(why, cap, "cannot open %s: %s", dir, strerror(errno));
         return PS_ENOENT;
@@ -280,13 +399,90 @@ int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *out, int max
     if (n) {
         qsort(steps, n, sizeof *steps, s_desc);
     }
+    *out = steps;
+    return (int)n;
+}
+
+int ps_manifest_latest(const char *dir, int64_t *step)
+{
+    char path[4200], line[64] = "";
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return PS_ENOENT;
+    }
+    const int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    long long s;
+    char nl;
+    if (!got || sscanf(line, "step-%lld%c", &s, &nl) != 2 || nl != '\n' || s <= 0) {
+        return PS_ENOENT;
+    }
+    *step = s;
+    return 0;
+}
+
+/* Whether a checkpoint of job id (known) is of top's job or lineage. */
+static int s_kin(const ps_manifest_job_t *top, const char *id)
+{
+    if (!strcmp(top->job_id, id)) {
+        return 1;
+    }
+    for (int i = 0; i < top->nlineage; i++) {
+        if (!strcmp(top->lineage[i].job_id, id)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Why checkpoint step of dir is not one of latest's (top at step top_step,
+ * -1: no latest): into why, returning 1; 0 when it is. */
+static int s_not_kin(const char *dir, int64_t step, int64_t top_step,
+                     const ps_manifest_job_t *top, char *why, size_t cap)
+{
+    char stepdir[1100];
+    ps_manifest_job_t *j = top_step < 0 || !top->job_id[0] ? NULL : malloc(sizeof *j);
+    if (top_step >= 0 && step > top_step) {
+        snprintf(why, cap, "newer than %s/latest (step-%" PRId64 "): not of its job", dir,
+                 top_step);
+        return 1;
+    }
+    snprintf(stepdir, sizeof stepdir, "%s/step-%" PRId64, dir, step);
+    const int other = j && ps_manifest_read_job(stepdir, j, NULL, 0) == 1 && !s_kin(top, j->job_id);
+    if (other) {
+        snprintf(why, cap, "of job %s, not of %s/latest's job %s or the jobs it resumed",
+                 j->job_id, dir, top->job_id);
+    }
+    free(j);
+    return other;
+}
+
+int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *out, int max, char *why,
+                     size_t cap)
+{
+    int64_t *steps, top_step = -1;
+    const int n = s_steps(dir, &steps, why, cap);
+    if (n < 0) {
+        return n;
+    }
     ps_checkpoint_part_t *parts = calloc(PS_MAX_SERVERS, sizeof *parts);
+    ps_manifest_job_t *top = calloc(1, sizeof *top);
+    char stepdir[1100], reason[1500];
+    if (top && ps_manifest_latest(dir, &top_step) == 0) {
+        snprintf(stepdir, sizeof stepdir, "%s/step-%" PRId64, dir, top_step);
+        if (ps_manifest_read_job(stepdir, top, reason, sizeof reason) < 0) {
+            ps_log_warn("resume: %s/latest names step-%" PRId64 ", which is not usable (%s): "
+                        "every checkpoint of %s is weighed", dir, top_step, reason, dir);
+            top_step = -1;
+        }
+    }
     int got = 0;
     snprintf(why, cap, "%s holds no checkpoint (no step-N/manifest.json)", dir);
-    for (size_t i = 0; parts && i < n && got < max; i++) {
-        char stepdir[1100], reason[1500];
+    for (int i = 0; parts && top && i < n && got < max; i++) {
         snprintf(stepdir, sizeof stepdir, "%s/step-%" PRId64, dir, steps[i]);
-        if (ps_manifest_check(stepdir, steps[i], num_params, parts, reason, sizeof reason) > 0) {
+        if (!s_not_kin(dir, steps[i], top_step, top, reason, sizeof reason) &&
+            ps_manifest_check(stepdir, steps[i], num_params, parts, reason, sizeof reason) > 0) {
             out[got++] = steps[i];
         } else {
             ps_log_warn("resume: skipping checkpoint step-%" PRId64 ": %s", steps[i], reason);
@@ -294,9 +490,46 @@ int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *out, int max
                      dir);
         }
     }
+    free(top);
     free(parts);
     free(steps);
     return got;
+}
+
+int ps_manifest_foreign(const char *dir, const char *job_id, char *why, size_t cap)
+{
+    int64_t *steps;
+    char reason[600];
+    const int n = s_steps(dir, &steps, reason, sizeof reason);
+    ps_manifest_job_t *j = n > 0 ? malloc(sizeof *j) : NULL;
+    int64_t first = -1, last = -1;
+    char other[PS_MANIFEST_JOB_ID] = "";
+    for (int i = 0; j && i < n; i++) {
+        char stepdir[1100];
+        snprintf(stepdir, sizeof stepdir, "%s/step-%" PRId64, dir, steps[i]);
+        const int rc = ps_manifest_read_job(stepdir, j, NULL, 0);
+        if (rc < 0 || (rc == 1 && job_id && !strcmp(j->job_id, job_id))) {
+            continue; /* incomplete (no manifest), or this job's own */
+        }
+        if (last < 0) {
+            last = steps[i];
+            snprintf(other, sizeof other, "%s", rc == 1 ? j->job_id : "");
+        }
+        first = steps[i];
+    }
+    free(j);
+    free(steps);
+    if (last < 0) {
+        return 0;
+    }
+    char job[PS_MANIFEST_JOB_ID + 16];
+    snprintf(job, sizeof job, other[0] ? "job %s's" : "an earlier job's", other);
+    if (first == last) {
+        snprintf(why, cap, "%s step-%" PRId64, job, last);
+    } else {
+        snprintf(why, cap, "%s step-%" PRId64 " to step-%" PRId64, job, first, last);
+    }
+    return 1;
 }
 
 int ps_manifest_find(const char *dir, uint64_t num_params, int64_t *step,

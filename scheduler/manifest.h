@@ -13,7 +13,16 @@
  * manifest.json, one line written and read through common/json.h:
  * {"format": "shardps-manifest-1", "step": N, "num_params": P, "servers": S,
  * "workers": M, "parts": [{"file": "server-0.safetensors", "size": BYTES,
- * "crc32": CRC, "key_begin": B, "key_end": E, "version": V}, ...]}.
+ * "crc32": CRC, "key_begin": B, "key_end": E, "version": V}, ...],
+ * "job_id": ID, "lineage": [{"job_id": ID, "step": N}, ...], "config_hash":
+ * H, "config": {"lr": "0.05", ...}}: the job that wrote it, the jobs it was
+ * resumed from (oldest first, each with the step it was resumed at) and the
+ * flags a resume must keep (common/job.h, ps_job_resume_fields). Manifests
+ * written before these four fields are read as of an unknown job.
+ *
+ * A directory's checkpoints are those of the job DIR/latest names and of
+ * its lineage, at latest's step or before: a newer step, or another job's,
+ * is skipped with its reason.
  * No sockets; one thread.
  */
 #ifndef PS_SCHEDULER_MANIFEST_H
@@ -22,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/job.h"
 #include "proto/codec.h"
 
 #ifdef __cplusplus
@@ -30,10 +40,42 @@ extern "C" {
 
 typedef struct ps_manifest ps_manifest_t;
 
+/* Jobs a lineage holds at most; older ancestors are dropped first. */
+enum { PS_MANIFEST_MAX_LINEAGE = 32, PS_MANIFEST_JOB_ID = 64 };
+
+/* The job a checkpoint belongs to, as its manifest records it. */
+typedef struct {
+    char job_id[PS_MANIFEST_JOB_ID]; /* the job that wrote it; "" = not recorded */
+    int nlineage;                    /* jobs it was resumed from, oldest first */
+    struct {
+        char job_id[PS_MANIFEST_JOB_ID]; /* "" = not recorded */
+        int64_t step;                    /* the step it was resumed at */
+    } lineage[PS_MANIFEST_MAX_LINEAGE];
+    int has_config;                  /* config and config_hash were recorded */
+    char config_hash[PS_JOB_HASH_LEN + 1];     /* ps_job_resume_hash of config */
+    ps_job_field_t config[PS_JOB_RESUME_FIELDS]; /* the flags a resume must keep */
+} ps_manifest_job_t;
+
 /* A tracker of the parts of the checkpoints of a job with these servers
- * (view: borrowed, must outlive it; its checkpoint_dir is DIR). Returns 0 or
- * PS_ENOMEM. Caller owns *out; destroy with ps_manifest_destroy(). */
-int ps_manifest_new(ps_manifest_t **out, const ps_view_t *view);
+ * (view: borrowed, must outlive it; its checkpoint_dir is DIR) whose
+ * manifests record job (borrowed, must outlive it; read at each write, so
+ * its owner may fill it in later). Returns 0 or PS_ENOMEM. Caller owns
+ * *out; destroy with ps_manifest_destroy(). */
+int ps_manifest_new(ps_manifest_t **out, const ps_view_t *view, const ps_manifest_job_t *job);
+
+/* The job recorded in checkpoint stepdir's manifest into *out (all zero
+ * when it records none). Returns 1 when it records one, 0 when it is an
+ * older manifest without it, or PS_EIO / PS_ENOENT / PS_EPROTO with a
+ * reason in why (may be NULL). */
+int ps_manifest_read_job(const char *stepdir, ps_manifest_job_t *out, char *why, size_t cap);
+
+/* The step DIR/latest names (a "step-N" line). Returns 0 or PS_ENOENT. */
+int ps_manifest_latest(const char *dir, int64_t *step);
+
+/* Whether dir holds a checkpoint of a job other than job_id (NULL: any job
+ * is another): 1 with a one-line description of them in why ("job X's
+ * step-50 to step-450"), else 0 (no directory, or no manifest in it). */
+int ps_manifest_foreign(const char *dir, const char *job_id, char *why, size_t cap);
 
 /* NULL-safe; sets *m to NULL. */
 void ps_manifest_destroy(ps_manifest_t **m);
@@ -48,9 +90,10 @@ int ps_manifest_add(ps_manifest_t *m, int rank, const ps_checkpoint_part_t *part
 /*
  * The checkpoints of dir whose manifests check out (ps_manifest_check) for
  * a model of num_params (0: any), newest first: at most max steps into
- * steps. Each one skipped is logged with its reason. Returns how many (0:
- * none, with why saying so), or PS_ENOENT when dir cannot be opened (why
- * names it).
+ * steps; only those of DIR/latest's job and lineage, at its step or before
+ * (all of them when latest is missing or names no checkpoint). Each one
+ * skipped is logged with its reason. Returns how many (0: none, with why
+ * saying so), or PS_ENOENT when dir cannot be opened (why names it).
  */
 int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *steps, int max, char *why,
                      size_t cap);

@@ -236,6 +236,19 @@ void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag,
     pthread_mutex_unlock(&o->mu);
 }
 
+int64_t ps_sched_obs_last_step(ps_sched_obs_t *o)
+{
+    int64_t last = 0;
+    pthread_mutex_lock(&o->mu);
+    for (int i = o->ops->cfg->servers; i < o->nnodes; i++) { /* servers first: their
+                                                              step is a version */
+        last = o->nodes[i].reported && o->nodes[i].report.step > last ? o->nodes[i].report.step
+                                                                       : last;
+    }
+    pthread_mutex_unlock(&o->mu);
+    return last;
+}
+
 void ps_sched_obs_message(ps_sched_obs_t *o, int type)
 {
     int known = type > 0 && type <= PS_MSG_TYPE_MAX && o->messages[type];

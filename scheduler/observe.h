@@ -47,6 +47,9 @@ void ps_sched_obs_heartbeat(ps_sched_obs_t *o, int i, const char *tag,
 /* A message of type arrived (counted by type). */
 void ps_sched_obs_message(ps_sched_obs_t *o, int type);
 
+/* The furthest step a worker's heartbeat reported, 0 before any. */
+int64_t ps_sched_obs_last_step(ps_sched_obs_t *o);
+
 /* The job ended (before its summary is written): a scrape from now on has
  * the final values. */
 void ps_sched_obs_mark_end(ps_sched_obs_t *o);

@@ -211,6 +211,39 @@ int ps_scheduler_phase_event(ps_scheduler_t *s, ps_phase_event_t ev)
     return 0;
 }
 
+/* The signal that asked the scheduler to stop (SIGINT, SIGTERM, SIGHUP), 0
+ * none. The one mutable global: a signal handler can reach nothing else. */
+static volatile sig_atomic_t s_stop_signal;
+
+static void s_on_stop_signal(int sig)
+{
+    s_stop_signal = sig;
+}
+
+/* While the loop runs, SIGINT, SIGTERM and SIGHUP end the job with its
+ * summary (the loop sees s_stop_signal within 100 ms); a second one, or one
+ * after the loop (on: 0), acts at once as before. */
+static void s_catch_stop_signals(int on)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? s_on_stop_signal : SIG_DFL;
+    sa.sa_flags = on ? SA_RESETHAND : 0;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* The exit status of a job that ended in phase p. */
+static int s_exit_status(const ps_scheduler_t *s)
+{
+    return s->facts.phase == PS_PHASE_FINISHED ? (s->no_progress[0] ? PS_EXIT_NO_PROGRESS : 0)
+           : s->failure_usage                  ? 2
+           : s_stop_signal                     ? 128 + s_stop_signal
+                                               : 1;
+}
+
 /* The summary (scheduler/summary.h), with what the modules and the sockets
  * keep of the job. */
 static int s_summary_write(ps_scheduler_t *s)
@@ -221,6 +254,11 @@ static int s_summary_write(ps_scheduler_t *s)
         .preflight = s->preflight,
         .joins = ps_join_count(s->join),
         .restarts = ps_restart_count(s->restart),
+        .ckpt = s->ckpt,
+        .signal = s_stop_signal,
+        .no_progress = s->no_progress[0] ? s->no_progress : NULL,
+        .last_step = s->obs ? ps_sched_obs_last_step(s->obs) : 0,
+        .exit_code = s_exit_status(s),
     };
     if (s->ctx) {
         ps_ctx_bytes(s->ctx, from.sent, from.received);
@@ -631,6 +669,16 @@ static int s_finish(ps_scheduler_t *s)
 {
     ps_sched_obs_tick(s->obs, ps_failover_counts(s->failover));
     ps_sched_obs_mark_end(s->obs);
+    char why[256];
+    if (ps_summary_no_progress(&s->ops, why, sizeof why)) {
+        if (s->cfg->no_progress_warn) {
+            ps_log_warn("no progress: %s (--on-no-progress warn: the job ends ok)", why);
+        } else {
+            snprintf(s->no_progress, sizeof s->no_progress, "%s", why);
+            ps_log_err("job ended with no progress: %s (--on-no-progress warn lets it end "
+                       "ok)", why);
+        }
+    }
     int written = s_summary_write(s); /* ps_scheduler_fail wrote a failed job's */
     ps_sched_obs_status_final(s->obs);
     ps_scheduler_save_state(s);
@@ -638,7 +686,7 @@ static int s_finish(ps_scheduler_t *s)
     sd.reason = (char *)"job finished";
     ps_scheduler_send_all(s, PS_MSG_SHUTDOWN, &sd.base);
     ps_sched_obs_hold(s->obs, s->cfg->metrics_hold);
-    return written == 0 ? 0 : 1;
+    return written == 0 ? s_exit_status(s) : 1;
 }
 
 int ps_scheduler_run(const ps_scheduler_config_t *cfg)
@@ -649,6 +697,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         return 1;
     }
     ps_identity_init(&s.id, cfg->job_id, &cfg->job, cfg->servers, cfg->workers, &cfg->secret);
+    ps_ckpt_set_job(s.ckpt, s.id.job_id);
     if (!cfg->secret.set) {
         ps_log_warn("no job secret (--secret-file): any process that reaches %s may register "
                     "as a node of this job", s.endpoint);
@@ -663,7 +712,12 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     }
     s.facts.t_start = ps_now();
     s.next_wait_log = s.facts.t_start + PS_LINK_WAIT_LOG_SECONDS;
+    s_catch_stop_signals(1);
     while (s.facts.phase != PS_PHASE_FINISHED && s.facts.phase != PS_PHASE_FAILED) {
+        if (s_stop_signal) {
+            ps_scheduler_fail(&s, "interrupted by SIG%s", sigabbrev_np(s_stop_signal));
+            break;
+        }
         ps_pollitem_t its[2] = {{.sock = s.router}, {.sock = s.monitor}};
         int rc = ps_poll(its, s.monitor ? 2 : 1, 100);
         if (rc < 0) {
@@ -683,8 +737,9 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_ratelog_tick(s.drops);
         ps_sched_obs_tick(s.obs, ps_failover_counts(s.failover));
     }
+    s_catch_stop_signals(0);
     ps_members_leave_flush(&s);
-    const int status = s.facts.phase == PS_PHASE_FINISHED ? s_finish(&s) : s.failure_usage ? 2 : 1;
+    const int status = s.facts.phase == PS_PHASE_FINISHED ? s_finish(&s) : s_exit_status(&s);
     s_close(&s, status);
     return status;
 }

@@ -56,17 +56,30 @@ typedef struct {
     const char *advertise;     /* this host's address toward the job's other hosts, for
                                   the nodes here that reach us over loopback; NULL = the
                                   local end of our route to a node on another host */
+    unsigned resume_override;  /* --resume-override: bit i lets resume field i
+                                  (common/job.h, ps_job_resume_fields) differ from the
+                                  checkpoint's */
+    int no_progress_warn;      /* --on-no-progress warn: a job at chance ends ok, warned */
 } ps_scheduler_config_t;
 
+/* The exit status of a job that finished at chance (docs/usage.md). */
+#define PS_EXIT_NO_PROGRESS 4
+
 /* Runs a whole job. Returns the process exit status: 0 when the job finished,
- * 1 when it was aborted (the reason is logged), 2 when --resume found
- * nothing to resume (every checkpoint refused). Blocks until then. */
+ * PS_EXIT_NO_PROGRESS when it finished at chance (without --on-no-progress
+ * warn), 1 when it was aborted (the reason is logged), 2 when --resume found
+ * nothing to resume (every checkpoint refused), 128 + N when signal N
+ * (SIGINT, SIGTERM, SIGHUP) stopped it. Each writes the summary. Blocks
+ * until then. */
 int ps_scheduler_run(const ps_scheduler_config_t *cfg);
 
 /* Before the job: --resume DIR (without --resume-or-start) must name a
  * directory holding a checkpoint manifest that reads, or a saved job's
- * state. Reads only DIR's manifests; creates nothing. Returns 0, or
- * PS_ENOENT with a one-line reason in why. */
+ * state, and the checkpoint it resumes from must have been written with
+ * this job's flags but those --resume-override names; --checkpoint-dir
+ * without --resume must hold no other job's checkpoint. Reads only DIR's
+ * manifests; creates nothing. Returns 0, or PS_ENOENT / PS_EINVAL with a
+ * one-line reason in why. */
 int ps_scheduler_check_resume(const ps_scheduler_config_t *cfg, char *why, size_t cap);
 
 #ifdef __cplusplus

@@ -77,6 +77,7 @@ struct ps_scheduler {
                          step from server 0 (members.c); FIFO */
     int nleaves;
     int failure_usage; /* the failure is the flags' (ps_scheduler_fail_usage): exit 2 */
+    char no_progress[256]; /* a finished job at chance: why (exit PS_EXIT_NO_PROGRESS) */
     ps_ratelog_t *drops; /* log lines of dropped messages, one per peer and reason */
     ps_sched_ops_t ops;  /* what the modules may do (ops.c) */
     /* the modules' (opaque; each changes only its own) */

@@ -6,6 +6,7 @@
  */
 #include "scheduler/summary.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -129,9 +130,16 @@ static void s_outcome(json_t *doc, const ps_sched_ops_t *ops, const ps_summary_f
     s_set(doc, "build", ps_json_text(from->id->build), failed);
     s_set(doc, "registrations_refused", json_integer((json_int_t)f->registrations_refused),
           failed);
-    s_set(doc, "status", json_string(finished ? "ok" : f->diverged ? "diverged" : "failed"),
-          failed);
-    s_set(doc, "failure", finished ? json_null() : ps_json_text(f->failure), failed);
+    const char *status = finished       ? (from->no_progress ? "no_progress" : "ok")
+                         : f->diverged  ? "diverged"
+                         : from->signal ? "interrupted"
+                                        : "failed";
+    const char *cause = finished ? from->no_progress : f->failure;
+    s_set(doc, "status", json_string(status), failed);
+    s_set(doc, "failure", cause ? ps_json_text(cause) : json_null(), failed);
+    s_set(doc, "exit_code", json_integer(from->exit_code), failed);
+    s_set(doc, "last_step", json_integer((json_int_t)from->last_step), failed);
+    s_set(doc, "resume", from->ckpt ? ps_ckpt_json(from->ckpt) : json_null(), failed);
     s_set(doc, "lost", f->lost[0] ? ps_json_text(f->lost) : json_null(), failed);
     json_t *nodes = json_array(), *reports = json_array();
     for (int i = 0; i < s_nnodes(ops); i++) {
@@ -388,6 +396,39 @@ static void s_results(json_t *doc, const ps_sched_ops_t *ops, const ps_summary_f
         *failed += json_object_set_new(doc, "test_auc_per_epoch", auc) != 0;
         *failed += json_object_set_new(doc, "test_logloss", ps_json_real(t->logloss, 6)) != 0;
     }
+}
+
+int ps_summary_no_progress(const ps_sched_ops_t *ops, char *why, size_t cap)
+{
+    const ps_view_t *v = ops->view(ops->core);
+    const Shardps__Done *w0 = s_done(ops, 0);
+    const double uniform = log(10.0); /* the loss of a uniform guess over 10 classes */
+    if (v->steps_per_epoch <= 0 || v->total_steps < v->steps_per_epoch || !w0->steps) {
+        return 0; /* less than an epoch, or no report from worker 0: not judged */
+    }
+    if (ps_job_has_rows(&ops->cfg->job)) { /* ranked: judged by its AUC alone */
+        const double auc = w0->n_test_auc ? w0->test_auc[w0->n_test_auc - 1] : 1;
+        if (auc <= PS_SUMMARY_CHANCE_AUC) {
+            snprintf(why, cap, "test AUC %.4f is at chance (<= %.2f)", auc,
+                     PS_SUMMARY_CHANCE_AUC);
+            return 1;
+        }
+        return 0;
+    }
+    if (w0->n_test_accuracy) {
+        const double acc = w0->test_accuracy[w0->n_test_accuracy - 1];
+        if (acc <= PS_SUMMARY_CHANCE_ACCURACY) {
+            snprintf(why, cap, "test accuracy %.4f is at chance (<= %.2f for 10 "
+                     "classes)", acc, PS_SUMMARY_CHANCE_ACCURACY);
+            return 1;
+        }
+    }
+    if (!(w0->final_loss < uniform)) {
+        snprintf(why, cap, "training loss %.4f is not below a uniform guess's "
+                 "(%.4f)", w0->final_loss, uniform);
+        return 1;
+    }
+    return 0;
 }
 
 /* Writes doc as the file path with SIGTERM, SIGINT and SIGHUP held: a failed

@@ -2,8 +2,9 @@
  * scheduler/summary.h - the end-of-job summary.
  *
  * When the event loop ends the scheduler writes one "summary:" log line (a
- * finished job only) and, with --summary FILE, a JSON file, finished or
- * failed; its fields are documented in README.md, "The summary JSON". The
+ * finished job only) and, with --summary FILE, a JSON file, however the job
+ * ended: ok, no_progress, failed, diverged or interrupted (a signal), with
+ * the cause and the last step; its fields are in docs/observe.md. The
  * JSON is built in memory and written atomically, so a reader never sees half
  * of it. The summary reads the core through its ops (rows, view, facts) and
  * the rest from what the core hands it (ps_summary_from_t); it changes
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "proto/codec.h"
+#include "scheduler/ckpt.h"
 #include "scheduler/failover.h"
 #include "scheduler/identity.h"
 #include "scheduler/module.h"
@@ -41,7 +43,22 @@ typedef struct {
     uint64_t sent[PS_BYTE_TYPES], received[PS_BYTE_TYPES];
     uint64_t secure_refused;         /* connections the scheduler's ZAP handler
                                         refused: ps_ctx_refused(ctx) */
+    const ps_ckpt_t *ckpt;           /* the resume it made (scheduler/ckpt.h) */
+    int signal;                      /* the signal that interrupted the job; 0 none */
+    const char *no_progress;         /* a finished job at chance: why; NULL when not,
+                                        or under --on-no-progress warn */
+    int64_t last_step;               /* the furthest step a worker reported */
+    int exit_code;                   /* the scheduler's exit status */
 } ps_summary_from_t;
+
+/* Whether a finished job made no progress: it trained at least one epoch
+ * (the view's steps) and worker 0's last test accuracy is at most
+ * PS_SUMMARY_CHANCE_ACCURACY (10 classes), its test AUC at most
+ * PS_SUMMARY_CHANCE_AUC, or its training loss is not below a uniform
+ * guess's over 10 classes (ln 10). Returns 1 with the reason in why, else 0. */
+#define PS_SUMMARY_CHANCE_ACCURACY 0.15
+#define PS_SUMMARY_CHANCE_AUC 0.52
+int ps_summary_no_progress(const ps_sched_ops_t *ops, char *why, size_t cap);
 
 /* Logs the summary line when the job finished (ops' phase FINISHED) and
  * writes ops->cfg->summary if set: the settings always, a finished job's

@@ -203,8 +203,8 @@ done
 
 # --- output paths: every one checked at start, before any training ----------------
 touch "$TMP/a-file"
-bad "scheduler --summary in a missing directory" "--summary $TMP/no-dir/s.json" \
-    "$SCHED" --summary "$TMP/no-dir/s.json"
+bad "scheduler --summary under a file" "--summary $TMP/a-file/s.json: cannot make its directory" \
+    "$SCHED" --summary "$TMP/a-file/s.json"
 bad "scheduler --summary is a directory" "--summary $TMP: not a file name" \
     "$SCHED" --summary "$TMP"
 bad "scheduler --checkpoint-dir under a file" "--checkpoint-dir $TMP/a-file/ck" \
@@ -218,20 +218,23 @@ bad "worker --save-model in a missing directory" "--save-model $TMP/no-dir/m.saf
 bad "bench compute --json in a missing directory" "--json $TMP/no-dir/c.json" \
     "$SPS_BUILD/bench/shardps-bench" compute --json "$TMP/no-dir/c.json"
 # Through the launcher: bad usage (2), no node started, no step trained. The
-# time is printed, not judged (timings are the bench's).
+# time is printed, not judged (timings are the bench's). --summary makes its
+# missing directory: under a file it cannot.
 for flag in --summary --dump-params --checkpoint-dir; do
     N=$((N + 1))
     extra=()
+    out=$TMP/no-dir/out
     [ "$flag" = --checkpoint-dir ] && extra=(--checkpoint-every 5)
+    [ "$flag" = --summary ] && out=$TMP/a-file/out
     t0=$(date +%s.%N)
-    timeout 30 "$LAUNCH" --servers 2 --workers 2 "$flag" "$TMP/no-dir/out" "${extra[@]}" \
+    timeout 30 "$LAUNCH" --servers 2 --workers 2 "$flag" "$out" "${extra[@]}" \
         >"$TMP/out" 2>"$TMP/err"
     rc=$?
     t1=$(date +%s.%N)
-    [ $rc -eq 2 ] || fail "launch $flag in a missing directory: exit $rc, expected 2: $(cat "$TMP/err")"
-    grep -q -- "$flag $TMP/no-dir/out" "$TMP/err" || fail "launch $flag: no line naming the path: $(cat "$TMP/err")"
+    [ $rc -eq 2 ] || fail "launch $flag $out: exit $rc, expected 2: $(cat "$TMP/err")"
+    grep -q -- "$flag $out" "$TMP/err" || fail "launch $flag: no line naming the path: $(cat "$TMP/err")"
     ! grep -Eq " (S[0-9]|W[0-9]) |job started" "$TMP/err" ||
         fail "launch $flag: a node or the job started: $(cat "$TMP/err")"
-    echo "ok $N - launch $flag in a missing directory: exit 2 in $(echo "$t1 - $t0" | bc) s, before any node"
+    echo "ok $N - launch $flag $out: exit 2 in $(echo "$t1 - $t0" | bc) s, before any node"
 done
 echo "ok: $N cases"

@@ -13,7 +13,8 @@
 # checkpoint must hold pending sightings (keys seen once, no row yet); that
 # one is also resumed on 3 servers (the rows re-cut by their keys' hashes),
 # bitwise again. A resume whose job does not match the rows (another
-# --min-count, a --max-rows they do not fit) fails with exit 1, a server's
+# --min-count, a --max-rows they do not fit; let past the scheduler's own
+# check of the flags with --resume-override) fails with exit 1, a server's
 # one line naming the checkpoint and what differs, and trains nothing. Last, S1 killed
 # after checkpoint step-20 of the --min-count 2 job with a spare waiting:
 # the spare loads S1's rows, S0 reloads its own, every node rolls back, and
@@ -150,9 +151,10 @@ refused() {
         fail "$1: no one-line reason: $(grep -E ' [EW] ' "$TMP/$1.log")"
     [ ! -e "$TMP/$1.f32" ] || fail "$1: refused, yet the job trained"
 }
-resume other_filter filter 2 --min-count 3
+# (the scheduler refuses these flags up front; overridden, the servers do)
+resume other_filter filter 2 --min-count 3 --resume-override min-count
 refused other_filter "server-[01].safetensors: rows of --min-count 2, the job's is 3"
-resume too_many filter 2 --min-count 2 --max-rows 100
+resume too_many filter 2 --min-count 2 --max-rows 100 --resume-override max-rows
 refused too_many ": [0-9]* rows for this server, more than the job's --max-rows 100"
 echo "ok - rows of another layout refused:" \
     "$(grep -o 'S[01] E cannot resume: .*' "$TMP/other_filter.log" | head -1)"

@@ -166,10 +166,11 @@ print("trace: %d events, %d pushes inside their steps" % (len(ev), len(pushes)))
 PYEOF
 
 # ---- 3. a long run stays within the trace's budget ----
-#    SIGUSR1 writes a worker's file while it runs.
+#    SIGUSR1 writes a worker's file while it runs. (Batch 8 at the default
+#    rate ends at chance: judged by the trace, not by its accuracy.)
 SHARDPS_PROGRESS=0.2 start long "$LAUNCH" --servers 1 --workers 1 --batch 8 --epochs 2 \
     --max-steps 10000 --plot none --trace "$TMP/long.json" --trace-kib 64 \
-    --log-file "$TMP/long.all"
+    --log-file "$TMP/long.all" --on-no-progress warn
 LPID=$LAST_PID
 for i in $(seq 1 300); do
     grep -Eq "step=[0-9]+/" "$TMP/long.log" && break

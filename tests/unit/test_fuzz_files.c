@@ -529,7 +529,8 @@ static void s_base_manifest(const char *stepdir, s_buf_t *text)
     snprintf(v->checkpoint_dir, sizeof v->checkpoint_dir, "%s", s_dir);
     ck_assert_int_eq(mkdir(stepdir, 0777), 0);
     ps_manifest_t *m = NULL;
-    ck_assert_int_eq(ps_manifest_new(&m, v), 0);
+    static const ps_manifest_job_t job; /* a job that records nothing */
+    ck_assert_int_eq(ps_manifest_new(&m, v, &job), 0);
     for (int r = 0; r < 2; r++) {
         ps_checkpoint_part_t p = {.step = S_STEP, .begin = 6 * (uint64_t)r,
                                   .end = 6 * (uint64_t)r + 6, .version = S_STEP};
