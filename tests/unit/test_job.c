@@ -348,6 +348,34 @@ START_TEST(new_ids_differ)
 }
 END_TEST
 
+START_TEST(resume_fields_name_the_arithmetic_in_flag_text)
+{
+    ps_job_t a, b;
+    ps_job_field_t fa[PS_JOB_RESUME_FIELDS], fb[PS_JOB_RESUME_FIELDS];
+    char ha[PS_JOB_HASH_LEN + 1], hb[PS_JOB_HASH_LEN + 1];
+    ps_job_defaults(&a);
+    b = a;
+    b.epochs = a.epochs + 5; /* may change on a resume: not a field */
+    b.max_steps = 7;
+    ps_job_resume_fields(&a, fa);
+    ps_job_resume_fields(&b, fb);
+    ps_job_resume_hash(fa, ha, sizeof ha);
+    ps_job_resume_hash(fb, hb, sizeof hb);
+    ck_assert_str_eq(ha, hb);
+    ck_assert_int_eq(ps_job_resume_index("epochs"), -1);
+    const int lr = ps_job_resume_index("lr");
+    ck_assert_int_ge(lr, 0);
+    ck_assert_str_eq(fa[lr].flag, "lr");
+    ck_assert_str_eq(fa[lr].value, "0.05"); /* the shortest text that reads back */
+    b.lr = 0.5;
+    ps_job_resume_fields(&b, fb);
+    ps_job_resume_hash(fb, hb, sizeof hb);
+    ck_assert_str_ne(ha, hb);
+    ck_assert_str_eq(fb[lr].value, "0.5");
+    ck_assert_str_eq(fa[ps_job_resume_index("mode")].value, "sync");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("job");
@@ -366,6 +394,7 @@ int main(void)
     tcase_add_test(tc, hash_tells_configurations_apart_and_is_stable);
     tcase_add_test(tc, async_momentum_lowers_momentum_and_keeps_the_step);
     tcase_add_test(tc, new_ids_differ);
+    tcase_add_test(tc, resume_fields_name_the_arithmetic_in_flag_text);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
