@@ -81,9 +81,8 @@ static void s_on_release(void *ctx, void *frame)
     ps_intake_release(((ps_server_t *)ctx)->intake, frame);
 }
 
-/* The rows gradient of a step (or an async push), applied, as the dense
- * updates after the replicas have it; the cap's refusals warned of at the
- * 1st, 2nd, 4th ... call that has some. */
+/* The rows gradient of a step (or an async push), sent to the replicas and applied; the
+ * cap's refusals warned of at the 1st, 2nd, 4th ... call that has some. */
 static void s_on_apply_rows(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
                             float lr, float scale, int64_t t)
 {
