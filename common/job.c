@@ -242,6 +242,17 @@ float ps_job_row_bound(const ps_job_t *job)
     return 1.0f / sqrtf((float)(job->embed_dim > 0 ? job->embed_dim : 1));
 }
 
+uint64_t ps_job_rows_frame_max(const ps_job_t *job)
+{
+    if (!ps_job_has_rows(job)) {
+        return 0;
+    }
+    const uint64_t samples = job->batch > PS_JOB_EVAL_BATCH ? (uint64_t)job->batch
+                                                            : PS_JOB_EVAL_BATCH;
+    return samples * PS_JOB_ROW_FIELDS *
+           (sizeof(uint64_t) + (uint64_t)job->embed_dim * sizeof(float));
+}
+
 /* What a job with embedding rows needs beyond a dense one's checks. */
 static int s_validate_rows(const ps_job_t *job, char *err, size_t errlen)
 {

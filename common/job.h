@@ -207,6 +207,19 @@ static inline int ps_job_has_servers(const ps_job_t *job)
  * dense layer's input, whatever its width. */
 float ps_job_row_bound(const ps_job_t *job);
 
+/* The click model's categorical fields (Criteo's C1..C26): one key each per
+ * sample. */
+#define PS_JOB_ROW_FIELDS 26
+
+/* Samples a worker evaluates at once: the model's batch buffers hold at
+ * least this many. */
+#define PS_JOB_EVAL_BATCH 256
+
+/* The longest rows message of the job, in bytes: a step's keys (or an
+ * evaluation chunk's), each with its row. A server's socket must take it.
+ * 0 for a job without rows. */
+uint64_t ps_job_rows_frame_max(const ps_job_t *job);
+
 /* Whether the job's model has embedding rows (--model ctr): rows are pulled
  * and pushed by key, beside the dense parameters. */
 static inline int ps_job_has_rows(const ps_job_t *job)

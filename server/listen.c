@@ -39,15 +39,15 @@ int ps_listen_check(ps_ctx_t *ctx, const char *bind, char *err, size_t errlen)
 /* The limits must be set before the bind: ZeroMQ copies a socket's options
  * into its listener then. */
 int ps_listen_open(ps_ctx_t *ctx, const char *bind, ps_range_t shard, uint32_t push_dtype,
-                   ps_sock_t **out, char *bound, size_t cap, char *err, size_t errlen)
+                   uint64_t rows_frame, ps_sock_t **out, char *bound, size_t cap, char *err, size_t errlen)
 {
     char why[128] = "";
     /* a top-k push of every key (topk:1) is 4 + 4 bytes a key */
     const uint64_t n = ps_range_len(shard);
-    const uint64_t push = ps_wire_payload_len(push_dtype, n, n);
-    const long long max_frame =
-        (long long)(push > n * sizeof(float) ? push : n * sizeof(float)) +
-        PS_LISTEN_FRAME_HEADROOM;
+    uint64_t longest = ps_wire_payload_len(push_dtype, n, n);
+    longest = longest > n * sizeof(float) ? longest : n * sizeof(float);
+    longest = longest > rows_frame ? longest : rows_frame;
+    const long long max_frame = (long long)longest + PS_LISTEN_FRAME_HEADROOM;
     const uint64_t queue = PS_REPLY_REQUESTS_IN_FLIGHT * (ps_reply_parts(shard) + 1) * 2;
     int rc = ps_sock_new(ctx, PS_SOCK_ROUTER, out, why, sizeof why);
     if (rc == 0) {

@@ -34,16 +34,17 @@ int ps_listen_check(ps_ctx_t *ctx, const char *bind, char *err, size_t errlen);
 /*
  * A ROUTER of ctx bound at bind for shard, whose pushes carry push_dtype:
  * ZeroMQ drops a frame bigger than the largest legitimate one (a push of the
- * whole shard) at its header, before allocating it, and queues as many
- * messages per peer as its requests in flight can be answered with; its
- * connections are on PS_LISTEN_IO_THREAD. The
- * endpoint bound goes in bound. The port of ps_listen_check() may take a
- * moment to be free again: retried for 2 s. Returns 0, or a PS_E* with
- * "cannot bind ..." in err. Caller owns *out; destroy with
- * ps_sock_destroy().
+ * whole shard, or a rows message of rows_frame bytes, ps_job_rows_frame_max)
+ * at its header, before allocating it, and queues as many messages per peer
+ * as its requests in flight can be answered with; its connections are on
+ * PS_LISTEN_IO_THREAD. The endpoint bound goes in bound. The port of
+ * ps_listen_check() may take a moment to be free again: retried for 2 s.
+ * Returns 0, or a PS_E* with "cannot bind ..." in err. Caller owns *out;
+ * destroy with ps_sock_destroy().
  */
 int ps_listen_open(ps_ctx_t *ctx, const char *bind, ps_range_t shard, uint32_t push_dtype,
-                   ps_sock_t **out, char *bound, size_t cap, char *err, size_t errlen);
+                   uint64_t rows_frame, ps_sock_t **out, char *bound, size_t cap, char *err,
+                   size_t errlen);
 
 #ifdef __cplusplus
 }

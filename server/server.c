@@ -637,7 +637,8 @@ static int s_setup(ps_server_t *s, char *err, size_t errlen)
 static int s_listen(ps_server_t *s, char *err, size_t errlen)
 {
     char bound[128], advertise[PS_ENDPOINT_MAX];
-    int rc = ps_listen_open(s->ctx, s->cfg->bind, s->shard, s->push_dtype, &s->router, bound,
+    int rc = ps_listen_open(s->ctx, s->cfg->bind, s->shard, s->push_dtype,
+                            ps_job_rows_frame_max(&s->view->job), &s->router, bound,
                             sizeof bound, err, errlen);
     if (rc != 0) {
         return rc;

@@ -61,7 +61,8 @@ static int s_build_ctr(ps_worker_t *w, int max_batch)
 static int s_build_model(ps_worker_t *w)
 {
     const ps_job_t *j = &w->job;
-    int max_batch = j->batch > 256 ? j->batch : 256; /* evaluation runs in bigger chunks */
+    /* evaluation runs in bigger chunks */
+    int max_batch = j->batch > PS_JOB_EVAL_BATCH ? j->batch : PS_JOB_EVAL_BATCH;
     if (ps_job_has_rows(j) != (w->cfg->ctr_data != NULL)) {
         snprintf(w->err, sizeof w->err, w->cfg->ctr_data
                      ? "--ctr-data is for --model ctr; this job trains %s"

@@ -17,13 +17,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/job.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 enum {
     PS_CTR_NUM = 13, /* numeric fields per sample (Criteo's I1..I13) */
-    PS_CTR_CAT = 26, /* categorical fields per sample (C1..C26) */
+    PS_CTR_CAT = PS_JOB_ROW_FIELDS, /* categorical fields per sample (C1..C26) */
     PS_CTR_FIELDS = 1 + PS_CTR_NUM + PS_CTR_CAT, /* columns of a line, label first */
 };
 

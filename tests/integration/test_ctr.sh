@@ -6,7 +6,8 @@
 #   bitwise, with rows pushed to both servers; two identical 2x2 sync runs
 #   are bitwise identical, and equal 1x1 with the same global batch (one
 #   worker summing 2 micro-batches as a server sums 2 workers);
-# - async, ssp:1 and sync:1/2 (2x2), and ftrl and sgd, end ok with a finite
+# - async, ssp:1 and sync:1/2 (2x2), ftrl and sgd, and rows messages much
+#   longer than a push of the dense shard, end ok with a finite
 #   test AUC in (0, 1] and a log loss in the summary, and "job ok ...
 #   test_auc=" as the last line on stdout;
 # - the ring's variants (--mode allreduce --ring-rows dense|allgather, the
@@ -78,6 +79,9 @@ ctr ssp 2 2 --mode ssp:1
 ctr backup 2 2 --mode sync:1/2
 ctr ftrl 2 2 --optimizer ftrl --lr-schedule constant --l1 0.01 --l2 0.01
 ctr sgd 2 2 --optimizer sgd
+# a small dense shard and a big batch: a rows message is many times longer
+# than a push of the shard, and the servers take it
+ctr narrow 2 1 --hidden 8 --batch 1024 --max-steps 10 --timeout 120
 
 # ---- 3. the ring's variants: the rows in every worker's own table ------------
 ring() {
