@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/error.h"
 
@@ -118,6 +119,11 @@ int ps_worker_build(ps_worker_t *w)
         return PS_ENOMEM;
     }
     int rc = s_build_model(w);
+    const double slow = w->cfg->fault_slow_build;
+    if (rc == 0 && slow > 0) {
+        nanosleep(&(struct timespec){(time_t)slow, (long)((slow - (double)(time_t)slow) * 1e9)},
+                  NULL);
+    }
     char why[256];
     int lost = ps_link_keepalive_stop(w->link, why, sizeof why);
     if (rc == 0 && lost != 0) {

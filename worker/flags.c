@@ -74,6 +74,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
         {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers undo an update that would overflow), then the real one (-1 = never)"},
+        {"fault-slow-build", PS_FLAG_DOUBLE, &c->fault_slow_build, "SECONDS", "testing: building the model takes this much longer (the heartbeats go on meanwhile; 0 = no delay)"},
         {"fault-nan-push", PS_FLAG_INT, &c->fault_nan_push, "STEP", "testing: at step STEP first push a NaN gradient, which the servers must refuse, then the real one (-1 = never)"},
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},
         {"eval-every", PS_FLAG_INT, &c->eval_every, "STEPS", "worker 0 also logs the test accuracy every STEPS steps within an epoch (time to accuracy finer than an epoch; 0 = only at epoch ends)"},
@@ -138,6 +139,8 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
                               PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("fault-nan-push", c->fault_nan_push, -1, INT_MAX, PS_RANGE_CLOSED,
                               err, errlen) ||
+        ps_config_check_range("fault-slow-build", c->fault_slow_build, 0, PS_CONFIG_MAX_SECONDS,
+                              PS_RANGE_CLOSED, err, errlen) ||
         ps_config_check_range("eval-every", c->eval_every, 0, INT_MAX, PS_RANGE_CLOSED, err,
                               errlen)) {
         /* err says which */

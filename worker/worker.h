@@ -54,6 +54,8 @@ typedef struct {
     const char *keys;        /* --secure: the job's key directory (shardps-keygen) */
     int fault_nan_push;      /* testing: at this step a NaN push the servers must refuse
                                 goes before the real ones; -1 = never */
+    double fault_slow_build; /* testing: seconds more the model's building takes (the
+                                heartbeats must go on meanwhile); 0 = none */
     int fault_huge_push;     /* testing: at this step 5 pushes of 3e38 to keys [0, 4) (async:
                                 the servers apply the first and undo the others) before the
                                 real one; -1 = never */
