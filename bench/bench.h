@@ -40,6 +40,7 @@ int ps_bench_checkpoint_main(int argc, char **argv);
 int ps_bench_replicas_main(int argc, char **argv);
 int ps_bench_scale_main(int argc, char **argv);
 int ps_bench_compress_main(int argc, char **argv);
+int ps_bench_memory_main(int argc, char **argv);
 
 /* ---- growable string ---------------------------------------------------- */
 

@@ -9,6 +9,7 @@
  *   shardps-bench replicas [--reps N] ...            training with vs without hot replicas
  *   shardps-bench scale [--workers 8,16,32,64] ...   scheduler and server cost per step
  *   shardps-bench compress [--modes L] [--codecs L]  bytes saved vs accuracy (--wire, --compress)
+ *   shardps-bench memory [--rows 1000000,4000000]    a server's memory per embedding row
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
@@ -40,6 +41,7 @@ static void s_usage(FILE *f)
         "       shardps-bench scale [--out DIR] [--workers LIST] [--servers N] [--steps A,B] "
         "...\n"
         "       shardps-bench compress [--out DIR] [--modes LIST] [--codecs LIST] ...\n"
+        "       shardps-bench memory [--out DIR] [--rows LIST] [--optimizers LIST] ...\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -62,6 +64,8 @@ static void s_usage(FILE *f)
         "       server's CPU time and messages per step.\n"
         "compress each mode x wire codec (fp32, fp16, bf16, top-k) trains the same model:\n"
         "       bytes on the wire by message type saved against fp32, and the accuracy.\n"
+        "memory a server's table of embedding rows filled to 1M and 4M rows: its peak\n"
+        "       resident memory per row against the rows' floats and optimizer state.\n"
         "\n"
         "Each writes a results page, OUT/SUBCOMMAND.md (--out, default bench-out; comm\n"
         "--secure: comm_secure.md, train --join: train_join.md), beside its CSV files and\n"
@@ -113,10 +117,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "compress")) {
         return ps_bench_compress_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "memory")) {
+        return ps_bench_memory_main(argc - 1, argv + 1);
+    }
     fprintf(
         stderr,
         "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe, "
-        "checkpoint, replicas, scale or compress)\n",
+        "checkpoint, replicas, scale, compress or memory)\n",
         argv[1]);
     return 2;
 }

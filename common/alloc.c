@@ -2,6 +2,7 @@
 #include "common/alloc.h"
 
 #include <stdlib.h> /* defines __GLIBC__ on glibc */
+#include <sys/resource.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -45,4 +46,10 @@ void ps_alloc_keep_large_blocks(void)
     mallopt(M_ARENA_MAX, 1);
     mallopt(M_TRIM_THRESHOLD, PS_ALLOC_TRIM_BYTES);
 #endif
+}
+
+size_t ps_alloc_peak_resident(void)
+{
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? (size_t)u.ru_maxrss * 1024 : 0; /* in KiB */
 }

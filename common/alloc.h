@@ -41,6 +41,9 @@ void ps_alloc_keep_large_blocks(void);
  */
 void ps_alloc_warm_heap(size_t round_bytes);
 
+/* The process's peak resident memory so far, in bytes (getrusage). */
+size_t ps_alloc_peak_resident(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,7 +104,7 @@ static json_t *s_server_report(const ps_sched_ops_t *ops, const ps_view_t *v, in
     ps_hist_t staleness;
     s_staleness(r, &staleness);
     return json_pack("{s:i, s:[I, I], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:o, s:I, s:I}, "
-                     "s:o}",
+                     "s:o, s:I}",
                      "rank", i, "keys", (json_int_t)v->servers[i].begin,
                      (json_int_t)v->servers[i].end, "pushes", (json_int_t)r->pushes,
                      "pulls", (json_int_t)r->pulls, "rejected", (json_int_t)r->rejected,
@@ -113,7 +113,8 @@ static json_t *s_server_report(const ps_sched_ops_t *ops, const ps_view_t *v, in
                      (json_int_t)r->version, "staleness", "mean",
                      ps_json_real(ps_hist_mean(&staleness), 4), "max",
                      (json_int_t)(staleness.max > 0 ? staleness.max : 0), "count",
-                     (json_int_t)staleness.n, "cpu_seconds", ps_json_real(r->cpu_seconds, 6));
+                     (json_int_t)staleness.n, "cpu_seconds", ps_json_real(r->cpu_seconds, 6),
+                     "peak_resident_bytes", (json_int_t)r->peak_resident_bytes);
 }
 
 /* The fields of a finished or a failed job: how it ended, who took part (at

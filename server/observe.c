@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/clock.h"
 #include "common/http.h"
@@ -209,6 +210,7 @@ void ps_server_obs_report(const ps_server_snapshot_t *snap, const ps_ctx_t *ctx,
     r->forged = snap->forged;
     r->unread_refused = snap->unread_refused;
     r->cpu_seconds = ps_cpu_seconds();
+    r->peak_resident_bytes = ps_alloc_peak_resident();
     if (snap->rows) {
         r->rows = snap->rows->rows;
         r->rows_created = snap->rows->created;

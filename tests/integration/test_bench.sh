@@ -12,7 +12,8 @@
 # bench measures, it does not assert (docs/benchmarks.md). `checkpoint` on one
 # short round writes its row with the checkpoints it counted; `scale` with 1 and 2 workers one row each,
 # from the uncompressed copy of the data set it made. `compress` on a short
-# sweep writes its rows with the bytes each codec saved. `train --model ctr`
+# sweep writes its rows with the bytes each codec saved; `memory` its row
+# of a small table. `train --model ctr`
 # on a tiny click log it generates (sync, dedicated and colocated, 1 and 2
 # workers) writes train_ctr.md and its CSVs: every row ok with the keys of
 # a worker step from the summary, its bytes per worker link per step within
@@ -218,6 +219,18 @@ grep -Eq "^1,1,$n,$n,(-?[0-9]+)?,$n,[0-9.]+,$n,[0-9.]+,[0-9.]+\$" "$TMP/scale/sc
 results_page "$TMP/scale/scale.md" scale
 [ "$(wc -c <"$TMP/scale/data/train-images-idx3-ubyte")" = 47040016 ] ||
     fail "scale: no uncompressed training images in $TMP/scale/data"
+
+# memory: a table of 2000 rows (sgd without momentum: no state) on a click
+# log of 5000 lines it generates: its row, with the table's bytes per row
+# as the table's own accounting puts them, at least the row's floats.
+"$BENCH" memory --rows 2000 --lines 5000 --optimizers sgd --batch 256 --out "$TMP/mem" \
+    >"$TMP/mem.log" 2>&1 || fail "bench memory failed: $(tail -5 "$TMP/mem.log")"
+header "$TMP/mem/memory.csv" \
+    "optimizer,rows,state_floats,row_bytes,base_mb,peak_mb,bytes_per_row,ratio,table_ratio"
+rows "$TMP/mem/memory.csv" 1
+grep -Eq '^sgd,2000,0,64,[0-9.]+,[0-9.]+,-?[0-9.]+,-?[0-9.]+,[1-9][0-9]*\.[0-9]+$' \
+    "$TMP/mem/memory.csv" || fail "memory.csv: $(cat "$TMP/mem/memory.csv")"
+results_page "$TMP/mem/memory.md" memory
 
 # compress: 2 modes x 2 seeds x 3 codecs of 20 steps; bf16 saves exactly half
 # of every push and pull (bytes are counted, so this is exact); top-k saves
