@@ -5,8 +5,9 @@
  *   - the index: open addressing with linear probing over a power-of-two
  *     array of 8-byte slots, each the row's index + 1 (0 = empty, so no key
  *     value is reserved) and the top 32 bits of the key's hash (most probes
- *     that miss are told apart without reading the key). Grown at load 0.7
- *     from the slots alone (s_home); rows never move. Lookups of a batch
+ *     that miss are told apart without reading the key). Grown at load 0.7,
+ *     rebuilt from the rows' keys after the old one is freed (the peak is
+ *     one index, not two); rows never move. Lookups of a batch
  *     prefetch the slots of the keys a few places ahead;
  *   - the rows: slabs of 2^slab_shift rows, each one allocation of the
  *     rows' keys, then their values (row after row), then each state array
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/rowkey.h"
 
 /* Rows per slab at most, and a slab's bytes at most (a wide row gets
@@ -177,32 +179,51 @@ static unsigned s_bits_for(unsigned have, uint64_t n)
     return b;
 }
 
-/* Makes the index hold n rows. Returns 0 or PS_ENOMEM (the index as it was). */
+/* Fills a cleared index of 2^bits slots with every row, from the rows'
+ * keys (read in row order, from the slabs). */
+static void s_index_fill(ps_rows_t *t, uint64_t *slots, unsigned bits)
+{
+    for (uint64_t idx = 0; idx < t->nrows; idx++) {
+        const uint64_t h = ps_rowkey_mix(*s_key(t, idx));
+        s_slot_put(slots, bits, s_home(h, bits), s_entry(h, idx));
+    }
+}
+
+/*
+ * Makes the index hold n rows. The old index is freed before the new one
+ * is made, and the new one filled from the rows' keys: the two are never
+ * held at once, so the table's peak memory is its size, not its size and
+ * the old index's. Returns 0, or PS_ENOMEM with the index rebuilt at its
+ * old size in the memory just freed (when even that fails, the process
+ * cannot go on without losing rows: it stops with one line saying so).
+ */
 static int s_index_reserve(ps_rows_t *t, uint64_t n)
 {
-    const unsigned bits = s_bits_for(t->slot_bits, n);
+    unsigned bits = s_bits_for(t->slot_bits, n);
     if (t->slots && bits == t->slot_bits) {
         return 0;
     }
-    uint64_t *slots = calloc((size_t)1 << bits, sizeof *slots);
-    if (!slots) {
-        return PS_ENOMEM;
-    }
-    for (size_t i = 0; i < t->nslots; i++) {
-        const uint64_t e = t->slots[i];
-        if ((uint32_t)e == 0) {
-            continue;
-        }
-        /* the home from the 32 hash bits kept, or past 2^32 slots from the key */
-        const size_t home = bits <= 32 ? (size_t)(e >> 32 >> (32 - bits))
-                                       : s_home(ps_rowkey_mix(*s_key(t, (uint32_t)e - 1)), bits);
-        s_slot_put(slots, bits, home, e);
-    }
+    const unsigned old = t->slot_bits;
     free(t->slots);
-    t->slots = slots;
+    t->slots = calloc((size_t)1 << bits, sizeof *t->slots);
+    int rc = 0;
+    if (!t->slots) {
+        rc = PS_ENOMEM;
+        bits = old;
+        t->slots = t->nslots ? calloc((size_t)1 << bits, sizeof *t->slots) : NULL;
+        if (t->nslots && !t->slots) {
+            ps_log_err("rows: out of memory rebuilding the index of %llu rows",
+                       (unsigned long long)t->nrows);
+            abort();
+        }
+        if (!t->slots) {
+            return rc; /* there was no index and there are no rows */
+        }
+    }
     t->nslots = (size_t)1 << bits;
     t->slot_bits = bits;
-    return 0;
+    s_index_fill(t, t->slots, bits);
+    return rc;
 }
 
 /* Makes room for one more row: its slab and its slot. Returns 0 or
