@@ -13,7 +13,8 @@
  * Before any of that, a job with a secret (common/secret.h) asks every
  * registration for proof that the node holds it: a REGISTER without a valid
  * proof is answered with a fresh nonce (MSG_CHALLENGE), bound to the
- * connection and valid PS_IDENTITY_NONCE_SECONDS; the node registers again
+ * connection (its socket, not only the routing id, which a client may
+ * choose) and valid PS_IDENTITY_NONCE_SECONDS; the node registers again
  * with HMAC-SHA256(secret, nonce || role || job id). A wrong proof is
  * refused with a reason that names nothing of the job. Only scheduler/
  * includes this header.
@@ -57,12 +58,15 @@ typedef enum {
 } ps_identity_proof_t;
 
 /* Checks reg's proof of the job's secret, made for a nonce of ours for the
- * connection route at now (ps_now()). PS_IDENTITY_CHALLENGED fills nonce
- * (nonce_cap >= PS_IDENTITY_NONCE_LEN bytes) and *nonce_len. */
+ * connection at now (ps_now()): route is its routing id, fd its socket
+ * (ps_msg_t.peer_fd; -1 for inproc). A nonce answered on another socket,
+ * even under the same routing id, is refused, as is any registration whose
+ * socket has closed. PS_IDENTITY_CHALLENGED fills nonce
+ * (PS_IDENTITY_NONCE_LEN bytes) and *nonce_len. */
 enum { PS_IDENTITY_NONCE_LEN = 40 };
 ps_identity_proof_t ps_identity_prove(const ps_identity_t *id, const Shardps__Register *reg,
-                                      const ps_route_t *route, double now, uint8_t *nonce,
-                                      size_t *nonce_len);
+                                      const ps_route_t *route, int fd, double now,
+                                      uint8_t *nonce, size_t *nonce_len);
 
 /* Returns 0 when reg belongs to this job and build, else PS_EINVAL with a
  * one-line reason naming both sides in why. */

@@ -361,7 +361,7 @@ static void s_on_register(ps_scheduler_t *s, ps_msg_t *m)
     }
     uint8_t nonce[PS_IDENTITY_NONCE_LEN];
     size_t nlen = 0;
-    switch (ps_identity_prove(&s->id, reg, &m->route, ps_now(), nonce, &nlen)) {
+    switch (ps_identity_prove(&s->id, reg, &m->route, m->peer_fd, ps_now(), nonce, &nlen)) {
     case PS_IDENTITY_CHALLENGED: {
         Shardps__Challenge c = SHARDPS__CHALLENGE__INIT;
         c.nonce = (ProtobufCBinaryData){nlen, nonce};

@@ -9,6 +9,10 @@
 #    nodes register and the job finishes.
 # 2. a member (it holds the secret) sending the scheduler a MSG_REPORT, which
 #    only servers send, is refused; the job is not aborted.
+#    A member that picks its own routing id, gets a nonce, and answers it
+#    under the same id on a new connection is refused: the nonce is bound to
+#    the connection's socket, not to the id; the new connection's own nonce
+#    registers it.
 # 3. one forged RING_DATA to a worker's ring endpoint is dropped (W1 logs
 #    it) and the allreduce job finishes.
 # 4. the launcher makes the job's secret owner-only in its private directory
@@ -55,6 +59,12 @@ rc=$?
 [ $rc = 0 ] || fail "a worker's MSG_REPORT: exit $rc: $(cat "$TMP/report.out") $(tail -3 "$TMP/sched2.log")"
 grep -q "job aborted" "$TMP/sched2.log" && fail "a worker's report aborted the job"
 cat "$TMP/report.out"
+"$INTRUDER" --rebind "$SCHED_EP" "$JOB" "$TMP/job.secret" >"$TMP/rebind.out" 2>&1
+rc=$?
+[ $rc = 0 ] || fail "a nonce answered on another connection: exit $rc: $(cat "$TMP/rebind.out")"
+grep -q "refused (registration refused: no proof of the job's secret)" "$TMP/rebind.out" ||
+    fail "the replayed nonce was not refused as unproven: $(cat "$TMP/rebind.out")"
+cat "$TMP/rebind.out"
 kill "$SCHED_PID"
 
 # ---- 3. a forged RING_DATA ----

@@ -2,11 +2,14 @@
  * tests/unit/test_identity.c - the job identity check at registration
  * (scheduler/identity.h): a node of another build, job or job configuration
  * is refused with one line naming both sides; a node that gives no job id or
- * hash is not checked on them; the build always is.
+ * hash is not checked on them; the build always is. And the proof of the
+ * job's secret: a nonce holds only on the socket it was made for.
  */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "scheduler/identity.h"
@@ -63,9 +66,19 @@ START_TEST(the_same_job_and_build_pass)
 }
 END_TEST
 
+/* id's verdict on r's answer on connection (route, fd) a second after the
+ * challenge at 100.0. */
+static ps_identity_proof_t s_answer(const ps_identity_t *id, const Shardps__Register *r,
+                                    const ps_route_t *route, int fd)
+{
+    return ps_identity_prove(id, r, route, fd, 101.0, NULL, NULL);
+}
+
 /* A registration of a job with a secret: no proof gets a nonce for this
  * connection; the right proof passes; a wrong one, one for another
- * connection, role or job, or a stale nonce, is refused. */
+ * connection (another routing id, or another socket under the same routing
+ * id), role or job, or a stale nonce, is refused, as is one whose socket has
+ * closed. The sockets are socketpairs: real ones, with their own cookies. */
 START_TEST(a_secret_needs_the_proof_for_our_nonce)
 {
     ps_job_t job;
@@ -78,30 +91,59 @@ START_TEST(a_secret_needs_the_proof_for_our_nonce)
     Shardps__Register r = s_reg(&id);
     const ps_route_t route = {.id = {1, 2, 3, 4, 5}, .len = 5};
     const ps_route_t elsewhere = {.id = {1, 2, 3, 4, 6}, .len = 5};
+    int a[2], b[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    const int fd = a[0];
     uint8_t nonce[PS_IDENTITY_NONCE_LEN], proof[PS_HMAC_LEN];
     size_t nlen = 0;
-    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 100.0, nonce, &nlen),
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, fd, 100.0, nonce, &nlen),
                      PS_IDENTITY_CHALLENGED);
     ck_assert_uint_eq(nlen, PS_IDENTITY_NONCE_LEN);
     r.nonce = (ProtobufCBinaryData){nlen, nonce};
     r.proof = (ProtobufCBinaryData){sizeof proof, proof};
     ps_secret_proof(&sec, nonce, nlen, r.role, r.job_id, proof);
-    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_PROVEN);
-    ck_assert_int_eq(ps_identity_prove(&id, &r, &elsewhere, 101.0, NULL, NULL),
-                     PS_IDENTITY_REFUSED);
-    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 100.0 + PS_IDENTITY_NONCE_SECONDS + 1,
-                                       NULL, NULL),
+    ck_assert_int_eq(s_answer(&id, &r, &route, fd), PS_IDENTITY_PROVEN);
+    ck_assert_int_eq(s_answer(&id, &r, &elsewhere, fd), PS_IDENTITY_REFUSED);
+    /* the same routing id on another socket: a client that chose its id */
+    ck_assert_int_eq(s_answer(&id, &r, &route, b[0]), PS_IDENTITY_REFUSED);
+    ck_assert_int_eq(s_answer(&id, &r, &route, a[1]), PS_IDENTITY_REFUSED);
+    ck_assert_int_eq(s_answer(&id, &r, &route, -1), PS_IDENTITY_REFUSED);
+    const double late = 100.0 + PS_IDENTITY_NONCE_SECONDS + 1;
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, fd, late, NULL, NULL),
                      PS_IDENTITY_REFUSED);
     r.role = PS_ROLE_SERVER; /* the proof was a worker's */
-    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_REFUSED);
+    ck_assert_int_eq(s_answer(&id, &r, &route, fd), PS_IDENTITY_REFUSED);
     r.role = PS_ROLE_WORKER;
     ps_secret_proof(&other, nonce, nlen, r.role, r.job_id, proof);
-    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_REFUSED);
+    ck_assert_int_eq(s_answer(&id, &r, &route, fd), PS_IDENTITY_REFUSED);
     r.proof.len = 0; /* a nonce without a proof */
-    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_REFUSED);
+    ck_assert_int_eq(s_answer(&id, &r, &route, fd), PS_IDENTITY_REFUSED);
     ps_identity_t open;
     ps_identity_init(&open, "job-a", &job, 2, 2, NULL); /* no secret: open registration */
-    ck_assert_int_eq(ps_identity_prove(&open, &r, &route, 101.0, NULL, NULL), PS_IDENTITY_PROVEN);
+    ck_assert_int_eq(s_answer(&open, &r, &route, fd), PS_IDENTITY_PROVEN);
+    /* inproc (no socket): bound to the route alone */
+    r.nonce.len = 0;
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, -1, 100.0, nonce, &nlen),
+                     PS_IDENTITY_CHALLENGED);
+    ps_secret_proof(&sec, nonce, nlen, r.role, r.job_id, proof);
+    r.nonce.len = nlen;
+    r.proof.len = sizeof proof;
+    ck_assert_int_eq(s_answer(&id, &r, &route, -1), PS_IDENTITY_PROVEN);
+    ck_assert_int_eq(s_answer(&id, &r, &route, fd), PS_IDENTITY_REFUSED);
+    /* a socket closed since: nothing to challenge or admit */
+    r.nonce.len = r.proof.len = 0;
+    ck_assert_int_eq(ps_identity_prove(&id, &r, &route, fd, 100.0, nonce, &nlen),
+                     PS_IDENTITY_CHALLENGED);
+    ps_secret_proof(&sec, nonce, nlen, r.role, r.job_id, proof);
+    r.nonce.len = nlen;
+    r.proof.len = sizeof proof;
+    ck_assert_int_eq(s_answer(&id, &r, &route, fd), PS_IDENTITY_PROVEN);
+    close(fd);
+    ck_assert_int_eq(s_answer(&id, &r, &route, fd), PS_IDENTITY_REFUSED);
+    close(a[1]);
+    close(b[0]);
+    close(b[1]);
 }
 END_TEST
 
