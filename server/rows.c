@@ -3,12 +3,13 @@
  *
  * Three parts, sized for millions of rows:
  *   - the index: open addressing with linear probing over a power-of-two
- *     array of 8-byte slots, each the row's index + 1 (0 = empty, so no key
- *     value is reserved) and the top 32 bits of the key's hash (most probes
- *     that miss are told apart without reading the key). Grown at load 0.7,
- *     rebuilt from the rows' keys after the old one is freed (the peak is
- *     one index, not two); rows never move. Lookups of a batch
- *     prefetch the slots of the keys a few places ahead;
+ *     array of 4-byte slots, each the row's index + 1 (0 = empty, so no key
+ *     value is reserved); a probe compares the row's key. At load 0.7 at
+ *     most, it costs 6 to 8 bytes a row. Grown at load 0.7, rebuilt from
+ *     the rows' keys after the old one is freed (the peak is one index, not
+ *     two); rows never move. Lookups of a batch prefetch in two stages: the
+ *     slot of a key S_AHEAD places ahead, then the key, values and state of
+ *     the row that slot names, half as far ahead;
  *   - the rows: slabs of 2^slab_shift rows, each one allocation of the
  *     rows' keys, then their values (row after row), then each state array
  *     (row after row, array after array, so a row's second array is one
@@ -46,7 +47,7 @@ struct ps_rows {
     uint64_t cap;         /* rows at most: max_rows, or PS_ROWS_MAX */
     size_t dim;           /* cfg.dim */
     /* index */
-    uint64_t *slots;      /* nslots: hash >> 32 << 32 | (row index + 1); 0 = empty */
+    uint32_t *slots;      /* nslots: row index + 1; 0 = empty */
     size_t nslots;        /* 0 or 1 << slot_bits */
     unsigned slot_bits;   /* log2 of nslots once there are slots */
     /* rows */
@@ -67,10 +68,6 @@ struct ps_rows {
 
 /*
  * A key's home slot in a table of 2^bits slots: the top bits of its hash.
- * The index keeps the hash's top 32 bits in the slot, so growing it
- * computes every new home from the slots alone (no key is read) and, the
- * homes being in hash order, walks the old slots and fills the new ones
- * front to back.
  */
 static inline size_t s_home(uint64_t h, unsigned bits)
 {
@@ -116,9 +113,10 @@ static inline float *s_state(const ps_rows_t *t, uint64_t idx)
     return s_values(t, idx) + s_stride(t);
 }
 
-/* Keys ahead whose slot a batch prefetches: a lookup in a large table is a
- * cache (and TLB) miss, and a few of them in flight at once cost about one. */
-#define S_AHEAD 8
+/* Keys ahead whose slot a batch prefetches (and half as far ahead, the
+ * row the slot names): a lookup in a large table is a few cache (and TLB)
+ * misses, and a few of them in flight at once cost about one. */
+#define S_AHEAD 16
 
 /* Starts loading the slot where the lookup of key `ahead` begins. Always
  * inlined: GCC takes a function that only prefetches for one without
@@ -131,6 +129,38 @@ static inline __attribute__((always_inline)) void s_prefetch(const ps_rows_t *t,
     }
 }
 
+/* Starts loading the key, the values and the state of the row in the home
+ * slot of key `ahead` (its slot loaded by s_prefetch): the row of that key
+ * unless another key's row took its home. */
+static inline __attribute__((always_inline)) void s_prefetch_row(const ps_rows_t *t,
+                                                                 uint64_t ahead)
+{
+    if (t->nslots) {
+        const uint32_t r = t->slots[s_home(ps_rowkey_mix(ahead), t->slot_bits)];
+        if (r) {
+            const float *v = s_values(t, r - 1);
+            __builtin_prefetch(s_key(t, r - 1));
+            __builtin_prefetch(v);
+            for (int a = 0; a < t->nstate; a++) {
+                __builtin_prefetch(v + (size_t)(1 + a) * s_stride(t));
+            }
+        }
+    }
+}
+
+/* Both prefetch stages for a batch's lookup of keys[i]. */
+static inline __attribute__((always_inline)) void s_prefetch_ahead(const ps_rows_t *t,
+                                                                   const uint64_t *keys,
+                                                                   size_t i, size_t n)
+{
+    if (i + S_AHEAD < n) {
+        s_prefetch(t, keys[i + S_AHEAD]);
+    }
+    if (i + S_AHEAD / 2 < n) {
+        s_prefetch_row(t, keys[i + S_AHEAD / 2]);
+    }
+}
+
 /* The row index + 1 of key (h its hash), or 0 when it has no row. */
 static uint64_t s_find(const ps_rows_t *t, uint64_t key, uint64_t h)
 {
@@ -138,34 +168,23 @@ static uint64_t s_find(const ps_rows_t *t, uint64_t key, uint64_t h)
         return 0;
     }
     const size_t mask = t->nslots - 1;
-    const uint32_t tag = (uint32_t)(h >> 32);
     for (size_t i = s_home(h, t->slot_bits);; i = (i + 1) & mask) {
-        const uint64_t s = t->slots[i];
-        const uint32_t r = (uint32_t)s;
-        if (r == 0) {
-            return 0;
-        }
-        if ((uint32_t)(s >> 32) == tag && *s_key(t, r - 1) == key) {
+        const uint32_t r = t->slots[i];
+        if (r == 0 || *s_key(t, r - 1) == key) {
             return r;
         }
     }
 }
 
-/* Puts slot entry e, home `home`, into slots (2^bits, one free). */
-static void s_slot_put(uint64_t *slots, unsigned bits, size_t home, uint64_t e)
+/* Puts row idx, whose key's home is `home`, into slots (2^bits, one free). */
+static void s_slot_put(uint32_t *slots, unsigned bits, size_t home, uint64_t idx)
 {
     const size_t mask = ((size_t)1 << bits) - 1;
     size_t i = home;
-    while ((uint32_t)slots[i] != 0) {
+    while (slots[i] != 0) {
         i = (i + 1) & mask;
     }
-    slots[i] = e;
-}
-
-/* The slot entry of row idx of a key with hash h. */
-static inline uint64_t s_entry(uint64_t h, uint64_t idx)
-{
-    return h >> 32 << 32 | (idx + 1);
+    slots[i] = (uint32_t)(idx + 1);
 }
 
 /* Bits of a table's size for n entries at load 0.7 at most: have, or more
@@ -181,11 +200,10 @@ static unsigned s_bits_for(unsigned have, uint64_t n)
 
 /* Fills a cleared index of 2^bits slots with every row, from the rows'
  * keys (read in row order, from the slabs). */
-static void s_index_fill(ps_rows_t *t, uint64_t *slots, unsigned bits)
+static void s_index_fill(ps_rows_t *t, uint32_t *slots, unsigned bits)
 {
     for (uint64_t idx = 0; idx < t->nrows; idx++) {
-        const uint64_t h = ps_rowkey_mix(*s_key(t, idx));
-        s_slot_put(slots, bits, s_home(h, bits), s_entry(h, idx));
+        s_slot_put(slots, bits, s_home(ps_rowkey_mix(*s_key(t, idx)), bits), idx);
     }
 }
 
@@ -255,7 +273,7 @@ static uint64_t s_row_add(ps_rows_t *t, uint64_t key, uint64_t h)
 {
     const uint64_t idx = t->nrows++;
     *s_key(t, idx) = key;
-    s_slot_put(t->slots, t->slot_bits, s_home(h, t->slot_bits), s_entry(h, idx));
+    s_slot_put(t->slots, t->slot_bits, s_home(h, t->slot_bits), idx);
     return idx;
 }
 
@@ -439,9 +457,7 @@ void ps_rows_read(const ps_rows_t *t, const uint64_t *keys, size_t n, float *out
 {
     const size_t d = t->dim;
     for (size_t i = 0; i < n; i++) {
-        if (i + S_AHEAD < n) {
-            s_prefetch(t, keys[i + S_AHEAD]);
-        }
+        s_prefetch_ahead(t, keys, i, n);
         const uint64_t r = s_find(t, keys[i], ps_rowkey_mix(keys[i]));
         float *o = out + i * d;
         if (r) {
@@ -486,9 +502,7 @@ int ps_rows_update(ps_rows_t *t, const uint64_t *keys, size_t n, const float *gr
     const size_t d = t->dim, stride = s_stride(t);
     int refused = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i + S_AHEAD < n) {
-            s_prefetch(t, keys[i + S_AHEAD]);
-        }
+        s_prefetch_ahead(t, keys, i, n);
         const uint64_t key = keys[i], h = ps_rowkey_mix(key);
         uint64_t r = s_find(t, key, h);
         if (!r) {
