@@ -285,15 +285,16 @@ static int s_check(train_cfg_t *cfg, train_args_t *a)
         return PS_EINVAL;
     }
     if (ctr && (cfg->ctr_rows < 1 || !(cfg->ctr_scale >= 0 && cfg->ctr_scale <= 1) ||
-                a->join || a->seeds > 1)) {
+                cfg->ring_steps < 0 || a->join || a->seeds > 1)) {
         fprintf(stderr,
                 TRAIN_PROG ": error: --model ctr: expected --ctr-rows >= 1, "
-                           "0 <= --ctr-scale <= 1, and the sweep (no --join, --seeds)\n");
+                           "0 <= --ctr-scale <= 1, --ring-steps >= 0, and the sweep (no "
+                           "--join, --seeds)\n");
         return PS_EINVAL;
     }
-    if (!ctr && (cfg->ctr_data || cfg->ctr_scale != 0)) {
-        fprintf(stderr,
-                TRAIN_PROG ": error: --ctr-data and --ctr-scale are for --model ctr\n");
+    if (!ctr && (cfg->ctr_data || cfg->ctr_scale != 0 || cfg->ring_steps != 0)) {
+        fprintf(stderr, TRAIN_PROG
+                ": error: --ctr-data, --ctr-scale and --ring-steps are for --model ctr\n");
         return PS_EINVAL;
     }
     if (s_parse_scenarios(a->scenarios, cfg) != 0) {
@@ -436,6 +437,10 @@ int ps_bench_train_main(int argc, char **argv)
         {"ctr-scale", PS_FLAG_DOUBLE, &cfg.ctr_scale, "F",
          "ctr: the generator's --scale, Criteo's cardinalities times F (0 = its default, "
          "1/16; more rows and a larger F make a larger embedding table)"},
+        {"ring-steps", PS_FLAG_INT, &cfg.ring_steps, "N",
+         "ctr: the ring's jobs stop after N steps (0 = --max-steps): their speed is "
+         "measured on N steps, and their time to the target AUC projected from the "
+         "parameter server's samples to it (the same arithmetic)"},
         {"ctr-data", PS_FLAG_STR, &cfg.ctr_data, "FILE",
          "ctr: train on this click log (Criteo layout, plain or gzip) instead of "
          "generating one"},

@@ -96,7 +96,12 @@ typedef struct {
     int ctr_rows;          /* --ctr-rows: samples to generate */
     double ctr_scale;      /* --ctr-scale: the generator's --scale; 0 = its default */
     char ctr_skipped[128]; /* why the ring rows were left out; "" when they run */
+    int ring_steps;        /* --ring-steps: the ring's jobs' --max-steps (0: --max-steps);
+                              their time to the target is projected */
 } train_cfg_t;
+
+/* The --max-steps of run r's job: the ring's own with --ring-steps. */
+int ps_bench_train_max_steps(const train_cfg_t *cfg, const char *label);
 
 /* One job and what it measured. */
 typedef struct {

@@ -162,6 +162,12 @@ int ps_bench_train_batch(const train_cfg_t *cfg)
     return cfg->batch > 0 ? cfg->batch : job.batch;
 }
 
+int ps_bench_train_max_steps(const train_cfg_t *cfg, const char *label)
+{
+    return cfg->ring_steps > 0 && ps_bench_train_serverless(label) ? cfg->ring_steps
+                                                                    : cfg->max_steps;
+}
+
 /* Runs the job of args (the launcher's flags) role by role in the
  * simulated cluster: r's status, the kill's time and the links' figures. */
 static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
@@ -173,7 +179,7 @@ static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
                            .workers = r->workers,
                            .log_path = log,
                            .timeout = cfg->timeout,
-                           .max_steps = cfg->max_steps,
+                           .max_steps = ps_bench_train_max_steps(cfg, r->label),
                            .kill_at = r->scen == SCEN_KILL ? TRAIN_KILL_AT : -1,
                            .rejoin_at = rejoin_at,
                            .colocated = colocated,
@@ -223,8 +229,8 @@ static void s_argv(const train_cfg_t *cfg, const train_run_t *r, const char *tag
     }
     argv[a++] = "--summary";
     argv[a++] = (char *)json;
-    if (cfg->max_steps > 0) {
-        snprintf(num[5], sizeof num[5], "%d", cfg->max_steps);
+    if (ps_bench_train_max_steps(cfg, r->label) > 0) {
+        snprintf(num[5], sizeof num[5], "%d", ps_bench_train_max_steps(cfg, r->label));
         argv[a++] = "--max-steps";
         argv[a++] = num[5];
     }
