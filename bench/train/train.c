@@ -285,11 +285,10 @@ static int s_check(train_cfg_t *cfg, train_args_t *a)
         return PS_EINVAL;
     }
     if (ctr && (cfg->ctr_rows < 1 || !(cfg->ctr_scale >= 0 && cfg->ctr_scale <= 1) ||
-                cfg->ring_steps < 0 || a->join || a->seeds > 1)) {
+                cfg->ring_steps < 0 || a->join)) {
         fprintf(stderr,
                 TRAIN_PROG ": error: --model ctr: expected --ctr-rows >= 1, "
-                           "0 <= --ctr-scale <= 1, --ring-steps >= 0, and the sweep (no "
-                           "--join, --seeds)\n");
+                           "0 <= --ctr-scale <= 1, --ring-steps >= 0, and no --join\n");
         return PS_EINVAL;
     }
     if (!ctr && (cfg->ctr_data || cfg->ctr_scale != 0 || cfg->ring_steps != 0)) {

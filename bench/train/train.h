@@ -215,9 +215,10 @@ int ps_bench_train_ctr(train_cfg_t *cfg);
 int ps_bench_train_ctr_modes(train_cfg_t *cfg);
 
 /* --seeds N: every mode x workers with N seeds in turn, and the table of
- * their final accuracies (train_seeds.c). Returns 0, or 1 when a job failed
- * to run (a diverged job is counted, not a failure). */
-int ps_bench_train_seeds(const train_cfg_t *cfg, int seeds);
+ * their final accuracies, or a ctr model's AUCs on one click log
+ * (train_seeds.c). Returns 0, or 1 when the data could not be made or a job
+ * failed to run (a diverged job is counted, not a failure). */
+int ps_bench_train_seeds(train_cfg_t *cfg, int seeds);
 
 /* --join: the leave-and-join runs and their table. Returns 0 or 1. */
 int ps_bench_train_join(const train_cfg_t *cfg, int repeat);

@@ -5,8 +5,10 @@
  * changes); the seeds go round the modes in turn, so the load others put on
  * the machine falls on every mode. One row per mode x workers: runs, how many
  * did not end ok (diverged or failed), the mean, least and most final test
- * accuracy of the others, and the mean's points below sync's mean at the
- * same workers.
+ * accuracy (--model ctr: test AUC) of the others, and the mean's points
+ * below sync's mean at the same workers. --model ctr trains on one click log
+ * for every seed, generated first (train_ctr_data.c), whose planted model's
+ * AUC the page notes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -89,34 +91,70 @@ static int s_workers(const train_cfg_t *cfg, int workers, int seeds, ps_bench_ta
     return failed;
 }
 
-int ps_bench_train_seeds(const train_cfg_t *cfg, int seeds)
+int ps_bench_train_seeds(train_cfg_t *cfg, int seeds)
 {
+    const int ctr = !strcmp(cfg->model, "ctr");
+    const char *what = ctr ? "test AUC" : "test accuracy";
+    ctr_data_t *d = ctr ? calloc(1, sizeof *d) : NULL;
+    const char *given = cfg->ctr_data;
+    if (ctr && (!d || ps_bench_train_ctr_data(cfg, d) != 0)) {
+        free(d);
+        return 1;
+    }
+    if (ctr) {
+        cfg->ctr_data = d->path;
+    }
     char title[256];
-    snprintf(title, sizeof title,
-             "### Final test accuracy over seeds %d-%d: %s, every mode x workers", cfg->seed,
-             cfg->seed + seeds - 1, cfg->model);
+    snprintf(title, sizeof title, "### Final %s over seeds %d-%d: %s, every mode x workers",
+             what, cfg->seed, cfg->seed + seeds - 1, cfg->model);
     ps_bench_table_t *t = NULL;
     if (ps_bench_table_new(cfg->page, "train_seeds", title,
                            "mode,workers,runs,not_ok,mean_accuracy,min_accuracy,"
                            "max_accuracy,points_below_sync",
-                           "mode,workers,runs,not ok,mean acc,min acc,max acc,"
-                           "points below sync",
+                           ctr ? "mode,workers,runs,not ok,mean AUC,min AUC,max AUC,"
+                                 "points below sync"
+                               : "mode,workers,runs,not ok,mean acc,min acc,max acc,"
+                                 "points below sync",
                            &t) != 0) {
+        cfg->ctr_data = given;
+        free(d);
         return 1;
     }
     int failed = 0;
     for (int w = 0; w < cfg->nworkers && !ps_netsim_stop; w++) {
         failed |= s_workers(cfg, (int)cfg->workers[w], seeds, t);
     }
+    char extra[96] = "";
+    if (cfg->batch > 0) {
+        snprintf(extra, sizeof extra, " --batch %d", cfg->batch);
+    }
+    if (cfg->max_steps > 0) {
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --max-steps %d",
+                 cfg->max_steps);
+    }
     ps_bench_table_note(
         t,
         "Each run: `shardps-launch --servers %d --workers N --model %s --mode M --epochs %d "
-        "--seed S%s%s`, S from %d to %d; nothing else set, so the rest are the job's "
-        "defaults. Not ok: the job ended diverged or failed; the accuracies are of the "
-        "others. Points below sync: (sync's mean - this mean) x 100 at the same workers. "
-        "Logs and summaries: runs/ beside this page.",
-        cfg->servers, cfg->model, cfg->epochs, cfg->job_flags_text ? " " : "",
-        cfg->job_flags_text ? cfg->job_flags_text : "", cfg->seed, cfg->seed + seeds - 1);
+        "--seed S%s%s%s`, S from %d to %d; nothing else set, so the rest are the job's "
+        "defaults. Not ok: the job ended diverged or failed; the figures are the "
+        "others' final %s. Points below sync: (sync's mean - this mean) x 100 at the same "
+        "workers. Logs and summaries: runs/ beside this page.",
+        cfg->servers, cfg->model, cfg->epochs, extra, cfg->job_flags_text ? " " : "",
+        cfg->job_flags_text ? cfg->job_flags_text : "", cfg->seed, cfg->seed + seeds - 1,
+        what);
+    if (ctr) {
+        char planted[64] = "unknown";
+        if (!isnan(d->planted_auc)) {
+            snprintf(planted, sizeof planted, "%.4f", d->planted_auc);
+        }
+        ps_bench_table_note(t,
+                            "Data: `--ctr-data %s` on every run: %.0f samples (the last "
+                            "tenth held out), %.0f distinct keys; the planted model's own "
+                            "test AUC %s (`shardps-datagen ctr`'s planted_auc).",
+                            d->path, d->samples, d->vocab, planted);
+    }
     ps_bench_table_destroy(&t, 1);
+    cfg->ctr_data = given;
+    free(d);
     return failed;
 }
