@@ -15,8 +15,11 @@
  * start at a multiple of its element size (8-byte ones first), so it is read
  * in place. ps_safetensors_find gives F32 tensors only: a reader of floats
  * never meets another dtype by mistake. Files are read whole into memory
- * (models and shards here are small). The header is JSON through
- * common/json.h (jansson); the atomic write is common/file.h's.
+ * (models and shards here are small). The header is written with
+ * common/json.h (jansson) and read token by token with common/jscan.h, so
+ * reading any header, hostile or not, costs under 4 times its size (its
+ * text, and per tensor an entry and two pointers: no tree of values); the
+ * atomic write is common/file.h's.
  */
 #ifndef PS_COMMON_SAFETENSORS_H
 #define PS_COMMON_SAFETENSORS_H

@@ -7,6 +7,8 @@
  * dtype, huge header length) refused with PS_EPROTO and a one-line reason
  * naming the file, never a crash; U64 and U32 tensors round trip, found
  * only by their own dtype, and must start at a multiple of their size.
+ * Reading a hostile header of 16 MB, valid or not, costs at most
+ * S_MEMORY_FACTOR times its size in memory.
  * tests/unit/test_fuzz_files.c mutates files at random on top of these.
  */
 #include <check.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -380,7 +383,7 @@ START_TEST(bad_offsets_are_refused)
     s_refused(NULL);
     s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}",
               8);
-    s_refused("too big integer");
+    s_refused("data_offsets");
     s_put_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,16]}}", 8);
     s_refused(NULL);
 }
@@ -420,6 +423,8 @@ START_TEST(wrong_dtype_and_bad_entries_are_refused)
     s_refused("string");
     s_put_raw("{\"__metadata__\":{\"k\":\"v\"},\"__metadata__\":{}}", 0);
     s_refused("metadata");
+    s_put_raw("{\"__metadata__\":{\"k\":\"v\",\"k\":\"w\"}}", 0);
+    s_refused("duplicate object key \"k\"");
     s_put_raw("{\"a\":[1]}", 0);
     s_refused("object");
     s_put_raw("[]", 0);
@@ -442,6 +447,90 @@ START_TEST(wrong_dtype_and_bad_entries_are_refused)
     unsigned char nul[] = {2, 0, 0, 0, 0, 0, 0, 0, '{', 0};
     s_put_file(nul, sizeof nul);
     s_refused(NULL);
+}
+END_TEST
+
+/* ---- memory ---- */
+
+/* The most a header may cost in memory while it is read, as a multiple of
+ * its size: its text (unescaped in place) and, per tensor, one entry and
+ * two pointers, some 140 bytes for the shortest entry text of 50. */
+enum { S_MEMORY_FACTOR = 4, S_BIG_HEADER = 16 << 20 };
+
+/* Writes s_path with a header of at least bytes: head, copies of member (a
+ * printf format of one long, the copy's index) between commas, tail; no
+ * data. Returns the header's length. */
+static size_t s_put_header(const char *head, const char *member, const char *tail, size_t bytes)
+{
+    FILE *f = fopen(s_path, "wb");
+    ck_assert_ptr_nonnull(f);
+    long n = fprintf(f, "%8s%s", "", head) - 8;
+    for (long i = 0; n < (long)bytes; i++) {
+        n += fprintf(f, i ? "," : "");
+        n += fprintf(f, member, i);
+    }
+    n += fprintf(f, "%s", tail);
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) {
+        len8[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    }
+    rewind(f);
+    ck_assert_uint_eq(fwrite(len8, 1, 8, f), 8);
+    ck_assert_int_eq(fclose(f), 0);
+    return (size_t)n;
+}
+
+/* Reads path (NULL: nothing) in a child process: the child's peak resident
+ * bytes; *rc its read's result. */
+static long s_child_peak(const char *path, int *rc)
+{
+    const pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        ps_safetensors_t *st = NULL;
+        const int r = path ? ps_safetensors_read(path, &st, NULL, 0) : 0;
+        ps_safetensors_destroy(&st);
+        _exit(r == 0 ? 0 : r == PS_EPROTO ? 1 : 2);
+    }
+    int status;
+    struct rusage ru;
+    ck_assert_int_eq(wait4(pid, &status, 0, &ru), pid);
+    ck_assert(WIFEXITED(status));
+    *rc = WEXITSTATUS(status) == 0 ? 0 : WEXITSTATUS(status) == 1 ? PS_EPROTO : PS_ENOMEM;
+    return ru.ru_maxrss * 1024L; /* Linux gives kilobytes */
+}
+
+START_TEST(hostile_headers_cost_a_small_multiple_of_their_size)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return; /* AddressSanitizer's shadow and quarantine are not the reader's */
+#endif
+    /* each: head, member, tail, whether it is a valid file */
+    static const struct {
+        const char *head, *member, *tail;
+        int valid;
+    } hostile[] = {
+        /* the most tensors a header can name: each of zero bytes */
+        {"{", "\"t%ld\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", "}", 1},
+        {"{\"__metadata__\":{", "\"k%ld\":\"\"", "}}", 1},
+        /* values jansson would build a tree of before any check */
+        {"{", "\"t%ld\":{}", "}", 0},
+        {"{\"__metadata__\":{\"k\":[", "{}", "]}}", 0},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[", "%ld", "]}}", 0},
+    };
+    int rc;
+    const long base = s_child_peak(NULL, &rc);
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        const size_t h = s_put_header(hostile[i].head, hostile[i].member, hostile[i].tail,
+                                      S_BIG_HEADER);
+        const long grew = s_child_peak(s_path, &rc) - base;
+        ck_assert_int_eq(rc, hostile[i].valid ? 0 : PS_EPROTO);
+        printf("hostile header %zu: %zu bytes, the reader's peak grew by %ld bytes (%.2fx)\n",
+               i, h, grew, (double)grew / (double)h);
+        ck_assert_msg(grew <= S_MEMORY_FACTOR * (long)h,
+                      "a header of %zu bytes (%s%s...) took %ld bytes", h, hostile[i].head,
+                      hostile[i].member, grew);
+    }
 }
 END_TEST
 
@@ -519,6 +608,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, overlapping_tensors_are_refused);
     tcase_add_test(tc, wrong_dtype_and_bad_entries_are_refused);
     tcase_add_test(tc, integer_tensors_round_trip_and_must_be_aligned);
+    tcase_add_test(tc, hostile_headers_cost_a_small_multiple_of_their_size);
     suite_add_tcase(s, tc);
     return s;
 }
