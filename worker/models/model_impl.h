@@ -1,7 +1,7 @@
 /*
  * worker/models/model_impl.h - private: what model_new.c (building a model)
  * and model.c (running it) share with each other and with the architectures
- * mlp.c, cnn.c, ctr.c and with model_file.c.
+ * mlp.c, cnn.c, ctr.c (the first and the last over fc.c) and with model_file.c.
  *
  * Those two own the plumbing every model needs (backend context, the flat
  * parameter and gradient buffers, tensor table, input staging, loss, chunked
@@ -177,10 +177,56 @@ void ps_model_linear_fwd(ps_model_t *m, const float *x, const float *w, const fl
 void ps_model_linear_bwd(ps_model_t *m, const float *x, const float *w, const float *dy,
                          float *dx, float *dw, float *db, int n, int I, int O);
 
+/*
+ * The stack of fully connected layers fc1..fc(L+1) of the mlp and the ctr
+ * (fc.c): widths w[0] (its input) -> w[1..L] (hidden, ReLU) -> w[L+1] (the
+ * logits). A shaped architecture's m->layout.
+ */
+typedef struct {
+    int L;                                               /* hidden layers */
+    int w[PS_MODEL_MAX_HIDDEN + 2];                      /* layer widths */
+    ps_tensor_def_t defs[2 * (PS_MODEL_MAX_HIDDEN + 1)]; /* fc1.weight, fc1.bias, ... */
+    char names[2 * (PS_MODEL_MAX_HIDDEN + 1)][16];       /* their names */
+} ps_model_fc_t;
+
+/* Its activations: views into one backend block, each [max_batch, width].
+ * The first member of the architecture's m->impl. */
+typedef struct {
+    float *block;                       /* the one allocation; owned */
+    float *h[PS_MODEL_MAX_HIDDEN + 1];  /* h[1..L]: [N,Hi] post-ReLU */
+    float *dh[PS_MODEL_MAX_HIDDEN + 1]; /* dh[1..L]: [N,Hi] */
+    float *z;                           /* [N,w(L+1)] logits, then their gradient */
+} ps_model_fc_acts_t;
+
+/* The layout for the hidden widths ("" = 256,128) between in and out: sets
+ * m->layout (owned), m->defs and m->ntensors. 0, PS_EINVAL or PS_ENOMEM. */
+int ps_model_fc_layout(ps_model_t *m, const char *hidden, int in, int out);
+
+/* Floats of a [max_batch, width] view, rounded up to 16 so every view stays
+ * 64-byte aligned. */
+size_t ps_model_fc_span(const ps_model_t *m, int width);
+
+/* Allocates m->impl (impl_size bytes, a ps_model_fc_acts_t first) and the
+ * block: `front` floats of the architecture's own first (at *front_p when
+ * not NULL), then h[i], dh[i] for each hidden layer, then z. 0 or PS_ENOMEM. */
+int ps_model_fc_setup(ps_model_t *m, size_t impl_size, size_t front, float **front_p);
+
+/* Frees what ps_model_fc_setup made; safe on a half-built model. */
+void ps_model_fc_teardown(ps_model_t *m);
+
+/* Layers first..L+1 (first 0: fc1), the first on in [n, w(first)]; returns
+ * the logits z. */
+float *ps_model_fc_forward(ps_model_t *m, int first, const float *in, int n);
+
+/* Backward of layers L+1..2 from the logits' gradient d_dz, each layer's
+ * gradients reported final; returns the gradient at fc1's output, the ReLU's
+ * applied (dh[1]). */
+const float *ps_model_fc_backward(ps_model_t *m, const float *d_dz, int n);
+
 /* The hidden widths of a file's fully connected layers fc1..fcN, whose
  * weights chain in -> ... -> out, as --hidden takes them ("" for the
  * default 256,128) into buf: the mlp's and the ctr's hidden_of. Returns 0
- * or PS_EINVAL (no such chain). (model_new.c) */
+ * or PS_EINVAL (no such chain). */
 int ps_model_fc_widths(const ps_safetensors_t *st, int in, int out, char *buf, size_t cap);
 
 #ifdef __cplusplus

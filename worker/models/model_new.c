@@ -289,31 +289,3 @@ void ps_model_init_params(ps_model_t *m, uint64_t seed)
         }
     }
 }
-
-int ps_model_fc_widths(const ps_safetensors_t *st, int in, int out, char *buf, size_t cap)
-{
-    int n = 0, prev = in;
-    char text[PS_JOB_HIDDEN_TEXT] = "";
-    for (int i = 1; i <= PS_MODEL_MAX_HIDDEN + 1; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "fc%d.weight", i);
-        const ps_safetensors_tensor_t *t = ps_safetensors_find(st, name);
-        if (!t) {
-            break;
-        }
-        if (t->ndim != 2 || t->shape[1] != prev) {
-            return PS_EINVAL;
-        }
-        prev = (int)t->shape[0];
-        n = i;
-        size_t at = strlen(text);
-        snprintf(text + at, sizeof text - at, "%s%d", at ? "," : "", prev);
-    }
-    if (n < 2 || prev != out) {
-        return PS_EINVAL;
-    }
-    char *last = strrchr(text, ',');
-    *last = '\0'; /* the output layer's width is not a hidden one */
-    snprintf(buf, cap, "%s", strcmp(text, "256,128") ? text : "");
-    return 0;
-}
