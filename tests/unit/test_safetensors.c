@@ -7,11 +7,13 @@
  * dtype, huge header length) refused with PS_EPROTO and a one-line reason
  * naming the file, never a crash; U64 and U32 tensors round trip, found
  * only by their own dtype, and must start at a multiple of their size.
- * Reading a hostile header of 16 MB, valid or not, costs at most
- * S_MEMORY_FACTOR times its size in memory.
+ * Reading a hostile header of 16 MB, valid or not, or a big header
+ * mutated at random, costs at most S_MEMORY_FACTOR times its size in
+ * memory (each read in a child, its peak RSS from wait4).
  * tests/unit/test_fuzz_files.c mutates files at random on top of these.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,36 +502,82 @@ static long s_child_peak(const char *path, int *rc)
     return ru.ru_maxrss * 1024L; /* Linux gives kilobytes */
 }
 
+/* Hostile headers: head, copies of member (a printf format of the copy's
+ * index) between commas, tail; whether the file is valid. */
+static const struct {
+    const char *head, *member, *tail;
+    int valid;
+} s_hostile[] = {
+    /* the most tensors a header can name: each of zero bytes */
+    {"{", "\"t%ld\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", "}", 1},
+    {"{\"__metadata__\":{", "\"k%ld\":\"\"", "}}", 1},
+    /* values a tree of the whole header would hold before any check */
+    {"{", "\"t%ld\":{}", "}", 0},
+    {"{\"__metadata__\":{\"k\":[", "{}", "]}}", 0},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[", "%ld", "]}}", 0},
+};
+
+/* Asserts that reading s_path (a header of h bytes) grows a child's peak
+ * by at most S_MEMORY_FACTOR * h over base; returns the read's result. */
+static int s_within_bound(size_t h, long base, const char *what)
+{
+    int rc;
+    const long grew = s_child_peak(s_path, &rc) - base;
+    printf("%s: %zu bytes, the reader's peak grew by %ld bytes (%.2fx)\n", what, h, grew,
+           (double)grew / (double)h);
+    ck_assert_msg(grew <= S_MEMORY_FACTOR * (long)h, "%s: a header of %zu bytes took %ld bytes",
+                  what, h, grew);
+    return rc;
+}
+
 START_TEST(hostile_headers_cost_a_small_multiple_of_their_size)
 {
 #if defined(__SANITIZE_ADDRESS__)
     return; /* AddressSanitizer's shadow and quarantine are not the reader's */
 #endif
-    /* each: head, member, tail, whether it is a valid file */
-    static const struct {
-        const char *head, *member, *tail;
-        int valid;
-    } hostile[] = {
-        /* the most tensors a header can name: each of zero bytes */
-        {"{", "\"t%ld\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", "}", 1},
-        {"{\"__metadata__\":{", "\"k%ld\":\"\"", "}}", 1},
-        /* values jansson would build a tree of before any check */
-        {"{", "\"t%ld\":{}", "}", 0},
-        {"{\"__metadata__\":{\"k\":[", "{}", "]}}", 0},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[", "%ld", "]}}", 0},
-    };
     int rc;
     const long base = s_child_peak(NULL, &rc);
-    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
-        const size_t h = s_put_header(hostile[i].head, hostile[i].member, hostile[i].tail,
+    for (size_t i = 0; i < sizeof s_hostile / sizeof s_hostile[0]; i++) {
+        const size_t h = s_put_header(s_hostile[i].head, s_hostile[i].member, s_hostile[i].tail,
                                       S_BIG_HEADER);
-        const long grew = s_child_peak(s_path, &rc) - base;
-        ck_assert_int_eq(rc, hostile[i].valid ? 0 : PS_EPROTO);
-        printf("hostile header %zu: %zu bytes, the reader's peak grew by %ld bytes (%.2fx)\n",
-               i, h, grew, (double)grew / (double)h);
-        ck_assert_msg(grew <= S_MEMORY_FACTOR * (long)h,
-                      "a header of %zu bytes (%s%s...) took %ld bytes", h, hostile[i].head,
-                      hostile[i].member, grew);
+        char what[160];
+        snprintf(what, sizeof what, "%s%s...", s_hostile[i].head, s_hostile[i].member);
+        ck_assert_int_eq(s_within_bound(h, base, what), s_hostile[i].valid ? 0 : PS_EPROTO);
+    }
+}
+END_TEST
+
+START_TEST(mutated_big_headers_stay_within_the_bound)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return;
+#endif
+    /* Seeded: the header of the most tensors, overwritten at 1 to 4 random
+     * places with JSON's structure, numbers, escapes and bytes that are no
+     * UTF-8: refused or read, never over the bound. */
+    static const char *tokens[] = {"{", "}", "[", "]", ",", ":", "\"", "\\", "0", "-1",
+                                   "1e9", "\\u0000", "\\ud800", "\xff", " ", "{}", "[[",
+                                   "\"a\":", "\"__metadata__\":{"};
+    const size_t ntok = sizeof tokens / sizeof tokens[0];
+    uint64_t r = 25;
+    int rc;
+    const long base = s_child_peak(NULL, &rc);
+    for (int i = 0; i < 12; i++) {
+        const size_t h = s_put_header(s_hostile[0].head, s_hostile[0].member, s_hostile[0].tail,
+                                      S_BIG_HEADER / 4);
+        const int fd = open(s_path, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        for (int k = 0; k <= i % 4; k++) {
+            r = r * 6364136223846793005u + 1442695040888963407u; /* Knuth's MMIX LCG */
+            const char *tok = tokens[(r >> 33) % ntok];
+            const off_t at = 8 + (off_t)((r >> 11) % (h - strlen(tok)));
+            ck_assert_int_eq(pwrite(fd, tok, strlen(tok), at), (ssize_t)strlen(tok));
+        }
+        close(fd);
+        char what[32];
+        snprintf(what, sizeof what, "mutated header %d", i);
+        rc = s_within_bound(h, base, what);
+        ck_assert(rc == 0 || rc == PS_EPROTO);
     }
 }
 END_TEST
@@ -609,6 +657,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, wrong_dtype_and_bad_entries_are_refused);
     tcase_add_test(tc, integer_tensors_round_trip_and_must_be_aligned);
     tcase_add_test(tc, hostile_headers_cost_a_small_multiple_of_their_size);
+    tcase_add_test(tc, mutated_big_headers_stay_within_the_bound);
     suite_add_tcase(s, tc);
     return s;
 }
