@@ -184,6 +184,23 @@ static int s_parse(const s_reader_t *r, const char *line, size_t len, size_t row
     return 0;
 }
 
+/* The first used bytes of p moved into a new block of `bytes` (p freed):
+ * realloc would copy under the allocator's lock, which every thread of the
+ * process shares (one arena, common/alloc.h), and a copy of hundreds of
+ * megabytes held the heartbeat thread back past the scheduler's patience.
+ * Returns the new block, or NULL with p as it was. */
+static void *s_move(void *p, size_t used, size_t bytes)
+{
+    void *q = malloc(bytes);
+    if (q && used) {
+        memcpy(q, p, used);
+    }
+    if (q) {
+        free(p);
+    }
+    return q;
+}
+
 /* Room for one more row: doubles the arrays (at most to max_rows). */
 static int s_grow(s_reader_t *r, size_t max_rows)
 {
@@ -195,17 +212,19 @@ static int s_grow(s_reader_t *r, size_t max_rows)
     if (max_rows && cap > max_rows) {
         cap = max_rows;
     }
-    float *num = realloc(s->num, cap * PS_CTR_NUM * sizeof *num);
+    float *num =
+        s_move(s->num, s->n * PS_CTR_NUM * sizeof *num, cap * PS_CTR_NUM * sizeof *num);
     if (!num) {
         return PS_ENOMEM;
     }
     s->num = num;
-    uint64_t *keys = realloc(s->keys, cap * PS_CTR_CAT * sizeof *keys);
+    uint64_t *keys =
+        s_move(s->keys, s->n * PS_CTR_CAT * sizeof *keys, cap * PS_CTR_CAT * sizeof *keys);
     if (!keys) {
         return PS_ENOMEM;
     }
     s->keys = keys;
-    float *label = realloc(s->label, cap * sizeof *label);
+    float *label = s_move(s->label, s->n * sizeof *label, cap * sizeof *label);
     if (!label) {
         return PS_ENOMEM;
     }
