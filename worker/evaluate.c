@@ -4,7 +4,7 @@
  * writes at the end (--save-model) and --evaluate of a model file.
  *
  * An evaluation after steps whose values were not finite also decides
- * whether they broke the model: below PS_WORKER_SANE_ACCURACY the job has
+ * whether they broke the model: below PS_EVALS_SANE_ACCURACY the job has
  * diverged.
  */
 #include <math.h>
@@ -15,7 +15,8 @@
 #include "common/log.h"
 #include "kernels/optim.h"
 #include "kernels/threads.h"
-#include "worker/worker_impl.h"
+#include "worker/evaluate.h"
+#include "worker/worker.h"
 
 /* ps_model_evaluate over a whole data set, its images normalised for the call
  * (the set keeps bytes). Returns 0, PS_ENOMEM or the model's error. */
@@ -31,18 +32,20 @@ static int s_evaluate_set(ps_model_t *m, const ps_dataset_t *ds, int *correct, f
     return rc;
 }
 
-/* ps_worker_evaluate_at for a model with embedding rows: the held-out
- * rows' AUC and log loss, with the rows as the servers hold them now. */
-static int s_evaluate_ctr(ps_worker_t *w, int epoch, int64_t step, double t_train)
+/* ps_evals_at for a model with embedding rows: the held-out rows' AUC and
+ * log loss, with the rows as the servers hold them now. */
+static int s_evaluate_ctr(ps_evals_t *e, int epoch, int64_t step, double t_train, char *err,
+                          size_t cap)
 {
     double auc, logloss;
-    int rc = ps_ctr_job_evaluate(w->ctr, w->kv, &auc, &logloss, w->err, sizeof w->err);
+    int rc = ps_ctr_job_evaluate(e->ctr, e->kv, &auc, &logloss, err, cap);
     if (rc != 0) {
         return rc;
     }
-    if (!isfinite(logloss) || !ps_optim_finite(ps_model_params(w->model), w->view->num_params)) {
-        snprintf(w->err, sizeof w->err, "training diverged: epoch %d ends with test_logloss=%g",
-                 epoch, logloss);
+    if (!isfinite(logloss) ||
+        !ps_optim_finite(ps_model_params(e->model), ps_model_num_params(e->model))) {
+        snprintf(err, cap, "training diverged: epoch %d ends with test_logloss=%g", epoch,
+                 logloss);
         return PS_ENONFINITE;
     }
     if (epoch == 0) {
@@ -50,34 +53,35 @@ static int s_evaluate_ctr(ps_worker_t *w, int epoch, int64_t step, double t_trai
                     (long long)step, auc, logloss, t_train);
         return 0;
     }
-    if (w->done.n_test_auc < PS_MAX_EPOCHS) {
-        w->auc[w->done.n_test_auc++] = auc;
-        w->logloss[w->done.n_test_logloss++] = logloss;
+    if (e->n_auc < PS_MAX_EPOCHS) {
+        e->auc[e->n_auc] = auc;
+        e->logloss[e->n_auc++] = logloss;
     }
     ps_log_info("epoch=%d test_auc=%.4f test_logloss=%.4f elapsed=%.2fs step=%lld", epoch, auc,
                 logloss, t_train, (long long)step);
     return 0;
 }
 
-int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_train)
+int ps_evals_at(ps_evals_t *e, int epoch, int64_t step, double t_train, char *err, size_t cap)
 {
-    if (w->ctr) {
-        return s_evaluate_ctr(w, epoch, step, t_train);
+    if (e->ctr) {
+        return s_evaluate_ctr(e, epoch, step, t_train, err, cap);
     }
     int correct = 0;
     float loss = 0;
-    int rc = s_evaluate_set(w->model, &w->test, &correct, &loss);
+    int rc = s_evaluate_set(e->model, e->test, &correct, &loss);
     if (rc != 0) {
-        snprintf(w->err, sizeof w->err, "evaluation failed: %s", ps_strerror(rc));
+        snprintf(err, cap, "evaluation failed: %s", ps_strerror(rc));
         return rc;
     }
-    double acc = (double)correct / w->test.n;
+    double acc = (double)correct / e->test->n;
+    const uint64_t skipped = ps_nonfinite_steps(e->nonfinite);
     /* Ending below any sane accuracy after skipped steps means they broke it. */
-    if (!isfinite(loss) || !ps_optim_finite(ps_model_params(w->model), w->view->num_params) ||
-        (w->nonfinite && acc < PS_WORKER_SANE_ACCURACY)) {
-        snprintf(w->err, sizeof w->err,
-                 "training diverged: epoch %d ends with test_loss=%g test_accuracy=%.4f%s", epoch,
-                 loss, acc, w->nonfinite ? " after steps with non-finite values" : "");
+    if (!isfinite(loss) ||
+        !ps_optim_finite(ps_model_params(e->model), ps_model_num_params(e->model)) ||
+        (skipped && acc < PS_EVALS_SANE_ACCURACY)) {
+        snprintf(err, cap, "training diverged: epoch %d ends with test_loss=%g test_accuracy=%.4f%s",
+                 epoch, loss, acc, skipped ? " after steps with non-finite values" : "");
         return PS_ENONFINITE;
     }
     if (epoch == 0) {
@@ -85,13 +89,34 @@ int ps_worker_evaluate_at(ps_worker_t *w, int epoch, int64_t step, double t_trai
                     (long long)step, acc, loss, t_train);
         return 0;
     }
-    if (w->done.n_test_accuracy < PS_MAX_EPOCHS) {
-        w->accuracy[w->done.n_test_accuracy++] = acc;
+    if (e->n_accuracy < PS_MAX_EPOCHS) {
+        e->accuracy[e->n_accuracy++] = acc;
     }
-    ps_worker_obs_epoch(w->obs, epoch, acc);
+    ps_worker_obs_epoch(e->obs, epoch, acc);
     ps_log_info("epoch=%d test_accuracy=%.4f test_loss=%.4f elapsed=%.2fs step=%lld", epoch, acc,
                 loss, t_train, (long long)step);
     return 0;
+}
+
+size_t ps_evals_epochs(const ps_evals_t *e)
+{
+    return e->ctr ? e->n_auc : e->n_accuracy;
+}
+
+void ps_evals_forget(ps_evals_t *e, size_t epochs)
+{
+    e->n_accuracy = e->n_accuracy > epochs ? epochs : e->n_accuracy;
+    e->n_auc = e->n_auc > epochs ? epochs : e->n_auc;
+}
+
+void ps_evals_report(ps_evals_t *e, Shardps__Done *done)
+{
+    done->test_accuracy = e->accuracy;
+    done->n_test_accuracy = e->n_accuracy;
+    done->test_auc = e->auc;
+    done->n_test_auc = e->n_auc;
+    done->test_logloss = e->logloss;
+    done->n_test_logloss = e->n_auc;
 }
 
 int ps_worker_evaluate(const ps_worker_config_t *cfg)
@@ -160,22 +185,21 @@ done:
     return rc == 0 ? 0 : 1;
 }
 
-int ps_worker_save_model(ps_worker_t *w, const float *params)
+int ps_evals_save(const ps_evals_t *e, const ps_job_t *job, int64_t steps, const float *params,
+                  const char *path, char *err, size_t cap)
 {
-    const ps_job_t *j = &w->job;
-    char mode[32], steps[32], epochs[16], seed[32], acc[32];
-    ps_job_mode_str(j, mode, sizeof mode);
-    snprintf(steps, sizeof steps, "%lld", (long long)w->done.steps);
-    snprintf(epochs, sizeof epochs, "%d", j->epochs);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)j->seed);
-    size_t ne = w->done.n_test_accuracy;
-    snprintf(acc, sizeof acc, "%.6f", ne ? w->accuracy[ne - 1] : -1.0);
-    const char *meta[] = {"format", "pt", "mode", mode, "steps", steps, "epochs", epochs,
+    char mode[32], nsteps[32], epochs[16], seed[32], acc[32];
+    ps_job_mode_str(job, mode, sizeof mode);
+    snprintf(nsteps, sizeof nsteps, "%lld", (long long)steps);
+    snprintf(epochs, sizeof epochs, "%d", job->epochs);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)job->seed);
+    snprintf(acc, sizeof acc, "%.6f", e->n_accuracy ? e->accuracy[e->n_accuracy - 1] : -1.0);
+    const char *meta[] = {"format", "pt", "mode", mode, "steps", nsteps, "epochs", epochs,
                           "seed", seed, "test_accuracy", acc};
-    int rc = ps_model_save(w->model, params, w->cfg->save_model, meta,
-                           (int)(sizeof meta / sizeof meta[0] / 2), w->err, sizeof w->err);
+    int rc = ps_model_save(e->model, params, path, meta, (int)(sizeof meta / sizeof meta[0] / 2),
+                           err, cap);
     if (rc == 0) {
-        ps_log_info("model saved to %s", w->cfg->save_model);
+        ps_log_info("model saved to %s", path);
     }
     return rc;
 }

@@ -41,8 +41,9 @@ static int s_huge_push(ps_kv_t *kv, int64_t t, char *err, size_t cap)
     return 0;
 }
 
-int ps_fault_push(ps_kv_t *kv, const ps_worker_config_t *cfg, int64_t t, char *err, size_t cap)
+int ps_fault_push(ps_kv_t *kv, int64_t huge_step, int64_t nan_step, int64_t t, char *err,
+                  size_t cap)
 {
-    int rc = t == cfg->fault_huge_push ? s_huge_push(kv, t, err, cap) : 0;
-    return rc == 0 && t == cfg->fault_nan_push ? s_nan_push(kv, t, err, cap) : rc;
+    int rc = t == huge_step ? s_huge_push(kv, t, err, cap) : 0;
+    return rc == 0 && t == nan_step ? s_nan_push(kv, t, err, cap) : rc;
 }

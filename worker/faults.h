@@ -10,20 +10,19 @@
 #include <stdint.h>
 
 #include "worker/kv.h"
-#include "worker/worker.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /*
- * At step t, the faults cfg asks for then: --fault-huge-push sends five
- * finite pushes of 3e38 to keys [0, 4), which the servers must accept (and
- * undo the updates that overflow); --fault-nan-push a NaN push, which they
- * must refuse as not finite. Returns 0 (none due, or each answered as it
- * must be), or PS_ESTATE with the reason in err.
+ * At step t, the faults due then: --fault-huge-push (at huge_step) sends
+ * five finite pushes of 3e38 to keys [0, 4), which the servers must accept
+ * (and undo the updates that overflow); --fault-nan-push (at nan_step) a
+ * NaN push, which they must refuse as not finite. Returns 0 (none due, or
+ * each answered as it must be), or PS_ESTATE with the reason in err.
  */
-int ps_fault_push(ps_kv_t *kv, const ps_worker_config_t *cfg, int64_t t, char *err,
+int ps_fault_push(ps_kv_t *kv, int64_t huge_step, int64_t nan_step, int64_t t, char *err,
                   size_t cap);
 
 #ifdef __cplusplus
