@@ -186,29 +186,25 @@ void ps_cuda_relu_bwd(ps_kctx_t *ctx, const float *d_y, const float *d_dy, float
     PS_CUDA_CHECK_LAUNCH();
 }
 
-/* ---- softmax cross-entropy ------------------------------------------------------ */
+/* ---- the losses: softmax cross-entropy and logistic ------------------------------- */
 
 /* Threads per block of the row pass; a power of two for the tree reduction. */
 #define XENT_THREADS 256
 
 /*
- * One thread per row (grid-stride), the CPU formulas in the CPU order:
+ * Softmax cross-entropy of row n, the CPU formulas in the CPU order:
  * m = max z (first argmax), lse = m + log(sum exp(z - m)), loss = lse - z[y],
- * dz = exp(z - lse)/N - onehot/N. A row is read fully (max, sum, z[y]) before
- * any of it is written, so dz may alias z. The block then sums its rows'
- * losses (double) and hits in shared memory and leaves one partial each.
+ * dz = exp(z - lse)/N - onehot/N. The row is read fully (max, sum, z[y])
+ * before any of it is written, so dz may alias z.
  */
-static __global__ void __launch_bounds__(XENT_THREADS)
-    k_xent_rows(const float *z, const uint8_t *labels, int N, int C, float *dz, float inv_n,
-                double *part, int *part_hits)
-{
-    __shared__ double s_loss[XENT_THREADS];
-    __shared__ int s_hits[XENT_THREADS];
-    const int t = threadIdx.x;
-    double loss = 0.0;
-    int hits = 0;
-    for (long long n = (long long)blockIdx.x * XENT_THREADS + t; n < N;
-         n += (long long)gridDim.x * XENT_THREADS) {
+struct s_xent_row {
+    const float *z;        /* [N,C] logits */
+    const uint8_t *labels; /* [N] */
+    int C;                 /* classes */
+    float *dz;             /* [N,C] their gradient, or NULL */
+    float inv_n;           /* 1/N */
+    __device__ float operator()(long long n, int *hit) const
+    {
         const float *r = z + (size_t)n * C;
         int best = 0;
         float m = r[0];
@@ -224,8 +220,8 @@ static __global__ void __launch_bounds__(XENT_THREADS)
         }
         const float lse = m + logf(sum);
         const int y = labels[n];
-        loss += (double)(lse - r[y]);
-        hits += best == y;
+        const float loss = lse - r[y]; /* before dz, which may be r, is written */
+        *hit = best == y;
         if (dz) {
             float *d = dz + (size_t)n * C;
             for (int c = 0; c < C; c++) {
@@ -233,6 +229,54 @@ static __global__ void __launch_bounds__(XENT_THREADS)
             }
             d[y] -= inv_n;
         }
+        return loss;
+    }
+};
+
+/*
+ * Logistic loss of row n, the CPU formulas of ps_cpu_sigmoid_bce_hits:
+ * e = exp(-|z|), loss = max(z, 0) - z*y + log1p(e), dz = (sigmoid(z) - y) / N
+ * with sigmoid(z) = 1/(1+e) (z >= 0) or e/(1+e); a hit is a prediction
+ * z > 0 equal to the label. z is read before dz is written, so dz may alias z.
+ */
+struct s_bce_row {
+    const float *z;        /* [N] logits */
+    const uint8_t *labels; /* [N] 0 or not */
+    float *dz;             /* [N] their gradient, or NULL */
+    float inv_n;           /* 1/N */
+    __device__ float operator()(long long n, int *hit) const
+    {
+        const float v = z[n], y = labels[n] ? 1.0f : 0.0f;
+        const float e = expf(-fabsf(v));
+        const float loss = (v > 0.0f ? v : 0.0f) - v * y + log1pf(e);
+        *hit = (v > 0.0f) == (labels[n] != 0);
+        if (dz) {
+            const float s = v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+            dz[n] = (s - y) * inv_n;
+        }
+        return loss;
+    }
+};
+
+/*
+ * One thread per row (grid-stride), each row's loss and hit by R; the block
+ * then sums its rows' losses (double) and hits in shared memory and leaves
+ * one partial each.
+ */
+template <typename R>
+static __global__ void __launch_bounds__(XENT_THREADS)
+    k_loss_rows(const R row, int N, double *part, int *part_hits)
+{
+    __shared__ double s_loss[XENT_THREADS];
+    __shared__ int s_hits[XENT_THREADS];
+    const int t = threadIdx.x;
+    double loss = 0.0;
+    int hits = 0;
+    for (long long n = (long long)blockIdx.x * XENT_THREADS + t; n < N;
+         n += (long long)gridDim.x * XENT_THREADS) {
+        int hit;
+        loss += (double)row(n, &hit);
+        hits += hit;
     }
     s_loss[t] = loss;
     s_hits[t] = hits;
@@ -252,7 +296,7 @@ static __global__ void __launch_bounds__(XENT_THREADS)
 
 /* Sums the nb block partials in block order (nb <= PS_CUDA_XENT_BLOCKS: a
  * thousand additions, one thread is plenty and keeps the order fixed). */
-static __global__ void k_xent_final(const double *part, const int *part_hits, int nb,
+static __global__ void k_loss_final(const double *part, const int *part_hits, int nb,
                                     ps_cuda_xent_out_t *out)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -268,27 +312,39 @@ static __global__ void k_xent_final(const double *part, const int *part_hits, in
     }
 }
 
-/* Queues the two passes and the 16-byte copy of their sums into h_out. */
-void ps_cuda_softmax_xent_queue(ps_kctx_t *ctx, const float *d_logits,
-                                const uint8_t *d_labels, int N, int C, float *d_dlogits)
+/* Queues the row pass of N > 0 rows, the final sum and the 16-byte copy of
+ * the sums into h_out (read by ps_cuda_xent_result). */
+template <typename R>
+static void s_loss_queue(ps_kctx_t *ctx, const R &row, int N)
 {
-    if (N <= 0 || C <= 0) {
-        ctx->h_out->loss_sum = 0.0;
-        ctx->h_out->hits = 0;
-        return;
-    }
-    const float inv_n = 1.0f / (float)N;
     size_t nb = ((size_t)N + XENT_THREADS - 1) / XENT_THREADS;
     if (nb > PS_CUDA_XENT_BLOCKS) {
         nb = PS_CUDA_XENT_BLOCKS;
     }
-    k_xent_rows<<<(unsigned)nb, XENT_THREADS, 0, ctx->stream>>>(
-        d_logits, d_labels, N, C, d_dlogits, inv_n, ctx->d_part, ctx->d_hits);
+    k_loss_rows<R><<<(unsigned)nb, XENT_THREADS, 0, ctx->stream>>>(row, N, ctx->d_part,
+                                                                    ctx->d_hits);
     PS_CUDA_CHECK_LAUNCH();
-    k_xent_final<<<1, 1, 0, ctx->stream>>>(ctx->d_part, ctx->d_hits, (int)nb, ctx->d_out);
+    k_loss_final<<<1, 1, 0, ctx->stream>>>(ctx->d_part, ctx->d_hits, (int)nb, ctx->d_out);
     PS_CUDA_CHECK_LAUNCH();
     PS_CUDA_CHECK(cudaMemcpyAsync(ctx->h_out, ctx->d_out, sizeof(*ctx->h_out),
                                   cudaMemcpyDeviceToHost, ctx->stream));
+}
+
+/* No rows: nothing queued, the sums are zero. */
+static void s_loss_none(ps_kctx_t *ctx)
+{
+    ctx->h_out->loss_sum = 0.0;
+    ctx->h_out->hits = 0;
+}
+
+void ps_cuda_softmax_xent_queue(ps_kctx_t *ctx, const float *d_logits,
+                                const uint8_t *d_labels, int N, int C, float *d_dlogits)
+{
+    if (N <= 0 || C <= 0) {
+        s_loss_none(ctx);
+        return;
+    }
+    s_loss_queue(ctx, s_xent_row{d_logits, d_labels, C, d_dlogits, 1.0f / (float)N}, N);
 }
 
 float ps_cuda_xent_result(ps_kctx_t *ctx, int N, int *correct)
@@ -309,74 +365,14 @@ float ps_cuda_softmax_xent(ps_kctx_t *ctx, const float *d_logits, const uint8_t 
     return ps_cuda_xent_result(ctx, N > 0 && C > 0 ? N : 0, correct);
 }
 
-/* ---- logistic loss ----------------------------------------------------------------- */
-
-/*
- * One thread per row (grid-stride), the CPU formulas of
- * ps_cpu_sigmoid_bce_hits: e = exp(-|z|), loss = max(z, 0) - z*y + log1p(e),
- * dz = (sigmoid(z) - y) / N with sigmoid(z) = 1/(1+e) (z >= 0) or e/(1+e).
- * z is read before dz is written, so dz may alias z. The block sums its
- * rows' losses (double) and hits (prediction z > 0 equal to the label) as
- * k_xent_rows does, for k_xent_final.
- */
-static __global__ void __launch_bounds__(XENT_THREADS)
-    k_bce_rows(const float *z, const uint8_t *labels, int N, float *dz, float inv_n,
-               double *part, int *part_hits)
-{
-    __shared__ double s_loss[XENT_THREADS];
-    __shared__ int s_hits[XENT_THREADS];
-    const int t = threadIdx.x;
-    double loss = 0.0;
-    int hits = 0;
-    for (long long n = (long long)blockIdx.x * XENT_THREADS + t; n < N;
-         n += (long long)gridDim.x * XENT_THREADS) {
-        const float v = z[n], y = labels[n] ? 1.0f : 0.0f;
-        const float e = expf(-fabsf(v));
-        loss += (double)((v > 0.0f ? v : 0.0f) - v * y + log1pf(e));
-        hits += (v > 0.0f) == (labels[n] != 0);
-        if (dz) {
-            const float s = v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-            dz[n] = (s - y) * inv_n;
-        }
-    }
-    s_loss[t] = loss;
-    s_hits[t] = hits;
-    __syncthreads();
-    for (int s = XENT_THREADS / 2; s > 0; s >>= 1) {
-        if (t < s) {
-            s_loss[t] += s_loss[t + s];
-            s_hits[t] += s_hits[t + s];
-        }
-        __syncthreads();
-    }
-    if (t == 0) {
-        part[blockIdx.x] = s_loss[0];
-        part_hits[blockIdx.x] = s_hits[0];
-    }
-}
-
-/* Queues the row pass, the final sum and its 16-byte copy into h_out (read
- * by ps_cuda_xent_result), as softmax_xent_queue does. */
 void ps_cuda_sigmoid_bce_queue(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
                                int N, float *d_dlogits)
 {
     if (N <= 0) {
-        ctx->h_out->loss_sum = 0.0;
-        ctx->h_out->hits = 0;
+        s_loss_none(ctx);
         return;
     }
-    const float inv_n = 1.0f / (float)N;
-    size_t nb = ((size_t)N + XENT_THREADS - 1) / XENT_THREADS;
-    if (nb > PS_CUDA_XENT_BLOCKS) {
-        nb = PS_CUDA_XENT_BLOCKS;
-    }
-    k_bce_rows<<<(unsigned)nb, XENT_THREADS, 0, ctx->stream>>>(
-        d_logits, d_labels, N, d_dlogits, inv_n, ctx->d_part, ctx->d_hits);
-    PS_CUDA_CHECK_LAUNCH();
-    k_xent_final<<<1, 1, 0, ctx->stream>>>(ctx->d_part, ctx->d_hits, (int)nb, ctx->d_out);
-    PS_CUDA_CHECK_LAUNCH();
-    PS_CUDA_CHECK(cudaMemcpyAsync(ctx->h_out, ctx->d_out, sizeof(*ctx->h_out),
-                                  cudaMemcpyDeviceToHost, ctx->stream));
+    s_loss_queue(ctx, s_bce_row{d_logits, d_labels, d_dlogits, 1.0f / (float)N}, N);
 }
 
 float ps_cuda_sigmoid_bce(ps_kctx_t *ctx, const float *d_logits, const uint8_t *d_labels,
