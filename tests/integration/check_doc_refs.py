@@ -95,7 +95,6 @@ class Tree:
         names = [f]
         if f.endswith('.c'):
             names.append(f[:-2] + '.h')
-        names.append(os.path.join(os.path.dirname(f), 'worker_impl.h'))
         for g in names:
             if g in self.files and name in self.text(g) and (top_level.search(self.text(g)) or member.search(self.text(g))):
                 return True
