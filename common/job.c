@@ -327,18 +327,18 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
         snprintf(err, errlen, "--optimizer ftrl takes --lr-schedule constant and no warm-up "
                  "(its rate per coordinate falls already)");
     } else if (job->batch < 1 || job->batch > 65536) {
-        snprintf(err, errlen, "batch must be in [1, 65536], got %d", job->batch);
+        snprintf(err, errlen, "--batch %d: expected 1 to 65536", job->batch);
     } else if (job->micro_batch < 0 ||
                (job->micro_batch > 0 && job->batch % job->micro_batch != 0)) {
         snprintf(err, errlen, "--micro-batch %d: expected 0 (none) or a divisor of --batch %d",
                  job->micro_batch, job->batch);
     } else if (job->epochs < 1) {
-        snprintf(err, errlen, "epochs must be >= 1, got %d", job->epochs);
+        snprintf(err, errlen, "--epochs %d: expected 1 or more", job->epochs);
     } else if (job->schedule.warmup_steps < 0) {
-        snprintf(err, errlen, "warm-up steps must be >= 0, got %lld",
+        snprintf(err, errlen, "--warmup-steps %lld: expected 0 or more",
                  (long long)job->schedule.warmup_steps);
     } else if (job->max_steps < 0) {
-        snprintf(err, errlen, "max steps must be >= 0, got %lld", (long long)job->max_steps);
+        snprintf(err, errlen, "--max-steps %lld: expected 0 or more", (long long)job->max_steps);
     } else if (job->wire < PS_WIRE_FP32 || job->wire > PS_WIRE_BF16) {
         snprintf(err, errlen, "unknown wire dtype %d", (int)job->wire);
     } else if (!(job->topk >= 0 && job->topk <= PS_JOB_MAX_TOPK)) {

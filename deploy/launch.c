@@ -745,7 +745,7 @@ int main(int argc, char **argv)
     if (L->phase != S_PHASE_STOP) {
         L->exit_code = L->no_progress ? PS_EXIT_NO_PROGRESS : 0;
         if (L->summary && access(L->summary, F_OK) != 0) {
-            snprintf(L->why, sizeof L->why, "the scheduler wrote no summary");
+            snprintf(L->why, sizeof L->why, "summary file %s was not written", L->summary);
             L->exit_code = 1;
         }
     }

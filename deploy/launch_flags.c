@@ -24,6 +24,7 @@
 #include "deploy/launch_node.h"
 #include "deploy/proc.h"
 #include "proto/curve.h"
+#include "scheduler/scheduler.h"
 
 static const char *const s_role_name[PS_LAUNCH_NROLES] = {"scheduler", "server", "worker"};
 
@@ -257,7 +258,7 @@ static int s_keys(const ps_launch_flags_t *F)
     }
     return 0;
 }
-static void s_job_identity(ps_launch_flags_t *F);
+static int s_job_identity(ps_launch_flags_t *F, int argc, char **argv);
 /* --plot (by default beside --summary), --log-file, --log-dir and --trace:
  * a place that cannot be written fails now, not after the job. Returns 0,
  * or PS_EINVAL after one line on stderr. */
@@ -300,7 +301,7 @@ static int s_observe_files(ps_launch_flags_t *F)
 /* After parsing: the job as far as the launcher needs it, the defaults
  * that depend on other flags, the checks across flags, and the role
  * binaries. Returns 0 or PS_EINVAL after one usage line. */
-static int s_resolve(ps_launch_flags_t *F)
+static int s_resolve(ps_launch_flags_t *F, int argc, char **argv)
 {
     ps_job_defaults(&F->job);
     const char *mode = ps_launch_flags_value(F, "mode");
@@ -357,7 +358,9 @@ static int s_resolve(ps_launch_flags_t *F)
     if ((!F->node && (s_model_files(F) != 0 || s_keys(F) != 0)) || s_observe_files(F) != 0) {
         return PS_EINVAL;
     }
-    s_job_identity(F);
+    if (s_job_identity(F, argc, argv) != 0) {
+        return PS_EINVAL;
+    }
     const char *level = ps_launch_flags_value(F, "log-level");
     if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
         return PS_EINVAL;
@@ -441,7 +444,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         F->extra = argv + rest;
         F->nextra = argc - rest;
     }
-    return s_resolve(F);
+    return s_resolve(F, argc, argv);
 }
 
 /* ---- command lines ------------------------------------------------------- */
@@ -593,9 +596,13 @@ char **ps_launch_flags_node_argv(const ps_launch_flags_t *F, int role, int rank,
 
 /* The job's identity for every node: --job-id (a fresh one unless given) and
  * the hash of the job configuration, from the scheduler's own flag table and
- * checks run on the flags it will get (quietly: when they do not parse, the
- * scheduler reports them and there is no hash). */
-static void s_job_identity(ps_launch_flags_t *F)
+ * checks run on the flags it will get. Those checks are the launcher's too:
+ * a bad job flag, or a --resume with nothing to resume, is one usage line
+ * now, a value from the environment named by its variable (argc, argv: the
+ * launcher's own). A task (--node) and a job with arguments after "--"
+ * (the scheduler's alone to read) leave them to the scheduler: there is no
+ * hash when they fail. Returns 0 or PS_EINVAL. */
+static int s_job_identity(ps_launch_flags_t *F, int argc, char **argv)
 {
     int k = s_fwd_index(F, "job-id");
     if (k >= 0 && !F->fwd_val[k] && !F->node) { /* a task takes the manager's */
@@ -614,15 +621,26 @@ static void s_job_identity(ps_launch_flags_t *F)
     ps_flag_t t[PS_SCHEDULER_NFLAGS];
     ps_scheduler_flags_init(&sf);
     size_t n = ps_scheduler_flags_table(&sf, t);
-    char err[256];
+    char err[1024] = "";
     F->job_hash[0] = '\0';
-    if (!a.oom && ps_config_parse(NULL, "", t, n, a.n, a.v, NULL) == 0 &&
-        ps_scheduler_flags_check(&sf, err, sizeof err) == 0) {
+    const int quiet = F->node || F->nextra > 0;
+    int rc = a.oom ? PS_ENOMEM
+                   : ps_config_parse(quiet ? NULL : PS_LAUNCH_PROG, "", t, n, a.n, a.v, NULL);
+    if (rc == 0 && (rc = ps_scheduler_flags_check(&sf, err, sizeof err)) == 0) {
         ps_job_hash(&sf.cfg.job, sf.cfg.servers, sf.cfg.workers, F->job_hash,
                     sizeof F->job_hash);
+        rc = quiet ? 0 : ps_scheduler_check_resume(&sf.cfg, err, sizeof err);
     }
     for (int i = 0; i < a.n; i++) {
         free(a.v[i]);
     }
     free(a.v);
+    if (quiet || rc == 0) {
+        return 0;
+    }
+    if (err[0]) { /* a parse error has its line already */
+        ps_config_blame_env(t, n, argc, argv, err, sizeof err);
+        s_bad("%s", err);
+    }
+    return PS_EINVAL;
 }

@@ -121,7 +121,7 @@ START_TEST(scheduler_check_names_the_flag)
                                  "[1, 1000]");
     s_sched_bad(s_no_servers, "--servers 0: expected 1 to 256 (0 only with --mode allreduce)");
     s_sched_bad(s_bad_wait, "--wait 0: out of range (0, 86400]");
-    s_sched_bad(s_bad_batch, "batch must be in [1, 65536], got 0");
+    s_sched_bad(s_bad_batch, "--batch 0: expected 1 to 65536");
     s_sched_bad(s_bad_model, "unknown model 'bogus' (expected mlp, cnn or ctr)");
 }
 END_TEST

@@ -207,23 +207,23 @@ START_TEST(validate_checks_each_field)
 
     ps_job_defaults(&job);
     job.batch = 0;
-    s_invalid(&job, "batch must be in [1, 65536], got 0");
+    s_invalid(&job, "--batch 0: expected 1 to 65536");
     job.batch = 65537;
-    s_invalid(&job, "batch must be in [1, 65536], got 65537");
+    s_invalid(&job, "--batch 65537: expected 1 to 65536");
     job.batch = 65536;
     ck_assert_int_eq(ps_job_validate(&job, NULL, 0), 0);
 
     ps_job_defaults(&job);
     job.epochs = 0;
-    s_invalid(&job, "epochs must be >= 1, got 0");
+    s_invalid(&job, "--epochs 0: expected 1 or more");
 
     ps_job_defaults(&job);
     job.schedule.warmup_steps = -1;
-    s_invalid(&job, "warm-up steps must be >= 0, got -1");
+    s_invalid(&job, "--warmup-steps -1: expected 0 or more");
 
     ps_job_defaults(&job);
     job.max_steps = -5;
-    s_invalid(&job, "max steps must be >= 0, got -5");
+    s_invalid(&job, "--max-steps -5: expected 0 or more");
 }
 END_TEST
 
