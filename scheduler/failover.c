@@ -201,7 +201,9 @@ static void s_drop_replicas(ps_failover_t *f, int r)
 /* Server n is lost and a replica of it is in step: the replica takes the
  * rank over. Every server learns it (MSG_FAILOVER with takeover) and
  * forgets the step under way; once all answered, the workers reconnect and
- * send it again. Nothing rolls back. Returns 1, or 0 when no replica can. */
+ * send it again. Nothing rolls back. Once training is over (REPORTING)
+ * the workers are left alone and the new primary is asked for the report
+ * instead. Returns 1, or 0 when no replica can. */
 static int s_take_over(ps_failover_t *f, const ps_node_t *n, double silent)
 {
     const ps_sched_ops_t *ops = f->ops;
@@ -238,6 +240,9 @@ static int s_take_over(ps_failover_t *f, const ps_node_t *n, double silent)
                 replica.pid);
     for (int i = 0; i < ops->cfg->servers; i++) {
         ops->send_view(ops->core, s_server(f, i), PS_MSG_FAILOVER, NULL);
+    }
+    if (ps_sched_phase(ops) == PS_PHASE_REPORTING) {
+        return 1; /* the workers are done: s_tell_workers asks for the report */
     }
     s_send_members(f, s_server(f, r));
     ps_agree_abandon(f->agree);
@@ -367,24 +372,33 @@ static int s_on_stranger(ps_failover_t *f, ps_msg_t *m)
 }
 
 /* Phase 2: every server stands at the checkpoint, or the replicas that
- * took ranks over serve them; the workers roll back or send the step again. */
+ * took ranks over serve them; the workers roll back or send the step again
+ * (training over: the new primaries are asked for their reports instead). */
 static void s_tell_workers(ps_failover_t *f)
 {
     const ps_sched_ops_t *ops = f->ops;
+    const int training = ps_sched_phase(ops) == PS_PHASE_RUNNING; /* else done: left alone */
     for (int r = 0; r < ops->cfg->servers; r++) {
         if (f->repoint[r]) {
             f->repoint[r] = 0;
             s_follow_new_primary(f, r);
+            if (!training) { /* it holds every update: its report stands for the lost one's */
+                s_send(f, &s_server(f, r)->route, PS_MSG_REPORT, NULL);
+            }
         }
     }
     const ps_node_t *w;
-    for (int i = 0; (w = ops->node(ops->core, PS_ROLE_WORKER, i)); i++) {
+    for (int i = 0; training && (w = ops->node(ops->core, PS_ROLE_WORKER, i)); i++) {
         if (w->used && !w->lost) {
             ops->send_view(ops->core, w, PS_MSG_FAILOVER, NULL);
         }
     }
     const ps_view_t *v = s_view(f);
-    if (v->takeover) {
+    if (!training) {
+        ps_log_info("failover %lld: every server knows S%d's new primary; training is over",
+                    (long long)v->generation, v->replaced - 1);
+        ps_failover_ended(f, ps_now());
+    } else if (v->takeover) {
         ps_log_info("failover %lld: every server forgot the step under way; workers send it "
                     "again", (long long)v->generation);
     } else if (ps_job_is_stepped(&ops->cfg->job)) {
@@ -460,9 +474,10 @@ static int s_checkpoint(ps_failover_t *f, int r, int closed, double now, int64_t
 
 /* Server n is lost (silent for `silent` seconds; closed: its connection
  * closed, and a lost server that cannot be replaced is then left to its
- * silence, which logs why). Returns 1 when the job goes on (a spare takes
- * its place and the job rolls back; or training is over and only its report
- * is missing), 0 when it cannot. */
+ * silence, which logs why). Returns 1 when the job goes on (a replica in
+ * step takes the rank over, training or not; a spare takes its place and
+ * the job rolls back; or training is over and only its report is missing),
+ * 0 when it cannot. */
 static int s_replace(ps_failover_t *f, const ps_node_t *n, double silent, int closed)
 {
     const ps_sched_ops_t *ops = f->ops;
@@ -470,22 +485,23 @@ static int s_replace(ps_failover_t *f, const ps_node_t *n, double silent, int cl
     const int on = ps_ckpt_enabled(f->ckpt);
     const ps_phase_t phase = ps_sched_phase(ops);
     const double now = ps_now();
-    if (phase == PS_PHASE_RUNNING && s_take_over(f, n, silent)) {
+    if ((phase == PS_PHASE_RUNNING || phase == PS_PHASE_REPORTING) &&
+        s_take_over(f, n, silent)) {
         return 1;
     }
     if (phase == PS_PHASE_WAITING ||
         (closed && (phase != PS_PHASE_RUNNING || !on || ps_failover_cold_spares(f) == 0))) {
         return 0;
     }
-    if (!on) {
-        ps_log_warn("failover: S%d cannot be replaced: checkpoints are off (--checkpoint-dir "
-                    "and --checkpoint-every)", r);
-        return 0;
-    }
     if (phase == PS_PHASE_REPORTING) { /* training is over: only its report is missing */
         ps_log_warn("S%d (pid %u) lost after training ended: its report is missing", r, n->pid);
         ops->unreported(ops->core, n);
         return 1;
+    }
+    if (!on) {
+        ps_log_warn("failover: S%d cannot be replaced: checkpoints are off (--checkpoint-dir "
+                    "and --checkpoint-every)", r);
+        return 0;
     }
     int64_t step;
     int nparts;

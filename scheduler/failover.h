@@ -137,6 +137,10 @@ int ps_failover_retired(const ps_failover_t *f, const ps_route_t *route);
 int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *rd, int stepped,
                       double now);
 
+/* Every server answered a takeover made once training was over (no step
+ * follows): that closes the open records' recovery time at now. */
+void ps_failover_ended(ps_failover_t *f, double now);
+
 /* The replacements so far, in order, into *reps (borrowed, valid until the
  * next replacement). Returns their count. */
 int ps_failover_replacements(const ps_failover_t *f, const ps_failover_rep_t **reps);

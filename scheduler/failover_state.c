@@ -272,7 +272,7 @@ int ps_failover_retired(const ps_failover_t *f, const ps_route_t *route)
 
 /* The first step after the rollback: every replacement still open (a server
  * lost during another's recovery) ends with this one. */
-static void s_recovered(ps_failover_t *f, int stepped, double now)
+static void s_recovered(ps_failover_t *f, int stepped, double now, const char *after)
 {
     ps_failover_rep_t *rep = &f->reps[f->nreps - 1];
     if (rep->recover_s >= 0) {
@@ -285,9 +285,8 @@ static void s_recovered(ps_failover_t *f, int stepped, double now)
     }
     if (rep->takeover) {
         ps_log_info("failover %lld: S%d's replica took over: detected after %.2f s, recovered "
-                    "%.3f s later (first %s after), nothing rolled back",
-                    (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s,
-                    stepped ? "step" : "update");
+                    "%.3f s later (%s), nothing rolled back",
+                    (long long)rep->generation, rep->rank, rep->detect_s, rep->recover_s, after);
     } else if (stepped) {
         ps_log_info("failover %lld: S%d replaced: detected after %.2f s, recovered %.3f s "
                     "later (first step after the rollback), %lld steps lost",
@@ -303,6 +302,13 @@ static void s_recovered(ps_failover_t *f, int stepped, double now)
     }
 }
 
+void ps_failover_ended(ps_failover_t *f, double now)
+{
+    if (f->nreps > 0) {
+        s_recovered(f, 1, now, "every server answered; training was over");
+    }
+}
+
 int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *rd, int stepped,
                       double now)
 {
@@ -311,7 +317,7 @@ int ps_failover_ready(ps_failover_t *f, int rank, const Shardps__FailoverReady *
     }
     ps_failover_rep_t *rep = &f->reps[f->nreps - 1];
     if (rd->stepped) {
-        s_recovered(f, stepped, now);
+        s_recovered(f, stepped, now, stepped ? "first step after" : "first update after");
         return 0;
     }
     if (f->ready[rank]) {

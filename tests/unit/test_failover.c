@@ -856,6 +856,39 @@ START_TEST(a_replica_in_step_takes_the_rank_over_and_nothing_rolls_back)
 }
 END_TEST
 
+/* Training over (every worker done, reports asked for): the replica takes
+ * the rank over, the workers are left alone, and once every server has
+ * answered the new primary is asked for the rank's report. Without a
+ * replica or checkpoints the report is only missing: the job ends. */
+START_TEST(a_replica_takes_the_rank_over_once_training_is_over)
+{
+    s_job_t *j = s_open(S_RUNNING, 1);
+    const int id = s_spare(j, "spare1");
+    s_follows(j, "spare1", 0);
+    s_replica_ready(j, "spare1", id, "tcp://10.0.0.9:7100");
+    j->core.facts.phase = PS_PHASE_REPORTING;
+    ps_fake_clear(&j->core);
+    ck_assert_int_eq(s_lose(j, 0, 6.0, 0), 1);
+    ck_assert_int_eq(j->core.taken_over, 1);
+    ck_assert_int_eq(j->core.rollbacks, 0); /* the workers' DONEs stand */
+    ck_assert_int_eq(ps_fake_count(&j->core, PS_MSG_FAILOVER, "S0"), 1);
+    ck_assert_int_eq(ps_fake_count(&j->core, PS_MSG_REPORT, NULL), 0);
+    for (int r = 0; r < S_SERVERS; r++) {
+        ck_assert_int_eq(s_ready(j, r, 1, 0), 1);
+    }
+    ck_assert_int_eq(ps_fake_count(&j->core, PS_MSG_FAILOVER, "W0"), 0);
+    ck_assert_int_eq(ps_fake_count(&j->core, PS_MSG_REPORT, "S0"), 1);
+    ck_assert(s_same_route(&ps_fake_last(&j->core, PS_MSG_REPORT, "S0")->to, "spare1"));
+    const ps_failover_rep_t *reps;
+    ck_assert_int_eq(ps_failover_replacements(j->f, &reps), 1);
+    ck_assert(reps[0].takeover && reps[0].recover_s >= 0);
+    /* S1 has no replica and the job no checkpoints: its report is missing */
+    ck_assert_int_eq(s_lose(j, 1, 6.0, 0), 1);
+    ck_assert_int_eq(ps_fake_row(&j->core, PS_ROLE_SERVER, 1)->reported, 1);
+    s_close(j);
+}
+END_TEST
+
 START_TEST(a_replica_not_in_step_goes_when_its_primary_is_replaced_from_a_checkpoint)
 {
     s_job_t *j = s_open(S_CKPT | S_RUNNING, 1);
@@ -971,6 +1004,7 @@ int main(void)
     tcase_add_test(tc, a_spare_becomes_a_replica_and_its_primary_learns_where_it_listens);
     tcase_add_test(tc, a_lost_replica_is_made_again_from_a_spare);
     tcase_add_test(tc, a_replica_in_step_takes_the_rank_over_and_nothing_rolls_back);
+    tcase_add_test(tc, a_replica_takes_the_rank_over_once_training_is_over);
     tcase_add_test(tc, a_replica_not_in_step_goes_when_its_primary_is_replaced_from_a_checkpoint);
     tcase_add_test(tc, a_restarted_schedulers_spare_registers_again_once);
     tcase_add_test(tc, the_summary_lists_the_replacements_replicas_and_spares_left);
