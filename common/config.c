@@ -90,6 +90,27 @@ static const char *s_type_word(ps_flag_type_t t)
     }
 }
 
+void ps_config_default(const ps_flag_t *f, char *out, size_t cap)
+{
+    out[0] = '\0';
+    switch (f->type) {
+    case PS_FLAG_INT:
+        snprintf(out, cap, "%d", *(int *)f->dst);
+        break;
+    case PS_FLAG_DOUBLE:
+        snprintf(out, cap, "%g", *(double *)f->dst);
+        break;
+    case PS_FLAG_STR:
+        snprintf(out, cap, "%s", *(const char **)f->dst ? *(const char **)f->dst : "");
+        break;
+    case PS_FLAG_BOOL: /* -1: a caller's "not given" */
+        if (*(int *)f->dst >= 0) {
+            snprintf(out, cap, "%d", *(int *)f->dst);
+        }
+        break;
+    }
+}
+
 /* --help; use_env: each flag's variable is named */
 static void s_usage(const char *prog, const char *about, const ps_flag_t *flags, size_t nflags,
                     int use_env)
@@ -103,23 +124,7 @@ static void s_usage(const char *prog, const char *about, const ps_flag_t *flags,
         snprintf(left, sizeof left, "--%s%s%s", f->name, f->metavar ? " " : "",
                  f->metavar ? f->metavar : "");
         s_env_name(f, env, sizeof env);
-        switch (f->type) {
-        case PS_FLAG_INT:
-            snprintf(def, sizeof def, "%d", *(int *)f->dst);
-            break;
-        case PS_FLAG_DOUBLE:
-            snprintf(def, sizeof def, "%g", *(double *)f->dst);
-            break;
-        case PS_FLAG_STR:
-            snprintf(def, sizeof def, "%s",
-                     *(const char **)f->dst ? *(const char **)f->dst : "");
-            break;
-        case PS_FLAG_BOOL: /* -1: a caller's "not given" */
-            if (*(int *)f->dst >= 0) {
-                snprintf(def, sizeof def, "%d", *(int *)f->dst);
-            }
-            break;
-        }
+        ps_config_default(f, def, sizeof def);
         printf("  %-24s %s", left, f->help);
         if (def[0]) {
             printf(" [default: %s]", def);
@@ -152,6 +157,47 @@ static void s_error(const char *prog, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* Edit distance between a and b[0..blen), both short (flag names). */
+static size_t s_distance(const char *a, const char *b, size_t blen)
+{
+    size_t alen = strlen(a), row[64];
+    if (alen >= 64 || blen >= 64) {
+        return (size_t)-1;
+    }
+    for (size_t j = 0; j <= blen; j++) {
+        row[j] = j;
+    }
+    for (size_t i = 1; i <= alen; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= blen; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[blen];
+}
+
+/* The flag nearest to name[0..len) that a typo could have made (at most a
+ * third of its letters wrong, and at least one), or NULL. */
+static const char *s_nearest(const ps_flag_t *flags, size_t nflags, const char *name, size_t len)
+{
+    const char *best = NULL;
+    size_t best_d = len / 3 > 1 ? len / 3 : 1;
+    for (size_t k = 0; k < nflags; k++) {
+        size_t d = s_distance(flags[k].name, name, len);
+        if (d <= best_d && (!best || d < best_d)) {
+            best = flags[k].name;
+            best_d = d;
+        }
+    }
+    return best;
 }
 
 static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, size_t nflags,
@@ -196,16 +242,24 @@ static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, 
             }
         }
         if (!f) {
-            s_error(prog, "unknown flag --%.*s (see --help)", (int)len,
-                    name);
+            const char *near = s_nearest(flags, nflags, name, len);
+            s_error(prog, "unknown flag --%.*s%s%s%s (see --help)", (int)len, name,
+                    near ? "; did you mean --" : "", near ? near : "", near ? "?" : "");
             return PS_EINVAL;
         }
         const char *val = eq ? eq + 1 : NULL;
         if (!val && f->type == PS_FLAG_BOOL) {
             /* "--x" alone, or "--x 0|1|true|..." as a forwarding launcher writes it */
             int dummy;
+            double num;
             ps_flag_t probe = {f->name, PS_FLAG_BOOL, &dummy, NULL, NULL};
-            val = (i + 1 < argc && s_set(&probe, argv[i + 1]) == 0) ? argv[++i] : "1";
+            ps_flag_t as_num = {f->name, PS_FLAG_DOUBLE, &num, NULL, NULL};
+            const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+            /* "--secure 2" meant a value, not a stray argument */
+            val = next && (s_set(&probe, next) == 0 || (strncmp(next, "--", 2) != 0 &&
+                                                        s_set(&as_num, next) == 0))
+                      ? argv[++i]
+                      : "1";
         } else if (!val) {
             if (i + 1 >= argc) {
                 s_error(prog, "flag --%s needs a value", f->name);

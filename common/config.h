@@ -91,6 +91,10 @@ int ps_config_parse_argv(const char *prog, const char *about, const ps_flag_t *f
 void ps_config_blame_env(const ps_flag_t *flags, size_t nflags, int argc, char **argv,
                          char *err, size_t cap);
 
+/* A flag's default as --help prints it ("[default: X]"), from the value its
+ * destination holds; "" for none (an unset string, a bool of -1). */
+void ps_config_default(const ps_flag_t *f, char *out, size_t cap);
+
 /* Prints the --help text of a table to stdout. */
 void ps_config_usage(const char *prog, const char *about, const ps_flag_t *flags,
                      size_t nflags);

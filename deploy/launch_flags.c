@@ -131,7 +131,12 @@ static void s_fwd_build(ps_launch_flags_t *F)
         for (size_t i = 0; i < sizeof s_note / sizeof s_note[0]; i++) {
             to = strcmp(s_note[i].name, fw->flag->name) ? to : s_note[i].to;
         }
-        snprintf(fw->help, sizeof fw->help, "%s (%s)", fw->flag->help, to);
+        /* the role's default, which the launcher's own entry (NULL: not
+         * given, so not forwarded) cannot show */
+        char def[64];
+        ps_config_default(fw->flag, def, sizeof def);
+        snprintf(fw->help, sizeof fw->help, "%s (%s)%s%s%s", fw->flag->help, to,
+                 def[0] ? " [default: " : "", def, def[0] ? "]" : "");
     }
 }
 

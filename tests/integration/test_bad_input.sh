@@ -47,8 +47,13 @@ for prog in "$SCHED" "$SERVER" "$WORKER" "$LAUNCH"; do
     grep -q -- "--help" "$TMP/out" || fail "$p --help: --help is not listed"
     [ ! -s "$TMP/err" ] || fail "$p --help: wrote to stderr: $(cat "$TMP/err")"
     echo "ok $N - $p --help"
-    bad "$p unknown flag" "^$p: error: unknown flag --no-such-flag" "$prog" --no-such-flag 1
+    bad "$p unknown flag" "^$p: error: unknown flag --no-such-flag \\(see --help\\)$" \
+        "$prog" --no-such-flag 1
+    bad "$p flag typo" "^$p: error: unknown flag --log-levle; did you mean --log-level\\?" \
+        "$prog" --log-levle info
 done
+bad "launch --lrr" "^shardps-launch: error: unknown flag --lrr; did you mean --lr\\?" "$LAUNCH" --lrr 0.1
+bad "launch --secure 2" "^shardps-launch: error: --secure 2: not 0 or 1$" "$LAUNCH" --secure 2
 
 # --- values that do not parse or are out of range ------------------------------
 bad "scheduler --servers abc" "--servers abc.*integer" "$SCHED" --servers abc

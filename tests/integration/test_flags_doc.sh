@@ -18,7 +18,8 @@
 #
 # The tables: | `--name METAVAR`[, `--other M`] | meaning | default |,
 # where one cell may name several flags ("`--model --mode`") and the default
-# cell then lists one default per flag, comma-separated.
+# cell then lists one default per flag, comma-separated, or one in words
+# ("the role's") for all of them.
 . "$(dirname "$0")/lib.sh"
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -39,7 +40,7 @@ bad() {
 }
 
 # The reference's table of program $1 as lines "NAME<TAB>METAVAR<TAB>DEFAULT"
-# (METAVAR and DEFAULT may be empty).
+# (METAVAR "-" when the table gives none; DEFAULT may be empty).
 ref_flags() {
     awk -v want="### $1" '
     function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
@@ -64,8 +65,10 @@ ref_flags() {
         }
         nd = split(def, defs, /, /)
         for (i = 1; i <= k; i++) {
-            d = (k == 1) ? def : (nd == k ? defs[i] : "")
-            printf "%s\t%s\t%s\n", name[i], meta[i], trim(d)
+            # one default in words is that of every flag of the row
+            d = (k == 1 || (nd == 1 && def ~ / /)) ? def : (nd == k ? defs[i] : "")
+            # "-": no METAVAR (read collapses two tabs in a row)
+            printf "%s\t%s\t%s\n", name[i], meta[i] == "" ? "-" : meta[i], trim(d)
         }
     }' "$REF"
 }
@@ -103,7 +106,7 @@ check() {
             continue
         fi
         IFS=$'\t' read -r _ hmeta hdef < <(grep "^$name"$'\t' "$TMP/help.$prog")
-        if [ -n "$meta" ] && [ "$meta" != "$hmeta" ]; then
+        if [ "$meta" != - ] && [ "$meta" != "$hmeta" ]; then
             bad "$prog: --$name: docs/usage.md says '--$name $meta', --help '--$name $hmeta'"
         fi
         if [ -n "$def" ] && [ "${def#* }" = "$def" ] && [ "$def" != "$hdef" ]; then
@@ -166,6 +169,20 @@ check shardps-scheduler "$SCHED"
 check shardps-server "$SERVER"
 check shardps-worker "$WORKER"
 check shardps-status "$SPS_BUILD/deploy/shardps-status"
+
+# The launcher's --help shows each flag it forwards with the default of the
+# role that takes it (the first in scheduler, server, worker order);
+# --servers and --workers are its own.
+while IFS=$'\t' read -r name _ hdef; do
+    case $name in servers | workers) continue ;; esac
+    for role in scheduler server worker; do
+        line=$(grep "^$name"$'\t' "$TMP/help.shardps-$role") || continue
+        rdef=${line##*$'\t'}
+        [ "$rdef" = "$hdef" ] ||
+            bad "shardps-launch: --$name: --help's default '${hdef:-none}', shardps-$role's '${rdef:-none}'"
+        break
+    done
+done <"$TMP/help.shardps-launch"
 
 # shardps-bench: the flags the docs' command lines use.
 grep -ho 'shardps-bench [a-z]\+[^`#]*' "${DOCS[@]}" | while read -r _ sub args; do

@@ -161,6 +161,10 @@ START_TEST(bool_takes_a_following_value_only_when_it_is_one)
     char *e[] = {"prog", "--on=maybe", NULL};
     ck_assert_int_eq(s_parse(&v, e, NULL, err, sizeof err), PS_EINVAL);
     ck_assert_str_eq(err, "prog: error: --on maybe: not 0 or 1\n");
+    /* "--on 2": a number meant as its value, which is not 0 or 1 */
+    char *f[] = {"prog", "--on", "2", NULL};
+    ck_assert_int_eq(s_parse(&v, f, NULL, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err, "prog: error: --on 2: not 0 or 1\n");
 }
 END_TEST
 
@@ -246,10 +250,21 @@ START_TEST(unknown_missing_and_stray_are_einval)
     char *c[] = {"prog", "stray", NULL};
     ck_assert_int_eq(s_parse(&v, c, NULL, err, sizeof err), PS_EINVAL);
     ck_assert_str_eq(err, "prog: error: unexpected argument 'stray' (see --help)\n");
-    /* a prefix of a name is not the name */
+    /* a prefix of a name is not the name, but the name is suggested */
     char *d[] = {"prog", "--coun", "1", NULL};
     ck_assert_int_eq(s_parse(&v, d, NULL, err, sizeof err), PS_EINVAL);
-    ck_assert_str_eq(err, "prog: error: unknown flag --coun (see --help)\n");
+    ck_assert_str_eq(err, "prog: error: unknown flag --coun; did you mean --count? (see --help)\n");
+    /* one letter wrong, one too many, two swapped: the nearest flag */
+    char *e[] = {"prog", "--rste", "1", NULL};
+    ck_assert_int_eq(s_parse(&v, e, NULL, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err, "prog: error: unknown flag --rste; did you mean --rate? (see --help)\n");
+    char *f[] = {"prog", "--onn", NULL};
+    ck_assert_int_eq(s_parse(&v, f, NULL, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err, "prog: error: unknown flag --onn; did you mean --on? (see --help)\n");
+    char *g[] = {"prog", "--env-olny=1", NULL};
+    ck_assert_int_eq(s_parse(&v, g, NULL, err, sizeof err), PS_EINVAL);
+    ck_assert_str_eq(err,
+                     "prog: error: unknown flag --env-olny; did you mean --env-only? (see --help)\n");
 }
 END_TEST
 
