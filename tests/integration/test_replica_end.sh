@@ -20,7 +20,10 @@
 fault_job full --servers 3 || fail "undisturbed run failed: $(tail -5 "$TMP/full.log")"
 
 mkfifo "$TMP/end0.f32"
-fault_job end --servers 3 --replicas 1 --progress 0.1 --dump-params "$TMP/end%d.f32" &
+# 8 s for S1's loss: worker 0, released from the pipe, says it is done
+# well before, however loaded the machine
+fault_job end --servers 3 --replicas 1 --progress 0.1 --dump-params "$TMP/end%d.f32" \
+    --peer-timeout 8 &
 JOB_PID=$!
 PIDS+=("$JOB_PID")
 wait_line "$TMP/end.log" "S[0-9] is in step with S1" 60 || fail "S1 has no replica in step"
