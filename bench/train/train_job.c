@@ -227,6 +227,10 @@ static void s_argv(const train_cfg_t *cfg, const train_run_t *r, const char *tag
         argv[a++] = "--timeout";
         argv[a++] = num[4];
     }
+    /* the nodes register once they have read their data: a big click log,
+     * or a ring's table of every key in it, takes longer than the default */
+    argv[a++] = "--wait";
+    argv[a++] = num[4];
     argv[a++] = "--summary";
     argv[a++] = (char *)json;
     if (ps_bench_train_max_steps(cfg, r->label) > 0) {
