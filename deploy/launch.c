@@ -375,8 +375,11 @@ static int s_read_endpoint(s_launch_t *L)
 
 static int s_start_scheduler(s_launch_t *L)
 {
-    char bind[300];
-    snprintf(bind, sizeof bind, "tcp://%s:*", L->F->host);
+    char bind[300], port[16] = "*";
+    if (L->F->port) {
+        snprintf(port, sizeof port, "%d", L->F->port);
+    }
+    snprintf(bind, sizeof bind, "tcp://%s:%s", L->F->host, port);
     char **argv = ps_launch_flags_scheduler_argv(L->F, bind, L->epfile);
     int rc = ps_launch_children_spawn(&L->C, &L->C.kids[0], argv);
     ps_launch_argv_destroy(&argv);

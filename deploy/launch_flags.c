@@ -340,6 +340,9 @@ static int s_resolve(ps_launch_flags_t *F, int argc, char **argv)
     if (!F->host || !F->host[0] || strpbrk(F->host, " \t\n/")) {
         return s_bad("--host '%s': must be a host name or address", F->host ? F->host : "");
     }
+    if (F->port < 0 || F->port > 65535) {
+        return s_bad("--port %d: expected 1 to 65535, or 0", F->port);
+    }
     if (F->timeout < 0) {
         return s_bad("--timeout %g: must be >= 0", F->timeout);
     }
@@ -389,7 +392,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         .servers = -1, /* resolved by the mode: 1, or 0 for allreduce */
         .workers = -1, /* 1, or with --node the tasks left */
         .host = NULL,  /* 127.0.0.1, or with --node 0.0.0.0 */
-        .port = 9000,
+        .port = 0,     /* with --node 9000, else a free one */
     };
     ps_flag_t flags[S_NOWN + PS_LAUNCH_MAX_FWD] = {
         {"servers", PS_FLAG_INT, &F->servers, "N",
@@ -406,7 +409,8 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
          "start only this task's role of a job a cluster manager started (Slurm, mpirun, "
          "Kubernetes): role, rank and scheduler from its environment"},
         {"port", PS_FLAG_INT, &F->port, "PORT",
-         "with --node: the scheduler's port (its host: see docs/cluster.md)"},
+         "the scheduler's port (0 = with --node 9000, else a free one; with --node its host: "
+         "see docs/cluster.md)"},
         {"plot", PS_FLAG_STR, &F->plot, "DIR",
          "write the run's plots here (progress.png, progress.csv, accuracy.csv); default: "
          "beside --summary; none = no plots"},

@@ -50,7 +50,7 @@ typedef struct {
     const char *bin_dir; /* where the role binaries are; NULL = search */
     double timeout;      /* whole-job limit in seconds; 0 = none */
     int node;            /* --node: be this task's role only (deploy/launch_node.h) */
-    int port;            /* --node: the scheduler's port */
+    int port;            /* the scheduler's port; 0: with --node 9000, else a free one */
     int node_role;       /* --node: PS_LAUNCH_<role> of this task */
     int node_rank;       /* --node: its rank within the role */
     char node_scheduler[300]; /* --node: the scheduler's endpoint, tcp://HOST:PORT */

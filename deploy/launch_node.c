@@ -189,8 +189,8 @@ int ps_launch_node_resolve(ps_launch_flags_t *F)
                      "PMI_RANK or SHARDPS_ROLE (see docs/cluster.md)");
     }
     F->node_rank = (int)rank;
-    if (F->port < 1 || F->port > 65535) {
-        return s_bad("--port %d: expected 1 to 65535", F->port);
+    if (F->port == 0) {
+        F->port = 9000; /* every task must know it: no free one */
     }
     const char *ep = getenv("SHARDPS_SCHEDULER");
     char host[256];

@@ -53,6 +53,7 @@ for prog in "$SCHED" "$SERVER" "$WORKER" "$LAUNCH"; do
         "$prog" --log-levle info
 done
 bad "launch --lrr" "^shardps-launch: error: unknown flag --lrr; did you mean --lr\\?" "$LAUNCH" --lrr 0.1
+bad "launch --port -1" "^shardps-launch: error: --port -1: expected 1 to 65535, or 0$" "$LAUNCH" --port -1
 bad "launch --secure 2" "^shardps-launch: error: --secure 2: not 0 or 1$" "$LAUNCH" --secure 2
 
 # --- values that do not parse or are out of range ------------------------------

@@ -229,6 +229,15 @@ if [[ "$a0" == "--scheduler tcp://127.0.0.1:5555 --rank 0 --data /d --dump-param
 else
     fail "worker command lines: '$a0' / '$a2'"
 fi
+# --port without --node: the port the scheduler binds, not a free one
+fresh
+run --servers 1 --workers 1 --port 9123
+a=$(cat "$FAKE_DIR/args.C")
+if [ "$RC" = 0 ] && [[ "$a" == "--bind tcp://127.0.0.1:9123 "* ]]; then
+    pass "--port: the scheduler binds it"
+else
+    fail "--port: rc=$RC, scheduler command line: $a"
+fi
 
 # 2. SHARDPS_* variables: read by the launcher; launcher-only ones not passed on.
 fresh
