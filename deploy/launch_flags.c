@@ -626,6 +626,9 @@ static int s_job_identity(ps_launch_flags_t *F, int argc, char **argv)
     for (int i = 0; i < F->nextra; i++) {
         s_argv_add(&a, F->extra[i]);
     }
+    if (ps_launch_flags_secure(F) && !ps_launch_flags_value(F, "keys")) {
+        s_argv_add(&a, "--secure=0"); /* the keys the launcher makes at start pass */
+    }
     ps_scheduler_flags_t sf;
     ps_flag_t t[PS_SCHEDULER_NFLAGS];
     ps_scheduler_flags_init(&sf);
