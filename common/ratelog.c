@@ -56,8 +56,9 @@ static void s_flush(ps_ratelog_t *r, double now)
         if (k->count) {
             char n[40];
             s_thousands(k->count, n, sizeof n);
-            ps_log_warn("dropped %s %s message%s from %s in %.0f s: %s", n, k->what,
-                        k->count == 1 ? "" : "s", k->peer, now - r->since, k->reason);
+            /* what is a phrase ("a registration", "PUSH"): kept whole */
+            ps_log_warn("%s more rejected in %.0f s (%s from %s): %s", n, now - r->since,
+                        k->what, k->peer, k->reason);
             k->count = 0;
         }
     }

@@ -4,8 +4,8 @@
  * A node under attack (or a broken peer) may send thousands of bad messages
  * a second; one log line each buries everything else. Here the first
  * rejection of each (what, peer, reason) is logged in full; the later ones are
- * counted and summarised once per period: "dropped 12,345 pull messages from
- * tcp://127.0.0.1 in 10 s: unknown sender". At most PS_RATELOG_KEYS keys are
+ * counted and summarised once per period: "12,345 more rejected in 10 s
+ * (PULL from tcp://127.0.0.1): unknown sender". At most PS_RATELOG_KEYS keys are
  * told apart; the rest share one "other reasons" entry, so the number of
  * lines per period is bounded whatever arrives. Not thread-safe: one thread
  * (a role's event loop) makes every call.

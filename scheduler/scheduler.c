@@ -631,7 +631,9 @@ static int s_open(ps_scheduler_t *s)
         return -1;
     }
     if (ps_sock_monitor_disconnects(s->ctx, s->router, &s->monitor, why, sizeof why) != 0) {
-        ps_log_warn("closed connections go unseen (%s): lost nodes are found by silence", why);
+        /* expected under --secure: nothing for the user to act on */
+        ps_log_write(cfg->secure ? PS_LOG_DEBUG : PS_LOG_WARN,
+                     "closed connections go unseen (%s): lost nodes are found by silence", why);
     }
     if (cfg->endpoint_file && s_write_endpoint(cfg->endpoint_file, s->endpoint) != 0) {
         ps_log_err("cannot write the endpoint to %s", cfg->endpoint_file);
@@ -698,7 +700,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
     }
     ps_identity_init(&s.id, cfg->job_id, &cfg->job, cfg->servers, cfg->workers, &cfg->secret);
     ps_ckpt_set_job(s.ckpt, s.id.job_id);
-    if (!cfg->secret.set) {
+    if (!cfg->secret.set && !cfg->secure) { /* CurveZMQ admits only the job's keys */
         ps_log_warn("no job secret (--secret-file): any process that reaches %s may register "
                     "as a node of this job", s.endpoint);
     }

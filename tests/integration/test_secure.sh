@@ -166,6 +166,14 @@ params_close "$TMP/ring_plain.f32" "$TMP/ring_secure.f32" 0 ||
 
 # ---- strangers ---------------------------------------------------------------
 job strangers strangers --secure --keys "$TMP/keys"
+# No warning the user cannot act on: under --secure CurveZMQ admits only the
+# job's keys (a job secret adds nothing to warn about), and closed connections
+# are found by silence by design. A plain job without a secret is warned.
+for log in "$TMP/sched_strangers.log" "$TMP/launched.log"; do
+    ! grep -E ' W (no job secret|closed connections go unseen)' "$log" ||
+        fail "a warning nobody can act on in $(basename "$log")"
+done
+grep -q ' W no job secret' "$TMP/sched_plain.log" || fail "a plain job without a secret is not warned"
 params_close "$TMP/plain.f32" "$TMP/strangers.f32" 0 ||
     fail "the job the strangers tried differs from the plain one"
 # 3 strangers x 2 rounds: each refused at least once by the scheduler and by S0
