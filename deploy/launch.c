@@ -308,9 +308,13 @@ static void s_reap(s_launch_t *L)
             /* Status 2 is the scheduler's "bad usage": it rejected a job flag
              * we forwarded (its own error line says which), so ours is too. */
             int usage = WIFEXITED(status) && WEXITSTATUS(status) == 2;
-            s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", pid, how,
-                   access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
-                                                : "before writing its endpoint");
+            if (usage && L->C.error[0]) { /* the cause, for the result line */
+                s_stop(L, 2, "%s", L->C.error);
+            } else {
+                s_stop(L, usage ? 2 : 1, "scheduler (pid %d) %s %s", pid, how,
+                       access(L->epfile, F_OK) == 0 ? "before the servers and workers started"
+                                                    : "before writing its endpoint");
+            }
         } else if (c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status) &&
                    WEXITSTATUS(status) == 2) {
             s_stop(L, 2, "scheduler (pid %d) %s: nothing to resume", pid, how);

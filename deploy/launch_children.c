@@ -58,11 +58,12 @@ typedef struct {
     int k; /* 0 stdout, 1 stderr */
 } s_sink_t;
 
-/* The scheduler's summary line, kept for the launcher's last line on stdout. */
+/* The scheduler's summary line and its usage error, kept for the
+ * launcher's last line on stdout. */
 static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, const char *p,
                            size_t n)
 {
-    static const char key[] = " I summary: ";
+    static const char key[] = " I summary: ", err[] = PS_SCHEDULER_PROG ": error: ";
     if (c->role != PS_LAUNCH_SCHEDULER) {
         return;
     }
@@ -70,6 +71,9 @@ static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, 
     if (at) {
         at += sizeof key - 1;
         snprintf(C->summary, sizeof C->summary, "%.*s", (int)(p + n - at), at);
+    } else if (n >= sizeof err - 1 && !memcmp(p, err, sizeof err - 1)) {
+        at = p + sizeof err - 1;
+        snprintf(C->error, sizeof C->error, "%.*s", (int)(p + n - at), at);
     }
 }
 

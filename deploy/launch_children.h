@@ -46,6 +46,7 @@ typedef struct {
     int *which;              /* its stream: 0 stdout, 1 stderr */
     int log_fd;              /* --log-file: every child's lines also go here; -1 = none */
     char summary[1024];      /* the scheduler's "summary: k=v ..." line's k=v part; "" = none */
+    char error[512];         /* the scheduler's last "PROG: error: why" line's why; "" = none */
 } ps_launch_children_t;
 
 /* Makes the table for 1 + servers + spares + workers children, none started,

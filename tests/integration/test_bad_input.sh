@@ -53,6 +53,15 @@ for prog in "$SCHED" "$SERVER" "$WORKER" "$LAUNCH"; do
         "$prog" --log-levle info
 done
 bad "launch --lrr" "^shardps-launch: error: unknown flag --lrr; did you mean --lr\\?" "$LAUNCH" --lrr 0.1
+# Arguments after "--" are the scheduler's alone to check: its usage error
+# is the cause on the launcher's result line.
+N=$((N + 1))
+timeout 30 "$LAUNCH" -- --batch 0 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -eq 2 ] || fail "launch -- --batch 0: exit status $rc, expected 2: $(cat "$TMP/err")"
+grep -qx 'job failed: --batch 0: expected 1 to 65536' "$TMP/out" ||
+    fail "launch -- --batch 0: the result line lacks the cause: $(cat "$TMP/out")"
+echo "ok $N - launch -- --batch 0 (exit 2): $(cat "$TMP/out")"
 bad "launch --port -1" "^shardps-launch: error: --port -1: expected 1 to 65535, or 0$" "$LAUNCH" --port -1
 bad "launch --secure 2" "^shardps-launch: error: --secure 2: not 0 or 1$" "$LAUNCH" --secure 2
 
