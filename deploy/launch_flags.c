@@ -400,7 +400,7 @@ int ps_launch_flags_parse(ps_launch_flags_t *F, int argc, char **argv)
         {"workers", PS_FLAG_INT, &F->workers, "N",
          "number of workers (-1 = 1; with --node, the tasks after the scheduler and servers)"},
         {"host", PS_FLAG_STR, &F->host, "HOST",
-         "address the roles bind to (with --node: 0.0.0.0)"},
+         "address the roles bind to (default 127.0.0.1; with --node 0.0.0.0)"},
         {"bin-dir", PS_FLAG_STR, &F->bin_dir, "DIR",
          "role binaries (default: next to this one, ../<role>/, $PATH)"},
         {"timeout", PS_FLAG_DOUBLE, &F->timeout, "SECONDS",
