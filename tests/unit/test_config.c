@@ -264,7 +264,8 @@ START_TEST(unknown_missing_and_stray_are_einval)
     char *g[] = {"prog", "--env-olny=1", NULL};
     ck_assert_int_eq(s_parse(&v, g, NULL, err, sizeof err), PS_EINVAL);
     ck_assert_str_eq(err,
-                     "prog: error: unknown flag --env-olny; did you mean --env-only? (see --help)\n");
+                     "prog: error: unknown flag --env-olny; "
+                     "did you mean --env-only? (see --help)\n");
 }
 END_TEST
 

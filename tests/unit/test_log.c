@@ -62,7 +62,8 @@ START_TEST(ratelog_summary_reads_whatever_the_kind)
                                        "wrong job secret\n"));
     const char *sum = strstr(text, " 3,042 more rejected in ");
     ck_assert_ptr_nonnull(sum);
-    ck_assert_ptr_nonnull(strstr(sum, " s (a registration from tcp://10.0.0.9): wrong job secret\n"));
+    ck_assert_ptr_nonnull(
+        strstr(sum, " s (a registration from tcp://10.0.0.9): wrong job secret\n"));
 }
 END_TEST
 
