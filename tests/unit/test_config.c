@@ -95,8 +95,10 @@ static int s_parse(s_vals_t *v, char **argv, int *rest, char *err, size_t errlen
     s_cap_begin(&cap, STDERR_FILENO);
     int rc = ps_config_parse("prog", "about", t, S_NFLAGS, argc, argv, rest);
     const char *text = s_cap_end(&cap);
-    if (err) {
-        snprintf(err, errlen, "%s", text);
+    if (err && errlen) { /* the first line or so, as much as fits */
+        size_t n = strlen(text) < errlen ? strlen(text) : errlen - 1;
+        memcpy(err, text, n);
+        err[n] = '\0';
     }
     return rc;
 }
