@@ -115,7 +115,7 @@ results_page "$TMP/ctr/train_ctr.md" train
 grep -q '^| sync | 1 | plain | ok |' "$TMP/ctr/train_ctr.md" &&
     grep -q '^### Where the parameter server wins' "$TMP/ctr/train_ctr.md" ||
     fail "train_ctr.md: $(cat "$TMP/ctr/train_ctr.md")"
-for bad in "--modes allreduce" "--modes mpi" "--ctr-rows 0" "--seeds 2"; do
+for bad in "--modes allreduce" "--modes mpi" "--ctr-rows 0" "--ring-steps -1" "--join"; do
     # shellcheck disable=SC2086 # one flag and its value
     "$BENCH" train --model ctr $bad --out "$TMP/ctrbad" >/dev/null 2>&1
     [ $? = 2 ] || fail "train --model ctr $bad was not a usage error"
