@@ -100,6 +100,11 @@ typedef struct {
                               their time to the target is projected */
 } train_cfg_t;
 
+/* The job flags every run of cfg gets beyond the sweep's own (--threads,
+ * --batch, --eval-every, --job-flags), as " --flag value" text for a
+ * table's note, into buf[cap]. */
+void ps_bench_train_extra_flags(const train_cfg_t *cfg, char *buf, size_t cap);
+
 /* The --max-steps of run r's job: the ring's own with --ring-steps. */
 int ps_bench_train_max_steps(const train_cfg_t *cfg, const char *label);
 

@@ -463,21 +463,7 @@ static void s_versus(const train_cfg_t *cfg, const ctr_data_t *d, const train_ru
 static void s_notes(const train_cfg_t *cfg, const ctr_data_t *d, ps_bench_table_t *t)
 {
     char extra[512] = "", gen[160] = "";
-    if (cfg->threads > 0) {
-        snprintf(extra, sizeof extra, " --threads %d", cfg->threads);
-    }
-    if (cfg->batch > 0) {
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --batch %d",
-                 cfg->batch);
-    }
-    if (cfg->eval_every > 0) {
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --eval-every %d",
-                 cfg->eval_every);
-    }
-    if (cfg->job_flags_text) {
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s",
-                 cfg->job_flags_text);
-    }
+    ps_bench_train_extra_flags(cfg, extra, sizeof extra);
     if (d->generated) {
         char scale[48] = "";
         if (cfg->ctr_scale > 0) {

@@ -162,6 +162,26 @@ int ps_bench_train_batch(const train_cfg_t *cfg)
     return cfg->batch > 0 ? cfg->batch : job.batch;
 }
 
+void ps_bench_train_extra_flags(const train_cfg_t *cfg, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (cfg->threads > 0) {
+        snprintf(buf, cap, " --threads %d", cfg->threads);
+    }
+    if (cfg->batch > 0) {
+        snprintf(buf + strlen(buf), cap - strlen(buf), " --batch %d",
+                 cfg->batch);
+    }
+    if (cfg->eval_every > 0) {
+        snprintf(buf + strlen(buf), cap - strlen(buf), " --eval-every %d",
+                 cfg->eval_every);
+    }
+    if (cfg->job_flags_text) {
+        snprintf(buf + strlen(buf), cap - strlen(buf), " %s",
+                 cfg->job_flags_text);
+    }
+}
+
 int ps_bench_train_max_steps(const train_cfg_t *cfg, const char *label)
 {
     return cfg->ring_steps > 0 && ps_bench_train_serverless(label) ? cfg->ring_steps

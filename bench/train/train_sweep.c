@@ -263,21 +263,7 @@ static void s_notes(const train_cfg_t *cfg, ps_bench_table_t *t)
                  cfg->straggler);
     }
     char extra[512] = "";
-    if (cfg->threads > 0) {
-        snprintf(extra, sizeof extra, " --threads %d", cfg->threads);
-    }
-    if (cfg->batch > 0) {
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --batch %d",
-                 cfg->batch);
-    }
-    if (cfg->eval_every > 0) {
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --eval-every %d",
-                 cfg->eval_every);
-    }
-    if (cfg->job_flags_text) {
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s",
-                 cfg->job_flags_text);
-    }
+    ps_bench_train_extra_flags(cfg, extra, sizeof extra);
     ps_bench_table_note(
         t,
         "Each row: `shardps-launch --servers %d --workers N --model %s --mode M "
