@@ -1,16 +1,46 @@
 #!/usr/bin/env python3
 """The house's size limits: no source file outside tests/ over 800 lines and no
-function over 120. A function is a body that opens with "{" in column 0 and
+function over 80, except the tables and flag lists named in TABLES. A function is a body that opens with "{" in column 0 and
 closes with "}" in column 0 (the project's style); its length counts from the
 line that names it to the closing brace.
 
-usage: check_sizes.py [REPO] [--list]   (exit 1 naming each breach)
+usage: check_sizes.py [REPO] [--list]   (exit 1 naming each breach; --list
+       also names the excepted functions that are over the limit)
 """
 import os
 import re
 import sys
 
-MAX_FILE, MAX_FUNC = 800, 120
+MAX_FILE, MAX_FUNC = 800, 80
+
+# Functions allowed past MAX_FUNC because they are one table or one flag list,
+# read as a list rather than as steps: "path:function".
+TABLES = set()
+
+# Functions still over MAX_FUNC while they are split into named stages; this
+# list only shrinks.
+PENDING = {
+    'bench/comm/allreduce.c:s_allreduce_pair',
+    'bench/comm/comm.c:ps_bench_comm_main',
+    'bench/netsim/job.c:ps_netsim_run',
+    'bench/train/compute.c:s_table',
+    'bench/train/compute.c:ps_bench_compute_main',
+    'bench/train/scale.c:s_measure',
+    'bench/train/train.c:s_check',
+    'bench/train/train.c:ps_bench_train_main',
+    'bench/train/train_ctr.c:s_versus',
+    'bench/train/train_ctr.c:s_notes',
+    'bench/train/train_job.c:s_argv',
+    'bench/train/train_join.c:ps_bench_train_join',
+    'bench/train/train_sweep.c:ps_bench_train_plots',
+    'common/config.c:s_parse',
+    'proto/link.c:ps_link_join',
+    'scheduler/flags.c:ps_scheduler_flags_check',
+    'server/checkpoint.c:s_load_rows',
+    'server/server.c:ps_server_run',
+    'worker/data.c:ps_idx_read',
+    'worker/kv_slots.c:ps_kv_slots_on_reply',
+}
 EXTS = ('.c', '.h', '.cu')
 
 
@@ -47,6 +77,7 @@ def main(argv):
     top = next((a for a in argv[1:] if not a.startswith('-')), '.')
     listing = '--list' in argv
     bad = 0
+    over = set()
     for path in sorted(sources(top)):
         with open(path, encoding='utf-8', errors='replace') as fh:
             lines = fh.readlines()
@@ -55,9 +86,19 @@ def main(argv):
             print(f'{rel}: {len(lines)} lines (at most {MAX_FILE})')
             bad += 1
         for name, first, n in functions(lines):
-            if n > MAX_FUNC or (listing and n > 80):
-                print(f'{rel}:{first}: {name}() is {n} lines (at most {MAX_FUNC})')
-                bad += n > MAX_FUNC
+            named = f'{rel}:{name}' in TABLES | PENDING
+            if n > MAX_FUNC:
+                over.add(f'{rel}:{name}')
+            if n > MAX_FUNC and (listing or not named):
+                note = ' (named exception)' if named else ''
+                print(f'{rel}:{first}: {name}() is {n} lines '
+                      f'(at most {MAX_FUNC}){note}')
+                bad += not named
+    # an exception that no longer applies goes, so the lists stay true
+    for stale in sorted((TABLES | PENDING) - over):
+        print(f'{stale}: named as an exception but not over {MAX_FUNC} lines; '
+              'remove it from check_sizes.py')
+        bad += 1
     return 1 if bad else 0
 
 
