@@ -232,23 +232,11 @@ static int s_parse_resume(ps_scheduler_flags_t *f, char *err, size_t errlen)
     return 0;
 }
 
-int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
+/* --checkpoint-every, --checkpoint-dir and the --resume flags, once the job
+ * (its mode) is known. */
+static int s_check_checkpoint(ps_scheduler_flags_t *f, char *err, size_t errlen)
 {
-    ps_job_t *job = &f->cfg.job;
-    if (s_parse_job(f, err, errlen) != 0) {
-        return PS_EINVAL;
-    }
-    int rc = ps_job_validate_nodes(job, f->cfg.servers, f->cfg.workers, err, errlen);
-    if (rc != 0) {
-        return rc;
-    }
-    const int colocated = !strcmp(f->cfg.placement, "colocated");
-    if ((!colocated && strcmp(f->cfg.placement, "dedicated")) ||
-        (colocated && f->cfg.servers > f->cfg.workers)) {
-        snprintf(err, errlen, "--placement %.32s: expected dedicated, or colocated with "
-                 "--servers at most --workers", f->cfg.placement);
-        return PS_EINVAL;
-    }
+    const ps_job_t *job = &f->cfg.job;
     if (s_parse_every(f->checkpoint_every, &f->cfg) != 0) {
         snprintf(err, errlen, "--checkpoint-every %s: expected steps N (0 to %d) or seconds "
                  "Ns (0 < N <= %.0f)", f->checkpoint_every, INT_MAX, PS_CONFIG_MAX_SECONDS);
@@ -290,6 +278,13 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (!f->cfg.checkpoint_dir) {
         f->cfg.checkpoint_dir = f->cfg.resume; /* a resumed job checkpoints where it was */
     }
+    return 0;
+}
+
+/* --replicas and --min-workers against the job's nodes and mode. */
+static int s_check_workers(ps_scheduler_flags_t *f, char *err, size_t errlen)
+{
+    const ps_job_t *job = &f->cfg.job;
     if (f->cfg.replicas < 0 || f->cfg.replicas > PS_MAX_REPLICAS ||
         (f->cfg.replicas && ((job->mode != PS_MODE_SYNC && job->mode != PS_MODE_ASYNC) ||
                              job->topk > 0))) {
@@ -305,6 +300,12 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
                  "--workers with --mode allreduce (a ring needs every worker)");
         return PS_EINVAL;
     }
+    return 0;
+}
+
+/* The timeouts, the metrics endpoint and the link's security flags. */
+static int s_check_links(ps_scheduler_flags_t *f, char *err, size_t errlen)
+{
     if (ps_config_check_range("peer-timeout", f->cfg.peer_timeout, 0, PS_CONFIG_MAX_SECONDS,
                               PS_RANGE_OPEN_MIN, err, errlen) ||
         ps_http_check_bind(f->cfg.metrics_bind, err, errlen) ||
@@ -319,5 +320,28 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
         ps_link_read_secret(f->secret_file, &f->cfg.secret, err, errlen) != 0) {
         return PS_EINVAL;
     }
-    return ps_job_validate(job, err, errlen);
+    return 0;
+}
+
+int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
+{
+    if (s_parse_job(f, err, errlen) != 0) {
+        return PS_EINVAL;
+    }
+    int rc = ps_job_validate_nodes(&f->cfg.job, f->cfg.servers, f->cfg.workers, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    const int colocated = !strcmp(f->cfg.placement, "colocated");
+    if ((!colocated && strcmp(f->cfg.placement, "dedicated")) ||
+        (colocated && f->cfg.servers > f->cfg.workers)) {
+        snprintf(err, errlen, "--placement %.32s: expected dedicated, or colocated with "
+                 "--servers at most --workers", f->cfg.placement);
+        return PS_EINVAL;
+    }
+    if (s_check_checkpoint(f, err, errlen) != 0 || s_check_workers(f, err, errlen) != 0 ||
+        s_check_links(f, err, errlen) != 0) {
+        return PS_EINVAL;
+    }
+    return ps_job_validate(&f->cfg.job, err, errlen);
 }

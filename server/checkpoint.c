@@ -520,6 +520,62 @@ static int s_select(const s_rows_in_t *in, int nparts, ps_rowrange_t r, int pend
     return 0;
 }
 
+/* The rows of each part whose server held some hashes of r in the old job
+ * (held[]: ps_range_split_rows), read into sts[] where not yet, into in[].
+ * Parts holding none of r are left unread, as they may be on another host.
+ * Returns 0 or a PS_E* with the reason in why. */
+static int s_read_held(const char *dir, const ps_checkpoint_part_t *parts, int nparts,
+                       int64_t step, const ps_job_t *job, size_t d, int nstate,
+                       ps_rowrange_t r, const ps_rowrange_t *held, ps_safetensors_t **sts,
+                       s_rows_in_t *in, int64_t *version, char *why, size_t cap)
+{
+    int rc = 0;
+    for (int i = 0; i < nparts && rc == 0; i++) {
+        if (held[i].last < r.first || held[i].first > r.last) {
+            continue;
+        }
+        int64_t v = step;
+        if (!sts[i] && (rc = s_read_part(dir, &parts[i], step, job, &sts[i], &v, why, cap)) == 0 &&
+            version) {
+            *version = v;
+        }
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, parts[i].file);
+        rc = rc ? rc : s_part_rows(sts[i], path, job, d, nstate, held[i], &in[i], why, cap);
+    }
+    return rc;
+}
+
+/* The n rows e[] and np pending keys pe[] name in in[], gathered into *sn as
+ * ps_rows_import takes them. Returns 0 or PS_ENOMEM (free *sn either way). */
+static int s_gather(const s_rows_in_t *in, const s_src_t *e, size_t n, const s_src_t *pe,
+                    size_t np, size_t d, int nstate, s_snap_t *sn)
+{
+    *sn = (s_snap_t){.n = n, .np = np, .dim = d, .nstate = nstate};
+    sn->keys = malloc(n * sizeof *sn->keys + 1);
+    sn->values = malloc(n * d * sizeof *sn->values + 1);
+    sn->state = malloc(n * d * (size_t)nstate * sizeof *sn->state + 1);
+    sn->pkeys = malloc(np * sizeof *sn->pkeys + 1);
+    sn->pcounts = malloc(np * sizeof *sn->pcounts + 1);
+    if (!sn->keys || !sn->values || !sn->state || !sn->pkeys || !sn->pcounts) {
+        return PS_ENOMEM;
+    }
+    for (size_t j = 0; j < n; j++) {
+        const s_rows_in_t *p = &in[e[j].part];
+        sn->keys[j] = e[j].key;
+        memcpy(sn->values + j * d, p->values + (size_t)e[j].row * d, d * sizeof *sn->values);
+        for (int a = 0; a < nstate; a++) {
+            memcpy(sn->state + ((size_t)a * n + j) * d, p->state[a] + (size_t)e[j].row * d,
+                   d * sizeof *sn->state);
+        }
+    }
+    for (size_t j = 0; j < np; j++) {
+        sn->pkeys[j] = pe[j].key;
+        sn->pcounts[j] = in[pe[j].part].pcounts[pe[j].row];
+    }
+    return 0;
+}
+
 /* The rows of rows->range from the parts whose server held some of those
  * hashes in the old job (of nparts servers: ps_range_split_rows), read into
  * sts[] where not yet, into the empty table. Returns 0 or a PS_E* with the
@@ -535,25 +591,15 @@ static int s_load_rows(const char *dir, const ps_checkpoint_part_t *parts, int n
     s_rows_in_t *in = calloc((size_t)nparts + 1, sizeof *in);
     s_src_t *e = NULL, *pe = NULL;
     size_t n = 0, np = 0;
+    s_snap_t sn = {0};
     int rc = !held || !in ? PS_ENOMEM
              : nparts < 1 ? PS_EPROTO
                           : ps_range_split_rows(nparts, held);
     if (rc == PS_EPROTO) {
         snprintf(why, cap, "%s: no part to load rows from", dir);
     }
-    for (int i = 0; i < nparts && rc == 0; i++) {
-        if (held[i].last < r.first || held[i].first > r.last) {
-            continue; /* none of ours: left unread, as it may be on another host */
-        }
-        int64_t v = step;
-        if (!sts[i] && (rc = s_read_part(dir, &parts[i], step, job, &sts[i], &v, why, cap)) == 0 &&
-            version) {
-            *version = v;
-        }
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, parts[i].file);
-        rc = rc ? rc : s_part_rows(sts[i], path, job, d, nstate, held[i], &in[i], why, cap);
-    }
+    rc = rc ? rc : s_read_held(dir, parts, nparts, step, job, d, nstate, r, held, sts, in,
+                               version, why, cap);
     rc = rc ? rc : s_select(in, nparts, r, 0, &e, &n);
     rc = rc ? rc : s_select(in, nparts, r, 1, &pe, &np);
     const uint64_t max = job->max_rows && job->max_rows < PS_ROWS_MAX ? job->max_rows
@@ -563,32 +609,10 @@ static int s_load_rows(const char *dir, const ps_checkpoint_part_t *parts, int n
                  PRIu64, dir, n, max);
         rc = PS_EPROTO;
     }
-    uint64_t *keys = NULL, *pkeys = NULL;
-    float *values = NULL, *state = NULL;
-    uint32_t *pcounts = NULL;
+    rc = rc ? rc : s_gather(in, e, n, pe, np, d, nstate, &sn);
     if (rc == 0) {
-        keys = malloc(n * sizeof *keys + 1);
-        values = malloc(n * d * sizeof *values + 1);
-        state = malloc(n * d * (size_t)nstate * sizeof *state + 1);
-        pkeys = malloc(np * sizeof *pkeys + 1);
-        pcounts = malloc(np * sizeof *pcounts + 1);
-        rc = keys && values && state && pkeys && pcounts ? 0 : PS_ENOMEM;
-    }
-    for (size_t j = 0; rc == 0 && j < n; j++) {
-        const s_rows_in_t *p = &in[e[j].part];
-        keys[j] = e[j].key;
-        memcpy(values + j * d, p->values + (size_t)e[j].row * d, d * sizeof *values);
-        for (int a = 0; a < nstate; a++) {
-            memcpy(state + ((size_t)a * n + j) * d, p->state[a] + (size_t)e[j].row * d,
-                   d * sizeof *state);
-        }
-    }
-    for (size_t j = 0; rc == 0 && j < np; j++) {
-        pkeys[j] = pe[j].key;
-        pcounts[j] = in[pe[j].part].pcounts[pe[j].row];
-    }
-    if (rc == 0) {
-        rc = ps_rows_import(rows->table, n, keys, values, state, np, pkeys, pcounts);
+        rc = ps_rows_import(rows->table, n, sn.keys, sn.values, sn.state, np, sn.pkeys,
+                            sn.pcounts);
         if (rc != 0) {
             snprintf(why, cap, "%s: the %zu rows and %zu pending keys of hashes [%" PRIu64
                      ", %" PRIu64 "] do not load: %s", dir, n, np, r.first, r.last,
@@ -600,11 +624,7 @@ static int s_load_rows(const char *dir, const ps_checkpoint_part_t *parts, int n
     } else if (rc == PS_ENOMEM) {
         snprintf(why, cap, "out of memory for the rows of %s", dir);
     }
-    free(keys);
-    free(values);
-    free(state);
-    free(pkeys);
-    free(pcounts);
+    s_snap_free(&sn);
     free(e);
     free(pe);
     free(in);

@@ -387,6 +387,25 @@ static int s_on_failover_view(ps_control_t *c, const Shardps__ClusterView *m)
     return rc;
 }
 
+void ps_control_resume_check(const Shardps__ResumeCheck *q, const char *dir,
+                             ps_control_resume_check_t *a)
+{
+    dir = dir ? dir : q->dir;
+    a->msg = (Shardps__ResumeCheck)SHARDPS__RESUME_CHECK__INIT;
+    for (size_t i = 0; i < q->n_parts; i++) { /* checked: at most PS_MAX_RESUME_CHECK */
+        ps_checkpoint_part_t asked;
+        ps_codec_part_from_pb(q->parts[i], &asked, NULL, 0);
+        ps_checkpoint_check(dir, &asked, &a->found[i]);
+        ps_log_info("resume check: %s/step-%lld/%s: %s", dir, (long long)asked.step,
+                    asked.file, a->found[i].size ? "found" : "missing or unreadable");
+        ps_codec_part_to_pb(&a->found[i], &a->pb[i]);
+        a->ptrs[i] = &a->pb[i];
+    }
+    a->msg.dir = (char *)dir;
+    a->msg.n_parts = q->n_parts;
+    a->msg.parts = a->ptrs;
+}
+
 int ps_control_handle(ps_control_t *c, ps_msg_type_t type, const void *body, size_t len)
 {
     const ProtobufCMessageDescriptor *d =

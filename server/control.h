@@ -89,6 +89,23 @@ int ps_control_handle(ps_control_t *c, ps_msg_type_t type, const void *body, siz
  * rows are not of the job's layout). */
 int ps_control_resume(ps_control_t *c, char *err, size_t errlen);
 
+/* The answer to the scheduler's MSG_RESUME_CHECK, as it is sent: msg points
+ * into the arrays beside it. */
+typedef struct {
+    Shardps__ResumeCheck msg;                        /* the body to send */
+    ps_checkpoint_part_t found[PS_MAX_RESUME_CHECK]; /* each asked part, as found */
+    Shardps__Checkpoint pb[PS_MAX_RESUME_CHECK];     /* found[], for the wire */
+    Shardps__Checkpoint *ptrs[PS_MAX_RESUME_CHECK];  /* msg.parts */
+} ps_control_resume_check_t;
+
+/* MSG_RESUME_CHECK, before the view (so before ps_control_new): the size and
+ * CRC-32 of each file the scheduler's q (codec-checked) asks about, as dir
+ * (this server's copy of the checkpoint directory; NULL: q's) holds it,
+ * size 0 when missing or unreadable, each logged; the scheduler resumes
+ * only when every server found its part whole. *a borrows from q. */
+void ps_control_resume_check(const Shardps__ResumeCheck *q, const char *dir,
+                             ps_control_resume_check_t *a);
+
 /* A spare that took over a lost server's keys (view->replaced) and loaded its
  * part: tells the scheduler the version it stands at (FAILOVER_READY). */
 void ps_control_takeover(ps_control_t *c);

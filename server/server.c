@@ -664,36 +664,73 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     return rc;
 }
 
-/* MSG_RESUME_CHECK before the view: the size and CRC-32 of the files the
- * scheduler asks about, as this server finds them in its copy of the
- * checkpoint directory; the scheduler resumes from a checkpoint only when
- * every server found its part whole. */
+/* MSG_RESUME_CHECK before the view: answered from our copy of the checkpoint
+ * directory (ps_control_resume_check). */
 static void s_on_resume_check(void *arg, ps_msg_t *m)
 {
     ps_server_t *s = arg;
     const Shardps__ResumeCheck *q;
+    ps_control_resume_check_t a;
     if (m->hdr.type != PS_MSG_RESUME_CHECK ||
         !(q = ps_msg_unpack_body(m, &shardps__resume_check__descriptor))) {
         return;
     }
-    const char *dir = s->cfg->checkpoint_dir ? s->cfg->checkpoint_dir : q->dir;
-    ps_checkpoint_part_t asked, found[PS_MAX_RESUME_CHECK];
-    Shardps__Checkpoint pb[PS_MAX_RESUME_CHECK], *ptrs[PS_MAX_RESUME_CHECK];
-    Shardps__ResumeCheck a = SHARDPS__RESUME_CHECK__INIT;
-    for (size_t i = 0; i < q->n_parts; i++) { /* checked: at most PS_MAX_RESUME_CHECK */
-        ps_codec_part_from_pb(q->parts[i], &asked, NULL, 0);
-        ps_checkpoint_check(dir, &asked, &found[i]);
-        ps_log_info("resume check: %s/step-%lld/%s: %s", dir, (long long)asked.step,
-                    asked.file, found[i].size ? "found" : "missing or unreadable");
-        ps_codec_part_to_pb(&found[i], &pb[i]);
-        ptrs[i] = &pb[i];
-    }
-    a.dir = (char *)dir;
-    a.n_parts = q->n_parts;
-    a.parts = ptrs;
-    if (ps_link_send(s->link, PS_MSG_RESUME_CHECK, &a.base) != 0) {
+    ps_control_resume_check(q, s->cfg->checkpoint_dir, &a);
+    if (ps_link_send(s->link, PS_MSG_RESUME_CHECK, &a.msg.base) != 0) {
         ps_log_warn("cannot answer the scheduler's resume check");
     }
+}
+
+/* Start-up before the view: the ZeroMQ context, security, tracing and
+ * metrics, a check that the workers' address binds, then registering with the
+ * scheduler, whose rank names us in logs and traces. Returns 0, or -1 after
+ * logging why. */
+static int s_start(ps_server_t *s, char *err, size_t errlen)
+{
+    const ps_server_config_t *cfg = s->cfg;
+    s->view = calloc(1, sizeof *s->view);
+    if (!s->view || ps_ctx_new(&s->ctx) != 0) {
+        ps_log_err("out of memory");
+        return -1;
+    }
+    if (ps_ctx_set_io_threads(s->ctx, PS_SERVER_IO_THREADS) != 0) {
+        ps_log_err("cannot give ZeroMQ %d I/O threads", PS_SERVER_IO_THREADS);
+        return -1;
+    }
+    if (ps_curve_secure_ctx(s->ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err, errlen) != 0 ||
+        ps_trace_open(cfg->trace, cfg->trace_steps, cfg->trace_kib, err, errlen) != 0 ||
+        ps_server_obs_new(cfg->metrics_bind, &s->obs, err, errlen) != 0) {
+        ps_log_err("%s", err);
+        return -1;
+    }
+    if (ps_listen_check(s->ctx, cfg->bind, err, errlen) != 0) {
+        ps_log_err("cannot bind %s: %s", cfg->bind, err);
+        return -1;
+    }
+    ps_secret_t secret;
+    ps_job_t job;
+    if (ps_link_read_secret(cfg->secret_file, &secret, err, errlen) != 0) {
+        ps_log_err("%s", err);
+        return -1;
+    }
+    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash, &secret};
+    int rc = ps_link_join(&s->link, s->ctx, cfg->scheduler, PS_ROLE_SERVER,
+                          cfg->spare ? PS_LINK_RANK_SPARE : cfg->rank, NULL, &ident,
+                          cfg->connect_timeout, cfg->peer_timeout, &job, err, errlen);
+    explicit_bzero(&secret, sizeof secret);
+    if (rc != 0) {
+        ps_log_err("%s", err);
+        return -1;
+    }
+    ps_link_set_grace(s->link, cfg->scheduler_grace);
+    ps_log_set_role("S", ps_link_rank(s->link));
+    char tag[16];
+    snprintf(tag, sizeof tag, "S%d", ps_link_rank(s->link));
+    ps_trace_set_process(tag, ps_link_clock_offset(s->link));
+    ps_link_set_report(s->link, s_heartbeat_report, s);
+    ps_link_set_on_message(s->link, s_on_resume_check, s);
+    ps_log_info("registered as S%d%s", ps_link_rank(s->link), cfg->spare ? " (a spare)" : "");
+    return 0;
 }
 
 int ps_server_run(const ps_server_config_t *cfg)
@@ -701,50 +738,10 @@ int ps_server_run(const ps_server_config_t *cfg)
     ps_server_t s = {.cfg = cfg};
     int status = 1;
     char err[768] = "";
-    ps_job_t job;
-    s.view = calloc(1, sizeof *s.view);
-    if (!s.view || ps_ctx_new(&s.ctx) != 0) {
-        ps_log_err("out of memory");
+    if (s_start(&s, err, sizeof err) != 0) {
         goto fail;
     }
-    if (ps_ctx_set_io_threads(s.ctx, PS_SERVER_IO_THREADS) != 0) {
-        ps_log_err("cannot give ZeroMQ %d I/O threads", PS_SERVER_IO_THREADS);
-        goto fail;
-    }
-    if (ps_curve_secure_ctx(s.ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err,
-                            sizeof err) != 0 ||
-        ps_trace_open(cfg->trace, cfg->trace_steps, cfg->trace_kib, err, sizeof err) != 0 ||
-        ps_server_obs_new(cfg->metrics_bind, &s.obs, err, sizeof err) != 0) {
-        ps_log_err("%s", err);
-        goto fail;
-    }
-    if (ps_listen_check(s.ctx, cfg->bind, err, sizeof err) != 0) {
-        ps_log_err("cannot bind %s: %s", cfg->bind, err);
-        goto fail;
-    }
-    ps_secret_t secret;
-    if (ps_link_read_secret(cfg->secret_file, &secret, err, sizeof err) != 0) {
-        ps_log_err("%s", err);
-        goto fail;
-    }
-    const ps_link_ident_t ident = {cfg->job_id, cfg->job_hash, &secret};
-    int rc = ps_link_join(&s.link, s.ctx, cfg->scheduler, PS_ROLE_SERVER,
-                          cfg->spare ? PS_LINK_RANK_SPARE : cfg->rank, NULL, &ident,
-                          cfg->connect_timeout, cfg->peer_timeout, &job, err, sizeof err);
-    explicit_bzero(&secret, sizeof secret);
-    if (rc != 0) {
-        ps_log_err("%s", err);
-        goto fail;
-    }
-    ps_link_set_grace(s.link, cfg->scheduler_grace);
-    ps_log_set_role("S", ps_link_rank(s.link));
-    char tag[16];
-    snprintf(tag, sizeof tag, "S%d", ps_link_rank(s.link));
-    ps_trace_set_process(tag, ps_link_clock_offset(s.link));
-    ps_link_set_report(s.link, s_heartbeat_report, &s);
-    ps_link_set_on_message(s.link, s_on_resume_check, &s);
-    ps_log_info("registered as S%d%s", ps_link_rank(s.link), cfg->spare ? " (a spare)" : "");
-    rc = ps_link_wait_view(s.link, NULL, s.view, err, sizeof err);
+    int rc = ps_link_wait_view(s.link, NULL, s.view, err, sizeof err);
     if (rc == PS_ENOENT) { /* only a spare waits for a view past the job's end */
         ps_log_info("the job ended without needing this spare");
         status = 0;

@@ -72,18 +72,10 @@ static uint32_t s_be32(const unsigned char b[4])
            (uint32_t)b[3];
 }
 
-/*
- * dims: [count, rows, cols] for 3-D files; unused trailing dims are 1
- * (labels: [count, 1, 1]).
- */
-int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dims[3],
-                char *err, size_t errlen)
+/* Opens path for gzread (which reads plain files too). Returns 0, PS_ENOENT,
+ * PS_EIO or PS_ENOMEM with the reason in err. */
+static int s_idx_open(const char *path, gzFile *f, char *err, size_t errlen)
 {
-    int rc;
-    gzFile f = NULL;
-    uint8_t *buf = NULL;
-    unsigned char hdr[4];
-    *data = NULL;
     struct stat st;
     if (stat(path, &st) != 0) {
         if (errno == ENOENT || errno == ENOTDIR) {
@@ -93,15 +85,25 @@ int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dim
         s_seterr(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return PS_EIO;
     }
-    f = gzopen(path, "rb");
-    if (!f) {
+    *f = gzopen(path, "rb");
+    if (!*f) {
         s_seterr(err, errlen, "cannot open %s: %s", path,
                  errno ? strerror(errno) : "out of memory");
         return errno ? PS_EIO : PS_ENOMEM;
     }
-    rc = s_read_exact(f, path, hdr, 4, err, errlen);
+    return 0;
+}
+
+/* The IDX header: the magic, then one big-endian size per dimension, into
+ * dims[] (1 past ndim) and *total bytes. Returns 0, or a PS_E* with the
+ * reason in err. */
+static int s_idx_header(gzFile f, const char *path, uint32_t expect_magic, int dims[3],
+                        size_t *total, char *err, size_t errlen)
+{
+    unsigned char hdr[4];
+    int rc = s_read_exact(f, path, hdr, 4, err, errlen);
     if (rc) {
-        goto fail;
+        return rc;
     }
     uint32_t magic = s_be32(hdr);
     int ndim = (int)(magic & 0xff);
@@ -109,27 +111,48 @@ int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dim
         s_seterr(err, errlen,
                  "%s: not the expected IDX file (magic 0x%08x, expected 0x%08x)", path,
                  (unsigned)magic, (unsigned)expect_magic);
-        rc = PS_EPROTO;
-        goto fail;
+        return PS_EPROTO;
     }
-    size_t total = 1;
+    *total = 1;
     for (int i = 0; i < 3; i++) {
         dims[i] = 1;
     }
     for (int i = 0; i < ndim; i++) {
         rc = s_read_exact(f, path, hdr, 4, err, errlen);
         if (rc) {
-            goto fail;
+            return rc;
         }
         uint32_t d = s_be32(hdr);
-        if (d == 0 || d > PS_DATA_MAX_BYTES / total) {
+        if (d == 0 || d > PS_DATA_MAX_BYTES / *total) {
             s_seterr(err, errlen, "%s: bad IDX size: dimension %d is %u", path, i,
                      (unsigned)d);
-            rc = PS_EPROTO;
-            goto fail;
+            return PS_EPROTO;
         }
-        total *= d;
+        *total *= d;
         dims[i] = (int)d;
+    }
+    return 0;
+}
+
+/*
+ * dims: [count, rows, cols] for 3-D files; unused trailing dims are 1
+ * (labels: [count, 1, 1]).
+ */
+int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dims[3],
+                char *err, size_t errlen)
+{
+    gzFile f = NULL;
+    uint8_t *buf = NULL;
+    unsigned char extra;
+    size_t total = 0;
+    *data = NULL;
+    int rc = s_idx_open(path, &f, err, errlen);
+    if (rc) {
+        return rc;
+    }
+    rc = s_idx_header(f, path, expect_magic, dims, &total, err, errlen);
+    if (rc) {
+        goto fail;
     }
     buf = malloc(total);
     if (!buf) {
@@ -141,7 +164,7 @@ int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dim
     if (rc) {
         goto fail;
     }
-    if (gzread(f, hdr, 1) != 0) {
+    if (gzread(f, &extra, 1) != 0) {
         s_seterr(err, errlen, "%s: trailing bytes after the IDX data (sizes inconsistent)",
                  path);
         rc = PS_EPROTO;
@@ -152,9 +175,7 @@ int ps_idx_read(const char *path, uint32_t expect_magic, uint8_t **data, int dim
     return 0;
 fail:
     free(buf);
-    if (f) {
-        gzclose(f);
-    }
+    gzclose(f);
     return rc;
 }
 

@@ -354,12 +354,71 @@ static size_t s_frames_len(uint32_t dtype, const ps_frame_t *frames, int nframes
     return total;
 }
 
+/* A pull reply from server i to slot idx (a pull, or a push-pull: its
+ * push's ack): in key order, copied into place and widened to fp32. */
+static void s_on_pull_reply(ps_kv_slots_t *t, int idx, int i, const Shardps__Header *h,
+                            const ps_frame_t *frames, int nframes, uint64_t *pulled)
+{
+    ps_kv_slot_t *sl = &t->slots[idx];
+    char why[256];
+    float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
+    ps_range_t r = {h->key_begin, h->key_end};
+    uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
+    ps_range_t lo = sl->range, hi;
+    /* Each pull's parts must come in key order, each key once: one pull
+     * per server, two for the one holding a push-pull's push_end. */
+    if (ps_range_intersect(sl->range, t->servers[i], &lo) &&
+        ps_kv_slots_split_pull(sl, &lo, &hi) && r.begin >= hi.begin) {
+        next = &sl->next_split;
+    }
+    const size_t len = s_frames_len(h->dtype, frames, nframes);
+    if (!len || r.begin != *next || r.end <= r.begin ||
+        (next != &sl->next_split && r.begin < lo.end && r.end > lo.end) ||
+        !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
+        len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
+        snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request", i);
+        s_part_done(sl, PS_EPROTO, why, 0);
+        return;
+    }
+    *next = r.end;
+    /* fp32 is a copy; fp16 / bf16 (--wire) widen to fp32 */
+    float *at = dst + (r.begin - sl->range.begin);
+    for (int k = 0; k < nframes; k++) {
+        const uint64_t n = frames[k].len / ps_wire_value_size(h->dtype);
+        ps_wire_decode(h->dtype, at, frames[k].data, n);
+        at += n;
+    }
+    *pulled = len;
+    s_part_done(sl, 0, "", ps_range_len(r));
+}
+
+/* A rows reply (MSG_ROWS) from server i to slot idx: its run of the keys'
+ * rows, copied into their place. */
+static void s_on_rows(ps_kv_slots_t *t, int idx, int i, const Shardps__Header *h,
+                      const ps_frame_t *frames, int nframes, uint64_t *pulled)
+{
+    ps_kv_slot_t *sl = &t->slots[idx];
+    const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
+    const uint64_t lo = t->row_lo[k], nnz = t->row_hi[k] - lo;
+    const size_t bytes = (size_t)nnz * sl->dim * sizeof(float);
+    if (!nnz || h->nnz != nnz || nframes != 1 || frames[0].len != bytes) {
+        char why[256];
+        snprintf(why, sizeof why, "S%d sent rows that do not match the request", i);
+        s_part_done(sl, PS_EPROTO, why, 0);
+        return;
+    }
+    memcpy(sl->buf + lo * sl->dim, frames[0].data, bytes);
+    t->row_hi[k] = lo; /* answered: a second reply does not match */
+    *pulled = bytes;
+    s_part_done(sl, 0, "", 1);
+}
+
 int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const Shardps__Header *h, const ps_frame_t *frames,
                          int nframes, uint64_t *pulled)
 {
-    if (pulled) {
-        *pulled = 0;
-    }
+    uint64_t ignored;
+    pulled = pulled ? pulled : &ignored;
+    *pulled = 0;
     int idx = (int)(h->request_id & 0xff);
     uint32_t gen = (uint32_t)(h->request_id >> 8);
     ps_kv_slot_t *sl = idx < PS_KV_SLOTS ? &t->slots[idx] : NULL;
@@ -373,53 +432,9 @@ int ps_kv_slots_on_reply(ps_kv_slots_t *t, int i, const Shardps__Header *h, cons
         s_part_done(sl, h->status < 0 ? h->status : PS_EPROTO, why, 0);
     } else if (h->type == PS_MSG_PULL_REPLY &&
                (sl->type == PS_KV_PULL || sl->type == PS_KV_PUSH_PULL)) {
-        float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
-        ps_range_t r = {h->key_begin, h->key_end};
-        uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
-        ps_range_t lo = sl->range, hi;
-        /* Each pull's parts must come in key order, each key once: one pull
-         * per server, two for the one holding a push-pull's push_end. */
-        if (ps_range_intersect(sl->range, t->servers[i], &lo) &&
-            ps_kv_slots_split_pull(sl, &lo, &hi) && r.begin >= hi.begin) {
-            next = &sl->next_split;
-        }
-        const size_t len = s_frames_len(h->dtype, frames, nframes);
-        if (!len || r.begin != *next || r.end <= r.begin ||
-            (next != &sl->next_split && r.begin < lo.end && r.end > lo.end) ||
-            !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
-            len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
-            snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",
-                     i);
-            s_part_done(sl, PS_EPROTO, why, 0);
-        } else {
-            *next = r.end;
-            /* fp32 is a copy; fp16 / bf16 (--wire) widen to fp32 */
-            float *at = dst + (r.begin - sl->range.begin);
-            for (int k = 0; k < nframes; k++) {
-                const uint64_t n = frames[k].len / ps_wire_value_size(h->dtype);
-                ps_wire_decode(h->dtype, at, frames[k].data, n);
-                at += n;
-            }
-            if (pulled) {
-                *pulled = len;
-            }
-            s_part_done(sl, 0, "", ps_range_len(r));
-        }
+        s_on_pull_reply(t, idx, i, h, frames, nframes, pulled);
     } else if (h->type == PS_MSG_ROWS && sl->type == PS_KV_ROWS_PULL) {
-        const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
-        const uint64_t lo = t->row_lo[k], nnz = t->row_hi[k] - lo;
-        const size_t bytes = (size_t)nnz * sl->dim * sizeof(float);
-        if (!nnz || h->nnz != nnz || nframes != 1 || frames[0].len != bytes) {
-            snprintf(why, sizeof why, "S%d sent rows that do not match the request", i);
-            s_part_done(sl, PS_EPROTO, why, 0);
-        } else {
-            memcpy(sl->buf + lo * sl->dim, frames[0].data, bytes);
-            t->row_hi[k] = lo; /* answered: a second reply does not match */
-            if (pulled) {
-                *pulled = bytes;
-            }
-            s_part_done(sl, 0, "", 1);
-        }
+        s_on_rows(t, idx, i, h, frames, nframes, pulled);
     } else if ((h->type == PS_MSG_PUSH_ACK &&
                 (sl->type == PS_KV_PUSH || sl->type == PS_KV_ROWS_PUSH)) ||
                (h->type == PS_MSG_INIT_ACK && sl->type == PS_KV_INIT)) {
