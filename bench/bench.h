@@ -8,8 +8,8 @@
  * and PNG plots drawn with gnuplot when it is installed. This header holds
  * the helpers they share: the results page and its tables (page.c), a string
  * builder and plots (plots.c); list parsing, files, running a program, the
- * machine, medians and a small reader for the scheduler's summary JSON
- * (util.c). Child processes themselves are deploy/proc.h's, as the
+ * machine, medians and sums over JSON documents, which are read and
+ * written with common/json.h (util.c). Child processes themselves are deploy/proc.h's, as the
  * launcher's. Not a library for anyone else.
  */
 #ifndef PS_BENCH_BENCH_H
@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "common/json.h"
 #include "common/text.h"
 
 #ifdef __cplusplus
@@ -205,17 +206,17 @@ double ps_bench_minor_faults(pid_t pid);
 /* "N cores, CPU model" (from /proc/cpuinfo), for the results pages. */
 void ps_bench_machine(char *buf, size_t cap);
 
-/* ---- the scheduler's summary JSON ------------------------------------------ */
+/* ---- JSON documents ------------------------------------------------------- */
 
-/*
- * Finds the number at a dotted key path ("samples_per_sec", "staleness.p99")
- * in the flat JSON the scheduler writes. Returns 0 with *v set, or PS_ENOENT.
- * Good for that file only: no escapes, keys unique at each level.
- */
-int ps_bench_json_num(const char *json, const char *path, double *v);
+/* The most bytes a JSON file the bench reads (a job's summary, a merged
+ * trace, the PyTorch reference's line) may have: ps_json_read_file's limit. */
+#define PS_BENCH_JSON_MAX ((size_t)256 << 20)
 
-/* Reads the array of numbers at key into vals. Returns the count or PS_ENOENT. */
-int ps_bench_json_array(const char *json, const char *key, double *vals, int cap);
+/* The sum of the numbers in v, an array or an object; with key (not NULL),
+ * of each member's number at key (an array of objects: a summary's
+ * server_reports). What is not a number counts 0, as does a v that is
+ * neither. */
+double ps_bench_json_sum(const json_t *v, const char *key);
 
 #ifdef __cplusplus
 }

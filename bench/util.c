@@ -1,6 +1,6 @@
 /*
  * bench/util.c - shardps-bench's shared helpers: list flags, files, running a
- * program, the machine, medians, the summary JSON.
+ * program, the machine, medians, sums over JSON documents.
  *
  * Nothing here measures anything; comm/ and train/ do. Results pages and
  * their tables are page.c's, plots plots.c's.
@@ -250,100 +250,24 @@ void ps_bench_machine(char *buf, size_t cap)
     snprintf(buf, cap, "%ld cores, %s", sysconf(_SC_NPROCESSORS_ONLN), model);
 }
 
-/* ---- the summary JSON ------------------------------------------------------ */
+/* ---- JSON documents ------------------------------------------------------- */
 
-/* Finds `"key":` inside [p, end) at nesting depth 0 relative to p. Returns a
- * pointer just after the colon, or NULL. */
-static const char *s_json_key(const char *p, const char *end, const char *key, size_t klen)
+/* A member's number: the member itself, or its field key. */
+static double s_json_term(const json_t *x, const char *key)
 {
-    int depth = 0;
-    for (; p < end && *p; p++) {
-        if (*p == '{' || *p == '[') {
-            depth++;
-        } else if (*p == '}' || *p == ']') {
-            if (--depth < 0) {
-                return NULL;
-            }
-        } else if (*p == '"') {
-            const char *q = strchr(p + 1, '"');
-            if (!q) {
-                return NULL;
-            }
-            if (depth == 0 && (size_t)(q - p - 1) == klen && !strncmp(p + 1, key, klen)) {
-                q++;
-                while (isspace((unsigned char)*q)) {
-                    q++;
-                }
-                if (*q == ':') {
-                    return q + 1;
-                }
-            }
-            p = q;
-        }
-    }
-    return NULL;
+    return json_number_value(key ? json_object_get(x, key) : x);
 }
 
-int ps_bench_json_num(const char *json, const char *path, double *v)
+double ps_bench_json_sum(const json_t *v, const char *key)
 {
-    const char *p = strchr(json, '{');
-    if (!p) {
-        return PS_ENOENT;
+    double sum = 0;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        sum += s_json_term(json_array_get(v, i), key);
     }
-    p++;
-    for (;;) {
-        size_t klen = strcspn(path, ".");
-        p = s_json_key(p, p + strlen(p), path, klen);
-        if (!p) {
-            return PS_ENOENT;
-        }
-        while (isspace((unsigned char)*p)) {
-            p++;
-        }
-        if (path[klen] == '\0') {
-            char *end;
-            *v = strtod(p, &end);
-            return end == p ? PS_ENOENT : 0;
-        }
-        if (*p != '{') {
-            return PS_ENOENT;
-        }
-        p++;
-        path += klen + 1;
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+        sum += s_json_term(x, key);
     }
-}
-
-int ps_bench_json_array(const char *json, const char *key, double *vals, int cap)
-{
-    const char *p = strchr(json, '{');
-    if (!p || !(p = s_json_key(p + 1, p + strlen(p), key, strlen(key)))) {
-        return PS_ENOENT;
-    }
-    while (isspace((unsigned char)*p)) {
-        p++;
-    }
-    if (*p != '[') {
-        return PS_ENOENT;
-    }
-    p++;
-    int n = 0;
-    for (;;) {
-        while (isspace((unsigned char)*p) || *p == ',') {
-            p++;
-        }
-        if (*p == ']' || *p == '\0') {
-            break;
-        }
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p) {
-            return PS_ENOENT;
-        }
-        if (n < cap) {
-            vals[n] = v;
-        }
-        n++;
-        p = end;
-    }
-    return n < cap ? n : cap;
+    return sum;
 }

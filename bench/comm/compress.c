@@ -73,33 +73,6 @@ static void s_codec_flags(const char *codec, char *wire, char *compress, size_t 
     }
 }
 
-/* Sums the number at "bytes_by_type.total.KEY" (0 when the type never went). */
-static double s_total(const char *json, const char *key)
-{
-    char path[96];
-    double v = 0;
-    snprintf(path, sizeof path, "bytes_by_type.total.%s", key);
-    return ps_bench_json_num(json, path, &v) == 0 ? v : 0;
-}
-
-/* Every message type's bytes in bytes_by_type.total. */
-static double s_all_types(const char *json)
-{
-    const char *p = strstr(json, "\"bytes_by_type\"");
-    p = p ? strstr(p, "\"total\": {") : NULL;
-    double sum = 0;
-    for (p = p ? p + 10 : NULL; p && *p && *p != '}';) {
-        const char *colon = strchr(p, ':');
-        if (!colon) {
-            break;
-        }
-        char *end;
-        sum += strtod(colon + 1, &end);
-        p = end + strspn(end, ", ");
-    }
-    return sum;
-}
-
 static void s_run(const cmp_cfg_t *cfg, const char *mode, int seed, const char *codec,
                   cmp_run_t *r)
 {
@@ -136,21 +109,24 @@ static void s_run(const cmp_cfg_t *cfg, const char *mode, int seed, const char *
     }
     argv[a] = NULL;
     r->status = ps_bench_run(argv, log);
-    char *text = NULL;
     if (r->status != 0) {
         return;
     }
-    if (ps_bench_read_file(json, &text) != 0 ||
-        ps_bench_json_num(text, "test_accuracy", &r->acc) != 0 ||
-        ps_bench_json_num(text, "wall_seconds", &r->wall) != 0) {
+    json_t *doc = NULL;
+    if (ps_json_read_file(json, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0 ||
+        ps_json_get_num(doc, "test_accuracy", &r->acc, NULL, 0) != 0 ||
+        ps_json_get_num(doc, "wall_seconds", &r->wall, NULL, 0) != 0) {
         r->status = PS_EPROTO;
     } else {
-        /* pushes go alone or with their pull (push_pull: async, --overlap 0) */
-        r->push = s_total(text, "push") + s_total(text, "push_pull");
-        r->pull = s_total(text, "pull_reply");
-        r->total = s_all_types(text);
+        /* each message type's bytes; a type that never went is absent (0).
+         * Pushes go alone or with their pull (push_pull: async, --overlap 0) */
+        const json_t *total = ps_json_path(doc, "bytes_by_type.total");
+        r->push = json_number_value(json_object_get(total, "push")) +
+                  json_number_value(json_object_get(total, "push_pull"));
+        r->pull = json_number_value(json_object_get(total, "pull_reply"));
+        r->total = ps_bench_json_sum(total, NULL);
     }
-    free(text);
+    json_decref(doc);
 }
 
 /* "-48.3" (%) of v against base, or "" without a base. */

@@ -20,8 +20,9 @@ the device and read once per epoch). TF32 stays off unless --tf32 1.
 After --warmup untimed steps, each epoch of --steps steps (0: the whole
 epoch) prints one JSON line: samples, seconds, samples_per_sec,
 own_cpu_frac (CPU seconds of this process, all threads, per wall second),
-train_loss, and with --eval test_accuracy/test_loss. The last line (also
-written to --out) adds the run's settings and torch's version.
+train_loss, and with --eval test_accuracy/test_loss (strict JSON: a figure
+that is not finite is null). The last line (also written to --out) adds
+the run's settings and torch's version.
 
 usage: python3 bench/torch/train.py --model mlp|cnn|ctr [--hidden H1,H2,...] [--embed-dim 16]
            [--threads 1] [--batch 64]
@@ -33,6 +34,7 @@ usage: python3 bench/torch/train.py --model mlp|cnn|ctr [--hidden H1,H2,...] [--
 """
 import argparse
 import json
+import math
 import os
 import resource
 import sys
@@ -40,6 +42,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference as ref  # noqa: E402
+
+
+def strict_json(rec):
+    """rec as one line of strict JSON, which has no NaN or Infinity: null."""
+    return json.dumps({k: None if isinstance(v, float) and not math.isfinite(v) else v
+                       for k, v in rec.items()}, allow_nan=False)
+
 
 ap = argparse.ArgumentParser(description="PyTorch reference training of shardps's models")
 ap.add_argument("--model", choices=sorted(ref.TENSORS), default="mlp")
@@ -209,14 +218,14 @@ for ep in range(1, a.epochs + 1):
     if a.eval:
         rec["test_accuracy"], rec["test_loss"] = ref.evaluate(model, xt, yt)
     if ep < a.epochs:
-        print(json.dumps(rec), flush=True)
+        print(strict_json(rec), flush=True)
 rec.update(model=a.model, device=a.device, embed_dim=a.embed_dim if ctr else None, resident=a.resident, graph=a.graph, tf32=a.tf32,
            threads=a.threads, batch=a.batch, lr=a.lr,
            steps=steps, warmup=a.warmup,
            data="click log" if ctr else a.data and "fashion-mnist" or "synthetic",
            torch=torch.__version__,
            gpu=torch.cuda.get_device_name() if dev.type == "cuda" else "")
-line = json.dumps(rec)
+line = strict_json(rec)
 print(line, flush=True)
 if a.out:
     with open(a.out, "w") as f:

@@ -145,12 +145,12 @@ static int s_job(const ck_cfg_t *c, int round, int with, double *sps, double *cp
     const double cpu0 = s_children_cpu();
     int rc = ps_bench_run(argv, log);
     *cpu = s_children_cpu() - cpu0;
-    char *text = NULL;
-    if (rc == 0 && (ps_bench_read_file(json, &text) != 0 ||
-                    ps_bench_json_num(text, "samples_per_sec", sps) != 0)) {
+    json_t *doc = NULL;
+    if (rc == 0 && (ps_json_read_file(json, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0 ||
+                    ps_json_get_num(doc, "samples_per_sec", sps, NULL, 0) != 0)) {
         rc = PS_EPROTO;
     }
-    free(text);
+    json_decref(doc);
     return rc;
 }
 

@@ -202,18 +202,6 @@ int ps_bench_compute_measure(const compute_cfg_t *cfg, ps_model_t *m, compute_st
     return rc;
 }
 
-/* Finds `"key": NUMBER` (the last one) in text. Returns 0 or PS_ENOENT. */
-static int s_find_num(const char *text, const char *key, double *v)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *last = NULL;
-    for (const char *p = strstr(text, pat); p; p = strstr(p + 1, pat)) {
-        last = p;
-    }
-    return last && sscanf(last + strlen(pat), " %lf", v) == 1 ? 0 : PS_ENOENT;
-}
-
 /* The last line of the file at path into buf ("" when unreadable). */
 static void s_last_line(const char *path, char *buf, size_t len)
 {
@@ -231,13 +219,14 @@ static void s_last_line(const char *path, char *buf, size_t len)
 }
 
 /* Runs the script with args (NULL-ended) in a temporary directory; its output
- * goes to DIR/torch.log and --out to DIR/torch.json, whose text comes back in
- * *json (caller frees; NULL when absent). On failure, why goes to note. */
-static int s_torch_run(const compute_cfg_t *cfg, char *const args[], char **json, char *note,
+ * goes to DIR/torch.log and --out to DIR/torch.json, whose document comes
+ * back in *doc (caller owns it: json_decref; NULL when absent or not JSON).
+ * On failure, why goes to note. */
+static int s_torch_run(const compute_cfg_t *cfg, char *const args[], json_t **doc, char *note,
                        size_t len)
 {
     char dir[] = "/tmp/sps-compute.XXXXXX";
-    *json = NULL;
+    *doc = NULL;
     if (access(cfg->torch_script, R_OK) != 0) {
         snprintf(note, len, "%s: %s (--torch-script)", cfg->torch_script, strerror(errno));
         return -1;
@@ -255,8 +244,8 @@ static int s_torch_run(const compute_cfg_t *cfg, char *const args[], char **json
         argv[n++] = args[i];
     }
     int rc = ps_bench_run(argv, log);
-    if (rc == 0 && ps_bench_read_file(out, json) != 0) {
-        *json = NULL;
+    if (rc == 0) {
+        ps_json_read_file(out, PS_BENCH_JSON_MAX, doc, NULL, 0);
     }
     if (rc != 0) {
         char last[200];
@@ -273,10 +262,11 @@ static int s_torch_run(const compute_cfg_t *cfg, char *const args[], char **json
  * one line saying why not (the script's own, e.g. how to install it). */
 static int s_torch_check(const compute_cfg_t *cfg)
 {
-    char note[256], *json = NULL;
+    char note[256];
     char *args[] = {"--check", NULL};
-    int rc = s_torch_run(cfg, args, &json, note, sizeof note);
-    free(json);
+    json_t *doc = NULL;
+    int rc = s_torch_run(cfg, args, &doc, note, sizeof note);
+    json_decref(doc);
     if (rc != 0) {
         const char *why = strstr(note, "): ");
         fprintf(stderr, S_PROG ": error: --torch: %s\n", why && why[3] ? why + 3 : note);
@@ -315,27 +305,25 @@ static void s_torch_one(const compute_cfg_t *cfg, const char *device, char *cons
     fprintf(stderr, S_PROG ": PyTorch reference: %s %s --model %s --device %s%s%s ...\n",
             cfg->python, cfg->torch_script, cfg->model, device, extra[0] ? " " : "",
             extra[0] ? extra[0] : "");
-    char *text = NULL;
+    json_t *doc = NULL;
+    const char *ver;
     *sps = NAN;
-    int rc = s_torch_run(cfg, args, &text, res->torch_note, sizeof res->torch_note);
-    if (rc == 0 && (!text || s_find_num(text, "samples_per_sec", sps) != 0)) {
+    int rc = s_torch_run(cfg, args, &doc, res->torch_note, sizeof res->torch_note);
+    if (rc == 0 && ps_json_get_num(doc, "samples_per_sec", sps, NULL, 0) != 0) {
         snprintf(res->torch_note, sizeof res->torch_note, "%s wrote no samples_per_sec",
                  cfg->torch_script);
         *sps = NAN;
     } else if (rc == 0 && sps == &res->torch_sps) {
         /* own_cpu_frac: the script's CPU seconds (all threads) per wall second. */
         double frac;
-        if (s_find_num(text, "own_cpu_frac", &frac) == 0 && frac > 0) {
+        if (ps_json_get_num(doc, "own_cpu_frac", &frac, NULL, 0) == 0 && frac > 0) {
             res->torch_cpu_sps = res->torch_sps / frac;
         }
-        const char *v = strstr(text, "\"torch\": \"");
-        if (v) {
-            v += strlen("\"torch\": \"");
-            snprintf(res->torch_ver, sizeof res->torch_ver, "%.*s", (int)strcspn(v, "\""),
-                     v);
+        if (ps_json_get_str(doc, "torch", &ver, NULL, 0) == 0) {
+            snprintf(res->torch_ver, sizeof res->torch_ver, "%s", ver);
         }
     }
-    free(text);
+    json_decref(doc);
 }
 
 /* The PyTorch references: eager, and on a device strong as well. */
@@ -349,70 +337,72 @@ static void s_torch(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_res
     }
 }
 
-/* A JSON number, or null for NAN. */
-static void s_num(ps_bench_str_t *s, const char *key, double v, const char *sep)
+/* Sets o's key to v (a new reference, taken; NULL when out of memory):
+ * each pair in the order the file shows them. Returns 1 when it failed. */
+static int s_put(json_t *o, const char *key, json_t *v)
 {
-    if (isnan(v) || isinf(v)) {
-        ps_bench_str_addf(s, "\"%s\": null%s", key, sep);
-    } else {
-        ps_bench_str_addf(s, "\"%s\": %.9g%s", key, v, sep);
-    }
+    return json_object_set_new(o, key, v) != 0;
 }
 
-/* Writes the JSON object; returns 0 or PS_EIO. */
+/* Sets o's keys[i] to reals[i] for i < n (NAN: null). Returns the failures. */
+static int s_put_reals(json_t *o, const char *const keys[], const double reals[], int n)
+{
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        failed += s_put(o, keys[i], ps_json_real(reals[i], -1));
+    }
+    return failed;
+}
+
+/* Writes the figures as one JSON object, in one line, to cfg->json; returns
+ * 0, or PS_ENOMEM or PS_EIO after saying why. */
 static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
                         const char *machine)
 {
     const double samples = (double)cfg->steps * cfg->batch;
-    const double sps = samples / r->seconds;
-    ps_bench_str_t s = {0};
-    ps_bench_str_addf(&s, "{\"model\": \"%s\", \"device\": \"%s\", ", cfg->model,
-                      r->backend);
-    ps_bench_str_addf(&s, "\"threads\": %d, \"blas_threads\": %d, ", cfg->threads,
-                      r->blas_threads);
-    ps_bench_str_addf(&s, "\"batch\": %d, \"steps\": %d, \"warmup\": %d, ", cfg->batch,
-                      cfg->steps, cfg->warmup);
-    ps_bench_str_addf(&s, "\"data\": \"%s\", ",
-                      s_ctr(cfg)     ? "click log"
-                      : cfg->data[0] ? "fashion-mnist"
-                                     : "synthetic");
-    s_num(&s, "samples_per_sec", sps, ", ");
-    s_num(&s, "cpu_samples_per_sec", samples / r->cpu_seconds, ", ");
-    s_num(&s, "step_ms", 1e3 * r->seconds / cfg->steps, ", ");
-    s_num(&s, "step_ms_median", 1e3 * r->step_median, ", ");
-    s_num(&s, "train_loss", r->loss, ", ");
-    ps_bench_str_addf(&s, "\"profile_steps\": %d, \"time_split\": {", cfg->profile_steps);
-    s_num(&s, "gather", r->gather, ", ");
-    s_num(&s, "copy_in", r->copy_in, ", ");
-    s_num(&s, "forward", r->forward, ", ");
-    s_num(&s, "backward", r->backward, ", ");
-    s_num(&s, "copy_out", r->copy_out, ", ");
-    s_num(&s, "update", r->update, ", ");
-    s_num(&s, "kernels", r->kernels, ", ");
-    s_num(&s, "copies", r->copies, ", ");
-    s_num(&s, "host", r->host, ", ");
-    s_num(&s, "step", r->step, "}, ");
-    ps_bench_str_addf(&s, "\"tf32\": %d, \"cuda_graph\": %d, \"graph_error\": \"%s\", ",
-                      cfg->tf32, cfg->graph, r->graph_error ? ps_strerror(r->graph_error) : "");
-    s_num(&s, "torch_samples_per_sec", r->torch_sps, ", ");
-    s_num(&s, "ratio_vs_torch", sps / r->torch_sps, ", ");
-    s_num(&s, "torch_strong_samples_per_sec", r->strong_sps, ", ");
-    s_num(&s, "ratio_vs_torch_strong", sps / r->strong_sps, ", ");
-    s_num(&s, "torch_cpu_samples_per_sec", r->torch_cpu_sps, ", ");
-    s_num(&s, "cpu_ratio_vs_torch", samples / r->cpu_seconds / r->torch_cpu_sps, ", ");
-    ps_bench_str_addf(&s, "\"torch_version\": \"%s\", \"machine\": \"%s\"}\n", r->torch_ver,
-                      machine);
-    int rc = PS_EIO;
-    FILE *f = s.oom ? NULL : fopen(cfg->json, "w");
-    if (f) {
-        rc = fputs(ps_bench_str_get(&s), f) >= 0 ? 0 : PS_EIO;
-        rc = fclose(f) == 0 ? rc : PS_EIO;
-    }
+    const double sps = samples / r->seconds, cps = samples / r->cpu_seconds;
+    static const char *const speed[] = {"samples_per_sec", "cpu_samples_per_sec", "step_ms",
+                                        "step_ms_median", "train_loss"};
+    static const char *const split[] = {"gather", "copy_in", "forward", "backward",
+                                        "copy_out", "update", "kernels", "copies",
+                                        "host", "step"};
+    static const char *const torch[] = {
+        "torch_samples_per_sec",     "ratio_vs_torch",     "torch_strong_samples_per_sec",
+        "ratio_vs_torch_strong",     "torch_cpu_samples_per_sec", "cpu_ratio_vs_torch"};
+    const double speed_v[] = {sps, cps, 1e3 * r->seconds / cfg->steps, 1e3 * r->step_median,
+                              r->loss};
+    const double split_v[] = {r->gather,   r->copy_in, r->forward, r->backward, r->copy_out,
+                              r->update,   r->kernels, r->copies,  r->host,     r->step};
+    const double torch_v[] = {r->torch_sps,     sps / r->torch_sps, r->strong_sps,
+                              sps / r->strong_sps, r->torch_cpu_sps, cps / r->torch_cpu_sps};
+    json_t *doc = json_pack("{s:o, s:s, s:i, s:i, s:i, s:i, s:i, s:s}", "model",
+                            ps_json_text(cfg->model), "device", r->backend, "threads",
+                            cfg->threads, "blas_threads", r->blas_threads, "batch", cfg->batch,
+                            "steps", cfg->steps, "warmup", cfg->warmup, "data",
+                            s_ctr(cfg)     ? "click log"
+                            : cfg->data[0] ? "fashion-mnist"
+                                           : "synthetic");
+    json_t *ts = json_object();
+    int failed = !doc || !ts;
+    failed += s_put_reals(doc, speed, speed_v, 5);
+    failed += s_put(doc, "profile_steps", json_integer(cfg->profile_steps));
+    failed += s_put_reals(ts, split, split_v, 10);
+    failed += s_put(doc, "time_split", ts);
+    failed += s_put(doc, "tf32", json_integer(cfg->tf32));
+    failed += s_put(doc, "cuda_graph", json_integer(cfg->graph));
+    failed += s_put(doc, "graph_error",
+                    json_string(r->graph_error ? ps_strerror(r->graph_error) : ""));
+    failed += s_put_reals(doc, torch, torch_v, 6);
+    failed += s_put(doc, "torch_version", ps_json_text(r->torch_ver));
+    failed += s_put(doc, "machine", ps_json_text(machine));
+    char why[PATH_MAX + 64];
+    snprintf(why, sizeof why, "%s: out of memory", cfg->json);
+    int rc = failed ? PS_ENOMEM
+                    : ps_json_write_file(cfg->json, doc, PS_JSON_LINE, why, sizeof why);
     if (rc != 0) {
-        fprintf(stderr, S_PROG ": error: cannot write %s: %s\n", cfg->json,
-                strerror(errno));
+        fprintf(stderr, S_PROG ": error: --json %s\n", why);
     }
-    ps_bench_str_fini(&s);
+    json_decref(doc);
     return rc;
 }
 

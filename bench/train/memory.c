@@ -100,7 +100,7 @@ static int s_job(const mem_cfg_t *c, const char *opt, long cap, mem_run_t *r)
     }
     json_t *doc = NULL;
     char why[256];
-    if (ps_json_read_file(json, 1 << 24, &doc, why, sizeof why) != 0) {
+    if (ps_json_read_file(json, PS_BENCH_JSON_MAX, &doc, why, sizeof why) != 0) {
         fprintf(stderr, S_PROG ": %s\n", why);
         return PS_EPROTO;
     }

@@ -190,20 +190,20 @@ static void s_job(const s_cfg_t *c, int variant, int round, long *scrapes, s_res
         pthread_join(th, NULL);
         *scrapes += sc.scrapes;
     }
-    char *text = NULL;
+    json_t *doc = NULL;
     double samples = 0;
     r->sps = -1;
-    if (rc != 0 || ps_bench_read_file(json, &text) != 0 ||
-        ps_bench_json_num(text, "samples_per_sec", &r->sps) != 0 ||
-        ps_bench_json_num(text, "samples", &samples) != 0 ||
-        ps_bench_json_num(text, "steps", &r->steps) != 0 || samples <= 0) {
+    if (rc != 0 || ps_json_read_file(json, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0 ||
+        ps_json_get_num(doc, "samples_per_sec", &r->sps, NULL, 0) != 0 ||
+        ps_json_get_num(doc, "samples", &samples, NULL, 0) != 0 ||
+        ps_json_get_num(doc, "steps", &r->steps, NULL, 0) != 0 || samples <= 0) {
         fprintf(stderr, S_PROG ": %s run %d failed (exit %d; see %s)\n", s_variant[variant],
                 round, rc, log);
         r->sps = -1;
     } else {
         r->cpu = cpu / samples * 1000;
     }
-    free(text);
+    json_decref(doc);
 }
 
 /* Nanoseconds per span (tracing on: its two ps_now() and ps_trace_span) and
@@ -245,21 +245,23 @@ static void s_unit_costs(const char *out, double *ns_span, double *ns_update)
 static void s_per_step(const char *trace, int steps, int workers, double *spans,
                        double *updates)
 {
-    char *text = NULL;
+    json_t *doc = NULL;
     *spans = *updates = -1;
-    if (ps_bench_read_file(trace, &text) != 0) {
+    if (ps_json_read_file(trace, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0) {
         return;
     }
+    const json_t *ev = json_object_get(doc, "traceEvents");
     long n = 0, recv = 0, reply = 0, apply = 0;
-    for (const char *p = text; (p = strstr(p, "\"ph\":\"X\"")) != NULL; p++) {
-        n++;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        const json_t *e = json_array_get(ev, i);
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        n += ph && !strcmp(ph, "X");
+        recv += name && !strcmp(name, "receive");
+        reply += name && !strcmp(name, "reply");
+        apply += name && !strcmp(name, "apply");
     }
-    for (const char *p = text; (p = strstr(p, "{\"name\":\"")) != NULL; p++) {
-        recv += !strncmp(p + 9, "receive\"", 8);
-        reply += !strncmp(p + 9, "reply\"", 6);
-        apply += !strncmp(p + 9, "apply\"", 6);
-    }
-    free(text);
+    json_decref(doc);
     *spans = (double)n / steps;
     *updates = 9.0 * workers + (2.0 * (double)recv + (double)reply + (double)apply) / steps;
 }

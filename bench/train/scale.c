@@ -96,28 +96,6 @@ static int s_plain_data(const char *src, const char *dst)
     return 0;
 }
 
-/* The sum of every number `"field": X` in the summary's server_reports array. */
-static double s_servers_sum(const char *json, const char *field)
-{
-    char key[64];
-    snprintf(key, sizeof key, "\"%s\":", field);
-    const char *p = strstr(json, "\"server_reports\"");
-    p = p ? strchr(p, '[') : NULL;
-    const char *end = p;
-    for (int depth = 0; end && *end; end++) { /* the array's closing bracket */
-        depth += (*end == '[' || *end == '{') - (*end == ']' || *end == '}');
-        if (depth == 0) {
-            break;
-        }
-    }
-    double sum = 0;
-    while (p && (p = strstr(p, key)) != NULL && p < end) {
-        p += strlen(key);
-        sum += strtod(p, NULL);
-    }
-    return sum;
-}
-
 /* One job of m workers and `steps` steps; its cost into *c. Returns the
  * launcher's status, or PS_EPROTO when its summary lacks a figure. */
 static int s_job(const sc_cfg_t *c, int round, long m, long steps, sc_cost_t *cost)
@@ -140,19 +118,21 @@ static int s_job(const sc_cfg_t *c, int round, long m, long steps, sc_cost_t *co
                     "--peer-timeout", "60", "--wait", "600", "--data", (char *)c->data,
                     "--summary", json, "--plot", "none", "--log-level", "warn", NULL};
     int rc = ps_bench_run(argv, log);
-    char *text = NULL;
+    json_t *doc = NULL;
     if (rc == 0 &&
-        (ps_bench_read_file(json, &text) != 0 ||
-         ps_bench_json_num(text, "scheduler_cpu_seconds", &cost->v[C_SCHED_CPU]) != 0 ||
-         ps_bench_json_num(text, "scheduler_messages", &cost->v[C_SCHED_MSGS]) != 0 ||
-         ps_bench_json_num(text, "train_seconds", &cost->v[C_TRAIN]) != 0)) {
+        (ps_json_read_file(json, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0 ||
+         ps_json_get_num(doc, "scheduler_cpu_seconds", &cost->v[C_SCHED_CPU], NULL, 0) != 0 ||
+         ps_json_get_num(doc, "scheduler_messages", &cost->v[C_SCHED_MSGS], NULL, 0) != 0 ||
+         ps_json_get_num(doc, "train_seconds", &cost->v[C_TRAIN], NULL, 0) != 0)) {
         rc = PS_EPROTO;
     }
     if (rc == 0) {
-        cost->v[C_SERVER_CPU] = s_servers_sum(text, "cpu_seconds");
-        cost->v[C_SERVER_MSGS] = s_servers_sum(text, "pushes") + s_servers_sum(text, "pulls");
+        const json_t *servers = json_object_get(doc, "server_reports");
+        cost->v[C_SERVER_CPU] = ps_bench_json_sum(servers, "cpu_seconds");
+        cost->v[C_SERVER_MSGS] =
+            ps_bench_json_sum(servers, "pushes") + ps_bench_json_sum(servers, "pulls");
     }
-    free(text);
+    json_decref(doc);
     return rc;
 }
 

@@ -88,29 +88,6 @@ static int s_design(const char *label)
 
 /* ---- one run ------------------------------------------------------------ */
 
-/* The sum of the numbers of a JSON object (bytes by message type). */
-static double s_sum_object(const json_t *o)
-{
-    const char *k;
-    json_t *v;
-    double sum = 0;
-    json_object_foreach((json_t *)o, k, v)
-    {
-        sum += json_number_value(v);
-    }
-    return sum;
-}
-
-/* The sum of a JSON array of numbers. */
-static double s_sum_array(const json_t *a)
-{
-    double sum = 0;
-    for (size_t i = 0; i < json_array_size(a); i++) {
-        sum += json_number_value(json_array_get(a, i));
-    }
-    return sum;
-}
-
 /* Fills c from the run's summary: the AUC's log loss, the rows, the
  * workers' bytes (without --net: every message type a worker sent and
  * received per its steps, the mean of the workers but worker 0, which also
@@ -122,7 +99,7 @@ static void s_read_ctr(const train_cfg_t *cfg, const train_run_t *r, ctr_run_t *
     snprintf(path, sizeof path, "%s/runs/%s.json", cfg->out, tag);
     c->logloss = c->keys = c->rows = c->sent = c->recv = c->compute_share = NAN;
     json_t *doc = NULL;
-    if (ps_json_read_file(path, 64u << 20, &doc, NULL, 0) != 0) {
+    if (ps_json_read_file(path, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0) {
         return;
     }
     const json_t *rows = json_object_get(doc, "rows");
@@ -133,10 +110,10 @@ static void s_read_ctr(const train_cfg_t *cfg, const train_run_t *r, ctr_run_t *
         c->keys = json_number_value(json_object_get(rows, "keys_per_worker_step"));
         c->rows = json_number_value(json_object_get(rows, "total"));
     }
-    const double train = s_sum_array(json_object_get(doc, "worker_train_seconds"));
+    const double train = ps_bench_json_sum(json_object_get(doc, "worker_train_seconds"), NULL);
     if (train > 0) {
         c->compute_share =
-            s_sum_array(json_object_get(doc, "worker_compute_seconds")) / train;
+            ps_bench_json_sum(json_object_get(doc, "worker_compute_seconds"), NULL) / train;
     }
     if (cfg->net) {
         c->sent = r->link_tx_rest;
@@ -150,9 +127,10 @@ static void s_read_ctr(const train_cfg_t *cfg, const train_run_t *r, ctr_run_t *
         for (size_t i = n > 1 ? 1 : 0; i < n && i < json_array_size(steps); i++) {
             const double st = json_number_value(json_array_get(steps, i));
             if (st > 0) {
-                sent += s_sum_object(json_object_get(json_array_get(w, i), "sent")) / st;
-                recv +=
-                    s_sum_object(json_object_get(json_array_get(w, i), "received")) / st;
+                sent += ps_bench_json_sum(json_object_get(json_array_get(w, i), "sent"),
+                                          NULL) / st;
+                recv += ps_bench_json_sum(json_object_get(json_array_get(w, i), "received"),
+                                          NULL) / st;
                 k++;
             }
         }

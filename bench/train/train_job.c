@@ -106,33 +106,30 @@ static void s_parse_epochs(const char *log, train_run_t *r)
 static int s_read_results(const char *json_path, const char *log_path, double target,
                           int batch, train_run_t *r)
 {
-    char *json = NULL, *log = NULL;
-    if (ps_bench_read_file(json_path, &json) != 0) {
+    json_t *doc = NULL;
+    char *log = NULL;
+    if (ps_json_read_file(json_path, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0) {
         return PS_ENOENT;
     }
-    double pushed = 0, pulled = 0, steps[PS_BENCH_LIST_MAX * 8];
+    double pushed = 0, pulled = 0;
+    const struct {
+        const char *path;
+        double *v;
+    } figs[] = {{"samples_per_sec", &r->sps}, {"wall_seconds", &r->wall},
+                {"bytes_pushed", &pushed},     {"bytes_pulled", &pulled},
+                {"staleness.mean", &r->st_mean}, {"staleness.p99", &r->st_p99},
+                {"staleness.max", &r->st_max}, {"pushes_dropped", &r->dropped},
+                {"num_params", &r->params},    {"steps", &r->steps}};
     int rc = 0;
-    rc |= ps_bench_json_num(json, "samples_per_sec", &r->sps);
-    if (ps_bench_json_num(json, "test_auc", &r->acc) != 0) { /* a model with rows */
-        rc |= ps_bench_json_num(json, "test_accuracy", &r->acc);
+    for (size_t k = 0; k < sizeof figs / sizeof figs[0]; k++) {
+        rc |= ps_json_get_num(doc, figs[k].path, figs[k].v, NULL, 0);
     }
-    rc |= ps_bench_json_num(json, "wall_seconds", &r->wall);
-    rc |= ps_bench_json_num(json, "bytes_pushed", &pushed);
-    rc |= ps_bench_json_num(json, "bytes_pulled", &pulled);
-    rc |= ps_bench_json_num(json, "staleness.mean", &r->st_mean);
-    rc |= ps_bench_json_num(json, "staleness.p99", &r->st_p99);
-    rc |= ps_bench_json_num(json, "staleness.max", &r->st_max);
-    rc |= ps_bench_json_num(json, "pushes_dropped", &r->dropped);
-    rc |= ps_bench_json_num(json, "num_params", &r->params);
-    rc |= ps_bench_json_num(json, "steps", &r->steps);
-    int n = ps_bench_json_array(json, "worker_steps", steps,
-                                (int)(sizeof steps / sizeof steps[0]));
-    double total = 0;
-    for (int i = 0; i < n; i++) {
-        total += steps[i];
+    if (ps_json_get_num(doc, "test_auc", &r->acc, NULL, 0) != 0) { /* a model with rows */
+        rc |= ps_json_get_num(doc, "test_accuracy", &r->acc, NULL, 0);
     }
+    const double total = ps_bench_json_sum(json_object_get(doc, "worker_steps"), NULL);
     r->bytes_per_step = total > 0 ? (pushed + pulled) / total : NAN;
-    free(json);
+    json_decref(doc);
     if (ps_bench_read_file(log_path, &log) == 0) {
         s_parse_epochs(log, r);
     }
