@@ -1,25 +1,66 @@
 /*
- * scheduler/members.c - part of the scheduler's core (scheduler_impl.h): the
- * node table's rows, and the running job's members.
- *
- * Every change of a row that a module asks for (scheduler/ops.c) is here
- * (a joiner admitted, a node back after a scheduler restart, a spare in a
- * replaced server's row). The running job: barriers, a silent worker left out under
- * --min-workers (MSG_MEMBERS to every node; its one log line once server 0
- * says at which step), DONEs and the servers' reports, and the end.
+ * scheduler/members.c - part of the scheduler's core: the node table and the
+ * running job's members (scheduler/members.h). Its own state is the rows,
+ * the barrier being collected and the membership lines waiting for their
+ * step; everything else it asks of the core through the ops.
  */
+#include "scheduler/members.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "scheduler/scheduler_impl.h"
+#include "proto/addr.h"
+
+struct ps_members {
+    const ps_sched_ops_t *ops; /* the core (borrowed) */
+    const ps_scheduler_config_t *cfg;
+    ps_sched_facts_t *facts;   /* the loop's (borrowed); the phase is read only */
+    ps_preflight_t *preflight; /* no step before it passed (borrowed) */
+    ps_sched_obs_t *obs;       /* the nodes' metrics reports (borrowed) */
+    ps_node_t *nodes;          /* S + M rows: servers first */
+    int nnodes;
+    char outward[PS_ADDR_MAX]; /* our address toward the job's other hosts; "" while
+                                  none is known (ps_members_fix_endpoint) */
+    char barrier[64];          /* name of the barrier being collected, "" if none */
+    struct {
+        char head[48], tail[128];
+    } leaves[8]; /* membership lines of workers left out, waiting for
+                    the step from server 0; FIFO */
+    int nleaves;
+};
 
 /* ---- rows ---------------------------------------------------------------- */
 
-void ps_members_clear(ps_node_t *n)
+int ps_members_new(ps_members_t **out, const ps_sched_ops_t *ops, ps_sched_facts_t *facts,
+                   ps_preflight_t *preflight, ps_sched_obs_t *obs)
+{
+    ps_members_t *mb = calloc(1, sizeof *mb);
+    const int n = ops->cfg->servers + ops->cfg->workers;
+    if (mb) {
+        mb->nodes = calloc((size_t)n, sizeof *mb->nodes);
+    }
+    if (!mb || !mb->nodes) {
+        free(mb);
+        *out = NULL;
+        return PS_ENOMEM;
+    }
+    mb->ops = ops;
+    mb->cfg = ops->cfg;
+    mb->facts = facts;
+    mb->preflight = preflight;
+    mb->obs = obs;
+    mb->nnodes = n;
+    *out = mb;
+    return 0;
+}
+
+/* Frees what row n keeps of its node's end (stats, report). */
+static void s_clear(ps_node_t *n)
 {
     if (n->stats) {
         shardps__done__free_unpacked(n->stats, NULL);
@@ -31,14 +72,73 @@ void ps_members_clear(ps_node_t *n)
     }
 }
 
-int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const Shardps__Register *reg, int rank,
-                     int lost)
+void ps_members_destroy(ps_members_t **mb_p)
+{
+    ps_members_t *mb = *mb_p;
+    if (!mb) {
+        return;
+    }
+    for (int i = 0; i < mb->nnodes; i++) {
+        s_clear(&mb->nodes[i]);
+    }
+    free(mb->nodes);
+    free(mb);
+    *mb_p = NULL;
+}
+
+int ps_members_count(const ps_members_t *mb)
+{
+    return mb->nnodes;
+}
+
+ps_node_t *ps_members_at(ps_members_t *mb, int i)
+{
+    return &mb->nodes[i];
+}
+
+ps_node_t *ps_members_row(ps_members_t *mb, ps_role_t role, int rank)
+{
+    const int count = role == PS_ROLE_SERVER ? mb->cfg->servers : mb->cfg->workers;
+    if (rank < 0 || rank >= count || (role != PS_ROLE_SERVER && role != PS_ROLE_WORKER)) {
+        return NULL;
+    }
+    return &mb->nodes[(role == PS_ROLE_SERVER ? 0 : mb->cfg->servers) + rank];
+}
+
+ps_node_t *ps_members_worker(ps_members_t *mb, int w)
+{
+    return &mb->nodes[mb->cfg->servers + w];
+}
+
+ps_node_t *ps_members_node_of(ps_members_t *mb, const ps_route_t *r)
+{
+    for (int i = 0; i < mb->nnodes; i++) {
+        ps_node_t *n = &mb->nodes[i];
+        if (n->used && n->route.len == r->len && !memcmp(n->route.id, r->id, r->len)) {
+            return n;
+        }
+    }
+    return NULL;
+}
+
+int ps_members_new_token(uint64_t *token)
+{
+    do {
+        if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token) {
+            return PS_EIO;
+        }
+    } while (*token == 0);
+    return 0;
+}
+
+int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const Shardps__Register *reg,
+                     int rank, int lost)
 {
     uint64_t token;
-    if (ps_scheduler_new_token(&token) != 0) {
+    if (ps_members_new_token(&token) != 0) {
         return PS_EIO;
     }
-    ps_members_clear(n);
+    s_clear(n);
     memset(n, 0, sizeof *n);
     n->used = 1;
     n->lost = lost;
@@ -54,7 +154,7 @@ int ps_members_admit(ps_node_t *n, const ps_msg_t *m, const Shardps__Register *r
     return 0;
 }
 
-void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
+void ps_members_readmit(ps_members_t *mb, ps_node_t *n, const ps_msg_t *m,
                         const Shardps__Register *reg)
 {
     n->used = 1;
@@ -66,7 +166,21 @@ void ps_members_readmit(ps_scheduler_t *s, ps_node_t *n, const ps_msg_t *m,
     n->last_seen = ps_now();
     snprintf(n->addr, sizeof n->addr, "%s", m->peer_addr);
     if (reg->role == PS_ROLE_SERVER) {
-        snprintf(n->endpoint, sizeof n->endpoint, "%s", s->view->servers[reg->rank].endpoint);
+        const ps_view_t *v = mb->ops->view(mb->ops->core);
+        snprintf(n->endpoint, sizeof n->endpoint, "%s", v->servers[reg->rank].endpoint);
+    }
+}
+
+void ps_members_saved_job(ps_members_t *mb, const uint64_t *tokens, const int32_t *lost,
+                          size_t nlost)
+{
+    for (int w = 0; w < mb->cfg->workers; w++) {
+        ps_node_t *n = ps_members_worker(mb, w);
+        n->lost = 0;
+        n->token = tokens[w];
+    }
+    for (size_t i = 0; i < nlost; i++) {
+        ps_members_worker(mb, lost[i])->lost = 1;
     }
 }
 
@@ -86,27 +200,27 @@ void ps_members_swap_in(ps_node_t *n, const ps_node_t *spare)
 /* Our address toward the job's other hosts: --advertise, else the local end
  * of our route to the first node seen on another host (kept); "" while every
  * node is on this host. */
-static const char *s_outward(ps_scheduler_t *s)
+static const char *s_outward(ps_members_t *mb)
 {
-    if (s->cfg->advertise && *s->cfg->advertise) {
-        return s->cfg->advertise;
+    if (mb->cfg->advertise && *mb->cfg->advertise) {
+        return mb->cfg->advertise;
     }
-    for (int i = 0; i < s->nnodes && !s->outward[0]; i++) {
-        const ps_node_t *n = &s->nodes[i];
+    for (int i = 0; i < mb->nnodes && !mb->outward[0]; i++) {
+        const ps_node_t *n = &mb->nodes[i];
         if (!n->used || !n->addr[0] || ps_addr_is_loopback(n->addr)) {
             continue;
         }
-        if (ps_addr_route_from(n->addr, s->outward, sizeof s->outward) == 0) {
-            ps_log_info("nodes on this host are announced at %s (our route to %s)", s->outward,
-                        n->addr);
+        if (ps_addr_route_from(n->addr, mb->outward, sizeof mb->outward) == 0) {
+            ps_log_info("nodes on this host are announced at %s (our route to %s)",
+                        mb->outward, n->addr);
         } else {
-            s->outward[0] = '\0';
+            mb->outward[0] = '\0';
         }
     }
-    return s->outward;
+    return mb->outward;
 }
 
-void ps_members_fix_endpoint(ps_scheduler_t *s, ps_node_t *n, const char *announced,
+void ps_members_fix_endpoint(ps_members_t *mb, ps_node_t *n, const char *announced,
                              const char *peer)
 {
     char tag[16], was[sizeof n->endpoint];
@@ -114,28 +228,28 @@ void ps_members_fix_endpoint(ps_scheduler_t *s, ps_node_t *n, const char *announ
     snprintf(n->endpoint, sizeof n->endpoint, "%s", was);
     peer = peer[0] ? peer : n->addr;
     /* our outward address matters only for a node on this host */
-    const char *outward = !peer[0] || ps_addr_is_loopback(peer) ? s_outward(s) : "";
+    const char *outward = !peer[0] || ps_addr_is_loopback(peer) ? s_outward(mb) : "";
     if (ps_addr_fix(n->endpoint, sizeof n->endpoint, peer, outward)) {
-        ps_log_debug("%s announced %s: its peers get %s", ps_node_tag(n, tag, sizeof tag), was,
-                     n->endpoint);
+        ps_log_debug("%s announced %s: its peers get %s", ps_node_tag(n, tag, sizeof tag),
+                     was, n->endpoint);
     }
 }
 
-int ps_members_live(const ps_scheduler_t *s)
+int ps_members_live(const ps_members_t *mb)
 {
     int live = 0;
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        live += !s->nodes[i].lost;
+    for (int i = mb->cfg->servers; i < mb->nnodes; i++) {
+        live += !mb->nodes[i].lost;
     }
     return live;
 }
 
-int ps_members_joined(ps_scheduler_t *s, ps_node_t *n)
+int ps_members_joined(ps_members_t *mb, ps_node_t *n)
 {
     n->lost = 0;
     n->last_seen = ps_now();
-    s->facts.membership_changes++;
-    return ps_members_live(s);
+    mb->facts->membership_changes++;
+    return ps_members_live(mb);
 }
 
 void ps_members_unreported(ps_node_t *n)
@@ -144,10 +258,10 @@ void ps_members_unreported(ps_node_t *n)
     n->reported = 1;
 }
 
-void ps_members_rollback(ps_scheduler_t *s)
+void ps_members_rollback(ps_members_t *mb)
 {
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        s->nodes[i].done = 0;
+    for (int i = mb->cfg->servers; i < mb->nnodes; i++) {
+        mb->nodes[i].done = 0;
     }
 }
 
@@ -165,128 +279,129 @@ static void s_leave_log(const char *head, const char *tail, int64_t step)
 
 /* Logs head + " at step N" + tail once server 0 says the step (or at once
  * without it when too many wait). */
-static void s_leave_line(ps_scheduler_t *s, const char *head, const char *tail)
+static void s_leave_line(ps_members_t *mb, const char *head, const char *tail)
 {
-    const int cap = (int)(sizeof s->leaves / sizeof s->leaves[0]);
-    if (s->nleaves == cap) {
+    const int cap = (int)(sizeof mb->leaves / sizeof mb->leaves[0]);
+    if (mb->nleaves == cap) {
         s_leave_log(head, tail, -1);
         return;
     }
-    snprintf(s->leaves[s->nleaves].head, sizeof s->leaves[0].head, "%s", head);
-    snprintf(s->leaves[s->nleaves].tail, sizeof s->leaves[0].tail, "%s", tail);
-    s->nleaves++;
+    snprintf(mb->leaves[mb->nleaves].head, sizeof mb->leaves[0].head, "%s", head);
+    snprintf(mb->leaves[mb->nleaves].tail, sizeof mb->leaves[0].tail, "%s", tail);
+    mb->nleaves++;
 }
 
-void ps_members_leave_flush(ps_scheduler_t *s)
+void ps_members_leave_flush(ps_members_t *mb)
 {
-    for (int i = 0; i < s->nleaves; i++) {
-        s_leave_log(s->leaves[i].head, s->leaves[i].tail, -1);
+    for (int i = 0; i < mb->nleaves; i++) {
+        s_leave_log(mb->leaves[i].head, mb->leaves[i].tail, -1);
     }
-    s->nleaves = 0;
+    mb->nleaves = 0;
 }
 
 /* Server 0 answers each MSG_MEMBERS with the step it took effect at, in
  * order (a promoted spare's, sent with its view, has no line waiting).
  * Returns 1 when m is such an answer. */
-static int s_on_members_step(ps_scheduler_t *s, const ps_node_t *n, ps_msg_t *m)
+static int s_on_members_step(ps_members_t *mb, const ps_node_t *n, ps_msg_t *m)
 {
     const Shardps__JoinStep *js = ps_msg_unpack_body(m, &shardps__join_step__descriptor);
     if (!js || n->role != PS_ROLE_SERVER || !js->members) {
         return 0;
     }
-    if (n->rank == 0 && s->nleaves > 0) {
-        s_leave_log(s->leaves[0].head, s->leaves[0].tail, js->step);
-        s->nleaves--;
-        memmove(&s->leaves[0], &s->leaves[1], (size_t)s->nleaves * sizeof s->leaves[0]);
+    if (n->rank == 0 && mb->nleaves > 0) {
+        s_leave_log(mb->leaves[0].head, mb->leaves[0].tail, js->step);
+        mb->nleaves--;
+        memmove(&mb->leaves[0], &mb->leaves[1], (size_t)mb->nleaves * sizeof mb->leaves[0]);
     }
     return 1;
 }
 
 /* ---- barriers and leaving ---------------------------------------------- */
 
-void ps_members_live_set(const ps_scheduler_t *s, Shardps__Members *m, int32_t *live)
+void ps_members_live_set(const ps_members_t *mb, Shardps__Members *m, int32_t *live)
 {
-    m->num_workers = s->cfg->workers;
+    m->num_workers = mb->cfg->workers;
     m->live = live;
     m->n_live = 0;
-    for (int w = 0; w < s->cfg->workers; w++) {
-        if (!ps_scheduler_worker(s, w)->lost) {
+    for (int w = 0; w < mb->cfg->workers; w++) {
+        if (!mb->nodes[mb->cfg->servers + w].lost) {
             live[m->n_live++] = w;
         }
     }
 }
 
-void ps_members_barrier_check(ps_scheduler_t *s)
+void ps_members_barrier_check(ps_members_t *mb)
 {
-    if (!s->barrier[0] || (s->view->preflight && !ps_preflight_passed(s->preflight))) {
+    const ps_view_t *v = mb->ops->view(mb->ops->core);
+    if (!mb->barrier[0] || (v->preflight && !ps_preflight_passed(mb->preflight))) {
         return; /* no step before the preflight passed */
     }
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        if (!s->nodes[i].lost && !s->nodes[i].in_barrier) {
+    for (int i = mb->cfg->servers; i < mb->nnodes; i++) {
+        if (!mb->nodes[i].lost && !mb->nodes[i].in_barrier) {
             return;
         }
     }
-    ps_log_debug("barrier '%s' passed", s->barrier);
-    s->barrier[0] = '\0';
-    for (int i = s->cfg->servers; i < s->nnodes; i++) {
-        s->nodes[i].in_barrier = 0;
-        if (!s->nodes[i].lost) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, PS_MSG_BARRIER_DONE,
-                             PS_ROLE_SCHEDULER, 0, NULL);
+    ps_log_debug("barrier '%s' passed", mb->barrier);
+    mb->barrier[0] = '\0';
+    for (int i = mb->cfg->servers; i < mb->nnodes; i++) {
+        mb->nodes[i].in_barrier = 0;
+        if (!mb->nodes[i].lost) {
+            mb->ops->send(mb->ops->core, &mb->nodes[i].route, PS_MSG_BARRIER_DONE, NULL);
         }
     }
 }
 
-static void s_on_barrier(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
+static void s_on_barrier(ps_members_t *mb, ps_node_t *n, ps_msg_t *m)
 {
     const Shardps__Barrier *b = ps_msg_unpack_body(m, &shardps__barrier__descriptor);
-    if (!b || n->role != PS_ROLE_WORKER || s->facts.phase != PS_PHASE_RUNNING) {
-        ps_msg_reply_error(s->router, m, PS_ROLE_SCHEDULER, 0, PS_EPROTO, "bad barrier");
+    if (!b || n->role != PS_ROLE_WORKER || mb->facts->phase != PS_PHASE_RUNNING) {
+        mb->ops->reply_error(mb->ops->core, m, PS_EPROTO, "bad barrier");
         return;
     }
-    if (s->barrier[0] && strcmp(s->barrier, b->name)) {
-        ps_scheduler_fail(s, "W%d entered barrier '%s' while others are in '%s'", n->rank,
-                          b->name, s->barrier);
+    if (mb->barrier[0] && strcmp(mb->barrier, b->name)) {
+        ps_sched_fail(mb->ops, 0, "W%d entered barrier '%s' while others are in '%s'",
+                      n->rank, b->name, mb->barrier);
         return;
     }
-    snprintf(s->barrier, sizeof s->barrier, "%s", b->name);
+    snprintf(mb->barrier, sizeof mb->barrier, "%s", b->name);
     n->in_barrier = 1;
-    ps_members_barrier_check(s);
+    ps_members_barrier_check(mb);
 }
 
 /* A silent worker (or one whose connection closed: why says which) under
  * --min-workers: whether the job can go on without it. If so it is left
  * out, and every node gets the new set of live workers (the servers complete
  * steps with them from the next change on). */
-int ps_members_leave(ps_scheduler_t *s, ps_node_t *n, const char *why)
+int ps_members_leave(ps_members_t *mb, ps_node_t *n, const char *why)
 {
-    const int min = s->cfg->min_workers ? s->cfg->min_workers : s->cfg->workers;
-    if (n->role != PS_ROLE_WORKER || s->facts.phase <= PS_PHASE_STARTING || n->done ||
-        ps_members_live(s) - 1 < min) {
+    const ps_sched_ops_t *ops = mb->ops;
+    const int min = mb->cfg->min_workers ? mb->cfg->min_workers : mb->cfg->workers;
+    if (n->role != PS_ROLE_WORKER || mb->facts->phase <= PS_PHASE_STARTING || n->done ||
+        ps_members_live(mb) - 1 < min) {
         return 0;
     }
     n->used = 0;
     n->lost = 1;
-    s->facts.membership_changes++;
+    mb->facts->membership_changes++;
     char head[48], tail[128];
     snprintf(head, sizeof head, "membership: lost W%d (pid %u)", n->rank, n->pid);
     snprintf(tail, sizeof tail, ": %s; going on with %d of %d workers (--min-workers %d)",
-             why, ps_members_live(s), s->cfg->workers, s->cfg->min_workers);
-    s_leave_line(s, head, tail);
+             why, ps_members_live(mb), mb->cfg->workers, mb->cfg->min_workers);
+    s_leave_line(mb, head, tail);
     int32_t live[PS_MAX_WORKERS];
-    Shardps__Members mb = SHARDPS__MEMBERS__INIT;
-    ps_members_live_set(s, &mb, live);
-    ps_scheduler_send_all(s, PS_MSG_MEMBERS, &mb.base);
-    ps_preflight_progress(s->preflight);
-    ps_members_barrier_check(s);
-    ps_scheduler_save_state(s);
+    Shardps__Members members = SHARDPS__MEMBERS__INIT;
+    ps_members_live_set(mb, &members, live);
+    ops->send_all(ops->core, PS_MSG_MEMBERS, &members.base);
+    ps_preflight_progress(mb->preflight);
+    ps_members_barrier_check(mb);
+    ops->save_state(ops->core);
     return 1;
 }
 
 static int s_on_lost(void *self, const ps_node_t *lost, const ps_loss_t *loss)
 {
-    ps_scheduler_t *s = self;
-    ps_node_t *n = lost ? ps_scheduler_row(s, lost->role, lost->rank) : NULL;
+    ps_members_t *mb = self;
+    ps_node_t *n = lost ? ps_members_row(mb, lost->role, lost->rank) : NULL;
     if (!n || n->role != PS_ROLE_WORKER) {
         return 0;
     }
@@ -296,7 +411,7 @@ static int s_on_lost(void *self, const ps_node_t *lost, const ps_loss_t *loss)
     } else {
         snprintf(why, sizeof why, "silent for %.1f s", loss->silent);
     }
-    return ps_members_leave(s, n, why); /* else closed: its silence decides */
+    return ps_members_leave(mb, n, why); /* else closed: its silence decides */
 }
 
 /* ---- the end ----------------------------------------------------------- */
@@ -312,28 +427,31 @@ static void *s_keep(const ps_msg_t *m, const ProtobufCMessageDescriptor *d)
 }
 
 /* A worker's DONE, a server's report, a node's failure. */
-static void s_on_end_message(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
+static void s_on_end_message(ps_members_t *mb, ps_node_t *n, ps_msg_t *m)
 {
+    const ps_sched_ops_t *ops = mb->ops;
     char tag[16];
     if (m->hdr.type == PS_MSG_DONE) {
-        if (m->hdr.generation != s->view->generation) {
+        if (m->hdr.generation != ops->view(ops->core)->generation) {
             return; /* sent before a failover's rollback: it trains again */
         }
         Shardps__Done *d = s_keep(m, &shardps__done__descriptor);
         if (!d) {
-            ps_scheduler_fail(s, "%s sent a bad final report", ps_node_tag(n, tag, sizeof tag));
+            ps_sched_fail(ops, 0, "%s sent a bad final report",
+                          ps_node_tag(n, tag, sizeof tag));
             return;
         }
-        ps_members_clear(n); /* kept for the summary */
+        s_clear(n); /* kept for the summary */
         n->stats = d;
         n->done = 1;
         ps_log_info("%s done: %lld steps, %lld samples", ps_node_tag(n, tag, sizeof tag),
                     (long long)d->steps, (long long)d->samples);
     } else if (m->hdr.type == PS_MSG_REPORT) {
-        Shardps__ServerReport *r =
-            n->role == PS_ROLE_SERVER ? s_keep(m, &shardps__server_report__descriptor) : NULL;
+        Shardps__ServerReport *r = n->role == PS_ROLE_SERVER
+                                       ? s_keep(m, &shardps__server_report__descriptor)
+                                       : NULL;
         if (!r) {
-            ps_scheduler_fail(s, "%s sent a bad report", ps_node_tag(n, tag, sizeof tag));
+            ps_sched_fail(ops, 0, "%s sent a bad report", ps_node_tag(n, tag, sizeof tag));
             return;
         }
         if (n->report) {
@@ -344,16 +462,16 @@ static void s_on_end_message(ps_scheduler_t *s, ps_node_t *n, ps_msg_t *m)
     } else { /* PS_MSG_SHUTDOWN */
         const Shardps__Shutdown *sd =
             m->nframes ? ps_msg_unpack_body(m, &shardps__shutdown__descriptor) : NULL;
-        s->facts.diverged |= sd && sd->status == PS_ENONFINITE;
-        ps_scheduler_fail(s, "%s failed: %.159s", ps_node_tag(n, tag, sizeof tag),
-                          sd ? sd->reason : "");
+        mb->facts->diverged |= sd && sd->status == PS_ENONFINITE;
+        ps_sched_fail(ops, 0, "%s failed: %.159s", ps_node_tag(n, tag, sizeof tag),
+                      sd ? sd->reason : "");
     }
 }
 
 static int s_on_message(void *self, const ps_node_t *from, ps_msg_t *m)
 {
-    ps_scheduler_t *s = self;
-    ps_node_t *n = from ? ps_scheduler_row(s, from->role, from->rank) : NULL;
+    ps_members_t *mb = self;
+    ps_node_t *n = from ? ps_members_row(mb, from->role, from->rank) : NULL;
     if (!n) {
         return 0;
     }
@@ -363,19 +481,19 @@ static int s_on_message(void *self, const ps_node_t *from, ps_msg_t *m)
     case PS_MSG_HEARTBEAT:
         if (m->nframes == 1 &&
             (r = ps_msg_unpack_body(m, &shardps__metrics_report__descriptor)) != NULL) {
-            ps_sched_obs_heartbeat(s->obs, (int)(n - s->nodes), ps_node_tag(n, tag, sizeof tag),
-                                   r);
+            ps_sched_obs_heartbeat(mb->obs, (int)(n - mb->nodes),
+                                   ps_node_tag(n, tag, sizeof tag), r);
         }
         return 1;
     case PS_MSG_JOIN_STEP:
-        return s_on_members_step(s, n, m);
+        return s_on_members_step(mb, n, m);
     case PS_MSG_BARRIER:
-        s_on_barrier(s, n, m);
+        s_on_barrier(mb, n, m);
         return 1;
     case PS_MSG_DONE:
     case PS_MSG_REPORT:
     case PS_MSG_SHUTDOWN:
-        s_on_end_message(s, n, m);
+        s_on_end_message(mb, n, m);
         return 1;
     default:
         return 0;
@@ -386,24 +504,25 @@ static int s_on_message(void *self, const ps_node_t *from, ps_msg_t *m)
  * reports (REPORTING); once every report is in the job is FINISHED. */
 static void s_on_tick(void *self, double now)
 {
-    ps_scheduler_t *s = self;
-    if (s->facts.phase == PS_PHASE_RUNNING) {
-        for (int i = s->cfg->servers; i < s->nnodes; i++) {
-            if (!s->nodes[i].done && !s->nodes[i].lost) {
+    ps_members_t *mb = self;
+    const ps_sched_ops_t *ops = mb->ops;
+    if (mb->facts->phase == PS_PHASE_RUNNING) {
+        for (int i = mb->cfg->servers; i < mb->nnodes; i++) {
+            if (!mb->nodes[i].done && !mb->nodes[i].lost) {
                 return;
             }
         }
-        ps_scheduler_phase_event(s, PS_PHASE_EV_WORKERS_DONE);
-        s->facts.t_end = now;
-        ps_scheduler_send_servers(s, PS_MSG_REPORT, NULL);
+        ops->phase_event(ops->core, PS_PHASE_EV_WORKERS_DONE);
+        mb->facts->t_end = now;
+        ops->send_servers(ops->core, PS_MSG_REPORT, NULL);
     }
-    if (s->facts.phase == PS_PHASE_REPORTING) {
-        for (int i = 0; i < s->cfg->servers; i++) {
-            if (!s->nodes[i].reported) {
+    if (mb->facts->phase == PS_PHASE_REPORTING) {
+        for (int i = 0; i < mb->cfg->servers; i++) {
+            if (!mb->nodes[i].reported) {
                 return;
             }
         }
-        ps_scheduler_phase_event(s, PS_PHASE_EV_REPORTS_IN);
+        ops->phase_event(ops->core, PS_PHASE_EV_REPORTS_IN);
     }
 }
 

@@ -4,11 +4,12 @@
  * do (send, ask the core to change a row or the view, fail the job, save
  * the restart state).
  *
- * The core (scheduler.c, start.c, members.c) owns the node table, the
- * cluster view and the phase, and is their one writer: a module reads them
+ * The core owns the node table (members.c), the cluster view (start.c) and
+ * the phase (scheduler.c), and is their one writer: a module reads them
  * through ops and asks for every change. A module owns only its opaque
  * state, gets the ops at ps_<module>_new, and knows no socket, so
  * tests/unit drives its handlers with a fake core (tests/unit/sched_fake.h).
+ * The node table and the start reach the loop through these ops too.
  * One thread: the scheduler's loop.
  */
 #ifndef PS_SCHEDULER_MODULE_H
@@ -114,6 +115,8 @@ typedef struct {
                  const ProtobufCMessage *body);
     void (*reply_error)(void *core, const ps_msg_t *m, int status, const char *why);
     void (*send_servers)(void *core, ps_msg_type_t type, const ProtobufCMessage *body);
+    /* To every registered node, and to the spares waiting (failover's). */
+    void (*send_all)(void *core, ps_msg_type_t type, const ProtobufCMessage *body);
     /* The view (v; NULL: the job's own) to n; a server's copy gets the
      * workers' tokens. Returns 0 or PS_ENOMEM (it does not encode). */
     int (*send_view)(void *core, const ps_node_t *n, ps_msg_type_t type, const ps_view_t *v);

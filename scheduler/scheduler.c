@@ -1,13 +1,14 @@
 /*
  * scheduler/scheduler.c - the scheduler's one event loop.
  *
- * Every node is a row in s->nodes, keyed by its ROUTER routing id. Any message
- * from a node proves it alive; a node silent for peer_timeout is lost, and
- * unless a module takes the loss (a worker left out, a server replaced) the
- * job is aborted with a SHUTDOWN naming it, so no process waits forever on a
- * dead peer. The loop knows no message's meaning: it checks who sent one and
+ * Every node is a row of the node table (scheduler/members.h), keyed by its
+ * ROUTER routing id. Any message from a node proves it alive; a node silent
+ * for peer_timeout is lost, and unless a module takes the loss (a worker left
+ * out, a server replaced) the job is aborted with a SHUTDOWN naming it, so no
+ * process waits forever on a dead peer. The loop knows no message's meaning: it checks who sent one and
  * offers it, like every registration, loss and tick, to the modules in turn
- * (scheduler_impl.h, ps_sched_events_t).
+ * (scheduler_impl.h, ps_sched_events_t). It serves the modules through the
+ * ops (ops.c): sending, the phase, aborting, the restart state.
  */
 #include "scheduler/scheduler.h"
 
@@ -44,47 +45,18 @@
 #define PS_SCHEDULER_SEND_QUEUE 1000
 #define PS_SCHEDULER_RECV_QUEUE 16
 
-int ps_scheduler_new_token(uint64_t *token)
-{
-    do {
-        if (getrandom(token, sizeof *token, 0) != (ssize_t)sizeof *token) {
-            return PS_EIO;
-        }
-    } while (*token == 0);
-    return 0;
-}
-
 /* A message's sender for the log, by the address its connection comes from. */
 static const char *s_peer(const ps_msg_t *m)
 {
     return m->peer_addr[0] ? m->peer_addr : "an unknown address";
 }
 
-ps_node_t *ps_scheduler_node_of(ps_scheduler_t *s, const ps_route_t *r)
-{
-    for (int i = 0; i < s->nnodes; i++) {
-        ps_node_t *n = &s->nodes[i];
-        if (n->used && n->route.len == r->len && !memcmp(n->route.id, r->id, r->len)) {
-            return n;
-        }
-    }
-    return NULL;
-}
-
-ps_node_t *ps_scheduler_row(const ps_scheduler_t *s, ps_role_t role, int rank)
-{
-    const int count = role == PS_ROLE_SERVER ? s->cfg->servers : s->cfg->workers;
-    if (rank < 0 || rank >= count || (role != PS_ROLE_SERVER && role != PS_ROLE_WORKER)) {
-        return NULL;
-    }
-    return &s->nodes[(role == PS_ROLE_SERVER ? 0 : s->cfg->servers) + rank];
-}
-
 void ps_scheduler_send_all(ps_scheduler_t *s, ps_msg_type_t type, const ProtobufCMessage *body)
 {
-    for (int i = 0; i < s->nnodes; i++) {
-        if (s->nodes[i].used) {
-            ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body);
+    for (int i = 0; i < ps_members_count(s->members); i++) {
+        const ps_node_t *n = ps_members_at(s->members, i);
+        if (n->used) {
+            ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, body);
         }
     }
     ps_failover_send_spares(s->failover, type, body);
@@ -94,82 +66,14 @@ void ps_scheduler_send_servers(ps_scheduler_t *s, ps_msg_type_t type,
                                const ProtobufCMessage *body)
 {
     for (int i = 0; i < s->cfg->servers; i++) {
-        ps_msg_send_ctrl(s->router, &s->nodes[i].route, type, PS_ROLE_SCHEDULER, 0, body);
+        ps_msg_send_ctrl(s->router, &ps_members_at(s->members, i)->route, type,
+                         PS_ROLE_SCHEDULER, 0, body);
     }
-}
-
-/* A view being sent: a copy with the tokens its receiver may see, and its
- * protobuf form, which borrows from the copy. */
-typedef struct {
-    ps_view_t v;
-    ps_view_pb_t pb;
-} s_view_msg_t;
-
-/* View v as a ClusterView into out, for node n (NULL: every token, the saved
- * state). The servers' copy carries every worker's token; under allreduce a
- * worker's carries its left neighbour's, whose ring data it takes
- * (worker/ring.h). Returns 0, or PS_ENOMEM / PS_EINVAL (*out NULL). */
-static int s_view_msg(ps_scheduler_t *s, const ps_node_t *n, const ps_view_t *v,
-                      s_view_msg_t **out)
-{
-    const int M = s->cfg->workers;
-    const int left = n && n->role == PS_ROLE_WORKER && s->cfg->job.mode == PS_MODE_ALLREDUCE
-                         ? (n->rank + M - 1) % M
-                         : -1;
-    s_view_msg_t *vm = malloc(sizeof *vm);
-    if (!vm) {
-        *out = NULL;
-        return PS_ENOMEM;
-    }
-    vm->v = *v;
-    memset(vm->v.worker_tokens, 0, sizeof vm->v.worker_tokens);
-    for (int w = 0; w < M; w++) {
-        if (!n || n->role == PS_ROLE_SERVER || w == left) {
-            vm->v.worker_tokens[w] = ps_scheduler_worker(s, w)->token;
-        }
-    }
-    const int rc = ps_codec_view_to_pb(&vm->v, &vm->pb);
-    if (rc != 0) {
-        free(vm);
-        vm = NULL;
-    }
-    *out = vm;
-    return rc;
-}
-
-int ps_scheduler_send_view(ps_scheduler_t *s, const ps_node_t *n, ps_msg_type_t type,
-                           const ps_view_t *v)
-{
-    s_view_msg_t *vm;
-    const int rc = s_view_msg(s, n, v ? v : s->view, &vm);
-    if (rc == 0) {
-        ps_msg_send_ctrl(s->router, &n->route, type, PS_ROLE_SCHEDULER, 0, &vm->pb.pb.base);
-    }
-    free(vm);
-    return rc;
-}
-
-/* The restart state st packed with the view (its servers' copy, with the
- * workers' tokens). Returns 0 or a PS_E*; caller frees *body. */
-static int s_pack_state(ps_scheduler_t *s, Shardps__JoinSchedulerState *st, uint8_t **body,
-                        size_t *len)
-{
-    s_view_msg_t *vm;
-    uint8_t *view = NULL;
-    int rc = s_view_msg(s, NULL, s->view, &vm);
-    rc = rc ? rc : ps_codec_pack(&vm->pb.pb.base, &view, &st->view.len);
-    st->view.data = view;
-    rc = rc ? rc : ps_codec_pack(&st->base, body, len);
-    st->view.data = NULL;
-    st->view.len = 0;
-    free(view);
-    free(vm);
-    return rc;
 }
 
 void ps_scheduler_save_state(ps_scheduler_t *s)
 {
-    if (!s->cfg->checkpoint_dir || !s->view->num_params) {
+    if (!s->cfg->checkpoint_dir || !ps_start_view(s->start)->num_params) {
         return;
     }
     Shardps__JoinSchedulerState st = SHARDPS__JOIN_SCHEDULER_STATE__INIT;
@@ -184,13 +88,13 @@ void ps_scheduler_save_state(ps_scheduler_t *s)
     st.next_spare_id = ps_failover_next_id(s->failover);
     st.lost = lost;
     for (int w = 0; w < s->cfg->workers; w++) {
-        if (ps_scheduler_worker(s, w)->lost) {
+        if (ps_members_worker(s->members, w)->lost) {
             lost[st.n_lost++] = w;
         }
     }
     uint8_t *body;
     size_t len;
-    if (s_pack_state(s, &st, &body, &len) != 0) {
+    if (ps_start_pack_state(s->start, &st, &body, &len) != 0) {
         ps_log_warn("cannot encode the scheduler's state");
         return;
     }
@@ -344,7 +248,7 @@ static void s_modules(ps_scheduler_t *s)
         &ps_restart_events, &ps_failover_events,  &ps_join_events,    &ps_agree_events,
         &ps_ckpt_events,    &ps_preflight_events, &ps_members_events, &ps_start_events};
     void *self[PS_SCHED_MODULES] = {s->restart, s->failover,  s->join, s->agree,
-                                    s->ckpt,    s->preflight, s,       s};
+                                    s->ckpt,    s->preflight, s->members, s->start};
     for (int i = 0; i < PS_SCHED_MODULES; i++) {
         s->mods[i].ev = ev[i];
         s->mods[i].self = self[i];
@@ -460,7 +364,7 @@ static void s_on_message(ps_scheduler_t *s, ps_msg_t *m)
     /* A node is the connection it registered on: a message from any other
      * connection, or naming another node, changes nothing and gets no data
      * (a module may know it: a spare's). */
-    ps_node_t *row = ps_scheduler_node_of(s, &m->route);
+    ps_node_t *row = ps_members_node_of(s->members, &m->route);
     ps_node_t *n = row && m->hdr.role == row->role && m->hdr.sender == row->rank ? row : NULL;
     char tag[16];
     if (n && !(s_senders(m->hdr.type) & (1u << n->role))) {
@@ -517,9 +421,10 @@ static int s_lost(ps_scheduler_t *s, ps_node_t *n, const ps_loss_t *loss)
 static void s_on_disconnect(ps_scheduler_t *s, int fd)
 {
     ps_node_t *n = NULL;
-    for (int k = 0; fd >= 0 && !n && k < s->nnodes; k++) {
+    const int count = ps_members_count(s->members);
+    for (int k = 0; fd >= 0 && !n && k < count; k++) {
         /* workers first: the rows a closed connection most often is */
-        ps_node_t *c = &s->nodes[(s->cfg->servers + k) % s->nnodes];
+        ps_node_t *c = ps_members_at(s->members, (s->cfg->servers + k) % count);
         n = c->used && c->fd == fd ? c : NULL;
     }
     const double now = ps_now();
@@ -533,8 +438,8 @@ static void s_liveness(ps_scheduler_t *s, double now)
         ps_scheduler_send_all(s, PS_MSG_HEARTBEAT, NULL);
         s->last_beat = now;
     }
-    for (int i = 0; i < s->nnodes; i++) {
-        ps_node_t *n = &s->nodes[i];
+    for (int i = 0; i < ps_members_count(s->members); i++) {
+        ps_node_t *n = ps_members_at(s->members, i);
         if (!n->used || now - n->last_seen <= s->cfg->peer_timeout ||
             s_lost(s, n, &(ps_loss_t){.silent = now - n->last_seen, .fd = -1})) {
             continue;
@@ -591,13 +496,10 @@ static int s_open(ps_scheduler_t *s)
         s->facts.run_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
     }
     s->facts.run_id |= 1; /* never 0: "no job id" */
-    s->nnodes = cfg->servers + cfg->workers;
-    s->nodes = calloc((size_t)s->nnodes, sizeof *s->nodes);
-    s->view = calloc(1, sizeof *s->view);
     char why[128];
     ps_scheduler_ops_init(s);
     const ps_sched_ops_t *ops = &s->ops;
-    if (!s->nodes || !s->view || ps_ratelog_new(&s->drops, PS_RATELOG_PERIOD) != 0 ||
+    if (ps_ratelog_new(&s->drops, PS_RATELOG_PERIOD) != 0 ||
         ps_agree_new(&s->agree, ops) != 0 || ps_join_new(&s->join, ops, s->agree) != 0 ||
         ps_ckpt_new(&s->ckpt, ops, s->agree) != 0 ||
         ps_failover_new(&s->failover, ops, s->agree, s->ckpt) != 0 ||
@@ -606,7 +508,6 @@ static int s_open(ps_scheduler_t *s)
         ps_log_err("out of memory");
         return -1;
     }
-    s_modules(s);
     char err[512];
     if (ps_curve_secure_ctx(s->ctx, cfg->secure, cfg->keys, PS_ROLE_SCHEDULER, err,
                             sizeof err) != 0) {
@@ -630,6 +531,12 @@ static int s_open(ps_scheduler_t *s)
         ps_log_err("%s", why);
         return -1;
     }
+    if (ps_members_new(&s->members, ops, &s->facts, s->preflight, s->obs) != 0 ||
+        ps_start_new(&s->start, ops, &s->facts, s->members, s->ckpt, s->join) != 0) {
+        ps_log_err("out of memory");
+        return -1;
+    }
+    s_modules(s);
     if (ps_sock_monitor_disconnects(s->ctx, s->router, &s->monitor, why, sizeof why) != 0) {
         /* expected under --secure: nothing for the user to act on */
         ps_log_write(cfg->secure ? PS_LOG_DEBUG : PS_LOG_WARN,
@@ -650,6 +557,8 @@ static void s_close(ps_scheduler_t *s, int status)
     ps_sock_destroy(&s->monitor);
     ps_sock_destroy(&s->router); /* lingers so the SHUTDOWNs go out */
     ps_ctx_destroy(&s->ctx);
+    ps_start_destroy(&s->start); /* before the modules they borrow */
+    ps_members_destroy(&s->members);
     ps_sched_obs_destroy(&s->obs);
     ps_preflight_destroy(&s->preflight);
     ps_restart_destroy(&s->restart);
@@ -658,11 +567,6 @@ static void s_close(ps_scheduler_t *s, int status)
     ps_agree_destroy(&s->agree);
     ps_failover_destroy(&s->failover);
     ps_ratelog_destroy(&s->drops);
-    free(s->view);
-    for (int i = 0; s->nodes && i < s->nnodes; i++) {
-        ps_members_clear(&s->nodes[i]);
-    }
-    free(s->nodes);
 }
 
 /* The job finished: the summary, the final state, SHUTDOWN to every node.
@@ -713,7 +617,6 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_failover_readmit_below(s.failover, next_spare_id);
     }
     s.facts.t_start = ps_now();
-    s.next_wait_log = s.facts.t_start + PS_LINK_WAIT_LOG_SECONDS;
     s_catch_stop_signals(1);
     while (s.facts.phase != PS_PHASE_FINISHED && s.facts.phase != PS_PHASE_FAILED) {
         if (s_stop_signal) {
@@ -740,7 +643,7 @@ int ps_scheduler_run(const ps_scheduler_config_t *cfg)
         ps_sched_obs_tick(s.obs, ps_failover_counts(s.failover));
     }
     s_catch_stop_signals(0);
-    ps_members_leave_flush(&s);
+    ps_members_leave_flush(s.members);
     const int status = s.facts.phase == PS_PHASE_FINISHED ? s_finish(&s) : s_exit_status(&s);
     s_close(&s, status);
     return status;

@@ -145,6 +145,16 @@ static void s_send_servers(void *core, ps_msg_type_t type, const ProtobufCMessag
     }
 }
 
+static void s_send_all(void *core, ps_msg_type_t type, const ProtobufCMessage *body)
+{
+    ps_fake_t *f = core;
+    for (int i = 0; i < f->nnodes; i++) {
+        if (f->nodes[i].used) {
+            s_record(f, &f->nodes[i].route, type, body);
+        }
+    }
+}
+
 static int s_send_view(void *core, const ps_node_t *n, ps_msg_type_t type, const ps_view_t *v)
 {
     ps_fake_t *f = core;
@@ -412,6 +422,7 @@ void ps_fake_init(ps_fake_t *f, int servers, int workers)
         .send = s_send,
         .reply_error = s_reply_error,
         .send_servers = s_send_servers,
+        .send_all = s_send_all,
         .send_view = s_send_view,
         .send_ack = s_send_ack,
         .answer = s_answer,
