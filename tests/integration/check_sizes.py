@@ -4,6 +4,8 @@ function over 80, except the tables and flag lists named in TABLES. A function i
 closes with "}" in column 0 (the project's style); its length counts from the
 line that names it to the closing brace.
 
+Then it runs check_circles.py: no circle of more than 2 files.
+
 usage: check_sizes.py [REPO] [--list]   (exit 1 naming each breach; --list
        also names the excepted functions that are over the limit)
 """
@@ -95,6 +97,11 @@ def main(argv):
         print(f'{stale}: named as an exception but not over {MAX_FUNC} lines; '
               'remove it from check_sizes.py')
         bad += 1
+    # and no circle of more than 2 files (check_circles.py, beside this one)
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import check_circles
+    bad += check_circles.check(top)
     return 1 if bad else 0
 
 
