@@ -320,6 +320,64 @@ typedef struct {
     double ours, mpi, ratio, lo, hi;
 } ar_result_t;
 
+/* Both sides of a pairing: our ring and the MPI reference, each with its
+ * status (0 while it works) and reason. */
+typedef struct {
+    ar_ring_t g;
+    ps_bench_mpi_t m;
+    int rc, mrc;
+    char err[256], merr[512];
+} ar_pair_t;
+
+/* One allreduce size of `bytes` over n members: each side still working
+ * calibrated, then reps chunks of each, back to back, into *res. */
+static void s_pair_size(const ps_bench_comm_cfg_t *cfg, ar_pair_t *p, int n, long bytes,
+                        ar_result_t *res)
+{
+    char name[32];
+    uint64_t floats = (uint64_t)bytes / sizeof(float);
+    ps_bench_size_name(bytes, name, sizeof name);
+    double t0 = ps_now(), ts[COMM_MAX_REPS], tm[COMM_MAX_REPS], ratio[COMM_MAX_REPS];
+    long is = 0, im = 0;
+    if (p->rc == 0) {
+        p->rc = s_ar_calibrate(s_ar_chunk, &p->g, cfg->seconds, floats, p->err,
+                               sizeof p->err, &is);
+    }
+    if (p->mrc == 0) {
+        p->mrc = s_ar_calibrate(ps_bench_mpi_chunk, &p->m, cfg->seconds, floats, p->merr,
+                                sizeof p->merr, &im);
+    }
+    int nr = 0;
+    for (int k = 0; k < cfg->reps && (p->rc == 0 || p->mrc == 0); k++) {
+        if (p->rc == 0) {
+            p->rc = s_ar_chunk(&p->g, floats, is, p->err, sizeof p->err, &ts[k]);
+            ts[k] /= (double)is;
+        }
+        if (p->mrc == 0) {
+            p->mrc = ps_bench_mpi_chunk(&p->m, floats, im, p->merr, sizeof p->merr, &tm[k]);
+            tm[k] /= (double)im;
+        }
+        if (p->rc == 0 && p->mrc == 0) {
+            ratio[nr++] = tm[k] / ts[k]; /* busbw ratio ours/MPI */
+        }
+    }
+    if (p->rc == 0) {
+        res->ours = s_busbw(bytes, ps_bench_median(ts, cfg->reps), n);
+    }
+    if (p->mrc == 0) {
+        res->mpi = s_busbw(bytes, ps_bench_median(tm, cfg->reps), n);
+    }
+    if (nr == cfg->reps) {
+        res->ratio = ps_bench_median(ratio, nr); /* sorts ratio */
+        res->lo = ratio[0];
+        res->hi = ratio[nr - 1];
+    }
+    fprintf(stderr,
+            COMM_PROG ": allreduce %s, %d workers: shardps %.3f GB/s, MPI %.3f GB/s busbw, "
+                      "ratio %.2f [%.2f, %.2f] (%.1f s)\n",
+            name, n, res->ours, res->mpi, res->ratio, res->lo, res->hi, ps_now() - t0);
+}
+
 /*
  * n members: for each allreduce size, our ring and MPI_Allreduce (when mpirun
  * is not NULL) each warmed up and calibrated, then reps pairs of chunks, ours
@@ -340,75 +398,31 @@ static int s_allreduce_pair(const ps_bench_comm_cfg_t *cfg, int n, const char *m
     /* A member that dies must fail a write, not kill the bench. */
     struct sigaction ign = {.sa_handler = SIG_IGN}, old;
     sigaction(SIGPIPE, &ign, &old);
-    ar_ring_t g;
-    ps_bench_mpi_t m = {.n = 0, .reply = -1};
-    char err[256] = "", merr[512] = "", log[PATH_MAX];
+    ar_pair_t p = {.m = {.n = 0, .reply = -1}};
+    char log[PATH_MAX];
     snprintf(log, sizeof log, "%s/mpi-allreduce-n%d.log", cfg->out, n);
-    int rc = s_ar_start(&g, cfg, n, max_floats, err, sizeof err);
-    int mrc = mpirun ? ps_bench_mpi_start(&m, mpirun, helper, n, log, merr, sizeof merr)
-                     : PS_ENOENT;
-    *mpi_failed = mpirun && mrc != 0;
-    for (int i = 0; i < cfg->nar_sizes && (rc == 0 || mrc == 0); i++) {
-        char name[32];
-        long bytes = cfg->ar_sizes[i];
-        uint64_t floats = (uint64_t)bytes / sizeof(float);
-        ps_bench_size_name(bytes, name, sizeof name);
-        double t0 = ps_now(), ts[COMM_MAX_REPS], tm[COMM_MAX_REPS], ratio[COMM_MAX_REPS];
-        long is = 0, im = 0;
-        if (rc == 0) {
-            rc = s_ar_calibrate(s_ar_chunk, &g, cfg->seconds, floats, err, sizeof err, &is);
-        }
-        if (mrc == 0) {
-            mrc = s_ar_calibrate(ps_bench_mpi_chunk, &m, cfg->seconds, floats, merr,
-                                 sizeof merr, &im);
-        }
-        int k = 0, nr = 0;
-        for (; k < cfg->reps && (rc == 0 || mrc == 0); k++) {
-            if (rc == 0) {
-                rc = s_ar_chunk(&g, floats, is, err, sizeof err, &ts[k]);
-                ts[k] /= (double)is;
-            }
-            if (mrc == 0) {
-                mrc = ps_bench_mpi_chunk(&m, floats, im, merr, sizeof merr, &tm[k]);
-                tm[k] /= (double)im;
-            }
-            if (rc == 0 && mrc == 0) {
-                ratio[nr++] = tm[k] / ts[k]; /* busbw ratio ours/MPI */
-            }
-        }
-        if (rc == 0) {
-            res[i].ours = s_busbw(bytes, ps_bench_median(ts, cfg->reps), n);
-        }
-        if (mrc == 0) {
-            res[i].mpi = s_busbw(bytes, ps_bench_median(tm, cfg->reps), n);
-        }
-        if (nr == cfg->reps) {
-            res[i].ratio = ps_bench_median(ratio, nr); /* sorts ratio */
-            res[i].lo = ratio[0];
-            res[i].hi = ratio[nr - 1];
-        }
-        fprintf(stderr,
-                COMM_PROG
-                ": allreduce %s, %d workers: shardps %.3f GB/s, MPI %.3f GB/s busbw, "
-                "ratio %.2f [%.2f, %.2f] (%.1f s)\n",
-                name, n, res[i].ours, res[i].mpi, res[i].ratio, res[i].lo, res[i].hi,
-                ps_now() - t0);
+    p.rc = s_ar_start(&p.g, cfg, n, max_floats, p.err, sizeof p.err);
+    p.mrc = mpirun ? ps_bench_mpi_start(&p.m, mpirun, helper, n, log, p.merr, sizeof p.merr)
+                   : PS_ENOENT;
+    *mpi_failed = mpirun && p.mrc != 0;
+    for (int i = 0; i < cfg->nar_sizes && (p.rc == 0 || p.mrc == 0); i++) {
+        s_pair_size(cfg, &p, n, cfg->ar_sizes[i], &res[i]);
     }
-    s_ar_stop(&g, rc != 0);
-    ps_bench_mpi_stop(&m);
+    s_ar_stop(&p.g, p.rc != 0);
+    ps_bench_mpi_stop(&p.m);
     sigaction(SIGPIPE, &old, NULL);
-    if (rc != 0) {
+    if (p.rc != 0) {
         fprintf(stderr, COMM_PROG ": ring allreduce with %d members failed: %s\n", n,
-                err[0] ? err : ps_strerror(rc));
+                p.err[0] ? p.err : ps_strerror(p.rc));
     }
-    if (mpirun && mrc != 0) {
+    if (mpirun && p.mrc != 0) {
         *mpi_failed = 1;
         fprintf(stderr, COMM_PROG ": MPI_Allreduce with %d ranks failed: %s (log: %s)\n", n,
-                merr[0] ? merr : ps_strerror(mrc), log);
+                p.merr[0] ? p.merr : ps_strerror(p.mrc), log);
     } else {
         unlink(log); /* kept only when it failed */
     }
-    return rc != 0;
+    return p.rc != 0;
 }
 
 /* Every (workers, size) measured, and what failed. */

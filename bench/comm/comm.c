@@ -328,6 +328,70 @@ static int s_list(const char *name, const char *text, long *vals, int *n, long l
     return 0;
 }
 
+/* The list flags, defaulted by --quick and --secure where not given, into
+ * cfg, and every bound checked. Returns 0, or 2 after saying what is wrong. */
+static int s_check(ps_bench_comm_cfg_t *cfg, int quick, const char *sizes,
+                   const char *servers, const char *inflight, const char *arw,
+                   const char *ar_sizes)
+{
+    if (!ar_sizes) {
+        ar_sizes = sizes   ? sizes
+                   : quick ? "4K,1M,16M,64M"
+                           : "4K,16K,64K,256K,1M,4M,16M,64M";
+    }
+    if (!sizes) {
+        sizes = quick         ? "4K,1M,4M,16M"
+                : cfg->secure ? "4K,16K,64K,256K,1M,4M,16M"
+                              : "4K,16K,64K,256K,1M,4M,16M,64M";
+    }
+    if (!arw) { /* the ring under --secure is not what that table is about */
+        arw = cfg->secure ? "0" : "2,4";
+    }
+    cfg->seconds = cfg->seconds > 0 ? cfg->seconds : quick ? 0.2 : 0.5;
+    cfg->reps = cfg->reps > 0 ? cfg->reps : 7;
+    if (s_list("sizes", sizes, cfg->sizes, &cfg->nsizes, 4, 1L << 30) != 0 ||
+        s_list("servers", servers, cfg->servers, &cfg->nservers, 1, COMM_MAX_SERVERS) !=
+            0 ||
+        s_list("inflight", inflight, cfg->inflight, &cfg->ninflight, 1,
+               COMM_MAX_INFLIGHT) != 0 ||
+        s_list("allreduce-workers", arw, cfg->ar_workers, &cfg->nar, 0, AR_MAX_MEMBERS) !=
+            0 ||
+        s_list("allreduce-sizes", ar_sizes, cfg->ar_sizes, &cfg->nar_sizes, 4, 1L << 30) !=
+            0) {
+        return 2;
+    }
+    if (cfg->ring_kib < 1 || cfg->ring_kib > 65536) {
+        fprintf(stderr, COMM_PROG ": error: --ring-kib %d: expected 1 to 65536\n",
+                cfg->ring_kib);
+        return 2;
+    }
+    for (int i = 0; i < cfg->nsizes + cfg->nar_sizes; i++) {
+        long b = i < cfg->nsizes ? cfg->sizes[i] : cfg->ar_sizes[i - cfg->nsizes];
+        if (b % 4) {
+            fprintf(stderr,
+                    COMM_PROG ": error: --%s: %ld is not a whole number of floats\n",
+                    i < cfg->nsizes ? "sizes" : "allreduce-sizes", b);
+            return 2;
+        }
+    }
+    if (cfg->nar == 1 && cfg->ar_workers[0] == 0) {
+        cfg->nar = 0;
+    }
+    for (int i = 0; i < cfg->nar; i++) {
+        if (cfg->ar_workers[i] < 2) {
+            fprintf(stderr,
+                    COMM_PROG ": error: --allreduce-workers: allreduce needs 2 or more "
+                              "(or 0 for none)\n");
+            return 2;
+        }
+    }
+    if (cfg->reps > COMM_MAX_REPS) {
+        fprintf(stderr, COMM_PROG ": error: --reps: at most %d\n", COMM_MAX_REPS);
+        return 2;
+    }
+    return 0;
+}
+
 int ps_bench_comm_main(int argc, char **argv)
 {
     ps_bench_comm_cfg_t cfg = {
@@ -373,58 +437,7 @@ int ps_bench_comm_main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
-    if (!ar_sizes) {
-        ar_sizes = sizes   ? sizes
-                   : quick ? "4K,1M,16M,64M"
-                           : "4K,16K,64K,256K,1M,4M,16M,64M";
-    }
-    if (!sizes) {
-        sizes = quick          ? "4K,1M,4M,16M"
-                : cfg.secure   ? "4K,16K,64K,256K,1M,4M,16M"
-                               : "4K,16K,64K,256K,1M,4M,16M,64M";
-    }
-    if (!arw) { /* the ring under --secure is not what that table is about */
-        arw = cfg.secure ? "0" : "2,4";
-    }
-    cfg.seconds = cfg.seconds > 0 ? cfg.seconds : quick ? 0.2 : 0.5;
-    cfg.reps = cfg.reps > 0 ? cfg.reps : 7;
-    if (s_list("sizes", sizes, cfg.sizes, &cfg.nsizes, 4, 1L << 30) != 0 ||
-        s_list("servers", servers, cfg.servers, &cfg.nservers, 1, COMM_MAX_SERVERS) != 0 ||
-        s_list("inflight", inflight, cfg.inflight, &cfg.ninflight, 1, COMM_MAX_INFLIGHT) !=
-            0 ||
-        s_list("allreduce-workers", arw, cfg.ar_workers, &cfg.nar, 0, AR_MAX_MEMBERS) !=
-            0 ||
-        s_list("allreduce-sizes", ar_sizes, cfg.ar_sizes, &cfg.nar_sizes, 4, 1L << 30) !=
-            0) {
-        return 2;
-    }
-    if (cfg.ring_kib < 1 || cfg.ring_kib > 65536) {
-        fprintf(stderr, COMM_PROG ": error: --ring-kib %d: expected 1 to 65536\n",
-                cfg.ring_kib);
-        return 2;
-    }
-    for (int i = 0; i < cfg.nsizes + cfg.nar_sizes; i++) {
-        long b = i < cfg.nsizes ? cfg.sizes[i] : cfg.ar_sizes[i - cfg.nsizes];
-        if (b % 4) {
-            fprintf(stderr,
-                    COMM_PROG ": error: --%s: %ld is not a whole number of floats\n",
-                    i < cfg.nsizes ? "sizes" : "allreduce-sizes", b);
-            return 2;
-        }
-    }
-    if (cfg.nar == 1 && cfg.ar_workers[0] == 0) {
-        cfg.nar = 0;
-    }
-    for (int i = 0; i < cfg.nar; i++) {
-        if (cfg.ar_workers[i] < 2) {
-            fprintf(stderr,
-                    COMM_PROG ": error: --allreduce-workers: allreduce needs 2 or more "
-                              "(or 0 for none)\n");
-            return 2;
-        }
-    }
-    if (cfg.reps > COMM_MAX_REPS) {
-        fprintf(stderr, COMM_PROG ": error: --reps: at most %d\n", COMM_MAX_REPS);
+    if (s_check(&cfg, quick, sizes, servers, inflight, arw, ar_sizes) != 0) {
         return 2;
     }
     if (ps_log_set_level_flag(COMM_PROG, log_level) != 0) {

@@ -342,12 +342,93 @@ static void s_merge_trace(const ps_netsim_job_t *job)
     }
 }
 
+/* A job as it runs: its processes and what has happened to them. */
+typedef struct {
+    /* the scheduler, the servers, the workers, and mpirun */
+    job_proc_t procs[JOB_MAX_ROLES + 1];
+    int n, w1, started;   /* roles; W1's index; processes started at first */
+    int alive;            /* processes not yet reaped */
+    int rc;               /* 0, or a start-up failure */
+    int stopped;          /* the status to report once all were killed; 0: not */
+    int w1_killed;        /* 0; 1: W1 killed; 2: and reaped, a new W1 counts */
+    int mpirun_failed;    /* mpirun ended badly: its ranks are gone */
+    double t0, sched_end; /* the start; the scheduler's end (0: running) */
+    double next_look;     /* when to read the progress next */
+} job_run_t;
+
+/* Process pid ended with wait status st: its code into res->status when it
+ * is the first failure that counts. */
+static void s_reaped(const ps_netsim_job_t *job, job_run_t *r, pid_t pid, int st,
+                     double now, ps_netsim_result_t *res)
+{
+    for (int i = 0; i < r->n; i++) {
+        if (r->procs[i].pid != pid) {
+            continue;
+        }
+        r->procs[i].pid = 0;
+        r->procs[i].code = ps_proc_exit_code(st);
+        r->alive--;
+        if (i == 0) {
+            r->sched_end = now;
+            res->status = r->procs[i].code ? r->procs[i].code : res->status;
+        } else if (r->procs[i].code != 0 && !res->status &&
+                   !(i == r->w1 && r->w1_killed == 1)) {
+            res->status = r->procs[i].code;
+        }
+        if (i == r->w1 && r->w1_killed == 1) {
+            r->w1_killed = 2; /* the killed one is reaped: the next W1 counts */
+        }
+        /* its ranks are gone: the scheduler would wait for them in vain */
+        r->mpirun_failed |= job->mpirun && i == r->started && r->procs[i].code != 0;
+    }
+}
+
+/* Stops everything once start-up failed, mpirun failed, a signal came, the
+ * timeout passed, or the scheduler ended and the others linger. */
+static void s_stop_when_due(const ps_netsim_job_t *job, job_run_t *r, double now)
+{
+    /* mpirun takes its daemons in the namespaces down after its ranks,
+     * which on a loaded machine takes a while */
+    const double linger = job->mpirun ? 60 : 15;
+    int stop = r->rc != 0 || r->mpirun_failed || ps_netsim_stop ||
+               now - r->t0 > job->timeout ||
+               (r->sched_end > 0 && now - r->sched_end > linger);
+    if (stop && !r->stopped) {
+        r->stopped = ps_netsim_stop ? 130 : now - r->t0 > job->timeout ? 124 : -1;
+        for (int i = 0; i < r->n; i++) {
+            if (r->procs[i].pid > 0) {
+                ps_proc_signal_group(r->procs[i].pid, SIGKILL);
+            }
+        }
+    }
+}
+
+/* --kill-at and --rejoin-at: W1 killed once the job's progress reaches the
+ * one, a new W1 started at the other (after the scheduler lost the first). */
+static void s_kill_or_rejoin(const ps_netsim_t *net, const ps_netsim_job_t *job,
+                             job_run_t *r, double now, ps_netsim_result_t *res)
+{
+    r->next_look = now + 0.1;
+    int lost;
+    double frac = s_progress(job->log_path, job->max_steps, &lost);
+    if (!r->w1_killed && job->kill_at >= 0 && frac >= job->kill_at &&
+        r->procs[r->w1].pid > 0) {
+        ps_proc_signal_group(r->procs[r->w1].pid, SIGKILL);
+        r->w1_killed = 1;
+        res->killed_at = now - r->t0;
+    } else if (r->w1_killed == 2 && res->rejoined_at < 0 && job->rejoin_at >= 0 &&
+               frac >= job->rejoin_at && lost && r->sched_end == 0) {
+        if (s_start_role(net, job, r->w1, &r->procs[r->w1].pid) == 0) {
+            r->alive++;
+            res->rejoined_at = now - r->t0;
+        }
+    }
+}
+
 int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
                   ps_netsim_result_t *res)
 {
-    const int n = 1 + job->servers + job->workers, w1 = 1 + job->servers + 1;
-    job_proc_t procs[JOB_MAX_ROLES + 1];
-    memset(procs, 0, sizeof procs);
+    job_run_t r = {.n = 1 + job->servers + job->workers, .w1 = 1 + job->servers + 1};
     memset(res, 0, sizeof *res);
     res->killed_at = res->rejoined_at = -1;
     if ((job->servers > ps_netsim_servers(net) && !job->colocated) ||
@@ -358,96 +439,50 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
     ps_delay_line_stats_t line_before = {0};
     const int has_line = ps_netsim_line_stats(net, &line_before) == 0;
     ps_netsim_counters_t c0[JOB_MAX_ROLES + 1], c1[JOB_MAX_ROLES + 1];
-    const int counted = s_snap(net, job, n, c0) == 0;
+    const int counted = s_snap(net, job, r.n, c0) == 0;
     double busy0, total0, busy1, total1;
     ps_bench_cpu_ticks(&busy0, &total0);
-    double t0 = ps_now(), sched_end = 0, next_look = 0;
-    int alive = 0, rc = 0, stopped = 0; /* stopped: the status to report, once killed */
+    r.t0 = ps_now();
     /* The scheduler first: the others find it listening. Under mpirun, one
      * process stands for all the workers, in W0's place. */
-    const int started = job->mpirun ? 1 + job->servers : n;
-    for (int i = 0; i < started && rc == 0; i++) {
-        rc = s_start_role(net, job, i, &procs[i].pid);
-        alive += rc == 0;
+    r.started = job->mpirun ? 1 + job->servers : r.n;
+    for (int i = 0; i < r.started && r.rc == 0; i++) {
+        r.rc = s_start_role(net, job, i, &r.procs[i].pid);
+        r.alive += r.rc == 0;
     }
-    if (job->mpirun && rc == 0) {
-        rc = s_start_mpi(net, job, &procs[started].pid);
-        alive += rc == 0;
+    if (job->mpirun && r.rc == 0) {
+        r.rc = s_start_mpi(net, job, &r.procs[r.started].pid);
+        r.alive += r.rc == 0;
     }
-    int w1_killed = 0, mpirun_failed = 0;
-    while (alive > 0) {
+    while (r.alive > 0) {
         int st;
         pid_t pid = ps_proc_wait(-1, 0.1, &st);
         double now = ps_now();
-        if (pid > 0) {
-            for (int i = 0; i < n; i++) {
-                if (procs[i].pid == pid) {
-                    procs[i].pid = 0;
-                    procs[i].code = ps_proc_exit_code(st);
-                    alive--;
-                    if (i == 0) {
-                        sched_end = now;
-                        res->status = procs[i].code ? procs[i].code : res->status;
-                    } else if (procs[i].code != 0 && !res->status &&
-                               !(i == w1 && w1_killed == 1)) {
-                        res->status = procs[i].code;
-                    }
-                    if (i == w1 && w1_killed == 1) {
-                        w1_killed = 2; /* the killed one is reaped: the next W1 counts */
-                    }
-                    /* its ranks are gone: the scheduler would wait for them in vain */
-                    mpirun_failed |= job->mpirun && i == started && procs[i].code != 0;
-                }
-            }
-            continue;
-        } else if (pid < 0) {
+        if (pid < 0) {
             break; /* no children left that we know of */
         }
-        /* Stop everything: start-up failed, mpirun failed, a signal, the
-         * timeout, or the scheduler ended and the others linger. */
-        /* mpirun takes its daemons in the namespaces down after its ranks,
-         * which on a loaded machine takes a while */
-        const double linger = job->mpirun ? 60 : 15;
-        int stop = rc != 0 || mpirun_failed || ps_netsim_stop || now - t0 > job->timeout ||
-                   (sched_end > 0 && now - sched_end > linger);
-        if (stop && !stopped) {
-            stopped = ps_netsim_stop ? 130 : now - t0 > job->timeout ? 124 : -1;
-            for (int i = 0; i < n; i++) {
-                if (procs[i].pid > 0) {
-                    ps_proc_signal_group(procs[i].pid, SIGKILL);
-                }
-            }
-        }
-        if (stopped || now < next_look || (job->kill_at < 0 && job->rejoin_at < 0) ||
-            job->workers < 2 || job->mpirun) {
+        if (pid > 0) {
+            s_reaped(job, &r, pid, st, now, res);
             continue;
         }
-        next_look = now + 0.1;
-        int lost;
-        double frac = s_progress(job->log_path, job->max_steps, &lost);
-        if (!w1_killed && job->kill_at >= 0 && frac >= job->kill_at && procs[w1].pid > 0) {
-            ps_proc_signal_group(procs[w1].pid, SIGKILL);
-            w1_killed = 1;
-            res->killed_at = now - t0;
-        } else if (w1_killed == 2 && res->rejoined_at < 0 && job->rejoin_at >= 0 &&
-                   frac >= job->rejoin_at && lost && sched_end == 0) {
-            if (s_start_role(net, job, w1, &procs[w1].pid) == 0) {
-                alive++;
-                res->rejoined_at = now - t0;
-            }
+        s_stop_when_due(job, &r, now);
+        if (!r.stopped && now >= r.next_look &&
+            (job->kill_at >= 0 || job->rejoin_at >= 0) && job->workers >= 2 &&
+            !job->mpirun) {
+            s_kill_or_rejoin(net, job, &r, now, res);
         }
     }
-    if (stopped > 0) {
-        res->status = stopped; /* not the SIGKILL the roles died of */
+    if (r.stopped > 0) {
+        res->status = r.stopped; /* not the SIGKILL the roles died of */
     }
     if (has_line) {
-        res->line_busy = s_line_report(net, job, &line_before, ps_now() - t0);
+        res->line_busy = s_line_report(net, job, &line_before, ps_now() - r.t0);
     }
     ps_bench_cpu_ticks(&busy1, &total1);
     res->cpu_busy = total1 > total0 ? (busy1 - busy0) / (total1 - total0) : 0;
-    if (counted && s_snap(net, job, n, c1) == 0) {
-        s_link_result(job, n, c0, c1, res);
+    if (counted && s_snap(net, job, r.n, c1) == 0) {
+        s_link_result(job, r.n, c0, c1, res);
     }
     s_merge_trace(job);
-    return rc ? PS_EIO : 0;
+    return r.rc ? PS_EIO : 0;
 }

@@ -406,6 +406,54 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     return rc;
 }
 
+/* Under the table: how the steps were timed and split, the PyTorch
+ * reference's settings, the click log, and why PyTorch did not run. */
+static void s_table_notes(const compute_cfg_t *cfg, const compute_result_t *r,
+                          int host_is_backend, ps_bench_table_t *t)
+{
+    ps_bench_table_note(
+        t,
+        "Timed steps: %s, after %d warm-up steps; the split is per step over %d separate "
+        "profiled steps%s.",
+        s_ctr(cfg) ? "the batch gathered and its keys deduplicated, its rows read from a "
+                     "server's table in this process (gather), forward and backward, "
+                     "Adagrad on the batch's rows in the table and on the dense part "
+                     "(update)"
+                   : "gather + step + SGD update",
+        cfg->warmup, cfg->profile_steps,
+        host_is_backend
+            ? ""
+            : " (the data on the device, each batch gathered there from the step's "
+              "indices; profiled steps are queued by hand, not replayed, with their "
+              "copies serialised, and each phase is the device's time between CUDA "
+              "events: kernels = forward + backward, copies = inputs and params in + "
+              "gradients out, host = the rest of the step's wall time; the timed steps "
+              "overlap the copies with compute)");
+    if (cfg->torch) {
+        ps_bench_table_note(t,
+                            "PyTorch: bench/torch/train.py, same model, data, batch, lr, "
+                            "warm-up, step count and device, OPENBLAS_NUM_THREADS = %d%s.",
+                            cfg->threads > 0 ? cfg->threads
+                                             : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                            host_is_backend ? ""
+                                            : "; eager: batches gathered on the host, "
+                                              "loss read every step; strong: --resident "
+                                              "--graph (data on the device, the whole "
+                                              "step one CUDA graph, no per-step sync)");
+    }
+    if (s_ctr(cfg) && cfg->data[0]) {
+        ps_bench_table_note(t, "Click log: %s, its last tenth held out.", cfg->data);
+    } else if (s_ctr(cfg)) {
+        ps_bench_table_note(t,
+                            "Click log: %d samples of `shardps-datagen ctr --seed 1`, "
+                            "their last tenth held out.",
+                            cfg->ctr_rows);
+    }
+    if (r->torch_note[0]) {
+        ps_bench_table_note(t, "PyTorch: %s", r->torch_note);
+    }
+}
+
 /* The table: one row (on the page with --out, and on stdout), and how it
  * was measured. Returns 0 or PS_EIO. */
 static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host_is_backend,
@@ -453,45 +501,7 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
                         1e3 * r->gather, 1e3 * r->copy_in, 1e3 * r->forward,
                         1e3 * r->backward, 1e3 * r->copy_out, 1e3 * r->update,
                         1e3 * r->kernels, 1e3 * r->copies, 1e3 * r->host);
-    ps_bench_table_note(
-        t,
-        "Timed steps: %s, after %d warm-up steps; the split is per step over %d separate "
-        "profiled steps%s.",
-        s_ctr(cfg) ? "the batch gathered and its keys deduplicated, its rows read from a "
-                     "server's table in this process (gather), forward and backward, "
-                     "Adagrad on the batch's rows in the table and on the dense part "
-                     "(update)"
-                   : "gather + step + SGD update",
-        cfg->warmup, cfg->profile_steps,
-        host_is_backend
-            ? ""
-            : " (the data on the device, each batch gathered there from the step's indices; "
-              "profiled steps are queued by hand, not replayed, with their copies "
-              "serialised, and each phase is the device's time between CUDA events: "
-              "kernels = forward + backward, copies = inputs and params in + gradients "
-              "out, host = the rest of the step's wall time; the timed steps overlap the "
-              "copies with compute)");
-    if (cfg->torch) {
-        ps_bench_table_note(t,
-                            "PyTorch: bench/torch/train.py, same model, data, batch, lr, "
-                            "warm-up, step count and device, OPENBLAS_NUM_THREADS = %d%s.",
-                            cfg->threads > 0 ? cfg->threads
-                                             : (int)sysconf(_SC_NPROCESSORS_ONLN),
-                            host_is_backend ? ""
-                                            : "; eager: batches gathered on the host, "
-                                              "loss read every step; strong: --resident "
-                                              "--graph (data on the device, the whole "
-                                              "step one CUDA graph, no per-step sync)");
-    }
-    if (s_ctr(cfg) && cfg->data[0]) {
-        ps_bench_table_note(t, "Click log: %s, its last tenth held out.", cfg->data);
-    } else if (s_ctr(cfg)) {
-        ps_bench_table_note(t, "Click log: %d samples of `shardps-datagen ctr --seed 1`, "
-                               "their last tenth held out.", cfg->ctr_rows);
-    }
-    if (r->torch_note[0]) {
-        ps_bench_table_note(t, "PyTorch: %s", r->torch_note);
-    }
+    s_table_notes(cfg, r, host_is_backend, t);
     ps_bench_table_destroy(&t, 1);
     return 0;
 }
@@ -610,6 +620,65 @@ static int s_run_both(compute_cfg_t *cfg, const ps_kernels_t *k, compute_result_
     return rc;
 }
 
+/* The flags' defaults that depend on the model, and every bound. Returns 0,
+ * or 2 after saying what is wrong. */
+static int s_check(compute_cfg_t *cfg, const char *cpu_gemm, ps_cpu_gemm_t *gemm)
+{
+    if (isnan(cfg->lr)) { /* the model's default */
+        cfg->lr = s_ctr(cfg) ? 0.05 : 0.1;
+    }
+    if (!cfg->data) {
+        cfg->data = s_ctr(cfg) ? "" : PS_DATA_DEFAULT_DIR;
+    }
+    if ((strcmp(cfg->model, "mlp") && strcmp(cfg->model, "cnn") && !s_ctr(cfg)) ||
+        cfg->threads < 0 || cfg->batch < 1 || cfg->steps < 1 || cfg->warmup < 0 ||
+        cfg->profile_steps < 0 || !(cfg->lr > 0) || (cfg->tf32 != 0 && cfg->tf32 != 1) ||
+        (cfg->graph != 0 && cfg->graph != 1) || cfg->ctr_rows < 1) {
+        fprintf(stderr,
+                S_PROG ": error: expected --model mlp|cnn|ctr, --threads >= 0, --batch "
+                       ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0, "
+                       "--tf32 and --cuda-graph 0 or 1, --ctr-rows >= 1\n");
+        return 2;
+    }
+    char why[512];
+    if (ps_kernels_parse_cpu_gemm(cpu_gemm, gemm) != 0) {
+        fprintf(stderr, S_PROG ": error: --cpu-gemm %s: expected " PS_CPU_GEMM_NAMES "\n",
+                cpu_gemm);
+        return 2;
+    }
+    if (cfg->json && ps_file_check_writable(cfg->json, why, sizeof why) != 0) {
+        fprintf(stderr, S_PROG ": error: --json %s\n", why); /* now, not after the run */
+        return 2;
+    }
+    return 0;
+}
+
+/* Both runs, then the results page (--out), the table on stdout and the
+ * JSON (--json). Returns the exit status: 1 when shardps's run or a file
+ * failed, or PyTorch's asked for did not run. */
+static int s_measure(compute_cfg_t *cfg, const ps_kernels_t *k, int argc, char **argv)
+{
+    ps_bench_page_t *page = NULL;
+    if (cfg->out && (ps_file_mkdirs(cfg->out) != 0 ||
+                     ps_bench_page_new(cfg->out, s_ctr(cfg) ? "compute_ctr" : "compute",
+                                       argc, argv, &page) != 0)) {
+        fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg->out);
+        return 1;
+    }
+    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN, .strong_sps = NAN};
+    int rc = s_run_both(cfg, k, &res);
+    char machine[256];
+    ps_bench_machine(machine, sizeof machine);
+    if (rc == 0) {
+        rc = s_table(cfg, &res, k->host_is_backend, page);
+    }
+    ps_bench_page_destroy(&page);
+    if (rc != 0 || (cfg->json && s_write_json(cfg, &res, machine) != 0)) {
+        return 1;
+    }
+    return cfg->torch && isnan(res.torch_sps) ? 1 : 0;
+}
+
 int ps_bench_compute_main(int argc, char **argv)
 {
     compute_cfg_t cfg = {.model = "mlp",
@@ -668,36 +737,14 @@ int ps_bench_compute_main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
-    if (isnan(cfg.lr)) { /* the model's default */
-        cfg.lr = s_ctr(&cfg) ? 0.05 : 0.1;
-    }
-    if (!cfg.data) {
-        cfg.data = s_ctr(&cfg) ? "" : PS_DATA_DEFAULT_DIR;
-    }
-    if ((strcmp(cfg.model, "mlp") && strcmp(cfg.model, "cnn") && !s_ctr(&cfg)) ||
-        cfg.threads < 0 || cfg.batch < 1 || cfg.steps < 1 || cfg.warmup < 0 ||
-        cfg.profile_steps < 0 || !(cfg.lr > 0) || (cfg.tf32 != 0 && cfg.tf32 != 1) ||
-        (cfg.graph != 0 && cfg.graph != 1) || cfg.ctr_rows < 1) {
-        fprintf(stderr,
-                S_PROG ": error: expected --model mlp|cnn|ctr, --threads >= 0, --batch "
-                       ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0, "
-                       "--tf32 and --cuda-graph 0 or 1, --ctr-rows >= 1\n");
-        return 2;
-    }
-    char why[512];
-    if (ps_kernels_parse_cpu_gemm(cpu_gemm, &gemm) != 0) {
-        fprintf(stderr, S_PROG ": error: --cpu-gemm %s: expected " PS_CPU_GEMM_NAMES "\n",
-                cpu_gemm);
-        return 2;
-    }
-    if (cfg.json && ps_file_check_writable(cfg.json, why, sizeof why) != 0) {
-        fprintf(stderr, S_PROG ": error: --json %s\n", why); /* now, not after the run */
+    if (s_check(&cfg, cpu_gemm, &gemm) != 0) {
         return 2;
     }
     ps_log_set_role("B", -1);
     ps_kernels_set_threads(cfg.threads);
     ps_kernels_set_cpu_gemm(gemm);
     const ps_kernels_t *k = NULL;
+    char why[512];
     rc = ps_kernels_select(cfg.device, &k, why, sizeof why);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": error: --device %s: %s\n", cfg.device, why);
@@ -706,23 +753,5 @@ int ps_bench_compute_main(int argc, char **argv)
     if (cfg.torch && s_torch_check(&cfg) != 0) {
         return 1;
     }
-    ps_bench_page_t *page = NULL;
-    if (cfg.out && (ps_file_mkdirs(cfg.out) != 0 ||
-                    ps_bench_page_new(cfg.out, s_ctr(&cfg) ? "compute_ctr" : "compute",
-                                      argc, argv, &page) != 0)) {
-        fprintf(stderr, S_PROG ": error: cannot write the results page in %s\n", cfg.out);
-        return 1;
-    }
-    compute_result_t res = {.torch_sps = NAN, .torch_cpu_sps = NAN, .strong_sps = NAN};
-    rc = s_run_both(&cfg, k, &res);
-    char machine[256];
-    ps_bench_machine(machine, sizeof machine);
-    if (rc == 0) {
-        rc = s_table(&cfg, &res, k->host_is_backend, page);
-    }
-    ps_bench_page_destroy(&page);
-    if (rc != 0 || (cfg.json && s_write_json(&cfg, &res, machine) != 0)) {
-        return 1;
-    }
-    return cfg.torch && isnan(res.torch_sps) ? 1 : 0;
+    return s_measure(&cfg, k, argc, argv);
 }

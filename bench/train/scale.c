@@ -136,6 +136,55 @@ static int s_job(const sc_cfg_t *c, int round, long m, long steps, sc_cost_t *co
     return rc;
 }
 
+/* Every round's pair of jobs per worker count: the per-step costs (the long
+ * job less the short one) and the short job's own CPU. */
+typedef struct {
+    double per[PS_BENCH_LIST_MAX][SC_COSTS][SC_MAX_REPS]; /* per step, by workers, round */
+    double base[PS_BENCH_LIST_MAX][2][SC_MAX_REPS]; /* short job: scheduler, per server s */
+    int n[PS_BENCH_LIST_MAX];                       /* rounds measured, by workers */
+} sc_runs_t;
+
+/* c->reps rounds of a short and a long job for each worker count, in
+ * alternating order, into *R. Returns 1 when a job failed (said why), else 0. */
+static int s_rounds(const sc_cfg_t *c, sc_runs_t *R)
+{
+    const double dsteps = (double)(c->steps[1] - c->steps[0]);
+    int failed = 0;
+    for (int r = 0; r < c->reps; r++) {
+        for (int w = 0; w < c->nworkers; w++) {
+            sc_cost_t job[2];
+            int rc[2];
+            const int first = (r + w) % 2; /* alternate which goes first */
+            for (int k = 0; k < 2; k++) {
+                const int s = k ^ first;
+                rc[s] = s_job(c, r, c->workers[w], c->steps[s], &job[s]);
+            }
+            if (rc[0] || rc[1]) {
+                failed = 1;
+                fprintf(stderr,
+                        S_PROG ": round %d, %ld workers: a job failed (exit %d / %d; logs "
+                               "in %s/runs/)\n",
+                        r + 1, c->workers[w], rc[0], rc[1], c->out);
+                continue;
+            }
+            const int i = R->n[w]++;
+            for (int k = 0; k < SC_COSTS; k++) {
+                R->per[w][k][i] = (job[1].v[k] - job[0].v[k]) / dsteps;
+            }
+            R->base[w][0][i] = job[0].v[C_SCHED_CPU];
+            R->base[w][1][i] = job[0].v[C_SERVER_CPU] / c->servers;
+            fprintf(
+                stderr,
+                S_PROG ": round %d, %ld workers: scheduler %.3f ms and %.1f messages per "
+                       "step, servers %.3f ms and %.1f messages per step each\n",
+                r + 1, c->workers[w], 1e3 * R->per[w][C_SCHED_CPU][i],
+                R->per[w][C_SCHED_MSGS][i], 1e3 * R->per[w][C_SERVER_CPU][i] / c->servers,
+                R->per[w][C_SERVER_MSGS][i] / c->servers);
+        }
+    }
+    return failed;
+}
+
 static int s_measure(const sc_cfg_t *c, ps_bench_page_t *page)
 {
     ps_bench_table_t *t = NULL;
@@ -154,62 +203,28 @@ static int s_measure(const sc_cfg_t *c, ps_bench_page_t *page)
             &t) != 0) {
         return 1;
     }
-    const double dsteps = (double)(c->steps[1] - c->steps[0]);
-    /* per worker count, per round: the per-step figures and the short job's */
-    static double per[PS_BENCH_LIST_MAX][SC_COSTS][SC_MAX_REPS];
-    static double base[PS_BENCH_LIST_MAX][2][SC_MAX_REPS];
-    int n[PS_BENCH_LIST_MAX] = {0}, failed = 0;
-    for (int r = 0; r < c->reps; r++) {
-        for (int w = 0; w < c->nworkers; w++) {
-            sc_cost_t job[2];
-            int rc[2];
-            const int first = (r + w) % 2; /* alternate which goes first */
-            for (int k = 0; k < 2; k++) {
-                const int s = k ^ first;
-                rc[s] = s_job(c, r, c->workers[w], c->steps[s], &job[s]);
-            }
-            if (rc[0] || rc[1]) {
-                failed = 1;
-                fprintf(stderr,
-                        S_PROG ": round %d, %ld workers: a job failed (exit %d / %d; logs "
-                               "in %s/runs/)\n",
-                        r + 1, c->workers[w], rc[0], rc[1], c->out);
-                continue;
-            }
-            for (int k = 0; k < SC_COSTS; k++) {
-                per[w][k][n[w]] = (job[1].v[k] - job[0].v[k]) / dsteps;
-            }
-            base[w][0][n[w]] = job[0].v[C_SCHED_CPU];
-            base[w][1][n[w]] = job[0].v[C_SERVER_CPU] / c->servers;
-            n[w]++;
-            fprintf(stderr,
-                    S_PROG ": round %d, %ld workers: scheduler %.3f ms and %.1f messages per "
-                           "step, servers %.3f ms and %.1f messages per step each\n",
-                    r + 1, c->workers[w], 1e3 * per[w][C_SCHED_CPU][n[w] - 1],
-                    per[w][C_SCHED_MSGS][n[w] - 1],
-                    1e3 * per[w][C_SERVER_CPU][n[w] - 1] / c->servers,
-                    per[w][C_SERVER_MSGS][n[w] - 1] / c->servers);
-        }
-    }
+    static sc_runs_t R; /* too large for the stack */
+    memset(&R, 0, sizeof R);
+    const int failed = s_rounds(c, &R);
     for (int w = 0; w < c->nworkers; w++) {
-        if (!n[w]) {
+        if (!R.n[w]) {
             ps_bench_table_rowf(t, "%ld,0,,,,,,,,", c->workers[w]);
             continue;
         }
         double med[SC_COSTS];
         for (int k = 0; k < SC_COSTS; k++) {
-            med[k] = ps_bench_median(per[w][k], n[w]);
+            med[k] = ps_bench_median(R.per[w][k], R.n[w]);
         }
         char per_s[32] = ""; /* a few steps of a noisy machine may take no longer */
         if (med[C_TRAIN] > 0) {
             snprintf(per_s, sizeof per_s, "%.0f", med[C_SCHED_MSGS] / med[C_TRAIN]);
         }
-        ps_bench_table_rowf(t, "%ld,%d,%.3f,%.1f,%s,%.3f,%.1f,%.1f,%.3f,%.3f", c->workers[w],
-                            n[w], 1e3 * med[C_SCHED_CPU], med[C_SCHED_MSGS], per_s,
-                            1e3 * med[C_SERVER_CPU] / c->servers,
+        ps_bench_table_rowf(t, "%ld,%d,%.3f,%.1f,%s,%.3f,%.1f,%.1f,%.3f,%.3f",
+                            c->workers[w], R.n[w], 1e3 * med[C_SCHED_CPU],
+                            med[C_SCHED_MSGS], per_s, 1e3 * med[C_SERVER_CPU] / c->servers,
                             med[C_SERVER_MSGS] / c->servers, 1e3 * med[C_TRAIN],
-                            ps_bench_median(base[w][0], n[w]),
-                            ps_bench_median(base[w][1], n[w]));
+                            ps_bench_median(R.base[w][0], R.n[w]),
+                            ps_bench_median(R.base[w][1], R.n[w]));
     }
     ps_bench_table_note(
         t,
@@ -220,10 +235,11 @@ static int s_measure(const sc_cfg_t *c, ps_bench_page_t *page)
         "of the scheduler process (`scheduler_cpu_seconds` in the summary) and of each "
         "server (`server_reports[].cpu_seconds`); messages: those the scheduler received "
         "(`scheduler_messages`: registrations, barriers, heartbeats with their metrics "
-        "reports, DONE) and each server's pushes and pulls. Scheduler msgs/s: per step over "
+        "reports, DONE) and each server's pushes and pulls. Scheduler msgs/s: per step "
+        "over "
         "wall seconds per step. Short job: the whole job's CPU with start-up.",
         c->servers, c->model, c->mode, c->batch, c->seed, c->steps[0], c->steps[1], c->reps,
-        (long)dsteps);
+        (long)(c->steps[1] - c->steps[0]));
     ps_bench_table_destroy(&t, 1);
     return failed;
 }

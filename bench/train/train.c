@@ -207,9 +207,8 @@ static int s_split_job_flags(train_cfg_t *cfg, char **copy)
     return 0;
 }
 
-/* Checks the flags and completes cfg from them. Returns 0, or PS_EINVAL
- * after one line on stderr. */
-static int s_check(train_cfg_t *cfg, train_args_t *a)
+/* The flags whose defaults depend on the model (and --quick). */
+static void s_defaults(train_cfg_t *cfg, train_args_t *a)
 {
     const int ctr = !strcmp(cfg->model, "ctr");
     if (cfg->epochs <= 0) {
@@ -228,6 +227,12 @@ static int s_check(train_cfg_t *cfg, train_args_t *a)
     if (ctr && cfg->eval_every == 0) {
         cfg->eval_every = 200;
     }
+}
+
+/* --workers, --modes and --placement into cfg's lists. Returns 0, or
+ * PS_EINVAL after one line on stderr. */
+static int s_check_lists(train_cfg_t *cfg, const train_args_t *a)
+{
     int n = ps_bench_parse_list(a->workers, cfg->workers, PS_BENCH_LIST_MAX);
     for (int i = 0; n > 0 && i < n; i++) {
         n = cfg->workers[i] >= 1 && cfg->workers[i] <= 64 ? n : PS_EINVAL;
@@ -259,6 +264,14 @@ static int s_check(train_cfg_t *cfg, train_args_t *a)
         fprintf(stderr, TRAIN_PROG ": error: --modes %s: no mode left to run\n", a->modes);
         return PS_EINVAL;
     }
+    return 0;
+}
+
+/* --straggler, the numbers' bounds, and the flags only ctr takes. Returns 0,
+ * or PS_EINVAL after one line on stderr. */
+static int s_check_values(train_cfg_t *cfg, const train_args_t *a)
+{
+    const int ctr = !strcmp(cfg->model, "ctr");
     ps_job_t job;
     ps_job_defaults(&job);
     if (!cfg->straggler && a->scenarios && strstr(a->scenarios, "straggler")) {
@@ -296,6 +309,13 @@ static int s_check(train_cfg_t *cfg, train_args_t *a)
                 ": error: --ctr-data, --ctr-scale and --ring-steps are for --model ctr\n");
         return PS_EINVAL;
     }
+    return 0;
+}
+
+/* --scenarios, --net and what the runs need of them: --join, --repeat,
+ * --seeds. Returns 0, or PS_EINVAL after one line on stderr. */
+static int s_check_runs(train_cfg_t *cfg, const train_args_t *a)
+{
     if (s_parse_scenarios(a->scenarios, cfg) != 0) {
         fprintf(stderr,
                 TRAIN_PROG ": error: --scenarios %s: expected plain, straggler, kill, "
@@ -317,6 +337,18 @@ static int s_check(train_cfg_t *cfg, train_args_t *a)
     }
     if (err[0]) {
         fprintf(stderr, TRAIN_PROG ": error: %s\n", err);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+/* Checks the flags and completes cfg from them. Returns 0, or PS_EINVAL
+ * after one line on stderr. */
+static int s_check(train_cfg_t *cfg, train_args_t *a)
+{
+    s_defaults(cfg, a);
+    if (s_check_lists(cfg, a) != 0 || s_check_values(cfg, a) != 0 ||
+        s_check_runs(cfg, a) != 0) {
         return PS_EINVAL;
     }
     return 0;
@@ -384,6 +416,95 @@ static int s_run(train_cfg_t *cfg, const train_args_t *a)
     return failed ? 1 : 0;
 }
 
+/* The flag list: parses argv into cfg and a. Returns ps_config_parse_argv's
+ * code (0; > 0: --help was answered; < 0: a usage error, said). */
+static int s_flags(train_cfg_t *cfg, train_args_t *a, int argc, char **argv)
+{
+    ps_flag_t flags[] = {
+        {"quick", PS_FLAG_BOOL, &a->quick, NULL, "3 epochs per job"},
+        {"out", PS_FLAG_STR, &cfg->out, "DIR", "where the results page, CSVs and PNGs go"},
+        {"model", PS_FLAG_STR, &cfg->model, "NAME",
+         "mlp, cnn or ctr (the click-through model: its embedding rows on the servers; "
+         "the page train_ctr.md)"},
+        {"straggler", PS_FLAG_STR, &cfg->straggler, "R:F",
+         "slow worker R down F times (runs with more than R workers)"},
+        {"workers", PS_FLAG_STR, &a->workers, "LIST",
+         "worker counts (default 1,2,4; ctr: 2,4)"},
+        {"modes", PS_FLAG_STR, &a->modes, "LIST",
+         "modes; sync:k/n means sync:(n-1)/n; mpi (with --net): allreduce summed by "
+         "MPI_Allreduce under mpirun; ctr: allreduce:dense and allreduce:allgather, the "
+         "ring "
+         "with --ring-rows dense|allgather (default sync,async,ssp:2,sync:k/n,allreduce; "
+         "ctr: sync,allreduce:dense,allreduce:allgather)"},
+        {"epochs", PS_FLAG_INT, &cfg->epochs, "N",
+         "epochs per job (0 = 10; quick: 3; ctr: 1)"},
+        {"max-steps", PS_FLAG_INT, &cfg->max_steps, "N",
+         "stop each job after N steps (0 = none)"},
+        {"servers", PS_FLAG_INT, &cfg->servers, "N",
+         "servers of the parameter-server modes (colocated: one per worker)"},
+        {"placement", PS_FLAG_STR, &cfg->placements, "LIST",
+         "dedicated (servers in namespaces of their own, with --net), colocated (server i "
+         "in worker i's namespace and link), or both: each parameter-server mode runs in "
+         "each"},
+        {"threads", PS_FLAG_INT, &cfg->threads, "N",
+         "BLAS threads per worker (0 = library default)"},
+        {"batch", PS_FLAG_INT, &cfg->batch, "N",
+         "samples per worker per step (0 = job default)"},
+        {"seed", PS_FLAG_INT, &cfg->seed, "N", "seed of every job"},
+        {"target", PS_FLAG_DOUBLE, &cfg->target, "ACC",
+         "test accuracy the time is measured to, the test AUC for ctr (0 = mlp 0.85, cnn "
+         "0.88, ctr 0.65)"},
+        {"ctr-rows", PS_FLAG_INT, &cfg->ctr_rows, "N",
+         "ctr: samples of the click log the bench generates into OUT/runs/ with "
+         "shardps-datagen ctr (its last tenth held out)"},
+        {"ctr-scale", PS_FLAG_DOUBLE, &cfg->ctr_scale, "F",
+         "ctr: the generator's --scale, Criteo's cardinalities times F (0 = its default, "
+         "1/16; more rows and a larger F make a larger embedding table)"},
+        {"ring-steps", PS_FLAG_INT, &cfg->ring_steps, "N",
+         "ctr: the ring's jobs stop after N steps (0 = --max-steps): their speed is "
+         "measured on N steps, and their time to the target AUC projected from the "
+         "parameter server's samples to it (the same arithmetic)"},
+        {"ctr-data", PS_FLAG_STR, &cfg->ctr_data, "FILE",
+         "ctr: train on this click log (Criteo layout, plain or gzip) instead of "
+         "generating one"},
+        {"timeout", PS_FLAG_DOUBLE, &cfg->timeout, "SECONDS", "per job"},
+        {"net", PS_FLAG_STR, &cfg->net_spec, "RATE[,DELAY][,mtu=BYTES]",
+         "simulated cluster: each role in its own network namespace, its link shaped to "
+         "RATE each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
+         "(0.2ms, 20ms: our delay line, a TUN device in the hub), packets of at most BYTES "
+         "(1280 to 65000, the default; 1500, 9000 as real links); needs root"},
+        {"scenarios", PS_FLAG_STR, &a->scenarios, "LIST",
+         "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into "
+         "the "
+         "job, --min-workers 1; needs --net); default plain, or straggler with "
+         "--straggler"},
+        {"eval-every", PS_FLAG_INT, &cfg->eval_every, "STEPS",
+         "worker 0 also evaluates every STEPS steps (finer time to accuracy; 0 = epoch "
+         "ends; ctr: 200)"},
+        {"job-flags", PS_FLAG_STR, &cfg->job_flags_text, "FLAGS",
+         "more flags for every job, space-separated (e.g. '--wire bf16')"},
+        {"join", PS_FLAG_BOOL, &a->join, NULL,
+         "instead of the sweep: sync, 2 workers, worker 1 killed at 1/3 and back at 2/3 "
+         "(needs --net); steps/s in each phase, on the page train_join.md"},
+        {"repeat", PS_FLAG_INT, &a->repeat, "N", "--join runs"},
+        {"seeds", PS_FLAG_INT, &a->seeds, "N",
+         "instead of the sweep: every mode x workers with seeds --seed .. --seed + N - 1; "
+         "final accuracy's mean, spread and runs not ok, against sync, on the page "
+         "train_seeds.md"},
+        {"launch", PS_FLAG_STR, &a->launch, "PATH",
+         "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
+    };
+    return ps_config_parse_argv(
+        TRAIN_PROG,
+        "Trains the same model with the same seed in every consistency mode "
+        "and worker\ncount through shardps-launch. Writes the results page train.md, "
+        "train.csv,\ntrain_epochs.csv, train_accuracy.png and train_throughput.png "
+        "into --out\n(--model ctr: train_ctr.md, train_ctr.csv, train_ctr_vs.csv, "
+        "train_ctr_epochs.csv,\ntrain_ctr_bytes.png, train_ctr_auc.png and "
+        "train_ctr_throughput.png).",
+        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+}
+
 int ps_bench_train_main(int argc, char **argv)
 {
     train_cfg_t cfg = {.out = "bench-out",
@@ -396,89 +517,7 @@ int ps_bench_train_main(int argc, char **argv)
                        .straggler_rank = -1,
                        .ctr_rows = 200000};
     train_args_t a = {.repeat = 3, .seeds = 1, .argc = argc, .argv = argv};
-    ps_flag_t flags[] = {
-        {"quick", PS_FLAG_BOOL, &a.quick, NULL, "3 epochs per job"},
-        {"out", PS_FLAG_STR, &cfg.out, "DIR", "where the results page, CSVs and PNGs go"},
-        {"model", PS_FLAG_STR, &cfg.model, "NAME",
-         "mlp, cnn or ctr (the click-through model: its embedding rows on the servers; "
-         "the page train_ctr.md)"},
-        {"straggler", PS_FLAG_STR, &cfg.straggler, "R:F",
-         "slow worker R down F times (runs with more than R workers)"},
-        {"workers", PS_FLAG_STR, &a.workers, "LIST",
-         "worker counts (default 1,2,4; ctr: 2,4)"},
-        {"modes", PS_FLAG_STR, &a.modes, "LIST",
-         "modes; sync:k/n means sync:(n-1)/n; mpi (with --net): allreduce summed by "
-         "MPI_Allreduce under mpirun; ctr: allreduce:dense and allreduce:allgather, the "
-         "ring "
-         "with --ring-rows dense|allgather (default sync,async,ssp:2,sync:k/n,allreduce; "
-         "ctr: sync,allreduce:dense,allreduce:allgather)"},
-        {"epochs", PS_FLAG_INT, &cfg.epochs, "N",
-         "epochs per job (0 = 10; quick: 3; ctr: 1)"},
-        {"max-steps", PS_FLAG_INT, &cfg.max_steps, "N",
-         "stop each job after N steps (0 = none)"},
-        {"servers", PS_FLAG_INT, &cfg.servers, "N",
-         "servers of the parameter-server modes (colocated: one per worker)"},
-        {"placement", PS_FLAG_STR, &cfg.placements, "LIST",
-         "dedicated (servers in namespaces of their own, with --net), colocated (server i "
-         "in worker i's namespace and link), or both: each parameter-server mode runs in "
-         "each"},
-        {"threads", PS_FLAG_INT, &cfg.threads, "N",
-         "BLAS threads per worker (0 = library default)"},
-        {"batch", PS_FLAG_INT, &cfg.batch, "N",
-         "samples per worker per step (0 = job default)"},
-        {"seed", PS_FLAG_INT, &cfg.seed, "N", "seed of every job"},
-        {"target", PS_FLAG_DOUBLE, &cfg.target, "ACC",
-         "test accuracy the time is measured to, the test AUC for ctr (0 = mlp 0.85, cnn "
-         "0.88, ctr 0.65)"},
-        {"ctr-rows", PS_FLAG_INT, &cfg.ctr_rows, "N",
-         "ctr: samples of the click log the bench generates into OUT/runs/ with "
-         "shardps-datagen ctr (its last tenth held out)"},
-        {"ctr-scale", PS_FLAG_DOUBLE, &cfg.ctr_scale, "F",
-         "ctr: the generator's --scale, Criteo's cardinalities times F (0 = its default, "
-         "1/16; more rows and a larger F make a larger embedding table)"},
-        {"ring-steps", PS_FLAG_INT, &cfg.ring_steps, "N",
-         "ctr: the ring's jobs stop after N steps (0 = --max-steps): their speed is "
-         "measured on N steps, and their time to the target AUC projected from the "
-         "parameter server's samples to it (the same arithmetic)"},
-        {"ctr-data", PS_FLAG_STR, &cfg.ctr_data, "FILE",
-         "ctr: train on this click log (Criteo layout, plain or gzip) instead of "
-         "generating one"},
-        {"timeout", PS_FLAG_DOUBLE, &cfg.timeout, "SECONDS", "per job"},
-        {"net", PS_FLAG_STR, &cfg.net_spec, "RATE[,DELAY][,mtu=BYTES]",
-         "simulated cluster: each role in its own network namespace, its link shaped to "
-         "RATE each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
-         "(0.2ms, 20ms: our delay line, a TUN device in the hub), packets of at most BYTES "
-         "(1280 to 65000, the default; 1500, 9000 as real links); needs root"},
-        {"scenarios", PS_FLAG_STR, &a.scenarios, "LIST",
-         "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into "
-         "the "
-         "job, --min-workers 1; needs --net); default plain, or straggler with "
-         "--straggler"},
-        {"eval-every", PS_FLAG_INT, &cfg.eval_every, "STEPS",
-         "worker 0 also evaluates every STEPS steps (finer time to accuracy; 0 = epoch "
-         "ends; ctr: 200)"},
-        {"job-flags", PS_FLAG_STR, &cfg.job_flags_text, "FLAGS",
-         "more flags for every job, space-separated (e.g. '--wire bf16')"},
-        {"join", PS_FLAG_BOOL, &a.join, NULL,
-         "instead of the sweep: sync, 2 workers, worker 1 killed at 1/3 and back at 2/3 "
-         "(needs --net); steps/s in each phase, on the page train_join.md"},
-        {"repeat", PS_FLAG_INT, &a.repeat, "N", "--join runs"},
-        {"seeds", PS_FLAG_INT, &a.seeds, "N",
-         "instead of the sweep: every mode x workers with seeds --seed .. --seed + N - 1; "
-         "final accuracy's mean, spread and runs not ok, against sync, on the page "
-         "train_seeds.md"},
-        {"launch", PS_FLAG_STR, &a.launch, "PATH",
-         "shardps-launch (default: next to this program, ../deploy/, $PATH)"},
-    };
-    int rc = ps_config_parse_argv(
-        TRAIN_PROG,
-        "Trains the same model with the same seed in every consistency mode "
-        "and worker\ncount through shardps-launch. Writes the results page train.md, "
-        "train.csv,\ntrain_epochs.csv, train_accuracy.png and train_throughput.png "
-        "into --out\n(--model ctr: train_ctr.md, train_ctr.csv, train_ctr_vs.csv, "
-        "train_ctr_epochs.csv,\ntrain_ctr_bytes.png, train_ctr_auc.png and "
-        "train_ctr_throughput.png).",
-        flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    int rc = s_flags(&cfg, &a, argc, argv);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }

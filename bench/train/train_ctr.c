@@ -329,79 +329,51 @@ static double s_ring_tta(const train_cfg_t *cfg, const train_run_t *ring, const 
     return ps && ring->sps > 0 ? ps->sta / ring->sps : NAN;
 }
 
-/* The parameter server beside each ring variant, one row per worker count
- * (the first scenario). */
-static void s_versus(const train_cfg_t *cfg, const ctr_data_t *d, const train_run_t *runs,
-                     const ctr_run_t *ctr, int nruns)
+/* The versus table's row for M workers: each design's theory, and what the
+ * runs of the first scenario measured. */
+static void s_versus_row(const train_cfg_t *cfg, const ctr_data_t *d,
+                         const train_run_t *runs, const ctr_run_t *ctr, int nruns, int M,
+                         ps_bench_table_t *t)
 {
-    ps_bench_table_t *t = NULL;
     const char *ps = s_token(cfg, CTR_PS), *dense = s_token(cfg, CTR_DENSE),
                *ag = s_token(cfg, CTR_ALLGATHER);
-    char headers[768];
-    snprintf(headers, sizeof headers,
-             "workers,PS mode,keys/worker step,PS MB/step (theory),"
-             "PS server link MB/step (theory),PS colocated MB/step (theory),"
-             "dense ring MB/step (theory),allgather MB/step (theory),"
-             "dense/PS bytes (theory),allgather/PS bytes (theory),PS MB/step (measured),"
-             "dense ring MB/step (measured),allgather MB/step (measured),"
-             "dense/PS bytes (measured),allgather/PS bytes (measured),PS samples/s,"
-             "dense samples/s,allgather samples/s,PS/dense samples/s,"
-             "PS/allgather samples/s,PS s to AUC %.2f,dense s to AUC %.2f,"
-             "allgather s to AUC %.2f",
-             cfg->target, cfg->target, cfg->target);
-    if (ps_bench_table_new(
-            cfg->page, "train_ctr_vs",
-            "### Where the parameter server wins: bytes per worker link per step, "
-            "each way, and speed, the parameter server against each ring variant",
-            "workers,ps_mode,keys_per_worker_step,theory_ps_mb,theory_ps_server_mb,"
-            "theory_ps_colocated_mb,theory_dense_mb,theory_allgather_mb,"
-            "theory_dense_vs_ps,theory_allgather_vs_ps,measured_ps_mb,measured_dense_mb,"
-            "measured_allgather_mb,measured_dense_vs_ps,measured_allgather_vs_ps,"
-            "ps_samples_per_sec,dense_samples_per_sec,"
-            "allgather_samples_per_sec,ps_vs_dense_speed,ps_vs_allgather_speed,"
-            "ps_time_to_target_s,dense_time_to_target_s,allgather_time_to_target_s",
-            headers, &t) != 0) {
-        return;
-    }
     const int scen = cfg->scen[0];
-    for (int w = 0; w < cfg->nworkers; w++) {
-        const int M = (int)cfg->workers[w];
-        const train_run_t *rp = s_find(runs, nruns, ps, M, scen),
-                          *rd = s_find(runs, nruns, dense, M, scen),
-                          *ra = s_find(runs, nruns, ag, M, scen);
-        const ctr_run_t *cp = rp ? &ctr[rp - runs] : NULL,
-                        *cd = rd ? &ctr[rd - runs] : NULL,
-                        *ca = ra ? &ctr[ra - runs] : NULL;
-        const double U = s_keys_at(cfg, d, runs, ctr, nruns, M);
-        double th[CTR_NDESIGNS];
-        for (int k = 0; k < CTR_NDESIGNS; k++) {
-            th[k] = s_theory(d, k, M, U);
-        }
-        const double mp = cp ? (cp->sent + cp->recv) / 2 : NAN,
-                     md = cd ? (cd->sent + cd->recv) / 2 : NAN,
-                     ma = ca ? (ca->sent + ca->recv) / 2 : NAN;
-        const double sp = rp ? rp->sps : NAN, sd = rd ? rd->sps : NAN,
-                     sa = ra ? ra->sps : NAN;
-        if (M < 2) { /* no ring of one worker */
-            th[CTR_DENSE] = th[CTR_ALLGATHER] = NAN;
-        }
-        char c[20][32];
-        ps_bench_table_rowf(
-            t,
-            "%d,%s,%.1f,%.3f,%.3f,%.3f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s",
-            M, ps ? ps : "", U, th[CTR_PS] / 1e6, th[CTR_PS] * M / cfg->servers / 1e6,
-            th[CTR_PS_COLOCATED] / 1e6, s_cell(c[13], 32, 3, th[CTR_DENSE] / 1e6),
-            s_cell(c[14], 32, 3, th[CTR_ALLGATHER] / 1e6),
-            s_cell(c[15], 32, 1, th[CTR_DENSE] / th[CTR_PS]),
-            s_cell(c[16], 32, 1, th[CTR_ALLGATHER] / th[CTR_PS]),
-            s_cell(c[0], 32, 3, mp / 1e6), s_cell(c[1], 32, 3, md / 1e6),
-            s_cell(c[2], 32, 3, ma / 1e6), s_cell(c[3], 32, 1, md / mp),
-            s_cell(c[4], 32, 1, ma / mp), s_cell(c[5], 32, 0, sp), s_cell(c[6], 32, 0, sd),
-            s_cell(c[7], 32, 0, sa), s_cell(c[8], 32, 2, sp / sd),
-            s_cell(c[9], 32, 2, sp / sa), s_cell(c[10], 32, 1, rp ? rp->tta : NAN),
-            s_cell(c[11], 32, 1, s_ring_tta(cfg, rd, rp)),
-            s_cell(c[12], 32, 1, s_ring_tta(cfg, ra, rp)));
+    const train_run_t *rp = s_find(runs, nruns, ps, M, scen),
+                      *rd = s_find(runs, nruns, dense, M, scen),
+                      *ra = s_find(runs, nruns, ag, M, scen);
+    const ctr_run_t *cp = rp ? &ctr[rp - runs] : NULL, *cd = rd ? &ctr[rd - runs] : NULL,
+                    *ca = ra ? &ctr[ra - runs] : NULL;
+    const double U = s_keys_at(cfg, d, runs, ctr, nruns, M);
+    double th[CTR_NDESIGNS];
+    for (int k = 0; k < CTR_NDESIGNS; k++) {
+        th[k] = s_theory(d, k, M, U);
     }
+    const double mp = cp ? (cp->sent + cp->recv) / 2 : NAN,
+                 md = cd ? (cd->sent + cd->recv) / 2 : NAN,
+                 ma = ca ? (ca->sent + ca->recv) / 2 : NAN;
+    const double sp = rp ? rp->sps : NAN, sd = rd ? rd->sps : NAN, sa = ra ? ra->sps : NAN;
+    if (M < 2) { /* no ring of one worker */
+        th[CTR_DENSE] = th[CTR_ALLGATHER] = NAN;
+    }
+    char c[20][32];
+    ps_bench_table_rowf(
+        t, "%d,%s,%.1f,%.3f,%.3f,%.3f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s",
+        M, ps ? ps : "", U, th[CTR_PS] / 1e6, th[CTR_PS] * M / cfg->servers / 1e6,
+        th[CTR_PS_COLOCATED] / 1e6, s_cell(c[13], 32, 3, th[CTR_DENSE] / 1e6),
+        s_cell(c[14], 32, 3, th[CTR_ALLGATHER] / 1e6),
+        s_cell(c[15], 32, 1, th[CTR_DENSE] / th[CTR_PS]),
+        s_cell(c[16], 32, 1, th[CTR_ALLGATHER] / th[CTR_PS]), s_cell(c[0], 32, 3, mp / 1e6),
+        s_cell(c[1], 32, 3, md / 1e6), s_cell(c[2], 32, 3, ma / 1e6),
+        s_cell(c[3], 32, 1, md / mp), s_cell(c[4], 32, 1, ma / mp), s_cell(c[5], 32, 0, sp),
+        s_cell(c[6], 32, 0, sd), s_cell(c[7], 32, 0, sa), s_cell(c[8], 32, 2, sp / sd),
+        s_cell(c[9], 32, 2, sp / sa), s_cell(c[10], 32, 1, rp ? rp->tta : NAN),
+        s_cell(c[11], 32, 1, s_ring_tta(cfg, rd, rp)),
+        s_cell(c[12], 32, 1, s_ring_tta(cfg, ra, rp)));
+}
+
+/* How the versus table's theory and measurements are read. */
+static void s_versus_notes(const train_cfg_t *cfg, const ctr_data_t *d, ps_bench_table_t *t)
+{
     ps_bench_table_note(
         t,
         "Theory, bytes per worker link per step each way, for M workers, U distinct keys "
@@ -434,11 +406,49 @@ static void s_versus(const train_cfg_t *cfg, const ctr_data_t *d, const train_ru
             "so they need the same samples.",
             cfg->ring_steps, cfg->target);
     }
+}
+
+/* The parameter server beside each ring variant, one row per worker count
+ * (the first scenario). */
+static void s_versus(const train_cfg_t *cfg, const ctr_data_t *d, const train_run_t *runs,
+                     const ctr_run_t *ctr, int nruns)
+{
+    ps_bench_table_t *t = NULL;
+    char headers[768];
+    snprintf(headers, sizeof headers,
+             "workers,PS mode,keys/worker step,PS MB/step (theory),"
+             "PS server link MB/step (theory),PS colocated MB/step (theory),"
+             "dense ring MB/step (theory),allgather MB/step (theory),"
+             "dense/PS bytes (theory),allgather/PS bytes (theory),PS MB/step (measured),"
+             "dense ring MB/step (measured),allgather MB/step (measured),"
+             "dense/PS bytes (measured),allgather/PS bytes (measured),PS samples/s,"
+             "dense samples/s,allgather samples/s,PS/dense samples/s,"
+             "PS/allgather samples/s,PS s to AUC %.2f,dense s to AUC %.2f,"
+             "allgather s to AUC %.2f",
+             cfg->target, cfg->target, cfg->target);
+    if (ps_bench_table_new(
+            cfg->page, "train_ctr_vs",
+            "### Where the parameter server wins: bytes per worker link per step, "
+            "each way, and speed, the parameter server against each ring variant",
+            "workers,ps_mode,keys_per_worker_step,theory_ps_mb,theory_ps_server_mb,"
+            "theory_ps_colocated_mb,theory_dense_mb,theory_allgather_mb,"
+            "theory_dense_vs_ps,theory_allgather_vs_ps,measured_ps_mb,measured_dense_mb,"
+            "measured_allgather_mb,measured_dense_vs_ps,measured_allgather_vs_ps,"
+            "ps_samples_per_sec,dense_samples_per_sec,"
+            "allgather_samples_per_sec,ps_vs_dense_speed,ps_vs_allgather_speed,"
+            "ps_time_to_target_s,dense_time_to_target_s,allgather_time_to_target_s",
+            headers, &t) != 0) {
+        return;
+    }
+    for (int w = 0; w < cfg->nworkers; w++) {
+        s_versus_row(cfg, d, runs, ctr, nruns, (int)cfg->workers[w], t);
+    }
+    s_versus_notes(cfg, d, t);
     ps_bench_table_destroy(&t, 1);
 }
 
-/* What every row ran and how its figures are read, under the runs' table. */
-static void s_notes(const train_cfg_t *cfg, const ctr_data_t *d, ps_bench_table_t *t)
+/* What every row ran: the data, the model and the job's flags. */
+static void s_notes_runs(const train_cfg_t *cfg, const ctr_data_t *d, ps_bench_table_t *t)
 {
     char extra[512] = "", gen[160] = "";
     ps_bench_train_extra_flags(cfg, extra, sizeof extra);
@@ -474,6 +484,11 @@ static void s_notes(const train_cfg_t *cfg, const ctr_data_t *d, ps_bench_table_
         "(n/a without servers). Refused: the job's flags were refused (exit 2). Logs "
         "and summaries: runs/ beside this page.",
         cfg->servers, cfg->epochs, cfg->seed, extra, cfg->max_steps, cfg->target);
+}
+
+/* How the bytes, the bound and the compute share are read. */
+static void s_notes_figures(const train_cfg_t *cfg, ps_bench_table_t *t)
+{
     ps_bench_table_note(
         t,
         "Sent and received MB/step: bytes per step of a worker's link, the mean of the "
@@ -520,6 +535,13 @@ static void s_notes(const train_cfg_t *cfg, const ctr_data_t *d, ps_bench_table_
     if (cfg->ctr_skipped[0]) {
         ps_bench_table_note(t, "Ring rows left out: %s.", cfg->ctr_skipped);
     }
+}
+
+/* What every row ran and how its figures are read, under the runs' table. */
+static void s_notes(const train_cfg_t *cfg, const ctr_data_t *d, ps_bench_table_t *t)
+{
+    s_notes_runs(cfg, d, t);
+    s_notes_figures(cfg, t);
 }
 
 /* Bytes per worker link per step against workers: each design's theory

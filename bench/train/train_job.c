@@ -216,6 +216,22 @@ static void s_run_net(const train_cfg_t *cfg, train_run_t *r, char *const *args,
     r->line_busy = res.line_busy;
 }
 
+/* Appends flag and its value to argv at *a. */
+static void s_pair(char **argv, int *a, const char *flag, const char *value)
+{
+    argv[(*a)++] = (char *)flag;
+    argv[(*a)++] = (char *)value;
+}
+
+/* Appends flag and v, written into num[48], when v > 0 (0: the default). */
+static void s_count(char **argv, int *a, const char *flag, int v, char num[48])
+{
+    if (v > 0) {
+        snprintf(num, 48, "%d", v);
+        s_pair(argv, a, flag, num);
+    }
+}
+
 /* The launcher's command line of run r (tagged tag, its summary at json)
  * into argv (NULL-terminated); num holds the numbers it points to. */
 static void s_argv(const train_cfg_t *cfg, const train_run_t *r, const char *tag,
@@ -228,72 +244,41 @@ static void s_argv(const train_cfg_t *cfg, const train_run_t *r, const char *tag
     snprintf(num[2], sizeof num[2], "%d", cfg->epochs);
     snprintf(num[3], sizeof num[3], "%d", cfg->seed);
     snprintf(num[4], sizeof num[4], "%g", cfg->timeout);
-    argv[a++] = "--servers";
-    argv[a++] = num[0];
-    argv[a++] = "--workers";
-    argv[a++] = num[1];
-    argv[a++] = "--model";
-    argv[a++] = (char *)cfg->model;
-    argv[a++] = "--mode";
-    argv[a++] = (char *)r->mode;
-    argv[a++] = "--epochs";
-    argv[a++] = num[2];
-    argv[a++] = "--seed";
-    argv[a++] = num[3];
+    s_pair(argv, &a, "--servers", num[0]);
+    s_pair(argv, &a, "--workers", num[1]);
+    s_pair(argv, &a, "--model", cfg->model);
+    s_pair(argv, &a, "--mode", r->mode);
+    s_pair(argv, &a, "--epochs", num[2]);
+    s_pair(argv, &a, "--seed", num[3]);
     if (!cfg->net) { /* with --net the bench keeps the time itself */
-        argv[a++] = "--timeout";
-        argv[a++] = num[4];
+        s_pair(argv, &a, "--timeout", num[4]);
     }
     /* the nodes register once they have read their data: a big click log,
      * or a ring's table of every key in it, takes longer than the default */
-    argv[a++] = "--wait";
-    argv[a++] = num[4];
-    argv[a++] = "--summary";
-    argv[a++] = (char *)json;
-    if (ps_bench_train_max_steps(cfg, r->label) > 0) {
-        snprintf(num[5], sizeof num[5], "%d", ps_bench_train_max_steps(cfg, r->label));
-        argv[a++] = "--max-steps";
-        argv[a++] = num[5];
-    }
-    if (cfg->threads > 0) {
-        snprintf(num[6], sizeof num[6], "%d", cfg->threads);
-        argv[a++] = "--threads";
-        argv[a++] = num[6];
-    }
-    if (cfg->batch > 0) {
-        snprintf(num[7], sizeof num[7], "%d", cfg->batch);
-        argv[a++] = "--batch";
-        argv[a++] = num[7];
-    }
-    if (cfg->eval_every > 0) {
-        snprintf(num[8], sizeof num[8], "%d", cfg->eval_every);
-        argv[a++] = "--eval-every";
-        argv[a++] = num[8];
-    }
+    s_pair(argv, &a, "--wait", num[4]);
+    s_pair(argv, &a, "--summary", json);
+    s_count(argv, &a, "--max-steps", ps_bench_train_max_steps(cfg, r->label), num[5]);
+    s_count(argv, &a, "--threads", cfg->threads, num[6]);
+    s_count(argv, &a, "--batch", cfg->batch, num[7]);
+    s_count(argv, &a, "--eval-every", cfg->eval_every, num[8]);
     if (r->scen == SCEN_STRAGGLER && cfg->straggler && cfg->straggler_rank < r->workers) {
-        argv[a++] = "--straggler";
-        argv[a++] = (char *)cfg->straggler;
+        s_pair(argv, &a, "--straggler", cfg->straggler);
     }
     if (r->scen == SCEN_KILL) {
-        argv[a++] = "--min-workers";
-        argv[a++] = "1";
+        s_pair(argv, &a, "--min-workers", "1");
     }
     if (!strcmp(r->label, TRAIN_MPI)) {
-        argv[a++] = "--allreduce-backend";
-        argv[a++] = "mpi";
+        s_pair(argv, &a, "--allreduce-backend", "mpi");
     }
     if (ps_bench_train_colocated(r->label)) {
-        argv[a++] = "--placement";
-        argv[a++] = "colocated";
+        s_pair(argv, &a, "--placement", "colocated");
     }
     if (cfg->ctr_data) {
-        argv[a++] = "--ctr-data";
-        argv[a++] = (char *)cfg->ctr_data;
+        s_pair(argv, &a, "--ctr-data", cfg->ctr_data);
     }
     const char *ring_rows = ps_bench_train_ring_rows(r->label);
     if (ring_rows) {
-        argv[a++] = "--ring-rows";
-        argv[a++] = (char *)ring_rows;
+        s_pair(argv, &a, "--ring-rows", ring_rows);
     }
     if (cfg->net) {
         /* progress lines often enough to place the kill; one job id for all */
@@ -301,14 +286,11 @@ static void s_argv(const train_cfg_t *cfg, const train_run_t *r, const char *tag
         for (char *p = num[9]; *p; p++) {
             *p = *p == '.' ? '-' : *p;
         }
-        argv[a++] = "--progress";
-        argv[a++] = "0.25";
-        argv[a++] = "--job-id";
-        argv[a++] = num[9];
+        s_pair(argv, &a, "--progress", "0.25");
+        s_pair(argv, &a, "--job-id", num[9]);
         /* no preflight (--node turns it on): its bulk probes would count in
          * every link's bytes and TCP counters (--job-flags may turn it on) */
-        argv[a++] = "--preflight";
-        argv[a++] = "0";
+        s_pair(argv, &a, "--preflight", "0");
     }
     for (int i = 0; cfg->job_flags[i]; i++) {
         argv[a++] = cfg->job_flags[i];

@@ -13,18 +13,17 @@
 
 #include "bench/train/train.h"
 #include "common/error.h"
+#include "common/log.h"
 
-/* Seconds since midnight of a log line's "HH:MM:SS.mmm" stamp, or -1. */
+/* The time of a log line (up to its newline) in seconds, or -1. */
 static double s_stamp(const char *line)
 {
-    int h, m;
-    double sec;
-    return sscanf(line, "%2d:%2d:%lf", &h, &m, &sec) == 3 ? h * 3600 + m * 60 + sec : -1;
+    return ps_log_line_time(line, strcspn(line, "\n"));
 }
 
 /*
  * The job's steps per second in the three phases of a join run, from worker
- * 0's progress lines ("HH:MM:SS.mmm W0 I epoch=E/N step=S/SPE ..."): before
+ * 0's progress lines ("<time> W0 I epoch=E/N step=S/SPE ..."): before
  * the loss of W1, W0 alone (after the step the loss took effect at) and
  * after W1 joined (after its join step), each the slope between the first
  * and the last line of the phase. lost and joined: the steps of the
@@ -41,8 +40,7 @@ static int s_join_phases(const char *log, double rate[3], long long *lost,
         sscanf(q, " joins at step %lld", joined) != 1) {
         return PS_ENOENT;
     }
-    double t_first[3] = {0}, t_last[3] = {0}, s_first[3] = {0}, s_last[3] = {0}, day = 0,
-           prev = -1;
+    double t_first[3] = {0}, t_last[3] = {0}, s_first[3] = {0}, s_last[3] = {0};
     int n[3] = {0};
     static const char key[] = " W0 I epoch=";
     for (const char *l = strstr(log, key); l; l = strstr(l + 1, key)) {
@@ -57,9 +55,6 @@ static int s_join_phases(const char *log, double rate[3], long long *lost,
             sscanf(l + strlen(key), "%d/%d step=%lld/%lld", &e, &ne, &st, &spe) != 4) {
             continue;
         }
-        day += prev >= 0 && t + day < prev ? 86400 : 0; /* past midnight */
-        t += day;
-        prev = t;
         long long g = (long long)(e - 1) * spe + st;
         int ph = g < *lost ? 0 : g <= *joined ? (g > *lost ? 1 : -1) : 2;
         if (ph < 0) {
@@ -78,6 +73,53 @@ static int s_join_phases(const char *log, double rate[3], long long *lost,
         }
         rate[i] = (s_last[i] - s_first[i]) / (t_last[i] - t_first[i]);
     }
+    return 0;
+}
+
+/* Live workers in each phase: both, W0 alone, W1 back. */
+static const int s_live[3] = {2, 1, 2};
+
+/* Join run k of repeat: the job, its phases' job steps/s into rate[] and its
+ * row. Returns 0, or 1 when it failed (its row and stderr say so). */
+static int s_join_run(const train_cfg_t *cfg, int k, int repeat, ps_bench_table_t *t,
+                      double rate[3])
+{
+    const int b = ps_bench_train_batch(cfg);
+    train_run_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        return 1;
+    }
+    r->label = "sync";
+    snprintf(r->mode, sizeof r->mode, "sync");
+    r->workers = 2;
+    r->scen = SCEN_KILL;
+    fprintf(stderr, TRAIN_PROG ": join run %d/%d ...\n", k, repeat);
+    ps_bench_train_job(cfg, r, TRAIN_REJOIN_AT, k);
+    char log_path[PATH_MAX], *log = NULL, tag[80];
+    ps_bench_train_tag(r, tag, sizeof tag);
+    snprintf(log_path, sizeof log_path, "%s/runs/%s_%d.log", cfg->out, tag, k);
+    long long lost = 0, joined = 0;
+    int ok = r->status == 0 && ps_bench_read_file(log_path, &log) == 0 &&
+             s_join_phases(log, rate, &lost, &joined) == 0;
+    free(log);
+    if (!ok) {
+        ps_bench_table_rowf(t, "%d,%s,,,,,,,,,,,,", k,
+                            r->status ? "failed" : "no join seen in the log");
+        fprintf(stderr, TRAIN_PROG ":   failed (status %d; log: %s)\n", r->status,
+                log_path);
+        free(r);
+        return 1;
+    }
+    fprintf(stderr,
+            TRAIN_PROG ":   job steps/s %.1f (2 workers), %.1f (W0 alone), %.1f (W1 back); "
+                       "samples/s %.0f, %.0f, %.0f\n",
+            rate[0], rate[1], rate[2], rate[0] * 2 * b, rate[1] * b, rate[2] * 2 * b);
+    ps_bench_table_rowf(t,
+                        "%d,ok,%lld,%lld,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,%.4f",
+                        k, lost, joined, rate[0], rate[1], rate[2], rate[0] * s_live[0],
+                        rate[1] * s_live[1], rate[2] * s_live[2], rate[0] * s_live[0] * b,
+                        rate[1] * s_live[1] * b, rate[2] * s_live[2] * b, r->acc);
+    free(r);
     return 0;
 }
 
@@ -102,55 +144,19 @@ int ps_bench_train_join(const train_cfg_t *cfg, int repeat)
             &t) != 0) {
         return 1;
     }
-    const int b = ps_bench_train_batch(cfg), live[3] = {2, 1, 2};
+    const int b = ps_bench_train_batch(cfg);
     double med[3][64];
     int nmed = 0, failed = 0;
     for (int k = 1; k <= repeat && !ps_netsim_stop; k++) {
-        train_run_t *r = calloc(1, sizeof *r);
-        if (!r) {
-            failed = 1;
-            break;
-        }
-        r->label = "sync";
-        snprintf(r->mode, sizeof r->mode, "sync");
-        r->workers = 2;
-        r->scen = SCEN_KILL;
-        fprintf(stderr, TRAIN_PROG ": join run %d/%d ...\n", k, repeat);
-        ps_bench_train_job(cfg, r, TRAIN_REJOIN_AT, k);
-        char log_path[PATH_MAX], *log = NULL, tag[80];
-        ps_bench_train_tag(r, tag, sizeof tag);
-        snprintf(log_path, sizeof log_path, "%s/runs/%s_%d.log", cfg->out, tag, k);
         double rate[3];
-        long long lost = 0, joined = 0;
-        int ok = r->status == 0 && ps_bench_read_file(log_path, &log) == 0 &&
-                 s_join_phases(log, rate, &lost, &joined) == 0;
-        free(log);
-        if (!ok) {
+        if (s_join_run(cfg, k, repeat, t, rate) != 0) {
             failed = 1;
-            ps_bench_table_rowf(t, "%d,%s,,,,,,,,,,,,", k,
-                                r->status ? "failed" : "no join seen in the log");
-            fprintf(stderr, TRAIN_PROG ":   failed (status %d; log: %s)\n", r->status,
-                    log_path);
-            free(r);
-            continue;
-        }
-        if (nmed < 64) {
+        } else if (nmed < 64) {
             for (int i = 0; i < 3; i++) {
                 med[i][nmed] = rate[i];
             }
             nmed++;
         }
-        fprintf(stderr,
-                TRAIN_PROG
-                ":   job steps/s %.1f (2 workers), %.1f (W0 alone), %.1f (W1 back); "
-                "samples/s %.0f, %.0f, %.0f\n",
-                rate[0], rate[1], rate[2], rate[0] * 2 * b, rate[1] * b, rate[2] * 2 * b);
-        ps_bench_table_rowf(
-            t, "%d,ok,%lld,%lld,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,%.4f", k, lost,
-            joined, rate[0], rate[1], rate[2], rate[0] * live[0], rate[1] * live[1],
-            rate[2] * live[2], rate[0] * live[0] * b, rate[1] * live[1] * b,
-            rate[2] * live[2] * b, r->acc);
-        free(r);
     }
     if (nmed > 0) {
         double m[3];
@@ -159,8 +165,8 @@ int ps_bench_train_join(const train_cfg_t *cfg, int repeat)
         }
         ps_bench_table_rowf(
             t, "median of %d,,,,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.0f,%.0f,%.0f,", nmed, m[0],
-            m[1], m[2], m[0] * live[0], m[1] * live[1], m[2] * live[2], m[0] * live[0] * b,
-            m[1] * live[1] * b, m[2] * live[2] * b);
+            m[1], m[2], m[0] * s_live[0], m[1] * s_live[1], m[2] * s_live[2],
+            m[0] * s_live[0] * b, m[1] * s_live[1] * b, m[2] * s_live[2] * b);
     }
     ps_bench_table_note(t,
                         "Each run: `shardps-launch --node` per role in its namespace, "

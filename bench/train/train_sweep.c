@@ -54,17 +54,16 @@ static const char *s_cell(char *buf, size_t cap, int prec, double v)
     return buf;
 }
 
-void ps_bench_train_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns,
-                          const char *metric, const char *metric_png,
-                          const char *throughput_png)
+/* The test metric against training time: one panel per worker count, one
+ * y range for all, from just under the lowest value above chance (a
+ * diverged run stays below it, off the plot). */
+static void s_plot_metric(const train_cfg_t *cfg, const train_run_t *runs, int nruns,
+                          const char *metric, const char *png)
 {
-    /* The test metric against training time: one panel per worker count, one
-     * y range for all, from just under the lowest value above chance
-     * (a diverged run stays below it, off the plot). */
     ps_bench_str_t gp = {0}, data = {0};
     int panels = cfg->nworkers * cfg->nscen;
     double lo = cfg->target;
-    ps_bench_plot_header(&gp, cfg->page, metric_png, 340 * panels, 340);
+    ps_bench_plot_header(&gp, cfg->page, png, 340 * panels, 340);
     for (int i = 0; i < nruns; i++) {
         if (runs[i].status == 0 && runs[i].nep > 0) {
             ps_bench_str_addf(&data, "$r%d << EOD\n", i);
@@ -106,13 +105,17 @@ void ps_bench_train_plots(const train_cfg_t *cfg, const train_run_t *runs, int n
         ps_bench_str_addf(&gp, "\n");
     }
     ps_bench_str_addf(&gp, "unset multiplot\n");
-    ps_bench_plot(cfg->page, metric_png, ps_bench_str_get(&gp));
+    ps_bench_plot(cfg->page, png, ps_bench_str_get(&gp));
     ps_bench_str_fini(&gp);
     ps_bench_str_fini(&data);
+}
 
-    /* Samples per second against workers: one line per mode. */
-    ps_bench_str_t plot = {0};
-    ps_bench_plot_header(&gp, cfg->page, throughput_png, 520, 360);
+/* Samples per second against workers: one line per mode. */
+static void s_plot_throughput(const train_cfg_t *cfg, const train_run_t *runs, int nruns,
+                              const char *png)
+{
+    ps_bench_str_t gp = {0}, plot = {0};
+    ps_bench_plot_header(&gp, cfg->page, png, 520, 360);
     ps_bench_str_addf(&gp,
                       "set xlabel 'workers'\nset ylabel 'samples/s'\nset yrange [0:*]\n"
                       "set xtics (");
@@ -138,10 +141,18 @@ void ps_bench_train_plots(const train_cfg_t *cfg, const train_run_t *runs, int n
     }
     if (plot.len) {
         ps_bench_str_addf(&gp, "plot %s\n", ps_bench_str_get(&plot));
-        ps_bench_plot(cfg->page, throughput_png, ps_bench_str_get(&gp));
+        ps_bench_plot(cfg->page, png, ps_bench_str_get(&gp));
     }
     ps_bench_str_fini(&plot);
     ps_bench_str_fini(&gp);
+}
+
+void ps_bench_train_plots(const train_cfg_t *cfg, const train_run_t *runs, int nruns,
+                          const char *metric, const char *metric_png,
+                          const char *throughput_png)
+{
+    s_plot_metric(cfg, runs, nruns, metric, metric_png);
+    s_plot_throughput(cfg, runs, nruns, throughput_png);
 }
 
 /* Scenario by scenario, and within one the modes alternate per worker
