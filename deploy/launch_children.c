@@ -17,29 +17,45 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "deploy/launch_flags.h"
 
 #define S_LINE_MAX (64 * 1024) /* longer child lines are split at this size */
-#define S_PREFIX_MAX 64        /* room for the prefix of a line not from the logger */
+/* Room for a line as written: a prefix and the line, as JSON up to 6 bytes
+ * a byte (a control character quoted as \u00XX). */
+#define S_OUT_MAX (6 * S_LINE_MAX + 256)
 
 /* ---- output -------------------------------------------------------------- */
+
+/* A child's line as this launcher writes it, into C->scratch (the line
+ * copied behind S_OUT_MAX as a message): its logger's lines as they are, or
+ * as JSON with --log-format json; other lines get the time, the child's tag
+ * and '>' for its stdout, '!' for its stderr. Returns the length. */
+static size_t s_format(ps_launch_children_t *C, const ps_launch_child_t *c, int k,
+                       const char *p, size_t n)
+{
+    char stamp[PS_LOG_STAMP_MAX], node[16];
+    int level = k == 0 ? PS_LOG_STDOUT : PS_LOG_STDERR;
+    size_t at = 0;
+    const int json = ps_log_format() == PS_LOG_JSON;
+    if (ps_log_is_line(p, n) &&
+        (!json || ps_log_split(p, n, stamp, node, sizeof node, &level, &at) != 0)) {
+        memcpy(C->scratch, p, n);
+        return n;
+    }
+    char *msg = C->scratch + S_OUT_MAX;
+    memcpy(msg, p + at, n - at);
+    msg[n - at] = '\0';
+    return ps_log_line(C->scratch, S_OUT_MAX, at ? stamp : NULL, at ? node : c->tag, level,
+                       msg);
+}
 
 /* Emits one child line (without its newline) on stderr with one write(). */
 static void s_emit(ps_launch_children_t *C, const ps_launch_child_t *c, int k, const char *p,
                    size_t n)
 {
-    size_t used = 0;
-    if (!ps_log_is_line(p, n)) {
-        char stamp[16];
-        ps_log_stamp(stamp, sizeof stamp);
-        /* '>' marks the child's stdout, '!' its stderr: not from the logger. */
-        int w = snprintf(C->scratch, S_PREFIX_MAX, "%s %s %c ", stamp, c->tag,
-                         k == 0 ? '>' : '!');
-        used = (w > 0 && w < S_PREFIX_MAX) ? (size_t)w : 0;
-    }
-    memcpy(C->scratch + used, p, n);
-    used += n;
+    size_t used = s_format(C, c, k, p, n);
     C->scratch[used++] = '\n';
     /* When stderr is gone there is nothing better to do. */
     (void)ps_proc_write_all(STDERR_FILENO, C->scratch, used);
@@ -58,6 +74,20 @@ typedef struct {
     int k; /* 0 stdout, 1 stderr */
 } s_sink_t;
 
+/* A JSON logger line's message when its level is info, else "". */
+static void s_json_info(const char *p, size_t n, char *out, size_t cap)
+{
+    json_t *j = NULL;
+    const char *level = NULL, *msg = NULL;
+    out[0] = '\0';
+    if (ps_json_parse(p, n, 0, &j, NULL, 0) == 0 &&
+        ps_json_get_str(j, "level", &level, NULL, 0) == 0 && !strcmp(level, "info") &&
+        ps_json_get_str(j, "message", &msg, NULL, 0) == 0) {
+        snprintf(out, cap, "%s", msg);
+    }
+    json_decref(j);
+}
+
 /* The scheduler's summary line and its usage error, kept for the
  * launcher's last line on stdout. */
 static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, const char *p,
@@ -74,6 +104,12 @@ static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, 
     } else if (n >= sizeof err - 1 && !memcmp(p, err, sizeof err - 1)) {
         at = p + sizeof err - 1;
         snprintf(C->error, sizeof C->error, "%.*s", (int)(p + n - at), at);
+    } else if (p[0] == '{' && memmem(p, n, "\"message\":\"summary: ", 21)) {
+        char msg[sizeof C->summary + 8];
+        s_json_info(p, n, msg, sizeof msg);
+        if (!strncmp(msg, "summary: ", 9)) {
+            snprintf(C->summary, sizeof C->summary, "%s", msg + 9);
+        }
     }
 }
 
@@ -165,7 +201,7 @@ int ps_launch_children_init(ps_launch_children_t *C, int servers, int spares, in
     s_raise_fd_limit(C->nkids);
     size_t npoll = 1 + 2 * (size_t)C->nkids;
     C->kids = calloc((size_t)C->nkids, sizeof *C->kids);
-    C->scratch = malloc(S_LINE_MAX + S_PREFIX_MAX);
+    C->scratch = malloc(S_OUT_MAX + S_LINE_MAX + 1);
     C->pfd = calloc(npoll, sizeof *C->pfd);
     C->who = calloc(npoll, sizeof *C->who);
     C->which = calloc(npoll, sizeof *C->which);

@@ -60,6 +60,7 @@ static const struct {
     {"dump-params", "worker 0, or every worker when FILE holds %d"},
     {"save-model", "worker 0; default: model.safetensors beside --summary"},
     {"log-level", "every role and the launcher"},
+    {"log-format", "servers, workers and the launcher, which writes every line it relays so"},
     {"keys", "every role; with --secure and no --keys the launcher makes the job's keys in "
              "its private temporary directory"},
     {"secret-file", "every role; without it the launcher makes the job's secret in its "
@@ -371,6 +372,10 @@ static int s_resolve(ps_launch_flags_t *F, int argc, char **argv)
     }
     const char *level = ps_launch_flags_value(F, "log-level");
     if (level && ps_log_set_level_flag(PS_LAUNCH_PROG, level) != 0) {
+        return PS_EINVAL;
+    }
+    const char *format = ps_launch_flags_value(F, "log-format");
+    if (format && ps_log_set_format_flag(PS_LAUNCH_PROG, format) != 0) {
         return PS_EINVAL;
     }
     for (int r = 0; r < PS_LAUNCH_NROLES; r++) {

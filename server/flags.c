@@ -22,6 +22,7 @@ void ps_server_flags_init(ps_server_flags_t *f)
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
     f->cfg.report_missing = 5.0;
     f->log_level = "info";
+    f->log_format = "text";
     f->cfg.trace_kib = 16384;
 }
 
@@ -49,6 +50,7 @@ size_t ps_server_flags_table(ps_server_flags_t *f, ps_flag_t *out)
         {"checkpoint-dir", PS_FLAG_STR, &c->checkpoint_dir, "DIR", "this server's checkpoint directory, when its path differs from the scheduler's --checkpoint-dir: its parts are written here and, on a resume, checked and loaded from here (default: the scheduler's path, on this host)"},
         {"spare", PS_FLAG_BOOL, &c->spare, "0|1", "wait as a spare to take over a lost server's keys from its newest checkpoint"},
         ps_log_level_flag(&f->log_level),
+        ps_log_format_flag(&f->log_format),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SERVER_NFLAGS, "PS_SERVER_NFLAGS");
     memcpy(out, t, sizeof t);

@@ -22,12 +22,13 @@ extern "C" {
 #define PS_SERVER_ABOUT \
     "A shardps parameter server: holds a key range of the model and applies updates."
 /* Entries in the table. */
-#define PS_SERVER_NFLAGS 20
+#define PS_SERVER_NFLAGS 21
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
     ps_server_config_t cfg; /* the server's configuration */
     const char *log_level;  /* --log-level, for ps_log_set_level_flag() */
+    const char *log_format; /* --log-format, for ps_log_set_format_flag() */
 } ps_server_flags_t;
 
 /* Fills *f with the defaults (what --help shows). */

@@ -43,6 +43,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cpu_gemm = "auto";
     f->gemm = PS_CPU_GEMM_AUTO;
     f->log_level = "info";
+    f->log_format = "text";
     f->on_nonfinite = "fail";
     f->allreduce_backend = "ring";
     f->cfg.trace_kib = 16384;
@@ -91,6 +92,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         ps_trace_kib_flag(&c->trace_kib),
         ps_link_scheduler_grace_flag(&c->scheduler_grace),
         ps_log_level_flag(&f->log_level),
+        ps_log_format_flag(&f->log_format),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_WORKER_NFLAGS, "PS_WORKER_NFLAGS");
     memcpy(out, t, sizeof t);

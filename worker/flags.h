@@ -24,7 +24,7 @@ extern "C" {
     "A shardps worker: pulls weights, computes gradients on its data shard, pushes them\n" \
     "(or, in allreduce mode, sums them over a ring of workers and updates locally)."
 /* Entries in the table. */
-#define PS_WORKER_NFLAGS 39
+#define PS_WORKER_NFLAGS 40
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -32,6 +32,7 @@ typedef struct {
     const char *cpu_gemm;   /* --cpu-gemm, parsed into gemm */
     ps_cpu_gemm_t gemm;     /* after ps_worker_flags_check(): for ps_kernels_set_cpu_gemm() */
     const char *log_level;  /* --log-level, for ps_log_set_level_flag() */
+    const char *log_format; /* --log-format, for ps_log_set_format_flag() */
     const char *on_nonfinite; /* --on-nonfinite, parsed into cfg.skip_nonfinite */
     const char *allreduce_backend; /* --allreduce-backend, parsed into cfg.allreduce_mpi */
 } ps_worker_flags_t;

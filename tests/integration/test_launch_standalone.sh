@@ -50,7 +50,7 @@ esac
 echo "$args" > "$FAKE_DIR/args.$tag"
 echo "dump=${SHARDPS_DUMP_PARAMS-unset} timeout=${SHARDPS_JOB_TIMEOUT-unset}" > "$FAKE_DIR/env.$tag"
 echo $$ >> "$FAKE_DIR/pids"
-log() { echo "$(date +%H:%M:%S.%3N) $tag I $*" >&2; }
+log() { echo "$(date +%Y-%m-%dT%H:%M:%S.%3N%:z) $tag I $*" >&2; }
 nap() { sleep "$1" & echo $! >> "$FAKE_DIR/pids"; wait $!; }
 if [ -n "${FAKE_IGNORE_TERM:-}" ] && [ "$role" = server ]; then
     trap '' TERM
@@ -88,7 +88,7 @@ worker)
         exit 1
     fi
     if [ -n "${FAKE_CHATTY:-}" ]; then
-        ts=$(date +%H:%M:%S.%3N)
+        ts=$(date +%Y-%m-%dT%H:%M:%S.%3N%:z)
         pad=$(printf 'y%.0s' $(seq 1 400))
         for i in $(seq 1 300); do
             echo "$ts $tag I chatty $i $pad end" >&2
@@ -169,6 +169,8 @@ wait_started() {
 }
 
 lt() { [ "$(echo "$1 < $2" | bc)" = 1 ]; }
+# A logger line's stamp: ISO 8601 with milliseconds and the UTC offset.
+STAMP='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{2}:[0-9]{2}'
 has() { grep -qE -- "$1" "$OUT"; }
 show() {
     sed 's/^/     | /' "$OUT" | cut -c1-200 | tail -25
@@ -185,14 +187,14 @@ else
     fail "all ok: rc=$RC"
     show
 fi
-if has '^[0-9:.]{12} C I shard map: ok$' && has '^[0-9:.]{12} W2 I epoch=1 step=1 loss=0.5$'; then
+if has "^$STAMP C I shard map: ok$" && has "^$STAMP W2 I epoch=1 step=1 loss=0.5$"; then
     pass "logger lines are relayed verbatim"
 else
     fail "logger lines are relayed verbatim"
 fi
-if has '^[0-9:.]{12} W1 ! shardps-worker: warning: not a logger line$' &&
-    has '^[0-9:.]{12} S1 > plain stdout line from S1$' &&
-    has '^[0-9:.]{12} C > plain stdout line from the scheduler$'; then
+if has "^$STAMP W1 ! shardps-worker: warning: not a logger line$" &&
+    has "^$STAMP S1 > plain stdout line from S1$" &&
+    has "^$STAMP C > plain stdout line from the scheduler$"; then
     pass "other lines get the logger prefix with the child's tag"
 else
     fail "other lines get the logger prefix"
@@ -407,12 +409,38 @@ fresh
 FAKE_LONG=1 FAKE_CHATTY=1 run --workers 3
 xs=$(grep ' W0 > x' "$OUT" | tr -cd x | wc -c)
 nlong=$(grep -c ' W0 > xxx' "$OUT")
-nchat=$(grep -cE '^[0-9:.]{12} W[0-2] I chatty [0-9]+ y{400} end$' "$OUT")
-nbad=$(grep -cvE '^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} [A-Z][0-9]* [EWID!>] ' "$OUT")
+nchat=$(grep -cE "^$STAMP W[0-2] I chatty [0-9]+ y{400} end\$" "$OUT")
+nbad=$(grep -cvE "^$STAMP [A-Z][0-9]* [EWID!>] " "$OUT")
 if [ "$RC" = 0 ] && [ "$xs" = 100000 ] && [ "$nlong" = 2 ] && [ "$nchat" = 900 ] && [ "$nbad" = 0 ]; then
     pass "long line split in 2, 900 chatty lines intact, every line well-formed"
 else
     fail "long/chatty lines: rc=$RC xs=$xs nlong=$nlong nchat=$nchat nbad=$nbad"
+fi
+
+# 10b. --log-format json: every line on stderr one JSON object with the
+# time, node, role, rank, level and message, the children's text lines made
+# so; the summary still read from the scheduler's line.
+fresh
+run --servers 1 --workers 2 --log-format json
+if [ "$RC" = 0 ] && grep -qE '^job ok in [0-9.]+ s: job done$' "$FAKE_DIR/stdout" &&
+    python3 - "$OUT" <<'PY'; then
+import json, re, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d$")
+assert all(stamp.match(l["time"]) and set(l) == {"time", "node", "role", "rank", "level",
+           "message"} for l in lines), lines
+def has(**kw):
+    return any(all(l[k] == v for k, v in kw.items()) for l in lines)
+assert has(node="C", role="scheduler", rank=None, level="info", message="shard map: ok")
+assert has(node="W1", role="worker", rank=1, level="stderr",
+           message="shardps-worker: warning: not a logger line")
+assert has(node="S0", role="server", rank=0, level="stdout", message="plain stdout line from S0")
+assert has(role="launcher", rank=None, level="info")
+PY
+    pass "--log-format json: one object per line, children's lines too"
+else
+    fail "--log-format json: rc=$RC"
+    show
 fi
 
 # 11. Without --bin-dir: finds the roles in the Meson build-tree layout.

@@ -43,7 +43,7 @@ run ok
 expect "$TMP/ok.json" "d['status'] == 'ok' and len(d['preflight']) == 4 and \
     all(p['reached'] and p['rtt_ms'] > 0 and p['mbytes_per_s'] > 0 for p in d['preflight'])" \
     "reachable: the preflight does not list 4 reached pairs"
-echo "ok - every pair reachable: job ok; $(grep -m1 ' W1 -> S0 ' "$TMP/ok.c.txt" | cut -c19-)"
+echo "ok - every pair reachable: job ok; $(grep -m1 ' W1 -> S0 ' "$TMP/ok.c.txt" | cut -d' ' -f2-)"
 
 # One rule: W1's host drops everything to S0's address.
 ip -n "${NS[w1]}" route add blackhole "${ADDR[s0]}/32" ||
