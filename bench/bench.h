@@ -8,9 +8,9 @@
  * and PNG plots drawn with gnuplot when it is installed. This header holds
  * the helpers they share: the results page and its tables (page.c), a string
  * builder and plots (plots.c); list parsing, files, running a program, the
- * machine, medians and sums over JSON documents, which are read and
- * written with common/json.h (util.c). Child processes themselves are deploy/proc.h's, as the
- * launcher's. Not a library for anyone else.
+ * machine, medians and sums over JSON documents, which are read and written
+ * with common/json.h (util.c). Child processes themselves are deploy/proc.h's,
+ * as the launcher's. Not a library for anyone else.
  */
 #ifndef PS_BENCH_BENCH_H
 #define PS_BENCH_BENCH_H

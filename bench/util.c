@@ -266,7 +266,8 @@ double ps_bench_json_sum(const json_t *v, const char *key)
     }
     const char *k;
     json_t *x;
-    json_object_foreach((json_t *)v, k, x) {
+    json_object_foreach((json_t *)v, k, x)
+    {
         sum += s_json_term(x, key);
     }
     return sum;

@@ -328,15 +328,18 @@ int ps_scheduler_flags_check(ps_scheduler_flags_t *f, char *err, size_t errlen)
     if (s_parse_job(f, err, errlen) != 0) {
         return PS_EINVAL;
     }
-    int rc = ps_job_validate_nodes(&f->cfg.job, f->cfg.servers, f->cfg.workers, err, errlen);
+    int rc =
+        ps_job_validate_nodes(&f->cfg.job, f->cfg.servers, f->cfg.workers, err, errlen);
     if (rc != 0) {
         return rc;
     }
     const int colocated = !strcmp(f->cfg.placement, "colocated");
     if ((!colocated && strcmp(f->cfg.placement, "dedicated")) ||
         (colocated && f->cfg.servers > f->cfg.workers)) {
-        snprintf(err, errlen, "--placement %.32s: expected dedicated, or colocated with "
-                 "--servers at most --workers", f->cfg.placement);
+        snprintf(err, errlen,
+                 "--placement %.32s: expected dedicated, or colocated with "
+                 "--servers at most --workers",
+                 f->cfg.placement);
         return PS_EINVAL;
     }
     if (s_check_checkpoint(f, err, errlen) != 0 || s_check_workers(f, err, errlen) != 0 ||

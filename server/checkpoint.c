@@ -535,7 +535,8 @@ static int s_read_held(const char *dir, const ps_checkpoint_part_t *parts, int n
             continue;
         }
         int64_t v = step;
-        if (!sts[i] && (rc = s_read_part(dir, &parts[i], step, job, &sts[i], &v, why, cap)) == 0 &&
+        if (!sts[i] &&
+            (rc = s_read_part(dir, &parts[i], step, job, &sts[i], &v, why, cap)) == 0 &&
             version) {
             *version = v;
         }
@@ -563,7 +564,8 @@ static int s_gather(const s_rows_in_t *in, const s_src_t *e, size_t n, const s_s
     for (size_t j = 0; j < n; j++) {
         const s_rows_in_t *p = &in[e[j].part];
         sn->keys[j] = e[j].key;
-        memcpy(sn->values + j * d, p->values + (size_t)e[j].row * d, d * sizeof *sn->values);
+        memcpy(sn->values + j * d, p->values + (size_t)e[j].row * d,
+               d * sizeof *sn->values);
         for (int a = 0; a < nstate; a++) {
             memcpy(sn->state + ((size_t)a * n + j) * d, p->state[a] + (size_t)e[j].row * d,
                    d * sizeof *sn->state);
@@ -598,8 +600,9 @@ static int s_load_rows(const char *dir, const ps_checkpoint_part_t *parts, int n
     if (rc == PS_EPROTO) {
         snprintf(why, cap, "%s: no part to load rows from", dir);
     }
-    rc = rc ? rc : s_read_held(dir, parts, nparts, step, job, d, nstate, r, held, sts, in,
-                               version, why, cap);
+    rc = rc ? rc
+            : s_read_held(dir, parts, nparts, step, job, d, nstate, r, held, sts, in,
+                          version, why, cap);
     rc = rc ? rc : s_select(in, nparts, r, 0, &e, &n);
     rc = rc ? rc : s_select(in, nparts, r, 1, &pe, &np);
     const uint64_t max = job->max_rows && job->max_rows < PS_ROWS_MAX ? job->max_rows

@@ -697,7 +697,8 @@ static int s_start(ps_server_t *s, char *err, size_t errlen)
         ps_log_err("cannot give ZeroMQ %d I/O threads", PS_SERVER_IO_THREADS);
         return -1;
     }
-    if (ps_curve_secure_ctx(s->ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err, errlen) != 0 ||
+    if (ps_curve_secure_ctx(s->ctx, cfg->secure, cfg->keys, PS_ROLE_SERVER, err,
+                            errlen) != 0 ||
         ps_trace_open(cfg->trace, cfg->trace_steps, cfg->trace_kib, err, errlen) != 0 ||
         ps_server_obs_new(cfg->metrics_bind, &s->obs, err, errlen) != 0) {
         ps_log_err("%s", err);
@@ -729,7 +730,8 @@ static int s_start(ps_server_t *s, char *err, size_t errlen)
     ps_trace_set_process(tag, ps_link_clock_offset(s->link));
     ps_link_set_report(s->link, s_heartbeat_report, s);
     ps_link_set_on_message(s->link, s_on_resume_check, s);
-    ps_log_info("registered as S%d%s", ps_link_rank(s->link), cfg->spare ? " (a spare)" : "");
+    ps_log_info("registered as S%d%s", ps_link_rank(s->link),
+                cfg->spare ? " (a spare)" : "");
     return 0;
 }
 

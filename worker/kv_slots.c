@@ -376,7 +376,8 @@ static void s_on_pull_reply(ps_kv_slots_t *t, int idx, int i, const Shardps__Hea
         (next != &sl->next_split && r.begin < lo.end && r.end > lo.end) ||
         !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
         len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
-        snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request", i);
+        snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",
+                 i);
         s_part_done(sl, PS_EPROTO, why, 0);
         return;
     }

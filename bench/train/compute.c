@@ -222,8 +222,8 @@ static void s_last_line(const char *path, char *buf, size_t len)
  * goes to DIR/torch.log and --out to DIR/torch.json, whose document comes
  * back in *doc (caller owns it: json_decref; NULL when absent or not JSON).
  * On failure, why goes to note. */
-static int s_torch_run(const compute_cfg_t *cfg, char *const args[], json_t **doc, char *note,
-                       size_t len)
+static int s_torch_run(const compute_cfg_t *cfg, char *const args[], json_t **doc,
+                       char *note, size_t len)
 {
     char dir[] = "/tmp/sps-compute.XXXXXX";
     *doc = NULL;
@@ -363,22 +363,24 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     const double sps = samples / r->seconds, cps = samples / r->cpu_seconds;
     static const char *const speed[] = {"samples_per_sec", "cpu_samples_per_sec", "step_ms",
                                         "step_ms_median", "train_loss"};
-    static const char *const split[] = {"gather", "copy_in", "forward", "backward",
-                                        "copy_out", "update", "kernels", "copies",
-                                        "host", "step"};
+    static const char *const split[] = {"gather",   "copy_in", "forward", "backward",
+                                        "copy_out", "update",  "kernels", "copies",
+                                        "host",     "step"};
     static const char *const torch[] = {
-        "torch_samples_per_sec",     "ratio_vs_torch",     "torch_strong_samples_per_sec",
-        "ratio_vs_torch_strong",     "torch_cpu_samples_per_sec", "cpu_ratio_vs_torch"};
+        "torch_samples_per_sec",        "ratio_vs_torch",
+        "torch_strong_samples_per_sec", "ratio_vs_torch_strong",
+        "torch_cpu_samples_per_sec",    "cpu_ratio_vs_torch"};
     const double speed_v[] = {sps, cps, 1e3 * r->seconds / cfg->steps, 1e3 * r->step_median,
                               r->loss};
-    const double split_v[] = {r->gather,   r->copy_in, r->forward, r->backward, r->copy_out,
-                              r->update,   r->kernels, r->copies,  r->host,     r->step};
-    const double torch_v[] = {r->torch_sps,     sps / r->torch_sps, r->strong_sps,
-                              sps / r->strong_sps, r->torch_cpu_sps, cps / r->torch_cpu_sps};
+    const double split_v[] = {r->gather, r->copy_in, r->forward, r->backward, r->copy_out,
+                              r->update, r->kernels, r->copies,  r->host,     r->step};
+    const double torch_v[] = {r->torch_sps,     sps / r->torch_sps,
+                              r->strong_sps,    sps / r->strong_sps,
+                              r->torch_cpu_sps, cps / r->torch_cpu_sps};
     json_t *doc = json_pack("{s:o, s:s, s:i, s:i, s:i, s:i, s:i, s:s}", "model",
                             ps_json_text(cfg->model), "device", r->backend, "threads",
-                            cfg->threads, "blas_threads", r->blas_threads, "batch", cfg->batch,
-                            "steps", cfg->steps, "warmup", cfg->warmup, "data",
+                            cfg->threads, "blas_threads", r->blas_threads, "batch",
+                            cfg->batch, "steps", cfg->steps, "warmup", cfg->warmup, "data",
                             s_ctr(cfg)     ? "click log"
                             : cfg->data[0] ? "fashion-mnist"
                                            : "synthetic");

@@ -121,7 +121,8 @@ static int s_job(const sc_cfg_t *c, int round, long m, long steps, sc_cost_t *co
     json_t *doc = NULL;
     if (rc == 0 &&
         (ps_json_read_file(json, PS_BENCH_JSON_MAX, &doc, NULL, 0) != 0 ||
-         ps_json_get_num(doc, "scheduler_cpu_seconds", &cost->v[C_SCHED_CPU], NULL, 0) != 0 ||
+         ps_json_get_num(doc, "scheduler_cpu_seconds", &cost->v[C_SCHED_CPU], NULL,
+                         0) != 0 ||
          ps_json_get_num(doc, "scheduler_messages", &cost->v[C_SCHED_MSGS], NULL, 0) != 0 ||
          ps_json_get_num(doc, "train_seconds", &cost->v[C_TRAIN], NULL, 0) != 0)) {
         rc = PS_EPROTO;

@@ -110,7 +110,8 @@ static void s_read_ctr(const train_cfg_t *cfg, const train_run_t *r, ctr_run_t *
         c->keys = json_number_value(json_object_get(rows, "keys_per_worker_step"));
         c->rows = json_number_value(json_object_get(rows, "total"));
     }
-    const double train = ps_bench_json_sum(json_object_get(doc, "worker_train_seconds"), NULL);
+    const double train =
+        ps_bench_json_sum(json_object_get(doc, "worker_train_seconds"), NULL);
     if (train > 0) {
         c->compute_share =
             ps_bench_json_sum(json_object_get(doc, "worker_compute_seconds"), NULL) / train;
@@ -126,11 +127,10 @@ static void s_read_ctr(const train_cfg_t *cfg, const train_run_t *r, ctr_run_t *
         int k = 0;
         for (size_t i = n > 1 ? 1 : 0; i < n && i < json_array_size(steps); i++) {
             const double st = json_number_value(json_array_get(steps, i));
+            const json_t *wi = json_array_get(w, i);
             if (st > 0) {
-                sent += ps_bench_json_sum(json_object_get(json_array_get(w, i), "sent"),
-                                          NULL) / st;
-                recv += ps_bench_json_sum(json_object_get(json_array_get(w, i), "received"),
-                                          NULL) / st;
+                sent += ps_bench_json_sum(json_object_get(wi, "sent"), NULL) / st;
+                recv += ps_bench_json_sum(json_object_get(wi, "received"), NULL) / st;
                 k++;
             }
         }

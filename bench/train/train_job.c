@@ -115,11 +115,11 @@ static int s_read_results(const char *json_path, const char *log_path, double ta
     const struct {
         const char *path;
         double *v;
-    } figs[] = {{"samples_per_sec", &r->sps}, {"wall_seconds", &r->wall},
-                {"bytes_pushed", &pushed},     {"bytes_pulled", &pulled},
+    } figs[] = {{"samples_per_sec", &r->sps},    {"wall_seconds", &r->wall},
+                {"bytes_pushed", &pushed},       {"bytes_pulled", &pulled},
                 {"staleness.mean", &r->st_mean}, {"staleness.p99", &r->st_p99},
-                {"staleness.max", &r->st_max}, {"pushes_dropped", &r->dropped},
-                {"num_params", &r->params},    {"steps", &r->steps}};
+                {"staleness.max", &r->st_max},   {"pushes_dropped", &r->dropped},
+                {"num_params", &r->params},      {"steps", &r->steps}};
     int rc = 0;
     for (size_t k = 0; k < sizeof figs / sizeof figs[0]; k++) {
         rc |= ps_json_get_num(doc, figs[k].path, figs[k].v, NULL, 0);
