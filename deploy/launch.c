@@ -71,6 +71,7 @@ typedef struct {
     ps_launch_children_t C;     /* the processes */
     char tmpdir[PATH_MAX];      /* fresh directory for the endpoint file; "" if none */
     char secret[PATH_MAX + 16]; /* the job's secret made in tmpdir; "" if given */
+    int made_keys;              /* --secure without --keys: the job's keys are in tmpdir */
     char epfile[PATH_MAX];      /* the endpoint file */
     char endpoint[256];         /* what the scheduler wrote */
     int sig_pipe[2];            /* self-pipe: signal handlers write the signal number */
@@ -228,8 +229,9 @@ static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
         L->phase != S_PHASE_RUN) {
         return 0;
     }
-    ps_log_warn("%s (pid %d) %s; the scheduler replaces it from a spare", c->tag, (int)c->pid,
-                how);
+    const char *replicas = ps_launch_flags_value(F, "replicas");
+    ps_log_warn("%s (pid %d) %s; the scheduler hands its rank to %s", c->tag, (int)c->pid, how,
+                replicas && atoi(replicas) > 0 ? "its replica, or a spare" : "a spare");
     return s_respawn(L, c, status) == 0;
 }
 
@@ -472,6 +474,7 @@ static int s_make_keys(s_launch_t *L, ps_launch_flags_t *F)
         return PS_EIO;
     }
     ps_launch_flags_set(F, "keys", L->tmpdir);
+    L->made_keys = 1;
     return 0;
 }
 
@@ -569,6 +572,10 @@ static void s_on_tick(s_launch_t *L, double now)
             ps_log_info("scheduler at %s; starting %d server%s, %d spare%s and %d worker%s",
                         L->endpoint, F->servers, F->servers == 1 ? "" : "s", F->spares,
                         F->spares == 1 ? "" : "s", F->workers, F->workers == 1 ? "" : "s");
+            if (L->made_keys) { /* no other way to learn them */
+                ps_log_info("shardps-status --scheduler %s --keys %s asks this --secure job "
+                            "(its keys, made for it, go at its end)", L->endpoint, L->tmpdir);
+            }
             L->phase = S_PHASE_RUN;
             if (s_start_nodes(L) != 0) {
                 s_stop(L, 1, "could not start every server and worker");

@@ -14,6 +14,9 @@
 struct ps_status_client {
     ps_ctx_t *ctx;
     ps_sock_t *sock;
+    ps_sock_t *watch;      /* sock's connection attempts, for the reason of no answer */
+    ps_connect_seen_t seen; /* what watch saw so far */
+    int secure;            /* given --keys */
     char endpoint[256];
     uint64_t next_id; /* request ids: a late answer to an earlier question is skipped */
 };
@@ -33,8 +36,13 @@ int ps_status_client_new(const char *endpoint, const char *keys, ps_status_clien
         ps_status_client_destroy(&c);
         return PS_EINVAL;
     }
-    if (ps_sock_new(c->ctx, PS_SOCK_DEALER, &c->sock, err, errlen) != 0 ||
-        ps_sock_connect(c->sock, endpoint) != 0) {
+    c->secure = keys != NULL;
+    int bad = ps_sock_new(c->ctx, PS_SOCK_DEALER, &c->sock, err, errlen);
+    if (bad == 0) {
+        (void)ps_sock_watch_connect(c->ctx, c->sock, &c->watch); /* none: errors say less */
+        bad = ps_sock_connect(c->sock, endpoint);
+    }
+    if (bad != 0) {
         snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",
                  endpoint);
         ps_status_client_destroy(&c);
@@ -49,11 +57,29 @@ void ps_status_client_destroy(ps_status_client_t **cp)
 {
     ps_status_client_t *c = *cp;
     if (c) {
+        if (c->sock) {
+            ps_sock_watch_end(c->sock, &c->watch);
+        }
         ps_sock_destroy(&c->sock);
         ps_ctx_destroy(&c->ctx);
         free(c);
         *cp = NULL;
     }
+}
+
+/* Why the scheduler cannot answer, when a handshake with it failed: a
+ * --secure job asked without its keys, or the other way round; "" else. */
+static const char *s_handshake_hint(const ps_status_client_t *c)
+{
+    if (c->seen.mismatch) {
+        return c->secure ? "it is not --secure: ask without --keys"
+                         : "it is --secure: give the job's --keys DIR (shardps-launch --secure "
+                           "logs where it made them)";
+    }
+    /* both sides CurveZMQ, and the handshake fails again and again: the keys */
+    return c->seen.auth || (c->secure && c->seen.refused >= 3)
+               ? "it refused the handshake: --keys DIR must hold this job's keys"
+               : "";
 }
 
 int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__StatusReply **st,
@@ -73,13 +99,23 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__Statu
     const double deadline = ps_now() + timeout;
     for (;;) {
         double left = deadline - ps_now();
+        ps_sock_connect_seen(c->watch, &c->seen);
+        const char *hint = s_handshake_hint(c);
+        char how[128];
+        if (hint[0]) {
+            snprintf(err, errlen, "the scheduler at %s cannot answer: %s (%s)", c->endpoint, hint,
+                     ps_connect_seen_str(&c->seen, how, sizeof how));
+            return PS_EPROTO;
+        }
         ps_pollitem_t it = {.sock = c->sock};
-        if (left <= 0 || ps_poll(&it, 1, (long)(left * 1000) + 1) <= 0 || !it.ready) {
+        /* short turns: a failed handshake is told within a fraction of a second */
+        long ms = left > 0.2 ? 200 : (long)(left * 1000) + 1;
+        if (left <= 0 || ps_poll(&it, 1, ms) <= 0 || !it.ready) {
             if (ps_now() < deadline) {
                 continue;
             }
-            snprintf(err, errlen, "no answer from the scheduler at %s in %g s", c->endpoint,
-                     timeout);
+            snprintf(err, errlen, "no answer from the scheduler at %s in %g s (%s)", c->endpoint,
+                     timeout, ps_connect_seen_str(&c->seen, how, sizeof how));
             return PS_ETIMEDOUT;
         }
         ps_msg_t m = {0};

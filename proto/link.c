@@ -223,13 +223,31 @@ static int s_answer(ps_link_t *l, ps_msg_t *m, char *err, size_t errlen)
     return s_send_register(l, &c->nonce);
 }
 
-int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
-                 int want_rank, const char *endpoint, const ps_link_ident_t *ident,
-                 double connect_timeout, double peer_timeout, ps_job_t *job, char *err,
-                 size_t errlen)
+/* Why a handshake with the scheduler failed, as a hint for the operator;
+ * "" while none did. secure: this node runs --secure. */
+static const char *s_handshake_hint(const ps_connect_seen_t *seen, int secure)
 {
-    *out = NULL;
-    ps_link_t *l = calloc(1, sizeof *l);
+    if (seen->mismatch) {
+        return secure ? "the scheduler is not --secure and this node is: start every role "
+                        "with the same --secure"
+                      : "the scheduler is --secure and this node is not: give it --secure "
+                        "--keys DIR with the job's keys (and --secret-file DIR/job.secret)";
+    }
+    /* both sides CurveZMQ, and the handshake fails again and again: the keys */
+    if (seen->auth || (secure && seen->refused >= 3)) {
+        return "the scheduler refused this node's handshake: --keys DIR must hold this job's "
+               "keys";
+    }
+    return "";
+}
+
+/* A link to scheduler, its DEALER connected and watched (*watch; NULL when
+ * the watch could not be made: the errors then just say less). */
+static int s_join_open(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
+                       int want_rank, double peer_timeout, ps_sock_t **watch, char *err,
+                       size_t errlen)
+{
+    ps_link_t *l = *out = calloc(1, sizeof *l);
     if (!l) {
         snprintf(err, errlen, "out of memory");
         return PS_ENOMEM;
@@ -238,24 +256,23 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     l->rank = want_rank;
     l->peer_timeout = peer_timeout;
     snprintf(l->scheduler, sizeof l->scheduler, "%s", scheduler);
-    /* The watch tells "never reached" from "never answered" when no answer
-     * comes; without it (out of memory) the error just says less. */
-    ps_sock_t *watch = NULL;
-    ps_connect_seen_t seen = {0};
-    char how[128];
     int bad = ps_sock_new(ctx, PS_SOCK_DEALER, &l->sock, err, errlen);
     if (bad == 0) {
-        ps_sock_watch_connect(ctx, l->sock, &watch);
+        ps_sock_watch_connect(ctx, l->sock, watch);
         bad = ps_sock_connect(l->sock, scheduler);
     }
     if (bad != 0) {
-        ps_sock_watch_end(l->sock, &watch);
         snprintf(err, errlen, "bad scheduler endpoint '%s' (expected tcp://HOST:PORT)",
                  scheduler);
-        ps_link_destroy(&l);
         return PS_EINVAL;
     }
-    const int spare = want_rank == PS_LINK_RANK_SPARE;
+    return 0;
+}
+
+/* What our REGISTER says besides the rank: where we serve, our key, the job. */
+static void s_join_ident(ps_link_t *l, ps_ctx_t *ctx, const char *endpoint,
+                         const ps_link_ident_t *ident)
+{
     snprintf(l->endpoint, sizeof l->endpoint, "%s", endpoint ? endpoint : "");
     snprintf(l->curve_key, sizeof l->curve_key, "%s", ps_ctx_public_key(ctx));
     if (ident) {
@@ -266,78 +283,115 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
         }
     }
     ps_codec_build_id(l->build, sizeof l->build);
+}
+
+/* One answer m to our registration (sent at t_sent). Returns 1 when we
+ * joined (rank, token and job taken), 0 to wait on, or a negative PS_E*
+ * with a one-line reason in err. */
+static int s_join_answer(ps_link_t *l, ps_msg_t *m, double t_sent, ps_job_t *job, char *err,
+                         size_t errlen)
+{
+    if (m->hdr.type == PS_MSG_ERROR) {
+        snprintf(err, errlen, "the scheduler refused us: %s", m->hdr.error);
+        return PS_ESTATE;
+    }
+    if (m->hdr.type == PS_MSG_CHALLENGE) {
+        return s_answer(l, m, err, errlen);
+    }
+    if (m->hdr.type != PS_MSG_REGISTER_ACK || m->nframes != 1) {
+        return 0;
+    }
+    const Shardps__RegisterAck *ack = ps_msg_unpack_body(m, &shardps__register_ack__descriptor);
+    if (!ack) {
+        snprintf(err, errlen, "the scheduler sent a bad registration answer: %s", m->why);
+        return PS_EPROTO;
+    }
+    l->rank = ack->rank;
+    l->token = ack->token;
+    l->run_id = ack->run_id;
+    ps_codec_job_from_pb(ack->job, job, NULL, 0);
+    ps_log_debug("joined job %s (configuration %s) at %s", ack->job_id, ack->job_hash,
+                 l->scheduler);
+    l->last_sent = ps_now();
+    /* half the round trip each way, as NTP assumes */
+    l->clock_offset = m->hdr.clock ? m->hdr.clock - (t_sent + l->last_sent) / 2 : 0;
+    return 1;
+}
+
+/* Registers and waits up to connect_timeout seconds for the answer, saying
+ * every PS_LINK_WAIT_LOG_SECONDS that it still waits; a failed handshake
+ * (one side --secure, another job's keys) ends the wait at once: no retry
+ * can mend it. Returns 0 once joined, or a negative PS_E* with err. */
+static int s_join_wait(ps_link_t *l, ps_ctx_t *ctx, ps_sock_t *watch, int want_rank,
+                       double connect_timeout, ps_job_t *job, char *err, size_t errlen)
+{
+    const int spare = want_rank == PS_LINK_RANK_SPARE, secure = ps_ctx_public_key(ctx)[0];
+    ps_connect_seen_t seen = {0};
+    char how[128];
     /* DONTWAIT-free send: the pipe exists as soon as connect() returns. */
     int rc = s_register(l, spare ? -1 : want_rank, spare, 0);
-    const double t_sent = ps_now();
-    double start = t_sent, deadline = start + connect_timeout;
+    const double start = ps_now(), deadline = start + connect_timeout;
     double next_log = start + PS_LINK_WAIT_LOG_SECONDS;
     while (rc == 0) {
         double now = ps_now(), left = deadline - now;
+        ps_sock_connect_seen(watch, &seen);
+        const char *hint = s_handshake_hint(&seen, secure);
+        if (hint[0]) {
+            snprintf(err, errlen, "cannot reach the scheduler at %s: %s (%s)", l->scheduler,
+                     hint, ps_connect_seen_str(&seen, how, sizeof how));
+            return PS_ECLOSED;
+        }
         if (left <= 0) {
-            ps_sock_connect_seen(watch, &seen);
             snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s (%s)%s",
-                     scheduler, connect_timeout, ps_connect_seen_str(&seen, how, sizeof how),
-                     ps_ctx_public_key(ctx)[0] ? " (with --secure: is it secure, with the same "
-                                                 "job's keys?)"
-                                               : "");
-            rc = PS_ETIMEDOUT;
-            break;
+                     l->scheduler, connect_timeout, ps_connect_seen_str(&seen, how, sizeof how),
+                     secure ? " (with --secure: is it secure, with the same job's keys?)" : "");
+            return PS_ETIMEDOUT;
         }
         if (now >= next_log) {
-            ps_sock_connect_seen(watch, &seen);
             ps_log_info("still waiting for the scheduler at %s (%.0f s of --connect-timeout "
-                        "%.0f; %s)", scheduler, now - start, connect_timeout,
+                        "%.0f; %s)", l->scheduler, now - start, connect_timeout,
                         ps_connect_seen_str(&seen, how, sizeof how));
-            next_log += PS_LINK_WAIT_LOG_SECONDS;
+            next_log += PS_LINK_WAIT_LOG_SECONDS * (now - start < 30 ? 1 : 10);
         }
         ps_msg_t m = {0};
-        int got = s_recv(l, &m, left < next_log - now ? left : next_log - now);
-        if (got < 0) {
-            rc = got;
-            break;
-        }
-        if (got == 0) {
-            continue;
-        }
-        if (m.hdr.type == PS_MSG_ERROR) {
-            snprintf(err, errlen, "the scheduler refused us: %s", m.hdr.error);
-            rc = PS_ESTATE;
-        } else if (m.hdr.type == PS_MSG_CHALLENGE) {
-            rc = s_answer(l, &m, err, errlen);
-        } else if (m.hdr.type == PS_MSG_REGISTER_ACK && m.nframes == 1) {
-            const Shardps__RegisterAck *ack =
-                ps_msg_unpack_body(&m, &shardps__register_ack__descriptor);
-            if (!ack) {
-                snprintf(err, errlen, "the scheduler sent a bad registration answer: %s",
-                         m.why);
-                rc = PS_EPROTO;
-            } else {
-                l->rank = ack->rank;
-                l->token = ack->token;
-                l->run_id = ack->run_id;
-                ps_codec_job_from_pb(ack->job, job, NULL, 0);
-                ps_log_debug("joined job %s (configuration %s) at %s", ack->job_id,
-                             ack->job_hash, scheduler);
-            }
+        /* short turns: a failed handshake is seen within a fraction of a second */
+        int got = s_recv(l, &m, left < 0.2 ? left : 0.2);
+        if (got > 0) {
+            rc = s_join_answer(l, &m, start, job, err, errlen);
             ps_msg_close(&m);
-            if (rc == 0) {
-                l->last_sent = ps_now();
-                /* half the round trip each way, as NTP assumes */
-                l->clock_offset = m.hdr.clock ? m.hdr.clock - (t_sent + l->last_sent) / 2 : 0;
-                ps_sock_watch_end(l->sock, &watch);
-                *out = l;
-                return 0;
-            }
+        } else {
+            rc = got;
         }
-        ps_msg_close(&m);
     }
-    if (rc != PS_ETIMEDOUT && rc != PS_ESTATE && rc != PS_EPROTO && rc != PS_EINVAL) {
-        snprintf(err, errlen, "registering with the scheduler at %s failed: %s", scheduler,
+    if (rc < 0 && rc != PS_ESTATE && rc != PS_EPROTO && rc != PS_EINVAL) {
+        snprintf(err, errlen, "registering with the scheduler at %s failed: %s", l->scheduler,
                  ps_strerror(rc));
     }
-    ps_sock_watch_end(l->sock, &watch);
-    ps_link_destroy(&l);
-    return rc;
+    return rc < 0 ? rc : 0;
+}
+
+int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
+                 int want_rank, const char *endpoint, const ps_link_ident_t *ident,
+                 double connect_timeout, double peer_timeout, ps_job_t *job, char *err,
+                 size_t errlen)
+{
+    *out = NULL;
+    ps_link_t *l = NULL;
+    ps_sock_t *watch = NULL;
+    int rc = s_join_open(&l, ctx, scheduler, role, want_rank, peer_timeout, &watch, err, errlen);
+    if (rc == 0) {
+        s_join_ident(l, ctx, endpoint, ident);
+        rc = s_join_wait(l, ctx, watch, want_rank, connect_timeout, job, err, errlen);
+    }
+    if (l && l->sock) {
+        ps_sock_watch_end(l->sock, &watch);
+    }
+    if (rc != 0) {
+        ps_link_destroy(&l);
+        return rc;
+    }
+    *out = l;
+    return 0;
 }
 
 int ps_link_rank(const ps_link_t *l)

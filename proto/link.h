@@ -38,7 +38,9 @@ extern "C" {
 
 /* Defaults of the link flags below. */
 #define PS_LINK_DEFAULT_SCHEDULER "tcp://127.0.0.1:9000"
-#define PS_LINK_DEFAULT_CONNECT_TIMEOUT 10.0
+/* as long as torchrun's rendezvous: nodes started by hand before their
+ * scheduler wait for it (saying so, see PS_LINK_WAIT_LOG_SECONDS) */
+#define PS_LINK_DEFAULT_CONNECT_TIMEOUT 900.0
 #define PS_LINK_DEFAULT_PEER_TIMEOUT 5.0
 
 /*
@@ -65,7 +67,8 @@ ps_flag_t ps_link_secret_flag(const char **dst);
 int ps_link_read_secret(const char *path, ps_secret_t *s, char *err, size_t errlen);
 
 /* Seconds between a waiting node's "still waiting for the scheduler" lines
- * (and the scheduler's "still waiting for S1 W3" lines). */
+ * (ten times that after its first 30 s) and the scheduler's "still waiting
+ * for S1 W3" lines. */
 #define PS_LINK_WAIT_LOG_SECONDS 3.0
 
 /* Which job a node belongs to, checked by the scheduler at registration (a
@@ -106,7 +109,9 @@ typedef struct ps_link ps_link_t;
  * for the answer, logging every PS_LINK_WAIT_LOG_SECONDS that it still waits.
  * On success returns 0 with the link in *out (caller owns the result; destroy
  * with ps_link_destroy()) and the job in *job. Returns PS_ETIMEDOUT (no
- * answer: unreachable scheduler), PS_EINVAL (bad endpoint), PS_EPROTO /
+ * answer: unreachable scheduler), PS_ECLOSED (its ZeroMQ handshake failed,
+ * told at once: one side --secure and the other not, or another job's keys;
+ * err names the flags that mend it), PS_EINVAL (bad endpoint), PS_EPROTO /
  * PS_ESTATE (refused), with a one-line reason in err and *out NULL.
  */
 int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,

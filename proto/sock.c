@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/log.h"
 
 /* Blocking sends give up after this long: a peer that stops reading must not
  * hang us; liveness is decided by heartbeats, not here. */
@@ -298,7 +299,8 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
         return PS_EINVAL;
     }
     errno = 0;
-    if (!(*out = s_monitor(ctx, s, ZMQ_EVENT_DISCONNECTED, "monitor"))) {
+    if (!(*out = s_monitor(ctx, s, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                           "monitor"))) {
         if (errno == ENOMEM) {
             snprintf(err, errlen, "out of memory");
             return PS_ENOMEM;
@@ -344,6 +346,21 @@ int ps_sock_disconnected(ps_sock_t *mon, int *fd)
             *fd = (int)value;
             return 1;
         }
+        /* A plain socket: a --secure peer's handshake fails on the mechanism.
+         * Its retries come ten a second; the 1st, 10th, 100th... are told. */
+        const int n = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                              value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                          ? ++mon->mismatches
+                          : 0;
+        int k = n;
+        while (k >= 10 && k % 10 == 0) {
+            k /= 10;
+        }
+        if (k == 1) {
+            ps_log_warn("a peer speaks CurveZMQ (started with --secure) and this job does not: "
+                        "its handshake failed (%d so far); start every role of a job with the "
+                        "same --secure", n);
+        }
     }
     return 0;
 }
@@ -379,6 +396,9 @@ void ps_sock_connect_seen(ps_sock_t *mon, ps_connect_seen_t *seen)
                          event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
                          event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
         seen->closed += event == ZMQ_EVENT_DISCONNECTED;
+        seen->mismatch += event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                          value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
+        seen->auth += event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
     }
 }
 

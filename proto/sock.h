@@ -170,7 +170,9 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
 
 /* Reads one event of a ps_sock_monitor_disconnects() socket without
  * blocking. Returns 1 with the closed connection's file descriptor in *fd
- * (the one ps_msg_t.peer_fd named while it was open), 0 when none waits. */
+ * (the one ps_msg_t.peer_fd named while it was open), 0 when none waits.
+ * A handshake that failed because the peer is --secure (CurveZMQ) and this
+ * socket is not is logged as a warning (the 1st, 10th, 100th...). */
 int ps_sock_disconnected(ps_sock_t *mon, int *fd);
 
 /* What a connecting socket's monitor has seen (ps_sock_watch_connect). */
@@ -179,6 +181,8 @@ typedef struct {
     int connected;  /* TCP connections made */
     int handshakes; /* ZeroMQ handshakes done */
     int refused;    /* ZeroMQ handshakes failed (another protocol, wrong keys) */
+    int mismatch;   /* of those: the peer has another mechanism (one side --secure) */
+    int auth;       /* of those: the peer refused our key (another job's keys) */
     int closed;     /* connections closed after they were made */
 } ps_connect_seen_t;
 

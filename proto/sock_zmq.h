@@ -31,6 +31,7 @@ struct ps_sock {
     ps_curve_t *keys;                /* its context's keys (--secure), or NULL; borrowed */
     char peer_key[PS_CURVE_KEY_LEN]; /* the key the next connect expects; "" = the job's */
     ps_ctx_bytes_t *bytes;           /* its context's counts; borrowed; NULL = not counted */
+    int mismatches;                  /* a monitor's: handshakes of a --secure peer */
 };
 
 /* Counts a message of `type` and `len` bytes sent (dir 0) or received (1). */

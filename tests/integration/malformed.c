@@ -910,7 +910,7 @@ static int s_stranger(const char *dir, const char *sched, const char *server, co
         ps_job_t job;
         int rc = ps_link_join(&link, ctx, sched, PS_ROLE_WORKER, -1, NULL, NULL, 1.0, 5.0, &job, err,
                               sizeof err);
-        if (rc != PS_ETIMEDOUT) {
+        if (rc != PS_ETIMEDOUT && rc != PS_ECLOSED) { /* no answer, or no handshake */
             fprintf(stderr, "the scheduler answered a stranger's registration: %s\n",
                     rc == 0 ? "registered" : err);
             answered = 1;
