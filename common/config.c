@@ -200,18 +200,70 @@ static const char *s_nearest(const ps_flag_t *flags, size_t nflags, const char *
     return best;
 }
 
-static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, size_t nflags,
-                   int argc, char **argv, int *rest, int use_env)
+/* The environment's values of the table's flags. Returns 0 or PS_EINVAL. */
+static int s_parse_env(const char *prog, const ps_flag_t *flags, size_t nflags)
 {
-    for (size_t i = 0; use_env && i < nflags; i++) {
+    for (size_t i = 0; i < nflags; i++) {
         char env[64];
         s_env_name(&flags[i], env, sizeof env);
         const char *v = getenv(env);
         if (v && s_set(&flags[i], v) != 0) {
-            s_error(prog, "environment %s=%s is not %s", env, v,
-                    s_type_word(flags[i].type));
+            s_error(prog, "environment %s=%s is not %s", env, v, s_type_word(flags[i].type));
             return PS_EINVAL;
         }
+    }
+    return 0;
+}
+
+/* The table's flag named name[0..len), or NULL after the error line (with
+ * the nearest name a typo could have made). */
+static const ps_flag_t *s_find(const char *prog, const ps_flag_t *flags, size_t nflags,
+                               const char *name, size_t len)
+{
+    for (size_t k = 0; k < nflags; k++) {
+        if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) {
+            return &flags[k];
+        }
+    }
+    const char *near = s_nearest(flags, nflags, name, len);
+    s_error(prog, "unknown flag --%.*s%s%s%s (see --help)", (int)len, name,
+            near ? "; did you mean --" : "", near ? near : "", near ? "?" : "");
+    return NULL;
+}
+
+/* The value of flag f given at argv[*i] (after its '=', or the next
+ * argument, which *i then passes), or NULL after the error line. */
+static const char *s_value(const char *prog, const ps_flag_t *f, const char *eq, int argc,
+                           char **argv, int *i)
+{
+    if (eq) {
+        return eq + 1;
+    }
+    if (f->type == PS_FLAG_BOOL) {
+        /* "--x" alone, or "--x 0|1|true|..." as a forwarding launcher writes it */
+        int dummy;
+        double num;
+        ps_flag_t probe = {f->name, PS_FLAG_BOOL, &dummy, NULL, NULL};
+        ps_flag_t as_num = {f->name, PS_FLAG_DOUBLE, &num, NULL, NULL};
+        const char *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+        /* "--secure 2" meant a value, not a stray argument */
+        return next && (s_set(&probe, next) == 0 ||
+                        (strncmp(next, "--", 2) != 0 && s_set(&as_num, next) == 0))
+                   ? argv[++*i]
+                   : "1";
+    }
+    if (*i + 1 >= argc) {
+        s_error(prog, "flag --%s needs a value", f->name);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, size_t nflags,
+                   int argc, char **argv, int *rest, int use_env)
+{
+    if (use_env && s_parse_env(prog, flags, nflags) != 0) {
+        return PS_EINVAL;
     }
     int i = 1;
     for (; i < argc; i++) {
@@ -231,45 +283,15 @@ static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, 
             s_error(prog, "unexpected argument '%s' (see --help)", a);
             return PS_EINVAL;
         }
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const ps_flag_t *f = NULL;
-        for (size_t k = 0; k < nflags; k++) {
-            if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) {
-                f = &flags[k];
-                break;
-            }
-        }
-        if (!f) {
-            const char *near = s_nearest(flags, nflags, name, len);
-            s_error(prog, "unknown flag --%.*s%s%s%s (see --help)", (int)len, name,
-                    near ? "; did you mean --" : "", near ? near : "", near ? "?" : "");
+        const char *eq = strchr(a + 2, '=');
+        const ps_flag_t *f = s_find(prog, flags, nflags, a + 2, eq ? (size_t)(eq - a - 2)
+                                                                   : strlen(a + 2));
+        const char *val = f ? s_value(prog, f, eq, argc, argv, &i) : NULL;
+        if (!val) {
             return PS_EINVAL;
         }
-        const char *val = eq ? eq + 1 : NULL;
-        if (!val && f->type == PS_FLAG_BOOL) {
-            /* "--x" alone, or "--x 0|1|true|..." as a forwarding launcher writes it */
-            int dummy;
-            double num;
-            ps_flag_t probe = {f->name, PS_FLAG_BOOL, &dummy, NULL, NULL};
-            ps_flag_t as_num = {f->name, PS_FLAG_DOUBLE, &num, NULL, NULL};
-            const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-            /* "--secure 2" meant a value, not a stray argument */
-            val = next && (s_set(&probe, next) == 0 || (strncmp(next, "--", 2) != 0 &&
-                                                        s_set(&as_num, next) == 0))
-                      ? argv[++i]
-                      : "1";
-        } else if (!val) {
-            if (i + 1 >= argc) {
-                s_error(prog, "flag --%s needs a value", f->name);
-                return PS_EINVAL;
-            }
-            val = argv[++i];
-        }
         if (s_set(f, val) != 0) {
-            s_error(prog, "--%s %s: not %s", f->name, val,
-                    s_type_word(f->type));
+            s_error(prog, "--%s %s: not %s", f->name, val, s_type_word(f->type));
             return PS_EINVAL;
         }
     }
