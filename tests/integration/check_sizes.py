@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The house's size limits: no source file outside tests/ over 800 lines and no
-function over 80, except the tables and flag lists named in TABLES. A function is a body that opens with "{" in column 0 and
-closes with "}" in column 0 (the project's style); its length counts from the
-line that names it to the closing brace.
+function over 80, except the tables and flag lists named in TABLES. A
+function is a body that opens with "{" in column 0 and closes with "}" in
+column 0 (the project's style); its length counts from the line that names it
+to the closing brace.
 
 Then it runs check_circles.py: no circle of more than 2 files.
 
@@ -75,7 +76,7 @@ def main(argv):
                 print(f'{rel}:{first}: {name}() is {n} lines '
                       f'(at most {MAX_FUNC}){note}')
                 bad += not named
-    # an exception that no longer applies goes, so the lists stay true
+    # an exception that no longer applies goes, so the list stays true
     for stale in sorted(TABLES - over):
         print(f'{stale}: named as an exception but not over {MAX_FUNC} lines; '
               'remove it from check_sizes.py')
