@@ -67,19 +67,20 @@ void ps_status_client_destroy(ps_status_client_t **cp)
     }
 }
 
-/* Why the scheduler cannot answer, when a handshake with it failed: a
- * --secure job asked without its keys, or the other way round; "" else. */
+/* Why the scheduler cannot answer, when handshakes with it fail (as in
+ * link.c: the side that sees a mismatch first breaks it off); "" else. */
 static const char *s_handshake_hint(const ps_status_client_t *c)
 {
-    if (c->seen.mismatch) {
-        return c->secure ? "it is not --secure: ask without --keys"
-                         : "it is --secure: give the job's --keys DIR (shardps-launch --secure "
-                           "logs where it made them)";
+    if (!c->seen.mismatch && !c->seen.auth && c->seen.refused < 3) {
+        return "";
     }
-    /* both sides CurveZMQ, and the handshake fails again and again: the keys */
-    return c->seen.auth || (c->secure && c->seen.refused >= 3)
-               ? "it refused the handshake: --keys DIR must hold this job's keys"
-               : "";
+    if (!c->secure) {
+        return "it is --secure: give the job's --keys DIR (shardps-launch --secure logs where "
+               "it made them)";
+    }
+    return c->seen.mismatch ? "it is not --secure: ask without --keys"
+                            : "it refused the handshake: is it --secure, with the job's keys "
+                              "in --keys DIR?";
 }
 
 int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__StatusReply **st,

@@ -224,21 +224,24 @@ static int s_answer(ps_link_t *l, ps_msg_t *m, char *err, size_t errlen)
 }
 
 /* Why a handshake with the scheduler failed, as a hint for the operator;
- * "" while none did. secure: this node runs --secure. */
+ * "" while none did. secure: this node runs --secure. The side that sees a
+ * mechanism mismatch first breaks the handshake off, so the other may only
+ * see failures: a plain node's fail against a --secure scheduler alone, a
+ * --secure node's against a plain one or other keys. */
 static const char *s_handshake_hint(const ps_connect_seen_t *seen, int secure)
 {
-    if (seen->mismatch) {
-        return secure ? "the scheduler is not --secure and this node is: start every role "
-                        "with the same --secure"
-                      : "the scheduler is --secure and this node is not: give it --secure "
-                        "--keys DIR with the job's keys (and --secret-file DIR/job.secret)";
+    const int failed = seen->mismatch || seen->auth || seen->refused >= 3;
+    if (!failed) {
+        return "";
     }
-    /* both sides CurveZMQ, and the handshake fails again and again: the keys */
-    if (seen->auth || (secure && seen->refused >= 3)) {
-        return "the scheduler refused this node's handshake: --keys DIR must hold this job's "
-               "keys";
+    if (!secure) {
+        return "the scheduler is --secure and this node is not: give it --secure --keys DIR "
+               "with the job's keys (and --secret-file DIR/job.secret)";
     }
-    return "";
+    return seen->mismatch ? "the scheduler is not --secure and this node is: start every role "
+                            "with the same --secure"
+                          : "the scheduler refused this node's handshake: is it --secure, "
+                            "with the job's keys in --keys DIR?";
 }
 
 /* A link to scheduler, its DEALER connected and watched (*watch; NULL when

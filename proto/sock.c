@@ -299,7 +299,9 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
         return PS_EINVAL;
     }
     errno = 0;
-    if (!(*out = s_monitor(ctx, s, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
+    if (!(*out = s_monitor(ctx, s,
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
                            "monitor"))) {
         if (errno == ENOMEM) {
             snprintf(err, errlen, "out of memory");
@@ -346,20 +348,25 @@ int ps_sock_disconnected(ps_sock_t *mon, int *fd)
             *fd = (int)value;
             return 1;
         }
-        /* A plain socket: a --secure peer's handshake fails on the mechanism.
-         * Its retries come ten a second; the 1st, 10th, 100th... are told. */
-        const int n = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
-                              value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-                          ? ++mon->mismatches
-                          : 0;
-        int k = n;
+        /* A plain socket: a --secure peer's handshake fails on the mechanism,
+         * or breaks off when the peer saw it first. Its retries come ten a
+         * second; the 1st, 10th, 100th... are told. */
+        const int mismatch = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                             value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
+        if (!mismatch && event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            continue;
+        }
+        int k = ++mon->mismatches;
         while (k >= 10 && k % 10 == 0) {
             k /= 10;
         }
         if (k == 1) {
-            ps_log_warn("a peer speaks CurveZMQ (started with --secure) and this job does not: "
-                        "its handshake failed (%d so far); start every role of a job with the "
-                        "same --secure", n);
+            ps_log_warn("%s (%d so far): start every role of a job with the same --secure",
+                        mismatch ? "a peer speaks CurveZMQ (started with --secure) and this "
+                                   "job does not: its handshake failed"
+                                 : "a peer broke off its ZeroMQ handshake: one started with "
+                                   "--secure, which this job is not?",
+                        mon->mismatches);
         }
     }
     return 0;

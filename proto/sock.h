@@ -172,7 +172,8 @@ int ps_sock_monitor_disconnects(ps_ctx_t *ctx, ps_sock_t *s, ps_sock_t **out, ch
  * blocking. Returns 1 with the closed connection's file descriptor in *fd
  * (the one ps_msg_t.peer_fd named while it was open), 0 when none waits.
  * A handshake that failed because the peer is --secure (CurveZMQ) and this
- * socket is not is logged as a warning (the 1st, 10th, 100th...). */
+ * socket is not, or that the peer broke off, is logged as a warning (the
+ * 1st, 10th, 100th...). */
 int ps_sock_disconnected(ps_sock_t *mon, int *fd);
 
 /* What a connecting socket's monitor has seen (ps_sock_watch_connect). */

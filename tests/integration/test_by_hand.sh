@@ -4,7 +4,9 @@
 # trains to.
 #
 # A scheduler, 2 servers and 2 workers are started as separate processes on
-# 127.0.0.1 (servers and workers without --rank: the scheduler assigns them),
+# 127.0.0.1, the nodes first: they wait for the scheduler (past 10 s, with the
+# default --connect-timeout) and join it when it comes (servers and workers
+# without --rank: the scheduler assigns them),
 # all given the job's secret through SHARDPS_SECRET_FILE (shardps-keygen
 # --secret), then the same job runs through shardps-launch. Asserts: every hand-started
 # process exits 0; both workers dump the same final parameters (sync mode);
@@ -19,21 +21,26 @@ JOB=(--max-steps 100 --epochs 1 --seed 7 --batch 32)
     --dump-params "$TMP/launch.f32" --log-level warn >"$TMP/launch.log" 2>&1 ||
     fail "launcher run failed: $(tail -5 "$TMP/launch.log")"
 
-# By hand: scheduler, then servers and workers, each its own process, each
-# reading the job's secret from the file SHARDPS_SECRET_FILE names.
+# By hand: servers and workers first, then the scheduler, each its own
+# process, each reading the job's secret from the file SHARDPS_SECRET_FILE
+# names. The nodes wait for the scheduler with the default --connect-timeout,
+# past what once was its end (10 s), saying so.
 "$SPS_BUILD/deploy/shardps-keygen" --secret "$TMP/job.secret" || fail "no secret"
 export SHARDPS_SECRET_FILE=$TMP/job.secret
-start_scheduler sched --servers 2 --workers 2 "${JOB[@]}" --summary "$TMP/hand.json"
+EP=tcp://127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 declare -A pid
-pid[C]=$SCHED_PID
 for i in 0 1; do
-    start "s$i" "$SERVER" --scheduler "$SCHED_EP" --bind 'tcp://127.0.0.1:*'
+    start "s$i" "$SERVER" --scheduler "$EP" --bind 'tcp://127.0.0.1:*'
     pid[s$i]=$LAST_PID
 done
 for i in 0 1; do
-    start "w$i" "$WORKER" --scheduler "$SCHED_EP" --dump-params "$TMP/hand_w$i.f32"
+    start "w$i" "$WORKER" --scheduler "$EP" --dump-params "$TMP/hand_w$i.f32"
     pid[w$i]=$LAST_PID
 done
+wait_line "$TMP/w1.log" "I still waiting for the scheduler at $EP \(12 s of --connect-timeout 900;" 60 ||
+    fail "W1 did not wait past 10 s for the scheduler: $(tail -2 "$TMP/w1.log")"
+start_scheduler sched --bind "$EP" --servers 2 --workers 2 "${JOB[@]}" --summary "$TMP/hand.json"
+pid[C]=$SCHED_PID
 
 for name in w0 w1 s0 s1 C; do
     log=$TMP/$name.log

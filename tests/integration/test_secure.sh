@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # --secure: CurveZMQ on every socket, only the job's keys admitted.
+#
+# - A node whose --secure or keys differ from the scheduler's exits 1 at once
+#   naming the flags to change; a plain scheduler warns of a --secure node.
 # - shardps-keygen writes owner-only files; a key file others may read is
 #   refused at start by every role and the launcher: exit 2, one line naming it.
 # - A secure 2x2 sync MLP job gives bitwise the parameters of a plain one;
@@ -59,6 +62,34 @@ one_line_exit2 "server, world-readable public key" worker.pub "$SERVER" --secure
 chmod 600 "$TMP/keys/worker.pub"
 one_line_exit2 "--secure without --keys" keys "$SERVER" --secure
 one_line_exit2 "--keys without --secure" secure "$WORKER" --keys "$TMP/keys"
+
+# ---- a node whose --secure differs from the scheduler's ----------------------
+# It gives up at once (long before its --connect-timeout) with one line
+# naming the flags to change; a plain scheduler warns of a --secure node.
+# mismatch NAME WANT NODE_FLAGS...: the worker exits 1 with WANT in its line.
+mismatch() {
+    local name=$1 want=$2 rc
+    shift 2
+    timeout 60 "$WORKER" --scheduler "$SCHED_EP" --connect-timeout 50 "$@" \
+        >"$TMP/$name.out" 2>&1
+    rc=$?
+    [ "$rc" = 1 ] && grep -Eq "E cannot reach the scheduler at $SCHED_EP: $want" "$TMP/$name.out" ||
+        fail "$name: exit $rc: $(tail -2 "$TMP/$name.out")"
+}
+start_scheduler mm_secure --servers 1 --workers 1 --secure --keys "$TMP/keys"
+mismatch mm_plain_node "the scheduler is --secure and this node is not: give it --secure --keys DIR"
+mismatch mm_other_keys "the scheduler refused this node's handshake: is it --secure, with the job's keys in --keys DIR\?" \
+    --secure --keys "$TMP/other"
+kill "$SCHED_PID"
+start_scheduler mm_plain --servers 1 --workers 1
+# (the scheduler may see the mismatch first and break the handshake off)
+mismatch mm_secure_node "the scheduler (is not --secure and this node is|refused this node's handshake: is it --secure)" \
+    --secure --keys "$TMP/keys"
+# (the node may see the mismatch first and break the handshake off)
+wait_line "$TMP/mm_plain.log" \
+    " C W a peer (speaks CurveZMQ|broke off its ZeroMQ handshake).*: start every role of a job with the same --secure$" 10 ||
+    fail "the plain scheduler said nothing of the --secure node: $(tail -3 "$TMP/mm_plain.log")"
+kill "$SCHED_PID"
 
 # A stranger's key directory that holds this job's public keys (anyone may
 # learn them) beside another job's worker keypair: its connections reach the

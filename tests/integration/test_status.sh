@@ -14,6 +14,11 @@
 # diverges and fails, the final view "failed" and exit 3. A value from
 # SHARDPS_STATUS_TIMEOUT that is out of range is named by that variable;
 # SHARDPS_TIMEOUT (nobody's) changes nothing.
+#
+# Under shardps-launch: --watch on a job whose worker is killed -9 ends with
+# the failed view, exit 3. A --secure job with the launcher's own keys: the
+# launcher logs the shardps-status command with them; asked without them,
+# shardps-status says at once that the job is --secure and names --keys.
 . "$(dirname "$0")/lib.sh"
 STATUS=$SPS_BUILD/deploy/shardps-status
 
@@ -93,4 +98,51 @@ watch_job ok 0 finished --max-steps 30
 # the worker's setting in the environment that every role gets: not an error to the others
 export SHARDPS_ON_NONFINITE=fail
 watch_job bad 3 failed --optimizer sgd --lr 5 --max-steps 200
+unset SHARDPS_ON_NONFINITE
+
+# launch NAME FLAGS...: a shardps-launch job in the background; sets
+# LAUNCH_PID and SCHED_EP (from the launcher's "scheduler at" line).
+launch() {
+    local name=$1
+    shift
+    start "$name" "$LAUNCH" --servers 1 --epochs 50 "$@"
+    LAUNCH_PID=$LAST_PID
+    wait_line "$TMP/$name.log" " L I scheduler at tcp://" 30 ||
+        fail "$name: no scheduler: $(tail -3 "$TMP/$name.log")"
+    SCHED_EP=$(grep -om1 'scheduler at tcp://[0-9.:]*' "$TMP/$name.log" | cut -d' ' -f3)
+}
+
+# Under the launcher a worker killed -9 fails the job: --watch ends with the
+# failed view, exit 3 (the scheduler, stopped by the launcher, sends it).
+launch died --workers 2
+start died.watch "$STATUS" --scheduler "$SCHED_EP" --watch --json --interval 0.3
+watch_pid=$LAST_PID
+wait_line "$TMP/died.watch.log" '"node":"W1","role":"worker","rank":1,"state":"running"' 60 ||
+    fail "--watch never saw W1 running: $(tail -c 300 "$TMP/died.watch.log")"
+w1=$(tail -1 "$TMP/died.watch.log" | python3 -c '
+import json, sys
+print([n["pid"] for n in json.loads(sys.stdin.read())["nodes"] if n["node"] == "W1"][0])')
+kill -9 "$w1"
+wait_pid "$watch_pid" 60 || fail "--watch still running after the job failed"
+[ "$WAIT_RC" = 3 ] && tail -1 "$TMP/died.watch.log" | grep -q '^{"phase":"failed"' ||
+    fail "a worker killed under the launcher: --watch exit $WAIT_RC: $(tail -c 200 "$TMP/died.watch.log")"
+wait_pid "$LAUNCH_PID" 60 || fail "the launcher still runs after W1 died"
+
+# A --secure job with the launcher's own keys: asked without them, one line
+# at once (not after --timeout) naming --keys; with the keys the launcher
+# logs, the view.
+launch secure --workers 1 --secure
+wait_line "$TMP/secure.log" " L I shardps-status --scheduler $SCHED_EP --keys [^ ]+ asks this --secure job" 10 ||
+    fail "the launcher did not say where the job's keys are: $(grep ' L ' "$TMP/secure.log")"
+keys=$(grep -om1 -- "--keys [^ ]*" "$TMP/secure.log" | cut -d' ' -f2)
+"$STATUS" --scheduler "$SCHED_EP" --timeout 60 >/dev/null 2>"$TMP/nokeys.err"
+rc=$?
+[ "$rc" = 1 ] && [ "$(wc -l <"$TMP/nokeys.err")" = 1 ] &&
+    grep -q "it is --secure: give the job's --keys DIR" "$TMP/nokeys.err" ||
+    fail "asked without the keys: exit $rc: $(cat "$TMP/nokeys.err")"
+"$STATUS" --scheduler "$SCHED_EP" --keys "$keys" >"$TMP/keys.out" 2>&1 ||
+    fail "asked with the launcher's keys: $(cat "$TMP/keys.out")"
+grep -q '^job: mlp sync' "$TMP/keys.out" || fail "no view with the keys: $(cat "$TMP/keys.out")"
+kill "$LAUNCH_PID"
+wait_pid "$LAUNCH_PID" 60 || fail "the launcher did not stop"
 check_logs
