@@ -13,8 +13,11 @@
 # --help prints; where it gives a default that is one word ("0.05", "auto";
 # not "the bound one"), --help prints the same "[default: ...]". For
 # shardps-bench, every flag on a line of README.md or docs/*.md that runs
-# "shardps-bench SUB" is in "shardps-bench SUB --help". Fails with one line
-# per disagreement.
+# "shardps-bench SUB" is in "shardps-bench SUB --help". In README.md and
+# docs/*.md every "protocol N" is this build's, every sample log line is as
+# the logger writes it (stamp, role and rank, level), and every recipe with
+# --secure --keys also gives --secret-file. Fails with one line per
+# disagreement.
 #
 # The tables: | `--name METAVAR`[, `--other M`] | meaning | default |,
 # where one cell may name several flags ("`--model --mode`") and the default
@@ -196,6 +199,29 @@ done >"$TMP/bench"
 cat "$TMP/bench"
 BAD=$((BAD + $(grep -c '^FAIL' "$TMP/bench")))
 echo "checked shardps-bench: $(cat "${DOCS[@]}" | grep -c 'shardps-bench [a-z]') lines of the docs"
+
+# What the docs show of the programs' output and recipes:
+# - a "protocol N" is this build's (as --version prints it);
+# - a sample log line opens with the logger's stamp (ISO 8601 with the UTC
+#   offset), a role and rank and a level E, W, I, D (or > and ! for a line a
+#   program wrote itself), never with the old bare "HH:MM:SS.mmm";
+# - a recipe with --secure --keys DIR also gives --secret-file.
+proto=$("$WORKER" --version | grep -o 'protocol [0-9]*')
+STAMP='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{2}:[0-9]{2}'
+for f in "${DOCS[@]}"; do
+    rel=${f#"$ROOT"/}
+    while IFS= read -r hit; do
+        bad "$rel:${hit%%:*}: says '${hit#*:}', the build is $proto"
+    done < <(grep -no 'protocol [0-9]\+' "$f" | grep -v ":$proto\$")
+    while IFS= read -r hit; do
+        bad "$rel:${hit%%:*}: a log line not as the logger writes it: ${hit#*:}"
+    done < <(grep -nE "^([0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} |$STAMP)" "$f" |
+        grep -vE "^[0-9]+:$STAMP [A-Z][0-9]* [EWID>!] ")
+    while IFS= read -r hit; do
+        bad "$rel:${hit%%:*}: --secure --keys without --secret-file"
+    done < <(grep -n -- '--secure --keys' "$f" | grep -v -- '--secret-file')
+done
+echo "checked the docs' protocol numbers, log lines and --secure recipes ($proto)"
 
 [ "$BAD" -eq 0 ] || fail "$BAD disagreement(s) between the docs and --help"
 echo "ok: docs/usage.md's flag tables and the docs' bench lines agree with --help"
