@@ -25,7 +25,7 @@ chaos() { # name [chaos.py flags...]
         fail "chaos run $name: $(grep FAIL "$TMP/$name.out") $(grep -E ' [EW] ' \
             "$TMP/$name/chaos.log" | tail -5)
 the scheduler's last lines but checkpoints:
-$(grep -E '^[0-9:.]+ C ' "$TMP/$name/chaos.log" | grep -v ' checkpoint step-' | tail -12)"
+$(grep -E '^[^ ]+ C ' "$TMP/$name/chaos.log" | grep -v ' checkpoint step-' | tail -12)"
 }
 
 # Kills 0.1-0.4 s apart, closer than chaos.py's default gaps (0.2-0.7 s), so

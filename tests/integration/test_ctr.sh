@@ -165,7 +165,7 @@ refused() {
     gone "$id" || fail "$name: processes left: $(pgrep -af -- "--job-id $id( |\$)")"
     echo "ok $N - $name (exit $rc): $(grep -Em1 -- "$re" "$log" | cut -d' ' -f2-)"
 }
-W='^[0-9:.]+ W[01] E ' # a worker's error line
+W='^[^ ]+ W[01] E ' # a worker's error line
 C='^shardps-launch: error: ' # the launcher checks the job's flags before it starts
 
 refused "ctr job without --ctr-data" 1 "$W--model ctr needs the click log: --ctr-data FILE\$" + \
