@@ -57,7 +57,9 @@ extern "C" {
 /* 8: embedding rows (MSG_ROWS_*, ServerInfo's row ranges, the job's
  *    embed_dim, min_count, max_rows, l1, l2, micro_batch and ring_rows;
  *    Done's test_auc and test_logloss, ServerReport's rows). */
-#define PS_PROTOCOL_VERSION 8u
+/* 9: rows messages name their piece of the server's rows range (the
+ *    header's piece): a step's rows apply and answer piece by piece. */
+#define PS_PROTOCOL_VERSION 9u
 
 /* A Z85 CurveZMQ public key: 40 characters and the NUL. */
 enum { PS_CURVE_KEY_LEN = 41 };

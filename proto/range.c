@@ -77,6 +77,31 @@ int ps_range_rows_tile(const ps_rowrange_t *rows, int s)
     return 1;
 }
 
+/* The first hash of piece q of r (q = PS_RANGE_ROW_PIECES: one past r):
+ * first + ceil(width x q / PIECES). */
+static unsigned __int128 s_piece_start(ps_rowrange_t r, int q)
+{
+    const unsigned __int128 width = (unsigned __int128)(r.last - r.first) + 1;
+    return r.first + (width * (unsigned)q + PS_RANGE_ROW_PIECES - 1) / PS_RANGE_ROW_PIECES;
+}
+
+ps_rowrange_t ps_range_row_piece(ps_rowrange_t r, int q)
+{
+    return (ps_rowrange_t){(uint64_t)s_piece_start(r, q),
+                           (uint64_t)(s_piece_start(r, q + 1) - 1)};
+}
+
+int ps_range_row_piece_of(ps_rowrange_t r, uint64_t h)
+{
+    const unsigned __int128 width = (unsigned __int128)(r.last - r.first) + 1;
+    /* h >= s_piece_start(r, q) exactly when (h - first) * PIECES >= width * q;
+     * a hash outside r gets the nearest piece */
+    if (h <= r.first || h > r.last) {
+        return h <= r.first ? 0 : PS_RANGE_ROW_PIECES - 1;
+    }
+    return (int)((unsigned __int128)(h - r.first) * PS_RANGE_ROW_PIECES / width);
+}
+
 int ps_range_find_row(const ps_rowrange_t *rows, int s, uint64_t key)
 {
     const uint64_t h = ps_rowkey_hash(key);

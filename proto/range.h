@@ -64,6 +64,20 @@ int ps_range_rows_tile(const ps_rowrange_t *rows, int s);
  * holding key's hash, or -1. O(log s). */
 int ps_range_find_row(const ps_rowrange_t *rows, int s, uint64_t key);
 
+/* A server's rows range is cut into PS_RANGE_ROW_PIECES pieces of equal
+ * width (within one), the unit in which a step's rows apply and answer:
+ * a worker sends a piece's keys in a message of their own, so a server
+ * applies a piece as soon as every worker's share of it is in, and the
+ * next step's rows of that piece go down while later pieces still go up
+ * (docs/design/rows.md). */
+#define PS_RANGE_ROW_PIECES 8
+
+/* Piece q of r: its hashes, [first, last] inclusive. */
+ps_rowrange_t ps_range_row_piece(ps_rowrange_t r, int q);
+
+/* The piece of r holding hash h (a hash outside r: the nearest piece). */
+int ps_range_row_piece_of(ps_rowrange_t r, uint64_t h);
+
 #ifdef __cplusplus
 }
 #endif

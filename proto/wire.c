@@ -347,8 +347,8 @@ int ps_wire_check_row_keys(const void *keys, uint64_t nnz, const ps_rowrange_t *
             return PS_ERANGE;
         }
         if (held && (h < held->first || h > held->last)) {
-            snprintf(why, whylen, "row key %llu is not this server's (its hash %016llx is "
-                     "outside %016llx..%016llx)", (unsigned long long)k,
+            snprintf(why, whylen, "row key %llu is not in the rows it was sent to (its hash "
+                     "%016llx is outside %016llx..%016llx)", (unsigned long long)k,
                      (unsigned long long)h, (unsigned long long)held->first,
                      (unsigned long long)held->last);
             return PS_ERANGE;

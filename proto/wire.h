@@ -95,8 +95,8 @@ int ps_wire_decode_payload(uint32_t dtype, float *dst, size_t n, const void *pay
 /*
  * Checks a rows message's keys (MSG_ROWS_*): nnz little-endian uint64 at
  * keys (any alignment) whose hashes (ps_rowkey_hash) are strictly
- * ascending (so the keys are unique), each inside held (a server's rows;
- * NULL: any). Returns 0, or PS_ERANGE with a one-line reason naming the
+ * ascending (so the keys are unique), each inside held (the piece of a
+ * server's rows the message went to; NULL: any). Returns 0, or PS_ERANGE with a one-line reason naming the
  * first bad key in why.
  */
 int ps_wire_check_row_keys(const void *keys, uint64_t nnz, const ps_rowrange_t *held,

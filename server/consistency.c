@@ -84,7 +84,7 @@ static size_t s_slot(const ps_consistency_t *c, int64_t t, int w)
 static int s_complete(const ps_consistency_t *c, int64_t t, int w)
 {
     const size_t k = s_slot(c, t, w);
-    return c->live[w] && c->covered[k] == c->n && (!c->cfg.rows || c->rows_got[k]);
+    return c->live[w] && c->covered[k] == c->n && ps_consistency_rows_complete(c, k);
 }
 
 void ps_consistency_release(ps_consistency_t *c, void *frame)
@@ -104,10 +104,14 @@ void ps_consistency_release_parts(ps_consistency_t *c, size_t k)
     c->nparts[k] = 0;
     c->covered[k] = 0;
     memset(c->chunk_got + k * c->nchunks, 0, c->nchunks * sizeof *c->chunk_got);
+    for (int q = 0; c->cfg.rows && q < PS_RANGE_ROW_PIECES; q++) {
+        const size_t kq = k * PS_RANGE_ROW_PIECES + (size_t)q;
+        ps_consistency_release(c, c->rows_frame[kq]);
+        c->rows_frame[kq] = NULL;
+        c->rows_got[kq] = 0;
+    }
     if (c->cfg.rows) {
-        ps_consistency_release(c, c->rows_frame[k]);
-        c->rows_frame[k] = NULL;
-        c->rows_got[k] = 0;
+        c->rows_count[k] = 0;
     }
 }
 
@@ -269,7 +273,7 @@ void ps_consistency_end_step(ps_consistency_t *c, int64_t t)
         size_t k = s_slot(c, t, w);
         if (s_complete(c, t, w)) {
             ps_hist_add(&c->stats.staleness, t - c->computed_on[k]);
-        } else if (c->covered[k] || (c->cfg.rows && c->rows_got[k])) {
+        } else if (c->covered[k] || (c->cfg.rows && c->rows_count[k])) {
             c->stats.dropped++; /* a late worker's partial push: its step is over */
         }
         ps_consistency_release_parts(c, k);
@@ -328,7 +332,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
         const int64_t t = c->version;
         int first = -1, count = 0;
         for (int w = 0; w < c->workers; w++) {
-            if (!c->ndone) {
+            if (!c->ndone && !c->rows_ndone) {
                 c->with[w] = c->live[w];
             }
             c->with[w] &= c->live[w];
@@ -353,11 +357,8 @@ static void s_try_apply_chunks(ps_consistency_t *c)
             c->ndone++;
             applied = 1;
         }
-        if (c->ndone == c->nchunks) {
-            if (!ps_consistency_rows_in(c, t)) {
-                return; /* the rows, last, end the step when they come */
-            }
-            ps_consistency_apply_rows(c, t, lr, scale);
+        applied |= ps_consistency_apply_pieces(c, t, lr, scale) > 0;
+        if (c->ndone == c->nchunks && ps_consistency_rows_end(c, t, lr, scale)) {
             c->stats.steps_fewer += c->nlive < c->workers;
             ps_consistency_end_step(c, t);
             continue;
@@ -411,7 +412,8 @@ void ps_consistency_try_apply(ps_consistency_t *c)
             const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
             ps_consistency_store_step(c, chunk, sum, lr, scale, c->version, t);
         }
-        ps_consistency_apply_rows(c, t, lr, scale);
+        ps_consistency_apply_pieces(c, t, lr, scale);
+        ps_consistency_rows_end(c, t, lr, scale);
         ps_consistency_end_step(c, t);
     }
 }
@@ -432,7 +434,11 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->shard = ps_store_shard(store);
     c->n = ps_range_len(c->shard);
     c->workers = c->nlive = cfg->workers;
-    c->window = cfg->job.mode == PS_MODE_SSP ? cfg->job.staleness + 1 : 1;
+    /* With rows applied piece by piece, a worker may have every row and key
+     * it asked for of step t + 1 while a piece it does not hold still waits
+     * for another worker: its next push is held one step further on. */
+    c->window = (cfg->job.mode == PS_MODE_SSP ? cfg->job.staleness + 1 : 1) +
+                (cfg->rows && ps_job_chunked(&cfg->job));
     c->nslots = ps_job_is_stepped(&cfg->job) ? (size_t)c->window * (size_t)c->workers : 1;
     /* a round's pulls: up to one per push message (kv.c), and a few more */
     c->cap_pending = (PS_CONSISTENCY_MAX_PARTS / 2 + 8) * c->workers;
@@ -456,11 +462,13 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->waiting = calloc((size_t)c->workers, sizeof *c->waiting);
     c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
     if (cfg->rows) {
-        c->rows = calloc(c->nslots, sizeof *c->rows);
-        c->rows_frame = calloc(c->nslots, sizeof *c->rows_frame);
-        c->rows_got = calloc(c->nslots, 1);
+        const size_t pieces = c->nslots * PS_RANGE_ROW_PIECES;
+        c->rows = calloc(pieces, sizeof *c->rows);
+        c->rows_frame = calloc(pieces, sizeof *c->rows_frame);
+        c->rows_got = calloc(pieces, 1);
+        c->rows_count = calloc(c->nslots, sizeof *c->rows_count);
         c->rows_with = calloc((size_t)c->workers, sizeof *c->rows_with);
-        if (!c->rows || !c->rows_frame || !c->rows_got || !c->rows_with) {
+        if (!c->rows || !c->rows_frame || !c->rows_got || !c->rows_count || !c->rows_with) {
             ps_consistency_destroy(&c);
             return PS_ENOMEM;
         }
@@ -487,7 +495,8 @@ void ps_consistency_destroy(ps_consistency_t **cp)
     if (!c) {
         return;
     }
-    for (size_t k = 0; c->nparts && c->chunk_got && (!c->cfg.rows || (c->rows_got && c->rows_frame)) &&
+    for (size_t k = 0; c->nparts && c->chunk_got &&
+                       (!c->cfg.rows || (c->rows_got && c->rows_frame && c->rows_count)) &&
                        k < c->nslots; k++) {
         ps_consistency_release_parts(c, k);
     }
@@ -497,6 +506,7 @@ void ps_consistency_destroy(ps_consistency_t **cp)
     free(c->rows);
     free(c->rows_frame);
     free(c->rows_got);
+    free(c->rows_count);
     free(c->rows_with);
     free(c->sum_keys);
     free(c->sum_grads);
@@ -644,7 +654,7 @@ static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why,
                         r->worker, (long long)r->step);
     }
     ps_consistency_computed_on(c, k, r,
-                  c->covered[k] == ps_range_len(r->range) && !(c->cfg.rows && c->rows_got[k]));
+                  c->covered[k] == ps_range_len(r->range) && !(c->cfg.rows && c->rows_count[k]));
     c->stats.pushes++;
     ps_consistency_ack(c, r);
     ps_consistency_try_apply(c);

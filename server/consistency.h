@@ -95,10 +95,12 @@ typedef struct {
      * grads n rows of the job's embed_dim floats (the sum over the step's
      * rows pushes, in worker-rank order, each weighted as its push), times
      * scale, at lr. Async: one push, on arrival. Both arrays borrowed for
-     * the call, aligned. A stepped step's rows come after its dense
-     * chunks, n = 0 when none (a replica ends the step on them). */
+     * the call, aligned. A stepped step's rows come a piece of the rows
+     * range at a time (last = 0), as each piece's pushes are in, then once
+     * with n = 0 and last = 1 when the step's dense chunks and rows are all
+     * applied (a replica ends the step on that). Async: last = 1. */
     void (*apply_rows)(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
-                       float lr, float scale, int64_t t);
+                       float lr, float scale, int64_t t, int last);
     /* cfg.rows: send asker the rows of keys[0 .. nkeys) (any alignment) at
      * version. */
     void (*reply_rows)(void *ctx, const void *asker, const void *keys, uint64_t nkeys,
@@ -120,7 +122,9 @@ typedef struct {
     float async_rate;        /* async: the rate's factor for the lowered momentum the store
                                 runs (ps_job_async_momentum); 0 is taken as 1 */
     int rows;                /* non-zero: the shard has embedding rows, and a worker's
-                                share of each step includes one rows push */
+                                share of each step includes a rows push of each piece of
+                                row_range */
+    ps_rowrange_t row_range; /* rows: the hashes this server holds (its pieces: proto/range.h) */
     ps_consistency_ops_t ops;
 } ps_consistency_config_t;
 
@@ -141,6 +145,8 @@ typedef struct {
                           server's (the caller checked); borrowed until frame is
                           released. A rows push's data: their gradient */
     uint64_t nkeys;
+    int piece;         /* rows push and pull: the piece of the server's rows range its keys
+                          lie in (proto/range.h), 0 .. PS_RANGE_ROW_PIECES - 1 */
 } ps_request_t;
 
 /* Telemetry, reported at the end of the job. */
@@ -296,14 +302,15 @@ const ps_consistency_stats_t *ps_consistency_stats(const ps_consistency_t *c);
 int ps_consistency_forget(ps_consistency_t *c);
 
 /* Where the store stands: *version, and (sync) in done[0 .. cap) which
- * chunks of step *version are applied already. Returns the chunks of the
- * shard (0 outside sync and ssp: no chunk is ever half a step). */
+ * chunks of step *version are applied already, then (rows) which pieces of
+ * its rows. Returns the chunks of the shard plus the pieces (0 outside sync
+ * and ssp: no chunk is ever half a step). */
 size_t ps_consistency_cut(const ps_consistency_t *c, int64_t *version, unsigned char *done,
                           size_t cap);
 
 /* A replica's store was filled from its primary's cut: the version and the
- * chunks done (n of them, or 0) continue from there. Returns 0 or PS_ESTATE
- * (store not initialised, n not the shard's chunks). */
+ * chunks and pieces done (n of them, or 0) continue from there. Returns 0
+ * or PS_ESTATE (store not initialised, n not the shard's chunks and pieces). */
 int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned char *done,
                            size_t n);
 
@@ -327,10 +334,11 @@ int ps_consistency_replay(ps_consistency_t *c, ps_range_t range, const float *gr
                           float scale, int64_t version);
 
 /* cfg.rows: a replica applies its primary's rows update of step t (async:
- * at version t), ops.apply_rows's arguments, through ops.apply_rows; in
- * the stepped modes it comes after the step's dense chunks, and the last
- * part of it (last non-zero) ends the step. Returns 0 or PS_ESTATE (no
- * rows, or not where the primary's update was). */
+ * at version t), ops.apply_rows's arguments, through ops.apply_rows. In the
+ * stepped modes a piece's update (keys in one piece of cfg.row_range) marks
+ * the piece applied, and the step's last update (last non-zero, after the
+ * dense chunks) ends the step. Returns 0 or PS_ESTATE (no rows, or not
+ * where the primary's update was). */
 int ps_consistency_replay_rows(ps_consistency_t *c, const uint64_t *keys, const float *grads,
                                uint64_t n, float lr, float scale, int64_t t, int last);
 

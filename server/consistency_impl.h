@@ -32,6 +32,7 @@ typedef struct {
     const void *keys;    /* a rows pull: its keys, held in frame; NULL for a range */
     uint64_t nkeys;
     void *frame;
+    int piece;           /* a rows pull: the piece of the rows range its keys lie in */
 } ps_pending_t;
 
 struct ps_consistency {
@@ -52,9 +53,17 @@ struct ps_consistency {
     ps_part_t *parts;      /* nslots*PS_CONSISTENCY_MAX_PARTS: the pushes held so far */
     int *nparts;           /* nslots */
     uint64_t *covered;     /* nslots: keys pushed so far */
-    ps_rows_part_t *rows;  /* nslots (cfg.rows): each slot's rows push */
-    void **rows_frame;     /* nslots: its frame; NULL = not pushed yet */
-    unsigned char *rows_got; /* nslots: the rows push came */
+    /* cfg.rows: a worker's rows push of a step comes as one message per
+     * piece of the server's rows range (PS_RANGE_ROW_PIECES); slot k's
+     * piece q is index k * PS_RANGE_ROW_PIECES + q. */
+    ps_rows_part_t *rows;  /* nslots*pieces: each slot's rows push of each piece */
+    void **rows_frame;     /* nslots*pieces: its frame; NULL = none held */
+    unsigned char *rows_got; /* nslots*pieces: that piece's push came */
+    int *rows_count;       /* nslots: pieces pushed so far */
+    /* Sync and ssp apply a step's piece of rows once every worker of c->with
+     * pushed it, and answer the next step's pulls of that piece at once. */
+    unsigned char rows_done[PS_RANGE_ROW_PIECES]; /* applied for step `version` */
+    int rows_ndone;        /* pieces of rows_done set */
     ps_rows_part_t *rows_with; /* workers: a step's rows pushes in rank order (scratch) */
     uint64_t *sum_keys;    /* a step's rows sum (ps_optim_sum_rows), grown as needed */
     float *sum_grads;
@@ -142,10 +151,20 @@ void ps_consistency_computed_on(ps_consistency_t *c, size_t k, const ps_request_
 /* Stepped modes: applies every step that has collected enough pushes. */
 void ps_consistency_try_apply(ps_consistency_t *c);
 
-/* cfg.rows (consistency_rows.c): whether every worker of c->with pushed its
- * rows of step t, and the sum of those pushes applied (ops.apply_rows). */
-int ps_consistency_rows_in(const ps_consistency_t *c, int64_t t);
-void ps_consistency_apply_rows(ps_consistency_t *c, int64_t t, float lr, float scale);
+/* cfg.rows (consistency_rows.c). Applies each piece of step t's rows that
+ * every worker of c->with pushed and that is not applied yet: their pushes
+ * summed in rank order (ops.apply_rows). Returns how many it applied. */
+int ps_consistency_apply_pieces(ps_consistency_t *c, int64_t t, float lr, float scale);
+
+/* Whether step t's rows are all applied (no rows: yes); if so, tells
+ * ops.apply_rows the step's rows are over (a replica ends the step then). */
+int ps_consistency_rows_end(ps_consistency_t *c, int64_t t, float lr, float scale);
+
+/* Whether slot k holds every piece of its worker's rows push (no rows: yes). */
+static inline int ps_consistency_rows_complete(const ps_consistency_t *c, size_t k)
+{
+    return !c->cfg.rows || c->rows_count[k] == PS_RANGE_ROW_PIECES;
+}
 
 /* Forgets every waiting pull, releasing the rows pulls' frames (their
  * askers ask again). */
@@ -163,6 +182,8 @@ static inline void ps_consistency_jump(ps_consistency_t *c, int64_t version)
     c->version = version;
     memset(c->done, 0, c->nchunks);
     c->ndone = 0;
+    memset(c->rows_done, 0, sizeof c->rows_done);
+    c->rows_ndone = 0;
 }
 
 #ifdef __cplusplus

@@ -1,13 +1,15 @@
 /*
  * server/consistency_pull.c - pulls: answered at once when the version they
  * need is there, chunk by chunk while the step they need applies, else when
- * it comes (see consistency.h). A worker's pulls for one version are
- * answered in the order they came: its client takes each server's parts in
- * key order, and a round may ask for its keys in several pulls, each behind
- * the pushes of its keys (worker/kv.c), so a later pull whose chunks applied
- * first waits for the earlier one. (Pulls for another version, such as
- * those a killed worker left, hold up nothing.) Between workers, each
- * server takes them in turns from its own rank's.
+ * it comes (see consistency.h). A worker's pulls of keys for one version
+ * are answered in the order they came: its client takes each server's
+ * parts in key order, and a round may ask for its keys in several pulls,
+ * each behind the pushes of its keys (worker/kv.c), so a later pull whose
+ * chunks applied first waits for the earlier one. (Pulls for another
+ * version, such as those a killed worker left, hold up nothing.) A rows
+ * pull names its piece, so it waits for nothing but its piece's rows: in
+ * sync and ssp, those of the step being applied once its piece is.
+ * Between workers, each server takes them in turns from its own rank's.
  */
 #include <stdio.h>
 #include <string.h>
@@ -75,13 +77,30 @@ static int s_try_answer(ps_consistency_t *c, const void *asker, ps_range_t *rang
            s_answer_applied(c, asker, range);
 }
 
-/* A rows pull whose version is there: answered, its keys' frame let go. */
+/* Whether a rows pull of piece `piece` for min_version can be answered,
+ * and at which version: the version's, or the next one's once the step
+ * being applied has applied that piece of its rows. */
+static int s_rows_ready(const ps_consistency_t *c, int64_t min_version, int piece,
+                        int64_t *version)
+{
+    *version = c->version;
+    if (!ps_store_initialized(c->store)) {
+        return 0;
+    }
+    if (c->version >= min_version) {
+        return 1;
+    }
+    *version = min_version;
+    return min_version == c->version + 1 && c->rows_done[piece];
+}
+
+/* A rows pull whose rows are there: answered, its keys' frame let go. */
 static void s_answer_rows(ps_consistency_t *c, const void *asker, const void *keys,
-                          uint64_t nkeys, void *frame)
+                          uint64_t nkeys, void *frame, int64_t version)
 {
     c->stats.pulls++;
     if (c->cfg.ops.reply_rows) {
-        c->cfg.ops.reply_rows(c->cfg.ops.ctx, asker, keys, nkeys, c->version);
+        c->cfg.ops.reply_rows(c->cfg.ops.ctx, asker, keys, nkeys, version);
     }
     if (frame && c->cfg.ops.release) {
         c->cfg.ops.release(c->cfg.ops.ctx, frame);
@@ -89,25 +108,26 @@ static void s_answer_rows(ps_consistency_t *c, const void *asker, const void *ke
 }
 
 /* Answers waiting pull p (its asker at i) when it can: non-zero when all
- * of it is answered. Rows apply at a step's end, so a rows pull waits for
- * the whole version. */
+ * of it is answered. */
 static int s_try_pending(ps_consistency_t *c, int i, ps_pending_t *p)
 {
     if (!p->keys) {
         return s_try_answer(c, s_asker(c, i), &p->range, p->min_version);
     }
-    if (!ps_store_initialized(c->store) || c->version < p->min_version) {
+    int64_t version;
+    if (!s_rows_ready(c, p->min_version, p->piece, &version)) {
         return 0;
     }
-    s_answer_rows(c, s_asker(c, i), p->keys, p->nkeys, p->frame);
+    s_answer_rows(c, s_asker(c, i), p->keys, p->nkeys, p->frame, version);
     return 1;
 }
 
-/* Whether one of pending[0..n) is worker w's for min_version. */
+/* Whether one of pending[0..n) is worker w's pull of keys for min_version. */
 static int s_waits(const ps_pending_t *pending, int n, int w, int64_t min_version)
 {
     for (int i = n - 1; i >= 0; i--) {
-        if (pending[i].worker == w && pending[i].min_version == min_version) {
+        if (pending[i].worker == w && pending[i].min_version == min_version &&
+            !pending[i].keys) {
             return 1;
         }
     }
@@ -126,7 +146,7 @@ void ps_consistency_answer_pulls(ps_consistency_t *c)
             if (p->worker != w) {
                 continue;
             }
-            if (!(c->waiting[w] && s_waits(c->pending, i, w, p->min_version)) &&
+            if ((p->keys || !(c->waiting[w] && s_waits(c->pending, i, w, p->min_version))) &&
                 s_try_pending(c, i, p)) {
                 p->worker = -1; /* answered: forgotten below */
                 answered++;
@@ -187,8 +207,8 @@ int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, s
     if (!behind && s_try_answer(c, r->asker, &left, r->step)) {
         return 0;
     }
-    return s_wait(c, &(ps_pending_t){left, r->step, r->worker, NULL, 0, NULL}, r->asker, why,
-                  cap);
+    return s_wait(c, &(ps_pending_t){left, r->step, r->worker, NULL, 0, NULL, 0}, r->asker,
+                  why, cap);
 }
 
 int ps_consistency_pull_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
@@ -202,13 +222,13 @@ int ps_consistency_pull_rows(ps_consistency_t *c, const ps_request_t *r, char *w
         }
         return PS_ENOENT;
     }
-    const int behind = s_waits(c->pending, c->npending, r->worker, r->step);
-    if (!behind && ps_store_initialized(c->store) && c->version >= r->step) {
-        s_answer_rows(c, r->asker, r->keys, r->nkeys, r->frame);
+    int64_t version;
+    if (s_rows_ready(c, r->step, r->piece, &version)) {
+        s_answer_rows(c, r->asker, r->keys, r->nkeys, r->frame, version);
         return 0;
     }
     const int rc = s_wait(c, &(ps_pending_t){{0, 0}, r->step, r->worker, r->keys, r->nkeys,
-                                             r->frame}, r->asker, why, cap);
+                                             r->frame, r->piece}, r->asker, why, cap);
     if (rc != 0 && r->frame && c->cfg.ops.release) {
         c->cfg.ops.release(c->cfg.ops.ctx, r->frame);
     }

@@ -24,25 +24,31 @@ size_t ps_consistency_cut(const ps_consistency_t *c, int64_t *version, unsigned 
                           size_t cap)
 {
     *version = c->version;
-    if (done) {
-        for (size_t ch = 0; ch < c->nchunks && ch < cap; ch++) {
-            done[ch] = c->ndone && c->done[ch];
-        }
+    const size_t pieces = c->cfg.rows ? PS_RANGE_ROW_PIECES : 0;
+    for (size_t ch = 0; done && ch < c->nchunks && ch < cap; ch++) {
+        done[ch] = c->ndone && c->done[ch];
     }
-    return ps_consistency_chunked(c) ? c->nchunks : 0;
+    for (size_t q = 0; done && q < pieces && c->nchunks + q < cap; q++) {
+        done[c->nchunks + q] = c->rows_done[q];
+    }
+    return ps_consistency_chunked(c) ? c->nchunks + pieces : 0;
 }
 
 int ps_consistency_restore(ps_consistency_t *c, int64_t version, const unsigned char *done,
                            size_t n)
 {
-    if (!ps_store_initialized(c->store) || version < 0 || (n && n != c->nchunks)) {
+    const size_t pieces = c->cfg.rows ? PS_RANGE_ROW_PIECES : 0;
+    if (!ps_store_initialized(c->store) || version < 0 || (n && n != c->nchunks + pieces)) {
         return PS_ESTATE;
     }
-    c->version = version;
-    c->ndone = 0;
+    ps_consistency_jump(c, version);
     for (size_t ch = 0; ch < c->nchunks; ch++) {
         c->done[ch] = n && done[ch];
         c->ndone += c->done[ch];
+    }
+    for (size_t q = 0; q < pieces; q++) {
+        c->rows_done[q] = n && done[c->nchunks + q];
+        c->rows_ndone += c->rows_done[q];
     }
     memcpy(c->with, c->live, (size_t)c->workers);
     return 0;

@@ -1,8 +1,10 @@
 /*
  * server/consistency_rows.c - embedding rows in the consistency modes: a
- * worker's rows push of a step, held with its dense parts and applied with
- * them, summed over the same workers in the same order; a replica's replay
- * of its primary's rows updates (see consistency.h).
+ * worker's rows push of a step, a message per piece of the server's rows
+ * range, held with its dense parts; each piece applied once every worker's
+ * share of it is in (sync, ssp) or at the step's end (sync:K/N), summed
+ * over the step's workers in rank order; a replica's replay of its
+ * primary's rows updates (see consistency.h).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -10,15 +12,23 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/rowkey.h"
 #include "kernels/optim.h"
 #include "server/consistency.h"
 #include "server/consistency_impl.h"
 
-/* cfg.rows: sums the n rows pushes of c->rows_with and applies the sum. A
- * sum with no memory is logged and skipped (the step's rows keep their
- * values): the job goes on, as with a non-finite update. A stepped step
- * applies its sum even of no key: a replica ends the step on it. */
-static void s_sum_apply_rows(ps_consistency_t *c, int n, float lr, float scale, int64_t t)
+/* Index of slot k's piece q. */
+static size_t s_piece(size_t k, int q)
+{
+    return k * PS_RANGE_ROW_PIECES + (size_t)q;
+}
+
+/* cfg.rows: sums the n rows pushes of c->rows_with and applies the sum
+ * (ops.apply_rows, with last). A sum with no memory is logged and skipped
+ * (its rows keep their values): the job goes on, as with a non-finite
+ * update. */
+static void s_sum_apply_rows(ps_consistency_t *c, int n, float lr, float scale, int64_t t,
+                             int last)
 {
     int64_t keys = ps_optim_sum_rows(c->rows_with, n, (size_t)c->cfg.job.embed_dim,
                                      &c->sum_keys, &c->sum_grads, &c->sum_cap);
@@ -26,39 +36,66 @@ static void s_sum_apply_rows(ps_consistency_t *c, int n, float lr, float scale, 
         ps_log_err("out of memory to sum the rows of step %lld: not applied", (long long)t);
         keys = 0;
     }
-    if ((keys > 0 || ps_job_is_stepped(&c->cfg.job)) && c->cfg.ops.apply_rows) {
+    if (keys > 0 && c->cfg.ops.apply_rows) {
         c->cfg.ops.apply_rows(c->cfg.ops.ctx, c->sum_keys, c->sum_grads, (uint64_t)keys, lr,
-                              scale, t);
+                              scale, t, last);
     }
 }
 
-/* cfg.rows: whether every worker of c->with pushed its rows of step t. */
-int ps_consistency_rows_in(const ps_consistency_t *c, int64_t t)
+/* Whether every worker of c->with pushed piece q of its rows of step t. */
+static int s_piece_in(const ps_consistency_t *c, int64_t t, int q)
 {
-    for (int w = 0; c->cfg.rows && w < c->workers; w++) {
-        if (c->with[w] && !c->rows_got[ps_consistency_slot(c, t, w)]) {
+    for (int w = 0; w < c->workers; w++) {
+        if (c->with[w] && !c->rows_got[s_piece(ps_consistency_slot(c, t, w), q)]) {
             return 0;
         }
     }
     return 1;
 }
 
-/* cfg.rows: applies the rows pushes of step t of the workers in c->with,
+/* Piece q of step t's rows, applied: the pushes of the workers in c->with,
  * in rank order, weighted as their dense parts are. */
-void ps_consistency_apply_rows(ps_consistency_t *c, int64_t t, float lr, float scale)
+static void s_apply_piece(ps_consistency_t *c, int64_t t, int q, float lr, float scale)
 {
-    if (!c->cfg.rows) {
-        return;
-    }
     int n = 0;
     for (int w = 0; w < c->workers; w++) {
         if (c->with[w]) {
             const size_t k = ps_consistency_slot(c, t, w);
-            c->rows_with[n] = c->rows[k];
+            c->rows_with[n] = c->rows[s_piece(k, q)];
             c->rows_with[n++].weight = ps_consistency_stale_weight(c, t - c->computed_on[k]);
         }
     }
-    s_sum_apply_rows(c, n, lr, scale, t);
+    s_sum_apply_rows(c, n, lr, scale, t, 0);
+    c->rows_done[q] = 1;
+    c->rows_ndone++;
+}
+
+int ps_consistency_apply_pieces(ps_consistency_t *c, int64_t t, float lr, float scale)
+{
+    int applied = 0;
+    for (int q = 0; c->cfg.rows && q < PS_RANGE_ROW_PIECES; q++) {
+        if (!c->rows_done[q] && s_piece_in(c, t, q)) {
+            s_apply_piece(c, t, q, lr, scale);
+            applied++;
+        }
+    }
+    return applied;
+}
+
+int ps_consistency_rows_end(ps_consistency_t *c, int64_t t, float lr, float scale)
+{
+    static const uint64_t no_key;
+    static const float no_row;
+    if (!c->cfg.rows) {
+        return 1;
+    }
+    if (c->rows_ndone < PS_RANGE_ROW_PIECES) {
+        return 0;
+    }
+    if (c->cfg.ops.apply_rows) {
+        c->cfg.ops.apply_rows(c->cfg.ops.ctx, &no_key, &no_row, 0, lr, scale, t, 1);
+    }
+    return 1;
 }
 
 /* A rows push of a stepped mode, held in its slot. Returns 1 when r's
@@ -70,16 +107,17 @@ static int s_push_rows_stepped(ps_consistency_t *c, const ps_request_t *r, char 
     if (admit != 1) {
         return admit;
     }
-    const size_t k = ps_consistency_slot(c, r->step, r->worker);
-    if (c->rows_got[k]) {
-        snprintf(why, cap, "W%d pushed the rows of step %lld twice", r->worker,
-                 (long long)r->step);
+    const size_t k = ps_consistency_slot(c, r->step, r->worker), kq = s_piece(k, r->piece);
+    if (c->rows_got[kq]) {
+        snprintf(why, cap, "W%d pushed piece %d of the rows of step %lld twice", r->worker,
+                 r->piece, (long long)r->step);
         return PS_ESTATE;
     }
-    c->rows[k] = (ps_rows_part_t){r->keys, r->data, r->nkeys, 1.0f};
-    c->rows_frame[k] = r->frame;
-    c->rows_got[k] = 1;
-    ps_consistency_computed_on(c, k, r, c->covered[k] == 0);
+    c->rows[kq] = (ps_rows_part_t){r->keys, r->data, r->nkeys, 1.0f};
+    c->rows_frame[kq] = r->frame;
+    c->rows_got[kq] = 1;
+    ps_consistency_computed_on(c, k, r, c->covered[k] == 0 && c->rows_count[k] == 0);
+    c->rows_count[k]++;
     c->stats.row_pushes++;
     c->stats.row_keys += r->nkeys;
     ps_consistency_ack(c, r);
@@ -93,8 +131,8 @@ static int s_push_rows_async(ps_consistency_t *c, const ps_request_t *r)
 {
     const int64_t tau = c->version - r->version;
     c->rows_with[0] = (ps_rows_part_t){r->keys, r->data, r->nkeys, 1.0f};
-    s_sum_apply_rows(c, 1, ps_consistency_lr(c, c->version / c->workers), ps_consistency_async_weight(c, tau),
-                     c->version);
+    s_sum_apply_rows(c, 1, ps_consistency_lr(c, c->version / c->workers),
+                     ps_consistency_async_weight(c, tau), c->version, 1);
     c->stats.row_pushes++;
     c->stats.row_keys += r->nkeys;
     ps_consistency_ack(c, r);
@@ -128,11 +166,16 @@ int ps_consistency_replay_rows(ps_consistency_t *c, const uint64_t *keys, const 
 {
     const int stepped = ps_job_is_stepped(&c->cfg.job);
     if (!c->cfg.rows || !ps_store_initialized(c->store) || t != c->version ||
-        (stepped && c->ndone != c->nchunks)) {
+        (stepped && last && c->ndone != c->nchunks)) {
         return PS_ESTATE;
     }
     if (c->cfg.ops.apply_rows) {
-        c->cfg.ops.apply_rows(c->cfg.ops.ctx, keys, grads, n, lr, scale, t);
+        c->cfg.ops.apply_rows(c->cfg.ops.ctx, keys, grads, n, lr, scale, t, last);
+    }
+    if (stepped && !last && n > 0) { /* a piece applied: not pushed again after a takeover */
+        const int q = ps_range_row_piece_of(c->cfg.row_range, ps_rowkey_hash(keys[0]));
+        c->rows_ndone += !c->rows_done[q];
+        c->rows_done[q] = 1;
     }
     if (stepped && last) {
         ps_consistency_end_step(c, t);

@@ -85,6 +85,10 @@ static int s_check_rows(const ps_intake_t *in, const Shardps__Header *h, int nfr
         snprintf(why, cap, "a rows pull of no keys");
         return PS_ERANGE;
     }
+    if (h->piece >= PS_RANGE_ROW_PIECES) {
+        snprintf(why, cap, "rows piece %u of %d", h->piece, PS_RANGE_ROW_PIECES);
+        return PS_ERANGE;
+    }
     const uint64_t per = sizeof(uint64_t) +
                          (h->type == PS_MSG_ROWS_PUSH ? (uint64_t)in->cfg.row_dim * sizeof(float)
                                                       : 0);
@@ -178,9 +182,11 @@ static int s_hold_rows(ps_intake_t *in, ps_msg_t *m, ps_request_t *req, char *wh
     size_t len = 0;
     const void *p = m->nframes ? ps_msg_frame(m, 0, &len) : NULL;
     const uint64_t nnz = m->hdr.nnz;
-    if (ps_wire_check_row_keys(p, nnz, &in->cfg.rows, why, cap) != 0) {
+    const ps_rowrange_t piece = ps_range_row_piece(in->cfg.rows, (int)m->hdr.piece);
+    if (ps_wire_check_row_keys(p, nnz, &piece, why, cap) != 0) {
         return PS_ERANGE;
     }
+    req->piece = (int)m->hdr.piece;
     req->nkeys = nnz;
     req->keys = NULL;
     req->data = NULL;

@@ -424,7 +424,7 @@ void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, flo
 }
 
 void ps_replica_update_rows(ps_replica_t *r, const uint64_t *keys, const float *grads,
-                            uint64_t n, float lr, float scale, int64_t t)
+                            uint64_t n, float lr, float scale, int64_t t, int last)
 {
     s_snapshots_due(r);
     if (r->ntargets == 0) {
@@ -450,7 +450,7 @@ void ps_replica_update_rows(ps_replica_t *r, const uint64_t *keys, const float *
         st.lr = lr;
         st.scale = scale;
         st.rows = 1;
-        st.more = at + k < n;
+        st.more = at + k < n || !last;
         s_send_update(r, &st, r->buf, k * row);
         at += k;
     } while (at < n);

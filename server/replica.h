@@ -79,10 +79,10 @@ void ps_replica_update(ps_replica_t *r, ps_range_t range, const float *grad, flo
 
 /* ps_consistency_ops_t.apply_rows, before we apply it: as ps_replica_update,
  * the rows update of step t (async: at version t) in messages of a frame
- * each under the replica's frame limit (a stepped replica ends the step
- * after the last). */
+ * each under the replica's frame limit; the last message of a call with
+ * last set says so (a stepped replica ends the step after it). */
 void ps_replica_update_rows(ps_replica_t *r, const uint64_t *keys, const float *grads,
-                            uint64_t n, float lr, float scale, int64_t t);
+                            uint64_t n, float lr, float scale, int64_t t, int last);
 
 /* Sends the live workers and joiners to the replicas, if they changed since
  * they were last sent (call once the requests in hand are handled). */

@@ -383,6 +383,7 @@ void ps_reply_rows(ps_reply_t *r, const ps_reply_to_t *to, const ps_rows_t *tabl
     const float *rows = n ? s_read_rows(r, table, keys, n) : NULL;
     const ps_frame_t f = {rows, n * ps_rows_dim(table) * sizeof *rows};
     h.nnz = n;
+    h.piece = to->piece;
     if (n && !rows) {
         h.type = PS_MSG_ERROR;
         h.status = PS_ENOMEM;

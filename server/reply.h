@@ -43,6 +43,7 @@ typedef struct {
     ps_msg_type_t type;   /* of the request: init, push, pull or push-pull */
     int worker;           /* its rank (its token checked) */
     int64_t step;         /* of the request, for the trace */
+    uint32_t piece;       /* a rows pull's piece, echoed in its reply */
 } ps_reply_to_t;
 
 typedef struct {

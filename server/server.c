@@ -84,11 +84,11 @@ static void s_on_release(void *ctx, void *frame)
 /* The rows gradient of a step (or an async push), sent to the replicas and applied; the
  * cap's refusals warned of at the 1st, 2nd, 4th ... call that has some. */
 static void s_on_apply_rows(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
-                            float lr, float scale, int64_t t)
+                            float lr, float scale, int64_t t, int last)
 {
     ps_server_t *s = ctx;
     if (s->replica) {
-        ps_replica_update_rows(s->replica, keys, grads, n, lr, scale, t);
+        ps_replica_update_rows(s->replica, keys, grads, n, lr, scale, t, last);
     }
     const int refused = ps_rows_update(s->rows, keys, n, grads, lr, scale);
     if (refused == PS_ENOMEM) {
@@ -302,7 +302,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
         return;
     }
     ps_trace_span_end(&check);
-    ps_reply_to_t to = {m->route, h->request_id, h->type, h->sender, h->step};
+    ps_reply_to_t to = {m->route, h->request_id, h->type, h->sender, h->step, h->piece};
     ps_request_t req = {h->sender, h->step, h->version, {h->key_begin, h->key_end}, NULL, NULL, &to};
     if (ps_intake_is_push(h->type)) {
         rc = s_push(s, m, &req, why, sizeof why);
@@ -556,6 +556,7 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
         .resent = v->replicas > 0,
         .async_rate = (float)rate,
         .rows = ps_job_has_rows(&v->job),
+        .row_range = v->servers[s->rank].rows,
     };
     rc = rc ? rc : s_setup_rows(s, &run);
     rc = rc ? rc : ps_consistency_new(&s->cons, &cc, s->store);

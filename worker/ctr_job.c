@@ -19,6 +19,17 @@
 #include "worker/ctr_data.h"
 #include "worker/models/embed.h"
 
+/* A batch gathered from the click log: its samples' fields, and its keys
+ * deduplicated by hash. */
+typedef struct {
+    ps_embed_batch_t b;    /* the batch's lookups, by hash */
+    uint64_t *hashes;      /* [max_batch*26] the batch's keys' hashes */
+    uint64_t *keys;        /* [max_batch*26] b's distinct hashes' keys, in their order */
+    float *num;            /* numeric fields */
+    uint8_t *label;        /* labels */
+    int n;                 /* samples; 0: none gathered */
+} s_batch_t;
+
 struct ps_ctr_job {
     ps_model_t *m;         /* borrowed */
     int max_batch;         /* the model's */
@@ -26,21 +37,53 @@ struct ps_ctr_job {
     ps_ctr_set_t set;      /* the whole log */
     ps_ctr_view_t train;   /* its first rows */
     ps_ctr_view_t test;    /* its held-out tail */
-    ps_embed_batch_t b;    /* the batch's lookups, by hash */
+    s_batch_t cur;         /* the batch of the step (num, label: the model's buffers) */
     int micro;             /* --micro-batch: samples per micro-batch (the batch: one) */
     ps_embed_batch_t mb;   /* micro-batches: one's lookups */
     float *rows;           /* micro-batches: [cap x dim] the batch's rows as pulled */
     float *sum;            /* and their gradients' sum over the micro-batches */
     unsigned char *seen;   /* [cap] whether a row of the batch has a gradient yet */
     float *dense;          /* [P] the dense gradients' sum over the micro-batches */
-    uint64_t *hashes;      /* [max_batch*26] the batch's keys' hashes */
-    uint64_t *keys;        /* [max_batch*26] b's distinct hashes' keys, in their order */
-    float *num;            /* the model's batch buffers: numeric fields */
-    uint8_t *label;        /* and labels */
     float *prob;           /* [test.n] evaluation's click probabilities */
-    int n;                 /* samples of the batch built last */
     ps_ctr_rows_t home;    /* the rows' home when not the servers (fetch NULL: servers) */
+    /* The next step's batch, gathered, and the pull of its rows sent before
+     * this step's push (ps_ctr_next_t): the servers answer each piece of it
+     * as soon as this step's rows of that piece are applied. */
+    s_batch_t ahead;       /* that batch (ahead.n 0: none) */
+    const uint32_t *ahead_order; /* which rows of the log: ahead_order[ahead_first ..] */
+    size_t ahead_first;
+    float *early_rows;     /* [cap x dim] its rows, as pulled */
+    int early;             /* the pull's handle; -1: none */
+    int early_is_cur;      /* the pull is the current batch's (it was ahead) */
+    ps_kv_t *early_kv;     /* the client it went to */
+    uint64_t early_rollbacks; /* ps_kv_rollbacks() when it went: a rollback voids it */
 };
+
+/* The buffers of a batch of up to max_batch samples; num and label the
+ * caller's, or (NULL) its own. Returns 0 or PS_ENOMEM. */
+static int s_batch_init(s_batch_t *x, int max_batch, float *num, uint8_t *label)
+{
+    const size_t positions = (size_t)max_batch * PS_CTR_CAT;
+    x->hashes = malloc(positions * sizeof *x->hashes);
+    x->keys = malloc(positions * sizeof *x->keys);
+    x->num = num ? num : malloc((size_t)max_batch * PS_CTR_NUM * sizeof *x->num);
+    x->label = label ? label : malloc((size_t)max_batch);
+    return x->hashes && x->keys && x->num && x->label &&
+                   ps_embed_batch_init(&x->b, (int)positions, NULL) == 0
+               ? 0
+               : PS_ENOMEM;
+}
+
+static void s_batch_fini(s_batch_t *x, int own_fields)
+{
+    ps_embed_batch_fini(&x->b);
+    free(x->hashes);
+    free(x->keys);
+    if (own_fields) {
+        free(x->num);
+        free(x->label);
+    }
+}
 
 int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_batch,
                    int micro_batch, char *err, size_t cap)
@@ -72,11 +115,9 @@ int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_
         return PS_EINVAL;
     }
     const size_t positions = (size_t)max_batch * PS_CTR_CAT;
-    c->hashes = malloc(positions * sizeof *c->hashes);
-    c->keys = malloc(positions * sizeof *c->keys);
     c->prob = malloc((c->test.n ? c->test.n : 1) * sizeof *c->prob);
-    c->num = ps_model_batch_x(m);
-    c->label = ps_model_batch_y(m);
+    c->early_rows = malloc(positions * c->dim * sizeof *c->early_rows);
+    c->early = -1;
     c->micro = micro_batch;
     if (micro_batch > 0) {
         c->rows = malloc(positions * c->dim * sizeof *c->rows);
@@ -84,8 +125,9 @@ int ps_ctr_job_new(ps_ctr_job_t **out, const char *path, ps_model_t *m, int max_
         c->seen = malloc(positions);
         c->dense = malloc(ps_model_num_params(m) * sizeof *c->dense);
     }
-    if (!c->hashes || !c->keys || !c->prob ||
-        ps_embed_batch_init(&c->b, (int)positions, NULL) != 0 ||
+    if (!c->prob || !c->early_rows ||
+        s_batch_init(&c->cur, max_batch, ps_model_batch_x(m), ps_model_batch_y(m)) != 0 ||
+        s_batch_init(&c->ahead, max_batch, NULL, NULL) != 0 ||
         (micro_batch > 0 && (!c->rows || !c->sum || !c->seen || !c->dense ||
                              ps_embed_batch_init(&c->mb, (int)positions, NULL) != 0))) {
         snprintf(err, cap, "out of memory");
@@ -103,14 +145,14 @@ void ps_ctr_job_destroy(ps_ctr_job_t **cp)
         return;
     }
     ps_ctr_set_fini(&c->set);
-    ps_embed_batch_fini(&c->b);
+    s_batch_fini(&c->cur, 0);
+    s_batch_fini(&c->ahead, 1);
     ps_embed_batch_fini(&c->mb);
     free(c->rows);
     free(c->sum);
     free(c->seen);
     free(c->dense);
-    free(c->hashes);
-    free(c->keys);
+    free(c->early_rows);
     free(c->prob);
     free(c);
     *cp = NULL;
@@ -121,37 +163,85 @@ size_t ps_ctr_job_train_samples(const ps_ctr_job_t *c)
     return c->train.n;
 }
 
-/* Rows rows[i] of view v (i < n) into the batch: numeric fields, labels and
- * the keys' hashes, deduplicated (the distinct keys in c->keys). */
-static int s_gather(ps_ctr_job_t *c, const ps_ctr_view_t *v, const uint32_t *rows, int n)
+/* Rows rows[i] of view v (i < n) into batch x: numeric fields, labels and
+ * the keys' hashes, deduplicated (the distinct keys in x->keys). */
+static int s_gather(ps_ctr_job_t *c, s_batch_t *x, const ps_ctr_view_t *v,
+                    const uint32_t *rows, int n)
 {
     if (n < 1 || n > c->max_batch) {
         return PS_EINVAL;
     }
     for (int i = 0; i < n; i++) {
         const size_t r = rows ? rows[i] : (size_t)i;
-        memcpy(c->num + (size_t)i * PS_CTR_NUM, v->num + r * PS_CTR_NUM,
-               PS_CTR_NUM * sizeof *c->num);
-        c->label[i] = v->label[r] != 0;
+        memcpy(x->num + (size_t)i * PS_CTR_NUM, v->num + r * PS_CTR_NUM,
+               PS_CTR_NUM * sizeof *x->num);
+        x->label[i] = v->label[r] != 0;
         const uint64_t *k = v->keys + r * PS_CTR_CAT;
         for (int f = 0; f < PS_CTR_CAT; f++) {
-            c->hashes[(size_t)i * PS_CTR_CAT + f] = ps_rowkey_hash(k[f]);
+            x->hashes[(size_t)i * PS_CTR_CAT + f] = ps_rowkey_hash(k[f]);
         }
     }
-    const int U = ps_embed_batch_build(&c->b, c->hashes, n, PS_CTR_CAT);
+    const int U = ps_embed_batch_build(&x->b, x->hashes, n, PS_CTR_CAT);
     if (U < 0) {
         return U;
     }
     for (int u = 0; u < U; u++) {
-        c->keys[u] = ps_rowkey_unhash(c->b.keys[u]);
+        x->keys[u] = ps_rowkey_unhash(x->b.keys[u]);
     }
-    c->n = n;
+    x->n = n;
     return 0;
+}
+
+/* The batch gathered ahead becomes the current one: its lookups swapped
+ * in, its fields copied into the model's buffers. */
+static void s_take_ahead(ps_ctr_job_t *c)
+{
+    s_batch_t *x = &c->cur, *a = &c->ahead;
+    const ps_embed_batch_t b = x->b;
+    uint64_t *hashes = x->hashes, *keys = x->keys;
+    x->b = a->b;
+    x->hashes = a->hashes;
+    x->keys = a->keys;
+    a->b = b;
+    a->hashes = hashes;
+    a->keys = keys;
+    memcpy(x->num, a->num, (size_t)a->n * PS_CTR_NUM * sizeof *x->num);
+    memcpy(x->label, a->label, (size_t)a->n);
+    x->n = a->n;
+    a->n = 0;
+}
+
+/* Waits for the early pull and forgets it: 0 with its rows in early_rows,
+ * its failure (reason in err), or PS_EAGAIN when there is none or a
+ * rollback voided its handle. */
+static int s_early_wait(ps_ctr_job_t *c, char *err, size_t cap)
+{
+    const int h = c->early;
+    c->early = -1;
+    c->early_is_cur = 0;
+    if (h < 0 || ps_kv_rollbacks(c->early_kv) != c->early_rollbacks) {
+        return PS_EAGAIN;
+    }
+    const int rc = ps_kv_wait(c->early_kv, h);
+    if (rc != 0) {
+        snprintf(err, cap, "pulling rows failed: %s", ps_kv_error(c->early_kv));
+    }
+    return rc;
 }
 
 int ps_ctr_job_batch(ps_ctr_job_t *c, const uint32_t *order, size_t first, int n)
 {
-    return s_gather(c, &c->train, order + first, n);
+    if (c->ahead.n == n && c->ahead_order == order && c->ahead_first == first) {
+        s_take_ahead(c);
+        c->early_is_cur = c->early >= 0;
+        return 0;
+    }
+    c->ahead.n = 0;
+    if (c->early >= 0) { /* another batch came: its pull is not needed */
+        char why[160];
+        s_early_wait(c, why, sizeof why);
+    }
+    return s_gather(c, &c->cur, &c->train, order + first, n);
 }
 
 /* Waits for handle h of a rows request; the reason of a failure into err. */
@@ -189,10 +279,11 @@ static int s_fetch(ps_ctr_job_t *c, ps_kv_t *kv, const uint64_t *keys, size_t n,
 static int s_push(ps_ctr_job_t *c, ps_kv_t *kv, const float *grads, int64_t t, int *push,
                   char *err, size_t cap)
 {
+    const size_t U = (size_t)c->cur.b.U;
     if (c->home.push) {
-        return c->home.push(c->home.arg, c->keys, (size_t)c->b.U, grads, t, push, err, cap);
+        return c->home.push(c->home.arg, c->cur.keys, U, grads, t, push, err, cap);
     }
-    *push = ps_kv_rows_push(kv, c->keys, (size_t)c->b.U, c->dim, grads, t);
+    *push = ps_kv_rows_push(kv, c->cur.keys, U, c->dim, grads, t);
     if (*push < 0) {
         snprintf(err, cap, "pushing rows failed: %s", ps_kv_error(kv));
         return *push;
@@ -200,19 +291,53 @@ static int s_push(ps_ctr_job_t *c, ps_kv_t *kv, const float *grads, int64_t t, i
     return 0;
 }
 
-/* Pulls the batch's rows into the model at version >= min_version. */
-static int s_pull_rows(ps_ctr_job_t *c, ps_kv_t *kv, int64_t min_version, char *err, size_t cap)
+/* The current batch's rows at version >= min_version into out: from the
+ * pull sent while the step before pushed, or pulled now (also when that
+ * pull was voided or failed by a replica's takeover). */
+static int s_batch_rows(ps_ctr_job_t *c, ps_kv_t *kv, float *out, int64_t min_version,
+                        char *err, size_t cap)
 {
-    return s_fetch(c, kv, c->keys, (size_t)c->b.U, ps_model_rows(c->m), min_version, err, cap);
+    const size_t U = (size_t)c->cur.b.U;
+    if (c->early_is_cur) {
+        const int rc = s_early_wait(c, err, cap);
+        if (rc == 0) {
+            memcpy(out, c->early_rows, U * c->dim * sizeof *out);
+            return 0;
+        }
+        if (rc != PS_EAGAIN) {
+            return rc;
+        }
+        err[0] = '\0';
+    }
+    return s_fetch(c, kv, c->cur.keys, U, out, min_version, err, cap);
 }
 
-/* The batch's row of hash h: its index in c->b's distinct hashes. */
+/* The next step's batch gathered and the pull of its rows sent, before
+ * this step's push, so the servers answer it piece by piece as the push
+ * applies. Nothing when there is no next step to gather or the rows are
+ * not the servers'; a pull that cannot go is left to the next step. */
+static void s_pull_ahead(ps_ctr_job_t *c, ps_kv_t *kv, const ps_ctr_next_t *next)
+{
+    if (!next || c->home.fetch || c->early >= 0 ||
+        s_gather(c, &c->ahead, &c->train, next->order + next->first, next->n) != 0) {
+        return;
+    }
+    c->ahead_order = next->order;
+    c->ahead_first = next->first;
+    c->early_kv = kv;
+    c->early_rollbacks = ps_kv_rollbacks(kv);
+    c->early = ps_kv_rows_pull(kv, c->ahead.keys, (size_t)c->ahead.b.U, c->dim, c->early_rows,
+                               next->version);
+    c->early = c->early < 0 ? -1 : c->early;
+}
+
+/* The batch's row of hash h: its index in the batch's distinct hashes. */
 static uint32_t s_row_of(const ps_ctr_job_t *c, uint64_t h)
 {
-    uint32_t lo = 0, hi = (uint32_t)c->b.U;
+    uint32_t lo = 0, hi = (uint32_t)c->cur.b.U;
     while (hi - lo > 1) {
         const uint32_t mid = lo + (hi - lo) / 2;
-        if (c->b.keys[mid] <= h) {
+        if (c->cur.b.keys[mid] <= h) {
             lo = mid;
         } else {
             hi = mid;
@@ -228,14 +353,14 @@ static int s_micro_step(ps_ctr_job_t *c, int j, float *loss, char *err, size_t c
 {
     const int n = c->micro;
     const size_t at = (size_t)j * n, dim = c->dim;
-    const int U = ps_embed_batch_build(&c->mb, c->hashes + at * PS_CTR_CAT, n, PS_CTR_CAT);
+    const int U = ps_embed_batch_build(&c->mb, c->cur.hashes + at * PS_CTR_CAT, n, PS_CTR_CAT);
     float *rows = ps_model_rows(c->m), *grads = ps_model_row_grads(c->m);
     for (int u = 0; u < U; u++) {
         memcpy(rows + (size_t)u * dim, c->rows + s_row_of(c, c->mb.keys[u]) * dim,
                dim * sizeof *rows);
     }
-    int rc = ps_model_train_step_ctr(c->m, &c->mb, c->num + at * PS_CTR_NUM, c->label + at, n,
-                                     loss);
+    int rc = ps_model_train_step_ctr(c->m, &c->mb, c->cur.num + at * PS_CTR_NUM,
+                                     c->cur.label + at, n, loss);
     if (rc != 0) {
         snprintf(err, cap, "training step failed: %s", ps_strerror(rc));
         return rc;
@@ -249,18 +374,19 @@ static int s_micro_step(ps_ctr_job_t *c, int j, float *loss, char *err, size_t c
 }
 
 /* The batch's step in micro-batches (--micro-batch): its rows pulled once,
- * each micro-batch's step on them, the sum of their gradients pushed. */
-static int s_micro_steps(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
-                         float *loss, int *push, char *err, size_t cap)
+ * each micro-batch's step on them, the sums of their gradients (rows into
+ * c->sum, dense into the model's gradient). */
+static int s_micro_steps(ps_ctr_job_t *c, ps_kv_t *kv, int64_t pull_version, float *loss,
+                         char *err, size_t cap)
 {
-    int rc = s_fetch(c, kv, c->keys, (size_t)c->b.U, c->rows, pull_version, err, cap);
+    int rc = s_batch_rows(c, kv, c->rows, pull_version, err, cap);
     if (rc != 0) {
         return rc;
     }
-    const int k = c->n / c->micro;
+    const int k = c->cur.n / c->micro;
     const size_t P = ps_model_num_params(c->m);
     float *grads = ps_model_grads(c->m), sum = 0;
-    memset(c->seen, 0, (size_t)c->b.U);
+    memset(c->seen, 0, (size_t)c->cur.b.U);
     for (int j = 0; j < k && rc == 0; j++) {
         float l = 0;
         rc = s_micro_step(c, j, &l, err, cap);
@@ -272,32 +398,47 @@ static int s_micro_steps(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_v
     }
     memcpy(grads, c->dense, P * sizeof *grads);
     *loss = sum / (float)k;
-    return s_push(c, kv, c->sum, t, push, err, cap);
+    return 0;
+}
+
+/* The batch's step in one: its rows into the model, forward and backward. */
+static int s_whole_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t pull_version, float *loss,
+                        char *err, size_t cap)
+{
+    int rc = s_batch_rows(c, kv, ps_model_rows(c->m), pull_version, err, cap);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = ps_model_train_step_ctr(c->m, &c->cur.b, c->cur.num, c->cur.label, c->cur.n, loss);
+    if (rc != 0) {
+        snprintf(err, cap, "training step failed: %s", ps_strerror(rc));
+    }
+    return rc;
+}
+
+/* The rows gradient the step pushes: the micro-batches' sum, or the model's. */
+static const float *s_row_grads(const ps_ctr_job_t *c)
+{
+    return c->micro > 0 && c->micro < c->cur.n ? c->sum : ps_model_row_grads(c->m);
 }
 
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
-                    float *loss, int *push, char *err, size_t cap)
+                    const ps_ctr_next_t *next, float *loss, int *push, char *err, size_t cap)
 {
-    if (c->micro > 0 && c->micro < c->n) {
-        return s_micro_steps(c, kv, t, pull_version, loss, push, err, cap);
-    }
-    int rc = s_pull_rows(c, kv, pull_version, err, cap);
+    const int rc = c->micro > 0 && c->micro < c->cur.n
+                       ? s_micro_steps(c, kv, pull_version, loss, err, cap)
+                       : s_whole_step(c, kv, pull_version, loss, err, cap);
     if (rc != 0) {
         return rc;
     }
-    rc = ps_model_train_step_ctr(c->m, &c->b, c->num, c->label, c->n, loss);
-    if (rc != 0) {
-        snprintf(err, cap, "training step failed: %s", ps_strerror(rc));
-        return rc;
-    }
-    return s_push(c, kv, ps_model_row_grads(c->m), t, push, err, cap);
+    s_pull_ahead(c, kv, next);
+    return s_push(c, kv, s_row_grads(c), t, push, err, cap);
 }
 
 int ps_ctr_job_push_again(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int *push, char *err,
                           size_t cap)
 {
-    const int micro = c->micro > 0 && c->micro < c->n;
-    return s_push(c, kv, micro ? c->sum : ps_model_row_grads(c->m), t, push, err, cap);
+    return s_push(c, kv, s_row_grads(c), t, push, err, cap);
 }
 
 /* Ascending, for qsort. */
@@ -338,7 +479,7 @@ void ps_ctr_job_set_rows(ps_ctr_job_t *c, const ps_ctr_rows_t *rows)
 
 int ps_ctr_job_dump_rows(ps_ctr_job_t *c, ps_kv_t *kv, FILE *f, char *err, size_t cap)
 {
-    const size_t chunk = (size_t)c->b.cap;
+    const size_t chunk = (size_t)c->cur.b.cap;
     uint64_t *h = NULL;
     size_t n = 0;
     float *rows = malloc(chunk * c->dim * sizeof *rows);
@@ -375,9 +516,11 @@ int ps_ctr_job_evaluate(ps_ctr_job_t *c, ps_kv_t *kv, double *auc, double *loglo
         const int n = left < (size_t)c->max_batch ? (int)left : c->max_batch;
         const ps_ctr_view_t part = {(size_t)n, v->num + first * PS_CTR_NUM,
                                     v->keys + first * PS_CTR_CAT, v->label + first};
-        int rc = s_gather(c, &part, NULL, n);
-        rc = rc ? rc : s_pull_rows(c, kv, 0, err, cap);
-        if (rc == 0 && (rc = ps_model_predict_ctr(c->m, &c->b, c->num, n, c->prob + first))) {
+        int rc = s_gather(c, &c->cur, &part, NULL, n);
+        rc = rc ? rc : s_fetch(c, kv, c->cur.keys, (size_t)c->cur.b.U, ps_model_rows(c->m), 0,
+                               err, cap);
+        if (rc == 0 &&
+            (rc = ps_model_predict_ctr(c->m, &c->cur.b, c->cur.num, n, c->prob + first))) {
             snprintf(err, cap, "evaluation failed: %s", ps_strerror(rc));
         }
         if (rc != 0) {

@@ -84,21 +84,37 @@ int ps_ctr_job_vocab(const ps_ctr_job_t *c, uint64_t **hashes, size_t *n);
 size_t ps_ctr_job_train_samples(const ps_ctr_job_t *c);
 
 /* Gathers training rows order[first .. first + n) into the model's batch
- * buffers and deduplicates their keys. Returns 0 or PS_EINVAL (n out of the
- * model's batch). */
+ * buffers and deduplicates their keys (or takes them as the step before
+ * gathered them ahead). Returns 0 or PS_EINVAL (n out of the model's
+ * batch). */
 int ps_ctr_job_batch(ps_ctr_job_t *c, const uint32_t *order, size_t first, int n);
+
+/* The step after this one, when the caller knows it: its batch is training
+ * rows order[first .. first + n), and its rows are pulled at version >=
+ * version. */
+typedef struct {
+    const uint32_t *order;
+    size_t first;
+    int n;
+    int64_t version;
+} ps_ctr_next_t;
 
 /*
  * The batch's step t: pulls its rows once every server is at version >=
- * pull_version (or fetches them from their other home), trains (the dense
- * gradient into ps_model_grads(), the loss into *loss) and pushes the rows'
+ * pull_version (or fetches them from their other home; or takes those the
+ * step before pulled ahead for it), trains (the dense gradient into
+ * ps_model_grads(), the loss into *loss), then, given next, gathers the
+ * next step's batch and sends the pull of its rows (the servers answer each
+ * piece of their rows as soon as this step's push of it applies: the
+ * replies come down while the push still goes up), and pushes the rows'
  * gradient for step t, whose handle goes into *push (wait for it with
  * ps_kv_wait() after the dense push; -1 when there is none to wait for).
- * Returns 0, PS_EAGAIN (a failover: the step is void) or a failure with a
- * one-line reason in err.
+ * ps_ctr_job_batch() with next's rows then takes that batch. Returns 0,
+ * PS_EAGAIN (a failover: the step is void) or a failure with a one-line
+ * reason in err.
  */
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
-                    float *loss, int *push, char *err, size_t cap);
+                    const ps_ctr_next_t *next, float *loss, int *push, char *err, size_t cap);
 
 /* Step t's rows gradient pushed again, as ps_ctr_job_step pushed it (a
  * replica took a server's keys over and the servers forgot the step under

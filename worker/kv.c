@@ -80,6 +80,7 @@ struct ps_kv {
     int rollback;        /* a failover waits for ps_kv_rollback(): 1 a rollback, 2 a
                             replica's takeover (nothing rolls back) */
     int64_t rollback_step; /* the step it rolls back to */
+    uint64_t rollbacks;    /* ps_kv_rollback() calls that found one pending */
     ps_kv_encode_t *encode; /* --wire / --compress: pushes encoded, sent as a copy;
                                NULL: fp32, zero-copy */
 };
@@ -223,14 +224,14 @@ static void s_send_request(ps_kv_t *kv, int idx)
     }
 }
 
-/* Sends rows request idx to server i: its run of the keys (a pull to a
- * server with none is not sent; a push is, empty). Caller holds mu. */
-static void s_put_rows(ps_kv_t *kv, int idx, int i)
+/* Sends rows request idx to piece q of server i: its run of the keys (a
+ * pull of none is not sent; a push is, empty). Caller holds mu. */
+static void s_put_rows(ps_kv_t *kv, int idx, int i, int q)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
     ps_frame_t f;
     uint64_t nnz;
-    const int rc = ps_kv_slots_rows_frame(kv->slots, idx, i, &f, &nnz);
+    const int rc = ps_kv_slots_rows_frame(kv->slots, idx, i, q, &f, &nnz);
     if (rc != 0 || (sl->type == PS_KV_ROWS_PULL && !nnz)) {
         return; /* rc: the slot failed, with its reason */
     }
@@ -243,6 +244,7 @@ static void s_put_rows(ps_kv_t *kv, int idx, int i)
     h.version = kv->versions[i];
     h.generation = kv->generation;
     h.nnz = nnz;
+    h.piece = (uint32_t)q;
     /* a push's frame is the slots' buffer, reused for the next server's */
     const int sent = ps_msg_send(kv->servers[i], NULL, h, &f, nnz ? 1 : 0,
                                  sl->type == PS_KV_ROWS_PUSH ? PS_SEND_COPY : 0);
@@ -493,9 +495,14 @@ static int s_submit_rows(ps_kv_t *kv, ps_kv_req_t type, const uint64_t *keys, si
         snprintf(kv->error, sizeof kv->error, "rolled back: a lost server was replaced");
         rc = PS_EAGAIN;
     } else if ((rc = ps_kv_slots_open_rows(kv->slots, type, keys, n, dim, buf, step)) >= 0) {
+        /* piece by piece across the servers, each from our own rank's: a
+         * server has every worker's first piece early, and applies and
+         * answers it while the later pieces still come */
         const int me = ps_link_rank(kv->link);
-        for (int j = 0; j < kv->view.num_servers; j++) {
-            s_put_rows(kv, rc, (me + j) % kv->view.num_servers);
+        for (int q = 0; q < PS_RANGE_ROW_PIECES; q++) {
+            for (int j = 0; j < kv->view.num_servers; j++) {
+                s_put_rows(kv, rc, (me + j) % kv->view.num_servers, q);
+            }
         }
     }
     pthread_mutex_unlock(&kv->mu);
@@ -643,6 +650,7 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
             }
         }
         kv->rollback = 0;
+        kv->rollbacks++;
         *step = kv->rollback_step;
         /* the servers are back at the checkpoint: what waited here belongs
          * to steps they no longer have (as a resumed job, start from zero) */
@@ -652,6 +660,14 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
     }
     pthread_mutex_unlock(&kv->mu);
     return pending;
+}
+
+uint64_t ps_kv_rollbacks(ps_kv_t *kv)
+{
+    pthread_mutex_lock(&kv->mu);
+    const uint64_t n = kv->rollbacks;
+    pthread_mutex_unlock(&kv->mu);
+    return n;
 }
 
 int64_t ps_kv_version(ps_kv_t *kv)

@@ -135,6 +135,10 @@ const char *ps_kv_error(ps_kv_t *kv);
  */
 int ps_kv_rollback(ps_kv_t *kv, int64_t *step);
 
+/* Rollbacks done so far (ps_kv_rollback() calls that found one pending): a
+ * handle from before one may be released or reused, so it is void. */
+uint64_t ps_kv_rollbacks(ps_kv_t *kv);
+
 /* Non-zero when the pending failover is a replica's takeover (--replicas):
  * nothing rolled back, the trainer sends what was in flight again (the
  * step's push and pull) and goes on; *step of ps_kv_rollback means nothing. */

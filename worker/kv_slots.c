@@ -21,7 +21,8 @@ struct ps_kv_slots {
                             first key; 0 = one message per server */
     uint64_t piece;      /* keys per push message of the requests opened next */
     ps_rowrange_t *rows; /* n: each server's embedding rows (hashes) */
-    uint64_t *row_lo;    /* PS_KV_SLOTS*n: the run of a rows request's keys server i holds */
+    uint64_t *row_lo;    /* PS_KV_SLOTS*n*PS_RANGE_ROW_PIECES: the run of a rows request's
+                            keys in piece q of server i's rows (s_row_index) */
     uint64_t *row_hi;
     unsigned char *push; /* a rows push's payload (keys, then rows): grown as needed */
     size_t push_cap;     /* its bytes */
@@ -41,8 +42,8 @@ int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
         t->next_key = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->next_key);
         t->ack_due = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->ack_due);
         t->rows = calloc(ns, sizeof *t->rows);
-        t->row_lo = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->row_lo);
-        t->row_hi = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->row_hi);
+        t->row_lo = calloc((size_t)PS_KV_SLOTS * ns * PS_RANGE_ROW_PIECES, sizeof *t->row_lo);
+        t->row_hi = calloc((size_t)PS_KV_SLOTS * ns * PS_RANGE_ROW_PIECES, sizeof *t->row_hi);
     }
     if (!t || !t->servers || !t->next_key || !t->ack_due || !t->rows || !t->row_lo ||
         !t->row_hi) {
@@ -192,6 +193,12 @@ static uint64_t s_past(const uint64_t *keys, uint64_t lo, uint64_t n, uint64_t h
     return lo;
 }
 
+/* Index of slot idx's run of keys in piece q of server i's rows. */
+static size_t s_row_index(const ps_kv_slots_t *t, int idx, int i, int q)
+{
+    return ((size_t)idx * (size_t)t->n + (size_t)i) * PS_RANGE_ROW_PIECES + (size_t)q;
+}
+
 int ps_kv_slots_open_rows(ps_kv_slots_t *t, ps_kv_req_t type, const uint64_t *keys, size_t n,
                           size_t dim, float *buf, int64_t step)
 {
@@ -204,30 +211,33 @@ int ps_kv_slots_open_rows(ps_kv_slots_t *t, ps_kv_req_t type, const uint64_t *ke
     sl->dim = dim;
     uint64_t at = 0, answers = 0;
     for (int i = 0; i < t->n; i++) {
-        const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
-        t->row_lo[k] = at;
-        at = s_past(keys, at, n, t->rows[i].last);
-        t->row_hi[k] = at;
-        answers += type == PS_KV_ROWS_PUSH || t->row_hi[k] > t->row_lo[k];
+        for (int q = 0; q < PS_RANGE_ROW_PIECES; q++) {
+            const size_t k = s_row_index(t, idx, i, q);
+            t->row_lo[k] = at;
+            at = s_past(keys, at, n, ps_range_row_piece(t->rows[i], q).last);
+            t->row_hi[k] = at;
+            answers += type == PS_KV_ROWS_PUSH || t->row_hi[k] > t->row_lo[k];
+        }
     }
     sl->left = answers;
     sl->state = answers ? PS_KV_SENT : PS_KV_DONE;
     return idx;
 }
 
-void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, uint64_t *begin,
+void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, int q, uint64_t *begin,
                           uint64_t *end)
 {
-    const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
+    const size_t k = s_row_index(t, idx, i, q);
     *begin = t->row_lo[k];
     *end = t->row_hi[k];
 }
 
-int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, ps_frame_t *f, uint64_t *nnz)
+int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, int q, ps_frame_t *f,
+                           uint64_t *nnz)
 {
     const ps_kv_slot_t *sl = &t->slots[idx];
     uint64_t lo, hi;
-    ps_kv_slots_row_part(t, idx, i, &lo, &hi);
+    ps_kv_slots_row_part(t, idx, i, q, &lo, &hi);
     const size_t kb = (size_t)(hi - lo) * sizeof *sl->keys, rb = (size_t)(hi - lo) * sl->dim * 4;
     *nnz = hi - lo;
     *f = (ps_frame_t){sl->keys + lo, kb};
@@ -399,10 +409,12 @@ static void s_on_rows(ps_kv_slots_t *t, int idx, int i, const Shardps__Header *h
                       const ps_frame_t *frames, int nframes, uint64_t *pulled)
 {
     ps_kv_slot_t *sl = &t->slots[idx];
-    const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
+    const int q = h->piece < PS_RANGE_ROW_PIECES ? (int)h->piece : 0;
+    const size_t k = s_row_index(t, idx, i, q);
     const uint64_t lo = t->row_lo[k], nnz = t->row_hi[k] - lo;
     const size_t bytes = (size_t)nnz * sl->dim * sizeof(float);
-    if (!nnz || h->nnz != nnz || nframes != 1 || frames[0].len != bytes) {
+    if (!nnz || h->piece != (uint32_t)q || h->nnz != nnz || nframes != 1 ||
+        frames[0].len != bytes) {
         char why[256];
         snprintf(why, sizeof why, "S%d sent rows that do not match the request", i);
         s_part_done(sl, PS_EPROTO, why, 0);

@@ -114,26 +114,29 @@ void ps_kv_slots_set_rows(ps_kv_slots_t *t, const ps_rowrange_t *rows);
 /*
  * As ps_kv_slots_open() for rows: type PS_KV_ROWS_PULL (rows of keys into
  * buf, n x dim floats, once at version >= step) or PS_KV_ROWS_PUSH (the
- * gradient buf of keys, for step). keys[0 .. n) ascending by hash: each
- * server's are one run of them (ps_kv_slots_row_part). A pull expects an
- * answer from each server holding some, a push from every server. keys
- * and buf borrowed until the slot is released.
+ * gradient buf of keys, for step). keys[0 .. n) ascending by hash: those
+ * in each piece of each server's rows (proto/range.h) are one run of them
+ * (ps_kv_slots_row_part). A pull expects an answer for each piece holding
+ * some, a push for every piece of every server. keys and buf borrowed
+ * until the slot is released.
  */
 int ps_kv_slots_open_rows(ps_kv_slots_t *t, ps_kv_req_t type, const uint64_t *keys, size_t n,
                           size_t dim, float *buf, int64_t step);
 
-/* The run [*begin, *end) of the rows request at idx's keys that server i
- * holds (maybe empty). */
-void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, uint64_t *begin,
+/* The run [*begin, *end) of the rows request at idx's keys in piece q of
+ * server i's rows (maybe empty). */
+void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, int q, uint64_t *begin,
                           uint64_t *end);
 
 /*
- * The payload of the rows request at idx to server i, its run of *nnz keys:
+ * The payload of the rows request at idx to piece q of server i, its run of
+ * *nnz keys:
  * a pull's keys (the caller's array itself), or a push's keys then their
  * rows, gathered into the table's buffer (valid until the next call: send
  * it as a copy). Returns 0, or PS_ENOMEM (the request fails with it).
  */
-int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, ps_frame_t *f, uint64_t *nnz);
+int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, int q, ps_frame_t *f,
+                           uint64_t *nnz);
 
 /* What a push-pull at idx does with server i (whose keys of its range are
  * pull_part, non-empty): PS_KV_PUSH_PULL (every key pushed: one request),

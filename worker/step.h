@@ -69,13 +69,23 @@ void ps_step_order(ps_step_t *s, int epoch);
 /* The step's batch: b samples of the order from position first. */
 void ps_step_batch(ps_step_t *s, int first, int b);
 
+/* The step after the one computed, when the caller knows it: its batch is
+ * b samples of the order from position first, its parameters those of
+ * version. */
+typedef struct {
+    int first;
+    int64_t version;
+} ps_step_next_t;
+
 /* Step t's compute on its batch of b: the loss into *loss and the gradient
  * into the model (a ctr model: its rows pulled first at pull_version
- * through kv, their gradient's push started after, its handle in
+ * through kv, then, given next, the next batch's rows asked for
+ * (ctr_job.h), then their gradient's push started, its handle in
  * *rows_push; else -1). Returns 0, PS_EAGAIN (a failover) or a failure with
  * the reason in err. */
 int ps_step_compute(ps_step_t *s, ps_kv_t *kv, int64_t t, int64_t pull_version, int b,
-                    float *loss, int *rows_push, char *err, size_t cap);
+                    const ps_step_next_t *next, float *loss, int *rows_push, char *err,
+                    size_t cap);
 
 #ifdef __cplusplus
 }

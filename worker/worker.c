@@ -197,6 +197,21 @@ static int s_epoch(ps_worker_t *w, s_loop_t *l)
     return 0;
 }
 
+/* The step after t, in sync (its rows are asked for ahead: ctr_job.h),
+ * when it is in the same epoch, before the job's end (first -1: none).
+ * Other modes pull at the step's start: in ssp and async a pull sent ahead
+ * would be answered at once with older rows. */
+static ps_step_next_t s_next_batch(const ps_worker_t *w, int64_t t)
+{
+    const int64_t spe = w->view->steps_per_epoch;
+    const int k = (int)((t + 1) % spe);
+    if (!w->rounds || w->job.mode != PS_MODE_SYNC || k == 0 || t + 1 >= w->view->total_steps) {
+        return (ps_step_next_t){-1, 0};
+    }
+    return (ps_step_next_t){(k * w->view->num_workers + w->rank) * w->job.batch,
+                            ps_rounds_pull_version(&w->job, t)};
+}
+
 /* Step t's compute, the exchange started first (the ring's thread, or the
  * rounds' layer pushes and faults): the loss into *loss, a non-finite one
  * as --on-nonfinite says (then 0, not in the epoch's mean). */
@@ -210,8 +225,10 @@ static int s_compute(ps_worker_t *w, const s_loop_t *l, float *loss, int *rows_p
     } else if ((rc = ps_rounds_begin(w->rounds, t)) != 0) {
         return rc;
     }
+    const ps_step_next_t next = s_next_batch(w, t);
     rc = ps_step_compute(w->step, w->kv, t, ps_rounds_pull_version(&w->job, t - 1), w->job.batch,
-                         loss, rows_push, w->err, sizeof w->err);
+                         next.first >= 0 ? &next : NULL, loss, rows_push, w->err,
+                         sizeof w->err);
     if (l->steps == 0 && ps_model_graph_error(m) != 0) {
         ps_log_warn("the step could not be recorded as a CUDA graph (%s): queued by hand",
                     ps_strerror(ps_model_graph_error(m)));

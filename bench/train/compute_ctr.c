@@ -95,7 +95,7 @@ static int s_step(void *arg, float *loss, double *t)
     if (t) {
         t[0] = ps_now();
     }
-    rc = rc ? rc : ps_ctr_job_step(L->job, NULL, step, 0, loss, &push, err, sizeof err);
+    rc = rc ? rc : ps_ctr_job_step(L->job, NULL, step, 0, NULL, loss, &push, err, sizeof err);
     if (t) {
         t[1] = ps_now();
     }

@@ -37,11 +37,12 @@
  * another server's; payloads that do not match nnz or the rows' width; nnz
  * past the protocol's bound; a key range or keys in the header; a forged
  * token, an unknown sender, a wrong step, a NaN, a version past 2^53; a
- * server's own MSG_ROWS), each to be answered MSG_ERROR with its PS_E* and
- * nothing else; the shard and the rows must be bitwise unchanged. Prints
- * "cases=N" and "repeats=K" as the dense cases do (CASES 0: none; the
- * control). Then plays worker 1 to the job's end: at each step a zero
- * gradient of every server's shard and a rows push of no keys, and DONE, so
+ * server's own MSG_ROWS; a piece past the last, keys of another piece),
+ * each to be answered MSG_ERROR with its PS_E* and nothing else; the shard
+ * and the rows must be bitwise unchanged. Prints "cases=N" and "repeats=K"
+ * as the dense cases do (CASES 0: none; the control). Then plays worker 1
+ * to the job's end: at each step a zero gradient of every server's shard
+ * and a rows push of no keys to each piece, and DONE, so
  * worker 0's parameters are those of a job without the cases.
  *
  * --claim: ROUNDS times, 20 ms apart, from a stranger's connection, sends a
@@ -1157,6 +1158,18 @@ static void s_run_rows_cases(s_client_t *c, size_t D)
     s_rows_case(c, "rows pull for version INT64_MAX", PS_ERANGE, &h, ok, 3, 0, D, 0);
     h = s_rows_header(c, PS_MSG_ROWS, 3, s_rows_len(0, 3, D));
     s_rows_case(c, "rows reply to a server", PS_EPROTO, &h, ok, 0, 3, D, 1e30f);
+
+    /* Pieces (protocol 9): past the last, and keys of another piece. */
+    h = s_rows_header(c, PUSH, 3, push3);
+    h.piece = PS_RANGE_ROW_PIECES;
+    s_rows_case(c, "rows push of a piece past the last", PS_ERANGE, &h, ok, 3, 3, D, 1e30f);
+    h = s_rows_header(c, PULL, 3, keys3);
+    h.piece = UINT32_MAX;
+    s_rows_case(c, "rows pull of piece 2^32 - 1", PS_ERANGE, &h, ok, 3, 0, D, 0);
+    h = s_rows_header(c, PUSH, 3, push3);
+    h.piece = 1;
+    s_rows_case(c, "rows push naming piece 1 with keys of piece 0", PS_ERANGE, &h, ok, 3, 3, D,
+                1e30f);
 }
 
 /* Waits for the start barrier's end, answering the scheduler. */
@@ -1215,37 +1228,43 @@ static void s_play_steps(s_client_t *c, ps_sock_t **socks)
     }
     s_barrier(c, "init");
     const int64_t first = c->view->start_step, last = c->view->total_steps;
+    enum { PUSHES = PS_RANGE_ROW_PIECES + 1, ASKED = PUSHES + 1 };
     for (int64_t t = first; t < last; t++) {
-        uint64_t ids[PS_MAX_SERVERS][3];
+        uint64_t ids[PS_MAX_SERVERS][ASKED];
         for (int s = 0; s < S; s++) {
             const ps_server_info_t *sv = &c->view->servers[s];
-            Shardps__Header rows = s_rows_header(c, PS_MSG_ROWS_PUSH, 0, 0);
+            for (int q = 0; q < PS_RANGE_ROW_PIECES; q++) { /* an empty push of each piece */
+                Shardps__Header rows = s_rows_header(c, PS_MSG_ROWS_PUSH, 0, 0);
+                rows.step = rows.version = t;
+                rows.piece = (uint32_t)q;
+                if (ps_msg_send(socks[s], NULL, rows, NULL, 0, 0) != 0) {
+                    s_die("step %lld: cannot send to S%d", (long long)t, s);
+                }
+                ids[s][q] = rows.request_id;
+            }
             Shardps__Header push = s_f32_header(c, PS_MSG_PUSH, sv->begin, sv->end, 0);
-            const uint64_t key = s_row_key(c, s, 0);
+            const uint64_t key = s_row_key(c, s, 0); /* piece 0's */
             Shardps__Header pull = s_rows_header(c, PS_MSG_ROWS_PULL, 1, sizeof key);
-            rows.step = push.step = t;
-            rows.version = push.version = t;
+            push.step = push.version = t;
             pull.step = t + 1;
             const ps_frame_t f = {zeros, (sv->end - sv->begin) * sizeof *zeros};
             const ps_frame_t k = {&key, sizeof key};
-            if (ps_msg_send(socks[s], NULL, rows, NULL, 0, 0) != 0 ||
-                ps_msg_send(socks[s], NULL, push, &f, 1, PS_SEND_COPY) != 0 ||
+            if (ps_msg_send(socks[s], NULL, push, &f, 1, PS_SEND_COPY) != 0 ||
                 ps_msg_send(socks[s], NULL, pull, &k, 1, PS_SEND_COPY) != 0) {
                 s_die("step %lld: cannot send to S%d", (long long)t, s);
             }
-            ids[s][0] = rows.request_id;
-            ids[s][1] = push.request_id;
-            ids[s][2] = pull.request_id;
+            ids[s][PUSHES - 1] = push.request_id;
+            ids[s][PUSHES] = pull.request_id;
         }
         for (int s = 0; s < S; s++) {
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < ASKED; k++) {
                 ps_msg_t m = {0};
                 if (!s_wait_on(c, socks[s], &m, 60.0, "step")) {
                     s_die("step %lld: S%d did not answer within 60 s", (long long)t, s);
                 }
-                int want = k < 2 ? PS_MSG_PUSH_ACK : PS_MSG_ROWS;
+                int want = k < PUSHES ? PS_MSG_PUSH_ACK : PS_MSG_ROWS;
                 if ((int)m.hdr.type != want || m.hdr.request_id != ids[s][k] ||
-                    (k == 2 && m.hdr.version < t + 1)) {
+                    (k == PUSHES && m.hdr.version < t + 1)) {
                     s_die("step %lld: S%d answered %s for request %llu at version %lld, want "
                           "%s for %llu (%s)", (long long)t, s, ps_codec_type_name(m.hdr.type),
                           (unsigned long long)m.hdr.request_id, (long long)m.hdr.version,

@@ -73,7 +73,7 @@ expect "$TMP/a.json" "[n['pid'] for n in d['nodes']] == [$SA, $WA]" "job A's nod
 expect "$TMP/b.json" "[n['pid'] for n in d['nodes']] == [$SB, $WB]" "job B's nodes are not its own"
 expect "$TMP/a.json" "d['registrations_refused'] == 2" "job A did not count 2 refused nodes"
 expect "$TMP/b.json" "d['registrations_refused'] == 0" "job B refused a node"
-expect "$TMP/a.json" "len(d['job_hash']) == 16 and d['build'].endswith(' protocol 8')" \
+expect "$TMP/a.json" "len(d['job_hash']) == 16 and d['build'].endswith(' protocol 9')" \
     "no configuration hash or build in the summary"
 # Same flags but the seed: the configuration hashes differ.
 [ "$(field "$TMP/a.json" "d['job_hash']")" != "$(field "$TMP/b.json" "d['job_hash']")" ] ||

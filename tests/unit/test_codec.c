@@ -569,7 +569,7 @@ START_TEST(register_carries_the_job_identity_and_build)
 {
     char build[PS_BUILD_MAX];
     ps_codec_build_id(build, sizeof build);
-    ck_assert_ptr_nonnull(strstr(build, " protocol 8"));
+    ck_assert_ptr_nonnull(strstr(build, " protocol 9"));
     Shardps__Register r = SHARDPS__REGISTER__INIT;
     r.role = PS_ROLE_WORKER;
     r.rank = 1;

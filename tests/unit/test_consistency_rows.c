@@ -1,13 +1,15 @@
 /*
  * tests/unit/test_consistency_rows.c - embedding rows in the consistency
- * modes: a stepped step waits for every live worker's rows push as well as
- * its dense keys; the rows of a step are summed in worker-rank order
+ * modes: a stepped step waits for every live worker's rows push (a message
+ * per piece of the server's rows) as well as its dense keys; a piece
+ * applies as soon as every worker pushed it, and the next step's pulls of
+ * it are answered then; the rows of a step are summed in worker-rank order
  * (bitwise, whatever the arrival order) with the step's lr and scale; a
- * second rows push of a step is refused; rows pulls wait for their version;
- * async applies a rows push on arrival; a hot replica replays its
- * primary's rows update after the step's dense chunks, and it ends the
- * step, or, taking over before it came, the workers' pushes sent again do;
- * every frame comes back once.
+ * second rows push of a piece is refused; rows pulls wait for their
+ * version; async applies a rows push on arrival; a hot replica replays its
+ * primary's rows updates piece by piece and ends the step on the last, or,
+ * taking over before it came, the workers' pushes sent again do, without
+ * applying a piece twice; every frame comes back once.
  */
 #include <check.h>
 #include <stdint.h>
@@ -23,12 +25,16 @@
 
 enum { S_DIM = 2, S_N = 8, S_MAX = 64 };
 
+/* The server's rows: hashes 0 .. 15, so piece q holds hashes 2q and 2q + 1. */
+static const ps_rowrange_t s_range = {0, 15};
+
 /* What the state machine asked for. */
 typedef struct {
     ps_store_t *store;
     ps_consistency_t *c;
-    int applies;                 /* apply_rows calls */
-    uint64_t keys[S_MAX];        /* the last one's keys */
+    int applies;                 /* apply_rows calls with keys */
+    int ends;                    /* and with last set */
+    uint64_t keys[S_MAX];        /* every call's keys, one after another */
     float grads[S_MAX * S_DIM];  /* and sums */
     uint64_t nkeys;
     float lr, scale;
@@ -58,15 +64,16 @@ static void s_on_release(void *ctx, void *frame)
 }
 
 static void s_on_apply_rows(void *ctx, const uint64_t *keys, const float *grads, uint64_t n,
-                            float lr, float scale, int64_t t)
+                            float lr, float scale, int64_t t, int last)
 {
     (void)t;
     s_fix_t *f = ctx;
-    ck_assert_uint_le(n, S_MAX);
-    f->applies++;
-    memcpy(f->keys, keys, n * sizeof *keys);
-    memcpy(f->grads, grads, n * S_DIM * sizeof *grads);
-    f->nkeys = n;
+    ck_assert_uint_le(f->nkeys + n, S_MAX);
+    f->applies += n > 0;
+    f->ends += last;
+    memcpy(f->keys + f->nkeys, keys, n * sizeof *keys);
+    memcpy(f->grads + f->nkeys * S_DIM, grads, n * S_DIM * sizeof *grads);
+    f->nkeys += n;
     f->lr = lr;
     f->scale = scale;
 }
@@ -105,6 +112,7 @@ static s_fix_t *s_new(ps_mode_t mode, int workers)
         .ops = {f, s_on_ack, s_on_reply, s_on_release, NULL, NULL, s_on_apply_rows,
                 s_on_reply_rows},
         .rows = 1,
+        .row_range = s_range,
     };
     ck_assert_int_eq(ps_consistency_new(&f->c, &cfg, f->store), 0);
     float v[S_N] = {0};
@@ -132,17 +140,46 @@ static int s_push(s_fix_t *f, int w, int64_t t)
     return ps_consistency_push(f->c, &r, f->why, sizeof f->why);
 }
 
-/* Worker w's rows push of step t: keys[0..n), grads n x S_DIM. */
-static int s_push_rows(s_fix_t *f, int w, int64_t t, const uint64_t *keys, const float *grads,
-                       uint64_t n)
+/* The piece of the server's rows holding key k. */
+static int s_piece_of(uint64_t k)
 {
-    ps_request_t r = {w, t, t, {0, 0}, grads, &f->released[f->frames++], &w, keys, n};
+    return ps_range_row_piece_of(s_range, ps_rowkey_hash(k));
+}
+
+/* Worker w's rows push of piece q of step t: those of keys[0..n) (grads n
+ * x S_DIM) in the piece. */
+static int s_push_piece(s_fix_t *f, int w, int64_t t, int q, const uint64_t *keys,
+                        const float *grads, uint64_t n)
+{
+    uint64_t at = 0, m = 0;
+    while (at < n && s_piece_of(keys[at]) < q) {
+        at++;
+    }
+    while (at + m < n && s_piece_of(keys[at + m]) == q) {
+        m++;
+    }
+    ps_request_t r = {w, t, t, {0, 0}, m ? grads + at * S_DIM : NULL,
+                      &f->released[f->frames++], &w, m ? keys + at : NULL, m, q};
     return ps_consistency_push_rows(f->c, &r, f->why, sizeof f->why);
 }
 
+/* Worker w's rows push of step t: keys[0..n), grads n x S_DIM, a message
+ * per piece as a worker sends it. The first refusal, or 0. */
+static int s_push_rows(s_fix_t *f, int w, int64_t t, const uint64_t *keys, const float *grads,
+                       uint64_t n)
+{
+    int rc = 0;
+    for (int q = 0; q < PS_RANGE_ROW_PIECES && rc == 0; q++) {
+        rc = s_push_piece(f, w, t, q, keys, grads, n);
+    }
+    return rc;
+}
+
+/* Worker w's pull of keys[0..n) (all in one piece) at version. */
 static int s_pull_rows(s_fix_t *f, int w, int64_t version, const uint64_t *keys, uint64_t n)
 {
-    ps_request_t r = {w, version, 0, {0, 0}, NULL, &f->released[f->frames++], &w, keys, n};
+    ps_request_t r = {w,    version, 0, {0, 0}, NULL, &f->released[f->frames++],
+                      &w,   keys,    n, n ? s_piece_of(keys[0]) : 0};
     return ps_consistency_pull_rows(f->c, &r, f->why, sizeof f->why);
 }
 
@@ -170,7 +207,8 @@ START_TEST(sync_step_waits_for_every_workers_rows_and_sums_them_in_rank_order)
             ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
         }
         ck_assert_int_eq(ps_consistency_version(f->c), 1);
-        ck_assert_int_eq(f->applies, 1);
+        ck_assert_int_eq(f->applies, 5); /* the pieces of hashes 1, 3, 7, 9 and 12 */
+        ck_assert_int_eq(f->ends, 1);
         /* the union, ascending by hash; hash 7 is W0's plus W1's, in that order */
         const uint64_t want[] = {s_k1[0], s_k0[0], s_k0[1], s_k0[2], s_k1[2]};
         ck_assert_uint_eq(f->nkeys, 5);
@@ -208,8 +246,7 @@ START_TEST(an_empty_rows_push_completes_a_workers_share)
     s_fix_t *f = s_new(PS_MODE_SYNC, 2);
     ck_assert_int_eq(s_push(f, 0, 0), 0);
     ck_assert_int_eq(s_push(f, 1, 0), 0);
-    ps_request_t r = {0, 0, 0, {0, 0}, NULL, NULL, &(int){0}, NULL, 0};
-    ck_assert_int_eq(ps_consistency_push_rows(f->c, &r, f->why, sizeof f->why), 0);
+    ck_assert_int_eq(s_push_rows(f, 0, 0, NULL, NULL, 0), 0);
     ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
     ck_assert_int_eq(ps_consistency_version(f->c), 1);
     ck_assert_uint_eq(f->nkeys, 3);
@@ -244,41 +281,45 @@ START_TEST(async_applies_a_rows_push_on_arrival)
 {
     s_fix_t *f = s_new(PS_MODE_ASYNC, 2);
     ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
-    ck_assert_int_eq(f->applies, 1);
+    ck_assert_int_eq(f->applies, 3); /* a piece each */
     ck_assert_mem_eq(f->grads, s_g1, sizeof s_g1);
     ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
-    ck_assert_int_eq(f->applies, 2);
-    ck_assert_mem_eq(f->keys, s_k0, sizeof s_k0);
-    ck_assert_int_eq(ps_consistency_stats(f->c)->row_pushes, 2);
+    ck_assert_int_eq(f->applies, 6);
+    ck_assert_mem_eq(f->keys + 3, s_k0, sizeof s_k0);
+    ck_assert_int_eq(ps_consistency_stats(f->c)->row_pushes, 2 * PS_RANGE_ROW_PIECES);
     s_free(f);
 }
 END_TEST
 
-/* A hot replica: its primary's step with no rows key still applies its
- * rows (none), and the replica replays the rows update after the step's
- * dense chunks, the last part ending the step; out of place it is refused.
- * Async: at the version it was applied at. */
+/* A hot replica: its primary's step with no rows key still ends its rows
+ * (the last call), and the replica replays the pieces' rows updates as they
+ * come, before the dense chunks too, the last call after those ending the
+ * step; out of place it is refused. Async: at the version it was applied
+ * at. */
 START_TEST(a_replica_replays_the_rows_after_the_dense_chunks_and_ends_the_step)
 {
     s_fix_t *p = s_new(PS_MODE_SYNC, 1);
     ck_assert_int_eq(s_push(p, 0, 0), 0);
     ck_assert_int_eq(s_push_rows(p, 0, 0, NULL, NULL, 0), 0);
     ck_assert_int_eq(ps_consistency_version(p->c), 1);
-    ck_assert_int_eq(p->applies, 1);
+    ck_assert_int_eq(p->applies, 0);
+    ck_assert_int_eq(p->ends, 1);
     ck_assert_uint_eq(p->nkeys, 0);
     s_free(p);
     s_fix_t *f = s_new(PS_MODE_SYNC, 2);
     static const float g[S_N] = {0};
-    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 0.5f, 0, 1),
-                     PS_ESTATE);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 1, 0.5f, 0.5f, 0, 0), 0);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 0, 0.5f, 0.5f, 0, 1),
+                     PS_ESTATE); /* the last before the dense chunks */
     ck_assert_int_eq(ps_consistency_replay(f->c, (ps_range_t){0, S_N}, g, 0.5f, 0.5f, 1), 0);
     ck_assert_int_eq(ps_consistency_version(f->c), 0); /* the rows end the step */
-    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 0.5f, 0, 0), 0);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k1, s_g1, 1, 0.5f, 0.5f, 0, 0), 0);
     ck_assert_int_eq(ps_consistency_version(f->c), 0);
-    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k1, s_g1, 3, 0.5f, 0.5f, 0, 1), 0);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k1, s_g1, 0, 0.5f, 0.5f, 0, 1), 0);
     ck_assert_int_eq(ps_consistency_version(f->c), 1);
     ck_assert_int_eq(f->applies, 2);
-    ck_assert_mem_eq(f->keys, s_k1, sizeof s_k1);
+    ck_assert_int_eq(f->ends, 1);
+    ck_assert_uint_eq(f->keys[1], s_k1[0]);
     ck_assert_float_eq(f->scale, 0.5f);
     ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, s_g0, 3, 0.5f, 0.5f, 0, 1),
                      PS_ESTATE);
@@ -308,8 +349,58 @@ START_TEST(a_takeover_between_the_chunks_and_the_rows_ends_the_step_on_the_rows)
     ck_assert_int_eq(ps_consistency_version(f->c), 0);
     ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
     ck_assert_int_eq(ps_consistency_version(f->c), 1);
-    ck_assert_int_eq(f->applies, 1);
+    ck_assert_int_eq(f->applies, 5);
+    ck_assert_int_eq(f->ends, 1);
     ck_assert_uint_eq(f->nkeys, 5);
+    s_free(f);
+}
+END_TEST
+
+/* Sync: a piece applies once every worker pushed it, dense keys or not,
+ * and the next step's pulls of that piece are answered then, at the next
+ * version; a pull of a piece still coming waits. */
+START_TEST(a_piece_applies_when_every_worker_pushed_it_and_answers_its_pulls)
+{
+    s_fix_t *f = s_new(PS_MODE_SYNC, 2);
+    const uint64_t k3 = s_k0[0], k12 = s_k1[2]; /* pieces 1 and 6 */
+    ck_assert_int_eq(s_pull_rows(f, 0, 1, &k3, 1), 0);
+    ck_assert_int_eq(s_pull_rows(f, 1, 1, &k12, 1), 0);
+    ck_assert_int_eq(f->replies, 0);
+    ck_assert_int_eq(s_push_piece(f, 0, 0, 1, s_k0, s_g0, 3), 0);
+    ck_assert_int_eq(f->applies, 0);
+    ck_assert_int_eq(s_push_piece(f, 1, 0, 1, s_k1, s_g1, 3), 0);
+    ck_assert_int_eq(f->applies, 1);
+    ck_assert_uint_eq(f->keys[0], k3);
+    ps_consistency_send_applied(f->c);
+    ck_assert_int_eq(f->replies, 1);
+    ck_assert_int_eq(f->reply_version, 1);
+    ck_assert_int_eq(ps_consistency_version(f->c), 0);
+    ck_assert_int_eq(ps_consistency_pending_pulls(f->c), 1); /* piece 6 is not in */
+    ck_assert_int_eq(s_push_rows(f, 0, 0, NULL, NULL, 0), PS_ESTATE); /* piece 0 then 1 twice */
+    s_free(f);
+}
+END_TEST
+
+/* A replica that applied a piece of the step under way, then took over:
+ * the workers' pushes sent again complete the step without applying that
+ * piece twice. */
+START_TEST(a_takeover_applies_no_piece_twice)
+{
+    s_fix_t *f = s_new(PS_MODE_SYNC, 2);
+    const float g3[S_DIM] = {0.25f, 0.5f};
+    ck_assert_int_eq(ps_consistency_restore(f->c, 0, NULL, 0), 0);
+    ck_assert_int_eq(ps_consistency_replay_rows(f->c, s_k0, g3, 1, 0.5f, 0.5f, 0, 0), 0);
+    ck_assert_int_eq(ps_consistency_forget(f->c), 0);
+    ck_assert_int_eq(s_push(f, 0, 0), 0);
+    ck_assert_int_eq(s_push(f, 1, 0), 0);
+    ck_assert_int_eq(s_push_rows(f, 0, 0, s_k0, s_g0, 3), 0);
+    ck_assert_int_eq(s_push_rows(f, 1, 0, s_k1, s_g1, 3), 0);
+    ck_assert_int_eq(ps_consistency_version(f->c), 1);
+    /* hash 3 once, as the replay had it; the others from the pushes */
+    const uint64_t want[] = {s_k0[0], s_k1[0], s_k0[1], s_k0[2], s_k1[2]};
+    ck_assert_uint_eq(f->nkeys, 5);
+    ck_assert_mem_eq(f->keys, want, sizeof want);
+    ck_assert_mem_eq(f->grads, g3, sizeof g3);
     s_free(f);
 }
 END_TEST
@@ -346,6 +437,8 @@ int main(void)
     tcase_add_test(tc, sum_rows_merges_weighted_parts);
     tcase_add_test(tc, a_replica_replays_the_rows_after_the_dense_chunks_and_ends_the_step);
     tcase_add_test(tc, a_takeover_between_the_chunks_and_the_rows_ends_the_step_on_the_rows);
+    tcase_add_test(tc, a_piece_applies_when_every_worker_pushed_it_and_answers_its_pulls);
+    tcase_add_test(tc, a_takeover_applies_no_piece_twice);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }

@@ -234,6 +234,30 @@ START_TEST(row_split_tiles_the_hashed_space)
 }
 END_TEST
 
+START_TEST(row_pieces_tile_a_range_and_find_their_hashes)
+{
+    /* a whole space (one server), a middle range and a narrow one */
+    const ps_rowrange_t ranges[] = {{0, UINT64_MAX}, {1000, (UINT64_MAX >> 1) + 77},
+                                    {5, 5 + PS_RANGE_ROW_PIECES + 2}};
+    for (size_t i = 0; i < sizeof ranges / sizeof *ranges; i++) {
+        const ps_rowrange_t r = ranges[i];
+        ps_rowrange_t p[PS_RANGE_ROW_PIECES];
+        for (int q = 0; q < PS_RANGE_ROW_PIECES; q++) {
+            p[q] = ps_range_row_piece(r, q);
+            ck_assert(p[q].first <= p[q].last);
+            ck_assert(q == 0 ? p[q].first == r.first : p[q].first == p[q - 1].last + 1);
+            /* each end, and one past it, in the right piece */
+            ck_assert_int_eq(ps_range_row_piece_of(r, p[q].first), q);
+            ck_assert_int_eq(ps_range_row_piece_of(r, p[q].last), q);
+            if (q > 0) {
+                ck_assert_int_eq(ps_range_row_piece_of(r, p[q].first - 1), q - 1);
+            }
+        }
+        ck_assert_uint_eq(p[PS_RANGE_ROW_PIECES - 1].last, r.last);
+    }
+}
+END_TEST
+
 START_TEST(row_hash_spreads_neighbouring_keys)
 {
     /* 2^16 consecutive keys over 4 servers: each holds about a quarter, and
@@ -276,6 +300,7 @@ int main(void)
     tcase_add_test(tc, mlp_tensor_straddles_servers);
     tcase_add_test(tc, row_split_tiles_the_hashed_space);
     tcase_add_test(tc, row_hash_spreads_neighbouring_keys);
+    tcase_add_test(tc, row_pieces_tile_a_range_and_find_their_hashes);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
