@@ -8,7 +8,8 @@
  * switch per message). While the trainer computes, a ticker thread takes mu
  * every KV_TICK_MS to handle what arrived (scheduler messages, replies) and
  * send heartbeats. The bookkeeping of requests in flight (ids, expected
- * answers, pull reassembly, each request's failure) is worker/kv_slots.c.
+ * answers, pull reassembly, each request's failure) is worker/kv_slots.c;
+ * the embedding rows' requests are worker/kv_rows.c.
  */
 #include "worker/kv.h"
 
@@ -31,6 +32,7 @@
 #include "proto/msg.h"
 #include "proto/range.h"
 #include "worker/kv_encode.h"
+#include "worker/kv_impl.h"
 #include "worker/kv_lanes.h"
 #include "worker/kv_slots.h"
 
@@ -47,43 +49,6 @@ typedef struct {
     int64_t version;
     uint64_t push_end;
 } kv_pull_t;
-
-/* A server socket's drain handler argument: the client and which server. */
-typedef struct {
-    ps_kv_t *kv;
-    int server;
-} kv_peer_t;
-
-struct ps_kv {
-    int efd;             /* wakes the ticker (to stop) */
-    pthread_t ticker;
-    int ticker_started;
-
-    pthread_mutex_t mu;  /* guards the sockets and everything below but fatal */
-    ps_ctx_t *ctx;       /* borrowed: for a replaced server's new socket */
-    ps_link_t *link;
-    ps_view_t view;
-    ps_sock_t **servers; /* one DEALER per server */
-    kv_peer_t *peers;    /* one per server */
-    ps_pollitem_t *items; /* the link, then every server */
-    int64_t *versions;   /* last version served by each server */
-    ps_kv_slots_t *slots;
-    ps_kv_lanes_t *lanes; /* per server: pushes in flight against its credits */
-    atomic_int fatal;    /* 0, or why the job is gone; read without mu */
-    char fatal_why[256]; /* its reason: written once, before fatal is set */
-    int stop;            /* destroy() asks the ticker to end */
-    int finished;        /* the scheduler ended the job cleanly */
-    char error[256];     /* the last failure a call returned; only the trainer's
-                            calls write it (never the ticker) */
-    uint64_t bytes_pushed, bytes_pulled;
-    int64_t generation;  /* failovers seen; stamped on every request */
-    int rollback;        /* a failover waits for ps_kv_rollback(): 1 a rollback, 2 a
-                            replica's takeover (nothing rolls back) */
-    int64_t rollback_step; /* the step it rolls back to */
-    uint64_t rollbacks;    /* ps_kv_rollback() calls that found one pending */
-    ps_kv_encode_t *encode; /* --wire / --compress: pushes encoded, sent as a copy;
-                               NULL: fp32, zero-copy */
-};
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
 static void s_set_fatal(ps_kv_t *kv, int rc, const char *why)
@@ -221,39 +186,6 @@ static void s_send_request(ps_kv_t *kv, int idx)
                 more |= end < l->end;
             }
         }
-    }
-}
-
-/* Sends rows request idx to piece q of server i: its run of the keys (a
- * pull of none is not sent; a push is, empty). Caller holds mu. */
-static void s_put_rows(ps_kv_t *kv, int idx, int i, int q)
-{
-    const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
-    ps_frame_t f;
-    uint64_t nnz;
-    const int rc = ps_kv_slots_rows_frame(kv->slots, idx, i, q, &f, &nnz);
-    if (rc != 0 || (sl->type == PS_KV_ROWS_PULL && !nnz)) {
-        return; /* rc: the slot failed, with its reason */
-    }
-    Shardps__Header h;
-    ps_msg_header(&h, sl->type == PS_KV_ROWS_PUSH ? PS_MSG_ROWS_PUSH : PS_MSG_ROWS_PULL,
-                  PS_ROLE_WORKER, ps_link_rank(kv->link));
-    h.token = ps_link_token(kv->link);
-    h.request_id = ps_kv_slots_id(kv->slots, idx);
-    h.step = sl->step;
-    h.version = kv->versions[i];
-    h.generation = kv->generation;
-    h.nnz = nnz;
-    h.piece = (uint32_t)q;
-    /* a push's frame is the slots' buffer, reused for the next server's */
-    const int sent = ps_msg_send(kv->servers[i], NULL, h, &f, nnz ? 1 : 0,
-                                 sl->type == PS_KV_ROWS_PUSH ? PS_SEND_COPY : 0);
-    if (sent != 0) {
-        char why[160];
-        snprintf(why, sizeof why, "sending to S%d failed: %s", i, ps_strerror(sent));
-        ps_kv_slots_complete(kv->slots, idx, sent, why);
-    } else if (sl->type == PS_KV_ROWS_PUSH) {
-        kv->bytes_pushed += f.len;
     }
 }
 
@@ -441,6 +373,18 @@ static int s_send_ctrl(ps_kv_t *kv, ps_kv_req_t type, const ProtobufCMessage *bo
                         body);
 }
 
+int ps_kv_refused(ps_kv_t *kv, ps_kv_req_t type)
+{
+    int rc = atomic_load(&kv->fatal);
+    if (rc) {
+        snprintf(kv->error, sizeof kv->error, "%s", kv->fatal_why);
+    } else if (kv->rollback && type != PS_KV_ABORT) {
+        snprintf(kv->error, sizeof kv->error, "rolled back: a lost server was replaced");
+        rc = PS_EAGAIN;
+    }
+    return rc;
+}
+
 /* Takes a free slot, fills it and sends the request. Returns the handle or a
  * PS_E*. Control requests (barrier, finish, abort) carry their body; a
  * push-pull its destination and pull version in pp. */
@@ -451,16 +395,10 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
         return PS_EINVAL;
     }
     pthread_mutex_lock(&kv->mu);
-    int fatal = atomic_load(&kv->fatal);
-    if (fatal) {
-        snprintf(kv->error, sizeof kv->error, "%s", kv->fatal_why);
+    const int refused = ps_kv_refused(kv, type);
+    if (refused) {
         pthread_mutex_unlock(&kv->mu);
-        return fatal;
-    }
-    if (kv->rollback && type != PS_KV_ABORT) {
-        snprintf(kv->error, sizeof kv->error, "rolled back: a lost server was replaced");
-        pthread_mutex_unlock(&kv->mu);
-        return PS_EAGAIN;
+        return refused;
     }
     const ps_range_t range = {begin, end};
     ps_kv_slots_set_pace(kv->slots, ps_kv_lanes_rate(kv->lanes));
@@ -478,47 +416,6 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
     }
     pthread_mutex_unlock(&kv->mu);
     return idx;
-}
-
-/* Opens and sends a rows request. Returns the handle or a PS_E*. */
-static int s_submit_rows(ps_kv_t *kv, ps_kv_req_t type, const uint64_t *keys, size_t n,
-                         size_t dim, float *buf, int64_t step)
-{
-    if (!ps_job_has_rows(&kv->view.job) || dim != (size_t)kv->view.job.embed_dim) {
-        return PS_EINVAL;
-    }
-    pthread_mutex_lock(&kv->mu);
-    int rc = atomic_load(&kv->fatal);
-    if (rc) {
-        snprintf(kv->error, sizeof kv->error, "%s", kv->fatal_why);
-    } else if (kv->rollback) {
-        snprintf(kv->error, sizeof kv->error, "rolled back: a lost server was replaced");
-        rc = PS_EAGAIN;
-    } else if ((rc = ps_kv_slots_open_rows(kv->slots, type, keys, n, dim, buf, step)) >= 0) {
-        /* piece by piece across the servers, each from our own rank's: a
-         * server has every worker's first piece early, and applies and
-         * answers it while the later pieces still come */
-        const int me = ps_link_rank(kv->link);
-        for (int q = 0; q < PS_RANGE_ROW_PIECES; q++) {
-            for (int j = 0; j < kv->view.num_servers; j++) {
-                s_put_rows(kv, rc, (me + j) % kv->view.num_servers, q);
-            }
-        }
-    }
-    pthread_mutex_unlock(&kv->mu);
-    return rc;
-}
-
-int ps_kv_rows_pull(ps_kv_t *kv, const uint64_t *keys, size_t n, size_t dim, float *rows,
-                    int64_t min_version)
-{
-    return s_submit_rows(kv, PS_KV_ROWS_PULL, keys, n, dim, rows, min_version);
-}
-
-int ps_kv_rows_push(ps_kv_t *kv, const uint64_t *keys, size_t n, size_t dim, const float *grads,
-                    int64_t step)
-{
-    return s_submit_rows(kv, PS_KV_ROWS_PUSH, keys, n, dim, (float *)grads, step);
 }
 
 int ps_kv_set_tensors(ps_kv_t *kv, const uint64_t *starts, size_t n)
@@ -664,10 +561,7 @@ int ps_kv_rollback(ps_kv_t *kv, int64_t *step)
 
 uint64_t ps_kv_rollbacks(ps_kv_t *kv)
 {
-    pthread_mutex_lock(&kv->mu);
-    const uint64_t n = kv->rollbacks;
-    pthread_mutex_unlock(&kv->mu);
-    return n;
+    return kv->rollbacks; /* written by the trainer's own calls only: no lock */
 }
 
 int64_t ps_kv_version(ps_kv_t *kv)
