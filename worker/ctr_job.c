@@ -45,6 +45,10 @@ struct ps_ctr_job {
     unsigned char *seen;   /* [cap] whether a row of the batch has a gradient yet */
     float *dense;          /* [P] the dense gradients' sum over the micro-batches */
     float *prob;           /* [test.n] evaluation's click probabilities */
+    size_t eval_span;      /* held-out samples whose rows evaluation pulls at once */
+    uint64_t *eval_hashes; /* [eval_span*26] their distinct hashes, ascending */
+    uint64_t *eval_keys;   /* and keys */
+    float *eval_rows;      /* and rows */
     ps_ctr_rows_t home;    /* the rows' home when not the servers (fetch NULL: servers) */
     /* The next step's batch, gathered, and the pull of its rows sent before
      * this step's push (ps_ctr_next_t): the servers answer each piece of it
@@ -154,6 +158,9 @@ void ps_ctr_job_destroy(ps_ctr_job_t **cp)
     free(c->dense);
     free(c->early_rows);
     free(c->prob);
+    free(c->eval_hashes);
+    free(c->eval_keys);
+    free(c->eval_rows);
     free(c);
     *cp = NULL;
 }
@@ -448,6 +455,22 @@ static int s_cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The hashes of keys[0..n) into h, ascending, each once. Returns how many. */
+static size_t s_distinct_hashes(const uint64_t *keys, size_t n, uint64_t *h)
+{
+    for (size_t i = 0; i < n; i++) {
+        h[i] = ps_rowkey_hash(keys[i]);
+    }
+    qsort(h, n, sizeof *h, s_cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || h[i] != h[u - 1]) {
+            h[u++] = h[i];
+        }
+    }
+    return u;
+}
+
 int ps_ctr_job_vocab(const ps_ctr_job_t *c, uint64_t **hashes, size_t *n)
 {
     const size_t all = c->set.n * PS_CTR_CAT;
@@ -457,18 +480,8 @@ int ps_ctr_job_vocab(const ps_ctr_job_t *c, uint64_t **hashes, size_t *n)
     if (!h) {
         return PS_ENOMEM;
     }
-    for (size_t i = 0; i < all; i++) {
-        h[i] = ps_rowkey_hash(c->set.keys[i]);
-    }
-    qsort(h, all, sizeof *h, s_cmp_u64);
-    size_t u = 0;
-    for (size_t i = 0; i < all; i++) {
-        if (i == 0 || h[i] != h[u - 1]) {
-            h[u++] = h[i];
-        }
-    }
     *hashes = h;
-    *n = u;
+    *n = s_distinct_hashes(c->set.keys, all, h);
     return 0;
 }
 
@@ -507,21 +520,98 @@ int ps_ctr_job_dump_rows(ps_ctr_job_t *c, ps_kv_t *kv, FILE *f, char *err, size_
     return rc;
 }
 
+/* Evaluation's buffers, made at its first call (worker 0 alone evaluates):
+ * a span of held-out samples whose distinct rows are pulled once, about
+ * 32 MiB of rows and at least a batch. Returns 0 or PS_ENOMEM. */
+static int s_eval_buffers(ps_ctr_job_t *c)
+{
+    if (c->eval_rows) {
+        return 0;
+    }
+    const size_t per = (size_t)c->max_batch * PS_CTR_CAT;
+    const size_t batches = ((size_t)32 << 20) / (per * c->dim * sizeof(float));
+    c->eval_span = (size_t)c->max_batch * (batches ? batches : 1);
+    const size_t positions = c->eval_span * PS_CTR_CAT;
+    c->eval_hashes = malloc(positions * sizeof *c->eval_hashes);
+    c->eval_keys = malloc(positions * sizeof *c->eval_keys);
+    c->eval_rows = malloc(positions * c->dim * sizeof *c->eval_rows);
+    return c->eval_hashes && c->eval_keys && c->eval_rows ? 0 : PS_ENOMEM;
+}
+
+/* The rows of the distinct keys of held-out samples [from, from + m), as the
+ * servers (or the rows' other home) hold them, into c->eval_rows in the
+ * order of their hashes (c->eval_hashes, *n of them), pulled a step's keys
+ * at a time: each row once, not once per batch. */
+static int s_eval_rows(ps_ctr_job_t *c, ps_kv_t *kv, size_t from, size_t m, size_t *n,
+                       char *err, size_t cap)
+{
+    *n = s_distinct_hashes(c->test.keys + from * PS_CTR_CAT, m * PS_CTR_CAT, c->eval_hashes);
+    for (size_t i = 0; i < *n; i++) {
+        c->eval_keys[i] = ps_rowkey_unhash(c->eval_hashes[i]);
+    }
+    const size_t chunk = (size_t)c->cur.b.cap;
+    int rc = 0;
+    for (size_t at = 0; at < *n && rc == 0; at += chunk) {
+        const size_t k = *n - at < chunk ? *n - at : chunk;
+        rc = s_fetch(c, kv, c->eval_keys + at, k, c->eval_rows + at * c->dim, 0, err, cap);
+    }
+    return rc;
+}
+
+/* The current batch's rows into the model, from the span's rows (hashes[0..n)
+ * ascending, each row at its index). */
+static void s_eval_batch_rows(ps_ctr_job_t *c, size_t n)
+{
+    float *rows = ps_model_rows(c->m);
+    for (int u = 0; u < c->cur.b.U; u++) {
+        size_t lo = 0, hi = n; /* the batch's keys are the span's: found */
+        while (hi - lo > 1) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (c->eval_hashes[mid] <= c->cur.b.keys[u]) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        memcpy(rows + (size_t)u * c->dim, c->eval_rows + lo * c->dim, c->dim * sizeof *rows);
+    }
+}
+
+/* Predicts held-out samples [first, first + n) into c->prob, their rows
+ * from the span's (n_rows of them). */
+static int s_eval_batch(ps_ctr_job_t *c, size_t first, int n, size_t n_rows, char *err,
+                        size_t cap)
+{
+    const ps_ctr_view_t *v = &c->test;
+    const ps_ctr_view_t part = {(size_t)n, v->num + first * PS_CTR_NUM,
+                                v->keys + first * PS_CTR_CAT, v->label + first};
+    int rc = s_gather(c, &c->cur, &part, NULL, n);
+    if (rc == 0) {
+        s_eval_batch_rows(c, n_rows);
+        rc = ps_model_predict_ctr(c->m, &c->cur.b, c->cur.num, n, c->prob + first);
+    }
+    if (rc != 0) {
+        snprintf(err, cap, "evaluation failed: %s", ps_strerror(rc));
+    }
+    return rc;
+}
+
 int ps_ctr_job_evaluate(ps_ctr_job_t *c, ps_kv_t *kv, double *auc, double *logloss,
                         char *err, size_t cap)
 {
     const ps_ctr_view_t *v = &c->test;
-    for (size_t first = 0; first < v->n; first += (size_t)c->max_batch) {
-        const size_t left = v->n - first;
-        const int n = left < (size_t)c->max_batch ? (int)left : c->max_batch;
-        const ps_ctr_view_t part = {(size_t)n, v->num + first * PS_CTR_NUM,
-                                    v->keys + first * PS_CTR_CAT, v->label + first};
-        int rc = s_gather(c, &c->cur, &part, NULL, n);
-        rc = rc ? rc : s_fetch(c, kv, c->cur.keys, (size_t)c->cur.b.U, ps_model_rows(c->m), 0,
-                               err, cap);
-        if (rc == 0 &&
-            (rc = ps_model_predict_ctr(c->m, &c->cur.b, c->cur.num, n, c->prob + first))) {
-            snprintf(err, cap, "evaluation failed: %s", ps_strerror(rc));
+    if (s_eval_buffers(c) != 0) {
+        snprintf(err, cap, "out of memory to evaluate");
+        return PS_ENOMEM;
+    }
+    for (size_t from = 0; from < v->n; from += c->eval_span) {
+        const size_t m = v->n - from < c->eval_span ? v->n - from : c->eval_span;
+        size_t n_rows;
+        int rc = s_eval_rows(c, kv, from, m, &n_rows, err, cap);
+        for (size_t first = from; first < from + m && rc == 0; first += (size_t)c->max_batch) {
+            const size_t left = from + m - first;
+            const int n = left < (size_t)c->max_batch ? (int)left : c->max_batch;
+            rc = s_eval_batch(c, first, n, n_rows, err, cap);
         }
         if (rc != 0) {
             return rc;
