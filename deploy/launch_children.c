@@ -93,7 +93,8 @@ static void s_json_info(const char *p, size_t n, char *out, size_t cap)
 static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, const char *p,
                            size_t n)
 {
-    static const char key[] = " I summary: ", err[] = PS_SCHEDULER_PROG ": error: ";
+    static const char key[] = " I summary: ", err[] = PS_SCHEDULER_PROG ": error: ",
+                      json_key[] = "\"message\":\"summary: ";
     if (c->role != PS_LAUNCH_SCHEDULER) {
         return;
     }
@@ -104,7 +105,7 @@ static void s_keep_summary(ps_launch_children_t *C, const ps_launch_child_t *c, 
     } else if (n >= sizeof err - 1 && !memcmp(p, err, sizeof err - 1)) {
         at = p + sizeof err - 1;
         snprintf(C->error, sizeof C->error, "%.*s", (int)(p + n - at), at);
-    } else if (p[0] == '{' && memmem(p, n, "\"message\":\"summary: ", 21)) {
+    } else if (p[0] == '{' && memmem(p, n, json_key, sizeof json_key - 1)) {
         char msg[sizeof C->summary + 8];
         s_json_info(p, n, msg, sizeof msg);
         if (!strncmp(msg, "summary: ", 9)) {

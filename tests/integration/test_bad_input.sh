@@ -190,12 +190,13 @@ bad "worker, a listener whose queue is full" \
     "no answer in 2 s \\(no TCP connection \\(the first attempt still waits\\)\\)" \
     "$WORKER" --scheduler "tcp://127.0.0.1:$PORT" --connect-timeout 2
 
-# A secure scheduler and a worker without its keys: the handshakes fail.
+# A secure scheduler and a worker without its keys: the handshakes fail,
+# and the worker says so at once (long before its --connect-timeout).
 "$SPS_BUILD/deploy/shardps-keygen" "$TMP/keys" >/dev/null || fail "shardps-keygen failed"
 start_scheduler secure --secure --keys "$TMP/keys" --servers 1 --workers 1
 bad "worker without the keys of a secure scheduler" \
-    "no answer in 2 s \\(connected, but [0-9]+ ZeroMQ handshakes? failed\\)" \
-    "$WORKER" --scheduler "$SCHED_EP" --connect-timeout 2
+    "the scheduler is --secure and this node is not: .* \\(connected, but [0-9]+ ZeroMQ handshakes? failed\\)" \
+    "$WORKER" --scheduler "$SCHED_EP" --connect-timeout 20
 kill -9 "$SCHED_PID"
 
 # --- malformed endpoints -------------------------------------------------------

@@ -69,7 +69,12 @@ scheduler)
     if [ -n "$summary" ] && [ -z "${FAKE_NO_SUMMARY:-}" ]; then
         echo ok > "$summary"
     fi
-    log "summary: job done"
+    if [ -n "${FAKE_JSON:-}" ]; then # a scheduler given --log-format json
+        printf '{"time":"%s","node":"C","role":"scheduler","rank":null,"level":"info","message":"summary: job done"}\n' \
+            "$(date +%Y-%m-%dT%H:%M:%S.%3N%:z)" >&2
+    else
+        log "summary: job done"
+    fi
     ;;
 server)
     log "serving"
@@ -419,9 +424,9 @@ fi
 
 # 10b. --log-format json: every line on stderr one JSON object with the
 # time, node, role, rank, level and message, the children's text lines made
-# so; the summary still read from the scheduler's line.
+# so; the summary read from the scheduler's line, a JSON one too.
 fresh
-run --servers 1 --workers 2 --log-format json
+FAKE_JSON=1 run --servers 1 --workers 2 --log-format json
 if [ "$RC" = 0 ] && grep -qE '^job ok in [0-9.]+ s: job done$' "$FAKE_DIR/stdout" &&
     python3 - "$OUT" <<'PY'; then
 import json, re, sys
@@ -436,10 +441,11 @@ assert has(node="W1", role="worker", rank=1, level="stderr",
            message="shardps-worker: warning: not a logger line")
 assert has(node="S0", role="server", rank=0, level="stdout", message="plain stdout line from S0")
 assert has(role="launcher", rank=None, level="info")
+assert has(node="C", level="info", message="summary: job done")
 PY
     pass "--log-format json: one object per line, children's lines too"
 else
-    fail "--log-format json: rc=$RC"
+    fail "--log-format json: rc=$RC: $(cat "$FAKE_DIR/stdout")"
     show
 fi
 
