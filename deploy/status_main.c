@@ -30,7 +30,7 @@ int main(int argc, char **argv)
         {"watch", PS_FLAG_BOOL, &watch, "0|1", "print the view again every --interval seconds until the job ends"},
         {"interval", PS_FLAG_DOUBLE, &interval, "SECONDS", "with --watch: seconds between views; in [0.1, 3600]"},
         {"timeout", PS_FLAG_DOUBLE, &timeout, "SECONDS", "give up when the scheduler does not answer this long; in (0, 86400]", "SHARDPS_STATUS_TIMEOUT"},
-        {"keys", PS_FLAG_STR, &keys, "DIR", "a --secure job's key directory (shardps-keygen): the query proves its worker key"},
+        {"keys", PS_FLAG_STR, &keys, "DIR", "a --secure job's key directory (shardps-keygen; shardps-launch --secure logs the one it made): the query proves its worker key"},
         {"json", PS_FLAG_BOOL, &json, "0|1", "print each view as one line of JSON (docs/observe.md lists its fields)"},
     };
     static const char about[] =
