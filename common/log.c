@@ -40,14 +40,25 @@ int ps_log_set_level(const char *name)
     return PS_EINVAL;
 }
 
+/* The one-line error of a bad value of --flag, naming the variable var
+ * where the value came from it (the command line would have won). */
+static int s_bad_value(const char *prog, const char *flag, const char *var, const char *value,
+                       const char *expected)
+{
+    const char *env = getenv(var);
+    if (env && !strcmp(env, value)) {
+        fprintf(stderr, "%s: error: %s=%s: expected %s\n", prog, var, value, expected);
+    } else {
+        fprintf(stderr, "%s: error: --%s %s: expected %s\n", prog, flag, value, expected);
+    }
+    return PS_EINVAL;
+}
+
 int ps_log_set_level_flag(const char *prog, const char *name)
 {
-    if (ps_log_set_level(name) != 0) {
-        fprintf(stderr, "%s: error: --log-level %s: expected err, warn, info or debug\n", prog,
-                name);
-        return PS_EINVAL;
-    }
-    return 0;
+    return ps_log_set_level(name) == 0 ? 0
+                                       : s_bad_value(prog, "log-level", "SHARDPS_LOG_LEVEL", name,
+                                                     "err, warn, info or debug");
 }
 
 ps_flag_t ps_log_level_flag(const char **dst)
@@ -67,8 +78,7 @@ int ps_log_set_format_flag(const char *prog, const char *name)
         s_format = name[0] == 'j' ? PS_LOG_JSON : PS_LOG_TEXT;
         return 0;
     }
-    fprintf(stderr, "%s: error: --log-format %s: expected text or json\n", prog, name);
-    return PS_EINVAL;
+    return s_bad_value(prog, "log-format", "SHARDPS_LOG_FORMAT", name, "text or json");
 }
 
 int ps_log_format(void)

@@ -43,13 +43,15 @@ void ps_log_set_role(const char *role, int rank);
 int ps_log_set_level(const char *name);
 
 /* The same for a program's --log-level flag: on a bad name prints the one-line
- * error "PROG: error: --log-level NAME: ..." to stderr and returns PS_EINVAL. */
+ * error "PROG: error: --log-level NAME: ..." to stderr ("SHARDPS_LOG_LEVEL=NAME:
+ * ..." where the value is the variable's) and returns PS_EINVAL. */
 int ps_log_set_level_flag(const char *prog, const char *name);
 
 /* The --log-format FORMAT entry of a program's flag table ("text" or
  * "json"), checked afterwards by ps_log_set_format_flag(), which prints the
- * one-line error "PROG: error: --log-format NAME: ..." on a bad name and
- * returns PS_EINVAL. dst holds the default on entry; borrowed. */
+ * one-line error "PROG: error: --log-format NAME: ..." (or
+ * "SHARDPS_LOG_FORMAT=NAME: ...") on a bad name and returns PS_EINVAL. dst
+ * holds the default on entry; borrowed. */
 ps_flag_t ps_log_format_flag(const char **dst);
 int ps_log_set_format_flag(const char *prog, const char *name);
 

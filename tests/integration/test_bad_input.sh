@@ -134,6 +134,12 @@ bad "SHARDPS_MODE=bogus scheduler" "bogus" env SHARDPS_MODE=bogus "$SCHED"
 bad "SHARDPS_MODE=bogus launch" ": SHARDPS_MODE=bogus: expected sync" env SHARDPS_MODE=bogus "$LAUNCH"
 bad "SHARDPS_BATCH=0 scheduler" ": SHARDPS_BATCH=0: expected 1 to 65536$" env SHARDPS_BATCH=0 "$SCHED"
 bad "SHARDPS_BATCH=0 launch" ": SHARDPS_BATCH=0: expected 1 to 65536$" env SHARDPS_BATCH=0 "$LAUNCH"
+bad "SHARDPS_LOG_FORMAT=yaml worker" "^shardps-worker: error: SHARDPS_LOG_FORMAT=yaml: expected text or json$" \
+    env SHARDPS_LOG_FORMAT=yaml "$WORKER"
+bad "SHARDPS_LOG_FORMAT=yaml launch" "^shardps-launch: error: SHARDPS_LOG_FORMAT=yaml: expected text or json$" \
+    env SHARDPS_LOG_FORMAT=yaml "$LAUNCH"
+bad "server --log-format yaml" "^shardps-server: error: --log-format yaml: expected text or json$" \
+    "$SERVER" --log-format yaml
 
 # --- missing or broken data ----------------------------------------------------
 # The worker reads its data before it contacts the scheduler (port 1: never asked).
