@@ -214,6 +214,11 @@ int ps_log_split(const char *p, size_t n, char *stamp, char *node, size_t cap, i
     if (!lv || sp == tag || (size_t)(sp - tag) >= cap || (sp + 2 < end && sp[2] != ' ')) {
         return -1;
     }
+    for (const char *q = tag; q < sp; q++) {
+        if (!isalnum((unsigned char)*q)) { /* a tag goes into JSON unquoted */
+            return -1;
+        }
+    }
     memcpy(stamp, p, S_STAMP_LEN);
     stamp[S_STAMP_LEN] = '\0';
     memcpy(node, tag, (size_t)(sp - tag));

@@ -84,9 +84,9 @@ size_t ps_log_line(char *buf, size_t cap, const char *stamp, const char *node, i
                    const char *msg);
 
 /* The parts of a text logger line p (n bytes): its stamp into stamp
- * (PS_LOG_STAMP_MAX bytes), its node tag into node (cap bytes), its level
- * and where its message starts. Returns 0, or -1 when p is not such a line
- * (a JSON line is not). */
+ * (PS_LOG_STAMP_MAX bytes), its node tag (letters and digits) into node
+ * (cap bytes), its level and where its message starts. Returns 0, or -1
+ * when p is not such a line (a JSON line is not). */
 int ps_log_split(const char *p, size_t n, char *stamp, char *node, size_t cap, int *level,
                  size_t *msg_at);
 

@@ -78,8 +78,11 @@ START_TEST(split_gives_a_text_lines_parts)
                                   &at), 0);
     ck_assert_int_eq(level, PS_LOG_STDERR);
     ck_assert_int_eq(ps_log_split(l, strlen(l), stamp, node, 3, &level, &at), -1);
-    static const char bad[] = "2026-03-02T12:00:01.250+01:00 W1 Q x";
+    static const char bad[] = "2026-03-02T12:00:01.250+01:00 W1 Q x",
+                      quote[] = "2026-03-02T12:00:01.250+01:00 W\"1 I x";
     ck_assert_int_eq(ps_log_split(bad, strlen(bad), stamp, node, sizeof node, &level, &at),
+                     -1);
+    ck_assert_int_eq(ps_log_split(quote, strlen(quote), stamp, node, sizeof node, &level, &at),
                      -1);
 }
 END_TEST
