@@ -430,8 +430,9 @@ static const float *s_row_grads(const ps_ctr_job_t *c)
 }
 
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
-                    const ps_ctr_next_t *next, float *loss, int *push, char *err, size_t cap)
+                    const ps_ctr_next_t *next, float *loss, char *err, size_t cap)
 {
+    int push; /* the rows' other home takes them now and gives no handle */
     const int rc = c->micro > 0 && c->micro < c->cur.n
                        ? s_micro_steps(c, kv, pull_version, loss, err, cap)
                        : s_whole_step(c, kv, pull_version, loss, err, cap);
@@ -439,13 +440,13 @@ int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_versio
         return rc;
     }
     s_pull_ahead(c, kv, next);
-    return s_push(c, kv, s_row_grads(c), t, push, err, cap);
+    return c->home.push ? s_push(c, kv, s_row_grads(c), t, &push, err, cap) : 0;
 }
 
-int ps_ctr_job_push_again(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int *push, char *err,
-                          size_t cap)
+int ps_ctr_job_push(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int *push, char *err, size_t cap)
 {
-    return s_push(c, kv, s_row_grads(c), t, push, err, cap);
+    *push = -1;
+    return c->home.push ? 0 : s_push(c, kv, s_row_grads(c), t, push, err, cap);
 }
 
 /* Ascending, for qsort. */

@@ -104,23 +104,24 @@ typedef struct {
  * pull_version (or fetches them from their other home; or takes those the
  * step before pulled ahead for it), trains (the dense gradient into
  * ps_model_grads(), the loss into *loss), then, given next, gathers the
- * next step's batch and sends the pull of its rows (the servers answer each
- * piece of their rows as soon as this step's push of it applies: the
- * replies come down while the push still goes up), and pushes the rows'
- * gradient for step t, whose handle goes into *push (wait for it with
- * ps_kv_wait() after the dense push; -1 when there is none to wait for).
- * ps_ctr_job_batch() with next's rows then takes that batch. Returns 0,
- * PS_EAGAIN (a failover: the step is void) or a failure with a one-line
- * reason in err.
+ * next step's batch and sends the pull of its rows: the servers answer
+ * each piece of their rows as soon as this step's push of it applies, so
+ * the replies come down while the push still goes up.
+ * ps_ctr_job_batch() with next's rows then takes that batch. The rows'
+ * other home takes their gradient now; the servers' is ps_ctr_job_push().
+ * Returns 0, PS_EAGAIN (a failover: the step is void) or a failure with a
+ * one-line reason in err.
  */
 int ps_ctr_job_step(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int64_t pull_version,
-                    const ps_ctr_next_t *next, float *loss, int *push, char *err, size_t cap);
+                    const ps_ctr_next_t *next, float *loss, char *err, size_t cap);
 
-/* Step t's rows gradient pushed again, as ps_ctr_job_step pushed it (a
- * replica took a server's keys over and the servers forgot the step under
- * way). Returns 0 (the handle in *push) or a failure with err set. */
-int ps_ctr_job_push_again(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int *push, char *err,
-                          size_t cap);
+/* With the rows on the servers: step t's rows gradient pushed, after the
+ * dense push and pull went (worker/rounds.c), and again when a replica
+ * took a server's keys over and the servers forgot the step under way. The
+ * handle goes into *push (-1: none, the rows' other home took them).
+ * Returns 0 or a failure with err set. */
+int ps_ctr_job_push(ps_ctr_job_t *c, ps_kv_t *kv, int64_t t, int *push, char *err,
+                    size_t cap);
 
 /*
  * After the parameters of --dump-params: the rows of every key of the click

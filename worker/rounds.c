@@ -155,7 +155,9 @@ uint64_t ps_rounds_unpushed(const ps_rounds_t *r)
 }
 
 /* Pushes step t's gradients and pulls the weights for the next step: what
- * the hook has not pushed yet goes now, then every handle is waited for. */
+ * the hook has not pushed yet goes now, then the rows' push (a model with
+ * rows: behind the dense keys, so their pull's replies come down while the
+ * rows still go up), then every handle is waited for. */
 static int s_push_pull(ps_rounds_t *r, int64_t t)
 {
     if (r->push_rc) { /* the job is gone or a request was refused */
@@ -178,22 +180,27 @@ static int s_push_pull(ps_rounds_t *r, int64_t t)
     if (r->push_end > 0) {
         ps_trace_span_end(&push);
     }
+    int rows = -1, rc = 0;
+    if (hl >= 0 && r->c.ctr &&
+        (rc = ps_ctr_job_push(r->c.ctr, r->c.kv, t, &rows, r->c.err, r->c.errlen)) != 0) {
+        return rc;
+    }
     ps_trace_span_t pull = ps_trace_span_begin(PS_TRACE_PULL, t, 0);
-    int rc = 0;
     for (int i = 0; i < r->npush && rc == 0; i++) {
         rc = ps_rounds_wait(r, r->push_h[i], "push");
     }
     rc = rc ? rc : ps_rounds_wait(r, hl, "pull");
+    rc = rc || rows < 0 ? rc : ps_rounds_wait(r, rows, "pushing rows");
     ps_trace_span_end(&pull);
     return rc;
 }
 
 /* s_push_pull, and again for as long as lost servers' replicas take their
  * ranks over meanwhile (stepped modes): the servers forgot the step under
- * way, so its whole push and pull go again, the rows push first, from the
- * gradients still in the model (docs/design/replicas.md). Any other
- * failover (PS_EAGAIN) is the caller's. */
-static int s_push_pull_again(ps_rounds_t *r, int64_t t, int *rows_push)
+ * way, so its whole push and pull go again, from the gradients still in
+ * the model (docs/design/replicas.md). Any other failover (PS_EAGAIN) is
+ * the caller's. */
+int ps_rounds_end(ps_rounds_t *r, int64_t t)
 {
     int rc = s_push_pull(r, t);
     while (rc == PS_EAGAIN && ps_job_is_stepped(r->c.job) && ps_kv_takeover_pending(r->c.kv)) {
@@ -205,18 +212,7 @@ static int s_push_pull_again(ps_rounds_t *r, int64_t t, int *rows_push)
         }
         r->c.err[0] = '\0';
         s_reset(r, t);
-        *rows_push = -1; /* the rollback released it */
-        if (r->c.ctr && (rc = ps_ctr_job_push_again(r->c.ctr, r->c.kv, t, rows_push, r->c.err,
-                                                    r->c.errlen)) != 0) {
-            return rc;
-        }
         rc = s_push_pull(r, t);
     }
     return rc;
-}
-
-int ps_rounds_end(ps_rounds_t *r, int64_t t, int rows_push)
-{
-    int rc = s_push_pull_again(r, t, &rows_push);
-    return rc == 0 && rows_push >= 0 ? ps_rounds_wait(r, rows_push, "pushing rows") : rc;
 }

@@ -70,11 +70,12 @@ int ps_rounds_begin(ps_rounds_t *r, int64_t t);
 /* Keys [0, end) of step t's gradient are not pushed yet. */
 uint64_t ps_rounds_unpushed(const ps_rounds_t *r);
 
-/* After step t's compute: its push and the pull of the next parameters,
- * sent again for as long as lost servers' replicas take their ranks over
- * meanwhile, then the wait for its rows push (handle rows_push, -1 none).
- * Returns 0, PS_EAGAIN (a failover: the step is void) or a failure. */
-int ps_rounds_end(ps_rounds_t *r, int64_t t, int rows_push);
+/* After step t's compute: its push and the pull of the next parameters
+ * (a model with rows: then its rows push, ctr_job.h), sent again for as
+ * long as lost servers' replicas take their ranks over meanwhile, and
+ * waited for. Returns 0, PS_EAGAIN (a failover: the step is void) or a
+ * failure. */
+int ps_rounds_end(ps_rounds_t *r, int64_t t);
 
 #ifdef __cplusplus
 }

@@ -215,15 +215,13 @@ static int s_train_micro(ps_step_t *s, int j, int mb, float *loss)
  * gradients summed in order as a server sums workers' (the servers divide
  * by them all). */
 int ps_step_compute(ps_step_t *s, ps_kv_t *kv, int64_t t, int64_t pull_version, int b,
-                    const ps_step_next_t *next, float *loss, int *rows_push, char *err,
-                    size_t cap)
+                    const ps_step_next_t *next, float *loss, char *err, size_t cap)
 {
-    *rows_push = -1;
     if (s->ctr) {
         const ps_ctr_next_t after = {s->order, next ? (size_t)next->first : 0, b,
                                      next ? next->version : 0};
-        return ps_ctr_job_step(s->ctr, kv, t, pull_version, next ? &after : NULL, loss,
-                               rows_push, err, cap);
+        return ps_ctr_job_step(s->ctr, kv, t, pull_version, next ? &after : NULL, loss, err,
+                               cap);
     }
     const int k = ps_job_micro_batches(s->job);
     const size_t P = ps_model_num_params(s->model);

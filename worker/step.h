@@ -79,13 +79,11 @@ typedef struct {
 
 /* Step t's compute on its batch of b: the loss into *loss and the gradient
  * into the model (a ctr model: its rows pulled first at pull_version
- * through kv, then, given next, the next batch's rows asked for
- * (ctr_job.h), then their gradient's push started, its handle in
- * *rows_push; else -1). Returns 0, PS_EAGAIN (a failover) or a failure with
- * the reason in err. */
+ * through kv, then, given next, the next batch's rows asked for;
+ * ctr_job.h). Returns 0, PS_EAGAIN (a failover) or a failure with the
+ * reason in err. */
 int ps_step_compute(ps_step_t *s, ps_kv_t *kv, int64_t t, int64_t pull_version, int b,
-                    const ps_step_next_t *next, float *loss, int *rows_push, char *err,
-                    size_t cap);
+                    const ps_step_next_t *next, float *loss, char *err, size_t cap);
 
 #ifdef __cplusplus
 }

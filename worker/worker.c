@@ -215,7 +215,7 @@ static ps_step_next_t s_next_batch(const ps_worker_t *w, int64_t t)
 /* Step t's compute, the exchange started first (the ring's thread, or the
  * rounds' layer pushes and faults): the loss into *loss, a non-finite one
  * as --on-nonfinite says (then 0, not in the epoch's mean). */
-static int s_compute(ps_worker_t *w, const s_loop_t *l, float *loss, int *rows_push)
+static int s_compute(ps_worker_t *w, const s_loop_t *l, float *loss)
 {
     const int64_t t = l->t;
     ps_model_t *m = ps_step_model(w->step);
@@ -227,8 +227,7 @@ static int s_compute(ps_worker_t *w, const s_loop_t *l, float *loss, int *rows_p
     }
     const ps_step_next_t next = s_next_batch(w, t);
     rc = ps_step_compute(w->step, w->kv, t, ps_rounds_pull_version(&w->job, t - 1), w->job.batch,
-                         next.first >= 0 ? &next : NULL, loss, rows_push, w->err,
-                         sizeof w->err);
+                         next.first >= 0 ? &next : NULL, loss, w->err, sizeof w->err);
     if (l->steps == 0 && ps_model_graph_error(m) != 0) {
         ps_log_warn("the step could not be recorded as a CUDA graph (%s): queued by hand",
                     ps_strerror(ps_model_graph_error(m)));
@@ -255,14 +254,14 @@ static int s_step(ps_worker_t *w, const s_loop_t *l, float *loss)
     ps_trace_step(t);
     ps_step_batch(w->step, (k * M + w->rank) * b, b);
     const double tc = ps_now();
-    int rows_push, rc = s_compute(w, l, loss, &rows_push);
+    int rc = s_compute(w, l, loss);
     if (rc != 0) {
         return rc;
     }
     s_straggle(&w->job, w->rank, ps_now() - tc);
     const double tw = ps_now();
     w->done.compute_seconds += tw - tc;
-    rc = w->ring ? ps_allreduce_step(w->ring, t) : ps_rounds_end(w->rounds, t, rows_push);
+    rc = w->ring ? ps_allreduce_step(w->ring, t) : ps_rounds_end(w->rounds, t);
     if (rc != 0) {
         return rc;
     }

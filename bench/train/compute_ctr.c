@@ -89,13 +89,12 @@ static int s_step(void *arg, float *loss, double *t)
     const int b = L->cfg->batch;
     const long step = L->next++;
     char err[256];
-    int push;
     L->timing = t != NULL;
     int rc = ps_ctr_job_batch(L->job, L->order, (size_t)(step % L->per_epoch) * b, b);
     if (t) {
         t[0] = ps_now();
     }
-    rc = rc ? rc : ps_ctr_job_step(L->job, NULL, step, 0, NULL, loss, &push, err, sizeof err);
+    rc = rc ? rc : ps_ctr_job_step(L->job, NULL, step, 0, NULL, loss, err, sizeof err);
     if (t) {
         t[1] = ps_now();
     }
