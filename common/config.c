@@ -208,7 +208,8 @@ static int s_parse_env(const char *prog, const ps_flag_t *flags, size_t nflags)
         s_env_name(&flags[i], env, sizeof env);
         const char *v = getenv(env);
         if (v && s_set(&flags[i], v) != 0) {
-            s_error(prog, "environment %s=%s is not %s", env, v, s_type_word(flags[i].type));
+            s_error(prog, "environment %s=%s is not %s", env, v,
+                    s_type_word(flags[i].type));
             return PS_EINVAL;
         }
     }
@@ -259,8 +260,8 @@ static const char *s_value(const char *prog, const ps_flag_t *f, const char *eq,
     return argv[++*i];
 }
 
-static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, size_t nflags,
-                   int argc, char **argv, int *rest, int use_env)
+static int s_parse(const char *prog, const char *about, const ps_flag_t *flags,
+                   size_t nflags, int argc, char **argv, int *rest, int use_env)
 {
     if (use_env && s_parse_env(prog, flags, nflags) != 0) {
         return PS_EINVAL;
@@ -284,8 +285,8 @@ static int s_parse(const char *prog, const char *about, const ps_flag_t *flags, 
             return PS_EINVAL;
         }
         const char *eq = strchr(a + 2, '=');
-        const ps_flag_t *f = s_find(prog, flags, nflags, a + 2, eq ? (size_t)(eq - a - 2)
-                                                                   : strlen(a + 2));
+        const ps_flag_t *f =
+            s_find(prog, flags, nflags, a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2));
         const char *val = f ? s_value(prog, f, eq, argc, argv, &i) : NULL;
         if (!val) {
             return PS_EINVAL;

@@ -42,8 +42,8 @@ int ps_log_set_level(const char *name)
 
 /* The one-line error of a bad value of --flag, naming the variable var
  * where the value came from it (the command line would have won). */
-static int s_bad_value(const char *prog, const char *flag, const char *var, const char *value,
-                       const char *expected)
+static int s_bad_value(const char *prog, const char *flag, const char *var,
+                       const char *value, const char *expected)
 {
     const char *env = getenv(var);
     if (env && !strcmp(env, value)) {
@@ -57,8 +57,8 @@ static int s_bad_value(const char *prog, const char *flag, const char *var, cons
 int ps_log_set_level_flag(const char *prog, const char *name)
 {
     return ps_log_set_level(name) == 0 ? 0
-                                       : s_bad_value(prog, "log-level", "SHARDPS_LOG_LEVEL", name,
-                                                     "err, warn, info or debug");
+                                       : s_bad_value(prog, "log-level", "SHARDPS_LOG_LEVEL",
+                                                     name, "err, warn, info or debug");
 }
 
 ps_flag_t ps_log_level_flag(const char **dst)
@@ -180,7 +180,8 @@ static int s_is_stamp(const char *p, size_t n)
     for (size_t i = 0; i < S_STAMP_LEN; i++) {
         const char c = s_shape[i];
         if ((c == '0' && !isdigit((unsigned char)p[i])) ||
-            (c == '+' && p[i] != '+' && p[i] != '-') || (c != '0' && c != '+' && p[i] != c)) {
+            (c == '+' && p[i] != '+' && p[i] != '-') ||
+            (c != '0' && c != '+' && p[i] != c)) {
             return 0;
         }
     }

@@ -230,8 +230,9 @@ static int s_server_may_fail(s_launch_t *L, ps_launch_child_t *c, const char *ho
         return 0;
     }
     const char *replicas = ps_launch_flags_value(F, "replicas");
-    ps_log_warn("%s (pid %d) %s; the scheduler hands its rank to %s", c->tag, (int)c->pid, how,
-                replicas && atoi(replicas) > 0 ? "its replica, or a spare" : "a spare");
+    const char *to = replicas && atoi(replicas) > 0 ? "its replica, or a spare" : "a spare";
+    ps_log_warn("%s (pid %d) %s; the scheduler hands its rank to %s", c->tag, (int)c->pid,
+                how, to);
     return s_respawn(L, c, status) == 0;
 }
 
@@ -573,8 +574,10 @@ static void s_on_tick(s_launch_t *L, double now)
                         L->endpoint, F->servers, F->servers == 1 ? "" : "s", F->spares,
                         F->spares == 1 ? "" : "s", F->workers, F->workers == 1 ? "" : "s");
             if (L->made_keys) { /* no other way to learn them */
-                ps_log_info("shardps-status --scheduler %s --keys %s asks this --secure job "
-                            "(its keys, made for it, go at its end)", L->endpoint, L->tmpdir);
+                ps_log_info(
+                    "shardps-status --scheduler %s --keys %s asks this --secure job "
+                    "(its keys, made for it, go at its end)",
+                    L->endpoint, L->tmpdir);
             }
             L->phase = S_PHASE_RUN;
             if (s_start_nodes(L) != 0) {

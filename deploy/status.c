@@ -14,9 +14,9 @@
 struct ps_status_client {
     ps_ctx_t *ctx;
     ps_sock_t *sock;
-    ps_sock_t *watch;      /* sock's connection attempts, for the reason of no answer */
+    ps_sock_t *watch;       /* sock's connection attempts, for the reason of no answer */
     ps_connect_seen_t seen; /* what watch saw so far */
-    int secure;            /* given --keys */
+    int secure;             /* given --keys */
     char endpoint[256];
     uint64_t next_id; /* request ids: a late answer to an earlier question is skipped */
 };
@@ -75,12 +75,13 @@ static const char *s_handshake_hint(const ps_status_client_t *c)
         return "";
     }
     if (!c->secure) {
-        return "it is --secure: give the job's --keys DIR (shardps-launch --secure logs where "
-               "it made them)";
+        return "it is --secure: give the job's --keys DIR (shardps-launch --secure "
+               "logs where it made them)";
     }
-    return c->seen.mismatch ? "it is not --secure: ask without --keys"
-                            : "it refused the handshake: is it --secure, with the job's keys "
-                              "in --keys DIR?";
+    return c->seen.mismatch
+               ? "it is not --secure: ask without --keys"
+               : "it refused the handshake: is it --secure, with the job's keys "
+                 "in --keys DIR?";
 }
 
 int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__StatusReply **st,
@@ -104,8 +105,8 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__Statu
         const char *hint = s_handshake_hint(c);
         char how[128];
         if (hint[0]) {
-            snprintf(err, errlen, "the scheduler at %s cannot answer: %s (%s)", c->endpoint, hint,
-                     ps_connect_seen_str(&c->seen, how, sizeof how));
+            snprintf(err, errlen, "the scheduler at %s cannot answer: %s (%s)", c->endpoint,
+                     hint, ps_connect_seen_str(&c->seen, how, sizeof how));
             return PS_EPROTO;
         }
         ps_pollitem_t it = {.sock = c->sock};
@@ -115,8 +116,8 @@ int ps_status_client_query(ps_status_client_t *c, double timeout, Shardps__Statu
             if (ps_now() < deadline) {
                 continue;
             }
-            snprintf(err, errlen, "no answer from the scheduler at %s in %g s (%s)", c->endpoint,
-                     timeout, ps_connect_seen_str(&c->seen, how, sizeof how));
+            snprintf(err, errlen, "no answer from the scheduler at %s in %g s (%s)",
+                     c->endpoint, timeout, ps_connect_seen_str(&c->seen, how, sizeof how));
             return PS_ETIMEDOUT;
         }
         ps_msg_t m = {0};

@@ -235,20 +235,21 @@ static const char *s_handshake_hint(const ps_connect_seen_t *seen, int secure)
         return "";
     }
     if (!secure) {
-        return "the scheduler is --secure and this node is not: give it --secure --keys DIR "
-               "with the job's keys (and --secret-file DIR/job.secret)";
+        return "the scheduler is --secure and this node is not: give it --secure "
+               "--keys DIR with the job's keys (and --secret-file DIR/job.secret)";
     }
-    return seen->mismatch ? "the scheduler is not --secure and this node is: start every role "
-                            "with the same --secure"
-                          : "the scheduler refused this node's handshake: is it --secure, "
-                            "with the job's keys in --keys DIR?";
+    return seen->mismatch
+               ? "the scheduler is not --secure and this node is: start every role "
+                 "with the same --secure"
+               : "the scheduler refused this node's handshake: is it --secure, "
+                 "with the job's keys in --keys DIR?";
 }
 
 /* A link to scheduler, its DEALER connected and watched (*watch; NULL when
  * the watch could not be made: the errors then just say less). */
-static int s_join_open(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_t role,
-                       int want_rank, double peer_timeout, ps_sock_t **watch, char *err,
-                       size_t errlen)
+static int s_join_open(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler,
+                       ps_role_t role, int want_rank, double peer_timeout,
+                       ps_sock_t **watch, char *err, size_t errlen)
 {
     ps_link_t *l = *out = calloc(1, sizeof *l);
     if (!l) {
@@ -304,7 +305,8 @@ static int s_join_answer(ps_link_t *l, ps_msg_t *m, double t_sent, ps_job_t *job
     if (m->hdr.type != PS_MSG_REGISTER_ACK || m->nframes != 1) {
         return 0;
     }
-    const Shardps__RegisterAck *ack = ps_msg_unpack_body(m, &shardps__register_ack__descriptor);
+    const Shardps__RegisterAck *ack =
+        ps_msg_unpack_body(m, &shardps__register_ack__descriptor);
     if (!ack) {
         snprintf(err, errlen, "the scheduler sent a bad registration answer: %s", m->why);
         return PS_EPROTO;
@@ -345,15 +347,18 @@ static int s_join_wait(ps_link_t *l, ps_ctx_t *ctx, ps_sock_t *watch, int want_r
             return PS_ECLOSED;
         }
         if (left <= 0) {
-            snprintf(err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s (%s)%s",
-                     l->scheduler, connect_timeout, ps_connect_seen_str(&seen, how, sizeof how),
-                     secure ? " (with --secure: is it secure, with the same job's keys?)" : "");
+            snprintf(
+                err, errlen, "cannot reach the scheduler at %s: no answer in %.0f s (%s)%s",
+                l->scheduler, connect_timeout, ps_connect_seen_str(&seen, how, sizeof how),
+                secure ? " (with --secure: is it secure, with the same job's keys?)" : "");
             return PS_ETIMEDOUT;
         }
         if (now >= next_log) {
-            ps_log_info("still waiting for the scheduler at %s (%.0f s of --connect-timeout "
-                        "%.0f; %s)", l->scheduler, now - start, connect_timeout,
-                        ps_connect_seen_str(&seen, how, sizeof how));
+            ps_log_info(
+                "still waiting for the scheduler at %s (%.0f s of --connect-timeout "
+                "%.0f; %s)",
+                l->scheduler, now - start, connect_timeout,
+                ps_connect_seen_str(&seen, how, sizeof how));
             next_log += PS_LINK_WAIT_LOG_SECONDS * (now - start < 30 ? 1 : 10);
         }
         ps_msg_t m = {0};
@@ -367,8 +372,8 @@ static int s_join_wait(ps_link_t *l, ps_ctx_t *ctx, ps_sock_t *watch, int want_r
         }
     }
     if (rc < 0 && rc != PS_ESTATE && rc != PS_EPROTO && rc != PS_EINVAL) {
-        snprintf(err, errlen, "registering with the scheduler at %s failed: %s", l->scheduler,
-                 ps_strerror(rc));
+        snprintf(err, errlen, "registering with the scheduler at %s failed: %s",
+                 l->scheduler, ps_strerror(rc));
     }
     return rc < 0 ? rc : 0;
 }
@@ -381,7 +386,8 @@ int ps_link_join(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler, ps_role_
     *out = NULL;
     ps_link_t *l = NULL;
     ps_sock_t *watch = NULL;
-    int rc = s_join_open(&l, ctx, scheduler, role, want_rank, peer_timeout, &watch, err, errlen);
+    int rc =
+        s_join_open(&l, ctx, scheduler, role, want_rank, peer_timeout, &watch, err, errlen);
     if (rc == 0) {
         s_join_ident(l, ctx, endpoint, ident);
         rc = s_join_wait(l, ctx, watch, want_rank, connect_timeout, job, err, errlen);

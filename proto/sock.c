@@ -362,10 +362,11 @@ int ps_sock_disconnected(ps_sock_t *mon, int *fd)
         }
         if (k == 1) {
             ps_log_warn("%s (%d so far): start every role of a job with the same --secure",
-                        mismatch ? "a peer speaks CurveZMQ (started with --secure) and this "
-                                   "job does not: its handshake failed"
-                                 : "a peer broke off its ZeroMQ handshake: one started with "
-                                   "--secure, which this job is not?",
+                        mismatch
+                            ? "a peer speaks CurveZMQ (started with --secure) and this "
+                              "job does not: its handshake failed"
+                            : "a peer broke off its ZeroMQ handshake: one started with "
+                              "--secure, which this job is not?",
                         mon->mismatches);
         }
     }

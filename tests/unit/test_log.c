@@ -37,11 +37,11 @@ START_TEST(is_line_needs_the_whole_stamp_and_a_space)
     static const char ok[] = "2026-03-02T12:00:01.250+01:00 W0 I loss=0.5";
     ck_assert(ps_log_is_line(ok, strlen(ok)));
     ck_assert(ps_log_is_line("2026-03-02T12:00:01.250-05:30 ", 30));
-    ck_assert(!ps_log_is_line("2026-03-02T12:00:01.250+01:00", 29));     /* no space */
-    ck_assert(!ps_log_is_line(ok, 20));                                    /* n cuts the stamp */
-    ck_assert(!ps_log_is_line("2026-03-02T12:00:01,250+01:00 W0", 32));  /* separator */
-    ck_assert(!ps_log_is_line("2026-03-02T12:00:01.250Z W0 I x", 31));   /* no offset */
-    ck_assert(!ps_log_is_line("12:00:01.250 W0 I loss=0.5", 26));        /* no date */
+    ck_assert(!ps_log_is_line("2026-03-02T12:00:01.250+01:00", 29)); /* no space */
+    ck_assert(!ps_log_is_line(ok, 20));                              /* n cuts the stamp */
+    ck_assert(!ps_log_is_line("2026-03-02T12:00:01,250+01:00 W0", 32)); /* separator */
+    ck_assert(!ps_log_is_line("2026-03-02T12:00:01.250Z W0 I x", 31));  /* no offset */
+    ck_assert(!ps_log_is_line("12:00:01.250 W0 I loss=0.5", 26));       /* no date */
     ck_assert(!ps_log_is_line("Traceback (most recent call last):", 34));
     ck_assert(!ps_log_is_line("", 0));
     static const char js[] = "{\"time\":\"2026-03-02T12:00:01.250+01:00\",\"node\":\"C\"}";
@@ -74,16 +74,16 @@ START_TEST(split_gives_a_text_lines_parts)
     ck_assert_int_eq(level, PS_LOG_WARN);
     ck_assert_str_eq(l + at, "lost W1");
     static const char relayed[] = "2026-03-02T12:00:01.250+01:00 W1 ! boom";
-    ck_assert_int_eq(ps_log_split(relayed, strlen(relayed), stamp, node, sizeof node, &level,
-                                  &at), 0);
+    ck_assert_int_eq(
+        ps_log_split(relayed, strlen(relayed), stamp, node, sizeof node, &level, &at), 0);
     ck_assert_int_eq(level, PS_LOG_STDERR);
     ck_assert_int_eq(ps_log_split(l, strlen(l), stamp, node, 3, &level, &at), -1);
     static const char bad[] = "2026-03-02T12:00:01.250+01:00 W1 Q x",
                       quote[] = "2026-03-02T12:00:01.250+01:00 W\"1 I x";
     ck_assert_int_eq(ps_log_split(bad, strlen(bad), stamp, node, sizeof node, &level, &at),
                      -1);
-    ck_assert_int_eq(ps_log_split(quote, strlen(quote), stamp, node, sizeof node, &level, &at),
-                     -1);
+    ck_assert_int_eq(
+        ps_log_split(quote, strlen(quote), stamp, node, sizeof node, &level, &at), -1);
 }
 END_TEST
 
@@ -91,8 +91,8 @@ START_TEST(json_lines_are_one_object_each)
 {
     char buf[512];
     ck_assert_int_eq(ps_log_set_format_flag("t", "json"), 0);
-    size_t n = ps_log_line(buf, sizeof buf, "2026-03-02T12:00:01.250+01:00", "W3", PS_LOG_INFO,
-                           "say \"hi\"\n");
+    size_t n = ps_log_line(buf, sizeof buf, "2026-03-02T12:00:01.250+01:00", "W3",
+                           PS_LOG_INFO, "say \"hi\"\n");
     ck_assert_uint_eq(n, strlen(buf));
     ck_assert_str_eq(buf, "{\"time\":\"2026-03-02T12:00:01.250+01:00\",\"node\":\"W3\","
                           "\"role\":\"worker\",\"rank\":3,\"level\":\"info\","
