@@ -60,8 +60,7 @@ static const struct {
     {"dump-params", "worker 0, or every worker when FILE holds %d"},
     {"save-model", "worker 0; default: model.safetensors beside --summary"},
     {"log-level", "every role and the launcher"},
-    {"log-format",
-     "servers, workers and the launcher, which writes every line it relays so"},
+    {"log-format", "every role and the launcher, which writes every line it relays so"},
     {"keys", "every role; with --secure and no --keys the launcher makes the job's keys in "
              "its private temporary directory"},
     {"secret-file", "every role; without it the launcher makes the job's secret in its "

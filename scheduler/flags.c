@@ -36,6 +36,7 @@ void ps_scheduler_flags_init(ps_scheduler_flags_t *f)
     f->schedule = "cosine";
     f->seed = (int)f->cfg.job.seed;
     f->log_level = "info";
+    f->log_format = "text";
     f->checkpoint_every = "0";
     f->on_no_progress = "fail";
 }
@@ -94,6 +95,7 @@ size_t ps_scheduler_flags_table(ps_scheduler_flags_t *f, ps_flag_t *out)
         ps_curve_keys_flag(&c->keys),
         ps_link_secret_flag(&f->secret_file),
         ps_log_level_flag(&f->log_level),
+        ps_log_format_flag(&f->log_format),
     };
     _Static_assert(sizeof t / sizeof t[0] == PS_SCHEDULER_NFLAGS, "PS_SCHEDULER_NFLAGS");
     memcpy(out, t, sizeof t);

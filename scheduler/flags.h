@@ -24,7 +24,7 @@ extern "C" {
     "The shardps scheduler: waits for the servers and workers, assigns key ranges,\n"  \
     "runs the job and ends it."
 /* Entries in the table. */
-#define PS_SCHEDULER_NFLAGS 50
+#define PS_SCHEDULER_NFLAGS 51
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -44,6 +44,7 @@ typedef struct {
     int max_rows;              /* --max-rows */
     int warmup;                /* --warmup-steps */
     const char *log_level;     /* --log-level, for ps_log_set_level_flag() */
+    const char *log_format;    /* --log-format, for ps_log_set_format_flag() */
     const char *checkpoint_every; /* --checkpoint-every N (steps) or Ns (seconds) */
     const char *resume_or_start;  /* --resume-or-start DIR: into cfg.resume, with
                                      cfg.resume_or_start */

@@ -26,7 +26,8 @@ int main(int argc, char **argv)
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
-    if (ps_log_set_level_flag(prog, f.log_level) != 0) {
+    if (ps_log_set_level_flag(prog, f.log_level) != 0 ||
+        ps_log_set_format_flag(prog, f.log_format) != 0) {
         return 2;
     }
     ps_log_set_role("C", -1);
