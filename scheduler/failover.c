@@ -96,6 +96,18 @@ static void s_follow(ps_failover_t *f, int r, int *slot, ps_node_t *n)
 /* Every turn: a replica that is gone (silent, closed) is forgotten and its
  * primary told; a server with fewer than K gets waiting spares (at the
  * start, and after a takeover: the rebuild). */
+/* A replica slot of rank r has no spare to fill it (bare): said once, at
+ * the warning level, until a spare fills it again. */
+static void s_say_bare(ps_failover_t *f, int r, int bare)
+{
+    if (bare && !f->bare[r]) {
+        ps_log_warn("S%d has fewer than --replicas %d replicas: no spare is left to make "
+                    "one; a loss of it now costs a failover from a checkpoint or a spare",
+                    r, f->ops->cfg->replicas);
+    }
+    f->bare[r] = (unsigned char)bare;
+}
+
 static void s_keep_replicas(ps_failover_t *f)
 {
     const ps_scheduler_config_t *cfg = f->ops->cfg;
@@ -106,6 +118,7 @@ static void s_keep_replicas(ps_failover_t *f)
         /* a replica that took a rank over gets others once it was heard in
          * it (dead with its primary, it needs a cold spare instead) */
         const int heard = s_server(f, r)->last_seen > f->rebuild_since[r];
+        int bare = 0;
         for (int k = 0; k < cfg->replicas; k++) {
             int *id = ps_failover_replica(f, r, k);
             if (*id >= 0 && !ps_failover_spare_by_id(f, *id)) {
@@ -119,7 +132,9 @@ static void s_keep_replicas(ps_failover_t *f)
                     s_follow(f, r, id, &f->spares[i]);
                 }
             }
+            bare |= heard && *id < 0;
         }
+        s_say_bare(f, r, bare);
     }
 }
 

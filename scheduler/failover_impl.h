@@ -33,6 +33,7 @@ struct ps_failover {
     double *rebuild_since;
     unsigned char *repoint;  /* servers: taken over; the other replicas follow the new
                               * primary once the failover is done (failover.c) */
+    unsigned char *bare;     /* servers: a replica slot found no spare, and that was said */
     double rebuild_max, rebuild_sum; /* seconds from a takeover to the new replica in step */
     int rebuilds, takeovers;
 };

@@ -21,7 +21,7 @@ int ps_failover_new(ps_failover_t **out, const ps_sched_ops_t *ops, ps_agree_t *
     if (!f || !(f->spare_id = malloc(n * sizeof *f->spare_id)) ||
         !(f->replica_id = malloc(n * PS_MAX_REPLICAS * sizeof *f->replica_id)) ||
         !(f->rebuild_since = calloc(n, sizeof *f->rebuild_since)) ||
-        !(f->repoint = calloc(n, 1)) ||
+        !(f->repoint = calloc(n, 1)) || !(f->bare = calloc(n, 1)) ||
         !(f->ready = calloc(n, 1))) {
         ps_failover_destroy(&f);
         return PS_ENOMEM;
@@ -50,6 +50,7 @@ void ps_failover_destroy(ps_failover_t **fp)
         free(f->replica_id);
         free(f->rebuild_since);
         free(f->repoint);
+        free(f->bare);
         free(f->ready);
         free(f->reps);
         free(f);

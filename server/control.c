@@ -238,11 +238,13 @@ static void s_take_over(ps_control_t *c, const ps_view_t *v)
     c->cfg.ops.generation(c->cfg.ops.ctx, c->generation);
     if (view->replica_of == v->replaced) {
         view->replica_of = 0;
+        /* said under this replica's own tag: the lines after it are S<rank>'s */
+        ps_log_info("failover %lld: taking S%d's rank over at version %lld, nothing rolled "
+                    "back; logging as S%d from now on", (long long)c->generation,
+                    v->replaced - 1, (long long)version, v->replaced - 1);
         if (c->cfg.ops.promoted) {
             c->cfg.ops.promoted(c->cfg.ops.ctx, v->replaced - 1);
         }
-        ps_log_info("failover %lld: taking S%d's rank over at version %lld, nothing rolled back",
-                    (long long)c->generation, v->replaced - 1, (long long)version);
     } else {
         ps_log_info("failover %lld: S%d's replica took its rank over; going on at version %lld",
                     (long long)c->generation, v->replaced - 1, (long long)version);
