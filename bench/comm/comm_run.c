@@ -45,6 +45,7 @@
 #include "common/error.h"
 #include "common/job.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "kernels/optim.h"
 #include "deploy/proc.h"
 #include "proto/curve.h"
@@ -64,6 +65,8 @@ typedef struct {
     ps_scheduler_config_t sc;        /* their configurations, copied into the children */
     ps_server_config_t vc;
     char epfile[PATH_MAX + 32];
+    char secret_file[PATH_MAX + 32]; /* the job's secret, as the launcher makes one */
+    ps_secret_t secret;
     char sched_ep[256];
     ps_ctx_t *ctx; /* this process's ZeroMQ context for the job */
     ps_link_t *link;
@@ -197,10 +200,17 @@ static int s_start_job(comm_run_t *r, comm_job_t *j)
     if (j->secure && ps_curve_keygen(j->tmpdir, r->err, sizeof r->err) != 0) {
         return PS_EIO;
     }
+    /* every node proves it holds the job's secret, as under the launcher */
+    snprintf(j->secret_file, sizeof j->secret_file, "%s/job.secret", j->tmpdir);
+    if (ps_secret_write(j->secret_file, r->err, sizeof r->err) != 0 ||
+        ps_secret_read(j->secret_file, &j->secret, r->err, sizeof r->err) != 0) {
+        return PS_EIO;
+    }
     snprintf(j->epfile, sizeof j->epfile, "%s/scheduler.ep", j->tmpdir);
     memset(sc, 0, sizeof *sc);
     sc->secure = j->secure;
     sc->keys = j->secure ? j->tmpdir : NULL;
+    sc->secret = j->secret;
     sc->bind = "tcp://127.0.0.1:*";
     sc->endpoint_file = j->epfile;
     sc->servers = r->S;
@@ -236,6 +246,7 @@ static int s_start_job(comm_run_t *r, comm_job_t *j)
     memset(vc, 0, sizeof *vc);
     vc->secure = j->secure;
     vc->keys = sc->keys;
+    vc->secret_file = j->secret_file;
     vc->scheduler = j->sched_ep;
     vc->bind = "tcp://127.0.0.1:*";
     vc->rank = -1;
@@ -265,8 +276,9 @@ static int s_join(comm_run_t *r, comm_job_t *j)
     int rc = ps_curve_secure_ctx(j->ctx, j->secure, j->tmpdir, PS_ROLE_WORKER, r->err,
                                  sizeof r->err);
     rc = rc ? rc
-            : ps_link_join(&j->link, j->ctx, j->sched_ep, PS_ROLE_WORKER, -1, NULL, NULL, 10.0,
-                           10.0, &job, r->err, sizeof r->err);
+            : ps_link_join(&j->link, j->ctx, j->sched_ep, PS_ROLE_WORKER, -1, NULL,
+                           &(ps_link_ident_t){NULL, NULL, &j->secret}, 10.0, 10.0, &job,
+                           r->err, sizeof r->err);
     /* One sample per step and (practically) no end: the job lasts until we finish. */
     if (rc == 0) {
         Shardps__ModelInfo info = SHARDPS__MODEL_INFO__INIT;
@@ -367,8 +379,9 @@ static int s_end_job(comm_run_t *r, comm_job_t *j, int ok)
     rc = rc ? rc : (ok && st ? PS_EIO : 0);
     j->sched = 0;
     if (j->tmpdir[0]) {
-        static const char *const files[] = {"scheduler.ep", "job.key", "job.pub", "server.key",
-                                            "server.pub", "worker.key", "worker.pub"};
+        static const char *const files[] = {"scheduler.ep", "job.secret", "job.key", "job.pub",
+                                            "server.key", "server.pub", "worker.key",
+                                            "worker.pub"};
         for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
             char path[PATH_MAX + 32];
             snprintf(path, sizeof path, "%s/%s", j->tmpdir, files[f]);
