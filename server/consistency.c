@@ -2,10 +2,11 @@
  * server/consistency.c - the consistency modes over a store.
  *
  * Everything is sized once at creation: the table of pushes held per step and
- * worker (their frames are read in place when the step applies, no copy into
- * a buffer of ours), one scratch range (a chunk of the step's sum; an aligned
- * copy of an async push) and the table of pulls waiting for a newer version.
- * Nothing is allocated per step.
+ * worker (consistency_held.c: their frames are read in place when the step
+ * applies, no copy into a buffer of ours) and their rows pieces
+ * (consistency_rows.c), one scratch range (a chunk of the step's sum; an
+ * aligned copy of an async push) and the queue of pulls waiting for a newer
+ * version (consistency_pull.c). Nothing is allocated per step.
  */
 #include "server/consistency.h"
 #include "server/consistency_impl.h"
@@ -40,20 +41,10 @@ static float s_mean(const ps_consistency_t *c, int n)
     return 1.0f / (float)(n * ps_job_micro_batches(&c->cfg.job));
 }
 
-float ps_consistency_lr(const ps_consistency_t *c, int64_t step)
+/* The learning rate of step `step` (the job's schedule). */
+static float s_lr(const ps_consistency_t *c, int64_t step)
 {
     return ps_optim_lr(&c->cfg.job, step, c->cfg.steps_per_epoch, c->cfg.total_steps);
-}
-
-/*
- * Staleness-aware learning rate (Zhang, Gupta, Lian, Liu, "Staleness-aware
- * Async-SGD for Distributed Deep Learning", IJCAI 2016): a gradient applied
- * tau > 1 versions after the one it was computed on is weighted 1/tau, when the
- * job asks for it. Fresh gradients (tau <= 1, everything under sync) keep 1.
- */
-float ps_consistency_stale_weight(const ps_consistency_t *c, int64_t tau)
-{
-    return (c->cfg.job.staleness_lr && tau > 1) ? 1.0f / (float)tau : 1.0f;
 }
 
 /* async, with --staleness-lr: a push's weight. A push of M workers was
@@ -63,9 +54,9 @@ float ps_consistency_stale_weight(const ps_consistency_t *c, int64_t tau)
  * staleness adds momentum of its own (Mitliagkas et al. 2016), so the store
  * runs less and the rate makes up for it (cfg.async_rate).
  * docs/design/consistency.md. */
-float ps_consistency_async_weight(const ps_consistency_t *c, int64_t tau)
+static float s_async_weight(const ps_consistency_t *c, int64_t tau)
 {
-    const float w = ps_consistency_stale_weight(c, tau) * s_mean(c, 1);
+    const float w = ps_held_stale_weight(c->held, tau) * s_mean(c, 1);
     if (!c->cfg.job.staleness_lr || c->workers < 2) {
         return w;
     }
@@ -76,7 +67,7 @@ float ps_consistency_async_weight(const ps_consistency_t *c, int64_t tau)
 /* Index of slot (step t, worker w). */
 static size_t s_slot(const ps_consistency_t *c, int64_t t, int w)
 {
-    return ps_consistency_slot(c, t, w);
+    return ps_held_slot(c->held, t, w);
 }
 
 /* Non-zero when live worker w has pushed every key of step t (and its
@@ -84,43 +75,36 @@ static size_t s_slot(const ps_consistency_t *c, int64_t t, int w)
 static int s_complete(const ps_consistency_t *c, int64_t t, int w)
 {
     const size_t k = s_slot(c, t, w);
-    return c->live[w] && c->covered[k] == c->n && ps_consistency_rows_complete(c, k);
+    return c->live[w] && ps_held_covered(c->held, k) == c->n &&
+           ps_pieces_complete(c->pieces, k);
 }
 
-void ps_consistency_release(ps_consistency_t *c, void *frame)
+/* Gives a frame back (ops.release); NULL-safe. */
+static void s_release(ps_consistency_t *c, void *frame)
 {
     if (frame && c->cfg.ops.release) {
         c->cfg.ops.release(c->cfg.ops.ctx, frame);
     }
 }
 
-/* Releases the frames held in slot k and empties it. */
 void ps_consistency_release_parts(ps_consistency_t *c, size_t k)
 {
-    ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
-    for (int i = 0; i < c->nparts[k]; i++) {
-        ps_consistency_release(c, parts[i].frame);
-    }
-    c->nparts[k] = 0;
-    c->covered[k] = 0;
-    memset(c->chunk_got + k * c->nchunks, 0, c->nchunks * sizeof *c->chunk_got);
-    for (int q = 0; c->cfg.rows && q < PS_RANGE_ROW_PIECES; q++) {
-        const size_t kq = k * PS_RANGE_ROW_PIECES + (size_t)q;
-        ps_consistency_release(c, c->rows_frame[kq]);
-        c->rows_frame[kq] = NULL;
-        c->rows_got[kq] = 0;
-    }
-    if (c->cfg.rows) {
-        c->rows_count[k] = 0;
-    }
+    ps_held_release(c->held, k);
+    ps_pieces_release(c->pieces, k);
 }
 
-void ps_consistency_drop_pending(ps_consistency_t *c)
+/* Where the store stands, for the pulls. */
+static ps_pulls_at_t s_at(const ps_consistency_t *c)
 {
-    for (int i = 0; i < c->npending; i++) {
-        ps_consistency_release(c, c->pending[i].frame);
-    }
-    c->npending = 0;
+    return (ps_pulls_at_t){c->version, c->done, c->ndone, ps_pieces_done(c->pieces)};
+}
+
+/* Answers and forgets the waiting pulls the current version satisfies, and
+ * sends the applied chunks of those waiting for the step being applied. */
+static void s_answer_pulls(ps_consistency_t *c)
+{
+    const ps_pulls_at_t at = s_at(c);
+    ps_pulls_answer(c->pulls, &at);
 }
 
 /* Keys [off, off + len) (shard-relative) of chunk ch. */
@@ -137,7 +121,7 @@ int ps_consistency_chunked(const ps_consistency_t *c)
 }
 
 /* Acks r at the current version. */
-void ps_consistency_ack(ps_consistency_t *c, const ps_request_t *r)
+static void s_ack(ps_consistency_t *c, const ps_request_t *r)
 {
     c->cfg.ops.ack(c->cfg.ops.ctx, r->asker, r->range, c->version);
 }
@@ -145,57 +129,16 @@ void ps_consistency_ack(ps_consistency_t *c, const ps_request_t *r)
 /*
  * Step t's lone push, when it can be used as the step's gradient as it
  * is, with no pass at all: one complete worker (from first on), its push in
- * one aligned part, unweighted. Else NULL (s_sum_range sums).
+ * one aligned part, unweighted. Else NULL (ps_held_sum sums).
  */
 static const float *s_lone_push(const ps_consistency_t *c, int64_t t, int first)
 {
-    size_t k0 = s_slot(c, t, first);
-    const ps_part_t *p0 = c->parts + k0 * PS_CONSISTENCY_MAX_PARTS;
     for (int w = first + 1; w < c->workers; w++) {
         if (s_complete(c, t, w)) {
             return NULL;
         }
     }
-    const void *d0 = c->nparts[k0] == 1 ? p0->data : NULL;
-    if (d0 && (uintptr_t)d0 % sizeof(float) == 0 &&
-        ps_consistency_stale_weight(c, t - c->computed_on[k0]) == 1.0f) {
-        return d0;
-    }
-    return NULL;
-}
-
-/*
- * The gradient sum of keys [off, off + len) (shard-relative) of step t,
- * into scratch[0, len): the pushes of every worker in c->with, in
- * worker-rank order from the first of them (`first`), each weighted by
- * ps_consistency_stale_weight(), read in place from the held parts. Summed one range (a
- * chunk) at a time just before its update, into the same scratch each time,
- * so the sum is still in cache when the optimizer reads it; per key the same
- * additions in the same order as a sum of the whole shard. Returns scratch.
- */
-static const float *s_sum_range(ps_consistency_t *c, int64_t t, int first, uint64_t off,
-                                uint64_t len)
-{
-    const uint64_t end = off + len;
-    for (int w = first; w < c->workers; w++) {
-        if (!c->with[w]) {
-            continue;
-        }
-        size_t k = s_slot(c, t, w);
-        const float weight = ps_consistency_stale_weight(c, t - c->computed_on[k]);
-        const ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
-        for (int i = 0; i < c->nparts[k]; i++) {
-            uint64_t b = parts[i].begin > off ? parts[i].begin : off;
-            uint64_t e = parts[i].end < end ? parts[i].end : end;
-            if (b < e) {
-                ps_optim_accumulate(c->scratch + (b - off),
-                                    (const unsigned char *)parts[i].data +
-                                        (b - parts[i].begin) * sizeof(float),
-                                    weight, e - b, w == first);
-            }
-        }
-    }
-    return c->scratch;
+    return ps_held_lone(c->held, t, first, 0, c->n);
 }
 
 /* Joining workers whose step has come are live from now on. */
@@ -233,7 +176,7 @@ static void s_skip_to_joins(ps_consistency_t *c)
     c->stats.steps_fewer += J - c->version;
     ps_consistency_jump(c, J);
     s_live_joins(c);
-    ps_consistency_answer_pulls(c);
+    s_answer_pulls(c);
 }
 
 /* Chunks of an update at step t that the store left undone (they would
@@ -272,14 +215,14 @@ void ps_consistency_end_step(ps_consistency_t *c, int64_t t)
     for (int w = 0; w < c->workers; w++) {
         size_t k = s_slot(c, t, w);
         if (s_complete(c, t, w)) {
-            ps_hist_add(&c->stats.staleness, t - c->computed_on[k]);
-        } else if (c->covered[k] || (c->cfg.rows && c->rows_count[k])) {
+            ps_hist_add(&c->stats.staleness, t - ps_held_version(c->held, k));
+        } else if (ps_held_covered(c->held, k) || ps_pieces_count(c->pieces, k)) {
             c->stats.dropped++; /* a late worker's partial push: its step is over */
         }
         ps_consistency_release_parts(c, k);
     }
     c->step_since = ps_now();
-    ps_consistency_answer_pulls(c);
+    s_answer_pulls(c);
     s_live_joins(c);
     if (c->cfg.ops.stepped) {
         c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
@@ -290,31 +233,11 @@ void ps_consistency_end_step(ps_consistency_t *c, int64_t t)
 static int s_chunk_in(const ps_consistency_t *c, int64_t t, size_t ch, uint64_t len)
 {
     for (int w = 0; w < c->workers; w++) {
-        if (c->live[w] && c->chunk_got[s_slot(c, t, w) * c->nchunks + ch] != len) {
+        if (c->live[w] && ps_held_chunk_got(c->held, s_slot(c, t, w), ch) != len) {
             return 0;
         }
     }
     return 1;
-}
-
-/* The gradient of chunk [off, off + len) of step t when one worker's push
- * holds all of it, aligned and unweighted: used in place, with no pass. */
-static const float *s_lone_chunk(const ps_consistency_t *c, int64_t t, int w, uint64_t off,
-                                 uint64_t len)
-{
-    const size_t k = s_slot(c, t, w);
-    const ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
-    if (ps_consistency_stale_weight(c, t - c->computed_on[k]) != 1.0f) {
-        return NULL;
-    }
-    for (int i = 0; i < c->nparts[k]; i++) {
-        const unsigned char *d = parts[i].data;
-        if (parts[i].begin <= off && off + len <= parts[i].end &&
-            (uintptr_t)d % sizeof(float) == 0) {
-            return (const float *)(d + (off - parts[i].begin) * sizeof(float));
-        }
-    }
-    return NULL;
 }
 
 /*
@@ -332,7 +255,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
         const int64_t t = c->version;
         int first = -1, count = 0;
         for (int w = 0; w < c->workers; w++) {
-            if (!c->ndone && !c->rows_ndone) {
+            if (!c->ndone && !ps_pieces_ndone(c->pieces)) {
                 c->with[w] = c->live[w];
             }
             c->with[w] &= c->live[w];
@@ -342,23 +265,24 @@ static void s_try_apply_chunks(ps_consistency_t *c)
         if (count == 0) {
             return;
         }
-        const float lr = ps_consistency_lr(c, t), scale = s_mean(c, count);
+        const float lr = s_lr(c, t), scale = s_mean(c, count);
         int applied = 0;
         for (size_t ch = 0; ch < c->nchunks; ch++) {
             uint64_t off, len = ps_consistency_chunk_len(c, ch, &off);
             if (c->done[ch] || !s_chunk_in(c, t, ch, len)) {
                 continue;
             }
-            const float *lone = count == 1 ? s_lone_chunk(c, t, first, off, len) : NULL;
+            const float *lone = count == 1 ? ps_held_lone(c->held, t, first, off, len) : NULL;
             ps_range_t r = {c->shard.begin + off, c->shard.begin + off + len};
-            const float *g = lone ? lone : s_sum_range(c, t, first, off, len);
+            const float *g = lone ? lone : ps_held_sum(c->held, t, c->with, first, off, len,
+                                                       c->scratch);
             ps_consistency_store_step(c, r, g, lr, scale, t + 1, t);
             c->done[ch] = 1;
             c->ndone++;
             applied = 1;
         }
-        applied |= ps_consistency_apply_pieces(c, t, lr, scale) > 0;
-        if (c->ndone == c->nchunks && ps_consistency_rows_end(c, t, lr, scale)) {
+        applied |= ps_pieces_apply(c->pieces, c->held, t, c->with, lr, scale) > 0;
+        if (c->ndone == c->nchunks && ps_pieces_end(c->pieces, t, lr, scale)) {
             c->stats.steps_fewer += c->nlive < c->workers;
             ps_consistency_end_step(c, t);
             continue;
@@ -374,7 +298,7 @@ static void s_try_apply_chunks(ps_consistency_t *c)
  * sync:k/n needs k of them. The gradients are summed in worker-rank order,
  * so the result does not depend on arrival order.
  */
-void ps_consistency_try_apply(ps_consistency_t *c)
+static void s_try_apply(ps_consistency_t *c)
 {
     if (ps_consistency_chunked(c)) {
         s_try_apply_chunks(c);
@@ -403,19 +327,52 @@ void ps_consistency_try_apply(ps_consistency_t *c)
             c->with[w] = (unsigned char)s_complete(c, t, w);
         }
         const float *lone = s_lone_push(c, t, first);
-        const float lr = ps_consistency_lr(c, t), scale = s_mean(c, complete);
+        const float lr = s_lr(c, t), scale = s_mean(c, complete);
         c->version = t + 1; /* what the values sent below carry; Adam's t */
         for (uint64_t off = 0; off < c->n; off += PS_CONSISTENCY_REPLY_KEYS) {
             uint64_t len = c->n - off < PS_CONSISTENCY_REPLY_KEYS ? c->n - off
                                                                  : PS_CONSISTENCY_REPLY_KEYS;
             ps_range_t chunk = {c->shard.begin + off, c->shard.begin + off + len};
-            const float *sum = lone ? lone + off : s_sum_range(c, t, first, off, len);
+            const float *sum =
+                lone ? lone + off : ps_held_sum(c->held, t, c->with, first, off, len, c->scratch);
             ps_consistency_store_step(c, chunk, sum, lr, scale, c->version, t);
         }
-        ps_consistency_apply_pieces(c, t, lr, scale);
-        ps_consistency_rows_end(c, t, lr, scale);
+        ps_pieces_apply(c->pieces, c->held, t, c->with, lr, scale);
+        ps_pieces_end(c->pieces, t, lr, scale);
         ps_consistency_end_step(c, t);
     }
+}
+
+/* The parts below the modes: the pushes held, their rows, the pulls. */
+static int s_new_parts(ps_consistency_t *c)
+{
+    const ps_consistency_config_t *cfg = &c->cfg;
+    const ps_held_config_t held = {.workers = c->workers,
+                                   .window = c->window,
+                                   .nslots = c->nslots,
+                                   .n = c->n,
+                                   .chunk = c->chunk,
+                                   .nchunks = c->nchunks,
+                                   .staleness_lr = cfg->job.staleness_lr,
+                                   .ops = cfg->ops};
+    const ps_pieces_config_t pieces = {.rows = cfg->rows,
+                                       .workers = c->workers,
+                                       .nslots = c->nslots,
+                                       .embed_dim = (size_t)cfg->job.embed_dim,
+                                       .ops = cfg->ops};
+    const ps_pulls_config_t pulls = {
+        .store = c->store,
+        .chunk = c->chunk,
+        .workers = c->workers,
+        .first = ps_consistency_first_worker(cfg->rank, c->workers),
+        .asker_size = cfg->asker_size,
+        /* a round's pulls: up to one per push message (kv.c), and a few more */
+        .cap = (PS_CONSISTENCY_MAX_PARTS / 2 + 8) * c->workers,
+        .ops = cfg->ops,
+        .answered = &c->stats.pulls};
+    int rc = ps_held_new(&c->held, &held);
+    rc = rc ? rc : ps_pieces_new(&c->pieces, &pieces);
+    return rc ? rc : ps_pulls_new(&c->pulls, &pulls);
 }
 
 int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cfg,
@@ -440,42 +397,18 @@ int ps_consistency_new(ps_consistency_t **out, const ps_consistency_config_t *cf
     c->window = (cfg->job.mode == PS_MODE_SSP ? cfg->job.staleness + 1 : 1) +
                 (cfg->rows && ps_job_chunked(&cfg->job));
     c->nslots = ps_job_is_stepped(&cfg->job) ? (size_t)c->window * (size_t)c->workers : 1;
-    /* a round's pulls: up to one per push message (kv.c), and a few more */
-    c->cap_pending = (PS_CONSISTENCY_MAX_PARTS / 2 + 8) * c->workers;
-    c->asker_stride = (cfg->asker_size + 15) / 16 * 16;
     c->live = malloc((size_t)c->workers);
     c->join_at = malloc((size_t)c->workers * sizeof *c->join_at);
     c->hold = INT64_MAX;
-    c->parts = calloc(c->nslots * PS_CONSISTENCY_MAX_PARTS, sizeof *c->parts);
-    c->nparts = calloc(c->nslots, sizeof *c->nparts);
-    c->covered = calloc(c->nslots, sizeof *c->covered);
-    c->computed_on = calloc(c->nslots, sizeof *c->computed_on);
     c->scratch = calloc(c->n ? c->n : 1, sizeof(float));
     c->chunk = ps_job_chunk_keys(&cfg->job);
     c->chunk = c->chunk && c->chunk <= PS_CONSISTENCY_REPLY_KEYS ? c->chunk
                                                                   : PS_CONSISTENCY_REPLY_KEYS;
     c->nchunks = (size_t)((c->n + c->chunk - 1) / c->chunk);
-    c->chunk_got = calloc(c->nslots * (c->nchunks ? c->nchunks : 1), sizeof *c->chunk_got);
     c->done = calloc(c->nchunks ? c->nchunks : 1, 1);
     c->with = calloc((size_t)c->workers, 1);
-    c->pending = calloc((size_t)c->cap_pending, sizeof *c->pending);
-    c->waiting = calloc((size_t)c->workers, sizeof *c->waiting);
-    c->askers = calloc((size_t)c->cap_pending, c->asker_stride ? c->asker_stride : 1);
-    if (cfg->rows) {
-        const size_t pieces = c->nslots * PS_RANGE_ROW_PIECES;
-        c->rows = calloc(pieces, sizeof *c->rows);
-        c->rows_frame = calloc(pieces, sizeof *c->rows_frame);
-        c->rows_got = calloc(pieces, 1);
-        c->rows_count = calloc(c->nslots, sizeof *c->rows_count);
-        c->rows_with = calloc((size_t)c->workers, sizeof *c->rows_with);
-        if (!c->rows || !c->rows_frame || !c->rows_got || !c->rows_count || !c->rows_with) {
-            ps_consistency_destroy(&c);
-            return PS_ENOMEM;
-        }
-    }
-    if (!c->live || !c->join_at || !c->parts || !c->nparts || !c->covered ||
-        !c->computed_on || !c->scratch || !c->pending || !c->askers || !c->chunk_got ||
-        !c->done || !c->with || !c->waiting) {
+    if (!c->live || !c->join_at || !c->scratch || !c->done || !c->with ||
+        s_new_parts(c) != 0) {
         ps_consistency_destroy(&c);
         return PS_ENOMEM;
     }
@@ -495,34 +428,14 @@ void ps_consistency_destroy(ps_consistency_t **cp)
     if (!c) {
         return;
     }
-    for (size_t k = 0; c->nparts && c->chunk_got &&
-                       (!c->cfg.rows || (c->rows_got && c->rows_frame && c->rows_count)) &&
-                       k < c->nslots; k++) {
-        ps_consistency_release_parts(c, k);
-    }
-    if (c->pending) {
-        ps_consistency_drop_pending(c);
-    }
-    free(c->rows);
-    free(c->rows_frame);
-    free(c->rows_got);
-    free(c->rows_count);
-    free(c->rows_with);
-    free(c->sum_keys);
-    free(c->sum_grads);
+    ps_held_destroy(&c->held);
+    ps_pieces_destroy(&c->pieces);
+    ps_pulls_destroy(&c->pulls);
     free(c->live);
     free(c->join_at);
-    free(c->parts);
-    free(c->nparts);
-    free(c->covered);
-    free(c->computed_on);
-    free(c->chunk_got);
     free(c->done);
     free(c->with);
-    free(c->waiting);
     free(c->scratch);
-    free(c->pending);
-    free(c->askers);
     free(c);
     *cp = NULL;
 }
@@ -548,7 +461,7 @@ int ps_consistency_set_workers(ps_consistency_t *c, const unsigned char *live)
         s_skip_to_joins(c);
     }
     if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
-        ps_consistency_try_apply(c);
+        s_try_apply(c);
     }
     return 0;
 }
@@ -571,53 +484,27 @@ int ps_consistency_init(ps_consistency_t *c, const ps_request_t *r, char *why, s
     if (rc == 1) {
         c->step_since = ps_now();
     }
-    ps_consistency_ack(c, r);
-    ps_consistency_answer_pulls(c);
-    return 0;
-}
-
-/* Holds the push of shard-relative keys [begin, end) in slot k; refuses
- * overlaps, so a worker's share of a step is complete exactly when every key
- * came once. */
-static int s_add_part(ps_consistency_t *c, size_t k, uint64_t begin, uint64_t end,
-                      const ps_request_t *r)
-{
-    ps_part_t *parts = c->parts + k * PS_CONSISTENCY_MAX_PARTS;
-    if (c->nparts[k] == PS_CONSISTENCY_MAX_PARTS) {
-        return PS_ENOMEM;
-    }
-    for (int i = 0; i < c->nparts[k]; i++) {
-        if (begin < parts[i].end && parts[i].begin < end) {
-            return PS_ESTATE;
-        }
-    }
-    parts[c->nparts[k]++] = (ps_part_t){begin, end, r->data, r->frame};
-    c->covered[k] += end - begin;
-    for (uint64_t at = begin; at < end;) {
-        const uint64_t ch = at / c->chunk, ce = (ch + 1) * c->chunk;
-        const uint64_t e = end < ce ? end : ce;
-        c->chunk_got[k * c->nchunks + ch] += (uint32_t)(e - at);
-        at = e;
-    }
+    s_ack(c, r);
+    s_answer_pulls(c);
     return 0;
 }
 
 /* Stepped modes: whether push r may count toward a step. Returns 1 (it
  * may), 0 (acked and dropped: late for a step already applied) or a
  * refusal. */
-int ps_consistency_admit_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+static int s_admit_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
     if (r->step < c->version && c->cfg.resent) {
         /* Sent again after a takeover, for a step applied before it. */
         c->stats.resent++;
-        ps_consistency_ack(c, r);
+        s_ack(c, r);
         return 0;
     }
     if (r->step < c->version && c->cfg.job.mode == PS_MODE_BACKUP) {
         /* Late for a step already applied with k pushes: drop, but ack so the
          * worker moves on to the current step. */
         c->stats.dropped++;
-        ps_consistency_ack(c, r);
+        s_ack(c, r);
         return 0;
     }
     if (r->step < c->version || r->step >= c->version + c->window) {
@@ -629,35 +516,28 @@ int ps_consistency_admit_stepped(ps_consistency_t *c, const ps_request_t *r, cha
     return 1;
 }
 
-/* The version slot k's gradients were computed on: the stalest of its
- * parts (first: r is the slot's first part). */
-void ps_consistency_computed_on(ps_consistency_t *c, size_t k, const ps_request_t *r, int first)
-{
-    if (first || r->version < c->computed_on[k]) {
-        c->computed_on[k] = r->version;
-    }
-}
-
 /* Stepped modes. Returns 1 when r's frame is held, 0, or a refusal. */
 static int s_push_stepped(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
-    const int admit = ps_consistency_admit_stepped(c, r, why, cap);
+    const int admit = s_admit_stepped(c, r, why, cap);
     if (admit != 1) {
         return admit;
     }
     size_t k = s_slot(c, r->step, r->worker);
-    int rc = s_add_part(c, k, r->range.begin - c->shard.begin, r->range.end - c->shard.begin, r);
+    int rc = ps_held_add(c->held, k, r->range.begin - c->shard.begin,
+                         r->range.end - c->shard.begin, r->data, r->frame);
     if (rc != 0) {
         return s_refuse(why, cap, rc,
                         rc == PS_ESTATE ? "W%d pushed keys of step %lld twice"
                                         : "W%d split step %lld into too many pushes",
                         r->worker, (long long)r->step);
     }
-    ps_consistency_computed_on(c, k, r,
-                  c->covered[k] == ps_range_len(r->range) && !(c->cfg.rows && c->rows_count[k]));
+    ps_held_note_version(c->held, k, r->version,
+                         ps_held_covered(c->held, k) == ps_range_len(r->range) &&
+                             ps_pieces_count(c->pieces, k) == 0);
     c->stats.pushes++;
-    ps_consistency_ack(c, r);
-    ps_consistency_try_apply(c);
+    s_ack(c, r);
+    s_try_apply(c);
     return 1;
 }
 
@@ -671,13 +551,13 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
     }
     const int64_t tau = c->version - r->version;
     /* N pushes make one step of the sync schedule. */
-    ps_consistency_store_step(c, r->range, g, ps_consistency_lr(c, c->version / c->workers), ps_consistency_async_weight(c, tau),
-                 c->version + 1, c->version);
+    ps_consistency_store_step(c, r->range, g, s_lr(c, c->version / c->workers),
+                              s_async_weight(c, tau), c->version + 1, c->version);
     ps_hist_add(&c->stats.staleness, tau);
     c->stats.steps_fewer += c->nlive < c->workers;
     c->version++;
     c->stats.pushes++;
-    ps_consistency_ack(c, r);
+    s_ack(c, r);
     if (c->cfg.ops.stepped) { /* a checkpoint may read the store now */
         c->cfg.ops.stepped(c->cfg.ops.ctx, c->version);
     }
@@ -687,7 +567,7 @@ static int s_push_async(ps_consistency_t *c, const ps_request_t *r)
 /* What refuses any push before its mode sees it: no parameters yet, a
  * worker not live, a NaN or an infinity among the n floats of data.
  * Returns 0 or a refusal. */
-int ps_consistency_refuse_push(ps_consistency_t *c, const ps_request_t *r, uint64_t n, char *why,
+static int s_refuse_push(ps_consistency_t *c, const ps_request_t *r, uint64_t n, char *why,
                          size_t cap)
 {
     if (!ps_store_initialized(c->store)) {
@@ -705,23 +585,103 @@ int ps_consistency_refuse_push(ps_consistency_t *c, const ps_request_t *r, uint6
     return 0;
 }
 
+/* A push's outcome rc: 1 when its frame is held (released when its step
+ * applies: the push returns 0), else its frame goes back now. */
+static int s_keep_or_release(ps_consistency_t *c, const ps_request_t *r, int rc)
+{
+    if (rc == 1) {
+        return 0;
+    }
+    s_release(c, r->frame);
+    return rc;
+}
+
 int ps_consistency_push(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
 {
     assert(r->worker >= 0 && r->worker < c->workers);
     assert(r->range.begin < r->range.end && ps_range_contains(c->shard, r->range));
     int rc;
-    if ((rc = ps_consistency_refuse_push(c, r, ps_range_len(r->range), why, cap)) != 0) {
+    if ((rc = s_refuse_push(c, r, ps_range_len(r->range), why, cap)) != 0) {
         /* rc says why */
     } else if (ps_job_is_stepped(&c->cfg.job)) {
         rc = s_push_stepped(c, r, why, cap);
     } else {
         rc = s_push_async(c, r);
     }
-    if (rc == 1) { /* held: released when its step applies */
-        return 0;
+    return s_keep_or_release(c, r, rc);
+}
+
+/* A rows push of a stepped mode, held in its slot. Returns 1 when r's
+ * frame is held, 0, or a refusal. */
+static int s_push_rows_stepped(ps_consistency_t *c, const ps_request_t *r, char *why,
+                               size_t cap)
+{
+    const int admit = s_admit_stepped(c, r, why, cap);
+    if (admit != 1) {
+        return admit;
     }
-    ps_consistency_release(c, r->frame);
-    return rc;
+    const size_t k = s_slot(c, r->step, r->worker);
+    const int first = ps_held_covered(c->held, k) == 0 && ps_pieces_count(c->pieces, k) == 0;
+    if (ps_pieces_hold(c->pieces, k, r) != 0) {
+        return s_refuse(why, cap, PS_ESTATE, "W%d pushed piece %d of the rows of step %lld twice",
+                        r->worker, r->piece, (long long)r->step);
+    }
+    ps_held_note_version(c->held, k, r->version, first);
+    c->stats.row_pushes++;
+    c->stats.row_keys += r->nkeys;
+    s_ack(c, r);
+    s_try_apply(c);
+    return 1;
+}
+
+/* A rows push of async: applied on arrival, weighted as a push is; the
+ * version counts the dense pushes only. */
+static int s_push_rows_async(ps_consistency_t *c, const ps_request_t *r)
+{
+    const int64_t tau = c->version - r->version;
+    ps_pieces_apply_now(c->pieces, r, s_lr(c, c->version / c->workers), s_async_weight(c, tau),
+                        c->version);
+    c->stats.row_pushes++;
+    c->stats.row_keys += r->nkeys;
+    s_ack(c, r);
+    return 0;
+}
+
+int ps_consistency_push_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    assert(r->worker >= 0 && r->worker < c->workers);
+    int rc;
+    if (!c->cfg.rows) {
+        rc = s_refuse(why, cap, PS_ESTATE, "this job has no embedding rows");
+    } else if ((rc = s_refuse_push(c, r, r->nkeys * (uint64_t)c->cfg.job.embed_dim, why,
+                                   cap)) != 0) {
+        /* rc says why */
+    } else if (ps_job_is_stepped(&c->cfg.job)) {
+        rc = s_push_rows_stepped(c, r, why, cap);
+    } else {
+        rc = s_push_rows_async(c, r);
+    }
+    return s_keep_or_release(c, r, rc);
+}
+
+int ps_consistency_pull(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    const ps_pulls_at_t at = s_at(c);
+    return ps_pulls_pull(c->pulls, &at, r, why, cap);
+}
+
+int ps_consistency_pull_rows(ps_consistency_t *c, const ps_request_t *r, char *why, size_t cap)
+{
+    const ps_pulls_at_t at = s_at(c);
+    return ps_pulls_pull_rows(c->pulls, &at, r, why, cap);
+}
+
+void ps_consistency_send_applied(ps_consistency_t *c)
+{
+    if (c->applied_unsent) {
+        c->applied_unsent = 0;
+        s_answer_pulls(c);
+    }
 }
 
 int64_t ps_consistency_hold(ps_consistency_t *c)
@@ -743,7 +703,7 @@ int ps_consistency_join(ps_consistency_t *c, int worker, int64_t step)
     }
     c->hold = INT64_MAX;
     if (ps_job_is_stepped(&c->cfg.job) && ps_store_initialized(c->store)) {
-        ps_consistency_try_apply(c);
+        s_try_apply(c);
     }
     return rc;
 }
@@ -765,7 +725,7 @@ int ps_consistency_rollback(ps_consistency_t *c, int64_t version)
     for (size_t k = 0; k < c->nslots; k++) {
         ps_consistency_release_parts(c, k);
     }
-    ps_consistency_drop_pending(c); /* their askers roll back too and ask again */
+    ps_pulls_drop(c->pulls); /* their askers roll back too and ask again */
     ps_consistency_jump(c, version);
     c->step_since = ps_now();
     /* A step agreement under way is abandoned (the scheduler starts it
