@@ -338,19 +338,25 @@ static void s_pull_ahead(ps_ctr_job_t *c, ps_kv_t *kv, const ps_ctr_next_t *next
     c->early = c->early < 0 ? -1 : c->early;
 }
 
-/* The batch's row of hash h: its index in the batch's distinct hashes. */
-static uint32_t s_row_of(const ps_ctr_job_t *c, uint64_t h)
+/* The index of hash h in hashes[0..n) (ascending; h is among them). */
+static size_t s_index_of(const uint64_t *hashes, size_t n, uint64_t h)
 {
-    uint32_t lo = 0, hi = (uint32_t)c->cur.b.U;
+    size_t lo = 0, hi = n;
     while (hi - lo > 1) {
-        const uint32_t mid = lo + (hi - lo) / 2;
-        if (c->cur.b.keys[mid] <= h) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (hashes[mid] <= h) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
     return lo;
+}
+
+/* The batch's row of hash h: its index in the batch's distinct hashes. */
+static size_t s_row_of(const ps_ctr_job_t *c, uint64_t h)
+{
+    return s_index_of(c->cur.b.keys, (size_t)c->cur.b.U, h);
 }
 
 /* Micro-batch j of the batch (its rows in c->rows): its lookups, its rows
@@ -373,7 +379,7 @@ static int s_micro_step(ps_ctr_job_t *c, int j, float *loss, char *err, size_t c
         return rc;
     }
     for (int u = 0; u < U; u++) {
-        const uint32_t r = s_row_of(c, c->mb.keys[u]);
+        const size_t r = s_row_of(c, c->mb.keys[u]);
         ps_optim_accumulate(c->sum + r * dim, grads + (size_t)u * dim, 1.0f, dim, !c->seen[r]);
         c->seen[r] = 1;
     }
@@ -564,17 +570,9 @@ static int s_eval_rows(ps_ctr_job_t *c, ps_kv_t *kv, size_t from, size_t m, size
 static void s_eval_batch_rows(ps_ctr_job_t *c, size_t n)
 {
     float *rows = ps_model_rows(c->m);
-    for (int u = 0; u < c->cur.b.U; u++) {
-        size_t lo = 0, hi = n; /* the batch's keys are the span's: found */
-        while (hi - lo > 1) {
-            const size_t mid = lo + (hi - lo) / 2;
-            if (c->eval_hashes[mid] <= c->cur.b.keys[u]) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        memcpy(rows + (size_t)u * c->dim, c->eval_rows + lo * c->dim, c->dim * sizeof *rows);
+    for (int u = 0; u < c->cur.b.U; u++) { /* the batch's keys are the span's: found */
+        const size_t at = s_index_of(c->eval_hashes, n, c->cur.b.keys[u]);
+        memcpy(rows + (size_t)u * c->dim, c->eval_rows + at * c->dim, c->dim * sizeof *rows);
     }
 }
 
