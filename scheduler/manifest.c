@@ -22,8 +22,10 @@
  * next checkpoint before a slower one's report of this one arrives. */
 enum { S_KEEP = 4 };
 
-/* The longest manifest read (a part takes a line of about 150 bytes). */
-enum { S_MAX_BYTES = 1 << 24 };
+/* The longest manifest read: one of PS_MAX_SERVERS parts (about 150 bytes
+ * each), PS_MANIFEST_MAX_LINEAGE ancestors and the job's flags takes about
+ * 40 KiB, so anything near 1 MiB is not one. */
+enum { S_MAX_BYTES = 1 << 20 };
 
 #define S_FORMAT "shardps-manifest-1"
 
