@@ -106,7 +106,8 @@ static void s_send_part(ps_kv_t *kv, int idx, int i, ps_msg_type_t type, ps_rang
         s_put(kv, idx, i, type, part);
         return;
     }
-    const ps_kv_out_t o = {idx, ps_kv_slots_id(kv->slots, idx), type, part};
+    const ps_kv_out_t o = {idx, ps_kv_slots_id(kv->slots, idx), type, part,
+                           ps_range_len(part), 0};
     ps_kv_lanes_queue(kv->lanes, i, &o);
 }
 
@@ -121,7 +122,11 @@ static void s_flush(ps_kv_t *kv, int i)
             ps_kv_lanes_unsend(kv->lanes, i, &o);
             continue;
         }
-        s_put(kv, o.idx, i, o.type, o.part);
+        if (o.type == PS_MSG_ROWS_PUSH) {
+            ps_kv_put_rows(kv, o.idx, i, o.piece);
+        } else {
+            s_put(kv, o.idx, i, o.type, o.part);
+        }
     }
 }
 
@@ -210,9 +215,9 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
     }
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, (int)(m->hdr.request_id & 0xff) %
                                                             PS_KV_SLOTS);
-    const int rows = sl->type == PS_KV_ROWS_PUSH || sl->type == PS_KV_ROWS_PULL;
-    if ((m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_ERROR) && !rows) {
-        /* a rows request takes no credit: its answer gives none back */
+    if ((m->hdr.type == PS_MSG_PUSH_ACK || m->hdr.type == PS_MSG_ERROR) &&
+        sl->type != PS_KV_ROWS_PULL) {
+        /* a rows pull takes no credit: its answer gives none back */
         ps_kv_lanes_answered(kv->lanes, p->server, m->hdr.credits, ps_now());
         s_flush(kv, p->server);
     }

@@ -61,6 +61,10 @@ struct ps_kv {
  * Caller holds mu. */
 int ps_kv_refused(ps_kv_t *kv, ps_kv_req_t type);
 
+/* Sends rows request idx to piece q of server i: its run of the keys (a
+ * pull of none is not sent; a push is, empty). Caller holds mu. */
+void ps_kv_put_rows(ps_kv_t *kv, int idx, int i, int q);
+
 #ifdef __cplusplus
 }
 #endif

@@ -81,6 +81,11 @@ void ps_kv_lanes_set_unit(ps_kv_lanes_t *l, uint64_t keys)
     l->unit = keys;
 }
 
+int ps_kv_lanes_paced(const ps_kv_lanes_t *l)
+{
+    return l->unit != 0;
+}
+
 /* Lane a's pushes acked per second while they waited behind its window; 0:
  * not measured yet. */
 static double s_rate(const s_lane_t *a)
@@ -150,7 +155,7 @@ static int s_fits(const ps_kv_lanes_t *l, int i, uint64_t keys)
 int ps_kv_lanes_admit(ps_kv_lanes_t *l, int i, ps_msg_type_t type, uint64_t keys, double now)
 {
     s_lane_t *a = &l->lane[i];
-    const int push = type == PS_MSG_PUSH;
+    const int push = ps_kv_lanes_is_push(type);
     if (a->n == l->cap || (a->n == 0 && (!push || s_fits(l, i, keys)))) {
         if (push) {
             s_fly(a, s_weight(l, keys), now);
@@ -201,15 +206,15 @@ int ps_kv_lanes_next(ps_kv_lanes_t *l, int i, ps_kv_out_t *o, double now)
         return 0;
     }
     const ps_kv_out_t *h = &a->q[a->head];
-    const int push = h->type == PS_MSG_PUSH;
-    if (push && !s_fits(l, i, ps_range_len(h->part))) {
+    const int push = ps_kv_lanes_is_push(h->type);
+    if (push && !s_fits(l, i, h->keys)) {
         return 0;
     }
     *o = *h;
     a->head = (a->head + 1) % l->cap;
     a->n--;
     if (push) {
-        s_fly(a, s_weight(l, ps_range_len(o->part)), now);
+        s_fly(a, s_weight(l, o->keys), now);
     }
     return 1;
 }
@@ -217,7 +222,7 @@ int ps_kv_lanes_next(ps_kv_lanes_t *l, int i, ps_kv_out_t *o, double now)
 void ps_kv_lanes_unsend(ps_kv_lanes_t *l, int i, const ps_kv_out_t *o)
 {
     s_lane_t *a = &l->lane[i];
-    if (o->type == PS_MSG_PUSH && a->nfly > 0) {
+    if (ps_kv_lanes_is_push(o->type) && a->nfly > 0) {
         const s_fly_t f = a->fly[(a->fhead + --a->nfly) % a->fcap];
         a->flying -= f.keys < a->flying ? f.keys : a->flying;
     }

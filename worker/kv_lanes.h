@@ -7,7 +7,8 @@
  * at once never queue more than its link holds (no incast). Per server a
  * lane: the pushes sent and not yet acked, the window, and a FIFO of the
  * messages waiting behind a full window (pushes, and whatever was sent after
- * them, kept in order). Only pushes count against the window; a message
+ * them, kept in order). Only pushes count against the window (dense, and
+ * embedding rows weighed in the same unit); a message
  * with nothing waiting ahead of it and room in the window goes at once.
  *
  * The window is also paced by what the lane measures: its least round trip
@@ -44,13 +45,31 @@
 extern "C" {
 #endif
 
-/* A message waiting in a lane: which request, its id then, what and which keys. */
+/* A message waiting in a lane: which request, its id then, what and which
+ * keys, and what it weighs against the window. */
 typedef struct {
     int idx;             /* the request's slot */
     uint64_t id;         /* its request id when queued (a recycled slot has another) */
-    ps_msg_type_t type;  /* PS_MSG_PUSH, _PULL, _PUSH_PULL or _INIT */
-    ps_range_t part;     /* keys */
+    ps_msg_type_t type;  /* PS_MSG_PUSH, _PULL, _PUSH_PULL, _INIT or _ROWS_PUSH */
+    ps_range_t part;     /* keys (a rows push: none) */
+    uint64_t keys;       /* a push's weight: its keys, or a rows push's floats
+                            (rows and keys, ps_kv_lanes_row_weight) */
+    int piece;           /* a rows push: the piece of the server's rows */
 } ps_kv_out_t;
+
+/* Whether a message of type counts against a lane's window: the pushes,
+ * dense and rows. */
+static inline int ps_kv_lanes_is_push(ps_msg_type_t type)
+{
+    return type == PS_MSG_PUSH || type == PS_MSG_ROWS_PUSH;
+}
+
+/* What a rows push of nnz keys with rows of dim floats weighs, in the
+ * dense pushes' unit (4 bytes): its rows and its 8-byte keys. */
+static inline uint64_t ps_kv_lanes_row_weight(uint64_t nnz, uint64_t dim)
+{
+    return nnz * (dim + 2);
+}
 
 typedef struct ps_kv_lanes ps_kv_lanes_t;
 
@@ -72,7 +91,10 @@ void ps_kv_lanes_destroy(ps_kv_lanes_t **l);
  * push, and the window is not paced (pushes whole, not in chunks). */
 void ps_kv_lanes_set_unit(ps_kv_lanes_t *l, uint64_t keys);
 
-/* Whether a message of type (a push: of keys) to server i may go now:
+/* Whether the windows are paced (a unit is set). */
+int ps_kv_lanes_paced(const ps_kv_lanes_t *l);
+
+/* Whether a message of type (a push: of weight keys) to server i may go now:
  * nothing waits in its lane and, for a push, it fits the window (then it is
  * in flight from now). A full lane admits too: the window is a bound on what
  * queues, never a reason to fail. Returns 1 (send it) or 0 (queue it with

@@ -5,13 +5,12 @@
  */
 #include <stdio.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "proto/msg.h"
 #include "worker/kv_impl.h"
 
-/* Sends rows request idx to piece q of server i: its run of the keys (a
- * pull of none is not sent; a push is, empty). Caller holds mu. */
-static void s_put_rows(ps_kv_t *kv, int idx, int i, int q)
+void ps_kv_put_rows(ps_kv_t *kv, int idx, int i, int q)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
     ps_frame_t f;
@@ -42,6 +41,27 @@ static void s_put_rows(ps_kv_t *kv, int idx, int i, int q)
     }
 }
 
+/* Sends rows request idx to piece q of server i, or, for a push that
+ * server i's lane does not admit now, queues it there: rows pushes queue
+ * behind the dense pushes and count against the same window, so all a
+ * worker pushes keeps to what its link drains (kv_lanes.h). Caller holds
+ * mu. */
+static void s_send_rows(ps_kv_t *kv, int idx, int i, int q)
+{
+    const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
+    if (sl->type == PS_KV_ROWS_PUSH && ps_kv_lanes_paced(kv->lanes)) {
+        uint64_t begin, end;
+        ps_kv_slots_row_part(kv->slots, idx, i, q, &begin, &end);
+        const ps_kv_out_t o = {idx, ps_kv_slots_id(kv->slots, idx), PS_MSG_ROWS_PUSH,
+                               {0, 0}, ps_kv_lanes_row_weight(end - begin, sl->dim), q};
+        if (!ps_kv_lanes_admit(kv->lanes, i, o.type, o.keys, ps_now())) {
+            ps_kv_lanes_queue(kv->lanes, i, &o);
+            return;
+        }
+    }
+    ps_kv_put_rows(kv, idx, i, q);
+}
+
 /* Opens and sends a rows request. Returns the handle or a PS_E*. */
 static int s_submit_rows(ps_kv_t *kv, ps_kv_req_t type, const uint64_t *keys, size_t n,
                          size_t dim, float *buf, int64_t step)
@@ -57,7 +77,7 @@ static int s_submit_rows(ps_kv_t *kv, ps_kv_req_t type, const uint64_t *keys, si
         const int me = ps_link_rank(kv->link);
         for (int q = 0; q < PS_RANGE_ROW_PIECES; q++) {
             for (int j = 0; j < kv->view.num_servers; j++) {
-                s_put_rows(kv, rc, (me + j) % kv->view.num_servers, q);
+                s_send_rows(kv, rc, (me + j) % kv->view.num_servers, q);
             }
         }
     }

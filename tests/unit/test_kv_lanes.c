@@ -8,7 +8,8 @@
  * come at, passed by one push so that a pace measured at one push a round
  * trip climbs, and beyond a round trip it holds only what the acks' jitter
  * needs; the lanes' paces sum to the worker's rate; a lane to a
- * server on this host is neither paced nor counted.
+ * server on this host is neither paced nor counted; a rows push weighs its
+ * rows and keys and waits in line as a push does.
  */
 #include <check.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 
 static ps_kv_out_t s_out(int idx, ps_msg_type_t type, uint64_t b)
 {
-    return (ps_kv_out_t){idx, (uint64_t)idx + 100, type, {b, b + 4}};
+    return (ps_kv_out_t){idx, (uint64_t)idx + 100, type, {b, b + 4}, 4, 0};
 }
 
 START_TEST(pushes_wait_for_credits_and_what_follows_waits_behind_them)
@@ -88,6 +89,37 @@ END_TEST
 /* One lane, pushes of 4 keys, the server granting 8 chunks of 4 keys: the
  * acks of pushes that waited come every 10 ms, the first 10 ms after it
  * was sent (the least round trip). */
+START_TEST(a_rows_push_weighs_its_rows_and_keys_behind_the_dense_pushes)
+{
+    ps_kv_lanes_t *l = NULL;
+    ck_assert_int_eq(ps_kv_lanes_new(1, 8, &l), 0);
+    ck_assert_int_eq(ps_kv_lanes_paced(l), 0);
+    ps_kv_lanes_set_unit(l, 16);
+    ck_assert_int_eq(ps_kv_lanes_paced(l), 1);
+    ck_assert_uint_eq(ps_kv_lanes_row_weight(3, 16), 54); /* 3 rows of 16 floats, 3 keys */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 10, 0), 1);
+    ps_kv_lanes_answered(l, 0, 1, 0); /* an ack granting a chunk: 16 floats */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 10, 0), 1);
+    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 1);
+    const uint64_t w = ps_kv_lanes_row_weight(1, 16);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_ROWS_PUSH, w, 0), 0); /* 10 + 18 > 16 */
+    const ps_kv_out_t r = {3, 103, PS_MSG_ROWS_PUSH, {0, 0}, w, 5};
+    ps_kv_lanes_queue(l, 0, &r);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PULL, 4, 0), 0); /* behind it */
+    ps_kv_out_t o;
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 0);
+    ps_kv_lanes_answered(l, 0, 0, 0);
+    ck_assert_int_eq(ps_kv_lanes_next(l, 0, &o, 0), 1); /* alone in flight: it goes */
+    ck_assert_int_eq(o.type, PS_MSG_ROWS_PUSH);
+    ck_assert_int_eq(o.piece, 5);
+    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 1); /* in flight, as a push */
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 10, 0), 0); /* 18 + 10 > 16 */
+    ps_kv_lanes_unsend(l, 0, &o); /* not sent after all: its weight back */
+    ck_assert_int_eq(ps_kv_lanes_inflight(l, 0), 0);
+    ps_kv_lanes_destroy(&l);
+}
+END_TEST
+
 START_TEST(a_slow_link_paces_the_window)
 {
     ps_kv_lanes_t *l = NULL;
@@ -207,6 +239,7 @@ int main(void)
     TCase *tc = tcase_create("lanes");
     tcase_add_test(tc, pushes_wait_for_credits_and_what_follows_waits_behind_them);
     tcase_add_test(tc, a_full_lane_admits_and_a_reset_forgets);
+    tcase_add_test(tc, a_rows_push_weighs_its_rows_and_keys_behind_the_dense_pushes);
     tcase_add_test(tc, a_slow_link_paces_the_window);
     tcase_add_test(tc, a_pace_measured_at_one_push_climbs);
     tcase_add_test(tc, a_fast_link_queues_only_what_its_acks_jitter);
