@@ -15,13 +15,8 @@
  * leaves before every replica holds the updates applied when it was due
  * (ps_reply_gate).
  *
- * The replica's side (ps_replica_apply): a server started as a spare whose
- * view names the rank it follows (view.replica_of) takes the primary's
- * snapshot and updates on its workers' socket, checked against the token
- * the scheduler gave both, and answers each with MSG_REPLICA_ACK. When
- * another replica takes the rank over, the scheduler gives this one a new
- * token (MSG_REPLICA): from then on it follows the new primary, starting
- * from its snapshot, and the old one's messages are refused.
+ * The replica's side is server/replica_follow.h: it applies what arrives
+ * and answers each batch with MSG_REPLICA_ACK.
  *
  * One thread (the server's loop) makes every call.
  */
@@ -97,18 +92,6 @@ int ps_replica_socks(const ps_replica_t *r, ps_sock_t **socks, int max);
 void ps_replica_drain(ps_replica_t *r);
 
 ps_replica_stats_t ps_replica_stats(const ps_replica_t *r);
-
-/*
- * The replica's side: m is a MSG_REPLICATE or MSG_REPLICA_SNAPSHOT that came
- * on the server's socket. Checks it (sender, token, keys, frames) and
- * applies it to store, rows (NULL: a job without rows) and cons; the last
- * snapshot message sets where the step stands. Returns 0 (answer MSG_REPLICA_ACK; *in_step set when the
- * snapshot just became whole) or a PS_E* with the reason in why (nothing
- * changed).
- */
-int ps_replica_apply(ps_store_t *store, ps_rows_t *rows, ps_consistency_t *cons,
-                     const ps_view_t *view, const ps_msg_t *m, int *in_step, char *why,
-                     size_t cap);
 
 #ifdef __cplusplus
 }

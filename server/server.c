@@ -3,8 +3,10 @@
  * request is checked (server/intake.h) and handed to the consistency state
  * machine (server/consistency.h), which answers through server/reply.h;
  * each scheduler message goes to server/control.h (failovers, joins,
- * checkpoints). The shard lives in server/store.h, the metrics in
- * server/observe.h. This file owns the sockets and knows no module's rules.
+ * checkpoints); a hot replica's updates go out through server/replica.h
+ * and, on a replica, come in through server/replica_follow.h. The shard
+ * lives in server/store.h, the metrics in server/observe.h. This file owns
+ * the sockets and knows no module's rules.
  */
 #include "server/server.h"
 
@@ -32,6 +34,7 @@
 #include "server/listen.h"
 #include "server/observe.h"
 #include "server/replica.h"
+#include "server/replica_follow.h"
 #include "server/reply.h"
 #include "server/rows.h"
 #include "server/store.h"
@@ -56,10 +59,7 @@ typedef struct ps_server {
     ps_ratelog_t *rejections; /* their log lines, at most one per sender and reason */
     ps_server_obs_t *obs;     /* metrics and the heartbeat's report */
     ps_replica_t *replica;    /* --replicas: our keys' replicas, kept in step */
-    ps_route_t ack_route;     /* a replica: its primary, owed an ack for... */
-    uint64_t ack_id;          /* ...everything up to this message (0: none owed) */
-    int out_of_step;          /* a replica that refused its primary's message: it ends */
-    char advertise[PS_ENDPOINT_MAX]; /* where the workers (and a primary) reach us */
+    ps_follow_t *follow;      /* a replica: its primary's snapshot and updates */
 } ps_server_t;
 
 /* The consistency's callbacks (ps_consistency_ops_t); the asker is a
@@ -135,7 +135,8 @@ static void s_on_update(void *ctx, ps_range_t range, const float *grad, float lr
     }
 }
 
-/* The control module's callbacks (ps_control_ops_t): the scheduler's link. */
+/* The control module's callbacks (ps_control_ops_t): the scheduler's link
+ * (send is the replica's side's too). */
 static void s_control_send(void *ctx, ps_msg_type_t type, const ProtobufCMessage *body)
 {
     ps_link_send(((ps_server_t *)ctx)->link, type, body);
@@ -208,45 +209,26 @@ static int s_rows(ps_server_t *s, ps_msg_t *m, ps_request_t *req, char *why, siz
     return rc;
 }
 
-/* A replica: its primary's snapshot or updates, applied, and acknowledged
- * once the messages in hand are (s_send_replica_ack); once the snapshot is
- * whole the scheduler hears that this replica is in step (it may take over
- * from then on). */
-static void s_on_replicate(ps_server_t *s, ps_msg_t *m)
+/* The replica's side's callbacks (ps_follow_ops_t): the link, and the
+ * workers' socket its primary sends on. */
+static void s_follow_register_as(void *ctx, int follows, uint64_t token,
+                                 const char *endpoint, int in_step)
 {
-    char why[160];
-    int in_step = 0;
-    int rc =
-        ps_replica_apply(s->store, s->rows, s->cons, s->view, m, &in_step, why, sizeof why);
-    if (rc != 0) {
-        ps_reply_error(s->reply, m, rc, "%s", why);
-        if (rc != PS_ENOENT) { /* its primary's: this copy is not the primary's now */
-            ps_log_err("out of step with S%d: %s", s->rank, why);
-            s->out_of_step = 1;
-        }
-        return;
-    }
-    s->ack_route = m->route;
-    s->ack_id = m->hdr.request_id;
-    if (in_step) {
-        Shardps__Replica r = SHARDPS__REPLICA__INIT;
-        r.version = ps_consistency_version(s->cons);
-        ps_link_send(s->link, PS_MSG_REPLICA, &r.base);
-        ps_link_set_replica(s->link, s->view->replica_of, s->view->replica_token, NULL, 1);
-        ps_log_info("in step with S%d at version %lld", s->rank, (long long)r.version);
-    }
+    ps_link_set_replica(((ps_server_t *)ctx)->link, follows, token, endpoint, in_step);
 }
 
-/* One ack for the primary's messages handled in a drain. */
-static void s_send_replica_ack(ps_server_t *s)
+static void s_follow_ack(void *ctx, const ps_route_t *route, uint64_t id)
 {
-    if (s->ack_id) {
-        Shardps__Header h;
-        ps_msg_header(&h, PS_MSG_REPLICA_ACK, PS_ROLE_SERVER, s->rank);
-        h.request_id = s->ack_id;
-        ps_msg_send(s->router, &s->ack_route, h, NULL, 0, 0);
-        s->ack_id = 0;
-    }
+    ps_server_t *s = ctx;
+    Shardps__Header h;
+    ps_msg_header(&h, PS_MSG_REPLICA_ACK, PS_ROLE_SERVER, s->rank);
+    h.request_id = id;
+    ps_msg_send(s->router, route, h, NULL, 0, 0);
+}
+
+static void s_follow_refuse(void *ctx, const ps_msg_t *m, int status, const char *why)
+{
+    ps_reply_error(((ps_server_t *)ctx)->reply, m, status, "%s", why);
 }
 
 static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
@@ -268,7 +250,7 @@ static void s_on_worker_message(ps_server_t *s, ps_msg_t *m)
         break;
     case PS_MSG_REPLICATE:
     case PS_MSG_REPLICA_SNAPSHOT:
-        s_on_replicate(s, m);
+        ps_follow_receive(s->follow, m);
         return;
     case PS_MSG_PREFLIGHT_PROBE:
         /* A worker's preflight: answered at once, payload dropped unread.
@@ -369,21 +351,6 @@ static void s_send_report(ps_server_t *s)
     ps_link_send(s->link, PS_MSG_REPORT, &r.base);
 }
 
-/* A replica: another replica took our primary's rank over. We follow it
- * from its snapshot, with the token the scheduler just gave both (the old
- * primary's messages are refused from now on), and say so as a new replica
- * does (PEER_READY), after which the scheduler names us to it. */
-static void s_follow_new_primary(ps_server_t *s, const Shardps__Replica *r)
-{
-    s->view->replica_token = r->token;
-    s->ack_id = 0;
-    ps_link_set_replica(s->link, s->view->replica_of, r->token, NULL, 0);
-    Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
-    ready.endpoint = s->advertise;
-    ps_link_send(s->link, PS_MSG_PEER_READY, &ready.base);
-    ps_log_info("S%d has a new primary: following it from its snapshot", s->rank);
-}
-
 /* MSG_REPLICA from the scheduler: a primary's replica to keep in step (or
  * drop); a replica's new primary. */
 static void s_on_replica(ps_server_t *s, ps_msg_t *m)
@@ -391,7 +358,7 @@ static void s_on_replica(ps_server_t *s, ps_msg_t *m)
     char why[256];
     const Shardps__Replica *r = ps_msg_unpack_body(m, &shardps__replica__descriptor);
     if (r && s->view->replica_of) {
-        s_follow_new_primary(s, r);
+        ps_follow_new_primary(s->follow, r);
     } else if (!r || !s->replica) {
         ps_log_warn("dropped a bad replica message from the scheduler");
     } else if (ps_replica_attach(s->replica, r, why, sizeof why) != 0) {
@@ -486,8 +453,7 @@ static int s_loop(ps_server_t *s)
         }
         if (items[0].ready) {
             ps_msg_drain(s->router, PS_RECV_ROUTER, 64, s_on_receive, &l);
-            s_send_replica_ack(s);
-            if (s->out_of_step) {
+            if (ps_follow_flush(s->follow) != 0) { /* out of step with its primary */
                 return 1;
             }
         }
@@ -584,6 +550,10 @@ static int s_setup_modules(ps_server_t *s, char *err, size_t errlen)
     if (rc == 0 && v->replicas > 0) {
         rc = ps_replica_new(&s->replica, s->ctx, s->store, s->rows, s->cons, s->reply, s->rank);
     }
+    const ps_follow_config_t fcfg = {
+        s->view, s->store, s->rows, s->cons,
+        {s, s_control_send, s_follow_register_as, s_follow_ack, s_follow_refuse}};
+    rc = rc ? rc : ps_follow_new(&s->follow, &fcfg);
     const ps_control_config_t ccfg = {
         s->view, s->rank, s->store, s->cons, s->cfg->checkpoint_dir,
         {s, s_control_send, s_control_generation, s_control_abort, s_control_promoted,
@@ -652,10 +622,7 @@ static int s_listen(ps_server_t *s, char *err, size_t errlen)
     if (rc != 0) {
         return rc;
     }
-    if (s->view->replica_of) {
-        ps_link_set_replica(s->link, s->view->replica_of, s->view->replica_token, advertise, 0);
-    }
-    snprintf(s->advertise, sizeof s->advertise, "%s", advertise);
+    ps_follow_listening(s->follow, advertise);
     Shardps__PeerReady ready = SHARDPS__PEER_READY__INIT;
     ready.endpoint = advertise;
     rc = ps_link_send(s->link, PS_MSG_PEER_READY, &ready.base);
@@ -785,6 +752,7 @@ fail:
     ps_link_destroy(&s.link);
     ps_sock_destroy(&s.router);
     ps_replica_destroy(&s.replica); /* its socket, before the context */
+    ps_follow_destroy(&s.follow);
     ps_ctx_destroy(&s.ctx);
     ps_reply_destroy(&s.reply); /* after ps_ctx_destroy: ZeroMQ gave every buffer back */
     ps_consistency_destroy(&s.cons); /* releases the held frames: before their holders */
