@@ -42,6 +42,7 @@ int ps_bench_replicas_main(int argc, char **argv);
 int ps_bench_scale_main(int argc, char **argv);
 int ps_bench_compress_main(int argc, char **argv);
 int ps_bench_memory_main(int argc, char **argv);
+int ps_bench_summary_main(int argc, char **argv);
 
 /* ---- growable string ---------------------------------------------------- */
 

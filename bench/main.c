@@ -10,12 +10,14 @@
  *   shardps-bench scale [--workers 8,16,32,64] ...   scheduler and server cost per step
  *   shardps-bench compress [--modes L] [--codecs L]  bytes saved vs accuracy (--wire, --compress)
  *   shardps-bench memory [--rows 1000000,4000000]    a server's memory per embedding row
+ *   shardps-bench summary [--results DIR] [--out FILE] the results pages in one table
  *
  * "Performance is measured, not asserted": every figure comes with its
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
  * nothing here fails on a timing. This file only dispatches; comm/ (comm,
  * compress) and train/ (train, compute, observe, checkpoint, scale) measure,
- * netsim/ simulates a cluster for train --net, page.c and plots.c write.
+ * netsim/ simulates a cluster for train --net, page.c and plots.c write,
+ * summary.c gathers the pages into docs/results/README.md.
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +44,7 @@ static void s_usage(FILE *f)
         "...\n"
         "       shardps-bench compress [--out DIR] [--modes LIST] [--codecs LIST] ...\n"
         "       shardps-bench memory [--out DIR] [--rows LIST] [--optimizers LIST] ...\n"
+        "       shardps-bench summary [--results DIR] [--out FILE]\n"
         "\n"
         "comm   parameter-server push+pull goodput and rounds/s against payload size,\n"
         "       servers and rounds in flight, each beside raw ZeroMQ throughput of the\n"
@@ -66,6 +69,8 @@ static void s_usage(FILE *f)
         "       bytes on the wire by message type saved against fp32, and the accuracy.\n"
         "memory a server's table of embedding rows filled to 1M and 4M rows: its peak\n"
         "       resident memory per row against the rows' floats and optimizer state.\n"
+        "summary reads the results pages in --results (docs/results) and writes one\n"
+        "       table of them, a row per setting linked to its page (README.md).\n"
         "\n"
         "Each writes a results page, OUT/SUBCOMMAND.md (--out, default bench-out; comm\n"
         "--secure: comm_secure.md, train --join: train_join.md), beside its CSV files and\n"
@@ -120,10 +125,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "memory")) {
         return ps_bench_memory_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "summary")) {
+        return ps_bench_summary_main(argc - 1, argv + 1);
+    }
     fprintf(
         stderr,
         "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe, "
-        "checkpoint, replicas, scale, compress or memory)\n",
+        "checkpoint, replicas, scale, compress, memory or summary)\n",
         argv[1]);
     return 2;
 }
