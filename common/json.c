@@ -19,6 +19,18 @@
 
 enum { S_REAL_DIGITS = 15 };
 
+/* The heap jansson 2.14's tree takes per token on glibc, measured on
+ * documents of one token repeated and rounded up: chunk headers, and a
+ * container's table or buckets just after doubling, included. */
+enum {
+    S_COST_OBJECT = 240, /* '{': the object and its first buckets */
+    S_COST_ARRAY = 144,  /* '[': the array and its first table */
+    S_COST_KEY = 112,    /* a member's pair and its share of the buckets (+ the key) */
+    S_COST_STRING = 96,  /* a string value (+ its bytes) */
+    S_COST_NUMBER = 48,  /* an integer or a real */
+    S_COST_WORD = 16,    /* true, false, null: shared values, a table slot each */
+};
+
 static size_t s_flags(ps_json_style_t style)
 {
     size_t f = JSON_REAL_PRECISION(S_REAL_DIGITS);
@@ -44,12 +56,82 @@ static void s_reason(char *why, size_t cap, size_t at, const char *text)
         clean[i] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
     }
     clean[i] = '\0';
-    ps_error_format(why, cap, "at byte %zu: %s", at, clean);
+    ps_error_format(why, cap, "not JSON at byte %zu: %s", at, clean);
 }
 
-int ps_json_parse(const char *buf, size_t len, size_t origin, json_t **out, char *why,
-                  size_t cap)
+static int s_space(char c)
 {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int s_in_number(char c)
+{
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+}
+
+/* The heap jansson's tree of the len bytes at text would take at most,
+ * from one pass over its tokens that builds nothing; SIZE_MAX when
+ * containers nest deeper than PS_JSON_MAX_DEPTH, *deep then the byte.
+ * Reads any bytes: what is no JSON, jansson refuses after. */
+static size_t s_tree_cost(const char *text, size_t len, size_t *deep)
+{
+    size_t cost = 0;
+    int depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = text[i];
+        if (c == '"') {
+            size_t end = i + 1, k;
+            while (end < len && text[end] != '"') {
+                end += text[end] == '\\' ? 2 : 1; /* an escaped quote ends nothing */
+            }
+            for (k = end + 1; k < len && s_space(text[k]);) {
+                k++;
+            }
+            cost += (k < len && text[k] == ':' ? S_COST_KEY : S_COST_STRING) + (end - i);
+            i = end;
+        } else if (c == '{' || c == '[') {
+            if (++depth > PS_JSON_MAX_DEPTH) {
+                *deep = i;
+                return SIZE_MAX;
+            }
+            cost += c == '{' ? S_COST_OBJECT : S_COST_ARRAY;
+        } else if (c == '}' || c == ']') {
+            depth -= depth > 0;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            cost += S_COST_NUMBER;
+            while (i + 1 < len && s_in_number(text[i + 1])) {
+                i++;
+            }
+        } else if (c >= 'a' && c <= 'z') {
+            cost += S_COST_WORD;
+            while (i + 1 < len && text[i + 1] >= 'a' && text[i + 1] <= 'z') {
+                i++;
+            }
+        }
+    }
+    return cost;
+}
+
+/* ps_json_parse with the tree bounded by tree_factor: refused before
+ * jansson builds any of it when it would take more. */
+static int s_parse(const char *buf, size_t len, size_t origin, unsigned tree_factor,
+                   json_t **out, char *why, size_t cap)
+{
+    size_t deep = 0;
+    const size_t cost = s_tree_cost(buf, len, &deep);
+    *out = NULL;
+    if (cost == SIZE_MAX) {
+        ps_error_format(why, cap, "at byte %zu: nested deeper than the maximum depth, %d",
+                        origin + deep, PS_JSON_MAX_DEPTH);
+        return PS_EPROTO;
+    }
+    if (cost > (size_t)tree_factor * len + PS_JSON_TREE_BASE) {
+        ps_error_format(why, cap,
+                        "too many small values: parsed they would take about %zu KiB, over "
+                        "%u times the %zu bytes of text",
+                        cost >> 10, tree_factor, len);
+        return PS_EPROTO;
+    }
     json_error_t e;
     *out = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
     if (*out) {
@@ -63,8 +145,20 @@ int ps_json_parse(const char *buf, size_t len, size_t origin, json_t **out, char
     return PS_EPROTO;
 }
 
+int ps_json_parse(const char *buf, size_t len, size_t origin, json_t **out, char *why,
+                  size_t cap)
+{
+    return s_parse(buf, len, origin, PS_JSON_TREE_FACTOR, out, why, cap);
+}
+
 int ps_json_read_file(const char *path, size_t max_bytes, json_t **out, char *why,
                       size_t cap)
+{
+    return ps_json_read_file_within(path, max_bytes, PS_JSON_TREE_FACTOR, out, why, cap);
+}
+
+int ps_json_read_file_within(const char *path, size_t max_bytes, unsigned tree_factor,
+                             json_t **out, char *why, size_t cap)
 {
     char *buf = NULL, reason[256];
     uint64_t size;
@@ -84,8 +178,9 @@ int ps_json_read_file(const char *path, size_t max_bytes, json_t **out, char *wh
     } else if (ps_file_read_all(fd, buf, (size_t)size) != 0) {
         ps_error_format(why, cap, "%s: read failed (file shrank?)", path);
         rc = PS_EIO;
-    } else if ((rc = ps_json_parse(buf, (size_t)size, 0, out, reason, sizeof reason)) != 0) {
-        ps_error_format(why, cap, "%s: %s%s", path, rc == PS_EPROTO ? "not JSON " : "", reason);
+    } else if ((rc = s_parse(buf, (size_t)size, 0, tree_factor, out, reason, sizeof reason)) !=
+               0) {
+        ps_error_format(why, cap, "%s: %s", path, reason);
     }
     free(buf);
     close(fd);

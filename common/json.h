@@ -4,11 +4,13 @@
  * Documents are jansson values (json_t): callers build them with jansson's
  * own constructors (json_object, json_pack, ...) and walk them with its
  * getters. What this module adds is what the project needs around that:
- * strict parsing with a one-line reason naming the byte at fault, whole-file
- * reads with a size limit, atomic writes (common/file.h), three output styles,
- * reals written as a printf "%.Nf" would (rounded, no noise digits), typed
- * getters whose failures are one-line reasons, and the one JSON string
- * escaper (jansson's), for quoting outside text in messages.
+ * strict parsing with a one-line reason naming the byte at fault, memory
+ * bounded by the text's size (a hostile text of small values is refused
+ * before it is built), whole-file reads with a size limit, atomic writes
+ * (common/file.h), three output styles, reals written as a printf "%.Nf"
+ * would (rounded, no noise digits), typed getters whose failures are
+ * one-line reasons, and the one JSON string escaper (jansson's), for
+ * quoting outside text in messages.
  * It does not stream: a document is built or parsed whole. Thread-safe on
  * distinct documents, as jansson is.
  */
@@ -33,12 +35,31 @@ typedef enum {
 } ps_json_style_t;
 
 /*
+ * What a parsed document may take: jansson's tree costs a few dozen bytes
+ * or more per value however short its text ("0", "{}"), so a text of
+ * many small values would cost many times its size. Before jansson builds
+ * anything, one pass over the tokens bounds the heap its tree would take
+ * (by token, as measured on jansson 2.14 and glibc); a text whose bound
+ * passes tree_factor times its size plus PS_JSON_TREE_BASE, or that nests
+ * deeper than PS_JSON_MAX_DEPTH, is refused. PS_JSON_TREE_FACTOR lets
+ * every document shardps writes through (a trace, the densest, bounds at
+ * about 18 times); a file kind of its own (a manifest) may ask for less.
+ */
+enum {
+    PS_JSON_TREE_FACTOR = 24,      /* the default tree_factor */
+    PS_JSON_TREE_BASE = 256 << 10, /* bytes any text may take: small files pass */
+    PS_JSON_MAX_DEPTH = 32,        /* containers in containers */
+};
+
+/*
  * Parses the len bytes at buf as one JSON object or array, strictly: nothing
  * but whitespace after it, no repeated key in any object, no NUL in strings,
- * UTF-8 only, nesting at most jansson's limit (2048). origin is added to
- * byte positions in reasons (a header's offset in its file). Caller owns
- * *out; release with json_decref(). Returns 0, PS_EPROTO with "byte N: what
- * is wrong" in why (may be NULL; always one line), or PS_ENOMEM.
+ * UTF-8 only, nesting at most PS_JSON_MAX_DEPTH, a tree within
+ * PS_JSON_TREE_FACTOR (above). origin is added to byte positions in reasons
+ * (a header's offset in its file). Caller owns *out; release with
+ * json_decref(). Returns 0, PS_EPROTO with what is wrong ("... at byte N:
+ * ..." where there is a place) in why (may be NULL; always one line), or
+ * PS_ENOMEM.
  */
 int ps_json_parse(const char *buf, size_t len, size_t origin, json_t **out, char *why,
                   size_t cap);
@@ -51,6 +72,12 @@ int ps_json_parse(const char *buf, size_t len, size_t origin, json_t **out, char
  */
 int ps_json_read_file(const char *path, size_t max_bytes, json_t **out, char *why,
                       size_t cap);
+
+/* ps_json_read_file with its tree bounded by tree_factor (above) instead
+ * of PS_JSON_TREE_FACTOR: peak memory while reading is then the file's
+ * size, plus at most tree_factor times it and PS_JSON_TREE_BASE. */
+int ps_json_read_file_within(const char *path, size_t max_bytes, unsigned tree_factor,
+                             json_t **out, char *why, size_t cap);
 
 /* Appends the text of j (an object or array) in style to *out. Returns 0 or
  * PS_ENOMEM (out->oom is set too). */

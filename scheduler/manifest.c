@@ -27,6 +27,12 @@ enum { S_KEEP = 4 };
  * 40 KiB, so anything near 1 MiB is not one. */
 enum { S_MAX_BYTES = 1 << 20 };
 
+/* Its parsed tree within 8 times its size, beyond PS_JSON_TREE_BASE: a
+ * real one, at most about 40 KiB, takes about 10 times its size, within
+ * the base; a hostile one of small values at most 1 MiB costs at most
+ * about 9 MiB while read. */
+enum { S_TREE_FACTOR = 8 };
+
 #define S_FORMAT "shardps-manifest-1"
 
 struct ps_manifest {
@@ -234,7 +240,7 @@ int ps_manifest_check(const char *stepdir, int64_t step, uint64_t num_params,
     int64_t mstep, mp, servers;
     json_t *doc = NULL;
     snprintf(path, sizeof path, "%s/manifest.json", stepdir);
-    int rc = ps_json_read_file(path, S_MAX_BYTES, &doc, why, cap);
+    int rc = ps_json_read_file_within(path, S_MAX_BYTES, S_TREE_FACTOR, &doc, why, cap);
     if (rc == PS_ENOENT) {
         snprintf(why, cap, "%s is missing (the checkpoint is incomplete)", path);
     }
@@ -306,7 +312,7 @@ int ps_manifest_read_job(const char *stepdir, ps_manifest_job_t *j, char *why, s
     json_t *doc = NULL;
     memset(j, 0, sizeof *j);
     snprintf(path, sizeof path, "%s/manifest.json", stepdir);
-    int rc = ps_json_read_file(path, S_MAX_BYTES, &doc, why, cap);
+    int rc = ps_json_read_file_within(path, S_MAX_BYTES, S_TREE_FACTOR, &doc, why, cap);
     if (rc != 0) {
         return rc;
     }
@@ -352,7 +358,7 @@ int ps_manifest_workers(const char *stepdir)
     snprintf(path, sizeof path, "%s/manifest.json", stepdir);
     json_t *doc = NULL;
     int64_t workers = 0;
-    if (ps_json_read_file(path, S_MAX_BYTES, &doc, NULL, 0) != 0 ||
+    if (ps_json_read_file_within(path, S_MAX_BYTES, S_TREE_FACTOR, &doc, NULL, 0) != 0 ||
         ps_json_get_int(doc, "workers", 1, INT32_MAX, &workers, NULL, 0) != 0) {
         workers = 0;
     }

@@ -1,7 +1,9 @@
 /*
  * tests/unit/test_json.c - the JSON module (common/json.h): strict parsing
  * with one-line reasons, file reads within a limit, the three styles, reals
- * as printf would write them, quoting outside text, and the typed getters.
+ * as printf would write them, quoting outside text, the typed getters, and
+ * texts of many small values refused before they cost many times their
+ * size (peak memory measured in a child).
  */
 #include <check.h>
 #include <math.h>
@@ -148,6 +150,79 @@ START_TEST(getters_name_the_path_at_fault)
 }
 END_TEST
 
+/* ---- memory ---- */
+
+enum { S_HOSTILE_BYTES = 2 << 20 };
+
+static char s_hostile_path[64];
+static unsigned s_factor; /* the tree factor the child reads with */
+
+static int s_read_hostile(const void *arg)
+{
+    (void)arg;
+    json_t *j = NULL;
+    const int rc = ps_json_read_file_within(s_hostile_path, 4 * S_HOSTILE_BYTES, s_factor, &j,
+                                            NULL, 0);
+    json_decref(j);
+    return rc;
+}
+
+/* Writes s_hostile_path: head, copies of member (a printf format of the
+ * copy's index) between commas to S_HOSTILE_BYTES, tail. Returns its size. */
+static size_t s_put_hostile(const char *head, const char *member, const char *tail)
+{
+    FILE *f = fopen(s_hostile_path, "w");
+    ck_assert_ptr_nonnull(f);
+    long n = fprintf(f, "%s", head);
+    for (long i = 0; n < S_HOSTILE_BYTES; i++) {
+        n += fprintf(f, i ? "," : "");
+        n += fprintf(f, member, i);
+    }
+    n += fprintf(f, "%s", tail);
+    ck_assert_int_eq(fclose(f), 0);
+    return (size_t)n;
+}
+
+/* Texts of small values (jansson's tree of each would take 20 to 80 times
+ * its size), read with the default bound and with a tight one: each read
+ * or refused, the reader's peak never past the text, the tree bound and
+ * the base. */
+START_TEST(hostile_documents_cost_a_bounded_multiple_of_their_size)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return; /* AddressSanitizer's shadow and quarantine are not the reader's */
+#endif
+    static const char *shapes[][3] = {
+        {"[", "0", "]"},         {"{", "\"a%ld\":0", "}"}, {"[", "{}", "]"},
+        {"[", "[]", "]"},        {"[", "\"\"", "]"},       {"[", "{\"a\":[0]}", "]"},
+        {"[", "[[[[[[[[", "]"},
+    };
+    snprintf(s_hostile_path, sizeof s_hostile_path, "/tmp/ps_json_hostile.%d", (int)getpid());
+    int rc;
+    const long base = ps_test_child_peak(NULL, NULL, &rc);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const size_t h = s_put_hostile(shapes[i][0], shapes[i][1], shapes[i][2]);
+        for (s_factor = 8; s_factor <= PS_JSON_TREE_FACTOR; s_factor += PS_JSON_TREE_FACTOR - 8) {
+            const long grew = ps_test_child_peak(s_read_hostile, NULL, &rc) - base;
+            printf("%s%s... at %u: %zu bytes, %s, the peak grew by %ld bytes (%.1fx)\n",
+                   shapes[i][0], shapes[i][1], s_factor, h, rc ? "refused" : "read", grew,
+                   (double)grew / (double)h);
+            ck_assert(rc == 0 || rc == PS_EPROTO);
+            ck_assert_msg(grew <= (long)((s_factor + 1) * h + PS_JSON_TREE_BASE),
+                          "%s...: %zu bytes took %ld", shapes[i][1], h, grew);
+            ck_assert(rc != 0 || s_factor > 8); /* none passes the tight bound */
+        }
+    }
+    char why[256];
+    json_t *j = NULL;
+    ck_assert_int_eq(ps_json_read_file_within(s_hostile_path, S_HOSTILE_BYTES * 4, 8, &j, why,
+                                              sizeof why),
+                     PS_EPROTO);
+    ck_assert_msg(strstr(why, s_hostile_path) == why && !strchr(why, '\n'), "%s", why);
+    unlink(s_hostile_path);
+}
+END_TEST
+
 static Suite *s_suite(void)
 {
     Suite *s = suite_create("json");
@@ -158,6 +233,10 @@ static Suite *s_suite(void)
     tcase_add_test(tc, quote_escapes_and_shortens);
     tcase_add_test(tc, getters_name_the_path_at_fault);
     suite_add_tcase(s, tc);
+    TCase *mem = tcase_create("memory");
+    tcase_set_timeout(mem, 120); /* a child parses megabytes: a bound for a loaded machine */
+    tcase_add_test(mem, hostile_documents_cost_a_bounded_multiple_of_their_size);
+    suite_add_tcase(s, mem);
     return s;
 }
 

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -482,24 +481,19 @@ static size_t s_put_header(const char *head, const char *member, const char *tai
     return (size_t)n;
 }
 
+static int s_read(const void *path)
+{
+    ps_safetensors_t *st = NULL;
+    const int rc = ps_safetensors_read(path, &st, NULL, 0);
+    ps_safetensors_destroy(&st);
+    return rc;
+}
+
 /* Reads path (NULL: nothing) in a child process: the child's peak resident
  * bytes; *rc its read's result. */
 static long s_child_peak(const char *path, int *rc)
 {
-    const pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        ps_safetensors_t *st = NULL;
-        const int r = path ? ps_safetensors_read(path, &st, NULL, 0) : 0;
-        ps_safetensors_destroy(&st);
-        _exit(r == 0 ? 0 : r == PS_EPROTO ? 1 : 2);
-    }
-    int status;
-    struct rusage ru;
-    ck_assert_int_eq(wait4(pid, &status, 0, &ru), pid);
-    ck_assert(WIFEXITED(status));
-    *rc = WEXITSTATUS(status) == 0 ? 0 : WEXITSTATUS(status) == 1 ? PS_EPROTO : PS_ENOMEM;
-    return ru.ru_maxrss * 1024L; /* Linux gives kilobytes */
+    return ps_test_child_peak(path ? s_read : NULL, path, rc);
 }
 
 /* Hostile headers: head, copies of member (a printf format of the copy's

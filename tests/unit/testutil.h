@@ -1,7 +1,8 @@
 /*
  * tests/unit/testutil.h - small helpers shared by the unit tests: a seeded
  * random fill, an absolute + relative closeness check, the process's page
- * faults, and main()'s run of a Check suite. Header-only.
+ * faults, a reader's peak memory in a child, and main()'s run of a Check
+ * suite. Header-only.
  */
 #ifndef PS_TESTS_TESTUTIL_H
 #define PS_TESTS_TESTUTIL_H
@@ -12,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "worker/rng.h"
 
@@ -37,6 +40,24 @@ static inline long ps_test_minflt(void)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_minflt;
+}
+
+/* Runs read(arg) (NULL: nothing) in a child process: the child's peak
+ * resident bytes, to compare with those of a child that read nothing;
+ * *rc: what read returned (0 or a negative PS_E* code). */
+static inline long ps_test_child_peak(int (*read)(const void *arg), const void *arg, int *rc)
+{
+    const pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        _exit(read ? -read(arg) & 0xff : 0);
+    }
+    int status;
+    struct rusage ru;
+    ck_assert_int_eq(wait4(pid, &status, 0, &ru), pid);
+    ck_assert(WIFEXITED(status));
+    *rc = -WEXITSTATUS(status);
+    return ru.ru_maxrss * 1024L; /* Linux gives kilobytes */
 }
 
 /* Runs every test of s (forked; CK_VERBOSITY sets the output) and frees it.
