@@ -45,20 +45,27 @@ typedef struct {
 
 #define S_VS_RING "PS vs ring"
 #define S_CTR_VS "Where the parameter server wins"
-#define S_XOVER(h)                                                                                  \
-    {S_VS_RING, "crossover.md", NULL, h, "PS MB/step each way (theory)", "mode=sync",              \
-     "mode=allreduce;workers={workers};scenario={scenario}", "MLP, {#}",                           \
-     "PS/ring samples/s {ratio:samples/s}; PS {sent MB/step (measured)} MB/step a worker link, "   \
-     "ring {vs:sent MB/step (measured)}",                                                           \
-     "PS {PS MB/step each way (theory)} MB/step, ring {ring MB/step each way (theory)}"}
+/* The MLP's crossover runs: the parameter server's row against the ring's. */
+#define S_XOVER_VS "mode=allreduce;workers={workers};scenario={scenario}"
+#define S_XOVER_FIG                                                                        \
+    "PS/ring samples/s {ratio:samples/s}; PS {sent MB/step (measured)} MB/step a worker "  \
+    "link, ring {vs:sent MB/step (measured)}"
+#define S_XOVER_THEORY                                                                     \
+    "PS {PS MB/step each way (theory)} MB/step, ring {ring MB/step each way (theory)}"
+#define S_XOVER_HAS "PS MB/step each way (theory)"
+#define S_XOVER(h)                                                                         \
+    {                                                                                      \
+        S_VS_RING, "crossover.md", NULL, h, S_XOVER_HAS, "mode=sync", S_XOVER_VS,          \
+            "MLP, {#}", S_XOVER_FIG, S_XOVER_THEORY                                        \
+    }
 
 static const sum_source_t s_sources[] = {
-    {S_VS_RING, "train_ctr.md", NULL, "### " S_CTR_VS, "dense/PS bytes (measured)", NULL, NULL,
-     "click model, 100mbit links, {workers} workers: the dense ring",
+    {S_VS_RING, "train_ctr.md", NULL, "### " S_CTR_VS, "dense/PS bytes (measured)", NULL,
+     NULL, "click model, 100mbit links, {workers} workers: the dense ring",
      "dense/PS bytes {dense/PS bytes (measured)}; PS/dense samples/s {PS/dense samples/s}",
      "dense/PS bytes {dense/PS bytes (theory)}"},
-    {S_VS_RING, "train_ctr.md", NULL, "### " S_CTR_VS, "allgather/PS bytes (measured)", NULL,
-     NULL, "click model, 100mbit links, {workers} workers: the allgather ring",
+    {S_VS_RING, "train_ctr.md", NULL, "### " S_CTR_VS, "allgather/PS bytes (measured)",
+     NULL, NULL, "click model, 100mbit links, {workers} workers: the allgather ring",
      "allgather/PS bytes {allgather/PS bytes (measured)}; PS/allgather samples/s "
      "{PS/allgather samples/s}",
      "allgather/PS bytes {allgather/PS bytes (theory)}"},
@@ -78,15 +85,15 @@ static const sum_source_t s_sources[] = {
     S_XOVER("## 16 cores: 1gbit links with 0.2 ms delay, 8 workers"),
     S_XOVER("## 16 cores: 100mbit links, 8 workers, 8 servers ("),
     S_XOVER("## 16 cores: 1gbit links, 8 workers, 8 servers, `--hidden 2048,2048`"),
-    {"compute vs PyTorch", "compute.md", NULL, "## MLP and CNN on the CPU", "shardps/PyTorch",
-     NULL, NULL, "{model}, CPU, {threads} thread, batch {batch}",
+    {"compute vs PyTorch", "compute.md", NULL, "## MLP and CNN on the CPU",
+     "shardps/PyTorch", NULL, NULL, "{model}, CPU, {threads} thread, batch {batch}",
      "shardps/PyTorch samples/s {shardps/PyTorch} (CPU time {shardps/PyTorch (CPU time)})",
      NULL},
     {"compute vs PyTorch", "compute_ctr.md", "compute_ctr.csv", NULL, NULL, NULL, NULL,
      "{model}, {device}, {threads} thread, batch {batch}",
      "shardps/PyTorch samples/s {ratio_vs_torch} (CPU time {cpu_ratio_vs_torch})", NULL},
-    {"compute vs PyTorch", "compute.md", NULL, "The same sweep in FP32", "shardps / strong", NULL,
-     NULL, "{model}, GPU, batch {batch}, FP32",
+    {"compute vs PyTorch", "compute.md", NULL, "The same sweep in FP32", "shardps / strong",
+     NULL, NULL, "{model}, GPU, batch {batch}, FP32",
      "shardps/PyTorch strong samples/s {shardps / strong} ({shardps samples/s} against "
      "{PyTorch strong}; eager {PyTorch eager})",
      NULL},
@@ -97,18 +104,19 @@ static const sum_source_t s_sources[] = {
      "round=samples/s with / without", NULL, "sync MLP, 2 servers x 2 workers, 16 cores",
      "with/without `--replicas 1` samples/s {median}", NULL},
     {"--secure", "comm.md", NULL, "## `--secure` against plain", "secure/plain [min, max]",
-     "payload=1M", NULL, "push+pull of {payload}, {servers} server(s), {in flight} in flight",
+     "payload=1M", NULL,
+     "push+pull of {payload}, {servers} server(s), {in flight} in flight",
      "secure/plain GB/s {secure/plain [min, max]}", NULL},
-    {"time to accuracy", "train.md", NULL, "## `train --quick`", "s to 0.85", "workers=2", NULL,
-     "MLP, loopback, {mode}, {workers} workers", "s to 0.85: {s to 0.85} (final {final acc})",
+    {"time to accuracy", "train.md", NULL, "## `train --quick`", "s to 0.85", "workers=2",
+     NULL, "MLP, loopback, {mode}, {workers} workers",
+     "s to 0.85: {s to 0.85} (final {final acc})", NULL},
+    {"time to accuracy", "train_ctr.md", NULL, "### " S_CTR_VS, "PS s to AUC 0.59", NULL,
+     NULL, "click model, 100mbit links, {workers} workers",
+     "s to AUC 0.59: PS {PS s to AUC 0.59}, dense ring {dense s to AUC 0.59}, "
+     "allgather ring {allgather s to AUC 0.59}",
      NULL},
-    {"time to accuracy", "train_ctr.md", NULL, "### " S_CTR_VS, "PS s to AUC 0.59", NULL, NULL,
-     "click model, 100mbit links, {workers} workers",
-     "s to AUC 0.59: PS {PS s to AUC 0.59}, dense ring {dense s to AUC 0.59}, allgather ring "
-     "{allgather s to AUC 0.59}",
-     NULL},
-    {"time to accuracy", "ctr_8x8/train_ctr.md", "ctr_8x8/train_ctr.csv", NULL, NULL, NULL, NULL,
-     "click model, 10mbit links, {mode}, {workers} workers",
+    {"time to accuracy", "ctr_8x8/train_ctr.md", "ctr_8x8/train_ctr.csv", NULL, NULL, NULL,
+     NULL, "click model, 10mbit links, {mode}, {workers} workers",
      "s to the page's AUC target: {time_to_target_s} (final {final_auc})", NULL},
 };
 
@@ -214,7 +222,8 @@ static int s_scan_page(sum_table_t *t, const sum_source_t *src)
         if (!src->has && line[0] == '|') {
             return 0; /* a CSV's page: its header is all we need */
         }
-        if (after && line[0] == '|' && !meta_row && strncmp(line, "| commit | date |", 17)) {
+        if (after && line[0] == '|' && !meta_row &&
+            strncmp(line, "| commit | date |", 17)) {
             t->ncols = s_split(line, '|', t->head, SUM_COLS);
             for (int c = 0; c < t->ncols && !in; c++) {
                 in = !strcmp(t->head[c], src->has);
@@ -252,8 +261,8 @@ static int s_load(const char *dir, const sum_source_t *src, sum_table_t *t)
         return 1;
     }
     if (s_scan_page(t, src) != 0) {
-        fprintf(stderr, S_PROG ": error: %s: no table with a column '%s' after '%s'\n", path,
-                src->has, src->after ? src->after : "the start");
+        fprintf(stderr, S_PROG ": error: %s: no table with a column '%s' after '%s'\n",
+                path, src->has, src->after ? src->after : "the start");
         return 1;
     }
     if (src->csv) {
@@ -281,7 +290,8 @@ static const char *s_cell(const sum_table_t *t, int r, const char *name)
 }
 
 /* One placeholder's value into buf. Returns 0, or PS_EINVAL: no such column. */
-static int s_value(const sum_table_t *t, int r, int vs, const char *name, char *buf, size_t cap)
+static int s_value(const sum_table_t *t, int r, int vs, const char *name, char *buf,
+                   size_t cap)
 {
     const char *v;
     if (!strcmp(name, "#")) {
@@ -426,11 +436,12 @@ int ps_bench_summary_main(int argc, char **argv)
         {"results", PS_FLAG_STR, &dir, "DIR", "the results pages to read"},
         {"out", PS_FLAG_STR, &out, "FILE", "the page to write (default: DIR/README.md)"},
     };
-    int rc = ps_config_parse_argv(S_PROG,
-                                  "Reads the results pages in --results (their CSVs where they "
-                                  "have them) and writes\none summary table of them, a row per "
-                                  "setting, each linked to its page.",
-                                  flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
+    int rc =
+        ps_config_parse_argv(S_PROG,
+                             "Reads the results pages in --results (their CSVs where they "
+                             "have them) and writes\none summary table of them, a row per "
+                             "setting, each linked to its page.",
+                             flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;
     }
