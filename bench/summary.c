@@ -29,7 +29,8 @@ enum { SUM_COLS = 64, SUM_ROWS = 512, SUM_WORD = 256 };
 /* One source: a table of a results page and the rows it gives. Templates:
  * {col} the row's cell in column col ("n/a" when empty), {vs:col} the
  * versus row's, {ratio:col} the row's over the versus row's, {#} the
- * page's "## " heading above the table. */
+ * page's "## " heading above the table, {net} the link rate of a
+ * simulated network ("simulated network: RATE per link" above it). */
 typedef struct {
     const char *topic;
     const char *page;    /* the results page, relative to --results */
@@ -61,20 +62,20 @@ typedef struct {
 
 static const sum_source_t s_sources[] = {
     {S_VS_RING, "train_ctr.md", NULL, "### " S_CTR_VS, "dense/PS bytes (measured)", NULL,
-     NULL, "click model, 100mbit links, {workers} workers: the dense ring",
+     NULL, "click model, {net} links, {workers} workers: the dense ring",
      "dense/PS bytes {dense/PS bytes (measured)}; PS/dense samples/s {PS/dense samples/s}",
      "dense/PS bytes {dense/PS bytes (theory)}"},
     {S_VS_RING, "train_ctr.md", NULL, "### " S_CTR_VS, "allgather/PS bytes (measured)",
-     NULL, NULL, "click model, 100mbit links, {workers} workers: the allgather ring",
+     NULL, NULL, "click model, {net} links, {workers} workers: the allgather ring",
      "allgather/PS bytes {allgather/PS bytes (measured)}; PS/allgather samples/s "
      "{PS/allgather samples/s}",
      "allgather/PS bytes {allgather/PS bytes (theory)}"},
     {S_VS_RING, "ctr_8x8/train_ctr.md", "ctr_8x8/train_ctr_vs.csv", NULL, NULL, NULL, NULL,
-     "click model, 10mbit links, {workers} workers x 8 servers: the dense ring",
+     "click model, {net} links, {workers} workers: the dense ring",
      "dense/PS bytes {measured_dense_vs_ps}; PS/dense samples/s {ps_vs_dense_speed}",
      "dense/PS bytes {theory_dense_vs_ps}"},
     {S_VS_RING, "ctr_8x8/train_ctr.md", "ctr_8x8/train_ctr_vs.csv", NULL, NULL, NULL, NULL,
-     "click model, 10mbit links, {workers} workers x 8 servers: the allgather ring",
+     "click model, {net} links, {workers} workers: the allgather ring",
      "allgather/PS bytes {measured_allgather_vs_ps}; PS/allgather samples/s "
      "{ps_vs_allgather_speed}",
      "allgather/PS bytes {theory_allgather_vs_ps}"},
@@ -111,12 +112,12 @@ static const sum_source_t s_sources[] = {
      NULL, "MLP, loopback, {mode}, {workers} workers",
      "s to 0.85: {s to 0.85} (final {final acc})", NULL},
     {"time to accuracy", "train_ctr.md", NULL, "### " S_CTR_VS, "PS s to AUC 0.59", NULL,
-     NULL, "click model, 100mbit links, {workers} workers",
+     NULL, "click model, {net} links, {workers} workers",
      "s to AUC 0.59: PS {PS s to AUC 0.59}, dense ring {dense s to AUC 0.59}, "
      "allgather ring {allgather s to AUC 0.59}",
      NULL},
     {"time to accuracy", "ctr_8x8/train_ctr.md", "ctr_8x8/train_ctr.csv", NULL, NULL, NULL,
-     NULL, "click model, 10mbit links, {mode}, {workers} workers",
+     NULL, "click model, {net} links, {mode}, {workers} workers",
      "s to the page's AUC target: {time_to_target_s} (final {final_auc})", NULL},
 };
 
@@ -127,7 +128,7 @@ typedef struct {
     int ncols;
     char *cell[SUM_ROWS][SUM_COLS];
     int nrows;
-    char commit[SUM_WORD], date[SUM_WORD], heading[SUM_WORD];
+    char commit[SUM_WORD], date[SUM_WORD], heading[SUM_WORD], net[SUM_WORD];
 } sum_table_t;
 
 static char *s_trim(char *s)
@@ -176,7 +177,8 @@ static void s_word(const char *s, char *out, size_t cap)
 
 /* Takes what a page line says about the figures below it: a bench header's
  * "- Commit:" and "- Date:", a hand page's "| commit | date |" table's row
- * (*meta_row: that row is next), or a "## " heading. */
+ * (*meta_row: that row is next), a "## " heading, or a simulated network's
+ * link rate in a table's heading. */
 static void s_meta(sum_table_t *t, char *line, int *meta_row)
 {
     if (!strncmp(line, "- Commit: ", 10)) {
@@ -185,6 +187,8 @@ static void s_meta(sum_table_t *t, char *line, int *meta_row)
         s_word(line + 8, t->date, sizeof t->date);
     } else if (!strncmp(line, "## ", 3)) {
         snprintf(t->heading, sizeof t->heading, "%s", line + 3);
+    } else if (line[0] == '#' && strstr(line, "simulated network: ")) {
+        s_word(strstr(line, "simulated network: ") + 19, t->net, sizeof t->net);
     } else if (!strncmp(line, "| commit | date |", 17)) {
         *meta_row = 1;
     } else if (*meta_row && line[0] == '|' && strncmp(line, "|---", 4)) {
@@ -296,6 +300,8 @@ static int s_value(const sum_table_t *t, int r, int vs, const char *name, char *
     const char *v;
     if (!strcmp(name, "#")) {
         v = t->heading;
+    } else if (!strcmp(name, "net")) {
+        v = t->net[0] ? t->net : NULL;
     } else if (!strncmp(name, "vs:", 3)) {
         v = s_cell(t, vs, name + 3);
     } else if (!strncmp(name, "ratio:", 6)) {
