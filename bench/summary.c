@@ -418,15 +418,16 @@ static int s_source_rows(const char *dir, const sum_source_t *src, ps_bench_str_
 static int s_summary(const char *dir, ps_bench_str_t *md)
 {
     ps_bench_str_addf(
-        md, "### Every results page in one table\n\n"
-            "Each row one setting of a results page in this directory: its figure (ratios: "
-            "shardps first), the page's theory beside it where the page has one, and the "
-            "commit and date that page was measured on, which differ from page to page and "
-            "from this page's own ([what the columns mean](../benchmarks.md#summary)). "
-            "Figures come from the page's CSV where it has one, else from its table; "
-            "regenerate this page after any of them with `shardps-bench summary`.\n\n"
-            "| topic | setting | measured | theory | commit | date | page |\n"
-            "|---|---|---|---|---|---|---|\n");
+        md,
+        "### Every results page in one table\n\n"
+        "Each row one setting of a results page in this directory: its figure (each ratio "
+        "named, A/B), the page's theory beside it where the page has one, and the "
+        "commit and date that page was measured on, which differ from page to page and "
+        "from this page's own ([what the columns mean](../benchmarks.md#summary)). "
+        "Figures come from the page's CSV where it has one, else from its table; "
+        "regenerate this page after any of them with `shardps-bench summary`.\n\n"
+        "| topic | setting | measured | theory | commit | date | page |\n"
+        "|---|---|---|---|---|---|---|\n");
     int rc = 0;
     for (size_t i = 0; i < sizeof s_sources / sizeof s_sources[0]; i++) {
         rc |= s_source_rows(dir, &s_sources[i], md);
