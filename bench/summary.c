@@ -144,7 +144,8 @@ static char *s_trim(char *s)
 }
 
 /* Splits a CSV line (sep ',', cells never hold commas) or a markdown table
- * row (sep '|', "| a | b |") in place. Returns the count, or -1 past cap. */
+ * row (sep '|', "| a | b |") in place. Returns the count; cells past cap
+ * are left out. */
 static int s_split(char *line, char sep, char **cells, int cap)
 {
     int n = 0;
@@ -158,7 +159,7 @@ static int s_split(char *line, char sep, char **cells, int cap)
         }
         if (end || sep != '|') {
             if (n == cap) {
-                return -1;
+                return n;
             }
             cells[n++] = s_trim(line);
         }
