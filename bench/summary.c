@@ -108,7 +108,7 @@ static const sum_source_t s_sources[] = {
      "payload=1M", NULL,
      "push+pull of {payload}, {servers} server(s), {in flight} in flight",
      "secure/plain GB/s {secure/plain [min, max]}", NULL},
-    {"time to accuracy", "train.md", NULL, "## `train --quick`", "s to 0.85", "workers=2",
+    {"time to accuracy", "train.md", NULL, "### Training: mlp", "s to 0.85", "workers=2",
      NULL, "MLP, loopback, {mode}, {workers} workers",
      "s to 0.85: {s to 0.85} (final {final acc})", NULL},
     {"time to accuracy", "train_ctr.md", NULL, "### " S_CTR_VS, "PS s to AUC 0.59", NULL,
