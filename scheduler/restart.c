@@ -27,6 +27,38 @@ struct ps_restart {
 
 static const char s_magic[] = "shardps-scheduler-state-1\n";
 
+/* The longest state read: one of PS_MAX_SERVERS servers and PS_MAX_WORKERS
+ * workers (endpoints, keys, the resumed parts) takes under 200 KiB. What
+ * decoding it may take: protobuf-c gives each entry of a repeated message
+ * its whole struct (a ServerInfo's 80 bytes) however short its bytes (2
+ * for an empty one), so the decode draws on a budget of a small multiple
+ * of the file, past which it fails as a corrupt file does. */
+enum { S_MAX_BYTES = 1 << 20, S_DECODE_FACTOR = 8, S_DECODE_BASE = 64 << 10 };
+
+/* A ProtobufCAllocator on malloc that refuses past a budget; what it gave
+ * is freed as malloc's (free_unpacked with the default allocator). */
+typedef struct {
+    ProtobufCAllocator pc; /* &b->pc for protobuf-c; allocator_data is b */
+    size_t left;           /* bytes it may still give */
+} s_budget_t;
+
+static void *s_budget_alloc(void *data, size_t size)
+{
+    s_budget_t *b = data;
+    if (size > b->left) {
+        b->left = 0;
+        return NULL;
+    }
+    b->left -= size;
+    return malloc(size);
+}
+
+static void s_budget_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
 int ps_restart_new(ps_restart_t **out, const ps_sched_ops_t *ops, ps_agree_t *agree)
 {
     *out = calloc(1, sizeof **out);
@@ -88,12 +120,12 @@ static uint8_t *s_read(const char *path, size_t *len)
     }
     uint8_t *buf = NULL;
     long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && n < (1L << 24) && fseek(f, 0, SEEK_SET) == 0 &&
+    if (n >= 0 && n <= S_MAX_BYTES && fseek(f, 0, SEEK_SET) == 0 &&
         (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
         free(buf);
         buf = NULL;
     }
-    *len = (size_t)n;
+    *len = n >= 0 ? (size_t)n : 0;
     fclose(f);
     return buf;
 }
@@ -117,10 +149,14 @@ static int s_same_job(const ps_scheduler_config_t *c, const ps_view_t *v, char *
 }
 
 /* The state in buf (len bytes), when its CRC-32 checks out and it decodes
- * (and its view, into v): caller owns the result; free with
- * shardps__join_scheduler_state__free_unpacked(st, NULL). NULL otherwise. */
+ * (and its view, into v) within the budget: caller owns the result; free
+ * with shardps__join_scheduler_state__free_unpacked(st, NULL). NULL
+ * otherwise. */
 static Shardps__JoinSchedulerState *s_decode(const uint8_t *buf, size_t len, ps_view_t *v)
 {
+    s_budget_t b = {{s_budget_alloc, s_budget_free, NULL}, 0};
+    b.pc.allocator_data = &b;
+    b.left = S_DECODE_FACTOR * len + S_DECODE_BASE;
     const size_t head = sizeof s_magic - 1 + 4;
     if (len < head || memcmp(buf, s_magic, sizeof s_magic - 1) ||
         (uint32_t)crc32(0L, buf + head, (uInt)(len - head)) !=
@@ -128,18 +164,20 @@ static Shardps__JoinSchedulerState *s_decode(const uint8_t *buf, size_t len, ps_
              (uint32_t)buf[head - 2] << 16 | (uint32_t)buf[head - 1] << 24)) {
         return NULL;
     }
-    Shardps__JoinSchedulerState *st = ps_codec_unpack(
-        &shardps__join_scheduler_state__descriptor, buf + head, len - head, NULL, NULL, 0);
+    Shardps__JoinSchedulerState *st = shardps__join_scheduler_state__unpack(
+        &b.pc, len - head, buf + head);
     Shardps__ClusterView *cv =
-        st ? shardps__cluster_view__unpack(NULL, st->view.len, st->view.data) : NULL;
-    if (!cv || ps_codec_view_from_pb(cv, v, NULL, 0) != 0) {
-        if (st) {
-            shardps__join_scheduler_state__free_unpacked(st, NULL);
-        }
-        st = NULL;
-    }
+        st ? shardps__cluster_view__unpack(&b.pc, st->view.len, st->view.data) : NULL;
+    int ok = cv && ps_codec_view_from_pb(cv, v, NULL, 0) == 0;
     if (cv) {
         shardps__cluster_view__free_unpacked(cv, NULL);
+    }
+    /* the state's check decodes its view again, unbudgeted: only once that
+     * fit the budget and is freed */
+    ok = ok && ps_codec_check(&st->base, NULL, 0) == 0;
+    if (!ok && st) {
+        shardps__join_scheduler_state__free_unpacked(st, NULL);
+        st = NULL;
     }
     return st;
 }
@@ -155,7 +193,9 @@ int ps_restart_load(ps_restart_t *r, uint64_t *run_id, int *next_spare_id)
     uint8_t *buf = s_read(path, &len);
     ps_view_t *v = calloc(1, sizeof *v);
     Shardps__JoinSchedulerState *st = NULL;
-    if (!buf) {
+    if (!buf && len > S_MAX_BYTES) {
+        snprintf(why, sizeof why, "%zu bytes, more than the %d a state takes", len, S_MAX_BYTES);
+    } else if (!buf) {
         ps_log_debug("no scheduler state in %s", r->cfg->resume);
     } else if (!v) {
         snprintf(why, sizeof why, "out of memory");

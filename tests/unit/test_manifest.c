@@ -77,8 +77,8 @@ static int s_read_within_bound(const char *what)
     const long h = (long)sb.st_size, grew = ps_test_child_peak(s_read, NULL, &rc) - base;
     printf("%s: %ld bytes, %s, the peak grew by %ld bytes (%.1fx)\n", what, h,
            rc ? "refused" : "read", grew, (double)grew / (double)h);
-    ck_assert_msg(grew <= S_FACTOR * h + PS_JSON_TREE_BASE + S_READER, "%s: %ld bytes took %ld",
-                  what, h, grew);
+    ck_assert_msg(grew <= S_FACTOR * h + PS_JSON_TREE_BASE + S_READER,
+                  "%s: %ld bytes took %ld", what, h, grew);
     return rc;
 }
 

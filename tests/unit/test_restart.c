@@ -2,7 +2,8 @@
  * tests/unit/test_restart.c - a restarted scheduler (scheduler/restart.h)
  * driven through its events with a fake core (tests/unit/sched_fake.h), no
  * sockets: the state file written by ps_restart_save loads back, and a
- * corrupt, ended or other job's one does not; a REGISTER of another run is
+ * corrupt, ended or other job's one does not, nor a hostile one, whose
+ * reading costs a small multiple of its size; a REGISTER of another run is
  * refused; the first node of the saved job brings it back (RECOVERING), the
  * same node again is answered again, a node left out or taken is refused;
  * once every node is back the servers' holds are released and the job runs
@@ -222,6 +223,66 @@ START_TEST(a_corrupt_ended_or_other_jobs_state_is_not_taken)
 }
 END_TEST
 
+static s_env_t *s_child_env; /* the scheduler a child loads the state of */
+
+static int s_load_in_child(const void *arg)
+{
+    (void)arg;
+    return s_load(s_child_env) ? PS_EINVAL : 0; /* PS_EINVAL: it was taken */
+}
+
+/* Writes e's state with a view of n empty servers (2 bytes each, a whole
+ * struct each once decoded), its CRC-32 right. Returns the file's size. */
+static long s_write_hostile(s_env_t *e, size_t n)
+{
+    uint8_t *view = malloc(2 * n), *body;
+    size_t len;
+    ck_assert_ptr_nonnull(view);
+    for (size_t i = 0; i < n; i++) {
+        view[2 * i] = 3 << 3 | 2; /* ClusterView.servers, length-delimited */
+        view[2 * i + 1] = 0;
+    }
+    Shardps__JoinSchedulerState st = SHARDPS__JOIN_SCHEDULER_STATE__INIT;
+    st.run_id = S_RUN;
+    st.view.data = view;
+    st.view.len = 2 * n;
+    ck_assert_int_eq(ps_codec_pack(&st.base, &body, &len), 0);
+    ps_restart_save(e->r, body, len);
+    free(body);
+    free(view);
+    return (long)(len + 30); /* the magic line and the CRC-32 */
+}
+
+/* The state of as many nodes as the fake core holds loads; a hostile one
+ * of 1 MiB is refused, the reader's peak (in a child, less that of one
+ * reading nothing) within 9 times its size and 512 KiB; a longer one is
+ * not read. */
+START_TEST(a_real_state_loads_a_hostile_one_costs_a_small_multiple)
+{
+    s_env_t e;
+    s_open(&e, PS_FAKE_MAX_NODES / 2, PS_FAKE_MAX_NODES / 2);
+    s_write_state(e.dir, PS_FAKE_MAX_NODES / 2, PS_FAKE_MAX_NODES / 2, NULL, 0, 0);
+    ck_assert_int_eq(s_load(&e), 1);
+    s_close(&e);
+#if defined(__SANITIZE_ADDRESS__)
+    return; /* AddressSanitizer's shadow and quarantine are not the reader's */
+#endif
+    s_open(&e, S_SERVERS, S_WORKERS);
+    s_child_env = &e;
+    const long h = s_write_hostile(&e, (1 << 20) / 2 - 64);
+    int rc;
+    const long base = ps_test_child_peak(NULL, NULL, &rc);
+    const long grew = ps_test_child_peak(s_load_in_child, NULL, &rc) - base;
+    printf("a state of %ld bytes, %s, the peak grew by %ld bytes (%.1fx)\n", h,
+           rc ? "taken" : "refused", grew, (double)grew / (double)h);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(grew <= 9 * h + (512 << 10), "%ld bytes took %ld", h, grew);
+    s_write_hostile(&e, (1 << 20) / 2 + 64);
+    ck_assert_int_eq(s_load(&e), 0);
+    s_close(&e);
+}
+END_TEST
+
 START_TEST(a_register_of_another_run_is_refused)
 {
     s_env_t e;
@@ -419,6 +480,7 @@ int main(void)
     tcase_add_test(tc, a_saved_state_loads_back);
     tcase_add_test(tc, without_a_checkpoint_dir_no_state_is_written);
     tcase_add_test(tc, a_corrupt_ended_or_other_jobs_state_is_not_taken);
+    tcase_add_test(tc, a_real_state_loads_a_hostile_one_costs_a_small_multiple);
     tcase_add_test(tc, a_register_of_another_run_is_refused);
     tcase_add_test(tc, the_first_node_back_brings_the_saved_job_back);
     tcase_add_test(tc, a_node_back_is_refused_unless_the_saved_job_comes_back);
