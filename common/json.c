@@ -75,7 +75,7 @@ static int s_in_number(char c)
  * Reads any bytes: what is no JSON, jansson refuses after. */
 static size_t s_tree_cost(const char *text, size_t len, size_t *deep)
 {
-    size_t cost = 0;
+    size_t cost = 0, longest = 0;
     int depth = 0;
     for (size_t i = 0; i < len; i++) {
         const char c = text[i];
@@ -88,6 +88,7 @@ static size_t s_tree_cost(const char *text, size_t len, size_t *deep)
                 k++;
             }
             cost += (k < len && text[k] == ':' ? S_COST_KEY : S_COST_STRING) + (end - i);
+            longest = end - i > longest ? end - i : longest;
             i = end;
         } else if (c == '{' || c == '[') {
             if (++depth > PS_JSON_MAX_DEPTH) {
@@ -109,7 +110,7 @@ static size_t s_tree_cost(const char *text, size_t len, size_t *deep)
             }
         }
     }
-    return cost;
+    return cost + 2 * longest; /* the lexer's buffer, grown by doubling to the longest */
 }
 
 /* ps_json_parse with the tree bounded by tree_factor: refused before
