@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -154,7 +155,7 @@ int ps_launch_children_poll(ps_launch_children_t *C, int fd, int ms, int *fd_rea
             }
         }
     }
-    int rc = poll(C->pfd, (nfds_t)n, ms);
+    int rc = poll(C->pfd, (nfds_t)n, (int)ps_real_ms(ms)); /* ms of the job's clock */
     *fd_ready = rc > 0 && C->pfd[0].revents;
     if (rc > 0) {
         for (size_t i = 1; i < n; i++) {

@@ -181,7 +181,7 @@ int ps_proc_wait(pid_t pid, double seconds, int *status)
             if (ps_now() >= until) {
                 return 0;
             }
-            usleep(5000);
+            ps_sleep(0.005);
         }
     }
 }
@@ -237,7 +237,7 @@ int ps_proc_write_all(int fd, const void *buf, size_t len)
         }
         if (w < 0 && errno == EAGAIN) {
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            if (poll(&pfd, 1, 1000) > 0) {
+            if (poll(&pfd, 1, (int)ps_real_ms(1000)) > 0) {
                 continue;
             }
         }
@@ -258,7 +258,7 @@ int ps_proc_read_all(int fd, void *buf, size_t len, double seconds)
         if (seconds >= 0) {
             double left = until - ps_now();
             struct pollfd pf = {fd, POLLIN, 0};
-            int n = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
+            int n = left > 0 ? poll(&pf, 1, (int)ps_real_ms((long)(left * 1000) + 1)) : 0;
             if (n < 0 && errno == EINTR) {
                 continue;
             }

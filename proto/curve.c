@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -366,7 +367,7 @@ static void *s_zap_main(void *arg)
             it[1 + i] = (zmq_pollitem_t){c->mon[i], 0, ZMQ_POLLIN, 0};
         }
         pthread_mutex_unlock(&c->lock);
-        int got = zmq_poll(it, 1 + n, 100);
+        int got = zmq_poll(it, 1 + n, ps_real_ms(100));
         if (got < 0 && zmq_errno() == ETERM) {
             break;
         }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -123,7 +124,9 @@ int ps_sock_new(ps_ctx_t *ctx, ps_sock_type_t type, ps_sock_t **out, char *err,
     ps->keys = ctx->keys;
     ps->bytes = &ctx->bytes;
     *out = ps;
-    int linger = PS_LINGER_MS, sndtimeo = PS_SEND_TIMEOUT_MS, hwm = 0;
+    /* times on the job's clock (common/clock.h), as every wait here */
+    int linger = (int)ps_real_ms(PS_LINGER_MS);
+    int sndtimeo = (int)ps_real_ms(PS_SEND_TIMEOUT_MS), hwm = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
     /* Queues are bounded by the protocol (a worker has few requests in flight),
@@ -206,6 +209,7 @@ int ps_sock_set_peer_key(ps_sock_t *s, const char *key)
 void ps_sock_set_linger(ps_sock_t *s, int ms)
 {
     if (s) {
+        ms = (int)ps_real_ms(ms);
         zmq_setsockopt(ps_zs(s), ZMQ_LINGER, &ms, sizeof ms);
     }
 }
@@ -230,6 +234,7 @@ void ps_sock_set_queue_limit(ps_sock_t *s, int send, int recv)
 
 void ps_sock_set_recv_timeout(ps_sock_t *s, int ms)
 {
+    ms = (int)ps_real_ms(ms);
     zmq_setsockopt(ps_zs(s), ZMQ_RCVTIMEO, &ms, sizeof ms);
 }
 
@@ -443,7 +448,7 @@ int ps_poll(ps_pollitem_t *items, int n, long timeout_ms)
         it[i] = (zmq_pollitem_t){items[i].sock ? ps_zs(items[i].sock) : NULL, items[i].fd,
                                  ZMQ_POLLIN, 0};
     }
-    int got = zmq_poll(it, n, timeout_ms);
+    int got = zmq_poll(it, n, ps_real_ms(timeout_ms));
     if (got < 0 && zmq_errno() != EINTR) {
         return ps_zmq_error();
     }

@@ -152,10 +152,10 @@ typedef struct {
  * fit, with room to spare. */
 enum { PS_POLL_MAX = 260 };
 
-/* Waits up to timeout_ms (-1: forever) until one item has input; fills each
- * item's ready. Returns how many are ready (0 on timeout or an interrupting
- * signal), or PS_EINVAL (n out of range) / PS_ECLOSED (context closed) /
- * PS_EIO. */
+/* Waits up to timeout_ms of the job's clock (-1: forever; common/clock.h)
+ * until one item has input; fills each item's ready. Returns how many are
+ * ready (0 on timeout or an interrupting signal), or PS_EINVAL (n out of
+ * range) / PS_ECLOSED (context closed) / PS_EIO. */
 int ps_poll(ps_pollitem_t *items, int n, long timeout_ms);
 
 /*

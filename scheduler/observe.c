@@ -269,7 +269,7 @@ void ps_sched_obs_hold(ps_sched_obs_t *o, double seconds)
     double until = ps_now() + seconds;
     ps_log_info("serving the final metrics until they are scraped (at most %.0f s)", seconds);
     while (ps_http_scrapes(o->http) == before && ps_now() < until) {
-        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+        ps_sleep(0.02);
     }
 }
 

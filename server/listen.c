@@ -58,7 +58,7 @@ int ps_listen_open(ps_ctx_t *ctx, const char *bind, ps_range_t shard, uint32_t p
         const double deadline = ps_now() + 2.0;
         while ((rc = ps_sock_bind(*out, bind, bound, cap, why, sizeof why)) == PS_EIO &&
                ps_now() < deadline) {
-            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+            ps_sleep(0.05);
         }
     }
     if (rc != 0) {

@@ -353,7 +353,7 @@ static void *s_ticker_main(void *arg)
     ps_kv_t *kv = arg;
     for (;;) {
         struct pollfd p = {.fd = kv->efd, .events = POLLIN};
-        if (poll(&p, 1, KV_TICK_MS) > 0) {
+        if (poll(&p, 1, (int)ps_real_ms(KV_TICK_MS)) > 0) {
             uint64_t v;
             ssize_t got = read(kv->efd, &v, sizeof v);
             (void)got;

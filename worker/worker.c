@@ -123,15 +123,17 @@ static int s_write_outputs(ps_worker_t *w)
     return rc;
 }
 
-/* Experiments: the straggler's compute takes `factor` times as long. */
-static void s_straggle(const ps_job_t *j, int rank, double compute_seconds)
+/* Pads step compute that began at start (the job's clock) and took cpu
+ * seconds of this thread: under time dilation so that it lasts as long as
+ * undilated (common/clock.h), and the straggler's (--straggler R:F), waits
+ * and all, F times that. */
+static void s_pad_compute(const ps_job_t *j, int rank, double start, double cpu)
 {
-    if (rank != j->straggler_rank || j->straggler_factor <= 1.0) {
-        return;
+    const double factor =
+        rank == j->straggler_rank && j->straggler_factor > 1.0 ? j->straggler_factor : 1.0;
+    if (factor > 1.0 || ps_dilation > 1.0) {
+        ps_clock_pad(start, cpu, factor);
     }
-    double extra = compute_seconds * (j->straggler_factor - 1.0);
-    struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
-    nanosleep(&ts, NULL);
 }
 
 /* Payload bytes pushed and pulled so far (allreduce: sent and received on
@@ -253,12 +255,12 @@ static int s_step(ps_worker_t *w, const s_loop_t *l, float *loss)
     const double ts = ps_now();
     ps_trace_step(t);
     ps_step_batch(w->step, (k * M + w->rank) * b, b);
-    const double tc = ps_now();
+    const double tc = ps_now(), cpu = ps_thread_cpu_seconds();
     int rc = s_compute(w, l, loss);
     if (rc != 0) {
         return rc;
     }
-    s_straggle(&w->job, w->rank, ps_now() - tc);
+    s_pad_compute(&w->job, w->rank, tc, ps_thread_cpu_seconds() - cpu);
     const double tw = ps_now();
     w->done.compute_seconds += tw - tc;
     rc = w->ring ? ps_allreduce_step(w->ring, t) : ps_rounds_end(w->rounds, t);
@@ -428,8 +430,7 @@ static int s_build(ps_worker_t *w, char *bound, size_t bound_cap)
     }
     const double slow = cfg->fault_slow_build;
     if (rc == 0 && slow > 0) {
-        nanosleep(&(struct timespec){(time_t)slow, (long)((slow - (double)(time_t)slow) * 1e9)},
-                  NULL);
+        ps_sleep(slow);
     }
     char why[256];
     int lost = ps_link_keepalive_stop(w->link, why, sizeof why);

@@ -27,16 +27,20 @@ typedef struct {
     int code;  /* its exit code once ended */
 } job_proc_t;
 
-/* The environment of a role: ours without any SHARDPS_ROLE, _RANK or
- * _SCHEDULER, then those three. Caller frees the array (the strings in vars
- * are the caller's). */
-static char **s_env(char vars[3][96])
+/* Variables a role's environment gets: its role, rank, scheduler, dilation. */
+enum { JOB_VARS = 4 };
+
+/* The environment of a role: ours without any SHARDPS_ROLE, _RANK,
+ * _SCHEDULER or _DILATE, then those (vars; the network's dilation, its
+ * clock: common/clock.h). Caller frees the array (the strings in vars are
+ * the caller's). */
+static char **s_env(char vars[JOB_VARS][96])
 {
     size_t n = 0;
     while (environ[n]) {
         n++;
     }
-    char **env = calloc(n + 4, sizeof *env);
+    char **env = calloc(n + JOB_VARS + 1, sizeof *env);
     if (!env) {
         return NULL;
     }
@@ -44,11 +48,12 @@ static char **s_env(char vars[3][96])
     for (size_t i = 0; i < n; i++) {
         if (strncmp(environ[i], "SHARDPS_ROLE=", 13) &&
             strncmp(environ[i], "SHARDPS_RANK=", 13) &&
-            strncmp(environ[i], "SHARDPS_SCHEDULER=", 18)) {
+            strncmp(environ[i], "SHARDPS_SCHEDULER=", 18) &&
+            strncmp(environ[i], "SHARDPS_DILATE=", 15)) {
             env[k++] = environ[i];
         }
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < JOB_VARS; i++) {
         env[k++] = vars[i];
     }
     env[k] = NULL;
@@ -105,8 +110,8 @@ static void s_link_result(const ps_netsim_job_t *job, int n, const ps_netsim_cou
 
 /* Spawns argv with our environment plus vars (s_env) in its own process
  * group, output appended to the job's log; what and ns name it in an error. */
-static int s_spawn(const ps_netsim_job_t *job, char **argv, char vars[3][96], const char *what,
-                   const char *ns, pid_t *pid)
+static int s_spawn(const ps_netsim_job_t *job, char **argv, char vars[JOB_VARS][96],
+                   const char *what, const char *ns, pid_t *pid)
 {
     char **env = s_env(vars);
     if (!env) {
@@ -162,7 +167,7 @@ static char **s_argv(const ps_netsim_t *net, const ps_netsim_job_t *job, const c
 static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int i,
                         pid_t *pid)
 {
-    char vars[3][96];
+    char vars[JOB_VARS][96];
     const char *role = i == 0 ? "scheduler" : i <= job->servers ? "server" : "worker";
     int rank = i == 0 ? 0 : i <= job->servers ? i - 1 : i - 1 - job->servers;
     int at = s_role_at(net, job, i);
@@ -170,6 +175,7 @@ static int s_start_role(const ps_netsim_t *net, const ps_netsim_job_t *job, int 
     snprintf(vars[1], sizeof vars[1], "SHARDPS_RANK=%d", rank);
     snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
              ps_netsim_addr(net, 0), JOB_SCHED_PORT);
+    snprintf(vars[3], sizeof vars[3], "SHARDPS_DILATE=%g", ps_netsim_dilation(net));
     char *pre[] = {(char *)job->launch, "--node"};
     char **argv = s_argv(net, job, ps_netsim_ns(net, at), pre, 2);
     int rc = argv ? s_spawn(job, argv, vars, role, ps_netsim_ns(net, at), pid) : PS_EIO;
@@ -208,7 +214,7 @@ static int s_mpi_agent(const ps_netsim_t *net, const ps_netsim_job_t *job, char 
  * its rank by Open MPI's OMPI_COMM_WORLD_RANK. */
 static int s_start_mpi(const ps_netsim_t *net, const ps_netsim_job_t *job, pid_t *pid)
 {
-    char vars[3][96], agent[4096], hosts[64 * 40] = "", np[16];
+    char vars[JOB_VARS][96], agent[4096], hosts[64 * 40] = "", np[16];
     if (s_mpi_agent(net, job, agent, sizeof agent) != 0) {
         return PS_EIO;
     }
@@ -221,6 +227,7 @@ static int s_start_mpi(const ps_netsim_t *net, const ps_netsim_job_t *job, pid_t
     snprintf(vars[1], sizeof vars[1], "OMPI_MCA_mpi_yield_when_idle=1");
     snprintf(vars[2], sizeof vars[2], "SHARDPS_SCHEDULER=tcp://%s:%d",
              ps_netsim_addr(net, 0), JOB_SCHED_PORT);
+    snprintf(vars[3], sizeof vars[3], "SHARDPS_DILATE=%g", ps_netsim_dilation(net));
     /* routed direct: every daemon reports to mpirun itself (the default tree
      * routing cannot place daemons whose hosts all have one name);
      * rtc_hwloc_vmhole none: the daemons do not map the topology into shared
@@ -384,17 +391,18 @@ static void s_reaped(const ps_netsim_job_t *job, job_run_t *r, pid_t pid, int st
 }
 
 /* Stops everything once start-up failed, mpirun failed, a signal came, the
- * timeout passed, or the scheduler ended and the others linger. */
-static void s_stop_when_due(const ps_netsim_job_t *job, job_run_t *r, double now)
+ * timeout passed, or the scheduler ended and the others linger (times of
+ * the roles' clock: `dilate` times the real ones). */
+static void s_stop_when_due(const ps_netsim_job_t *job, job_run_t *r, double now,
+                            double dilate)
 {
     /* mpirun takes its daemons in the namespaces down after its ranks,
      * which on a loaded machine takes a while */
-    const double linger = job->mpirun ? 60 : 15;
-    int stop = r->rc != 0 || r->mpirun_failed || ps_netsim_stop ||
-               now - r->t0 > job->timeout ||
+    const double linger = (job->mpirun ? 60 : 15) * dilate, timeout = job->timeout * dilate;
+    int stop = r->rc != 0 || r->mpirun_failed || ps_netsim_stop || now - r->t0 > timeout ||
                (r->sched_end > 0 && now - r->sched_end > linger);
     if (stop && !r->stopped) {
-        r->stopped = ps_netsim_stop ? 130 : now - r->t0 > job->timeout ? 124 : -1;
+        r->stopped = ps_netsim_stop ? 130 : now - r->t0 > timeout ? 124 : -1;
         for (int i = 0; i < r->n; i++) {
             if (r->procs[i].pid > 0) {
                 ps_proc_signal_group(r->procs[i].pid, SIGKILL);
@@ -415,12 +423,12 @@ static void s_kill_or_rejoin(const ps_netsim_t *net, const ps_netsim_job_t *job,
         r->procs[r->w1].pid > 0) {
         ps_proc_signal_group(r->procs[r->w1].pid, SIGKILL);
         r->w1_killed = 1;
-        res->killed_at = now - r->t0;
+        res->killed_at = (now - r->t0) / ps_netsim_dilation(net);
     } else if (r->w1_killed == 2 && res->rejoined_at < 0 && job->rejoin_at >= 0 &&
                frac >= job->rejoin_at && lost && r->sched_end == 0) {
         if (s_start_role(net, job, r->w1, &r->procs[r->w1].pid) == 0) {
             r->alive++;
-            res->rejoined_at = now - r->t0;
+            res->rejoined_at = (now - r->t0) / ps_netsim_dilation(net);
         }
     }
 }
@@ -465,7 +473,7 @@ int ps_netsim_run(const ps_netsim_t *net, const ps_netsim_job_t *job,
             s_reaped(job, &r, pid, st, now, res);
             continue;
         }
-        s_stop_when_due(job, &r, now);
+        s_stop_when_due(job, &r, now, ps_netsim_dilation(net));
         if (!r.stopped && now >= r.next_look &&
             (job->kill_at >= 0 || job->rejoin_at >= 0) && job->workers >= 2 &&
             !job->mpirun) {

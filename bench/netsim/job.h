@@ -31,7 +31,8 @@ typedef struct {
     char *const *args;    /* its flags (no --node), NULL-terminated */
     int servers, workers; /* of this job (at most the network's) */
     const char *log_path; /* every role's output, appended */
-    double timeout;       /* seconds; then every role is killed */
+    double timeout;       /* seconds of the roles' clock (dilated); then every role
+                             is killed */
     int64_t max_steps;    /* the job's --max-steps (0: none), for its progress */
     double kill_at;       /* kill W1 when the job is this far (0..1); < 0: never */
     double rejoin_at; /* start W1 again this far (after its loss was seen); < 0: never */
@@ -46,7 +47,8 @@ typedef struct {
     int status;         /* the scheduler's exit code, else the first other role's
                            that failed (the W1 killed on purpose excepted); 124 on
                            timeout, 130 when stopped by a signal (ps_netsim_stop) */
-    double killed_at;   /* seconds from the start when W1 was killed; -1 never */
+    double killed_at;   /* seconds of the roles' clock from the start when W1 was
+                           killed; -1 never */
     double rejoined_at; /* when it was started again; -1 never */
     /* The links, measured on the namespaces' counters over the job (all 0
      * when they could not be read: counted 0): */

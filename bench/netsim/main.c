@@ -35,20 +35,22 @@ int main(int argc, char **argv)
         return 0;
     }
     int servers = 0, workers = 1;
+    double dilate = 1;
     const char *spec = NULL, *log_path = "shardps-netsim.log";
     ps_flag_t flags[] = {
         {"servers", PS_FLAG_INT, &servers, "N", "server namespaces (s0, s1, ...)"},
-        {"workers", PS_FLAG_INT, &workers, "N",
-         "worker namespaces (w0, w1, ...), at least 1"},
+        {"workers", PS_FLAG_INT, &workers, "N", "worker namespaces (w0, w1, ...), at least 1"},
         {"net", PS_FLAG_STR, &spec, "RATE[,DELAY][,mtu=BYTES]",
          "each link shaped to RATE each way (tc tbf; 100mbit, 1gbit) and DELAY one way "
          "between roles (0.2ms, 20ms: our delay line), packets of at most BYTES (default "
          "65000); default: not shaped"},
+        {"dilate", PS_FLAG_DOUBLE, &dilate, "F",
+         "time dilation: links shaped to RATE / F, DELAY and the queues F times longer; "
+         "run the roles with SHARDPS_DILATE=F (their clocks F times slower)"},
         {"log", PS_FLAG_STR, &log_path, "FILE",
          "the commands that make and remove the network, and their output (appended)"},
     };
-    int rc =
-        ps_config_parse_argv(S_PROG,
+    int rc = ps_config_parse_argv(S_PROG,
                         "Makes a simulated cluster on this machine: a network namespace "
                         "per role (scheduler c,\nservers s0.., workers w0..) linked to a "
                         "routing hub; prints NAME NAMESPACE ADDRESS\nper role, then "
@@ -82,7 +84,7 @@ int main(int argc, char **argv)
         return 0; /* the parent is already gone: nobody to hold the network for */
     }
     ps_netsim_t *net = NULL;
-    rc = ps_netsim_new(spec, servers, workers, log_path, &net, err, sizeof err);
+    rc = ps_netsim_new(spec, dilate, servers, workers, log_path, &net, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": %s\n", err);
         return rc == PS_EINVAL ? 2 : S_EXIT_NOT_HERE;

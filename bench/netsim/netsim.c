@@ -52,6 +52,8 @@ struct ps_netsim {
     int made;                     /* namespaces made: the hub, then roles 0..made-2 */
     char rate[32];                /* tc's RATE; "" when not shaped */
     double rate_bits;             /* RATE in bits/s */
+    double dilate;                /* time dilation: links shaped to RATE / dilate,
+                                     the delay and queues dilate times longer */
     int mtu;                      /* every device's */
     ps_delay_line_t *line;        /* holds each packet DELAY; NULL without DELAY */
     char note[512];
@@ -215,18 +217,23 @@ static int s_cmd(ps_netsim_t *net, char *why, size_t whylen, const char *fmt, ..
     return PS_EIO;
 }
 
-/* tc shaping of one link end: tbf at the rate. Returns 0, or PS_EIO with why. */
+/* tc shaping of one link end: tbf at the rate (dilated: RATE / dilate).
+ * Returns 0, or PS_EIO with why. */
 static int s_shape(ps_netsim_t *net, const char *ns, const char *dev, char *why,
                    size_t whylen)
 {
     /* The bucket holds 1 ms at the rate, and at least one packet at the MTU
-     * (64 KiB); packets wait up to 50 ms before being dropped. */
-    long burst = (long)(net->rate_bits / 8 / 1000);
+     * (64 KiB); packets wait up to 50 ms (of the job's clock) before being
+     * dropped. */
+    const double bits = net->rate_bits / net->dilate;
+    long burst = (long)(bits / 8 / 1000);
     burst = burst < 65536 ? 65536 : burst;
-    return s_cmd(
-        net, why, whylen,
-        "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld latency 50ms",
-        net->tc, ns, dev, net->rate, burst);
+    char rate[32];
+    snprintf(rate, sizeof rate, "%.0fbit", bits);
+    return s_cmd(net, why, whylen,
+                 "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld latency %.0fms",
+                 net->tc, ns, dev, net->dilate > 1 ? rate : net->rate, burst,
+                 50 * net->dilate);
 }
 
 /* The delay, where the hub routes between the links: every packet that comes
@@ -350,12 +357,17 @@ static int s_find_tools(ps_netsim_t *net, char *why, size_t whylen)
     return 0;
 }
 
-int ps_netsim_new(const char *spec, int servers, int workers, const char *log_path,
-                  ps_netsim_t **out, char *why, size_t whylen)
+int ps_netsim_new(const char *spec, double dilate, int servers, int workers,
+                  const char *log_path, ps_netsim_t **out, char *why, size_t whylen)
 {
     *out = NULL;
     net_spec_t sp = {.mtu = NET_MTU};
     char err[256] = "";
+    if (!(dilate >= 1 && dilate <= PS_NETSIM_MAX_DILATE)) {
+        snprintf(why, whylen, "bad network: --dilate %g: expected 1 to %d", dilate,
+                 PS_NETSIM_MAX_DILATE);
+        return PS_EINVAL;
+    }
     if ((spec && s_split(spec, &sp, err, sizeof err) != 0) ||
         servers < 0 || workers < 1 || 1 + servers + workers > NET_MAX_ROLES) {
         snprintf(why, whylen, "bad network: --net %s, %d servers, %d workers%s%s",
@@ -373,6 +385,7 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
     }
     snprintf(net->rate, sizeof net->rate, "%.*s", (int)sp.rate_len, spec ? spec : "");
     net->rate_bits = sp.rate;
+    net->dilate = dilate;
     net->mtu = sp.mtu;
     if (s_find_tools(net, why, whylen) != 0) {
         free(net);
@@ -384,7 +397,7 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
     net->workers = workers;
     net->nroles = 1 + servers + workers;
     s_name_roles(net);
-    int rc = s_make_hub(net, sp.delay, err, sizeof err);
+    int rc = s_make_hub(net, sp.delay * dilate, err, sizeof err);
     for (int i = 0; rc == 0 && i < net->nroles; i++) {
         rc = s_make_role(net, i, err, sizeof err);
     }
@@ -407,6 +420,15 @@ int ps_netsim_new(const char *spec, int servers, int workers, const char *log_pa
     } else {
         snprintf(net->note, sizeof net->note,
                  "%s per link, each direction (tc tbf), no delay%s", net->rate, packets);
+    }
+    if (dilate > 1) {
+        const size_t n = strlen(net->note);
+        snprintf(net->note + n, sizeof net->note - n,
+                 "; dilated %gx (links shaped to the rate / %g, delays and queues %g times "
+                 "longer, the roles' clocks %g times slower and their compute padded to "
+                 "match: times and rates in undilated units; the cost of messages is "
+                 "not dilated)",
+                 dilate, dilate, dilate, dilate);
     }
     *out = net;
     return 0;
@@ -480,6 +502,11 @@ int ps_netsim_destroy(ps_netsim_t **netp)
 double ps_netsim_rate(const ps_netsim_t *net)
 {
     return net->rate[0] ? net->rate_bits : 0;
+}
+
+double ps_netsim_dilation(const ps_netsim_t *net)
+{
+    return net->dilate;
 }
 
 /* The value under column `name` of the "key" header and value lines of a

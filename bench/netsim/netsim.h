@@ -56,15 +56,21 @@ int ps_netsim_parse(const char *spec, char *err, size_t errlen);
 
 /*
  * Makes the namespaces for a scheduler, `servers` servers and `workers`
- * workers, shaped by spec (NULL: not shaped), with the commands that make them
+ * workers, shaped by spec (NULL: not shaped) and dilated `dilate` times
+ * (1: not; else the links shaped to RATE / dilate and DELAY and the queues'
+ * 50 ms dilate times longer, for roles run with SHARDPS_DILATE=dilate:
+ * common/clock.h), with the commands that make them
  * and their output appended to log_path (copied). Returns 0 and the network in
  * *out (caller owns it; destroy with ps_netsim_destroy()), PS_EINVAL on a bad
  * spec or count, or PS_ENOTSUP with the reason in why when the network cannot
  * be made here (not root, no ip, no veth, no TUN device...), everything made
  * so far removed.
  */
-int ps_netsim_new(const char *spec, int servers, int workers, const char *log_path,
-                  ps_netsim_t **out, char *why, size_t whylen);
+int ps_netsim_new(const char *spec, double dilate, int servers, int workers,
+                  const char *log_path, ps_netsim_t **out, char *why, size_t whylen);
+
+/* The most time dilation a network takes (--dilate). */
+enum { PS_NETSIM_MAX_DILATE = 1000 };
 
 /* What was simulated, in words, for the output and the tables: "1gbit per
  * link, each direction (tc tbf), and 0.2ms one way between roles (...)".
@@ -92,8 +98,11 @@ const char *ps_netsim_ip(const ps_netsim_t *net);
  * network has none (no DELAY). */
 int ps_netsim_line_stats(const ps_netsim_t *net, ps_delay_line_stats_t *stats);
 
-/* The link rate in bits/s (0 when not shaped). */
+/* The link rate in bits/s, undilated (0 when not shaped). */
 double ps_netsim_rate(const ps_netsim_t *net);
+
+/* The time dilation it was made with (1: none). */
+double ps_netsim_dilation(const ps_netsim_t *net);
 
 /* Counters of role i's namespace, since it was made. */
 typedef struct {

@@ -329,6 +329,10 @@ static int s_check_runs(train_cfg_t *cfg, const train_args_t *a)
         /* err says why */
     } else if (needs_net && !cfg->net_spec) {
         snprintf(err, sizeof err, "--join and --scenarios kill need --net");
+    } else if (!(cfg->dilate >= 1 && cfg->dilate <= PS_NETSIM_MAX_DILATE) ||
+               (cfg->dilate > 1 && !cfg->net_spec)) {
+        snprintf(err, sizeof err, "--dilate %g: expected 1 to %d, with --net", cfg->dilate,
+                 PS_NETSIM_MAX_DILATE);
     } else if (cfg->eval_every < 0 || a->repeat < 1 || a->repeat > 64 || a->seeds < 1 ||
                a->seeds > 1000) {
         snprintf(err, sizeof err, "expected --eval-every >= 0, --repeat 1..64, --seeds 1..1000");
@@ -369,8 +373,8 @@ static int s_run(train_cfg_t *cfg, const train_args_t *a)
         snprintf(log, sizeof log, "%s/runs/net.log", cfg->out);
         remove(log);
         ps_netsim_catch_signals();
-        int rc = ps_netsim_new(cfg->net_spec, cfg->servers, a->join ? 2 : (int)most, log,
-                               &cfg->net, err, sizeof err);
+        int rc = ps_netsim_new(cfg->net_spec, cfg->dilate, cfg->servers,
+                               a->join ? 2 : (int)most, log, &cfg->net, err, sizeof err);
         if (rc == PS_ENOTSUP) {
             printf("shardps-bench train --net %s: skipped: %s\n", cfg->net_spec, err);
             fprintf(stderr, TRAIN_PROG ": --net skipped: %s\n", err);
@@ -473,6 +477,11 @@ static int s_flags(train_cfg_t *cfg, train_args_t *a, int argc, char **argv)
          "RATE each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
          "(0.2ms, 20ms: our delay line, a TUN device in the hub), packets of at most BYTES "
          "(1280 to 65000, the default; 1500, 9000 as real links); needs root"},
+        {"dilate", PS_FLAG_DOUBLE, &cfg->dilate, "F",
+         "with --net: time dilation, so that these cores keep up with fast links: the "
+         "links shaped to RATE / F, DELAY and the queues F times longer, the roles' "
+         "clocks F times slower and each worker's compute padded to match; times and "
+         "rates reported in undilated units (docs/benchmarks.md)"},
         {"scenarios", PS_FLAG_STR, &a->scenarios, "LIST",
          "plain, straggler (--straggler, default 1:3), kill (worker 1 killed a third into "
          "the "
@@ -514,6 +523,7 @@ int ps_bench_train_main(int argc, char **argv)
                        .seed = 1,
                        .target = 0, /* by model: mlp 0.85, cnn 0.88, ctr 0.65 (AUC) */
                        .timeout = 1800,
+                       .dilate = 1,
                        .straggler_rank = -1,
                        .ctr_rows = 200000};
     train_args_t a = {.repeat = 3, .seeds = 1, .argc = argc, .argv = argv};

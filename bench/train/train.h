@@ -87,6 +87,7 @@ typedef struct {
     char *job_flags[TRAIN_MAX_JOB_FLAGS + 1]; /* --job-flags, split; NULL-terminated */
     const char *job_flags_text;
     const char *net_spec;  /* --net RATE[,DELAY][,mtu=BYTES] or NULL */
+    double dilate;         /* --dilate F: the network and the roles' clocks (1: not) */
     ps_netsim_t *net;      /* the simulated network, when --net */
     char mpirun[4096];     /* the mpirun that runs the mpi rows ("" without them) */
     ps_bench_page_t *page; /* the results page, in out */

@@ -130,6 +130,8 @@ bad "SHARDPS_SERVERS=abc launch" "SHARDPS_SERVERS=abc" env SHARDPS_SERVERS=abc "
 bad "SHARDPS_CONNECT_TIMEOUT=x worker" "SHARDPS_CONNECT_TIMEOUT=x" \
     env SHARDPS_CONNECT_TIMEOUT=x "$WORKER"
 bad "SHARDPS_MODE=bogus scheduler" "bogus" env SHARDPS_MODE=bogus "$SCHED"
+bad "SHARDPS_DILATE=0 worker" "^shardps-worker: error: SHARDPS_DILATE=0: expected a factor" \
+    env SHARDPS_DILATE=0 "$WORKER"
 # A value from the environment is named by its variable, not as a flag.
 bad "SHARDPS_MODE=bogus launch" ": SHARDPS_MODE=bogus: expected sync" env SHARDPS_MODE=bogus "$LAUNCH"
 bad "SHARDPS_BATCH=0 scheduler" ": SHARDPS_BATCH=0: expected 1 to 65536$" env SHARDPS_BATCH=0 "$SCHED"
@@ -238,6 +240,10 @@ bad "worker --dump-params in a missing directory" "--dump-params $TMP/no-dir/p%d
     "$WORKER" --dump-params "$TMP/no-dir/p%d.f32"
 bad "worker --save-model in a missing directory" "--save-model $TMP/no-dir/m.safetensors" \
     "$WORKER" --save-model "$TMP/no-dir/m.safetensors"
+bad "bench train --dilate 0.5" "^shardps-bench train: error: --dilate 0.5: expected 1 to 1000, with --net$" \
+    "$SPS_BUILD/bench/shardps-bench" train --net 1gbit --dilate 0.5
+bad "bench train --dilate without --net" ": --dilate 10: expected 1 to 1000, with --net$" \
+    "$SPS_BUILD/bench/shardps-bench" train --dilate 10
 bad "bench compute --json in a missing directory" "--json $TMP/no-dir/c.json" \
     "$SPS_BUILD/bench/shardps-bench" compute --json "$TMP/no-dir/c.json"
 # Through the launcher: bad usage (2), no node started, no step trained. The
