@@ -66,7 +66,8 @@ static int s_space(char c)
 
 static int s_in_number(char c)
 {
-    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' ||
+           c == '-';
 }
 
 /* The heap jansson's tree of the len bytes at text would take at most,
@@ -179,8 +180,8 @@ int ps_json_read_file_within(const char *path, size_t max_bytes, unsigned tree_f
     } else if (ps_file_read_all(fd, buf, (size_t)size) != 0) {
         ps_error_format(why, cap, "%s: read failed (file shrank?)", path);
         rc = PS_EIO;
-    } else if ((rc = s_parse(buf, (size_t)size, 0, tree_factor, out, reason, sizeof reason)) !=
-               0) {
+    } else if ((rc = s_parse(buf, (size_t)size, 0, tree_factor, out, reason,
+                             sizeof reason)) != 0) {
         ps_error_format(why, cap, "%s: %s", path, reason);
     }
     free(buf);

@@ -194,7 +194,8 @@ int ps_restart_load(ps_restart_t *r, uint64_t *run_id, int *next_spare_id)
     ps_view_t *v = calloc(1, sizeof *v);
     Shardps__JoinSchedulerState *st = NULL;
     if (!buf && len > S_MAX_BYTES) {
-        snprintf(why, sizeof why, "%zu bytes, more than the %d a state takes", len, S_MAX_BYTES);
+        snprintf(why, sizeof why, "%zu bytes, more than the %d a state takes", len,
+                 S_MAX_BYTES);
     } else if (!buf) {
         ps_log_debug("no scheduler state in %s", r->cfg->resume);
     } else if (!v) {

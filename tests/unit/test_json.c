@@ -161,8 +161,8 @@ static int s_read_hostile(const void *arg)
 {
     (void)arg;
     json_t *j = NULL;
-    const int rc = ps_json_read_file_within(s_hostile_path, 4 * S_HOSTILE_BYTES, s_factor, &j,
-                                            NULL, 0);
+    const int rc =
+        ps_json_read_file_within(s_hostile_path, 4 * S_HOSTILE_BYTES, s_factor, &j, NULL, 0);
     json_decref(j);
     return rc;
 }
@@ -197,7 +197,8 @@ START_TEST(hostile_documents_cost_a_bounded_multiple_of_their_size)
         {"[", "[]", "]"},        {"[", "\"\"", "]"},       {"[", "{\"a\":[0]}", "]"},
         {"[", "[[[[[[[[", "]"},
     };
-    snprintf(s_hostile_path, sizeof s_hostile_path, "/tmp/ps_json_hostile.%d", (int)getpid());
+    snprintf(s_hostile_path, sizeof s_hostile_path, "/tmp/ps_json_hostile.%d",
+             (int)getpid());
     int rc;
     const long base = ps_test_child_peak(NULL, NULL, &rc);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -217,9 +218,9 @@ START_TEST(hostile_documents_cost_a_bounded_multiple_of_their_size)
     }
     char why[256];
     json_t *j = NULL;
-    ck_assert_int_eq(ps_json_read_file_within(s_hostile_path, S_HOSTILE_BYTES * 4, 8, &j, why,
-                                              sizeof why),
-                     PS_EPROTO);
+    ck_assert_int_eq(
+        ps_json_read_file_within(s_hostile_path, S_HOSTILE_BYTES * 4, 8, &j, why, sizeof why),
+        PS_EPROTO);
     ck_assert_msg(strstr(why, s_hostile_path) == why && !strchr(why, '\n'), "%s", why);
     unlink(s_hostile_path);
 }
@@ -236,7 +237,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, getters_name_the_path_at_fault);
     suite_add_tcase(s, tc);
     TCase *mem = tcase_create("memory");
-    tcase_set_timeout(mem, 120); /* a child parses megabytes: a bound for a loaded machine */
+    tcase_set_timeout(mem, 120); /* children parse megabytes: for a loaded machine */
     tcase_add_test(mem, hostile_documents_cost_a_bounded_multiple_of_their_size);
     suite_add_tcase(s, mem);
     return s;

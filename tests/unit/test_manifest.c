@@ -109,8 +109,8 @@ static void s_write_largest(void)
     ck_assert_int_eq(ps_manifest_new(&m, v, job), 0);
     for (int r = 0; r < PS_MAX_SERVERS; r++) {
         ps_checkpoint_part_t p = {.step = S_STEP, .size = 1u << 30, .crc32 = UINT32_MAX,
-                                  .begin = (uint64_t)r << 20, .end = (uint64_t)(r + 1) << 20,
-                                  .version = S_STEP};
+                                  .begin = (uint64_t)r << 20,
+                                  .end = (uint64_t)(r + 1) << 20, .version = S_STEP};
         snprintf(p.file, sizeof p.file, "server-%d.safetensors", r);
         ck_assert_int_eq(ps_manifest_add(m, r, &p), r == PS_MAX_SERVERS - 1);
     }
@@ -157,7 +157,8 @@ START_TEST(the_largest_real_manifest_reads_hostile_ones_cost_a_small_multiple)
         ck_assert_int_eq(s_read_within_bound(what), PS_EPROTO);
         char why[512] = "";
         ps_checkpoint_part_t *parts = calloc(PS_MAX_SERVERS, sizeof *parts);
-        ck_assert_int_eq(ps_manifest_check(s_stepdir, S_STEP, 0, parts, why, sizeof why), 0);
+        ck_assert_int_eq(ps_manifest_check(s_stepdir, S_STEP, 0, parts, why, sizeof why),
+                         0);
         free(parts);
         ck_assert_msg(strstr(why, s_path) == why && !strchr(why, '\n'), "%s", why);
     }

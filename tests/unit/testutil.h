@@ -45,7 +45,8 @@ static inline long ps_test_minflt(void)
 /* Runs read(arg) (NULL: nothing) in a child process: the child's peak
  * resident bytes, to compare with those of a child that read nothing;
  * *rc: what read returned (0 or a negative PS_E* code). */
-static inline long ps_test_child_peak(int (*read)(const void *arg), const void *arg, int *rc)
+static inline long ps_test_child_peak(int (*read)(const void *arg), const void *arg,
+                                      int *rc)
 {
     const pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
