@@ -196,7 +196,7 @@ START_TEST(trace_keeps_the_newest_spans_of_its_steps_within_budget)
           f);
     fclose(f);
     ck_assert_int_eq(ps_trace_merge(in, 1, merged, err, sizeof err), PS_EINVAL);
-    ck_assert_msg(strstr(err, ":3: at byte") && !strchr(err, '\n'), "%s", err);
+    ck_assert_msg(strstr(err, ":3: not JSON at byte") && !strchr(err, '\n'), "%s", err);
     char cmd[96];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
