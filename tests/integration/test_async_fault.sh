@@ -55,8 +55,9 @@ kill -9 -- -"$KPID"
 wait "$KPID" 2>/dev/null
 no_leftovers "$TMP/killed.log"
 [ ! -e "$TMP/ck/step-1800" ] || fail "the job ended before the kill"
-NEWEST=$(cd "$TMP/ck" && ls -d step-*/manifest.json | sort -t- -k2 -n | tail -1)
-NEWEST=${NEWEST%/manifest.json}
+# The checkpoint --resume follows: DIR/latest's (a newer step-N may be
+# there: the kill can fall between writing it and moving latest).
+NEWEST=$(head -1 "$TMP/ck/latest")
 job resumed --resume "$TMP/ck" || fail "resumed run failed: $(tail -5 "$TMP/resumed.log")"
 grep -q "resuming from $TMP/ck/$NEWEST" "$TMP/resumed.log" || fail "did not resume from $NEWEST"
 grep -q "resumed at step ${NEWEST#step-} " "$TMP/resumed.log" || fail "servers did not resume"

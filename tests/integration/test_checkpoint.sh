@@ -54,10 +54,9 @@ done
 for d in flip trunc three workers; do
     cp -r "$TMP/ck" "$TMP/ck_$d"
 done
-# The newest checkpoint with a manifest (DIR/latest may lag it: the kill can
-# fall between the two).
-NEWEST=$(cd "$TMP/ck" && ls -d step-*/manifest.json | sort -t- -k2 -n | tail -1)
-NEWEST=${NEWEST%/manifest.json}
+# The checkpoint --resume follows: DIR/latest's (a newer step-N may be
+# there: the kill can fall between writing it and moving latest).
+NEWEST=$(head -1 "$TMP/ck/latest")
 
 resume resumed 2 "$TMP/ck"
 grep -q "resuming from $TMP/ck/$NEWEST" "$TMP/resumed.log" || fail "did not resume from $NEWEST"
