@@ -85,6 +85,7 @@ typedef struct {
     int exit_code;              /* what main returns */
     int respawned;              /* scheduler, servers and workers restarted so far (--respawn) */
     int no_progress;            /* the scheduler ended the job at chance (its exit status) */
+    int sched_failed;           /* the scheduler failed the job first: its cause is the job's */
     const char *summary;        /* --summary: the scheduler's, then ours (s_write_summary) */
     char why[512];              /* first cause of a failure */
 } s_launch_t;
@@ -329,6 +330,7 @@ static void s_reap(s_launch_t *L)
             /* started again: the job goes on */
         } else if (!ok && !s_worker_may_fail(L, c, how, status) &&
                    !s_server_may_fail(L, c, how, status)) {
+            L->sched_failed = c->role == PS_LAUNCH_SCHEDULER && WIFEXITED(status);
             s_stop(L, 1, "%s (pid %d) %s", c->tag, pid, how);
         } else {
             ps_log_debug("%s (pid %d) %s", c->tag, pid, how);
@@ -690,8 +692,9 @@ static void s_write_summary(s_launch_t *L)
     if (rc < 0 && L->exit_code == 0) {
         snprintf(L->why, sizeof L->why, "cannot write the summary to %s", L->summary);
         L->exit_code = 1;
-    } else if (L->no_progress && L->exit_code == PS_EXIT_NO_PROGRESS) {
-        snprintf(L->why, sizeof L->why, "%s", cause);
+    } else if ((L->no_progress && L->exit_code == PS_EXIT_NO_PROGRESS) ||
+               (L->sched_failed && cause[0])) {
+        snprintf(L->why, sizeof L->why, "%s", cause); /* the scheduler's, in its summary */
     }
 }
 

@@ -445,25 +445,28 @@ static int s_kin(const ps_manifest_job_t *top, const char *id)
 }
 
 /* Why checkpoint step of dir is not one of latest's (top at step top_step,
- * -1: no latest): into why, returning 1; 0 when it is. */
+ * -1: no latest): into why, returning 1; 0 when it is. A newer one is not,
+ * whatever its job: latest moves after a step's manifest, so a job stopped
+ * between the two leaves one of its own behind it, and latest set back by
+ * hand leaves some too. */
 static int s_not_kin(const char *dir, int64_t step, int64_t top_step,
                      const ps_manifest_job_t *top, char *why, size_t cap)
 {
     char stepdir[1100];
-    ps_manifest_job_t *j = top_step < 0 || !top->job_id[0] ? NULL : malloc(sizeof *j);
-    if (top_step >= 0 && step > top_step) {
-        snprintf(why, cap, "newer than %s/latest (step-%" PRId64 "): not of its job", dir,
-                 top_step);
-        return 1;
-    }
     snprintf(stepdir, sizeof stepdir, "%s/step-%" PRId64, dir, step);
-    const int other = j && ps_manifest_read_job(stepdir, j, NULL, 0) == 1 && !s_kin(top, j->job_id);
+    ps_manifest_job_t *j = top_step < 0 ? NULL : malloc(sizeof *j);
+    const int rc = j ? ps_manifest_read_job(stepdir, j, NULL, 0) : 0;
+    const int other = rc == 1 && top->job_id[0] && !s_kin(top, j->job_id);
+    const int newer = top_step >= 0 && step > top_step;
     if (other) {
         snprintf(why, cap, "of job %s, not of %s/latest's job %s or the jobs it resumed",
                  j->job_id, dir, top->job_id);
+    } else if (newer) {
+        snprintf(why, cap, "newer than %s/latest (step-%" PRId64 "), which --resume follows%s",
+                 dir, top_step, rc < 0 ? ", and incomplete (no manifest)" : "");
     }
     free(j);
-    return other;
+    return other || newer;
 }
 
 int ps_manifest_list(const char *dir, uint64_t num_params, int64_t *out, int max, char *why,

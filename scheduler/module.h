@@ -84,7 +84,7 @@ typedef struct {
                                       the workers, every worker done (0: not yet) */
     int membership_changes; /* workers lost (or joined) while the job ran */
     int diverged;           /* a node ended the job for a NaN or an infinity */
-    char failure[256];      /* why the job failed, "" if it did not */
+    char failure[512];      /* why the job failed, "" if it did not */
     char lost[16];          /* tag of the node lost to silence, "" if none */
     uint64_t refused;       /* messages from a connection that is not the node it claims */
     uint64_t messages;      /* messages received, every kind */

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "scheduler/manifest.h"
 
 struct ps_restart {
     const ps_sched_ops_t *ops; /* the core (borrowed) */
@@ -23,6 +24,8 @@ struct ps_restart {
                                            NULL with saved */
     int restarts;              /* scheduler restarts of this job */
     double t_recover;          /* ps_now() when its first node registered again */
+    char unusable[200];        /* why the state file, there, could not be used;
+                                  "" when it was used or missing */
 };
 
 static const char s_magic[] = "shardps-scheduler-state-1\n";
@@ -218,6 +221,7 @@ int ps_restart_load(ps_restart_t *r, uint64_t *run_id, int *next_spare_id)
     }
     if (why[0]) {
         ps_log_warn("%s: %s; its nodes cannot register again", path, why);
+        snprintf(r->unusable, sizeof r->unusable, "%s", why);
     }
     if (st) {
         shardps__join_scheduler_state__free_unpacked(st, NULL);
@@ -265,6 +269,28 @@ static int s_any_used(const ps_restart_t *r)
     return 0;
 }
 
+/* A node of the job whose state could not be read registers again: its job
+ * cannot be taken back, and waiting only spends the nodes' --scheduler-grace.
+ * The job ends at once; its cause names the checkpoint a resume would start
+ * from, and the node is told to go. */
+static void s_cannot_take_back(ps_restart_t *r, const ps_msg_t *m, const Shardps__Register *reg)
+{
+    const ps_sched_ops_t *ops = r->ops;
+    const char *dir = r->cfg->resume;
+    char from[600];
+    int64_t step = 0;
+    if (ps_manifest_list(dir, 0, &step, 1, from, sizeof from) > 0) {
+        snprintf(from, sizeof from, "its newest usable checkpoint is %s/step-%lld: start the "
+                 "job again with --resume %s", dir, (long long)step, dir);
+    }
+    ps_sched_fail(ops, 0, "%s%d's job cannot be taken back: %s/scheduler.state: %s; %s",
+                  ps_codec_role_tag(reg->role), reg->rank, dir, r->unusable, from);
+    Shardps__Shutdown sd = SHARDPS__SHUTDOWN__INIT;
+    sd.status = 1;
+    sd.reason = (char *)ops->facts(ops->core)->failure;
+    ops->send(ops->core, &m->route, PS_MSG_SHUTDOWN, &sd.base);
+}
+
 /* A REGISTER carrying a job id: a node that lost its scheduler. The first
  * one of the saved job starts bringing it back (RECOVERING); the same node
  * again (a lost answer) is answered again; anything else is refused. */
@@ -279,7 +305,11 @@ static int s_on_register(void *self, ps_msg_t *m, const Shardps__Register *reg)
     const int count = is_server ? r->cfg->servers : r->cfg->workers;
     const char *tag = ps_codec_role_tag(reg->role);
     if (reg->run_id != ops->facts(ops->core)->run_id) {
-        ops->reply_error(ops->core, m, PS_ESTATE, "this scheduler runs another job");
+        if (r->unusable[0] && ps_sched_phase(ops) == PS_PHASE_WAITING) {
+            s_cannot_take_back(r, m, reg);
+        } else {
+            ops->reply_error(ops->core, m, PS_ESTATE, "this scheduler runs another job");
+        }
         return 1;
     }
     if (is_server && reg->rank >= count) {

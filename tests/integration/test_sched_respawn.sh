@@ -10,7 +10,9 @@
 # launcher gave a --scheduler-grace, register with it again. Asserts: the
 # launcher exits 0; the parameters are bitwise those of the same job run
 # without a kill; the summary is the restarted scheduler's (one restart,
-# every step). A second kill, past the budget, ends the job naming it.
+# every step). A second kill, past the budget, ends the job naming it. A
+# state damaged before the kill ends the job at once, naming the checkpoint
+# to resume from.
 . "$(dirname "$0")/lib.sh"
 
 JOB=(--servers 2 --workers 2 --epochs 1 --max-steps 600 --seed 11 --batch 32
@@ -60,5 +62,33 @@ wait_pid "$JOB_PID" 60 || fail "twice: the job hangs after the second kill"
 [ "$WAIT_RC" = 1 ] || fail "twice: the launcher exited $WAIT_RC after the budget was spent"
 grep -q "job failed: C (pid $sched) killed by signal 9" "$TMP/twice.log" ||
     fail "twice: no failure naming the scheduler: $(tail -3 "$TMP/twice.log")"
+# A damaged state at respawn: the restarted scheduler cannot take the job
+# back. It ends the job at once, without waiting out the nodes' long grace,
+# and its cause names the newest usable checkpoint and the --resume that
+# continues from it; that resume runs. The scheduler is stopped before its
+# state is damaged, lest it write the state again.
+CK3=$TMP/ck3
+start damaged "$LAUNCH" "${JOB[@]}" --scheduler-grace 600 --checkpoint-dir "$CK3" \
+    --summary "$TMP/damaged.json"
+JOB_PID=$LAST_PID
+wait_file "$CK3/step-100/manifest.json" 120 ||
+    fail "damaged: no checkpoint step-100: $(tail -5 "$TMP/damaged.log")"
+sched=$(pgrep -P "$JOB_PID" -x shardps-schedul)
+kill -STOP "$sched"
+printf 'XXXXXXXX' | dd of="$CK3/scheduler.state" bs=1 seek=40 conv=notrunc 2>/dev/null
+kill -9 "$sched"
+wait_pid "$JOB_PID" 120 || fail "damaged: the job waits on after its state was found corrupt"
+[ "$WAIT_RC" = 1 ] || fail "damaged: the launcher exited $WAIT_RC"
+newest=$CK3/$(cat "$CK3/latest")
+expect "$TMP/damaged.json" "d['status'] == 'failed' and 'scheduler.state: it is corrupt' in \
+    d['failure'] and 'checkpoint is $newest: start the job again with --resume $CK3' in \
+    d['failure']" "damaged: the summary's cause"
+grep -q "^job failed: .*checkpoint is $newest: start the job again with --resume $CK3\$" \
+    "$TMP/damaged.log" || fail "damaged: the result line: $(grep '^job' "$TMP/damaged.log")"
+"$LAUNCH" "${JOB[@]}" --max-steps 200 --resume "$CK3" >"$TMP/again.log" 2>&1 ||
+    fail "damaged: the resume it names failed: $(grep ' E ' "$TMP/again.log")"
+grep -q "resuming from $newest at step" "$TMP/again.log" ||
+    fail "damaged: the resume did not start from $newest: $(grep resum "$TMP/again.log")"
+
 check_logs
-echo "ok: scheduler $sched killed after step-100, restarted by the launcher, parameters bitwise equal"
+echo "ok: a killed scheduler restarted with parameters bitwise equal; the budget; a damaged state named"

@@ -194,14 +194,11 @@ START_TEST(without_a_checkpoint_dir_no_state_is_written)
 }
 END_TEST
 
-START_TEST(a_corrupt_ended_or_other_jobs_state_is_not_taken)
+/* Flips bits of the last byte of dir's state file. */
+static void s_damage_state(const char *dir)
 {
-    s_env_t e;
     char path[128];
-    s_open(&e, S_SERVERS, S_WORKERS);
-    snprintf(path, sizeof path, "%s/scheduler.state", e.dir);
-    ck_assert_int_eq(s_load(&e), 0); /* none */
-    s_write_state(e.dir, S_SERVERS, S_WORKERS, NULL, 0, 0);
+    snprintf(path, sizeof path, "%s/scheduler.state", dir);
     FILE *f = fopen(path, "r+b");
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(fseek(f, -1, SEEK_END), 0);
@@ -209,6 +206,15 @@ START_TEST(a_corrupt_ended_or_other_jobs_state_is_not_taken)
     ck_assert_int_eq(fseek(f, -1, SEEK_END), 0);
     fputc(c ^ 0x55, f);
     fclose(f);
+}
+
+START_TEST(a_corrupt_ended_or_other_jobs_state_is_not_taken)
+{
+    s_env_t e;
+    s_open(&e, S_SERVERS, S_WORKERS);
+    ck_assert_int_eq(s_load(&e), 0); /* none */
+    s_write_state(e.dir, S_SERVERS, S_WORKERS, NULL, 0, 0);
+    s_damage_state(e.dir);
     ck_assert_int_eq(s_load(&e), 0); /* its CRC-32 no longer checks out */
     s_write_state(e.dir, S_SERVERS, S_WORKERS, NULL, 0, 1);
     ck_assert_int_eq(s_load(&e), 0); /* it ended */
@@ -279,6 +285,31 @@ START_TEST(a_real_state_loads_a_hostile_one_costs_a_small_multiple)
     ck_assert_msg(grew <= 9 * h + (512 << 10), "%ld bytes took %ld", h, grew);
     s_write_hostile(&e, (1 << 20) / 2 + 64);
     ck_assert_int_eq(s_load(&e), 0);
+    s_close(&e);
+}
+END_TEST
+
+START_TEST(a_node_of_a_job_whose_state_is_corrupt_ends_the_job_at_once)
+{
+    s_env_t e;
+    s_open(&e, S_SERVERS, S_WORKERS);
+    s_write_state(e.dir, S_SERVERS, S_WORKERS, NULL, 0, 0);
+    s_damage_state(e.dir);
+    ck_assert_int_eq(s_load(&e), 0);
+    /* the job's node registers again: waiting would only spend its grace */
+    ck_assert_int_eq(s_register(&e, PS_ROLE_WORKER, 1, "W1", 101, S_RUN), 1);
+    ck_assert_int_eq(e.f.facts.phase, PS_PHASE_FAILED);
+    ck_assert_ptr_nonnull(strstr(e.f.facts.failure, "W1's job cannot be taken back"));
+    ck_assert_ptr_nonnull(strstr(e.f.facts.failure, "scheduler.state: it is corrupt"));
+    ck_assert_ptr_nonnull(strstr(e.f.facts.failure, "holds no checkpoint"));
+    const ps_fake_sent_t *sd = ps_fake_last(&e.f, PS_MSG_SHUTDOWN, "W1"); /* told to go */
+    ck_assert_ptr_nonnull(sd);
+    Shardps__Shutdown *body = ps_fake_unpack(sd, &shardps__shutdown__descriptor);
+    ck_assert_ptr_nonnull(body);
+    ck_assert_int_eq(body->status, 1);
+    ck_assert_str_eq(body->reason, e.f.facts.failure);
+    shardps__shutdown__free_unpacked(body, NULL);
+    ck_assert_int_eq(e.f.saved_jobs, 0);
     s_close(&e);
 }
 END_TEST
@@ -480,6 +511,7 @@ int main(void)
     tcase_add_test(tc, a_saved_state_loads_back);
     tcase_add_test(tc, without_a_checkpoint_dir_no_state_is_written);
     tcase_add_test(tc, a_corrupt_ended_or_other_jobs_state_is_not_taken);
+    tcase_add_test(tc, a_node_of_a_job_whose_state_is_corrupt_ends_the_job_at_once);
     tcase_add_test(tc, a_real_state_loads_a_hostile_one_costs_a_small_multiple);
     tcase_add_test(tc, a_register_of_another_run_is_refused);
     tcase_add_test(tc, the_first_node_back_brings_the_saved_job_back);
