@@ -29,7 +29,7 @@ ctr() {
     shift
     "$LAUNCH" --servers 2 --workers 2 --model ctr --ctr-data "$DATA" --batch 64 \
         --epochs 3 --max-steps 200 --hidden 8 --optimizer adagrad --lr 0.05 \
-        --min-count 2 --max-rows 3000 --peer-timeout 2 --plot none --log-level info \
+        --min-count 2 --max-rows 3000 --peer-timeout 5 --plot none --log-level info \
         --dump-params "$TMP/$name.f32" --summary "$TMP/$name.json" "$@" \
         >"$TMP/$name.log" 2>&1
 }

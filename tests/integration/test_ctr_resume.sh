@@ -160,7 +160,7 @@ echo "ok - rows of another layout refused:" \
     "$(grep -o 'S[01] E cannot resume: .*' "$TMP/other_filter.log" | head -1)"
 
 # ---- 4. a lost server's rows come back from the checkpoint -----------------
-ctr fo 2 --min-count 2 --checkpoint-dir "$TMP/ck_fo" --spares 1 --peer-timeout 2 \
+ctr fo 2 --min-count 2 --checkpoint-dir "$TMP/ck_fo" --spares 1 --peer-timeout 5 \
     --straggler 1:20 &
 JOB_PID=$!
 PIDS+=("$JOB_PID")
