@@ -167,22 +167,6 @@ static int s_read_hostile(const void *arg)
     return rc;
 }
 
-/* Writes s_hostile_path: head, copies of member (a printf format of the
- * copy's index) between commas to S_HOSTILE_BYTES, tail. Returns its size. */
-static size_t s_put_hostile(const char *head, const char *member, const char *tail)
-{
-    FILE *f = fopen(s_hostile_path, "w");
-    ck_assert_ptr_nonnull(f);
-    long n = fprintf(f, "%s", head);
-    for (long i = 0; n < S_HOSTILE_BYTES; i++) {
-        n += fprintf(f, i ? "," : "");
-        n += fprintf(f, member, i);
-    }
-    n += fprintf(f, "%s", tail);
-    ck_assert_int_eq(fclose(f), 0);
-    return (size_t)n;
-}
-
 /* Texts of small values (jansson's tree of each would take 20 to 80 times
  * its size), read with the default bound and with a tight one: each read
  * or refused, the reader's peak never past the text, the tree bound and
@@ -202,7 +186,8 @@ START_TEST(hostile_documents_cost_a_bounded_multiple_of_their_size)
     int rc;
     const long base = ps_test_child_peak(NULL, NULL, &rc);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        const size_t h = s_put_hostile(shapes[i][0], shapes[i][1], shapes[i][2]);
+        const size_t h = ps_test_put_repeated(s_hostile_path, shapes[i][0], shapes[i][1],
+                                              shapes[i][2], S_HOSTILE_BYTES);
         static const unsigned factors[] = {8, PS_JSON_TREE_FACTOR};
         for (int k = 0; k < 2; k++) {
             s_factor = factors[k];

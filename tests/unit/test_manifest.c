@@ -119,21 +119,6 @@ static void s_write_largest(void)
     free(v);
 }
 
-/* Writes s_path: head, copies of member (a printf format of the copy's
- * index) between commas to about bytes, tail. */
-static void s_put(const char *head, const char *member, const char *tail, long bytes)
-{
-    FILE *f = fopen(s_path, "w");
-    ck_assert_ptr_nonnull(f);
-    long n = fprintf(f, "%s", head);
-    for (long i = 0; n < bytes; i++) {
-        n += fprintf(f, i ? "," : "");
-        n += fprintf(f, member, i);
-    }
-    fprintf(f, "%s", tail);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 START_TEST(the_largest_real_manifest_reads_hostile_ones_cost_a_small_multiple)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -153,7 +138,8 @@ START_TEST(the_largest_real_manifest_reads_hostile_ones_cost_a_small_multiple)
     for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
         char what[96];
         snprintf(what, sizeof what, "%s%s...", hostile[i][0], hostile[i][1]);
-        s_put(hostile[i][0], hostile[i][1], hostile[i][2], S_MAX_BYTES - 64);
+        ps_test_put_repeated(s_path, hostile[i][0], hostile[i][1], hostile[i][2],
+                             S_MAX_BYTES - 64);
         ck_assert_int_eq(s_read_within_bound(what), PS_EPROTO);
         char why[512] = "";
         ps_checkpoint_part_t *parts = calloc(PS_MAX_SERVERS, sizeof *parts);
@@ -163,7 +149,7 @@ START_TEST(the_largest_real_manifest_reads_hostile_ones_cost_a_small_multiple)
         ck_assert_msg(strstr(why, s_path) == why && !strchr(why, '\n'), "%s", why);
     }
     /* past the limit: refused unread */
-    s_put("{\"a\": [", "0", "]}", S_MAX_BYTES);
+    ps_test_put_repeated(s_path, "{\"a\": [", "0", "]}", S_MAX_BYTES);
     ck_assert_int_eq(s_read_within_bound("a manifest past 1 MiB"), PS_EPROTO);
     char why[512] = "";
     ps_manifest_job_t *job = calloc(1, sizeof *job);
@@ -187,8 +173,8 @@ START_TEST(mutated_manifests_stay_within_the_bound)
     const size_t ntok = sizeof tokens / sizeof tokens[0];
     uint64_t r = 41;
     for (int i = 0; i < 12; i++) {
-        s_put("{\"format\": \"shardps-manifest-1\", \"parts\": [", "\"%020ld\"", "]}",
-              S_MAX_BYTES - 64);
+        ps_test_put_repeated(s_path, "{\"format\": \"shardps-manifest-1\", \"parts\": [",
+                             "\"%020ld\"", "]}", S_MAX_BYTES - 64);
         FILE *f = fopen(s_path, "r+");
         ck_assert_ptr_nonnull(f);
         for (int k = 0; k <= i % 4; k++) {

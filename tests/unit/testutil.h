@@ -1,8 +1,8 @@
 /*
  * tests/unit/testutil.h - small helpers shared by the unit tests: a seeded
  * random fill, an absolute + relative closeness check, the process's page
- * faults, a reader's peak memory in a child, and main()'s run of a Check
- * suite. Header-only.
+ * faults, a reader's peak memory in a child, a file of one repeated member,
+ * and main()'s run of a Check suite. Header-only.
  */
 #ifndef PS_TESTS_TESTUTIL_H
 #define PS_TESTS_TESTUTIL_H
@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -59,6 +60,24 @@ static inline long ps_test_child_peak(int (*read)(const void *arg), const void *
     ck_assert(WIFEXITED(status));
     *rc = -WEXITSTATUS(status);
     return ru.ru_maxrss * 1024L; /* Linux gives kilobytes */
+}
+
+/* Writes path: head, then copies of member (a printf format of the copy's
+ * index, a long) between commas until about `bytes`, then tail: the hostile
+ * documents of the JSON readers' bounds. Returns the file's size. */
+static inline size_t ps_test_put_repeated(const char *path, const char *head,
+                                          const char *member, const char *tail, long bytes)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    long n = fprintf(f, "%s", head);
+    for (long i = 0; n < bytes; i++) {
+        n += fprintf(f, i ? "," : "");
+        n += fprintf(f, member, i);
+    }
+    n += fprintf(f, "%s", tail);
+    ck_assert_int_eq(fclose(f), 0);
+    return (size_t)n;
 }
 
 /* Runs every test of s (forked; CK_VERBOSITY sets the output) and frees it.
