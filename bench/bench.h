@@ -35,6 +35,7 @@ enum { PS_BENCH_LIST_MAX = 32 };
  * that failed are recorded as such and make the status 1), 2 on bad usage. */
 int ps_bench_comm_main(int argc, char **argv);
 int ps_bench_train_main(int argc, char **argv);
+int ps_bench_crossover_main(int argc, char **argv);
 int ps_bench_compute_main(int argc, char **argv);
 int ps_bench_observe_main(int argc, char **argv);
 int ps_bench_checkpoint_main(int argc, char **argv);

@@ -3,6 +3,7 @@
  *
  *   shardps-bench comm  [--quick] [--out DIR] ...  push+pull goodput vs raw ZeroMQ
  *   shardps-bench train [--quick] [--out DIR] ...  modes x workers: speed, accuracy
+ *   shardps-bench crossover [--links L] ...       the PS against the ring, per link setting
  *   shardps-bench compute --model M [--torch] ...   one worker's arithmetic vs PyTorch
  *   shardps-bench observe [--rounds N] ...          the cost of metrics and traces
  *   shardps-bench checkpoint [--reps N] ...          training with vs without checkpoints
@@ -16,8 +17,8 @@
  * baseline measured in the same run (raw ZeroMQ, MPI, one worker), and
  * nothing here fails on a timing. This file only dispatches; comm/ (comm,
  * compress) and train/ (train, compute, observe, checkpoint, scale) measure,
- * netsim/ simulates a cluster for train --net, page.c and plots.c write,
- * summary.c gathers the pages into docs/results/README.md.
+ * netsim/ simulates a cluster for train --net and crossover, page.c and
+ * plots.c write, summary.c gathers the pages into docs/results/README.md.
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,8 @@ static void s_usage(FILE *f)
         "LIST] ...\n"
         "       shardps-bench train [--quick] [--out DIR] [--model mlp] [--straggler R:F] "
         "...\n"
+        "       shardps-bench crossover [--links LIST] [--workers LIST] [--max-steps N] "
+        "[--out DIR] ...\n"
         "       shardps-bench compute --model mlp|cnn [--device cpu|cuda] [--threads N] "
         "[--torch] --json FILE\n"
         "       shardps-bench observe [--rounds N] [--out DIR] ...\n"
@@ -55,6 +58,9 @@ static void s_usage(FILE *f)
         "       final accuracy, bytes per step, staleness. --model ctr: the parameter\n"
         "       server against the ring's two ways of moving embedding rows, bytes per\n"
         "       worker link beside each one's theory (train_ctr.md).\n"
+        "crossover for each link setting (--net and --dilate) and worker count N, the MLP\n"
+        "       with N dedicated servers, N colocated servers and the ring: samples/s beside\n"
+        "       the link-bound rate, PS/ring, and the loopback CPU cost of a round (root).\n"
         "compute one worker trains alone (no servers, no network): samples/s, where a\n"
         "       step's time goes, and the PyTorch baseline's samples/s beside it.\n"
         "observe the cost of watching a job: one MLP job with metrics off, scraped every\n"
@@ -104,6 +110,9 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "train")) {
         return ps_bench_train_main(argc - 1, argv + 1);
     }
+    if (!strcmp(argv[1], "crossover")) {
+        return ps_bench_crossover_main(argc - 1, argv + 1);
+    }
     if (!strcmp(argv[1], "compute")) {
         return ps_bench_compute_main(argc - 1, argv + 1);
     }
@@ -130,8 +139,8 @@ int main(int argc, char **argv)
     }
     fprintf(
         stderr,
-        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, compute, observe, "
-        "checkpoint, replicas, scale, compress, memory or summary)\n",
+        "shardps-bench: error: unknown subcommand '%s' (expected comm, train, crossover, "
+        "compute, observe, checkpoint, replicas, scale, compress, memory or summary)\n",
         argv[1]);
     return 2;
 }

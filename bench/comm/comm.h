@@ -2,8 +2,9 @@
  * bench/comm/comm.h - what the pieces of `shardps-bench comm` share: its sweep's
  * configuration (parsed in comm.c), one parameter-server-vs-ZeroMQ
  * configuration (comm_run.c), the ring-vs-MPI allreduce comparison
- * (allreduce.c) and the MPI reference it drives (allreduce_mpi.c).
- * Not for train or compute.
+ * (allreduce.c) and the MPI reference it drives (allreduce_mpi.c); one
+ * configuration is also crossover's CPU cost per round (train/crossover.c).
+ * Not for the rest of train or compute.
  */
 #ifndef PS_BENCH_COMM_H
 #define PS_BENCH_COMM_H

@@ -369,22 +369,11 @@ static int s_run(train_cfg_t *cfg, const train_args_t *a)
         for (int i = 0; i < cfg->nworkers; i++) {
             most = cfg->workers[i] > most ? cfg->workers[i] : most;
         }
-        char log[PATH_MAX], err[256];
-        snprintf(log, sizeof log, "%s/runs/net.log", cfg->out);
-        remove(log);
-        ps_netsim_catch_signals();
-        int rc = ps_netsim_new(cfg->net_spec, cfg->dilate, cfg->servers,
-                               a->join ? 2 : (int)most, log, &cfg->net, err, sizeof err);
-        if (rc == PS_ENOTSUP) {
-            printf("shardps-bench train --net %s: skipped: %s\n", cfg->net_spec, err);
-            fprintf(stderr, TRAIN_PROG ": --net skipped: %s\n", err);
-            return 0;
-        } else if (rc != 0) {
-            fprintf(stderr, TRAIN_PROG ": error: %s\n", err);
-            return 1;
+        int rc =
+            ps_bench_train_net_new(cfg, TRAIN_PROG, cfg->servers, a->join ? 2 : (int)most);
+        if (rc != 0) {
+            return rc == PS_ENOTSUP ? 0 : 1;
         }
-        fprintf(stderr, TRAIN_PROG ": simulated network %s: %s\n",
-                ps_netsim_prefix(cfg->net), ps_netsim_note(cfg->net));
     }
     int failed = 0;
     const int ctr = !strcmp(cfg->model, "ctr");
@@ -401,18 +390,7 @@ static int s_run(train_cfg_t *cfg, const train_args_t *a)
                                 : ps_bench_train_sweep(cfg);
         ps_bench_page_destroy(&cfg->page);
     }
-    if (cfg->net) {
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "%s", ps_netsim_prefix(cfg->net));
-        int left = ps_netsim_destroy(&cfg->net);
-        if (left) {
-            fprintf(stderr, TRAIN_PROG ": %d network namespaces %s* could not be removed\n",
-                    left, prefix);
-            failed = 1;
-        } else {
-            fprintf(stderr, TRAIN_PROG ": simulated network %s removed\n", prefix);
-        }
-    }
+    failed |= ps_bench_train_net_destroy(cfg, TRAIN_PROG);
     if (ps_netsim_stop) {
         fprintf(stderr, TRAIN_PROG ": stopped by signal %d\n", (int)ps_netsim_stop);
         return 130;

@@ -3,7 +3,8 @@
  * configuration (flags parsed in train.c), one run's figures, one job
  * (train_job.c), the sweep of modes x workers (train_sweep.c), the
  * click-through sweep (train_ctr.c) and the join demonstration
- * (train_join.c). Not for the other subcommands.
+ * (train_join.c), and `shardps-bench crossover` (crossover.c), which runs
+ * the same jobs. Not for the other subcommands.
  */
 #ifndef PS_BENCH_TRAIN_H
 #define PS_BENCH_TRAIN_H
@@ -166,6 +167,13 @@ int ps_bench_train_have_allreduce(void);
 /* The job's batch: --batch, or the job default. */
 int ps_bench_train_batch(const train_cfg_t *cfg);
 
+/* Cell text into buf[cap]: "%.*f" of v, or "" (n/a) when v is NAN.
+ * Returns buf. */
+const char *ps_bench_train_cell(char *buf, size_t cap, int prec, double v);
+
+/* Run r's status cell: "ok", "failed: exit N" or "failed: WHY". */
+void ps_bench_train_status(const train_run_t *r, char *buf, size_t cap);
+
 /* A file-name-safe tag for a run: "sync_1-2_w2". */
 void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap);
 
@@ -175,6 +183,27 @@ void ps_bench_train_tag(const train_run_t *r, char *buf, size_t cap);
  * summary and log are OUT/runs/TAG[_repeat].json and .log (repeat > 0). */
 void ps_bench_train_job(const train_cfg_t *cfg, train_run_t *r, double rejoin_at,
                         int repeat);
+
+/* --net: makes cfg->net from cfg->net_spec and cfg->dilate, room for servers
+ * and workers roles, its set-up log OUT/runs/net.log (cfg->out), with a line
+ * on stderr naming prog. Returns 0; PS_ENOTSUP when no network can be made
+ * here (said on stdout and stderr); or PS_EIO after one line on stderr. */
+int ps_bench_train_net_new(train_cfg_t *cfg, const char *prog, int servers, int workers);
+
+/* Removes cfg->net, if any, with a line on stderr. Returns 0, or 1 when
+ * namespaces were left (said). */
+int ps_bench_train_net_destroy(train_cfg_t *cfg, const char *prog);
+
+/* Run r's theory: MB (1e6 bytes) of fp32 on a worker's link each way per
+ * step, the model once with dedicated servers, 2(M-1)/M times for the ring
+ * and a colocated server's worker. */
+double ps_bench_train_theory_mb(const train_run_t *r);
+
+/* Run r's link-bound ms per step (its busiest link's bytes one way at the
+ * link rate) and its measured ms per step (M x batch / samples/s); NAN
+ * where unknown. */
+void ps_bench_train_step_ms(const train_cfg_t *cfg, const train_run_t *r, double *bound,
+                            double *step);
 
 /* --net: the links table (train_links.c): created beside the runs' table,
  * a row per run, its notes before it is destroyed. */

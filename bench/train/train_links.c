@@ -1,15 +1,74 @@
 /*
- * bench/train/train_links.c - `shardps-bench train --net`: each run's links
- * measured on the simulated cluster's counters beside the theory, the
- * link-bound step time for the bytes measured, and whether the machine's
- * cores or the simulator's delay line, not the links, were the bound. Only
- * with --net; the figures come from bench/netsim/job.c (ps_netsim_result_t).
+ * bench/train/train_links.c - `shardps-bench train --net`: the simulated
+ * cluster made and removed around a sweep, each run's links measured on its
+ * counters beside the theory, the link-bound step time for the bytes
+ * measured, and whether the machine's cores or the simulator's delay line,
+ * not the links, were the bound. Only with --net; the figures come from
+ * bench/netsim/job.c (ps_netsim_result_t). crossover.c reads its runs the
+ * same way.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bench/train/train.h"
+#include "common/error.h"
+
+int ps_bench_train_net_new(train_cfg_t *cfg, const char *prog, int servers, int workers)
+{
+    char log[PATH_MAX], err[256];
+    snprintf(log, sizeof log, "%s/runs/net.log", cfg->out);
+    remove(log);
+    ps_netsim_catch_signals();
+    int rc = ps_netsim_new(cfg->net_spec, cfg->dilate, servers, workers, log, &cfg->net,
+                           err, sizeof err);
+    if (rc == PS_ENOTSUP) {
+        printf("%s --net %s: skipped: %s\n", prog, cfg->net_spec, err);
+        fprintf(stderr, "%s: --net skipped: %s\n", prog, err);
+        return rc;
+    } else if (rc != 0) {
+        fprintf(stderr, "%s: error: %s\n", prog, err);
+        return PS_EIO;
+    }
+    fprintf(stderr, "%s: simulated network %s: %s\n", prog, ps_netsim_prefix(cfg->net),
+            ps_netsim_note(cfg->net));
+    return 0;
+}
+
+int ps_bench_train_net_destroy(train_cfg_t *cfg, const char *prog)
+{
+    if (!cfg->net) {
+        return 0;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s", ps_netsim_prefix(cfg->net));
+    int left = ps_netsim_destroy(&cfg->net);
+    if (left) {
+        fprintf(stderr, "%s: %d network namespaces %s* could not be removed\n", prog, left,
+                prefix);
+        return 1;
+    }
+    fprintf(stderr, "%s: simulated network %s removed\n", prog, prefix);
+    return 0;
+}
+
+double ps_bench_train_theory_mb(const train_run_t *r)
+{
+    const double M = r->workers, P = r->params * 4 / 1e6; /* MB of fp32 */
+    /* dedicated: a worker sends and receives the model once; colocated its
+     * link also carries its server's share, as much as the ring */
+    return ps_bench_train_serverless(r->label) || ps_bench_train_colocated(r->label)
+               ? 2 * (M - 1) / M * P
+               : P;
+}
+
+void ps_bench_train_step_ms(const train_cfg_t *cfg, const train_run_t *r, double *bound,
+                            double *step)
+{
+    const double rate = ps_netsim_rate(cfg->net);
+    *bound = rate > 0 ? r->link_max * 8 / rate * 1e3 : NAN;
+    *step = r->sps > 0 ? r->workers * ps_bench_train_batch(cfg) / r->sps * 1e3 : NAN;
+}
 
 const char *ps_bench_train_bound(const train_cfg_t *cfg, const train_run_t *r)
 {
@@ -50,13 +109,9 @@ void ps_bench_train_links_row(const train_cfg_t *cfg, ps_bench_table_t *t,
                               const train_run_t *r)
 {
     const double M = r->workers, P = r->params * 4 / 1e6; /* MB of fp32 */
-    const double ring = 2 * (M - 1) / M * P;
-    /* dedicated: a worker sends and receives the model once; colocated its
-     * link also carries its server's share, as much as the ring */
-    const double ps = ps_bench_train_colocated(r->label) ? ring : P;
-    const double rate = ps_netsim_rate(cfg->net);
-    const double bound = rate > 0 ? r->link_max * 8 / rate * 1e3 : NAN;
-    const double step = r->sps > 0 ? M * ps_bench_train_batch(cfg) / r->sps * 1e3 : NAN;
+    const double ring = 2 * (M - 1) / M * P, ps = ps_bench_train_theory_mb(r);
+    double bound, step;
+    ps_bench_train_step_ms(cfg, r, &bound, &step);
     char tta[32] = "", psmb[32] = ""; /* empty: n/a */
     if (!isnan(r->tta)) {
         snprintf(tta, sizeof tta, "%.1f", r->tta);

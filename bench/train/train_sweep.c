@@ -43,8 +43,7 @@ void ps_bench_train_mode_for(const char *token, int n, char *buf, size_t cap)
                                                                           : "allreduce");
 }
 
-/* Cell text: "%.*f" of v, or "" when v is NAN. */
-static const char *s_cell(char *buf, size_t cap, int prec, double v)
+const char *ps_bench_train_cell(char *buf, size_t cap, int prec, double v)
 {
     if (isnan(v)) {
         buf[0] = '\0';
@@ -52,6 +51,17 @@ static const char *s_cell(char *buf, size_t cap, int prec, double v)
         snprintf(buf, cap, "%.*f", prec, v);
     }
     return buf;
+}
+
+void ps_bench_train_status(const train_run_t *r, char *buf, size_t cap)
+{
+    if (r->status == 0) {
+        snprintf(buf, cap, "ok");
+    } else if (r->status < 0) {
+        snprintf(buf, cap, "failed: %s", ps_strerror(r->status));
+    } else {
+        snprintf(buf, cap, "failed: exit %d", r->status);
+    }
 }
 
 /* The test metric against training time: one panel per worker count, one
@@ -227,13 +237,7 @@ static int s_one(const train_cfg_t *cfg, train_run_t *r, double *base, ps_bench_
     r->load = ps_bench_loadavg();
     ps_bench_train_job(cfg, r, -1, 0);
     char c[4][32], status[32];
-    if (r->status == 0) {
-        snprintf(status, sizeof status, "ok");
-    } else if (r->status < 0) {
-        snprintf(status, sizeof status, "failed: %s", ps_strerror(r->status));
-    } else {
-        snprintf(status, sizeof status, "failed: exit %d", r->status);
-    }
+    ps_bench_train_status(r, status, sizeof status);
     if (r->status != 0) {
         fprintf(stderr, TRAIN_PROG ":   %s (log: %s/runs/)\n", status, cfg->out);
         ps_bench_table_rowf(t, "%s,%d,%s,%s,,,,,,,,,,,,%.1f", r->name, r->workers, scen,
@@ -253,13 +257,14 @@ static int s_one(const train_cfg_t *cfg, train_run_t *r, double *base, ps_bench_
     ps_bench_table_rowf(
         t, "%s,%d,%s,%s,%.0f,%s,%s,%s,%.4f,%.2f,%.0f,%.3f,%.0f,%.0f,%.0f,%.1f", r->name,
         r->workers, scen, status, r->sps,
-        s_cell(c[0], 32, 2, isnan(*base) ? NAN : r->sps / *base),
-        s_cell(c[1], 32, 1, r->tta), s_cell(c[2], 32, 0, r->sta), r->acc, r->wall,
-        r->bytes_per_step, r->st_mean, r->st_p99, r->st_max, r->dropped, r->load);
+        ps_bench_train_cell(c[0], 32, 2, isnan(*base) ? NAN : r->sps / *base),
+        ps_bench_train_cell(c[1], 32, 1, r->tta), ps_bench_train_cell(c[2], 32, 0, r->sta),
+        r->acc, r->wall, r->bytes_per_step, r->st_mean, r->st_p99, r->st_max, r->dropped,
+        r->load);
     for (int e = 0; e < r->nep; e++) {
         ps_bench_table_rowf(te, "%s,%d,%s,%d,%.2f,%s,%.4f", r->name, r->workers, scen,
-                            e + 1, r->ep_t[e], s_cell(c[3], 32, 0, r->ep_step[e]),
-                            r->ep_acc[e]);
+                            e + 1, r->ep_t[e],
+                            ps_bench_train_cell(c[3], 32, 0, r->ep_step[e]), r->ep_acc[e]);
     }
     return 0;
 }
