@@ -515,9 +515,12 @@ static void s_row(const ps_bench_comm_cfg_t *cfg, int w, int i, ar_sweep_t *sw,
 }
 
 /* The allreduce table (always written, with a note on what was skipped) and
- * its plot. Returns 0 or 1 (something failed). */
+ * its plot. Returns 0 or 1 (something failed). Under --secure they are files of
+ * their own: a secure run into a plain run's --out keeps its allreduce.csv. */
 int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
 {
+    const char *file = cfg->secure ? "comm_secure_allreduce" : "allreduce";
+    const char *png = cfg->secure ? "comm_secure_allreduce_busbw" : "allreduce_busbw";
     char mpirun[PATH_MAX], helper[PATH_MAX], why[256] = "--mpi=0";
     int have_mpi =
         cfg->mpi && ps_bench_mpi_find(mpirun, helper, sizeof mpirun, why, sizeof why) == 0;
@@ -541,7 +544,7 @@ int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
     }
     ps_bench_table_t *t;
     if (ps_bench_table_new(
-            cfg->page, "allreduce",
+            cfg->page, file,
             "### Allreduce bus bandwidth (busbw = bytes/time x 2(n-1)/n, GB/s)",
             "payload_bytes,payload,workers,shardps_busbw_gbs,mpi_busbw_gbs,ratio,ratio_min,"
             "ratio_max",
@@ -552,7 +555,7 @@ int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
         return 1;
     }
     ps_bench_str_t gp = {0}, plot = {0};
-    ps_bench_plot_header(&gp, cfg->page, "allreduce_busbw", 640, 400);
+    ps_bench_plot_header(&gp, cfg->page, png, 640, 400);
     ps_bench_plot_sizes(&gp, cfg->ar_sizes, nz, "busbw (GB/s)");
     for (int w = 0; w < cfg->nar; w++) {
         int ours = 0, mpi = 0;
@@ -576,8 +579,7 @@ int ps_bench_allreduce(const ps_bench_comm_cfg_t *cfg)
     ps_bench_table_destroy(&t, 1);
     if (plot.len) {
         ps_bench_str_addf(&gp, "plot %s\n", ps_bench_str_get(&plot));
-        failed |=
-            ps_bench_plot(cfg->page, "allreduce_busbw", ps_bench_str_get(&gp)) == PS_EIO;
+        failed |= ps_bench_plot(cfg->page, png, ps_bench_str_get(&gp)) == PS_EIO;
     }
     ps_bench_str_fini(&plot);
     ps_bench_str_fini(&gp);

@@ -422,7 +422,8 @@ int ps_bench_comm_main(int argc, char **argv)
          "compare allreduce with MPI_Allreduce where installed"},
         {"secure", PS_FLAG_BOOL, &cfg.secure, NULL,
          "a --secure job beside a plain one instead of raw ZeroMQ (sizes 4K to 16M, no "
-         "allreduce unless asked): the page comm_secure.md"},
+         "allreduce unless asked): the page comm_secure.md, its allreduce table in "
+         "comm_secure_allreduce.csv"},
         {"log-level", PS_FLAG_STR, &log_level, "LEVEL",
          "of the shardps roles: err, warn, info, debug"},
     };

@@ -4,7 +4,8 @@
 # a header with the command, commit, date, machine and load, then the tables,
 # and the plots where gnuplot is installed) and CSV files with the expected
 # columns and one row per configuration (allreduce included: ring members in
-# `comm`, `--mode allreduce` jobs without servers in `train`); `compute` on a
+# `comm`, `--mode allreduce` jobs without servers in `train`); `comm --secure`
+# into the same folder leaves the plain run's allreduce.csv as it was; `compute` on a
 # few steps writes its JSON with every field, and with --torch the PyTorch
 # reference's figure (or one line saying how to install PyTorch, when it is
 # absent), and with --out its results page; so does `compute --model ctr`
@@ -59,6 +60,15 @@ rows "$TMP/comm/allreduce.csv" 1
 # shardps's ring measured (the MPI column depends on OpenMPI being installed).
 grep -Eq '^4096,4K,2,[0-9.]+,' "$TMP/comm/allreduce.csv" ||
     fail "allreduce.csv lacks the ring's figure: $(cat "$TMP/comm/allreduce.csv")"
+# A --secure run into the same folder writes its own page and leaves the
+# plain run's allreduce table as it was.
+cp "$TMP/comm/allreduce.csv" "$TMP/allreduce.csv"
+"$BENCH" comm --secure --sizes 4K --servers 1 --inflight 1 --reps 1 --seconds 0.05 \
+    --out "$TMP/comm" >"$TMP/comm_secure.log" 2>&1 ||
+    fail "bench comm --secure failed: $(tail -5 "$TMP/comm_secure.log")"
+rows "$TMP/comm/comm_secure.csv" 1
+cmp -s "$TMP/allreduce.csv" "$TMP/comm/allreduce.csv" ||
+    fail "comm --secure rewrote allreduce.csv: $(cat "$TMP/comm/allreduce.csv")"
 
 "$BENCH" train --workers 1,2 --modes sync,async,sync:k/n,allreduce --max-steps 8 --epochs 1 \
     --out "$TMP/train" >"$TMP/train.log" 2>&1 ||
