@@ -60,6 +60,16 @@ typedef struct {
             "MLP, {#}", S_XOVER_FIG, S_XOVER_THEORY                                        \
     }
 
+/* A CPU run of `compute`: one model per run and section. */
+#define S_COMPUTE_CPU(h)                                                                   \
+    {                                                                                      \
+        "compute vs PyTorch", "compute.md", NULL, h, "shardps/PyTorch", NULL, NULL,        \
+            "{model}, CPU, {threads} thread, batch {batch}",                               \
+            "shardps/PyTorch samples/s {shardps/PyTorch} (CPU time {shardps/PyTorch (CPU " \
+            "time)})",                                                                     \
+            NULL                                                                           \
+    }
+
 static const sum_source_t s_sources[] = {
     {S_VS_RING, "train_ctr.md", NULL, "### " S_CTR_VS, "dense/PS bytes (measured)", NULL,
      NULL, "click model, {net} links, {workers} workers: the dense ring",
@@ -86,10 +96,8 @@ static const sum_source_t s_sources[] = {
     S_XOVER("## 16 cores: 1gbit links with 0.2 ms delay, 8 workers"),
     S_XOVER("## 16 cores: 100mbit links, 8 workers, 8 servers ("),
     S_XOVER("## 16 cores: 1gbit links, 8 workers, 8 servers, `--hidden 2048,2048`"),
-    {"compute vs PyTorch", "compute.md", NULL, "## MLP and CNN on the CPU",
-     "shardps/PyTorch", NULL, NULL, "{model}, CPU, {threads} thread, batch {batch}",
-     "shardps/PyTorch samples/s {shardps/PyTorch} (CPU time {shardps/PyTorch (CPU time)})",
-     NULL},
+    S_COMPUTE_CPU("## MLP on the CPU"),
+    S_COMPUTE_CPU("## CNN on the CPU"),
     {"compute vs PyTorch", "compute_ctr.md", "compute_ctr.csv", NULL, NULL, NULL, NULL,
      "{model}, {device}, {threads} thread, batch {batch}",
      "shardps/PyTorch samples/s {ratio_vs_torch} (CPU time {cpu_ratio_vs_torch})", NULL},
