@@ -74,6 +74,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"allreduce-backend", PS_FLAG_STR, &f->allreduce_backend, "ring|mpi", "allreduce: who sums the gradients: ring = our ring over ZeroMQ; mpi = MPI_Allreduce, the workers being the ranks of one mpirun (builds with MPI only)"},
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
+        {"local-chunks", PS_FLAG_INT, &c->local_chunks, "0|1", "testing: sync, ssp: cut pushes to servers on this host into --chunk-kib chunks too, as to other hosts' (same arithmetic; 0 = one message per server and push)"},
         {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers undo an update that would overflow), then the real one (-1 = never)"},
         {"fault-slow-build", PS_FLAG_DOUBLE, &c->fault_slow_build, "SECONDS", "testing: building the model takes this much longer (the heartbeats go on meanwhile; 0 = no delay)"},
         {"fault-nan-push", PS_FLAG_INT, &c->fault_nan_push, "STEP", "testing: at step STEP first push a NaN gradient, which the servers must refuse, then the real one (-1 = never)"},
@@ -148,6 +149,8 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         /* err says which */
     } else if (c->overlap != 0 && c->overlap != 1) {
         snprintf(err, errlen, "--overlap %d: expected 0 or 1", c->overlap);
+    } else if (c->local_chunks != 0 && c->local_chunks != 1) {
+        snprintf(err, errlen, "--local-chunks %d: expected 0 or 1", c->local_chunks);
     } else if (c->tf32 != 0 && c->tf32 != 1) {
         snprintf(err, errlen, "--tf32 %d: expected 0 or 1", c->tf32);
     } else if (c->graph != 0 && c->graph != 1) {

@@ -230,6 +230,25 @@ static int s_on_server(void *arg, ps_msg_t *m, int rc)
     return 0;
 }
 
+/* Whether server i's pushes go whole: its lane is not paced (the server is
+ * on this host: no link between us to keep busy, and each message costs the
+ * cores that are the bound), unless chunks are asked for everywhere. Caller
+ * holds mu (or is ps_kv_new). */
+static void s_set_whole(ps_kv_t *kv, int i)
+{
+    ps_kv_slots_set_whole(kv->slots, i, ps_kv_lanes_local(kv->lanes, i) && !kv->local_chunks);
+}
+
+void ps_kv_set_local_chunks(ps_kv_t *kv, int on)
+{
+    pthread_mutex_lock(&kv->mu);
+    kv->local_chunks = on != 0;
+    for (int i = 0; i < kv->view.num_servers; i++) {
+        s_set_whole(kv, i);
+    }
+    pthread_mutex_unlock(&kv->mu);
+}
+
 /* Connects a new socket to server i at endpoint ep (under --secure proving
  * key, its CurveZMQ public key) in place of the old one, if any (what the
  * old one still queued for a lost server is dropped). Caller holds mu (or
@@ -248,6 +267,7 @@ static int s_connect(ps_kv_t *kv, int i, const char *ep, const char *key)
     kv->servers[i] = sock;
     kv->items[1 + i].sock = sock;
     ps_kv_lanes_set_local(kv->lanes, i, ps_addr_is_local(ep));
+    s_set_whole(kv, i);
     snprintf(kv->view.servers[i].endpoint, sizeof kv->view.servers[i].endpoint, "%s", ep);
     return 0;
 }

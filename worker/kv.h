@@ -51,6 +51,12 @@ int ps_kv_new(ps_ctx_t *ctx, ps_link_t **link, const ps_view_t *view, ps_kv_t **
 /* Stops the ticker thread and closes the sockets; NULL-safe; sets *kv to NULL. */
 void ps_kv_destroy(ps_kv_t **kv);
 
+/* Sync and ssp cut pushes into chunk messages (docs/design/chunks.md),
+ * except to a server on this host, which gets each push whole; on = 1 cuts
+ * those too (testing the chunks' arithmetic on one host). Call before the
+ * first request. */
+void ps_kv_set_local_chunks(ps_kv_t *kv, int on);
+
 /* The model's tensors, by their first keys (n of them, ascending, the first
  * 0): top-k selects per tensor, and sends small tensors whole (kv.c). Call
  * before the first push. Returns 0 or PS_ENOMEM. */

@@ -54,6 +54,8 @@ struct ps_kv {
     uint64_t rollbacks;    /* ps_kv_rollback() calls that found one pending */
     ps_kv_encode_t *encode; /* --wire / --compress: pushes encoded, sent as a copy;
                                NULL: fp32, zero-copy */
+    int local_chunks;    /* 1: pushes to a server on this host go in chunks too
+                            (ps_kv_set_local_chunks); 0: whole */
 };
 
 /* Why a request of type may not go now (the job is gone, or a rollback

@@ -20,6 +20,7 @@ struct ps_kv_slots {
     uint64_t chunk;      /* the least keys per push message, aligned to each server's
                             first key; 0 = one message per server */
     uint64_t piece;      /* keys per push message of the requests opened next */
+    unsigned char *whole; /* n: 1 where server i's pushes go whole (no paced link) */
     ps_rowrange_t *rows; /* n: each server's embedding rows (hashes) */
     uint64_t *row_lo;    /* PS_KV_SLOTS*n*PS_RANGE_ROW_PIECES: the run of a rows request's
                             keys in piece q of server i's rows (s_row_index) */
@@ -39,14 +40,15 @@ int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
     if (t) {
         t->n = n;
         t->servers = calloc(ns, sizeof *t->servers);
+        t->whole = calloc(ns, sizeof *t->whole);
         t->next_key = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->next_key);
         t->ack_due = calloc((size_t)PS_KV_SLOTS * ns, sizeof *t->ack_due);
         t->rows = calloc(ns, sizeof *t->rows);
         t->row_lo = calloc((size_t)PS_KV_SLOTS * ns * PS_RANGE_ROW_PIECES, sizeof *t->row_lo);
         t->row_hi = calloc((size_t)PS_KV_SLOTS * ns * PS_RANGE_ROW_PIECES, sizeof *t->row_hi);
     }
-    if (!t || !t->servers || !t->next_key || !t->ack_due || !t->rows || !t->row_lo ||
-        !t->row_hi) {
+    if (!t || !t->servers || !t->whole || !t->next_key || !t->ack_due || !t->rows ||
+        !t->row_lo || !t->row_hi) {
         ps_kv_slots_destroy(&t);
         return PS_ENOMEM;
     }
@@ -62,6 +64,7 @@ void ps_kv_slots_destroy(ps_kv_slots_t **tp)
     ps_kv_slots_t *t = *tp;
     if (t) {
         free(t->servers);
+        free(t->whole);
         free(t->next_key);
         free(t->ack_due);
         free(t->rows);
@@ -101,10 +104,15 @@ void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate)
                                                                 : PS_KV_LINK_PIECE_KEYS);
 }
 
+void ps_kv_slots_set_whole(ps_kv_slots_t *t, int i, int whole)
+{
+    t->whole[i] = whole != 0;
+}
+
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at, uint64_t end)
 {
     const uint64_t piece = t->slots[idx].piece, base = t->servers[i].begin;
-    if (!piece) {
+    if (!piece || t->whole[i]) {
         return end;
     }
     const uint64_t next = base + ((at - base) / piece + 1) * piece;

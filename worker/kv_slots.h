@@ -160,9 +160,10 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
  * messages' time as there are workers: small messages keep that a small
  * part of a round. (Acks also come slowly where many roles share few cores:
  * at 2 ms the pieces stay whole down to a pace of 16 MB/s, and a 100 Mbit/s
- * link's are one 16 KiB chunk.) With no pace measured (every server on this
- * host, as on loopback, or none measured yet) they are up to
- * PS_KV_PIECE_KEYS (64 KiB): few messages, where the cores are the bound. */
+ * link's are one 16 KiB chunk.) With no pace measured yet they are up to
+ * PS_KV_PIECE_KEYS (64 KiB). A server on this host gets its pushes whole
+ * (ps_kv_slots_set_whole): no link between us to fill, the cores are the
+ * bound, and every message costs them. */
 #define PS_KV_PIECE_SECONDS 0.002
 enum { PS_KV_PIECE_KEYS = 16384, PS_KV_LINK_PIECE_KEYS = 8192 };
 
@@ -170,8 +171,14 @@ enum { PS_KV_PIECE_KEYS = 16384, PS_KV_LINK_PIECE_KEYS = 8192 };
  * keys a second (0: not measured, the largest); nothing without a chunk. */
 void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate);
 
+/* Server i's pushes go whole (1: one message per push, whatever the
+ * chunk, as where no link paces them: a server on this host) or in pieces
+ * (0, the default). Set while no request is in flight (at a connect). */
+void ps_kv_slots_set_whole(ps_kv_slots_t *t, int i, int whole);
+
 /* Where the push message of the request at idx to server i that starts at
- * key `at` ends: the next boundary of its pieces, or end. */
+ * key `at` ends: the next boundary of its pieces (none for a server whose
+ * pushes go whole), or end. */
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at,
                                uint64_t end);
 

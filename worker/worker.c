@@ -515,6 +515,7 @@ static int s_start(ps_worker_t *w)
     if ((rc = ps_kv_new(w->ctx, &w->link, w->view, &w->kv, w->err, sizeof w->err)) != 0) {
         return rc;
     }
+    ps_kv_set_local_chunks(w->kv, w->cfg->local_chunks);
     if ((rc = s_kv_tensors(w)) != 0) {
         snprintf(w->err, sizeof w->err, "out of memory");
         return rc;

@@ -40,6 +40,8 @@ typedef struct {
     int allreduce_mpi;       /* allreduce: 1 = sum with MPI_Allreduce (worker/ring_mpi.h),
                                 the workers being one mpirun's ranks; 0 = our ring */
     int overlap;             /* 1 = push (sync, ssp) or reduce (allreduce) layers during backward */
+    int local_chunks;        /* testing: 1 = cut pushes to servers on this host into chunks
+                                too (sync, ssp); 0 = they go whole */
     double connect_timeout;  /* seconds to wait for the scheduler's answer */
     double peer_timeout;     /* seconds of scheduler silence that mean it is lost */
     const char *job_id;      /* the job it belongs to (--job-id); NULL = any */

@@ -323,6 +323,33 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
 }
 END_TEST
 
+/* Chunks of 4 keys, S1 on this host (its pushes whole): a push of keys
+ * [2, 16) is S0's 3 chunk messages and one to S1, and a push-pull of every
+ * key pushes S0's chunks, then pulls, and is one push-pull to S1. */
+START_TEST(pushes_to_a_server_on_this_host_go_whole)
+{
+    ps_kv_slots_t *t = s_table();
+    ps_kv_slots_set_chunk(t, 4, 0);
+    ps_kv_slots_set_whole(t, 1, 1);
+    float grad[16] = {0}, dst[16] = {0};
+    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 3);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 3 + 1);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 0, 2, 10), 4);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 1, 10, 16), 16);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16 + 3);
+    ps_range_t pushed;
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH_PULL);
+    ps_kv_slots_release(t, a);
+    ps_kv_slots_set_whole(t, 1, 0); /* chunked again, as any server */
+    a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 4);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 3 + 2);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
 /* Chunks of 16 KiB (4096 keys), one server of 16 chunks: with no pace
  * measured a push goes in 64 KiB messages; over a fast link in 32 KiB ones,
  * the most a link's message carries; over a slow one in what its link takes
@@ -573,6 +600,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
     tcase_add_test(tc, push_pull_of_keys_pushed_in_part_expects_the_separate_acks);
     tcase_add_test(tc, pushes_go_a_message_per_chunk_each_acked);
+    tcase_add_test(tc, pushes_to_a_server_on_this_host_go_whole);
     tcase_add_test(tc, a_pull_splits_where_chunks_pushed_before_begin);
     tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
