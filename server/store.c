@@ -309,6 +309,31 @@ static void s_undo_state(ps_store_t *s, uint64_t k, uint64_t m, int save)
     }
 }
 
+/* Keys a block of an in-place update: its copy, update and check all read
+ * it from the core's cache (16 KiB). */
+#define S_UNDO_BLOCK 4096
+
+/* Updates the m values v of keys [k, k + m) in place, block by block: each
+ * block is copied aside, updated and checked while it is in cache, where
+ * three passes over a whole chunk would read it from memory three times.
+ * Returns 1 when the update would make a value non-finite (then undone:
+ * values and state as before), else 0. State saved by the caller. */
+static int s_step_in_place(ps_store_t *s, float *v, uint64_t k, uint64_t m, const float *grad,
+                           float lr, float scale, int64_t t)
+{
+    for (uint64_t j = 0; j < m; j += S_UNDO_BLOCK) {
+        const uint64_t len = m - j < S_UNDO_BLOCK ? m - j : S_UNDO_BLOCK;
+        memcpy(s->undo + j, v + j, len * sizeof(float));
+        ps_optim_step(&s->opt, lr, t, v + j, s->state + k + j, s->n, grad + j, scale, len);
+        if (!ps_optim_finite(v + j, len)) {
+            memcpy(v, s->undo, (j + len) * sizeof(float));
+            s_undo_state(s, k, m, 0);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /*
  * Chunk by chunk: in place when no reply holds the chunk; otherwise the
  * optimizer reads the held values and writes the new ones into a free
@@ -343,14 +368,8 @@ int ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, floa
                 undone++;
             }
         } else {
-            memcpy(s->undo, b->data + (k - cb), (e - k) * sizeof(float));
-            ps_optim_step(&s->opt, lr, t, b->data + (k - cb), s->state + k, s->n,
-                          grad + (k - off), scale, e - k);
-            if (!ps_optim_finite(b->data + (k - cb), e - k)) {
-                memcpy(b->data + (k - cb), s->undo, (e - k) * sizeof(float));
-                s_undo_state(s, k, e - k, 0);
-                undone++;
-            }
+            undone += s_step_in_place(s, b->data + (k - cb), k, e - k, grad + (k - off), lr,
+                                      scale, t);
         }
         k = e;
     }
