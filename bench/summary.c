@@ -46,19 +46,20 @@ typedef struct {
 
 #define S_VS_RING "PS vs ring"
 #define S_CTR_VS "Where the parameter server wins"
-/* The MLP's crossover runs: the parameter server's row against the ring's. */
-#define S_XOVER_VS "mode=allreduce;workers={workers};scenario={scenario}"
+/* The MLP's crossover tables: each parameter-server row, its ratios to the
+ * ring's row of the same workers (on the row) and the ring's efficiency. */
 #define S_XOVER_FIG                                                                        \
-    "PS/ring samples/s {ratio:samples/s}; PS {sent MB/step (measured)} MB/step a worker "  \
-    "link, ring {vs:sent MB/step (measured)}"
-#define S_XOVER_THEORY                                                                     \
-    "PS {PS MB/step each way (theory)} MB/step, ring {ring MB/step each way (theory)}"
-#define S_XOVER_HAS "PS MB/step each way (theory)"
-#define S_XOVER(h)                                                                         \
+    "PS/ring samples/s {ps_vs_ring}; link efficiency {efficiency} ({bound}), ring "       \
+    "{vs:efficiency} ({vs:bound})"
+#define S_XOVER_THEORY "PS/ring link-bound samples/s {ps_vs_ring_bound}"
+#define S_XOVER(csv, links, design)                                                        \
     {                                                                                      \
-        S_VS_RING, "crossover.md", NULL, h, S_XOVER_HAS, "mode=sync", S_XOVER_VS,          \
-            "MLP, {#}", S_XOVER_FIG, S_XOVER_THEORY                                        \
+        S_VS_RING, "crossover.md", csv, NULL, NULL, "design=" design,                      \
+            "design=ring;workers={workers}", "MLP, " links ", {workers} workers, " design,  \
+            S_XOVER_FIG, S_XOVER_THEORY                                                    \
     }
+#define S_XOVER_1G "crossover_1gbit_0.2ms_dilate10.csv"
+#define S_XOVER_10G "crossover_10gbit_0.05ms_dilate100.csv"
 
 /* A CPU run of `compute`: one model per run and section. */
 #define S_COMPUTE_CPU(h)                                                                   \
@@ -89,13 +90,10 @@ static const sum_source_t s_sources[] = {
      "allgather/PS bytes {measured_allgather_vs_ps}; PS/allgather samples/s "
      "{ps_vs_allgather_speed}",
      "allgather/PS bytes {theory_allgather_vs_ps}"},
-    S_XOVER("## 2 cores: 300mbit links with 0.67 ms delay, 2 workers"),
-    S_XOVER("## 2 cores: 100mbit links with 2 ms delay, 2 workers"),
-    S_XOVER("## 2 cores: 100mbit links, 4 workers"),
-    S_XOVER("## 16 cores: 1gbit links with 0.2 ms delay, 2 workers"),
-    S_XOVER("## 16 cores: 1gbit links with 0.2 ms delay, 8 workers"),
-    S_XOVER("## 16 cores: 100mbit links, 8 workers, 8 servers ("),
-    S_XOVER("## 16 cores: 1gbit links, 8 workers, 8 servers, `--hidden 2048,2048`"),
+    S_XOVER(S_XOVER_1G, "1gbit links with 0.2 ms delay (dilated 10x)", "PS dedicated"),
+    S_XOVER(S_XOVER_1G, "1gbit links with 0.2 ms delay (dilated 10x)", "PS colocated"),
+    S_XOVER(S_XOVER_10G, "10gbit links with 0.05 ms delay (dilated 100x)", "PS dedicated"),
+    S_XOVER(S_XOVER_10G, "10gbit links with 0.05 ms delay (dilated 100x)", "PS colocated"),
     S_COMPUTE_CPU("## MLP on the CPU"),
     S_COMPUTE_CPU("## CNN on the CPU"),
     {"compute vs PyTorch", "compute_ctr.md", "compute_ctr.csv", NULL, NULL, NULL, NULL,
