@@ -102,6 +102,9 @@ static int s_join_run(const train_cfg_t *cfg, int k, int repeat, ps_bench_table_
     int ok = r->status == 0 && ps_bench_read_file(log_path, &log) == 0 &&
              s_join_phases(log, rate, &lost, &joined) == 0;
     free(log);
+    for (int i = 0; ok && i < 3; i++) {
+        rate[i] *= cfg->dilate; /* the log's stamps are real time: undilated units */
+    }
     if (!ok) {
         ps_bench_table_rowf(t, "%d,%s,,,,,,,,,,,,", k,
                             r->status ? "failed" : "no join seen in the log");
