@@ -5,7 +5,7 @@
  * The same sync job through shardps-launch (same model, seed, data order,
  * servers and workers), once without checkpoints and once with
  * --checkpoint-every N (a fresh directory each time), alternated for --reps
- * rounds in one sitting so that both see the same machine. From each job's
+ * rounds in one run so that both see the same machine. From each job's
  * summary it keeps samples/s (training throughput); the figure is the
  * median over rounds of (with / without) samples/s, and each round's ratio
  * beside it. On shared cores the wall clock moves with the neighbours' load,
@@ -221,7 +221,7 @@ static int s_measure(const ck_cfg_t *c, ps_bench_page_t *page)
         t,
         "Each round: `shardps-launch --servers %d --workers %d --model %s --mode sync "
         "--epochs %d --max-steps %d --seed %d`, without and then with `%s` (the order "
-        "alternates by round), one sitting. "
+        "alternates by round), in one run. "
         "samples/s from the scheduler's summary; CPU s: the job's processes together. "
         "Median ratio with / without: samples/s %.3f, CPU seconds %.3f.",
         c->servers, c->workers, c->model, c->epochs, c->max_steps, c->seed, with_flags, med,

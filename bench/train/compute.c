@@ -1,6 +1,6 @@
 /*
  * bench/train/compute.c - shardps-bench compute: one worker's arithmetic
- * alone, beside PyTorch on the same machine in the same sitting.
+ * alone, beside PyTorch on the same machine in the same run.
  *
  * Trains one model in this process with no servers and no network: batches
  * gathered from Fashion-MNIST (or synthetic inputs with --data "") into the
@@ -734,7 +734,7 @@ int ps_bench_compute_main(int argc, char **argv)
         S_PROG,
         "Trains one model in one process, no servers, no network: samples/s of gather +\n"
         "training step + SGD update, where a step's time goes, and with --torch the\n"
-        "PyTorch baseline's samples/s at the same thread count in the same sitting.",
+        "PyTorch baseline's samples/s at the same thread count in the same run.",
         flags, sizeof flags / sizeof flags[0], argc, argv, NULL);
     if (rc != 0) {
         return rc > 0 ? 0 : 2;

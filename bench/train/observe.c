@@ -13,7 +13,7 @@
  * Each round runs every variant once, and the order turns by one each round
  * (off first, then metrics first, ...), so neither the machine's other load
  * nor a variant's place in the round (after which one, how long into the
- * sitting) favours a variant.
+ * run) favours a variant.
  *
  * Two figures per job: samples/s from the summary (the workers' training
  * loop, what the user waits for, and what other load on the machine disturbs
@@ -22,7 +22,7 @@
  * launcher; start-up and the trace files' writing at the end included),
  * which contention disturbs much less. A variant's cost is the median, over
  * rounds, of its job against the same round's off job: a pair runs within
- * a minute, so a load that comes and goes over the sitting cancels.
+ * a minute, so a load that comes and goes over the run cancels.
  *
  * On a shared machine both figures move by more than the cost being
  * measured, so a third, direct one is beside them: the nanoseconds one span

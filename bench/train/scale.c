@@ -231,7 +231,7 @@ static int s_measure(const sc_cfg_t *c, ps_bench_page_t *page)
         t,
         "Each worker count: `shardps-launch --servers %d --workers M --model %s --mode %s "
         "--batch %d --threads 1 --seed %d` once with `--max-steps %ld` and once with "
-        "`--max-steps %ld` (order alternating), %d round(s), one sitting; per step = (long "
+        "`--max-steps %ld` (order alternating), %d round(s), in one run; per step = (long "
         "job - short job) / %ld steps, the medians over rounds. CPU: user + system seconds "
         "of the scheduler process (`scheduler_cpu_seconds` in the summary) and of each "
         "server (`server_reports[].cpu_seconds`); messages: those the scheduler received "
