@@ -245,6 +245,22 @@ static const char *s_handshake_hint(const ps_connect_seen_t *seen, int secure)
                  "with the job's keys in --keys DIR?";
 }
 
+/* Whether the handshakes watch saw so far (added to *seen) failed for a
+ * reason no retry mends: 1 with the one-line cause in err, else 0. */
+static int s_handshake_failed(const ps_link_t *l, ps_sock_t *watch, ps_connect_seen_t *seen,
+                              int secure, char *err, size_t errlen)
+{
+    char how[128];
+    ps_sock_connect_seen(watch, seen);
+    const char *hint = s_handshake_hint(seen, secure);
+    if (!hint[0]) {
+        return 0;
+    }
+    snprintf(err, errlen, "cannot reach the scheduler at %s: %s (%s)", l->scheduler, hint,
+             ps_connect_seen_str(seen, how, sizeof how));
+    return 1;
+}
+
 /* A link to scheduler, its DEALER connected and watched (*watch; NULL when
  * the watch could not be made: the errors then just say less). */
 static int s_join_open(ps_link_t **out, ps_ctx_t *ctx, const char *scheduler,
@@ -339,11 +355,7 @@ static int s_join_wait(ps_link_t *l, ps_ctx_t *ctx, ps_sock_t *watch, int want_r
     double next_log = start + PS_LINK_WAIT_LOG_SECONDS;
     while (rc == 0) {
         double now = ps_now(), left = deadline - now;
-        ps_sock_connect_seen(watch, &seen);
-        const char *hint = s_handshake_hint(&seen, secure);
-        if (hint[0]) {
-            snprintf(err, errlen, "cannot reach the scheduler at %s: %s (%s)", l->scheduler,
-                     hint, ps_connect_seen_str(&seen, how, sizeof how));
+        if (s_handshake_failed(l, watch, &seen, secure, err, errlen)) {
             return PS_ECLOSED;
         }
         if (left <= 0) {
@@ -372,6 +384,11 @@ static int s_join_wait(ps_link_t *l, ps_ctx_t *ctx, ps_sock_t *watch, int want_r
         }
     }
     if (rc < 0 && rc != PS_ESTATE && rc != PS_EPROTO && rc != PS_EINVAL) {
+        /* A handshake refused before our REGISTER left ends the connection
+         * for good, and the send times out: say why. */
+        if (s_handshake_failed(l, watch, &seen, secure, err, errlen)) {
+            return PS_ECLOSED;
+        }
         snprintf(err, errlen, "registering with the scheduler at %s failed: %s",
                  l->scheduler, ps_strerror(rc));
     }
