@@ -3,7 +3,7 @@
  * held for whoever runs roles in it by hand: the integration tests, or a
  * person trying a job across "hosts" on one machine.
  *
- *   shardps-netsim --servers S --workers W [--net RATE[,DELAY][,mtu=BYTES]] [--log FILE]
+ *   shardps-netsim --servers S --workers W [--net SPEC] [--log FILE]
  *
  * makes one namespace per role, prints one line per role, "NAME NAMESPACE
  * ADDRESS" (c, s0.., w0..), then "ready", and holds the network until
@@ -40,10 +40,11 @@ int main(int argc, char **argv)
     ps_flag_t flags[] = {
         {"servers", PS_FLAG_INT, &servers, "N", "server namespaces (s0, s1, ...)"},
         {"workers", PS_FLAG_INT, &workers, "N", "worker namespaces (w0, w1, ...), at least 1"},
-        {"net", PS_FLAG_STR, &spec, "RATE[,DELAY][,mtu=BYTES]",
+        {"net", PS_FLAG_STR, &spec, "RATE[,DELAY][,mtu=BYTES][,queue=BYTES]",
          "each link shaped to RATE each way (tc tbf; 100mbit, 1gbit) and DELAY one way "
          "between roles (0.2ms, 20ms: our delay line), packets of at most BYTES (default "
-         "65000); default: not shaped"},
+         "65000), each link end queueing BYTES (default: 50 ms of its rate); default: not "
+         "shaped"},
         {"dilate", PS_FLAG_DOUBLE, &dilate, "F",
          "time dilation: links shaped to RATE / F, DELAY and the queues F times longer; "
          "run the roles with SHARDPS_DILATE=F (their clocks F times slower)"},

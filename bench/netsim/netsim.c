@@ -26,6 +26,12 @@ enum {
      * forwards a packet once it has the whole of it. */
     NET_MTU = 65000,
     NET_MTU_MIN = 1280,
+    /* A link end's queue: NET_QUEUE_MS of its rate unless the spec gives
+     * bytes (queue=BYTES). A queue in time holds a tenth of the bytes at a
+     * tenth of the rate, so runs that compare rates give it in bytes. */
+    NET_QUEUE_MS = 50,
+    NET_QUEUE_MIN = 16384,
+    NET_QUEUE_MAX = 1 << 30,
 };
 
 /* The hub's address, on its side of every link (each role's gateway), and
@@ -55,6 +61,7 @@ struct ps_netsim {
     double dilate;                /* time dilation: links shaped to RATE / dilate,
                                      the delay and queues dilate times longer */
     int mtu;                      /* every device's */
+    long queue;                   /* bytes a link end queues; 0: NET_QUEUE_MS */
     ps_delay_line_t *line;        /* holds each packet DELAY; NULL without DELAY */
     char note[512];
 };
@@ -111,51 +118,83 @@ typedef struct {
     size_t rate_len;  /* RATE's characters at the spec's start */
     double delay;     /* seconds, 0: none */
     char delay_text[32];
-    int mtu;          /* bytes, NET_MTU unless given */
+    long mtu;         /* bytes, NET_MTU unless given */
+    long queue;       /* bytes a link end queues, 0: NET_QUEUE_MS of its rate */
 } net_spec_t;
 
-/* Splits spec "RATE[,DELAY][,mtu=BYTES]" into *out. Returns 0, or
- * PS_EINVAL with which part is wrong in err. */
+#define NET_FORM "expected RATE[,DELAY][,mtu=BYTES][,queue=BYTES]"
+
+/* A spec's "NAME=BYTES" settings. */
+typedef struct {
+    const char *name; /* with its '=' */
+    long min, max;
+} net_option_t;
+
+static const net_option_t s_options[] = {{"mtu=", NET_MTU_MIN, NET_MTU},
+                                         {"queue=", NET_QUEUE_MIN, NET_QUEUE_MAX}};
+
+/* Sets option o of spec from part (len characters, "NAME=BYTES") into *v,
+ * once. Returns 0, or PS_EINVAL with why in err. */
+static int s_option(const char *spec, const net_option_t *o, const char *part, size_t len,
+                    long *v, char *err, size_t errlen)
+{
+    char *e;
+    const size_t at = strlen(o->name);
+    const long x = strtol(part + at, &e, 10);
+    if (*v) {
+        snprintf(err, errlen, "--net %s: '%.*s' given twice", spec, (int)at - 1, o->name);
+        return PS_EINVAL;
+    }
+    if (e != part + len || len == at || x < o->min || x > o->max) {
+        snprintf(err, errlen, "--net %s: bad '%.*s': " NET_FORM ", BYTES from %ld to %ld",
+                 spec, (int)len, part, o->min, o->max);
+        return PS_EINVAL;
+    }
+    *v = x;
+    return 0;
+}
+
+/* Splits spec "RATE[,DELAY][,mtu=BYTES][,queue=BYTES]" into *out. Returns
+ * 0, or PS_EINVAL with which part is wrong in err. */
 static int s_split(const char *spec, net_spec_t *out, char *err, size_t errlen)
 {
-    static const char *const form = "expected RATE[,DELAY][,mtu=BYTES]";
     memset(out, 0, sizeof *out);
-    out->mtu = NET_MTU;
     size_t n = strcspn(spec, ",");
     out->rate_len = n;
     if (s_quantity(spec, n, s_rate_units, s_rate_scales, &out->rate) != 0 || out->rate < 1e3) {
         snprintf(err, errlen,
-                 "--net %s: bad RATE '%.*s': %s, RATE as 100mbit, 1gbit, 10gbit (bit, kbit, "
-                 "mbit, gbit; at least 1kbit)",
-                 spec, (int)n, spec, form);
+                 "--net %s: bad RATE '%.*s': " NET_FORM ", RATE as 100mbit, 1gbit, 10gbit "
+                 "(bit, kbit, mbit, gbit; at least 1kbit)",
+                 spec, (int)n, spec);
         return PS_EINVAL;
     }
-    int got_delay = 0, got_mtu = 0;
+    long *const values[] = {&out->mtu, &out->queue};
+    int got_delay = 0;
     for (const char *p = spec + n; *p == ',';) {
         const char *part = p + 1;
         const size_t len = strcspn(part, ",");
         p = part + len;
-        if (!strncmp(part, "mtu=", 4)) {
-            char *e;
-            const long v = strtol(part + 4, &e, 10);
-            if (got_mtu++ || e != part + len || len == 4 || v < NET_MTU_MIN || v > NET_MTU) {
-                snprintf(err, errlen, "--net %s: bad '%.*s': %s, BYTES from %d to %d", spec,
-                         (int)len, part, form, NET_MTU_MIN, NET_MTU);
+        size_t o = 0;
+        while (o < 2 && strncmp(part, s_options[o].name, strlen(s_options[o].name))) {
+            o++;
+        }
+        if (o < 2) {
+            if (s_option(spec, &s_options[o], part, len, values[o], err, errlen) != 0) {
                 return PS_EINVAL;
             }
-            out->mtu = (int)v;
         } else if (got_delay++ || len >= sizeof out->delay_text ||
                    s_quantity(part, len, s_delay_units, s_delay_scales, &out->delay) != 0 ||
                    out->delay > NET_DELAY_MAX) {
             snprintf(err, errlen,
-                     "--net %s: bad DELAY '%.*s': %s, DELAY one way as 200us, 0.2ms, 20ms "
-                     "(us, ms, s; more than 0, at most 1s)",
-                     spec, (int)len, part, form);
+                     "--net %s: bad DELAY '%.*s': " NET_FORM ", DELAY one way as 200us, "
+                     "0.2ms, 20ms (us, ms, s; more than 0, at most 1s)",
+                     spec, (int)len, part);
             return PS_EINVAL;
         } else {
             snprintf(out->delay_text, sizeof out->delay_text, "%.*s", (int)len, part);
         }
     }
+    out->mtu = out->mtu ? out->mtu : NET_MTU;
     return 0;
 }
 
@@ -217,23 +256,27 @@ static int s_cmd(ps_netsim_t *net, char *why, size_t whylen, const char *fmt, ..
     return PS_EIO;
 }
 
-/* tc shaping of one link end: tbf at the rate (dilated: RATE / dilate).
- * Returns 0, or PS_EIO with why. */
+/* tc shaping of one link end: tbf at the rate (dilated: RATE / dilate),
+ * its queue net->queue bytes or NET_QUEUE_MS of the job's clock. Returns 0,
+ * or PS_EIO with why. */
 static int s_shape(ps_netsim_t *net, const char *ns, const char *dev, char *why,
                    size_t whylen)
 {
     /* The bucket holds 1 ms at the rate, and at least one packet at the MTU
-     * (64 KiB); packets wait up to 50 ms (of the job's clock) before being
-     * dropped. */
+     * (64 KiB); what the queue cannot hold is dropped. */
     const double bits = net->rate_bits / net->dilate;
     long burst = (long)(bits / 8 / 1000);
     burst = burst < 65536 ? 65536 : burst;
-    char rate[32];
+    char rate[32], queue[48];
     snprintf(rate, sizeof rate, "%.0fbit", bits);
+    if (net->queue) {
+        snprintf(queue, sizeof queue, "limit %ld", net->queue);
+    } else {
+        snprintf(queue, sizeof queue, "latency %.0fms", NET_QUEUE_MS * net->dilate);
+    }
     return s_cmd(net, why, whylen,
-                 "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld latency %.0fms",
-                 net->tc, ns, dev, net->dilate > 1 ? rate : net->rate, burst,
-                 50 * net->dilate);
+                 "%s -n %s qdisc add dev %s root handle 1: tbf rate %s burst %ld %s", net->tc,
+                 ns, dev, net->dilate > 1 ? rate : net->rate, burst, queue);
 }
 
 /* The delay, where the hub routes between the links: every packet that comes
@@ -386,7 +429,8 @@ int ps_netsim_new(const char *spec, double dilate, int servers, int workers,
     snprintf(net->rate, sizeof net->rate, "%.*s", (int)sp.rate_len, spec ? spec : "");
     net->rate_bits = sp.rate;
     net->dilate = dilate;
-    net->mtu = sp.mtu;
+    net->mtu = (int)sp.mtu;
+    net->queue = sp.queue;
     if (s_find_tools(net, why, whylen) != 0) {
         free(net);
         return PS_ENOTSUP;
@@ -406,9 +450,13 @@ int ps_netsim_new(const char *spec, double dilate, int servers, int workers,
         ps_netsim_destroy(&net);
         return PS_ENOTSUP;
     }
-    char packets[64] = "";
+    char packets[128] = "";
     if (net->mtu != NET_MTU) {
         snprintf(packets, sizeof packets, ", packets of at most %d bytes", net->mtu);
+    }
+    if (net->queue) {
+        const size_t n = strlen(packets);
+        snprintf(packets + n, sizeof packets - n, ", queues of %ld bytes", net->queue);
     }
     if (!spec) {
         snprintf(net->note, sizeof net->note, "links not shaped, no delay");

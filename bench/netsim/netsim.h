@@ -19,7 +19,10 @@
  * ",mtu=BYTES": then every device's MTU and TCP's largest segment (GSO) are
  * BYTES, as on real links, where a packet is a few microseconds of a link,
  * not half a millisecond (a link end forwards a packet once it has all of
- * it), and the delay line moves more packets.
+ * it), and the delay line moves more packets. Each link end queues 50 ms of
+ * its rate, or ",queue=BYTES" bytes: runs that compare rates give it in
+ * bytes, since a queue in time holds a tenth of the bytes at a tenth of the
+ * rate.
  *
  * Users: `shardps-bench train --net` (jobs on it: job.h), and the integration
  * tests through `shardps-netsim` (main.c), which hold the network while they
@@ -48,10 +51,10 @@ extern volatile sig_atomic_t ps_netsim_stop;
 /* Installs the handler that sets ps_netsim_stop. */
 void ps_netsim_catch_signals(void);
 
-/* Checks "RATE[,DELAY][,mtu=BYTES]" (RATE: a number and bit, kbit, mbit,
- * gbit, at least 1kbit; DELAY: a number and us, ms, s, at most 1s; BYTES
- * 1280 to 65000). Returns 0, or PS_EINVAL with why (which part is wrong) in
- * err. */
+/* Checks "RATE[,DELAY][,mtu=BYTES][,queue=BYTES]" (RATE: a number and bit,
+ * kbit, mbit, gbit, at least 1kbit; DELAY: a number and us, ms, s, at most
+ * 1s; mtu 1280 to 65000; queue 16384 to 2^30). Returns 0, or PS_EINVAL with
+ * why (which part is wrong) in err. */
 int ps_netsim_parse(const char *spec, char *err, size_t errlen);
 
 /*

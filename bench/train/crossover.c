@@ -40,7 +40,7 @@ static const char *const s_names[S_DESIGNS] = {"PS dedicated", "PS colocated", "
 
 /* One link setting of --links. */
 typedef struct {
-    char spec[S_SPEC_MAX]; /* the --net spec: RATE[,DELAY][,mtu=BYTES] */
+    char spec[S_SPEC_MAX]; /* the --net spec: RATE[,DELAY][,mtu=...][,queue=...] */
     double dilate;         /* its --dilate (1: none) */
     char tag[S_SPEC_MAX];  /* file-name-safe: "1gbit_0.2ms_dilate10" */
 } s_link_t;
@@ -55,8 +55,8 @@ typedef struct {
     double cores; /* this machine's cores, the CPU bound's */
 } s_cfg_t;
 
-/* Parses one setting "RATE[,DELAY][,mtu=BYTES][,dilate=F]" into l. Returns
- * 0, or PS_EINVAL with why in err. */
+/* Parses one setting "RATE[,DELAY][,mtu=BYTES][,queue=BYTES][,dilate=F]" into
+ * l. Returns 0, or PS_EINVAL with why in err. */
 static int s_parse_link(const char *text, s_link_t *l, char *err, size_t errlen)
 {
     char buf[S_SPEC_MAX], *save = NULL;
@@ -115,7 +115,7 @@ static int s_parse_links(s_cfg_t *cfg, const char *text)
     }
     if (!err[0] && cfg->nlinks == 0) {
         snprintf(err, sizeof err,
-                 "expected RATE[,DELAY][,mtu=BYTES][,dilate=F], ';'-separated");
+                 "expected RATE[,DELAY][,mtu=BYTES][,queue=BYTES][,dilate=F], ';'-separated");
     }
     if (err[0]) {
         fprintf(stderr, S_PROG ": error: --links %s: %s\n", text, err);
@@ -308,8 +308,8 @@ static int s_flags(s_cfg_t *cfg, int argc, char **argv)
     const char *log_level = "warn";
     ps_flag_t flags[] = {
         {"links", PS_FLAG_STR, &links, "LIST",
-         "link settings, ';'-separated, each RATE[,DELAY][,mtu=BYTES][,dilate=F]: train's "
-         "--net and --dilate"},
+         "link settings, ';'-separated, each "
+         "RATE[,DELAY][,mtu=BYTES][,queue=BYTES][,dilate=F]: train's --net and --dilate"},
         {"workers", PS_FLAG_STR, &workers, "LIST", "worker counts"},
         {"max-steps", PS_FLAG_INT, &cfg->train.max_steps, "N", "steps of each job"},
         {"eval-every", PS_FLAG_INT, &cfg->train.eval_every, "STEPS",

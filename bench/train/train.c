@@ -450,11 +450,12 @@ static int s_flags(train_cfg_t *cfg, train_args_t *a, int argc, char **argv)
          "ctr: train on this click log (Criteo layout, plain or gzip) instead of "
          "generating one"},
         {"timeout", PS_FLAG_DOUBLE, &cfg->timeout, "SECONDS", "per job"},
-        {"net", PS_FLAG_STR, &cfg->net_spec, "RATE[,DELAY][,mtu=BYTES]",
+        {"net", PS_FLAG_STR, &cfg->net_spec, "RATE[,DELAY][,mtu=BYTES][,queue=BYTES]",
          "simulated cluster: each role in its own network namespace, its link shaped to "
          "RATE each way (tc tbf; 100mbit, 1gbit, 10gbit) and DELAY one way between roles "
          "(0.2ms, 20ms: our delay line, a TUN device in the hub), packets of at most BYTES "
-         "(1280 to 65000, the default; 1500, 9000 as real links); needs root"},
+         "(1280 to 65000, the default; 1500, 9000 as real links), each link end queueing "
+         "BYTES (default: 50 ms of its rate); needs root"},
         {"dilate", PS_FLAG_DOUBLE, &cfg->dilate, "F",
          "with --net: time dilation, so that these cores keep up with fast links: the "
          "links shaped to RATE / F, DELAY and the queues F times longer, the roles' "

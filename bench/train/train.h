@@ -87,7 +87,7 @@ typedef struct {
     int eval_every; /* the workers' --eval-every, 0 = not passed */
     char *job_flags[TRAIN_MAX_JOB_FLAGS + 1]; /* --job-flags, split; NULL-terminated */
     const char *job_flags_text;
-    const char *net_spec;  /* --net RATE[,DELAY][,mtu=BYTES] or NULL */
+    const char *net_spec;  /* --net RATE[,DELAY][,mtu=BYTES][,queue=BYTES] or NULL */
     double dilate;         /* --dilate F: the network and the roles' clocks (1: not) */
     ps_netsim_t *net;      /* the simulated network, when --net */
     char mpirun[4096];     /* the mpirun that runs the mpi rows ("" without them) */

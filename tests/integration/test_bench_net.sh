@@ -34,10 +34,13 @@ for spec in 1gbit,20 1gbit,fast 1gbit,0ms 1gbit,2s; do
     [ "$(wc -l <"$TMP/bad.log")" = 1 ] && grep -q "bad DELAY" "$TMP/bad.log" ||
         fail "no one-line reason for --net $spec: $(cat "$TMP/bad.log")"
 done
-for spec in 1gbit,mtu=100 1gbit,mtu= 1gbit,mtu=9k 1gbit,0.2ms,mtu=9000,mtu=9000; do
+for spec in 1gbit,mtu=100 1gbit,mtu= 1gbit,mtu=9k 1gbit,queue=100 1gbit,queue=64k \
+    1gbit,0.2ms,mtu=9000,mtu=9000 1gbit,queue=65536,mtu=9000,queue=65536; do
     "$BENCH" train --net $spec --out "$TMP/bad" 2>"$TMP/bad.log"
     [ $? = 2 ] || fail "--net $spec accepted"
-    [ "$(wc -l <"$TMP/bad.log")" = 1 ] && grep -q "bad 'mtu=.*BYTES from 1280 to 65000" "$TMP/bad.log" ||
+    [ "$(wc -l <"$TMP/bad.log")" = 1 ] &&
+        grep -Eq "bad '(mtu=.*BYTES from 1280 to 65000|queue=.*BYTES from 16384 to )|'(mtu|queue)' given twice" \
+            "$TMP/bad.log" ||
         fail "no one-line reason for --net $spec: $(cat "$TMP/bad.log")"
 done
 "$BENCH" train --join --out "$TMP/bad" 2>"$TMP/bad.log"
@@ -107,12 +110,13 @@ BPID=${PFX#spsb}
 [ -z "$(pgrep -f "bench-$BPID-" || true)" ] || fail "processes of the job left: $(pgrep -af "bench-$BPID-")"
 
 # Without DELAY: no delay line, the hub routes between the links directly;
-# with mtu=BYTES, every link end's packets and TCP's segments are no larger.
+# with mtu=BYTES, every link end's packets and TCP's segments are no larger;
+# with queue=BYTES, every link end queues that many bytes.
 # Traced: each role's file is merged into the one --trace names.
-"$BENCH" train --net 1gbit,mtu=9000 --servers 1 --workers 1 --modes sync --epochs 1 --max-steps 5 \
+"$BENCH" train --net 1gbit,mtu=9000,queue=262144 --servers 1 --workers 1 --modes sync --epochs 1 --max-steps 5 \
     --job-flags "--trace $TMP/nd.json --trace-steps 1:4" \
     --out "$TMP/nodelay" >"$TMP/nodelay.out" 2>"$TMP/nodelay.log" ||
-    fail "bench train --net 1gbit,mtu=9000 exited $?: $(tail -5 "$TMP/nodelay.log")"
+    fail "bench train --net 1gbit,mtu=9000,queue=262144 exited $?: $(tail -5 "$TMP/nodelay.log")"
 grep -q "trace of 2 processes merged into $TMP/nd.json" "$TMP/nodelay/runs/sync_w1.log" ||
     fail "the roles' traces not merged: $(grep -i trace "$TMP/nodelay/runs/sync_w1.log")"
 /usr/bin/python3 -c "import json, sys
@@ -123,12 +127,14 @@ assert {'push_msg', 'receive'} <= {e['name'] for e in ev}, ev[:3]" "$TMP/nd.json
 grep -q '^sync,1,plain,ok,' "$TMP/nodelay/train.csv" ||
     fail "the job without delay failed: $(cat "$TMP/nodelay/train.csv")"
 ! grep -q "TUN device" "$TMP/nodelay/runs/net.log" &&
-    grep -q "1gbit per link, each direction (tc tbf), no delay, packets of at most 9000 bytes" \
+    grep -q "1gbit per link, each direction (tc tbf), no delay, packets of at most 9000 bytes, queues of 262144 bytes" \
         "$TMP/nodelay/train.md" ||
     fail "a delay line without DELAY, or the table does not say: $(head -3 "$TMP/nodelay/train.md")"
 [ "$(grep -c "link set \(eth0\|v[cws][0-9]*\) mtu 9000 gso_max_size 9000 up" \
     "$TMP/nodelay/runs/net.log")" = 6 ] ||
     fail "not 3 links x 2 ends at mtu=9000: $(grep mtu "$TMP/nodelay/runs/net.log")"
+[ "$(grep -c "tbf rate 1gbit burst [0-9]* limit 262144$" "$TMP/nodelay/runs/net.log")" = 6 ] ||
+    fail "not 3 links x 2 ends queueing 262144 bytes: $(grep tbf "$TMP/nodelay/runs/net.log")"
 NPFX=$(prefix_of "$TMP/nodelay.log")
 [ -n "$NPFX" ] && [ -z "$(left_of "$NPFX")" ] || fail "namespaces left: $NPFX $(left_of "$NPFX")"
 
