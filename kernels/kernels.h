@@ -125,6 +125,30 @@ typedef struct ps_kernels {
     /* dx[n] = dy * (y > 0), y the ReLU output; dx may equal dy. */
     void (*relu_bwd)(ps_kctx_t *ctx, const float *y, const float *dy, float *dx, size_t n);
 
+    /* ---- fused dense layers ---------------------------------------------- */
+
+    /* The three GEMMs of a dense layer with the ops around them fused in (on
+     * CUDA cuBLASLt epilogues). Each returns 0, or PS_ENOTSUP with nothing
+     * queued when the backend cannot fuse this shape (the CPU never does):
+     * the caller then runs the separate ops named, which compute the same.
+     * Bytes of the ReLU mask of y[N,O] that dense_fwd writes (0: the backend
+     * keeps none). */
+    size_t (*dense_mask_bytes)(int N, int O);
+    /* y[N,O] = x[N,C] @ w[O,C]^T + b[O] (sgemm, then bias_add), with relu
+     * != 0 then max(., 0) (bias_relu); with mask not NULL also which outputs
+     * were positive, into mask (dense_mask_bytes(N, O) bytes, 256-byte
+     * aligned), for dense_dgrad. */
+    int (*dense_fwd)(ps_kctx_t *ctx, const float *x, const float *w, const float *b,
+                     float *y, void *mask, int N, int C, int O, int relu);
+    /* dw[O,C] = dy[N,O]^T @ x[N,C] and db[O] = column sums of dy (sgemm, then
+     * bias_grad); dw and db overwritten. */
+    int (*dense_wgrad)(ps_kctx_t *ctx, const float *x, const float *dy, float *dw,
+                       float *db, int N, int C, int O);
+    /* dx[N,C] = dy[N,O] @ w[O,C], then 0 wherever the ReLU whose mask
+     * dense_fwd wrote (for x, [N,C]) gave 0 (sgemm, then relu_bwd). */
+    int (*dense_dgrad)(ps_kctx_t *ctx, const float *dy, const float *w, const void *mask,
+                       float *dx, int N, int C, int O);
+
     /* ---- loss ------------------------------------------------------------ */
 
     /* Softmax cross-entropy over logits[N,C] with labels[N] in [0,C) (a backend
@@ -257,6 +281,10 @@ typedef struct ps_kernels {
     int (*graph_end)(ps_kctx_t *ctx, ps_kgraph_t **out);
     int (*graph_launch)(ps_kctx_t *ctx, ps_kgraph_t *g);
     void (*graph_destroy)(ps_kgraph_t **g);
+    /* Nodes of a recording (kernels, library GEMM kernels, copies, event
+     * records): the launches one replay makes, >= 0. The CPU has no
+     * recordings: PS_ENOTSUP. */
+    int (*graph_nodes)(const ps_kgraph_t *g);
 
     /* ---- arithmetic mode and timing ---------------------------------------- */
 

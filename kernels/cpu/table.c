@@ -194,6 +194,43 @@ static int s_graph_launch(ps_kctx_t *ctx, ps_kgraph_t *g)
     return PS_ENOTSUP;
 }
 
+static int s_graph_nodes(const ps_kgraph_t *g)
+{
+    (void)g;
+    return PS_ENOTSUP;
+}
+
+/* No fused dense layers: OpenBLAS has no epilogues, and the separate ops
+ * cost the CPU no launches. */
+static size_t s_dense_mask_bytes(int N, int O)
+{
+    (void)N;
+    (void)O;
+    return 0;
+}
+
+static int s_dense_fwd(ps_kctx_t *ctx, const float *x, const float *w, const float *b,
+                       float *y, void *mask, int N, int C, int O, int relu)
+{
+    (void)ctx, (void)x, (void)w, (void)b, (void)y, (void)mask, (void)N, (void)C, (void)O;
+    (void)relu;
+    return PS_ENOTSUP;
+}
+
+static int s_dense_wgrad(ps_kctx_t *ctx, const float *x, const float *dy, float *dw,
+                         float *db, int N, int C, int O)
+{
+    (void)ctx, (void)x, (void)dy, (void)dw, (void)db, (void)N, (void)C, (void)O;
+    return PS_ENOTSUP;
+}
+
+static int s_dense_dgrad(ps_kctx_t *ctx, const float *dy, const float *w, const void *mask,
+                         float *dx, int N, int C, int O)
+{
+    (void)ctx, (void)dy, (void)w, (void)mask, (void)dx, (void)N, (void)C, (void)O;
+    return PS_ENOTSUP;
+}
+
 static void s_graph_destroy(ps_kgraph_t **g)
 {
     if (g) {
@@ -250,6 +287,10 @@ const ps_kernels_t ps_kernels_cpu = {
     .bias_grad = ps_cpu_bias_grad,
     .relu_fwd = ps_cpu_relu_fwd,
     .relu_bwd = ps_cpu_relu_bwd,
+    .dense_mask_bytes = s_dense_mask_bytes,
+    .dense_fwd = s_dense_fwd,
+    .dense_wgrad = s_dense_wgrad,
+    .dense_dgrad = s_dense_dgrad,
     .softmax_xent = ps_cpu_softmax_xent,
     .sigmoid_bce = ps_cpu_sigmoid_bce,
     .conv2d_workspace = ps_cpu_conv2d_workspace,
@@ -270,6 +311,7 @@ const ps_kernels_t ps_kernels_cpu = {
     .graph_end = s_graph_end,
     .graph_launch = s_graph_launch,
     .graph_destroy = s_graph_destroy,
+    .graph_nodes = s_graph_nodes,
     .set_tf32 = s_set_tf32,
     .mark = s_mark,
     .mark_ms = s_mark_ms,

@@ -69,11 +69,21 @@ void ps_cuda_embed_grad(ps_kctx_t *ctx, const float *d_dx, int ldx, int E, int F
                         const uint32_t *d_offsets, const uint32_t *d_order, int U,
                         float *d_drows);
 
+/* lt.cu: dense layers as cuBLASLt GEMMs with fused epilogues */
+size_t ps_cuda_dense_mask_bytes(int N, int O);
+int ps_cuda_dense_fwd(ps_kctx_t *ctx, const float *d_x, const float *d_w, const float *d_b,
+                      float *d_y, void *d_mask, int N, int C, int O, int relu);
+int ps_cuda_dense_wgrad(ps_kctx_t *ctx, const float *d_x, const float *d_dy, float *d_dw,
+                        float *d_db, int N, int C, int O);
+int ps_cuda_dense_dgrad(ps_kctx_t *ctx, const float *d_dy, const float *d_w,
+                        const void *d_mask, float *d_dx, int N, int C, int O);
+
 /* graph.cu: recorded steps (CUDA graphs), TF32, timing events */
 int ps_cuda_graph_begin(ps_kctx_t *ctx);
 int ps_cuda_graph_end(ps_kctx_t *ctx, ps_kgraph_t **out);
 int ps_cuda_graph_launch(ps_kctx_t *ctx, ps_kgraph_t *g);
 void ps_cuda_graph_destroy(ps_kgraph_t **g);
+int ps_cuda_graph_nodes(const ps_kgraph_t *g);
 int ps_cuda_set_tf32(ps_kctx_t *ctx, int on);
 int ps_cuda_mark(ps_kctx_t *ctx, int slot, int copy);
 double ps_cuda_mark_ms(ps_kctx_t *ctx, int from, int to);

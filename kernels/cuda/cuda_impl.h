@@ -36,6 +36,27 @@ extern "C" {
  * its shape and this size alone, so the summation order is fixed. */
 #define PS_CUDA_RED_FLOATS ((size_t)1 << 18)
 
+/* bias_grad's geometry (dense.cu): a column tile of 32 columns (one warp,
+ * coalesced reads of a row) by PS_CUDA_BG_ROWS row lanes that stride down
+ * the rows; each lane sums about PS_CUDA_BG_ITEMS rows as the number of row
+ * blocks is chosen, and there are PS_CUDA_BG_PARTS row blocks at most. The
+ * host emulation's fused bias gradient (tests/gpu/emu) sums in this order. */
+#define PS_CUDA_BG_COLS 32
+#define PS_CUDA_BG_ROWS 16
+#define PS_CUDA_BG_ITEMS 4
+#define PS_CUDA_BG_PARTS 64
+
+/* Row blocks of bias_grad over dy[N,C] (N >= 0, C > 0): from the shape and
+ * the scratch size alone, so the summation order is fixed. */
+static inline size_t ps_cuda_bg_blocks(int N, int C)
+{
+    const size_t per = PS_CUDA_BG_ROWS * PS_CUDA_BG_ITEMS;
+    size_t R = ((size_t)N + per - 1) / per, cap = PS_CUDA_RED_FLOATS / (size_t)C;
+    cap = cap < PS_CUDA_BG_PARTS ? cap : PS_CUDA_BG_PARTS;
+    R = R < cap ? R : cap;
+    return R > 0 ? R : 1;
+}
+
 /* softmax_xent's reduced result, written by the device, read back pinned. */
 typedef struct {
     double loss_sum; /* sum over rows of the per-row loss */
@@ -68,7 +89,10 @@ struct ps_kctx {
     cudaEvent_t done[PS_CUDA_COPY_EVENTS]; /* on copy, after each async copy; owned */
     unsigned long long ncopies;            /* async copies queued so far */
 
-    void *d_blas_ws;            /* cuBLAS workspace, fixed so graphs may replay it; owned */
+    void *d_blas_ws;            /* cuBLAS workspace, fixed so graphs may replay it; owned;
+                                   cuBLASLt's too (one stream: never both at once) */
+    struct ps_cuda_lt *lt;      /* cuBLASLt handle and cached GEMM plans (lt.cu); owned */
+    int tf32;                   /* 1: GEMMs may round their inputs to TF32 (set_tf32) */
     int recording;              /* 1 between graph_begin and graph_end */
     cudaEvent_t fork, join;     /* bring the copy stream into a recording and back; owned */
     cudaEvent_t marks[PS_KERNELS_MARKS]; /* mark(): timing events; owned */
@@ -83,7 +107,13 @@ struct ps_kgraph {
     cudaGraphExec_t exec;       /* owned */
     ps_kctx_t *ctx;             /* the context that recorded it; borrowed */
     unsigned long long ncopies; /* ctx->ncopies once the recording ended */
+    int nodes;                  /* the graph's nodes: launches per replay */
 };
+
+/* lt.cu: a context's cuBLASLt state. new returns 0, PS_ENOMEM or PS_ENODEV;
+ * destroy is NULL-safe and nulls *lt. */
+int ps_cuda_lt_new(struct ps_cuda_lt **out);
+void ps_cuda_lt_destroy(struct ps_cuda_lt **lt);
 
 /* Records an async copy's done event on the copy stream (graph.cu): inside
  * a recording a d2h's becomes an external event node, so the host can wait

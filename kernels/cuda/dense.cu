@@ -73,14 +73,8 @@ void ps_cuda_bias_relu(ps_kctx_t *ctx, float *d_y, const float *d_b, int N, int 
     s_bias(ctx, d_y, d_b, N, C, 1);
 }
 
-/* Column tile of bias_grad: 32 columns (one warp, coalesced reads of a row)
- * by BG_ROWS row lanes that stride down the rows. */
-#define BG_COLS 32
-#define BG_ROWS 16
-/* Rows each lane sums, as the number of row blocks is chosen. */
-#define BG_ITEMS 4
-/* Row blocks at most (the second pass adds that many partials a column). */
-#define BG_PARTS 64
+#define BG_COLS PS_CUDA_BG_COLS
+#define BG_ROWS PS_CUDA_BG_ROWS
 
 /* Pass 1: part[R][C], R = gridDim.y row blocks; block (x, y) covers 32
  * columns and the rows n = y*BG_ROWS + lane + k*R*BG_ROWS. Each row lane
@@ -129,11 +123,7 @@ void ps_cuda_bias_grad(ps_kctx_t *ctx, const float *d_dy, float *d_db, int N, in
         return;
     }
     N = N < 0 ? 0 : N;
-    const int per = BG_ROWS * BG_ITEMS;
-    size_t R = ((size_t)N + per - 1) / per, cap = PS_CUDA_RED_FLOATS / (size_t)C;
-    cap = cap < BG_PARTS ? cap : BG_PARTS;
-    R = R < cap ? R : cap;
-    R = R > 0 ? R : 1;
+    const size_t R = ps_cuda_bg_blocks(N, C);
     float *d_part = R > 1 ? ctx->d_red : d_db;
     const dim3 block(BG_COLS, BG_ROWS);
     const dim3 grid((unsigned)((C + BG_COLS - 1) / BG_COLS), (unsigned)R);

@@ -11,7 +11,8 @@
  * context's copy count to the one after the recording, which names the same
  * ring events. graph_end joins the copy stream back (the join event), as a
  * capture must. Nothing here allocates per step: a graph is instantiated
- * once and replayed.
+ * once and replayed. Its node count (kernels, copies, event records) is
+ * kept: the launches a replay makes, which the fused dense layers cut.
  */
 #include "common/error.h"
 #include "kernels/cuda/cuda_impl.h"
@@ -61,6 +62,11 @@ int ps_cuda_graph_end(ps_kctx_t *ctx, ps_kgraph_t **out)
     cudaGraph_t graph = NULL;
     bad |= PS_CUDA_SOFT(cudaStreamEndCapture(ctx->stream, &graph));
     ps_kgraph_t *g = bad ? NULL : (ps_kgraph_t *)calloc(1, sizeof(*g));
+    size_t nodes = 0;
+    if (g && PS_CUDA_SOFT(cudaGraphGetNodes(graph, NULL, &nodes))) {
+        free(g);
+        g = NULL;
+    }
     if (g && PS_CUDA_SOFT(cudaGraphInstantiate(&g->exec, graph, 0))) {
         free(g);
         g = NULL;
@@ -74,6 +80,7 @@ int ps_cuda_graph_end(ps_kctx_t *ctx, ps_kgraph_t **out)
     }
     g->ctx = ctx;
     g->ncopies = ctx->ncopies;
+    g->nodes = (int)nodes;
     *out = g;
     return 0;
 }
@@ -103,8 +110,16 @@ void ps_cuda_graph_destroy(ps_kgraph_t **g)
     *g = NULL;
 }
 
+int ps_cuda_graph_nodes(const ps_kgraph_t *g)
+{
+    return g ? g->nodes : 0;
+}
+
+/* cuBLAS by its math mode; cuBLASLt by the compute type of the plans made
+ * from now on (lt.cu keys its plans by the switch). */
 int ps_cuda_set_tf32(ps_kctx_t *ctx, int on)
 {
+    ctx->tf32 = on != 0;
     PS_CUBLAS_CHECK(
         cublasSetMathMode(ctx->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     return 0;

@@ -2,7 +2,8 @@
  * kernels/cuda/mem.cu - the CUDA backend's plumbing: probe, contexts, device
  * and pinned memory, copies, and the error reporting of the check macros.
  *
- * A context is a non-blocking compute stream, a cuBLAS handle bound to it,
+ * A context is a non-blocking compute stream, a cuBLAS handle bound to it
+ * (and a cuBLASLt one, lt.cu),
  * the small scratch softmax_xent reduces into, and a second non-blocking
  * stream for the *_async copies with the events that order the two (see
  * struct ps_kctx). Ops and plain copies run on the compute stream in call
@@ -171,6 +172,9 @@ int ps_cuda_ctx_new(ps_kctx_t **out)
             goto fail;
         }
     }
+    if ((rc = ps_cuda_lt_new(&c->lt)) != 0) {
+        goto fail;
+    }
     PS_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     /* plain FP32 (no TF32 tensor-op rounding): results track the CPU backend */
     PS_CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
@@ -218,6 +222,7 @@ void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
                            ps_cublas_hint(st));
         }
     }
+    ps_cuda_lt_destroy(&c->lt);
     if (c->h_out) {
         (void)PS_CUDA_SOFT(cudaFreeHost(c->h_out));
     }

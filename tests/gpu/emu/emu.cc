@@ -17,6 +17,13 @@
 // bytes here, as it can on a GPU. Copies from pageable memory take the bytes
 // at the call, as CUDA stages them.
 //
+// cuBLASLt's matmul is the same host GEMM as cublasSgemm's, then its
+// epilogue as kernels/cuda/dense.cu's separate kernels compute it, element
+// by element (the bias gradient in bias_grad's summation order): so the
+// fused dense layers give the separate ops' bits here, and a wrong operand,
+// layout or mask gives wrong bytes. EMU_LT_REFUSE set makes the heuristic
+// find no algorithm, as cuBLASLt does for a shape it cannot fuse.
+//
 // Stream capture records instead of queueing: every stream in a capture (the
 // origin, and each stream that waited on an event recorded in it) keeps its
 // own branch of items (an op, a wait on a point of another branch, an
@@ -28,6 +35,7 @@
 // back are errors, as on a GPU.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include <deque>
 #include <map>
 #include <memory>
@@ -38,6 +46,7 @@
 #include <ucontext.h>
 
 #include "emu_sync.h"
+#include "kernels/cuda/cuda_impl.h"  // bias_grad's geometry, for the fused bias gradient
 
 uint3e blockIdx, threadIdx;
 dim3 gridDim, blockDim;
@@ -270,6 +279,13 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned lon
     *x = e; return cudaSuccess;
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+// Nodes: the ops and external event records (waits are edges, not nodes).
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count) {
+    if (nodes) die("cudaGraphGetNodes: only the count is emulated", nodes);
+    size_t n = 0;
+    for (const auto &b : g->br) for (const emu_item &it : b) n += it.kind != IT_WAIT;
+    *count = n; return cudaSuccess;
+}
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
     for (cudaStream_t t : x->priv) {
         drain(t); g_streams.erase(t);
@@ -375,6 +391,152 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
     enqueue(h->s, [=]() {
         for (int i = 0; i < batch; i++)
             gemm1(ta, tb, m, n, k, a, A + i * sa, lda, B + i * sb, ldb, b, C + i * sc, ldc);
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---- cuBLASLt
+struct emu_lt { int unused; };
+struct emu_lt_desc {
+    int ta = 0, tb = 0; uint32_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    const float *vec = nullptr; void *aux = nullptr; int64_t aux_ld = 0;
+};
+struct emu_lt_layout { uint64_t rows, cols; int64_t ld; };
+struct emu_lt_pref { int unused; };
+static const uint64_t EMU_ALGO = 0x4c74;  // marks an algorithm the heuristic gave
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = new emu_lt(); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t ct, cudaDataType_t scale) {
+    if ((ct != CUBLAS_COMPUTE_32F && ct != CUBLAS_COMPUTE_32F_FAST_TF32) || scale != CUDA_R_32F)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *d = new emu_lt_desc(); return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                              const void *buf, size_t bytes) {
+    size_t want = a == CUBLASLT_MATMUL_DESC_BIAS_POINTER || a == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+                      ? sizeof(void *) : a == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD ? 8 : 4;
+    if (bytes != want) return CUBLAS_STATUS_INVALID_VALUE;
+    switch (a) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: memcpy(&d->ta, buf, 4); break;
+    case CUBLASLT_MATMUL_DESC_TRANSB: memcpy(&d->tb, buf, 4); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: memcpy(&d->epi, buf, 4); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: memcpy(&d->vec, buf, bytes); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: memcpy(&d->aux, buf, bytes); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: memcpy(&d->aux_ld, buf, 8); break;
+    default: return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+    if (t != CUDA_R_32F || ld < (int64_t)(rows > 1 ? rows : 1)) return CUBLAS_STATUS_INVALID_VALUE;
+    *l = new emu_lt_layout{rows, cols, ld}; return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+    *p = new emu_lt_pref(); return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t a,
+                                                    const void *, size_t bytes) {
+    return bytes == (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES ? 8u : 4u) ? CUBLAS_STATUS_SUCCESS
+                                                                             : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+// The GEMM's shape from the layouts: op(A) [m,k], op(B) [k,n], D [m,n].
+static bool lt_shape(const emu_lt_desc *o, const emu_lt_layout *a, const emu_lt_layout *b, const emu_lt_layout *d,
+                     int *m, int *n, int *k) {
+    *m = (int)d->rows; *n = (int)d->cols; *k = (int)(o->ta ? a->rows : a->cols);
+    return (o->ta ? a->cols : a->rows) == d->rows && (o->tb ? b->rows : b->cols) == d->cols &&
+           (uint64_t)*k == (o->tb ? b->cols : b->rows);
+}
+static bool lt_epi_ok(const emu_lt_desc *o, int m) {
+    bool aux = o->epi == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || o->epi == CUBLASLT_EPILOGUE_DRELU;
+    bool vec = o->epi == CUBLASLT_EPILOGUE_BIAS || o->epi == CUBLASLT_EPILOGUE_RELU_BIAS ||
+               o->epi == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || o->epi == CUBLASLT_EPILOGUE_BGRADB;
+    if (!aux && !vec && o->epi != CUBLASLT_EPILOGUE_DEFAULT) return false;
+    if (aux && (!o->aux || o->aux_ld % 128 || o->aux_ld < m)) return false;
+    return !vec || o->vec;
+}
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+    cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t,
+    int requested, cublasLtMatmulHeuristicResult_t *results, int *found) {
+    int m, n, k;
+    *found = 0;
+    if (requested < 1 || c->rows != d->rows || c->cols != d->cols || !lt_shape(op, a, b, d, &m, &n, &k) ||
+        !lt_epi_ok(op, m))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (getenv("EMU_LT_REFUSE")) return CUBLAS_STATUS_NOT_SUPPORTED;
+    memset(results, 0, sizeof(*results));
+    results->algo.data[0] = EMU_ALGO;
+    *found = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// sum over kk < k of op(B)[kk][j] for each column j, in bias_grad's order:
+// R row blocks, each of PS_CUDA_BG_ROWS lanes striding down the rows, the
+// lanes then the blocks added in order (dense.cu k_bias_grad, k_bias_grad_sum).
+static void lt_bgradb(int tb, int k, int n, const float *B, int ldb, float *db) {
+    const size_t R = ps_cuda_bg_blocks(k, n), L = PS_CUDA_BG_ROWS;
+    for (int j = 0; j < n; j++) {
+        float total = 0.0f, first = 0.0f;
+        for (size_t y = 0; y < R; y++) {
+            float s = 0.0f;
+            for (size_t r = 0; r < L; r++) {
+                float acc = 0.0f;
+                for (size_t kk = y * L + r; kk < (size_t)k; kk += R * L)
+                    acc += tb ? B[j + kk * ldb] : B[kk + (size_t)j * ldb];
+                s += acc;
+            }
+            if (y == 0) first = s;
+            total += s;
+        }
+        db[j] = R > 1 ? total : first;
+    }
+}
+// D's epilogue, element by element as k_bias (bias, ReLU) and k_relu_bwd.
+static void lt_epilogue(const emu_lt_desc o, int m, int n, float *D, int ldd) {
+    uint8_t *mask = (uint8_t *)o.aux;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float &v = D[i + (size_t)j * ldd];
+            const size_t bit = (size_t)j * o.aux_ld + i;
+            if (o.epi == CUBLASLT_EPILOGUE_DRELU) {
+                v = mask[bit >> 3] >> (bit & 7) & 1 ? v : 0.0f;
+                continue;
+            }
+            if (o.epi == CUBLASLT_EPILOGUE_DEFAULT || o.epi == CUBLASLT_EPILOGUE_BGRADB) continue;
+            const float x = v + o.vec[i];
+            v = o.epi == CUBLASLT_EPILOGUE_BIAS ? x : (x > 0.0f ? x : 0.0f);
+            if (o.epi == CUBLASLT_EPILOGUE_RELU_AUX_BIAS)
+                mask[bit >> 3] = (uint8_t)((mask[bit >> 3] & ~(1u << (bit & 7))) | (unsigned)(x > 0.0f) << (bit & 7));
+        }
+}
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t op, const void *alpha, const void *A,
+    cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b, const void *beta, const void *C,
+    cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t *algo, void *ws,
+    size_t ws_bytes, cudaStream_t s) {
+    int m, n, k;
+    if (!algo || algo->data[0] != EMU_ALGO) die("cublasLtMatmul without a heuristic's algorithm", algo);
+    if (C != D || c->ld != d->ld) die("cublasLtMatmul: only C == D is emulated", C);
+    if (!lt_shape(op, a, b, d, &m, &n, &k) || !lt_epi_ok(op, m)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (ws_bytes && !is_dev(ws, ws_bytes)) die("cublasLt workspace not device memory", ws);
+    const cublasOperation_t ta = op->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = op->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasStatus_t st = gemm_check(ta, tb, m, n, k, (const float *)A, (int)a->ld, (const float *)B, (int)b->ld,
+                                   (float *)D, (int)d->ld);
+    if (st) return st;
+    const emu_lt_desc o = *op;  // read at the call: a recording keeps these pointers
+    const bool bgrad = o.epi == CUBLASLT_EPILOGUE_BGRADB;
+    if (o.vec && !is_dev(o.vec, (size_t)(bgrad ? n : m) * 4)) die("cublasLt bias not device memory", o.vec);
+    if (o.aux && !is_dev(o.aux, (size_t)o.aux_ld / 8 * n)) die("cublasLt mask not device memory", o.aux);
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    const int lda = (int)a->ld, ldb = (int)b->ld, ldd = (int)d->ld;
+    enqueue(s, [=]() {
+        gemm1(ta, tb, m, n, k, al, (const float *)A, lda, (const float *)B, ldb, be, (float *)D, ldd);
+        if (bgrad) lt_bgradb(o.tb, k, n, (const float *)B, ldb, (float *)o.vec);
+        lt_epilogue(o, m, n, (float *)D, ldd);
     });
     return CUBLAS_STATUS_SUCCESS;
 }

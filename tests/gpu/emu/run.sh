@@ -55,10 +55,11 @@ for f in "$out"/gen/*.cc "$emu/emu.cc"; do
 done
 cd "$root"
 # The CPU reference is built without its AVX-512 files (no PS_HAVE_AVX512):
-# the plain OpenBLAS path is enough to compare against.
+# the plain OpenBLAS path is enough to compare against. PS_GPU_EMU tells the
+# suite its fused dense layers must give the separate ops' bits here.
 for f in kernels/*.c $(ls kernels/cpu/*.c | grep -v _avx512) kernels/cuda/*.c common/*.c \
          worker/data.c $(ls worker/models/*.c | grep -v bench) tests/gpu/test_cuda.c tests/unit/modelcheck.c; do
-    gcc -std=c11 -D_GNU_SOURCE -DPS_HAVE_CUDA -Wall -Wextra -Wno-missing-field-initializers $flags -c "$f" \
+    gcc -std=c11 -D_GNU_SOURCE -DPS_HAVE_CUDA -DPS_GPU_EMU -Wall -Wextra -Wno-missing-field-initializers $flags -c "$f" \
         -o "$out/obj/$(echo "$f" | tr / _).o"
 done
 g++ $san -o "$out/test_cuda_emu" "$out"/obj/*.o $(pkg-config --libs openblas check zlib jansson libmicrohttpd) \
