@@ -31,6 +31,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cfg.device = "auto";
     f->cfg.gpu = -1;
     f->cfg.graph = 1;
+    f->cfg.fuse_dense = 1;
     f->cfg.threads = 1;
     f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
@@ -60,6 +61,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"device", PS_FLAG_STR, &c->device, "DEV", "compute backend: auto, cpu or cuda"},
         {"gpu", PS_FLAG_INT, &c->gpu, "N", "with CUDA: use visible GPU N (-1 = local rank mod visible GPUs: LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, else 0)"},
         {"tf32", PS_FLAG_INT, &c->tf32, "0|1", "GPU: 1 lets the GEMMs round their inputs to TF32 on tensor cores (faster, different arithmetic: results no longer track the CPU backend); 0 = plain FP32"},
+        {"fuse-dense", PS_FLAG_INT, &c->fuse_dense, "0|1", "GPU: 1 runs each dense layer's bias, ReLU and their gradients inside its cuBLASLt GEMMs (fused epilogues; a shape cuBLASLt refuses runs unfused); 0 = cuBLAS GEMMs with separate kernels for them"},
         {"cuda-graph", PS_FLAG_INT, &c->graph, "0|1", "GPU: 1 records a training step once as a CUDA graph and replays it each step; 0 = queue each step's work by hand (same results)"},
         {"threads", PS_FLAG_INT, &c->threads, "N", "compute threads on the CPU (0 = OpenBLAS default; 1 uses our AVX-512 kernels where the CPU has them)"},
         {"cpu-gemm", PS_FLAG_STR, &f->cpu_gemm, "NAME", "CPU sgemm: " PS_CPU_GEMM_NAMES " (auto: our AVX-512 one where the CPU has it and --threads is 1)"},
@@ -153,6 +155,8 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         snprintf(err, errlen, "--local-chunks %d: expected 0 or 1", c->local_chunks);
     } else if (c->tf32 != 0 && c->tf32 != 1) {
         snprintf(err, errlen, "--tf32 %d: expected 0 or 1", c->tf32);
+    } else if (c->fuse_dense != 0 && c->fuse_dense != 1) {
+        snprintf(err, errlen, "--fuse-dense %d: expected 0 or 1", c->fuse_dense);
     } else if (c->graph != 0 && c->graph != 1) {
         snprintf(err, errlen, "--cuda-graph %d: expected 0 or 1", c->graph);
     } else if (c->ring_kib < 1 || c->ring_kib > 65536) {

@@ -24,7 +24,7 @@ extern "C" {
     "A shardps worker: pulls weights, computes gradients on its data shard, pushes them\n" \
     "(or, in allreduce mode, sums them over a ring of workers and updates locally)."
 /* Entries in the table. */
-#define PS_WORKER_NFLAGS 41
+#define PS_WORKER_NFLAGS 42
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {

@@ -26,10 +26,12 @@ struct ps_step {
 };
 
 /* On a device backend: the training set uploaded once, graph steps and the
- * TF32 choice. On the CPU --tf32 1 is an error and the rest does not apply. */
+ * TF32 and fused-dense choices. On the CPU --tf32 1 is an error and the rest
+ * does not apply. */
 static int s_device_setup(ps_step_t *s, const ps_step_flags_t *f,
                           const ps_kernels_t *kernels, char *err, size_t cap)
 {
+    ps_model_set_fused(s->model, f->fuse_dense);
     int rc = ps_model_set_tf32(s->model, f->tf32);
     if (rc != 0) {
         snprintf(err, cap, "--tf32 1: the %s backend has no TF32 mode", kernels->name);

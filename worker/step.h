@@ -39,6 +39,7 @@ typedef struct {
     const char *init_from; /* --init-from: its path, for errors (init is the file) */
     int tf32;              /* --tf32: TF32 GEMMs on a GPU */
     int graph;             /* --graph: a GPU step replays a recorded CUDA graph */
+    int fuse_dense;        /* --fuse-dense: fused dense-layer GEMMs on a GPU */
 } ps_step_flags_t;
 
 /* The job's model for a worker of rank on the backend, with f's data and

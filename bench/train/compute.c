@@ -392,6 +392,8 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     failed += s_put(doc, "time_split", ts);
     failed += s_put(doc, "tf32", json_integer(cfg->tf32));
     failed += s_put(doc, "cuda_graph", json_integer(cfg->graph));
+    failed += s_put(doc, "fuse_dense", json_integer(cfg->fuse));
+    failed += s_put(doc, "graph_nodes", json_integer(r->graph_nodes));
     failed += s_put(doc, "graph_error",
                     json_string(r->graph_error ? ps_strerror(r->graph_error) : ""));
     failed += s_put_reals(doc, torch, torch_v, 6);
@@ -465,7 +467,10 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     const double sps = samples / r->seconds;
     const double cps = samples / r->cpu_seconds;
     char torch[32] = "", ratio[32] = "", tcpu[32] = "", cratio[32] = "";
-    char strong[32] = "", sratio[32] = "";
+    char strong[32] = "", sratio[32] = "", nodes[16] = "";
+    if (r->graph_nodes > 0) {
+        snprintf(nodes, sizeof nodes, "%d", r->graph_nodes);
+    }
     if (!isnan(r->strong_sps)) {
         snprintf(strong, sizeof strong, "%.0f", r->strong_sps);
         snprintf(sratio, sizeof sratio, "%.2f", sps / r->strong_sps);
@@ -482,24 +487,26 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     if (ps_bench_table_new(
             page, s_ctr(cfg) ? "compute_ctr" : "compute",
             "### One worker's arithmetic, alone, beside PyTorch",
-            "model,device,tf32,threads,batch,steps,samples_per_sec,torch_samples_per_sec,"
-            "ratio_vs_torch,torch_strong_samples_per_sec,ratio_vs_torch_strong,"
-            "cpu_samples_per_sec,torch_cpu_samples_per_sec,cpu_ratio_vs_torch,"
+            "model,device,tf32,fuse_dense,graph_nodes,threads,batch,steps,samples_per_sec,"
+            "torch_samples_per_sec,ratio_vs_torch,torch_strong_samples_per_sec,"
+            "ratio_vs_torch_strong,cpu_samples_per_sec,torch_cpu_samples_per_sec,"
+            "cpu_ratio_vs_torch,"
             "gather_ms,copy_in_ms,forward_ms,backward_ms,copy_out_ms,update_ms,kernels_ms,"
             "copies_ms,host_ms",
-            "model,device,tf32,threads,batch,steps,shardps samples/s,PyTorch samples/s,"
-            "shardps/PyTorch,PyTorch strong samples/s,shardps/PyTorch strong,"
-            "shardps samples/CPU-s,PyTorch samples/CPU-s,"
+            "model,device,tf32,fused dense,graph nodes per step,threads,batch,steps,"
+            "shardps samples/s,PyTorch samples/s,shardps/PyTorch,PyTorch strong samples/s,"
+            "shardps/PyTorch strong,shardps samples/CPU-s,PyTorch samples/CPU-s,"
             "shardps/PyTorch (CPU time),ms/step: gather,copy in,forward,backward,copy out,"
             "update,kernels,copies,host",
             &t) != 0) {
         return PS_EIO;
     }
     ps_bench_table_rowf(t,
-                        "%s,%s,%d,%d,%d,%d,%.0f,%s,%s,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,%.3f,"
-                        "%.3f,%.3f,%.3f,%.3f,%.3f",
-                        cfg->model, r->backend, cfg->tf32, cfg->threads, cfg->batch,
-                        cfg->steps, sps, torch, ratio, strong, sratio, cps, tcpu, cratio,
+                        "%s,%s,%d,%d,%s,%d,%d,%d,%.0f,%s,%s,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,"
+                        "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f",
+                        cfg->model, r->backend, cfg->tf32, cfg->fuse, nodes, cfg->threads,
+                        cfg->batch, cfg->steps, sps, torch, ratio, strong, sratio, cps, tcpu,
+                        cratio,
                         1e3 * r->gather, 1e3 * r->copy_in, 1e3 * r->forward,
                         1e3 * r->backward, 1e3 * r->copy_out, 1e3 * r->update,
                         1e3 * r->kernels, 1e3 * r->copies, 1e3 * r->host);
@@ -508,10 +515,12 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     return 0;
 }
 
-/* As the worker: --tf32; on a device the data uploaded once and graph steps. */
+/* As the worker: --tf32, --fuse-dense; on a device the data uploaded once
+ * and graph steps. */
 static int s_device_setup(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_loop_t *L,
                           const ps_dataset_t *ds)
 {
+    ps_model_set_fused(L->m, cfg->fuse);
     int rc = ps_model_set_tf32(L->m, cfg->tf32);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": error: --tf32 1: the %s backend has no TF32 mode\n", k->name);
@@ -582,6 +591,7 @@ static int s_run(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_result
             cfg->profile_steps);
     rc = ps_bench_compute_measure(cfg, m, s_step, &L, res);
     res->graph_error = ps_model_graph_error(m);
+    res->graph_nodes = ps_model_graph_nodes(m);
     if (res->graph_error) {
         fprintf(stderr, S_PROG ": the step could not be recorded as a CUDA graph (%s): "
                         "steps were queued by hand\n", ps_strerror(res->graph_error));
@@ -635,11 +645,12 @@ static int s_check(compute_cfg_t *cfg, const char *cpu_gemm, ps_cpu_gemm_t *gemm
     if ((strcmp(cfg->model, "mlp") && strcmp(cfg->model, "cnn") && !s_ctr(cfg)) ||
         cfg->threads < 0 || cfg->batch < 1 || cfg->steps < 1 || cfg->warmup < 0 ||
         cfg->profile_steps < 0 || !(cfg->lr > 0) || (cfg->tf32 != 0 && cfg->tf32 != 1) ||
-        (cfg->graph != 0 && cfg->graph != 1) || cfg->ctr_rows < 1) {
+        (cfg->graph != 0 && cfg->graph != 1) || (cfg->fuse != 0 && cfg->fuse != 1) ||
+        cfg->ctr_rows < 1) {
         fprintf(stderr,
                 S_PROG ": error: expected --model mlp|cnn|ctr, --threads >= 0, --batch "
                        ">= 1, --steps >= 1, --warmup/--profile-steps >= 0, --lr > 0, "
-                       "--tf32 and --cuda-graph 0 or 1, --ctr-rows >= 1\n");
+                       "--tf32, --cuda-graph and --fuse-dense 0 or 1, --ctr-rows >= 1\n");
         return 2;
     }
     char why[512];
@@ -694,7 +705,8 @@ int ps_bench_compute_main(int argc, char **argv)
                          .profile_steps = 100,
                          .lr = NAN,
                          .ctr_rows = 100000,
-                         .graph = 1};
+                         .graph = 1,
+                         .fuse = 1};
     const char *cpu_gemm = "auto";
     ps_cpu_gemm_t gemm = PS_CPU_GEMM_AUTO;
     ps_flag_t flags[] = {
@@ -715,6 +727,9 @@ int ps_bench_compute_main(int argc, char **argv)
          "GPU: TF32 GEMMs, here and in PyTorch (other arithmetic; 0 = plain FP32)"},
         {"cuda-graph", PS_FLAG_INT, &cfg.graph, "0|1",
          "GPU: each step one replay of a recorded CUDA graph (as the worker's)"},
+        {"fuse-dense", PS_FLAG_INT, &cfg.fuse, "0|1",
+         "GPU: dense layers' bias, ReLU and their gradients fused into cuBLASLt GEMMs (as "
+         "the worker's; 0 = separate kernels)"},
         {"data", PS_FLAG_STR, &cfg.data, "DIR",
          "Fashion-MNIST directory (\"\": synthetic inputs); ctr: the click log (Criteo "
          "TSV; default: --ctr-rows generated)"},

@@ -34,6 +34,7 @@ typedef struct {
     double lr;                /* learning rate: SGD's; ctr: Adagrad's */
     int tf32;                 /* GPU: TF32 GEMMs (here and in PyTorch) */
     int graph;                /* GPU: the step as a replayed CUDA graph */
+    int fuse;                 /* GPU: dense layers in cuBLASLt GEMMs with fused epilogues */
     int ctr_rows;             /* ctr: samples of the generated click log */
 } compute_cfg_t;
 
@@ -51,6 +52,7 @@ typedef struct {
     double torch_sps;     /* PyTorch samples/s; NAN = not run or failed */
     double strong_sps;    /* PyTorch resident + graph samples/s (device only); NAN = none */
     int graph_error;      /* recording the step as a CUDA graph failed with this; 0 = no */
+    int graph_nodes;      /* the recorded step's nodes (its launches); 0 = none recorded */
     double torch_cpu_sps; /* PyTorch samples per CPU second of its process; NAN = unknown */
     char torch_ver[64];   /* PyTorch's version, "" if unknown */
     char torch_note[256]; /* why there is no PyTorch figure */

@@ -385,6 +385,120 @@ START_TEST(sgemm_matches_cpu_for_all_transposes_and_strides)
 }
 END_TEST
 
+/* ---- fused dense layers ----------------------------------------------------------- */
+
+/* A fused result against the separate ops': the same bits under the host
+ * emulation (tests/gpu/emu, built with PS_GPU_EMU), whose cuBLASLt computes
+ * the separate kernels' arithmetic; on a GPU cuBLASLt sums in its own order,
+ * so within the GEMM tolerance. */
+static void s_same(const float *got, const float *want, size_t n, const char *what)
+{
+#ifdef PS_GPU_EMU
+    ck_assert_msg(memcmp(got, want, n * sizeof(float)) == 0, "%s: not the separate ops' bits",
+                  what);
+#else
+    s_check_scaled(got, want, n, 1e-5, what);
+#endif
+}
+
+/* Downloads d_got and d_want (n floats) and compares them with s_same. */
+static void s_same_dev(const float *d_got, const float *d_want, size_t n, const char *what)
+{
+    float *got = s_host(n), *want = s_host(n);
+    s_down(got, d_got, n);
+    s_down(want, d_want, n);
+    s_same(got, want, n, what);
+    free(got);
+    free(want);
+}
+
+/* One dense layer x[N,C] -> [N,O] whose input x is itself a ReLU layer's
+ * output (with its mask): the fused forward with each epilogue, the
+ * weight and input gradients, against the separate ops; the forward and
+ * the bias gradient against the CPU backend too. */
+static void s_dense_case(int N, int C, int O, uint64_t seed)
+{
+    const size_t nx = (size_t)N * C, nw = (size_t)O * C, ny = (size_t)N * O;
+    float *x0 = s_rand(nx, -1, 1, seed), *w0 = s_rand((size_t)C * C, -1, 1, seed + 1);
+    float *w = s_rand(nw, -1, 1, seed + 2), *b = s_rand(O, -1, 1, seed + 3);
+    float *dy = s_rand(ny, -1, 1, seed + 4), *x = s_host(nx), *y = s_host(ny);
+    float *d_x0 = s_up(x0, nx), *d_w0 = s_up(w0, (size_t)C * C), *d_w = s_up(w, nw);
+    float *d_b = s_up(b, O), *d_dy = s_up(dy, ny), *d_x = s_dev(nx), *d_y = s_dev(ny);
+    float *d_r = s_dev(ny > nw ? ny : nw), *d_db = s_dev(O), *d_db2 = s_dev(O);
+    ck_assert_uint_ge(s_cu->dense_mask_bytes(N, C) * 8, nx);
+    void *d_mx = s_cu->alloc(s_cu->dense_mask_bytes(N, C));
+    void *d_my = s_cu->alloc(s_cu->dense_mask_bytes(N, O));
+    /* x = relu(x0 @ w0^T + b0), b0 = w's first C floats: its mask into d_mx */
+    ck_assert_int_eq(s_cu->dense_fwd(s_ctx, d_x0, d_w0, d_w, d_x, d_mx, N, C, C, 1), 0);
+    s_down(x, d_x, nx);
+    for (int epi = 0; epi < 3; epi++) { /* relu + mask, relu, bias only */
+        ck_assert_int_eq(s_cu->dense_fwd(s_ctx, d_x, d_w, d_b, d_y, epi ? NULL : d_my, N, C,
+                                         O, epi < 2),
+                         0);
+        s_cu->sgemm(s_ctx, 0, 1, N, O, C, 1.0f, d_x, C, d_w, C, 0.0f, d_r, O);
+        (epi < 2 ? s_cu->bias_relu : s_cu->bias_add)(s_ctx, d_r, d_b, N, O);
+        s_same_dev(d_y, d_r, ny, epi == 0 ? "relu+mask" : epi == 1 ? "relu" : "bias");
+    }
+    float *want = s_host(ny > nw ? ny : nw);
+    s_cpu->sgemm(s_cctx, 0, 1, N, O, C, 1.0f, x, C, w, C, 0.0f, want, O);
+    s_cpu->bias_add(s_cctx, want, b, N, O);
+    s_down(y, d_y, ny);
+    s_check(y, want, ny, 1e-5 * sqrt((double)C), 1e-4, "fused forward vs cpu");
+    /* dw, db in one GEMM */
+    float *d_dw = s_dev(nw), *db = s_host(O);
+    ck_assert_int_eq(s_cu->dense_wgrad(s_ctx, d_x, d_dy, d_dw, d_db, N, C, O), 0);
+    s_cu->sgemm(s_ctx, 1, 0, O, C, N, 1.0f, d_dy, O, d_x, C, 0.0f, d_r, C);
+    s_cu->bias_grad(s_ctx, d_dy, d_db2, N, O);
+    s_same_dev(d_dw, d_r, nw, "dw");
+    s_same_dev(d_db, d_db2, O, "db");
+    s_down(db, d_db, O);
+    s_cpu->bias_grad(s_cctx, dy, want, N, O);
+    s_check_scaled(db, want, O, 1e-5, "fused db vs cpu");
+    /* dx with x's ReLU gradient from its mask */
+    float *d_dx = s_dev(nx);
+    ck_assert_int_eq(s_cu->dense_dgrad(s_ctx, d_dy, d_w, d_mx, d_dx, N, C, O), 0);
+    s_cu->sgemm(s_ctx, 0, 0, N, C, O, 1.0f, d_dy, O, d_w, C, 0.0f, d_r, C);
+    s_cu->relu_bwd(s_ctx, d_x, d_r, d_r, nx);
+    s_same_dev(d_dx, d_r, nx, "dx");
+    float *bufs[] = {d_x0, d_w0, d_w, d_b, d_dy, d_x, d_y, d_r, d_db, d_db2, d_dw, d_dx};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
+        s_cu->free(bufs[i]);
+    }
+    s_cu->free(d_mx);
+    s_cu->free(d_my);
+    float *host[] = {x0, w0, w, b, dy, x, y, want, db};
+    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) {
+        free(host[i]);
+    }
+}
+
+START_TEST(fused_dense_layers_match_the_separate_ops_and_cpu)
+{
+    s_dense_case(5, 7, 9, 70);
+    s_dense_case(70, 33, 130, 80); /* bias_grad in two passes; masks over 128 rows */
+    s_dense_case(1, 1, 1, 90);
+    /* what the backend cannot fuse is refused with nothing queued */
+    ck_assert_int_eq(s_cu->dense_dgrad(s_ctx, NULL, NULL, NULL, NULL, 4, 4, 4), PS_ENOTSUP);
+    ck_assert_int_eq(s_cu->dense_fwd(s_ctx, NULL, NULL, NULL, NULL, NULL, 0, 4, 4, 1),
+                     PS_ENOTSUP);
+    ck_assert_int_eq(s_cpu->dense_wgrad(s_cctx, NULL, NULL, NULL, NULL, 4, 4, 4), PS_ENOTSUP);
+    ck_assert_uint_eq(s_cpu->dense_mask_bytes(4, 4), 0);
+#ifdef PS_GPU_EMU
+    /* a shape cuBLASLt has no algorithm for: refused, and the refusal kept */
+    ps_kctx_t *c = NULL;
+    setenv("EMU_LT_REFUSE", "1", 1);
+    ck_assert_int_eq(s_cu->ctx_new(&c), 0);
+    float *d = s_dev(64);
+    ck_assert_int_eq(s_cu->dense_wgrad(c, d, d, d, d, 4, 4, 4), PS_ENOTSUP);
+    unsetenv("EMU_LT_REFUSE");
+    ck_assert_int_eq(s_cu->dense_wgrad(c, d, d, d, d, 4, 4, 4), PS_ENOTSUP);
+    ck_assert_int_eq(s_cu->dense_wgrad(c, d, d, d, d, 4, 4, 3), 0);
+    s_cu->ctx_destroy(&c);
+    s_cu->free(d);
+#endif
+}
+END_TEST
+
 /* ---- bias and ReLU -------------------------------------------------------------- */
 
 START_TEST(bias_add_and_bias_relu_match_cpu)
@@ -1142,9 +1256,11 @@ START_TEST(graph_replays_copies_and_ops_with_fresh_inputs)
     ck_assert_int_eq(s_cu->copy_d2h_async(s_ctx, out, d_x, bytes), 0);
     ck_assert_int_eq(s_cu->copy_wait(s_ctx, 0), 0);
     ck_assert_mem_eq(out, pin, bytes);
+    ck_assert_int_gt(s_cu->graph_nodes(g), 0);
     s_cu->graph_destroy(&g);
     ck_assert_ptr_null(g);
     s_cu->graph_destroy(&g);
+    ck_assert_int_eq(s_cpu->graph_nodes(NULL), PS_ENOTSUP);
     ps_kgraph_t *none = (ps_kgraph_t *)&none;
     ck_assert_int_eq(s_cpu->graph_begin(s_cctx), PS_ENOTSUP);
     ck_assert_int_eq(s_cpu->graph_end(s_cctx, &none), PS_ENOTSUP);
@@ -1408,6 +1524,36 @@ static void s_resident_case(ps_model_t *m, int n)
     free(want);
 }
 
+/* The recorded step with the dense layers fused and without: fewer graph
+ * nodes (launches) fused, and the same loss and gradients (the same bits
+ * under the emulation). The training set is resident (s_resident_case). */
+static void s_nodes_case(ps_model_t *m, int n)
+{
+    const size_t P = ps_model_num_params(m);
+    float *g1 = s_host(P), l1 = 0, l0 = 0;
+    uint32_t *idx = ps_model_batch_idx(m);
+    for (int i = 0; i < n; i++) {
+        idx[i] = (uint32_t)(i * 7 % 200);
+    }
+    ps_model_set_graph(m, 1);
+    ck_assert_int_eq(ps_model_train_step_idx(m, n, &l1), 0);
+    const int fused = ps_model_graph_nodes(m);
+    memcpy(g1, ps_model_grads(m), P * sizeof(float));
+    ps_model_set_fused(m, 0); /* drops the recording: the next step records anew */
+    ck_assert_int_eq(ps_model_graph_nodes(m), 0);
+    ck_assert_int_eq(ps_model_train_step_idx(m, n, &l0), 0);
+    const int unfused = ps_model_graph_nodes(m);
+    ps_model_set_fused(m, 1);
+    ps_model_set_graph(m, 0);
+    fprintf(stderr, "note: a recorded step of %d samples: %d graph nodes fused, %d unfused\n",
+            n, fused, unfused);
+    ck_assert_int_gt(fused, 0);
+    ck_assert_int_lt(fused, unfused);
+    s_same(&l0, &l1, 1, "loss unfused");
+    s_same(ps_model_grads(m), g1, P, "grads unfused");
+    free(g1);
+}
+
 /* One model on both backends: the same params give the same loss and grads;
  * the overlapped copies give the serial ones' bits, from any host memory;
  * evaluation in chunks agrees; five SGD steps follow the same loss curve. */
@@ -1452,6 +1598,7 @@ static void s_model_case(const char *name)
     ck_assert_mem_eq(g1, ps_model_grads(mg), P * sizeof(float));
     s_batch_buffers_case(mg, x, y, n);
     s_resident_case(mg, 16); /* a small batch: the emulation runs every kernel */
+    s_nodes_case(mg, 16);
     s_resident_case(mc, 16); /* the CPU runs the same path, unrecorded */
 
     int cc = -1, cg = -2;
@@ -1514,6 +1661,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, async_copies_order_with_the_compute_stream);
     tcase_add_test(tc, two_contexts_work_side_by_side);
     tcase_add_test(tc, sgemm_matches_cpu_for_all_transposes_and_strides);
+    tcase_add_test(tc, fused_dense_layers_match_the_separate_ops_and_cpu);
     tcase_add_test(tc, bias_add_and_bias_relu_match_cpu);
     tcase_add_test(tc, bias_grad_matches_cpu_and_finite_differences);
     tcase_add_test(tc, relu_forward_backward_match_cpu_in_place_and_past_the_grid);

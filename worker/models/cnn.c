@@ -9,7 +9,8 @@
  *   z  = h @ fc2.weight^T + fc2.bias          fc2.weight [10,128]
  * Each conv-relu-pool is one fused op (conv2d_pool_fwd/bwd): c1 and c2 are
  * never stored, since the backward needs only p1, p2 and the pooling winners.
- * Bias and ReLU are fused into the linear layers. No dx for the input.
+ * Bias and ReLU are fused into the linear layers (on a GPU with their
+ * gradients into the GEMMs: ps_model_linear_fwd). No dx for the input.
  * Activations live in one backend allocation sized for max_batch.
  */
 #include <stdlib.h>
@@ -50,6 +51,8 @@ typedef struct {
     uint8_t *arg1;                /* [N,32,14,14] */
     uint8_t *arg2;                /* [N,64,7,7] */
     ps_conv_shape_t conv1, conv2; /* geometry; N set per call */
+    ps_model_mask_t hmask;        /* h's ReLU mask (fused dense layers) */
+    void *masks;                  /* its block; owned */
 } s_cnn_t;
 
 /* Returns *p and advances it by n floats: carves views out of the block. */
@@ -92,7 +95,8 @@ static int s_setup(ps_model_t *m)
     a->z = p;
     a->arg1 = a->args;
     a->arg2 = a->args + B * S_P1;
-    return 0;
+    const int hid = S_HID;
+    return ps_model_masks_setup(m, &a->hmask, &hid, 1, &a->masks);
 }
 
 static void s_teardown(ps_model_t *m)
@@ -104,6 +108,7 @@ static void s_teardown(ps_model_t *m)
     m->k->free(a->block);
     m->k->free(a->args);
     m->k->free(a->ws);
+    m->k->free(a->masks);
     free(a);
     m->impl = NULL;
 }
@@ -122,10 +127,10 @@ static float *s_forward(ps_model_t *m, const float *d_x, int n)
                        ps_model_dparam(m, 3), a->p2, a->arg2, a->ws);
     ps_model_params_needed(m, 6);
     ps_model_linear_fwd(m, a->p2, ps_model_dparam(m, 4), ps_model_dparam(m, 5), a->h, n,
-                        S_FLAT, S_HID, 1);
+                        S_FLAT, S_HID, &a->hmask);
     ps_model_params_needed(m, 8);
     ps_model_linear_fwd(m, a->h, ps_model_dparam(m, 6), ps_model_dparam(m, 7), a->z, n,
-                        S_HID, S_OUT, 0);
+                        S_HID, S_OUT, NULL);
     return a->z;
 }
 
@@ -134,11 +139,11 @@ static void s_backward(ps_model_t *m, const float *d_x, float *d_dz, int n)
     s_cnn_t *a = m->impl;
     const ps_kernels_t *k = m->k;
     ps_model_linear_bwd(m, a->h, ps_model_dparam(m, 6), d_dz, a->dh, ps_model_dgrad(m, 6),
-                        ps_model_dgrad(m, 7), n, S_HID, S_OUT);
+                        ps_model_dgrad(m, 7), n, S_HID, S_OUT, &a->hmask);
     ps_model_grads_final(m, 6);
-    k->relu_bwd(m->ctx, a->h, a->dh, a->dh, (size_t)n * S_HID);
+    /* p2's ReLU gradient is conv2d_pool_bwd's (through the pooling) */
     ps_model_linear_bwd(m, a->p2, ps_model_dparam(m, 4), a->dh, a->dp2,
-                        ps_model_dgrad(m, 4), ps_model_dgrad(m, 5), n, S_FLAT, S_HID);
+                        ps_model_dgrad(m, 4), ps_model_dgrad(m, 5), n, S_FLAT, S_HID, NULL);
     ps_model_grads_final(m, 4);
     k->conv2d_pool_bwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2), a->dp2, a->arg2,
                        a->p2, a->dp1, ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), a->ws);

@@ -78,7 +78,8 @@ static float *s_forward(ps_model_t *m, const float *d_num, int n)
     k->embed_gather(m->ctx, m->d_rows, E, m->e_idx, n, S_F, a->xe, FE);
     ps_model_params_needed(m, 2);
     const float *w1 = ps_model_dparam(m, 0);
-    /* h1 = relu(xe @ W1[:, :FE]^T + num @ W1[:, FE:]^T + b1) */
+    /* h1 = relu(xe @ W1[:, :FE]^T + num @ W1[:, FE:]^T + b1): two GEMMs, so
+     * by the separate ops (no mask: fc2's backward takes relu_bwd) */
     k->sgemm(m->ctx, 0, 1, n, H1, FE, 1.0f, a->xe, FE, w1, D, 0.0f, a->fc.h[1], H1);
     k->sgemm(m->ctx, 0, 1, n, H1, S_C, 1.0f, d_num, S_C, w1 + FE, D, 1.0f, a->fc.h[1], H1);
     k->bias_relu(m->ctx, a->fc.h[1], ps_model_dparam(m, 1), n, H1);

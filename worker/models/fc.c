@@ -77,7 +77,7 @@ int ps_model_fc_setup(ps_model_t *m, size_t impl_size, size_t front, float **fro
         at += 2 * span;
     }
     a->z = at;
-    return 0;
+    return ps_model_masks_setup(m, a->mask + 1, fc->w + 1, fc->L, &a->masks);
 }
 
 void ps_model_fc_teardown(ps_model_t *m)
@@ -87,6 +87,7 @@ void ps_model_fc_teardown(ps_model_t *m)
         return;
     }
     m->k->free(a->block);
+    m->k->free(a->masks);
     free(a);
     m->impl = NULL;
 }
@@ -94,13 +95,13 @@ void ps_model_fc_teardown(ps_model_t *m)
 float *ps_model_fc_forward(ps_model_t *m, int first, const float *in, int n)
 {
     const ps_model_fc_t *fc = m->layout;
-    const ps_model_fc_acts_t *a = m->impl;
+    ps_model_fc_acts_t *a = m->impl;
     for (int i = first; i <= fc->L; i++) {
         float *out = i < fc->L ? a->h[i + 1] : a->z;
         ps_model_params_needed(m, 2 * (size_t)i + 2);
         ps_model_linear_fwd(m, in, ps_model_dparam(m, 2 * (size_t)i),
                             ps_model_dparam(m, 2 * (size_t)i + 1), out, n, fc->w[i],
-                            fc->w[i + 1], i < fc->L);
+                            fc->w[i + 1], i < fc->L ? &a->mask[i + 1] : NULL);
         in = out;
     }
     return a->z;
@@ -115,9 +116,8 @@ const float *ps_model_fc_backward(ps_model_t *m, const float *d_dz, int n)
         const size_t t = 2 * (size_t)i;
         ps_model_linear_bwd(m, a->h[i], ps_model_dparam(m, t), dy, a->dh[i],
                             ps_model_dgrad(m, t), ps_model_dgrad(m, t + 1), n, fc->w[i],
-                            fc->w[i + 1]);
+                            fc->w[i + 1], &a->mask[i]);
         ps_model_grads_final(m, t);
-        m->k->relu_bwd(m->ctx, a->h[i], a->dh[i], a->dh[i], (size_t)n * fc->w[i]);
         dy = a->dh[i];
     }
     return dy;

@@ -41,7 +41,7 @@ static void s_backward(ps_model_t *m, const float *d_x, float *d_dz, int n)
     const ps_model_fc_t *fc = m->layout;
     const float *dy = ps_model_fc_backward(m, d_dz, n);
     ps_model_linear_bwd(m, d_x, ps_model_dparam(m, 0), dy, NULL, ps_model_dgrad(m, 0),
-                        ps_model_dgrad(m, 1), n, fc->w[0], fc->w[1]);
+                        ps_model_dgrad(m, 1), n, fc->w[0], fc->w[1], NULL);
 }
 
 const ps_model_arch_t ps_model_arch_mlp = {

@@ -38,6 +38,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/trace.h"
 #include "worker/models/model_impl.h"
 
@@ -330,6 +331,20 @@ int ps_model_set_tf32(ps_model_t *m, int on)
     return m->k->set_tf32(m->ctx, on);
 }
 
+int ps_model_set_fused(ps_model_t *m, int on)
+{
+    if (m->fused != (on != 0)) {
+        m->k->graph_destroy(&m->graph); /* it replays the other path: record anew */
+    }
+    m->fused = on != 0;
+    return 0;
+}
+
+int ps_model_graph_nodes(const ps_model_t *m)
+{
+    return m->graph ? m->graph_nodes : 0;
+}
+
 /* The resident step's batch: its indices in, then one gather kernel. */
 static void s_gather(ps_model_t *m, int n, float **d_x, uint8_t **d_y)
 {
@@ -367,6 +382,10 @@ static int s_record(ps_model_t *m, int n)
         return rc;
     }
     m->graph_n = n;
+    m->graph_nodes = k->graph_nodes(m->graph);
+    ps_log_debug("step of %d samples recorded: %d graph nodes (kernels and copies), dense "
+                 "layers %s",
+                 n, m->graph_nodes, m->fused ? "fused where the backend can" : "unfused");
     m->graph_nout = m->nout;
     memcpy(m->graph_out_from, m->out_from, m->nout * sizeof(*m->out_from));
     return 0;
@@ -549,10 +568,42 @@ int ps_model_predict_ctr(ps_model_t *m, const ps_embed_batch_t *b, const float *
     return rc;
 }
 
+int ps_model_masks_setup(ps_model_t *m, ps_model_mask_t *masks, const int *widths, int count,
+                         void **block)
+{
+    size_t at[PS_MODEL_MAX_HIDDEN + 2], total = 0;
+    *block = NULL;
+    for (int i = 0; i < count; i++) {
+        at[i] = total;
+        total += (m->k->dense_mask_bytes(m->max_batch, widths[i]) + 255) & ~(size_t)255;
+    }
+    if (total == 0) {
+        return 0;
+    }
+    *block = m->k->alloc(total);
+    if (!*block) {
+        return PS_ENOMEM;
+    }
+    for (int i = 0; i < count; i++) {
+        masks[i] = (ps_model_mask_t){(char *)*block + at[i], 0};
+    }
+    return 0;
+}
+
 void ps_model_linear_fwd(ps_model_t *m, const float *x, const float *w, const float *b,
-                         float *y, int n, int I, int O, int relu)
+                         float *y, int n, int I, int O, ps_model_mask_t *relu)
 {
     const ps_kernels_t *k = m->k;
+    void *mask = relu ? relu->d_mask : NULL;
+    if (relu) {
+        relu->written = 0;
+    }
+    if (m->fused && k->dense_fwd(m->ctx, x, w, b, y, mask, n, I, O, relu != NULL) == 0) {
+        if (relu) {
+            relu->written = mask != NULL;
+        }
+        return;
+    }
     k->sgemm(m->ctx, 0, 1, n, O, I, 1.0f, x, I, w, I, 0.0f, y, O);
     if (relu) {
         k->bias_relu(m->ctx, y, b, n, O);
@@ -562,12 +613,24 @@ void ps_model_linear_fwd(ps_model_t *m, const float *x, const float *w, const fl
 }
 
 void ps_model_linear_bwd(ps_model_t *m, const float *x, const float *w, const float *dy,
-                         float *dx, float *dw, float *db, int n, int I, int O)
+                         float *dx, float *dw, float *db, int n, int I, int O,
+                         const ps_model_mask_t *xrelu)
 {
     const ps_kernels_t *k = m->k;
-    k->sgemm(m->ctx, 1, 0, O, I, n, 1.0f, dy, O, x, I, 0.0f, dw, I);
-    k->bias_grad(m->ctx, dy, db, n, O);
-    if (dx) {
-        k->sgemm(m->ctx, 0, 0, n, I, O, 1.0f, dy, O, w, I, 0.0f, dx, I);
+    if (!m->fused || k->dense_wgrad(m->ctx, x, dy, dw, db, n, I, O) != 0) {
+        k->sgemm(m->ctx, 1, 0, O, I, n, 1.0f, dy, O, x, I, 0.0f, dw, I);
+        k->bias_grad(m->ctx, dy, db, n, O);
+    }
+    if (!dx) {
+        return;
+    }
+    /* the ReLU's gradient from the mask only where this forward wrote it */
+    if (m->fused && xrelu && xrelu->written &&
+        k->dense_dgrad(m->ctx, dy, w, xrelu->d_mask, dx, n, I, O) == 0) {
+        return;
+    }
+    k->sgemm(m->ctx, 0, 0, n, I, O, 1.0f, dy, O, w, I, 0.0f, dx, I);
+    if (xrelu) {
+        k->relu_bwd(m->ctx, x, dx, dx, (size_t)n * I);
     }
 }

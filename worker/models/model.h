@@ -171,6 +171,17 @@ int ps_model_graph_error(const ps_model_t *m);
  * 0 or PS_ENOTSUP (on, with a backend that has no TF32). */
 int ps_model_set_tf32(ps_model_t *m, int on);
 
+/* The dense layers' GEMMs with their bias, ReLU and those gradients fused
+ * in (1, the default) or as separate ops after plain GEMMs (0): see
+ * kernels.h dense_fwd. A layer whose shape the backend cannot fuse, and
+ * every layer on the CPU, runs the separate ops either way. A change drops
+ * the recorded step (the next one records anew). Returns 0. */
+int ps_model_set_fused(ps_model_t *m, int on);
+
+/* Nodes of the recorded step (kernels, copies, event records: the launches
+ * one replay makes), or 0 while none is recorded. */
+int ps_model_graph_nodes(const ps_model_t *m);
+
 /* Where a training step's time goes, accumulated over steps (seconds). */
 typedef struct {
     double copy_in;  /* inputs and params host -> device (0 on the CPU) */

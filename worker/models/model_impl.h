@@ -105,6 +105,8 @@ struct ps_model {
     int graph_rc;           /* why recording failed (graphs then off); 0 = it did not */
     size_t graph_nout;      /* its gradient copies out */
     size_t *graph_out_from; /* [ntensors] their first keys; owned */
+    int graph_nodes;        /* its nodes (kernels.h graph_nodes) */
+    int fused;              /* dense layers through the backend's fused GEMMs (set_fused) */
     /* Embedding rows (an architecture with fields: the ctr): */
     int embed_dim;             /* E: floats per row; 0 for the image models */
     int max_rows;              /* rows of a step at most: max_batch * fields */
@@ -162,20 +164,37 @@ void ps_model_params_needed(ps_model_t *m, size_t end);
  * reports each copy to the hook once it has landed). */
 void ps_model_grads_final(ps_model_t *m, size_t i);
 
+/* The ReLU mask of one hidden layer's output, for the fused backward. */
+typedef struct {
+    void *d_mask; /* backend [dense_mask_bytes(max_batch, O)]; NULL: the backend keeps none */
+    int written;  /* 1: the last forward wrote it */
+} ps_model_mask_t;
+
+/* Gives masks[0..count) room for max_batch rows of widths[i] outputs, in
+ * one backend block (*block, 256-byte aligned views; the caller frees it
+ * with k->free). Nothing (*block NULL) on a backend without masks.
+ * 0 or PS_ENOMEM. */
+int ps_model_masks_setup(ps_model_t *m, ps_model_mask_t *masks, const int *widths, int count,
+                         void **block);
+
 /*
  * Fully connected layer, PyTorch layout: y[n,O] = x[n,I] @ w[O,I]^T + b[O],
- * then ReLU when relu != 0 (fused with the bias).
+ * then, when relu is not NULL, ReLU (its mask written there if the fused
+ * path ran). The fused GEMM (m->fused, kernels.h dense_fwd) or the separate
+ * ops: the one place a dense layer chooses.
  */
 void ps_model_linear_fwd(ps_model_t *m, const float *x, const float *w, const float *b,
-                         float *y, int n, int I, int O, int relu);
+                         float *y, int n, int I, int O, ps_model_mask_t *relu);
 
 /*
  * Its gradients: dw[O,I] = dy^T @ x, db[O] = column sums of dy, and when dx is
  * not NULL dx[n,I] = dy @ w. dy is the gradient at the layer's output before
- * any ReLU (apply relu_bwd first).
+ * any ReLU. When xrelu is not NULL, x is a ReLU's output (xrelu its mask)
+ * and dx gets that ReLU's gradient too: the gradient at the ReLU's input.
  */
 void ps_model_linear_bwd(ps_model_t *m, const float *x, const float *w, const float *dy,
-                         float *dx, float *dw, float *db, int n, int I, int O);
+                         float *dx, float *dw, float *db, int n, int I, int O,
+                         const ps_model_mask_t *xrelu);
 
 /*
  * The stack of fully connected layers fc1..fc(L+1) of the mlp and the ctr
@@ -196,6 +215,8 @@ typedef struct {
     float *h[PS_MODEL_MAX_HIDDEN + 1];  /* h[1..L]: [N,Hi] post-ReLU */
     float *dh[PS_MODEL_MAX_HIDDEN + 1]; /* dh[1..L]: [N,Hi] */
     float *z;                           /* [N,w(L+1)] logits, then their gradient */
+    void *masks;                        /* the ReLU masks' block; owned */
+    ps_model_mask_t mask[PS_MODEL_MAX_HIDDEN + 1]; /* mask[1..L]: h[i]'s */
 } ps_model_fc_acts_t;
 
 /* The layout for the hidden widths ("" = 256,128) between in and out: sets

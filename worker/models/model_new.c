@@ -102,6 +102,7 @@ static int s_new(const ps_model_arch_t *arch, const char *hidden, int embed_dim,
     m->arch = arch;
     m->k = k;
     m->max_batch = max_batch;
+    m->fused = 1;
     m->embed_dim = arch->fields ? (embed_dim ? embed_dim : PS_MODEL_CTR_EMBED_DIM) : 0;
     rc = k->ctx_new(&m->ctx);
     rc = rc ? rc : s_layout(m, hidden);
