@@ -432,7 +432,9 @@ static void s_table_notes(const compute_cfg_t *cfg, const compute_result_t *r,
               "copies serialised, and each phase is the device's time between CUDA "
               "events: kernels = forward + backward, copies = inputs and params in + "
               "gradients out, host = the rest of the step's wall time; the timed steps "
-              "overlap the copies with compute)");
+              "overlap the copies with compute; graph nodes per step: the kernels and "
+              "copies one replay of the recorded step launches, fewer with the dense "
+              "layers fused)");
     if (cfg->torch) {
         ps_bench_table_note(t,
                             "PyTorch: bench/torch/train.py, same model, data, batch, lr, "

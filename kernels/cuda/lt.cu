@@ -17,8 +17,9 @@
  * A plan (descriptors, layouts and the algorithm cublasLtMatmulAlgoGetHeuristic
  * chose) is made the first time a shape is seen and kept in the context, so
  * steps only set the pointers (host-side, so a CUDA graph may record them)
- * and launch. A refusal (no algorithm for the shape and epilogue) is kept
- * too, and answered PS_ENOTSUP at once: the caller runs the separate ops.
+ * and launch. A refusal (no algorithm for the shape and epilogue, or a call
+ * cuBLASLt turns down) is kept too, and answered PS_ENOTSUP at once: the
+ * caller runs the separate ops.
  * The workspace is the context's fixed cuBLAS one; nothing here allocates
  * device memory after the context is made.
  *
@@ -236,9 +237,16 @@ static int s_run(ps_kctx_t *ctx, const s_gemm_t *g)
     }
     s_point(p->op, g);
     const float one = 1.0f, zero = 0.0f;
-    PS_CUBLAS_CHECK(cublasLtMatmul(ctx->lt->h, p->op, &one, g->A, p->a, g->B, p->b, &zero,
-                                   g->D, p->d, g->D, p->d, &p->algo, ctx->d_blas_ws,
-                                   PS_CUDA_BLAS_WS_BYTES, ctx->stream));
+    const cublasStatus_t st = cublasLtMatmul(ctx->lt->h, p->op, &one, g->A, p->a, g->B, p->b,
+                                             &zero, g->D, p->d, g->D, p->d, &p->algo,
+                                             ctx->d_blas_ws, PS_CUDA_BLAS_WS_BYTES, ctx->stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        /* refused at the call (it checks before it queues): unfused from now on */
+        ps_cuda_report(__FILE__, __LINE__, "cublasLtMatmul", cublasGetStatusName(st),
+                       cublasGetStatusString(st), "this layer shape runs unfused from now on");
+        p->ok = 0;
+        return PS_ENOTSUP;
+    }
     return 0;
 }
 
