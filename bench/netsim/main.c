@@ -41,10 +41,9 @@ int main(int argc, char **argv)
         {"servers", PS_FLAG_INT, &servers, "N", "server namespaces (s0, s1, ...)"},
         {"workers", PS_FLAG_INT, &workers, "N", "worker namespaces (w0, w1, ...), at least 1"},
         {"net", PS_FLAG_STR, &spec, "RATE[,DELAY][,mtu=BYTES][,queue=BYTES]",
-         "each link shaped to RATE each way (tc tbf; 100mbit, 1gbit) and DELAY one way "
-         "between roles (0.2ms, 20ms: our delay line), packets of at most BYTES (default "
-         "65000), each link end queueing BYTES (default: 50 ms of its rate); default: not "
-         "shaped"},
+         "each link shaped to RATE each way (tc tbf; 100mbit, 1gbit), DELAY one way between "
+         "roles (0.2ms, 20ms: our delay line), packets of at most mtu (default 65000), "
+         "queue bytes at each link end (default: 50 ms of its rate); default: not shaped"},
         {"dilate", PS_FLAG_DOUBLE, &dilate, "F",
          "time dilation: links shaped to RATE / F, DELAY and the queues F times longer; "
          "run the roles with SHARDPS_DILATE=F (their clocks F times slower)"},

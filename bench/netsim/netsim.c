@@ -400,6 +400,40 @@ static int s_find_tools(ps_netsim_t *net, char *why, size_t whylen)
     return 0;
 }
 
+/* What net simulates, in words (ps_netsim_note), from its spec sp. */
+static void s_write_note(ps_netsim_t *net, const char *spec, const net_spec_t *sp)
+{
+    const double dilate = net->dilate;
+    char packets[128] = "";
+    if (net->mtu != NET_MTU) {
+        snprintf(packets, sizeof packets, ", packets of at most %d bytes", net->mtu);
+    }
+    if (net->queue) {
+        const size_t n = strlen(packets);
+        snprintf(packets + n, sizeof packets - n, ", queues of %ld bytes", net->queue);
+    }
+    if (!spec) {
+        snprintf(net->note, sizeof net->note, "links not shaped, no delay");
+    } else if (sp->delay > 0) {
+        snprintf(net->note, sizeof net->note,
+                 "%s per link, each direction (tc tbf), and %s one way between roles (our "
+                 "delay line: a TUN device in the hub)%s",
+                 net->rate, sp->delay_text, packets);
+    } else {
+        snprintf(net->note, sizeof net->note,
+                 "%s per link, each direction (tc tbf), no delay%s", net->rate, packets);
+    }
+    if (dilate > 1) {
+        const size_t n = strlen(net->note);
+        snprintf(net->note + n, sizeof net->note - n,
+                 "; dilated %gx (links shaped to the rate / %g, delays and queues %g times "
+                 "longer, the roles' clocks %g times slower and their compute padded to "
+                 "match: times and rates in undilated units; the cost of messages is "
+                 "not dilated)",
+                 dilate, dilate, dilate, dilate);
+    }
+}
+
 int ps_netsim_new(const char *spec, double dilate, int servers, int workers,
                   const char *log_path, ps_netsim_t **out, char *why, size_t whylen)
 {
@@ -450,34 +484,7 @@ int ps_netsim_new(const char *spec, double dilate, int servers, int workers,
         ps_netsim_destroy(&net);
         return PS_ENOTSUP;
     }
-    char packets[128] = "";
-    if (net->mtu != NET_MTU) {
-        snprintf(packets, sizeof packets, ", packets of at most %d bytes", net->mtu);
-    }
-    if (net->queue) {
-        const size_t n = strlen(packets);
-        snprintf(packets + n, sizeof packets - n, ", queues of %ld bytes", net->queue);
-    }
-    if (!spec) {
-        snprintf(net->note, sizeof net->note, "links not shaped, no delay");
-    } else if (sp.delay > 0) {
-        snprintf(net->note, sizeof net->note,
-                 "%s per link, each direction (tc tbf), and %s one way between roles (our "
-                 "delay line: a TUN device in the hub)%s",
-                 net->rate, sp.delay_text, packets);
-    } else {
-        snprintf(net->note, sizeof net->note,
-                 "%s per link, each direction (tc tbf), no delay%s", net->rate, packets);
-    }
-    if (dilate > 1) {
-        const size_t n = strlen(net->note);
-        snprintf(net->note + n, sizeof net->note - n,
-                 "; dilated %gx (links shaped to the rate / %g, delays and queues %g times "
-                 "longer, the roles' clocks %g times slower and their compute padded to "
-                 "match: times and rates in undilated units; the cost of messages is "
-                 "not dilated)",
-                 dilate, dilate, dilate, dilate);
-    }
+    s_write_note(net, spec, &sp);
     *out = net;
     return 0;
 }
