@@ -94,12 +94,19 @@ static double s_rate(const s_lane_t *a)
 }
 
 /* What lane a's pace lets be in flight: its rate's round trip plus its
- * acks' jitter, at most PS_KV_QUEUE_SECONDS; 0 when it has none (unpaced,
- * on this host, not measured yet). */
+ * acks' jitter, at most PS_KV_QUEUE_SECONDS or, where its share of the link
+ * is slow, PS_KV_QUEUE_CREDIT of one credit's time at its rate (a fixed
+ * time would make a slow link idle where a fast one does not); 0 when it
+ * has none (unpaced, on this host, not measured yet). */
 static double s_paced(const ps_kv_lanes_t *l, const s_lane_t *a)
 {
-    const double late = a->late < PS_KV_QUEUE_SECONDS ? a->late : PS_KV_QUEUE_SECONDS;
-    return l->unit && !a->local ? s_rate(a) * (a->rtt + late) : 0;
+    const double rate = s_rate(a);
+    if (!l->unit || a->local || rate <= 0) {
+        return 0;
+    }
+    const double credit = PS_KV_QUEUE_CREDIT * (double)l->unit / rate;
+    const double most = credit > PS_KV_QUEUE_SECONDS ? credit : PS_KV_QUEUE_SECONDS;
+    return rate * (a->rtt + (a->late < most ? a->late : most));
 }
 
 uint64_t ps_kv_lanes_window(const ps_kv_lanes_t *l, int i)

@@ -16,7 +16,8 @@
  * the server's link). It keeps that rate's round trip plus the acks'
  * jitter in flight (how much later than its round trip and the pushes
  * ahead of it a push is answered: a decaying most, up to
- * PS_KV_QUEUE_SECONDS), and one message more (a push goes while what flies
+ * PS_KV_QUEUE_SECONDS or PS_KV_QUEUE_CREDIT of a credit's time on a slow
+ * link), and one message more (a push goes while what flies
  * is under it: with whole messages under it, a window of less than two
  * would measure the pace of one message a round trip and keep it). So a
  * link's queue stays as short as the acks' timing lets it (replies and
@@ -74,9 +75,11 @@ static inline uint64_t ps_kv_lanes_row_weight(uint64_t nnz, uint64_t dim)
 typedef struct ps_kv_lanes ps_kv_lanes_t;
 
 /* The most queueing a lane's window allows at the server's link beyond a
- * round trip, where acks come late (busy cores); the weight of each new
- * ack in the measured pace and jitter. */
+ * round trip, where acks come late (busy cores), or that share of a
+ * credit's time at the lane's rate where that is longer (slow links); the
+ * weight of each new ack in the measured pace and jitter. */
 #define PS_KV_QUEUE_SECONDS 0.004
+#define PS_KV_QUEUE_CREDIT 0.4
 #define PS_KV_PACE_DECAY 0.125
 
 /* Lanes for n servers, each holding up to cap waiting messages, each with a

@@ -7,7 +7,8 @@
  * and what flies; counted in keys, the window follows the pace the acks
  * come at, passed by one push so that a pace measured at one push a round
  * trip climbs, and beyond a round trip it holds only what the acks' jitter
- * needs; the lanes' paces sum to the worker's rate; a lane to a
+ * needs (on a slow share of a link, up to a share of a credit's time);
+ * the lanes' paces sum to the worker's rate; a lane to a
  * server on this host is neither paced nor counted; a rows push weighs its
  * rows and keys and waits in line as a push does.
  */
@@ -233,6 +234,39 @@ START_TEST(a_fast_link_queues_only_what_its_acks_jitter)
 }
 END_TEST
 
+/* A slow share of a link: pushes of 4 keys, each acked 100 ms after the
+ * last (40 keys a second; a credit of 40 keys is a second of it). Then one
+ * ack comes 100 ms late: the window takes in that jitter, up to
+ * PS_KV_QUEUE_CREDIT of a credit's time, where PS_KV_QUEUE_SECONDS alone (a
+ * fast link's bound) would keep it at the round trip's keys: the link would
+ * idle on every late ack, which a ten times faster link would not. */
+START_TEST(a_slow_share_queues_a_share_of_a_credit)
+{
+    ps_kv_lanes_t *l = NULL;
+    ck_assert_int_eq(ps_kv_lanes_new(1, 64, &l), 0);
+    ps_kv_lanes_set_unit(l, 40);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 1);
+    for (int k = 0; k < 40; k++) {
+        const ps_kv_out_t o = s_out(1, PS_MSG_PUSH, 4 * (uint64_t)k);
+        ps_kv_lanes_queue(l, 0, &o);
+    }
+    ps_kv_out_t o;
+    double t = 0;
+    for (int k = 0; k < 30; k++) {
+        t += 0.1;
+        ps_kv_lanes_answered(l, 0, 8, t);
+        while (ps_kv_lanes_next(l, 0, &o, t)) {
+        }
+    }
+    ck_assert(ps_kv_lanes_rate(l) > 39 && ps_kv_lanes_rate(l) < 41);
+    ck_assert_uint_eq(ps_kv_lanes_window(l, 0), 4); /* a round trip's keys */
+    t += 0.2;
+    ps_kv_lanes_answered(l, 0, 8, t);
+    ck_assert_uint_ge(ps_kv_lanes_window(l, 0), 7); /* and 100 ms of jitter */
+    ps_kv_lanes_destroy(&l);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kv_lanes");
@@ -243,6 +277,7 @@ int main(void)
     tcase_add_test(tc, a_slow_link_paces_the_window);
     tcase_add_test(tc, a_pace_measured_at_one_push_climbs);
     tcase_add_test(tc, a_fast_link_queues_only_what_its_acks_jitter);
+    tcase_add_test(tc, a_slow_share_queues_a_share_of_a_credit);
     suite_add_tcase(s, tc);
     return ps_test_run(s);
 }
