@@ -504,9 +504,11 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
         return PS_EIO;
     }
     ps_bench_table_rowf(t,
-                        "%s,%s,%d,%d,%s,%d,%d,%d,%.0f,%s,%s,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,"
+                        "%s,%s,%d,%s,%s,%d,%d,%d,%.0f,%s,%s,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,"
                         "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f",
-                        cfg->model, r->backend, cfg->tf32, cfg->fuse, nodes, cfg->threads,
+                        cfg->model, r->backend, cfg->tf32,
+                        strcmp(r->backend, "cpu") ? (cfg->fuse ? "1" : "0") : "n/a", /* none */
+                        nodes, cfg->threads,
                         cfg->batch, cfg->steps, sps, torch, ratio, strong, sratio, cps, tcpu,
                         cratio,
                         1e3 * r->gather, 1e3 * r->copy_in, 1e3 * r->forward,
