@@ -201,20 +201,28 @@ START_TEST(a_pace_measured_at_one_push_climbs)
 }
 END_TEST
 
+/* One lane counted in credits of unit keys, a push of 4 keys in flight and
+ * 40 more waiting behind it. */
+static ps_kv_lanes_t *s_busy_lane(uint64_t unit)
+{
+    ps_kv_lanes_t *l = NULL;
+    ck_assert_int_eq(ps_kv_lanes_new(1, 64, &l), 0);
+    ps_kv_lanes_set_unit(l, unit);
+    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 1);
+    for (int k = 0; k < 40; k++) {
+        const ps_kv_out_t o = s_out(1, PS_MSG_PUSH, 4 * (uint64_t)k);
+        ps_kv_lanes_queue(l, 0, &o);
+    }
+    return l;
+}
+
 /* The same acks a million times as often, each on time: nothing queues
  * past the round trip. Then one ack comes 1 ms late (busy cores): the pace
  * falls to about 32 keys a ms, and the window takes in the jitter, about a
  * ms of that pace (without it: under one push). */
 START_TEST(a_fast_link_queues_only_what_its_acks_jitter)
 {
-    ps_kv_lanes_t *l = NULL;
-    ck_assert_int_eq(ps_kv_lanes_new(1, 64, &l), 0);
-    ps_kv_lanes_set_unit(l, 4);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 1);
-    for (int k = 0; k < 40; k++) {
-        const ps_kv_out_t o = s_out(1, PS_MSG_PUSH, 4 * (uint64_t)k);
-        ps_kv_lanes_queue(l, 0, &o);
-    }
+    ps_kv_lanes_t *l = s_busy_lane(4);
     ps_kv_out_t o;
     double t = 0;
     for (int k = 0; k < 30; k++) {
@@ -242,14 +250,7 @@ END_TEST
  * idle on every late ack, which a ten times faster link would not. */
 START_TEST(a_slow_share_queues_a_share_of_a_credit)
 {
-    ps_kv_lanes_t *l = NULL;
-    ck_assert_int_eq(ps_kv_lanes_new(1, 64, &l), 0);
-    ps_kv_lanes_set_unit(l, 40);
-    ck_assert_int_eq(ps_kv_lanes_admit(l, 0, PS_MSG_PUSH, 4, 0.0), 1);
-    for (int k = 0; k < 40; k++) {
-        const ps_kv_out_t o = s_out(1, PS_MSG_PUSH, 4 * (uint64_t)k);
-        ps_kv_lanes_queue(l, 0, &o);
-    }
+    ps_kv_lanes_t *l = s_busy_lane(40);
     ps_kv_out_t o;
     double t = 0;
     for (int k = 0; k < 30; k++) {
