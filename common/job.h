@@ -74,7 +74,7 @@ typedef enum {
  * chunk (1 MiB), so a chunk never crosses one. */
 #define PS_JOB_CHUNK_KIB_MIN 4
 #define PS_JOB_CHUNK_KIB_MAX 1024
-#define PS_JOB_CHUNK_KIB_DEFAULT 16
+#define PS_JOB_CHUNK_KIB_DEFAULT 8
 
 /* Largest top-k fraction (--compress topk:R, R in (0, 1]). */
 #define PS_JOB_MAX_TOPK 1.0

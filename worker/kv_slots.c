@@ -98,10 +98,14 @@ void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate)
     if (!t->chunk) {
         return;
     }
-    const double keys = rate * PS_KV_PIECE_SECONDS;
-    t->piece = s_whole_chunks(t, rate == 0                            ? PS_KV_PIECE_KEYS
-                                 : keys < PS_KV_LINK_PIECE_KEYS ? keys
-                                                                : PS_KV_LINK_PIECE_KEYS);
+    uint64_t keys = 0;
+    for (int i = 0; i < t->n; i++) {
+        keys += ps_range_len(t->servers[i]);
+    }
+    const double paced = rate * PS_KV_PIECE_SECONDS;
+    const double shard = (double)keys / (t->n * PS_KV_SHARD_PIECES);
+    const double most = shard < PS_KV_LINK_PIECE_KEYS ? shard : PS_KV_LINK_PIECE_KEYS;
+    t->piece = s_whole_chunks(t, rate == 0 ? PS_KV_PIECE_KEYS : paced < most ? paced : most);
 }
 
 void ps_kv_slots_set_whole(ps_kv_slots_t *t, int i, int whole)

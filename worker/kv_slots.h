@@ -154,18 +154,20 @@ void ps_kv_slots_set_chunk(ps_kv_slots_t *t, uint64_t keys, uint64_t most);
 
 /* Push messages carry about PS_KV_PIECE_SECONDS of the worker's link, in
  * whole chunks, from one chunk to PS_KV_LINK_PIECE_KEYS (32 KiB of fp32) or
- * one chunk if that is more: a server answers nothing of a chunk before
- * every worker's message of it is in, and the workers' messages reach it one
- * after another, so its pipeline fills (and drains) in about as many
- * messages' time as there are workers: small messages keep that a small
- * part of a round. (Acks also come slowly where many roles share few cores:
+ * a server's mean shard over PS_KV_SHARD_PIECES, or one chunk if that is
+ * more: a server answers nothing of a chunk before every worker's message
+ * of it is in, and the workers' messages reach it one after another, so its
+ * pipeline fills (and drains) in about as many messages' time as there are
+ * workers: small messages keep that a small part of a round, and a shard
+ * in that many messages keeps it a sixteenth where there are as many
+ * servers as workers. (Acks also come slowly where many roles share few cores:
  * at 2 ms the pieces stay whole down to a pace of 16 MB/s, and a 100 Mbit/s
  * link's are one 16 KiB chunk.) With no pace measured yet they are up to
  * PS_KV_PIECE_KEYS (64 KiB). A server on this host gets its pushes whole
  * (ps_kv_slots_set_whole): no link between us to fill, the cores are the
  * bound, and every message costs them. */
 #define PS_KV_PIECE_SECONDS 0.002
-enum { PS_KV_PIECE_KEYS = 16384, PS_KV_LINK_PIECE_KEYS = 8192 };
+enum { PS_KV_PIECE_KEYS = 16384, PS_KV_LINK_PIECE_KEYS = 8192, PS_KV_SHARD_PIECES = 16 };
 
 /* Requests opened from now on push in messages sized for a link of `rate`
  * keys a second (0: not measured, the largest); nothing without a chunk. */

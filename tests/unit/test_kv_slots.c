@@ -299,13 +299,14 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 4);
     ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 2);
     ps_kv_slots_release(t, b);
-    /* 11 keys a PS_KV_PIECE_SECONDS: pieces of 8 keys, in whole chunks, cut
-     * from each server's first key: S0 [2, 8) [8, 10), S1 [10, 16) */
+    /* 11 keys a PS_KV_PIECE_SECONDS, but shards of 8 keys in at least
+     * PS_KV_SHARD_PIECES messages: one chunk each, cut from each server's
+     * first key: S0 [2, 4) [4, 8) [8, 10), S1 [10, 14) [14, 16) */
     ps_kv_slots_set_pace(t, 11 / PS_KV_PIECE_SECONDS);
     b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 5);
-    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 3);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 2, 10), 8);
-    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 1, 10, 16), 16);
+    ck_assert_uint_eq(ps_kv_slots_get(t, b)->left, 5);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 4, 10), 8);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 1, 10, 16), 14);
     ps_kv_slots_release(t, b);
     ps_kv_slots_set_pace(t, 1 / PS_KV_PIECE_SECONDS); /* never under a chunk */
     b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 6);
@@ -350,13 +351,13 @@ START_TEST(pushes_to_a_server_on_this_host_go_whole)
 }
 END_TEST
 
-/* Chunks of 16 KiB (4096 keys), one server of 16 chunks: with no pace
+/* Chunks of 16 KiB (4096 keys), one server of 64 chunks: with no pace
  * measured a push goes in 64 KiB messages; over a fast link in 32 KiB ones,
  * the most a link's message carries; over a slow one in what its link takes
  * in PS_KV_PIECE_SECONDS, whole chunks, never less than one. */
 START_TEST(link_messages_are_smaller_than_unpaced_ones)
 {
-    enum { CK = 4096, N = 16 * CK };
+    enum { CK = 4096, N = 64 * CK };
     ps_range_t server = {0, N};
     ps_kv_slots_t *t = NULL;
     ck_assert_int_eq(ps_kv_slots_new(&server, 1, &t), 0);
@@ -378,6 +379,40 @@ START_TEST(link_messages_are_smaller_than_unpaced_ones)
         ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, cases[k].left);
         ps_kv_slots_release(t, a);
     }
+    free(grad);
+    ps_kv_slots_destroy(&t);
+}
+END_TEST
+
+/* Chunks of 8 KiB (2048 keys), 8 servers of 8 chunks each: over a fast
+ * link a server's shard goes in one-chunk messages, PS_KV_SHARD_PIECES at
+ * most, not in 32 KiB ones (two a shard), so that each server's pipeline
+ * fills and drains in a fraction of the round; where the shards are wide
+ * the link's 32 KiB cap holds. */
+START_TEST(a_shard_goes_in_many_messages_over_a_link)
+{
+    enum { CK = 2048, S = 8, W = 8 * CK, NARROW = 8 * W };
+    ps_range_t servers[S];
+    for (int i = 0; i < S; i++) {
+        servers[i] = (ps_range_t){(uint64_t)i * W, (uint64_t)(i + 1) * W};
+    }
+    ps_kv_slots_t *t = NULL;
+    ck_assert_int_eq(ps_kv_slots_new(servers, S, &t), 0);
+    ps_kv_slots_set_chunk(t, CK, 0);
+    ps_kv_slots_set_pace(t, 1e12);
+    float *grad = calloc(NARROW, sizeof(float));
+    int a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, NARROW}, grad, 1);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, NARROW / CK);
+    ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 3, 3 * W, 4 * W), 3 * W + CK);
+    ps_kv_slots_release(t, a);
+    ps_kv_slots_destroy(&t);
+    ps_range_t wide = {0, 64 * W};
+    ck_assert_int_eq(ps_kv_slots_new(&wide, 1, &t), 0);
+    ps_kv_slots_set_chunk(t, CK, 0);
+    ps_kv_slots_set_pace(t, 1e12);
+    a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){0, W}, grad, 2);
+    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, W / PS_KV_LINK_PIECE_KEYS);
+    ps_kv_slots_release(t, a);
     free(grad);
     ps_kv_slots_destroy(&t);
 }
@@ -594,6 +629,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, ids_carry_index_and_generation);
     tcase_add_test(tc, push_completes_with_one_ack_per_server);
     tcase_add_test(tc, link_messages_are_smaller_than_unpaced_ones);
+    tcase_add_test(tc, a_shard_goes_in_many_messages_over_a_link);
     tcase_add_test(tc, late_reply_to_a_recycled_slot_is_dropped);
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
