@@ -191,7 +191,10 @@ typedef struct ps_kernels {
                             void *ws);
     /* Its gradients from dp (gradient at p): the pooling and ReLU backward
      * (maxpool2_bwd with y = p) then conv2d_bwd; dw, db overwritten, dx too
-     * unless NULL. */
+     * unless NULL. s, x and ws must be those of the conv2d_pool_fwd before
+     * it, ws untouched since (so one workspace per layer): a backend may
+     * keep the forward's im2col columns there (CUDA does). It leaves them
+     * intact, so it may run again. */
     void (*conv2d_pool_bwd)(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *x,
                             const float *w, const float *dp, const uint8_t *arg,
                             const float *p, float *dx, float *dw, float *db, void *ws);

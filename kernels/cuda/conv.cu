@@ -16,9 +16,13 @@
  *   dcol[CKK][nb*P]     = w^T @ dyw                         one gemm per chunk
  *   dx                  = col2im(dcol)  as a gather: each input pixel sums the
  *                         columns it fed, so no atomics and dx is overwritten.
- * Nothing runs once per image. The workspace holds col (then dcol) and dyw
- * for one chunk; a chunk is as many images as fit in PS_CUDA_CONV_WS_BYTES
- * (at least one), so the workspace stays bounded for any batch. All sums run
+ * Nothing runs once per image. A chunk is as many images as fit in
+ * PS_CUDA_CONV_WS_BYTES (at least one). The workspace keeps the whole
+ * batch's columns, chunk after chunk, each chunk wide as above: the fused
+ * backward (conv2d_pool_bwd) reads the columns its forward wrote instead of
+ * writing them again, so the layer's workspace grows by N*CKK*P floats.
+ * Behind them lie one chunk's dcol and dyw, and the fused ops' full-size
+ * convolution output. All sums run
  * in a fixed order: deterministic. The elementwise kernels index in 32-bit
  * unsigned arithmetic and divide by a multiply-high (no integer divide on a
  * GPU) whenever their sizes fit, in size_t otherwise; grids run along the
@@ -65,21 +69,54 @@ static int s_chunk(const ps_conv_shape_t *s)
     return nb < (size_t)s->N ? (int)nb : s->N;
 }
 
-/* The im2col columns of one chunk of images, then its dyw, 256-aligned. */
+/* n rounded up to 256 bytes: each area of the workspace starts aligned. */
+static size_t s_align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* Bytes of one chunk's columns, 256-aligned: the stride of the kept ones,
+ * so each chunk's start is aligned as the workspace is (cuBLAS may choose
+ * its kernel by alignment: the same one as when they were written anew). */
+static size_t s_chunk_stride(const ps_conv_shape_t *s)
+{
+    return s_align256((size_t)s_chunk(s) * s_image_bytes(s));
+}
+
+/* Bytes of the kept columns: every image's, chunk after chunk. */
+static size_t s_kept_bytes(const ps_conv_shape_t *s)
+{
+    if (s->N <= 0) {
+        return 0;
+    }
+    return (size_t)((s->N + s_chunk(s) - 1) / s_chunk(s)) * s_chunk_stride(s);
+}
+
+/* Bytes of one chunk's dcol, then its dyw, each 256-aligned. */
 static size_t s_cols_bytes(const ps_conv_shape_t *s)
 {
     if (s->N <= 0) {
         return 0;
     }
-    const size_t col = ((size_t)s_chunk(s) * s_image_bytes(s) + 255) & ~(size_t)255;
-    return col + (size_t)s_chunk(s) * s_dyw_image_bytes(s);
+    return s_chunk_stride(s) + s_align256((size_t)s_chunk(s) * s_dyw_image_bytes(s));
 }
 
-/* The dyw area of a workspace: after one chunk's columns. */
+/* The dcol area of a workspace: after the kept columns. */
+static float *s_ws_dcol(const ps_conv_shape_t *s, void *ws)
+{
+    return (float *)((char *)ws + s_kept_bytes(s));
+}
+
+/* The dyw area of a workspace: after one chunk's dcol. */
 static float *s_ws_dyw(const ps_conv_shape_t *s, void *ws)
 {
-    const size_t col = ((size_t)s_chunk(s) * s_image_bytes(s) + 255) & ~(size_t)255;
-    return (float *)((char *)ws + col);
+    return (float *)((char *)ws + s_kept_bytes(s) + s_chunk_stride(s));
+}
+
+/* The kept columns of the chunk that starts at image n0. */
+static float *s_ws_cols(const ps_conv_shape_t *s, void *ws, int n0)
+{
+    return (float *)((char *)ws + (size_t)(n0 / s_chunk(s)) * s_chunk_stride(s));
 }
 
 /* Bytes of the full-size convolution output, 256-aligned: the fused
@@ -87,19 +124,18 @@ static float *s_ws_dyw(const ps_conv_shape_t *s, void *ws)
 static size_t s_out_bytes(const ps_conv_shape_t *s)
 {
     size_t n = (size_t)(s->N > 0 ? s->N : 0) * s->O * s_out_h(s) * s_out_w(s) * sizeof(float);
-    return (n + 255) & ~(size_t)255;
+    return s_align256(n);
 }
 
 size_t ps_cuda_conv2d_workspace(const ps_conv_shape_t *s)
 {
-    size_t cols = (s_cols_bytes(s) + 255) & ~(size_t)255;
-    return cols + s_out_bytes(s);
+    return s_kept_bytes(s) + s_cols_bytes(s) + s_out_bytes(s);
 }
 
 /* The conv output area of a workspace (see ps_cuda_conv2d_workspace). */
 static float *s_ws_out(const ps_conv_shape_t *s, void *ws)
 {
-    return (float *)((char *)ws + ((s_cols_bytes(s) + 255) & ~(size_t)255));
+    return (float *)((char *)ws + s_kept_bytes(s) + s_cols_bytes(s));
 }
 
 /* Geometry passed by value to the kernels. */
@@ -358,9 +394,9 @@ void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
     }
     const int chunk = s_chunk(s);
     const float one = 1.0f, zero = 0.0f;
-    float *d_col = (float *)d_ws;
     for (int n0 = 0; n0 < s->N; n0 += chunk) {
         const int nb = s->N - n0 < chunk ? s->N - n0 : chunk;
+        float *d_col = s_ws_cols(s, d_ws, n0);
         s_im2col(ctx, s, d_x + (size_t)n0 * s->C * s->H * s->W, d_col, nb);
         /* row-major y_n[O,P] = w[O,CKK] @ col_n[CKK,P], i.e. column-major
          * y_n^T[P,O] = col_n^T[P,CKK] @ w^T[CKK,O]; col_n starts at n*P with
@@ -376,9 +412,11 @@ void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
                        d_y, d_b, total, s_divu((unsigned)P), s_divu((unsigned)s->O), relu);
 }
 
-void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
-                        const float *d_w, const float *d_dy, float *d_dx, float *d_dw,
-                        float *d_db, void *d_ws)
+/* conv2d_bwd; kept: the workspace holds x's columns, written by the forward
+ * (conv2d_pool_fwd) just before, so they are read, not written again. */
+static void s_conv_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                       const float *d_w, const float *d_dy, float *d_dx, float *d_dw,
+                       float *d_db, void *d_ws, int kept)
 {
     const int HO = s_out_h(s), WO = s_out_w(s);
     const int CKK = s->C * s->K * s->K, P = HO * WO;
@@ -396,13 +434,16 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         return;
     }
     const int chunk = s_chunk(s);
-    float *d_col = (float *)d_ws, *d_dyw = s_ws_dyw(s, d_ws);
+    float *d_dcol = s_ws_dcol(s, d_ws), *d_dyw = s_ws_dyw(s, d_ws);
     const size_t x_img = (size_t)s->C * s->H * s->W, y_img = (size_t)s->O * P;
     const s_divu_t dp = s_divu((unsigned)P), dhw = s_divu((unsigned)(s->H * s->W));
     const s_divu_t dw = s_divu((unsigned)s->W), dc = s_divu((unsigned)s->C);
     for (int n0 = 0; n0 < N; n0 += chunk) {
         const int nb = N - n0 < chunk ? N - n0 : chunk, wide = nb * P;
-        s_im2col(ctx, s, d_x + (size_t)n0 * x_img, d_col, nb);
+        float *d_col = s_ws_cols(s, d_ws, n0);
+        if (!kept) {
+            s_im2col(ctx, s, d_x + (size_t)n0 * x_img, d_col, nb);
+        }
         const size_t ny = (size_t)nb * y_img;
         const dim3 grid(ps_cuda_blocks((size_t)wide, PS_CUDA_THREADS),
                         s_grid_y((size_t)s->O));
@@ -415,16 +456,23 @@ void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
         if (!d_dx) {
             continue;
         }
-        /* dcol[CKK,nb*P] = w[O,CKK]^T @ dyw[O,nb*P]; overwrites col, whose last
-         * reader (the dw gemm) is earlier on the stream */
-        ps_cuda_sgemm(ctx, 1, 0, CKK, wide, s->O, 1.0f, d_w, CKK, d_dyw, wide, 0.0f, d_col,
+        /* dcol[CKK,nb*P] = w[O,CKK]^T @ dyw[O,nb*P], beside the columns, so
+         * they stay intact for another backward */
+        ps_cuda_sgemm(ctx, 1, 0, CKK, wide, s->O, 1.0f, d_w, CKK, d_dyw, wide, 0.0f, d_dcol,
                       wide);
         const size_t total = (size_t)nb * x_img;
         const int fits = ps_cuda_fits32(total) && ps_cuda_fits32((size_t)wide * CKK);
         PS_CUDA_LAUNCH_IDX(fits, k_col2im, ps_cuda_blocks(total, PS_CUDA_THREADS),
-                           PS_CUDA_THREADS, ctx->stream, d_col, d_dx + (size_t)n0 * x_img,
+                           PS_CUDA_THREADS, ctx->stream, d_dcol, d_dx + (size_t)n0 * x_img,
                            s_geom(s), dhw, dw, dc, (size_t)wide, total);
     }
+}
+
+void ps_cuda_conv2d_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                        const float *d_w, const float *d_dy, float *d_dx, float *d_dw,
+                        float *d_db, void *d_ws)
+{
+    s_conv_bwd(ctx, s, d_x, d_w, d_dy, d_dx, d_dw, d_db, d_ws, 0);
 }
 
 /* ---- 2x2 max pooling ------------------------------------------------------------ */
@@ -516,7 +564,8 @@ void ps_cuda_maxpool2_bwd(ps_kctx_t *ctx, const float *d_dy, const uint8_t *d_ar
                        s_divu((unsigned)(H / 2)), total);
 }
 
-/* Fused ops by composition: the convolution output lives in the workspace. */
+/* Fused ops by composition: the convolution output lives in the workspace,
+ * and the backward reads the columns the forward left there. */
 void ps_cuda_conv2d_pool_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
                              const float *d_w, const float *d_b, float *d_p, uint8_t *d_arg,
                              void *ws)
@@ -532,5 +581,5 @@ void ps_cuda_conv2d_pool_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const flo
 {
     float *d_dy = s_ws_out(s, ws);
     ps_cuda_maxpool2_bwd(ctx, d_dp, d_arg, d_p, d_dy, s->N * s->O, s_out_h(s), s_out_w(s));
-    ps_cuda_conv2d_bwd(ctx, s, d_x, d_w, d_dy, d_dx, d_dw, d_db, ws);
+    s_conv_bwd(ctx, s, d_x, d_w, d_dy, d_dx, d_dw, d_db, ws, 1);
 }

@@ -1099,6 +1099,83 @@ START_TEST(conv2d_backward_matches_cpu)
 }
 END_TEST
 
+/* The fused conv + pool ops on batch B right after batch A in the same
+ * workspace: the backward reads the columns its forward kept there, so B's
+ * gradients must be B's (against the CPU's, from the GPU's p and winners),
+ * and a second backward must give the same bits (the columns stay). */
+static void s_conv_pool_case(const ps_conv_shape_t *s, size_t t)
+{
+    const int HO = s->H + 2 * s->pad - s->K + 1, WO = s->W + 2 * s->pad - s->K + 1;
+    size_t nx, nw, ny;
+    s_conv_sizes(s, &nx, &nw, &ny);
+    const size_t np = (size_t)s->N * s->O * (HO / 2) * (WO / 2);
+    float *xa = s_rand(nx, -1, 1, 400 + t), *xb = s_rand(nx, -1, 1, 410 + t);
+    float *w = s_rand(nw, -0.3f, 0.3f, 420 + t), *b = s_rand(s->O, -0.1f, 0.3f, 430 + t);
+    float *dp = s_rand(np, -1, 1, 440 + t), *p = s_host(np), *want = s_host(np);
+    float *dx = s_host(nx), *dw = s_host(nw), *db = s_host(s->O);
+    float *gx = s_host(nx), *gw = s_host(nw), *gb = s_host(s->O);
+    uint8_t *arg = malloc(np), *carg = malloc(np);
+    void *ws = malloc(s_cpu->conv2d_workspace(s) + 4);
+    void *d_ws = s_cu->alloc(s_cu->conv2d_workspace(s));
+    ck_assert_ptr_nonnull(d_ws);
+    float *d_xa = s_up(xa, nx), *d_xb = s_up(xb, nx), *d_w = s_up(w, nw), *d_b = s_up(b, s->O);
+    float *d_dp = s_up(dp, np), *d_p = s_dev(np), *d_dx = s_dev(nx), *d_dw = s_dev(nw);
+    float *d_db = s_dev(s->O);
+    uint8_t *d_arg = s_cu->alloc(np);
+    s_cu->conv2d_pool_fwd(s_ctx, s, d_xa, d_w, d_b, d_p, d_arg, d_ws);
+    s_cu->conv2d_pool_bwd(s_ctx, s, d_xa, d_w, d_dp, d_arg, d_p, d_dx, d_dw, d_db, d_ws);
+    s_cu->conv2d_pool_fwd(s_ctx, s, d_xb, d_w, d_b, d_p, d_arg, d_ws);
+    s_cu->conv2d_pool_bwd(s_ctx, s, d_xb, d_w, d_dp, d_arg, d_p, d_dx, d_dw, d_db, d_ws);
+    s_down(p, d_p, np);
+    ck_assert_int_eq(s_cu->copy_d2h(s_ctx, arg, d_arg, np), 0);
+    s_down(gx, d_dx, nx);
+    s_down(gw, d_dw, nw);
+    s_down(gb, d_db, s->O);
+    s_cpu->conv2d_pool_fwd(s_cctx, s, xb, w, b, want, carg, ws);
+    char what[64];
+    snprintf(what, sizeof(what), "p(shape %zu)", t);
+    s_check_scaled(p, want, np, 2e-5, what);
+    s_cpu->conv2d_pool_bwd(s_cctx, s, xb, w, dp, arg, p, dx, dw, db, ws);
+    snprintf(what, sizeof(what), "dx(shape %zu)", t);
+    s_check_scaled(gx, dx, nx, 2e-5, what);
+    snprintf(what, sizeof(what), "dw(shape %zu)", t);
+    s_check_scaled(gw, dw, nw, 5e-5, what);
+    snprintf(what, sizeof(what), "db(shape %zu)", t);
+    s_check_scaled(gb, db, s->O, 5e-5, what);
+    s_cu->conv2d_pool_bwd(s_ctx, s, d_xb, d_w, d_dp, d_arg, d_p, NULL, d_dw, d_db, d_ws);
+    s_down(dw, d_dw, nw);
+    s_down(db, d_db, s->O);
+    ck_assert_mem_eq(dw, gw, nw * sizeof(float));
+    ck_assert_mem_eq(db, gb, s->O * sizeof(float));
+    float *d_free[] = {d_xa, d_xb, d_w, d_b, d_dp, d_p, d_dx, d_dw, d_db};
+    for (size_t i = 0; i < sizeof(d_free) / sizeof(d_free[0]); i++) {
+        s_cu->free(d_free[i]);
+    }
+    float *h_free[] = {xa, xb, w, b, dp, p, want, dx, dw, db, gx, gw, gb};
+    for (size_t i = 0; i < sizeof(h_free) / sizeof(h_free[0]); i++) {
+        free(h_free[i]);
+    }
+    s_cu->free(d_arg);
+    s_cu->free(d_ws);
+    free(arg);
+    free(carg);
+    free(ws);
+}
+
+START_TEST(conv2d_pool_backward_uses_this_batchs_columns)
+{
+    /* {N, C, H, W, O, K, pad}: HO and WO even */
+    static const ps_conv_shape_t shapes[] = {
+        {2, 3, 6, 6, 4, 3, 1},
+        {3, 32, 14, 14, 64, 5, 2}, /* the CNN's second layer */
+        {200, 8, 32, 32, 2, 5, 2}, /* two chunks */
+    };
+    for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+        s_conv_pool_case(&shapes[t], t);
+    }
+}
+END_TEST
+
 /* dx, dw, db of L = sum(R .* conv(x, w, b)) on the GPU against central
  * differences of L from the GPU forward. L is linear in each input, so a
  * large step is exact up to rounding and keeps the quotient's noise low. */
@@ -1701,6 +1778,7 @@ static Suite *s_suite(void)
     tcase_add_test(tc, conv2d_forward_matches_cpu);
     tcase_add_test(tc, conv2d_backward_matches_cpu);
     tcase_add_test(tc, conv2d_gradients_match_finite_differences);
+    tcase_add_test(tc, conv2d_pool_backward_uses_this_batchs_columns);
     tcase_add_test(tc, maxpool2_matches_cpu_including_ties);
     tcase_add_test(tc, sgd_step_matches_cpu);
     tcase_add_test(tc, graph_replays_copies_and_ops_with_fresh_inputs);

@@ -43,7 +43,8 @@ static const ps_tensor_def_t s_tensors[] = {
 typedef struct {
     float *block;                 /* the one float allocation; owned */
     uint8_t *args;                /* pooling winners: arg1 then arg2; owned */
-    void *ws;                     /* convolution workspace; owned */
+    void *ws1, *ws2;              /* each convolution's workspace (the backward
+                                     reads what its forward left there); owned */
     float *p1, *dp1;              /* [N,32,14,14] */
     float *p2, *dp2;              /* [N,64,7,7] = [N,3136] */
     float *h, *dh;                /* [N,128] */
@@ -80,9 +81,9 @@ static int s_setup(ps_model_t *m)
     const size_t per = 2 * (S_P1 + S_FLAT + S_HID) + 16;
     a->block = k->alloc(B * per * sizeof(float));
     a->args = k->alloc(B * (S_P1 + S_FLAT));
-    size_t w1 = k->conv2d_workspace(&a->conv1), w2 = k->conv2d_workspace(&a->conv2);
-    a->ws = k->alloc(w1 > w2 ? w1 : w2);
-    if (!a->block || !a->args || !a->ws) {
+    a->ws1 = k->alloc(k->conv2d_workspace(&a->conv1));
+    a->ws2 = k->alloc(k->conv2d_workspace(&a->conv2));
+    if (!a->block || !a->args || !a->ws1 || !a->ws2) {
         return PS_ENOMEM;
     }
     float *p = a->block;
@@ -107,7 +108,8 @@ static void s_teardown(ps_model_t *m)
     }
     m->k->free(a->block);
     m->k->free(a->args);
-    m->k->free(a->ws);
+    m->k->free(a->ws1);
+    m->k->free(a->ws2);
     m->k->free(a->masks);
     free(a);
     m->impl = NULL;
@@ -121,10 +123,10 @@ static float *s_forward(ps_model_t *m, const float *d_x, int n)
     a->conv2.N = n;
     ps_model_params_needed(m, 2);
     k->conv2d_pool_fwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), ps_model_dparam(m, 1),
-                       a->p1, a->arg1, a->ws);
+                       a->p1, a->arg1, a->ws1);
     ps_model_params_needed(m, 4);
     k->conv2d_pool_fwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2),
-                       ps_model_dparam(m, 3), a->p2, a->arg2, a->ws);
+                       ps_model_dparam(m, 3), a->p2, a->arg2, a->ws2);
     ps_model_params_needed(m, 6);
     ps_model_linear_fwd(m, a->p2, ps_model_dparam(m, 4), ps_model_dparam(m, 5), a->h, n,
                         S_FLAT, S_HID, &a->hmask);
@@ -146,10 +148,10 @@ static void s_backward(ps_model_t *m, const float *d_x, float *d_dz, int n)
                         ps_model_dgrad(m, 4), ps_model_dgrad(m, 5), n, S_FLAT, S_HID, NULL);
     ps_model_grads_final(m, 4);
     k->conv2d_pool_bwd(m->ctx, &a->conv2, a->p1, ps_model_dparam(m, 2), a->dp2, a->arg2,
-                       a->p2, a->dp1, ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), a->ws);
+                       a->p2, a->dp1, ps_model_dgrad(m, 2), ps_model_dgrad(m, 3), a->ws2);
     ps_model_grads_final(m, 2);
     k->conv2d_pool_bwd(m->ctx, &a->conv1, d_x, ps_model_dparam(m, 0), a->dp1, a->arg1,
-                       a->p1, NULL, ps_model_dgrad(m, 0), ps_model_dgrad(m, 1), a->ws);
+                       a->p1, NULL, ps_model_dgrad(m, 0), ps_model_dgrad(m, 1), a->ws1);
 }
 
 const ps_model_arch_t ps_model_arch_cnn = {
