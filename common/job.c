@@ -343,9 +343,10 @@ int ps_job_validate(const ps_job_t *job, char *err, size_t errlen)
         snprintf(err, errlen, "unknown wire dtype %d", (int)job->wire);
     } else if (!(job->topk >= 0 && job->topk <= PS_JOB_MAX_TOPK)) {
         snprintf(err, errlen, "top-k fraction must be in (0, 1], got %g", job->topk);
-    } else if (job->chunk_kib < PS_JOB_CHUNK_KIB_MIN || job->chunk_kib > PS_JOB_CHUNK_KIB_MAX ||
-               (job->chunk_kib & (job->chunk_kib - 1))) {
-        snprintf(err, errlen, "--chunk-kib %d: expected a power of two in [%d, %d]",
+    } else if (job->chunk_kib != 0 &&
+               (job->chunk_kib < PS_JOB_CHUNK_KIB_MIN || job->chunk_kib > PS_JOB_CHUNK_KIB_MAX ||
+                (job->chunk_kib & (job->chunk_kib - 1)))) {
+        snprintf(err, errlen, "--chunk-kib %d: expected 0 or a power of two in [%d, %d]",
                  job->chunk_kib, PS_JOB_CHUNK_KIB_MIN, PS_JOB_CHUNK_KIB_MAX);
     } else if (job->hidden[0] && !strcmp(job->model, "cnn")) {
         snprintf(err, errlen, "--hidden is for the mlp and the ctr model, not the cnn");
@@ -518,4 +519,15 @@ void ps_job_new_id(char *buf, size_t cap)
     char when[32];
     strftime(when, sizeof when, "%Y%m%dT%H%M%S", gmtime_r(&now, &tm));
     snprintf(buf, cap, "job-%s-%04x", when, rnd);
+}
+
+int ps_job_auto_chunk_kib(uint64_t num_params, int servers)
+{
+    const uint64_t shard_kib = servers > 0 ? num_params * 4 / 1024 / (uint64_t)servers : 0;
+    int kib = PS_JOB_CHUNK_KIB_MIN;
+    while (kib < PS_JOB_CHUNK_KIB_AUTO_MAX &&
+           (uint64_t)kib * 2 * PS_JOB_CHUNK_KIB_SHARD_CHUNKS <= shard_kib) {
+        kib *= 2;
+    }
+    return kib;
 }

@@ -71,10 +71,14 @@ typedef enum {
 
 /* --chunk-kib: pushes travel, and servers apply and answer them, in chunks
  * of this many KiB of fp32 keys; a power of two, at most a server store's
- * chunk (1 MiB), so a chunk never crosses one. */
+ * chunk (1 MiB), so a chunk never crosses one. 0 (the default): sized to
+ * the shards by the scheduler (ps_job_auto_chunk_kib), from
+ * PS_JOB_CHUNK_KIB_MIN to PS_JOB_CHUNK_KIB_AUTO_MAX. */
 #define PS_JOB_CHUNK_KIB_MIN 4
 #define PS_JOB_CHUNK_KIB_MAX 1024
-#define PS_JOB_CHUNK_KIB_DEFAULT 8
+#define PS_JOB_CHUNK_KIB_AUTO_MAX 16
+#define PS_JOB_CHUNK_KIB_SHARD_CHUNKS 32
+#define PS_JOB_CHUNK_KIB_DEFAULT 0
 
 /* Largest top-k fraction (--compress topk:R, R in (0, 1]). */
 #define PS_JOB_MAX_TOPK 1.0
@@ -112,7 +116,7 @@ typedef struct {
     ps_wire_kind_t wire; /* dtype of pushes and pull replies */
     double topk;         /* --compress topk:R: pushes send this fraction of each part's
                             keys (error feedback keeps the rest); 0 = dense */
-    int chunk_kib;       /* --chunk-kib: the pipeline's chunk, KiB of fp32 keys (not in
+    int chunk_kib;       /* --chunk-kib: the pipeline's chunk, KiB of fp32 keys (0: auto; not in
                             the job's hash: it moves no value) */
     double l1;           /* ftrl: L1 strength (lambda1 of McMahan et al. 2013); >= 0 */
     double l2;           /* ftrl: L2 strength (lambda2); >= 0 */
@@ -159,7 +163,17 @@ static inline int ps_job_chunked(const ps_job_t *job)
     return job->mode == PS_MODE_SYNC || job->mode == PS_MODE_SSP;
 }
 
-/* Keys of a pipeline chunk: job->chunk_kib KiB of fp32 keys. */
+/* The chunk --chunk-kib 0 stands for, for num_params keys over servers:
+ * the largest power of two KiB that cuts a mean shard into
+ * PS_JOB_CHUNK_KIB_SHARD_CHUNKS chunks or more, within [PS_JOB_CHUNK_KIB_MIN,
+ * PS_JOB_CHUNK_KIB_AUTO_MAX]: a narrow shard gets small chunks, so that
+ * its pushes can go in small messages and each server's pipeline fills and
+ * drains fast (worker/kv_slots.h), a wide one the larger chunks whose
+ * turns and messages cost the cores less. */
+int ps_job_auto_chunk_kib(uint64_t num_params, int servers);
+
+/* Keys of a pipeline chunk: job->chunk_kib KiB of fp32 keys (resolved: the
+ * scheduler's view never carries 0). */
 static inline uint64_t ps_job_chunk_keys(const ps_job_t *job)
 {
     return (uint64_t)job->chunk_kib * 1024 / 4;

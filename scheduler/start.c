@@ -200,6 +200,9 @@ static int s_view_job(ps_start_t *st, uint64_t p, uint64_t samples)
     v->num_workers = st->cfg->workers;
     v->num_servers = st->cfg->servers;
     v->job = st->cfg->job;
+    if (!v->job.chunk_kib) {
+        v->job.chunk_kib = ps_job_auto_chunk_kib(p, st->cfg->servers);
+    }
     v->steps_per_epoch = spe;
     v->total_steps = j->max_steps && j->max_steps < total ? j->max_steps : total;
     v->preflight = st->cfg->preflight && st->cfg->servers > 0;

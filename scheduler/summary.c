@@ -291,7 +291,7 @@ static void s_totals(const ps_sched_ops_t *ops, const ps_summary_from_t *from,
 }
 
 /* The job's settings, in every summary. */
-static json_t *s_settings(const ps_scheduler_config_t *cfg)
+static json_t *s_settings(const ps_scheduler_config_t *cfg, const ps_view_t *v)
 {
     const ps_job_t *j = &cfg->job;
     char mode[32], sched[64], compress[32];
@@ -315,7 +315,8 @@ static json_t *s_settings(const ps_scheduler_config_t *cfg)
                      ps_json_real(j->weight_decay, -1), "seed", (json_int_t)j->seed,
                      "staleness_lr", j->staleness_lr, "secure", cfg->secure, "wire",
                      ps_job_wire_name(j), "compress", compress, "straggler", straggler,
-                     "hidden", j->hidden, "chunk_kib", j->chunk_kib, "placement",
+                     "hidden", j->hidden, "chunk_kib", v->job.chunk_kib ? v->job.chunk_kib : j->chunk_kib,
+                     "placement",
                      cfg->placement ? cfg->placement : "dedicated");
 }
 
@@ -480,7 +481,7 @@ int ps_summary_write(const ps_sched_ops_t *ops, const ps_summary_from_t *from)
     if (!cfg->summary) {
         return 0;
     }
-    json_t *doc = s_settings(cfg);
+    json_t *doc = s_settings(cfg, ops->view(ops->core));
     int failed = !doc;
     if (doc && finished) {
         s_results(doc, ops, from, &t, &failed);

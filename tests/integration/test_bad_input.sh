@@ -87,7 +87,7 @@ bad "scheduler --placement near" "--placement near: expected dedicated, or coloc
 bad "scheduler --placement colocated, more servers than workers" \
     "--placement colocated: expected dedicated, or colocated with --servers at most" "$SCHED" \
     --placement colocated --servers 3 --workers 2
-bad "scheduler --chunk-kib 48" "--chunk-kib 48: expected a power of two in \[4, 1024\]" "$SCHED" \
+bad "scheduler --chunk-kib 48" "--chunk-kib 48: expected 0 or a power of two in \[4, 1024\]" "$SCHED" \
     --chunk-kib 48
 bad "scheduler --hidden 0" "--hidden 0: expected 1 to 8 comma-separated widths" "$SCHED" --hidden 0
 bad "scheduler --compress topk:0" "--compress topk:0: expected none or topk:R" "$SCHED" \

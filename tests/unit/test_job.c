@@ -334,6 +334,26 @@ START_TEST(async_momentum_lowers_momentum_and_keeps_the_step)
 }
 END_TEST
 
+/* --chunk-kib 0: the shards' chunk, a power of two from 4 to 16 KiB that
+ * cuts a mean shard into 32 chunks or more (the MLP's 235,146 keys: 4 KiB
+ * at 8 servers, 8 at 2, 16 at one); the view carries it resolved. */
+START_TEST(auto_chunk_follows_the_shard)
+{
+    ck_assert_int_eq(ps_job_auto_chunk_kib(235146, 8), 4);
+    ck_assert_int_eq(ps_job_auto_chunk_kib(235146, 4), 4);
+    ck_assert_int_eq(ps_job_auto_chunk_kib(235146, 2), 8);
+    ck_assert_int_eq(ps_job_auto_chunk_kib(235146, 1), 16);
+    ck_assert_int_eq(ps_job_auto_chunk_kib(1 << 18, 2), 16); /* 512 KiB: 32 of 16 */
+    ck_assert_int_eq(ps_job_auto_chunk_kib((1 << 18) - 1, 2), 8);
+    ck_assert_int_eq(ps_job_auto_chunk_kib(10, 0), 4);
+    ps_job_t job;
+    ps_job_defaults(&job);
+    ck_assert_int_eq(job.chunk_kib, 0);
+    char err[128];
+    ck_assert_int_eq(ps_job_validate(&job, err, sizeof err), 0);
+}
+END_TEST
+
 START_TEST(new_ids_differ)
 {
     char a[64], b[64];
@@ -393,6 +413,7 @@ int main(void)
     tcase_add_test(tc, nodes_straggler_must_be_a_worker);
     tcase_add_test(tc, hash_tells_configurations_apart_and_is_stable);
     tcase_add_test(tc, async_momentum_lowers_momentum_and_keeps_the_step);
+    tcase_add_test(tc, auto_chunk_follows_the_shard);
     tcase_add_test(tc, new_ids_differ);
     tcase_add_test(tc, resume_fields_name_the_arithmetic_in_flag_text);
     suite_add_tcase(s, tc);
