@@ -303,7 +303,7 @@ static int s_link(s_cfg_t *cfg, const s_link_t *l)
  * Returns 0, 1 when --help was answered, or 2 after one line. */
 static int s_flags(s_cfg_t *cfg, int argc, char **argv)
 {
-    const char *links = "1gbit,0.2ms,dilate=10;10gbit,0.05ms,dilate=100",
+    const char *links = "1gbit,0.2ms,dilate=40;10gbit,0.05ms,dilate=400",
                *workers = "2,4,8";
     const char *log_level = "warn";
     ps_flag_t flags[] = {
