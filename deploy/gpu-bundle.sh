@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deploy/gpu-bundle.sh - packs a CUDA build of shardps for a GPU machine that
-# has the NVIDIA driver, CUDA and cuBLAS but none of the Debian libraries we
+# has the NVIDIA driver, CUDA and cuBLAS (and cuDNN, for a build with it:
+# in CUDA's lib64 or a PyTorch's nvidia/cudnn) but none of the Debian libraries we
 # link (ZeroMQ, protobuf-c, OpenBLAS, jansson and what they pull in).
 #
 #   usage: deploy/gpu-bundle.sh BUILD_DIR [--with-data] [--with-torch] [--xz]
@@ -14,7 +15,8 @@
 #   data/fashion-mnist/      --with-data: the dataset ($SHARDPS_DATA or Debian's)
 #   torch/                   --with-torch: our PyTorch reference (bench/torch/)
 #   env.sh                   sets LD_LIBRARY_PATH (lib/ and the machine's CUDA
-#                            libraries, found there) and SHARDPS_DATA
+#                            libraries, found there, saying where it found
+#                            cuDNN) and SHARDPS_DATA
 # --xz packs all of it into .gpu/bundle.tar.xz instead (a fifth of the size),
 # for a copy to a machine under a size limit. Prints the command prefix to run
 # things from the bundle.
@@ -45,7 +47,7 @@ mkdir -p "$out/bin" "$out/lib"
 
 # What the GPU machine has itself: the C and C++ runtime, the driver, CUDA.
 have='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libresolv|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnvidia|libnvrtc|libcurand|libcusparse|libcusolver|libcufft|libnccl|libcudnn)\.so'
-cuda='^lib(cudart|cublas|cublasLt)\.so' # those the machine has, looked up there by env.sh
+cuda='^lib(cudart|cublas|cublasLt|cudnn)\.so' # those the machine has, looked up there by env.sh
 declare -A cuda_needed=()
 n_exe=0
 while IFS= read -r -d '' f; do
@@ -77,7 +79,10 @@ if [ "$with_torch" = 1 ]; then
 fi
 
 # env.sh looks for the CUDA libraries on the machine it runs on: the CUDA
-# toolkit's directories, then a pip-installed PyTorch's nvidia/*/lib.
+# toolkit's directories, then a pip-installed PyTorch's nvidia/*/lib (cuDNN:
+# nvidia/cudnn/lib, wherever python3 imports nvidia.cudnn from). cuDNN loads
+# its other parts (libcudnn_cnn ...) from its own folder, so that folder is
+# enough, and env.sh says which it took.
 {
     echo "# Source me: . .gpu/env.sh (written by deploy/gpu-bundle.sh)"
     echo "SPS_BUNDLE=\$(cd \"\$(dirname \"\${BASH_SOURCE[0]}\")\" && pwd)"
@@ -87,9 +92,11 @@ sps_path=$SPS_BUNDLE/lib
 for sps_lib in $sps_cuda_libs; do
     for sps_dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
         /usr/lib/x86_64-linux-gnu $(python3 -c 'import glob, site
-print(" ".join(d for s in site.getsitepackages() for d in glob.glob(s + "/nvidia/*/lib")))' 2>/dev/null); do
+print(" ".join(d for s in site.getsitepackages() for d in glob.glob(s + "/nvidia/*/lib")))' 2>/dev/null) \
+        $(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__) + "/lib")' 2>/dev/null); do
         if [ -e "$sps_dir/$sps_lib" ]; then
             case ":$sps_path:" in *":$sps_dir:"*) ;; *) sps_path=$sps_path:$sps_dir ;; esac
+            case $sps_lib in libcudnn.*) echo "gpu-bundle env.sh: cuDNN from $sps_dir" >&2 ;; esac
             continue 2
         fi
     done
@@ -118,5 +125,6 @@ else
 fi
 echo "gpu-bundle: .gpu/ ($(du -sm "$out" | cut -f1) MiB): $n_exe executables, $n_lib libraries$(
     [ "$with_data" = 0 ] || echo ", the dataset")$([ "$with_torch" = 0 ] || echo ", the PyTorch reference")" >&2
+[ -z "${!cuda_needed[*]}" ] || echo "gpu-bundle: env.sh looks up ${!cuda_needed[*]} on the GPU machine" >&2
 echo "gpu-bundle: from the repository root, run with this prefix (binaries under $where/bin):" >&2
 echo "$prefix"

@@ -296,6 +296,15 @@ typedef struct ps_kernels {
      * mantissas in the products). 0 (the default) is plain FP32. Returns 0,
      * or PS_ENOTSUP when on != 0 and the backend has no such mode (CPU). */
     int (*set_tf32)(ps_kctx_t *ctx, int on);
+    /* cudnn != 0 runs the convolutions' products (conv2d_* ops) through
+     * cuDNN with deterministic algorithms, where the backend was built with
+     * it; a shape cuDNN has no such algorithm for runs im2col + GEMM, which
+     * 0 (the default) runs always. Same results within rounding, not the
+     * same bits. Not while recording, nor between a forward and its
+     * backward. Returns 0; PS_ENOTSUP when cudnn != 0 and the backend has
+     * no cuDNN (CPU, or CUDA built without); PS_ENOMEM / PS_ENODEV when
+     * cuDNN cannot start; PS_ESTATE while recording. */
+    int (*set_conv)(ps_kctx_t *ctx, int cudnn);
     /* Marks point `slot` (< PS_KERNELS_MARKS) in ctx's compute stream
      * (copy = 0) or copy stream (copy = 1), on CUDA with an event; on the CPU
      * it reads the clock. mark_ms waits for both marks and returns the
@@ -323,6 +332,10 @@ int ps_kernels_select(const char *device, const ps_kernels_t **out, char *why,
 
 /* The CUDA table, or NULL in a build without CUDA. Borrowed; static. */
 const ps_kernels_t *ps_kernels_cuda_table(void);
+
+/* 1 when the CUDA backend was built with cuDNN (set_conv may turn it on),
+ * else 0. Thread-safe. */
+int ps_kernels_has_cudnn(void);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
  * kernels/select.c - choosing a backend by name ("auto", "cpu", "cuda").
  *
  * The only place that knows whether CUDA was built (PS_HAVE_CUDA, set by
- * kernels/meson.build); everything else goes through the chosen table.
+ * kernels/meson.build), and with cuDNN (PS_HAVE_CUDNN); everything else
+ * goes through the chosen table.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,15 @@ const ps_kernels_t *ps_kernels_cuda_table(void)
     return &ps_kernels_cuda;
 #else
     return NULL;
+#endif
+}
+
+int ps_kernels_has_cudnn(void)
+{
+#ifdef PS_HAVE_CUDNN
+    return 1;
+#else
+    return 0;
 #endif
 }
 

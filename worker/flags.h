@@ -24,7 +24,7 @@ extern "C" {
     "A shardps worker: pulls weights, computes gradients on its data shard, pushes them\n" \
     "(or, in allreduce mode, sums them over a ring of workers and updates locally)."
 /* Entries in the table. */
-#define PS_WORKER_NFLAGS 42
+#define PS_WORKER_NFLAGS 43
 
 /* What the flags set. Strings are borrowed from argv or environ. */
 typedef struct {
@@ -35,6 +35,7 @@ typedef struct {
     const char *log_format; /* --log-format, for ps_log_set_format_flag() */
     const char *on_nonfinite; /* --on-nonfinite, parsed into cfg.skip_nonfinite */
     const char *allreduce_backend; /* --allreduce-backend, parsed into cfg.allreduce_mpi */
+    const char *conv;       /* --conv, parsed into cfg.conv_dnn */
 } ps_worker_flags_t;
 
 /* Fills *f with the defaults (what --help shows). */

@@ -26,8 +26,8 @@ struct ps_step {
 };
 
 /* On a device backend: the training set uploaded once, graph steps and the
- * TF32 and fused-dense choices. On the CPU --tf32 1 is an error and the rest
- * does not apply. */
+ * TF32, fused-dense and convolution choices. On the CPU --tf32 1 is an error
+ * and the rest does not apply. */
 static int s_device_setup(ps_step_t *s, const ps_step_flags_t *f,
                           const ps_kernels_t *kernels, char *err, size_t cap)
 {
@@ -39,6 +39,12 @@ static int s_device_setup(ps_step_t *s, const ps_step_flags_t *f,
     }
     if (kernels->host_is_backend) {
         return 0;
+    }
+    rc = ps_model_set_conv(s->model, f->conv_dnn);
+    if (rc != 0) {
+        snprintf(err, cap, "--conv cudnn: cuDNN cannot start on the %s device: %s",
+                 kernels->name, ps_strerror(rc));
+        return rc;
     }
     float a, c;
     ps_data_norm(&a, &c);

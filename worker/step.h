@@ -40,6 +40,7 @@ typedef struct {
     int tf32;              /* --tf32: TF32 GEMMs on a GPU */
     int graph;             /* --graph: a GPU step replays a recorded CUDA graph */
     int fuse_dense;        /* --fuse-dense: fused dense-layer GEMMs on a GPU */
+    int conv_dnn;          /* --conv cudnn: convolutions through cuDNN on a GPU */
 } ps_step_flags_t;
 
 /* The job's model for a worker of rank on the backend, with f's data and

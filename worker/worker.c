@@ -418,7 +418,7 @@ static int s_build(ps_worker_t *w, char *bound, size_t bound_cap)
     }
     const ps_worker_config_t *cfg = w->cfg;
     const ps_step_flags_t step = {cfg->ctr_data, cfg->data_dir, cfg->init_from, cfg->tf32,
-                                  cfg->graph, cfg->fuse_dense};
+                                  cfg->graph, cfg->fuse_dense, cfg->conv_dnn};
     const ps_allreduce_flags_t ring = {cfg->bind, cfg->ring_kib, cfg->allreduce_mpi,
                                        cfg->overlap};
     int rc = ps_step_new(&step, &w->job, w->kernels, w->rank, w->init, &w->train, &w->step,

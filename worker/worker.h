@@ -28,6 +28,7 @@ typedef struct {
     int tf32;                /* 1: TF32 GEMMs on a GPU (other arithmetic); 0: plain FP32 */
     int graph;               /* 1: a GPU step is one replay of a recorded CUDA graph */
     int fuse_dense;          /* 1: dense layers' bias/ReLU fused into cuBLASLt GEMMs on a GPU */
+    int conv_dnn;            /* 1: convolutions through cuDNN on a GPU; 0: im2col + GEMM */
     int threads;             /* BLAS threads for the CPU backend (0 = library default) */
     const char *dump_params; /* if set, the final parameters are written here (raw f32);
                                 a "%d" in it is replaced by the worker's rank */

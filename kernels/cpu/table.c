@@ -238,7 +238,8 @@ static void s_graph_destroy(ps_kgraph_t **g)
     }
 }
 
-static int s_set_tf32(ps_kctx_t *ctx, int on)
+/* set_tf32 and set_conv: the CPU has neither TF32 nor cuDNN, so only 0. */
+static int s_no_mode(ps_kctx_t *ctx, int on)
 {
     (void)ctx;
     return on ? PS_ENOTSUP : 0;
@@ -312,7 +313,8 @@ const ps_kernels_t ps_kernels_cpu = {
     .graph_launch = s_graph_launch,
     .graph_destroy = s_graph_destroy,
     .graph_nodes = s_graph_nodes,
-    .set_tf32 = s_set_tf32,
+    .set_tf32 = s_no_mode,
+    .set_conv = s_no_mode,
     .mark = s_mark,
     .mark_ms = s_mark_ms,
 };

@@ -1,5 +1,6 @@
 /*
- * kernels/cuda/conv.cu - CUDA convolution (im2col + cuBLAS) and 2x2 max pooling.
+ * kernels/cuda/conv.cu - CUDA convolution (im2col + cuBLAS, or cuDNN) and 2x2
+ * max pooling.
  *
  * Same maths as kernels/cpu/conv.c (stride 1, square kernel K, zero padding,
  * NCHW), batched over a chunk of nb images so one launch does many images.
@@ -28,6 +29,9 @@
  * GPU) whenever their sizes fit, in size_t otherwise; grids run along the
  * contiguous dimension, a row of col or dyw per blockIdx.y where that saves
  * divisions.
+ * With cuDNN on (set_conv) the products are cuDNN's where it takes the
+ * shape (dnn.cu), and only the bias, ReLU, pooling and bias gradient run
+ * here; the columns are then neither written nor read.
  * Dimension letters: N batch, C in-channels, O out-channels, H,W input size,
  * HO,WO output size, K kernel, P = HO*WO, CKK = C*K*K.
  */
@@ -394,7 +398,8 @@ void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d
     }
     const int chunk = s_chunk(s);
     const float one = 1.0f, zero = 0.0f;
-    for (int n0 = 0; n0 < s->N; n0 += chunk) {
+    const int dnn = ps_cuda_dnn_fwd(ctx, s, d_x, d_w, d_y) == 0;
+    for (int n0 = 0; !dnn && n0 < s->N; n0 += chunk) {
         const int nb = s->N - n0 < chunk ? s->N - n0 : chunk;
         float *d_col = s_ws_cols(s, d_ws, n0);
         s_im2col(ctx, s, d_x + (size_t)n0 * s->C * s->H * s->W, d_col, nb);
@@ -431,6 +436,9 @@ static void s_conv_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_
         if (d_dx) {
             ps_cuda_zero(ctx, d_dx, (size_t)N * s->C * s->H * s->W * sizeof(float));
         }
+        return;
+    }
+    if (ps_cuda_dnn_bwd(ctx, s, d_x, d_w, d_dy, d_dx, d_dw) == 0) {
         return;
     }
     const int chunk = s_chunk(s);

@@ -88,6 +88,9 @@ int ps_cuda_set_tf32(ps_kctx_t *ctx, int on);
 int ps_cuda_mark(ps_kctx_t *ctx, int slot, int copy);
 double ps_cuda_mark_ms(ps_kctx_t *ctx, int from, int to);
 
+/* dnn.cu: cuDNN for the convolutions, where built */
+int ps_cuda_set_conv(ps_kctx_t *ctx, int cudnn);
+
 /* conv.cu: im2col + cuBLAS convolution, 2x2 max pooling */
 size_t ps_cuda_conv2d_workspace(const ps_conv_shape_t *s);
 void ps_cuda_conv2d_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,

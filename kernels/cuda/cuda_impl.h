@@ -92,6 +92,8 @@ struct ps_kctx {
     void *d_blas_ws;            /* cuBLAS workspace, fixed so graphs may replay it; owned;
                                    cuBLASLt's too (one stream: never both at once) */
     struct ps_cuda_lt *lt;      /* cuBLASLt handle and cached GEMM plans (lt.cu); owned */
+    struct ps_cuda_dnn *dnn;    /* cuDNN handle, workspace and plans (dnn.cu); NULL until
+                                   set_conv first turns cuDNN on; owned */
     int tf32;                   /* 1: GEMMs may round their inputs to TF32 (set_tf32) */
     int recording;              /* 1 between graph_begin and graph_end */
     cudaEvent_t fork, join;     /* bring the copy stream into a recording and back; owned */
@@ -114,6 +116,18 @@ struct ps_kgraph {
  * destroy is NULL-safe and nulls *lt. */
 int ps_cuda_lt_new(struct ps_cuda_lt **out);
 void ps_cuda_lt_destroy(struct ps_cuda_lt **lt);
+
+/* dnn.cu: the convolutions' products through cuDNN (kernels.h set_conv).
+ * fwd: y = conv(x, w), no bias; bwd: dw, and dx unless NULL (overwritten).
+ * Each returns 0, or PS_ENOTSUP with nothing queued (cuDNN off, not built,
+ * or no deterministic algorithm for s): conv.cu then runs im2col. The answer
+ * for a shape never changes while the switch stays, so a forward and its
+ * backward take the same path. destroy is NULL-safe and nulls *d. */
+int ps_cuda_dnn_fwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                    const float *d_w, float *d_y);
+int ps_cuda_dnn_bwd(ps_kctx_t *ctx, const ps_conv_shape_t *s, const float *d_x,
+                    const float *d_w, const float *d_dy, float *d_dx, float *d_dw);
+void ps_cuda_dnn_destroy(struct ps_cuda_dnn **d);
 
 /* Records an async copy's done event on the copy stream (graph.cu): inside
  * a recording a d2h's becomes an external event node, so the host can wait

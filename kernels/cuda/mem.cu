@@ -223,6 +223,7 @@ void ps_cuda_ctx_destroy(ps_kctx_t **ctx)
         }
     }
     ps_cuda_lt_destroy(&c->lt);
+    ps_cuda_dnn_destroy(&c->dnn);
     if (c->h_out) {
         (void)PS_CUDA_SOFT(cudaFreeHost(c->h_out));
     }

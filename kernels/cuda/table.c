@@ -60,6 +60,7 @@ const ps_kernels_t ps_kernels_cuda = {
     .graph_destroy = ps_cuda_graph_destroy,
     .graph_nodes = ps_cuda_graph_nodes,
     .set_tf32 = ps_cuda_set_tf32,
+    .set_conv = ps_cuda_set_conv,
     .mark = ps_cuda_mark,
     .mark_ms = ps_cuda_mark_ms,
 };

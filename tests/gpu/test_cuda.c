@@ -37,11 +37,20 @@ static const ps_kernels_t *s_cu; /* the CUDA table (set in main) */
 static const ps_kernels_t *s_cpu = &ps_kernels_cpu;
 static ps_kctx_t *s_ctx;  /* CUDA context of the running test */
 static ps_kctx_t *s_cctx; /* CPU context of the running test */
+static int s_dnn;         /* 1: the running test's convolutions go through cuDNN */
 
 static void s_setup(void)
 {
     ck_assert_int_eq(s_cu->ctx_new(&s_ctx), 0);
     ck_assert_int_eq(s_cpu->ctx_new(&s_cctx), 0);
+}
+
+/* The same, with cuDNN's convolutions (set_conv) for the context and models. */
+static void s_setup_dnn(void)
+{
+    s_setup();
+    s_dnn = 1;
+    ck_assert_int_eq(s_cu->set_conv(s_ctx, 1), 0);
 }
 
 static void s_teardown(void)
@@ -1401,6 +1410,27 @@ START_TEST(tf32_switch_and_timing_marks)
 }
 END_TEST
 
+/* cuDNN can be switched on exactly where the build has it, and not while
+ * recording. */
+START_TEST(conv_switch_follows_the_build)
+{
+    const int want = ps_kernels_has_cudnn() ? 0 : PS_ENOTSUP;
+    ck_assert_int_eq(s_cu->set_conv(s_ctx, 1), want);
+    ck_assert_int_eq(s_cu->set_conv(s_ctx, 0), 0);
+    ck_assert_int_eq(s_cpu->set_conv(s_cctx, 0), 0);
+    ck_assert_int_eq(s_cpu->set_conv(s_cctx, 1), PS_ENOTSUP);
+    /* not while recording: the handle and workspace are allocations */
+    ps_kctx_t *c = NULL;
+    ck_assert_int_eq(s_cu->ctx_new(&c), 0);
+    ck_assert_int_eq(s_cu->graph_begin(c), 0);
+    ck_assert_int_eq(s_cu->set_conv(c, 1), ps_kernels_has_cudnn() ? PS_ESTATE : PS_ENOTSUP);
+    ps_kgraph_t *g = NULL;
+    ck_assert_int_eq(s_cu->graph_end(c, &g), 0);
+    s_cu->graph_destroy(&g);
+    s_cu->ctx_destroy(&c);
+}
+END_TEST
+
 /* The device gather of a batch from grey levels gives the host's bits. */
 START_TEST(gather_u8_matches_the_host_conversion)
 {
@@ -1673,6 +1703,7 @@ static void s_model_case(const char *name)
     }
     ck_assert_int_eq(rc, 0);
     ck_assert_int_eq(ps_model_new(name, NULL, s_cu, B, &mg), 0);
+    ck_assert_int_eq(ps_model_set_conv(mg, s_dnn), 0);
     const size_t P = ps_model_num_params(mc);
     ck_assert_uint_eq(ps_model_num_params(mg), P);
     ps_model_init_params(mc, 3);
@@ -1787,7 +1818,20 @@ static Suite *s_suite(void)
     tcase_add_test(tc, mlp_training_step_matches_cpu);
     tcase_add_test(tc, cnn_training_step_matches_cpu);
     tcase_add_test(tc, ctr_training_step_matches_cpu);
+    tcase_add_test(tc, conv_switch_follows_the_build);
     suite_add_tcase(s, tc);
+    if (ps_kernels_has_cudnn()) {
+        /* the convolutions again, through cuDNN */
+        TCase *dnn = tcase_create("cudnn_vs_cpu");
+        tcase_add_checked_fixture(dnn, s_setup_dnn, s_teardown);
+        tcase_set_timeout(dnn, 120);
+        tcase_add_test(dnn, conv2d_forward_matches_cpu);
+        tcase_add_test(dnn, conv2d_backward_matches_cpu);
+        tcase_add_test(dnn, conv2d_gradients_match_finite_differences);
+        tcase_add_test(dnn, conv2d_pool_backward_uses_this_batchs_columns);
+        tcase_add_test(dnn, cnn_training_step_matches_cpu);
+        suite_add_tcase(s, dnn);
+    }
     return s;
 }
 

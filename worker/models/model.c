@@ -340,6 +340,12 @@ int ps_model_set_fused(ps_model_t *m, int on)
     return 0;
 }
 
+int ps_model_set_conv(ps_model_t *m, int cudnn)
+{
+    m->k->graph_destroy(&m->graph); /* it replays the other path: record anew */
+    return m->k->set_conv(m->ctx, cudnn);
+}
+
 int ps_model_graph_nodes(const ps_model_t *m)
 {
     return m->graph ? m->graph_nodes : 0;

@@ -178,6 +178,11 @@ int ps_model_set_tf32(ps_model_t *m, int on);
  * the recorded step (the next one records anew). Returns 0. */
 int ps_model_set_fused(ps_model_t *m, int on);
 
+/* The convolutions through cuDNN (1) or im2col + GEMM (0, the default): see
+ * kernels.h set_conv. A change drops the recorded step. Returns 0, or
+ * set_conv's error (PS_ENOTSUP: on, and the backend has no cuDNN). */
+int ps_model_set_conv(ps_model_t *m, int cudnn);
+
 /* Nodes of the recorded step (kernels, copies, event records: the launches
  * one replay makes), or 0 while none is recorded. */
 int ps_model_graph_nodes(const ps_model_t *m);

@@ -24,6 +24,8 @@
 // layout or mask gives wrong bytes. EMU_LT_REFUSE set makes the heuristic
 // find no algorithm, as cuBLASLt does for a shape it cannot fuse.
 //
+// cuDNN's convolutions are direct float64 loops (see the cuDNN section).
+//
 // Stream capture records instead of queueing: every stream in a capture (the
 // origin, and each stream that waited on an event recorded in it) keeps its
 // own branch of items (an op, a wait on a point of another branch, an
@@ -36,6 +38,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cublasLt.h>
+#include <cudnn.h>
 #include <deque>
 #include <map>
 #include <memory>
@@ -539,6 +542,165 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t op, const v
         lt_epilogue(o, m, n, (float *)D, ldd);
     });
     return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---- cuDNN: descriptors as small structs, the three convolutions as direct
+// float64 loops on the host (NCHW, cross-correlation, stride 1). The
+// heuristics list a non-deterministic (backward) or too large (forward)
+// algorithm first and a deterministic FMA one second, and running algorithm
+// 0 dies: so a choice that ignores determinism or the workspace shows here.
+struct emu_dnn { cudaStream_t s; };
+struct emu_dnn_tensor { int n, c, h, w; };
+struct emu_dnn_conv { int pad; cudnnMathType_t math; };
+const char *cudnnGetErrorString(cudnnStatus_t) { return "emulated cuDNN error"; }
+cudnnStatus_t cudnnCreate(cudnnHandle_t *h) { *h = new emu_dnn(); (*h)->s = nullptr; return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnDestroy(cudnnHandle_t h) { delete h; return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) { h->s = s; return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d) { *d = new emu_dnn_tensor(); return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) { delete d; return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d) { *d = new emu_dnn_tensor(); return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) { delete d; return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d) { *d = new emu_dnn_conv(); return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) { delete d; return CUDNN_STATUS_SUCCESS; }
+static cudnnStatus_t dnn_set4(emu_dnn_tensor *d, int n, int c, int h, int w) {
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return CUDNN_STATUS_BAD_PARAM;
+    *d = {n, c, h, w};
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t,
+  cudnnDataType_t, int n, int c, int h, int w) { return dnn_set4(d, n, c, h, w); }
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t,
+  cudnnTensorFormat_t, int k, int c, int h, int w) {
+    return h == w ? dnn_set4(d, k, c, h, w) : CUDNN_STATUS_NOT_SUPPORTED;  // square kernels only
+}
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w,
+  int u, int v, int dil_h, int dil_w, cudnnConvolutionMode_t mode, cudnnDataType_t) {
+    if (pad_h != pad_w || pad_h < 0 || u != 1 || v != 1 || dil_h != 1 || dil_w != 1 ||
+        mode != CUDNN_CROSS_CORRELATION) return CUDNN_STATUS_NOT_SUPPORTED;
+    d->pad = pad_h;
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m) { d->math = m; return CUDNN_STATUS_SUCCESS; }
+// The shapes agree: y = conv(x, w) with d's padding.
+static bool dnn_shapes(const emu_dnn_tensor *x, const emu_dnn_tensor *w, const emu_dnn_conv *d,
+                       const emu_dnn_tensor *y) {
+    return x->c == w->c && y->n == x->n && y->c == w->n && y->h == x->h + 2 * d->pad - w->h + 1 &&
+           y->w == x->w + 2 * d->pad - w->w + 1;
+}
+// Two candidates: `first` (rejected by dnn.cu's rules) and a good one.
+extern "C++" {  // templates: C++ linkage inside the extern "C" block
+template <typename P, typename A>
+static cudnnStatus_t dnn_list(bool ok, int want, int *got, P *perf, bool first_big, cudnnMathType_t m) {
+    if (!ok) return CUDNN_STATUS_BAD_PARAM;
+    *got = want < 2 ? want : 2;
+    P bad = {(A)0, CUDNN_STATUS_SUCCESS, 1.0f, first_big ? ((size_t)1 << 40) : 0,
+             first_big ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC, m, {0, 0, 0}};
+    P good = {(A)1, CUDNN_STATUS_SUCCESS, 2.0f, 1024, CUDNN_DETERMINISTIC, m, {0, 0, 0}};
+    if (*got > 0) perf[0] = bad;
+    if (*got > 1) perf[1] = good;
+    return CUDNN_STATUS_SUCCESS;
+}
+}
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, cudnnTensorDescriptor_t x,
+  cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, int want,
+  int *got, cudnnConvolutionFwdAlgoPerf_t *perf) {
+    return dnn_list<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+        dnn_shapes(x, w, c, y), want, got, perf, true, c->math);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t,
+  cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t c,
+  cudnnFilterDescriptor_t dw, int want, int *got, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+    return dnn_list<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+        dnn_shapes(x, dw, c, dy), want, got, perf, false, c->math);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t,
+  cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t c,
+  cudnnTensorDescriptor_t dx, int want, int *got, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+    return dnn_list<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+        dnn_shapes(dx, w, c, dy), want, got, perf, false, c->math);
+}
+static size_t dnn_count(const emu_dnn_tensor *t) { return (size_t)t->n * t->c * t->h * t->w; }
+// Checks a call's operands as cuDNN would meet them; dies on a misuse.
+static void dnn_check(cudnnHandle_t h, const emu_dnn_tensor *x, const void *px,
+                      const emu_dnn_tensor *w, const void *pw, const emu_dnn_conv *c,
+                      const emu_dnn_tensor *y, const void *py, int algo, void *ws, size_t wsb) {
+    if (!h->s) die("no stream on the cuDNN handle", nullptr);
+    if (!dnn_shapes(x, w, c, y)) die("cuDNN descriptors disagree", nullptr);
+    if (algo != 1) die("cuDNN algorithm not the deterministic one that fits", nullptr);
+    if (!is_dev(px, dnn_count(x) * 4) || !is_dev(pw, dnn_count(w) * 4) || !is_dev(py, dnn_count(y) * 4))
+        die("cuDNN operand not device memory", nullptr);
+    if (wsb < 1024 || !is_dev(ws, wsb)) die("cuDNN workspace", ws);
+}
+// The sum over (c, kh, kw) of one output element, or its adjoints: f(xi, wi, yi)
+// for every valid (n, o, c, oh, ow, kh, kw), in that nesting.
+extern "C++" {
+template <typename F>
+static void dnn_each(emu_dnn_tensor x, emu_dnn_tensor w, emu_dnn_tensor y, int pad, F f) {
+    for (int n = 0; n < y.n; n++) for (int o = 0; o < y.c; o++)
+    for (int oh = 0; oh < y.h; oh++) for (int ow = 0; ow < y.w; ow++) {
+        size_t yi = (((size_t)n * y.c + o) * y.h + oh) * y.w + ow;
+        for (int c = 0; c < x.c; c++) for (int kh = 0; kh < w.h; kh++) for (int kw = 0; kw < w.w; kw++) {
+            int ih = oh + kh - pad, iw = ow + kw - pad;
+            if (ih < 0 || ih >= x.h || iw < 0 || iw >= x.w) continue;
+            f((((size_t)n * x.c + c) * x.h + ih) * x.w + iw, (((size_t)o * w.c + c) * w.h + kh) * w.w + kw, yi);
+        }
+    }
+}
+}
+// out = alpha * acc + beta * out, acc summed in float64.
+static void dnn_store(float *out, const std::vector<double> &acc, float alpha, float beta) {
+    for (size_t i = 0; i < acc.size(); i++) out[i] = (float)(alpha * acc[i]) + (beta != 0.0f ? beta * out[i] : 0.0f);
+}
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd,
+  const void *x, cudnnFilterDescriptor_t wd, const void *w, cudnnConvolutionDescriptor_t c,
+  cudnnConvolutionFwdAlgo_t algo, void *ws, size_t wsb, const void *beta,
+  cudnnTensorDescriptor_t yd, void *y) {
+    dnn_check(h, xd, x, wd, w, c, yd, y, algo, ws, wsb);
+    emu_dnn_tensor X = *xd, W = *wd, Y = *yd;
+    float a = *(const float *)alpha, b = *(const float *)beta;
+    const float *px = (const float *)x, *pw = (const float *)w;
+    float *py = (float *)y;
+    int pad = c->pad;
+    enqueue(h->s, [=]() {
+        std::vector<double> acc(dnn_count(&Y));
+        dnn_each(X, W, Y, pad, [&](size_t xi, size_t wi, size_t yi) { acc[yi] += (double)px[xi] * pw[wi]; });
+        dnn_store(py, acc, a, b);
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
+  cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t dyd, const void *dy,
+  cudnnConvolutionDescriptor_t c, cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t wsb,
+  const void *beta, cudnnFilterDescriptor_t dwd, void *dw) {
+    dnn_check(h, xd, x, dwd, dw, c, dyd, dy, algo, ws, wsb);
+    emu_dnn_tensor X = *xd, W = *dwd, Y = *dyd;
+    float a = *(const float *)alpha, b = *(const float *)beta;
+    const float *px = (const float *)x, *pdy = (const float *)dy;
+    float *pdw = (float *)dw;
+    int pad = c->pad;
+    enqueue(h->s, [=]() {
+        std::vector<double> acc(dnn_count(&W));
+        dnn_each(X, W, Y, pad, [&](size_t xi, size_t wi, size_t yi) { acc[wi] += (double)px[xi] * pdy[yi]; });
+        dnn_store(pdw, acc, a, b);
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha,
+  cudnnFilterDescriptor_t wd, const void *w, cudnnTensorDescriptor_t dyd, const void *dy,
+  cudnnConvolutionDescriptor_t c, cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t wsb,
+  const void *beta, cudnnTensorDescriptor_t dxd, void *dx) {
+    dnn_check(h, dxd, dx, wd, w, c, dyd, dy, algo, ws, wsb);
+    emu_dnn_tensor X = *dxd, W = *wd, Y = *dyd;
+    float a = *(const float *)alpha, b = *(const float *)beta;
+    const float *pw = (const float *)w, *pdy = (const float *)dy;
+    float *pdx = (float *)dx;
+    int pad = c->pad;
+    enqueue(h->s, [=]() {
+        std::vector<double> acc(dnn_count(&X));
+        dnn_each(X, W, Y, pad, [&](size_t xi, size_t wi, size_t yi) { acc[xi] += (double)pw[wi] * pdy[yi]; });
+        dnn_store(pdx, acc, a, b);
+    });
+    return CUDNN_STATUS_SUCCESS;
 }
 }  // extern "C"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/emu/run.sh - runs the gpu suite (tests/gpu/test_cuda.c) against a
-# host emulation of CUDA + cuBLAS (emu.cc), with ASan + UBSan, on a machine
+# host emulation of CUDA + cuBLAS + cuDNN (emu.cc), with ASan + UBSan, on a machine
 # with no GPU. It checks the CUDA backend's logic (indexing, reductions,
 # cuBLAS argument layout, chunking, which pointers are device pointers), not
 # its numerics or stream timing: the real run is on a GPU. Needs g++, gcc,
@@ -46,7 +46,9 @@ open(os.path.join(gen, 'emu_sync.h'), 'w').write(
 print('emulating; kernels with barriers:', ', '.join(sync))
 PY
 san="-fsanitize=address,undefined -fno-omit-frame-pointer"
-flags="-g -O1 $san -I$emu/include -I$out/gen -I$root $(pkg-config --cflags openblas check jansson)"
+# -DPS_HAVE_CUDNN: built as with cuDNN, so the suite runs its convolutions
+# both ways (kernels/cuda/dnn.cu against the emulation's direct loops).
+flags="-DPS_HAVE_CUDNN -g -O1 $san -I$emu/include -I$out/gen -I$root $(pkg-config --cflags openblas check jansson)"
 # Index kernels take their 32-bit path up to 2^16 elements here, not 2^31,
 # so the suite's shapes run both paths (kernels/cuda/cuda_impl.h).
 for f in "$out"/gen/*.cc "$emu/emu.cc"; do
