@@ -113,6 +113,7 @@ bad "worker --device tpu" "device 'tpu'" "$WORKER" --device tpu
 bad "worker --threads -1" "--threads" "$WORKER" --threads -1
 bad "worker --tf32 1 on the CPU" "--tf32 1: the cpu backend has no TF32 mode" "$WORKER" --device cpu --tf32 1
 bad "worker --cuda-graph 2" "--cuda-graph 2: expected 0 or 1" "$WORKER" --cuda-graph 2
+bad "worker --conv fft" "--conv fft: expected cudnn or gemm" "$WORKER" --conv fft
 bad "server --log-level loud" "--log-level loud" "$SERVER" --log-level loud
 bad "flag without a value" "--servers needs a value" "$SCHED" --servers
 bad "stray argument" "unexpected argument 'extra'" "$SERVER" extra
