@@ -294,6 +294,7 @@ static void s_totals(const ps_sched_ops_t *ops, const ps_summary_from_t *from,
 static json_t *s_settings(const ps_scheduler_config_t *cfg, const ps_view_t *v)
 {
     const ps_job_t *j = &cfg->job;
+    const int chunk_kib = v->job.chunk_kib ? v->job.chunk_kib : j->chunk_kib; /* resolved */
     char mode[32], sched[64], compress[32];
     ps_job_mode_str(j, mode, sizeof mode);
     ps_job_compress_str(j, compress, sizeof compress);
@@ -315,8 +316,7 @@ static json_t *s_settings(const ps_scheduler_config_t *cfg, const ps_view_t *v)
                      ps_json_real(j->weight_decay, -1), "seed", (json_int_t)j->seed,
                      "staleness_lr", j->staleness_lr, "secure", cfg->secure, "wire",
                      ps_job_wire_name(j), "compress", compress, "straggler", straggler,
-                     "hidden", j->hidden, "chunk_kib", v->job.chunk_kib ? v->job.chunk_kib : j->chunk_kib,
-                     "placement",
+                     "hidden", j->hidden, "chunk_kib", chunk_kib, "placement",
                      cfg->placement ? cfg->placement : "dedicated");
 }
 
