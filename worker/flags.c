@@ -33,7 +33,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cfg.gpu = -1;
     f->cfg.graph = 1;
     f->cfg.fuse_dense = 1;
-    f->conv = ps_kernels_has_cudnn() ? "cudnn" : "gemm";
+    f->conv = "gemm";
     f->cfg.threads = 1;
     f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
