@@ -58,8 +58,8 @@ typedef struct {
             "design=ring;workers={workers}", "MLP, " links ", {workers} workers, " design,  \
             S_XOVER_FIG, S_XOVER_THEORY                                                    \
     }
-#define S_XOVER_1G "crossover_1gbit_0.2ms_dilate10.csv"
-#define S_XOVER_10G "crossover_10gbit_0.05ms_dilate100.csv"
+#define S_XOVER_1G "crossover_1gbit_0.2ms_dilate40.csv"
+#define S_XOVER_10G "crossover_10gbit_0.05ms_dilate400.csv"
 
 /* A CPU run of `compute`: one model per run and section. */
 #define S_COMPUTE_CPU(h)                                                                   \
@@ -90,10 +90,10 @@ static const sum_source_t s_sources[] = {
      "allgather/PS bytes {measured_allgather_vs_ps}; PS/allgather samples/s "
      "{ps_vs_allgather_speed}",
      "allgather/PS bytes {theory_allgather_vs_ps}"},
-    S_XOVER(S_XOVER_1G, "1gbit links with 0.2 ms delay (dilated 10x)", "PS dedicated"),
-    S_XOVER(S_XOVER_1G, "1gbit links with 0.2 ms delay (dilated 10x)", "PS colocated"),
-    S_XOVER(S_XOVER_10G, "10gbit links with 0.05 ms delay (dilated 100x)", "PS dedicated"),
-    S_XOVER(S_XOVER_10G, "10gbit links with 0.05 ms delay (dilated 100x)", "PS colocated"),
+    S_XOVER(S_XOVER_1G, "1gbit links with 0.2 ms delay (dilated 40x)", "PS dedicated"),
+    S_XOVER(S_XOVER_1G, "1gbit links with 0.2 ms delay (dilated 40x)", "PS colocated"),
+    S_XOVER(S_XOVER_10G, "10gbit links with 0.05 ms delay (dilated 400x)", "PS dedicated"),
+    S_XOVER(S_XOVER_10G, "10gbit links with 0.05 ms delay (dilated 400x)", "PS colocated"),
     S_COMPUTE_CPU("## MLP on the CPU"),
     S_COMPUTE_CPU("## CNN on the CPU"),
     {"compute vs PyTorch", "compute_ctr.md", "compute_ctr.csv", NULL, NULL, NULL, NULL,

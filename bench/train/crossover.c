@@ -42,7 +42,7 @@ static const char *const s_names[S_DESIGNS] = {"PS dedicated", "PS colocated", "
 typedef struct {
     char spec[S_SPEC_MAX]; /* the --net spec: RATE[,DELAY][,mtu=...][,queue=...] */
     double dilate;         /* its --dilate (1: none) */
-    char tag[S_SPEC_MAX];  /* file-name-safe: "1gbit_0.2ms_dilate10" */
+    char tag[S_SPEC_MAX];  /* file-name-safe: "1gbit_0.2ms_dilate40" */
 } s_link_t;
 
 /* What crossover was asked to run. */
