@@ -130,6 +130,20 @@ static void s_check_scaled(const float *got, const float *want, size_t n, double
     s_check(got, want, n, rel * (s_maxabs(want, n) + 1e-30), rel, what);
 }
 
+/* A convolution's three gradients of shape t against the CPU's. */
+static void s_check_conv_grads(const float *gx, const float *dx, size_t nx, const float *gw,
+                               const float *dw, size_t nw, const float *gb, const float *db,
+                               size_t no, size_t t)
+{
+    char what[64];
+    snprintf(what, sizeof(what), "dx(shape %zu)", t);
+    s_check_scaled(gx, dx, nx, 2e-5, what);
+    snprintf(what, sizeof(what), "dw(shape %zu)", t);
+    s_check_scaled(gw, dw, nw, 5e-5, what);
+    snprintf(what, sizeof(what), "db(shape %zu)", t);
+    s_check_scaled(gb, db, no, 5e-5, what);
+}
+
 /* ---- table, memory, selection --------------------------------------------------- */
 
 START_TEST(every_table_entry_is_set_and_probe_succeeds)
@@ -1070,13 +1084,7 @@ START_TEST(conv2d_backward_matches_cpu)
         s_down(gx, d_dx, nx);
         s_down(gw, d_dw, nw);
         s_down(gb, d_db, s->O);
-        char what[64];
-        snprintf(what, sizeof(what), "dx(shape %zu)", t);
-        s_check_scaled(gx, dx, nx, 2e-5, what);
-        snprintf(what, sizeof(what), "dw(shape %zu)", t);
-        s_check_scaled(gw, dw, nw, 5e-5, what);
-        snprintf(what, sizeof(what), "db(shape %zu)", t);
-        s_check_scaled(gb, db, s->O, 5e-5, what);
+        s_check_conv_grads(gx, dx, nx, gw, dw, nw, gb, db, s->O, t);
         /* dx == NULL (first layer): the same dw and db, bit for bit */
         float *gw2 = s_host(nw), *gb2 = s_host(s->O);
         s_cu->conv2d_bwd(s_ctx, s, d_x, d_w, d_dy, NULL, d_dw, d_db, d_ws);
@@ -1145,12 +1153,7 @@ static void s_conv_pool_case(const ps_conv_shape_t *s, size_t t)
     snprintf(what, sizeof(what), "p(shape %zu)", t);
     s_check_scaled(p, want, np, 2e-5, what);
     s_cpu->conv2d_pool_bwd(s_cctx, s, xb, w, dp, arg, p, dx, dw, db, ws);
-    snprintf(what, sizeof(what), "dx(shape %zu)", t);
-    s_check_scaled(gx, dx, nx, 2e-5, what);
-    snprintf(what, sizeof(what), "dw(shape %zu)", t);
-    s_check_scaled(gw, dw, nw, 5e-5, what);
-    snprintf(what, sizeof(what), "db(shape %zu)", t);
-    s_check_scaled(gb, db, s->O, 5e-5, what);
+    s_check_conv_grads(gx, dx, nx, gw, dw, nw, gb, db, s->O, t);
     s_cu->conv2d_pool_bwd(s_ctx, s, d_xb, d_w, d_dp, d_arg, d_p, NULL, d_dw, d_db, d_ws);
     s_down(dw, d_dw, nw);
     s_down(db, d_db, s->O);
