@@ -11,8 +11,10 @@
 #   3. shardps-bench compute for both models on the CPU (batch 64), and on
 #      DEVICE at batch 64, 256 and 1024, each with --tf32 0 and 1, beside
 #      PyTorch on DEVICE eager and strong (--resident --graph) in the same
-#      call (compute --torch), its results page under OUT/pages; and batch 64
-#      with the step queued by hand (--cuda-graph 0), to show what the graph saves;
+#      call (compute --torch), its results page under OUT/pages; batch 64
+#      with the step queued by hand (--cuda-graph 0), to show what the graph
+#      saves; and the CNN at each batch in FP32 with its convolutions on cuDNN
+#      (--conv cudnn; the sweep's runs are im2col + GEMM, the default);
 #   4. the suite again under compute-sanitizer memcheck (when installed),
 #      whose reports are counted apart from the suite's one deliberate
 #      out-of-memory allocation;
@@ -71,6 +73,13 @@ for m in mlp cnn; do
     # what replaying the step as one CUDA graph saves: the smallest batch queued by hand
     step "compute_${m}_${dev}_b64_nograph" "${compute[@]}" --model "$m" --device "$dev" \
         --batch 64 --cuda-graph 0 --steps "$steps" --json "$out/compute_${m}_${dev}_b64_nograph.json"
+    [ "$m" = cnn ] || continue
+    # cuDNN's convolutions against im2col + GEMM's (the sweep's tf32 0 runs,
+    # whose PyTorch figures serve both)
+    for b in 64 256 1024; do
+        step "compute_cnn_${dev}_b${b}_cudnn" "${compute[@]}" --model cnn --device "$dev" \
+            --batch "$b" --conv cudnn --steps "$steps" --json "$out/compute_cnn_${dev}_b${b}_cudnn.json"
+    done
 done
 
 # memcheck last, as it is the slowest: every child the suite forks is checked
@@ -138,6 +147,11 @@ for model in ("mlp", "cnn"):
     print(f"| {model} b64 samples/s, steps queued by hand (--cuda-graph 0) | {r(v)} | reported "
           f"| {r(v / sps[64, 0], 2) if v and sps.get((64, 0)) else 'n/a'}x the graph |")
     if model == "cnn":
+        for b in (64, 256, 1024):
+            v = (load(f"compute_cnn_{dev}_b{b}_cudnn.json") or {}).get("samples_per_sec")
+            gemm = sps.get((b, 0))
+            print(f"| cnn b{b} fp32 samples/s, convolutions on cuDNN (--conv cudnn) | {r(v)} | reported "
+                  f"| {r(v / gemm, 2) if v and gemm else 'n/a'}x im2col + GEMM |")
         lo, hi = sps.get((64, 0)), sps.get((1024, 0))
         scale = hi / lo if lo and hi else None
         met = scale is not None and scale >= 5.0

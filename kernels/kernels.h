@@ -337,6 +337,17 @@ const ps_kernels_t *ps_kernels_cuda_table(void);
  * else 0. Thread-safe. */
 int ps_kernels_has_cudnn(void);
 
+/* A --conv flag's values (shardps-worker's and shardps-bench compute's):
+ * the convolutions through cuDNN, or im2col + GEMM, the default. */
+#define PS_KERNELS_CONV_NAMES "cudnn|gemm"
+#define PS_KERNELS_CONV_DEFAULT "gemm"
+
+/* Parses a --conv value for set_conv: "cudnn" into *cudnn = 1, "gemm" into
+ * 0. Returns 0; PS_EINVAL for another name, or PS_ENOTSUP for cudnn in a
+ * build without cuDNN, with a one-line reason naming the flag in err
+ * (*cudnn untouched). Thread-safe. */
+int ps_kernels_parse_conv(const char *name, int *cudnn, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,22 @@ int ps_kernels_has_cudnn(void)
 #endif
 }
 
+int ps_kernels_parse_conv(const char *name, int *cudnn, char *err, size_t errlen)
+{
+    if (strcmp(name, "cudnn") && strcmp(name, "gemm")) {
+        snprintf(err, errlen, "--conv %s: expected cudnn or gemm", name);
+        return PS_EINVAL;
+    }
+    if (!strcmp(name, "cudnn") && !ps_kernels_has_cudnn()) {
+        snprintf(err, errlen,
+                 "--conv cudnn: this build has no cuDNN (install it, then meson setup "
+                 "--reconfigure -Dcudnn=enabled)");
+        return PS_ENOTSUP;
+    }
+    *cudnn = !strcmp(name, "cudnn");
+    return 0;
+}
+
 /* Probes CUDA; returns 0 or a PS_E* code with the reason in why. */
 static int s_try_cuda(const ps_kernels_t **out, char *why, size_t whylen)
 {

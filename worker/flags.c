@@ -33,7 +33,7 @@ void ps_worker_flags_init(ps_worker_flags_t *f)
     f->cfg.gpu = -1;
     f->cfg.graph = 1;
     f->cfg.fuse_dense = 1;
-    f->conv = "gemm";
+    f->conv = PS_KERNELS_CONV_DEFAULT;
     f->cfg.threads = 1;
     f->cfg.connect_timeout = PS_LINK_DEFAULT_CONNECT_TIMEOUT;
     f->cfg.peer_timeout = PS_LINK_DEFAULT_PEER_TIMEOUT;
@@ -64,7 +64,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"gpu", PS_FLAG_INT, &c->gpu, "N", "with CUDA: use visible GPU N (-1 = local rank mod visible GPUs: LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, else 0)"},
         {"tf32", PS_FLAG_INT, &c->tf32, "0|1", "GPU: 1 lets the GEMMs round their inputs to TF32 on tensor cores (faster, different arithmetic: results no longer track the CPU backend); 0 = plain FP32"},
         {"fuse-dense", PS_FLAG_INT, &c->fuse_dense, "0|1", "GPU: 1 runs each dense layer's bias, ReLU and their gradients inside its cuBLASLt GEMMs (fused epilogues; a shape cuBLASLt refuses runs unfused); 0 = cuBLAS GEMMs with separate kernels for them"},
-        {"conv", PS_FLAG_STR, &f->conv, "cudnn|gemm", "GPU: how the convolutions run: cudnn = cuDNN with deterministic algorithms (builds with cuDNN only; a shape it has none for runs gemm); gemm = im2col + cuBLAS GEMMs"},
+        {"conv", PS_FLAG_STR, &f->conv, PS_KERNELS_CONV_NAMES, "GPU: how the convolutions run: cudnn = cuDNN with deterministic algorithms (builds with cuDNN only; a shape it has none for runs gemm); gemm = im2col + cuBLAS GEMMs"},
         {"cuda-graph", PS_FLAG_INT, &c->graph, "0|1", "GPU: 1 records a training step once as a CUDA graph and replays it each step; 0 = queue each step's work by hand (same results)"},
         {"threads", PS_FLAG_INT, &c->threads, "N", "compute threads on the CPU (0 = OpenBLAS default; 1 uses our AVX-512 kernels where the CPU has them)"},
         {"cpu-gemm", PS_FLAG_STR, &f->cpu_gemm, "NAME", "CPU sgemm: " PS_CPU_GEMM_NAMES " (auto: our AVX-512 one where the CPU has it and --threads is 1)"},
@@ -131,7 +131,6 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
     const ps_worker_config_t *c = &f->cfg;
     f->cfg.skip_nonfinite = !strcmp(f->on_nonfinite, "skip");
     f->cfg.allreduce_mpi = !strcmp(f->allreduce_backend, "mpi");
-    f->cfg.conv_dnn = !strcmp(f->conv, "cudnn");
     if (ps_link_check_flags(c->rank, c->connect_timeout, c->peer_timeout, err, errlen) ||
         ps_config_check_endpoint("scheduler", c->scheduler, 0, err, errlen) ||
         ps_config_check_endpoint("bind", c->bind, 1, err, errlen) ||
@@ -161,11 +160,8 @@ int ps_worker_flags_check(ps_worker_flags_t *f, char *err, size_t errlen)
         snprintf(err, errlen, "--tf32 %d: expected 0 or 1", c->tf32);
     } else if (c->fuse_dense != 0 && c->fuse_dense != 1) {
         snprintf(err, errlen, "--fuse-dense %d: expected 0 or 1", c->fuse_dense);
-    } else if (strcmp(f->conv, "cudnn") && strcmp(f->conv, "gemm")) {
-        snprintf(err, errlen, "--conv %s: expected cudnn or gemm", f->conv);
-    } else if (c->conv_dnn && !ps_kernels_has_cudnn()) {
-        snprintf(err, errlen, "--conv cudnn: this build has no cuDNN (install it, then meson "
-                              "setup --reconfigure -Dcudnn=enabled)");
+    } else if (ps_kernels_parse_conv(f->conv, &f->cfg.conv_dnn, err, errlen)) {
+        /* err says which */
     } else if (c->graph != 0 && c->graph != 1) {
         snprintf(err, errlen, "--cuda-graph %d: expected 0 or 1", c->graph);
     } else if (c->ring_kib < 1 || c->ring_kib > 65536) {

@@ -393,6 +393,7 @@ static int s_write_json(const compute_cfg_t *cfg, const compute_result_t *r,
     failed += s_put(doc, "tf32", json_integer(cfg->tf32));
     failed += s_put(doc, "cuda_graph", json_integer(cfg->graph));
     failed += s_put(doc, "fuse_dense", json_integer(cfg->fuse));
+    failed += s_put(doc, "conv", ps_json_text(cfg->conv));
     failed += s_put(doc, "graph_nodes", json_integer(r->graph_nodes));
     failed += s_put(doc, "graph_error",
                     json_string(r->graph_error ? ps_strerror(r->graph_error) : ""));
@@ -489,13 +490,13 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     if (ps_bench_table_new(
             page, s_ctr(cfg) ? "compute_ctr" : "compute",
             "### One worker's arithmetic, alone, beside PyTorch",
-            "model,device,tf32,fuse_dense,graph_nodes,threads,batch,steps,samples_per_sec,"
-            "torch_samples_per_sec,ratio_vs_torch,torch_strong_samples_per_sec,"
-            "ratio_vs_torch_strong,cpu_samples_per_sec,torch_cpu_samples_per_sec,"
-            "cpu_ratio_vs_torch,"
+            "model,device,tf32,fuse_dense,conv,graph_nodes,threads,batch,steps,"
+            "samples_per_sec,torch_samples_per_sec,ratio_vs_torch,"
+            "torch_strong_samples_per_sec,ratio_vs_torch_strong,cpu_samples_per_sec,"
+            "torch_cpu_samples_per_sec,cpu_ratio_vs_torch,"
             "gather_ms,copy_in_ms,forward_ms,backward_ms,copy_out_ms,update_ms,kernels_ms,"
             "copies_ms,host_ms",
-            "model,device,tf32,fused dense,graph nodes per step,threads,batch,steps,"
+            "model,device,tf32,fused dense,conv,graph nodes per step,threads,batch,steps,"
             "shardps samples/s,PyTorch samples/s,shardps/PyTorch,PyTorch strong samples/s,"
             "shardps/PyTorch strong,shardps samples/CPU-s,PyTorch samples/CPU-s,"
             "shardps/PyTorch (CPU time),ms/step: gather,copy in,forward,backward,copy out,"
@@ -504,10 +505,13 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
         return PS_EIO;
     }
     ps_bench_table_rowf(t,
-                        "%s,%s,%d,%s,%s,%d,%d,%d,%.0f,%s,%s,%s,%s,%.0f,%s,%s,%.3f,%.3f,%.3f,"
-                        "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f",
+                        "%s,%s,%d,%s,%s,%s,%d,%d,%d,%.0f,%s,%s,%s,%s,%.0f,%s,%s,%.3f,%.3f,"
+                        "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f",
                         cfg->model, r->backend, cfg->tf32,
                         strcmp(r->backend, "cpu") ? (cfg->fuse ? "1" : "0") : "n/a", /* none */
+                        /* only the CNN has convolutions, only a device a choice */
+                        strcmp(r->backend, "cpu") && !strcmp(cfg->model, "cnn") ? cfg->conv
+                                                                                 : "n/a",
                         nodes, cfg->threads,
                         cfg->batch, cfg->steps, sps, torch, ratio, strong, sratio, cps, tcpu,
                         cratio,
@@ -519,8 +523,9 @@ static int s_table(const compute_cfg_t *cfg, const compute_result_t *r, int host
     return 0;
 }
 
-/* As the worker: --tf32, --fuse-dense; on a device the data uploaded once
- * and graph steps. */
+/* As the worker: --tf32, --fuse-dense, --conv; on a device the data
+ * uploaded once and graph steps. Unlike the worker's, --conv cudnn on the
+ * CPU is an error, as --tf32 1 is: a figure must be what it is labelled. */
 static int s_device_setup(const compute_cfg_t *cfg, const ps_kernels_t *k, compute_loop_t *L,
                           const ps_dataset_t *ds)
 {
@@ -528,6 +533,12 @@ static int s_device_setup(const compute_cfg_t *cfg, const ps_kernels_t *k, compu
     int rc = ps_model_set_tf32(L->m, cfg->tf32);
     if (rc != 0) {
         fprintf(stderr, S_PROG ": error: --tf32 1: the %s backend has no TF32 mode\n", k->name);
+        return rc;
+    }
+    rc = ps_model_set_conv(L->m, cfg->conv_dnn);
+    if (rc != 0) {
+        fprintf(stderr, S_PROG ": error: --conv cudnn on the %s backend: %s\n", k->name,
+                rc == PS_ENOTSUP ? "it has no cuDNN" : ps_strerror(rc));
         return rc;
     }
     if (k->host_is_backend) {
@@ -658,6 +669,10 @@ static int s_check(compute_cfg_t *cfg, const char *cpu_gemm, ps_cpu_gemm_t *gemm
         return 2;
     }
     char why[512];
+    if (ps_kernels_parse_conv(cfg->conv, &cfg->conv_dnn, why, sizeof why) != 0) {
+        fprintf(stderr, S_PROG ": error: %s\n", why);
+        return 2;
+    }
     if (ps_kernels_parse_cpu_gemm(cpu_gemm, gemm) != 0) {
         fprintf(stderr, S_PROG ": error: --cpu-gemm %s: expected " PS_CPU_GEMM_NAMES "\n",
                 cpu_gemm);
@@ -710,7 +725,8 @@ int ps_bench_compute_main(int argc, char **argv)
                          .lr = NAN,
                          .ctr_rows = 100000,
                          .graph = 1,
-                         .fuse = 1};
+                         .fuse = 1,
+                         .conv = PS_KERNELS_CONV_DEFAULT};
     const char *cpu_gemm = "auto";
     ps_cpu_gemm_t gemm = PS_CPU_GEMM_AUTO;
     ps_flag_t flags[] = {
@@ -734,6 +750,8 @@ int ps_bench_compute_main(int argc, char **argv)
         {"fuse-dense", PS_FLAG_INT, &cfg.fuse, "0|1",
          "GPU: dense layers' bias, ReLU and their gradients fused into cuBLASLt GEMMs (as "
          "the worker's; 0 = separate kernels)"},
+        {"conv", PS_FLAG_STR, &cfg.conv, PS_KERNELS_CONV_NAMES,
+         "GPU: the CNN's convolutions on cuDNN or im2col + GEMMs (as the worker's --conv)"},
         {"data", PS_FLAG_STR, &cfg.data, "DIR",
          "Fashion-MNIST directory (\"\": synthetic inputs); ctr: the click log (Criteo "
          "TSV; default: --ctr-rows generated)"},
@@ -771,8 +789,5 @@ int ps_bench_compute_main(int argc, char **argv)
         fprintf(stderr, S_PROG ": error: --device %s: %s\n", cfg.device, why);
         return rc == PS_EINVAL ? 2 : 1;
     }
-    if (cfg.torch && s_torch_check(&cfg) != 0) {
-        return 1;
-    }
-    return s_measure(&cfg, k, argc, argv);
+    return cfg.torch && s_torch_check(&cfg) != 0 ? 1 : s_measure(&cfg, k, argc, argv);
 }

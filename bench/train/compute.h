@@ -35,6 +35,8 @@ typedef struct {
     int tf32;                 /* GPU: TF32 GEMMs (here and in PyTorch) */
     int graph;                /* GPU: the step as a replayed CUDA graph */
     int fuse;                 /* GPU: dense layers in cuBLASLt GEMMs with fused epilogues */
+    const char *conv;         /* GPU: --conv, the convolutions' way (kernels.h) */
+    int conv_dnn;             /* its parse: 1 = cuDNN, 0 = im2col + GEMM */
     int ctr_rows;             /* ctr: samples of the generated click log */
 } compute_cfg_t;
 

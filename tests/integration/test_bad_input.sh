@@ -247,6 +247,8 @@ bad "bench train --dilate without --net" ": --dilate 10: expected 1 to 1000, wit
     "$SPS_BUILD/bench/shardps-bench" train --dilate 10
 bad "bench compute --json in a missing directory" "--json $TMP/no-dir/c.json" \
     "$SPS_BUILD/bench/shardps-bench" compute --json "$TMP/no-dir/c.json"
+bad "bench compute --conv fft" "^shardps-bench compute: error: --conv fft: expected cudnn or gemm$" \
+    "$SPS_BUILD/bench/shardps-bench" compute --conv fft
 # Through the launcher: bad usage (2), no node started, no step trained. The
 # time is printed, not judged (timings are the bench's). --summary makes its
 # missing directory: under a file it cannot.

@@ -138,18 +138,18 @@ done
     --json "$TMP/compute.json" --out "$TMP/compute" >"$TMP/compute.log" 2>&1 ||
     fail "bench compute failed: $(tail -5 "$TMP/compute.log")"
 results_page "$TMP/compute/compute.md" compute
-grep -q '^| mlp | cpu | 0 | n/a | n/a | 1 | 64 | 5 |' "$TMP/compute/compute.md" || fail "no row on compute.md"
+grep -q '^| mlp | cpu | 0 | n/a | n/a | n/a | 1 | 64 | 5 |' "$TMP/compute/compute.md" || fail "no row on compute.md"
 for key in model device threads batch steps samples_per_sec cpu_samples_per_sec \
     time_split gather copy_in forward backward copy_out update torch_samples_per_sec \
     torch_cpu_samples_per_sec cpu_ratio_vs_torch kernels copies host tf32 cuda_graph \
-    torch_strong_samples_per_sec ratio_vs_torch_strong ratio_vs_torch; do
+    torch_strong_samples_per_sec ratio_vs_torch_strong ratio_vs_torch fuse_dense conv; do
     grep -q "\"$key\": " "$TMP/compute.json" || fail "compute.json lacks $key: $(cat "$TMP/compute.json")"
 done
 grep -q '"model": "mlp", "device": "cpu", "threads": 1,' "$TMP/compute.json" ||
     fail "compute.json: $(cat "$TMP/compute.json")"
 grep -Eq '"samples_per_sec": [0-9.e+]+,' "$TMP/compute.json" || fail "no samples/s: $(cat "$TMP/compute.json")"
 grep -Eq '"forward": [0-9.e+-]+,' "$TMP/compute.json" || fail "no time split: $(cat "$TMP/compute.json")"
-grep -q '^| mlp | cpu | 0 | n/a | n/a | 1 | 64 | 5 |' "$TMP/compute.log" || fail "no markdown row: $(cat "$TMP/compute.log")"
+grep -q '^| mlp | cpu | 0 | n/a | n/a | n/a | 1 | 64 | 5 |' "$TMP/compute.log" || fail "no markdown row: $(cat "$TMP/compute.log")"
 # --device cuda where no GPU answers: one line, non-zero exit.
 if "$BENCH" compute --device cuda --steps 1 --profile-steps 0 >"$TMP/cuda.out" 2>"$TMP/cuda.err"; then
     echo "a GPU answered: --device cuda ran"
@@ -162,6 +162,11 @@ fi
 "$BENCH" compute --device cpu --tf32 1 --steps 1 >/dev/null 2>"$TMP/tf32.err" &&
     fail "compute --tf32 1 ran on the CPU"
 grep -q "tf32 1: the cpu backend has no TF32" "$TMP/tf32.err" || fail "--tf32 1 on cpu: $(cat "$TMP/tf32.err")"
+# so is cuDNN: one line, whether the build has it (then the CPU has not) or not
+"$BENCH" compute --device cpu --model cnn --data "" --conv cudnn --steps 1 >/dev/null 2>"$TMP/conv.err" &&
+    fail "compute --conv cudnn ran on the CPU"
+{ [ "$(wc -l <"$TMP/conv.err")" -eq 1 ] && grep -q "conv cudnn.*no cuDNN" "$TMP/conv.err"; } ||
+    fail "--conv cudnn on cpu: $(cat "$TMP/conv.err")"
 # --torch without PyTorch (a Python that skips its site packages): one line
 # saying how to install it, before any training.
 printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >"$TMP/python-no-torch"
@@ -188,7 +193,7 @@ ctr_compute="compute --model ctr --ctr-rows 3000 --batch 32 --steps 5 --warmup 1
 "$BENCH" $ctr_compute --profile-steps 2 --json "$TMP/ctr.json" --out "$TMP/computectr" \
     >"$TMP/ctr.log" 2>&1 || fail "bench compute --model ctr failed: $(tail -5 "$TMP/ctr.log")"
 results_page "$TMP/computectr/compute_ctr.md" compute
-grep -q '^| ctr | cpu | 0 | n/a | n/a | 1 | 32 | 5 |' "$TMP/computectr/compute_ctr.md" || fail "no row on compute_ctr.md"
+grep -q '^| ctr | cpu | 0 | n/a | n/a | n/a | 1 | 32 | 5 |' "$TMP/computectr/compute_ctr.md" || fail "no row on compute_ctr.md"
 { grep -q '"model": "ctr", "device": "cpu", "threads": 1,' "$TMP/ctr.json" &&
     grep -q '"data": "click log", "samples_per_sec": [0-9]' "$TMP/ctr.json"; } ||
     fail "compute --model ctr: $(cat "$TMP/ctr.json")"
