@@ -42,12 +42,10 @@ enum { KV_TICK_MS = 50 };
 
 enum { KV_PIECES = 128 }; /* most chunk messages of one push to a server */
 
-/* A push-pull's pull: where its values go, the version they need, and
- * where its pushed keys end. */
+/* A push-pull's pull: where its values go and the version they need. */
 typedef struct {
     float *dst;
     int64_t version;
-    uint64_t push_end;
 } kv_pull_t;
 
 /* Records a fatal condition: every wait fails from now on. Caller holds mu. */
@@ -131,14 +129,16 @@ static void s_flush(ps_kv_t *kv, int i)
 }
 
 /* Sends a data request: one message per server holding part of its keys (a
- * push: one per chunk; a push-pull: to a server whose keys it pushes in part,
- * before, or in several chunks, a pull and the pushes). Pushes go a chunk per
- * server in turn from our own rank's server: the workers' first chunks reach
- * different servers, and each server's first chunks arrive early. In ssp
- * a server often answers a pull at once, and a whole shard's reply would
- * stand on the link ahead of the acks that clock our pushes: an ssp
- * push-pull to another host pulls each pushed piece behind it (the server
- * answers a worker's pulls in the order they came). Caller holds mu. */
+ * push: one per push piece; a push-pull: to a server whose keys go in one
+ * piece, one push-pull, else the pull at once, past the pushes waiting for
+ * credits, so its chunks come back as they apply, and the pushes). Pushes
+ * go a piece per server in turn from our own rank's server: the workers'
+ * first pieces reach different servers, and each server's first chunks
+ * arrive early. In ssp a server often answers a pull at once, and a whole
+ * shard's reply would stand on the link ahead of the acks that clock our
+ * pushes: an ssp push-pull to another host pulls each pushed piece behind
+ * it (the server answers a worker's pulls in the order they came). Caller
+ * holds mu. */
 static void s_send_request(ps_kv_t *kv, int idx)
 {
     const ps_kv_slot_t *sl = ps_kv_slots_get(kv->slots, idx);
@@ -147,27 +147,25 @@ static void s_send_request(ps_kv_t *kv, int idx)
     ps_range_t after[PS_MAX_SERVERS] = {{0, 0}}; /* and to pull behind them */
     for (int j = 0; j < n; j++) {
         const int i = (me + j) % n;
-        ps_range_t srv = {kv->view.servers[i].begin, kv->view.servers[i].end}, part, pushed, hi;
-        if (!ps_range_intersect(sl->range, srv, &part)) {
+        ps_range_t part, pull;
+        ps_kv_req_t req = sl->type;
+        if (req == PS_KV_PUSH_PULL) {
+            if ((req = ps_kv_slots_plan(kv->slots, idx, i, &part, &pull)) == PS_KV_PULL) {
+                continue; /* none of its keys */
+            }
+        } else if (!ps_range_intersect(sl->range, (ps_range_t){kv->view.servers[i].begin,
+                                                               kv->view.servers[i].end},
+                                       &part)) {
             continue;
         }
-        const ps_kv_req_t req = sl->type == PS_KV_PUSH_PULL
-                                    ? ps_kv_slots_plan(kv->slots, idx, i, part, &pushed) : sl->type;
         if (req == PS_KV_PUSH) {
-            left[i] = sl->type == PS_KV_PUSH_PULL ? pushed : part;
+            left[i] = part;
         }
-        if (sl->type == PS_KV_PUSH_PULL && req != PS_KV_PUSH_PULL) {
-            /* the pull first and at once, past pushes waiting for credits,
-             * so its chunks come back as they apply (ssp: the keys pushed
-             * before; the round's own behind its pushes, below) */
-            if (ps_kv_slots_split_pull(sl, &part, &hi)) {
-                s_put(kv, idx, i, PS_MSG_PULL, hi);
-            }
-            if (req == PS_KV_PUSH && kv->view.job.mode == PS_MODE_SSP &&
-                !ps_kv_lanes_local(kv->lanes, i)) {
-                after[i] = part;
-            } else {
-                s_put(kv, idx, i, PS_MSG_PULL, part);
+        if (sl->type == PS_KV_PUSH_PULL && req == PS_KV_PUSH) {
+            if (kv->view.job.mode == PS_MODE_SSP && !ps_kv_lanes_local(kv->lanes, i)) {
+                after[i] = pull;
+            } else if (pull.begin < pull.end) {
+                s_put(kv, idx, i, PS_MSG_PULL, pull);
             }
         } else if (req != PS_KV_PUSH) {
             s_send_part(kv, idx, i, req == PS_KV_PUSH_PULL ? PS_MSG_PUSH_PULL
@@ -182,8 +180,8 @@ static void s_send_request(ps_kv_t *kv, int idx)
             if (l->begin < l->end) {
                 const uint64_t end = ps_kv_slots_piece_end(kv->slots, idx, i, l->begin, l->end);
                 s_send_part(kv, idx, i, PS_MSG_PUSH, (ps_range_t){l->begin, end});
-                if (a->begin < a->end) {
-                    const uint64_t pull_end = end == l->end ? a->end : end;
+                const uint64_t pull_end = end == l->end || end > a->end ? a->end : end;
+                if (pull_end > a->begin) {
                     s_send_part(kv, idx, i, PS_MSG_PULL, (ps_range_t){a->begin, pull_end});
                     a->begin = pull_end;
                 }
@@ -427,8 +425,7 @@ static int s_submit(ps_kv_t *kv, ps_kv_req_t type, uint64_t begin, uint64_t end,
     }
     const ps_range_t range = {begin, end};
     ps_kv_slots_set_pace(kv->slots, ps_kv_lanes_rate(kv->lanes));
-    int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, pp->push_end, buf, step, pp->dst,
-                                              pp->version)
+    int idx = pp ? ps_kv_slots_open_push_pull(kv->slots, range, buf, step, pp->dst, pp->version)
                  : ps_kv_slots_open(kv->slots, type, range, buf, step);
     if (idx >= 0 && (type == PS_KV_PUSH || type == PS_KV_PULL || type == PS_KV_PUSH_PULL ||
                      type == PS_KV_INIT)) {
@@ -461,13 +458,10 @@ int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t mi
     return s_submit(kv, PS_KV_PULL, begin, end, dst, min_version, NULL, NULL);
 }
 
-int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad,
-                    uint64_t grad_end, int64_t step, float *dst, int64_t min_version)
+int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step,
+                    float *dst, int64_t min_version)
 {
-    if (grad_end < begin || grad_end > end) {
-        return PS_EINVAL;
-    }
-    const kv_pull_t pp = {dst, min_version, grad_end};
+    const kv_pull_t pp = {dst, min_version};
     return s_submit(kv, PS_KV_PUSH_PULL, begin, end, (float *)grad, step, NULL, &pp);
 }
 

@@ -72,17 +72,21 @@ int ps_kv_push(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int
 int ps_kv_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, float *dst, int64_t min_version);
 
 /* A round in one request per server: pushes grad, the gradient of keys
- * [begin, grad_end) for step (as ps_kv_push), and pulls keys [begin, end)
- * into dst (as ps_kv_pull with min_version: async servers answer with this
- * push applied); grad_end <= end (keys past it were pushed before, layer by
- * layer). A server whose keys are all pushed here gets one MSG_PUSH_PULL and
+ * [begin, end), for step (as ps_kv_push), and pulls into dst (as ps_kv_pull
+ * with min_version: async servers answer with this push applied) each
+ * server's whole chunks of it: its keys from the first of its chunk
+ * boundaries at or after begin to the first at or after end (its first and
+ * last keys are boundaries too; kv_slots.h ps_kv_slots_pull_part). The keys
+ * [0, P) in one call, or a model's layers pushed one call each (last layer
+ * first, down to key 0), pull every key once, each call's as soon as its
+ * chunks apply. dst is indexed from begin and must hold the keys pulled.
+ * A server sent both as one message (on this host, or keys of one piece)
  * answers with the values only, its ack folded in: a round costs one
- * message each way; one whose keys are pushed in part gets a push and a
- * pull, one with none a pull. Fails as either would (a refused push: no
- * pull from that server). grad and dst must not overlap. Returns one handle
- * or an error as ps_kv_push(). */
-int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad,
-                    uint64_t grad_end, int64_t step, float *dst, int64_t min_version);
+ * message each way; another gets the pull, then the push in pieces. Fails
+ * as either would (a refused push: no pull from that server). grad and dst
+ * must not overlap. Returns one handle or an error as ps_kv_push(). */
+int ps_kv_push_pull(ps_kv_t *kv, uint64_t begin, uint64_t end, const float *grad, int64_t step,
+                    float *dst, int64_t min_version);
 
 /* Embedding rows (a job with rows, proto/shardps.proto's MSG_ROWS_*): keys
  * keys[0 .. n), ascending by hash (ps_rowkey_hash), each server's run of

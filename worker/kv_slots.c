@@ -271,67 +271,63 @@ int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, int q, ps_frame_t *
     return 0;
 }
 
-ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
-                                  ps_range_t *push_part)
+/* The first of server i's chunk boundaries at or after key x, its first
+ * and last keys among them (no chunks: every key is one). */
+static uint64_t s_boundary(const ps_kv_slots_t *t, int i, uint64_t x)
 {
-    const ps_range_t pushed = {sl->range.begin, sl->push_end};
-    if (!ps_range_intersect(pushed, pull_part, push_part)) {
-        return PS_KV_PULL;
+    const ps_range_t s = t->servers[i];
+    if (x <= s.begin || x >= s.end) {
+        return x <= s.begin ? s.begin : s.end;
     }
-    return push_part->end == pull_part.end ? PS_KV_PUSH_PULL : PS_KV_PUSH;
+    const uint64_t c = t->chunk ? t->chunk : 1;
+    const uint64_t at = s.begin + (x - s.begin + c - 1) / c * c;
+    return at < s.end ? at : s.end;
 }
 
-int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push_end,
-                               float *grad, int64_t step, float *dst, int64_t pull_version)
+ps_range_t ps_kv_slots_pull_part(const ps_kv_slots_t *t, int idx, int i)
 {
-    if (push_end < range.begin || push_end > range.end) {
-        return PS_EINVAL;
+    const ps_kv_slot_t *sl = &t->slots[idx];
+    ps_range_t part;
+    if (sl->type != PS_KV_PUSH_PULL) {
+        ps_range_intersect(sl->range, t->servers[i], &part);
+        return part;
     }
+    return (ps_range_t){s_boundary(t, i, sl->range.begin), s_boundary(t, i, sl->range.end)};
+}
+
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, float *grad, int64_t step,
+                               float *dst, int64_t pull_version)
+{
     int idx = ps_kv_slots_open(t, PS_KV_PUSH_PULL, range, grad, step);
-    if (idx < 0) {
+    if (idx < 0 || t->slots[idx].state == PS_KV_DONE) {
         return idx;
     }
     ps_kv_slot_t *sl = &t->slots[idx];
     sl->dst = dst;
-    sl->push_end = push_end;
     sl->pull_version = pull_version;
+    sl->left = 0;
     for (int i = 0; i < t->n; i++) {
-        ps_range_t part, pushed;
-        uint32_t *due = &t->ack_due[(size_t)idx * (size_t)t->n + (size_t)i];
-        *due = 0;
-        if (!ps_range_intersect(range, t->servers[i], &part)) {
-            continue;
-        }
-        if (t->chunk && part.begin < push_end && push_end < part.end) {
-            const uint64_t base = t->servers[i].begin;
-            const uint64_t at = base + (push_end - base + t->chunk - 1) / t->chunk * t->chunk;
-            sl->split = sl->next_split = at < part.end ? at : 0;
-        }
-        if (ps_kv_slots_plan(t, idx, i, part, &pushed) == PS_KV_PUSH) {
-            *due = (uint32_t)s_pieces(t, idx, i, pushed);
-        }
-        sl->left += *due;
+        const size_t k = (size_t)idx * (size_t)t->n + (size_t)i;
+        ps_range_t push, pull;
+        const ps_kv_req_t what = ps_kv_slots_plan(t, idx, i, &push, &pull);
+        t->ack_due[k] = what == PS_KV_PUSH ? (uint32_t)s_pieces(t, idx, i, push) : 0;
+        t->next_key[k] = pull.begin;
+        sl->left += t->ack_due[k] + ps_range_len(pull);
     }
     return idx;
 }
 
-ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t pull_part,
-                             ps_range_t *push_part)
+ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t *push,
+                             ps_range_t *pull)
 {
-    const ps_kv_req_t what = ps_kv_slots_push_part(&t->slots[idx], pull_part, push_part);
-    /* keys of more than one chunk go as pushes, each sent once it is framed,
-     * the pull behind them */
-    return what == PS_KV_PUSH_PULL && s_pieces(t, idx, i, *push_part) > 1 ? PS_KV_PUSH : what;
-}
-
-int ps_kv_slots_split_pull(const ps_kv_slot_t *sl, ps_range_t *part, ps_range_t *hi)
-{
-    if (sl->type != PS_KV_PUSH_PULL || sl->split <= part->begin || sl->split >= part->end) {
-        return 0;
+    *pull = ps_kv_slots_pull_part(t, idx, i);
+    if (!ps_range_intersect(t->slots[idx].range, t->servers[i], push)) {
+        return PS_KV_PULL;
     }
-    *hi = (ps_range_t){sl->split, part->end};
-    part->end = sl->split;
-    return 1;
+    /* keys of more than one push message go as pushes, each sent once it
+     * is framed, the pull with them */
+    const int same = push->begin == pull->begin && push->end == pull->end;
+    return same && s_pieces(t, idx, i, *push) == 1 ? PS_KV_PUSH_PULL : PS_KV_PUSH;
 }
 
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx)
@@ -385,18 +381,11 @@ static void s_on_pull_reply(ps_kv_slots_t *t, int idx, int i, const Shardps__Hea
     char why[256];
     float *dst = sl->type == PS_KV_PULL ? sl->buf : sl->dst;
     ps_range_t r = {h->key_begin, h->key_end};
+    /* a server's parts come in key order, each key once */
     uint64_t *next = &t->next_key[(size_t)idx * (size_t)t->n + (size_t)i];
-    ps_range_t lo = sl->range, hi;
-    /* Each pull's parts must come in key order, each key once: one pull
-     * per server, two for the one holding a push-pull's push_end. */
-    if (ps_range_intersect(sl->range, t->servers[i], &lo) &&
-        ps_kv_slots_split_pull(sl, &lo, &hi) && r.begin >= hi.begin) {
-        next = &sl->next_split;
-    }
     const size_t len = s_frames_len(h->dtype, frames, nframes);
     if (!len || r.begin != *next || r.end <= r.begin ||
-        (next != &sl->next_split && r.begin < lo.end && r.end > lo.end) ||
-        !ps_range_contains(sl->range, r) || !ps_range_contains(t->servers[i], r) ||
+        !ps_range_contains(ps_kv_slots_pull_part(t, idx, i), r) ||
         len != ps_wire_payload_len(h->dtype, ps_range_len(r), 0)) {
         snprintf(why, sizeof why, "S%d sent a pull reply that does not match the request",
                  i);

@@ -56,11 +56,6 @@ typedef struct {
     ps_range_t range;  /* keys asked for */
     float *buf;        /* push/init/push-pull: source; pull: destination (borrowed) */
     float *dst;        /* push-pull: destination (borrowed) */
-    uint64_t push_end; /* push-pull: keys [range.begin, push_end) are pushed */
-    uint64_t split;    /* push-pull: the first chunk boundary from push_end on
-                          inside a server's keys (0: none); keys from it on
-                          were pushed before and get a pull of their own */
-    uint64_t next_split; /* the next key of that pull's reply */
     uint64_t piece;    /* push: keys per push message (a multiple of the chunk,
                           cut from each server's first key; 0: one per server) */
     const uint64_t *keys; /* rows: the keys, ascending by hash (borrowed); range is
@@ -97,15 +92,26 @@ int ps_kv_slots_open(ps_kv_slots_t *t, ps_kv_req_t type, ps_range_t range, float
                      int64_t step);
 
 /*
- * As ps_kv_slots_open() for a push-pull: push grad of keys [range.begin,
- * push_end) for step (push_end <= range.end), pull range into dst once at
- * version >= pull_version (grad, dst borrowed). A server whose keys of range
- * are all pushed answers its part as a pull (its ack folded in); one whose
- * keys are pushed in part acks that push separately (ps_kv_slots_push_part
- * says which), one with none pushed answers a plain pull.
+ * As ps_kv_slots_open() for a push-pull: push grad of keys range for step,
+ * and pull each server's whole chunks of it into dst (indexed from
+ * range.begin) once at version >= pull_version (grad, dst borrowed):
+ * ps_kv_slots_pull_part. A server sent one message for both answers it as
+ * a pull (its ack folded in); one sent its push in pieces acks each piece
+ * (ps_kv_slots_plan says which).
  */
-int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, uint64_t push_end,
-                               float *grad, int64_t step, float *dst, int64_t pull_version);
+int ps_kv_slots_open_push_pull(ps_kv_slots_t *t, ps_range_t range, float *grad, int64_t step,
+                               float *dst, int64_t pull_version);
+
+/* The keys the data request at idx pulls from server i (maybe none): a
+ * pull's of its range; a push-pull's from the first of the server's chunk
+ * boundaries at or after range.begin to the first at or after range.end
+ * (its first and last keys are boundaries too). A server applies a chunk
+ * once every key of it is in, so a push-pull of a layer's keys pulls the
+ * chunks that the layer completes, those it shares with the layer pushed
+ * next included, and none that waits for a later push: it is answered as
+ * soon as its chunks apply, and the push-pulls of a round's layers pull
+ * every key once (docs/design/push.md). */
+ps_range_t ps_kv_slots_pull_part(const ps_kv_slots_t *t, int idx, int i);
 
 /* The servers' embedding rows (n of them, as at ps_kv_slots_new; copied),
  * for the rows requests. */
@@ -137,12 +143,6 @@ void ps_kv_slots_row_part(const ps_kv_slots_t *t, int idx, int i, int q, uint64_
  */
 int ps_kv_slots_rows_frame(ps_kv_slots_t *t, int idx, int i, int q, ps_frame_t *f,
                            uint64_t *nnz);
-
-/* What a push-pull at idx does with server i (whose keys of its range are
- * pull_part, non-empty): PS_KV_PUSH_PULL (every key pushed: one request),
- * PS_KV_PUSH (some: a push of push_part, then a pull), PS_KV_PULL (none). */
-ps_kv_req_t ps_kv_slots_push_part(const ps_kv_slot_t *sl, ps_range_t pull_part,
-                                  ps_range_t *push_part);
 
 /* Pushes go in messages of at most `keys` keys, cut at multiples of keys
  * from each server's first key (the chunks the servers apply one by one),
@@ -184,19 +184,13 @@ void ps_kv_slots_set_whole(ps_kv_slots_t *t, int i, int whole);
 uint64_t ps_kv_slots_piece_end(const ps_kv_slots_t *t, int idx, int i, uint64_t at,
                                uint64_t end);
 
-/* As ps_kv_slots_push_part() for the push-pull at idx with server i, but
- * keys of more than one chunk are pushed (PS_KV_PUSH: pushes of push_part,
- * chunk by chunk, then a pull of pull_part) rather than sent as one
- * push-pull. What worker/kv.c sends. */
-ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t pull_part,
-                             ps_range_t *push_part);
-
-/* A push-pull's pull to the server whose keys part straddle its split goes
- * as two pulls, so the keys pushed before (by the round's earlier pushes) in
- * chunks of their own come back as they apply, not behind the chunks this
- * round pushes (each pull is answered in key order): returns 1, part cut
- * to the keys below the split and *hi the rest; else 0. */
-int ps_kv_slots_split_pull(const ps_kv_slot_t *sl, ps_range_t *part, ps_range_t *hi);
+/* What the push-pull at idx sends server i: its keys pushed, *push, and
+ * pulled, *pull (ps_kv_slots_pull_part). PS_KV_PUSH_PULL: one message of
+ * both (the same keys, one push message); PS_KV_PUSH: the push in its
+ * pieces, then a pull of *pull unless empty; PS_KV_PULL: none of its keys
+ * (both empty). What worker/kv.c sends. */
+ps_kv_req_t ps_kv_slots_plan(const ps_kv_slots_t *t, int idx, int i, ps_range_t *push,
+                             ps_range_t *pull);
 
 /* The slot at idx (0 <= idx < PS_KV_SLOTS); borrowed, valid as the table. */
 const ps_kv_slot_t *ps_kv_slots_get(const ps_kv_slots_t *t, int idx);

@@ -2,9 +2,12 @@
  * worker/rounds.c - a worker's rounds with the servers (see rounds.h).
  *
  * With --overlap 1 in sync and ssp, each layer's gradients are pushed as
- * soon as backward has finished them (last layer first): the transfer
- * overlaps the rest of backward, and a server sums a worker's parts as one
- * push (the sums, so the parameters, are bitwise those of one whole push).
+ * soon as backward has finished them (last layer first), in a push-pull of
+ * the layer's keys: the transfer overlaps the rest of backward, the layer's
+ * new values come down as soon as the servers have them, and a server sums
+ * a worker's parts as one push (the sums, so the parameters, are bitwise
+ * those of one whole push). Backward reads no layer's parameters after it
+ * finished that layer's gradients, so they may change under it.
  * async applies every push as an update, and sync:k/n counts pushes, so
  * both keep one push per step.
  */
@@ -110,9 +113,10 @@ static int s_check_grads(ps_rounds_t *r, uint64_t from, uint64_t to)
 }
 
 /* The model's gradient-ready hook in sync and ssp: pushes the newly final
- * keys [from, push_end). With every handle in use the keys wait for the push
- * after backward. The first layer's (from 0: backward's last call) go with
- * the pull right after it, in one request to a server they cover
+ * keys [from, push_end) and pulls their next values: their replies use the
+ * downlinks while the rest of backward runs and its keys still go up. With
+ * every handle in use the keys wait for the request after backward. The
+ * first layer's (from 0: backward's last call) go in that request too
  * (s_push_pull). */
 static void s_push_ready(void *arg, size_t from)
 {
@@ -122,8 +126,9 @@ static void s_push_ready(void *arg, size_t from)
         return;
     }
     ps_trace_span_t span = ps_trace_span_begin(PS_TRACE_PUSH, r->push_step, (int64_t)from);
-    int h = ps_kv_push(r->c.kv, from, r->push_end, ps_model_grads(r->c.model) + from,
-                       r->push_step);
+    int h = ps_kv_push_pull(r->c.kv, from, r->push_end, ps_model_grads(r->c.model) + from,
+                            r->push_step, ps_model_params(r->c.model) + from,
+                            ps_rounds_pull_version(r->c.job, r->push_step));
     ps_trace_span_end(&span);
     if (h < 0) {
         r->push_rc = h;
@@ -155,9 +160,9 @@ uint64_t ps_rounds_unpushed(const ps_rounds_t *r)
 }
 
 /* Pushes step t's gradients and pulls the weights for the next step: what
- * the hook has not pushed yet goes now, then the rows' push (a model with
- * rows: behind the dense keys, so their pull's replies come down while the
- * rows still go up), then every handle is waited for. */
+ * the hook has not pushed and pulled yet goes now, then the rows' push (a
+ * model with rows: behind the dense keys, so their pull's replies come down
+ * while the rows still go up), then every handle is waited for. */
 static int s_push_pull(ps_rounds_t *r, int64_t t)
 {
     if (r->push_rc) { /* the job is gone or a request was refused */
@@ -167,16 +172,13 @@ static int s_push_pull(ps_rounds_t *r, int64_t t)
         return r->push_rc;
     }
     ps_trace_span_t push = ps_trace_span_begin(PS_TRACE_PUSH, t, 0);
-    /* What the hook has not pushed yet and the pull of every key, in one
-     * request per server: a server whose keys are all in [0, push_end)
-     * (every server with --overlap 0 and in async) gets one push-pull and
-     * answers with the values alone; with layers pushed early the others
-     * get a push and a pull, or a pull, right behind those pushes (same
-     * sockets, so each server sees them first). Stepped modes' pulls wait
-     * for the step's update. */
-    int hl = ps_kv_push_pull(r->c.kv, 0, r->c.view->num_params, ps_model_grads(r->c.model),
-                             r->push_end, t, ps_model_params(r->c.model),
-                             ps_rounds_pull_version(r->c.job, t));
+    /* What the hook has not pushed and pulled yet, [0, push_end) (every key
+     * with --overlap 0 and in async), in one request per server: a server
+     * on this host gets one push-pull and answers with the values alone,
+     * one over a link the push in pieces behind the pull. Stepped modes'
+     * pulls wait for the step's update. */
+    int hl = ps_kv_push_pull(r->c.kv, 0, r->push_end, ps_model_grads(r->c.model), t,
+                             ps_model_params(r->c.model), ps_rounds_pull_version(r->c.job, t));
     if (r->push_end > 0) {
         ps_trace_span_end(&push);
     }

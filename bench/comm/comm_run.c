@@ -436,7 +436,7 @@ static int s_teardown(comm_run_t *r, int ok)
 static int s_ps_submit(comm_run_t *r, comm_job_t *j, int k, int *h)
 {
     int64_t t = j->step++;
-    *h = ps_kv_push_pull(j->kv, 0, r->P, r->grad, r->P, t, r->dst[k], r->W == 1 ? t + 1 : 0);
+    *h = ps_kv_push_pull(j->kv, 0, r->P, r->grad, t, r->dst[k], r->W == 1 ? t + 1 : 0);
     if (*h < 0) {
         snprintf(r->err, sizeof r->err, "push/pull refused: %s", ps_kv_error(j->kv));
         return *h;

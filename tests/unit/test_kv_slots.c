@@ -183,7 +183,7 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
     for (int k = 0; k < 16; k++) {
         grad[k] = -1.0f;
     }
-    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){4, 16}, 16, grad + 4, 9, dst + 4, 10);
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){4, 16}, grad + 4, 9, dst + 4, 10);
     uint64_t id = ps_kv_slots_id(t, a);
     const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
     ck_assert_int_eq(sl->type, PS_KV_PUSH_PULL);
@@ -203,14 +203,14 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
     ck_assert(dst[0] == 0.0f && dst[3] == 0.0f);
     ps_kv_slots_release(t, a);
     /* a separate ack is not its answer */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
     Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 10);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
     ck_assert_int_eq(sl->state, PS_KV_DONE);
     ck_assert_int_eq(sl->status, PS_EPROTO);
     ps_kv_slots_release(t, a);
     /* a refused push fails the round with the server's status */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
     h = s_reply(PS_MSG_ERROR, 1, ps_kv_slots_id(t, a), 10, 16);
     h.status = PS_ENONFINITE;
     h.error = (char *)"gradient holds NaN or infinity";
@@ -222,51 +222,70 @@ START_TEST(push_pull_completes_with_the_values_into_dst_not_the_gradient)
 }
 END_TEST
 
-START_TEST(push_pull_of_keys_pushed_in_part_expects_the_separate_acks)
+/* Chunks of 4 keys from each server's first key (S0 [0, 10), S1 [10, 16)),
+ * a round's layers pushed last first: [12, 16), [6, 12), then [0, 6). Each
+ * push-pull pulls the whole chunks its keys complete: [14, 16); [8, 10) and
+ * [10, 14); [0, 8): every key once, and no pull waits for a later push. */
+START_TEST(layer_push_pulls_pull_the_chunks_they_complete)
 {
     ps_kv_slots_t *t = s_table();
+    ps_kv_slots_set_chunk(t, 4, 0);
     float grad[16] = {0}, dst[16] = {0};
-    /* keys [12, 16) were pushed before (layer by layer): [0, 12) go now, so
-     * S0 [0, 10) gets one push-pull, S1 [10, 16) a push of [10, 12) and a
-     * pull: S1's ack is due, not S0's; a push past the pull is refused */
-    ck_assert_int_eq(ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 17, grad, 9, dst, 10),
-                     PS_EINVAL);
-    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){12, 16}, grad + 12, 9, dst + 12, 10);
+    ps_range_t push, pull;
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, &push, &pull), PS_KV_PULL);
+    ck_assert_uint_eq(ps_range_len(pull), 0);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, &push, &pull), PS_KV_PUSH);
+    ck_assert(push.begin == 12 && push.end == 16 && pull.begin == 14 && pull.end == 16);
     const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
-    ck_assert_uint_eq(sl->left, 16 + 1);
-    ps_range_t pushed;
-    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH_PULL);
-    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH);
-    ck_assert_uint_eq(pushed.begin, 10);
-    ck_assert_uint_eq(pushed.end, 12);
+    ck_assert_uint_eq(sl->left, 2 + 2); /* two push pieces, two keys */
     uint64_t id = ps_kv_slots_id(t, a);
-    Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
-    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 16, NULL), 0);
-    ck_assert_int_eq(sl->state, PS_KV_SENT);
-    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 10, NULL), 0);
-    ck_assert_int_eq(sl->state, PS_KV_DONE);
-    ck_assert_int_eq(sl->status, 0);
+    ck_assert_int_eq(s_pull_part(t, 1, id, 14, 16, NULL), 0);
+    s_acks_end_it(t, sl, id, 0, 2);
+    ck_assert(dst[14] == 14.5f && dst[15] == 15.5f && dst[12] == 0.0f);
     ps_kv_slots_release(t, a);
-    /* an ack from a server whose push was folded into its reply, or a
-     * second ack, does not count: the round fails */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){6, 12}, grad + 6, 9, dst + 6, 10);
+    sl = ps_kv_slots_get(t, a);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, &push, &pull), PS_KV_PUSH);
+    ck_assert(push.begin == 6 && push.end == 10 && pull.begin == 8 && pull.end == 10);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, &push, &pull), PS_KV_PUSH);
+    ck_assert(push.begin == 10 && push.end == 12 && pull.begin == 10 && pull.end == 14);
+    ck_assert_uint_eq(sl->left, 2 + 2 + 1 + 4);
     id = ps_kv_slots_id(t, a);
-    h = s_reply(PS_MSG_PUSH_ACK, 0, id, 0, 10);
+    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 14, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 8, 10, NULL), 0);
+    s_acks_end_it(t, sl, id, 2, 1);
+    ck_assert(dst[8] == 8.5f && dst[13] == 13.5f && dst[7] == 0.0f && dst[12] == 12.5f);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 6}, grad, 9, dst, 10);
+    sl = ps_kv_slots_get(t, a);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, &push, &pull), PS_KV_PUSH);
+    ck_assert(push.begin == 0 && push.end == 6 && pull.begin == 0 && pull.end == 8);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, &push, &pull), PS_KV_PULL);
+    ck_assert_uint_eq(sl->left, 2 + 8);
+    id = ps_kv_slots_id(t, a);
+    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 8, NULL), 0);
+    s_acks_end_it(t, sl, id, 2, 0);
+    for (int k = 0; k < 16; k++) {
+        ck_assert(dst[k] == (float)k + 0.5f);
+    }
+    ps_kv_slots_release(t, a);
+    /* a part outside the chunks it pulls, a key twice, or an ack from a
+     * server whose push was folded into its reply fails the round */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){12, 16}, grad + 12, 9, dst + 12, 10);
+    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 12, 16, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_get(t, a)->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){6, 12}, grad + 6, 9, dst + 6, 10);
+    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 10, 12, NULL), 0);
+    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 10, 12, NULL), 0);
+    ck_assert_int_eq(ps_kv_slots_get(t, a)->status, PS_EPROTO);
+    ps_kv_slots_release(t, a);
+    ps_kv_slots_set_chunk(t, 16, 0); /* one chunk each: one push-pull per server */
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
+    Shardps__Header h = s_reply(PS_MSG_PUSH_ACK, 0, ps_kv_slots_id(t, a), 0, 10);
     ck_assert_int_eq(ps_kv_slots_on_reply(t, 0, &h, NULL, 0, NULL), 0);
-    ck_assert_int_eq(sl->status, PS_EPROTO);
-    ps_kv_slots_release(t, a);
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
-    id = ps_kv_slots_id(t, a);
-    h = s_reply(PS_MSG_PUSH_ACK, 1, id, 10, 12);
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
-    ck_assert_int_eq(ps_kv_slots_on_reply(t, 1, &h, NULL, 0, NULL), 0);
-    ck_assert_int_eq(sl->status, PS_EPROTO);
-    ps_kv_slots_release(t, a);
-    /* nothing pushed: plain pulls, no ack due */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 0, grad, 9, dst, 10);
-    ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
-    ck_assert_int_eq(ps_kv_slots_push_part(sl, (ps_range_t){0, 10}, &pushed), PS_KV_PULL);
+    ck_assert_int_eq(ps_kv_slots_get(t, a)->status, PS_EPROTO);
     ps_kv_slots_destroy(&t);
 }
 END_TEST
@@ -288,12 +307,13 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     uint64_t id = ps_kv_slots_id(t, a);
     s_acks_end_it(t, sl, id, 3, 2);
     ps_kv_slots_release(t, a);
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
     sl = ps_kv_slots_get(t, a);
     ck_assert_uint_eq(sl->left, 16 + 3 + 2);
-    ps_range_t pushed;
-    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
+    ps_range_t pushed, pulled;
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, &pushed, &pulled), PS_KV_PUSH);
     ck_assert_uint_eq(pushed.end, 10);
+    ck_assert_uint_eq(pulled.end, 10);
     ps_kv_slots_release(t, a);
     ps_kv_slots_set_pace(t, 0); /* not measured: the largest, one message per server */
     int b = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 4);
@@ -317,9 +337,9 @@ START_TEST(pushes_go_a_message_per_chunk_each_acked)
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, b, 0, 0, 10), 8);
     ps_kv_slots_release(t, b);
     ps_kv_slots_set_chunk(t, 16, 0); /* one chunk each: one push-pull per server */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
     ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16);
-    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH_PULL);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, &pushed, &pulled), PS_KV_PUSH_PULL);
     ps_kv_slots_destroy(&t);
 }
 END_TEST
@@ -338,11 +358,11 @@ START_TEST(pushes_to_a_server_on_this_host_go_whole)
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 0, 2, 10), 4);
     ck_assert_uint_eq(ps_kv_slots_piece_end(t, a, 1, 10, 16), 16);
     ps_kv_slots_release(t, a);
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 16, grad, 9, dst, 10);
+    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, grad, 9, dst, 10);
     ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, 16 + 3);
-    ps_range_t pushed;
-    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, (ps_range_t){0, 10}, &pushed), PS_KV_PUSH);
-    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, (ps_range_t){10, 16}, &pushed), PS_KV_PUSH_PULL);
+    ps_range_t pushed, pulled;
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 0, &pushed, &pulled), PS_KV_PUSH);
+    ck_assert_int_eq(ps_kv_slots_plan(t, a, 1, &pushed, &pulled), PS_KV_PUSH_PULL);
     ps_kv_slots_release(t, a);
     ps_kv_slots_set_whole(t, 1, 0); /* chunked again, as any server */
     a = ps_kv_slots_open(t, PS_KV_PUSH, (ps_range_t){2, 16}, grad, 4);
@@ -414,45 +434,6 @@ START_TEST(a_shard_goes_in_many_messages_over_a_link)
     ck_assert_uint_eq(ps_kv_slots_get(t, a)->left, W / PS_KV_LINK_PIECE_KEYS);
     ps_kv_slots_release(t, a);
     free(grad);
-    ps_kv_slots_destroy(&t);
-}
-END_TEST
-
-/* Chunks of 4 keys, keys [12, 16) pushed before: S1 [10, 16) gets two
- * pulls, split at the first chunk boundary from 12 on, [10, 14) and
- * [14, 16), each answered in key order, the keys pushed before first. */
-START_TEST(a_pull_splits_where_chunks_pushed_before_begin)
-{
-    ps_kv_slots_t *t = s_table();
-    ps_kv_slots_set_chunk(t, 4, 0);
-    float grad[16] = {0}, dst[16] = {0};
-    int a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
-    const ps_kv_slot_t *sl = ps_kv_slots_get(t, a);
-    ps_range_t part = {10, 16}, hi;
-    ck_assert_int_eq(ps_kv_slots_split_pull(sl, &part, &hi), 1);
-    ck_assert(part.begin == 10 && part.end == 14 && hi.begin == 14 && hi.end == 16);
-    part = (ps_range_t){0, 10};
-    ck_assert_int_eq(ps_kv_slots_split_pull(sl, &part, &hi), 0);
-    uint64_t id = ps_kv_slots_id(t, a);
-    ck_assert_int_eq(s_pull_part(t, 1, id, 14, 16, NULL), 0);
-    ck_assert_int_eq(s_pull_part(t, 1, id, 10, 14, NULL), 0);
-    ck_assert_int_eq(s_pull_part(t, 0, id, 0, 10, NULL), 0);
-    s_acks_end_it(t, sl, id, 3, 1); /* S0's three chunk pushes, S1's one */
-    ps_kv_slots_release(t, a);
-    /* a part across the split fails the round, and so does a key twice */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
-    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 10, 16, NULL), 0);
-    ck_assert_int_eq(ps_kv_slots_get(t, a)->status, PS_EPROTO);
-    ps_kv_slots_release(t, a);
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 12, grad, 9, dst, 10);
-    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 14, 16, NULL), 0);
-    ck_assert_int_eq(s_pull_part(t, 1, ps_kv_slots_id(t, a), 14, 16, NULL), 0);
-    ck_assert_int_eq(ps_kv_slots_get(t, a)->status, PS_EPROTO);
-    ps_kv_slots_release(t, a);
-    /* no whole chunk was pushed before: one pull */
-    a = ps_kv_slots_open_push_pull(t, (ps_range_t){0, 16}, 15, grad, 9, dst, 10);
-    part = (ps_range_t){10, 16};
-    ck_assert_int_eq(ps_kv_slots_split_pull(ps_kv_slots_get(t, a), &part, &hi), 0);
     ps_kv_slots_destroy(&t);
 }
 END_TEST
@@ -634,10 +615,9 @@ static Suite *s_suite(void)
     tcase_add_test(tc, pull_completes_when_every_key_arrived_in_order);
     tcase_add_test(tc, pull_out_of_order_or_mismatched_fails);
     tcase_add_test(tc, pull_reply_in_several_frames_fills_its_keys_in_order);
-    tcase_add_test(tc, push_pull_of_keys_pushed_in_part_expects_the_separate_acks);
+    tcase_add_test(tc, layer_push_pulls_pull_the_chunks_they_complete);
     tcase_add_test(tc, pushes_go_a_message_per_chunk_each_acked);
     tcase_add_test(tc, pushes_to_a_server_on_this_host_go_whole);
-    tcase_add_test(tc, a_pull_splits_where_chunks_pushed_before_begin);
     tcase_add_test(tc, push_pull_completes_with_the_values_into_dst_not_the_gradient);
     tcase_add_test(tc, failure_completes_with_its_own_status_and_reason);
     tcase_add_test(tc, pull_reply_in_bf16_decodes_to_fp32);
