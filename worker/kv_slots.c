@@ -20,6 +20,7 @@ struct ps_kv_slots {
     uint64_t chunk;      /* the least keys per push message, aligned to each server's
                             first key; 0 = one message per server */
     uint64_t piece;      /* keys per push message of the requests opened next */
+    uint64_t keys;       /* of every server */
     unsigned char *whole; /* n: 1 where server i's pushes go whole (no paced link) */
     ps_rowrange_t *rows; /* n: each server's embedding rows (hashes) */
     uint64_t *row_lo;    /* PS_KV_SLOTS*n*PS_RANGE_ROW_PIECES: the run of a rows request's
@@ -54,6 +55,9 @@ int ps_kv_slots_new(const ps_range_t *servers, int n, ps_kv_slots_t **out)
     }
     if (n > 0) {
         memcpy(t->servers, servers, (size_t)n * sizeof *servers);
+        for (int i = 0; i < n; i++) {
+            t->keys += ps_range_len(servers[i]);
+        }
     }
     *out = t;
     return 0;
@@ -98,12 +102,8 @@ void ps_kv_slots_set_pace(ps_kv_slots_t *t, double rate)
     if (!t->chunk) {
         return;
     }
-    uint64_t keys = 0;
-    for (int i = 0; i < t->n; i++) {
-        keys += ps_range_len(t->servers[i]);
-    }
     const double paced = rate * PS_KV_PIECE_SECONDS;
-    const double shard = (double)keys / (t->n * PS_KV_SHARD_PIECES);
+    const double shard = (double)t->keys / (t->n * PS_KV_SHARD_PIECES);
     const double most = shard < PS_KV_LINK_PIECE_KEYS ? shard : PS_KV_LINK_PIECE_KEYS;
     t->piece = s_whole_chunks(t, rate == 0 ? PS_KV_PIECE_KEYS : paced < most ? paced : most);
 }
