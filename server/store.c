@@ -309,9 +309,9 @@ static void s_undo_state(ps_store_t *s, uint64_t k, uint64_t m, int save)
     }
 }
 
-/* Keys a block of an in-place update: its copy, update and check all read
- * it from the core's cache (16 KiB). */
-#define S_UNDO_BLOCK 4096
+/* Keys a block of an update: its update, check (and copy aside, in place)
+ * all read it from the core's cache (16 KiB). */
+#define S_BLOCK_KEYS 4096
 
 /* Updates the m values v of keys [k, k + m) in place, block by block: each
  * block is copied aside, updated and checked while it is in cache, where
@@ -321,8 +321,8 @@ static void s_undo_state(ps_store_t *s, uint64_t k, uint64_t m, int save)
 static int s_step_in_place(ps_store_t *s, float *v, uint64_t k, uint64_t m, const float *grad,
                            float lr, float scale, int64_t t)
 {
-    for (uint64_t j = 0; j < m; j += S_UNDO_BLOCK) {
-        const uint64_t len = m - j < S_UNDO_BLOCK ? m - j : S_UNDO_BLOCK;
+    for (uint64_t j = 0; j < m; j += S_BLOCK_KEYS) {
+        const uint64_t len = m - j < S_BLOCK_KEYS ? m - j : S_BLOCK_KEYS;
         memcpy(s->undo + j, v + j, len * sizeof(float));
         ps_optim_step(&s->opt, lr, t, v + j, s->state + k + j, s->n, grad + j, scale, len);
         if (!ps_optim_finite(v + j, len)) {
@@ -332,6 +332,24 @@ static int s_step_in_place(ps_store_t *s, float *v, uint64_t k, uint64_t m, cons
         }
     }
     return 0;
+}
+
+/* Writes the m updated values of keys [k, k + m) into vo from vi, block by
+ * block, each checked while it is in cache. Returns 1 when every value is
+ * finite, else 0 (vo then holds no usable values; state saved by the
+ * caller). */
+static int s_step_from(ps_store_t *s, float *vo, const float *vi, uint64_t k, uint64_t m,
+                       const float *grad, float lr, float scale, int64_t t)
+{
+    for (uint64_t j = 0; j < m; j += S_BLOCK_KEYS) {
+        const uint64_t len = m - j < S_BLOCK_KEYS ? m - j : S_BLOCK_KEYS;
+        ps_optim_step_from(&s->opt, lr, t, vo + j, vi + j, s->state + k + j, s->n, grad + j,
+                           scale, len);
+        if (!ps_optim_finite(vo + j, len)) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /*
@@ -357,9 +375,8 @@ int ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, floa
         if (atomic_load(&b->state) != PS_STORE_CURRENT && (nb = s_free_buffer(s, c))) {
             memcpy(nb->data, b->data, (k - cb) * sizeof(float));
             memcpy(nb->data + (e - cb), b->data + (e - cb), (ce - e) * sizeof(float));
-            ps_optim_step_from(&s->opt, lr, t, nb->data + (k - cb), b->data + (k - cb),
-                               s->state + k, s->n, grad + (k - off), scale, e - k);
-            if (ps_optim_finite(nb->data + (k - cb), e - k)) {
+            if (s_step_from(s, nb->data + (k - cb), b->data + (k - cb), k, e - k,
+                            grad + (k - off), lr, scale, t)) {
                 atomic_store(&nb->state, PS_STORE_CURRENT);
                 s->cur[c] = nb;
                 atomic_fetch_sub(&b->state, PS_STORE_CURRENT);

@@ -223,7 +223,8 @@ static void s_check_held(uint64_t a, uint64_t b)
 
 /* An in-place update of several blocks (4096 keys each) gives the bits of
  * one ps_optim_step over them, state included; one whose last key would
- * overflow is undone whole: every value and the state as before. */
+ * overflow is undone whole: every value and the state as before, whether
+ * in place or into a spare while a reply holds the values. */
 START_TEST(an_update_over_blocks_is_one_step_or_undone_whole)
 {
     enum { N = 3 * 4096 + 100 };
@@ -248,6 +249,14 @@ START_TEST(an_update_over_blocks_is_one_step_or_undone_whole)
     ck_assert_int_eq(ps_store_step(s, (ps_range_t){0, N}, g, 10.0f, 1.0f, 2), 1);
     ck_assert(memcmp(ps_store_values(s, 0), before, N * sizeof *w) == 0);
     ck_assert(memcmp(ps_store_state(s, 0), st_before, N * sizeof *state) == 0);
+    /* the same over values a reply holds: the update written to a spare */
+    ck_assert_int_eq(ps_store_reserve(s, 1, 1), 0);
+    const float *held = ps_store_hold(s, (ps_range_t){0, N});
+    ck_assert_int_eq(ps_store_step(s, (ps_range_t){0, N}, g, 10.0f, 1.0f, 2), 1);
+    ck_assert_ptr_eq(ps_store_values(s, 0), held);
+    ck_assert(memcmp(held, before, N * sizeof *w) == 0);
+    ck_assert(memcmp(ps_store_state(s, 0), st_before, N * sizeof *state) == 0);
+    ps_store_release((void *)held, s);
     free(w);
     free(g);
     free(before);
