@@ -203,91 +203,165 @@ int ps_optim_state_floats(const ps_optim_t *o)
     return 0;
 }
 
+/* 1 when x is an infinity or a NaN (its exponent all ones), else 0: an OR
+ * of these over a loop vectorises where isfinite would not. */
+static inline __attribute__((always_inline)) uint32_t s_nonfinite(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
+
 /*
- * The update of n parameters read from wi and written to wo, which are
+ * The updates of n parameters read from wi and written to wo, which are
  * either the same array (in place) or disjoint ones (a copy-on-write of
- * values still being sent). Always inlined into the two callers below, so
- * each gets its own loops, vectorised without runtime alias checks: wo == wi
- * is a dependence of distance 0, and restrict covers the rest. The
- * arithmetic is the same either way, element for element.
+ * values still being sent), a function per optimizer. Always inlined into
+ * the callers below, so each gets its own loops, vectorised without runtime
+ * alias checks: wo == wi is a dependence of distance 0, and restrict covers
+ * the rest. The arithmetic is the same either way, element for element.
+ * With dry set (a constant in each caller) nothing is written: the loops
+ * only compute the new values and state and return nonzero when one would
+ * not be finite; otherwise the return is unused and compiled away.
  */
-static inline __attribute__((always_inline)) void
-s_step(const ps_optim_t *o, float lr, int64_t t, float *wo, const float *wi,
-       float *restrict state, size_t stride, const float *restrict grad, float scale,
-       size_t n)
+#define PS_OPTIM_LOOP static inline __attribute__((always_inline)) uint32_t
+
+PS_OPTIM_LOOP s_sgd(const ps_optim_t *o, float lr, float *wo, const float *wi,
+                    float *restrict v, const float *restrict grad, float scale, size_t n,
+                    const int dry)
 {
     const float wd = o->weight_decay, mu = o->momentum;
-    switch (o->kind) {
-    case PS_OPT_SGD:
-        if (mu == 0.0f) {
-            for (size_t i = 0; i < n; i++) {
-                wo[i] = wi[i] - lr * (grad[i] * scale + wd * wi[i]);
+    uint32_t bad = 0;
+    if (mu == 0.0f) {
+        for (size_t i = 0; i < n; i++) {
+            const float w = wi[i] - lr * (grad[i] * scale + wd * wi[i]);
+            bad |= s_nonfinite(w);
+            if (!dry) {
+                wo[i] = w;
             }
-            return;
         }
-        for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * scale + wd * wi[i];
-            state[i] = mu * state[i] + g;
-            wo[i] = wi[i] - lr * state[i];
-        }
-        return;
-    case PS_OPT_NESTEROV:
-        for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * scale + wd * wi[i];
-            state[i] = mu * state[i] + g;
-            wo[i] = wi[i] - lr * (g + mu * state[i]);
-        }
-        return;
-    case PS_OPT_ADAM: {
-        float *restrict m = state, *restrict v = state + stride;
-        const float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-        const float c1 = 1.0f / (float)(1.0 - pow(b1, (double)t));
-        const float c2 = 1.0f / (float)(1.0 - pow(b2, (double)t));
-        for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * scale + wd * wi[i];
-            m[i] = b1 * m[i] + (1.0f - b1) * g;
-            v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-            wo[i] = wi[i] - lr * (m[i] * c1) / (sqrtf(v[i] * c2) + eps);
-        }
-        return;
+        return bad;
     }
-    case PS_OPT_ADAGRAD:
-        for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * scale + wd * wi[i];
-            state[i] += g * g;
-            wo[i] = wi[i] - lr * g / (sqrtf(state[i]) + o->eps);
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i] * scale + wd * wi[i];
+        const float vi = mu * v[i] + g, w = wi[i] - lr * vi;
+        bad |= s_nonfinite(vi) | s_nonfinite(w);
+        if (!dry) {
+            v[i] = vi;
+            wo[i] = w;
         }
-        return;
-    case PS_OPT_FTRL: {
-        /* the weights are kept, so sigma's w is the stored one, and the new w is
-         * the closed form of the proximal step from the updated z and n */
-        float *restrict z = state, *restrict nsq = state + stride;
-        const float l1 = o->l1, l2 = o->l2, beta = o->beta;
-        for (size_t i = 0; i < n; i++) {
-            if (nsq[i] == 0.0f) {
-                /* no gradient yet: z is the one whose closed form is the
-                 * weight we have (an MLP's initialisation, a row's initial
-                 * value), not 0, which would zero them all at once */
-                z[i] = -(wi[i] * (beta / lr + l2) + copysignf(l1, wi[i]));
-            }
-            float g = grad[i] * scale + wd * wi[i];
-            float n1 = nsq[i] + g * g, root = sqrtf(n1);
-            float sigma = (root - sqrtf(nsq[i])) / lr;
-            z[i] += g - sigma * wi[i];
+    }
+    return bad;
+}
+
+PS_OPTIM_LOOP s_nesterov(const ps_optim_t *o, float lr, float *wo, const float *wi,
+                         float *restrict v, const float *restrict grad, float scale, size_t n,
+                         const int dry)
+{
+    const float wd = o->weight_decay, mu = o->momentum;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i] * scale + wd * wi[i];
+        const float vi = mu * v[i] + g, w = wi[i] - lr * (g + mu * vi);
+        bad |= s_nonfinite(vi) | s_nonfinite(w);
+        if (!dry) {
+            v[i] = vi;
+            wo[i] = w;
+        }
+    }
+    return bad;
+}
+
+PS_OPTIM_LOOP s_adam(const ps_optim_t *o, float lr, int64_t t, float *wo, const float *wi,
+                     float *restrict m, float *restrict v, const float *restrict grad,
+                     float scale, size_t n, const int dry)
+{
+    const float wd = o->weight_decay, b1 = o->beta1, b2 = o->beta2, eps = o->eps;
+    const float c1 = 1.0f / (float)(1.0 - pow(b1, (double)t));
+    const float c2 = 1.0f / (float)(1.0 - pow(b2, (double)t));
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i] * scale + wd * wi[i];
+        const float mi = b1 * m[i] + (1.0f - b1) * g;
+        const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        const float w = wi[i] - lr * (mi * c1) / (sqrtf(vi * c2) + eps);
+        bad |= s_nonfinite(mi) | s_nonfinite(vi) | s_nonfinite(w);
+        if (!dry) {
+            m[i] = mi;
+            v[i] = vi;
+            wo[i] = w;
+        }
+    }
+    return bad;
+}
+
+PS_OPTIM_LOOP s_adagrad(const ps_optim_t *o, float lr, float *wo, const float *wi,
+                        float *restrict s, const float *restrict grad, float scale, size_t n,
+                        const int dry)
+{
+    const float wd = o->weight_decay;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i] * scale + wd * wi[i];
+        const float si = s[i] + g * g, w = wi[i] - lr * g / (sqrtf(si) + o->eps);
+        bad |= s_nonfinite(si) | s_nonfinite(w);
+        if (!dry) {
+            s[i] = si;
+            wo[i] = w;
+        }
+    }
+    return bad;
+}
+
+/* The weights are kept, so sigma's w is the stored one, and the new w is
+ * the closed form of the proximal step from the updated z and n. */
+PS_OPTIM_LOOP s_ftrl(const ps_optim_t *o, float lr, float *wo, const float *wi,
+                     float *restrict z, float *restrict nsq, const float *restrict grad,
+                     float scale, size_t n, const int dry)
+{
+    const float wd = o->weight_decay, l1 = o->l1, l2 = o->l2, beta = o->beta;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* no gradient yet: z is the one whose closed form is the weight we
+         * have (an MLP's initialisation, a row's initial value), not 0,
+         * which would zero them all at once */
+        const float z0 = nsq[i] == 0.0f ? -(wi[i] * (beta / lr + l2) + copysignf(l1, wi[i]))
+                                        : z[i];
+        const float g = grad[i] * scale + wd * wi[i];
+        const float n1 = nsq[i] + g * g, root = sqrtf(n1);
+        const float sigma = (root - sqrtf(nsq[i])) / lr;
+        const float zi = z0 + (g - sigma * wi[i]);
+        const float w = -(zi - copysignf(l1, zi)) / ((beta + root) / lr + l2);
+        const float wn = fabsf(zi) <= l1 ? 0.0f : w;
+        bad |= s_nonfinite(zi) | s_nonfinite(n1) | s_nonfinite(wn);
+        if (!dry) {
+            z[i] = zi;
             nsq[i] = n1;
-            float w = -(z[i] - copysignf(l1, z[i])) / ((beta + root) / lr + l2);
-            wo[i] = fabsf(z[i]) <= l1 ? 0.0f : w;
+            wo[i] = wn;
         }
-        return;
     }
+    return bad;
+}
+
+PS_OPTIM_LOOP s_step(const ps_optim_t *o, float lr, int64_t t, float *wo, const float *wi,
+                     float *restrict state, size_t stride, const float *restrict grad,
+                     float scale, size_t n, const int dry)
+{
+    switch (o->kind) {
+    case PS_OPT_SGD: return s_sgd(o, lr, wo, wi, state, grad, scale, n, dry);
+    case PS_OPT_NESTEROV: return s_nesterov(o, lr, wo, wi, state, grad, scale, n, dry);
+    case PS_OPT_ADAM:
+        return s_adam(o, lr, t, wo, wi, state, state + stride, grad, scale, n, dry);
+    case PS_OPT_ADAGRAD: return s_adagrad(o, lr, wo, wi, state, grad, scale, n, dry);
+    case PS_OPT_FTRL: return s_ftrl(o, lr, wo, wi, state, state + stride, grad, scale, n, dry);
     }
+    return 0;
 }
 
 PS_OPTIM_CLONES void ps_optim_step(const ps_optim_t *o, float lr, int64_t t,
                                    float *restrict w, float *restrict state, size_t stride,
                                    const float *restrict grad, float scale, size_t n)
 {
-    s_step(o, lr, t, w, w, state, stride, grad, scale, n);
+    s_step(o, lr, t, w, w, state, stride, grad, scale, n, 0);
 }
 
 PS_OPTIM_CLONES void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t,
@@ -295,5 +369,13 @@ PS_OPTIM_CLONES void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t
                                         float *restrict state, size_t stride,
                                         const float *restrict grad, float scale, size_t n)
 {
-    s_step(o, lr, t, wo, wi, state, stride, grad, scale, n);
+    s_step(o, lr, t, wo, wi, state, stride, grad, scale, n, 0);
+}
+
+PS_OPTIM_CLONES int ps_optim_step_ok(const ps_optim_t *o, float lr, int64_t t, const float *w,
+                                     const float *state, size_t stride,
+                                     const float *restrict grad, float scale, size_t n)
+{
+    /* dry: neither w nor state is written, so the casts write nothing */
+    return !s_step(o, lr, t, (float *)w, w, (float *)state, stride, grad, scale, n, 1);
 }

@@ -124,6 +124,14 @@ void ps_optim_step_from(const ps_optim_t *o, float lr, int64_t t, float *wo,
                         const float *wi, float *state, size_t stride, const float *grad,
                         float scale, size_t n);
 
+/* 1 when ps_optim_step() with the same arguments would leave every value
+ * and every state float finite, else 0 (finite gradients can overflow);
+ * writes nothing. The step's own loops, computing without storing, so a
+ * caller that checks first has nothing to undo. Thread-safe. */
+int ps_optim_step_ok(const ps_optim_t *o, float lr, int64_t t, const float *w,
+                     const float *state, size_t stride, const float *grad, float scale,
+                     size_t n);
+
 /*
  * The initial values of embedding row `key` of a job seeded with seed: dim
  * floats into out, uniform in [-bound, bound) (all +0 when bound is 0).

@@ -179,20 +179,20 @@ static void s_skip_to_joins(ps_consistency_t *c)
     s_answer_pulls(c);
 }
 
-/* Chunks of an update at step t that the store left undone (they would
- * have made a parameter non-finite): counted as refused non-finite pushes,
- * and logged at the 1st, 2nd, 4th ... so a flood of them cannot flood the
- * log. The job goes on with the chunks' values as they were. */
-static void s_undone(ps_consistency_t *c, int chunks, int64_t t)
+/* Blocks of keys of an update at step t that the store left undone (they
+ * would have made a parameter non-finite): counted as refused non-finite
+ * pushes, and logged at the 1st, 2nd, 4th ... so a flood of them cannot
+ * flood the log. The job goes on with the blocks' values as they were. */
+static void s_undone(ps_consistency_t *c, int blocks, int64_t t)
 {
-    if (chunks == 0) {
+    if (blocks == 0) {
         return;
     }
     const uint64_t n = ++c->stats.nonfinite;
     if ((n & (n - 1)) == 0) {
         ps_log_warn("the update of step %lld would make parameters NaN or infinite in %d "
-                    "chunk%s: left as they were (%llu non-finite so far)",
-                    (long long)t, chunks, chunks == 1 ? "" : "s", (unsigned long long)n);
+                    "block%s of keys: left as they were (%llu non-finite so far)",
+                    (long long)t, blocks, blocks == 1 ? "" : "s", (unsigned long long)n);
     }
 }
 

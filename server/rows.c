@@ -62,7 +62,6 @@ struct ps_rows {
     size_t npslots;       /* 0 or 1 << pslot_bits */
     unsigned pslot_bits;  /* log2 of npslots once there are slots */
     size_t npending;      /* occupied pending slots */
-    float *undo;          /* (1 + nstate) * dim: a row before its update */
     ps_rows_stats_t st;   /* counters (rows and pending filled in on reading) */
 };
 
@@ -418,11 +417,6 @@ int ps_rows_new(ps_rows_t **out, const ps_rows_config_t *cfg)
         t->slab_shift++;
     }
     t->slab_bytes = rows * row_bytes;
-    t->undo = malloc((size_t)(1 + t->nstate) * t->dim * sizeof *t->undo);
-    if (!t->undo) {
-        free(t);
-        return PS_ENOMEM;
-    }
     *out = t;
     return 0;
 }
@@ -433,7 +427,6 @@ void ps_rows_destroy(ps_rows_t **t)
         return;
     }
     s_clear(*t);
-    free((*t)->undo);
     free(*t);
     *t = NULL;
 }
@@ -470,30 +463,18 @@ void ps_rows_read(const ps_rows_t *t, const uint64_t *keys, size_t n, float *out
     }
 }
 
-/* One optimizer step of row idx; undone when a value or the state would
- * stop being finite (finite gradients can overflow too). */
+/* One optimizer step of row idx; left undone when a value or the state
+ * would stop being finite (finite gradients can overflow too). */
 static void s_apply(ps_rows_t *t, uint64_t idx, const float *g, float lr, float scale)
 {
     const size_t d = t->dim, stride = s_stride(t);
     float *w = s_values(t, idx), *state = s_state(t, idx);
-    memcpy(t->undo, w, d * sizeof *w);
-    for (int a = 0; a < t->nstate; a++) {
-        memcpy(t->undo + (size_t)(1 + a) * d, state + a * stride, d * sizeof *w);
-    }
-    ps_optim_step(&t->cfg.optim, lr, 1, w, state, stride, g, scale, d);
-    int ok = ps_optim_finite(w, d);
-    for (int a = 0; a < t->nstate; a++) {
-        ok &= ps_optim_finite(state + a * stride, d);
-    }
-    if (ok) {
-        t->st.updates++;
+    if (!ps_optim_step_ok(&t->cfg.optim, lr, 1, w, state, stride, g, scale, d)) {
+        t->st.nonfinite++;
         return;
     }
-    memcpy(w, t->undo, d * sizeof *w);
-    for (int a = 0; a < t->nstate; a++) {
-        memcpy(state + a * stride, t->undo + (size_t)(1 + a) * d, d * sizeof *w);
-    }
-    t->st.nonfinite++;
+    ps_optim_step(&t->cfg.optim, lr, 1, w, state, stride, g, scale, d);
+    t->st.updates++;
 }
 
 int ps_rows_update(ps_rows_t *t, const uint64_t *keys, size_t n, const float *grad,

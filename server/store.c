@@ -37,9 +37,6 @@ struct ps_store {
     ps_store_buf_t *bufs; /* nchunks homes, then nspares spares */
     ps_store_buf_t **cur; /* nchunks: the buffer holding each chunk's values */
     float *state;      /* optimizer state: state_floats arrays of n */
-    float *undo;       /* (1 + state_floats) * chunk_keys: one chunk's values and
-                          state before its update, put back when it would make
-                          a value non-finite */
     ps_optim_t opt;
     uint64_t *init_bits; /* bit k: key shard.begin+k initialised; NULL once all are */
     uint64_t init_left;  /* keys not initialised yet */
@@ -94,14 +91,7 @@ int ps_store_new(ps_store_t **out, ps_range_t shard, const ps_job_t *job)
     s->state = calloc(n * (size_t)(ps_optim_state_floats(&s->opt) + 1), sizeof(float));
     s->init_left = s->n;
     s->init_bits = s->n ? calloc((s->n + 63) / 64, sizeof *s->init_bits) : NULL;
-    s->undo = malloc((s->chunk_keys ? s->chunk_keys : 1) *
-                     (size_t)(ps_optim_state_floats(&s->opt) + 1) * sizeof(float));
-    if (s->undo) { /* touched now, not in the first update (no page faults there) */
-        memset(s->undo, 0, (s->chunk_keys ? s->chunk_keys : 1) *
-                               (size_t)(ps_optim_state_floats(&s->opt) + 1) * sizeof(float));
-    }
-    if (!s->w || !s->state || !s->undo || (s->n && !s->init_bits) ||
-        s_tables(s, 0, NULL) != 0) {
+    if (!s->w || !s->state || (s->n && !s->init_bits) || s_tables(s, 0, NULL) != 0) {
         ps_store_destroy(&s);
         return PS_ENOMEM;
     }
@@ -120,7 +110,6 @@ void ps_store_destroy(ps_store_t **sp)
     free(s->bufs);
     free(s->cur);
     free(s->state);
-    free(s->undo);
     free(s->init_bits);
     free(s);
     *sp = NULL;
@@ -299,57 +288,35 @@ float *ps_store_state(ps_store_t *s, int i)
     return s->state + (size_t)i * s->n;
 }
 
-/* Copies keys [k, k + m) of every optimizer state array to the undo
- * buffer (save) or back. */
-static void s_undo_state(ps_store_t *s, uint64_t k, uint64_t m, int save)
-{
-    for (int i = 0; i < ps_optim_state_floats(&s->opt); i++) {
-        float *st = s->state + (size_t)i * s->n + k, *u = s->undo + (size_t)(i + 1) * s->chunk_keys;
-        memcpy(save ? u : st, save ? st : u, m * sizeof(float));
-    }
-}
-
-/* Keys a block of an update: its update, check (and copy aside, in place)
- * all read it from the core's cache (16 KiB). */
+/* Keys a block of an update: its check and its update both read it from
+ * the core's cache (16 KiB). */
 #define S_BLOCK_KEYS 4096
 
-/* Updates the m values v of keys [k, k + m) in place, block by block: each
- * block is copied aside, updated and checked while it is in cache, where
- * three passes over a whole chunk would read it from memory three times.
- * Returns 1 when the update would make a value non-finite (then undone:
- * values and state as before), else 0. State saved by the caller. */
-static int s_step_in_place(ps_store_t *s, float *v, uint64_t k, uint64_t m, const float *grad,
-                           float lr, float scale, int64_t t)
+/* Writes the updated values of keys [k, k + m) into vo from vi (the same
+ * array in place), block by block: each block checked first
+ * (ps_optim_step_ok), then updated while it is in cache. A block whose
+ * update would make a value or its state non-finite is left as it was
+ * (copied over when vo is another buffer). Returns the blocks so left. */
+static int s_step_blocks(ps_store_t *s, float *vo, const float *vi, uint64_t k, uint64_t m,
+                         const float *grad, float lr, float scale, int64_t t)
 {
+    int left = 0;
     for (uint64_t j = 0; j < m; j += S_BLOCK_KEYS) {
         const uint64_t len = m - j < S_BLOCK_KEYS ? m - j : S_BLOCK_KEYS;
-        memcpy(s->undo + j, v + j, len * sizeof(float));
-        ps_optim_step(&s->opt, lr, t, v + j, s->state + k + j, s->n, grad + j, scale, len);
-        if (!ps_optim_finite(v + j, len)) {
-            memcpy(v, s->undo, (j + len) * sizeof(float));
-            s_undo_state(s, k, m, 0);
-            return 1;
+        float *state = s->state + k + j;
+        if (!ps_optim_step_ok(&s->opt, lr, t, vi + j, state, s->n, grad + j, scale, len)) {
+            if (vo != vi) {
+                memcpy(vo + j, vi + j, len * sizeof(float));
+            }
+            left++;
+        } else if (vo == vi) {
+            ps_optim_step(&s->opt, lr, t, vo + j, state, s->n, grad + j, scale, len);
+        } else {
+            ps_optim_step_from(&s->opt, lr, t, vo + j, vi + j, state, s->n, grad + j, scale,
+                               len);
         }
     }
-    return 0;
-}
-
-/* Writes the m updated values of keys [k, k + m) into vo from vi, block by
- * block, each checked while it is in cache. Returns 1 when every value is
- * finite, else 0 (vo then holds no usable values; state saved by the
- * caller). */
-static int s_step_from(ps_store_t *s, float *vo, const float *vi, uint64_t k, uint64_t m,
-                       const float *grad, float lr, float scale, int64_t t)
-{
-    for (uint64_t j = 0; j < m; j += S_BLOCK_KEYS) {
-        const uint64_t len = m - j < S_BLOCK_KEYS ? m - j : S_BLOCK_KEYS;
-        ps_optim_step_from(&s->opt, lr, t, vo + j, vi + j, s->state + k + j, s->n, grad + j,
-                           scale, len);
-        if (!ps_optim_finite(vo + j, len)) {
-            return 0;
-        }
-    }
-    return 1;
+    return left;
 }
 
 /*
@@ -357,38 +324,32 @@ static int s_step_from(ps_store_t *s, float *vo, const float *vi, uint64_t k, ui
  * optimizer reads the held values and writes the new ones into a free
  * buffer (the rest of the chunk copied over when the update covers only
  * part of it), which becomes the chunk's values; the held buffer is free
- * once its last reply lets it go. An update that would make a value
- * non-finite (finite gradients can overflow) is undone: the chunk keeps its
- * values and state.
+ * once its last reply lets it go. A block whose update would make a value
+ * non-finite (finite gradients can overflow) keeps its values and state.
  */
 int ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, float scale,
                   int64_t t)
 {
     const uint64_t off = r.begin - s->shard.begin, end = off + ps_range_len(r);
-    int undone = 0;
+    int left = 0;
     for (uint64_t k = off; k < end;) {
         const uint64_t c = s_chunk(k), cb = c * PS_STORE_CHUNK_KEYS;
         const uint64_t ce = cb + PS_STORE_CHUNK_KEYS < s->n ? cb + PS_STORE_CHUNK_KEYS : s->n;
         const uint64_t e = end < ce ? end : ce;
         ps_store_buf_t *b = s->cur[c], *nb = NULL;
-        s_undo_state(s, k, e - k, 1);
+        float *v = b->data + (k - cb);
         if (atomic_load(&b->state) != PS_STORE_CURRENT && (nb = s_free_buffer(s, c))) {
             memcpy(nb->data, b->data, (k - cb) * sizeof(float));
             memcpy(nb->data + (e - cb), b->data + (e - cb), (ce - e) * sizeof(float));
-            if (s_step_from(s, nb->data + (k - cb), b->data + (k - cb), k, e - k,
-                            grad + (k - off), lr, scale, t)) {
-                atomic_store(&nb->state, PS_STORE_CURRENT);
-                s->cur[c] = nb;
-                atomic_fetch_sub(&b->state, PS_STORE_CURRENT);
-            } else { /* nb stays free; b keeps the chunk's values */
-                s_undo_state(s, k, e - k, 0);
-                undone++;
-            }
+            left += s_step_blocks(s, nb->data + (k - cb), v, k, e - k, grad + (k - off), lr,
+                                  scale, t);
+            atomic_store(&nb->state, PS_STORE_CURRENT);
+            s->cur[c] = nb;
+            atomic_fetch_sub(&b->state, PS_STORE_CURRENT);
         } else {
-            undone += s_step_in_place(s, b->data + (k - cb), k, e - k, grad + (k - off), lr,
-                                      scale, t);
+            left += s_step_blocks(s, v, v, k, e - k, grad + (k - off), lr, scale, t);
         }
         k = e;
     }
-    return undone;
+    return left;
 }

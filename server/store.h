@@ -118,9 +118,10 @@ float *ps_store_state(ps_store_t *s, int i);
  * shard) with gradient grad*scale at learning rate lr; grad holds
  * ps_range_len(r) floats, the first for key r.begin. t is the 1-based count of
  * updates applied so far including this one (Adam's bias correction): an
- * update cut into ranges passes the same t for each. A chunk whose update
- * would make a value NaN or infinite is left as it was (values and state).
- * Returns the number of chunks so left (0 when the whole update applied).
+ * update cut into ranges passes the same t for each. A block of 4096 keys
+ * whose update would make a value or its state NaN or infinite is left as
+ * it was. Returns the number of blocks so left (0 when the whole update
+ * applied).
  */
 int ps_store_step(ps_store_t *s, ps_range_t r, const float *grad, float lr, float scale,
                    int64_t t);

@@ -80,7 +80,7 @@ size_t ps_worker_flags_table(ps_worker_flags_t *f, ps_flag_t *out)
         {"overlap", PS_FLAG_INT, &c->overlap, "0|1", "sync, ssp: push each layer's gradients as backward finishes it; allreduce: sum the last layers' gradients while backward still runs"},
         {"on-nonfinite", PS_FLAG_STR, &f->on_nonfinite, "skip|fail", "a NaN or infinite loss or gradient: fail = end the job as diverged; skip = push zeros for that step instead, count it and go on"},
         {"local-chunks", PS_FLAG_INT, &c->local_chunks, "0|1", "testing: sync, ssp: cut pushes to servers on this host into --chunk-kib chunks too, as to other hosts' (same arithmetic; 0 = one message per server and push)"},
-        {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers undo an update that would overflow), then the real one (-1 = never)"},
+        {"fault-huge-push", PS_FLAG_INT, &c->fault_huge_push, "STEP", "testing: at step STEP first push 3e38 to keys [0, 4) five times (finite, accepted; the servers leave undone an update that would overflow), then the real one (-1 = never)"},
         {"fault-slow-build", PS_FLAG_DOUBLE, &c->fault_slow_build, "SECONDS", "testing: building the model takes this much longer (the heartbeats go on meanwhile; 0 = no delay)"},
         {"fault-nan-push", PS_FLAG_INT, &c->fault_nan_push, "STEP", "testing: at step STEP first push a NaN gradient, which the servers must refuse, then the real one (-1 = never)"},
         {"progress", PS_FLAG_DOUBLE, &c->progress_seconds, "SECONDS", "worker 0 logs progress this often; in (0, 86400]"},

@@ -27,7 +27,6 @@ struct ps_ring_rows {
     uint64_t *hashes;         /* [V] the rows' keys' hashes, ascending */
     float *values;            /* [V x D] the rows */
     float *state;             /* [S x V x D] their optimizer state, array a at a x V x D */
-    float *undo;              /* [(1 + S) x D] a row as it was before its step */
     float *vec;               /* dense: [P + V x D] the dense gradient, then the rows' */
     int pushed;               /* dense: the step's rows are in vec */
     uint32_t checksum;        /* FNV-1a of the hashes */
@@ -87,11 +86,10 @@ int ps_ring_rows_new(ps_ring_rows_t **out, const ps_job_t *job, const ps_ctr_job
     const size_t VD = r->V * r->D;
     r->values = malloc((VD ? VD : 1) * sizeof *r->values);
     r->state = calloc(VD * (size_t)r->S + 1, sizeof *r->state);
-    r->undo = malloc((1 + (size_t)r->S) * r->D * sizeof *r->undo);
     if (r->kind == PS_RING_ROWS_DENSE) {
         r->vec = calloc(P + VD, sizeof *r->vec);
     }
-    if (!r->values || !r->state || !r->undo || (r->kind == PS_RING_ROWS_DENSE && !r->vec)) {
+    if (!r->values || !r->state || (r->kind == PS_RING_ROWS_DENSE && !r->vec)) {
         snprintf(err, cap, "out of memory for a table of %zu rows of %zu floats", r->V, r->D);
         ps_ring_rows_destroy(&r);
         return PS_ENOMEM;
@@ -124,7 +122,6 @@ void ps_ring_rows_destroy(ps_ring_rows_t **rp)
     free(r->hashes);
     free(r->values);
     free(r->state);
-    free(r->undo);
     free(r->vec);
     free(r->blocks);
     free(r->store_keys);
@@ -280,29 +277,17 @@ int ps_ring_rows_exchange(ps_ring_rows_t *r, ps_ring_t *ring, int64_t step)
     return 0;
 }
 
-/* Row i's step with gradient g (server/rows.c's s_apply): undone when a
- * value or the state would stop being finite. */
+/* Row i's step with gradient g (server/rows.c's s_apply): left undone when
+ * a value or the state would stop being finite. */
 static void s_apply(ps_ring_rows_t *r, size_t i, const float *g, float lr, float scale)
 {
     const size_t D = r->D, stride = r->V * D;
     float *w = r->values + i * D, *state = r->state + i * D;
-    memcpy(r->undo, w, D * sizeof *w);
-    for (int a = 0; a < r->S; a++) {
-        memcpy(r->undo + (size_t)(1 + a) * D, state + a * stride, D * sizeof *w);
-    }
-    ps_optim_step(&r->opt, lr, 1, w, state, stride, g, scale, D);
-    int ok = ps_optim_finite(w, D);
-    for (int a = 0; a < r->S; a++) {
-        ok &= ps_optim_finite(state + a * stride, D);
-    }
-    if (ok) {
+    if (!ps_optim_step_ok(&r->opt, lr, 1, w, state, stride, g, scale, D)) {
+        r->nonfinite++;
         return;
     }
-    memcpy(w, r->undo, D * sizeof *w);
-    for (int a = 0; a < r->S; a++) {
-        memcpy(state + a * stride, r->undo + (size_t)(1 + a) * D, D * sizeof *w);
-    }
-    r->nonfinite++;
+    ps_optim_step(&r->opt, lr, 1, w, state, stride, g, scale, D);
 }
 
 void ps_ring_rows_apply(ps_ring_rows_t *r, float lr, float scale)

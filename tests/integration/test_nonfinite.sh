@@ -10,7 +10,7 @@
 #    toward its step.
 # 4. five finite pushes of 3e38 by the worker (its own token) at the last step
 #    of an async job (--fault-huge-push 9 of 10): the first applies, the
-#    updates of the others would overflow the parameters and are undone and
+#    updates of the others would overflow the parameters, are left undone and
 #    counted; every parameter stays finite and the job ends ok. One worker:
 #    a second one could still be computing on the huge parameters the first
 #    push left, whatever the order the two run in.

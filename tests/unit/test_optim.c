@@ -336,6 +336,47 @@ START_TEST(every_optimizer_is_bitwise_the_scalar_float_formula)
 }
 END_TEST
 
+/* For every optimizer, ps_optim_step_ok writes nothing and says exactly
+ * whether the step would leave every value and state float finite: a
+ * gradient that overflows the step at the first, a middle or the last key
+ * is found, and the ordinary one is not. */
+START_TEST(step_ok_foresees_an_overflowing_step_and_writes_nothing)
+{
+    const char *names[] = {"sgd", "sgd", "nesterov", "adam", "adagrad", "ftrl"};
+    const double mus[] = {0.0, 0.9, 0.9, 0.0, 0.0, 0.0};
+    static float w[S_BN], st[2 * S_BN], g[S_BN], w0[S_BN], st0[2 * S_BN];
+    const size_t at[] = {0, 500, S_BN - 1};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        ps_job_t job;
+        ps_job_defaults(&job);
+        snprintf(job.optimizer, sizeof job.optimizer, "%s", names[k]);
+        job.momentum = mus[k];
+        ps_optim_t o;
+        ck_assert_int_eq(ps_optim_from_job(&job, &o), 0);
+        for (size_t i = 0; i <= sizeof at / sizeof at[0]; i++) {
+            ps_test_fill(w0, S_BN, -1, 1, 11);
+            ps_test_fill(st0, 2 * S_BN, 0, 1, 12);
+            ps_test_fill(g, S_BN, -1, 1, 13);
+            if (i < sizeof at / sizeof at[0]) {
+                g[at[i]] = 3e38f; /* finite; ten times it is not */
+            }
+            memcpy(w, w0, sizeof w);
+            memcpy(st, st0, sizeof st);
+            const int ok = ps_optim_step_ok(&o, 10.0f, 2, w, st, S_BN, g, 1.0f, S_BN);
+            ck_assert_msg(!memcmp(w, w0, sizeof w) && !memcmp(st, st0, sizeof st),
+                          "%s: the check wrote", names[k]);
+            ck_assert_msg(ok == (i == sizeof at / sizeof at[0]), "%s: ok %d with case %zu",
+                          names[k], ok, i);
+            ps_optim_step(&o, 10.0f, 2, w, st, S_BN, g, 1.0f, S_BN);
+            const int finite = ps_optim_finite(w, S_BN) &&
+                               ps_optim_finite(st, (size_t)ps_optim_state_floats(&o) * S_BN);
+            ck_assert_msg(ok == finite, "%s: ok %d but the step is %sfinite", names[k], ok,
+                          finite ? "" : "not ");
+        }
+    }
+}
+END_TEST
+
 /* A NaN or an infinity anywhere (first, middle, last element; any byte
  * alignment of the array) is found; finite extremes are not. */
 START_TEST(finite_finds_any_nonfinite_value_at_any_place)
@@ -494,6 +535,7 @@ int main(void)
     tcase_add_test(tc, ftrl_l1_makes_weights_exactly_zero);
     tcase_add_test(tc, every_optimizer_is_bitwise_the_scalar_float_formula);
     tcase_add_test(tc, finite_finds_any_nonfinite_value_at_any_place);
+    tcase_add_test(tc, step_ok_foresees_an_overflowing_step_and_writes_nothing);
     tcase_add_test(tc, optimizer_names_and_state_sizes);
     tcase_add_test(tc, row_init_is_a_deterministic_uniform_hash);
     tcase_add_test(tc, schedules_match_their_formulas);
