@@ -225,13 +225,16 @@ static inline __attribute__((always_inline)) uint32_t s_nonfinite(float x)
  */
 #define PS_OPTIM_LOOP static inline __attribute__((always_inline)) uint32_t
 
+/* sgd, with momentum or without, and nesterov, which looks ahead along the
+ * new velocity: one loop each, as the kind is the same for every key. */
 PS_OPTIM_LOOP s_sgd(const ps_optim_t *o, float lr, float *wo, const float *wi,
                     float *restrict v, const float *restrict grad, float scale, size_t n,
                     const int dry)
 {
     const float wd = o->weight_decay, mu = o->momentum;
+    const int nesterov = o->kind == PS_OPT_NESTEROV;
     uint32_t bad = 0;
-    if (mu == 0.0f) {
+    if (mu == 0.0f && !nesterov) {
         for (size_t i = 0; i < n; i++) {
             const float w = wi[i] - lr * (grad[i] * scale + wd * wi[i]);
             bad |= s_nonfinite(w);
@@ -243,25 +246,7 @@ PS_OPTIM_LOOP s_sgd(const ps_optim_t *o, float lr, float *wo, const float *wi,
     }
     for (size_t i = 0; i < n; i++) {
         const float g = grad[i] * scale + wd * wi[i];
-        const float vi = mu * v[i] + g, w = wi[i] - lr * vi;
-        bad |= s_nonfinite(vi) | s_nonfinite(w);
-        if (!dry) {
-            v[i] = vi;
-            wo[i] = w;
-        }
-    }
-    return bad;
-}
-
-PS_OPTIM_LOOP s_nesterov(const ps_optim_t *o, float lr, float *wo, const float *wi,
-                         float *restrict v, const float *restrict grad, float scale, size_t n,
-                         const int dry)
-{
-    const float wd = o->weight_decay, mu = o->momentum;
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        const float g = grad[i] * scale + wd * wi[i];
-        const float vi = mu * v[i] + g, w = wi[i] - lr * (g + mu * vi);
+        const float vi = mu * v[i] + g, w = wi[i] - lr * (nesterov ? g + mu * vi : vi);
         bad |= s_nonfinite(vi) | s_nonfinite(w);
         if (!dry) {
             v[i] = vi;
@@ -347,8 +332,8 @@ PS_OPTIM_LOOP s_step(const ps_optim_t *o, float lr, int64_t t, float *wo, const 
                      float scale, size_t n, const int dry)
 {
     switch (o->kind) {
-    case PS_OPT_SGD: return s_sgd(o, lr, wo, wi, state, grad, scale, n, dry);
-    case PS_OPT_NESTEROV: return s_nesterov(o, lr, wo, wi, state, grad, scale, n, dry);
+    case PS_OPT_SGD:
+    case PS_OPT_NESTEROV: return s_sgd(o, lr, wo, wi, state, grad, scale, n, dry);
     case PS_OPT_ADAM:
         return s_adam(o, lr, t, wo, wi, state, state + stride, grad, scale, n, dry);
     case PS_OPT_ADAGRAD: return s_adagrad(o, lr, wo, wi, state, grad, scale, n, dry);
