@@ -364,3 +364,13 @@ PS_OPTIM_CLONES int ps_optim_step_ok(const ps_optim_t *o, float lr, int64_t t, c
     /* dry: neither w nor state is written, so the casts write nothing */
     return !s_step(o, lr, t, (float *)w, w, (float *)state, stride, grad, scale, n, 1);
 }
+
+int ps_optim_step_if_finite(const ps_optim_t *o, float lr, int64_t t, float *w, float *state,
+                            size_t stride, const float *grad, float scale, size_t n)
+{
+    if (!ps_optim_step_ok(o, lr, t, w, state, stride, grad, scale, n)) {
+        return 0;
+    }
+    ps_optim_step(o, lr, t, w, state, stride, grad, scale, n);
+    return 1;
+}

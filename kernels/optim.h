@@ -132,6 +132,11 @@ int ps_optim_step_ok(const ps_optim_t *o, float lr, int64_t t, const float *w,
                      const float *state, size_t stride, const float *grad, float scale,
                      size_t n);
 
+/* ps_optim_step() when ps_optim_step_ok() says it stays finite: returns 1
+ * when applied, 0 when w and state are left as they were. */
+int ps_optim_step_if_finite(const ps_optim_t *o, float lr, int64_t t, float *w, float *state,
+                            size_t stride, const float *grad, float scale, size_t n);
+
 /*
  * The initial values of embedding row `key` of a job seeded with seed: dim
  * floats into out, uniform in [-bound, bound) (all +0 when bound is 0).

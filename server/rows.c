@@ -469,12 +469,11 @@ static void s_apply(ps_rows_t *t, uint64_t idx, const float *g, float lr, float 
 {
     const size_t d = t->dim, stride = s_stride(t);
     float *w = s_values(t, idx), *state = s_state(t, idx);
-    if (!ps_optim_step_ok(&t->cfg.optim, lr, 1, w, state, stride, g, scale, d)) {
+    if (ps_optim_step_if_finite(&t->cfg.optim, lr, 1, w, state, stride, g, scale, d)) {
+        t->st.updates++;
+    } else {
         t->st.nonfinite++;
-        return;
     }
-    ps_optim_step(&t->cfg.optim, lr, 1, w, state, stride, g, scale, d);
-    t->st.updates++;
 }
 
 int ps_rows_update(ps_rows_t *t, const uint64_t *keys, size_t n, const float *grad,

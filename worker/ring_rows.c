@@ -283,11 +283,7 @@ static void s_apply(ps_ring_rows_t *r, size_t i, const float *g, float lr, float
 {
     const size_t D = r->D, stride = r->V * D;
     float *w = r->values + i * D, *state = r->state + i * D;
-    if (!ps_optim_step_ok(&r->opt, lr, 1, w, state, stride, g, scale, D)) {
-        r->nonfinite++;
-        return;
-    }
-    ps_optim_step(&r->opt, lr, 1, w, state, stride, g, scale, D);
+    r->nonfinite += !ps_optim_step_if_finite(&r->opt, lr, 1, w, state, stride, g, scale, D);
 }
 
 void ps_ring_rows_apply(ps_ring_rows_t *r, float lr, float scale)
